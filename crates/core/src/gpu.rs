@@ -1,0 +1,97 @@
+//! The GPU catalog: capacity as the device reports it, compiled in from `data/gpus.json`.
+
+use crate::error::CoreError;
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+/// One GPU model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    /// Catalog id, `<family>-<memory>gb` (`a100-80gb`).
+    pub id: String,
+    /// Full product name.
+    pub name: String,
+    pub vendor: String,
+    /// Architecture / generation (`volta`, `ampere`, `hopper`, ...).
+    pub arch: String,
+    /// Total memory in bytes as the device reports it (`cudaMemGetInfo` total, nvidia-smi's
+    /// "Total" in MiB × 2^20), not the marketing figure.
+    pub memory_bytes: u64,
+    /// The marketing capacity in GB as sold (for display).
+    pub marketing_gb: u64,
+    /// Whether the GPU computes in bf16 natively.
+    pub bf16: bool,
+    /// Where `memory_bytes` comes from.
+    pub source: String,
+    /// Other spellings accepted on the command line.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+const CATALOG_JSON: &str = include_str!("../../../data/gpus.json");
+
+/// All GPUs in the catalog, in file order.
+pub fn catalog() -> &'static [Gpu] {
+    static CATALOG: OnceLock<Vec<Gpu>> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        serde_json::from_str(CATALOG_JSON).expect("data/gpus.json is checked by the tests")
+    })
+}
+
+/// Looks a GPU up by id or alias, case-insensitively.
+pub fn find(id: &str) -> Result<&'static Gpu, CoreError> {
+    let key = id.trim().to_ascii_lowercase();
+    catalog()
+        .iter()
+        .find(|g| g.id == key || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(&key)))
+        .ok_or_else(|| CoreError::Unknown {
+            kind: "GPU",
+            name: id.to_string(),
+            hint: suggestion(&key, catalog().iter().map(|g| g.id.as_str())),
+        })
+}
+
+/// "; did you mean 'x'?" for the closest name, or a pointer to the list.
+pub fn suggestion<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let best = names
+        .map(|n| (crate::text::edit_distance(key, n), n))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((d, n)) if d <= 3 || n.starts_with(key) => format!("; did you mean '{n}'?"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_is_well_formed() {
+        let cat = catalog();
+        assert!(cat.len() >= 17, "catalog has {} GPUs", cat.len());
+        for g in cat {
+            assert!(g.memory_bytes > 0 && g.memory_bytes % (1 << 20) == 0, "{}", g.id);
+            assert!(!g.source.is_empty(), "{} names no source", g.id);
+            let suffix = format!("-{}gb", g.marketing_gb);
+            assert!(g.id.ends_with(&suffix), "{} does not end in {suffix}", g.id);
+            // A device reports less than or about its marketing capacity, never far more.
+            let marketing_gib = g.marketing_gb as f64 * 1e9 / (1u64 << 30) as f64;
+            let reported_gib = g.memory_bytes as f64 / (1u64 << 30) as f64;
+            assert!(reported_gib <= marketing_gib * 1.08 + 0.5, "{}", g.id);
+        }
+        for id in [
+            "v100-16gb", "v100-32gb", "a10-24gb", "a100-40gb", "a100-80gb", "l4-24gb",
+            "l40s-48gb", "h100-80gb", "h200-141gb", "b200-192gb", "mi300x-192gb", "t4-16gb",
+            "rtx3090-24gb", "rtx4090-24gb", "rtx5090-32gb",
+        ] {
+            assert!(find(id).is_ok(), "{id} missing");
+        }
+    }
+
+    #[test]
+    fn unknown_gpu_suggests() {
+        let e = find("a100-80g").unwrap_err().to_string();
+        assert!(e.contains("did you mean 'a100-80gb'"), "{e}");
+    }
+}

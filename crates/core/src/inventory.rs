@@ -1,0 +1,725 @@
+//! The tensor inventory: every parameter tensor of a model with its shape, dtype, bytes, layer
+//! and component. Built from a [`ModelSpec`] (names as the family's checkpoints spell them) or
+//! read from file headers; both produce the same [`Inventory`], so they can be compared.
+
+use crate::dtype::DType;
+use crate::error::CoreError;
+use crate::model::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which part of the model a tensor belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Component {
+    /// Token, position and token-type embeddings (and their projections/norm).
+    Embedding,
+    /// Attention projections, their biases and per-head norms.
+    Attention,
+    /// Dense feed-forward weights, including MoE shared experts (always active).
+    Mlp,
+    /// Routed MoE experts (only `top_k` of them are active per token).
+    Experts,
+    /// The MoE router (gate).
+    Router,
+    /// Normalisation layers.
+    Norm,
+    /// Output head: LM head, MLM transform, pooler.
+    Head,
+}
+
+impl Component {
+    pub const ALL: [Component; 7] = [
+        Component::Embedding,
+        Component::Attention,
+        Component::Mlp,
+        Component::Experts,
+        Component::Router,
+        Component::Norm,
+        Component::Head,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Embedding => "embedding",
+            Component::Attention => "attention",
+            Component::Mlp => "mlp",
+            Component::Experts => "experts",
+            Component::Router => "router",
+            Component::Norm => "norm",
+            Component::Head => "head",
+        }
+    }
+}
+
+/// One parameter tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tensor {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub dtype: DType,
+    pub bytes: u64,
+    /// Global layer index (encoder layers first); `None` outside the layer stacks.
+    pub layer: Option<u32>,
+    pub component: Component,
+}
+
+impl Tensor {
+    /// Builds a tensor, computing its bytes exactly; fails on overflow or a size the dtype
+    /// cannot hold (a partial quantization block).
+    pub fn new(
+        name: String,
+        shape: Vec<u64>,
+        dtype: DType,
+        layer: Option<u32>,
+        component: Component,
+    ) -> Result<Self, CoreError> {
+        let elements = elements_of(&shape).ok_or_else(|| CoreError::Overflow {
+            what: format!("element count of tensor '{name}'"),
+        })?;
+        let bytes = dtype
+            .bytes_for(elements)
+            .ok_or_else(|| CoreError::InvalidTensor {
+                name: name.clone(),
+                reason: format!("{elements} elements do not fill whole {dtype} blocks"),
+            })?;
+        Ok(Tensor {
+            name,
+            shape,
+            dtype,
+            bytes,
+            layer,
+            component,
+        })
+    }
+
+    /// Number of elements (the product of the shape; 1 for a scalar).
+    pub fn elements(&self) -> u64 {
+        elements_of(&self.shape).unwrap_or(u64::MAX)
+    }
+}
+
+/// Product of dimensions with overflow checking; `[]` (a scalar) has one element.
+pub fn elements_of(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
+/// Parameters and bytes of a group of tensors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub params: u64,
+    pub bytes: u64,
+    pub tensors: u64,
+}
+
+impl Tally {
+    fn add(&mut self, t: &Tensor) {
+        self.params = self.params.saturating_add(t.elements());
+        self.bytes = self.bytes.saturating_add(t.bytes);
+        self.tensors += 1;
+    }
+}
+
+/// The list of a model's parameter tensors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub tensors: Vec<Tensor>,
+}
+
+impl Inventory {
+    /// All tensors together.
+    pub fn total(&self) -> Tally {
+        let mut t = Tally::default();
+        self.tensors.iter().for_each(|x| t.add(x));
+        t
+    }
+
+    /// Total parameter count (tied tensors appear once).
+    pub fn params(&self) -> u64 {
+        self.total().params
+    }
+
+    /// Total bytes as stored.
+    pub fn bytes(&self) -> u64 {
+        self.total().bytes
+    }
+
+    /// Tallies per component, in [`Component::ALL`] order (absent components omitted).
+    pub fn by_component(&self) -> BTreeMap<Component, Tally> {
+        let mut m = BTreeMap::new();
+        for t in &self.tensors {
+            m.entry(t.component).or_insert_with(Tally::default).add(t);
+        }
+        m
+    }
+
+    /// Tallies per storage dtype.
+    pub fn by_dtype(&self) -> BTreeMap<DType, Tally> {
+        let mut m = BTreeMap::new();
+        for t in &self.tensors {
+            m.entry(t.dtype).or_insert_with(Tally::default).add(t);
+        }
+        m
+    }
+
+    /// Tallies per layer index (tensors outside the layer stacks are not included).
+    pub fn by_layer(&self) -> BTreeMap<u32, Tally> {
+        let mut m = BTreeMap::new();
+        for t in &self.tensors {
+            if let Some(l) = t.layer {
+                m.entry(l).or_insert_with(Tally::default).add(t);
+            }
+        }
+        m
+    }
+
+    /// Looks a tensor up by name.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+/// Builds the exact inventory of `spec`: every parameter of the model class it describes, tied
+/// weights once, buffers (rotary tables, attention masks, DeepSeek's `e_score_correction_bias`)
+/// excluded. Shapes follow PyTorch (`nn.Linear` weights are `[out, in]`; GPT-2's `Conv1D` is
+/// `[in, out]`). Tensor names follow the family's Hugging Face checkpoints.
+pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
+    let mut b = Builder {
+        spec,
+        dtype: spec.dtype,
+        out: Vec::new(),
+    };
+    b.embeddings()?;
+    let mut global = 0u32;
+    if let Some(enc) = &spec.encoder {
+        for (i, layer) in enc.layers.iter().enumerate() {
+            b.layer(StackKind::Encoder, i, global, layer)?;
+            global += 1;
+        }
+        if let Some(n) = enc.final_norm {
+            let name = b.final_norm_name(StackKind::Encoder);
+            b.norm(&name, n, None)?;
+        }
+    }
+    let kind = if spec.encoder.is_some() {
+        StackKind::Decoder
+    } else {
+        StackKind::Main
+    };
+    for (i, layer) in spec.decoder.layers.iter().enumerate() {
+        b.layer(kind, i, global, layer)?;
+        global += 1;
+    }
+    if let Some(n) = spec.decoder.final_norm {
+        let name = b.final_norm_name(kind);
+        b.norm(&name, n, None)?;
+    }
+    b.head()?;
+    Ok(Inventory { tensors: b.out })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StackKind {
+    Main,
+    Encoder,
+    Decoder,
+}
+
+struct Builder<'a> {
+    spec: &'a ModelSpec,
+    dtype: DType,
+    out: Vec<Tensor>,
+}
+
+impl Builder<'_> {
+    fn push(
+        &mut self,
+        name: String,
+        shape: Vec<u64>,
+        layer: Option<u32>,
+        component: Component,
+    ) -> Result<(), CoreError> {
+        self.out
+            .push(Tensor::new(name, shape, self.dtype, layer, component)?);
+        Ok(())
+    }
+
+    /// A linear layer `in → out`: weight `[out, in]` (or `[in, out]` for Conv1D) and bias.
+    fn linear(
+        &mut self,
+        name: &str,
+        inp: u64,
+        out: u64,
+        bias: bool,
+        layer: Option<u32>,
+        c: Component,
+    ) -> Result<(), CoreError> {
+        let shape = if self.spec.naming == Naming::Gpt2 {
+            vec![inp, out]
+        } else {
+            vec![out, inp]
+        };
+        self.push(format!("{name}.weight"), shape, layer, c)?;
+        if bias {
+            self.push(format!("{name}.bias"), vec![out], layer, c)?;
+        }
+        Ok(())
+    }
+
+    fn norm(&mut self, name: &str, n: Norm, layer: Option<u32>) -> Result<(), CoreError> {
+        self.push(
+            format!("{name}.weight"),
+            vec![n.dim],
+            layer,
+            Component::Norm,
+        )?;
+        if let NormKind::LayerNorm { bias: true } = n.kind {
+            self.push(format!("{name}.bias"), vec![n.dim], layer, Component::Norm)?;
+        }
+        Ok(())
+    }
+
+    /// The prefix of the base model inside the task class (`model.`, `transformer.`, ...), or
+    /// nothing for a bare base model.
+    fn root(&self) -> &'static str {
+        let bare = matches!(self.spec.head, Head::None { .. });
+        let root = match self.spec.naming {
+            Naming::Llama | Naming::Mixtral | Naming::QwenMoe | Naming::DeepSeek | Naming::Phi3 => {
+                "model."
+            }
+            Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
+            Naming::NeoX => "gpt_neox.",
+            Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
+            Naming::Bert => "bert.",
+            Naming::Roberta => "roberta.",
+            Naming::T5 => "",
+        };
+        if bare {
+            ""
+        } else {
+            root
+        }
+    }
+
+    fn embeddings(&mut self) -> Result<(), CoreError> {
+        let s = self.spec;
+        let r = self.root();
+        let e = &s.embedding;
+        let c = Component::Embedding;
+        let (tok, pos) = match s.naming {
+            Naming::Gpt2 | Naming::BigCode => ("wte", "wpe"),
+            Naming::NeoX => ("embed_in", ""),
+            Naming::Falcon => ("word_embeddings", ""),
+            Naming::Opt => ("embed_tokens", "embed_positions"),
+            Naming::Bert | Naming::Roberta => {
+                ("embeddings.word_embeddings", "embeddings.position_embeddings")
+            }
+            Naming::T5 => ("shared", ""),
+            _ => ("embed_tokens", ""),
+        };
+        self.push(format!("{r}{tok}.weight"), vec![s.vocab_size, e.dim], None, c)?;
+        if let Positions::Learned { rows } = e.positions {
+            self.push(format!("{r}{pos}.weight"), vec![rows, s.hidden_size], None, c)?;
+        }
+        if e.token_types > 0 {
+            self.push(
+                format!("{r}embeddings.token_type_embeddings.weight"),
+                vec![e.token_types, s.hidden_size],
+                None,
+                c,
+            )?;
+        }
+        if let Some(n) = e.norm {
+            let before = self.out.len();
+            self.norm(&format!("{r}embeddings.LayerNorm"), n, None)?;
+            for t in &mut self.out[before..] {
+                t.component = Component::Embedding;
+            }
+        }
+        if e.projection {
+            // OPT: project_out (hidden → dim) and project_in (dim → hidden), no bias.
+            self.linear(&format!("{r}project_out"), s.hidden_size, e.dim, false, None, c)?;
+            self.linear(&format!("{r}project_in"), e.dim, s.hidden_size, false, None, c)?;
+        }
+        Ok(())
+    }
+
+    fn layer_prefix(&self, kind: StackKind, i: usize) -> String {
+        let r = self.root();
+        match (self.spec.naming, kind) {
+            (Naming::T5, StackKind::Encoder) => format!("encoder.block.{i}"),
+            (Naming::T5, _) => format!("decoder.block.{i}"),
+            (Naming::Gpt2 | Naming::BigCode | Naming::Falcon, _) => format!("{r}h.{i}"),
+            (Naming::Bert | Naming::Roberta, _) => format!("{r}encoder.layer.{i}"),
+            _ => format!("{r}layers.{i}"),
+        }
+    }
+
+    fn final_norm_name(&self, kind: StackKind) -> String {
+        let r = self.root();
+        match (self.spec.naming, kind) {
+            (Naming::T5, StackKind::Encoder) => "encoder.final_layer_norm".into(),
+            (Naming::T5, _) => "decoder.final_layer_norm".into(),
+            (Naming::Gpt2 | Naming::BigCode | Naming::Falcon, _) => format!("{r}ln_f"),
+            (Naming::NeoX | Naming::Opt, _) => format!("{r}final_layer_norm"),
+            _ => format!("{r}norm"),
+        }
+    }
+
+    fn layer(
+        &mut self,
+        kind: StackKind,
+        i: usize,
+        global: u32,
+        layer: &Layer,
+    ) -> Result<(), CoreError> {
+        let p = self.layer_prefix(kind, i);
+        let l = Some(global);
+        let is_t5_decoder = self.spec.naming == Naming::T5 && kind == StackKind::Decoder;
+        let has_post_attn = layer
+            .norms
+            .iter()
+            .any(|(s, _)| *s == NormSlot::PostAttention);
+        for (slot, n) in &layer.norms {
+            let name = self.norm_name(&p, *slot, has_post_attn, layer, is_t5_decoder);
+            self.norm(&name, *n, l)?;
+        }
+        let attn_name = match self.spec.naming {
+            Naming::T5 => format!("{p}.layer.0.SelfAttention"),
+            Naming::Gpt2 | Naming::BigCode => format!("{p}.attn"),
+            Naming::NeoX => format!("{p}.attention"),
+            Naming::Falcon => format!("{p}.self_attention"),
+            Naming::Bert | Naming::Roberta => format!("{p}.attention"),
+            _ => format!("{p}.self_attn"),
+        };
+        self.attention(&attn_name, &layer.attention, l)?;
+        if let Some(cross) = &layer.cross_attention {
+            self.attention(&format!("{p}.layer.1.EncDecAttention"), cross, l)?;
+        }
+        let mlp_name = match self.spec.naming {
+            Naming::T5 if is_t5_decoder => format!("{p}.layer.2.DenseReluDense"),
+            Naming::T5 => format!("{p}.layer.1.DenseReluDense"),
+            Naming::Mixtral => format!("{p}.block_sparse_moe"),
+            Naming::Opt | Naming::Bert | Naming::Roberta => p.clone(),
+            _ => format!("{p}.mlp"),
+        };
+        match &layer.mlp {
+            Mlp::Dense(d) => self.dense_mlp(&mlp_name, d, l, Component::Mlp)?,
+            Mlp::Moe(m) => self.moe(&mlp_name, m, l)?,
+        }
+        Ok(())
+    }
+
+    fn norm_name(
+        &self,
+        p: &str,
+        slot: NormSlot,
+        has_post_attn: bool,
+        layer: &Layer,
+        t5_decoder: bool,
+    ) -> String {
+        use NormSlot::*;
+        let s = match self.spec.naming {
+            Naming::Gpt2 | Naming::BigCode => match slot {
+                PreAttention => "ln_1",
+                _ => "ln_2",
+            },
+            Naming::Opt => match slot {
+                PreAttention => "self_attn_layer_norm",
+                _ => "final_layer_norm",
+            },
+            Naming::Falcon => {
+                let two = layer.norms.len() == 2;
+                match slot {
+                    PreAttention if two && layer.parallel_residual => "ln_attn",
+                    PreAttention => "input_layernorm",
+                    _ if layer.parallel_residual => "ln_mlp",
+                    _ => "post_attention_layernorm",
+                }
+            }
+            Naming::Bert | Naming::Roberta => match slot {
+                PostAttention => "attention.output.LayerNorm",
+                _ => "output.LayerNorm",
+            },
+            Naming::T5 => match slot {
+                PreAttention => "layer.0.layer_norm",
+                PreCrossAttention => "layer.1.layer_norm",
+                _ if t5_decoder => "layer.2.layer_norm",
+                _ => "layer.1.layer_norm",
+            },
+            _ => match slot {
+                PreAttention => "input_layernorm",
+                PostAttention => "post_attention_layernorm",
+                PreMlp if has_post_attn => "pre_feedforward_layernorm",
+                PreMlp => "post_attention_layernorm",
+                PostMlp => "post_feedforward_layernorm",
+                PreCrossAttention => "cross_attn_layernorm",
+            },
+        };
+        format!("{p}.{s}")
+    }
+
+    fn attention(&mut self, a: &str, att: &Attention, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let c = Component::Attention;
+        let b = att.bias;
+        match att.kind {
+            AttentionKind::Standard {
+                heads,
+                kv_heads,
+                head_dim,
+            } => {
+                let q = mul(heads, head_dim, "attention width")?;
+                let kv = mul(kv_heads, head_dim, "key/value width")?;
+                let qkv = q
+                    .checked_add(2 * kv)
+                    .ok_or_else(|| overflow("fused qkv width"))?;
+                match self.spec.naming {
+                    Naming::Gpt2 | Naming::BigCode => {
+                        self.linear(&format!("{a}.c_attn"), h, qkv, b.q, l, c)?;
+                        self.linear(&format!("{a}.c_proj"), q, h, b.o, l, c)?;
+                    }
+                    Naming::NeoX | Naming::Falcon => {
+                        self.linear(&format!("{a}.query_key_value"), h, qkv, b.q, l, c)?;
+                        self.linear(&format!("{a}.dense"), q, h, b.o, l, c)?;
+                    }
+                    Naming::Phi3 => {
+                        self.linear(&format!("{a}.qkv_proj"), h, qkv, b.q, l, c)?;
+                        self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;
+                    }
+                    Naming::Bert | Naming::Roberta => {
+                        self.linear(&format!("{a}.self.query"), h, q, b.q, l, c)?;
+                        self.linear(&format!("{a}.self.key"), h, kv, b.k, l, c)?;
+                        self.linear(&format!("{a}.self.value"), h, kv, b.v, l, c)?;
+                        self.linear(&format!("{a}.output.dense"), q, h, b.o, l, c)?;
+                    }
+                    Naming::T5 => {
+                        for (n, out) in [("q", q), ("k", kv), ("v", kv)] {
+                            self.linear(&format!("{a}.{n}"), h, out, false, l, c)?;
+                        }
+                        self.linear(&format!("{a}.o"), q, h, false, l, c)?;
+                        if let Some(buckets) = att.relative_bias_buckets {
+                            self.push(
+                                format!("{a}.relative_attention_bias.weight"),
+                                vec![buckets, heads],
+                                l,
+                                c,
+                            )?;
+                        }
+                    }
+                    Naming::Opt => {
+                        self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
+                        self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
+                        self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
+                        self.linear(&format!("{a}.out_proj"), q, h, b.o, l, c)?;
+                    }
+                    _ => {
+                        self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
+                        self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
+                        self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
+                        self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;
+                    }
+                }
+            }
+            AttentionKind::Latent {
+                heads,
+                q_lora_rank,
+                kv_lora_rank,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+            } => {
+                // DeepSeek-V2/V3 MLA (transformers `modeling_deepseek_v3.py`,
+                // `DeepseekV3Attention`).
+                let qk_head = qk_nope_head_dim + qk_rope_head_dim;
+                let q_out = mul(heads, qk_head, "MLA query width")?;
+                match q_lora_rank {
+                    Some(r) => {
+                        self.linear(&format!("{a}.q_a_proj"), h, r, b.q, l, c)?;
+                        self.norm(&format!("{a}.q_a_layernorm"), Norm::rms(r), l)?;
+                        self.linear(&format!("{a}.q_b_proj"), r, q_out, false, l, c)?;
+                    }
+                    None => self.linear(&format!("{a}.q_proj"), h, q_out, false, l, c)?,
+                }
+                self.linear(
+                    &format!("{a}.kv_a_proj_with_mqa"),
+                    h,
+                    kv_lora_rank + qk_rope_head_dim,
+                    b.k,
+                    l,
+                    c,
+                )?;
+                self.norm(
+                    &format!("{a}.kv_a_layernorm"),
+                    Norm::rms(kv_lora_rank),
+                    l,
+                )?;
+                let kv_b = mul(heads, qk_nope_head_dim + v_head_dim, "MLA kv_b width")?;
+                self.linear(&format!("{a}.kv_b_proj"), kv_lora_rank, kv_b, false, l, c)?;
+                let o_in = mul(heads, v_head_dim, "MLA output width")?;
+                self.linear(&format!("{a}.o_proj"), o_in, h, b.o, l, c)?;
+            }
+        }
+        if let Some(n) = att.qk_norm {
+            self.norm(&format!("{a}.q_norm"), n, l)?;
+            self.norm(&format!("{a}.k_norm"), n, l)?;
+        }
+        Ok(())
+    }
+
+    fn dense_mlp(
+        &mut self,
+        m: &str,
+        d: &DenseMlp,
+        l: Option<u32>,
+        c: Component,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let f = d.ffn;
+        let bias = d.bias;
+        match (self.spec.naming, d.gated) {
+            (Naming::Phi3, true) => {
+                let two_f = mul(2, f, "gate_up width")?;
+                self.linear(&format!("{m}.gate_up_proj"), h, two_f, bias, l, c)?;
+                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
+            }
+            (Naming::Gpt2 | Naming::BigCode, _) => {
+                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
+            }
+            (Naming::NeoX | Naming::Falcon, _) => {
+                self.linear(&format!("{m}.dense_h_to_4h"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.dense_4h_to_h"), f, h, bias, l, c)?;
+            }
+            (Naming::Opt, _) => {
+                self.linear(&format!("{m}.fc1"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.fc2"), f, h, bias, l, c)?;
+            }
+            (Naming::Bert | Naming::Roberta, _) => {
+                self.linear(&format!("{m}.intermediate.dense"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.output.dense"), f, h, bias, l, c)?;
+            }
+            (Naming::T5, true) => {
+                self.linear(&format!("{m}.wi_0"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.wi_1"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
+            }
+            (Naming::T5, false) => {
+                self.linear(&format!("{m}.wi"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
+            }
+            (Naming::Mixtral, true) => {
+                self.linear(&format!("{m}.w1"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.w2"), f, h, bias, l, c)?;
+                self.linear(&format!("{m}.w3"), h, f, bias, l, c)?;
+            }
+            (_, true) => {
+                self.linear(&format!("{m}.gate_proj"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
+            }
+            (_, false) => {
+                // StarCoder2-style plain MLP inside a Llama-named model.
+                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        self.linear(&format!("{m}.gate"), h, moe.experts, false, l, Component::Router)?;
+        for e in 0..moe.experts {
+            self.dense_mlp(
+                &format!("{m}.experts.{e}"),
+                &moe.expert,
+                l,
+                Component::Experts,
+            )?;
+        }
+        if let Some(shared) = &moe.shared {
+            let name = match self.spec.naming {
+                Naming::DeepSeek => format!("{m}.shared_experts"),
+                _ => format!("{m}.shared_expert"),
+            };
+            self.dense_mlp(&name, shared, l, Component::Mlp)?;
+        }
+        if moe.shared_gate {
+            self.linear(
+                &format!("{m}.shared_expert_gate"),
+                h,
+                1,
+                false,
+                l,
+                Component::Router,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn head(&mut self) -> Result<(), CoreError> {
+        let s = self.spec;
+        let h = s.hidden_size;
+        let v = s.vocab_size;
+        let c = Component::Head;
+        match s.head {
+            Head::LanguageModel { tied, bias } => {
+                if !tied {
+                    let name = match s.naming {
+                        Naming::NeoX => "embed_out",
+                        _ => "lm_head",
+                    };
+                    // The head reads the hidden state, or the projected state in OPT-350m.
+                    self.linear(name, s.embedding.dim, v, bias, None, c)?;
+                } else if bias {
+                    self.push("lm_head.bias".into(), vec![v], None, c)?;
+                }
+            }
+            Head::MaskedLm { tied } => {
+                let (p, dense, ln, dec, b) = match s.naming {
+                    Naming::Roberta => (
+                        "lm_head",
+                        "lm_head.dense",
+                        "lm_head.layer_norm",
+                        "lm_head.decoder",
+                        "lm_head.bias",
+                    ),
+                    _ => (
+                        "cls.predictions",
+                        "cls.predictions.transform.dense",
+                        "cls.predictions.transform.LayerNorm",
+                        "cls.predictions.decoder",
+                        "cls.predictions.bias",
+                    ),
+                };
+                let _ = p;
+                self.linear(dense, h, h, true, None, c)?;
+                let before = self.out.len();
+                self.norm(ln, Norm::layer(h, true), None)?;
+                for t in &mut self.out[before..] {
+                    t.component = Component::Head;
+                }
+                if !tied {
+                    self.push(format!("{dec}.weight"), vec![v, h], None, c)?;
+                }
+                self.push(b.into(), vec![v], None, c)?;
+            }
+            Head::None { pooler } => {
+                if pooler {
+                    let r = self.root();
+                    self.linear(&format!("{r}pooler.dense"), h, h, true, None, c)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn mul(a: u64, b: u64, what: &str) -> Result<u64, CoreError> {
+    a.checked_mul(b).ok_or_else(|| overflow(what))
+}
+
+fn overflow(what: &str) -> CoreError {
+    CoreError::Overflow { what: what.into() }
+}

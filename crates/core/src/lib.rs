@@ -1,0 +1,18 @@
+//! vramscope-core: the model description, its exact tensor inventory, the GPU catalog, and (in
+//! later modules) the memory estimator. No I/O: everything here is pure computation over values
+//! that the `vramscope-formats` readers or the caller provide.
+
+pub mod dtype;
+pub mod error;
+pub mod ggml;
+pub mod gpu;
+pub mod inventory;
+pub mod model;
+pub mod summary;
+pub mod text;
+
+pub use dtype::DType;
+pub use error::CoreError;
+pub use inventory::{build_inventory, Component, Inventory, Tensor};
+pub use model::ModelSpec;
+pub use summary::ModelSummary;

@@ -1,0 +1,312 @@
+//! The model description (IR): what a transformer is made of, independent of the file it came
+//! from. Loaders (config.json, presets) build a [`ModelSpec`]; [`crate::inventory`] turns it into
+//! the exact list of parameter tensors, and the estimator reads its shapes.
+
+use crate::dtype::DType;
+use serde::{Deserialize, Serialize};
+
+/// How a family names its tensors in Hugging Face checkpoints. The inventory uses these names so
+/// that a model built from config.json lines up tensor by tensor with its safetensors files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Naming {
+    /// `model.layers.N.self_attn.q_proj` (Llama, Mistral, Qwen, Gemma, StarCoder2, ...).
+    Llama,
+    /// Llama names with Mixtral's `block_sparse_moe.experts.E.w1/w2/w3`.
+    Mixtral,
+    /// Llama names with Qwen's `mlp.experts.E.gate_proj` and `mlp.shared_expert`.
+    QwenMoe,
+    /// Llama names with DeepSeek's MLA projections and `mlp.shared_experts`.
+    DeepSeek,
+    /// Llama names with fused `qkv_proj` and `gate_up_proj` (Phi-3).
+    Phi3,
+    /// `transformer.h.N.attn.c_attn` with Conv1D (transposed) weights (GPT-2).
+    Gpt2,
+    /// GPT-2 names with Linear weights (GPTBigCode / StarCoder).
+    BigCode,
+    /// `gpt_neox.layers.N.attention.query_key_value` (Pythia, GPT-NeoX).
+    NeoX,
+    /// `model.decoder.layers.N.self_attn.q_proj`, `fc1`/`fc2` (OPT).
+    Opt,
+    /// `transformer.h.N.self_attention.query_key_value` (Falcon).
+    Falcon,
+    /// `bert.encoder.layer.N.attention.self.query` (BERT).
+    Bert,
+    /// BERT names under `roberta.` with RoBERTa's `lm_head` (RoBERTa).
+    Roberta,
+    /// `encoder.block.N.layer.0.SelfAttention.q` (T5).
+    T5,
+}
+
+/// A whole model: embeddings, one or two stacks of layers, and the task head on top.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Display name (preset id, or the config's `_name_or_path`, or the file name).
+    pub name: String,
+    /// The config's `model_type` (`llama`, `gpt2`, ...).
+    pub model_type: String,
+    /// The model class counted (`LlamaForCausalLM`, `BertModel`, ...).
+    pub architecture: String,
+    /// How tensors are named in this family's checkpoints.
+    pub naming: Naming,
+    /// Storage dtype of the weights as distributed (`torch_dtype` / `dtype`).
+    pub dtype: DType,
+    pub vocab_size: u64,
+    /// Model width (`hidden_size`, `n_embd`, `d_model`).
+    pub hidden_size: u64,
+    /// Longest sequence the model is configured for (`max_position_embeddings`, `n_positions`).
+    pub max_position_embeddings: Option<u64>,
+    pub embedding: Embedding,
+    /// Encoder stack of an encoder-decoder model (T5); `None` otherwise.
+    pub encoder: Option<Stack>,
+    /// The main stack: decoder layers, or the encoder of an encoder-only model (BERT).
+    pub decoder: Stack,
+    pub head: Head,
+}
+
+/// Token, position and token-type embeddings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Embedding {
+    /// Width of the token embedding (differs from `hidden_size` only with a projection, as in
+    /// OPT-350m's `word_embed_proj_dim`).
+    pub dim: u64,
+    pub positions: Positions,
+    /// Token-type (segment) embedding rows (BERT `type_vocab_size`); 0 when absent.
+    pub token_types: u64,
+    /// LayerNorm applied to the embedding sum (BERT, RoBERTa).
+    pub norm: Option<Norm>,
+    /// Projections between `dim` and `hidden_size` (OPT `project_in`/`project_out`).
+    pub projection: bool,
+}
+
+/// How positions enter the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Positions {
+    /// A learned table of `rows` positions (GPT-2, BERT, OPT: OPT adds an offset of 2 rows).
+    Learned { rows: u64 },
+    /// Rotary embeddings: no parameters.
+    Rotary { theta: Option<f64> },
+    /// T5's relative-position buckets: one `buckets × heads` table in the first layer of each
+    /// stack.
+    Relative { buckets: u64 },
+    /// ALiBi or nothing at all: no parameters.
+    None,
+}
+
+/// A stack of layers and the norm after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stack {
+    pub layers: Vec<Layer>,
+    pub final_norm: Option<Norm>,
+}
+
+/// One transformer block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Layer {
+    pub attention: Attention,
+    /// Cross-attention over the encoder output (T5 decoder).
+    pub cross_attention: Option<Attention>,
+    pub mlp: Mlp,
+    /// The norms of this block, in the order they apply.
+    pub norms: Vec<(NormSlot, Norm)>,
+    /// Attention and MLP read the same input (GPT-NeoX, Falcon, GPT-J).
+    pub parallel_residual: bool,
+}
+
+/// Where a norm sits inside a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormSlot {
+    /// Before self-attention (pre-norm models).
+    PreAttention,
+    /// After self-attention, before the residual add (post-norm BERT; Gemma-2/3's extra norm).
+    PostAttention,
+    /// Before cross-attention (T5 decoder).
+    PreCrossAttention,
+    /// Before the MLP.
+    PreMlp,
+    /// After the MLP (post-norm BERT; Gemma-2/3).
+    PostMlp,
+}
+
+/// A normalisation layer over `dim` features.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Norm {
+    pub kind: NormKind,
+    pub dim: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    /// LayerNorm; `bias` says whether it has a shift (`elementwise_affine` with bias).
+    LayerNorm { bias: bool },
+    /// RMSNorm: a scale only.
+    RmsNorm,
+}
+
+impl Norm {
+    pub fn rms(dim: u64) -> Self {
+        Norm { kind: NormKind::RmsNorm, dim }
+    }
+    pub fn layer(dim: u64, bias: bool) -> Self {
+        Norm { kind: NormKind::LayerNorm { bias }, dim }
+    }
+}
+
+/// An attention block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attention {
+    pub kind: AttentionKind,
+    /// Which projections carry a bias.
+    pub bias: ProjBias,
+    /// Per-head norms of queries and keys (Qwen3, Gemma-3, OLMo-2): one `head_dim` norm each.
+    pub qk_norm: Option<Norm>,
+    /// Sliding-window size when this layer attends locally (Mistral, Gemma-2/3 local layers).
+    pub sliding_window: Option<u64>,
+    /// T5 relative-position bias table held by this layer (`buckets`), first layer only.
+    pub relative_bias_buckets: Option<u64>,
+}
+
+/// The attention variant and its shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AttentionKind {
+    /// Multi-head, grouped-query or multi-query attention (MHA when `kv_heads == heads`, MQA when
+    /// `kv_heads == 1`).
+    Standard { heads: u64, kv_heads: u64, head_dim: u64 },
+    /// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values pass through
+    /// low-rank latents; the KV cache holds `kv_lora_rank + qk_rope_head_dim` per token.
+    Latent {
+        heads: u64,
+        /// `None`: queries are projected directly (DeepSeek-V2-Lite).
+        q_lora_rank: Option<u64>,
+        kv_lora_rank: u64,
+        qk_nope_head_dim: u64,
+        qk_rope_head_dim: u64,
+        v_head_dim: u64,
+    },
+}
+
+impl AttentionKind {
+    pub fn heads(&self) -> u64 {
+        match *self {
+            AttentionKind::Standard { heads, .. } | AttentionKind::Latent { heads, .. } => heads,
+        }
+    }
+
+    /// Key/value heads as stored in a standard KV cache (MLA: all heads after decompression).
+    pub fn kv_heads(&self) -> u64 {
+        match *self {
+            AttentionKind::Standard { kv_heads, .. } => kv_heads,
+            AttentionKind::Latent { heads, .. } => heads,
+        }
+    }
+
+    /// Width of one query/key head.
+    pub fn qk_head_dim(&self) -> u64 {
+        match *self {
+            AttentionKind::Standard { head_dim, .. } => head_dim,
+            AttentionKind::Latent {
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                ..
+            } => qk_nope_head_dim + qk_rope_head_dim,
+        }
+    }
+
+    /// Width of one value head.
+    pub fn v_head_dim(&self) -> u64 {
+        match *self {
+            AttentionKind::Standard { head_dim, .. } => head_dim,
+            AttentionKind::Latent { v_head_dim, .. } => v_head_dim,
+        }
+    }
+}
+
+/// Bias flags of the four attention projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProjBias {
+    pub q: bool,
+    pub k: bool,
+    pub v: bool,
+    pub o: bool,
+}
+
+impl ProjBias {
+    pub fn all(on: bool) -> Self {
+        ProjBias { q: on, k: on, v: on, o: on }
+    }
+}
+
+/// The feed-forward part of a block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Mlp {
+    Dense(DenseMlp),
+    Moe(MoeMlp),
+}
+
+/// A dense feed-forward network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DenseMlp {
+    /// Intermediate width.
+    pub ffn: u64,
+    /// Gated (SwiGLU/GeGLU: gate, up and down matrices) or plain (up and down).
+    pub gated: bool,
+    pub bias: bool,
+    /// The activation as the config names it (`silu`, `gelu_pytorch_tanh`, `relu`, ...).
+    pub activation: String,
+}
+
+/// A mixture-of-experts feed-forward network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MoeMlp {
+    /// Routed experts.
+    pub experts: u64,
+    /// Experts each token is routed to.
+    pub top_k: u64,
+    /// One routed expert (always gated in the supported families).
+    pub expert: DenseMlp,
+    /// Always-active shared expert(s), as one MLP of the summed width (Qwen2-MoE, DeepSeek).
+    pub shared: Option<DenseMlp>,
+    /// A sigmoid gate on the shared expert's output (Qwen2-MoE `shared_expert_gate`).
+    pub shared_gate: bool,
+}
+
+/// What sits on top of the last stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Head {
+    /// A vocabulary projection (causal or seq2seq LM). `tied`: shares the token embedding.
+    LanguageModel { tied: bool, bias: bool },
+    /// BERT/RoBERTa masked-LM head: dense + LayerNorm transform, then a vocabulary decoder
+    /// (tied or not) with a bias.
+    MaskedLm { tied: bool },
+    /// No head: the bare encoder/decoder; `pooler` adds BERT's dense pooler.
+    None { pooler: bool },
+}
+
+impl ModelSpec {
+    /// All layers, encoder first, with their global index.
+    pub fn all_layers(&self) -> impl Iterator<Item = &Layer> {
+        self.encoder
+            .iter()
+            .flat_map(|s| s.layers.iter())
+            .chain(self.decoder.layers.iter())
+    }
+
+    /// Number of transformer layers over both stacks.
+    pub fn num_layers(&self) -> u64 {
+        self.all_layers().count() as u64
+    }
+
+    /// Whether the token embedding is shared with the output projection.
+    pub fn tied_embeddings(&self) -> bool {
+        matches!(
+            self.head,
+            Head::LanguageModel { tied: true, .. } | Head::MaskedLm { tied: true }
+        )
+    }
+}

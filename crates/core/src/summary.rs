@@ -1,0 +1,118 @@
+//! The contract's `model` object: what a report says about the model it describes.
+
+use crate::inventory::Inventory;
+use crate::model::{AttentionKind, Mlp, ModelSpec};
+use serde::{Deserialize, Serialize};
+
+/// `model` in every report (`../shared/contract.md`): the first five fields are the contract's;
+/// the rest describe the architecture when it is known (`null` otherwise).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub name: String,
+    /// Parameters of the model class (tied weights once, buffers excluded).
+    pub params_total: u64,
+    /// Parameters that receive gradients in this job (all, unless frozen or PEFT).
+    pub params_trainable: u64,
+    pub layers: Option<u64>,
+    pub hidden: Option<u64>,
+    pub architecture: Option<String>,
+    pub model_type: Option<String>,
+    pub dtype: Option<String>,
+    pub vocab_size: Option<u64>,
+    pub heads: Option<u64>,
+    pub kv_heads: Option<u64>,
+    pub head_dim: Option<u64>,
+    pub ffn: Option<u64>,
+    pub experts: Option<u64>,
+    pub experts_per_token: Option<u64>,
+    pub max_position_embeddings: Option<u64>,
+    pub tied_embeddings: Option<bool>,
+    /// Bytes of the weights as stored (the inventory's dtypes).
+    pub weight_bytes: Option<u64>,
+}
+
+impl ModelSummary {
+    /// A summary from the architecture and (optionally) the inventory actually loaded.
+    pub fn from_spec(spec: &ModelSpec, params_total: u64, inventory: Option<&Inventory>) -> Self {
+        let first = spec.all_layers().next();
+        let attention = first.map(|l| l.attention.kind);
+        let (ffn, experts, top_k) = spec
+            .all_layers()
+            .find_map(|l| match &l.mlp {
+                Mlp::Moe(m) => Some((Some(m.expert.ffn), Some(m.experts), Some(m.top_k))),
+                Mlp::Dense(_) => None,
+            })
+            .unwrap_or_else(|| {
+                let ffn = first.and_then(|l| match &l.mlp {
+                    Mlp::Dense(d) => Some(d.ffn),
+                    Mlp::Moe(_) => None,
+                });
+                (ffn, None, None)
+            });
+        ModelSummary {
+            name: spec.name.clone(),
+            params_total,
+            params_trainable: params_total,
+            layers: Some(spec.num_layers()),
+            hidden: Some(spec.hidden_size),
+            architecture: Some(spec.architecture.clone()),
+            model_type: Some(spec.model_type.clone()),
+            dtype: Some(spec.dtype.to_string()),
+            vocab_size: Some(spec.vocab_size),
+            heads: attention.map(|a| a.heads()),
+            kv_heads: attention.map(|a| match a {
+                AttentionKind::Standard { kv_heads, .. } => kv_heads,
+                AttentionKind::Latent { .. } => 1,
+            }),
+            head_dim: attention.map(|a| a.qk_head_dim()),
+            ffn,
+            experts,
+            experts_per_token: top_k,
+            max_position_embeddings: spec.max_position_embeddings,
+            tied_embeddings: Some(spec.tied_embeddings()),
+            weight_bytes: inventory.map(|i| i.bytes()),
+        }
+    }
+
+    /// A summary from file tensors alone (no config): layers are counted from tensor names.
+    pub fn from_inventory(name: &str, inventory: &Inventory) -> Self {
+        let layers = inventory.by_layer().len() as u64;
+        let params = inventory.params();
+        ModelSummary {
+            name: name.to_string(),
+            params_total: params,
+            params_trainable: params,
+            layers: (layers > 0).then_some(layers),
+            hidden: None,
+            architecture: None,
+            model_type: None,
+            dtype: None,
+            vocab_size: None,
+            heads: None,
+            kv_heads: None,
+            head_dim: None,
+            ffn: None,
+            experts: None,
+            experts_per_token: None,
+            max_position_embeddings: None,
+            tied_embeddings: None,
+            weight_bytes: Some(inventory.bytes()),
+        }
+    }
+
+    /// A summary of a bare parameter count.
+    pub fn from_params(name: &str, params: u64) -> Self {
+        ModelSummary {
+            weight_bytes: None,
+            layers: None,
+            ..ModelSummary::from_inventory(name, &Inventory::default())
+        }
+        .with_params(params)
+    }
+
+    fn with_params(mut self, params: u64) -> Self {
+        self.params_total = params;
+        self.params_trainable = params;
+        self
+    }
+}

@@ -1,0 +1,14 @@
+//! vramscope-formats: strict, bounded readers for the files a model comes in. Nothing here reads
+//! tensor data: only headers and configs. Every reader treats its input as hostile: sizes are
+//! checked against the file before anything is allocated, and bad input is an error, never a
+//! panic.
+
+pub mod error;
+pub mod gguf;
+pub mod hf_config;
+pub mod hf_names;
+pub mod model_source;
+pub mod presets;
+pub mod safetensors;
+
+pub use error::{FormatError, Result};

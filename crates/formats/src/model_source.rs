@@ -1,0 +1,273 @@
+//! Resolves what the user named as MODEL — a preset, a config.json, a model directory, a
+//! `.safetensors` or `.gguf` file, an inline config or a bare parameter count — into one
+//! [`LoadedModel`].
+
+use crate::error::{FormatError, Result};
+use crate::hf_config::{parse_config_str, parse_config_value, ParsedConfig};
+use crate::{gguf, presets, safetensors};
+use std::path::Path;
+use vramscope_core::{build_inventory, Inventory, ModelSpec};
+
+/// Where a model came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Preset,
+    ConfigJson,
+    Safetensors,
+    Gguf,
+    Params,
+}
+
+impl Origin {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Origin::Preset => "preset",
+            Origin::ConfigJson => "config.json",
+            Origin::Safetensors => "safetensors",
+            Origin::Gguf => "gguf",
+            Origin::Params => "params",
+        }
+    }
+}
+
+/// A model ready for inspection or estimation.
+#[derive(Debug, Clone)]
+pub struct LoadedModel {
+    pub name: String,
+    pub origin: Origin,
+    /// The architecture, when known (config.json, preset). `None` for a bare count or a file
+    /// without config.
+    pub spec: Option<ModelSpec>,
+    /// Every parameter tensor; `None` for a bare parameter count.
+    pub inventory: Option<Inventory>,
+    /// Total parameters.
+    pub params_total: u64,
+    pub warnings: Vec<String>,
+}
+
+impl LoadedModel {
+    fn from_config(parsed: ParsedConfig, origin: Origin, path: &str) -> Result<Self> {
+        let inventory = build_inventory(&parsed.spec).map_err(|source| FormatError::Core {
+            path: path.to_string(),
+            source,
+        })?;
+        Ok(LoadedModel {
+            name: parsed.spec.name.clone(),
+            origin,
+            params_total: inventory.params(),
+            spec: Some(parsed.spec),
+            inventory: Some(inventory),
+            warnings: parsed.warnings,
+        })
+    }
+
+    /// A model known only by its parameter count (model states can be estimated; activations
+    /// cannot).
+    pub fn from_params(params: u64) -> Self {
+        LoadedModel {
+            name: format!("{params} parameters"),
+            origin: Origin::Params,
+            spec: None,
+            inventory: None,
+            params_total: params,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Loads a model from a preset id (or its Hugging Face repo name) or a path.
+pub fn load_model(arg: &str) -> Result<LoadedModel> {
+    let path = Path::new(arg);
+    if path.exists() {
+        return load_path(path);
+    }
+    if let Some(p) = presets::find(arg) {
+        return LoadedModel::from_config(presets::load(p)?, Origin::Preset, arg);
+    }
+    let looks_like_path = [".json", ".gguf", ".safetensors"]
+        .iter()
+        .any(|ext| arg.to_ascii_lowercase().ends_with(ext))
+        || arg.starts_with(['.', '/', '~']);
+    if looks_like_path {
+        return Err(FormatError::io(
+            arg,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+        ));
+    }
+    Err(presets::unknown(arg))
+}
+
+/// Loads a model from an inline config.json object (the job's `{"hf_config": {...}}`).
+pub fn load_inline_config(value: &serde_json::Value) -> Result<LoadedModel> {
+    LoadedModel::from_config(
+        parse_config_value(value, "hf_config")?,
+        Origin::ConfigJson,
+        "hf_config",
+    )
+}
+
+fn load_path(path: &Path) -> Result<LoadedModel> {
+    let shown = path.display().to_string();
+    if path.is_dir() {
+        return load_dir(path);
+    }
+    let lower = shown.to_ascii_lowercase();
+    if lower.ends_with(".gguf") {
+        return load_gguf(path);
+    }
+    if lower.ends_with(".safetensors") || lower.ends_with(".safetensors.index.json") {
+        let target = if lower.ends_with(".index.json") {
+            path.parent().unwrap_or(Path::new("."))
+        } else {
+            path
+        };
+        return load_safetensors(target, None);
+    }
+    if lower.ends_with(".json") {
+        let text = read_small_text(path)?;
+        let mut m = LoadedModel::from_config(
+            parse_config_str(&text, &shown)?,
+            Origin::ConfigJson,
+            &shown,
+        )?;
+        if m.name == shown {
+            m.name = model_name_from_path(path);
+        }
+        return Ok(m);
+    }
+    // Sniff the magic of files with other names.
+    let mut head = [0u8; 4];
+    use std::io::Read;
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| FormatError::io(&shown, e))?;
+    if n == 4 && &head == b"GGUF" {
+        return load_gguf(path);
+    }
+    Err(FormatError::Unsupported {
+        path: shown,
+        reason: "not a config.json, .safetensors, .gguf or model directory".into(),
+    })
+}
+
+fn load_dir(dir: &Path) -> Result<LoadedModel> {
+    let shown = dir.display().to_string();
+    let config_path = dir.join("config.json");
+    let parsed = if config_path.is_file() {
+        let text = read_small_text(&config_path)?;
+        Some(parse_config_str(&text, &config_path.display().to_string())?)
+    } else {
+        None
+    };
+    let has_weights = std::fs::read_dir(dir)
+        .map_err(|e| FormatError::io(&shown, e))?
+        .filter_map(|e| e.ok())
+        .any(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.ends_with(".safetensors") || name == "model.safetensors.index.json"
+        });
+    match (parsed, has_weights) {
+        (Some(p), false) => {
+            let mut m = LoadedModel::from_config(p, Origin::ConfigJson, &shown)?;
+            m.name = model_name_from_path(dir);
+            Ok(m)
+        }
+        (parsed, true) => load_safetensors(dir, parsed),
+        (None, false) => Err(FormatError::Unsupported {
+            path: shown,
+            reason: "directory has neither config.json nor *.safetensors files".into(),
+        }),
+    }
+}
+
+/// Reads a checkpoint's headers. With a config, the architecture comes from the config and the
+/// inventory (dtypes, quantized tensors) from the files; a difference in parameter count between
+/// the two is reported, not hidden.
+fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedModel> {
+    let ckpt = safetensors::read_checkpoint(path)?;
+    let inventory = ckpt.inventory;
+    let params_total = inventory.params();
+    let mut warnings = Vec::new();
+    let spec = match parsed {
+        Some(p) => {
+            warnings.extend(p.warnings);
+            let built = build_inventory(&p.spec).map_err(|source| FormatError::Core {
+                path: path.display().to_string(),
+                source,
+            })?;
+            if built.params() != params_total {
+                let (more, diff) = if params_total > built.params() {
+                    ("more", params_total - built.params())
+                } else {
+                    ("fewer", built.params() - params_total)
+                };
+                warnings.push(format!(
+                    "the checkpoint holds {diff} {more} parameters than {} built from \
+                     config.json ({} vs {}): saved buffers, extra heads or a quantized layout; \
+                     the file's tensors are used",
+                    p.spec.architecture,
+                    params_total,
+                    built.params()
+                ));
+            }
+            Some(p.spec)
+        }
+        None => None,
+    };
+    Ok(LoadedModel {
+        name: model_name_from_path(path),
+        origin: Origin::Safetensors,
+        spec,
+        params_total,
+        inventory: Some(inventory),
+        warnings,
+    })
+}
+
+fn load_gguf(path: &Path) -> Result<LoadedModel> {
+    let file = gguf::read_gguf_path(path)?;
+    let inventory = file.inventory()?;
+    let name = file
+        .summary()
+        .name
+        .clone()
+        .unwrap_or_else(|| model_name_from_path(path));
+    Ok(LoadedModel {
+        name,
+        origin: Origin::Gguf,
+        spec: None,
+        params_total: inventory.params(),
+        inventory: Some(inventory),
+        warnings: Vec::new(),
+    })
+}
+
+/// config.json files are small; refuse anything implausibly large rather than reading it.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+fn read_small_text(path: &Path) -> Result<String> {
+    let shown = path.display().to_string();
+    let len = std::fs::metadata(path)
+        .map_err(|e| FormatError::io(&shown, e))?
+        .len();
+    if len > MAX_CONFIG_BYTES {
+        return Err(FormatError::malformed(
+            shown,
+            format!("{len} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES})"),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| FormatError::io(&shown, e))?;
+    String::from_utf8(bytes).map_err(|_| FormatError::malformed(shown, "not UTF-8 text"))
+}
+
+fn model_name_from_path(path: &Path) -> String {
+    let p = if path.file_name().is_some_and(|n| n == "config.json") {
+        path.parent().unwrap_or(path)
+    } else {
+        path
+    };
+    p.file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".gguf").trim_end_matches(".safetensors").to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| p.display().to_string())
+}

@@ -1,0 +1,253 @@
+//! Parameter counts of real models, to the parameter. Every expected value is either a count
+//! published for the real checkpoint or derived by hand below from the model's config; none is
+//! taken from vramscope's own output.
+
+use vramscope_formats::model_source::{load_inline_config, load_model};
+use vramscope_formats::presets;
+
+fn count(preset: &str) -> u64 {
+    let m = load_model(preset).unwrap_or_else(|e| panic!("{preset}: {e}"));
+    m.params_total
+}
+
+/// GPT-2 small, published count 124,439,808 (`GPT2LMHeadModel.num_parameters()`, tied head).
+/// wte 50257·768 = 38,597,376; wpe 1024·768 = 786,432; per layer: ln_1 1,536 + c_attn
+/// 768·2304+2304 = 1,771,776 + c_proj 768·768+768 = 590,592 + ln_2 1,536 + c_fc 768·3072+3072 =
+/// 2,362,368 + c_proj 3072·768+768 = 2,360,064 = 7,087,872; ×12 = 85,054,464; ln_f 1,536.
+#[test]
+fn gpt2() {
+    assert_eq!(38_597_376 + 786_432 + 12 * 7_087_872 + 1_536, 124_439_808);
+    assert_eq!(count("gpt2"), 124_439_808);
+    assert_eq!(count("openai-community/gpt2"), 124_439_808);
+}
+
+/// bert-base-uncased: its config names `BertForMaskedLM` → 109,514,298; the bare `BertModel`
+/// (encoder + pooler) → 109,482,240 (both published, e.g. in the contract).
+/// Embeddings 30522·768 + 512·768 + 2·768 + LN 1,536 = 23,837,184; 12 layers × 7,087,872 (same
+/// layer as GPT-2) = 85,054,464; pooler 768·768+768 = 590,592 → BertModel 109,482,240.
+/// MLM: no pooler, + transform dense 590,592 + LN 1,536 + decoder bias 30,522 (tied decoder).
+#[test]
+fn bert_base() {
+    assert_eq!(23_837_184 + 85_054_464 + 590_592, 109_482_240);
+    assert_eq!(23_837_184 + 85_054_464 + 590_592 + 1_536 + 30_522, 109_514_298);
+    assert_eq!(count("bert-base-uncased"), 109_514_298);
+    let p = presets::find("bert-base-uncased").unwrap();
+    let mut cfg: serde_json::Value = serde_json::from_str(p.config).unwrap();
+    cfg["architectures"] = serde_json::json!(["BertModel"]);
+    assert_eq!(load_inline_config(&cfg).unwrap().params_total, 109_482_240);
+}
+
+/// Llama-2-7b, published 6,738,415,616: 2·32000·4096 (untied) + 32·(4·4096² + 3·4096·11008 +
+/// 2·4096) + 4096.
+#[test]
+fn llama_2_7b() {
+    assert_eq!(
+        2 * 32000 * 4096 + 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 4096,
+        6_738_415_616u64
+    );
+    assert_eq!(count("llama-2-7b"), 6_738_415_616);
+}
+
+/// Meta-Llama-3-8B, published 8,030,261,248: GQA with 8 KV heads of 128:
+/// 2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096.
+#[test]
+fn llama_3_8b() {
+    assert_eq!(
+        2 * 128256 * 4096
+            + 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
+            + 4096,
+        8_030_261_248u64
+    );
+    assert_eq!(count("llama-3-8b"), 8_030_261_248);
+    assert_eq!(count("llama-3.1-8b"), 8_030_261_248);
+}
+
+/// Llama-3.2-3B, published 3,212,749,824: tied embedding 128256·3072; 28 layers of
+/// 2·3072² + 2·3072·1024 + 3·3072·8192 + 2·3072; final norm 3072.
+#[test]
+fn llama_3_2_3b() {
+    assert_eq!(
+        128256 * 3072 + 28 * (2 * 3072 * 3072 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072) + 3072,
+        3_212_749_824u64
+    );
+    assert_eq!(count("llama-3.2-3b"), 3_212_749_824);
+}
+
+/// Llama-3.1-405B (Llama 3 paper, Table 3: 126 layers, width 16,384, FFN 53,248, 128 heads, 8
+/// KV heads; vocabulary 128,256): 2·128256·16384 + 126·(2·16384² + 2·16384·1024 +
+/// 3·16384·53248 + 2·16384) + 16384 = 405,853,388,800.
+#[test]
+fn llama_3_1_405b() {
+    let layer: u64 = 2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248 + 2 * 16384;
+    assert_eq!(2 * 128256 * 16384 + 126 * layer + 16384, 405_853_388_800);
+    assert_eq!(count("llama-3.1-405b"), 405_853_388_800);
+}
+
+/// Mistral-7B-v0.1, published 7,241,732,096: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 +
+/// 3·4096·14336 + 2·4096) + 4096.
+#[test]
+fn mistral_7b() {
+    assert_eq!(
+        2 * 32000 * 4096
+            + 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
+            + 4096,
+        7_241_732_096u64
+    );
+    assert_eq!(count("mistral-7b-v0.1"), 7_241_732_096);
+}
+
+/// Mixtral-8x7B, published 46,702,792,704: Mistral's attention, 8 experts of 3·4096·14336 and a
+/// 4096·8 router per layer.
+#[test]
+fn mixtral_8x7b() {
+    let layer: u64 =
+        2 * 4096 * 4096 + 2 * 4096 * 1024 + 8 * 3 * 4096 * 14336 + 4096 * 8 + 2 * 4096;
+    assert_eq!(2 * 32000 * 4096 + 32 * layer + 4096, 46_702_792_704);
+    assert_eq!(count("mixtral-8x7b"), 46_702_792_704);
+}
+
+/// Qwen2.5-7B, published 7,615,616,512: untied 152064·3584 twice; 28 heads / 4 KV heads of 128
+/// with q/k/v biases: q 3584·3584+3584, k and v 3584·512+512, o 3584²; MLP 3·3584·18944;
+/// norms 2·3584.
+#[test]
+fn qwen2_5_7b() {
+    let attn: u64 = 3584 * 3584 + 3584 + 2 * (3584 * 512 + 512) + 3584 * 3584;
+    let layer = attn + 3 * 3584 * 18944 + 2 * 3584;
+    assert_eq!(2 * 152064 * 3584 + 28 * layer + 3584, 7_615_616_512);
+    assert_eq!(count("qwen2.5-7b"), 7_615_616_512);
+}
+
+/// Qwen3-30B-A3B (qwen3_moe): tied = false, 151936·2048 twice; 48 layers of attention (32 heads,
+/// 4 KV heads of 128: q 2048·4096, k,v 2048·512, o 4096·2048, q_norm/k_norm 128 each) + two
+/// norms + router 128·2048 + 128 experts × 3·2048·768; final norm 2048.
+/// = 622,329,856 + 48 × 623,120,640 + 2048 = 30,532,122,624.
+#[test]
+fn qwen3_30b_a3b() {
+    let attn: u64 = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 128;
+    let moe: u64 = 128 * 2048 + 128 * 3 * 2048 * 768;
+    let layer = attn + 2 * 2048 + moe;
+    assert_eq!(layer, 623_120_640);
+    let total = 2 * 151936 * 2048 + 48 * layer + 2048;
+    assert_eq!(total, 30_532_122_624);
+    assert_eq!(count("qwen3-30b-a3b"), total);
+}
+
+/// Gemma-2B: tied 256000·2048; 18 layers, 8 heads of 256 with one KV head (MQA): q and o
+/// 2048·2048, k and v 2048·256; GeGLU 3·2048·16384; two norms; final norm.
+/// = 524,288,000 + 18 × 110,104,576 + 2048 = 2,506,172,416.
+#[test]
+fn gemma_2b() {
+    let layer: u64 = 2 * 2048 * 2048 + 2 * 2048 * 256 + 3 * 2048 * 16384 + 2 * 2048;
+    assert_eq!(layer, 110_104_576);
+    assert_eq!(256000 * 2048 + 18 * layer + 2048, 2_506_172_416);
+    assert_eq!(count("gemma-2b"), 2_506_172_416);
+}
+
+/// Gemma-2-9B: tied 256000·3584; 42 layers, 16 heads of 256 (q 3584·4096, o 4096·3584), 8 KV
+/// heads (k, v 3584·2048), GeGLU 3·3584·14336, four norms; final norm.
+/// = 917,504,000 + 42 × 198,195,200 + 3584 = 9,241,705,984.
+#[test]
+fn gemma_2_9b() {
+    let layer: u64 = 2 * 3584 * 4096 + 2 * 3584 * 2048 + 3 * 3584 * 14336 + 4 * 3584;
+    assert_eq!(layer, 198_195_200);
+    assert_eq!(256000 * 3584 + 42 * layer + 3584, 9_241_705_984);
+    assert_eq!(count("gemma-2-9b"), 9_241_705_984);
+}
+
+/// Phi-3-mini-4k: untied 32064·3072 twice; 32 layers of fused qkv 3072·9216, o 3072²,
+/// gate_up 3072·16384, down 8192·3072, two norms; final norm.
+/// = 197,001,216 + 32 × 113,252,352 + 3072 = 3,821,079,552.
+#[test]
+fn phi_3_mini() {
+    let layer: u64 = 3072 * 9216 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072 + 2 * 3072;
+    assert_eq!(2 * 32064 * 3072 + 32 * layer + 3072, 3_821_079_552);
+    assert_eq!(count("phi-3-mini-4k-instruct"), 3_821_079_552);
+}
+
+/// OPT-125m: 50272·768 tokens + (2048+2)·768 positions (offset 2), 12 layers of 7,087,872
+/// (four biased 768² projections, two LayerNorms, fc1/fc2 with biases), final LayerNorm 1,536,
+/// tied head. = 125,239,296.
+#[test]
+fn opt_125m() {
+    assert_eq!(50272 * 768 + 2050 * 768 + 12 * 7_087_872 + 1536, 125_239_296u64);
+    assert_eq!(count("opt-125m"), 125_239_296);
+}
+
+/// T5-small (`T5ForConditionalGeneration`, tied head): shared 32128·512 = 16,449,536; encoder
+/// layer q,k,v,o 4·512² + FFN 2·512·2048 + 2 norms 1,024 = 3,146,752, ×6, + relative bias
+/// 32·8 + final norm 512; decoder layer adds cross-attention 4·512² and a norm: 4,195,840, ×6,
+/// + 256 + 512. = 60,506,624.
+#[test]
+fn t5_small() {
+    let enc = 6 * 3_146_752 + 256 + 512;
+    let dec = 6 * 4_195_840 + 256 + 512;
+    assert_eq!(16_449_536 + enc + dec, 60_506_624u64);
+    assert_eq!(count("t5-small"), 60_506_624);
+}
+
+/// DeepSeek-V3 (`DeepseekV3ForCausalLM`; the MTP module is not part of the class, and
+/// `e_score_correction_bias` is a buffer): 129280·7168 embedding and head; per layer MLA
+/// q_a 7168·1536 + q_a_norm 1536 + q_b 1536·(128·192) + kv_a 7168·576 + kv_a_norm 512 +
+/// kv_b 512·(128·256) + o (128·128)·7168 = 187,107,328, two norms 14,336; 3 dense layers with
+/// 3·7168·18432; 58 MoE layers with router 256·7168 + 257 experts (256 routed + 1 shared) of
+/// 3·7168·2048. = 671,026,404,352 (the "671B" of the paper).
+#[test]
+fn deepseek_v3() {
+    let attn: u64 =
+        7168 * 1536 + 1536 + 1536 * 24576 + 7168 * 576 + 512 + 512 * 32768 + 16384 * 7168;
+    assert_eq!(attn, 187_107_328);
+    let dense = attn + 14_336 + 3 * 7168 * 18432;
+    let moe = attn + 14_336 + 256 * 7168 + 257 * 3 * 7168 * 2048;
+    let total = 2 * 129280 * 7168 + 7168 + 3 * dense + 58 * moe;
+    assert_eq!(total, 671_026_404_352);
+    assert_eq!(count("deepseek-v3"), total);
+}
+
+/// DeepSeek-V2-Lite: no query compression (q_lora_rank null): q_proj 2048·(16·192); kv_a
+/// 2048·576 + norm 512; kv_b 512·(16·256); o 2048²; first layer dense 3·2048·10944; 26 MoE
+/// layers with router 64·2048, 64 experts of 3·2048·1408 and 2 shared (one MLP of 2816).
+/// = 15,706,484,224.
+#[test]
+fn deepseek_v2_lite() {
+    let attn: u64 = 2048 * 3072 + 2048 * 576 + 512 + 512 * 4096 + 2048 * 2048;
+    let dense = attn + 4096 + 3 * 2048 * 10944;
+    let moe = attn + 4096 + 64 * 2048 + 64 * 3 * 2048 * 1408 + 3 * 2048 * 2816;
+    let total = 2 * 102400 * 2048 + 2048 + dense + 26 * moe;
+    assert_eq!(total, 15_706_484_224);
+    assert_eq!(count("deepseek-v2-lite"), total);
+}
+
+/// Every preset whose index records a published count matches it exactly.
+#[test]
+fn presets_match_their_published_counts() {
+    let mut checked = 0;
+    for p in presets::all() {
+        if let Some(expected) = p.published_params {
+            assert_eq!(count(p.id), expected, "{}", p.id);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "only {checked} presets carry a published count");
+}
+
+/// The catalog has what the contract and the issue name, all parseable without warnings about
+/// unknown families.
+#[test]
+fn catalog_contents() {
+    for id in [
+        "gpt2", "bert-base-uncased", "llama-2-7b", "llama-3.1-8b", "llama-3.1-70b",
+        "mistral-7b-v0.1", "qwen2.5-7b", "meta-llama/Llama-3.1-8B",
+    ] {
+        assert!(presets::find(id).is_some(), "{id} missing");
+    }
+    assert!(presets::all().len() >= 30);
+    for p in presets::all() {
+        let parsed = presets::load(p).unwrap_or_else(|e| panic!("{}: {e}", p.id));
+        assert!(
+            parsed.warnings.iter().all(|w| !w.contains("not known")),
+            "{}: {:?}",
+            p.id,
+            parsed.warnings
+        );
+    }
+}

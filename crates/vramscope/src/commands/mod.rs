@@ -1,0 +1,32 @@
+//! One module per subcommand. Each returns the exit code or an error (printed as one line, exit
+//! 2).
+
+mod catalog;
+mod inspect;
+
+use crate::cli::{Cli, Command};
+use std::process::ExitCode;
+
+/// Any error a command can end with; its `Display` is the one-line cause.
+pub type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+pub fn run(cli: Cli) -> CmdResult {
+    match cli.command {
+        Command::Inspect {
+            model,
+            json,
+            layers,
+            tensors,
+        } => inspect::run(&model, json, layers, tensors),
+        Command::Models { json } => catalog::models(json),
+        Command::Gpus { json } => catalog::gpus(json),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "vramscope", &mut buf);
+            crate::output::print(&String::from_utf8_lossy(&buf))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Writing to the terminal: colour choice, styles, and a broken pipe treated as a normal end
+//! (`vramscope models | head` must not panic).
+
+use crate::cli::ColorChoice;
+use anstyle::{AnsiColor, Style};
+use std::io::Write;
+use std::sync::OnceLock;
+
+static COLOR: OnceLock<ColorChoice> = OnceLock::new();
+
+pub fn init_color(choice: ColorChoice) {
+    let _ = COLOR.set(choice);
+    let mode = match choice {
+        ColorChoice::Auto => anstream::ColorChoice::Auto,
+        ColorChoice::Always => anstream::ColorChoice::Always,
+        ColorChoice::Never => anstream::ColorChoice::Never,
+    };
+    mode.write_global();
+}
+
+/// Whether stdout gets ANSI styles (honours `--color`, `NO_COLOR`, `CLICOLOR` and non-TTYs).
+pub fn color_enabled() -> bool {
+    !matches!(
+        anstream::AutoStream::choice(&std::io::stdout()),
+        anstream::ColorChoice::Never
+    )
+}
+
+pub const BOLD: Style = Style::new().bold();
+pub const DIM: Style = Style::new().dimmed();
+pub const HEADER: Style = Style::new().bold().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Cyan)));
+pub const WARN: Style = Style::new().bold().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
+pub const ERROR: Style = Style::new().bold().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red)));
+
+/// `text` in `style` when colours are on.
+pub fn paint(style: Style, text: &str) -> String {
+    if color_enabled() {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_string()
+    }
+}
+
+/// Writes all of `text` to stdout. A closed pipe ends the program quietly with success.
+pub fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        r => r,
+    }
+}
+
+/// Prints a value as pretty JSON followed by a newline.
+pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
+    let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    text.push('\n');
+    print(&text)
+}
+
+/// `error: <message>` on stderr, one line.
+pub fn eprint_error(message: &str) -> std::io::Result<()> {
+    let stderr_color = !matches!(
+        anstream::AutoStream::choice(&std::io::stderr()),
+        anstream::ColorChoice::Never
+    );
+    let prefix = if stderr_color {
+        format!("{ERROR}error{ERROR:#}")
+    } else {
+        "error".to_string()
+    };
+    writeln!(std::io::stderr(), "{prefix}: {message}")
+}
+
+/// A warning line for human output.
+pub fn warning_line(message: &str) -> String {
+    format!("{}: {message}\n", paint(WARN, "warning"))
+}

@@ -1,0 +1,73 @@
+//! Number formatting for humans: thousands separators, binary byte units, short counts.
+
+/// `8030261248` → `8,030,261,248`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in binary units with three significant figures (`14.96 GiB`, `512 B`).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    let digits = if v >= 100.0 { 1 } else { 2 };
+    format!("{v:.digits$} {}", UNITS[u])
+}
+
+/// A parameter count in short form (`8.03 B`, `124.4 M`, `652.5 K`).
+pub fn short_count(n: u64) -> String {
+    let v = n as f64;
+    if v >= 1e12 {
+        format!("{:.2} T", v / 1e12)
+    } else if v >= 1e9 {
+        format!("{:.2} B", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} K", v / 1e3)
+    } else {
+        n.to_string()
+    }
+}
+
+/// `part` as a percentage of `whole` with one decimal.
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".into();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(8030261248), "8,030,261,248");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        // 16,060,522,496 B / 2^30 = 14.957...
+        assert_eq!(bytes(16_060_522_496), "14.96 GiB");
+        assert_eq!(short_count(8_030_261_248), "8.03 B");
+        assert_eq!(percent(1, 3), "33.3%");
+    }
+}

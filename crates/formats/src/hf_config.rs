@@ -289,6 +289,18 @@ impl Cfg<'_> {
         Ok(v)
     }
 
+    /// A layer count: a size, bounded before anything is built per layer.
+    fn layer_count(&self, keys: &[&str], default: u64) -> Result<u64> {
+        let n = self.size(keys, Some(default))?;
+        if n > MAX_LAYERS {
+            return Err(self.err(
+                keys[0],
+                format!("{n} layers is more than vramscope accepts ({MAX_LAYERS})"),
+            ));
+        }
+        Ok(n)
+    }
+
     fn boolean(&self, key: &str, default: bool) -> Result<bool> {
         match self.obj.get(key) {
             None | Some(Value::Null) => Ok(default),
@@ -645,7 +657,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         naming,
     );
     let hidden = cfg.size(&["hidden_size"], Some(d.hidden))?;
-    let layers = cfg.size(&["num_hidden_layers"], Some(d.layers))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], d.layers)?;
     let heads = cfg.size(&["num_attention_heads"], Some(d.heads))?;
     let kv_heads = cfg.kv_heads(&["num_key_value_heads"], heads, d.kv_heads.unwrap_or(heads))?;
     let head_dim = match (cfg.uint("head_dim")?, d.head_dim) {
@@ -934,7 +946,7 @@ fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         if bigcode { Naming::BigCode } else { Naming::Gpt2 },
     );
     let hidden = cfg.size(&["n_embd", "hidden_size"], Some(768))?;
-    let layers = cfg.size(&["n_layer", "num_hidden_layers"], Some(12))?;
+    let layers = cfg.layer_count(&["n_layer", "num_hidden_layers"], 12)?;
     let heads = cfg.size(&["n_head", "num_attention_heads"], Some(12))?;
     if hidden % heads != 0 {
         return Err(cfg.err(
@@ -997,7 +1009,7 @@ fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
 fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("gpt_neox", "GPTNeoXForCausalLM", Naming::NeoX);
     let hidden = cfg.size(&["hidden_size"], Some(6144))?;
-    let layers = cfg.size(&["num_hidden_layers"], Some(44))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], 44)?;
     let heads = cfg.size(&["num_attention_heads"], Some(64))?;
     let head_dim = cfg.head_dim(hidden, heads)?;
     let ffn = cfg.size(&["intermediate_size"], Some(24576))?;
@@ -1047,7 +1059,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
 fn opt(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("opt", "OPTForCausalLM", Naming::Opt);
     let hidden = cfg.size(&["hidden_size"], Some(768))?;
-    let layers = cfg.size(&["num_hidden_layers"], Some(12))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], 12)?;
     let heads = cfg.size(&["num_attention_heads"], Some(12))?;
     let head_dim = cfg.head_dim(hidden, heads)?;
     let ffn = cfg.size(&["ffn_dim"], Some(3072))?;
@@ -1103,7 +1115,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec> {
 fn falcon(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("falcon", "FalconForCausalLM", Naming::Falcon);
     let hidden = cfg.size(&["hidden_size"], Some(4544))?;
-    let layers = cfg.size(&["num_hidden_layers", "n_layer"], Some(32))?;
+    let layers = cfg.layer_count(&["num_hidden_layers", "n_layer"], 32)?;
     let heads = cfg.size(&["num_attention_heads", "n_head"], Some(71))?;
     let head_dim = cfg.head_dim(hidden, heads)?;
     let vocab = cfg.size(&["vocab_size"], Some(65024))?;
@@ -1187,7 +1199,7 @@ fn bert_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         if roberta { Naming::Roberta } else { Naming::Bert },
     );
     let hidden = cfg.size(&["hidden_size"], Some(768))?;
-    let layers = cfg.size(&["num_hidden_layers"], Some(12))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], 12)?;
     let heads = cfg.size(&["num_attention_heads"], Some(12))?;
     let head_dim = cfg.head_dim(hidden, heads)?;
     let ffn = cfg.size(&["intermediate_size"], Some(3072))?;
@@ -1237,8 +1249,8 @@ fn t5(cfg: &Cfg) -> Result<ModelSpec> {
     let d_model = cfg.size(&["d_model"], Some(512))?;
     let d_kv = cfg.size(&["d_kv"], Some(64))?;
     let d_ff = cfg.size(&["d_ff"], Some(2048))?;
-    let enc_layers = cfg.size(&["num_layers"], Some(6))?;
-    let dec_layers = cfg.size(&["num_decoder_layers"], Some(enc_layers))?;
+    let enc_layers = cfg.layer_count(&["num_layers"], 6)?;
+    let dec_layers = cfg.layer_count(&["num_decoder_layers"], enc_layers)?;
     let heads = cfg.size(&["num_heads"], Some(8))?;
     let buckets = cfg.size(&["relative_attention_num_buckets"], Some(32))?;
     let vocab = cfg.size(&["vocab_size"], Some(32128))?;

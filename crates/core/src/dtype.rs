@@ -60,7 +60,7 @@ impl DType {
             DType::Ggml(t) => t.bytes_for(elements),
             plain => {
                 let bits = (elements as u128) * (plain.bits()? as u128);
-                if bits % 8 != 0 {
+                if !bits.is_multiple_of(8) {
                     return None;
                 }
                 u64::try_from(bits / 8).ok()

@@ -102,7 +102,7 @@ impl GgmlType {
     /// Exact bytes for `elements` values, or `None` when `elements` is not a whole number of
     /// blocks (ggml refuses such tensors) or the product overflows.
     pub fn bytes_for(self, elements: u64) -> Option<u64> {
-        if elements % self.block_size() != 0 {
+        if elements.checked_rem(self.block_size()) != Some(0) {
             return None;
         }
         (elements / self.block_size()).checked_mul(self.type_size())
@@ -149,11 +149,20 @@ mod tests {
         // block_mxfp4 { uint8 e; uint8 qs[32/2]; } = 1 + 16
         assert_eq!(GgmlType::MXFP4.type_size(), 1 + 16);
         // block_nvfp4 { uint8 d[64/16]; uint8 qs[64/2]; } = 4 + 32, 64 elements
-        assert_eq!((GgmlType::NVFP4.block_size(), GgmlType::NVFP4.type_size()), (64, 4 + 32));
+        assert_eq!(
+            (GgmlType::NVFP4.block_size(), GgmlType::NVFP4.type_size()),
+            (64, 4 + 32)
+        );
         // block_q1_0 { half d; uint8 qs[128/8]; } = 2 + 16, 128 elements
-        assert_eq!((GgmlType::Q1_0.block_size(), GgmlType::Q1_0.type_size()), (128, 2 + 16));
+        assert_eq!(
+            (GgmlType::Q1_0.block_size(), GgmlType::Q1_0.type_size()),
+            (128, 2 + 16)
+        );
         // block_q2_0 { half d; uint8 qs[64/4]; } = 2 + 16, 64 elements
-        assert_eq!((GgmlType::Q2_0.block_size(), GgmlType::Q2_0.type_size()), (64, 2 + 16));
+        assert_eq!(
+            (GgmlType::Q2_0.block_size(), GgmlType::Q2_0.type_size()),
+            (64, 2 + 16)
+        );
         // block_tq1_0 { uint8 qs[(256 - 4*256/64)/5]; uint8 qh[256/64]; half d; } = 48 + 4 + 2
         assert_eq!(GgmlType::TQ1_0.type_size(), 48 + 4 + 2);
         // block_iq3_s: half d + qs[64] + qh[8] + signs[32] + scales[4] = 2 + 13*8 + 4

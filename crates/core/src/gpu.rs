@@ -71,7 +71,11 @@ mod tests {
         let cat = catalog();
         assert!(cat.len() >= 17, "catalog has {} GPUs", cat.len());
         for g in cat {
-            assert!(g.memory_bytes > 0 && g.memory_bytes % (1 << 20) == 0, "{}", g.id);
+            assert!(
+                g.memory_bytes > 0 && g.memory_bytes % (1 << 20) == 0,
+                "{}",
+                g.id
+            );
             assert!(!g.source.is_empty(), "{} names no source", g.id);
             let suffix = format!("-{}gb", g.marketing_gb);
             assert!(g.id.ends_with(&suffix), "{} does not end in {suffix}", g.id);
@@ -81,9 +85,21 @@ mod tests {
             assert!(reported_gib <= marketing_gib * 1.08 + 0.5, "{}", g.id);
         }
         for id in [
-            "v100-16gb", "v100-32gb", "a10-24gb", "a100-40gb", "a100-80gb", "l4-24gb",
-            "l40s-48gb", "h100-80gb", "h200-141gb", "b200-192gb", "mi300x-192gb", "t4-16gb",
-            "rtx3090-24gb", "rtx4090-24gb", "rtx5090-32gb",
+            "v100-16gb",
+            "v100-32gb",
+            "a10-24gb",
+            "a100-40gb",
+            "a100-80gb",
+            "l4-24gb",
+            "l40s-48gb",
+            "h100-80gb",
+            "h200-141gb",
+            "b200-192gb",
+            "mi300x-192gb",
+            "t4-16gb",
+            "rtx3090-24gb",
+            "rtx4090-24gb",
+            "rtx5090-32gb",
         ] {
             assert!(find(id).is_ok(), "{id} missing");
         }

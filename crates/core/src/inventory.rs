@@ -311,15 +311,26 @@ impl Builder<'_> {
             Naming::NeoX => ("embed_in", ""),
             Naming::Falcon => ("word_embeddings", ""),
             Naming::Opt => ("embed_tokens", "embed_positions"),
-            Naming::Bert | Naming::Roberta => {
-                ("embeddings.word_embeddings", "embeddings.position_embeddings")
-            }
+            Naming::Bert | Naming::Roberta => (
+                "embeddings.word_embeddings",
+                "embeddings.position_embeddings",
+            ),
             Naming::T5 => ("shared", ""),
             _ => ("embed_tokens", ""),
         };
-        self.push(format!("{r}{tok}.weight"), vec![s.vocab_size, e.dim], None, c)?;
+        self.push(
+            format!("{r}{tok}.weight"),
+            vec![s.vocab_size, e.dim],
+            None,
+            c,
+        )?;
         if let Positions::Learned { rows } = e.positions {
-            self.push(format!("{r}{pos}.weight"), vec![rows, s.hidden_size], None, c)?;
+            self.push(
+                format!("{r}{pos}.weight"),
+                vec![rows, s.hidden_size],
+                None,
+                c,
+            )?;
         }
         if e.token_types > 0 {
             self.push(
@@ -338,8 +349,22 @@ impl Builder<'_> {
         }
         if e.projection {
             // OPT: project_out (hidden → dim) and project_in (dim → hidden), no bias.
-            self.linear(&format!("{r}project_out"), s.hidden_size, e.dim, false, None, c)?;
-            self.linear(&format!("{r}project_in"), e.dim, s.hidden_size, false, None, c)?;
+            self.linear(
+                &format!("{r}project_out"),
+                s.hidden_size,
+                e.dim,
+                false,
+                None,
+                c,
+            )?;
+            self.linear(
+                &format!("{r}project_in"),
+                e.dim,
+                s.hidden_size,
+                false,
+                None,
+                c,
+            )?;
         }
         Ok(())
     }
@@ -549,11 +574,7 @@ impl Builder<'_> {
                     l,
                     c,
                 )?;
-                self.norm(
-                    &format!("{a}.kv_a_layernorm"),
-                    Norm::rms(kv_lora_rank),
-                    l,
-                )?;
+                self.norm(&format!("{a}.kv_a_layernorm"), Norm::rms(kv_lora_rank), l)?;
                 let kv_b = mul(heads, qk_nope_head_dim + v_head_dim, "MLA kv_b width")?;
                 self.linear(&format!("{a}.kv_b_proj"), kv_lora_rank, kv_b, false, l, c)?;
                 let o_in = mul(heads, v_head_dim, "MLA output width")?;
@@ -629,7 +650,14 @@ impl Builder<'_> {
 
     fn moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
-        self.linear(&format!("{m}.gate"), h, moe.experts, false, l, Component::Router)?;
+        self.linear(
+            &format!("{m}.gate"),
+            h,
+            moe.experts,
+            false,
+            l,
+            Component::Router,
+        )?;
         for e in 0..moe.experts {
             self.dense_mlp(
                 &format!("{m}.experts.{e}"),

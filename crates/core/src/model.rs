@@ -148,10 +148,16 @@ pub enum NormKind {
 
 impl Norm {
     pub fn rms(dim: u64) -> Self {
-        Norm { kind: NormKind::RmsNorm, dim }
+        Norm {
+            kind: NormKind::RmsNorm,
+            dim,
+        }
     }
     pub fn layer(dim: u64, bias: bool) -> Self {
-        Norm { kind: NormKind::LayerNorm { bias }, dim }
+        Norm {
+            kind: NormKind::LayerNorm { bias },
+            dim,
+        }
     }
 }
 
@@ -175,7 +181,11 @@ pub struct Attention {
 pub enum AttentionKind {
     /// Multi-head, grouped-query or multi-query attention (MHA when `kv_heads == heads`, MQA when
     /// `kv_heads == 1`).
-    Standard { heads: u64, kv_heads: u64, head_dim: u64 },
+    Standard {
+        heads: u64,
+        kv_heads: u64,
+        head_dim: u64,
+    },
     /// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values pass through
     /// low-rank latents; the KV cache holds `kv_lora_rank + qk_rope_head_dim` per token.
     Latent {
@@ -236,7 +246,12 @@ pub struct ProjBias {
 
 impl ProjBias {
     pub fn all(on: bool) -> Self {
-        ProjBias { q: on, k: on, v: on, o: on }
+        ProjBias {
+            q: on,
+            k: on,
+            v: on,
+            o: on,
+        }
     }
 }
 

@@ -276,9 +276,10 @@ impl Cfg<'_> {
 
     /// A size that must be at least 1; `default` when absent.
     fn size(&self, keys: &[&str], default: Option<u64>) -> Result<u64> {
-        let v = self.uint_any(keys)?.or(default).ok_or_else(|| {
-            self.err(keys[0], "is required and missing")
-        })?;
+        let v = self
+            .uint_any(keys)?
+            .or(default)
+            .ok_or_else(|| self.err(keys[0], "is required and missing"))?;
         if v == 0 {
             let key = keys
                 .iter()
@@ -324,8 +325,9 @@ impl Cfg<'_> {
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|v| {
-                    v.as_u64()
-                        .ok_or_else(|| self.err(key, format!("entries must be layer indices (got {v})")))
+                    v.as_u64().ok_or_else(|| {
+                        self.err(key, format!("entries must be layer indices (got {v})"))
+                    })
                 })
                 .collect(),
             Some(other) => Err(self.err(key, format!("must be a list (got {other})"))),
@@ -394,7 +396,7 @@ impl Cfg<'_> {
             }
             return Ok(d);
         }
-        if hidden % heads != 0 {
+        if !hidden.is_multiple_of(heads) {
             return Err(self.err(
                 "num_attention_heads",
                 format!("{heads} does not divide hidden_size {hidden} and no head_dim is given"),
@@ -407,7 +409,7 @@ impl Cfg<'_> {
     /// whole.
     fn kv_heads(&self, keys: &[&str], heads: u64, default: u64) -> Result<u64> {
         let kv = self.size(keys, Some(default))?;
-        if heads % kv != 0 {
+        if !heads.is_multiple_of(kv) {
             let key = keys
                 .iter()
                 .find(|k| self.obj.contains_key(**k))
@@ -719,7 +721,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
             return types[i as usize];
         }
         match model_type {
-            "gemma2" => i % 2 == 0,
+            "gemma2" => i.is_multiple_of(2),
             "gemma3_text" => {
                 let pattern = cfg
                     .uint("sliding_window_pattern")
@@ -727,7 +729,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
                     .flatten()
                     .unwrap_or(6)
                     .max(1);
-                (i + 1) % pattern != 0
+                !(i + 1).is_multiple_of(pattern)
             }
             "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => {
                 cfg.boolean("use_sliding_window", false).unwrap_or(false)
@@ -828,9 +830,9 @@ impl MoeLayout {
             return None;
         }
         let moe_here = if self.zero_based_step {
-            i % self.step == 0
+            i.is_multiple_of(self.step)
         } else {
-            (i + 1) % self.step == 0
+            (i + 1).is_multiple_of(self.step)
         };
         moe_here.then(|| self.template.clone())
     }
@@ -898,17 +900,25 @@ fn moe_layout(cfg: &Cfg, model_type: &str, activation: &str) -> Result<Option<Mo
             if experts == 0 {
                 return Ok(None);
             }
-            let expert_ffn = cfg.size(&["moe_intermediate_size"], Some(if model_type == "deepseek_v3" { 2048 } else { 1407 }))?;
-            let shared = cfg.uint("n_shared_experts")?.unwrap_or(if model_type == "deepseek_v3" { 1 } else { 0 });
+            let expert_ffn = cfg.size(
+                &["moe_intermediate_size"],
+                Some(if model_type == "deepseek_v3" {
+                    2048
+                } else {
+                    1407
+                }),
+            )?;
+            let shared = cfg
+                .uint("n_shared_experts")?
+                .unwrap_or(if model_type == "deepseek_v3" { 1 } else { 0 });
             MoeLayout {
                 template: MoeMlp {
                     experts,
                     top_k: cfg.size(&["num_experts_per_tok"], Some(8))?,
                     expert: dense(expert_ffn, true, false, activation),
                     // DeepseekV3MoE: one MLP of width moe_intermediate_size × n_shared_experts.
-                    shared: (shared > 0).then(|| {
-                        dense(expert_ffn.saturating_mul(shared), true, false, activation)
-                    }),
+                    shared: (shared > 0)
+                        .then(|| dense(expert_ffn.saturating_mul(shared), true, false, activation)),
                     shared_gate: false,
                 },
                 dense_layers: Vec::new(),
@@ -943,16 +953,17 @@ fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         } else {
             "GPT2LMHeadModel"
         },
-        if bigcode { Naming::BigCode } else { Naming::Gpt2 },
+        if bigcode {
+            Naming::BigCode
+        } else {
+            Naming::Gpt2
+        },
     );
     let hidden = cfg.size(&["n_embd", "hidden_size"], Some(768))?;
     let layers = cfg.layer_count(&["n_layer", "num_hidden_layers"], 12)?;
     let heads = cfg.size(&["n_head", "num_attention_heads"], Some(12))?;
     if hidden % heads != 0 {
-        return Err(cfg.err(
-            "n_head",
-            format!("{heads} does not divide n_embd {hidden}"),
-        ));
+        return Err(cfg.err("n_head", format!("{heads} does not divide n_embd {hidden}")));
     }
     let head_dim = hidden / heads;
     let ffn = match cfg.uint("n_inner")? {
@@ -961,7 +972,7 @@ fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         None => 4 * hidden,
     };
     let positions = cfg.size(&["n_positions", "max_position_embeddings"], Some(1024))?;
-    let vocab = cfg.size(&["vocab_size"], Some(if bigcode { 50257 } else { 50257 }))?;
+    let vocab = cfg.size(&["vocab_size"], Some(50257))?;
     let kv_heads = if bigcode && cfg.boolean("multi_query", true)? {
         1
     } else {
@@ -1071,7 +1082,10 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec> {
     let pre_norm = cfg.boolean("do_layer_norm_before", true)?;
     let remove_final = cfg.boolean("_remove_final_layer_norm", false)?;
     let ln = Norm::layer(hidden, true);
-    let activation = cfg.string("activation_function").unwrap_or("relu").to_string();
+    let activation = cfg
+        .string("activation_function")
+        .unwrap_or("relu")
+        .to_string();
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
             attention: Attention {
@@ -1196,7 +1210,11 @@ fn bert_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         } else {
             "BertForMaskedLM"
         },
-        if roberta { Naming::Roberta } else { Naming::Bert },
+        if roberta {
+            Naming::Roberta
+        } else {
+            Naming::Bert
+        },
     );
     let hidden = cfg.size(&["hidden_size"], Some(768))?;
     let layers = cfg.layer_count(&["num_hidden_layers"], 12)?;

@@ -65,8 +65,14 @@ pub fn models(json: bool) -> CmdResult {
     }
     print(&format!(
         "{}\n{t}\n{}\n",
-        paint(BOLD, &format!("{} built-in presets (real config.json files)", rows.len())),
-        paint(DIM, "Use an id or the repo name as MODEL; `vramscope inspect ID` for details.")
+        paint(
+            BOLD,
+            &format!("{} built-in presets (real config.json files)", rows.len())
+        ),
+        paint(
+            DIM,
+            "Use an id or the repo name as MODEL; `vramscope inspect ID` for details."
+        )
     ))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -181,7 +181,10 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         let shown: Vec<&LayerRow> = if all_layers || n <= 8 {
             r.per_layer.iter().collect()
         } else {
-            r.per_layer[..3].iter().chain(&r.per_layer[n - 3..]).collect()
+            r.per_layer[..3]
+                .iter()
+                .chain(&r.per_layer[n - 3..])
+                .collect()
         };
         let title = if shown.len() < n {
             format!("Per layer ({n} layers; first and last three, --layers for all)")
@@ -191,7 +194,11 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         out.push_str(&format!("\n{}\n", paint(HEADER, &title)));
         let comps: Vec<Component> = Component::ALL
             .into_iter()
-            .filter(|c| r.per_layer.iter().any(|l| l.by_component.contains_key(c.name())))
+            .filter(|c| {
+                r.per_layer
+                    .iter()
+                    .any(|l| l.by_component.contains_key(c.name()))
+            })
             .collect();
         let mut t = Table::new();
         t.load_style(presets::NOTHING);
@@ -202,16 +209,12 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
             if i == 3 && shown.len() < n {
                 t.add_row(vec!["…".to_string()]);
             }
-            let mut row = vec![
-                l.layer.to_string(),
-                thousands(l.params),
-                bytes(l.bytes),
-            ];
-            row.extend(
-                comps
-                    .iter()
-                    .map(|c| l.by_component.get(c.name()).map_or("-".into(), |v| thousands(*v))),
-            );
+            let mut row = vec![l.layer.to_string(), thousands(l.params), bytes(l.bytes)];
+            row.extend(comps.iter().map(|c| {
+                l.by_component
+                    .get(c.name())
+                    .map_or("-".into(), |v| thousands(*v))
+            }));
             t.add_row(row);
         }
         let cols: Vec<usize> = (1..3 + comps.len()).collect();

@@ -39,7 +39,10 @@ fn main() {
             aliases.join(", "),
             field("source"),
             params,
-            file.canonicalize().unwrap_or(file.clone()).display().to_string(),
+            file.canonicalize()
+                .unwrap_or(file.clone())
+                .display()
+                .to_string(),
         ));
     }
     out.push_str("];\n");

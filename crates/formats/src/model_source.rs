@@ -125,11 +125,8 @@ fn load_path(path: &Path) -> Result<LoadedModel> {
     }
     if lower.ends_with(".json") {
         let text = read_small_text(path)?;
-        let mut m = LoadedModel::from_config(
-            parse_config_str(&text, &shown)?,
-            Origin::ConfigJson,
-            &shown,
-        )?;
+        let mut m =
+            LoadedModel::from_config(parse_config_str(&text, &shown)?, Origin::ConfigJson, &shown)?;
         if m.name == shown {
             m.name = model_name_from_path(path);
         }
@@ -267,7 +264,12 @@ fn model_name_from_path(path: &Path) -> String {
         path
     };
     p.file_name()
-        .map(|n| n.to_string_lossy().trim_end_matches(".gguf").trim_end_matches(".safetensors").to_string())
+        .map(|n| {
+            n.to_string_lossy()
+                .trim_end_matches(".gguf")
+                .trim_end_matches(".safetensors")
+                .to_string()
+        })
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| p.display().to_string())
 }

@@ -65,7 +65,10 @@ pub fn unknown(name: &str) -> FormatError {
          .safetensors or .gguf path"
             .to_string()
     } else {
-        format!("did you mean {}? ('vramscope models' lists all)", close.join(", "))
+        format!(
+            "did you mean {}? ('vramscope models' lists all)",
+            close.join(", ")
+        )
     };
     FormatError::Unsupported {
         path: name.to_string(),

@@ -70,7 +70,10 @@ fn starcoder2_3b() {
 fn opt_350m() {
     let layer: u64 =
         4 * (1024 * 1024 + 1024) + 2 * 2048 + (1024 * 4096 + 4096) + (4096 * 1024 + 1024);
-    assert_eq!(50272 * 512 + 2050 * 1024 + 2 * 512 * 1024 + 24 * layer, 331_196_416);
+    assert_eq!(
+        50272 * 512 + 2050 * 1024 + 2 * 512 * 1024 + 24 * layer,
+        331_196_416
+    );
     let cfg = json!({"architectures": ["OPTForCausalLM"], "model_type": "opt",
         "hidden_size": 1024, "ffn_dim": 4096, "num_attention_heads": 16,
         "num_hidden_layers": 24, "vocab_size": 50272, "max_position_embeddings": 2048,
@@ -119,7 +122,10 @@ fn santacoder() {
         + (2048 * 2048 + 2048)
         + (2048 * 8192 + 8192)
         + (8192 * 2048 + 2048);
-    assert_eq!(49280 * 2048 + 2048 * 2048 + 24 * layer + 4096, 1_124_886_528);
+    assert_eq!(
+        49280 * 2048 + 2048 * 2048 + 24 * layer + 4096,
+        1_124_886_528
+    );
     assert_eq!(
         vramscope_formats::model_source::load_model("gpt_bigcode-santacoder")
             .unwrap()
@@ -159,7 +165,10 @@ fn unknown_family_with_standard_fields() {
 #[test]
 fn unknown_family_without_standard_fields_names_the_supported_types() {
     let e = err(json!({"model_type": "mystery", "d": 3}));
-    assert!(e.contains("mystery") && e.contains("llama") && e.contains("t5"), "{e}");
+    assert!(
+        e.contains("mystery") && e.contains("llama") && e.contains("t5"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -178,11 +187,17 @@ fn bad_sizes_are_named() {
     let mut c = base();
     c["intermediate_size"] = json!(127.5);
     let e = err(c);
-    assert!(e.contains("intermediate_size") && e.contains("whole"), "{e}");
+    assert!(
+        e.contains("intermediate_size") && e.contains("whole"),
+        "{e}"
+    );
     let mut c = base();
     c["num_key_value_heads"] = json!(3);
     let e = err(c);
-    assert!(e.contains("num_key_value_heads") && e.contains("divide"), "{e}");
+    assert!(
+        e.contains("num_key_value_heads") && e.contains("divide"),
+        "{e}"
+    );
     let mut c = base();
     c["vocab_size"] = json!("many");
     assert!(err(c).contains("vocab_size"));
@@ -230,18 +245,65 @@ mod fuzz {
     }
 
     const KEYS: &[&str] = &[
-        "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "n_embd",
-        "n_layer", "n_head", "n_inner", "d_model", "d_ff", "num_layers", "num_heads", "d_kv",
-        "num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size",
-        "num_experts_per_tok", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank",
-        "tie_word_embeddings", "layer_types", "sliding_window", "torch_dtype", "dtype",
-        "architectures", "word_embed_proj_dim", "mlp_only_layers", "decoder_sparse_step",
+        "model_type",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "intermediate_size",
+        "vocab_size",
+        "n_embd",
+        "n_layer",
+        "n_head",
+        "n_inner",
+        "d_model",
+        "d_ff",
+        "num_layers",
+        "num_heads",
+        "d_kv",
+        "num_experts",
+        "num_local_experts",
+        "n_routed_experts",
+        "moe_intermediate_size",
+        "num_experts_per_tok",
+        "first_k_dense_replace",
+        "kv_lora_rank",
+        "q_lora_rank",
+        "tie_word_embeddings",
+        "layer_types",
+        "sliding_window",
+        "torch_dtype",
+        "dtype",
+        "architectures",
+        "word_embed_proj_dim",
+        "mlp_only_layers",
+        "decoder_sparse_step",
     ];
     const TYPES: &[&str] = &[
-        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
-        "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox", "opt", "falcon", "bert",
-        "roberta", "t5", "gpt_bigcode", "starcoder2", "deepseek_v2", "deepseek_v3", "other",
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "gpt2",
+        "gpt_neox",
+        "opt",
+        "falcon",
+        "bert",
+        "roberta",
+        "t5",
+        "gpt_bigcode",
+        "starcoder2",
+        "deepseek_v2",
+        "deepseek_v3",
+        "other",
     ];
 
     proptest! {

@@ -29,7 +29,10 @@ fn gpt2() {
 #[test]
 fn bert_base() {
     assert_eq!(23_837_184 + 85_054_464 + 590_592, 109_482_240);
-    assert_eq!(23_837_184 + 85_054_464 + 590_592 + 1_536 + 30_522, 109_514_298);
+    assert_eq!(
+        23_837_184 + 85_054_464 + 590_592 + 1_536 + 30_522,
+        109_514_298
+    );
     assert_eq!(count("bert-base-uncased"), 109_514_298);
     let p = presets::find("bert-base-uncased").unwrap();
     let mut cfg: serde_json::Value = serde_json::from_str(p.config).unwrap();
@@ -67,7 +70,9 @@ fn llama_3_8b() {
 #[test]
 fn llama_3_2_3b() {
     assert_eq!(
-        128256 * 3072 + 28 * (2 * 3072 * 3072 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072) + 3072,
+        128256 * 3072
+            + 28 * (2 * 3072 * 3072 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072)
+            + 3072,
         3_212_749_824u64
     );
     assert_eq!(count("llama-3.2-3b"), 3_212_749_824);
@@ -100,8 +105,7 @@ fn mistral_7b() {
 /// 4096·8 router per layer.
 #[test]
 fn mixtral_8x7b() {
-    let layer: u64 =
-        2 * 4096 * 4096 + 2 * 4096 * 1024 + 8 * 3 * 4096 * 14336 + 4096 * 8 + 2 * 4096;
+    let layer: u64 = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 8 * 3 * 4096 * 14336 + 4096 * 8 + 2 * 4096;
     assert_eq!(2 * 32000 * 4096 + 32 * layer + 4096, 46_702_792_704);
     assert_eq!(count("mixtral-8x7b"), 46_702_792_704);
 }
@@ -169,7 +173,10 @@ fn phi_3_mini() {
 /// tied head. = 125,239,296.
 #[test]
 fn opt_125m() {
-    assert_eq!(50272 * 768 + 2050 * 768 + 12 * 7_087_872 + 1536, 125_239_296u64);
+    assert_eq!(
+        50272 * 768 + 2050 * 768 + 12 * 7_087_872 + 1536,
+        125_239_296u64
+    );
     assert_eq!(count("opt-125m"), 125_239_296);
 }
 
@@ -227,7 +234,10 @@ fn presets_match_their_published_counts() {
             checked += 1;
         }
     }
-    assert!(checked >= 8, "only {checked} presets carry a published count");
+    assert!(
+        checked >= 8,
+        "only {checked} presets carry a published count"
+    );
 }
 
 /// The catalog has what the contract and the issue name, all parseable without warnings about
@@ -235,8 +245,14 @@ fn presets_match_their_published_counts() {
 #[test]
 fn catalog_contents() {
     for id in [
-        "gpt2", "bert-base-uncased", "llama-2-7b", "llama-3.1-8b", "llama-3.1-70b",
-        "mistral-7b-v0.1", "qwen2.5-7b", "meta-llama/Llama-3.1-8B",
+        "gpt2",
+        "bert-base-uncased",
+        "llama-2-7b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "mistral-7b-v0.1",
+        "qwen2.5-7b",
+        "meta-llama/Llama-3.1-8B",
     ] {
         assert!(presets::find(id).is_some(), "{id} missing");
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 pub enum Component {
     /// Token, position and token-type embeddings (and their projections/norm).
     Embedding,
-    /// Attention projections, their biases and per-head norms.
+    /// Attention projections and their biases (per-head q/k norms count as `Norm`).
     Attention,
     /// Dense feed-forward weights, including MoE shared experts (always active).
     Mlp,

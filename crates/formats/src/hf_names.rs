@@ -578,3 +578,45 @@ mod tests {
         assert_eq!(one[1].layer, None);
     }
 }
+
+/// Whether a checkpoint tensor is a persistent buffer rather than a parameter. transformers
+/// saves some buffers with the weights; they occupy memory but are not parameters, so the
+/// contract's `params_total` leaves them out: GPT-2's causal mask `attn.bias` and
+/// `attn.masked_bias` (`modeling_gpt2.py`, `register_buffer`), rotary `inv_freq` in older Llama
+/// checkpoints, BERT's `embeddings.position_ids`, and DeepSeek-V3's router
+/// `e_score_correction_bias` (`modeling_deepseek_v3.py`, `DeepseekV3TopkRouter`).
+pub fn is_buffer(name: &str) -> bool {
+    name.ends_with(".attn.bias")
+        || name == "attn.bias"
+        || name.ends_with("attn.masked_bias")
+        || name.ends_with("rotary_emb.inv_freq")
+        || name.ends_with("embeddings.position_ids")
+        || name.ends_with("e_score_correction_bias")
+}
+
+#[cfg(test)]
+mod buffer_tests {
+    use super::is_buffer;
+
+    #[test]
+    fn buffers_are_told_from_parameters() {
+        for b in [
+            "transformer.h.0.attn.bias",
+            "h.11.attn.masked_bias",
+            "model.layers.3.self_attn.rotary_emb.inv_freq",
+            "bert.embeddings.position_ids",
+            "model.layers.5.mlp.gate.e_score_correction_bias",
+        ] {
+            assert!(is_buffer(b), "{b}");
+        }
+        for p in [
+            "transformer.h.0.attn.c_attn.bias",
+            "transformer.h.0.attn.c_proj.bias",
+            "model.layers.0.self_attn.q_proj.bias",
+            "bert.embeddings.position_embeddings.weight",
+            "model.layers.5.mlp.gate.weight",
+        ] {
+            assert!(!is_buffer(p), "{p}");
+        }
+    }
+}

@@ -182,9 +182,24 @@ fn load_dir(dir: &Path) -> Result<LoadedModel> {
 /// the two is reported, not hidden.
 fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedModel> {
     let ckpt = safetensors::read_checkpoint(path)?;
-    let inventory = ckpt.inventory;
+    let (buffers, tensors): (Vec<_>, Vec<_>) = ckpt
+        .inventory
+        .tensors
+        .into_iter()
+        .partition(|t| crate::hf_names::is_buffer(&t.name));
+    let inventory = Inventory { tensors };
     let params_total = inventory.params();
     let mut warnings = Vec::new();
+    if !buffers.is_empty() {
+        let bytes: u64 = buffers.iter().map(|t| t.bytes).sum();
+        warnings.push(format!(
+            "{} tensors in the checkpoint are buffers, not parameters ({} bytes, e.g. '{}'): \
+             left out of the parameter count",
+            buffers.len(),
+            bytes,
+            buffers[0].name
+        ));
+    }
     let spec = match parsed {
         Some(p) => {
             warnings.extend(p.warnings);

@@ -1,0 +1,205 @@
+//! The binary as users and scripts meet it: exit codes, one-line errors, JSON shapes, colours,
+//! pipes.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::io::Read;
+use std::process::Stdio;
+
+fn vramscope() -> Command {
+    let mut c = Command::cargo_bin("vramscope").unwrap();
+    c.env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE");
+    c
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = vramscope().args(args).assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).expect("stdout is JSON")
+}
+
+fn fixture(rel: &str) -> String {
+    format!("{}/../../../shared/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The contract's inspect shape: {"model": {...}, "tensors": [{name, shape, dtype, bytes, layer,
+/// component}]}; GPT-2 has 2 embeddings + 12 layers × 12 tensors + ln_f weight and bias = 148
+/// tensors (tied head).
+#[test]
+fn inspect_json_follows_the_contract() {
+    let v = json_of(&["inspect", "gpt2", "--json"]);
+    let m = &v["model"];
+    assert_eq!(m["name"], "gpt2");
+    assert_eq!(m["params_total"], 124_439_808u64);
+    assert_eq!(m["params_trainable"], 124_439_808u64);
+    assert_eq!(m["layers"], 12);
+    assert_eq!(m["hidden"], 768);
+    let tensors = v["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), 2 + 12 * 12 + 2);
+    for t in tensors {
+        for k in ["name", "shape", "dtype", "bytes", "layer", "component"] {
+            assert!(t.get(k).is_some(), "tensor lacks {k}: {t}");
+        }
+    }
+    let wte = tensors.iter().find(|t| t["name"] == "transformer.wte.weight").unwrap();
+    assert_eq!(wte["shape"], serde_json::json!([50257, 768]));
+    assert_eq!(wte["bytes"], 50257u64 * 768 * 4);
+    assert_eq!(wte["component"], "embedding");
+    assert!(wte["layer"].is_null());
+}
+
+#[test]
+fn repo_names_are_aliases() {
+    let v = json_of(&["inspect", "meta-llama/Llama-3.1-8B", "--json"]);
+    assert_eq!(v["model"]["params_total"], 8_030_261_248u64);
+}
+
+#[test]
+fn inspect_reads_files() {
+    let v = json_of(&["inspect", &fixture("hf_tiny_llama"), "--json"]);
+    assert_eq!(v["model"]["params_total"], 123_712);
+    let v = json_of(&["inspect", &fixture("tiny_llama_q8.gguf"), "--json"]);
+    assert_eq!(v["model"]["params_total"], 4_672);
+    assert_eq!(v["by_dtype"]["Q8_0"]["bytes"], 4_352);
+}
+
+#[test]
+fn unknown_model_is_exit_2_with_one_line() {
+    let out = vramscope()
+        .args(["inspect", "llama-3.1-8"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean"))
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramscope-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn bad_files_are_exit_2_never_a_panic() {
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "heads0.json",
+            br#"{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_attention_heads":0,"num_hidden_layers":2,"vocab_size":10}"#.to_vec(),
+            "num_attention_heads",
+        ),
+        (
+            "kv.json",
+            br#"{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_attention_heads":4,"num_key_value_heads":3,"num_hidden_layers":2,"vocab_size":10}"#.to_vec(),
+            "num_key_value_heads",
+        ),
+        ("garbage.json", b"{not json".to_vec(), "JSON"),
+        ("huge.safetensors", {
+            let mut b = (1u64 << 60).to_le_bytes().to_vec();
+            b.extend_from_slice(b"{}");
+            b
+        }, "header"),
+        ("count.gguf", {
+            let mut b = b"GGUF".to_vec();
+            b.extend_from_slice(&3u32.to_le_bytes());
+            b.extend_from_slice(&(1u64 << 40).to_le_bytes());
+            b.extend_from_slice(&0u64.to_le_bytes());
+            b
+        }, "tensor"),
+    ];
+    for (name, bytes, needle) in cases {
+        let p = temp_file(name, &bytes);
+        let out = vramscope().args(["inspect", p.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(needle), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn usage_errors_are_exit_2() {
+    vramscope().args(["inspect"]).assert().code(2);
+    vramscope().args(["frobnicate"]).assert().code(2);
+}
+
+#[test]
+fn catalogs_list_as_json() {
+    let models = json_of(&["models", "--json"]);
+    assert!(models.as_array().unwrap().len() >= 30);
+    let gpus = json_of(&["gpus", "--json"]);
+    let a100 = gpus
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["id"] == "a100-80gb")
+        .unwrap();
+    // nvidia-smi reports 81920 MiB on an A100 80GB.
+    assert_eq!(a100["memory_bytes"], 81920u64 << 20);
+}
+
+#[test]
+fn help_has_examples_and_completions_generate() {
+    vramscope()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Examples"));
+    vramscope()
+        .args(["completions", "bash"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("vramscope"));
+}
+
+#[test]
+fn colours_follow_the_flag_and_no_color() {
+    let esc = predicate::str::contains("\u{1b}[");
+    vramscope()
+        .args(["inspect", "gpt2", "--color", "always"])
+        .assert()
+        .stdout(esc.clone());
+    // Piped output has no colour by default.
+    vramscope().args(["inspect", "gpt2"]).assert().stdout(esc.clone().not());
+    // CLICOLOR_FORCE turns colour on for a pipe; NO_COLOR wins over it.
+    vramscope()
+        .args(["inspect", "gpt2"])
+        .env("CLICOLOR_FORCE", "1")
+        .assert()
+        .stdout(esc.clone());
+    vramscope()
+        .args(["inspect", "gpt2"])
+        .env("CLICOLOR_FORCE", "1")
+        .env("NO_COLOR", "1")
+        .assert()
+        .stdout(esc.not());
+}
+
+/// `vramscope inspect deepseek-v3 --tensors | head -c 100`: the reader goes away early; the
+/// program must end quietly with success, not panic on the broken pipe.
+#[test]
+fn a_closed_pipe_is_a_normal_end() {
+    let bin = assert_cmd::cargo::cargo_bin("vramscope");
+    let mut child = std::process::Command::new(bin)
+        .args(["inspect", "deepseek-v3", "--tensors"])
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    // stdout is dropped here: the pipe closes with most of the output unwritten.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status {:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

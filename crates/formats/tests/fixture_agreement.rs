@@ -7,7 +7,9 @@ use vramscope_core::Tensor;
 use vramscope_formats::model_source::{load_model, Origin};
 
 fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures")
+        .join(rel)
 }
 
 fn sorted(mut v: Vec<Tensor>) -> Vec<Tensor> {
@@ -22,7 +24,10 @@ fn config_and_headers_agree_exactly() {
     let from_headers = load_model(dir.to_str().unwrap()).unwrap();
     assert_eq!(from_config.origin, Origin::ConfigJson);
     assert_eq!(from_headers.origin, Origin::Safetensors);
-    assert!(from_headers.spec.is_some(), "the directory's config.json is read too");
+    assert!(
+        from_headers.spec.is_some(),
+        "the directory's config.json is read too"
+    );
     assert!(
         from_headers.warnings.is_empty(),
         "{:?}",
@@ -37,7 +42,8 @@ fn config_and_headers_agree_exactly() {
     // vocab 256, hidden 64, 2 layers, q 64·64, k/v 64·32 (2 KV heads of 16), o 64·64, MLP
     // 3·64·172, two norms of 64; final norm 64; untied head 256·64:
     // 2·16384 + 2·(4096 + 2·2048 + 4096 + 33024 + 128) + 64 = 123,712, in bf16 = 247,424 B.
-    let expected = 2 * 256 * 64 + 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 172 + 2 * 64) + 64;
+    let expected =
+        2 * 256 * 64 + 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 172 + 2 * 64) + 64;
     assert_eq!(expected, 123_712);
     assert_eq!(from_headers.params_total, expected);
     assert_eq!(b.iter().map(|t| t.bytes).sum::<u64>(), 2 * expected);
@@ -58,5 +64,8 @@ fn missing_paths_and_unknown_names_are_clear() {
     let e = load_model("./no/such/config.json").unwrap_err().to_string();
     assert!(e.contains("no such file"), "{e}");
     let e = load_model("llama-3.1-8").unwrap_err().to_string();
-    assert!(e.contains("did you mean") && e.contains("llama-3.1-8b"), "{e}");
+    assert!(
+        e.contains("did you mean") && e.contains("llama-3.1-8b"),
+        "{e}"
+    );
 }

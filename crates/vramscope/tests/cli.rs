@@ -16,12 +16,21 @@ fn vramscope() -> Command {
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
-    let out = vramscope().args(args).assert().success().get_output().stdout.clone();
+    let out = vramscope()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     serde_json::from_slice(&out).expect("stdout is JSON")
 }
 
 fn fixture(rel: &str) -> String {
-    format!("{}/../../../shared/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/../../../shared/fixtures/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 /// The contract's inspect shape: {"model": {...}, "tensors": [{name, shape, dtype, bytes, layer,
@@ -43,7 +52,10 @@ fn inspect_json_follows_the_contract() {
             assert!(t.get(k).is_some(), "tensor lacks {k}: {t}");
         }
     }
-    let wte = tensors.iter().find(|t| t["name"] == "transformer.wte.weight").unwrap();
+    let wte = tensors
+        .iter()
+        .find(|t| t["name"] == "transformer.wte.weight")
+        .unwrap();
     assert_eq!(wte["shape"], serde_json::json!([50257, 768]));
     assert_eq!(wte["bytes"], 50257u64 * 768 * 4);
     assert_eq!(wte["component"], "embedding");
@@ -116,7 +128,10 @@ fn bad_files_are_exit_2_never_a_panic() {
     ];
     for (name, bytes, needle) in cases {
         let p = temp_file(name, &bytes);
-        let out = vramscope().args(["inspect", p.to_str().unwrap()]).output().unwrap();
+        let out = vramscope()
+            .args(["inspect", p.to_str().unwrap()])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {err}");
         assert!(err.contains(needle), "{name}: {err}");
@@ -168,7 +183,10 @@ fn colours_follow_the_flag_and_no_color() {
         .assert()
         .stdout(esc.clone());
     // Piped output has no colour by default.
-    vramscope().args(["inspect", "gpt2"]).assert().stdout(esc.clone().not());
+    vramscope()
+        .args(["inspect", "gpt2"])
+        .assert()
+        .stdout(esc.clone().not());
     // CLICOLOR_FORCE turns colour on for a pipe; NO_COLOR wins over it.
     vramscope()
         .args(["inspect", "gpt2"])

@@ -1,0 +1,211 @@
+//! Typed, checked access to config.json fields.
+
+use super::{field_err, MAX_DIM, MAX_LAYERS};
+use crate::error::{FormatError, Result};
+use serde_json::{Map, Value};
+use vramscope_core::DType;
+
+/// Typed access to config fields with the checks every size needs.
+pub(crate) struct Cfg<'a> {
+    pub(crate) obj: &'a Map<String, Value>,
+    pub(crate) origin: &'a str,
+}
+
+impl Cfg<'_> {
+    pub(crate) fn err(&self, field: &str, reason: impl Into<String>) -> FormatError {
+        field_err(self.origin, field, reason)
+    }
+
+    pub(crate) fn has_all(&self, keys: &[&str]) -> bool {
+        keys.iter()
+            .all(|k| self.obj.get(*k).is_some_and(|v| !v.is_null()))
+    }
+
+    /// A non-negative integer field (an integral float like `4096.0` is accepted); `None` when
+    /// absent or null.
+    pub(crate) fn uint(&self, key: &str) -> Result<Option<u64>> {
+        let Some(v) = self.obj.get(key) else {
+            return Ok(None);
+        };
+        if v.is_null() {
+            return Ok(None);
+        }
+        let n = if let Some(u) = v.as_u64() {
+            u
+        } else if let Some(i) = v.as_i64() {
+            return Err(self.err(key, format!("must not be negative (got {i})")));
+        } else if let Some(f) = v.as_f64() {
+            if f < 0.0 {
+                return Err(self.err(key, format!("must not be negative (got {f})")));
+            }
+            if f.fract() != 0.0 || f > MAX_DIM as f64 {
+                return Err(self.err(key, format!("must be a whole number (got {f})")));
+            }
+            f as u64
+        } else {
+            return Err(self.err(key, format!("must be a number (got {v})")));
+        };
+        if n > MAX_DIM {
+            return Err(self.err(key, format!("{n} is implausibly large")));
+        }
+        Ok(Some(n))
+    }
+
+    /// The first present of several spellings.
+    pub(crate) fn uint_any(&self, keys: &[&str]) -> Result<Option<u64>> {
+        for k in keys {
+            if let Some(v) = self.uint(k)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A size that must be at least 1; `default` when absent.
+    pub(crate) fn size(&self, keys: &[&str], default: Option<u64>) -> Result<u64> {
+        let v = self
+            .uint_any(keys)?
+            .or(default)
+            .ok_or_else(|| self.err(keys[0], "is required and missing"))?;
+        if v == 0 {
+            let key = keys
+                .iter()
+                .find(|k| self.obj.contains_key(**k))
+                .unwrap_or(&keys[0]);
+            return Err(self.err(key, "must be at least 1 (got 0)"));
+        }
+        Ok(v)
+    }
+
+    /// A layer count: a size, bounded before anything is built per layer.
+    pub(crate) fn layer_count(&self, keys: &[&str], default: u64) -> Result<u64> {
+        let n = self.size(keys, Some(default))?;
+        if n > MAX_LAYERS {
+            return Err(self.err(
+                keys[0],
+                format!("{n} layers is more than vramscope accepts ({MAX_LAYERS})"),
+            ));
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn boolean(&self, key: &str, default: bool) -> Result<bool> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(self.err(key, format!("must be true or false (got {other})"))),
+        }
+    }
+
+    pub(crate) fn string(&self, key: &str) -> Option<&str> {
+        self.obj.get(key).and_then(Value::as_str)
+    }
+
+    pub(crate) fn float(&self, key: &str) -> Option<f64> {
+        self.obj.get(key).and_then(Value::as_f64)
+    }
+
+    /// A list of non-negative integers (e.g. `mlp_only_layers`).
+    pub(crate) fn uint_list(&self, key: &str) -> Result<Vec<u64>> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_u64().ok_or_else(|| {
+                        self.err(key, format!("entries must be layer indices (got {v})"))
+                    })
+                })
+                .collect(),
+            Some(other) => Err(self.err(key, format!("must be a list (got {other})"))),
+        }
+    }
+
+    /// `layer_types` (transformers ≥ 4.53): `"sliding_attention"` / `"full_attention"` per layer.
+    pub(crate) fn layer_types(&self, layers: u64) -> Result<Option<Vec<bool>>> {
+        match self.obj.get("layer_types") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => {
+                if items.len() as u64 != layers {
+                    return Err(self.err(
+                        "layer_types",
+                        format!("has {} entries for {layers} layers", items.len()),
+                    ));
+                }
+                Ok(Some(
+                    items
+                        .iter()
+                        .map(|v| v.as_str().is_some_and(|s| s.contains("sliding")))
+                        .collect(),
+                ))
+            }
+            Some(other) => Err(self.err("layer_types", format!("must be a list (got {other})"))),
+        }
+    }
+
+    /// The checkpoint dtype: `dtype` (transformers 5) or `torch_dtype` (4.x); fp32 when absent,
+    /// as `from_pretrained` loads without a dtype.
+    pub(crate) fn dtype(&self, warnings: &mut Vec<String>) -> Result<DType> {
+        for key in ["dtype", "torch_dtype"] {
+            if let Some(v) = self.obj.get(key) {
+                if v.is_null() {
+                    continue;
+                }
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| self.err(key, format!("must be a string (got {v})")))?;
+                if s == "auto" {
+                    continue;
+                }
+                return DType::parse(s).ok_or_else(|| {
+                    self.err(key, format!("unknown dtype '{s}' (expected e.g. bfloat16)"))
+                });
+            }
+        }
+        warnings.push("config.json names no dtype: weights assumed float32".into());
+        Ok(DType::F32)
+    }
+
+    /// Rotary base from `rope_parameters.rope_theta` (v5) or `rope_theta` (v4).
+    pub(crate) fn rope_theta(&self) -> Option<f64> {
+        self.obj
+            .get("rope_parameters")
+            .and_then(|p| p.get("rope_theta"))
+            .and_then(Value::as_f64)
+            .or_else(|| self.float("rope_theta"))
+    }
+
+    /// Head width: explicit `head_dim` when given, else hidden / heads (which must divide).
+    pub(crate) fn head_dim(&self, hidden: u64, heads: u64) -> Result<u64> {
+        if let Some(d) = self.uint("head_dim")? {
+            if d == 0 {
+                return Err(self.err("head_dim", "must be at least 1 (got 0)"));
+            }
+            return Ok(d);
+        }
+        if !hidden.is_multiple_of(heads) {
+            return Err(self.err(
+                "num_attention_heads",
+                format!("{heads} does not divide hidden_size {hidden} and no head_dim is given"),
+            ));
+        }
+        Ok(hidden / heads)
+    }
+
+    /// KV heads (`default` when absent), which must divide the query heads: GQA groups are
+    /// whole.
+    pub(crate) fn kv_heads(&self, keys: &[&str], heads: u64, default: u64) -> Result<u64> {
+        let kv = self.size(keys, Some(default))?;
+        if !heads.is_multiple_of(kv) {
+            let key = keys
+                .iter()
+                .find(|k| self.obj.contains_key(**k))
+                .unwrap_or(&keys[0]);
+            return Err(self.err(
+                key,
+                format!("{kv} does not divide num_attention_heads {heads}"),
+            ));
+        }
+        Ok(kv)
+    }
+}

@@ -1,0 +1,267 @@
+//! Hugging Face `config.json` → [`ModelSpec`].
+//!
+//! Each family follows its transformers configuration class (`configuration_<family>.py`) for
+//! field names and defaults — an absent key takes the class default, not zero — and its
+//! modeling file (`modeling_<family>.py`) for which tensors exist. Both transformers 4.x and 5.x
+//! spellings are read (`torch_dtype`/`dtype`, `rope_theta`/`rope_parameters`).
+
+use crate::error::{FormatError, Result};
+use serde_json::Value;
+use vramscope_core::model::*;
+use vramscope_core::DType;
+
+mod encoders;
+mod fields;
+mod gpt;
+mod llama;
+
+use encoders::{bert_like, t5};
+use fields::Cfg;
+use gpt::{falcon, gpt2_like, gpt_neox, opt};
+use llama::llama_like;
+
+/// The families read natively, by `model_type`.
+pub const SUPPORTED_TYPES: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "gpt2",
+    "gpt_neox",
+    "opt",
+    "falcon",
+    "bert",
+    "roberta",
+    "t5",
+    "gpt_bigcode",
+    "starcoder2",
+    "deepseek_v2",
+    "deepseek_v3",
+];
+
+/// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
+/// below them (DeepSeek-V3: 61 layers × 256 experts).
+pub(crate) const MAX_LAYERS: u64 = 10_000;
+const MAX_EXPERTS: u64 = 65_536;
+const MAX_EXPERT_MATRICES: u64 = 4_000_000;
+/// Largest single dimension accepted (2^40): beyond it every product overflows in practice.
+pub(crate) const MAX_DIM: u64 = 1 << 40;
+
+/// A parsed config: the model and anything the user should know about how it was read.
+#[derive(Debug, Clone)]
+pub struct ParsedConfig {
+    pub spec: ModelSpec,
+    pub warnings: Vec<String>,
+}
+
+/// Parses config.json text. `origin` names the file in errors.
+pub fn parse_config_str(text: &str, origin: &str) -> Result<ParsedConfig> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| FormatError::malformed(origin, format!("not valid JSON: {e}")))?;
+    parse_config_value(&value, origin)
+}
+
+/// Parses an already-decoded config.json object.
+pub fn parse_config_value(value: &Value, origin: &str) -> Result<ParsedConfig> {
+    let top = value
+        .as_object()
+        .ok_or_else(|| FormatError::malformed(origin, "config.json must be a JSON object"))?;
+    let mut warnings = Vec::new();
+    let top_type = top.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let architecture = top
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .map(str::to_string);
+
+    // Multimodal wrappers keep the language model under `text_config`.
+    let (obj, model_type) = match top.get("text_config").and_then(Value::as_object) {
+        Some(text) if !SUPPORTED_TYPES.contains(&top_type) || top_type == "gemma3" => {
+            let inner = text
+                .get("model_type")
+                .and_then(Value::as_str)
+                .unwrap_or(match top_type {
+                    "gemma3" => "gemma3_text",
+                    other => other,
+                })
+                .to_string();
+            warnings.push(format!(
+                "'{top_type}' is multimodal: only its language model ('{inner}' in text_config) \
+                 is counted; the vision tower and projector are not"
+            ));
+            (text, inner)
+        }
+        _ => (top, top_type.to_string()),
+    };
+    let model_type = if model_type == "gemma3" {
+        "gemma3_text".to_string()
+    } else {
+        model_type
+    };
+    let cfg = Cfg { obj, origin };
+    let name = top
+        .get("_name_or_path")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(origin)
+        .to_string();
+
+    let mut spec = match model_type.as_str() {
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
+        | "gemma" | "gemma2" | "gemma3_text" | "phi3" | "starcoder2" | "deepseek_v2"
+        | "deepseek_v3" => llama_like(&cfg, &model_type)?,
+        "gpt2" | "gpt_bigcode" => gpt2_like(&cfg, &model_type)?,
+        "gpt_neox" => gpt_neox(&cfg)?,
+        "opt" => opt(&cfg)?,
+        "falcon" | "RefinedWeb" | "RefinedWebModel" => falcon(&cfg)?,
+        "bert" | "roberta" => bert_like(&cfg, &model_type)?,
+        "t5" => t5(&cfg)?,
+        other => {
+            if cfg.has_all(&[
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+                "intermediate_size",
+            ]) {
+                warnings.push(format!(
+                    "model_type '{other}' is not known to vramscope: read as a generic \
+                     Llama-style decoder (gated MLP, RMSNorm, untied head unless \
+                     tie_word_embeddings says otherwise); check the parameter count"
+                ));
+                llama_like(&cfg, "generic")?
+            } else {
+                let shown = if other.is_empty() { "(none)" } else { other };
+                return Err(FormatError::Unsupported {
+                    path: origin.to_string(),
+                    reason: format!(
+                        "model_type {shown} is not supported and the config lacks the standard \
+                         fields (hidden_size, num_hidden_layers, num_attention_heads, \
+                         vocab_size, intermediate_size); supported types: {}",
+                        SUPPORTED_TYPES.join(", ")
+                    ),
+                });
+            }
+        }
+    };
+    spec.name = name;
+    spec.dtype = cfg.dtype(&mut warnings)?;
+    apply_architecture(&mut spec, architecture.as_deref(), &mut warnings);
+    check_sizes(&spec, origin)?;
+    Ok(ParsedConfig { spec, warnings })
+}
+
+/// Points the head at the class named in `architectures` (contract: `params_total` counts that
+/// class): `...Model` is the bare base model, `...ForMaskedLM` the MLM head, the rest the
+/// family's generation head.
+fn apply_architecture(spec: &mut ModelSpec, arch: Option<&str>, warnings: &mut Vec<String>) {
+    let Some(arch) = arch else { return };
+    spec.architecture = arch.to_string();
+    let base = arch.ends_with("Model")
+        && !arch.ends_with("LMHeadModel")
+        && !arch.ends_with("PreTrainedModel");
+    if base {
+        let pooler = matches!(spec.naming, Naming::Bert | Naming::Roberta);
+        spec.head = Head::None { pooler };
+    } else if arch.ends_with("ForMaskedLM") {
+        if !matches!(spec.head, Head::MaskedLm { .. }) {
+            warnings.push(format!("{arch}: masked-LM head counted as a plain LM head"));
+        }
+    } else if !(arch.ends_with("ForCausalLM")
+        || arch.ends_with("LMHeadModel")
+        || arch.ends_with("ForConditionalGeneration"))
+    {
+        warnings.push(format!(
+            "architecture {arch}: its task head is not modelled; counted as the family's \
+             generation model"
+        ));
+    }
+}
+
+/// Rejects layer and expert counts that would make the inventory unreasonably large.
+fn check_sizes(spec: &ModelSpec, origin: &str) -> Result<()> {
+    let layers = spec.num_layers();
+    if layers > MAX_LAYERS {
+        return Err(field_err(
+            origin,
+            "num_hidden_layers",
+            format!("{layers} layers is more than vramscope accepts ({MAX_LAYERS})"),
+        ));
+    }
+    let mut matrices = 0u64;
+    for l in spec.all_layers() {
+        if let Mlp::Moe(m) = &l.mlp {
+            if m.experts > MAX_EXPERTS {
+                return Err(field_err(
+                    origin,
+                    "num_experts",
+                    format!("{} experts is more than vramscope accepts", m.experts),
+                ));
+            }
+            matrices += m.experts;
+        }
+    }
+    if matrices > MAX_EXPERT_MATRICES {
+        return Err(field_err(
+            origin,
+            "num_experts",
+            format!("{matrices} expert MLPs over all layers is more than vramscope accepts"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn field_err(origin: &str, field: &str, reason: impl Into<String>) -> FormatError {
+    FormatError::Field {
+        path: origin.to_string(),
+        field: field.to_string(),
+        reason: reason.into(),
+    }
+}
+
+pub(crate) fn dense(ffn: u64, gated: bool, bias: bool, activation: &str) -> DenseMlp {
+    DenseMlp {
+        ffn,
+        gated,
+        bias,
+        activation: activation.to_string(),
+    }
+}
+
+pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelSpec {
+    ModelSpec {
+        name: String::new(),
+        model_type: model_type.to_string(),
+        architecture: arch.to_string(),
+        naming,
+        dtype: DType::F32,
+        vocab_size: 0,
+        hidden_size: 0,
+        max_position_embeddings: None,
+        embedding: Embedding {
+            dim: 0,
+            positions: Positions::None,
+            token_types: 0,
+            norm: None,
+            projection: false,
+        },
+        encoder: None,
+        decoder: Stack {
+            layers: Vec::new(),
+            final_norm: None,
+        },
+        head: Head::LanguageModel {
+            tied: false,
+            bias: false,
+        },
+    }
+}

@@ -288,3 +288,48 @@ fn model_name_from_path(path: &Path) -> String {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| p.display().to_string())
 }
+
+impl LoadedModel {
+    /// The estimator's view of this model.
+    pub fn into_input(self) -> vramscope_core::estimate::ModelInput {
+        vramscope_core::estimate::ModelInput {
+            name: self.name,
+            spec: self.spec,
+            inventory: self.inventory,
+            params_total: self.params_total,
+        }
+    }
+}
+
+/// Loads the model a job names: a preset id or path (string), `{"hf_config": {...}}`, or
+/// `{"params": N}` (integer or float, e.g. `7.5e9`).
+pub fn load_job_model(v: &serde_json::Value) -> Result<LoadedModel> {
+    use serde_json::Value;
+    let bad = |reason: String| FormatError::Field {
+        path: "job".into(),
+        field: "model".into(),
+        reason,
+    };
+    match v {
+        Value::String(s) => load_model(s),
+        Value::Object(o) => {
+            if let Some(cfg) = o.get("hf_config") {
+                load_inline_config(cfg)
+            } else if let Some(p) = o.get("params") {
+                let n = vramscope_core::job::whole_number("model.params", p)
+                    .map_err(|e| bad(e.to_string()))?;
+                if n == 0 {
+                    return Err(bad("params must be at least 1".into()));
+                }
+                Ok(LoadedModel::from_params(n))
+            } else {
+                Err(bad(
+                    "expected a preset id or path, {\"hf_config\": {...}} or {\"params\": N}"
+                        .into(),
+                ))
+            }
+        }
+        Value::Null => Err(bad("is required: a preset id, a path, or {\"params\": N}".into())),
+        other => Err(bad(format!("must be a string or an object (got {other})"))),
+    }
+}

@@ -1,0 +1,20 @@
+//! The estimator: a model and a resolved job in, a report out. Pure arithmetic over the model's
+//! inventory; no I/O.
+
+pub mod optimizer;
+pub mod overhead;
+pub mod quant;
+
+use crate::inventory::Inventory;
+use crate::model::ModelSpec;
+
+/// What the estimator knows about the model.
+#[derive(Debug, Clone)]
+pub struct ModelInput {
+    pub name: String,
+    /// The architecture; `None` for a bare parameter count or a file without config.
+    pub spec: Option<ModelSpec>,
+    /// The parameter tensors; `None` for a bare parameter count.
+    pub inventory: Option<Inventory>,
+    pub params_total: u64,
+}

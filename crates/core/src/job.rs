@@ -1,0 +1,521 @@
+//! The job: what is being run, how, and on what. Field names and values are the contract's
+//! (`../shared/contract.md`); `Job` is what a user writes (every field optional), `ResolvedJob`
+//! has every default filled in and every value checked.
+
+use crate::error::CoreError;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A job as written: JSON/TOML or CLI flags. Absent fields take the framework's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    /// Preset id or path (string), `{"hf_config": {...}}`, or `{"params": N}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_accum: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tokens: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpointing: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peft: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<Value>,
+}
+
+/// Declares a string-valued job enum with its contract spellings.
+macro_rules! job_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant,)* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+
+            /// Parses the contract spelling; the error names the field and the accepted values.
+            pub fn parse(field: &str, s: &str) -> Result<Self, CoreError> {
+                let key = s.trim().to_ascii_lowercase();
+                match key.as_str() {
+                    $($text => Ok($name::$variant),)*
+                    _ => {
+                        let names: Vec<&str> = vec![$($text),*];
+                        let hint = crate::gpu::suggestion(&key, names.iter().copied());
+                        Err(CoreError::field(
+                            field,
+                            format!("'{s}' is not one of {}{hint}", names.join(", ")),
+                        ))
+                    }
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
+job_enum!(
+    /// Training step or serving/generation.
+    Task { Train = "train", Infer = "infer" }
+);
+job_enum!(
+    /// Numeric format of weights, grads, states and activations (contract `precision`).
+    Precision {
+        Fp32 = "fp32",
+        Fp16 = "fp16",
+        Bf16 = "bf16",
+        Fp16Mixed = "fp16-mixed",
+        Bf16Mixed = "bf16-mixed",
+    }
+);
+job_enum!(
+    /// The optimizer (contract `optimizer`).
+    Optimizer {
+        None = "none",
+        Sgd = "sgd",
+        SgdMomentum = "sgd-momentum",
+        Adam = "adam",
+        AdamW = "adamw",
+        AdamWFused = "adamw-fused",
+        AdamW8bit = "adamw-8bit",
+        Adafactor = "adafactor",
+        Lion = "lion",
+    }
+);
+job_enum!(
+    /// Activation recomputation (contract `checkpointing`).
+    Checkpointing { None = "none", Selective = "selective", Full = "full" }
+);
+job_enum!(
+    /// Attention kernel (contract `attention`).
+    AttentionKernel { Eager = "eager", Sdpa = "sdpa", Flash = "flash" }
+);
+job_enum!(
+    /// Whose allocation behaviour is modelled (contract `framework`).
+    Framework {
+        Pytorch = "pytorch",
+        Deepspeed = "deepspeed",
+        Megatron = "megatron",
+        Fsdp = "fsdp",
+        Vllm = "vllm",
+        LlamaCpp = "llama.cpp",
+    }
+);
+job_enum!(
+    /// What is offloaded to CPU memory (contract `parallel.offload`).
+    Offload { None = "none", Optimizer = "optimizer", OptimizerParams = "optimizer+params" }
+);
+job_enum!(
+    /// Parameter-efficient fine-tuning method.
+    PeftMethod { Lora = "lora", Qlora = "qlora" }
+);
+
+impl Precision {
+    /// Bytes of one value in the compute dtype (activations).
+    pub fn compute_bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            _ => 2,
+        }
+    }
+
+    /// Whether 16-bit compute runs over fp32 master weights.
+    pub fn is_mixed(self) -> bool {
+        matches!(self, Precision::Fp16Mixed | Precision::Bf16Mixed)
+    }
+}
+
+/// LoRA / QLoRA settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Peft {
+    pub method: PeftMethod,
+    pub rank: u64,
+    pub alpha: f64,
+    pub targets: Vec<String>,
+}
+
+/// Distributed layout (contract `parallel`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Parallel {
+    pub gpus: u64,
+    pub dp: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub sp: bool,
+    pub cp: u64,
+    pub ep: u64,
+    pub zero: u64,
+    pub offload: Offload,
+    pub microbatches: u64,
+}
+
+impl Default for Parallel {
+    fn default() -> Self {
+        Parallel {
+            gpus: 1,
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            sp: false,
+            cp: 1,
+            ep: 1,
+            zero: 0,
+            offload: Offload::None,
+            microbatches: 1,
+        }
+    }
+}
+
+/// A job with every default filled in and every value checked: what the estimator reads and
+/// what the report echoes as `job`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedJob {
+    pub model: Value,
+    pub task: Task,
+    pub batch: u64,
+    pub grad_accum: u64,
+    pub seq: u64,
+    pub new_tokens: u64,
+    pub precision: Precision,
+    pub optimizer: Optimizer,
+    pub checkpointing: Checkpointing,
+    pub attention: AttentionKernel,
+    pub peft: Option<Peft>,
+    pub weights: String,
+    pub framework: Framework,
+    pub parallel: Parallel,
+    pub engine: Value,
+    pub gpu: Option<String>,
+    pub kv_dtype: Option<String>,
+}
+
+/// Upper bounds on counts: beyond them no real job exists, and products of them stay far from
+/// overflowing 64 bits (batch · seq · vocab · 4 < 2^64 needs each well under 2^21..2^32).
+const MAX_BATCH: u64 = 1 << 24;
+const MAX_SEQ: u64 = 1 << 26;
+const MAX_GPUS: u64 = 1 << 20;
+
+/// Reads a non-negative whole number written as a JSON integer or float (`7.5e9`).
+pub fn whole_number(field: &str, v: &Value) -> Result<u64, CoreError> {
+    if let Some(u) = v.as_u64() {
+        return Ok(u);
+    }
+    if let Some(i) = v.as_i64() {
+        return Err(CoreError::field(field, format!("must not be negative (got {i})")));
+    }
+    if let Some(f) = v.as_f64() {
+        if f < 0.0 {
+            return Err(CoreError::field(field, format!("must not be negative (got {f})")));
+        }
+        if f.fract() != 0.0 || !f.is_finite() {
+            return Err(CoreError::field(field, format!("must be a whole number (got {f})")));
+        }
+        if f >= 1.8e19 {
+            return Err(CoreError::field(field, format!("{f} is too large")));
+        }
+        return Ok(f as u64);
+    }
+    if let Some(s) = v.as_str() {
+        if let Ok(f) = s.trim().parse::<f64>() {
+            return whole_number(field, &Value::from(f));
+        }
+    }
+    Err(CoreError::field(field, format!("must be a number (got {v})")))
+}
+
+fn count(field: &str, v: Option<&Value>, default: u64, min: u64, max: u64) -> Result<u64, CoreError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(default);
+    };
+    let n = whole_number(field, v)?;
+    if n < min {
+        return Err(CoreError::field(field, format!("must be at least {min} (got {n})")));
+    }
+    if n > max {
+        return Err(CoreError::field(field, format!("{n} is more than vramscope accepts ({max})")));
+    }
+    Ok(n)
+}
+
+fn text<'a>(field: &str, v: Option<&'a Value>) -> Result<Option<&'a str>, CoreError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(CoreError::field(field, format!("must be a string (got {other})"))),
+    }
+}
+
+impl Job {
+    /// Fills defaults and checks every field. `model_max_seq` is the model's maximum position
+    /// count, used for the default sequence length.
+    pub fn resolve(&self, model_max_seq: Option<u64>) -> Result<ResolvedJob, CoreError> {
+        let task = match self.task.as_deref() {
+            None => Task::Train,
+            Some(s) => Task::parse("task", s)?,
+        };
+        let framework = match self.framework.as_deref() {
+            None => Framework::Pytorch,
+            Some(s) => Framework::parse("framework", s)?,
+        };
+        let default_seq = model_max_seq.map_or(2048, |m| m.clamp(1, 2048));
+        let batch = count("batch", self.batch.as_ref(), 1, 1, MAX_BATCH)?;
+        let grad_accum = count("grad_accum", self.grad_accum.as_ref(), 1, 1, MAX_BATCH)?;
+        let seq = count("seq", self.seq.as_ref(), default_seq, 1, MAX_SEQ)?;
+        let new_tokens = count("new_tokens", self.new_tokens.as_ref(), 0, 0, MAX_SEQ)?;
+        let precision = match self.precision.as_deref() {
+            Some(s) => Precision::parse("precision", s)?,
+            None if task == Task::Infer => Precision::Bf16,
+            None => Precision::Bf16Mixed,
+        };
+        let optimizer = match self.optimizer.as_deref() {
+            Some(s) => Optimizer::parse("optimizer", s)?,
+            None if task == Task::Infer => Optimizer::None,
+            None => Optimizer::AdamW,
+        };
+        let checkpointing = match self.checkpointing.as_deref() {
+            Some(s) => Checkpointing::parse("checkpointing", s)?,
+            None => Checkpointing::None,
+        };
+        let attention = match self.attention.as_deref() {
+            Some(s) => AttentionKernel::parse("attention", s)?,
+            None => AttentionKernel::Sdpa,
+        };
+        let peft = self.peft.as_ref().map(parse_peft).transpose()?.flatten();
+        let weights = match self.weights.as_deref() {
+            Some(w) => w.trim().to_string(),
+            None if peft.as_ref().is_some_and(|p| p.method == PeftMethod::Qlora) => {
+                "nf4-dq".to_string()
+            }
+            None => "none".to_string(),
+        };
+        let parallel = parse_parallel(self.parallel.as_ref())?;
+        let gpu = match &self.gpu {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(crate::gpu::find(s).map_err(|e| {
+                CoreError::field("gpu", e.to_string())
+            })?.id.clone()),
+            Some(other) => {
+                return Err(CoreError::field("gpu", format!("must be a GPU id (got {other})")))
+            }
+        };
+        let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?.map(str::to_string);
+        let engine = match &self.engine {
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(other) => {
+                return Err(CoreError::field("engine", format!("must be an object (got {other})")))
+            }
+        };
+        Ok(ResolvedJob {
+            model: self.model.clone().unwrap_or(Value::Null),
+            task,
+            batch,
+            grad_accum,
+            seq,
+            new_tokens,
+            precision,
+            optimizer,
+            checkpointing,
+            attention,
+            peft,
+            weights,
+            framework,
+            parallel,
+            engine,
+            gpu,
+            kv_dtype,
+        })
+    }
+}
+
+fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
+    let obj = match v {
+        Value::Null => return Ok(None),
+        Value::Object(o) => o,
+        other => return Err(CoreError::field("peft", format!("must be null or an object (got {other})"))),
+    };
+    let method = match text("peft.method", obj.get("method"))? {
+        Some(m) => PeftMethod::parse("peft.method", m)?,
+        None => return Err(CoreError::field("peft.method", "is required (lora or qlora)")),
+    };
+    let rank = count("peft.rank", obj.get("rank"), 16, 1, 1 << 20)?;
+    let alpha = obj.get("alpha").and_then(Value::as_f64).unwrap_or(2.0 * rank as f64);
+    let targets = match obj.get("targets") {
+        None | Some(Value::Null) => ["q_proj", "k_proj", "v_proj", "o_proj"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|t| {
+                t.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| CoreError::field("peft.targets", format!("entries must be module names (got {t})")))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(other) => return Err(CoreError::field("peft.targets", format!("must be a list (got {other})"))),
+    };
+    if targets.is_empty() {
+        return Err(CoreError::field("peft.targets", "must name at least one module"));
+    }
+    Ok(Some(Peft { method, rank, alpha, targets }))
+}
+
+fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
+    let obj = match v {
+        None | Some(Value::Null) => return Ok(Parallel::default()),
+        Some(Value::Object(o)) => o,
+        Some(other) => return Err(CoreError::field("parallel", format!("must be an object (got {other})"))),
+    };
+    let g = |k: &str, d: u64| count(&format!("parallel.{k}"), obj.get(k), d, 1, MAX_GPUS);
+    let tp = g("tp", 1)?;
+    let pp = g("pp", 1)?;
+    let cp = g("cp", 1)?;
+    let ep = g("ep", 1)?;
+    let model_par = tp.saturating_mul(pp).saturating_mul(cp);
+    let (gpus, dp) = match (obj.get("gpus").filter(|v| !v.is_null()), obj.get("dp").filter(|v| !v.is_null())) {
+        (Some(gv), Some(dv)) => {
+            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
+            let dp = count("parallel.dp", Some(dv), 1, 1, MAX_GPUS)?;
+            if dp.saturating_mul(model_par) != gpus {
+                return Err(CoreError::field(
+                    "parallel.gpus",
+                    format!("{gpus} GPUs is not dp {dp} × tp {tp} × pp {pp} × cp {cp}"),
+                ));
+            }
+            (gpus, dp)
+        }
+        (Some(gv), None) => {
+            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
+            if gpus % model_par != 0 {
+                return Err(CoreError::field(
+                    "parallel.gpus",
+                    format!("{gpus} GPUs is not a multiple of tp {tp} × pp {pp} × cp {cp}"),
+                ));
+            }
+            (gpus, gpus / model_par)
+        }
+        (None, dv) => {
+            let dp = count("parallel.dp", dv, 1, 1, MAX_GPUS)?;
+            (dp.saturating_mul(model_par), dp)
+        }
+    };
+    if gpus > MAX_GPUS {
+        return Err(CoreError::field("parallel.gpus", format!("{gpus} is more than vramscope accepts")));
+    }
+    if ep > 1 && dp % ep != 0 {
+        return Err(CoreError::field("parallel.ep", format!("{ep} does not divide dp {dp}")));
+    }
+    let zero = count("parallel.zero", obj.get("zero"), 0, 0, 3)?;
+    let offload = match text("parallel.offload", obj.get("offload"))? {
+        Some(s) => Offload::parse("parallel.offload", s)?,
+        None => Offload::None,
+    };
+    let sp = match obj.get("sp") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(CoreError::field("parallel.sp", format!("must be true or false (got {other})"))),
+    };
+    let microbatches = g("microbatches", 1)?;
+    Ok(Parallel { gpus, dp, tp, pp, sp, cp, ep, zero, offload, microbatches })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(v: Value) -> Job {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn defaults_are_a_pytorch_users() {
+        let r = Job::default().resolve(Some(131072)).unwrap();
+        assert_eq!(r.task, Task::Train);
+        assert_eq!((r.batch, r.grad_accum, r.seq), (1, 1, 2048));
+        assert_eq!(r.precision, Precision::Bf16Mixed);
+        assert_eq!(r.optimizer, Optimizer::AdamW);
+        assert_eq!(r.attention, AttentionKernel::Sdpa);
+        assert_eq!(r.parallel, Parallel::default());
+        let r = job(json!({"task": "infer"})).resolve(Some(512)).unwrap();
+        assert_eq!((r.precision, r.optimizer, r.seq), (Precision::Bf16, Optimizer::None, 512));
+    }
+
+    #[test]
+    fn numbers_may_be_floats() {
+        let r = job(json!({"batch": 8.0, "seq": "4096"})).resolve(None).unwrap();
+        assert_eq!((r.batch, r.seq), (8, 4096));
+    }
+
+    #[test]
+    fn nonsense_is_named() {
+        for (v, field) in [
+            (json!({"batch": 0}), "batch"),
+            (json!({"batch": -1}), "batch"),
+            (json!({"batch": 1.5}), "batch"),
+            (json!({"batch": 1e18}), "batch"),
+            (json!({"seq": 0}), "seq"),
+            (json!({"grad_accum": 0}), "grad_accum"),
+            (json!({"optimizer": "adamx"}), "optimizer"),
+            (json!({"precision": "bf17"}), "precision"),
+            (json!({"gpu": "a100-80g"}), "gpu"),
+            (json!({"parallel": {"gpus": 8, "dp": 3}}), "parallel.gpus"),
+            (json!({"parallel": {"gpus": 6, "tp": 4}}), "parallel.gpus"),
+            (json!({"parallel": {"zero": 4}}), "parallel.zero"),
+            (json!({"peft": {"method": "dora"}}), "peft.method"),
+        ] {
+            let e = job(v.clone()).resolve(None).unwrap_err().to_string();
+            assert!(e.starts_with(field), "{v}: {e}");
+        }
+        let e = job(json!({"optimizer": "adamw8bit"})).resolve(None).unwrap_err().to_string();
+        assert!(e.contains("did you mean 'adamw-8bit'"), "{e}");
+    }
+
+    #[test]
+    fn parallel_layout_is_derived() {
+        let r = job(json!({"parallel": {"gpus": 16, "tp": 4, "pp": 2}})).resolve(None).unwrap();
+        assert_eq!((r.parallel.dp, r.parallel.gpus), (2, 16));
+        let r = job(json!({"parallel": {"dp": 64, "zero": 3}})).resolve(None).unwrap();
+        assert_eq!(r.parallel.gpus, 64);
+    }
+
+    #[test]
+    fn qlora_implies_nf4_dq() {
+        let r = job(json!({"peft": {"method": "qlora", "rank": 8}})).resolve(None).unwrap();
+        assert_eq!(r.weights, "nf4-dq");
+        assert_eq!(r.peft.unwrap().targets.len(), 4);
+    }
+}

@@ -18,3 +18,14 @@ pub struct ModelInput {
     pub inventory: Option<Inventory>,
     pub params_total: u64,
 }
+
+use crate::error::CoreError;
+use crate::job::ResolvedJob;
+use crate::report::Report;
+
+/// Estimates the job's memory. See [`simulate`] for how the peak is found.
+pub fn estimate(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
+    simulate::run(model, job)
+}
+
+pub mod simulate;

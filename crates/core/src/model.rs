@@ -62,6 +62,22 @@ pub struct ModelSpec {
     /// The main stack: decoder layers, or the encoder of an encoder-only model (BERT).
     pub decoder: Stack,
     pub head: Head,
+    /// Dropout probabilities in training (the config's values; 0 where the family has none).
+    #[serde(default)]
+    pub dropout: Dropout,
+}
+
+/// Dropout probabilities as the config sets them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Dropout {
+    /// After the embeddings (GPT-2 `embd_pdrop`, BERT `hidden_dropout_prob`).
+    pub embedding: f64,
+    /// On the attention probabilities (`attn_pdrop`, `attention_probs_dropout_prob`,
+    /// `attention_dropout`).
+    pub attention: f64,
+    /// On the attention and MLP outputs before the residual add (`resid_pdrop`,
+    /// `hidden_dropout_prob`, `hidden_dropout`, OPT/T5 `dropout`).
+    pub hidden: f64,
 }
 
 /// Token, position and token-type embeddings.

@@ -1,9 +1,15 @@
 //! The estimator: a model and a resolved job in, a report out. Pure arithmetic over the model's
 //! inventory; no I/O.
 
+pub mod activations;
+pub mod blocks;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;
+pub mod stages;
+pub mod states;
+pub mod tape;
+pub mod weights;
 
 use crate::inventory::Inventory;
 use crate::model::ModelSpec;
@@ -29,3 +35,13 @@ pub fn estimate(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreErr
 }
 
 pub mod simulate;
+
+/// Bytes the caching allocator hands out for a request (512-byte granularity,
+/// `c10/cuda/CUDACachingAllocator.cpp` `round_size`); `max_memory_allocated` counts these.
+pub fn round_alloc(bytes: u64) -> u64 {
+    overhead::round_size(bytes)
+}
+
+pub(crate) fn overhead_round(bytes: u64) -> u64 {
+    round_alloc(bytes)
+}

@@ -1,0 +1,525 @@
+//! Memory a GPU process holds beyond its live tensors: the PyTorch caching allocator's rounding
+//! and reserve (`max_memory_reserved` − `max_memory_allocated`), the cuBLAS workspaces that go
+//! through that allocator, and what sits outside it (CUDA context, loaded kernels, NCCL buffers).
+//!
+//! Every constant names its source; `docs/overheads.md` gives the measured cases behind the
+//! context and fragmentation figures.
+
+use crate::gpu::Gpu;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+// ---------------------------------------------------------------------------------------------
+// Caching-allocator constants, `c10/cuda/CUDACachingAllocator.cpp` (pytorch/pytorch; the same
+// values in 1.x and 2.x; `kLargeBuffer` moved to `c10/core/AllocatorConfig.h` in 2.8+).
+// ---------------------------------------------------------------------------------------------
+
+/// `kMinBlockSize`: every block is a multiple of 512 bytes.
+pub const MIN_BLOCK_SIZE: u64 = 512;
+/// `kSmallSize`: requests up to 1 MiB go to the small pool.
+pub const SMALL_SIZE: u64 = MIB;
+/// `kSmallBuffer`: the small pool cudaMallocs 2 MiB segments.
+pub const SMALL_BUFFER: u64 = 2 * MIB;
+/// `kLargeBuffer`: requests between 1 MiB and 10 MiB cudaMalloc a 20 MiB segment.
+pub const LARGE_BUFFER: u64 = 20 * MIB;
+/// `kMinLargeAlloc`: from 10 MiB on, a request gets a segment of its own size.
+pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
+/// `kRoundLarge`: such a segment is rounded up to 2 MiB.
+pub const ROUND_LARGE: u64 = 2 * MIB;
+
+/// Pools larger than this are packed by their byte sum instead of first-fit (bounds the work).
+const MAX_PACKED_ITEMS: usize = 4096;
+
+/// The block size the allocator gives a request: `round_size` in `CUDACachingAllocator.cpp`
+/// (multiple of 512, at least 512). `allocate(0)` returns an empty pointer there without
+/// reaching `round_size`, so 0 stays 0 here.
+pub fn round_size(bytes: u64) -> u64 {
+    if bytes == 0 {
+        0
+    } else {
+        round_up(bytes, MIN_BLOCK_SIZE)
+    }
+}
+
+/// The cudaMalloc size for a block of `rounded` bytes when no cached block fits:
+/// `get_allocation_size` (≤ 1 MiB → 2 MiB segment, < 10 MiB → 20 MiB, else rounded up to 2 MiB).
+pub fn segment_size(rounded: u64) -> u64 {
+    if rounded == 0 {
+        0
+    } else if rounded <= SMALL_SIZE {
+        SMALL_BUFFER
+    } else if rounded < MIN_LARGE_ALLOC {
+        LARGE_BUFFER
+    } else {
+        round_up(rounded, ROUND_LARGE)
+    }
+}
+
+/// What `max_memory_allocated` counts for one request served from a fresh segment. The stat adds
+/// `block->size`, and a large-pool block is split only when more than 1 MiB would remain
+/// (`should_split`: `remaining > kSmallSize`), so an 11 MiB request keeps its whole 12 MiB
+/// segment while a 10.5 MiB one is split from it.
+pub fn block_size(bytes: u64) -> u64 {
+    let rounded = round_size(bytes);
+    if rounded < MIN_LARGE_ALLOC {
+        // A fresh 2 MiB or 20 MiB segment always leaves ≥ 1 MiB, so the block is split.
+        return rounded;
+    }
+    let segment = segment_size(rounded);
+    if segment - rounded > SMALL_SIZE {
+        rounded
+    } else {
+        segment
+    }
+}
+
+fn round_up(value: u64, multiple: u64) -> u64 {
+    value.div_ceil(multiple).saturating_mul(multiple)
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA context and runtime state outside the allocator.
+// ---------------------------------------------------------------------------------------------
+
+/// The device assumed when the job names no GPU: the A100 80GB (Ampere), the contract's example
+/// device and the one most published PyTorch measurements were taken on.
+pub const DEFAULT_ARCH: &str = "ampere";
+
+/// Context size and where the figure comes from, for one architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextFigure {
+    /// Architecture the figure is for (`DEFAULT_ARCH` when no GPU was given).
+    pub arch: &'static str,
+    pub bytes: u64,
+    /// One line naming the measurements behind the figure.
+    pub source: &'static str,
+}
+
+/// Per-architecture context after a training step with lazy module loading (CUDA ≥ 11.7 and
+/// PyTorch ≥ 1.13 set `CUDA_MODULE_LOADING=LAZY`, pytorch/pytorch#86509). Kernels load on first
+/// use, so the figure includes the cuBLAS/cuDNN/ATen kernels a step touches. With eager loading
+/// (older stacks) it was 1.0–1.3 GiB: 1343 MiB on a V100 in the HF "model memory anatomy" guide
+/// (driver 460, CUDA 11.2).
+const CONTEXTS: &[ContextFigure] = &[
+    ContextFigure {
+        arch: "volta",
+        bytes: 450 * MIB,
+        source: "no lazy-loading V100 printout found; bare context ~256 MiB on 80-SM parts \
+                 (RTX 3090, invoke-ai/InvokeAI#9413) plus kernels loaded by a step",
+    },
+    ContextFigure {
+        arch: "turing",
+        bytes: 300 * MIB,
+        source: "T4 OOM report: 164 MiB outside PyTorch mid-training (meta-llama/llama-cookbook#949); \
+                 ptrblck ~300 MB lazy context (pytorch/pytorch#107667)",
+    },
+    ContextFigure {
+        arch: "ampere",
+        bytes: 500 * MIB,
+        source: "A100 80GB OOM reports: 0.49 GiB (zjunlp/EasyEdit#563) and 0.50 GiB \
+                 (Kwai-Keye/Keye#11) outside PyTorch; bare context 256 MiB (RTX 3090)",
+    },
+    ContextFigure {
+        arch: "ada",
+        bytes: 500 * MIB,
+        source: "L40S HF Trainer OOM: 0.50 GiB outside PyTorch (huggingface/sentence-transformers#3214); \
+                 RTX 4090 0.49 GiB (3DTopia/Phidias-Diffusion#8); bare RTX 6000 Ada 426 MiB \
+                 (unslothai/unsloth-zoo#1053)",
+    },
+    ContextFigure {
+        arch: "hopper",
+        bytes: 700 * MIB,
+        source: "H100 OOM: 0.95 GiB outside PyTorch with CPU offloading \
+                 (vllm-project/compressed-tensors#587); bare context 616 MiB (LMCache/LMCache#4019)",
+    },
+    ContextFigure {
+        arch: "blackwell",
+        bytes: 800 * MIB,
+        source: "no measurement found; Hopper figure plus the larger SM count (148 on B200)",
+    },
+    ContextFigure {
+        arch: "cdna2",
+        bytes: 500 * MIB,
+        source: "no ROCm measurement found; Ampere figure assumed",
+    },
+    ContextFigure {
+        arch: "cdna3",
+        bytes: 500 * MIB,
+        source: "no ROCm measurement found; Ampere figure assumed",
+    },
+];
+
+/// The context figure for `gpu` (its `arch`), or for `DEFAULT_ARCH` without one. Unknown or
+/// older architectures (kepler, maxwell, pascal) take the Volta figure.
+pub fn cuda_context(gpu: Option<&Gpu>) -> ContextFigure {
+    let arch = gpu.map_or(DEFAULT_ARCH, |g| g.arch.as_str());
+    let find = |a: &str| CONTEXTS.iter().find(|c| c.arch.eq_ignore_ascii_case(a));
+    find(arch)
+        .or_else(|| find("volta"))
+        .copied()
+        .unwrap_or(ContextFigure {
+            arch: "volta",
+            bytes: 450 * MIB,
+            source: "fallback",
+        })
+}
+
+/// nvidia-smi's per-process figure minus `max_memory_reserved` for a process that has run a
+/// step: CUDA context, loaded kernels, cuDNN/cuBLAS handles (not their workspaces, which the
+/// allocator holds). NCCL is separate (`nccl_bytes`).
+pub fn cuda_context_bytes(gpu: Option<&Gpu>) -> u64 {
+    cuda_context(gpu).bytes
+}
+
+/// The measurements behind `cuda_context_bytes` for this GPU, in one line.
+pub fn cuda_context_source(gpu: Option<&Gpu>) -> &'static str {
+    cuda_context(gpu).source
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuBLAS / cuBLASLt workspaces (through the caching allocator: they count in allocated).
+// `aten/src/ATen/cuda/CublasHandlePool.cpp`, pytorch/pytorch.
+// ---------------------------------------------------------------------------------------------
+
+/// `CUBLAS_WORKSPACE_CONFIG` default `:4096:2:16:8` = 2 × 4096 KiB + 8 × 16 KiB (before Hopper).
+/// pytorch/pytorch#95668 measured exactly this (8,519,680 B allocated after one Linear, A10G).
+pub const CUBLAS_WORKSPACE_DEFAULT: u64 = 2 * 4096 * KIB + 8 * 16 * KIB;
+/// 32 MiB when `major` is 9, 10, 11 or 12 (Hopper, Blackwell), as cuBLAS recommends.
+pub const CUBLAS_WORKSPACE_SM90: u64 = 32 * MIB;
+/// `CUBLASLT_WORKSPACE_SIZE` default 1024 KiB on CUDA (separate map per handle and stream).
+pub const CUBLASLT_WORKSPACE_CUDA: u64 = MIB;
+/// ROCm: hipBLAS 32 MiB, 128 MiB on gfx942/gfx950 (MI300 series, `cdna3`+).
+pub const HIPBLAS_WORKSPACE_DEFAULT: u64 = 32 * MIB;
+pub const HIPBLAS_WORKSPACE_GFX94: u64 = 128 * MIB;
+/// ROCm: hipBLASLt 76 MiB ("Use 76 MB for hipBLASLt"), its own handle pool.
+pub const HIPBLASLT_WORKSPACE: u64 = 76 * MIB;
+/// (handle, stream) pairs in a training step: handles are per thread, and autograd runs the
+/// backward on its own device thread, so forward and backward each get a workspace.
+pub const TRAIN_BLAS_HANDLES: u64 = 2;
+
+/// cuBLAS + cuBLASLt workspace bytes for one (handle, stream) pair on `gpu` (default device
+/// without one). Allocated once per pair and kept, so they count in `max_memory_allocated`.
+pub fn cublas_workspace_bytes(gpu: Option<&Gpu>) -> u64 {
+    let arch = gpu
+        .map_or(DEFAULT_ARCH, |g| g.arch.as_str())
+        .to_ascii_lowercase();
+    match arch.as_str() {
+        "hopper" | "blackwell" => CUBLAS_WORKSPACE_SM90 + CUBLASLT_WORKSPACE_CUDA,
+        a if a.starts_with("cdna") && a != "cdna" && a != "cdna1" && a != "cdna2" => {
+            HIPBLAS_WORKSPACE_GFX94 + HIPBLASLT_WORKSPACE
+        }
+        a if a.starts_with("cdna") || a.starts_with("rdna") => {
+            HIPBLAS_WORKSPACE_DEFAULT + HIPBLASLT_WORKSPACE
+        }
+        _ => CUBLAS_WORKSPACE_DEFAULT + CUBLASLT_WORKSPACE_CUDA,
+    }
+}
+
+/// All BLAS workspaces of a step: one pair for inference, `TRAIN_BLAS_HANDLES` for training.
+pub fn blas_workspaces_bytes(gpu: Option<&Gpu>, training: bool) -> u64 {
+    let handles = if training { TRAIN_BLAS_HANDLES } else { 1 };
+    cublas_workspace_bytes(gpu) * handles
+}
+
+// ---------------------------------------------------------------------------------------------
+// NCCL (outside the allocator: in device_total, not in reserved). NVIDIA/nccl `src/init.cc`.
+// ---------------------------------------------------------------------------------------------
+
+/// Per connection buffers of the three protocols: LL 8 × 512 × 8 × 16 B = 512 KiB, LL128
+/// 120 × 640 × 8 × 8 B = 4,915,200 B, Simple `DEFAULT_BUFFSIZE` 4 MiB (`NCCL_BUFFSIZE`).
+pub const NCCL_BYTES_PER_CONNECTION: u64 = 512 * KIB + 4_915_200 + 4 * MIB;
+/// Channels assumed (NVLink/NVSwitch nodes run 16–32, PCIe boxes 2–4).
+pub const NCCL_CHANNELS: u64 = 16;
+/// Connections per channel holding buffers on a rank (ring send and receive).
+pub const NCCL_CONNECTIONS_PER_CHANNEL: u64 = 2;
+
+/// NCCL buffers on one rank of a job on `gpus` GPUs: 16 × 2 × 9,633,792 B = 294 MiB, none alone.
+pub fn nccl_bytes(gpus: u64) -> u64 {
+    if gpus <= 1 {
+        0
+    } else {
+        NCCL_CHANNELS * NCCL_CONNECTIONS_PER_CHANNEL * NCCL_BYTES_PER_CONNECTION
+    }
+}
+
+/// What nvidia-smi shows for the process: reserved + context + NCCL.
+pub fn device_total_bytes(peak_reserved: u64, gpu: Option<&Gpu>, gpus: u64) -> u64 {
+    peak_reserved
+        .saturating_add(cuda_context_bytes(gpu))
+        .saturating_add(nccl_bytes(gpus))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reserved memory at the peak.
+// ---------------------------------------------------------------------------------------------
+
+/// The parts of a `max_memory_reserved` prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReservedEstimate {
+    /// 2 MiB segments holding the ≤ 1 MiB blocks.
+    pub small_pool: u64,
+    /// 20 MiB segments for 1–10 MiB blocks plus one 2 MiB-rounded segment per larger block.
+    pub large_pool: u64,
+    /// `peak_allocated` not covered by the listed blocks, as one large segment.
+    pub unlisted: u64,
+    /// The cached block left free by the largest allocation released before the peak.
+    pub freed_hole: u64,
+}
+
+impl ReservedEstimate {
+    pub fn total(&self) -> u64 {
+        self.small_pool
+            .saturating_add(self.large_pool)
+            .saturating_add(self.unlisted)
+            .saturating_add(self.freed_hole)
+    }
+}
+
+/// Predicted `max_memory_reserved` from the peak allocated bytes and request sizes of the step
+/// (`allocations`, bytes as requested): those live at the peak, and any freed earlier whose
+/// size is not requested again (their cached blocks stay reserved, so listing them is right).
+/// Bytes of `peak_allocated` the list does not cover are one 2 MiB-rounded segment.
+///
+/// Mechanism: blocks are packed first-fit-decreasing into 2 MiB small-pool segments and 20 MiB
+/// segments; blocks ≥ 10 MiB get their own 2 MiB-rounded segment. It assumes one stream and a
+/// steady step (freed blocks of recurring sizes are reused), and does not capture: blocks held
+/// by other streams (FSDP/DDP communication streams, `record_stream`: measured reserved/allocated
+/// up to 1.5 for FSDP), sizes that change between steps (dynamic padding), many distinct
+/// transient sizes (QLoRA dequantization), CUDA-graph private pools, `expandable_segments`
+/// (which brings reserved close to allocated), `max_split_size_mb`, and the allocator freeing
+/// its cache and retrying before an OOM.
+pub fn reserved_estimate(peak_allocated: u64, allocations: &[u64]) -> u64 {
+    reserved_breakdown(peak_allocated, allocations, 0).total()
+}
+
+/// `reserved_estimate` with the live set alone in `live_at_peak` and, apart, the largest block
+/// freed before the peak whose size does not recur (its cached block stays reserved).
+pub fn reserved_estimate_with_hole(
+    peak_allocated: u64,
+    live_at_peak: &[u64],
+    largest_freed_before_peak: u64,
+) -> u64 {
+    reserved_breakdown(peak_allocated, live_at_peak, largest_freed_before_peak).total()
+}
+
+/// `reserved_estimate`, part by part.
+pub fn reserved_breakdown(
+    peak_allocated: u64,
+    live_at_peak: &[u64],
+    largest_freed_before_peak: u64,
+) -> ReservedEstimate {
+    let mut small = Vec::new();
+    let mut medium = Vec::new();
+    let mut large_pool = 0u64;
+    let mut counted = 0u64;
+    for &bytes in live_at_peak {
+        let rounded = round_size(bytes);
+        if rounded == 0 {
+            continue;
+        }
+        counted = counted.saturating_add(block_size(bytes));
+        if rounded <= SMALL_SIZE {
+            small.push(rounded);
+        } else if rounded < MIN_LARGE_ALLOC {
+            medium.push(rounded);
+        } else {
+            large_pool = large_pool.saturating_add(segment_size(rounded));
+        }
+    }
+    let small_pool = pack(&mut small, SMALL_BUFFER);
+    large_pool = large_pool.saturating_add(pack(&mut medium, LARGE_BUFFER));
+    let missing = peak_allocated.saturating_sub(counted);
+    let unlisted = if missing == 0 {
+        0
+    } else {
+        round_up(missing, ROUND_LARGE)
+    };
+    ReservedEstimate {
+        small_pool,
+        large_pool,
+        unlisted,
+        freed_hole: block_size(largest_freed_before_peak),
+    }
+}
+
+/// Bytes of `segment`-sized segments that first-fit-decreasing needs for `items` (each ≤
+/// `segment`); past `MAX_PACKED_ITEMS` items, the byte sum rounded up to whole segments.
+fn pack(items: &mut [u64], segment: u64) -> u64 {
+    if items.is_empty() {
+        return 0;
+    }
+    if items.len() > MAX_PACKED_ITEMS {
+        let sum = items.iter().fold(0u64, |acc, &b| acc.saturating_add(b));
+        return round_up(sum, segment);
+    }
+    items.sort_unstable_by(|a, b| b.cmp(a));
+    let mut free: Vec<u64> = Vec::new();
+    for &item in items.iter() {
+        match free.iter_mut().find(|f| **f >= item) {
+            Some(f) => *f -= item,
+            None => free.push(segment - item.min(segment)),
+        }
+    }
+    segment.saturating_mul(free.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::find;
+
+    #[test]
+    fn round_size_matches_the_512_byte_rule() {
+        assert_eq!(round_size(0), 0);
+        assert_eq!(round_size(1), 512);
+        assert_eq!(round_size(512), 512);
+        assert_eq!(round_size(513), 1024);
+        // A 4096-float fp32 tensor: 16384 B, already a multiple.
+        assert_eq!(round_size(16384), 16384);
+        assert_eq!(round_size(u64::MAX), u64::MAX); // saturates, no panic
+    }
+
+    #[test]
+    fn segment_sizes_follow_get_allocation_size() {
+        // 600 KiB rounds to 614,400 B (1200 × 512): small pool, 2 MiB segment.
+        assert_eq!(round_size(600 * 1024), 614_400);
+        assert_eq!(segment_size(614_400), 2 * MIB);
+        assert_eq!(segment_size(MIB), 2 * MIB); // exactly 1 MiB is still "small"
+        assert_eq!(segment_size(MIB + 512), 20 * MIB);
+        assert_eq!(segment_size(10 * MIB - 512), 20 * MIB);
+        assert_eq!(segment_size(10 * MIB), 10 * MIB);
+        assert_eq!(segment_size(11 * MIB), 12 * MIB);
+        assert_eq!(segment_size(12 * MIB), 12 * MIB);
+    }
+
+    #[test]
+    fn block_size_keeps_unsplit_tails() {
+        // 11 MiB: 12 MiB segment, 1 MiB left is not > kSmallSize, so the block is 12 MiB.
+        assert_eq!(block_size(11 * MIB), 12 * MIB);
+        // 10.5 MiB: 1.5 MiB would remain, so it is split off.
+        assert_eq!(block_size(10 * MIB + 512 * 1024), 10 * MIB + 512 * 1024);
+        // 5 MiB from a 20 MiB segment is split.
+        assert_eq!(block_size(5 * MIB), 5 * MIB);
+        assert_eq!(block_size(1), 512);
+    }
+
+    #[test]
+    fn rounding_is_monotone_and_never_below_input() {
+        let mut prev = (0, 0);
+        for k in 0..4000u64 {
+            let bytes = k * k * 977 + k; // spans 0 .. ~15.6 GB
+            let r = round_size(bytes);
+            let b = block_size(bytes);
+            let s = segment_size(r);
+            assert!(r >= bytes && b >= r && (r == 0 || s >= r), "{bytes}");
+            // segment_size is not monotone: 1–10 MiB take 20 MiB, 10 MiB takes 10 MiB.
+            assert!(r >= prev.0 && b >= prev.1, "{bytes}");
+            prev = (r, b);
+        }
+    }
+
+    #[test]
+    fn cublas_workspace_per_arch() {
+        // 2 × 4 MiB + 8 × 16 KiB = 8,519,680 (pytorch/pytorch#95668), plus the 1 MiB Lt.
+        assert_eq!(CUBLAS_WORKSPACE_DEFAULT, 8_519_680);
+        let a100 = find("a100-80gb").unwrap();
+        assert_eq!(cublas_workspace_bytes(Some(a100)), 8_519_680 + 1_048_576);
+        assert_eq!(cublas_workspace_bytes(None), 8_519_680 + 1_048_576);
+        let h100 = find("h100-80gb").unwrap();
+        assert_eq!(cublas_workspace_bytes(Some(h100)), 33_554_432 + 1_048_576);
+        let b200 = find("b200-192gb").unwrap();
+        assert_eq!(cublas_workspace_bytes(Some(b200)), 33_554_432 + 1_048_576);
+        let mi300 = find("mi300x-192gb").unwrap();
+        assert_eq!(
+            cublas_workspace_bytes(Some(mi300)),
+            134_217_728 + 79_691_776
+        );
+        let mi250 = find("mi250x-128gb").unwrap();
+        assert_eq!(cublas_workspace_bytes(Some(mi250)), 33_554_432 + 79_691_776);
+        assert_eq!(
+            blas_workspaces_bytes(Some(h100), true),
+            2 * (33_554_432 + 1_048_576)
+        );
+    }
+
+    #[test]
+    fn context_is_a_few_hundred_mib_for_every_catalog_gpu() {
+        for g in crate::gpu::catalog() {
+            let c = cuda_context(Some(g));
+            assert!(c.bytes >= 250 * MIB && c.bytes <= 1024 * MIB, "{}", g.id);
+            assert!(!c.source.is_empty());
+            assert!(c.bytes < g.memory_bytes / 10, "{}", g.id);
+        }
+        assert_eq!(cuda_context(None).arch, "ampere");
+        assert_eq!(cuda_context_bytes(None), 500 * MIB);
+        let h100 = find("h100-80gb").unwrap();
+        assert!(cuda_context_bytes(Some(h100)) > cuda_context_bytes(None));
+        assert!(cuda_context_source(Some(h100)).contains("H100"));
+    }
+
+    #[test]
+    fn nccl_only_with_several_gpus() {
+        assert_eq!(nccl_bytes(0), 0);
+        assert_eq!(nccl_bytes(1), 0);
+        // 512 KiB + 4,915,200 + 4 MiB = 9,633,792 per connection; 16 channels × 2.
+        assert_eq!(NCCL_BYTES_PER_CONNECTION, 9_633_792);
+        assert_eq!(nccl_bytes(8), 32 * 9_633_792);
+        let a100 = find("a100-80gb").unwrap();
+        assert_eq!(
+            device_total_bytes(GIB_10, Some(a100), 8),
+            GIB_10 + 500 * MIB + 32 * 9_633_792
+        );
+    }
+
+    const GIB_10: u64 = 10 << 30;
+
+    #[test]
+    fn reserved_packs_small_and_medium_blocks() {
+        // Four 600 KiB blocks of 614,400 B: 2,097,152 / 614,400 = 3.4, so three share a 2 MiB
+        // segment and the fourth opens a second one.
+        let live = [600 * 1024; 4];
+        let est = reserved_breakdown(4 * 614_400, &live, 0);
+        assert_eq!(est.small_pool, 4 * MIB);
+        assert_eq!(est.large_pool, 0);
+        assert_eq!(est.unlisted, 0);
+        // Three 9 MiB blocks: two per 20 MiB segment.
+        let est = reserved_breakdown(27 * MIB, &[9 * MIB; 3], 0);
+        assert_eq!(est.large_pool, 40 * MIB);
+        // One 11 MiB block counts 12 MiB allocated and reserves its 12 MiB segment.
+        assert_eq!(reserved_estimate(12 * MIB, &[11 * MIB]), 12 * MIB);
+    }
+
+    #[test]
+    fn reserved_adds_unlisted_bytes_and_the_freed_hole() {
+        // 1 GiB allocated, only a 100 MiB block listed: 924 MiB unlisted, already 2 MiB-aligned.
+        let est = reserved_breakdown(1 << 30, &[100 * MIB], 0);
+        assert_eq!(est.large_pool, 100 * MIB);
+        assert_eq!(est.unlisted, 924 * MIB);
+        assert_eq!(est.total(), 1 << 30);
+        // A freed 1 GiB fp32 logits block (2 × 4096 × 32000 × 4 B = 1,048,576,000 B) stays
+        // cached: its 1000 MiB block adds to the reserve.
+        let with_hole = reserved_estimate_with_hole(1 << 30, &[100 * MIB], 2 * 4096 * 32000 * 4);
+        assert_eq!(with_hole, (1 << 30) + 1000 * MIB);
+    }
+
+    #[test]
+    fn reserved_never_below_allocated() {
+        let live: Vec<u64> = (1..3000u64).map(|k| k * 4099).collect();
+        let counted: u64 = live.iter().map(|&b| block_size(b)).sum();
+        for extra in [0, 1, MIB, 1 << 30] {
+            let r = reserved_estimate(counted + extra, &live);
+            assert!(r >= counted + extra, "{extra}");
+        }
+        // Many items take the byte-sum path and stay sane.
+        let many = vec![1000u64; 10_000];
+        let r = reserved_estimate(0, &many);
+        // 10,000 × 1024 B = 10,240,000 B = 4.88 segments of 2 MiB → 5 segments.
+        assert_eq!(r, 10 * MIB);
+        assert_eq!(reserved_estimate(0, &[]), 0);
+        assert_eq!(
+            reserved_estimate_with_hole(u64::MAX, &[u64::MAX], u64::MAX),
+            u64::MAX
+        );
+    }
+}

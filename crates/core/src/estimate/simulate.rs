@@ -1,44 +1,241 @@
-//! The step simulator (first cut: model states only; activations and the event walk follow).
+//! The step simulator: walks one training step (or one inference forward) as allocation
+//! events — weights resident, forward block by block, logits and loss, backward block by block,
+//! optimizer step — and finds the peak by replay, not by adding buckets. Each event records the
+//! bytes live per category, so the report can say when the peak happens and what is live then.
 
-use super::ModelInput;
+use super::activations::{self, ForwardPlan};
+use super::states::{self, StateBytes};
+use super::{overhead, ModelInput};
 use crate::error::CoreError;
-use crate::job::ResolvedJob;
+use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
 use crate::summary::ModelSummary;
+use std::collections::BTreeMap;
+
+/// Live bytes per category at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+struct Live {
+    c: Components,
+}
+
+
+/// Records the step's events and keeps the peak.
+struct Walk {
+    live: Live,
+    points: Vec<TimelinePoint>,
+    peak: (u64, Components, String, String),
+}
+
+impl Walk {
+    fn new() -> Self {
+        Walk {
+            live: Live::default(),
+            points: Vec::new(),
+            peak: (0, Components::default(), String::new(), String::new()),
+        }
+    }
+
+    fn add(&mut self, cat: Category, bytes: u64) {
+        if let Some(v) = self.live.c.get_mut(cat) {
+            *v = v.saturating_add(bytes);
+        }
+    }
+
+    fn sub(&mut self, cat: Category, bytes: u64) {
+        if let Some(v) = self.live.c.get_mut(cat) {
+            *v = v.saturating_sub(bytes);
+        }
+    }
+
+    /// Records the current state as an event; `transient` bytes (temporaries) exist only at this
+    /// moment.
+    fn mark(&mut self, phase: &str, label: &str, transient: u64) {
+        let mut c = self.live.c;
+        c.temporaries = c.temporaries.saturating_add(transient);
+        let total = c.allocated();
+        if total > self.peak.0 {
+            self.peak = (total, c, phase.to_string(), label.to_string());
+        }
+        let by_category: BTreeMap<&'static str, u64> = Category::ALLOCATED
+            .iter()
+            .filter(|k| c.get(**k) > 0)
+            .map(|k| (k.name(), c.get(*k)))
+            .collect();
+        self.points.push(TimelinePoint {
+            phase: phase.to_string(),
+            label: label.to_string(),
+            allocated: total,
+            by_category,
+        });
+    }
+}
 
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
-    let p = model.params_total;
-    let states = ModelStates {
-        parameters: p.saturating_mul(4),
-        gradients: p.saturating_mul(4),
-        optimizer_states: p.saturating_mul(8),
-        master_weights: 0,
+    let mut warnings = Vec::new();
+    let st = states::model_states(model, job, &mut warnings)?;
+    let gpu = job
+        .gpu
+        .as_deref()
+        .map(crate::gpu::find)
+        .transpose()?;
+    let plan = match &model.spec {
+        Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
+        None => {
+            warnings.push(
+                "a bare parameter count has no architecture: activation-dependent figures \
+                 (activations, peak, device total) are null; model states are exact"
+                    .into(),
+            );
+            None
+        }
     };
-    let components = Components {
-        parameters: states.parameters,
-        gradients: states.gradients,
-        optimizer_states: states.optimizer_states,
-        ..Components::default()
+
+    let mut w = Walk::new();
+    let (peak_allocated, peak_phase, components) = match &plan {
+        Some(plan) => {
+            walk(&mut w, &st, plan, job);
+            let (total, comps, phase, _label) = w.peak.clone();
+            (Some(total), Some(phase), comps)
+        }
+        None => (
+            None,
+            None,
+            Components {
+                parameters: st.resident.parameters,
+                gradients: st.resident.gradients,
+                optimizer_states: st.resident.optimizer_states,
+                master_weights: st.resident.master_weights,
+                ..Components::default()
+            },
+        ),
     };
-    let summary = match &model.spec {
-        Some(s) => ModelSummary::from_spec(s, p, model.inventory.as_ref()),
-        None => ModelSummary::from_params(&model.name, p),
+    let mut components = components;
+    let (peak_reserved, device_total) = match peak_allocated {
+        Some(alloc) => {
+            let reserved = overhead::reserved_estimate(
+                alloc,
+                &plan.as_ref().map(|p| p.largest_allocations()).unwrap_or_default(),
+            );
+            let context = overhead::cuda_context_bytes(gpu)
+                + if job.parallel.gpus > 1 {
+                    overhead::nccl_bytes(job.parallel.gpus)
+                } else {
+                    0
+                };
+            components.cuda_context = context;
+            components.allocator_reserve = reserved.saturating_sub(alloc);
+            (Some(reserved), Some(reserved + context))
+        }
+        None => (None, None),
+    };
+    let fit = match (gpu, device_total) {
+        (Some(g), Some(total)) => Some(Fit {
+            gpu: g.id.clone(),
+            capacity: g.memory_bytes,
+            fits: total <= g.memory_bytes,
+            headroom: g.memory_bytes as i64 - total as i64,
+        }),
+        _ => None,
+    };
+    let summary = match (&model.spec, &model.inventory) {
+        (Some(s), inv) => {
+            let mut m = ModelSummary::from_spec(s, model.params_total, inv.as_ref());
+            m.name = model.name.clone();
+            m.params_trainable = st.trainable_params;
+            m
+        }
+        (None, Some(inv)) => ModelSummary::from_inventory(&model.name, inv),
+        (None, None) => ModelSummary::from_params(&model.name, model.params_total),
     };
     Ok(Report {
         model: summary,
         job: job.clone(),
         per_gpu: PerGpu {
             components,
-            model_states: states,
-            activation_bytes_per_layer: None,
-            peak_allocated: Some(components.allocated()),
-            peak_reserved: None,
-            device_total: None,
-            peak_phase: Some("optimizer".into()),
+            model_states: st.max,
+            activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
+            peak_allocated,
+            peak_reserved,
+            device_total,
+            peak_phase,
             kv_pool: None,
         },
-        timeline: Vec::new(),
-        fit: None,
-        warnings: Vec::new(),
+        timeline: w.points,
+        fit,
+        warnings,
     })
+}
+
+/// The event walk of one step.
+fn walk(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, job: &ResolvedJob) {
+    use Category::*;
+    let train = job.task == Task::Train;
+    // Resident before the step: weights, optimizer states (steady state: made on the first
+    // step), master weights, the batch; gradients only while accumulating over micro-batches.
+    w.add(Parameters, st.resident.parameters);
+    w.add(OptimizerStates, st.resident.optimizer_states);
+    w.add(MasterWeights, st.resident.master_weights);
+    let carried_grads = if train && job.grad_accum > 1 {
+        st.resident.gradients
+    } else {
+        0
+    };
+    w.add(Gradients, carried_grads);
+    w.add(Activations, plan.inputs);
+    w.mark("start", "weights and optimizer states resident", 0);
+
+    // Forward.
+    w.add(Activations, plan.embedding.kept);
+    w.mark(
+        "forward",
+        "embeddings",
+        plan.embedding.peak.saturating_sub(plan.embedding.kept),
+    );
+    for (i, l) in plan.layers.iter().enumerate() {
+        let transient = l.forward_peak.saturating_sub(l.kept);
+        w.add(Activations, l.kept + l.weight_copies);
+        w.mark("forward", &format!("layer {i}"), transient);
+    }
+    w.add(Activations, plan.head.kept + plan.head.weight_copies);
+    w.mark("forward", "final norm and head", plan.logits);
+    if !train {
+        return;
+    }
+    w.add(Activations, plan.loss.saved);
+    w.mark("forward", "loss", plan.loss.forward_transient);
+
+    // Backward: the loss gradient first (three fp32 b·s·V tensors live together).
+    w.mark("backward", "loss (log-softmax backward)", plan.loss.backward_transient);
+    w.sub(Activations, plan.loss.saved);
+    w.add(Gradients, st.head_grad);
+    w.mark("backward", "head", plan.loss.dlogits + plan.logits_grad_input);
+    w.sub(Activations, plan.head.kept + plan.head.weight_copies);
+    for (i, l) in plan.layers.iter().enumerate().rev() {
+        // A checkpointed block first recomputes its forward.
+        let recompute = l.recomputed;
+        w.add(Activations, recompute);
+        w.mark(
+            "backward",
+            &format!("layer {i}"),
+            l.backward_transient,
+        );
+        w.sub(Activations, l.kept + l.weight_copies + recompute);
+        w.add(Gradients, st.layer_grads.get(i).copied().unwrap_or(0));
+    }
+    w.sub(Activations, plan.embedding.kept);
+    w.add(Gradients, st.embedding_grad);
+    w.mark("backward", "embeddings", st.embedding_backward_transient);
+    // Gradients reached their full size; any rounding difference goes to the last layer.
+    let g_now = w.live.c.gradients;
+    let g_full = st.resident.gradients;
+    if g_full > g_now {
+        w.add(Gradients, g_full - g_now);
+    }
+    w.sub(Activations, plan.inputs);
+
+    // Optimizer step.
+    if st.resident.optimizer_states > 0 || st.step_scratch > 0 || !matches!(job.optimizer, crate::job::Optimizer::None) {
+        w.mark("optimizer", "optimizer step", st.step_scratch);
+    }
+    let _ = Framework::Pytorch;
 }

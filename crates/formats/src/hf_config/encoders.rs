@@ -62,6 +62,12 @@ pub(crate) fn bert_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     spec.head = Head::MaskedLm {
         tied: cfg.boolean("tie_word_embeddings", true)?,
     };
+    let hidden_p = cfg.prob(&["hidden_dropout_prob"], 0.1)?;
+    spec.dropout = Dropout {
+        embedding: hidden_p,
+        attention: cfg.prob(&["attention_probs_dropout_prob"], 0.1)?,
+        hidden: hidden_p,
+    };
     Ok(spec)
 }
 
@@ -130,6 +136,12 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
     spec.head = Head::LanguageModel {
         tied: cfg.boolean("tie_word_embeddings", true)?,
         bias: false,
+    };
+    let d = cfg.prob(&["dropout_rate"], 0.1)?;
+    spec.dropout = Dropout {
+        embedding: d,
+        attention: d,
+        hidden: d,
     };
     Ok(spec)
 }

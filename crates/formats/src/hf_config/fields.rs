@@ -101,6 +101,25 @@ impl Cfg<'_> {
         self.obj.get(key).and_then(Value::as_str)
     }
 
+    /// A probability (dropout rate): the first key present, else `default`; must lie in [0, 1).
+    pub(crate) fn prob(&self, keys: &[&str], default: f64) -> Result<f64> {
+        for k in keys {
+            match self.obj.get(*k) {
+                None | Some(Value::Null) => continue,
+                Some(v) => {
+                    let p = v
+                        .as_f64()
+                        .ok_or_else(|| self.err(k, format!("must be a number (got {v})")))?;
+                    if !(0.0..1.0).contains(&p) {
+                        return Err(self.err(k, format!("must be in [0, 1) (got {p})")));
+                    }
+                    return Ok(p);
+                }
+            }
+        }
+        Ok(default)
+    }
+
     pub(crate) fn float(&self, key: &str) -> Option<f64> {
         self.obj.get(key).and_then(Value::as_f64)
     }

@@ -76,6 +76,11 @@ pub(crate) fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         tied: cfg.boolean("tie_word_embeddings", true)?,
         bias: false,
     };
+    spec.dropout = Dropout {
+        embedding: cfg.prob(&["embd_pdrop"], 0.1)?,
+        attention: cfg.prob(&["attn_pdrop"], 0.1)?,
+        hidden: cfg.prob(&["resid_pdrop"], 0.1)?,
+    };
     Ok(spec)
 }
 
@@ -123,6 +128,11 @@ pub(crate) fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
     spec.head = Head::LanguageModel {
         tied: cfg.boolean("tie_word_embeddings", false)?,
         bias: false,
+    };
+    spec.dropout = Dropout {
+        embedding: 0.0,
+        attention: cfg.prob(&["attention_dropout"], 0.0)?,
+        hidden: cfg.prob(&["hidden_dropout"], 0.0)?,
     };
     Ok(spec)
 }
@@ -183,6 +193,12 @@ pub(crate) fn opt(cfg: &Cfg) -> Result<ModelSpec> {
     spec.head = Head::LanguageModel {
         tied: cfg.boolean("tie_word_embeddings", true)?,
         bias: false,
+    };
+    let d = cfg.prob(&["dropout"], 0.1)?;
+    spec.dropout = Dropout {
+        embedding: d,
+        attention: cfg.prob(&["attention_dropout"], 0.0)?,
+        hidden: d,
     };
     Ok(spec)
 }
@@ -258,6 +274,11 @@ pub(crate) fn falcon(cfg: &Cfg) -> Result<ModelSpec> {
     spec.head = Head::LanguageModel {
         tied: cfg.boolean("tie_word_embeddings", true)?,
         bias: false,
+    };
+    spec.dropout = Dropout {
+        embedding: 0.0,
+        attention: cfg.prob(&["attention_dropout"], 0.0)?,
+        hidden: cfg.prob(&["hidden_dropout"], 0.0)?,
     };
     Ok(spec)
 }

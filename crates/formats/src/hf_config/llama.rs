@@ -355,6 +355,11 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         theta: cfg.rope_theta(),
     };
     spec.head = Head::LanguageModel { tied, bias: false };
+    spec.dropout = Dropout {
+        embedding: 0.0,
+        attention: cfg.prob(&["attention_dropout"], 0.0)?,
+        hidden: 0.0,
+    };
     Ok(spec)
 }
 

@@ -263,5 +263,6 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
             tied: false,
             bias: false,
         },
+        dropout: Dropout::default(),
     }
 }

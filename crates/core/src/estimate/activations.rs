@@ -1,0 +1,241 @@
+//! Activations: the bytes each part of the forward keeps for backward, per block, for the
+//! job's precision, attention kernel, dropout and checkpointing — and the Megatron accounting of
+//! Korthikanti et al. 2022 for `framework: megatron`.
+
+use super::blocks::{block_memory, BlockCtx, BlockMemory, Numerics};
+use super::stages::{self, LossMemory, StageMemory};
+use crate::error::CoreError;
+use crate::job::{AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task};
+use crate::model::{Head, ModelSpec};
+
+/// One block in the step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LayerPlan {
+    /// Bytes kept from its forward until its backward (saved tensors and its output).
+    pub kept: u64,
+    /// Autocast's 16-bit copies of its weights, kept until its backward.
+    pub weight_copies: u64,
+    /// Top of its forward (kept plus transients).
+    pub forward_peak: u64,
+    /// Extra bytes while its backward runs (activation gradients).
+    pub backward_transient: u64,
+    /// Bytes a checkpointed block recomputes just before its backward.
+    pub recomputed: u64,
+}
+
+/// The forward of one micro-batch, part by part.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardPlan {
+    /// input_ids and labels (int64).
+    pub inputs: u64,
+    pub embedding: StageMemory,
+    pub layers: Vec<LayerPlan>,
+    pub head: StageMemory,
+    /// The logits tensor, live from the head until the loss has read it.
+    pub logits: u64,
+    pub loss: LossMemory,
+    /// The head's input gradient (b·s·h) during its backward.
+    pub logits_grad_input: u64,
+    /// `activation_bytes_per_layer`: bytes one block keeps (median over blocks).
+    pub bytes_per_layer: u64,
+}
+
+impl ForwardPlan {
+    /// The largest single allocations of the step (for the allocator model).
+    pub fn largest_allocations(&self) -> Vec<u64> {
+        let mut v = vec![self.logits, self.loss.saved, self.loss.backward_transient / 2];
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v
+    }
+}
+
+/// Dropout probabilities from the config, as each family names them.
+pub fn dropout_of(spec: &ModelSpec) -> (f64, f64, f64) {
+    let d = spec.dropout;
+    (d.embedding, d.attention, d.hidden)
+}
+
+fn numerics(p: Precision) -> Numerics {
+    match p {
+        Precision::Fp32 => Numerics {
+            param: 4,
+            compute: 4,
+            autocast: false,
+        },
+        Precision::Fp16 | Precision::Bf16 => Numerics {
+            param: 2,
+            compute: 2,
+            autocast: false,
+        },
+        Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
+            param: 4,
+            compute: 2,
+            autocast: true,
+        },
+    }
+}
+
+/// Plans the forward of one micro-batch.
+pub fn plan(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    warnings: &mut Vec<String>,
+) -> Result<ForwardPlan, CoreError> {
+    let b = job.batch;
+    let s = match job.task {
+        Task::Train => job.seq,
+        Task::Infer => job.seq,
+    };
+    if let Some(max) = spec.max_position_embeddings {
+        if s > max {
+            warnings.push(format!(
+                "seq {s} is longer than the model's {max} positions"
+            ));
+        }
+    }
+    let mut num = numerics(job.precision);
+    // DeepSpeed and Megatron keep 16-bit parameters with an fp32 master copy: the forward runs
+    // on 16-bit weights without autocast.
+    if job.precision.is_mixed() && matches!(job.framework, Framework::Deepspeed | Framework::Megatron) {
+        num = Numerics {
+            param: 2,
+            compute: 2,
+            autocast: false,
+        };
+    }
+    let (p_emb, p_attn, p_hidden) = if job.task == Task::Train {
+        dropout_of(spec)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
+    let kernel = job.attention;
+    // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
+    // drops the attention core (scores, probabilities, dropout) and recomputes it.
+    let ckpt = if job.task == Task::Train {
+        job.checkpointing
+    } else {
+        Checkpointing::None
+    };
+    let tokens = b.saturating_mul(s);
+    let h = spec.hidden_size;
+    let embedding = stages::embeddings(spec, b, s, num, p_emb);
+    let mut layers = Vec::with_capacity(spec.num_layers() as usize);
+    let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
+    let causal = !matches!(spec.naming, crate::model::Naming::Bert | crate::model::Naming::Roberta);
+    for layer in spec.all_layers() {
+        let ctx = BlockCtx {
+            spec,
+            batch: b,
+            seq: s,
+            kv_seq: s,
+            num,
+            kernel,
+            attn_dropout: p_attn,
+            hidden_dropout: p_hidden,
+            causal,
+        };
+        // Identical layers have identical memory: compute each distinct layer once.
+        let key = layers.len();
+        let mem = match cache.iter().find(|(i, _)| spec.all_layers().nth(*i) == Some(layer)) {
+            Some((_, m)) => *m,
+            None => {
+                let m = block_memory(ctx, layer);
+                cache.push((key, m));
+                m
+            }
+        };
+        let core = if ckpt == Checkpointing::Selective {
+            let sdpa_ctx = BlockCtx {
+                kernel: AttentionKernel::Sdpa,
+                attn_dropout: 0.0,
+                ..ctx
+            };
+            let light = block_memory(sdpa_ctx, layer);
+            mem.kept.saturating_sub(light.kept)
+        } else {
+            0
+        };
+        let output = super::round_alloc(tokens * h * num.param);
+        let lp = match ckpt {
+            Checkpointing::None => LayerPlan {
+                kept: mem.kept,
+                weight_copies: mem.weight_copies,
+                forward_peak: mem.peak,
+                backward_transient: mem.peak.saturating_sub(mem.kept),
+                recomputed: 0,
+            },
+            Checkpointing::Selective => LayerPlan {
+                kept: mem.kept - core,
+                weight_copies: mem.weight_copies,
+                forward_peak: mem.peak,
+                backward_transient: mem.peak.saturating_sub(mem.kept),
+                recomputed: core,
+            },
+            Checkpointing::Full => LayerPlan {
+                kept: output,
+                weight_copies: 0,
+                forward_peak: mem.peak + mem.weight_copies,
+                backward_transient: mem.peak.saturating_sub(mem.kept),
+                recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
+            },
+        };
+        layers.push(lp);
+    }
+    let (head, logits_width) = stages::head(spec, b, s, num);
+    let logits = super::round_alloc(tokens * spec.vocab_size * logits_width);
+    let loss = if job.task == Task::Train && !matches!(spec.head, Head::None { .. }) {
+        stages::loss(spec, b, s, logits_width)
+    } else {
+        LossMemory::default()
+    };
+    let mut per_layer: Vec<u64> = layers.iter().map(|l| l.kept + l.weight_copies).collect();
+    per_layer.sort_unstable();
+    let bytes_per_layer = if job.framework == Framework::Megatron {
+        megatron_layer_bytes(spec, job)?
+    } else {
+        per_layer.get(per_layer.len() / 2).copied().unwrap_or(0)
+    };
+    Ok(ForwardPlan {
+        inputs: 2 * super::round_alloc(tokens * 8),
+        embedding,
+        layers,
+        head,
+        logits,
+        loss,
+        logits_grad_input: super::round_alloc(tokens * h * num.compute),
+        bytes_per_layer,
+    })
+}
+
+/// Activation bytes per layer in Megatron's accounting (Korthikanti et al. 2022, "Reducing
+/// Activation Recomputation in Large Transformer Models", Table 2; 16-bit activations, dropout,
+/// eager attention): with s sequence, b micro-batch, h hidden, a heads, t tensor-parallel size:
+/// no parallelism sbh(34 + 5as/h); TP sbh(10 + 24/t + 5as/(ht)); TP+SP sbh/t·(34 + 5as/h);
+/// TP + selective sbh(10 + 24/t); TP+SP + selective sbh·34/t; full recomputation 2sbh (the
+/// layer input only).
+pub fn megatron_layer_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, CoreError> {
+    let s = job.seq as f64;
+    let b = job.batch as f64;
+    let h = spec.hidden_size as f64;
+    let a = spec
+        .all_layers()
+        .next()
+        .map(|l| l.attention.kind.heads())
+        .unwrap_or(1) as f64;
+    let t = job.parallel.tp as f64;
+    let sbh = s * b * h;
+    let sp = job.parallel.sp;
+    let bytes = match job.checkpointing {
+        Checkpointing::Full => 2.0 * sbh,
+        Checkpointing::Selective if sp => sbh * 34.0 / t,
+        Checkpointing::Selective => sbh * (10.0 + 24.0 / t),
+        Checkpointing::None if sp => sbh / t * (34.0 + 5.0 * a * s / h),
+        Checkpointing::None => sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)),
+    };
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(CoreError::Overflow {
+            what: "activation bytes per layer".into(),
+        });
+    }
+    Ok(bytes.round() as u64)
+}

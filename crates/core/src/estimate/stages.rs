@@ -1,0 +1,203 @@
+//! The parts of a forward pass outside the blocks: embeddings, the final norm and head, and the
+//! loss — written on the same [`Tape`] as the blocks.
+
+use super::blocks::Numerics;
+use super::tape::Tape;
+use crate::model::{Head, ModelSpec, Naming, NormKind, Positions};
+
+/// Bytes a stage leaves kept and its transient top.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageMemory {
+    pub kept: u64,
+    pub peak: u64,
+    /// Autocast 16-bit weight copies (the head's matmul weight).
+    pub weight_copies: u64,
+}
+
+fn round(b: u64) -> u64 {
+    super::round_alloc(b)
+}
+
+/// Token (and position, token-type) embeddings up to the first block's input, plus the
+/// tensors every block shares: rotary cos/sin (`LlamaRotaryEmbedding`: `[b, s, head_dim]` in the
+/// hidden dtype, saved by the rotary multiplies) and, for eager attention, the additive mask
+/// `[b, 1, s, s]` (kept only while the forward runs, or saved by checkpointed blocks).
+pub fn embeddings(
+    spec: &ModelSpec,
+    batch: u64,
+    seq: u64,
+    num: Numerics,
+    dropout: f64,
+) -> StageMemory {
+    let t = batch * seq;
+    let h = spec.hidden_size;
+    let mut tape = Tape::new();
+    let p = num.param;
+    let ids = tape.external(t, 8);
+    let mut x = tape.op(&[ids], &[], t * spec.embedding.dim, p);
+    if spec.naming == Naming::Llama && spec.model_type.starts_with("gemma") {
+        // Gemma multiplies the embedding by √hidden (a new tensor).
+        x = tape.op(&[x], &[], t * h, p);
+    }
+    if spec.embedding.projection {
+        let w = if num.autocast { 2 } else { num.compute };
+        let xin = if num.autocast {
+            tape.op(&[x], &[], t * spec.embedding.dim, 2)
+        } else {
+            x
+        };
+        x = tape.op(&[xin], &[xin], t * h, w);
+    }
+    if let Positions::Learned { .. } = spec.embedding.positions {
+        let pos = tape.op(&[], &[], t * h, p);
+        x = tape.op(&[x, pos], &[], t * h, p);
+    }
+    if spec.embedding.token_types > 0 {
+        let tt = tape.op(&[], &[], t * h, p);
+        x = tape.op(&[x, tt], &[], t * h, p);
+    }
+    if let Some(n) = spec.embedding.norm {
+        let out = tape.op(&[x], &[x], t * n.dim, p);
+        let mean = tape.op(&[x], &[], t, 4);
+        let rstd = tape.op(&[x], &[], t, 4);
+        tape.keep(mean);
+        tape.keep(rstd);
+        let _ = NormKind::RmsNorm;
+        x = out;
+    }
+    if dropout > 0.0 {
+        let out = tape.op(&[x], &[], t * h, p);
+        let mask = tape.op(&[x], &[], t * h, 1);
+        tape.keep(mask);
+        x = out;
+    }
+    if let Positions::Rotary { .. } = spec.embedding.positions {
+        let head_dim = spec
+            .all_layers()
+            .next()
+            .map(|l| match l.attention.kind {
+                crate::model::AttentionKind::Latent {
+                    qk_rope_head_dim, ..
+                } => qk_rope_head_dim,
+                k => k.qk_head_dim(),
+            })
+            .unwrap_or(0);
+        for _ in 0..2 {
+            let c = tape.op(&[], &[], t * head_dim, p);
+            tape.keep(c);
+        }
+    }
+    let mem = tape.memory(Some(x), round);
+    StageMemory {
+        kept: mem.kept,
+        peak: mem.peak,
+        weight_copies: 0,
+    }
+}
+
+/// The final norm and the head up to the logits. Returns the stage memory and the logits'
+/// element width.
+pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemory, u64) {
+    let t = batch * seq;
+    let h = spec.hidden_size;
+    let v = spec.vocab_size;
+    let mut tape = Tape::new();
+    let p = num.param;
+    let mut x = tape.external(t * h, p);
+    let mm_w = if num.autocast { 2 } else { num.compute };
+    let mut weight_copies = 0;
+    if let Some(n) = spec.decoder.final_norm {
+        x = match n.kind {
+            NormKind::LayerNorm { .. } => {
+                let out = tape.op(&[x], &[x], t * n.dim, p);
+                for _ in 0..2 {
+                    let s = tape.op(&[x], &[], t, 4);
+                    tape.keep(s);
+                }
+                out
+            }
+            NormKind::RmsNorm => {
+                let x32 = if p == 4 { x } else { tape.op(&[x], &[], t * h, 4) };
+                let r = tape.op(&[x32], &[x32], t, 4);
+                tape.keep(r);
+                let hn = tape.op(&[x32, r], &[x32, r], t * h, 4);
+                let hn = if p == 4 { hn } else { tape.op(&[hn], &[], t * h, p) };
+                tape.op(&[hn], &[hn], t * h, p)
+            }
+        };
+    }
+    if let Head::MaskedLm { .. } = spec.head {
+        // BERT's prediction head: dense → GELU → LayerNorm, then the decoder.
+        let xin = if num.autocast { tape.op(&[x], &[], t * h, 2) } else { x };
+        let d = tape.op(&[xin], &[xin], t * h, mm_w);
+        let a = tape.op(&[d], &[d], t * h, mm_w);
+        let a32 = if num.autocast { tape.op(&[a], &[], t * h, 4) } else { a };
+        let out = tape.op(&[a32], &[a32], t * h, a32_width(num));
+        for _ in 0..2 {
+            let s = tape.op(&[a32], &[], t, 4);
+            tape.keep(s);
+        }
+        x = out;
+        if num.autocast {
+            weight_copies += 2 * h * h;
+        }
+    }
+    let xin = if num.autocast && tape.width(x) == 4 {
+        tape.op(&[x], &[], t * h, 2)
+    } else {
+        x
+    };
+    if num.autocast {
+        weight_copies += 2 * h * v;
+    }
+    let logits = tape.op(&[xin], &[xin], t * v, mm_w);
+    // The logits are returned, not saved: kept only until the loss has read them.
+    let mem = tape.memory(None, round);
+    let _ = logits;
+    (
+        StageMemory {
+            kept: mem.kept,
+            peak: mem.peak.max(mem.kept + round(t * v * mm_w)),
+            weight_copies,
+        },
+        mm_w,
+    )
+}
+
+fn a32_width(num: Numerics) -> u64 {
+    if num.autocast {
+        4
+    } else {
+        num.param
+    }
+}
+
+/// The loss of transformers' heads (`ForCausalLMLoss`, BERT's `CrossEntropyLoss`): logits
+/// upcast to fp32 (`.float()`, or autocast's fp32 list), `log_softmax` saved for backward (t·V
+/// fp32), labels shifted into a new int64 tensor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LossMemory {
+    /// The saved log-softmax.
+    pub saved: u64,
+    /// Logits (and their fp32 copy) live while the loss runs, on top of `saved`.
+    pub forward_transient: u64,
+    /// At the start of backward: the gradient of the log-softmax and dlogits, both fp32 t·V.
+    pub backward_transient: u64,
+    /// dlogits in the logits' dtype, live while the head's backward runs.
+    pub dlogits: u64,
+}
+
+pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64) -> LossMemory {
+    let t = batch * seq;
+    let v = spec.vocab_size;
+    let f32_tv = round(t * v * 4);
+    let logits = round(t * v * logits_width);
+    let upcast = if logits_width == 4 { 0 } else { f32_tv };
+    let labels = round(batch * (seq + 1) * 8) + round(t * 8);
+    LossMemory {
+        saved: f32_tv + labels,
+        forward_transient: logits + upcast,
+        backward_transient: 2 * f32_tv,
+        dlogits: if logits_width == 4 { 0 } else { logits },
+    }
+}

@@ -1,0 +1,265 @@
+//! Model states — parameters, gradients, optimizer states, master weights — as each framework
+//! keeps them, sharded as the job's parallel layout says, and LoRA/QLoRA's trainable subset.
+//!
+//! Framework profiles:
+//! - `pytorch` (plain PyTorch / HF Trainer): parameters in their dtype (fp32 under autocast),
+//!   gradients like the parameters, optimizer states `zeros_like(param)`; no master copy.
+//! - `deepspeed`: the ZeRO paper's accounting (Rajbhandari et al. 2020, §3.1: mixed-precision
+//!   Adam holds 2Ψ + 2Ψ + KΨ with K = 12: fp32 master 4Ψ, momentum 4Ψ, variance 4Ψ); stage 1
+//!   partitions optimizer states and master, stage 2 also gradients, stage 3 also parameters.
+//! - `megatron`: bf16 parameters, fp32 `main_grad`, fp32 master and Adam moments: 18 B/param
+//!   (Megatron-LM `docs/source/api-guide/distributed_optimizer.md`), 6 + 12/dp with the
+//!   distributed optimizer.
+//! - `fsdp`: parameters, gradients and states in the parameters' dtype, sharded over dp by
+//!   strategy (0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD).
+
+use super::{optimizer, round_alloc, ModelInput};
+use crate::error::CoreError;
+use crate::inventory::{Component, Tensor};
+use crate::job::{Framework, Optimizer, PeftMethod, Precision, ResolvedJob, Task};
+use crate::report::ModelStates;
+
+/// The model states of one GPU over the step.
+#[derive(Debug, Clone, Default)]
+pub struct StateBytes {
+    /// Held over the whole step (gradients: once complete).
+    pub resident: ModelStates,
+    /// The contract's `model_states`: each state's maximum over the step.
+    pub max: ModelStates,
+    pub trainable_params: u64,
+    /// Gradient bytes that appear during each layer's backward.
+    pub layer_grads: Vec<u64>,
+    /// Gradient bytes of the head (or of a tied embedding, made at the head's backward).
+    pub head_grad: u64,
+    /// Gradient bytes of the embeddings (0 when tied: already counted at the head).
+    pub embedding_grad: u64,
+    /// A tied embedding's backward: the embedding's own V×h gradient and the sum with the
+    /// head's contribution, live together for a moment.
+    pub embedding_backward_transient: u64,
+    /// The optimizer step's temporaries (foreach AdamW's sqrt(v) of every parameter).
+    pub step_scratch: u64,
+}
+
+/// Byte widths of each state per trainable element, by framework and precision.
+struct Widths {
+    param: u64,
+    grad: u64,
+    master: u64,
+    state: u64,
+}
+
+fn widths(job: &ResolvedJob) -> Widths {
+    let p = job.precision;
+    match (job.framework, p) {
+        (Framework::Deepspeed | Framework::Megatron, Precision::Fp16Mixed | Precision::Bf16Mixed) => {
+            Widths {
+                param: 2,
+                grad: if job.framework == Framework::Megatron { 4 } else { 2 },
+                master: 4,
+                state: 4,
+            }
+        }
+        (_, Precision::Fp32 | Precision::Fp16Mixed | Precision::Bf16Mixed) => Widths {
+            param: 4,
+            grad: 4,
+            master: 0,
+            state: 4,
+        },
+        (_, Precision::Fp16 | Precision::Bf16) => Widths {
+            param: 2,
+            grad: 2,
+            master: 0,
+            state: 2,
+        },
+    }
+}
+
+/// Which states are divided over data-parallel ranks: (parameters, gradients, states+master).
+fn shards(job: &ResolvedJob, warnings: &mut Vec<String>) -> (u64, u64, u64) {
+    let dp = job.parallel.dp.max(1);
+    let z = job.parallel.zero;
+    match job.framework {
+        Framework::Deepspeed | Framework::Fsdp => (
+            if z >= 3 { dp } else { 1 },
+            if z >= 2 { dp } else { 1 },
+            if z >= 1 { dp } else { 1 },
+        ),
+        Framework::Megatron => (1, 1, if z >= 1 { dp } else { 1 }),
+        _ => {
+            if z > 0 {
+                warnings.push(format!(
+                    "parallel.zero {z} has no meaning for framework {}: use deepspeed or fsdp; \
+                     states are not sharded",
+                    job.framework.as_str()
+                ));
+            }
+            (1, 1, 1)
+        }
+    }
+}
+
+fn div_ceil(a: u64, b: u64) -> u64 {
+    a.div_ceil(b.max(1))
+}
+
+/// LoRA adapter tensors for the job's targets: A (r × in) and B (out × r) beside every 2-D
+/// weight whose module name is a target (PEFT `LoraConfig.target_modules` matching by suffix).
+pub fn lora_adapters(
+    tensors: &[Tensor],
+    targets: &[String],
+    rank: u64,
+) -> Result<Vec<(Option<u32>, u64)>, CoreError> {
+    let mut out = Vec::new();
+    let mut matched = vec![false; targets.len()];
+    for t in tensors {
+        if t.shape.len() != 2 || !t.name.ends_with(".weight") {
+            continue;
+        }
+        let module = t.name.trim_end_matches(".weight");
+        let leaf = module.rsplit('.').next().unwrap_or(module);
+        for (i, target) in targets.iter().enumerate() {
+            if leaf == target || module.ends_with(&format!(".{target}")) {
+                matched[i] = true;
+                let (out_f, in_f) = (t.shape[0], t.shape[1]);
+                let n = rank
+                    .checked_mul(in_f.saturating_add(out_f))
+                    .ok_or_else(|| CoreError::Overflow {
+                        what: "LoRA adapter size".into(),
+                    })?;
+                out.push((t.layer, n));
+                break;
+            }
+        }
+    }
+    if let Some(i) = matched.iter().position(|m| !m) {
+        return Err(CoreError::field(
+            "peft.targets",
+            format!("the model has no module named '{}'", targets[i]),
+        ));
+    }
+    Ok(out)
+}
+
+pub fn model_states(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    warnings: &mut Vec<String>,
+) -> Result<StateBytes, CoreError> {
+    let w = widths(job);
+    let (sp, sg, ss) = shards(job, warnings);
+    let mp = (job.parallel.tp * job.parallel.pp).max(1);
+    let train = job.task == Task::Train;
+    let opt = if train { job.optimizer } else { Optimizer::None };
+    let layers = model.spec.as_ref().map_or(0, |s| s.num_layers()) as usize;
+    let mut out = StateBytes {
+        layer_grads: vec![0; layers],
+        ..StateBytes::default()
+    };
+
+    let Some(inv) = &model.inventory else {
+        // A bare parameter count: every parameter trainable, one flat tensor per state.
+        let p = model.params_total;
+        let params = p.saturating_mul(w.param);
+        let grads = if train { p.saturating_mul(w.grad) } else { 0 };
+        let master = if train { p.saturating_mul(w.master) } else { 0 };
+        let states = optimizer::state_bytes(opt, &[p], w.state)?;
+        if opt == Optimizer::Adafactor {
+            warnings.push(
+                "adafactor factors each matrix's second moment; a bare parameter count has no \
+                 shapes, so its states are counted unfactored"
+                    .into(),
+            );
+        }
+        out.resident = ModelStates {
+            parameters: div_ceil(params, sp * mp),
+            gradients: div_ceil(grads, sg * mp),
+            optimizer_states: div_ceil(states, ss * mp),
+            master_weights: div_ceil(master, ss * mp),
+        };
+        out.max = out.resident;
+        out.trainable_params = p;
+        out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &[(&[p], w.state)])?, ss * mp);
+        return Ok(out);
+    };
+
+    // Frozen base (PEFT) may be stored quantized.
+    let weights = super::weights::parse(&job.weights)?;
+    let peft = job.peft.as_ref().filter(|_| train);
+    let adapters = match peft {
+        Some(p) => lora_adapters(&inv.tensors, &p.targets, p.rank)?,
+        None => Vec::new(),
+    };
+    let tied = model.spec.as_ref().is_some_and(|s| s.tied_embeddings());
+    let mut params = 0u64;
+    let mut grads = 0u64;
+    let mut master = 0u64;
+    let mut trainable = 0u64;
+    let mut shapes: Vec<(Vec<u64>, u64)> = Vec::new();
+    for t in &inv.tensors {
+        let n = t.elements();
+        let stored = if peft.is_some() || !weights.is_none() {
+            super::weights::stored_bytes(&weights, t, w.param)?
+        } else {
+            round_alloc(n.saturating_mul(w.param))
+        };
+        params = params.saturating_add(stored);
+        if peft.is_none() && train {
+            trainable += n;
+            let g = round_alloc(n.saturating_mul(w.grad));
+            grads = grads.saturating_add(g);
+            master = master.saturating_add(round_alloc(n.saturating_mul(w.master)));
+            shapes.push((t.shape.clone(), w.state));
+            match (t.layer, t.component) {
+                (Some(l), _) => {
+                    if let Some(x) = out.layer_grads.get_mut(l as usize) {
+                        *x += g;
+                    }
+                }
+                (None, Component::Head) => out.head_grad += g,
+                (None, Component::Embedding) if tied && t.shape.first() == model.spec.as_ref().map(|s| s.vocab_size).as_ref() => {
+                    // The tied matrix's gradient first appears at the head's backward.
+                    out.head_grad += g;
+                    out.embedding_backward_transient += 2 * g;
+                }
+                (None, _) => out.embedding_grad += g,
+            }
+        }
+    }
+    if let Some(p) = peft {
+        // Adapters (PEFT keeps them in fp32 beside a 16-bit or quantized base), trainable.
+        for (layer, n) in &adapters {
+            let bytes = round_alloc(n * 4);
+            params += bytes;
+            grads += bytes;
+            trainable += n;
+            shapes.push((vec![*n], 4));
+            if let Some(l) = layer.and_then(|l| out.layer_grads.get_mut(l as usize)) {
+                *l += bytes;
+            }
+        }
+        let _ = p.method == PeftMethod::Qlora;
+    }
+    let shape_refs: Vec<&[u64]> = shapes.iter().map(|(s, _)| s.as_slice()).collect();
+    let mut states = optimizer::shared_state_bytes(opt, shape_refs.iter().copied());
+    for (s, width) in &shapes {
+        states = states.saturating_add(round_alloc(optimizer::state_bytes(opt, s, *width)?));
+    }
+    let scratch_in: Vec<(&[u64], u64)> = shapes.iter().map(|(s, wd)| (s.as_slice(), *wd)).collect();
+    out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &scratch_in)?, ss * mp);
+    out.trainable_params = if train { trainable } else { 0 };
+    out.resident = ModelStates {
+        parameters: div_ceil(params, sp * mp),
+        gradients: div_ceil(grads, sg * mp),
+        optimizer_states: div_ceil(states, ss * mp),
+        master_weights: div_ceil(master, ss * mp),
+    };
+    // Unsharded gradients appear layer by layer and are reduce-scattered after; per-layer
+    // figures are scaled to the shard the GPU keeps.
+    let scale = |x: u64| div_ceil(x, sg * mp);
+    out.layer_grads.iter_mut().for_each(|g| *g = scale(*g));
+    out.head_grad = scale(out.head_grad);
+    out.embedding_grad = scale(out.embedding_grad);
+    out.embedding_backward_transient = scale(out.embedding_backward_transient);
+    out.max = out.resident;
+    Ok(out)
+}

@@ -1,0 +1,158 @@
+//! A symbolic autograd tape: the ops of one forward region with, for each, the tensor it makes
+//! and the inputs autograd saves for backward. Replaying it gives the bytes a region leaves
+//! saved, the bytes alive at its worst moment, and what is freed when.
+//!
+//! The rules are PyTorch's (`tools/autograd/derivatives.yaml`): a matmul saves both inputs,
+//! an elementwise multiply saves the operands that the other's gradient needs (none when the
+//! other is a constant), `add` saves nothing, softmax saves its output, LayerNorm its input, mean
+//! and rstd, dropout (`native_dropout`) its bool mask. Under autocast (`torch.autocast`, CUDA's
+//! op lists in `aten/src/ATen/autocast_mode.cpp`) a matmul-class op casts fp32 inputs to 16 bit
+//! (a new tensor, which is what it saves) and an fp32-list op (softmax, layer_norm, pow, ...)
+//! casts 16-bit inputs up.
+
+/// A symbolic tensor on the tape.
+pub type Id = usize;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    bytes: u64,
+    /// Bytes per element (4 fp32, 2 bf16/fp16, 1 bool/int8, 8 int64).
+    width: u64,
+    /// Saved for backward by some op, or kept as the region's output.
+    kept: bool,
+    /// Made outside this region (the region's input, parameters): never counted.
+    external: bool,
+    /// Index of the last op that reads it.
+    last_use: usize,
+    created: usize,
+}
+
+/// Records one region's ops.
+#[derive(Debug, Clone, Default)]
+pub struct Tape {
+    entries: Vec<Entry>,
+    ops: usize,
+}
+
+/// What a region leaves behind and how high it goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegionMemory {
+    /// Bytes of tensors made in the region and still alive after it (saved for backward, or
+    /// its output).
+    pub kept: u64,
+    /// Most bytes of region-made tensors alive at once during the region.
+    pub peak: u64,
+}
+
+impl Tape {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A tensor that exists before the region (its input, a parameter, a shared mask).
+    pub fn external(&mut self, elements: u64, width: u64) -> Id {
+        self.entries.push(Entry {
+            bytes: elements.saturating_mul(width),
+            width,
+            kept: false,
+            external: true,
+            last_use: 0,
+            created: 0,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Records an op reading `inputs`, saving `saved` (a subset of the inputs) and making one
+    /// tensor of `elements` × `width` bytes.
+    pub fn op(&mut self, inputs: &[Id], saved: &[Id], elements: u64, width: u64) -> Id {
+        self.ops += 1;
+        let at = self.ops;
+        for &i in inputs.iter().chain(saved) {
+            self.entries[i].last_use = at;
+        }
+        for &i in saved {
+            self.entries[i].kept = true;
+        }
+        self.entries.push(Entry {
+            bytes: elements.saturating_mul(width),
+            width,
+            kept: false,
+            external: false,
+            last_use: at,
+            created: at,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Marks tensors as saved by an op recorded later in another way (e.g. a fused kernel's
+    /// extra outputs).
+    pub fn keep(&mut self, id: Id) {
+        self.entries[id].kept = true;
+    }
+
+    /// Extends a tensor's life to the current op (it is read again later, e.g. a residual).
+    pub fn touch(&mut self, id: Id) {
+        self.entries[id].last_use = self.ops.max(self.entries[id].last_use);
+    }
+
+    pub fn width(&self, id: Id) -> u64 {
+        self.entries[id].width
+    }
+
+    pub fn elements(&self, id: Id) -> u64 {
+        let e = &self.entries[id];
+        e.bytes / e.width.max(1)
+    }
+
+    /// Replays the tape: bytes kept after the region and the most alive at once. Each tensor is
+    /// rounded up as `round` says (the caching allocator's 512-byte granularity).
+    pub fn memory(&self, output: Option<Id>, round: impl Fn(u64) -> u64) -> RegionMemory {
+        let mut kept = 0u64;
+        let mut delta = vec![0i128; self.ops + 2];
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.external {
+                continue;
+            }
+            let b = round(e.bytes);
+            let stays = e.kept || Some(i) == output;
+            if stays {
+                kept += b;
+                delta[e.created] += b as i128;
+            } else {
+                delta[e.created] += b as i128;
+                // Freed once its last reader has run.
+                delta[(e.last_use + 1).min(self.ops + 1)] -= b as i128;
+            }
+        }
+        let mut live = 0i128;
+        let mut peak = 0i128;
+        for d in delta {
+            live += d;
+            peak = peak.max(live);
+        }
+        RegionMemory {
+            kept,
+            peak: peak.max(0) as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_and_transient() {
+        let mut t = Tape::new();
+        let x = t.external(10, 4);
+        // y = x @ W saves x (external: not counted); z = softmax(y) saves z; w = z * 2 (scalar:
+        // saves nothing) is the output.
+        let y = t.op(&[x], &[x], 10, 4);
+        let z = t.op(&[y], &[], 10, 4);
+        t.keep(z);
+        let w = t.op(&[z], &[], 10, 4);
+        let m = t.memory(Some(w), |b| b);
+        assert_eq!(m.kept, 80); // z and w
+        assert_eq!(m.peak, 80); // y is freed once z exists... y, z live together at op 2
+    }
+}

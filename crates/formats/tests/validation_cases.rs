@@ -1,0 +1,74 @@
+//! The shared validation cases (`../shared/validation/`): published and measured figures run
+//! through the estimator in-process.
+
+use serde_json::Value;
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_job_model;
+
+fn metric(report: &Value, path: &str) -> Option<f64> {
+    if let Some(sum) = path.strip_prefix("sum:") {
+        return sum.split('+').map(|p| metric(report, p)).sum();
+    }
+    let mut v = report;
+    for part in path.split('.') {
+        v = v.get(part)?;
+    }
+    v.as_f64()
+}
+
+/// Runs every case of a file; returns (id, expected, got, tolerance).
+fn run(file: &str) -> Vec<(String, f64, Option<f64>, f64)> {
+    let path = format!("{}/../../../shared/validation/{file}", env!("CARGO_MANIFEST_DIR"));
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for c in cases {
+        let id = c["id"].as_str().unwrap().to_string();
+        let expected = c["expected_bytes"].as_f64().unwrap();
+        let tol = c["tolerance"].as_f64().unwrap();
+        let got = (|| {
+            let job: Job = serde_json::from_value(c["job"].clone()).ok()?;
+            let model = load_job_model(job.model.as_ref()?).ok()?;
+            let resolved = job.resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings)).ok()?;
+            let report = estimate(&model.into_input(), &resolved).ok()?;
+            metric(&serde_json::to_value(&report).ok()?, c["metric"].as_str()?)
+        })();
+        out.push((id, expected, got, tol));
+    }
+    out
+}
+
+fn summary(rows: &[(String, f64, Option<f64>, f64)]) -> (usize, f64, f64) {
+    let mut errs: Vec<f64> = Vec::new();
+    let mut pass = 0;
+    for (id, e, g, tol) in rows {
+        match g {
+            Some(g) => {
+                let err = (g - e) / e;
+                if err.abs() <= *tol {
+                    pass += 1;
+                }
+                errs.push(err.abs());
+                println!("{id:70} {e:>16.0} {g:>16.0} {:>+8.2}% {}", err * 100.0, if err.abs() <= *tol { "ok" } else { "FAIL" });
+            }
+            None => println!("{id:70} {e:>16.0} {:>16} error", "-"),
+        }
+    }
+    errs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = errs.get(errs.len() / 2).copied().unwrap_or(f64::NAN);
+    let worst = errs.last().copied().unwrap_or(f64::NAN);
+    println!("{pass} passed, {} failed; median |err| {:.2}%, worst {:.2}%", rows.len() - pass, median * 100.0, worst * 100.0);
+    (pass, median, worst)
+}
+
+#[test]
+fn cpu_measured_cases() {
+    let rows = run("dev-cases-cpu-measured.json");
+    summary(&rows);
+}
+
+#[test]
+fn dev_cases() {
+    let rows = run("dev-cases.json");
+    summary(&rows);
+}

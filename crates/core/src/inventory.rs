@@ -739,6 +739,22 @@ impl Builder<'_> {
                     self.linear(&format!("{r}pooler.dense"), h, h, true, None, c)?;
                 }
             }
+            Head::Classifier { labels, pooler } => {
+                let r = self.root();
+                match s.naming {
+                    Naming::Bert => {
+                        if pooler {
+                            self.linear(&format!("{r}pooler.dense"), h, h, true, None, c)?;
+                        }
+                        self.linear("classifier", h, labels, true, None, c)?;
+                    }
+                    Naming::Roberta => {
+                        self.linear("classifier.dense", h, h, true, None, c)?;
+                        self.linear("classifier.out_proj", h, labels, true, None, c)?;
+                    }
+                    _ => self.linear("score", h, labels, false, None, c)?,
+                }
+            }
         }
         Ok(())
     }

@@ -317,6 +317,9 @@ pub enum Head {
     MaskedLm { tied: bool },
     /// No head: the bare encoder/decoder; `pooler` adds BERT's dense pooler.
     None { pooler: bool },
+    /// A sequence-classification head (`...ForSequenceClassification`): BERT's pooler and
+    /// `classifier`, RoBERTa's `classifier.dense` + `out_proj`, or the decoders' `score`.
+    Classifier { labels: u64, pooler: bool },
 }
 
 impl ModelSpec {

@@ -362,6 +362,7 @@ fn spec(
         encoder,
         decoder,
         head,
+        dropout: Default::default(),
     }
 }
 

@@ -1,12 +1,17 @@
 //! Command-line definitions.
 
+use crate::commands::jobargs::JobArgs;
 use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
 
 const ABOUT: &str = "Where did my GPU memory go? Estimate, explain and measure the VRAM of \
 training and inference jobs.";
 
 const EXAMPLES: &str = "\
 Examples:
+  vramscope estimate llama-3.1-8b --batch 1 --seq 4096 --gpu h100-80gb
+  vramscope estimate --job job.json --json    the contract's Report, for scripts
+  vramscope validate ../shared/validation/dev-cases.json
   vramscope inspect llama-3.1-8b              parameters per component, dtype and layer
   vramscope inspect ./my-model/ --json        from config.json and/or safetensors headers
   vramscope inspect model.Q4_K_M.gguf         exact bytes of every quantized tensor
@@ -17,6 +22,44 @@ Examples:
 MODEL is a preset id (see `vramscope models`), a Hugging Face repo name of a preset
 (meta-llama/Llama-3.1-8B), a config.json, a model directory, a .safetensors file or a .gguf
 file. Only headers are read, never weights.";
+
+const ESTIMATE_HELP: &str = "\
+Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given):
+  task train · batch 1 · grad_accum 1 · seq min(2048, the model's max positions)
+  precision bf16-mixed (train: autocast over fp32 weights) or bf16 (infer)
+  optimizer adamw (train, torch's foreach implementation) or none (infer)
+  checkpointing none · attention sdpa · peft none · weights none · framework pytorch
+  new_tokens 0 · kv_dtype null (the activation dtype) · engine settings: the engine's own
+  parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
+  gpu none: every figure is still computed, with the overheads of the default device,
+         and `fit` is null
+
+A job file (--job job.json or job.toml) holds the contract's job fields; flags given beside it
+override its fields and MODEL overrides its model. Numbers may be written as 8, 8.0 or 7.5e9.
+
+Exit codes: 0 success; 1 with --require-fit when the job does not fit its GPU; 2 bad input
+(one line on stderr naming the field or file).
+
+Examples:
+  vramscope estimate llama-3.1-8b --task train --batch 1 --seq 4096 --gpu h100-80gb
+  vramscope estimate mistral-7b-v0.1 --qlora 16 --gpu rtx4090-24gb
+  vramscope estimate llama-3.1-70b --framework deepspeed --zero 3 --gpus 8 --gpu a100-80gb
+  vramscope estimate qwen2.5-7b --task infer --batch 16 --seq 1024 --new-tokens 512
+  vramscope estimate --job job.toml --batch 4 --json | jq .per_gpu.peak_allocated
+  vramscope estimate gpt2 --gpu t4-16gb --require-fit && echo fits";
+
+const VALIDATE_HELP: &str = "\
+Each case's job runs through the estimator in this process; its metric (a dotted path into the
+Report, or `sum:` of `+`-separated paths; a missing or null value is a failure) is compared
+with expected_bytes: a case passes when |got - expected| / expected <= its tolerance.
+The last lines say `N passed, M failed` (`, K errored` when some did not run) and the median
+and worst |error| over the cases that ran. Exit 0 whenever the file could be read (the
+result is a report), 2 when it cannot.
+
+Examples:
+  vramscope validate ../shared/validation/dev-cases.json
+  vramscope validate cases.json --tolerance-only
+  vramscope validate cases.json --json | jq .summary";
 
 #[derive(Debug, Parser)]
 #[command(name = "vramscope", version, about = ABOUT, after_help = EXAMPLES)]
@@ -38,6 +81,32 @@ pub enum ColorChoice {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Estimate a job's GPU memory: a breakdown by category, the fit, and one picture.
+    #[command(after_help = ESTIMATE_HELP)]
+    Estimate {
+        #[command(flatten)]
+        job: Box<JobArgs>,
+        /// Print the report as JSON (the contract's Report, exactly).
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when the job does not fit its GPU (needs --gpu or a job file's gpu; exit 2
+        /// without one). For scripts.
+        #[arg(long)]
+        require_fit: bool,
+    },
+    /// Score the estimator against a validation cases file (../shared/validation format).
+    #[command(after_help = VALIDATE_HELP)]
+    Validate {
+        /// A JSON list of {id, job, metric, expected_bytes, tolerance, ...}.
+        file: PathBuf,
+        /// Print the per-case results and the summary as JSON.
+        #[arg(long)]
+        json: bool,
+        /// List only the cases outside their tolerance (or that did not run); the summary
+        /// still counts every case.
+        #[arg(long)]
+        tolerance_only: bool,
+    },
     /// Show a model's parameters: totals, per component, per dtype, per layer, every tensor.
     #[command(after_help = "\
 Examples:

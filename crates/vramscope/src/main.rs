@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod output;
+mod render;
 mod units;
 
 use clap::Parser;

@@ -183,7 +183,9 @@ pub fn plan(
     }
     let (head, logits_width) = stages::head(spec, b, s, num);
     let logits = super::round_alloc(tokens * spec.vocab_size * logits_width);
-    let loss = if job.task == Task::Train && !matches!(spec.head, Head::None { .. }) {
+    let lm_head = matches!(spec.head, Head::LanguageModel { .. } | Head::MaskedLm { .. });
+    let logits = if lm_head { logits } else { 0 };
+    let loss = if job.task == Task::Train && lm_head {
         stages::loss(spec, b, s, logits_width)
     } else {
         LossMemory::default()

@@ -3,6 +3,7 @@
 
 pub mod activations;
 pub mod blocks;
+pub mod kv;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;

@@ -90,7 +90,14 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         }
     };
 
+    let kv = match (&model.spec, job.task) {
+        (Some(spec), Task::Infer) => {
+            super::kv::kv_cache_bytes(spec, job, job.seq.saturating_add(job.new_tokens))?
+        }
+        _ => 0,
+    };
     let mut w = Walk::new();
+    w.add(Category::KvCache, kv);
     let (peak_allocated, peak_phase, components) = match &plan {
         Some(plan) => {
             walk(&mut w, &st, plan, job);
@@ -101,6 +108,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             None,
             None,
             Components {
+                kv_cache: kv,
                 parameters: st.resident.parameters,
                 gradients: st.resident.gradients,
                 optimizer_states: st.resident.optimizer_states,

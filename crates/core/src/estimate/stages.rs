@@ -142,6 +142,18 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
             weight_copies += 2 * h * h;
         }
     }
+    if !matches!(spec.head, Head::LanguageModel { .. } | Head::MaskedLm { .. }) {
+        // Pooler / classifier on one token per sequence (or the last): negligible.
+        let mem = tape.memory(None, round);
+        return (
+            StageMemory {
+                kept: mem.kept,
+                peak: mem.peak,
+                weight_copies: 0,
+            },
+            mm_w,
+        );
+    }
     let xin = if num.autocast && tape.width(x) == 4 {
         tape.op(&[x], &[], t * h, 2)
     } else {

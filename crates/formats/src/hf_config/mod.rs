@@ -155,7 +155,16 @@ pub fn parse_config_value(value: &Value, origin: &str) -> Result<ParsedConfig> {
     };
     spec.name = name;
     spec.dtype = cfg.dtype(&mut warnings)?;
-    apply_architecture(&mut spec, architecture.as_deref(), &mut warnings);
+    let labels = cfg
+        .uint("num_labels")?
+        .or_else(|| {
+            obj.get("id2label")
+                .and_then(Value::as_object)
+                .map(|m| m.len() as u64)
+        })
+        .unwrap_or(2)
+        .max(1);
+    apply_architecture(&mut spec, architecture.as_deref(), labels, &mut warnings);
     check_sizes(&spec, origin)?;
     Ok(ParsedConfig { spec, warnings })
 }
@@ -163,7 +172,12 @@ pub fn parse_config_value(value: &Value, origin: &str) -> Result<ParsedConfig> {
 /// Points the head at the class named in `architectures` (contract: `params_total` counts that
 /// class): `...Model` is the bare base model, `...ForMaskedLM` the MLM head, the rest the
 /// family's generation head.
-fn apply_architecture(spec: &mut ModelSpec, arch: Option<&str>, warnings: &mut Vec<String>) {
+fn apply_architecture(
+    spec: &mut ModelSpec,
+    arch: Option<&str>,
+    labels: u64,
+    warnings: &mut Vec<String>,
+) {
     let Some(arch) = arch else { return };
     spec.architecture = arch.to_string();
     let base = arch.ends_with("Model")
@@ -172,6 +186,11 @@ fn apply_architecture(spec: &mut ModelSpec, arch: Option<&str>, warnings: &mut V
     if base {
         let pooler = matches!(spec.naming, Naming::Bert | Naming::Roberta);
         spec.head = Head::None { pooler };
+    } else if arch.ends_with("ForSequenceClassification") {
+        spec.head = Head::Classifier {
+            labels,
+            pooler: spec.naming == Naming::Bert,
+        };
     } else if arch.ends_with("ForMaskedLM") {
         if !matches!(spec.head, Head::MaskedLm { .. }) {
             warnings.push(format!("{arch}: masked-LM head counted as a plain LM head"));

@@ -327,6 +327,7 @@ fn describe(spec: &vramscope_core::ModelSpec) -> String {
                 "untied head"
             }
             Head::None { .. } => "no head",
+            Head::Classifier { .. } => "classification head",
         }
         .to_string(),
     );

@@ -2,7 +2,10 @@
 //! 2).
 
 mod catalog;
+pub mod estimate;
 mod inspect;
+pub mod jobargs;
+mod validate;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -18,6 +21,16 @@ pub fn run(cli: Cli) -> CmdResult {
             layers,
             tensors,
         } => inspect::run(&model, json, layers, tensors),
+        Command::Estimate {
+            job,
+            json,
+            require_fit,
+        } => estimate::run(&job, json, require_fit),
+        Command::Validate {
+            file,
+            json,
+            tolerance_only,
+        } => validate::run(&file, json, tolerance_only),
         Command::Models { json } => catalog::models(json),
         Command::Gpus { json } => catalog::gpus(json),
         Command::Completions { shell } => {

@@ -1,0 +1,81 @@
+//! The KV cache a serving or generation job holds for its own sequences.
+//!
+//! Per token and layer: standard attention keeps K and V, `2 · kv_heads · head_dim` values
+//! (vLLM paper §2: OPT-13B 2 · 5120 · 40 layers · 2 B = 800 KiB/token); multi-head latent
+//! attention keeps the compressed latent and the rotary key, `kv_lora_rank + qk_rope_head_dim`
+//! (DeepSeek-V2 paper §2.1; vLLM/SGLang cache it so), while Hugging Face's eager DeepSeek code
+//! caches the decompressed K (`heads · (nope + rope)`) and V (`heads · v_head_dim`). Sliding-window
+//! layers hold at most the window. Paging engines round each sequence up to whole blocks.
+
+use crate::error::CoreError;
+use crate::job::{Framework, ResolvedJob};
+use crate::model::{AttentionKind, ModelSpec};
+
+/// Bytes per cached value for the job's `kv_dtype` (or the compute dtype). Block formats
+/// (`q8_0`, `q4_0`, llama.cpp) are returned as (block bytes, block values).
+pub fn kv_width(job: &ResolvedJob) -> Result<(u64, u64), CoreError> {
+    let default = job.precision.compute_bytes();
+    Ok(match job.kv_dtype.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => (default, 1),
+        Some("fp16" | "bf16") => (2, 1),
+        Some("fp8" | "fp8_e4m3" | "fp8_e5m2" | "int8") => (1, 1),
+        Some("fp32") => (4, 1),
+        Some("q8_0") => (34, 32),
+        Some("q4_0") => (18, 32),
+        Some(other) => {
+            return Err(CoreError::field(
+                "kv_dtype",
+                format!("'{other}' is not one of fp16, bf16, fp8, int8, q4_0, q8_0"),
+            ))
+        }
+    })
+}
+
+/// Values cached per token in one layer.
+fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
+    match kind {
+        AttentionKind::Standard {
+            kv_heads, head_dim, ..
+        } => 2 * kv_heads * head_dim,
+        AttentionKind::Latent {
+            heads,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+            ..
+        } => match framework {
+            Framework::Pytorch => heads * (qk_nope_head_dim + qk_rope_head_dim + v_head_dim),
+            _ => kv_lora_rank + qk_rope_head_dim,
+        },
+    }
+}
+
+/// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
+pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
+    let (block_bytes, block_values) = kv_width(job)?;
+    let page = match job.framework {
+        Framework::Vllm => job
+            .engine
+            .get("block_size")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(16)
+            .max(1),
+        _ => 1,
+    };
+    let mut total: u128 = 0;
+    for layer in &spec.decoder.layers {
+        let held = layer
+            .attention
+            .sliding_window
+            .map_or(tokens, |w| w.min(tokens));
+        let held = held.div_ceil(page) * page;
+        let values = values_per_token(layer.attention.kind, job.framework) as u128
+            * held as u128
+            * job.batch as u128;
+        total += values.div_ceil(block_values as u128) * block_bytes as u128;
+    }
+    u64::try_from(total).map_err(|_| CoreError::Overflow {
+        what: "KV cache bytes".into(),
+    })
+}

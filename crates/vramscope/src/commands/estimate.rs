@@ -1,0 +1,76 @@
+//! `vramscope estimate`: a job in, the memory report out (JSON, or a table and one picture).
+
+use super::jobargs::{JobArgs, JobError};
+use super::CmdResult;
+use crate::output::{color_enabled, print, print_json};
+use std::process::ExitCode;
+use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::report::Report;
+use vramscope_formats::model_source::load_job_model;
+
+/// Terminal width used for the picture when `COLUMNS` does not say otherwise.
+const DEFAULT_BAR_WIDTH: usize = 72;
+
+/// Runs a job end to end: load its model, resolve its fields, estimate. The model reader's
+/// warnings come first in the report's warnings. This is what `estimate --json` prints and what
+/// `validate` scores, so both read the same numbers.
+pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
+    // Check the job's own fields before the model, so `--batch 0` is named even without one.
+    job.resolve(None)?;
+    let model =
+        match &job.model {
+            None | Some(serde_json::Value::Null) => return Err(Box::new(JobError(
+                "model: required: give MODEL (a preset id or a path) or a job file with \"model\""
+                    .into(),
+            ))),
+            Some(m) => m,
+        };
+    let loaded = load_job_model(model)?;
+    let max_seq = loaded.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved: ResolvedJob = job.resolve(max_seq)?;
+    let model_warnings = loaded.warnings.clone();
+    let mut report = vramscope_core::estimate::estimate(&loaded.into_input(), &resolved)?;
+    if !model_warnings.is_empty() {
+        let rest = std::mem::take(&mut report.warnings);
+        report.warnings = model_warnings;
+        for w in rest {
+            if !report.warnings.contains(&w) {
+                report.warnings.push(w);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Bar width for this terminal: 72 cells, fewer when `COLUMNS` is narrower.
+fn bar_width() -> usize {
+    let cols = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .unwrap_or(80);
+    DEFAULT_BAR_WIDTH.min(cols.saturating_sub(8)).max(10)
+}
+
+pub fn run(args: &JobArgs, json: bool, require_fit: bool) -> CmdResult {
+    let job = args.to_job()?;
+    let report = estimate_job(&job)?;
+    let fit = crate::render::fit_of(&report);
+    if require_fit && report.job.gpu.is_none() {
+        return Err(Box::new(JobError(
+            "--require-fit: needs a GPU to fit (give --gpu ID or \"gpu\" in the job file)".into(),
+        )));
+    }
+    if json {
+        print_json(&report)?;
+    } else {
+        print(&crate::render::terminal::render_estimate(
+            &report,
+            bar_width(),
+            color_enabled(),
+        ))?;
+    }
+    if require_fit && !fit.as_ref().is_some_and(|f| f.fits) {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,490 @@
+//! A job from command-line flags and/or a job file (`--job FILE`, JSON or TOML). Every contract
+//! job field (`../shared/contract.md`) has a flag; flags override the file, MODEL overrides the
+//! file's model. Values are passed to `vramscope_core::job::Job` as written, so that the one
+//! validator (`Job::resolve`) names the field in every error.
+
+use clap::Args;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use vramscope_core::job::Job;
+
+/// Job files are a few hundred bytes; anything beyond this is not a job (and is not read).
+const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
+
+/// The job flags shared by every command that takes a job.
+#[derive(Debug, Clone, Default, Args)]
+pub struct JobArgs {
+    /// Preset id, HF repo name of a preset, config.json, model directory, .safetensors or .gguf
+    /// (overrides the job file's `model`).
+    pub model: Option<String>,
+
+    /// Read the job from a JSON or TOML file (by extension; otherwise JSON, then TOML). Flags
+    /// given beside it override its fields.
+    #[arg(long, value_name = "FILE")]
+    pub job: Option<PathBuf>,
+
+    /// `train` (one optimizer step) or `infer` (serving / generation). [default: train]
+    #[arg(long, help_heading = "Job")]
+    pub task: Option<String>,
+    /// Micro-batch per data-parallel rank (train) or concurrent sequences (infer). [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Job")]
+    pub batch: Option<String>,
+    /// Gradient-accumulation steps. [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Job")]
+    pub grad_accum: Option<String>,
+    /// Sequence length (train) or prompt length (infer). [default: min(2048, model maximum)]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Job")]
+    pub seq: Option<String>,
+    /// Infer: tokens generated per sequence (the KV cache holds seq + new tokens). [default: 0]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Job")]
+    pub new_tokens: Option<String>,
+    /// fp32, fp16, bf16, fp16-mixed, bf16-mixed. [default: bf16-mixed (train), bf16 (infer)]
+    #[arg(long, help_heading = "Job")]
+    pub precision: Option<String>,
+    /// none, sgd, sgd-momentum, adam, adamw, adamw-fused, adamw-8bit, adafactor, lion.
+    /// [default: adamw (train), none (infer)]
+    #[arg(long, help_heading = "Job")]
+    pub optimizer: Option<String>,
+    /// Activation recomputation: none, selective, full. [default: none]
+    #[arg(long, help_heading = "Job")]
+    pub checkpointing: Option<String>,
+    /// Attention kernel: eager, sdpa, flash. [default: sdpa]
+    #[arg(long, help_heading = "Job")]
+    pub attention: Option<String>,
+    /// Frozen-weight storage: none, int8, nf4, fp4, nf4-dq, fp8, gptq:4, awq:4, gguf:TYPE.
+    /// [default: none; nf4-dq with --qlora]
+    #[arg(long, help_heading = "Job")]
+    pub weights: Option<String>,
+    /// pytorch, deepspeed, megatron, fsdp, vllm, llama.cpp. [default: pytorch]
+    #[arg(long, help_heading = "Job")]
+    pub framework: Option<String>,
+    /// GPU id (`vramscope gpus`), or `none` for no fit check (overheads of the default device).
+    /// [default: none]
+    #[arg(long, help_heading = "Job")]
+    pub gpu: Option<String>,
+    /// Infer: KV-cache dtype fp16, bf16, fp8, int8, q4_0, q8_0, or `null` for the activation
+    /// dtype. [default: null]
+    #[arg(long, help_heading = "Job")]
+    pub kv_dtype: Option<String>,
+
+    /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub gpus: Option<String>,
+    /// Data-parallel degree. [default: gpus / (tp × pp × cp)]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub dp: Option<String>,
+    /// Tensor-parallel degree. [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub tp: Option<String>,
+    /// Pipeline-parallel degree. [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub pp: Option<String>,
+    /// Sequence parallelism with TP (`--sp` or `--sp=false`). [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "BOOL", help_heading = "Parallel")]
+    pub sp: Option<String>,
+    /// Context-parallel degree. [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub cp: Option<String>,
+    /// Expert-parallel degree (inside dp). [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub ep: Option<String>,
+    /// ZeRO stage 0-3 (deepspeed), FSDP sharding 0/2/3, 1 = distributed optimizer (megatron).
+    /// [default: 0]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub zero: Option<String>,
+    /// CPU offload: none, optimizer, optimizer+params. [default: none]
+    #[arg(long, help_heading = "Parallel")]
+    pub offload: Option<String>,
+    /// Micro-batches per optimizer step in the pipeline schedule (pp > 1). [default: 1]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
+    pub microbatches: Option<String>,
+
+    /// LoRA with this rank (trainable adapters over frozen weights).
+    #[arg(
+        long,
+        value_name = "RANK",
+        allow_negative_numbers = true,
+        conflicts_with = "qlora",
+        help_heading = "PEFT"
+    )]
+    pub lora: Option<String>,
+    /// QLoRA with this rank (LoRA over nf4-dq weights unless --weights says otherwise).
+    #[arg(
+        long,
+        value_name = "RANK",
+        allow_negative_numbers = true,
+        help_heading = "PEFT"
+    )]
+    pub qlora: Option<String>,
+    /// LoRA alpha. [default: 2 × rank]
+    #[arg(
+        long,
+        value_name = "ALPHA",
+        allow_negative_numbers = true,
+        help_heading = "PEFT"
+    )]
+    pub lora_alpha: Option<String>,
+    /// Comma-separated target modules. [default: q_proj,k_proj,v_proj,o_proj]
+    #[arg(
+        long,
+        value_name = "MODULES",
+        value_delimiter = ',',
+        help_heading = "PEFT"
+    )]
+    pub lora_targets: Option<Vec<String>>,
+
+    /// vLLM: fraction of GPU memory the engine may take. [default: 0.9]
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub gpu_memory_utilization: Option<String>,
+    /// Engine: longest context per sequence. [default: the model's maximum]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub max_model_len: Option<String>,
+    /// vLLM: tokens per scheduler step. [default: the engine's]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub max_num_batched_tokens: Option<String>,
+    /// vLLM: KV-cache block size in tokens. [default: 16]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub block_size: Option<String>,
+    /// llama.cpp: layers offloaded to the GPU. [default: all]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub n_gpu_layers: Option<String>,
+}
+
+/// Why a job could not be built. The message is one line naming the file or field.
+#[derive(Debug)]
+pub struct JobError(pub String);
+
+impl std::fmt::Display for JobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JobError {}
+
+/// A flag's text as a JSON value: a number when it reads as one, else the string (the core's
+/// validator then says what is wrong with it, naming the field).
+pub fn number_value(s: &str) -> Value {
+    let t = s.trim();
+    if let Ok(u) = t.parse::<u64>() {
+        return Value::from(u);
+    }
+    if let Ok(i) = t.parse::<i64>() {
+        return Value::from(i);
+    }
+    if let Ok(f) = t.parse::<f64>() {
+        if f.is_finite() {
+            return Value::from(f);
+        }
+    }
+    Value::String(s.to_string())
+}
+
+/// `none` / `null` → JSON null (no GPU, default KV dtype), else the string.
+fn nullable(s: &str) -> Value {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "none" | "null" | "" => Value::Null,
+        _ => Value::String(s.to_string()),
+    }
+}
+
+/// Reads a job file: JSON or TOML by extension, otherwise JSON then TOML.
+pub fn read_job_file(path: &Path) -> Result<Job, JobError> {
+    let shown = path.display().to_string();
+    let err = |m: String| JobError(format!("{shown}: {m}"));
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(err("is a directory, not a job file".into()));
+    }
+    if meta.len() > MAX_JOB_FILE_BYTES {
+        return Err(err(format!(
+            "{} bytes is too large for a job file (limit {MAX_JOB_FILE_BYTES})",
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| err("not UTF-8 text".into()))?;
+    parse_job_text(&text, path.extension().and_then(|e| e.to_str()))
+        .map_err(|m| err(m.replace('\n', " ")))
+}
+
+/// Parses a job from text; `ext` picks the format (`json`, `toml`), else JSON is tried first.
+pub fn parse_job_text(text: &str, ext: Option<&str>) -> Result<Job, String> {
+    let json = |t: &str| serde_json::from_str::<Job>(t).map_err(|e| format!("invalid job: {e}"));
+    let toml = |t: &str| {
+        toml::from_str::<Job>(t).map_err(|e| format!("invalid job: {}", one_line(&e.to_string())))
+    };
+    match ext.map(str::to_ascii_lowercase).as_deref() {
+        Some("json") => json(text),
+        Some("toml") => toml(text),
+        _ => {
+            // A JSON job starts with `{`; anything else is read as TOML (and its error shown).
+            if text.trim_start().starts_with('{') {
+                json(text)
+            } else {
+                json(text).or_else(|_| toml(text))
+            }
+        }
+    }
+}
+
+/// toml's messages span several lines (a source excerpt); keep the first and the last.
+fn one_line(msg: &str) -> String {
+    let lines: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^' || c == ' ')
+        })
+        .collect();
+    match lines.as_slice() {
+        [] => msg.trim().to_string(),
+        [one] => one.to_string(),
+        [first, .., last] => format!("{first}: {last}"),
+    }
+}
+
+/// Sets `key` in the object at `slot` (creating it), or fails naming `field` when the file
+/// holds something other than an object there.
+fn set_in(slot: &mut Option<Value>, field: &str, key: &str, v: Value) -> Result<(), JobError> {
+    if slot.as_ref().is_none_or(Value::is_null) {
+        *slot = Some(Value::Object(Map::new()));
+    }
+    match slot {
+        Some(Value::Object(o)) => {
+            o.insert(key.to_string(), v);
+            Ok(())
+        }
+        Some(other) => Err(JobError(format!(
+            "{field}: must be an object to take --{} (got {other})",
+            key.replace('_', "-")
+        ))),
+        None => unreachable!("set above"),
+    }
+}
+
+impl JobArgs {
+    /// The job these flags describe: the job file (if any) with every given flag laid over it.
+    pub fn to_job(&self) -> Result<Job, JobError> {
+        let mut job = match &self.job {
+            Some(path) => read_job_file(path)?,
+            None => Job::default(),
+        };
+        self.apply(&mut job)?;
+        Ok(job)
+    }
+
+    /// Lays the given flags over `job`.
+    pub fn apply(&self, job: &mut Job) -> Result<(), JobError> {
+        if let Some(m) = &self.model {
+            job.model = Some(Value::String(m.clone()));
+        }
+        let text = |dst: &mut Option<String>, src: &Option<String>| {
+            if let Some(s) = src {
+                *dst = Some(s.clone());
+            }
+        };
+        text(&mut job.task, &self.task);
+        text(&mut job.precision, &self.precision);
+        text(&mut job.optimizer, &self.optimizer);
+        text(&mut job.checkpointing, &self.checkpointing);
+        text(&mut job.attention, &self.attention);
+        text(&mut job.weights, &self.weights);
+        text(&mut job.framework, &self.framework);
+        let num = |dst: &mut Option<Value>, src: &Option<String>| {
+            if let Some(s) = src {
+                *dst = Some(number_value(s));
+            }
+        };
+        num(&mut job.batch, &self.batch);
+        num(&mut job.grad_accum, &self.grad_accum);
+        num(&mut job.seq, &self.seq);
+        num(&mut job.new_tokens, &self.new_tokens);
+        if let Some(g) = &self.gpu {
+            job.gpu = Some(nullable(g));
+        }
+        if let Some(k) = &self.kv_dtype {
+            job.kv_dtype = Some(nullable(k));
+        }
+
+        // parallel: a flag for gpus (or dp) alone means "derive the other", so a file's dp (or
+        // gpus) that would contradict it is dropped rather than reported as a conflict.
+        let par: [(&str, &Option<String>); 9] = [
+            ("gpus", &self.gpus),
+            ("dp", &self.dp),
+            ("tp", &self.tp),
+            ("pp", &self.pp),
+            ("cp", &self.cp),
+            ("ep", &self.ep),
+            ("zero", &self.zero),
+            ("offload", &self.offload),
+            ("microbatches", &self.microbatches),
+        ];
+        if par.iter().any(|(_, v)| v.is_some()) || self.sp.is_some() {
+            if let Some(Value::Object(o)) = &mut job.parallel {
+                if self.gpus.is_some() && self.dp.is_none() {
+                    o.remove("dp");
+                }
+                if self.dp.is_some() && self.gpus.is_none() {
+                    o.remove("gpus");
+                }
+            }
+            for (key, v) in par {
+                if let Some(s) = v {
+                    let value = if key == "offload" {
+                        Value::String(s.clone())
+                    } else {
+                        number_value(s)
+                    };
+                    set_in(&mut job.parallel, "parallel", key, value)?;
+                }
+            }
+            if let Some(s) = &self.sp {
+                let value = match s.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" | "on" => Value::Bool(true),
+                    "false" | "0" | "no" | "off" => Value::Bool(false),
+                    _ => Value::String(s.clone()),
+                };
+                set_in(&mut job.parallel, "parallel", "sp", value)?;
+            }
+        }
+
+        // peft: --lora / --qlora set the method and rank; alpha and targets refine a method
+        // given here or in the file.
+        let method = match (&self.lora, &self.qlora) {
+            (Some(r), _) => Some(("lora", r)),
+            (None, Some(r)) => Some(("qlora", r)),
+            (None, None) => None,
+        };
+        if let Some((m, rank)) = method {
+            // A new method starts from the file's peft settings but replaces method and rank.
+            set_in(&mut job.peft, "peft", "method", Value::String(m.into()))?;
+            set_in(&mut job.peft, "peft", "rank", number_value(rank))?;
+        }
+        if self.lora_alpha.is_some() || self.lora_targets.is_some() {
+            if job.peft.as_ref().is_none_or(Value::is_null) {
+                return Err(JobError(
+                    "peft: --lora-alpha and --lora-targets need --lora RANK or --qlora RANK \
+                     (or a peft object in the job file)"
+                        .into(),
+                ));
+            }
+            if let Some(a) = &self.lora_alpha {
+                set_in(&mut job.peft, "peft", "alpha", number_value(a))?;
+            }
+            if let Some(t) = &self.lora_targets {
+                let list = t
+                    .iter()
+                    .map(|s| s.trim())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Value::String(s.to_string()))
+                    .collect();
+                set_in(&mut job.peft, "peft", "targets", Value::Array(list))?;
+            }
+        }
+
+        let engine: [(&str, &Option<String>); 5] = [
+            ("gpu_memory_utilization", &self.gpu_memory_utilization),
+            ("max_model_len", &self.max_model_len),
+            ("max_num_batched_tokens", &self.max_num_batched_tokens),
+            ("block_size", &self.block_size),
+            ("n_gpu_layers", &self.n_gpu_layers),
+        ];
+        for (key, v) in engine {
+            if let Some(s) = v {
+                set_in(&mut job.engine, "engine", key, number_value(s))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_pass_through_as_json_numbers() {
+        assert_eq!(number_value("8"), json!(8));
+        assert_eq!(number_value("-1"), json!(-1));
+        assert_eq!(number_value("7.5e9"), json!(7.5e9));
+        assert_eq!(number_value("eight"), json!("eight"));
+    }
+
+    #[test]
+    fn toml_and_json_read_the_same_job() {
+        let j = parse_job_text(
+            r#"{"model": "gpt2", "batch": 4, "parallel": {"gpus": 8, "zero": 3}}"#,
+            Some("json"),
+        )
+        .unwrap();
+        let t = parse_job_text(
+            "model = \"gpt2\"\nbatch = 4\n[parallel]\ngpus = 8\nzero = 3\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(j, t);
+        let e = parse_job_text("batchh = 4\n", Some("toml")).unwrap_err();
+        assert!(e.contains("batchh") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn gpus_flag_replaces_a_files_dp() {
+        let mut job: Job =
+            serde_json::from_value(json!({"parallel": {"gpus": 4, "dp": 4, "zero": 2}})).unwrap();
+        let args = JobArgs {
+            gpus: Some("8".into()),
+            ..Default::default()
+        };
+        args.apply(&mut job).unwrap();
+        assert_eq!(job.parallel, Some(json!({"gpus": 8, "zero": 2})));
+    }
+
+    #[test]
+    fn lora_details_need_a_method() {
+        let args = JobArgs {
+            lora_alpha: Some("16".into()),
+            ..Default::default()
+        };
+        let e = args.apply(&mut Job::default()).unwrap_err().to_string();
+        assert!(e.starts_with("peft:"), "{e}");
+        let args = JobArgs {
+            qlora: Some("8".into()),
+            lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]),
+            ..Default::default()
+        };
+        let mut job = Job::default();
+        args.apply(&mut job).unwrap();
+        assert_eq!(
+            job.peft,
+            Some(json!({"method": "qlora", "rank": 8, "targets": ["q_proj", "v_proj"]}))
+        );
+    }
+}

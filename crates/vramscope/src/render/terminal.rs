@@ -1,0 +1,778 @@
+//! The estimate in the terminal: a header, the breakdown table, the fit verdict, and one stacked
+//! bar of the GPU (the "one picture") with its legend. Lines stay within 80 columns.
+//!
+//! With colour each category is a colour and segment ends are drawn in eighths of a cell
+//! (U+258F..U+2589, foreground = the ending category, background = the next one). Without
+//! colour each category has its own fill character and each cell shows the category covering
+//! its middle, so a category's share of the bar is its share of the scale to the nearest cell.
+
+use super::{fit_of, SHOWN};
+use crate::units::{bytes, short_count, thousands};
+use anstyle::{AnsiColor, Color, Style};
+use vramscope_core::job::{Checkpointing, Optimizer, ResolvedJob, Task};
+use vramscope_core::report::{Category, Report};
+
+/// Widest line the rendering produces.
+pub const MAX_LINE: usize = 80;
+/// Bar cells are kept within this so that indent and frame stay inside `MAX_LINE`.
+const MAX_BAR: usize = MAX_LINE - 4;
+const MIN_BAR: usize = 10;
+const INDENT: &str = "  ";
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Left-aligned blocks of 1/8 .. 7/8 of a cell (index = eighths).
+const PARTIAL: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+const FULL: char = '█';
+const FREE: char = '·';
+
+/// Colour of a category in the picture.
+fn color(c: Category) -> Color {
+    Color::Ansi(match c {
+        Category::Parameters => AnsiColor::Blue,
+        Category::Gradients => AnsiColor::Cyan,
+        Category::OptimizerStates => AnsiColor::Magenta,
+        Category::MasterWeights => AnsiColor::BrightMagenta,
+        Category::Activations => AnsiColor::Green,
+        Category::KvCache => AnsiColor::Yellow,
+        Category::Temporaries => AnsiColor::BrightGreen,
+        Category::CudaContext => AnsiColor::BrightBlack,
+        Category::AllocatorReserve => AnsiColor::White,
+        Category::Unattributed => AnsiColor::Red,
+    })
+}
+
+/// Fill character of a category without colour: distinct for each category and from `FREE`.
+fn fill(c: Category) -> char {
+    match c {
+        Category::Parameters => '█',
+        Category::Gradients => '▓',
+        Category::OptimizerStates => '▒',
+        Category::MasterWeights => '░',
+        Category::Activations => '#',
+        Category::KvCache => '=',
+        Category::Temporaries => '+',
+        Category::CudaContext => '%',
+        Category::AllocatorReserve => '~',
+        Category::Unattributed => '?',
+    }
+}
+
+const BOLD: Style = Style::new().bold();
+const DIM: Style = Style::new().dimmed();
+const GOOD: Style = Style::new()
+    .bold()
+    .fg_color(Some(Color::Ansi(AnsiColor::Green)));
+const BAD: Style = Style::new()
+    .bold()
+    .fg_color(Some(Color::Ansi(AnsiColor::Red)));
+const WARN: Style = Style::new()
+    .bold()
+    .fg_color(Some(Color::Ansi(AnsiColor::Yellow)));
+
+fn paint(on: bool, style: Style, text: &str) -> String {
+    if on && !text.is_empty() {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_string()
+    }
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2}", b as f64 / GIB)
+}
+
+fn gib_opt(b: Option<u64>) -> String {
+    b.map_or_else(|| "n/a".to_string(), gib)
+}
+
+/// Words of `text` in lines of at most `MAX_LINE` columns, each starting with `indent`; a word
+/// longer than a line (a path) is cut.
+fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let need = word.chars().count() + usize::from(!empty);
+        if !empty && line.chars().count() + need > MAX_LINE {
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        let mut chars: Vec<char> = word.chars().collect();
+        loop {
+            let room = MAX_LINE.saturating_sub(line.chars().count()).max(1);
+            if chars.len() <= room {
+                line.extend(chars.iter());
+                break;
+            }
+            line.extend(chars.drain(..room));
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+        }
+        empty = false;
+    }
+    if !empty || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `text` split at `sep` and packed into lines of at most `MAX_LINE` columns, breaking only
+/// between parts (a part too long for a line is word-wrapped on its own).
+fn wrap_parts(text: &str, sep: &str, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for part in text.split(sep) {
+        let candidate = if line.is_empty() {
+            format!("{indent}{part}")
+        } else {
+            format!("{line}{sep}{part}")
+        };
+        if candidate.chars().count() <= MAX_LINE {
+            line = candidate;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        let mut pieces = wrap(part, indent, indent);
+        line = pieces.pop().unwrap_or_default();
+        lines.extend(pieces);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The report for a terminal: `width` is the bar's length in cells (kept within 10..=76 so no
+/// line passes 80 columns), `color` whether ANSI styles may be used.
+pub fn render_estimate(report: &Report, width: usize, color: bool) -> String {
+    let mut out: Vec<String> = Vec::new();
+    header(report, color, &mut out);
+    out.push(String::new());
+    table(report, &mut out);
+    out.push(String::new());
+    fit_line(report, color, &mut out);
+    out.extend(picture(report, width, color));
+    for w in &report.warnings {
+        let lines = wrap(w, "warning: ", "         ");
+        for (i, l) in lines.into_iter().enumerate() {
+            if i == 0 {
+                out.push(format!(
+                    "{}{}",
+                    paint(color, WARN, "warning:"),
+                    &l["warning:".len()..]
+                ));
+            } else {
+                out.push(l);
+            }
+        }
+    }
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
+}
+
+fn header(r: &Report, color: bool, out: &mut Vec<String>) {
+    let m = &r.model;
+    let mut title = m.name.clone();
+    if let Some(a) = &m.architecture {
+        title.push_str(&format!(" — {a}"));
+    }
+    title.push_str(&format!(" · {} parameters", short_count(m.params_total)));
+    if m.params_trainable != m.params_total {
+        title.push_str(&format!(", {} trainable", short_count(m.params_trainable)));
+    }
+    for (i, l) in wrap(&title, "", "  ").into_iter().enumerate() {
+        // The name (first line) in bold; continuation lines plain.
+        out.push(if i == 0 { paint(color, BOLD, &l) } else { l });
+    }
+    for l in wrap_parts(&job_summary(&r.job), " · ", INDENT) {
+        out.push(paint(color, DIM, &l));
+    }
+}
+
+/// One line (wrapped) saying what the job is, defaults included where they matter.
+pub fn job_summary(j: &ResolvedJob) -> String {
+    let mut parts = vec![j.task.as_str().to_string()];
+    match j.task {
+        Task::Train => parts.push(format!("batch {} × seq {}", j.batch, j.seq)),
+        Task::Infer if j.new_tokens > 0 => parts.push(format!(
+            "batch {} × ({} prompt + {} new tokens)",
+            j.batch, j.seq, j.new_tokens
+        )),
+        Task::Infer => parts.push(format!("batch {} × seq {}", j.batch, j.seq)),
+    }
+    if j.grad_accum > 1 {
+        parts.push(format!("grad accum {}", j.grad_accum));
+    }
+    parts.push(j.precision.as_str().to_string());
+    if j.task == Task::Train && j.optimizer != Optimizer::None {
+        parts.push(j.optimizer.as_str().to_string());
+    }
+    if j.checkpointing != Checkpointing::None {
+        parts.push(format!("{} checkpointing", j.checkpointing.as_str()));
+    }
+    parts.push(format!("{} attention", j.attention.as_str()));
+    if let Some(p) = &j.peft {
+        parts.push(format!("{} rank {}", p.method.as_str(), p.rank));
+    }
+    if j.weights != "none" {
+        parts.push(format!("{} weights", j.weights));
+    }
+    if let Some(kv) = &j.kv_dtype {
+        parts.push(format!("{kv} KV cache"));
+    }
+    parts.push(j.framework.as_str().to_string());
+    let p = &j.parallel;
+    let mut layout = Vec::new();
+    for (name, v) in [
+        ("dp", p.dp),
+        ("tp", p.tp),
+        ("pp", p.pp),
+        ("cp", p.cp),
+        ("ep", p.ep),
+    ] {
+        if v > 1 {
+            layout.push(format!("{name} {v}"));
+        }
+    }
+    if p.sp {
+        layout.push("sp".into());
+    }
+    if p.zero > 0 {
+        layout.push(format!("zero {}", p.zero));
+    }
+    if p.offload.as_str() != "none" {
+        layout.push(format!("offload {}", p.offload.as_str()));
+    }
+    if p.pp > 1 {
+        layout.push(format!("{} microbatches", p.microbatches));
+    }
+    let gpus = if p.gpus == 1 {
+        "1 GPU".to_string()
+    } else {
+        format!("{} GPUs", p.gpus)
+    };
+    if layout.is_empty() {
+        parts.push(gpus);
+    } else {
+        parts.push(format!("{gpus} ({})", layout.join(", ")));
+    }
+    parts.push(match &j.gpu {
+        Some(g) => format!("on {g}"),
+        None => "no GPU given".into(),
+    });
+    parts.join(" · ")
+}
+
+fn table(r: &Report, out: &mut Vec<String>) {
+    let p = &r.per_gpu;
+    let sum: u64 = SHOWN.iter().map(|c| p.components.get(*c)).sum();
+    let (base, base_name) = match (p.device_total, p.peak_allocated) {
+        (Some(d), _) if d > 0 => (d, "device"),
+        (_, Some(a)) if a > 0 => (a, "allocated"),
+        _ => (sum, "total"),
+    };
+    let row = |label: &str, b: Option<u64>, share: &str| {
+        format!(
+            "{INDENT}{label:<20}  {:>9}  {share:>9}  {:>17}",
+            gib_opt(b),
+            b.map_or_else(|| "-".to_string(), thousands)
+        )
+    };
+    out.push(format!(
+        "{INDENT}{:<20}  {:>9}  {:>9}  {:>17}",
+        "at the peak",
+        "GiB",
+        format!("% {base_name}"),
+        "bytes"
+    ));
+    for c in SHOWN {
+        let b = p.components.get(c);
+        if b > 0 {
+            let share = if base > 0 {
+                format!("{:.1}%", b as f64 * 100.0 / base as f64)
+            } else {
+                "-".into()
+            };
+            out.push(row(c.label(), Some(b), &share));
+        }
+    }
+    if sum == 0 {
+        out.push(format!("{INDENT}(no bytes attributed)"));
+    }
+    out.push(format!(
+        "{INDENT}{}",
+        "─".repeat(20 + 2 + 9 + 2 + 9 + 2 + 17)
+    ));
+    out.push(row("peak allocated", p.peak_allocated, ""));
+    out.push(row("peak reserved", p.peak_reserved, ""));
+    out.push(row("device total", p.device_total, ""));
+    if let Some(kv) = p.kv_pool {
+        out.push(row("KV pool (engine)", Some(kv), ""));
+    }
+    if let Some(a) = p.activation_bytes_per_layer {
+        out.push(row("activations/layer", Some(a), ""));
+    }
+    if let Some(phase) = &p.peak_phase {
+        out.push(format!("{INDENT}peak during: {phase}"));
+    }
+}
+
+fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
+    match fit_of(r) {
+        Some(f) if f.fits => {
+            let text = format!(
+                "fits {}: {} GiB free of {} GiB",
+                f.gpu,
+                gib(f.headroom.max(0) as u64),
+                gib(f.capacity)
+            );
+            out.push(format!("{INDENT}{}", paint(color, GOOD, &text)));
+        }
+        Some(f) => {
+            let text = format!(
+                "does not fit {}: {} GiB over its {} GiB",
+                f.gpu,
+                gib(f.headroom.unsigned_abs()),
+                gib(f.capacity)
+            );
+            out.push(format!("{INDENT}{}", paint(color, BAD, &text)));
+        }
+        None => out.push(paint(
+            color,
+            DIM,
+            &format!("{INDENT}no GPU given: add --gpu ID to check the fit (`vramscope gpus`)"),
+        )),
+    }
+}
+
+/// One bar cell: a character and its style.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Cell {
+    ch: char,
+    style: Style,
+}
+
+/// The stacked bar, its scale line and its legend.
+fn picture(r: &Report, width: usize, color: bool) -> Vec<String> {
+    let width = width.clamp(MIN_BAR, MAX_BAR);
+    let comps = &r.per_gpu.components;
+    let segs: Vec<(Category, u64)> = SHOWN
+        .iter()
+        .map(|c| (*c, comps.get(*c)))
+        .filter(|(_, b)| *b > 0)
+        .collect();
+    let used: u64 = segs.iter().map(|(_, b)| b).sum();
+    let fit = fit_of(r);
+    let capacity = fit.as_ref().map(|f| f.capacity).filter(|c| *c > 0);
+    // Scale: the GPU when there is one and the job fits in it, else everything used (an
+    // overflowing job is drawn whole, with the capacity marked under the bar).
+    let scale = match capacity {
+        Some(c) if used <= c => c,
+        _ => used,
+    };
+    let mut lines = Vec::new();
+    if scale == 0 {
+        return lines;
+    }
+    let cells = bar_cells(&segs, scale, width, color);
+    let mut bar = format!("{INDENT}│");
+    push_cells(&mut bar, &cells, color);
+    bar.push('│');
+    lines.push(String::new());
+    lines.push(bar);
+
+    // Scale line under the bar: 0 at the left, the scale at the right, the capacity marked.
+    let right = match (capacity, &fit) {
+        (Some(c), Some(f)) if used <= c => format!("{} GiB {}", gib(c), f.gpu),
+        _ => format!("{} GiB", gib(used)),
+    };
+    let total_cols = INDENT.len() + 1 + width + 1;
+    let mut axis = format!("{INDENT}0");
+    match capacity {
+        Some(c) if used > c => {
+            // Column of the capacity: cell index where the bar reaches it.
+            let at = ((u128::from(c) * width as u128) / u128::from(used)) as usize;
+            let col = INDENT.len() + 1 + at.min(width - 1);
+            let label = format!("^ {} GiB", gib(c));
+            let pad = col.saturating_sub(axis.chars().count());
+            axis.push_str(&" ".repeat(pad));
+            let room = total_cols.saturating_sub(axis.chars().count() + label.len() + 1);
+            if room > right.len() {
+                axis.push_str(&paint(color, BAD, &label));
+                axis.push_str(&" ".repeat(room - right.len() + 1));
+                axis.push_str(&right);
+            } else {
+                axis.push_str(&paint(color, BAD, "^"));
+            }
+        }
+        _ => {
+            let pad = total_cols.saturating_sub(axis.chars().count() + right.chars().count());
+            axis.push_str(&" ".repeat(pad.max(1)));
+            axis.push_str(&right);
+        }
+    }
+    lines.push(axis);
+
+    // Legend: swatch, label, size; wrapped into lines of at most MAX_LINE columns.
+    let mut entries: Vec<(String, usize)> = segs
+        .iter()
+        .map(|(c, b)| {
+            let swatch = if color {
+                paint(true, Style::new().fg_color(Some(self::color(*c))), "██")
+            } else {
+                fill(*c).to_string().repeat(2)
+            };
+            let text = format!(" {} {}", c.label(), bytes(*b));
+            (format!("{swatch}{text}"), 2 + text.chars().count())
+        })
+        .collect();
+    if let (Some(c), Some(_)) = (capacity, &fit) {
+        if used <= c {
+            let text = format!(" free {}", bytes(c - used));
+            entries.push((
+                format!("{}{text}", paint(color, DIM, "··")),
+                2 + text.chars().count(),
+            ));
+        } else {
+            let text = format!(" over capacity by {}", bytes(used - c));
+            entries.push((
+                format!("{}{text}", paint(color, BAD, "^")),
+                1 + text.chars().count(),
+            ));
+        }
+    }
+    let mut line = INDENT.to_string();
+    let mut line_cols = INDENT.len();
+    for (shown, cols) in entries {
+        let sep = if line_cols > INDENT.len() { 3 } else { 0 };
+        if line_cols + sep + cols > MAX_LINE && line_cols > INDENT.len() {
+            lines.push(std::mem::replace(&mut line, INDENT.to_string()));
+            line_cols = INDENT.len();
+        } else if sep > 0 {
+            line.push_str("   ");
+            line_cols += 3;
+        }
+        line.push_str(&shown);
+        line_cols += cols;
+    }
+    if line_cols > INDENT.len() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Which segment covers eighth `e` of the bar (`ends` are cumulative segment ends in eighths).
+fn owner(ends: &[(Category, usize)], e: usize) -> Option<Category> {
+    ends.iter().find(|(_, end)| e < *end).map(|(c, _)| *c)
+}
+
+/// The bar's `width` cells for segments scaled so that `scale` bytes fill the bar.
+fn bar_cells(segs: &[(Category, u64)], scale: u64, width: usize, color: bool) -> Vec<Cell> {
+    let eighths = width * 8;
+    let mut cum: u128 = 0;
+    let ends: Vec<(Category, usize)> = segs
+        .iter()
+        .map(|(c, b)| {
+            cum += u128::from(*b);
+            // Rounded to the nearest eighth; 128-bit so bytes × eighths cannot overflow.
+            let e = (cum * eighths as u128 + u128::from(scale) / 2) / u128::from(scale);
+            (*c, (e as usize).min(eighths))
+        })
+        .collect();
+    let free = Cell {
+        ch: FREE,
+        style: if color { DIM } else { Style::new() },
+    };
+    (0..width)
+        .map(|i| {
+            let start = i * 8;
+            if !color {
+                return match owner(&ends, start + 4) {
+                    Some(c) => Cell {
+                        ch: fill(c),
+                        style: Style::new(),
+                    },
+                    None => free,
+                };
+            }
+            let Some(left) = owner(&ends, start) else {
+                return free;
+            };
+            let k = (start..start + 8)
+                .take_while(|e| owner(&ends, *e) == Some(left))
+                .count();
+            let fg = Style::new().fg_color(Some(self::color(left)));
+            if k == 8 {
+                return Cell {
+                    ch: FULL,
+                    style: fg,
+                };
+            }
+            let style = match owner(&ends, start + k) {
+                Some(next) => fg.bg_color(Some(self::color(next))),
+                None => fg,
+            };
+            Cell {
+                ch: PARTIAL[k],
+                style,
+            }
+        })
+        .collect()
+}
+
+/// Appends cells, with one style sequence per run of equally styled cells.
+fn push_cells(out: &mut String, cells: &[Cell], color: bool) {
+    let mut i = 0;
+    while i < cells.len() {
+        let style = cells[i].style;
+        let mut run = String::new();
+        while i < cells.len() && cells[i].style == style {
+            run.push(cells[i].ch);
+            i += 1;
+        }
+        if color && style != Style::new() {
+            out.push_str(&format!("{style}{run}{style:#}"));
+        } else {
+            out.push_str(&run);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use vramscope_core::job::Job;
+    use vramscope_core::report::{Components, Fit, ModelStates, PerGpu};
+    use vramscope_core::ModelSummary;
+
+    const G: u64 = 1 << 30;
+
+    /// A report built by hand: 72 GiB of capacity so one cell of a 72-cell bar is 1 GiB.
+    fn report(components: Components, capacity: Option<u64>, warnings: Vec<String>) -> Report {
+        let job: Job = serde_json::from_value(json!({"model": "hand-built"})).unwrap();
+        let job = job.resolve(Some(4096)).unwrap();
+        let total: u64 = SHOWN.iter().map(|c| components.get(*c)).sum();
+        Report {
+            model: ModelSummary::from_params("hand-built", 1_000_000),
+            job,
+            per_gpu: PerGpu {
+                components,
+                model_states: ModelStates::default(),
+                activation_bytes_per_layer: None,
+                peak_allocated: Some(components.allocated()),
+                peak_reserved: None,
+                device_total: Some(total),
+                peak_phase: Some("backward".into()),
+                kv_pool: None,
+            },
+            timeline: Vec::new(),
+            fit: capacity.map(|c| Fit {
+                gpu: "test-72gb".into(),
+                capacity: c,
+                fits: total <= c,
+                headroom: c as i64 - total as i64,
+            }),
+            warnings,
+        }
+    }
+
+    fn bar_line(text: &str) -> String {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("  │"))
+            .expect("a bar line");
+        line.trim_start_matches("  │")
+            .trim_end_matches('│')
+            .to_string()
+    }
+
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn half_the_gpu_is_half_the_bar() {
+        // 36 of 72 GiB parameters → 36 of 72 cells; 18 GiB gradients → 18 cells; 18 free.
+        let c = Components {
+            parameters: 36 * G,
+            gradients: 18 * G,
+            ..Default::default()
+        };
+        let text = render_estimate(&report(c, Some(72 * G), vec![]), 72, false);
+        let bar = bar_line(&text);
+        let expected = format!("{}{}{}", "█".repeat(36), "▓".repeat(18), "·".repeat(18));
+        assert_eq!(bar, expected);
+
+        // With colour the same split, up to the one cell a partial block may share.
+        let text = strip_ansi(&render_estimate(&report(c, Some(72 * G), vec![]), 72, true));
+        let bar = bar_line(&text);
+        assert_eq!(bar.chars().count(), 72);
+        let full = bar.chars().filter(|ch| *ch == FULL).count();
+        assert!((53..=55).contains(&full), "{bar}");
+        assert_eq!(bar.chars().filter(|ch| *ch == FREE).count(), 18, "{bar}");
+    }
+
+    #[test]
+    fn partial_cells_split_in_eighths() {
+        // 36.5 GiB on a 72-GiB scale = 292 eighths: 36 full cells and a half block, whose
+        // background is the next category's colour.
+        let c = Components {
+            parameters: 36 * G + G / 2,
+            gradients: 35 * G + G / 2,
+            ..Default::default()
+        };
+        let cells = bar_cells(
+            &[
+                (Category::Parameters, c.parameters),
+                (Category::Gradients, c.gradients),
+            ],
+            72 * G,
+            72,
+            true,
+        );
+        assert_eq!(cells.iter().filter(|c| c.ch == FULL).count(), 71);
+        assert_eq!(cells[36].ch, '▌');
+        assert_eq!(
+            cells[36].style,
+            Style::new()
+                .fg_color(Some(color(Category::Parameters)))
+                .bg_color(Some(color(Category::Gradients)))
+        );
+    }
+
+    #[test]
+    fn overflow_is_drawn_whole_with_the_capacity_marked() {
+        // 144 GiB on a 72-GiB GPU: the bar is scaled to 144 GiB, the capacity is at cell 36.
+        let c = Components {
+            parameters: 72 * G,
+            optimizer_states: 72 * G,
+            ..Default::default()
+        };
+        let text = render_estimate(&report(c, Some(72 * G), vec![]), 72, false);
+        let bar = bar_line(&text);
+        assert_eq!(bar, format!("{}{}", "█".repeat(36), "▒".repeat(36)));
+        let axis = text
+            .lines()
+            .skip_while(|l| !l.starts_with("  │"))
+            .nth(1)
+            .unwrap();
+        assert_eq!(axis.find('^'), Some(2 + 1 + 36), "{axis}");
+        assert!(
+            text.contains("does not fit test-72gb: 72.00 GiB over"),
+            "{text}"
+        );
+        assert!(text.contains("over capacity by 72.00 GiB"), "{text}");
+    }
+
+    #[test]
+    fn lines_fit_80_columns_and_plain_output_has_no_escapes() {
+        let c = Components {
+            parameters: 3 * G,
+            gradients: 3 * G,
+            optimizer_states: 6 * G,
+            master_weights: G,
+            activations: 5 * G,
+            kv_cache: G / 3,
+            temporaries: G / 2,
+            cuda_context: G / 2,
+            allocator_reserve: G / 4,
+        };
+        let long = "a warning long enough to need wrapping because it goes on and on about \
+                    a path /very/long/path/that/cannot/be/broken/at/a/space/anywhere/in/it/at/all/really"
+            .to_string();
+        for cap in [None, Some(80 * G), Some(8 * G)] {
+            for width in [1, 40, 72, 500] {
+                for color in [false, true] {
+                    let text = render_estimate(&report(c, cap, vec![long.clone()]), width, color);
+                    if !color {
+                        assert!(!text.contains('\x1b'), "escape without colour:\n{text}");
+                    }
+                    for l in strip_ansi(&text).lines() {
+                        assert!(
+                            l.chars().count() <= MAX_LINE,
+                            "{} cols: {l}",
+                            l.chars().count()
+                        );
+                    }
+                }
+            }
+        }
+        assert!(render_estimate(&report(c, None, vec![]), 72, true).contains('\x1b'));
+    }
+
+    #[test]
+    fn every_category_is_in_the_legend_with_its_own_fill() {
+        let c = Components {
+            parameters: 3 * G,
+            gradients: 3 * G,
+            optimizer_states: 6 * G,
+            master_weights: G,
+            activations: 5 * G,
+            kv_cache: G / 3,
+            temporaries: G / 2,
+            cuda_context: G / 2,
+            allocator_reserve: G / 4,
+        };
+        let fills: std::collections::HashSet<char> = SHOWN.iter().map(|c| fill(*c)).collect();
+        assert_eq!(fills.len(), SHOWN.len());
+        assert!(!fills.contains(&FREE));
+        for color in [false, true] {
+            let lines = picture(&report(c, Some(80 * G), vec![]), 72, color);
+            let legend = strip_ansi(&lines[3..].join("\n"));
+            for cat in SHOWN {
+                let entry = if color {
+                    format!("██ {} ", cat.label())
+                } else {
+                    format!("{0}{0} {1} ", fill(cat), cat.label())
+                };
+                assert!(legend.contains(&entry), "{entry} missing from\n{legend}");
+            }
+            assert!(legend.contains("·· free"), "{legend}");
+        }
+        // A category with no bytes is not listed.
+        let only = Components {
+            parameters: G,
+            ..Default::default()
+        };
+        let legend = picture(&report(only, None, vec![]), 72, false)[3..].join("\n");
+        assert!(
+            legend.contains("parameters") && !legend.contains("gradients"),
+            "{legend}"
+        );
+    }
+
+    #[test]
+    fn no_gpu_scales_to_the_total() {
+        let c = Components {
+            parameters: 3 * G,
+            activations: G,
+            ..Default::default()
+        };
+        let text = render_estimate(&report(c, None, vec![]), 72, false);
+        // 3/4 of 72 cells = 54.
+        assert_eq!(
+            bar_line(&text),
+            format!("{}{}", "█".repeat(54), "#".repeat(18))
+        );
+        assert!(text.contains("no GPU given"), "{text}");
+    }
+}

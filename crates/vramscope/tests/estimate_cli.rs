@@ -1,0 +1,486 @@
+//! `estimate` and `validate` as scripts meet them: the same job from flags, JSON and TOML;
+//! flags over files; one-line errors naming the field (exit 2); `--require-fit` (exit 1);
+//! the validation summary.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn vramscope() -> Command {
+    let mut c = Command::cargo_bin("vramscope").unwrap();
+    c.env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("COLUMNS");
+    c
+}
+
+/// Writes `text` to a file unique to this test process and returns its path.
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramscope-estimate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn report(args: &[&str]) -> Value {
+    let out = vramscope()
+        .arg("estimate")
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).expect("stdout is the Report as JSON")
+}
+
+/// Runs `estimate` expecting exit 2 and returns the one stderr line.
+fn bad(args: &[&str]) -> String {
+    let out = vramscope()
+        .arg("estimate")
+        .args(args)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(out.stdout.is_empty(), "stdout on error: {:?}", out.stdout);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    err.trim_end().to_string()
+}
+
+fn validation(rel: &str) -> String {
+    format!(
+        "{}/../../../shared/validation/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn flags_json_and_toml_give_the_same_job() {
+    let flags = report(&[
+        "llama-3.1-8b",
+        "--task",
+        "train",
+        "--batch",
+        "2",
+        "--grad-accum",
+        "3",
+        "--seq",
+        "512",
+        "--precision",
+        "fp16-mixed",
+        "--optimizer",
+        "adamw-fused",
+        "--checkpointing",
+        "selective",
+        "--attention",
+        "flash",
+        "--framework",
+        "deepspeed",
+        "--gpus",
+        "4",
+        "--tp",
+        "2",
+        "--zero",
+        "2",
+        "--offload",
+        "optimizer",
+        "--gpu",
+        "a100-80gb",
+        "--lora",
+        "8",
+        "--lora-alpha",
+        "16",
+        "--lora-targets",
+        "q_proj,v_proj",
+    ]);
+    let json_job = temp_file(
+        "same.json",
+        &json!({
+            "model": "llama-3.1-8b", "task": "train", "batch": 2, "grad_accum": 3.0,
+            "seq": 512, "precision": "fp16-mixed", "optimizer": "adamw-fused",
+            "checkpointing": "selective", "attention": "flash", "framework": "deepspeed",
+            "parallel": {"gpus": 4, "tp": 2, "zero": 2, "offload": "optimizer"},
+            "gpu": "a100-80gb",
+            "peft": {"method": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
+        })
+        .to_string(),
+    );
+    let toml_job = temp_file(
+        "same.toml",
+        r#"
+model = "llama-3.1-8b"
+task = "train"
+batch = 2
+grad_accum = 3
+seq = 512
+precision = "fp16-mixed"
+optimizer = "adamw-fused"
+checkpointing = "selective"
+attention = "flash"
+framework = "deepspeed"
+gpu = "a100-80gb"
+
+[parallel]
+gpus = 4
+tp = 2
+zero = 2
+offload = "optimizer"
+
+[peft]
+method = "lora"
+rank = 8
+alpha = 16
+targets = ["q_proj", "v_proj"]
+"#,
+    );
+    // A TOML file whose name says nothing is still read (JSON first, then TOML).
+    let toml_unnamed = temp_file("same.job", &std::fs::read_to_string(&toml_job).unwrap());
+    let j = flags["job"].clone();
+    for file in [&json_job, &toml_job, &toml_unnamed] {
+        let from_file = report(&["--job", file.to_str().unwrap()]);
+        assert_eq!(from_file["job"], j, "{}", file.display());
+    }
+    // The layout resolved by the contract's rule: dp = gpus / (tp × pp × cp) = 4 / 2.
+    assert_eq!(j["parallel"]["dp"], 2);
+    assert_eq!(j["grad_accum"], 3);
+    assert_eq!(j["peft"]["targets"], json!(["q_proj", "v_proj"]));
+}
+
+#[test]
+fn infer_and_engine_flags_match_the_file() {
+    let flags = report(&[
+        "qwen2.5-7b",
+        "--task",
+        "infer",
+        "--batch",
+        "8",
+        "--seq",
+        "1000",
+        "--new-tokens",
+        "24",
+        "--kv-dtype",
+        "fp8",
+        "--framework",
+        "vllm",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--block-size",
+        "16",
+        "--max-model-len",
+        "4096",
+    ]);
+    let file = temp_file(
+        "infer.json",
+        &json!({
+            "model": "qwen2.5-7b", "task": "infer", "batch": 8, "seq": 1000, "new_tokens": 24,
+            "kv_dtype": "fp8", "framework": "vllm",
+            "engine": {"gpu_memory_utilization": 0.85, "block_size": 16, "max_model_len": 4096}
+        })
+        .to_string(),
+    );
+    let from_file = report(&["--job", file.to_str().unwrap()]);
+    assert_eq!(from_file["job"], flags["job"]);
+    // Infer defaults: bf16, no optimizer (the documented defaults).
+    assert_eq!(flags["job"]["precision"], "bf16");
+    assert_eq!(flags["job"]["optimizer"], "none");
+    assert_eq!(flags["job"]["engine"]["gpu_memory_utilization"], 0.85);
+}
+
+#[test]
+fn flags_override_the_file_and_model_overrides_its_model() {
+    let file = temp_file(
+        "base.json",
+        &json!({"model": "llama-3.1-8b", "batch": 2, "seq": 512, "gpu": "a100-80gb",
+                "parallel": {"gpus": 4, "dp": 4, "zero": 1}})
+        .to_string(),
+    );
+    let f = file.to_str().unwrap();
+    let r = report(&[
+        "gpt2", "--job", f, "--batch", "4", "--gpu", "none", "--gpus", "8",
+    ]);
+    let j = &r["job"];
+    assert_eq!(j["model"], "gpt2");
+    assert_eq!(r["model"]["name"], "gpt2");
+    assert_eq!(j["batch"], 4);
+    assert_eq!(j["seq"], 512);
+    assert!(j["gpu"].is_null());
+    // --gpus replaces the file's layout: dp is derived again (8 / 1), zero is kept.
+    assert_eq!(
+        (j["parallel"]["gpus"].clone(), j["parallel"]["dp"].clone()),
+        (json!(8), json!(8))
+    );
+    assert_eq!(j["parallel"]["zero"], 1);
+    assert!(r["fit"].is_null());
+}
+
+#[test]
+fn bad_input_names_the_field() {
+    for (args, field) in [
+        (vec!["gpt2", "--batch", "0"], "batch"),
+        (vec!["gpt2", "--batch", "-3"], "batch"),
+        (vec!["gpt2", "--seq", "0"], "seq"),
+        (vec!["gpt2", "--grad-accum", "0"], "grad_accum"),
+        (vec!["gpt2", "--optimizer", "adamx"], "optimizer"),
+        (vec!["gpt2", "--gpu", "nope"], "gpu"),
+        (vec!["gpt2", "--precision", "bf17"], "precision"),
+        (vec!["gpt2", "--zero", "4"], "parallel.zero"),
+        (vec!["gpt2", "--gpus", "8", "--dp", "3"], "parallel.gpus"),
+        (vec!["gpt2", "--lora", "0"], "peft.rank"),
+        (vec!["gpt2", "--lora-alpha", "8"], "peft"),
+        (vec!["--batch", "2"], "model"),
+    ] {
+        let e = bad(&args);
+        assert!(e.starts_with(&format!("error: {field}:")), "{args:?}: {e}");
+    }
+    let e = bad(&["no-such-model-anywhere"]);
+    assert!(e.contains("no-such-model-anywhere"), "{e}");
+}
+
+#[test]
+fn bad_job_files_are_named() {
+    let batch0 = temp_file("batch0.json", r#"{"model": "gpt2", "batch": 0}"#);
+    let e = bad(&["--job", batch0.to_str().unwrap()]);
+    assert!(e.starts_with("error: batch:"), "{e}");
+
+    let unknown = temp_file("unknown.json", r#"{"model": "gpt2", "batchsize": 2}"#);
+    let e = bad(&["--job", unknown.to_str().unwrap()]);
+    assert!(e.contains("unknown.json") && e.contains("batchsize"), "{e}");
+
+    let unknown = temp_file("unknown.toml", "model = \"gpt2\"\nbatchsize = 2\n");
+    let e = bad(&["--job", unknown.to_str().unwrap()]);
+    assert!(e.contains("unknown.toml") && e.contains("batchsize"), "{e}");
+
+    let broken = temp_file("broken.json", r#"{"model": "gpt2", "#);
+    let e = bad(&["--job", broken.to_str().unwrap()]);
+    assert!(e.contains("broken.json"), "{e}");
+
+    let typed = temp_file(
+        "typed.json",
+        r#"{"model": "gpt2", "parallel": {"sp": "yes"}}"#,
+    );
+    let e = bad(&["--job", typed.to_str().unwrap()]);
+    assert!(e.starts_with("error: parallel.sp:"), "{e}");
+
+    let missing = std::env::temp_dir().join("vramscope-no-such-job-file.json");
+    let e = bad(&["--job", missing.to_str().unwrap()]);
+    assert!(e.contains("vramscope-no-such-job-file.json"), "{e}");
+}
+
+#[test]
+fn require_fit_exits_1_when_the_job_does_not_fit() {
+    // Llama-3.1-70B holds 70.55e9 parameters: its bf16 weights alone (2 bytes each, 141 GB)
+    // are nine times a T4's 16 GB, so training cannot fit whatever else is counted.
+    vramscope()
+        .args([
+            "estimate",
+            "llama-3.1-70b",
+            "--task",
+            "train",
+            "--gpu",
+            "t4-16gb",
+        ])
+        .arg("--require-fit")
+        .assert()
+        .code(1);
+    // GPT-2 inference at batch 1 × 128 tokens: 124.4e6 parameters × 4 bytes is 0.5 GB of
+    // weights and a 128-token KV cache is 12 layers × 2 × 128 × 768 × 2 bytes = 4.7 MB, far
+    // under an H100's 80 GB.
+    vramscope()
+        .args([
+            "estimate", "gpt2", "--task", "infer", "--batch", "1", "--seq", "128",
+        ])
+        .args(["--gpu", "h100-80gb", "--require-fit"])
+        .assert()
+        .success();
+    // The verdict with --json too: the report on stdout, the exit code for the script.
+    let out = vramscope()
+        .args([
+            "estimate",
+            "llama-3.1-70b",
+            "--gpu",
+            "t4-16gb",
+            "--require-fit",
+            "--json",
+        ])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["job"]["gpu"], "t4-16gb");
+    // Without a GPU there is nothing to fit: a usage error naming the flag.
+    let e = bad(&["gpt2", "--require-fit"]);
+    assert!(e.contains("--require-fit"), "{e}");
+}
+
+#[test]
+fn human_output_is_a_table_and_one_picture() {
+    let out = vramscope()
+        .args([
+            "estimate",
+            "gpt2",
+            "--task",
+            "infer",
+            "--seq",
+            "128",
+            "--gpu",
+            "h100-80gb",
+        ])
+        .args(["--color", "never"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains('\x1b'), "{text}");
+    assert!(text.starts_with("gpt2"), "{text}");
+    assert!(text.contains("parameters"), "{text}");
+    assert!(text.contains("fits h100-80gb"), "{text}");
+    assert!(text.contains("·· free"), "{text}");
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "{l}");
+    }
+    let bar = text.lines().find(|l| l.starts_with("  │")).expect("a bar");
+    assert_eq!(bar.chars().count(), 2 + 1 + 72 + 1);
+}
+
+#[test]
+fn help_documents_the_defaults() {
+    let out = vramscope()
+        .args(["estimate", "--help"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let help = String::from_utf8(out).unwrap();
+    for s in [
+        "task train",
+        "batch 1",
+        "grad_accum 1",
+        "min(2048",
+        "bf16-mixed",
+        "adamw",
+        "checkpointing none",
+        "attention sdpa",
+        "framework pytorch",
+        "--require-fit",
+        "--lora-targets",
+        "--n-gpu-layers",
+    ] {
+        assert!(help.contains(s), "help lacks {s}");
+    }
+}
+
+#[test]
+fn validate_scores_the_dev_cases() {
+    let file = validation("dev-cases.json");
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let out = vramscope()
+        .args(["validate", &file, "--color", "never"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let summary = text
+        .lines()
+        .find(|l| l.contains(" passed, ") && l.contains(" failed"))
+        .unwrap_or_else(|| panic!("no summary line in\n{text}"));
+    let numbers: Vec<usize> = summary
+        .split(", ")
+        .map(|p| p.split(' ').next().unwrap().parse().expect(summary))
+        .collect();
+    assert!(
+        (2..=3).contains(&numbers.len()) && summary.starts_with(char::is_numeric),
+        "{summary}"
+    );
+    assert_eq!(numbers.iter().sum::<usize>(), cases.len(), "{summary}");
+    assert!(text.contains("median |error|"), "{text}");
+    // Every case has a row.
+    for c in &cases {
+        assert!(
+            text.contains(c["id"].as_str().unwrap()),
+            "{} missing",
+            c["id"]
+        );
+    }
+
+    let out = vramscope()
+        .args(["validate", &file, "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["cases"].as_array().unwrap().len(), cases.len());
+    let s = &v["summary"];
+    assert_eq!(
+        s["passed"].as_u64().unwrap()
+            + s["failed"].as_u64().unwrap()
+            + s["errored"].as_u64().unwrap(),
+        cases.len() as u64
+    );
+}
+
+#[test]
+fn validate_reads_its_own_cases_and_rejects_bad_files() {
+    // A GPT-2 parameter count is exact: 124,439,808 (transformers' GPT2LMHeadModel, tied head).
+    // The second case reads a path that no report has: it fails to run but is still reported.
+    let file = temp_file(
+        "cases.json",
+        &json!([
+            {"id": "gpt2-params", "job": {"model": "gpt2"}, "metric": "model.params_total",
+             "expected_bytes": 124_439_808u64, "tolerance": 0},
+            {"id": "no-such-metric", "job": {"model": "gpt2"}, "metric": "per_gpu.nothing",
+             "expected_bytes": 1, "tolerance": 0.05},
+            {"id": "bad-job", "job": {"model": "gpt2", "batch": 0}, "metric": "model.params_total",
+             "expected_bytes": 1, "tolerance": 0.05}
+        ])
+        .to_string(),
+    );
+    let out = vramscope()
+        .args(["validate", file.to_str().unwrap(), "--color", "never"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.lines().any(|l| l == "1 passed, 0 failed, 2 errored"),
+        "{text}"
+    );
+    assert!(text.contains("missing per_gpu.nothing"), "{text}");
+    assert!(text.contains("batch: must be at least 1"), "{text}");
+
+    for (name, body, why) in [
+        ("notalist.json", r#"{"id": "x"}"#, "list"),
+        (
+            "nometric.json",
+            r#"[{"id": "x", "job": {}, "expected_bytes": 1, "tolerance": 0}]"#,
+            "metric",
+        ),
+        ("notjson.json", "[{", "invalid JSON"),
+    ] {
+        let f = temp_file(name, body);
+        let out = vramscope()
+            .args(["validate", f.to_str().unwrap()])
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(name) && err.contains(why), "{err}");
+    }
+}

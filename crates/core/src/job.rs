@@ -233,14 +233,23 @@ pub fn whole_number(field: &str, v: &Value) -> Result<u64, CoreError> {
         return Ok(u);
     }
     if let Some(i) = v.as_i64() {
-        return Err(CoreError::field(field, format!("must not be negative (got {i})")));
+        return Err(CoreError::field(
+            field,
+            format!("must not be negative (got {i})"),
+        ));
     }
     if let Some(f) = v.as_f64() {
         if f < 0.0 {
-            return Err(CoreError::field(field, format!("must not be negative (got {f})")));
+            return Err(CoreError::field(
+                field,
+                format!("must not be negative (got {f})"),
+            ));
         }
         if f.fract() != 0.0 || !f.is_finite() {
-            return Err(CoreError::field(field, format!("must be a whole number (got {f})")));
+            return Err(CoreError::field(
+                field,
+                format!("must be a whole number (got {f})"),
+            ));
         }
         if f >= 1.8e19 {
             return Err(CoreError::field(field, format!("{f} is too large")));
@@ -252,19 +261,34 @@ pub fn whole_number(field: &str, v: &Value) -> Result<u64, CoreError> {
             return whole_number(field, &Value::from(f));
         }
     }
-    Err(CoreError::field(field, format!("must be a number (got {v})")))
+    Err(CoreError::field(
+        field,
+        format!("must be a number (got {v})"),
+    ))
 }
 
-fn count(field: &str, v: Option<&Value>, default: u64, min: u64, max: u64) -> Result<u64, CoreError> {
+fn count(
+    field: &str,
+    v: Option<&Value>,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, CoreError> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
         return Ok(default);
     };
     let n = whole_number(field, v)?;
     if n < min {
-        return Err(CoreError::field(field, format!("must be at least {min} (got {n})")));
+        return Err(CoreError::field(
+            field,
+            format!("must be at least {min} (got {n})"),
+        ));
     }
     if n > max {
-        return Err(CoreError::field(field, format!("{n} is more than vramscope accepts ({max})")));
+        return Err(CoreError::field(
+            field,
+            format!("{n} is more than vramscope accepts ({max})"),
+        ));
     }
     Ok(n)
 }
@@ -273,7 +297,10 @@ fn text<'a>(field: &str, v: Option<&'a Value>) -> Result<Option<&'a str>, CoreEr
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err(CoreError::field(field, format!("must be a string (got {other})"))),
+        Some(other) => Err(CoreError::field(
+            field,
+            format!("must be a string (got {other})"),
+        )),
     }
 }
 
@@ -323,11 +350,17 @@ impl Job {
         let parallel = parse_parallel(self.parallel.as_ref())?;
         let gpu = match &self.gpu {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(crate::gpu::find(s).map_err(|e| {
-                CoreError::field("gpu", e.to_string())
-            })?.id.clone()),
+            Some(Value::String(s)) => Some(
+                crate::gpu::find(s)
+                    .map_err(|e| CoreError::field("gpu", e.to_string()))?
+                    .id
+                    .clone(),
+            ),
             Some(other) => {
-                return Err(CoreError::field("gpu", format!("must be a GPU id (got {other})")))
+                return Err(CoreError::field(
+                    "gpu",
+                    format!("must be a GPU id (got {other})"),
+                ))
             }
         };
         let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?.map(str::to_string);
@@ -335,7 +368,10 @@ impl Job {
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(v @ Value::Object(_)) => v.clone(),
             Some(other) => {
-                return Err(CoreError::field("engine", format!("must be an object (got {other})")))
+                return Err(CoreError::field(
+                    "engine",
+                    format!("must be an object (got {other})"),
+                ))
             }
         };
         Ok(ResolvedJob {
@@ -364,14 +400,27 @@ fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
     let obj = match v {
         Value::Null => return Ok(None),
         Value::Object(o) => o,
-        other => return Err(CoreError::field("peft", format!("must be null or an object (got {other})"))),
+        other => {
+            return Err(CoreError::field(
+                "peft",
+                format!("must be null or an object (got {other})"),
+            ))
+        }
     };
     let method = match text("peft.method", obj.get("method"))? {
         Some(m) => PeftMethod::parse("peft.method", m)?,
-        None => return Err(CoreError::field("peft.method", "is required (lora or qlora)")),
+        None => {
+            return Err(CoreError::field(
+                "peft.method",
+                "is required (lora or qlora)",
+            ))
+        }
     };
     let rank = count("peft.rank", obj.get("rank"), 16, 1, 1 << 20)?;
-    let alpha = obj.get("alpha").and_then(Value::as_f64).unwrap_or(2.0 * rank as f64);
+    let alpha = obj
+        .get("alpha")
+        .and_then(Value::as_f64)
+        .unwrap_or(2.0 * rank as f64);
     let targets = match obj.get("targets") {
         None | Some(Value::Null) => ["q_proj", "k_proj", "v_proj", "o_proj"]
             .iter()
@@ -380,24 +429,45 @@ fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
         Some(Value::Array(a)) => a
             .iter()
             .map(|t| {
-                t.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| CoreError::field("peft.targets", format!("entries must be module names (got {t})")))
+                t.as_str().map(str::to_string).ok_or_else(|| {
+                    CoreError::field(
+                        "peft.targets",
+                        format!("entries must be module names (got {t})"),
+                    )
+                })
             })
             .collect::<Result<Vec<_>, _>>()?,
-        Some(other) => return Err(CoreError::field("peft.targets", format!("must be a list (got {other})"))),
+        Some(other) => {
+            return Err(CoreError::field(
+                "peft.targets",
+                format!("must be a list (got {other})"),
+            ))
+        }
     };
     if targets.is_empty() {
-        return Err(CoreError::field("peft.targets", "must name at least one module"));
+        return Err(CoreError::field(
+            "peft.targets",
+            "must name at least one module",
+        ));
     }
-    Ok(Some(Peft { method, rank, alpha, targets }))
+    Ok(Some(Peft {
+        method,
+        rank,
+        alpha,
+        targets,
+    }))
 }
 
 fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
     let obj = match v {
         None | Some(Value::Null) => return Ok(Parallel::default()),
         Some(Value::Object(o)) => o,
-        Some(other) => return Err(CoreError::field("parallel", format!("must be an object (got {other})"))),
+        Some(other) => {
+            return Err(CoreError::field(
+                "parallel",
+                format!("must be an object (got {other})"),
+            ))
+        }
     };
     let g = |k: &str, d: u64| count(&format!("parallel.{k}"), obj.get(k), d, 1, MAX_GPUS);
     let tp = g("tp", 1)?;
@@ -405,7 +475,10 @@ fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
     let cp = g("cp", 1)?;
     let ep = g("ep", 1)?;
     let model_par = tp.saturating_mul(pp).saturating_mul(cp);
-    let (gpus, dp) = match (obj.get("gpus").filter(|v| !v.is_null()), obj.get("dp").filter(|v| !v.is_null())) {
+    let (gpus, dp) = match (
+        obj.get("gpus").filter(|v| !v.is_null()),
+        obj.get("dp").filter(|v| !v.is_null()),
+    ) {
         (Some(gv), Some(dv)) => {
             let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
             let dp = count("parallel.dp", Some(dv), 1, 1, MAX_GPUS)?;
@@ -433,10 +506,16 @@ fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
         }
     };
     if gpus > MAX_GPUS {
-        return Err(CoreError::field("parallel.gpus", format!("{gpus} is more than vramscope accepts")));
+        return Err(CoreError::field(
+            "parallel.gpus",
+            format!("{gpus} is more than vramscope accepts"),
+        ));
     }
     if ep > 1 && dp % ep != 0 {
-        return Err(CoreError::field("parallel.ep", format!("{ep} does not divide dp {dp}")));
+        return Err(CoreError::field(
+            "parallel.ep",
+            format!("{ep} does not divide dp {dp}"),
+        ));
     }
     let zero = count("parallel.zero", obj.get("zero"), 0, 0, 3)?;
     let offload = match text("parallel.offload", obj.get("offload"))? {
@@ -446,10 +525,26 @@ fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
     let sp = match obj.get("sp") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(CoreError::field("parallel.sp", format!("must be true or false (got {other})"))),
+        Some(other) => {
+            return Err(CoreError::field(
+                "parallel.sp",
+                format!("must be true or false (got {other})"),
+            ))
+        }
     };
     let microbatches = g("microbatches", 1)?;
-    Ok(Parallel { gpus, dp, tp, pp, sp, cp, ep, zero, offload, microbatches })
+    Ok(Parallel {
+        gpus,
+        dp,
+        tp,
+        pp,
+        sp,
+        cp,
+        ep,
+        zero,
+        offload,
+        microbatches,
+    })
 }
 
 #[cfg(test)]
@@ -471,12 +566,17 @@ mod tests {
         assert_eq!(r.attention, AttentionKernel::Sdpa);
         assert_eq!(r.parallel, Parallel::default());
         let r = job(json!({"task": "infer"})).resolve(Some(512)).unwrap();
-        assert_eq!((r.precision, r.optimizer, r.seq), (Precision::Bf16, Optimizer::None, 512));
+        assert_eq!(
+            (r.precision, r.optimizer, r.seq),
+            (Precision::Bf16, Optimizer::None, 512)
+        );
     }
 
     #[test]
     fn numbers_may_be_floats() {
-        let r = job(json!({"batch": 8.0, "seq": "4096"})).resolve(None).unwrap();
+        let r = job(json!({"batch": 8.0, "seq": "4096"}))
+            .resolve(None)
+            .unwrap();
         assert_eq!((r.batch, r.seq), (8, 4096));
     }
 
@@ -500,21 +600,30 @@ mod tests {
             let e = job(v.clone()).resolve(None).unwrap_err().to_string();
             assert!(e.starts_with(field), "{v}: {e}");
         }
-        let e = job(json!({"optimizer": "adamw8bit"})).resolve(None).unwrap_err().to_string();
+        let e = job(json!({"optimizer": "adamw8bit"}))
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("did you mean 'adamw-8bit'"), "{e}");
     }
 
     #[test]
     fn parallel_layout_is_derived() {
-        let r = job(json!({"parallel": {"gpus": 16, "tp": 4, "pp": 2}})).resolve(None).unwrap();
+        let r = job(json!({"parallel": {"gpus": 16, "tp": 4, "pp": 2}}))
+            .resolve(None)
+            .unwrap();
         assert_eq!((r.parallel.dp, r.parallel.gpus), (2, 16));
-        let r = job(json!({"parallel": {"dp": 64, "zero": 3}})).resolve(None).unwrap();
+        let r = job(json!({"parallel": {"dp": 64, "zero": 3}}))
+            .resolve(None)
+            .unwrap();
         assert_eq!(r.parallel.gpus, 64);
     }
 
     #[test]
     fn qlora_implies_nf4_dq() {
-        let r = job(json!({"peft": {"method": "qlora", "rank": 8}})).resolve(None).unwrap();
+        let r = job(json!({"peft": {"method": "qlora", "rank": 8}}))
+            .resolve(None)
+            .unwrap();
         assert_eq!(r.weights, "nf4-dq");
         assert_eq!(r.peft.unwrap().targets.len(), 4);
     }

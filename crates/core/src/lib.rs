@@ -16,6 +16,6 @@ pub use error::CoreError;
 pub use inventory::{build_inventory, Component, Inventory, Tensor};
 pub use model::ModelSpec;
 pub use summary::ModelSummary;
+pub mod estimate;
 pub mod job;
 pub mod report;
-pub mod estimate;

@@ -329,7 +329,9 @@ pub fn load_job_model(v: &serde_json::Value) -> Result<LoadedModel> {
                 ))
             }
         }
-        Value::Null => Err(bad("is required: a preset id, a path, or {\"params\": N}".into())),
+        Value::Null => Err(bad(
+            "is required: a preset id, a path, or {\"params\": N}".into()
+        )),
         other => Err(bad(format!("must be a string or an object (got {other})"))),
     }
 }

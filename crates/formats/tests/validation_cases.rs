@@ -19,7 +19,10 @@ fn metric(report: &Value, path: &str) -> Option<f64> {
 
 /// Runs every case of a file; returns (id, expected, got, tolerance).
 fn run(file: &str) -> Vec<(String, f64, Option<f64>, f64)> {
-    let path = format!("{}/../../../shared/validation/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../../shared/validation/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut out = Vec::new();
     for c in cases {
@@ -29,7 +32,9 @@ fn run(file: &str) -> Vec<(String, f64, Option<f64>, f64)> {
         let got = (|| {
             let job: Job = serde_json::from_value(c["job"].clone()).ok()?;
             let model = load_job_model(job.model.as_ref()?).ok()?;
-            let resolved = job.resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings)).ok()?;
+            let resolved = job
+                .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
+                .ok()?;
             let report = estimate(&model.into_input(), &resolved).ok()?;
             metric(&serde_json::to_value(&report).ok()?, c["metric"].as_str()?)
         })();
@@ -49,7 +54,11 @@ fn summary(rows: &[(String, f64, Option<f64>, f64)]) -> (usize, f64, f64) {
                     pass += 1;
                 }
                 errs.push(err.abs());
-                println!("{id:70} {e:>16.0} {g:>16.0} {:>+8.2}% {}", err * 100.0, if err.abs() <= *tol { "ok" } else { "FAIL" });
+                println!(
+                    "{id:70} {e:>16.0} {g:>16.0} {:>+8.2}% {}",
+                    err * 100.0,
+                    if err.abs() <= *tol { "ok" } else { "FAIL" }
+                );
             }
             None => println!("{id:70} {e:>16.0} {:>16} error", "-"),
         }
@@ -57,7 +66,12 @@ fn summary(rows: &[(String, f64, Option<f64>, f64)]) -> (usize, f64, f64) {
     errs.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let median = errs.get(errs.len() / 2).copied().unwrap_or(f64::NAN);
     let worst = errs.last().copied().unwrap_or(f64::NAN);
-    println!("{pass} passed, {} failed; median |err| {:.2}%, worst {:.2}%", rows.len() - pass, median * 100.0, worst * 100.0);
+    println!(
+        "{pass} passed, {} failed; median |err| {:.2}%, worst {:.2}%",
+        rows.len() - pass,
+        median * 100.0,
+        worst * 100.0
+    );
     (pass, median, worst)
 }
 

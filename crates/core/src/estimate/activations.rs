@@ -43,7 +43,11 @@ pub struct ForwardPlan {
 impl ForwardPlan {
     /// The largest single allocations of the step (for the allocator model).
     pub fn largest_allocations(&self) -> Vec<u64> {
-        let mut v = vec![self.logits, self.loss.saved, self.loss.backward_transient / 2];
+        let mut v = vec![
+            self.logits,
+            self.loss.saved,
+            self.loss.backward_transient / 2,
+        ];
         v.sort_unstable_by(|a, b| b.cmp(a));
         v
     }
@@ -96,7 +100,9 @@ pub fn plan(
     let mut num = numerics(job.precision);
     // DeepSpeed and Megatron keep 16-bit parameters with an fp32 master copy: the forward runs
     // on 16-bit weights without autocast.
-    if job.precision.is_mixed() && matches!(job.framework, Framework::Deepspeed | Framework::Megatron) {
+    if job.precision.is_mixed()
+        && matches!(job.framework, Framework::Deepspeed | Framework::Megatron)
+    {
         num = Numerics {
             param: 2,
             compute: 2,
@@ -121,7 +127,10 @@ pub fn plan(
     let embedding = stages::embeddings(spec, b, s, num, p_emb);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
-    let causal = !matches!(spec.naming, crate::model::Naming::Bert | crate::model::Naming::Roberta);
+    let causal = !matches!(
+        spec.naming,
+        crate::model::Naming::Bert | crate::model::Naming::Roberta
+    );
     for layer in spec.all_layers() {
         let ctx = BlockCtx {
             spec,
@@ -136,7 +145,10 @@ pub fn plan(
         };
         // Identical layers have identical memory: compute each distinct layer once.
         let key = layers.len();
-        let mem = match cache.iter().find(|(i, _)| spec.all_layers().nth(*i) == Some(layer)) {
+        let mem = match cache
+            .iter()
+            .find(|(i, _)| spec.all_layers().nth(*i) == Some(layer))
+        {
             Some((_, m)) => *m,
             None => {
                 let m = block_memory(ctx, layer);
@@ -183,7 +195,10 @@ pub fn plan(
     }
     let (head, logits_width) = stages::head(spec, b, s, num);
     let logits = super::round_alloc(tokens * spec.vocab_size * logits_width);
-    let lm_head = matches!(spec.head, Head::LanguageModel { .. } | Head::MaskedLm { .. });
+    let lm_head = matches!(
+        spec.head,
+        Head::LanguageModel { .. } | Head::MaskedLm { .. }
+    );
     let logits = if lm_head { logits } else { 0 };
     let loss = if job.task == Task::Train && lm_head {
         stages::loss(spec, b, s, logits_width)

@@ -139,7 +139,11 @@ impl<'a> Prog<'a> {
         match kind {
             // native_layer_norm saves input, mean and rstd (fp32); in the autocast fp32 list.
             NormKind::LayerNorm { .. } => {
-                let xin = if self.c.num.autocast { self.cast(x, 4) } else { x };
+                let xin = if self.c.num.autocast {
+                    self.cast(x, 4)
+                } else {
+                    x
+                };
                 let out_w = self.w(xin);
                 let out = self.t.op(&[xin], &[xin], rows * dim, out_w);
                 let mean = self.t.op(&[xin], &[], rows, 4);
@@ -172,7 +176,11 @@ impl<'a> Prog<'a> {
             // NewGELUActivation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) in Python ops;
             // pow is in the autocast fp32 list.
             "gelu_new" | "gelu_fast" => {
-                let xp = if self.c.num.autocast { self.cast(x, 4) } else { x };
+                let xp = if self.c.num.autocast {
+                    self.cast(x, 4)
+                } else {
+                    x
+                };
                 let p = self.t.op(&[xp], &[xp], self.t.elements(x), self.w(xp));
                 let c1 = self.elementwise(&[p], &[]);
                 let s1 = self.elementwise(&[x, c1], &[]);
@@ -221,7 +229,9 @@ impl<'a> Prog<'a> {
         let gathered = self.t.op(&[x], &[], routed_tokens * h, xw);
         let y = self.mlp(gathered, &m.expert, h);
         let weighted = self.elementwise(&[y], &[y]);
-        let mut out = self.t.op(&[weighted], &[], self.tokens * h, self.w(weighted));
+        let mut out = self
+            .t
+            .op(&[weighted], &[], self.tokens * h, self.w(weighted));
         if let Some(shared) = &m.shared {
             let s = self.mlp(x, shared, h);
             let s = if m.shared_gate {
@@ -251,7 +261,12 @@ impl<'a> Prog<'a> {
                 heads,
                 kv_heads,
                 head_dim,
-            } => (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim, kv_heads),
+            } => (
+                heads * head_dim,
+                kv_heads * head_dim,
+                kv_heads * head_dim,
+                kv_heads,
+            ),
             AttentionKind::Latent {
                 heads,
                 qk_nope_head_dim,
@@ -267,14 +282,17 @@ impl<'a> Prog<'a> {
         };
         let bias = att.bias;
         let (mut q, mut k, v) = match (spec.naming, att.kind) {
-            (_, AttentionKind::Latent {
-                q_lora_rank,
-                kv_lora_rank,
-                qk_rope_head_dim,
-                qk_nope_head_dim,
-                v_head_dim,
-                heads,
-            }) => {
+            (
+                _,
+                AttentionKind::Latent {
+                    q_lora_rank,
+                    kv_lora_rank,
+                    qk_rope_head_dim,
+                    qk_nope_head_dim,
+                    v_head_dim,
+                    heads,
+                },
+            ) => {
                 let q = match q_lora_rank {
                     Some(r) => {
                         let qa = self.linear(x, h, r, false);
@@ -285,7 +303,12 @@ impl<'a> Prog<'a> {
                 };
                 let kva = self.linear(x, h, kv_lora_rank + qk_rope_head_dim, false);
                 let kvn = self.norm(kva, NormKind::RmsNorm, kv_lora_rank);
-                let kv = self.linear(kvn, kv_lora_rank, heads * (qk_nope_head_dim + v_head_dim), false);
+                let kv = self.linear(
+                    kvn,
+                    kv_lora_rank,
+                    heads * (qk_nope_head_dim + v_head_dim),
+                    false,
+                );
                 // k = cat(k_nope, k_rope broadcast): a new tensor of all heads.
                 let k = self.elementwise(&[kv, kva], &[]);
                 let k = self.cast(k, self.w(kv));
@@ -355,11 +378,17 @@ impl<'a> Prog<'a> {
                 if grouped {
                     let (kw, vw) = (self.w(k), self.w(v));
                     k = self.t.op(&[k], &[], kv_tokens * q_w, kw);
-                    v = self.t.op(&[v], &[], kv_tokens * v_w * heads / kv_heads.max(1), vw);
+                    v = self
+                        .t
+                        .op(&[v], &[], kv_tokens * v_w * heads / kv_heads.max(1), vw);
                 }
                 let qi = self.mm_input(q);
                 let ki = self.mm_input(k);
-                let mmw = if self.c.num.autocast { 2 } else { self.c.num.compute };
+                let mmw = if self.c.num.autocast {
+                    2
+                } else {
+                    self.c.num.compute
+                };
                 let scores_n = b * heads * self.c.seq * self.c.kv_seq;
                 let scores = self.t.op(&[qi, ki], &[qi, ki], scores_n, mmw);
                 let scaled = self.t.op(&[scores], &[], scores_n, mmw);
@@ -370,7 +399,12 @@ impl<'a> Prog<'a> {
                 // elsewhere), then cast to the value dtype where the family does.
                 let llama_style = !matches!(
                     spec.naming,
-                    Naming::Gpt2 | Naming::BigCode | Naming::Bert | Naming::Roberta | Naming::Opt | Naming::T5
+                    Naming::Gpt2
+                        | Naming::BigCode
+                        | Naming::Bert
+                        | Naming::Roberta
+                        | Naming::Opt
+                        | Naming::T5
                 );
                 let sm_w = if llama_style || self.c.num.autocast {
                     4
@@ -405,8 +439,14 @@ impl<'a> Prog<'a> {
                 self.t.keep(qi);
                 self.t.keep(ki);
                 self.t.keep(vi);
-                let mmw = if self.c.num.autocast { 2 } else { self.c.num.compute };
-                let out = self.t.op(&[qi, ki, vi], &[qi, ki, vi], self.tokens * v_w, mmw);
+                let mmw = if self.c.num.autocast {
+                    2
+                } else {
+                    self.c.num.compute
+                };
+                let out = self
+                    .t
+                    .op(&[qi, ki, vi], &[qi, ki, vi], self.tokens * v_w, mmw);
                 self.t.keep(out);
                 let lse = self.t.op(&[qi], &[], b * heads * self.c.seq, 4);
                 self.t.keep(lse);
@@ -420,7 +460,13 @@ impl<'a> Prog<'a> {
         let spec = self.c.spec;
         let h = spec.hidden_size;
         let x = self.t.external(self.tokens * h, self.c.num.param);
-        let norm_of = |slot: NormSlot| layer.norms.iter().find(|(s, _)| *s == slot).map(|(_, n)| *n);
+        let norm_of = |slot: NormSlot| {
+            layer
+                .norms
+                .iter()
+                .find(|(s, _)| *s == slot)
+                .map(|(_, n)| *n)
+        };
         let pre_attn = norm_of(NormSlot::PreAttention);
         let post_attn = norm_of(NormSlot::PostAttention);
         let pre_mlp = norm_of(NormSlot::PreMlp);
@@ -481,7 +527,9 @@ impl<'a> Prog<'a> {
                     None => hcur,
                 };
                 // Keys/values come from the encoder output (external, same length here).
-                let enc = self.t.external(self.c.batch * self.c.kv_seq * h, self.c.num.param);
+                let enc = self
+                    .t
+                    .external(self.c.batch * self.c.kv_seq * h, self.c.num.param);
                 let c = self.attention(c_in, enc, layer, true);
                 let c = self.dropout(c, hd);
                 hcur = self.residual(hcur, c);

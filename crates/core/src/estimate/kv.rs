@@ -15,20 +15,27 @@ use crate::model::{AttentionKind, ModelSpec};
 /// (`q8_0`, `q4_0`, llama.cpp) are returned as (block bytes, block values).
 pub fn kv_width(job: &ResolvedJob) -> Result<(u64, u64), CoreError> {
     let default = job.precision.compute_bytes();
-    Ok(match job.kv_dtype.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None => (default, 1),
-        Some("fp16" | "bf16") => (2, 1),
-        Some("fp8" | "fp8_e4m3" | "fp8_e5m2" | "int8") => (1, 1),
-        Some("fp32") => (4, 1),
-        Some("q8_0") => (34, 32),
-        Some("q4_0") => (18, 32),
-        Some(other) => {
-            return Err(CoreError::field(
-                "kv_dtype",
-                format!("'{other}' is not one of fp16, bf16, fp8, int8, q4_0, q8_0"),
-            ))
-        }
-    })
+    Ok(
+        match job
+            .kv_dtype
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None => (default, 1),
+            Some("fp16" | "bf16") => (2, 1),
+            Some("fp8" | "fp8_e4m3" | "fp8_e5m2" | "int8") => (1, 1),
+            Some("fp32") => (4, 1),
+            Some("q8_0") => (34, 32),
+            Some("q4_0") => (18, 32),
+            Some(other) => {
+                return Err(CoreError::field(
+                    "kv_dtype",
+                    format!("'{other}' is not one of fp16, bf16, fp8, int8, q4_0, q8_0"),
+                ))
+            }
+        },
+    )
 }
 
 /// Values cached per token in one layer.

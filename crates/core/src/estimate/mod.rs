@@ -10,7 +10,6 @@ pub mod quant;
 pub mod stages;
 pub mod states;
 pub mod tape;
-pub mod weights;
 
 use crate::inventory::Inventory;
 use crate::model::ModelSpec;

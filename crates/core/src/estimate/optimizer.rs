@@ -208,7 +208,11 @@ pub fn step_scratch_bytes(opt: Optimizer, tensors: &[(&[u64], u64)]) -> Result<u
                 .ok_or_else(ov)
         }
         Optimizer::Lion => sized.iter().try_fold(0u64, |peak, &(n, b)| {
-            Ok(peak.max(n.checked_mul(b).and_then(|x| x.checked_mul(2)).ok_or_else(ov)?))
+            Ok(peak.max(
+                n.checked_mul(b)
+                    .and_then(|x| x.checked_mul(2))
+                    .ok_or_else(ov)?,
+            ))
         }),
         Optimizer::Adafactor => {
             let mut peak = 0u64;
@@ -254,7 +258,10 @@ mod tests {
     fn sgd_and_lion() {
         assert_eq!(state_bytes(Optimizer::Sgd, &SQ, 4).unwrap(), 0);
         assert_eq!(state_bytes(Optimizer::None, &SQ, 4).unwrap(), 0);
-        assert_eq!(state_bytes(Optimizer::SgdMomentum, &SQ, 4).unwrap(), 4 * SQ_N);
+        assert_eq!(
+            state_bytes(Optimizer::SgdMomentum, &SQ, 4).unwrap(),
+            4 * SQ_N
+        );
         assert_eq!(state_bytes(Optimizer::Lion, &SQ, 2).unwrap(), 2 * SQ_N);
     }
 
@@ -268,11 +275,23 @@ mod tests {
         // The qmaps are shared, once per optimizer: 2 * 256 * 4 bytes.
         assert_eq!(shared_state_bytes(Optimizer::AdamW8bit, [&SQ[..]]), 2048);
         // Below min_8bit_size (4096 elements): two fp32 states.
-        assert_eq!(state_bytes(Optimizer::AdamW8bit, &[100], 2).unwrap(), 2 * 4 * 100);
-        assert_eq!(state_bytes(Optimizer::AdamW8bit, &[4095], 4).unwrap(), 8 * 4095);
-        assert_eq!(shared_state_bytes(Optimizer::AdamW8bit, [&[4095u64][..]]), 0);
+        assert_eq!(
+            state_bytes(Optimizer::AdamW8bit, &[100], 2).unwrap(),
+            2 * 4 * 100
+        );
+        assert_eq!(
+            state_bytes(Optimizer::AdamW8bit, &[4095], 4).unwrap(),
+            8 * 4095
+        );
+        assert_eq!(
+            shared_state_bytes(Optimizer::AdamW8bit, [&[4095u64][..]]),
+            0
+        );
         // 4096 elements is 8-bit: 2 * 4096 + 2 * 16 blocks * 4 bytes.
-        assert_eq!(state_bytes(Optimizer::AdamW8bit, &[4096], 4).unwrap(), 8192 + 128);
+        assert_eq!(
+            state_bytes(Optimizer::AdamW8bit, &[4096], 4).unwrap(),
+            8192 + 128
+        );
         // A partial last block still gets its absmax: 4097 elements -> 17 blocks.
         assert_eq!(
             state_bytes(Optimizer::AdamW8bit, &[4097], 4).unwrap(),
@@ -288,7 +307,10 @@ mod tests {
             4 * (4096 + 11008) + 4
         );
         // 1-D: a full exp_avg_sq.
-        assert_eq!(state_bytes(Optimizer::Adafactor, &[768], 4).unwrap(), 4 * 768 + 4);
+        assert_eq!(
+            state_bytes(Optimizer::Adafactor, &[768], 4).unwrap(),
+            4 * 768 + 4
+        );
         // 3-D [E, r, c]: row = E*r, col = E*c.
         assert_eq!(
             state_bytes(Optimizer::Adafactor, &[8, 64, 32], 4).unwrap(),
@@ -365,7 +387,10 @@ mod tests {
         );
         assert_eq!(step_scratch_bytes(Optimizer::AdamWFused, &fp32).unwrap(), 0);
         assert_eq!(step_scratch_bytes(Optimizer::AdamW8bit, &fp32).unwrap(), 0);
-        assert_eq!(step_scratch_bytes(Optimizer::SgdMomentum, &fp32).unwrap(), 0);
+        assert_eq!(
+            step_scratch_bytes(Optimizer::SgdMomentum, &fp32).unwrap(),
+            0
+        );
         // Two dtype groups are alive together at the second group's sqrt.
         let mixed: [(&[u64], u64); 3] = [(&[10, 10], 4), (&[100], 2), (&[5], 4)];
         assert_eq!(
@@ -378,7 +403,10 @@ mod tests {
     fn lion_and_adafactor_scratch() {
         let t: [(&[u64], u64); 2] = [(&[4096, 4096], 2), (&[4096], 2)];
         // clone + add result of the largest tensor, bf16.
-        assert_eq!(step_scratch_bytes(Optimizer::Lion, &t).unwrap(), 2 * 2 * SQ_N);
+        assert_eq!(
+            step_scratch_bytes(Optimizer::Lion, &t).unwrap(),
+            2 * 2 * SQ_N
+        );
         // bf16 [4096,4096]: grad.float(), p.float(), grad**2 and +eps: 4 fp32 copies.
         // Then [4096]: 4 fp32 copies of 4096 + the previous update (fp32 4096x4096) alive.
         let first = 4 * 4 * SQ_N;
@@ -389,6 +417,9 @@ mod tests {
         );
         // fp32 parameters: no upcast copies, two fp32 temporaries.
         let f: [(&[u64], u64); 1] = [(&[4096, 4096], 4)];
-        assert_eq!(step_scratch_bytes(Optimizer::Adafactor, &f).unwrap(), 2 * 4 * SQ_N);
+        assert_eq!(
+            step_scratch_bytes(Optimizer::Adafactor, &f).unwrap(),
+            2 * 4 * SQ_N
+        );
     }
 }

@@ -7,7 +7,7 @@ use super::activations::{self, ForwardPlan};
 use super::states::{self, StateBytes};
 use super::{overhead, ModelInput};
 use crate::error::CoreError;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 use crate::report::*;
 use crate::summary::ModelSummary;
 use std::collections::BTreeMap;
@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 struct Live {
     c: Components,
 }
-
 
 /// Records the step's events and keeps the peak.
 struct Walk {
@@ -73,11 +72,7 @@ impl Walk {
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let mut warnings = Vec::new();
     let st = states::model_states(model, job, &mut warnings)?;
-    let gpu = job
-        .gpu
-        .as_deref()
-        .map(crate::gpu::find)
-        .transpose()?;
+    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
     let plan = match &model.spec {
         Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
         None => {
@@ -100,7 +95,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     w.add(Category::KvCache, kv);
     let (peak_allocated, peak_phase, components) = match &plan {
         Some(plan) => {
-            walk(&mut w, &st, plan, job);
+            walk(&mut w, &st, plan, job, gpu);
             let (total, comps, phase, _label) = w.peak.clone();
             (Some(total), Some(phase), comps)
         }
@@ -122,7 +117,10 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         Some(alloc) => {
             let reserved = overhead::reserved_estimate(
                 alloc,
-                &plan.as_ref().map(|p| p.largest_allocations()).unwrap_or_default(),
+                &plan
+                    .as_ref()
+                    .map(|p| p.largest_allocations())
+                    .unwrap_or_default(),
             );
             let context = overhead::cuda_context_bytes(gpu)
                 + if job.parallel.gpus > 1 {
@@ -175,7 +173,13 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
 }
 
 /// The event walk of one step.
-fn walk(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, job: &ResolvedJob) {
+fn walk(
+    w: &mut Walk,
+    st: &StateBytes,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+) {
     use Category::*;
     let train = job.task == Task::Train;
     // Resident before the step: weights, optimizer states (steady state: made on the first
@@ -190,6 +194,8 @@ fn walk(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, job: &ResolvedJob) {
     };
     w.add(Gradients, carried_grads);
     w.add(Activations, plan.inputs);
+    // cuBLAS/cuBLASLt workspaces go through the caching allocator and stay allocated.
+    w.add(Temporaries, overhead::blas_workspaces_bytes(gpu, train));
     w.mark("start", "weights and optimizer states resident", 0);
 
     // Forward.
@@ -213,20 +219,24 @@ fn walk(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, job: &ResolvedJob) {
     w.mark("forward", "loss", plan.loss.forward_transient);
 
     // Backward: the loss gradient first (three fp32 b·s·V tensors live together).
-    w.mark("backward", "loss (log-softmax backward)", plan.loss.backward_transient);
+    w.mark(
+        "backward",
+        "loss (log-softmax backward)",
+        plan.loss.backward_transient,
+    );
     w.sub(Activations, plan.loss.saved);
     w.add(Gradients, st.head_grad);
-    w.mark("backward", "head", plan.loss.dlogits + plan.logits_grad_input);
+    w.mark(
+        "backward",
+        "head",
+        plan.loss.dlogits + plan.logits_grad_input,
+    );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
     for (i, l) in plan.layers.iter().enumerate().rev() {
         // A checkpointed block first recomputes its forward.
         let recompute = l.recomputed;
         w.add(Activations, recompute);
-        w.mark(
-            "backward",
-            &format!("layer {i}"),
-            l.backward_transient,
-        );
+        w.mark("backward", &format!("layer {i}"), l.backward_transient);
         w.sub(Activations, l.kept + l.weight_copies + recompute);
         w.add(Gradients, st.layer_grads.get(i).copied().unwrap_or(0));
     }
@@ -242,8 +252,10 @@ fn walk(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, job: &ResolvedJob) {
     w.sub(Activations, plan.inputs);
 
     // Optimizer step.
-    if st.resident.optimizer_states > 0 || st.step_scratch > 0 || !matches!(job.optimizer, crate::job::Optimizer::None) {
+    if st.resident.optimizer_states > 0
+        || st.step_scratch > 0
+        || !matches!(job.optimizer, crate::job::Optimizer::None)
+    {
         w.mark("optimizer", "optimizer step", st.step_scratch);
     }
-    let _ = Framework::Pytorch;
 }

@@ -117,21 +117,37 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
                 out
             }
             NormKind::RmsNorm => {
-                let x32 = if p == 4 { x } else { tape.op(&[x], &[], t * h, 4) };
+                let x32 = if p == 4 {
+                    x
+                } else {
+                    tape.op(&[x], &[], t * h, 4)
+                };
                 let r = tape.op(&[x32], &[x32], t, 4);
                 tape.keep(r);
                 let hn = tape.op(&[x32, r], &[x32, r], t * h, 4);
-                let hn = if p == 4 { hn } else { tape.op(&[hn], &[], t * h, p) };
+                let hn = if p == 4 {
+                    hn
+                } else {
+                    tape.op(&[hn], &[], t * h, p)
+                };
                 tape.op(&[hn], &[hn], t * h, p)
             }
         };
     }
     if let Head::MaskedLm { .. } = spec.head {
         // BERT's prediction head: dense → GELU → LayerNorm, then the decoder.
-        let xin = if num.autocast { tape.op(&[x], &[], t * h, 2) } else { x };
+        let xin = if num.autocast {
+            tape.op(&[x], &[], t * h, 2)
+        } else {
+            x
+        };
         let d = tape.op(&[xin], &[xin], t * h, mm_w);
         let a = tape.op(&[d], &[d], t * h, mm_w);
-        let a32 = if num.autocast { tape.op(&[a], &[], t * h, 4) } else { a };
+        let a32 = if num.autocast {
+            tape.op(&[a], &[], t * h, 4)
+        } else {
+            a
+        };
         let out = tape.op(&[a32], &[a32], t * h, a32_width(num));
         for _ in 0..2 {
             let s = tape.op(&[a32], &[], t, 4);
@@ -142,7 +158,10 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
             weight_copies += 2 * h * h;
         }
     }
-    if !matches!(spec.head, Head::LanguageModel { .. } | Head::MaskedLm { .. }) {
+    if !matches!(
+        spec.head,
+        Head::LanguageModel { .. } | Head::MaskedLm { .. }
+    ) {
         // Pooler / classifier on one token per sequence (or the last): negligible.
         let mem = tape.memory(None, round);
         return (

@@ -51,14 +51,19 @@ struct Widths {
 fn widths(job: &ResolvedJob) -> Widths {
     let p = job.precision;
     match (job.framework, p) {
-        (Framework::Deepspeed | Framework::Megatron, Precision::Fp16Mixed | Precision::Bf16Mixed) => {
-            Widths {
-                param: 2,
-                grad: if job.framework == Framework::Megatron { 4 } else { 2 },
-                master: 4,
-                state: 4,
-            }
-        }
+        (
+            Framework::Deepspeed | Framework::Megatron,
+            Precision::Fp16Mixed | Precision::Bf16Mixed,
+        ) => Widths {
+            param: 2,
+            grad: if job.framework == Framework::Megatron {
+                4
+            } else {
+                2
+            },
+            master: 4,
+            state: 4,
+        },
         (_, Precision::Fp32 | Precision::Fp16Mixed | Precision::Bf16Mixed) => Widths {
             param: 4,
             grad: 4,
@@ -149,7 +154,11 @@ pub fn model_states(
     let (sp, sg, ss) = shards(job, warnings);
     let mp = (job.parallel.tp * job.parallel.pp).max(1);
     let train = job.task == Task::Train;
-    let opt = if train { job.optimizer } else { Optimizer::None };
+    let opt = if train {
+        job.optimizer
+    } else {
+        Optimizer::None
+    };
     let layers = model.spec.as_ref().map_or(0, |s| s.num_layers()) as usize;
     let mut out = StateBytes {
         layer_grads: vec![0; layers],
@@ -159,7 +168,17 @@ pub fn model_states(
     let Some(inv) = &model.inventory else {
         // A bare parameter count: every parameter trainable, one flat tensor per state.
         let p = model.params_total;
-        let params = p.saturating_mul(w.param);
+        let format = super::quant::parse(&job.weights)?;
+        let params = if format.is_none() {
+            p.saturating_mul(w.param)
+        } else {
+            let dtype = if w.param == 4 {
+                crate::DType::F32
+            } else {
+                crate::DType::BF16
+            };
+            super::quant::bytes_for_params(&format, p, dtype)?
+        };
         let grads = if train { p.saturating_mul(w.grad) } else { 0 };
         let master = if train { p.saturating_mul(w.master) } else { 0 };
         let states = optimizer::state_bytes(opt, &[p], w.state)?;
@@ -178,12 +197,20 @@ pub fn model_states(
         };
         out.max = out.resident;
         out.trainable_params = p;
-        out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &[(&[p], w.state)])?, ss * mp);
+        out.step_scratch = div_ceil(
+            optimizer::step_scratch_bytes(opt, &[(&[p], w.state)])?,
+            ss * mp,
+        );
         return Ok(out);
     };
 
     // Frozen base (PEFT) may be stored quantized.
-    let weights = super::weights::parse(&job.weights)?;
+    let weights = super::quant::parse(&job.weights)?;
+    let qctx = model
+        .spec
+        .as_ref()
+        .map(super::quant::QuantContext::from_spec)
+        .unwrap_or_default();
     let peft = job.peft.as_ref().filter(|_| train);
     let adapters = match peft {
         Some(p) => lora_adapters(&inv.tensors, &p.targets, p.rank)?,
@@ -197,8 +224,8 @@ pub fn model_states(
     let mut shapes: Vec<(Vec<u64>, u64)> = Vec::new();
     for t in &inv.tensors {
         let n = t.elements();
-        let stored = if peft.is_some() || !weights.is_none() {
-            super::weights::stored_bytes(&weights, t, w.param)?
+        let stored = if !weights.is_none() && super::quant::is_quantized(&weights, t) {
+            round_alloc(super::quant::tensor_bytes(&weights, t, &qctx)?)
         } else {
             round_alloc(n.saturating_mul(w.param))
         };
@@ -216,7 +243,11 @@ pub fn model_states(
                     }
                 }
                 (None, Component::Head) => out.head_grad += g,
-                (None, Component::Embedding) if tied && t.shape.first() == model.spec.as_ref().map(|s| s.vocab_size).as_ref() => {
+                (None, Component::Embedding)
+                    if tied
+                        && t.shape.first()
+                            == model.spec.as_ref().map(|s| s.vocab_size).as_ref() =>
+                {
                     // The tied matrix's gradient first appears at the head's backward.
                     out.head_grad += g;
                     out.embedding_backward_transient += 2 * g;

@@ -75,14 +75,38 @@ fn summary(rows: &[(String, f64, Option<f64>, f64)]) -> (usize, f64, f64) {
     (pass, median, worst)
 }
 
+/// Real PyTorch training steps measured tensor by tensor: every case within its tolerance,
+/// median |error| ≤ 5 %, worst ≤ 15 % (the project's goal per file).
 #[test]
 fn cpu_measured_cases() {
     let rows = run("dev-cases-cpu-measured.json");
-    summary(&rows);
+    let (pass, median, worst) = summary(&rows);
+    assert_eq!(pass, rows.len(), "every measured case within tolerance");
+    assert!(
+        median <= 0.05 && worst <= 0.15,
+        "median {median}, worst {worst}"
+    );
 }
 
+/// Published figures. Three cases are known misses and stay visible here rather than tuned
+/// away: HF's 2022 BERT-large benchmark on a V100 (nvidia-smi totals) ran a CUDA context
+/// without lazy loading (1,343 MiB), `zero_grad()` keeping zeroed gradients alive
+/// (set_to_none=False before torch 2.0) and transformers' own per-tensor AdamW; vramscope
+/// models today's defaults (ACCURACY.md explains each).
 #[test]
 fn dev_cases() {
     let rows = run("dev-cases.json");
     summary(&rows);
+    let known = [
+        "hf-bert-large-vanilla-bs4",
+        "hf-bert-large-ga4-bs1-gc",
+        "hf-bert-large-fp16-bs4",
+    ];
+    for (id, e, g, tol) in &rows {
+        if known.contains(&id.as_str()) {
+            continue;
+        }
+        let g = g.unwrap_or_else(|| panic!("{id}: no figure"));
+        assert!((g - e).abs() / e <= *tol, "{id}: expected {e}, got {g}");
+    }
 }

@@ -97,6 +97,7 @@ pub fn plan(
             ));
         }
     }
+    check_sizes(spec, b, s)?;
     let mut num = numerics(job.precision);
     // DeepSpeed and Megatron keep 16-bit parameters with an fp32 master copy: the forward runs
     // on 16-bit weights without autocast.
@@ -222,6 +223,37 @@ pub fn plan(
         logits_grad_input: super::round_alloc(tokens * h * num.compute),
         bytes_per_layer,
     })
+}
+
+/// Rejects jobs whose largest tensors (b·s·V logits, b·heads·s² scores, b·s·ffn·top_k
+/// activations) would not fit 64-bit byte counts, so that every later product is safe.
+fn check_sizes(spec: &ModelSpec, b: u64, s: u64) -> Result<(), CoreError> {
+    let tokens = b as u128 * s as u128;
+    let widest = spec
+        .all_layers()
+        .map(|l| {
+            let heads = l.attention.kind.heads() as u128;
+            let mlp = match &l.mlp {
+                crate::model::Mlp::Dense(d) => d.ffn as u128,
+                crate::model::Mlp::Moe(m) => {
+                    m.expert.ffn as u128 * m.top_k as u128 + m.experts as u128
+                }
+            };
+            (heads * s as u128)
+                .max(mlp * 4)
+                .max(spec.hidden_size as u128 * 8)
+        })
+        .max()
+        .unwrap_or(0)
+        .max(spec.vocab_size as u128);
+    // 16 bytes per element leaves room for sums of several such tensors.
+    if tokens.saturating_mul(widest).saturating_mul(16) > u64::MAX as u128 / 4 {
+        return Err(CoreError::field(
+            "batch",
+            format!("batch {b} × seq {s} makes tensors of more than 2^60 bytes; no GPU holds that"),
+        ));
+    }
+    Ok(())
 }
 
 /// Activation bytes per layer in Megatron's accounting (Korthikanti et al. 2022, "Reducing

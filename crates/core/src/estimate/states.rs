@@ -273,7 +273,10 @@ pub fn model_states(
     let shape_refs: Vec<&[u64]> = shapes.iter().map(|(s, _)| s.as_slice()).collect();
     let mut states = optimizer::shared_state_bytes(opt, shape_refs.iter().copied());
     for (s, width) in &shapes {
-        states = states.saturating_add(round_alloc(optimizer::state_bytes(opt, s, *width)?));
+        // Each state is its own allocation, rounded by the allocator.
+        for st in optimizer::state_tensors(opt, s, *width)? {
+            states = states.saturating_add(round_alloc(st.bytes));
+        }
     }
     let scratch_in: Vec<(&[u64], u64)> = shapes.iter().map(|(s, wd)| (s.as_slice(), *wd)).collect();
     out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &scratch_in)?, ss * mp);

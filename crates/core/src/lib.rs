@@ -17,5 +17,6 @@ pub use inventory::{build_inventory, Component, Inventory, Tensor};
 pub use model::ModelSpec;
 pub use summary::ModelSummary;
 pub mod estimate;
+pub mod fit;
 pub mod job;
 pub mod report;

@@ -94,6 +94,25 @@ pub enum Command {
         #[arg(long)]
         require_fit: bool,
     },
+    /// Find the largest micro-batch and sequence (train) or batch and context (infer) that fit
+    /// a GPU, by searching the estimator.
+    #[command(after_help = "\
+Examples:
+  vramscope fit llama-3.1-8b --gpu h100-80gb --seq 4096
+  vramscope fit llama-3.1-8b --gpu l40s-48gb --task infer --seq 8192 --batch 16
+  vramscope fit mistral-7b-v0.1 --gpu a100-80gb --lora 16 --json
+
+train → {\"max_batch\": n, \"max_seq\": n}: the largest micro-batch at --seq, and the longest
+sequence at --batch; infer → {\"max_batch\": n, \"max_context\": n}. A limit is the largest
+value whose device total (what nvidia-smi shows) fits the GPU's capacity; searches stop at the
+model's maximum positions; null where even 1 does not fit.")]
+    Fit {
+        #[command(flatten)]
+        job: Box<JobArgs>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Score the estimator against a validation cases file (../shared/validation format).
     #[command(after_help = VALIDATE_HELP)]
     Validate {

@@ -110,6 +110,14 @@ pub fn plan(
             autocast: false,
         };
     }
+    // PEFT keeps the frozen base in 16 bit (loaded with a 16-bit dtype); autocast then casts
+    // only fp32 inputs (the adapters run in fp32).
+    let peft = job.peft.as_ref().filter(|_| job.task == Task::Train);
+    if peft.is_some() && num.param == 4 && job.precision != Precision::Fp32 {
+        num.param = 2;
+    }
+    let lora = peft.map(|p| (p.targets.as_slice(), p.rank, 0.05));
+    let quantized = !super::quant::parse(&job.weights)?.is_none();
     let (p_emb, p_attn, p_hidden) = if job.task == Task::Train {
         dropout_of(spec)
     } else {
@@ -143,6 +151,8 @@ pub fn plan(
             attn_dropout: p_attn,
             hidden_dropout: p_hidden,
             causal,
+            lora,
+            no_grad: job.task == Task::Infer,
         };
         // Identical layers have identical memory: compute each distinct layer once.
         let key = layers.len();
@@ -169,33 +179,68 @@ pub fn plan(
             0
         };
         let output = super::round_alloc(tokens * h * num.param);
-        let lp = match ckpt {
-            Checkpointing::None => LayerPlan {
-                kept: mem.kept,
-                weight_copies: mem.weight_copies,
-                forward_peak: mem.peak,
-                backward_transient: mem.peak.saturating_sub(mem.kept),
-                recomputed: 0,
-            },
-            Checkpointing::Selective => LayerPlan {
-                kept: mem.kept - core,
-                weight_copies: mem.weight_copies,
-                forward_peak: mem.peak,
-                backward_transient: mem.peak.saturating_sub(mem.kept),
-                recomputed: core,
-            },
-            Checkpointing::Full => LayerPlan {
-                kept: output,
+        // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
+        // the compute dtype, in forward and again in backward: the largest matrix is transient.
+        let dequant = if quantized {
+            super::round_alloc(largest_matrix(spec, layer) * num.compute.min(2))
+        } else {
+            0
+        };
+        let mem = BlockMemory {
+            peak: mem.peak + dequant,
+            ..mem
+        };
+        let lp = if job.task == Task::Infer {
+            // No autograd: nothing is saved; each block's tensors are freed as it finishes and
+            // its output replaces its input.
+            LayerPlan {
+                kept: 0,
                 weight_copies: 0,
-                forward_peak: mem.peak + mem.weight_copies,
-                backward_transient: mem.peak.saturating_sub(mem.kept),
-                recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
-            },
+                forward_peak: mem.peak,
+                backward_transient: 0,
+                recomputed: 0,
+            }
+        } else {
+            match ckpt {
+                Checkpointing::None => LayerPlan {
+                    kept: mem.kept,
+                    weight_copies: mem.weight_copies,
+                    forward_peak: mem.peak,
+                    backward_transient: mem.peak.saturating_sub(mem.kept),
+                    recomputed: 0,
+                },
+                Checkpointing::Selective => LayerPlan {
+                    kept: mem.kept - core,
+                    weight_copies: mem.weight_copies,
+                    forward_peak: mem.peak,
+                    backward_transient: mem.peak.saturating_sub(mem.kept),
+                    recomputed: core,
+                },
+                Checkpointing::Full => LayerPlan {
+                    kept: output,
+                    weight_copies: 0,
+                    forward_peak: mem.peak + mem.weight_copies,
+                    backward_transient: mem.peak.saturating_sub(mem.kept),
+                    recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
+                },
+            }
         };
         layers.push(lp);
     }
+    // Generation computes logits for the last position only (transformers `logits_to_keep`,
+    // vLLM's sampler); training for every position.
+    let logit_rows = if job.task == Task::Infer { b } else { tokens };
     let (head, logits_width) = stages::head(spec, b, s, num);
-    let logits = super::round_alloc(tokens * spec.vocab_size * logits_width);
+    let head = if job.task == Task::Infer {
+        StageMemory {
+            kept: 0,
+            peak: head.peak.min(super::round_alloc(tokens * h * 4)),
+            weight_copies: 0,
+        }
+    } else {
+        head
+    };
+    let logits = super::round_alloc(logit_rows * spec.vocab_size * logits_width);
     let lm_head = matches!(
         spec.head,
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
@@ -223,6 +268,17 @@ pub fn plan(
         logits_grad_input: super::round_alloc(tokens * h * num.compute),
         bytes_per_layer,
     })
+}
+
+/// Elements of the layer's largest weight matrix.
+fn largest_matrix(spec: &ModelSpec, layer: &crate::model::Layer) -> u64 {
+    let h = spec.hidden_size;
+    let attn = layer.attention.kind.heads() * layer.attention.kind.qk_head_dim();
+    let mlp = match &layer.mlp {
+        crate::model::Mlp::Dense(d) => d.ffn,
+        crate::model::Mlp::Moe(m) => m.expert.ffn,
+    };
+    h * attn.max(mlp)
 }
 
 /// Rejects jobs whose largest tensors (b·s·V logits, b·heads·s² scores, b·s·ffn·top_k

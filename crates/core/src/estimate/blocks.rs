@@ -37,6 +37,94 @@ pub struct BlockCtx<'a> {
     pub attn_dropout: f64,
     pub hidden_dropout: f64,
     pub causal: bool,
+    /// Inference: the forward runs under `no_grad` and saves nothing.
+    pub no_grad: bool,
+    /// LoRA on these module names: (targets, rank, lora_dropout).
+    pub lora: Option<(&'a [String], u64, f64)>,
+}
+
+/// The projections of a block, for LoRA's module names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Q,
+    K,
+    V,
+    O,
+    Qkv,
+    Gate,
+    Up,
+    Down,
+}
+
+impl Role {
+    /// The module name of this projection in the family's Hugging Face code.
+    pub fn name(self, naming: Naming) -> &'static str {
+        use Role::*;
+        match naming {
+            Naming::Gpt2 | Naming::BigCode => match self {
+                Q | K | V | Qkv => "c_attn",
+                O => "c_proj",
+                Gate | Up => "c_fc",
+                Down => "c_proj",
+            },
+            Naming::Bert | Naming::Roberta => match self {
+                Q => "query",
+                K => "key",
+                V => "value",
+                Qkv => "query",
+                O | Down => "dense",
+                Gate | Up => "dense",
+            },
+            Naming::NeoX | Naming::Falcon => match self {
+                Q | K | V | Qkv => "query_key_value",
+                O => "dense",
+                Gate | Up => "dense_h_to_4h",
+                Down => "dense_4h_to_h",
+            },
+            Naming::Opt => match self {
+                Q => "q_proj",
+                K => "k_proj",
+                V => "v_proj",
+                Qkv => "q_proj",
+                O => "out_proj",
+                Gate | Up => "fc1",
+                Down => "fc2",
+            },
+            Naming::T5 => match self {
+                Q | Qkv => "q",
+                K => "k",
+                V => "v",
+                O => "o",
+                Gate => "wi_0",
+                Up => "wi_1",
+                Down => "wo",
+            },
+            Naming::Phi3 => match self {
+                Q | K | V | Qkv => "qkv_proj",
+                O => "o_proj",
+                Gate | Up => "gate_up_proj",
+                Down => "down_proj",
+            },
+            Naming::Mixtral => match self {
+                Q | Qkv => "q_proj",
+                K => "k_proj",
+                V => "v_proj",
+                O => "o_proj",
+                Gate => "w1",
+                Up => "w3",
+                Down => "w2",
+            },
+            _ => match self {
+                Q | Qkv => "q_proj",
+                K => "k_proj",
+                V => "v_proj",
+                O => "o_proj",
+                Gate => "gate_proj",
+                Up => "up_proj",
+                Down => "down_proj",
+            },
+        }
+    }
 }
 
 /// What one block leaves saved and how high it goes.
@@ -61,7 +149,11 @@ struct Prog<'a> {
 impl<'a> Prog<'a> {
     fn new(c: BlockCtx<'a>) -> Self {
         Prog {
-            t: Tape::new(),
+            t: if c.no_grad {
+                Tape::no_grad()
+            } else {
+                Tape::new()
+            },
             tokens: c.batch.saturating_mul(c.seq),
             c,
             weight_copies: 0,
@@ -83,11 +175,44 @@ impl<'a> Prog<'a> {
         }
     }
 
+    /// A projection that LoRA may wrap: PEFT's `lora.Linear` runs the base layer, then
+    /// `lora_B(lora_A(dropout(x)))`: the dropout makes a copy of the input (and a mask) that
+    /// lora_A saves, lora_A's r-wide output is saved by lora_B, and the sum is a new tensor.
+    fn linear_named(&mut self, x: Id, inp: u64, out: u64, bias: bool, role: Role) -> Id {
+        let y = self.linear(x, inp, out, bias);
+        let Some((targets, rank, dropout)) = self.c.lora else {
+            return y;
+        };
+        let name = role.name(self.c.spec.naming);
+        if !targets.iter().any(|t| t == name) {
+            return y;
+        }
+        let rows = self.t.elements(x) / inp.max(1);
+        let xd = if dropout > 0.0 {
+            self.dropout(x, dropout)
+        } else {
+            x
+        };
+        // Adapters run in fp32 beside a 16-bit base; autocast casts their input to 16 bit.
+        let xa = self.mm_input(xd);
+        self.t.keep(xa);
+        let w = if self.c.num.autocast {
+            2
+        } else {
+            self.c.num.compute
+        };
+        let a = self.t.op(&[xa], &[xa], rows * rank, w);
+        self.t.keep(a);
+        let b = self.t.op(&[a], &[], rows * out, w);
+        let scaled = self.t.op(&[b], &[], rows * out, w);
+        self.elementwise(&[y, scaled], &[])
+    }
+
     /// `nn.Linear` / `Conv1D` over the last dim: saves its input; autocast caches a 16-bit copy
-    /// of the weight (and bias) for the whole forward.
+    /// of an fp32 weight (and bias) for the whole forward.
     fn linear(&mut self, x: Id, inp: u64, out: u64, bias: bool) -> Id {
         let xin = self.mm_input(x);
-        if self.c.num.autocast {
+        if self.c.num.autocast && self.c.num.param == 4 {
             self.weight_copies += 2 * inp * out + if bias { 2 * out } else { 0 };
         }
         let width = if self.c.num.autocast {
@@ -96,7 +221,13 @@ impl<'a> Prog<'a> {
             self.c.num.compute
         };
         let rows = self.t.elements(x) / inp.max(1);
-        self.t.op(&[xin], &[xin], rows * out, width)
+        // A frozen weight (PEFT base) needs no weight gradient, so autograd does not save the
+        // input (derivatives.yaml: mm saves `self` only for `mat2`'s gradient).
+        if self.c.lora.is_some() {
+            self.t.op(&[xin], &[], rows * out, width)
+        } else {
+            self.t.op(&[xin], &[xin], rows * out, width)
+        }
     }
 
     /// An elementwise op over `xs` that saves `saved`; output width follows type promotion.
@@ -204,15 +335,15 @@ impl<'a> Prog<'a> {
 
     fn mlp(&mut self, x: Id, d: &DenseMlp, h: u64) -> Id {
         if d.gated {
-            let g = self.linear(x, h, d.ffn, d.bias);
+            let g = self.linear_named(x, h, d.ffn, d.bias, Role::Gate);
             let a = self.activation(g, &d.activation);
-            let u = self.linear(x, h, d.ffn, d.bias);
+            let u = self.linear_named(x, h, d.ffn, d.bias, Role::Up);
             let p = self.elementwise(&[a, u], &[a, u]);
-            self.linear(p, d.ffn, h, d.bias)
+            self.linear_named(p, d.ffn, h, d.bias, Role::Down)
         } else {
-            let up = self.linear(x, h, d.ffn, d.bias);
+            let up = self.linear_named(x, h, d.ffn, d.bias, Role::Up);
             let a = self.activation(up, &d.activation);
-            self.linear(a, d.ffn, h, d.bias)
+            self.linear_named(a, d.ffn, h, d.bias, Role::Down)
         }
     }
 
@@ -317,13 +448,13 @@ impl<'a> Prog<'a> {
             }
             (Naming::Gpt2 | Naming::BigCode | Naming::NeoX | Naming::Falcon | Naming::Phi3, _) => {
                 // One fused projection; q, k and v are views of it.
-                let qkv = self.linear(x, h, q_w + k_w + v_w, bias.q);
+                let qkv = self.linear_named(x, h, q_w + k_w + v_w, bias.q, Role::Qkv);
                 (qkv, qkv, qkv)
             }
             _ => {
-                let q = self.linear(x, h, q_w, bias.q);
-                let k = self.linear(kv_src, h, k_w, bias.k);
-                let v = self.linear(kv_src, h, v_w, bias.v);
+                let q = self.linear_named(x, h, q_w, bias.q, Role::Q);
+                let k = self.linear_named(kv_src, h, k_w, bias.k, Role::K);
+                let v = self.linear_named(kv_src, h, v_w, bias.v, Role::V);
                 (q, k, v)
             }
         };
@@ -453,7 +584,7 @@ impl<'a> Prog<'a> {
                 out
             }
         };
-        self.linear(ctx, v_w, h, bias.o)
+        self.linear_named(ctx, v_w, h, bias.o, Role::O)
     }
 
     fn run(mut self, layer: &Layer) -> BlockMemory {

@@ -210,11 +210,17 @@ fn walk(
         w.add(Activations, l.kept + l.weight_copies);
         w.mark("forward", &format!("layer {i}"), transient);
     }
-    w.add(Activations, plan.head.kept + plan.head.weight_copies);
-    w.mark("forward", "final norm and head", plan.logits);
     if !train {
+        // The hidden state between blocks, the head's working set and the last logits.
+        w.mark(
+            "forward",
+            "final norm and head",
+            plan.head.peak + plan.logits,
+        );
         return;
     }
+    w.add(Activations, plan.head.kept + plan.head.weight_copies);
+    w.mark("forward", "final norm and head", plan.logits);
     w.add(Activations, plan.loss.saved);
     w.mark("forward", "loss", plan.loss.forward_transient);
 

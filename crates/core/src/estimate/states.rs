@@ -224,10 +224,17 @@ pub fn model_states(
     let mut shapes: Vec<(Vec<u64>, u64)> = Vec::new();
     for t in &inv.tensors {
         let n = t.elements();
+        // A PEFT base is frozen in 16 bit unless the job is fp32 (PEFT users load the base
+        // with `torch_dtype=bfloat16`; there is no master copy of frozen weights).
+        let frozen_width = if peft.is_some() && job.precision != Precision::Fp32 {
+            2
+        } else {
+            w.param
+        };
         let stored = if !weights.is_none() && super::quant::is_quantized(&weights, t) {
             round_alloc(super::quant::tensor_bytes(&weights, t, &qctx)?)
         } else {
-            round_alloc(n.saturating_mul(w.param))
+            round_alloc(n.saturating_mul(frozen_width))
         };
         params = params.saturating_add(stored);
         if peft.is_none() && train {

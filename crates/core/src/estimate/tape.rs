@@ -32,6 +32,8 @@ struct Entry {
 pub struct Tape {
     entries: Vec<Entry>,
     ops: usize,
+    /// Under `torch.no_grad()` (inference) nothing is saved.
+    no_grad: bool,
 }
 
 /// What a region leaves behind and how high it goes.
@@ -47,6 +49,14 @@ pub struct RegionMemory {
 impl Tape {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A tape for a forward under `torch.no_grad()`: ops save nothing.
+    pub fn no_grad() -> Self {
+        Tape {
+            no_grad: true,
+            ..Self::default()
+        }
     }
 
     /// A tensor that exists before the region (its input, a parameter, a shared mask).
@@ -70,8 +80,10 @@ impl Tape {
         for &i in inputs.iter().chain(saved) {
             self.entries[i].last_use = at;
         }
-        for &i in saved {
-            self.entries[i].kept = true;
+        if !self.no_grad {
+            for &i in saved {
+                self.entries[i].kept = true;
+            }
         }
         self.entries.push(Entry {
             bytes: elements.saturating_mul(width),
@@ -87,7 +99,9 @@ impl Tape {
     /// Marks tensors as saved by an op recorded later in another way (e.g. a fused kernel's
     /// extra outputs).
     pub fn keep(&mut self, id: Id) {
-        self.entries[id].kept = true;
+        if !self.no_grad {
+            self.entries[id].kept = true;
+        }
     }
 
     /// Extends a tensor's life to the current op (it is read again later, e.g. a residual).

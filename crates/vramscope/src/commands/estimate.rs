@@ -4,6 +4,7 @@ use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
 use crate::output::{color_enabled, print, print_json};
 use std::process::ExitCode;
+use vramscope_core::estimate::ModelInput;
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
@@ -15,6 +16,25 @@ const DEFAULT_BAR_WIDTH: usize = 72;
 /// warnings come first in the report's warnings. This is what `estimate --json` prints and what
 /// `validate` scores, so both read the same numbers.
 pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
+    let (model, resolved, model_warnings) = prepare_job(job)?;
+    let mut report = vramscope_core::estimate::estimate(&model, &resolved)?;
+    if !model_warnings.is_empty() {
+        let rest = std::mem::take(&mut report.warnings);
+        report.warnings = model_warnings;
+        for w in rest {
+            if !report.warnings.contains(&w) {
+                report.warnings.push(w);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Loads a job's model and resolves its fields: the estimator's inputs, plus the model
+/// reader's warnings.
+pub fn prepare_job(
+    job: &Job,
+) -> Result<(ModelInput, ResolvedJob, Vec<String>), Box<dyn std::error::Error>> {
     // Check the job's own fields before the model, so `--batch 0` is named even without one.
     job.resolve(None)?;
     let model =
@@ -28,18 +48,8 @@ pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
     let loaded = load_job_model(model)?;
     let max_seq = loaded.spec.as_ref().and_then(|s| s.max_position_embeddings);
     let resolved: ResolvedJob = job.resolve(max_seq)?;
-    let model_warnings = loaded.warnings.clone();
-    let mut report = vramscope_core::estimate::estimate(&loaded.into_input(), &resolved)?;
-    if !model_warnings.is_empty() {
-        let rest = std::mem::take(&mut report.warnings);
-        report.warnings = model_warnings;
-        for w in rest {
-            if !report.warnings.contains(&w) {
-                report.warnings.push(w);
-            }
-        }
-    }
-    Ok(report)
+    let warnings = loaded.warnings.clone();
+    Ok((loaded.into_input(), resolved, warnings))
 }
 
 /// Bar width for this terminal: 72 cells, fewer when `COLUMNS` is narrower.
@@ -63,11 +73,12 @@ pub fn run(args: &JobArgs, json: bool, require_fit: bool) -> CmdResult {
     if json {
         print_json(&report)?;
     } else {
-        print(&crate::render::terminal::render_estimate(
-            &report,
-            bar_width(),
-            color_enabled(),
-        ))?;
+        let mut text =
+            crate::render::terminal::render_estimate(&report, bar_width(), color_enabled());
+        let (model, resolved, _) = prepare_job(&job)?;
+        let rows = vramscope_core::fit::what_if(&model, &resolved)?;
+        text.push_str(&crate::render::whatif::render_what_if(&report, &rows));
+        print(&text)?;
     }
     if require_fit && !fit.as_ref().is_some_and(|f| f.fits) {
         return Ok(ExitCode::from(1));

@@ -3,6 +3,7 @@
 
 mod catalog;
 pub mod estimate;
+mod fit;
 mod inspect;
 pub mod jobargs;
 mod validate;
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> CmdResult {
             json,
             require_fit,
         } => estimate::run(&job, json, require_fit),
+        Command::Fit { job, json } => fit::run(&job, json),
         Command::Validate {
             file,
             json,

@@ -2,6 +2,7 @@
 //! without a terminal; the commands decide width and colour.
 
 pub mod terminal;
+pub mod whatif;
 
 use vramscope_core::gpu;
 use vramscope_core::report::{Category, Fit, Report};

@@ -81,7 +81,7 @@ fn gib(b: u64) -> String {
     format!("{:.2}", b as f64 / GIB)
 }
 
-fn gib_opt(b: Option<u64>) -> String {
+pub(crate) fn gib_opt(b: Option<u64>) -> String {
     b.map_or_else(|| "n/a".to_string(), gib)
 }
 

@@ -214,3 +214,38 @@ fn extreme_sizes_do_not_overflow() {
     let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
     let _ = estimate(&model.into_input(), &job.resolve(None).unwrap());
 }
+
+/// The fit search returns the edge: the answer fits and one more does not.
+#[test]
+fn fit_finds_the_edge() {
+    use vramscope_core::fit::fit;
+    let job: Job = serde_json::from_value(json!({"model": "gpt2", "seq": 1024,
+        "precision": "bf16-mixed", "gpu": "t4-16gb"}))
+    .unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap().into_input();
+    let resolved = job.resolve(Some(1024)).unwrap();
+    let cap = vramscope_core::gpu::find("t4-16gb").unwrap().memory_bytes;
+    let answer = fit(&model, &resolved).unwrap();
+    let b = answer.max_batch.unwrap();
+    let total = |batch: u64| {
+        let j = vramscope_core::job::ResolvedJob { batch, ..resolved.clone() };
+        estimate(&model, &j).unwrap().per_gpu.device_total.unwrap()
+    };
+    assert!(total(b) <= cap && total(b + 1) > cap, "batch {b}");
+    // GPT-2 knows 1024 positions: the sequence search stops there, and says so.
+    assert_eq!(answer.max_seq, Some(1024));
+    assert!(answer.seq_limited_by_model);
+    assert!(answer.notes.iter().any(|n| n.contains("1024")));
+}
+
+/// Inference: the KV cache of Llama-3-8B in bf16 is 2 · 8 KV heads · 128 · 32 layers · 2 B =
+/// 131,072 bytes per token; 16 sequences of 8192 tokens hold 16 GiB.
+#[test]
+fn llama_3_8b_kv_cache() {
+    let r = run(json!({"model": "llama-3-8b", "task": "infer", "batch": 16, "seq": 8192}));
+    assert_eq!(2 * 8 * 128 * 32 * 2, 131_072);
+    assert_eq!(r.per_gpu.components.kv_cache, 16 * 8192 * 131_072);
+    // Inference keeps no gradients or optimizer states.
+    assert_eq!(r.per_gpu.model_states.gradients, 0);
+    assert_eq!(r.per_gpu.model_states.optimizer_states, 0);
+}

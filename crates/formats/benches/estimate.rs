@@ -1,0 +1,53 @@
+//! How fast the estimator answers: one estimate (the model loaded once), the fit search, and
+//! the what-if table. Figures are recorded in BENCHMARKS.md.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::json;
+use std::hint::black_box;
+use vramscope_core::estimate::estimate;
+use vramscope_core::fit::{fit, what_if};
+use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_model;
+
+fn benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("estimate");
+    for (name, model, job) in [
+        (
+            "llama-3.1-8b train b1 s4096 bf16-mixed adamw",
+            "llama-3.1-8b",
+            json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb"}),
+        ),
+        (
+            "llama-3.1-70b train b1 s4096 zero3 64 GPUs",
+            "llama-3.1-70b",
+            json!({"batch": 1, "seq": 4096, "framework": "deepspeed",
+                   "parallel": {"gpus": 64, "zero": 3}, "gpu": "h100-80gb"}),
+        ),
+        (
+            "llama-3.1-8b infer b16 s8192",
+            "llama-3.1-8b",
+            json!({"task": "infer", "batch": 16, "seq": 8192, "gpu": "l40s-48gb"}),
+        ),
+    ] {
+        let m = load_model(model).unwrap();
+        let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
+        let input = m.into_input();
+        let job: Job = serde_json::from_value(job).unwrap();
+        let resolved = job.resolve(max).unwrap();
+        g.bench_function(format!("one estimate: {name}"), |b| {
+            b.iter(|| estimate(black_box(&input), black_box(&resolved)).unwrap())
+        });
+        if name.contains("8b train") {
+            g.bench_function(format!("fit search: {name}"), |b| {
+                b.iter(|| fit(black_box(&input), black_box(&resolved)).unwrap())
+            });
+            g.bench_function(format!("what-if table: {name}"), |b| {
+                b.iter(|| what_if(black_box(&input), black_box(&resolved)).unwrap())
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(estimate_benches, benches);
+criterion_main!(estimate_benches);

@@ -222,13 +222,18 @@ fn fit_finds_the_edge() {
     let job: Job = serde_json::from_value(json!({"model": "gpt2", "seq": 1024,
         "precision": "bf16-mixed", "gpu": "t4-16gb"}))
     .unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap().into_input();
+    let model = load_job_model(job.model.as_ref().unwrap())
+        .unwrap()
+        .into_input();
     let resolved = job.resolve(Some(1024)).unwrap();
     let cap = vramscope_core::gpu::find("t4-16gb").unwrap().memory_bytes;
     let answer = fit(&model, &resolved).unwrap();
     let b = answer.max_batch.unwrap();
     let total = |batch: u64| {
-        let j = vramscope_core::job::ResolvedJob { batch, ..resolved.clone() };
+        let j = vramscope_core::job::ResolvedJob {
+            batch,
+            ..resolved.clone()
+        };
         estimate(&model, &j).unwrap().per_gpu.device_total.unwrap()
     };
     assert!(total(b) <= cap && total(b + 1) > cap, "batch {b}");

@@ -335,6 +335,22 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
             }
         }
     }
+    let lm = model.spec.as_ref().is_some_and(|s| {
+        matches!(
+            s.head,
+            crate::model::Head::LanguageModel { .. } | crate::model::Head::MaskedLm { .. }
+        )
+    });
+    if train && lm && job.loss == crate::job::LossKernel::Standard {
+        push(
+            "chunked cross-entropy (fused linear CE)",
+            "loss chunked".into(),
+            ResolvedJob {
+                loss: crate::job::LossKernel::Chunked,
+                ..job.clone()
+            },
+        );
+    }
     if job.attention == AttentionKernel::Eager {
         push(
             "flash attention",
@@ -367,6 +383,10 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         if all.attention == AttentionKernel::Eager {
             all.attention = AttentionKernel::Flash;
             changes.push("attention flash");
+        }
+        if lm && all.loss == crate::job::LossKernel::Standard {
+            all.loss = crate::job::LossKernel::Chunked;
+            changes.push("chunked loss");
         }
         if all.batch > 1 {
             all.grad_accum *= all.batch;

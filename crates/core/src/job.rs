@@ -45,6 +45,12 @@ pub struct Job {
     pub gpu: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_dtype: Option<Value>,
+    /// train: how the loss is computed — `standard` (transformers: fp32 logits and
+    /// log-softmax of every position) or `chunked` (a fused linear cross-entropy such as
+    /// Liger-Kernel's: logits made and differentiated chunk by chunk). An extension of the
+    /// contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<String>,
 }
 
 /// Declares a string-valued job enum with its contract spellings.
@@ -138,6 +144,10 @@ job_enum!(
     Offload { None = "none", Optimizer = "optimizer", OptimizerParams = "optimizer+params" }
 );
 job_enum!(
+    /// How the training loss is computed.
+    LossKernel { Standard = "standard", Chunked = "chunked" }
+);
+job_enum!(
     /// Parameter-efficient fine-tuning method.
     PeftMethod { Lora = "lora", Qlora = "qlora" }
 );
@@ -219,6 +229,7 @@ pub struct ResolvedJob {
     pub engine: Value,
     pub gpu: Option<String>,
     pub kv_dtype: Option<String>,
+    pub loss: LossKernel,
 }
 
 /// Upper bounds on counts: beyond them no real job exists, and products of them stay far from
@@ -364,6 +375,10 @@ impl Job {
             }
         };
         let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?.map(str::to_string);
+        let loss = match self.loss.as_deref() {
+            Some(s) => LossKernel::parse("loss", s)?,
+            None => LossKernel::Standard,
+        };
         let engine = match &self.engine {
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(v @ Value::Object(_)) => v.clone(),
@@ -392,6 +407,7 @@ impl Job {
             engine,
             gpu,
             kv_dtype,
+            loss,
         })
     }
 }
@@ -596,6 +612,7 @@ mod tests {
             (json!({"parallel": {"gpus": 6, "tp": 4}}), "parallel.gpus"),
             (json!({"parallel": {"zero": 4}}), "parallel.zero"),
             (json!({"peft": {"method": "dora"}}), "peft.method"),
+            (json!({"loss": "fast"}), "loss"),
         ] {
             let e = job(v.clone()).resolve(None).unwrap_err().to_string();
             assert!(e.starts_with(field), "{v}: {e}");

@@ -254,3 +254,30 @@ fn llama_3_8b_kv_cache() {
     assert_eq!(r.per_gpu.model_states.gradients, 0);
     assert_eq!(r.per_gpu.model_states.optimizer_states, 0);
 }
+
+/// A fused linear cross-entropy never holds b·s·V logits: for Llama-3.2-1B (V = 128,256,
+/// h = 2048) at b = 2, s = 8192 the standard loss keeps an fp32 log-softmax of
+/// 16,384 · 128,256 · 4 = 8,405,385,216 B; the chunked one keeps the input gradient
+/// (16,384 · 2048 · 2 B in bf16 under autocast), the head-weight gradient (128,256 · 2048 · 4 B,
+/// fp32 weights) and a per-token fp32 loss (16,384 · 4 B), plus the same labels.
+#[test]
+fn chunked_loss_keeps_gradients_not_logits() {
+    let saved = |loss: &str| {
+        let r = run(json!({"model": "llama-3.2-1b", "batch": 2, "seq": 8192, "loss": loss}));
+        let at = |label: &str| {
+            r.timeline
+                .iter()
+                .find(|p| p.label == label)
+                .unwrap()
+                .by_category["activations"]
+        };
+        at("loss") - at("final norm and head")
+    };
+    // The padded labels b·(s+1)·8 = 131,088 B round up to 131,584; the shifted b·s·8 = 131,072.
+    let labels = 131_584 + 131_072;
+    assert_eq!(saved("standard"), 16_384 * 128_256 * 4 + labels);
+    assert_eq!(
+        saved("chunked"),
+        16_384 * 2048 * 2 + 128_256 * 2048 * 4 + 16_384 * 4 + labels
+    );
+}

@@ -246,7 +246,11 @@ pub fn plan(
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
     );
     let logits = if lm_head { logits } else { 0 };
-    let loss = if job.task == Task::Train && lm_head {
+    let chunked = job.loss == crate::job::LossKernel::Chunked;
+    let logits = if chunked { 0 } else { logits };
+    let loss = if job.task == Task::Train && lm_head && chunked {
+        stages::loss_chunked(spec, b, s, num)
+    } else if job.task == Task::Train && lm_head {
         stages::loss(spec, b, s, logits_width)
     } else {
         LossMemory::default()

@@ -218,6 +218,27 @@ pub struct LossMemory {
     pub dlogits: u64,
 }
 
+/// A fused linear cross-entropy (Liger-Kernel, Hsu et al. 2024 §3.3;
+/// `liger_kernel/ops/fused_linear_cross_entropy.py`): the head's matmul and the loss run in
+/// chunks of `next_power_of_2(⌈BT / ⌈V/H⌉⌉)` rows, so a logits chunk is about the size of the
+/// hidden states; the gradients of the input (BT·H) and of the head weight (V·H) are computed
+/// in the forward and kept until backward, with a per-token fp32 loss.
+pub fn loss_chunked(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> LossMemory {
+    let bt = batch * seq;
+    let h = spec.hidden_size.max(1);
+    let v = spec.vocab_size;
+    let inc = v.div_ceil(h).max(1);
+    let chunk = bt.div_ceil(inc).next_power_of_two().min(bt.max(1));
+    let w = if num.autocast { 2 } else { num.compute };
+    let labels = round(batch * (seq + 1) * 8) + round(bt * 8);
+    LossMemory {
+        saved: round(bt * h * w) + round(v * h * num.param) + round(bt * 4) + labels,
+        forward_transient: 2 * round(chunk * v * w),
+        backward_transient: 0,
+        dlogits: 0,
+    }
+}
+
 pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64) -> LossMemory {
     let t = batch * seq;
     let v = spec.vocab_size;

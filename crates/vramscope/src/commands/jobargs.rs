@@ -66,6 +66,10 @@ pub struct JobArgs {
     /// dtype. [default: null]
     #[arg(long, help_heading = "Job")]
     pub kv_dtype: Option<String>,
+    /// Train: loss kernel `standard` (fp32 logits of every position) or `chunked` (a fused
+    /// linear cross-entropy such as Liger-Kernel's). [default: standard]
+    #[arg(long, help_heading = "Job")]
+    pub loss: Option<String>,
 
     /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
@@ -331,6 +335,9 @@ impl JobArgs {
         }
         if let Some(k) = &self.kv_dtype {
             job.kv_dtype = Some(nullable(k));
+        }
+        if let Some(l) = &self.loss {
+            job.loss = Some(l.clone());
         }
 
         // parallel: a flag for gpus (or dp) alone means "derive the other", so a file's dp (or

@@ -221,3 +221,42 @@ fn a_closed_pipe_is_a_normal_end() {
     assert!(out.status.success(), "status {:?}: {err}", out.status);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `fit` answers in the contract's shape: train → max_batch and max_seq (GPT-2 stops at its
+/// 1024 positions); infer → max_batch and max_context; without a GPU it is a named usage error.
+#[test]
+fn fit_follows_the_contract() {
+    let v = json_of(&["fit", "gpt2", "--gpu", "t4-16gb", "--seq", "1024", "--json"]);
+    assert!(v["max_batch"].as_u64().unwrap() >= 1);
+    assert_eq!(v["max_seq"], 1024);
+    assert_eq!(v["seq_limited_by_model"], true);
+    let v = json_of(&[
+        "fit",
+        "llama-3.1-8b",
+        "--task",
+        "infer",
+        "--seq",
+        "4096",
+        "--gpu",
+        "l40s-48gb",
+        "--json",
+    ]);
+    assert!(v["max_batch"].as_u64().unwrap() >= 1);
+    assert!(v["max_context"].as_u64().unwrap() >= 4096);
+    assert!(v.get("max_seq").is_none());
+    vramscope()
+        .args(["fit", "gpt2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("gpu"));
+}
+
+#[test]
+fn human_estimate_shows_the_what_if_table() {
+    vramscope()
+        .args(["estimate", "gpt2", "--seq", "512", "--gpu", "t4-16gb"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("what if"))
+        .stdout(predicate::str::contains("gradient checkpointing"));
+}

@@ -1,7 +1,7 @@
 //! Encoder and encoder-decoder families: BERT, RoBERTa, T5.
 
 use super::fields::Cfg;
-use super::{dense, empty_spec};
+use super::{dense, empty_spec, plain_attention};
 use crate::error::Result;
 use vramscope_core::model::*;
 
@@ -35,17 +35,7 @@ pub(crate) fn bert_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     let activation = cfg.string("hidden_act").unwrap_or("gelu").to_string();
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind: AttentionKind::Standard {
-                    heads,
-                    kv_heads: heads,
-                    head_dim,
-                },
-                bias: ProjBias::all(true),
-                qk_norm: None,
-                sliding_window: None,
-                relative_bias_buckets: None,
-            },
+            attention: plain_attention(heads, heads, head_dim, ProjBias::all(true)),
             cross_attention: None,
             mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
             norms: vec![(NormSlot::PostAttention, ln), (NormSlot::PostMlp, ln)],

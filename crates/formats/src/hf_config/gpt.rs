@@ -1,7 +1,7 @@
 //! The older decoder families: GPT-2, GPTBigCode, GPT-NeoX, OPT, Falcon.
 
 use super::fields::Cfg;
-use super::{dense, empty_spec};
+use super::{dense, empty_spec, plain_attention};
 use crate::error::Result;
 use vramscope_core::model::*;
 
@@ -49,17 +49,7 @@ pub(crate) fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     let ln = Norm::layer(hidden, true);
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind: AttentionKind::Standard {
-                    heads,
-                    kv_heads,
-                    head_dim,
-                },
-                bias: ProjBias::all(true),
-                qk_norm: None,
-                sliding_window: None,
-                relative_bias_buckets: None,
-            },
+            attention: plain_attention(heads, kv_heads, head_dim, ProjBias::all(true)),
             cross_attention: None,
             mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
             norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
@@ -100,17 +90,7 @@ pub(crate) fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
     let activation = cfg.string("hidden_act").unwrap_or("gelu").to_string();
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind: AttentionKind::Standard {
-                    heads,
-                    kv_heads: heads,
-                    head_dim,
-                },
-                bias: ProjBias::all(bias),
-                qk_norm: None,
-                sliding_window: None,
-                relative_bias_buckets: None,
-            },
+            attention: plain_attention(heads, heads, head_dim, ProjBias::all(bias)),
             cross_attention: None,
             mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
             norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
@@ -162,17 +142,7 @@ pub(crate) fn opt(cfg: &Cfg) -> Result<ModelSpec> {
         .to_string();
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind: AttentionKind::Standard {
-                    heads,
-                    kv_heads: heads,
-                    head_dim,
-                },
-                bias: ProjBias::all(bias),
-                qk_norm: None,
-                sliding_window: None,
-                relative_bias_buckets: None,
-            },
+            attention: plain_attention(heads, heads, head_dim, ProjBias::all(bias)),
             cross_attention: None,
             mlp: Mlp::Dense(dense(ffn, false, bias, &activation)),
             norms: if affine {
@@ -242,17 +212,7 @@ pub(crate) fn falcon(cfg: &Cfg) -> Result<ModelSpec> {
     };
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind: AttentionKind::Standard {
-                    heads,
-                    kv_heads,
-                    head_dim,
-                },
-                bias: ProjBias::all(bias),
-                qk_norm: None,
-                sliding_window: None,
-                relative_bias_buckets: None,
-            },
+            attention: plain_attention(heads, kv_heads, head_dim, ProjBias::all(bias)),
             cross_attention: None,
             mlp: Mlp::Dense(dense(ffn, false, bias, "gelu")),
             norms: norms.clone(),

@@ -247,6 +247,26 @@ pub(crate) fn field_err(origin: &str, field: &str, reason: impl Into<String>) ->
     }
 }
 
+/// Global attention without q/k norms or windows: the older families' only kind.
+pub(crate) fn plain_attention(
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    bias: ProjBias,
+) -> Attention {
+    Attention {
+        kind: AttentionKind::Standard {
+            heads,
+            kv_heads,
+            head_dim,
+        },
+        bias,
+        qk_norm: None,
+        sliding_window: None,
+        relative_bias_buckets: None,
+    }
+}
+
 pub(crate) fn dense(ffn: u64, gated: bool, bias: bool, activation: &str) -> DenseMlp {
     DenseMlp {
         ffn,

@@ -29,6 +29,10 @@ pub struct FitAnswer {
     pub seq_limited_by_model: bool,
     /// The model's maximum positions, when known.
     pub model_max_positions: Option<u64>,
+    /// llama.cpp: the most layers `-ngl` can put on the GPU (the block count + 1 means the
+    /// output layer too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpu_layers: Option<u64>,
     /// Estimates evaluated.
     pub evaluations: u64,
     pub notes: Vec<String>,
@@ -110,11 +114,34 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
             max_context: None,
             seq_limited_by_model: false,
             model_max_positions: None,
+            max_gpu_layers: None,
             evaluations: 0,
             notes,
         });
     }
     let max_pos = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    if let (Framework::Vllm, Task::Infer, Some(spec)) = (job.framework, job.task, &model.spec) {
+        return vllm_fit(model, spec, job, gpu, max_pos);
+    }
+    let max_gpu_layers = match (job.framework, job.task, &model.spec) {
+        (Framework::LlamaCpp, Task::Infer, Some(spec)) => {
+            let all = spec.num_layers() + 1;
+            let mut best = None;
+            // Memory grows with every layer moved to the GPU: the largest that fits.
+            for ngl in (0..=all).rev() {
+                let mut j = job.clone();
+                if let serde_json::Value::Object(m) = &mut j.engine {
+                    m.insert("n_gpu_layers".into(), ngl.into());
+                }
+                if total(model, &j, &mut evals)?.is_some_and(|t| t <= capacity) {
+                    best = Some(ngl);
+                    break;
+                }
+            }
+            best
+        }
+        _ => None,
+    };
     let fits_with = |j: &ResolvedJob, evals: &mut u64| -> Result<bool, CoreError> {
         Ok(total(model, j, evals)?.is_some_and(|t| t <= capacity))
     };
@@ -171,6 +198,7 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
         max_context: if infer { longest } else { None },
         seq_limited_by_model: limited,
         model_max_positions: max_pos,
+        max_gpu_layers,
         evaluations: evals,
         notes,
     })
@@ -414,4 +442,50 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         });
     }
     Ok(rows)
+}
+
+/// vLLM: what fits in the KV pool the engine would allocate (its start-up log's "GPU KV cache
+/// size" and "Maximum concurrency"): the most sequences at the job's context, and the longest
+/// context at the job's batch (paged in `block_size` tokens).
+fn vllm_fit(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    gpu: &crate::gpu::Gpu,
+    max_pos: Option<u64>,
+) -> Result<FitAnswer, CoreError> {
+    let report = estimate(model, job)?;
+    let pool = report.per_gpu.kv_pool.unwrap_or(0);
+    let context = job.seq + job.new_tokens;
+    let per_seq = crate::estimate::engines::kv_bytes_per_gpu(spec, job, 1, context)?.max(1);
+    let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
+    let cap = report
+        .engine
+        .as_ref()
+        .and_then(|e| e.get("max_model_len"))
+        .and_then(|v| v.as_u64())
+        .or(max_pos)
+        .unwrap_or(1 << 22);
+    let mut evals = 1u64;
+    let max_context = largest(cap, |c| {
+        evals += 1;
+        Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
+    })?;
+    let limited = max_context == Some(cap);
+    let mut notes = vec![format!("vLLM's KV pool on {}: {} bytes", gpu.id, pool)];
+    if limited {
+        notes.push(format!("the context search stopped at max_model_len {cap}"));
+    }
+    Ok(FitAnswer {
+        gpu: gpu.id.clone(),
+        capacity: gpu.memory_bytes,
+        max_batch,
+        max_seq: None,
+        max_context,
+        seq_limited_by_model: limited,
+        model_max_positions: max_pos,
+        max_gpu_layers: None,
+        evaluations: evals,
+        notes,
+    })
 }

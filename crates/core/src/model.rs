@@ -65,6 +65,10 @@ pub struct ModelSpec {
     /// Dropout probabilities in training (the config's values; 0 where the family has none).
     #[serde(default)]
     pub dropout: Dropout,
+    /// The weight format the checkpoint is published in, from config.json's
+    /// `quantization_config` (a `weights` value: `nf4-dq`, `gptq:4:g128`, `fp8:b128`, ...).
+    #[serde(default)]
+    pub quantization: Option<String>,
 }
 
 /// Dropout probabilities as the config sets them.

@@ -178,4 +178,8 @@ pub struct Report {
     pub timeline: Vec<TimelinePoint>,
     pub fit: Option<Fit>,
     pub warnings: Vec<String>,
+    /// The serving engine's own budget (vLLM: KV pool, blocks, max concurrency; llama.cpp:
+    /// the GPU/host split), when the job runs on one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<serde_json::Value>,
 }

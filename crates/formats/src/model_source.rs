@@ -244,14 +244,72 @@ fn load_gguf(path: &Path) -> Result<LoadedModel> {
         .name
         .clone()
         .unwrap_or_else(|| model_name_from_path(path));
+    let mut warnings = Vec::new();
+    let spec = match gguf_config(&file) {
+        Some(cfg) => match parse_config_value(&cfg, &path.display().to_string()) {
+            Ok(p) => Some(p.spec),
+            Err(e) => {
+                warnings.push(format!(
+                    "GGUF metadata does not describe the architecture: {e}"
+                ));
+                None
+            }
+        },
+        None => {
+            warnings.push(format!(
+                "GGUF architecture '{}' is not read into an architecture: only weights are \
+                 known (activations and KV need one)",
+                file.architecture().unwrap_or("?")
+            ));
+            None
+        }
+    };
     Ok(LoadedModel {
         name,
         origin: Origin::Gguf,
-        spec: None,
+        spec,
         params_total: inventory.params(),
         inventory: Some(inventory),
-        warnings: Vec::new(),
+        warnings,
     })
+}
+
+/// The config.json equivalent of a GGUF file's `{arch}.*` metadata, for the Llama-shaped
+/// architectures llama.cpp names `llama` (also Mistral), `qwen2`, `qwen3`, `gemma`, `gemma2`,
+/// `gemma3`, `phi3` (llama.cpp `src/llama-arch.cpp` key names).
+fn gguf_config(file: &gguf::GgufFile) -> Option<serde_json::Value> {
+    let arch = file.architecture()?;
+    let model_type = match arch {
+        "llama" => "llama",
+        "qwen2" => "qwen2",
+        "qwen3" => "qwen3",
+        "gemma" => "gemma",
+        "gemma2" => "gemma2",
+        "gemma3" => "gemma3_text",
+        "phi3" => "phi3",
+        _ => return None,
+    };
+    let s = file.summary();
+    let key = |k: &str| file.get(&format!("{arch}.{k}")).and_then(|v| v.as_u64());
+    let mut cfg = serde_json::json!({
+        "model_type": model_type,
+        "hidden_size": s.embedding_length?,
+        "num_hidden_layers": s.block_count?,
+        "num_attention_heads": s.head_count?,
+        "num_key_value_heads": s.head_count_kv.or(s.head_count)?,
+        "intermediate_size": s.feed_forward_length?,
+        "vocab_size": s.vocab_size?,
+        "max_position_embeddings": s.context_length,
+        "tie_word_embeddings": !file.tensors.iter().any(|t| t.name == "output.weight"),
+        "torch_dtype": "bfloat16",
+    });
+    if let Some(d) = key("attention.key_length") {
+        cfg["head_dim"] = d.into();
+    }
+    if let Some(w) = key("attention.sliding_window") {
+        cfg["sliding_window"] = w.into();
+    }
+    Some(cfg)
 }
 
 /// config.json files are small; refuse anything implausibly large rather than reading it.

@@ -363,6 +363,7 @@ fn spec(
         decoder,
         head,
         dropout: Default::default(),
+        quantization: None,
     }
 }
 

@@ -117,7 +117,12 @@ pub fn plan(
         num.param = 2;
     }
     let lora = peft.map(|p| (p.targets.as_slice(), p.rank, 0.05));
-    let quantized = !super::quant::parse(&job.weights)?.is_none();
+    let weights = if job.weights.eq_ignore_ascii_case("none") {
+        spec.quantization.clone().unwrap_or_else(|| "none".into())
+    } else {
+        job.weights.clone()
+    };
+    let quantized = !super::quant::parse(&weights)?.is_none();
     let (p_emb, p_attn, p_hidden) = if job.task == Task::Train {
         dropout_of(spec)
     } else {

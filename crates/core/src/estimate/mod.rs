@@ -3,6 +3,7 @@
 
 pub mod activations;
 pub mod blocks;
+pub mod engines;
 pub mod kv;
 pub mod optimizer;
 pub mod overhead;
@@ -35,6 +36,17 @@ pub fn estimate(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreErr
 }
 
 pub mod simulate;
+
+/// The weight format in force: the job's `weights`, or, when it says `none`, the format the
+/// checkpoint is published in (config.json's `quantization_config`).
+pub fn effective_weights(model: &ModelInput, job: &crate::job::ResolvedJob) -> String {
+    if job.weights.eq_ignore_ascii_case("none") {
+        if let Some(q) = model.spec.as_ref().and_then(|s| s.quantization.clone()) {
+            return q;
+        }
+    }
+    job.weights.clone()
+}
 
 /// Bytes the caching allocator hands out for a request (512-byte granularity,
 /// `c10/cuda/CUDACachingAllocator.cpp` `round_size`); `max_memory_allocated` counts these.

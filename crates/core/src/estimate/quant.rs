@@ -1652,6 +1652,7 @@ mod tests {
                 bias: false,
             },
             dropout: Default::default(),
+            quantization: None,
         };
         let c = QuantContext::from_spec(&spec);
         // 64 query heads over 8 KV heads; 80 layers of Llama = llama.cpp's LLM_TYPE_70B.

@@ -7,7 +7,7 @@ use super::activations::{self, ForwardPlan};
 use super::states::{self, StateBytes};
 use super::{overhead, ModelInput};
 use crate::error::CoreError;
-use crate::job::{ResolvedJob, Task};
+use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
 use crate::summary::ModelSummary;
 use std::collections::BTreeMap;
@@ -134,6 +134,108 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         }
         None => (None, None),
     };
+    let mut kv_pool = None;
+    let mut engine = None;
+    let mut peak_allocated = peak_allocated;
+    let mut peak_reserved = peak_reserved;
+    let mut device_total = device_total;
+    let mut peak_phase = peak_phase;
+    let mut timeline = w.points;
+    if let (Framework::Vllm, Task::Infer, Some(spec)) = (job.framework, job.task, &model.spec) {
+        let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
+        let capacity = device.map_or(0, |g| g.memory_bytes);
+        if gpu.is_none() {
+            warnings.push(
+                "vLLM sizes its KV pool from the GPU's memory: with no --gpu, an A100 80GB is \
+                 assumed"
+                    .into(),
+            );
+        }
+        let non_torch = overhead::cuda_context_bytes(gpu)
+            + if job.parallel.gpus > 1 {
+                overhead::nccl_bytes(job.parallel.gpus)
+            } else {
+                0
+            };
+        let b =
+            super::engines::vllm_budget(spec, job, capacity, st.resident.parameters, non_torch)?;
+        let job_kv = super::engines::kv_bytes_per_gpu(
+            spec,
+            job,
+            job.batch,
+            job.seq.saturating_add(job.new_tokens),
+        )?;
+        if job_kv > b.kv_pool {
+            warnings.push(format!(
+                "this job's {} sequences need {} bytes of KV but vLLM's pool holds {}: requests \
+                 would wait or be preempted",
+                job.batch, job_kv, b.kv_pool
+            ));
+        }
+        if job.seq + job.new_tokens > b.max_model_len {
+            warnings.push(format!(
+                "context {} is longer than max_model_len {}",
+                job.seq + job.new_tokens,
+                b.max_model_len
+            ));
+        }
+        components = Components {
+            parameters: b.weights,
+            kv_cache: job_kv,
+            temporaries: b.profile_peak + b.cuda_graphs,
+            cuda_context: non_torch,
+            ..Components::default()
+        };
+        let allocated = components.allocated();
+        let reserved = b.weights + b.kv_pool + b.profile_peak + b.cuda_graphs;
+        components.allocator_reserve = reserved.saturating_sub(allocated);
+        peak_allocated = Some(allocated);
+        peak_reserved = Some(reserved);
+        device_total = Some(reserved + non_torch);
+        peak_phase = Some("serving".into());
+        kv_pool = Some(b.kv_pool);
+        timeline = vllm_timeline(&b, job_kv);
+        engine = Some(serde_json::to_value(&b).unwrap_or_default());
+    }
+    if let (Framework::LlamaCpp, Task::Infer, Some(spec), Some(inv)) =
+        (job.framework, job.task, &model.spec, &model.inventory)
+    {
+        let weights = super::quant::parse(&super::effective_weights(model, job))?;
+        let qctx = super::quant::QuantContext::from_spec(spec);
+        let width = job.precision.compute_bytes();
+        let split = super::engines::llamacpp_split(
+            spec,
+            inv,
+            |t| states::stored_bytes(&weights, &qctx, t, width),
+            job,
+        )?;
+        components = Components {
+            parameters: split.gpu_weights,
+            kv_cache: split.gpu_kv,
+            temporaries: split.gpu_compute,
+            cuda_context: if split.layers_on_gpu > 0 {
+                overhead::cuda_context_bytes(gpu)
+            } else {
+                0
+            },
+            ..Components::default()
+        };
+        let allocated = components.allocated();
+        peak_allocated = Some(allocated);
+        peak_reserved = Some(allocated);
+        device_total = Some(allocated + components.cuda_context);
+        peak_phase = Some("prompt processing".into());
+        if split.host_total > 0 {
+            warnings.push(format!(
+                "{} of {} layers on the GPU: {} bytes of weights and KV stay in host RAM",
+                split.layers_on_gpu,
+                spec.num_layers(),
+                split.host_total
+            ));
+        }
+        timeline = Vec::new();
+        engine = Some(serde_json::to_value(&split).unwrap_or_default());
+    }
     let fit = match (gpu, device_total) {
         (Some(g), Some(total)) => Some(Fit {
             gpu: g.id.clone(),
@@ -164,12 +266,52 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             peak_reserved,
             device_total,
             peak_phase,
-            kv_pool: None,
+            kv_pool,
         },
-        timeline: w.points,
+        timeline,
         fit,
         warnings,
+        engine,
     })
+}
+
+/// vLLM's start-up as events: weights, the profile run, the KV pool, CUDA graphs, serving.
+fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoint> {
+    let point = |label: &str, pairs: &[(&'static str, u64)]| TimelinePoint {
+        phase: "startup".into(),
+        label: label.into(),
+        allocated: pairs.iter().map(|(_, v)| v).sum(),
+        by_category: pairs.iter().copied().filter(|(_, v)| *v > 0).collect(),
+    };
+    let mut serving = point(
+        "serving this job",
+        &[
+            ("parameters", b.weights),
+            ("kv_cache", job_kv),
+            ("temporaries", b.profile_peak + b.cuda_graphs),
+        ],
+    );
+    serving.phase = "serving".into();
+    vec![
+        point("weights loaded", &[("parameters", b.weights)]),
+        point(
+            "profile run",
+            &[("parameters", b.weights), ("temporaries", b.profile_peak)],
+        ),
+        point(
+            "KV pool allocated",
+            &[("parameters", b.weights), ("kv_cache", b.kv_pool)],
+        ),
+        point(
+            "CUDA graphs captured",
+            &[
+                ("parameters", b.weights),
+                ("kv_cache", b.kv_pool),
+                ("temporaries", b.cuda_graphs),
+            ],
+        ),
+        serving,
+    ]
 }
 
 /// The event walk of one step.

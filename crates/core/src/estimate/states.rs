@@ -145,6 +145,34 @@ pub fn lora_adapters(
     Ok(out)
 }
 
+/// Bytes of one weight as it sits on the GPU: in the job's quantized format when it applies,
+/// as stored when the file already holds it compressed (GGUF blocks, packed GPTQ integers,
+/// fp8), otherwise at `width` bytes per element; rounded as the allocator rounds.
+pub fn stored_bytes(
+    weights: &super::quant::WeightFormat,
+    qctx: &super::quant::QuantContext,
+    t: &Tensor,
+    width: u64,
+) -> Result<u64, CoreError> {
+    let compressed = match t.dtype {
+        crate::DType::Ggml(g) => !matches!(
+            g,
+            crate::ggml::GgmlType::F32 | crate::ggml::GgmlType::F16 | crate::ggml::GgmlType::BF16
+        ),
+        d => !d.is_float() || d.bits().is_some_and(|b| b < 16),
+    };
+    // A file that already holds the weight compressed keeps it so; only full-precision
+    // weights take the job's quantized format.
+    if !compressed && !weights.is_none() && super::quant::is_quantized(weights, t) {
+        return Ok(round_alloc(super::quant::tensor_bytes(weights, t, qctx)?));
+    }
+    Ok(if compressed {
+        round_alloc(t.bytes)
+    } else {
+        round_alloc(t.elements().saturating_mul(width))
+    })
+}
+
 pub fn model_states(
     model: &ModelInput,
     job: &ResolvedJob,
@@ -168,7 +196,7 @@ pub fn model_states(
     let Some(inv) = &model.inventory else {
         // A bare parameter count: every parameter trainable, one flat tensor per state.
         let p = model.params_total;
-        let format = super::quant::parse(&job.weights)?;
+        let format = super::quant::parse(&super::effective_weights(model, job))?;
         let params = if format.is_none() {
             p.saturating_mul(w.param)
         } else {
@@ -205,7 +233,7 @@ pub fn model_states(
     };
 
     // Frozen base (PEFT) may be stored quantized.
-    let weights = super::quant::parse(&job.weights)?;
+    let weights = super::quant::parse(&super::effective_weights(model, job))?;
     let qctx = model
         .spec
         .as_ref()
@@ -231,11 +259,7 @@ pub fn model_states(
         } else {
             w.param
         };
-        let stored = if !weights.is_none() && super::quant::is_quantized(&weights, t) {
-            round_alloc(super::quant::tensor_bytes(&weights, t, &qctx)?)
-        } else {
-            round_alloc(n.saturating_mul(frozen_width))
-        };
+        let stored = stored_bytes(&weights, &qctx, t, frozen_width)?;
         params = params.saturating_add(stored);
         if peft.is_none() && train {
             trainable += n;

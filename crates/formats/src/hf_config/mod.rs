@@ -6,7 +6,7 @@
 //! spellings are read (`torch_dtype`/`dtype`, `rope_theta`/`rope_parameters`).
 
 use crate::error::{FormatError, Result};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use vramscope_core::model::*;
 use vramscope_core::DType;
 
@@ -154,6 +154,16 @@ pub fn parse_config_value(value: &Value, origin: &str) -> Result<ParsedConfig> {
         }
     };
     spec.name = name;
+    if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
+        spec.quantization = quantization_format(q);
+        if spec.quantization.is_none() {
+            warnings.push(format!(
+                "quantization_config method {} is not modelled: weights counted in the config's \
+                 dtype",
+                q.get("quant_method").unwrap_or(&Value::Null)
+            ));
+        }
+    }
     spec.dtype = cfg.dtype(&mut warnings)?;
     let labels = cfg
         .uint("num_labels")?
@@ -303,5 +313,51 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
             bias: false,
         },
         dropout: Dropout::default(),
+        quantization: None,
+    }
+}
+
+/// The `weights` format of transformers' `quantization_config` (`quant_method` and its fields,
+/// `transformers/utils/quantization_config.py`); `None` for methods vramscope does not model.
+fn quantization_format(q: &Map<String, Value>) -> Option<String> {
+    let num = |k: &str| q.get(k).and_then(Value::as_u64);
+    let flag = |k: &str| q.get(k).and_then(Value::as_bool).unwrap_or(false);
+    match q.get("quant_method").and_then(Value::as_str)? {
+        "bitsandbytes" if flag("load_in_8bit") => Some("int8".into()),
+        "bitsandbytes" if flag("load_in_4bit") => {
+            let kind = q
+                .get("bnb_4bit_quant_type")
+                .and_then(Value::as_str)
+                .unwrap_or("fp4");
+            Some(match (kind, flag("bnb_4bit_use_double_quant")) {
+                ("nf4", true) => "nf4-dq".into(),
+                ("nf4", false) => "nf4".into(),
+                _ => "fp4".into(),
+            })
+        }
+        "gptq" => {
+            let bits = num("bits")?;
+            let group = q.get("group_size").and_then(Value::as_i64).unwrap_or(128);
+            Some(format!("gptq:{bits}:g{group}"))
+        }
+        "awq" => {
+            let bits = num("bits").or_else(|| num("w_bit"))?;
+            let group = num("group_size")
+                .or_else(|| num("q_group_size"))
+                .unwrap_or(128);
+            Some(format!("awq:{bits}:g{group}"))
+        }
+        "fp8" | "fbgemm_fp8" => Some(
+            match q
+                .get("weight_block_size")
+                .and_then(Value::as_array)
+                .and_then(|a| a.first())
+                .and_then(Value::as_u64)
+            {
+                Some(b) => format!("fp8:b{b}"),
+                None => "fp8".into(),
+            },
+        ),
+        _ => None,
     }
 }

@@ -40,6 +40,9 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
             show(answer.max_context)
         ));
     }
+    if let Some(n) = answer.max_gpu_layers {
+        out.push_str(&format!("  most layers on the GPU (-ngl): {n}\n"));
+    }
     for n in &answer.notes {
         out.push_str(&format!("  {}\n", paint(DIM, n)));
     }

@@ -579,6 +579,7 @@ mod tests {
                 headroom: c as i64 - total as i64,
             }),
             warnings,
+            engine: None,
         }
     }
 

@@ -1,0 +1,299 @@
+//! Serving engines' own memory budgets: vLLM preallocates a KV pool from what is left of
+//! `gpu_memory_utilization` after weights, a profiled forward and CUDA graphs; llama.cpp splits
+//! layers between GPU and host by `n_gpu_layers`.
+
+use super::activations::plan;
+use crate::error::CoreError;
+use crate::job::{Framework, ResolvedJob, Task};
+use crate::model::{AttentionKind, ModelSpec};
+use serde::Serialize;
+
+/// vLLM V1 engine defaults for the OpenAI API server (`vllm/engine/arg_utils.py`,
+/// `EngineArgs`: `gpu_memory_utilization=0.9`, `block_size=16`; with chunked prefill the
+/// API server's `max_num_batched_tokens=8192` and `max_num_seqs=256`).
+pub const VLLM_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+pub const VLLM_BLOCK_SIZE: u64 = 16;
+pub const VLLM_MAX_NUM_BATCHED_TOKENS: u64 = 8192;
+pub const VLLM_MAX_NUM_SEQS: u64 = 256;
+/// Largest batch vLLM captures a CUDA graph for (`max_capture_size`, 512 by default, capped by
+/// `max_num_seqs`).
+pub const VLLM_MAX_CAPTURE_SIZE: u64 = 512;
+
+/// Reads a numeric engine setting.
+fn setting_u64(job: &ResolvedJob, key: &str) -> Result<Option<u64>, CoreError> {
+    match job.engine.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => {
+            let n = crate::job::whole_number(&format!("engine.{key}"), v)?;
+            if n == 0 {
+                return Err(CoreError::field(
+                    format!("engine.{key}"),
+                    "must be at least 1 (got 0)",
+                ));
+            }
+            Ok(Some(n))
+        }
+    }
+}
+
+/// `engine.gpu_memory_utilization`, checked to lie in (0, 1].
+pub fn gpu_memory_utilization(job: &ResolvedJob) -> Result<f64, CoreError> {
+    match job.engine.get("gpu_memory_utilization") {
+        None | Some(serde_json::Value::Null) => Ok(VLLM_GPU_MEMORY_UTILIZATION),
+        Some(v) => {
+            let u = v.as_f64().ok_or_else(|| {
+                CoreError::field(
+                    "engine.gpu_memory_utilization",
+                    format!("must be a number (got {v})"),
+                )
+            })?;
+            if !(u > 0.0 && u <= 1.0) {
+                return Err(CoreError::field(
+                    "engine.gpu_memory_utilization",
+                    format!("must be in (0, 1] (got {u})"),
+                ));
+            }
+            Ok(u)
+        }
+    }
+}
+
+/// KV bytes per token on one GPU, summed over the layers this rank holds (the first pipeline
+/// stage), with `tokens` held per layer (window-capped) and the engine's paging.
+pub fn kv_bytes_per_gpu(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    sequences: u64,
+    tokens: u64,
+) -> Result<u64, CoreError> {
+    let (block_bytes, block_values) = super::kv::kv_width(job)?;
+    let page = match job.framework {
+        Framework::Vllm => setting_u64(job, "block_size")?.unwrap_or(VLLM_BLOCK_SIZE),
+        _ => 1,
+    };
+    let tp = job.parallel.tp.max(1);
+    let pp = job.parallel.pp.max(1);
+    let layers = &spec.decoder.layers;
+    let per_stage = layers.len().div_ceil(pp as usize);
+    let mut total: u128 = 0;
+    for layer in layers.iter().take(per_stage) {
+        let held = layer
+            .attention
+            .sliding_window
+            .map_or(tokens, |w| w.min(tokens));
+        let held = held.div_ceil(page) * page;
+        // KV heads split over TP ranks (replicated when there are fewer heads than ranks); an MLA
+        // latent is replicated on every rank.
+        let values = match layer.attention.kind {
+            AttentionKind::Standard {
+                kv_heads, head_dim, ..
+            } => 2 * (kv_heads / tp).max(1) * head_dim,
+            AttentionKind::Latent {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => kv_lora_rank + qk_rope_head_dim,
+        };
+        let v = values as u128 * held as u128 * sequences as u128;
+        total += v.div_ceil(block_values as u128) * block_bytes as u128;
+    }
+    u64::try_from(total).map_err(|_| CoreError::Overflow {
+        what: "KV cache bytes".into(),
+    })
+}
+
+/// What vLLM does with the GPU at start-up, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VllmBudget {
+    /// capacity × gpu_memory_utilization.
+    pub usable: u64,
+    pub weights: u64,
+    /// Torch peak of the profiling forward over `max_num_batched_tokens` tokens.
+    pub profile_peak: u64,
+    /// The CUDA-graph pool: the working set of the largest captured decode batch.
+    pub cuda_graphs: u64,
+    /// CUDA context and NCCL buffers (outside the allocator).
+    pub non_torch: u64,
+    /// The preallocated KV pool.
+    pub kv_pool: u64,
+    pub block_size: u64,
+    /// Bytes of one block over this GPU's layers.
+    pub block_bytes: u64,
+    pub num_blocks: u64,
+    pub max_model_len: u64,
+    /// vLLM's "Maximum concurrency for {max_model_len} tokens per request".
+    pub max_concurrency: f64,
+}
+
+/// The forward working set (no grad) of `tokens` tokens in `sequences` sequences: the largest
+/// block's transient plus the hidden states, and the sampler's fp32 logits and probabilities
+/// for one position per sequence.
+fn forward_peak(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    sequences: u64,
+    tokens: u64,
+) -> Result<u64, CoreError> {
+    let probe = ResolvedJob {
+        task: Task::Infer,
+        batch: 1,
+        seq: tokens.max(1),
+        new_tokens: 0,
+        ..job.clone()
+    };
+    let mut w = Vec::new();
+    let p = plan(spec, &probe, &mut w)?;
+    let block = p.layers.iter().map(|l| l.forward_peak).max().unwrap_or(0);
+    let tp = job.parallel.tp.max(1);
+    let sampler = super::round_alloc(sequences.min(tokens) * spec.vocab_size * 4) * 2;
+    Ok(block / tp + p.embedding.kept + sampler)
+}
+
+/// vLLM's start-up accounting (`vllm/v1/worker/gpu_worker.py` `determine_available_memory`,
+/// `vllm/utils` `memory_profiling`): KV pool = capacity × utilization − weights − torch peak of
+/// the profile run − non-torch memory − CUDA graphs, cut into blocks of `block_size` tokens.
+pub fn vllm_budget(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    capacity: u64,
+    weights: u64,
+    non_torch: u64,
+) -> Result<VllmBudget, CoreError> {
+    let util = gpu_memory_utilization(job)?;
+    let usable = (capacity as f64 * util) as u64;
+    let block_size = setting_u64(job, "block_size")?.unwrap_or(VLLM_BLOCK_SIZE);
+    let mnbt = setting_u64(job, "max_num_batched_tokens")?.unwrap_or(VLLM_MAX_NUM_BATCHED_TOKENS);
+    let max_seqs = setting_u64(job, "max_num_seqs")?.unwrap_or(VLLM_MAX_NUM_SEQS);
+    let max_model_len = setting_u64(job, "max_model_len")?
+        .or(spec.max_position_embeddings)
+        .unwrap_or(job.seq + job.new_tokens);
+    let profile_peak = forward_peak(spec, job, max_seqs, mnbt)?;
+    let capture = max_seqs.min(VLLM_MAX_CAPTURE_SIZE);
+    let cuda_graphs = forward_peak(spec, job, capture, capture)?;
+    let block_bytes = kv_bytes_per_gpu(spec, job, 1, block_size)?;
+    let kv_pool = usable
+        .saturating_sub(weights)
+        .saturating_sub(profile_peak)
+        .saturating_sub(non_torch)
+        .saturating_sub(cuda_graphs);
+    let num_blocks = kv_pool / block_bytes.max(1);
+    let per_request = kv_bytes_per_gpu(spec, job, 1, max_model_len)?.max(1);
+    let max_concurrency = (num_blocks * block_bytes) as f64 / per_request as f64;
+    Ok(VllmBudget {
+        usable,
+        weights,
+        profile_peak,
+        cuda_graphs,
+        non_torch,
+        kv_pool: num_blocks * block_bytes,
+        block_size,
+        block_bytes,
+        num_blocks,
+        max_model_len,
+        max_concurrency,
+    })
+}
+
+/// llama.cpp's split of one model between GPU and host (`src/llama-model.cpp`
+/// `load_tensors`: the last `n_gpu_layers` blocks go to the GPU, the output layer too once
+/// `n_gpu_layers` exceeds the block count, the token embedding stays on the host; the KV
+/// cache of offloaded layers is on the GPU, `f16` by default).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlamaCppSplit {
+    pub n_gpu_layers: u64,
+    pub layers_on_gpu: u64,
+    pub gpu_weights: u64,
+    pub gpu_kv: u64,
+    /// The compute graph's buffer on the GPU (one micro-batch of `n_ubatch` tokens).
+    pub gpu_compute: u64,
+    pub host_weights: u64,
+    pub host_kv: u64,
+    /// Host RAM needed: weights and KV left on the host.
+    pub host_total: u64,
+}
+
+/// `n_ubatch`, llama.cpp's physical batch (`common/common.h`, default 512).
+pub const LLAMACPP_UBATCH: u64 = 512;
+
+/// The split for `n_gpu_layers` (`engine.n_gpu_layers`, default all, as llama.cpp's
+/// `-ngl` default of -1 now means).
+pub fn llamacpp_split(
+    spec: &ModelSpec,
+    inventory: &crate::inventory::Inventory,
+    stored_bytes: impl Fn(&crate::inventory::Tensor) -> Result<u64, CoreError>,
+    job: &ResolvedJob,
+) -> Result<LlamaCppSplit, CoreError> {
+    let layers = spec.num_layers();
+    let ngl = setting_u64(job, "n_gpu_layers")?.unwrap_or(layers + 1);
+    let on_gpu = ngl.min(layers);
+    let first_gpu = layers - on_gpu;
+    let output_on_gpu = ngl > layers;
+    let mut gpu_w = 0u64;
+    let mut host_w = 0u64;
+    for t in &inventory.tensors {
+        let b = stored_bytes(t)?;
+        let gpu = match (t.layer, t.component) {
+            (Some(l), _) => u64::from(l) >= first_gpu,
+            (None, crate::inventory::Component::Embedding) => false,
+            (None, _) => output_on_gpu,
+        };
+        if gpu {
+            gpu_w += b;
+        } else {
+            host_w += b;
+        }
+    }
+    let ctx = job
+        .batch
+        .saturating_mul(job.seq.saturating_add(job.new_tokens));
+    let kv_all = super::kv::kv_cache_bytes(
+        spec,
+        &ResolvedJob {
+            batch: 1,
+            seq: ctx,
+            new_tokens: 0,
+            kv_dtype: job.kv_dtype.clone().or(Some("fp16".into())),
+            ..job.clone()
+        },
+        ctx,
+    )?;
+    let per_layer = kv_all / layers.max(1);
+    let gpu_kv = per_layer * on_gpu;
+    let host_kv = kv_all - gpu_kv;
+    // Compute buffer: one micro-batch's largest intermediates (fp32 in ggml's CUDA graphs):
+    // hidden states and the FFN pair, the attention scores against the whole context unless
+    // flash attention is on, and the logits of the sequences' last positions.
+    let ub = LLAMACPP_UBATCH.min(ctx.max(1));
+    let h = spec.hidden_size;
+    let (heads, ffn) = spec
+        .all_layers()
+        .next()
+        .map(|l| {
+            let f = match &l.mlp {
+                crate::model::Mlp::Dense(d) => d.ffn,
+                crate::model::Mlp::Moe(m) => m.expert.ffn * m.top_k,
+            };
+            (l.attention.kind.heads(), f)
+        })
+        .unwrap_or((1, 4 * h));
+    let scores = if job.attention == crate::job::AttentionKernel::Eager {
+        ub * ctx * heads * 4
+    } else {
+        0
+    };
+    let gpu_compute = if on_gpu > 0 {
+        ub * (4 * h + 2 * ffn) * 4 + scores + job.batch * spec.vocab_size * 4
+    } else {
+        0
+    };
+    Ok(LlamaCppSplit {
+        n_gpu_layers: ngl,
+        layers_on_gpu: on_gpu,
+        gpu_weights: gpu_w,
+        gpu_kv,
+        gpu_compute,
+        host_weights: host_w,
+        host_kv,
+        host_total: host_w + host_kv,
+    })
+}

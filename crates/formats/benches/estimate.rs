@@ -28,6 +28,12 @@ fn benches(c: &mut Criterion) {
             "llama-3.1-8b",
             json!({"task": "infer", "batch": 16, "seq": 8192, "gpu": "l40s-48gb"}),
         ),
+        (
+            "llama-3.1-8b vllm b16 s8192 fit",
+            "llama-3.1-8b",
+            json!({"task": "infer", "batch": 16, "seq": 8192, "gpu": "l40s-48gb",
+                   "framework": "vllm"}),
+        ),
     ] {
         let m = load_model(model).unwrap();
         let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
@@ -37,13 +43,15 @@ fn benches(c: &mut Criterion) {
         g.bench_function(format!("one estimate: {name}"), |b| {
             b.iter(|| estimate(black_box(&input), black_box(&resolved)).unwrap())
         });
-        if name.contains("8b train") {
+        if name.contains("8b train") || name.contains("vllm") {
             g.bench_function(format!("fit search: {name}"), |b| {
                 b.iter(|| fit(black_box(&input), black_box(&resolved)).unwrap())
             });
-            g.bench_function(format!("what-if table: {name}"), |b| {
-                b.iter(|| what_if(black_box(&input), black_box(&resolved)).unwrap())
-            });
+            if name.contains("train") {
+                g.bench_function(format!("what-if table: {name}"), |b| {
+                    b.iter(|| what_if(black_box(&input), black_box(&resolved)).unwrap())
+                });
+            }
         }
     }
     g.finish();

@@ -281,3 +281,155 @@ fn chunked_loss_keeps_gradients_not_logits() {
         16_384 * 2048 * 2 + 128_256 * 2048 * 4 + 16_384 * 4 + labels
     );
 }
+
+fn kv(job: Value) -> u64 {
+    run(job).per_gpu.components.kv_cache
+}
+
+/// KV per token, by hand: Llama-2-70B keeps 8 KV heads of 128 over 80 layers in 16 bit:
+/// 2 · 8 · 128 · 80 · 2 = 327,680 B; DeepSeek-V3 caches the MLA latent and rotary key,
+/// (512 + 64) · 61 layers · 2 B = 70,272 B, as vLLM stores it (in 16-token blocks).
+#[test]
+fn kv_cache_per_token() {
+    assert_eq!(
+        kv(json!({"model": "llama-2-70b", "task": "infer", "batch": 1, "seq": 1})),
+        327_680
+    );
+    assert_eq!(
+        kv(
+            json!({"model": "deepseek-v3", "task": "infer", "batch": 1, "seq": 16,
+                  "framework": "vllm", "gpu": "h200-141gb",
+                  "parallel": {"tp": 8}})
+        ),
+        16 * 70_272
+    );
+}
+
+/// Mistral-7B-v0.1 attends over a 4096-token window: at a context of 8192 each layer holds 4096
+/// tokens — 4096 · 2 · 8 · 128 · 32 · 2 = 536,870,912 B, half of an unwindowed cache.
+#[test]
+fn sliding_window_caps_the_cache() {
+    assert_eq!(
+        kv(
+            json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 8000,
+                  "new_tokens": 192})
+        ),
+        4096 * 2 * 8 * 128 * 32 * 2
+    );
+    // An fp8 cache halves it.
+    assert_eq!(
+        kv(
+            json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 8192,
+                  "kv_dtype": "fp8"})
+        ),
+        4096 * 2 * 8 * 128 * 32
+    );
+}
+
+/// Llama-2-7B in llama-quantize's Q4_K_M mix, by hand (llama.cpp `llama_tensor_get_type`):
+/// `output` in Q6_K; `attn_v` and `ffn_down` in Q6_K on the 16 layers `use_more_bits` picks
+/// (the first and last 4, and every third between: 6, 9, ..., 27), Q4_K elsewhere; all other
+/// matrices Q4_K (144 B per 256 values), Q6_K 210 B per 256, norms F32. Tensor counts: 65 F32,
+/// 193 Q4_K, 33 Q6_K (as llama.cpp's loader logs for this file).
+/// token_embd 73,728,000 + 16 layers of 129,818,624 + 16 of 113,868,800 + output 107,520,000 +
+/// output_norm 16,384 = 4,080,263,168 B — TheBloke's llama-2-7b.Q4_K_M.gguf is 4,081,004,224 B,
+/// the rest being its header (the 32,000-token vocabulary).
+#[test]
+fn gguf_q4_k_m_mix_by_hand() {
+    let q4k = |n: u64| n / 256 * 144;
+    let q6k = |n: u64| n / 256 * 210;
+    let (h, f, v) = (4096u64, 11008u64, 32000u64);
+    let norms = 2 * h * 4;
+    let more = 3 * q4k(h * h) + q6k(h * h) + 2 * q4k(h * f) + q6k(f * h) + norms;
+    let plain = 4 * q4k(h * h) + 3 * q4k(h * f) + norms;
+    assert_eq!((more, plain), (129_818_624, 113_868_800));
+    let total = q4k(v * h) + 16 * more + 16 * plain + q6k(v * h) + h * 4;
+    assert_eq!(total, 4_080_263_168);
+    let r = run(json!({"model": "llama-2-7b", "task": "infer", "seq": 512,
+        "framework": "llama.cpp", "weights": "gguf:Q4_K_M"}));
+    let e = r.engine.unwrap();
+    let weights = e["gpu_weights"].as_u64().unwrap() + e["host_weights"].as_u64().unwrap();
+    assert_eq!(weights, total);
+    // The token embedding stays on the host.
+    assert_eq!(e["host_weights"].as_u64().unwrap(), q4k(v * h));
+}
+
+/// vLLM: gpu_memory_utilization must lie in (0, 1]; the pool is what is left of it.
+#[test]
+fn vllm_budget_and_bad_utilization() {
+    let job: Job = serde_json::from_value(json!({"model": "llama-3-8b", "task": "infer",
+        "framework": "vllm", "gpu": "a100-80gb", "engine": {"gpu_memory_utilization": 1.5}}))
+    .unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let e = estimate(&model.into_input(), &job.resolve(None).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("engine.gpu_memory_utilization"), "{e}");
+    let r = run(
+        json!({"model": "llama-3-8b", "task": "infer", "framework": "vllm",
+        "gpu": "a100-80gb", "engine": {"gpu_memory_utilization": 0.9}}),
+    );
+    let b = r.engine.unwrap();
+    let usable = (81920u64 << 20) as f64 * 0.9;
+    assert_eq!(b["usable"].as_u64().unwrap(), usable as u64);
+    let pool = b["kv_pool"].as_u64().unwrap();
+    let parts = ["weights", "profile_peak", "cuda_graphs", "non_torch"]
+        .iter()
+        .map(|k| b[*k].as_u64().unwrap())
+        .sum::<u64>();
+    // The pool is the remainder, cut into whole blocks of 16 tokens × 131,072 B.
+    assert!(pool <= usable as u64 - parts && usable as u64 - parts - pool < 16 * 131_072);
+    assert_eq!(b["block_bytes"], 16 * 131_072);
+    assert_eq!(r.per_gpu.kv_pool, Some(pool));
+}
+
+/// Names that do not exist are named back: a KV dtype, a GGUF type.
+#[test]
+fn unknown_kv_dtype_and_gguf_type() {
+    for (job, field) in [
+        (
+            json!({"model": "gpt2", "task": "infer", "kv_dtype": "fp7"}),
+            "kv_dtype",
+        ),
+        (
+            json!({"model": "gpt2", "task": "infer", "weights": "gguf:Q9_K"}),
+            "weights",
+        ),
+    ] {
+        let job: Job = serde_json::from_value(job).unwrap();
+        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let e = estimate(&model.into_input(), &job.resolve(None).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(field), "{e}");
+    }
+}
+
+/// config.json's `quantization_config` sets the weights' format: a bitsandbytes 4-bit NF4
+/// checkpoint with double quantization (QLoRA §2) stores each quantizable projection of n
+/// values in n/2 packed bytes + n/64 one-byte absmax values + an fp32 scale per 256 blocks +
+/// a 4-byte offset + a 64-byte code table (a [4096, 4096] matrix: 8,654,916 B, 8,655,360 as
+/// allocated, against 33,554,432 in bf16).
+#[test]
+fn quantization_config_is_read() {
+    let mut cfg: Value = serde_json::from_str(
+        vramscope_formats::presets::find("llama-2-7b")
+            .unwrap()
+            .config,
+    )
+    .unwrap();
+    cfg["quantization_config"] = json!({"quant_method": "bitsandbytes", "load_in_4bit": true,
+        "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true});
+    let q = run(json!({"model": {"hf_config": cfg}, "task": "infer", "seq": 16}));
+    let plain = run(json!({"model": "llama-2-7b", "task": "infer", "seq": 16}));
+    let r512 = |b: u64| b.div_ceil(512) * 512;
+    let nf4dq = |n: u64| r512(n / 2 + n / 64 + 4 * (n / 64).div_ceil(256) + 4 + 64);
+    assert_eq!(nf4dq(4096 * 4096), 8_655_360);
+    // 32 layers of q, k, v, o and gate, up, down; embedding, head and 65 norms stay bf16.
+    let layer = 4 * nf4dq(4096 * 4096) + 3 * nf4dq(4096 * 11008);
+    let expected = 32 * layer + 2 * 32000 * 4096 * 2 + 65 * 4096 * 2;
+    let qp = q.per_gpu.components.parameters;
+    assert_eq!(qp, expected);
+    let pp = plain.per_gpu.components.parameters;
+    assert_eq!(pp, 6_738_415_616 * 2);
+}

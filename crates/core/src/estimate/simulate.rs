@@ -206,7 +206,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         let split = super::engines::llamacpp_split(
             spec,
             inv,
-            |t| states::stored_bytes(&weights, &qctx, t, width),
+            |t| states::stored_bytes_exact(&weights, &qctx, t, width),
             job,
         )?;
         components = Components {

@@ -154,6 +154,17 @@ pub fn stored_bytes(
     t: &Tensor,
     width: u64,
 ) -> Result<u64, CoreError> {
+    Ok(round_alloc(stored_bytes_exact(weights, qctx, t, width)?))
+}
+
+/// [`stored_bytes`] before the caching allocator's rounding (llama.cpp's buffers hold tensors
+/// back to back).
+pub fn stored_bytes_exact(
+    weights: &super::quant::WeightFormat,
+    qctx: &super::quant::QuantContext,
+    t: &Tensor,
+    width: u64,
+) -> Result<u64, CoreError> {
     let compressed = match t.dtype {
         crate::DType::Ggml(g) => !matches!(
             g,
@@ -163,13 +174,15 @@ pub fn stored_bytes(
     };
     // A file that already holds the weight compressed keeps it so; only full-precision
     // weights take the job's quantized format.
-    if !compressed && !weights.is_none() && super::quant::is_quantized(weights, t) {
-        return Ok(round_alloc(super::quant::tensor_bytes(weights, t, qctx)?));
+    // A GGUF format sets every tensor's type (llama.cpp keeps norms and biases in F32).
+    let gguf = matches!(weights, super::quant::WeightFormat::Gguf(_));
+    if !compressed && (gguf || (!weights.is_none() && super::quant::is_quantized(weights, t))) {
+        return super::quant::tensor_bytes(weights, t, qctx);
     }
     Ok(if compressed {
-        round_alloc(t.bytes)
+        t.bytes
     } else {
-        round_alloc(t.elements().saturating_mul(width))
+        t.elements().saturating_mul(width)
     })
 }
 

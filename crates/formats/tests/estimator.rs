@@ -433,3 +433,64 @@ fn quantization_config_is_read() {
     let pp = plain.per_gpu.components.parameters;
     assert_eq!(pp, 6_738_415_616 * 2);
 }
+
+/// Korthikanti et al. 2022 §4.2.3: with 1F1B pipelining the first stage holds p micro-batches
+/// of its L/p layers — L layers' worth of activations. GPT-3 175B with t = 8 and sequence
+/// parallelism keeps sbh/t·(34 + 5as/h) = sbh·114/8 per layer; with p = 4 and 8 micro-batches
+/// the first stage keeps 24 layers × 4 micro-batches = 96 layers' worth.
+#[test]
+fn pipeline_first_stage_holds_l_layers() {
+    let cfg = json!({"model_type": "gpt2", "n_embd": 12288, "n_head": 96, "n_layer": 96,
+        "n_positions": 2048, "vocab_size": 51200});
+    let r = run(json!({"model": {"hf_config": cfg}, "seq": 2048, "batch": 1,
+        "precision": "fp16-mixed", "framework": "megatron", "attention": "eager",
+        "parallel": {"tp": 8, "sp": true, "pp": 4, "dp": 1, "microbatches": 8}}));
+    let per_layer = r.per_gpu.activation_bytes_per_layer.unwrap();
+    assert_eq!(per_layer, 2048 * 12288 * 114 / 8);
+    let acts = |label: &str| {
+        r.timeline
+            .iter()
+            .find(|p| p.label == label)
+            .unwrap()
+            .by_category["activations"]
+    };
+    // 24 layers on the first stage, 4 micro-batches in flight each.
+    assert_eq!(acts("layer 23") - acts("embeddings"), 96 * per_layer);
+    assert!(r.timeline.iter().all(|p| p.label != "layer 24"));
+}
+
+/// Layouts that cannot run are named: TP not dividing the heads, more stages than layers,
+/// experts on a dense model.
+#[test]
+fn impossible_layouts_are_named() {
+    for (par, field) in [
+        (json!({"tp": 5, "gpus": 5}), "parallel.tp"),
+        (json!({"pp": 64, "gpus": 64}), "parallel.pp"),
+        (json!({"ep": 2, "gpus": 2}), "parallel.ep"),
+    ] {
+        let job: Job =
+            serde_json::from_value(json!({"model": "llama-3.2-1b", "parallel": par})).unwrap();
+        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let e = estimate(&model.into_input(), &job.resolve(None).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(field), "{e}");
+    }
+}
+
+/// DDP's reducer keeps a bucketed copy of every gradient (torch docs on
+/// `gradient_as_bucket_view`): with dp = 2 the GPU holds the gradients twice at the step.
+#[test]
+fn ddp_buckets_copy_the_gradients() {
+    let one = run(json!({"model": "gpt2", "seq": 128, "precision": "fp32"}));
+    let two = run(json!({"model": "gpt2", "seq": 128, "precision": "fp32",
+        "parallel": {"dp": 2}}));
+    let opt = |r: &Report| {
+        r.timeline
+            .iter()
+            .find(|p| p.phase == "optimizer")
+            .unwrap()
+            .allocated
+    };
+    assert_eq!(opt(&two) - opt(&one), 124_439_808 * 4);
+}

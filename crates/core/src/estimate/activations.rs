@@ -262,11 +262,23 @@ pub fn plan(
     };
     let mut per_layer: Vec<u64> = layers.iter().map(|l| l.kept + l.weight_copies).collect();
     per_layer.sort_unstable();
-    let bytes_per_layer = if job.framework == Framework::Megatron {
+    let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
+    let bytes_per_layer = if megatron {
         megatron_layer_bytes(spec, job)?
     } else {
         per_layer.get(per_layer.len() / 2).copied().unwrap_or(0)
     };
+    let (layers, head, logits, loss) = distribute(
+        spec,
+        job,
+        layers,
+        head,
+        logits,
+        loss,
+        bytes_per_layer,
+        megatron,
+        warnings,
+    );
     Ok(ForwardPlan {
         inputs: 2 * super::round_alloc(tokens * 8),
         embedding,
@@ -277,6 +289,80 @@ pub fn plan(
         logits_grad_input: super::round_alloc(tokens * h * num.compute),
         bytes_per_layer,
     })
+}
+
+/// The most-loaded rank of a model-parallel layout: the first pipeline stage keeps
+/// ⌈L/pp⌉ blocks, each for up to `pp` micro-batches in flight under 1F1B (Narayanan et al.
+/// 2021 §2.2; Korthikanti et al. 2022 §4.2.3: "the first stage must store the activations of p
+/// micro-batches", L layers' worth in all); the head and the loss live on the last stage.
+/// Megatron's blocks keep Korthikanti's per-layer bytes (tensor and sequence parallelism
+/// included); elsewhere tensor and context parallelism divide each block's activations.
+#[allow(clippy::too_many_arguments)]
+fn distribute(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    mut layers: Vec<LayerPlan>,
+    head: StageMemory,
+    logits: u64,
+    loss: LossMemory,
+    megatron_per_layer: u64,
+    megatron: bool,
+    warnings: &mut Vec<String>,
+) -> (Vec<LayerPlan>, StageMemory, u64, LossMemory) {
+    let par = &job.parallel;
+    let (tp, pp, cp) = (par.tp.max(1), par.pp.max(1), par.cp.max(1));
+    if job.task == Task::Train && megatron {
+        for l in &mut layers {
+            let transient = l.forward_peak.saturating_sub(l.kept);
+            l.kept = megatron_per_layer;
+            l.weight_copies = 0;
+            l.forward_peak = megatron_per_layer + transient / tp;
+            l.backward_transient /= tp;
+            if job.checkpointing == Checkpointing::Full {
+                l.recomputed /= tp;
+            }
+        }
+    } else if tp * cp > 1 {
+        if job.task == Task::Train {
+            warnings.push(format!(
+                "tensor/context parallelism with framework {} is approximated by dividing each \
+                 block's activations by tp × cp = {}; use framework megatron for its exact \
+                 accounting",
+                job.framework.as_str(),
+                tp * cp
+            ));
+        }
+        for l in &mut layers {
+            l.kept /= tp * cp;
+            l.weight_copies /= tp;
+            l.forward_peak /= tp * cp;
+            l.backward_transient /= tp * cp;
+            l.recomputed /= tp * cp;
+        }
+    }
+    if pp == 1 {
+        return (layers, head, logits, loss);
+    }
+    let per_stage = (spec.num_layers() as usize).div_ceil(pp as usize);
+    let in_flight = if job.task == Task::Train {
+        pp.min(par.microbatches.max(1))
+    } else {
+        1
+    };
+    layers.truncate(per_stage);
+    for l in &mut layers {
+        l.kept *= in_flight;
+        l.weight_copies *= in_flight;
+    }
+    if job.task == Task::Train {
+        warnings.push(format!(
+            "per-GPU figures are the first pipeline stage's: {per_stage} of {} layers, {in_flight} \
+             micro-batch(es) in flight (1F1B); the head and loss sit on the last stage",
+            spec.num_layers()
+        ));
+    }
+    let _ = (head, logits, loss);
+    (layers, StageMemory::default(), 0, LossMemory::default())
 }
 
 /// Elements of the layer's largest weight matrix.

@@ -5,6 +5,7 @@ pub mod activations;
 pub mod blocks;
 pub mod engines;
 pub mod kv;
+pub mod layout;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;

@@ -71,6 +71,9 @@ impl Walk {
 
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let mut warnings = Vec::new();
+    if let Some(spec) = &model.spec {
+        super::layout::check(spec, job)?;
+    }
     let st = states::model_states(model, job, &mut warnings)?;
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
     let plan = match &model.spec {
@@ -267,6 +270,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             device_total,
             peak_phase,
             kv_pool,
+            host_bytes: (st.host > 0).then_some(st.host),
         },
         timeline,
         fit,
@@ -336,8 +340,10 @@ fn walk(
     };
     w.add(Gradients, carried_grads);
     w.add(Activations, plan.inputs);
-    // cuBLAS/cuBLASLt workspaces go through the caching allocator and stay allocated.
+    // cuBLAS/cuBLASLt workspaces go through the caching allocator and stay allocated, as do
+    // the data-parallel communication buffers.
     w.add(Temporaries, overhead::blas_workspaces_bytes(gpu, train));
+    w.add(Temporaries, st.comm_buffers);
     w.mark("start", "weights and optimizer states resident", 0);
 
     // Forward.

@@ -38,6 +38,11 @@ pub struct StateBytes {
     pub embedding_backward_transient: u64,
     /// The optimizer step's temporaries (foreach AdamW's sqrt(v) of every parameter).
     pub step_scratch: u64,
+    /// Communication buffers held through the step (DDP buckets, DeepSpeed's reduce bucket,
+    /// ZeRO-3 / FSDP gathered parameters).
+    pub comm_buffers: u64,
+    /// Host (CPU) RAM holding offloaded states.
+    pub host: u64,
 }
 
 /// Byte widths of each state per trainable element, by framework and precision.
@@ -194,6 +199,7 @@ pub fn model_states(
     let w = widths(job);
     let (sp, sg, ss) = shards(job, warnings);
     let mp = (job.parallel.tp * job.parallel.pp).max(1);
+    let tp = job.parallel.tp.max(1);
     let train = job.task == Task::Train;
     let opt = if train {
         job.optimizer
@@ -263,7 +269,26 @@ pub fn model_states(
     let mut master = 0u64;
     let mut trainable = 0u64;
     let mut shapes: Vec<(Vec<u64>, u64)> = Vec::new();
+    // The most-loaded rank of a pipeline is its first stage: the embeddings and the first
+    // ⌈L/pp⌉ blocks (the head and final norm sit on the last stage).
+    let pp = job.parallel.pp.max(1) as usize;
+    let per_stage = layers.div_ceil(pp).max(1);
+    let on_rank = |t: &Tensor| match (t.layer, t.component) {
+        (Some(l), _) => (l as usize) < per_stage,
+        (None, Component::Embedding) => true,
+        (None, _) => pp == 1,
+    };
+    let mut largest_block = 0u64;
+    let mut block_params = vec![0u64; layers];
     for t in &inv.tensors {
+        if let Some(b) = t.layer.and_then(|l| block_params.get_mut(l as usize)) {
+            *b += t.elements();
+        }
+    }
+    for b in &block_params {
+        largest_block = largest_block.max(*b);
+    }
+    for t in inv.tensors.iter().filter(|t| on_rank(t)) {
         let n = t.elements();
         // A PEFT base is frozen in 16 bit unless the job is fp32 (PEFT users load the base
         // with `torch_dtype=bfloat16`; there is no master copy of frozen weights).
@@ -323,21 +348,91 @@ pub fn model_states(
         }
     }
     let scratch_in: Vec<(&[u64], u64)> = shapes.iter().map(|(s, wd)| (s.as_slice(), *wd)).collect();
-    out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &scratch_in)?, ss * mp);
+    out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &scratch_in)?, ss * tp);
     out.trainable_params = if train { trainable } else { 0 };
     out.resident = ModelStates {
-        parameters: div_ceil(params, sp * mp),
-        gradients: div_ceil(grads, sg * mp),
-        optimizer_states: div_ceil(states, ss * mp),
-        master_weights: div_ceil(master, ss * mp),
+        parameters: div_ceil(params, sp * tp),
+        gradients: div_ceil(grads, sg * tp),
+        optimizer_states: div_ceil(states, ss * tp),
+        master_weights: div_ceil(master, ss * tp),
     };
     // Unsharded gradients appear layer by layer and are reduce-scattered after; per-layer
     // figures are scaled to the shard the GPU keeps.
-    let scale = |x: u64| div_ceil(x, sg * mp);
+    let scale = |x: u64| div_ceil(x, sg * tp);
     out.layer_grads.iter_mut().for_each(|g| *g = scale(*g));
     out.head_grad = scale(out.head_grad);
     out.embedding_grad = scale(out.embedding_grad);
     out.embedding_backward_transient = scale(out.embedding_backward_transient);
+    buffers_and_offload(&mut out, job, largest_block, w.param, w.grad, warnings);
     out.max = out.resident;
     Ok(out)
+}
+
+/// DeepSpeed's defaults (`deepspeed/runtime/zero/config.py`): `reduce_bucket_size` 5e8 and
+/// `stage3_prefetch_bucket_size` 5e7 elements.
+pub const DS_REDUCE_BUCKET: u64 = 500_000_000;
+pub const DS_PREFETCH_BUCKET: u64 = 50_000_000;
+
+/// Communication buffers and CPU offload, per framework:
+/// - DDP (`pytorch`, dp > 1): the reducer's buckets hold a copy of every gradient unless
+///   `gradient_as_bucket_view=True` (torch `DistributedDataParallel` docs: "the saved memory
+///   size will be equal to the total gradients size").
+/// - DeepSpeed ZeRO-1/2: one reduce bucket of 5e8 gradient elements; ZeRO-3 also the 5e7-element
+///   prefetch bucket and the largest block gathered whole.
+/// - FSDP: FULL_SHARD gathers one unit (a block) and prefetches the next, and reduce-scatters
+///   one unit's unsharded gradients; SHARD_GRAD_OP keeps the parameters unsharded through the
+///   forward and backward.
+/// - Offload (DeepSpeed ZeRO-Offload / ZeRO-Infinity, FSDP `CPUOffload`): optimizer states and
+///   the fp32 master move to host RAM (and the parameters with `optimizer+params`).
+fn buffers_and_offload(
+    out: &mut StateBytes,
+    job: &ResolvedJob,
+    largest_block: u64,
+    param_width: u64,
+    grad_width: u64,
+    warnings: &mut Vec<String>,
+) {
+    let dp = job.parallel.dp.max(1);
+    let z = job.parallel.zero;
+    let train = job.task == Task::Train;
+    if !train {
+        return;
+    }
+    let compute = 2u64.min(param_width);
+    out.comm_buffers = match job.framework {
+        Framework::Pytorch if dp > 1 => out.resident.gradients,
+        Framework::Deepspeed if dp > 1 || z > 0 => {
+            let reduce = DS_REDUCE_BUCKET * grad_width;
+            if z >= 3 {
+                reduce + DS_PREFETCH_BUCKET * param_width + largest_block * param_width
+            } else {
+                reduce
+            }
+        }
+        Framework::Fsdp if z >= 3 => 2 * largest_block * compute + largest_block * grad_width,
+        _ => 0,
+    };
+    if job.parallel.offload != crate::job::Offload::None {
+        if !matches!(job.framework, Framework::Deepspeed | Framework::Fsdp) {
+            warnings.push(format!(
+                "parallel.offload has no effect with framework {}: use deepspeed or fsdp",
+                job.framework.as_str()
+            ));
+            return;
+        }
+        out.host += out.resident.optimizer_states + out.resident.master_weights;
+        out.resident.optimizer_states = 0;
+        out.resident.master_weights = 0;
+        out.step_scratch = 0;
+        if job.parallel.offload == crate::job::Offload::OptimizerParams {
+            if z < 3 && job.framework == Framework::Deepspeed {
+                warnings.push(
+                    "parameter offload needs ZeRO stage 3; parameters stay on the GPU".into(),
+                );
+            } else {
+                out.host += out.resident.parameters;
+                out.resident.parameters = 0;
+            }
+        }
+    }
 }

@@ -570,6 +570,7 @@ mod tests {
                 device_total: Some(total),
                 peak_phase: Some("backward".into()),
                 kv_pool: None,
+                host_bytes: None,
             },
             timeline: Vec::new(),
             fit: capacity.map(|c| Fit {

@@ -19,4 +19,5 @@ pub use summary::ModelSummary;
 pub mod estimate;
 pub mod fit;
 pub mod job;
+pub mod plan;
 pub mod report;

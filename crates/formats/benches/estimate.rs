@@ -54,6 +54,26 @@ fn benches(c: &mut Criterion) {
             }
         }
     }
+    // The planner: every layout of 64 GPUs for Llama-3.1-70B, micro-batches 1..=64.
+    let m = load_model("llama-3.1-70b").unwrap();
+    let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let input = m.into_input();
+    let job: Job = serde_json::from_value(json!({"seq": 4096})).unwrap();
+    let resolved = job.resolve(max).unwrap();
+    let gpu = vramscope_core::gpu::find("h100-80gb").unwrap();
+    let n = vramscope_core::plan::plan(&input, &resolved, 64, gpu, 64, 10)
+        .unwrap()
+        .evaluated;
+    println!("plan: {n} layouts per search");
+    g.sample_size(10);
+    g.bench_function(
+        format!("plan: llama-3.1-70b on 64 GPUs ({n} layouts)"),
+        |b| {
+            b.iter(|| {
+                vramscope_core::plan::plan(black_box(&input), &resolved, 64, gpu, 64, 10).unwrap()
+            })
+        },
+    );
     g.finish();
 }
 

@@ -494,3 +494,37 @@ fn ddp_buckets_copy_the_gradients() {
     };
     assert_eq!(opt(&two) - opt(&one), 124_439_808 * 4);
 }
+
+fn plan_of(model: &str, gpu: &str, gpus: u64, mb: u64) -> vramscope_core::plan::PlanResult {
+    let job: Job = serde_json::from_value(json!({"model": model, "seq": 4096})).unwrap();
+    let m = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    let g = vramscope_core::gpu::find(gpu).unwrap();
+    vramscope_core::plan::plan(&m.into_input(), &resolved, gpus, g, mb, 10).unwrap()
+}
+
+/// On one GPU the space is small enough to count by hand: Megatron with ZeRO 0/1 × 3
+/// recomputation policies; DeepSpeed stages 0–3 with their offload choices (1 + 2 + 2 + 3
+/// modes) × 2 policies; FSDP NO_SHARD / SHARD_GRAD_OP / FULL_SHARD × 2 policies — each at
+/// micro-batches 1 and 2: (6 + 16 + 6) · 2 = 56 layouts.
+#[test]
+fn plan_space_on_one_gpu() {
+    assert_eq!(plan_of("gpt2", "a100-80gb", 1, 2).evaluated, 56);
+}
+
+/// Llama-3.1-70B on 16 H100s: some layouts fit, and each one the full simulation confirms is
+/// within the GPU; Llama-3.1-405B on two T4s: nothing fits, and the plan says what would.
+#[test]
+fn plan_finds_layouts_or_says_what_would() {
+    let p = plan_of("llama-3.1-70b", "h100-80gb", 16, 8);
+    assert!(p.fitting > 0);
+    for c in &p.best {
+        if let Some(per_gpu) = &c.estimate {
+            assert!(per_gpu.device_total.unwrap() <= p.capacity);
+        }
+    }
+    let none = plan_of("llama-3.1-405b", "t4-16gb", 2, 4);
+    assert_eq!(none.fitting, 0);
+    assert!(none.advice.iter().any(|a| a.contains("offload")));
+}

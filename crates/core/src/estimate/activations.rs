@@ -340,6 +340,26 @@ fn distribute(
             l.recomputed /= tp * cp;
         }
     }
+    // Vocabulary-parallel head and cross-entropy (Megatron `VocabParallelEmbedding`,
+    // `vocab_parallel_cross_entropy`): each TP rank holds b·s·V/t of the logits.
+    let (head, logits, loss) = if tp > 1 {
+        (
+            StageMemory {
+                kept: head.kept / tp,
+                peak: head.peak / tp,
+                weight_copies: head.weight_copies / tp,
+            },
+            logits / tp,
+            LossMemory {
+                saved: loss.saved / tp,
+                forward_transient: loss.forward_transient / tp,
+                backward_transient: loss.backward_transient / tp,
+                dlogits: loss.dlogits / tp,
+            },
+        )
+    } else {
+        (head, logits, loss)
+    };
     if pp == 1 {
         return (layers, head, logits, loss);
     }

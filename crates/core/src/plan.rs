@@ -1,0 +1,510 @@
+//! The planner: enumerate parallel layouts for N GPUs (data × tensor × pipeline × context ×
+//! expert degrees, ZeRO stage or FSDP mode, recomputation, offload, micro-batch), screen every
+//! one with a closed-form evaluator built from the model's own coefficients, rank those that
+//! fit, and confirm the best with the full step simulation.
+//!
+//! The screen is exact arithmetic on a few numbers per model — per-layer activation bytes at
+//! micro-batch 1 from the autograd tape (activations are linear in the micro-batch), parameter
+//! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
+
+use crate::error::CoreError;
+use crate::estimate::activations::{megatron_layer_bytes, plan as forward_plan};
+use crate::estimate::{estimate, overhead, ModelInput};
+use crate::inventory::Component;
+use crate::job::{Checkpointing, Framework, Offload, ResolvedJob, Task};
+use crate::model::{Mlp, ModelSpec};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// One layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    pub framework: &'static str,
+    pub dp: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub cp: u64,
+    pub ep: u64,
+    pub sp: bool,
+    pub zero: u64,
+    pub offload: &'static str,
+    pub checkpointing: &'static str,
+    pub micro_batch: u64,
+    pub microbatches: u64,
+}
+
+/// A layout with its screened memory and cost signal.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scored {
+    pub layout: Layout,
+    /// Screened device total of the most-loaded GPU.
+    pub device_total: u64,
+    pub headroom: i64,
+    /// Extra compute from recomputation (0, Korthikanti's selective 2.7 %, full: one more
+    /// forward = 1/3 of a step).
+    pub recompute: f64,
+    /// Pipeline bubble (p − 1)/m (Narayanan et al. 2021, §2.2).
+    pub bubble: f64,
+    /// Communication per step relative to DDP's all-reduce (ZeRO paper §7: stages 1–2 = 1,
+    /// stage 3 = 1.5; offload adds the optimizer's PCIe round trip, counted as 1 more).
+    pub communication: f64,
+}
+
+/// What the planner found.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanResult {
+    pub gpu: String,
+    pub gpus: u64,
+    pub capacity: u64,
+    pub evaluated: u64,
+    pub fitting: u64,
+    /// The best layouts, ranked (least recompute, smallest bubble, smallest TP degree, least
+    /// communication, largest micro-batch), the first ones confirmed by the full estimator.
+    pub best: Vec<Confirmed>,
+    /// When nothing fits: what would.
+    pub advice: Vec<String>,
+}
+
+/// A ranked layout and, for the top ones, the full estimate of its most-loaded GPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct Confirmed {
+    #[serde(flatten)]
+    pub scored: Scored,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::report::PerGpu>,
+}
+
+/// Per-model numbers the screen needs.
+struct Coeffs {
+    layers: u64,
+    heads: u64,
+    kv_heads: u64,
+    experts: Option<u64>,
+    p_embed: u64,
+    p_head: u64,
+    p_blocks: u64,
+    p_largest_block: u64,
+    /// Activation bytes per layer at micro-batch 1: [autocast, 16-bit] × [none, selective, full].
+    act: [[u64; 3]; 2],
+    /// Weight copies per layer under autocast.
+    copies: u64,
+    /// Embedding stage kept bytes at micro-batch 1.
+    embed_act: u64,
+    /// Loss: saved + backward-start transients at micro-batch 1 (fp32 b·s·V terms).
+    loss: u64,
+}
+
+fn ckpt_index(c: Checkpointing) -> usize {
+    match c {
+        Checkpointing::None => 0,
+        Checkpointing::Selective => 1,
+        Checkpointing::Full => 2,
+    }
+}
+
+fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Coeffs, CoreError> {
+    let inv = model.inventory.as_ref().ok_or_else(|| {
+        CoreError::field(
+            "model",
+            "planning needs the model's tensors (a preset, config or file)",
+        )
+    })?;
+    let mut p_embed = 0;
+    let mut p_head = 0;
+    let mut per_block = vec![0u64; spec.num_layers() as usize];
+    for t in &inv.tensors {
+        match (t.layer, t.component) {
+            (Some(l), _) => per_block[l as usize] += t.elements(),
+            (None, Component::Embedding) => p_embed += t.elements(),
+            (None, _) => p_head += t.elements(),
+        }
+    }
+    let mut act = [[0u64; 3]; 2];
+    let mut copies = 0;
+    let mut embed_act = 0;
+    let mut loss = 0;
+    let mut w = Vec::new();
+    for (ni, framework) in [Framework::Pytorch, Framework::Deepspeed]
+        .into_iter()
+        .enumerate()
+    {
+        for ck in [
+            Checkpointing::None,
+            Checkpointing::Selective,
+            Checkpointing::Full,
+        ] {
+            let job = ResolvedJob {
+                batch: 1,
+                framework,
+                checkpointing: ck,
+                parallel: Default::default(),
+                ..base.clone()
+            };
+            let p = forward_plan(spec, &job, &mut w)?;
+            let l = p.layers.first().copied().unwrap_or_default();
+            act[ni][ckpt_index(ck)] = l.kept + if ni == 0 { l.weight_copies } else { 0 };
+            if ni == 0 && ck == Checkpointing::None {
+                copies = l.weight_copies;
+                embed_act = p.embedding.kept + p.inputs;
+                loss = p.loss.saved + p.loss.backward_transient + p.head.kept;
+            }
+        }
+    }
+    let first = spec.all_layers().next();
+    Ok(Coeffs {
+        layers: spec.num_layers(),
+        heads: first.map_or(1, |l| l.attention.kind.heads()),
+        kv_heads: first.map_or(1, |l| l.attention.kind.kv_heads()),
+        experts: spec.all_layers().find_map(|l| match &l.mlp {
+            Mlp::Moe(m) => Some(m.experts),
+            Mlp::Dense(_) => None,
+        }),
+        p_embed,
+        p_head,
+        p_blocks: per_block.iter().sum(),
+        p_largest_block: per_block.iter().copied().max().unwrap_or(0),
+        act,
+        copies,
+        embed_act,
+        loss,
+    })
+}
+
+/// Divisors of n in increasing order.
+fn divisors(n: u64) -> Vec<u64> {
+    (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
+}
+
+/// Every layout of `gpus` GPUs worth screening.
+fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
+    let mut shapes = Vec::new();
+    for tp in divisors(gpus).into_iter().filter(|t| *t <= 8) {
+        if !c.heads.is_multiple_of(tp)
+            || (!c.kv_heads.is_multiple_of(tp) && !tp.is_multiple_of(c.kv_heads))
+        {
+            continue;
+        }
+        for pp in divisors(gpus / tp).into_iter().filter(|p| *p <= c.layers) {
+            for cp in divisors(gpus / (tp * pp)).into_iter().filter(|x| *x <= 8) {
+                let dp = gpus / (tp * pp * cp);
+                let eps = match c.experts {
+                    Some(e) => divisors(dp).into_iter().filter(|x| e % x == 0).collect(),
+                    None => vec![1],
+                };
+                for ep in eps {
+                    shapes.push((dp, tp, pp, cp, ep));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (dp, tp, pp, cp, ep) in shapes {
+        let mp = tp * pp * cp > 1;
+        // (framework, zero, offload, sp) choices valid for this shape: Megatron for model
+        // parallelism, DeepSpeed and FSDP for pure data parallelism.
+        let mut modes: Vec<(&'static str, u64, &'static str, bool)> = Vec::new();
+        for zero in [0, 1] {
+            for sp in if tp > 1 {
+                vec![false, true]
+            } else {
+                vec![false]
+            } {
+                modes.push(("megatron", zero, "none", sp));
+            }
+        }
+        if !mp {
+            for zero in 0..=3 {
+                modes.push(("deepspeed", zero, "none", false));
+                if zero >= 1 {
+                    modes.push(("deepspeed", zero, "optimizer", false));
+                }
+                if zero == 3 {
+                    modes.push(("deepspeed", zero, "optimizer+params", false));
+                }
+            }
+            for zero in [0, 2, 3] {
+                modes.push(("fsdp", zero, "none", false));
+            }
+        }
+        let mbs: Vec<u64> = if pp > 1 {
+            vec![pp, 2 * pp, 4 * pp, 8 * pp]
+        } else {
+            vec![1]
+        };
+        for (framework, zero, offload, sp) in modes {
+            let ckpts: &[&str] = if framework == "megatron" {
+                &["none", "selective", "full"]
+            } else {
+                &["none", "full"]
+            };
+            for ck in ckpts {
+                for &m in &mbs {
+                    for b in 1..=max_micro_batch {
+                        out.push(Layout {
+                            framework,
+                            dp,
+                            tp,
+                            pp,
+                            cp,
+                            ep,
+                            sp,
+                            zero,
+                            offload,
+                            checkpointing: ck,
+                            micro_batch: b,
+                            microbatches: m,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Screened device total of the most-loaded GPU (the first pipeline stage).
+fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64) -> u64 {
+    let (tp, pp, cp, dp) = (l.tp, l.pp, l.cp, l.dp.max(1));
+    let stage_layers = c.layers.div_ceil(pp);
+    let blocks = c.p_blocks / c.layers.max(1) * stage_layers;
+    let head = if pp == 1 { c.p_head } else { 0 };
+    let p = (c.p_embed + blocks + head) / tp;
+    let megatron = l.framework == "megatron";
+    let mixed = base.precision.is_mixed();
+    // Bytes per parameter: (param, grad, master, states).
+    let (pw, gw, mw, sw) = match (l.framework, mixed) {
+        ("megatron", true) => (2, 4, 4, 8),
+        ("deepspeed", true) => (2, 2, 4, 8),
+        (_, true) => (4, 4, 0, 8),
+        (_, false) => (
+            base.precision.compute_bytes(),
+            base.precision.compute_bytes(),
+            0,
+            2 * base.precision.compute_bytes(),
+        ),
+    };
+    let z = l.zero;
+    let (sp_, sg, ss) = match l.framework {
+        "deepspeed" | "fsdp" => (
+            if z >= 3 { dp } else { 1 },
+            if z >= 2 { dp } else { 1 },
+            if z >= 1 { dp } else { 1 },
+        ),
+        _ => (1, 1, if z >= 1 { dp } else { 1 }),
+    };
+    let params = p * pw / sp_;
+    let grads = p * gw / sg;
+    let (mut states, mut master) = (p * sw / ss, p * mw / ss);
+    let mut params_gpu = params;
+    if l.offload != "none" {
+        states = 0;
+        master = 0;
+        if l.offload == "optimizer+params" {
+            params_gpu = 0;
+        }
+    }
+    let ck = match l.checkpointing {
+        "selective" => 1,
+        "full" => 2,
+        _ => 0,
+    };
+    let b = l.micro_batch;
+    let in_flight = if pp > 1 { pp.min(l.microbatches) } else { 1 };
+    let per_layer = if megatron {
+        let job = ResolvedJob {
+            batch: b,
+            checkpointing: [
+                Checkpointing::None,
+                Checkpointing::Selective,
+                Checkpointing::Full,
+            ][ck],
+            parallel: crate::job::Parallel {
+                tp,
+                sp: l.sp,
+                ..Default::default()
+            },
+            ..base.clone()
+        };
+        megatron_layer_bytes(spec, &job).unwrap_or(u64::MAX / 4) / cp
+    } else {
+        // Autocast numerics where fp32 weights stay (PyTorch, FSDP); 16-bit weights under
+        // DeepSpeed's mixed precision.
+        let ni = usize::from(!(mixed && l.framework == "fsdp"));
+        c.act[ni][ck] * b / (tp * cp)
+    };
+    let acts = per_layer
+        .saturating_mul(stage_layers)
+        .saturating_mul(in_flight)
+        + c.embed_act * b;
+    let loss = if pp == 1 { c.loss * b / tp.max(1) } else { 0 };
+    let buffers = match (l.framework, z) {
+        ("deepspeed", 3) => 500_000_000 * gw + 50_000_000 * pw + c.p_largest_block * pw,
+        ("deepspeed", _) if dp > 1 => 500_000_000 * gw,
+        ("fsdp", 3) => 3 * c.p_largest_block * 2,
+        ("fsdp", 0) if dp > 1 => grads,
+        _ => 0,
+    };
+    let scratch = if base.optimizer == crate::job::Optimizer::AdamW && l.offload == "none" {
+        p * sw / 2 / ss
+    } else {
+        0
+    };
+    let _ = c.copies;
+    let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
+    let step = params_gpu + grads + states + master + scratch + buffers;
+    let allocated = fwd_bwd.max(step);
+    // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
+    allocated + allocated / 50 + ctx
+}
+
+/// Plans `base` (its model, seq, precision, optimizer) over `gpus` GPUs of `gpu`.
+pub fn plan(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    gpus: u64,
+    gpu: &crate::gpu::Gpu,
+    max_micro_batch: u64,
+    top: usize,
+) -> Result<PlanResult, CoreError> {
+    let spec = model
+        .spec
+        .as_ref()
+        .ok_or_else(|| CoreError::field("model", "planning needs the architecture"))?;
+    if base.task != Task::Train {
+        return Err(CoreError::field(
+            "task",
+            "plan searches training layouts (task train)",
+        ));
+    }
+    let c = coeffs(spec, model, base)?;
+    let all = layouts(&c, gpus, max_micro_batch.max(1));
+    let ctx = overhead::cuda_context_bytes(Some(gpu))
+        + if gpus > 1 {
+            overhead::nccl_bytes(gpus)
+        } else {
+            0
+        };
+    let capacity = gpu.memory_bytes;
+    let mut fitting: Vec<Scored> = all
+        .par_iter()
+        .filter_map(|l| {
+            let total = screen(&c, l, base, spec, ctx);
+            (total <= capacity).then(|| score(l, total, capacity))
+        })
+        .collect();
+    // Narayanan et al. 2021 §3.2: tensor parallelism all-reduces activations in every layer;
+    // use the smallest degree that fits. Ties go to less communication, then bigger batches.
+    fitting.sort_by(|a, b| {
+        (a.recompute, a.bubble, a.layout.tp as f64, a.communication)
+            .partial_cmp(&(b.recompute, b.bubble, b.layout.tp as f64, b.communication))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(b.layout.micro_batch.cmp(&a.layout.micro_batch))
+            .then(b.headroom.cmp(&a.headroom))
+    });
+    let n_fit = fitting.len() as u64;
+    // Confirm the leaders with the full step simulation; a layout the simulation finds over
+    // capacity is dropped (the screen is a close, not an exact, bound).
+    let mut best = Vec::new();
+    let mut confirmed = 0;
+    for (tried, s) in fitting.into_iter().enumerate() {
+        if best.len() >= top {
+            break;
+        }
+        if confirmed < 3 && tried < 40 {
+            let per_gpu = estimate(model, &job_of(base, &s.layout, gpu)?)
+                .ok()
+                .map(|r| r.per_gpu);
+            match per_gpu.as_ref().and_then(|p| p.device_total) {
+                Some(t) if t <= capacity => {
+                    confirmed += 1;
+                    best.push(Confirmed {
+                        scored: s,
+                        estimate: per_gpu,
+                    });
+                }
+                _ => continue,
+            }
+        } else {
+            best.push(Confirmed {
+                scored: s,
+                estimate: None,
+            });
+        }
+    }
+    let mut advice = Vec::new();
+    if n_fit == 0 {
+        let p = model.params_total;
+        advice.push(format!(
+            "no layout of {gpus} × {} fits; model states alone need about {} GB with \
+             mixed-precision Adam (16 B/param) before sharding",
+            gpu.id,
+            p * 16 / 1_000_000_000
+        ));
+        advice.push(
+            "try more GPUs, CPU offload (deepspeed ZeRO-3 with offload optimizer+params), \
+             LoRA/QLoRA (--lora 16 / --qlora 16), or a shorter sequence"
+                .into(),
+        );
+    }
+    Ok(PlanResult {
+        gpu: gpu.id.clone(),
+        gpus,
+        capacity,
+        evaluated: all.len() as u64,
+        fitting: n_fit,
+        best,
+        advice,
+    })
+}
+
+fn score(l: &Layout, total: u64, capacity: u64) -> Scored {
+    let recompute = match l.checkpointing {
+        "selective" => 0.027,
+        "full" => 1.0 / 3.0,
+        _ => 0.0,
+    };
+    let bubble = if l.pp > 1 {
+        (l.pp - 1) as f64 / l.microbatches.max(1) as f64
+    } else {
+        0.0
+    };
+    let communication = match (l.framework, l.zero) {
+        (_, 3) => 1.5,
+        _ => 1.0,
+    } + if l.offload != "none" { 1.0 } else { 0.0 };
+    Scored {
+        layout: *l,
+        device_total: total,
+        headroom: capacity as i64 - total as i64,
+        recompute,
+        bubble,
+        communication,
+    }
+}
+
+/// The full job of a layout, for confirmation by the step simulation.
+pub fn job_of(
+    base: &ResolvedJob,
+    l: &Layout,
+    gpu: &crate::gpu::Gpu,
+) -> Result<ResolvedJob, CoreError> {
+    Ok(ResolvedJob {
+        batch: l.micro_batch,
+        framework: Framework::parse("framework", l.framework)?,
+        checkpointing: Checkpointing::parse("checkpointing", l.checkpointing)?,
+        gpu: Some(gpu.id.clone()),
+        parallel: crate::job::Parallel {
+            gpus: l.dp * l.tp * l.pp * l.cp,
+            dp: l.dp,
+            tp: l.tp,
+            pp: l.pp,
+            sp: l.sp,
+            cp: l.cp,
+            ep: l.ep,
+            zero: l.zero,
+            offload: Offload::parse("parallel.offload", l.offload)?,
+            microbatches: l.microbatches,
+        },
+        ..base.clone()
+    })
+}

@@ -363,6 +363,11 @@ pub fn model_states(
     out.head_grad = scale(out.head_grad);
     out.embedding_grad = scale(out.embedding_grad);
     out.embedding_backward_transient = scale(out.embedding_backward_transient);
+    // DeepSpeed's mixed-precision optimizer upcasts its gradient partition to fp32 for the
+    // step (`stage_1_and_2.py`: `single_partition_of_fp32_groups[i].grad`), freed after it.
+    if job.framework == Framework::Deepspeed && job.precision.is_mixed() && train {
+        out.step_scratch += div_ceil(trainable.saturating_mul(4), ss * tp);
+    }
     buffers_and_offload(&mut out, job, largest_block, w.param, w.grad, warnings);
     out.max = out.resident;
     Ok(out)

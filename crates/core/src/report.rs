@@ -148,6 +148,9 @@ pub struct PerGpu {
     /// vLLM's preallocated KV pool (beside `components.kv_cache`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_pool: Option<u64>,
+    /// Which GPU these figures are for, when ranks differ (pipeline stages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<String>,
     /// Host (CPU) RAM the job needs beside the GPU: offloaded optimizer states and parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,

@@ -528,3 +528,16 @@ fn plan_finds_layouts_or_says_what_would() {
     assert_eq!(none.fitting, 0);
     assert!(none.advice.iter().any(|a| a.contains("offload")));
 }
+
+/// Expert parallelism divides the routed experts: Mixtral-8x7B's 32 layers × 8 experts of
+/// 3·4096·14336 parameters (45,097,156,608) over ep = 8 leave one expert per layer per GPU;
+/// everything else (1,605,636,096 parameters) is replicated. In bf16: 2 bytes each.
+#[test]
+fn expert_parallelism_splits_the_experts() {
+    let experts: u64 = 32 * 8 * 3 * 4096 * 14336;
+    assert_eq!(experts, 45_097_156_608);
+    let rest = 46_702_792_704 - experts;
+    let r = run(json!({"model": "mixtral-8x7b", "task": "infer", "seq": 16,
+        "parallel": {"ep": 8, "dp": 8}}));
+    assert_eq!(r.per_gpu.components.parameters, 2 * (experts / 8 + rest));
+}

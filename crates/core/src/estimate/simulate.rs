@@ -271,6 +271,11 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             peak_phase,
             kv_pool,
             host_bytes: (st.host > 0).then_some(st.host),
+            rank: (job.parallel.pp > 1).then(|| {
+                "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
+                 micro-batches in flight)"
+                    .to_string()
+            }),
         },
         timeline,
         fit,

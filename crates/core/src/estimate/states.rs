@@ -297,14 +297,29 @@ pub fn model_states(
         } else {
             w.param
         };
-        let stored = stored_bytes(&weights, &qctx, t, frozen_width)?;
+        // Expert parallelism: each rank holds experts/ep of the routed experts (their
+        // gradients and states too); everything else is replicated over EP ranks.
+        let ep_share = if t.component == Component::Experts {
+            job.parallel.ep.max(1)
+        } else {
+            1
+        };
+        let n = n / ep_share;
+        let stored = stored_bytes(&weights, &qctx, t, frozen_width)? / ep_share;
         params = params.saturating_add(stored);
         if peft.is_none() && train {
             trainable += n;
             let g = round_alloc(n.saturating_mul(w.grad));
             grads = grads.saturating_add(g);
             master = master.saturating_add(round_alloc(n.saturating_mul(w.master)));
-            shapes.push((t.shape.clone(), w.state));
+            shapes.push((
+                if ep_share > 1 {
+                    vec![n]
+                } else {
+                    t.shape.clone()
+                },
+                w.state,
+            ));
             match (t.layer, t.component) {
                 (Some(l), _) => {
                     if let Some(x) = out.layer_grads.get_mut(l as usize) {

@@ -571,6 +571,7 @@ mod tests {
                 peak_phase: Some("backward".into()),
                 kv_pool: None,
                 host_bytes: None,
+                rank: None,
             },
             timeline: Vec::new(),
             fit: capacity.map(|c| Fit {

@@ -1,0 +1,293 @@
+//! Attribution: which of the shared categories (`vramscope_core::report::Category`) an
+//! allocation belongs to, from what the record says about it.
+//!
+//! In order of trust: the profiler's own `category` (only in profiler-derived data,
+//! `torch/profiler/_memory_profiler.py`); `user_metadata` set with
+//! `torch.cuda.memory._set_memory_metadata` (a JSON object with `"category"`); then the
+//! allocation's stack and lifetime:
+//! - under `torch/optim/` (`step`, `_multi_tensor_adamw`, ...): created in `_init_group` or
+//!   alive at the end of the record → optimizer states, freed within → step temporaries;
+//! - under backward / the autograd engine: `AccumulateGrad`, alive at the end, or freed by
+//!   `zero_grad`/the optimizer → gradients; freed within backward → temporaries;
+//! - `load_state_dict` / `_apply` (`.to()`, `.cuda()`) / `reset_parameters` → parameters;
+//! - a module `forward`: freed again inside forward → temporaries, else activations
+//!   (saved for backward).
+//!
+//! Anything else stays unattributed and is reported as such.
+
+use crate::snapshot::{Frame, ProfCategory};
+use vramscope_core::report::Category;
+
+/// The step phase an event happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Setup,
+    Forward,
+    Backward,
+    Optimizer,
+    Unknown,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Setup => "setup",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+            Phase::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Phase> {
+        let s = s.trim().trim_matches('#').trim().to_ascii_lowercase();
+        Some(match s.as_str() {
+            "forward" | "fwd" => Phase::Forward,
+            "backward" | "bwd" => Phase::Backward,
+            "optimizer" | "optimizer_step" | "optim" | "step" => Phase::Optimizer,
+            "setup" | "init" | "load" => Phase::Setup,
+            _ => return None,
+        })
+    }
+}
+
+/// Profiler category → shared category. INPUT counts as activations (the contract counts the
+/// model inputs there); AUTOGRAD_DETAIL (outputs of backward ops, e.g. dlogits) as temporaries.
+pub fn from_profiler(c: ProfCategory) -> Option<Category> {
+    Some(match c {
+        ProfCategory::Parameter => Category::Parameters,
+        ProfCategory::OptimizerState => Category::OptimizerStates,
+        ProfCategory::Input | ProfCategory::Activation => Category::Activations,
+        ProfCategory::Temporary | ProfCategory::AutogradDetail => Category::Temporaries,
+        ProfCategory::Gradient => Category::Gradients,
+        ProfCategory::Unknown => return None,
+    })
+}
+
+/// What a stack says, as flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Signals {
+    pub optimizer: bool,
+    pub init_group: bool,
+    pub zero_grad: bool,
+    pub backward: bool,
+    pub accumulate_grad: bool,
+    pub forward: bool,
+    pub params: bool,
+}
+
+/// The function name of a frame: profiler-derived frames put `file.py(123): func` in `name`.
+fn func(name: &str) -> &str {
+    match name.rfind("): ") {
+        Some(i) => &name[i + 3..],
+        None => name,
+    }
+}
+
+pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
+    let mut s = Signals::default();
+    for f in frames {
+        let name = f.name.as_str();
+        let file = f.filename.as_str();
+        let fun = func(name);
+        if file.contains("torch/optim/")
+            || name.contains("torch/optim/")
+            || name.starts_with("Optimizer.step")
+            || fun.starts_with("_multi_tensor_")
+            || fun.starts_with("_single_tensor_")
+            || fun.starts_with("_fused_adam")
+        {
+            s.optimizer = true;
+        }
+        if fun == "_init_group" {
+            s.init_group = true;
+        }
+        if fun == "zero_grad" || name.starts_with("Optimizer.zero_grad") {
+            s.zero_grad = true;
+        }
+        if name.contains("AccumulateGrad") {
+            s.accumulate_grad = true;
+            s.backward = true;
+        }
+        if fun == "backward"
+            || fun.contains("run_backward")
+            || file.contains("torch/autograd/")
+            || name.contains("torch/autograd/")
+            || name.contains("autograd::engine")
+            || name.contains("torch::autograd::Engine")
+        {
+            s.backward = true;
+        }
+        if matches!(
+            fun,
+            "load_state_dict"
+                | "_load_from_state_dict"
+                | "_apply"
+                | "reset_parameters"
+                | "from_pretrained"
+                | "load_checkpoint"
+        ) || (fun == "to" || fun == "cuda")
+            && (file.contains("torch/nn/") || name.contains("torch/nn/"))
+        {
+            s.params = true;
+        }
+        if fun == "forward" || name.starts_with("nn.Module: ") {
+            s.forward = true;
+        }
+    }
+    s
+}
+
+/// The phase an allocation stack belongs to.
+pub fn phase_of(s: &Signals) -> Phase {
+    if s.optimizer || s.zero_grad {
+        Phase::Optimizer
+    } else if s.backward {
+        Phase::Backward
+    } else if s.params {
+        Phase::Setup
+    } else if s.forward {
+        Phase::Forward
+    } else {
+        Phase::Unknown
+    }
+}
+
+/// `user_metadata`: a phase name, or a JSON object with `"phase"` and/or `"category"`.
+pub fn parse_metadata(meta: &str) -> (Option<Phase>, Option<Category>) {
+    if meta.is_empty() {
+        return (None, None);
+    }
+    if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(meta) {
+        let phase = m
+            .get("phase")
+            .and_then(|v| v.as_str())
+            .and_then(Phase::parse);
+        let cat = m
+            .get("category")
+            .and_then(|v| v.as_str())
+            .and_then(category_by_name);
+        return (phase, cat);
+    }
+    (Phase::parse(meta), category_by_name(meta))
+}
+
+pub fn category_by_name(s: &str) -> Option<Category> {
+    Some(match s.trim() {
+        "parameters" | "parameter" | "weights" => Category::Parameters,
+        "gradients" | "gradient" => Category::Gradients,
+        "optimizer_states" | "optimizer_state" => Category::OptimizerStates,
+        "master_weights" => Category::MasterWeights,
+        "activations" | "activation" => Category::Activations,
+        "kv_cache" => Category::KvCache,
+        "temporaries" | "temporary" => Category::Temporaries,
+        _ => return None,
+    })
+}
+
+/// How an allocation ended, as far as the record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Still allocated at the end of the record.
+    AliveAtEnd,
+    /// Freed, with what the free's stack says.
+    Freed(Signals),
+}
+
+/// The category an allocation belongs to, or None (unattributed).
+pub fn classify(
+    hint: Option<ProfCategory>,
+    meta_category: Option<Category>,
+    alloc: &Signals,
+    fate: Fate,
+) -> Option<Category> {
+    if let Some(c) = hint.and_then(from_profiler) {
+        return Some(c);
+    }
+    if let Some(c) = meta_category {
+        return Some(c);
+    }
+    if alloc.optimizer {
+        return Some(match fate {
+            _ if alloc.init_group => Category::OptimizerStates,
+            Fate::AliveAtEnd => Category::OptimizerStates,
+            Fate::Freed(_) => Category::Temporaries,
+        });
+    }
+    if alloc.backward {
+        return Some(match fate {
+            _ if alloc.accumulate_grad => Category::Gradients,
+            Fate::AliveAtEnd => Category::Gradients,
+            Fate::Freed(f) if f.zero_grad || f.optimizer => Category::Gradients,
+            Fate::Freed(_) => Category::Temporaries,
+        });
+    }
+    if alloc.params {
+        return Some(Category::Parameters);
+    }
+    if alloc.forward {
+        return Some(match fate {
+            Fate::Freed(f) if f.forward && !f.backward => Category::Temporaries,
+            _ => Category::Activations,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fr(filename: &str, name: &str) -> Frame {
+        Frame {
+            filename: filename.into(),
+            line: 0,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn optimizer_state_vs_step_temporary() {
+        let init = [
+            fr("torch/optim/adamw.py", "_init_group"),
+            fr("torch/optim/adamw.py", "step"),
+        ];
+        let s = signals(init.iter());
+        assert_eq!(
+            classify(None, None, &s, Fate::Freed(Signals::default())),
+            Some(Category::OptimizerStates)
+        );
+        let sqrt = [fr("torch/optim/adamw.py", "_multi_tensor_adamw")];
+        let s = signals(sqrt.iter());
+        assert_eq!(
+            classify(None, None, &s, Fate::Freed(s)),
+            Some(Category::Temporaries)
+        );
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::OptimizerStates)
+        );
+    }
+
+    #[test]
+    fn profiler_frame_text_is_understood() {
+        let f = [fr("none", "torch/optim/adam.py(140): _init_group")];
+        let s = signals(f.iter());
+        assert!(s.optimizer && s.init_group);
+        let f = [fr("none", "torch/autograd/__init__.py(255): backward")];
+        assert!(signals(f.iter()).backward);
+    }
+
+    #[test]
+    fn metadata_category_and_phase() {
+        assert_eq!(
+            parse_metadata("{\"phase\":\"optimizer\"}"),
+            (Some(Phase::Optimizer), None)
+        );
+        assert_eq!(
+            parse_metadata("{\"category\":\"kv_cache\"}"),
+            (None, Some(Category::KvCache))
+        );
+        assert_eq!(parse_metadata(""), (None, None));
+    }
+}

@@ -1,0 +1,730 @@
+//! A small, non-executing pickle reader for plain-data pickles (protocols 2–5).
+//!
+//! PyTorch's memory snapshots are `pickle.dump(dict)` of dicts, lists, tuples, strings, ints,
+//! floats, bools and None (`torch/cuda/memory.py::_dump_snapshot`). Frame dicts and key strings
+//! are shared objects, so the file is full of memo references; `serde-pickle` 1.2 mis-counts
+//! those (its memo bug on shared dicts), hence this reader. Opcode semantics follow CPython's
+//! `Lib/pickle.py` / `Lib/pickletools.py`.
+//!
+//! Values live in one arena and refer to each other by index, so a memoized dict referenced
+//! 10^5 times is stored once, cycles cost nothing, and dropping the tree never recurses. The
+//! VM is a loop (no recursion), every length prefix is checked against the bytes left before
+//! anything is allocated, and the stack and mark depth are capped. Opcodes that build objects
+//! or call code (GLOBAL, REDUCE, BUILD, ...) are refused by name: nothing is ever executed.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+/// Index of a value in [`Pickle::nodes`].
+pub type Id = u32;
+
+/// One value of the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer that does not fit i64: little-endian two's complement bytes (LONG1/LONG4).
+    BigInt(Box<[u8]>),
+    Float(f64),
+    Str(Box<str>),
+    Bytes(Box<[u8]>),
+    List(Vec<Id>),
+    Tuple(Box<[Id]>),
+    /// Insertion order kept; a later duplicate key wins on lookup, as in Python.
+    Dict(Vec<(Id, Id)>),
+}
+
+/// Why a pickle was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("pickle: {msg} (at byte {offset})")]
+pub struct PickleError {
+    pub offset: u64,
+    pub msg: String,
+}
+
+/// Caps that keep a hostile file from exhausting the stack or memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most values on the VM stack at once (real snapshots stay under ~1,100: APPENDS/SETITEMS
+    /// batch 1,000 items, nesting is < 10 deep).
+    pub max_stack: usize,
+    /// Most open MARKs at once.
+    pub max_marks: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_stack: 100_000,
+            max_marks: 10_000,
+        }
+    }
+}
+
+/// A parsed pickle: the arena and the root value.
+#[derive(Debug, Clone)]
+pub struct Pickle {
+    pub nodes: Vec<Node>,
+    pub root: Id,
+    /// The protocol named by PROTO (0 when the stream has none).
+    pub protocol: u8,
+}
+
+const ID_NONE: Id = 0;
+const ID_TRUE: Id = 1;
+const ID_FALSE: Id = 2;
+
+impl Pickle {
+    pub fn node(&self, id: Id) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    /// `d[key]` when `id` is a dict with a string key `key`.
+    pub fn get(&self, id: Id, key: &str) -> Option<Id> {
+        match self.node(id) {
+            Node::Dict(items) => items
+                .iter()
+                .rev()
+                .find(|(k, _)| matches!(self.node(*k), Node::Str(s) if &**s == key))
+                .map(|(_, v)| *v),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self, id: Id) -> Option<&str> {
+        match self.node(id) {
+            Node::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An integer (or bool) as i128, wide enough for every LONG1 of up to 15 bytes.
+    pub fn as_int(&self, id: Id) -> Option<i128> {
+        match self.node(id) {
+            Node::Int(i) => Some(*i as i128),
+            Node::Bool(b) => Some(*b as i128),
+            Node::BigInt(bytes) if bytes.len() <= 16 => {
+                let neg = bytes.last().is_some_and(|b| b & 0x80 != 0);
+                let mut buf = [if neg { 0xff } else { 0 }; 16];
+                buf[..bytes.len()].copy_from_slice(bytes);
+                Some(i128::from_le_bytes(buf))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn as_u64(&self, id: Id) -> Option<u64> {
+        self.as_int(id).and_then(|v| u64::try_from(v).ok())
+    }
+
+    pub fn as_i64(&self, id: Id) -> Option<i64> {
+        self.as_int(id).and_then(|v| i64::try_from(v).ok())
+    }
+
+    pub fn as_f64(&self, id: Id) -> Option<f64> {
+        match self.node(id) {
+            Node::Float(f) => Some(*f),
+            _ => self.as_int(id).map(|v| v as f64),
+        }
+    }
+
+    pub fn as_bool(&self, id: Id) -> Option<bool> {
+        match self.node(id) {
+            Node::Bool(b) => Some(*b),
+            Node::Int(i) => Some(*i != 0),
+            _ => None,
+        }
+    }
+
+    /// Items of a list or tuple.
+    pub fn as_seq(&self, id: Id) -> Option<&[Id]> {
+        match self.node(id) {
+            Node::List(v) => Some(v),
+            Node::Tuple(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn is_none(&self, id: Id) -> bool {
+        matches!(self.node(id), Node::None)
+    }
+}
+
+/// A byte source that knows how many bytes are left, so length prefixes are checked before
+/// anything is allocated.
+struct Src<R> {
+    r: R,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Bytes not yet consumed (buffered + unread).
+    left: u64,
+    consumed: u64,
+}
+
+const CHUNK: usize = 1 << 16;
+
+impl<R: Read> Src<R> {
+    fn new(r: R, len: u64) -> Self {
+        Src {
+            r,
+            buf: vec![0; CHUNK],
+            pos: 0,
+            end: 0,
+            left: len,
+            consumed: 0,
+        }
+    }
+
+    fn err(&self, msg: impl Into<String>) -> PickleError {
+        PickleError {
+            offset: self.consumed,
+            msg: msg.into(),
+        }
+    }
+
+    /// Makes `n` bytes available at `pos` (n ≤ left was checked by the caller).
+    fn fill(&mut self, n: usize) -> Result<(), PickleError> {
+        if self.end - self.pos >= n {
+            return Ok(());
+        }
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
+        self.pos = 0;
+        if self.buf.len() < n {
+            self.buf.resize(n.max(CHUNK), 0);
+        }
+        while self.end < n {
+            let want =
+                (self.buf.len() - self.end).min(usize::try_from(self.left).unwrap_or(usize::MAX));
+            let got = self
+                .r
+                .read(&mut self.buf[self.end..self.end + want.max(n - self.end)])
+                .map_err(|e| self.err(format!("read failed: {e}")))?;
+            if got == 0 {
+                return Err(self.err("truncated: the file ends inside a value"));
+            }
+            self.end += got;
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, n: u64) -> Result<&[u8], PickleError> {
+        if n > self.left {
+            return Err(self.err(format!("truncated: {n} bytes needed, {} left", self.left)));
+        }
+        let n = n as usize;
+        self.fill(n)?;
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        self.left -= n as u64;
+        self.consumed += n as u64;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, PickleError> {
+        if self.pos < self.end && self.left > 0 {
+            let b = self.buf[self.pos];
+            self.pos += 1;
+            self.left -= 1;
+            self.consumed += 1;
+            return Ok(b);
+        }
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, PickleError> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().unwrap_or([0; 2]),
+        ))
+    }
+
+    fn u32(&mut self) -> Result<u32, PickleError> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or([0; 4]),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, PickleError> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or([0; 8]),
+        ))
+    }
+
+    /// Checks a length prefix against the bytes left (the 2^62-length attack).
+    fn checked_len(&self, n: u64, what: &str) -> Result<u64, PickleError> {
+        if n > self.left {
+            return Err(self.err(format!(
+                "{what} length {n} exceeds the {} bytes left",
+                self.left
+            )));
+        }
+        Ok(n)
+    }
+}
+
+/// The name of an opcode that would build an object or run code, if `op` is one.
+fn forbidden(op: u8) -> Option<&'static str> {
+    Some(match op {
+        b'c' => "GLOBAL",
+        0x93 => "STACK_GLOBAL",
+        b'R' => "REDUCE",
+        b'b' => "BUILD",
+        b'i' => "INST",
+        b'o' => "OBJ",
+        0x81 => "NEWOBJ",
+        0x92 => "NEWOBJ_EX",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => return None,
+    })
+}
+
+/// Parses a whole pickle from memory.
+pub fn parse_slice(bytes: &[u8]) -> Result<Pickle, PickleError> {
+    parse_reader(bytes, bytes.len() as u64, Limits::default())
+}
+
+/// Parses a pickle of `len` bytes from `r` (a file, buffered here in 64 KiB chunks).
+pub fn parse_reader<R: Read>(r: R, len: u64, limits: Limits) -> Result<Pickle, PickleError> {
+    Vm::new(limits).run(Src::new(r, len))
+}
+
+struct Vm {
+    nodes: Vec<Node>,
+    stack: Vec<Id>,
+    marks: Vec<usize>,
+    memo: Vec<Id>,
+    /// BINPUT to an index past the end of `memo` (never seen from CPython, allowed by the spec).
+    memo_sparse: HashMap<u32, Id>,
+    small_ints: Vec<Option<Id>>,
+    limits: Limits,
+}
+
+const NO_ID: Id = Id::MAX;
+
+impl Vm {
+    fn new(limits: Limits) -> Self {
+        Vm {
+            nodes: vec![Node::None, Node::Bool(true), Node::Bool(false)],
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Vec::new(),
+            memo_sparse: HashMap::new(),
+            small_ints: vec![None; 258],
+            limits,
+        }
+    }
+
+    fn alloc(&mut self, n: Node) -> Id {
+        let id = self.nodes.len() as Id;
+        self.nodes.push(n);
+        id
+    }
+
+    fn int(&mut self, v: i64) -> Id {
+        if (-1..=256).contains(&v) {
+            let slot = (v + 1) as usize;
+            if let Some(id) = self.small_ints[slot] {
+                return id;
+            }
+            let id = self.alloc(Node::Int(v));
+            self.small_ints[slot] = Some(id);
+            return id;
+        }
+        self.alloc(Node::Int(v))
+    }
+
+    fn long(&mut self, bytes: &[u8]) -> Id {
+        if bytes.is_empty() {
+            return self.int(0);
+        }
+        if bytes.len() <= 8 {
+            let neg = bytes[bytes.len() - 1] & 0x80 != 0;
+            let mut buf = [if neg { 0xff } else { 0 }; 8];
+            buf[..bytes.len()].copy_from_slice(bytes);
+            return self.int(i64::from_le_bytes(buf));
+        }
+        self.alloc(Node::BigInt(bytes.into()))
+    }
+
+    fn push<R>(&mut self, src: &Src<R>, id: Id) -> Result<(), PickleError>
+    where
+        R: Read,
+    {
+        if self.stack.len() >= self.limits.max_stack {
+            return Err(src.err(format!(
+                "stack deeper than {} values (nesting too deep)",
+                self.limits.max_stack
+            )));
+        }
+        self.stack.push(id);
+        Ok(())
+    }
+
+    fn pop<R: Read>(&mut self, src: &Src<R>, op: &str) -> Result<Id, PickleError> {
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(src.err(format!("{op}: stack empty above the mark")));
+        }
+        self.stack
+            .pop()
+            .ok_or_else(|| src.err(format!("{op}: stack underflow")))
+    }
+
+    fn top<R: Read>(&self, src: &Src<R>, op: &str) -> Result<Id, PickleError> {
+        match (self.stack.last(), self.marks.last()) {
+            (Some(&id), m) if m.is_none_or(|&m| m < self.stack.len()) => Ok(id),
+            _ => Err(src.err(format!("{op}: stack underflow"))),
+        }
+    }
+
+    /// Pops everything above the last MARK.
+    fn pop_mark<R: Read>(&mut self, src: &Src<R>, op: &str) -> Result<Vec<Id>, PickleError> {
+        let m = self
+            .marks
+            .pop()
+            .ok_or_else(|| src.err(format!("{op} without a MARK")))?;
+        Ok(self.stack.split_off(m))
+    }
+
+    fn memo_put<R: Read>(&mut self, src: &Src<R>, idx: u32, op: &str) -> Result<(), PickleError> {
+        let id = self.top(src, op)?;
+        let i = idx as usize;
+        if i < self.memo.len() {
+            self.memo[i] = id;
+        } else if i == self.memo.len() {
+            self.memo.push(id);
+        } else {
+            self.memo_sparse.insert(idx, id);
+        }
+        Ok(())
+    }
+
+    fn memo_get<R: Read>(&self, src: &Src<R>, idx: u32) -> Result<Id, PickleError> {
+        let id = self
+            .memo
+            .get(idx as usize)
+            .copied()
+            .filter(|&id| id != NO_ID)
+            .or_else(|| self.memo_sparse.get(&idx).copied());
+        id.ok_or_else(|| src.err(format!("memo reference to missing slot {idx}")))
+    }
+
+    fn append_items<R: Read>(
+        &mut self,
+        src: &Src<R>,
+        target: Id,
+        items: Vec<Id>,
+        op: &str,
+    ) -> Result<(), PickleError> {
+        match &mut self.nodes[target as usize] {
+            Node::List(v) => {
+                v.extend(items);
+                Ok(())
+            }
+            _ => Err(src.err(format!("{op} onto a value that is not a list"))),
+        }
+    }
+
+    fn set_items<R: Read>(
+        &mut self,
+        src: &Src<R>,
+        target: Id,
+        items: Vec<Id>,
+        op: &str,
+    ) -> Result<(), PickleError> {
+        if !items.len().is_multiple_of(2) {
+            return Err(src.err(format!("{op} with an odd number of items")));
+        }
+        match &mut self.nodes[target as usize] {
+            Node::Dict(d) => {
+                d.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
+                Ok(())
+            }
+            _ => Err(src.err(format!("{op} onto a value that is not a dict"))),
+        }
+    }
+
+    fn string<R: Read>(&mut self, src: &mut Src<R>, n: u64) -> Result<Id, PickleError> {
+        let n = src.checked_len(n, "string")?;
+        let s = String::from_utf8_lossy(src.take(n)?).into_owned();
+        Ok(self.alloc(Node::Str(s.into_boxed_str())))
+    }
+
+    fn bytes<R: Read>(&mut self, src: &mut Src<R>, n: u64) -> Result<Id, PickleError> {
+        let n = src.checked_len(n, "bytes")?;
+        let b: Box<[u8]> = src.take(n)?.into();
+        Ok(self.alloc(Node::Bytes(b)))
+    }
+
+    fn run<R: Read>(mut self, mut src: Src<R>) -> Result<Pickle, PickleError> {
+        let mut protocol = 0u8;
+        loop {
+            if src.left == 0 {
+                return Err(src.err("truncated: no STOP opcode"));
+            }
+            let op = src.u8()?;
+            if let Some(name) = forbidden(op) {
+                return Err(src.err(format!(
+                    "opcode {name} would build an object or run code; only plain data is read"
+                )));
+            }
+            match op {
+                0x80 => {
+                    protocol = src.u8()?;
+                    if protocol > 5 {
+                        return Err(src.err(format!("unsupported protocol {protocol}")));
+                    }
+                }
+                0x95 => {
+                    let n = src.u64()?;
+                    src.checked_len(n, "FRAME")?;
+                }
+                b'.' => {
+                    let root = self.pop(&src, "STOP")?;
+                    if !self.marks.is_empty() {
+                        return Err(src.err("STOP with an open MARK"));
+                    }
+                    return Ok(Pickle {
+                        nodes: self.nodes,
+                        root,
+                        protocol,
+                    });
+                }
+                b'(' => {
+                    if self.marks.len() >= self.limits.max_marks {
+                        return Err(src.err(format!(
+                            "more than {} open MARKs (nesting too deep)",
+                            self.limits.max_marks
+                        )));
+                    }
+                    self.marks.push(self.stack.len());
+                }
+                b'}' => {
+                    let id = self.alloc(Node::Dict(Vec::new()));
+                    self.push(&src, id)?;
+                }
+                b']' => {
+                    let id = self.alloc(Node::List(Vec::new()));
+                    self.push(&src, id)?;
+                }
+                b')' => {
+                    let id = self.alloc(Node::Tuple(Box::new([])));
+                    self.push(&src, id)?;
+                }
+                b'd' => {
+                    let items = self.pop_mark(&src, "DICT")?;
+                    let id = self.alloc(Node::Dict(Vec::new()));
+                    self.set_items(&src, id, items, "DICT")?;
+                    self.push(&src, id)?;
+                }
+                b'l' => {
+                    let items = self.pop_mark(&src, "LIST")?;
+                    let id = self.alloc(Node::List(items));
+                    self.push(&src, id)?;
+                }
+                b't' => {
+                    let items = self.pop_mark(&src, "TUPLE")?;
+                    let id = self.alloc(Node::Tuple(items.into()));
+                    self.push(&src, id)?;
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    let mut items = vec![0; n];
+                    for slot in items.iter_mut().rev() {
+                        *slot = self.pop(&src, "TUPLEn")?;
+                    }
+                    let id = self.alloc(Node::Tuple(items.into()));
+                    self.push(&src, id)?;
+                }
+                0x8f => {
+                    // EMPTY_SET: read as a list (sets never appear in snapshots).
+                    let id = self.alloc(Node::List(Vec::new()));
+                    self.push(&src, id)?;
+                }
+                0x90 => {
+                    let items = self.pop_mark(&src, "ADDITEMS")?;
+                    let target = self.top(&src, "ADDITEMS")?;
+                    self.append_items(&src, target, items, "ADDITEMS")?;
+                }
+                0x91 => {
+                    let items = self.pop_mark(&src, "FROZENSET")?;
+                    let id = self.alloc(Node::Tuple(items.into()));
+                    self.push(&src, id)?;
+                }
+                b'a' => {
+                    let v = self.pop(&src, "APPEND")?;
+                    let target = self.top(&src, "APPEND")?;
+                    self.append_items(&src, target, vec![v], "APPEND")?;
+                }
+                b'e' => {
+                    let items = self.pop_mark(&src, "APPENDS")?;
+                    let target = self.top(&src, "APPENDS")?;
+                    self.append_items(&src, target, items, "APPENDS")?;
+                }
+                b's' => {
+                    let v = self.pop(&src, "SETITEM")?;
+                    let k = self.pop(&src, "SETITEM")?;
+                    let target = self.top(&src, "SETITEM")?;
+                    self.set_items(&src, target, vec![k, v], "SETITEM")?;
+                }
+                b'u' => {
+                    let items = self.pop_mark(&src, "SETITEMS")?;
+                    let target = self.top(&src, "SETITEMS")?;
+                    self.set_items(&src, target, items, "SETITEMS")?;
+                }
+                b'0' => {
+                    self.pop(&src, "POP")?;
+                }
+                b'1' => {
+                    self.pop_mark(&src, "POP_MARK")?;
+                }
+                b'2' => {
+                    let id = self.top(&src, "DUP")?;
+                    self.push(&src, id)?;
+                }
+                b'J' => {
+                    let v = src.u32()? as i32 as i64;
+                    let id = self.int(v);
+                    self.push(&src, id)?;
+                }
+                b'K' => {
+                    let v = src.u8()? as i64;
+                    let id = self.int(v);
+                    self.push(&src, id)?;
+                }
+                b'M' => {
+                    let v = src.u16()? as i64;
+                    let id = self.int(v);
+                    self.push(&src, id)?;
+                }
+                0x8a => {
+                    let n = src.u8()? as u64;
+                    let bytes = src.take(n)?.to_vec();
+                    let id = self.long(&bytes);
+                    self.push(&src, id)?;
+                }
+                0x8b => {
+                    let n = src.u32()? as i32;
+                    if n < 0 {
+                        return Err(src.err("LONG4 with a negative length"));
+                    }
+                    let n = src.checked_len(n as u64, "LONG4")?;
+                    let bytes = src.take(n)?.to_vec();
+                    let id = self.long(&bytes);
+                    self.push(&src, id)?;
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(src.take(8)?.try_into().unwrap_or([0; 8]));
+                    let id = self.alloc(Node::Float(v));
+                    self.push(&src, id)?;
+                }
+                b'N' => self.push(&src, ID_NONE)?,
+                0x88 => self.push(&src, ID_TRUE)?,
+                0x89 => self.push(&src, ID_FALSE)?,
+                0x8c => {
+                    let n = src.u8()? as u64;
+                    let id = self.string(&mut src, n)?;
+                    self.push(&src, id)?;
+                }
+                b'X' => {
+                    let n = src.u32()? as u64;
+                    let id = self.string(&mut src, n)?;
+                    self.push(&src, id)?;
+                }
+                0x8d => {
+                    let n = src.u64()?;
+                    let id = self.string(&mut src, n)?;
+                    self.push(&src, id)?;
+                }
+                b'C' => {
+                    let n = src.u8()? as u64;
+                    let id = self.bytes(&mut src, n)?;
+                    self.push(&src, id)?;
+                }
+                b'B' => {
+                    let n = src.u32()? as u64;
+                    let id = self.bytes(&mut src, n)?;
+                    self.push(&src, id)?;
+                }
+                0x8e | 0x96 => {
+                    let n = src.u64()?;
+                    let id = self.bytes(&mut src, n)?;
+                    self.push(&src, id)?;
+                }
+                0x94 => {
+                    let idx = u32::try_from(self.memo.len())
+                        .map_err(|_| src.err("memo larger than 2^32 entries"))?;
+                    self.memo_put(&src, idx, "MEMOIZE")?;
+                }
+                b'q' => {
+                    let idx = src.u8()? as u32;
+                    self.memo_put(&src, idx, "BINPUT")?;
+                }
+                b'r' => {
+                    let idx = src.u32()?;
+                    self.memo_put(&src, idx, "LONG_BINPUT")?;
+                }
+                b'h' => {
+                    let idx = src.u8()? as u32;
+                    let id = self.memo_get(&src, idx)?;
+                    self.push(&src, id)?;
+                }
+                b'j' => {
+                    let idx = src.u32()?;
+                    let id = self.memo_get(&src, idx)?;
+                    self.push(&src, id)?;
+                }
+                other => {
+                    return Err(src.err(format!(
+                        "unsupported opcode 0x{other:02x} (protocol 0/1 text opcodes are not read)"
+                    )))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pickle.dumps([a, a], protocol=4)` with `a = {"k": 1}` — the serde-pickle failure case
+    /// (notes/formats.md §4.1), written out by hand from pickletools' opcode table.
+    const SHARED: &[u8] =
+        b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00]\x94(}\x94\x8c\x01k\x94K\x01sh\x01e.";
+
+    #[test]
+    fn shared_dict_is_stored_once() {
+        let p = parse_slice(SHARED).unwrap();
+        let items = p.as_seq(p.root).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0], items[1]);
+        let v = p.get(items[0], "k").unwrap();
+        assert_eq!(p.as_int(v), Some(1));
+        assert_eq!(p.protocol, 4);
+    }
+
+    #[test]
+    fn long1_big_address() {
+        // LONG1 of 0x7f3a40000000 (6 bytes, high bit clear) and of -1.
+        let p = parse_slice(b"\x80\x02\x8a\x06\x00\x00\x00\x40\x3a\x7f\x8a\x01\xff\x86.").unwrap();
+        let t = p.as_seq(p.root).unwrap();
+        assert_eq!(p.as_u64(t[0]), Some(0x7f3a_4000_0000));
+        assert_eq!(p.as_int(t[1]), Some(-1));
+    }
+
+    #[test]
+    fn forbidden_opcodes_are_named() {
+        let e = parse_slice(b"\x80\x02cos\nsystem\n.").unwrap_err();
+        assert!(e.msg.contains("GLOBAL"), "{e}");
+        let e = parse_slice(b"\x80\x02N)R.").unwrap_err();
+        assert!(e.msg.contains("REDUCE"), "{e}");
+    }
+}

@@ -1,0 +1,188 @@
+//! The real fixtures in ../shared/fixtures (README there says how each was made) and the
+//! synthetic snapshots of `scripts/make_synthetic_cuda_snapshot.py`. Expected figures come
+//! from the model and the generator script, never from this crate's output.
+
+use std::path::PathBuf;
+use vramscope_measure::{analyze_file, Analysis};
+
+fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/"
+    ))
+    .join(rel)
+}
+
+fn analyze(rel: &str) -> Analysis {
+    analyze_file(&fixture(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+// The tiny LM of scripts/make_samples.py: vocab 1000, d_model 128, ff 512, 2 encoder layers,
+// untied head without bias. Parameters, counted from nn.TransformerEncoderLayer's modules:
+const VOCAB: u64 = 1000;
+const D: u64 = 128;
+const FF: u64 = 512;
+fn params_per_layer() -> (u64, u64) {
+    let attn_in = 3 * D * D + 3 * D; // in_proj_weight + in_proj_bias
+    let attn_out = D * D + D; // out_proj
+    let ff = D * FF + FF + FF * D + D; // linear1, linear2
+    let norms = 2 * 2 * D; // norm1, norm2 (weight + bias)
+    (attn_in + attn_out + ff + norms, 12) // 12 tensors per layer
+}
+fn model_params() -> (u64, u64) {
+    let (per_layer, tensors) = params_per_layer();
+    let emb = VOCAB * D;
+    let head = D * VOCAB;
+    (emb + 2 * per_layer + head, 1 + 2 * tensors + 1)
+}
+
+#[test]
+fn model_arithmetic_matches_the_fixture_notes() {
+    // 652,544 params in 26 tensors (fixtures/README.md) — our own count agrees.
+    assert_eq!(model_params(), (652_544, 26));
+}
+
+fn check_timeline(a: &Analysis) {
+    let (p, tensors) = model_params();
+    let g = &a.per_gpu;
+    // fp32 weights and grads: 4 bytes each; AdamW: exp_avg + exp_avg_sq (8 B/param) plus one
+    // fp32 `step` scalar per tensor (torch/optim/adamw.py `_init_group`, 4 B each).
+    assert_eq!(g.components.base.parameters, 4 * p);
+    assert_eq!(g.components.base.optimizer_states, 8 * p + 4 * tensors);
+    assert_eq!(g.model_states.parameters, 4 * p);
+    assert_eq!(g.model_states.gradients, 4 * p);
+    assert_eq!(g.model_states.optimizer_states, 8 * p + 4 * tensors);
+    // zero_grad(set_to_none=True) ran before the second step: no grads at its peak.
+    assert_eq!(g.components.base.gradients, 0);
+    // The components add up to peak_allocated.
+    let sum = g.components.base.allocated() + g.components.unattributed;
+    assert_eq!(Some(sum), g.peak_allocated);
+    // Inputs x, y: int64 8×64 each, counted with activations, so activations ≥ 2·8·64·8.
+    assert!(g.components.base.activations >= 2 * 8 * 64 * 8);
+    // The peak opens the second backward: the two fp32 8·64×1000 logit gradients (nll_loss
+    // and log_softmax backward) are live, 2 × 2,048,000 bytes of temporaries.
+    assert_eq!(g.peak_phase.as_deref(), Some("backward"));
+    assert_eq!(g.components.base.temporaries, 2 * 8 * 64 * VOCAB * 4);
+    assert!(!a.timeline.is_empty() && a.timeline.len() <= 240);
+}
+
+#[test]
+fn cpu_timeline_json_is_attributed_from_the_model() {
+    let a = analyze("cpu_timeline.json");
+    assert_eq!(a.source.kind, "memory_timeline");
+    check_timeline(&a);
+    assert_eq!(a.per_gpu.components.unattributed, 0);
+}
+
+#[test]
+fn gz_and_raw_agree_with_json() {
+    let j = analyze("cpu_timeline.json");
+    let gz = analyze("cpu_timeline.json.gz");
+    let raw = analyze("cpu_timeline.raw.json.gz");
+    assert_eq!(raw.source.kind, "memory_timeline_raw");
+    check_timeline(&gz);
+    check_timeline(&raw);
+    assert_eq!(j.per_gpu, gz.per_gpu);
+    assert_eq!(j.per_gpu, raw.per_gpu);
+}
+
+#[test]
+fn profiler_snapshot_replays_to_the_same_peak() {
+    let a = analyze("cpu_profile_as_snapshot.pickle");
+    let t = analyze("cpu_timeline.json");
+    assert_eq!(a.source.kind, "profiler_snapshot");
+    assert_eq!(a.source.pickle_protocol, Some(4));
+    let (p, tensors) = model_params();
+    let g = &a.per_gpu;
+    // Pre-existing parameters inherit "parameter" from their in-place version bump.
+    assert_eq!(g.components.base.parameters, 4 * p);
+    assert_eq!(g.components.base.optimizer_states, 8 * p + 4 * tensors);
+    assert_eq!(g.model_states.gradients, 4 * p);
+    // The inputs x, y (2 × 8·64 int64) predate the profile and carry no frames: unattributed.
+    assert_eq!(g.components.unattributed, 2 * 8 * 64 * 8);
+    // Same run, two exports: the same peak.
+    assert_eq!(g.peak_allocated, t.per_gpu.peak_allocated);
+    assert_eq!(g.peak_reserved, None);
+    assert!(!a.top_allocations.is_empty());
+}
+
+const MB: u64 = 1 << 20;
+
+#[test]
+fn synthetic_snapshots_all_protocols() {
+    for proto in [2u8, 4, 5] {
+        let a = analyze(&format!(
+            "synthetic/synthetic_cuda_snapshot_p{proto}.pickle"
+        ));
+        assert_eq!(a.source.kind, "cuda_snapshot");
+        assert_eq!(a.source.pickle_protocol, Some(proto));
+        let g = &a.per_gpu;
+        // Trace (make_synthetic_cuda_snapshot.py): alloc 8 MiB (linear forward), alloc
+        // 4 MiB − 100 (_multi_tensor_adamw, still live → optimizer state), alloc 500 and
+        // 512 (forward), free_requested of the 512 (freed inside forward → temporary).
+        assert_eq!(g.peak_allocated, Some(8 * MB + (4 * MB - 100) + 500 + 512));
+        assert_eq!(g.components.base.activations, 8 * MB + 500);
+        assert_eq!(g.components.base.optimizer_states, 4 * MB - 100);
+        assert_eq!(g.components.base.temporaries, 512);
+        assert_eq!(g.components.unattributed, 0);
+        // Segments: 20 MiB + 2 MiB, both allocated by segment_alloc in the trace.
+        assert_eq!(g.peak_reserved, Some(22 * MB));
+        assert_eq!(
+            g.components.base.allocator_reserve,
+            22 * MB - (8 * MB + (4 * MB - 100) + 500 + 512)
+        );
+        let f = a.fragmentation.as_ref().unwrap();
+        assert_eq!(f.reserved, 22 * MB);
+        assert_eq!(f.allocated, 8 * MB + 4 * MB + 512);
+        assert_eq!(f.active_pending_free, 512);
+        assert_eq!(f.internal_free, 100 + 12);
+        assert_eq!(f.external_free, 8 * MB + (2 * MB - 1024));
+        assert_eq!(
+            f.allocated + f.active_pending_free + f.external_free,
+            f.reserved
+        );
+        assert_eq!(f.largest_free_block, 8 * MB);
+        assert_eq!(a.ooms.len(), 1);
+        assert_eq!(a.ooms[0].device_free, Some(3 * MB));
+        assert_eq!(a.ooms[0].requested, 80 * 1024 * MB);
+    }
+}
+
+#[test]
+fn legacy_1_13_list_of_segments() {
+    let a = analyze("synthetic/synthetic_legacy_1_13_segments_list.pickle");
+    assert_eq!(a.source.kind, "cuda_snapshot_1_13");
+    let g = &a.per_gpu;
+    // One 1,024-byte block allocated under nn.Linear.forward (history[0].frames).
+    assert_eq!(g.peak_allocated, Some(1024));
+    assert_eq!(g.components.base.activations, 1024);
+    assert_eq!(g.peak_reserved, Some(2 * MB));
+    let f = a.fragmentation.as_ref().unwrap();
+    assert_eq!(f.internal_free, 1024 - 1000);
+    assert_eq!(f.external_free, 2 * MB - 1024);
+}
+
+#[test]
+fn empty_real_snapshot() {
+    let a = analyze("cpu_only_empty_cuda_snapshot.pickle");
+    assert_eq!(a.source.kind, "cuda_snapshot");
+    assert_eq!(a.per_gpu.peak_allocated.unwrap_or(0), 0);
+    assert!(a.warnings.iter().any(|w| w.contains("no allocations")));
+}
+
+#[test]
+fn chrome_trace_memory_events() {
+    let a = analyze("cpu_chrome_trace_mlp.json");
+    assert_eq!(a.source.kind, "chrome_trace");
+    // scripts/chrome_trace_mem.py: MLP 64→256→10 (4 tensors), one AdamW step, then
+    // zero_grad, all inside the profile. The parameters predate it; the step's peak holds the
+    // fp32 grads (made in backward, freed by zero_grad) and AdamW's exp_avg + exp_avg_sq
+    // (8 B/param) plus a 4-byte `step` per tensor.
+    let params: u64 = 64 * 256 + 256 + 256 * 10 + 10;
+    let g = &a.per_gpu;
+    assert_eq!(g.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(g.components.base.gradients, 4 * params);
+    assert_eq!(g.components.base.optimizer_states, 8 * params + 4 * 4);
+    let sum = g.components.base.allocated() + g.components.unattributed;
+    assert_eq!(Some(sum), g.peak_allocated);
+}

@@ -93,6 +93,12 @@ pub enum Command {
         /// without one). For scripts.
         #[arg(long)]
         require_fit: bool,
+        /// Also write the report as a self-contained SVG picture to FILE.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+        /// Also write the report as a self-contained HTML page (picture + tables) to FILE.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// Find the largest micro-batch and sequence (train) or batch and context (infer) that fit
     /// a GPU, by searching the estimator.
@@ -110,6 +116,31 @@ model's maximum positions; null where even 1 does not fit.")]
         #[command(flatten)]
         job: Box<JobArgs>,
         /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search parallel layouts (dp × tp × pp × cp × ep, ZeRO / FSDP, recomputation, offload,
+    /// micro-batch) for a training job on N GPUs; list those that fit, ranked.
+    #[command(after_help = "\
+Examples:
+  vramscope plan llama-3.1-70b --gpu h100-80gb --gpus 16 --seq 4096
+  vramscope plan mixtral-8x7b --gpu a100-80gb --gpus 8 --json
+
+Ranking: least recomputation (none < selective 2.7 % < full 1/3 of a step), then the smallest
+pipeline bubble (p − 1)/m, then the smallest tensor-parallel degree, then the least communication (ZeRO-3 1.5× DDP; offload adds the
+PCIe round trip), then the largest micro-batch. Every layout is screened with closed-form
+arithmetic on the model's own coefficients; the top three are confirmed by the full step
+simulation.")]
+    Plan {
+        #[command(flatten)]
+        job: Box<JobArgs>,
+        /// Largest micro-batch to try.
+        #[arg(long, default_value_t = 64)]
+        max_micro_batch: u64,
+        /// How many layouts to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -156,6 +187,57 @@ Examples:
     /// List the GPU catalog: capacity as the device reports it, with the source.
     Gpus {
         /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the local web UI and the JSON API (POST /api/estimate, /api/fit, /api/inspect,
+    /// /api/picture, /api/whatif; GET /api/models, /api/gpus).
+    #[command(after_help = "\
+Examples:
+  vramscope serve                     http://127.0.0.1:8765/
+  vramscope serve --port 0            any free port (printed on the first line)
+  curl -s localhost:8765/api/estimate -d '{\"model\": \"gpt2\", \"batch\": 8}'
+
+Listens on 127.0.0.1 unless --bind names another address. Bodies are limited to 1 MiB and
+requests to 30 s.")]
+    Serve {
+        /// TCP port (0 = any free port).
+        #[arg(long, default_value_t = 8765)]
+        port: u16,
+        /// Address to listen on. Anything but loopback exposes the API to the network, where
+        /// models must be presets or inline configs (no paths).
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+    },
+    /// Read a PyTorch memory record (CUDA snapshot pickle, profiler memory timeline, Chrome
+    /// trace) and say where every byte went at the peak, by the estimate's categories.
+    #[command(after_help = "\
+Examples:
+  vramscope analyze snapshot.pickle           torch.cuda.memory._dump_snapshot() output
+  vramscope analyze timeline.json.gz --json   prof.export_memory_timeline(...) output
+  vramscope analyze trace.json                prof.export_chrome_trace(...) ([memory] events)
+
+Recording a step with phase markers: docs/recorder.md. Exit 2 with one line on a file that
+cannot be read.")]
+    Analyze {
+        /// The record: .pickle (protocol 2-5, torch 1.13 to 2.x), .json, .json.gz, .raw.json.gz.
+        file: PathBuf,
+        /// Print {"per_gpu": ..., "timeline": [...], ...} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put an estimate and a measurement side by side, per category, and explain the residual.
+    #[command(after_help = "\
+Examples:
+  vramscope compare --job job.json snapshot.pickle
+  vramscope compare --job job.toml timeline.json.gz --json")]
+    Compare {
+        /// The job that was measured (JSON or TOML, the contract's job fields).
+        #[arg(long, value_name = "JOB")]
+        job: PathBuf,
+        /// The measurement (as for `analyze`).
+        file: PathBuf,
+        /// Print the comparison as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod output;
 mod render;
+mod serve;
 mod units;
 
 use clap::Parser;

@@ -260,3 +260,30 @@ fn human_estimate_shows_the_what_if_table() {
         .stdout(predicate::str::contains("what if"))
         .stdout(predicate::str::contains("gradient checkpointing"));
 }
+
+/// `plan` lists layouts that fit (JSON), and needs a GPU.
+#[test]
+fn plan_lists_fitting_layouts() {
+    let v = json_of(&[
+        "plan",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100-80gb",
+        "--gpus",
+        "16",
+        "--seq",
+        "4096",
+        "--max-micro-batch",
+        "4",
+        "--json",
+    ]);
+    assert!(v["evaluated"].as_u64().unwrap() > 1000);
+    assert!(v["fitting"].as_u64().unwrap() >= 1);
+    let first = &v["best"][0];
+    assert!(first["estimate"]["device_total"].as_u64().unwrap() <= v["capacity"].as_u64().unwrap());
+    vramscope()
+        .args(["plan", "gpt2", "--gpus", "2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("gpu"));
+}

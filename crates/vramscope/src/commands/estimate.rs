@@ -3,6 +3,7 @@
 use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
 use crate::output::{color_enabled, print, print_json};
+use std::path::Path;
 use std::process::ExitCode;
 use vramscope_core::estimate::ModelInput;
 use vramscope_core::job::{Job, ResolvedJob};
@@ -52,6 +53,11 @@ pub fn prepare_job(
     Ok((loaded.into_input(), resolved, warnings))
 }
 
+/// Writes a picture or page, naming the file when that fails.
+fn write_file(path: &Path, text: &str) -> Result<(), JobError> {
+    std::fs::write(path, text).map_err(|e| JobError(format!("{}: {e}", path.display())))
+}
+
 /// Bar width for this terminal: 72 cells, fewer when `COLUMNS` is narrower.
 fn bar_width() -> usize {
     let cols = std::env::var("COLUMNS")
@@ -61,7 +67,13 @@ fn bar_width() -> usize {
     DEFAULT_BAR_WIDTH.min(cols.saturating_sub(8)).max(10)
 }
 
-pub fn run(args: &JobArgs, json: bool, require_fit: bool) -> CmdResult {
+pub fn run(
+    args: &JobArgs,
+    json: bool,
+    require_fit: bool,
+    svg: Option<&Path>,
+    html: Option<&Path>,
+) -> CmdResult {
     let job = args.to_job()?;
     let report = estimate_job(&job)?;
     let fit = crate::render::fit_of(&report);
@@ -69,6 +81,16 @@ pub fn run(args: &JobArgs, json: bool, require_fit: bool) -> CmdResult {
         return Err(Box::new(JobError(
             "--require-fit: needs a GPU to fit (give --gpu ID or \"gpu\" in the job file)".into(),
         )));
+    }
+    if svg.is_some() || html.is_some() {
+        let (model, resolved, _) = prepare_job(&job)?;
+        let rows = vramscope_core::fit::what_if(&model, &resolved)?;
+        if let Some(path) = svg {
+            write_file(path, &crate::render::svg::render_svg(&report, &rows))?;
+        }
+        if let Some(path) = html {
+            write_file(path, &crate::render::html::render_html(&report, &rows))?;
+        }
     }
     if json {
         print_json(&report)?;

@@ -1,11 +1,15 @@
 //! One module per subcommand. Each returns the exit code or an error (printed as one line, exit
 //! 2).
 
+mod analyze;
 mod catalog;
+mod compare;
 pub mod estimate;
 mod fit;
 mod inspect;
 pub mod jobargs;
+mod plan;
+mod serve;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -26,8 +30,17 @@ pub fn run(cli: Cli) -> CmdResult {
             job,
             json,
             require_fit,
-        } => estimate::run(&job, json, require_fit),
+            svg,
+            html,
+        } => estimate::run(&job, json, require_fit, svg.as_deref(), html.as_deref()),
+        Command::Serve { port, bind } => serve::run(bind, port),
         Command::Fit { job, json } => fit::run(&job, json),
+        Command::Plan {
+            job,
+            max_micro_batch,
+            top,
+            json,
+        } => plan::run(&job, json, max_micro_batch, top),
         Command::Validate {
             file,
             json,
@@ -35,6 +48,8 @@ pub fn run(cli: Cli) -> CmdResult {
         } => validate::run(&file, json, tolerance_only),
         Command::Models { json } => catalog::models(json),
         Command::Gpus { json } => catalog::gpus(json),
+        Command::Analyze { file, json } => analyze::run(&file, json),
+        Command::Compare { job, file, json } => compare::run(&job, &file, json),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

@@ -1,6 +1,8 @@
 //! Human renderings of reports. Pure functions from a report to text, so they can be tested
 //! without a terminal; the commands decide width and colour.
 
+pub mod html;
+pub mod svg;
 pub mod terminal;
 pub mod whatif;
 

@@ -1,0 +1,222 @@
+// vramscope web UI: the form is the job; every change posts it to /api/estimate (numbers and
+// table) and /api/picture (the SVG that `estimate --svg` writes) and shows both. The job lives
+// in the URL's hash (#job=<JSON>) so a link reproduces the view. No library, no other origin.
+"use strict";
+
+const GIB = 1024 ** 3;
+const form = document.getElementById("job");
+const $ = (id) => document.getElementById(id);
+let seq = 0; // answers to older requests are dropped
+let timer = null;
+
+function gib(b) { return b == null ? "n/a" : (b / GIB).toFixed(2); }
+function thousands(b) { return b == null ? "n/a" : String(b).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+function field(name) { return form.elements[name]; }
+function num(name) { return Number(field(name).value); }
+
+// The job the form describes, in the contract's field names.
+function jobFromForm() {
+  const job = {};
+  const cfg = $("config").value.trim();
+  if (cfg) {
+    try { job.model = { hf_config: JSON.parse(cfg) }; }
+    catch (e) { throw new Error("config.json: " + e.message); }
+  } else {
+    job.model = field("model").value;
+  }
+  const task = field("task").value;
+  job.task = task;
+  job.batch = num("batch");
+  job.seq = num("seq");
+  if (task === "train") {
+    job.grad_accum = num("grad_accum");
+    if (field("optimizer").value) job.optimizer = field("optimizer").value;
+    job.checkpointing = field("checkpointing").value;
+  } else {
+    job.new_tokens = num("new_tokens");
+    if (field("kv_dtype").value) job.kv_dtype = field("kv_dtype").value;
+  }
+  if (field("precision").value) job.precision = field("precision").value;
+  job.attention = field("attention").value;
+  if (field("peft").value) {
+    job.peft = { method: field("peft").value, rank: num("rank"), alpha: 2 * num("rank"),
+                 targets: ["q_proj", "k_proj", "v_proj", "o_proj"] };
+  }
+  if (field("weights").value.trim()) job.weights = field("weights").value.trim();
+  job.framework = field("framework").value;
+  job.parallel = { gpus: num("gpus"), tp: num("tp"), pp: num("pp"), zero: num("zero"),
+                   offload: field("offload").value };
+  job.gpu = field("gpu").value || null;
+  return job;
+}
+
+// Sets the form from a job (the URL's hash); unknown fields are ignored.
+function formFromJob(job) {
+  const set = (name, v) => { if (v !== undefined && v !== null && field(name)) field(name).value = v; };
+  if (typeof job.model === "string") { set("model", job.model); $("config").value = ""; }
+  else if (job.model && job.model.hf_config) {
+    $("config").value = JSON.stringify(job.model.hf_config, null, 1);
+    $("paste").open = true;
+  }
+  for (const k of ["task", "batch", "seq", "grad_accum", "new_tokens", "precision", "optimizer",
+                   "checkpointing", "attention", "weights", "framework", "kv_dtype"]) set(k, job[k]);
+  if (job.peft) { set("peft", job.peft.method); set("rank", job.peft.rank); }
+  const p = job.parallel || {};
+  for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);
+  field("gpu").value = job.gpu || "";
+  showTaskFields();
+}
+
+function showTaskFields() {
+  const train = field("task").value === "train";
+  for (const el of document.querySelectorAll("label.train")) el.hidden = !train;
+  for (const el of document.querySelectorAll("label.infer")) el.hidden = train;
+}
+
+async function post(path, job) {
+  const resp = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+                                   body: JSON.stringify(job) });
+  const text = await resp.text();
+  if (!resp.ok) {
+    let msg = text;
+    try { msg = JSON.parse(text).error; } catch (_) { /* keep the text */ }
+    throw new Error(msg);
+  }
+  return text;
+}
+
+function status(text, busy) {
+  $("status").textContent = text;
+  $("status").className = busy ? "busy" : "";
+}
+
+function shareLink(job) {
+  const hash = "#job=" + encodeURIComponent(JSON.stringify(job));
+  $("share").href = hash;
+  history.replaceState(null, "", hash);
+}
+
+async function update() {
+  let job;
+  try { job = jobFromForm(); } catch (e) { status(e.message); return; }
+  shareLink(job);
+  const mine = ++seq;
+  status("estimating…", true);
+  document.body.dataset.state = "busy";
+  try {
+    const [reportText, svg] = await Promise.all([post("/api/estimate", job), post("/api/picture", job)]);
+    if (mine !== seq) return;
+    showReport(JSON.parse(reportText), svg);
+    status("");
+    document.body.dataset.state = "ready";
+  } catch (e) {
+    if (mine !== seq) return;
+    status(e.message);
+    document.body.dataset.state = "error";
+  }
+}
+
+function showReport(r, svg) {
+  const p = r.per_gpu;
+  $("peak-gib").textContent = gib(p.peak_allocated);
+  $("peak-bytes").textContent = thousands(p.peak_allocated);
+  $("peak-bytes").dataset.bytes = p.peak_allocated == null ? "" : String(p.peak_allocated);
+  $("device-gib").textContent = gib(p.device_total);
+  const v = $("verdict");
+  if (r.fit) {
+    v.textContent = r.fit.fits ? `fits ${r.fit.gpu} (${gib(r.fit.headroom)} GiB free)`
+                               : `does not fit ${r.fit.gpu} (${gib(-r.fit.headroom)} GiB over)`;
+    v.className = r.fit.fits ? "fits" : "nofit";
+  } else { v.textContent = "no GPU chosen"; v.className = ""; }
+  // The server's SVG: built from escaped text only, no scripts.
+  $("picture").innerHTML = svg;
+  const colour = {};
+  for (const s of document.querySelectorAll("#picture rect.swatch")) colour[s.dataset.category] = s.getAttribute("fill");
+  const body = $("breakdown").tBodies[0];
+  body.replaceChildren();
+  for (const [cat, bytes] of Object.entries(p.components)) {
+    if (!bytes) continue;
+    const tr = body.insertRow();
+    tr.dataset.category = cat;
+    const name = tr.insertCell();
+    const sw = document.createElement("span");
+    sw.className = "sw";
+    sw.style.background = colour[cat] || "#fff";
+    name.append(sw, cat.replace(/_/g, " "));
+    const g = tr.insertCell(); g.className = "n"; g.textContent = gib(bytes);
+    const b = tr.insertCell(); b.className = "n"; b.textContent = thousands(bytes);
+  }
+  const warn = $("warnings");
+  warn.replaceChildren();
+  for (const w of r.warnings) { const li = document.createElement("li"); li.textContent = w; warn.append(li); }
+}
+
+async function fit() {
+  const out = $("fit-out");
+  try {
+    const job = jobFromForm();
+    if (!job.gpu) { out.textContent = "Choose a GPU to fit."; return; }
+    out.textContent = "searching…";
+    const a = JSON.parse(await post("/api/fit", job));
+    const show = (n) => (n == null ? "none (even 1 does not fit)" : thousands(n));
+    const lines = [`Fit on ${a.gpu} (${gib(a.capacity)} GiB):`, `largest batch: ${show(a.max_batch)}`];
+    if ("max_seq" in a) lines.push(`longest sequence at batch ${job.batch}: ${show(a.max_seq)}`);
+    if ("max_context" in a) lines.push(`longest context at batch ${job.batch}: ${show(a.max_context)}`);
+    for (const n of a.notes) lines.push(n);
+    out.replaceChildren(...lines.map((l) => { const d = document.createElement("div"); d.textContent = l; return d; }));
+  } catch (e) { out.textContent = "fit: " + e.message; }
+}
+
+async function whatIf() {
+  const out = $("whatif-out");
+  try {
+    const rows = JSON.parse(await post("/api/whatif", jobFromForm()));
+    const t = document.createElement("table");
+    t.id = "whatif-table";
+    t.createTHead().insertRow().append(...["technique", "device GiB", "saved GiB", "fits"].map((h) => {
+      const th = document.createElement("th"); th.textContent = h; return th;
+    }));
+    const body = t.createTBody();
+    for (const w of rows) {
+      const tr = body.insertRow();
+      tr.title = w.change;
+      const cells = [w.technique, gib(w.device_total),
+                     w.saved == null ? "n/a" : (w.saved >= 0 ? "+" : "") + (w.saved / GIB).toFixed(2),
+                     w.fits == null ? "-" : (w.fits ? "yes" : "no")];
+      cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i) td.className = "n"; });
+    }
+    out.replaceChildren(t);
+  } catch (e) { out.textContent = "what-if: " + e.message; }
+}
+
+function schedule() {
+  clearTimeout(timer);
+  timer = setTimeout(update, 150);
+}
+
+async function init() {
+  try {
+    const [models, gpus] = await Promise.all([fetch("/api/models").then((r) => r.json()),
+                                              fetch("/api/gpus").then((r) => r.json())]);
+    for (const m of models) field("model").add(new Option(`${m.id} (${m.architecture})`, m.id));
+    for (const g of gpus) field("gpu").add(new Option(`${g.id} — ${g.name}`, g.id));
+  } catch (e) { status("cannot load the catalogs: " + e.message); }
+  field("model").value = "llama-3.1-8b";
+  field("gpu").value = "h100-80gb";
+  if (location.hash.startsWith("#job=")) {
+    try { formFromJob(JSON.parse(decodeURIComponent(location.hash.slice(5)))); }
+    catch (e) { status("the link's job cannot be read: " + e.message); }
+  }
+  showTaskFields();
+  form.addEventListener("input", schedule);
+  form.addEventListener("change", () => { showTaskFields(); schedule(); });
+  $("fit-btn").addEventListener("click", fit);
+  $("whatif-btn").addEventListener("click", whatIf);
+  $("share").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    if (navigator.clipboard) navigator.clipboard.writeText(location.href).catch(() => {});
+  });
+  await update();
+}
+
+init();

@@ -1,0 +1,143 @@
+//! `vramscope analyze FILE`: a PyTorch memory record in, the measured breakdown at the peak out
+//! (the contract's `{"per_gpu", "timeline"}` plus top allocations, sites and fragmentation).
+
+use super::CmdResult;
+use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
+use crate::units::{bytes, percent, thousands};
+use std::path::Path;
+use std::process::ExitCode;
+use vramscope_measure::analysis::CATS;
+use vramscope_measure::Analysis;
+
+/// Reads and analyzes a record; the error names the file.
+pub fn load(path: &Path) -> Result<Analysis, Box<dyn std::error::Error>> {
+    vramscope_measure::analyze_file(path).map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+pub fn run(path: &Path, json: bool) -> CmdResult {
+    let a = load(path)?;
+    if json {
+        print_json(&a)?;
+    } else {
+        print(&render(&a, path))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(a: &Analysis, path: &Path) -> String {
+    let g = &a.per_gpu;
+    let peak = g.peak_allocated.unwrap_or(0);
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{} {} ({}, {} events{})\n\n",
+        paint(HEADER, "Measured memory:"),
+        path.display(),
+        a.source.kind,
+        thousands(a.source.events as u64),
+        a.source
+            .device
+            .map(|d| format!(", device {d}"))
+            .unwrap_or_default()
+    ));
+    s.push_str(&format!(
+        "  peak allocated {}   peak reserved {}   peak phase {}\n\n",
+        paint(BOLD, &bytes(peak)),
+        g.peak_reserved
+            .map(bytes)
+            .unwrap_or_else(|| "unknown".into()),
+        g.peak_phase.as_deref().unwrap_or("unknown")
+    ));
+    s.push_str(&format!(
+        "  {:<20} {:>12} {:>7}   {:>12}\n",
+        "at the peak", "bytes", "share", "held (max)"
+    ));
+    for c in CATS {
+        let v = g.components.get(c);
+        let held = match c {
+            vramscope_core::report::Category::Parameters => Some(g.model_states.parameters),
+            vramscope_core::report::Category::Gradients => Some(g.model_states.gradients),
+            vramscope_core::report::Category::OptimizerStates => {
+                Some(g.model_states.optimizer_states)
+            }
+            vramscope_core::report::Category::MasterWeights => Some(g.model_states.master_weights),
+            _ => None,
+        };
+        if v == 0 && held.unwrap_or(0) == 0 {
+            continue;
+        }
+        s.push_str(&format!(
+            "  {:<20} {:>12} {:>7}   {:>12}\n",
+            c.label(),
+            bytes(v),
+            percent(v, peak),
+            held.map(bytes).unwrap_or_default()
+        ));
+    }
+    if g.peak_reserved.is_some() {
+        s.push_str(&format!(
+            "  {:<20} {:>12}\n",
+            "allocator reserve",
+            bytes(g.components.base.allocator_reserve)
+        ));
+    }
+    if !a.top_allocations.is_empty() {
+        s.push_str(&format!(
+            "\n{}\n",
+            paint(HEADER, "Largest allocations live at the peak:")
+        ));
+        for t in &a.top_allocations {
+            s.push_str(&format!(
+                "  {:>12}  {:<17} {:<10} {}\n",
+                bytes(t.bytes),
+                t.category,
+                t.phase,
+                paint(DIM, &t.site)
+            ));
+        }
+    }
+    if !a.top_frames.is_empty() {
+        s.push_str(&format!(
+            "\n{}\n",
+            paint(HEADER, "Live at the peak, by site:")
+        ));
+        for f in &a.top_frames {
+            s.push_str(&format!(
+                "  {:>12}  {:>5}×  {:<17} {}\n",
+                bytes(f.bytes),
+                f.count,
+                f.category,
+                paint(DIM, &f.site)
+            ));
+        }
+    }
+    if let Some(f) = &a.fragmentation {
+        s.push_str(&format!(
+            "\n{} {} segments, {} reserved: {} allocated, {} pending free, {} cached free \
+             ({:.1}%, largest block {}), {} rounding inside allocated blocks\n",
+            paint(HEADER, "Segments at the end:"),
+            f.segments,
+            bytes(f.reserved),
+            bytes(f.allocated),
+            bytes(f.active_pending_free),
+            bytes(f.external_free),
+            f.external_fraction * 100.0,
+            bytes(f.largest_free_block),
+            bytes(f.internal_free)
+        ));
+    }
+    for o in &a.ooms {
+        s.push_str(&format!(
+            "OOM: asked for {} with {} free on the device at {}\n",
+            bytes(o.requested),
+            o.device_free.map(bytes).unwrap_or_else(|| "?".into()),
+            o.site
+        ));
+    }
+    if !a.warnings.is_empty() {
+        s.push('\n');
+        for w in &a.warnings {
+            s.push_str(&warning_line(w));
+        }
+    }
+    s
+}

@@ -1,0 +1,82 @@
+//! `vramscope plan`: parallel layouts of a training job over N GPUs that fit, ranked.
+
+use super::estimate::prepare_job;
+use super::jobargs::{JobArgs, JobError};
+use super::CmdResult;
+use crate::output::{paint, print, print_json, BOLD, DIM};
+use crate::units::{bytes, thousands};
+use std::process::ExitCode;
+use std::time::Instant;
+
+pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdResult {
+    let job = args.to_job()?;
+    let (model, resolved, _) = prepare_job(&job)?;
+    let gpu_id = resolved
+        .gpu
+        .clone()
+        .ok_or_else(|| JobError("gpu: plan needs a GPU (e.g. --gpu h100-80gb --gpus 16)".into()))?;
+    let gpu = vramscope_core::gpu::find(&gpu_id)?;
+    let gpus = resolved.parallel.gpus;
+    let started = Instant::now();
+    let result = vramscope_core::plan::plan(&model, &resolved, gpus, gpu, max_micro_batch, top)?;
+    let elapsed = started.elapsed();
+    if json {
+        print_json(&result)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = format!(
+        "{} on {} × {} ({} each): {} layouts screened in {:.0} ms, {} fit\n",
+        paint(BOLD, &model.name),
+        gpus,
+        gpu.id,
+        bytes(gpu.memory_bytes),
+        thousands(result.evaluated),
+        elapsed.as_secs_f64() * 1e3,
+        thousands(result.fitting)
+    );
+    if !result.best.is_empty() {
+        out.push_str(
+            "\n  rank  framework   dp tp pp cp ep sp zero offload            ckpt       mb  m   device GiB  confirmed GiB\n",
+        );
+    }
+    for (i, c) in result.best.iter().enumerate() {
+        let l = &c.scored.layout;
+        let confirmed = c
+            .estimate
+            .as_ref()
+            .and_then(|p| p.device_total)
+            .map_or_else(
+                || "-".into(),
+                |t| format!("{:.2}", t as f64 / (1u64 << 30) as f64),
+            );
+        out.push_str(&format!(
+            "  {:>4}  {:<10} {:>3} {:>2} {:>2} {:>2} {:>2} {:>2} {:>4} {:<18} {:<9} {:>3} {:>2} {:>12.2}  {:>13}\n",
+            i + 1,
+            l.framework,
+            l.dp,
+            l.tp,
+            l.pp,
+            l.cp,
+            l.ep,
+            if l.sp { "y" } else { "n" },
+            l.zero,
+            l.offload,
+            l.checkpointing,
+            l.micro_batch,
+            l.microbatches,
+            c.scored.device_total as f64 / (1u64 << 30) as f64,
+            confirmed
+        ));
+    }
+    for a in &result.advice {
+        out.push_str(&format!("  {a}\n"));
+    }
+    out.push_str(&paint(
+        DIM,
+        "\n  ranked by least recomputation, smallest pipeline bubble, smallest tensor-parallel \
+         degree, least communication, then the largest micro-batch; the top three are \
+         confirmed by the full step simulation\n",
+    ));
+    print(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,12 @@
+//! `vramscope serve`: the local web UI and the JSON API (the server lives in `src/serve/`).
+
+use super::CmdResult;
+use crate::serve as server;
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+
+pub fn run(bind: IpAddr, port: u16) -> CmdResult {
+    server::serve(SocketAddr::new(bind, port))
+        .map_err(|e| format!("serve: cannot listen on {bind}:{port}: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}

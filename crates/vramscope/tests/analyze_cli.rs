@@ -1,0 +1,141 @@
+//! `vramscope analyze` / `compare` end to end on the real fixtures in ../shared/fixtures.
+
+use assert_cmd::Command;
+
+fn fixture(rel: &str) -> String {
+    format!(
+        "{}/../../../shared/fixtures/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn vramscope() -> Command {
+    Command::cargo_bin("vramscope").unwrap()
+}
+
+#[test]
+fn analyze_json_has_the_contract_shape() {
+    let out = vramscope()
+        .args(["analyze", &fixture("cpu_timeline.json"), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let g = &v["per_gpu"];
+    let c = &g["components"];
+    for k in [
+        "parameters",
+        "gradients",
+        "optimizer_states",
+        "master_weights",
+        "activations",
+        "kv_cache",
+        "temporaries",
+        "cuda_context",
+        "allocator_reserve",
+        "unattributed",
+    ] {
+        assert!(c[k].is_u64(), "components.{k} missing");
+    }
+    // 652,544 fp32 parameters of the fixture's model (fixtures/samples_meta.json): 4 B each.
+    assert_eq!(c["parameters"], 4 * 652_544);
+    let sum: u64 = [
+        "parameters",
+        "gradients",
+        "optimizer_states",
+        "master_weights",
+        "activations",
+        "kv_cache",
+        "temporaries",
+        "unattributed",
+    ]
+    .iter()
+    .map(|k| c[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(g["peak_allocated"].as_u64(), Some(sum));
+    assert!(g["peak_reserved"].is_null());
+    assert_eq!(g["peak_phase"], "backward");
+    let tl = v["timeline"].as_array().unwrap();
+    assert!(!tl.is_empty());
+    for p in tl {
+        assert!(p["phase"].is_string() && p["label"].is_string() && p["allocated"].is_u64());
+        assert!(p["by_category"].is_object());
+    }
+}
+
+#[test]
+fn analyze_snapshot_human_output() {
+    vramscope()
+        .args([
+            "analyze",
+            &fixture("synthetic/synthetic_cuda_snapshot_p5.pickle"),
+        ])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("optimizer states"))
+        .stdout(predicates::str::contains("_multi_tensor_adamw"))
+        .stdout(predicates::str::contains("OOM"));
+}
+
+#[test]
+fn bad_file_exits_2_with_one_line() {
+    let dir = std::env::temp_dir().join(format!("vramscope-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let evil = dir.join("evil.pickle");
+    std::fs::write(&evil, b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00lsR.").unwrap();
+    for path in [
+        evil.to_string_lossy().into_owned(),
+        fixture("tiny_llama_q8.gguf"),
+        dir.join("missing.pickle").to_string_lossy().into_owned(),
+    ] {
+        let out = vramscope().args(["analyze", &path]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{path}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&path), "{err}");
+    }
+    let out = vramscope()
+        .args(["analyze", &evil.to_string_lossy()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GLOBAL"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compare_puts_estimate_and_measurement_side_by_side() {
+    let dir = std::env::temp_dir().join(format!("vramscope-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("job.json");
+    // The fixture's model as a bare parameter count: model states are exact.
+    std::fs::write(
+        &job,
+        r#"{"model": {"params": 652544}, "task": "train", "batch": 8, "seq": 64,
+            "precision": "fp32", "optimizer": "adamw"}"#,
+    )
+    .unwrap();
+    let out = vramscope()
+        .args([
+            "compare",
+            "--job",
+            &job.to_string_lossy(),
+            &fixture("cpu_timeline.json"),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["category"] == name).unwrap().clone();
+    // Parameters: 4 B × 652,544 in both.
+    assert_eq!(row("parameters")["estimated"], 4 * 652_544);
+    assert_eq!(row("parameters")["measured"], 4 * 652_544);
+    assert_eq!(row("parameters")["difference"], 0);
+    assert!(v["residual"]["unattributed"].is_u64());
+    let _ = std::fs::remove_dir_all(&dir);
+}

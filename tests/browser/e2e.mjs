@@ -1,0 +1,106 @@
+// End-to-end test of the web UI in a real browser: Debian's chromium, headless, driven by
+// playwright-core. Loads the page from a running `vramscope serve`, changes the batch, and
+// checks that the peak the page shows becomes the one POST /api/estimate returns for the job
+// the page encodes in its URL. Also: the page requests nothing from another origin, and the
+// fit and what-if buttons answer. Saves a screenshot (a CI artifact).
+//
+//   VRAMSCOPE_URL=http://127.0.0.1:8765/ node e2e.mjs
+//
+// Env: VRAMSCOPE_URL (required), CHROMIUM (default /usr/bin/chromium), SCREENSHOT (default
+// ../../target/browser/screenshot.png).
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const base = process.env.VRAMSCOPE_URL;
+if (!base) { console.error("set VRAMSCOPE_URL to the server's URL"); process.exit(2); }
+const exe = process.env.CHROMIUM || "/usr/bin/chromium";
+const shot = resolve(process.env.SCREENSHOT || resolve(here, "../../target/browser/screenshot.png"));
+const origin = new URL(base).origin;
+const STEP = 30_000; // each wait
+
+// The whole test must end by itself, whatever hangs.
+const watchdog = setTimeout(() => { console.error("FAIL: browser test took over 180 s"); process.exit(1); }, 180_000);
+
+function check(cond, msg) {
+  if (!cond) throw new Error(msg);
+  console.log("ok -", msg);
+}
+
+const browser = await chromium.launch({
+  executablePath: exe,
+  headless: true,
+  timeout: 60_000,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"],
+});
+let failed = false;
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+  page.setDefaultTimeout(STEP);
+  const foreign = [];
+  const errors = [];
+  page.on("request", (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) foreign.push(r.url()); });
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+
+  await page.goto(base, { waitUntil: "load", timeout: STEP });
+  await page.waitForFunction(() => document.body.dataset.state === "ready");
+  const before = await page.getAttribute("#peak-bytes", "data-bytes");
+  check(/^\d+$/.test(before), `the page shows a peak at load (${before} bytes)`);
+  check(await page.locator("#picture svg rect.segment").count() > 0, "the picture is drawn");
+
+  // Change a knob: batch 1 → 8.
+  await page.fill("input[name=batch]", "8");
+  await page.waitForFunction((old) => {
+    const el = document.getElementById("peak-bytes");
+    return document.body.dataset.state === "ready" && el.dataset.bytes && el.dataset.bytes !== old;
+  }, before);
+  const shown = await page.getAttribute("#peak-bytes", "data-bytes");
+  const shownGib = await page.textContent("#peak-gib");
+
+  // The job the page encodes in its URL, sent to the API by this script.
+  const url = new URL(page.url());
+  check(url.hash.startsWith("#job="), "the URL encodes the job");
+  const job = JSON.parse(decodeURIComponent(url.hash.slice(5)));
+  check(job.batch === 8, "the encoded job has the new batch");
+  const resp = await fetch(new URL("/api/estimate", base), {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(job),
+  });
+  check(resp.ok, `POST /api/estimate answers ${resp.status}`);
+  const report = await resp.json();
+  const expected = report.per_gpu.peak_allocated;
+  check(String(expected) === shown, `displayed peak ${shown} == API peak_allocated ${expected}`);
+  check(shown !== before, `the peak changed with the batch (${before} -> ${shown})`);
+  check(shownGib === (expected / 1024 ** 3).toFixed(2), `displayed GiB ${shownGib} matches`);
+
+  // A shared link reproduces the view in a fresh page.
+  const again = await browser.newPage();
+  again.setDefaultTimeout(STEP);
+  await again.goto(page.url(), { waitUntil: "load" });
+  await again.waitForFunction(() => document.body.dataset.state === "ready");
+  check(await again.getAttribute("#peak-bytes", "data-bytes") === shown, "the shared link shows the same peak");
+  await again.close();
+
+  await page.click("#fit-btn");
+  await page.waitForFunction(() => /largest batch/.test(document.getElementById("fit-out").textContent));
+  check(true, "fit answers: " + (await page.textContent("#fit-out")).slice(0, 80));
+  await page.click("#whatif-btn");
+  await page.waitForSelector("#whatif-table tbody tr");
+  check(await page.locator("#whatif-table tbody tr").count() > 0, "what-if lists techniques");
+
+  mkdirSync(dirname(shot), { recursive: true });
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log("screenshot:", shot);
+  check(foreign.length === 0, `no request left ${origin} (${foreign.join(", ")})`);
+  check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
+} catch (e) {
+  failed = true;
+  console.error("FAIL:", e.message);
+} finally {
+  await browser.close().catch(() => {});
+  clearTimeout(watchdog);
+}
+process.exit(failed ? 1 : 0);

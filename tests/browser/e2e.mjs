@@ -9,7 +9,7 @@
 // Env: VRAMSCOPE_URL (required), CHROMIUM (default /usr/bin/chromium), SCREENSHOT (default
 // ../../target/browser/screenshot.png).
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -90,6 +90,21 @@ try {
   await page.click("#whatif-btn");
   await page.waitForSelector("#whatif-table tbody tr");
   check(await page.locator("#whatif-table tbody tr").count() > 0, "what-if lists techniques");
+
+  // Choose a measurement (the real profiler timeline in ../shared/fixtures): the page shows
+  // the peak /api/analyze reads from it and overlays it on the picture.
+  const rec = resolve(here, "../../../shared/fixtures/cpu_timeline.json");
+  if (existsSync(rec)) {
+    await page.setInputFiles("#file", rec);
+    await page.waitForSelector("#picture svg rect.measured-segment");
+    await page.waitForFunction(() => document.body.dataset.state === "ready");
+    const { readFileSync } = await import("node:fs");
+    const a = await (await fetch(new URL("/api/analyze", base), { method: "POST", body: readFileSync(rec) })).json();
+    check(await page.getAttribute("#measured-bytes", "data-bytes") === String(a.per_gpu.peak_allocated),
+          `a chosen measurement is overlaid (measured peak ${a.per_gpu.peak_allocated} bytes)`);
+  } else {
+    console.log("skip - no ../shared/fixtures/cpu_timeline.json for the overlay check");
+  }
 
   mkdirSync(dirname(shot), { recursive: true });
   await page.screenshot({ path: shot, fullPage: true });

@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod attribute;
+pub mod calibrate;
 pub mod pickle;
 pub mod profiler;
 pub mod snapshot;

@@ -8,6 +8,7 @@ const form = document.getElementById("job");
 const $ = (id) => document.getElementById(id);
 let seq = 0; // answers to older requests are dropped
 let timer = null;
+let measured = null; // analyze's JSON for a dropped measurement, overlaid on the picture
 
 function gib(b) { return b == null ? "n/a" : (b / GIB).toFixed(2); }
 function thousands(b) { return b == null ? "n/a" : String(b).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
@@ -104,7 +105,9 @@ async function update() {
   status("estimating…", true);
   document.body.dataset.state = "busy";
   try {
-    const [reportText, svg] = await Promise.all([post("/api/estimate", job), post("/api/picture", job)]);
+    const picture = measured ? post("/api/compare?picture=svg", { job, analysis: measured })
+                             : post("/api/picture", job);
+    const [reportText, svg] = await Promise.all([post("/api/estimate", job), picture]);
     if (mine !== seq) return;
     showReport(JSON.parse(reportText), svg);
     status("");
@@ -149,6 +152,57 @@ function showReport(r, svg) {
   const warn = $("warnings");
   warn.replaceChildren();
   for (const w of r.warnings) { const li = document.createElement("li"); li.textContent = w; warn.append(li); }
+}
+
+// A dropped or chosen file: a config.json becomes the model; anything else is sent to
+// /api/analyze as a measurement and overlaid on the picture.
+async function useFile(file) {
+  if (!file) return;
+  const head = new Uint8Array(await file.slice(0, 1).arrayBuffer());
+  if (/\.json$/i.test(file.name) && head[0] === 0x7b) {
+    const text = await file.text();
+    let v = null;
+    try { v = JSON.parse(text); } catch (_) { /* not JSON: try it as a measurement */ }
+    if (v && (v.model_type || v.architectures)) {
+      $("config").value = JSON.stringify(v, null, 1);
+      $("paste").open = true;
+      status("");
+      schedule();
+      return;
+    }
+  }
+  if (/\.(safetensors|gguf)$/i.test(file.name)) {
+    status(`${file.name}: drop its config.json here, or run \`vramscope estimate ${file.name}\``);
+    return;
+  }
+  status(`analyzing ${file.name}…`, true);
+  try {
+    const resp = await fetch("/api/analyze", { method: "POST", body: file });
+    const text = await resp.text();
+    if (!resp.ok) {
+      let msg = text;
+      try { msg = JSON.parse(text).error; } catch (_) { /* keep the text */ }
+      throw new Error(msg);
+    }
+    measured = JSON.parse(text);
+    $("measured-name").textContent = file.name;
+    $("measurement").hidden = false;
+    const peak = measured.per_gpu.peak_allocated;
+    $("measured-gib").textContent = gib(peak);
+    $("measured-bytes").textContent = thousands(peak);
+    $("measured-bytes").dataset.bytes = peak == null ? "" : String(peak);
+    $("measured-line").hidden = false;
+    status("");
+    await update();
+  } catch (e) { status(`${file.name}: ${e.message}`); }
+}
+
+function clearMeasured() {
+  measured = null;
+  $("measurement").hidden = true;
+  $("measured-line").hidden = true;
+  $("file").value = "";
+  schedule();
 }
 
 async function fit() {
@@ -208,7 +262,16 @@ async function init() {
     catch (e) { status("the link's job cannot be read: " + e.message); }
   }
   showTaskFields();
-  form.addEventListener("input", schedule);
+  form.addEventListener("input", (ev) => { if (ev.target.id !== "file") schedule(); });
+  $("file").addEventListener("change", (ev) => { ev.stopPropagation(); useFile(ev.target.files[0]); });
+  $("clear-measured").addEventListener("click", clearMeasured);
+  document.addEventListener("dragover", (ev) => { ev.preventDefault(); document.body.classList.add("dragging"); });
+  document.addEventListener("dragleave", () => document.body.classList.remove("dragging"));
+  document.addEventListener("drop", (ev) => {
+    ev.preventDefault();
+    document.body.classList.remove("dragging");
+    useFile(ev.dataTransfer && ev.dataTransfer.files[0]);
+  });
   form.addEventListener("change", () => { showTaskFields(); schedule(); });
   $("fit-btn").addEventListener("click", fit);
   $("whatif-btn").addEventListener("click", whatIf);

@@ -107,6 +107,7 @@ Examples:
   vramscope fit llama-3.1-8b --gpu h100-80gb --seq 4096
   vramscope fit llama-3.1-8b --gpu l40s-48gb --task infer --seq 8192 --batch 16
   vramscope fit mistral-7b-v0.1 --gpu a100-80gb --lora 16 --json
+  vramscope fit --job job.json --measured snapshot.pickle --gpu h100-80gb
 
 train → {\"max_batch\": n, \"max_seq\": n}: the largest micro-batch at --seq, and the longest
 sequence at --batch; infer → {\"max_batch\": n, \"max_context\": n}. A limit is the largest
@@ -115,6 +116,11 @@ model's maximum positions; null where even 1 does not fit.")]
     Fit {
         #[command(flatten)]
         job: Box<JobArgs>,
+        /// Calibrate with a measured run of this job (snapshot pickle or profiler timeline, as
+        /// for `analyze`): its per-category residual against the estimate is carried into the
+        /// search. The job's batch and sequence must be those of the measured run.
+        #[arg(long, value_name = "FILE")]
+        measured: Option<PathBuf>,
         /// Print the answer as JSON.
         #[arg(long)]
         json: bool,
@@ -240,6 +246,30 @@ Examples:
         /// Print the comparison as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Watch GPU memory live through NVML (what nvidia-smi shows): a process, a command, or
+    /// every GPU; the peak and when it happened at the end.
+    #[command(after_help = "\
+Examples:
+  vramscope watch -- python train.py --batch 16     run it, watch it, exit with its code
+  vramscope watch --pid 4242 --interval 200         until the process exits
+  vramscope watch                                   all GPUs' used memory, until Ctrl-C
+
+A process's bytes include its children (a launcher's Python child). Needs the NVIDIA driver's
+libnvidia-ml.so.1 at run time; without it, one line and exit 2.")]
+    Watch {
+        /// The process to watch (with its children).
+        #[arg(long, conflicts_with = "command")]
+        pid: Option<u32>,
+        /// Milliseconds between samples (at least 20).
+        #[arg(long, value_name = "MS", default_value_t = 500)]
+        interval: u64,
+        /// Print only the summary, as JSON.
+        #[arg(long)]
+        json: bool,
+        /// A command to start and watch until it exits.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
     },
     /// Print a shell completion script.
     Completions {

@@ -433,3 +433,176 @@ fn keeps_serving_under_concurrent_load() {
     // Still answering single requests afterwards.
     assert_eq!(call(&s, "GET", "/api/gpus", b"").status, 200);
 }
+
+/// A real profiler memory timeline (`../shared/fixtures/README.md` says how it was made).
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures")
+        .join(name)
+}
+
+/// RFC 4648 base64, written here so the test does not share the server's decoder.
+fn b64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn analyze_compare_and_plan_answer_what_the_cli_prints() {
+    let s = start();
+    let rec = fixture("cpu_timeline.json");
+    let rec_s = rec.to_str().unwrap();
+    let bytes = std::fs::read(&rec).expect("../shared/fixtures/cpu_timeline.json");
+    let r = call(&s, "POST", "/api/analyze", &bytes);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let analysis_cli = cli(&["analyze", rec_s, "--json"]);
+    assert_eq!(r.body, analysis_cli);
+    let analysis = r.json();
+
+    let job = r#"{"model": "gpt2", "batch": 2, "seq": 512, "gpu": "t4-16gb"}"#;
+    let jf = temp_file("cmp-job.json", job);
+    let body = format!(r#"{{"job": {job}, "measurement_b64": "{}"}}"#, b64(&bytes));
+    let r = post(&s, "/api/compare", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.body,
+        cli(&["compare", "--job", jf.to_str().unwrap(), rec_s, "--json"])
+    );
+
+    // The picture with the measurement: one measured rect per non-zero measured category,
+    // carrying analyze's bytes, and the measured line with one point per timeline point.
+    let r = post(&s, "/api/compare?picture=svg", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("image/svg+xml"));
+    let svg = r.text();
+    let comps = analysis["per_gpu"]["components"].as_object().unwrap();
+    let nonzero: Vec<(&String, u64)> = comps
+        .iter()
+        .map(|(k, v)| (k, v.as_u64().unwrap()))
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    assert!(!nonzero.is_empty());
+    assert_eq!(
+        svg.matches("class=\"measured-segment\"").count(),
+        nonzero.len(),
+        "{svg}"
+    );
+    for (k, v) in &nonzero {
+        assert!(
+            svg.contains(&format!(
+                "class=\"measured-segment\" data-category=\"{k}\" data-bytes=\"{v}\""
+            )),
+            "{k}"
+        );
+    }
+    let points = analysis["timeline"].as_array().unwrap().len();
+    assert!(
+        svg.contains(&format!("data-points=\"{points}\"")),
+        "{points}"
+    );
+    // The same picture from analyze's JSON instead of the record.
+    let body2 = format!(r#"{{"job": {job}, "analysis": {analysis}}}"#);
+    let r2 = post(&s, "/api/compare?picture=svg", &body2);
+    assert_eq!(r2.status, 200, "{}", r2.text());
+    assert_eq!(r2.text(), svg);
+
+    let job = r#"{"model": "llama-3.1-8b", "batch": 1, "seq": 2048, "gpu": "h100-80gb", "parallel": {"gpus": 8}}"#;
+    let jf = temp_file("plan-job.json", job);
+    let r = post(&s, "/api/plan", job);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.body,
+        cli(&["plan", "--job", jf.to_str().unwrap(), "--json"])
+    );
+}
+
+#[test]
+fn uploads_have_their_own_limit_and_errors_are_json() {
+    let s = start();
+    // 2 MiB is over the job routes' 1 MiB limit but within the upload limit: the record is
+    // read, and refused for what it is, not for its size.
+    let mut big = vec![b' '; 2 << 20];
+    big.extend_from_slice(b"nonsense");
+    let r = call(&s, "POST", "/api/analyze", &big);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.error().starts_with("measurement:"), "{}", r.error());
+    let r = call(&s, "POST", "/api/estimate", &big);
+    assert_eq!(r.status, 413);
+    // Over 256 MiB by Content-Length: 413 before anything is read.
+    let stream = TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    w.write_all(
+        b"POST /api/analyze HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 300000000\r\n\r\n",
+    )
+    .unwrap();
+    let r = read_response(&mut BufReader::new(stream)).unwrap();
+    assert_eq!(r.status, 413);
+    assert!(
+        r.error().contains(&(256u64 << 20).to_string()),
+        "{}",
+        r.error()
+    );
+    // Empty and malformed bodies.
+    assert_eq!(call(&s, "POST", "/api/analyze", b"").status, 400);
+    let r = post(
+        &s,
+        "/api/compare",
+        r#"{"job": {"model": "gpt2"}, "measurement_b64": "!!"}"#,
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.error().starts_with("measurement_b64"), "{}", r.error());
+    let r = post(
+        &s,
+        "/api/compare",
+        r#"{"job": {"model": "gpt2"}, "measurement_b64": "e30="}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        !r.error().contains("vramscope-serve-"),
+        "no temp path: {}",
+        r.error()
+    );
+    let r = post(&s, "/api/compare", r#"{"measurement_b64": "e30="}"#);
+    assert_eq!(r.status, 400);
+    assert!(r.error().starts_with("job"), "{}", r.error());
+    let r = post(
+        &s,
+        "/api/compare?picture=png",
+        r#"{"job": {"model": "gpt2"}, "analysis": {}}"#,
+    );
+    assert_eq!(r.status, 400);
+    let r = post(&s, "/api/plan", r#"{"model": "gpt2", "batch": 0}"#);
+    assert_eq!(r.status, 400);
+    assert!(r.error().starts_with("batch"), "{}", r.error());
+    // Wrong method on a known route: 405 with a JSON cause naming the right one.
+    let r = call(&s, "GET", "/api/estimate", b"");
+    assert_eq!(r.status, 405);
+    assert!(r.error().contains("POST"), "{}", r.error());
+    let r = call(&s, "POST", "/api/gpus", b"{}");
+    assert_eq!(r.status, 405);
+    assert!(r.error().contains("GET"), "{}", r.error());
+    assert!(r.header("allow").is_some());
+    assert_eq!(
+        post(&s, "/api/estimate", r#"{"model": "gpt2"}"#).status,
+        200
+    );
+}

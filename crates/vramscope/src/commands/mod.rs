@@ -11,6 +11,7 @@ pub mod jobargs;
 mod plan;
 mod serve;
 mod validate;
+mod watch;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -34,7 +35,14 @@ pub fn run(cli: Cli) -> CmdResult {
             html,
         } => estimate::run(&job, json, require_fit, svg.as_deref(), html.as_deref()),
         Command::Serve { port, bind } => serve::run(bind, port),
-        Command::Fit { job, json } => fit::run(&job, json),
+        Command::Fit {
+            job,
+            measured,
+            json,
+        } => match measured {
+            Some(file) => fit::run_calibrated(&job, &file, json),
+            None => fit::run(&job, json),
+        },
         Command::Plan {
             job,
             max_micro_batch,
@@ -50,6 +58,12 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Gpus { json } => catalog::gpus(json),
         Command::Analyze { file, json } => analyze::run(&file, json),
         Command::Compare { job, file, json } => compare::run(&job, &file, json),
+        Command::Watch {
+            pid,
+            interval,
+            json,
+            command,
+        } => watch::run(pid, interval, json, &command),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

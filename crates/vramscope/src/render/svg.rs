@@ -7,7 +7,7 @@ use super::terminal::job_summary;
 use super::{fit_of, SHOWN};
 use crate::units::short_count;
 use vramscope_core::fit::WhatIf;
-use vramscope_core::report::{Category, Report};
+use vramscope_core::report::{Category, Report, TimelinePoint};
 
 /// Picture width in px.
 pub const WIDTH: f64 = 960.0;
@@ -74,13 +74,138 @@ pub fn bar_scale(report: &Report) -> u64 {
     used.max(cap).max(1)
 }
 
+/// What a measurement adds to the picture: the analyze report's (`vramscope analyze --json`)
+/// components at the measured peak and its timeline.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Bytes by category at the measured peak, `unattributed` included; zeros left out.
+    pub components: Vec<(Category, u64)>,
+    pub peak_allocated: Option<u64>,
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// The measured categories in the picture's order: the estimate's, then `unattributed`.
+const MEASURED_ORDER: [Category; 10] = [
+    Category::Parameters,
+    Category::Gradients,
+    Category::OptimizerStates,
+    Category::MasterWeights,
+    Category::Activations,
+    Category::KvCache,
+    Category::Temporaries,
+    Category::CudaContext,
+    Category::AllocatorReserve,
+    Category::Unattributed,
+];
+
+impl Measured {
+    pub fn from_analysis(a: &vramscope_measure::Analysis) -> Self {
+        let g = &a.per_gpu;
+        Measured {
+            components: MEASURED_ORDER
+                .iter()
+                .map(|c| (*c, g.components.get(*c)))
+                .filter(|(_, b)| *b > 0)
+                .collect(),
+            peak_allocated: g.peak_allocated,
+            timeline: a.timeline.clone(),
+        }
+    }
+
+    /// Reads the analyze JSON (`{"per_gpu": {...}, "timeline": [...]}`, as `analyze --json`
+    /// prints it) back; unknown categories are left out, at most `MAX_POINTS` timeline points.
+    pub fn from_json(v: &serde_json::Value) -> Result<Self, String> {
+        const MAX_POINTS: usize = 100_000;
+        let per_gpu = v
+            .get("per_gpu")
+            .and_then(|p| p.as_object())
+            .ok_or("measurement: no \"per_gpu\" object (send what `analyze --json` prints)")?;
+        let comps = per_gpu
+            .get("components")
+            .and_then(|c| c.as_object())
+            .ok_or("measurement: per_gpu has no \"components\" object")?;
+        let cat = |name: &str| MEASURED_ORDER.iter().copied().find(|c| c.name() == name);
+        let mut components = Vec::new();
+        for c in MEASURED_ORDER {
+            match comps.get(c.name()) {
+                None | Some(serde_json::Value::Null) => {}
+                Some(b) => {
+                    let b = b.as_u64().ok_or_else(|| {
+                        format!("measurement: components.{} is not a byte count", c.name())
+                    })?;
+                    if b > 0 {
+                        components.push((c, b));
+                    }
+                }
+            }
+        }
+        let peak_allocated = per_gpu.get("peak_allocated").and_then(|b| b.as_u64());
+        let points = match v.get("timeline") {
+            None | Some(serde_json::Value::Null) => &[][..],
+            Some(t) => t
+                .as_array()
+                .ok_or("measurement: \"timeline\" is not a list")?
+                .as_slice(),
+        };
+        if points.len() > MAX_POINTS {
+            return Err(format!(
+                "measurement: {} timeline points, more than {MAX_POINTS}",
+                points.len()
+            ));
+        }
+        let mut timeline = Vec::with_capacity(points.len());
+        for (i, p) in points.iter().enumerate() {
+            let allocated = p.get("allocated").and_then(|a| a.as_u64()).ok_or_else(|| {
+                format!("measurement: timeline[{i}].allocated is not a byte count")
+            })?;
+            let s = |k: &str| p.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+            let by_category = p
+                .get("by_category")
+                .and_then(|b| b.as_object())
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, b)| Some((cat(k)?.name(), b.as_u64()?)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            timeline.push(TimelinePoint {
+                phase: s("phase"),
+                label: s("label"),
+                allocated,
+                by_category,
+            });
+        }
+        Ok(Measured {
+            components,
+            peak_allocated,
+            timeline,
+        })
+    }
+
+    fn used(&self) -> u64 {
+        self.components
+            .iter()
+            .fold(0u64, |a, (_, b)| a.saturating_add(*b))
+    }
+}
+
 /// The whole picture. `what_if` rows come from `vramscope_core::fit::what_if` (empty: no chart).
 pub fn render_svg(report: &Report, what_if: &[WhatIf]) -> String {
+    render_svg_measured(report, what_if, None)
+}
+
+/// The picture with a measurement overlaid: a measured bar under the predicted one (same
+/// colours) and the measured timeline as a line over the predicted columns.
+pub fn render_svg_measured(
+    report: &Report,
+    what_if: &[WhatIf],
+    measured: Option<&Measured>,
+) -> String {
     let mut body = String::new();
     let mut y = 0.0;
     title(report, &mut body, &mut y);
-    stacked_bar(report, &mut body, &mut y);
-    timeline(report, &mut body, &mut y);
+    stacked_bar(report, measured, &mut body, &mut y);
+    timeline(report, measured, &mut body, &mut y);
     what_if_chart(report, what_if, &mut body, &mut y);
     per_layer(report, &mut body, &mut y);
     let h = (y + 20.0).ceil();
@@ -139,7 +264,7 @@ fn section(out: &mut String, y: &mut f64, heading: &str) {
     );
 }
 
-fn stacked_bar(r: &Report, out: &mut String, y: &mut f64) {
+fn stacked_bar(r: &Report, measured: Option<&Measured>, out: &mut String, y: &mut f64) {
     let p = &r.per_gpu;
     let fit = fit_of(r);
     let peak = p
@@ -160,10 +285,23 @@ fn stacked_bar(r: &Report, out: &mut String, y: &mut f64) {
         y,
         &format!("Memory at the peak, by category (GiB) — {peak}{verdict}"),
     );
+    if let Some(m) = measured {
+        *y += 16.0;
+        let mp = m.peak_allocated.map_or_else(|| "n/a".into(), gib);
+        text(
+            out,
+            20.0,
+            *y,
+            "fill=\"#444444\"",
+            &format!("measured peak allocated {mp} GiB (the record sees the allocator only)"),
+        );
+    }
     let segs = segments(r);
-    let scale = bar_scale(r) as f64;
+    let scale = bar_scale(r).max(measured.map_or(0, Measured::used)) as f64;
     let top = *y + 12.0;
     let h = 40.0;
+    // With a measurement the capacity line spans both bars.
+    let span = if measured.is_some() { h + 34.0 } else { h };
     out.push_str(&format!(
         "<g id=\"peak-bar\" data-scale-bytes=\"{}\">\n<rect class=\"frame\" x=\"{LEFT}\" y=\"{top}\" \
          width=\"{BAR_W}\" height=\"{h}\" fill=\"#f4f4f4\" stroke=\"#999999\"/>\n",
@@ -205,25 +343,43 @@ fn stacked_bar(r: &Report, out: &mut String, y: &mut f64) {
             "<line class=\"capacity\" x1=\"{cx:.2}\" y1=\"{}\" x2=\"{cx:.2}\" y2=\"{}\" \
              stroke=\"#cc0000\" stroke-width=\"2\"/>\n",
             top - 6.0,
-            top + h + 6.0
+            top + span + 6.0
         ));
         text(
             out,
             cx,
-            top + h + 18.0,
+            top + span + 18.0,
             "text-anchor=\"end\" fill=\"#cc0000\"",
             &format!("{} capacity {} GiB", f.gpu, gib(f.capacity)),
         );
     }
-    text(out, LEFT, top + h + 18.0, "fill=\"#444444\"", "0");
+    text(out, LEFT, top + span + 18.0, "fill=\"#444444\"", "0");
     out.push_str("</g>\n");
-    *y = top + h + 24.0;
-    // Legend: swatch, label and size, wrapped across the width.
+    if let Some(m) = measured {
+        measured_bar(m, scale, top, h, out);
+    }
+    *y = top + span + 24.0;
+    // Legend: swatch, label and size, wrapped across the width; with a measurement, the
+    // predicted / measured sizes side by side.
+    let mut legend: Vec<(Category, String)> = segs
+        .iter()
+        .map(|(c, b)| (*c, format!("{} {} GiB", c.label(), gib(*b))))
+        .collect();
+    if let Some(m) = measured {
+        for (c, label) in legend.iter_mut() {
+            let mb = m.components.iter().find(|(k, _)| k == c).map_or(0, |x| x.1);
+            label.push_str(&format!(" / {} measured", gib(mb)));
+        }
+        for (c, b) in &m.components {
+            if !legend.iter().any(|(k, _)| k == c) {
+                legend.push((*c, format!("{} 0 / {} GiB measured", c.label(), gib(*b))));
+            }
+        }
+    }
     let mut lx = LEFT;
     *y += 16.0;
     out.push_str("<g id=\"legend\">\n");
-    for (c, b) in &segs {
-        let label = format!("{} {} GiB", c.label(), gib(*b));
+    for (c, label) in &legend {
         let w = 22.0 + label.chars().count() as f64 * 7.0 + 18.0;
         if lx + w > WIDTH - 20.0 {
             lx = LEFT;
@@ -236,28 +392,78 @@ fn stacked_bar(r: &Report, out: &mut String, y: &mut f64) {
             *y - 11.0,
             hex(*c)
         ));
-        text(out, lx + 20.0, *y, "", &label);
+        text(out, lx + 20.0, *y, "", label);
         lx += w;
     }
     out.push_str("</g>\n");
 }
 
+/// The measured peak's categories as a second bar under the predicted one, on the same scale.
+fn measured_bar(m: &Measured, scale: f64, top: f64, h: f64, out: &mut String) {
+    let mtop = top + h + 10.0;
+    let mh = 24.0;
+    out.push_str(&format!(
+        "<g id=\"measured-bar\" data-scale-bytes=\"{}\">\n<rect class=\"frame\" x=\"{LEFT}\" \
+         y=\"{mtop}\" width=\"{BAR_W}\" height=\"{mh}\" fill=\"#f4f4f4\" stroke=\"#999999\"/>\n",
+        scale as u64
+    ));
+    text(
+        out,
+        LEFT - 4.0,
+        top + h / 2.0 + 4.0,
+        "text-anchor=\"end\" font-size=\"10\" fill=\"#444444\"",
+        "predicted",
+    );
+    text(
+        out,
+        LEFT - 4.0,
+        mtop + mh / 2.0 + 4.0,
+        "text-anchor=\"end\" font-size=\"10\" fill=\"#444444\"",
+        "measured",
+    );
+    let mut x = LEFT;
+    for (c, b) in &m.components {
+        let w = *b as f64 / scale * BAR_W;
+        out.push_str(&format!(
+            "<rect class=\"measured-segment\" data-category=\"{}\" data-bytes=\"{b}\" \
+             x=\"{x:.2}\" y=\"{mtop}\" width=\"{w:.2}\" height=\"{mh}\" fill=\"{}\">\
+             <title>measured {}: {} GiB</title></rect>\n",
+            c.name(),
+            hex(*c),
+            esc(c.label()),
+            gib(*b)
+        ));
+        x += w;
+    }
+    out.push_str("</g>\n");
+}
+
 /// The simulated step: one stacked column per event, the GPU limit and the peak.
-fn timeline(r: &Report, out: &mut String, y: &mut f64) {
+fn timeline(r: &Report, measured: Option<&Measured>, out: &mut String, y: &mut f64) {
     let events = &r.timeline;
     if events.is_empty() {
         return;
     }
+    let mline = measured.map_or(&[][..], |m| &m.timeline[..]);
     section(
         out,
         y,
-        "The step, event by event: bytes allocated by category (GiB)",
+        if mline.is_empty() {
+            "The step, event by event: bytes allocated by category (GiB)"
+        } else {
+            "The step, event by event: bytes allocated by category (GiB); the line is measured"
+        },
     );
     let top = *y + 14.0;
     let h = 220.0;
     let bottom = top + h;
     let cap = fit_of(r).map(|f| f.capacity);
-    let max_alloc = events.iter().map(|e| e.allocated).max().unwrap_or(0);
+    let max_alloc = events
+        .iter()
+        .chain(mline)
+        .map(|e| e.allocated)
+        .max()
+        .unwrap_or(0);
     let ymax = (max_alloc.max(cap.unwrap_or(0)) as f64 * 1.08).max(1.0);
     let yof = |b: f64| bottom - b / ymax * h;
     // Axis and gridlines at "nice" GiB steps.
@@ -348,6 +554,9 @@ fn timeline(r: &Report, out: &mut String, y: &mut f64) {
             &format!("GPU capacity {} GiB", gib(c)),
         );
     }
+    if !mline.is_empty() {
+        measured_line(mline, &yof, out);
+    }
     if let Some((i, e)) = events
         .iter()
         .enumerate()
@@ -383,6 +592,49 @@ fn timeline(r: &Report, out: &mut String, y: &mut f64) {
     }
     out.push_str("</g>\n");
     *y = bottom + 24.0;
+}
+
+/// The measured timeline as a polyline over the plot's width (its points spread evenly in
+/// record order: a record's events do not match the simulation's one for one), its peak marked.
+fn measured_line(points: &[TimelinePoint], yof: &dyn Fn(f64) -> f64, out: &mut String) {
+    let n = points.len() as f64;
+    let xy: Vec<(f64, f64)> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (LEFT + (i as f64 + 0.5) / n * BAR_W, yof(p.allocated as f64)))
+        .collect();
+    let pts: Vec<String> = xy.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+    out.push_str(&format!(
+        "<polyline class=\"measured\" data-points=\"{}\" points=\"{}\" fill=\"none\" \
+         stroke=\"#000000\" stroke-width=\"2\"/>\n",
+        points.len(),
+        pts.join(" ")
+    ));
+    if let Some((i, p)) = points
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, p)| (p.allocated, -(*i as i64)))
+    {
+        let (x, py) = xy[i];
+        out.push_str(&format!(
+            "<circle class=\"measured-peak\" cx=\"{x:.1}\" cy=\"{py:.1}\" r=\"4\" fill=\"#ffffff\" \
+             stroke=\"#000000\" stroke-width=\"2\"/>\n"
+        ));
+        let label = format!("measured peak {} GiB ({})", gib(p.allocated), p.phase);
+        let w = label.chars().count() as f64 * 7.0;
+        let (anchor, lx) = if x + 8.0 + w <= WIDTH - 10.0 {
+            ("start", x + 8.0)
+        } else {
+            ("end", x - 8.0)
+        };
+        text(
+            out,
+            lx,
+            py + 16.0,
+            &format!("text-anchor=\"{anchor}\""),
+            &label,
+        );
+    }
 }
 
 /// 1, 2 or 5 times a power of ten, at least `raw`.
@@ -554,7 +806,7 @@ fn per_layer(r: &Report, out: &mut String, y: &mut f64) {
 mod tests {
     use super::*;
     use quick_xml::events::Event;
-    use vramscope_core::report::{Components, Fit};
+    use vramscope_core::report::{Components, Fit, TimelinePoint};
 
     const G: u64 = 1 << 30;
 
@@ -758,6 +1010,146 @@ mod tests {
         let svg = render_svg(&r, &[]);
         parse(&svg);
         assert!(svg.contains("a&lt;b&gt;&amp;&quot;c&quot;"));
+    }
+
+    fn point(phase: &str, allocated: u64) -> TimelinePoint {
+        TimelinePoint {
+            phase: phase.into(),
+            label: String::new(),
+            allocated,
+            by_category: Default::default(),
+        }
+    }
+
+    fn measured_rects(svg: &str) -> Vec<(String, f64, f64)> {
+        parse(svg)
+            .0
+            .iter()
+            .filter(|e| e.0 == "rect" && attr(e, "class") == Some("measured-segment"))
+            .map(|e| {
+                (
+                    attr(e, "data-category").unwrap().to_string(),
+                    num(e, "x"),
+                    num(e, "width"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn measured_bar_and_line_overlay_the_prediction() {
+        // Measured 4 + 2 + 1 (unattributed) = 7 GiB on the 16 GiB bar: 860 px / 16 GiB =
+        // 53.75 px a GiB, so 215, 107.5 and 53.75 px from x = 60.
+        let m = Measured {
+            components: vec![
+                (Category::Parameters, 4 * G),
+                (Category::Activations, 2 * G),
+                (Category::Unattributed, G),
+            ],
+            peak_allocated: Some(7 * G),
+            timeline: vec![
+                point("forward", 5 * G),
+                point("backward", 7 * G),
+                point("optimizer", 6 * G),
+            ],
+        };
+        let r = report(16 * G);
+        let plain = render_svg(&r, &[]);
+        let svg = render_svg_measured(&r, &[], Some(&m));
+        assert!(measured_rects(&plain).is_empty());
+        assert!(!plain.contains("polyline"));
+        let want = [
+            ("parameters", 60.0, 215.0),
+            ("activations", 275.0, 107.5),
+            ("unattributed", 382.5, 53.75),
+        ];
+        let got = measured_rects(&svg);
+        assert_eq!(got.len(), 3, "{got:?}");
+        for ((c, x, w), (wc, wx, ww)) in got.iter().zip(want) {
+            assert_eq!(c, wc);
+            assert!(
+                (x - wx).abs() <= 1.0 && (w - ww).abs() <= 1.0,
+                "{c}: {x} {w}"
+            );
+        }
+        // The predicted bar is unchanged by the overlay.
+        assert_eq!(segments_of(&svg), segments_of(&plain));
+        // Same colour per category in both bars; unattributed in its own (red).
+        assert!(
+            svg.contains("data-category=\"unattributed\" data-bytes=\"1073741824\" x=\"382.50\"")
+        );
+        assert!(svg.contains(&format!("fill=\"{}\"", hex(Category::Unattributed))));
+        let (elems, texts) = parse(&svg);
+        let all = texts.join("\n");
+        for label in [
+            "predicted",
+            "measured",
+            "measured peak allocated 7.00 GiB",
+            "parameters 4.00 GiB / 4.00 measured",
+            "optimizer states 2.00 GiB / 0.00 measured",
+            "unattributed 0 / 1.00 GiB measured",
+            "measured peak 7.00 GiB (backward)",
+        ] {
+            assert!(all.contains(label), "missing {label:?} in {all}");
+        }
+        // Three points spread evenly: x = 60 + (i + 0.5) / 3 × 860.
+        let line = elems
+            .iter()
+            .find(|e| e.0 == "polyline" && attr(e, "class") == Some("measured"))
+            .expect("the measured line");
+        let xs: Vec<f64> = attr(line, "points")
+            .unwrap()
+            .split(' ')
+            .map(|p| p.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(xs.len(), 3);
+        for (x, want) in xs.iter().zip([203.33, 490.0, 776.67]) {
+            assert!((x - want).abs() <= 0.1, "{xs:?}");
+        }
+    }
+
+    #[test]
+    fn a_measurement_over_the_capacity_widens_the_scale() {
+        // 20 GiB measured on a 16 GiB GPU: 860 px stand for 20 GiB (43 px a GiB), so the
+        // predicted parameters' 4 GiB are 172 px and the capacity line sits at 60 + 688.
+        let m = Measured {
+            components: vec![(Category::Activations, 20 * G)],
+            ..Measured::default()
+        };
+        let svg = render_svg_measured(&report(16 * G), &[], Some(&m));
+        assert!((segments_of(&svg)[0].2 - 172.0).abs() <= 0.5);
+        assert!((measured_rects(&svg)[0].2 - 860.0).abs() <= 0.5);
+        let (elems, _) = parse(&svg);
+        let cap = elems
+            .iter()
+            .find(|e| attr(e, "class") == Some("capacity"))
+            .unwrap();
+        assert!((num(cap, "x1") - 748.0).abs() <= 0.5);
+    }
+
+    #[test]
+    fn measured_from_analyze_json() {
+        let v = serde_json::json!({
+            "per_gpu": {"components": {"parameters": 10, "gradients": 0, "unattributed": 3,
+                                        "cuda_context": 0}, "peak_allocated": 13},
+            "timeline": [{"phase": "forward", "label": "x", "allocated": 13,
+                          "by_category": {"parameters": 10, "bogus": 1}}]
+        });
+        let m = Measured::from_json(&v).unwrap();
+        assert_eq!(
+            m.components,
+            [(Category::Parameters, 10), (Category::Unattributed, 3)]
+        );
+        assert_eq!(m.peak_allocated, Some(13));
+        assert_eq!(m.timeline[0].by_category.len(), 1);
+        for bad in [
+            serde_json::json!({}),
+            serde_json::json!({"per_gpu": {"components": {"parameters": -1}}}),
+            serde_json::json!({"per_gpu": {"components": {}}, "timeline": [{"allocated": "x"}]}),
+            serde_json::json!({"per_gpu": {"components": {}}, "timeline": 3}),
+        ] {
+            assert!(Measured::from_json(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //! more), the estimator run on tokio's blocking pool so one slow request never stalls the
 //! others. Every answer to a bad request is a 4xx with `{"error": "one-line cause"}`.
 //!
-//! Guards: bodies over `BODY_LIMIT` get 413 before they are read (by `Content-Length`) or as soon
+//! Guards: bodies over `BODY_LIMIT` (`UPLOAD_LIMIT` for the routes that take a measurement)
+//! get 413 before they are read (by `Content-Length`) or as soon
 //! as they pass the limit (chunked); each request has `REQUEST_TIMEOUT`; on a loopback bind the
 //! `Host` header must name the loopback (so a web page cannot reach the API through DNS
 //! rebinding); beyond loopback, models must be presets or inline configs, never paths. Assets
 //! are compiled in and served from a fixed table, so there is no file path to traverse.
+//! At most `MAX_UPLOADS` measurement uploads are held at once (503 beyond), so memory stays
+//! bounded by about `MAX_UPLOADS × UPLOAD_LIMIT`.
+//!
+//! Routes that answer what a subcommand prints (`plan`, `compare`, `inspect`, `models`) run this
+//! binary's own subcommand on private temp files, so the answer is the CLI's byte for byte.
 
 use crate::commands::estimate::{estimate_job, prepare_job};
 use crate::commands::jobargs::parse_job_text;
@@ -20,12 +26,18 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use vramscope_core::job::Job;
 
 /// Largest request body accepted (a job or a pasted config.json is a few KiB).
 pub const BODY_LIMIT: usize = 1 << 20;
+/// Largest measurement upload (`/api/analyze`, `/api/compare`): snapshots of long runs are
+/// tens to hundreds of MB.
+pub const UPLOAD_LIMIT: usize = 256 << 20;
+/// Measurement uploads answered at once; more get 503.
+pub const MAX_UPLOADS: usize = 2;
 /// Longest a request may take, body upload included (a `fit` search takes well under a second).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -44,6 +56,22 @@ struct App {
     loopback: bool,
     /// `vramscope models --json`, computed once.
     models: Arc<OnceLock<Result<String, String>>>,
+    /// Measurement uploads in flight.
+    uploads: Arc<AtomicUsize>,
+}
+
+/// The routes that take a measurement, with the larger body limit.
+fn is_upload(path: &str) -> bool {
+    matches!(path, "/api/analyze" | "/api/compare")
+}
+
+/// One upload slot, given back when the request ends.
+struct UploadSlot(Arc<AtomicUsize>);
+
+impl Drop for UploadSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A 4xx/5xx answer: `{"error": "..."}`.
@@ -93,7 +121,9 @@ fn router(loopback: bool) -> Router {
     let state = App {
         loopback,
         models: Arc::new(OnceLock::new()),
+        uploads: Arc::new(AtomicUsize::new(0)),
     };
+    let upload_limit = DefaultBodyLimit::max(UPLOAD_LIMIT);
     Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
@@ -105,6 +135,9 @@ fn router(loopback: bool) -> Router {
         .route("/api/picture", post(api_picture))
         .route("/api/report.html", post(api_report_html))
         .route("/api/inspect", post(api_inspect))
+        .route("/api/analyze", post(api_analyze).layer(upload_limit))
+        .route("/api/compare", post(api_compare).layer(upload_limit))
+        .route("/api/plan", post(api_plan))
         .route("/api/models", get(api_models))
         .route("/api/gpus", get(api_gpus))
         .fallback(not_found)
@@ -134,9 +167,27 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if let Some(n) = declared.filter(|n| *n > BODY_LIMIT as u64) {
-        return too_large(Some(n)).into_response();
+    let upload = is_upload(req.uri().path());
+    let limit = if upload { UPLOAD_LIMIT } else { BODY_LIMIT };
+    if let Some(n) = declared.filter(|n| *n > limit as u64) {
+        return too_large(Some(n), limit).into_response();
     }
+    // Held until the answer is built: the body is read inside `next.run`.
+    let _slot = if upload && req.method() == axum::http::Method::POST {
+        if app.uploads.fetch_add(1, Ordering::SeqCst) >= MAX_UPLOADS {
+            app.uploads.fetch_sub(1, Ordering::SeqCst);
+            return ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("busy: {MAX_UPLOADS} measurements are being analyzed; try again"),
+            )
+            .into_response();
+        }
+        Some(UploadSlot(app.uploads.clone()))
+    } else {
+        None
+    };
+    let path: String = req.uri().path().chars().take(200).collect();
+    let method = req.method().clone();
     let mut resp = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
         Ok(r) => r,
         Err(_) => ApiError(
@@ -148,6 +199,21 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         )
         .into_response(),
     };
+    if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+        // axum's own 405 has no body: say which methods the route takes, as JSON.
+        // (axum adds its `Allow` header outside this layer.)
+        let allowed =
+            if path.starts_with("/api/") && !matches!(path.as_str(), "/api/models" | "/api/gpus") {
+                "POST"
+            } else {
+                "GET"
+            };
+        resp = ApiError(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{path} does not take {method}; it takes {allowed}"),
+        )
+        .into_response();
+    }
     let h = resp.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -170,11 +236,11 @@ fn loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-fn too_large(n: Option<u64>) -> ApiError {
+fn too_large(n: Option<u64>, limit: usize) -> ApiError {
     let got = n.map_or_else(String::new, |n| format!(" ({n} bytes)"));
     ApiError(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("request body too large{got}: the limit is {BODY_LIMIT} bytes"),
+        format!("request body too large{got}: the limit is {limit} bytes"),
     )
 }
 
@@ -221,15 +287,20 @@ fn pretty<T: serde::Serialize>(v: &T) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The body as UTF-8 text, or the 413/400 that says why not.
-fn body_text(body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
-    let bytes = body.map_err(|e| {
+/// The body's bytes (`limit` is the route's, for the 413's message), or why not.
+fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large(None)
+            too_large(None, limit)
         } else {
             ApiError(e.status(), format!("cannot read the request body: {e}"))
         }
-    })?;
+    })
+}
+
+/// The body as UTF-8 text, or the 413/400 that says why not.
+fn body_text(body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
+    let bytes = body_bytes(body, BODY_LIMIT)?;
     if bytes.is_empty() {
         return Err(ApiError::bad("empty body: send a job as JSON"));
     }
@@ -238,8 +309,11 @@ fn body_text(body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
 
 /// The body as a job, read exactly as `--job job.json` reads a file.
 fn job_of(app: &App, body: Result<Bytes, BytesRejection>) -> Result<Job, ApiError> {
-    let text = body_text(body)?;
-    let job = parse_job_text(&text, Some("json")).map_err(ApiError::bad)?;
+    job_of_text(app, &body_text(body)?)
+}
+
+fn job_of_text(app: &App, text: &str) -> Result<Job, ApiError> {
+    let job = parse_job_text(text, Some("json")).map_err(ApiError::bad)?;
     if !app.loopback {
         if let Some(serde_json::Value::String(m)) = &job.model {
             check_not_path(m)?;
@@ -377,6 +451,236 @@ fn run_self(args: &[&str]) -> Result<String, String> {
     Err(line.strip_prefix("error: ").unwrap_or(line).to_string())
 }
 
+/// The measurement's bytes → what `analyze FILE --json` prints for that file (the measure
+/// crate's reader, run here on the bytes: the same code the CLI runs on the file's bytes).
+async fn api_analyze(body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let bytes = body_bytes(body, UPLOAD_LIMIT)?;
+    if bytes.is_empty() {
+        return Err(ApiError::bad(
+            "empty body: send a memory snapshot (.pickle) or a profiler timeline / trace (.json, .json.gz)",
+        ));
+    }
+    let text = blocking(move || {
+        let a =
+            vramscope_measure::analyze_bytes(&bytes).map_err(|e| format!("measurement: {e}"))?;
+        pretty(&a)
+    })
+    .await?;
+    Ok(json_text(text))
+}
+
+/// A private directory for one request's files (mode 0700, a fresh name), removed at the end.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Result<Self, String> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let base = std::env::temp_dir();
+        for _ in 0..16 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let p = base.join(format!(
+                "vramscope-serve-{}-{}-{nanos}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            let mut b = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            match b.create(&p) {
+                Ok(()) => return Ok(TempDir(p)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(format!("cannot make a temp directory: {e}")),
+            }
+        }
+        Err("cannot make a temp directory: every name taken".into())
+    }
+
+    /// Writes `name` inside; returns its path as text.
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<String, String> {
+        let p = self.0.join(name);
+        std::fs::write(&p, bytes).map_err(|e| format!("cannot write a temp file: {e}"))?;
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| "the temp directory's path is not UTF-8".into())
+    }
+
+    /// An error of the subcommand without this directory's path in it.
+    fn clean(&self, msg: String) -> String {
+        let dir = self.0.display().to_string();
+        msg.replace(&format!("{dir}/job.json: "), "job: ")
+            .replace(&format!("{dir}/measurement: "), "measurement: ")
+            .replace(&dir, "<upload>")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Job → what `plan --job job.json --json` prints (the job needs `gpu` and `parallel.gpus`).
+async fn api_plan(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let text = body_text(body)?;
+    job_of_text(&app, &text)?;
+    let out = blocking(move || {
+        let dir = TempDir::new()?;
+        let job = dir.write("job.json", text.as_bytes())?;
+        run_self(&["plan", "--json", "--job", &job]).map_err(|e| dir.clean(e))
+    })
+    .await?;
+    Ok(json_text(out))
+}
+
+#[derive(serde::Deserialize)]
+struct CompareQuery {
+    /// `svg`: answer the picture with the measurement overlaid instead of the JSON.
+    picture: Option<String>,
+}
+
+/// `{"job": {...}, "measurement_b64": "<the record's bytes, base64>"}` (a `data:` URL is
+/// accepted too), or `{"job": {...}, "analysis": <what analyze --json printed>}` for the picture.
+/// Answers what `compare --job job.json FILE --json` prints, or with `?picture=svg` the estimate's
+/// picture with the measurement overlaid (`render::svg::render_svg_measured`).
+async fn api_compare(
+    State(app): State<App>,
+    axum::extract::Query(q): axum::extract::Query<CompareQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let svg = match q.picture.as_deref() {
+        None | Some("") => false,
+        Some("svg") => true,
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "picture: {other:?} is not a picture kind (use picture=svg)"
+            )))
+        }
+    };
+    let bytes = body_bytes(body, UPLOAD_LIMIT)?;
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))?;
+    drop(bytes);
+    let obj = v
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad("send {\"job\": {...}, \"measurement_b64\": \"...\"}"))?;
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !matches!(k.as_str(), "job" | "measurement_b64" | "analysis"))
+    {
+        return Err(ApiError::bad(format!(
+            "unknown field {k:?}: compare takes \"job\" and \"measurement_b64\" (or \"analysis\")"
+        )));
+    }
+    let job_text = match obj.get("job") {
+        Some(j @ serde_json::Value::Object(_)) => j.to_string(),
+        _ => {
+            return Err(ApiError::bad(
+                "job: required, an object (the job that was measured)",
+            ))
+        }
+    };
+    let job = job_of_text(&app, &job_text)?;
+    let record = match obj.remove("measurement_b64") {
+        Some(serde_json::Value::String(b)) => {
+            Some(decode_base64(&b).map_err(|e| ApiError::bad(format!("measurement_b64: {e}")))?)
+        }
+        Some(_) => return Err(ApiError::bad("measurement_b64: must be a base64 string")),
+        None => None,
+    };
+    let analysis = obj.remove("analysis");
+    if record.is_some() == analysis.is_some() {
+        return Err(ApiError::bad(
+            "send exactly one of \"measurement_b64\" (the record) and \"analysis\" (analyze's JSON)",
+        ));
+    }
+    if svg {
+        let out = blocking(move || {
+            let measured = match (record, analysis) {
+                (Some(rec), _) => crate::render::svg::Measured::from_analysis(
+                    &vramscope_measure::analyze_bytes(&rec)
+                        .map_err(|e| format!("measurement: {e}"))?,
+                ),
+                (None, Some(a)) => crate::render::svg::Measured::from_json(&a)?,
+                (None, None) => return Err("no measurement".into()),
+            };
+            let (report, rows) = report_and_rows(&job)?;
+            Ok(crate::render::svg::render_svg_measured(
+                &report,
+                &rows,
+                Some(&measured),
+            ))
+        })
+        .await?;
+        return Ok((
+            [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
+            out,
+        )
+            .into_response());
+    }
+    let Some(rec) = record else {
+        return Err(ApiError::bad(
+            "measurement_b64: required for the comparison's JSON (\"analysis\" serves only picture=svg)",
+        ));
+    };
+    let out = blocking(move || {
+        let dir = TempDir::new()?;
+        let jf = dir.write("job.json", job_text.as_bytes())?;
+        let mf = dir.write("measurement", &rec)?;
+        drop(rec);
+        run_self(&["compare", "--json", "--job", &jf, "--", &mf]).map_err(|e| dir.clean(e))
+    })
+    .await?;
+    Ok(json_text(out))
+}
+
+/// Standard base64 (RFC 4648 §4), padding optional, whitespace ignored; a `data:...;base64,`
+/// prefix (what a browser's `FileReader.readAsDataURL` gives) is skipped.
+fn decode_base64(s: &str) -> Result<Vec<u8>, String> {
+    let s = match s.strip_prefix("data:") {
+        Some(rest) => rest
+            .split_once(',')
+            .map(|x| x.1)
+            .ok_or("a data: URL without a comma")?,
+        None => s,
+    };
+    let mut out = Vec::with_capacity(s.len() / 4 * 3 + 3);
+    let (mut acc, mut bits, mut pad) = (0u32, 0u32, 0usize);
+    for (i, c) in s.bytes().enumerate() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => {
+                pad += 1;
+                continue;
+            }
+            b' ' | b'\n' | b'\r' | b'\t' => continue,
+            _ => return Err(format!("byte {i} ({:?}) is not base64", c as char)),
+        };
+        if pad > 0 {
+            return Err(format!("byte {i}: data after the '=' padding"));
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    if bits >= 6 || pad > 2 {
+        return Err("truncated (its length is not a whole number of bytes)".into());
+    }
+    if out.is_empty() {
+        return Err("empty".into());
+    }
+    Ok(out)
+}
+
 /// `{"model": "..."}` → what `inspect MODEL --json` prints.
 async fn api_inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let text = body_text(body)?;
@@ -427,7 +731,33 @@ async fn api_gpus() -> ApiResult {
 
 #[cfg(test)]
 mod tests {
-    use super::loopback_host;
+    use super::{decode_base64, loopback_host};
+
+    #[test]
+    fn base64_as_rfc_4648_says() {
+        // RFC 4648 §10 test vectors.
+        for (plain, enc) in [
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(decode_base64(enc).unwrap(), plain.as_bytes(), "{enc}");
+            assert_eq!(
+                decode_base64(enc.trim_end_matches('=')).unwrap(),
+                plain.as_bytes()
+            );
+        }
+        assert_eq!(
+            decode_base64("data:application/octet-stream;base64,Zm9v").unwrap(),
+            b"foo"
+        );
+        for bad in ["", "Z", "Zm9v!", "Zg==Zg", "data:nocomma"] {
+            assert!(decode_base64(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn loopback_hosts() {

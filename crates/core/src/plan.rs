@@ -114,7 +114,11 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
     let mut per_block = vec![0u64; spec.num_layers() as usize];
     for t in &inv.tensors {
         match (t.layer, t.component) {
-            (Some(l), _) => per_block[l as usize] += t.elements(),
+            (Some(l), _) => {
+                if let Some(b) = per_block.get_mut(l as usize) {
+                    *b += t.elements();
+                }
+            }
             (None, Component::Embedding) => p_embed += t.elements(),
             (None, _) => p_head += t.elements(),
         }

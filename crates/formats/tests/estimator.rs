@@ -541,3 +541,83 @@ fn expert_parallelism_splits_the_experts() {
         "parallel": {"ep": 8, "dp": 8}}));
     assert_eq!(r.per_gpu.components.parameters, 2 * (experts / 8 + rest));
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MODELS: &[&str] = &[
+        "gpt2",
+        "bert-base-uncased",
+        "smollm2-135m",
+        "t5-small",
+        "qwen1.5-moe-a2.7b",
+        "deepseek-v2-lite",
+        "gemma-2-2b",
+        "opt-125m",
+    ];
+    const PRECISIONS: &[&str] = &["fp32", "fp16", "bf16", "fp16-mixed", "bf16-mixed"];
+    const OPTIMIZERS: &[&str] = &[
+        "none",
+        "sgd",
+        "sgd-momentum",
+        "adam",
+        "adamw",
+        "adamw-fused",
+        "adamw-8bit",
+        "adafactor",
+        "lion",
+    ];
+    const FRAMEWORKS: &[&str] = &[
+        "pytorch",
+        "deepspeed",
+        "megatron",
+        "fsdp",
+        "vllm",
+        "llama.cpp",
+    ];
+    const WEIGHTS: &[&str] = &[
+        "none",
+        "int8",
+        "nf4",
+        "nf4-dq",
+        "fp8",
+        "gptq:4",
+        "awq:4",
+        "gguf:Q4_K_M",
+        "gguf:Q8_0",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        /// Any combination of the job's knobs on any family gives a report or a named error —
+        /// never a panic — and a report's components add up to its peak.
+        #[test]
+        fn random_jobs_never_panic(
+            m in 0..MODELS.len(), task in any::<bool>(), batch in 1u64..64, seq in 1u64..4096,
+            p in 0..PRECISIONS.len(), o in 0..OPTIMIZERS.len(), f in 0..FRAMEWORKS.len(),
+            w in 0..WEIGHTS.len(), ck in 0usize..3, eager in any::<bool>(),
+            tp in prop::sample::select(vec![1u64, 2, 4]), pp in prop::sample::select(vec![1u64, 2]),
+            dp in 1u64..4, zero in 0u64..4, lora in any::<bool>(),
+        ) {
+            let ckpt = ["none", "selective", "full"][ck];
+            let job = json!({"model": MODELS[m], "task": if task {"train"} else {"infer"},
+                "batch": batch, "seq": seq, "precision": PRECISIONS[p],
+                "optimizer": OPTIMIZERS[o], "framework": FRAMEWORKS[f], "weights": WEIGHTS[w],
+                "checkpointing": ckpt,
+                "attention": if eager {"eager"} else {"sdpa"},
+                "parallel": {"tp": tp, "pp": pp, "dp": dp, "zero": zero},
+                "peft": if lora { json!({"method": "lora", "rank": 8}) } else { Value::Null },
+                "gpu": "a100-80gb"});
+            let job: Job = serde_json::from_value(job).unwrap();
+            let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+            if let Ok(resolved) = job.resolve(None) {
+                if let Ok(r) = estimate(&model.into_input(), &resolved) {
+                    if let Some(peak) = r.per_gpu.peak_allocated {
+                        prop_assert_eq!(r.per_gpu.components.allocated(), peak);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -2,7 +2,7 @@
 // playwright-core. Loads the page from a running `vramscope serve`, changes the batch, and
 // checks that the peak the page shows becomes the one POST /api/estimate returns for the job
 // the page encodes in its URL. Also: the page requests nothing from another origin, and the
-// fit and what-if buttons answer. Saves a screenshot (a CI artifact).
+// fit and what-if buttons answer, and a chosen GGUF becomes the model. Saves a screenshot (a CI artifact).
 //
 //   VRAMSCOPE_URL=http://127.0.0.1:8765/ node e2e.mjs
 //
@@ -90,6 +90,29 @@ try {
   await page.click("#whatif-btn");
   await page.waitForSelector("#whatif-table tbody tr");
   check(await page.locator("#whatif-table tbody tr").count() > 0, "what-if lists techniques");
+
+  // Choose a GGUF (the tiny fixture): the page uploads its header, the model selector shows the
+  // file, and the peak is the one /api/estimate gives for the job the URL now encodes.
+  const gguf = resolve(here, "../../../shared/fixtures/tiny_llama_q8.gguf");
+  if (existsSync(gguf)) {
+    const old = await page.getAttribute("#peak-bytes", "data-bytes");
+    await page.setInputFiles("#file", gguf);
+    await page.waitForFunction(() => {
+      const s = document.getElementById("model");
+      return s.value.startsWith("upload:") && document.body.dataset.state === "ready";
+    });
+    await page.waitForFunction((o) => document.getElementById("peak-bytes").dataset.bytes !== o, old);
+    const label = await page.evaluate(() => { const s = document.getElementById("model"); return s.options[s.selectedIndex].text; });
+    check(label.includes("tiny_llama_q8.gguf"), `the chosen GGUF is the model shown (${label})`);
+    const j = JSON.parse(decodeURIComponent(new URL(page.url()).hash.slice(5)));
+    const est = await (await fetch(new URL("/api/estimate", base), {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(j),
+    })).json();
+    check(await page.getAttribute("#peak-bytes", "data-bytes") === String(est.per_gpu.peak_allocated),
+          `the GGUF's peak is the API's (${est.per_gpu.peak_allocated} bytes)`);
+  } else {
+    console.log("skip - no ../shared/fixtures/tiny_llama_q8.gguf for the model upload check");
+  }
 
   // Choose a measurement (the real profiler timeline in ../shared/fixtures): the page shows
   // the peak /api/analyze reads from it and overlays it on the picture.

@@ -54,7 +54,12 @@ function jobFromForm() {
 // Sets the form from a job (the URL's hash); unknown fields are ignored.
 function formFromJob(job) {
   const set = (name, v) => { if (v !== undefined && v !== null && field(name)) field(name).value = v; };
-  if (typeof job.model === "string") { set("model", job.model); $("config").value = ""; }
+  if (typeof job.model === "string") {
+    if (![...field("model").options].some((o) => o.value === job.model)) {
+      field("model").add(new Option(job.model, job.model), 0); // e.g. an upload's id
+    }
+    set("model", job.model); $("config").value = "";
+  }
   else if (job.model && job.model.hf_config) {
     $("config").value = JSON.stringify(job.model.hf_config, null, 1);
     $("paste").open = true;
@@ -171,10 +176,7 @@ async function useFile(file) {
       return;
     }
   }
-  if (/\.(safetensors|gguf)$/i.test(file.name)) {
-    status(`${file.name}: drop its config.json here, or run \`vramscope estimate ${file.name}\``);
-    return;
-  }
+  if (/\.(safetensors|gguf)$/i.test(file.name)) { await uploadModel(file); return; }
   status(`analyzing ${file.name}…`, true);
   try {
     const resp = await fetch("/api/analyze", { method: "POST", body: file });
@@ -192,6 +194,46 @@ async function useFile(file) {
     $("measured-bytes").textContent = thousands(peak);
     $("measured-bytes").dataset.bytes = peak == null ? "" : String(peak);
     $("measured-line").hidden = false;
+    status("");
+    await update();
+  } catch (e) { status(`${file.name}: ${e.message}`); }
+}
+
+// Largest part of a GGUF sent: its header (metadata with the tokenizer, tensor infos) fits in
+// far less for the models we know; the server pads the rest by what the header says.
+const GGUF_HEAD = 32 * 1024 * 1024;
+
+// A dropped .safetensors/.gguf: only its header is sent (safetensors: the u64 LE header length N
+// and N bytes, per the safetensors README; GGUF: the first GGUF_HEAD bytes), the server keeps it
+// and answers an id, which becomes the model selector's choice.
+async function uploadModel(file) {
+  status(`reading ${file.name}…`, true);
+  try {
+    let part = file;
+    if (/\.safetensors$/i.test(file.name)) {
+      const dv = new DataView(await file.slice(0, 8).arrayBuffer());
+      if (dv.byteLength < 8) throw new Error("too short for a safetensors file");
+      const n = Number(dv.getBigUint64(0, true));
+      if (n <= file.size - 8) part = file.slice(0, 8 + n);
+    } else if (file.size > GGUF_HEAD) {
+      part = file.slice(0, GGUF_HEAD);
+    }
+    const resp = await fetch("/api/upload-model?name=" + encodeURIComponent(file.name.replace(/[^A-Za-z0-9._-]/g, "_")),
+                             { method: "POST", body: part });
+    const text = await resp.text();
+    if (!resp.ok) {
+      let msg = text;
+      try { msg = JSON.parse(text).error; } catch (_) { /* keep the text */ }
+      throw new Error(msg);
+    }
+    const id = JSON.parse(text).model;
+    const sel = field("model");
+    let opt = [...sel.options].find((o) => o.value === id);
+    if (!opt) { opt = new Option(`${file.name} (uploaded)`, id); sel.add(opt, 0); }
+    sel.value = id;
+    $("config").value = "";
+    // LoRA targets are named as in transformers (q_proj, ...); a GGUF's tensors are not.
+    if (/\.gguf$/i.test(file.name)) field("peft").value = "";
     status("");
     await update();
   } catch (e) { status(`${file.name}: ${e.message}`); }

@@ -17,6 +17,16 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // SIGTERM first, so the server removes its uploads' directory; then SIGKILL.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -605,4 +615,109 @@ fn uploads_have_their_own_limit_and_errors_are_json() {
         post(&s, "/api/estimate", r#"{"model": "gpt2"}"#).status,
         200
     );
+}
+
+/// Sends `bytes` to `/api/upload-model?name=NAME`; the id it answers.
+fn upload_model(s: &Server, name: &str, bytes: &[u8]) -> String {
+    let r = call(s, "POST", &format!("/api/upload-model?name={name}"), bytes);
+    assert_eq!(r.status, 200, "{name}: {}", r.text());
+    r.json()["model"]
+        .as_str()
+        .expect("{\"model\": id}")
+        .to_string()
+}
+
+#[test]
+fn uploaded_model_files_and_headers_are_read_as_the_cli_reads_them() {
+    let s = start();
+    let gguf = fixture("tiny_llama_q8.gguf");
+    let shard = fixture("hf_tiny_llama/model-00001-of-00005.safetensors");
+    for (path, name) in [
+        (&gguf, "tiny_llama_q8.gguf"),
+        (&shard, "model-00001-of-00005.safetensors"),
+    ] {
+        let bytes = std::fs::read(path).expect("../shared/fixtures");
+        let want: Value =
+            serde_json::from_slice(&cli(&["inspect", path.to_str().unwrap(), "--json"])).unwrap();
+        let want = &want["model"]["params_total"];
+        assert!(want.as_u64().is_some_and(|n| n > 0), "{want}");
+        let id = upload_model(&s, name, &bytes);
+        assert!(
+            !id.contains('/') || id.starts_with("upload:"),
+            "an id, not a path: {id}"
+        );
+        let r = post(&s, "/api/inspect", &format!(r#"{{"model": "{id}"}}"#));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(&r.json()["model"]["params_total"], want, "{name}");
+        let job = format!(r#"{{"model": "{id}", "task": "infer", "batch": 1, "seq": 64}}"#);
+        let r = post(&s, "/api/estimate", &job);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    // Only the safetensors header (8 + N bytes, N the u64 LE at the start): the same count.
+    let bytes = std::fs::read(&shard).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let id = upload_model(&s, "head.safetensors", &bytes[..8 + n]);
+    let r = post(&s, "/api/inspect", &format!(r#"{{"model": "{id}"}}"#));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let want: Value =
+        serde_json::from_slice(&cli(&["inspect", shard.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(
+        r.json()["model"]["params_total"],
+        want["model"]["params_total"]
+    );
+    // Ids the server never gave, and bodies that are no model.
+    for bogus in ["upload:999/x.gguf", "upload:../../etc/passwd"] {
+        let r = post(&s, "/api/inspect", &format!(r#"{{"model": "{bogus}"}}"#));
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.error().contains("not an upload"), "{}", r.error());
+        let r = post(&s, "/api/estimate", &format!(r#"{{"model": "{bogus}"}}"#));
+        assert_eq!(r.status, 400, "{}", r.text());
+    }
+    let r = call(&s, "POST", "/api/upload-model?name=x.gguf", b"not a gguf");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(!r.error().contains("vramscope-serve-"), "{}", r.error());
+    for name in ["../x.gguf", "x.txt", ".gguf", "a%20b.gguf"] {
+        let r = call(
+            &s,
+            "POST",
+            &format!("/api/upload-model?name={name}"),
+            b"GGUF",
+        );
+        assert_eq!(r.status, 400, "{name}: {}", r.text());
+    }
+    // Over the 64 MiB cap (64 × 2^20 + 1 bytes by Content-Length): 413 before the body is read.
+    let stream = TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    w.write_all(
+        format!(
+            "POST /api/upload-model?name=big.gguf HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Content-Length: {}\r\n\r\n",
+            (64u64 << 20) + 1
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let r = read_response(&mut BufReader::new(stream)).unwrap();
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert!(
+        r.error().contains(&(64u64 << 20).to_string()),
+        "{}",
+        r.error()
+    );
+    // 17 uploads: the first is evicted, the last still answers.
+    let small = std::fs::read(&gguf).unwrap();
+    let ids: Vec<String> = (0..17)
+        .map(|i| upload_model(&s, &format!("m{i}.gguf"), &small))
+        .collect();
+    let r = post(&s, "/api/inspect", &format!(r#"{{"model": "{}"}}"#, ids[0]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = post(
+        &s,
+        "/api/inspect",
+        &format!(r#"{{"model": "{}"}}"#, ids[16]),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
 }

@@ -11,6 +11,11 @@
 //! At most `MAX_UPLOADS` measurement uploads are held at once (503 beyond), so memory stays
 //! bounded by about `MAX_UPLOADS × UPLOAD_LIMIT`.
 //!
+//! A dropped `.safetensors`/`.gguf` (or only its header) is stored by `/api/upload-model`, on a
+//! loopback bind only, in a private directory of this server (mode 0700, removed on exit): the
+//! client gets back an id (`upload:N/NAME`) that the job routes map to the stored path, so no
+//! client ever names a path of its own. At most `MAX_MODEL_UPLOADS` are kept (oldest evicted).
+//!
 //! Routes that answer what a subcommand prints (`plan`, `compare`, `inspect`, `models`) run this
 //! binary's own subcommand on private temp files, so the answer is the CLI's byte for byte.
 
@@ -30,12 +35,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_model;
 
 /// Largest request body accepted (a job or a pasted config.json is a few KiB).
 pub const BODY_LIMIT: usize = 1 << 20;
 /// Largest measurement upload (`/api/analyze`, `/api/compare`): snapshots of long runs are
 /// tens to hundreds of MB.
 pub const UPLOAD_LIMIT: usize = 256 << 20;
+/// Largest model upload (`/api/upload-model`): a header is at most 8 + 100 MB for safetensors
+/// (its reader's limit) but in practice a few MiB; GGUF headers with a tokenizer, tens of MiB.
+pub const MODEL_UPLOAD_LIMIT: usize = 64 << 20;
+/// Model uploads kept; the oldest is removed when one more arrives.
+pub const MAX_MODEL_UPLOADS: usize = 16;
+/// A header-only upload is padded (sparsely, nothing written) to the size its header claims,
+/// at most this: no real checkpoint file is bigger.
+const PAD_CAP: u64 = 1 << 40;
 /// Measurement uploads answered at once; more get 503.
 pub const MAX_UPLOADS: usize = 2;
 /// Longest a request may take, body upload included (a `fit` search takes well under a second).
@@ -58,11 +72,125 @@ struct App {
     models: Arc<OnceLock<Result<String, String>>>,
     /// Measurement uploads in flight.
     uploads: Arc<AtomicUsize>,
+    /// Uploaded model files (loopback only).
+    models_up: Arc<ModelUploads>,
+}
+
+/// The stored model uploads: a private directory made on the first upload, and the ids, oldest
+/// first.
+#[derive(Default)]
+struct ModelUploads {
+    dir: std::sync::Mutex<Option<TempDir>>,
+    stored: std::sync::Mutex<std::collections::VecDeque<(String, std::path::PathBuf)>>,
+    next: AtomicUsize,
+}
+
+impl ModelUploads {
+    /// The stored path of `id`, if it is still kept.
+    fn path_of(&self, id: &str) -> Option<String> {
+        let stored = self.stored.lock().unwrap_or_else(|e| e.into_inner());
+        stored
+            .iter()
+            .find(|(i, _)| i == id)
+            .and_then(|(_, p)| p.to_str().map(str::to_string))
+    }
+
+    /// Stores `bytes` as `name`; returns its id. Evicts the oldest beyond `MAX_MODEL_UPLOADS`.
+    fn store(&self, name: &str, bytes: &[u8]) -> Result<String, String> {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let sub = {
+            let mut dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+            if dir.is_none() {
+                *dir = Some(TempDir::new()?);
+            }
+            let base = dir.as_ref().map(|d| d.0.clone()).unwrap_or_default();
+            base.join(n.to_string())
+        };
+        // One directory per upload: a lone shard must not be read with another's siblings.
+        let mut b = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&sub)
+            .map_err(|e| format!("cannot store the upload: {e}"))?;
+        let path = sub.join(name);
+        let stored = (|| -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&path)?;
+            f.write_all(bytes)?;
+            if let Some(len) = claimed_len(name, bytes).filter(|l| *l > bytes.len() as u64) {
+                // Sparse: extends the file's length without writing (or allocating) a byte.
+                f.set_len(len)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = stored {
+            let _ = std::fs::remove_dir_all(&sub);
+            return Err(format!("cannot store the upload: {e}"));
+        }
+        // Read now, so a file that is no model is refused here with the reader's reason.
+        let shown = path.display().to_string();
+        if let Err(e) = path
+            .to_str()
+            .ok_or_else(|| "the temp directory's path is not UTF-8".to_string())
+            .and_then(|p| load_model(p).map_err(|e| e.to_string()))
+        {
+            let _ = std::fs::remove_dir_all(&sub);
+            return Err(e.replace(&shown, name));
+        }
+        let id = format!("upload:{n}/{name}");
+        let mut list = self.stored.lock().unwrap_or_else(|e| e.into_inner());
+        list.push_back((id.clone(), path));
+        while list.len() > MAX_MODEL_UPLOADS {
+            if let Some((_, old)) = list.pop_front() {
+                if let Some(d) = old.parent() {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+            }
+        }
+        Ok(id)
+    }
+}
+
+/// The size of the whole file whose start is `bytes`, as its header says (for a header-only
+/// upload), when it says so within `PAD_CAP`; `None` when the header cannot be read (the model
+/// reader then says why).
+fn claimed_len(name: &str, bytes: &[u8]) -> Option<u64> {
+    if name.ends_with(".gguf") {
+        // The header's counts are bounded by `PAD_CAP` as the file's length; reading stops at
+        // the end of `bytes`.
+        let f = vramscope_formats::gguf::read_gguf(bytes, PAD_CAP, name).ok()?;
+        let end = f
+            .tensors
+            .iter()
+            .map(|t| t.offset.checked_add(t.bytes))
+            .try_fold(0u64, |m, e| e.map(|e| m.max(e)))?;
+        return f.data_offset.checked_add(end).filter(|l| *l <= PAD_CAP);
+    }
+    // safetensors (format: huggingface/safetensors README): u64 LE header length N, N bytes of
+    // JSON whose tensors' `data_offsets` [begin, end) index the data after the header.
+    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let header = bytes.get(8..usize::try_from(n).ok()?.checked_add(8)?)?;
+    let v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
+    let mut end = 0u64;
+    for (k, t) in &v {
+        if k != "__metadata__" {
+            end = end.max(t.get("data_offsets")?.get(1)?.as_u64()?);
+        }
+    }
+    (8 + n).checked_add(end).filter(|l| *l <= PAD_CAP)
 }
 
 /// The routes that take a measurement, with the larger body limit.
 fn is_upload(path: &str) -> bool {
-    matches!(path, "/api/analyze" | "/api/compare")
+    matches!(path, "/api/analyze" | "/api/compare" | "/api/upload-model")
+}
+
+/// The body limit of the route at `path`.
+fn limit_of(path: &str) -> usize {
+    match path {
+        "/api/upload-model" => MODEL_UPLOAD_LIMIT,
+        p if is_upload(p) => UPLOAD_LIMIT,
+        _ => BODY_LIMIT,
+    }
 }
 
 /// One upload slot, given back when the request ends.
@@ -112,16 +240,46 @@ pub fn serve(addr: SocketAddr) -> std::io::Result<()> {
             writeln!(out, "vramscope serve: http://{local}/")?;
             out.flush()?;
         }
-        let app = router(addr.ip().is_loopback());
-        axum::serve(listener, app).await
+        let ups = Arc::new(ModelUploads::default());
+        let app = router(addr.ip().is_loopback(), ups.clone());
+        // Ends on Ctrl-C or SIGTERM so the uploads' directory is removed (`TempDir`'s drop).
+        let r = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown())
+            .await;
+        drop(ups.dir.lock().unwrap_or_else(|e| e.into_inner()).take());
+        r
     })
 }
 
-fn router(loopback: bool) -> Router {
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn router(loopback: bool, models_up: Arc<ModelUploads>) -> Router {
     let state = App {
         loopback,
         models: Arc::new(OnceLock::new()),
         uploads: Arc::new(AtomicUsize::new(0)),
+        models_up,
     };
     let upload_limit = DefaultBodyLimit::max(UPLOAD_LIMIT);
     Router::new()
@@ -138,6 +296,10 @@ fn router(loopback: bool) -> Router {
         .route("/api/analyze", post(api_analyze).layer(upload_limit))
         .route("/api/compare", post(api_compare).layer(upload_limit))
         .route("/api/plan", post(api_plan))
+        .route(
+            "/api/upload-model",
+            post(api_upload_model).layer(DefaultBodyLimit::max(MODEL_UPLOAD_LIMIT)),
+        )
         .route("/api/models", get(api_models))
         .route("/api/gpus", get(api_gpus))
         .fallback(not_found)
@@ -168,7 +330,7 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let upload = is_upload(req.uri().path());
-    let limit = if upload { UPLOAD_LIMIT } else { BODY_LIMIT };
+    let limit = limit_of(req.uri().path());
     if let Some(n) = declared.filter(|n| *n > limit as u64) {
         return too_large(Some(n), limit).into_response();
     }
@@ -313,14 +475,32 @@ fn job_of(app: &App, body: Result<Bytes, BytesRejection>) -> Result<Job, ApiErro
 }
 
 fn job_of_text(app: &App, text: &str) -> Result<Job, ApiError> {
-    let job = parse_job_text(text, Some("json")).map_err(ApiError::bad)?;
-    if !app.loopback {
-        if let Some(serde_json::Value::String(m)) = &job.model {
-            check_not_path(m)?;
-        }
+    let mut job = parse_job_text(text, Some("json")).map_err(ApiError::bad)?;
+    if let Some(serde_json::Value::String(m)) = &mut job.model {
+        *m = model_arg(app, m)?;
     }
     Ok(job)
 }
+
+/// The model as the CLI is to read it: an upload's id becomes its stored path; beyond loopback
+/// only presets pass.
+fn model_arg(app: &App, model: &str) -> Result<String, ApiError> {
+    if model.starts_with(UPLOAD_PREFIX) {
+        return app.models_up.path_of(model).ok_or_else(|| {
+            ApiError::bad(format!(
+                "model: {model:?} is not an upload this server holds (it keeps the last \
+                 {MAX_MODEL_UPLOADS}; upload the file again)"
+            ))
+        });
+    }
+    if !app.loopback {
+        check_not_path(model)?;
+    }
+    Ok(model.to_string())
+}
+
+/// What an upload's id starts with.
+const UPLOAD_PREFIX: &str = "upload:";
 
 /// Beyond loopback the server must not read its own files for strangers.
 fn check_not_path(model: &str) -> Result<(), ApiError> {
@@ -701,9 +881,7 @@ async fn api_inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>
             )));
         }
     }
-    if !app.loopback {
-        check_not_path(&model)?;
-    }
+    let model = model_arg(&app, &model)?;
     if model.starts_with('-') {
         return Err(ApiError::bad(format!(
             "model: {model:?} is not a preset id or a path"
@@ -711,6 +889,52 @@ async fn api_inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>
     }
     let text = blocking(move || run_self(&["inspect", "--json", "--", &model])).await?;
     Ok(json_text(text))
+}
+
+#[derive(serde::Deserialize)]
+struct UploadQuery {
+    name: Option<String>,
+}
+
+/// The body is a `.safetensors` or `.gguf` file, or only its header (padded to the size the
+/// header claims, see `claimed_len`); `?name=` its file name. Answers `{"model": "<id>"}`.
+async fn api_upload_model(
+    State(app): State<App>,
+    axum::extract::Query(q): axum::extract::Query<UploadQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    if !app.loopback {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "model uploads are taken only when serving on loopback".into(),
+        ));
+    }
+    let name = q.name.unwrap_or_default();
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let ok_ext = [".safetensors", ".gguf"]
+        .iter()
+        .any(|e| base.ends_with(e) && base.len() > e.len());
+    let ok_chars = base
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'));
+    if !ok_ext || !ok_chars || base.starts_with('.') || base.len() > 200 {
+        return Err(ApiError::bad(
+            "name: required, a file name ending in .safetensors or .gguf (letters, digits, '.', \
+             '-', '_'), e.g. ?name=model.safetensors",
+        ));
+    }
+    let bytes = body_bytes(body, MODEL_UPLOAD_LIMIT)?;
+    if bytes.is_empty() {
+        return Err(ApiError::bad(
+            "empty body: send the .safetensors or .gguf file (or its header)",
+        ));
+    }
+    let base = base.to_string();
+    let ups = app.models_up.clone();
+    let id = blocking(move || ups.store(&base, &bytes)).await?;
+    Ok(json_text(
+        serde_json::json!({ "model": id }).to_string() + "\n",
+    ))
 }
 
 /// What `models --json` prints (computed once).

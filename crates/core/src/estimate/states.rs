@@ -128,7 +128,18 @@ pub fn lora_adapters(
         let module = t.name.trim_end_matches(".weight");
         let leaf = module.rsplit('.').next().unwrap_or(module);
         for (i, target) in targets.iter().enumerate() {
-            if leaf == target || module.ends_with(&format!(".{target}")) {
+            // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
+            let gguf = match target.as_str() {
+                "q_proj" => "attn_q",
+                "k_proj" => "attn_k",
+                "v_proj" => "attn_v",
+                "o_proj" => "attn_output",
+                "gate_proj" => "ffn_gate",
+                "up_proj" => "ffn_up",
+                "down_proj" => "ffn_down",
+                other => other,
+            };
+            if leaf == target || leaf == gguf || module.ends_with(&format!(".{target}")) {
                 matched[i] = true;
                 let (out_f, in_f) = (t.shape[0], t.shape[1]);
                 let n = rank

@@ -34,8 +34,7 @@ pub enum MeasureError {
 
 /// Reads a snapshot pickle from memory.
 pub fn read_snapshot_bytes(bytes: &[u8]) -> Result<snapshot::Snapshot, MeasureError> {
-    let p = pickle::parse_slice(bytes)?;
-    snapshot::from_pickle(&p)
+    snapshot::read_streaming(bytes, bytes.len() as u64, pickle::Limits::default())
 }
 
 /// Analyzes a record held in memory, whatever its format (pickle, JSON, gzipped JSON).
@@ -93,13 +92,11 @@ pub fn analyze_file(path: &Path) -> Result<Analysis, MeasureError> {
         return Err(MeasureError::Format("empty file".into()));
     }
     if head[0] == 0x80 {
-        let p = pickle::parse_reader(
+        let snap = snapshot::read_streaming(
             std::io::Cursor::new(head).chain(r),
             len,
             pickle::Limits::default(),
         )?;
-        let snap = snapshot::from_pickle(&p)?;
-        drop(p);
         return Ok(analysis::analyze_snapshot(&snap));
     }
     if len > MAX_JSON_BYTES {

@@ -33,6 +33,11 @@ pub enum Node {
     Tuple(Box<[Id]>),
     /// Insertion order kept; a later duplicate key wins on lookup, as in Python.
     Dict(Vec<(Id, Id)>),
+    /// Placeholders a [`Compactor`] leaves where it already typed a value (index into its own
+    /// tables): a trace entry, a block, a frame list. Never produced without a compactor.
+    Entry(u32),
+    Block(u32),
+    Stack(u32),
 }
 
 /// Why a pickle was refused.
@@ -75,13 +80,20 @@ const ID_NONE: Id = 0;
 const ID_TRUE: Id = 1;
 const ID_FALSE: Id = 2;
 
-impl Pickle {
-    pub fn node(&self, id: Id) -> &Node {
+/// A read-only view of an arena, shared by a finished [`Pickle`] and a [`Compactor`] that
+/// looks at values while the VM is still running.
+#[derive(Debug, Clone, Copy)]
+pub struct Tree<'a> {
+    pub nodes: &'a [Node],
+}
+
+impl<'a> Tree<'a> {
+    pub fn node(self, id: Id) -> &'a Node {
         &self.nodes[id as usize]
     }
 
     /// `d[key]` when `id` is a dict with a string key `key`.
-    pub fn get(&self, id: Id, key: &str) -> Option<Id> {
+    pub fn get(self, id: Id, key: &str) -> Option<Id> {
         match self.node(id) {
             Node::Dict(items) => items
                 .iter()
@@ -92,7 +104,7 @@ impl Pickle {
         }
     }
 
-    pub fn as_str(&self, id: Id) -> Option<&str> {
+    pub fn as_str(self, id: Id) -> Option<&'a str> {
         match self.node(id) {
             Node::Str(s) => Some(s),
             _ => None,
@@ -100,7 +112,7 @@ impl Pickle {
     }
 
     /// An integer (or bool) as i128, wide enough for every LONG1 of up to 15 bytes.
-    pub fn as_int(&self, id: Id) -> Option<i128> {
+    pub fn as_int(self, id: Id) -> Option<i128> {
         match self.node(id) {
             Node::Int(i) => Some(*i as i128),
             Node::Bool(b) => Some(*b as i128),
@@ -114,22 +126,22 @@ impl Pickle {
         }
     }
 
-    pub fn as_u64(&self, id: Id) -> Option<u64> {
+    pub fn as_u64(self, id: Id) -> Option<u64> {
         self.as_int(id).and_then(|v| u64::try_from(v).ok())
     }
 
-    pub fn as_i64(&self, id: Id) -> Option<i64> {
+    pub fn as_i64(self, id: Id) -> Option<i64> {
         self.as_int(id).and_then(|v| i64::try_from(v).ok())
     }
 
-    pub fn as_f64(&self, id: Id) -> Option<f64> {
+    pub fn as_f64(self, id: Id) -> Option<f64> {
         match self.node(id) {
             Node::Float(f) => Some(*f),
             _ => self.as_int(id).map(|v| v as f64),
         }
     }
 
-    pub fn as_bool(&self, id: Id) -> Option<bool> {
+    pub fn as_bool(self, id: Id) -> Option<bool> {
         match self.node(id) {
             Node::Bool(b) => Some(*b),
             Node::Int(i) => Some(*i != 0),
@@ -138,7 +150,7 @@ impl Pickle {
     }
 
     /// Items of a list or tuple.
-    pub fn as_seq(&self, id: Id) -> Option<&[Id]> {
+    pub fn as_seq(self, id: Id) -> Option<&'a [Id]> {
         match self.node(id) {
             Node::List(v) => Some(v),
             Node::Tuple(v) => Some(v),
@@ -146,9 +158,72 @@ impl Pickle {
         }
     }
 
-    pub fn is_none(&self, id: Id) -> bool {
+    pub fn is_none(self, id: Id) -> bool {
         matches!(self.node(id), Node::None)
     }
+}
+
+impl Pickle {
+    pub fn tree(&self) -> Tree<'_> {
+        Tree { nodes: &self.nodes }
+    }
+
+    pub fn node(&self, id: Id) -> &Node {
+        self.tree().node(id)
+    }
+
+    pub fn get(&self, id: Id, key: &str) -> Option<Id> {
+        self.tree().get(id, key)
+    }
+
+    pub fn as_str(&self, id: Id) -> Option<&str> {
+        self.tree().as_str(id)
+    }
+
+    pub fn as_int(&self, id: Id) -> Option<i128> {
+        self.tree().as_int(id)
+    }
+
+    pub fn as_u64(&self, id: Id) -> Option<u64> {
+        self.tree().as_u64(id)
+    }
+
+    pub fn as_i64(&self, id: Id) -> Option<i64> {
+        self.tree().as_i64(id)
+    }
+
+    pub fn as_f64(&self, id: Id) -> Option<f64> {
+        self.tree().as_f64(id)
+    }
+
+    pub fn as_bool(&self, id: Id) -> Option<bool> {
+        self.tree().as_bool(id)
+    }
+
+    pub fn as_seq(&self, id: Id) -> Option<&[Id]> {
+        self.tree().as_seq(id)
+    }
+
+    pub fn is_none(&self, id: Id) -> bool {
+        self.tree().is_none(id)
+    }
+}
+
+/// What a [`Compactor`] made of a dict: the placeholder for the dict, and optionally one child
+/// list it typed along (the frames) with that list's placeholder.
+#[derive(Debug)]
+pub struct Compacted {
+    pub node: Node,
+    pub child: Option<(Id, Node)>,
+}
+
+/// A typed pass run while parsing: each dict is offered once it is complete (when APPEND or
+/// APPENDS puts it into a list: the pickler writes a container's contents before the
+/// container is appended). A compactor that types it returns a small placeholder; the VM then
+/// drops the dict's generic contents and reuses the slots of children nobody else can reach
+/// (neither memoized nor DUPed), so a multi-GB trace never exists as a value tree.
+pub trait Compactor {
+    fn compact(&mut self, tree: Tree<'_>, id: Id) -> Option<Compacted>;
 }
 
 /// A byte source that knows how many bytes are left, so length prefixes are checked before
@@ -293,11 +368,27 @@ pub fn parse_slice(bytes: &[u8]) -> Result<Pickle, PickleError> {
 
 /// Parses a pickle of `len` bytes from `r` (a file, buffered here in 64 KiB chunks).
 pub fn parse_reader<R: Read>(r: R, len: u64, limits: Limits) -> Result<Pickle, PickleError> {
-    Vm::new(limits).run(Src::new(r, len))
+    Vm::new(limits, None).run(Src::new(r, len))
 }
 
-struct Vm {
+/// Parses like [`parse_reader`], offering each completed dict to `c` (see [`Compactor`]).
+pub fn parse_reader_compacting<R: Read>(
+    r: R,
+    len: u64,
+    limits: Limits,
+    c: &mut dyn Compactor,
+) -> Result<Pickle, PickleError> {
+    Vm::new(limits, Some(c)).run(Src::new(r, len))
+}
+
+struct Vm<'c> {
     nodes: Vec<Node>,
+    /// One bit per node: memoized, DUPed or a shared small int, so it may be reached again
+    /// and its slot is never reused.
+    pinned: Vec<u64>,
+    /// Slots freed by compaction, reused by `alloc`.
+    free: Vec<Id>,
+    compactor: Option<&'c mut dyn Compactor>,
     stack: Vec<Id>,
     marks: Vec<usize>,
     memo: Vec<Id>,
@@ -309,10 +400,13 @@ struct Vm {
 
 const NO_ID: Id = Id::MAX;
 
-impl Vm {
-    fn new(limits: Limits) -> Self {
+impl<'c> Vm<'c> {
+    fn new(limits: Limits, compactor: Option<&'c mut dyn Compactor>) -> Self {
         Vm {
             nodes: vec![Node::None, Node::Bool(true), Node::Bool(false)],
+            pinned: Vec::new(),
+            free: Vec::new(),
+            compactor,
             stack: Vec::new(),
             marks: Vec::new(),
             memo: Vec::new(),
@@ -323,9 +417,73 @@ impl Vm {
     }
 
     fn alloc(&mut self, n: Node) -> Id {
+        if let Some(id) = self.free.pop() {
+            self.nodes[id as usize] = n;
+            return id;
+        }
         let id = self.nodes.len() as Id;
         self.nodes.push(n);
         id
+    }
+
+    fn pin(&mut self, id: Id) {
+        if self.compactor.is_none() {
+            return;
+        }
+        let (w, b) = (id as usize / 64, id % 64);
+        if w >= self.pinned.len() {
+            self.pinned.resize(w + 1, 0);
+        }
+        self.pinned[w] |= 1 << b;
+    }
+
+    fn is_pinned(&self, id: Id) -> bool {
+        self.pinned
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    /// Drops a value nobody else can reach and queues its slot for reuse. `None` past the
+    /// three constants only exists in freed slots, so nothing is freed twice.
+    fn release(&mut self, id: Id) {
+        if id <= ID_FALSE || self.is_pinned(id) || matches!(self.nodes[id as usize], Node::None) {
+            return;
+        }
+        self.nodes[id as usize] = Node::None;
+        self.free.push(id);
+    }
+
+    /// Offers the dicts just appended to a list to the compactor.
+    fn compact(&mut self, items: &[Id]) {
+        let Some(c) = self.compactor.take() else {
+            return;
+        };
+        for &id in items {
+            if !matches!(self.nodes[id as usize], Node::Dict(_)) {
+                continue;
+            }
+            let Some(done) = c.compact(Tree { nodes: &self.nodes }, id) else {
+                continue;
+            };
+            let old = std::mem::replace(&mut self.nodes[id as usize], done.node);
+            let typed_child = done.child.map(|(child, node)| {
+                if self.is_pinned(child) {
+                    self.nodes[child as usize] = node;
+                } else {
+                    self.release(child);
+                }
+                child
+            });
+            if let Node::Dict(kv) = old {
+                for (k, v) in kv {
+                    self.release(k);
+                    if Some(v) != typed_child {
+                        self.release(v);
+                    }
+                }
+            }
+        }
+        self.compactor = Some(c);
     }
 
     fn int(&mut self, v: i64) -> Id {
@@ -335,6 +493,7 @@ impl Vm {
                 return id;
             }
             let id = self.alloc(Node::Int(v));
+            self.pin(id);
             self.small_ints[slot] = Some(id);
             return id;
         }
@@ -395,6 +554,7 @@ impl Vm {
 
     fn memo_put<R: Read>(&mut self, src: &Src<R>, idx: u32, op: &str) -> Result<(), PickleError> {
         let id = self.top(src, op)?;
+        self.pin(id);
         let i = idx as usize;
         if i < self.memo.len() {
             self.memo[i] = id;
@@ -425,7 +585,8 @@ impl Vm {
     ) -> Result<(), PickleError> {
         match &mut self.nodes[target as usize] {
             Node::List(v) => {
-                v.extend(items);
+                v.extend_from_slice(&items);
+                self.compact(&items);
                 Ok(())
             }
             _ => Err(src.err(format!("{op} onto a value that is not a list"))),
@@ -587,6 +748,7 @@ impl Vm {
                 }
                 b'2' => {
                     let id = self.top(&src, "DUP")?;
+                    self.pin(id);
                     self.push(&src, id)?;
                 }
                 b'J' => {

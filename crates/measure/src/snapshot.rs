@@ -8,8 +8,9 @@
 //! Frames are interned to `u32` ids and stacks (frame-id lists, innermost first) to a table,
 //! so a trace of 10^6 entries with 30 frames each holds each distinct stack once.
 
-use crate::pickle::{Id, Node, Pickle};
+use crate::pickle::{Compacted, Compactor, Id, Limits, Node, Pickle, Tree};
 use std::collections::HashMap;
+use std::io::Read;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
@@ -178,31 +179,56 @@ impl Snapshot {
     }
 }
 
-struct Builder<'a> {
-    p: &'a Pickle,
+struct Builder {
     frames: Vec<Frame>,
     frame_by_node: HashMap<Id, u32>,
     frame_by_value: HashMap<Frame, u32>,
     stacks: Vec<Box<[u32]>>,
+    /// Only filled when not streaming: there a typed list becomes a [`Node::Stack`] (or its
+    /// slot is reused), so node ids of lists are not stable keys.
     stack_by_node: HashMap<Id, u32>,
     stack_by_value: HashMap<Box<[u32]>, u32>,
     strings: Vec<String>,
     string_by_value: HashMap<String, u32>,
+    streaming: bool,
+    /// Values typed while streaming, named by [`Node::Entry`] / [`Node::Block`].
+    entries: Vec<TraceEntry>,
+    blocks: Vec<RawBlock>,
+}
+
+/// A block typed before its segment is known: the address (absent before torch 2.1) is
+/// filled from the segment's running address, and the 1.13 layout ignores `frames`.
+#[derive(Debug, Clone)]
+struct RawBlock {
+    address: Option<u64>,
+    block: Block,
+    has_history: bool,
 }
 
 fn bad(msg: impl Into<String>) -> crate::MeasureError {
     crate::MeasureError::Format(msg.into())
 }
 
-impl<'a> Builder<'a> {
-    fn new(p: &'a Pickle) -> Self {
+fn u64_field(t: Tree<'_>, d: Id, key: &str) -> Option<u64> {
+    t.get(d, key).and_then(|v| t.as_u64(v))
+}
+
+fn i64_field(t: Tree<'_>, d: Id, key: &str) -> Option<i64> {
+    t.get(d, key).and_then(|v| t.as_i64(v))
+}
+
+fn str_field<'a>(t: Tree<'a>, d: Id, key: &str) -> Option<&'a str> {
+    t.get(d, key).and_then(|v| t.as_str(v))
+}
+
+impl Builder {
+    fn new(streaming: bool) -> Self {
         let empty: Box<[u32]> = Box::new([]);
         let mut stack_by_value = HashMap::new();
         stack_by_value.insert(empty.clone(), 0);
         let mut string_by_value = HashMap::new();
         string_by_value.insert(String::new(), 0);
         Builder {
-            p,
             frames: Vec::new(),
             frame_by_node: HashMap::new(),
             frame_by_value: HashMap::new(),
@@ -211,32 +237,23 @@ impl<'a> Builder<'a> {
             stack_by_value,
             strings: vec![String::new()],
             string_by_value,
+            streaming,
+            entries: Vec::new(),
+            blocks: Vec::new(),
         }
     }
 
-    fn u64_field(&self, d: Id, key: &str) -> Option<u64> {
-        self.p.get(d, key).and_then(|v| self.p.as_u64(v))
-    }
-
-    fn i64_field(&self, d: Id, key: &str) -> Option<i64> {
-        self.p.get(d, key).and_then(|v| self.p.as_i64(v))
-    }
-
-    fn str_field(&self, d: Id, key: &str) -> Option<&'a str> {
-        self.p.get(d, key).and_then(|v| self.p.as_str(v))
-    }
-
-    fn frame(&mut self, id: Id) -> Option<u32> {
+    fn frame(&mut self, t: Tree<'_>, id: Id) -> Option<u32> {
         if let Some(&f) = self.frame_by_node.get(&id) {
             return Some(f);
         }
-        if !matches!(self.p.node(id), Node::Dict(_)) {
+        if !matches!(t.node(id), Node::Dict(_)) {
             return None;
         }
         let frame = Frame {
-            filename: self.str_field(id, "filename").unwrap_or("").to_string(),
-            line: self.i64_field(id, "line").unwrap_or(0),
-            name: self.str_field(id, "name").unwrap_or("").to_string(),
+            filename: str_field(t, id, "filename").unwrap_or("").to_string(),
+            line: i64_field(t, id, "line").unwrap_or(0),
+            name: str_field(t, id, "name").unwrap_or("").to_string(),
         };
         let next = self.frames.len() as u32;
         let f = *self.frame_by_value.entry(frame.clone()).or_insert(next);
@@ -247,21 +264,26 @@ impl<'a> Builder<'a> {
         Some(f)
     }
 
-    fn stack(&mut self, list: Option<Id>) -> u32 {
+    fn stack(&mut self, t: Tree<'_>, list: Option<Id>) -> u32 {
         let Some(list) = list else { return 0 };
+        if let Node::Stack(s) = t.node(list) {
+            return *s;
+        }
         if let Some(&s) = self.stack_by_node.get(&list) {
             return s;
         }
-        let Some(items) = self.p.as_seq(list) else {
+        let Some(items) = t.as_seq(list) else {
             return 0;
         };
-        let ids: Box<[u32]> = items.iter().filter_map(|&f| self.frame(f)).collect();
+        let ids: Box<[u32]> = items.iter().filter_map(|&f| self.frame(t, f)).collect();
         let next = self.stacks.len() as u32;
         let s = *self.stack_by_value.entry(ids.clone()).or_insert(next);
         if s == next {
             self.stacks.push(ids);
         }
-        self.stack_by_node.insert(list, s);
+        if !self.streaming {
+            self.stack_by_node.insert(list, s);
+        }
         s
     }
 
@@ -276,120 +298,201 @@ impl<'a> Builder<'a> {
         i
     }
 
-    fn segment(&mut self, s: Id, legacy: bool) -> Result<Segment, crate::MeasureError> {
-        if !matches!(self.p.node(s), Node::Dict(_)) {
+    /// One block dict, before its segment's address and layout are applied.
+    fn raw_block(&mut self, t: Tree<'_>, b: Id) -> Result<RawBlock, crate::MeasureError> {
+        if let Node::Block(i) = t.node(b) {
+            return self
+                .blocks
+                .get(*i as usize)
+                .cloned()
+                .ok_or_else(|| bad("a block placeholder out of range"));
+        }
+        let size = u64_field(t, b, "size").ok_or_else(|| bad("a block has no integer size"))?;
+        let state = match str_field(t, b, "state") {
+            Some("active_allocated") => BlockState::ActiveAllocated,
+            Some("active_pending_free") | Some("active_awaiting_free") => {
+                BlockState::ActivePendingFree
+            }
+            Some("inactive") => BlockState::Inactive,
+            _ => BlockState::Other,
+        };
+        let history = t.get(b, "history");
+        let (stack, requested) = match history {
+            // 1.13/2.0: history[0] is the most recent allocation of this block.
+            Some(h) => {
+                let h0 = t.as_seq(h).and_then(|h| h.first().copied());
+                let frames = h0.and_then(|h| t.get(h, "frames"));
+                let real = h0.and_then(|h| u64_field(t, h, "real_size"));
+                (self.stack(t, frames), real)
+            }
+            None => {
+                let frames = t.get(b, "frames");
+                (self.stack(t, frames), u64_field(t, b, "requested_size"))
+            }
+        };
+        Ok(RawBlock {
+            address: u64_field(t, b, "address"),
+            block: Block {
+                address: 0,
+                size,
+                requested_size: requested,
+                state,
+                stack,
+            },
+            has_history: history.is_some(),
+        })
+    }
+
+    fn segment(
+        &mut self,
+        t: Tree<'_>,
+        s: Id,
+        legacy: bool,
+    ) -> Result<Segment, crate::MeasureError> {
+        if !matches!(t.node(s), Node::Dict(_)) {
             return Err(bad("a segment is not a dict"));
         }
-        let address = self.u64_field(s, "address").unwrap_or(0);
-        let total_size = self
-            .u64_field(s, "total_size")
+        let address = u64_field(t, s, "address").unwrap_or(0);
+        let total_size = u64_field(t, s, "total_size")
             .ok_or_else(|| bad("a segment has no integer total_size"))?;
-        let pool_id = self.p.get(s, "segment_pool_id").and_then(|t| {
-            let items = self.p.as_seq(t)?;
-            Some((
-                self.p.as_i64(*items.first()?)?,
-                self.p.as_i64(*items.get(1)?)?,
-            ))
+        let pool_id = t.get(s, "segment_pool_id").and_then(|p| {
+            let items = t.as_seq(p)?;
+            Some((t.as_i64(*items.first()?)?, t.as_i64(*items.get(1)?)?))
         });
         let mut blocks = Vec::new();
         let mut running = address;
-        if let Some(list) = self.p.get(s, "blocks").and_then(|b| self.p.as_seq(b)) {
+        if let Some(list) = t.get(s, "blocks").and_then(|b| t.as_seq(b)) {
             blocks.reserve(list.len());
             for &b in list {
-                let size = self
-                    .u64_field(b, "size")
-                    .ok_or_else(|| bad("a block has no integer size"))?;
+                let raw = self.raw_block(t, b)?;
+                let mut block = raw.block;
                 // Blocks tile the segment in address order; before 2.1 they had no address.
-                let block_addr = self.u64_field(b, "address").unwrap_or(running);
-                running = block_addr.saturating_add(size);
-                let state = match self.str_field(b, "state") {
-                    Some("active_allocated") => BlockState::ActiveAllocated,
-                    Some("active_pending_free") | Some("active_awaiting_free") => {
-                        BlockState::ActivePendingFree
-                    }
-                    Some("inactive") => BlockState::Inactive,
-                    _ => BlockState::Other,
-                };
-                let (stack, requested) = if legacy || self.p.get(b, "history").is_some() {
-                    // 1.13/2.0: history[0] is the most recent allocation of this block.
-                    let h0 = self
-                        .p
-                        .get(b, "history")
-                        .and_then(|h| self.p.as_seq(h))
-                        .and_then(|h| h.first().copied());
-                    let frames = h0.and_then(|h| self.p.get(h, "frames"));
-                    let real = h0.and_then(|h| self.u64_field(h, "real_size"));
-                    (self.stack(frames), real)
-                } else {
-                    let frames = self.p.get(b, "frames");
-                    (self.stack(frames), self.u64_field(b, "requested_size"))
-                };
-                blocks.push(Block {
-                    address: block_addr,
-                    size,
-                    requested_size: requested,
-                    state,
-                    stack,
-                });
+                block.address = raw.address.unwrap_or(running);
+                running = block.address.saturating_add(block.size);
+                if legacy && !raw.has_history {
+                    // The 1.13 layout keeps frames only in `history`.
+                    block.stack = 0;
+                    block.requested_size = None;
+                }
+                blocks.push(block);
             }
         }
         Ok(Segment {
-            device: self.i64_field(s, "device").unwrap_or(0),
+            device: i64_field(t, s, "device").unwrap_or(0),
             address,
             total_size,
-            stream: self.u64_field(s, "stream").unwrap_or(0),
-            segment_type: self.str_field(s, "segment_type").map(str::to_string),
+            stream: u64_field(t, s, "stream").unwrap_or(0),
+            segment_type: str_field(t, s, "segment_type").map(str::to_string),
             pool_id,
-            is_expandable: self
-                .p
+            is_expandable: t
                 .get(s, "is_expandable")
-                .and_then(|v| self.p.as_bool(v))
+                .and_then(|v| t.as_bool(v))
                 .unwrap_or(false),
             blocks,
         })
     }
 
-    fn trace_entry(&mut self, e: Id) -> Result<TraceEntry, crate::MeasureError> {
-        let action = self
-            .str_field(e, "action")
-            .ok_or_else(|| bad("a trace entry has no action string"))?;
+    fn trace_entry(&mut self, t: Tree<'_>, e: Id) -> Result<TraceEntry, crate::MeasureError> {
+        let action =
+            str_field(t, e, "action").ok_or_else(|| bad("a trace entry has no action string"))?;
         let action = Action::parse(action);
-        let device_free = self.u64_field(e, "device_free");
-        let addr = self.u64_field(e, "addr").unwrap_or(0);
-        let size = self.u64_field(e, "size").unwrap_or(0);
-        let frames = self.p.get(e, "frames");
-        let stack = self.stack(frames);
-        let meta = self.str_field(e, "user_metadata");
-        let user_metadata = self.string(meta);
+        let frames = t.get(e, "frames");
+        let stack = self.stack(t, frames);
+        let user_metadata = self.string(str_field(t, e, "user_metadata"));
         Ok(TraceEntry {
             action,
-            addr,
-            size,
-            stream: self.u64_field(e, "stream").unwrap_or(0),
-            device_free,
-            time_us: self.i64_field(e, "time_us"),
+            addr: u64_field(t, e, "addr").unwrap_or(0),
+            size: u64_field(t, e, "size").unwrap_or(0),
+            stream: u64_field(t, e, "stream").unwrap_or(0),
+            device_free: u64_field(t, e, "device_free"),
+            time_us: i64_field(t, e, "time_us"),
             stack,
-            category: self.str_field(e, "category").map(ProfCategory::parse),
+            category: str_field(t, e, "category").map(ProfCategory::parse),
             user_metadata,
         })
     }
 }
 
+/// The streaming typed pass: a dict with a string `action` is a trace entry, one with `size`
+/// and `state` is a block (only those two shapes in `THCPModule_memorySnapshot`'s output).
+/// A dict that does not type cleanly is left as is, so the final pass reports the error.
+impl Compactor for Builder {
+    fn compact(&mut self, t: Tree<'_>, id: Id) -> Option<Compacted> {
+        let frames = |key| t.get(id, key).filter(|&f| t.as_seq(f).is_some());
+        if str_field(t, id, "action").is_some() {
+            let te = self.trace_entry(t, id).ok()?;
+            let child = frames("frames").map(|f| (f, Node::Stack(te.stack)));
+            let i = u32::try_from(self.entries.len()).ok()?;
+            self.entries.push(te);
+            return Some(Compacted {
+                node: Node::Entry(i),
+                child,
+            });
+        }
+        if t.get(id, "size").is_some() && t.get(id, "state").is_some() {
+            let raw = self.raw_block(t, id).ok()?;
+            // The frames of a history entry stay generic (history is not typed here).
+            let child = if raw.has_history {
+                None
+            } else {
+                frames("frames").map(|f| (f, Node::Stack(raw.block.stack)))
+            };
+            let i = u32::try_from(self.blocks.len()).ok()?;
+            self.blocks.push(raw);
+            return Some(Compacted {
+                node: Node::Block(i),
+                child,
+            });
+        }
+        None
+    }
+}
+
+/// A trace entry that moved out of the streaming table (never read).
+const TAKEN: TraceEntry = TraceEntry {
+    action: Action::Other,
+    addr: 0,
+    size: 0,
+    stream: 0,
+    device_free: None,
+    time_us: None,
+    stack: 0,
+    category: None,
+    user_metadata: 0,
+};
+
 /// Reads the typed snapshot out of a parsed pickle.
 pub fn from_pickle(p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
-    let mut b = Builder::new(p);
+    finish(Builder::new(false), p)
+}
+
+/// Parses and types a snapshot in one pass: trace entries and blocks are typed as the VM
+/// completes them and their generic values dropped, so peak memory stays near the typed
+/// size rather than the value tree's (~2.8× the file).
+pub fn read_streaming<R: Read>(
+    r: R,
+    len: u64,
+    limits: Limits,
+) -> Result<Snapshot, crate::MeasureError> {
+    let mut b = Builder::new(true);
+    let p = crate::pickle::parse_reader_compacting(r, len, limits, &mut b)?;
+    finish(b, &p)
+}
+
+fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
+    let t = p.tree();
     let root = p.root;
-    let (layout, seg_list, traces_list) = match p.node(root) {
+    let (layout, seg_list, traces_list) = match t.node(root) {
         Node::List(items) => (Layout::Legacy113, Some(items.as_slice()), None),
         Node::Dict(_) => {
-            let segs = match p.get(root, "segments") {
+            let segs = match t.get(root, "segments") {
                 Some(s) => Some(
-                    p.as_seq(s)
+                    t.as_seq(s)
                         .ok_or_else(|| bad("\"segments\" is not a list"))?,
                 ),
                 None => None,
             };
-            let traces = p.get(root, "device_traces");
+            let traces = t.get(root, "device_traces");
             if segs.is_none() && traces.is_none() {
                 return Err(bad(
                     "not a memory snapshot: the dict has neither \"segments\" nor \"device_traces\"",
@@ -405,31 +508,58 @@ pub fn from_pickle(p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
     };
     let mut segments = Vec::new();
     for &s in seg_list.unwrap_or(&[]) {
-        segments.push(b.segment(s, layout == Layout::Legacy113)?);
+        segments.push(b.segment(t, s, layout == Layout::Legacy113)?);
     }
     let mut traces = Vec::new();
     let mut from_profiler = false;
-    if let Some(t) = traces_list {
-        let devices = p
-            .as_seq(t)
+    if let Some(tl) = traces_list {
+        let devices = t
+            .as_seq(tl)
             .ok_or_else(|| bad("\"device_traces\" is not a list"))?;
+        // How often each streamed entry is referenced: the last reference moves it out of the
+        // table, earlier ones (a memoized entry listed twice) copy it.
+        let mut refs = vec![0u32; b.entries.len()];
         for &dev in devices {
-            let entries = p
+            for &e in t.as_seq(dev).unwrap_or(&[]) {
+                if let Node::Entry(i) = t.node(e) {
+                    if let Some(r) = refs.get_mut(*i as usize) {
+                        *r = r.saturating_add(1);
+                    }
+                }
+            }
+        }
+        let mut table = std::mem::take(&mut b.entries);
+        for &dev in devices {
+            let entries = t
                 .as_seq(dev)
                 .ok_or_else(|| bad("a device trace is not a list"))?;
             let mut out = Vec::with_capacity(entries.len());
             for &e in entries {
-                let te = b.trace_entry(e)?;
+                let te = match t.node(e) {
+                    Node::Entry(i) => {
+                        let i = *i as usize;
+                        let r = refs
+                            .get_mut(i)
+                            .ok_or_else(|| bad("a trace placeholder out of range"))?;
+                        *r -= 1;
+                        if *r == 0 {
+                            std::mem::replace(&mut table[i], TAKEN)
+                        } else {
+                            table[i].clone()
+                        }
+                    }
+                    _ => b.trace_entry(t, e)?,
+                };
                 from_profiler |= te.category.is_some();
                 out.push(te);
             }
             traces.push(out);
         }
     }
-    let alloc_conf = p
+    let alloc_conf = t
         .get(root, "allocator_settings")
-        .and_then(|s| p.get(s, "PYTORCH_CUDA_ALLOC_CONF"))
-        .and_then(|v| p.as_str(v))
+        .and_then(|s| t.get(s, "PYTORCH_CUDA_ALLOC_CONF"))
+        .and_then(|v| t.as_str(v))
         .map(str::to_string);
     Ok(Snapshot {
         layout,

@@ -54,7 +54,7 @@ fn total(model: &ModelInput, job: &ResolvedJob, evals: &mut u64) -> Result<Optio
 
 /// Largest `x` in [1, hi] with `fits(x)`, assuming fitting is monotone (more never fits
 /// when less does not); `None` when 1 does not fit. Exponential then binary search.
-fn largest(
+pub fn largest(
     hi: u64,
     mut fits: impl FnMut(u64) -> Result<bool, CoreError>,
 ) -> Result<Option<u64>, CoreError> {

@@ -16,6 +16,7 @@ use crate::analysis::MeasuredPerGpu;
 use serde::Serialize;
 use vramscope_core::error::CoreError;
 use vramscope_core::estimate::{estimate, ModelInput};
+use vramscope_core::fit::largest;
 use vramscope_core::job::{Framework, ResolvedJob, Task};
 use vramscope_core::report::{Category, Components};
 
@@ -242,38 +243,6 @@ pub struct CalibratedFit {
 }
 
 const MAX_BATCH: u64 = 1 << 24;
-
-/// Largest `x` in [1, hi] with `fits(x)` (monotone); `None` when 1 does not fit.
-fn largest(
-    hi: u64,
-    mut fits: impl FnMut(u64) -> Result<bool, CoreError>,
-) -> Result<Option<u64>, CoreError> {
-    if !fits(1)? {
-        return Ok(None);
-    }
-    let (mut lo, mut step) = (1u64, 1u64);
-    let mut up = loop {
-        let probe = lo.saturating_add(step).min(hi);
-        if probe == lo {
-            return Ok(Some(lo));
-        }
-        if fits(probe)? {
-            lo = probe;
-            step = step.saturating_mul(2);
-        } else {
-            break probe;
-        }
-    };
-    while up - lo > 1 {
-        let mid = lo + (up - lo) / 2;
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            up = mid;
-        }
-    }
-    Ok(Some(lo))
-}
 
 /// The calibrated prediction for a candidate job; `None` when the estimator cannot size it.
 fn predict(

@@ -6,6 +6,7 @@ use crate::attribute::{self, Fate, Phase, Signals};
 use crate::snapshot::{Action, BlockState, ProfCategory, Snapshot};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::num::NonZeroUsize;
 use vramscope_core::report::{Category, Components, ModelStates, TimelinePoint};
 
 /// The categories a measurement splits allocated bytes into, in table order.
@@ -164,11 +165,25 @@ pub(crate) fn sustained_max(values: &[u64], window: usize) -> u64 {
     if values.len() < w {
         return values.iter().copied().min().unwrap_or(0);
     }
-    values
-        .windows(w)
-        .map(|s| s.iter().copied().min().unwrap_or(0))
-        .max()
-        .unwrap_or(0)
+    // Max over windows of the window's min, with a monotonic queue of candidate minima
+    // (indices, values increasing): O(n) where the plain scan was O(n·w).
+    let mut queue = std::collections::VecDeque::with_capacity(w + 1);
+    let mut best = 0u64;
+    for (i, &v) in values.iter().enumerate() {
+        while queue.back().is_some_and(|&j| values[j] >= v) {
+            queue.pop_back();
+        }
+        queue.push_back(i);
+        while queue.front().is_some_and(|&j| j + w <= i) {
+            queue.pop_front();
+        }
+        if i + 1 >= w {
+            if let Some(&j) = queue.front() {
+                best = best.max(values[j]);
+            }
+        }
+    }
+    best
 }
 
 pub(crate) fn window_for(n: usize) -> usize {
@@ -365,10 +380,12 @@ struct Elem {
     meta: u32,
     /// Position it became live at: 0 = before the first event, i + 1 = at event i.
     start: usize,
-    /// Position it stopped being live at (None = alive at the end).
-    end: Option<usize>,
-    /// profiler data: the allocation that replaced this one in place (version bump).
-    successor: Option<usize>,
+    /// Position it stopped being live at (None = alive at the end); never 0, and NonZero
+    /// keeps the Option at 8 bytes (one element per allocation, millions of them).
+    end: Option<NonZeroUsize>,
+    /// profiler data: the allocation that replaced this one in place (version bump); always
+    /// after the ghost it replaces, so never 0.
+    successor: Option<NonZeroUsize>,
 }
 
 /// Replays one device of a snapshot.
@@ -426,7 +443,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         match e.action {
             Action::Alloc => {
                 if let Some(old) = live.remove(&e.addr) {
-                    elems[old].end = Some(pos);
+                    elems[old].end = NonZeroUsize::new(pos);
                 }
                 let idx = elems.len();
                 elems.push(Elem {
@@ -441,7 +458,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
                 });
                 if let Some(g) = ghost_at.remove(&e.addr) {
                     if snap.from_profiler && elems[g].size == e.size {
-                        elems[g].successor = Some(idx);
+                        elems[g].successor = NonZeroUsize::new(idx);
                     }
                 }
                 live.insert(e.addr, idx);
@@ -453,7 +470,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
                     continue;
                 }
                 if let Some(idx) = live.remove(&e.addr) {
-                    elems[idx].end = Some(pos);
+                    elems[idx].end = NonZeroUsize::new(pos);
                     elems[idx].free_stack = Some(e.stack);
                 } else {
                     // Freed but never allocated in the trace: allocated before recording
@@ -467,7 +484,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
                         hint: None,
                         meta: 0,
                         start: 0,
-                        end: Some(pos),
+                        end: NonZeroUsize::new(pos),
                         successor: None,
                     });
                     ghost_at.insert(e.addr, idx);
@@ -540,7 +557,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     for i in 0..elems.len() {
         if cats[i].is_none() {
             if let Some(s) = elems[i].successor {
-                cats[i] = cats[s];
+                cats[i] = cats[s.get()];
             }
         }
     }
@@ -586,11 +603,30 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     }
 
     // Replay.
-    let mut deltas: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n + 2];
-    for (k, el) in elems.iter().enumerate() {
-        deltas[el.start].push((k, true));
-        if let Some(e) = el.end {
-            deltas[e].push((k, false));
+    // The elements starting (true) and ending (false) at each position, in element order, in
+    // one flat array: `deltas[first[pos]..first[pos + 1]]` (no allocation per position).
+    let mut first = vec![0usize; n + 3];
+    for el in &elems {
+        first[el.start + 1] += 1;
+        if let Some(e) = el.end.map(NonZeroUsize::get) {
+            first[e + 1] += 1;
+        }
+    }
+    for i in 1..first.len() {
+        first[i] += first[i - 1];
+    }
+    // Each item is `2k + 1` for element k starting, `2k` for it ending (k < isize::MAX: it
+    // indexes a Vec of 72-byte elements, so 2k + 1 cannot overflow).
+    let mut deltas = vec![0usize; first[n + 2]];
+    {
+        let mut fill = first.clone();
+        for (k, el) in elems.iter().enumerate() {
+            deltas[fill[el.start]] = 2 * k + 1;
+            fill[el.start] += 1;
+            if let Some(e) = el.end.map(NonZeroUsize::get) {
+                deltas[fill[e]] = 2 * k;
+                fill[e] += 1;
+            }
         }
     }
     let mut cur = [0u64; NCAT];
@@ -598,12 +634,12 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     let mut peak_reserved: u64 = 0;
     for pos in 0..=n {
         // Frees before allocs at one position (an address reused by the same event).
-        for &(k, add) in deltas[pos].iter().filter(|d| !d.1) {
-            debug_assert!(!add);
+        let at = &deltas[first[pos]..first[pos + 1]];
+        for k in at.iter().filter(|&&d| d % 2 == 0).map(|&d| d / 2) {
             let c = cat_index(cats[k]);
             cur[c] = cur[c].saturating_sub(elems[k].size);
         }
-        for &(k, _) in deltas[pos].iter().filter(|d| d.1) {
+        for k in at.iter().filter(|&&d| d % 2 == 1).map(|&d| d / 2) {
             let c = cat_index(cats[k]);
             cur[c] = cur[c].saturating_add(elems[k].size);
         }
@@ -629,7 +665,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     let live_at_peak: Vec<_> = elems
         .iter()
         .enumerate()
-        .filter(|(_, el)| el.start <= peak && el.end.is_none_or(|e| e > peak))
+        .filter(|(_, el)| el.start <= peak && el.end.is_none_or(|e| e.get() > peak))
         .map(|(k, el)| {
             let ph = if el.start == 0 {
                 Phase::Unknown
@@ -727,4 +763,19 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         ooms,
         std::mem::take(warnings),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sustained_max;
+
+    #[test]
+    fn sustained_max_is_the_best_window_minimum() {
+        // Windows of 3 over [5, 1, 4, 4, 4, 2, 3]: minima 1, 1, 4, 2, 2 (by hand), best 4.
+        assert_eq!(sustained_max(&[5, 1, 4, 4, 4, 2, 3], 3), 4);
+        // A one-point spike does not count with a window of 2: minima 1, 1, 1, 2, best 2.
+        assert_eq!(sustained_max(&[1, 9, 1, 2, 2], 2), 2);
+        // Shorter than the window: the minimum of all.
+        assert_eq!(sustained_max(&[7, 3], 5), 3);
+    }
 }

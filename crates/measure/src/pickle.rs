@@ -85,11 +85,25 @@ const ID_FALSE: Id = 2;
 #[derive(Debug, Clone, Copy)]
 pub struct Tree<'a> {
     pub nodes: &'a [Node],
+    /// While the VM runs: the bitset of values that may be reached again, whose slots are
+    /// never reused. `None` for a finished pickle, where nothing changes any more.
+    pub pinned: Option<&'a [u64]>,
 }
 
 impl<'a> Tree<'a> {
     pub fn node(self, id: Id) -> &'a Node {
         &self.nodes[id as usize]
+    }
+
+    /// Whether `id` names the same value for the rest of the parse (memoized or DUPed while
+    /// the VM runs; always once it is done), so a caller may cache what it learnt about it.
+    pub fn stable(self, id: Id) -> bool {
+        match self.pinned {
+            None => true,
+            Some(bits) => bits
+                .get(id as usize / 64)
+                .is_some_and(|w| w & (1 << (id % 64)) != 0),
+        }
     }
 
     /// `d[key]` when `id` is a dict with a string key `key`.
@@ -165,7 +179,10 @@ impl<'a> Tree<'a> {
 
 impl Pickle {
     pub fn tree(&self) -> Tree<'_> {
-        Tree { nodes: &self.nodes }
+        Tree {
+            nodes: &self.nodes,
+            pinned: None,
+        }
     }
 
     pub fn node(&self, id: Id) -> &Node {
@@ -221,7 +238,8 @@ pub struct Compacted {
 /// APPENDS puts it into a list: the pickler writes a container's contents before the
 /// container is appended). A compactor that types it returns a small placeholder; the VM then
 /// drops the dict's generic contents and reuses the slots of children nobody else can reach
-/// (neither memoized nor DUPed), so a multi-GB trace never exists as a value tree.
+/// (neither memoized nor DUPed), so a multi-GB trace never exists as a value tree. A memoized
+/// dict the compactor declines is not offered again; the caller types it from the finished tree.
 pub trait Compactor {
     fn compact(&mut self, tree: Tree<'_>, id: Id) -> Option<Compacted>;
 }
@@ -386,6 +404,9 @@ struct Vm<'c> {
     /// One bit per node: memoized, DUPed or a shared small int, so it may be reached again
     /// and its slot is never reused.
     pinned: Vec<u64>,
+    /// One bit per pinned dict the compactor declined: it is not offered again (frame dicts are
+    /// appended to every frame list). Anything declined stays generic and is typed at the end.
+    declined: Vec<u64>,
     /// Slots freed by compaction, reused by `alloc`.
     free: Vec<Id>,
     compactor: Option<&'c mut dyn Compactor>,
@@ -396,6 +417,8 @@ struct Vm<'c> {
     memo_sparse: HashMap<u32, Id>,
     small_ints: Vec<Option<Id>>,
     limits: Limits,
+    /// Reused for the items of APPEND(S)/SETITEM(S)/DICT, so the hot path allocates nothing.
+    scratch: Vec<Id>,
 }
 
 const NO_ID: Id = Id::MAX;
@@ -405,6 +428,7 @@ impl<'c> Vm<'c> {
         Vm {
             nodes: vec![Node::None, Node::Bool(true), Node::Bool(false)],
             pinned: Vec::new(),
+            declined: Vec::new(),
             free: Vec::new(),
             compactor,
             stack: Vec::new(),
@@ -413,6 +437,7 @@ impl<'c> Vm<'c> {
             memo_sparse: HashMap::new(),
             small_ints: vec![None; 258],
             limits,
+            scratch: Vec::new(),
         }
     }
 
@@ -462,7 +487,25 @@ impl<'c> Vm<'c> {
             if !matches!(self.nodes[id as usize], Node::Dict(_)) {
                 continue;
             }
-            let Some(done) = c.compact(Tree { nodes: &self.nodes }, id) else {
+            let (w, b) = (id as usize / 64, id % 64);
+            if self
+                .declined
+                .get(w)
+                .is_some_and(|bits| bits & (1 << b) != 0)
+            {
+                continue;
+            }
+            let tree = Tree {
+                nodes: &self.nodes,
+                pinned: Some(&self.pinned),
+            };
+            let Some(done) = c.compact(tree, id) else {
+                if self.is_pinned(id) {
+                    if w >= self.declined.len() {
+                        self.declined.resize(w + 1, 0);
+                    }
+                    self.declined[w] |= 1 << b;
+                }
                 continue;
             };
             let old = std::mem::replace(&mut self.nodes[id as usize], done.node);
@@ -552,6 +595,27 @@ impl<'c> Vm<'c> {
         Ok(self.stack.split_off(m))
     }
 
+    /// Like [`Vm::pop_mark`], into the reused scratch buffer (give it back with `recycle`).
+    fn pop_mark_scratch<R: Read>(
+        &mut self,
+        src: &Src<R>,
+        op: &str,
+    ) -> Result<Vec<Id>, PickleError> {
+        let m = self
+            .marks
+            .pop()
+            .ok_or_else(|| src.err(format!("{op} without a MARK")))?;
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.extend_from_slice(&self.stack[m..]);
+        self.stack.truncate(m);
+        Ok(buf)
+    }
+
+    fn recycle(&mut self, buf: Vec<Id>) {
+        self.scratch = buf;
+    }
+
     fn memo_put<R: Read>(&mut self, src: &Src<R>, idx: u32, op: &str) -> Result<(), PickleError> {
         let id = self.top(src, op)?;
         self.pin(id);
@@ -580,13 +644,13 @@ impl<'c> Vm<'c> {
         &mut self,
         src: &Src<R>,
         target: Id,
-        items: Vec<Id>,
+        items: &[Id],
         op: &str,
     ) -> Result<(), PickleError> {
         match &mut self.nodes[target as usize] {
             Node::List(v) => {
-                v.extend_from_slice(&items);
-                self.compact(&items);
+                v.extend_from_slice(items);
+                self.compact(items);
                 Ok(())
             }
             _ => Err(src.err(format!("{op} onto a value that is not a list"))),
@@ -597,7 +661,7 @@ impl<'c> Vm<'c> {
         &mut self,
         src: &Src<R>,
         target: Id,
-        items: Vec<Id>,
+        items: &[Id],
         op: &str,
     ) -> Result<(), PickleError> {
         if !items.len().is_multiple_of(2) {
@@ -680,9 +744,10 @@ impl<'c> Vm<'c> {
                     self.push(&src, id)?;
                 }
                 b'd' => {
-                    let items = self.pop_mark(&src, "DICT")?;
+                    let items = self.pop_mark_scratch(&src, "DICT")?;
                     let id = self.alloc(Node::Dict(Vec::new()));
-                    self.set_items(&src, id, items, "DICT")?;
+                    self.set_items(&src, id, &items, "DICT")?;
+                    self.recycle(items);
                     self.push(&src, id)?;
                 }
                 b'l' => {
@@ -710,9 +775,10 @@ impl<'c> Vm<'c> {
                     self.push(&src, id)?;
                 }
                 0x90 => {
-                    let items = self.pop_mark(&src, "ADDITEMS")?;
+                    let items = self.pop_mark_scratch(&src, "ADDITEMS")?;
                     let target = self.top(&src, "ADDITEMS")?;
-                    self.append_items(&src, target, items, "ADDITEMS")?;
+                    self.append_items(&src, target, &items, "ADDITEMS")?;
+                    self.recycle(items);
                 }
                 0x91 => {
                     let items = self.pop_mark(&src, "FROZENSET")?;
@@ -722,29 +788,32 @@ impl<'c> Vm<'c> {
                 b'a' => {
                     let v = self.pop(&src, "APPEND")?;
                     let target = self.top(&src, "APPEND")?;
-                    self.append_items(&src, target, vec![v], "APPEND")?;
+                    self.append_items(&src, target, &[v], "APPEND")?;
                 }
                 b'e' => {
-                    let items = self.pop_mark(&src, "APPENDS")?;
+                    let items = self.pop_mark_scratch(&src, "APPENDS")?;
                     let target = self.top(&src, "APPENDS")?;
-                    self.append_items(&src, target, items, "APPENDS")?;
+                    self.append_items(&src, target, &items, "APPENDS")?;
+                    self.recycle(items);
                 }
                 b's' => {
                     let v = self.pop(&src, "SETITEM")?;
                     let k = self.pop(&src, "SETITEM")?;
                     let target = self.top(&src, "SETITEM")?;
-                    self.set_items(&src, target, vec![k, v], "SETITEM")?;
+                    self.set_items(&src, target, &[k, v], "SETITEM")?;
                 }
                 b'u' => {
-                    let items = self.pop_mark(&src, "SETITEMS")?;
+                    let items = self.pop_mark_scratch(&src, "SETITEMS")?;
                     let target = self.top(&src, "SETITEMS")?;
-                    self.set_items(&src, target, items, "SETITEMS")?;
+                    self.set_items(&src, target, &items, "SETITEMS")?;
+                    self.recycle(items);
                 }
                 b'0' => {
                     self.pop(&src, "POP")?;
                 }
                 b'1' => {
-                    self.pop_mark(&src, "POP_MARK")?;
+                    let items = self.pop_mark_scratch(&src, "POP_MARK")?;
+                    self.recycle(items);
                 }
                 b'2' => {
                     let id = self.top(&src, "DUP")?;
@@ -768,8 +837,8 @@ impl<'c> Vm<'c> {
                 }
                 0x8a => {
                     let n = src.u8()? as u64;
-                    let bytes = src.take(n)?.to_vec();
-                    let id = self.long(&bytes);
+                    let bytes = src.take(n)?;
+                    let id = self.long(bytes);
                     self.push(&src, id)?;
                 }
                 0x8b => {
@@ -778,8 +847,8 @@ impl<'c> Vm<'c> {
                         return Err(src.err("LONG4 with a negative length"));
                     }
                     let n = src.checked_len(n as u64, "LONG4")?;
-                    let bytes = src.take(n)?.to_vec();
-                    let id = self.long(&bytes);
+                    let bytes = src.take(n)?;
+                    let id = self.long(bytes);
                     self.push(&src, id)?;
                 }
                 b'G' => {

@@ -181,15 +181,22 @@ impl Snapshot {
 
 struct Builder {
     frames: Vec<Frame>,
-    frame_by_node: HashMap<Id, u32>,
+    frame_by_node: FxMap<Id, u32>,
     frame_by_value: HashMap<Frame, u32>,
     stacks: Vec<Box<[u32]>>,
     /// Only filled when not streaming: there a typed list becomes a [`Node::Stack`] (or its
     /// slot is reused), so node ids of lists are not stable keys.
-    stack_by_node: HashMap<Id, u32>,
-    stack_by_value: HashMap<Box<[u32]>, u32>,
+    stack_by_node: FxMap<Id, u32>,
+    stack_by_value: FxMap<Box<[u32]>, u32>,
+    /// Reused to build a stack's frame ids; a new box is made only for a new stack.
+    stack_buf: Vec<u32>,
+    /// Key strings already resolved, by node id (only ids that stay stable, see
+    /// [`Tree::stable`]).
+    key_ids: Vec<(Id, Key)>,
     strings: Vec<String>,
     string_by_value: HashMap<String, u32>,
+    /// Stable string nodes already interned (see [`Builder::string_node`]).
+    string_by_node: FxMap<Id, u32>,
     streaming: bool,
     /// Values typed while streaming, named by [`Node::Entry`] / [`Node::Block`].
     entries: Vec<TraceEntry>,
@@ -209,6 +216,110 @@ fn bad(msg: impl Into<String>) -> crate::MeasureError {
     crate::MeasureError::Format(msg.into())
 }
 
+/// The keys the streaming pass reads from trace-entry and block dicts. Each dict is scanned
+/// once and its keys resolved to this table (by node id when the key string is memoized, as
+/// the pickler writes every repeated key), instead of matching key text per lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Action,
+    Addr,
+    Size,
+    Stream,
+    DeviceFree,
+    TimeUs,
+    Frames,
+    Category,
+    UserMetadata,
+    State,
+    History,
+    Address,
+    RequestedSize,
+    Other,
+}
+
+const NKEYS: usize = Key::Other as usize;
+
+impl Key {
+    fn parse(s: &str) -> Key {
+        match s {
+            "action" => Key::Action,
+            "addr" => Key::Addr,
+            "size" => Key::Size,
+            "stream" => Key::Stream,
+            "device_free" => Key::DeviceFree,
+            "time_us" => Key::TimeUs,
+            "frames" => Key::Frames,
+            "category" => Key::Category,
+            "user_metadata" => Key::UserMetadata,
+            "state" => Key::State,
+            "history" => Key::History,
+            "address" => Key::Address,
+            "requested_size" => Key::RequestedSize,
+            _ => Key::Other,
+        }
+    }
+}
+
+/// Most key-string ids remembered (a real snapshot has ~20 distinct keys).
+const MAX_KEY_IDS: usize = 64;
+
+/// The values of one dict's known keys (a later duplicate key wins, as in Python).
+#[derive(Clone, Copy)]
+struct Fields([Option<Id>; NKEYS]);
+
+impl Fields {
+    fn get(&self, k: Key) -> Option<Id> {
+        self.0.get(k as usize).copied().flatten()
+    }
+
+    fn u64(&self, t: Tree<'_>, k: Key) -> Option<u64> {
+        self.get(k).and_then(|v| t.as_u64(v))
+    }
+
+    fn i64(&self, t: Tree<'_>, k: Key) -> Option<i64> {
+        self.get(k).and_then(|v| t.as_i64(v))
+    }
+
+    fn str<'a>(&self, t: Tree<'a>, k: Key) -> Option<&'a str> {
+        self.get(k).and_then(|v| t.as_str(v))
+    }
+}
+
+/// FxHash (rustc's hasher): the interning maps are keyed by node and frame ids, where SipHash
+/// was a measurable share of the parse.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
 fn u64_field(t: Tree<'_>, d: Id, key: &str) -> Option<u64> {
     t.get(d, key).and_then(|v| t.as_u64(v))
 }
@@ -224,19 +335,22 @@ fn str_field<'a>(t: Tree<'a>, d: Id, key: &str) -> Option<&'a str> {
 impl Builder {
     fn new(streaming: bool) -> Self {
         let empty: Box<[u32]> = Box::new([]);
-        let mut stack_by_value = HashMap::new();
+        let mut stack_by_value = FxMap::default();
         stack_by_value.insert(empty.clone(), 0);
         let mut string_by_value = HashMap::new();
         string_by_value.insert(String::new(), 0);
         Builder {
             frames: Vec::new(),
-            frame_by_node: HashMap::new(),
+            frame_by_node: FxMap::default(),
             frame_by_value: HashMap::new(),
             stacks: vec![empty],
-            stack_by_node: HashMap::new(),
+            stack_by_node: FxMap::default(),
             stack_by_value,
+            stack_buf: Vec::new(),
+            key_ids: Vec::new(),
             strings: vec![String::new()],
             string_by_value,
+            string_by_node: FxMap::default(),
             streaming,
             entries: Vec::new(),
             blocks: Vec::new(),
@@ -275,16 +389,69 @@ impl Builder {
         let Some(items) = t.as_seq(list) else {
             return 0;
         };
-        let ids: Box<[u32]> = items.iter().filter_map(|&f| self.frame(t, f)).collect();
-        let next = self.stacks.len() as u32;
-        let s = *self.stack_by_value.entry(ids.clone()).or_insert(next);
-        if s == next {
-            self.stacks.push(ids);
-        }
+        let mut buf = std::mem::take(&mut self.stack_buf);
+        buf.clear();
+        buf.extend(items.iter().filter_map(|&f| self.frame(t, f)));
+        let s = match self.stack_by_value.get(buf.as_slice()) {
+            Some(&s) => s,
+            None => {
+                let s = self.stacks.len() as u32;
+                let ids: Box<[u32]> = buf.as_slice().into();
+                self.stacks.push(ids.clone());
+                self.stack_by_value.insert(ids, s);
+                s
+            }
+        };
+        self.stack_buf = buf;
         if !self.streaming {
             self.stack_by_node.insert(list, s);
         }
         s
+    }
+
+    /// Which known key the string node `k` is: an integer compare against the ids seen before,
+    /// the text only the first time (or every time for a key that is not memoized).
+    fn key(&mut self, t: Tree<'_>, k: Id) -> Key {
+        if let Some(&(_, key)) = self.key_ids.iter().find(|(id, _)| *id == k) {
+            return key;
+        }
+        let Some(text) = t.as_str(k) else {
+            return Key::Other;
+        };
+        let key = Key::parse(text);
+        if t.stable(k) && self.key_ids.len() < MAX_KEY_IDS {
+            self.key_ids.push((k, key));
+        }
+        key
+    }
+
+    /// One pass over a dict's items; `None` when `d` is not a dict.
+    fn fields(&mut self, t: Tree<'_>, d: Id) -> Option<Fields> {
+        let Node::Dict(items) = t.node(d) else {
+            return None;
+        };
+        let mut f = Fields([None; NKEYS]);
+        for &(k, v) in items {
+            let key = self.key(t, k);
+            if let Some(slot) = f.0.get_mut(key as usize) {
+                *slot = Some(v);
+            }
+        }
+        Some(f)
+    }
+
+    /// [`Builder::string`] of a string node, remembered by node id when the id is stable (the
+    /// pickler memoizes a repeated string, so most entries name the same few nodes).
+    fn string_node(&mut self, t: Tree<'_>, id: Option<Id>) -> u32 {
+        let Some(id) = id else { return 0 };
+        if let Some(&i) = self.string_by_node.get(&id) {
+            return i;
+        }
+        let i = self.string(t.as_str(id));
+        if t.stable(id) && matches!(t.node(id), Node::Str(_)) {
+            self.string_by_node.insert(id, i);
+        }
+        i
     }
 
     fn string(&mut self, v: Option<&str>) -> u32 {
@@ -307,8 +474,20 @@ impl Builder {
                 .cloned()
                 .ok_or_else(|| bad("a block placeholder out of range"));
         }
-        let size = u64_field(t, b, "size").ok_or_else(|| bad("a block has no integer size"))?;
-        let state = match str_field(t, b, "state") {
+        let f = self.fields(t, b);
+        self.raw_block_of(t, f.as_ref())
+    }
+
+    fn raw_block_of(
+        &mut self,
+        t: Tree<'_>,
+        f: Option<&Fields>,
+    ) -> Result<RawBlock, crate::MeasureError> {
+        let f = f.ok_or_else(|| bad("a block has no integer size"))?;
+        let size = f
+            .u64(t, Key::Size)
+            .ok_or_else(|| bad("a block has no integer size"))?;
+        let state = match f.str(t, Key::State) {
             Some("active_allocated") => BlockState::ActiveAllocated,
             Some("active_pending_free") | Some("active_awaiting_free") => {
                 BlockState::ActivePendingFree
@@ -316,7 +495,7 @@ impl Builder {
             Some("inactive") => BlockState::Inactive,
             _ => BlockState::Other,
         };
-        let history = t.get(b, "history");
+        let history = f.get(Key::History);
         let (stack, requested) = match history {
             // 1.13/2.0: history[0] is the most recent allocation of this block.
             Some(h) => {
@@ -326,12 +505,12 @@ impl Builder {
                 (self.stack(t, frames), real)
             }
             None => {
-                let frames = t.get(b, "frames");
-                (self.stack(t, frames), u64_field(t, b, "requested_size"))
+                let frames = f.get(Key::Frames);
+                (self.stack(t, frames), f.u64(t, Key::RequestedSize))
             }
         };
         Ok(RawBlock {
-            address: u64_field(t, b, "address"),
+            address: f.u64(t, Key::Address),
             block: Block {
                 address: 0,
                 size,
@@ -393,21 +572,29 @@ impl Builder {
     }
 
     fn trace_entry(&mut self, t: Tree<'_>, e: Id) -> Result<TraceEntry, crate::MeasureError> {
-        let action =
-            str_field(t, e, "action").ok_or_else(|| bad("a trace entry has no action string"))?;
-        let action = Action::parse(action);
-        let frames = t.get(e, "frames");
-        let stack = self.stack(t, frames);
-        let user_metadata = self.string(str_field(t, e, "user_metadata"));
+        let f = self.fields(t, e);
+        self.trace_entry_of(t, f.as_ref())
+    }
+
+    fn trace_entry_of(
+        &mut self,
+        t: Tree<'_>,
+        f: Option<&Fields>,
+    ) -> Result<TraceEntry, crate::MeasureError> {
+        let no_action = || bad("a trace entry has no action string");
+        let f = f.ok_or_else(no_action)?;
+        let action = Action::parse(f.str(t, Key::Action).ok_or_else(no_action)?);
+        let stack = self.stack(t, f.get(Key::Frames));
+        let user_metadata = self.string_node(t, f.get(Key::UserMetadata));
         Ok(TraceEntry {
             action,
-            addr: u64_field(t, e, "addr").unwrap_or(0),
-            size: u64_field(t, e, "size").unwrap_or(0),
-            stream: u64_field(t, e, "stream").unwrap_or(0),
-            device_free: u64_field(t, e, "device_free"),
-            time_us: i64_field(t, e, "time_us"),
+            addr: f.u64(t, Key::Addr).unwrap_or(0),
+            size: f.u64(t, Key::Size).unwrap_or(0),
+            stream: f.u64(t, Key::Stream).unwrap_or(0),
+            device_free: f.u64(t, Key::DeviceFree),
+            time_us: f.i64(t, Key::TimeUs),
             stack,
-            category: str_field(t, e, "category").map(ProfCategory::parse),
+            category: f.str(t, Key::Category).map(ProfCategory::parse),
             user_metadata,
         })
     }
@@ -418,10 +605,11 @@ impl Builder {
 /// A dict that does not type cleanly is left as is, so the final pass reports the error.
 impl Compactor for Builder {
     fn compact(&mut self, t: Tree<'_>, id: Id) -> Option<Compacted> {
-        let frames = |key| t.get(id, key).filter(|&f| t.as_seq(f).is_some());
-        if str_field(t, id, "action").is_some() {
-            let te = self.trace_entry(t, id).ok()?;
-            let child = frames("frames").map(|f| (f, Node::Stack(te.stack)));
+        let f = self.fields(t, id)?;
+        let frames = f.get(Key::Frames).filter(|&l| t.as_seq(l).is_some());
+        if f.str(t, Key::Action).is_some() {
+            let te = self.trace_entry_of(t, Some(&f)).ok()?;
+            let child = frames.map(|l| (l, Node::Stack(te.stack)));
             let i = u32::try_from(self.entries.len()).ok()?;
             self.entries.push(te);
             return Some(Compacted {
@@ -429,13 +617,13 @@ impl Compactor for Builder {
                 child,
             });
         }
-        if t.get(id, "size").is_some() && t.get(id, "state").is_some() {
-            let raw = self.raw_block(t, id).ok()?;
+        if f.get(Key::Size).is_some() && f.get(Key::State).is_some() {
+            let raw = self.raw_block_of(t, Some(&f)).ok()?;
             // The frames of a history entry stay generic (history is not typed here).
             let child = if raw.has_history {
                 None
             } else {
-                frames("frames").map(|f| (f, Node::Stack(raw.block.stack)))
+                frames.map(|l| (l, Node::Stack(raw.block.stack)))
             };
             let i = u32::try_from(self.blocks.len()).ok()?;
             self.blocks.push(raw);
@@ -516,6 +704,29 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         let devices = t
             .as_seq(tl)
             .ok_or_else(|| bad("\"device_traces\" is not a list"))?;
+        if let Some(split) = in_order(t, devices, b.entries.len()) {
+            // The usual file: every entry streamed, listed once, in order. Hand the table out
+            // in place rather than copying it (which held it twice at the peak).
+            let mut table = std::mem::take(&mut b.entries);
+            let mut tail = Vec::with_capacity(split.len());
+            for &n in split.iter().rev() {
+                tail.push(table.split_off(table.len() - n));
+            }
+            tail.reverse();
+            from_profiler = tail.iter().flatten().any(|e| e.category.is_some());
+            traces = tail;
+            return Ok(Snapshot {
+                layout,
+                protocol: p.protocol,
+                frames: b.frames,
+                stacks: b.stacks,
+                strings: b.strings,
+                segments,
+                traces,
+                alloc_conf: alloc_conf(t, root),
+                from_profiler,
+            });
+        }
         // How often each streamed entry is referenced: the last reference moves it out of the
         // table, earlier ones (a memoized entry listed twice) copy it.
         let mut refs = vec![0u32; b.entries.len()];
@@ -556,11 +767,7 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
             traces.push(out);
         }
     }
-    let alloc_conf = t
-        .get(root, "allocator_settings")
-        .and_then(|s| t.get(s, "PYTORCH_CUDA_ALLOC_CONF"))
-        .and_then(|v| t.as_str(v))
-        .map(str::to_string);
+    let alloc_conf = alloc_conf(t, root);
     Ok(Snapshot {
         layout,
         protocol: p.protocol,
@@ -572,4 +779,29 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         alloc_conf,
         from_profiler,
     })
+}
+
+fn alloc_conf(t: Tree<'_>, root: Id) -> Option<String> {
+    t.get(root, "allocator_settings")
+        .and_then(|s| t.get(s, "PYTORCH_CUDA_ALLOC_CONF"))
+        .and_then(|v| t.as_str(v))
+        .map(str::to_string)
+}
+
+/// The length of each device's trace when the device lists hold exactly the placeholders
+/// `Entry(0)`, `Entry(1)`, ... `Entry(n - 1)`, in that order and nothing else; `None` otherwise.
+fn in_order(t: Tree<'_>, devices: &[Id], n: usize) -> Option<Vec<usize>> {
+    let mut next = 0usize;
+    let mut lens = Vec::with_capacity(devices.len());
+    for &dev in devices {
+        let entries = t.as_seq(dev)?;
+        for &e in entries {
+            match t.node(e) {
+                Node::Entry(i) if *i as usize == next => next += 1,
+                _ => return None,
+            }
+        }
+        lens.push(entries.len());
+    }
+    (next == n).then_some(lens)
 }

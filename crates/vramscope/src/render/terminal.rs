@@ -314,7 +314,8 @@ fn table(r: &Report, out: &mut Vec<String>) {
     if let Some(kv) = p.kv_pool {
         out.push(row("KV pool (engine)", Some(kv), ""));
     }
-    if let Some(a) = p.activation_bytes_per_layer {
+    // Bytes a layer keeps for backward: meaningful for training only (inference saves none).
+    if let Some(a) = p.activation_bytes_per_layer.filter(|a| *a > 0) {
         out.push(row("activations/layer", Some(a), ""));
     }
     if let Some(phase) = &p.peak_phase {

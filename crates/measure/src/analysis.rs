@@ -145,67 +145,159 @@ impl Point {
     }
 }
 
-/// Index of the first point with the most allocated bytes.
-pub(crate) fn peak_index(points: &[Point]) -> Option<usize> {
-    let mut best: Option<(usize, u64)> = None;
-    for (i, p) in points.iter().enumerate() {
-        let t = p.total();
-        if best.is_none_or(|(_, b)| t > b) {
-            best = Some((i, t));
+/// A sliding-window minimum fed one value at a time, keeping the best (largest) window minimum:
+/// a monotonic queue of candidate minima (positions, values increasing), O(1) amortized per
+/// value and O(window) memory, so a replay of millions of events never holds the series.
+#[derive(Debug, Clone)]
+struct SustainedMax {
+    window: usize,
+    queue: std::collections::VecDeque<(usize, u64)>,
+    seen: usize,
+    best: u64,
+    min_all: u64,
+}
+
+impl SustainedMax {
+    fn new(window: usize) -> Self {
+        let window = window.max(1);
+        SustainedMax {
+            window,
+            queue: std::collections::VecDeque::with_capacity(window + 1),
+            seen: 0,
+            best: 0,
+            min_all: u64::MAX,
         }
     }
-    best.map(|(i, _)| i)
+
+    fn push(&mut self, v: u64) {
+        let i = self.seen;
+        self.seen += 1;
+        self.min_all = self.min_all.min(v);
+        while self.queue.back().is_some_and(|&(_, b)| b >= v) {
+            self.queue.pop_back();
+        }
+        self.queue.push_back((i, v));
+        while self
+            .queue
+            .front()
+            .is_some_and(|&(j, _)| j + self.window <= i)
+        {
+            self.queue.pop_front();
+        }
+        if i + 1 >= self.window {
+            if let Some(&(_, m)) = self.queue.front() {
+                self.best = self.best.max(m);
+            }
+        }
+    }
+
+    /// The best window minimum; a series shorter than the window gives its minimum.
+    fn finish(&self) -> u64 {
+        match self.seen {
+            0 => 0,
+            n if n < self.window => self.min_all,
+            _ => self.best,
+        }
+    }
 }
 
 /// The highest level a series holds for at least `window` consecutive points: "bytes held over
 /// the step", without one-event transients such as the profiler's version bookkeeping (an
 /// in-place update briefly counts a parameter twice, notes/formats.md §3.2).
+#[cfg(test)]
 pub(crate) fn sustained_max(values: &[u64], window: usize) -> u64 {
-    let w = window.max(1);
-    if values.len() < w {
-        return values.iter().copied().min().unwrap_or(0);
-    }
-    // Max over windows of the window's min, with a monotonic queue of candidate minima
-    // (indices, values increasing): O(n) where the plain scan was O(n·w).
-    let mut queue = std::collections::VecDeque::with_capacity(w + 1);
-    let mut best = 0u64;
-    for (i, &v) in values.iter().enumerate() {
-        while queue.back().is_some_and(|&j| values[j] >= v) {
-            queue.pop_back();
-        }
-        queue.push_back(i);
-        while queue.front().is_some_and(|&j| j + w <= i) {
-            queue.pop_front();
-        }
-        if i + 1 >= w {
-            if let Some(&j) = queue.front() {
-                best = best.max(values[j]);
-            }
-        }
-    }
-    best
+    let mut s = SustainedMax::new(window);
+    values.iter().for_each(|&v| s.push(v));
+    s.finish()
 }
 
 pub(crate) fn window_for(n: usize) -> usize {
     (n / 100).clamp(1, 64)
 }
 
-/// Assembles the report from the replayed points and what the caller knows about the peak.
+/// The replay's points, folded as they come: the peak (first point with the most allocated
+/// bytes), the phase in force at it, the sustained model-state levels and one point per
+/// timeline bucket. A replay of millions of events keeps a few hundred points, not millions
+/// (a 503 MB snapshot's 3.3 M points were 343 MB of the analysis's memory).
+pub(crate) struct Timeline {
+    bucket: usize,
+    seen: usize,
+    t0: Option<f64>,
+    last_phase: Phase,
+    peak: Option<(usize, Point, Phase)>,
+    states: [SustainedMax; 4],
+    /// One point per finished bucket (its highest, first on ties), and the open bucket's.
+    samples: Vec<(usize, Point)>,
+    open: Option<(usize, Point)>,
+}
+
+impl Timeline {
+    /// A timeline that will receive `expected` points (the bucket width and the sustained
+    /// window depend on it, as they would over the whole series).
+    pub(crate) fn new(expected: usize) -> Self {
+        let w = window_for(expected);
+        Timeline {
+            bucket: expected.div_ceil(MAX_POINTS).max(1),
+            seen: 0,
+            t0: None,
+            last_phase: Phase::Unknown,
+            peak: None,
+            states: std::array::from_fn(|_| SustainedMax::new(w)),
+            samples: Vec::with_capacity(MAX_POINTS + 1),
+            open: None,
+        }
+    }
+
+    pub(crate) fn push(&mut self, p: Point) {
+        let i = self.seen;
+        self.seen += 1;
+        if self.t0.is_none() {
+            self.t0 = p.time_us;
+        }
+        if p.phase != Phase::Unknown {
+            self.last_phase = p.phase;
+        }
+        let total = p.total();
+        for (k, s) in self.states.iter_mut().enumerate() {
+            s.push(p.cats[k]);
+        }
+        if self.peak.as_ref().is_none_or(|(_, q, _)| total > q.total()) {
+            self.peak = Some((i, p.clone(), self.last_phase));
+        }
+        if i.is_multiple_of(self.bucket) {
+            if let Some(done) = self.open.take() {
+                self.samples.push(done);
+            }
+        }
+        if self.open.as_ref().is_none_or(|(_, q)| total > q.total()) {
+            self.open = Some((i, p));
+        }
+    }
+
+    /// Index of the first point with the most allocated bytes.
+    pub(crate) fn peak_index(&self) -> Option<usize> {
+        self.peak.as_ref().map(|(i, _, _)| *i)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.seen
+    }
+}
+
+/// Assembles the report from the replayed timeline and what the caller knows about the peak.
 pub(crate) fn assemble(
     source: SourceInfo,
-    points: &[Point],
+    timeline: Timeline,
     peak_reserved: Option<u64>,
     live: Vec<(u64, Option<Category>, Phase, String)>,
     fragmentation: Option<Fragmentation>,
     ooms: Vec<Oom>,
     mut warnings: Vec<String>,
 ) -> Analysis {
-    let peak = peak_index(points);
     let mut comps = MeasuredComponents::default();
     let mut peak_allocated = None;
     let mut peak_phase = None;
-    if let Some(i) = peak {
-        let p = &points[i];
+    if let Some((_, p, phase)) = &timeline.peak {
         for (k, &c) in CATS.iter().enumerate() {
             match c {
                 Category::Unattributed => comps.unattributed = p.cats[k],
@@ -218,23 +310,16 @@ pub(crate) fn assemble(
         }
         peak_allocated = Some(p.total());
         // The phase of the peak: its own, else the last known one before it.
-        peak_phase = points[..=i]
-            .iter()
-            .rev()
-            .map(|p| p.phase)
-            .find(|ph| *ph != Phase::Unknown)
-            .map(|ph| ph.name().to_string());
+        peak_phase = (*phase != Phase::Unknown).then(|| phase.name().to_string());
         if let Some(r) = p.reserved {
             comps.base.allocator_reserve = r.saturating_sub(p.total());
         }
     }
-    let w = window_for(points.len());
-    let series = |k: usize| points.iter().map(|p| p.cats[k]).collect::<Vec<_>>();
     let model_states = ModelStates {
-        parameters: sustained_max(&series(0), w),
-        gradients: sustained_max(&series(1), w),
-        optimizer_states: sustained_max(&series(2), w),
-        master_weights: sustained_max(&series(3), w),
+        parameters: timeline.states[0].finish(),
+        gradients: timeline.states[1].finish(),
+        optimizer_states: timeline.states[2].finish(),
+        master_weights: timeline.states[3].finish(),
     };
     if comps.unattributed > 0 {
         if let Some(total) = peak_allocated.filter(|&t| t > 0) {
@@ -244,7 +329,7 @@ pub(crate) fn assemble(
             ));
         }
     }
-    if points.is_empty() || peak_allocated == Some(0) {
+    if timeline.seen == 0 || peak_allocated == Some(0) {
         warnings.push(
             "the record holds no allocations: was memory history recording on \
              (torch.cuda.memory._record_memory_history) before the step?"
@@ -294,7 +379,7 @@ pub(crate) fn assemble(
             device_total: None,
             peak_phase,
         },
-        timeline: downsample(points),
+        timeline: downsample(timeline),
         top_allocations,
         top_frames,
         fragmentation,
@@ -303,38 +388,32 @@ pub(crate) fn assemble(
     }
 }
 
-fn downsample(points: &[Point]) -> Vec<TimelinePoint> {
-    if points.is_empty() {
-        return Vec::new();
-    }
-    let t0 = points.iter().find_map(|p| p.time_us);
-    let bucket = points.len().div_ceil(MAX_POINTS).max(1);
-    let mut out = Vec::new();
-    for (b, chunk) in points.chunks(bucket).enumerate() {
-        let (j, p) = chunk
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total().cmp(&b.1.total()).then(b.0.cmp(&a.0)))
-            .unwrap_or((0, &chunk[0]));
-        let idx = b * bucket + j;
-        let label = match (p.time_us, t0) {
-            (Some(t), Some(t0)) => format!("event {idx}, +{:.3} ms", (t - t0) / 1000.0),
-            _ => format!("event {idx}"),
-        };
-        let mut by_category = BTreeMap::new();
-        for (k, &c) in CATS.iter().enumerate() {
-            if p.cats[k] > 0 {
-                by_category.insert(c.name(), p.cats[k]);
+/// One timeline point per bucket of events: the bucket's highest.
+fn downsample(timeline: Timeline) -> Vec<TimelinePoint> {
+    let t0 = timeline.t0;
+    let mut samples = timeline.samples;
+    samples.extend(timeline.open);
+    samples
+        .into_iter()
+        .map(|(idx, p)| {
+            let label = match (p.time_us, t0) {
+                (Some(t), Some(t0)) => format!("event {idx}, +{:.3} ms", (t - t0) / 1000.0),
+                _ => format!("event {idx}"),
+            };
+            let mut by_category = BTreeMap::new();
+            for (k, &c) in CATS.iter().enumerate() {
+                if p.cats[k] > 0 {
+                    by_category.insert(c.name(), p.cats[k]);
+                }
             }
-        }
-        out.push(TimelinePoint {
-            phase: p.phase.name().to_string(),
-            label,
-            allocated: p.total(),
-            by_category,
-        });
-    }
-    out
+            TimelinePoint {
+                phase: p.phase.name().to_string(),
+                label,
+                allocated: p.total(),
+                by_category,
+            }
+        })
+        .collect()
 }
 
 /// A short, telling name for a stack: the first frame outside torch internals and the C++
@@ -630,7 +709,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         }
     }
     let mut cur = [0u64; NCAT];
-    let mut points = Vec::with_capacity(n + 1);
+    let mut timeline = Timeline::new(n + 1);
     let mut peak_reserved: u64 = 0;
     for pos in 0..=n {
         // Frees before allocs at one position (an address reused by the same event).
@@ -648,7 +727,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         }
         let r = u64::try_from(reserved.max(0)).unwrap_or(u64::MAX);
         peak_reserved = peak_reserved.max(r);
-        points.push(Point {
+        timeline.push(Point {
             cats: cur,
             phase: phases[pos],
             reserved: reserved_known.then_some(r),
@@ -661,7 +740,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     }
 
     // What was live at the peak.
-    let peak = peak_index(&points).unwrap_or(0);
+    let peak = timeline.peak_index().unwrap_or(0);
     let live_at_peak: Vec<_> = elems
         .iter()
         .enumerate()
@@ -756,7 +835,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
             device: Some(dev),
             events: n,
         },
-        &points,
+        timeline,
         reserved_known.then_some(peak_reserved),
         live_at_peak,
         fragmentation,
@@ -767,7 +846,64 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
 
 #[cfg(test)]
 mod tests {
-    use super::sustained_max;
+    use super::{sustained_max, Phase, Point, Timeline, MAX_POINTS, NCAT};
+
+    fn point(params: u64, phase: Phase) -> Point {
+        let mut cats = [0u64; NCAT];
+        cats[0] = params;
+        Point {
+            cats,
+            phase,
+            reserved: None,
+            time_us: None,
+        }
+    }
+
+    #[test]
+    fn timeline_keeps_each_buckets_highest_and_the_first_peak() {
+        // 2·MAX_POINTS points → buckets of two. Point i holds (i % 7) bytes, except that
+        // points 100 and 300 both hold 50 (the peak: the first of them), and only point 10 has
+        // a phase (forward), so the peak's phase is forward, carried from point 10.
+        let n = 2 * MAX_POINTS;
+        let mut t = Timeline::new(n);
+        for i in 0..n {
+            let bytes = if i == 100 || i == 300 {
+                50
+            } else {
+                (i % 7) as u64
+            };
+            let phase = if i == 10 {
+                Phase::Forward
+            } else {
+                Phase::Unknown
+            };
+            t.push(point(bytes, phase));
+        }
+        assert_eq!(t.peak_index(), Some(100));
+        assert_eq!(t.len(), n);
+        let a = super::assemble(
+            super::SourceInfo {
+                kind: "test".into(),
+                pickle_protocol: None,
+                device: None,
+                events: n,
+            },
+            t,
+            None,
+            Vec::new(),
+            None,
+            Vec::new(),
+            Vec::new(),
+        );
+        assert_eq!(a.per_gpu.peak_allocated, Some(50));
+        assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"));
+        assert_eq!(a.timeline.len(), MAX_POINTS);
+        // Bucket 3 is points 6 and 7: 6 % 7 = 6 and 7 % 7 = 0 → point 6, 6 bytes.
+        assert_eq!(a.timeline[3].label, "event 6");
+        assert_eq!(a.timeline[3].allocated, 6);
+        // Bucket 50 is points 100 and 101: the peak.
+        assert_eq!(a.timeline[50].allocated, 50);
+    }
 
     #[test]
     fn sustained_max_is_the_best_window_minimum() {

@@ -4,7 +4,7 @@
 //! `torch/profiler/_memory_profiler.py` (`export_memory_timeline*`, `_coalesce_timeline`) and
 //! notes/formats.md §2.2–§2.3.
 
-use crate::analysis::{assemble, cat_index, Analysis, Point, SourceInfo, NCAT};
+use crate::analysis::{assemble, cat_index, Analysis, Point, SourceInfo, Timeline, NCAT};
 use crate::attribute::{self, Fate, Phase, Signals};
 use crate::snapshot::{Frame, ProfCategory};
 use crate::MeasureError;
@@ -68,8 +68,8 @@ fn row_phase(prev: &[i64; 9], row: &[i64; 9]) -> Phase {
     }
 }
 
-fn rows_to_points(rows: &[[i64; 9]], times: &[f64]) -> Vec<Point> {
-    let mut points = Vec::with_capacity(rows.len());
+fn rows_to_points(rows: &[[i64; 9]], times: &[f64]) -> Timeline {
+    let mut points = Timeline::new(rows.len());
     let mut phase = Phase::Setup;
     let mut prev = [0i64; 9];
     for (i, row) in rows.iter().enumerate() {
@@ -131,7 +131,7 @@ fn timeline(v: &Value) -> Result<Analysis, MeasureError> {
         rows.push(row);
     }
     let points = rows_to_points(&rows, &times);
-    Ok(finish("memory_timeline", &points))
+    Ok(finish("memory_timeline", points))
 }
 
 fn raw(v: &Value) -> Result<Analysis, MeasureError> {
@@ -176,10 +176,10 @@ fn raw(v: &Value) -> Result<Analysis, MeasureError> {
         .map(|&t| if t < 0 { t_min as f64 } else { t as f64 })
         .collect();
     let points = rows_to_points(&rows, &times);
-    Ok(finish("memory_timeline_raw", &points))
+    Ok(finish("memory_timeline_raw", points))
 }
 
-fn finish(kind: &str, points: &[Point]) -> Analysis {
+fn finish(kind: &str, points: Timeline) -> Analysis {
     assemble(
         SourceInfo {
             kind: kind.into(),
@@ -372,7 +372,7 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
         }
     }
     let mut cur = [0u64; NCAT];
-    let mut points = Vec::with_capacity(n + 1);
+    let mut points = Timeline::new(n + 1);
     let mut phase = Phase::Unknown;
     let mut peak_reserved: Option<u64> = None;
     for pos in 0..=n {
@@ -403,7 +403,7 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
             time_us: (pos > 0).then(|| mems[pos - 1].ts),
         });
     }
-    let peak = crate::analysis::peak_index(&points).unwrap_or(0);
+    let peak = points.peak_index().unwrap_or(0);
     let live_at_peak = els
         .iter()
         .enumerate()
@@ -421,7 +421,7 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
             device: Some(dev.1),
             events: n,
         },
-        &points,
+        points,
         peak_reserved,
         live_at_peak,
         None,

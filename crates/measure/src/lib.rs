@@ -83,22 +83,23 @@ fn analyze_json_bytes(bytes: &[u8]) -> Result<Analysis, MeasureError> {
 
 /// Analyzes a record file. Pickles are streamed (the file is never held whole in memory).
 pub fn analyze_file(path: &Path) -> Result<Analysis, MeasureError> {
-    let file = std::fs::File::open(path)?;
+    let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
-    let mut r = BufReader::with_capacity(1 << 16, file);
     let mut head = [0u8; 1];
-    let n = r.read(&mut head)?;
+    let n = file.read(&mut head)?;
     if n == 0 {
         return Err(MeasureError::Format("empty file".into()));
     }
     if head[0] == 0x80 {
+        // The pickle reader buffers by itself: the file goes in unbuffered.
         let snap = snapshot::read_streaming(
-            std::io::Cursor::new(head).chain(r),
+            std::io::Cursor::new(head).chain(file),
             len,
             pickle::Limits::default(),
         )?;
         return Ok(analysis::analyze_snapshot(&snap));
     }
+    let mut r = BufReader::new(file);
     if len > MAX_JSON_BYTES {
         return Err(MeasureError::Format(format!(
             "{len} bytes: larger than the {MAX_JSON_BYTES}-byte limit for JSON records"

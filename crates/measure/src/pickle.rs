@@ -245,34 +245,45 @@ pub trait Compactor {
 }
 
 /// A byte source that knows how many bytes are left, so length prefixes are checked before
-/// anything is allocated.
+/// anything is allocated. It buffers by itself (1 MiB reads), so it takes the file unbuffered.
 struct Src<R> {
     r: R,
     buf: Vec<u8>,
     pos: usize,
     end: usize,
-    /// Bytes not yet consumed (buffered + unread).
-    left: u64,
-    consumed: u64,
+    /// Offset in the stream of `buf[0]`.
+    base: u64,
+    /// Length of the stream: nothing past it is read.
+    len: u64,
 }
 
-const CHUNK: usize = 1 << 16;
+const CHUNK: usize = 1 << 20;
 
 impl<R: Read> Src<R> {
     fn new(r: R, len: u64) -> Self {
         Src {
             r,
-            buf: vec![0; CHUNK],
+            buf: vec![0; CHUNK.min(usize::try_from(len).unwrap_or(CHUNK)).max(16)],
             pos: 0,
             end: 0,
-            left: len,
-            consumed: 0,
+            base: 0,
+            len,
         }
+    }
+
+    /// Bytes consumed so far.
+    fn consumed(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Bytes not yet consumed (buffered + unread).
+    fn left(&self) -> u64 {
+        self.len - self.consumed()
     }
 
     fn err(&self, msg: impl Into<String>) -> PickleError {
         PickleError {
-            offset: self.consumed,
+            offset: self.consumed(),
             msg: msg.into(),
         }
     }
@@ -283,14 +294,16 @@ impl<R: Read> Src<R> {
             return Ok(());
         }
         self.buf.copy_within(self.pos..self.end, 0);
+        self.base += self.pos as u64;
         self.end -= self.pos;
         self.pos = 0;
         if self.buf.len() < n {
             self.buf.resize(n.max(CHUNK), 0);
         }
         while self.end < n {
+            let unread = self.len - (self.base + self.end as u64);
             let want =
-                (self.buf.len() - self.end).min(usize::try_from(self.left).unwrap_or(usize::MAX));
+                (self.buf.len() - self.end).min(usize::try_from(unread).unwrap_or(usize::MAX));
             let got = self
                 .r
                 .read(&mut self.buf[self.end..self.end + want.max(n - self.end)])
@@ -304,24 +317,21 @@ impl<R: Read> Src<R> {
     }
 
     fn take(&mut self, n: u64) -> Result<&[u8], PickleError> {
-        if n > self.left {
-            return Err(self.err(format!("truncated: {n} bytes needed, {} left", self.left)));
+        if n > self.left() {
+            return Err(self.err(format!("truncated: {n} bytes needed, {} left", self.left())));
         }
         let n = n as usize;
         self.fill(n)?;
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
-        self.left -= n as u64;
-        self.consumed += n as u64;
         Ok(s)
     }
 
+    #[inline]
     fn u8(&mut self) -> Result<u8, PickleError> {
-        if self.pos < self.end && self.left > 0 {
+        if self.pos < self.end {
             let b = self.buf[self.pos];
             self.pos += 1;
-            self.left -= 1;
-            self.consumed += 1;
             return Ok(b);
         }
         Ok(self.take(1)?[0])
@@ -347,10 +357,10 @@ impl<R: Read> Src<R> {
 
     /// Checks a length prefix against the bytes left (the 2^62-length attack).
     fn checked_len(&self, n: u64, what: &str) -> Result<u64, PickleError> {
-        if n > self.left {
+        if n > self.left() {
             return Err(self.err(format!(
                 "{what} length {n} exceeds the {} bytes left",
-                self.left
+                self.left()
             )));
         }
         Ok(n)
@@ -691,15 +701,10 @@ impl<'c> Vm<'c> {
     fn run<R: Read>(mut self, mut src: Src<R>) -> Result<Pickle, PickleError> {
         let mut protocol = 0u8;
         loop {
-            if src.left == 0 {
+            if src.left() == 0 {
                 return Err(src.err("truncated: no STOP opcode"));
             }
             let op = src.u8()?;
-            if let Some(name) = forbidden(op) {
-                return Err(src.err(format!(
-                    "opcode {name} would build an object or run code; only plain data is read"
-                )));
-            }
             match op {
                 0x80 => {
                     protocol = src.u8()?;
@@ -913,9 +918,15 @@ impl<'c> Vm<'c> {
                     self.push(&src, id)?;
                 }
                 other => {
+                    if let Some(name) = forbidden(other) {
+                        return Err(src.err(format!(
+                            "opcode {name} would build an object or run code; only plain data \
+                             is read"
+                        )));
+                    }
                     return Err(src.err(format!(
                         "unsupported opcode 0x{other:02x} (protocol 0/1 text opcodes are not read)"
-                    )))
+                    )));
                 }
             }
         }

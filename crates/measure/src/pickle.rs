@@ -494,15 +494,17 @@ impl<'c> Vm<'c> {
             return;
         };
         for &id in items {
-            if !matches!(self.nodes[id as usize], Node::Dict(_)) {
-                continue;
-            }
+            // The declined bits first: a small bitset, where the node itself is a random read
+            // (every frame of every frame list lands here).
             let (w, b) = (id as usize / 64, id % 64);
             if self
                 .declined
                 .get(w)
                 .is_some_and(|bits| bits & (1 << b) != 0)
             {
+                continue;
+            }
+            if !matches!(self.nodes[id as usize], Node::Dict(_)) {
                 continue;
             }
             let tree = Tree {

@@ -181,7 +181,7 @@ impl Snapshot {
 
 struct Builder {
     frames: Vec<Frame>,
-    frame_by_node: FxMap<Id, u32>,
+    frame_by_node: NodeTable,
     frame_by_value: HashMap<Frame, u32>,
     stacks: Vec<Box<[u32]>>,
     /// Only filled when not streaming: there a typed list becomes a [`Node::Stack`] (or its
@@ -192,11 +192,11 @@ struct Builder {
     stack_buf: Vec<u32>,
     /// Key strings already resolved, by node id (only ids that stay stable, see
     /// [`Tree::stable`]).
-    key_ids: Vec<(Id, Key)>,
+    key_ids: NodeTable,
     strings: Vec<String>,
     string_by_value: HashMap<String, u32>,
     /// Stable string nodes already interned (see [`Builder::string_node`]).
-    string_by_node: FxMap<Id, u32>,
+    string_by_node: NodeTable,
     streaming: bool,
     /// Values typed while streaming, named by [`Node::Entry`] / [`Node::Block`].
     entries: Vec<TraceEntry>,
@@ -260,8 +260,23 @@ impl Key {
     }
 }
 
-/// Most key-string ids remembered (a real snapshot has ~20 distinct keys).
-const MAX_KEY_IDS: usize = 64;
+/// Every key, indexed by its discriminant.
+const KEYS: [Key; NKEYS + 1] = [
+    Key::Action,
+    Key::Addr,
+    Key::Size,
+    Key::Stream,
+    Key::DeviceFree,
+    Key::TimeUs,
+    Key::Frames,
+    Key::Category,
+    Key::UserMetadata,
+    Key::State,
+    Key::History,
+    Key::Address,
+    Key::RequestedSize,
+    Key::Other,
+];
 
 /// The values of one dict's known keys (a later duplicate key wins, as in Python).
 #[derive(Clone, Copy)]
@@ -320,6 +335,44 @@ impl FxHasher {
 
 type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
+/// A value remembered per stable node id. Memoized keys, frames and metadata strings are
+/// written at first use, early in the file, so their ids are low: those live in a plain array
+/// (an index, no hashing: the frame lookup was ~7 % of a 503 MB parse); higher ids go to a map,
+/// so a hostile file cannot make the array large.
+#[derive(Default)]
+struct NodeTable {
+    dense: Vec<u32>,
+    sparse: FxMap<Id, u32>,
+}
+
+/// Ids below this use the array (at most 16 MiB).
+const DENSE_IDS: usize = 1 << 22;
+const EMPTY_SLOT: u32 = u32::MAX;
+
+impl NodeTable {
+    #[inline]
+    fn get(&self, id: Id) -> Option<u32> {
+        match self.dense.get(id as usize) {
+            Some(&v) if v != EMPTY_SLOT => Some(v),
+            Some(_) => None,
+            None if (id as usize) < DENSE_IDS => None,
+            None => self.sparse.get(&id).copied(),
+        }
+    }
+
+    fn insert(&mut self, id: Id, v: u32) {
+        let i = id as usize;
+        if i < DENSE_IDS && v != EMPTY_SLOT {
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, EMPTY_SLOT);
+            }
+            self.dense[i] = v;
+        } else {
+            self.sparse.insert(id, v);
+        }
+    }
+}
+
 fn u64_field(t: Tree<'_>, d: Id, key: &str) -> Option<u64> {
     t.get(d, key).and_then(|v| t.as_u64(v))
 }
@@ -341,16 +394,16 @@ impl Builder {
         string_by_value.insert(String::new(), 0);
         Builder {
             frames: Vec::new(),
-            frame_by_node: FxMap::default(),
+            frame_by_node: NodeTable::default(),
             frame_by_value: HashMap::new(),
             stacks: vec![empty],
             stack_by_node: FxMap::default(),
             stack_by_value,
             stack_buf: Vec::new(),
-            key_ids: Vec::new(),
+            key_ids: NodeTable::default(),
             strings: vec![String::new()],
             string_by_value,
-            string_by_node: FxMap::default(),
+            string_by_node: NodeTable::default(),
             streaming,
             entries: Vec::new(),
             blocks: Vec::new(),
@@ -358,7 +411,7 @@ impl Builder {
     }
 
     fn frame(&mut self, t: Tree<'_>, id: Id) -> Option<u32> {
-        if let Some(&f) = self.frame_by_node.get(&id) {
+        if let Some(f) = self.frame_by_node.get(id) {
             return Some(f);
         }
         if !matches!(t.node(id), Node::Dict(_)) {
@@ -374,7 +427,9 @@ impl Builder {
         if f == next {
             self.frames.push(frame);
         }
-        self.frame_by_node.insert(id, f);
+        if t.stable(id) {
+            self.frame_by_node.insert(id, f);
+        }
         Some(f)
     }
 
@@ -412,15 +467,15 @@ impl Builder {
     /// Which known key the string node `k` is: an integer compare against the ids seen before,
     /// the text only the first time (or every time for a key that is not memoized).
     fn key(&mut self, t: Tree<'_>, k: Id) -> Key {
-        if let Some(&(_, key)) = self.key_ids.iter().find(|(id, _)| *id == k) {
-            return key;
+        if let Some(key) = self.key_ids.get(k) {
+            return KEYS[key as usize];
         }
         let Some(text) = t.as_str(k) else {
             return Key::Other;
         };
         let key = Key::parse(text);
-        if t.stable(k) && self.key_ids.len() < MAX_KEY_IDS {
-            self.key_ids.push((k, key));
+        if t.stable(k) {
+            self.key_ids.insert(k, key as u32);
         }
         key
     }
@@ -444,7 +499,7 @@ impl Builder {
     /// pickler memoizes a repeated string, so most entries name the same few nodes).
     fn string_node(&mut self, t: Tree<'_>, id: Option<Id>) -> u32 {
         let Some(id) = id else { return 0 };
-        if let Some(&i) = self.string_by_node.get(&id) {
+        if let Some(i) = self.string_by_node.get(id) {
             return i;
         }
         let i = self.string(t.as_str(id));
@@ -804,4 +859,33 @@ fn in_order(t: Tree<'_>, devices: &[Id], n: usize) -> Option<Vec<usize>> {
         lens.push(entries.len());
     }
     (next == n).then_some(lens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Key, NodeTable, DENSE_IDS, KEYS, NKEYS};
+
+    #[test]
+    fn key_table_is_indexed_by_discriminant() {
+        assert_eq!(KEYS.len(), NKEYS + 1);
+        for (i, k) in KEYS.iter().enumerate() {
+            assert_eq!(*k as usize, i);
+        }
+        assert_eq!(KEYS[Key::Frames as usize], Key::Frames);
+    }
+
+    #[test]
+    fn node_table_holds_low_and_high_ids() {
+        let mut t = NodeTable::default();
+        let high = DENSE_IDS as u32 + 5;
+        t.insert(3, 7);
+        t.insert(high, 9);
+        assert_eq!(t.get(3), Some(7));
+        assert_eq!(t.get(2), None);
+        assert_eq!(t.get(1000), None);
+        assert_eq!(t.get(high), Some(9));
+        assert_eq!(t.get(high + 1), None);
+        // High ids never grow the array.
+        assert!(t.dense.len() <= 4);
+    }
 }

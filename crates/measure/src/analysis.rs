@@ -3,9 +3,10 @@
 //! about reserved memory and fragmentation.
 
 use crate::attribute::{self, Fate, Phase, Signals};
+use crate::fxhash::{FxMap, FxSet};
 use crate::snapshot::{Action, BlockState, ProfCategory, Snapshot};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use vramscope_core::report::{Category, Components, ModelStates, TimelinePoint};
 
@@ -513,9 +514,9 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     let has_completed = trace.iter().any(|e| e.action == Action::FreeCompleted);
 
     let mut elems: Vec<Elem> = Vec::new();
-    let mut live: HashMap<u64, usize> = HashMap::new();
-    let mut pending: HashSet<u64> = HashSet::new();
-    let mut ghost_at: HashMap<u64, usize> = HashMap::new();
+    let mut live: FxMap<u64, usize> = FxMap::default();
+    let mut pending: FxSet<u64> = FxSet::default();
+    let mut ghost_at: FxMap<u64, usize> = FxMap::default();
     let mut ghosts = 0u64;
     for (i, e) in trace.iter().enumerate() {
         let pos = i + 1;

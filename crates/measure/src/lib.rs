@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod attribute;
 pub mod calibrate;
+mod fxhash;
 pub mod pickle;
 pub mod profiler;
 pub mod snapshot;

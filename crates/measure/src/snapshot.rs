@@ -8,6 +8,7 @@
 //! Frames are interned to `u32` ids and stacks (frame-id lists, innermost first) to a table,
 //! so a trace of 10^6 entries with 30 frames each holds each distinct stack once.
 
+use crate::fxhash::FxMap;
 use crate::pickle::{Compacted, Compactor, Id, Limits, Node, Pickle, Tree};
 use std::collections::HashMap;
 use std::io::Read;
@@ -188,6 +189,10 @@ struct Builder {
     /// slot is reused), so node ids of lists are not stable keys.
     stack_by_node: FxMap<Id, u32>,
     stack_by_value: FxMap<Box<[u32]>, u32>,
+    /// Stacks by the node ids of their frame dicts, when every frame dict is stable (the
+    /// pickler memoizes shared frames, so a repeated stack is the same id sequence): a hit
+    /// skips the per-frame lookups. Capped at [`MAX_STACK_SEQS`] sequences.
+    stack_by_frame_nodes: FxMap<Box<[Id]>, u32>,
     /// Reused to build a stack's frame ids; a new box is made only for a new stack.
     stack_buf: Vec<u32>,
     /// Key strings already resolved, by node id (only ids that stay stable, see
@@ -300,41 +305,6 @@ impl Fields {
     }
 }
 
-/// FxHash (rustc's hasher): the interning maps are keyed by node and frame ids, where SipHash
-/// was a measurable share of the parse.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..c.len()].copy_from_slice(c);
-            self.add(u64::from_le_bytes(b));
-        }
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(i as u64);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
-
 /// A value remembered per stable node id. Memoized keys, frames and metadata strings are
 /// written at first use, early in the file, so their ids are low: those live in a plain array
 /// (an index, no hashing: the frame lookup was ~7 % of a 503 MB parse); higher ids go to a map,
@@ -344,6 +314,10 @@ struct NodeTable {
     dense: Vec<u32>,
     sparse: FxMap<Id, u32>,
 }
+
+/// Most frame-node sequences remembered for [`Builder::stack`] (a real snapshot has a few
+/// thousand distinct stacks).
+const MAX_STACK_SEQS: usize = 1 << 16;
 
 /// Ids below this use the array (at most 16 MiB).
 const DENSE_IDS: usize = 1 << 22;
@@ -399,6 +373,7 @@ impl Builder {
             stacks: vec![empty],
             stack_by_node: FxMap::default(),
             stack_by_value,
+            stack_by_frame_nodes: FxMap::default(),
             stack_buf: Vec::new(),
             key_ids: NodeTable::default(),
             strings: vec![String::new()],
@@ -444,6 +419,12 @@ impl Builder {
         let Some(items) = t.as_seq(list) else {
             return 0;
         };
+        let stable = items.iter().all(|&f| t.stable(f));
+        if stable {
+            if let Some(&s) = self.stack_by_frame_nodes.get(items) {
+                return s;
+            }
+        }
         let mut buf = std::mem::take(&mut self.stack_buf);
         buf.clear();
         buf.extend(items.iter().filter_map(|&f| self.frame(t, f)));
@@ -460,6 +441,9 @@ impl Builder {
         self.stack_buf = buf;
         if !self.streaming {
             self.stack_by_node.insert(list, s);
+        }
+        if stable && self.stack_by_frame_nodes.len() < MAX_STACK_SEQS {
+            self.stack_by_frame_nodes.insert(items.into(), s);
         }
         s
     }

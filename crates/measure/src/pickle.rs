@@ -316,7 +316,20 @@ impl<R: Read> Src<R> {
         Ok(())
     }
 
+    #[inline]
     fn take(&mut self, n: u64) -> Result<&[u8], PickleError> {
+        // Buffered bytes never run past the stream's length, so a request the buffer holds
+        // needs no other check.
+        if n <= (self.end - self.pos) as u64 {
+            let start = self.pos;
+            self.pos += n as usize;
+            return Ok(&self.buf[start..self.pos]);
+        }
+        self.take_slow(n)
+    }
+
+    #[cold]
+    fn take_slow(&mut self, n: u64) -> Result<&[u8], PickleError> {
         if n > self.left() {
             return Err(self.err(format!("truncated: {n} bytes needed, {} left", self.left())));
         }

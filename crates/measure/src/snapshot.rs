@@ -205,6 +205,13 @@ struct Builder {
     streaming: bool,
     /// Values typed while streaming, named by [`Node::Entry`] / [`Node::Block`].
     entries: Vec<TraceEntry>,
+    /// The node each streamed entry replaced, in streaming order: the usual file lists them
+    /// in that order, which `finish` checks by comparing id arrays (sequential) instead of
+    /// visiting 10^6+ nodes. A node typed as an entry keeps its placeholder to the end: the
+    /// VM reuses only the slots of a compacted dict's own keys and values, never of a list item.
+    entry_nodes: Vec<Id>,
+    /// Whether any streamed entry carries a profiler category.
+    any_category: bool,
     blocks: Vec<RawBlock>,
 }
 
@@ -381,6 +388,8 @@ impl Builder {
             string_by_node: NodeTable::default(),
             streaming,
             entries: Vec::new(),
+            entry_nodes: Vec::new(),
+            any_category: false,
             blocks: Vec::new(),
         }
     }
@@ -650,7 +659,9 @@ impl Compactor for Builder {
             let te = self.trace_entry_of(t, Some(&f)).ok()?;
             let child = frames.map(|l| (l, Node::Stack(te.stack)));
             let i = u32::try_from(self.entries.len()).ok()?;
+            self.any_category |= te.category.is_some();
             self.entries.push(te);
+            self.entry_nodes.push(id);
             return Some(Compacted {
                 node: Node::Entry(i),
                 child,
@@ -743,16 +754,21 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         let devices = t
             .as_seq(tl)
             .ok_or_else(|| bad("\"device_traces\" is not a list"))?;
-        if let Some(split) = in_order(t, devices, b.entries.len()) {
+        if let Some(split) = in_order(t, devices, &b.entry_nodes) {
             // The usual file: every entry streamed, listed once, in order. Hand the table out
             // in place rather than copying it (which held it twice at the peak).
+            // Later devices split off the end (a copy of their own entries only); the first
+            // device keeps the table itself (`split_off(0)` would copy all of it).
             let mut table = std::mem::take(&mut b.entries);
             let mut tail = Vec::with_capacity(split.len());
-            for &n in split.iter().rev() {
+            for &n in split.iter().skip(1).rev() {
                 tail.push(table.split_off(table.len() - n));
             }
+            if !split.is_empty() {
+                tail.push(table);
+            }
             tail.reverse();
-            from_profiler = tail.iter().flatten().any(|e| e.category.is_some());
+            from_profiler = b.any_category;
             traces = tail;
             return Ok(Snapshot {
                 layout,
@@ -827,22 +843,20 @@ fn alloc_conf(t: Tree<'_>, root: Id) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The length of each device's trace when the device lists hold exactly the placeholders
-/// `Entry(0)`, `Entry(1)`, ... `Entry(n - 1)`, in that order and nothing else; `None` otherwise.
-fn in_order(t: Tree<'_>, devices: &[Id], n: usize) -> Option<Vec<usize>> {
+/// The length of each device's list when the lists name exactly the streamed entries, in
+/// streaming order (each list a run of `entry_nodes`).
+fn in_order(t: Tree<'_>, devices: &[Id], entry_nodes: &[Id]) -> Option<Vec<usize>> {
     let mut next = 0usize;
     let mut lens = Vec::with_capacity(devices.len());
     for &dev in devices {
         let entries = t.as_seq(dev)?;
-        for &e in entries {
-            match t.node(e) {
-                Node::Entry(i) if *i as usize == next => next += 1,
-                _ => return None,
-            }
+        if entry_nodes.get(next..next + entries.len())? != entries {
+            return None;
         }
+        next += entries.len();
         lens.push(entries.len());
     }
-    (next == n).then_some(lens)
+    (next == entry_nodes.len()).then_some(lens)
 }
 
 #[cfg(test)]

@@ -263,3 +263,47 @@ fn streamed_and_tree_snapshots_agree() {
     // The fixtures hold trace entries and blocks, so the comparison is not vacuous.
     assert!(checked > 10, "{checked}");
 }
+
+/// Two devices with entries on both, written opcode by opcode (EMPTY_LIST/MARK/APPENDS as
+/// CPython writes lists, so the streaming pass types every entry): each device keeps its own
+/// entries, in order — device 0's two allocations, device 1's allocation and its free.
+#[test]
+fn streamed_entries_split_per_device() {
+    use vramscope_measure::pickle::Limits;
+    use vramscope_measure::snapshot::{read_streaming, Action};
+    fn s(b: &mut Vec<u8>, x: &str) {
+        b.push(b'X');
+        b.extend_from_slice(&(x.len() as u32).to_le_bytes());
+        b.extend_from_slice(x.as_bytes());
+    }
+    fn entry(b: &mut Vec<u8>, action: &str, addr: u32, size: u32) {
+        b.extend_from_slice(b"}(");
+        s(b, "action");
+        s(b, action);
+        s(b, "addr");
+        b.push(b'J');
+        b.extend_from_slice(&addr.to_le_bytes());
+        s(b, "size");
+        b.push(b'J');
+        b.extend_from_slice(&size.to_le_bytes());
+        b.push(b'u');
+    }
+    let mut b = vec![0x80, 2, b'}'];
+    s(&mut b, "device_traces");
+    b.extend_from_slice(b"](](");
+    entry(&mut b, "alloc", 4096, 512);
+    entry(&mut b, "alloc", 8192, 1024);
+    b.extend_from_slice(b"e](");
+    entry(&mut b, "alloc", 12288, 2048);
+    entry(&mut b, "free_requested", 12288, 2048);
+    b.extend_from_slice(b"ees.");
+    let snap = read_streaming(&b[..], b.len() as u64, Limits::default()).unwrap();
+    let sizes: Vec<Vec<u64>> = snap
+        .traces
+        .iter()
+        .map(|t| t.iter().map(|e| e.size).collect())
+        .collect();
+    assert_eq!(sizes, vec![vec![512, 1024], vec![2048, 2048]]);
+    assert_eq!(snap.traces[1][1].action, Action::FreeRequested);
+    assert_eq!(snap.traces[0][1].addr, 8192);
+}

@@ -290,7 +290,7 @@ pub(crate) fn assemble(
     source: SourceInfo,
     timeline: Timeline,
     peak_reserved: Option<u64>,
-    live: Vec<(u64, Option<Category>, Phase, String)>,
+    live: Vec<(u64, Option<Category>, Phase, &str)>,
     fragmentation: Option<Fragmentation>,
     ooms: Vec<Oom>,
     mut warnings: Vec<String>,
@@ -348,12 +348,12 @@ pub(crate) fn assemble(
             bytes: *bytes,
             category: c.unwrap_or(Category::Unattributed).name(),
             phase: ph.name(),
-            site: site.clone(),
+            site: site.to_string(),
         })
         .collect();
     let mut groups: HashMap<(&str, usize), (u64, u64)> = HashMap::new();
     for (bytes, c, _, site) in &live {
-        let g = groups.entry((site.as_str(), cat_index(*c))).or_default();
+        let g = groups.entry((*site, cat_index(*c))).or_default();
         g.0 = g.0.saturating_add(*bytes);
         g.1 += 1;
     }
@@ -742,17 +742,30 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
 
     // What was live at the peak.
     let peak = timeline.peak_index().unwrap_or(0);
+    // One site per stack live at the peak (formatted once: hundreds of thousands of
+    // allocations share a few thousand stacks).
+    let is_live = |el: &Elem| el.start <= peak && el.end.is_none_or(|e| e.get() > peak);
+    let mut sites: Vec<Option<String>> = vec![None; snap.stacks.len()];
+    for el in elems.iter().filter(|el| is_live(el)) {
+        if let Some(slot @ None) = sites.get_mut(el.stack as usize) {
+            *slot = Some(site_of(snap.stack(el.stack)));
+        }
+    }
     let live_at_peak: Vec<_> = elems
         .iter()
         .enumerate()
-        .filter(|(_, el)| el.start <= peak && el.end.is_none_or(|e| e.get() > peak))
+        .filter(|(_, el)| is_live(el))
         .map(|(k, el)| {
             let ph = if el.start == 0 {
                 Phase::Unknown
             } else {
                 phases[el.start]
             };
-            (el.size, cats[k], ph, site_of(snap.stack(el.stack)))
+            let site = sites
+                .get(el.stack as usize)
+                .and_then(|s| s.as_deref())
+                .unwrap_or("");
+            (el.size, cats[k], ph, site)
         })
         .collect();
 

@@ -408,7 +408,14 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
         .iter()
         .enumerate()
         .filter(|(_, e)| e.start <= peak && e.end.is_none_or(|x| x > peak))
-        .map(|(k, e)| (e.size, cats[k], attribute::phase_of(&e.sig), e.site.clone()))
+        .map(|(k, e)| {
+            (
+                e.size,
+                cats[k],
+                attribute::phase_of(&e.sig),
+                e.site.as_str(),
+            )
+        })
         .collect();
     let mut warnings = Vec::new();
     if dev.0 != 1 {

@@ -69,6 +69,18 @@ pub struct ModelSpec {
     /// `quantization_config` (a `weights` value: `nf4-dq`, `gptq:4:g128`, `fp8:b128`, ...).
     #[serde(default)]
     pub quantization: Option<String>,
+    /// Gemma-2's `tanh` soft-capping of attention scores and final logits.
+    #[serde(default)]
+    pub softcapping: Softcapping,
+}
+
+/// `cap · tanh(x / cap)` on the attention scores (`attn_logit_softcapping`) and on the final
+/// logits (`final_logit_softcapping`), as Gemma-2 applies them (`modeling_gemma2.py`): each
+/// keeps its `tanh` output for backward.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Softcapping {
+    pub attention: Option<f64>,
+    pub final_logits: Option<f64>,
 }
 
 /// Dropout probabilities as the config sets them.

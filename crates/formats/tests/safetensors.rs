@@ -364,6 +364,7 @@ fn spec(
         head,
         dropout: Default::default(),
         quantization: None,
+        softcapping: Default::default(),
     }
 }
 

@@ -127,6 +127,12 @@ impl Role {
     }
 }
 
+/// Whether the family's RMSNorm scales by `1 + w` in fp32 (Gemma 1–3) rather than by `w` after
+/// casting back (Llama and the rest).
+pub(crate) fn gemma_norm(spec: &ModelSpec) -> bool {
+    spec.model_type.starts_with("gemma")
+}
+
 /// What one block leaves saved and how high it goes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlockMemory {
@@ -283,8 +289,23 @@ impl<'a> Prog<'a> {
                 self.t.keep(rstd);
                 out
             }
-            // The Python RMSNorm of Llama/Qwen/Gemma/T5: upcast to fp32, x * rsqrt(mean(x²)),
-            // cast back, times the weight.
+            // Gemma's RMSNorm (`modeling_gemma.py` GemmaRMSNorm): the scale `1 + w` is applied
+            // in fp32 before the cast back, so the fp32 normalized tensor is what is saved.
+            NormKind::RmsNorm if gemma_norm(self.c.spec) => {
+                let in_w = self.w(x);
+                let x32 = self.cast(x, 4);
+                let sq = self.t.op(&[x32], &[x32], rows * dim, 4);
+                let mean = self.t.op(&[sq], &[], rows, 4);
+                let eps = self.t.op(&[mean], &[], rows, 4);
+                let r = self.t.op(&[eps], &[], rows, 4);
+                self.t.keep(r);
+                let hn = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
+                let scale = self.t.op(&[], &[], dim, 4);
+                let out = self.t.op(&[hn, scale], &[hn, scale], rows * dim, 4);
+                self.cast(out, in_w)
+            }
+            // The Python RMSNorm of Llama/Qwen/T5: upcast to fp32, x * rsqrt(mean(x²)), cast
+            // back, times the weight.
             NormKind::RmsNorm => {
                 let in_w = self.w(x);
                 let x32 = self.cast(x, 4);
@@ -347,26 +368,66 @@ impl<'a> Prog<'a> {
         }
     }
 
-    /// Routed experts: each token's hidden state is gathered for its `top_k` experts (HF's
-    /// per-expert loop: `index_select`, expert MLP, weighting, `index_add_`); the router runs in
-    /// the compute dtype with a softmax kept in fp32.
+    /// Routed experts as transformers 5 runs them by default (`experts_implementation =
+    /// "grouped_mm"`, `integrations/moe.py::grouped_mm_experts_forward`): the router (an
+    /// `nn.Linear`, under autocast like any other, with a softmax in fp32 and `topk`), then the
+    /// `top_k · tokens` routed rows sorted by expert and gathered, two `grouped_mm`s over the
+    /// stacked expert weights and the weighting by the router scores. `grouped_mm` is not on
+    /// autocast's lists and casts its input to the weights' dtype, so with fp32 weights the
+    /// expert path runs and saves in fp32 even under autocast, and makes no 16-bit weight copies.
     fn moe(&mut self, x: Id, m: &crate::model::MoeMlp, h: u64) -> Id {
         let logits = self.linear(x, h, m.experts, false);
         let probs = self.cast(logits, 4);
         let probs = self.t.op(&[probs], &[], self.tokens * m.experts, 4);
         self.t.keep(probs);
-        let routed_tokens = self.tokens * m.top_k;
+        // topk saves its int64 indices.
+        let top_idx = self.t.op(&[probs], &[], self.tokens * m.top_k, 8);
+        self.t.keep(top_idx);
+        let rows = self.tokens * m.top_k;
         let xw = self.w(x);
-        let gathered = self.t.op(&[x], &[], routed_tokens * h, xw);
-        let y = self.mlp(gathered, &m.expert, h);
-        let weighted = self.elementwise(&[y], &[y]);
-        let mut out = self
+        let w = self.c.num.param;
+        // `hidden_states[perm // top_k]` and `sample_weights[perm]` save their int64 indices.
+        let token_idx = self.t.op(&[top_idx], &[], rows, 8);
+        let perm = self.t.op(&[top_idx], &[], rows, 8);
+        self.t.keep(token_idx);
+        self.t.keep(perm);
+        let scores = self.t.op(&[probs], &[], rows, 4);
+        self.t.keep(scores);
+        // The per-expert offsets (int32) grouped_mm saves.
+        let offsets = self.t.op(&[top_idx], &[], m.experts, 4);
+        self.t.keep(offsets);
+        let gathered = self.t.op(&[x, token_idx], &[], rows * h, xw);
+        let input = self.cast(gathered, w);
+        let ffn = m.expert.ffn;
+        let down_in = if m.expert.gated {
+            // One grouped_mm makes gate and up side by side; the activation saves the gate
+            // half and the product both halves: the whole output stays saved.
+            let gate_up = self.t.op(&[input], &[input], rows * 2 * ffn, w);
+            self.t.keep(gate_up);
+            let act = self.t.op(&[gate_up], &[], rows * ffn, w);
+            self.t.op(&[act, gate_up], &[act], rows * ffn, w)
+        } else {
+            let up = self.t.op(&[input], &[input], rows * ffn, w);
+            self.activation(up, &m.expert.activation)
+        };
+        let proj = self.t.op(&[down_in], &[down_in], rows * h, w);
+        // proj · scores (fp32 scores promote the product), back in token order (an index that
+        // saves the inverse permutation), summed over the top_k copies, cast to the input's dtype.
+        let weighted = self
             .t
-            .op(&[weighted], &[], self.tokens * h, self.w(weighted));
+            .op(&[proj, scores], &[proj, scores], rows * h, w.max(4));
+        let inv_perm = self.t.op(&[perm], &[], rows, 8);
+        let ordered = self
+            .t
+            .op(&[weighted, inv_perm], &[inv_perm], rows * h, w.max(4));
+        let summed = self.t.op(&[ordered], &[], self.tokens * h, w.max(4));
+        let mut out = self.cast(summed, xw);
         if let Some(shared) = &m.shared {
             let s = self.mlp(x, shared, h);
             let s = if m.shared_gate {
                 let gate = self.linear(x, h, 1, false);
+                let gate = self.t.op(&[gate], &[], self.tokens, self.w(gate));
+                self.t.keep(gate);
                 self.elementwise(&[s, gate], &[s, gate])
             } else {
                 s
@@ -503,8 +564,16 @@ impl<'a> Prog<'a> {
             q = self.elementwise(&[q], &[]);
         }
         let grouped = kv_heads < heads;
+        let latent = matches!(att.kind, AttentionKind::Latent { .. });
         let ctx = match self.c.kernel {
             AttentionKernel::Eager => {
+                // MLA's values are a strided view of kv_b_proj's output (beside k_nope); the
+                // eager matmul copies them contiguous, and the copy is what it saves
+                // (DeepseekV2Attention.expand_kv + eager_attention_forward).
+                if latent {
+                    let vw = self.w(v);
+                    v = self.t.op(&[v], &[], vn, vw);
+                }
                 // repeat_kv materialises the groups for eager attention.
                 if grouped {
                     let (kw, vw) = (self.w(k), self.w(v));
@@ -522,7 +591,14 @@ impl<'a> Prog<'a> {
                 };
                 let scores_n = b * heads * self.c.seq * self.c.kv_seq;
                 let scores = self.t.op(&[qi, ki], &[qi, ki], scores_n, mmw);
-                let scaled = self.t.op(&[scores], &[], scores_n, mmw);
+                let mut scaled = self.t.op(&[scores], &[], scores_n, mmw);
+                // Gemma-2's soft-capping: `/ cap`, `tanh` (its output saved), `* cap`.
+                if spec.softcapping.attention.is_some() {
+                    let d = self.t.op(&[scaled], &[], scores_n, mmw);
+                    let th = self.t.op(&[d], &[], scores_n, mmw);
+                    self.t.keep(th);
+                    scaled = self.t.op(&[th], &[], scores_n, mmw);
+                }
                 // The additive mask (causal or padding) promotes to its dtype.
                 let mask_w = self.c.num.param;
                 let masked = self.t.op(&[scaled], &[], scores_n, mmw.max(mask_w));

@@ -1653,6 +1653,7 @@ mod tests {
             },
             dropout: Default::default(),
             quantization: None,
+            softcapping: Default::default(),
         };
         let c = QuantContext::from_spec(&spec);
         // 64 query heads over 8 KV heads; 80 layers of Llama = llama.cpp's LLM_TYPE_70B.

@@ -116,6 +116,24 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
                 }
                 out
             }
+            // Gemma: scaled by `1 + w` in fp32, the fp32 normalized tensor saved, then cast.
+            NormKind::RmsNorm if super::blocks::gemma_norm(spec) => {
+                let x32 = if p == 4 {
+                    x
+                } else {
+                    tape.op(&[x], &[], t * h, 4)
+                };
+                let r = tape.op(&[x32], &[x32], t, 4);
+                tape.keep(r);
+                let hn = tape.op(&[x32, r], &[x32, r], t * h, 4);
+                let scale = tape.op(&[], &[], h, 4);
+                let out = tape.op(&[hn, scale], &[hn, scale], t * h, 4);
+                if p == 4 {
+                    out
+                } else {
+                    tape.op(&[out], &[], t * h, p)
+                }
+            }
             NormKind::RmsNorm => {
                 let x32 = if p == 4 {
                     x
@@ -181,7 +199,14 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
     if num.autocast {
         weight_copies += 2 * h * v;
     }
-    let logits = tape.op(&[xin], &[xin], t * v, mm_w);
+    let mut logits = tape.op(&[xin], &[xin], t * v, mm_w);
+    // Gemma-2's final soft-capping: `/ cap`, `tanh` (its output saved), `* cap`.
+    if spec.softcapping.final_logits.is_some() {
+        let d = tape.op(&[logits], &[], t * v, mm_w);
+        let th = tape.op(&[d], &[], t * v, mm_w);
+        tape.keep(th);
+        logits = tape.op(&[th], &[], t * v, mm_w);
+    }
     // The logits are returned, not saved: kept only until the loss has read them.
     let mem = tape.memory(None, round);
     let _ = logits;

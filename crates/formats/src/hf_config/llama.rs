@@ -360,6 +360,17 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         attention: cfg.prob(&["attention_dropout"], 0.0)?,
         hidden: 0.0,
     };
+    // Gemma2Config defaults both caps on (50.0 and 30.0); null turns one off. Other families
+    // (Gemma-3 included) have none unless the config sets one.
+    let gemma2 = model_type == "gemma2";
+    let cap = |key: &str, default: f64| match cfg.obj.get(key) {
+        None => gemma2.then_some(default),
+        Some(v) => v.as_f64().filter(|c| *c > 0.0),
+    };
+    spec.softcapping = Softcapping {
+        attention: cap("attn_logit_softcapping", 50.0),
+        final_logits: cap("final_logit_softcapping", 30.0),
+    };
     Ok(spec)
 }
 

@@ -314,6 +314,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
         },
         dropout: Dropout::default(),
         quantization: None,
+        softcapping: Default::default(),
     }
 }
 

@@ -448,6 +448,16 @@ impl<'a> Prog<'a> {
         };
         let b = self.c.batch;
         let heads = att.kind.heads();
+        // Width of the attention output (all heads' values), which o_proj reads: with grouped
+        // k/v it is `heads · head_dim`, not the k/v width.
+        let out_w = match att.kind {
+            AttentionKind::Standard {
+                heads, head_dim, ..
+            } => heads * head_dim,
+            AttentionKind::Latent {
+                heads, v_head_dim, ..
+            } => heads * v_head_dim,
+        };
         let (q_w, k_w, v_w, kv_heads) = match att.kind {
             AttentionKind::Standard {
                 heads,
@@ -633,9 +643,9 @@ impl<'a> Prog<'a> {
                 let dropped = self.dropout(to_value, self.c.attn_dropout);
                 let pi = self.mm_input(dropped);
                 let vi = self.mm_input(v);
-                let ctx = self.t.op(&[pi, vi], &[pi, vi], self.tokens * v_w, mmw);
+                let ctx = self.t.op(&[pi, vi], &[pi, vi], self.tokens * out_w, mmw);
                 // transpose(1, 2).contiguous(): a copy.
-                self.t.op(&[ctx], &[], self.tokens * v_w, mmw)
+                self.t.op(&[ctx], &[], self.tokens * out_w, mmw)
             }
             AttentionKernel::Sdpa | AttentionKernel::Flash => {
                 // Fused kernels save q, k, v, the output and a logsumexp (b·heads·s, fp32);
@@ -653,14 +663,14 @@ impl<'a> Prog<'a> {
                 };
                 let out = self
                     .t
-                    .op(&[qi, ki, vi], &[qi, ki, vi], self.tokens * v_w, mmw);
+                    .op(&[qi, ki, vi], &[qi, ki, vi], self.tokens * out_w, mmw);
                 self.t.keep(out);
                 let lse = self.t.op(&[qi], &[], b * heads * self.c.seq, 4);
                 self.t.keep(lse);
                 out
             }
         };
-        self.linear_named(ctx, v_w, h, bias.o, Role::O)
+        self.linear_named(ctx, out_w, h, bias.o, Role::O)
     }
 
     fn run(mut self, layer: &Layer) -> BlockMemory {

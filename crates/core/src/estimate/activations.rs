@@ -208,14 +208,14 @@ pub fn plan(
         } else {
             match ckpt {
                 Checkpointing::None => LayerPlan {
-                    kept: mem.kept,
+                    kept: mem.kept.saturating_sub(mem.input_freed),
                     weight_copies: mem.weight_copies,
                     forward_peak: mem.peak,
                     backward_transient: mem.peak.saturating_sub(mem.kept),
                     recomputed: 0,
                 },
                 Checkpointing::Selective => LayerPlan {
-                    kept: mem.kept - core,
+                    kept: (mem.kept - core).saturating_sub(mem.input_freed),
                     weight_copies: mem.weight_copies,
                     forward_peak: mem.peak,
                     backward_transient: mem.peak.saturating_sub(mem.kept),

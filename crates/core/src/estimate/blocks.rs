@@ -142,6 +142,11 @@ pub struct BlockMemory {
     pub peak: u64,
     /// Autocast's 16-bit copies of this block's weights (kept until the block's backward).
     pub weight_copies: u64,
+    /// Bytes of the block's input that the block frees: nothing in it saves its input (e.g. a
+    /// norm that saves an fp32 copy instead), so the input dies once the residual add has read
+    /// it and the block's net addition is `kept − input_freed`. Measured per-layer increments
+    /// of pure-bf16 Llama steps show exactly this.
+    pub input_freed: u64,
 }
 
 /// A tape with autocast-aware helpers for one block.
@@ -767,10 +772,16 @@ impl<'a> Prog<'a> {
         };
         let out = self.cast(out, self.c.num.param.max(self.w(out)));
         let mem = self.t.memory(Some(out), super::overhead_round);
+        let input_freed = if self.t.is_saved(x) || self.c.no_grad {
+            0
+        } else {
+            super::overhead_round(self.tokens * h * self.t.width(x))
+        };
         BlockMemory {
             kept: mem.kept,
             peak: mem.peak,
             weight_copies: self.weight_copies,
+            input_freed,
         }
     }
 }

@@ -109,6 +109,11 @@ impl Tape {
         self.entries[id].last_use = self.ops.max(self.entries[id].last_use);
     }
 
+    /// Whether some op saved this tensor for backward.
+    pub fn is_saved(&self, id: Id) -> bool {
+        self.entries[id].kept
+    }
+
     pub fn width(&self, id: Id) -> u64 {
         self.entries[id].width
     }

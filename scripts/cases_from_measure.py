@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Turns result files of ../shared/measure/measure.py into validation cases (the job format of
+../shared/validation/README.md): for each run, the steady-state peak (tolerance 10 %), the
+bytes one block adds (15 %) and, when the peak falls in backward, the activations live at it
+(15 %). Expected figures come from the measured run only.
+
+usage: cases_from_measure.py OUT.json [OUT.json ...] > cases.json
+"""
+import json
+import sys
+
+
+def job_of(spec):
+    return {"model": {"hf_config": spec["hf_config"]}, "task": "train", "batch": spec["batch"],
+            "grad_accum": 1, "seq": spec["seq"], "precision": spec["precision"],
+            "optimizer": spec["optimizer"], "checkpointing": spec["checkpointing"],
+            "attention": spec["attention"], "peft": None, "weights": "none", "framework": "pytorch",
+            "parallel": {"dp": 1, "tp": 1, "pp": 1, "sp": False, "cp": 1, "ep": 1, "zero": 0,
+                         "offload": "none", "microbatches": 1},
+            "gpu": None, "new_tokens": 0, "kv_dtype": None}
+
+
+cases = []
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    spec = r["spec"]
+    s = r["steps"]["step2"]["r512"]
+    c = s["categories_at_peak"]
+    how = (f"Measured on CPU with ../shared/measure/measure.py (torch {r['versions']['torch']}, "
+           f"transformers {r['versions']['transformers']}): {r['model_class']} from the config with "
+           f"random init ({r['n_params']:,} params), head {spec.get('head', 'causal-lm')}, "
+           f"{spec['precision']}, {spec['optimizer']} (foreach), attention {r['attn_implementation']}, "
+           f"checkpointing {spec['checkpointing']}, batch {spec['batch']} x seq {spec['seq']}; dropout "
+           f"{r['dropout']}; two steps, the second reported; each allocation rounded up to 512 B.")
+    base = {"source_id": spec["id"], "kind": "measured", "split": "project", "job": job_of(spec)}
+    cases.append(dict(base, id=spec["id"] + "-peak", metric="per_gpu.peak_allocated",
+                      expected_bytes=s["peak_timeline"], tolerance=0.10,
+                      note=f"Steady-state peak in {s['peak_phase']}. " + how))
+    cases.append(dict(base, id=spec["id"] + "-act-per-layer",
+                      metric="per_gpu.activation_bytes_per_layer",
+                      expected_bytes=s["layer_increment_median"], tolerance=0.15,
+                      note="Bytes one block leaves allocated after its forward (median of the "
+                           "differences between consecutive block ends). " + how))
+    act = c["ACTIVATION"] + c["INPUT"]
+    if s["peak_phase"] == "backward" and act * 100 > s["peak_timeline"]:
+        cases.append(dict(base, id=spec["id"] + "-activations",
+                          metric="per_gpu.components.activations", expected_bytes=act,
+                          tolerance=0.15,
+                          note="Profiler categories ACTIVATION + INPUT live at the peak. " + how))
+json.dump(cases, sys.stdout, indent=1)
+print()

@@ -286,6 +286,21 @@ fn kv(job: Value) -> u64 {
     run(job).per_gpu.components.kv_cache
 }
 
+/// T5-small generating: each of its 6 decoder layers caches self-attention K and V over the
+/// generated tokens and cross-attention K and V over the encoder's input, 8 heads × 64 each,
+/// in fp32. 128 new tokens after a 512-token input: 6 · 2 · 512 · 4 B · (128 + 512) =
+/// 3,145,728 + 12,582,912 = 15,728,640 B (the encoder keeps no cache).
+#[test]
+fn encoder_decoder_kv_holds_self_and_cross_attention() {
+    let job = json!({"model": "t5-small", "task": "infer", "batch": 1, "seq": 512,
+                     "new_tokens": 128, "precision": "fp32"});
+    assert_eq!(kv(job), 6 * 2 * 512 * 4 * (128 + 512));
+    // Two sequences double it; the input length moves only the cross-attention part.
+    let job = json!({"model": "t5-small", "task": "infer", "batch": 2, "seq": 256,
+                     "new_tokens": 128, "precision": "fp32"});
+    assert_eq!(kv(job), 2 * 6 * 2 * 512 * 4 * (128 + 256));
+}
+
 /// KV per token, by hand: Llama-2-70B keeps 8 KV heads of 128 over 80 layers in 16 bit:
 /// 2 · 8 · 128 · 80 · 2 = 327,680 B; DeepSeek-V3 caches the MLA latent and rotary key,
 /// (512 + 64) · 61 layers · 2 B = 70,272 B, as vLLM stores it (in 16-token blocks).

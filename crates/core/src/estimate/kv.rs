@@ -6,6 +6,12 @@
 //! (DeepSeek-V2 paper §2.1; vLLM/SGLang cache it so), while Hugging Face's eager DeepSeek code
 //! caches the decompressed K (`heads · (nope + rope)`) and V (`heads · v_head_dim`). Sliding-window
 //! layers hold at most the window. Paging engines round each sequence up to whole blocks.
+//!
+//! An encoder-decoder model (T5) generating with transformers' `EncoderDecoderCache` holds two
+//! caches per decoder layer: self-attention K/V over the decoder's own tokens (the generated
+//! ones; at least the start token) and cross-attention K/V over the encoder's `seq` tokens,
+//! computed once from the encoder output (`modeling_t5.py` T5Attention with
+//! `is_cross_attention`).
 
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob};
@@ -70,17 +76,30 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
             .max(1),
         _ => 1,
     };
+    let enc_dec = spec.encoder.is_some();
+    // The decoder's own tokens: all of them for a decoder-only model; for an encoder-decoder
+    // model only the generated ones, the input going to the encoder.
+    let self_tokens = if enc_dec {
+        job.new_tokens.max(1)
+    } else {
+        tokens
+    };
     let mut total: u128 = 0;
+    let mut add = |kind: AttentionKind, held: u64| {
+        let held = held.div_ceil(page) * page;
+        let values =
+            values_per_token(kind, job.framework) as u128 * held as u128 * job.batch as u128;
+        total += values.div_ceil(block_values as u128) * block_bytes as u128;
+    };
     for layer in &spec.decoder.layers {
         let held = layer
             .attention
             .sliding_window
-            .map_or(tokens, |w| w.min(tokens));
-        let held = held.div_ceil(page) * page;
-        let values = values_per_token(layer.attention.kind, job.framework) as u128
-            * held as u128
-            * job.batch as u128;
-        total += values.div_ceil(block_values as u128) * block_bytes as u128;
+            .map_or(self_tokens, |w| w.min(self_tokens));
+        add(layer.attention.kind, held);
+        if let Some(cross) = &layer.cross_attention {
+            add(cross.kind, job.seq);
+        }
     }
     u64::try_from(total).map_err(|_| CoreError::Overflow {
         what: "KV cache bytes".into(),

@@ -15,6 +15,11 @@ pub struct LayerPlan {
     pub kept: u64,
     /// Autocast's 16-bit copies of its weights, kept until its backward.
     pub weight_copies: u64,
+    /// Autocast's 16-bit copies of a checkpointed block's weights: nothing saves them, but
+    /// autocast's cache holds them until the autocast region exits (after the loss), so they
+    /// pile up over the forward and go before the backward (`torch.autocast.__exit__` clears
+    /// the cache; measured: SmolLM2 bf16-mixed with checkpointing keeps input + copies per block).
+    pub cached_copies: u64,
     /// Top of its forward (kept plus transients).
     pub forward_peak: u64,
     /// Extra bytes while its backward runs (activation gradients).
@@ -201,6 +206,7 @@ pub fn plan(
             LayerPlan {
                 kept: 0,
                 weight_copies: 0,
+                cached_copies: 0,
                 forward_peak: mem.peak,
                 backward_transient: 0,
                 recomputed: 0,
@@ -210,6 +216,7 @@ pub fn plan(
                 Checkpointing::None => LayerPlan {
                     kept: mem.kept.saturating_sub(mem.input_freed),
                     weight_copies: mem.weight_copies,
+                    cached_copies: 0,
                     forward_peak: mem.peak,
                     backward_transient: mem.peak.saturating_sub(mem.kept),
                     recomputed: 0,
@@ -217,6 +224,7 @@ pub fn plan(
                 Checkpointing::Selective => LayerPlan {
                     kept: (mem.kept - core).saturating_sub(mem.input_freed),
                     weight_copies: mem.weight_copies,
+                    cached_copies: 0,
                     forward_peak: mem.peak,
                     backward_transient: mem.peak.saturating_sub(mem.kept),
                     recomputed: core,
@@ -224,6 +232,7 @@ pub fn plan(
                 Checkpointing::Full => LayerPlan {
                     kept: output,
                     weight_copies: 0,
+                    cached_copies: mem.weight_copies,
                     forward_peak: mem.peak + mem.weight_copies,
                     backward_transient: mem.peak.saturating_sub(mem.kept),
                     recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
@@ -260,7 +269,10 @@ pub fn plan(
     } else {
         LossMemory::default()
     };
-    let mut per_layer: Vec<u64> = layers.iter().map(|l| l.kept + l.weight_copies).collect();
+    let mut per_layer: Vec<u64> = layers
+        .iter()
+        .map(|l| l.kept + l.weight_copies + l.cached_copies)
+        .collect();
     per_layer.sort_unstable();
     let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
     let bytes_per_layer = if megatron {
@@ -316,6 +328,7 @@ fn distribute(
             let transient = l.forward_peak.saturating_sub(l.kept);
             l.kept = megatron_per_layer;
             l.weight_copies = 0;
+            l.cached_copies = 0;
             l.forward_peak = megatron_per_layer + transient / tp;
             l.backward_transient /= tp;
             if job.checkpointing == Checkpointing::Full {
@@ -335,6 +348,7 @@ fn distribute(
         for l in &mut layers {
             l.kept /= tp * cp;
             l.weight_copies /= tp;
+            l.cached_copies /= tp;
             l.forward_peak /= tp * cp;
             l.backward_transient /= tp * cp;
             l.recomputed /= tp * cp;
@@ -373,6 +387,7 @@ fn distribute(
     for l in &mut layers {
         l.kept *= in_flight;
         l.weight_copies *= in_flight;
+        l.cached_copies *= in_flight;
     }
     if job.task == Task::Train {
         warnings.push(format!(

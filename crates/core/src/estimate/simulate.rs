@@ -360,9 +360,10 @@ fn walk(
     );
     for (i, l) in plan.layers.iter().enumerate() {
         let transient = l.forward_peak.saturating_sub(l.kept);
-        w.add(Activations, l.kept + l.weight_copies);
+        w.add(Activations, l.kept + l.weight_copies + l.cached_copies);
         w.mark("forward", &format!("layer {i}"), transient);
     }
+    let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {
         // The hidden state between blocks, the head's working set and the last logits.
         w.mark(
@@ -376,6 +377,8 @@ fn walk(
     w.mark("forward", "final norm and head", plan.logits);
     w.add(Activations, plan.loss.saved);
     w.mark("forward", "loss", plan.loss.forward_transient);
+    // Leaving the autocast region frees the cached weight copies nothing saved.
+    w.sub(Activations, cached_copies);
 
     // Backward: the loss gradient first (three fp32 b·s·V tensors live together).
     w.mark(

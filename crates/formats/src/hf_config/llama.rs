@@ -355,10 +355,22 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         theta: cfg.rope_theta(),
     };
     spec.head = Head::LanguageModel { tied, bias: false };
+    // StarCoder2 drops out the embeddings (`embedding_dropout`) and each block's attention and
+    // MLP outputs (`residual_dropout`, modeling_starcoder2.py); the rest of this family has
+    // attention dropout only.
+    let starcoder2 = model_type == "starcoder2";
     spec.dropout = Dropout {
-        embedding: 0.0,
+        embedding: if starcoder2 {
+            cfg.prob(&["embedding_dropout"], 0.0)?
+        } else {
+            0.0
+        },
         attention: cfg.prob(&["attention_dropout"], 0.0)?,
-        hidden: 0.0,
+        hidden: if starcoder2 {
+            cfg.prob(&["residual_dropout"], 0.0)?
+        } else {
+            0.0
+        },
     };
     // Gemma2Config defaults both caps on (50.0 and 30.0); null turns one off. Other families
     // (Gemma-3 included) have none unless the config sets one.

@@ -358,19 +358,21 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     // StarCoder2 drops out the embeddings (`embedding_dropout`) and each block's attention and
     // MLP outputs (`residual_dropout`, modeling_starcoder2.py); the rest of this family has
     // attention dropout only.
-    let starcoder2 = model_type == "starcoder2";
+    // Phi-3 likewise drops out each block's outputs (`resid_pdrop`, modeling_phi3.py
+    // `resid_attn_dropout` / `resid_mlp_dropout`).
+    let (embedding_key, residual_key) = match model_type {
+        "starcoder2" => (Some("embedding_dropout"), Some("residual_dropout")),
+        "phi3" => (None, Some("resid_pdrop")),
+        _ => (None, None),
+    };
+    let prob = |key: Option<&str>| match key {
+        Some(k) => cfg.prob(&[k], 0.0),
+        None => Ok(0.0),
+    };
     spec.dropout = Dropout {
-        embedding: if starcoder2 {
-            cfg.prob(&["embedding_dropout"], 0.0)?
-        } else {
-            0.0
-        },
+        embedding: prob(embedding_key)?,
         attention: cfg.prob(&["attention_dropout"], 0.0)?,
-        hidden: if starcoder2 {
-            cfg.prob(&["residual_dropout"], 0.0)?
-        } else {
-            0.0
-        },
+        hidden: prob(residual_key)?,
     };
     // Gemma2Config defaults both caps on (50.0 and 30.0); null turns one off. Other families
     // (Gemma-3 included) have none unless the config sets one.

@@ -14,7 +14,7 @@ def job_of(spec):
     return {"model": {"hf_config": spec["hf_config"]}, "task": "train", "batch": spec["batch"],
             "grad_accum": 1, "seq": spec["seq"], "precision": spec["precision"],
             "optimizer": spec["optimizer"], "checkpointing": spec["checkpointing"],
-            "attention": spec["attention"], "peft": None, "weights": "none", "framework": "pytorch",
+            "attention": spec["attention"], "peft": spec.get("peft"), "weights": "none", "framework": "pytorch",
             "parallel": {"dp": 1, "tp": 1, "pp": 1, "sp": False, "cp": 1, "ep": 1, "zero": 0,
                          "offload": "none", "microbatches": 1},
             "gpu": None, "new_tokens": 0, "kv_dtype": None}

@@ -199,24 +199,31 @@ impl<'a> Prog<'a> {
             return y;
         }
         let rows = self.t.elements(x) / inp.max(1);
+        // PEFT keeps adapters in fp32 beside a 16-bit base (`autocast_adapter_dtype=True`) and
+        // casts their input to the adapter dtype first (`_cast_input_dtype`), so without
+        // autocast the dropout, lora_A's saved input and its output are fp32; under autocast
+        // lora_A casts its input to 16 bit as any linear does.
+        let x = if self.c.num.autocast {
+            x
+        } else {
+            self.cast(x, 4)
+        };
         let xd = if dropout > 0.0 {
             self.dropout(x, dropout)
         } else {
             x
         };
-        // Adapters run in fp32 beside a 16-bit base; autocast casts their input to 16 bit.
         let xa = self.mm_input(xd);
         self.t.keep(xa);
-        let w = if self.c.num.autocast {
-            2
-        } else {
-            self.c.num.compute
-        };
+        let w = if self.c.num.autocast { 2 } else { 4 };
         let a = self.t.op(&[xa], &[xa], rows * rank, w);
         self.t.keep(a);
         let b = self.t.op(&[a], &[], rows * out, w);
         let scaled = self.t.op(&[b], &[], rows * out, w);
-        self.elementwise(&[y, scaled], &[])
+        // `result + lora_B(...) * scaling` promotes; PEFT casts the sum back to the base dtype.
+        let yw = self.w(y);
+        let sum = self.elementwise(&[y, scaled], &[]);
+        self.cast(sum, yw)
     }
 
     /// `nn.Linear` / `Conv1D` over the last dim: saves its input; autocast caches a 16-bit copy
@@ -306,7 +313,12 @@ impl<'a> Prog<'a> {
                 self.t.keep(r);
                 let hn = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
                 let scale = self.t.op(&[], &[], dim, 4);
-                let out = self.t.op(&[hn, scale], &[hn, scale], rows * dim, 4);
+                let saved: &[Id] = if self.c.lora.is_some() {
+                    &[scale]
+                } else {
+                    &[hn, scale]
+                };
+                let out = self.t.op(&[hn, scale], saved, rows * dim, 4);
                 self.cast(out, in_w)
             }
             // The Python RMSNorm of Llama/Qwen/T5: upcast to fp32, x * rsqrt(mean(x²)), cast
@@ -322,7 +334,10 @@ impl<'a> Prog<'a> {
                 let hn = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
                 let hn = self.cast(hn, in_w);
                 let out_w = self.c.num.param.max(in_w);
-                self.t.op(&[hn], &[hn], rows * dim, out_w)
+                // `weight * hn` saves hn for the weight's gradient only: not when the weight
+                // is frozen (LoRA/QLoRA train adapters alone).
+                let saved: &[Id] = if self.c.lora.is_some() { &[] } else { &[hn] };
+                self.t.op(&[hn], saved, rows * dim, out_w)
             }
         }
     }

@@ -375,15 +375,25 @@ impl<'a> Prog<'a> {
     }
 
     fn mlp(&mut self, x: Id, d: &DenseMlp, h: u64) -> Id {
+        // T5's feed-forward drops out its inner activations before `wo`
+        // (`T5DenseActDense` / `T5DenseGatedActDense`, `dropout_rate`): a mask of the inner
+        // width, and the dropped tensor is what `wo` saves.
+        let inner_dropout = if self.c.spec.naming == Naming::T5 {
+            self.c.hidden_dropout
+        } else {
+            0.0
+        };
         if d.gated {
             let g = self.linear_named(x, h, d.ffn, d.bias, Role::Gate);
             let a = self.activation(g, &d.activation);
             let u = self.linear_named(x, h, d.ffn, d.bias, Role::Up);
             let p = self.elementwise(&[a, u], &[a, u]);
+            let p = self.dropout(p, inner_dropout);
             self.linear_named(p, d.ffn, h, d.bias, Role::Down)
         } else {
             let up = self.linear_named(x, h, d.ffn, d.bias, Role::Up);
             let a = self.activation(up, &d.activation);
+            let a = self.dropout(a, inner_dropout);
             self.linear_named(a, d.ffn, h, d.bias, Role::Down)
         }
     }

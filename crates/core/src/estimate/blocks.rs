@@ -257,12 +257,7 @@ impl<'a> Prog<'a> {
 
     /// A cast to `width` bytes (a no-op when already there).
     fn cast(&mut self, x: Id, width: u64) -> Id {
-        if self.w(x) == width {
-            x
-        } else {
-            let n = self.t.elements(x);
-            self.t.op(&[x], &[], n, width)
-        }
+        self.t.cast(x, width)
     }
 
     /// `native_dropout`: keeps a 1-byte mask; the output replaces the input.
@@ -301,44 +296,13 @@ impl<'a> Prog<'a> {
                 self.t.keep(rstd);
                 out
             }
-            // Gemma's RMSNorm (`modeling_gemma.py` GemmaRMSNorm): the scale `1 + w` is applied
-            // in fp32 before the cast back, so the fp32 normalized tensor is what is saved.
-            NormKind::RmsNorm if gemma_norm(self.c.spec) => {
-                let in_w = self.w(x);
-                let x32 = self.cast(x, 4);
-                let sq = self.t.op(&[x32], &[x32], rows * dim, 4);
-                let mean = self.t.op(&[sq], &[], rows, 4);
-                let eps = self.t.op(&[mean], &[], rows, 4);
-                let r = self.t.op(&[eps], &[], rows, 4);
-                self.t.keep(r);
-                let hn = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
-                let scale = self.t.op(&[], &[], dim, 4);
-                let saved: &[Id] = if self.c.lora.is_some() {
-                    &[scale]
-                } else {
-                    &[hn, scale]
-                };
-                let out = self.t.op(&[hn, scale], saved, rows * dim, 4);
-                self.cast(out, in_w)
-            }
-            // The Python RMSNorm of Llama/Qwen/T5: upcast to fp32, x * rsqrt(mean(x²)), cast
-            // back, times the weight.
-            NormKind::RmsNorm => {
-                let in_w = self.w(x);
-                let x32 = self.cast(x, 4);
-                let sq = self.t.op(&[x32], &[x32], rows * dim, 4);
-                let mean = self.t.op(&[sq], &[], rows, 4);
-                let eps = self.t.op(&[mean], &[], rows, 4);
-                let r = self.t.op(&[eps], &[], rows, 4);
-                self.t.keep(r);
-                let hn = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
-                let hn = self.cast(hn, in_w);
-                let out_w = self.c.num.param.max(in_w);
-                // `weight * hn` saves hn for the weight's gradient only: not when the weight
-                // is frozen (LoRA/QLoRA train adapters alone).
-                let saved: &[Id] = if self.c.lora.is_some() { &[] } else { &[hn] };
-                self.t.op(&[hn], saved, rows * dim, out_w)
-            }
+            NormKind::RmsNorm => self.t.rms_norm(
+                x,
+                dim,
+                self.c.num.param,
+                gemma_norm(self.c.spec),
+                self.c.lora.is_some(),
+            ),
         }
     }
 

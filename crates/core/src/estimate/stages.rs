@@ -116,40 +116,7 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
                 }
                 out
             }
-            // Gemma: scaled by `1 + w` in fp32, the fp32 normalized tensor saved, then cast.
-            NormKind::RmsNorm if super::blocks::gemma_norm(spec) => {
-                let x32 = if p == 4 {
-                    x
-                } else {
-                    tape.op(&[x], &[], t * h, 4)
-                };
-                let r = tape.op(&[x32], &[x32], t, 4);
-                tape.keep(r);
-                let hn = tape.op(&[x32, r], &[x32, r], t * h, 4);
-                let scale = tape.op(&[], &[], h, 4);
-                let out = tape.op(&[hn, scale], &[hn, scale], t * h, 4);
-                if p == 4 {
-                    out
-                } else {
-                    tape.op(&[out], &[], t * h, p)
-                }
-            }
-            NormKind::RmsNorm => {
-                let x32 = if p == 4 {
-                    x
-                } else {
-                    tape.op(&[x], &[], t * h, 4)
-                };
-                let r = tape.op(&[x32], &[x32], t, 4);
-                tape.keep(r);
-                let hn = tape.op(&[x32, r], &[x32, r], t * h, 4);
-                let hn = if p == 4 {
-                    hn
-                } else {
-                    tape.op(&[hn], &[], t * h, p)
-                };
-                tape.op(&[hn], &[hn], t * h, p)
-            }
+            NormKind::RmsNorm => tape.rms_norm(x, n.dim, p, super::blocks::gemma_norm(spec), false),
         };
     }
     if let Head::MaskedLm { .. } = spec.head {

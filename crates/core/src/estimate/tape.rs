@@ -109,6 +109,44 @@ impl Tape {
         self.entries[id].last_use = self.ops.max(self.entries[id].last_use);
     }
 
+    /// A cast to `width` bytes per element: a new tensor, or `x` itself when already there.
+    pub fn cast(&mut self, x: Id, width: u64) -> Id {
+        if self.width(x) == width {
+            x
+        } else {
+            let n = self.elements(x);
+            self.op(&[x], &[], n, width)
+        }
+    }
+
+    /// The Python RMSNorm of the Llama family over `rows` rows of `dim` (`modeling_llama.py`
+    /// LlamaRMSNorm): upcast to fp32, `x · rsqrt(mean(x²) + eps)` (saving the fp32 input and
+    /// the rsqrt), cast back, times the weight, which saves the normalized tensor for the
+    /// weight's gradient. Gemma's (`modeling_gemma.py` GemmaRMSNorm) multiplies by `1 + w` in
+    /// fp32 before the cast back, so its saved normalized tensor is fp32. A frozen weight
+    /// (LoRA) needs no gradient: the multiply then saves only what the input's gradient needs.
+    pub fn rms_norm(&mut self, x: Id, dim: u64, param_width: u64, gemma: bool, frozen: bool) -> Id {
+        let rows = self.elements(x) / dim.max(1);
+        let in_w = self.width(x);
+        let x32 = self.cast(x, 4);
+        let sq = self.op(&[x32], &[x32], rows * dim, 4);
+        let mean = self.op(&[sq], &[], rows, 4);
+        let eps = self.op(&[mean], &[], rows, 4);
+        let r = self.op(&[eps], &[], rows, 4);
+        self.keep(r);
+        let hn = self.op(&[x32, r], &[x32, r], rows * dim, 4);
+        if gemma {
+            let scale = self.op(&[], &[], dim, 4);
+            let saved: &[Id] = if frozen { &[scale] } else { &[hn, scale] };
+            let out = self.op(&[hn, scale], saved, rows * dim, 4);
+            self.cast(out, in_w)
+        } else {
+            let hn = self.cast(hn, in_w);
+            let saved: &[Id] = if frozen { &[] } else { &[hn] };
+            self.op(&[hn], saved, rows * dim, param_width.max(in_w))
+        }
+    }
+
     /// Whether some op saved this tensor for backward.
     pub fn is_saved(&self, id: Id) -> bool {
         self.entries[id].kept

@@ -244,7 +244,7 @@ pub fn plan(
     // Generation computes logits for the last position only (transformers `logits_to_keep`,
     // vLLM's sampler); training for every position.
     let logit_rows = if job.task == Task::Infer { b } else { tokens };
-    let (head, logits_width) = stages::head(spec, b, s, num);
+    let (head, logits_width) = stages::head(spec, b, s, num, lora.is_some());
     let head = if job.task == Task::Infer {
         StageMemory {
             kept: 0,

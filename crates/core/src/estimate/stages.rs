@@ -96,8 +96,15 @@ pub fn embeddings(
 }
 
 /// The final norm and the head up to the logits. Returns the stage memory and the logits'
-/// element width.
-pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemory, u64) {
+/// element width. `frozen`: the base weights train no gradient (LoRA), so the final norm's
+/// weight saves nothing for one.
+pub fn head(
+    spec: &ModelSpec,
+    batch: u64,
+    seq: u64,
+    num: Numerics,
+    frozen: bool,
+) -> (StageMemory, u64) {
     let t = batch * seq;
     let h = spec.hidden_size;
     let v = spec.vocab_size;
@@ -116,7 +123,9 @@ pub fn head(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> (StageMemo
                 }
                 out
             }
-            NormKind::RmsNorm => tape.rms_norm(x, n.dim, p, super::blocks::gemma_norm(spec), false),
+            NormKind::RmsNorm => {
+                tape.rms_norm(x, n.dim, p, super::blocks::gemma_norm(spec), frozen)
+            }
         };
     }
     if let Head::MaskedLm { .. } = spec.head {

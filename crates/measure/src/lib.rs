@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod attribute;
 pub mod calibrate;
 mod fxhash;
+pub mod logs;
 pub mod pickle;
 pub mod profiler;
 pub mod snapshot;

@@ -222,11 +222,14 @@ Examples:
   vramscope analyze snapshot.pickle           torch.cuda.memory._dump_snapshot() output
   vramscope analyze timeline.json.gz --json   prof.export_memory_timeline(...) output
   vramscope analyze trace.json                prof.export_chrome_trace(...) ([memory] events)
+  vramscope analyze vllm.log                  a vLLM / llama.cpp / ollama start-up log
+  pbpaste | vramscope analyze -               PyTorch's \"CUDA out of memory\" message
 
 Recording a step with phase markers: docs/recorder.md. Exit 2 with one line on a file that
 cannot be read.")]
     Analyze {
-        /// The record: .pickle (protocol 2-5, torch 1.13 to 2.x), .json, .json.gz, .raw.json.gz.
+        /// The record: .pickle (protocol 2-5, torch 1.13 to 2.x), .json, .json.gz, .raw.json.gz;
+        /// or a vLLM / llama.cpp / ollama log or PyTorch's OOM message (`-` reads stdin).
         file: PathBuf,
         /// Print {"per_gpu": ..., "timeline": [...], ...} as JSON.
         #[arg(long)]

@@ -721,3 +721,17 @@ fn uploaded_model_files_and_headers_are_read_as_the_cli_reads_them() {
     );
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[test]
+fn analyze_reads_an_engine_log_or_oom_message_as_the_cli_does() {
+    let s = start();
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../measure/tests/fixtures/logs/torch-oom/torch2.1-capacty-fragmentation-lerf73.txt");
+    let bytes = std::fs::read(&p).unwrap();
+    let r = call(&s, "POST", "/api/analyze", &bytes);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.body, cli(&["analyze", p.to_str().unwrap(), "--json"]));
+    assert_eq!(r.json()["source"], "torch-oom");
+    let r = call(&s, "POST", "/api/analyze", b"just some words\n");
+    assert_eq!(r.status, 400, "{}", r.text());
+}

@@ -7,6 +7,7 @@ use crate::units::{bytes, percent, thousands};
 use std::path::Path;
 use std::process::ExitCode;
 use vramscope_measure::analysis::CATS;
+use vramscope_measure::logs::Measured;
 use vramscope_measure::Analysis;
 
 /// Reads and analyzes a record; the error names the file.
@@ -14,8 +15,32 @@ pub fn load(path: &Path) -> Result<Analysis, Box<dyn std::error::Error>> {
     vramscope_measure::analyze_file(path).map_err(|e| format!("{}: {e}", path.display()).into())
 }
 
+/// A record or a log, from a file or (`-`) from stdin.
+fn load_any(path: &Path) -> Result<Measured, Box<dyn std::error::Error>> {
+    use std::io::Read;
+    let m = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes)?;
+        vramscope_measure::logs::analyze_any_bytes(&bytes)
+    } else {
+        vramscope_measure::logs::analyze_any_file(path)
+    };
+    m.map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
 pub fn run(path: &Path, json: bool) -> CmdResult {
-    let a = load(path)?;
+    let a = match load_any(path)? {
+        Measured::Record(a) => a,
+        Measured::Log(l) if json => {
+            return print_json(&l)
+                .map(|_| ExitCode::SUCCESS)
+                .map_err(Into::into)
+        }
+        Measured::Log(l) => {
+            print(&super::logview::render(&l, &path.display().to_string()))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     if json {
         print_json(&a)?;
     } else {

@@ -8,6 +8,7 @@ pub mod estimate;
 mod fit;
 mod inspect;
 pub mod jobargs;
+mod logview;
 mod plan;
 mod serve;
 mod validate;

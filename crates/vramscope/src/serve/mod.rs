@@ -641,8 +641,8 @@ async fn api_analyze(body: Result<Bytes, BytesRejection>) -> ApiResult {
         ));
     }
     let text = blocking(move || {
-        let a =
-            vramscope_measure::analyze_bytes(&bytes).map_err(|e| format!("measurement: {e}"))?;
+        let a = vramscope_measure::logs::analyze_any_bytes(&bytes)
+            .map_err(|e| format!("measurement: {e}"))?;
         pretty(&a)
     })
     .await?;

@@ -1,0 +1,308 @@
+//! Engine logs and error text as measurements: vLLM start-up logs, llama.cpp and ollama load
+//! logs, and PyTorch's CUDA out-of-memory message, recognised by their content (never by the
+//! file name) and read into the contract's `analyze` shape with only the figures the text states;
+//! everything else stays `null`.
+//!
+//! Units are read as each program means them: vLLM divides by 2^30 and labels the result `GB`
+//! (`vllm/worker/model_runner.py`: `self.model_memory_usage / float(2**30)`), llama.cpp's `MiB`
+//! is 2^20 (`ggml_backend_buffer_get_size(buf) / 1024.0 / 1024.0`), ollama's `format.HumanBytes2`
+//! and PyTorch's `format_size` print binary units with binary names.
+
+mod llamacpp;
+mod ollama;
+mod text;
+mod torch_oom;
+mod vllm;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use text::parse_size;
+
+/// Largest log read: logs are text of a few MB at most; beyond this it is not a log.
+pub const MAX_LOG_BYTES: usize = 64 << 20;
+
+/// What the text was recognised as (`"source"` in the report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum LogKind {
+    #[serde(rename = "vllm-log")]
+    Vllm,
+    #[serde(rename = "llamacpp-log")]
+    LlamaCpp,
+    #[serde(rename = "ollama-log")]
+    Ollama,
+    #[serde(rename = "torch-oom")]
+    TorchOom,
+}
+
+impl LogKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogKind::Vllm => "vllm-log",
+            LogKind::LlamaCpp => "llamacpp-log",
+            LogKind::Ollama => "ollama-log",
+            LogKind::TorchOom => "torch-oom",
+        }
+    }
+}
+
+/// `per_gpu.components` of a log: each category the log states, else `null`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LogComponents {
+    pub parameters: Option<u64>,
+    pub gradients: Option<u64>,
+    pub optimizer_states: Option<u64>,
+    pub master_weights: Option<u64>,
+    pub activations: Option<u64>,
+    pub kv_cache: Option<u64>,
+    pub temporaries: Option<u64>,
+    pub cuda_context: Option<u64>,
+    pub allocator_reserve: Option<u64>,
+}
+
+/// `per_gpu` of a log: the most-loaded GPU, in the Report's field names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LogPerGpu {
+    pub components: LogComponents,
+    /// A serving engine's preallocated KV pool (vLLM).
+    pub kv_pool: Option<u64>,
+    pub peak_allocated: Option<u64>,
+    pub peak_reserved: Option<u64>,
+    pub device_total: Option<u64>,
+    /// Which device of the log this is (`CUDA1`, `GPU 0`), when the log names it.
+    pub device: Option<String>,
+}
+
+/// `fit` of a log: the device's capacity where the log states it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LogFit {
+    pub capacity: Option<u64>,
+}
+
+/// The PyTorch OOM message's figures (`torch-oom`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OomFigures {
+    pub requested: Option<u64>,
+    pub capacity: Option<u64>,
+    pub free: Option<u64>,
+    /// This process's use of the device, CUDA context included ("this process has X in use").
+    pub process_in_use: Option<u64>,
+    pub allocated: Option<u64>,
+    /// All bytes the caching allocator holds (allocated + reserved-but-unallocated).
+    pub reserved: Option<u64>,
+    /// Reserved by PyTorch but unallocated (the old message's "cached").
+    pub reserved_unallocated: Option<u64>,
+    /// Other processes on the device ("Process N has X memory in use"), summed.
+    pub other_processes: Option<u64>,
+    pub device: Option<u32>,
+}
+
+/// One device's buffers in a llama.cpp / ollama log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceBuffers {
+    pub device: String,
+    pub parameters: Option<u64>,
+    pub kv_cache: Option<u64>,
+    pub temporaries: Option<u64>,
+}
+
+/// The host side of a llama.cpp / ollama log (CPU, CPU_Mapped, CUDA_Host buffers).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostBuffers {
+    pub parameters: Option<u64>,
+    pub kv_cache: Option<u64>,
+    pub temporaries: Option<u64>,
+}
+
+/// What `analyze` returns for a log or an error message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogReport {
+    pub source: LogKind,
+    pub per_gpu: LogPerGpu,
+    /// A log has no event timeline: always empty.
+    pub timeline: Vec<Value>,
+    pub fit: LogFit,
+    /// Engine settings the log states (per source: see the contract's `analyze` table).
+    pub engine: Option<Map<String, Value>>,
+    /// llama.cpp / ollama: the CPU side.
+    pub host: Option<HostBuffers>,
+    /// llama.cpp / ollama: every device's buffers, in the log's order.
+    pub devices: Vec<DeviceBuffers>,
+    /// ollama's own memory layout (`msg=offload`), in bytes, as it logged it.
+    pub layout: Option<Map<String, Value>>,
+    pub oom: Option<OomFigures>,
+    /// One line: why the OOM happened and what to change.
+    pub diagnosis: Option<String>,
+    /// Job fields the log implies (model, framework, engine settings), for `--job`.
+    pub job: Map<String, Value>,
+    pub warnings: Vec<String>,
+}
+
+impl LogReport {
+    fn new(source: LogKind) -> Self {
+        LogReport {
+            source,
+            per_gpu: LogPerGpu::default(),
+            timeline: Vec::new(),
+            fit: LogFit::default(),
+            engine: None,
+            host: None,
+            devices: Vec::new(),
+            layout: None,
+            oom: None,
+            diagnosis: None,
+            job: Map::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{0}")]
+    Unreadable(String),
+}
+
+/// Which kind of log the text is, by its content; `None` when no known line is in it.
+pub fn detect(text: &str) -> Option<LogKind> {
+    if ollama::recognises(text) {
+        Some(LogKind::Ollama)
+    } else if llamacpp::recognises(text) {
+        Some(LogKind::LlamaCpp)
+    } else if vllm::recognises(text) {
+        Some(LogKind::Vllm)
+    } else if torch_oom::recognises(text) {
+        Some(LogKind::TorchOom)
+    } else {
+        None
+    }
+}
+
+/// True when the bytes look like text that [`detect`] recognises (a cheap test for callers
+/// that must choose between a record and a log).
+pub fn is_log(bytes: &[u8]) -> bool {
+    if bytes.len() > MAX_LOG_BYTES || matches!(bytes.first(), Some(0x80) | Some(0x1f) | None) {
+        return false;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let head = text.trim_start();
+    // A JSON record (profiler timeline, Chrome trace) is read as a record even when a string in
+    // it quotes a log line.
+    if (head.starts_with('{') || head.starts_with('['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(head).is_ok()
+    {
+        return false;
+    }
+    detect(&text).is_some()
+}
+
+/// Reads a log or an OOM message. A recognised log from which no figure could be read is an
+/// error (exit 2); a partial one comes back with warnings saying what is missing.
+pub fn read_log(text: &str) -> Result<LogReport, LogError> {
+    let kind = detect(text).ok_or_else(|| {
+        LogError::Unreadable(
+            "not a recognised log: expected a vLLM start-up log, a llama.cpp or ollama load log, \
+             or PyTorch's \"CUDA out of memory\" message"
+                .into(),
+        )
+    })?;
+    let mut r = match kind {
+        LogKind::Vllm => vllm::read(text),
+        LogKind::LlamaCpp => llamacpp::read(text, LogKind::LlamaCpp),
+        LogKind::Ollama => ollama::read(text),
+        LogKind::TorchOom => torch_oom::read(text),
+    };
+    if kind != LogKind::TorchOom && torch_oom::recognises(text) {
+        // An engine that died of an OOM: its message is read beside the engine's figures.
+        let o = torch_oom::read(text);
+        r.oom = o.oom;
+        r.diagnosis = o.diagnosis;
+    }
+    if !has_figures(&r) {
+        return Err(LogError::Unreadable(format!(
+            "recognised as a {} but no memory figure could be read from it (truncated or \
+             malformed?)",
+            kind.name()
+        )));
+    }
+    Ok(r)
+}
+
+fn has_figures(r: &LogReport) -> bool {
+    let c = &r.per_gpu.components;
+    let any_component = [
+        c.parameters,
+        c.kv_cache,
+        c.temporaries,
+        c.cuda_context,
+        c.activations,
+        c.allocator_reserve,
+    ]
+    .iter()
+    .any(Option::is_some);
+    any_component
+        || r.per_gpu.kv_pool.is_some()
+        || r.per_gpu.peak_allocated.is_some()
+        || r.fit.capacity.is_some()
+        || r.engine.as_ref().is_some_and(|e| !e.is_empty())
+        || r.host.is_some()
+        || r.layout.is_some()
+        || r.oom.as_ref().is_some_and(|o| o.requested.is_some())
+}
+
+/// Puts `value` under `key` in `map` unless the key is already there (first statement wins).
+pub(crate) fn put(map: &mut Map<String, Value>, key: &str, value: impl Into<Value>) {
+    map.entry(key.to_string()).or_insert_with(|| value.into());
+}
+
+/// What `analyze` read: a PyTorch memory record or an engine log / OOM message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Measured {
+    Record(Box<crate::Analysis>),
+    Log(Box<LogReport>),
+}
+
+fn log_error(e: LogError) -> crate::MeasureError {
+    crate::MeasureError::Format(e.to_string())
+}
+
+/// Analyzes bytes that may be a record (pickle, JSON, gzipped JSON) or a log.
+pub fn analyze_any_bytes(bytes: &[u8]) -> Result<Measured, crate::MeasureError> {
+    if is_log(bytes) {
+        let text = String::from_utf8_lossy(bytes);
+        return read_log(&text)
+            .map(|r| Measured::Log(Box::new(r)))
+            .map_err(log_error);
+    }
+    let head = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    let record_like =
+        matches!(bytes.first(), Some(0x80) | Some(0x1f)) || matches!(head, Some(b'{') | Some(b'['));
+    if !record_like && !bytes.is_empty() {
+        return Err(crate::MeasureError::Format(
+            "neither a PyTorch memory record (pickle snapshot, profiler timeline, Chrome trace) \
+             nor a recognised log (vLLM start-up, llama.cpp / ollama load, PyTorch's CUDA \
+             out-of-memory message)"
+                .into(),
+        ));
+    }
+    crate::analyze_bytes(bytes).map(|a| Measured::Record(Box::new(a)))
+}
+
+/// Analyzes a file that may be a record or a log; pickles are still streamed.
+pub fn analyze_any_file(path: &std::path::Path) -> Result<Measured, crate::MeasureError> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut head = [0u8; 1];
+    let n = file.read(&mut head)?;
+    if n == 0 {
+        return Err(crate::MeasureError::Format("empty file".into()));
+    }
+    if matches!(head[0], 0x80 | 0x1f) || len > MAX_LOG_BYTES as u64 {
+        return crate::analyze_file(path).map(|a| Measured::Record(Box::new(a)));
+    }
+    let mut bytes = vec![head[0]];
+    file.read_to_end(&mut bytes)?;
+    analyze_any_bytes(&bytes)
+}

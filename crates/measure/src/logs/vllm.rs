@@ -1,0 +1,232 @@
+//! vLLM start-up logs, V0 and V1 wordings (`vllm/worker/model_runner.py`, `worker.py`,
+//! `executor_base.py`, `v1/worker/gpu_model_runner.py`, `gpu_worker.py`,
+//! `v1/core/kv_cache_utils.py`, `engine/llm_engine.py`). Every figure is in GiB whatever its
+//! label: vLLM divides by 2^30 and prints `GB` in the older lines.
+
+use super::text::{count_after, decimal_after, size_after, word_after};
+use super::{put, LogKind, LogReport};
+use serde_json::{json, Map, Value};
+
+/// Lines only vLLM prints.
+const MARKERS: [&str; 12] = [
+    "Loading model weights took",
+    "Model loading took",
+    "# GPU blocks:",
+    "# CUDA blocks:",
+    "GPU KV cache size:",
+    "Available KV cache memory:",
+    "Memory profiling",
+    "model weights take",
+    "the current vLLM instance can use",
+    "LLM engine (v",
+    "available_kv_cache_memory",
+    "KV cache is needed, which is larger than the available KV cache memory",
+];
+
+pub fn recognises(text: &str) -> bool {
+    MARKERS.iter().any(|m| text.contains(m))
+}
+
+/// Figures gathered line by line; several workers (TP/PP) print the same lines, and the
+/// most-loaded GPU's (the largest) figure is kept.
+#[derive(Default)]
+struct Seen {
+    weights: Option<u64>,
+    non_torch: Option<u64>,
+    activation_peak: Option<u64>,
+    kv_pool: Option<u64>,
+    capacity: Option<u64>,
+}
+
+fn keep_max(slot: &mut Option<u64>, v: Option<u64>) {
+    if let Some(v) = v {
+        *slot = Some(slot.map_or(v, |s| s.max(v)));
+    }
+}
+
+pub fn read(text: &str) -> LogReport {
+    let mut r = LogReport::new(LogKind::Vllm);
+    let mut seen = Seen::default();
+    let mut engine = Map::new();
+    for line in text.lines() {
+        memory_line(line, &mut seen);
+        engine_line(line, &mut engine);
+        config_line(line, &mut r.job, &mut engine);
+        failure_line(line, &mut seen, &mut engine, &mut r.warnings);
+    }
+    let c = &mut r.per_gpu.components;
+    c.parameters = seen.weights;
+    c.cuda_context = seen.non_torch;
+    c.temporaries = seen.activation_peak;
+    r.per_gpu.kv_pool = seen.kv_pool;
+    r.fit.capacity = seen.capacity;
+    partial_warnings(&mut r, &engine);
+    if !engine.is_empty() {
+        r.engine = Some(engine);
+    }
+    put(&mut r.job, "framework", "vllm");
+    put(&mut r.job, "task", "infer");
+    r
+}
+
+fn memory_line(line: &str, s: &mut Seen) {
+    let gib = |key: &str| size_after(line, key, true);
+    keep_max(&mut s.weights, gib("Loading model weights took"));
+    keep_max(&mut s.weights, gib("Model loading took"));
+    keep_max(&mut s.weights, gib("model weights take"));
+    keep_max(&mut s.non_torch, gib("non_torch_memory takes"));
+    if !line.contains("non_torch_memory takes") {
+        keep_max(&mut s.non_torch, gib("non_torch_memory"));
+    }
+    keep_max(
+        &mut s.activation_peak,
+        gib("PyTorch activation peak memory takes"),
+    );
+    if !line.contains("peak memory takes") {
+        keep_max(
+            &mut s.activation_peak,
+            gib("PyTorch activation peak memory"),
+        );
+    }
+    keep_max(
+        &mut s.kv_pool,
+        gib("the rest of the memory reserved for KV Cache is"),
+    );
+    keep_max(&mut s.kv_pool, gib("available_kv_cache_memory"));
+    keep_max(&mut s.kv_pool, gib("Available KV cache memory:"));
+    keep_max(&mut s.capacity, gib("total_gpu_memory"));
+}
+
+fn engine_line(line: &str, e: &mut Map<String, Value>) {
+    if let Some(u) = decimal_after(line, "gpu_memory_utilization") {
+        put(e, "gpu_memory_utilization", u);
+    }
+    for key in ["# GPU blocks:", "# CUDA blocks:"] {
+        if let Some(n) = count_after(line, key) {
+            put(e, "num_gpu_blocks", n);
+        }
+    }
+    if let Some(n) = count_after(line, "# CPU blocks:") {
+        put(e, "num_cpu_blocks", n);
+    }
+    if let Some(n) = count_after(line, "GPU KV cache size:") {
+        put(e, "kv_cache_tokens", n);
+    }
+    if let Some(rest) = line.split("Maximum concurrency for ").nth(1) {
+        if let Some(len) = count_after(rest, "") {
+            put(e, "max_model_len", len);
+        }
+        if let Some(x) = decimal_after(rest, "tokens per request:") {
+            put(e, "max_concurrency", x);
+        }
+    }
+    for key in ["Using max model len", "'max_model_len':"] {
+        if let Some(n) = count_after(line, key) {
+            put(e, "max_model_len", n);
+        }
+    }
+}
+
+/// The engine config line (`Initializing an LLM engine (v0.6.3) with config: model='...',
+/// dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=2, ...`).
+fn config_line(line: &str, job: &mut Map<String, Value>, e: &mut Map<String, Value>) {
+    if !line.contains("with config:") {
+        return;
+    }
+    if let Some(m) = word_after(line, "config: model=") {
+        put(job, "model", model_name(m));
+    }
+    if let Some(n) = count_after(line, "max_seq_len=") {
+        put(e, "max_model_len", n);
+    }
+    if let Some(d) = word_after(line, "dtype=torch.") {
+        let p = match d {
+            "bfloat16" => "bf16",
+            "float16" => "fp16",
+            "float32" => "fp32",
+            _ => "",
+        };
+        if !p.is_empty() {
+            put(job, "precision", p);
+        }
+    }
+    if let Some(k) = word_after(line, "kv_cache_dtype=") {
+        if k.starts_with("fp8") {
+            put(job, "kv_dtype", "fp8");
+        }
+    }
+    let tp = count_after(line, "tensor_parallel_size=");
+    let pp = count_after(line, "pipeline_parallel_size=");
+    if tp.is_some() || pp.is_some() {
+        let (tp, pp) = (tp.unwrap_or(1), pp.unwrap_or(1));
+        put(
+            job,
+            "parallel",
+            json!({"gpus": tp * pp, "tp": tp, "pp": pp}),
+        );
+    }
+}
+
+/// `org/name` from a Hugging Face cache path (`.../models--org--name/snapshots/<sha>`), else
+/// the name as given.
+fn model_name(m: &str) -> String {
+    m.split('/')
+        .find_map(|part| part.strip_prefix("models--"))
+        .map(|s| s.replacen("--", "/", 1))
+        .unwrap_or_else(|| m.trim_end_matches('/').to_string())
+}
+
+/// V1's refusal to start (`_check_enough_kv_cache_memory`): the max length, the KV it needs and
+/// what is available.
+fn failure_line(line: &str, s: &mut Seen, e: &mut Map<String, Value>, w: &mut Vec<String>) {
+    if !line.contains("KV cache is needed") {
+        return;
+    }
+    if let Some(n) = count_after(line, "max seq len") {
+        put(e, "max_model_len", n);
+    }
+    keep_max(
+        &mut s.kv_pool,
+        size_after(line, "larger than the available KV cache memory", true),
+    );
+    let need = line
+        .split("max seq len")
+        .nth(1)
+        .and_then(|r| r.split_once("),"))
+        .and_then(|(_, r)| size_after(r, "", true));
+    if let Some(n) = need {
+        put(e, "kv_needed", n);
+    }
+    let est = count_after(line, "estimated maximum model length is");
+    if let Some(n) = est {
+        put(e, "estimated_max_model_len", n);
+    }
+    w.push(format!(
+        "vLLM refused to start: one request at max_model_len needs more KV cache than is \
+         available{}",
+        est.map(|n| format!("; at most --max-model-len {n} fits"))
+            .unwrap_or_default()
+    ));
+}
+
+fn partial_warnings(r: &mut LogReport, e: &Map<String, Value>) {
+    let mut missing = Vec::new();
+    if r.per_gpu.components.parameters.is_none() {
+        missing.push("the model weights (\"Loading model weights took\" / \"Model loading took\")");
+    }
+    if r.per_gpu.kv_pool.is_none() {
+        missing.push("the KV cache memory (\"Available KV cache memory\" / profiling lines)");
+    }
+    if r.fit.capacity.is_none() {
+        missing.push("the GPU's total memory (\"total_gpu_memory\")");
+    }
+    if !e.contains_key("max_model_len") {
+        missing.push("max_model_len");
+    }
+    if !missing.is_empty() {
+        r.warnings.push(format!(
+            "partial vllm-log: it does not state {}",
+            missing.join(", ")
+        ));
+    }
+}

@@ -1,0 +1,140 @@
+//! Fuzz-style tests of the log readers: arbitrary text, real logs cut at every point, and real
+//! logs mutated at random never panic, and what comes back is consistent with what was read.
+
+use proptest::prelude::*;
+use std::path::PathBuf;
+use vramscope_measure::logs::{analyze_any_bytes, detect, parse_size, read_log};
+
+fn fixtures() -> Vec<(String, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/logs");
+    let mut out = Vec::new();
+    for dir in ["vllm", "llamacpp", "ollama", "torch-oom"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x != "md") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                out.push((p.display().to_string(), text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Reads `text` and checks the report's own consistency when it is read at all.
+fn check(text: &str) {
+    let kind = detect(text);
+    match read_log(text) {
+        Ok(r) => {
+            assert_eq!(Some(r.source), kind);
+            if let Some(o) = &r.oom {
+                assert_eq!(r.per_gpu.peak_allocated, o.allocated);
+                assert_eq!(r.fit.capacity, o.capacity);
+            }
+            let e = r.engine.clone().unwrap_or_default();
+            if let (Some(n), Some(m)) = (e.get("n_gpu_layers"), e.get("n_layers")) {
+                // Both from llama.cpp's "offloaded N/M layers" line, or from other lines; the
+                // offload line itself never yields N > M.
+                let from_line = text.contains(&format!("offloaded {n}/{m} layers"));
+                assert!(!from_line || n.as_u64() <= m.as_u64(), "{n} > {m}");
+            }
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    let _ = analyze_any_bytes(text.as_bytes());
+}
+
+#[test]
+fn real_logs_cut_at_every_point() {
+    for (name, text) in fixtures() {
+        let cuts: Vec<usize> = (0..=text.len())
+            .filter(|&i| text.is_char_boundary(i))
+            .collect();
+        let step = (cuts.len() / 150).max(1);
+        for &i in cuts.iter().step_by(step) {
+            let cut = &text[..i];
+            let r = std::panic::catch_unwind(|| check(cut));
+            assert!(r.is_ok(), "{name} cut at {i} panicked");
+        }
+    }
+}
+
+fn mutate(text: &str, ops: &[(u8, usize, String)]) -> String {
+    let mut s = text.to_string();
+    for (op, at, ins) in ops {
+        let mut at = at % (s.len() + 1);
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        match op % 4 {
+            0 => s.insert_str(at, ins),
+            1 => {
+                let mut end = (at + ins.len()).min(s.len());
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                s.replace_range(at..end, "");
+            }
+            2 => {
+                let line = s[at..].lines().next().unwrap_or("").to_string();
+                s.insert_str(at, &format!("{line}\n"));
+            }
+            _ => s.truncate(at),
+        }
+    }
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,400}") {
+        check(&text);
+    }
+
+    #[test]
+    fn log_shaped_noise_never_panics(
+        parts in prop::collection::vec(prop_oneof![
+            Just("CUDA0 model buffer size = ".to_string()),
+            Just(" KV buffer size = ".to_string()),
+            Just("offloaded ".to_string()),
+            Just("Tried to allocate ".to_string()),
+            Just("out of memory. Tried to allocate ".to_string()),
+            Just("Loading model weights took ".to_string()),
+            Just("msg=offload layers.split=".to_string()),
+            Just("memory.available=\"[".to_string()),
+            Just("Maximum concurrency for ".to_string()),
+            Just("model params = ".to_string()),
+            Just("/".to_string()), Just(",".to_string()), Just(" ".to_string()),
+            Just("\n".to_string()), Just("GiB".to_string()), Just("MiB".to_string()),
+            "[0-9.,]{1,25}",
+            "\\PC{0,12}",
+        ], 0..40)
+    ) {
+        check(&parts.concat());
+    }
+
+    #[test]
+    fn mutated_real_logs_never_panic(
+        which in 0usize..64,
+        ops in prop::collection::vec((any::<u8>(), any::<usize>(), "\\PC{0,16}"), 1..6)
+    ) {
+        let all = fixtures();
+        let (_, text) = &all[which % all.len()];
+        check(&mutate(text, &ops));
+    }
+
+    #[test]
+    fn sizes_never_panic(num in "\\PC{0,40}", unit in "\\PC{0,6}", gb in any::<bool>()) {
+        let _ = parse_size(&num, &unit, gb);
+    }
+
+    #[test]
+    fn sizes_are_monotonic(a in 0u64..10_000_000, b in 0u64..10_000_000) {
+        // a/100 MiB ≤ b/100 MiB ⇔ a ≤ b, whatever the rounding.
+        let fa = parse_size(&format!("{}.{:02}", a / 100, a % 100), "MiB", false).unwrap();
+        let fb = parse_size(&format!("{}.{:02}", b / 100, b % 100), "MiB", false).unwrap();
+        prop_assert_eq!(a <= b, fa <= fb);
+    }
+}

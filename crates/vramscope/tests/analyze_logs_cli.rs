@@ -1,0 +1,98 @@
+//! `vramscope analyze` on engine logs and OOM messages (files and stdin), end to end on the
+//! real fixtures in crates/measure/tests/fixtures/logs (sources in the READMEs there).
+
+use assert_cmd::Command;
+
+fn fixture(rel: &str) -> String {
+    format!(
+        "{}/../measure/tests/fixtures/logs/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn vramscope() -> Command {
+    Command::cargo_bin("vramscope").unwrap()
+}
+
+#[test]
+fn oom_message_from_stdin() {
+    let msg = std::fs::read_to_string(fixture("torch-oom/torch1.x-reserved-maddog11.txt")).unwrap();
+    let out = vramscope()
+        .args(["analyze", "-", "--json"])
+        .write_stdin(msg.clone())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["source"], "torch-oom");
+    // "14.76 GiB total capacity" = 1476 × 2^30 / 100 = 15,848,429,322.24 bytes
+    assert_eq!(v["fit"]["capacity"], 15_848_429_322u64);
+    // "13.71 GiB reserved in total by PyTorch" = 1371 × 2^30 / 100 = 14,721,000,407.04
+    assert_eq!(v["per_gpu"]["peak_reserved"], 14_721_000_407u64);
+    assert!(v["diagnosis"]
+        .as_str()
+        .unwrap()
+        .contains("expandable_segments"));
+    assert!(v["timeline"].as_array().unwrap().is_empty());
+
+    // Human output: a short table in adaptive units and the diagnosis.
+    let out = vramscope()
+        .args(["analyze", "-"])
+        .write_stdin(msg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2.87 GiB") && text.contains("Diagnosis:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn engine_logs_by_content_not_name() {
+    for (rel, source) in [
+        ("vllm/v0-2024-12-profiling-table-pr10511.log", "vllm-log"),
+        ("llamacpp/llm_load_tensors-2gpu-pr6122.log", "llamacpp-log"),
+        ("ollama/offload-4gpu-flash-issue9181.log", "ollama-log"),
+    ] {
+        // Copied under a neutral name: recognition is by the content.
+        let dir = std::env::temp_dir().join(format!("vramscope-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("pasted.txt");
+        std::fs::copy(fixture(rel), &p).unwrap();
+        let out = vramscope()
+            .args(["analyze", p.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{rel}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["source"], source, "{rel}");
+    }
+}
+
+#[test]
+fn malformed_log_exits_2_with_one_line() {
+    let out = vramscope()
+        .args(["analyze", &fixture("llamacpp/synthetic-malformed.log")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no memory figure"), "{err}");
+
+    let out = vramscope()
+        .args(["analyze", "-"])
+        .write_stdin("nothing to see here\n")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

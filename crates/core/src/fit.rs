@@ -36,6 +36,9 @@ pub struct FitAnswer {
     /// Estimates evaluated.
     pub evaluations: u64,
     pub notes: Vec<String>,
+    /// A serving engine's own flags for this answer (`crate::launch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch: Option<crate::launch::Launch>,
 }
 
 /// Upper bound of the batch search (the job field's own limit).
@@ -90,8 +93,15 @@ pub fn largest(
 }
 
 /// Searches the largest batch and sequence (train) or batch and context (infer) that fit the
-/// job's GPU.
+/// job's GPU; for a serving engine, with the flags to launch it at that answer.
 pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
+    let mut answer = search(model, job)?;
+    let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
+    answer.launch = crate::launch::launch(&model.name, job, &answer, blocks);
+    Ok(answer)
+}
+
+fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
     let gpu_id = job
         .gpu
         .as_deref()
@@ -117,6 +127,7 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
             max_gpu_layers: None,
             evaluations: 0,
             notes,
+            launch: None,
         });
     }
     let max_pos = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
@@ -201,6 +212,7 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
         max_gpu_layers,
         evaluations: evals,
         notes,
+        launch: None,
     })
 }
 
@@ -487,5 +499,6 @@ fn vllm_fit(
         max_gpu_layers: None,
         evaluations: evals,
         notes,
+        launch: None,
     })
 }

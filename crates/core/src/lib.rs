@@ -19,5 +19,6 @@ pub use summary::ModelSummary;
 pub mod estimate;
 pub mod fit;
 pub mod job;
+pub mod launch;
 pub mod plan;
 pub mod report;

@@ -43,6 +43,12 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     if let Some(n) = answer.max_gpu_layers {
         out.push_str(&format!("  most layers on the GPU (-ngl): {n}\n"));
     }
+    if let Some(l) = &answer.launch {
+        out.push_str(&format!("  launch: {}\n", paint(BOLD, &l.command)));
+        for (flag, why) in &l.why {
+            out.push_str(&format!("    {flag}: {}\n", paint(DIM, why)));
+        }
+    }
     for n in &answer.notes {
         out.push_str(&format!("  {}\n", paint(DIM, n)));
     }

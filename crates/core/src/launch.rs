@@ -1,0 +1,177 @@
+//! The engine's own flags for a fit answer (contract: `fit.launch`): what to pass to `vllm
+//! serve` or `llama-server` so the engine runs at the limits the search found, each value with
+//! the reason for it.
+//!
+//! - vLLM (`vllm/engine/arg_utils.py`): the goal is "the longest context at the job's number of
+//!   concurrent sequences": `--max-model-len` = the fit's `max_context` at `batch` sequences,
+//!   `--max-num-seqs` = `batch`, `--gpu-memory-utilization` = the share the KV pool was sized
+//!   with, `--tensor-parallel-size` and `--kv-cache-dtype` as the job has them.
+//! - llama.cpp (`tools/server`, `common/arg.cpp`): "all layers on the GPU if possible, else the
+//!   most layers at this context": `-ngl` = the fit's `max_gpu_layers`; `-c` = the total KV
+//!   cells over all slots (`-np` slots of one context each): the fit's `max_context` per slot
+//!   when every layer is on the GPU, else the job's own context; `-ctk/-ctv` for a quantized KV
+//!   cache and `-fa on` for flash attention.
+
+use crate::fit::FitAnswer;
+use crate::job::{AttentionKernel, Framework, ResolvedJob, Task};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// `fit.launch`: the argument vector, one line to paste, and why each flag has its value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Launch {
+    pub engine: String,
+    pub argv: Vec<String>,
+    pub command: String,
+    pub why: BTreeMap<String, String>,
+}
+
+struct Builder {
+    argv: Vec<String>,
+    why: BTreeMap<String, String>,
+}
+
+impl Builder {
+    fn flag(&mut self, flag: &str, value: impl ToString, why: String) {
+        self.argv.push(flag.to_string());
+        let v = value.to_string();
+        if !v.is_empty() {
+            self.argv.push(v);
+        }
+        self.why.insert(flag.to_string(), why);
+    }
+}
+
+/// The launch flags for a serving job's fit answer; `None` for training, other frameworks, or
+/// when nothing fits. `n_blocks`: the model's transformer blocks (llama.cpp counts the output
+/// layer as one more).
+pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<Launch> {
+    if job.task != Task::Infer {
+        return None;
+    }
+    let mut b = Builder {
+        argv: Vec::new(),
+        why: BTreeMap::new(),
+    };
+    let (engine, program) = match job.framework {
+        Framework::Vllm => {
+            vllm(&mut b, job, fit)?;
+            ("vllm", format!("vllm serve {model}"))
+        }
+        Framework::LlamaCpp => {
+            llamacpp(&mut b, job, fit, n_blocks)?;
+            ("llama.cpp", format!("llama-server -m {model}"))
+        }
+        _ => return None,
+    };
+    let command = std::iter::once(program)
+        .chain(b.argv.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(Launch {
+        engine: engine.into(),
+        argv: b.argv,
+        command,
+        why: b.why,
+    })
+}
+
+fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
+    let ctx = fit.max_context?;
+    let util = crate::estimate::engines::gpu_memory_utilization(job).ok()?;
+    b.flag(
+        "--max-model-len",
+        ctx,
+        format!(
+            "the longest context at which {} concurrent sequences fit the KV pool on {}",
+            job.batch, fit.gpu
+        ),
+    );
+    b.flag(
+        "--gpu-memory-utilization",
+        util,
+        "the share of the GPU the KV pool above was sized with".into(),
+    );
+    b.flag(
+        "--max-num-seqs",
+        job.batch,
+        "the concurrent sequences the context was sized for".into(),
+    );
+    if job.parallel.tp > 1 {
+        b.flag(
+            "--tensor-parallel-size",
+            job.parallel.tp,
+            "the job's tensor-parallel degree (weights and KV split across GPUs)".into(),
+        );
+    }
+    if job.kv_dtype.as_deref() == Some("fp8") {
+        b.flag(
+            "--kv-cache-dtype",
+            "fp8",
+            "the job's 8-bit KV cache (half the bytes per token of 16-bit)".into(),
+        );
+    }
+    Some(())
+}
+
+fn llamacpp(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<()> {
+    let ngl = fit.max_gpu_layers?;
+    let all = n_blocks + 1;
+    let job_ctx = job.seq + job.new_tokens;
+    let (ctx, ctx_why) = match fit.max_context {
+        Some(c) if ngl >= all => (
+            c,
+            "every layer is on the GPU: the longest context per slot that still fits",
+        ),
+        _ => (
+            job_ctx,
+            "the job's context, at which the layers above were fitted",
+        ),
+    };
+    let ngl_why = if ngl >= all {
+        format!(
+            "all {n_blocks} blocks and the output layer fit on {}",
+            fit.gpu
+        )
+    } else {
+        format!(
+            "the most of the {all} layers (blocks + output) that fit {} at context {job_ctx}",
+            fit.gpu
+        )
+    };
+    b.flag("-ngl", ngl, ngl_why);
+    let slots = job.batch.max(1);
+    b.flag(
+        "-c",
+        ctx.saturating_mul(slots),
+        format!("{ctx} tokens per slot × {slots} slot(s): {ctx_why}"),
+    );
+    if slots > 1 {
+        b.flag(
+            "-np",
+            slots,
+            "one slot per concurrent sequence (the context is split evenly)".into(),
+        );
+    }
+    if let Some(t) = job
+        .kv_dtype
+        .as_deref()
+        .filter(|t| matches!(*t, "q8_0" | "q4_0"))
+    {
+        let why = format!("the job's {t} KV cache");
+        b.flag("-ctk", t, why.clone());
+        b.flag(
+            "-ctv",
+            t,
+            format!("{why} (a quantized V cache needs flash attention)"),
+        );
+    }
+    if job.attention == AttentionKernel::Flash {
+        b.flag(
+            "-fa",
+            "on",
+            "flash attention, as the job has it (older builds take a bare -fa)".into(),
+        );
+    }
+    Some(())
+}

@@ -96,3 +96,28 @@ fn malformed_log_exits_2_with_one_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn compare_on_a_log_says_what_it_needs() {
+    let dir = std::env::temp_dir().join(format!("vramscope-logs-cmp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("job.json");
+    std::fs::write(
+        &job,
+        r#"{"model": "gpt2", "task": "infer", "gpu": "t4-16gb"}"#,
+    )
+    .unwrap();
+    let out = vramscope()
+        .args([
+            "compare",
+            "--job",
+            job.to_str().unwrap(),
+            &fixture("vllm/v1-2025-04-pr17122.log"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("vllm-log"), "{err}");
+}

@@ -12,7 +12,16 @@ use vramscope_measure::Analysis;
 
 /// Reads and analyzes a record; the error names the file.
 pub fn load(path: &Path) -> Result<Analysis, Box<dyn std::error::Error>> {
-    vramscope_measure::analyze_file(path).map_err(|e| format!("{}: {e}", path.display()).into())
+    match load_any(path)? {
+        Measured::Record(a) => Ok(*a),
+        Measured::Log(l) => Err(format!(
+            "{}: a {} states totals, not the per-category record this needs (a snapshot, \
+             profiler timeline or trace); `vramscope analyze` reads it",
+            path.display(),
+            l.source.name()
+        )
+        .into()),
+    }
 }
 
 /// A record or a log, from a file or (`-`) from stdin.
@@ -30,7 +39,7 @@ fn load_any(path: &Path) -> Result<Measured, Box<dyn std::error::Error>> {
 
 pub fn run(path: &Path, json: bool) -> CmdResult {
     let a = match load_any(path)? {
-        Measured::Record(a) => a,
+        Measured::Record(a) => *a,
         Measured::Log(l) if json => {
             return print_json(&l)
                 .map(|_| ExitCode::SUCCESS)

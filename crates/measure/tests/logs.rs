@@ -317,7 +317,11 @@ fn ollama_offload_record() {
     assert_eq!(engine(&r, "n_gpu_layers"), json!(44));
     assert_eq!(engine(&r, "n_layers"), json!(81));
     assert_eq!(engine(&r, "flash_attn"), json!(true));
-    assert_eq!(r.job["framework"], json!("ollama"));
+    assert_eq!(
+        r.job["framework"],
+        json!("llama.cpp"),
+        "ollama runs llama.cpp's allocator"
+    );
 }
 
 #[test]
@@ -572,4 +576,30 @@ fn records_and_unknown_text_are_not_logs() {
         analyze_any_bytes(log.as_bytes()),
         Ok(Measured::Log(_))
     ));
+}
+
+#[test]
+fn implied_jobs_are_valid_jobs() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/logs");
+    for dir in ["vllm", "llamacpp", "ollama"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md") {
+                continue;
+            }
+            let Ok(r) = read_log(&std::fs::read_to_string(&p).unwrap()) else {
+                continue;
+            };
+            let mut job = Value::Object(r.job.clone());
+            job.as_object_mut()
+                .unwrap()
+                .entry("model")
+                .or_insert(json!({"params": 1e9}));
+            let parsed: vramscope_core::job::Job = serde_json::from_value(job.clone())
+                .unwrap_or_else(|e| panic!("{}: {job}: {e}", p.display()));
+            parsed
+                .resolve(None)
+                .unwrap_or_else(|e| panic!("{}: {job}: {e}", p.display()));
+        }
+    }
 }

@@ -232,7 +232,7 @@ impl Buffers {
 
     fn metadata_line(&mut self, line: &str) {
         if let Some(a) = word_after(line, "general.architecture str") {
-            put(&mut self.job, "architecture", a);
+            put(&mut self.engine, "architecture", a);
         }
         if line.contains(".block_count u32") {
             if let Some(n) = count_after(line, "=") {
@@ -279,12 +279,8 @@ impl Buffers {
             r.host = Some(self.host.clone());
         }
         self.partial_warnings(r.per_gpu.device.is_some(), r.source);
-        let framework = if r.source == LogKind::Ollama {
-            "ollama"
-        } else {
-            "llama.cpp"
-        };
-        self.implied_job(framework);
+        // ollama runs llama.cpp's allocator; the estimator models it as llama.cpp.
+        self.implied_job("llama.cpp");
         r.devices = self.devices;
         if !self.engine.is_empty() {
             r.engine = Some(self.engine);

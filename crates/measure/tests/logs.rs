@@ -107,6 +107,10 @@ fn vllm_v1_tokens_and_concurrency() {
     // "Maximum concurrency for 32,768 tokens per request: 4.84x"
     assert_eq!(engine(&r, "max_model_len"), json!(32_768));
     assert_eq!(engine(&r, "max_concurrency"), json!(4.84));
+    // The contract's vllm-log engine fields the log does not state are there, as null.
+    let e = r.engine.as_ref().unwrap();
+    assert_eq!(e.get("num_gpu_blocks"), Some(&Value::Null));
+    assert_eq!(e.get("gpu_memory_utilization"), Some(&Value::Null));
 }
 
 #[test]

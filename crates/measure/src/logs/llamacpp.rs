@@ -7,7 +7,7 @@
 //! 1024.0 / 1024.0`).
 
 use super::text::{after, count_after, number_and_unit, parse_size, word_after};
-use super::{put, DeviceBuffers, HostBuffers, LogKind, LogReport};
+use super::{put, with_nulls, DeviceBuffers, HostBuffers, LogKind, LogReport};
 use serde_json::{json, Map, Value};
 
 const MARKERS: [&str; 8] = [
@@ -282,9 +282,11 @@ impl Buffers {
         // ollama runs llama.cpp's allocator; the estimator models it as llama.cpp.
         self.implied_job("llama.cpp");
         r.devices = self.devices;
-        if !self.engine.is_empty() {
-            r.engine = Some(self.engine);
-        }
+        with_nulls(
+            &mut self.engine,
+            &["n_gpu_layers", "n_layers", "n_ctx", "flash_attn", "kv_type"],
+        );
+        r.engine = Some(self.engine);
         r.job = self.job;
         r.warnings.extend(self.warnings);
     }

@@ -244,7 +244,9 @@ fn has_figures(r: &LogReport) -> bool {
         || r.per_gpu.kv_pool.is_some()
         || r.per_gpu.peak_allocated.is_some()
         || r.fit.capacity.is_some()
-        || r.engine.as_ref().is_some_and(|e| !e.is_empty())
+        || r.engine
+            .as_ref()
+            .is_some_and(|e| e.values().any(|v| !v.is_null()))
         || r.host.is_some()
         || r.layout.is_some()
         || r.oom.as_ref().is_some_and(|o| o.requested.is_some())
@@ -305,4 +307,11 @@ pub fn analyze_any_file(path: &std::path::Path) -> Result<Measured, crate::Measu
     let mut bytes = vec![head[0]];
     file.read_to_end(&mut bytes)?;
     analyze_any_bytes(&bytes)
+}
+
+/// Adds each of the contract's `keys` the log did not state, as `null`.
+pub(crate) fn with_nulls(map: &mut Map<String, Value>, keys: &[&str]) {
+    for k in keys {
+        map.entry(k.to_string()).or_insert(Value::Null);
+    }
 }

@@ -4,7 +4,7 @@
 //! label: vLLM divides by 2^30 and prints `GB` in the older lines.
 
 use super::text::{count_after, decimal_after, size_after, word_after};
-use super::{put, LogKind, LogReport};
+use super::{put, with_nulls, LogKind, LogReport};
 use serde_json::{json, Map, Value};
 
 /// Lines only vLLM prints.
@@ -61,9 +61,16 @@ pub fn read(text: &str) -> LogReport {
     r.per_gpu.kv_pool = seen.kv_pool;
     r.fit.capacity = seen.capacity;
     partial_warnings(&mut r, &engine);
-    if !engine.is_empty() {
-        r.engine = Some(engine);
-    }
+    with_nulls(
+        &mut engine,
+        &[
+            "gpu_memory_utilization",
+            "num_gpu_blocks",
+            "max_model_len",
+            "max_concurrency",
+        ],
+    );
+    r.engine = Some(engine);
     put(&mut r.job, "framework", "vllm");
     put(&mut r.job, "task", "infer");
     r

@@ -30,8 +30,14 @@ pub fn render(r: &LogReport, name: &str) -> String {
         engine_figures(&mut s, r);
     }
     if let Some(e) = &r.engine {
-        let parts: Vec<String> = e.iter().map(|(k, v)| format!("{k} {}", plain(v))).collect();
-        s.push_str(&format!("\n  engine: {}\n", parts.join(", ")));
+        let parts: Vec<String> = e
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| format!("{k} {}", plain(v)))
+            .collect();
+        if !parts.is_empty() {
+            s.push_str(&format!("\n  engine: {}\n", parts.join(", ")));
+        }
     }
     if let Some(d) = &r.diagnosis {
         s.push_str(&format!("\n{} {d}\n", paint(BOLD, "Diagnosis:")));

@@ -607,3 +607,40 @@ fn implied_jobs_are_valid_jobs() {
         }
     }
 }
+
+#[test]
+fn per_gpu_has_the_reports_fields() {
+    let r = read("vllm/v0-2024-12-profiling-table-pr10511.log");
+    let v = serde_json::to_value(&r).unwrap();
+    let g = &v["per_gpu"];
+    for k in [
+        "components",
+        "model_states",
+        "activation_bytes_per_layer",
+        "peak_allocated",
+        "peak_reserved",
+        "device_total",
+        "peak_phase",
+        "kv_pool",
+    ] {
+        assert!(g.get(k).is_some(), "per_gpu.{k}");
+    }
+    for k in [
+        "parameters",
+        "gradients",
+        "optimizer_states",
+        "master_weights",
+        "activations",
+        "kv_cache",
+        "temporaries",
+        "cuda_context",
+        "allocator_reserve",
+        "unattributed",
+    ] {
+        assert!(g["components"].get(k).is_some(), "components.{k}");
+    }
+    // Stated: "model weights take   14.96GiB"; never stated by vLLM: gradients.
+    assert_eq!(g["components"]["parameters"], json!(gib(14.96)));
+    assert_eq!(g["components"]["gradients"], Value::Null);
+    assert_eq!(v["source"], "vllm-log");
+}

@@ -58,17 +58,23 @@ pub struct LogComponents {
     pub temporaries: Option<u64>,
     pub cuda_context: Option<u64>,
     pub allocator_reserve: Option<u64>,
+    /// A log attributes every figure it states: always `null` (a measured record's field).
+    pub unattributed: Option<u64>,
 }
 
 /// `per_gpu` of a log: the most-loaded GPU, in the Report's field names.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LogPerGpu {
     pub components: LogComponents,
     /// A serving engine's preallocated KV pool (vLLM).
     pub kv_pool: Option<u64>,
+    /// The Report's fields a log never states, `null` so the shapes compare field by field.
+    pub model_states: Option<Value>,
+    pub activation_bytes_per_layer: Option<u64>,
     pub peak_allocated: Option<u64>,
     pub peak_reserved: Option<u64>,
     pub device_total: Option<u64>,
+    pub peak_phase: Option<String>,
     /// Which device of the log this is (`CUDA1`, `GPU 0`), when the log names it.
     pub device: Option<String>,
 }

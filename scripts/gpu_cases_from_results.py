@@ -101,6 +101,13 @@ def cases_of(header, r, allow_dry):
     out = []
     for key, metric, suffix, meaning in METRICS:
         value = r["measured"].get(key)
+        if key == "device_total" and value is None and not dry:
+            # NVML could not name the process (e.g. a PID namespace): the device's used memory
+            # minus its value before the process touched CUDA says the same on an idle GPU.
+            value = r["measured"].get("device_total_from_device_used")
+            meaning = ("the largest device used memory (NVML) minus its value before the process "
+                       "touched CUDA, over the measured steps (per-process NVML figure "
+                       "unavailable; nvidia-smi's total on an otherwise idle GPU)")
         if value is None or (key != "peak_allocated" and (alloc_conf or dry)):
             continue
         out.append(dict(base, id=f"gpu-{r['id']}-{suffix}", metric=metric,

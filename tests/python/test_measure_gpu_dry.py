@@ -192,3 +192,48 @@ def test_spec_list_covers_the_mechanisms_and_fits_the_budget():
     assert sum(len(v) >= 2 for v in pairs.values()) >= 4
     # the script's own estimate of the whole list stays inside the device command's budget
     assert sum(measure_gpu.est_seconds(s) for s in specs) <= 520
+
+
+def test_gpu_ids_from_nvml_names():
+    import run_one
+    assert run_one.gpu_id("NVIDIA H200", 150_754_820_096) == "h200-141gb"  # 143,771 MiB
+    assert run_one.gpu_id("NVIDIA H100 80GB HBM3", 85_520_809_984) == "h100-80gb"
+    assert run_one.gpu_id("NVIDIA A100-SXM4-40GB", 42_949_672_960) == "a100-40gb"
+    assert run_one.gpu_id("NVIDIA A100-SXM4-80GB", 85_899_345_920) == "a100-80gb"
+    assert run_one.gpu_id("NVIDIA H100 NVL", 100_000_000_000) is None  # 93 GiB: not in the catalog
+    assert run_one.gpu_id("NVIDIA L40", 48_305_799_168) is None  # not an L4, not an L40S
+    assert run_one.gpu_id("NVIDIA A10", 25_769_803_776) == "a10-24gb"
+    assert run_one.gpu_id(None, None) is None
+
+
+def test_cases_from_a_gpu_shaped_result(dry, tmp_path):
+    """The converter on a result shaped as the GPU writes it (figures chosen here): reserved and
+    device-total cases appear, except under a non-default allocator setting; NVML's device-wide
+    reading stands in when the process figure is missing; EAGER loading goes to
+    job_if_supported."""
+    _, _, lines, res = dry
+    header = dict(lines[0], dry_run=False)
+    base = res["qwen0.5b-bf16mix-adamw-sdpa-full-b4s1024"]
+    a = json.loads(json.dumps(base))
+    a.update(id="a", env={"PYTORCH_CUDA_ALLOC_CONF": None, "CUDA_MODULE_LOADING": "EAGER"},
+             job_if_supported={"cuda_module_loading": "eager"},
+             measured=dict(base["measured"], peak_allocated=1000, peak_reserved=1200,
+                           device_total=None, device_total_from_device_used=1800))
+    b = json.loads(json.dumps(base))
+    b.update(id="b", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+             measured=dict(base["measured"], peak_allocated=2000, peak_reserved=2100,
+                           device_total=2600))
+    path = tmp_path / "gpu.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in (header, dict(a, type="result"),
+                                                      dict(b, type="result"))) + "\n")
+    p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_cases_from_results.py"),
+                        str(path)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    got = {c["id"]: c for c in json.loads(p.stdout)}
+    assert {k: v["expected_bytes"] for k, v in got.items()} == {
+        "gpu-a-allocated": 1000, "gpu-a-reserved": 1200, "gpu-a-device-total": 1800,
+        "gpu-b-allocated": 2000}
+    assert all(c["kind"] == "measured" for c in got.values())
+    assert got["gpu-a-allocated"]["job_if_supported"] == {"cuda_module_loading": "eager"}
+    assert "job_if_supported" not in got["gpu-b-allocated"]
+    assert got["gpu-a-device-total"]["metric"] == "per_gpu.device_total"

@@ -237,7 +237,7 @@ def run_all(args, specs, out):
         if spec.get("snapshot"):
             spec["snapshot"] = snapshots_left > 0 and bool(args.snapshots)
             snapshots_left -= 1 if spec["snapshot"] else 0
-        timeout = min(spec.get("timeout_s", max(60.0, 3 * est)), max(left, 10.0))
+        timeout = min(spec.get("timeout_s", max(90.0, 3 * est)), max(left, 10.0))
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="vramscope-gpu-") as wd:
             rec, status, rc, log_tail = run_child(spec, args, timeout, wd)

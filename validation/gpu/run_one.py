@@ -25,6 +25,7 @@ import copy
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -48,7 +49,7 @@ def gpu_id(name, total):
         return None
     gib = (total or 0) / 2**30
     for key, max_gib, cid in GPU_IDS:
-        if key in name and (max_gib is None or gib <= max_gib):
+        if re.search(rf"\b{key}(?![0-9A-Za-z])", name) and (max_gib is None or gib <= max_gib):
             return cid
     return None
 

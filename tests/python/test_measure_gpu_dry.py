@@ -237,3 +237,55 @@ def test_cases_from_a_gpu_shaped_result(dry, tmp_path):
     assert got["gpu-a-allocated"]["job_if_supported"] == {"cuda_module_loading": "eager"}
     assert "job_if_supported" not in got["gpu-b-allocated"]
     assert got["gpu-a-device-total"]["metric"] == "per_gpu.device_total"
+
+
+FAKE_SMI = """#!/bin/sh
+case "$*" in
+  *query-compute-apps*) printf '4242, 1536\\n777, 80\\n' ;;
+  *query-gpu=memory.used*) printf '2048, 143771\\n' ;;
+  *query-gpu=name*) printf 'NVIDIA H200, 580.159.04, 143771\\n' ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+def test_nvml_falls_back_to_nvidia_smi(tmp_path, monkeypatch):
+    """Without pynvml, the readings come from nvidia-smi's CSV (MiB figures)."""
+    import meters
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    nv = meters.Nvml()
+    assert nv.source == "nvidia-smi"
+    assert nv.process_used(pid=4242) == 1536 * 2**20
+    assert nv.process_used(pid=777) == 80 * 2**20
+    assert nv.process_used(pid=1) == 0  # not on the GPU
+    assert nv.device_used() == (2048 * 2**20, 143771 * 2**20)
+    info = nv.device_info()
+    assert (info["gpu_name"], info["driver"], info["memory_total"]) == \
+        ("NVIDIA H200", "580.159.04", 143771 * 2**20)
+
+
+def test_nvml_reads_pynvml(monkeypatch):
+    """With pynvml, the process's usedGpuMemory and the driver's figures as NVML returns them."""
+    import types
+    import meters
+    proc = types.SimpleNamespace
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: ("gpu", i),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [proc(pid=11, usedGpuMemory=None),
+                                                        proc(pid=12, usedGpuMemory=5_000_000)],
+        nvmlDeviceGetMemoryInfo=lambda h: proc(used=7, total=150_754_820_096),
+        nvmlDeviceGetName=lambda h: b"NVIDIA H200", nvmlSystemGetDriverVersion=lambda: "580.1",
+        nvmlSystemGetCudaDriverVersion=lambda: 13000)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    nv = meters.Nvml()
+    assert nv.source == "pynvml"
+    assert nv.process_used(pid=12) == 5_000_000
+    assert nv.process_used(pid=11) is None  # NVML could not say
+    assert nv.device_used() == (7, 150_754_820_096)
+    info = nv.device_info()
+    assert (info["gpu_name"], info["driver"], info["driver_cuda"]) == \
+        ("NVIDIA H200", "580.1", "13.0")  # 13000 = 1000 * 13 + 10 * 0

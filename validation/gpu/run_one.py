@@ -381,10 +381,12 @@ def run(spec, rec, snapshot_dir, dry):
                          job_of(spec, None if dry else gpu_id(info.get("gpu_name") or
                                                                info.get("torch_device_name"),
                                                                info.get("memory_total"))))))
+    # A snapshot's history starts before anything is allocated, so that every block in it (the
+    # cuBLAS workspaces of the context probe, the weights) has its allocation stack.
+    recording = start_history(torch, spec, meter, snapshot_dir)
     rec.stage("context", context=probe_context(torch, meter, nvml, base))
     if dry:
         meter.__enter__()
-    recording = start_history(torch, spec, meter, snapshot_dir)
     model, config = build_model(torch, spec, device)
     if dry:
         for t in list(model.parameters()) + list(model.buffers()):
@@ -400,10 +402,14 @@ def run(spec, rec, snapshot_dir, dry):
         train_steps(torch, spec, model, config, meter, nvml, base, rec, device)
     else:
         infer_calls(torch, spec, model, config, meter, nvml, base, rec, device)
-    if recording:
-        dump_history(torch, spec, snapshot_dir, rec)
     rec.rec["final_memory_stats"] = meter.stats()
     rec.rec["measured"] = summarize(rec.rec)
+    rec.stage("measured")
+    if recording:
+        try:
+            dump_history(torch, spec, snapshot_dir, rec)
+        except Exception as e:  # noqa: BLE001 - the measurement stands without its snapshot
+            rec.rec["snapshot"] = {"file": None, "dropped": f"{type(e).__name__}: {e}"[:2000]}
     if dry:
         meter.__exit__(None, None, None)
 

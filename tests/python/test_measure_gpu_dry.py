@@ -289,3 +289,44 @@ def test_nvml_reads_pynvml(monkeypatch):
     info = nv.device_info()
     assert (info["gpu_name"], info["driver"], info["driver_cuda"]) == \
         ("NVIDIA H200", "580.1", "13.0")  # 13000 = 1000 * 13 + 10 * 0
+
+
+def run_driver(tmp_path, *extra):
+    out = tmp_path / "r.jsonl"
+    p = subprocess.run([sys.executable, os.path.join(GPU, "measure_gpu.py"), "--out", str(out),
+                        *extra], capture_output=True, text=True, timeout=120)
+    lines = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    return p, lines
+
+
+def test_budget_skips_what_would_not_fit_and_fail_fast_stops(tmp_path):
+    """The driver's own logic, with an interpreter that fails at once (/bin/false) in place of
+    the spec processes."""
+    small, big = "qwen0.5b-bf16mix-adamw-sdpa-b4s1024", "llama8b-bf16-adamw-sdpa-full-b1s2048"
+    small2 = "qwen0.5b-bf16mix-adamw-sdpa-b8s1024"
+    specs = {s["id"]: measure_gpu.resolve_spec(s, dry=False)
+             for s in measure_gpu.load_specs(os.path.join(GPU, "specs.json"))}
+    est = {k: measure_gpu.est_seconds(specs[k]) for k in (small, big, small2)}
+    assert est[small] < 11.5 and est[small2] < 11.5 and est[big] > 12  # so a 12 s budget
+    p, lines = run_driver(tmp_path, "--only", f"{small},{big},{small2}", "--budget-s", "12",
+                          "--python", "/bin/false", "--fail-fast", "5")
+    assert p.returncode == 0, p.stderr
+    # --only keeps the file's order: small, small2, then big
+    assert [(x["type"], x.get("id"), x.get("status")) for x in lines[1:]] == [
+        ("result", small, "crashed"), ("result", small2, "crashed"), ("skipped", big, None),
+        ("end", None, None)]
+    (tmp_path / "again").mkdir()
+    p, lines = run_driver(tmp_path / "again", "--only", f"{small},{big},{small2}",
+                          "--python", "/bin/false", "--fail-fast", "2")
+    assert [x.get("id") for x in lines if x["type"] == "result"] == [small, small2]
+    assert lines[-1]["type"] == "end" and lines[-1]["counts"] == {"crashed": 2, "aborted": True}
+
+
+def test_a_bad_spec_is_refused_before_anything_runs(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"specs": [{"id": "x", "preset": "gpt2", "task": "train",
+                                          "precision": "fp16", "batch": 1, "seq": 8}]}))
+    p, lines = run_driver(tmp_path, "--specs", str(bad))
+    assert p.returncode == 2 and lines == []
+    assert p.stderr.strip().endswith("spec x: precision 'fp16' is not one of "
+                                     "('fp32', 'bf16', 'bf16-mixed')")

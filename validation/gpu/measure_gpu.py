@@ -4,7 +4,7 @@ append one JSON line per spec to the results file as soon as it finishes.
 
 usage:
   measure_gpu.py --specs specs.json --out results.jsonl [--snapshots DIR] [--budget-s 520]
-                 [--only ID,ID] [--dry-run] [--plan]
+                 [--only ID,ID] [--fail-fast N] [--dry-run] [--plan]
 
 The results file (JSONL), one object per line, "type" first:
   {"type": "run", ...}      the header: date, command, host, device (NVML), versions, budget
@@ -17,6 +17,9 @@ A run cut off at any point leaves every line written before: each is flushed and
 --dry-run shrinks every model to a tiny config of the same architecture, runs on the CPU and
 records the CUDA-only readings as null (tests/python/test_measure_gpu_dry.py runs it).
 --plan prints each spec's estimated H200 seconds and the total, and runs nothing.
+Specs are checked before anything runs (a bad one: a one-line cause, exit 2); when the first
+--fail-fast specs (default 3) all fail, the run stops, so a broken stack leaves device time for a
+fixed rerun.
 """
 
 import argparse
@@ -73,16 +76,45 @@ def load_specs(path):
         spec = copy.deepcopy(defaults)
         spec.update(copy.deepcopy(s))
         if spec["id"] in seen:
-            raise SystemExit(f"{path}: spec id {spec['id']!r} appears twice")
+            raise SpecError(f"spec id {spec['id']!r} appears twice")
         seen.add(spec["id"])
         specs.append(spec)
     return specs
+
+
+class SpecError(ValueError):
+    """A spec this script cannot run: a one-line cause naming the spec and the field."""
+
+
+CHOICES = {"task": ("train", "infer"), "precision": ("fp32", "bf16", "bf16-mixed"),
+           "checkpointing": ("none", "full"), "attention": ("eager", "sdpa")}
+TRAIN_OPTIMIZERS = ("adamw", "adamw-fused", "sgd", "sgd-momentum")
+
+
+def check_spec(s):
+    """Raises SpecError unless every field run_one.py reads has a value it runs."""
+    sid = s.get("id", "?")
+    for field, allowed in CHOICES.items():
+        if s.get(field) not in allowed:
+            raise SpecError(f"spec {sid}: {field} {s.get(field)!r} is not one of {allowed}")
+    for field in ("batch", "seq") + (("new_tokens",) if s["task"] == "infer" else ()):
+        if not isinstance(s.get(field), int) or isinstance(s.get(field), bool) or s[field] < 1:
+            raise SpecError(f"spec {sid}: {field} must be an integer >= 1")
+    if s["task"] == "train" and s.get("optimizer") not in TRAIN_OPTIMIZERS:
+        raise SpecError(f"spec {sid}: optimizer {s.get('optimizer')!r} is not one of "
+                        f"{TRAIN_OPTIMIZERS}")
+    if s["task"] == "infer" and s.get("cache") not in ("static", "dynamic"):
+        raise SpecError(f"spec {sid}: cache must be 'static' or 'dynamic'")
+    if "hf_config" not in s and not os.path.exists(os.path.join(PRESETS, f"{s.get('preset')}.json")):
+        raise SpecError(f"spec {sid}: no hf_config, and preset {s.get('preset')!r} is not in "
+                        f"{PRESETS}")
 
 
 def resolve_spec(spec, dry):
     """hf_config filled in from the preset (../../data/presets/ID.json) and config_overrides;
     for a dry run, tiny sizes, small batch and sequence, one warm-up and one measured step."""
     s = copy.deepcopy(spec)
+    check_spec(s)
     if "hf_config" not in s:
         with open(os.path.join(PRESETS, s["preset"] + ".json")) as f:
             s["hf_config"] = json.load(f)
@@ -220,6 +252,9 @@ def one_line(rec):
             f"{gib(m.get('device_total'))} GiB  peak in {m.get('peak_phase')}")
 
 
+FAILED = ("error", "crashed", "timeout")
+
+
 def run_all(args, specs, out):
     t_start = time.monotonic()
     counts = {}
@@ -249,6 +284,11 @@ def run_all(args, specs, out):
         write_line(out, line)
         counts[status] = counts.get(status, 0) + 1
         print(one_line(line), flush=True)
+        if not counts.get("ok") and sum(counts.get(k, 0) for k in FAILED) >= args.fail_fast:
+            print(f"stopping: the first {args.fail_fast} specs all failed (see log_tail in "
+                  f"{args.out}); fix and run again", flush=True)
+            counts["aborted"] = True
+            break
     return counts, time.monotonic() - t_start
 
 
@@ -260,20 +300,26 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=520.0,
                     help="wall seconds for the whole list; specs that would not fit are skipped")
     ap.add_argument("--max-snapshots", type=int, default=3)
+    ap.add_argument("--fail-fast", type=int, default=3,
+                    help="stop when this many specs failed before any succeeded (a broken stack "
+                         "should not spend the device time)")
     ap.add_argument("--only", help="comma-separated spec ids to run, in the file's order")
     ap.add_argument("--dry-run", action="store_true", help="tiny configs on the CPU")
     ap.add_argument("--plan", action="store_true", help="print estimated seconds, run nothing")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the spec processes")
     args = ap.parse_args(argv)
-    specs = load_specs(args.specs)
-    if args.only:
-        want = set(args.only.split(","))
-        missing = want - {s["id"] for s in specs}
-        if missing:
-            print(f"--only: no spec named {', '.join(sorted(missing))}", file=sys.stderr)
-            return 2
-        specs = [s for s in specs if s["id"] in want]
-    specs = [resolve_spec(s, args.dry_run) for s in specs]
+    try:
+        specs = load_specs(args.specs)
+        if args.only:
+            want = set(args.only.split(","))
+            missing = want - {s["id"] for s in specs}
+            if missing:
+                raise SpecError(f"--only: no spec named {', '.join(sorted(missing))}")
+            specs = [s for s in specs if s["id"] in want]
+        specs = [resolve_spec(s, args.dry_run) for s in specs]
+    except (SpecError, OSError, json.JSONDecodeError, KeyError) as e:
+        print(f"{args.specs}: {e}", file=sys.stderr)
+        return 2
     if args.plan:
         total = 0.0
         for s in specs:

@@ -108,7 +108,8 @@ def test_phase_figures_are_consistent(dry):
             last = max(steps[-1]["phases"], key=lambda p: p["peak_allocated"])
             assert m["peak_phase"] == last["phase"]
             # nothing happens between steps: step 2 starts where step 1's optimizer ended
-            assert steps[1]["phases"][0]["start_allocated"] == steps[0]["phases"][-1]["end_allocated"]
+            first, second = steps[0]["phases"], steps[1]["phases"]
+            assert second[0]["start_allocated"] == first[-1]["end_allocated"]
         else:
             g = steps[-1]["phases"][0]
             parts = {p["phase"]: p for p in g["parts"]}

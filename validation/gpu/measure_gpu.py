@@ -105,7 +105,8 @@ def check_spec(s):
                         f"{TRAIN_OPTIMIZERS}")
     if s["task"] == "infer" and s.get("cache") not in ("static", "dynamic"):
         raise SpecError(f"spec {sid}: cache must be 'static' or 'dynamic'")
-    if "hf_config" not in s and not os.path.exists(os.path.join(PRESETS, f"{s.get('preset')}.json")):
+    preset = os.path.join(PRESETS, f"{s.get('preset')}.json")
+    if "hf_config" not in s and not os.path.exists(preset):
         raise SpecError(f"spec {sid}: no hf_config, and preset {s.get('preset')!r} is not in "
                         f"{PRESETS}")
 
@@ -272,7 +273,9 @@ def run_all(args, specs, out):
         if spec.get("snapshot"):
             spec["snapshot"] = snapshots_left > 0 and bool(args.snapshots)
             snapshots_left -= 1 if spec["snapshot"] else 0
-        timeout = min(spec.get("timeout_s", max(90.0, 3 * est)), max(left, 10.0))
+        timeout = spec.get("timeout_s", max(90.0, 3 * est))
+        if not args.dry_run:  # a dry run (CPU) keeps no budget: it only tests the code
+            timeout = min(timeout, max(left, 10.0))
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="vramscope-gpu-") as wd:
             rec, status, rc, log_tail = run_child(spec, args, timeout, wd)

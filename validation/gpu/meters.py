@@ -97,7 +97,7 @@ class Nvml:
         return None, None
 
     def device_info(self):
-        """GPU name, driver version, the driver's CUDA version, memory total: dict of str/int/None."""
+        """GPU name, driver version, the driver's CUDA version, memory total (str/int/None)."""
         info = {"nvml_source": self.source, "gpu_name": None, "driver": None,
                 "driver_cuda": None, "memory_total": None, "nvml_error": None}
         try:
@@ -151,7 +151,7 @@ class CudaMeter:
         self.torch.cuda.reset_peak_memory_stats()
 
     def stats(self):
-        """memory_stats() as a flat dict of ints (segments, num_alloc_retries, inactive_split...)."""
+        """memory_stats() as a flat dict of ints (segments, num_alloc_retries, inactive_split)."""
         return {k: int(v) for k, v in self.torch.cuda.memory_stats().items()
                 if isinstance(v, (int, float))}
 

@@ -67,7 +67,8 @@ def job_of(spec, gpu):
            "peft": spec.get("peft"), "weights": "none", "framework": "pytorch",
            "parallel": {"gpus": 1, "dp": 1, "tp": 1, "pp": 1, "sp": False, "cp": 1, "ep": 1,
                         "zero": 0, "offload": "none", "microbatches": 1},
-           "engine": {}, "gpu": gpu, "new_tokens": spec.get("new_tokens", 0) if spec["task"] == "infer" else 0,
+           "engine": {}, "gpu": gpu,
+           "new_tokens": spec.get("new_tokens", 0) if spec["task"] == "infer" else 0,
            "kv_dtype": None}
     return job, {"cuda_module_loading": "eager" if loading == "eager" else "lazy"}
 
@@ -214,7 +215,8 @@ def train_steps(torch, spec, model, config, meter, nvml, base_used, rec, device)
     for i in range(n_warm + n_meas):
         full = i == n_warm + n_meas - 1
         phases = []
-        _, p = phase(meter, nvml, base_used, "zero_grad", lambda: opt.zero_grad(set_to_none=True), full)
+        _, p = phase(meter, nvml, base_used, "zero_grad",
+                     lambda: opt.zero_grad(set_to_none=True), full)
         phases.append(p)
         loss, p = phase(meter, nvml, base_used, "forward", forward, full)
         phases.append(p)
@@ -271,7 +273,8 @@ def infer_calls(torch, spec, model, config, meter, nvml, base_used, rec, device)
         # The hooks reset the peak counters inside generate: the phase's own reading covers only
         # the stretch after the last forward, and the call's peak is the largest part's.
         state["parts"].append({"phase": "after_last_forward", "peak_allocated": p["peak_allocated"],
-                               "peak_reserved": p["peak_reserved"], "end_allocated": p["end_allocated"]})
+                               "peak_reserved": p["peak_reserved"],
+                               "end_allocated": p["end_allocated"]})
         p["parts"] = collapse_parts(state["parts"])
         p["peak_allocated"] = max(q["peak_allocated"] for q in p["parts"])
         res = [q["peak_reserved"] for q in p["parts"] if q["peak_reserved"] is not None]
@@ -315,14 +318,16 @@ def summarize(rec):
                                            if "reading" in p]
     nv = [r["nvml_process_used"] for r in readings if r.get("nvml_process_used")]
     dd = [r["device_used_delta"] for r in readings if r.get("device_used_delta") is not None]
-    stats = next((p["memory_stats"] for p in reversed(last["phases"]) if p.get("memory_stats")), None)
+    stats = next((p["memory_stats"] for p in reversed(last["phases"]) if p.get("memory_stats")),
+                 None)
     return {
         "peak_allocated": max(p["peak_allocated"] for p in phases),
         "peak_reserved": max(res) if res else None,
         "device_total": max(nv) if nv else None,
         "device_total_from_device_used": max(dd) if dd else None,
         "peak_phase": peak_phase,
-        "peak_allocated_all_steps": max(p["peak_allocated"] for s in rec["steps"] for p in s["phases"]),
+        "peak_allocated_all_steps": max(p["peak_allocated"] for s in rec["steps"]
+                                        for p in s["phases"]),
         "num_alloc_retries": None if stats is None else stats.get("num_alloc_retries"),
         "num_ooms": None if stats is None else stats.get("num_ooms"),
     }
@@ -364,6 +369,25 @@ def versions(torch):
     return v
 
 
+def backend_settings(torch):
+    """The settings that choose kernels (and so workspaces and saved tensors): the allocator
+    backend, fp32 matmul precision, the SDPA kernels enabled, cuDNN."""
+    out = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+    probes = {"allocator_backend": lambda: torch.cuda.get_allocator_backend(),
+              "matmul_allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+              "sdp_flash": lambda: torch.backends.cuda.flash_sdp_enabled(),
+              "sdp_mem_efficient": lambda: torch.backends.cuda.mem_efficient_sdp_enabled(),
+              "sdp_cudnn": lambda: torch.backends.cuda.cudnn_sdp_enabled(),
+              "sdp_math": lambda: torch.backends.cuda.math_sdp_enabled(),
+              "cudnn_enabled": lambda: torch.backends.cudnn.enabled}
+    for k, f in probes.items():
+        try:
+            out[k] = f() if torch.cuda.is_available() or k.startswith(("sdp", "matmul")) else None
+        except Exception as e:  # noqa: BLE001 - an older torch without the call
+            out[k] = f"unavailable: {type(e).__name__}"
+    return out
+
+
 def run(spec, rec, snapshot_dir, dry):
     nvml = None if dry else meters.Nvml()
     base = nvml.device_used()[0] if nvml else None
@@ -376,7 +400,7 @@ def run(spec, rec, snapshot_dir, dry):
     if not dry:
         info["torch_device_name"] = torch.cuda.get_device_name(0)
         info["capability"] = list(torch.cuda.get_device_capability(0))
-    rec.stage("context", versions=versions(torch), device=info,
+    rec.stage("context", versions=versions(torch), device=info, backends=backend_settings(torch),
               **dict(zip(("job", "job_if_supported"),
                          job_of(spec, None if dry else gpu_id(info.get("gpu_name") or
                                                                info.get("torch_device_name"),

@@ -387,3 +387,222 @@ pub fn gguf(kvs: &[(&str, Kv)], tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8>
     let data_start = (b.len() as u64).div_ceil(32) * 32;
     (b, data_start + off)
 }
+
+pub const SHA: &str = "0e9e39f249a16976918f6564b8830bc894c89659";
+pub const SHA2: &str = "607a30d783dfa663caf39e06633721c8d4cfcd7e";
+
+pub fn preset_config(id: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/../formats/data/presets/{id}.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+pub fn text(s: &str) -> Body {
+    Body::Bytes(s.as_bytes().to_vec())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repos with real shapes
+
+/// meta-llama/Llama-3.1-8B: its real config (the preset's file) and its tensors as
+/// `LlamaForCausalLM` names them, in bf16, split as transformers' `save_pretrained` splits a
+/// state dict (fill a shard up to 5 GB = 5·10^9 bytes, then start the next), which gives the
+/// repo's four `model-0000N-of-00004.safetensors` shards.
+pub fn llama_3_1_8b() -> Repo {
+    let (h, kv, ffn, vocab) = (4096u64, 1024u64, 14336u64, 128256u64);
+    let mut t: Vec<(String, Vec<u64>, &str)> =
+        vec![("model.embed_tokens.weight".into(), vec![vocab, h], "BF16")];
+    for l in 0..32 {
+        let p = format!("model.layers.{l}");
+        for (n, s) in [
+            ("self_attn.q_proj.weight", vec![h, h]),
+            ("self_attn.k_proj.weight", vec![kv, h]),
+            ("self_attn.v_proj.weight", vec![kv, h]),
+            ("self_attn.o_proj.weight", vec![h, h]),
+            ("mlp.gate_proj.weight", vec![ffn, h]),
+            ("mlp.up_proj.weight", vec![ffn, h]),
+            ("mlp.down_proj.weight", vec![h, ffn]),
+            ("input_layernorm.weight", vec![h]),
+            ("post_attention_layernorm.weight", vec![h]),
+        ] {
+            t.push((format!("{p}.{n}"), s, "BF16"));
+        }
+    }
+    t.push(("model.norm.weight".into(), vec![h], "BF16"));
+    t.push(("lm_head.weight".into(), vec![vocab, h], "BF16"));
+    let mut shards: Vec<Vec<(String, Vec<u64>, &str)>> = vec![vec![]];
+    let mut size = 0u64;
+    for x in t {
+        let b = x.1.iter().product::<u64>() * 2;
+        if size + b > 5_000_000_000 && !shards.last().unwrap().is_empty() {
+            shards.push(vec![]);
+            size = 0;
+        }
+        size += b;
+        shards.last_mut().unwrap().push(x);
+    }
+    assert_eq!(shards.len(), 4, "the real repo has 4 shards");
+    let mut files = BTreeMap::new();
+    let mut weight_map = serde_json::Map::new();
+    let mut total = 0u64;
+    for (i, s) in shards.iter().enumerate() {
+        let name = format!("model-{:05}-of-00004.safetensors", i + 1);
+        for (n, shape, _) in s {
+            weight_map.insert(n.clone(), name.clone().into());
+            total += shape.iter().product::<u64>() * 2;
+        }
+        let (head, size) = safetensors(s);
+        files.insert(name, Body::Virtual(head, size));
+    }
+    // The real index states total_size 16,060,522,496 = 2 bytes × 8,030,261,248 parameters.
+    assert_eq!(total, 16_060_522_496);
+    let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
+    files.insert(
+        "model.safetensors.index.json".into(),
+        text(&index.to_string()),
+    );
+    files.insert("config.json".into(), text(&preset_config("llama-3.1-8b")));
+    files.insert("generation_config.json".into(), text("{}"));
+    files.insert("original/consolidated.00.pth".into(), text("weights"));
+    Repo {
+        sha: SHA.into(),
+        files,
+        gated: None,
+    }
+}
+
+/// openai-community/gpt2: one `model.safetensors` with GPT-2's Conv1D shapes (names as the
+/// real file has them, without the `transformer.` prefix), fp32.
+pub fn gpt2(gated: Option<&str>) -> Repo {
+    let mut t: Vec<(String, Vec<u64>, &str)> = vec![
+        ("wte.weight".into(), vec![50257, 768], "F32"),
+        ("wpe.weight".into(), vec![1024, 768], "F32"),
+    ];
+    for l in 0..12 {
+        for (n, s) in [
+            ("ln_1.weight", vec![768]),
+            ("ln_1.bias", vec![768]),
+            ("attn.c_attn.weight", vec![768, 2304]),
+            ("attn.c_attn.bias", vec![2304]),
+            ("attn.c_proj.weight", vec![768, 768]),
+            ("attn.c_proj.bias", vec![768]),
+            ("ln_2.weight", vec![768]),
+            ("ln_2.bias", vec![768]),
+            ("mlp.c_fc.weight", vec![768, 3072]),
+            ("mlp.c_fc.bias", vec![3072]),
+            ("mlp.c_proj.weight", vec![3072, 768]),
+            ("mlp.c_proj.bias", vec![768]),
+        ] {
+            t.push((format!("h.{l}.{n}"), s, "F32"));
+        }
+    }
+    t.push(("ln_f.weight".into(), vec![768], "F32"));
+    t.push(("ln_f.bias".into(), vec![768], "F32"));
+    let (head, size) = safetensors(&t);
+    let mut files = BTreeMap::new();
+    files.insert("config.json".into(), text(&preset_config("gpt2")));
+    files.insert("model.safetensors".into(), Body::Virtual(head, size));
+    files.insert("README.md".into(), text("# gpt2"));
+    Repo {
+        sha: SHA2.into(),
+        files,
+        gated: gated.map(Into::into),
+    }
+}
+
+/// A GGUF repo of SmolLM2-135M (llama.cpp names and dims, tied embeddings) with a Q8_0 and an
+/// F16 file; the vocabulary (49,152 tokens) sits in the metadata as in real files, so the
+/// header is larger than the first range read.
+pub fn smollm2_gguf() -> Repo {
+    let mut files = BTreeMap::new();
+    for (tag, ty) in [("Q8_0", 8u32), ("F16", 1u32)] {
+        let mut t = vec![("token_embd.weight".to_string(), vec![576u64, 49152], ty)];
+        for l in 0..30 {
+            for (n, d, norm) in [
+                ("attn_norm.weight", vec![576u64], true),
+                ("attn_q.weight", vec![576, 576], false),
+                ("attn_k.weight", vec![576, 192], false),
+                ("attn_v.weight", vec![576, 192], false),
+                ("attn_output.weight", vec![576, 576], false),
+                ("ffn_norm.weight", vec![576], true),
+                ("ffn_gate.weight", vec![576, 1536], false),
+                ("ffn_up.weight", vec![576, 1536], false),
+                ("ffn_down.weight", vec![1536, 576], false),
+            ] {
+                t.push((format!("blk.{l}.{n}"), d, if norm { 0 } else { ty }));
+            }
+        }
+        t.push(("output_norm.weight".into(), vec![576], 0));
+        let (head, size) = gguf(
+            &[
+                ("general.architecture", Kv::Str("llama")),
+                ("general.name", Kv::Str("SmolLM2 135M Instruct")),
+                ("llama.block_count", Kv::U32(30)),
+                ("llama.context_length", Kv::U32(8192)),
+                ("llama.embedding_length", Kv::U32(576)),
+                ("llama.feed_forward_length", Kv::U32(1536)),
+                ("llama.attention.head_count", Kv::U32(9)),
+                ("llama.attention.head_count_kv", Kv::U32(3)),
+                ("tokenizer.ggml.tokens", Kv::Tokens(49152)),
+            ],
+            &t,
+        );
+        assert!(
+            head.len() > 1 << 20,
+            "the header outgrows the first 1 MiB read"
+        );
+        files.insert(
+            format!("SmolLM2-135M-Instruct-{tag}.gguf"),
+            Body::Virtual(head, size),
+        );
+    }
+    files.insert("README.md".into(), text("# GGUF"));
+    Repo {
+        sha: SHA2.into(),
+        files,
+        gated: None,
+    }
+}
+
+/// A LoRA adapter of SmolLM2-135M as peft saves one (`adapter_config.json` fields of
+/// `LoraConfig`).
+pub fn smollm2_lora() -> Repo {
+    let cfg = serde_json::json!({
+        "alpha_pattern": {}, "auto_mapping": null,
+        "base_model_name_or_path": "HuggingFaceTB/SmolLM2-135M",
+        "bias": "none", "fan_in_fan_out": false, "inference_mode": true,
+        "init_lora_weights": true, "lora_alpha": 16, "lora_dropout": 0.05,
+        "peft_type": "LORA", "r": 8, "rank_pattern": {}, "revision": null,
+        "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"
+    });
+    let mut files = BTreeMap::new();
+    files.insert("adapter_config.json".into(), text(&cfg.to_string()));
+    files.insert("adapter_model.safetensors".into(), text("x"));
+    Repo {
+        sha: SHA2.into(),
+        files,
+        gated: None,
+    }
+}
+
+pub fn repos() -> BTreeMap<String, Repo> {
+    let mut r = BTreeMap::new();
+    r.insert("meta-llama/Llama-3.1-8B".into(), llama_3_1_8b());
+    r.insert("openai-community/gpt2".into(), gpt2(None));
+    r.insert("acme/gated-gpt2".into(), gpt2(Some("hf_good")));
+    r.insert("acme/SmolLM2-135M-GGUF".into(), smollm2_gguf());
+    r.insert("acme/smollm2-lora".into(), smollm2_lora());
+    let mut readme = BTreeMap::new();
+    readme.insert("README.md".into(), text("# a dataset card"));
+    r.insert(
+        "acme/not-a-model".into(),
+        Repo {
+            sha: SHA2.into(),
+            files: readme,
+            gated: None,
+        },
+    );
+    r
+}

@@ -299,7 +299,54 @@ fn adapter(f: &mut dyn Fetch, label: &str) -> Result<Assembled, FormatError> {
 
 #[cfg(test)]
 mod tests {
-    use super::gguf_tag;
+    use super::*;
+
+    /// A file served from memory: `bytes` are its first bytes, `size` its claimed length.
+    struct Mem {
+        sib: Vec<String>,
+        bytes: Vec<u8>,
+        size: u64,
+    }
+
+    impl Fetch for Mem {
+        fn siblings(&self) -> &[String] {
+            &self.sib
+        }
+        fn text(&mut self, _: &str, limit: u64) -> Result<String, FormatError> {
+            let n = (limit as usize).min(self.bytes.len());
+            Ok(String::from_utf8_lossy(&self.bytes[..n]).into_owned())
+        }
+        fn head(&mut self, _: &str, need: u64) -> Result<(Vec<u8>, u64), FormatError> {
+            let n = (need as usize).min(self.bytes.len());
+            Ok((self.bytes[..n].to_vec(), self.size))
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever a server sends as a safetensors or GGUF head, index or adapter config, the
+        /// answer is a model or an error, never a panic.
+        #[test]
+        fn hostile_bytes_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+            extra in 0u64..1 << 40,
+            which in 0usize..4,
+        ) {
+            let size = bytes.len() as u64 + extra;
+            let sib = match which {
+                0 => vec!["model.safetensors".to_string()],
+                1 => vec!["m-Q4_K_M.gguf".to_string()],
+                2 => vec![INDEX_NAME.to_string()],
+                _ => vec!["adapter_config.json".to_string()],
+            };
+            let mut f = Mem { sib, bytes, size };
+            let _ = assemble(&mut f, "o/n@c", None, ReadOptions::default());
+        }
+
+        #[test]
+        fn quant_tags_never_panic(s in "\\PC{0,60}") {
+            let _ = gguf_tag(&s);
+        }
+    }
 
     #[test]
     fn quant_tags_come_from_file_names() {

@@ -6,6 +6,14 @@
 //!
 //! All network code of vramscope lives here, so the estimator stays pure; the CLI, `--job` and
 //! the server's JSON API resolve through [`resolve`].
+//!
+//! Libraries: HTTP is `ureq` 3 with rustls (no OpenSSL), redirects turned off in the agent and
+//! followed in [`http`] so that `Range` is kept and `Authorization` goes to the endpoint's host
+//! only. The `hf-hub` crate was considered for the cache layout and token handling; its API
+//! downloads whole files into the Hugging Face cache (it has no range reads), which here would
+//! mean downloading weights to read their headers, so the few lines of layout and environment
+//! it would have provided are written here (`cache.rs`, `env.rs`), following
+//! `huggingface_hub/constants.py` and `file_download.py`.
 
 mod assemble;
 mod cache;

@@ -278,6 +278,18 @@ fn the_local_hf_cache_is_read_first() {
     assert_eq!(v["model"]["params_total"], 124_439_808u64);
     assert_eq!(v["model"]["source"]["kind"], "hf-cache");
     assert_eq!(v["model"]["source"]["commit"], SHA2);
+    let human = env
+        .cmd("http://127.0.0.1:9")
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["inspect", "acme/cached-gpt2"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert!(String::from_utf8_lossy(&human).contains(&format!(
+        "acme/cached-gpt2@{SHA2} from the local Hugging Face cache"
+    )));
 }
 
 #[test]

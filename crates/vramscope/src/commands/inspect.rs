@@ -121,6 +121,9 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         paint(BOLD, &s.name),
         paint(DIM, &format!("(from {})", r.origin))
     ));
+    if matches!(m.source.kind.as_str(), "hub" | "hf-cache") {
+        out.push_str(&format!("  {}\n", m.source.describe()));
+    }
     let total_bytes = r.tensors.iter().map(|t| t.bytes).sum::<u64>();
     let dtypes: Vec<&str> = r.by_dtype.keys().map(String::as_str).collect();
     out.push_str(&format!(

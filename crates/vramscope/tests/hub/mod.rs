@@ -406,16 +406,20 @@ pub fn text(s: &str) -> Body {
 // ---------------------------------------------------------------------------------------------
 // Repos with real shapes
 
-/// meta-llama/Llama-3.1-8B: its real config (the preset's file) and its tensors as
-/// `LlamaForCausalLM` names them, in bf16, split as transformers' `save_pretrained` splits a
-/// state dict (fill a shard up to 5 GB = 5·10^9 bytes, then start the next), which gives the
-/// repo's four `model-0000N-of-00004.safetensors` shards.
+/// meta-llama/Llama-3.1-8B: its real config (the preset's file), its real index
+/// (`llama-3-8b.index.json`, see the README beside it) and, for each shard, a header listing the
+/// tensors the index puts there with the shapes `LlamaForCausalLM` gives them (hidden 4096,
+/// 8 KV heads × 128 = 1024, MLP 14336, vocabulary 128256), bf16, in state-dict order.
 pub fn llama_3_1_8b() -> Repo {
     let (h, kv, ffn, vocab) = (4096u64, 1024u64, 14336u64, 128256u64);
-    let mut t: Vec<(String, Vec<u64>, &str)> =
-        vec![("model.embed_tokens.weight".into(), vec![vocab, h], "BF16")];
+    let index_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/hub/llama-3-8b.index.json"
+    ))
+    .unwrap();
+    let index: serde_json::Value = serde_json::from_str(&index_text).unwrap();
+    let mut t: Vec<(String, Vec<u64>)> = vec![("model.embed_tokens.weight".into(), vec![vocab, h])];
     for l in 0..32 {
-        let p = format!("model.layers.{l}");
         for (n, s) in [
             ("self_attn.q_proj.weight", vec![h, h]),
             ("self_attn.k_proj.weight", vec![kv, h]),
@@ -427,42 +431,27 @@ pub fn llama_3_1_8b() -> Repo {
             ("input_layernorm.weight", vec![h]),
             ("post_attention_layernorm.weight", vec![h]),
         ] {
-            t.push((format!("{p}.{n}"), s, "BF16"));
+            t.push((format!("model.layers.{l}.{n}"), s));
         }
     }
-    t.push(("model.norm.weight".into(), vec![h], "BF16"));
-    t.push(("lm_head.weight".into(), vec![vocab, h], "BF16"));
-    let mut shards: Vec<Vec<(String, Vec<u64>, &str)>> = vec![vec![]];
-    let mut size = 0u64;
-    for x in t {
-        let b = x.1.iter().product::<u64>() * 2;
-        if size + b > 5_000_000_000 && !shards.last().unwrap().is_empty() {
-            shards.push(vec![]);
-            size = 0;
-        }
-        size += b;
-        shards.last_mut().unwrap().push(x);
-    }
-    assert_eq!(shards.len(), 4, "the real repo has 4 shards");
-    let mut files = BTreeMap::new();
-    let mut weight_map = serde_json::Map::new();
+    t.push(("model.norm.weight".into(), vec![h]));
+    t.push(("lm_head.weight".into(), vec![vocab, h]));
+    let mut shards: BTreeMap<String, Vec<(String, Vec<u64>, &str)>> = BTreeMap::new();
     let mut total = 0u64;
-    for (i, s) in shards.iter().enumerate() {
-        let name = format!("model-{:05}-of-00004.safetensors", i + 1);
-        for (n, shape, _) in s {
-            weight_map.insert(n.clone(), name.clone().into());
-            total += shape.iter().product::<u64>() * 2;
-        }
-        let (head, size) = safetensors(s);
-        files.insert(name, Body::Virtual(head, size));
+    for (name, shape) in t {
+        let shard = index["weight_map"][&name].as_str().unwrap().to_string();
+        total += shape.iter().product::<u64>() * 2;
+        shards.entry(shard).or_default().push((name, shape, "BF16"));
     }
-    // The real index states total_size 16,060,522,496 = 2 bytes × 8,030,261,248 parameters.
-    assert_eq!(total, 16_060_522_496);
-    let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
-    files.insert(
-        "model.safetensors.index.json".into(),
-        text(&index.to_string()),
-    );
+    // The index's total_size, 16,060,522,496 bytes = 2 × 8,030,261,248 parameters.
+    assert_eq!(total, index["metadata"]["total_size"].as_u64().unwrap());
+    assert_eq!(shards.len(), 4);
+    let mut files = BTreeMap::new();
+    for (name, s) in &shards {
+        let (head, size) = safetensors(s);
+        files.insert(name.clone(), Body::Virtual(head, size));
+    }
+    files.insert("model.safetensors.index.json".into(), text(&index_text));
     files.insert("config.json".into(), text(&preset_config("llama-3.1-8b")));
     files.insert("generation_config.json".into(), text("{}"));
     files.insert("original/consolidated.00.pth".into(), text("weights"));

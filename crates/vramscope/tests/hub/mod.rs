@@ -297,9 +297,12 @@ pub fn hub(repos: BTreeMap<String, Repo>, cdn: Option<String>) -> Handler {
 // ---------------------------------------------------------------------------------------------
 // File builders (shapes written by hand from the real models; never vramscope's output)
 
+/// A tensor of a safetensors file: name, shape, dtype.
+pub type StTensor<'a> = (String, Vec<u64>, &'a str);
+
 /// A safetensors header for `tensors` (name, shape, dtype) laid out in order: its first bytes
 /// (8-byte length + JSON) and the whole file's size.
-pub fn safetensors(tensors: &[(String, Vec<u64>, &str)]) -> (Vec<u8>, u64) {
+pub fn safetensors(tensors: &[StTensor]) -> (Vec<u8>, u64) {
     let mut map = serde_json::Map::new();
     map.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
     let mut off = 0u64;
@@ -436,7 +439,7 @@ pub fn llama_3_1_8b() -> Repo {
     }
     t.push(("model.norm.weight".into(), vec![h]));
     t.push(("lm_head.weight".into(), vec![vocab, h]));
-    let mut shards: BTreeMap<String, Vec<(String, Vec<u64>, &str)>> = BTreeMap::new();
+    let mut shards: BTreeMap<String, Vec<StTensor>> = BTreeMap::new();
     let mut total = 0u64;
     for (name, shape) in t {
         let shard = index["weight_map"][&name].as_str().unwrap().to_string();
@@ -465,7 +468,7 @@ pub fn llama_3_1_8b() -> Repo {
 /// openai-community/gpt2: one `model.safetensors` with GPT-2's Conv1D shapes (names as the
 /// real file has them, without the `transformer.` prefix), fp32.
 pub fn gpt2(gated: Option<&str>) -> Repo {
-    let mut t: Vec<(String, Vec<u64>, &str)> = vec![
+    let mut t: Vec<StTensor> = vec![
         ("wte.weight".into(), vec![50257, 768], "F32"),
         ("wpe.weight".into(), vec![1024, 768], "F32"),
     ];

@@ -473,3 +473,22 @@ fn the_json_api_resolves_hub_ids_and_beyond_loopback_only_with_the_flag() {
     let _ = child.wait();
     assert_eq!(status, 200, "{body}");
 }
+
+/// HTTPS_PROXY is honoured: the request for the Hub goes to the proxy, named by its host.
+#[test]
+fn requests_go_through_https_proxy() {
+    let proxy = hub::start(std::sync::Arc::new(|_: &hub::Req| {
+        hub::Resp::new(502, Body::Bytes(vec![]))
+    }));
+    let env = Env::new("proxy");
+    let e = fails(
+        env.cmd("http://hub.example.invalid")
+            .env("HTTPS_PROXY", proxy.url())
+            .args(["inspect", "acme/through-proxy"]),
+    );
+    let seen = proxy.requests();
+    assert!(
+        seen.iter().any(|r| r.path.contains("hub.example.invalid")),
+        "{seen:?} / {e}"
+    );
+}

@@ -51,6 +51,11 @@ pub struct Job {
     /// contract's job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<String>,
+    /// Read a model whose family vramscope does not know as a Llama-style decoder even when its
+    /// config has fields that change the shapes (experts, sub-configs, hybrid or state-space
+    /// layers); such models are refused otherwise. An extension of the contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assume_llama: Option<bool>,
 }
 
 /// Declares a string-valued job enum with its contract spellings.

@@ -29,6 +29,10 @@ pub struct ModelSummary {
     pub tied_embeddings: Option<bool>,
     /// Bytes of the weights as stored (the inventory's dtypes).
     pub weight_bytes: Option<u64>,
+    /// Where the model was read (`{"kind": "preset" | "file" | "hf-cache" | "hub", "repo",
+    /// "revision", "commit", "path"}`), filled in by the caller that loaded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<serde_json::Value>,
 }
 
 impl ModelSummary {
@@ -71,6 +75,7 @@ impl ModelSummary {
             max_position_embeddings: spec.max_position_embeddings,
             tied_embeddings: Some(spec.tied_embeddings()),
             weight_bytes: inventory.map(|i| i.bytes()),
+            source: None,
         }
     }
 
@@ -97,6 +102,7 @@ impl ModelSummary {
             max_position_embeddings: None,
             tied_embeddings: None,
             weight_bytes: Some(inventory.bytes()),
+            source: None,
         }
     }
 

@@ -26,6 +26,10 @@ pub enum FormatError {
     /// The model family is not supported.
     #[error("{path}: {reason}")]
     Unsupported { path: String, reason: String },
+    /// Fetching a model from elsewhere (the Hugging Face Hub or its cache) failed; the message
+    /// is the whole line.
+    #[error("{0}")]
+    Remote(String),
     /// A size computation failed (overflow, partial block).
     #[error("{path}: {source}")]
     Core {

@@ -3,7 +3,9 @@
 //! [`LoadedModel`].
 
 use crate::error::{FormatError, Result};
-use crate::hf_config::{parse_config_str, parse_config_value, ParsedConfig};
+use crate::hf_config::{
+    parse_config_str_with, parse_config_value, parse_config_value_with, ParsedConfig, ReadOptions,
+};
 use crate::{gguf, presets, safetensors};
 use std::path::Path;
 use vramscope_core::{build_inventory, Inventory, ModelSpec};
@@ -30,11 +32,59 @@ impl Origin {
     }
 }
 
+/// Where the model's files were read (the Report's `model.source`): `preset`, `file` (a local
+/// path), `inline`, `params`, `hf-cache` (the local Hugging Face cache) or `hub`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Source {
+    pub kind: String,
+    /// `ORG/NAME` for `hf-cache` and `hub`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// The revision asked for (branch, tag or commit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The commit the files were read at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The local path or preset id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+impl Source {
+    pub fn local(kind: &str, path: &str) -> Self {
+        Source {
+            kind: kind.to_string(),
+            path: Some(path.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// One line for human output: `Qwen/Qwen3-8B@<commit> via the Hub`.
+    pub fn describe(&self) -> String {
+        let at = |repo: &str| match &self.commit {
+            Some(c) => format!("{repo}@{c}"),
+            None => repo.to_string(),
+        };
+        match (self.kind.as_str(), &self.repo) {
+            ("hub", Some(r)) => format!("{} via the Hub", at(r)),
+            ("hf-cache", Some(r)) => format!("{} from the local Hugging Face cache", at(r)),
+            ("preset", _) => format!("built-in preset {}", self.path.as_deref().unwrap_or("?")),
+            (kind, _) => match &self.path {
+                Some(p) => format!("{kind} {p}"),
+                None => kind.to_string(),
+            },
+        }
+    }
+}
+
 /// A model ready for inspection or estimation.
 #[derive(Debug, Clone)]
 pub struct LoadedModel {
     pub name: String,
     pub origin: Origin,
+    /// Where it was read.
+    pub source: Source,
     /// The architecture, when known (config.json, preset). `None` for a bare count or a file
     /// without config.
     pub spec: Option<ModelSpec>,
@@ -54,6 +104,7 @@ impl LoadedModel {
         Ok(LoadedModel {
             name: parsed.spec.name.clone(),
             origin,
+            source: Source::local("file", path),
             params_total: inventory.params(),
             spec: Some(parsed.spec),
             inventory: Some(inventory),
@@ -67,6 +118,10 @@ impl LoadedModel {
         LoadedModel {
             name: format!("{params} parameters"),
             origin: Origin::Params,
+            source: Source {
+                kind: "params".into(),
+                ..Default::default()
+            },
             spec: None,
             inventory: None,
             params_total: params,
@@ -75,14 +130,35 @@ impl LoadedModel {
     }
 }
 
+/// A model from a parsed config alone; `shown` labels errors.
+pub fn model_of_config(parsed: ParsedConfig, shown: &str) -> Result<LoadedModel> {
+    LoadedModel::from_config(parsed, Origin::ConfigJson, shown)
+}
+
 /// Loads a model from a preset id (or its Hugging Face repo name) or a path.
 pub fn load_model(arg: &str) -> Result<LoadedModel> {
+    load_model_with(arg, ReadOptions::default())
+}
+
+/// A local path or a preset, when `arg` names one (`None` otherwise): the offline first steps of
+/// resolving MODEL.
+pub fn load_local(arg: &str, opts: ReadOptions) -> Option<Result<LoadedModel>> {
     let path = Path::new(arg);
     if path.exists() {
-        return load_path(path);
+        return Some(load_path(path, opts));
     }
-    if let Some(p) = presets::find(arg) {
-        return LoadedModel::from_config(presets::load(p)?, Origin::Preset, arg);
+    let p = presets::find(arg)?;
+    Some(presets::load(p).and_then(|parsed| {
+        let mut m = LoadedModel::from_config(parsed, Origin::Preset, arg)?;
+        m.source = Source::local("preset", p.id);
+        Ok(m)
+    }))
+}
+
+/// [`load_model`] with explicit read options.
+pub fn load_model_with(arg: &str, opts: ReadOptions) -> Result<LoadedModel> {
+    if let Some(loaded) = load_local(arg, opts) {
+        return loaded;
     }
     let looks_like_path = [".json", ".gguf", ".safetensors"]
         .iter()
@@ -99,17 +175,30 @@ pub fn load_model(arg: &str) -> Result<LoadedModel> {
 
 /// Loads a model from an inline config.json object (the job's `{"hf_config": {...}}`).
 pub fn load_inline_config(value: &serde_json::Value) -> Result<LoadedModel> {
-    LoadedModel::from_config(
-        parse_config_value(value, "hf_config")?,
-        Origin::ConfigJson,
-        "hf_config",
-    )
+    load_inline_config_with(value, ReadOptions::default())
 }
 
-fn load_path(path: &Path) -> Result<LoadedModel> {
+/// [`load_inline_config`] with explicit read options.
+pub fn load_inline_config_with(
+    value: &serde_json::Value,
+    opts: ReadOptions,
+) -> Result<LoadedModel> {
+    let mut m = LoadedModel::from_config(
+        parse_config_value_with(value, "hf_config", opts)?,
+        Origin::ConfigJson,
+        "hf_config",
+    )?;
+    m.source = Source {
+        kind: "inline".into(),
+        ..Default::default()
+    };
+    Ok(m)
+}
+
+fn load_path(path: &Path, opts: ReadOptions) -> Result<LoadedModel> {
     let shown = path.display().to_string();
     if path.is_dir() {
-        return load_dir(path);
+        return load_dir(path, opts);
     }
     let lower = shown.to_ascii_lowercase();
     if lower.ends_with(".gguf") {
@@ -125,8 +214,11 @@ fn load_path(path: &Path) -> Result<LoadedModel> {
     }
     if lower.ends_with(".json") {
         let text = read_small_text(path)?;
-        let mut m =
-            LoadedModel::from_config(parse_config_str(&text, &shown)?, Origin::ConfigJson, &shown)?;
+        let mut m = LoadedModel::from_config(
+            parse_config_str_with(&text, &shown, opts)?,
+            Origin::ConfigJson,
+            &shown,
+        )?;
         if m.name == shown {
             m.name = model_name_from_path(path);
         }
@@ -147,12 +239,16 @@ fn load_path(path: &Path) -> Result<LoadedModel> {
     })
 }
 
-fn load_dir(dir: &Path) -> Result<LoadedModel> {
+fn load_dir(dir: &Path, opts: ReadOptions) -> Result<LoadedModel> {
     let shown = dir.display().to_string();
     let config_path = dir.join("config.json");
     let parsed = if config_path.is_file() {
         let text = read_small_text(&config_path)?;
-        Some(parse_config_str(&text, &config_path.display().to_string())?)
+        Some(parse_config_str_with(
+            &text,
+            &config_path.display().to_string(),
+            opts,
+        )?)
     } else {
         None
     };
@@ -182,6 +278,20 @@ fn load_dir(dir: &Path) -> Result<LoadedModel> {
 /// the two is reported, not hidden.
 fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedModel> {
     let ckpt = safetensors::read_checkpoint(path)?;
+    let shown = path.display().to_string();
+    let mut m = model_of_checkpoint(ckpt, parsed, &shown)?;
+    m.name = model_name_from_path(path);
+    m.source = Source::local("file", &shown);
+    Ok(m)
+}
+
+/// A model from a checkpoint's headers (read from disk or fetched) and, when there is one, its
+/// config. `shown` labels errors; the caller names the model and its source.
+pub fn model_of_checkpoint(
+    ckpt: safetensors::Checkpoint,
+    parsed: Option<ParsedConfig>,
+    shown: &str,
+) -> Result<LoadedModel> {
     let (buffers, tensors): (Vec<_>, Vec<_>) = ckpt
         .inventory
         .tensors
@@ -204,7 +314,7 @@ fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedM
         Some(p) => {
             warnings.extend(p.warnings);
             let built = build_inventory(&p.spec).map_err(|source| FormatError::Core {
-                path: path.display().to_string(),
+                path: shown.to_string(),
                 source,
             })?;
             if built.params() != params_total {
@@ -227,8 +337,9 @@ fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedM
         None => None,
     };
     Ok(LoadedModel {
-        name: model_name_from_path(path),
+        name: shown.to_string(),
         origin: Origin::Safetensors,
+        source: Source::default(),
         spec,
         params_total,
         inventory: Some(inventory),
@@ -238,15 +349,28 @@ fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedM
 
 fn load_gguf(path: &Path) -> Result<LoadedModel> {
     let file = gguf::read_gguf_path(path)?;
+    let shown = path.display().to_string();
+    let mut m = model_of_gguf(&file, &model_name_from_path(path), &shown)?;
+    m.source = Source::local("file", &shown);
+    Ok(m)
+}
+
+/// A model from a GGUF header (read from disk or fetched); `fallback_name` names it when the
+/// metadata does not, `shown` labels errors.
+pub fn model_of_gguf(
+    file: &gguf::GgufFile,
+    fallback_name: &str,
+    shown: &str,
+) -> Result<LoadedModel> {
     let inventory = file.inventory()?;
     let name = file
         .summary()
         .name
         .clone()
-        .unwrap_or_else(|| model_name_from_path(path));
+        .unwrap_or_else(|| fallback_name.to_string());
     let mut warnings = Vec::new();
-    let spec = match gguf_config(&file) {
-        Some(cfg) => match parse_config_value(&cfg, &path.display().to_string()) {
+    let spec = match gguf_config(file) {
+        Some(cfg) => match parse_config_value(&cfg, shown) {
             Ok(p) => Some(p.spec),
             Err(e) => {
                 warnings.push(format!(
@@ -267,6 +391,7 @@ fn load_gguf(path: &Path) -> Result<LoadedModel> {
     Ok(LoadedModel {
         name,
         origin: Origin::Gguf,
+        source: Source::default(),
         spec,
         params_total: inventory.params(),
         inventory: Some(inventory),
@@ -313,7 +438,7 @@ fn gguf_config(file: &gguf::GgufFile) -> Option<serde_json::Value> {
 }
 
 /// config.json files are small; refuse anything implausibly large rather than reading it.
-const MAX_CONFIG_BYTES: u64 = 16 << 20;
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 fn read_small_text(path: &Path) -> Result<String> {
     let shown = path.display().to_string();
@@ -330,7 +455,8 @@ fn read_small_text(path: &Path) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| FormatError::malformed(shown, "not UTF-8 text"))
 }
 
-fn model_name_from_path(path: &Path) -> String {
+/// The name a model file or directory is shown by.
+pub fn model_name_from_path(path: &Path) -> String {
     let p = if path.file_name().is_some_and(|n| n == "config.json") {
         path.parent().unwrap_or(path)
     } else {
@@ -362,6 +488,16 @@ impl LoadedModel {
 /// Loads the model a job names: a preset id or path (string), `{"hf_config": {...}}`, or
 /// `{"params": N}` (integer or float, e.g. `7.5e9`).
 pub fn load_job_model(v: &serde_json::Value) -> Result<LoadedModel> {
+    load_job_model_with(v, ReadOptions::default(), &|s| load_model(s))
+}
+
+/// [`load_job_model`] with explicit read options; a string model goes through `by_name` (the
+/// caller's full MODEL resolution: local, preset, Hugging Face cache, Hub).
+pub fn load_job_model_with(
+    v: &serde_json::Value,
+    opts: ReadOptions,
+    by_name: &dyn Fn(&str) -> Result<LoadedModel>,
+) -> Result<LoadedModel> {
     use serde_json::Value;
     let bad = |reason: String| FormatError::Field {
         path: "job".into(),
@@ -369,10 +505,10 @@ pub fn load_job_model(v: &serde_json::Value) -> Result<LoadedModel> {
         reason,
     };
     match v {
-        Value::String(s) => load_model(s),
+        Value::String(s) => by_name(s),
         Value::Object(o) => {
             if let Some(cfg) = o.get("hf_config") {
-                load_inline_config(cfg)
+                load_inline_config_with(cfg, opts)
             } else if let Some(p) = o.get("params") {
                 let n = vramscope_core::job::whole_number("model.params", p)
                     .map_err(|e| bad(e.to_string()))?;

@@ -1,5 +1,5 @@
 //! The preset catalog: popular models compiled in from their real config.json files
-//! (`data/presets/`, sources in `data/presets/index.json`), so `vramscope estimate llama-3.1-8b`
+//! (`crates/formats/data/presets/`, sources in its `index.json`), so `vramscope estimate llama-3.1-8b`
 //! works offline.
 
 use crate::error::{FormatError, Result};

@@ -603,6 +603,12 @@ fn read_files(files: &[PathBuf]) -> Result<Checkpoint> {
     for f in files {
         headers.push((f.clone(), read_file_header(f)?));
     }
+    checkpoint_of_files(headers)
+}
+
+/// A checkpoint from the headers of independent files (read from disk or fetched): a tensor may
+/// appear in only one of them.
+pub fn checkpoint_of_files(headers: Vec<(PathBuf, SafetensorsHeader)>) -> Result<Checkpoint> {
     let mut owner: HashMap<&str, &Path> = HashMap::new();
     for (f, h) in &headers {
         for t in &h.tensors {
@@ -628,22 +634,8 @@ fn read_sharded(index_path: &Path) -> Result<Checkpoint> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    // Shard name → the tensors the index puts there.
-    let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (tensor, shard) in &index.weight_map {
-        if !is_plain_relative(shard) {
-            return Err(FormatError::malformed(
-                &shown,
-                format!(
-                    "weight_map puts tensor '{tensor}' in '{shard}', which is not a file name \
-                     inside the checkpoint directory"
-                ),
-            ));
-        }
-        shards.entry(shard).or_default().push(tensor);
-    }
+    let shards = index.shards(&shown)?;
     let mut headers = Vec::with_capacity(shards.len());
-    let mut owner: HashMap<&str, &str> = HashMap::new();
     for (shard, listed) in &shards {
         let file = dir.join(shard);
         let header = match std::fs::metadata(&file) {
@@ -662,11 +654,54 @@ fn read_sharded(index_path: &Path) -> Result<Checkpoint> {
         };
         headers.push((file, header));
     }
+    checkpoint_of_shards(&index, headers, &shown)
+}
+
+impl Index {
+    /// Shard file name → the tensors the index puts there; every name must be a plain file name
+    /// inside the checkpoint directory. `shown` labels errors.
+    pub fn shards(&self, shown: &str) -> Result<BTreeMap<&str, Vec<&str>>> {
+        let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (tensor, shard) in &self.weight_map {
+            if !is_plain_relative(shard) {
+                return Err(FormatError::malformed(
+                    shown,
+                    format!(
+                        "weight_map puts tensor '{tensor}' in '{shard}', which is not a file \
+                         name inside the checkpoint directory"
+                    ),
+                ));
+            }
+            shards.entry(shard).or_default().push(tensor);
+        }
+        Ok(shards)
+    }
+}
+
+/// A sharded checkpoint from its index and each shard's header (read from disk or fetched),
+/// in the index's shard order: every tensor in exactly the shard the index names.
+pub fn checkpoint_of_shards(
+    index: &Index,
+    headers: Vec<(PathBuf, SafetensorsHeader)>,
+    shown: &str,
+) -> Result<Checkpoint> {
+    let shards = index.shards(shown)?;
+    if shards.len() != headers.len() {
+        return Err(FormatError::malformed(
+            shown,
+            format!(
+                "the index names {} shards but {} headers were read",
+                shards.len(),
+                headers.len()
+            ),
+        ));
+    }
+    let mut owner: HashMap<&str, &str> = HashMap::new();
     for ((shard, _), (file, header)) in shards.iter().zip(&headers) {
         for t in &header.tensors {
             if let Some(other) = owner.insert(&t.name, shard) {
                 return Err(FormatError::malformed(
-                    &shown,
+                    shown,
                     format!(
                         "tensor '{}' is in both shard '{other}' and '{shard}'",
                         t.name
@@ -677,7 +712,7 @@ fn read_sharded(index_path: &Path) -> Result<Checkpoint> {
                 Some(s) if s == shard => {}
                 Some(s) => {
                     return Err(FormatError::malformed(
-                        &shown,
+                        shown,
                         format!(
                             "tensor '{}' is in {} but weight_map puts it in '{s}'",
                             t.name,
@@ -687,7 +722,7 @@ fn read_sharded(index_path: &Path) -> Result<Checkpoint> {
                 }
                 None => {
                     return Err(FormatError::malformed(
-                        &shown,
+                        shown,
                         format!(
                             "tensor '{}' is in {} but not in weight_map",
                             t.name,
@@ -705,7 +740,7 @@ fn read_sharded(index_path: &Path) -> Result<Checkpoint> {
             .find(|(t, _)| !owner.contains_key(t.as_str()))
         {
             return Err(FormatError::malformed(
-                &shown,
+                shown,
                 format!("weight_map puts tensor '{t}' in '{s}', but that shard has no such tensor"),
             ));
         }
@@ -723,10 +758,12 @@ fn is_plain_relative(name: &str) -> bool {
             .all(|c| matches!(c, PathPart::Normal(_)))
 }
 
-struct Index {
-    weight_map: BTreeMap<String, String>,
-    total_size: Option<u64>,
-    total_parameters: Option<u64>,
+/// A `model.safetensors.index.json`: tensor → shard, and the totals it states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    pub weight_map: BTreeMap<String, String>,
+    pub total_size: Option<u64>,
+    pub total_parameters: Option<u64>,
 }
 
 fn read_index(path: &Path) -> Result<Index> {
@@ -746,7 +783,14 @@ fn read_index(path: &Path) -> Result<Index> {
     file.take(MAX_INDEX_SIZE)
         .read_to_string(&mut text)
         .map_err(|e| FormatError::io(&shown, e))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
+    parse_index(&text, &shown)
+}
+
+/// Parses index text (from a file or fetched; the caller bounds its size by
+/// [`MAX_INDEX_SIZE`]). `shown` labels errors.
+pub fn parse_index(text: &str, shown: &str) -> Result<Index> {
+    let shown = shown.to_string();
+    let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| FormatError::malformed(&shown, format!("index is not valid JSON: {e}")))?;
     let field = |field: &str, reason: String| FormatError::Field {
         path: shown.clone(),

@@ -23,7 +23,7 @@ function jobFromForm() {
     try { job.model = { hf_config: JSON.parse(cfg) }; }
     catch (e) { throw new Error("config.json: " + e.message); }
   } else {
-    job.model = field("model").value;
+    job.model = $("hub").value.trim() || field("model").value;
   }
   const task = field("task").value;
   job.task = task;
@@ -54,7 +54,12 @@ function jobFromForm() {
 // Sets the form from a job (the URL's hash); unknown fields are ignored.
 function formFromJob(job) {
   const set = (name, v) => { if (v !== undefined && v !== null && field(name)) field(name).value = v; };
-  if (typeof job.model === "string") {
+  const isHub = (m) => !m.startsWith("upload:") && (/^(hf:\/\/|https?:\/\/)/.test(m) || m.includes("/"));
+  if (typeof job.model === "string" && isHub(job.model) &&
+      ![...field("model").options].some((o) => o.value === job.model)) {
+    $("hub").value = job.model; $("config").value = "";
+  }
+  else if (typeof job.model === "string") {
     if (![...field("model").options].some((o) => o.value === job.model)) {
       field("model").add(new Option(job.model, job.model), 0); // e.g. an upload's id
     }
@@ -107,7 +112,9 @@ async function update() {
   try { job = jobFromForm(); } catch (e) { status(e.message); return; }
   shareLink(job);
   const mine = ++seq;
-  status("estimating…", true);
+  const hub = typeof job.model === "string" && job.model === $("hub").value.trim() ? job.model : "";
+  status(hub ? `fetching ${hub} (config and headers)…` : "estimating…", true);
+  $("hub-error").hidden = true;
   document.body.dataset.state = "busy";
   try {
     const picture = measured ? post("/api/compare?picture=svg", { job, analysis: measured })
@@ -120,6 +127,7 @@ async function update() {
   } catch (e) {
     if (mine !== seq) return;
     status(e.message);
+    if (hub) { $("hub-error").textContent = e.message; $("hub-error").hidden = false; }
     document.body.dataset.state = "error";
   }
 }
@@ -304,7 +312,8 @@ async function init() {
     catch (e) { status("the link's job cannot be read: " + e.message); }
   }
   showTaskFields();
-  form.addEventListener("input", (ev) => { if (ev.target.id !== "file") schedule(); });
+  // The Hub box is sent on Enter or blur (its "change"), not on every keystroke.
+  form.addEventListener("input", (ev) => { if (ev.target.id !== "file" && ev.target.id !== "hub") schedule(); });
   $("file").addEventListener("change", (ev) => { ev.stopPropagation(); useFile(ev.target.files[0]); });
   $("clear-measured").addEventListener("click", clearMeasured);
   document.addEventListener("dragover", (ev) => { ev.preventDefault(); document.body.classList.add("dragging"); });
@@ -315,6 +324,7 @@ async function init() {
     useFile(ev.dataTransfer && ev.dataTransfer.files[0]);
   });
   form.addEventListener("change", () => { showTaskFields(); schedule(); });
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); schedule(); });
   $("fit-btn").addEventListener("click", fit);
   $("whatif-btn").addEventListener("click", whatIf);
   $("share").addEventListener("click", (ev) => {

@@ -10,6 +10,7 @@ training and inference jobs.";
 const EXAMPLES: &str = "\
 Examples:
   vramscope estimate llama-3.1-8b --batch 1 --seq 4096 --gpu h100-80gb
+  vramscope estimate Qwen/Qwen3-8B --gpu rtx4090-24gb   a Hub model: config + headers only
   vramscope estimate --job job.json --json    the contract's Report, for scripts
   vramscope validate ../shared/validation/dev-cases.json
   vramscope inspect llama-3.1-8b              parameters per component, dtype and layer
@@ -19,9 +20,12 @@ Examples:
   vramscope gpus                              the GPU catalog with reported capacities
   vramscope completions bash > /etc/bash_completion.d/vramscope
 
-MODEL is a preset id (see `vramscope models`), a Hugging Face repo name of a preset
-(meta-llama/Llama-3.1-8B), a config.json, a model directory, a .safetensors file or a .gguf
-file. Only headers are read, never weights.";
+MODEL is a preset id (see `vramscope models`), a Hugging Face Hub repo (ORG/NAME,
+ORG/NAME@REV, hf://ORG/NAME, its https://huggingface.co URL, ORG/NAME:Q4_K_M for a GGUF repo;
+read from the local HF cache, else fetched: config and file headers only, cached for the next
+run), a config.json, a model directory, a .safetensors file or a .gguf file. Only headers are
+read, never weights. Honours HF_ENDPOINT, HF_TOKEN, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE,
+HTTPS_PROXY; vramscope's cache is VRAMSCOPE_CACHE (default ~/.cache/vramscope).";
 
 const ESTIMATE_HELP: &str = "\
 Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given):
@@ -67,6 +71,14 @@ pub struct Cli {
     /// When to use colours (NO_COLOR and non-terminal output turn them off under `auto`).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
+
+    /// Fetch a Hub model's config and headers again instead of using vramscope's cache.
+    #[arg(long, global = true)]
+    pub refresh: bool,
+
+    /// Print each Hub request and the bytes it transferred on stderr.
+    #[arg(long, global = true)]
+    pub verbose: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -171,9 +183,13 @@ Examples:
   vramscope inspect ../shared/fixtures/hf_tiny_llama --tensors
   vramscope inspect qwen2.5-7b --json | jq .model")]
     Inspect {
-        /// Preset id, HF repo name of a preset, config.json, model directory, .safetensors or
-        /// .gguf.
+        /// Preset id, Hugging Face Hub repo (ORG/NAME[@REV], hf://..., its URL, ORG/NAME:QUANT),
+        /// config.json, model directory, .safetensors or .gguf.
         model: String,
+        /// Read an unknown family as a Llama-style decoder even when its config changes the
+        /// shapes (refused otherwise).
+        #[arg(long)]
+        assume_llama: bool,
         /// Print the report as JSON (the contract's `{"model": ..., "tensors": [...]}`).
         #[arg(long)]
         json: bool,
@@ -214,6 +230,10 @@ requests to 30 s.")]
         /// models must be presets or inline configs (no paths).
         #[arg(long, default_value = "127.0.0.1")]
         bind: std::net::IpAddr,
+        /// When bound beyond loopback, also fetch Hub models named by requests (off by default
+        /// there; on a loopback bind Hub models are always fetched).
+        #[arg(long)]
+        allow_hub: bool,
     },
     /// Read a PyTorch memory record (CUDA snapshot pickle, profiler memory timeline, Chrome
     /// trace) and say where every byte went at the peak, by the estimate's categories.

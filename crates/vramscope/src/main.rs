@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod models;
 mod output;
 mod render;
 mod serve;

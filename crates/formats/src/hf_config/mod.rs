@@ -14,11 +14,13 @@ mod encoders;
 mod fields;
 mod gpt;
 mod llama;
+mod unknown;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;
 use gpt::{falcon, gpt2_like, gpt_neox, opt};
 use llama::llama_like;
+pub use unknown::ReadOptions;
 
 /// The families read natively, by `model_type`.
 pub const SUPPORTED_TYPES: &[&str] = &[
@@ -64,18 +66,41 @@ pub struct ParsedConfig {
 
 /// Parses config.json text. `origin` names the file in errors.
 pub fn parse_config_str(text: &str, origin: &str) -> Result<ParsedConfig> {
+    parse_config_str_with(text, origin, ReadOptions::default())
+}
+
+/// [`parse_config_str`] with explicit read options.
+pub fn parse_config_str_with(text: &str, origin: &str, opts: ReadOptions) -> Result<ParsedConfig> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| FormatError::malformed(origin, format!("not valid JSON: {e}")))?;
-    parse_config_value(&value, origin)
+    parse_config_value_with(&value, origin, opts)
 }
 
 /// Parses an already-decoded config.json object.
 pub fn parse_config_value(value: &Value, origin: &str) -> Result<ParsedConfig> {
+    parse_config_value_with(value, origin, ReadOptions::default())
+}
+
+/// The `model_type`s read natively, with the old Falcon spellings.
+fn is_known_type(t: &str) -> bool {
+    SUPPORTED_TYPES.contains(&t) || matches!(t, "RefinedWeb" | "RefinedWebModel")
+}
+
+/// [`parse_config_value`] with explicit read options: an unknown family whose config changes
+/// the shapes is refused unless `opts.assume_llama`.
+pub fn parse_config_value_with(
+    value: &Value,
+    origin: &str,
+    opts: ReadOptions,
+) -> Result<ParsedConfig> {
     let top = value
         .as_object()
         .ok_or_else(|| FormatError::malformed(origin, "config.json must be a JSON object"))?;
     let mut warnings = Vec::new();
     let top_type = top.get("model_type").and_then(Value::as_str).unwrap_or("");
+    if !is_known_type(top_type) {
+        unknown::check_unknown(top, top_type, origin, opts)?;
+    }
     let architecture = top
         .get("architectures")
         .and_then(Value::as_array)
@@ -320,7 +345,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
 
 /// The `weights` format of transformers' `quantization_config` (`quant_method` and its fields,
 /// `transformers/utils/quantization_config.py`); `None` for methods vramscope does not model.
-fn quantization_format(q: &Map<String, Value>) -> Option<String> {
+pub(crate) fn quantization_format(q: &Map<String, Value>) -> Option<String> {
     let num = |k: &str| q.get(k).and_then(Value::as_u64);
     let flag = |k: &str| q.get(k).and_then(Value::as_bool).unwrap_or(false);
     match q.get("quant_method").and_then(Value::as_str)? {

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use vramscope_core::estimate::ModelInput;
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
+use vramscope_formats::model_source::load_job_model_with;
+use vramscope_formats::FormatError;
 
 /// Terminal width used for the picture when `COLUMNS` does not say otherwise.
 const DEFAULT_BAR_WIDTH: usize = 72;
@@ -17,8 +18,10 @@ const DEFAULT_BAR_WIDTH: usize = 72;
 /// warnings come first in the report's warnings. This is what `estimate --json` prints and what
 /// `validate` scores, so both read the same numbers.
 pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
-    let (model, resolved, model_warnings) = prepare_job(job)?;
+    let p = prepare(job)?;
+    let (model, resolved, model_warnings) = (p.model, p.resolved, p.warnings);
     let mut report = vramscope_core::estimate::estimate(&model, &resolved)?;
+    report.model.source = serde_json::to_value(&p.source).ok();
     if !model_warnings.is_empty() {
         let rest = std::mem::take(&mut report.warnings);
         report.warnings = model_warnings;
@@ -36,6 +39,21 @@ pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
 pub fn prepare_job(
     job: &Job,
 ) -> Result<(ModelInput, ResolvedJob, Vec<String>), Box<dyn std::error::Error>> {
+    let p = prepare(job)?;
+    Ok((p.model, p.resolved, p.warnings))
+}
+
+/// A job's estimator inputs, the model reader's warnings and where the model came from.
+pub struct Prepared {
+    pub model: ModelInput,
+    pub resolved: ResolvedJob,
+    pub warnings: Vec<String>,
+    pub source: vramscope_formats::model_source::Source,
+}
+
+/// Loads a job's model (through the one MODEL resolution: local, preset, HF cache, Hub) and
+/// resolves its fields. A PEFT adapter repo fills the job's `peft` when the job has none.
+pub fn prepare(job: &Job) -> Result<Prepared, Box<dyn std::error::Error>> {
     // Check the job's own fields before the model, so `--batch 0` is named even without one.
     job.resolve(None)?;
     let model =
@@ -46,11 +64,31 @@ pub fn prepare_job(
             ))),
             Some(m) => m,
         };
-    let loaded = load_job_model(model)?;
+    let opts = crate::models::options(job.assume_llama.unwrap_or(false));
+    let adapter = std::cell::RefCell::new(None);
+    let by_name = |s: &str| -> Result<_, FormatError> {
+        let r = crate::models::resolve(s, &opts)?;
+        *adapter.borrow_mut() = r.peft;
+        Ok(r.model)
+    };
+    let loaded = load_job_model_with(model, opts.read, &by_name)?;
     let max_seq = loaded.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved: ResolvedJob = job.resolve(max_seq)?;
+    let resolved: ResolvedJob = match adapter.into_inner() {
+        Some(peft) if job.peft.as_ref().is_none_or(serde_json::Value::is_null) => {
+            let mut with_peft = job.clone();
+            with_peft.peft = Some(peft);
+            with_peft.resolve(max_seq)?
+        }
+        _ => job.resolve(max_seq)?,
+    };
     let warnings = loaded.warnings.clone();
-    Ok((loaded.into_input(), resolved, warnings))
+    let source = loaded.source.clone();
+    Ok(Prepared {
+        model: loaded.into_input(),
+        resolved,
+        warnings,
+        source,
+    })
 }
 
 /// Writes a picture or page, naming the file when that fails.
@@ -95,8 +133,12 @@ pub fn run(
     if json {
         print_json(&report)?;
     } else {
-        let mut text =
-            crate::render::terminal::render_estimate(&report, bar_width(), color_enabled());
+        let mut text = source_line(&report);
+        text.push_str(&crate::render::terminal::render_estimate(
+            &report,
+            bar_width(),
+            color_enabled(),
+        ));
         let (model, resolved, _) = prepare_job(&job)?;
         let rows = vramscope_core::fit::what_if(&model, &resolved)?;
         text.push_str(&crate::render::whatif::render_what_if(&report, &rows));
@@ -106,4 +148,34 @@ pub fn run(
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `model: Qwen/Qwen3-8B@<commit> via the Hub` for a model that came from the Hub or the Hugging
+/// Face cache (a preset or a path the user named needs no such line).
+fn source_line(report: &Report) -> String {
+    let Some(src) = report
+        .model
+        .source
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<SourceLine>(v.clone()).ok())
+    else {
+        return String::new();
+    };
+    if !matches!(src.kind.as_str(), "hub" | "hf-cache") {
+        return String::new();
+    }
+    let s = vramscope_formats::model_source::Source {
+        kind: src.kind,
+        repo: src.repo,
+        commit: src.commit,
+        ..Default::default()
+    };
+    format!("model: {}\n", s.describe())
+}
+
+#[derive(serde::Deserialize)]
+struct SourceLine {
+    kind: String,
+    repo: Option<String>,
+    commit: Option<String>,
 }

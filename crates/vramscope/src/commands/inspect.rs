@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use vramscope_core::inventory::Tally;
 use vramscope_core::model::{AttentionKind, Head, Mlp, Positions};
 use vramscope_core::{Component, Inventory, ModelSummary, Tensor};
-use vramscope_formats::model_source::{load_model, LoadedModel};
+use vramscope_formats::model_source::LoadedModel;
 
 /// The JSON of `inspect --json`: the contract's `model` and `tensors`, plus tallies.
 #[derive(Serialize)]
@@ -32,8 +32,14 @@ struct LayerRow {
     by_component: BTreeMap<&'static str, u64>,
 }
 
-pub fn run(model: &str, json: bool, all_layers: bool, list_tensors: bool) -> CmdResult {
-    let loaded = load_model(model)?;
+pub fn run(
+    model: &str,
+    json: bool,
+    all_layers: bool,
+    list_tensors: bool,
+    assume_llama: bool,
+) -> CmdResult {
+    let loaded = crate::models::resolve(model, &crate::models::options(assume_llama))?.model;
     let empty = Inventory::default();
     let inv = loaded.inventory.as_ref().unwrap_or(&empty);
     let summary = summarize(&loaded);
@@ -64,7 +70,7 @@ pub fn run(model: &str, json: bool, all_layers: bool, list_tensors: bool) -> Cmd
 
 /// The contract's model object for whatever was loaded.
 pub fn summarize(m: &LoadedModel) -> ModelSummary {
-    match (&m.spec, &m.inventory) {
+    let mut s = match (&m.spec, &m.inventory) {
         (Some(spec), inv) => {
             let mut s = ModelSummary::from_spec(spec, m.params_total, inv.as_ref());
             s.name = m.name.clone();
@@ -72,7 +78,9 @@ pub fn summarize(m: &LoadedModel) -> ModelSummary {
         }
         (None, Some(inv)) => ModelSummary::from_inventory(&m.name, inv),
         (None, None) => ModelSummary::from_params(&m.name, m.params_total),
-    }
+    };
+    s.source = serde_json::to_value(&m.source).ok();
+    s
 }
 
 fn layer_rows(inv: &Inventory) -> Vec<LayerRow> {
@@ -113,6 +121,9 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         paint(BOLD, &s.name),
         paint(DIM, &format!("(from {})", r.origin))
     ));
+    if matches!(m.source.kind.as_str(), "hub" | "hf-cache") {
+        out.push_str(&format!("  {}\n", m.source.describe()));
+    }
     let total_bytes = r.tensors.iter().map(|t| t.bytes).sum::<u64>();
     let dtypes: Vec<&str> = r.by_dtype.keys().map(String::as_str).collect();
     out.push_str(&format!(

@@ -14,9 +14,15 @@ const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
 /// The job flags shared by every command that takes a job.
 #[derive(Debug, Clone, Default, Args)]
 pub struct JobArgs {
-    /// Preset id, HF repo name of a preset, config.json, model directory, .safetensors or .gguf
-    /// (overrides the job file's `model`).
+    /// Preset id, Hugging Face Hub repo (ORG/NAME[@REV], hf://ORG/NAME, its URL,
+    /// ORG/NAME:QUANT for GGUF), config.json, model directory, .safetensors or .gguf (overrides
+    /// the job file's `model`).
     pub model: Option<String>,
+
+    /// Read a model of a family vramscope does not know as a Llama-style decoder even when its
+    /// config has expert, multimodal, hybrid or state-space fields (refused otherwise).
+    #[arg(long)]
+    pub assume_llama: bool,
 
     /// Read the job from a JSON or TOML file (by extension; otherwise JSON, then TOML). Flags
     /// given beside it override its fields.
@@ -308,6 +314,9 @@ impl JobArgs {
     pub fn apply(&self, job: &mut Job) -> Result<(), JobError> {
         if let Some(m) = &self.model {
             job.model = Some(Value::String(m.clone()));
+        }
+        if self.assume_llama {
+            job.assume_llama = Some(true);
         }
         let text = |dst: &mut Option<String>, src: &Option<String>| {
             if let Some(s) = src {

@@ -21,13 +21,15 @@ use std::process::ExitCode;
 pub type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 pub fn run(cli: Cli) -> CmdResult {
+    crate::models::set_fetch_flags(cli.refresh, cli.verbose);
     match cli.command {
         Command::Inspect {
             model,
             json,
             layers,
             tensors,
-        } => inspect::run(&model, json, layers, tensors),
+            assume_llama,
+        } => inspect::run(&model, json, layers, tensors, assume_llama),
         Command::Estimate {
             job,
             json,
@@ -35,7 +37,11 @@ pub fn run(cli: Cli) -> CmdResult {
             svg,
             html,
         } => estimate::run(&job, json, require_fit, svg.as_deref(), html.as_deref()),
-        Command::Serve { port, bind } => serve::run(bind, port),
+        Command::Serve {
+            port,
+            bind,
+            allow_hub,
+        } => serve::run(bind, port, allow_hub),
         Command::Fit {
             job,
             measured,

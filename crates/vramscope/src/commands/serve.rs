@@ -5,8 +5,8 @@ use crate::serve as server;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
-pub fn run(bind: IpAddr, port: u16) -> CmdResult {
-    server::serve(SocketAddr::new(bind, port))
+pub fn run(bind: IpAddr, port: u16, allow_hub: bool) -> CmdResult {
+    server::serve(SocketAddr::new(bind, port), allow_hub)
         .map_err(|e| format!("serve: cannot listen on {bind}:{port}: {e}"))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -68,6 +68,8 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsa
 struct App {
     /// Bound to a loopback address: `Host` checked, paths allowed as models.
     loopback: bool,
+    /// Beyond loopback, Hub ids are fetched only with `serve --allow-hub`.
+    allow_hub: bool,
     /// `vramscope models --json`, computed once.
     models: Arc<OnceLock<Result<String, String>>>,
     /// Measurement uploads in flight.
@@ -228,7 +230,7 @@ type ApiResult = Result<Response, ApiError>;
 
 /// Listens on `addr` and serves until the process ends. The first line on stdout is the URL
 /// (with the real port when `addr` asked for port 0).
-pub fn serve(addr: SocketAddr) -> std::io::Result<()> {
+pub fn serve(addr: SocketAddr, allow_hub: bool) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -241,7 +243,7 @@ pub fn serve(addr: SocketAddr) -> std::io::Result<()> {
             out.flush()?;
         }
         let ups = Arc::new(ModelUploads::default());
-        let app = router(addr.ip().is_loopback(), ups.clone());
+        let app = router(addr.ip().is_loopback(), allow_hub, ups.clone());
         // Ends on Ctrl-C or SIGTERM so the uploads' directory is removed (`TempDir`'s drop).
         let r = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown())
@@ -274,9 +276,10 @@ async fn shutdown() {
     }
 }
 
-fn router(loopback: bool, models_up: Arc<ModelUploads>) -> Router {
+fn router(loopback: bool, allow_hub: bool, models_up: Arc<ModelUploads>) -> Router {
     let state = App {
         loopback,
+        allow_hub,
         models: Arc::new(OnceLock::new()),
         uploads: Arc::new(AtomicUsize::new(0)),
         models_up,
@@ -494,9 +497,25 @@ fn model_arg(app: &App, model: &str) -> Result<String, ApiError> {
         });
     }
     if !app.loopback {
-        check_not_path(model)?;
+        return remote_model(app, model);
     }
     Ok(model.to_string())
+}
+
+/// Beyond loopback: a preset as it is; a Hub id, with `--allow-hub`, as `hf://...` (so that no
+/// path on this machine is read for it); anything else refused.
+fn remote_model(app: &App, model: &str) -> Result<String, ApiError> {
+    if vramscope_formats::presets::find(model).is_some() {
+        return Ok(model.to_string());
+    }
+    match vramscope_hub::spec::parse(model) {
+        Some(h) if app.allow_hub => Ok(format!("hf://{}", h.display())),
+        Some(_) => Err(ApiError::bad(format!(
+            "model: {model:?} is a Hub repo, and this server fetches from the Hub only when \
+             started with --allow-hub (it is bound beyond loopback)"
+        ))),
+        None => check_not_path(model).map(|_| model.to_string()),
+    }
 }
 
 /// What an upload's id starts with.

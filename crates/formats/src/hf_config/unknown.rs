@@ -1,0 +1,161 @@
+//! A `model_type` vramscope has not learnt: read as a Llama-style decoder only when nothing in the
+//! config says the shapes differ from one. Experts, vision/text sub-configs, hybrid layer kinds,
+//! state-space or linear-attention fields and quantization methods it cannot size all change the
+//! parameter count (gpt-oss-20b read as a dense Llama counts 2.4 B parameters instead of about
+//! 21 B), so such configs are refused unless the user asks for the Llama reading.
+
+use super::quantization_format;
+use crate::error::FormatError;
+use serde_json::{Map, Value};
+
+/// How to read a config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Read an unknown family as a Llama-style decoder even when its config carries fields that
+    /// change the shapes (`--assume-llama`, job `assume_llama`).
+    pub assume_llama: bool,
+}
+
+/// Keys whose presence (with a non-null, non-zero value) means experts.
+const EXPERT_KEYS: &[&str] = &[
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts",
+    "moe_num_experts",
+    "n_shared_experts",
+    "num_shared_experts",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "expert_layer_period",
+];
+
+/// Sub-configs of multimodal and composite models.
+const SUBCONFIG_KEYS: &[&str] = &[
+    "vision_config",
+    "text_config",
+    "audio_config",
+    "speech_config",
+    "vision_tower",
+    "mm_vision_tower",
+];
+
+/// State-space and linear-attention fields (Mamba, Jamba, Qwen3-Next, RWKV-style configs).
+const RECURRENT_KEYS: &[&str] = &[
+    "state_size",
+    "ssm_cfg",
+    "d_state",
+    "conv_kernel",
+    "time_step_rank",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "full_attention_interval",
+    "hybrid_override_pattern",
+];
+
+/// Prefixes of state-space and linear-attention fields.
+const RECURRENT_PREFIXES: &[&str] = &["ssm_", "mamba_", "linear_"];
+
+/// Layer kinds that are ordinary softmax attention.
+const ATTENTION_LAYER_KINDS: &[&str] = &[
+    "full_attention",
+    "sliding_attention",
+    "attention",
+    "global",
+    "local",
+];
+
+fn meaningful(v: &Value) -> bool {
+    match v {
+        Value::Null | Value::Bool(false) => false,
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::String(s) => !s.is_empty(),
+        Value::Bool(true) => true,
+    }
+}
+
+/// The fields of one config object that change the shapes a Llama reading assumes.
+fn shape_fields_of(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
+    let mut push = |s: String| {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    };
+    for k in EXPERT_KEYS
+        .iter()
+        .chain(SUBCONFIG_KEYS)
+        .chain(RECURRENT_KEYS)
+    {
+        if obj.get(*k).is_some_and(meaningful) {
+            push(format!("{prefix}{k}"));
+        }
+    }
+    let mut keys: Vec<&String> = obj.keys().collect();
+    keys.sort();
+    for k in keys {
+        if RECURRENT_PREFIXES.iter().any(|p| k.starts_with(p)) && meaningful(&obj[k]) {
+            push(format!("{prefix}{k}"));
+        }
+    }
+    if let Some(kinds) = obj.get("layer_types").and_then(Value::as_array) {
+        let mut odd: Vec<&str> = kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|k| !ATTENTION_LAYER_KINDS.contains(k))
+            .collect();
+        odd.sort_unstable();
+        odd.dedup();
+        if !odd.is_empty() {
+            push(format!("{prefix}layer_types ({})", odd.join(", ")));
+        }
+    }
+    if let Some(q) = obj.get("quantization_config").and_then(Value::as_object) {
+        if quantization_format(q).is_none() {
+            let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("?");
+            push(format!("{prefix}quantization_config ({method})"));
+        }
+    }
+}
+
+/// Every shape-changing field of a config, its `text_config` included.
+pub(crate) fn shape_fields(top: &Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    shape_fields_of(top, "", &mut out);
+    if let Some(text) = top.get("text_config").and_then(Value::as_object) {
+        shape_fields_of(text, "text_config.", &mut out);
+    }
+    out
+}
+
+/// Refuses an unknown family whose config names fields that change the shapes, unless the
+/// options ask for the Llama reading.
+pub(crate) fn check_unknown(
+    top: &Map<String, Value>,
+    model_type: &str,
+    origin: &str,
+    opts: ReadOptions,
+) -> Result<(), FormatError> {
+    if opts.assume_llama {
+        return Ok(());
+    }
+    let fields = shape_fields(top);
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let shown = if model_type.is_empty() {
+        "(none)"
+    } else {
+        model_type
+    };
+    Err(FormatError::Unsupported {
+        path: origin.to_string(),
+        reason: format!(
+            "model_type '{shown}' is not known to vramscope and its config has fields that \
+             change the shapes a Llama-style reading assumes: {}; refusing to guess \
+             (pass --assume-llama, or \"assume_llama\": true in a job, to read it as a \
+             Llama-style decoder anyway)",
+            fields.join(", ")
+        ),
+    })
+}

@@ -1,0 +1,125 @@
+//! An unknown `model_type` whose config changes the shapes is refused, naming the type and the
+//! fields (real published configs in `fixtures/unsupported/`, sources in its README); the Llama
+//! reading is still there on request; every supported family (all presets) still loads.
+
+use vramscope_formats::hf_config::{parse_config_str_with, ReadOptions};
+use vramscope_formats::model_source::{load_model, load_model_with};
+use vramscope_formats::presets;
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/unsupported/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn refusal(name: &str) -> String {
+    match load_model(&fixture(name)) {
+        Ok(m) => panic!(
+            "{name} was read ({} parameters) instead of refused",
+            m.params_total
+        ),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Each real config is refused, and the message names its model_type and the fields that a
+/// person reading the config sees change the shapes.
+#[test]
+fn unknown_families_with_shape_fields_are_refused_naming_them() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "gpt-oss-20b",
+            "'gpt_oss'",
+            &["num_local_experts", "quantization_config (mxfp4)"],
+        ),
+        (
+            "qwen3-next-80b-a3b-instruct",
+            "'qwen3_next'",
+            &[
+                "num_experts",
+                "moe_intermediate_size",
+                "full_attention_interval",
+                "linear_num_value_heads",
+            ],
+        ),
+        (
+            "mamba-2.8b-hf",
+            "'mamba'",
+            &["state_size", "conv_kernel", "time_step_rank"],
+        ),
+        (
+            "ai21-jamba-1.5-mini",
+            "'jamba'",
+            &["num_experts", "attn_layer_period", "mamba_d_state"],
+        ),
+        ("falcon-mamba-7b", "'falcon_mamba'", &["state_size"]),
+        (
+            "llava-1.5-7b-hf",
+            "'llava'",
+            &["vision_config", "text_config"],
+        ),
+    ];
+    for (name, ty, fields) in cases {
+        let msg = refusal(name);
+        assert!(msg.contains(ty), "{name}: {msg}");
+        assert!(msg.contains("--assume-llama"), "{name}: {msg}");
+        assert!(!msg.contains('\n'), "{name}: one line: {msg}");
+        for f in *fields {
+            assert!(msg.contains(f), "{name}: field {f} not named in: {msg}");
+        }
+    }
+}
+
+/// `layer_types` names the non-attention kinds it holds.
+#[test]
+fn hybrid_layer_types_are_named() {
+    let cfg = r#"{"model_type": "some_hybrid", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128,
+        "layer_types": ["linear_attention", "full_attention"]}"#;
+    let err = parse_config_str_with(cfg, "c.json", ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("layer_types (linear_attention)"), "{err}");
+    // Only attention kinds: nothing changes the shapes, read as before (with the warning).
+    let plain = cfg.replace("linear_attention", "sliding_attention");
+    let ok = parse_config_str_with(&plain, "c.json", ReadOptions::default()).unwrap();
+    assert!(
+        ok.warnings.iter().any(|w| w.contains("not known")),
+        "{:?}",
+        ok.warnings
+    );
+}
+
+/// `--assume-llama` forces the old reading of the configs that have the standard fields.
+#[test]
+fn assume_llama_forces_the_llama_reading() {
+    let opts = ReadOptions { assume_llama: true };
+    for name in [
+        "gpt-oss-20b",
+        "qwen3-next-80b-a3b-instruct",
+        "ai21-jamba-1.5-mini",
+    ] {
+        let m = load_model_with(&fixture(name), opts).unwrap();
+        assert!(m.params_total > 0);
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.contains("not known to vramscope")),
+            "{name}: {:?}",
+            m.warnings
+        );
+    }
+}
+
+/// The families vramscope knows are read as before: every preset loads with default options.
+#[test]
+fn every_supported_family_still_loads() {
+    let mut types = std::collections::BTreeSet::new();
+    for p in presets::all() {
+        let m = load_model(p.id).unwrap_or_else(|e| panic!("{}: {e}", p.id));
+        types.insert(m.spec.unwrap().model_type);
+    }
+    // 44 presets over these families (ids in crates/formats/data/presets/index.json).
+    assert!(types.len() >= 15, "{types:?}");
+}

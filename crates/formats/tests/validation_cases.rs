@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
-use vramscope_core::job::Job;
+use vramscope_core::job::{merge_if_supported, Job};
 use vramscope_formats::model_source::load_job_model;
 
 fn metric(report: &Value, path: &str) -> Option<f64> {
@@ -33,7 +33,8 @@ fn run_path(path: &str) -> Vec<(String, f64, Option<f64>, f64)> {
         let expected = c["expected_bytes"].as_f64().unwrap();
         let tol = c["tolerance"].as_f64().unwrap();
         let got = (|| {
-            let job: Job = serde_json::from_value(c["job"].clone()).ok()?;
+            let job = merge_if_supported(&c["job"], c.get("job_if_supported"));
+            let job: Job = serde_json::from_value(job).ok()?;
             let model = load_job_model(job.model.as_ref()?).ok()?;
             let resolved = job
                 .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))

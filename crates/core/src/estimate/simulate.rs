@@ -125,7 +125,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
                     .map(|p| p.largest_allocations())
                     .unwrap_or_default(),
             );
-            let context = overhead::cuda_context_bytes(gpu)
+            let context = overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
                 + if job.parallel.gpus > 1 {
                     overhead::nccl_bytes(job.parallel.gpus)
                 } else {
@@ -154,7 +154,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
                     .into(),
             );
         }
-        let non_torch = overhead::cuda_context_bytes(gpu)
+        let non_torch = overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
             + if job.parallel.gpus > 1 {
                 overhead::nccl_bytes(job.parallel.gpus)
             } else {
@@ -217,7 +217,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             kv_cache: split.gpu_kv,
             temporaries: split.gpu_compute,
             cuda_context: if split.layers_on_gpu > 0 {
-                overhead::cuda_context_bytes(gpu)
+                overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
             } else {
                 0
             },

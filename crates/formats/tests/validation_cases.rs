@@ -169,3 +169,38 @@ fn project_peak_phases() {
     }
     assert!(checked >= 27, "{checked} runs with a measured phase");
 }
+
+/// Pure-bf16 masked-LM steps (a 4-layer BERT with BERT's own 30,522-token head,
+/// `validation/specs/cpu-bert-mini-mlm-*.json`), measured with `../shared/measure/measure.py`
+/// on 2026-12-01; the step-2 peak and its phase are read off the result files' "step2 peak ... in
+/// PHASE" lines. At this size the two cuBLAS workspaces the estimate counts on a GPU (forward and
+/// backward threads, 2 × 9,568,256 B) are a tenth of the peak and a CPU run has none, so the peak
+/// is compared net of them (the file's cases check the activations as they are).
+#[test]
+fn masked_lm_pure_bf16_peaks() {
+    let path = format!(
+        "{}/../../validation/cpu-measured-extra.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
+    assert_eq!(workspaces, 2 * (8_519_680 + 1_048_576));
+    for (run, measured) in [("cpu-bert-mini-mlm-bf16-adamw-eager-b4s128", 185_525_760u64)] {
+        let case = cases
+            .iter()
+            .find(|c| c["source_id"] == run)
+            .unwrap_or_else(|| panic!("{run}: no case"));
+        let job: Job = serde_json::from_value(case["job"].clone()).unwrap();
+        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let resolved = job.resolve(None).unwrap();
+        let report = estimate(&model.into_input(), &resolved).unwrap();
+        let got = report.per_gpu.peak_allocated.unwrap() - workspaces;
+        let err = (got as f64 - measured as f64) / measured as f64;
+        assert!(err.abs() <= 0.02, "{run}: {got} vs {measured} ({err:+.4})");
+        assert_eq!(
+            report.per_gpu.peak_phase.as_deref(),
+            Some("backward"),
+            "{run}"
+        );
+    }
+}

@@ -185,7 +185,10 @@ fn masked_lm_pure_bf16_peaks() {
     let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
     assert_eq!(workspaces, 2 * (8_519_680 + 1_048_576));
-    for (run, measured) in [("cpu-bert-mini-mlm-bf16-adamw-eager-b4s128", 185_525_760u64)] {
+    for (run, measured) in [
+        ("cpu-bert-mini-mlm-bf16-adamw-eager-b4s128", 185_525_760u64),
+        ("cpu-bert-mini-mlm-bf16-adamw-eager-b2s128", 126_374_400),
+    ] {
         let case = cases
             .iter()
             .find(|c| c["source_id"] == run)

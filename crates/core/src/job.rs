@@ -56,6 +56,11 @@ pub struct Job {
     /// layers); such models are refused otherwise. An extension of the contract's job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assume_llama: Option<bool>,
+    /// `lazy` (default: CUDA ≥ 11.7 with PyTorch ≥ 1.13 loads kernels on first use) or `eager`
+    /// (`CUDA_MODULE_LOADING=EAGER`, and the stacks before lazy loading: every kernel loaded at
+    /// init, a larger CUDA context). Contract field `cuda_module_loading`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_module_loading: Option<String>,
 }
 
 /// Declares a string-valued job enum with its contract spellings.
@@ -153,6 +158,10 @@ job_enum!(
     LossKernel { Standard = "standard", Chunked = "chunked" }
 );
 job_enum!(
+    /// When CUDA loads kernels into the context (contract `cuda_module_loading`).
+    CudaModuleLoading { Lazy = "lazy", Eager = "eager" }
+);
+job_enum!(
     /// Parameter-efficient fine-tuning method.
     PeftMethod { Lora = "lora", Qlora = "qlora" }
 );
@@ -235,6 +244,7 @@ pub struct ResolvedJob {
     pub gpu: Option<String>,
     pub kv_dtype: Option<String>,
     pub loss: LossKernel,
+    pub cuda_module_loading: CudaModuleLoading,
 }
 
 /// Upper bounds on counts: beyond them no real job exists, and products of them stay far from
@@ -320,6 +330,27 @@ fn text<'a>(field: &str, v: Option<&'a Value>) -> Result<Option<&'a str>, CoreEr
     }
 }
 
+/// The case's `job` with each of its `job_if_supported` fields (`../shared/validation/README.md`)
+/// that this build's job accepts, as `score.py`'s `job_for` merges them: the conditions a
+/// measurement was taken under that older builds could not express. A field this build does
+/// not know, or a value it rejects, is left out.
+pub fn merge_if_supported(job: &Value, extra: Option<&Value>) -> Value {
+    let mut out = job.clone();
+    let (Value::Object(o), Some(Value::Object(extra))) = (&mut out, extra) else {
+        return out;
+    };
+    for (k, v) in extra {
+        let probe = Value::Object([(k.clone(), v.clone())].into_iter().collect());
+        let accepted = serde_json::from_value::<Job>(probe)
+            .ok()
+            .is_some_and(|j| j.resolve(None).is_ok());
+        if accepted {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
 impl Job {
     /// Fills defaults and checks every field. `model_max_seq` is the model's maximum position
     /// count, used for the default sequence length.
@@ -384,6 +415,10 @@ impl Job {
             Some(s) => LossKernel::parse("loss", s)?,
             None => LossKernel::Standard,
         };
+        let cuda_module_loading = match self.cuda_module_loading.as_deref() {
+            Some(s) => CudaModuleLoading::parse("cuda_module_loading", s)?,
+            None => CudaModuleLoading::Lazy,
+        };
         let engine = match &self.engine {
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(v @ Value::Object(_)) => v.clone(),
@@ -413,6 +448,7 @@ impl Job {
             gpu,
             kv_dtype,
             loss,
+            cuda_module_loading,
         })
     }
 }
@@ -586,6 +622,11 @@ mod tests {
         assert_eq!(r.optimizer, Optimizer::AdamW);
         assert_eq!(r.attention, AttentionKernel::Sdpa);
         assert_eq!(r.parallel, Parallel::default());
+        assert_eq!(r.cuda_module_loading, CudaModuleLoading::Lazy);
+        let r = job(json!({"cuda_module_loading": "EAGER"}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(r.cuda_module_loading, CudaModuleLoading::Eager);
         let r = job(json!({"task": "infer"})).resolve(Some(512)).unwrap();
         assert_eq!(
             (r.precision, r.optimizer, r.seq),
@@ -618,6 +659,10 @@ mod tests {
             (json!({"parallel": {"zero": 4}}), "parallel.zero"),
             (json!({"peft": {"method": "dora"}}), "peft.method"),
             (json!({"loss": "fast"}), "loss"),
+            (
+                json!({"cuda_module_loading": "lazzy"}),
+                "cuda_module_loading",
+            ),
         ] {
             let e = job(v.clone()).resolve(None).unwrap_err().to_string();
             assert!(e.starts_with(field), "{v}: {e}");
@@ -627,6 +672,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("did you mean 'adamw-8bit'"), "{e}");
+    }
+
+    #[test]
+    fn supported_fields_are_merged_and_unknown_ones_left_out() {
+        let base = json!({"model": "gpt2", "batch": 4});
+        let extra = json!({"cuda_module_loading": "eager", "torch_version": "1.10",
+                           "attention": "no-such-kernel"});
+        let merged = merge_if_supported(&base, Some(&extra));
+        assert_eq!(
+            merged,
+            json!({"model": "gpt2", "batch": 4, "cuda_module_loading": "eager"})
+        );
+        assert_eq!(merge_if_supported(&base, None), base);
     }
 
     #[test]

@@ -382,7 +382,7 @@ pub fn plan(
     }
     let c = coeffs(spec, model, base)?;
     let all = layouts(&c, gpus, max_micro_batch.max(1));
-    let ctx = overhead::cuda_context_bytes(Some(gpu))
+    let ctx = overhead::cuda_context_bytes_with(Some(gpu), base.cuda_module_loading)
         + if gpus > 1 {
             overhead::nccl_bytes(gpus)
         } else {

@@ -39,6 +39,7 @@ function jobFromForm() {
   }
   if (field("precision").value) job.precision = field("precision").value;
   job.attention = field("attention").value;
+  job.cuda_module_loading = field("cuda_module_loading").value;
   if (field("peft").value) {
     job.peft = { method: field("peft").value, rank: num("rank"), alpha: 2 * num("rank"),
                  targets: ["q_proj", "k_proj", "v_proj", "o_proj"] };
@@ -70,7 +71,8 @@ function formFromJob(job) {
     $("paste").open = true;
   }
   for (const k of ["task", "batch", "seq", "grad_accum", "new_tokens", "precision", "optimizer",
-                   "checkpointing", "attention", "weights", "framework", "kv_dtype"]) set(k, job[k]);
+                   "checkpointing", "attention", "weights", "framework", "kv_dtype",
+                   "cuda_module_loading"]) set(k, job[k]);
   if (job.peft) { set("peft", job.peft.method); set("rank", job.peft.rank); }
   const p = job.parallel || {};
   for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);

@@ -375,6 +375,8 @@ fn help_documents_the_defaults() {
         "--require-fit",
         "--lora-targets",
         "--n-gpu-layers",
+        "cuda_module_loading lazy",
+        "--cuda-module-loading",
     ] {
         assert!(help.contains(s), "help lacks {s}");
     }

@@ -265,7 +265,13 @@ pub fn plan(
     let loss = if job.task == Task::Train && lm_head && chunked {
         stages::loss_chunked(spec, b, s, num)
     } else if job.task == Task::Train && lm_head {
-        stages::loss(spec, b, s, logits_width)
+        stages::loss(
+            spec,
+            b,
+            s,
+            logits_width,
+            stages::loss_width(spec, num, logits_width),
+        )
     } else {
         LossMemory::default()
     };

@@ -533,10 +533,16 @@ impl<'a> Prog<'a> {
         // A fused projection's q, k and v are views of one tensor. Eager attention copies the
         // views it multiplies (matmul of non-contiguous operands); rotary embeddings read the
         // views and make new q and k; SDPA keeps the views, so the fused tensor stays saved.
+        // GPT-NeoX's v is `qkv.view(b, s, heads, 3·hd).transpose(1, 2).chunk(3)[2]`: `matmul`
+        // reshapes it to [b·heads, s, hd] for `bmm` (aten `_matmul_impl`), a copy unless b is 1
+        // (a size-1 dimension merges with any stride, so `reshape` returns a view). At b = 1
+        // bmm saves that view, and with it the whole fused output (measured: Pythia-70M at
+        // 1 × 640 saves the 3·s·h qkv storage, at 3 × 224 a b·s·h copy).
+        let view_at_b1 = b == 1 && spec.naming == Naming::NeoX;
         let mut v = v;
         if fused {
             let w = self.w(q);
-            if eager {
+            if eager && !view_at_b1 {
                 v = self.t.op(&[v], &[], vn, w);
             }
             if eager && !rotary {

@@ -6,6 +6,7 @@
 //! context and fragmentation figures.
 
 use crate::gpu::Gpu;
+use crate::job::CudaModuleLoading;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -165,11 +166,71 @@ pub fn cuda_context(gpu: Option<&Gpu>) -> ContextFigure {
         })
 }
 
+/// Per-architecture context with eager module loading (`CUDA_MODULE_LOADING=EAGER`, and every
+/// stack before CUDA 11.7 / PyTorch 1.13): every kernel of PyTorch's CUDA library is loaded into
+/// the context when it is created, so the figure is what the first tensor costs. "Before CUDA
+/// 11.7, *all* kernels were loaded into the context once the library was loaded, which took
+/// more than 1000MB" (ptrblck, paraphrased from pytorch/pytorch#107667). Figures are nvidia-smi after the first tensor,
+/// minus that tensor; only the generations that ran eager stacks in numbers have one.
+const EAGER_CONTEXTS: &[ContextFigure] = &[
+    ContextFigure {
+        arch: "volta",
+        bytes: 1343 * MIB,
+        source: "V100 16GB, driver 460 / CUDA 11.2, torch 1.x: 1343 MiB after a 1×1 tensor (HF \
+                 \"model memory anatomy\" guide); Titan V, torch 1.3: 1008 MiB \
+                 (pytorch/pytorch#28394)",
+    },
+    ContextFigure {
+        arch: "turing",
+        bytes: 879 * MIB,
+        source: "RTX 2080 Ti, torch 1.6 + CUDA 10.1: 1035 MiB with a 156 MiB tensor = 879 MiB \
+                 (pytorch/pytorch#49877)",
+    },
+    ContextFigure {
+        arch: "ampere",
+        // The two RTX 3090 readings, 1687 and 1488 MiB, averaged.
+        bytes: 1588 * MIB,
+        source: "RTX 3090, torch 1.8.2+cu111: 1687 MiB after a 1-element tensor \
+                 (pytorch/pytorch#55277); torch 1.7.1+cu110: 1644 MiB with a 156 MiB tensor = \
+                 1488 MiB (pytorch/pytorch#49877); mean 1588 MiB",
+    },
+];
+
+/// What eager loading adds where no eager reading exists for the architecture: the same command
+/// on one machine under CUDA 11.7 read 666,632,192 B with `CUDA_MODULE_LOADING=DEFAULT` (eager
+/// in 11.7) and 287,047,680 B with `LAZY` (pytorch/pytorch#86509), 379,584,512 B apart.
+pub const EAGER_EXTRA_DEFAULT: u64 = 666_632_192 - 287_047_680;
+
+/// The context figure for `gpu` under `loading`: the lazy figure, or the eager one (the
+/// architecture's eager reading; else the lazy figure plus `EAGER_EXTRA_DEFAULT`).
+pub fn cuda_context_with(gpu: Option<&Gpu>, loading: CudaModuleLoading) -> ContextFigure {
+    let lazy = cuda_context(gpu);
+    if loading == CudaModuleLoading::Lazy {
+        return lazy;
+    }
+    let arch = gpu.map_or(DEFAULT_ARCH, |g| g.arch.as_str());
+    EAGER_CONTEXTS
+        .iter()
+        .find(|c| c.arch.eq_ignore_ascii_case(arch))
+        .copied()
+        .unwrap_or(ContextFigure {
+            bytes: lazy.bytes + EAGER_EXTRA_DEFAULT,
+            source: "no eager reading for this architecture: the lazy figure plus the \
+                     379,584,512 B eager loading added in pytorch/pytorch#86509",
+            ..lazy
+        })
+}
+
 /// nvidia-smi's per-process figure minus `max_memory_reserved` for a process that has run a
 /// step: CUDA context, loaded kernels, cuDNN/cuBLAS handles (not their workspaces, which the
-/// allocator holds). NCCL is separate (`nccl_bytes`).
+/// allocator holds). NCCL is separate (`nccl_bytes`). Lazy module loading.
 pub fn cuda_context_bytes(gpu: Option<&Gpu>) -> u64 {
     cuda_context(gpu).bytes
+}
+
+/// `cuda_context_bytes` under the job's module loading.
+pub fn cuda_context_bytes_with(gpu: Option<&Gpu>, loading: CudaModuleLoading) -> u64 {
+    cuda_context_with(gpu, loading).bytes
 }
 
 /// The measurements behind `cuda_context_bytes` for this GPU, in one line.
@@ -456,6 +517,38 @@ mod tests {
         let h100 = find("h100-80gb").unwrap();
         assert!(cuda_context_bytes(Some(h100)) > cuda_context_bytes(None));
         assert!(cuda_context_source(Some(h100)).contains("H100"));
+    }
+
+    #[test]
+    fn eager_loading_grows_the_context_past_a_gib_where_measured() {
+        let v100 = find("v100-16gb").unwrap();
+        // HF guide: 1343 MiB on a V100 with every kernel loaded at init.
+        assert_eq!(
+            cuda_context_bytes_with(Some(v100), CudaModuleLoading::Eager),
+            1343 * MIB
+        );
+        assert_eq!(
+            cuda_context_bytes_with(Some(v100), CudaModuleLoading::Lazy),
+            cuda_context_bytes(Some(v100))
+        );
+        // pytorch/pytorch#86509: 666,632,192 − 287,047,680 = 379,584,512 B.
+        assert_eq!(EAGER_EXTRA_DEFAULT, 379_584_512);
+        let h100 = find("h100-80gb").unwrap();
+        assert_eq!(
+            cuda_context_bytes_with(Some(h100), CudaModuleLoading::Eager),
+            700 * MIB + 379_584_512
+        );
+        // (1687 + 1488) / 2 = 1587.5 → 1588 MiB for Ampere, also the default device.
+        assert_eq!(
+            cuda_context_bytes_with(None, CudaModuleLoading::Eager),
+            1588 * MIB
+        );
+        for g in crate::gpu::catalog() {
+            let lazy = cuda_context_bytes_with(Some(g), CudaModuleLoading::Lazy);
+            let eager = cuda_context_with(Some(g), CudaModuleLoading::Eager);
+            assert!(eager.bytes > lazy, "{}", g.id);
+            assert!(!eager.source.is_empty());
+        }
     }
 
     #[test]

@@ -125,7 +125,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
                     .map(|p| p.largest_allocations())
                     .unwrap_or_default(),
             );
-            let context = overhead::cuda_context_bytes(gpu)
+            let context = overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
                 + if job.parallel.gpus > 1 {
                     overhead::nccl_bytes(job.parallel.gpus)
                 } else {
@@ -154,7 +154,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
                     .into(),
             );
         }
-        let non_torch = overhead::cuda_context_bytes(gpu)
+        let non_torch = overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
             + if job.parallel.gpus > 1 {
                 overhead::nccl_bytes(job.parallel.gpus)
             } else {
@@ -217,7 +217,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             kv_cache: split.gpu_kv,
             temporaries: split.gpu_compute,
             cuda_context: if split.layers_on_gpu > 0 {
-                overhead::cuda_context_bytes(gpu)
+                overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
             } else {
                 0
             },
@@ -387,24 +387,40 @@ fn walk(
         plan.loss.backward_transient,
     );
     w.sub(Activations, plan.loss.saved);
-    w.add(Gradients, st.head_grad);
+    // Accumulating over micro-batches, a new gradient is added in place into the `.grad` kept
+    // from the earlier ones (`AccumulateGrad`, torch/csrc/autograd/functions/accumulate_grad.h:
+    // `variable_grad += new_grad` outside grad mode) and freed: a transient, not a new state.
+    let accumulating = carried_grads > 0;
+    let split = |g: u64| if accumulating { (0, g) } else { (g, 0) };
+    let (head_kept, head_new) = split(st.head_grad);
+    w.add(Gradients, head_kept);
     w.mark(
         "backward",
         "head",
-        plan.loss.dlogits + plan.logits_grad_input,
+        plan.loss.dlogits + plan.logits_grad_input + head_new,
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
     for (i, l) in plan.layers.iter().enumerate().rev() {
         // A checkpointed block first recomputes its forward.
         let recompute = l.recomputed;
+        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0));
         w.add(Activations, recompute);
-        w.mark("backward", &format!("layer {i}"), l.backward_transient);
+        w.mark(
+            "backward",
+            &format!("layer {i}"),
+            l.backward_transient + g_new,
+        );
         w.sub(Activations, l.kept + l.weight_copies + recompute);
-        w.add(Gradients, st.layer_grads.get(i).copied().unwrap_or(0));
+        w.add(Gradients, g_kept);
     }
     w.sub(Activations, plan.embedding.kept);
-    w.add(Gradients, st.embedding_grad);
-    w.mark("backward", "embeddings", st.embedding_backward_transient);
+    let (e_kept, e_new) = split(st.embedding_grad);
+    w.add(Gradients, e_kept);
+    w.mark(
+        "backward",
+        "embeddings",
+        st.embedding_backward_transient + e_new,
+    );
     // Gradients reached their full size; any rounding difference goes to the last layer.
     let g_now = w.live.c.gradients;
     let g_full = st.resident.gradients;

@@ -204,9 +204,9 @@ fn a32_width(num: Numerics) -> u64 {
     }
 }
 
-/// The loss of transformers' heads (`ForCausalLMLoss`, BERT's `CrossEntropyLoss`): logits
-/// upcast to fp32 (`.float()`, or autocast's fp32 list), `log_softmax` saved for backward (t·V
-/// fp32), labels shifted into a new int64 tensor.
+/// The loss of transformers' heads (`ForCausalLMLoss`, BERT's `CrossEntropyLoss`): `log_softmax`
+/// saved for backward (t·V, fp32 where `loss_width` says so), labels shifted into a new int64
+/// tensor for a causal LM.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LossMemory {
     /// The saved log-softmax.
@@ -240,17 +240,49 @@ pub fn loss_chunked(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> Lo
     }
 }
 
-pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64) -> LossMemory {
+/// Masked-LM classes whose loss is transformers' `ForMaskedLMLoss` (`loss/loss_utils.py`:
+/// `logits = logits.float()` first), read off transformers 5.24's `models/*/modeling_*.py`:
+/// the other 43 `...ForMaskedLM` classes (BERT, RoBERTa, ALBERT, DeBERTa, ELECTRA, ...) call
+/// `CrossEntropyLoss()(prediction_scores.view(-1, V), labels.view(-1))` on the logits as they
+/// are.
+const MLM_LOSS_UPCASTS: &[&str] = &["modernbert", "eurobert", "esmc", "neomme", "ultrabert"];
+
+/// The width `log_softmax` runs in: fp32 for causal LMs (`ForCausalLMLoss` upcasts with
+/// `.float()`), under autocast (`log_softmax` is on its fp32 list) and for the masked-LM classes
+/// that upcast; otherwise the logits' own width (a BERT-style head trained in pure fp16/bf16).
+pub fn loss_width(spec: &ModelSpec, num: Numerics, logits_width: u64) -> u64 {
+    let upcasts = match spec.head {
+        Head::MaskedLm { .. } => MLM_LOSS_UPCASTS
+            .iter()
+            .any(|m| spec.model_type.eq_ignore_ascii_case(m)),
+        _ => true,
+    };
+    if upcasts || num.autocast {
+        4
+    } else {
+        logits_width
+    }
+}
+
+/// The loss on t·V logits of `logits_width` bytes computed in `width` bytes (`loss_width`):
+/// the upcast copy when the two differ, the saved log-softmax, and at the start of backward
+/// the log-softmax's gradient (`nll_loss_backward`) and dlogits (`_log_softmax_backward_data`),
+/// then dlogits cast back to the logits' dtype. Labels: a causal LM's are padded and shifted
+/// into two new int64 tensors (`ForCausalLMLoss`); a masked LM's are a view.
+pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64, width: u64) -> LossMemory {
     let t = batch * seq;
     let v = spec.vocab_size;
-    let f32_tv = round(t * v * 4);
+    let tv = round(t * v * width);
     let logits = round(t * v * logits_width);
-    let upcast = if logits_width == 4 { 0 } else { f32_tv };
-    let labels = round(batch * (seq + 1) * 8) + round(t * 8);
+    let upcast = if logits_width == width { 0 } else { tv };
+    let labels = match spec.head {
+        Head::MaskedLm { .. } => 0,
+        _ => round(batch * (seq + 1) * 8) + round(t * 8),
+    };
     LossMemory {
-        saved: f32_tv + labels,
+        saved: tv + labels,
         forward_transient: logits + upcast,
-        backward_transient: 2 * f32_tv,
-        dlogits: if logits_width == 4 { 0 } else { logits },
+        backward_transient: 2 * tv,
+        dlogits: if logits_width == width { 0 } else { logits },
     }
 }

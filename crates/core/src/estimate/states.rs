@@ -7,9 +7,13 @@
 //! - `deepspeed`: the ZeRO paper's accounting (Rajbhandari et al. 2020, §3.1: mixed-precision
 //!   Adam holds 2Ψ + 2Ψ + KΨ with K = 12: fp32 master 4Ψ, momentum 4Ψ, variance 4Ψ); stage 1
 //!   partitions optimizer states and master, stage 2 also gradients, stage 3 also parameters.
-//! - `megatron`: bf16 parameters, fp32 `main_grad`, fp32 master and Adam moments: 18 B/param
-//!   (Megatron-LM `docs/source/api-guide/distributed_optimizer.md`), 6 + 12/dp with the
-//!   distributed optimizer.
+//! - `megatron` (Megatron-LM `docs/api-guide/dist_optimizer.md`, the bytes-per-parameter
+//!   table; `megatron/core/optimizer/optimizer.py` `Float16OptimizerWithFloat16Params`):
+//!   `bf16-mixed` keeps bf16 parameters, the fp32 `main_grad` buffer (gradients accumulated in
+//!   fp32), fp32 master and Adam moments: 18 B/param, 6 + 12/d with the distributed optimizer;
+//!   `fp16-mixed` keeps fp16 parameters and fp16 gradients, and the optimizer copies them into
+//!   fp32 `main_param.grad` for the step (`_copy_model_grads_to_main_grads`): 20 B/param,
+//!   4 + 16/d; `fp32`: 16, 8 + 8/d.
 //! - `fsdp`: parameters, gradients and states in the parameters' dtype, sharded over dp by
 //!   strategy (0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD).
 
@@ -51,6 +55,9 @@ struct Widths {
     grad: u64,
     master: u64,
     state: u64,
+    /// An fp32 copy of the gradients the optimizer makes for its step, sharded like the
+    /// optimizer states (Megatron's fp16 path); freed after the step.
+    main_grad: u64,
 }
 
 fn widths(job: &ResolvedJob) -> Widths {
@@ -59,27 +66,33 @@ fn widths(job: &ResolvedJob) -> Widths {
         (
             Framework::Deepspeed | Framework::Megatron,
             Precision::Fp16Mixed | Precision::Bf16Mixed,
-        ) => Widths {
-            param: 2,
-            grad: if job.framework == Framework::Megatron {
-                4
-            } else {
-                2
-            },
-            master: 4,
-            state: 4,
-        },
+        ) => {
+            // Megatron accumulates bf16 models' gradients in an fp32 `main_grad` buffer
+            // (`accumulate_allreduce_grads_in_fp32`, forced for bf16), fp16 models' in fp16;
+            // DeepSpeed keeps 16-bit gradients either way (ZeRO paper §3.1, 2Ψ).
+            let fp32_main_grad = job.framework == Framework::Megatron && p == Precision::Bf16Mixed;
+            let fp16_copy = job.framework == Framework::Megatron && p == Precision::Fp16Mixed;
+            Widths {
+                param: 2,
+                grad: if fp32_main_grad { 4 } else { 2 },
+                master: 4,
+                state: 4,
+                main_grad: if fp16_copy { 4 } else { 0 },
+            }
+        }
         (_, Precision::Fp32 | Precision::Fp16Mixed | Precision::Bf16Mixed) => Widths {
             param: 4,
             grad: 4,
             master: 0,
             state: 4,
+            main_grad: 0,
         },
         (_, Precision::Fp16 | Precision::Bf16) => Widths {
             param: 2,
             grad: 2,
             master: 0,
             state: 2,
+            main_grad: 0,
         },
     }
 }
@@ -259,6 +272,12 @@ pub fn model_states(
             optimizer::step_scratch_bytes(opt, &[(&[p], w.state)])?,
             ss * mp,
         );
+        let main_grads = if train {
+            div_ceil(p.saturating_mul(w.main_grad), ss * mp)
+        } else {
+            0
+        };
+        add_main_grads(&mut out, main_grads);
         return Ok(out);
     };
 
@@ -396,7 +415,18 @@ pub fn model_states(
     }
     buffers_and_offload(&mut out, job, largest_block, w.param, w.grad, warnings);
     out.max = out.resident;
+    add_main_grads(
+        &mut out,
+        div_ceil(trainable.saturating_mul(w.main_grad), ss * tp),
+    );
     Ok(out)
+}
+
+/// The optimizer's fp32 gradient copies (`Widths::main_grad`): made at the step, freed after
+/// it, so step scratch, and part of the gradients' maximum over the step (`model_states`).
+fn add_main_grads(out: &mut StateBytes, bytes: u64) {
+    out.step_scratch = out.step_scratch.saturating_add(bytes);
+    out.max.gradients = out.max.gradients.saturating_add(bytes);
 }
 
 /// DeepSpeed's defaults (`deepspeed/runtime/zero/config.py`): `reduce_bucket_size` 5e8 and

@@ -76,6 +76,11 @@ pub struct JobArgs {
     /// linear cross-entropy such as Liger-Kernel's). [default: standard]
     #[arg(long, help_heading = "Job")]
     pub loss: Option<String>,
+    /// CUDA module loading: `lazy` (CUDA ≥ 11.7, PyTorch ≥ 1.13) or `eager`
+    /// (`CUDA_MODULE_LOADING=EAGER` and older stacks: every kernel loaded at init, a context
+    /// past 1 GiB). [default: lazy]
+    #[arg(long, help_heading = "Job")]
+    pub cuda_module_loading: Option<String>,
 
     /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
@@ -348,6 +353,7 @@ impl JobArgs {
         if let Some(l) = &self.loss {
             job.loss = Some(l.clone());
         }
+        text(&mut job.cuda_module_loading, &self.cuda_module_loading);
 
         // parallel: a flag for gpus (or dp) alone means "derive the other", so a file's dp (or
         // gpus) that would contradict it is dropped rather than reported as a conflict.

@@ -104,6 +104,7 @@ fn read_cases(path: &Path) -> Result<Vec<Case>, JobError> {
         };
         let lacks = |k: &str| err(format!("case {id} lacks '{k}'"));
         let job = o.remove("job").ok_or_else(|| lacks("job"))?;
+        let job = vramscope_core::job::merge_if_supported(&job, o.get("job_if_supported"));
         let metric = match o.get("metric") {
             Some(Value::String(s)) => s.clone(),
             Some(_) => return Err(err(format!("case {id}: 'metric' must be a string"))),

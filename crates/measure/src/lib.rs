@@ -12,7 +12,9 @@ pub mod calibrate;
 mod fxhash;
 pub mod pickle;
 pub mod profiler;
+mod replay;
 pub mod snapshot;
+mod snapshot_replay;
 
 pub use analysis::{Analysis, MeasuredComponents, MeasuredPerGpu};
 

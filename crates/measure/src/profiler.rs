@@ -6,6 +6,7 @@
 
 use crate::analysis::{assemble, cat_index, Analysis, Point, SourceInfo, Timeline, NCAT};
 use crate::attribute::{self, Fate, Phase, Signals};
+use crate::replay::{self, Life, Lifetimes, Moment};
 use crate::snapshot::{Frame, ProfCategory};
 use crate::MeasureError;
 use serde_json::Value;
@@ -200,10 +201,26 @@ fn finish(kind: &str, points: Timeline) -> Analysis {
     )
 }
 
-/// Chrome trace: `[memory]` instant events (`args.Bytes` signed, `Addr`, `Device Type` 1 =
-/// CUDA / 0 = CPU, `Total Reserved`), attributed through the ops (`ph: "X"`) that enclose
-/// them on the same thread.
-fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
+/// One `[memory]` event of a Chrome trace.
+struct Mem {
+    ts: f64,
+    tid: String,
+    bytes: i64,
+    addr: u64,
+    reserved: Option<u64>,
+    dev: (i64, i64),
+}
+
+/// One op (`ph: "X"`) of a Chrome trace.
+struct Op {
+    ts: f64,
+    end: f64,
+    tid: String,
+    name: String,
+}
+
+/// The `[memory]` events and the ops of a Chrome trace, in file order.
+fn chrome_events(v: &Value) -> Result<(Vec<Mem>, Vec<Op>), MeasureError> {
     let events = match v {
         Value::Object(m) => m
             .get("traceEvents")
@@ -212,20 +229,6 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
         Value::Array(a) => a,
         _ => return Err(bad("chrome trace: not an object")),
     };
-    struct Mem {
-        ts: f64,
-        tid: String,
-        bytes: i64,
-        addr: u64,
-        reserved: Option<u64>,
-        dev: (i64, i64),
-    }
-    struct Op {
-        ts: f64,
-        end: f64,
-        tid: String,
-        name: String,
-    }
     let mut mems = Vec::new();
     let mut ops = Vec::new();
     for e in events {
@@ -259,27 +262,36 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
             });
         }
     }
-    // The device: CUDA with the most bytes allocated, else the host.
+    Ok((mems, ops))
+}
+
+/// The device: CUDA with the most bytes allocated, else the host.
+fn busiest_device(mems: &[Mem]) -> (i64, i64) {
     let mut per_dev: HashMap<(i64, i64), u64> = HashMap::new();
-    for m in &mems {
+    for m in mems {
         let e = per_dev.entry(m.dev).or_default();
         *e = e.saturating_add(m.bytes.max(0) as u64);
     }
-    let dev = per_dev
+    per_dev
         .iter()
         .max_by_key(|(d, b)| (d.0 == 1, **b))
         .map(|(d, _)| *d)
-        .unwrap_or((0, -1));
-    mems.retain(|m| m.dev == dev);
-    mems.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-    ops.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(b.end.total_cmp(&a.end)));
+        .unwrap_or((0, -1))
+}
 
-    // Enclosing ops of each memory event: per-thread stacks swept in time order.
+/// What the ops enclosing a memory event say: its signals and site.
+struct Context {
+    sig: Signals,
+    site: String,
+}
+
+/// The enclosing ops of each memory event (both sorted by time): per-thread stacks swept in
+/// time order.
+fn enclosing(mems: &[Mem], ops: &[Op]) -> Vec<Context> {
     let mut stacks: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut next_op = 0;
-    let mut sigs = Vec::with_capacity(mems.len());
-    let mut sites = Vec::with_capacity(mems.len());
-    for m in &mems {
+    let mut out = Vec::with_capacity(mems.len());
+    for m in mems {
         while next_op < ops.len() && ops[next_op].ts <= m.ts {
             let o = &ops[next_op];
             let st = stacks.entry(o.tid.as_str()).or_default();
@@ -303,91 +315,82 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
                 name: ops[k].name.clone(),
             })
             .collect();
-        sigs.push(attribute::signals(frames.iter()));
-        sites.push(
-            frames
+        out.push(Context {
+            sig: attribute::signals(frames.iter()),
+            site: frames
                 .iter()
                 .rev()
                 .find(|f| !f.name.starts_with("aten::") && !f.name.starts_with("[memory]"))
                 .or(frames.first())
                 .map(|f| f.name.clone())
                 .unwrap_or_default(),
-        );
+        });
     }
+    out
+}
 
-    // Lifetimes by address.
-    struct El {
-        size: u64,
-        start: usize,
-        end: Option<usize>,
-        sig: Signals,
-        free_sig: Option<Signals>,
-        site: String,
-    }
-    let mut els: Vec<El> = Vec::new();
-    let mut live: HashMap<u64, usize> = HashMap::new();
+/// What a Chrome trace says about one allocation.
+struct ChromeInfo {
+    sig: Signals,
+    free_sig: Option<Signals>,
+    site: String,
+}
+
+/// Lifetimes by address: positive `Bytes` allocate, negative free; a free without an alloc
+/// was allocated before profiling began.
+fn chrome_lives(mems: &[Mem], cx: &[Context]) -> Vec<Life<ChromeInfo>> {
+    let mut lives = Lifetimes::new();
     for (i, m) in mems.iter().enumerate() {
         let pos = i + 1;
         if m.bytes > 0 {
-            if let Some(old) = live.insert(m.addr, els.len()) {
-                els[old].end = Some(pos);
-            }
-            els.push(El {
-                size: m.bytes as u64,
-                start: pos,
-                end: None,
-                sig: sigs[i],
+            let info = ChromeInfo {
+                sig: cx[i].sig,
                 free_sig: None,
-                site: sites[i].clone(),
-            });
+                site: cx[i].site.clone(),
+            };
+            lives.alloc(m.addr, m.bytes as u64, pos, info);
         } else if m.bytes < 0 {
-            if let Some(k) = live.remove(&m.addr) {
-                els[k].end = Some(pos);
-                els[k].free_sig = Some(sigs[i]);
+            if let Some(k) = lives.free(m.addr, pos) {
+                lives.lives[k].info.free_sig = Some(cx[i].sig);
             } else {
-                els.push(El {
-                    size: m.bytes.unsigned_abs(),
-                    start: 0,
-                    end: Some(pos),
+                let info = ChromeInfo {
                     sig: Signals::default(),
-                    free_sig: Some(sigs[i]),
+                    free_sig: Some(cx[i].sig),
                     site: String::new(),
-                });
+                };
+                lives.before(m.bytes.unsigned_abs(), Some(pos), info);
             }
         }
     }
-    let cats: Vec<_> = els
+    lives.lives
+}
+
+/// Chrome trace: `[memory]` instant events (`args.Bytes` signed, `Addr`, `Device Type` 1 =
+/// CUDA / 0 = CPU, `Total Reserved`), attributed through the ops (`ph: "X"`) that enclose
+/// them on the same thread.
+fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
+    let (mut mems, mut ops) = chrome_events(v)?;
+    let dev = busiest_device(&mems);
+    mems.retain(|m| m.dev == dev);
+    mems.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    ops.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(b.end.total_cmp(&a.end)));
+    let cx = enclosing(&mems, &ops);
+    let lives = chrome_lives(&mems, &cx);
+    let cats: Vec<_> = lives
         .iter()
         .map(|e| {
-            let fate = e.free_sig.map_or(Fate::AliveAtEnd, Fate::Freed);
-            attribute::classify(None, None, &e.sig, fate)
+            let fate = e.info.free_sig.map_or(Fate::AliveAtEnd, Fate::Freed);
+            attribute::classify(None, None, &e.info.sig, fate)
         })
         .collect();
     let n = mems.len();
-    let mut deltas: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n + 2];
-    for (k, e) in els.iter().enumerate() {
-        deltas[e.start].push((k, true));
-        if let Some(x) = e.end {
-            deltas[x].push((k, false));
-        }
-    }
-    let mut cur = [0u64; NCAT];
-    let mut points = Timeline::new(n + 1);
     let mut phase = Phase::Unknown;
     let mut peak_reserved: Option<u64> = None;
-    for pos in 0..=n {
-        for &(k, _) in deltas[pos].iter().filter(|d| !d.1) {
-            let c = cat_index(cats[k]);
-            cur[c] = cur[c].saturating_sub(els[k].size);
-        }
-        for &(k, _) in deltas[pos].iter().filter(|d| d.1) {
-            let c = cat_index(cats[k]);
-            cur[c] = cur[c].saturating_add(els[k].size);
-        }
+    let points = replay::replay(&lives, &cats, n, |pos| {
         let mut reserved = None;
         if pos > 0 {
             let m = &mems[pos - 1];
-            let p = attribute::phase_of(&sigs[pos - 1]);
+            let p = attribute::phase_of(&cx[pos - 1].sig);
             if p != Phase::Unknown && m.bytes > 0 {
                 phase = p;
             }
@@ -396,25 +399,17 @@ fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
                 peak_reserved = peak_reserved.max(m.reserved);
             }
         }
-        points.push(Point {
-            cats: cur,
+        Moment {
             phase,
             reserved,
             time_us: (pos > 0).then(|| mems[pos - 1].ts),
-        });
-    }
+        }
+    });
     let peak = points.peak_index().unwrap_or(0);
-    let live_at_peak = els
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.start <= peak && e.end.is_none_or(|x| x > peak))
+    let live_at_peak = replay::live_at(&lives, peak)
         .map(|(k, e)| {
-            (
-                e.size,
-                cats[k],
-                attribute::phase_of(&e.sig),
-                e.site.as_str(),
-            )
+            let ph = attribute::phase_of(&e.info.sig);
+            (e.size, cats[k], ph, e.info.site.as_str())
         })
         .collect();
     let mut warnings = Vec::new();

@@ -3,6 +3,7 @@
 //! about reserved memory and fragmentation.
 
 use crate::attribute::Phase;
+use crate::infer::{confidence_at_peak, Confidence, Inference};
 pub(crate) use crate::replay::{Point, Timeline};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -127,6 +128,28 @@ pub struct Analysis {
     pub fragmentation: Option<Fragmentation>,
     pub ooms: Vec<Oom>,
     pub warnings: Vec<String>,
+    /// What was inferred about blocks allocated before recording (crate::infer).
+    pub inferences: Vec<Inference>,
+    /// How sure each category at the peak is: "high" (allocation stacks, metadata, the
+    /// profiler's categories, or exact size matches), "medium", "low".
+    pub confidence: BTreeMap<&'static str, Confidence>,
+}
+
+impl Analysis {
+    /// Adds the inferences: their lines lead the warnings, and the confidence at the peak is
+    /// recomputed.
+    pub(crate) fn attach_inferences(&mut self, inferences: Vec<Inference>) {
+        let lines = inferences.iter().map(Inference::describe);
+        self.warnings.splice(0..0, lines);
+        self.inferences = inferences;
+        self.confidence = self.confidence_now();
+    }
+
+    fn confidence_now(&self) -> BTreeMap<&'static str, Confidence> {
+        let c = &self.per_gpu.components;
+        let at_peak: Vec<(Category, u64)> = CATS.iter().map(|&k| (k, c.get(k))).collect();
+        confidence_at_peak(&at_peak, &self.inferences)
+    }
 }
 
 /// Assembles the report from the replayed timeline and what the caller knows about the peak.
@@ -213,7 +236,7 @@ pub(crate) fn assemble(
     top_frames.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
     top_frames.truncate(10);
 
-    Analysis {
+    let mut a = Analysis {
         source,
         per_gpu: MeasuredPerGpu {
             components: comps,
@@ -230,7 +253,11 @@ pub(crate) fn assemble(
         fragmentation,
         ooms,
         warnings,
-    }
+        inferences: Vec::new(),
+        confidence: BTreeMap::new(),
+    };
+    a.confidence = a.confidence_now();
+    a
 }
 
 /// One timeline point per bucket of events: the bucket's highest.

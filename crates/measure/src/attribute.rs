@@ -74,6 +74,40 @@ pub struct Signals {
     pub accumulate_grad: bool,
     pub forward: bool,
     pub params: bool,
+    /// Under a compiled graph's forward: AOTAutograd's `CompiledFunction.forward`
+    /// (torch/_functorch/_aot_autograd/runtime_wrappers.py) or an inductor-generated `call`
+    /// (the module inductor writes to its cache dir, `torchinductor_<user>/xx/<hash>.py`).
+    pub compiled_forward: bool,
+    /// Under a compiled graph's backward: `CompiledFunction.backward` / `_backward_impl` in
+    /// runtime_wrappers.py.
+    pub compiled_backward: bool,
+    /// Under a KV cache's code: transformers/cache_utils.py (`DynamicCache.update`,
+    /// `StaticCache`, `QuantizedCache`, ...), vLLM's cache engine / KV cache allocation
+    /// (vllm/worker/cache_engine.py, `*kv_cache*` functions of vllm/v1/worker), SGLang's pools
+    /// (sglang/srt/mem_cache/memory_pool.py).
+    pub kv_cache: bool,
+}
+
+/// Whether a frame is a KV cache's (see [`Signals::kv_cache`]).
+fn is_kv_cache(file: &str, fun: &str) -> bool {
+    file.contains("transformers/cache_utils.py")
+        || file.contains("sglang/srt/mem_cache/")
+        || file.contains("vllm/worker/cache_engine.py")
+        || (file.contains("vllm/") && fun.contains("kv_cache"))
+}
+
+/// Whether a frame is the autograd engine running backward: `torch.autograd.backward` /
+/// `grad` (torch/autograd/__init__.py, graph.py `_engine_run_backward`), `Tensor.backward`,
+/// the C++ engine. `torch/autograd/function.py` (`Function.apply`) is not: it runs a custom
+/// function's *forward* (torch.compile's `CompiledFunction` among them).
+fn is_backward(file: &str, name: &str, fun: &str) -> bool {
+    let autograd_file = |f: &str| f.contains("torch/autograd/") && !f.contains("function.py");
+    fun == "backward"
+        || fun.contains("run_backward")
+        || autograd_file(file)
+        || autograd_file(name)
+        || name.contains("autograd::engine")
+        || name.contains("torch::autograd::Engine")
 }
 
 /// The function name of a frame: profiler-derived frames put `file.py(123): func` in `name`.
@@ -87,8 +121,11 @@ fn func(name: &str) -> &str {
 pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
     let mut s = Signals::default();
     for f in frames {
-        let name = f.name.as_str();
-        let file = f.filename.as_str();
+        // Windows paths (`site-packages\\torch\\optim\\adamw.py`) read as POSIX ones.
+        let name_n = f.name.replace('\\', "/");
+        let file_n = f.filename.replace('\\', "/");
+        let name = name_n.as_str();
+        let file = file_n.as_str();
         let fun = func(name);
         if file.contains("torch/optim/")
             || name.contains("torch/optim/")
@@ -109,14 +146,18 @@ pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
             s.accumulate_grad = true;
             s.backward = true;
         }
-        if fun == "backward"
-            || fun.contains("run_backward")
-            || file.contains("torch/autograd/")
-            || name.contains("torch/autograd/")
-            || name.contains("autograd::engine")
-            || name.contains("torch::autograd::Engine")
-        {
+        if is_backward(file, name, fun) {
             s.backward = true;
+        }
+        let aot = file.contains("_aot_autograd/") || name.contains("_aot_autograd/");
+        if aot && fun == "forward" || fun == "call" && file.contains("torchinductor") {
+            s.compiled_forward = true;
+        }
+        if aot && (fun == "backward" || fun == "_backward_impl") {
+            s.compiled_backward = true;
+        }
+        if is_kv_cache(file, fun) || is_kv_cache(name, fun) {
+            s.kv_cache = true;
         }
         if matches!(
             fun,
@@ -140,7 +181,9 @@ pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
 
 /// The phase an allocation stack belongs to.
 pub fn phase_of(s: &Signals) -> Phase {
-    if s.optimizer || s.zero_grad {
+    if s.kv_cache {
+        Phase::Forward
+    } else if s.optimizer || s.zero_grad {
         Phase::Optimizer
     } else if s.backward {
         Phase::Backward
@@ -207,6 +250,9 @@ pub fn classify(
     if let Some(c) = meta_category {
         return Some(c);
     }
+    if alloc.kv_cache {
+        return Some(Category::KvCache);
+    }
     if alloc.optimizer {
         return Some(match fate {
             _ if alloc.init_group => Category::OptimizerStates,
@@ -231,7 +277,13 @@ pub fn classify(
             _ => Category::Activations,
         });
     }
-    None
+    // User code outside any module (a loss computed in the training loop): what the autograd
+    // engine frees while running backward was saved for it (torch/csrc/autograd/engine.cpp
+    // releases a node's saved variables once it has run).
+    match fate {
+        Fate::Freed(f) if f.backward && !f.optimizer && !f.zero_grad => Some(Category::Activations),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

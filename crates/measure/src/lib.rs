@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod attribute;
 pub mod calibrate;
 mod fxhash;
+pub mod infer;
 pub mod pickle;
 pub mod profiler;
 mod replay;

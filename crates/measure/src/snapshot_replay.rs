@@ -6,6 +6,7 @@
 use crate::analysis::{assemble, site_of, Analysis, Fragmentation, Oom, SourceInfo};
 use crate::attribute::{self, Fate, Phase, Signals};
 use crate::fxhash::{FxMap, FxSet};
+use crate::infer::{self, Facts, RecordFacts};
 use crate::replay::{self, Life, Lifetimes, Moment, Timeline};
 use crate::snapshot::{Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry};
 use std::num::NonZeroUsize;
@@ -14,6 +15,8 @@ use vramscope_core::report::Category;
 /// What a snapshot says about one allocation besides its bytes and lifetime.
 #[derive(Debug, Clone)]
 pub(crate) struct SnapInfo {
+    /// Size for matching shapes: the requested size (a segment block's `size` is rounded up).
+    pub key: u64,
     pub stack: u32,
     pub free_stack: Option<u32>,
     pub hint: Option<ProfCategory>,
@@ -24,8 +27,9 @@ pub(crate) struct SnapInfo {
 }
 
 impl SnapInfo {
-    fn new(stack: u32, hint: Option<ProfCategory>, meta: u32) -> Self {
+    fn new(key: u64, stack: u32, hint: Option<ProfCategory>, meta: u32) -> Self {
         SnapInfo {
+            key,
             stack,
             free_stack: None,
             hint,
@@ -86,7 +90,7 @@ fn trace_lives(snap: &Snapshot, trace: &[TraceEntry]) -> (Lifetimes<SnapInfo>, u
         let pos = i + 1;
         match e.action {
             Action::Alloc => {
-                let info = SnapInfo::new(e.stack, e.category, e.user_metadata);
+                let info = SnapInfo::new(e.size, e.stack, e.category, e.user_metadata);
                 let idx = lives.alloc(e.addr, e.size, pos, info);
                 if let Some(g) = ghost_at.remove(&e.addr) {
                     if snap.from_profiler && lives.lives[g].size == e.size {
@@ -104,7 +108,7 @@ fn trace_lives(snap: &Snapshot, trace: &[TraceEntry]) -> (Lifetimes<SnapInfo>, u
                     // Freed but never allocated in the trace: allocated before recording
                     // started (or dropped from the ring buffer), live from the start.
                     ghosts += 1;
-                    let mut info = SnapInfo::new(e.stack, None, 0);
+                    let mut info = SnapInfo::new(e.size, e.stack, None, 0);
                     info.free_stack = Some(e.stack);
                     let idx = lives.before(e.size, Some(pos), info);
                     ghost_at.insert(e.addr, idx);
@@ -127,7 +131,8 @@ fn add_preexisting(lives: &mut Lifetimes<SnapInfo>, segs: &[&Segment]) -> u64 {
         for b in &s.blocks {
             if b.state == BlockState::ActiveAllocated && !lives.is_live(b.address) {
                 preexisting = preexisting.saturating_add(b.size);
-                lives.before(b.size, None, SnapInfo::new(b.stack, None, 0));
+                let key = b.requested_size.unwrap_or(b.size);
+                lives.before(b.size, None, SnapInfo::new(key, b.stack, None, 0));
             }
         }
     }
@@ -182,6 +187,21 @@ fn classify(lives: &[Life<SnapInfo>], cx: &Context) -> Vec<Option<Category>> {
         }
     }
     cats
+}
+
+/// An allocation no stack explains (user code outside modules, or a record without frames)
+/// made before backward and freed while backward runs was saved for it: the autograd engine
+/// releases a node's saved tensors once the node has run (torch/csrc/autograd/engine.cpp).
+fn saved_for_backward(lives: &[Life<SnapInfo>], phases: &[Phase], cats: &mut [Option<Category>]) {
+    for (l, c) in lives.iter().zip(cats.iter_mut()) {
+        let Some(end) = l.end.map(NonZeroUsize::get) else {
+            continue;
+        };
+        let before = l.start > 0 && phases[l.start] != Phase::Backward;
+        if c.is_none() && before && phases[end] == Phase::Backward {
+            *c = Some(Category::Activations);
+        }
+    }
 }
 
 /// Phase of each position: an alloc's user_metadata, else its stack's; carried forward.
@@ -417,8 +437,15 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     let lives = lives.lives;
 
     let cx = Context::new(snap);
-    let cats = classify(&lives, &cx);
+    let mut cats = classify(&lives, &cx);
     let phases = position_phases(trace, &cx);
+    saved_for_backward(&lives, &phases, &mut cats);
+    let (mut inferences, by_life) = if snap.from_profiler {
+        (Vec::new(), Vec::new())
+    } else {
+        let rec = record_facts(&lives, &phases);
+        infer::infer(&facts(&lives, &cx), &mut cats, rec)
+    };
 
     let reserved_end: u64 = segs
         .iter()
@@ -429,13 +456,21 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         run_replay(trace, &lives, &cats, &phases, reserved0, reserved_known);
 
     let peak = timeline.peak_index().unwrap_or(0);
+    for (k, el) in replay::live_at(&lives, peak) {
+        if let Some(x) = by_life
+            .get(k)
+            .and_then(|&id| inferences.get_mut(id as usize))
+        {
+            x.bytes_at_peak = x.bytes_at_peak.saturating_add(el.size);
+        }
+    }
     let mut sites = Vec::new();
     let live = live_at_peak(snap, &lives, &cats, &phases, peak, &mut sites);
     let fragmentation =
         (reserved_known && !segs.is_empty()).then(|| fragmentation(&segs, reserved_end));
     let ooms = ooms(snap, trace);
     record_warnings(snap, trace, &segs, &ooms, warnings);
-    assemble(
+    let mut a = assemble(
         source_info(snap, dev, trace.len()),
         timeline,
         reserved_known.then_some(peak_reserved),
@@ -443,5 +478,33 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         fragmentation,
         ooms,
         std::mem::take(warnings),
-    )
+    );
+    a.attach_inferences(inferences);
+    a
+}
+
+/// What the inference needs about each life.
+fn facts(lives: &[Life<SnapInfo>], cx: &Context) -> Vec<Facts> {
+    lives
+        .iter()
+        .map(|l| Facts {
+            key: l.info.key,
+            size: l.size,
+            pre: l.start == 0,
+            freed_by: l.info.free_stack.map(|s| cx.signals[s as usize]),
+        })
+        .collect()
+}
+
+/// Whether the record shows a forward and a backward: the phases of its allocations.
+fn record_facts(lives: &[Life<SnapInfo>], phases: &[Phase]) -> RecordFacts {
+    let mut r = RecordFacts::default();
+    for l in lives.iter().filter(|l| l.start > 0) {
+        match phases[l.start] {
+            Phase::Forward => r.has_forward = true,
+            Phase::Backward => r.has_backward = true,
+            _ => {}
+        }
+    }
+    r
 }

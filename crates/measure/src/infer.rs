@@ -1,0 +1,326 @@
+//! What blocks allocated before recording began were, inferred from what the record shows.
+//!
+//! People build the model (and often run a warm-up step) and only then call
+//! `torch.cuda.memory._record_memory_history`: the blocks allocated before carry no
+//! allocation stack. Two kinds exist in a snapshot: blocks still allocated at the dump (in
+//! `segments`, never allocated in `device_traces`) and blocks freed in the trace without an
+//! alloc ("ghosts": their only stack is their free's). The rules, in order, each with the
+//! framework behaviour it relies on:
+//!
+//! 1. A ghost freed under `zero_grad` is a gradient (torch/optim/optimizer.py `zero_grad`
+//!    sets `.grad = None`, freeing it). A ghost freed under the optimizer's step is optimizer
+//!    state the step replaced: optimizers that write `state["m"] = beta1 * m + ...` (rather
+//!    than the in-place `exp_avg.lerp_` of torch/optim/adam.py) free last step's moment when
+//!    they store the new one. Sure when its size is one of the gradients' sizes.
+//! 2. A block live throughout whose size matches a gradient the backward allocates
+//!    (`AccumulateGrad` creates `.grad` with the parameter's shape,
+//!    torch/csrc/autograd/functions/accumulate_grad.h), one block per gradient, is a
+//!    parameter.
+//! 3. With backward in the record but no gradient allocated in it (gradients accumulated into
+//!    `.grad` kept from a warm-up step), blocks live throughout come in pairs of equal size,
+//!    a parameter and its `.grad`: half of each size are parameters, half gradients.
+//! 4. In a record with a forward and no backward (inference), blocks live throughout are
+//!    the model's weights (and the inputs, a small share).
+//!
+//! Every inference is reported with its basis, its block count and bytes, and how sure it
+//! is; what no rule explains stays unattributed.
+
+use crate::attribute::Signals;
+use serde::Serialize;
+use std::collections::HashMap;
+use vramscope_core::report::Category;
+
+/// How sure an attribution is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl Confidence {
+    pub fn name(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+}
+
+/// One inference made about blocks allocated before recording.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Inference {
+    pub category: &'static str,
+    /// What it rests on, e.g. "gradient sizes".
+    pub basis: &'static str,
+    pub blocks: u64,
+    pub bytes: u64,
+    pub confidence: Confidence,
+    /// Of `bytes`, those live at the peak.
+    pub bytes_at_peak: u64,
+}
+
+impl Inference {
+    /// One line for people: "weights inferred from gradient sizes: 324 blocks, 12.69 GiB
+    /// (confidence high)".
+    pub fn describe(&self) -> String {
+        let what = match self.category {
+            "parameters" => "weights",
+            "optimizer_states" => "optimizer states",
+            c => c,
+        };
+        format!(
+            "{what} inferred from {}: {} blocks, {} (confidence {})",
+            self.basis,
+            self.blocks,
+            human(self.bytes),
+            self.confidence.name()
+        )
+    }
+}
+
+/// Bytes in GiB / MiB / KiB with two decimals.
+pub(crate) fn human(b: u64) -> String {
+    let f = b as f64;
+    if f >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", f / (1u64 << 30) as f64)
+    } else if f >= (1u64 << 20) as f64 {
+        format!("{:.2} MiB", f / (1u64 << 20) as f64)
+    } else {
+        format!("{:.2} KiB", f / 1024.0)
+    }
+}
+
+/// What the inference needs to know about one life.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Facts {
+    /// Size for matching: the requested size (the trace's sizes are requests; a segment
+    /// block's `size` is rounded up by the allocator).
+    pub key: u64,
+    /// Bytes counted in the replay.
+    pub size: u64,
+    /// Allocated before the first event.
+    pub pre: bool,
+    /// What the free's stack says, if it was freed in the record.
+    pub freed_by: Option<Signals>,
+}
+
+/// What the record as a whole shows.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RecordFacts {
+    pub has_forward: bool,
+    pub has_backward: bool,
+}
+
+/// No inference made about a life.
+pub(crate) const NONE: u8 = u8::MAX;
+
+/// The inferences and, per life, the index of the inference that set its category (or
+/// [`NONE`]). Only lives without a category (or ghosts, whose only stack is their free) are
+/// considered; `cats` is updated.
+pub(crate) fn infer(
+    facts: &[Facts],
+    cats: &mut [Option<Category>],
+    rec: RecordFacts,
+) -> (Vec<Inference>, Vec<u8>) {
+    let mut out = Outcome {
+        list: Vec::new(),
+        by_life: vec![NONE; facts.len()],
+    };
+    let grads = gradient_sizes(facts, cats);
+    ghosts_by_free(facts, cats, &grads, &mut out);
+    let resident: Vec<usize> = (0..facts.len())
+        .filter(|&i| facts[i].pre && facts[i].freed_by.is_none() && cats[i].is_none())
+        .collect();
+    if !grads.is_empty() {
+        match_gradients(facts, cats, &resident, grads, &mut out);
+    } else if rec.has_backward {
+        pair_with_grads(facts, cats, &resident, &mut out);
+    }
+    if rec.has_forward && !rec.has_backward {
+        let all: Vec<_> = resident
+            .iter()
+            .filter(|&&i| cats[i].is_none())
+            .map(|&i| (i, Category::Parameters))
+            .collect();
+        out.add(
+            facts,
+            cats,
+            all.into_iter(),
+            "residence before recording in a forward-only record",
+            Confidence::Low,
+        );
+    }
+    out.list.retain(|x| x.blocks > 0);
+    (out.list, out.by_life)
+}
+
+struct Outcome {
+    list: Vec<Inference>,
+    by_life: Vec<u8>,
+}
+
+impl Outcome {
+    /// Records one inference over `lives` (index, category), all of one category.
+    fn add(
+        &mut self,
+        facts: &[Facts],
+        cats: &mut [Option<Category>],
+        lives: impl Iterator<Item = (usize, Category)>,
+        basis: &'static str,
+        confidence: Confidence,
+    ) {
+        let id = self.list.len().min(NONE as usize - 1) as u8;
+        let mut inf: Option<Inference> = None;
+        for (i, c) in lives {
+            cats[i] = Some(c);
+            self.by_life[i] = id;
+            let x = inf.get_or_insert(Inference {
+                category: c.name(),
+                basis,
+                blocks: 0,
+                bytes: 0,
+                confidence,
+                bytes_at_peak: 0,
+            });
+            x.blocks += 1;
+            x.bytes = x.bytes.saturating_add(facts[i].size);
+        }
+        self.list.extend(inf);
+    }
+}
+
+/// Sizes (and counts) of the gradients the record shows by their allocation stacks (ghosts
+/// excepted: their only stack is their free's).
+fn gradient_sizes(facts: &[Facts], cats: &[Option<Category>]) -> HashMap<u64, u64> {
+    let mut g = HashMap::new();
+    for (f, c) in facts.iter().zip(cats) {
+        let ghost = f.pre && f.freed_by.is_some();
+        if !ghost && *c == Some(Category::Gradients) {
+            *g.entry(f.key).or_insert(0) += 1;
+        }
+    }
+    g
+}
+
+/// Rule 1: ghosts classified by what frees them.
+fn ghosts_by_free(
+    facts: &[Facts],
+    cats: &mut [Option<Category>],
+    grads: &HashMap<u64, u64>,
+    out: &mut Outcome,
+) {
+    let ghost = |i: usize| facts[i].pre && facts[i].freed_by.is_some();
+    let by = |i: usize| facts[i].freed_by.unwrap_or_default();
+    let zero: Vec<_> = (0..facts.len())
+        .filter(|&i| ghost(i) && by(i).zero_grad)
+        .map(|i| (i, Category::Gradients))
+        .collect();
+    out.add(
+        facts,
+        cats,
+        zero.into_iter(),
+        "their frees by zero_grad",
+        Confidence::High,
+    );
+    let step = |i: usize| ghost(i) && by(i).optimizer && !by(i).zero_grad;
+    let (sure, unsure): (Vec<usize>, Vec<usize>) = (0..facts.len())
+        .filter(|&i| step(i))
+        .partition(|&i| grads.contains_key(&facts[i].key));
+    let states = |v: Vec<usize>| v.into_iter().map(|i| (i, Category::OptimizerStates));
+    out.add(
+        facts,
+        cats,
+        states(sure),
+        "their frees in the optimizer step (state replaced), gradient sizes",
+        Confidence::High,
+    );
+    out.add(
+        facts,
+        cats,
+        states(unsure),
+        "their frees in the optimizer step (state replaced)",
+        Confidence::Medium,
+    );
+}
+
+/// Rule 2: one resident block per gradient of its size is a parameter.
+fn match_gradients(
+    facts: &[Facts],
+    cats: &mut [Option<Category>],
+    resident: &[usize],
+    mut grads: HashMap<u64, u64>,
+    out: &mut Outcome,
+) {
+    let wanted: u64 = grads.values().sum();
+    let mut matched = Vec::new();
+    for &i in resident {
+        if let Some(n) = grads.get_mut(&facts[i].key).filter(|n| **n > 0) {
+            *n -= 1;
+            matched.push((i, Category::Parameters));
+        }
+    }
+    // Every gradient found its parameter: as sure as sizes can make it.
+    let confidence = if matched.len() as u64 * 10 >= wanted * 9 {
+        Confidence::High
+    } else {
+        Confidence::Medium
+    };
+    out.add(
+        facts,
+        cats,
+        matched.into_iter(),
+        "gradient sizes",
+        confidence,
+    );
+}
+
+/// Rule 3: resident blocks of one size in pairs: the first half parameters, the rest their
+/// gradients (the allocator cannot tell which is which; the bytes are what matter).
+fn pair_with_grads(
+    facts: &[Facts],
+    cats: &mut [Option<Category>],
+    resident: &[usize],
+    out: &mut Outcome,
+) {
+    let mut by_key: HashMap<u64, Vec<usize>> = HashMap::new();
+    for &i in resident {
+        by_key.entry(facts[i].key).or_default().push(i);
+    }
+    let mut params = Vec::new();
+    let mut grads = Vec::new();
+    for v in by_key.values() {
+        let half = v.len() / 2;
+        params.extend(v[..half].iter().map(|&i| (i, Category::Parameters)));
+        grads.extend(v[half..2 * half].iter().map(|&i| (i, Category::Gradients)));
+    }
+    params.sort_unstable_by_key(|p| p.0);
+    grads.sort_unstable_by_key(|p| p.0);
+    let basis = "pairs of equal sizes (a weight and its .grad)";
+    out.add(facts, cats, params.into_iter(), basis, Confidence::Medium);
+    out.add(facts, cats, grads.into_iter(), basis, Confidence::Medium);
+}
+
+/// Confidence of each category at the peak: the weakest inference contributing at least 1% of
+/// its bytes there; categories set from stacks, metadata or the profiler are "high".
+pub fn confidence_at_peak(
+    at_peak: &[(Category, u64)],
+    inferences: &[Inference],
+) -> std::collections::BTreeMap<&'static str, Confidence> {
+    let mut m = std::collections::BTreeMap::new();
+    for &(c, bytes) in at_peak {
+        if bytes == 0 || c == Category::Unattributed {
+            continue;
+        }
+        let weakest = inferences
+            .iter()
+            .filter(|x| x.category == c.name() && x.bytes_at_peak * 100 >= bytes)
+            .map(|x| x.confidence)
+            .min()
+            .unwrap_or(Confidence::High);
+        m.insert(c.name(), weakest);
+    }
+    m
+}

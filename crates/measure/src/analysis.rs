@@ -37,6 +37,14 @@ pub struct MeasuredComponents {
     #[serde(flatten)]
     pub base: Components,
     pub unattributed: u64,
+    /// Chrome traces: bytes allocated before profiling began and never freed during it, known
+    /// only from the events' `Total Allocated` (usually the model states). Absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub before_recording: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl MeasuredComponents {
@@ -176,6 +184,7 @@ pub(crate) fn assemble(
                 }
             }
         }
+        comps.before_recording = p.before;
         peak_allocated = Some(p.total());
         // The phase of the peak: its own, else the last known one before it.
         peak_phase = (*phase != Phase::Unknown).then(|| phase.name().to_string());
@@ -277,6 +286,9 @@ fn downsample(timeline: Timeline) -> Vec<TimelinePoint> {
                 if p.cats[k] > 0 {
                     by_category.insert(c.name(), p.cats[k]);
                 }
+            }
+            if p.before > 0 {
+                by_category.insert("before_recording", p.before);
             }
             TimelinePoint {
                 phase: p.phase.name().to_string(),

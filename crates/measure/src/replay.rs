@@ -89,8 +89,10 @@ impl<T> Lifetimes<T> {
     }
 }
 
-/// What a position carries besides the bytes: the phase in force, reserved bytes, time.
+/// What a position carries besides the lives: the phase in force, reserved bytes, time, and
+/// bytes known only as a total from before recording.
 pub(crate) struct Moment {
+    pub before: u64,
     pub phase: Phase,
     pub reserved: Option<u64>,
     pub time_us: Option<f64>,
@@ -147,6 +149,7 @@ pub(crate) fn replay<T>(
         let m = moment(pos);
         timeline.push(Point {
             cats: cur,
+            before: m.before,
             phase: m.phase,
             reserved: m.reserved,
             time_us: m.time_us,
@@ -167,6 +170,9 @@ pub(crate) fn live_at<T>(lives: &[Life<T>], pos: usize) -> impl Iterator<Item = 
 #[derive(Debug, Clone)]
 pub(crate) struct Point {
     pub cats: [u64; NCAT],
+    /// Bytes allocated before recording began that the record knows only as a total (a
+    /// Chrome trace's `Total Allocated` beyond its events).
+    pub before: u64,
     pub phase: Phase,
     pub reserved: Option<u64>,
     pub time_us: Option<f64>,
@@ -174,7 +180,9 @@ pub(crate) struct Point {
 
 impl Point {
     pub(crate) fn total(&self) -> u64 {
-        self.cats.iter().fold(0u64, |a, &b| a.saturating_add(b))
+        self.cats
+            .iter()
+            .fold(self.before, |a, &b| a.saturating_add(b))
     }
 }
 
@@ -328,6 +336,7 @@ mod tests {
         cats[0] = params;
         Point {
             cats,
+            before: 0,
             phase,
             reserved: None,
             time_us: None,

@@ -266,6 +266,7 @@ fn run_replay(
         let r = u64::try_from(reserved.max(0)).unwrap_or(u64::MAX);
         peak_reserved = peak_reserved.max(r);
         Moment {
+            before: 0,
             phase: phases[pos],
             reserved: reserved_known.then_some(r),
             time_us: if pos > 0 {

@@ -74,6 +74,15 @@ fn render(a: &Analysis, path: &Path) -> String {
             a.confidence.get(c.name()).map(|x| x.name()).unwrap_or("")
         ));
     }
+    let before = g.components.before_recording;
+    if before > 0 {
+        s.push_str(&format!(
+            "  {:<20} {:>12} {:>7}\n",
+            "before recording",
+            bytes(before),
+            percent(before, peak)
+        ));
+    }
     if g.peak_reserved.is_some() {
         s.push_str(&format!(
             "  {:<20} {:>12}\n",

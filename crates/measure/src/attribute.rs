@@ -342,4 +342,73 @@ mod tests {
         );
         assert_eq!(parse_metadata(""), (None, None));
     }
+
+    #[test]
+    fn compiled_forward_is_forward_not_backward() {
+        // A compiled model's forward (innermost first): inductor's generated `call`, AOT
+        // Autograd's CompiledFunction.forward, run through autograd's Function.apply.
+        let f = [
+            fr("/tmp/torchinductor_u/kb/ckbf.py", "call"),
+            fr(
+                "torch/_functorch/_aot_autograd/runtime_wrappers.py",
+                "forward",
+            ),
+            fr("torch/autograd/function.py", "apply"),
+            fr("model.py", "forward"),
+        ];
+        let s = signals(f.iter());
+        assert!(s.compiled_forward && !s.backward);
+        assert_eq!(phase_of(&s), Phase::Forward);
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::Activations)
+        );
+        // Its backward: CompiledFunction.backward under the engine.
+        let b = [
+            fr("/tmp/torchinductor_u/p6/cp6j.py", "call"),
+            fr(
+                "torch/_functorch/_aot_autograd/runtime_wrappers.py",
+                "backward",
+            ),
+        ];
+        let s = signals(b.iter());
+        assert!(s.compiled_backward && s.backward);
+        assert_eq!(phase_of(&s), Phase::Backward);
+    }
+
+    #[test]
+    fn kv_caches_and_windows_paths() {
+        let f = [
+            fr("site-packages/transformers/cache_utils.py", "update"),
+            fr(
+                "site-packages/transformers/models/llama/modeling_llama.py",
+                "forward",
+            ),
+        ];
+        let s = signals(f.iter());
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::KvCache)
+        );
+        let f = [fr(
+            "D:\\venv\\Lib\\site-packages\\torch\\optim\\adamw.py",
+            "_init_group",
+        )];
+        let s = signals(f.iter());
+        assert!(s.optimizer && s.init_group);
+    }
+
+    #[test]
+    fn loss_outputs_freed_by_backward_were_saved_for_it() {
+        // No module, optimizer or autograd frame at the allocation (a loss in the training
+        // loop), freed by the autograd engine: saved for backward.
+        let engine = [fr("??", "torch::autograd::Engine::thread_main")];
+        let freed = signals(engine.iter());
+        let none = Signals::default();
+        assert_eq!(
+            classify(None, None, &none, Fate::Freed(freed)),
+            Some(Category::Activations)
+        );
+        assert_eq!(classify(None, None, &none, Fate::AliveAtEnd), None);
+    }
 }

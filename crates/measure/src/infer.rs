@@ -324,3 +324,158 @@ pub fn confidence_at_peak(
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(key: u64, pre: bool, freed_by: Option<Signals>) -> Facts {
+        Facts {
+            key,
+            size: key,
+            pre,
+            freed_by,
+        }
+    }
+
+    #[test]
+    fn weights_match_gradient_sizes_one_for_one() {
+        // Two gradients of 40 B and one of 8 B allocated in the record; resident blocks of
+        // 40, 40, 40 and 8 B: two 40s and the 8 are weights, the third 40 is left alone.
+        let mut facts = vec![
+            fact(40, false, None),
+            fact(40, false, None),
+            fact(8, false, None),
+        ];
+        facts.extend([40, 40, 40, 8].map(|k| fact(k, true, None)));
+        let mut cats = vec![Some(Category::Gradients); 3];
+        cats.extend([None; 4]);
+        let rec = RecordFacts {
+            has_forward: true,
+            has_backward: true,
+        };
+        let (list, by_life) = infer(&facts, &mut cats, rec);
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].blocks, list[0].bytes), (3, 88));
+        assert_eq!(list[0].confidence, Confidence::High);
+        assert_eq!(
+            cats[3..],
+            [
+                Some(Category::Parameters),
+                Some(Category::Parameters),
+                None,
+                Some(Category::Parameters)
+            ]
+        );
+        assert_eq!(by_life[5], NONE);
+        assert_eq!(
+            list[0].describe(),
+            "weights inferred from gradient sizes: 3 blocks, 0.09 KiB (confidence high)"
+        );
+    }
+
+    #[test]
+    fn ghosts_are_classified_by_what_frees_them() {
+        let step = Signals {
+            optimizer: true,
+            ..Signals::default()
+        };
+        let zero = Signals {
+            optimizer: true,
+            zero_grad: true,
+            ..Signals::default()
+        };
+        // A gradient of 16 B in the record; ghosts: 16 B freed by the step (a moment of a
+        // gradient's size), 24 B freed by the step, 16 B freed by zero_grad.
+        let facts = [
+            fact(16, false, None),
+            fact(16, true, Some(step)),
+            fact(24, true, Some(step)),
+            fact(16, true, Some(zero)),
+        ];
+        let mut cats = vec![
+            Some(Category::Gradients),
+            Some(Category::Temporaries),
+            Some(Category::Temporaries),
+            Some(Category::Temporaries),
+        ];
+        let (list, _) = infer(&facts, &mut cats, RecordFacts::default());
+        assert_eq!(
+            cats,
+            [
+                Some(Category::Gradients),
+                Some(Category::OptimizerStates),
+                Some(Category::OptimizerStates),
+                Some(Category::Gradients)
+            ]
+        );
+        let conf: Vec<_> = list.iter().map(|x| (x.category, x.confidence)).collect();
+        assert_eq!(
+            conf,
+            [
+                ("gradients", Confidence::High),
+                ("optimizer_states", Confidence::High),
+                ("optimizer_states", Confidence::Medium)
+            ]
+        );
+    }
+
+    #[test]
+    fn pairs_without_gradients_in_the_record_split_in_halves() {
+        // Backward ran but allocated no gradient: resident 4 × 32 B and 3 × 8 B → one pair of
+        // 32 B weights + grads twice, one 8 B pair, one 8 B left over.
+        let facts: Vec<_> = [32, 32, 32, 32, 8, 8, 8]
+            .map(|k| fact(k, true, None))
+            .to_vec();
+        let mut cats = vec![None; 7];
+        let rec = RecordFacts {
+            has_forward: true,
+            has_backward: true,
+        };
+        let (list, _) = infer(&facts, &mut cats, rec);
+        let sums: Vec<_> = list
+            .iter()
+            .map(|x| (x.category, x.blocks, x.bytes))
+            .collect();
+        assert_eq!(sums, [("parameters", 3, 72), ("gradients", 3, 72)]);
+        assert_eq!(cats.iter().filter(|c| c.is_none()).count(), 1);
+    }
+
+    #[test]
+    fn forward_only_residents_are_low_confidence_weights() {
+        let facts = [fact(100, true, None), fact(4, false, None)];
+        let mut cats = vec![None, Some(Category::Activations)];
+        let rec = RecordFacts {
+            has_forward: true,
+            has_backward: false,
+        };
+        let (list, _) = infer(&facts, &mut cats, rec);
+        assert_eq!(cats[0], Some(Category::Parameters));
+        assert_eq!(list[0].confidence, Confidence::Low);
+        // Nothing inferred without a forward in the record (a state-only snapshot).
+        let mut cats = vec![None, None];
+        let (list, _) = infer(&facts, &mut cats, RecordFacts::default());
+        assert!(list.is_empty() && cats[0].is_none());
+    }
+
+    #[test]
+    fn confidence_is_the_weakest_sizable_inference() {
+        let inf = |c: Confidence, at_peak: u64| Inference {
+            category: "parameters",
+            basis: "x",
+            blocks: 1,
+            bytes: at_peak,
+            confidence: c,
+            bytes_at_peak: at_peak,
+        };
+        // 1000 B of parameters at the peak: a low inference of 5 B (< 1%) does not count, a
+        // medium one of 10 B (1%) does.
+        let list = [inf(Confidence::Low, 5), inf(Confidence::Medium, 10)];
+        let m = confidence_at_peak(
+            &[(Category::Parameters, 1000), (Category::Gradients, 7)],
+            &list,
+        );
+        assert_eq!(m.get("parameters"), Some(&Confidence::Medium));
+        assert_eq!(m.get("gradients"), Some(&Confidence::High));
+    }
+}

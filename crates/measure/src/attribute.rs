@@ -81,16 +81,19 @@ pub struct Signals {
     /// Under a compiled graph's backward: `CompiledFunction.backward` / `_backward_impl` in
     /// runtime_wrappers.py.
     pub compiled_backward: bool,
-    /// Under a KV cache's code: transformers/cache_utils.py (`DynamicCache.update`,
+    /// Under a KV cache's code: transformers/cache_utils.py or a copy of it (`DynamicCache.update`,
     /// `StaticCache`, `QuantizedCache`, ...), vLLM's cache engine / KV cache allocation
     /// (vllm/worker/cache_engine.py, `*kv_cache*` functions of vllm/v1/worker), SGLang's pools
     /// (sglang/srt/mem_cache/memory_pool.py).
     pub kv_cache: bool,
 }
 
-/// Whether a frame is a KV cache's (see [`Signals::kv_cache`]).
+/// Whether a frame is a KV cache's (see [`Signals::kv_cache`]). Research code often carries
+/// its own copy of transformers' cache module (`cache_utils_V2.py` in KIVI forks): any
+/// `cache_utils*.py` counts.
 fn is_kv_cache(file: &str, fun: &str) -> bool {
-    file.contains("transformers/cache_utils.py")
+    let base = file.rsplit('/').next().unwrap_or(file);
+    (base.starts_with("cache_utils") && base.contains(".py"))
         || file.contains("sglang/srt/mem_cache/")
         || file.contains("vllm/worker/cache_engine.py")
         || (file.contains("vllm/") && fun.contains("kv_cache"))

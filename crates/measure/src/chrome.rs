@@ -362,6 +362,7 @@ fn categorize(
             size: l.size,
             pre: l.start == 0,
             freed_by: l.info.free_sig,
+            stackless: l.info.site.is_none(),
         })
         .collect();
     let mut rec = RecordFacts::default();

@@ -105,6 +105,8 @@ pub(crate) struct Facts {
     pub pre: bool,
     /// What the free's stack says, if it was freed in the record.
     pub freed_by: Option<Signals>,
+    /// Its allocation carries no stack at all (allocated before history recording began).
+    pub stackless: bool,
 }
 
 /// What the record as a whole shows.
@@ -142,7 +144,7 @@ pub(crate) fn infer(
     if rec.has_forward && !rec.has_backward {
         let all: Vec<_> = resident
             .iter()
-            .filter(|&&i| cats[i].is_none())
+            .filter(|&&i| cats[i].is_none() && facts[i].stackless)
             .map(|&i| (i, Category::Parameters))
             .collect();
         out.add(
@@ -335,6 +337,7 @@ mod tests {
             size: key,
             pre,
             freed_by,
+            stackless: true,
         }
     }
 

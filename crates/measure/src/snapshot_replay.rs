@@ -444,8 +444,8 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     let (mut inferences, by_life) = if snap.from_profiler {
         (Vec::new(), Vec::new())
     } else {
-        let rec = record_facts(&lives, &phases);
-        infer::infer(&facts(&lives, &cx), &mut cats, rec)
+        let rec = record_facts(&lives, &phases, &cx);
+        infer::infer(&facts(snap, &lives, &cx), &mut cats, rec)
     };
 
     let reserved_end: u64 = segs
@@ -485,7 +485,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
 }
 
 /// What the inference needs about each life.
-fn facts(lives: &[Life<SnapInfo>], cx: &Context) -> Vec<Facts> {
+fn facts(snap: &Snapshot, lives: &[Life<SnapInfo>], cx: &Context) -> Vec<Facts> {
     lives
         .iter()
         .map(|l| Facts {
@@ -493,15 +493,26 @@ fn facts(lives: &[Life<SnapInfo>], cx: &Context) -> Vec<Facts> {
             size: l.size,
             pre: l.start == 0,
             freed_by: l.info.free_stack.map(|s| cx.signals[s as usize]),
+            stackless: snap.stack(l.info.stack).next().is_none(),
         })
         .collect()
 }
 
-/// Whether the record shows a forward and a backward: the phases of its allocations.
-fn record_facts(lives: &[Life<SnapInfo>], phases: &[Phase]) -> RecordFacts {
+/// Whether the record shows a forward and a backward: the phases of its allocations; a
+/// forward also from the stacks of blocks from before the trace that the segments recorded (a
+/// backward there ran before the recorded step: a warm-up).
+fn record_facts(lives: &[Life<SnapInfo>], phases: &[Phase], cx: &Context) -> RecordFacts {
     let mut r = RecordFacts::default();
-    for l in lives.iter().filter(|l| l.start > 0) {
-        match phases[l.start] {
+    for l in lives {
+        let phase = match (l.start, l.info.free_stack) {
+            (0, None) => match attribute::phase_of(&cx.signals[l.info.stack as usize]) {
+                Phase::Forward => Phase::Forward,
+                _ => continue,
+            },
+            (0, Some(_)) => continue,
+            (start, _) => phases[start],
+        };
+        match phase {
             Phase::Forward => r.has_forward = true,
             Phase::Backward => r.has_backward = true,
             _ => {}

@@ -360,3 +360,15 @@ fn expandable_segments_read() {
     assert!(g.peak_allocated.unwrap() > 0);
     assert!(g.peak_allocated.unwrap() <= g.peak_reserved.unwrap());
 }
+
+#[test]
+fn a_kv_cache_copy_of_cache_utils_is_kv_cache() {
+    // LfieLike/SketchKV2: KIVI-style quantized KV cache in the repo's own copy of
+    // transformers' cache module (models/cache_utils_V2.py `update_new`, one block per site
+    // for each of the model's 32 layers) over a Llama-2-7B in fp16, resident from before
+    // recording: 6,738,415,616 parameters × 2 B = 12.55 GiB.
+    let a = real("more/LfieLike__SketchKV2__my_snapshot.pickle");
+    let c = &a.per_gpu.components.base;
+    assert!(c.kv_cache > c.activations);
+    near("Llama-2-7B fp16 weights", c.parameters, 2 * 6_738_415_616);
+}

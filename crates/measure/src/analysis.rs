@@ -214,8 +214,36 @@ pub(crate) fn assemble(
         );
     }
 
-    // Top allocations and top sites at the peak.
-    let mut live = live;
+    let (top_allocations, top_frames) = tops(live);
+
+    let mut a = Analysis {
+        source,
+        per_gpu: MeasuredPerGpu {
+            components: comps,
+            model_states,
+            activation_bytes_per_layer: None,
+            peak_allocated,
+            peak_reserved,
+            device_total: None,
+            peak_phase,
+        },
+        timeline: downsample(timeline),
+        top_allocations,
+        top_frames,
+        fragmentation,
+        ooms,
+        warnings,
+        inferences: Vec::new(),
+        confidence: BTreeMap::new(),
+    };
+    a.confidence = a.confidence_now();
+    a
+}
+
+/// The largest allocations live at the peak and the sites holding the most, ten each.
+fn tops(
+    mut live: Vec<(u64, Option<Category>, Phase, &str)>,
+) -> (Vec<TopAllocation>, Vec<FrameGroup>) {
     live.sort_by_key(|l| std::cmp::Reverse(l.0));
     let top_allocations = live
         .iter()
@@ -245,28 +273,7 @@ pub(crate) fn assemble(
     top_frames.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
     top_frames.truncate(10);
 
-    let mut a = Analysis {
-        source,
-        per_gpu: MeasuredPerGpu {
-            components: comps,
-            model_states,
-            activation_bytes_per_layer: None,
-            peak_allocated,
-            peak_reserved,
-            device_total: None,
-            peak_phase,
-        },
-        timeline: downsample(timeline),
-        top_allocations,
-        top_frames,
-        fragmentation,
-        ooms,
-        warnings,
-        inferences: Vec::new(),
-        confidence: BTreeMap::new(),
-    };
-    a.confidence = a.confidence_now();
-    a
+    (top_allocations, top_frames)
 }
 
 /// One timeline point per bucket of events: the bucket's highest.

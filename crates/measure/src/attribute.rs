@@ -393,6 +393,14 @@ mod tests {
             classify(None, None, &s, Fate::AliveAtEnd),
             Some(Category::KvCache)
         );
+        for f in [
+            fr("vllm/worker/cache_engine.py", "_allocate_kv_cache"),
+            fr("vllm/v1/worker/gpu_model_runner.py", "initialize_kv_cache"),
+            fr("sglang/srt/mem_cache/memory_pool.py", "_create_buffers"),
+        ] {
+            let s = signals([f].iter());
+            assert!(s.kv_cache, "{s:?}");
+        }
         let f = [fr(
             "D:\\venv\\Lib\\site-packages\\torch\\optim\\adamw.py",
             "_init_group",

@@ -445,7 +445,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         (Vec::new(), Vec::new())
     } else {
         let rec = record_facts(&lives, &phases, &cx);
-        infer::infer(&facts(snap, &lives, &cx), &mut cats, rec)
+        infer_before(snap, &lives, &cx, &mut cats, rec)
     };
 
     let reserved_end: u64 = segs
@@ -485,17 +485,38 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
 }
 
 /// What the inference needs about each life.
-fn facts(snap: &Snapshot, lives: &[Life<SnapInfo>], cx: &Context) -> Vec<Facts> {
-    lives
-        .iter()
-        .map(|l| Facts {
-            key: l.info.key,
-            size: l.size,
-            pre: l.start == 0,
-            freed_by: l.info.free_stack.map(|s| cx.signals[s as usize]),
-            stackless: snap.stack(l.info.stack).next().is_none(),
-        })
-        .collect()
+fn facts(snap: &Snapshot, l: &Life<SnapInfo>, cx: &Context) -> Facts {
+    Facts {
+        key: l.info.key,
+        size: l.size,
+        pre: l.start == 0,
+        freed_by: l.info.free_stack.map(|s| cx.signals[s as usize]),
+        stackless: snap.stack(l.info.stack).next().is_none(),
+    }
+}
+
+/// The inference ([`infer::infer`]) over the lives it looks at — those from before the trace
+/// and the gradients — so that a trace of millions of allocations is not copied whole.
+/// Returns the inferences and, per life, the one that set its category.
+fn infer_before(
+    snap: &Snapshot,
+    lives: &[Life<SnapInfo>],
+    cx: &Context,
+    cats: &mut [Option<Category>],
+    rec: RecordFacts,
+) -> (Vec<infer::Inference>, Vec<u8>) {
+    let idx: Vec<usize> = (0..lives.len())
+        .filter(|&i| lives[i].start == 0 || cats[i] == Some(Category::Gradients))
+        .collect();
+    let facts: Vec<Facts> = idx.iter().map(|&i| facts(snap, &lives[i], cx)).collect();
+    let mut sub: Vec<Option<Category>> = idx.iter().map(|&i| cats[i]).collect();
+    let (inferences, sub_by) = infer::infer(&facts, &mut sub, rec);
+    let mut by_life = vec![infer::NONE; lives.len()];
+    for (j, &i) in idx.iter().enumerate() {
+        cats[i] = sub[j];
+        by_life[i] = sub_by[j];
+    }
+    (inferences, by_life)
 }
 
 /// Whether the record shows a forward and a backward: the phases of its allocations; a

@@ -54,6 +54,9 @@ struct Collected {
     name_ids: HashMap<String, u32>,
     tids: HashMap<String, u32>,
     saw_events: bool,
+    /// Elements of the event list, and whether any carried a `ph` (an event's phase type).
+    elements: u64,
+    saw_ph: bool,
 }
 
 impl Collected {
@@ -75,6 +78,7 @@ impl Collected {
 
     /// Keeps what one event says, if it is a memory event or an op.
     fn add(&mut self, e: RawEvent) {
+        self.saw_ph |= e.ph.is_some();
         let ts = e.ts.as_ref().and_then(Value::as_f64).unwrap_or(0.0);
         let name = match e.name {
             Some(Value::String(s)) => s,
@@ -168,6 +172,7 @@ impl<'de> Visitor<'de> for Events<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         self.0.saw_events = true;
         while let Some(e) = seq.next_element::<Element>()? {
+            self.0.elements += 1;
             if let Element::Event(e) = e {
                 self.0.add(*e);
             }
@@ -218,7 +223,7 @@ pub fn analyze_reader<R: std::io::Read>(r: R) -> Result<Analysis, MeasureError> 
         }
     })?;
     de.end().map_err(|e| bad(format!("JSON: {e}")))?;
-    if !c.saw_events {
+    if !c.saw_events || (c.elements > 0 && !c.saw_ph) {
         return Err(bad(
             "JSON is neither a memory timeline ([times, sizes] or raw events) nor a Chrome trace",
         ));

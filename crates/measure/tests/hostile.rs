@@ -113,6 +113,8 @@ fn wrong_shapes_are_errors_not_panics() {
         b"not json at all",
         b"[1, 2, 3]",
         b"{\"traceEvents\": 5}",
+        b"[{\"a\": 1}]", // a list of objects that are not events
+        b"{\"traceEvents\": [{\"a\": 1}]}",
         b"\x1f\x8b\x08\x00garbage",
     ] {
         assert!(analyze_bytes(bytes).is_err(), "{bytes:?} was accepted");

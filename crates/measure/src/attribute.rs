@@ -74,6 +74,43 @@ pub struct Signals {
     pub accumulate_grad: bool,
     pub forward: bool,
     pub params: bool,
+    /// Under a compiled graph's forward: AOTAutograd's `CompiledFunction.forward`
+    /// (torch/_functorch/_aot_autograd/runtime_wrappers.py) or an inductor-generated `call`
+    /// (the module inductor writes to its cache dir, `torchinductor_<user>/xx/<hash>.py`).
+    pub compiled_forward: bool,
+    /// Under a compiled graph's backward: `CompiledFunction.backward` / `_backward_impl` in
+    /// runtime_wrappers.py.
+    pub compiled_backward: bool,
+    /// Under a KV cache's code: transformers/cache_utils.py or a copy of it (`DynamicCache.update`,
+    /// `StaticCache`, `QuantizedCache`, ...), vLLM's cache engine / KV cache allocation
+    /// (vllm/worker/cache_engine.py, `*kv_cache*` functions of vllm/v1/worker), SGLang's pools
+    /// (sglang/srt/mem_cache/memory_pool.py).
+    pub kv_cache: bool,
+}
+
+/// Whether a frame is a KV cache's (see [`Signals::kv_cache`]). Research code often carries
+/// its own copy of transformers' cache module (`cache_utils_V2.py` in KIVI forks): any
+/// `cache_utils*.py` counts.
+fn is_kv_cache(file: &str, fun: &str) -> bool {
+    let base = file.rsplit('/').next().unwrap_or(file);
+    (base.starts_with("cache_utils") && base.contains(".py"))
+        || file.contains("sglang/srt/mem_cache/")
+        || file.contains("vllm/worker/cache_engine.py")
+        || (file.contains("vllm/") && fun.contains("kv_cache"))
+}
+
+/// Whether a frame is the autograd engine running backward: `torch.autograd.backward` /
+/// `grad` (torch/autograd/__init__.py, graph.py `_engine_run_backward`), `Tensor.backward`,
+/// the C++ engine. `torch/autograd/function.py` (`Function.apply`) is not: it runs a custom
+/// function's *forward* (torch.compile's `CompiledFunction` among them).
+fn is_backward(file: &str, name: &str, fun: &str) -> bool {
+    let autograd_file = |f: &str| f.contains("torch/autograd/") && !f.contains("function.py");
+    fun == "backward"
+        || fun.contains("run_backward")
+        || autograd_file(file)
+        || autograd_file(name)
+        || name.contains("autograd::engine")
+        || name.contains("torch::autograd::Engine")
 }
 
 /// The function name of a frame: profiler-derived frames put `file.py(123): func` in `name`.
@@ -87,8 +124,11 @@ fn func(name: &str) -> &str {
 pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
     let mut s = Signals::default();
     for f in frames {
-        let name = f.name.as_str();
-        let file = f.filename.as_str();
+        // Windows paths (`site-packages\\torch\\optim\\adamw.py`) read as POSIX ones.
+        let name_n = f.name.replace('\\', "/");
+        let file_n = f.filename.replace('\\', "/");
+        let name = name_n.as_str();
+        let file = file_n.as_str();
         let fun = func(name);
         if file.contains("torch/optim/")
             || name.contains("torch/optim/")
@@ -109,14 +149,18 @@ pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
             s.accumulate_grad = true;
             s.backward = true;
         }
-        if fun == "backward"
-            || fun.contains("run_backward")
-            || file.contains("torch/autograd/")
-            || name.contains("torch/autograd/")
-            || name.contains("autograd::engine")
-            || name.contains("torch::autograd::Engine")
-        {
+        if is_backward(file, name, fun) {
             s.backward = true;
+        }
+        let aot = file.contains("_aot_autograd/") || name.contains("_aot_autograd/");
+        if aot && fun == "forward" || fun == "call" && file.contains("torchinductor") {
+            s.compiled_forward = true;
+        }
+        if aot && (fun == "backward" || fun == "_backward_impl") {
+            s.compiled_backward = true;
+        }
+        if is_kv_cache(file, fun) || is_kv_cache(name, fun) {
+            s.kv_cache = true;
         }
         if matches!(
             fun,
@@ -140,7 +184,9 @@ pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
 
 /// The phase an allocation stack belongs to.
 pub fn phase_of(s: &Signals) -> Phase {
-    if s.optimizer || s.zero_grad {
+    if s.kv_cache {
+        Phase::Forward
+    } else if s.optimizer || s.zero_grad {
         Phase::Optimizer
     } else if s.backward {
         Phase::Backward
@@ -207,6 +253,9 @@ pub fn classify(
     if let Some(c) = meta_category {
         return Some(c);
     }
+    if alloc.kv_cache {
+        return Some(Category::KvCache);
+    }
     if alloc.optimizer {
         return Some(match fate {
             _ if alloc.init_group => Category::OptimizerStates,
@@ -231,7 +280,13 @@ pub fn classify(
             _ => Category::Activations,
         });
     }
-    None
+    // User code outside any module (a loss computed in the training loop): what the autograd
+    // engine frees while running backward was saved for it (torch/csrc/autograd/engine.cpp
+    // releases a node's saved variables once it has run).
+    match fate {
+        Fate::Freed(f) if f.backward && !f.optimizer && !f.zero_grad => Some(Category::Activations),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -289,5 +344,82 @@ mod tests {
             (None, Some(Category::KvCache))
         );
         assert_eq!(parse_metadata(""), (None, None));
+    }
+
+    #[test]
+    fn compiled_forward_is_forward_not_backward() {
+        // A compiled model's forward (innermost first): inductor's generated `call`, AOT
+        // Autograd's CompiledFunction.forward, run through autograd's Function.apply.
+        let f = [
+            fr("/tmp/torchinductor_u/kb/ckbf.py", "call"),
+            fr(
+                "torch/_functorch/_aot_autograd/runtime_wrappers.py",
+                "forward",
+            ),
+            fr("torch/autograd/function.py", "apply"),
+            fr("model.py", "forward"),
+        ];
+        let s = signals(f.iter());
+        assert!(s.compiled_forward && !s.backward);
+        assert_eq!(phase_of(&s), Phase::Forward);
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::Activations)
+        );
+        // Its backward: CompiledFunction.backward under the engine.
+        let b = [
+            fr("/tmp/torchinductor_u/p6/cp6j.py", "call"),
+            fr(
+                "torch/_functorch/_aot_autograd/runtime_wrappers.py",
+                "backward",
+            ),
+        ];
+        let s = signals(b.iter());
+        assert!(s.compiled_backward && s.backward);
+        assert_eq!(phase_of(&s), Phase::Backward);
+    }
+
+    #[test]
+    fn kv_caches_and_windows_paths() {
+        let f = [
+            fr("site-packages/transformers/cache_utils.py", "update"),
+            fr(
+                "site-packages/transformers/models/llama/modeling_llama.py",
+                "forward",
+            ),
+        ];
+        let s = signals(f.iter());
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::KvCache)
+        );
+        for f in [
+            fr("vllm/worker/cache_engine.py", "_allocate_kv_cache"),
+            fr("vllm/v1/worker/gpu_model_runner.py", "initialize_kv_cache"),
+            fr("sglang/srt/mem_cache/memory_pool.py", "_create_buffers"),
+        ] {
+            let s = signals([f].iter());
+            assert!(s.kv_cache, "{s:?}");
+        }
+        let f = [fr(
+            "D:\\venv\\Lib\\site-packages\\torch\\optim\\adamw.py",
+            "_init_group",
+        )];
+        let s = signals(f.iter());
+        assert!(s.optimizer && s.init_group);
+    }
+
+    #[test]
+    fn loss_outputs_freed_by_backward_were_saved_for_it() {
+        // No module, optimizer or autograd frame at the allocation (a loss in the training
+        // loop), freed by the autograd engine: saved for backward.
+        let engine = [fr("??", "torch::autograd::Engine::thread_main")];
+        let freed = signals(engine.iter());
+        let none = Signals::default();
+        assert_eq!(
+            classify(None, None, &none, Fate::Freed(freed)),
+            Some(Category::Activations)
+        );
+        assert_eq!(classify(None, None, &none, Fate::AliveAtEnd), None);
     }
 }

@@ -398,6 +398,7 @@ mod tests {
             components: MeasuredComponents {
                 base: c,
                 unattributed,
+                before_recording: 0,
             },
             model_states: ModelStates::default(),
             activation_bytes_per_layer: None,

@@ -9,15 +9,19 @@
 pub mod analysis;
 pub mod attribute;
 pub mod calibrate;
+pub mod chrome;
 mod fxhash;
 pub mod logs;
+pub mod infer;
 pub mod pickle;
 pub mod profiler;
+mod replay;
 pub mod snapshot;
+mod snapshot_replay;
 
 pub use analysis::{Analysis, MeasuredComponents, MeasuredPerGpu};
 
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// Largest JSON (after gunzip) read: timelines of long runs are tens of MB; a gzip bomb stops
@@ -46,44 +50,114 @@ pub fn analyze_bytes(bytes: &[u8]) -> Result<Analysis, MeasureError> {
             let snap = read_snapshot_bytes(bytes)?;
             Ok(analysis::analyze_snapshot(&snap))
         }
-        Some(0x1f) if bytes.get(1) == Some(&0x8b) => {
-            let text = gunzip(bytes)?;
-            analyze_json_bytes(&text)
-        }
-        Some(_) => analyze_json_bytes(bytes),
+        Some(_) => analyze_json_reader(json_reader(bytes)?),
         None => Err(MeasureError::Format("empty file".into())),
     }
 }
 
-fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, MeasureError> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes)
-        .take(MAX_JSON_BYTES + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| MeasureError::Format(format!("gzip: {e}")))?;
-    if out.len() as u64 > MAX_JSON_BYTES {
-        return Err(MeasureError::Format(format!(
-            "gzip: expands to more than {MAX_JSON_BYTES} bytes"
-        )));
+/// Reads from `r` into `prefix` until `enough(prefix)` or end of input, 64 KiB at most.
+fn read_prefix<R: Read>(
+    r: &mut R,
+    prefix: &mut Vec<u8>,
+    enough: impl Fn(&[u8]) -> bool,
+) -> std::io::Result<()> {
+    let mut buf = [0u8; 4096];
+    while !enough(prefix) && prefix.len() < 1 << 16 {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        prefix.extend_from_slice(&buf[..n]);
     }
-    Ok(out)
+    Ok(())
 }
 
-fn analyze_json_bytes(bytes: &[u8]) -> Result<Analysis, MeasureError> {
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if !matches!(first, Some(b'[') | Some(b'{')) {
-        return Err(MeasureError::Format(
+/// A buffered reader of a JSON record, gunzipped when it is gzipped, that fails past
+/// [`MAX_JSON_BYTES`] (a gzip bomb stops there).
+fn json_reader<'a, R: Read + 'a>(mut r: R) -> Result<Box<dyn BufRead + 'a>, MeasureError> {
+    let mut prefix = Vec::new();
+    read_prefix(&mut r, &mut prefix, |p| p.len() >= 2)?;
+    let gz = prefix.starts_with(&[0x1f, 0x8b]);
+    let whole = std::io::Cursor::new(prefix).chain(r);
+    Ok(if gz {
+        let d = flate2::read::GzDecoder::new(whole);
+        Box::new(BufReader::new(Bounded::new(d)))
+    } else {
+        Box::new(BufReader::new(Bounded::new(whole)))
+    })
+}
+
+/// A reader that fails once more than [`MAX_JSON_BYTES`] were read, with the reason.
+struct Bounded<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Bounded<R> {
+    fn new(inner: R) -> Self {
+        Bounded { inner, read: 0 }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("gzip: {e}"))
+        })?;
+        self.read += n as u64;
+        if self.read > MAX_JSON_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("expands to more than {MAX_JSON_BYTES} bytes"),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// The first two bytes that are not whitespace (the second only after a `[`).
+fn sniff(prefix: &[u8]) -> (Option<u8>, Option<u8>) {
+    let mut it = prefix.iter().copied().filter(|b| !b.is_ascii_whitespace());
+    let first = it.next();
+    let second = if first == Some(b'[') { it.next() } else { None };
+    (first, second)
+}
+
+/// Chrome traces (an object, or a list of event objects) are read as a stream; memory
+/// timelines (lists of lists, small) whole.
+fn analyze_json_reader(mut r: Box<dyn BufRead + '_>) -> Result<Analysis, MeasureError> {
+    let mut prefix = Vec::new();
+    read_prefix(&mut r, &mut prefix, |p| {
+        let (a, b) = sniff(p);
+        a.is_some() && (a != Some(b'[') || b.is_some())
+    })
+    .map_err(io_format)?;
+    let kind = sniff(&prefix);
+    let mut r = std::io::Cursor::new(prefix).chain(r);
+    match kind {
+        (Some(b'{'), _) | (Some(b'['), Some(b'{')) => chrome::analyze_reader(BufReader::new(r)),
+        (Some(b'['), _) => {
+            let mut bytes = Vec::new();
+            r.read_to_end(&mut bytes).map_err(io_format)?;
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| MeasureError::Format(format!("JSON: {e}")))?;
+            profiler::analyze_json(&v)
+        }
+        _ => Err(MeasureError::Format(
             "not a PyTorch memory record: expected a pickle (snapshot), JSON or gzipped JSON \
              (profiler timeline, Chrome trace)"
                 .into(),
-        ));
+        )),
     }
-    let v: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| MeasureError::Format(format!("JSON: {e}")))?;
-    profiler::analyze_json(&v)
 }
 
-/// Analyzes a record file. Pickles are streamed (the file is never held whole in memory).
+/// Read errors of JSON records (a corrupt gzip stream, a bomb) as format errors.
+fn io_format(e: std::io::Error) -> MeasureError {
+    MeasureError::Format(e.to_string())
+}
+
+/// Analyzes a record file. Pickles and Chrome traces are streamed (the file is never held
+/// whole in memory).
 pub fn analyze_file(path: &Path) -> Result<Analysis, MeasureError> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
@@ -92,23 +166,11 @@ pub fn analyze_file(path: &Path) -> Result<Analysis, MeasureError> {
     if n == 0 {
         return Err(MeasureError::Format("empty file".into()));
     }
+    let whole = std::io::Cursor::new(head).chain(file);
     if head[0] == 0x80 {
         // The pickle reader buffers by itself: the file goes in unbuffered.
-        let snap = snapshot::read_streaming(
-            std::io::Cursor::new(head).chain(file),
-            len,
-            pickle::Limits::default(),
-        )?;
+        let snap = snapshot::read_streaming(whole, len, pickle::Limits::default())?;
         return Ok(analysis::analyze_snapshot(&snap));
     }
-    let mut r = BufReader::new(file);
-    if len > MAX_JSON_BYTES {
-        return Err(MeasureError::Format(format!(
-            "{len} bytes: larger than the {MAX_JSON_BYTES}-byte limit for JSON records"
-        )));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    bytes.push(head[0]);
-    r.read_to_end(&mut bytes)?;
-    analyze_bytes(&bytes)
+    analyze_json_reader(json_reader(whole)?)
 }

@@ -1,15 +1,14 @@
 //! torch.profiler memory records: `prof.export_memory_timeline(path)` (`.json` = `[times,
-//! sizes]`, `.raw.json.gz` = `[[t_ns, action, bytes, category], ...]`, either gzipped) and the
-//! `[memory]` instant events of `prof.export_chrome_trace`. Layouts:
+//! sizes]`, `.raw.json.gz` = `[[t_ns, action, bytes, category], ...]`, either gzipped); Chrome
+//! traces are read by [`crate::chrome`]. Layouts:
 //! `torch/profiler/_memory_profiler.py` (`export_memory_timeline*`, `_coalesce_timeline`) and
 //! notes/formats.md §2.2–§2.3.
 
 use crate::analysis::{assemble, cat_index, Analysis, Point, SourceInfo, Timeline, NCAT};
-use crate::attribute::{self, Fate, Phase, Signals};
-use crate::snapshot::{Frame, ProfCategory};
+use crate::attribute::{self, Phase};
+use crate::snapshot::ProfCategory;
 use crate::MeasureError;
 use serde_json::Value;
-use std::collections::HashMap;
 
 fn bad(msg: impl Into<String>) -> MeasureError {
     MeasureError::Format(msg.into())
@@ -38,7 +37,10 @@ pub fn analyze_json(v: &Value) -> Result<Analysis, MeasureError> {
     match detect(v) {
         Some("memory_timeline") => timeline(v),
         Some("memory_timeline_raw") => raw(v),
-        Some("chrome_trace") => chrome(v),
+        Some("chrome_trace") => {
+            let text = serde_json::to_vec(v).map_err(|e| bad(format!("JSON: {e}")))?;
+            crate::chrome::analyze_reader(text.as_slice())
+        }
         _ => Err(bad(
             "JSON is neither a memory timeline ([times, sizes] or raw events) nor a Chrome trace",
         )),
@@ -86,6 +88,7 @@ fn rows_to_points(rows: &[[i64; 9]], times: &[f64]) -> Timeline {
         }
         points.push(Point {
             cats,
+            before: 0,
             phase,
             reserved: None,
             time_us: times.get(i).copied(),
@@ -198,241 +201,4 @@ fn finish(kind: &str, points: Timeline) -> Analysis {
                 .into(),
         ],
     )
-}
-
-/// Chrome trace: `[memory]` instant events (`args.Bytes` signed, `Addr`, `Device Type` 1 =
-/// CUDA / 0 = CPU, `Total Reserved`), attributed through the ops (`ph: "X"`) that enclose
-/// them on the same thread.
-fn chrome(v: &Value) -> Result<Analysis, MeasureError> {
-    let events = match v {
-        Value::Object(m) => m
-            .get("traceEvents")
-            .and_then(|e| e.as_array())
-            .ok_or_else(|| bad("chrome trace: traceEvents is not a list"))?,
-        Value::Array(a) => a,
-        _ => return Err(bad("chrome trace: not an object")),
-    };
-    struct Mem {
-        ts: f64,
-        tid: String,
-        bytes: i64,
-        addr: u64,
-        reserved: Option<u64>,
-        dev: (i64, i64),
-    }
-    struct Op {
-        ts: f64,
-        end: f64,
-        tid: String,
-        name: String,
-    }
-    let mut mems = Vec::new();
-    let mut ops = Vec::new();
-    for e in events {
-        let ts = e.get("ts").and_then(|t| t.as_f64()).unwrap_or(0.0);
-        let tid = e.get("tid").map(|t| t.to_string()).unwrap_or_default();
-        let name = e.get("name").and_then(|n| n.as_str()).unwrap_or("");
-        if name == "[memory]" {
-            let args = e.get("args");
-            let arg = |k: &str| args.and_then(|a| a.get(k));
-            let Some(bytes) = arg("Bytes").and_then(|b| b.as_i64()) else {
-                continue;
-            };
-            mems.push(Mem {
-                ts,
-                tid,
-                bytes,
-                addr: arg("Addr").and_then(|a| a.as_u64()).unwrap_or(0),
-                reserved: arg("Total Reserved").and_then(|a| a.as_u64()),
-                dev: (
-                    arg("Device Type").and_then(|a| a.as_i64()).unwrap_or(0),
-                    arg("Device Id").and_then(|a| a.as_i64()).unwrap_or(-1),
-                ),
-            });
-        } else if e.get("ph").and_then(|p| p.as_str()) == Some("X") {
-            let dur = e.get("dur").and_then(|d| d.as_f64()).unwrap_or(0.0);
-            ops.push(Op {
-                ts,
-                end: ts + dur,
-                tid,
-                name: name.to_string(),
-            });
-        }
-    }
-    // The device: CUDA with the most bytes allocated, else the host.
-    let mut per_dev: HashMap<(i64, i64), u64> = HashMap::new();
-    for m in &mems {
-        let e = per_dev.entry(m.dev).or_default();
-        *e = e.saturating_add(m.bytes.max(0) as u64);
-    }
-    let dev = per_dev
-        .iter()
-        .max_by_key(|(d, b)| (d.0 == 1, **b))
-        .map(|(d, _)| *d)
-        .unwrap_or((0, -1));
-    mems.retain(|m| m.dev == dev);
-    mems.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-    ops.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(b.end.total_cmp(&a.end)));
-
-    // Enclosing ops of each memory event: per-thread stacks swept in time order.
-    let mut stacks: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut next_op = 0;
-    let mut sigs = Vec::with_capacity(mems.len());
-    let mut sites = Vec::with_capacity(mems.len());
-    for m in &mems {
-        while next_op < ops.len() && ops[next_op].ts <= m.ts {
-            let o = &ops[next_op];
-            let st = stacks.entry(o.tid.as_str()).or_default();
-            while st.last().is_some_and(|&k| ops[k].end < o.ts) {
-                st.pop();
-            }
-            st.push(next_op);
-            next_op += 1;
-        }
-        let st = stacks.entry(m.tid.as_str()).or_default();
-        while st.last().is_some_and(|&k| ops[k].end < m.ts) {
-            st.pop();
-        }
-        let frames: Vec<Frame> = st
-            .iter()
-            .rev()
-            .filter(|&&k| ops[k].end >= m.ts)
-            .map(|&k| Frame {
-                filename: String::new(),
-                line: 0,
-                name: ops[k].name.clone(),
-            })
-            .collect();
-        sigs.push(attribute::signals(frames.iter()));
-        sites.push(
-            frames
-                .iter()
-                .rev()
-                .find(|f| !f.name.starts_with("aten::") && !f.name.starts_with("[memory]"))
-                .or(frames.first())
-                .map(|f| f.name.clone())
-                .unwrap_or_default(),
-        );
-    }
-
-    // Lifetimes by address.
-    struct El {
-        size: u64,
-        start: usize,
-        end: Option<usize>,
-        sig: Signals,
-        free_sig: Option<Signals>,
-        site: String,
-    }
-    let mut els: Vec<El> = Vec::new();
-    let mut live: HashMap<u64, usize> = HashMap::new();
-    for (i, m) in mems.iter().enumerate() {
-        let pos = i + 1;
-        if m.bytes > 0 {
-            if let Some(old) = live.insert(m.addr, els.len()) {
-                els[old].end = Some(pos);
-            }
-            els.push(El {
-                size: m.bytes as u64,
-                start: pos,
-                end: None,
-                sig: sigs[i],
-                free_sig: None,
-                site: sites[i].clone(),
-            });
-        } else if m.bytes < 0 {
-            if let Some(k) = live.remove(&m.addr) {
-                els[k].end = Some(pos);
-                els[k].free_sig = Some(sigs[i]);
-            } else {
-                els.push(El {
-                    size: m.bytes.unsigned_abs(),
-                    start: 0,
-                    end: Some(pos),
-                    sig: Signals::default(),
-                    free_sig: Some(sigs[i]),
-                    site: String::new(),
-                });
-            }
-        }
-    }
-    let cats: Vec<_> = els
-        .iter()
-        .map(|e| {
-            let fate = e.free_sig.map_or(Fate::AliveAtEnd, Fate::Freed);
-            attribute::classify(None, None, &e.sig, fate)
-        })
-        .collect();
-    let n = mems.len();
-    let mut deltas: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n + 2];
-    for (k, e) in els.iter().enumerate() {
-        deltas[e.start].push((k, true));
-        if let Some(x) = e.end {
-            deltas[x].push((k, false));
-        }
-    }
-    let mut cur = [0u64; NCAT];
-    let mut points = Timeline::new(n + 1);
-    let mut phase = Phase::Unknown;
-    let mut peak_reserved: Option<u64> = None;
-    for pos in 0..=n {
-        for &(k, _) in deltas[pos].iter().filter(|d| !d.1) {
-            let c = cat_index(cats[k]);
-            cur[c] = cur[c].saturating_sub(els[k].size);
-        }
-        for &(k, _) in deltas[pos].iter().filter(|d| d.1) {
-            let c = cat_index(cats[k]);
-            cur[c] = cur[c].saturating_add(els[k].size);
-        }
-        let mut reserved = None;
-        if pos > 0 {
-            let m = &mems[pos - 1];
-            let p = attribute::phase_of(&sigs[pos - 1]);
-            if p != Phase::Unknown && m.bytes > 0 {
-                phase = p;
-            }
-            if dev.0 == 1 {
-                reserved = m.reserved;
-                peak_reserved = peak_reserved.max(m.reserved);
-            }
-        }
-        points.push(Point {
-            cats: cur,
-            phase,
-            reserved,
-            time_us: (pos > 0).then(|| mems[pos - 1].ts),
-        });
-    }
-    let peak = points.peak_index().unwrap_or(0);
-    let live_at_peak = els
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.start <= peak && e.end.is_none_or(|x| x > peak))
-        .map(|(k, e)| {
-            (
-                e.size,
-                cats[k],
-                attribute::phase_of(&e.sig),
-                e.site.as_str(),
-            )
-        })
-        .collect();
-    let mut warnings = Vec::new();
-    if dev.0 != 1 {
-        warnings.push("host (CPU) memory events only: no CUDA device in this trace".into());
-    }
-    Ok(assemble(
-        SourceInfo {
-            kind: "chrome_trace".into(),
-            pickle_protocol: None,
-            device: Some(dev.1),
-            events: n,
-        },
-        points,
-        peak_reserved,
-        live_at_peak,
-        None,
-        Vec::new(),
-        warnings,
-    ))
 }

@@ -113,6 +113,8 @@ fn wrong_shapes_are_errors_not_panics() {
         b"not json at all",
         b"[1, 2, 3]",
         b"{\"traceEvents\": 5}",
+        b"[{\"a\": 1}]", // a list of objects that are not events
+        b"{\"traceEvents\": [{\"a\": 1}]}",
         b"\x1f\x8b\x08\x00garbage",
     ] {
         assert!(analyze_bytes(bytes).is_err(), "{bytes:?} was accepted");
@@ -140,5 +142,68 @@ proptest! {
         let n = b.len();
         b[pos % n] = byte;
         let _ = analyze_bytes(&b);
+    }
+}
+
+/// A Chrome trace of memory events: (bytes, addr, total allocated, ts) each, and one op.
+fn chrome_trace(events: &[(i64, u64, u64, u32)]) -> String {
+    let mut out = String::from(
+        "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"Optimizer.step#AdamW.step\", \
+         \"tid\": 1, \"ts\": 50, \"dur\": 20}",
+    );
+    for &(bytes, addr, total, ts) in events {
+        out.push_str(&format!(
+            ", {{\"ph\": \"i\", \"name\": \"[memory]\", \"tid\": 1, \"ts\": {ts}, \"args\": \
+             {{\"Device Type\": 1, \"Device Id\": 0, \"Addr\": {addr}, \"Bytes\": {bytes}, \
+             \"Total Allocated\": {total}, \"Total Reserved\": {}}}}}",
+            total * 2
+        ));
+    }
+    out.push_str("], \"deviceProperties\": [{\"id\": 0}]}");
+    out
+}
+
+#[test]
+fn chrome_trace_before_recording_is_the_total_beyond_the_events() {
+    // 1000 B live from before profiling; events: +100 at a (total 1100), +50 at b (1150),
+    // −100 at a (1050). Peak 1150 = 1000 before + 150 traced; reserved doubles the total.
+    let t = chrome_trace(&[(100, 1, 1100, 10), (50, 2, 1150, 20), (-100, 1, 1050, 30)]);
+    let a = analyze_bytes(t.as_bytes()).unwrap();
+    assert_eq!(a.per_gpu.peak_allocated, Some(1150));
+    assert_eq!(a.per_gpu.components.before_recording, 1000);
+    assert_eq!(a.per_gpu.peak_reserved, Some(2300));
+    // The same trace gzipped, and as a bare event list, reads the same.
+    let start = "{\"traceEvents\": [".len();
+    let list = format!("[{}]", &t[start..t.find("], \"device").unwrap()]);
+    let b = analyze_bytes(list.as_bytes()).unwrap();
+    assert_eq!(b.per_gpu.peak_allocated, Some(1150));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, t.as_bytes()).unwrap();
+    let c = analyze_bytes(&gz.finish().unwrap()).unwrap();
+    assert_eq!(c.per_gpu.components.before_recording, 1000);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Any sequence of memory events reads without a panic, and the components at the peak
+    /// add up to the peak.
+    #[test]
+    fn chrome_traces_never_panic_and_add_up(
+        events in proptest::collection::vec(
+            (-1000i64..1000, 0u64..8, 0u64..100_000, 0u32..100), 0..40)
+    ) {
+        let t = chrome_trace(&events);
+        let a = analyze_bytes(t.as_bytes()).unwrap();
+        let c = &a.per_gpu.components;
+        let sum = c.base.allocated() + c.unattributed + c.before_recording;
+        prop_assert_eq!(Some(sum), a.per_gpu.peak_allocated.or(Some(0)));
+    }
+
+    #[test]
+    fn truncated_chrome_traces_are_errors(cut in 0usize..400) {
+        let t = chrome_trace(&[(100, 1, 1100, 10), (-100, 1, 1000, 20)]);
+        let cut = cut.min(t.len() - 1);
+        prop_assert!(analyze_bytes(&t.as_bytes()[..cut]).is_err());
     }
 }

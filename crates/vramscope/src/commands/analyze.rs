@@ -82,8 +82,8 @@ fn render(a: &Analysis, path: &Path) -> String {
         g.peak_phase.as_deref().unwrap_or("unknown")
     ));
     s.push_str(&format!(
-        "  {:<20} {:>12} {:>7}   {:>12}\n",
-        "at the peak", "bytes", "share", "held (max)"
+        "  {:<20} {:>12} {:>7}   {:>12}   {}\n",
+        "at the peak", "bytes", "share", "held (max)", "confidence"
     ));
     for c in CATS {
         let v = g.components.get(c);
@@ -100,11 +100,21 @@ fn render(a: &Analysis, path: &Path) -> String {
             continue;
         }
         s.push_str(&format!(
-            "  {:<20} {:>12} {:>7}   {:>12}\n",
+            "  {:<20} {:>12} {:>7}   {:>12}   {}\n",
             c.label(),
             bytes(v),
             percent(v, peak),
-            held.map(bytes).unwrap_or_default()
+            held.map(bytes).unwrap_or_default(),
+            a.confidence.get(c.name()).map(|x| x.name()).unwrap_or("")
+        ));
+    }
+    let before = g.components.before_recording;
+    if before > 0 {
+        s.push_str(&format!(
+            "  {:<20} {:>12} {:>7}\n",
+            "before recording",
+            bytes(before),
+            percent(before, peak)
         ));
     }
     if g.peak_reserved.is_some() {
@@ -114,6 +124,7 @@ fn render(a: &Analysis, path: &Path) -> String {
             bytes(g.components.base.allocator_reserve)
         ));
     }
+    s.push_str(&render_inferences(a));
     if !a.top_allocations.is_empty() {
         s.push_str(&format!(
             "\n{}\n",
@@ -167,11 +178,34 @@ fn render(a: &Analysis, path: &Path) -> String {
             o.site
         ));
     }
-    if !a.warnings.is_empty() {
+    // The inferences' lines are shown above, not again among the warnings.
+    let inferred: Vec<String> = a.inferences.iter().map(|x| x.describe()).collect();
+    let warnings: Vec<&String> = a
+        .warnings
+        .iter()
+        .filter(|w| !inferred.contains(w))
+        .collect();
+    if !warnings.is_empty() {
         s.push('\n');
-        for w in &a.warnings {
+        for w in warnings {
             s.push_str(&warning_line(w));
         }
+    }
+    s
+}
+
+/// What was inferred about blocks allocated before recording, one line each ("weights
+/// inferred from gradient sizes: 324 blocks, 12.69 GiB (confidence high)").
+fn render_inferences(a: &Analysis) -> String {
+    if a.inferences.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "\n{}\n",
+        paint(HEADER, "Inferred (allocated before recording began):")
+    );
+    for x in &a.inferences {
+        s.push_str(&format!("  {}\n", x.describe()));
     }
     s
 }

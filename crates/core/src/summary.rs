@@ -29,10 +29,14 @@ pub struct ModelSummary {
     pub tied_embeddings: Option<bool>,
     /// Bytes of the weights as stored (the inventory's dtypes).
     pub weight_bytes: Option<u64>,
-    /// Where the model was read (`{"kind": "preset" | "file" | "hf-cache" | "hub", "repo",
-    /// "revision", "commit", "path"}`), filled in by the caller that loaded it.
+    /// Where the model was read (contract `model.source`): `preset`, `file`, `hf-cache`, `hub`,
+    /// `inline` or `params`; filled in by the caller that loaded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<serde_json::Value>,
+    pub source: Option<String>,
+    /// The details of `source`: `{"kind", "repo", "revision", "commit", "path"}` as apply (the
+    /// commit a Hub or HF-cache model was read at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<serde_json::Value>,
 }
 
 impl ModelSummary {
@@ -76,6 +80,7 @@ impl ModelSummary {
             tied_embeddings: Some(spec.tied_embeddings()),
             weight_bytes: inventory.map(|i| i.bytes()),
             source: None,
+            origin: None,
         }
     }
 
@@ -103,6 +108,7 @@ impl ModelSummary {
             tied_embeddings: None,
             weight_bytes: Some(inventory.bytes()),
             source: None,
+            origin: None,
         }
     }
 

@@ -89,9 +89,9 @@ fn sharded_model_exact_count_few_bytes_then_offline_from_the_cache() {
         "--verbose",
     ]));
     assert_eq!(v["model"]["params_total"], 8_030_261_248u64);
-    assert_eq!(v["model"]["source"]["kind"], "hub");
-    assert_eq!(v["model"]["source"]["commit"], SHA);
-    assert_eq!(v["model"]["source"]["repo"], "meta-llama/Llama-3.1-8B");
+    assert_eq!(v["model"]["source"], "hub");
+    assert_eq!(v["model"]["origin"]["commit"], SHA);
+    assert_eq!(v["model"]["origin"]["repo"], "meta-llama/Llama-3.1-8B");
     let served = mock.served();
     assert!(served < 2_000_000, "{served} bytes");
     // listing + config + index + 4 shard headers (one range request each: headers < 64 KiB).
@@ -111,7 +111,7 @@ fn sharded_model_exact_count_few_bytes_then_offline_from_the_cache() {
             .args(["estimate", "hf://meta-llama/Llama-3.1-8B", "--json"]),
     );
     assert_eq!(again["model"]["params_total"], 8_030_261_248u64);
-    assert_eq!(again["model"]["source"]["commit"], SHA);
+    assert_eq!(again["model"]["origin"]["commit"], SHA);
     assert_eq!(mock.requests().len(), 7, "the second run is offline");
 
     let human = env
@@ -136,7 +136,7 @@ fn preset_aliases_stay_offline_and_hf_scheme_forces_the_hub() {
         "meta-llama/Llama-3.1-8B",
         "--json",
     ]));
-    assert_eq!(v["model"]["source"]["kind"], "preset");
+    assert_eq!(v["model"]["source"], "preset");
 }
 
 /// GPT-2's single file (124,439,808 parameters: wte 50257·768, wpe 1024·768, 12 layers of
@@ -276,8 +276,8 @@ fn the_local_hf_cache_is_read_first() {
             .args(["inspect", "acme/cached-gpt2", "--json"]),
     );
     assert_eq!(v["model"]["params_total"], 124_439_808u64);
-    assert_eq!(v["model"]["source"]["kind"], "hf-cache");
-    assert_eq!(v["model"]["source"]["commit"], SHA2);
+    assert_eq!(v["model"]["source"], "hf-cache");
+    assert_eq!(v["model"]["origin"]["commit"], SHA2);
     let human = env
         .cmd("http://127.0.0.1:9")
         .env("HF_HUB_OFFLINE", "1")
@@ -458,7 +458,7 @@ fn the_json_api_resolves_hub_ids_and_beyond_loopback_only_with_the_flag() {
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["model"]["params_total"], 124_439_808u64);
-    assert_eq!(v["model"]["source"]["kind"], "hub");
+    assert_eq!(v["model"]["source"], "hub");
 
     let (mut child, port) = start(&["--bind", "0.0.0.0"]);
     let (status, body) = post(port, job);

@@ -21,7 +21,8 @@ pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
     let p = prepare(job)?;
     let (model, resolved, model_warnings) = (p.model, p.resolved, p.warnings);
     let mut report = vramscope_core::estimate::estimate(&model, &resolved)?;
-    report.model.source = serde_json::to_value(&p.source).ok();
+    report.model.source = Some(p.source.kind.clone());
+    report.model.origin = serde_json::to_value(&p.source).ok();
     if !model_warnings.is_empty() {
         let rest = std::mem::take(&mut report.warnings);
         report.warnings = model_warnings;
@@ -155,7 +156,7 @@ pub fn run(
 fn source_line(report: &Report) -> String {
     let Some(src) = report
         .model
-        .source
+        .origin
         .as_ref()
         .and_then(|v| serde_json::from_value::<SourceLine>(v.clone()).ok())
     else {

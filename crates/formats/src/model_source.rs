@@ -193,10 +193,10 @@ fn load_safetensors(path: &Path, parsed: Option<ParsedConfig>) -> Result<LoadedM
     if !buffers.is_empty() {
         let bytes: u64 = buffers.iter().map(|t| t.bytes).sum();
         warnings.push(format!(
-            "{} tensors in the checkpoint are buffers, not parameters ({} bytes, e.g. '{}'): \
+            "{} tensors in the checkpoint are buffers, not parameters ({}, e.g. '{}'): \
              left out of the parameter count",
             buffers.len(),
-            bytes,
+            vramscope_core::text::bytes(bytes),
             buffers[0].name
         ));
     }

@@ -604,7 +604,8 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     }
     if preexisting > 0 && !trace.is_empty() {
         warnings.push(format!(
-            "{preexisting} bytes allocated before the trace began are counted as live throughout"
+            "{} allocated before the trace began are counted as live throughout",
+            vramscope_core::text::bytes(preexisting)
         ));
     }
 

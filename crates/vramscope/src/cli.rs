@@ -36,6 +36,14 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
 
 A job file (--job job.json or job.toml) holds the contract's job fields; flags given beside it
 override its fields and MODEL overrides its model. Numbers may be written as 8, 8.0 or 7.5e9.
+A flag given twice takes its last value, so advice's flags can be appended to the command.
+
+Advice: when the job does not fit its GPU (or with --advise), the cheapest combinations of
+savings that fit (precision, optimizer, LoRA/QLoRA, recomputation, micro-batch with
+accumulation, ZeRO/FSDP/TP over the GPUs given, offload; for inference KV dtype, weight
+quantization, engine settings, batch, context) are listed as the flags to add, cheapest first
+in what they give up: nothing < a little speed < much speed < a little quality < host RAM <
+quality < what is trained (LoRA, QLoRA) (the table: crates/core/src/advice/techniques.rs).
 
 Exit codes: 0 success; 1 with --require-fit when the job does not fit its GPU; 2 bad input
 (one line on stderr naming the field or file).
@@ -62,7 +70,7 @@ Examples:
   vramscope validate cases.json --json | jq .summary";
 
 #[derive(Debug, Parser)]
-#[command(name = "vramscope", version, about = ABOUT, after_help = EXAMPLES)]
+#[command(name = "vramscope", version, about = ABOUT, after_help = EXAMPLES, args_override_self = true)]
 pub struct Cli {
     /// When to use colours (NO_COLOR and non-terminal output turn them off under `auto`).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -99,6 +107,10 @@ pub enum Command {
         /// Also write the report as a self-contained HTML page (picture + tables) to FILE.
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
+        /// Search the cheapest changes that make the job fit even when it already fits (they
+        /// are searched whenever it does not): the report's `advice`.
+        #[arg(long)]
+        advise: bool,
     },
     /// Find the largest micro-batch and sequence (train) or batch and context (infer) that fit
     /// a GPU, by searching the estimator.

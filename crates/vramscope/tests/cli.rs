@@ -258,7 +258,7 @@ fn human_estimate_shows_the_what_if_table() {
         .assert()
         .success()
         .stdout(predicate::str::contains("what if"))
-        .stdout(predicate::str::contains("gradient checkpointing"));
+        .stdout(predicate::str::contains("--checkpointing full"));
 }
 
 /// `plan` lists layouts that fit (JSON), and needs a GPU.

@@ -138,6 +138,8 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         None => (None, None),
     };
     let mut kv_pool = None;
+    // vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
+    let mut engine_starts = true;
     let mut engine = None;
     let mut peak_allocated = peak_allocated;
     let mut peak_reserved = peak_reserved;
@@ -170,9 +172,23 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         )?;
         if job_kv > b.kv_pool {
             warnings.push(format!(
-                "this job's {} sequences need {} bytes of KV but vLLM's pool holds {}: requests \
+                "this job's {} sequences need {} of KV but vLLM's pool holds {}: requests \
                  would wait or be preempted",
-                job.batch, job_kv, b.kv_pool
+                job.batch,
+                crate::text::bytes(job_kv),
+                crate::text::bytes(b.kv_pool)
+            ));
+        }
+        let one_request = super::engines::kv_bytes_per_gpu(spec, job, 1, b.max_model_len)?;
+        if one_request > b.kv_pool {
+            engine_starts = false;
+            warnings.push(format!(
+                "vLLM would not start: one request of max_model_len {} tokens needs {} of KV \
+                 but the pool holds {} (vllm/v1/core/kv_cache_utils.py \
+                 check_enough_kv_cache_memory); lower --max-model-len or free memory",
+                b.max_model_len,
+                crate::text::bytes(one_request),
+                crate::text::bytes(b.kv_pool)
             ));
         }
         if job.seq + job.new_tokens > b.max_model_len {
@@ -230,10 +246,11 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         peak_phase = Some("prompt processing".into());
         if split.host_total > 0 {
             warnings.push(format!(
-                "{} of {} layers on the GPU: {} bytes of weights and KV stay in host RAM",
+                "{} of {} layers on the GPU (-ngl {}): {} of weights and KV stay in host RAM",
                 split.layers_on_gpu,
                 spec.num_layers(),
-                split.host_total
+                split.n_gpu_layers,
+                crate::text::bytes(split.host_total)
             ));
         }
         timeline = Vec::new();
@@ -243,7 +260,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         (Some(g), Some(total)) => Some(Fit {
             gpu: g.id.clone(),
             capacity: g.memory_bytes,
-            fits: total <= g.memory_bytes,
+            fits: total <= g.memory_bytes && engine_starts,
             headroom: g.memory_bytes as i64 - total as i64,
         }),
         _ => None,
@@ -281,6 +298,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         fit,
         warnings,
         engine,
+        advice: None,
     })
 }
 

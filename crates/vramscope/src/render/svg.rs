@@ -955,6 +955,7 @@ mod tests {
         let r = report(16 * G);
         let rows = vec![WhatIf {
             technique: "gradient checkpointing".into(),
+            flags: vec!["--checkpointing".into(), "full".into()],
             change: "checkpointing full".into(),
             peak_allocated: Some(3 * G),
             device_total: Some(4 * G),

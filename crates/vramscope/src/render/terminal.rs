@@ -87,7 +87,7 @@ pub(crate) fn gib_opt(b: Option<u64>) -> String {
 
 /// Words of `text` in lines of at most `MAX_LINE` columns, each starting with `indent`; a word
 /// longer than a line (a path) is cut.
-fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
+pub(crate) fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = first.to_string();
     let mut empty = true;
@@ -325,21 +325,45 @@ fn table(r: &Report, out: &mut Vec<String>) {
 
 fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
     match fit_of(r) {
+        Some(f) if f.fits && f.headroom < super::whatif::TIGHT_HEADROOM => {
+            let text = format!(
+                "fits {}, but tight: {} free of {} (under 1 GiB: fragmentation or another \
+                 process can push it over)",
+                f.gpu,
+                bytes(f.headroom.max(0) as u64),
+                bytes(f.capacity)
+            );
+            for l in wrap(&text, INDENT, INDENT) {
+                out.push(paint(color, WARN, &l));
+            }
+        }
         Some(f) if f.fits => {
             let text = format!(
-                "fits {}: {} GiB free of {} GiB",
+                "fits {}: {} free of {}",
                 f.gpu,
-                gib(f.headroom.max(0) as u64),
-                gib(f.capacity)
+                bytes(f.headroom.max(0) as u64),
+                bytes(f.capacity)
             );
             out.push(format!("{INDENT}{}", paint(color, GOOD, &text)));
         }
+        Some(f) if f.headroom >= 0 => {
+            let text = format!(
+                "does not fit {}: the engine would not start (see the warning), although \
+                 {} of {} is free",
+                f.gpu,
+                bytes(f.headroom as u64),
+                bytes(f.capacity)
+            );
+            for l in wrap(&text, INDENT, INDENT) {
+                out.push(paint(color, BAD, &l));
+            }
+        }
         Some(f) => {
             let text = format!(
-                "does not fit {}: {} GiB over its {} GiB",
+                "does not fit {}: {} over its {}",
                 f.gpu,
-                gib(f.headroom.unsigned_abs()),
-                gib(f.capacity)
+                bytes(f.headroom.unsigned_abs()),
+                bytes(f.capacity)
             );
             out.push(format!("{INDENT}{}", paint(color, BAD, &text)));
         }
@@ -583,6 +607,7 @@ mod tests {
             }),
             warnings,
             engine: None,
+            advice: None,
         }
     }
 

@@ -147,8 +147,12 @@ Examples:
 Ranking: least recomputation (none < selective 2.7 % < full 1/3 of a step), then the smallest
 pipeline bubble (p − 1)/m, then the smallest tensor-parallel degree, then the least communication (ZeRO-3 1.5× DDP; offload adds the
 PCIe round trip), then the largest micro-batch. Every layout is screened with closed-form
-arithmetic on the model's own coefficients; the top three are confirmed by the full step
-simulation.")]
+arithmetic on the model's own coefficients (LoRA/QLoRA: the frozen base, quantized where
+asked, without gradients or optimizer states; fp32 adapters with both); the top three, and the
+best layout of each framework, are confirmed by the full step simulation. The screen agrees
+with the simulation within 10 % of the GPU's capacity (crates/formats/tests/plan_agreement.rs):
+a layout inside that margin is not settled until confirmed. host/GPU is the host RAM offload
+needs per GPU.")]
     Plan {
         #[command(flatten)]
         job: Box<JobArgs>,

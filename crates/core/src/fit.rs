@@ -139,6 +139,31 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
         }
         _ => None,
     };
+    // llama.cpp: when every layer on the GPU does not fit, the limits below are those at the
+    // most layers that do (`-ngl N`), with the rest in host RAM.
+    let at_ngl;
+    let job = match max_gpu_layers {
+        Some(n) if job.engine.get("n_gpu_layers").is_none_or(|v| v.is_null()) => {
+            let mut j = job.clone();
+            if let serde_json::Value::Object(m) = &mut j.engine {
+                m.insert("n_gpu_layers".into(), n.into());
+            }
+            let host = estimate(model, &j)
+                .ok()
+                .and_then(|r| crate::advice::host_bytes(&r))
+                .unwrap_or(0);
+            let all = model.spec.as_ref().map_or(0, |s| s.num_layers() + 1);
+            if n < all {
+                notes.push(format!(
+                    "fits with -ngl {n}, {} in host RAM (the limits are at -ngl {n})",
+                    crate::text::bytes(host)
+                ));
+            }
+            at_ngl = j;
+            &at_ngl
+        }
+        _ => job,
+    };
     let fits_with = |j: &ResolvedJob, evals: &mut u64| -> Result<bool, CoreError> {
         Ok(total(model, j, evals)?.is_some_and(|t| t <= capacity))
     };

@@ -76,6 +76,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     }
     let st = states::model_states(model, job, &mut warnings)?;
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
+    precision_warning(gpu, job, &mut warnings);
     let plan = match &model.spec {
         Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
         None => {
@@ -300,6 +301,29 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         engine,
         advice: None,
     })
+}
+
+/// On a GPU without bf16 (V100, T4): fp16 is the default precision there (said, since the
+/// user may expect bf16), and bf16 asked for explicitly has no tensor-core support.
+fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings: &mut Vec<String>) {
+    use crate::job::Precision;
+    let Some(g) = gpu.filter(|g| !g.bf16) else {
+        return;
+    };
+    match job.precision {
+        Precision::Fp16Mixed | Precision::Fp16 => warnings.push(format!(
+            "{} has no bf16: {} is used (the default on GPUs before Ampere; mixed precision \
+             then needs loss scaling)",
+            g.id,
+            job.precision.as_str()
+        )),
+        Precision::Bf16Mixed | Precision::Bf16 => warnings.push(format!(
+            "{} has no bf16 tensor cores: {} runs slowly or not at all there; use fp16-mixed",
+            g.id,
+            job.precision.as_str()
+        )),
+        Precision::Fp32 => {}
+    }
 }
 
 /// vLLM's start-up as events: weights, the profile run, the KV pool, CUDA graphs, serving.

@@ -5,7 +5,7 @@ mod analyze;
 mod catalog;
 mod compare;
 pub mod estimate;
-mod fit;
+pub mod fit;
 mod inspect;
 pub mod jobargs;
 mod plan;

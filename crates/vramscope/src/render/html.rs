@@ -31,7 +31,7 @@ pub fn breakdown_table(r: &Report) -> String {
              <td>{}</td><td class=\"n\">{}</td><td class=\"n\">{share}</td><td class=\"n\">{}</td></tr>\n",
             c.name(),
             hex(c),
-            esc(c.label()),
+            esc(super::label_in(r, c)),
             gib(Some(b)),
             thousands(b)
         ));

@@ -54,10 +54,10 @@ fn bad(args: &[&str]) -> String {
 }
 
 fn validation(rel: &str) -> String {
-    format!(
+    shared(format!(
         "{}/../../../shared/validation/{rel}",
         env!("CARGO_MANIFEST_DIR")
-    )
+    ))
 }
 
 #[test]
@@ -549,4 +549,15 @@ fn advice_flags_reproduce_the_advice() {
     assert!(fits.get("advice").is_none());
     let asked = report(&["gpt2", "--gpu", "h100-80gb", "--advise"]);
     assert!(asked["advice"].is_array());
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

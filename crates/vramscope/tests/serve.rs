@@ -446,9 +446,11 @@ fn keeps_serving_under_concurrent_load() {
 
 /// A real profiler memory timeline (`../shared/fixtures/README.md` says how it was made).
 fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(name)
+    shared(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures")
+            .join(name),
+    )
 }
 
 /// RFC 4648 base64, written here so the test does not share the server's decoder.
@@ -720,4 +722,15 @@ fn uploaded_model_files_and_headers_are_read_as_the_cli_reads_them() {
         &format!(r#"{{"model": "{}"}}"#, ids[16]),
     );
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

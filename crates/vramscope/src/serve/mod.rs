@@ -704,8 +704,9 @@ impl Drop for TempDir {
 
 /// Job → what `plan --job job.json --json` prints (the job needs `gpu` and `parallel.gpus`).
 async fn api_plan(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let text = body_text(body)?;
-    job_of_text(&app, &text)?;
+    // The job as the CLI is to read it (an upload's id made its stored path).
+    let job = job_of(&app, body)?;
+    let text = serde_json::to_string(&job).map_err(|e| ApiError::bad(e.to_string()))?;
     let out = blocking(move || {
         let dir = TempDir::new()?;
         let job = dir.write("job.json", text.as_bytes())?;

@@ -338,7 +338,8 @@ fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoi
         "serving this job",
         &[
             ("parameters", b.weights),
-            ("kv_cache", job_kv),
+            ("kv_cache", job_kv.min(b.kv_pool)),
+            ("allocator_reserve", b.kv_pool.saturating_sub(job_kv)),
             ("temporaries", b.profile_peak + b.cuda_graphs),
         ],
     );
@@ -349,15 +350,18 @@ fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoi
             "profile run",
             &[("parameters", b.weights), ("temporaries", b.profile_peak)],
         ),
+        // The pool is reserved, not yet holding this job's KV: its free blocks are the
+        // allocator reserve of the per-GPU figures (labelled "KV pool (free blocks)"), the
+        // job's own KV its kv_cache, so the chart and the bar name the same bytes alike.
         point(
             "KV pool allocated",
-            &[("parameters", b.weights), ("kv_cache", b.kv_pool)],
+            &[("parameters", b.weights), ("allocator_reserve", b.kv_pool)],
         ),
         point(
             "CUDA graphs captured",
             &[
                 ("parameters", b.weights),
-                ("kv_cache", b.kv_pool),
+                ("allocator_reserve", b.kv_pool),
                 ("temporaries", b.cuda_graphs),
             ],
         ),

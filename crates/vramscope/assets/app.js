@@ -154,8 +154,10 @@ function showReport(r, svg) {
   $("device-gib").textContent = gib(p.device_total);
   const v = $("verdict");
   if (r.fit) {
-    v.textContent = r.fit.fits ? `fits ${r.fit.gpu} (${gib(r.fit.headroom)} GiB free)`
-                               : `does not fit ${r.fit.gpu} (${gib(-r.fit.headroom)} GiB over)`;
+    const tight = r.fit.headroom < GIB ? " — tight: under 1 GiB free" : "";
+    v.textContent = r.fit.fits ? `fits ${r.fit.gpu} (${human(r.fit.headroom)} free)${tight}`
+                  : r.fit.headroom >= 0 ? `does not fit ${r.fit.gpu}: the engine would not start (see the warnings)`
+                  : `does not fit ${r.fit.gpu} (${human(-r.fit.headroom)} over)`;
     v.className = r.fit.fits ? "fits" : "nofit";
   } else { v.textContent = "no GPU chosen"; v.className = ""; }
   // The server's SVG: built from escaped text only, no scripts.

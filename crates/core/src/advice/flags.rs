@@ -122,3 +122,43 @@ fn engine_flags(out: &mut Vec<String>, base: &ResolvedJob, to: &ResolvedJob) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::Job;
+    use serde_json::json;
+
+    fn job(v: serde_json::Value) -> ResolvedJob {
+        serde_json::from_value::<Job>(v)
+            .unwrap()
+            .resolve(None)
+            .unwrap()
+    }
+
+    /// QLoRA's nf4-dq is implied by --qlora (the CLI's help), so it is not repeated; a new GPU
+    /// count carries --gpus so dp is derived again; engine settings get their own flags.
+    #[test]
+    fn flags_are_what_the_cli_reads() {
+        let base = job(json!({}));
+        let q = job(json!({"peft": {"method": "qlora", "rank": 16}}));
+        assert_eq!(flags(&base, &q), ["--qlora", "16"]);
+        let tp = job(json!({"framework": "megatron", "parallel": {"gpus": 8, "tp": 8}}));
+        let base8 = job(json!({"parallel": {"gpus": 8}}));
+        assert_eq!(
+            flags(&base8, &tp),
+            ["--framework", "megatron", "--gpus", "8", "--tp", "8"]
+        );
+        let v = job(json!({"task": "infer", "framework": "vllm"}));
+        let w = job(json!({"task": "infer", "framework": "vllm",
+                           "engine": {"max_model_len": 2048}, "kv_dtype": "fp8"}));
+        assert_eq!(
+            flags(&v, &w),
+            ["--kv-dtype", "fp8", "--max-model-len", "2048"]
+        );
+        let c = changes(&v, &w);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c["kv_dtype"], json!("fp8"));
+        assert_eq!(c["engine"], json!({"max_model_len": 2048}));
+    }
+}

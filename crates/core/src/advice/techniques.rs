@@ -523,3 +523,31 @@ pub const TECHNIQUES: &[Technique] = &[
     t!("half the prompt", Context, 10, 0, shorter_prompt,
        "the job itself: the prompt cut to half its length"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every technique says what it gives up, and within a group the costlier option gives up
+    /// more in the documented order (the group's entries are listed cheapest first where they
+    /// are steps of one knob: micro-batch, checkpointing, offload, llama.cpp layers).
+    #[test]
+    fn the_table_is_well_formed() {
+        for t in TECHNIQUES {
+            assert!(!t.gives_up.is_empty() && t.cost > 0, "{}", t.name);
+        }
+        for g in [
+            Group::MicroBatch,
+            Group::Checkpointing,
+            Group::GpuLayers,
+            Group::Batch,
+        ] {
+            let costs: Vec<u32> = TECHNIQUES
+                .iter()
+                .filter(|t| t.group == g)
+                .map(|t| t.cost)
+                .collect();
+            assert!(costs.windows(2).all(|w| w[0] < w[1]), "{g:?}: {costs:?}");
+        }
+    }
+}

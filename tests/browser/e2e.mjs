@@ -2,7 +2,9 @@
 // playwright-core. Loads the page from a running `vramscope serve`, changes the batch, and
 // checks that the peak the page shows becomes the one POST /api/estimate returns for the job
 // the page encodes in its URL. Also: the page requests nothing from another origin, and the
-// fit and what-if buttons answer, and a chosen GGUF becomes the model. Saves a screenshot (a CI artifact).
+// fit and what-if buttons answer (in view), answers are asked again when the job changes,
+// fields follow the task, advice rows apply when clicked, the plan view lists layouts, a chosen
+// GGUF becomes the model and a measurement gets its own view. Saves a screenshot (a CI artifact).
 //
 //   VRAMSCOPE_URL=http://127.0.0.1:8765/ node e2e.mjs
 //
@@ -22,7 +24,7 @@ const origin = new URL(base).origin;
 const STEP = 30_000; // each wait
 
 // The whole test must end by itself, whatever hangs.
-const watchdog = setTimeout(() => { console.error("FAIL: browser test took over 180 s"); process.exit(1); }, 180_000);
+const watchdog = setTimeout(() => { console.error("FAIL: browser test took over 300 s"); process.exit(1); }, 300_000);
 
 function check(cond, msg) {
   if (!cond) throw new Error(msg);
@@ -45,6 +47,9 @@ try {
   page.on("request", (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) foreign.push(r.url()); });
   page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
   page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("response", async (r) => {
+    if (r.status() >= 400) errors.push(`${r.status()} ${r.url()}: ${await r.text().catch(() => "")}`);
+  });
 
   await page.goto(base, { waitUntil: "load", timeout: STEP });
   await page.waitForFunction(() => document.body.dataset.state === "ready");
@@ -91,6 +96,52 @@ try {
   await page.waitForSelector("#whatif-table tbody tr");
   check(await page.locator("#whatif-table tbody tr").count() > 0, "what-if lists techniques");
 
+  const inView = (sel) => page.evaluate((q) => {
+    const r = document.querySelector(q).getBoundingClientRect();
+    return r.top < window.innerHeight && r.bottom > 0;
+  }, sel);
+  check(await inView("#whatif-table"), "the what-if answer is in view after the click");
+
+  // Stale answers: the what-if on show is asked again for the new job (an inference job gets
+  // inference rows, none of the training optimizer's).
+  await page.selectOption("select[name=task]", "infer");
+  await page.waitForFunction(() => {
+    const t = document.getElementById("whatif-table");
+    return document.body.dataset.state === "ready" && t && !/--optimizer/.test(t.textContent)
+      && /--kv-dtype|--weights/.test(t.textContent);
+  });
+  check(true, "after the job changed, the what-if is the new job's (no training rows)");
+  // Fields by task: training-only fields are hidden for inference, inference-only shown.
+  check(await page.isHidden("select[name=optimizer]"), "the optimizer is hidden for inference");
+  check(await page.isVisible("input[name=new_tokens]"), "new tokens are shown for inference");
+  await page.selectOption("select[name=task]", "train");
+  await page.waitForFunction(() => document.body.dataset.state === "ready");
+  check(await page.isVisible("select[name=optimizer]") && await page.isHidden("input[name=new_tokens]"),
+        "the training fields come back for training");
+  check(await page.inputValue("select[name=peft]") === "", "no LoRA by default, as the CLI");
+
+  // Advice: a job that does not fit lists changes; clicking the first applies it and fits.
+  await page.selectOption("select[name=model]", "llama-3.1-8b");
+  await page.fill("input[name=batch]", "1");
+  await page.selectOption("select[name=gpu]", "rtx4090-24gb");
+  await page.waitForSelector("#advice-table tbody tr");
+  check(await page.getAttribute("#verdict", "class") === "nofit", "llama-3.1-8b does not fit an RTX 4090");
+  await page.click("#advice-table tbody tr");
+  await page.waitForFunction(() => document.body.dataset.state === "ready"
+    && document.getElementById("verdict").className === "fits");
+  check(true, "the first advice, clicked, fits: " + await page.textContent("#verdict"));
+
+  // The plan view: layouts over 8 GPUs, the best of each framework among them.
+  await page.fill("input[name=gpus]", "8");
+  await page.selectOption("select[name=gpu]", "h100-80gb");
+  await page.waitForFunction(() => document.body.dataset.state === "ready");
+  await page.click("#plan-btn");
+  await page.waitForSelector("#plan-table tbody tr", { timeout: 60_000 });
+  check(/layouts fit/.test(await page.textContent("#plan-out")), "plan lists fitting layouts: "
+        + (await page.textContent("#plan-out")).slice(0, 60));
+  await page.fill("input[name=gpus]", "1");
+  await page.waitForFunction(() => document.body.dataset.state === "ready");
+
   // Choose a GGUF (the tiny fixture): the page uploads its header, the model selector shows the
   // file, and the peak is the one /api/estimate gives for the job the URL now encodes.
   const gguf = resolve(here, "../../../shared/fixtures/tiny_llama_q8.gguf");
@@ -125,6 +176,9 @@ try {
     const a = await (await fetch(new URL("/api/analyze", base), { method: "POST", body: readFileSync(rec) })).json();
     check(await page.getAttribute("#measured-bytes", "data-bytes") === String(a.per_gpu.peak_allocated),
           `a chosen measurement is overlaid (measured peak ${a.per_gpu.peak_allocated} bytes)`);
+    check(await page.isVisible("#measurement-view")
+          && /out-of-memory events/.test(await page.textContent("#measurement-view")),
+          "the measurement has its own view (peak, categories, allocations, OOMs)");
   } else {
     console.log("skip - no ../shared/fixtures/cpu_timeline.json for the overlay check");
   }

@@ -4,10 +4,7 @@
 
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
-use crate::job::{
-    AttentionKernel, Checkpointing, Framework, Optimizer, Peft, PeftMethod, Precision, ResolvedJob,
-    Task,
-};
+use crate::job::{Framework, ResolvedJob, Task};
 use serde::Serialize;
 
 /// The contract's fit answer (train: `max_batch`, `max_seq`; infer: `max_batch`,
@@ -153,6 +150,31 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         }
         _ => None,
     };
+    // llama.cpp: when every layer on the GPU does not fit, the limits below are those at the
+    // most layers that do (`-ngl N`), with the rest in host RAM.
+    let at_ngl;
+    let job = match max_gpu_layers {
+        Some(n) if job.engine.get("n_gpu_layers").is_none_or(|v| v.is_null()) => {
+            let mut j = job.clone();
+            if let serde_json::Value::Object(m) = &mut j.engine {
+                m.insert("n_gpu_layers".into(), n.into());
+            }
+            let host = estimate(model, &j)
+                .ok()
+                .and_then(|r| crate::advice::host_bytes(&r))
+                .unwrap_or(0);
+            let all = model.spec.as_ref().map_or(0, |s| s.num_layers() + 1);
+            if n < all {
+                notes.push(format!(
+                    "fits with -ngl {n}, {} in host RAM (the limits are at -ngl {n})",
+                    crate::text::bytes(host)
+                ));
+            }
+            at_ngl = j;
+            &at_ngl
+        }
+        _ => job,
+    };
     let fits_with = |j: &ResolvedJob, evals: &mut u64| -> Result<bool, CoreError> {
         Ok(total(model, j, evals)?.is_some_and(|t| t <= capacity))
     };
@@ -216,245 +238,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     })
 }
 
-/// One row of the what-if table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WhatIf {
-    pub technique: String,
-    /// What changes in the job.
-    pub change: String,
-    pub peak_allocated: Option<u64>,
-    pub device_total: Option<u64>,
-    /// device_total of the job minus this row's (positive = saved).
-    pub saved: Option<i64>,
-    pub fits: Option<bool>,
-}
-
-/// What each saving technique would buy on its own, and all of them together (the seed's
-/// table: mixed precision, 16-bit states, 8-bit optimizer, SGD, checkpointing, smaller
-/// micro-batch with accumulation, flash attention, LoRA, QLoRA, ZeRO sharding).
-pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, CoreError> {
-    let base = estimate(model, job)?;
-    let base_total = base.per_gpu.device_total;
-    let capacity = job
-        .gpu
-        .as_deref()
-        .and_then(|g| crate::gpu::find(g).ok())
-        .map(|g| g.memory_bytes);
-    let mut variants: Vec<(String, String, ResolvedJob)> = Vec::new();
-    let mut push = |name: &str, change: String, j: ResolvedJob| {
-        if j != *job {
-            variants.push((name.to_string(), change, j));
-        }
-    };
-    let train = job.task == Task::Train;
-    if train {
-        if job.precision == Precision::Fp32 {
-            push(
-                "mixed precision",
-                "precision bf16-mixed".into(),
-                ResolvedJob {
-                    precision: Precision::Bf16Mixed,
-                    ..job.clone()
-                },
-            );
-        }
-        if matches!(
-            job.precision,
-            Precision::Fp32 | Precision::Bf16Mixed | Precision::Fp16Mixed
-        ) {
-            push(
-                "pure bf16 (16-bit weights, grads, states)",
-                "precision bf16".into(),
-                ResolvedJob {
-                    precision: Precision::Bf16,
-                    ..job.clone()
-                },
-            );
-        }
-        if matches!(
-            job.optimizer,
-            Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused
-        ) {
-            push(
-                "8-bit optimizer",
-                "optimizer adamw-8bit".into(),
-                ResolvedJob {
-                    optimizer: Optimizer::AdamW8bit,
-                    ..job.clone()
-                },
-            );
-            push(
-                "fused AdamW (no foreach scratch)",
-                "optimizer adamw-fused".into(),
-                ResolvedJob {
-                    optimizer: Optimizer::AdamWFused,
-                    ..job.clone()
-                },
-            );
-        }
-        if job.optimizer != Optimizer::Sgd {
-            push(
-                "SGD (no optimizer state)",
-                "optimizer sgd".into(),
-                ResolvedJob {
-                    optimizer: Optimizer::Sgd,
-                    ..job.clone()
-                },
-            );
-        }
-        if job.checkpointing != Checkpointing::Full {
-            push(
-                "gradient checkpointing",
-                "checkpointing full".into(),
-                ResolvedJob {
-                    checkpointing: Checkpointing::Full,
-                    ..job.clone()
-                },
-            );
-        }
-        if job.batch > 1 {
-            push(
-                "micro-batch 1 + gradient accumulation",
-                format!("batch 1, grad_accum {}", job.batch * job.grad_accum),
-                ResolvedJob {
-                    batch: 1,
-                    grad_accum: job.batch * job.grad_accum,
-                    ..job.clone()
-                },
-            );
-        }
-        if job.peft.is_none() && model.inventory.is_some() {
-            let lora = |method| Peft {
-                method,
-                rank: 16,
-                alpha: 32.0,
-                targets: ["q_proj", "k_proj", "v_proj", "o_proj"]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-            };
-            let has_targets = model
-                .inventory
-                .as_ref()
-                .is_some_and(|i| i.tensors.iter().any(|t| t.name.ends_with("q_proj.weight")));
-            if has_targets {
-                push(
-                    "LoRA r=16 on q,k,v,o",
-                    "peft lora r16".into(),
-                    ResolvedJob {
-                        peft: Some(lora(PeftMethod::Lora)),
-                        ..job.clone()
-                    },
-                );
-                push(
-                    "QLoRA r=16 (NF4 + double quant)",
-                    "peft qlora r16, weights nf4-dq".into(),
-                    ResolvedJob {
-                        peft: Some(lora(PeftMethod::Qlora)),
-                        weights: "nf4-dq".into(),
-                        ..job.clone()
-                    },
-                );
-            }
-        }
-        if job.parallel.gpus == 1 {
-            for (zero, name) in [(2u64, "ZeRO-2 over 8 GPUs"), (3, "ZeRO-3 over 8 GPUs")] {
-                let mut p = job.parallel.clone();
-                p.gpus = 8;
-                p.dp = 8;
-                p.zero = zero;
-                push(
-                    name,
-                    format!("framework deepspeed, 8 GPUs, zero {zero}"),
-                    ResolvedJob {
-                        framework: Framework::Deepspeed,
-                        parallel: p,
-                        ..job.clone()
-                    },
-                );
-            }
-        }
-    }
-    let lm = model.spec.as_ref().is_some_and(|s| {
-        matches!(
-            s.head,
-            crate::model::Head::LanguageModel { .. } | crate::model::Head::MaskedLm { .. }
-        )
-    });
-    if train && lm && job.loss == crate::job::LossKernel::Standard {
-        push(
-            "chunked cross-entropy (fused linear CE)",
-            "loss chunked".into(),
-            ResolvedJob {
-                loss: crate::job::LossKernel::Chunked,
-                ..job.clone()
-            },
-        );
-    }
-    if job.attention == AttentionKernel::Eager {
-        push(
-            "flash attention",
-            "attention flash".into(),
-            ResolvedJob {
-                attention: AttentionKernel::Flash,
-                ..job.clone()
-            },
-        );
-    }
-    if train {
-        // Everything that keeps the full model trainable, together.
-        let mut all = job.clone();
-        let mut changes = Vec::new();
-        if all.precision != Precision::Bf16 && all.precision != Precision::Fp16 {
-            all.precision = Precision::Bf16;
-            changes.push("precision bf16");
-        }
-        if matches!(
-            all.optimizer,
-            Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused
-        ) {
-            all.optimizer = Optimizer::AdamW8bit;
-            changes.push("optimizer adamw-8bit");
-        }
-        if all.checkpointing != Checkpointing::Full {
-            all.checkpointing = Checkpointing::Full;
-            changes.push("checkpointing full");
-        }
-        if all.attention == AttentionKernel::Eager {
-            all.attention = AttentionKernel::Flash;
-            changes.push("attention flash");
-        }
-        if lm && all.loss == crate::job::LossKernel::Standard {
-            all.loss = crate::job::LossKernel::Chunked;
-            changes.push("chunked loss");
-        }
-        if all.batch > 1 {
-            all.grad_accum *= all.batch;
-            all.batch = 1;
-            changes.push("batch 1 + accumulation");
-        }
-        if changes.len() > 1 {
-            variants.push(("combined (full fine-tune)".into(), changes.join(", "), all));
-        }
-    }
-    let mut rows = Vec::new();
-    for (name, change, j) in variants {
-        let r = match estimate(model, &j) {
-            Ok(r) => r,
-            Err(_) => continue,
-        };
-        let t = r.per_gpu.device_total;
-        rows.push(WhatIf {
-            technique: name,
-            change,
-            peak_allocated: r.per_gpu.peak_allocated,
-            device_total: t,
-            saved: base_total.zip(t).map(|(b, t)| b as i64 - t as i64),
-            fits: capacity.zip(t).map(|(c, t)| t <= c),
-        });
-    }
-    Ok(rows)
-}
+pub use crate::advice::whatif::{what_if, WhatIf};
 
 /// vLLM: what fits in the KV pool the engine would allocate (its start-up log's "GPU KV cache
 /// size" and "Maximum concurrency"): the most sequences at the job's context, and the longest
@@ -484,7 +268,11 @@ fn vllm_fit(
         Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
     })?;
     let limited = max_context == Some(cap);
-    let mut notes = vec![format!("vLLM's KV pool on {}: {} bytes", gpu.id, pool)];
+    let mut notes = vec![format!(
+        "vLLM's KV pool on {}: {}",
+        gpu.id,
+        pool_text(&report)
+    )];
     if limited {
         notes.push(format!("the context search stopped at max_model_len {cap}"));
     }
@@ -501,4 +289,30 @@ fn vllm_fit(
         notes,
         launch: None,
     })
+}
+
+/// vLLM's KV pool in words: "12.50 GiB, holds 40,960 tokens = 5.0 sequences of max_model_len
+/// 8,192" (tokens = blocks × block size, as vLLM's "GPU KV cache size" line counts them).
+pub fn pool_text(report: &crate::report::Report) -> String {
+    let pool = report.per_gpu.kv_pool.unwrap_or(0);
+    let get = |k: &str| {
+        report
+            .engine
+            .as_ref()
+            .and_then(|e| e.get(k))
+            .and_then(|v| v.as_u64())
+    };
+    let size = crate::text::bytes(pool);
+    match (get("num_blocks"), get("block_size"), get("max_model_len")) {
+        (Some(blocks), Some(block), Some(len)) if len > 0 => {
+            let tokens = blocks * block;
+            format!(
+                "{size}, holds {} tokens = {:.1} sequences of max_model_len {}",
+                crate::text::thousands(tokens),
+                tokens as f64 / len as f64,
+                crate::text::thousands(len)
+            )
+        }
+        _ => size,
+    }
 }

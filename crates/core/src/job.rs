@@ -368,10 +368,18 @@ impl Job {
         let grad_accum = count("grad_accum", self.grad_accum.as_ref(), 1, 1, MAX_BATCH)?;
         let seq = count("seq", self.seq.as_ref(), default_seq, 1, MAX_SEQ)?;
         let new_tokens = count("new_tokens", self.new_tokens.as_ref(), 0, 0, MAX_SEQ)?;
+        let gpu = resolve_gpu(self.gpu.as_ref())?;
+        // GPUs without bf16 (Volta, Turing: V100, T4) default to fp16, as users run them.
+        let bf16 = gpu
+            .as_deref()
+            .and_then(|g| crate::gpu::find(g).ok())
+            .is_none_or(|g| g.bf16);
         let precision = match self.precision.as_deref() {
             Some(s) => Precision::parse("precision", s)?,
-            None if task == Task::Infer => Precision::Bf16,
-            None => Precision::Bf16Mixed,
+            None if task == Task::Infer && bf16 => Precision::Bf16,
+            None if task == Task::Infer => Precision::Fp16,
+            None if bf16 => Precision::Bf16Mixed,
+            None => Precision::Fp16Mixed,
         };
         let optimizer = match self.optimizer.as_deref() {
             Some(s) => Optimizer::parse("optimizer", s)?,
@@ -395,21 +403,6 @@ impl Job {
             None => "none".to_string(),
         };
         let parallel = parse_parallel(self.parallel.as_ref())?;
-        let gpu = match &self.gpu {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(
-                crate::gpu::find(s)
-                    .map_err(|e| CoreError::field("gpu", e.to_string()))?
-                    .id
-                    .clone(),
-            ),
-            Some(other) => {
-                return Err(CoreError::field(
-                    "gpu",
-                    format!("must be a GPU id (got {other})"),
-                ))
-            }
-        };
         let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?.map(str::to_string);
         let loss = match self.loss.as_deref() {
             Some(s) => LossKernel::parse("loss", s)?,
@@ -450,6 +443,23 @@ impl Job {
             loss,
             cuda_module_loading,
         })
+    }
+}
+
+/// The job's GPU id as the catalog spells it.
+fn resolve_gpu(v: Option<&Value>) -> Result<Option<String>, CoreError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(
+            crate::gpu::find(s)
+                .map_err(|e| CoreError::field("gpu", e.to_string()))?
+                .id
+                .clone(),
+        )),
+        Some(other) => Err(CoreError::field(
+            "gpu",
+            format!("must be a GPU id (got {other})"),
+        )),
     }
 }
 
@@ -632,6 +642,20 @@ mod tests {
             (r.precision, r.optimizer, r.seq),
             (Precision::Bf16, Optimizer::None, 512)
         );
+    }
+
+    /// T4 and V100 have no bf16 (NVIDIA's Turing and Volta whitepapers list fp16 tensor cores
+    /// only): their default is fp16 mixed precision (train) and fp16 (infer).
+    #[test]
+    fn gpus_without_bf16_default_to_fp16() {
+        let r = job(json!({"gpu": "t4-16gb"})).resolve(None).unwrap();
+        assert_eq!(r.precision, Precision::Fp16Mixed);
+        let r = job(json!({"gpu": "v100-32gb", "task": "infer"}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(r.precision, Precision::Fp16);
+        let r = job(json!({"gpu": "a100-80gb"})).resolve(None).unwrap();
+        assert_eq!(r.precision, Precision::Bf16Mixed);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub use error::CoreError;
 pub use inventory::{build_inventory, Component, Inventory, Tensor};
 pub use model::ModelSpec;
 pub use summary::ModelSummary;
+pub mod advice;
 pub mod estimate;
 pub mod fit;
 pub mod job;

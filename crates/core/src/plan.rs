@@ -40,6 +40,9 @@ pub struct Scored {
     /// Screened device total of the most-loaded GPU.
     pub device_total: u64,
     pub headroom: i64,
+    /// Host RAM per GPU that offload needs (offloaded optimizer states, master weights and
+    /// parameters); 0 without offload.
+    pub host_bytes: u64,
     /// Extra compute from recomputation (0, Korthikanti's selective 2.7 %, full: one more
     /// forward = 1/3 of a step).
     pub recompute: f64,
@@ -61,6 +64,9 @@ pub struct PlanResult {
     /// The best layouts, ranked (least recompute, smallest bubble, smallest TP degree, least
     /// communication, largest micro-batch), the first ones confirmed by the full estimator.
     pub best: Vec<Confirmed>,
+    /// The best-ranked fitting layout of each family (DeepSpeed, DeepSpeed with offload, FSDP,
+    /// Megatron), confirmed by the full estimator: the choice when a framework is given.
+    pub best_per_framework: Vec<Confirmed>,
     /// When nothing fits: what would.
     pub advice: Vec<String>,
 }
@@ -92,6 +98,76 @@ struct Coeffs {
     embed_act: u64,
     /// Loss: saved + backward-start transients at micro-batch 1 (fp32 b·s·V terms).
     loss: u64,
+    /// LoRA / QLoRA: the frozen base and the adapters (`None` for a full fine-tune).
+    peft: Option<PeftCoeffs>,
+}
+
+/// A PEFT job's model states as `estimate::states` keeps them: the frozen base stored in 16
+/// bits (or its quantized format) with no gradient, master or optimizer state, and fp32
+/// adapters with fp32 gradients and optimizer states.
+struct PeftCoeffs {
+    /// Stored bytes of the frozen base: embeddings, all blocks, the head.
+    frozen_embed: u64,
+    frozen_blocks: u64,
+    frozen_head: u64,
+    /// Adapter elements in all blocks and outside them.
+    adapters_blocks: u64,
+    adapters_other: u64,
+}
+
+/// Optimizer-state bytes per fp32 trainable element (`estimate::optimizer`: two fp32 moments
+/// for Adam/AdamW, one for momentum SGD and Lion, 8-bit blocks for bitsandbytes).
+fn state_bytes_fp32(opt: crate::job::Optimizer) -> u64 {
+    use crate::job::Optimizer as O;
+    match opt {
+        O::Adam | O::AdamW | O::AdamWFused => 8,
+        O::SgdMomentum | O::Lion => 4,
+        O::AdamW8bit => 2,
+        O::Adafactor | O::Sgd | O::None => 0,
+    }
+}
+
+/// The frozen base's stored bytes and the adapters' elements, by part.
+fn peft_coeffs(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    inv: &crate::inventory::Inventory,
+) -> Result<Option<PeftCoeffs>, CoreError> {
+    use crate::estimate::{quant, states};
+    let Some(p) = &base.peft else { return Ok(None) };
+    let weights = quant::parse(&crate::estimate::effective_weights(model, base))?;
+    let qctx = model
+        .spec
+        .as_ref()
+        .map(quant::QuantContext::from_spec)
+        .unwrap_or_default();
+    let width = if base.precision == crate::job::Precision::Fp32 {
+        4
+    } else {
+        2
+    };
+    let mut c = PeftCoeffs {
+        frozen_embed: 0,
+        frozen_blocks: 0,
+        frozen_head: 0,
+        adapters_blocks: 0,
+        adapters_other: 0,
+    };
+    for t in &inv.tensors {
+        let b = states::stored_bytes(&weights, &qctx, t, width)?;
+        match (t.layer, t.component) {
+            (Some(_), _) => c.frozen_blocks += b,
+            (None, Component::Embedding) => c.frozen_embed += b,
+            (None, _) => c.frozen_head += b,
+        }
+    }
+    for (layer, n) in states::lora_adapters(&inv.tensors, &p.targets, p.rank)? {
+        match layer {
+            Some(_) => c.adapters_blocks += n,
+            None => c.adapters_other += n,
+        }
+    }
+    Ok(Some(c))
 }
 
 fn ckpt_index(c: Checkpointing) -> usize {
@@ -171,6 +247,7 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         copies,
         embed_act,
         loss,
+        peft: peft_coeffs(model, base, inv)?,
     })
 }
 
@@ -266,8 +343,9 @@ fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
     out
 }
 
-/// Screened device total of the most-loaded GPU (the first pipeline stage).
-fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64) -> u64 {
+/// Screened device total of the most-loaded GPU (the first pipeline stage) and the host RAM
+/// its offload needs.
+fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64) -> (u64, u64) {
     let (tp, pp, cp, dp) = (l.tp, l.pp, l.cp, l.dp.max(1));
     let stage_layers = c.layers.div_ceil(pp);
     let blocks = c.p_blocks / c.layers.max(1) * stage_layers;
@@ -296,14 +374,27 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
         ),
         _ => (1, 1, if z >= 1 { dp } else { 1 }),
     };
-    let params = p * pw / sp_;
-    let grads = p * gw / sg;
-    let (mut states, mut master) = (p * sw / ss, p * mw / ss);
+    let (params, grads, mut states, mut master, trainable) = match &c.peft {
+        None => (p * pw / sp_, p * gw / sg, p * sw / ss, p * mw / ss, p),
+        Some(pc) => {
+            // Frozen base without gradient or states; fp32 adapters with both.
+            let head_frozen = if pp == 1 { pc.frozen_head } else { 0 };
+            let frozen =
+                (pc.frozen_embed + pc.frozen_blocks / c.layers.max(1) * stage_layers + head_frozen)
+                    / tp;
+            let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
+            let s = state_bytes_fp32(base.optimizer);
+            ((frozen + 4 * a) / sp_, 4 * a / sg, a * s / ss, 0, a)
+        }
+    };
     let mut params_gpu = params;
+    let mut host = 0;
     if l.offload != "none" {
+        host = states + master;
         states = 0;
         master = 0;
         if l.offload == "optimizer+params" {
+            host += params;
             params_gpu = 0;
         }
     }
@@ -348,8 +439,10 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
         ("fsdp", 0) if dp > 1 => grads,
         _ => 0,
     };
+    // foreach AdamW's sqrt(v) scratch: one state's worth over the trainable elements.
     let scratch = if base.optimizer == crate::job::Optimizer::AdamW && l.offload == "none" {
-        p * sw / 2 / ss
+        let per = if c.peft.is_some() { 4 } else { sw / 2 };
+        trainable * per / ss
     } else {
         0
     };
@@ -358,7 +451,7 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     let step = params_gpu + grads + states + master + scratch + buffers;
     let allocated = fwd_bwd.max(step);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
-    allocated + allocated / 50 + ctx
+    (allocated + allocated / 50 + ctx, host)
 }
 
 /// Plans `base` (its model, seq, precision, optimizer) over `gpus` GPUs of `gpu`.
@@ -392,8 +485,8 @@ pub fn plan(
     let mut fitting: Vec<Scored> = all
         .par_iter()
         .filter_map(|l| {
-            let total = screen(&c, l, base, spec, ctx);
-            (total <= capacity).then(|| score(l, total, capacity))
+            let (total, host) = screen(&c, l, base, spec, ctx);
+            (total <= capacity).then(|| score(l, total, host, capacity))
         })
         .collect();
     // Narayanan et al. 2021 §3.2: tensor parallelism all-reduces activations in every layer;
@@ -406,6 +499,7 @@ pub fn plan(
             .then(b.headroom.cmp(&a.headroom))
     });
     let n_fit = fitting.len() as u64;
+    let best_per_framework = per_family(model, base, gpu, &fitting)?;
     // Confirm the leaders with the full step simulation; a layout the simulation finds over
     // capacity is dropped (the screen is a close, not an exact, bound).
     let mut best = Vec::new();
@@ -457,11 +551,77 @@ pub fn plan(
         evaluated: all.len() as u64,
         fitting: n_fit,
         best,
+        best_per_framework,
         advice,
     })
 }
 
-fn score(l: &Layout, total: u64, capacity: u64) -> Scored {
+/// Every layout `plan` considers for `base` over `gpus` GPUs of `gpu`, with its screened device
+/// total and host RAM (fitting or not): what the agreement test holds against `estimate`.
+pub fn screened(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    gpus: u64,
+    gpu: &crate::gpu::Gpu,
+    max_micro_batch: u64,
+) -> Result<Vec<(Layout, u64, u64)>, CoreError> {
+    let spec = model
+        .spec
+        .as_ref()
+        .ok_or_else(|| CoreError::field("model", "planning needs the architecture"))?;
+    let c = coeffs(spec, model, base)?;
+    let ctx = overhead::cuda_context_bytes(Some(gpu))
+        + if gpus > 1 {
+            overhead::nccl_bytes(gpus)
+        } else {
+            0
+        };
+    Ok(layouts(&c, gpus, max_micro_batch.max(1))
+        .into_iter()
+        .map(|l| {
+            let (t, h) = screen(&c, &l, base, spec, ctx);
+            (l, t, h)
+        })
+        .collect())
+}
+
+/// The first fitting layout (in rank order) of each family that the full estimator confirms.
+fn per_family(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    gpu: &crate::gpu::Gpu,
+    ranked: &[Scored],
+) -> Result<Vec<Confirmed>, CoreError> {
+    let mut out: Vec<Confirmed> = Vec::new();
+    let family = |l: &Layout| (l.framework, l.offload != "none");
+    for s in ranked {
+        if out
+            .iter()
+            .any(|c| family(&c.scored.layout) == family(&s.layout))
+        {
+            continue;
+        }
+        let per_gpu = estimate(model, &job_of(base, &s.layout, gpu)?)
+            .ok()
+            .map(|r| r.per_gpu);
+        if per_gpu
+            .as_ref()
+            .and_then(|p| p.device_total)
+            .is_some_and(|t| t <= gpu.memory_bytes)
+        {
+            out.push(Confirmed {
+                scored: s.clone(),
+                estimate: per_gpu,
+            });
+        }
+        if out.len() == 4 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn score(l: &Layout, total: u64, host: u64, capacity: u64) -> Scored {
     let recompute = match l.checkpointing {
         "selective" => 0.027,
         "full" => 1.0 / 3.0,
@@ -480,6 +640,7 @@ fn score(l: &Layout, total: u64, capacity: u64) -> Scored {
         layout: *l,
         device_total: total,
         headroom: capacity as i64 - total as i64,
+        host_bytes: host,
         recompute,
         bubble,
         communication,

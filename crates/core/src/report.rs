@@ -188,4 +188,8 @@ pub struct Report {
     /// the GPU/host split), when the job runs on one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine: Option<serde_json::Value>,
+    /// When the job does not fit (or advice was asked for): the cheapest changes that make it
+    /// fit, cheapest first (`crate::advice`); `[]` when nothing searched fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<Vec<crate::advice::Advice>>,
 }

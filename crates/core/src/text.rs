@@ -15,8 +15,47 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// Bytes in binary units with three significant figures (`14.96 GiB`, `2.67 MiB`, `512 B`):
+/// the adaptive unit of every human message (JSON carries bytes).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    let digits = if v >= 100.0 { 1 } else { 2 };
+    format!("{v:.digits$} {}", UNITS[u])
+}
+
+/// `8030261248` → `8,030,261,248`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn adaptive_units() {
+        assert_eq!(super::bytes(512), "512 B");
+        // 1536 / 1024 = 1.5
+        assert_eq!(super::bytes(1536), "1.50 KiB");
+        // 295,501,824 / 2^20 = 281.81...
+        assert_eq!(super::bytes(295_501_824), "281.8 MiB");
+    }
+
     #[test]
     fn distances() {
         assert_eq!(super::edit_distance("kitten", "sitting"), 3);

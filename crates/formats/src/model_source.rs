@@ -160,6 +160,15 @@ pub fn load_model_with(arg: &str, opts: ReadOptions) -> Result<LoadedModel> {
     if let Some(loaded) = load_local(arg, opts) {
         return loaded;
     }
+    if let Some(p) = tuned_variant(arg) {
+        let mut m = LoadedModel::from_config(presets::load(p)?, Origin::Preset, arg)?;
+        m.warnings.push(format!(
+            "'{arg}' read as preset '{}': an instruction-tuned or chat variant has its base \
+             model's architecture, so the same memory",
+            p.id
+        ));
+        return Ok(m);
+    }
     let looks_like_path = [".json", ".gguf", ".safetensors"]
         .iter()
         .any(|ext| arg.to_ascii_lowercase().ends_with(ext))
@@ -171,6 +180,30 @@ pub fn load_model_with(arg: &str, opts: ReadOptions) -> Result<LoadedModel> {
         ));
     }
     Err(presets::unknown(arg))
+}
+
+/// The preset an instruction-tuned or chat variant's name (`meta-llama/Llama-3.1-8B-Instruct`,
+/// `Mistral-7B-Instruct-v0.1`, `Llama-2-7b-chat-hf`) stands for: the name without its
+/// organisation and its `instruct` / `chat` / `it` / `hf` parts.
+fn tuned_variant(arg: &str) -> Option<&'static presets::RawPreset> {
+    let name = arg.rsplit('/').next()?.to_ascii_lowercase();
+    let parts: Vec<&str> = name.split('-').collect();
+    let kept: Vec<&str> = parts
+        .iter()
+        .copied()
+        .filter(|p| !matches!(*p, "instruct" | "chat" | "it" | "hf"))
+        .collect();
+    if kept.len() == parts.len() {
+        return None;
+    }
+    let base = kept.join("-");
+    presets::all().iter().find(|p| {
+        p.id == base
+            || p.repo
+                .rsplit('/')
+                .next()
+                .is_some_and(|r| r.eq_ignore_ascii_case(&base))
+    })
 }
 
 /// Loads a model from an inline config.json object (the job's `{"hf_config": {...}}`).
@@ -303,10 +336,10 @@ pub fn model_of_checkpoint(
     if !buffers.is_empty() {
         let bytes: u64 = buffers.iter().map(|t| t.bytes).sum();
         warnings.push(format!(
-            "{} tensors in the checkpoint are buffers, not parameters ({} bytes, e.g. '{}'): \
+            "{} tensors in the checkpoint are buffers, not parameters ({}, e.g. '{}'): \
              left out of the parameter count",
             buffers.len(),
-            bytes,
+            vramscope_core::text::bytes(bytes),
             buffers[0].name
         ));
     }

@@ -7,9 +7,11 @@ use vramscope_core::Tensor;
 use vramscope_formats::model_source::{load_model, Origin};
 
 fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(rel)
+    shared(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures")
+            .join(rel),
+    )
 }
 
 fn sorted(mut v: Vec<Tensor>) -> Vec<Tensor> {
@@ -68,4 +70,15 @@ fn missing_paths_and_unknown_names_are_clear() {
         e.contains("did you mean") && e.contains("llama-3.1-8b"),
         "{e}"
     );
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

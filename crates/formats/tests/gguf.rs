@@ -225,7 +225,7 @@ fn assert_err(h: &[u8], len: u64, needle: &str) {
 
 #[test]
 fn fixture_metadata_tensors_and_sizes() {
-    let g = read_gguf_path(Path::new(FIXTURE)).unwrap();
+    let g = read_gguf_path(Path::new(fixture())).unwrap();
     assert_eq!(g.version, 3);
     // 12 KVs: GGUFWriter(arch="llama") writes general.architecture, then the 11 add_* calls.
     let keys: Vec<&str> = g.metadata.iter().map(|(k, _)| k.as_str()).collect();
@@ -324,7 +324,7 @@ fn fixture_metadata_tensors_and_sizes() {
     assert_eq!(g.data_offset, 800);
     // Every tensor size here is already a multiple of 32, so padding adds nothing:
     // 800 + 2048 + 128 + 4352 = 7328 = the file size.
-    let file_len = std::fs::metadata(FIXTURE).unwrap().len();
+    let file_len = std::fs::metadata(fixture()).unwrap().len();
     assert_eq!(file_len, 7328);
     let padded: u64 = g.tensors.iter().map(|t| round_up(t.bytes, 32)).sum();
     assert_eq!(g.data_offset + padded, file_len);
@@ -333,7 +333,7 @@ fn fixture_metadata_tensors_and_sizes() {
 
 #[test]
 fn fixture_inventory_in_pytorch_order() {
-    let g = read_gguf_path(Path::new(FIXTURE)).unwrap();
+    let g = read_gguf_path(Path::new(fixture())).unwrap();
     let inv = g.inventory().unwrap();
     type Row<'a> = (&'a str, &'a [u64], DType, u64, Option<u32>, Component);
     let rows: Vec<Row> = inv
@@ -386,17 +386,17 @@ fn fixture_inventory_in_pytorch_order() {
 
 #[test]
 fn fixture_reads_only_the_header() {
-    let all = std::fs::read(FIXTURE).unwrap();
+    let all = std::fs::read(fixture()).unwrap();
     // Give the reader the 800 header bytes only, but the true file length.
     let g = parse(&all[..800], all.len() as u64);
-    let mut want = read_gguf_path(Path::new(FIXTURE)).unwrap();
+    let mut want = read_gguf_path(Path::new(fixture())).unwrap();
     want.path = "t.gguf".into();
     assert_eq!(g, want);
 }
 
 #[test]
 fn fixture_every_truncation_is_an_error() {
-    let all = std::fs::read(FIXTURE).unwrap();
+    let all = std::fs::read(fixture()).unwrap();
     for k in 0..all.len() {
         // A file cut at k bytes: header incomplete, or tensor data past the end.
         let m = err_of(&all[..k], k as u64);
@@ -985,7 +985,7 @@ fn check_invariants(g: &GgufFile, len: u64) {
 }
 
 fn fixture_bytes() -> Vec<u8> {
-    std::fs::read(FIXTURE).unwrap()
+    std::fs::read(fixture()).unwrap()
 }
 
 proptest! {
@@ -1048,4 +1048,20 @@ proptest! {
             check_invariants(&g, len);
         }
     }
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
+}
+
+/// The fixture's path, checked to exist.
+fn fixture() -> &'static str {
+    shared(FIXTURE)
 }

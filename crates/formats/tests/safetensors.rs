@@ -154,7 +154,7 @@ const PARAMS: u64 = 123_712;
 
 #[test]
 fn fixture_checkpoint_totals() {
-    let ck = read_checkpoint(Path::new(FIXTURE)).unwrap();
+    let ck = read_checkpoint(Path::new(fixture())).unwrap();
     let inv = &ck.inventory;
     assert_eq!(inv.tensors.len(), 21);
     assert_eq!(inv.params(), PARAMS);
@@ -189,7 +189,7 @@ fn fixture_checkpoint_totals() {
 #[test]
 fn fixture_shards_cover_their_files() {
     let mut n = 0;
-    for entry in fs::read_dir(FIXTURE).unwrap() {
+    for entry in fs::read_dir(fixture()).unwrap() {
         let p = entry.unwrap().path();
         if p.extension().and_then(|e| e.to_str()) != Some("safetensors") {
             continue;
@@ -203,7 +203,8 @@ fn fixture_shards_cover_their_files() {
     assert_eq!(n, 5);
     // formats.md §5.1: shard 1 has N = 536 and holds embed_tokens (16,384) + layer 0's q (4,096),
     // k (2,048), v (2,048) and o (4,096) = 28,672 bf16 parameters = 57,344 bytes.
-    let h = read_file_header(&Path::new(FIXTURE).join("model-00001-of-00005.safetensors")).unwrap();
+    let h =
+        read_file_header(&Path::new(fixture()).join("model-00001-of-00005.safetensors")).unwrap();
     assert_eq!(h.header_len, 536);
     assert_eq!(h.tensors.len(), 5);
     assert_eq!(h.data_len, 57_344);
@@ -222,7 +223,7 @@ impl<R: Read> Read for Counting<R> {
 
 #[test]
 fn reads_only_the_header() {
-    let p = Path::new(FIXTURE).join("model-00005-of-00005.safetensors");
+    let p = Path::new(fixture()).join("model-00005-of-00005.safetensors");
     let len = fs::metadata(&p).unwrap().len();
     let mut r = Counting(fs::File::open(&p).unwrap(), 0);
     let h = read_header(&mut r, len, "shard5").unwrap();
@@ -236,7 +237,7 @@ fn reads_only_the_header() {
 
 #[test]
 fn fixture_by_index_file_and_by_shard() {
-    let dir = Path::new(FIXTURE);
+    let dir = Path::new(fixture());
     let a = read_checkpoint(dir).unwrap();
     let b = read_checkpoint(&dir.join("model.safetensors.index.json")).unwrap();
     assert_eq!(a.inventory, b.inventory);
@@ -269,7 +270,7 @@ fn fixture_matches_the_builder() {
         },
     );
     let built = build_inventory(&s).unwrap();
-    let read = read_checkpoint(Path::new(FIXTURE)).unwrap().inventory;
+    let read = read_checkpoint(Path::new(fixture())).unwrap().inventory;
     assert_same(built.tensors, read.tensors);
 }
 
@@ -1172,4 +1173,20 @@ fn metadata_is_merged_first_wins() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     assert_eq!(c.metadata, want);
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
+}
+
+/// The fixture's path, checked to exist.
+fn fixture() -> &'static str {
+    shared(FIXTURE)
 }

@@ -26,7 +26,8 @@ fn run(file: &str) -> Vec<(String, f64, Option<f64>, f64)> {
 }
 
 fn run_path(path: &str) -> Vec<(String, f64, Option<f64>, f64)> {
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(shared(path)).unwrap()).unwrap();
     let mut out = Vec::new();
     for c in cases {
         let id = c["id"].as_str().unwrap().to_string();
@@ -206,4 +207,15 @@ fn masked_lm_pure_bf16_peaks() {
             "{run}"
         );
     }
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

@@ -376,7 +376,8 @@ fn lifetime_warnings(
     }
     if preexisting > 0 && !trace.is_empty() {
         warnings.push(format!(
-            "{preexisting} bytes allocated before the trace began are counted as live throughout"
+            "{} allocated before the trace began are counted as live throughout",
+            vramscope_core::text::bytes(preexisting)
         ));
     }
 }

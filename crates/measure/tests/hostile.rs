@@ -10,7 +10,7 @@ fn synthetic(proto: u8) -> Vec<u8> {
         "{}/../../../shared/fixtures/synthetic/synthetic_cuda_snapshot_p{proto}.pickle",
         env!("CARGO_MANIFEST_DIR")
     );
-    std::fs::read(p).unwrap()
+    std::fs::read(shared(p)).unwrap()
 }
 
 #[test]
@@ -206,4 +206,15 @@ proptest! {
         let cut = cut.min(t.len() - 1);
         prop_assert!(analyze_bytes(&t.as_bytes()[..cut]).is_err());
     }
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

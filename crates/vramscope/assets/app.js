@@ -9,8 +9,22 @@ const $ = (id) => document.getElementById(id);
 let seq = 0; // answers to older requests are dropped
 let timer = null;
 let measured = null; // analyze's JSON for a dropped measurement, overlaid on the picture
+// Job fields the form has no control for (engine settings, the loss kernel), kept from a link or
+// an applied piece of advice.
+let extras = {};
+// Answers on show (fit, what-if, plan): cleared on every job change and asked again.
+const shown = new Set();
 
 function gib(b) { return b == null ? "n/a" : (b / GIB).toFixed(2); }
+// Adaptive binary units, as the CLI prints them (`14.96 GiB`, `500.0 MiB`, `512 B`).
+function human(b) {
+  if (b == null) return "n/a";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Math.abs(b), u = 0;
+  if (v < 1024) return `${b} B`;
+  while (v >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
+  return `${b < 0 ? "−" : ""}${v.toFixed(v >= 100 ? 1 : 2)} ${units[u]}`;
+}
 function thousands(b) { return b == null ? "n/a" : String(b).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
 function field(name) { return form.elements[name]; }
 function num(name) { return Number(field(name).value); }
@@ -28,7 +42,8 @@ function jobFromForm() {
   const task = field("task").value;
   job.task = task;
   job.batch = num("batch");
-  job.seq = num("seq");
+  // An empty sequence is the CLI's default: min(2048, the model's maximum positions).
+  if (field("seq").value.trim()) job.seq = num("seq");
   if (task === "train") {
     job.grad_accum = num("grad_accum");
     if (field("optimizer").value) job.optimizer = field("optimizer").value;
@@ -49,7 +64,7 @@ function jobFromForm() {
   job.parallel = { gpus: num("gpus"), tp: num("tp"), pp: num("pp"), zero: num("zero"),
                    offload: field("offload").value };
   job.gpu = field("gpu").value || null;
-  return job;
+  return Object.assign(job, extras);
 }
 
 // Sets the form from a job (the URL's hash); unknown fields are ignored.
@@ -77,6 +92,9 @@ function formFromJob(job) {
   const p = job.parallel || {};
   for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);
   field("gpu").value = job.gpu || "";
+  if (!job.peft) set("peft", "");
+  extras = {};
+  for (const k of ["engine", "loss"]) if (job[k] != null) extras[k] = job[k];
   showTaskFields();
 }
 
@@ -114,6 +132,8 @@ async function update() {
   try { job = jobFromForm(); } catch (e) { status(e.message); return; }
   shareLink(job);
   const mine = ++seq;
+  // Answers to the old job go at once; those on show are asked again below.
+  for (const id of ["advice-out", "fit-out", "whatif-out", "plan-out"]) $(id).replaceChildren();
   const hub = typeof job.model === "string" && job.model === $("hub").value.trim() ? job.model : "";
   status(hub ? `fetching ${hub} (config and headers)…` : "estimating…", true);
   $("hub-error").hidden = true;
@@ -126,6 +146,8 @@ async function update() {
     showReport(JSON.parse(reportText), svg);
     status("");
     document.body.dataset.state = "ready";
+    const again = { fit, whatif: whatIf, plan };
+    for (const k of shown) again[k]({ scroll: false });
   } catch (e) {
     if (mine !== seq) return;
     status(e.message);
@@ -142,8 +164,10 @@ function showReport(r, svg) {
   $("device-gib").textContent = gib(p.device_total);
   const v = $("verdict");
   if (r.fit) {
-    v.textContent = r.fit.fits ? `fits ${r.fit.gpu} (${gib(r.fit.headroom)} GiB free)`
-                               : `does not fit ${r.fit.gpu} (${gib(-r.fit.headroom)} GiB over)`;
+    const tight = r.fit.headroom < GIB ? " — tight: under 1 GiB free" : "";
+    v.textContent = r.fit.fits ? `fits ${r.fit.gpu} (${human(r.fit.headroom)} free)${tight}`
+                  : r.fit.headroom >= 0 ? `does not fit ${r.fit.gpu}: the engine would not start (see the warnings)`
+                  : `does not fit ${r.fit.gpu} (${human(-r.fit.headroom)} over)`;
     v.className = r.fit.fits ? "fits" : "nofit";
   } else { v.textContent = "no GPU chosen"; v.className = ""; }
   // The server's SVG: built from escaped text only, no scripts.
@@ -161,13 +185,56 @@ function showReport(r, svg) {
     sw.className = "sw";
     sw.style.background = colour[cat] || "#fff";
     name.append(sw, cat.replace(/_/g, " "));
-    const g = tr.insertCell(); g.className = "n"; g.textContent = gib(bytes);
-    const b = tr.insertCell(); b.className = "n"; b.textContent = thousands(bytes);
+    const g = tr.insertCell(); g.className = "n"; g.textContent = human(bytes);
+    g.title = thousands(bytes) + " bytes";
   }
+  showAdvice(r);
   const warn = $("warnings");
   warn.replaceChildren();
   for (const w of r.warnings) { const li = document.createElement("li"); li.textContent = w; warn.append(li); }
 }
+
+// The report's advice (when the job does not fit): one row per change, cheapest first; a click
+// applies it to the form.
+function showAdvice(r) {
+  const out = $("advice-out");
+  if (!r.advice) { out.replaceChildren(); return; }
+  const head = document.createElement("div");
+  head.textContent = r.advice.length ? "Does not fit → do this (cheapest first; click to apply):"
+                                     : "Does not fit, and no searched change fits: more GPUs, a larger GPU or a smaller model.";
+  if (!r.advice.length) { out.replaceChildren(head); return; }
+  const t = table("advice-table", ["change", "device", "free", "gives up"]);
+  for (const a of r.advice) {
+    const tr = t.tBodies[0].insertRow();
+    const code = document.createElement("code"); code.className = "flags"; code.textContent = a.flags.join(" ");
+    tr.insertCell().append(code);
+    cell(tr, human(a.device_total), true);
+    cell(tr, human(a.headroom) + (a.headroom < GIB ? " (tight)" : ""), true);
+    cell(tr, a.gives_up + (a.host_bytes ? ` · ${human(a.host_bytes)} in host RAM` : ""));
+    tr.addEventListener("click", () => applyChanges(a.changes));
+  }
+  out.replaceChildren(head, t);
+}
+
+function table(id, heads) {
+  const t = document.createElement("table");
+  t.id = id;
+  t.createTHead().insertRow().append(...heads.map((h) => { const th = document.createElement("th"); th.textContent = h; return th; }));
+  t.createTBody();
+  return t;
+}
+
+function cell(tr, text, numeric) {
+  const td = tr.insertCell(); td.textContent = text; if (numeric) td.className = "n"; return td;
+}
+
+function applyChanges(changes) {
+  const job = Object.assign(jobFromForm(), changes);
+  formFromJob(job);
+  update();
+}
+
+function reveal(out, opts) { if (!opts || opts.scroll !== false) out.scrollIntoView({ block: "nearest" }); }
 
 // A dropped or chosen file: a config.json becomes the model; anything else is sent to
 // /api/analyze as a measurement and overlaid on the picture.
@@ -204,6 +271,7 @@ async function useFile(file) {
     $("measured-bytes").textContent = thousands(peak);
     $("measured-bytes").dataset.bytes = peak == null ? "" : String(peak);
     $("measured-line").hidden = false;
+    showMeasurement(file.name, measured);
     status("");
     await update();
   } catch (e) { status(`${file.name}: ${e.message}`); }
@@ -249,7 +317,41 @@ async function uploadModel(file) {
   } catch (e) { status(`${file.name}: ${e.message}`); }
 }
 
+// The measurement on its own: where its peak went, its largest allocations and sites, the
+// allocator's fragmentation and any out-of-memory events.
+function showMeasurement(name, a) {
+  const out = $("measurement-view");
+  const p = a.per_gpu || {};
+  const lines = [`Measurement ${name} (${(a.source && a.source.kind) || "record"}): peak allocated ${human(p.peak_allocated)}` +
+                 (p.peak_reserved != null ? `, reserved ${human(p.peak_reserved)}` : "")];
+  const comps = Object.entries(p.components || {}).filter(([, b]) => b > 0).map(([c, b]) => `${c.replace(/_/g, " ")} ${human(b)}`);
+  if (comps.length) lines.push("at the peak: " + comps.join(" · "));
+  const parts = lines.map((l) => { const d = document.createElement("div"); d.textContent = l; return d; });
+  const tops = (a.top_allocations || []).slice(0, 5);
+  if (tops.length) {
+    const t = table("measurement-top", ["top allocations", "bytes", "category"]);
+    for (const x of tops) { const tr = t.tBodies[0].insertRow(); cell(tr, x.site || "?"); cell(tr, human(x.bytes), true); cell(tr, x.category || ""); }
+    parts.push(t);
+  }
+  const sites = (a.top_frames || []).slice(0, 5);
+  if (sites.length) {
+    const t = table("measurement-sites", ["sites", "bytes", "count"]);
+    for (const x of sites) { const tr = t.tBodies[0].insertRow(); cell(tr, x.site || "?"); cell(tr, human(x.bytes), true); cell(tr, String(x.count), true); }
+    parts.push(t);
+  }
+  const more = [];
+  if (a.fragmentation) more.push("fragmentation: " + JSON.stringify(a.fragmentation));
+  more.push(`out-of-memory events: ${(a.ooms || []).length}`);
+  for (const o of a.ooms || []) more.push("OOM: " + JSON.stringify(o));
+  if (a.diagnosis) more.push(a.diagnosis);
+  for (const w of a.warnings || []) more.push(w);
+  for (const m of more) { const d = document.createElement("div"); d.textContent = m; parts.push(d); }
+  out.replaceChildren(...parts);
+  out.hidden = false;
+}
+
 function clearMeasured() {
+  $("measurement-view").hidden = true;
   measured = null;
   $("measurement").hidden = true;
   $("measured-line").hidden = true;
@@ -257,42 +359,81 @@ function clearMeasured() {
   schedule();
 }
 
-async function fit() {
+async function fit(opts) {
   const out = $("fit-out");
+  shown.add("fit");
+  const at = seq;
   try {
     const job = jobFromForm();
     if (!job.gpu) { out.textContent = "Choose a GPU to fit."; return; }
     out.textContent = "searching…";
     const a = JSON.parse(await post("/api/fit", job));
     const show = (n) => (n == null ? "none (even 1 does not fit)" : thousands(n));
-    const lines = [`Fit on ${a.gpu} (${gib(a.capacity)} GiB):`, `largest batch: ${show(a.max_batch)}`];
+    const lines = [`Fit on ${a.gpu} (${human(a.capacity)}):`, `largest batch: ${show(a.max_batch)}`];
     if ("max_seq" in a) lines.push(`longest sequence at batch ${job.batch}: ${show(a.max_seq)}`);
     if ("max_context" in a) lines.push(`longest context at batch ${job.batch}: ${show(a.max_context)}`);
     for (const n of a.notes) lines.push(n);
+    if (at !== seq) return; // the job changed meanwhile
     out.replaceChildren(...lines.map((l) => { const d = document.createElement("div"); d.textContent = l; return d; }));
+    reveal(out, opts);
   } catch (e) { out.textContent = "fit: " + e.message; }
 }
 
-async function whatIf() {
+async function whatIf(opts) {
   const out = $("whatif-out");
+  shown.add("whatif");
+  const at = seq;
   try {
     const rows = JSON.parse(await post("/api/whatif", jobFromForm()));
-    const t = document.createElement("table");
-    t.id = "whatif-table";
-    t.createTHead().insertRow().append(...["technique", "device GiB", "saved GiB", "fits"].map((h) => {
-      const th = document.createElement("th"); th.textContent = h; return th;
-    }));
-    const body = t.createTBody();
+    const t = table("whatif-table", ["what if (flags)", "device", "saved", "fits"]);
     for (const w of rows) {
-      const tr = body.insertRow();
-      tr.title = w.change;
-      const cells = [w.technique, gib(w.device_total),
-                     w.saved == null ? "n/a" : (w.saved >= 0 ? "+" : "") + (w.saved / GIB).toFixed(2),
-                     w.fits == null ? "-" : (w.fits ? "yes" : "no")];
-      cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i) td.className = "n"; });
+      const tr = t.tBodies[0].insertRow();
+      tr.title = w.technique;
+      const code = document.createElement("code"); code.className = "flags"; code.textContent = w.flags.join(" ");
+      tr.insertCell().append(code);
+      cell(tr, human(w.device_total), true);
+      cell(tr, w.saved == null ? "n/a" : (w.saved >= 0 ? "+" : "") + human(w.saved), true);
+      cell(tr, w.fits == null ? "-" : (w.fits ? "yes" : "no"), true);
     }
+    if (at !== seq) return; // the job changed meanwhile
     out.replaceChildren(t);
+    reveal(out, opts);
   } catch (e) { out.textContent = "what-if: " + e.message; }
+}
+
+// Parallel layouts of a training job over its GPUs (`plan --json`): the best ranked, and the
+// best of each framework.
+async function plan(opts) {
+  const out = $("plan-out");
+  shown.add("plan");
+  const at = seq;
+  try {
+    const job = jobFromForm();
+    if (!job.gpu) { out.textContent = "Choose a GPU to plan."; return; }
+    if (job.task !== "train") { out.textContent = "plan searches training layouts (task train)."; return; }
+    out.textContent = "planning…";
+    const r = JSON.parse(await post("/api/plan", job));
+    const head = document.createElement("div");
+    head.textContent = `Plan on ${r.gpus} × ${r.gpu}: ${r.fitting} of ${r.evaluated} layouts fit`;
+    const parts = [head];
+    const rows = [...r.best.slice(0, 5), ...(r.best_per_framework || [])];
+    if (rows.length) {
+      const t = table("plan-table", ["framework", "dp·tp·pp·cp", "zero", "offload", "ckpt", "micro-batch", "device", "host/GPU"]);
+      for (const c of rows) {
+        const l = c.layout; const tr = t.tBodies[0].insertRow();
+        cell(tr, l.framework); cell(tr, `${l.dp}·${l.tp}·${l.pp}·${l.cp}`); cell(tr, String(l.zero));
+        cell(tr, l.offload); cell(tr, l.checkpointing); cell(tr, String(l.micro_batch), true);
+        const confirmed = c.estimate && c.estimate.device_total;
+        cell(tr, human(confirmed != null ? confirmed : c.device_total), true);
+        cell(tr, c.host_bytes ? human(c.host_bytes) : "-", true);
+      }
+      parts.push(t);
+    }
+    for (const a of r.advice || []) { const d = document.createElement("div"); d.textContent = a; parts.push(d); }
+    if (at !== seq) return; // the job changed meanwhile
+    out.replaceChildren(...parts);
+    reveal(out, opts);
+  } catch (e) { out.textContent = "plan: " + e.message; }
 }
 
 function schedule() {
@@ -327,8 +468,9 @@ async function init() {
   });
   form.addEventListener("change", () => { showTaskFields(); schedule(); });
   form.addEventListener("submit", (ev) => { ev.preventDefault(); schedule(); });
-  $("fit-btn").addEventListener("click", fit);
-  $("whatif-btn").addEventListener("click", whatIf);
+  $("fit-btn").addEventListener("click", () => fit());
+  $("whatif-btn").addEventListener("click", () => whatIf());
+  $("plan-btn").addEventListener("click", () => plan());
   $("share").addEventListener("click", (ev) => {
     ev.preventDefault();
     if (navigator.clipboard) navigator.clipboard.writeText(location.href).catch(() => {});

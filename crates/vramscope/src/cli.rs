@@ -41,6 +41,14 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
 
 A job file (--job job.json or job.toml) holds the contract's job fields; flags given beside it
 override its fields and MODEL overrides its model. Numbers may be written as 8, 8.0 or 7.5e9.
+A flag given twice takes its last value, so advice's flags can be appended to the command.
+
+Advice: when the job does not fit its GPU (or with --advise), the cheapest combinations of
+savings that fit (precision, optimizer, LoRA/QLoRA, recomputation, micro-batch with
+accumulation, ZeRO/FSDP/TP over the GPUs given, offload; for inference KV dtype, weight
+quantization, engine settings, batch, context) are listed as the flags to add, cheapest first
+in what they give up: nothing < a little speed < much speed < a little quality < host RAM <
+quality < what is trained (LoRA, QLoRA) (the table: crates/core/src/advice/techniques.rs).
 
 Exit codes: 0 success; 1 with --require-fit when the job does not fit its GPU; 2 bad input
 (one line on stderr naming the field or file).
@@ -67,7 +75,7 @@ Examples:
   vramscope validate cases.json --json | jq .summary";
 
 #[derive(Debug, Parser)]
-#[command(name = "vramscope", version, about = ABOUT, after_help = EXAMPLES)]
+#[command(name = "vramscope", version, about = ABOUT, after_help = EXAMPLES, args_override_self = true)]
 pub struct Cli {
     /// When to use colours (NO_COLOR and non-terminal output turn them off under `auto`).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -112,6 +120,10 @@ pub enum Command {
         /// Also write the report as a self-contained HTML page (picture + tables) to FILE.
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
+        /// Search the cheapest changes that make the job fit even when it already fits (they
+        /// are searched whenever it does not): the report's `advice`.
+        #[arg(long)]
+        advise: bool,
     },
     /// Find the largest micro-batch and sequence (train) or batch and context (infer) that fit
     /// a GPU, by searching the estimator.
@@ -148,8 +160,12 @@ Examples:
 Ranking: least recomputation (none < selective 2.7 % < full 1/3 of a step), then the smallest
 pipeline bubble (p − 1)/m, then the smallest tensor-parallel degree, then the least communication (ZeRO-3 1.5× DDP; offload adds the
 PCIe round trip), then the largest micro-batch. Every layout is screened with closed-form
-arithmetic on the model's own coefficients; the top three are confirmed by the full step
-simulation.")]
+arithmetic on the model's own coefficients (LoRA/QLoRA: the frozen base, quantized where
+asked, without gradients or optimizer states; fp32 adapters with both); the top three, and the
+best layout of each framework, are confirmed by the full step simulation. The screen agrees
+with the simulation within 10 % of the GPU's capacity (crates/formats/tests/plan_agreement.rs):
+a layout inside that margin is not settled until confirmed. host/GPU is the host RAM offload
+needs per GPU.")]
     Plan {
         #[command(flatten)]
         job: Box<JobArgs>,

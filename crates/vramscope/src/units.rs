@@ -15,18 +15,7 @@ pub fn thousands(n: u64) -> String {
 
 /// Bytes in binary units with three significant figures (`14.96 GiB`, `512 B`).
 pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    let digits = if v >= 100.0 { 1 } else { 2 };
-    format!("{v:.digits$} {}", UNITS[u])
+    vramscope_core::text::bytes(n)
 }
 
 /// A parameter count in short form (`8.03 B`, `124.4 M`, `652.5 K`).

@@ -27,10 +27,10 @@ fn json_of(args: &[&str]) -> serde_json::Value {
 }
 
 fn fixture(rel: &str) -> String {
-    format!(
+    shared(format!(
         "{}/../../../shared/fixtures/{rel}",
         env!("CARGO_MANIFEST_DIR")
-    )
+    ))
 }
 
 /// The contract's inspect shape: {"model": {...}, "tensors": [{name, shape, dtype, bytes, layer,
@@ -258,7 +258,7 @@ fn human_estimate_shows_the_what_if_table() {
         .assert()
         .success()
         .stdout(predicate::str::contains("what if"))
-        .stdout(predicate::str::contains("gradient checkpointing"));
+        .stdout(predicate::str::contains("--checkpointing full"));
 }
 
 /// `plan` lists layouts that fit (JSON), and needs a GPU.
@@ -286,4 +286,37 @@ fn plan_lists_fitting_layouts() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("gpu"));
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
+}
+
+/// An instruction-tuned variant's repo name is read as its base preset (same architecture),
+/// with a note; a name that is no variant of a preset is still an error.
+#[test]
+fn instruct_names_of_presets_are_accepted_with_a_note() {
+    for (variant, base) in [
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b-v0.1"),
+        ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
+    ] {
+        let v = json_of(&["estimate", variant, "--json"]);
+        let b = json_of(&["estimate", base, "--json"]);
+        assert_eq!(v["model"]["params_total"], b["model"]["params_total"]);
+        let note = v["warnings"][0].as_str().unwrap();
+        assert!(note.contains(base) && note.contains(variant), "{note}");
+    }
+    vramscope()
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["estimate", "acme/Nonexistent-9B-Instruct"])
+        .assert()
+        .code(2);
 }

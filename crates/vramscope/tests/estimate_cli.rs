@@ -54,10 +54,10 @@ fn bad(args: &[&str]) -> String {
 }
 
 fn validation(rel: &str) -> String {
-    format!(
+    shared(format!(
         "{}/../../../shared/validation/{rel}",
         env!("CARGO_MANIFEST_DIR")
-    )
+    ))
 }
 
 #[test]
@@ -485,4 +485,81 @@ fn validate_reads_its_own_cases_and_rejects_bad_files() {
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.contains(name) && err.contains(why), "{err}");
     }
+}
+
+/// The advice's flags, added to the command line that made the job, give a job that fits,
+/// with the device total the advice states; a job that fits carries no advice unless
+/// `--advise` asks; the human output says "does not fit → do this" with the first flags.
+#[test]
+fn advice_flags_reproduce_the_advice() {
+    for args in [
+        vec!["llama-3.1-8b", "--gpu", "rtx4090-24gb"],
+        vec!["llama-3.1-70b", "--gpu", "h100-80gb", "--gpus", "8"],
+        vec![
+            "llama-3.1-8b",
+            "--task",
+            "infer",
+            "--framework",
+            "vllm",
+            "--gpu",
+            "a10-24gb",
+        ],
+    ] {
+        let r = report(&args);
+        assert_eq!(r["fit"]["fits"], false, "{args:?}");
+        let advice = r["advice"].as_array().expect("advice when it does not fit");
+        assert!(!advice.is_empty(), "{args:?}");
+        for a in advice {
+            let flags: Vec<&str> = a["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap())
+                .collect();
+            let mut with = args.clone();
+            with.extend(flags.iter().copied());
+            let again = report(&with);
+            assert_eq!(again["fit"]["fits"], true, "{with:?}");
+            assert_eq!(
+                again["per_gpu"]["device_total"], a["device_total"],
+                "{with:?}"
+            );
+            // Contract: flags, changes, device_total, headroom, gives_up.
+            for k in ["changes", "headroom", "gives_up"] {
+                assert!(!a[k].is_null(), "{k}");
+            }
+        }
+        let text = vramscope()
+            .arg("estimate")
+            .args(&args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(text).unwrap();
+        let first: Vec<&str> = advice[0]["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert!(text.contains("does not fit → do this"), "{text}");
+        assert!(text.contains(&format!("1. {}", first.join(" "))), "{text}");
+    }
+    let fits = report(&["gpt2", "--gpu", "h100-80gb"]);
+    assert!(fits.get("advice").is_none());
+    let asked = report(&["gpt2", "--gpu", "h100-80gb", "--advise"]);
+    assert!(asked["advice"].is_array());
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

@@ -446,9 +446,11 @@ fn keeps_serving_under_concurrent_load() {
 
 /// A real profiler memory timeline (`../shared/fixtures/README.md` says how it was made).
 fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(name)
+    shared(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures")
+            .join(name),
+    )
 }
 
 /// RFC 4648 base64, written here so the test does not share the server's decoder.
@@ -734,4 +736,15 @@ fn analyze_reads_an_engine_log_or_oom_message_as_the_cli_does() {
     assert_eq!(r.json()["source"], "torch-oom");
     let r = call(&s, "POST", "/api/analyze", b"just some words\n");
     assert_eq!(r.status, 400, "{}", r.text());
+}
+
+/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
+/// fixtures and validation cases from ../shared beside the repository.
+fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
+    assert!(
+        path.as_ref().exists(),
+        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
+        path.as_ref().display()
+    );
+    path
 }

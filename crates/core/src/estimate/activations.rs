@@ -330,15 +330,18 @@ fn distribute(
     let par = &job.parallel;
     let (tp, pp, cp) = (par.tp.max(1), par.pp.max(1), par.cp.max(1));
     if job.task == Task::Train && megatron {
+        // Context parallelism gives each rank s/cp of the tokens (their queries against all
+        // keys): every term of Korthikanti's per-layer bytes divides by cp (Megatron-Core
+        // context parallel docs: "activation memory per GPU is CP times smaller").
         for l in &mut layers {
             let transient = l.forward_peak.saturating_sub(l.kept);
-            l.kept = megatron_per_layer;
+            l.kept = megatron_per_layer / cp;
             l.weight_copies = 0;
             l.cached_copies = 0;
-            l.forward_peak = megatron_per_layer + transient / tp;
-            l.backward_transient /= tp;
+            l.forward_peak = (megatron_per_layer + transient / tp) / cp;
+            l.backward_transient /= tp * cp;
             if job.checkpointing == Checkpointing::Full {
-                l.recomputed /= tp;
+                l.recomputed /= tp * cp;
             }
         }
     } else if tp * cp > 1 {

@@ -76,6 +76,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     }
     let st = states::model_states(model, job, &mut warnings)?;
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
+    precision_warning(gpu, job, &mut warnings);
     let plan = match &model.spec {
         Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
         None => {
@@ -138,6 +139,8 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         None => (None, None),
     };
     let mut kv_pool = None;
+    // vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
+    let mut engine_starts = true;
     let mut engine = None;
     let mut peak_allocated = peak_allocated;
     let mut peak_reserved = peak_reserved;
@@ -170,9 +173,23 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         )?;
         if job_kv > b.kv_pool {
             warnings.push(format!(
-                "this job's {} sequences need {} bytes of KV but vLLM's pool holds {}: requests \
+                "this job's {} sequences need {} of KV but vLLM's pool holds {}: requests \
                  would wait or be preempted",
-                job.batch, job_kv, b.kv_pool
+                job.batch,
+                crate::text::bytes(job_kv),
+                crate::text::bytes(b.kv_pool)
+            ));
+        }
+        let one_request = super::engines::kv_bytes_per_gpu(spec, job, 1, b.max_model_len)?;
+        if one_request > b.kv_pool {
+            engine_starts = false;
+            warnings.push(format!(
+                "vLLM would not start: one request of max_model_len {} tokens needs {} of KV \
+                 but the pool holds {} (vllm/v1/core/kv_cache_utils.py \
+                 check_enough_kv_cache_memory); lower --max-model-len or free memory",
+                b.max_model_len,
+                crate::text::bytes(one_request),
+                crate::text::bytes(b.kv_pool)
             ));
         }
         if job.seq + job.new_tokens > b.max_model_len {
@@ -230,10 +247,11 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         peak_phase = Some("prompt processing".into());
         if split.host_total > 0 {
             warnings.push(format!(
-                "{} of {} layers on the GPU: {} bytes of weights and KV stay in host RAM",
+                "{} of {} layers on the GPU (-ngl {}): {} of weights and KV stay in host RAM",
                 split.layers_on_gpu,
                 spec.num_layers(),
-                split.host_total
+                split.n_gpu_layers,
+                crate::text::bytes(split.host_total)
             ));
         }
         timeline = Vec::new();
@@ -243,7 +261,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         (Some(g), Some(total)) => Some(Fit {
             gpu: g.id.clone(),
             capacity: g.memory_bytes,
-            fits: total <= g.memory_bytes,
+            fits: total <= g.memory_bytes && engine_starts,
             headroom: g.memory_bytes as i64 - total as i64,
         }),
         _ => None,
@@ -281,7 +299,31 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         fit,
         warnings,
         engine,
+        advice: None,
     })
+}
+
+/// On a GPU without bf16 (V100, T4): fp16 is the default precision there (said, since the
+/// user may expect bf16), and bf16 asked for explicitly has no tensor-core support.
+fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings: &mut Vec<String>) {
+    use crate::job::Precision;
+    let Some(g) = gpu.filter(|g| !g.bf16) else {
+        return;
+    };
+    match job.precision {
+        Precision::Fp16Mixed | Precision::Fp16 => warnings.push(format!(
+            "{} has no bf16: {} is used (the default on GPUs before Ampere; mixed precision \
+             then needs loss scaling)",
+            g.id,
+            job.precision.as_str()
+        )),
+        Precision::Bf16Mixed | Precision::Bf16 => warnings.push(format!(
+            "{} has no bf16 tensor cores: {} runs slowly or not at all there; use fp16-mixed",
+            g.id,
+            job.precision.as_str()
+        )),
+        Precision::Fp32 => {}
+    }
 }
 
 /// vLLM's start-up as events: weights, the profile run, the KV pool, CUDA graphs, serving.
@@ -296,7 +338,8 @@ fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoi
         "serving this job",
         &[
             ("parameters", b.weights),
-            ("kv_cache", job_kv),
+            ("kv_cache", job_kv.min(b.kv_pool)),
+            ("allocator_reserve", b.kv_pool.saturating_sub(job_kv)),
             ("temporaries", b.profile_peak + b.cuda_graphs),
         ],
     );
@@ -307,15 +350,18 @@ fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoi
             "profile run",
             &[("parameters", b.weights), ("temporaries", b.profile_peak)],
         ),
+        // The pool is reserved, not yet holding this job's KV: its free blocks are the
+        // allocator reserve of the per-GPU figures (labelled "KV pool (free blocks)"), the
+        // job's own KV its kv_cache, so the chart and the bar name the same bytes alike.
         point(
             "KV pool allocated",
-            &[("parameters", b.weights), ("kv_cache", b.kv_pool)],
+            &[("parameters", b.weights), ("allocator_reserve", b.kv_pool)],
         ),
         point(
             "CUDA graphs captured",
             &[
                 ("parameters", b.weights),
-                ("kv_cache", b.kv_pool),
+                ("allocator_reserve", b.kv_pool),
                 ("temporaries", b.cuda_graphs),
             ],
         ),

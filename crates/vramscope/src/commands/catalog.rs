@@ -2,7 +2,7 @@
 
 use super::CmdResult;
 use crate::output::{paint, print, print_json, BOLD, DIM};
-use crate::units::{bytes, short_count, thousands};
+use crate::units::{bytes, short_count};
 use comfy_table::{presets, CellAlignment, Table};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -85,18 +85,17 @@ pub fn gpus(json: bool) -> CmdResult {
     }
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
-    t.set_header(["id", "name", "arch", "reported", "bytes", "bf16"]);
+    t.set_header(["id", "name", "arch", "reported", "bf16"]);
     for g in cat {
         t.add_row([
             g.id.clone(),
             g.name.clone(),
             g.arch.clone(),
             bytes(g.memory_bytes),
-            thousands(g.memory_bytes),
             if g.bf16 { "yes" } else { "no" }.to_string(),
         ]);
     }
-    for col in [3, 4] {
+    for col in [3] {
         if let Some(c) = t.column_mut(col) {
             c.set_cell_alignment(CellAlignment::Right);
         }

@@ -35,6 +35,19 @@ pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
     Ok(report)
 }
 
+/// `estimate_job` plus the advice (`vramscope_core::advice`): searched when the job does not
+/// fit its GPU, or always with `advise`. What `estimate --json` prints and `/api/estimate`
+/// answers.
+pub fn estimate_with_advice(job: &Job, advise: bool) -> Result<Report, Box<dyn std::error::Error>> {
+    let mut report = estimate_job(job)?;
+    let fits = vramscope_core::advice::fits(&report);
+    if advise || fits == Some(false) {
+        let (model, resolved, _) = prepare_job(job)?;
+        report.advice = Some(vramscope_core::advice::advise(&model, &resolved)?);
+    }
+    Ok(report)
+}
+
 /// Loads a job's model and resolves its fields: the estimator's inputs, plus the model
 /// reader's warnings.
 pub fn prepare_job(
@@ -106,15 +119,25 @@ fn bar_width() -> usize {
     DEFAULT_BAR_WIDTH.min(cols.saturating_sub(8)).max(10)
 }
 
-pub fn run(
-    args: &JobArgs,
-    json: bool,
-    require_fit: bool,
-    svg: Option<&Path>,
-    html: Option<&Path>,
-) -> CmdResult {
+/// What `estimate` prints and writes.
+pub struct Outputs<'a> {
+    pub json: bool,
+    pub require_fit: bool,
+    pub advise: bool,
+    pub svg: Option<&'a Path>,
+    pub html: Option<&'a Path>,
+}
+
+pub fn run(args: &JobArgs, out: Outputs) -> CmdResult {
+    let Outputs {
+        json,
+        require_fit,
+        advise,
+        svg,
+        html,
+    } = out;
     let job = args.to_job()?;
-    let report = estimate_job(&job)?;
+    let report = estimate_with_advice(&job, advise)?;
     let fit = crate::render::fit_of(&report);
     if require_fit && report.job.gpu.is_none() {
         return Err(Box::new(JobError(
@@ -142,6 +165,7 @@ pub fn run(
         ));
         let (model, resolved, _) = prepare_job(&job)?;
         let rows = vramscope_core::fit::what_if(&model, &resolved)?;
+        text.push_str(&crate::render::whatif::render_advice(&report));
         text.push_str(&crate::render::whatif::render_what_if(&report, &rows));
         print(&text)?;
     }

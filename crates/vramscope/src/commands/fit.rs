@@ -8,12 +8,36 @@ use crate::units::{bytes, thousands};
 use std::process::ExitCode;
 use vramscope_core::job::Task;
 
+/// `fit --json`'s answer: the contract's fit, and when even 1 does not fit, the advice.
+#[derive(serde::Serialize)]
+pub struct FitWithAdvice {
+    #[serde(flatten)]
+    pub answer: vramscope_core::fit::FitAnswer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<Vec<vramscope_core::advice::Advice>>,
+}
+
+/// The fit search, and the advice (the cheapest changes that fit) when nothing fits at 1.
+/// What `fit --json` prints and `/api/fit` answers.
+pub fn fit_with_advice(
+    model: &vramscope_core::estimate::ModelInput,
+    resolved: &vramscope_core::job::ResolvedJob,
+) -> Result<FitWithAdvice, vramscope_core::CoreError> {
+    let answer = vramscope_core::fit::fit(model, resolved)?;
+    let advice = if answer.max_batch.is_none() {
+        Some(vramscope_core::advice::advise(model, resolved)?)
+    } else {
+        None
+    };
+    Ok(FitWithAdvice { answer, advice })
+}
+
 pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     let job = args.to_job()?;
     let (model, resolved, _) = prepare_job(&job)?;
-    let answer = vramscope_core::fit::fit(&model, &resolved)?;
+    let FitWithAdvice { answer, advice } = fit_with_advice(&model, &resolved)?;
     if json {
-        print_json(&answer)?;
+        print_json(&FitWithAdvice { answer, advice })?;
         return Ok(ExitCode::SUCCESS);
     }
     let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
@@ -56,6 +80,13 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
         DIM,
         &format!("  ({} estimates searched)\n", answer.evaluations),
     ));
+    if let Some(a) = advice {
+        let report = vramscope_core::report::Report {
+            advice: Some(a),
+            ..vramscope_core::estimate::estimate(&model, &resolved)?
+        };
+        out.push_str(&crate::render::whatif::render_advice(&report));
+    }
     print(&out)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -238,14 +238,14 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         out.push_str(&format!("\n{}\n", paint(HEADER, "Tensors")));
         let mut t = Table::new();
         t.load_style(presets::NOTHING);
-        t.set_header(["name", "shape", "dtype", "bytes", "component"]);
+        t.set_header(["name", "shape", "dtype", "size", "component"]);
         for x in r.tensors {
             let shape: Vec<String> = x.shape.iter().map(u64::to_string).collect();
             t.add_row([
                 x.name.clone(),
                 format!("[{}]", shape.join(", ")),
                 x.dtype.to_string(),
-                thousands(x.bytes),
+                bytes(x.bytes),
                 x.component.name().to_string(),
             ]);
         }

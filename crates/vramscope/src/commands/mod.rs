@@ -5,7 +5,7 @@ mod analyze;
 mod catalog;
 mod compare;
 pub mod estimate;
-mod fit;
+pub mod fit;
 mod inspect;
 pub mod jobargs;
 mod logview;
@@ -36,7 +36,17 @@ pub fn run(cli: Cli) -> CmdResult {
             require_fit,
             svg,
             html,
-        } => estimate::run(&job, json, require_fit, svg.as_deref(), html.as_deref()),
+            advise,
+        } => estimate::run(
+            &job,
+            estimate::Outputs {
+                json,
+                require_fit,
+                advise,
+                svg: svg.as_deref(),
+                html: html.as_deref(),
+            },
+        ),
         Command::Serve {
             port,
             bind,

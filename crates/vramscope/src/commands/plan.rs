@@ -34,23 +34,47 @@ pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdR
         elapsed.as_secs_f64() * 1e3,
         thousands(result.fitting)
     );
-    if !result.best.is_empty() {
-        out.push_str(
-            "\n  rank  framework   dp tp pp cp ep sp zero offload            ckpt       mb  m   device GiB  confirmed GiB\n",
-        );
+    out.push_str(&layout_table(&result.best));
+    if !result.best_per_framework.is_empty() {
+        out.push_str("\n  the best of each framework (ranked the same way, confirmed):");
+        out.push_str(&layout_table(&result.best_per_framework));
     }
-    for (i, c) in result.best.iter().enumerate() {
+    for a in &result.advice {
+        out.push_str(&format!("  {a}\n"));
+    }
+    out.push_str(&paint(
+        DIM,
+        "\n  ranked by least recomputation, smallest pipeline bubble, smallest tensor-parallel \
+         degree, least communication, then the largest micro-batch; the top three are \
+         confirmed by the full step simulation\n",
+    ));
+    print(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ranked layouts as a table: layout, screened and confirmed device totals, host RAM offload
+/// needs per GPU.
+fn layout_table(rows: &[vramscope_core::plan::Confirmed]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n  rank  framework   dp tp pp cp ep sp zero offload           ckpt       mb  m     screened   confirmed   host/GPU\n",
+    );
+    for (i, c) in rows.iter().enumerate() {
         let l = &c.scored.layout;
         let confirmed = c
             .estimate
             .as_ref()
             .and_then(|p| p.device_total)
-            .map_or_else(
-                || "-".into(),
-                |t| format!("{:.2}", t as f64 / (1u64 << 30) as f64),
-            );
+            .map_or_else(|| "-".into(), bytes);
+        let host = if c.scored.host_bytes > 0 {
+            bytes(c.scored.host_bytes)
+        } else {
+            "-".into()
+        };
         out.push_str(&format!(
-            "  {:>4}  {:<10} {:>3} {:>2} {:>2} {:>2} {:>2} {:>2} {:>4} {:<18} {:<9} {:>3} {:>2} {:>12.2}  {:>13}\n",
+            "  {:>4}  {:<10} {:>3} {:>2} {:>2} {:>2} {:>2} {:>2} {:>4} {:<17} {:<9} {:>3} {:>2} {:>12} {:>11} {:>10}\n",
             i + 1,
             l.framework,
             l.dp,
@@ -64,19 +88,10 @@ pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdR
             l.checkpointing,
             l.micro_batch,
             l.microbatches,
-            c.scored.device_total as f64 / (1u64 << 30) as f64,
-            confirmed
+            bytes(c.scored.device_total),
+            confirmed,
+            host
         ));
     }
-    for a in &result.advice {
-        out.push_str(&format!("  {a}\n"));
-    }
-    out.push_str(&paint(
-        DIM,
-        "\n  ranked by least recomputation, smallest pipeline bubble, smallest tensor-parallel \
-         degree, least communication, then the largest micro-batch; the top three are \
-         confirmed by the full step simulation\n",
-    ));
-    print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    out
 }

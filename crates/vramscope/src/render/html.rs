@@ -3,6 +3,7 @@
 
 use super::svg::{esc, hex, render_svg, segments};
 use super::terminal::job_summary;
+use crate::units::bytes;
 use crate::units::thousands;
 use vramscope_core::fit::WhatIf;
 use vramscope_core::report::Report;
@@ -18,8 +19,8 @@ pub fn breakdown_table(r: &Report) -> String {
     let p = &r.per_gpu;
     let base = p.device_total.filter(|d| *d > 0);
     let mut t = String::from(
-        "<table class=\"breakdown\">\n<thead><tr><th></th><th>at the peak</th><th>GiB</th>\
-         <th>% device</th><th>bytes</th></tr></thead>\n<tbody>\n",
+        "<table class=\"breakdown\">\n<thead><tr><th></th><th>at the peak</th><th>size</th>\
+         <th>% device</th></tr></thead>\n<tbody>\n",
     );
     for (c, b) in segments(r) {
         let share = base.map_or_else(
@@ -28,20 +29,19 @@ pub fn breakdown_table(r: &Report) -> String {
         );
         t.push_str(&format!(
             "<tr data-category=\"{}\"><td><span class=\"sw\" style=\"background:{}\"></span></td>\
-             <td>{}</td><td class=\"n\">{}</td><td class=\"n\">{share}</td><td class=\"n\">{}</td></tr>\n",
+             <td>{}</td><td class=\"n\" title=\"{} bytes\">{}</td><td class=\"n\">{share}</td></tr>\n",
             c.name(),
             hex(c),
-            esc(c.label()),
-            gib(Some(b)),
-            thousands(b)
+            esc(super::label_in(r, c)),
+            thousands(b),
+            bytes(b)
         ));
     }
     t.push_str("</tbody>\n<tfoot>\n");
     let mut total = |label: &str, v: Option<u64>| {
         t.push_str(&format!(
-            "<tr><td></td><th>{label}</th><td class=\"n\">{}</td><td></td><td class=\"n\">{}</td></tr>\n",
-            gib(v),
-            v.map_or_else(|| "-".into(), thousands)
+            "<tr><td></td><th>{label}</th><td class=\"n\">{}</td><td></td></tr>\n",
+            v.map_or_else(|| "n/a".into(), bytes)
         ));
     };
     total("peak allocated", p.peak_allocated);

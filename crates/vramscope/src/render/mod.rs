@@ -46,3 +46,14 @@ pub fn fit_of(report: &Report) -> Option<Fit> {
         headroom,
     })
 }
+
+/// A category's label in this report: a serving engine's preallocated KV pool shows as the
+/// reserved-but-unallocated bytes, so for vLLM the allocator reserve is labelled as the pool's
+/// free blocks (the same words in the bar, the table and the picture).
+pub fn label_in(report: &Report, c: Category) -> &'static str {
+    if c == Category::AllocatorReserve && report.per_gpu.kv_pool.is_some() {
+        "KV pool (free blocks)"
+    } else {
+        c.label()
+    }
+}

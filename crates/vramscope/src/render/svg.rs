@@ -315,7 +315,7 @@ fn stacked_bar(r: &Report, measured: Option<&Measured>, out: &mut String, y: &mu
              y=\"{top}\" width=\"{w:.2}\" height=\"{h}\" fill=\"{}\"><title>{}: {} GiB</title></rect>\n",
             c.name(),
             hex(*c),
-            esc(c.label()),
+            esc(super::label_in(r, *c)),
             gib(*b)
         ));
         if w >= 44.0 {
@@ -363,7 +363,12 @@ fn stacked_bar(r: &Report, measured: Option<&Measured>, out: &mut String, y: &mu
     // predicted / measured sizes side by side.
     let mut legend: Vec<(Category, String)> = segs
         .iter()
-        .map(|(c, b)| (*c, format!("{} {} GiB", c.label(), gib(*b))))
+        .map(|(c, b)| {
+            (
+                *c,
+                format!("{} {}", super::label_in(r, *c), crate::units::bytes(*b)),
+            )
+        })
         .collect();
     if let Some(m) = measured {
         for (c, label) in legend.iter_mut() {
@@ -955,6 +960,7 @@ mod tests {
         let r = report(16 * G);
         let rows = vec![WhatIf {
             technique: "gradient checkpointing".into(),
+            flags: vec!["--checkpointing".into(), "full".into()],
             change: "checkpointing full".into(),
             peak_allocated: Some(3 * G),
             device_total: Some(4 * G),
@@ -969,7 +975,7 @@ mod tests {
             "parameters 4.00 GiB",
             "optimizer states 2.00 GiB",
             "activations 1.00 GiB",
-            "CUDA context 0.50 GiB",
+            "CUDA context 512.0 MiB",
             "t4-16gb capacity 16.00 GiB",
             "gradient checkpointing",
             "forward",

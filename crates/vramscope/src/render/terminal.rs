@@ -7,7 +7,7 @@
 //! its middle, so a category's share of the bar is its share of the scale to the nearest cell.
 
 use super::{fit_of, SHOWN};
-use crate::units::{bytes, short_count, thousands};
+use crate::units::{bytes, short_count};
 use anstyle::{AnsiColor, Color, Style};
 use vramscope_core::job::{Checkpointing, Optimizer, ResolvedJob, Task};
 use vramscope_core::report::{Category, Report};
@@ -18,7 +18,6 @@ pub const MAX_LINE: usize = 80;
 const MAX_BAR: usize = MAX_LINE - 4;
 const MIN_BAR: usize = 10;
 const INDENT: &str = "  ";
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// Left-aligned blocks of 1/8 .. 7/8 of a cell (index = eighths).
 const PARTIAL: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
@@ -77,17 +76,9 @@ fn paint(on: bool, style: Style, text: &str) -> String {
     }
 }
 
-fn gib(b: u64) -> String {
-    format!("{:.2}", b as f64 / GIB)
-}
-
-pub(crate) fn gib_opt(b: Option<u64>) -> String {
-    b.map_or_else(|| "n/a".to_string(), gib)
-}
-
 /// Words of `text` in lines of at most `MAX_LINE` columns, each starting with `indent`; a word
 /// longer than a line (a path) is cut.
-fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
+pub(crate) fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = first.to_string();
     let mut empty = true;
@@ -276,19 +267,20 @@ fn table(r: &Report, out: &mut Vec<String>) {
         (_, Some(a)) if a > 0 => (a, "allocated"),
         _ => (sum, "total"),
     };
+    // Adaptive units (a 123 K-parameter model is KiB, not 0.00 GiB); exact bytes are in --json.
     let row = |label: &str, b: Option<u64>, share: &str| {
         format!(
-            "{INDENT}{label:<20}  {:>9}  {share:>9}  {:>17}",
-            gib_opt(b),
-            b.map_or_else(|| "-".to_string(), thousands)
+            "{INDENT}{label:<20}  {:>11}  {share:>9}",
+            b.map_or_else(|| "n/a".to_string(), bytes)
         )
+        .trim_end()
+        .to_string()
     };
     out.push(format!(
-        "{INDENT}{:<20}  {:>9}  {:>9}  {:>17}",
+        "{INDENT}{:<20}  {:>11}  {:>9}",
         "at the peak",
-        "GiB",
-        format!("% {base_name}"),
-        "bytes"
+        "",
+        format!("% {base_name}")
     ));
     for c in SHOWN {
         let b = p.components.get(c);
@@ -298,21 +290,22 @@ fn table(r: &Report, out: &mut Vec<String>) {
             } else {
                 "-".into()
             };
-            out.push(row(c.label(), Some(b), &share));
+            out.push(row(super::label_in(r, c), Some(b), &share));
         }
     }
     if sum == 0 {
         out.push(format!("{INDENT}(no bytes attributed)"));
     }
-    out.push(format!(
-        "{INDENT}{}",
-        "─".repeat(20 + 2 + 9 + 2 + 9 + 2 + 17)
-    ));
+    out.push(format!("{INDENT}{}", "─".repeat(20 + 2 + 11 + 2 + 9)));
     out.push(row("peak allocated", p.peak_allocated, ""));
     out.push(row("peak reserved", p.peak_reserved, ""));
     out.push(row("device total", p.device_total, ""));
     if let Some(kv) = p.kv_pool {
         out.push(row("KV pool (engine)", Some(kv), ""));
+        let pool = vramscope_core::fit::pool_text(r);
+        if let Some((_, holds)) = pool.split_once(", ") {
+            out.extend(wrap(&format!("  {holds}"), INDENT, INDENT));
+        }
     }
     // Bytes a layer keeps for backward: meaningful for training only (inference saves none).
     if let Some(a) = p.activation_bytes_per_layer.filter(|a| *a > 0) {
@@ -325,21 +318,45 @@ fn table(r: &Report, out: &mut Vec<String>) {
 
 fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
     match fit_of(r) {
+        Some(f) if f.fits && f.headroom < super::whatif::TIGHT_HEADROOM => {
+            let text = format!(
+                "fits {}, but tight: {} free of {} (under 1 GiB: fragmentation or another \
+                 process can push it over)",
+                f.gpu,
+                bytes(f.headroom.max(0) as u64),
+                bytes(f.capacity)
+            );
+            for l in wrap(&text, INDENT, INDENT) {
+                out.push(paint(color, WARN, &l));
+            }
+        }
         Some(f) if f.fits => {
             let text = format!(
-                "fits {}: {} GiB free of {} GiB",
+                "fits {}: {} free of {}",
                 f.gpu,
-                gib(f.headroom.max(0) as u64),
-                gib(f.capacity)
+                bytes(f.headroom.max(0) as u64),
+                bytes(f.capacity)
             );
             out.push(format!("{INDENT}{}", paint(color, GOOD, &text)));
         }
+        Some(f) if f.headroom >= 0 => {
+            let text = format!(
+                "does not fit {}: the engine would not start (see the warning), although \
+                 {} of {} is free",
+                f.gpu,
+                bytes(f.headroom as u64),
+                bytes(f.capacity)
+            );
+            for l in wrap(&text, INDENT, INDENT) {
+                out.push(paint(color, BAD, &l));
+            }
+        }
         Some(f) => {
             let text = format!(
-                "does not fit {}: {} GiB over its {} GiB",
+                "does not fit {}: {} over its {}",
                 f.gpu,
-                gib(f.headroom.unsigned_abs()),
-                gib(f.capacity)
+                bytes(f.headroom.unsigned_abs()),
+                bytes(f.capacity)
             );
             out.push(format!("{INDENT}{}", paint(color, BAD, &text)));
         }
@@ -389,8 +406,8 @@ fn picture(r: &Report, width: usize, color: bool) -> Vec<String> {
 
     // Scale line under the bar: 0 at the left, the scale at the right, the capacity marked.
     let right = match (capacity, &fit) {
-        (Some(c), Some(f)) if used <= c => format!("{} GiB {}", gib(c), f.gpu),
-        _ => format!("{} GiB", gib(used)),
+        (Some(c), Some(f)) if used <= c => format!("{} {}", bytes(c), f.gpu),
+        _ => bytes(used),
     };
     let total_cols = INDENT.len() + 1 + width + 1;
     let mut axis = format!("{INDENT}0");
@@ -399,7 +416,7 @@ fn picture(r: &Report, width: usize, color: bool) -> Vec<String> {
             // Column of the capacity: cell index where the bar reaches it.
             let at = ((u128::from(c) * width as u128) / u128::from(used)) as usize;
             let col = INDENT.len() + 1 + at.min(width - 1);
-            let label = format!("^ {} GiB", gib(c));
+            let label = format!("^ {}", bytes(c));
             let pad = col.saturating_sub(axis.chars().count());
             axis.push_str(&" ".repeat(pad));
             let room = total_cols.saturating_sub(axis.chars().count() + label.len() + 1);
@@ -428,7 +445,7 @@ fn picture(r: &Report, width: usize, color: bool) -> Vec<String> {
             } else {
                 fill(*c).to_string().repeat(2)
             };
-            let text = format!(" {} {}", c.label(), bytes(*b));
+            let text = format!(" {} {}", super::label_in(r, *c), bytes(*b));
             (format!("{swatch}{text}"), 2 + text.chars().count())
         })
         .collect();
@@ -583,6 +600,7 @@ mod tests {
             }),
             warnings,
             engine: None,
+            advice: None,
         }
     }
 

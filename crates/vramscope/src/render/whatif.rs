@@ -1,38 +1,105 @@
-//! The what-if table under the estimate.
+//! The advice block ("does not fit → do this") and the what-if table under the estimate.
 
-use super::terminal::gib_opt;
+use super::terminal::wrap;
+use crate::units::bytes;
 use vramscope_core::report::Report;
 
-const GIB: f64 = (1u64 << 30) as f64;
+/// Widest flags column before the flags get a line of their own.
+const FLAGS_COLS: usize = 40;
 
-/// The what-if table: each technique's device total and what it saves against the job.
+/// Headroom below which a fit is called tight (allocator fragmentation, another process or a
+/// longer batch can take it).
+pub const TIGHT_HEADROOM: i64 = 1 << 30;
+
+/// "does not fit → do this": the report's advice, cheapest first, each as the flags to add,
+/// the device total and headroom, and what it gives up. Empty when the report has no advice.
+pub fn render_advice(report: &Report) -> String {
+    let Some(advice) = &report.advice else {
+        return String::new();
+    };
+    let fits = report.fit.as_ref().is_some_and(|f| f.fits);
+    let mut out = String::from("\n");
+    if advice.is_empty() {
+        out.push_str(if fits {
+            "  no searched change saves enough to matter\n"
+        } else {
+            "  does not fit, and no combination of the searched changes fits: more GPUs\n  \
+             (--gpus N with --zero 3), a larger GPU, or a smaller model\n"
+        });
+        return out;
+    }
+    out.push_str(if fits {
+        "  to save memory, cheapest first (add the flags to the command):\n"
+    } else {
+        "  does not fit → do this, cheapest first (add the flags to the command):\n"
+    });
+    for (i, a) in advice.iter().enumerate() {
+        out.push_str(&format!("  {}. {}\n", i + 1, a.flags.join(" ")));
+        let mut line = format!(
+            "{} on the device, {} free",
+            bytes(a.device_total),
+            bytes(a.headroom.max(0) as u64)
+        );
+        if a.headroom < TIGHT_HEADROOM {
+            line.push_str(" (tight)");
+        }
+        if let Some(h) = a.host_bytes {
+            line.push_str(&format!(", {} in host RAM", bytes(h)));
+        }
+        line.push_str(&format!(" · gives up {}", a.gives_up));
+        for l in wrap(&line, "     ", "     ") {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The what-if table: each technique's flags, device total and what it saves against the job.
 pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
-        "\n  what if                                   device GiB   saved GiB  fits\n",
+    let mut out = format!(
+        "\n  {:<FLAGS_COLS$} {:>10} {:>11}  fits\n",
+        "what if (one change at a time)", "device", "saved"
     );
-    let base = report.per_gpu.device_total;
     for r in rows {
-        let name: String = r.technique.chars().take(40).collect();
-        let saved = r
-            .saved
-            .map_or_else(|| "n/a".into(), |s| format!("{:+.2}", s as f64 / GIB));
+        let flags = r.flags.join(" ");
+        let saved = r.saved.map_or_else(
+            || "n/a".into(),
+            |s| {
+                let sign = if s < 0 { "−" } else { "+" };
+                format!("{sign}{}", bytes(s.unsigned_abs()))
+            },
+        );
         let fits = match r.fits {
             Some(true) => "yes",
             Some(false) => "no",
             None => "-",
         };
-        out.push_str(&format!(
-            "  {name:<40} {:>11} {saved:>11}  {fits}\n",
-            gib_opt(r.device_total)
-        ));
+        let device = r.device_total.map_or_else(|| "n/a".into(), bytes);
+        let numbers = format!("{device:>10} {saved:>11}  {fits}");
+        if flags.chars().count() <= FLAGS_COLS {
+            out.push_str(&format!("  {flags:<FLAGS_COLS$} {numbers}\n"));
+        } else {
+            for l in wrap(&flags, "  ", "    ") {
+                out.push_str(&l);
+                out.push('\n');
+            }
+            out.push_str(&format!("  {:<FLAGS_COLS$} {numbers}\n", ""));
+        }
     }
-    if base.is_some() {
-        out.push_str(
-            "  (saved = this job's device total minus the technique's; one change at a time)\n",
-        );
+    if report.per_gpu.device_total.is_some() {
+        out.push_str("  (saved = this job's device total minus the change's)\n");
+        if rows
+            .last()
+            .is_some_and(|r| r.technique.starts_with("combined"))
+        {
+            out.push_str(
+                "  (the last row: every saving that keeps all weights trained, together)\n",
+            );
+        }
     }
     out
 }

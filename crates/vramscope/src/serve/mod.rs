@@ -19,7 +19,7 @@
 //! Routes that answer what a subcommand prints (`plan`, `compare`, `inspect`, `models`) run this
 //! binary's own subcommand on private temp files, so the answer is the CLI's byte for byte.
 
-use crate::commands::estimate::{estimate_job, prepare_job};
+use crate::commands::estimate::{estimate_job, estimate_with_advice, prepare_job};
 use crate::commands::jobargs::parse_job_text;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -554,7 +554,7 @@ fn msg(e: Box<dyn std::error::Error>) -> String {
 /// Job → the Report, byte for byte what `estimate --job job.json --json` prints.
 async fn api_estimate(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let job = job_of(&app, body)?;
-    let text = blocking(move || pretty(&estimate_job(&job).map_err(msg)?)).await?;
+    let text = blocking(move || pretty(&estimate_with_advice(&job, false).map_err(msg)?)).await?;
     Ok(json_text(text))
 }
 
@@ -563,7 +563,8 @@ async fn api_fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
     let job = job_of(&app, body)?;
     let text = blocking(move || {
         let (model, resolved, _) = prepare_job(&job).map_err(msg)?;
-        let answer = vramscope_core::fit::fit(&model, &resolved).map_err(|e| e.to_string())?;
+        let answer =
+            crate::commands::fit::fit_with_advice(&model, &resolved).map_err(|e| e.to_string())?;
         pretty(&answer)
     })
     .await?;
@@ -722,8 +723,9 @@ impl Drop for TempDir {
 
 /// Job → what `plan --job job.json --json` prints (the job needs `gpu` and `parallel.gpus`).
 async fn api_plan(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let text = body_text(body)?;
-    job_of_text(&app, &text)?;
+    // The job as the CLI is to read it (an upload's id made its stored path).
+    let job = job_of(&app, body)?;
+    let text = serde_json::to_string(&job).map_err(|e| ApiError::bad(e.to_string()))?;
     let out = blocking(move || {
         let dir = TempDir::new()?;
         let job = dir.write("job.json", text.as_bytes())?;

@@ -1,0 +1,125 @@
+//! The what-if table: each technique of [`super::techniques::TECHNIQUES`] on its own, with the
+//! flags that make it, and (for a full fine-tune) every saving that keeps all weights trained.
+
+use super::techniques::{Group, TECHNIQUES};
+use crate::error::CoreError;
+use crate::estimate::{estimate, ModelInput};
+use crate::job::{Checkpointing, Framework, Optimizer, Precision, ResolvedJob, Task};
+use serde::Serialize;
+
+/// One row of the what-if table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WhatIf {
+    pub technique: String,
+    /// What changes in the job: the flags, space-separated.
+    pub change: String,
+    /// The flags to add to the job's command line.
+    pub flags: Vec<String>,
+    pub peak_allocated: Option<u64>,
+    pub device_total: Option<u64>,
+    /// device_total of the job minus this row's (positive = saved).
+    pub saved: Option<i64>,
+    pub fits: Option<bool>,
+}
+
+/// Each technique that applies to the job on its own (training and inference alike), the
+/// hypothetical 8-GPU ZeRO rows for a one-GPU training job, and for a full fine-tune every
+/// saving that keeps all weights trained, together.
+pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, CoreError> {
+    let base = estimate(model, job)?;
+    let base_total = base.per_gpu.device_total;
+    let capacity = job
+        .gpu
+        .as_deref()
+        .and_then(|g| crate::gpu::find(g).ok())
+        .map(|g| g.memory_bytes);
+    let ctx = super::context(model, job);
+    let mut variants: Vec<(String, ResolvedJob)> = Vec::new();
+    let mut order: Vec<usize> = (0..TECHNIQUES.len()).collect();
+    order.sort_by_key(|&i| TECHNIQUES[i].cost);
+    for i in order {
+        let t = &TECHNIQUES[i];
+        // One llama.cpp split stands for the sixteen.
+        if t.group == Group::GpuLayers && t.param != 8 {
+            continue;
+        }
+        if let Some(j) = super::apply(job, &ctx, &[i]) {
+            variants.push((t.name.to_string(), j));
+        }
+    }
+    if job.task == Task::Train && job.parallel.gpus == 1 {
+        for zero in [2u64, 3] {
+            let mut j = job.clone();
+            j.framework = Framework::Deepspeed;
+            j.parallel.gpus = 8;
+            j.parallel.dp = 8;
+            j.parallel.zero = zero;
+            variants.push((format!("ZeRO-{zero} over 8 GPUs"), j));
+        }
+    }
+    if let Some(all) = full_fine_tune_savings(job, &ctx) {
+        variants.push(("combined (full fine-tune)".into(), all));
+    }
+    let mut rows = Vec::new();
+    for (name, j) in variants {
+        // A variant the estimator refuses (a layout it cannot model) is no row.
+        let Ok(r) = estimate(model, &j) else { continue };
+        let t = r.per_gpu.device_total;
+        let flags = super::flags::flags(job, &j);
+        rows.push(WhatIf {
+            technique: name,
+            change: flags.join(" "),
+            flags,
+            peak_allocated: r.per_gpu.peak_allocated,
+            device_total: t,
+            saved: base_total.zip(t).map(|(b, t)| b as i64 - t as i64),
+            // The report's own verdict (a serving engine can fail to start inside capacity).
+            fits: r
+                .fit
+                .as_ref()
+                .map(|f| f.fits)
+                .or_else(|| capacity.zip(t).map(|(c, t)| t <= c)),
+        });
+    }
+    Ok(rows)
+}
+
+/// A full fine-tune with every saving that keeps all weights trained: pure 16-bit (where the
+/// GPU has bf16), 8-bit AdamW, full recomputation, flash attention, a chunked loss, micro-batch
+/// 1 with accumulation. `None` for PEFT jobs and when fewer than two savings apply.
+fn full_fine_tune_savings(job: &ResolvedJob, ctx: &super::techniques::Ctx) -> Option<ResolvedJob> {
+    if job.task != Task::Train || job.peft.is_some() {
+        return None;
+    }
+    let mut all = job.clone();
+    let mut changes = 0;
+    if ctx.bf16 && all.precision != Precision::Bf16 && all.precision != Precision::Fp16 {
+        all.precision = Precision::Bf16;
+        changes += 1;
+    }
+    if matches!(
+        all.optimizer,
+        Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused
+    ) {
+        all.optimizer = Optimizer::AdamW8bit;
+        changes += 1;
+    }
+    if all.checkpointing != Checkpointing::Full {
+        all.checkpointing = Checkpointing::Full;
+        changes += 1;
+    }
+    if all.attention == crate::job::AttentionKernel::Eager {
+        all.attention = crate::job::AttentionKernel::Flash;
+        changes += 1;
+    }
+    if ctx.lm_head && all.loss == crate::job::LossKernel::Standard {
+        all.loss = crate::job::LossKernel::Chunked;
+        changes += 1;
+    }
+    if all.batch > 1 {
+        all.grad_accum *= all.batch;
+        all.batch = 1;
+        changes += 1;
+    }
+    (changes > 1).then_some(all)
+}

@@ -30,6 +30,11 @@ pub enum FormatError {
     /// is the whole line.
     #[error("{0}")]
     Remote(String),
+    /// The Hub could not be asked at all (no network, a timeout, `HF_HUB_OFFLINE=1` with the
+    /// model in no cache); the message is the whole line. Callers may fall back to what is known
+    /// offline.
+    #[error("{0}")]
+    Unreachable(String),
     /// A size computation failed (overflow, partial block).
     #[error("{path}: {source}")]
     Core {

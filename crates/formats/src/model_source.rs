@@ -160,14 +160,8 @@ pub fn load_model_with(arg: &str, opts: ReadOptions) -> Result<LoadedModel> {
     if let Some(loaded) = load_local(arg, opts) {
         return loaded;
     }
-    if let Some(p) = tuned_variant(arg) {
-        let mut m = LoadedModel::from_config(presets::load(p)?, Origin::Preset, arg)?;
-        m.warnings.push(format!(
-            "'{arg}' read as preset '{}': an instruction-tuned or chat variant has its base \
-             model's architecture, so the same memory",
-            p.id
-        ));
-        return Ok(m);
+    if let Some(m) = tuned_variant_model(arg) {
+        return m;
     }
     let looks_like_path = [".json", ".gguf", ".safetensors"]
         .iter()
@@ -180,6 +174,24 @@ pub fn load_model_with(arg: &str, opts: ReadOptions) -> Result<LoadedModel> {
         ));
     }
     Err(presets::unknown(arg))
+}
+
+/// The preset architecture an instruction-tuned or chat variant's name stands for (see
+/// [`tuned_variant`]), with a note saying so; `None` when the name is no such variant. Used
+/// offline, when the Hub cannot be asked for the variant's own config.
+pub fn tuned_variant_model(arg: &str) -> Option<Result<LoadedModel>> {
+    let p = tuned_variant(arg)?;
+    Some(presets::load(p).and_then(|parsed| {
+        let mut m = LoadedModel::from_config(parsed, Origin::Preset, arg)?;
+        m.source = Source::local("preset", p.id);
+        m.warnings.push(format!(
+            "'{arg}' read as preset '{}' (the Hub was not asked or could not be reached): an \
+             instruction-tuned or chat variant has its base model's architecture, so the same \
+             memory",
+            p.id
+        ));
+        Ok(m)
+    }))
 }
 
 /// The preset an instruction-tuned or chat variant's name (`meta-llama/Llama-3.1-8B-Instruct`,

@@ -37,11 +37,11 @@ const OFFLINE_HINT: &str =
 pub fn http_error(e: HttpError, c: &Ctx) -> FormatError {
     let ep = c.endpoint;
     match e {
-        HttpError::Unreachable(d) => remote(format!(
+        HttpError::Unreachable(d) => FormatError::Unreachable(format!(
             "cannot reach HF_ENDPOINT {ep} ({}); {OFFLINE_HINT}",
             clean(&d)
         )),
-        HttpError::Timeout(t) => remote(format!(
+        HttpError::Timeout(t) => FormatError::Unreachable(format!(
             "HF_ENDPOINT {ep} did not answer within {} s (timeout); {OFFLINE_HINT}",
             t.as_secs_f64()
         )),

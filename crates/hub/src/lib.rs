@@ -32,7 +32,9 @@ use spec::HubRef;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use vramscope_formats::hf_config::ReadOptions;
-use vramscope_formats::model_source::{load_local, load_model_with, LoadedModel, Source};
+use vramscope_formats::model_source::{
+    load_local, load_model_with, tuned_variant_model, LoadedModel, Source,
+};
 use vramscope_formats::FormatError;
 
 pub use assemble::gguf_tag;
@@ -90,7 +92,13 @@ pub fn resolve(arg: &str, opts: &Options) -> Result<Resolved, FormatError> {
             return Ok(r.clone());
         }
     }
-    let r = resolve_hub(&h, opts, 0)?;
+    let r = match resolve_hub(&h, opts, 0) {
+        Err(FormatError::Unreachable(why)) => match tuned_variant_model(arg) {
+            Some(m) => return m.map(|model| Resolved { model, peft: None }),
+            None => return Err(FormatError::Unreachable(why)),
+        },
+        r => r?,
+    };
     let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
     let m = memo.get_or_insert_with(HashMap::new);
     if m.len() >= MEMO_CAP {
@@ -182,7 +190,7 @@ fn find(h: &HubRef, opts: &Options, env: &HubEnv) -> Result<(Assembled, Source),
         }
     }
     if env.offline {
-        return Err(FormatError::Remote(format!(
+        return Err(FormatError::Unreachable(format!(
             "{}: not in the Hugging Face cache ({}) nor in vramscope's, and HF_HUB_OFFLINE=1 \
              forbids the network; unset it, or pass a local config.json",
             h.display(),
@@ -193,7 +201,7 @@ fn find(h: &HubRef, opts: &Options, env: &HubEnv) -> Result<(Assembled, Source),
         )));
     }
     if opts.no_network {
-        return Err(FormatError::Remote(format!(
+        return Err(FormatError::Unreachable(format!(
             "{}: fetching from the Hub is off on this server (start `vramscope serve` with \
              --allow-hub to allow it)",
             h.display()

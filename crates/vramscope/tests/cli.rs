@@ -308,7 +308,18 @@ fn instruct_names_of_presets_are_accepted_with_a_note() {
         ("mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b-v0.1"),
         ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
     ] {
-        let v = json_of(&["estimate", variant, "--json"]);
+        // Offline (the variant's own config would come from the Hub): the preset architecture.
+        let out = vramscope()
+            .env("HF_HUB_OFFLINE", "1")
+            .env("HF_HUB_CACHE", "/nonexistent/hf-cache")
+            .env("VRAMSCOPE_CACHE", "/nonexistent/vramscope-cache")
+            .args(["estimate", variant, "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let b = json_of(&["estimate", base, "--json"]);
         assert_eq!(v["model"]["params_total"], b["model"]["params_total"]);
         let note = v["warnings"][0].as_str().unwrap();

@@ -2,6 +2,9 @@
 //! 5.24): the inventory built from its config.json and the one read from its safetensors
 //! headers must agree tensor by tensor.
 
+mod common;
+use common::shared;
+
 use std::path::PathBuf;
 use vramscope_core::Tensor;
 use vramscope_formats::model_source::{load_model, Origin};
@@ -70,15 +73,4 @@ fn missing_paths_and_unknown_names_are_clear() {
         e.contains("did you mean") && e.contains("llama-3.1-8b"),
         "{e}"
     );
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

@@ -2,6 +2,9 @@
 //! hostile headers, and property tests. Every expected size is worked out by hand in a comment
 //! from the block structs in ggml-common.h (bytes per block) and the file layout.
 
+mod common;
+use common::shared;
+
 use proptest::prelude::*;
 use std::path::Path;
 use vramscope_core::ggml::GgmlType;
@@ -1048,17 +1051,6 @@ proptest! {
             check_invariants(&g, len);
         }
     }
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }
 
 /// The fixture's path, checked to exist.

@@ -1,6 +1,9 @@
 //! Header-only safetensors reader: the real sharded fixture, agreement with the inventory
 //! builder for every naming family, and hostile files (all errors, never a panic).
 
+mod common;
+use common::shared;
+
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -1173,17 +1176,6 @@ fn metadata_is_merged_first_wins() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     assert_eq!(c.metadata, want);
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }
 
 /// The fixture's path, checked to exist.

@@ -1,6 +1,9 @@
 //! The shared validation cases (`../shared/validation/`): published and measured figures run
 //! through the estimator in-process.
 
+mod common;
+use common::shared;
+
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::{merge_if_supported, Job};
@@ -207,15 +210,4 @@ fn masked_lm_pure_bf16_peaks() {
             "{run}"
         );
     }
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

@@ -2,6 +2,9 @@
 //! synthetic snapshots of `scripts/make_synthetic_cuda_snapshot.py`. Expected figures come
 //! from the model and the generator script, never from this crate's output.
 
+mod common;
+use common::shared;
+
 use std::path::PathBuf;
 use vramscope_measure::{analyze_file, Analysis};
 
@@ -308,15 +311,4 @@ fn streamed_entries_split_per_device() {
     assert_eq!(sizes, vec![vec![512, 1024], vec![2048, 2048]]);
     assert_eq!(snap.traces[1][1].action, Action::FreeRequested);
     assert_eq!(snap.traces[0][1].addr, 8192);
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

@@ -1,6 +1,9 @@
 //! Hostile input: every case must be a clean `Err` (or `Ok` for the fuzz cases), quickly,
 //! without a panic or an allocation sized by an unchecked field.
 
+mod common;
+use common::shared;
+
 use proptest::prelude::*;
 use vramscope_measure::pickle::parse_slice;
 use vramscope_measure::{analyze_bytes, read_snapshot_bytes};
@@ -206,15 +209,4 @@ proptest! {
         let cut = cut.min(t.len() - 1);
         prop_assert!(analyze_bytes(&t.as_bytes()[..cut]).is_err());
     }
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

@@ -2,15 +2,7 @@
 
 /// `8030261248` → `8,030,261,248`.
 pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    vramscope_core::text::thousands(n)
 }
 
 /// Bytes in binary units with three significant figures (`14.96 GiB`, `512 B`).

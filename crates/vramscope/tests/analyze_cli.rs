@@ -1,5 +1,8 @@
 //! `vramscope analyze` / `compare` end to end on the real fixtures in ../shared/fixtures.
 
+mod common;
+use common::shared;
+
 use assert_cmd::Command;
 
 fn fixture(rel: &str) -> String {
@@ -240,15 +243,4 @@ fn watch_without_a_driver_is_one_line_and_exit_2() {
         assert_eq!(v["exit_code"], 0);
         assert!(v["samples"].as_u64().unwrap() >= 1);
     }
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

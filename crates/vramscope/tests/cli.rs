@@ -1,6 +1,9 @@
 //! The binary as users and scripts meet it: exit codes, one-line errors, JSON shapes, colours,
 //! pipes.
 
+mod common;
+use common::shared;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::io::Read;
@@ -286,17 +289,6 @@ fn plan_lists_fitting_layouts() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("gpu"));
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }
 
 /// An instruction-tuned variant's repo name is read as its base preset (same architecture),

@@ -2,6 +2,9 @@
 //! flags over files; one-line errors naming the field (exit 2); `--require-fit` (exit 1);
 //! the validation summary.
 
+mod common;
+use common::shared;
+
 use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -551,15 +554,4 @@ fn advice_flags_reproduce_the_advice() {
     assert!(fits.get("advice").is_none());
     let asked = report(&["gpt2", "--gpu", "h100-80gb", "--advise"]);
     assert!(asked["advice"].is_array());
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

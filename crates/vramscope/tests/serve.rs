@@ -3,6 +3,9 @@
 //! requests get a 4xx with `{"error": ...}` and the server keeps answering; a bounded load test
 //! on loopback ends with zero errors and flat memory.
 
+mod common;
+use common::shared;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -736,15 +739,4 @@ fn analyze_reads_an_engine_log_or_oom_message_as_the_cli_does() {
     assert_eq!(r.json()["source"], "torch-oom");
     let r = call(&s, "POST", "/api/analyze", b"just some words\n");
     assert_eq!(r.status, 400, "{}", r.text());
-}
-
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
 }

@@ -258,12 +258,17 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         engine = Some(serde_json::to_value(&split).unwrap_or_default());
     }
     let fit = match (gpu, device_total) {
-        (Some(g), Some(total)) => Some(Fit {
-            gpu: g.id.clone(),
-            capacity: g.memory_bytes,
-            fits: total <= g.memory_bytes && engine_starts,
-            headroom: g.memory_bytes as i64 - total as i64,
-        }),
+        (Some(g), Some(total)) => {
+            // The user's reserve is memory the job may not take (contract `reserve`).
+            let usable = job.usable(g.memory_bytes);
+            Some(Fit {
+                gpu: g.id.clone(),
+                capacity: g.memory_bytes,
+                fits: total <= usable && engine_starts,
+                headroom: usable as i64 - total as i64,
+                reserve: job.reserve,
+            })
+        }
         _ => None,
     };
     let summary = match (&model.spec, &model.inventory) {

@@ -129,7 +129,8 @@ fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>
     let default = crate::estimate::engines::gpu_memory_utilization(job)?;
     let share = job.usable(gpu.memory_bytes) as f64 / gpu.memory_bytes as f64;
     let util = ((share * 100.0).floor() / 100.0).min(default);
-    if util >= default {
+    // Nothing of the GPU left (a reserve of all of it): the search says so, not a bad setting.
+    if util >= default || util <= 0.0 {
         return Ok((job.clone(), None));
     }
     let mut j = job.clone();
@@ -300,7 +301,17 @@ fn vllm_fit(
     max_pos: Option<u64>,
 ) -> Result<FitAnswer, CoreError> {
     let report = estimate(model, job)?;
-    let pool = report.per_gpu.kv_pool.unwrap_or(0);
+    // The engine takes its share whatever else runs; past the reserve, nothing fits.
+    let over_reserve = job.reserve > 0
+        && report
+            .per_gpu
+            .device_total
+            .is_some_and(|t| t > job.usable(gpu.memory_bytes));
+    let pool = if over_reserve {
+        0
+    } else {
+        report.per_gpu.kv_pool.unwrap_or(0)
+    };
     let context = job.seq + job.new_tokens;
     let per_seq = crate::estimate::engines::kv_bytes_per_gpu(spec, job, 1, context)?.max(1);
     let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
@@ -324,6 +335,14 @@ fn vllm_fit(
     )];
     if limited {
         notes.push(format!("the context search stopped at max_model_len {cap}"));
+    }
+    if over_reserve {
+        notes.push(format!(
+            "vLLM's share of {} does not leave the {} reserved free: lower \
+             --gpu-memory-utilization",
+            gpu.id,
+            crate::text::bytes(job.reserve)
+        ));
     }
     Ok(FitAnswer {
         gpu: gpu.id.clone(),

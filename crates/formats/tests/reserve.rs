@@ -89,6 +89,28 @@ fn vllm_fit_lowers_the_utilization_to_keep_the_reserve() {
     assert!(f.fits && f.headroom >= 0, "{f:?}");
 }
 
+/// With the user's own utilization 0.9 (72 GiB of 80, by the bound above) and 79 GiB reserved
+/// (1 GiB left), vLLM cannot keep the reserve free: nothing fits, and the note says why; a
+/// reserve of the whole GPU is the same answer, not an error.
+#[test]
+fn vllm_past_the_reserve_fits_nothing() {
+    for (reserve, util) in [(79 * GIB, Some(0.9)), (80 * GIB, None)] {
+        let mut job = json!({"model": "llama-3-8b", "task": "infer", "framework": "vllm",
+                             "gpu": "a100-80gb", "seq": 4096, "reserve": reserve});
+        if let Some(u) = util {
+            job["engine"] = json!({ "gpu_memory_utilization": u });
+        }
+        let (model, j) = prepared(job);
+        let f = fit(&model, &j).unwrap();
+        assert_eq!((f.max_batch, f.max_context), (None, None), "{reserve}");
+        assert!(
+            f.notes.iter().any(|n| n.contains("reserved free")),
+            "{:?}",
+            f.notes
+        );
+    }
+}
+
 /// fit's searches judge against capacity − reserve: GPT-2 training on a T4, the largest batch
 /// without a reserve no longer fits once the reserve exceeds its headroom (by one byte), and
 /// the batch found with the reserve is the edge of what is left.

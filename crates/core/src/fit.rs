@@ -13,6 +13,10 @@ use serde::Serialize;
 pub struct FitAnswer {
     pub gpu: String,
     pub capacity: u64,
+    /// Bytes the job's `reserve` keeps free for other applications: the searches fit
+    /// `capacity − reserve` (absent when 0).
+    #[serde(skip_serializing_if = "crate::fit::is_zero")]
+    pub reserve: u64,
     /// Largest micro-batch (train) or number of concurrent sequences (infer) at the job's
     /// sequence/context; `null` when even 1 does not fit.
     pub max_batch: Option<u64>,
@@ -36,6 +40,10 @@ pub struct FitAnswer {
     /// A serving engine's own flags for this answer (`crate::launch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<crate::launch::Launch>,
+}
+
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Upper bound of the batch search (the job field's own limit).
@@ -92,10 +100,49 @@ pub fn largest(
 /// Searches the largest batch and sequence (train) or batch and context (infer) that fit the
 /// job's GPU; for a serving engine, with the flags to launch it at that answer.
 pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
-    let mut answer = search(model, job)?;
+    let (job, note) = vllm_within_reserve(job)?;
+    let mut answer = search(model, &job)?;
+    answer.notes.extend(note);
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
-    answer.launch = crate::launch::launch(&model.name, job, &answer, blocks);
+    answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
     Ok(answer)
+}
+
+/// vLLM takes `gpu_memory_utilization × total` whatever else runs on the GPU, and refuses to
+/// start when less is free (`vllm/v1/worker/gpu_worker.py` `init_device`: "Free memory on
+/// device … on startup is less than desired GPU memory utilization"), so with a `reserve`
+/// and no utilization of the user's, the engine's default is lowered to the largest share in
+/// hundredths that leaves the reserve free: ⌊100 × (capacity − reserve) / capacity⌋ / 100.
+fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>), CoreError> {
+    let set = job
+        .engine
+        .get("gpu_memory_utilization")
+        .is_some_and(|v| !v.is_null());
+    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
+    let (Framework::Vllm, Task::Infer, false, Some(gpu)) = (job.framework, job.task, set, gpu)
+    else {
+        return Ok((job.clone(), None));
+    };
+    if job.reserve == 0 {
+        return Ok((job.clone(), None));
+    }
+    let default = crate::estimate::engines::gpu_memory_utilization(job)?;
+    let share = job.usable(gpu.memory_bytes) as f64 / gpu.memory_bytes as f64;
+    let util = ((share * 100.0).floor() / 100.0).min(default);
+    // Nothing of the GPU left (a reserve of all of it): the search says so, not a bad setting.
+    if util >= default || util <= 0.0 {
+        return Ok((job.clone(), None));
+    }
+    let mut j = job.clone();
+    if let serde_json::Value::Object(m) = &mut j.engine {
+        m.insert("gpu_memory_utilization".into(), util.into());
+    }
+    let note = format!(
+        "--gpu-memory-utilization {util} instead of vLLM's {default}: {} of {} is reserved",
+        crate::text::bytes(job.reserve),
+        crate::text::bytes(gpu.memory_bytes)
+    );
+    Ok((j, Some(note)))
 }
 
 fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
@@ -104,7 +151,8 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         .as_deref()
         .ok_or_else(|| CoreError::field("gpu", "fit needs a GPU (e.g. --gpu a100-80gb)"))?;
     let gpu = crate::gpu::find(gpu_id)?;
-    let capacity = gpu.memory_bytes;
+    // Everything is searched against what the user's reserve leaves (contract `reserve`).
+    let capacity = job.usable(gpu.memory_bytes);
     let mut notes = Vec::new();
     let mut evals = 0u64;
     if model.spec.is_none() {
@@ -115,7 +163,8 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         );
         return Ok(FitAnswer {
             gpu: gpu.id.clone(),
-            capacity,
+            capacity: gpu.memory_bytes,
+            reserve: job.reserve,
             max_batch: None,
             max_seq: None,
             max_context: None,
@@ -225,7 +274,8 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     }
     Ok(FitAnswer {
         gpu: gpu.id.clone(),
-        capacity,
+        capacity: gpu.memory_bytes,
+        reserve: job.reserve,
         max_batch,
         max_seq: (!infer).then_some(longest).flatten(),
         max_context: if infer { longest } else { None },
@@ -251,7 +301,17 @@ fn vllm_fit(
     max_pos: Option<u64>,
 ) -> Result<FitAnswer, CoreError> {
     let report = estimate(model, job)?;
-    let pool = report.per_gpu.kv_pool.unwrap_or(0);
+    // The engine takes its share whatever else runs; past the reserve, nothing fits.
+    let over_reserve = job.reserve > 0
+        && report
+            .per_gpu
+            .device_total
+            .is_some_and(|t| t > job.usable(gpu.memory_bytes));
+    let pool = if over_reserve {
+        0
+    } else {
+        report.per_gpu.kv_pool.unwrap_or(0)
+    };
     let context = job.seq + job.new_tokens;
     let per_seq = crate::estimate::engines::kv_bytes_per_gpu(spec, job, 1, context)?.max(1);
     let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
@@ -276,9 +336,18 @@ fn vllm_fit(
     if limited {
         notes.push(format!("the context search stopped at max_model_len {cap}"));
     }
+    if over_reserve {
+        notes.push(format!(
+            "vLLM's share of {} does not leave the {} reserved free: lower \
+             --gpu-memory-utilization",
+            gpu.id,
+            crate::text::bytes(job.reserve)
+        ));
+    }
     Ok(FitAnswer {
         gpu: gpu.id.clone(),
         capacity: gpu.memory_bytes,
+        reserve: job.reserve,
         max_batch,
         max_seq: None,
         max_context,

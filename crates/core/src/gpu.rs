@@ -15,7 +15,8 @@ pub struct Gpu {
     /// Architecture / generation (`volta`, `ampere`, `hopper`, ...).
     pub arch: String,
     /// Total memory in bytes as the device reports it (`cudaMemGetInfo` total, nvidia-smi's
-    /// "Total" in MiB × 2^20), not the marketing figure.
+    /// "Total" in MiB × 2^20), not the marketing figure; on a unified-memory machine, the GPU's
+    /// share (`unified_memory`).
     pub memory_bytes: u64,
     /// The marketing capacity in GB as sold (for display).
     pub marketing_gb: u64,
@@ -26,6 +27,19 @@ pub struct Gpu {
     /// Other spellings accepted on the command line.
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// CPU and GPU share one memory (Apple silicon, NVIDIA GB10): `memory_bytes` is what the
+    /// GPU may take of it (Apple: Metal's `recommendedMaxWorkingSetSize`; GB10: CUDA's total of
+    /// the shared pool), and the OS and other processes live in the same memory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unified_memory: bool,
+}
+
+impl Gpu {
+    /// Whether the device runs Metal (Apple silicon) rather than CUDA/ROCm, whose context and
+    /// allocator figures the estimator models.
+    pub fn is_metal(&self) -> bool {
+        self.vendor.eq_ignore_ascii_case("apple")
+    }
 }
 
 const CATALOG_JSON: &str = include_str!("../../../data/gpus.json");
@@ -103,6 +117,33 @@ mod tests {
         ] {
             assert!(find(id).is_ok(), "{id} missing");
         }
+    }
+
+    /// Unified-memory entries hold the figure their source cites (`data/GPUS.md`), read off
+    /// the logs by hand: Metal's recommendedMaxWorkingSetSize 49152.00 MiB (M1 Max 64 GB,
+    /// llama.cpp#1870), 73728,00 "MB" = MiB (M2 Max 96 GB, llama.cpp#3213), 103079.22 MB =
+    /// 98304 MiB (M4 Max 128 GB); CUDA's total 124610 MiB on a DGX Spark (GB10).
+    #[test]
+    fn unified_memory_entries_hold_their_cited_figures() {
+        for (id, mib) in [
+            ("apple-m1max-64gb", 49152u64),
+            ("apple-m2max-96gb", 73728),
+            ("apple-m4max-128gb", 98304),
+            ("gb10-128gb", 124610),
+        ] {
+            let g = find(id).unwrap();
+            assert_eq!(g.memory_bytes, mib << 20, "{id}");
+            assert!(g.unified_memory, "{id}");
+        }
+        // 103079.22 MB (10^6 bytes) as today's llama.cpp prints it is 98304 MiB.
+        assert_eq!(
+            (find("apple-m4max-128gb").unwrap().memory_bytes as f64 / 1e4).round() / 100.0,
+            103079.22
+        );
+        assert_eq!(find("dgx-spark").unwrap().id, "gb10-128gb");
+        assert!(find("apple-m4max-128gb").unwrap().is_metal());
+        assert!(!find("gb10-128gb").unwrap().is_metal());
+        assert!(!find("a100-80gb").unwrap().unified_memory);
     }
 
     #[test]

@@ -61,6 +61,11 @@ pub struct Job {
     /// init, a larger CUDA context). Contract field `cuda_module_loading`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_module_loading: Option<String>,
+    /// Bytes the user keeps free on the GPU for other applications (a desktop, a second
+    /// model): an integer or float JSON number, default 0; subtracted from capacity in the fit
+    /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<Value>,
 }
 
 /// Declares a string-valued job enum with its contract spellings.
@@ -245,6 +250,16 @@ pub struct ResolvedJob {
     pub kv_dtype: Option<String>,
     pub loss: LossKernel,
     pub cuda_module_loading: CudaModuleLoading,
+    /// Bytes kept free for other applications (contract `reserve`).
+    pub reserve: u64,
+}
+
+impl ResolvedJob {
+    /// What the job may use of a GPU of `capacity` bytes: capacity − `reserve` (contract
+    /// `reserve`: subtracted from capacity in `fit`).
+    pub fn usable(&self, capacity: u64) -> u64 {
+        capacity.saturating_sub(self.reserve)
+    }
 }
 
 /// Upper bounds on counts: beyond them no real job exists, and products of them stay far from
@@ -252,6 +267,36 @@ pub struct ResolvedJob {
 const MAX_BATCH: u64 = 1 << 24;
 const MAX_SEQ: u64 = 1 << 26;
 const MAX_GPUS: u64 = 1 << 20;
+/// No GPU or unified-memory machine has a pebibyte: a larger reserve is a typo.
+const MAX_RESERVE: f64 = (1u64 << 50) as f64;
+
+/// The job's `reserve`: bytes as a non-negative JSON number, integer or float (rounded to the
+/// byte), or a numeric string; absent or null = 0.
+fn reserve_bytes(v: Option<&Value>) -> Result<u64, CoreError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(0);
+    };
+    let f = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match f {
+        Some(f) if f.is_finite() && (0.0..=MAX_RESERVE).contains(&f) => Ok(f.round() as u64),
+        Some(f) if f < 0.0 => Err(CoreError::field(
+            "reserve",
+            format!("must not be negative (got {f})"),
+        )),
+        Some(f) if f.is_finite() => Err(CoreError::field(
+            "reserve",
+            format!("{f} bytes is more than any device has"),
+        )),
+        _ => Err(CoreError::field(
+            "reserve",
+            format!("must be a number of bytes (got {v})"),
+        )),
+    }
+}
 
 /// Reads a non-negative whole number written as a JSON integer or float (`7.5e9`).
 pub fn whole_number(field: &str, v: &Value) -> Result<u64, CoreError> {
@@ -412,6 +457,7 @@ impl Job {
             Some(s) => CudaModuleLoading::parse("cuda_module_loading", s)?,
             None => CudaModuleLoading::Lazy,
         };
+        let reserve = reserve_bytes(self.reserve.as_ref())?;
         let engine = match &self.engine {
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(v @ Value::Object(_)) => v.clone(),
@@ -442,6 +488,7 @@ impl Job {
             kv_dtype,
             loss,
             cuda_module_loading,
+            reserve,
         })
     }
 }
@@ -642,6 +689,31 @@ mod tests {
             (r.precision, r.optimizer, r.seq),
             (Precision::Bf16, Optimizer::None, 512)
         );
+    }
+
+    /// `reserve` is bytes, an integer or a float JSON number (contract); 1.5 GiB =
+    /// 1.5 × 1,073,741,824 = 1,610,612,736 bytes; default 0.
+    #[test]
+    fn reserve_reads_bytes_as_integer_or_float() {
+        assert_eq!(Job::default().resolve(None).unwrap().reserve, 0);
+        let r = job(json!({"reserve": 2147483648u64}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(r.reserve, 2_147_483_648);
+        let r = job(json!({"reserve": 1.610612736e9}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(r.reserve, 1_610_612_736);
+        // Capacity 24 GiB − 2 GiB reserved = 22 GiB = 23,622,320,128 bytes usable.
+        let r = job(json!({"reserve": 2147483648u64}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(r.usable(24 << 30), 23_622_320_128);
+        assert_eq!(r.usable(1 << 30), 0);
+        for bad in [json!(-1), json!("two"), json!(1e300), json!([1])] {
+            let e = job(json!({ "reserve": bad })).resolve(None).unwrap_err();
+            assert!(e.to_string().contains("reserve"), "{e}");
+        }
     }
 
     /// T4 and V100 have no bf16 (NVIDIA's Turing and Volta whitepapers list fp16 tensor cores

@@ -90,7 +90,15 @@ fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
     b.flag(
         "--gpu-memory-utilization",
         util,
-        "the share of the GPU the KV pool above was sized with".into(),
+        if job.reserve > 0 {
+            format!(
+                "the share of the GPU the KV pool above was sized with, leaving the {} reserved \
+                 free",
+                crate::text::bytes(job.reserve)
+            )
+        } else {
+            "the share of the GPU the KV pool above was sized with".into()
+        },
     );
     b.flag(
         "--max-num-seqs",

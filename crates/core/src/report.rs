@@ -171,8 +171,15 @@ pub struct Fit {
     pub gpu: String,
     pub capacity: u64,
     pub fits: bool,
-    /// capacity − device_total (negative when it does not fit).
+    /// capacity − reserve − device_total (negative when it does not fit).
     pub headroom: i64,
+    /// Bytes the job's `reserve` keeps free for other applications (absent when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reserve: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The whole report.

@@ -297,11 +297,12 @@ pub fn fit_calibrated(
     }
     let base = estimate(model, job)?;
     let cal = Calibration::learn(&base.per_gpu.components, measured);
-    let capacity = gpu.memory_bytes;
+    // The job's `reserve` is kept free (contract `reserve`): the search fits what is left.
+    let usable = job.usable(gpu.memory_bytes);
     let mut evals = 1u64;
     let mut notes = Vec::new();
     let fits = |j: &ResolvedJob, evals: &mut u64| -> Result<bool, CoreError> {
-        Ok(predict(model, j, &cal, evals)?.is_some_and(|c| c.device_total <= capacity))
+        Ok(predict(model, j, &cal, evals)?.is_some_and(|c| c.device_total <= usable))
     };
     let max_batch = largest(MAX_BATCH, |b| {
         fits(
@@ -368,7 +369,7 @@ pub fn fit_calibrated(
     }
     Ok(CalibratedFit {
         gpu: gpu.id.clone(),
-        capacity,
+        capacity: gpu.memory_bytes,
         calibration: cal,
         measured_batch: job.batch,
         measured_seq: job.seq,

@@ -38,6 +38,7 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null
+  reserve 0: GiB kept free for other applications (--reserve 2), off the GPU's capacity
 
 A job file (--job job.json or job.toml) holds the contract's job fields; flags given beside it
 override its fields and MODEL overrides its model. Numbers may be written as 8, 8.0 or 7.5e9.

@@ -77,6 +77,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let st = states::model_states(model, job, &mut warnings)?;
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
     precision_warning(gpu, job, &mut warnings);
+    unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
         Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
         None => {
@@ -258,12 +259,17 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         engine = Some(serde_json::to_value(&split).unwrap_or_default());
     }
     let fit = match (gpu, device_total) {
-        (Some(g), Some(total)) => Some(Fit {
-            gpu: g.id.clone(),
-            capacity: g.memory_bytes,
-            fits: total <= g.memory_bytes && engine_starts,
-            headroom: g.memory_bytes as i64 - total as i64,
-        }),
+        (Some(g), Some(total)) => {
+            // The user's reserve is memory the job may not take (contract `reserve`).
+            let usable = job.usable(g.memory_bytes);
+            Some(Fit {
+                gpu: g.id.clone(),
+                capacity: g.memory_bytes,
+                fits: total <= usable && engine_starts,
+                headroom: usable as i64 - total as i64,
+                reserve: job.reserve,
+            })
+        }
         _ => None,
     };
     let summary = match (&model.spec, &model.inventory) {
@@ -301,6 +307,29 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         engine,
         advice: None,
     })
+}
+
+/// A unified-memory machine's capacity is the GPU's share of memory the OS also lives in, and
+/// on Metal the CUDA context and caching-allocator figures are CUDA measurements that stand in
+/// for Metal's unmeasured ones.
+fn unified_memory_warning(gpu: Option<&crate::gpu::Gpu>, warnings: &mut Vec<String>) {
+    let Some(g) = gpu.filter(|g| g.unified_memory) else {
+        return;
+    };
+    warnings.push(format!(
+        "{} shares its memory with the OS: the capacity is the GPU's share ({}), and the \
+         desktop and other applications take from the same pool (--reserve GIB keeps some free)",
+        g.id,
+        crate::text::bytes(g.memory_bytes)
+    ));
+    if g.is_metal() {
+        warnings.push(
+            "Metal has no measured context or allocator figures in vramscope: the CUDA context \
+             and caching-allocator overheads are CUDA figures, assumed, not measured on Apple \
+             silicon"
+                .into(),
+        );
+    }
 }
 
 /// On a GPU without bf16 (V100, T4): fp16 is the default precision there (said, since the

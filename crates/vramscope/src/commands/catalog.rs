@@ -106,6 +106,7 @@ pub fn gpus(json: bool) -> CmdResult {
         paint(
             DIM,
             "Capacity is what the device reports (nvidia-smi total), not the marketing figure; \
+             unified-memory machines (Apple, GB10): the GPU's share, the OS keeps the rest; \
              sources: `vramscope gpus --json`."
         )
     ))?;

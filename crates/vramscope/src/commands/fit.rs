@@ -32,6 +32,15 @@ pub fn fit_with_advice(
     Ok(FitWithAdvice { answer, advice })
 }
 
+/// " − 2.00 GiB reserved" for the job's `reserve`, or nothing.
+fn reserved_text(reserve: u64) -> String {
+    if reserve == 0 {
+        String::new()
+    } else {
+        format!(" − {} reserved", bytes(reserve))
+    }
+}
+
 pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     let job = args.to_job()?;
     let (model, resolved, _) = prepare_job(&job)?;
@@ -42,10 +51,11 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     }
     let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
     let mut out = format!(
-        "{} on {} ({} as the device reports it)\n",
+        "{} on {} (capacity {} as the device reports it{})\n",
         paint(BOLD, &model.name),
         answer.gpu,
-        bytes(answer.capacity)
+        bytes(answer.capacity),
+        reserved_text(answer.reserve)
     );
     if resolved.task == Task::Train {
         out.push_str(&format!(
@@ -104,10 +114,11 @@ pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> Cmd
     }
     let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
     let mut out = format!(
-        "{} on {} ({}), calibrated with {} (batch {}, seq {})\n",
+        "{} on {} ({}{}), calibrated with {} (batch {}, seq {})\n",
         paint(BOLD, &model.name),
         answer.gpu,
         bytes(answer.capacity),
+        reserved_text(resolved.reserve),
         file.display(),
         answer.measured_batch,
         thousands(answer.measured_seq)

@@ -81,6 +81,15 @@ pub struct JobArgs {
     /// past 1 GiB). [default: lazy]
     #[arg(long, help_heading = "Job")]
     pub cuda_module_loading: Option<String>,
+    /// GiB to keep free on the GPU for other applications (a desktop, a second model), e.g.
+    /// `2` or `1.5`: subtracted from capacity in the fit check and the searches. [default: 0]
+    #[arg(
+        long,
+        value_name = "GIB",
+        allow_negative_numbers = true,
+        help_heading = "Job"
+    )]
+    pub reserve: Option<String>,
 
     /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
@@ -221,6 +230,16 @@ pub fn number_value(s: &str) -> Value {
     Value::String(s.to_string())
 }
 
+/// `--reserve GIB` as the job's `reserve` in bytes (GiB × 2³⁰, rounded to the byte).
+fn reserve_gib(s: &str) -> Result<Value, JobError> {
+    match s.trim().parse::<f64>() {
+        Ok(g) if g.is_finite() && g >= 0.0 => Ok(Value::from((g * (1u64 << 30) as f64).round())),
+        _ => Err(JobError(format!(
+            "reserve: --reserve takes GiB as a non-negative number, e.g. 2 or 1.5 (got '{s}')"
+        ))),
+    }
+}
+
 /// `none` / `null` → JSON null (no GPU, default KV dtype), else the string.
 fn nullable(s: &str) -> Value {
     match s.trim().to_ascii_lowercase().as_str() {
@@ -354,6 +373,9 @@ impl JobArgs {
             job.loss = Some(l.clone());
         }
         text(&mut job.cuda_module_loading, &self.cuda_module_loading);
+        if let Some(r) = &self.reserve {
+            job.reserve = Some(reserve_gib(r)?);
+        }
 
         // parallel: a flag for gpus (or dp) alone means "derive the other", so a file's dp (or
         // gpus) that would contradict it is dropped rather than reported as a conflict.
@@ -451,6 +473,26 @@ impl JobArgs {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `--reserve` is GiB: 2 GiB = 2 × 1,073,741,824 = 2,147,483,648 bytes; 1.5 GiB =
+    /// 1,610,612,736 bytes.
+    #[test]
+    fn reserve_flag_is_gib() {
+        assert_eq!(reserve_gib("2").unwrap(), json!(2147483648.0));
+        assert_eq!(reserve_gib("1.5").unwrap(), json!(1610612736.0));
+        for bad in ["-1", "two", "inf", ""] {
+            assert!(
+                reserve_gib(bad).unwrap_err().0.starts_with("reserve:"),
+                "{bad}"
+            );
+        }
+        let args = JobArgs {
+            reserve: Some("1.5".into()),
+            ..JobArgs::default()
+        };
+        let r = args.to_job().unwrap().resolve(None).unwrap();
+        assert_eq!(r.reserve, 1_610_612_736);
+    }
 
     #[test]
     fn numbers_pass_through_as_json_numbers() {

@@ -37,13 +37,15 @@ pub fn fit_of(report: &Report) -> Option<Fit> {
         .or(p.peak_reserved)
         .or(p.peak_allocated)
         .unwrap_or_else(|| SHOWN.iter().map(|c| p.components.get(*c)).sum());
-    let headroom = (i128::from(gpu.memory_bytes) - i128::from(used))
+    let usable = report.job.usable(gpu.memory_bytes);
+    let headroom = (i128::from(usable) - i128::from(used))
         .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
     Some(Fit {
         gpu: gpu.id.clone(),
         capacity: gpu.memory_bytes,
-        fits: used <= gpu.memory_bytes,
+        fits: used <= usable,
         headroom,
+        reserve: report.job.reserve,
     })
 }
 

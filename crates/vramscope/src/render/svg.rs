@@ -833,6 +833,7 @@ mod tests {
             capacity,
             fits: capacity >= 15 * G / 2,
             headroom: capacity as i64 - (15 * G / 2) as i64,
+            reserve: 0,
         });
         r
     }

@@ -316,6 +316,16 @@ fn table(r: &Report, out: &mut Vec<String>) {
     }
 }
 
+/// The capacity a fit is judged against: "24.00 GiB", or with the job's reserve
+/// "24.00 GiB − 2.00 GiB reserved".
+pub fn capacity_text(f: &vramscope_core::report::Fit) -> String {
+    if f.reserve == 0 {
+        bytes(f.capacity)
+    } else {
+        format!("{} − {} reserved", bytes(f.capacity), bytes(f.reserve))
+    }
+}
+
 fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
     match fit_of(r) {
         Some(f) if f.fits && f.headroom < super::whatif::TIGHT_HEADROOM => {
@@ -324,7 +334,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
                  process can push it over)",
                 f.gpu,
                 bytes(f.headroom.max(0) as u64),
-                bytes(f.capacity)
+                capacity_text(&f)
             );
             for l in wrap(&text, INDENT, INDENT) {
                 out.push(paint(color, WARN, &l));
@@ -335,7 +345,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
                 "fits {}: {} free of {}",
                 f.gpu,
                 bytes(f.headroom.max(0) as u64),
-                bytes(f.capacity)
+                capacity_text(&f)
             );
             out.push(format!("{INDENT}{}", paint(color, GOOD, &text)));
         }
@@ -345,7 +355,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
                  {} of {} is free",
                 f.gpu,
                 bytes(f.headroom as u64),
-                bytes(f.capacity)
+                capacity_text(&f)
             );
             for l in wrap(&text, INDENT, INDENT) {
                 out.push(paint(color, BAD, &l));
@@ -356,7 +366,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
                 "does not fit {}: {} over its {}",
                 f.gpu,
                 bytes(f.headroom.unsigned_abs()),
-                bytes(f.capacity)
+                capacity_text(&f)
             );
             out.push(format!("{INDENT}{}", paint(color, BAD, &text)));
         }
@@ -597,6 +607,7 @@ mod tests {
                 capacity: c,
                 fits: total <= c,
                 headroom: c as i64 - total as i64,
+                reserve: 0,
             }),
             warnings,
             engine: None,

@@ -60,10 +60,11 @@ fn vllm_launch_flags_fit_and_one_token_more_does_not() {
     let ctx = arg(l, "--max-model-len").expect("--max-model-len");
     let seqs = arg(l, "--max-num-seqs").expect("--max-num-seqs");
     assert_eq!(seqs, 8);
+    // vLLM loads the preset by its Hugging Face repo (crates/formats/data/presets/index.json).
     assert!(l["command"]
         .as_str()
         .unwrap()
-        .starts_with("vllm serve llama-3.1-8b "));
+        .starts_with("vllm serve meta-llama/Llama-3.1-8B "));
     for flag in [
         "--max-model-len",
         "--gpu-memory-utilization",

@@ -23,13 +23,32 @@ pub fn fit_with_advice(
     model: &vramscope_core::estimate::ModelInput,
     resolved: &vramscope_core::job::ResolvedJob,
 ) -> Result<FitWithAdvice, vramscope_core::CoreError> {
-    let answer = vramscope_core::fit::fit(model, resolved)?;
+    let mut answer = vramscope_core::fit::fit(model, resolved)?;
+    serve_by_repo(&mut answer, &model.name);
     let advice = if answer.max_batch.is_none() {
         Some(vramscope_core::advice::advise(model, resolved)?)
     } else {
         None
     };
     Ok(FitWithAdvice { answer, advice })
+}
+
+/// vLLM loads a model by its Hugging Face repo: a preset's launch line names the preset's repo
+/// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
+fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
+    let (Some(l), Some(p)) = (
+        answer.launch.as_mut(),
+        vramscope_formats::presets::find(name),
+    ) else {
+        return;
+    };
+    if l.engine == "vllm" {
+        l.command = l.command.replacen(
+            &format!("vllm serve {name}"),
+            &format!("vllm serve {}", p.repo),
+            1,
+        );
+    }
 }
 
 /// " − 2.00 GiB reserved" for the job's `reserve`, or nothing.

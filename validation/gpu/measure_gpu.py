@@ -37,7 +37,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-PRESETS = os.path.join(REPO, "data", "presets")
+PRESETS = os.path.join(REPO, "crates", "formats", "data", "presets")
 sys.path.insert(0, HERE)
 import meters  # noqa: E402
 
@@ -112,7 +112,7 @@ def check_spec(s):
 
 
 def resolve_spec(spec, dry):
-    """hf_config filled in from the preset (../../data/presets/ID.json) and config_overrides;
+    """hf_config filled in from the preset (crates/formats/data/presets/ID.json) and config_overrides;
     for a dry run, tiny sizes, small batch and sequence, one warm-up and one measured step."""
     s = copy.deepcopy(spec)
     check_spec(s)

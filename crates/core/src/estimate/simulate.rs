@@ -69,6 +69,23 @@ impl Walk {
     }
 }
 
+/// What one device holds over the step, however it was found: by walking a PyTorch step, or
+/// from a serving engine's own budget.
+struct Device {
+    components: Components,
+    peak_allocated: Option<u64>,
+    peak_reserved: Option<u64>,
+    device_total: Option<u64>,
+    peak_phase: Option<String>,
+    kv_pool: Option<u64>,
+    timeline: Vec<TimelinePoint>,
+    engine: Option<serde_json::Value>,
+    /// vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
+    engine_starts: bool,
+}
+
+/// Simulates the job: model states, then the device by the framework's own rules (a walk of
+/// the PyTorch step, vLLM's start-up budget, llama.cpp's GPU/host split), then the fit.
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let mut warnings = Vec::new();
     if let Some(spec) = &model.spec {
@@ -89,7 +106,62 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             None
         }
     };
+    let device = match (job.framework, job.task, &model.spec, &model.inventory) {
+        (Framework::Vllm, Task::Infer, Some(spec), _) => {
+            vllm_device(spec, job, gpu, &st, &mut warnings)?
+        }
+        (Framework::LlamaCpp, Task::Infer, Some(spec), Some(inv)) => {
+            llamacpp_device(model, spec, inv, job, gpu, &mut warnings)?
+        }
+        _ => pytorch_device(model, job, gpu, &st, plan.as_ref())?,
+    };
+    Ok(Report {
+        model: summary(model, &st),
+        job: job.clone(),
+        fit: fit(gpu, job, &device),
+        per_gpu: PerGpu {
+            components: device.components,
+            model_states: st.max,
+            activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
+            peak_allocated: device.peak_allocated,
+            peak_reserved: device.peak_reserved,
+            device_total: device.device_total,
+            peak_phase: device.peak_phase,
+            kv_pool: device.kv_pool,
+            host_bytes: (st.host > 0).then_some(st.host),
+            rank: (job.parallel.pp > 1).then(|| {
+                "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
+                 micro-batches in flight)"
+                    .to_string()
+            }),
+        },
+        timeline: device.timeline,
+        warnings,
+        engine: device.engine,
+        advice: None,
+    })
+}
 
+/// Memory outside PyTorch's allocator: the CUDA context, and NCCL's buffers when several GPUs
+/// talk (`overhead.rs`).
+fn non_torch_bytes(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob) -> u64 {
+    overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
+        + if job.parallel.gpus > 1 {
+            overhead::nccl_bytes(job.parallel.gpus)
+        } else {
+            0
+        }
+}
+
+/// A PyTorch step (or forward) walked event by event; the caching allocator's reserve and the
+/// context on top. A bare parameter count has no walk: its model states alone, peak unknown.
+fn pytorch_device(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+    st: &StateBytes,
+    plan: Option<&ForwardPlan>,
+) -> Result<Device, CoreError> {
     let kv = match (&model.spec, job.task) {
         (Some(spec), Task::Infer) => {
             super::kv::kv_cache_bytes(spec, job, job.seq.saturating_add(job.new_tokens))?
@@ -98,181 +170,202 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     };
     let mut w = Walk::new();
     w.add(Category::KvCache, kv);
-    let (peak_allocated, peak_phase, components) = match &plan {
-        Some(plan) => {
-            walk(&mut w, &st, plan, job, gpu);
-            let (total, comps, phase, _label) = w.peak.clone();
-            (Some(total), Some(phase), comps)
-        }
-        None => (
-            None,
-            None,
-            Components {
-                kv_cache: kv,
-                parameters: st.resident.parameters,
-                gradients: st.resident.gradients,
-                optimizer_states: st.resident.optimizer_states,
-                master_weights: st.resident.master_weights,
-                ..Components::default()
-            },
-        ),
+    let mut device = Device {
+        components: Components {
+            kv_cache: kv,
+            parameters: st.resident.parameters,
+            gradients: st.resident.gradients,
+            optimizer_states: st.resident.optimizer_states,
+            master_weights: st.resident.master_weights,
+            ..Components::default()
+        },
+        peak_allocated: None,
+        peak_reserved: None,
+        device_total: None,
+        peak_phase: None,
+        kv_pool: None,
+        timeline: Vec::new(),
+        engine: None,
+        engine_starts: true,
     };
-    let mut components = components;
-    let (peak_reserved, device_total) = match peak_allocated {
-        Some(alloc) => {
-            let reserved = overhead::reserved_estimate(
-                alloc,
-                &plan
-                    .as_ref()
-                    .map(|p| p.largest_allocations())
-                    .unwrap_or_default(),
-            );
-            let context = overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
-                + if job.parallel.gpus > 1 {
-                    overhead::nccl_bytes(job.parallel.gpus)
-                } else {
-                    0
-                };
-            components.cuda_context = context;
-            components.allocator_reserve = reserved.saturating_sub(alloc);
-            (Some(reserved), Some(reserved + context))
-        }
-        None => (None, None),
+    let Some(plan) = plan else {
+        device.timeline = w.points;
+        return Ok(device);
     };
-    let mut kv_pool = None;
-    // vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
-    let mut engine_starts = true;
-    let mut engine = None;
-    let mut peak_allocated = peak_allocated;
-    let mut peak_reserved = peak_reserved;
-    let mut device_total = device_total;
-    let mut peak_phase = peak_phase;
-    let mut timeline = w.points;
-    if let (Framework::Vllm, Task::Infer, Some(spec)) = (job.framework, job.task, &model.spec) {
-        let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
-        let capacity = device.map_or(0, |g| g.memory_bytes);
-        if gpu.is_none() {
-            warnings.push(
-                "vLLM sizes its KV pool from the GPU's memory: with no --gpu, an A100 80GB is \
-                 assumed"
-                    .into(),
-            );
-        }
-        let non_torch = overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
-            + if job.parallel.gpus > 1 {
-                overhead::nccl_bytes(job.parallel.gpus)
-            } else {
-                0
-            };
-        let b =
-            super::engines::vllm_budget(spec, job, capacity, st.resident.parameters, non_torch)?;
-        let job_kv = super::engines::kv_bytes_per_gpu(
-            spec,
-            job,
+    walk(&mut w, st, plan, job, gpu);
+    let (alloc, mut components, phase, _label) = w.peak.clone();
+    let reserved = overhead::reserved_estimate(alloc, &plan.largest_allocations());
+    let context = non_torch_bytes(gpu, job);
+    components.cuda_context = context;
+    components.allocator_reserve = reserved.saturating_sub(alloc);
+    device.components = components;
+    device.peak_allocated = Some(alloc);
+    device.peak_reserved = Some(reserved);
+    device.device_total = Some(reserved + context);
+    device.peak_phase = Some(phase);
+    device.timeline = w.points;
+    Ok(device)
+}
+
+/// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from
+/// `gpu_memory_utilization` (`engines.rs`); this job's own sequences' KV inside the pool.
+fn vllm_device(
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+    st: &StateBytes,
+    warnings: &mut Vec<String>,
+) -> Result<Device, CoreError> {
+    let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
+    let capacity = device.map_or(0, |g| g.memory_bytes);
+    if gpu.is_none() {
+        warnings.push(
+            "vLLM sizes its KV pool from the GPU's memory: with no --gpu, an A100 80GB is \
+             assumed"
+                .into(),
+        );
+    }
+    let non_torch = non_torch_bytes(gpu, job);
+    let b = super::engines::vllm_budget(spec, job, capacity, st.resident.parameters, non_torch)?;
+    let job_kv = super::engines::kv_bytes_per_gpu(
+        spec,
+        job,
+        job.batch,
+        job.seq.saturating_add(job.new_tokens),
+    )?;
+    let engine_starts = vllm_warnings(spec, job, &b, job_kv, warnings)?;
+    let mut components = Components {
+        parameters: b.weights,
+        kv_cache: job_kv,
+        temporaries: b.profile_peak + b.cuda_graphs,
+        cuda_context: non_torch,
+        ..Components::default()
+    };
+    let allocated = components.allocated();
+    let reserved = b.weights + b.kv_pool + b.profile_peak + b.cuda_graphs;
+    components.allocator_reserve = reserved.saturating_sub(allocated);
+    Ok(Device {
+        components,
+        peak_allocated: Some(allocated),
+        peak_reserved: Some(reserved),
+        device_total: Some(reserved + non_torch),
+        peak_phase: Some("serving".into()),
+        kv_pool: Some(b.kv_pool),
+        timeline: vllm_timeline(&b, job_kv),
+        engine: Some(serde_json::to_value(&b).unwrap_or_default()),
+        engine_starts,
+    })
+}
+
+/// What vLLM would say of this job at start-up and under load; `false` when it would refuse to
+/// start (one request of `max_model_len` tokens must fit the pool).
+fn vllm_warnings(
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    b: &super::engines::VllmBudget,
+    job_kv: u64,
+    warnings: &mut Vec<String>,
+) -> Result<bool, CoreError> {
+    if job_kv > b.kv_pool {
+        warnings.push(format!(
+            "this job's {} sequences need {} of KV but vLLM's pool holds {}: requests \
+             would wait or be preempted",
             job.batch,
-            job.seq.saturating_add(job.new_tokens),
-        )?;
-        if job_kv > b.kv_pool {
-            warnings.push(format!(
-                "this job's {} sequences need {} of KV but vLLM's pool holds {}: requests \
-                 would wait or be preempted",
-                job.batch,
-                crate::text::bytes(job_kv),
-                crate::text::bytes(b.kv_pool)
-            ));
-        }
-        let one_request = super::engines::kv_bytes_per_gpu(spec, job, 1, b.max_model_len)?;
-        if one_request > b.kv_pool {
-            engine_starts = false;
-            warnings.push(format!(
-                "vLLM would not start: one request of max_model_len {} tokens needs {} of KV \
-                 but the pool holds {} (vllm/v1/core/kv_cache_utils.py \
-                 check_enough_kv_cache_memory); lower --max-model-len or free memory",
-                b.max_model_len,
-                crate::text::bytes(one_request),
-                crate::text::bytes(b.kv_pool)
-            ));
-        }
-        if job.seq + job.new_tokens > b.max_model_len {
-            warnings.push(format!(
-                "context {} is longer than max_model_len {}",
-                job.seq + job.new_tokens,
-                b.max_model_len
-            ));
-        }
-        components = Components {
-            parameters: b.weights,
-            kv_cache: job_kv,
-            temporaries: b.profile_peak + b.cuda_graphs,
-            cuda_context: non_torch,
-            ..Components::default()
-        };
-        let allocated = components.allocated();
-        let reserved = b.weights + b.kv_pool + b.profile_peak + b.cuda_graphs;
-        components.allocator_reserve = reserved.saturating_sub(allocated);
-        peak_allocated = Some(allocated);
-        peak_reserved = Some(reserved);
-        device_total = Some(reserved + non_torch);
-        peak_phase = Some("serving".into());
-        kv_pool = Some(b.kv_pool);
-        timeline = vllm_timeline(&b, job_kv);
-        engine = Some(serde_json::to_value(&b).unwrap_or_default());
+            crate::text::bytes(job_kv),
+            crate::text::bytes(b.kv_pool)
+        ));
     }
-    if let (Framework::LlamaCpp, Task::Infer, Some(spec), Some(inv)) =
-        (job.framework, job.task, &model.spec, &model.inventory)
-    {
-        let weights = super::quant::parse(&super::effective_weights(model, job))?;
-        let qctx = super::quant::QuantContext::from_spec(spec);
-        let width = job.precision.compute_bytes();
-        let split = super::engines::llamacpp_split(
-            spec,
-            inv,
-            |t| states::stored_bytes_exact(&weights, &qctx, t, width),
-            job,
-        )?;
-        components = Components {
-            parameters: split.gpu_weights,
-            kv_cache: split.gpu_kv,
-            temporaries: split.gpu_compute,
-            cuda_context: if split.layers_on_gpu > 0 {
-                overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
-            } else {
-                0
-            },
-            ..Components::default()
-        };
-        let allocated = components.allocated();
-        peak_allocated = Some(allocated);
-        peak_reserved = Some(allocated);
-        device_total = Some(allocated + components.cuda_context);
-        peak_phase = Some("prompt processing".into());
-        if split.host_total > 0 {
-            warnings.push(format!(
-                "{} of {} layers on the GPU (-ngl {}): {} of weights and KV stay in host RAM",
-                split.layers_on_gpu,
-                spec.num_layers(),
-                split.n_gpu_layers,
-                crate::text::bytes(split.host_total)
-            ));
-        }
-        timeline = Vec::new();
-        engine = Some(serde_json::to_value(&split).unwrap_or_default());
+    let one_request = super::engines::kv_bytes_per_gpu(spec, job, 1, b.max_model_len)?;
+    let starts = one_request <= b.kv_pool;
+    if !starts {
+        warnings.push(format!(
+            "vLLM would not start: one request of max_model_len {} tokens needs {} of KV \
+             but the pool holds {} (vllm/v1/core/kv_cache_utils.py \
+             check_enough_kv_cache_memory); lower --max-model-len or free memory",
+            b.max_model_len,
+            crate::text::bytes(one_request),
+            crate::text::bytes(b.kv_pool)
+        ));
     }
-    let fit = match (gpu, device_total) {
-        (Some(g), Some(total)) => {
-            // The user's reserve is memory the job may not take (contract `reserve`).
-            let usable = job.usable(g.memory_bytes);
-            Some(Fit {
-                gpu: g.id.clone(),
-                capacity: g.memory_bytes,
-                fits: total <= usable && engine_starts,
-                headroom: usable as i64 - total as i64,
-                reserve: job.reserve,
-            })
-        }
-        _ => None,
+    if job.seq + job.new_tokens > b.max_model_len {
+        warnings.push(format!(
+            "context {} is longer than max_model_len {}",
+            job.seq + job.new_tokens,
+            b.max_model_len
+        ));
+    }
+    Ok(starts)
+}
+
+/// llama.cpp: the layers `-ngl` puts on the GPU with their KV and the compute buffer; the rest
+/// in host RAM (`engines.rs`).
+fn llamacpp_device(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    inv: &crate::inventory::Inventory,
+    job: &ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+    warnings: &mut Vec<String>,
+) -> Result<Device, CoreError> {
+    let weights = super::quant::parse(&super::effective_weights(model, job))?;
+    let qctx = super::quant::QuantContext::from_spec(spec);
+    let width = job.precision.compute_bytes();
+    let split = super::engines::llamacpp_split(
+        spec,
+        inv,
+        |t| states::stored_bytes_exact(&weights, &qctx, t, width),
+        job,
+    )?;
+    let components = Components {
+        parameters: split.gpu_weights,
+        kv_cache: split.gpu_kv,
+        temporaries: split.gpu_compute,
+        cuda_context: if split.layers_on_gpu > 0 {
+            overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
+        } else {
+            0
+        },
+        ..Components::default()
     };
-    let summary = match (&model.spec, &model.inventory) {
+    let allocated = components.allocated();
+    if split.host_total > 0 {
+        warnings.push(format!(
+            "{} of {} layers on the GPU (-ngl {}): {} of weights and KV stay in host RAM",
+            split.layers_on_gpu,
+            spec.num_layers(),
+            split.n_gpu_layers,
+            crate::text::bytes(split.host_total)
+        ));
+    }
+    Ok(Device {
+        components,
+        peak_allocated: Some(allocated),
+        peak_reserved: Some(allocated),
+        device_total: Some(allocated + components.cuda_context),
+        peak_phase: Some("prompt processing".into()),
+        kv_pool: None,
+        timeline: Vec::new(),
+        engine: Some(serde_json::to_value(&split).unwrap_or_default()),
+        engine_starts: true,
+    })
+}
+
+/// The fit check against the GPU less the user's reserve (contract `reserve`).
+fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Option<Fit> {
+    let (g, total) = (gpu?, device.device_total?);
+    let usable = job.usable(g.memory_bytes);
+    Some(Fit {
+        gpu: g.id.clone(),
+        capacity: g.memory_bytes,
+        fits: total <= usable && device.engine_starts,
+        headroom: usable as i64 - total as i64,
+        reserve: job.reserve,
+    })
+}
+
+/// The model's summary with the job's trainable count.
+fn summary(model: &ModelInput, st: &StateBytes) -> ModelSummary {
+    match (&model.spec, &model.inventory) {
         (Some(s), inv) => {
             let mut m = ModelSummary::from_spec(s, model.params_total, inv.as_ref());
             m.name = model.name.clone();
@@ -281,32 +374,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         }
         (None, Some(inv)) => ModelSummary::from_inventory(&model.name, inv),
         (None, None) => ModelSummary::from_params(&model.name, model.params_total),
-    };
-    Ok(Report {
-        model: summary,
-        job: job.clone(),
-        per_gpu: PerGpu {
-            components,
-            model_states: st.max,
-            activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
-            peak_allocated,
-            peak_reserved,
-            device_total,
-            peak_phase,
-            kv_pool,
-            host_bytes: (st.host > 0).then_some(st.host),
-            rank: (job.parallel.pp > 1).then(|| {
-                "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
-                 micro-batches in flight)"
-                    .to_string()
-            }),
-        },
-        timeline,
-        fit,
-        warnings,
-        engine,
-        advice: None,
-    })
+    }
 }
 
 /// A unified-memory machine's capacity is the GPU's share of memory the OS also lives in, and

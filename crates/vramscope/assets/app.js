@@ -9,6 +9,10 @@ const $ = (id) => document.getElementById(id);
 let seq = 0; // answers to older requests are dropped
 let timer = null;
 let measured = null; // analyze's JSON for a dropped measurement, overlaid on the picture
+let measuredId = 0; // bumped whenever `measured` changes
+// The job (and measurement) last sent: a "change" event that repeats it (a field losing focus
+// after its "input" events were already sent) asks nothing again and keeps the answers shown.
+let lastKey = null;
 // Job fields the form has no control for (engine settings, the loss kernel), kept from a link or
 // an applied piece of advice.
 let extras = {};
@@ -131,6 +135,9 @@ async function update() {
   let job;
   try { job = jobFromForm(); } catch (e) { status(e.message); return; }
   shareLink(job);
+  const key = JSON.stringify(job) + "#" + (measured ? measuredId : 0);
+  if (key === lastKey) return;
+  lastKey = key;
   const mine = ++seq;
   // Answers to the old job go at once; those on show are asked again below.
   for (const id of ["advice-out", "fit-out", "whatif-out", "plan-out"]) $(id).replaceChildren();
@@ -150,6 +157,7 @@ async function update() {
     for (const k of shown) again[k]({ scroll: false });
   } catch (e) {
     if (mine !== seq) return;
+    lastKey = null; // the same job may be asked again (a Hub fetch that failed, say)
     status(e.message);
     if (hub) { $("hub-error").textContent = e.message; $("hub-error").hidden = false; }
     document.body.dataset.state = "error";
@@ -264,6 +272,7 @@ async function useFile(file) {
       throw new Error(msg);
     }
     measured = JSON.parse(text);
+    measuredId++;
     $("measured-name").textContent = file.name;
     $("measurement").hidden = false;
     const peak = measured.per_gpu.peak_allocated;
@@ -353,6 +362,7 @@ function showMeasurement(name, a) {
 function clearMeasured() {
   $("measurement-view").hidden = true;
   measured = null;
+  measuredId++;
   $("measurement").hidden = true;
   $("measured-line").hidden = true;
   $("file").value = "";

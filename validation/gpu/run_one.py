@@ -37,7 +37,7 @@ ENV_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUDA_MODULE_LOADIN
             "CUDA_VISIBLE_DEVICES", "TORCH_SYMBOLIZE_MODE", "NVIDIA_TF32_OVERRIDE",
             "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT")
 
-# Catalog ids of ../../data/gpus.json for the GPUs whose name says which one it is.
+# Catalog ids of ../../crates/core/data/gpus.json for the GPUs whose name says which one it is.
 GPU_IDS = [("H200", None, "h200-141gb"), ("H100", 85, "h100-80gb"), ("A100", 45, "a100-40gb"),
            ("A100", 90, "a100-80gb"), ("L40S", None, "l40s-48gb"), ("L4", None, "l4-24gb"),
            ("A10", None, "a10-24gb"), ("B200", None, "b200-192gb")]

@@ -1,4 +1,5 @@
-//! The GPU catalog: capacity as the device reports it, compiled in from `data/gpus.json`.
+//! The GPU catalog: capacity as the device reports it, compiled in from `data/gpus.json` (inside
+//! this crate; `build.rs` checks every entry first; sources in `data/GPUS.md`).
 
 use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
@@ -42,13 +43,13 @@ impl Gpu {
     }
 }
 
-const CATALOG_JSON: &str = include_str!("../../../data/gpus.json");
+const CATALOG_JSON: &str = include_str!("../data/gpus.json");
 
 /// All GPUs in the catalog, in file order.
 pub fn catalog() -> &'static [Gpu] {
     static CATALOG: OnceLock<Vec<Gpu>> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        serde_json::from_str(CATALOG_JSON).expect("data/gpus.json is checked by the tests")
+        serde_json::from_str(CATALOG_JSON).expect("data/gpus.json is checked by build.rs")
     })
 }
 
@@ -119,7 +120,7 @@ mod tests {
         }
     }
 
-    /// Unified-memory entries hold the figure their source cites (`data/GPUS.md`), read off
+    /// Unified-memory entries hold the figure their source cites (`crates/core/data/GPUS.md`), read off
     /// the logs by hand: Metal's recommendedMaxWorkingSetSize 49152.00 MiB (M1 Max 64 GB,
     /// llama.cpp#1870), 73728,00 "MB" = MiB (M2 Max 96 GB, llama.cpp#3213), 103079.22 MB =
     /// 98304 MiB (M4 Max 128 GB); CUDA's total 124610 MiB on a DGX Spark (GB10).

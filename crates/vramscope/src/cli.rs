@@ -164,7 +164,7 @@ PCIe round trip), then the largest micro-batch. Every layout is screened with cl
 arithmetic on the model's own coefficients (LoRA/QLoRA: the frozen base, quantized where
 asked, without gradients or optimizer states; fp32 adapters with both); the top three, and the
 best layout of each framework, are confirmed by the full step simulation. The screen agrees
-with the simulation within 10 % of the GPU's capacity (crates/formats/tests/plan_agreement.rs):
+with the simulation within 10 % of the GPU's capacity (crates/core/tests/plan_agreement.rs):
 a layout inside that margin is not settled until confirmed. host/GPU is the host RAM offload
 needs per GPU.")]
     Plan {

@@ -188,11 +188,11 @@ pub fn plan(
         } else {
             0
         };
-        let output = super::round_alloc(tokens * h * num.param);
+        let output = super::round_size(tokens * h * num.param);
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
         let dequant = if quantized {
-            super::round_alloc(largest_matrix(spec, layer) * num.compute.min(2))
+            super::round_size(largest_matrix(spec, layer) * num.compute.min(2))
         } else {
             0
         };
@@ -248,13 +248,13 @@ pub fn plan(
     let head = if job.task == Task::Infer {
         StageMemory {
             kept: 0,
-            peak: head.peak.min(super::round_alloc(tokens * h * 4)),
+            peak: head.peak.min(super::round_size(tokens * h * 4)),
             weight_copies: 0,
         }
     } else {
         head
     };
-    let logits = super::round_alloc(logit_rows * spec.vocab_size * logits_width);
+    let logits = super::round_size(logit_rows * spec.vocab_size * logits_width);
     let lm_head = matches!(
         spec.head,
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
@@ -298,13 +298,13 @@ pub fn plan(
         warnings,
     );
     Ok(ForwardPlan {
-        inputs: 2 * super::round_alloc(tokens * 8),
+        inputs: 2 * super::round_size(tokens * 8),
         embedding,
         layers,
         head,
         logits,
         loss,
-        logits_grad_input: super::round_alloc(tokens * h * num.compute),
+        logits_grad_input: super::round_size(tokens * h * num.compute),
         bytes_per_layer,
     })
 }

@@ -766,11 +766,11 @@ impl<'a> Prog<'a> {
             self.residual(hcur, m)
         };
         let out = self.cast(out, self.c.num.param.max(self.w(out)));
-        let mem = self.t.memory(Some(out), super::overhead_round);
+        let mem = self.t.memory(Some(out), super::round_size);
         let input_freed = if self.t.is_saved(x) || self.c.no_grad {
             0
         } else {
-            super::overhead_round(self.tokens * h * self.t.width(x))
+            super::round_size(self.tokens * h * self.t.width(x))
         };
         BlockMemory {
             kept: mem.kept,

@@ -49,12 +49,6 @@ pub fn effective_weights(model: &ModelInput, job: &crate::job::ResolvedJob) -> S
     job.weights.clone()
 }
 
-/// Bytes the caching allocator hands out for a request (512-byte granularity,
-/// `c10/cuda/CUDACachingAllocator.cpp` `round_size`); `max_memory_allocated` counts these.
-pub fn round_alloc(bytes: u64) -> u64 {
-    overhead::round_size(bytes)
-}
-
-pub(crate) fn overhead_round(bytes: u64) -> u64 {
-    round_alloc(bytes)
-}
+/// Bytes the caching allocator hands out for a request: the one rounding function, defined with
+/// the allocator's other rules in `overhead` (`c10/cuda/CUDACachingAllocator.cpp` `round_size`).
+pub use overhead::round_size;

@@ -34,7 +34,9 @@ const MAX_PACKED_ITEMS: usize = 4096;
 
 /// The block size the allocator gives a request: `round_size` in `CUDACachingAllocator.cpp`
 /// (multiple of 512, at least 512). `allocate(0)` returns an empty pointer there without
-/// reaching `round_size`, so 0 stays 0 here.
+/// reaching `round_size`, so 0 stays 0 here. The estimator's one rounding function: every
+/// tensor it counts as `max_memory_allocated` goes through it (re-exported as
+/// `estimate::round_size`).
 pub fn round_size(bytes: u64) -> u64 {
     if bytes == 0 {
         0

@@ -2,6 +2,7 @@
 //! loss — written on the same [`Tape`] as the blocks.
 
 use super::blocks::Numerics;
+use super::round_size;
 use super::tape::Tape;
 use crate::model::{Head, ModelSpec, Naming, NormKind, Positions};
 
@@ -12,10 +13,6 @@ pub struct StageMemory {
     pub peak: u64,
     /// Autocast 16-bit weight copies (the head's matmul weight).
     pub weight_copies: u64,
-}
-
-fn round(b: u64) -> u64 {
-    super::round_alloc(b)
 }
 
 /// Token (and position, token-type) embeddings up to the first block's input, plus the
@@ -87,7 +84,7 @@ pub fn embeddings(
             tape.keep(c);
         }
     }
-    let mem = tape.memory(Some(x), round);
+    let mem = tape.memory(Some(x), round_size);
     StageMemory {
         kept: mem.kept,
         peak: mem.peak,
@@ -157,7 +154,7 @@ pub fn head(
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
     ) {
         // Pooler / classifier on one token per sequence (or the last): negligible.
-        let mem = tape.memory(None, round);
+        let mem = tape.memory(None, round_size);
         return (
             StageMemory {
                 kept: mem.kept,
@@ -184,12 +181,12 @@ pub fn head(
         logits = tape.op(&[th], &[], t * v, mm_w);
     }
     // The logits are returned, not saved: kept only until the loss has read them.
-    let mem = tape.memory(None, round);
+    let mem = tape.memory(None, round_size);
     let _ = logits;
     (
         StageMemory {
             kept: mem.kept,
-            peak: mem.peak.max(mem.kept + round(t * v * mm_w)),
+            peak: mem.peak.max(mem.kept + round_size(t * v * mm_w)),
             weight_copies,
         },
         mm_w,
@@ -231,10 +228,10 @@ pub fn loss_chunked(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> Lo
     let inc = v.div_ceil(h).max(1);
     let chunk = bt.div_ceil(inc).next_power_of_two().min(bt.max(1));
     let w = if num.autocast { 2 } else { num.compute };
-    let labels = round(batch * (seq + 1) * 8) + round(bt * 8);
+    let labels = round_size(batch * (seq + 1) * 8) + round_size(bt * 8);
     LossMemory {
-        saved: round(bt * h * w) + round(v * h * num.param) + round(bt * 4) + labels,
-        forward_transient: 2 * round(chunk * v * w),
+        saved: round_size(bt * h * w) + round_size(v * h * num.param) + round_size(bt * 4) + labels,
+        forward_transient: 2 * round_size(chunk * v * w),
         backward_transient: 0,
         dlogits: 0,
     }
@@ -272,12 +269,12 @@ pub fn loss_width(spec: &ModelSpec, num: Numerics, logits_width: u64) -> u64 {
 pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64, width: u64) -> LossMemory {
     let t = batch * seq;
     let v = spec.vocab_size;
-    let tv = round(t * v * width);
-    let logits = round(t * v * logits_width);
+    let tv = round_size(t * v * width);
+    let logits = round_size(t * v * logits_width);
     let upcast = if logits_width == width { 0 } else { tv };
     let labels = match spec.head {
         Head::MaskedLm { .. } => 0,
-        _ => round(batch * (seq + 1) * 8) + round(t * 8),
+        _ => round_size(batch * (seq + 1) * 8) + round_size(t * 8),
     };
     LossMemory {
         saved: tv + labels,

@@ -17,7 +17,7 @@
 //! - `fsdp`: parameters, gradients and states in the parameters' dtype, sharded over dp by
 //!   strategy (0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD).
 
-use super::{optimizer, round_alloc, ModelInput};
+use super::{optimizer, round_size, ModelInput};
 use crate::error::CoreError;
 use crate::inventory::{Component, Tensor};
 use crate::job::{Framework, Optimizer, PeftMethod, Precision, ResolvedJob, Task};
@@ -183,7 +183,7 @@ pub fn stored_bytes(
     t: &Tensor,
     width: u64,
 ) -> Result<u64, CoreError> {
-    Ok(round_alloc(stored_bytes_exact(weights, qctx, t, width)?))
+    Ok(round_size(stored_bytes_exact(weights, qctx, t, width)?))
 }
 
 /// [`stored_bytes`] before the caching allocator's rounding (llama.cpp's buffers hold tensors
@@ -339,9 +339,9 @@ pub fn model_states(
         params = params.saturating_add(stored);
         if peft.is_none() && train {
             trainable += n;
-            let g = round_alloc(n.saturating_mul(w.grad));
+            let g = round_size(n.saturating_mul(w.grad));
             grads = grads.saturating_add(g);
-            master = master.saturating_add(round_alloc(n.saturating_mul(w.master)));
+            master = master.saturating_add(round_size(n.saturating_mul(w.master)));
             shapes.push((
                 if ep_share > 1 {
                     vec![n]
@@ -373,7 +373,7 @@ pub fn model_states(
     if let Some(p) = peft {
         // Adapters (PEFT keeps them in fp32 beside a 16-bit or quantized base), trainable.
         for (layer, n) in &adapters {
-            let bytes = round_alloc(n * 4);
+            let bytes = round_size(n * 4);
             params += bytes;
             grads += bytes;
             trainable += n;
@@ -389,7 +389,7 @@ pub fn model_states(
     for (s, width) in &shapes {
         // Each state is its own allocation, rounded by the allocator.
         for st in optimizer::state_tensors(opt, s, *width)? {
-            states = states.saturating_add(round_alloc(st.bytes));
+            states = states.saturating_add(round_size(st.bytes));
         }
     }
     let scratch_in: Vec<(&[u64], u64)> = shapes.iter().map(|(s, wd)| (s.as_slice(), *wd)).collect();

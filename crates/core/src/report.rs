@@ -5,7 +5,8 @@ use crate::job::ResolvedJob;
 use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
 
-/// Where bytes go. The order is the order of every table and picture.
+/// Where bytes go. The declaration order is the canonical order of every table and picture
+/// ([`Category::ALL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
@@ -23,8 +24,10 @@ pub enum Category {
 }
 
 impl Category {
-    /// The categories that `peak_allocated` is made of (allocator-visible).
-    pub const ALLOCATED: [Category; 7] = [
+    /// Every category in the one canonical order, the order of every table and picture (and of
+    /// the derived `Ord`): the estimate's nine, then `unattributed` (measurements only). The
+    /// other lists below are slices of it.
+    pub const ALL: [Category; 10] = [
         Category::Parameters,
         Category::Gradients,
         Category::OptimizerStates,
@@ -32,7 +35,43 @@ impl Category {
         Category::Activations,
         Category::KvCache,
         Category::Temporaries,
+        Category::CudaContext,
+        Category::AllocatorReserve,
+        Category::Unattributed,
     ];
+
+    /// The categories an estimate reports (`per_gpu.components`), in canonical order.
+    pub const ESTIMATED: [Category; 9] = Self::prefix();
+
+    /// The categories that `peak_allocated` is made of (allocator-visible).
+    pub const ALLOCATED: [Category; 7] = Self::prefix();
+
+    /// The model states (`per_gpu.model_states`): not a function of batch or sequence.
+    pub const MODEL_STATES: [Category; 4] = Self::prefix();
+
+    /// What a measurement splits allocated bytes into: the allocator-visible categories, then
+    /// `unattributed`.
+    pub const MEASURED: [Category; 8] = {
+        let mut out = [Category::Unattributed; 8];
+        let allocated = Self::ALLOCATED;
+        let mut i = 0;
+        while i < allocated.len() {
+            out[i] = allocated[i];
+            i += 1;
+        }
+        out
+    };
+
+    /// The first `N` categories of [`Category::ALL`].
+    const fn prefix<const N: usize>() -> [Category; N] {
+        let mut out = [Category::Parameters; N];
+        let mut i = 0;
+        while i < N {
+            out[i] = Self::ALL[i];
+            i += 1;
+        }
+        out
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -199,4 +238,55 @@ pub struct Report {
     /// fit, cheapest first (`crate::advice`); `[]` when nothing searched fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advice: Option<Vec<crate::advice::Advice>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Category::{self, *};
+
+    /// The contract's order (`contract.md`, `per_gpu.components` as written there, then
+    /// `unattributed`, which only `analyze` reports), written out by hand; the match is
+    /// exhaustive, so a new category cannot compile without a place here.
+    fn contract_position(c: Category) -> usize {
+        match c {
+            Parameters => 0,
+            Gradients => 1,
+            OptimizerStates => 2,
+            MasterWeights => 3,
+            Activations => 4,
+            KvCache => 5,
+            Temporaries => 6,
+            CudaContext => 7,
+            AllocatorReserve => 8,
+            Unattributed => 9,
+        }
+    }
+
+    #[test]
+    fn one_canonical_order_and_its_slices() {
+        for (i, c) in Category::ALL.iter().enumerate() {
+            assert_eq!(contract_position(*c), i, "{c:?}");
+        }
+        // The derived Ord (used by maps keyed by category) agrees with the canonical order.
+        assert!(Category::ALL.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(Category::ESTIMATED[..], Category::ALL[..9]);
+        assert_eq!(Category::ALLOCATED[..], Category::ALL[..7]);
+        assert_eq!(
+            Category::MODEL_STATES,
+            [Parameters, Gradients, OptimizerStates, MasterWeights]
+        );
+        assert_eq!(Category::MEASURED[..7], Category::ALLOCATED[..]);
+        assert_eq!(Category::MEASURED[7], Unattributed);
+        assert!(!Category::ESTIMATED.contains(&Unattributed));
+    }
+
+    #[test]
+    fn names_are_the_json_keys() {
+        for c in Category::ALL {
+            assert_eq!(
+                serde_json::to_string(&c).unwrap(),
+                format!("\"{}\"", c.name())
+            );
+        }
+    }
 }

@@ -10,16 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use vramscope_core::report::{Category, Components, ModelStates, TimelinePoint};
 
 /// The categories a measurement splits allocated bytes into, in table order.
-pub const CATS: [Category; 8] = [
-    Category::Parameters,
-    Category::Gradients,
-    Category::OptimizerStates,
-    Category::MasterWeights,
-    Category::Activations,
-    Category::KvCache,
-    Category::Temporaries,
-    Category::Unattributed,
-];
+pub const CATS: [Category; 8] = Category::MEASURED;
 pub const NCAT: usize = 8;
 const UNATTRIBUTED: usize = 7;
 

@@ -21,12 +21,7 @@ use vramscope_core::job::{Framework, ResolvedJob, Task};
 use vramscope_core::report::{Category, Components};
 
 /// Model states: not a function of batch or sequence.
-const FIXED: [Category; 4] = [
-    Category::Parameters,
-    Category::Gradients,
-    Category::OptimizerStates,
-    Category::MasterWeights,
-];
+const FIXED: [Category; 4] = Category::MODEL_STATES;
 /// Grow with batch and sequence.
 const SCALED: [Category; 3] = [
     Category::Activations,

@@ -11,17 +11,7 @@ use vramscope_core::report::{Category, Fit, Report};
 
 /// The categories an estimate reports, in the order of every table and picture
 /// (`vramscope_core::report::Category`; `unattributed` belongs to measurements only).
-pub const SHOWN: [Category; 9] = [
-    Category::Parameters,
-    Category::Gradients,
-    Category::OptimizerStates,
-    Category::MasterWeights,
-    Category::Activations,
-    Category::KvCache,
-    Category::Temporaries,
-    Category::CudaContext,
-    Category::AllocatorReserve,
-];
+pub const SHOWN: [Category; 9] = Category::ESTIMATED;
 
 /// The fit verdict: the report's own, or, when the estimator left it out although the job names
 /// a GPU, one derived from the best device figure the report has (device total, else peak

@@ -85,18 +85,7 @@ pub struct Measured {
 }
 
 /// The measured categories in the picture's order: the estimate's, then `unattributed`.
-const MEASURED_ORDER: [Category; 10] = [
-    Category::Parameters,
-    Category::Gradients,
-    Category::OptimizerStates,
-    Category::MasterWeights,
-    Category::Activations,
-    Category::KvCache,
-    Category::Temporaries,
-    Category::CudaContext,
-    Category::AllocatorReserve,
-    Category::Unattributed,
-];
+const MEASURED_ORDER: [Category; 10] = Category::ALL;
 
 impl Measured {
     pub fn from_analysis(a: &vramscope_measure::Analysis) -> Self {

@@ -19,7 +19,7 @@ mod unknown;
 use encoders::{bert_like, t5};
 use fields::Cfg;
 use gpt::{falcon, gpt2_like, gpt_neox, opt};
-use llama::llama_like;
+use llama::{is_llama_family, llama_like};
 pub use unknown::ReadOptions;
 
 /// The families read natively, by `model_type`.
@@ -107,31 +107,7 @@ pub fn parse_config_value_with(
         .and_then(|a| a.first())
         .and_then(Value::as_str)
         .map(str::to_string);
-
-    // Multimodal wrappers keep the language model under `text_config`.
-    let (obj, model_type) = match top.get("text_config").and_then(Value::as_object) {
-        Some(text) if !SUPPORTED_TYPES.contains(&top_type) || top_type == "gemma3" => {
-            let inner = text
-                .get("model_type")
-                .and_then(Value::as_str)
-                .unwrap_or(match top_type {
-                    "gemma3" => "gemma3_text",
-                    other => other,
-                })
-                .to_string();
-            warnings.push(format!(
-                "'{top_type}' is multimodal: only its language model ('{inner}' in text_config) \
-                 is counted; the vision tower and projector are not"
-            ));
-            (text, inner)
-        }
-        _ => (top, top_type.to_string()),
-    };
-    let model_type = if model_type == "gemma3" {
-        "gemma3_text".to_string()
-    } else {
-        model_type
-    };
+    let (obj, model_type) = language_model(top, top_type, &mut warnings);
     let cfg = Cfg { obj, origin };
     let name = top
         .get("_name_or_path")
@@ -140,44 +116,7 @@ pub fn parse_config_value_with(
         .unwrap_or(origin)
         .to_string();
 
-    let mut spec = match model_type.as_str() {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
-        | "gemma" | "gemma2" | "gemma3_text" | "phi3" | "starcoder2" | "deepseek_v2"
-        | "deepseek_v3" => llama_like(&cfg, &model_type)?,
-        "gpt2" | "gpt_bigcode" => gpt2_like(&cfg, &model_type)?,
-        "gpt_neox" => gpt_neox(&cfg)?,
-        "opt" => opt(&cfg)?,
-        "falcon" | "RefinedWeb" | "RefinedWebModel" => falcon(&cfg)?,
-        "bert" | "roberta" => bert_like(&cfg, &model_type)?,
-        "t5" => t5(&cfg)?,
-        other => {
-            if cfg.has_all(&[
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "vocab_size",
-                "intermediate_size",
-            ]) {
-                warnings.push(format!(
-                    "model_type '{other}' is not known to vramscope: read as a generic \
-                     Llama-style decoder (gated MLP, RMSNorm, untied head unless \
-                     tie_word_embeddings says otherwise); check the parameter count"
-                ));
-                llama_like(&cfg, "generic")?
-            } else {
-                let shown = if other.is_empty() { "(none)" } else { other };
-                return Err(FormatError::Unsupported {
-                    path: origin.to_string(),
-                    reason: format!(
-                        "model_type {shown} is not supported and the config lacks the standard \
-                         fields (hidden_size, num_hidden_layers, num_attention_heads, \
-                         vocab_size, intermediate_size); supported types: {}",
-                        SUPPORTED_TYPES.join(", ")
-                    ),
-                });
-            }
-        }
-    };
+    let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
     spec.name = name;
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
         spec.quantization = quantization_format(q);
@@ -202,6 +141,79 @@ pub fn parse_config_value_with(
     apply_architecture(&mut spec, architecture.as_deref(), labels, &mut warnings);
     check_sizes(&spec, origin)?;
     Ok(ParsedConfig { spec, warnings })
+}
+
+/// The object that describes the language model, and its `model_type`: multimodal wrappers keep
+/// it under `text_config` (with a warning that only it is counted); `gemma3` reads as
+/// `gemma3_text`.
+fn language_model<'a>(
+    top: &'a Map<String, Value>,
+    top_type: &str,
+    warnings: &mut Vec<String>,
+) -> (&'a Map<String, Value>, String) {
+    let (obj, model_type) = match top.get("text_config").and_then(Value::as_object) {
+        Some(text) if !SUPPORTED_TYPES.contains(&top_type) || top_type == "gemma3" => {
+            let inner = text
+                .get("model_type")
+                .and_then(Value::as_str)
+                .unwrap_or(match top_type {
+                    "gemma3" => "gemma3_text",
+                    other => other,
+                })
+                .to_string();
+            warnings.push(format!(
+                "'{top_type}' is multimodal: only its language model ('{inner}' in text_config) \
+                 is counted; the vision tower and projector are not"
+            ));
+            (text, inner)
+        }
+        _ => (top, top_type.to_string()),
+    };
+    if model_type == "gemma3" {
+        (obj, "gemma3_text".to_string())
+    } else {
+        (obj, model_type)
+    }
+}
+
+/// The family's reader for `model_type`; an unknown type with the standard fields reads as a
+/// generic Llama-style decoder (with a warning), one without them is refused.
+fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Result<ModelSpec> {
+    Ok(match model_type {
+        t if is_llama_family(t) => llama_like(cfg, t)?,
+        "gpt2" | "gpt_bigcode" => gpt2_like(cfg, model_type)?,
+        "gpt_neox" => gpt_neox(cfg)?,
+        "opt" => opt(cfg)?,
+        "falcon" | "RefinedWeb" | "RefinedWebModel" => falcon(cfg)?,
+        "bert" | "roberta" => bert_like(cfg, model_type)?,
+        "t5" => t5(cfg)?,
+        other => {
+            if !cfg.has_all(&[
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+                "intermediate_size",
+            ]) {
+                let shown = if other.is_empty() { "(none)" } else { other };
+                return Err(FormatError::Unsupported {
+                    path: cfg.origin.to_string(),
+                    reason: format!(
+                        "model_type {shown} is not supported and the config lacks the standard \
+                         fields (hidden_size, num_hidden_layers, num_attention_heads, \
+                         vocab_size, intermediate_size); supported types: {}",
+                        SUPPORTED_TYPES.join(", ")
+                    ),
+                });
+            }
+            warnings.push(format!(
+                "model_type '{other}' is not known to vramscope: read as a generic \
+                 Llama-style decoder (gated MLP, RMSNorm, untied head unless \
+                 tie_word_embeddings says otherwise); check the parameter count"
+            ));
+            llama_like(cfg, "generic")?
+        }
+    })
 }
 
 /// Points the head at the class named in `architectures` (contract: `params_total` counts that

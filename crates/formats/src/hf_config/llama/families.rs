@@ -1,0 +1,399 @@
+//! The Llama-shaped families, one row each: the class defaults of `configuration_<family>.py`
+//! (transformers 5.x) and how its `modeling_<family>.py` departs from Llama.
+
+use vramscope_core::model::Naming;
+
+/// Class defaults of a Llama-shaped family (`configuration_<family>.py`, transformers 5.x): what
+/// an absent key takes.
+pub(super) struct Defaults {
+    pub arch: &'static str,
+    pub vocab: u64,
+    pub hidden: u64,
+    pub ffn: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: Option<u64>,
+    pub head_dim: Option<u64>,
+    pub max_pos: u64,
+    pub tied: bool,
+    pub activation: &'static str,
+}
+
+/// Where a family's projection and MLP biases come from.
+#[derive(Clone, Copy)]
+pub(super) enum Biases {
+    /// `attention_bias` on q/k/v/o and `mlp_bias` on the MLP, both off by default (LlamaConfig).
+    Keys,
+    /// Qwen2 hard-codes bias=True on q/k/v (modeling_qwen2.py `Qwen2Attention`); `qkv_bias`
+    /// may turn it off; o and the MLP have none.
+    QwenQkv,
+    /// StarCoder2's `use_bias` (default true) on every projection and the MLP.
+    UseBias,
+}
+
+/// Which layers slide their attention window when the config sets `sliding_window` (and no
+/// explicit `layer_types`).
+#[derive(Clone, Copy)]
+pub(super) enum Sliding {
+    Never,
+    /// Every layer (Mistral, Mixtral, Phi-3, StarCoder2).
+    All,
+    /// Even layers local, odd global (Gemma-2).
+    EvenLayers,
+    /// Every `sliding_window_pattern`-th layer (default 6) global, the rest local (Gemma-3).
+    Pattern,
+    /// With `use_sliding_window`, the layers from `max_window_layers` on (Qwen2/3).
+    FromMaxWindowLayers,
+}
+
+/// A family's experts and their class defaults.
+#[derive(Clone, Copy)]
+pub(super) enum Experts {
+    Dense,
+    /// Every layer MoE, no shared expert (modeling_mixtral.py).
+    Mixtral,
+    /// Every `decoder_sparse_step`-th layer MoE except `mlp_only_layers`; `shared_ffn` is the
+    /// default of `shared_expert_intermediate_size` where the family has a gated shared expert
+    /// (Qwen2-MoE), `None` where it has none (Qwen3-MoE).
+    Qwen {
+        experts: u64,
+        top_k: u64,
+        expert_ffn: u64,
+        shared_ffn: Option<u64>,
+    },
+    /// MoE from `first_k_dense_replace` on, every `moe_layer_freq`-th layer; `n_shared_experts`
+    /// defaults to `shared` (modeling_deepseek_v3.py).
+    DeepSeek {
+        expert_ffn: u64,
+        shared: u64,
+    },
+}
+
+/// One Llama-shaped family.
+pub(super) struct Family {
+    pub model_type: &'static str,
+    pub defaults: Defaults,
+    pub naming: Naming,
+    pub biases: Biases,
+    /// LayerNorm with bias and a plain (ungated) MLP instead of RMSNorm and a gated one
+    /// (StarCoder2).
+    pub layer_norm: bool,
+    /// RMSNorm on q and k over head_dim (Qwen3, Gemma-3).
+    pub qk_norm: bool,
+    /// Norms before and after both attention and MLP (Gemma-2/3).
+    pub four_norms: bool,
+    pub sliding: Sliding,
+    /// Multi-head latent attention (DeepSeek-V2/V3).
+    pub latent: bool,
+    pub experts: Experts,
+    /// The keys of the embedding and residual dropouts, where the family has them (attention
+    /// dropout is every family's `attention_dropout`).
+    pub embedding_dropout: Option<&'static str>,
+    pub residual_dropout: Option<&'static str>,
+    /// Attention and final-logit soft-capping on by default (Gemma2Config: 50.0 and 30.0).
+    pub softcaps: bool,
+}
+
+/// LlamaConfig's defaults: every other row starts from them.
+const LLAMA_DEFAULTS: Defaults = Defaults {
+    arch: "LlamaForCausalLM",
+    vocab: 32000,
+    hidden: 4096,
+    ffn: 11008,
+    layers: 32,
+    heads: 32,
+    kv_heads: None,
+    head_dim: None,
+    max_pos: 2048,
+    tied: false,
+    activation: "silu",
+};
+
+/// Llama itself; also the reading of a generic Llama-style decoder.
+pub(super) const LLAMA: Family = Family {
+    model_type: "llama",
+    defaults: LLAMA_DEFAULTS,
+    naming: Naming::Llama,
+    biases: Biases::Keys,
+    layer_norm: false,
+    qk_norm: false,
+    four_norms: false,
+    sliding: Sliding::Never,
+    latent: false,
+    experts: Experts::Dense,
+    embedding_dropout: None,
+    residual_dropout: None,
+    softcaps: false,
+};
+
+/// Gemma's defaults shared by its generations (GemmaConfig and its successors): tied head,
+/// head_dim 256, tanh-approximated GELU.
+const GEMMA_DEFAULTS: Defaults = Defaults {
+    arch: "GemmaForCausalLM",
+    vocab: 256000,
+    hidden: 3072,
+    ffn: 24576,
+    layers: 28,
+    heads: 16,
+    kv_heads: Some(16),
+    head_dim: Some(256),
+    max_pos: 8192,
+    tied: true,
+    activation: "gelu_pytorch_tanh",
+};
+
+/// The families, by `model_type`.
+pub(super) const FAMILIES: &[Family] = &[
+    LLAMA,
+    Family {
+        model_type: "mistral",
+        defaults: Defaults {
+            arch: "MistralForCausalLM",
+            ffn: 14336,
+            kv_heads: Some(8),
+            max_pos: 4096 * 32,
+            ..LLAMA_DEFAULTS
+        },
+        sliding: Sliding::All,
+        ..LLAMA
+    },
+    Family {
+        model_type: "mixtral",
+        defaults: Defaults {
+            arch: "MixtralForCausalLM",
+            ffn: 14336,
+            kv_heads: Some(8),
+            max_pos: 4096 * 32,
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::Mixtral,
+        sliding: Sliding::All,
+        experts: Experts::Mixtral,
+        ..LLAMA
+    },
+    Family {
+        model_type: "qwen2",
+        defaults: Defaults {
+            arch: "Qwen2ForCausalLM",
+            vocab: 151936,
+            ffn: 22016,
+            max_pos: 32768,
+            ..LLAMA_DEFAULTS
+        },
+        biases: Biases::QwenQkv,
+        sliding: Sliding::FromMaxWindowLayers,
+        ..LLAMA
+    },
+    Family {
+        model_type: "qwen2_moe",
+        defaults: Defaults {
+            arch: "Qwen2MoeForCausalLM",
+            vocab: 151936,
+            hidden: 2048,
+            ffn: 5632,
+            layers: 24,
+            heads: 16,
+            kv_heads: Some(16),
+            max_pos: 32768,
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::QwenMoe,
+        biases: Biases::QwenQkv,
+        sliding: Sliding::FromMaxWindowLayers,
+        experts: Experts::Qwen {
+            experts: 60,
+            top_k: 4,
+            expert_ffn: 1408,
+            shared_ffn: Some(5632),
+        },
+        ..LLAMA
+    },
+    Family {
+        model_type: "qwen3",
+        defaults: Defaults {
+            arch: "Qwen3ForCausalLM",
+            vocab: 151936,
+            ffn: 22016,
+            head_dim: Some(128),
+            max_pos: 32768,
+            ..LLAMA_DEFAULTS
+        },
+        qk_norm: true,
+        sliding: Sliding::FromMaxWindowLayers,
+        ..LLAMA
+    },
+    Family {
+        model_type: "qwen3_moe",
+        defaults: Defaults {
+            arch: "Qwen3MoeForCausalLM",
+            vocab: 151936,
+            hidden: 2048,
+            ffn: 6144,
+            layers: 24,
+            heads: 32,
+            kv_heads: Some(4),
+            head_dim: Some(128),
+            max_pos: 32768,
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::QwenMoe,
+        qk_norm: true,
+        sliding: Sliding::FromMaxWindowLayers,
+        experts: Experts::Qwen {
+            experts: 128,
+            top_k: 8,
+            expert_ffn: 768,
+            shared_ffn: None,
+        },
+        ..LLAMA
+    },
+    Family {
+        model_type: "gemma",
+        defaults: GEMMA_DEFAULTS,
+        ..LLAMA
+    },
+    Family {
+        model_type: "gemma2",
+        defaults: Defaults {
+            arch: "Gemma2ForCausalLM",
+            hidden: 2304,
+            ffn: 9216,
+            layers: 26,
+            heads: 8,
+            kv_heads: Some(4),
+            ..GEMMA_DEFAULTS
+        },
+        four_norms: true,
+        sliding: Sliding::EvenLayers,
+        softcaps: true,
+        ..LLAMA
+    },
+    Family {
+        model_type: "gemma3_text",
+        defaults: Defaults {
+            arch: "Gemma3ForCausalLM",
+            vocab: 262208,
+            hidden: 2304,
+            ffn: 9216,
+            layers: 26,
+            heads: 8,
+            kv_heads: Some(4),
+            max_pos: 131072,
+            ..GEMMA_DEFAULTS
+        },
+        qk_norm: true,
+        four_norms: true,
+        sliding: Sliding::Pattern,
+        ..LLAMA
+    },
+    Family {
+        model_type: "phi3",
+        defaults: Defaults {
+            arch: "Phi3ForCausalLM",
+            vocab: 32064,
+            hidden: 3072,
+            ffn: 8192,
+            max_pos: 4096,
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::Phi3,
+        sliding: Sliding::All,
+        // modeling_phi3.py `resid_attn_dropout` / `resid_mlp_dropout`.
+        residual_dropout: Some("resid_pdrop"),
+        ..LLAMA
+    },
+    Family {
+        model_type: "starcoder2",
+        defaults: Defaults {
+            arch: "Starcoder2ForCausalLM",
+            vocab: 49152,
+            hidden: 3072,
+            ffn: 12288,
+            layers: 30,
+            heads: 24,
+            kv_heads: Some(2),
+            max_pos: 4096,
+            tied: true,
+            activation: "gelu_pytorch_tanh",
+            ..LLAMA_DEFAULTS
+        },
+        biases: Biases::UseBias,
+        layer_norm: true,
+        sliding: Sliding::All,
+        // modeling_starcoder2.py: the embeddings and each block's attention and MLP outputs.
+        embedding_dropout: Some("embedding_dropout"),
+        residual_dropout: Some("residual_dropout"),
+        ..LLAMA
+    },
+    Family {
+        model_type: "deepseek_v2",
+        defaults: Defaults {
+            arch: "DeepseekV2ForCausalLM",
+            vocab: 102400,
+            layers: 30,
+            kv_heads: Some(32),
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::DeepSeek,
+        latent: true,
+        experts: Experts::DeepSeek {
+            expert_ffn: 1407,
+            shared: 0,
+        },
+        ..LLAMA
+    },
+    Family {
+        model_type: "deepseek_v3",
+        defaults: Defaults {
+            arch: "DeepseekV3ForCausalLM",
+            vocab: 129280,
+            hidden: 7168,
+            ffn: 18432,
+            layers: 61,
+            heads: 128,
+            kv_heads: Some(128),
+            max_pos: 4096,
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::DeepSeek,
+        latent: true,
+        experts: Experts::DeepSeek {
+            expert_ffn: 2048,
+            shared: 1,
+        },
+        ..LLAMA
+    },
+];
+
+/// The family row for a `model_type`; Llama's for any other (a generic Llama-style decoder).
+pub(super) fn family(model_type: &str) -> &'static Family {
+    FAMILIES
+        .iter()
+        .find(|f| f.model_type == model_type)
+        .unwrap_or(&LLAMA)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hf_config::SUPPORTED_TYPES;
+
+    /// One row per family, each a supported type, Llama's row first; the row a model_type
+    /// finds is its own.
+    #[test]
+    fn one_row_per_supported_family() {
+        assert_eq!(FAMILIES[0].model_type, "llama");
+        for (i, f) in FAMILIES.iter().enumerate() {
+            assert!(SUPPORTED_TYPES.contains(&f.model_type), "{}", f.model_type);
+            assert!(
+                FAMILIES[..i].iter().all(|g| g.model_type != f.model_type),
+                "{} twice",
+                f.model_type
+            );
+            assert_eq!(family(f.model_type).model_type, f.model_type);
+        }
+        // An unknown type reads as Llama (the generic decoder).
+        assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
+        assert_eq!(FAMILIES.len(), 14);
+    }
+}

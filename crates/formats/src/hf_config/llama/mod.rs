@@ -1,0 +1,276 @@
+//! Llama and the decoders built like it (Mistral, Mixtral, Qwen, Gemma, Phi-3, StarCoder2,
+//! DeepSeek): one reader, and a table of how each family departs from Llama (`families`).
+
+use super::fields::Cfg;
+use super::{dense, empty_spec};
+use crate::error::Result;
+use families::{Biases, Defaults, Family, Sliding};
+use serde_json::Value;
+use vramscope_core::model::*;
+
+mod families;
+mod moe;
+
+/// Llama and the decoders built like it: pre-norm RMSNorm blocks, rotary positions, gated MLP
+/// (or MoE). Per-family differences come from the family's row in [`families::FAMILIES`]:
+/// Qwen2's q/k/v biases (`modeling_qwen2.py`), Qwen3's and Gemma-3's q/k norms, Gemma's explicit
+/// head_dim and tied head, Gemma-2/3's four norms per block, Phi-3's fused projections,
+/// StarCoder2's LayerNorm and plain MLP with biases, Mixtral / Qwen-MoE / DeepSeek experts,
+/// DeepSeek's latent attention. `model_type` "generic" reads an unknown family as Llama.
+pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
+    let fam = families::family(model_type);
+    let generic = model_type == "generic";
+    let mut spec = empty_spec(
+        if generic {
+            cfg.string("model_type").unwrap_or("unknown")
+        } else {
+            model_type
+        },
+        if generic {
+            "CausalLM"
+        } else {
+            fam.defaults.arch
+        },
+        fam.naming,
+    );
+    let shape = Shape::read(cfg, &fam.defaults)?;
+    let parts = BlockParts::read(cfg, fam, &shape)?;
+    let window = cfg.uint("sliding_window")?;
+    let layer_types = cfg.layer_types(shape.layers)?;
+    let is_sliding = |i: u64| match (window, &layer_types) {
+        (None, _) => false,
+        (Some(_), Some(types)) => types[i as usize],
+        (Some(_), None) => slides_by_family(cfg, fam.sliding, i, shape.layers),
+    };
+    let kind = attention_kind(cfg, fam, &shape)?;
+    let moe = moe::moe_layout(cfg, fam.experts, &shape.activation)?;
+    for i in 0..shape.layers {
+        let mlp = match moe.as_ref().and_then(|m| m.for_layer(i)) {
+            Some(m) => Mlp::Moe(m),
+            None => Mlp::Dense(dense(
+                shape.ffn,
+                !fam.layer_norm,
+                parts.mlp_bias,
+                &shape.activation,
+            )),
+        };
+        spec.decoder.layers.push(Layer {
+            attention: Attention {
+                kind,
+                bias: parts.bias,
+                qk_norm: parts.qk_norm,
+                sliding_window: if is_sliding(i) { window } else { None },
+                relative_bias_buckets: None,
+            },
+            cross_attention: None,
+            mlp,
+            norms: parts.norms.clone(),
+            parallel_residual: false,
+        });
+    }
+    finish(&mut spec, cfg, fam, &shape, parts.norm)?;
+    Ok(spec)
+}
+
+/// Whether `model_type` is one of the Llama-shaped families of the table.
+pub(crate) fn is_llama_family(model_type: &str) -> bool {
+    families::FAMILIES
+        .iter()
+        .any(|f| f.model_type == model_type)
+}
+
+/// The model's shape, each field the config's value or the family's class default.
+struct Shape {
+    hidden: u64,
+    layers: u64,
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    vocab: u64,
+    ffn: u64,
+    max_pos: u64,
+    tied: bool,
+    activation: String,
+}
+
+impl Shape {
+    fn read(cfg: &Cfg, d: &Defaults) -> Result<Shape> {
+        let hidden = cfg.size(&["hidden_size"], Some(d.hidden))?;
+        let layers = cfg.layer_count(&["num_hidden_layers"], d.layers)?;
+        let heads = cfg.size(&["num_attention_heads"], Some(d.heads))?;
+        let kv_heads =
+            cfg.kv_heads(&["num_key_value_heads"], heads, d.kv_heads.unwrap_or(heads))?;
+        // A family with a default head_dim (Gemma, Qwen3) takes it when the key is absent; the
+        // rest derive it from hidden / heads.
+        let head_dim = match (cfg.uint("head_dim")?, d.head_dim) {
+            (Some(_), _) | (None, None) => cfg.head_dim(hidden, heads)?,
+            (None, Some(def)) => def,
+        };
+        Ok(Shape {
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab: cfg.size(&["vocab_size"], Some(d.vocab))?,
+            ffn: cfg.size(&["intermediate_size"], Some(d.ffn))?,
+            max_pos: cfg.uint("max_position_embeddings")?.unwrap_or(d.max_pos),
+            tied: cfg.boolean("tie_word_embeddings", d.tied)?,
+            activation: cfg
+                .string("hidden_act")
+                .or(cfg.string("hidden_activation"))
+                .unwrap_or(d.activation)
+                .to_string(),
+        })
+    }
+}
+
+/// What every block of the model shares: projection biases, norms.
+struct BlockParts {
+    bias: ProjBias,
+    mlp_bias: bool,
+    norm: Norm,
+    qk_norm: Option<Norm>,
+    norms: Vec<(NormSlot, Norm)>,
+}
+
+impl BlockParts {
+    fn read(cfg: &Cfg, fam: &Family, shape: &Shape) -> Result<BlockParts> {
+        let attention_bias = cfg.boolean("attention_bias", false)?;
+        let bias = match fam.biases {
+            Biases::QwenQkv => {
+                let qkv = cfg.boolean("qkv_bias", true)?;
+                ProjBias {
+                    q: qkv,
+                    k: qkv,
+                    v: qkv,
+                    o: false,
+                }
+            }
+            Biases::UseBias => ProjBias::all(cfg.boolean("use_bias", true)?),
+            Biases::Keys => ProjBias::all(attention_bias),
+        };
+        let mlp_bias = match fam.biases {
+            Biases::UseBias => cfg.boolean("use_bias", true)?,
+            _ => cfg.boolean("mlp_bias", false)?,
+        };
+        let norm = if fam.layer_norm {
+            Norm::layer(shape.hidden, true)
+        } else {
+            Norm::rms(shape.hidden)
+        };
+        let norms = if fam.four_norms {
+            vec![
+                (NormSlot::PreAttention, norm),
+                (NormSlot::PostAttention, norm),
+                (NormSlot::PreMlp, norm),
+                (NormSlot::PostMlp, norm),
+            ]
+        } else {
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)]
+        };
+        Ok(BlockParts {
+            bias,
+            mlp_bias,
+            norm,
+            qk_norm: fam.qk_norm.then(|| Norm::rms(shape.head_dim)),
+            norms,
+        })
+    }
+}
+
+/// Whether layer `i` slides its window by the family's rule (the config sets `sliding_window`
+/// and no `layer_types`): all layers (Mistral, Mixtral, Phi-3, StarCoder2), alternating
+/// (Gemma-2: even layers local), a pattern (Gemma-3: every `sliding_window_pattern`-th layer
+/// global), Qwen2/3's `use_sliding_window` from `max_window_layers` on.
+fn slides_by_family(cfg: &Cfg, rule: Sliding, i: u64, layers: u64) -> bool {
+    match rule {
+        Sliding::Never => false,
+        Sliding::All => true,
+        Sliding::EvenLayers => i.is_multiple_of(2),
+        Sliding::Pattern => {
+            let pattern = cfg
+                .uint("sliding_window_pattern")
+                .ok()
+                .flatten()
+                .unwrap_or(6)
+                .max(1);
+            !(i + 1).is_multiple_of(pattern)
+        }
+        Sliding::FromMaxWindowLayers => {
+            cfg.boolean("use_sliding_window", false).unwrap_or(false)
+                && i >= cfg
+                    .uint("max_window_layers")
+                    .ok()
+                    .flatten()
+                    .unwrap_or(layers)
+        }
+    }
+}
+
+/// Standard (grouped-query) attention, or DeepSeek's multi-head latent attention with
+/// DeepseekV3Config's defaults (`kv_lora_rank` 512, `q_lora_rank` 1536, rope / nope / v head
+/// dims 64 / 128 / 128).
+fn attention_kind(cfg: &Cfg, fam: &Family, shape: &Shape) -> Result<AttentionKind> {
+    if !fam.latent {
+        return Ok(AttentionKind::Standard {
+            heads: shape.heads,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
+        });
+    }
+    let kv_lora_rank = cfg.size(&["kv_lora_rank"], Some(512))?;
+    // `q_lora_rank: null` (DeepSeek-V2-Lite) projects queries directly.
+    let q_lora_rank = match cfg.obj.get("q_lora_rank") {
+        Some(Value::Null) => None,
+        None => Some(1536),
+        Some(_) => Some(cfg.size(&["q_lora_rank"], None)?),
+    };
+    Ok(AttentionKind::Latent {
+        heads: shape.heads,
+        q_lora_rank,
+        kv_lora_rank,
+        qk_nope_head_dim: cfg.size(&["qk_nope_head_dim"], Some(128))?,
+        qk_rope_head_dim: cfg.size(&["qk_rope_head_dim"], Some(64))?,
+        v_head_dim: cfg.size(&["v_head_dim"], Some(128))?,
+    })
+}
+
+/// Everything outside the blocks: final norm, embedding with rotary positions, head, dropout,
+/// soft-capping.
+fn finish(spec: &mut ModelSpec, cfg: &Cfg, fam: &Family, shape: &Shape, norm: Norm) -> Result<()> {
+    spec.decoder.final_norm = Some(norm);
+    spec.vocab_size = shape.vocab;
+    spec.hidden_size = shape.hidden;
+    spec.max_position_embeddings = Some(shape.max_pos);
+    spec.embedding.dim = shape.hidden;
+    spec.embedding.positions = Positions::Rotary {
+        theta: cfg.rope_theta(),
+    };
+    spec.head = Head::LanguageModel {
+        tied: shape.tied,
+        bias: false,
+    };
+    // Embedding and residual dropout where the family has them (StarCoder2, Phi-3); the rest
+    // of this family has attention dropout only.
+    let prob = |key: Option<&str>| match key {
+        Some(k) => cfg.prob(&[k], 0.0),
+        None => Ok(0.0),
+    };
+    spec.dropout = Dropout {
+        embedding: prob(fam.embedding_dropout)?,
+        attention: cfg.prob(&["attention_dropout"], 0.0)?,
+        hidden: prob(fam.residual_dropout)?,
+    };
+    // Gemma2Config defaults both caps on (50.0 and 30.0); null turns one off. Other families
+    // (Gemma-3 included) have none unless the config sets one.
+    let cap = |key: &str, default: f64| match cfg.obj.get(key) {
+        None => fam.softcaps.then_some(default),
+        Some(v) => v.as_f64().filter(|c| *c > 0.0),
+    };
+    spec.softcapping = Softcapping {
+        attention: cap("attn_logit_softcapping", 50.0),
+        final_logits: cap("final_logit_softcapping", 30.0),
+    };
+    Ok(())
+}

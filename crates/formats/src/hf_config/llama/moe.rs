@@ -1,0 +1,161 @@
+//! Which layers of a Llama-shaped MoE family hold experts, and what the experts look like, per
+//! family (`modeling_mixtral.py`, `modeling_qwen2_moe.py` / `modeling_qwen3_moe.py`,
+//! `modeling_deepseek_v3.py`).
+
+use super::families::Experts;
+use crate::error::Result;
+use crate::hf_config::dense;
+use crate::hf_config::fields::Cfg;
+use vramscope_core::model::MoeMlp;
+
+/// Which layers are MoE and what their experts look like.
+pub(super) struct MoeLayout {
+    template: MoeMlp,
+    /// Layer indices that stay dense.
+    dense_layers: Vec<u64>,
+    first_dense: u64,
+    step: u64,
+    /// DeepSeek counts MoE layers as `i % moe_layer_freq == 0` (`modeling_deepseek_v3.py`);
+    /// Qwen-MoE as `(i + 1) % decoder_sparse_step == 0` (`modeling_qwen2_moe.py`).
+    zero_based_step: bool,
+}
+
+impl MoeLayout {
+    pub(super) fn for_layer(&self, i: u64) -> Option<MoeMlp> {
+        if i < self.first_dense || self.dense_layers.contains(&i) {
+            return None;
+        }
+        let moe_here = if self.zero_based_step {
+            i.is_multiple_of(self.step)
+        } else {
+            (i + 1).is_multiple_of(self.step)
+        };
+        moe_here.then(|| self.template.clone())
+    }
+}
+
+/// The family's MoE layout, `None` for a dense model; more experts per token than experts is
+/// an error naming `num_experts_per_tok`.
+pub(super) fn moe_layout(
+    cfg: &Cfg,
+    experts: Experts,
+    activation: &str,
+) -> Result<Option<MoeLayout>> {
+    let layout = match experts {
+        Experts::Dense => return Ok(None),
+        Experts::Mixtral => mixtral(cfg, activation)?,
+        Experts::Qwen {
+            experts,
+            top_k,
+            expert_ffn,
+            shared_ffn,
+        } => qwen(cfg, activation, experts, top_k, expert_ffn, shared_ffn)?,
+        Experts::DeepSeek { expert_ffn, shared } => {
+            match deepseek(cfg, activation, expert_ffn, shared)? {
+                Some(layout) => layout,
+                None => return Ok(None),
+            }
+        }
+    };
+    if layout.template.top_k > layout.template.experts {
+        return Err(cfg.err(
+            "num_experts_per_tok",
+            format!(
+                "{} is more than the {} experts",
+                layout.template.top_k, layout.template.experts
+            ),
+        ));
+    }
+    Ok(Some(layout))
+}
+
+/// Mixtral: every layer MoE (MixtralConfig: 8 experts, 2 per token, `intermediate_size` 14336).
+fn mixtral(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
+    Ok(MoeLayout {
+        template: MoeMlp {
+            experts: cfg.size(&["num_local_experts", "num_experts"], Some(8))?,
+            top_k: cfg.size(&["num_experts_per_tok"], Some(2))?,
+            expert: dense(
+                cfg.size(&["intermediate_size"], Some(14336))?,
+                true,
+                false,
+                activation,
+            ),
+            shared: None,
+            shared_gate: false,
+        },
+        dense_layers: Vec::new(),
+        first_dense: 0,
+        step: 1,
+        zero_based_step: false,
+    })
+}
+
+/// Qwen2-MoE / Qwen3-MoE, with the family's defaults; a gated shared expert where the family
+/// has one (`shared_ffn`).
+fn qwen(
+    cfg: &Cfg,
+    activation: &str,
+    experts: u64,
+    top_k: u64,
+    expert_ffn: u64,
+    shared_ffn: Option<u64>,
+) -> Result<MoeLayout> {
+    let experts = cfg.size(&["num_experts"], Some(experts))?;
+    let shared_ffn = match shared_ffn {
+        Some(default) => cfg
+            .uint("shared_expert_intermediate_size")?
+            .unwrap_or(default),
+        None => 0,
+    };
+    Ok(MoeLayout {
+        template: MoeMlp {
+            experts,
+            top_k: cfg.size(&["num_experts_per_tok"], Some(top_k))?,
+            expert: dense(
+                cfg.size(&["moe_intermediate_size"], Some(expert_ffn))?,
+                true,
+                false,
+                activation,
+            ),
+            shared: (shared_ffn > 0).then(|| dense(shared_ffn, true, false, activation)),
+            shared_gate: shared_ffn > 0,
+        },
+        dense_layers: cfg.uint_list("mlp_only_layers")?,
+        first_dense: 0,
+        step: cfg.size(&["decoder_sparse_step"], Some(1))?,
+        zero_based_step: false,
+    })
+}
+
+/// DeepSeek-V2/V3: `None` (a dense model) when the config routes to no experts.
+fn deepseek(
+    cfg: &Cfg,
+    activation: &str,
+    expert_ffn: u64,
+    shared: u64,
+) -> Result<Option<MoeLayout>> {
+    let Some(experts) = cfg.uint_any(&["n_routed_experts", "num_local_experts"])? else {
+        return Ok(None);
+    };
+    if experts == 0 {
+        return Ok(None);
+    }
+    let expert_ffn = cfg.size(&["moe_intermediate_size"], Some(expert_ffn))?;
+    let shared = cfg.uint("n_shared_experts")?.unwrap_or(shared);
+    Ok(Some(MoeLayout {
+        template: MoeMlp {
+            experts,
+            top_k: cfg.size(&["num_experts_per_tok"], Some(8))?,
+            expert: dense(expert_ffn, true, false, activation),
+            // DeepseekV3MoE: one MLP of width moe_intermediate_size × n_shared_experts.
+            shared: (shared > 0)
+                .then(|| dense(expert_ffn.saturating_mul(shared), true, false, activation)),
+            shared_gate: false,
+        },
+        dense_layers: Vec::new(),
+        first_dense: cfg.uint("first_k_dense_replace")?.unwrap_or(0),
+        step: cfg.size(&["moe_layer_freq"], Some(1))?,
+        zero_based_step: true,
+    }))
+}

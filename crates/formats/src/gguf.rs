@@ -732,7 +732,27 @@ impl<R: Read> Parser<'_, R> {
         })
     }
 
+    /// The whole header, section by section as the file lays it out (gguf.md in ggml's docs):
+    /// header, metadata key-values, tensor infos; then the data section's alignment and bounds.
     fn parse(mut self) -> Result<GgufFile> {
+        let (version, n_tensors, n_kv) = self.header()?;
+        let metadata = self.metadata(n_kv)?;
+        let alignment = self.alignment(&metadata)?;
+        let tensors = self.tensor_infos(n_tensors, alignment)?;
+        let data_offset = self.data_section(&tensors, alignment)?;
+        Ok(GgufFile {
+            path: self.path.to_owned(),
+            version,
+            metadata,
+            tensors,
+            alignment,
+            data_offset,
+        })
+    }
+
+    /// Magic, version (2 or 3, little-endian) and the two counts, each count checked against
+    /// the smallest bytes its entries could take in what remains of the file.
+    fn header(&mut self) -> Result<(u32, u64, u64)> {
         let magic: [u8; 4] = self.bytes(&|| "the magic".into())?;
         if magic != GGUF_MAGIC {
             return Err(self.err(format!(
@@ -741,26 +761,7 @@ impl<R: Read> Parser<'_, R> {
             )));
         }
         let version = self.u32(&|| "the version".into())?;
-        match version {
-            2 | 3 => {}
-            1 => {
-                return Err(self.err(
-                    "GGUF version 1 is not supported (only versions 2 and 3; v1 used 32-bit \
-                     counts and was dropped by llama.cpp)",
-                ))
-            }
-            v if v != 0 && v & 0xffff == 0 => {
-                return Err(self.err(format!(
-                    "GGUF version field reads {v:#010x}: a big-endian file? only little-endian \
-                     GGUF versions 2 and 3 are supported"
-                )))
-            }
-            v => {
-                return Err(self.err(format!(
-                    "GGUF version {v} is not supported (only versions 2 and 3)"
-                )))
-            }
-        }
+        self.check_version(version)?;
         let n_tensors = self.u64(&|| "the tensor count".into())?;
         let n_kv = self.u64(&|| "the metadata count".into())?;
         let rem = self.remaining();
@@ -778,7 +779,29 @@ impl<R: Read> Parser<'_, R> {
                  needs at least {all_min} bytes but only {rem} remain"
             )));
         }
+        Ok((version, n_tensors, n_kv))
+    }
 
+    /// Versions 2 and 3 are read; version 1 (32-bit counts) and big-endian files are refused.
+    fn check_version(&self, version: u32) -> Result<()> {
+        match version {
+            2 | 3 => Ok(()),
+            1 => Err(self.err(
+                "GGUF version 1 is not supported (only versions 2 and 3; v1 used 32-bit \
+                 counts and was dropped by llama.cpp)",
+            )),
+            v if v != 0 && v & 0xffff == 0 => Err(self.err(format!(
+                "GGUF version field reads {v:#010x}: a big-endian file? only little-endian \
+                 GGUF versions 2 and 3 are supported"
+            ))),
+            v => Err(self.err(format!(
+                "GGUF version {v} is not supported (only versions 2 and 3)"
+            ))),
+        }
+    }
+
+    /// The `n_kv` metadata key-values in file order; keys are non-empty and unique.
+    fn metadata(&mut self, n_kv: u64) -> Result<Vec<(String, GgufValue)>> {
         let mut metadata = Vec::with_capacity(n_kv.min(RESERVE_CAP) as usize);
         let mut keys = HashSet::new();
         for i in 0..n_kv {
@@ -800,7 +823,11 @@ impl<R: Read> Parser<'_, R> {
             keys.insert(key.clone());
             metadata.push((key, value));
         }
+        Ok(metadata)
+    }
 
+    /// `general.alignment` (a u32 power of two, as llama.cpp requires), else 32.
+    fn alignment(&self, metadata: &[(String, GgufValue)]) -> Result<u64> {
         let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
             None => DEFAULT_ALIGNMENT,
             Some((_, GgufValue::U32(a))) => u64::from(*a),
@@ -816,7 +843,11 @@ impl<R: Read> Parser<'_, R> {
                 "general.alignment {alignment} is not a power of two"
             )));
         }
+        Ok(alignment)
+    }
 
+    /// The `n_tensors` tensor infos in file order; names are unique.
+    fn tensor_infos(&mut self, n_tensors: u64, alignment: u64) -> Result<Vec<GgufTensorInfo>> {
         let mut tensors: Vec<GgufTensorInfo> =
             Vec::with_capacity(n_tensors.min(RESERVE_CAP) as usize);
         let mut names = HashSet::new();
@@ -829,14 +860,19 @@ impl<R: Read> Parser<'_, R> {
             names.insert(t.name.clone());
             tensors.push(t);
         }
+        Ok(tensors)
+    }
 
+    /// The data section's offset (the header's end, aligned); every tensor must lie inside the
+    /// file and no two may overlap.
+    fn data_section(&self, tensors: &[GgufTensorInfo], alignment: u64) -> Result<u64> {
         let header_end = self.pos;
         // header_end ≤ file_len < 2^64 and alignment ≤ 2^31, so this cannot overflow in
         // practice; checked anyway.
         let data_offset = header_end
             .checked_next_multiple_of(alignment)
             .ok_or_else(|| self.err("data section offset overflows 64 bits"))?;
-        for t in &tensors {
+        for t in tensors {
             let end = data_offset
                 .checked_add(t.offset)
                 .and_then(|s| s.checked_add(t.bytes));
@@ -867,15 +903,7 @@ impl<R: Read> Parser<'_, R> {
                 )));
             }
         }
-
-        Ok(GgufFile {
-            path: self.path.to_owned(),
-            version,
-            metadata,
-            tensors,
-            alignment,
-            data_offset,
-        })
+        Ok(data_offset)
     }
 
     fn tensor_info(&mut self, name: String, alignment: u64) -> Result<GgufTensorInfo> {

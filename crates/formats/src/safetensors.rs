@@ -144,50 +144,72 @@ fn read_exact<R: Read>(reader: &mut R, buf: &mut [u8], path: &str, what: &str) -
     })
 }
 
+/// Checks a parsed header against the file (as the safetensors crate's `validate` does): each
+/// tensor's span, the data buffer tiled without gaps or overlaps, nothing after it.
 fn validate(raw: RawHeader, n: u64, file_len: u64, path: &str) -> Result<SafetensorsHeader> {
-    let bad = |reason: String| FormatError::malformed(path, reason);
     let mut tensors = raw.tensors;
     for t in &tensors {
-        let (begin, end) = t.data_offsets;
-        if begin > end {
-            return Err(bad(format!(
-                "tensor '{}': data_offsets [{begin}, {end}] has begin > end",
-                t.name
-            )));
-        }
-        let elements = t
-            .shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| {
-                bad(format!(
-                    "tensor '{}': element count of shape {:?} overflows 64 bits",
-                    t.name, t.shape
-                ))
-            })?;
-        let bits = u128::from(elements) * u128::from(t.dtype.bits().unwrap_or(0));
-        if !bits.is_multiple_of(8) {
-            return Err(bad(format!(
-                "tensor '{}': {elements} elements of {} are {bits} bits, not whole bytes",
-                t.name, t.dtype
-            )));
-        }
-        let span = end - begin;
-        if u128::from(span) != bits / 8 {
-            return Err(bad(format!(
-                "tensor '{}': data_offsets [{begin}, {end}] span {span} bytes, but shape {:?} \
-                 of {} needs {} bytes",
-                t.name,
-                t.shape,
-                t.dtype,
-                bits / 8
-            )));
-        }
+        check_span(t, path)?;
     }
     tensors.sort_by_key(|t| t.data_offsets);
+    let data_len = contiguous_data_len(&tensors, path)?;
+    check_file_end(n, data_len, file_len, path)?;
+    Ok(SafetensorsHeader {
+        tensors,
+        metadata: raw.metadata,
+        header_len: n,
+        data_len,
+    })
+}
+
+/// A tensor's `data_offsets` span exactly the bytes its shape and dtype need.
+fn check_span(t: &StTensor, path: &str) -> Result<()> {
+    let bad = |reason: String| FormatError::malformed(path, reason);
+    let (begin, end) = t.data_offsets;
+    if begin > end {
+        return Err(bad(format!(
+            "tensor '{}': data_offsets [{begin}, {end}] has begin > end",
+            t.name
+        )));
+    }
+    let elements = t
+        .shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| {
+            bad(format!(
+                "tensor '{}': element count of shape {:?} overflows 64 bits",
+                t.name, t.shape
+            ))
+        })?;
+    let bits = u128::from(elements) * u128::from(t.dtype.bits().unwrap_or(0));
+    if !bits.is_multiple_of(8) {
+        return Err(bad(format!(
+            "tensor '{}': {elements} elements of {} are {bits} bits, not whole bytes",
+            t.name, t.dtype
+        )));
+    }
+    let span = end - begin;
+    if u128::from(span) != bits / 8 {
+        return Err(bad(format!(
+            "tensor '{}': data_offsets [{begin}, {end}] span {span} bytes, but shape {:?} \
+             of {} needs {} bytes",
+            t.name,
+            t.shape,
+            t.dtype,
+            bits / 8
+        )));
+    }
+    Ok(())
+}
+
+/// The data buffer's length: the tensors (sorted by offset) must tile it from byte 0 with no
+/// overlap and no gap.
+fn contiguous_data_len(tensors: &[StTensor], path: &str) -> Result<u64> {
+    let bad = |reason: String| FormatError::malformed(path, reason);
     let mut data_len = 0u64;
     let mut prev: Option<&StTensor> = None;
-    for t in &tensors {
+    for t in tensors {
         let (begin, end) = t.data_offsets;
         if let Some(p) = prev.filter(|_| begin < data_len) {
             return Err(bad(format!(
@@ -205,6 +227,12 @@ fn validate(raw: RawHeader, n: u64, file_len: u64, path: &str) -> Result<Safeten
         data_len = end;
         prev = Some(t);
     }
+    Ok(data_len)
+}
+
+/// The 8-byte length, the `n`-byte header and the data buffer end exactly at the end of the file.
+fn check_file_end(n: u64, data_len: u64, file_len: u64, path: &str) -> Result<()> {
+    let bad = |reason: String| FormatError::malformed(path, reason);
     // n <= 1e8 and data_len is a u64: the sum can still overflow for a hostile data_len.
     let data_end = 8u64
         .checked_add(n)
@@ -223,12 +251,7 @@ fn validate(raw: RawHeader, n: u64, file_len: u64, path: &str) -> Result<Safeten
             file_len - data_end
         )));
     }
-    Ok(SafetensorsHeader {
-        tensors,
-        metadata: raw.metadata,
-        header_len: n,
-        data_len,
-    })
+    Ok(())
 }
 
 /// Reads the header of the safetensors file at `path`.

@@ -27,7 +27,9 @@ macro_rules! ggml_types {
             pub const ALL: &'static [GgmlType] = &[$(GgmlType::$variant,)*];
 
             /// The numeric id used in GGUF files.
-            pub fn id(self) -> u32 { match self { $(GgmlType::$variant => $id,)* } }
+            pub fn id(self) -> u32 {
+                match self { $(GgmlType::$variant => $id,)* }
+            }
 
             /// The type for a numeric id, if known.
             pub fn from_id(id: u32) -> Option<Self> {
@@ -35,13 +37,19 @@ macro_rules! ggml_types {
             }
 
             /// Canonical name as llama.cpp prints it (`Q4_K`, `F16`, ...).
-            pub fn name(self) -> &'static str { match self { $(GgmlType::$variant => $name,)* } }
+            pub fn name(self) -> &'static str {
+                match self { $(GgmlType::$variant => $name,)* }
+            }
 
             /// Elements per block.
-            pub fn block_size(self) -> u64 { match self { $(GgmlType::$variant => $block,)* } }
+            pub fn block_size(self) -> u64 {
+                match self { $(GgmlType::$variant => $block,)* }
+            }
 
             /// Bytes per block.
-            pub fn type_size(self) -> u64 { match self { $(GgmlType::$variant => $size,)* } }
+            pub fn type_size(self) -> u64 {
+                match self { $(GgmlType::$variant => $size,)* }
+            }
         }
     };
 }

@@ -8,7 +8,7 @@
 //! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
 
 use crate::error::CoreError;
-use crate::estimate::activations::{megatron_layer_bytes, plan as forward_plan};
+use crate::estimate::activations::{forward, megatron_layer_bytes};
 use crate::estimate::{estimate, overhead, ModelInput};
 use crate::inventory::Component;
 use crate::job::{Checkpointing, Framework, Offload, ResolvedJob, Task};
@@ -220,7 +220,7 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
                 parallel: Default::default(),
                 ..base.clone()
             };
-            let p = forward_plan(spec, &job, &mut w)?;
+            let p = forward(spec, &job, &mut w)?;
             let l = p.layers.first().copied().unwrap_or_default();
             act[ni][ckpt_index(ck)] = l.kept + if ni == 0 { l.weight_copies } else { 0 };
             if ni == 0 && ck == Checkpointing::None {

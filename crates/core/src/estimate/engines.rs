@@ -2,7 +2,7 @@
 //! `gpu_memory_utilization` after weights, a profiled forward and CUDA graphs; llama.cpp splits
 //! layers between GPU and host by `n_gpu_layers`.
 
-use super::activations::plan;
+use super::activations::forward;
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::model::{AttentionKind, ModelSpec};
@@ -142,7 +142,7 @@ fn forward_peak(
         ..job.clone()
     };
     let mut w = Vec::new();
-    let p = plan(spec, &probe, &mut w)?;
+    let p = forward(spec, &probe, &mut w)?;
     let block = p.layers.iter().map(|l| l.forward_peak).max().unwrap_or(0);
     let tp = job.parallel.tp.max(1);
     let sampler = super::round_alloc(sequences.min(tokens) * spec.vocab_size * 4) * 2;

@@ -96,7 +96,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     precision_warning(gpu, job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
-        Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
+        Some(spec) => Some(activations::forward(spec, job, &mut warnings)?),
         None => {
             warnings.push(
                 "a bare parameter count has no architecture: activation-dependent figures \

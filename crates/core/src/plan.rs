@@ -134,7 +134,7 @@ fn peft_coeffs(
 ) -> Result<Option<PeftCoeffs>, CoreError> {
     use crate::estimate::{quant, states};
     let Some(p) = &base.peft else { return Ok(None) };
-    let weights = quant::parse(&crate::estimate::effective_weights(model, base))?;
+    let weights = crate::estimate::effective_weights(model, base)?;
     let qctx = model
         .spec
         .as_ref()

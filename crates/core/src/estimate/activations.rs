@@ -181,12 +181,7 @@ fn blocks_forward(
         .as_ref()
         .filter(|_| train)
         .map(|p| (p.targets.as_slice(), p.rank, 0.05));
-    let weights = if job.weights.eq_ignore_ascii_case("none") {
-        spec.quantization.clone().unwrap_or_else(|| "none".into())
-    } else {
-        job.weights.clone()
-    };
-    let quantized = !super::quant::parse(&weights)?.is_none();
+    let quantized = !super::weights_in_force(Some(spec), job)?.is_none();
     let (_, p_attn, p_hidden) = if train {
         dropout_of(spec)
     } else {

@@ -66,7 +66,7 @@ pub fn kv_bytes_per_gpu(
     sequences: u64,
     tokens: u64,
 ) -> Result<u64, CoreError> {
-    let (block_bytes, block_values) = super::kv::kv_width(job)?;
+    let (block_bytes, block_values) = super::kv::kv_width(job);
     let page = match job.framework {
         Framework::Vllm => setting_u64(job, "block_size")?.unwrap_or(VLLM_BLOCK_SIZE),
         _ => 1,
@@ -252,7 +252,10 @@ pub fn llamacpp_split(
             batch: 1,
             seq: ctx,
             new_tokens: 0,
-            kv_dtype: job.kv_dtype.clone().or(Some("fp16".into())),
+            kv_dtype: job.kv_dtype.clone().or(Some(crate::job::Spelled::new(
+                super::kv::KvDtype::Half,
+                "fp16",
+            ))),
             ..job.clone()
         },
         ctx,

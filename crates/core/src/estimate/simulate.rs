@@ -307,7 +307,7 @@ fn llamacpp_device(
     gpu: Option<&crate::gpu::Gpu>,
     warnings: &mut Vec<String>,
 ) -> Result<Device, CoreError> {
-    let weights = super::quant::parse(&super::effective_weights(model, job))?;
+    let weights = super::effective_weights(model, job)?;
     let qctx = super::quant::QuantContext::from_spec(spec);
     let width = job.precision.compute_bytes();
     let split = super::engines::llamacpp_split(

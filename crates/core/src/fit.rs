@@ -145,6 +145,8 @@ fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>
     Ok((j, Some(note)))
 }
 
+/// The searches by engine: vLLM's KV pool, llama.cpp's GPU layers and then the batch and
+/// sequence limits at them, or the batch and sequence limits of a PyTorch step.
 fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
     let gpu_id = job
         .gpu
@@ -153,113 +155,39 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     let gpu = crate::gpu::find(gpu_id)?;
     // Everything is searched against what the user's reserve leaves (contract `reserve`).
     let capacity = job.usable(gpu.memory_bytes);
-    let mut notes = Vec::new();
-    let mut evals = 0u64;
-    if model.spec.is_none() {
-        notes.push(
-            "a bare parameter count has no architecture, so activations (and so the batch and \
-             sequence limits) cannot be computed"
-                .into(),
-        );
-        return Ok(FitAnswer {
-            gpu: gpu.id.clone(),
-            capacity: gpu.memory_bytes,
-            reserve: job.reserve,
-            max_batch: None,
-            max_seq: None,
-            max_context: None,
-            seq_limited_by_model: false,
-            model_max_positions: None,
-            max_gpu_layers: None,
-            evaluations: 0,
-            notes,
-            launch: None,
-        });
-    }
-    let max_pos = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    if let (Framework::Vllm, Task::Infer, Some(spec)) = (job.framework, job.task, &model.spec) {
+    let Some(spec) = &model.spec else {
+        return Ok(no_architecture(gpu, job));
+    };
+    let max_pos = spec.max_position_embeddings;
+    if let (Framework::Vllm, Task::Infer) = (job.framework, job.task) {
         return vllm_fit(model, spec, job, gpu, max_pos);
     }
-    let max_gpu_layers = match (job.framework, job.task, &model.spec) {
-        (Framework::LlamaCpp, Task::Infer, Some(spec)) => {
-            let all = spec.num_layers() + 1;
-            let mut best = None;
-            // Memory grows with every layer moved to the GPU: the largest that fits.
-            for ngl in (0..=all).rev() {
-                let mut j = job.clone();
-                if let serde_json::Value::Object(m) = &mut j.engine {
-                    m.insert("n_gpu_layers".into(), ngl.into());
-                }
-                if total(model, &j, &mut evals)?.is_some_and(|t| t <= capacity) {
-                    best = Some(ngl);
-                    break;
-                }
-            }
-            best
+    let mut notes = Vec::new();
+    let mut evals = 0u64;
+    let max_gpu_layers = match (job.framework, job.task) {
+        (Framework::LlamaCpp, Task::Infer) => {
+            most_gpu_layers(model, spec, job, capacity, &mut evals)?
         }
         _ => None,
     };
     // llama.cpp: when every layer on the GPU does not fit, the limits below are those at the
     // most layers that do (`-ngl N`), with the rest in host RAM.
-    let at_ngl;
-    let job = match max_gpu_layers {
+    let at_ngl = match max_gpu_layers {
         Some(n) if job.engine.get("n_gpu_layers").is_none_or(|v| v.is_null()) => {
-            let mut j = job.clone();
-            if let serde_json::Value::Object(m) = &mut j.engine {
-                m.insert("n_gpu_layers".into(), n.into());
-            }
-            let host = estimate(model, &j)
-                .ok()
-                .and_then(|r| crate::advice::host_bytes(&r))
-                .unwrap_or(0);
-            let all = model.spec.as_ref().map_or(0, |s| s.num_layers() + 1);
-            if n < all {
-                notes.push(format!(
-                    "fits with -ngl {n}, {} in host RAM (the limits are at -ngl {n})",
-                    crate::text::bytes(host)
-                ));
-            }
-            at_ngl = j;
-            &at_ngl
+            Some(at_gpu_layers(model, spec, job, n, &mut notes))
         }
-        _ => job,
+        _ => None,
     };
-    let fits_with = |j: &ResolvedJob, evals: &mut u64| -> Result<bool, CoreError> {
-        Ok(total(model, j, evals)?.is_some_and(|t| t <= capacity))
-    };
+    let job = at_ngl.as_ref().unwrap_or(job);
     let max_batch = largest(MAX_BATCH, |b| {
         let j = ResolvedJob {
             batch: b,
             ..job.clone()
         };
-        fits_with(&j, &mut evals)
+        fits_in(model, &j, capacity, &mut evals)
     })?;
     let infer = job.task == Task::Infer;
-    let seq_cap = max_pos.unwrap_or(1 << 22).max(1);
-    let mut limited = false;
-    let longest = if infer {
-        // Context = prompt + generated tokens; the prompt grows, generation stays.
-        let cap = seq_cap.saturating_sub(job.new_tokens).max(1);
-        let best = largest(cap, |s| {
-            let j = ResolvedJob {
-                seq: s,
-                ..job.clone()
-            };
-            fits_with(&j, &mut evals)
-        })?;
-        limited = best == Some(cap) && max_pos.is_some();
-        best.map(|s| s + job.new_tokens)
-    } else {
-        let best = largest(seq_cap, |s| {
-            let j = ResolvedJob {
-                seq: s,
-                ..job.clone()
-            };
-            fits_with(&j, &mut evals)
-        })?;
-        limited = limited || (best == Some(seq_cap) && max_pos.is_some());
-        best
-    };
+    let (longest, limited, seq_cap) = longest_sequence(model, job, capacity, max_pos, &mut evals)?;
     if limited {
         notes.push(format!(
             "the sequence search stopped at the model's maximum of {} positions",
@@ -286,6 +214,120 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         notes,
         launch: None,
     })
+}
+
+/// Whether `job`'s device total fits `capacity`.
+fn fits_in(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    capacity: u64,
+    evals: &mut u64,
+) -> Result<bool, CoreError> {
+    Ok(total(model, job, evals)?.is_some_and(|t| t <= capacity))
+}
+
+/// A bare parameter count: no architecture, so no activations and no limits.
+fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
+    FitAnswer {
+        gpu: gpu.id.clone(),
+        capacity: gpu.memory_bytes,
+        reserve: job.reserve,
+        max_batch: None,
+        max_seq: None,
+        max_context: None,
+        seq_limited_by_model: false,
+        model_max_positions: None,
+        max_gpu_layers: None,
+        evaluations: 0,
+        notes: vec![
+            "a bare parameter count has no architecture, so activations (and so the batch and \
+             sequence limits) cannot be computed"
+                .into(),
+        ],
+        launch: None,
+    }
+}
+
+/// llama.cpp: the most layers `-ngl` puts on the GPU within `capacity` (the block count + 1
+/// is the output layer too). Memory grows with every layer moved to the GPU: the largest that
+/// fits, counted down.
+fn most_gpu_layers(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    capacity: u64,
+    evals: &mut u64,
+) -> Result<Option<u64>, CoreError> {
+    let all = spec.num_layers() + 1;
+    for ngl in (0..=all).rev() {
+        let mut j = job.clone();
+        if let serde_json::Value::Object(m) = &mut j.engine {
+            m.insert("n_gpu_layers".into(), ngl.into());
+        }
+        if fits_in(model, &j, capacity, evals)? {
+            return Ok(Some(ngl));
+        }
+    }
+    Ok(None)
+}
+
+/// The job at `-ngl n`, with a note of what stays in host RAM when not every layer is on the
+/// GPU.
+fn at_gpu_layers(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    n: u64,
+    notes: &mut Vec<String>,
+) -> ResolvedJob {
+    let mut j = job.clone();
+    if let serde_json::Value::Object(m) = &mut j.engine {
+        m.insert("n_gpu_layers".into(), n.into());
+    }
+    let host = estimate(model, &j)
+        .ok()
+        .and_then(|r| crate::advice::host_bytes(&r))
+        .unwrap_or(0);
+    if n < spec.num_layers() + 1 {
+        notes.push(format!(
+            "fits with -ngl {n}, {} in host RAM (the limits are at -ngl {n})",
+            crate::text::bytes(host)
+        ));
+    }
+    j
+}
+
+/// The longest sequence (train) or context (infer: prompt + generated tokens, the prompt
+/// growing) that fits at the job's batch, whether the search stopped at the model's maximum
+/// positions, and that cap.
+fn longest_sequence(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    capacity: u64,
+    max_pos: Option<u64>,
+    evals: &mut u64,
+) -> Result<(Option<u64>, bool, u64), CoreError> {
+    let seq_cap = max_pos.unwrap_or(1 << 22).max(1);
+    let infer = job.task == Task::Infer;
+    let cap = if infer {
+        seq_cap.saturating_sub(job.new_tokens).max(1)
+    } else {
+        seq_cap
+    };
+    let best = largest(cap, |s| {
+        let j = ResolvedJob {
+            seq: s,
+            ..job.clone()
+        };
+        fits_in(model, &j, capacity, evals)
+    })?;
+    let limited = best == Some(cap) && max_pos.is_some();
+    let longest = if infer {
+        best.map(|s| s + job.new_tokens)
+    } else {
+        best
+    };
+    Ok((longest, limited, seq_cap))
 }
 
 pub use crate::advice::whatif::{what_if, WhatIf};

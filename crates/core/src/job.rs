@@ -3,8 +3,11 @@
 //! has every default filled in and every value checked.
 
 use crate::error::CoreError;
+use crate::estimate::kv::KvDtype;
+use crate::estimate::quant::WeightFormat;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::fmt;
 
 /// A job as written: JSON/TOML or CLI flags. Absent fields take the framework's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -186,6 +189,51 @@ impl Precision {
     }
 }
 
+/// A job value parsed once in resolution and echoed in the report as the user wrote it
+/// (`weights`, `kv_dtype`): the estimator reads the typed `value`, the report the spelling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spelled<T> {
+    pub value: T,
+    text: String,
+}
+
+impl<T> Spelled<T> {
+    /// `value` as spelled `text` (`text` must be a spelling that parses to `value`).
+    pub fn new(value: T, text: impl Into<String>) -> Self {
+        Spelled {
+            value,
+            text: text.into(),
+        }
+    }
+
+    /// The spelling as written (the contract's value).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl<T> Serialize for Spelled<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<T> fmt::Display for Spelled<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Compares the spelling, as the contract's string did.
+impl<T> PartialEq<&str> for Spelled<T> {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+/// The job's `weights`: the storage format and its spelling.
+pub type Weights = Spelled<WeightFormat>;
+
 /// LoRA / QLoRA settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Peft {
@@ -242,12 +290,12 @@ pub struct ResolvedJob {
     pub checkpointing: Checkpointing,
     pub attention: AttentionKernel,
     pub peft: Option<Peft>,
-    pub weights: String,
+    pub weights: Weights,
     pub framework: Framework,
     pub parallel: Parallel,
     pub engine: Value,
     pub gpu: Option<String>,
-    pub kv_dtype: Option<String>,
+    pub kv_dtype: Option<Spelled<KvDtype>>,
     pub loss: LossKernel,
     pub cuda_module_loading: CudaModuleLoading,
     /// Bytes kept free for other applications (contract `reserve`).
@@ -441,14 +489,16 @@ impl Job {
         };
         let peft = self.peft.as_ref().map(parse_peft).transpose()?.flatten();
         let weights = match self.weights.as_deref() {
-            Some(w) => w.trim().to_string(),
+            Some(w) => Spelled::new(WeightFormat::parse(w)?, w.trim()),
             None if peft.as_ref().is_some_and(|p| p.method == PeftMethod::Qlora) => {
-                "nf4-dq".to_string()
+                Spelled::new(WeightFormat::Nf4Dq, "nf4-dq")
             }
-            None => "none".to_string(),
+            None => Spelled::new(WeightFormat::None, "none"),
         };
         let parallel = parse_parallel(self.parallel.as_ref())?;
-        let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?.map(str::to_string);
+        let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?
+            .map(|s| Ok::<_, CoreError>(Spelled::new(KvDtype::parse(s)?, s)))
+            .transpose()?;
         let loss = match self.loss.as_deref() {
             Some(s) => LossKernel::parse("loss", s)?,
             None => LossKernel::Standard,
@@ -793,6 +843,39 @@ mod tests {
             .resolve(None)
             .unwrap();
         assert_eq!(r.parallel.gpus, 64);
+    }
+
+    /// `weights` and `kv_dtype` are parsed once, in resolution: the estimator reads the typed
+    /// value, the report echoes the spelling as written. `gptq:4` is GPTQ 4-bit with the
+    /// default group of 128 (the contract's `gptq:BITS[:gN]`); `fp8` KV is one byte a value.
+    #[test]
+    fn weights_and_kv_dtype_are_typed_once() {
+        let r = job(json!({"weights": " GPTQ:4 ", "kv_dtype": "FP8"}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(
+            r.weights.value,
+            WeightFormat::Gptq {
+                bits: 4,
+                group: Some(128)
+            }
+        );
+        assert_eq!(r.weights.as_str(), "GPTQ:4");
+        let kv = r.kv_dtype.as_ref().unwrap();
+        assert_eq!((kv.value, kv.as_str()), (KvDtype::Byte, "FP8"));
+        let echoed = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            (&echoed["weights"], &echoed["kv_dtype"]),
+            (&json!("GPTQ:4"), &json!("FP8"))
+        );
+        // Bad spellings are named at resolution, whatever the task.
+        for (v, field) in [
+            (json!({"weights": "gptq:5"}), "weights"),
+            (json!({"kv_dtype": "fp7"}), "kv_dtype"),
+        ] {
+            let e = job(v.clone()).resolve(None).unwrap_err().to_string();
+            assert!(e.starts_with(field), "{v}: {e}");
+        }
     }
 
     #[test]

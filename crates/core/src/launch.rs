@@ -112,7 +112,8 @@ fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
             "the job's tensor-parallel degree (weights and KV split across GPUs)".into(),
         );
     }
-    if job.kv_dtype.as_deref() == Some("fp8") {
+    // The engine's own spelling, as the user gave it.
+    if job.kv_dtype.as_ref().map(|k| k.as_str()) == Some("fp8") {
         b.flag(
             "--kv-cache-dtype",
             "fp8",
@@ -163,7 +164,8 @@ fn llamacpp(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) 
     }
     if let Some(t) = job
         .kv_dtype
-        .as_deref()
+        .as_ref()
+        .map(|k| k.as_str())
         .filter(|t| matches!(*t, "q8_0" | "q4_0"))
     {
         let why = format!("the job's {t} KV cache");

@@ -8,7 +8,7 @@
 //! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
 
 use crate::error::CoreError;
-use crate::estimate::activations::{megatron_layer_bytes, plan as forward_plan};
+use crate::estimate::activations::{forward, megatron_layer_bytes};
 use crate::estimate::{estimate, overhead, ModelInput};
 use crate::inventory::Component;
 use crate::job::{Checkpointing, Framework, Offload, ResolvedJob, Task};
@@ -90,10 +90,9 @@ struct Coeffs {
     p_head: u64,
     p_blocks: u64,
     p_largest_block: u64,
-    /// Activation bytes per layer at micro-batch 1: [autocast, 16-bit] × [none, selective, full].
+    /// Activation bytes per layer at micro-batch 1: [autocast, 16-bit] × [none, selective, full]
+    /// (under autocast with the layer's 16-bit weight copies).
     act: [[u64; 3]; 2],
-    /// Weight copies per layer under autocast.
-    copies: u64,
     /// Embedding stage kept bytes at micro-batch 1.
     embed_act: u64,
     /// Loss: saved + backward-start transients at micro-batch 1 (fp32 b·s·V terms).
@@ -135,7 +134,7 @@ fn peft_coeffs(
 ) -> Result<Option<PeftCoeffs>, CoreError> {
     use crate::estimate::{quant, states};
     let Some(p) = &base.peft else { return Ok(None) };
-    let weights = quant::parse(&crate::estimate::effective_weights(model, base))?;
+    let weights = crate::estimate::effective_weights(model, base)?;
     let qctx = model
         .spec
         .as_ref()
@@ -200,7 +199,6 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         }
     }
     let mut act = [[0u64; 3]; 2];
-    let mut copies = 0;
     let mut embed_act = 0;
     let mut loss = 0;
     let mut w = Vec::new();
@@ -220,11 +218,10 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
                 parallel: Default::default(),
                 ..base.clone()
             };
-            let p = forward_plan(spec, &job, &mut w)?;
+            let p = forward(spec, &job, &mut w)?;
             let l = p.layers.first().copied().unwrap_or_default();
             act[ni][ckpt_index(ck)] = l.kept + if ni == 0 { l.weight_copies } else { 0 };
             if ni == 0 && ck == Checkpointing::None {
-                copies = l.weight_copies;
                 embed_act = p.embedding.kept + p.inputs;
                 loss = p.loss.saved + p.loss.backward_transient + p.head.kept;
             }
@@ -244,7 +241,6 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         p_blocks: per_block.iter().sum(),
         p_largest_block: per_block.iter().copied().max().unwrap_or(0),
         act,
-        copies,
         embed_act,
         loss,
         peft: peft_coeffs(model, base, inv)?,
@@ -256,8 +252,10 @@ fn divisors(n: u64) -> Vec<u64> {
     (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
 }
 
-/// Every layout of `gpus` GPUs worth screening.
-fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
+/// The (dp, tp, pp, cp, ep) degrees of `gpus` GPUs worth screening: tp up to 8 dividing the
+/// heads (and the k/v heads, or divided by them), pp up to the layer count, cp up to 8, ep
+/// dividing dp and the expert count.
+fn shapes(c: &Coeffs, gpus: u64) -> Vec<(u64, u64, u64, u64, u64)> {
     let mut shapes = Vec::new();
     for tp in divisors(gpus).into_iter().filter(|t| *t <= 8) {
         if !c.heads.is_multiple_of(tp)
@@ -278,41 +276,52 @@ fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
             }
         }
     }
+    shapes
+}
+
+/// The (framework, zero, offload, sp) choices valid for a shape: Megatron for model
+/// parallelism (sequence parallelism with tp > 1), DeepSpeed (ZeRO 0–3, with optimizer and
+/// parameter offload) and FSDP (no sharding, SHARD_GRAD_OP, FULL_SHARD) for pure data
+/// parallelism.
+fn modes(tp: u64, model_parallel: bool) -> Vec<(&'static str, u64, &'static str, bool)> {
+    let mut modes = Vec::new();
+    for zero in [0, 1] {
+        for sp in if tp > 1 {
+            vec![false, true]
+        } else {
+            vec![false]
+        } {
+            modes.push(("megatron", zero, "none", sp));
+        }
+    }
+    if !model_parallel {
+        for zero in 0..=3 {
+            modes.push(("deepspeed", zero, "none", false));
+            if zero >= 1 {
+                modes.push(("deepspeed", zero, "optimizer", false));
+            }
+            if zero == 3 {
+                modes.push(("deepspeed", zero, "optimizer+params", false));
+            }
+        }
+        for zero in [0, 2, 3] {
+            modes.push(("fsdp", zero, "none", false));
+        }
+    }
+    modes
+}
+
+/// Every layout of `gpus` GPUs worth screening: each shape × mode × recomputation ×
+/// micro-batch count (pp to 8·pp with a pipeline) × micro-batch size.
+fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
     let mut out = Vec::new();
-    for (dp, tp, pp, cp, ep) in shapes {
-        let mp = tp * pp * cp > 1;
-        // (framework, zero, offload, sp) choices valid for this shape: Megatron for model
-        // parallelism, DeepSpeed and FSDP for pure data parallelism.
-        let mut modes: Vec<(&'static str, u64, &'static str, bool)> = Vec::new();
-        for zero in [0, 1] {
-            for sp in if tp > 1 {
-                vec![false, true]
-            } else {
-                vec![false]
-            } {
-                modes.push(("megatron", zero, "none", sp));
-            }
-        }
-        if !mp {
-            for zero in 0..=3 {
-                modes.push(("deepspeed", zero, "none", false));
-                if zero >= 1 {
-                    modes.push(("deepspeed", zero, "optimizer", false));
-                }
-                if zero == 3 {
-                    modes.push(("deepspeed", zero, "optimizer+params", false));
-                }
-            }
-            for zero in [0, 2, 3] {
-                modes.push(("fsdp", zero, "none", false));
-            }
-        }
+    for (dp, tp, pp, cp, ep) in shapes(c, gpus) {
         let mbs: Vec<u64> = if pp > 1 {
             vec![pp, 2 * pp, 4 * pp, 8 * pp]
         } else {
             vec![1]
         };
-        for (framework, zero, offload, sp) in modes {
+        for (framework, zero, offload, sp) in modes(tp, tp * pp * cp > 1) {
             let ckpts: &[&str] = if framework == "megatron" {
                 &["none", "selective", "full"]
             } else {
@@ -343,61 +352,104 @@ fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
     out
 }
 
-/// Screened device total of the most-loaded GPU (the first pipeline stage) and the host RAM
-/// its offload needs.
-fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64) -> (u64, u64) {
-    let (tp, pp, cp, dp) = (l.tp, l.pp, l.cp, l.dp.max(1));
+/// Bytes per parameter of each model state (param, grad, master, optimizer states) and the
+/// sharding divisor of each (ZeRO stage / FSDP mode over `dp`) for a layout.
+struct StateWidths {
+    param: u64,
+    grad: u64,
+    master: u64,
+    states: u64,
+    /// Divisors: parameters, gradients, optimizer states and master weights.
+    shard_param: u64,
+    shard_grad: u64,
+    shard_states: u64,
+}
+
+impl StateWidths {
+    fn of(l: &Layout, base: &ResolvedJob) -> Self {
+        let dp = l.dp.max(1);
+        let c = base.precision.compute_bytes();
+        // Bytes per parameter: (param, grad, master, states).
+        let (param, grad, master, states) = match (l.framework, base.precision.is_mixed()) {
+            ("megatron", true) => (2, 4, 4, 8),
+            ("deepspeed", true) => (2, 2, 4, 8),
+            (_, true) => (4, 4, 0, 8),
+            (_, false) => (c, c, 0, 2 * c),
+        };
+        let z = l.zero;
+        let (shard_param, shard_grad, shard_states) = match l.framework {
+            "deepspeed" | "fsdp" => (
+                if z >= 3 { dp } else { 1 },
+                if z >= 2 { dp } else { 1 },
+                if z >= 1 { dp } else { 1 },
+            ),
+            _ => (1, 1, if z >= 1 { dp } else { 1 }),
+        };
+        StateWidths {
+            param,
+            grad,
+            master,
+            states,
+            shard_param,
+            shard_grad,
+            shard_states,
+        }
+    }
+}
+
+/// One GPU's model states under a layout, in bytes.
+struct ScreenStates {
+    params: u64,
+    grads: u64,
+    states: u64,
+    master: u64,
+    /// Trainable elements on this GPU (all of its parameters, or the adapters).
+    trainable: u64,
+}
+
+/// The first stage's share of the model states: its blocks, the embeddings, the head when
+/// there is one stage, divided by tp and sharded as [`StateWidths`] says. PEFT: the frozen
+/// base without gradient or states; fp32 adapters with both.
+fn screen_states(c: &Coeffs, l: &Layout, base: &ResolvedJob, w: &StateWidths) -> ScreenStates {
+    let (tp, pp) = (l.tp, l.pp);
     let stage_layers = c.layers.div_ceil(pp);
-    let blocks = c.p_blocks / c.layers.max(1) * stage_layers;
-    let head = if pp == 1 { c.p_head } else { 0 };
-    let p = (c.p_embed + blocks + head) / tp;
-    let megatron = l.framework == "megatron";
-    let mixed = base.precision.is_mixed();
-    // Bytes per parameter: (param, grad, master, states).
-    let (pw, gw, mw, sw) = match (l.framework, mixed) {
-        ("megatron", true) => (2, 4, 4, 8),
-        ("deepspeed", true) => (2, 2, 4, 8),
-        (_, true) => (4, 4, 0, 8),
-        (_, false) => (
-            base.precision.compute_bytes(),
-            base.precision.compute_bytes(),
-            0,
-            2 * base.precision.compute_bytes(),
-        ),
-    };
-    let z = l.zero;
-    let (sp_, sg, ss) = match l.framework {
-        "deepspeed" | "fsdp" => (
-            if z >= 3 { dp } else { 1 },
-            if z >= 2 { dp } else { 1 },
-            if z >= 1 { dp } else { 1 },
-        ),
-        _ => (1, 1, if z >= 1 { dp } else { 1 }),
-    };
-    let (params, grads, mut states, mut master, trainable) = match &c.peft {
-        None => (p * pw / sp_, p * gw / sg, p * sw / ss, p * mw / ss, p),
+    let (sp, sg, ss) = (w.shard_param, w.shard_grad, w.shard_states);
+    match &c.peft {
+        None => {
+            let blocks = c.p_blocks / c.layers.max(1) * stage_layers;
+            let head = if pp == 1 { c.p_head } else { 0 };
+            let p = (c.p_embed + blocks + head) / tp;
+            ScreenStates {
+                params: p * w.param / sp,
+                grads: p * w.grad / sg,
+                states: p * w.states / ss,
+                master: p * w.master / ss,
+                trainable: p,
+            }
+        }
         Some(pc) => {
-            // Frozen base without gradient or states; fp32 adapters with both.
             let head_frozen = if pp == 1 { pc.frozen_head } else { 0 };
             let frozen =
                 (pc.frozen_embed + pc.frozen_blocks / c.layers.max(1) * stage_layers + head_frozen)
                     / tp;
             let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
             let s = state_bytes_fp32(base.optimizer);
-            ((frozen + 4 * a) / sp_, 4 * a / sg, a * s / ss, 0, a)
-        }
-    };
-    let mut params_gpu = params;
-    let mut host = 0;
-    if l.offload != "none" {
-        host = states + master;
-        states = 0;
-        master = 0;
-        if l.offload == "optimizer+params" {
-            host += params;
-            params_gpu = 0;
+            ScreenStates {
+                params: (frozen + 4 * a) / sp,
+                grads: 4 * a / sg,
+                states: a * s / ss,
+                master: 0,
+                trainable: a,
+            }
         }
     }
+}
+
+/// Activation bytes on the first stage: Korthikanti's per-layer bytes under Megatron (divided
+/// by cp), else the tape's per-layer bytes at micro-batch 1 times the micro-batch, divided by
+/// tp × cp; each for the micro-batches in flight; plus the embeddings.
+fn screen_activations(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec) -> u64 {
+    let (tp, pp, cp) = (l.tp, l.pp, l.cp);
     let ck = match l.checkpointing {
         "selective" => 1,
         "full" => 2,
@@ -405,7 +457,7 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     };
     let b = l.micro_batch;
     let in_flight = if pp > 1 { pp.min(l.microbatches) } else { 1 };
-    let per_layer = if megatron {
+    let per_layer = if l.framework == "megatron" {
         let job = ResolvedJob {
             batch: b,
             checkpointing: [
@@ -424,31 +476,55 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     } else {
         // Autocast numerics where fp32 weights stay (PyTorch, FSDP); 16-bit weights under
         // DeepSpeed's mixed precision.
-        let ni = usize::from(!(mixed && l.framework == "fsdp"));
+        let ni = usize::from(!(base.precision.is_mixed() && l.framework == "fsdp"));
         c.act[ni][ck] * b / (tp * cp)
     };
-    let acts = per_layer
-        .saturating_mul(stage_layers)
+    per_layer
+        .saturating_mul(c.layers.div_ceil(pp))
         .saturating_mul(in_flight)
-        + c.embed_act * b;
-    let loss = if pp == 1 { c.loss * b / tp.max(1) } else { 0 };
-    let buffers = match (l.framework, z) {
-        ("deepspeed", 3) => 500_000_000 * gw + 50_000_000 * pw + c.p_largest_block * pw,
-        ("deepspeed", _) if dp > 1 => 500_000_000 * gw,
+        + c.embed_act * b
+}
+
+/// Screened device total of the most-loaded GPU (the first pipeline stage) and the host RAM
+/// its offload needs.
+fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64) -> (u64, u64) {
+    let w = StateWidths::of(l, base);
+    let st = screen_states(c, l, base, &w);
+    let (mut states, mut master, mut params_gpu) = (st.states, st.master, st.params);
+    let mut host = 0;
+    if l.offload != "none" {
+        host = states + master;
+        states = 0;
+        master = 0;
+        if l.offload == "optimizer+params" {
+            host += st.params;
+            params_gpu = 0;
+        }
+    }
+    let acts = screen_activations(c, l, base, spec);
+    let loss = if l.pp == 1 {
+        c.loss * l.micro_batch / l.tp.max(1)
+    } else {
+        0
+    };
+    let buffers = match (l.framework, l.zero) {
+        ("deepspeed", 3) => {
+            500_000_000 * w.grad + 50_000_000 * w.param + c.p_largest_block * w.param
+        }
+        ("deepspeed", _) if l.dp.max(1) > 1 => 500_000_000 * w.grad,
         ("fsdp", 3) => 3 * c.p_largest_block * 2,
-        ("fsdp", 0) if dp > 1 => grads,
+        ("fsdp", 0) if l.dp.max(1) > 1 => st.grads,
         _ => 0,
     };
     // foreach AdamW's sqrt(v) scratch: one state's worth over the trainable elements.
     let scratch = if base.optimizer == crate::job::Optimizer::AdamW && l.offload == "none" {
-        let per = if c.peft.is_some() { 4 } else { sw / 2 };
-        trainable * per / ss
+        let per = if c.peft.is_some() { 4 } else { w.states / 2 };
+        st.trainable * per / w.shard_states
     } else {
         0
     };
-    let _ = c.copies;
     let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
-    let step = params_gpu + grads + states + master + scratch + buffers;
+    let step = params_gpu + st.grads + states + master + scratch + buffers;
     let allocated = fwd_bwd.max(step);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
     (allocated + allocated / 50 + ctx, host)
@@ -489,8 +565,32 @@ pub fn plan(
             (total <= capacity).then(|| score(l, total, host, capacity))
         })
         .collect();
-    // Narayanan et al. 2021 §3.2: tensor parallelism all-reduces activations in every layer;
-    // use the smallest degree that fits. Ties go to less communication, then bigger batches.
+    rank(&mut fitting);
+    let n_fit = fitting.len() as u64;
+    let best_per_framework = per_family(model, base, gpu, &fitting)?;
+    let best = confirm_leaders(model, base, gpu, fitting, top)?;
+    let advice = if n_fit == 0 {
+        nothing_fits(model, gpus, gpu)
+    } else {
+        Vec::new()
+    };
+    Ok(PlanResult {
+        gpu: gpu.id.clone(),
+        gpus,
+        capacity,
+        evaluated: all.len() as u64,
+        fitting: n_fit,
+        best,
+        best_per_framework,
+        advice,
+    })
+}
+
+/// Ranks fitting layouts. Narayanan et al. 2021 §3.2: tensor parallelism all-reduces
+/// activations in every layer; use the smallest degree that fits. Before it: the least
+/// recomputation and the smallest pipeline bubble; ties go to less communication, then bigger
+/// batches, then more headroom.
+fn rank(fitting: &mut [Scored]) {
     fitting.sort_by(|a, b| {
         (a.recompute, a.bubble, a.layout.tp as f64, a.communication)
             .partial_cmp(&(b.recompute, b.bubble, b.layout.tp as f64, b.communication))
@@ -498,13 +598,23 @@ pub fn plan(
             .then(b.layout.micro_batch.cmp(&a.layout.micro_batch))
             .then(b.headroom.cmp(&a.headroom))
     });
-    let n_fit = fitting.len() as u64;
-    let best_per_framework = per_family(model, base, gpu, &fitting)?;
-    // Confirm the leaders with the full step simulation; a layout the simulation finds over
-    // capacity is dropped (the screen is a close, not an exact, bound).
+}
+
+/// The `top` best of the ranked fitting layouts. The leaders are confirmed with the full step
+/// simulation; a layout the simulation finds over capacity, or cannot estimate, is dropped (the
+/// screen is a close, not an exact, bound): at most 3 confirmed among the first 40 tried, the
+/// rest listed as screened.
+fn confirm_leaders(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    gpu: &crate::gpu::Gpu,
+    ranked: Vec<Scored>,
+    top: usize,
+) -> Result<Vec<Confirmed>, CoreError> {
+    let capacity = gpu.memory_bytes;
     let mut best = Vec::new();
     let mut confirmed = 0;
-    for (tried, s) in fitting.into_iter().enumerate() {
+    for (tried, s) in ranked.into_iter().enumerate() {
         if best.len() >= top {
             break;
         }
@@ -529,31 +639,23 @@ pub fn plan(
             });
         }
     }
-    let mut advice = Vec::new();
-    if n_fit == 0 {
-        let p = model.params_total;
-        advice.push(format!(
+    Ok(best)
+}
+
+/// When no layout fits: the model states' size and what would fit.
+fn nothing_fits(model: &ModelInput, gpus: u64, gpu: &crate::gpu::Gpu) -> Vec<String> {
+    let p = model.params_total;
+    vec![
+        format!(
             "no layout of {gpus} × {} fits; model states alone need about {} GB with \
              mixed-precision Adam (16 B/param) before sharding",
             gpu.id,
             p * 16 / 1_000_000_000
-        ));
-        advice.push(
-            "try more GPUs, CPU offload (deepspeed ZeRO-3 with offload optimizer+params), \
-             LoRA/QLoRA (--lora 16 / --qlora 16), or a shorter sequence"
-                .into(),
-        );
-    }
-    Ok(PlanResult {
-        gpu: gpu.id.clone(),
-        gpus,
-        capacity,
-        evaluated: all.len() as u64,
-        fitting: n_fit,
-        best,
-        best_per_framework,
-        advice,
-    })
+        ),
+        "try more GPUs, CPU offload (deepspeed ZeRO-3 with offload optimizer+params), \
+         LoRA/QLoRA (--lora 16 / --qlora 16), or a shorter sequence"
+            .into(),
+    ]
 }
 
 /// Every layout `plan` considers for `base` over `gpus` GPUs of `gpu`, with its screened device

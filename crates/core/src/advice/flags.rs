@@ -1,5 +1,6 @@
 //! A change of job as the CLI flags that make it and as the job fields it changes.
 
+use crate::estimate::quant::WeightFormat;
 use crate::job::{PeftMethod, ResolvedJob};
 use serde_json::{Map, Value};
 
@@ -36,9 +37,9 @@ pub fn flags(base: &ResolvedJob, to: &ResolvedJob) -> Vec<String> {
         .peft
         .as_ref()
         .is_some_and(|p| p.method == PeftMethod::Qlora)
-        && to.weights == "nf4-dq";
+        && to.weights.value == WeightFormat::Nf4Dq;
     if base.weights != to.weights && !implied_weights {
-        push(&mut out, "--weights", &to.weights);
+        push(&mut out, "--weights", to.weights.as_str());
     }
     if base.checkpointing != to.checkpointing {
         push(&mut out, "--checkpointing", to.checkpointing.as_str());
@@ -62,7 +63,7 @@ pub fn flags(base: &ResolvedJob, to: &ResolvedJob) -> Vec<String> {
         push(
             &mut out,
             "--kv-dtype",
-            to.kv_dtype.as_deref().unwrap_or("null"),
+            to.kv_dtype.as_ref().map_or("null", |k| k.as_str()),
         );
     }
     if base.framework != to.framework {

@@ -82,7 +82,9 @@ pub fn context<'a>(model: &'a ModelInput, job: &ResolvedJob) -> Ctx<'a> {
         lora_targets,
         lm_head,
         bf16,
-        weights_fixed: crate::estimate::effective_weights(model, job) != job.weights,
+        // A checkpoint that cannot be read as a format is fixed too: nothing is swapped for it.
+        weights_fixed: !crate::estimate::effective_weights(model, job)
+            .is_ok_and(|w| w == job.weights.value),
     }
 }
 

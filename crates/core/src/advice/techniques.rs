@@ -20,9 +20,11 @@
 //!
 //! A combination's cost is the sum of its techniques' points.
 
+use crate::estimate::kv::KvDtype;
+use crate::estimate::quant::{self, FileType, GgufFormat, WeightFormat};
 use crate::job::{
     AttentionKernel, Checkpointing, Framework, LossKernel, Offload, Optimizer, Peft, PeftMethod,
-    Precision, ResolvedJob, Task,
+    Precision, ResolvedJob, Spelled, Task,
 };
 use crate::model::ModelSpec;
 
@@ -190,7 +192,7 @@ fn qlora(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let ok = train(j) && c.lora_targets && j.peft.is_none() && !c.weights_fixed;
     if ok {
         j.peft = Some(adapters(PeftMethod::Qlora));
-        j.weights = "nf4-dq".into();
+        j.weights = Spelled::new(WeightFormat::Nf4Dq, "nf4-dq");
     }
     ok
 }
@@ -199,7 +201,7 @@ fn qlora(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
 fn lora_to_qlora(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let ok = train(j)
         && !c.weights_fixed
-        && j.weights == "none"
+        && j.weights.value.is_none()
         && j.peft
             .as_ref()
             .is_some_and(|p| p.method == PeftMethod::Lora);
@@ -207,7 +209,7 @@ fn lora_to_qlora(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
         if let Some(p) = &mut j.peft {
             p.method = PeftMethod::Qlora;
         }
-        j.weights = "nf4-dq".into();
+        j.weights = Spelled::new(WeightFormat::Nf4Dq, "nf4-dq");
     }
     ok
 }
@@ -348,34 +350,48 @@ fn utilization(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
 /// 4 = llama.cpp q4_0.
 fn kv_dtype(j: &mut ResolvedJob, _: &Ctx, bits: u64) -> bool {
     let to = match (j.framework, bits) {
-        (Framework::LlamaCpp, 8) => "q8_0",
-        (Framework::LlamaCpp, _) => "q4_0",
-        (Framework::Vllm, 8) => "fp8",
-        (_, 8) => "int8",
+        (Framework::LlamaCpp, 8) => (KvDtype::Q8_0, "q8_0"),
+        (Framework::LlamaCpp, _) => (KvDtype::Q4_0, "q4_0"),
+        (Framework::Vllm, 8) => (KvDtype::Byte, "fp8"),
+        (_, 8) => (KvDtype::Byte, "int8"),
         _ => return false,
     };
-    let now = j.kv_dtype.as_deref().unwrap_or("fp16");
-    let ok = j.task == Task::Infer && !matches!(now, "fp8" | "int8" | "q8_0" | "q4_0");
-    let ok = ok || (bits == 4 && now == "q8_0" && llamacpp(j));
+    // No `kv_dtype`: the activation dtype, 16 or 32 bits.
+    let now = j.kv_dtype.as_ref().map(|k| k.value);
+    let small = matches!(now, Some(KvDtype::Byte | KvDtype::Q8_0 | KvDtype::Q4_0));
+    let ok = j.task == Task::Infer && !small;
+    let ok = ok || (bits == 4 && now == Some(KvDtype::Q8_0) && llamacpp(j));
     if ok {
-        j.kv_dtype = Some(to.into());
+        j.kv_dtype = Some(Spelled::new(to.0, to.1));
     }
     ok
 }
 
 /// Quantized weights for serving: `param` 8 or 4 bits, in the engine's own format.
 fn weights(j: &mut ResolvedJob, c: &Ctx, bits: u64) -> bool {
-    let to = match (j.framework, bits) {
-        (Framework::Vllm, 8) => "fp8",
-        (Framework::Vllm, _) => "awq:4",
-        (Framework::LlamaCpp, 8) => "gguf:Q8_0",
-        (Framework::LlamaCpp, _) => "gguf:Q4_K_M",
-        (_, 8) => "int8",
-        _ => "nf4",
+    let (format, text) = match (j.framework, bits) {
+        (Framework::Vllm, 8) => (WeightFormat::Fp8 { block: None }, "fp8"),
+        (Framework::Vllm, _) => (
+            WeightFormat::Awq {
+                bits: 4,
+                group: Some(quant::DEFAULT_GROUP),
+            },
+            "awq:4",
+        ),
+        (Framework::LlamaCpp, 8) => (
+            WeightFormat::Gguf(GgufFormat::Mix(FileType::Q8_0)),
+            "gguf:Q8_0",
+        ),
+        (Framework::LlamaCpp, _) => (
+            WeightFormat::Gguf(GgufFormat::Mix(FileType::Q4_K_M)),
+            "gguf:Q4_K_M",
+        ),
+        (_, 8) => (WeightFormat::Int8, "int8"),
+        _ => (WeightFormat::Nf4, "nf4"),
     };
-    let ok = j.task == Task::Infer && !c.weights_fixed && j.weights == "none";
+    let ok = j.task == Task::Infer && !c.weights_fixed && j.weights.value.is_none();
     if ok {
-        j.weights = to.into();
+        j.weights = Spelled::new(format, text);
     }
     ok
 }

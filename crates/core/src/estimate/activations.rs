@@ -84,17 +84,14 @@ fn numerics(p: Precision) -> Numerics {
     }
 }
 
-/// Plans the forward of one micro-batch.
-pub fn plan(
+/// The forward of one micro-batch, part by part: the embeddings, each block, the head and the
+/// loss, placed on the most-loaded rank of the job's parallel layout.
+pub fn forward(
     spec: &ModelSpec,
     job: &ResolvedJob,
     warnings: &mut Vec<String>,
 ) -> Result<ForwardPlan, CoreError> {
-    let b = job.batch;
-    let s = match job.task {
-        Task::Train => job.seq,
-        Task::Infer => job.seq,
-    };
+    let (b, s) = (job.batch, job.seq);
     if let Some(max) = spec.max_position_embeddings {
         if s > max {
             warnings.push(format!(
@@ -103,9 +100,48 @@ pub fn plan(
         }
     }
     check_sizes(spec, b, s)?;
+    let num = forward_numerics(job);
+    let tokens = b.saturating_mul(s);
+    let h = spec.hidden_size;
+    let p_emb = if job.task == Task::Train {
+        dropout_of(spec).0
+    } else {
+        0.0
+    };
+    let embedding = stages::embeddings(spec, b, s, num, p_emb);
+    let layers = blocks_forward(spec, job, num)?;
+    let (head, logits, loss) = head_and_loss(spec, job, num);
+    let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
+    let bytes_per_layer = if megatron {
+        megatron_layer_bytes(spec, job)?
+    } else {
+        median_kept(&layers)
+    };
+    let parts = Parts {
+        layers,
+        head,
+        logits,
+        loss,
+    };
+    let parts = distribute(spec, job, parts, bytes_per_layer, megatron, warnings);
+    Ok(ForwardPlan {
+        inputs: 2 * super::round_size(tokens * 8),
+        embedding,
+        layers: parts.layers,
+        head: parts.head,
+        logits: parts.logits,
+        loss: parts.loss,
+        logits_grad_input: super::round_size(tokens * h * num.compute),
+        bytes_per_layer,
+    })
+}
+
+/// The widths the forward runs at. DeepSpeed and Megatron keep 16-bit parameters with an fp32
+/// master copy: the forward runs on 16-bit weights without autocast. PEFT keeps the frozen
+/// base in 16 bit (loaded with a 16-bit dtype); autocast then casts only fp32 inputs (the
+/// adapters run in fp32).
+fn forward_numerics(job: &ResolvedJob) -> Numerics {
     let mut num = numerics(job.precision);
-    // DeepSpeed and Megatron keep 16-bit parameters with an fp32 master copy: the forward runs
-    // on 16-bit weights without autocast.
     if job.precision.is_mixed()
         && matches!(job.framework, Framework::Deepspeed | Framework::Megatron)
     {
@@ -115,55 +151,69 @@ pub fn plan(
             autocast: false,
         };
     }
-    // PEFT keeps the frozen base in 16 bit (loaded with a 16-bit dtype); autocast then casts
-    // only fp32 inputs (the adapters run in fp32).
-    let peft = job.peft.as_ref().filter(|_| job.task == Task::Train);
-    if peft.is_some() && num.param == 4 && job.precision != Precision::Fp32 {
+    let peft = job.peft.is_some() && job.task == Task::Train;
+    if peft && num.param == 4 && job.precision != Precision::Fp32 {
         num.param = 2;
     }
-    let lora = peft.map(|p| (p.targets.as_slice(), p.rank, 0.05));
-    let weights = if job.weights.eq_ignore_ascii_case("none") {
-        spec.quantization.clone().unwrap_or_else(|| "none".into())
-    } else {
-        job.weights.clone()
-    };
-    let quantized = !super::quant::parse(&weights)?.is_none();
-    let (p_emb, p_attn, p_hidden) = if job.task == Task::Train {
+    num
+}
+
+/// `activation_bytes_per_layer`: bytes one block keeps, the median over blocks.
+fn median_kept(layers: &[LayerPlan]) -> u64 {
+    let mut per_layer: Vec<u64> = layers
+        .iter()
+        .map(|l| l.kept + l.weight_copies + l.cached_copies)
+        .collect();
+    per_layer.sort_unstable();
+    per_layer.get(per_layer.len() / 2).copied().unwrap_or(0)
+}
+
+/// Each block's forward, by the job's task and checkpointing.
+fn blocks_forward(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    num: Numerics,
+) -> Result<Vec<LayerPlan>, CoreError> {
+    let (b, s) = (job.batch, job.seq);
+    let train = job.task == Task::Train;
+    let lora = job
+        .peft
+        .as_ref()
+        .filter(|_| train)
+        .map(|p| (p.targets.as_slice(), p.rank, 0.05));
+    let quantized = !super::weights_in_force(Some(spec), job)?.is_none();
+    let (_, p_attn, p_hidden) = if train {
         dropout_of(spec)
     } else {
         (0.0, 0.0, 0.0)
     };
-    let kernel = job.attention;
     // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
     // drops the attention core (scores, probabilities, dropout) and recomputes it.
-    let ckpt = if job.task == Task::Train {
+    let ckpt = if train {
         job.checkpointing
     } else {
         Checkpointing::None
     };
-    let tokens = b.saturating_mul(s);
-    let h = spec.hidden_size;
-    let embedding = stages::embeddings(spec, b, s, num, p_emb);
+    let ctx = BlockCtx {
+        spec,
+        batch: b,
+        seq: s,
+        kv_seq: s,
+        num,
+        kernel: job.attention,
+        attn_dropout: p_attn,
+        hidden_dropout: p_hidden,
+        causal: !matches!(
+            spec.naming,
+            crate::model::Naming::Bert | crate::model::Naming::Roberta
+        ),
+        lora,
+        no_grad: job.task == Task::Infer,
+    };
+    let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
-    let causal = !matches!(
-        spec.naming,
-        crate::model::Naming::Bert | crate::model::Naming::Roberta
-    );
     for layer in spec.all_layers() {
-        let ctx = BlockCtx {
-            spec,
-            batch: b,
-            seq: s,
-            kv_seq: s,
-            num,
-            kernel,
-            attn_dropout: p_attn,
-            hidden_dropout: p_hidden,
-            causal,
-            lora,
-            no_grad: job.task == Task::Infer,
-        };
         // Identical layers have identical memory: compute each distinct layer once.
         let key = layers.len();
         let mem = match cache
@@ -178,17 +228,10 @@ pub fn plan(
             }
         };
         let core = if ckpt == Checkpointing::Selective {
-            let sdpa_ctx = BlockCtx {
-                kernel: AttentionKernel::Sdpa,
-                attn_dropout: 0.0,
-                ..ctx
-            };
-            let light = block_memory(sdpa_ctx, layer);
-            mem.kept.saturating_sub(light.kept)
+            attention_core_kept(ctx, layer, mem)
         } else {
             0
         };
-        let output = super::round_size(tokens * h * num.param);
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
         let dequant = if quantized {
@@ -200,113 +243,125 @@ pub fn plan(
             peak: mem.peak + dequant,
             ..mem
         };
-        let lp = if job.task == Task::Infer {
-            // No autograd: nothing is saved; each block's tensors are freed as it finishes and
-            // its output replaces its input.
-            LayerPlan {
-                kept: 0,
-                weight_copies: 0,
-                cached_copies: 0,
-                forward_peak: mem.peak,
-                backward_transient: 0,
-                recomputed: 0,
-            }
+        layers.push(if job.task == Task::Infer {
+            inference_block(mem)
         } else {
-            match ckpt {
-                Checkpointing::None => LayerPlan {
-                    kept: mem.kept.saturating_sub(mem.input_freed),
-                    weight_copies: mem.weight_copies,
-                    cached_copies: 0,
-                    forward_peak: mem.peak,
-                    backward_transient: mem.peak.saturating_sub(mem.kept),
-                    recomputed: 0,
-                },
-                Checkpointing::Selective => LayerPlan {
-                    kept: (mem.kept - core).saturating_sub(mem.input_freed),
-                    weight_copies: mem.weight_copies,
-                    cached_copies: 0,
-                    forward_peak: mem.peak,
-                    backward_transient: mem.peak.saturating_sub(mem.kept),
-                    recomputed: core,
-                },
-                Checkpointing::Full => LayerPlan {
-                    kept: output,
-                    weight_copies: 0,
-                    cached_copies: mem.weight_copies,
-                    forward_peak: mem.peak + mem.weight_copies,
-                    backward_transient: mem.peak.saturating_sub(mem.kept),
-                    recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
-                },
-            }
-        };
-        layers.push(lp);
+            training_block(mem, ckpt, core, output)
+        });
     }
-    // Generation computes logits for the last position only (transformers `logits_to_keep`,
-    // vLLM's sampler); training for every position.
-    let logit_rows = if job.task == Task::Infer { b } else { tokens };
-    let (head, logits_width) = stages::head(spec, b, s, num, lora.is_some());
-    let head = if job.task == Task::Infer {
+    Ok(layers)
+}
+
+/// Bytes of the attention core (scores, probabilities, dropout) a block keeps: what
+/// selective recomputation drops, the block's kept bytes less those of the same block under
+/// SDPA without attention dropout.
+fn attention_core_kept(ctx: BlockCtx, layer: &crate::model::Layer, mem: BlockMemory) -> u64 {
+    let sdpa_ctx = BlockCtx {
+        kernel: AttentionKernel::Sdpa,
+        attn_dropout: 0.0,
+        ..ctx
+    };
+    let light = block_memory(sdpa_ctx, layer);
+    mem.kept.saturating_sub(light.kept)
+}
+
+/// A block under inference: no autograd, nothing is saved; each block's tensors are freed as
+/// it finishes and its output replaces its input.
+fn inference_block(mem: BlockMemory) -> LayerPlan {
+    LayerPlan {
+        kept: 0,
+        weight_copies: 0,
+        cached_copies: 0,
+        forward_peak: mem.peak,
+        backward_transient: 0,
+        recomputed: 0,
+    }
+}
+
+/// A training block by checkpointing: all it saves (none), less the attention core `core`
+/// (selective), or only its `output` (full, the rest recomputed before its backward).
+fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64) -> LayerPlan {
+    let backward_transient = mem.peak.saturating_sub(mem.kept);
+    match ckpt {
+        Checkpointing::None => LayerPlan {
+            kept: mem.kept.saturating_sub(mem.input_freed),
+            weight_copies: mem.weight_copies,
+            cached_copies: 0,
+            forward_peak: mem.peak,
+            backward_transient,
+            recomputed: 0,
+        },
+        Checkpointing::Selective => LayerPlan {
+            kept: (mem.kept - core).saturating_sub(mem.input_freed),
+            weight_copies: mem.weight_copies,
+            cached_copies: 0,
+            forward_peak: mem.peak,
+            backward_transient,
+            recomputed: core,
+        },
+        Checkpointing::Full => LayerPlan {
+            kept: output,
+            weight_copies: 0,
+            cached_copies: mem.weight_copies,
+            forward_peak: mem.peak + mem.weight_copies,
+            backward_transient,
+            recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
+        },
+    }
+}
+
+/// The head, the logits tensor and the loss. Generation computes logits for the last position
+/// only (transformers `logits_to_keep`, vLLM's sampler); training for every position. A
+/// chunked loss never makes the whole logits tensor.
+fn head_and_loss(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    num: Numerics,
+) -> (StageMemory, u64, LossMemory) {
+    let (b, s) = (job.batch, job.seq);
+    let tokens = b.saturating_mul(s);
+    let train = job.task == Task::Train;
+    let lora = job.peft.is_some() && train;
+    let logit_rows = if train { tokens } else { b };
+    let (head, logits_width) = stages::head(spec, b, s, num, lora);
+    let head = if train {
+        head
+    } else {
         StageMemory {
             kept: 0,
-            peak: head.peak.min(super::round_size(tokens * h * 4)),
+            peak: head
+                .peak
+                .min(super::round_size(tokens * spec.hidden_size * 4)),
             weight_copies: 0,
         }
-    } else {
-        head
     };
-    let logits = super::round_size(logit_rows * spec.vocab_size * logits_width);
     let lm_head = matches!(
         spec.head,
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
     );
-    let logits = if lm_head { logits } else { 0 };
     let chunked = job.loss == crate::job::LossKernel::Chunked;
-    let logits = if chunked { 0 } else { logits };
-    let loss = if job.task == Task::Train && lm_head && chunked {
+    let logits = if lm_head && !chunked {
+        super::round_size(logit_rows * spec.vocab_size * logits_width)
+    } else {
+        0
+    };
+    let loss = if train && lm_head && chunked {
         stages::loss_chunked(spec, b, s, num)
-    } else if job.task == Task::Train && lm_head {
-        stages::loss(
-            spec,
-            b,
-            s,
-            logits_width,
-            stages::loss_width(spec, num, logits_width),
-        )
+    } else if train && lm_head {
+        let width = stages::loss_width(spec, num, logits_width);
+        stages::loss(spec, b, s, logits_width, width)
     } else {
         LossMemory::default()
     };
-    let mut per_layer: Vec<u64> = layers
-        .iter()
-        .map(|l| l.kept + l.weight_copies + l.cached_copies)
-        .collect();
-    per_layer.sort_unstable();
-    let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
-    let bytes_per_layer = if megatron {
-        megatron_layer_bytes(spec, job)?
-    } else {
-        per_layer.get(per_layer.len() / 2).copied().unwrap_or(0)
-    };
-    let (layers, head, logits, loss) = distribute(
-        spec,
-        job,
-        layers,
-        head,
-        logits,
-        loss,
-        bytes_per_layer,
-        megatron,
-        warnings,
-    );
-    Ok(ForwardPlan {
-        inputs: 2 * super::round_size(tokens * 8),
-        embedding,
-        layers,
-        head,
-        logits,
-        loss,
-        logits_grad_input: super::round_size(tokens * h * num.compute),
-        bytes_per_layer,
-    })
+    (head, logits, loss)
+}
+
+/// What [`distribute`] places on a rank: the blocks, the head, the logits and the loss.
+struct Parts {
+    layers: Vec<LayerPlan>,
+    head: StageMemory,
+    logits: u64,
+    loss: LossMemory,
 }
 
 /// The most-loaded rank of a model-parallel layout: the first pipeline stage keeps
@@ -315,35 +370,18 @@ pub fn plan(
 /// micro-batches", L layers' worth in all); the head and the loss live on the last stage.
 /// Megatron's blocks keep Korthikanti's per-layer bytes (tensor and sequence parallelism
 /// included); elsewhere tensor and context parallelism divide each block's activations.
-#[allow(clippy::too_many_arguments)]
 fn distribute(
     spec: &ModelSpec,
     job: &ResolvedJob,
-    mut layers: Vec<LayerPlan>,
-    head: StageMemory,
-    logits: u64,
-    loss: LossMemory,
+    mut parts: Parts,
     megatron_per_layer: u64,
     megatron: bool,
     warnings: &mut Vec<String>,
-) -> (Vec<LayerPlan>, StageMemory, u64, LossMemory) {
+) -> Parts {
     let par = &job.parallel;
-    let (tp, pp, cp) = (par.tp.max(1), par.pp.max(1), par.cp.max(1));
+    let (tp, cp) = (par.tp.max(1), par.cp.max(1));
     if job.task == Task::Train && megatron {
-        // Context parallelism gives each rank s/cp of the tokens (their queries against all
-        // keys): every term of Korthikanti's per-layer bytes divides by cp (Megatron-Core
-        // context parallel docs: "activation memory per GPU is CP times smaller").
-        for l in &mut layers {
-            let transient = l.forward_peak.saturating_sub(l.kept);
-            l.kept = megatron_per_layer / cp;
-            l.weight_copies = 0;
-            l.cached_copies = 0;
-            l.forward_peak = (megatron_per_layer + transient / tp) / cp;
-            l.backward_transient /= tp * cp;
-            if job.checkpointing == Checkpointing::Full {
-                l.recomputed /= tp * cp;
-            }
-        }
+        megatron_blocks(job, &mut parts.layers, megatron_per_layer);
     } else if tp * cp > 1 {
         if job.task == Task::Train {
             warnings.push(format!(
@@ -354,38 +392,85 @@ fn distribute(
                 tp * cp
             ));
         }
-        for l in &mut layers {
-            l.kept /= tp * cp;
-            l.weight_copies /= tp;
-            l.cached_copies /= tp;
-            l.forward_peak /= tp * cp;
-            l.backward_transient /= tp * cp;
+        split_blocks(&mut parts.layers, tp, cp);
+    }
+    if tp > 1 {
+        parts = vocab_parallel(parts, tp);
+    }
+    if par.pp.max(1) == 1 {
+        return parts;
+    }
+    first_pipeline_stage(spec, job, parts.layers, warnings)
+}
+
+/// Megatron's blocks: Korthikanti's per-layer bytes, each rank's share. Context parallelism
+/// gives each rank s/cp of the tokens (their queries against all keys): every term of
+/// Korthikanti's per-layer bytes divides by cp (Megatron-Core context parallel docs:
+/// "activation memory per GPU is CP times smaller").
+fn megatron_blocks(job: &ResolvedJob, layers: &mut [LayerPlan], per_layer: u64) {
+    let (tp, cp) = (job.parallel.tp.max(1), job.parallel.cp.max(1));
+    for l in layers {
+        let transient = l.forward_peak.saturating_sub(l.kept);
+        l.kept = per_layer / cp;
+        l.weight_copies = 0;
+        l.cached_copies = 0;
+        l.forward_peak = (per_layer + transient / tp) / cp;
+        l.backward_transient /= tp * cp;
+        if job.checkpointing == Checkpointing::Full {
             l.recomputed /= tp * cp;
         }
     }
-    // Vocabulary-parallel head and cross-entropy (Megatron `VocabParallelEmbedding`,
-    // `vocab_parallel_cross_entropy`): each TP rank holds b·s·V/t of the logits.
-    let (head, logits, loss) = if tp > 1 {
-        (
-            StageMemory {
-                kept: head.kept / tp,
-                peak: head.peak / tp,
-                weight_copies: head.weight_copies / tp,
-            },
-            logits / tp,
-            LossMemory {
-                saved: loss.saved / tp,
-                forward_transient: loss.forward_transient / tp,
-                backward_transient: loss.backward_transient / tp,
-                dlogits: loss.dlogits / tp,
-            },
-        )
-    } else {
-        (head, logits, loss)
-    };
-    if pp == 1 {
-        return (layers, head, logits, loss);
+}
+
+/// Tensor and context parallelism outside Megatron, approximated: each block's activations
+/// divided by tp × cp, its weight copies by tp.
+fn split_blocks(layers: &mut [LayerPlan], tp: u64, cp: u64) {
+    for l in layers {
+        l.kept /= tp * cp;
+        l.weight_copies /= tp;
+        l.cached_copies /= tp;
+        l.forward_peak /= tp * cp;
+        l.backward_transient /= tp * cp;
+        l.recomputed /= tp * cp;
     }
+}
+
+/// Vocabulary-parallel head and cross-entropy (Megatron `VocabParallelEmbedding`,
+/// `vocab_parallel_cross_entropy`): each TP rank holds b·s·V/t of the logits.
+fn vocab_parallel(parts: Parts, tp: u64) -> Parts {
+    let Parts {
+        layers,
+        head,
+        logits,
+        loss,
+    } = parts;
+    Parts {
+        layers,
+        head: StageMemory {
+            kept: head.kept / tp,
+            peak: head.peak / tp,
+            weight_copies: head.weight_copies / tp,
+        },
+        logits: logits / tp,
+        loss: LossMemory {
+            saved: loss.saved / tp,
+            forward_transient: loss.forward_transient / tp,
+            backward_transient: loss.backward_transient / tp,
+            dlogits: loss.dlogits / tp,
+        },
+    }
+}
+
+/// The first pipeline stage: ⌈L/pp⌉ blocks, each kept for the micro-batches in flight under
+/// 1F1B (training; one under inference); the head and loss sit on the last stage.
+fn first_pipeline_stage(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    mut layers: Vec<LayerPlan>,
+    warnings: &mut Vec<String>,
+) -> Parts {
+    let par = &job.parallel;
+    let pp = par.pp.max(1);
     let per_stage = (spec.num_layers() as usize).div_ceil(pp as usize);
     let in_flight = if job.task == Task::Train {
         pp.min(par.microbatches.max(1))
@@ -405,8 +490,12 @@ fn distribute(
             spec.num_layers()
         ));
     }
-    let _ = (head, logits, loss);
-    (layers, StageMemory::default(), 0, LossMemory::default())
+    Parts {
+        layers,
+        head: StageMemory::default(),
+        logits: 0,
+        loss: LossMemory::default(),
+    }
 }
 
 /// Elements of the layer's largest weight matrix.

@@ -2,7 +2,7 @@
 //! `gpu_memory_utilization` after weights, a profiled forward and CUDA graphs; llama.cpp splits
 //! layers between GPU and host by `n_gpu_layers`.
 
-use super::activations::plan;
+use super::activations::forward;
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::model::{AttentionKind, ModelSpec};
@@ -66,7 +66,7 @@ pub fn kv_bytes_per_gpu(
     sequences: u64,
     tokens: u64,
 ) -> Result<u64, CoreError> {
-    let (block_bytes, block_values) = super::kv::kv_width(job)?;
+    let (block_bytes, block_values) = super::kv::kv_width(job);
     let page = match job.framework {
         Framework::Vllm => setting_u64(job, "block_size")?.unwrap_or(VLLM_BLOCK_SIZE),
         _ => 1,
@@ -142,7 +142,7 @@ fn forward_peak(
         ..job.clone()
     };
     let mut w = Vec::new();
-    let p = plan(spec, &probe, &mut w)?;
+    let p = forward(spec, &probe, &mut w)?;
     let block = p.layers.iter().map(|l| l.forward_peak).max().unwrap_or(0);
     let tp = job.parallel.tp.max(1);
     let sampler = super::round_size(sequences.min(tokens) * spec.vocab_size * 4) * 2;
@@ -252,7 +252,10 @@ pub fn llamacpp_split(
             batch: 1,
             seq: ctx,
             new_tokens: 0,
-            kv_dtype: job.kv_dtype.clone().or(Some("fp16".into())),
+            kv_dtype: job.kv_dtype.clone().or(Some(crate::job::Spelled::new(
+                super::kv::KvDtype::Half,
+                "fp16",
+            ))),
             ..job.clone()
         },
         ctx,

@@ -17,31 +17,58 @@ use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob};
 use crate::model::{AttentionKind, ModelSpec};
 
-/// Bytes per cached value for the job's `kv_dtype` (or the compute dtype). Block formats
-/// (`q8_0`, `q4_0`, llama.cpp) are returned as (block bytes, block values).
-pub fn kv_width(job: &ResolvedJob) -> Result<(u64, u64), CoreError> {
-    let default = job.precision.compute_bytes();
-    Ok(
-        match job
-            .kv_dtype
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            None => (default, 1),
-            Some("fp16" | "bf16") => (2, 1),
-            Some("fp8" | "fp8_e4m3" | "fp8_e5m2" | "int8") => (1, 1),
-            Some("fp32") => (4, 1),
-            Some("q8_0") => (34, 32),
-            Some("q4_0") => (18, 32),
-            Some(other) => {
+/// How the KV cache stores its values (contract `kv_dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvDtype {
+    /// `fp16` or `bf16`.
+    Half,
+    /// `fp8`, `fp8_e4m3`, `fp8_e5m2` (vLLM) or `int8`: one byte.
+    Byte,
+    Fp32,
+    /// llama.cpp's `q8_0`: blocks of 32 values in 34 bytes (ggml `block_q8_0`).
+    Q8_0,
+    /// llama.cpp's `q4_0`: blocks of 32 values in 18 bytes (ggml `block_q4_0`).
+    Q4_0,
+}
+
+impl KvDtype {
+    /// Parses the contract spelling, case-insensitively.
+    pub fn parse(s: &str) -> Result<Self, CoreError> {
+        let lower = s.to_ascii_lowercase();
+        Ok(match lower.as_str() {
+            "fp16" | "bf16" => KvDtype::Half,
+            "fp8" | "fp8_e4m3" | "fp8_e5m2" | "int8" => KvDtype::Byte,
+            "fp32" => KvDtype::Fp32,
+            "q8_0" => KvDtype::Q8_0,
+            "q4_0" => KvDtype::Q4_0,
+            other => {
                 return Err(CoreError::field(
                     "kv_dtype",
                     format!("'{other}' is not one of fp16, bf16, fp8, int8, q4_0, q8_0"),
                 ))
             }
-        },
-    )
+        })
+    }
+
+    /// (block bytes, block values): bytes per value for the plain types.
+    pub fn width(self) -> (u64, u64) {
+        match self {
+            KvDtype::Half => (2, 1),
+            KvDtype::Byte => (1, 1),
+            KvDtype::Fp32 => (4, 1),
+            KvDtype::Q8_0 => (34, 32),
+            KvDtype::Q4_0 => (18, 32),
+        }
+    }
+}
+
+/// Bytes per cached value for the job's `kv_dtype` (or the compute dtype). Block formats
+/// (`q8_0`, `q4_0`, llama.cpp) are returned as (block bytes, block values).
+pub fn kv_width(job: &ResolvedJob) -> (u64, u64) {
+    match &job.kv_dtype {
+        None => (job.precision.compute_bytes(), 1),
+        Some(k) => k.value.width(),
+    }
 }
 
 /// Values cached per token in one layer.
@@ -66,7 +93,7 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
 
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
-    let (block_bytes, block_values) = kv_width(job)?;
+    let (block_bytes, block_values) = kv_width(job);
     let page = match job.framework {
         Framework::Vllm => job
             .engine

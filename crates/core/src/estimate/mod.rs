@@ -40,13 +40,23 @@ pub mod simulate;
 
 /// The weight format in force: the job's `weights`, or, when it says `none`, the format the
 /// checkpoint is published in (config.json's `quantization_config`).
-pub fn effective_weights(model: &ModelInput, job: &crate::job::ResolvedJob) -> String {
-    if job.weights.eq_ignore_ascii_case("none") {
-        if let Some(q) = model.spec.as_ref().and_then(|s| s.quantization.clone()) {
-            return q;
-        }
+pub fn effective_weights(
+    model: &ModelInput,
+    job: &crate::job::ResolvedJob,
+) -> Result<quant::WeightFormat, CoreError> {
+    weights_in_force(model.spec.as_ref(), job)
+}
+
+/// [`effective_weights`] from the model's architecture alone. The job's format was parsed in
+/// resolution; the checkpoint's (a property of the model, not the job) is read here.
+pub fn weights_in_force(
+    spec: Option<&ModelSpec>,
+    job: &crate::job::ResolvedJob,
+) -> Result<quant::WeightFormat, CoreError> {
+    match spec.and_then(|s| s.quantization.as_deref()) {
+        Some(q) if job.weights.value.is_none() => quant::WeightFormat::parse(q),
+        _ => Ok(job.weights.value),
     }
-    job.weights.clone()
 }
 
 /// Bytes the caching allocator hands out for a request: the one rounding function, defined with

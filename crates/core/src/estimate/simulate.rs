@@ -96,7 +96,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     precision_warning(gpu, job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
-        Some(spec) => Some(activations::plan(spec, job, &mut warnings)?),
+        Some(spec) => Some(activations::forward(spec, job, &mut warnings)?),
         None => {
             warnings.push(
                 "a bare parameter count has no architecture: activation-dependent figures \
@@ -307,7 +307,7 @@ fn llamacpp_device(
     gpu: Option<&crate::gpu::Gpu>,
     warnings: &mut Vec<String>,
 ) -> Result<Device, CoreError> {
-    let weights = super::quant::parse(&super::effective_weights(model, job))?;
+    let weights = super::effective_weights(model, job)?;
     let qctx = super::quant::QuantContext::from_spec(spec);
     let width = job.precision.compute_bytes();
     let split = super::engines::llamacpp_split(
@@ -474,10 +474,34 @@ fn walk(
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
 ) {
+    let train = job.task == Task::Train;
+    let carried_grads = walk_start(w, st, plan, job, gpu);
+    walk_forward(w, plan, train);
+    if !train {
+        return;
+    }
+    walk_backward(w, st, plan, carried_grads);
+    // Optimizer step.
+    if st.resident.optimizer_states > 0
+        || st.step_scratch > 0
+        || !matches!(job.optimizer, crate::job::Optimizer::None)
+    {
+        w.mark("optimizer", "optimizer step", st.step_scratch);
+    }
+}
+
+/// Resident before the step: weights, optimizer states (steady state: made on the first
+/// step), master weights, the batch; gradients only while accumulating over micro-batches
+/// (returned: the gradients carried between micro-batches).
+fn walk_start(
+    w: &mut Walk,
+    st: &StateBytes,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+) -> u64 {
     use Category::*;
     let train = job.task == Task::Train;
-    // Resident before the step: weights, optimizer states (steady state: made on the first
-    // step), master weights, the batch; gradients only while accumulating over micro-batches.
     w.add(Parameters, st.resident.parameters);
     w.add(OptimizerStates, st.resident.optimizer_states);
     w.add(MasterWeights, st.resident.master_weights);
@@ -493,8 +517,13 @@ fn walk(
     w.add(Temporaries, overhead::blas_workspaces_bytes(gpu, train));
     w.add(Temporaries, st.comm_buffers);
     w.mark("start", "weights and optimizer states resident", 0);
+    carried_grads
+}
 
-    // Forward.
+/// The forward: embeddings, each block, the head; in training also the loss, and leaving the
+/// autocast region frees the cached weight copies nothing saved.
+fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
+    use Category::*;
     w.add(Activations, plan.embedding.kept);
     w.mark(
         "forward",
@@ -520,19 +549,23 @@ fn walk(
     w.mark("forward", "final norm and head", plan.logits);
     w.add(Activations, plan.loss.saved);
     w.mark("forward", "loss", plan.loss.forward_transient);
-    // Leaving the autocast region frees the cached weight copies nothing saved.
     w.sub(Activations, cached_copies);
+}
 
-    // Backward: the loss gradient first (three fp32 b·s·V tensors live together).
+/// The backward: the loss gradient first (three fp32 b·s·V tensors live together), the head,
+/// the blocks in reverse (a checkpointed block first recomputes its forward), the embeddings;
+/// gradients grow to their full size. Accumulating over micro-batches (`carried_grads` > 0),
+/// a new gradient is added in place into the `.grad` kept from the earlier ones
+/// (`AccumulateGrad`, torch/csrc/autograd/functions/accumulate_grad.h: `variable_grad +=
+/// new_grad` outside grad mode) and freed: a transient, not a new state.
+fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grads: u64) {
+    use Category::*;
     w.mark(
         "backward",
         "loss (log-softmax backward)",
         plan.loss.backward_transient,
     );
     w.sub(Activations, plan.loss.saved);
-    // Accumulating over micro-batches, a new gradient is added in place into the `.grad` kept
-    // from the earlier ones (`AccumulateGrad`, torch/csrc/autograd/functions/accumulate_grad.h:
-    // `variable_grad += new_grad` outside grad mode) and freed: a transient, not a new state.
     let accumulating = carried_grads > 0;
     let split = |g: u64| if accumulating { (0, g) } else { (g, 0) };
     let (head_kept, head_new) = split(st.head_grad);
@@ -544,7 +577,6 @@ fn walk(
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
     for (i, l) in plan.layers.iter().enumerate().rev() {
-        // A checkpointed block first recomputes its forward.
         let recompute = l.recomputed;
         let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0));
         w.add(Activations, recompute);
@@ -571,12 +603,4 @@ fn walk(
         w.add(Gradients, g_full - g_now);
     }
     w.sub(Activations, plan.inputs);
-
-    // Optimizer step.
-    if st.resident.optimizer_states > 0
-        || st.step_scratch > 0
-        || !matches!(job.optimizer, crate::job::Optimizer::None)
-    {
-        w.mark("optimizer", "optimizer step", st.step_scratch);
-    }
 }

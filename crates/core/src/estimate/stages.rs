@@ -103,48 +103,16 @@ pub fn head(
     frozen: bool,
 ) -> (StageMemory, u64) {
     let t = batch * seq;
-    let h = spec.hidden_size;
-    let v = spec.vocab_size;
+    let (h, v) = (spec.hidden_size, spec.vocab_size);
     let mut tape = Tape::new();
-    let p = num.param;
-    let mut x = tape.external(t * h, p);
+    let mut x = tape.external(t * h, num.param);
     let mm_w = if num.autocast { 2 } else { num.compute };
     let mut weight_copies = 0;
     if let Some(n) = spec.decoder.final_norm {
-        x = match n.kind {
-            NormKind::LayerNorm { .. } => {
-                let out = tape.op(&[x], &[x], t * n.dim, p);
-                for _ in 0..2 {
-                    let s = tape.op(&[x], &[], t, 4);
-                    tape.keep(s);
-                }
-                out
-            }
-            NormKind::RmsNorm => {
-                tape.rms_norm(x, n.dim, p, super::blocks::gemma_norm(spec), frozen)
-            }
-        };
+        x = final_norm(&mut tape, x, n, t, num.param, spec, frozen);
     }
     if let Head::MaskedLm { .. } = spec.head {
-        // BERT's prediction head: dense → GELU → LayerNorm, then the decoder.
-        let xin = if num.autocast {
-            tape.op(&[x], &[], t * h, 2)
-        } else {
-            x
-        };
-        let d = tape.op(&[xin], &[xin], t * h, mm_w);
-        let a = tape.op(&[d], &[d], t * h, mm_w);
-        let a32 = if num.autocast {
-            tape.op(&[a], &[], t * h, 4)
-        } else {
-            a
-        };
-        let out = tape.op(&[a32], &[a32], t * h, a32_width(num));
-        for _ in 0..2 {
-            let s = tape.op(&[a32], &[], t, 4);
-            tape.keep(s);
-        }
-        x = out;
+        x = masked_lm_transform(&mut tape, x, t, h, num);
         if num.autocast {
             weight_copies += 2 * h * h;
         }
@@ -172,17 +140,16 @@ pub fn head(
     if num.autocast {
         weight_copies += 2 * h * v;
     }
-    let mut logits = tape.op(&[xin], &[xin], t * v, mm_w);
+    let logits = tape.op(&[xin], &[xin], t * v, mm_w);
     // Gemma-2's final soft-capping: `/ cap`, `tanh` (its output saved), `* cap`.
     if spec.softcapping.final_logits.is_some() {
         let d = tape.op(&[logits], &[], t * v, mm_w);
         let th = tape.op(&[d], &[], t * v, mm_w);
         tape.keep(th);
-        logits = tape.op(&[th], &[], t * v, mm_w);
+        tape.op(&[th], &[], t * v, mm_w);
     }
     // The logits are returned, not saved: kept only until the loss has read them.
     let mem = tape.memory(None, round_size);
-    let _ = logits;
     (
         StageMemory {
             kept: mem.kept,
@@ -191,6 +158,59 @@ pub fn head(
         },
         mm_w,
     )
+}
+
+/// The decoder's final norm over `t` tokens: LayerNorm saves its input and fp32 mean and
+/// rstd; RMSNorm as [`Tape::rms_norm`] models it.
+fn final_norm(
+    tape: &mut Tape,
+    x: super::tape::Id,
+    n: crate::model::Norm,
+    t: u64,
+    p: u64,
+    spec: &ModelSpec,
+    frozen: bool,
+) -> super::tape::Id {
+    match n.kind {
+        NormKind::LayerNorm { .. } => {
+            let out = tape.op(&[x], &[x], t * n.dim, p);
+            for _ in 0..2 {
+                let s = tape.op(&[x], &[], t, 4);
+                tape.keep(s);
+            }
+            out
+        }
+        NormKind::RmsNorm => tape.rms_norm(x, n.dim, p, super::blocks::gemma_norm(spec), frozen),
+    }
+}
+
+/// BERT's prediction head transform before the decoder: dense → GELU → LayerNorm.
+fn masked_lm_transform(
+    tape: &mut Tape,
+    x: super::tape::Id,
+    t: u64,
+    h: u64,
+    num: Numerics,
+) -> super::tape::Id {
+    let mm_w = if num.autocast { 2 } else { num.compute };
+    let xin = if num.autocast {
+        tape.op(&[x], &[], t * h, 2)
+    } else {
+        x
+    };
+    let d = tape.op(&[xin], &[xin], t * h, mm_w);
+    let a = tape.op(&[d], &[d], t * h, mm_w);
+    let a32 = if num.autocast {
+        tape.op(&[a], &[], t * h, 4)
+    } else {
+        a
+    };
+    let out = tape.op(&[a32], &[a32], t * h, a32_width(num));
+    for _ in 0..2 {
+        let s = tape.op(&[a32], &[], t, 4);
+        tape.keep(s);
+    }
+    out
 }
 
 fn a32_width(num: Numerics) -> u64 {

@@ -239,7 +239,7 @@ pub fn model_states(
     let Some(inv) = &model.inventory else {
         // A bare parameter count: every parameter trainable, one flat tensor per state.
         let p = model.params_total;
-        let format = super::quant::parse(&super::effective_weights(model, job))?;
+        let format = super::effective_weights(model, job)?;
         let params = if format.is_none() {
             p.saturating_mul(w.param)
         } else {
@@ -282,7 +282,7 @@ pub fn model_states(
     };
 
     // Frozen base (PEFT) may be stored quantized.
-    let weights = super::quant::parse(&super::effective_weights(model, job))?;
+    let weights = super::effective_weights(model, job)?;
     let qctx = model
         .spec
         .as_ref()

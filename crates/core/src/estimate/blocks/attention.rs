@@ -1,0 +1,321 @@
+//! Attention in a block program: the q/k/v projections per attention kind (separate, fused,
+//! multi-head latent), the views a fused projection leaves, per-head norms, rotary
+//! embeddings, and the attention core per kernel (eager's materialised scores, or the fused
+//! SDPA/flash kernels' q, k, v, output and logsumexp).
+
+use super::{Prog, Role};
+use crate::estimate::tape::Id;
+use crate::job::AttentionKernel;
+use crate::model::{Attention, AttentionKind, Layer, Naming, NormKind, Positions};
+
+/// Widths (values per token) of one attention's projections.
+#[derive(Debug, Clone, Copy)]
+struct Widths {
+    q: u64,
+    k: u64,
+    v: u64,
+    /// All heads' values, which o_proj reads: with grouped k/v it is `heads · head_dim`, not
+    /// the k/v width.
+    out: u64,
+    heads: u64,
+    kv_heads: u64,
+}
+
+impl Widths {
+    fn of(kind: AttentionKind) -> Self {
+        match kind {
+            AttentionKind::Standard {
+                heads,
+                kv_heads,
+                head_dim,
+            } => Widths {
+                q: heads * head_dim,
+                k: kv_heads * head_dim,
+                v: kv_heads * head_dim,
+                out: heads * head_dim,
+                heads,
+                kv_heads,
+            },
+            AttentionKind::Latent {
+                heads,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+                ..
+            } => Widths {
+                q: heads * (qk_nope_head_dim + qk_rope_head_dim),
+                k: heads * (qk_nope_head_dim + qk_rope_head_dim),
+                v: heads * v_head_dim,
+                out: heads * v_head_dim,
+                heads,
+                kv_heads: heads,
+            },
+        }
+    }
+}
+
+/// q, k and v as the core receives them, with their element counts.
+struct Qkv {
+    q: Id,
+    k: Id,
+    v: Id,
+    qn: u64,
+    kn: u64,
+    vn: u64,
+    /// Tokens on the key/value side (`batch · kv_seq`).
+    kv_tokens: u64,
+}
+
+impl Prog<'_> {
+    /// Self- or cross-attention on `x` (queries) over `kv_src` (keys/values source).
+    pub(super) fn attention(&mut self, x: Id, kv_src: Id, layer: &Layer, cross: bool) -> Id {
+        let spec = self.c.spec;
+        let att = if cross {
+            layer.cross_attention.as_ref().unwrap_or(&layer.attention)
+        } else {
+            &layer.attention
+        };
+        let w = Widths::of(att.kind);
+        let (q, k, v) = self.projections(x, kv_src, att, w);
+        let kv_tokens = self.c.batch * self.c.kv_seq;
+        let mut p = Qkv {
+            q,
+            k,
+            v,
+            qn: self.tokens * w.q,
+            kn: kv_tokens * w.k,
+            vn: kv_tokens * w.v,
+            kv_tokens,
+        };
+        let rotary = !cross && matches!(spec.embedding.positions, Positions::Rotary { .. });
+        self.fused_view_copies(&mut p, rotary);
+        // Per-head q/k norms (Qwen3, Gemma-3).
+        if let Some(n) = att.qk_norm {
+            p.q = self.norm(p.q, n.kind, n.dim);
+            p.k = self.norm(p.k, n.kind, n.dim);
+        }
+        if rotary {
+            p.q = self.rotary(p.q, p.qn);
+            p.k = self.rotary(p.k, p.kn);
+        }
+        // OPT scales q by 1/√d right after the projection (a new tensor).
+        if spec.naming == Naming::Opt {
+            p.q = self.elementwise(&[p.q], &[]);
+        }
+        let latent = matches!(att.kind, AttentionKind::Latent { .. });
+        let ctx = match self.c.kernel {
+            AttentionKernel::Eager => self.eager_core(p, w, latent),
+            AttentionKernel::Sdpa | AttentionKernel::Flash => self.fused_core(&p, w),
+        };
+        self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O)
+    }
+
+    /// The q, k and v projections as the family writes them: MLA's low-rank ones, one fused
+    /// projection whose q, k and v are views, or three separate ones.
+    fn projections(&mut self, x: Id, kv_src: Id, att: &Attention, w: Widths) -> (Id, Id, Id) {
+        let h = self.c.spec.hidden_size;
+        let bias = att.bias;
+        match (self.c.spec.naming, att.kind) {
+            (_, AttentionKind::Latent { .. }) => self.latent_projections(x, att.kind, w),
+            (Naming::Gpt2 | Naming::BigCode | Naming::NeoX | Naming::Falcon | Naming::Phi3, _) => {
+                // One fused projection; q, k and v are views of it.
+                let qkv = self.linear_named(x, h, w.q + w.k + w.v, bias.q, Role::Qkv);
+                (qkv, qkv, qkv)
+            }
+            _ => {
+                let q = self.linear_named(x, h, w.q, bias.q, Role::Q);
+                let k = self.linear_named(kv_src, h, w.k, bias.k, Role::K);
+                let v = self.linear_named(kv_src, h, w.v, bias.v, Role::V);
+                (q, k, v)
+            }
+        }
+    }
+
+    /// Multi-head latent attention (DeepSeek-V2 §2.1, `DeepseekV2Attention`): q through an
+    /// optional low-rank `q_a`/norm/`q_b`, the compressed kv latent plus the rotary key, its
+    /// norm, and `kv_b_proj` up to all heads' k_nope and v.
+    fn latent_projections(&mut self, x: Id, kind: AttentionKind, w: Widths) -> (Id, Id, Id) {
+        let AttentionKind::Latent {
+            q_lora_rank,
+            kv_lora_rank,
+            qk_rope_head_dim,
+            qk_nope_head_dim,
+            v_head_dim,
+            heads,
+        } = kind
+        else {
+            unreachable!("latent_projections is called for latent attention only")
+        };
+        let h = self.c.spec.hidden_size;
+        let q = match q_lora_rank {
+            Some(r) => {
+                let qa = self.linear(x, h, r, false);
+                let qa = self.norm(qa, NormKind::RmsNorm, r);
+                self.linear(qa, r, w.q, false)
+            }
+            None => self.linear(x, h, w.q, false),
+        };
+        let kva = self.linear(x, h, kv_lora_rank + qk_rope_head_dim, false);
+        let kvn = self.norm(kva, NormKind::RmsNorm, kv_lora_rank);
+        let kv = self.linear(
+            kvn,
+            kv_lora_rank,
+            heads * (qk_nope_head_dim + v_head_dim),
+            false,
+        );
+        // k = cat(k_nope, k_rope broadcast): a new tensor of all heads.
+        let k = self.elementwise(&[kv, kva], &[]);
+        let k = self.cast(k, self.w(kv));
+        (q, k, kv)
+    }
+
+    /// A fused projection's q, k and v are views of one tensor. Eager attention copies the
+    /// views it multiplies (matmul of non-contiguous operands); rotary embeddings read the
+    /// views and make new q and k; SDPA keeps the views, so the fused tensor stays saved.
+    /// GPT-NeoX's v is `qkv.view(b, s, heads, 3·hd).transpose(1, 2).chunk(3)[2]`: `matmul`
+    /// reshapes it to [b·heads, s, hd] for `bmm` (aten `_matmul_impl`), a copy unless b is 1
+    /// (a size-1 dimension merges with any stride, so `reshape` returns a view). At b = 1
+    /// bmm saves that view, and with it the whole fused output (measured: Pythia-70M at
+    /// 1 × 640 saves the 3·s·h qkv storage, at 3 × 224 a b·s·h copy).
+    fn fused_view_copies(&mut self, p: &mut Qkv, rotary: bool) {
+        if p.q != p.k {
+            return;
+        }
+        let eager = self.c.kernel == AttentionKernel::Eager;
+        let view_at_b1 = self.c.batch == 1 && self.c.spec.naming == Naming::NeoX;
+        let w = self.w(p.q);
+        if eager && !view_at_b1 {
+            p.v = self.t.op(&[p.v], &[], p.vn, w);
+        }
+        if eager && !rotary {
+            p.q = self.t.op(&[p.q], &[], p.qn, w);
+            p.k = self.t.op(&[p.k], &[], p.kn, w);
+        }
+    }
+
+    /// Rotary embeddings on `n` elements: x·cos + rotate_half(x)·sin; cos/sin are shared and
+    /// need no grad, so nothing of x is saved: the rotated tensor is what attention saves.
+    fn rotary(&mut self, x: Id, n: u64) -> Id {
+        let rope_w = self.c.num.param;
+        let xw = self.w(x);
+        let w = xw.max(rope_w);
+        let a = self.t.op(&[x], &[], n, w);
+        let neg = self.t.op(&[x], &[], n / 2, xw);
+        let rh = self.t.op(&[neg, x], &[], n, xw);
+        let b2 = self.t.op(&[rh], &[], n, w);
+        self.t.op(&[a, b2], &[], n, w)
+    }
+
+    /// Width of the attention matmuls' outputs.
+    fn matmul_width(&self) -> u64 {
+        if self.c.num.autocast {
+            2
+        } else {
+            self.c.num.compute
+        }
+    }
+
+    /// Eager attention (`eager_attention_forward`): k/v groups repeated, the b·heads·s×s
+    /// scores, scaling, soft-capping, the mask, softmax and dropout all materialised, then
+    /// probabilities × v and the transpose back.
+    fn eager_core(&mut self, p: Qkv, w: Widths, latent: bool) -> Id {
+        let Qkv {
+            q, mut k, mut v, ..
+        } = p;
+        // MLA's values are a strided view of kv_b_proj's output (beside k_nope); the eager
+        // matmul copies them contiguous, and the copy is what it saves
+        // (DeepseekV2Attention.expand_kv + eager_attention_forward).
+        if latent {
+            let vw = self.w(v);
+            v = self.t.op(&[v], &[], p.vn, vw);
+        }
+        // repeat_kv materialises the groups for eager attention.
+        if w.kv_heads < w.heads {
+            let (kw, vw) = (self.w(k), self.w(v));
+            k = self.t.op(&[k], &[], p.kv_tokens * w.q, kw);
+            let vn = p.kv_tokens * w.v * w.heads / w.kv_heads.max(1);
+            v = self.t.op(&[v], &[], vn, vw);
+        }
+        let qi = self.mm_input(q);
+        let ki = self.mm_input(k);
+        let mmw = self.matmul_width();
+        let scores_n = self.c.batch * w.heads * self.c.seq * self.c.kv_seq;
+        let scores = self.t.op(&[qi, ki], &[qi, ki], scores_n, mmw);
+        let masked = self.scale_cap_mask(scores, scores_n, mmw);
+        let to_value = self.softmax(masked, scores_n, q, v);
+        let dropped = self.dropout(to_value, self.c.attn_dropout);
+        let pi = self.mm_input(dropped);
+        let vi = self.mm_input(v);
+        let ctx = self.t.op(&[pi, vi], &[pi, vi], self.tokens * w.out, mmw);
+        // transpose(1, 2).contiguous(): a copy.
+        self.t.op(&[ctx], &[], self.tokens * w.out, mmw)
+    }
+
+    /// The scores scaled, soft-capped (Gemma-2) and masked.
+    fn scale_cap_mask(&mut self, scores: Id, n: u64, mmw: u64) -> Id {
+        let mut scaled = self.t.op(&[scores], &[], n, mmw);
+        // Gemma-2's soft-capping: `/ cap`, `tanh` (its output saved), `* cap`.
+        if self.c.spec.softcapping.attention.is_some() {
+            let d = self.t.op(&[scaled], &[], n, mmw);
+            let th = self.t.op(&[d], &[], n, mmw);
+            self.t.keep(th);
+            scaled = self.t.op(&[th], &[], n, mmw);
+        }
+        // The additive mask (causal or padding) promotes to its dtype.
+        let mask_w = self.c.num.param;
+        self.t.op(&[scaled], &[], n, mmw.max(mask_w))
+    }
+
+    /// Softmax in fp32 (explicit dtype in Llama-style code; autocast's fp32 list elsewhere),
+    /// its output saved, then cast to the value dtype where the family does.
+    fn softmax(&mut self, masked: Id, n: u64, q: Id, v: Id) -> Id {
+        let naming = self.c.spec.naming;
+        let llama_style = !matches!(
+            naming,
+            Naming::Gpt2
+                | Naming::BigCode
+                | Naming::Bert
+                | Naming::Roberta
+                | Naming::Opt
+                | Naming::T5
+        );
+        let sm_w = if llama_style || self.c.num.autocast {
+            4
+        } else {
+            self.w(masked)
+        };
+        let sm_in = self.cast(masked, sm_w);
+        let probs = self.t.op(&[sm_in], &[], n, sm_w);
+        self.t.keep(probs);
+        if llama_style {
+            let qw = self.w(q);
+            self.cast(probs, qw)
+        } else if matches!(naming, Naming::Gpt2 | Naming::BigCode) {
+            let vw = self.w(v);
+            self.cast(probs, vw)
+        } else {
+            probs
+        }
+    }
+
+    /// Fused kernels (SDPA, flash) save q, k, v, the output and a logsumexp (b·heads·s, fp32);
+    /// no s×s tensor. Grouped k/v are passed as is (GQA-aware kernels).
+    fn fused_core(&mut self, p: &Qkv, w: Widths) -> Id {
+        let qi = self.mm_input(p.q);
+        let ki = self.mm_input(p.k);
+        let vi = self.mm_input(p.v);
+        self.t.keep(qi);
+        self.t.keep(ki);
+        self.t.keep(vi);
+        let mmw = self.matmul_width();
+        let out = self
+            .t
+            .op(&[qi, ki, vi], &[qi, ki, vi], self.tokens * w.out, mmw);
+        self.t.keep(out);
+        let lse = self
+            .t
+            .op(&[qi], &[], self.c.batch * w.heads * self.c.seq, 4);
+        self.t.keep(lse);
+        out
+    }
+}

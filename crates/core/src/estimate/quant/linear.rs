@@ -1,0 +1,58 @@
+//! Bytes of one quantized weight in the formats that quantize `nn.Linear` weights in place
+//! (bitsandbytes, GPTQ, AWQ, FP8): the dispatch by format family and the checked sum of parts.
+
+use super::{bitsandbytes, gptq, matrix_dims, ov, QuantContext, WeightFormat};
+use crate::error::CoreError;
+use crate::inventory::{elements_of, Tensor};
+
+/// A weight's shape as the linear formats see it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Matrix {
+    /// All elements.
+    pub n: u64,
+    /// Stacked matrices (experts), 1 for a plain weight.
+    pub batch: u64,
+    pub out: u64,
+    pub inp: u64,
+}
+
+/// Sums byte counts, each `None` when it overflowed; `None` if any did or the sum does.
+pub(super) fn sum(parts: &[Option<u64>]) -> Option<u64> {
+    parts.iter().try_fold(0u64, |a, p| a.checked_add((*p)?))
+}
+
+/// Bytes of one quantized weight in a non-GGUF format.
+pub(super) fn linear_bytes(
+    format: &WeightFormat,
+    t: &Tensor,
+    ctx: &QuantContext,
+) -> Result<u64, CoreError> {
+    let n = elements_of(&t.shape).ok_or_else(|| ov(&t.name))?;
+    let (batch, out, inp) = matrix_dims(t, ctx)?;
+    let m = Matrix { n, batch, out, inp };
+    let bytes = match *format {
+        WeightFormat::Int8 => bitsandbytes::int8_bytes(m),
+        WeightFormat::Nf4 | WeightFormat::Fp4 => bitsandbytes::four_bit_bytes(m),
+        WeightFormat::Nf4Dq => bitsandbytes::four_bit_dq_bytes(m),
+        WeightFormat::Fp8 { block } => fp8_bytes(m, block),
+        WeightFormat::Gptq { bits, group } => gptq::gptq_bytes(m, bits, group),
+        WeightFormat::Awq { bits, group } => gptq::awq_bytes(t, m, bits, group)?,
+        WeightFormat::None | WeightFormat::Gguf(_) => Some(t.bytes),
+    };
+    bytes.ok_or_else(|| ov(&t.name))
+}
+
+/// FP8 weights: one byte per value and an fp32 scale for the tensor, or one per
+/// `block`×`block` tile.
+fn fp8_bytes(m: Matrix, block: Option<u64>) -> Option<u64> {
+    match block {
+        None => sum(&[Some(m.n), Some(4)]),
+        Some(b) => {
+            let tiles = m
+                .batch
+                .checked_mul(m.out.div_ceil(b))
+                .and_then(|x| x.checked_mul(m.inp.div_ceil(b)));
+            sum(&[Some(m.n), tiles.and_then(|x| x.checked_mul(4))])
+        }
+    }
+}

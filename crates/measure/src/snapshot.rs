@@ -720,8 +720,44 @@ pub fn read_streaming<R: Read>(
 fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
     let t = p.tree();
     let root = p.root;
-    let (layout, seg_list, traces_list) = match t.node(root) {
-        Node::List(items) => (Layout::Legacy113, Some(items.as_slice()), None),
+    let (layout, seg_list, traces_list) = layout_of(t, root)?;
+    let mut segments = Vec::new();
+    for &s in seg_list.unwrap_or(&[]) {
+        segments.push(b.segment(t, s, layout == Layout::Legacy113)?);
+    }
+    let (traces, from_profiler) = match traces_list {
+        None => (Vec::new(), false),
+        Some(tl) => {
+            let devices = t
+                .as_seq(tl)
+                .ok_or_else(|| bad("\"device_traces\" is not a list"))?;
+            match in_order(t, devices, &b.entry_nodes) {
+                Some(split) => (traces_in_place(&mut b, &split), b.any_category),
+                None => traces_by_reference(&mut b, t, devices)?,
+            }
+        }
+    };
+    Ok(Snapshot {
+        layout,
+        protocol: p.protocol,
+        frames: b.frames,
+        stacks: b.stacks,
+        strings: b.strings,
+        segments,
+        traces,
+        alloc_conf: alloc_conf(t, root),
+        from_profiler,
+    })
+}
+
+/// The layout of the root, its list of segments and its list of device traces.
+#[allow(clippy::type_complexity)]
+fn layout_of(
+    t: Tree<'_>,
+    root: Id,
+) -> Result<(Layout, Option<&[Id]>, Option<Id>), crate::MeasureError> {
+    match t.node(root) {
+        Node::List(items) => Ok((Layout::Legacy113, Some(items.as_slice()), None)),
         Node::Dict(_) => {
             let segs = match t.get(root, "segments") {
                 Some(s) => Some(
@@ -736,104 +772,81 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
                     "not a memory snapshot: the dict has neither \"segments\" nor \"device_traces\"",
                 ));
             }
-            (Layout::Dict, segs, traces)
+            Ok((Layout::Dict, segs, traces))
         }
-        _ => {
-            return Err(bad(
-                "not a memory snapshot: the pickle holds neither a dict nor a list of segments",
-            ))
-        }
-    };
-    let mut segments = Vec::new();
-    for &s in seg_list.unwrap_or(&[]) {
-        segments.push(b.segment(t, s, layout == Layout::Legacy113)?);
+        _ => Err(bad(
+            "not a memory snapshot: the pickle holds neither a dict nor a list of segments",
+        )),
     }
-    let mut traces = Vec::new();
-    let mut from_profiler = false;
-    if let Some(tl) = traces_list {
-        let devices = t
-            .as_seq(tl)
-            .ok_or_else(|| bad("\"device_traces\" is not a list"))?;
-        if let Some(split) = in_order(t, devices, &b.entry_nodes) {
-            // The usual file: every entry streamed, listed once, in order. Hand the table out
-            // in place rather than copying it (which held it twice at the peak).
-            // Later devices split off the end (a copy of their own entries only); the first
-            // device keeps the table itself (`split_off(0)` would copy all of it).
-            let mut table = std::mem::take(&mut b.entries);
-            let mut tail = Vec::with_capacity(split.len());
-            for &n in split.iter().skip(1).rev() {
-                tail.push(table.split_off(table.len() - n));
-            }
-            if !split.is_empty() {
-                tail.push(table);
-            }
-            tail.reverse();
-            from_profiler = b.any_category;
-            traces = tail;
-            return Ok(Snapshot {
-                layout,
-                protocol: p.protocol,
-                frames: b.frames,
-                stacks: b.stacks,
-                strings: b.strings,
-                segments,
-                traces,
-                alloc_conf: alloc_conf(t, root),
-                from_profiler,
-            });
-        }
-        // How often each streamed entry is referenced: the last reference moves it out of the
-        // table, earlier ones (a memoized entry listed twice) copy it.
-        let mut refs = vec![0u32; b.entries.len()];
-        for &dev in devices {
-            for &e in t.as_seq(dev).unwrap_or(&[]) {
-                if let Node::Entry(i) = t.node(e) {
-                    if let Some(r) = refs.get_mut(*i as usize) {
-                        *r = r.saturating_add(1);
-                    }
+}
+
+/// The usual file: every entry streamed, listed once, in order (`split` holds each device's
+/// count). The table is handed out in place rather than copied (which held it twice at the
+/// peak): later devices split off the end (a copy of their own entries only); the first device
+/// keeps the table itself (`split_off(0)` would copy all of it).
+fn traces_in_place(b: &mut Builder, split: &[usize]) -> Vec<Vec<TraceEntry>> {
+    let mut table = std::mem::take(&mut b.entries);
+    let mut tail = Vec::with_capacity(split.len());
+    for &n in split.iter().skip(1).rev() {
+        tail.push(table.split_off(table.len() - n));
+    }
+    if !split.is_empty() {
+        tail.push(table);
+    }
+    tail.reverse();
+    tail
+}
+
+/// Any other file: each device's list read item by item, streamed entries taken from the
+/// table and the rest typed now. Returns the traces and whether any entry carries a profiler
+/// category.
+fn traces_by_reference(
+    b: &mut Builder,
+    t: Tree<'_>,
+    devices: &[Id],
+) -> Result<(Vec<Vec<TraceEntry>>, bool), crate::MeasureError> {
+    // How often each streamed entry is referenced: the last reference moves it out of the
+    // table, earlier ones (a memoized entry listed twice) copy it.
+    let mut refs = vec![0u32; b.entries.len()];
+    for &dev in devices {
+        for &e in t.as_seq(dev).unwrap_or(&[]) {
+            if let Node::Entry(i) = t.node(e) {
+                if let Some(r) = refs.get_mut(*i as usize) {
+                    *r = r.saturating_add(1);
                 }
             }
         }
-        let mut table = std::mem::take(&mut b.entries);
-        for &dev in devices {
-            let entries = t
-                .as_seq(dev)
-                .ok_or_else(|| bad("a device trace is not a list"))?;
-            let mut out = Vec::with_capacity(entries.len());
-            for &e in entries {
-                let te = match t.node(e) {
-                    Node::Entry(i) => {
-                        let i = *i as usize;
-                        let r = refs
-                            .get_mut(i)
-                            .ok_or_else(|| bad("a trace placeholder out of range"))?;
-                        *r -= 1;
-                        if *r == 0 {
-                            std::mem::replace(&mut table[i], TAKEN)
-                        } else {
-                            table[i].clone()
-                        }
-                    }
-                    _ => b.trace_entry(t, e)?,
-                };
-                from_profiler |= te.category.is_some();
-                out.push(te);
-            }
-            traces.push(out);
-        }
     }
-    let alloc_conf = alloc_conf(t, root);
-    Ok(Snapshot {
-        layout,
-        protocol: p.protocol,
-        frames: b.frames,
-        stacks: b.stacks,
-        strings: b.strings,
-        segments,
-        traces,
-        alloc_conf,
-        from_profiler,
-    })
+    let mut table = std::mem::take(&mut b.entries);
+    let mut traces = Vec::new();
+    let mut from_profiler = false;
+    for &dev in devices {
+        let entries = t
+            .as_seq(dev)
+            .ok_or_else(|| bad("a device trace is not a list"))?;
+        let mut out = Vec::with_capacity(entries.len());
+        for &e in entries {
+            let te = match t.node(e) {
+                Node::Entry(i) => {
+                    let i = *i as usize;
+                    let r = refs
+                        .get_mut(i)
+                        .ok_or_else(|| bad("a trace placeholder out of range"))?;
+                    *r -= 1;
+                    if *r == 0 {
+                        std::mem::replace(&mut table[i], TAKEN)
+                    } else {
+                        table[i].clone()
+                    }
+                }
+                _ => b.trace_entry(t, e)?,
+            };
+            from_profiler |= te.category.is_some();
+            out.push(te);
+        }
+        traces.push(out);
+    }
+    Ok((traces, from_profiler))
 }
 
 fn alloc_conf(t: Tree<'_>, root: Id) -> Option<String> {

@@ -1,4 +1,6 @@
-//! Number formatting for humans: thousands separators, binary byte units, short counts.
+//! Number formatting for humans, for every renderer (terminal, SVG, HTML, the commands):
+//! thousands separators, binary byte units (adaptive, or GiB for a chart headed in GiB), short
+//! counts, percentages.
 
 /// `8030261248` → `8,030,261,248`.
 pub fn thousands(n: u64) -> String {
@@ -8,6 +10,21 @@ pub fn thousands(n: u64) -> String {
 /// Bytes in binary units with three significant figures (`14.96 GiB`, `512 B`).
 pub fn bytes(n: u64) -> String {
     vramscope_core::text::bytes(n)
+}
+
+/// Bytes in a GiB (2^30).
+pub const GIB: u64 = 1 << 30;
+
+/// Bytes as GiB with two decimals and no unit (`14.96`): the figures of a chart or table whose
+/// heading names the unit.
+pub fn gib(n: u64) -> String {
+    format!("{:.2}", n as f64 / GIB as f64)
+}
+
+/// A signed byte count as GiB with a sign and two decimals (`+1.25`, `-0.50`): a saving or a
+/// change in a GiB column.
+pub fn gib_signed(n: i64) -> String {
+    format!("{:+.2}", n as f64 / GIB as f64)
 }
 
 /// A parameter count in short form (`8.03 B`, `124.4 M`, `652.5 K`).
@@ -49,6 +66,12 @@ mod tests {
         // 16,060,522,496 B / 2^30 = 14.957...
         assert_eq!(bytes(16_060_522_496), "14.96 GiB");
         assert_eq!(short_count(8_030_261_248), "8.03 B");
+        // 16,060,522,496 / 2^30 = 14.957… → two decimals; 2^29 = 0.5 GiB.
+        assert_eq!(gib(16_060_522_496), "14.96");
+        assert_eq!(gib(1 << 29), "0.50");
+        // ±(2^30 + 2^28) = ±1.25 GiB.
+        assert_eq!(gib_signed(1_342_177_280), "+1.25");
+        assert_eq!(gib_signed(-1_342_177_280), "-1.25");
         assert_eq!(percent(1, 3), "33.3%");
     }
 }

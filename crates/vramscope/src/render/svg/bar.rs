@@ -3,16 +3,17 @@
 use super::measured::Measured;
 use super::{bar_scale, esc, hex, section, segments, text, BAR_W, LEFT, WIDTH};
 use crate::render::fit_of;
-use crate::units::{bytes, gib};
+use crate::units::{bytes, Unit};
 use vramscope_core::report::{Category, Fit, Report};
 
 /// The peak's categories as one bar scaled to the GPU (or to everything used, when that is
 /// more), the capacity marked, a measured bar under it, and the legend.
 pub(super) fn stacked_bar(r: &Report, measured: Option<&Measured>, out: &mut String, y: &mut f64) {
     let fit = fit_of(r);
-    heading(r, fit.as_ref(), measured, out, y);
     let segs = segments(r);
     let scale = bar_scale(r).max(measured.map_or(0, Measured::used)) as f64;
+    let unit = Unit::for_max(scale as u64);
+    heading(r, fit.as_ref(), measured, unit, out, y);
     let top = *y + 12.0;
     let h = 40.0;
     // With a measurement the capacity line spans both bars.
@@ -22,17 +23,17 @@ pub(super) fn stacked_bar(r: &Report, measured: Option<&Measured>, out: &mut Str
          width=\"{BAR_W}\" height=\"{h}\" fill=\"#f4f4f4\" stroke=\"#999999\"/>\n",
         scale as u64
     ));
-    bar_segments(r, &segs, scale, (top, h), out);
+    bar_segments(r, &segs, (scale, unit), (top, h), out);
     if let Some(f) = &fit {
-        capacity_mark(f, scale, top, span, out);
+        capacity_mark(f, (scale, unit), top, span, out);
     }
     text(out, LEFT, top + span + 18.0, "fill=\"#444444\"", "0");
     out.push_str("</g>\n");
     if let Some(m) = measured {
-        measured_bar(m, scale, top, h, out);
+        measured_bar(m, (scale, unit), top, h, out);
     }
     *y = top + span + 24.0;
-    legend(r, &segs, measured, out, y);
+    legend(r, &segs, measured, unit, out, y);
 }
 
 /// The bar's heading: the device total and the fit verdict; with a measurement, its peak.
@@ -40,37 +41,39 @@ fn heading(
     r: &Report,
     fit: Option<&Fit>,
     measured: Option<&Measured>,
+    unit: Unit,
     out: &mut String,
     y: &mut f64,
 ) {
+    let (f, u) = (|b: u64| unit.fixed(b), unit.name);
     let peak = r
         .per_gpu
         .device_total
-        .map(|d| format!("device total {} GiB", gib(d)))
+        .map(|d| format!("device total {} {u}", f(d)))
         .unwrap_or_else(|| "device total n/a".into());
     let verdict = match fit {
-        Some(f) if f.fits => format!(" · fits {} ({} GiB free)", f.gpu, gib(f.headroom as u64)),
-        Some(f) => format!(
-            " · does not fit {} ({} GiB over)",
-            f.gpu,
-            gib(f.headroom.unsigned_abs())
+        Some(x) if x.fits => format!(" · fits {} ({} {u} free)", x.gpu, f(x.headroom as u64)),
+        Some(x) => format!(
+            " · does not fit {} ({} {u} over)",
+            x.gpu,
+            f(x.headroom.unsigned_abs())
         ),
         None => " · no GPU given".into(),
     };
     section(
         out,
         y,
-        &format!("Memory at the peak, by category (GiB) — {peak}{verdict}"),
+        &format!("Memory at the peak, by category ({u}) — {peak}{verdict}"),
     );
     if let Some(m) = measured {
         *y += 16.0;
-        let mp = m.peak_allocated.map_or_else(|| "n/a".into(), gib);
+        let mp = m.peak_allocated.map_or_else(|| "n/a".into(), f);
         text(
             out,
             20.0,
             *y,
             "fill=\"#444444\"",
-            &format!("measured peak allocated {mp} GiB (the record sees the allocator only)"),
+            &format!("measured peak allocated {mp} {u} (the record sees the allocator only)"),
         );
     }
 }
@@ -79,7 +82,7 @@ fn heading(
 fn bar_segments(
     r: &Report,
     segs: &[(Category, u64)],
-    scale: f64,
+    (scale, unit): (f64, Unit),
     (top, h): (f64, f64),
     out: &mut String,
 ) {
@@ -88,11 +91,12 @@ fn bar_segments(
         let w = *b as f64 / scale * BAR_W;
         out.push_str(&format!(
             "<rect class=\"segment\" data-category=\"{}\" data-bytes=\"{b}\" x=\"{x:.2}\" \
-             y=\"{top}\" width=\"{w:.2}\" height=\"{h}\" fill=\"{}\"><title>{}: {} GiB</title></rect>\n",
+             y=\"{top}\" width=\"{w:.2}\" height=\"{h}\" fill=\"{}\"><title>{}: {} {}</title></rect>\n",
             c.name(),
             hex(*c),
             esc(crate::render::label_in(r, *c)),
-            gib(*b)
+            unit.fixed(*b),
+            unit.name
         ));
         if w >= 44.0 {
             let fill = if matches!(
@@ -108,7 +112,7 @@ fn bar_segments(
                 x + w / 2.0,
                 top + h / 2.0 + 4.0,
                 &format!("text-anchor=\"middle\" fill=\"{fill}\""),
-                &gib(*b),
+                &unit.fixed(*b),
             );
         }
         x += w;
@@ -116,7 +120,7 @@ fn bar_segments(
 }
 
 /// The GPU's capacity as a red line across the bar (both bars with a measurement), labelled.
-fn capacity_mark(f: &Fit, scale: f64, top: f64, span: f64, out: &mut String) {
+fn capacity_mark(f: &Fit, (scale, unit): (f64, Unit), top: f64, span: f64, out: &mut String) {
     let cx = LEFT + f.capacity as f64 / scale * BAR_W;
     out.push_str(&format!(
         "<line class=\"capacity\" x1=\"{cx:.2}\" y1=\"{}\" x2=\"{cx:.2}\" y2=\"{}\" \
@@ -129,7 +133,12 @@ fn capacity_mark(f: &Fit, scale: f64, top: f64, span: f64, out: &mut String) {
         cx,
         top + span + 18.0,
         "text-anchor=\"end\" fill=\"#cc0000\"",
-        &format!("{} capacity {} GiB", f.gpu, gib(f.capacity)),
+        &format!(
+            "{} capacity {} {}",
+            f.gpu,
+            unit.fixed(f.capacity),
+            unit.name
+        ),
     );
 }
 
@@ -139,6 +148,7 @@ fn legend(
     r: &Report,
     segs: &[(Category, u64)],
     measured: Option<&Measured>,
+    unit: Unit,
     out: &mut String,
     y: &mut f64,
 ) {
@@ -154,11 +164,12 @@ fn legend(
     if let Some(m) = measured {
         for (c, label) in legend.iter_mut() {
             let mb = m.components.iter().find(|(k, _)| k == c).map_or(0, |x| x.1);
-            label.push_str(&format!(" / {} measured", gib(mb)));
+            label.push_str(&format!(" / {} measured", unit.fixed(mb)));
         }
         for (c, b) in &m.components {
             if !legend.iter().any(|(k, _)| k == c) {
-                legend.push((*c, format!("{} 0 / {} GiB measured", c.label(), gib(*b))));
+                let mb = unit.fixed(*b);
+                legend.push((*c, format!("{} 0 / {mb} {} measured", c.label(), unit.name)));
             }
         }
     }
@@ -185,7 +196,7 @@ fn legend(
 }
 
 /// The measured peak's categories as a second bar under the predicted one, on the same scale.
-fn measured_bar(m: &Measured, scale: f64, top: f64, h: f64, out: &mut String) {
+fn measured_bar(m: &Measured, (scale, unit): (f64, Unit), top: f64, h: f64, out: &mut String) {
     let mtop = top + h + 10.0;
     let mh = 24.0;
     out.push_str(&format!(
@@ -213,11 +224,12 @@ fn measured_bar(m: &Measured, scale: f64, top: f64, h: f64, out: &mut String) {
         out.push_str(&format!(
             "<rect class=\"measured-segment\" data-category=\"{}\" data-bytes=\"{b}\" \
              x=\"{x:.2}\" y=\"{mtop}\" width=\"{w:.2}\" height=\"{mh}\" fill=\"{}\">\
-             <title>measured {}: {} GiB</title></rect>\n",
+             <title>measured {}: {} {}</title></rect>\n",
             c.name(),
             hex(*c),
             esc(c.label()),
-            gib(*b)
+            unit.fixed(*b),
+            unit.name
         ));
         x += w;
     }

@@ -1,7 +1,7 @@
 //! Activations each layer keeps for backward, from the forward pass of the timeline.
 
 use super::{esc, hex, section, text, BAR_W, LEFT};
-use crate::units::gib;
+use crate::units::Unit;
 use vramscope_core::report::{Category, Report};
 
 /// Bytes each layer adds to the saved activations during the forward pass (the timeline's
@@ -28,12 +28,16 @@ pub(super) fn per_layer(r: &Report, out: &mut String, y: &mut f64) {
     if rows.is_empty() || rows.iter().all(|(_, b)| *b == 0) {
         return;
     }
+    let max = rows.iter().map(|(_, b)| *b).max().unwrap_or(1).max(1) as f64;
+    let unit = Unit::for_max(max as u64);
     section(
         out,
         y,
-        "Per layer: activations each layer keeps for backward (GiB)",
+        &format!(
+            "Per layer: activations each layer keeps for backward ({})",
+            unit.name
+        ),
     );
-    let max = rows.iter().map(|(_, b)| *b).max().unwrap_or(1).max(1) as f64;
     let h = 80.0;
     let top = *y + 12.0;
     let bottom = top + h;
@@ -43,13 +47,14 @@ pub(super) fn per_layer(r: &Report, out: &mut String, y: &mut f64) {
         let bh = *b as f64 / max * h;
         out.push_str(&format!(
             "<rect class=\"layer\" x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{bh:.2}\" \
-             fill=\"{}\"><title>{}: {} GiB</title></rect>\n",
+             fill=\"{}\"><title>{}: {} {}</title></rect>\n",
             LEFT + i as f64 * col + col * 0.1,
             bottom - bh,
             (col * 0.8).max(0.5),
             hex(Category::Activations),
             esc(label),
-            gib(*b)
+            unit.fixed(*b),
+            unit.name
         ));
     }
     text(
@@ -57,7 +62,7 @@ pub(super) fn per_layer(r: &Report, out: &mut String, y: &mut f64) {
         LEFT - 6.0,
         top + 4.0,
         "text-anchor=\"end\" fill=\"#444444\"",
-        &gib(max as u64),
+        &unit.fixed(max as u64),
     );
     text(
         out,

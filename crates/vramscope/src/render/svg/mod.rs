@@ -373,6 +373,53 @@ mod tests {
         }
     }
 
+    /// The y axis's tick labels: the timeline's `<text>` at `LEFT - 6` anchored at the end.
+    fn y_ticks(svg: &str) -> Vec<&str> {
+        svg.split("<text x=\"54.0\" ")
+            .skip(1)
+            .filter_map(|t| {
+                let (attrs, rest) = t.split_once('>')?;
+                let tick = attrs.ends_with("text-anchor=\"end\" fill=\"#444444\"");
+                tick.then(|| rest.split_once("</text>").map(|x| x.0))?
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tiny_models_charts_are_in_mib_not_zero_gib() {
+        // A 4 MiB step with no GPU: parameters 3 MiB, then 1 MiB of activations in backward.
+        const M: u64 = 1 << 20;
+        let mut r = report(16 * G);
+        r.fit = None;
+        r.job.gpu = None;
+        r.per_gpu.components = Components {
+            parameters: 3 * M,
+            activations: M,
+            ..Components::default()
+        };
+        r.per_gpu.device_total = Some(5 * M);
+        let mut fwd = point("forward", 3 * M);
+        fwd.by_category.insert("parameters", 3 * M);
+        let mut bwd = point("backward", 4 * M);
+        bwd.by_category.insert("parameters", 3 * M);
+        bwd.by_category.insert("activations", M);
+        bwd.label = "layer 0".into();
+        r.timeline = vec![fwd, bwd];
+        let svg = render_svg(&r, &[]);
+        // The plot's top is 1.08 × 4 MiB = 4.32 MiB (< 1 GiB, ≥ 1 MiB): MiB. Ticks every
+        // nice_step(4.32 / 5 = 0.864) = 1 MiB from 0 while ≤ 4.32: 0, 1, 2, 3, 4 (the GiB axis
+        // had one tick, 0).
+        assert_eq!(y_ticks(&svg), ["0", "1", "2", "3", "4"]);
+        assert!(svg.contains("bytes allocated by category (MiB)"), "{svg}");
+        assert!(svg.contains("peak 4.00 MiB allocated: layer 0 (backward)"));
+        // The bar fills 4 MiB (no GPU): MiB, its segments 3.00 and 1.00 (645 and 215 px wide,
+        // both labelled), the device total 5.00 MiB.
+        assert!(svg.contains("Memory at the peak, by category (MiB) — device total 5.00 MiB"));
+        let texts = parse(&svg).1;
+        assert!(texts.iter().any(|t| t == "3.00") && texts.iter().any(|t| t == "1.00"));
+        assert!(!svg.contains("0.00 GiB"), "{svg}");
+    }
+
     fn measured_rects(svg: &str) -> Vec<(String, f64, f64)> {
         parse(svg)
             .0

@@ -3,19 +3,18 @@
 
 use super::measured::Measured;
 use super::{hex, section, text, BAR_W, LEFT, WIDTH};
-use crate::units::gib;
-
-/// Bytes in a GiB, as the axis counts them.
-const GIB: f64 = crate::units::GIB as f64;
 use crate::render::{fit_of, SHOWN};
+use crate::units::Unit;
 use vramscope_core::report::{Report, TimelinePoint};
 
-/// The plot's frame: its top, height and bottom in px, and the bytes its height stands for.
+/// The plot's frame: its top, height and bottom in px, the bytes its height stands for, and
+/// the unit its axis and labels are in (the one its height reaches).
 struct Plot {
     top: f64,
     h: f64,
     bottom: f64,
     ymax: f64,
+    unit: Unit,
 }
 
 impl Plot {
@@ -32,17 +31,6 @@ pub(super) fn timeline(r: &Report, measured: Option<&Measured>, out: &mut String
         return;
     }
     let mline = measured.map_or(&[][..], |m| &m.timeline[..]);
-    section(
-        out,
-        y,
-        if mline.is_empty() {
-            "The step, event by event: bytes allocated by category (GiB)"
-        } else {
-            "The step, event by event: bytes allocated by category (GiB); the line is measured"
-        },
-    );
-    let top = *y + 14.0;
-    let h = 220.0;
     let cap = fit_of(r).map(|f| f.capacity);
     let max_alloc = events
         .iter()
@@ -50,11 +38,28 @@ pub(super) fn timeline(r: &Report, measured: Option<&Measured>, out: &mut String
         .map(|e| e.allocated)
         .max()
         .unwrap_or(0);
+    let ymax = (max_alloc.max(cap.unwrap_or(0)) as f64 * 1.08).max(1.0);
+    let unit = Unit::for_max(ymax as u64);
+    let u = unit.name;
+    section(
+        out,
+        y,
+        &if mline.is_empty() {
+            format!("The step, event by event: bytes allocated by category ({u})")
+        } else {
+            format!(
+                "The step, event by event: bytes allocated by category ({u}); the line is measured"
+            )
+        },
+    );
+    let top = *y + 14.0;
+    let h = 220.0;
     let plot = Plot {
         top,
         h,
         bottom: top + h,
-        ymax: (max_alloc.max(cap.unwrap_or(0)) as f64 * 1.08).max(1.0),
+        ymax,
+        unit,
     };
     out.push_str("<g id=\"timeline\">\n");
     y_axis(&plot, out);
@@ -65,19 +70,20 @@ pub(super) fn timeline(r: &Report, measured: Option<&Measured>, out: &mut String
         gpu_limit(c, &plot, out);
     }
     if !mline.is_empty() {
-        measured_line(mline, &|b| plot.y(b), out);
+        measured_line(mline, &plot, out);
     }
     peak_mark(events, col, &plot, out);
     out.push_str("</g>\n");
     *y = plot.bottom + 24.0;
 }
 
-/// Gridlines and their labels at "nice" GiB steps.
+/// Gridlines and their labels at "nice" steps of the plot's unit.
 fn y_axis(plot: &Plot, out: &mut String) {
-    let step = nice_step(plot.ymax / GIB / 5.0);
+    let unit = plot.unit.bytes as f64;
+    let step = nice_step(plot.ymax / unit / 5.0);
     let mut g = 0.0;
-    while g * GIB <= plot.ymax {
-        let gy = plot.y(g * GIB);
+    while g * unit <= plot.ymax {
+        let gy = plot.y(g * unit);
         out.push_str(&format!(
             "<line x1=\"{LEFT}\" y1=\"{gy:.1}\" x2=\"{:.1}\" y2=\"{gy:.1}\" stroke=\"#e4e4e4\"/>\n",
             LEFT + BAR_W
@@ -165,7 +171,11 @@ fn gpu_limit(capacity: u64, plot: &Plot, out: &mut String) {
         LEFT + BAR_W,
         cy - 4.0,
         "text-anchor=\"end\" fill=\"#cc0000\"",
-        &format!("GPU capacity {} GiB", gib(capacity)),
+        &format!(
+            "GPU capacity {} {}",
+            plot.unit.fixed(capacity),
+            plot.unit.name
+        ),
     );
 }
 
@@ -184,8 +194,9 @@ fn peak_mark(events: &[TimelinePoint], col: f64, plot: &Plot, out: &mut String) 
         "<circle class=\"peak\" cx=\"{x:.1}\" cy=\"{py:.1}\" r=\"4\" fill=\"#000000\"/>\n"
     ));
     let label = format!(
-        "peak {} GiB allocated: {} ({})",
-        gib(e.allocated),
+        "peak {} {} allocated: {} ({})",
+        plot.unit.fixed(e.allocated),
+        plot.unit.name,
         e.label,
         e.phase
     );
@@ -209,12 +220,17 @@ fn peak_mark(events: &[TimelinePoint], col: f64, plot: &Plot, out: &mut String) 
 
 /// The measured timeline as a polyline over the plot's width (its points spread evenly in
 /// record order: a record's events do not match the simulation's one for one), its peak marked.
-fn measured_line(points: &[TimelinePoint], yof: &dyn Fn(f64) -> f64, out: &mut String) {
+fn measured_line(points: &[TimelinePoint], plot: &Plot, out: &mut String) {
     let n = points.len() as f64;
     let xy: Vec<(f64, f64)> = points
         .iter()
         .enumerate()
-        .map(|(i, p)| (LEFT + (i as f64 + 0.5) / n * BAR_W, yof(p.allocated as f64)))
+        .map(|(i, p)| {
+            (
+                LEFT + (i as f64 + 0.5) / n * BAR_W,
+                plot.y(p.allocated as f64),
+            )
+        })
         .collect();
     let pts: Vec<String> = xy.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
     out.push_str(&format!(
@@ -233,7 +249,12 @@ fn measured_line(points: &[TimelinePoint], yof: &dyn Fn(f64) -> f64, out: &mut S
             "<circle class=\"measured-peak\" cx=\"{x:.1}\" cy=\"{py:.1}\" r=\"4\" fill=\"#ffffff\" \
              stroke=\"#000000\" stroke-width=\"2\"/>\n"
         ));
-        let label = format!("measured peak {} GiB ({})", gib(p.allocated), p.phase);
+        let label = format!(
+            "measured peak {} {} ({})",
+            plot.unit.fixed(p.allocated),
+            plot.unit.name,
+            p.phase
+        );
         let w = label.chars().count() as f64 * 7.0;
         let (anchor, lx) = if x + 8.0 + w <= WIDTH - 10.0 {
             ("start", x + 8.0)

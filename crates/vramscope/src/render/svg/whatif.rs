@@ -2,7 +2,7 @@
 
 use super::{section, text, WIDTH};
 use crate::render::fit_of;
-use crate::units::gib;
+use crate::units::Unit;
 use vramscope_core::fit::WhatIf;
 use vramscope_core::report::Report;
 
@@ -17,11 +17,6 @@ pub(super) fn what_if_chart(r: &Report, rows: &[WhatIf], out: &mut String, y: &m
     if rows.is_empty() {
         return;
     }
-    section(
-        out,
-        y,
-        "What if: device total with one change (GiB; green fits the GPU, red does not)",
-    );
     let cap = fit_of(r).map(|f| f.capacity);
     let mut all: Vec<(String, Option<u64>, Option<bool>)> = vec![(
         "this job".into(),
@@ -39,13 +34,29 @@ pub(super) fn what_if_chart(r: &Report, rows: &[WhatIf], out: &mut String, y: &m
         .max()
         .unwrap_or(1)
         .max(1) as f64;
+    let unit = Unit::for_max(max as u64);
+    section(
+        out,
+        y,
+        &format!(
+            "What if: device total with one change ({}; green fits the GPU, red does not)",
+            unit.name
+        ),
+    );
     let w_max = WIDTH - X0 - 90.0;
     let top = *y + 10.0;
     out.push_str("<g id=\"what-if\">\n");
     for (i, (name, total, fits)) in all.iter().enumerate() {
         let ry = top + i as f64 * 20.0;
         let bar = total.map(|t| (t, t as f64 / max * w_max));
-        row(out, ry, name, bar, *fits, i == 0);
+        row(
+            out,
+            ry,
+            name,
+            bar.map(|(t, w)| (unit.fixed(t), w)),
+            *fits,
+            i == 0,
+        );
     }
     let bottom = top + all.len() as f64 * 20.0;
     if let Some(c) = cap {
@@ -60,19 +71,19 @@ pub(super) fn what_if_chart(r: &Report, rows: &[WhatIf], out: &mut String, y: &m
             cx,
             bottom + 14.0,
             "text-anchor=\"middle\" fill=\"#cc0000\"",
-            &format!("capacity {} GiB", gib(c)),
+            &format!("capacity {} {}", unit.fixed(c), unit.name),
         );
     }
     out.push_str("</g>\n");
     *y = bottom + 18.0;
 }
 
-/// One change: its name, and its bar (bytes, width in px) or "n/a"; the job itself opaque.
+/// One change: its name, and its bar (its figure, width in px) or "n/a"; the job itself opaque.
 fn row(
     out: &mut String,
     ry: f64,
     name: &str,
-    bar: Option<(u64, f64)>,
+    bar: Option<(String, f64)>,
     fits: Option<bool>,
     this_job: bool,
 ) {
@@ -95,7 +106,7 @@ fn row(
                  fill=\"{fill}\" fill-opacity=\"{}\"/>\n",
                 if this_job { "1" } else { "0.75" }
             ));
-            text(out, X0 + w + 6.0, ry + 12.0, "", &gib(t));
+            text(out, X0 + w + 6.0, ry + 12.0, "", &t);
         }
         None => text(out, X0, ry + 12.0, "fill=\"#888888\"", "n/a"),
     }

@@ -30,96 +30,122 @@ fn big_snapshot() -> PathBuf {
     out
 }
 
+/// The bench's random numbers: a linear congruential generator (Knuth's MMIX constants), so
+/// the Rust-written file is the same on every run.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, m: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % m
+    }
+}
+
+/// A protocol-2 pickle written opcode by opcode: the few the snapshot needs (CPython's
+/// `Lib/pickletools.py` names them).
+struct Writer {
+    b: Vec<u8>,
+    memo: u32,
+    /// Memo slots of the frame dicts written so far.
+    frame_ids: Vec<u32>,
+}
+
+impl Writer {
+    /// BINUNICODE.
+    fn str(&mut self, x: &str) {
+        self.b.push(b'X');
+        self.b.extend_from_slice(&(x.len() as u32).to_le_bytes());
+        self.b.extend_from_slice(x.as_bytes());
+    }
+
+    /// LONG1 of 8 bytes.
+    fn int(&mut self, v: u64) {
+        self.b.push(0x8a);
+        self.b.push(8);
+        self.b.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// The `f`-th frame: while fewer than 5,000 exist a new dict, memoized (LONG_BINPUT); then a
+    /// memo reference (LONG_BINGET) to frame `f`.
+    fn frame(&mut self, f: usize) {
+        if self.frame_ids.len() >= 5000 {
+            self.b.push(b'j');
+            self.b.extend_from_slice(&self.frame_ids[f].to_le_bytes());
+            return;
+        }
+        let k = self.frame_ids.len();
+        self.b.extend_from_slice(b"}(");
+        self.str("filename");
+        self.str(&format!("/usr/lib/python3/pkg/mod{}.py", k % 300));
+        self.str("line");
+        self.b.extend_from_slice(b"K\x01");
+        self.str("name");
+        self.str(&format!("func_{k}"));
+        self.b.push(b'u');
+        self.b.push(b'r');
+        self.b.extend_from_slice(&self.memo.to_le_bytes());
+        self.frame_ids.push(self.memo);
+        self.memo += 1;
+    }
+
+    /// One trace entry with a stack of 30 random frames, appended to the open device list.
+    fn entry(&mut self, act: &str, addr: u64, size: u64, time_us: u64, rnd: &mut Lcg) {
+        self.b.extend_from_slice(b"}(");
+        self.str("action");
+        self.str(act);
+        self.str("addr");
+        self.int(addr);
+        self.str("size");
+        self.int(size);
+        self.str("stream");
+        self.b.extend_from_slice(b"K\x00");
+        self.str("time_us");
+        self.int(time_us);
+        self.str("frames");
+        self.b.extend_from_slice(b"](");
+        for _ in 0..30 {
+            let f = rnd.below(5000) as usize;
+            self.frame(f);
+        }
+        self.b.extend_from_slice(b"eu");
+        self.b.push(b'a');
+    }
+}
+
 /// A protocol-2 pickle of the same shape: 5,000 shared frame dicts, 3,000 stacks of 30,
 /// trace entries alloc/free_requested/free_completed.
 fn rust_writer(n: usize) -> Vec<u8> {
-    fn s(b: &mut Vec<u8>, x: &str) {
-        b.push(b'X');
-        b.extend_from_slice(&(x.len() as u32).to_le_bytes());
-        b.extend_from_slice(x.as_bytes());
-    }
-    fn int(b: &mut Vec<u8>, v: u64) {
-        b.push(0x8a);
-        b.push(8);
-        b.extend_from_slice(&v.to_le_bytes());
-    }
-    fn put(b: &mut Vec<u8>, i: u32) {
-        b.push(b'r');
-        b.extend_from_slice(&i.to_le_bytes());
-    }
-    fn get(b: &mut Vec<u8>, i: u32) {
-        b.push(b'j');
-        b.extend_from_slice(&i.to_le_bytes());
-    }
-    let mut b = vec![0x80, 2, b'}'];
-    s(&mut b, "segments");
-    b.push(b']');
-    s(&mut b, "device_traces");
-    b.extend_from_slice(b"](]");
-    let mut memo = 0u32;
-    let mut frame_ids = Vec::new();
-    let mut seed = 1u64;
-    let mut rnd = |m: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % m
+    let mut w = Writer {
+        b: vec![0x80, 2, b'}'],
+        memo: 0,
+        frame_ids: Vec::new(),
     };
+    w.str("segments");
+    w.b.push(b']');
+    w.str("device_traces");
+    w.b.extend_from_slice(b"](]");
+    let mut rnd = Lcg(1);
     let mut live: Vec<(u64, u64)> = Vec::new();
     for i in 0..n {
-        let free = !live.is_empty() && rnd(2) == 0;
+        let free = !live.is_empty() && rnd.below(2) == 0;
         let (addr, size, acts): (u64, u64, &[&str]) = if free {
-            let (a, sz) = live.swap_remove(rnd(live.len() as u64) as usize);
+            let (a, sz) = live.swap_remove(rnd.below(live.len() as u64) as usize);
             (a, sz, &["free_requested", "free_completed"])
         } else {
             let a = 0x7f00_0000_0000 + i as u64 * 4096;
-            let sz = [512, 4096, 1 << 20, 8 << 20][rnd(4) as usize];
+            let sz = [512, 4096, 1 << 20, 8 << 20][rnd.below(4) as usize];
             live.push((a, sz));
             (a, sz, &["alloc"])
         };
         for act in acts {
-            b.push(b'}');
-            b.push(b'(');
-            s(&mut b, "action");
-            s(&mut b, act);
-            s(&mut b, "addr");
-            int(&mut b, addr);
-            s(&mut b, "size");
-            int(&mut b, size);
-            s(&mut b, "stream");
-            b.extend_from_slice(b"K\x00");
-            s(&mut b, "time_us");
-            int(&mut b, 1_764_403_200_000_000 + i as u64);
-            s(&mut b, "frames");
-            b.extend_from_slice(b"](");
-            for _ in 0..30 {
-                let f = rnd(5000) as usize;
-                if frame_ids.len() < 5000 {
-                    b.push(b'}');
-                    b.push(b'(');
-                    s(&mut b, "filename");
-                    s(
-                        &mut b,
-                        &format!("/usr/lib/python3/pkg/mod{}.py", frame_ids.len() % 300),
-                    );
-                    s(&mut b, "line");
-                    b.extend_from_slice(b"K\x01");
-                    s(&mut b, "name");
-                    s(&mut b, &format!("func_{}", frame_ids.len()));
-                    b.push(b'u');
-                    put(&mut b, memo);
-                    frame_ids.push(memo);
-                    memo += 1;
-                } else {
-                    get(&mut b, frame_ids[f]);
-                }
-            }
-            b.extend_from_slice(b"eu");
-            b.push(b'a');
+            w.entry(act, addr, size, 1_764_403_200_000_000 + i as u64, &mut rnd);
         }
     }
-    b.extend_from_slice(b"as.");
-    b
+    w.b.extend_from_slice(b"as.");
+    w.b
 }
 
 fn bench(c: &mut Criterion) {

@@ -151,78 +151,53 @@ impl Analysis {
     }
 }
 
-/// Assembles the report from the replayed timeline and what the caller knows about the peak.
-pub(crate) fn assemble(
-    source: SourceInfo,
-    timeline: Timeline,
-    peak_reserved: Option<u64>,
-    live: Vec<(u64, Option<Category>, Phase, &str)>,
-    fragmentation: Option<Fragmentation>,
-    ooms: Vec<Oom>,
-    mut warnings: Vec<String>,
-) -> Analysis {
-    let mut comps = MeasuredComponents::default();
-    let mut peak_allocated = None;
-    let mut peak_phase = None;
-    if let Some((_, p, phase)) = &timeline.peak {
-        for (k, &c) in CATS.iter().enumerate() {
-            match c {
-                Category::Unattributed => comps.unattributed = p.cats[k],
-                _ => {
-                    if let Some(slot) = comps.base.get_mut(c) {
-                        *slot = p.cats[k];
-                    }
-                }
-            }
-        }
-        comps.before_recording = p.before;
-        peak_allocated = Some(p.total());
-        // The phase of the peak: its own, else the last known one before it.
-        peak_phase = (*phase != Phase::Unknown).then(|| phase.name().to_string());
-        if let Some(r) = p.reserved {
-            comps.base.allocator_reserve = r.saturating_sub(p.total());
-        }
-    }
+/// What a record says besides its allocations: where it came from, the reserved bytes at its
+/// peak, its segments, its OOMs and what its reader warns about.
+pub(crate) struct Record {
+    pub source: SourceInfo,
+    pub peak_reserved: Option<u64>,
+    pub fragmentation: Option<Fragmentation>,
+    pub ooms: Vec<Oom>,
+    pub warnings: Vec<String>,
+}
+
+/// One allocation live at the peak: bytes, category, the phase it was made in, its site.
+pub(crate) struct LiveBlock<'a> {
+    pub bytes: u64,
+    pub category: Option<Category>,
+    pub phase: Phase,
+    pub site: &'a str,
+}
+
+/// Assembles the report from the replayed timeline, what the record says, and the allocations
+/// live at the peak.
+pub(crate) fn assemble(record: Record, timeline: Timeline, live: Vec<LiveBlock>) -> Analysis {
+    let (components, peak_allocated, peak_phase) = at_peak(&timeline);
     let model_states = ModelStates {
         parameters: timeline.states[0].finish(),
         gradients: timeline.states[1].finish(),
         optimizer_states: timeline.states[2].finish(),
         master_weights: timeline.states[3].finish(),
     };
-    if comps.unattributed > 0 {
-        if let Some(total) = peak_allocated.filter(|&t| t > 0) {
-            warnings.push(format!(
-                "{:.1}% of the bytes live at the peak could not be attributed to a category",
-                comps.unattributed as f64 * 100.0 / total as f64
-            ));
-        }
-    }
-    if timeline.seen == 0 || peak_allocated == Some(0) {
-        warnings.push(
-            "the record holds no allocations: was memory history recording on \
-             (torch.cuda.memory._record_memory_history) before the step?"
-                .into(),
-        );
-    }
-
+    let mut warnings = record.warnings;
+    peak_warnings(&components, peak_allocated, timeline.seen, &mut warnings);
     let (top_allocations, top_frames) = tops(live);
-
     let mut a = Analysis {
-        source,
+        source: record.source,
         per_gpu: MeasuredPerGpu {
-            components: comps,
+            components,
             model_states,
             activation_bytes_per_layer: None,
             peak_allocated,
-            peak_reserved,
+            peak_reserved: record.peak_reserved,
             device_total: None,
             peak_phase,
         },
         timeline: downsample(timeline),
         top_allocations,
         top_frames,
-        fragmentation,
-        ooms,
+        fragmentation: record.fragmentation,
+        ooms: record.ooms,
         warnings,
         inferences: Vec::new(),
         confidence: BTreeMap::new(),
@@ -231,25 +206,73 @@ pub(crate) fn assemble(
     a
 }
 
+/// The components at the peak (the allocator reserve from the reserved bytes there, when the
+/// record knows them), the bytes allocated there and the phase in force.
+fn at_peak(timeline: &Timeline) -> (MeasuredComponents, Option<u64>, Option<String>) {
+    let mut comps = MeasuredComponents::default();
+    let Some((_, p, phase)) = &timeline.peak else {
+        return (comps, None, None);
+    };
+    for (k, &c) in CATS.iter().enumerate() {
+        match c {
+            Category::Unattributed => comps.unattributed = p.cats[k],
+            _ => {
+                if let Some(slot) = comps.base.get_mut(c) {
+                    *slot = p.cats[k];
+                }
+            }
+        }
+    }
+    comps.before_recording = p.before;
+    if let Some(r) = p.reserved {
+        comps.base.allocator_reserve = r.saturating_sub(p.total());
+    }
+    // The phase of the peak: its own, else the last known one before it.
+    let peak_phase = (*phase != Phase::Unknown).then(|| phase.name().to_string());
+    (comps, Some(p.total()), peak_phase)
+}
+
+/// What the peak itself warns about: bytes no category explains, or no allocations at all.
+fn peak_warnings(
+    comps: &MeasuredComponents,
+    peak_allocated: Option<u64>,
+    seen: usize,
+    warnings: &mut Vec<String>,
+) {
+    if comps.unattributed > 0 {
+        if let Some(total) = peak_allocated.filter(|&t| t > 0) {
+            warnings.push(format!(
+                "{:.1}% of the bytes live at the peak could not be attributed to a category",
+                comps.unattributed as f64 * 100.0 / total as f64
+            ));
+        }
+    }
+    if seen == 0 || peak_allocated == Some(0) {
+        warnings.push(
+            "the record holds no allocations: was memory history recording on \
+             (torch.cuda.memory._record_memory_history) before the step?"
+                .into(),
+        );
+    }
+}
+
 /// The largest allocations live at the peak and the sites holding the most, ten each.
-fn tops(
-    mut live: Vec<(u64, Option<Category>, Phase, &str)>,
-) -> (Vec<TopAllocation>, Vec<FrameGroup>) {
-    live.sort_by_key(|l| std::cmp::Reverse(l.0));
+fn tops(mut live: Vec<LiveBlock>) -> (Vec<TopAllocation>, Vec<FrameGroup>) {
+    live.sort_by_key(|l| std::cmp::Reverse(l.bytes));
     let top_allocations = live
         .iter()
         .take(10)
-        .map(|(bytes, c, ph, site)| TopAllocation {
-            bytes: *bytes,
-            category: c.unwrap_or(Category::Unattributed).name(),
-            phase: ph.name(),
-            site: site.to_string(),
+        .map(|l| TopAllocation {
+            bytes: l.bytes,
+            category: l.category.unwrap_or(Category::Unattributed).name(),
+            phase: l.phase.name(),
+            site: l.site.to_string(),
         })
         .collect();
     let mut groups: HashMap<(&str, usize), (u64, u64)> = HashMap::new();
-    for (bytes, c, _, site) in &live {
-        let g = groups.entry((*site, cat_index(*c))).or_default();
-        g.0 = g.0.saturating_add(*bytes);
+    for l in &live {
+        let g = groups.entry((l.site, cat_index(l.category))).or_default();
+        g.0 = g.0.saturating_add(l.bytes);
         g.1 += 1;
     }
     let mut top_frames: Vec<FrameGroup> = groups

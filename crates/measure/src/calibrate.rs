@@ -257,19 +257,12 @@ fn predict(
     }
 }
 
-/// Learns the calibration from `measured` (a record of `job`) and searches the largest batch
-/// and sequence (train) or batch and context (infer) whose calibrated device total fits the
-/// job's GPU.
-pub fn fit_calibrated(
+/// Why a record cannot calibrate a fit of this model and job, if it cannot.
+fn check_calibratable(
     model: &ModelInput,
     job: &ResolvedJob,
     measured: &MeasuredPerGpu,
-) -> Result<CalibratedFit, CoreError> {
-    let gpu_id = job
-        .gpu
-        .as_deref()
-        .ok_or_else(|| CoreError::field("gpu", "fit needs a GPU (e.g. --gpu a100-80gb)"))?;
-    let gpu = vramscope_core::gpu::find(gpu_id)?;
+) -> Result<(), CoreError> {
     if model.spec.is_none() {
         return Err(CoreError::field(
             "model",
@@ -290,81 +283,101 @@ pub fn fit_calibrated(
             "the record holds no allocations to calibrate with",
         ));
     }
-    let base = estimate(model, job)?;
-    let cal = Calibration::learn(&base.per_gpu.components, measured);
-    // The job's `reserve` is kept free (contract `reserve`): the search fits what is left.
-    let usable = job.usable(gpu.memory_bytes);
-    let mut evals = 1u64;
-    let mut notes = Vec::new();
-    let fits = |j: &ResolvedJob, evals: &mut u64| -> Result<bool, CoreError> {
-        Ok(predict(model, j, &cal, evals)?.is_some_and(|c| c.device_total <= usable))
-    };
-    let max_batch = largest(MAX_BATCH, |b| {
-        fits(
-            &ResolvedJob {
-                batch: b,
-                ..job.clone()
-            },
-            &mut evals,
-        )
-    })?;
+    Ok(())
+}
+
+/// The searches of a calibrated fit: candidates of one job, predicted with one calibration,
+/// counted as they are evaluated.
+struct Search<'a> {
+    model: &'a ModelInput,
+    job: &'a ResolvedJob,
+    cal: &'a Calibration,
+    /// Bytes the device total may reach: the GPU less the job's `reserve` (contract
+    /// `reserve`).
+    usable: u64,
+    evals: u64,
+}
+
+impl Search<'_> {
+    fn with_batch(&self, batch: u64) -> ResolvedJob {
+        ResolvedJob {
+            batch,
+            ..self.job.clone()
+        }
+    }
+
+    fn with_seq(&self, seq: u64) -> ResolvedJob {
+        ResolvedJob {
+            seq,
+            ..self.job.clone()
+        }
+    }
+
+    fn predict(&mut self, j: &ResolvedJob) -> Result<Option<Calibrated>, CoreError> {
+        predict(self.model, j, self.cal, &mut self.evals)
+    }
+
+    fn fits(&mut self, j: &ResolvedJob) -> Result<bool, CoreError> {
+        let usable = self.usable;
+        Ok(self.predict(j)?.is_some_and(|c| c.device_total <= usable))
+    }
+
+    /// The prediction at a searched size, when the search found one.
+    fn at(&mut self, j: Option<ResolvedJob>) -> Result<Option<Calibrated>, CoreError> {
+        match j {
+            Some(j) => self.predict(&j),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The longest sequence the search tries: the model's maximum position (infer: less the
+/// generated tokens), else 2^22; and whether the model named its maximum.
+fn seq_cap(model: &ModelInput, job: &ResolvedJob) -> (u64, bool) {
     let max_pos = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let infer = job.task == Task::Infer;
     let cap = max_pos.unwrap_or(1 << 22).max(1);
-    let cap = if infer {
+    let cap = if job.task == Task::Infer {
         cap.saturating_sub(job.new_tokens).max(1)
     } else {
         cap
     };
-    let best_seq = largest(cap, |s| {
-        fits(
-            &ResolvedJob {
-                seq: s,
-                ..job.clone()
-            },
-            &mut evals,
-        )
-    })?;
-    if best_seq == Some(cap) && max_pos.is_some() {
-        notes.push(format!(
-            "the sequence search stopped at the model's maximum of {cap} positions"
-        ));
-    }
-    let at_max_batch = match max_batch {
-        Some(b) => predict(
-            model,
-            &ResolvedJob {
-                batch: b,
-                ..job.clone()
-            },
-            &cal,
-            &mut evals,
-        )?,
-        None => None,
+    (cap, max_pos.is_some())
+}
+
+/// Learns the calibration from `measured` (a record of `job`) and searches the largest batch
+/// and sequence (train) or batch and context (infer) whose calibrated device total fits the
+/// job's GPU.
+pub fn fit_calibrated(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    measured: &MeasuredPerGpu,
+) -> Result<CalibratedFit, CoreError> {
+    let gpu_id = job
+        .gpu
+        .as_deref()
+        .ok_or_else(|| CoreError::field("gpu", "fit needs a GPU (e.g. --gpu a100-80gb)"))?;
+    let gpu = vramscope_core::gpu::find(gpu_id)?;
+    check_calibratable(model, job, measured)?;
+    let base = estimate(model, job)?;
+    let cal = Calibration::learn(&base.per_gpu.components, measured);
+    let mut s = Search {
+        model,
+        job,
+        cal: &cal,
+        usable: job.usable(gpu.memory_bytes),
+        evals: 1,
     };
-    let at_max_seq = match best_seq {
-        Some(s) => predict(
-            model,
-            &ResolvedJob {
-                seq: s,
-                ..job.clone()
-            },
-            &cal,
-            &mut evals,
-        )?,
-        None => None,
-    };
-    if cal.reserve_ratio.is_none() {
-        notes.push(
-            "the record has no allocator segments: the allocator reserve is the estimate's".into(),
-        );
-    }
-    if measured.components.unattributed > 0 {
-        notes.push("unattributed measured bytes are assumed to grow with the activations".into());
-    }
+    let max_batch = largest(MAX_BATCH, |b| s.fits(&s.with_batch(b)))?;
+    let (cap, model_max) = seq_cap(model, job);
+    let best_seq = largest(cap, |q| s.fits(&s.with_seq(q)))?;
+    let at_max_batch = s.at(max_batch.map(|b| s.with_batch(b)))?;
+    let at_max_seq = s.at(best_seq.map(|q| s.with_seq(q)))?;
+    let evaluations = s.evals;
+    let infer = job.task == Task::Infer;
     Ok(CalibratedFit {
         gpu: gpu.id.clone(),
         capacity: gpu.memory_bytes,
+        notes: fit_notes(best_seq == Some(cap) && model_max, cap, &cal, measured),
         calibration: cal,
         measured_batch: job.batch,
         measured_seq: job.seq,
@@ -377,9 +390,32 @@ pub fn fit_calibrated(
         },
         at_max_batch,
         at_max_seq,
-        evaluations: evals,
-        notes,
+        evaluations,
     })
+}
+
+/// What the answer should say about its limits.
+fn fit_notes(
+    stopped_at_cap: bool,
+    cap: u64,
+    cal: &Calibration,
+    measured: &MeasuredPerGpu,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if stopped_at_cap {
+        notes.push(format!(
+            "the sequence search stopped at the model's maximum of {cap} positions"
+        ));
+    }
+    if cal.reserve_ratio.is_none() {
+        notes.push(
+            "the record has no allocator segments: the allocator reserve is the estimate's".into(),
+        );
+    }
+    if measured.components.unattributed > 0 {
+        notes.push("unattributed measured bytes are assumed to grow with the activations".into());
+    }
+    notes
 }
 
 #[cfg(test)]

@@ -10,10 +10,10 @@
 //! the replayed lives was allocated before profiling began and never freed during it. That
 //! remainder is reported as its own category, `before_recording`.
 
-use crate::analysis::{assemble, Analysis, SourceInfo};
+use crate::analysis::{Analysis, Record, SourceInfo};
 use crate::attribute::{self, Fate, Phase, Signals};
 use crate::infer::{self, Facts, RecordFacts};
-use crate::replay::{self, Life, Lifetimes, Moment};
+use crate::replay::{self, Attributed, Life, Lifetimes, Moment, Timeline};
 use crate::snapshot::Frame;
 use crate::MeasureError;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -345,14 +345,10 @@ fn chrome_lives(mems: &[Mem], cx: &[Context]) -> Vec<Life<ChromeInfo>> {
 
 /// Categories from the enclosing ops, then what the inference says of blocks from before.
 fn categorize(
-    lives: &[Life<ChromeInfo>],
+    lives: Vec<Life<ChromeInfo>>,
     mems: &[Mem],
     cx: &[Context],
-) -> (
-    Vec<Option<vramscope_core::report::Category>>,
-    Vec<infer::Inference>,
-    Vec<u8>,
-) {
+) -> Attributed<ChromeInfo> {
     let mut cats: Vec<_> = lives
         .iter()
         .map(|e| {
@@ -379,59 +375,38 @@ fn categorize(
         }
     }
     let (inferences, by_life) = infer::infer(&facts, &mut cats, rec);
-    (cats, inferences, by_life)
+    Attributed {
+        lives,
+        cats,
+        inferences,
+        by_life,
+    }
 }
 
 /// Bytes the allocator held beyond the replayed lives at every event: allocated before
 /// profiling and never freed in it. The least over the events (the part held throughout);
 /// None when the events carry no `Total Allocated`.
 fn before_recording<T>(lives: &[Life<T>], mems: &[Mem]) -> Option<u64> {
-    let sums = running_sums(lives, mems.len());
+    let sums = replay::live_totals(lives, mems.len());
     mems.iter()
         .enumerate()
         .filter_map(|(i, m)| Some(m.allocated?.saturating_sub(sums[i + 1])))
         .min()
 }
 
-/// Live bytes after each position (all categories together).
-fn running_sums<T>(lives: &[Life<T>], n: usize) -> Vec<u64> {
-    let mut delta = vec![0i128; n + 2];
-    for l in lives {
-        delta[l.start] += l.size as i128;
-        if let Some(e) = l.end {
-            delta[e.get()] -= l.size as i128;
-        }
-    }
-    let mut cur: i128 = 0;
-    delta[..=n]
-        .iter()
-        .map(|d| {
-            cur += d;
-            u64::try_from(cur.max(0)).unwrap_or(u64::MAX)
-        })
-        .collect()
-}
-
-fn analyze(mut c: Collected) -> Analysis {
-    let dev = busiest_device(&c.mems);
-    c.mems.retain(|m| m.dev == dev);
-    c.mems.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-    c.ops
-        .sort_by(|a, b| a.ts.total_cmp(&b.ts).then(b.end.total_cmp(&a.end)));
-    let cx = enclosing(&c.mems, &c.ops, &c.names);
-    drop(std::mem::take(&mut c.ops));
-    let lives = chrome_lives(&c.mems, &cx);
-    let (cats, mut inferences, by_life) = categorize(&lives, &c.mems, &cx);
-    let cuda = dev.0 == 1;
-    let before = if cuda {
-        before_recording(&lives, &c.mems)
-    } else {
-        None
-    };
-    let mems = &c.mems;
+/// The replay of the device's events: the phase of the ops around each allocation, carried
+/// forward; on CUDA the events' `Total Reserved`. Returns the timeline and the peak of
+/// reserved bytes.
+fn replay_events(
+    att: &Attributed<ChromeInfo>,
+    mems: &[Mem],
+    cx: &[Context],
+    cuda: bool,
+    before: Option<u64>,
+) -> (Timeline, Option<u64>) {
     let mut phase = Phase::Unknown;
     let mut peak_reserved: Option<u64> = None;
-    let points = replay::replay(&lives, &cats, mems.len(), |pos| {
+    let timeline = att.replay(mems.len(), |pos| {
         let mut reserved = None;
         if pos > 0 {
             let m = &mems[pos - 1];
@@ -451,40 +426,40 @@ fn analyze(mut c: Collected) -> Analysis {
             time_us: (pos > 0).then(|| mems[pos - 1].ts),
         }
     });
-    let peak = points.peak_index().unwrap_or(0);
-    for (k, el) in replay::live_at(&lives, peak) {
-        if let Some(x) = by_life
-            .get(k)
-            .and_then(|&id| inferences.get_mut(id as usize))
-        {
-            x.bytes_at_peak = x.bytes_at_peak.saturating_add(el.size);
-        }
-    }
-    let names = &c.names;
-    let live_at_peak = replay::live_at(&lives, peak)
-        .map(|(k, e)| {
-            let ph = attribute::phase_of(&e.info.sig);
-            let site = e.info.site.map_or("", |n| names[n as usize].as_str());
-            (e.size, cats[k], ph, site)
-        })
-        .collect();
-    let warnings = chrome_warnings(cuda, before, mems);
-    let mut a = assemble(
-        SourceInfo {
+    (timeline, peak_reserved)
+}
+
+fn analyze(mut c: Collected) -> Analysis {
+    let dev = busiest_device(&c.mems);
+    c.mems.retain(|m| m.dev == dev);
+    c.mems.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    c.ops
+        .sort_by(|a, b| a.ts.total_cmp(&b.ts).then(b.end.total_cmp(&a.end)));
+    let cx = enclosing(&c.mems, &c.ops, &c.names);
+    drop(std::mem::take(&mut c.ops));
+    let att = categorize(chrome_lives(&c.mems, &cx), &c.mems, &cx);
+    let cuda = dev.0 == 1;
+    let before = cuda
+        .then(|| before_recording(&att.lives, &c.mems))
+        .flatten();
+    let (timeline, peak_reserved) = replay_events(&att, &c.mems, &cx, cuda, before);
+    let record = Record {
+        source: SourceInfo {
             kind: "chrome_trace".into(),
             pickle_protocol: None,
             device: Some(dev.1),
-            events: mems.len(),
+            events: c.mems.len(),
         },
-        points,
         peak_reserved,
-        live_at_peak,
-        None,
-        Vec::new(),
-        warnings,
-    );
-    a.attach_inferences(inferences);
-    a
+        fragmentation: None,
+        ooms: Vec::new(),
+        warnings: chrome_warnings(cuda, before, &c.mems),
+    };
+    let names = &c.names;
+    att.report(timeline, record, |e| {
+        let site = e.info.site.map_or("", |n| names[n as usize].as_str());
+        (attribute::phase_of(&e.info.sig), site)
+    })
 }
 
 fn chrome_warnings(cuda: bool, before: Option<u64>, mems: &[Mem]) -> Vec<String> {

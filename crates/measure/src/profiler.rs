@@ -4,7 +4,7 @@
 //! `torch/profiler/_memory_profiler.py` (`export_memory_timeline*`, `_coalesce_timeline`) and
 //! notes/formats.md §2.2–§2.3.
 
-use crate::analysis::{assemble, cat_index, Analysis, Point, SourceInfo, Timeline, NCAT};
+use crate::analysis::{assemble, cat_index, Analysis, Point, Record, SourceInfo, Timeline, NCAT};
 use crate::attribute::{self, Phase};
 use crate::snapshot::ProfCategory;
 use crate::MeasureError;
@@ -183,22 +183,21 @@ fn raw(v: &Value) -> Result<Analysis, MeasureError> {
 }
 
 fn finish(kind: &str, points: Timeline) -> Analysis {
-    assemble(
-        SourceInfo {
+    let record = Record {
+        source: SourceInfo {
             kind: kind.into(),
             pickle_protocol: None,
             device: None,
             events: points.len(),
         },
-        points,
-        None,
-        Vec::new(),
-        None,
-        Vec::new(),
-        vec![
+        peak_reserved: None,
+        fragmentation: None,
+        ooms: Vec::new(),
+        warnings: vec![
             "a profiler timeline holds category totals only: no per-allocation sites, no \
              reserved bytes"
                 .into(),
         ],
-    )
+    };
+    assemble(record, points, Vec::new())
 }

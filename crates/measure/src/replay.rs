@@ -1,15 +1,17 @@
 //! The one allocation replay every per-allocation record goes through (snapshots, profiler
 //! snapshots, Chrome traces): addresses → lifetimes ([`Lifetimes`]), lifetimes and their
-//! categories → a per-category running sum at every position ([`replay`], folded into a
-//! [`Timeline`] that keeps the peak and a few hundred points), and what was live at a position
-//! ([`live_at`]).
+//! categories ([`Attributed`]) → a per-category running sum at every position ([`replay`],
+//! folded into a [`Timeline`] that keeps the peak and a few hundred points), what was live at a
+//! position ([`live_at`]), and the report at the peak ([`Attributed::report`]). A reader only
+//! translates its events into lives and says what each position carries ([`Moment`]).
 //!
 //! Positions: 0 is "before the first event", `i + 1` is "after event `i`". At one position frees
 //! are applied before allocations (an address reused by the same event), each in lifetime order.
 
-use crate::analysis::{cat_index, MAX_POINTS, NCAT};
+use crate::analysis::{assemble, cat_index, Analysis, LiveBlock, Record, MAX_POINTS, NCAT};
 use crate::attribute::Phase;
 use crate::fxhash::FxMap;
+use crate::infer::Inference;
 use std::num::NonZeroUsize;
 use vramscope_core::report::Category;
 
@@ -164,6 +166,83 @@ pub(crate) fn live_at<T>(lives: &[Life<T>], pos: usize) -> impl Iterator<Item = 
         .iter()
         .enumerate()
         .filter(move |(_, l)| l.live_at(pos))
+}
+
+/// Live bytes after each position `0..=n`, all categories together: the replay without
+/// categories (a Chrome trace compares it with the allocator's own `Total Allocated`).
+pub(crate) fn live_totals<T>(lives: &[Life<T>], n: usize) -> Vec<u64> {
+    let mut delta = vec![0i128; n + 2];
+    for l in lives {
+        delta[l.start] += l.size as i128;
+        if let Some(e) = l.end {
+            delta[e.get()] -= l.size as i128;
+        }
+    }
+    let mut cur: i128 = 0;
+    delta[..=n]
+        .iter()
+        .map(|d| {
+            cur += d;
+            u64::try_from(cur.max(0)).unwrap_or(u64::MAX)
+        })
+        .collect()
+}
+
+/// What a reader made of its record's allocations: their lives, each one's category, and what
+/// the inference ([`crate::infer`]) said of the blocks it looked at.
+pub(crate) struct Attributed<T> {
+    pub lives: Vec<Life<T>>,
+    pub cats: Vec<Option<Category>>,
+    pub inferences: Vec<Inference>,
+    /// Per life, the inference that set its category (`infer::NONE` when none did); may be
+    /// empty when nothing was inferred.
+    pub by_life: Vec<u8>,
+}
+
+impl<T> Attributed<T> {
+    /// Replays positions `0..=n` (see [`replay`]).
+    pub fn replay(&self, n: usize, moment: impl FnMut(usize) -> Moment) -> Timeline {
+        replay(&self.lives, &self.cats, n, moment)
+    }
+
+    /// The report at the timeline's peak: each inference credited with the bytes it explains
+    /// there, and the lives live there, whose phase and site `describe` tells.
+    pub fn report<'a>(
+        mut self,
+        timeline: Timeline,
+        record: Record,
+        describe: impl Fn(&Life<T>) -> (Phase, &'a str),
+    ) -> Analysis {
+        let peak = timeline.peak_index().unwrap_or(0);
+        self.credit_inferences(peak);
+        let live = live_at(&self.lives, peak)
+            .map(|(k, el)| {
+                let (phase, site) = describe(el);
+                LiveBlock {
+                    bytes: el.size,
+                    category: self.cats[k],
+                    phase,
+                    site,
+                }
+            })
+            .collect();
+        let mut a = assemble(record, timeline, live);
+        a.attach_inferences(self.inferences);
+        a
+    }
+
+    /// Adds the bytes live at `pos` to the inference that categorized them.
+    fn credit_inferences(&mut self, pos: usize) {
+        for (k, el) in live_at(&self.lives, pos) {
+            if let Some(x) = self
+                .by_life
+                .get(k)
+                .and_then(|&id| self.inferences.get_mut(id as usize))
+            {
+                x.bytes_at_peak = x.bytes_at_peak.saturating_add(el.size);
+            }
+        }
+    }
 }
 
 /// One moment of the replay: bytes per category after the events at that moment.
@@ -327,7 +406,7 @@ impl Timeline {
 
 #[cfg(test)]
 mod tests {
-    use super::{sustained_max, Point, Timeline};
+    use super::{live_totals, sustained_max, Life, Point, Timeline};
     use crate::analysis::{MAX_POINTS, NCAT};
     use crate::attribute::Phase;
 
@@ -365,20 +444,19 @@ mod tests {
         }
         assert_eq!(t.peak_index(), Some(100));
         assert_eq!(t.len(), n);
-        let a = crate::analysis::assemble(
-            crate::analysis::SourceInfo {
+        let record = crate::analysis::Record {
+            source: crate::analysis::SourceInfo {
                 kind: "test".into(),
                 pickle_protocol: None,
                 device: None,
                 events: n,
             },
-            t,
-            None,
-            Vec::new(),
-            None,
-            Vec::new(),
-            Vec::new(),
-        );
+            peak_reserved: None,
+            fragmentation: None,
+            ooms: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let a = crate::analysis::assemble(record, t, Vec::new());
         assert_eq!(a.per_gpu.peak_allocated, Some(50));
         assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"));
         assert_eq!(a.timeline.len(), MAX_POINTS);
@@ -387,6 +465,21 @@ mod tests {
         assert_eq!(a.timeline[3].allocated, 6);
         // Bucket 50 is points 100 and 101: the peak.
         assert_eq!(a.timeline[50].allocated, 50);
+    }
+
+    #[test]
+    fn live_totals_follow_starts_and_ends() {
+        // 10 bytes live from before the first event until position 3; 5 bytes from position 1
+        // to the end; 7 bytes at position 2 only. After each position 0..=3, by hand:
+        // 10, 10 + 5, 10 + 5 + 7, 5.
+        let life = |size, start, end: Option<usize>| Life {
+            size,
+            start,
+            end: end.and_then(std::num::NonZeroUsize::new),
+            info: (),
+        };
+        let lives = [life(10, 0, Some(3)), life(5, 1, None), life(7, 2, Some(3))];
+        assert_eq!(live_totals(&lives, 3), [10, 15, 22, 5]);
     }
 
     #[test]

@@ -3,11 +3,11 @@
 //! each is classified from its stacks ([`crate::attribute`]), and the segments say what was live
 //! before the trace began, what is reserved and how fragmented it is.
 
-use crate::analysis::{assemble, site_of, Analysis, Fragmentation, Oom, SourceInfo};
+use crate::analysis::{site_of, Analysis, Fragmentation, Oom, Record, SourceInfo};
 use crate::attribute::{self, Fate, Phase, Signals};
 use crate::fxhash::{FxMap, FxSet};
 use crate::infer::{self, Facts, RecordFacts};
-use crate::replay::{self, Life, Lifetimes, Moment, Timeline};
+use crate::replay::{self, Attributed, Life, Lifetimes, Moment, Timeline};
 use crate::snapshot::{Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry};
 use std::num::NonZeroUsize;
 use vramscope_core::report::Category;
@@ -252,14 +252,13 @@ fn initial_reserved(
 /// The replay of one device: the timeline and the peak of reserved bytes.
 fn run_replay(
     trace: &[TraceEntry],
-    lives: &[Life<SnapInfo>],
-    cats: &[Option<Category>],
+    att: &Attributed<SnapInfo>,
     phases: &[Phase],
     mut reserved: i128,
     reserved_known: bool,
 ) -> (Timeline, u64) {
     let mut peak_reserved: u64 = 0;
-    let timeline = replay::replay(lives, cats, trace.len(), |pos| {
+    let timeline = att.replay(trace.len(), |pos| {
         if pos > 0 {
             reserved += seg_delta(&trace[pos - 1]);
         }
@@ -279,37 +278,16 @@ fn run_replay(
     (timeline, peak_reserved)
 }
 
-/// What was live at the peak: bytes, category, phase of its allocation, site. One site per
-/// stack (formatted once: hundreds of thousands of allocations share a few thousand stacks).
-fn live_at_peak<'a>(
-    snap: &Snapshot,
-    lives: &[Life<SnapInfo>],
-    cats: &[Option<Category>],
-    phases: &[Phase],
-    peak: usize,
-    sites: &'a mut Vec<Option<String>>,
-) -> Vec<(u64, Option<Category>, Phase, &'a str)> {
-    *sites = vec![None; snap.stacks.len()];
+/// The site of each stack that holds a block live at the peak, formatted once (hundreds of
+/// thousands of allocations share a few thousand stacks); None for the others.
+fn stack_sites(snap: &Snapshot, lives: &[Life<SnapInfo>], peak: usize) -> Vec<Option<String>> {
+    let mut sites = vec![None; snap.stacks.len()];
     for (_, el) in replay::live_at(lives, peak) {
         if let Some(slot @ None) = sites.get_mut(el.info.stack as usize) {
             *slot = Some(site_of(snap.stack(el.info.stack)));
         }
     }
-    let sites: &'a [Option<String>] = sites;
-    replay::live_at(lives, peak)
-        .map(|(k, el)| {
-            let ph = if el.start == 0 {
-                Phase::Unknown
-            } else {
-                phases[el.start]
-            };
-            let site = sites
-                .get(el.info.stack as usize)
-                .and_then(|s| s.as_deref())
-                .unwrap_or("");
-            (el.size, cats[k], ph, site)
-        })
-        .collect()
+    sites
 }
 
 /// Final segment state, as `python -m torch.cuda._memory_viz stats` splits it.
@@ -436,53 +414,64 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
     let segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.device == dev).collect();
     let preexisting = add_preexisting(&mut lives, &segs);
     lifetime_warnings(snap, trace, ghosts, preexisting, warnings);
-    let lives = lives.lives;
-
     let cx = Context::new(snap);
-    let mut cats = classify(&lives, &cx);
     let phases = position_phases(trace, &cx);
-    saved_for_backward(&lives, &phases, &mut cats);
-    let (mut inferences, by_life) = if snap.from_profiler {
-        (Vec::new(), Vec::new())
-    } else {
-        let rec = record_facts(&lives, &phases, &cx);
-        infer_before(snap, &lives, &cx, &mut cats, rec)
-    };
+    let att = attribute_lives(snap, lives.lives, &phases, &cx);
 
     let reserved_end: u64 = segs
         .iter()
         .fold(0u64, |a, s| a.saturating_add(s.total_size));
     let reserved_known = !snap.from_profiler;
     let reserved0 = initial_reserved(trace, reserved_end, reserved_known, warnings);
-    let (timeline, peak_reserved) =
-        run_replay(trace, &lives, &cats, &phases, reserved0, reserved_known);
+    let (timeline, peak_reserved) = run_replay(trace, &att, &phases, reserved0, reserved_known);
 
-    let peak = timeline.peak_index().unwrap_or(0);
-    for (k, el) in replay::live_at(&lives, peak) {
-        if let Some(x) = by_life
-            .get(k)
-            .and_then(|&id| inferences.get_mut(id as usize))
-        {
-            x.bytes_at_peak = x.bytes_at_peak.saturating_add(el.size);
-        }
-    }
-    let mut sites = Vec::new();
-    let live = live_at_peak(snap, &lives, &cats, &phases, peak, &mut sites);
-    let fragmentation =
-        (reserved_known && !segs.is_empty()).then(|| fragmentation(&segs, reserved_end));
+    let sites = stack_sites(snap, &att.lives, timeline.peak_index().unwrap_or(0));
     let ooms = ooms(snap, trace);
     record_warnings(snap, trace, &segs, &ooms, warnings);
-    let mut a = assemble(
-        source_info(snap, dev, trace.len()),
-        timeline,
-        reserved_known.then_some(peak_reserved),
-        live,
-        fragmentation,
+    let record = Record {
+        source: source_info(snap, dev, trace.len()),
+        peak_reserved: reserved_known.then_some(peak_reserved),
+        fragmentation: (reserved_known && !segs.is_empty())
+            .then(|| fragmentation(&segs, reserved_end)),
         ooms,
-        std::mem::take(warnings),
-    );
-    a.attach_inferences(inferences);
-    a
+        warnings: std::mem::take(warnings),
+    };
+    att.report(timeline, record, |el| {
+        let phase = if el.start == 0 {
+            Phase::Unknown
+        } else {
+            phases[el.start]
+        };
+        let site = sites
+            .get(el.info.stack as usize)
+            .and_then(|s| s.as_deref())
+            .unwrap_or("");
+        (phase, site)
+    })
+}
+
+/// Categories from stacks, metadata and the profiler's hints; a block saved for backward;
+/// then what the inference says of blocks from before the trace (allocator records only).
+fn attribute_lives(
+    snap: &Snapshot,
+    lives: Vec<Life<SnapInfo>>,
+    phases: &[Phase],
+    cx: &Context,
+) -> Attributed<SnapInfo> {
+    let mut cats = classify(&lives, cx);
+    saved_for_backward(&lives, phases, &mut cats);
+    let (inferences, by_life) = if snap.from_profiler {
+        (Vec::new(), Vec::new())
+    } else {
+        let rec = record_facts(&lives, phases, cx);
+        infer_before(snap, &lives, cx, &mut cats, rec)
+    };
+    Attributed {
+        lives,
+        cats,
+        inferences,
+        by_life,
+    }
 }
 
 /// What the inference needs about each life.

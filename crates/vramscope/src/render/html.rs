@@ -3,16 +3,9 @@
 
 use super::svg::{esc, hex, render_svg, segments};
 use super::terminal::job_summary;
-use crate::units::bytes;
-use crate::units::thousands;
+use crate::units::{bytes, gib, gib_signed, thousands};
 use vramscope_core::fit::WhatIf;
 use vramscope_core::report::Report;
-
-const GIB: f64 = (1u64 << 30) as f64;
-
-fn gib(b: Option<u64>) -> String {
-    b.map_or_else(|| "n/a".into(), |b| format!("{:.2}", b as f64 / GIB))
-}
 
 /// The breakdown table alone (also used by the web UI's page through the same markup).
 pub fn breakdown_table(r: &Report) -> String {
@@ -83,9 +76,8 @@ pub fn render_html(r: &Report, rows: &[WhatIf]) -> String {
                 "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
                 esc(&w.technique),
                 esc(&w.change),
-                gib(w.device_total),
-                w.saved
-                    .map_or_else(|| "n/a".into(), |s| format!("{:+.2}", s as f64 / GIB)),
+                w.device_total.map_or_else(|| "n/a".into(), gib),
+                w.saved.map_or_else(|| "n/a".into(), gib_signed),
                 match w.fits {
                     Some(true) => "yes",
                     Some(false) => "no",

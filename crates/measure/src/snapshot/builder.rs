@@ -1,190 +1,18 @@
-//! The CUDA caching-allocator snapshot, typed: `torch.cuda.memory._snapshot()` (2.x dict with
-//! `segments`, `device_traces`, `allocator_settings`, ...) and the torch 1.13 bare list of
-//! segments whose blocks carry `history`. Layout: `THCPModule_memorySnapshot` in
-//! `torch/csrc/cuda/Module.cpp` and the `_read`/`_block_extra_legacy` branches of
-//! `torch/cuda/_memory_viz.py` (notes/formats.md §1.2–§1.4). Every key but `action`, `addr`
-//! (or `device_free`), `size` is optional, as older versions lack them.
-//!
-//! Frames are interned to `u32` ids and stacks (frame-id lists, innermost first) to a table,
-//! so a trace of 10^6 entries with 30 frames each holds each distinct stack once.
+//! The streaming pass that types a snapshot while the pickle VM runs (a [`Compactor`]): frames
+//! and stacks interned, trace entries and blocks typed from their dicts as they complete, the
+//! keys of those dicts resolved once per memoized key string.
 
+use super::{bad, Action, Block, BlockState, Frame, ProfCategory, Segment, TraceEntry};
 use crate::fxhash::FxMap;
-use crate::pickle::{Compacted, Compactor, Id, Limits, Node, Pickle, Tree};
+use crate::pickle::{Compacted, Compactor, Id, Node, Tree};
 use std::collections::HashMap;
-use std::io::Read;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Frame {
-    pub filename: String,
-    pub line: i64,
-    pub name: String,
-}
-
-/// Block state: the C++ code writes `active_pending_free`; the 2.x docstring says
-/// `active_awaiting_free`. Both are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockState {
-    ActiveAllocated,
-    ActivePendingFree,
-    Inactive,
-    Other,
-}
-
-#[derive(Debug, Clone)]
-pub struct Block {
-    pub address: u64,
-    pub size: u64,
-    pub requested_size: Option<u64>,
-    pub state: BlockState,
-    /// Index into [`Snapshot::stacks`] (0 = no frames).
-    pub stack: u32,
-}
-
-#[derive(Debug, Clone)]
-pub struct Segment {
-    pub device: i64,
-    pub address: u64,
-    pub total_size: u64,
-    pub stream: u64,
-    pub segment_type: Option<String>,
-    pub pool_id: Option<(i64, i64)>,
-    pub is_expandable: bool,
-    pub blocks: Vec<Block>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Alloc,
-    FreeRequested,
-    FreeCompleted,
-    SegmentAlloc,
-    SegmentFree,
-    SegmentMap,
-    SegmentUnmap,
-    Oom,
-    Snapshot,
-    Annotate,
-    Other,
-}
-
-impl Action {
-    fn parse(s: &str) -> Action {
-        match s {
-            "alloc" => Action::Alloc,
-            "free_requested" => Action::FreeRequested,
-            "free_completed" => Action::FreeCompleted,
-            "segment_alloc" => Action::SegmentAlloc,
-            "segment_free" => Action::SegmentFree,
-            "segment_map" => Action::SegmentMap,
-            "segment_unmap" => Action::SegmentUnmap,
-            "oom" => Action::Oom,
-            "snapshot" => Action::Snapshot,
-            "annotate" => Action::Annotate,
-            _ => Action::Other,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct TraceEntry {
-    pub action: Action,
-    /// Block or segment address; for `oom`, 0.
-    pub addr: u64,
-    pub size: u64,
-    pub stream: u64,
-    /// For `oom`: the bytes CUDA reported free.
-    pub device_free: Option<u64>,
-    pub time_us: Option<i64>,
-    pub stack: u32,
-    /// The profiler's category (only in `_profile_to_snapshot` output, §2.5).
-    pub category: Option<ProfCategory>,
-    /// Index into [`Snapshot::strings`] (0 = none or empty).
-    pub user_metadata: u32,
-}
-
-/// `torch.profiler._memory_profiler.Category`, as `_profile_to_snapshot` spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProfCategory {
-    Parameter,
-    OptimizerState,
-    Input,
-    Temporary,
-    Activation,
-    Gradient,
-    AutogradDetail,
-    Unknown,
-}
-
-impl ProfCategory {
-    pub fn parse(s: &str) -> ProfCategory {
-        match s {
-            "parameter" => ProfCategory::Parameter,
-            "optimizer_state" => ProfCategory::OptimizerState,
-            "input" => ProfCategory::Input,
-            "temporary" => ProfCategory::Temporary,
-            "activation" => ProfCategory::Activation,
-            "gradient" => ProfCategory::Gradient,
-            "autograd_detail" => ProfCategory::AutogradDetail,
-            _ => ProfCategory::Unknown,
-        }
-    }
-
-    /// `_CATEGORY_TO_INDEX` order (torch/profiler/_memory_profiler.py): PARAMETER 0,
-    /// OPTIMIZER_STATE 1, INPUT 2, TEMPORARY 3, ACTIVATION 4, GRADIENT 5, AUTOGRAD_DETAIL 6,
-    /// None 7.
-    pub fn from_index(i: i64) -> ProfCategory {
-        match i {
-            0 => ProfCategory::Parameter,
-            1 => ProfCategory::OptimizerState,
-            2 => ProfCategory::Input,
-            3 => ProfCategory::Temporary,
-            4 => ProfCategory::Activation,
-            5 => ProfCategory::Gradient,
-            6 => ProfCategory::AutogradDetail,
-            _ => ProfCategory::Unknown,
-        }
-    }
-}
-
-/// Which layout the file had.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// torch 2.x dict.
-    Dict,
-    /// torch 1.13 bare list of segments.
-    Legacy113,
-}
-
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub layout: Layout,
-    pub protocol: u8,
-    pub frames: Vec<Frame>,
-    /// Stack 0 is the empty stack.
-    pub stacks: Vec<Box<[u32]>>,
-    /// Interned strings (user_metadata); 0 is "".
-    pub strings: Vec<String>,
-    pub segments: Vec<Segment>,
-    pub traces: Vec<Vec<TraceEntry>>,
-    pub alloc_conf: Option<String>,
-    /// Trace entries carry the profiler's `category`: the file came from
-    /// `torch.cuda._memory_viz._profile_to_snapshot`, not from the allocator.
-    pub from_profiler: bool,
-}
-
-impl Snapshot {
-    pub fn stack(&self, id: u32) -> impl Iterator<Item = &Frame> {
-        self.stacks[id as usize]
-            .iter()
-            .map(|&f| &self.frames[f as usize])
-    }
-}
-
-struct Builder {
-    frames: Vec<Frame>,
+/// The tables the pass fills: interned frames, stacks and strings, typed entries and blocks.
+pub(super) struct Builder {
+    pub(super) frames: Vec<Frame>,
     frame_by_node: NodeTable,
     frame_by_value: HashMap<Frame, u32>,
-    stacks: Vec<Box<[u32]>>,
+    pub(super) stacks: Vec<Box<[u32]>>,
     /// Only filled when not streaming: there a typed list becomes a [`Node::Stack`] (or its
     /// slot is reused), so node ids of lists are not stable keys.
     stack_by_node: FxMap<Id, u32>,
@@ -198,20 +26,20 @@ struct Builder {
     /// Key strings already resolved, by node id (only ids that stay stable, see
     /// [`Tree::stable`]).
     key_ids: NodeTable,
-    strings: Vec<String>,
+    pub(super) strings: Vec<String>,
     string_by_value: HashMap<String, u32>,
     /// Stable string nodes already interned (see [`Builder::string_node`]).
     string_by_node: NodeTable,
     streaming: bool,
     /// Values typed while streaming, named by [`Node::Entry`] / [`Node::Block`].
-    entries: Vec<TraceEntry>,
+    pub(super) entries: Vec<TraceEntry>,
     /// The node each streamed entry replaced, in streaming order: the usual file lists them
     /// in that order, which `finish` checks by comparing id arrays (sequential) instead of
     /// visiting 10^6+ nodes. A node typed as an entry keeps its placeholder to the end: the
     /// VM reuses only the slots of a compacted dict's own keys and values, never of a list item.
-    entry_nodes: Vec<Id>,
+    pub(super) entry_nodes: Vec<Id>,
     /// Whether any streamed entry carries a profiler category.
-    any_category: bool,
+    pub(super) any_category: bool,
     blocks: Vec<RawBlock>,
 }
 
@@ -222,10 +50,6 @@ struct RawBlock {
     address: Option<u64>,
     block: Block,
     has_history: bool,
-}
-
-fn bad(msg: impl Into<String>) -> crate::MeasureError {
-    crate::MeasureError::Format(msg.into())
 }
 
 /// The keys the streaming pass reads from trace-entry and block dicts. Each dict is scanned
@@ -367,7 +191,7 @@ fn str_field<'a>(t: Tree<'a>, d: Id, key: &str) -> Option<&'a str> {
 }
 
 impl Builder {
-    fn new(streaming: bool) -> Self {
+    pub(super) fn new(streaming: bool) -> Self {
         let empty: Box<[u32]> = Box::new([]);
         let mut stack_by_value = FxMap::default();
         stack_by_value.insert(empty.clone(), 0);
@@ -570,7 +394,7 @@ impl Builder {
         })
     }
 
-    fn segment(
+    pub(super) fn segment(
         &mut self,
         t: Tree<'_>,
         s: Id,
@@ -619,7 +443,11 @@ impl Builder {
         })
     }
 
-    fn trace_entry(&mut self, t: Tree<'_>, e: Id) -> Result<TraceEntry, crate::MeasureError> {
+    pub(super) fn trace_entry(
+        &mut self,
+        t: Tree<'_>,
+        e: Id,
+    ) -> Result<TraceEntry, crate::MeasureError> {
         let f = self.fields(t, e);
         self.trace_entry_of(t, f.as_ref())
     }
@@ -684,179 +512,6 @@ impl Compactor for Builder {
         }
         None
     }
-}
-
-/// A trace entry that moved out of the streaming table (never read).
-const TAKEN: TraceEntry = TraceEntry {
-    action: Action::Other,
-    addr: 0,
-    size: 0,
-    stream: 0,
-    device_free: None,
-    time_us: None,
-    stack: 0,
-    category: None,
-    user_metadata: 0,
-};
-
-/// Reads the typed snapshot out of a parsed pickle.
-pub fn from_pickle(p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
-    finish(Builder::new(false), p)
-}
-
-/// Parses and types a snapshot in one pass: trace entries and blocks are typed as the VM
-/// completes them and their generic values dropped, so peak memory stays near the typed
-/// size rather than the value tree's (~2.8× the file).
-pub fn read_streaming<R: Read>(
-    r: R,
-    len: u64,
-    limits: Limits,
-) -> Result<Snapshot, crate::MeasureError> {
-    let mut b = Builder::new(true);
-    let p = crate::pickle::parse_reader_compacting(r, len, limits, &mut b)?;
-    finish(b, &p)
-}
-
-fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
-    let t = p.tree();
-    let root = p.root;
-    let (layout, seg_list, traces_list) = match t.node(root) {
-        Node::List(items) => (Layout::Legacy113, Some(items.as_slice()), None),
-        Node::Dict(_) => {
-            let segs = match t.get(root, "segments") {
-                Some(s) => Some(
-                    t.as_seq(s)
-                        .ok_or_else(|| bad("\"segments\" is not a list"))?,
-                ),
-                None => None,
-            };
-            let traces = t.get(root, "device_traces");
-            if segs.is_none() && traces.is_none() {
-                return Err(bad(
-                    "not a memory snapshot: the dict has neither \"segments\" nor \"device_traces\"",
-                ));
-            }
-            (Layout::Dict, segs, traces)
-        }
-        _ => {
-            return Err(bad(
-                "not a memory snapshot: the pickle holds neither a dict nor a list of segments",
-            ))
-        }
-    };
-    let mut segments = Vec::new();
-    for &s in seg_list.unwrap_or(&[]) {
-        segments.push(b.segment(t, s, layout == Layout::Legacy113)?);
-    }
-    let mut traces = Vec::new();
-    let mut from_profiler = false;
-    if let Some(tl) = traces_list {
-        let devices = t
-            .as_seq(tl)
-            .ok_or_else(|| bad("\"device_traces\" is not a list"))?;
-        if let Some(split) = in_order(t, devices, &b.entry_nodes) {
-            // The usual file: every entry streamed, listed once, in order. Hand the table out
-            // in place rather than copying it (which held it twice at the peak).
-            // Later devices split off the end (a copy of their own entries only); the first
-            // device keeps the table itself (`split_off(0)` would copy all of it).
-            let mut table = std::mem::take(&mut b.entries);
-            let mut tail = Vec::with_capacity(split.len());
-            for &n in split.iter().skip(1).rev() {
-                tail.push(table.split_off(table.len() - n));
-            }
-            if !split.is_empty() {
-                tail.push(table);
-            }
-            tail.reverse();
-            from_profiler = b.any_category;
-            traces = tail;
-            return Ok(Snapshot {
-                layout,
-                protocol: p.protocol,
-                frames: b.frames,
-                stacks: b.stacks,
-                strings: b.strings,
-                segments,
-                traces,
-                alloc_conf: alloc_conf(t, root),
-                from_profiler,
-            });
-        }
-        // How often each streamed entry is referenced: the last reference moves it out of the
-        // table, earlier ones (a memoized entry listed twice) copy it.
-        let mut refs = vec![0u32; b.entries.len()];
-        for &dev in devices {
-            for &e in t.as_seq(dev).unwrap_or(&[]) {
-                if let Node::Entry(i) = t.node(e) {
-                    if let Some(r) = refs.get_mut(*i as usize) {
-                        *r = r.saturating_add(1);
-                    }
-                }
-            }
-        }
-        let mut table = std::mem::take(&mut b.entries);
-        for &dev in devices {
-            let entries = t
-                .as_seq(dev)
-                .ok_or_else(|| bad("a device trace is not a list"))?;
-            let mut out = Vec::with_capacity(entries.len());
-            for &e in entries {
-                let te = match t.node(e) {
-                    Node::Entry(i) => {
-                        let i = *i as usize;
-                        let r = refs
-                            .get_mut(i)
-                            .ok_or_else(|| bad("a trace placeholder out of range"))?;
-                        *r -= 1;
-                        if *r == 0 {
-                            std::mem::replace(&mut table[i], TAKEN)
-                        } else {
-                            table[i].clone()
-                        }
-                    }
-                    _ => b.trace_entry(t, e)?,
-                };
-                from_profiler |= te.category.is_some();
-                out.push(te);
-            }
-            traces.push(out);
-        }
-    }
-    let alloc_conf = alloc_conf(t, root);
-    Ok(Snapshot {
-        layout,
-        protocol: p.protocol,
-        frames: b.frames,
-        stacks: b.stacks,
-        strings: b.strings,
-        segments,
-        traces,
-        alloc_conf,
-        from_profiler,
-    })
-}
-
-fn alloc_conf(t: Tree<'_>, root: Id) -> Option<String> {
-    t.get(root, "allocator_settings")
-        .and_then(|s| t.get(s, "PYTORCH_CUDA_ALLOC_CONF"))
-        .and_then(|v| t.as_str(v))
-        .map(str::to_string)
-}
-
-/// The length of each device's list when the lists name exactly the streamed entries, in
-/// streaming order (each list a run of `entry_nodes`).
-fn in_order(t: Tree<'_>, devices: &[Id], entry_nodes: &[Id]) -> Option<Vec<usize>> {
-    let mut next = 0usize;
-    let mut lens = Vec::with_capacity(devices.len());
-    for &dev in devices {
-        let entries = t.as_seq(dev)?;
-        if entry_nodes.get(next..next + entries.len())? != entries {
-            return None;
-        }
-        next += entries.len();
-        lens.push(entries.len());
-    }
-    (next == entry_nodes.len()).then_some(lens)
 }
 
 #[cfg(test)]

@@ -453,7 +453,7 @@ impl GgufFile {
             })?;
             out.push(tensor);
         }
-        Ok(Inventory { tensors: out })
+        Ok(Inventory::new(out))
     }
 }
 

@@ -135,28 +135,19 @@ pub fn lora_adapters(
 ) -> Result<Vec<(Option<u32>, u64)>, CoreError> {
     let mut out = Vec::new();
     let mut matched = vec![false; targets.len()];
+    // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
+    let gguf_names: Vec<&str> = targets.iter().map(|t| gguf_module(t)).collect();
     for t in tensors {
         if t.shape.len() != 2 || !t.name.ends_with(".weight") {
             continue;
         }
         let module = t.name.trim_end_matches(".weight");
         let leaf = module.rsplit('.').next().unwrap_or(module);
-        for (i, target) in targets.iter().enumerate() {
-            // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
-            let gguf = match target.as_str() {
-                "q_proj" => "attn_q",
-                "k_proj" => "attn_k",
-                "v_proj" => "attn_v",
-                "o_proj" => "attn_output",
-                "gate_proj" => "ffn_gate",
-                "up_proj" => "ffn_up",
-                "down_proj" => "ffn_down",
-                other => other,
-            };
+        for (i, (target, gguf)) in targets.iter().zip(&gguf_names).enumerate() {
             let dotted = module
                 .strip_suffix(target.as_str())
                 .is_some_and(|p| p.ends_with('.'));
-            if leaf == target || leaf == gguf || dotted {
+            if leaf == target || leaf == *gguf || dotted {
                 matched[i] = true;
                 let (out_f, in_f) = (t.shape[0], t.shape[1]);
                 let n = rank
@@ -176,6 +167,20 @@ pub fn lora_adapters(
         ));
     }
     Ok(out)
+}
+
+/// A Hugging Face projection's name in GGUF files (llama.cpp's `blk.N.attn_q`).
+fn gguf_module(target: &str) -> &str {
+    match target {
+        "q_proj" => "attn_q",
+        "k_proj" => "attn_k",
+        "v_proj" => "attn_v",
+        "o_proj" => "attn_output",
+        "gate_proj" => "ffn_gate",
+        "up_proj" => "ffn_up",
+        "down_proj" => "ffn_down",
+        other => other,
+    }
 }
 
 /// Bytes of one weight as it sits on the GPU: in the job's quantized format when it applies,
@@ -539,14 +544,26 @@ fn weights_on_rank(
         .as_ref()
         .map(super::quant::QuantContext::from_spec)
         .unwrap_or_default();
+    // Outside GGUF's per-layer mixes a weight's bytes follow from its class and whether the
+    // format quantizes it (a rule on its name): each is computed once, at its first tensor.
+    let per_tensor = matches!(weights, super::quant::WeightFormat::Gguf(_));
+    let tl = inv.tallies();
+    let mut known: Vec<[Option<u64>; 2]> = vec![[None; 2]; tl.classes.len()];
     let mut params = 0u64;
-    for t in inv
-        .tensors
-        .iter()
-        .filter(|t| r.on_rank(t.layer, t.component))
-    {
-        let stored = stored_bytes(&weights, &qctx, t, r.frozen_width)? / r.ep_share(t.component);
-        params = params.saturating_add(stored);
+    for (t, &c) in inv.tensors.iter().zip(&tl.tensor_class) {
+        if !r.on_rank(t.layer, t.component) {
+            continue;
+        }
+        let q = usize::from(super::quant::is_quantized(&weights, t));
+        let stored = match known[c as usize][q] {
+            Some(b) if !per_tensor => b,
+            _ => {
+                let b = stored_bytes(&weights, &qctx, t, r.frozen_width)?;
+                known[c as usize][q] = Some(b);
+                b
+            }
+        };
+        params = params.saturating_add(stored / r.ep_share(t.component));
     }
     Ok(params)
 }
@@ -603,31 +620,42 @@ fn eight_bit(opt: Optimizer, shape: &[u64]) -> bool {
 
 /// LoRA adapters (PEFT keeps them in fp32 beside a 16-bit or quantized base), trainable: their
 /// bytes count as parameters and gradients, their gradients in their layer's backward, and
-/// each gets its optimizer states. Returns the flat shape the optimizer sees of each.
+/// each gets its optimizer states (computed once per adapter size). Returns the flat shapes
+/// the optimizer sees, as runs of alike neighbours: ([elements], count).
 fn add_adapters(
     adapters: &[(Option<u32>, u64)],
     r: &Rules,
     sums: &mut Sums,
     out: &mut StateBytes,
-) -> Result<Vec<[u64; 1]>, CoreError> {
-    let mut shapes = Vec::with_capacity(adapters.len());
+) -> Result<Vec<([u64; 1], u64)>, CoreError> {
+    let mut runs: Vec<([u64; 1], u64)> = Vec::new();
+    let mut sizes: Vec<(u64, u64)> = Vec::new(); // (elements, adapters)
     for (layer, n) in adapters {
         let bytes = round_alloc(n * 4);
         sums.params += bytes;
         sums.grads += bytes;
         sums.trainable += n;
-        shapes.push([*n]);
+        match runs.last_mut() {
+            Some((shape, count)) if shape[0] == *n => *count += 1,
+            _ => runs.push(([*n], 1)),
+        }
+        match sizes.iter_mut().find(|(m, _)| m == n) {
+            Some((_, count)) => *count += 1,
+            None => sizes.push((*n, 1)),
+        }
         if let Some(l) = layer.and_then(|l| out.layer_grads.get_mut(l as usize)) {
             *l += bytes;
         }
     }
-    for shape in &shapes {
-        for st in optimizer::state_tensors(r.opt, shape, 4)? {
-            sums.states = sums.states.saturating_add(round_alloc(st.bytes));
+    for (n, count) in sizes {
+        let mut one = 0u64;
+        for st in optimizer::state_tensors(r.opt, &[n], 4)? {
+            one = one.saturating_add(round_alloc(st.bytes));
         }
-        sums.any_8bit |= eight_bit(r.opt, shape);
+        sums.states = sums.states.saturating_add(one.saturating_mul(count));
+        sums.any_8bit |= eight_bit(r.opt, &[n]);
     }
-    Ok(shapes)
+    Ok(runs)
 }
 
 /// The optimizer step's temporaries over the trainable tensors ([`optimizer::step_scratch_runs`]):
@@ -637,7 +665,7 @@ fn step_scratch(
     inv: &Inventory,
     r: &Rules,
     trained: &[Option<Trained>],
-    adapters: &[[u64; 1]],
+    adapters: &[([u64; 1], u64)],
 ) -> Result<u64, CoreError> {
     let mut runs: Vec<optimizer::Run> = Vec::new();
     if r.opt == Optimizer::Adafactor {
@@ -668,10 +696,10 @@ fn step_scratch(
             count: tr.count,
         }));
     }
-    runs.extend(adapters.iter().map(|a| optimizer::Run {
-        shape: a,
+    runs.extend(adapters.iter().map(|(shape, count)| optimizer::Run {
+        shape,
         width: 4,
-        count: 1,
+        count: *count,
     }));
     optimizer::step_scratch_runs(r.opt, &runs)
 }

@@ -6,7 +6,8 @@ use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::model::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 /// Which part of the model a tensor belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -121,12 +122,36 @@ impl Tally {
 }
 
 /// The list of a model's parameter tensors.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+///
+/// An inventory is not changed once built: its [`ShapeTallies`] are computed on first use and
+/// kept.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Inventory {
     pub tensors: Vec<Tensor>,
+    #[serde(skip)]
+    tallies: OnceLock<ShapeTallies>,
+}
+
+impl PartialEq for Inventory {
+    fn eq(&self, other: &Self) -> bool {
+        self.tensors == other.tensors
+    }
 }
 
 impl Inventory {
+    /// The inventory of these tensors.
+    pub fn new(tensors: Vec<Tensor>) -> Self {
+        Inventory {
+            tensors,
+            tallies: OnceLock::new(),
+        }
+    }
+
+    /// The tensors tallied by shape class and layer composition (computed once).
+    pub fn tallies(&self) -> &ShapeTallies {
+        self.tallies.get_or_init(|| ShapeTallies::of(&self.tensors))
+    }
+
     /// All tensors together.
     pub fn total(&self) -> Tally {
         let mut t = Tally::default();
@@ -179,6 +204,95 @@ impl Inventory {
     }
 }
 
+/// Tensors the estimator treats alike: one shape, dtype, component and stored size. The per-tensor rules
+/// (the caching allocator's rounding, an optimizer's states, expert-parallel division) give
+/// every tensor of a class the same bytes, so they are applied once per class and multiplied
+/// by the class's count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeClass {
+    pub shape: Vec<u64>,
+    pub dtype: DType,
+    pub component: Component,
+    /// [`Tensor::elements`] of one tensor of the class.
+    pub elements: u64,
+    /// Bytes as stored of one tensor of the class.
+    pub bytes: u64,
+}
+
+/// One layer of the stacks: its index, its composition (an index into
+/// [`ShapeTallies::layer_kinds`]) and its parameter count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerTally {
+    pub layer: u32,
+    pub kind: u32,
+    pub elements: u64,
+}
+
+/// An inventory tallied by [`ShapeClass`]: a few dozen classes and one or two layer
+/// compositions stand for hundreds (or, with routed experts, tens of thousands) of tensors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShapeTallies {
+    pub classes: Vec<ShapeClass>,
+    /// Each tensor's class, in inventory order (for rules that depend on the order).
+    pub tensor_class: Vec<u32>,
+    /// The distinct compositions of a layer: (class, tensors) pairs, by class.
+    pub layer_kinds: Vec<Vec<(u32, u64)>>,
+    /// Every layer that has tensors, by layer index.
+    pub layers: Vec<LayerTally>,
+    /// Tensors outside the layer stacks: (class, tensors) pairs, by class.
+    pub outside: Vec<(u32, u64)>,
+}
+
+impl ShapeTallies {
+    /// Tallies `tensors` (one pass; the classes in order of first appearance).
+    pub fn of(tensors: &[Tensor]) -> Self {
+        let mut out = ShapeTallies::default();
+        let mut index: HashMap<(&[u64], DType, Component, u64), u32> = HashMap::new();
+        let mut layers: BTreeMap<u32, (BTreeMap<u32, u64>, u64)> = BTreeMap::new();
+        let mut outside: BTreeMap<u32, u64> = BTreeMap::new();
+        for t in tensors {
+            let next = out.classes.len() as u32;
+            let class = *index
+                .entry((t.shape.as_slice(), t.dtype, t.component, t.bytes))
+                .or_insert(next);
+            if class == next {
+                out.classes.push(ShapeClass {
+                    shape: t.shape.clone(),
+                    dtype: t.dtype,
+                    component: t.component,
+                    elements: t.elements(),
+                    bytes: t.bytes,
+                });
+            }
+            out.tensor_class.push(class);
+            match t.layer {
+                Some(l) => {
+                    let (counts, elements) = layers.entry(l).or_default();
+                    *counts.entry(class).or_default() += 1;
+                    *elements = elements.saturating_add(t.elements());
+                }
+                None => *outside.entry(class).or_default() += 1,
+            }
+        }
+        let mut kinds: HashMap<Vec<(u32, u64)>, u32> = HashMap::new();
+        for (layer, (counts, elements)) in layers {
+            let composition: Vec<(u32, u64)> = counts.into_iter().collect();
+            let next = out.layer_kinds.len() as u32;
+            let kind = *kinds.entry(composition.clone()).or_insert(next);
+            if kind == next {
+                out.layer_kinds.push(composition);
+            }
+            out.layers.push(LayerTally {
+                layer,
+                kind,
+                elements,
+            });
+        }
+        out.outside = outside.into_iter().collect();
+        out
+    }
+}
+
 /// Builds the exact inventory of `spec`: every parameter of the model class it describes, tied
 /// weights once, buffers (rotary tables, attention masks, DeepSeek's `e_score_correction_bias`)
 /// excluded. Shapes follow PyTorch (`nn.Linear` weights are `[out, in]`; GPT-2's `Conv1D` is
@@ -215,7 +329,7 @@ pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
         b.norm(&name, n, None)?;
     }
     b.head()?;
-    Ok(Inventory { tensors: b.out })
+    Ok(Inventory::new(b.out))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -54,6 +54,58 @@ fn benches(c: &mut Criterion) {
             }
         }
     }
+    // Parts of one estimate, to see where its time goes.
+    {
+        let m = load_model("llama-3.1-8b").unwrap();
+        let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
+        let input = m.into_input();
+        let job: Job =
+            serde_json::from_value(json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb"})).unwrap();
+        let resolved = job.resolve(max).unwrap();
+        let spec = input.spec.clone().unwrap();
+        g.bench_function("part: model states llama-3.1-8b train", |b| {
+            b.iter(|| {
+                let mut w = Vec::new();
+                vramscope_core::estimate::states::model_states(black_box(&input), &resolved, &mut w)
+                    .unwrap()
+            })
+        });
+        for (what, extra) in [
+            ("lora", json!({"method": "lora", "rank": 16})),
+            ("qlora", json!({"method": "qlora", "rank": 16})),
+        ] {
+            let job: Job = serde_json::from_value(
+                json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb", "peft": extra}),
+            )
+            .unwrap();
+            let resolved = job.resolve(max).unwrap();
+            g.bench_function(format!("part: model states llama-3.1-8b {what}"), |b| {
+                b.iter(|| {
+                    let mut w = Vec::new();
+                    vramscope_core::estimate::states::model_states(
+                        black_box(&input),
+                        &resolved,
+                        &mut w,
+                    )
+                    .unwrap()
+                })
+            });
+            g.bench_function(format!("part: one estimate llama-3.1-8b {what}"), |b| {
+                b.iter(|| estimate(black_box(&input), black_box(&resolved)).unwrap())
+            });
+        }
+        g.bench_function("part: forward plan llama-3.1-8b train", |b| {
+            b.iter(|| {
+                let mut w = Vec::new();
+                vramscope_core::estimate::activations::plan(black_box(&spec), &resolved, &mut w)
+                    .unwrap()
+            })
+        });
+        g.bench_function("part: report to json llama-3.1-8b train", |b| {
+            let r = estimate(&input, &resolved).unwrap();
+            b.iter(|| serde_json::to_vec(black_box(&r)).unwrap())
+        });
+    }
     // The planner: every layout of 64 GPUs for Llama-3.1-70B, micro-batches 1..=64.
     let m = load_model("llama-3.1-70b").unwrap();
     let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);

@@ -342,7 +342,7 @@ pub fn model_of_checkpoint(
         .tensors
         .into_iter()
         .partition(|t| crate::hf_names::is_buffer(&t.name));
-    let inventory = Inventory { tensors };
+    let inventory = Inventory::new(tensors);
     let params_total = inventory.params();
     let mut warnings = Vec::new();
     if !buffers.is_empty() {

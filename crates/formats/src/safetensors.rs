@@ -909,7 +909,7 @@ fn build(
     }
     hf_names::assign_layers(&mut tensors);
     Ok(Checkpoint {
-        inventory: Inventory { tensors },
+        inventory: Inventory::new(tensors),
         files,
         index_total_size,
         index_total_parameters,

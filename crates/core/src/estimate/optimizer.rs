@@ -155,81 +155,122 @@ pub fn step_on_device(opt: Optimizer) -> bool {
     opt == Optimizer::AdamWFused
 }
 
+/// A run of `count` alike trainable tensors: their shape and parameter element width (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run<'a> {
+    pub shape: &'a [u64],
+    pub width: u64,
+    pub count: u64,
+}
+
 /// Peak bytes of temporaries that one `optimizer.step()` allocates for one parameter group, on
 /// top of parameters, gradients and states. `tensors` are the group's trainable tensors in
-/// parameter order, each with its parameter element width (bytes).
+/// parameter order, each with its parameter element width (bytes). See [`step_scratch_runs`].
+pub fn step_scratch_bytes(opt: Optimizer, tensors: &[(&[u64], u64)]) -> Result<u64, CoreError> {
+    let runs: Vec<Run> = tensors
+        .iter()
+        .map(|&(shape, width)| Run {
+            shape,
+            width,
+            count: 1,
+        })
+        .collect();
+    step_scratch_runs(opt, &runs)
+}
+
+/// [`step_scratch_bytes`] of tensors given as runs of alike tensors, in parameter order (only
+/// Adafactor's figure depends on the order; the others may be given tallies in any order).
 ///
-/// - `adam`/`adamw` (torch foreach, the CUDA default): `_multi_tensor_adam` allocates
-///   `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)` for a whole device/dtype group at once
-///   (every other list op is in place; bias corrections are Python floats; `Adam` with weight
-///   decay makes a grad-sized copy that is deleted before the sqrt). Groups are processed in
-///   turn and the next sqrt list is allocated before the previous one is released, so with
-///   several dtypes the two largest groups are counted together (exact for two, an upper bound
-///   beyond, as torch's grouping order is not specified).
+/// - `adam`/`adamw` (torch foreach, the CUDA default): [`adam_foreach_scratch`].
 /// - `adamw-fused`, `adamw-8bit`, `sgd`, `sgd-momentum` (default `weight_decay=0`, no
 ///   Nesterov): in-place kernels, nothing.
-/// - `lion` (lion-pytorch `update_fn`, one tensor at a time):
-///   `exp_avg.clone().mul_(b1).add(grad, ...)` holds two parameter-sized tensors at once.
-/// - `adafactor` (HF, one tensor at a time): `update = grad**2 + eps` and the later
-///   `torch.mul(r_factor, c_factor)` / `-update` hold two fp32 tensors of the parameter's size,
-///   while the previous parameter's `update` is still referenced until it is rebound; 16-bit
-///   parameters add the fp32 copies `grad.float()` and `p.float()`.
-pub fn step_scratch_bytes(opt: Optimizer, tensors: &[(&[u64], u64)]) -> Result<u64, CoreError> {
-    let sized = tensors
+/// - `lion`: [`lion_scratch`]; `adafactor`: [`adafactor_scratch`].
+pub fn step_scratch_runs(opt: Optimizer, runs: &[Run]) -> Result<u64, CoreError> {
+    let sized = runs
         .iter()
-        .map(|&(shape, b)| {
-            check_width(b)?;
-            Ok((numel(shape)?, b))
+        .filter(|r| r.count > 0)
+        .map(|r| {
+            check_width(r.width)?;
+            Ok((numel(r.shape)?, r.width, r.count))
         })
-        .collect::<Result<Vec<(u64, u64)>, CoreError>>()?;
-    let ov = || overflow("step scratch");
+        .collect::<Result<Vec<(u64, u64, u64)>, CoreError>>()?;
     match opt {
         Optimizer::None
         | Optimizer::Sgd
         | Optimizer::SgdMomentum
         | Optimizer::AdamWFused
         | Optimizer::AdamW8bit => Ok(0),
-        Optimizer::Adam | Optimizer::AdamW => {
-            // Bytes of exp_avg_sq per element width (a stand-in for the dtype group).
-            let mut groups: Vec<(u64, u64)> = Vec::new();
-            for &(n, b) in &sized {
-                let bytes = n.checked_mul(b).ok_or_else(ov)?;
-                match groups.iter_mut().find(|(w, _)| *w == b) {
-                    Some(g) => g.1 = g.1.checked_add(bytes).ok_or_else(ov)?,
-                    None => groups.push((b, bytes)),
-                }
-            }
-            let mut sizes: Vec<u64> = groups.into_iter().map(|(_, s)| s).collect();
-            sizes.sort_unstable_by(|a, b| b.cmp(a));
-            sizes
-                .iter()
-                .take(2)
-                .try_fold(0u64, |a, &s| a.checked_add(s))
-                .ok_or_else(ov)
-        }
-        Optimizer::Lion => sized.iter().try_fold(0u64, |peak, &(n, b)| {
-            Ok(peak.max(
-                n.checked_mul(b)
-                    .and_then(|x| x.checked_mul(2))
-                    .ok_or_else(ov)?,
-            ))
-        }),
-        Optimizer::Adafactor => {
-            let mut peak = 0u64;
-            let mut prev_update = 0u64;
-            for &(n, b) in &sized {
-                let f32_full = n.checked_mul(4).ok_or_else(ov)?;
-                let copies = if b == 4 { 2 } else { 4 };
-                let here = f32_full
-                    .checked_mul(copies)
-                    .and_then(|x| x.checked_add(prev_update))
-                    .ok_or_else(ov)?;
-                peak = peak.max(here);
-                prev_update = f32_full;
-            }
-            Ok(peak)
+        Optimizer::Adam | Optimizer::AdamW => adam_foreach_scratch(&sized),
+        Optimizer::Lion => lion_scratch(&sized),
+        Optimizer::Adafactor => adafactor_scratch(&sized),
+    }
+}
+
+fn scratch_overflow() -> CoreError {
+    overflow("step scratch")
+}
+
+/// torch foreach Adam: `_multi_tensor_adam` allocates `exp_avg_sq_sqrt =
+/// torch._foreach_sqrt(exp_avg_sqs)` for a whole device/dtype group at once (every other list
+/// op is in place; bias corrections are Python floats; `Adam` with weight decay makes a
+/// grad-sized copy that is deleted before the sqrt). Groups are processed in turn and the next
+/// sqrt list is allocated before the previous one is released, so with several dtypes the two
+/// largest groups are counted together (exact for two, an upper bound beyond, as torch's
+/// grouping order is not specified). `sized`: (elements, width, count) runs.
+fn adam_foreach_scratch(sized: &[(u64, u64, u64)]) -> Result<u64, CoreError> {
+    // Bytes of exp_avg_sq per element width (a stand-in for the dtype group).
+    let mut groups: Vec<(u64, u64)> = Vec::new();
+    for &(n, b, count) in sized {
+        let bytes = n
+            .checked_mul(b)
+            .and_then(|x| x.checked_mul(count))
+            .ok_or_else(scratch_overflow)?;
+        match groups.iter_mut().find(|(w, _)| *w == b) {
+            Some(g) => g.1 = g.1.checked_add(bytes).ok_or_else(scratch_overflow)?,
+            None => groups.push((b, bytes)),
         }
     }
+    let mut sizes: Vec<u64> = groups.into_iter().map(|(_, s)| s).collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    sizes
+        .iter()
+        .take(2)
+        .try_fold(0u64, |a, &s| a.checked_add(s))
+        .ok_or_else(scratch_overflow)
+}
+
+/// lion-pytorch `update_fn`, one tensor at a time: `exp_avg.clone().mul_(b1).add(grad, ...)`
+/// holds two parameter-sized tensors at once.
+fn lion_scratch(sized: &[(u64, u64, u64)]) -> Result<u64, CoreError> {
+    sized.iter().try_fold(0u64, |peak, &(n, b, _)| {
+        Ok(peak.max(
+            n.checked_mul(b)
+                .and_then(|x| x.checked_mul(2))
+                .ok_or_else(scratch_overflow)?,
+        ))
+    })
+}
+
+/// HF Adafactor, one tensor at a time: `update = grad**2 + eps` and the later
+/// `torch.mul(r_factor, c_factor)` / `-update` hold two fp32 tensors of the parameter's size,
+/// while the previous parameter's `update` is still referenced until it is rebound; 16-bit
+/// parameters add the fp32 copies `grad.float()` and `p.float()`. In a run of alike tensors the
+/// previous `update` is the run's own from the second tensor on.
+fn adafactor_scratch(sized: &[(u64, u64, u64)]) -> Result<u64, CoreError> {
+    let mut peak = 0u64;
+    let mut prev_update = 0u64;
+    for &(n, b, count) in sized {
+        let f32_full = n.checked_mul(4).ok_or_else(scratch_overflow)?;
+        let copies = if b == 4 { 2 } else { 4 };
+        let own = f32_full.checked_mul(copies).ok_or_else(scratch_overflow)?;
+        let first = own.checked_add(prev_update).ok_or_else(scratch_overflow)?;
+        peak = peak.max(first);
+        if count > 1 {
+            peak = peak.max(own.checked_add(f32_full).ok_or_else(scratch_overflow)?);
+        }
+        prev_update = f32_full;
+    }
+    Ok(peak)
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@
 
 use super::{optimizer, round_size, ModelInput};
 use crate::error::CoreError;
-use crate::inventory::{Component, Tensor};
-use crate::job::{Framework, Optimizer, PeftMethod, Precision, ResolvedJob, Task};
+use crate::inventory::{Component, Inventory, ShapeClass, ShapeTallies, Tensor};
+use crate::job::{Framework, Optimizer, Precision, ResolvedJob, Task};
 use crate::report::ModelStates;
 
 /// The model states of one GPU over the step.
@@ -50,6 +50,7 @@ pub struct StateBytes {
 }
 
 /// Byte widths of each state per trainable element, by framework and precision.
+#[derive(Clone, Copy)]
 struct Widths {
     param: u64,
     grad: u64,
@@ -134,25 +135,19 @@ pub fn lora_adapters(
 ) -> Result<Vec<(Option<u32>, u64)>, CoreError> {
     let mut out = Vec::new();
     let mut matched = vec![false; targets.len()];
+    // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
+    let gguf_names: Vec<&str> = targets.iter().map(|t| gguf_module(t)).collect();
     for t in tensors {
         if t.shape.len() != 2 || !t.name.ends_with(".weight") {
             continue;
         }
         let module = t.name.trim_end_matches(".weight");
         let leaf = module.rsplit('.').next().unwrap_or(module);
-        for (i, target) in targets.iter().enumerate() {
-            // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
-            let gguf = match target.as_str() {
-                "q_proj" => "attn_q",
-                "k_proj" => "attn_k",
-                "v_proj" => "attn_v",
-                "o_proj" => "attn_output",
-                "gate_proj" => "ffn_gate",
-                "up_proj" => "ffn_up",
-                "down_proj" => "ffn_down",
-                other => other,
-            };
-            if leaf == target || leaf == gguf || module.ends_with(&format!(".{target}")) {
+        for (i, (target, gguf)) in targets.iter().zip(&gguf_names).enumerate() {
+            let dotted = module
+                .strip_suffix(target.as_str())
+                .is_some_and(|p| p.ends_with('.'));
+            if leaf == target || leaf == *gguf || dotted {
                 matched[i] = true;
                 let (out_f, in_f) = (t.shape[0], t.shape[1]);
                 let n = rank
@@ -172,6 +167,20 @@ pub fn lora_adapters(
         ));
     }
     Ok(out)
+}
+
+/// A Hugging Face projection's name in GGUF files (llama.cpp's `blk.N.attn_q`).
+fn gguf_module(target: &str) -> &str {
+    match target {
+        "q_proj" => "attn_q",
+        "k_proj" => "attn_k",
+        "v_proj" => "attn_v",
+        "o_proj" => "attn_output",
+        "gate_proj" => "ffn_gate",
+        "up_proj" => "ffn_up",
+        "down_proj" => "ffn_down",
+        other => other,
+    }
 }
 
 /// Bytes of one weight as it sits on the GPU: in the job's quantized format when it applies,
@@ -194,13 +203,7 @@ pub fn stored_bytes_exact(
     t: &Tensor,
     width: u64,
 ) -> Result<u64, CoreError> {
-    let compressed = match t.dtype {
-        crate::DType::Ggml(g) => !matches!(
-            g,
-            crate::ggml::GgmlType::F32 | crate::ggml::GgmlType::F16 | crate::ggml::GgmlType::BF16
-        ),
-        d => !d.is_float() || d.bits().is_some_and(|b| b < 16),
-    };
+    let compressed = stored_compressed(t.dtype);
     // A file that already holds the weight compressed keeps it so; only full-precision
     // weights take the job's quantized format.
     // A GGUF format sets every tensor's type (llama.cpp keeps norms and biases in F32).
@@ -208,198 +211,513 @@ pub fn stored_bytes_exact(
     if !compressed && (gguf || (!weights.is_none() && super::quant::is_quantized(weights, t))) {
         return super::quant::tensor_bytes(weights, t, qctx);
     }
-    Ok(if compressed {
-        t.bytes
-    } else {
-        t.elements().saturating_mul(width)
-    })
+    Ok(unquantized_bytes(t.dtype, t.bytes, t.elements(), width))
 }
 
+/// Whether a dtype is already compressed in the file (GGUF blocks, packed integers, fp8).
+fn stored_compressed(dtype: crate::DType) -> bool {
+    match dtype {
+        crate::DType::Ggml(g) => !matches!(
+            g,
+            crate::ggml::GgmlType::F32 | crate::ggml::GgmlType::F16 | crate::ggml::GgmlType::BF16
+        ),
+        d => !d.is_float() || d.bits().is_some_and(|b| b < 16),
+    }
+}
+
+/// Bytes of a weight no quantized format applies to: as stored when the file holds it
+/// compressed, otherwise `width` bytes per element.
+fn unquantized_bytes(dtype: crate::DType, stored: u64, elements: u64, width: u64) -> u64 {
+    if stored_compressed(dtype) {
+        stored
+    } else {
+        elements.saturating_mul(width)
+    }
+}
+
+/// The model states of the job's most-loaded GPU: from the inventory's shape tallies when the
+/// model has tensors, from the bare parameter count otherwise.
 pub fn model_states(
     model: &ModelInput,
     job: &ResolvedJob,
     warnings: &mut Vec<String>,
 ) -> Result<StateBytes, CoreError> {
     let w = widths(job);
-    let (sp, sg, ss) = shards(job, warnings);
-    let mp = (job.parallel.tp * job.parallel.pp).max(1);
-    let tp = job.parallel.tp.max(1);
-    let train = job.task == Task::Train;
-    let opt = if train {
+    let shard = shards(job, warnings);
+    match &model.inventory {
+        Some(inv) => inventory_states(model, inv, job, w, shard, warnings),
+        None => bare_count_states(model, job, w, shard, warnings),
+    }
+}
+
+/// The optimizer a job runs: none outside training.
+fn job_optimizer(job: &ResolvedJob) -> Optimizer {
+    if job.task == Task::Train {
         job.optimizer
     } else {
         Optimizer::None
+    }
+}
+
+/// A bare parameter count: every parameter trainable, one flat tensor per state, divided over
+/// the whole model-parallel group (tp × pp) as no layer boundaries are known.
+fn bare_count_states(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    w: Widths,
+    (sp, sg, ss): (u64, u64, u64),
+    warnings: &mut Vec<String>,
+) -> Result<StateBytes, CoreError> {
+    let mp = (job.parallel.tp * job.parallel.pp).max(1);
+    let train = job.task == Task::Train;
+    let opt = job_optimizer(job);
+    let p = model.params_total;
+    let format = super::effective_weights(model, job)?;
+    let params = if format.is_none() {
+        p.saturating_mul(w.param)
+    } else {
+        let dtype = if w.param == 4 {
+            crate::DType::F32
+        } else {
+            crate::DType::BF16
+        };
+        super::quant::bytes_for_params(&format, p, dtype)?
     };
+    let grads = if train { p.saturating_mul(w.grad) } else { 0 };
+    let master = if train { p.saturating_mul(w.master) } else { 0 };
+    let states = optimizer::state_bytes(opt, &[p], w.state)?;
+    if opt == Optimizer::Adafactor {
+        warnings.push(
+            "adafactor factors each matrix's second moment; a bare parameter count has no \
+             shapes, so its states are counted unfactored"
+                .into(),
+        );
+    }
     let layers = model.spec.as_ref().map_or(0, |s| s.num_layers()) as usize;
     let mut out = StateBytes {
         layer_grads: vec![0; layers],
         ..StateBytes::default()
     };
-
-    let Some(inv) = &model.inventory else {
-        // A bare parameter count: every parameter trainable, one flat tensor per state.
-        let p = model.params_total;
-        let format = super::effective_weights(model, job)?;
-        let params = if format.is_none() {
-            p.saturating_mul(w.param)
-        } else {
-            let dtype = if w.param == 4 {
-                crate::DType::F32
-            } else {
-                crate::DType::BF16
-            };
-            super::quant::bytes_for_params(&format, p, dtype)?
-        };
-        let grads = if train { p.saturating_mul(w.grad) } else { 0 };
-        let master = if train { p.saturating_mul(w.master) } else { 0 };
-        let states = optimizer::state_bytes(opt, &[p], w.state)?;
-        if opt == Optimizer::Adafactor {
-            warnings.push(
-                "adafactor factors each matrix's second moment; a bare parameter count has no \
-                 shapes, so its states are counted unfactored"
-                    .into(),
-            );
-        }
-        out.resident = ModelStates {
-            parameters: div_ceil(params, sp * mp),
-            gradients: div_ceil(grads, sg * mp),
-            optimizer_states: div_ceil(states, ss * mp),
-            master_weights: div_ceil(master, ss * mp),
-        };
-        out.max = out.resident;
-        out.trainable_params = p;
-        out.step_scratch = div_ceil(
-            optimizer::step_scratch_bytes(opt, &[(&[p], w.state)])?,
-            ss * mp,
-        );
-        let main_grads = if train {
-            div_ceil(p.saturating_mul(w.main_grad), ss * mp)
-        } else {
-            0
-        };
-        add_main_grads(&mut out, main_grads);
-        return Ok(out);
+    out.resident = ModelStates {
+        parameters: div_ceil(params, sp * mp),
+        gradients: div_ceil(grads, sg * mp),
+        optimizer_states: div_ceil(states, ss * mp),
+        master_weights: div_ceil(master, ss * mp),
     };
+    out.max = out.resident;
+    out.trainable_params = p;
+    out.step_scratch = div_ceil(
+        optimizer::step_scratch_bytes(opt, &[(&[p], w.state)])?,
+        ss * mp,
+    );
+    let main_grads = if train {
+        div_ceil(p.saturating_mul(w.main_grad), ss * mp)
+    } else {
+        0
+    };
+    add_main_grads(&mut out, main_grads);
+    Ok(out)
+}
 
-    // Frozen base (PEFT) may be stored quantized.
+/// What the per-class rules of one job read.
+struct Rules<'a> {
+    w: Widths,
+    opt: Optimizer,
+    /// Every weight trained: a full fine-tune (not PEFT, not inference).
+    full: bool,
+    peft: Option<&'a crate::job::Peft>,
+    /// Width of a weight as loaded: a PEFT base is frozen in 16 bit unless the job is fp32
+    /// (PEFT users load the base with `torch_dtype=bfloat16`; there is no master copy of
+    /// frozen weights).
+    frozen_width: u64,
+    /// Expert parallelism: each rank holds experts/ep of the routed experts (their gradients
+    /// and states too); everything else is replicated over EP ranks.
+    ep: u64,
+    /// Layers of the architecture.
+    layers: usize,
+    /// The most-loaded rank of a pipeline is its first stage: the embeddings and the first
+    /// ⌈L/pp⌉ blocks (the head and final norm sit on the last stage).
+    per_stage: usize,
+    pp: usize,
+    /// Rows of a tied embedding (its gradient first appears at the head's backward).
+    tied_vocab: Option<u64>,
+}
+
+impl Rules<'_> {
+    fn of<'a>(model: &ModelInput, job: &'a ResolvedJob, w: Widths) -> Rules<'a> {
+        let train = job.task == Task::Train;
+        let peft = job.peft.as_ref().filter(|_| train);
+        let layers = model.spec.as_ref().map_or(0, |s| s.num_layers()) as usize;
+        let pp = job.parallel.pp.max(1) as usize;
+        Rules {
+            frozen_width: if peft.is_some() && job.precision != Precision::Fp32 {
+                2
+            } else {
+                w.param
+            },
+            w,
+            opt: job_optimizer(job),
+            full: peft.is_none() && train,
+            peft,
+            ep: job.parallel.ep.max(1),
+            layers,
+            per_stage: layers.div_ceil(pp).max(1),
+            pp,
+            tied_vocab: model
+                .spec
+                .as_ref()
+                .filter(|s| s.tied_embeddings())
+                .map(|s| s.vocab_size),
+        }
+    }
+
+    fn ep_share(&self, c: Component) -> u64 {
+        if c == Component::Experts {
+            self.ep
+        } else {
+            1
+        }
+    }
+
+    fn on_rank(&self, layer: Option<u32>, c: Component) -> bool {
+        match (layer, c) {
+            (Some(l), _) => (l as usize) < self.per_stage,
+            (None, Component::Embedding) => true,
+            (None, _) => self.pp == 1,
+        }
+    }
+
+    /// The groups of alike tensors the most-loaded rank holds: (layer, class, tensors).
+    fn on_rank_groups<'t>(
+        &'t self,
+        tl: &'t ShapeTallies,
+    ) -> impl Iterator<Item = (Option<u32>, u32, u64)> + 't {
+        let outside = tl
+            .outside
+            .iter()
+            .filter(|(c, _)| self.on_rank(None, tl.classes[*c as usize].component))
+            .map(|&(c, n)| (None, c, n));
+        let layered = tl
+            .layers
+            .iter()
+            .filter(|l| self.on_rank(Some(l.layer), Component::Attention))
+            .flat_map(move |l| {
+                tl.layer_kinds[l.kind as usize]
+                    .iter()
+                    .map(move |&(c, n)| (Some(l.layer), c, n))
+            });
+        outside.chain(layered)
+    }
+}
+
+/// One class's trainable figures: elements on this rank, its gradient and master allocations,
+/// its optimizer states (each state its own allocation, rounded by the allocator) and the
+/// shape the optimizer sees (expert weights divided over EP ranks are flat).
+struct Trained {
+    elements: u64,
+    grad: u64,
+    master: u64,
+    states: u64,
+    state_shape: Vec<u64>,
+    /// Tensors of the class on this rank.
+    count: u64,
+}
+
+impl Trained {
+    fn of(class: &ShapeClass, r: &Rules) -> Result<Trained, CoreError> {
+        let ep_share = r.ep_share(class.component);
+        let n = class.elements / ep_share;
+        let state_shape = if ep_share > 1 {
+            vec![n]
+        } else {
+            class.shape.clone()
+        };
+        let mut states = 0u64;
+        for st in optimizer::state_tensors(r.opt, &state_shape, r.w.state)? {
+            states = states.saturating_add(round_size(st.bytes));
+        }
+        Ok(Trained {
+            elements: n,
+            grad: round_size(n.saturating_mul(r.w.grad)),
+            master: round_size(n.saturating_mul(r.w.master)),
+            states,
+            state_shape,
+            count: 0,
+        })
+    }
+}
+
+/// Sums over the rank's tensors, before sharding.
+#[derive(Default)]
+struct Sums {
+    params: u64,
+    grads: u64,
+    master: u64,
+    states: u64,
+    trainable: u64,
+    /// Some trainable tensor gets bitsandbytes' 8-bit states (the shared maps are made).
+    any_8bit: bool,
+}
+
+/// The model states from the inventory: weights as stored, then for a full fine-tune each
+/// class's gradients, master copy and optimizer states, for PEFT the adapters; then sharded.
+fn inventory_states(
+    model: &ModelInput,
+    inv: &Inventory,
+    job: &ResolvedJob,
+    w: Widths,
+    shard: (u64, u64, u64),
+    warnings: &mut Vec<String>,
+) -> Result<StateBytes, CoreError> {
+    let (_, _, ss) = shard;
+    let r = Rules::of(model, job, w);
+    let adapters = match r.peft {
+        Some(p) => lora_adapters(&inv.tensors, &p.targets, p.rank)?,
+        None => Vec::new(),
+    };
+    let tl = inv.tallies();
+    let mut out = StateBytes {
+        layer_grads: vec![0; r.layers],
+        ..StateBytes::default()
+    };
+    let mut sums = Sums {
+        params: weights_on_rank(model, inv, job, &r)?,
+        ..Sums::default()
+    };
+    let trained = if r.full {
+        full_training(tl, &r, &mut sums, &mut out)?
+    } else {
+        Vec::new()
+    };
+    let adapter_shapes = add_adapters(&adapters, &r, &mut sums, &mut out)?;
+    let shared = if sums.any_8bit {
+        optimizer::BNB_QMAP_BYTES
+    } else {
+        0
+    };
+    sums.states = shared.saturating_add(sums.states);
+    let scratch = step_scratch(inv, &r, &trained, &adapter_shapes)?;
+    out.step_scratch = div_ceil(scratch, ss * job.parallel.tp.max(1));
+    out.trainable_params = if job.task == Task::Train {
+        sums.trainable
+    } else {
+        0
+    };
+    shard_states(&mut out, &sums, job, shard);
+    let largest_block = tl
+        .layers
+        .iter()
+        .filter(|l| (l.layer as usize) < r.layers)
+        .map(|l| l.elements)
+        .max()
+        .unwrap_or(0);
+    buffers_and_offload(&mut out, job, largest_block, w.param, w.grad, warnings);
+    out.max = out.resident;
+    let main_grads = sums.trainable.saturating_mul(w.main_grad);
+    add_main_grads(&mut out, div_ceil(main_grads, ss * job.parallel.tp.max(1)));
+    Ok(out)
+}
+
+/// Bytes of the weights on the most-loaded rank as they sit on the GPU ([`stored_bytes`]),
+/// expert weights divided over EP ranks. Without a quantized format a weight's bytes follow
+/// from its class; a quantized format's choice reads each tensor's name and place.
+fn weights_on_rank(
+    model: &ModelInput,
+    inv: &Inventory,
+    job: &ResolvedJob,
+    r: &Rules,
+) -> Result<u64, CoreError> {
     let weights = super::effective_weights(model, job)?;
+    if weights.is_none() {
+        let tl = inv.tallies();
+        let mut params = 0u64;
+        for (_, c, n) in r.on_rank_groups(tl) {
+            let class = &tl.classes[c as usize];
+            let bytes = unquantized_bytes(class.dtype, class.bytes, class.elements, r.frozen_width);
+            let one = round_size(bytes) / r.ep_share(class.component);
+            params = params.saturating_add(one.saturating_mul(n));
+        }
+        return Ok(params);
+    }
     let qctx = model
         .spec
         .as_ref()
         .map(super::quant::QuantContext::from_spec)
         .unwrap_or_default();
-    let peft = job.peft.as_ref().filter(|_| train);
-    let adapters = match peft {
-        Some(p) => lora_adapters(&inv.tensors, &p.targets, p.rank)?,
-        None => Vec::new(),
-    };
-    let tied = model.spec.as_ref().is_some_and(|s| s.tied_embeddings());
+    // Outside GGUF's per-layer mixes a weight's bytes follow from its class and whether the
+    // format quantizes it (a rule on its name): each is computed once, at its first tensor.
+    let per_tensor = matches!(weights, super::quant::WeightFormat::Gguf(_));
+    let tl = inv.tallies();
+    let mut known: Vec<[Option<u64>; 2]> = vec![[None; 2]; tl.classes.len()];
     let mut params = 0u64;
-    let mut grads = 0u64;
-    let mut master = 0u64;
-    let mut trainable = 0u64;
-    let mut shapes: Vec<(Vec<u64>, u64)> = Vec::new();
-    // The most-loaded rank of a pipeline is its first stage: the embeddings and the first
-    // ⌈L/pp⌉ blocks (the head and final norm sit on the last stage).
-    let pp = job.parallel.pp.max(1) as usize;
-    let per_stage = layers.div_ceil(pp).max(1);
-    let on_rank = |t: &Tensor| match (t.layer, t.component) {
-        (Some(l), _) => (l as usize) < per_stage,
-        (None, Component::Embedding) => true,
-        (None, _) => pp == 1,
-    };
-    let mut largest_block = 0u64;
-    let mut block_params = vec![0u64; layers];
-    for t in &inv.tensors {
-        if let Some(b) = t.layer.and_then(|l| block_params.get_mut(l as usize)) {
-            *b += t.elements();
+    for (t, &c) in inv.tensors.iter().zip(&tl.tensor_class) {
+        if !r.on_rank(t.layer, t.component) {
+            continue;
         }
-    }
-    for b in &block_params {
-        largest_block = largest_block.max(*b);
-    }
-    for t in inv.tensors.iter().filter(|t| on_rank(t)) {
-        let n = t.elements();
-        // A PEFT base is frozen in 16 bit unless the job is fp32 (PEFT users load the base
-        // with `torch_dtype=bfloat16`; there is no master copy of frozen weights).
-        let frozen_width = if peft.is_some() && job.precision != Precision::Fp32 {
-            2
-        } else {
-            w.param
-        };
-        // Expert parallelism: each rank holds experts/ep of the routed experts (their
-        // gradients and states too); everything else is replicated over EP ranks.
-        let ep_share = if t.component == Component::Experts {
-            job.parallel.ep.max(1)
-        } else {
-            1
-        };
-        let n = n / ep_share;
-        let stored = stored_bytes(&weights, &qctx, t, frozen_width)? / ep_share;
-        params = params.saturating_add(stored);
-        if peft.is_none() && train {
-            trainable += n;
-            let g = round_size(n.saturating_mul(w.grad));
-            grads = grads.saturating_add(g);
-            master = master.saturating_add(round_size(n.saturating_mul(w.master)));
-            shapes.push((
-                if ep_share > 1 {
-                    vec![n]
-                } else {
-                    t.shape.clone()
-                },
-                w.state,
-            ));
-            match (t.layer, t.component) {
-                (Some(l), _) => {
-                    if let Some(x) = out.layer_grads.get_mut(l as usize) {
-                        *x += g;
-                    }
-                }
-                (None, Component::Head) => out.head_grad += g,
-                (None, Component::Embedding)
-                    if tied
-                        && t.shape.first()
-                            == model.spec.as_ref().map(|s| s.vocab_size).as_ref() =>
-                {
-                    // The tied matrix's gradient first appears at the head's backward.
-                    out.head_grad += g;
-                    out.embedding_backward_transient += 2 * g;
-                }
-                (None, _) => out.embedding_grad += g,
+        let q = usize::from(super::quant::is_quantized(&weights, t));
+        let stored = match known[c as usize][q] {
+            Some(b) if !per_tensor => b,
+            _ => {
+                let b = stored_bytes(&weights, &qctx, t, r.frozen_width)?;
+                known[c as usize][q] = Some(b);
+                b
             }
-        }
+        };
+        params = params.saturating_add(stored / r.ep_share(t.component));
     }
-    if let Some(p) = peft {
-        // Adapters (PEFT keeps them in fp32 beside a 16-bit or quantized base), trainable.
-        for (layer, n) in &adapters {
-            let bytes = round_size(n * 4);
-            params += bytes;
-            grads += bytes;
-            trainable += n;
-            shapes.push((vec![*n], 4));
-            if let Some(l) = layer.and_then(|l| out.layer_grads.get_mut(l as usize)) {
-                *l += bytes;
+    Ok(params)
+}
+
+/// A full fine-tune: every weight on the rank trained. Adds each class's gradients, master
+/// copy and optimizer states times its count, and places the gradients where the backward
+/// makes them (per layer, the head, the embeddings). Returns each class's figures (`None` for
+/// classes not on this rank).
+fn full_training(
+    tl: &ShapeTallies,
+    r: &Rules,
+    sums: &mut Sums,
+    out: &mut StateBytes,
+) -> Result<Vec<Option<Trained>>, CoreError> {
+    let mut trained: Vec<Option<Trained>> = (0..tl.classes.len()).map(|_| None).collect();
+    for (layer, c, n) in r.on_rank_groups(tl) {
+        let class = &tl.classes[c as usize];
+        let t = match &mut trained[c as usize] {
+            Some(t) => t,
+            slot => slot.insert(Trained::of(class, r)?),
+        };
+        t.count += n;
+        sums.trainable += t.elements * n;
+        sums.grads = sums.grads.saturating_add(t.grad.saturating_mul(n));
+        sums.master = sums.master.saturating_add(t.master.saturating_mul(n));
+        sums.states = sums.states.saturating_add(t.states.saturating_mul(n));
+        sums.any_8bit |= eight_bit(r.opt, &t.state_shape);
+        let g = t.grad * n;
+        match (layer, class.component) {
+            (Some(l), _) => {
+                if let Some(x) = out.layer_grads.get_mut(l as usize) {
+                    *x += g;
+                }
             }
+            (None, Component::Head) => out.head_grad += g,
+            (None, Component::Embedding)
+                if r.tied_vocab.is_some() && class.shape.first() == r.tied_vocab.as_ref() =>
+            {
+                // The tied matrix's gradient first appears at the head's backward.
+                out.head_grad += g;
+                out.embedding_backward_transient += 2 * g;
+            }
+            (None, _) => out.embedding_grad += g,
         }
-        let _ = p.method == PeftMethod::Qlora;
     }
-    let shape_refs: Vec<&[u64]> = shapes.iter().map(|(s, _)| s.as_slice()).collect();
-    let mut states = optimizer::shared_state_bytes(opt, shape_refs.iter().copied());
-    for (s, width) in &shapes {
-        // Each state is its own allocation, rounded by the allocator.
-        for st in optimizer::state_tensors(opt, s, *width)? {
-            states = states.saturating_add(round_size(st.bytes));
+    Ok(trained)
+}
+
+/// Whether bitsandbytes gives a tensor of this shape 8-bit states (and so makes its shared
+/// maps): [`optimizer::shared_state_bytes`] of the one shape.
+fn eight_bit(opt: Optimizer, shape: &[u64]) -> bool {
+    optimizer::shared_state_bytes(opt, [shape]) > 0
+}
+
+/// LoRA adapters (PEFT keeps them in fp32 beside a 16-bit or quantized base), trainable: their
+/// bytes count as parameters and gradients, their gradients in their layer's backward, and
+/// each gets its optimizer states (computed once per adapter size). Returns the flat shapes
+/// the optimizer sees, as runs of alike neighbours: ([elements], count).
+fn add_adapters(
+    adapters: &[(Option<u32>, u64)],
+    r: &Rules,
+    sums: &mut Sums,
+    out: &mut StateBytes,
+) -> Result<Vec<([u64; 1], u64)>, CoreError> {
+    let mut runs: Vec<([u64; 1], u64)> = Vec::new();
+    let mut sizes: Vec<(u64, u64)> = Vec::new(); // (elements, adapters)
+    for (layer, n) in adapters {
+        let bytes = round_size(n * 4);
+        sums.params += bytes;
+        sums.grads += bytes;
+        sums.trainable += n;
+        match runs.last_mut() {
+            Some((shape, count)) if shape[0] == *n => *count += 1,
+            _ => runs.push(([*n], 1)),
+        }
+        match sizes.iter_mut().find(|(m, _)| m == n) {
+            Some((_, count)) => *count += 1,
+            None => sizes.push((*n, 1)),
+        }
+        if let Some(l) = layer.and_then(|l| out.layer_grads.get_mut(l as usize)) {
+            *l += bytes;
         }
     }
-    let scratch_in: Vec<(&[u64], u64)> = shapes.iter().map(|(s, wd)| (s.as_slice(), *wd)).collect();
-    out.step_scratch = div_ceil(optimizer::step_scratch_bytes(opt, &scratch_in)?, ss * tp);
-    out.trainable_params = if train { trainable } else { 0 };
+    for (n, count) in sizes {
+        let mut one = 0u64;
+        for st in optimizer::state_tensors(r.opt, &[n], 4)? {
+            one = one.saturating_add(round_size(st.bytes));
+        }
+        sums.states = sums.states.saturating_add(one.saturating_mul(count));
+        sums.any_8bit |= eight_bit(r.opt, &[n]);
+    }
+    Ok(runs)
+}
+
+/// The optimizer step's temporaries over the trainable tensors ([`optimizer::step_scratch_runs`]):
+/// the class tallies, or for Adafactor, whose figure depends on the order, the tensors in
+/// parameter order (runs of alike neighbours); the adapters after them.
+fn step_scratch(
+    inv: &Inventory,
+    r: &Rules,
+    trained: &[Option<Trained>],
+    adapters: &[([u64; 1], u64)],
+) -> Result<u64, CoreError> {
+    let mut runs: Vec<optimizer::Run> = Vec::new();
+    if r.opt == Optimizer::Adafactor {
+        let classes = &inv.tallies().tensor_class;
+        let mut last = None;
+        for (t, &c) in inv.tensors.iter().zip(classes) {
+            let Some(tr) = trained
+                .get(c as usize)
+                .and_then(Option::as_ref)
+                .filter(|_| r.on_rank(t.layer, t.component))
+            else {
+                continue;
+            };
+            match runs.last_mut() {
+                Some(run) if last == Some(c) => run.count += 1,
+                _ => runs.push(optimizer::Run {
+                    shape: &tr.state_shape,
+                    width: r.w.state,
+                    count: 1,
+                }),
+            }
+            last = Some(c);
+        }
+    } else {
+        runs.extend(trained.iter().flatten().map(|tr| optimizer::Run {
+            shape: &tr.state_shape,
+            width: r.w.state,
+            count: tr.count,
+        }));
+    }
+    runs.extend(adapters.iter().map(|(shape, count)| optimizer::Run {
+        shape,
+        width: 4,
+        count: *count,
+    }));
+    optimizer::step_scratch_runs(r.opt, &runs)
+}
+
+/// Each state divided as the job's sharding says (tensor parallelism divides them all), and
+/// the per-layer gradient figures scaled to the shard the GPU keeps.
+fn shard_states(
+    out: &mut StateBytes,
+    sums: &Sums,
+    job: &ResolvedJob,
+    (sp, sg, ss): (u64, u64, u64),
+) {
+    let tp = job.parallel.tp.max(1);
     out.resident = ModelStates {
-        parameters: div_ceil(params, sp * tp),
-        gradients: div_ceil(grads, sg * tp),
-        optimizer_states: div_ceil(states, ss * tp),
-        master_weights: div_ceil(master, ss * tp),
+        parameters: div_ceil(sums.params, sp * tp),
+        gradients: div_ceil(sums.grads, sg * tp),
+        optimizer_states: div_ceil(sums.states, ss * tp),
+        master_weights: div_ceil(sums.master, ss * tp),
     };
     // Unsharded gradients appear layer by layer and are reduce-scattered after; per-layer
     // figures are scaled to the shard the GPU keeps.
@@ -410,16 +728,10 @@ pub fn model_states(
     out.embedding_backward_transient = scale(out.embedding_backward_transient);
     // DeepSpeed's mixed-precision optimizer upcasts its gradient partition to fp32 for the
     // step (`stage_1_and_2.py`: `single_partition_of_fp32_groups[i].grad`), freed after it.
-    if job.framework == Framework::Deepspeed && job.precision.is_mixed() && train {
-        out.step_scratch += div_ceil(trainable.saturating_mul(4), ss * tp);
+    if job.framework == Framework::Deepspeed && job.precision.is_mixed() && job.task == Task::Train
+    {
+        out.step_scratch += div_ceil(sums.trainable.saturating_mul(4), ss * tp);
     }
-    buffers_and_offload(&mut out, job, largest_block, w.param, w.grad, warnings);
-    out.max = out.resident;
-    add_main_grads(
-        &mut out,
-        div_ceil(trainable.saturating_mul(w.main_grad), ss * tp),
-    );
-    Ok(out)
 }
 
 /// The optimizer's fp32 gradient copies (`Widths::main_grad`): made at the step, freed after

@@ -459,7 +459,7 @@ impl GgufFile {
             })?;
             out.push(tensor);
         }
-        Ok(Inventory { tensors: out })
+        Ok(Inventory::new(out))
     }
 }
 

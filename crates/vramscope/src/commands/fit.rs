@@ -1,4 +1,5 @@
-//! `vramscope fit`: the largest batch / sequence / context that fits the GPU.
+//! `vramscope fit`: the largest batch / sequence / context that fits the GPU, plain or
+//! calibrated by a measured run (`app::fit`), as a few lines or as JSON.
 
 use super::jobargs::JobArgs;
 use super::CmdResult;
@@ -6,7 +7,9 @@ use crate::app::fit::{fit_calibrated_prepared, fit_prepared, FitWithAdvice};
 use crate::app::job::prepare;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
-use vramscope_core::job::Task;
+use vramscope_core::fit::FitAnswer;
+use vramscope_core::job::{ResolvedJob, Task};
+use vramscope_measure::calibrate::{Calibrated, CalibratedFit};
 
 /// " − 2.00 GiB reserved" for the job's `reserve`, or nothing.
 fn reserved_text(reserve: u64) -> String {
@@ -17,40 +20,90 @@ fn reserved_text(reserve: u64) -> String {
     }
 }
 
+/// A limit, or what it means that there is none.
+fn show(v: Option<u64>) -> String {
+    v.map_or_else(|| "none (even 1 does not fit)".into(), thousands)
+}
+
+/// The two limits of the job's task, each followed by its `note` (empty for a plain fit):
+/// train → micro-batch at the job's seq and sequence at its batch; infer → concurrent
+/// sequences at its context and context at its batch.
+fn limits(r: &ResolvedJob, first: (Option<u64>, String), second: (Option<u64>, String)) -> String {
+    if r.task == Task::Train {
+        format!(
+            "  largest micro-batch at seq {}: {}{}\n  longest sequence at batch {}: {}{}\n",
+            thousands(r.seq),
+            show(first.0),
+            first.1,
+            r.batch,
+            show(second.0),
+            second.1
+        )
+    } else {
+        format!(
+            "  most concurrent sequences at context {}: {}{}\n  longest context at batch {}: {}{}\n",
+            thousands(r.seq + r.new_tokens),
+            show(first.0),
+            first.1,
+            r.batch,
+            show(second.0),
+            second.1
+        )
+    }
+}
+
+/// The search's notes and how many estimates it took.
+fn footer(notes: &[String], evaluations: u64) -> String {
+    let mut out = String::new();
+    for n in notes {
+        out.push_str(&format!("  {}\n", paint(DIM, n)));
+    }
+    out.push_str(&paint(
+        DIM,
+        &format!("  ({evaluations} estimates searched)\n"),
+    ));
+    out
+}
+
 pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     let job = args.to_job()?;
     let p = prepare(&job)?;
-    let (model, resolved) = (&p.model, &p.resolved);
-    let FitWithAdvice { answer, advice } = fit_prepared(&p)?;
+    let fit = fit_prepared(&p)?;
     if json {
-        print_json(&FitWithAdvice { answer, advice })?;
+        print_json(&fit)?;
         return Ok(0);
     }
-    let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
+    let FitWithAdvice { answer, advice } = fit;
+    let mut out = plain(&p.model.name, &p.resolved, &answer);
+    if let Some(a) = advice {
+        let report = vramscope_core::report::Report {
+            advice: Some(a),
+            ..vramscope_core::estimate::estimate(&p.model, &p.resolved)?
+        };
+        out.push_str(&crate::render::whatif::render_advice(&report));
+    }
+    print(&out)?;
+    Ok(0)
+}
+
+/// A plain fit's lines: the GPU, the limits, the engine's layers and launch line, the notes.
+fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
     let mut out = format!(
         "{} on {} (capacity {} as the device reports it{})\n",
-        paint(BOLD, &model.name),
+        paint(BOLD, name),
         answer.gpu,
         bytes(answer.capacity),
         reserved_text(answer.reserve)
     );
-    if resolved.task == Task::Train {
-        out.push_str(&format!(
-            "  largest micro-batch at seq {}: {}\n  longest sequence at batch {}: {}\n",
-            thousands(resolved.seq),
-            show(answer.max_batch),
-            resolved.batch,
-            show(answer.max_seq)
-        ));
-    } else {
-        out.push_str(&format!(
-            "  most concurrent sequences at context {}: {}\n  longest context at batch {}: {}\n",
-            thousands(resolved.seq + resolved.new_tokens),
-            show(answer.max_batch),
-            resolved.batch,
-            show(answer.max_context)
-        ));
-    }
+    let second = match r.task {
+        Task::Train => answer.max_seq,
+        _ => answer.max_context,
+    };
+    out.push_str(&limits(
+        r,
+        (answer.max_batch, String::new()),
+        (second, String::new()),
+    ));
     if let Some(n) = answer.max_gpu_layers {
         out.push_str(&format!("  most layers on the GPU (-ngl): {n}\n"));
     }
@@ -60,47 +113,51 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
             out.push_str(&format!("    {flag}: {}\n", paint(DIM, why)));
         }
     }
-    for n in &answer.notes {
-        out.push_str(&format!("  {}\n", paint(DIM, n)));
-    }
-    out.push_str(&paint(
-        DIM,
-        &format!("  ({} estimates searched)\n", answer.evaluations),
-    ));
-    if let Some(a) = advice {
-        let report = vramscope_core::report::Report {
-            advice: Some(a),
-            ..vramscope_core::estimate::estimate(model, resolved)?
-        };
-        out.push_str(&crate::render::whatif::render_advice(&report));
-    }
-    print(&out)?;
-    Ok(0)
+    out.push_str(&footer(&answer.notes, answer.evaluations));
+    out
 }
 
 /// `fit --measured FILE`: the search on the estimator corrected by a measured run of the job.
 pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> CmdResult {
     let job = args.to_job()?;
     let p = prepare(&job)?;
-    let (model, resolved) = (&p.model, &p.resolved);
     let answer = fit_calibrated_prepared(&p, file)?;
     if json {
         print_json(&answer)?;
         return Ok(0);
     }
-    let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
+    let r = &p.resolved;
     let mut out = format!(
         "{} on {} ({}{}), calibrated with {} (batch {}, seq {})\n",
-        paint(BOLD, &model.name),
+        paint(BOLD, &p.model.name),
         answer.gpu,
         bytes(answer.capacity),
-        reserved_text(resolved.reserve),
+        reserved_text(r.reserve),
         file.display(),
         answer.measured_batch,
         thousands(answer.measured_seq)
     );
-    out.push_str("  correction learned at the measured job:\n");
-    for r in &answer.calibration.rules {
+    out.push_str(&correction(&answer));
+    let second = match r.task {
+        Task::Train => answer.max_seq,
+        _ => answer.max_context,
+    };
+    out.push_str(&limits(
+        r,
+        (answer.max_batch, rests(&answer.at_max_batch)),
+        (second, rests(&answer.at_max_seq)),
+    ));
+    out.push_str(&footer(&answer.notes, answer.evaluations));
+    print(&out)?;
+    Ok(0)
+}
+
+/// The correction learned at the measured job: per category, then the unattributed bytes and
+/// the allocator's reserve.
+fn correction(answer: &CalibratedFit) -> String {
+    let mut out = String::from("  correction learned at the measured job:\n");
+    let c = &answer.calibration;
+    for r in &c.rules {
         if r.estimated == 0 && r.measured == 0 {
             continue;
         }
@@ -119,66 +176,37 @@ pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> Cmd
             how
         ));
     }
-    if answer.calibration.unattributed_fixed > 0
-        || answer.calibration.unattributed_per_activation_byte > 0.0
-    {
+    if c.unattributed_fixed > 0 || c.unattributed_per_activation_byte > 0.0 {
         out.push_str(&format!(
             "    {:<18} {:.3} per activation-like byte{}\n",
             "unattributed",
-            answer.calibration.unattributed_per_activation_byte,
-            if answer.calibration.unattributed_fixed > 0 {
-                format!(" + {}", bytes(answer.calibration.unattributed_fixed))
+            c.unattributed_per_activation_byte,
+            if c.unattributed_fixed > 0 {
+                format!(" + {}", bytes(c.unattributed_fixed))
             } else {
                 String::new()
             }
         ));
     }
-    if let Some(k) = answer.calibration.reserve_ratio {
+    if let Some(k) = c.reserve_ratio {
         out.push_str(&format!(
             "    {:<18} reserved = {:.3} × allocated (measured)\n",
             "allocator reserve", k
         ));
     }
-    let rests = |c: &Option<vramscope_measure::calibrate::Calibrated>| {
-        c.map(|c| {
-            format!(
-                "  (predicted {}; calibration {}{}, {:.1}% of it)",
-                bytes(c.device_total),
-                if c.correction() < 0 { "−" } else { "+" },
-                bytes(c.correction().unsigned_abs()),
-                c.share() * 100.0
-            )
-        })
-        .unwrap_or_default()
-    };
-    if resolved.task == Task::Train {
-        out.push_str(&format!(
-            "  largest micro-batch at seq {}: {}{}\n  longest sequence at batch {}: {}{}\n",
-            thousands(resolved.seq),
-            show(answer.max_batch),
-            rests(&answer.at_max_batch),
-            resolved.batch,
-            show(answer.max_seq),
-            rests(&answer.at_max_seq)
-        ));
-    } else {
-        out.push_str(&format!(
-            "  most concurrent sequences at context {}: {}{}\n  longest context at batch {}: {}{}\n",
-            thousands(resolved.seq + resolved.new_tokens),
-            show(answer.max_batch),
-            rests(&answer.at_max_batch),
-            resolved.batch,
-            show(answer.max_context),
-            rests(&answer.at_max_seq)
-        ));
-    }
-    for n in &answer.notes {
-        out.push_str(&format!("  {}\n", paint(DIM, n)));
-    }
-    out.push_str(&paint(
-        DIM,
-        &format!("  ({} estimates searched)\n", answer.evaluations),
-    ));
-    print(&out)?;
-    Ok(0)
+    out
+}
+
+/// What the calibration moved at a limit: the prediction and its correction.
+fn rests(c: &Option<Calibrated>) -> String {
+    c.map(|c| {
+        format!(
+            "  (predicted {}; calibration {}{}, {:.1}% of it)",
+            bytes(c.device_total),
+            if c.correction() < 0 { "−" } else { "+" },
+            bytes(c.correction().unsigned_abs()),
+            c.share() * 100.0
+        )
+    })
+    .unwrap_or_default()
 }

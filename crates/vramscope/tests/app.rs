@@ -77,6 +77,17 @@ fn jobs() -> Vec<(&'static str, Value)> {
             json!({"model": gguf.to_str().unwrap(), "task": "infer", "framework": "llama.cpp",
                    "seq": 256, "gpu": "rtx4090-24gb"}),
         ),
+        (
+            "qlora-zero3",
+            json!({"model": "mistral-7b-v0.1", "peft": {"method": "qlora", "rank": 8},
+                   "framework": "deepspeed", "parallel": {"gpus": 4, "zero": 3},
+                   "gpu": "a10-24gb", "checkpointing": "full"}),
+        ),
+        // A bare parameter count: activation figures are null, with a warning.
+        (
+            "params",
+            json!({"model": {"params": 7.5e9}, "gpu": "h100-80gb"}),
+        ),
         // Does not fit: the advice is searched, in both.
         (
             "nofit",
@@ -171,7 +182,7 @@ fn measurements_are_the_clis_json() {
 
 #[test]
 fn picture_is_the_svg_estimate_writes() {
-    for (name, job) in jobs().into_iter().take(3) {
+    for (name, job) in jobs() {
         let f = job_file(&format!("pic-{name}.json"), &job);
         let svg = f.with_extension("svg");
         cli_json(&[

@@ -102,18 +102,16 @@ pub fn estimate_job(job: &Job) -> Result<Report, AppError> {
 /// gave dropped so it is derived again rather than reported as a conflict.
 pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
     use serde_json::{Map, Value};
-    if job.parallel.as_ref().is_none_or(Value::is_null) {
-        job.parallel = Some(Value::Object(Map::new()));
+    let parallel = job.parallel.get_or_insert(Value::Null);
+    if parallel.is_null() {
+        *parallel = Value::Object(Map::new());
     }
-    match &mut job.parallel {
-        Some(Value::Object(o)) => {
-            o.remove("dp");
-            o.insert("gpus".into(), Value::from(gpus));
-            Ok(())
-        }
-        Some(other) => Err(AppError::bad(format!(
-            "parallel: must be an object to take --gpus (got {other})"
-        ))),
-        None => unreachable!("set above"),
-    }
+    let Value::Object(o) = parallel else {
+        return Err(AppError::bad(format!(
+            "parallel: must be an object to take --gpus (got {parallel})"
+        )));
+    };
+    o.remove("dp");
+    o.insert("gpus".into(), Value::from(gpus));
+    Ok(())
 }

@@ -293,3 +293,33 @@ fn bytes_entry_points_answer_as_for_the_file() {
     assert!(e.message.starts_with("my.pickle: "), "{e}");
     assert_eq!(e.exit_code, 2);
 }
+
+/// The results this crate defines read back from their own JSON and write it again unchanged.
+#[test]
+fn results_read_back_from_their_json() {
+    fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(text: &str) {
+        let back: T = serde_json::from_str(text).unwrap();
+        assert_eq!(app::to_json(&back).unwrap(), text);
+    }
+    round_trip::<app::InspectReport>(
+        &call_json("inspect", r#"{"model": "mixtral-8x7b"}"#).unwrap(),
+    );
+    round_trip::<Vec<app::catalog::PresetRow>>(&call_json("models", "{}").unwrap());
+    round_trip::<Vec<vramscope_core::gpu::Gpu>>(&call_json("gpus", "{}").unwrap());
+    // serde_json reads floats to within the last bit, so validate's errors are compared as
+    // numbers: the same cases and statuses, each error within 1e-15 of the original.
+    let cases = shared_path("validation/dev-cases-cpu-measured.json");
+    let text = call_json("validate", &json!({ "cases": cases }).to_string()).unwrap();
+    let back: app::Validation = serde_json::from_str(&text).unwrap();
+    let again: app::Validation = serde_json::from_str(&app::to_json(&back).unwrap()).unwrap();
+    assert_eq!(back.cases.len(), again.cases.len());
+    for (a, b) in back.cases.iter().zip(&again.cases) {
+        assert_eq!((&a.id, a.status), (&b.id, b.status));
+        let (x, y) = (a.error.unwrap(), b.error.unwrap());
+        assert!(
+            (x - y).abs() <= 1e-15 * x.abs().max(1.0),
+            "{} {x} {y}",
+            a.id
+        );
+    }
+}

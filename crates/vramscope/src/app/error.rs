@@ -57,3 +57,27 @@ bad_input_from!(
     String,
     &str,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::AppError;
+
+    /// A boxed AppError keeps its exit code; any other error becomes bad input on one line.
+    #[test]
+    fn boxed_errors_keep_their_code_and_one_line() {
+        let inner = AppError {
+            message: "x".into(),
+            exit_code: 3,
+        };
+        let boxed: Box<dyn std::error::Error> = Box::new(inner.clone());
+        assert_eq!(AppError::from(boxed), inner);
+        let boxed: Box<dyn std::error::Error> = "two\nlines".into();
+        assert_eq!(
+            AppError::from(boxed),
+            AppError {
+                message: "two lines".into(),
+                exit_code: 2
+            }
+        );
+    }
+}

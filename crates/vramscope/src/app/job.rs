@@ -115,3 +115,38 @@ pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
     o.insert("gpus".into(), Value::from(gpus));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `gpus` as `--gpus` lays it: a file's dp is dropped (derived again from gpus / (tp × pp ×
+    /// cp)), other parallel fields kept; no parallel object → one with gpus alone.
+    #[test]
+    fn gpus_replace_dp_and_keep_the_rest() {
+        let mut job: Job =
+            serde_json::from_value(json!({"parallel": {"gpus": 4, "dp": 4, "tp": 2}})).unwrap();
+        with_gpus(&mut job, 16).unwrap();
+        assert_eq!(job.parallel, Some(json!({"gpus": 16, "tp": 2})));
+        // 16 GPUs over tp 2: dp = 16 / 2 = 8.
+        assert_eq!(job.resolve(None).unwrap().parallel.dp, 8);
+        let mut job = Job::default();
+        with_gpus(&mut job, 8).unwrap();
+        assert_eq!(job.parallel, Some(json!({"gpus": 8})));
+        let mut job: Job = serde_json::from_value(json!({"parallel": 3})).unwrap();
+        let e = with_gpus(&mut job, 8).unwrap_err();
+        assert!(
+            e.message.starts_with("parallel:") && e.exit_code == 2,
+            "{e}"
+        );
+    }
+
+    /// A job without a model is refused before anything is read, naming the field.
+    #[test]
+    fn a_model_is_required() {
+        let e = prepare(&Job::default()).err().unwrap();
+        assert!(e.message.starts_with("model: required"), "{e}");
+        assert_eq!(e.exit_code, 2);
+    }
+}

@@ -5,49 +5,29 @@ use super::CmdResult;
 use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
 use crate::units::{bytes, percent, thousands};
 use std::path::Path;
-use std::process::ExitCode;
+use vramscope_core::report::Category;
 use vramscope_measure::analysis::CATS;
 use vramscope_measure::logs::Measured;
 use vramscope_measure::Analysis;
 
-/// Reads and analyzes a record; the error names the file.
-pub fn load(path: &Path) -> Result<Analysis, Box<dyn std::error::Error>> {
-    match load_any(path)? {
-        Measured::Record(a) => Ok(*a),
-        Measured::Log(l) => Err(format!(
-            "{}: a {} states totals, not the per-category record this needs (a snapshot, \
-             profiler timeline or trace); `vramscope analyze` reads it",
-            path.display(),
-            l.source.name()
-        )
-        .into()),
-    }
-}
-
 /// A record or a log, from a file or (`-`) from stdin.
 fn load_any(path: &Path) -> Result<Measured, Box<dyn std::error::Error>> {
     use std::io::Read;
-    let m = if path.as_os_str() == "-" {
+    if path.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::stdin().read_to_end(&mut bytes)?;
-        vramscope_measure::logs::analyze_any_bytes(&bytes)
-    } else {
-        vramscope_measure::logs::analyze_any_file(path)
-    };
-    m.map_err(|e| format!("{}: {e}", path.display()).into())
+        return Ok(crate::app::analyze_bytes(&bytes, Some("-"))?);
+    }
+    Ok(crate::app::analyze::analyze_path(path)?)
 }
 
 pub fn run(path: &Path, json: bool) -> CmdResult {
     let a = match load_any(path)? {
         Measured::Record(a) => *a,
-        Measured::Log(l) if json => {
-            return print_json(&l)
-                .map(|_| ExitCode::SUCCESS)
-                .map_err(Into::into)
-        }
+        Measured::Log(l) if json => return print_json(&l).map(|_| 0).map_err(Into::into),
         Measured::Log(l) => {
             print(&super::logview::render(&l, &path.display().to_string()))?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(0);
         }
     };
     if json {
@@ -55,15 +35,35 @@ pub fn run(path: &Path, json: bool) -> CmdResult {
     } else {
         print(&render(&a, path))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
+/// The terminal report of a record: the peak, the categories at the peak, what was inferred,
+/// the largest allocations and sites, the segments, the OOMs and the warnings.
 fn render(a: &Analysis, path: &Path) -> String {
+    let mut s = heading(a, path);
+    s.push_str(&categories(a));
+    s.push_str(&render_inferences(a));
+    s.push_str(&top_allocations(a));
+    s.push_str(&top_frames(a));
+    s.push_str(&fragmentation(a));
+    for o in &a.ooms {
+        s.push_str(&format!(
+            "OOM: asked for {} with {} free on the device at {}\n",
+            bytes(o.requested),
+            o.device_free.map(bytes).unwrap_or_else(|| "?".into()),
+            o.site
+        ));
+    }
+    s.push_str(&warnings(a));
+    s
+}
+
+/// What was read, and the peaks.
+fn heading(a: &Analysis, path: &Path) -> String {
     let g = &a.per_gpu;
-    let peak = g.peak_allocated.unwrap_or(0);
-    let mut s = String::new();
-    s.push_str(&format!(
-        "{} {} ({}, {} events{})\n\n",
+    format!(
+        "{} {} ({}, {} events{})\n\n  peak allocated {}   peak reserved {}   peak phase {}\n\n",
         paint(HEADER, "Measured memory:"),
         path.display(),
         a.source.kind,
@@ -71,31 +71,38 @@ fn render(a: &Analysis, path: &Path) -> String {
         a.source
             .device
             .map(|d| format!(", device {d}"))
-            .unwrap_or_default()
-    ));
-    s.push_str(&format!(
-        "  peak allocated {}   peak reserved {}   peak phase {}\n\n",
-        paint(BOLD, &bytes(peak)),
+            .unwrap_or_default(),
+        paint(BOLD, &bytes(g.peak_allocated.unwrap_or(0))),
         g.peak_reserved
             .map(bytes)
             .unwrap_or_else(|| "unknown".into()),
         g.peak_phase.as_deref().unwrap_or("unknown")
-    ));
-    s.push_str(&format!(
+    )
+}
+
+/// The bytes of each model state held over the step (its maximum), for the `held` column.
+fn held(g: &vramscope_measure::MeasuredPerGpu, c: Category) -> Option<u64> {
+    let m = &g.model_states;
+    match c {
+        Category::Parameters => Some(m.parameters),
+        Category::Gradients => Some(m.gradients),
+        Category::OptimizerStates => Some(m.optimizer_states),
+        Category::MasterWeights => Some(m.master_weights),
+        _ => None,
+    }
+}
+
+/// One row per category live at the peak (or held over the step), then the bytes allocated
+/// before recording and the allocator's reserve.
+fn categories(a: &Analysis) -> String {
+    let g = &a.per_gpu;
+    let peak = g.peak_allocated.unwrap_or(0);
+    let mut s = format!(
         "  {:<20} {:>12} {:>7}   {:>12}   {}\n",
         "at the peak", "bytes", "share", "held (max)", "confidence"
-    ));
+    );
     for c in CATS {
-        let v = g.components.get(c);
-        let held = match c {
-            vramscope_core::report::Category::Parameters => Some(g.model_states.parameters),
-            vramscope_core::report::Category::Gradients => Some(g.model_states.gradients),
-            vramscope_core::report::Category::OptimizerStates => {
-                Some(g.model_states.optimizer_states)
-            }
-            vramscope_core::report::Category::MasterWeights => Some(g.model_states.master_weights),
-            _ => None,
-        };
+        let (v, held) = (g.components.get(c), held(g, c));
         if v == 0 && held.unwrap_or(0) == 0 {
             continue;
         }
@@ -124,72 +131,80 @@ fn render(a: &Analysis, path: &Path) -> String {
             bytes(g.components.base.allocator_reserve)
         ));
     }
-    s.push_str(&render_inferences(a));
-    if !a.top_allocations.is_empty() {
-        s.push_str(&format!(
-            "\n{}\n",
-            paint(HEADER, "Largest allocations live at the peak:")
-        ));
-        for t in &a.top_allocations {
-            s.push_str(&format!(
-                "  {:>12}  {:<17} {:<10} {}\n",
-                bytes(t.bytes),
-                t.category,
-                t.phase,
-                paint(DIM, &t.site)
-            ));
-        }
+    s
+}
+
+fn top_allocations(a: &Analysis) -> String {
+    if a.top_allocations.is_empty() {
+        return String::new();
     }
-    if !a.top_frames.is_empty() {
+    let mut s = format!(
+        "\n{}\n",
+        paint(HEADER, "Largest allocations live at the peak:")
+    );
+    for t in &a.top_allocations {
         s.push_str(&format!(
-            "\n{}\n",
-            paint(HEADER, "Live at the peak, by site:")
-        ));
-        for f in &a.top_frames {
-            s.push_str(&format!(
-                "  {:>12}  {:>5}×  {:<17} {}\n",
-                bytes(f.bytes),
-                f.count,
-                f.category,
-                paint(DIM, &f.site)
-            ));
-        }
-    }
-    if let Some(f) = &a.fragmentation {
-        s.push_str(&format!(
-            "\n{} {} segments, {} reserved: {} allocated, {} pending free, {} cached free \
-             ({:.1}%, largest block {}), {} rounding inside allocated blocks\n",
-            paint(HEADER, "Segments at the end:"),
-            f.segments,
-            bytes(f.reserved),
-            bytes(f.allocated),
-            bytes(f.active_pending_free),
-            bytes(f.external_free),
-            f.external_fraction * 100.0,
-            bytes(f.largest_free_block),
-            bytes(f.internal_free)
+            "  {:>12}  {:<17} {:<10} {}\n",
+            bytes(t.bytes),
+            t.category,
+            t.phase,
+            paint(DIM, &t.site)
         ));
     }
-    for o in &a.ooms {
+    s
+}
+
+fn top_frames(a: &Analysis) -> String {
+    if a.top_frames.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("\n{}\n", paint(HEADER, "Live at the peak, by site:"));
+    for f in &a.top_frames {
         s.push_str(&format!(
-            "OOM: asked for {} with {} free on the device at {}\n",
-            bytes(o.requested),
-            o.device_free.map(bytes).unwrap_or_else(|| "?".into()),
-            o.site
+            "  {:>12}  {:>5}×  {:<17} {}\n",
+            bytes(f.bytes),
+            f.count,
+            f.category,
+            paint(DIM, &f.site)
         ));
     }
-    // The inferences' lines are shown above, not again among the warnings.
+    s
+}
+
+/// The allocator's segments at the end of the record, when it has them.
+fn fragmentation(a: &Analysis) -> String {
+    let Some(f) = &a.fragmentation else {
+        return String::new();
+    };
+    format!(
+        "\n{} {} segments, {} reserved: {} allocated, {} pending free, {} cached free \
+         ({:.1}%, largest block {}), {} rounding inside allocated blocks\n",
+        paint(HEADER, "Segments at the end:"),
+        f.segments,
+        bytes(f.reserved),
+        bytes(f.allocated),
+        bytes(f.active_pending_free),
+        bytes(f.external_free),
+        f.external_fraction * 100.0,
+        bytes(f.largest_free_block),
+        bytes(f.internal_free)
+    )
+}
+
+/// The record's warnings, less the inferences' lines (shown above).
+fn warnings(a: &Analysis) -> String {
     let inferred: Vec<String> = a.inferences.iter().map(|x| x.describe()).collect();
-    let warnings: Vec<&String> = a
+    let rest: Vec<&String> = a
         .warnings
         .iter()
         .filter(|w| !inferred.contains(w))
         .collect();
-    if !warnings.is_empty() {
-        s.push('\n');
-        for w in warnings {
-            s.push_str(&warning_line(w));
-        }
+    if rest.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\n");
+    for w in rest {
+        s.push_str(&warning_line(w));
     }
     s
 }

@@ -1,55 +1,15 @@
-//! `vramscope fit`: the largest batch / sequence / context that fits the GPU.
+//! `vramscope fit`: the largest batch / sequence / context that fits the GPU, plain or
+//! calibrated by a measured run (`app::fit`), as a few lines or as JSON.
 
-use super::estimate::prepare_job;
 use super::jobargs::JobArgs;
 use super::CmdResult;
+use crate::app::fit::{fit_calibrated_prepared, fit_prepared, FitWithAdvice};
+use crate::app::job::prepare;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
-use std::process::ExitCode;
-use vramscope_core::job::Task;
-
-/// `fit --json`'s answer: the contract's fit, and when even 1 does not fit, the advice.
-#[derive(serde::Serialize)]
-pub struct FitWithAdvice {
-    #[serde(flatten)]
-    pub answer: vramscope_core::fit::FitAnswer,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advice: Option<Vec<vramscope_core::advice::Advice>>,
-}
-
-/// The fit search, and the advice (the cheapest changes that fit) when nothing fits at 1.
-/// What `fit --json` prints and `/api/fit` answers.
-pub fn fit_with_advice(
-    model: &vramscope_core::estimate::ModelInput,
-    resolved: &vramscope_core::job::ResolvedJob,
-) -> Result<FitWithAdvice, vramscope_core::CoreError> {
-    let mut answer = vramscope_core::fit::fit(model, resolved)?;
-    serve_by_repo(&mut answer, &model.name);
-    let advice = if answer.max_batch.is_none() {
-        Some(vramscope_core::advice::advise(model, resolved)?)
-    } else {
-        None
-    };
-    Ok(FitWithAdvice { answer, advice })
-}
-
-/// vLLM loads a model by its Hugging Face repo: a preset's launch line names the preset's repo
-/// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
-fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
-    let (Some(l), Some(p)) = (
-        answer.launch.as_mut(),
-        vramscope_formats::presets::find(name),
-    ) else {
-        return;
-    };
-    if l.engine == "vllm" {
-        l.command = l.command.replacen(
-            &format!("vllm serve {name}"),
-            &format!("vllm serve {}", p.repo),
-            1,
-        );
-    }
-}
+use vramscope_core::fit::FitAnswer;
+use vramscope_core::job::{ResolvedJob, Task};
+use vramscope_measure::calibrate::{Calibrated, CalibratedFit};
 
 /// " − 2.00 GiB reserved" for the job's `reserve`, or nothing.
 fn reserved_text(reserve: u64) -> String {
@@ -60,39 +20,90 @@ fn reserved_text(reserve: u64) -> String {
     }
 }
 
+/// A limit, or what it means that there is none.
+fn show(v: Option<u64>) -> String {
+    v.map_or_else(|| "none (even 1 does not fit)".into(), thousands)
+}
+
+/// The two limits of the job's task, each followed by its `note` (empty for a plain fit):
+/// train → micro-batch at the job's seq and sequence at its batch; infer → concurrent
+/// sequences at its context and context at its batch.
+fn limits(r: &ResolvedJob, first: (Option<u64>, String), second: (Option<u64>, String)) -> String {
+    if r.task == Task::Train {
+        format!(
+            "  largest micro-batch at seq {}: {}{}\n  longest sequence at batch {}: {}{}\n",
+            thousands(r.seq),
+            show(first.0),
+            first.1,
+            r.batch,
+            show(second.0),
+            second.1
+        )
+    } else {
+        format!(
+            "  most concurrent sequences at context {}: {}{}\n  longest context at batch {}: {}{}\n",
+            thousands(r.seq + r.new_tokens),
+            show(first.0),
+            first.1,
+            r.batch,
+            show(second.0),
+            second.1
+        )
+    }
+}
+
+/// The search's notes and how many estimates it took.
+fn footer(notes: &[String], evaluations: u64) -> String {
+    let mut out = String::new();
+    for n in notes {
+        out.push_str(&format!("  {}\n", paint(DIM, n)));
+    }
+    out.push_str(&paint(
+        DIM,
+        &format!("  ({evaluations} estimates searched)\n"),
+    ));
+    out
+}
+
 pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     let job = args.to_job()?;
-    let (model, resolved, _) = prepare_job(&job)?;
-    let FitWithAdvice { answer, advice } = fit_with_advice(&model, &resolved)?;
+    let p = prepare(&job)?;
+    let fit = fit_prepared(&p)?;
     if json {
-        print_json(&FitWithAdvice { answer, advice })?;
-        return Ok(ExitCode::SUCCESS);
+        print_json(&fit)?;
+        return Ok(0);
     }
-    let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
+    let FitWithAdvice { answer, advice } = fit;
+    let mut out = plain(&p.model.name, &p.resolved, &answer);
+    if let Some(a) = advice {
+        let report = vramscope_core::report::Report {
+            advice: Some(a),
+            ..vramscope_core::estimate::estimate(&p.model, &p.resolved)?
+        };
+        out.push_str(&crate::render::whatif::render_advice(&report));
+    }
+    print(&out)?;
+    Ok(0)
+}
+
+/// A plain fit's lines: the GPU, the limits, the engine's layers and launch line, the notes.
+fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
     let mut out = format!(
         "{} on {} (capacity {} as the device reports it{})\n",
-        paint(BOLD, &model.name),
+        paint(BOLD, name),
         answer.gpu,
         bytes(answer.capacity),
         reserved_text(answer.reserve)
     );
-    if resolved.task == Task::Train {
-        out.push_str(&format!(
-            "  largest micro-batch at seq {}: {}\n  longest sequence at batch {}: {}\n",
-            thousands(resolved.seq),
-            show(answer.max_batch),
-            resolved.batch,
-            show(answer.max_seq)
-        ));
-    } else {
-        out.push_str(&format!(
-            "  most concurrent sequences at context {}: {}\n  longest context at batch {}: {}\n",
-            thousands(resolved.seq + resolved.new_tokens),
-            show(answer.max_batch),
-            resolved.batch,
-            show(answer.max_context)
-        ));
-    }
+    let second = match r.task {
+        Task::Train => answer.max_seq,
+        _ => answer.max_context,
+    };
+    out.push_str(&limits(
+        r,
+        (answer.max_batch, String::new()),
+        (second, String::new()),
+    ));
     if let Some(n) = answer.max_gpu_layers {
         out.push_str(&format!("  most layers on the GPU (-ngl): {n}\n"));
     }
@@ -102,48 +113,51 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
             out.push_str(&format!("    {flag}: {}\n", paint(DIM, why)));
         }
     }
-    for n in &answer.notes {
-        out.push_str(&format!("  {}\n", paint(DIM, n)));
-    }
-    out.push_str(&paint(
-        DIM,
-        &format!("  ({} estimates searched)\n", answer.evaluations),
-    ));
-    if let Some(a) = advice {
-        let report = vramscope_core::report::Report {
-            advice: Some(a),
-            ..vramscope_core::estimate::estimate(&model, &resolved)?
-        };
-        out.push_str(&crate::render::whatif::render_advice(&report));
-    }
-    print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    out.push_str(&footer(&answer.notes, answer.evaluations));
+    out
 }
 
 /// `fit --measured FILE`: the search on the estimator corrected by a measured run of the job.
 pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> CmdResult {
     let job = args.to_job()?;
-    let (model, resolved, _) = prepare_job(&job)?;
-    let measured = super::analyze::load(file)?;
-    let answer =
-        vramscope_measure::calibrate::fit_calibrated(&model, &resolved, &measured.per_gpu)?;
+    let p = prepare(&job)?;
+    let answer = fit_calibrated_prepared(&p, file)?;
     if json {
         print_json(&answer)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
-    let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
+    let r = &p.resolved;
     let mut out = format!(
         "{} on {} ({}{}), calibrated with {} (batch {}, seq {})\n",
-        paint(BOLD, &model.name),
+        paint(BOLD, &p.model.name),
         answer.gpu,
         bytes(answer.capacity),
-        reserved_text(resolved.reserve),
+        reserved_text(r.reserve),
         file.display(),
         answer.measured_batch,
         thousands(answer.measured_seq)
     );
-    out.push_str("  correction learned at the measured job:\n");
-    for r in &answer.calibration.rules {
+    out.push_str(&correction(&answer));
+    let second = match r.task {
+        Task::Train => answer.max_seq,
+        _ => answer.max_context,
+    };
+    out.push_str(&limits(
+        r,
+        (answer.max_batch, rests(&answer.at_max_batch)),
+        (second, rests(&answer.at_max_seq)),
+    ));
+    out.push_str(&footer(&answer.notes, answer.evaluations));
+    print(&out)?;
+    Ok(0)
+}
+
+/// The correction learned at the measured job: per category, then the unattributed bytes and
+/// the allocator's reserve.
+fn correction(answer: &CalibratedFit) -> String {
+    let mut out = String::from("  correction learned at the measured job:\n");
+    let c = &answer.calibration;
+    for r in &c.rules {
         if r.estimated == 0 && r.measured == 0 {
             continue;
         }
@@ -162,66 +176,37 @@ pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> Cmd
             how
         ));
     }
-    if answer.calibration.unattributed_fixed > 0
-        || answer.calibration.unattributed_per_activation_byte > 0.0
-    {
+    if c.unattributed_fixed > 0 || c.unattributed_per_activation_byte > 0.0 {
         out.push_str(&format!(
             "    {:<18} {:.3} per activation-like byte{}\n",
             "unattributed",
-            answer.calibration.unattributed_per_activation_byte,
-            if answer.calibration.unattributed_fixed > 0 {
-                format!(" + {}", bytes(answer.calibration.unattributed_fixed))
+            c.unattributed_per_activation_byte,
+            if c.unattributed_fixed > 0 {
+                format!(" + {}", bytes(c.unattributed_fixed))
             } else {
                 String::new()
             }
         ));
     }
-    if let Some(k) = answer.calibration.reserve_ratio {
+    if let Some(k) = c.reserve_ratio {
         out.push_str(&format!(
             "    {:<18} reserved = {:.3} × allocated (measured)\n",
             "allocator reserve", k
         ));
     }
-    let rests = |c: &Option<vramscope_measure::calibrate::Calibrated>| {
-        c.map(|c| {
-            format!(
-                "  (predicted {}; calibration {}{}, {:.1}% of it)",
-                bytes(c.device_total),
-                if c.correction() < 0 { "−" } else { "+" },
-                bytes(c.correction().unsigned_abs()),
-                c.share() * 100.0
-            )
-        })
-        .unwrap_or_default()
-    };
-    if resolved.task == Task::Train {
-        out.push_str(&format!(
-            "  largest micro-batch at seq {}: {}{}\n  longest sequence at batch {}: {}{}\n",
-            thousands(resolved.seq),
-            show(answer.max_batch),
-            rests(&answer.at_max_batch),
-            resolved.batch,
-            show(answer.max_seq),
-            rests(&answer.at_max_seq)
-        ));
-    } else {
-        out.push_str(&format!(
-            "  most concurrent sequences at context {}: {}{}\n  longest context at batch {}: {}{}\n",
-            thousands(resolved.seq + resolved.new_tokens),
-            show(answer.max_batch),
-            rests(&answer.at_max_batch),
-            resolved.batch,
-            show(answer.max_context),
-            rests(&answer.at_max_seq)
-        ));
-    }
-    for n in &answer.notes {
-        out.push_str(&format!("  {}\n", paint(DIM, n)));
-    }
-    out.push_str(&paint(
-        DIM,
-        &format!("  ({} estimates searched)\n", answer.evaluations),
-    ));
-    print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    out
+}
+
+/// What the calibration moved at a limit: the prediction and its correction.
+fn rests(c: &Option<Calibrated>) -> String {
+    c.map(|c| {
+        format!(
+            "  (predicted {}; calibration {}{}, {:.1}% of it)",
+            bytes(c.device_total),
+            if c.correction() < 0 { "−" } else { "+" },
+            bytes(c.correction().unsigned_abs()),
+            c.share() * 100.0
+        )
+    })
+    .unwrap_or_default()
 }

@@ -1,36 +1,14 @@
 //! `vramscope inspect MODEL`: the exact parameter inventory.
 
 use super::CmdResult;
+use crate::app;
+use crate::app::inspect::{InspectReport, LayerRow};
 use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
 use crate::units::{bytes, percent, short_count, thousands};
 use comfy_table::{presets, CellAlignment, Table};
-use serde::Serialize;
-use std::collections::BTreeMap;
-use std::process::ExitCode;
-use vramscope_core::inventory::Tally;
 use vramscope_core::model::{AttentionKind, Head, Mlp, Positions};
-use vramscope_core::{Component, Inventory, ModelSummary, Tensor};
+use vramscope_core::{Component, ModelSpec};
 use vramscope_formats::model_source::LoadedModel;
-
-/// The JSON of `inspect --json`: the contract's `model` and `tensors`, plus tallies.
-#[derive(Serialize)]
-struct InspectReport<'a> {
-    model: ModelSummary,
-    origin: &'static str,
-    tensors: &'a [Tensor],
-    by_component: BTreeMap<&'static str, Tally>,
-    by_dtype: BTreeMap<String, Tally>,
-    per_layer: Vec<LayerRow>,
-    warnings: &'a [String],
-}
-
-#[derive(Serialize)]
-struct LayerRow {
-    layer: u32,
-    params: u64,
-    bytes: u64,
-    by_component: BTreeMap<&'static str, u64>,
-}
 
 pub fn run(
     model: &str,
@@ -39,66 +17,14 @@ pub fn run(
     list_tensors: bool,
     assume_llama: bool,
 ) -> CmdResult {
-    let loaded = crate::models::resolve(model, &crate::models::options(assume_llama))?.model;
-    let empty = Inventory::default();
-    let inv = loaded.inventory.as_ref().unwrap_or(&empty);
-    let summary = summarize(&loaded);
-    let report = InspectReport {
-        origin: loaded.origin.name(),
-        tensors: &inv.tensors,
-        by_component: inv
-            .by_component()
-            .into_iter()
-            .map(|(c, t)| (c.name(), t))
-            .collect(),
-        by_dtype: inv
-            .by_dtype()
-            .into_iter()
-            .map(|(d, t)| (d.to_string(), t))
-            .collect(),
-        per_layer: layer_rows(inv),
-        warnings: &loaded.warnings,
-        model: summary,
-    };
+    let loaded = app::inspect::load(model, assume_llama)?;
+    let report = app::inspect::report(&loaded);
     if json {
         print_json(&report)?;
     } else {
         print(&human(&loaded, &report, all_layers, list_tensors))?;
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The contract's model object for whatever was loaded.
-pub fn summarize(m: &LoadedModel) -> ModelSummary {
-    let mut s = match (&m.spec, &m.inventory) {
-        (Some(spec), inv) => {
-            let mut s = ModelSummary::from_spec(spec, m.params_total, inv.as_ref());
-            s.name = m.name.clone();
-            s
-        }
-        (None, Some(inv)) => ModelSummary::from_inventory(&m.name, inv),
-        (None, None) => ModelSummary::from_params(&m.name, m.params_total),
-    };
-    s.source = Some(m.source.kind.clone());
-    s.origin = serde_json::to_value(&m.source).ok();
-    s
-}
-
-fn layer_rows(inv: &Inventory) -> Vec<LayerRow> {
-    let mut rows: BTreeMap<u32, LayerRow> = BTreeMap::new();
-    for t in &inv.tensors {
-        let Some(l) = t.layer else { continue };
-        let row = rows.entry(l).or_insert_with(|| LayerRow {
-            layer: l,
-            params: 0,
-            bytes: 0,
-            by_component: BTreeMap::new(),
-        });
-        row.params += t.elements();
-        row.bytes += t.bytes;
-        *row.by_component.entry(t.component.name()).or_default() += t.elements();
-    }
-    rows.into_values().collect()
+    Ok(0)
 }
 
 fn right(t: &mut Table, cols: &[usize]) {
@@ -109,24 +35,43 @@ fn right(t: &mut Table, cols: &[usize]) {
     }
 }
 
+/// The terminal report: the model's lines, then the tables by component, dtype and layer, and
+/// (with `--tensors`) every tensor.
 fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: bool) -> String {
-    let mut out = String::new();
+    let mut out = heading(m, r);
+    if r.tensors.is_empty() {
+        out.push_str(&paint(
+            DIM,
+            "  (a bare parameter count: no tensors to list)\n",
+        ));
+        return out;
+    }
+    out.push_str(&by_component(r));
+    out.push_str(&by_dtype(r));
+    out.push_str(&per_layer(r, all_layers));
+    if list_tensors {
+        out.push_str(&tensors(r));
+    }
+    out
+}
+
+/// Name and architecture, where it came from, the totals, one line on the architecture and the
+/// reader's warnings.
+fn heading(m: &LoadedModel, r: &InspectReport) -> String {
     let s = &r.model;
     let arch = s
         .architecture
         .as_deref()
         .map(|a| format!(" — {a}"))
         .unwrap_or_default();
-    out.push_str(&format!(
+    let mut out = format!(
         "{}{arch} {}\n",
         paint(BOLD, &s.name),
         paint(DIM, &format!("(from {})", r.origin))
-    ));
+    );
     if matches!(m.source.kind.as_str(), "hub" | "hf-cache") {
         out.push_str(&format!("  {}\n", m.source.describe()));
     }
-    let total_bytes = r.tensors.iter().map(|t| t.bytes).sum::<u64>();
-    let dtypes: Vec<&str> = r.by_dtype.keys().map(String::as_str).collect();
     out.push_str(&format!(
         "  {} parameters ({}), {} trainable",
         thousands(s.params_total),
@@ -134,6 +79,8 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         thousands(s.params_trainable)
     ));
     if !r.tensors.is_empty() {
+        let total_bytes = r.tensors.iter().map(|t| t.bytes).sum::<u64>();
+        let dtypes: Vec<&str> = r.by_dtype.keys().map(String::as_str).collect();
         out.push_str(&format!(
             " · {} of weights as {}",
             bytes(total_bytes),
@@ -144,39 +91,51 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
     if let Some(spec) = &m.spec {
         out.push_str(&format!("  {}\n", describe(spec)));
     }
-    for w in r.warnings {
+    for w in &r.warnings {
         out.push_str(&warning_line(w));
     }
-    if r.tensors.is_empty() {
-        out.push_str(&paint(
-            DIM,
-            "  (a bare parameter count: no tensors to list)\n",
-        ));
-        return out;
-    }
+    out
+}
 
-    out.push_str(&format!("\n{}\n", paint(HEADER, "By component")));
+/// A borderless table under a section title.
+fn section(title: &str, t: &Table) -> String {
+    format!("\n{}\n{t}\n", paint(HEADER, title))
+}
+
+fn table(header: Vec<String>) -> Table {
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
-    t.set_header(["component", "params", "share", "bytes", "tensors"]);
+    t.set_header(header);
+    t
+}
+
+fn by_component(r: &InspectReport) -> String {
+    let mut t = table(
+        ["component", "params", "share", "bytes", "tensors"]
+            .map(String::from)
+            .to_vec(),
+    );
     for c in Component::ALL {
         if let Some(x) = r.by_component.get(c.name()) {
             t.add_row([
                 c.name().to_string(),
                 thousands(x.params),
-                percent(x.params, s.params_total),
+                percent(x.params, r.model.params_total),
                 bytes(x.bytes),
                 thousands(x.tensors),
             ]);
         }
     }
     right(&mut t, &[1, 2, 3, 4]);
-    out.push_str(&format!("{t}\n"));
+    section("By component", &t)
+}
 
-    out.push_str(&format!("\n{}\n", paint(HEADER, "By dtype")));
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(["dtype", "params", "bytes", "tensors"]);
+fn by_dtype(r: &InspectReport) -> String {
+    let mut t = table(
+        ["dtype", "params", "bytes", "tensors"]
+            .map(String::from)
+            .to_vec(),
+    );
     for (d, x) in &r.by_dtype {
         t.add_row([
             d.clone(),
@@ -186,124 +145,150 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         ]);
     }
     right(&mut t, &[1, 2, 3]);
-    out.push_str(&format!("{t}\n"));
+    section("By dtype", &t)
+}
 
-    if !r.per_layer.is_empty() {
-        let n = r.per_layer.len();
-        let shown: Vec<&LayerRow> = if all_layers || n <= 8 {
-            r.per_layer.iter().collect()
-        } else {
-            r.per_layer[..3]
+/// Every layer (with `--layers` or up to 8), else the first and last three.
+fn per_layer(r: &InspectReport, all_layers: bool) -> String {
+    let n = r.per_layer.len();
+    if n == 0 {
+        return String::new();
+    }
+    let shown: Vec<&LayerRow> = if all_layers || n <= 8 {
+        r.per_layer.iter().collect()
+    } else {
+        r.per_layer[..3]
+            .iter()
+            .chain(&r.per_layer[n - 3..])
+            .collect()
+    };
+    let title = if shown.len() < n {
+        format!("Per layer ({n} layers; first and last three, --layers for all)")
+    } else {
+        format!("Per layer ({n} layers)")
+    };
+    let comps: Vec<Component> = Component::ALL
+        .into_iter()
+        .filter(|c| {
+            r.per_layer
                 .iter()
-                .chain(&r.per_layer[n - 3..])
-                .collect()
-        };
-        let title = if shown.len() < n {
-            format!("Per layer ({n} layers; first and last three, --layers for all)")
-        } else {
-            format!("Per layer ({n} layers)")
-        };
-        out.push_str(&format!("\n{}\n", paint(HEADER, &title)));
-        let comps: Vec<Component> = Component::ALL
-            .into_iter()
-            .filter(|c| {
-                r.per_layer
-                    .iter()
-                    .any(|l| l.by_component.contains_key(c.name()))
-            })
-            .collect();
-        let mut t = Table::new();
-        t.load_style(presets::NOTHING);
-        let mut header = vec!["layer".to_string(), "params".into(), "bytes".into()];
-        header.extend(comps.iter().map(|c| c.name().to_string()));
-        t.set_header(header);
-        for (i, l) in shown.iter().enumerate() {
-            if i == 3 && shown.len() < n {
-                t.add_row(vec!["…".to_string()]);
-            }
-            let mut row = vec![l.layer.to_string(), thousands(l.params), bytes(l.bytes)];
-            row.extend(comps.iter().map(|c| {
-                l.by_component
-                    .get(c.name())
-                    .map_or("-".into(), |v| thousands(*v))
-            }));
-            t.add_row(row);
+                .any(|l| l.by_component.contains_key(c.name()))
+        })
+        .collect();
+    let mut header = vec!["layer".to_string(), "params".into(), "bytes".into()];
+    header.extend(comps.iter().map(|c| c.name().to_string()));
+    let mut t = table(header);
+    for (i, l) in shown.iter().enumerate() {
+        if i == 3 && shown.len() < n {
+            t.add_row(vec!["…".to_string()]);
         }
-        let cols: Vec<usize> = (1..3 + comps.len()).collect();
-        right(&mut t, &cols);
-        out.push_str(&format!("{t}\n"));
+        let mut row = vec![l.layer.to_string(), thousands(l.params), bytes(l.bytes)];
+        row.extend(comps.iter().map(|c| {
+            l.by_component
+                .get(c.name())
+                .map_or("-".into(), |v| thousands(*v))
+        }));
+        t.add_row(row);
     }
+    let cols: Vec<usize> = (1..3 + comps.len()).collect();
+    right(&mut t, &cols);
+    section(&title, &t)
+}
 
-    if list_tensors {
-        out.push_str(&format!("\n{}\n", paint(HEADER, "Tensors")));
-        let mut t = Table::new();
-        t.load_style(presets::NOTHING);
-        t.set_header(["name", "shape", "dtype", "size", "component"]);
-        for x in r.tensors {
-            let shape: Vec<String> = x.shape.iter().map(u64::to_string).collect();
-            t.add_row([
-                x.name.clone(),
-                format!("[{}]", shape.join(", ")),
-                x.dtype.to_string(),
-                bytes(x.bytes),
-                x.component.name().to_string(),
-            ]);
-        }
-        right(&mut t, &[3]);
-        out.push_str(&format!("{t}\n"));
+fn tensors(r: &InspectReport) -> String {
+    let mut t = table(
+        ["name", "shape", "dtype", "size", "component"]
+            .map(String::from)
+            .to_vec(),
+    );
+    for x in &r.tensors {
+        let shape: Vec<String> = x.shape.iter().map(u64::to_string).collect();
+        t.add_row([
+            x.name.clone(),
+            format!("[{}]", shape.join(", ")),
+            x.dtype.to_string(),
+            bytes(x.bytes),
+            x.component.name().to_string(),
+        ]);
     }
-    out
+    right(&mut t, &[3]);
+    section("Tensors", &t)
 }
 
 /// One line on the architecture: layers, width, attention, MLP, vocabulary, head, positions.
-fn describe(spec: &vramscope_core::ModelSpec) -> String {
-    let mut parts = vec![format!("{} layers", spec.num_layers())];
-    if let Some(enc) = &spec.encoder {
-        parts[0] = format!(
+fn describe(spec: &ModelSpec) -> String {
+    let mut parts = vec![layers(spec), format!("hidden {}", spec.hidden_size)];
+    if let Some(l) = spec.all_layers().next() {
+        parts.push(attention(&l.attention.kind));
+        parts.extend(windows(spec));
+    }
+    parts.extend(mlp(spec));
+    parts.push(format!("vocab {}", thousands(spec.vocab_size)));
+    parts.push(head(&spec.head).to_string());
+    parts.push(positions(&spec.embedding.positions).to_string());
+    parts.join(" · ")
+}
+
+fn layers(spec: &ModelSpec) -> String {
+    match &spec.encoder {
+        Some(enc) => format!(
             "{} encoder + {} decoder layers",
             enc.layers.len(),
             spec.decoder.layers.len()
-        );
+        ),
+        None => format!("{} layers", spec.num_layers()),
     }
-    parts.push(format!("hidden {}", spec.hidden_size));
-    if let Some(l) = spec.all_layers().next() {
-        parts.push(match l.attention.kind {
-            AttentionKind::Standard {
-                heads,
-                kv_heads,
-                head_dim,
-            } => {
-                let kind = if kv_heads == heads {
-                    "MHA".to_string()
-                } else if kv_heads == 1 {
-                    "MQA".to_string()
-                } else {
-                    format!("GQA, {kv_heads} KV heads")
-                };
-                format!("{heads} heads ({kind}) × {head_dim}")
-            }
-            AttentionKind::Latent {
-                heads,
-                kv_lora_rank,
-                qk_rope_head_dim,
-                ..
-            } => format!("{heads} heads (MLA, KV latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
-        });
-        let windows = spec
-            .all_layers()
-            .filter(|l| l.attention.sliding_window.is_some())
-            .count();
-        if windows > 0 {
-            parts.push(format!(
-                "sliding window {} on {windows}/{} layers",
-                l.attention
-                    .sliding_window
-                    .or_else(|| spec.all_layers().find_map(|l| l.attention.sliding_window))
-                    .unwrap_or(0),
-                spec.num_layers()
-            ));
+}
+
+/// Heads and how keys and values are shared (MHA, MQA, GQA) or compressed (MLA).
+fn attention(kind: &AttentionKind) -> String {
+    match *kind {
+        AttentionKind::Standard {
+            heads,
+            kv_heads,
+            head_dim,
+        } => {
+            let kind = if kv_heads == heads {
+                "MHA".to_string()
+            } else if kv_heads == 1 {
+                "MQA".to_string()
+            } else {
+                format!("GQA, {kv_heads} KV heads")
+            };
+            format!("{heads} heads ({kind}) × {head_dim}")
         }
+        AttentionKind::Latent {
+            heads,
+            kv_lora_rank,
+            qk_rope_head_dim,
+            ..
+        } => format!("{heads} heads (MLA, KV latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
     }
+}
+
+/// The sliding window and how many layers have one, when any do.
+fn windows(spec: &ModelSpec) -> Option<String> {
+    let count = spec
+        .all_layers()
+        .filter(|l| l.attention.sliding_window.is_some())
+        .count();
+    if count == 0 {
+        return None;
+    }
+    let first = spec.all_layers().next()?;
+    Some(format!(
+        "sliding window {} on {count}/{} layers",
+        first
+            .attention
+            .sliding_window
+            .or_else(|| spec.all_layers().find_map(|l| l.attention.sliding_window))
+            .unwrap_or(0),
+        spec.num_layers()
+    ))
+}
+
+/// The experts (on how many layers) or the dense MLP of the first layer.
+fn mlp(spec: &ModelSpec) -> Option<String> {
     let moe = spec.all_layers().find_map(|l| match &l.mlp {
         Mlp::Moe(m) => Some(m),
         Mlp::Dense(_) => None,
@@ -313,7 +298,7 @@ fn describe(spec: &vramscope_core::ModelSpec) -> String {
             .all_layers()
             .filter(|l| matches!(l.mlp, Mlp::Moe(_)))
             .count();
-        parts.push(format!(
+        return Some(format!(
             "MoE {} experts × {} (top-{}){} on {moe_layers} layers",
             m.experts,
             m.expert.ffn,
@@ -323,34 +308,32 @@ fn describe(spec: &vramscope_core::ModelSpec) -> String {
                 .map(|s| format!(" + shared {}", s.ffn))
                 .unwrap_or_default()
         ));
-    } else if let Some(Mlp::Dense(d)) = spec.all_layers().next().map(|l| &l.mlp) {
-        parts.push(format!(
+    }
+    match spec.all_layers().next().map(|l| &l.mlp) {
+        Some(Mlp::Dense(d)) => Some(format!(
             "{} MLP {} ({})",
             if d.gated { "gated" } else { "plain" },
             d.ffn,
             d.activation
-        ));
+        )),
+        _ => None,
     }
-    parts.push(format!("vocab {}", thousands(spec.vocab_size)));
-    parts.push(
-        match spec.head {
-            Head::LanguageModel { tied: true, .. } | Head::MaskedLm { tied: true } => "tied head",
-            Head::LanguageModel { tied: false, .. } | Head::MaskedLm { tied: false } => {
-                "untied head"
-            }
-            Head::None { .. } => "no head",
-            Head::Classifier { .. } => "classification head",
-        }
-        .to_string(),
-    );
-    parts.push(
-        match spec.embedding.positions {
-            Positions::Learned { .. } => "learned positions",
-            Positions::Rotary { .. } => "rotary",
-            Positions::Relative { .. } => "relative positions",
-            Positions::None => "no position table",
-        }
-        .to_string(),
-    );
-    parts.join(" · ")
+}
+
+fn head(h: &Head) -> &'static str {
+    match h {
+        Head::LanguageModel { tied: true, .. } | Head::MaskedLm { tied: true } => "tied head",
+        Head::LanguageModel { tied: false, .. } | Head::MaskedLm { tied: false } => "untied head",
+        Head::None { .. } => "no head",
+        Head::Classifier { .. } => "classification head",
+    }
+}
+
+fn positions(p: &Positions) -> &'static str {
+    match p {
+        Positions::Learned { .. } => "learned positions",
+        Positions::Rotary { .. } => "rotary",
+        Positions::Relative { .. } => "relative positions",
+        Positions::None => "no position table",
+    }
 }

@@ -334,8 +334,17 @@ impl JobArgs {
         Ok(job)
     }
 
-    /// Lays the given flags over `job`.
+    /// Lays the given flags over `job`: its own fields, then the parallel layout, the PEFT
+    /// method and the engine settings.
     pub fn apply(&self, job: &mut Job) -> Result<(), JobError> {
+        self.apply_fields(job)?;
+        self.apply_parallel(job)?;
+        self.apply_peft(job)?;
+        self.apply_engine(job)
+    }
+
+    /// The model and the job's own (not nested) fields.
+    fn apply_fields(&self, job: &mut Job) -> Result<(), JobError> {
         if let Some(m) = &self.model {
             job.model = Some(Value::String(m.clone()));
         }
@@ -354,6 +363,8 @@ impl JobArgs {
         text(&mut job.attention, &self.attention);
         text(&mut job.weights, &self.weights);
         text(&mut job.framework, &self.framework);
+        text(&mut job.loss, &self.loss);
+        text(&mut job.cuda_module_loading, &self.cuda_module_loading);
         let num = |dst: &mut Option<Value>, src: &Option<String>| {
             if let Some(s) = src {
                 *dst = Some(number_value(s));
@@ -369,16 +380,15 @@ impl JobArgs {
         if let Some(k) = &self.kv_dtype {
             job.kv_dtype = Some(nullable(k));
         }
-        if let Some(l) = &self.loss {
-            job.loss = Some(l.clone());
-        }
-        text(&mut job.cuda_module_loading, &self.cuda_module_loading);
         if let Some(r) = &self.reserve {
             job.reserve = Some(reserve_gib(r)?);
         }
+        Ok(())
+    }
 
-        // parallel: a flag for gpus (or dp) alone means "derive the other", so a file's dp (or
-        // gpus) that would contradict it is dropped rather than reported as a conflict.
+    /// `parallel`: a flag for gpus (or dp) alone means "derive the other", so a file's dp (or
+    /// gpus) that would contradict it is dropped rather than reported as a conflict.
+    fn apply_parallel(&self, job: &mut Job) -> Result<(), JobError> {
         let par: [(&str, &Option<String>); 9] = [
             ("gpus", &self.gpus),
             ("dp", &self.dp),
@@ -390,37 +400,41 @@ impl JobArgs {
             ("offload", &self.offload),
             ("microbatches", &self.microbatches),
         ];
-        if par.iter().any(|(_, v)| v.is_some()) || self.sp.is_some() {
-            if let Some(Value::Object(o)) = &mut job.parallel {
-                if self.gpus.is_some() && self.dp.is_none() {
-                    o.remove("dp");
-                }
-                if self.dp.is_some() && self.gpus.is_none() {
-                    o.remove("gpus");
-                }
+        if par.iter().all(|(_, v)| v.is_none()) && self.sp.is_none() {
+            return Ok(());
+        }
+        if let Some(Value::Object(o)) = &mut job.parallel {
+            if self.gpus.is_some() && self.dp.is_none() {
+                o.remove("dp");
             }
-            for (key, v) in par {
-                if let Some(s) = v {
-                    let value = if key == "offload" {
-                        Value::String(s.clone())
-                    } else {
-                        number_value(s)
-                    };
-                    set_in(&mut job.parallel, "parallel", key, value)?;
-                }
-            }
-            if let Some(s) = &self.sp {
-                let value = match s.trim().to_ascii_lowercase().as_str() {
-                    "true" | "1" | "yes" | "on" => Value::Bool(true),
-                    "false" | "0" | "no" | "off" => Value::Bool(false),
-                    _ => Value::String(s.clone()),
-                };
-                set_in(&mut job.parallel, "parallel", "sp", value)?;
+            if self.dp.is_some() && self.gpus.is_none() {
+                o.remove("gpus");
             }
         }
+        for (key, v) in par {
+            if let Some(s) = v {
+                let value = if key == "offload" {
+                    Value::String(s.clone())
+                } else {
+                    number_value(s)
+                };
+                set_in(&mut job.parallel, "parallel", key, value)?;
+            }
+        }
+        if let Some(s) = &self.sp {
+            let value = match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => Value::Bool(true),
+                "false" | "0" | "no" | "off" => Value::Bool(false),
+                _ => Value::String(s.clone()),
+            };
+            set_in(&mut job.parallel, "parallel", "sp", value)?;
+        }
+        Ok(())
+    }
 
-        // peft: --lora / --qlora set the method and rank; alpha and targets refine a method
-        // given here or in the file.
+    /// `peft`: --lora / --qlora set the method and rank; alpha and targets refine a method
+    /// given here or in the file.
+    fn apply_peft(&self, job: &mut Job) -> Result<(), JobError> {
         let method = match (&self.lora, &self.qlora) {
             (Some(r), _) => Some(("lora", r)),
             (None, Some(r)) => Some(("qlora", r)),
@@ -431,28 +445,33 @@ impl JobArgs {
             set_in(&mut job.peft, "peft", "method", Value::String(m.into()))?;
             set_in(&mut job.peft, "peft", "rank", number_value(rank))?;
         }
-        if self.lora_alpha.is_some() || self.lora_targets.is_some() {
-            if job.peft.as_ref().is_none_or(Value::is_null) {
-                return Err(JobError(
-                    "peft: --lora-alpha and --lora-targets need --lora RANK or --qlora RANK \
-                     (or a peft object in the job file)"
-                        .into(),
-                ));
-            }
-            if let Some(a) = &self.lora_alpha {
-                set_in(&mut job.peft, "peft", "alpha", number_value(a))?;
-            }
-            if let Some(t) = &self.lora_targets {
-                let list = t
-                    .iter()
-                    .map(|s| s.trim())
-                    .filter(|s| !s.is_empty())
-                    .map(|s| Value::String(s.to_string()))
-                    .collect();
-                set_in(&mut job.peft, "peft", "targets", Value::Array(list))?;
-            }
+        if self.lora_alpha.is_none() && self.lora_targets.is_none() {
+            return Ok(());
         }
+        if job.peft.as_ref().is_none_or(Value::is_null) {
+            return Err(JobError(
+                "peft: --lora-alpha and --lora-targets need --lora RANK or --qlora RANK \
+                 (or a peft object in the job file)"
+                    .into(),
+            ));
+        }
+        if let Some(a) = &self.lora_alpha {
+            set_in(&mut job.peft, "peft", "alpha", number_value(a))?;
+        }
+        if let Some(t) = &self.lora_targets {
+            let list = t
+                .iter()
+                .map(|s| s.trim())
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_string()))
+                .collect();
+            set_in(&mut job.peft, "peft", "targets", Value::Array(list))?;
+        }
+        Ok(())
+    }
 
+    /// `engine`: the serving engine's settings.
+    fn apply_engine(&self, job: &mut Job) -> Result<(), JobError> {
         let engine: [(&str, &Option<String>); 5] = [
             ("gpu_memory_utilization", &self.gpu_memory_utilization),
             ("max_model_len", &self.max_model_len),

@@ -100,7 +100,6 @@ mod imp {
     use crate::units::bytes;
     use nvml_wrapper::enums::device::UsedGpuMemory;
     use nvml_wrapper::Nvml;
-    use std::process::ExitCode;
     use std::time::{Duration, Instant};
 
     #[derive(serde::Serialize)]
@@ -156,6 +155,27 @@ mod imp {
             || std::path::Path::new(&format!("/proc/{pid}")).exists()
     }
 
+    /// What one watch is told: whom to watch (a root process and its children, or every GPU),
+    /// how often, and whether to print each sample.
+    struct Watch {
+        nvml: Nvml,
+        root: Option<u32>,
+        pid: Option<u32>,
+        interval_ms: u64,
+        json: bool,
+        start: Instant,
+    }
+
+    /// How the sampling ended.
+    #[derive(Default)]
+    struct Outcome {
+        peak: Peak,
+        samples: u64,
+        exit_code: Option<i32>,
+        /// stdout's reader went away (`watch | head`).
+        closed: bool,
+    }
+
     pub fn run(
         pid: Option<u32>,
         interval_ms: u64,
@@ -168,93 +188,117 @@ mod imp {
                  libnvidia-ml.so.1 is not on the library path"
             ))
         })?;
-        let mut child = if command.is_empty() {
-            None
-        } else {
-            Some(
-                std::process::Command::new(&command[0])
-                    .args(&command[1..])
-                    .spawn()
-                    .map_err(|e| WatchError(format!("watch: cannot start {}: {e}", command[0])))?,
-            )
-        };
+        let mut child = start(command)?;
         let root = child.as_ref().map(|c| c.id()).or(pid);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .enable_io()
             .build()?;
-        let start = Instant::now();
-        let mut peak = Peak::default();
-        let mut samples = 0u64;
-        let mut exit_code = None;
-        rt.block_on(async {
-            loop {
-                let pids = root.map(family);
-                let (used, per) = sample(&nvml, pids.as_ref());
-                let at = start.elapsed().as_millis() as u64;
-                samples += 1;
-                peak.update(used, at);
-                if !json {
-                    let gpus = per
-                        .iter()
-                        .enumerate()
-                        .map(|(i, b)| format!("GPU{i} {}", bytes(*b)))
-                        .collect::<Vec<_>>()
-                        .join("  ");
-                    let _ = print(&format!(
-                        "{:>9.1} s  {:>11}  ({gpus})\n",
-                        at as f64 / 1000.0,
-                        bytes(used)
-                    ));
-                }
-                if let Some(c) = child.as_mut() {
-                    if let Ok(Some(status)) = c.try_wait() {
-                        exit_code = Some(status.code().unwrap_or(1));
-                        break;
-                    }
-                } else if let Some(p) = pid {
-                    if !alive(p) {
-                        break;
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(interval_ms)) => {}
-                    _ = tokio::signal::ctrl_c() => {
-                        // The command shares the terminal's signal: let it end, then report.
-                        if child.is_none() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
+        let w = Watch {
+            nvml,
+            root,
+            pid,
+            interval_ms,
+            json,
+            start: Instant::now(),
+        };
+        let outcome = rt.block_on(w.sample_until_done(child.as_mut()));
+        if outcome.closed {
+            return Ok(0);
+        }
         let summary = Summary {
             pid: root,
             command: (!command.is_empty()).then(|| command.to_vec()),
-            samples,
-            duration_ms: start.elapsed().as_millis() as u64,
-            peak,
-            exit_code,
+            samples: outcome.samples,
+            duration_ms: w.start.elapsed().as_millis() as u64,
+            peak: outcome.peak,
+            exit_code: outcome.exit_code,
         };
         if json {
             print_json(&summary)?;
         } else {
-            print(&format!(
-                "peak {} at +{:.1} s ({} samples over {:.1} s{})\n",
-                bytes(peak.bytes),
-                peak.at_ms as f64 / 1000.0,
-                samples,
-                summary.duration_ms as f64 / 1000.0,
-                match root {
-                    Some(p) => format!(", pid {p} and its children"),
-                    None => ", all processes on all GPUs".into(),
-                }
-            ))?;
+            print(&summary_line(&summary))?;
         }
-        Ok(match exit_code {
-            Some(c) => ExitCode::from(u8::try_from(c.clamp(0, 255)).unwrap_or(1)),
-            None => ExitCode::SUCCESS,
-        })
+        Ok(outcome.exit_code.map_or(0, |c| c.clamp(0, 255)))
+    }
+
+    /// Starts the command to watch, if one was given.
+    fn start(command: &[String]) -> Result<Option<std::process::Child>, WatchError> {
+        let Some((program, args)) = command.split_first() else {
+            return Ok(None);
+        };
+        std::process::Command::new(program)
+            .args(args)
+            .spawn()
+            .map(Some)
+            .map_err(|e| WatchError(format!("watch: cannot start {program}: {e}")))
+    }
+
+    impl Watch {
+        /// Samples every `interval_ms` until the command or process ends (or Ctrl-C when
+        /// watching a pid or every GPU).
+        async fn sample_until_done(&self, mut child: Option<&mut std::process::Child>) -> Outcome {
+            let mut o = Outcome::default();
+            loop {
+                let pids = self.root.map(family);
+                let (used, per) = sample(&self.nvml, pids.as_ref());
+                let at = self.start.elapsed().as_millis() as u64;
+                o.samples += 1;
+                o.peak.update(used, at);
+                if !self.json && crate::output::pipe_closed(&print(&sample_line(at, used, &per))) {
+                    // `watch | head`: the reader is gone, so the watch ends quietly.
+                    o.closed = true;
+                    return o;
+                }
+                if let Some(c) = child.as_deref_mut() {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        o.exit_code = Some(status.code().unwrap_or(1));
+                        return o;
+                    }
+                } else if self.pid.is_some_and(|p| !alive(p)) {
+                    return o;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(self.interval_ms)) => {}
+                    _ = tokio::signal::ctrl_c() => {
+                        // The command shares the terminal's signal: let it end, then report.
+                        if child.is_none() {
+                            return o;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One sample: seconds since the start, the bytes watched, and each GPU's.
+    fn sample_line(at_ms: u64, used: u64, per: &[u64]) -> String {
+        let gpus = per
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("GPU{i} {}", bytes(*b)))
+            .collect::<Vec<_>>()
+            .join("  ");
+        format!(
+            "{:>9.1} s  {:>11}  ({gpus})\n",
+            at_ms as f64 / 1000.0,
+            bytes(used)
+        )
+    }
+
+    /// The peak and when it happened.
+    fn summary_line(s: &Summary) -> String {
+        format!(
+            "peak {} at +{:.1} s ({} samples over {:.1} s{})\n",
+            bytes(s.peak.bytes),
+            s.peak.at_ms as f64 / 1000.0,
+            s.samples,
+            s.duration_ms as f64 / 1000.0,
+            match s.pid {
+                Some(p) => format!(", pid {p} and its children"),
+                None => ", all processes on all GPUs".into(),
+            }
+        )
     }
 }
 

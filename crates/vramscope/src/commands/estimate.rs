@@ -23,6 +23,7 @@ pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
     let mut report = vramscope_core::estimate::estimate(&model, &resolved)?;
     report.model.source = Some(p.source.kind.clone());
     report.model.origin = serde_json::to_value(&p.source).ok();
+    report.warnings.splice(0..0, job.notes.iter().cloned());
     if !model_warnings.is_empty() {
         let rest = std::mem::take(&mut report.warnings);
         report.warnings = model_warnings;

@@ -264,7 +264,10 @@ fn axolotl_qlora() {
         &r,
         "read but not modelled yet: sample_packing (packing)"
     ));
-    assert!(has_note(&r, "bf16: auto"));
+    assert!(has_note(
+        &r,
+        "bf16 is \"auto\" and no other file gives precision"
+    ));
     if !paged {
         assert!(has_note(
             &r,
@@ -748,3 +751,102 @@ const VALUES: &[&str] = &[
     "18446744073709551616",
     "{zero_stage: 3, deepspeed_config_file: x.json}",
 ];
+
+// ---------- TrainingArguments and detection ----------
+
+/// TrainingArguments as JSON (as `TrainingArguments.to_json_string()` writes it) and as YAML:
+/// `optim` names to the contract's optimizers (transformers' `OptimizerNames`).
+#[test]
+fn training_arguments_optim_names() {
+    let cases = [
+        ("adamw_torch", "adamw"),
+        ("adamw_torch_fused", "adamw-fused"),
+        ("adamw_bnb_8bit", "adamw-8bit"),
+        ("adafactor", "adafactor"),
+        ("sgd", "sgd"),
+    ];
+    for (optim, want) in cases {
+        let json_text = format!(
+            r#"{{"output_dir": "out", "per_device_train_batch_size": 4,
+                "gradient_accumulation_steps": 2, "bf16": true, "fp16": false,
+                "optim": "{optim}", "gradient_checkpointing": true}}"#
+        );
+        let r = resolve(&[text("args.json", &json_text)], &|_, _| None).unwrap();
+        assert_eq!(
+            Value::Object(r.job),
+            json!({"batch": 4, "grad_accum": 2, "precision": "bf16-mixed",
+                   "optimizer": want, "checkpointing": "full"}),
+            "{optim}"
+        );
+        assert!(r.notes[0].contains("(TrainingArguments)"), "{:?}", r.notes);
+    }
+    // paged_adamw_8bit: the paged optimizer when this build models it, else 8-bit AdamW and a note.
+    let r = resolve(&[text("a.yaml", "optim: paged_adamw_8bit\n")], &|_, _| None).unwrap();
+    if accepted("optimizer", json!("adamw-8bit-paged")) {
+        assert_eq!(r.job["optimizer"], json!("adamw-8bit-paged"));
+    } else {
+        assert_eq!(r.job["optimizer"], json!("adamw-8bit"));
+        assert!(has_note(
+            &r,
+            "read but not modelled yet: optim paged_adamw_8bit"
+        ));
+    }
+    // An optim vramscope has no value for is listed, not dropped.
+    let r = resolve(&[text("a.yaml", "optim: galore_adamw\n")], &|_, _| None).unwrap();
+    assert!(r.job.get("optimizer").is_none());
+    assert!(has_note(
+        &r,
+        "read but not modelled yet: optim galore_adamw (optimizer)"
+    ));
+}
+
+/// TrainingArguments' `fsdp` string: "full_shard auto_wrap offload" is FSDP FULL_SHARD with CPU
+/// offload; `fsdp_config.activation_checkpointing`.
+#[test]
+fn training_arguments_fsdp() {
+    let y = "per_device_train_batch_size: 1\nfsdp: full_shard auto_wrap offload\n\
+             fsdp_config:\n  activation_checkpointing: true\n";
+    let r = resolve(&[text("args.yaml", y)], &|_, _| None).unwrap();
+    assert_eq!(
+        Value::Object(r.job),
+        json!({"batch": 1, "framework": "fsdp", "checkpointing": "full",
+               "parallel": {"zero": 3, "offload": "optimizer+params"}})
+    );
+}
+
+/// The format is read from the keys, not the name: a DeepSpeed config named `train.yaml`, an
+/// accelerate config named `ds.json`.
+#[test]
+fn detection_is_by_content() {
+    let ds = fixture("deepspeed/transformers_ds_config_zero3.json");
+    let acc = fixture("accelerate/accelerate_fsdp.yaml");
+    let r = resolve(
+        &[
+            Input {
+                name: "train.yaml".into(),
+                text: ds.text,
+            },
+            Input {
+                name: "ds.json".into(),
+                text: acc.text,
+            },
+        ],
+        &|_, _| None,
+    );
+    // The two disagree on the framework (deepspeed against FSDP): refused, naming both.
+    let e = r.expect_err("deepspeed vs fsdp").to_string();
+    assert!(e.contains("train.yaml and ds.json: framework"), "{e}");
+    let r = resolve(
+        &[Input {
+            name: "ds.json".into(),
+            text: fixture("accelerate/accelerate_fsdp.yaml").text,
+        }],
+        &|_, _| None,
+    )
+    .unwrap();
+    assert!(
+        r.notes[0].starts_with("from ds.json (accelerate config)"),
+        "{:?}",
+        r.notes
+    );
+}

@@ -95,7 +95,17 @@ fn read_zero(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     r.set("parallel.zero", json!(stage), "zero_optimization.stage");
     let device = |key: &str| -> Result<Option<String>, String> {
         match z.section(key) {
-            Some(s) => Ok(str_of(&s, "device")?.map(str::to_ascii_lowercase)),
+            Some(s) => {
+                // Pinned or not, the offloaded bytes live in host memory.
+                s.skip(&[
+                    "pin_memory",
+                    "buffer_count",
+                    "fast_init",
+                    "ratio",
+                    "nvme_path",
+                ]);
+                Ok(str_of(&s, "device")?.map(str::to_ascii_lowercase))
+            }
             None if z.has(key) => Err(format!("zero_optimization.{key}: expected an object")),
             None => Ok(None),
         }

@@ -193,6 +193,13 @@ pub(crate) fn accepts(path: &str, value: &Value) -> bool {
 pub(crate) fn short(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
+        // `2e8` parses as a float: shown as the whole number it is.
+        Value::Number(n)
+            if n.as_f64()
+                .is_some_and(|f| f.fract() == 0.0 && f.abs() < 1e16) =>
+        {
+            format!("{}", n.as_f64().unwrap_or(0.0) as i64)
+        }
         other => other.to_string(),
     }
 }

@@ -340,7 +340,7 @@ fn file_notes(
         if get_path(job, field).is_none() {
             out.push(format!(
                 "from {}: {key} is \"auto\" and no other file gives {field}: left to the flags or \
-                 vramscope's default",
+                 vramscope's default (for precision: bf16 where the GPU has it, else fp16)",
                 rd.name
             ));
         }

@@ -128,10 +128,8 @@ pub(crate) fn precision_flags(doc: &Doc, r: &mut Reading) -> Result<(), String> 
     let (bf, fp) = (flag("bf16")?, flag("fp16")?);
     if bf.as_ref().is_some_and(super::doc::is_auto) || fp.as_ref().is_some_and(super::doc::is_auto)
     {
-        r.autos.push(("precision", "bf16: auto".into()));
-        r.note(
-            "bf16: auto: bf16 where the GPU has it, else fp16 (vramscope's default does the same)",
-        );
+        // axolotl: bf16 where the GPU has it, else fp16 — what vramscope's default does too.
+        r.autos.push(("precision", "bf16".into()));
         return Ok(());
     }
     let (b, f) = (bool_of(doc, "bf16")?, bool_of(doc, "fp16")?);

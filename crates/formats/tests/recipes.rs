@@ -850,3 +850,45 @@ fn detection_is_by_content() {
         r.notes
     );
 }
+
+/// Deep nesting (JSON and YAML, flow and block) is refused by the parsers' depth limits, not a
+/// stack overflow; a duplicated key is an answer or an error, never a panic.
+#[test]
+fn deep_nesting_is_an_error() {
+    let n = 100_000;
+    let json_text = format!(
+        "{{\"train_batch_size\": {}{}}}",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    let yaml_flow = format!("base_model: {}{}\n", "[".repeat(n), "]".repeat(n));
+    let mut yaml_block = String::new();
+    for i in 0..1_000 {
+        yaml_block.push_str(&" ".repeat(i));
+        yaml_block.push_str("a:\n");
+    }
+    for (name, body) in [
+        ("d.json", json_text),
+        ("d.yaml", yaml_flow),
+        ("b.yaml", yaml_block),
+    ] {
+        let e = err(&[text(name, &body)]);
+        assert!(e.starts_with(name), "{e}");
+        assert!(!e.contains('\n'));
+    }
+    let _ = resolve(
+        &[text("dup.yaml", "base_model: a\nbase_model: b\n")],
+        &|_, _| None,
+    );
+    // A plain scalar's apostrophe does not hide the brackets after it.
+    let sneaky = format!("base_model: don't\nx: {}{}\n", "[".repeat(n), "]".repeat(n));
+    let e = err(&[text("s.yaml", &sneaky)]);
+    assert!(e.contains("nested deeper than 64"), "{e}");
+    // Brackets inside quoted scalars and comments are text.
+    let quoted = format!(
+        "base_model: x\nnote: '{}'\n# {}\n",
+        "[".repeat(100),
+        "{".repeat(100)
+    );
+    assert!(resolve(&[text("q.yaml", &quoted)], &|_, _| None).is_ok());
+}

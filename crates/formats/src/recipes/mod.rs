@@ -27,7 +27,12 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 /// Config files are a few kilobytes; anything past this is not one (and is not parsed).
-pub const MAX_CONFIG_BYTES: usize = 4 << 20;
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// Deepest `[`/`{` nesting a YAML config may have. libyaml's scanner does work quadratic in the
+/// open flow levels before the deserializer's recursion limit is reached (20,000 open `[` took
+/// 23 s in a debug build), so deeper text is refused before it is parsed.
+const MAX_FLOW_DEPTH: usize = 64;
 
 /// One config as given: a name for messages (a path, or the API's `name`) and its text.
 #[derive(Debug, Clone)]
@@ -108,6 +113,11 @@ pub fn parse(input: &Input) -> Result<Map<String, Value>> {
     let value: Value = if input.text.trim_start().starts_with('{') {
         serde_json::from_str(&input.text).map_err(|e| bad(format!("invalid JSON: {e}")))?
     } else {
+        if flow_depth(&input.text) > MAX_FLOW_DEPTH {
+            return Err(bad(format!(
+                "invalid YAML: nested deeper than {MAX_FLOW_DEPTH} levels of [ ] or {{ }}"
+            )));
+        }
         yaml_serde::from_str(&input.text).map_err(|e| {
             bad(format!(
                 "invalid YAML: {}",
@@ -123,6 +133,41 @@ pub fn parse(input: &Input) -> Result<Map<String, Value>> {
             kind_of(&other)
         ))),
     }
+}
+
+/// The deepest nesting of flow collections (`[`, `{`) outside quoted scalars and comments:
+/// what the YAML parser would open.
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut prev = '\n';
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('"'), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            // A quote opens a scalar only where a token starts (`don't` is plain text).
+            (None, '"' | '\'') if prev.is_whitespace() || ":,[{-".contains(prev) => quote = Some(c),
+            (None, '#') if prev.is_whitespace() => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        break;
+                    }
+                }
+            }
+            (None, '[' | '{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    max
 }
 
 fn kind_of(v: &Value) -> &'static str {

@@ -892,3 +892,45 @@ fn deep_nesting_is_an_error() {
     );
     assert!(resolve(&[text("q.yaml", &quoted)], &|_, _| None).is_ok());
 }
+
+/// accelerate's `deepspeed_config.deepspeed_config_file` is read through the caller's lookup,
+/// with the accelerate file's name, right after it.
+#[test]
+fn accelerate_names_a_deepspeed_file() {
+    let acc = "distributed_type: DEEPSPEED\nnum_processes: 4\nmixed_precision: bf16\n\
+               deepspeed_config:\n  deepspeed_config_file: configs/zero3.json\n";
+    let ds = fixture("deepspeed/transformers_ds_config_zero3.json");
+    let fetch = |by: &str, path: &str| {
+        assert_eq!((by, path), ("acc.yaml", "configs/zero3.json"));
+        Some(Ok(Input {
+            name: "configs/zero3.json".into(),
+            text: ds.text.clone(),
+        }))
+    };
+    let r = resolve(&[text("acc.yaml", acc)], &fetch).unwrap();
+    // zero3.json: stage 3, both offloads, fp16.enabled true — which the stated fp16 of the
+    // DeepSpeed file sets over accelerate's implied mixed_precision bf16.
+    assert_eq!(
+        r.job["parallel"],
+        json!({"gpus": 4, "zero": 3, "offload": "optimizer+params"})
+    );
+    assert_eq!(r.job["precision"], json!("fp16-mixed"));
+    assert!(
+        has_note(
+            &r,
+            "deepspeed_config.deepspeed_config_file: read configs/zero3.json"
+        ),
+        "{:?}",
+        r.notes
+    );
+    // A lookup that fails is an error naming the file that refers to it.
+    let e = resolve(&[text("acc.yaml", acc)], &|_, _| {
+        Some(Err("permission denied".into()))
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("acc.yaml: deepspeed_config.deepspeed_config_file: permission denied"),
+        "{e}"
+    );
+}

@@ -69,6 +69,10 @@ pub struct Job {
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Value>,
+    /// How the job was assembled from training configs (`--from`, the API's `"from"`): one line
+    /// per file and remark, shown first among the Report's warnings. Not a job field.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// Declares a string-valued job enum with its contract spellings.

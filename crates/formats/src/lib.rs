@@ -9,6 +9,7 @@ pub mod hf_config;
 pub mod hf_names;
 pub mod model_source;
 pub mod presets;
+pub mod recipes;
 pub mod safetensors;
 
 pub use error::{FormatError, Result};

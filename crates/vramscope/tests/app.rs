@@ -323,3 +323,26 @@ fn results_read_back_from_their_json() {
         );
     }
 }
+
+/// A job's `"from"` entries (issue 20) are read by the application layer as by a `--job` file:
+/// the DeepSpeed config below says micro-batch 2, ZeRO stage 2 and bf16, so the resolved job is
+/// batch 2, `deepspeed`, zero 2, `bf16-mixed` (DeepSpeed keeps an fp32 master copy), and the
+/// Report is the CLI's for the same job file.
+#[test]
+fn a_jobs_from_entries_are_read_as_the_cli_reads_them() {
+    let ds = r#"{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true},
+                 "zero_optimization": {"stage": 2}}"#;
+    let job = json!({"model": "gpt2", "seq": 512, "gpu": "a100-80gb",
+                     "from": [{"name": "ds.json", "text": ds}]});
+    let out = call_json("estimate", &json!({ "job": job }).to_string()).unwrap();
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["job"]["batch"], 2);
+    assert_eq!(report["job"]["framework"], "deepspeed");
+    assert_eq!(report["job"]["precision"], "bf16-mixed");
+    assert_eq!(report["job"]["parallel"]["zero"], 2);
+    let f = job_file("from.json", &job);
+    assert_eq!(
+        out,
+        cli_json(&["estimate", "--json", "--job", f.to_str().unwrap()])
+    );
+}

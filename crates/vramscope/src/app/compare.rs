@@ -13,6 +13,7 @@ use vramscope_measure::{Analysis, MeasuredPerGpu};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompareInput {
+    #[serde(deserialize_with = "super::job::with_from")]
     pub job: Job,
     pub path: PathBuf,
 }

@@ -10,6 +10,7 @@ use vramscope_core::report::{Fit, Report};
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EstimateInput {
+    #[serde(deserialize_with = "super::job::with_from")]
     pub job: Job,
     /// Search the cheapest changes that make the job fit even when it already fits (`--advise`).
     #[serde(default)]
@@ -34,6 +35,7 @@ pub struct PictureInput {
 /// the picture's what-if chart needs the model, which a Report names but does not hold.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ReportJob {
+    #[serde(deserialize_with = "super::job::with_from")]
     pub job: Job,
     #[serde(default)]
     pub advice: Option<serde_json::Value>,

@@ -12,6 +12,7 @@ use vramscope_measure::calibrate::CalibratedFit;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FitInput {
+    #[serde(deserialize_with = "super::job::with_from")]
     pub job: Job,
 }
 
@@ -20,6 +21,7 @@ pub struct FitInput {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CalibratedFitInput {
+    #[serde(deserialize_with = "super::job::with_from")]
     pub job: Job,
     pub measured: PathBuf,
 }

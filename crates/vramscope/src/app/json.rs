@@ -73,6 +73,7 @@ struct Empty {}
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FitJson {
+    #[serde(deserialize_with = "super::job::with_from")]
     job: Job,
     #[serde(default)]
     measured: Option<PathBuf>,
@@ -116,6 +117,7 @@ pub fn compare_bytes_json(input_json: &str, bytes: &[u8], name: &str) -> Result<
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct JobOnly {
+        #[serde(deserialize_with = "super::job::with_from")]
         job: Job,
     }
     let j: JobOnly = input("compare", input_json)?;

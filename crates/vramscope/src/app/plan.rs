@@ -23,6 +23,7 @@ fn default_top() -> usize {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanInput {
+    #[serde(deserialize_with = "super::job::with_from")]
     pub job: Job,
     /// GPUs to lay the job over (`--gpus N`; else the job's `parallel.gpus`).
     #[serde(default)]

@@ -29,6 +29,12 @@ pub struct JobArgs {
     #[arg(long, value_name = "FILE")]
     pub job: Option<PathBuf>,
 
+    /// A training framework's own config: DeepSpeed JSON, accelerate YAML, TrainingArguments
+    /// JSON/YAML, axolotl, LLaMA-Factory, torchtune or TRL YAML (recognised by content).
+    /// Repeatable; later files, then --job, then flags override earlier ones.
+    #[arg(long = "from", value_name = "FILE")]
+    pub from: Vec<PathBuf>,
+
     /// `train` (one optimizer step) or `infer` (serving / generation). [default: train]
     #[arg(long, help_heading = "Job")]
     pub task: Option<String>,
@@ -270,7 +276,7 @@ pub fn read_job_file(path: &Path) -> Result<Job, JobError> {
 
 /// Parses a job from text; `ext` picks the format (`json`, `toml`), else JSON is tried first.
 pub fn parse_job_text(text: &str, ext: Option<&str>) -> Result<Job, String> {
-    let json = |t: &str| serde_json::from_str::<Job>(t).map_err(|e| format!("invalid job: {e}"));
+    let json = super::from::parse_json_job;
     let toml = |t: &str| {
         toml::from_str::<Job>(t).map_err(|e| format!("invalid job: {}", one_line(&e.to_string())))
     };
@@ -330,6 +336,7 @@ impl JobArgs {
             Some(path) => read_job_file(path)?,
             None => Job::default(),
         };
+        super::from::lay_under(&mut job, &self.from)?;
         self.apply(&mut job)?;
         Ok(job)
     }

@@ -6,6 +6,7 @@ mod catalog;
 mod compare;
 pub mod estimate;
 pub mod fit;
+pub mod from;
 mod inspect;
 pub mod jobargs;
 mod logview;

@@ -1,0 +1,219 @@
+//! axolotl recipe YAML (`axolotl/utils/schemas/config.py`, the `AxolotlInputConfig` fields):
+//! base model, adapter and LoRA settings, 8/4-bit loading, sequence length and packing, micro
+//! batch, optimizer, checkpointing, attention kernel, DeepSpeed/FSDP, and the RL trainers.
+
+use super::doc::{bool_of, count_of, names_of, number_of, str_of, Doc, Reading};
+use serde_json::{json, Map, Value};
+
+/// The module names `lora_target_linear: true` reaches on a Llama-style decoder (every linear
+/// layer of attention and MLP; axolotl's `find_all_linear_names` skips `lm_head`).
+pub(crate) const ALL_LINEAR: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+
+const QUIET: &[&str] = &[
+    "model_type",
+    "tokenizer_type",
+    "strict",
+    "datasets",
+    "test_datasets",
+    "dataset_prepared_path",
+    "val_set_size",
+    "output_dir",
+    "lora_dropout",
+    "lora_fan_in_fan_out",
+    "lora_model_dir",
+    "wandb_project",
+    "wandb_entity",
+    "wandb_watch",
+    "wandb_name",
+    "wandb_log_model",
+    "num_epochs",
+    "lr_scheduler",
+    "learning_rate",
+    "train_on_inputs",
+    "group_by_length",
+    "tf32",
+    "early_stopping_patience",
+    "resume_from_checkpoint",
+    "local_rank",
+    "logging_steps",
+    "warmup_steps",
+    "warmup_ratio",
+    "evals_per_epoch",
+    "eval_table_size",
+    "saves_per_epoch",
+    "debug",
+    "weight_decay",
+    "special_tokens",
+    "pad_to_sequence_len",
+    "eval_sample_packing",
+    "gradient_checkpointing_kwargs",
+    "chat_template",
+    "hub_model_id",
+    "save_first_step",
+    "max_grad_norm",
+];
+
+/// Whether a document is an axolotl recipe (its own key names).
+pub(crate) fn detect(m: &Map<String, Value>) -> bool {
+    [
+        "base_model",
+        "micro_batch_size",
+        "sequence_len",
+        "lora_target_linear",
+        "sample_packing",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k))
+}
+
+/// Reads an axolotl recipe into `r`.
+pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    doc.skip(QUIET);
+    if let Some(m) = str_of(doc, "base_model")? {
+        r.set("model", json!(m), "base_model");
+    }
+    if let Some(s) = count_of(doc, "sequence_len")? {
+        r.set("seq", json!(s), "sequence_len");
+    }
+    if let Some(b) = count_of(doc, "micro_batch_size")? {
+        r.set("batch", json!(b), "micro_batch_size");
+    }
+    if let Some(a) = count_of(doc, "gradient_accumulation_steps")? {
+        r.set("grad_accum", json!(a), "gradient_accumulation_steps");
+    }
+    if bool_of(doc, "sample_packing")? == Some(true) {
+        r.not_modelled("sample_packing", "packing");
+    }
+    super::training_args::precision_flags(doc, r)?;
+    if let Some(o) = str_of(doc, "optimizer")? {
+        super::training_args::set_optimizer(r, &format!("optimizer {o}"), o);
+    }
+    checkpointing(doc, r)?;
+    attention(doc, r)?;
+    weights_and_peft(doc, r)?;
+    if bool_of(doc, "torch_compile")? == Some(true) {
+        r.technique("torch_compile", "compile", json!(true));
+    }
+    if bool_of(doc, "liger_fused_linear_cross_entropy")? == Some(true)
+        || bool_of(doc, "cut_cross_entropy")? == Some(true)
+    {
+        r.set(
+            "loss",
+            json!("chunked"),
+            "liger_fused_linear_cross_entropy / cut_cross_entropy",
+        );
+    }
+    if let Some(rl) = str_of(doc, "rl")? {
+        r.not_modelled(&format!("rl {rl}"), &format!("task rl, rl.algorithm {rl}"));
+    }
+    super::training_args::deepspeed_ref(doc, r)?;
+    super::training_args::fsdp(doc, r)?;
+    Ok(())
+}
+
+/// `gradient_checkpointing`: true, or `offload` (checkpoints moved to the host).
+fn checkpointing(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    match doc.get("gradient_checkpointing") {
+        None => {}
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("offload") => {
+            r.set(
+                "checkpointing",
+                json!("full"),
+                "gradient_checkpointing offload",
+            );
+            r.technique(
+                "gradient_checkpointing offload",
+                "activation_offload",
+                json!("cpu"),
+            );
+        }
+        Some(_) => {
+            let on = bool_of(doc, "gradient_checkpointing")? == Some(true);
+            r.set(
+                "checkpointing",
+                json!(if on { "full" } else { "none" }),
+                "gradient_checkpointing",
+            );
+        }
+    }
+    Ok(())
+}
+
+fn attention(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    if bool_of(doc, "flash_attention")? == Some(true) {
+        r.set("attention", json!("flash"), "flash_attention");
+    } else if bool_of(doc, "sdp_attention")? == Some(true) {
+        r.set("attention", json!("sdpa"), "sdp_attention");
+    } else if bool_of(doc, "eager_attention")? == Some(true) {
+        r.set("attention", json!("eager"), "eager_attention");
+    }
+    if bool_of(doc, "xformers_attention")? == Some(true) {
+        r.not_modelled(
+            "xformers_attention",
+            "attention: xformers' memory-efficient kernel keeps no s×s tensor, like flash",
+        );
+    }
+    Ok(())
+}
+
+/// `load_in_8bit` / `load_in_4bit` and `adapter` with its LoRA settings. axolotl's 4-bit load
+/// uses nf4 with double quantization (`bnb_4bit_use_double_quant=True`,
+/// `axolotl/loaders/model.py`): the contract's `nf4-dq`, which `qlora` implies.
+fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    let four = bool_of(doc, "load_in_4bit")? == Some(true);
+    let eight = bool_of(doc, "load_in_8bit")? == Some(true);
+    if eight && !four {
+        r.set("weights", json!("int8"), "load_in_8bit");
+    }
+    let Some(adapter) = str_of(doc, "adapter")? else {
+        if four {
+            r.set("weights", json!("nf4-dq"), "load_in_4bit");
+        }
+        return Ok(());
+    };
+    let method = match adapter.to_ascii_lowercase().as_str() {
+        "qlora" => "qlora",
+        "lora" if four => "qlora",
+        "lora" => "lora",
+        other => {
+            r.not_modelled(&format!("adapter {other}"), "peft");
+            return Ok(());
+        }
+    };
+    let mut p = Map::new();
+    p.insert("method".into(), json!(method));
+    if let Some(rank) = count_of(doc, "lora_r")? {
+        p.insert("rank".into(), json!(rank));
+    }
+    if let Some(a) = number_of(doc, "lora_alpha")? {
+        p.insert("alpha".into(), json!(a));
+    }
+    let mut targets = names_of(doc, "lora_target_modules")?.unwrap_or_default();
+    if bool_of(doc, "lora_target_linear")? == Some(true) {
+        for t in ALL_LINEAR {
+            if !targets.iter().any(|x| x == t) {
+                targets.push(t.to_string());
+            }
+        }
+        r.note("lora_target_linear: every linear layer, read as the Llama-style names q/k/v/o/gate/up/down_proj");
+    }
+    if !targets.is_empty() {
+        p.insert("targets".into(), json!(targets));
+    }
+    r.set("peft", Value::Object(p), format!("adapter {adapter}"));
+    if let Some(m) = names_of(doc, "lora_modules_to_save")? {
+        r.not_modelled(
+            &format!("lora_modules_to_save {}", m.join(",")),
+            "peft: fully trained modules beside the adapters",
+        );
+    }
+    Ok(())
+}

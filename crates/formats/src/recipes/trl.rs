@@ -1,0 +1,195 @@
+//! TRL trainer configs as YAML (`trl sft|dpo|grpo --config x.yaml`, open-r1's recipes): the
+//! TrainingArguments they extend and TRL's `ModelConfig` (both read by `training_args`), plus
+//! what each trainer adds (`trl/trainer/{sft,dpo,grpo}_config.py`): sequence lengths, packing,
+//! the DPO reference model, GRPO's generations and its vLLM generator. These map to the
+//! contract's `rl` field when this build's job accepts it, else they are listed as not
+//! modelled yet.
+
+use super::doc::{bool_of, count_of, number_of, str_of, Doc, Reading};
+use serde_json::{json, Map, Value};
+
+/// Keys only TRL's trainer configs write.
+const GRPO_KEYS: &[&str] = &[
+    "num_generations",
+    "use_vllm",
+    "vllm_mode",
+    "max_completion_length",
+    "reward_funcs",
+];
+const DPO_KEYS: &[&str] = &[
+    "beta",
+    "loss_type",
+    "precompute_ref_log_probs",
+    "ref_model_init_kwargs",
+    "rpo_alpha",
+];
+const SFT_KEYS: &[&str] = &[
+    "packing",
+    "dataset_text_field",
+    "max_seq_length",
+    "completion_only_loss",
+    "assistant_only_loss",
+];
+
+const QUIET: &[&str] = &[
+    "system_prompt",
+    "log_completions",
+    "reward_funcs",
+    "reward_weights",
+    "temperature",
+    "top_p",
+    "top_k",
+    "dataset_text_field",
+    "dataset_num_proc",
+    "num_iterations",
+    "epsilon",
+    "scale_rewards",
+    "loss_type",
+    "mask_truncated_completions",
+    "chat_template",
+];
+
+/// Which TRL trainer a document configures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trainer {
+    Grpo,
+    Dpo,
+    Sft,
+}
+
+/// Whether a document is a TRL trainer config, and which.
+pub(crate) fn detect(m: &Map<String, Value>) -> Option<Trainer> {
+    let any = |keys: &[&str]| keys.iter().any(|k| m.contains_key(*k));
+    if any(GRPO_KEYS) {
+        Some(Trainer::Grpo)
+    } else if any(DPO_KEYS) {
+        Some(Trainer::Dpo)
+    } else if any(SFT_KEYS) {
+        Some(Trainer::Sft)
+    } else {
+        None
+    }
+}
+
+/// Reads a TRL config into `r`.
+pub(crate) fn read(doc: &Doc, r: &mut Reading, t: Trainer) -> Result<(), String> {
+    doc.skip(QUIET);
+    super::training_args::read_trainer(doc, r)?;
+    super::training_args::read_model_args(doc, r)?;
+    if bool_of(doc, "packing")? == Some(true) {
+        r.not_modelled("packing", "packing");
+    }
+    if bool_of(doc, "padding_free")? == Some(true) {
+        r.not_modelled("padding_free", "packing");
+    }
+    match t {
+        Trainer::Sft => {
+            let len = count_of(doc, "max_length")?.map(|n| (n, "max_length"));
+            let len = len.or(count_of(doc, "max_seq_length")?.map(|n| (n, "max_seq_length")));
+            if let Some((n, key)) = len {
+                r.set("seq", json!(n), key);
+            }
+            Ok(())
+        }
+        Trainer::Dpo => dpo(doc, r),
+        Trainer::Grpo => grpo(doc, r),
+    }
+}
+
+/// DPO: chosen and rejected sequences of `max_length`, and a frozen reference model unless
+/// `precompute_ref_log_probs` (or a reference-free loss).
+fn dpo(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    if let Some(n) = count_of(doc, "max_length")? {
+        r.set("seq", json!(n), "max_length");
+    }
+    doc.skip(&[
+        "beta",
+        "max_prompt_length",
+        "rpo_alpha",
+        "ref_model_init_kwargs",
+    ]);
+    let precomputed = bool_of(doc, "precompute_ref_log_probs")? == Some(true);
+    let rl = json!({"algorithm": "dpo", "reference_model": !precomputed});
+    if super::doc::accepts("rl", &rl) {
+        r.set("task", json!("rl"), "DPO trainer");
+        r.set("rl", rl, "DPO trainer");
+    } else {
+        r.not_modelled(
+            "DPO (beta, precompute_ref_log_probs)",
+            &format!(
+                "task rl, rl.algorithm dpo, rl.reference_model {}",
+                !precomputed
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// GRPO: prompt and completion lengths, generations per prompt, the reference model (when
+/// `beta` ≠ 0), and the vLLM generator (`use_vllm`, `vllm_mode` colocate/server,
+/// `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode`).
+fn grpo(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    let prompt = count_of(doc, "max_prompt_length")?;
+    let completion = count_of(doc, "max_completion_length")?;
+    let gens = count_of(doc, "num_generations")?;
+    let beta = number_of(doc, "beta")?;
+    let use_vllm = bool_of(doc, "use_vllm")?.unwrap_or(false);
+    // TRL's default vllm_mode is "server" (`grpo_config.py`).
+    let mode = str_of(doc, "vllm_mode")?
+        .unwrap_or("server")
+        .to_ascii_lowercase();
+    let util = number_of(doc, "vllm_gpu_memory_utilization")?;
+    let sleep = bool_of(doc, "vllm_enable_sleep_mode")?;
+    doc.skip(&[
+        "vllm_device",
+        "vllm_tensor_parallel_size",
+        "vllm_server_host",
+        "vllm_server_port",
+    ]);
+    let mut rl = Map::new();
+    rl.insert("algorithm".into(), json!("grpo"));
+    if let Some(b) = beta {
+        rl.insert("reference_model".into(), json!(b != 0.0));
+    }
+    if use_vllm {
+        let mut g = Map::new();
+        g.insert("engine".into(), json!("vllm"));
+        g.insert("colocate".into(), json!(mode == "colocate"));
+        if let Some(u) = util {
+            g.insert("gpu_memory_utilization".into(), json!(u));
+        }
+        if let Some(s) = sleep {
+            g.insert("sleep".into(), json!(s));
+        }
+        rl.insert("generator".into(), Value::Object(g));
+    }
+    for (k, v) in [
+        ("num_generations", gens),
+        ("prompt_len", prompt),
+        ("completion_len", completion),
+    ] {
+        if let Some(v) = v {
+            rl.insert(k.into(), json!(v));
+        }
+    }
+    let rl = Value::Object(rl);
+    if super::doc::accepts("rl", &rl) {
+        r.set("task", json!("rl"), "GRPO trainer");
+        r.set("rl", rl, "GRPO trainer");
+        return Ok(());
+    }
+    r.not_modelled("GRPO", &format!("task rl, rl {rl}"));
+    // Until `rl` is modelled, the training phase: the policy on prompt + completion tokens.
+    if let (Some(p), Some(c)) = (prompt, completion) {
+        r.set(
+            "seq",
+            json!(p + c),
+            "max_prompt_length + max_completion_length",
+        );
+        r.note(format!(
+            "seq {} = max_prompt_length {p} + max_completion_length {c}: the policy's training step only",
+            p + c
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `--from FILE` through the binary, and `"from"` in a JSON job (`--job` and `POST
+//! /api/estimate` on a server this test starts on loopback): real configs from
+//! `crates/formats/tests/fixtures/recipes/` (sources in its README). Expected values are read off
+//! those files by a person; precedence is later `--from`, then `--job`, then flags.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+
+fn fixture(rel: &str) -> String {
+    format!(
+        "{}/../formats/tests/fixtures/recipes/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn vramscope() -> Command {
+    let mut c = Command::cargo_bin("vramscope").unwrap();
+    c.env_remove("RUST_BACKTRACE").env("HF_HUB_OFFLINE", "1");
+    c
+}
+
+fn report(args: &[&str]) -> Value {
+    let out = vramscope().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Exit 2 with one line on stderr; returns it.
+fn refused(args: &[&str]) -> String {
+    let out = vramscope().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    err
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramscope-from-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// transformers' ZeRO-2 config (all "auto") under LLaMA-Factory's LoRA recipe: the recipe's
+/// values fill the autos.
+#[test]
+fn deepspeed_and_a_recipe_resolve_together() {
+    let ds = fixture("deepspeed/transformers_ds_config_zero2.json");
+    let lf = fixture("llama_factory/llama3_lora_sft.yaml");
+    let r = report(&[
+        "estimate",
+        "llama-3.1-8b",
+        "--from",
+        &ds,
+        "--from",
+        &lf,
+        "--json",
+    ]);
+    let j = &r["job"];
+    assert_eq!(j["framework"], "deepspeed"); // a DeepSpeed config
+    assert_eq!(j["parallel"]["zero"], 2); // zero_optimization.stage 2
+    assert_eq!(j["parallel"]["offload"], "optimizer"); // offload_optimizer.device cpu
+    assert_eq!(j["optimizer"], "adamw-fused"); // optimizer.type AdamW (DeepSpeed's FusedAdam)
+    assert_eq!(j["batch"], 1); // per_device_train_batch_size 1 → micro-batch "auto"
+    assert_eq!(j["grad_accum"], 8); // gradient_accumulation_steps 8 → "auto"
+    assert_eq!(j["precision"], "bf16-mixed"); // bf16: true → bf16.enabled "auto"
+    assert_eq!(j["seq"], 2048); // cutoff_len
+    assert_eq!(j["checkpointing"], "full"); // LLaMA-Factory checkpoints by default
+                                            // finetuning_type lora, lora_rank 8, lora_target all; alpha: the contract's 2 × rank
+    assert_eq!(j["peft"]["method"], "lora");
+    assert_eq!(j["peft"]["rank"], 8);
+    assert_eq!(j["peft"]["alpha"], 16.0);
+    assert_eq!(j["peft"]["targets"].as_array().unwrap().len(), 7);
+    let w: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        w.iter()
+            .any(|l| l.contains("transformers_ds_config_zero2.json (DeepSpeed config): ")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|l| l.contains("llama3_lora_sft.yaml (LLaMA-Factory recipe): ")),
+        "{w:?}"
+    );
+}
+
+/// Later --from over earlier, --job over --from, flags over --job.
+#[test]
+fn precedence_later_from_then_job_then_flags() {
+    let z2 = fixture("deepspeed/transformers_ds_config_zero2.json");
+    let z3 = fixture("deepspeed/transformers_ds_config_zero3.json");
+    let base = ["estimate", "llama-3.1-8b", "--json"];
+    let args = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        report(&a.iter().map(String::as_str).collect::<Vec<_>>())["job"].clone()
+    };
+    // zero2 then zero3: stage 3 and both offloads (zero3's); the other order: stage 2.
+    let j = run(&["--from", &z2, "--from", &z3]);
+    assert_eq!(j["parallel"]["zero"], 3);
+    assert_eq!(j["parallel"]["offload"], "optimizer+params");
+    assert_eq!(j["precision"], "fp16-mixed"); // zero3's fp16.enabled true
+    let j = run(&["--from", &z3, "--from", &z2]);
+    assert_eq!(j["parallel"]["zero"], 2);
+    // --job over the files: stage 1, batch 4.
+    let job = temp_file("job.json", r#"{"batch": 4, "parallel": {"zero": 1}}"#);
+    let jf = job.to_str().unwrap();
+    let j = run(&["--from", &z3, "--job", jf]);
+    assert_eq!(j["parallel"]["zero"], 1);
+    assert_eq!(j["parallel"]["offload"], "optimizer+params"); // kept from the file
+    assert_eq!(j["batch"], 4);
+    // Flags over --job.
+    let j = run(&["--from", &z3, "--job", jf, "--zero", "2", "--batch", "8"]);
+    assert_eq!(j["parallel"]["zero"], 2);
+    assert_eq!(j["batch"], 8);
+}
+
+#[test]
+fn contradicting_files_exit_2_naming_both() {
+    let z3 = fixture("deepspeed/transformers_ds_config_zero3.json");
+    let lf = fixture("llama_factory/llama3_lora_sft.yaml");
+    let e = refused(&[
+        "estimate",
+        "llama-3.1-8b",
+        "--from",
+        &z3,
+        "--from",
+        &lf,
+        "--json",
+    ]);
+    assert!(e.contains("transformers_ds_config_zero3.json and "), "{e}");
+    assert!(e.contains("llama3_lora_sft.yaml"), "{e}");
+    assert!(e.contains("precision"), "{e}");
+}
+
+#[test]
+fn bad_files_exit_2_naming_the_file() {
+    let cases = [
+        ("bad.json", "{\"zero_optimization\": {\"stage\": "),
+        ("list.yaml", "- a\n- b\n"),
+        ("what.yaml", "colour: blue\n"),
+        ("neg.yaml", "base_model: x\nmicro_batch_size: -2\n"),
+    ];
+    for (name, body) in cases {
+        let p = temp_file(name, body);
+        let e = refused(&["estimate", "gpt2", "--from", p.to_str().unwrap()]);
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    let e = refused(&["estimate", "gpt2", "--from", "/no/such/ds.json"]);
+    assert!(e.contains("/no/such/ds.json"), "{e}");
+    let bin = temp_file("bin.yaml", "");
+    std::fs::write(&bin, [0xffu8, 0xfe, 0x00]).unwrap();
+    let e = refused(&["estimate", "gpt2", "--from", bin.to_str().unwrap()]);
+    assert!(e.contains("not UTF-8"), "{e}");
+}
+
+/// A DeepSpeed path inside a recipe is read beside the recipe.
+#[test]
+fn a_referenced_deepspeed_config_is_read_beside_the_recipe() {
+    let dir = std::env::temp_dir().join(format!("vramscope-from-ref-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("examples/deepspeed")).unwrap();
+    std::fs::copy(
+        fixture("deepspeed/ds_z3_config.json"),
+        dir.join("examples/deepspeed/ds_z3_config.json"),
+    )
+    .unwrap();
+    let recipe = dir.join("llama3_full_sft.yaml");
+    std::fs::copy(fixture("llama_factory/llama3_full_sft.yaml"), &recipe).unwrap();
+    let r = report(&[
+        "estimate",
+        "llama-3.1-8b",
+        "--from",
+        recipe.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r["job"]["parallel"]["zero"], 3); // ds_z3_config.json's stage
+    assert_eq!(r["job"]["grad_accum"], 2); // the recipe's gradient_accumulation_steps
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn from_job(model: &str) -> Value {
+    let text = |rel: &str| std::fs::read_to_string(fixture(rel)).unwrap();
+    json!({
+        "model": model,
+        "gpu": "h100-80gb",
+        "from": [
+            {"name": "ds_z3_config.json", "text": text("deepspeed/ds_z3_config.json")},
+            {"name": "llama3_full_sft.yaml", "text": text("llama_factory/llama3_full_sft.yaml")},
+        ],
+    })
+}
+
+/// `"from"` in a job file reads as `--from` does, and the server answers the same bytes.
+#[test]
+fn from_in_a_json_job_and_the_api() {
+    let body = from_job("llama-3.1-8b").to_string();
+    let file = temp_file("from_job.json", &body);
+    let cli = vramscope()
+        .args(["estimate", "--job", file.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let r: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(r["job"]["parallel"]["zero"], 3); // ds_z3_config.json stage 3
+    assert_eq!(r["job"]["precision"], "bf16-mixed"); // the recipe's bf16: true
+    assert_eq!(r["job"]["model"], "llama-3.1-8b"); // the job's own model over the recipe's
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["serve", "--port", "0"])
+        .env_remove("RUST_BACKTRACE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let post = |body: &str| -> (String, String) {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /api/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_string(), body.to_string())
+    };
+    let (status, answer) = post(&body);
+    assert!(status.contains(" 200 "), "{status}: {answer}");
+    assert_eq!(answer, String::from_utf8(cli.stdout).unwrap());
+    // A bad entry: a 400 naming it.
+    let bad = json!({"model": "gpt2", "from": [{"name": "x.yaml", "text": "- 1"}]}).to_string();
+    let (status, answer) = post(&bad);
+    assert!(status.contains(" 400 "), "{status}");
+    assert!(answer.contains("x.yaml"), "{answer}");
+    let _ = child.kill();
+    let _ = child.wait();
+}

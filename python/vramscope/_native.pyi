@@ -1,0 +1,15 @@
+"""Type stubs of the native module (crates/python, PyO3)."""
+
+__version__: str
+
+class VramscopeError(Exception):
+    """A command refused its input; ``args == (message, exit_code)``."""
+
+def call_json(command: str, input_json: str) -> str:
+    """Runs one command of the application layer on a JSON input; returns its JSON answer."""
+
+def analyze_bytes(data: bytes, name_hint: str = "<bytes>") -> str:
+    """``analyze`` of a record held in memory; returns the JSON answer."""
+
+def cli_main(argv: list[str]) -> int:
+    """Runs the command line in process (``argv[0]`` is the program name); its exit code."""

@@ -1,27 +1,6 @@
-//! `vramscope`: where did my GPU memory go? A thin shell over `vramscope-core` (estimation) and
-//! `vramscope-formats` (model files): parse arguments, call the library, print.
+//! The `vramscope` binary: `vramscope::cli_main` with this process's arguments, its answer as
+//! the exit code.
 
-mod cli;
-mod commands;
-mod models;
-mod output;
-mod render;
-mod serve;
-mod units;
-
-use clap::Parser;
-use std::process::ExitCode;
-
-fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
-    output::init_color(cli.color);
-    match commands::run(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            // One line naming what was wrong; exit 2 for bad input (the contract).
-            let msg = e.to_string().replace('\n', " ");
-            let _ = output::eprint_error(&msg);
-            ExitCode::from(2)
-        }
-    }
+fn main() {
+    std::process::exit(vramscope::cli_main(std::env::args_os()));
 }

@@ -2,22 +2,27 @@
 //! path, preset, Hugging Face cache, vramscope's cache, the Hub), with the process's fetch
 //! flags (`--refresh`, `--verbose`).
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use vramscope_formats::hf_config::ReadOptions;
 use vramscope_formats::FormatError;
 use vramscope_hub::{Options, Resolved};
 
-static FLAGS: OnceLock<(bool, bool)> = OnceLock::new();
+static REFRESH: AtomicBool = AtomicBool::new(false);
+static VERBOSE: AtomicBool = AtomicBool::new(false);
 
-/// Records `--refresh` and `--verbose` for this process.
+/// Records `--refresh` and `--verbose` for this process (each `cli_main` call sets its own).
 pub fn set_fetch_flags(refresh: bool, verbose: bool) {
-    let _ = FLAGS.set((refresh, verbose));
+    REFRESH.store(refresh, Ordering::Relaxed);
+    VERBOSE.store(verbose, Ordering::Relaxed);
 }
 
 /// The options a command resolves with. (A server bound beyond loopback refuses Hub ids before
 /// they get here unless it was started with `--allow-hub`.)
 pub fn options(assume_llama: bool) -> Options {
-    let (refresh, verbose) = FLAGS.get().copied().unwrap_or((false, false));
+    let (refresh, verbose) = (
+        REFRESH.load(Ordering::Relaxed),
+        VERBOSE.load(Ordering::Relaxed),
+    );
     Options {
         read: ReadOptions { assume_llama },
         refresh,

@@ -4,12 +4,9 @@
 use crate::cli::ColorChoice;
 use anstyle::{AnsiColor, Style};
 use std::io::Write;
-use std::sync::OnceLock;
 
-static COLOR: OnceLock<ColorChoice> = OnceLock::new();
-
+/// Sets this process's colour choice (each `cli_main` call sets its own).
 pub fn init_color(choice: ColorChoice) {
-    let _ = COLOR.set(choice);
     let mode = match choice {
         ColorChoice::Auto => anstream::ColorChoice::Auto,
         ColorChoice::Always => anstream::ColorChoice::Always,
@@ -47,13 +44,16 @@ pub fn paint(style: Style, text: &str) -> String {
     }
 }
 
-/// Writes all of `text` to stdout. A closed pipe ends the program quietly with success.
+/// Writes all of `text` to stdout. A closed pipe comes back as a `BrokenPipe` error, which
+/// `cli_main` turns into a quiet exit 0 (`vramscope models | head`).
 pub fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        r => r,
-    }
+    out.write_all(text.as_bytes()).and_then(|_| out.flush())
+}
+
+/// Whether a write failed only because the reader of stdout went away.
+pub fn pipe_closed(r: &std::io::Result<()>) -> bool {
+    matches!(r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Prints a value as pretty JSON followed by a newline.

@@ -5,7 +5,6 @@ use super::CmdResult;
 use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
 use crate::units::{bytes, percent, thousands};
 use std::path::Path;
-use std::process::ExitCode;
 use vramscope_measure::analysis::CATS;
 use vramscope_measure::logs::Measured;
 use vramscope_measure::Analysis;
@@ -40,14 +39,10 @@ fn load_any(path: &Path) -> Result<Measured, Box<dyn std::error::Error>> {
 pub fn run(path: &Path, json: bool) -> CmdResult {
     let a = match load_any(path)? {
         Measured::Record(a) => *a,
-        Measured::Log(l) if json => {
-            return print_json(&l)
-                .map(|_| ExitCode::SUCCESS)
-                .map_err(Into::into)
-        }
+        Measured::Log(l) if json => return print_json(&l).map(|_| 0).map_err(Into::into),
         Measured::Log(l) => {
             print(&super::logview::render(&l, &path.display().to_string()))?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(0);
         }
     };
     if json {
@@ -55,7 +50,7 @@ pub fn run(path: &Path, json: bool) -> CmdResult {
     } else {
         print(&render(&a, path))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 fn render(a: &Analysis, path: &Path) -> String {

@@ -5,7 +5,6 @@ use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, short_count};
 use comfy_table::{presets, CellAlignment, Table};
 use serde::Serialize;
-use std::process::ExitCode;
 use vramscope_formats::presets as catalog;
 
 #[derive(Serialize)]
@@ -42,7 +41,7 @@ pub fn models(json: bool) -> CmdResult {
     }
     if json {
         print_json(&rows)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
@@ -74,14 +73,14 @@ pub fn models(json: bool) -> CmdResult {
             "Use an id or the repo name as MODEL; `vramscope inspect ID` for details."
         )
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 pub fn gpus(json: bool) -> CmdResult {
     let cat = vramscope_core::gpu::catalog();
     if json {
         print_json(&cat)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
@@ -110,5 +109,5 @@ pub fn gpus(json: bool) -> CmdResult {
              sources: `vramscope gpus --json`."
         )
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }

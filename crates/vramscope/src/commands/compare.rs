@@ -6,7 +6,6 @@ use crate::output::{paint, print, print_json, warning_line, BOLD, HEADER};
 use crate::units::bytes;
 use serde::Serialize;
 use std::path::Path;
-use std::process::ExitCode;
 use vramscope_core::report::Category;
 
 #[derive(Serialize)]
@@ -90,7 +89,7 @@ pub fn run(job_path: &Path, file: &Path, json: bool) -> CmdResult {
     } else {
         print(&render(&cmp, file))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 fn signed(v: i64) -> String {

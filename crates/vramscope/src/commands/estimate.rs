@@ -4,7 +4,6 @@ use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
 use crate::output::{color_enabled, print, print_json};
 use std::path::Path;
-use std::process::ExitCode;
 use vramscope_core::estimate::ModelInput;
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
@@ -170,9 +169,9 @@ pub fn run(args: &JobArgs, out: Outputs) -> CmdResult {
         print(&text)?;
     }
     if require_fit && !fit.as_ref().is_some_and(|f| f.fits) {
-        return Ok(ExitCode::from(1));
+        return Ok(1);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// `model: Qwen/Qwen3-8B@<commit> via the Hub` for a model that came from the Hub or the Hugging

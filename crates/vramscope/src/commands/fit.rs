@@ -5,7 +5,6 @@ use super::jobargs::JobArgs;
 use super::CmdResult;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
-use std::process::ExitCode;
 use vramscope_core::job::Task;
 
 /// `fit --json`'s answer: the contract's fit, and when even 1 does not fit, the advice.
@@ -66,7 +65,7 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     let FitWithAdvice { answer, advice } = fit_with_advice(&model, &resolved)?;
     if json {
         print_json(&FitWithAdvice { answer, advice })?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
     let mut out = format!(
@@ -117,7 +116,7 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
         out.push_str(&crate::render::whatif::render_advice(&report));
     }
     print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// `fit --measured FILE`: the search on the estimator corrected by a measured run of the job.
@@ -129,7 +128,7 @@ pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> Cmd
         vramscope_measure::calibrate::fit_calibrated(&model, &resolved, &measured.per_gpu)?;
     if json {
         print_json(&answer)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let show = |v: Option<u64>| v.map_or_else(|| "none (even 1 does not fit)".into(), thousands);
     let mut out = format!(
@@ -223,5 +222,5 @@ pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> Cmd
         &format!("  ({} estimates searched)\n", answer.evaluations),
     ));
     print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }

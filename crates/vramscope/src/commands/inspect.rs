@@ -6,7 +6,6 @@ use crate::units::{bytes, percent, short_count, thousands};
 use comfy_table::{presets, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::process::ExitCode;
 use vramscope_core::inventory::Tally;
 use vramscope_core::model::{AttentionKind, Head, Mlp, Positions};
 use vramscope_core::{Component, Inventory, ModelSummary, Tensor};
@@ -65,7 +64,7 @@ pub fn run(
     } else {
         print(&human(&loaded, &report, all_layers, list_tensors))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// The contract's model object for whatever was loaded.

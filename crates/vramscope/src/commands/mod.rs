@@ -15,10 +15,9 @@ mod validate;
 mod watch;
 
 use crate::cli::{Cli, Command};
-use std::process::ExitCode;
 
 /// Any error a command can end with; its `Display` is the one-line cause.
-pub type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+pub type CmdResult = Result<i32, Box<dyn std::error::Error>>;
 
 pub fn run(cli: Cli) -> CmdResult {
     crate::models::set_fetch_flags(cli.refresh, cli.verbose);
@@ -87,7 +86,7 @@ pub fn run(cli: Cli) -> CmdResult {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut cmd, "vramscope", &mut buf);
             crate::output::print(&String::from_utf8_lossy(&buf))?;
-            Ok(ExitCode::SUCCESS)
+            Ok(0)
         }
     }
 }

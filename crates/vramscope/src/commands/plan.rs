@@ -5,7 +5,6 @@ use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
-use std::process::ExitCode;
 use std::time::Instant;
 
 pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdResult {
@@ -22,7 +21,7 @@ pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdR
     let elapsed = started.elapsed();
     if json {
         print_json(&result)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let mut out = format!(
         "{} on {} × {} ({} each): {} layouts screened in {:.0} ms, {} fit\n",
@@ -49,7 +48,7 @@ pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdR
          confirmed by the full step simulation\n",
     ));
     print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// Ranked layouts as a table: layout, screened and confirmed device totals, host RAM offload

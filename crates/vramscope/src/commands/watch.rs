@@ -100,7 +100,6 @@ mod imp {
     use crate::units::bytes;
     use nvml_wrapper::enums::device::UsedGpuMemory;
     use nvml_wrapper::Nvml;
-    use std::process::ExitCode;
     use std::time::{Duration, Instant};
 
     #[derive(serde::Serialize)]
@@ -187,6 +186,7 @@ mod imp {
         let mut peak = Peak::default();
         let mut samples = 0u64;
         let mut exit_code = None;
+        let mut closed = false;
         rt.block_on(async {
             loop {
                 let pids = root.map(family);
@@ -201,11 +201,16 @@ mod imp {
                         .map(|(i, b)| format!("GPU{i} {}", bytes(*b)))
                         .collect::<Vec<_>>()
                         .join("  ");
-                    let _ = print(&format!(
+                    let line = format!(
                         "{:>9.1} s  {:>11}  ({gpus})\n",
                         at as f64 / 1000.0,
                         bytes(used)
-                    ));
+                    );
+                    if crate::output::pipe_closed(&print(&line)) {
+                        // `watch | head`: the reader is gone, so the watch ends quietly.
+                        closed = true;
+                        break;
+                    }
                 }
                 if let Some(c) = child.as_mut() {
                     if let Ok(Some(status)) = c.try_wait() {
@@ -228,6 +233,9 @@ mod imp {
                 }
             }
         });
+        if closed {
+            return Ok(0);
+        }
         let summary = Summary {
             pid: root,
             command: (!command.is_empty()).then(|| command.to_vec()),
@@ -252,8 +260,8 @@ mod imp {
             ))?;
         }
         Ok(match exit_code {
-            Some(c) => ExitCode::from(u8::try_from(c.clamp(0, 255)).unwrap_or(1)),
-            None => ExitCode::SUCCESS,
+            Some(c) => c.clamp(0, 255),
+            None => 0,
         })
     }
 }

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, Callable
 
 import vramscope
 
@@ -49,7 +49,7 @@ def bench_estimate() -> None:
 
 
 def median_step_seconds(run: Callable[[], None], repeats: int) -> float:
-    times: List[float] = []
+    times: list[float] = []
     for _ in range(repeats):
         start = time.perf_counter()
         run()

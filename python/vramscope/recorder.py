@@ -90,8 +90,10 @@ class Recorder:
         *,
         device: Any | None = None,
         max_entries: int = DEFAULT_MAX_ENTRIES,
+        stacks: str = "all",
     ) -> None:
         self.path = os.fspath(path)
+        self.stacks = stacks
         self.job = job
         self.max_entries = int(max_entries)
         self._device = device
@@ -112,7 +114,9 @@ class Recorder:
             if dev is not None and dev.index is not None:
                 torch.cuda.set_device(dev)
             torch.cuda.synchronize()
-            torch.cuda.memory._record_memory_history(max_entries=self.max_entries, stacks="python")
+            torch.cuda.memory._record_memory_history(
+                max_entries=self.max_entries, stacks=self.stacks
+            )
         else:
             from torch.profiler import ProfilerActivity, profile
 
@@ -233,10 +237,16 @@ def record(
     *,
     device: Any | None = None,
     max_entries: int = DEFAULT_MAX_ENTRIES,
+    stacks: str = "all",
 ) -> Recorder:
     """Records the code inside ``with`` into ``path`` (a snapshot pickle ``vramscope analyze``
     reads); ``rec.phase(name)`` marks phases; after the block ``rec.report()`` says what each
     phase took and where the bytes went (and, with a ``job``, the estimate beside it).
+
+    On CUDA, ``max_entries`` bounds the allocator's event ring buffer and ``stacks`` is
+    ``_record_memory_history``'s: ``"all"`` (Python and C++ frames: the autograd engine's
+    threads, which run backward, have only C++ ones, and the analyzer tells gradients from
+    temporaries by them) or ``"python"`` (cheaper).
 
     >>> with vramscope.record("step.pickle", job=job) as rec:
     ...     with rec.phase("forward"):
@@ -247,4 +257,4 @@ def record(
     ...         opt.step(); opt.zero_grad()
     >>> print(rec.report())
     """
-    return Recorder(path, job, device=device, max_entries=max_entries)
+    return Recorder(path, job, device=device, max_entries=max_entries, stacks=stacks)

@@ -146,7 +146,7 @@ def analyze(path_or_bytes: PathOrBytes) -> Report:
     [...]}`` as ``vramscope analyze --json``. Accepts a path or the record's bytes."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         try:
-            answer = _native.analyze_bytes(_as_bytes(path_or_bytes), "<bytes>")
+            answer = _native.analyze_bytes(_as_bytes(path_or_bytes))
         except _native.VramscopeError as e:
             message, code = e.args
             raise InputError(message, code) from None

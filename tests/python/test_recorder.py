@@ -171,3 +171,27 @@ def test_gradients_dropped_at_the_top_of_the_step_are_not_counted_twice(tmp_path
         g_bytes,
         s_bytes,
     )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_record_counters_and_snapshot(tmp_path: Path) -> None:
+    """On CUDA: the allocator's counters per phase and a snapshot ``analyze`` reads. The
+    parameters are on the device before the step: at least their bytes, each tensor rounded
+    up to the caching allocator's 512 B blocks (c10/cuda/CUDACachingAllocator.cpp
+    ``round_size``), are allocated when forward begins."""
+    model, opt, x, y = tiny()
+    model.cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = x.cuda(), y.cuda()
+    step(model, opt, x, y)
+    with vramscope.record(tmp_path / "cuda.pickle") as rec:
+        step(model, opt, x, y, rec)
+    report = rec.report()
+    assert report["backend"] == "cuda"
+    assert [p["phase"] for p in report["phases"]] == ["forward", "backward", "optimizer"]
+    rounded = sum(-(-p.numel() * 4 // 512) * 512 for p in model.parameters())
+    forward = report["phases"][0]
+    assert forward["allocated_before"] >= 3 * rounded  # parameters and AdamW's two moments
+    assert all(p["reserved_before"] is not None for p in report["phases"])
+    assert all(p["peak_allocated"] >= p["allocated_after"] for p in report["phases"])
+    assert report["measured"]["source"]["kind"] == "cuda_snapshot"

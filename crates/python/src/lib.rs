@@ -2,7 +2,7 @@
 //! (`vramscope::app`). Three functions, each releasing the GIL while Rust works:
 //! - `call_json(command, input_json) -> str`: one command of the JSON façade (the same
 //!   functions the CLI's `--json` and the web server call), its answer as JSON text;
-//! - `analyze_bytes(data, name_hint) -> str`: `analyze` of a record held in memory;
+//! - `analyze_bytes(data, name_hint=None) -> str`: `analyze` of a record held in memory;
 //! - `cli_main(argv) -> int`: the whole CLI, in process, returning its exit code.
 //!
 //! Bad input raises `vramscope._native.VramscopeError(message, exit_code)`, `message` being the
@@ -33,13 +33,16 @@ fn call_json(py: Python<'_>, command: &str, input_json: &str) -> PyResult<String
 }
 
 /// Analyzes a PyTorch memory record held in memory (snapshot pickle, profiler timeline, Chrome
-/// trace, engine log); `name_hint` is the name shown in messages. Returns the JSON answer.
+/// trace, engine log, OOM message); `name_hint` is what error messages call it
+/// (`measurement` when none). Returns the JSON answer, as `analyze FILE --json` prints it.
 #[pyfunction]
-#[pyo3(signature = (data, name_hint = "<bytes>"))]
-fn analyze_bytes(py: Python<'_>, data: &[u8], name_hint: &str) -> PyResult<String> {
-    let data = data.to_vec();
-    py.detach(move || vramscope::app::analyze_bytes_json(&data, name_hint))
-        .map_err(to_py)
+#[pyo3(signature = (data, name_hint = None))]
+fn analyze_bytes(py: Python<'_>, data: &[u8], name_hint: Option<&str>) -> PyResult<String> {
+    py.detach(|| {
+        let measured = vramscope::app::analyze_bytes(data, name_hint)?;
+        vramscope::app::to_json(&measured)
+    })
+    .map_err(to_py)
 }
 
 /// Runs the command line in process (`argv[0]` is the program name) and returns its exit code.

@@ -8,7 +8,7 @@ class VramscopeError(Exception):
 def call_json(command: str, input_json: str) -> str:
     """Runs one command of the application layer on a JSON input; returns its JSON answer."""
 
-def analyze_bytes(data: bytes, name_hint: Optional[str] = None) -> str:
+def analyze_bytes(data: bytes, name_hint: str | None = None) -> str:
     """``analyze`` of a record held in memory; returns the JSON answer."""
 
 def cli_main(argv: list[str]) -> int:

@@ -93,19 +93,19 @@ def allocation_stacks(mp: Any) -> dict[Any, list[dict[str, Any]]]:
     return out
 
 
-def _tracer_parameters(mp: Any) -> tuple[set, dict[Any, Any]]:
+def _tracer_parameters(mp: Any) -> tuple[set[int], dict[Any, int]]:
     """The parameters the Python tracer saw (module ``forward`` and optimizer ``step`` calls)
     as tensor ids, and each gradient tensor's parameter (``extract_gradients``)."""
     from torch.profiler._memory_profiler import extract_gradients, extract_parameters
 
-    params: set = set()
-    grad_of: dict[Any, Any] = {}
+    params: set[int] = set()
+    grad_of: dict[Any, int] = {}
     for event in mp._op_tree.dfs():
-        for p in extract_parameters(event):
-            params.add(p.id)
-        for p, g in extract_gradients(event):
-            if p is not None:
-                grad_of[g] = p.id
+        for param in extract_parameters(event):
+            params.add(param.id)
+        for owner, grad in extract_gradients(event):
+            if owner is not None:
+                grad_of[grad] = owner.id
     return params, grad_of
 
 

@@ -144,7 +144,7 @@ class Recorder:
             import torch
 
             torch.cuda.synchronize()
-            torch.cuda.memory._dump_snapshot(self.path)
+            torch.cuda.memory._dump_snapshot(self.path)  # type: ignore[no-untyped-call,unused-ignore]
             torch.cuda.memory._record_memory_history(enabled=None)
             _set_metadata("")
         else:

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any
 
-from ..recorder import Recorder, RecordReport
+from ..recorder import DEFAULT_MAX_ENTRIES, Recorder, RecordReport
 
 
 class RecordedStep:
@@ -20,8 +20,9 @@ class RecordedStep:
         stem = os.path.join(directory, f"vramscope-step{step}")
         self.record_path = stem + ".pickle"
         self.report_path = stem + ".json"
-        kwargs = {"max_entries": max_entries} if max_entries else {}
-        self.recorder = Recorder(self.record_path, job, **kwargs)
+        self.recorder = Recorder(
+            self.record_path, job, max_entries=max_entries or DEFAULT_MAX_ENTRIES
+        )
         self.recorder.__enter__()
         self._phase: contextlib.ExitStack | None = None
         self.current = ""

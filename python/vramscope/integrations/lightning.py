@@ -18,14 +18,14 @@ try:  # the framework is imported only when this module is
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # pragma: no cover - depends on the environment
     try:
-        from pytorch_lightning.callbacks import Callback
+        from pytorch_lightning.callbacks import Callback  # type: ignore[assignment,unused-ignore]
     except ImportError as e:
         raise ImportError(
             "vramscope.integrations.lightning needs lightning (pip install lightning)"
         ) from e
 
 
-class MemoryCallback(Callback):  # type: ignore[misc]
+class MemoryCallback(Callback):  # type: ignore[misc,unused-ignore]
     """Records training batch ``step`` (1-based). Phases: ``forward`` from the batch's start,
     ``backward`` from ``on_before_backward``, ``optimizer`` from ``on_after_backward`` to the
     batch's end (Lightning runs forward and backward inside ``optimizer.step``'s closure).

@@ -22,7 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 
-class MemoryCallback(TrainerCallback):  # type: ignore[misc]
+class MemoryCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
     """Records optimizer step ``step`` (1-based, as ``state.global_step`` counts them).
 
     Phases: ``forward`` from the step's start (and each micro-batch's model call),

@@ -3,6 +3,7 @@
 //! (MODEL resolution): the command line, the web server, and (`cli_main`) the one entry point
 //! the binary and the Python package's `vramscope` console script both call.
 
+pub mod app;
 mod cli;
 mod commands;
 mod models;

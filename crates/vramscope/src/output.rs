@@ -56,11 +56,10 @@ pub fn pipe_closed(r: &std::io::Result<()>) -> bool {
     matches!(r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
-/// Prints a value as pretty JSON followed by a newline.
+/// Prints a value as pretty JSON followed by a newline (`app::to_json`, what every `--json`
+/// prints).
 pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
-    let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-    text.push('\n');
-    print(&text)
+    print(&crate::app::to_json(value).map_err(std::io::Error::other)?)
 }
 
 /// `error: <message>` on stderr, one line.

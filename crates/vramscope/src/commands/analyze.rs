@@ -9,31 +9,15 @@ use vramscope_measure::analysis::CATS;
 use vramscope_measure::logs::Measured;
 use vramscope_measure::Analysis;
 
-/// Reads and analyzes a record; the error names the file.
-pub fn load(path: &Path) -> Result<Analysis, Box<dyn std::error::Error>> {
-    match load_any(path)? {
-        Measured::Record(a) => Ok(*a),
-        Measured::Log(l) => Err(format!(
-            "{}: a {} states totals, not the per-category record this needs (a snapshot, \
-             profiler timeline or trace); `vramscope analyze` reads it",
-            path.display(),
-            l.source.name()
-        )
-        .into()),
-    }
-}
-
 /// A record or a log, from a file or (`-`) from stdin.
 fn load_any(path: &Path) -> Result<Measured, Box<dyn std::error::Error>> {
     use std::io::Read;
-    let m = if path.as_os_str() == "-" {
+    if path.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::stdin().read_to_end(&mut bytes)?;
-        vramscope_measure::logs::analyze_any_bytes(&bytes)
-    } else {
-        vramscope_measure::logs::analyze_any_file(path)
-    };
-    m.map_err(|e| format!("{}: {e}", path.display()).into())
+        return Ok(crate::app::analyze_bytes(&bytes, Some("-"))?);
+    }
+    Ok(crate::app::analyze::analyze_path(path)?)
 }
 
 pub fn run(path: &Path, json: bool) -> CmdResult {

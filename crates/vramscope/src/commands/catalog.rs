@@ -4,41 +4,9 @@ use super::CmdResult;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, short_count};
 use comfy_table::{presets, CellAlignment, Table};
-use serde::Serialize;
-use vramscope_formats::presets as catalog;
-
-#[derive(Serialize)]
-struct PresetRow {
-    id: &'static str,
-    repo: &'static str,
-    model_type: String,
-    architecture: String,
-    params_total: u64,
-    layers: u64,
-    hidden: u64,
-    dtype: String,
-    aliases: &'static [&'static str],
-    source: &'static str,
-}
 
 pub fn models(json: bool) -> CmdResult {
-    let mut rows = Vec::new();
-    for p in catalog::all() {
-        let parsed = catalog::load(p)?;
-        let inv = vramscope_core::build_inventory(&parsed.spec)?;
-        rows.push(PresetRow {
-            id: p.id,
-            repo: p.repo,
-            model_type: parsed.spec.model_type.clone(),
-            architecture: parsed.spec.architecture.clone(),
-            params_total: inv.params(),
-            layers: parsed.spec.num_layers(),
-            hidden: parsed.spec.hidden_size,
-            dtype: parsed.spec.dtype.to_string(),
-            aliases: p.aliases,
-            source: p.source,
-        });
-    }
+    let rows = crate::app::models()?;
     if json {
         print_json(&rows)?;
         return Ok(0);
@@ -48,8 +16,8 @@ pub fn models(json: bool) -> CmdResult {
     t.set_header(["id", "repo", "type", "params", "layers", "hidden", "dtype"]);
     for r in &rows {
         t.add_row([
-            r.id.to_string(),
-            r.repo.to_string(),
+            r.id.clone(),
+            r.repo.clone(),
             r.model_type.clone(),
             short_count(r.params_total),
             r.layers.to_string(),
@@ -77,7 +45,7 @@ pub fn models(json: bool) -> CmdResult {
 }
 
 pub fn gpus(json: bool) -> CmdResult {
-    let cat = vramscope_core::gpu::catalog();
+    let cat = crate::app::gpus();
     if json {
         print_json(&cat)?;
         return Ok(0);
@@ -85,7 +53,7 @@ pub fn gpus(json: bool) -> CmdResult {
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
     t.set_header(["id", "name", "arch", "reported", "bf16"]);
-    for g in cat {
+    for g in &cat {
         t.add_row([
             g.id.clone(),
             g.name.clone(),

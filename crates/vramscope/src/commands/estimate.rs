@@ -2,107 +2,13 @@
 
 use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
+use crate::app;
 use crate::output::{color_enabled, print, print_json};
 use std::path::Path;
-use vramscope_core::estimate::ModelInput;
-use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model_with;
-use vramscope_formats::FormatError;
 
 /// Terminal width used for the picture when `COLUMNS` does not say otherwise.
 const DEFAULT_BAR_WIDTH: usize = 72;
-
-/// Runs a job end to end: load its model, resolve its fields, estimate. The model reader's
-/// warnings come first in the report's warnings. This is what `estimate --json` prints and what
-/// `validate` scores, so both read the same numbers.
-pub fn estimate_job(job: &Job) -> Result<Report, Box<dyn std::error::Error>> {
-    let p = prepare(job)?;
-    let (model, resolved, model_warnings) = (p.model, p.resolved, p.warnings);
-    let mut report = vramscope_core::estimate::estimate(&model, &resolved)?;
-    report.model.source = Some(p.source.kind.clone());
-    report.model.origin = serde_json::to_value(&p.source).ok();
-    if !model_warnings.is_empty() {
-        let rest = std::mem::take(&mut report.warnings);
-        report.warnings = model_warnings;
-        for w in rest {
-            if !report.warnings.contains(&w) {
-                report.warnings.push(w);
-            }
-        }
-    }
-    Ok(report)
-}
-
-/// `estimate_job` plus the advice (`vramscope_core::advice`): searched when the job does not
-/// fit its GPU, or always with `advise`. What `estimate --json` prints and `/api/estimate`
-/// answers.
-pub fn estimate_with_advice(job: &Job, advise: bool) -> Result<Report, Box<dyn std::error::Error>> {
-    let mut report = estimate_job(job)?;
-    let fits = vramscope_core::advice::fits(&report);
-    if advise || fits == Some(false) {
-        let (model, resolved, _) = prepare_job(job)?;
-        report.advice = Some(vramscope_core::advice::advise(&model, &resolved)?);
-    }
-    Ok(report)
-}
-
-/// Loads a job's model and resolves its fields: the estimator's inputs, plus the model
-/// reader's warnings.
-pub fn prepare_job(
-    job: &Job,
-) -> Result<(ModelInput, ResolvedJob, Vec<String>), Box<dyn std::error::Error>> {
-    let p = prepare(job)?;
-    Ok((p.model, p.resolved, p.warnings))
-}
-
-/// A job's estimator inputs, the model reader's warnings and where the model came from.
-pub struct Prepared {
-    pub model: ModelInput,
-    pub resolved: ResolvedJob,
-    pub warnings: Vec<String>,
-    pub source: vramscope_formats::model_source::Source,
-}
-
-/// Loads a job's model (through the one MODEL resolution: local, preset, HF cache, Hub) and
-/// resolves its fields. A PEFT adapter repo fills the job's `peft` when the job has none.
-pub fn prepare(job: &Job) -> Result<Prepared, Box<dyn std::error::Error>> {
-    // Check the job's own fields before the model, so `--batch 0` is named even without one.
-    job.resolve(None)?;
-    let model =
-        match &job.model {
-            None | Some(serde_json::Value::Null) => return Err(Box::new(JobError(
-                "model: required: give MODEL (a preset id or a path) or a job file with \"model\""
-                    .into(),
-            ))),
-            Some(m) => m,
-        };
-    let opts = crate::models::options(job.assume_llama.unwrap_or(false));
-    let adapter = std::cell::RefCell::new(None);
-    let by_name = |s: &str| -> Result<_, FormatError> {
-        let r = crate::models::resolve(s, &opts)?;
-        *adapter.borrow_mut() = r.peft;
-        Ok(r.model)
-    };
-    let loaded = load_job_model_with(model, opts.read, &by_name)?;
-    let max_seq = loaded.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved: ResolvedJob = match adapter.into_inner() {
-        Some(peft) if job.peft.as_ref().is_none_or(serde_json::Value::is_null) => {
-            let mut with_peft = job.clone();
-            with_peft.peft = Some(peft);
-            with_peft.resolve(max_seq)?
-        }
-        _ => job.resolve(max_seq)?,
-    };
-    let warnings = loaded.warnings.clone();
-    let source = loaded.source.clone();
-    Ok(Prepared {
-        model: loaded.into_input(),
-        resolved,
-        warnings,
-        source,
-    })
-}
 
 /// Writes a picture or page, naming the file when that fails.
 fn write_file(path: &Path, text: &str) -> Result<(), JobError> {
@@ -128,50 +34,46 @@ pub struct Outputs<'a> {
 }
 
 pub fn run(args: &JobArgs, out: Outputs) -> CmdResult {
-    let Outputs {
-        json,
-        require_fit,
-        advise,
-        svg,
-        html,
-    } = out;
     let job = args.to_job()?;
-    let report = estimate_with_advice(&job, advise)?;
-    let fit = crate::render::fit_of(&report);
-    if require_fit && report.job.gpu.is_none() {
+    // The model is loaded once: the report, the advice and the what-if rows all come from it.
+    let p = app::job::prepare(&job)?;
+    let report = p.report_with_advice(out.advise)?;
+    if out.require_fit && report.job.gpu.is_none() {
         return Err(Box::new(JobError(
             "--require-fit: needs a GPU to fit (give --gpu ID or \"gpu\" in the job file)".into(),
         )));
     }
-    if svg.is_some() || html.is_some() {
-        let (model, resolved, _) = prepare_job(&job)?;
-        let rows = vramscope_core::fit::what_if(&model, &resolved)?;
-        if let Some(path) = svg {
-            write_file(path, &crate::render::svg::render_svg(&report, &rows))?;
-        }
-        if let Some(path) = html {
-            write_file(path, &crate::render::html::render_html(&report, &rows))?;
-        }
+    let rows = if out.json && out.svg.is_none() && out.html.is_none() {
+        Vec::new()
+    } else {
+        p.what_if()?
+    };
+    if let Some(path) = out.svg {
+        write_file(path, &crate::render::svg::render_svg(&report, &rows))?;
     }
-    if json {
+    if let Some(path) = out.html {
+        write_file(path, &crate::render::html::render_html(&report, &rows))?;
+    }
+    if out.json {
         print_json(&report)?;
     } else {
-        let mut text = source_line(&report);
-        text.push_str(&crate::render::terminal::render_estimate(
-            &report,
-            bar_width(),
-            color_enabled(),
-        ));
-        let (model, resolved, _) = prepare_job(&job)?;
-        let rows = vramscope_core::fit::what_if(&model, &resolved)?;
-        text.push_str(&crate::render::whatif::render_advice(&report));
-        text.push_str(&crate::render::whatif::render_what_if(&report, &rows));
-        print(&text)?;
+        print(&human(&report, &rows))?;
     }
-    if require_fit && !fit.as_ref().is_some_and(|f| f.fits) {
-        return Ok(1);
-    }
-    Ok(0)
+    let fits = app::verdict(&report).is_some_and(|f| f.fits);
+    Ok(if out.require_fit && !fits { 1 } else { 0 })
+}
+
+/// The table, the picture, the advice and the what-if table, for the terminal.
+fn human(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> String {
+    let mut text = source_line(report);
+    text.push_str(&crate::render::terminal::render_estimate(
+        report,
+        bar_width(),
+        color_enabled(),
+    ));
+    text.push_str(&crate::render::whatif::render_advice(report));
+    text.push_str(&crate::render::whatif::render_what_if(report, rows));
+    text
 }
 
 /// `model: Qwen/Qwen3-8B@<commit> via the Hub` for a model that came from the Hub or the Hugging
@@ -202,4 +104,11 @@ struct SourceLine {
     kind: String,
     repo: Option<String>,
     commit: Option<String>,
+}
+
+/// A job's estimate without advice, as the renderers' tests build their reports
+/// (`app::job::estimate_job`; kept under this name so those tests need no edit).
+#[cfg(test)]
+pub fn estimate_job(job: &vramscope_core::job::Job) -> Result<Report, crate::app::AppError> {
+    crate::app::job::estimate_job(job)
 }

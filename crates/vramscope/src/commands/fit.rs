@@ -1,54 +1,12 @@
 //! `vramscope fit`: the largest batch / sequence / context that fits the GPU.
 
-use super::estimate::prepare_job;
 use super::jobargs::JobArgs;
 use super::CmdResult;
+use crate::app::fit::{fit_calibrated_prepared, fit_prepared, FitWithAdvice};
+use crate::app::job::prepare;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
 use vramscope_core::job::Task;
-
-/// `fit --json`'s answer: the contract's fit, and when even 1 does not fit, the advice.
-#[derive(serde::Serialize)]
-pub struct FitWithAdvice {
-    #[serde(flatten)]
-    pub answer: vramscope_core::fit::FitAnswer,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advice: Option<Vec<vramscope_core::advice::Advice>>,
-}
-
-/// The fit search, and the advice (the cheapest changes that fit) when nothing fits at 1.
-/// What `fit --json` prints and `/api/fit` answers.
-pub fn fit_with_advice(
-    model: &vramscope_core::estimate::ModelInput,
-    resolved: &vramscope_core::job::ResolvedJob,
-) -> Result<FitWithAdvice, vramscope_core::CoreError> {
-    let mut answer = vramscope_core::fit::fit(model, resolved)?;
-    serve_by_repo(&mut answer, &model.name);
-    let advice = if answer.max_batch.is_none() {
-        Some(vramscope_core::advice::advise(model, resolved)?)
-    } else {
-        None
-    };
-    Ok(FitWithAdvice { answer, advice })
-}
-
-/// vLLM loads a model by its Hugging Face repo: a preset's launch line names the preset's repo
-/// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
-fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
-    let (Some(l), Some(p)) = (
-        answer.launch.as_mut(),
-        vramscope_formats::presets::find(name),
-    ) else {
-        return;
-    };
-    if l.engine == "vllm" {
-        l.command = l.command.replacen(
-            &format!("vllm serve {name}"),
-            &format!("vllm serve {}", p.repo),
-            1,
-        );
-    }
-}
 
 /// " − 2.00 GiB reserved" for the job's `reserve`, or nothing.
 fn reserved_text(reserve: u64) -> String {
@@ -61,8 +19,9 @@ fn reserved_text(reserve: u64) -> String {
 
 pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     let job = args.to_job()?;
-    let (model, resolved, _) = prepare_job(&job)?;
-    let FitWithAdvice { answer, advice } = fit_with_advice(&model, &resolved)?;
+    let p = prepare(&job)?;
+    let (model, resolved) = (&p.model, &p.resolved);
+    let FitWithAdvice { answer, advice } = fit_prepared(&p)?;
     if json {
         print_json(&FitWithAdvice { answer, advice })?;
         return Ok(0);
@@ -111,7 +70,7 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
     if let Some(a) = advice {
         let report = vramscope_core::report::Report {
             advice: Some(a),
-            ..vramscope_core::estimate::estimate(&model, &resolved)?
+            ..vramscope_core::estimate::estimate(model, resolved)?
         };
         out.push_str(&crate::render::whatif::render_advice(&report));
     }
@@ -122,10 +81,9 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
 /// `fit --measured FILE`: the search on the estimator corrected by a measured run of the job.
 pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> CmdResult {
     let job = args.to_job()?;
-    let (model, resolved, _) = prepare_job(&job)?;
-    let measured = super::analyze::load(file)?;
-    let answer =
-        vramscope_measure::calibrate::fit_calibrated(&model, &resolved, &measured.per_gpu)?;
+    let p = prepare(&job)?;
+    let (model, resolved) = (&p.model, &p.resolved);
+    let answer = fit_calibrated_prepared(&p, file)?;
     if json {
         print_json(&answer)?;
         return Ok(0);

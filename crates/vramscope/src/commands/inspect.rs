@@ -1,35 +1,14 @@
 //! `vramscope inspect MODEL`: the exact parameter inventory.
 
 use super::CmdResult;
+use crate::app;
+use crate::app::inspect::{InspectReport, LayerRow};
 use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
 use crate::units::{bytes, percent, short_count, thousands};
 use comfy_table::{presets, CellAlignment, Table};
-use serde::Serialize;
-use std::collections::BTreeMap;
-use vramscope_core::inventory::Tally;
 use vramscope_core::model::{AttentionKind, Head, Mlp, Positions};
-use vramscope_core::{Component, Inventory, ModelSummary, Tensor};
+use vramscope_core::Component;
 use vramscope_formats::model_source::LoadedModel;
-
-/// The JSON of `inspect --json`: the contract's `model` and `tensors`, plus tallies.
-#[derive(Serialize)]
-struct InspectReport<'a> {
-    model: ModelSummary,
-    origin: &'static str,
-    tensors: &'a [Tensor],
-    by_component: BTreeMap<&'static str, Tally>,
-    by_dtype: BTreeMap<String, Tally>,
-    per_layer: Vec<LayerRow>,
-    warnings: &'a [String],
-}
-
-#[derive(Serialize)]
-struct LayerRow {
-    layer: u32,
-    params: u64,
-    bytes: u64,
-    by_component: BTreeMap<&'static str, u64>,
-}
 
 pub fn run(
     model: &str,
@@ -38,66 +17,14 @@ pub fn run(
     list_tensors: bool,
     assume_llama: bool,
 ) -> CmdResult {
-    let loaded = crate::models::resolve(model, &crate::models::options(assume_llama))?.model;
-    let empty = Inventory::default();
-    let inv = loaded.inventory.as_ref().unwrap_or(&empty);
-    let summary = summarize(&loaded);
-    let report = InspectReport {
-        origin: loaded.origin.name(),
-        tensors: &inv.tensors,
-        by_component: inv
-            .by_component()
-            .into_iter()
-            .map(|(c, t)| (c.name(), t))
-            .collect(),
-        by_dtype: inv
-            .by_dtype()
-            .into_iter()
-            .map(|(d, t)| (d.to_string(), t))
-            .collect(),
-        per_layer: layer_rows(inv),
-        warnings: &loaded.warnings,
-        model: summary,
-    };
+    let loaded = app::inspect::load(model, assume_llama)?;
+    let report = app::inspect::report(&loaded);
     if json {
         print_json(&report)?;
     } else {
         print(&human(&loaded, &report, all_layers, list_tensors))?;
     }
     Ok(0)
-}
-
-/// The contract's model object for whatever was loaded.
-pub fn summarize(m: &LoadedModel) -> ModelSummary {
-    let mut s = match (&m.spec, &m.inventory) {
-        (Some(spec), inv) => {
-            let mut s = ModelSummary::from_spec(spec, m.params_total, inv.as_ref());
-            s.name = m.name.clone();
-            s
-        }
-        (None, Some(inv)) => ModelSummary::from_inventory(&m.name, inv),
-        (None, None) => ModelSummary::from_params(&m.name, m.params_total),
-    };
-    s.source = Some(m.source.kind.clone());
-    s.origin = serde_json::to_value(&m.source).ok();
-    s
-}
-
-fn layer_rows(inv: &Inventory) -> Vec<LayerRow> {
-    let mut rows: BTreeMap<u32, LayerRow> = BTreeMap::new();
-    for t in &inv.tensors {
-        let Some(l) = t.layer else { continue };
-        let row = rows.entry(l).or_insert_with(|| LayerRow {
-            layer: l,
-            params: 0,
-            bytes: 0,
-            by_component: BTreeMap::new(),
-        });
-        row.params += t.elements();
-        row.bytes += t.bytes;
-        *row.by_component.entry(t.component.name()).or_default() += t.elements();
-    }
-    rows.into_values().collect()
 }
 
 fn right(t: &mut Table, cols: &[usize]) {
@@ -143,7 +70,7 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
     if let Some(spec) = &m.spec {
         out.push_str(&format!("  {}\n", describe(spec)));
     }
-    for w in r.warnings {
+    for w in &r.warnings {
         out.push_str(&warning_line(w));
     }
     if r.tensors.is_empty() {
@@ -238,7 +165,7 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         let mut t = Table::new();
         t.load_style(presets::NOTHING);
         t.set_header(["name", "shape", "dtype", "size", "component"]);
-        for x in r.tensors {
+        for x in &r.tensors {
             let shape: Vec<String> = x.shape.iter().map(u64::to_string).collect();
             t.add_row([
                 x.name.clone(),

@@ -1,23 +1,19 @@
 //! `vramscope plan`: parallel layouts of a training job over N GPUs that fit, ranked.
 
-use super::estimate::prepare_job;
-use super::jobargs::{JobArgs, JobError};
+use super::jobargs::JobArgs;
 use super::CmdResult;
+use crate::app::job::prepare;
+use crate::app::plan::{plan_gpu, plan_prepared};
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
 use std::time::Instant;
 
 pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdResult {
     let job = args.to_job()?;
-    let (model, resolved, _) = prepare_job(&job)?;
-    let gpu_id = resolved
-        .gpu
-        .clone()
-        .ok_or_else(|| JobError("gpu: plan needs a GPU (e.g. --gpu h100-80gb --gpus 16)".into()))?;
-    let gpu = vramscope_core::gpu::find(&gpu_id)?;
-    let gpus = resolved.parallel.gpus;
+    let p = prepare(&job)?;
+    let (model, gpu, gpus) = (&p.model, plan_gpu(&p)?, p.resolved.parallel.gpus);
     let started = Instant::now();
-    let result = vramscope_core::plan::plan(&model, &resolved, gpus, gpu, max_micro_batch, top)?;
+    let result = plan_prepared(&p, max_micro_batch, top)?;
     let elapsed = started.elapsed();
     if json {
         print_json(&result)?;

@@ -19,7 +19,7 @@
 //! Routes that answer what a subcommand prints (`plan`, `compare`, `inspect`, `models`) run this
 //! binary's own subcommand on private temp files, so the answer is the CLI's byte for byte.
 
-use crate::commands::estimate::{estimate_job, estimate_with_advice, prepare_job};
+use crate::app;
 use crate::commands::jobargs::parse_job_text;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -445,11 +445,9 @@ fn json_text(text: String) -> Response {
         .into_response()
 }
 
-/// JSON as the CLI prints it (`output::print_json`): pretty, then a newline.
+/// JSON as the CLI prints it (`app::to_json`): pretty, then a newline.
 fn pretty<T: serde::Serialize>(v: &T) -> Result<String, String> {
-    serde_json::to_string_pretty(v)
-        .map(|s| s + "\n")
-        .map_err(|e| e.to_string())
+    app::to_json(v).map_err(msg)
 }
 
 /// The body's bytes (`limit` is the route's, for the 413's message), or why not.
@@ -547,27 +545,23 @@ where
     }
 }
 
-fn msg(e: Box<dyn std::error::Error>) -> String {
-    e.to_string()
+/// An application error as the 400's one line.
+fn msg(e: app::AppError) -> String {
+    e.message
 }
 
 /// Job → the Report, byte for byte what `estimate --job job.json --json` prints.
 async fn api_estimate(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let job = job_of(&app, body)?;
-    let text = blocking(move || pretty(&estimate_with_advice(&job, false).map_err(msg)?)).await?;
+    let input = app::EstimateInput { job, advise: false };
+    let text = blocking(move || pretty(&app::estimate(&input).map_err(msg)?)).await?;
     Ok(json_text(text))
 }
 
 /// Job → what `fit --json` prints.
 async fn api_fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let job = job_of(&app, body)?;
-    let text = blocking(move || {
-        let (model, resolved, _) = prepare_job(&job).map_err(msg)?;
-        let answer =
-            crate::commands::fit::fit_with_advice(&model, &resolved).map_err(|e| e.to_string())?;
-        pretty(&answer)
-    })
-    .await?;
+    let text = blocking(move || pretty(&app::fit(&app::FitInput { job }).map_err(msg)?)).await?;
     Ok(json_text(text))
 }
 
@@ -575,8 +569,8 @@ async fn api_fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
 async fn api_whatif(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let job = job_of(&app, body)?;
     let text = blocking(move || {
-        let (model, resolved, _) = prepare_job(&job).map_err(msg)?;
-        pretty(&vramscope_core::fit::what_if(&model, &resolved).map_err(|e| e.to_string())?)
+        let p = app::job::prepare(&job).map_err(msg)?;
+        pretty(&p.what_if().map_err(msg)?)
     })
     .await?;
     Ok(json_text(text))
@@ -592,10 +586,8 @@ fn report_and_rows(
     ),
     String,
 > {
-    let report = estimate_job(job).map_err(msg)?;
-    let (model, resolved, _) = prepare_job(job).map_err(msg)?;
-    let rows = vramscope_core::fit::what_if(&model, &resolved).map_err(|e| e.to_string())?;
-    Ok((report, rows))
+    let p = app::job::prepare(job).map_err(msg)?;
+    Ok((p.report().map_err(msg)?, p.what_if().map_err(msg)?))
 }
 
 /// Job → the SVG picture that `estimate --svg` writes.
@@ -629,26 +621,6 @@ async fn api_report_html(State(app): State<App>, body: Result<Bytes, BytesReject
         page,
     )
         .into_response())
-}
-
-/// Runs this binary's own subcommand and returns its stdout: the API then answers exactly what
-/// the CLI prints. Exit 2's one stderr line becomes the 400's message.
-fn run_self(args: &[&str]) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let out = std::process::Command::new(exe)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
-    if out.status.success() {
-        return String::from_utf8(out.stdout).map_err(|e| e.to_string());
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let line = err.lines().next().unwrap_or("failed").trim();
-    Err(line.strip_prefix("error: ").unwrap_or(line).to_string())
 }
 
 /// The measurement's bytes → what `analyze FILE --json` prints for that file (the measure
@@ -696,23 +668,6 @@ impl TempDir {
         }
         Err("cannot make a temp directory: every name taken".into())
     }
-
-    /// Writes `name` inside; returns its path as text.
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<String, String> {
-        let p = self.0.join(name);
-        std::fs::write(&p, bytes).map_err(|e| format!("cannot write a temp file: {e}"))?;
-        p.to_str()
-            .map(str::to_string)
-            .ok_or_else(|| "the temp directory's path is not UTF-8".into())
-    }
-
-    /// An error of the subcommand without this directory's path in it.
-    fn clean(&self, msg: String) -> String {
-        let dir = self.0.display().to_string();
-        msg.replace(&format!("{dir}/job.json: "), "job: ")
-            .replace(&format!("{dir}/measurement: "), "measurement: ")
-            .replace(&dir, "<upload>")
-    }
 }
 
 impl Drop for TempDir {
@@ -724,14 +679,13 @@ impl Drop for TempDir {
 /// Job → what `plan --job job.json --json` prints (the job needs `gpu` and `parallel.gpus`).
 async fn api_plan(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     // The job as the CLI is to read it (an upload's id made its stored path).
-    let job = job_of(&app, body)?;
-    let text = serde_json::to_string(&job).map_err(|e| ApiError::bad(e.to_string()))?;
-    let out = blocking(move || {
-        let dir = TempDir::new()?;
-        let job = dir.write("job.json", text.as_bytes())?;
-        run_self(&["plan", "--json", "--job", &job]).map_err(|e| dir.clean(e))
-    })
-    .await?;
+    let input = app::PlanInput {
+        job: job_of(&app, body)?,
+        gpus: None,
+        top: app::plan::DEFAULT_TOP,
+        max_micro_batch: app::plan::DEFAULT_MAX_MICRO_BATCH,
+    };
+    let out = blocking(move || pretty(&app::plan(&input).map_err(msg)?)).await?;
     Ok(json_text(out))
 }
 
@@ -826,11 +780,7 @@ async fn api_compare(
         ));
     };
     let out = blocking(move || {
-        let dir = TempDir::new()?;
-        let jf = dir.write("job.json", job_text.as_bytes())?;
-        let mf = dir.write("measurement", &rec)?;
-        drop(rec);
-        run_self(&["compare", "--json", "--job", &jf, "--", &mf]).map_err(|e| dir.clean(e))
+        pretty(&app::compare_bytes(&job, &rec, Some("measurement")).map_err(msg)?)
     })
     .await?;
     Ok(json_text(out))
@@ -908,7 +858,11 @@ async fn api_inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>
             "model: {model:?} is not a preset id or a path"
         )));
     }
-    let text = blocking(move || run_self(&["inspect", "--json", "--", &model])).await?;
+    let input = app::InspectInput {
+        model,
+        assume_llama: false,
+    };
+    let text = blocking(move || pretty(&app::inspect(&input).map_err(msg)?)).await?;
     Ok(json_text(text))
 }
 
@@ -961,16 +915,18 @@ async fn api_upload_model(
 /// What `models --json` prints (computed once).
 async fn api_models(State(app): State<App>) -> ApiResult {
     let cell = app.models.clone();
-    let text = blocking(move || cell.get_or_init(|| run_self(&["models", "--json"])).clone())
-        .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.1))?;
+    let text = blocking(move || {
+        cell.get_or_init(|| app::models().and_then(|m| app::to_json(&m)).map_err(msg))
+            .clone()
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.1))?;
     Ok(json_text(text))
 }
 
 /// What `gpus --json` prints.
 async fn api_gpus() -> ApiResult {
-    let text = pretty(&vramscope_core::gpu::catalog())
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let text = pretty(&app::gpus()).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     Ok(json_text(text))
 }
 

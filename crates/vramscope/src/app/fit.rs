@@ -1,0 +1,90 @@
+//! `fit`: the largest batch / sequence / context that fits the GPU, plain or calibrated by a
+//! measured run of the job.
+
+use super::job::{prepare, Prepared};
+use super::AppError;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use vramscope_core::job::Job;
+use vramscope_measure::calibrate::CalibratedFit;
+
+/// `fit`'s input: the contract's job.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitInput {
+    pub job: Job,
+}
+
+/// `fit_calibrated`'s input: the job and a measured run of it (a snapshot pickle or profiler
+/// timeline, as for `analyze`), whose batch and sequence are the job's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibratedFitInput {
+    pub job: Job,
+    pub measured: PathBuf,
+}
+
+/// `fit --json`'s answer: the contract's fit, and when even 1 does not fit, the advice.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitWithAdvice {
+    #[serde(flatten)]
+    pub answer: vramscope_core::fit::FitAnswer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<Vec<vramscope_core::advice::Advice>>,
+}
+
+/// What `fit --json` prints and `/api/fit` answers: the fit search, and the advice (the
+/// cheapest changes that fit) when nothing fits at 1.
+pub fn fit(input: &FitInput) -> Result<FitWithAdvice, AppError> {
+    fit_prepared(&prepare(&input.job)?)
+}
+
+/// `fit` of a job whose model is already loaded.
+pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
+    let (model, resolved) = (&p.model, &p.resolved);
+    let mut answer = vramscope_core::fit::fit(model, resolved)?;
+    serve_by_repo(&mut answer, &model.name);
+    let advice = if answer.max_batch.is_none() {
+        Some(vramscope_core::advice::advise(model, resolved)?)
+    } else {
+        None
+    };
+    Ok(FitWithAdvice { answer, advice })
+}
+
+/// vLLM loads a model by its Hugging Face repo: a preset's launch line names the preset's repo
+/// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
+fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
+    let (Some(l), Some(p)) = (
+        answer.launch.as_mut(),
+        vramscope_formats::presets::find(name),
+    ) else {
+        return;
+    };
+    if l.engine == "vllm" {
+        l.command = l.command.replacen(
+            &format!("vllm serve {name}"),
+            &format!("vllm serve {}", p.repo),
+            1,
+        );
+    }
+}
+
+/// What `fit --measured FILE --json` prints: the search on the estimator corrected by the
+/// measured run's per-category residual (`vramscope_measure::calibrate`).
+pub fn fit_calibrated(input: &CalibratedFitInput) -> Result<CalibratedFit, AppError> {
+    fit_calibrated_prepared(&prepare(&input.job)?, &input.measured)
+}
+
+/// `fit_calibrated` of a job whose model is already loaded.
+pub fn fit_calibrated_prepared(
+    p: &Prepared,
+    measured: &std::path::Path,
+) -> Result<CalibratedFit, AppError> {
+    let record = super::analyze::record(measured)?;
+    Ok(vramscope_measure::calibrate::fit_calibrated(
+        &p.model,
+        &p.resolved,
+        &record.per_gpu,
+    )?)
+}

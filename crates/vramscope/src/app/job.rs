@@ -1,0 +1,119 @@
+//! A job made ready for the estimator: its model resolved once (local path, preset, Hugging
+//! Face cache, vramscope's cache, the Hub — `crate::models`) and its fields resolved
+//! (`vramscope_core::job::Job::resolve`). Every command that takes a job starts here, so a
+//! command loads its model once however many answers it draws from it.
+
+use super::AppError;
+use vramscope_core::estimate::ModelInput;
+use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::report::Report;
+use vramscope_formats::model_source::{load_job_model_with, Source};
+use vramscope_formats::FormatError;
+
+/// A job's estimator inputs, the model reader's warnings and where the model came from.
+pub struct Prepared {
+    pub model: ModelInput,
+    pub resolved: ResolvedJob,
+    pub warnings: Vec<String>,
+    pub source: Source,
+}
+
+/// Loads a job's model (through the one MODEL resolution: local, preset, HF cache, Hub) and
+/// resolves its fields. A PEFT adapter repo fills the job's `peft` when the job has none.
+pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
+    // Check the job's own fields before the model, so `--batch 0` is named even without one.
+    job.resolve(None)?;
+    let model =
+        match &job.model {
+            None | Some(serde_json::Value::Null) => return Err(AppError::bad(
+                "model: required: give MODEL (a preset id or a path) or a job file with \"model\"",
+            )),
+            Some(m) => m,
+        };
+    let opts = crate::models::options(job.assume_llama.unwrap_or(false));
+    let adapter = std::cell::RefCell::new(None);
+    let by_name = |s: &str| -> Result<_, FormatError> {
+        let r = crate::models::resolve(s, &opts)?;
+        *adapter.borrow_mut() = r.peft;
+        Ok(r.model)
+    };
+    let loaded = load_job_model_with(model, opts.read, &by_name)?;
+    let max_seq = loaded.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved: ResolvedJob = match adapter.into_inner() {
+        Some(peft) if job.peft.as_ref().is_none_or(serde_json::Value::is_null) => {
+            let mut with_peft = job.clone();
+            with_peft.peft = Some(peft);
+            with_peft.resolve(max_seq)?
+        }
+        _ => job.resolve(max_seq)?,
+    };
+    let warnings = loaded.warnings.clone();
+    let source = loaded.source.clone();
+    Ok(Prepared {
+        model: loaded.into_input(),
+        resolved,
+        warnings,
+        source,
+    })
+}
+
+impl Prepared {
+    /// The estimate of this job, without advice: what `validate` scores. The model reader's
+    /// warnings come first in the report's warnings.
+    pub fn report(&self) -> Result<Report, AppError> {
+        let mut report = vramscope_core::estimate::estimate(&self.model, &self.resolved)?;
+        report.model.source = Some(self.source.kind.clone());
+        report.model.origin = serde_json::to_value(&self.source).ok();
+        if !self.warnings.is_empty() {
+            let rest = std::mem::take(&mut report.warnings);
+            report.warnings = self.warnings.clone();
+            for w in rest {
+                if !report.warnings.contains(&w) {
+                    report.warnings.push(w);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// The estimate plus the advice (`vramscope_core::advice`): searched when the job does not
+    /// fit its GPU, or always with `advise`. What `estimate --json` prints.
+    pub fn report_with_advice(&self, advise: bool) -> Result<Report, AppError> {
+        let mut report = self.report()?;
+        if advise || vramscope_core::advice::fits(&report) == Some(false) {
+            report.advice = Some(vramscope_core::advice::advise(&self.model, &self.resolved)?);
+        }
+        Ok(report)
+    }
+
+    /// The what-if rows (the table under `estimate`, the picture's chart).
+    pub fn what_if(&self) -> Result<Vec<vramscope_core::fit::WhatIf>, AppError> {
+        Ok(vramscope_core::fit::what_if(&self.model, &self.resolved)?)
+    }
+}
+
+/// A job's estimate without advice (one model load): what `validate` scores and `compare`
+/// puts beside the measurement.
+pub fn estimate_job(job: &Job) -> Result<Report, AppError> {
+    prepare(job)?.report()
+}
+
+/// Lays a GPU count over a job as `--gpus N` does: `parallel.gpus` set, and a `dp` the job
+/// gave dropped so it is derived again rather than reported as a conflict.
+pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
+    use serde_json::{Map, Value};
+    if job.parallel.as_ref().is_none_or(Value::is_null) {
+        job.parallel = Some(Value::Object(Map::new()));
+    }
+    match &mut job.parallel {
+        Some(Value::Object(o)) => {
+            o.remove("dp");
+            o.insert("gpus".into(), Value::from(gpus));
+            Ok(())
+        }
+        Some(other) => Err(AppError::bad(format!(
+            "parallel: must be an object to take --gpus (got {other})"
+        ))),
+        None => unreachable!("set above"),
+    }
+}

@@ -1,0 +1,123 @@
+//! The JSON façade for bindings (the Python package): a command's name and its input as JSON
+//! in, its answer as the JSON the CLI prints out.
+
+use super::AppError;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::path::PathBuf;
+use vramscope_core::job::Job;
+
+/// The commands `call_json` answers.
+pub const COMMANDS: [&str; 10] = [
+    "estimate", "fit", "plan", "inspect", "analyze", "compare", "models", "gpus", "validate",
+    "picture",
+];
+
+/// A value as the CLI prints it with `--json` (`output::print_json`): pretty JSON, then a
+/// newline.
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, AppError> {
+    serde_json::to_string_pretty(value)
+        .map(|s| s + "\n")
+        .map_err(AppError::bad)
+}
+
+/// Runs `command` on `input_json` and answers with exactly what the CLI prints for it with
+/// `--json` (pretty JSON and a newline). The inputs:
+///
+/// | command | input |
+/// |---|---|
+/// | estimate | `{"job": JOB, "advise": bool?}` |
+/// | fit | `{"job": JOB, "measured": PATH?}` (with `measured`: the calibrated fit) |
+/// | plan | `{"job": JOB, "gpus": N?, "top": N?, "max_micro_batch": N?}` |
+/// | inspect | `{"model": STRING, "assume_llama": bool?}` |
+/// | analyze | `{"path": PATH}` |
+/// | compare | `{"job": JOB, "path": PATH}` |
+/// | models, gpus | `{}` |
+/// | validate | `{"cases": PATH}` |
+/// | picture | `{"report": REPORT}` → the SVG as a JSON string |
+///
+/// JOB is the contract's job object; its `model` is resolved as the CLI resolves MODEL (a
+/// preset, a local path or a Hub id, honouring `HF_HUB_OFFLINE` and the other HF variables).
+/// Bad input is an `AppError` with the CLI's message and exit code 2.
+pub fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
+    match command {
+        "estimate" => to_json(&super::estimate(&input(command, input_json)?)?),
+        "fit" => fit(input(command, input_json)?),
+        "plan" => to_json(&super::plan(&input(command, input_json)?)?),
+        "inspect" => to_json(&super::inspect(&input(command, input_json)?)?),
+        "analyze" => to_json(&super::analyze(&input(command, input_json)?)?),
+        "compare" => to_json(&super::compare(&input(command, input_json)?)?),
+        "models" => {
+            input::<Empty>(command, input_json)?;
+            to_json(&super::models()?)
+        }
+        "gpus" => {
+            input::<Empty>(command, input_json)?;
+            to_json(&super::gpus())
+        }
+        "validate" => to_json(&super::validate(&input(command, input_json)?)?),
+        "picture" => to_json(&super::picture(&input(command, input_json)?)?),
+        other => Err(AppError::bad(format!(
+            "unknown command {other:?}: one of {}",
+            COMMANDS.join(", ")
+        ))),
+    }
+}
+
+/// `models` and `gpus` take nothing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// `fit`'s input: with `measured`, the calibrated fit.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FitJson {
+    job: Job,
+    #[serde(default)]
+    measured: Option<PathBuf>,
+}
+
+fn fit(f: FitJson) -> Result<String, AppError> {
+    match f.measured {
+        Some(measured) => to_json(&super::fit_calibrated(&super::CalibratedFitInput {
+            job: f.job,
+            measured,
+        })?),
+        None => to_json(&super::fit(&super::FitInput { job: f.job })?),
+    }
+}
+
+/// The command's typed input. A job that does not read says so as the CLI says it of a job
+/// file (`invalid job: ...`); anything else names the command.
+fn input<T: DeserializeOwned>(command: &str, text: &str) -> Result<T, AppError> {
+    serde_json::from_str::<T>(text).map_err(|e| {
+        let job = serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .and_then(|v| v.get("job").cloned());
+        match job.map(serde_json::from_value::<Job>) {
+            Some(Err(je)) => AppError::bad(format!("invalid job: {je}")),
+            _ => AppError::bad(format!("{command}: invalid input: {e}")),
+        }
+    })
+}
+
+/// `analyze` of a record or log held in memory (a Python `bytes`), answered as `call_json`
+/// answers: what `analyze FILE --json` prints for a file of those bytes. `name` is what errors
+/// call it.
+pub fn analyze_bytes_json(bytes: &[u8], name: &str) -> Result<String, AppError> {
+    to_json(&super::analyze_bytes(bytes, Some(name))?)
+}
+
+/// `compare` of a job (`{"job": JOB}`, as `call_json("compare", ...)` takes it, without
+/// `path`) and a measurement held in memory, answered as `call_json` answers. `name` is what
+/// errors call the measurement.
+pub fn compare_bytes_json(input_json: &str, bytes: &[u8], name: &str) -> Result<String, AppError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct JobOnly {
+        job: Job,
+    }
+    let j: JobOnly = input("compare", input_json)?;
+    to_json(&super::compare_bytes(&j.job, bytes, Some(name))?)
+}

@@ -1,0 +1,318 @@
+//! `validate`: every case of a validation file (the format of `../shared/validation/README.md`)
+//! run through the estimator in this process, its metric compared with the published figure by
+//! the same rules as `../shared/validation/score.py`.
+
+use super::job::estimate_job;
+use super::AppError;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use vramscope_core::job::Job;
+
+/// Case files hold a few hundred cases of a few KiB each; refuse anything far larger unread.
+const MAX_CASES_BYTES: u64 = 64 << 20;
+
+/// `validate`'s input: the cases file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateInput {
+    pub cases: PathBuf,
+}
+
+/// One case as read from the file.
+struct Case {
+    id: String,
+    job: Value,
+    metric: String,
+    expected: f64,
+    tolerance: f64,
+}
+
+/// A case's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Error,
+}
+
+/// One case's outcome (`validate --json` lists these).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub id: String,
+    pub metric: String,
+    pub expected: f64,
+    pub got: Option<f64>,
+    /// (got − expected) / expected.
+    pub error: Option<f64>,
+    pub tolerance: f64,
+    pub status: Status,
+    /// Why the case did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Counts and the |error| over the cases that ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub cases: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub errored: usize,
+    /// Median |error| over the cases that ran.
+    pub median_abs_error: Option<f64>,
+    pub worst_abs_error: Option<f64>,
+    pub worst_case: Option<String>,
+}
+
+/// What `validate FILE --json` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Validation {
+    pub file: String,
+    pub cases: Vec<CaseResult>,
+    pub summary: Summary,
+}
+
+/// `validate` of a cases file: exit 0 whenever the file could be read (the result is a report);
+/// an error only when it cannot.
+pub fn validate(input: &ValidateInput) -> Result<Validation, AppError> {
+    let cases = read_cases(&input.cases)?;
+    let results: Vec<CaseResult> = cases.iter().map(run_case).collect();
+    let summary = summarize(&results);
+    Ok(Validation {
+        file: input.cases.display().to_string(),
+        cases: results,
+        summary,
+    })
+}
+
+/// The file's text, refused unread when it is a directory or far too large.
+fn read_text(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if meta.is_dir() {
+        return Err("is a directory, not a cases file".into());
+    }
+    if meta.len() > MAX_CASES_BYTES {
+        return Err(format!(
+            "{} bytes is too large for a cases file (limit {MAX_CASES_BYTES})",
+            meta.len()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+fn read_cases(path: &Path) -> Result<Vec<Case>, AppError> {
+    let shown = path.display().to_string();
+    let err = |m: String| AppError::bad(format!("{shown}: {m}"));
+    let text = read_text(path).map_err(err)?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| err(format!("invalid JSON: {e}")))?;
+    let Value::Array(list) = v else {
+        return Err(err("expected a JSON list of cases".into()));
+    };
+    list.into_iter()
+        .enumerate()
+        .map(|(i, c)| read_case(i, c).map_err(err))
+        .collect()
+}
+
+/// Case `i` (0-based) of the file.
+fn read_case(i: usize, c: Value) -> Result<Case, String> {
+    let Value::Object(mut o) = c else {
+        return Err(format!("case {} is not an object", i + 1));
+    };
+    let id = match o.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => format!("#{}", i + 1),
+    };
+    let lacks = |k: &str| format!("case {id} lacks '{k}'");
+    let job = o.remove("job").ok_or_else(|| lacks("job"))?;
+    let job = vramscope_core::job::merge_if_supported(&job, o.get("job_if_supported"));
+    let metric = match o.get("metric") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(format!("case {id}: 'metric' must be a string")),
+        None => return Err(lacks("metric")),
+    };
+    let number = |k: &str| -> Result<f64, String> {
+        match o.get(k) {
+            None | Some(Value::Null) => Err(lacks(k)),
+            Some(v) => v
+                .as_f64()
+                .filter(|f| f.is_finite())
+                .ok_or_else(|| format!("case {id}: '{k}' must be a number (got {v})")),
+        }
+    };
+    let expected = number("expected_bytes")?;
+    let tolerance = number("tolerance")?;
+    if tolerance < 0.0 {
+        return Err(format!("case {id}: 'tolerance' must not be negative"));
+    }
+    if !o.contains_key("id") {
+        return Err(lacks("id"));
+    }
+    Ok(Case {
+        id,
+        job,
+        metric,
+        expected,
+        tolerance,
+    })
+}
+
+/// The number at a dotted path of the report; missing, null or non-numeric is an error.
+fn lookup(report: &Value, dotted: &str) -> Result<f64, String> {
+    let mut node = report;
+    for part in dotted.split('.') {
+        node = node
+            .as_object()
+            .and_then(|o| o.get(part))
+            .ok_or_else(|| format!("missing {dotted}"))?;
+    }
+    match node {
+        Value::Null => Err(format!("null {dotted}")),
+        Value::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| format!("not a number at {dotted}")),
+        other => {
+            let mut s = other.to_string();
+            s.truncate(40);
+            Err(format!("not a number at {dotted}: {s}"))
+        }
+    }
+}
+
+/// The metric's value: a dotted path, or `sum:` of `+`-separated dotted paths.
+fn metric_value(report: &Value, metric: &str) -> Result<f64, String> {
+    match metric.strip_prefix("sum:") {
+        Some(paths) => paths.split('+').map(|p| lookup(report, p.trim())).sum(),
+        None => lookup(report, metric.trim()),
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// The case's metric from its job's estimate, or why it did not run.
+fn case_value(c: &Case) -> Result<f64, String> {
+    if c.expected == 0.0 {
+        return Err("expected_bytes is 0: no relative error".into());
+    }
+    let job: Job =
+        serde_json::from_value(c.job.clone()).map_err(|e| format!("invalid job: {e}"))?;
+    // A panic is a bug in the estimator; one case's bug must not hide the other results.
+    let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate_job(&job)))
+        .map_err(|p| format!("estimator panicked: {}", panic_text(p.as_ref())))?
+        .map_err(|e| e.message)?;
+    let v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+    metric_value(&v, &c.metric)
+}
+
+fn run_case(c: &Case) -> CaseResult {
+    let (got, error, status, message) = match case_value(c) {
+        Ok(got) => {
+            let error = (got - c.expected) / c.expected;
+            let ok = error.abs() <= c.tolerance + 1e-12;
+            let status = if ok { Status::Pass } else { Status::Fail };
+            (Some(got), Some(error), status, None)
+        }
+        Err(m) => (None, None, Status::Error, Some(m)),
+    };
+    CaseResult {
+        id: c.id.clone(),
+        metric: c.metric.clone(),
+        expected: c.expected,
+        got,
+        error,
+        tolerance: c.tolerance,
+        status,
+        message,
+    }
+}
+
+fn summarize(results: &[CaseResult]) -> Summary {
+    let count = |s: Status| results.iter().filter(|r| r.status == s).count();
+    let mut ran: Vec<(f64, &str)> = results
+        .iter()
+        .filter_map(|r| r.error.map(|e| (e.abs(), r.id.as_str())))
+        .collect();
+    ran.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let median = match ran.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(ran[n / 2].0),
+        n => Some((ran[n / 2 - 1].0 + ran[n / 2].0) / 2.0),
+    };
+    let worst = ran.last();
+    Summary {
+        cases: results.len(),
+        passed: count(Status::Pass),
+        failed: count(Status::Fail),
+        errored: count(Status::Error),
+        median_abs_error: median,
+        worst_abs_error: worst.map(|w| w.0),
+        worst_case: worst.map(|w| w.1.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metrics_follow_score_py() {
+        let r = json!({"per_gpu": {"model_states": {"parameters": 2, "gradients": 3},
+                                   "device_total": null, "peak_phase": "backward"}});
+        assert_eq!(
+            metric_value(
+                &r,
+                "sum:per_gpu.model_states.parameters+per_gpu.model_states.gradients"
+            ),
+            Ok(5.0)
+        );
+        assert_eq!(
+            metric_value(&r, "per_gpu.device_total"),
+            Err("null per_gpu.device_total".into())
+        );
+        assert!(metric_value(&r, "per_gpu.kv_pool")
+            .unwrap_err()
+            .starts_with("missing"));
+        assert!(metric_value(&r, "per_gpu.peak_phase")
+            .unwrap_err()
+            .starts_with("not a number"));
+        assert!(metric_value(&r, "sum:per_gpu.model_states.parameters+per_gpu.x").is_err());
+    }
+
+    #[test]
+    fn median_and_worst() {
+        let mk = |id: &str, e: Option<f64>| CaseResult {
+            id: id.into(),
+            metric: "m".into(),
+            expected: 1.0,
+            got: e.map(|e| 1.0 + e),
+            error: e,
+            tolerance: 0.05,
+            status: match e {
+                Some(e) if e.abs() <= 0.05 => Status::Pass,
+                Some(_) => Status::Fail,
+                None => Status::Error,
+            },
+            message: None,
+        };
+        let s = summarize(&[
+            mk("a", Some(0.01)),
+            mk("b", Some(-0.2)),
+            mk("c", Some(0.03)),
+            mk("d", Some(0.0)),
+            mk("e", None),
+        ]);
+        assert_eq!((s.passed, s.failed, s.errored), (3, 1, 1));
+        // |errors| 0, 0.01, 0.03, 0.2 → median (0.01 + 0.03) / 2.
+        assert!((s.median_abs_error.unwrap() - 0.02).abs() < 1e-12);
+        assert_eq!(s.worst_case.as_deref(), Some("b"));
+    }
+}

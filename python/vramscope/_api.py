@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from typing import Any, Union
 
@@ -159,13 +158,14 @@ def compare(job: str | Mapping[str, Any], path_or_bytes: PathOrBytes) -> dict[st
     as ``vramscope compare --json``. ``path_or_bytes`` is a record's path or its bytes."""
     payload: dict[str, Any] = {"job": _job(job, {})}
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        with tempfile.TemporaryDirectory(prefix="vramscope-") as tmp:
-            path = os.path.join(tmp, "record")
-            with open(path, "wb") as f:
-                f.write(_as_bytes(path_or_bytes))
-            payload["path"] = path
-            result: dict[str, Any] = _call("compare", payload)
-            return result
+        text = json.dumps(payload, default=_plain)
+        try:
+            answer = _native.compare_bytes(text, _as_bytes(path_or_bytes))
+        except _native.VramscopeError as e:
+            message, code = e.args
+            raise InputError(message, code) from None
+        result: dict[str, Any] = json.loads(answer)
+        return result
     payload["path"] = os.fspath(path_or_bytes)
     result = _call("compare", payload)
     return result

@@ -11,5 +11,8 @@ def call_json(command: str, input_json: str) -> str:
 def analyze_bytes(data: bytes, name_hint: str | None = None) -> str:
     """``analyze`` of a record held in memory; returns the JSON answer."""
 
+def compare_bytes(input_json: str, data: bytes, name_hint: str = "measurement") -> str:
+    """``compare`` of a job (``{"job": JOB}``) and a measurement held in memory."""
+
 def cli_main(argv: list[str]) -> int:
     """Runs the command line in process (``argv[0]`` is the program name); its exit code."""

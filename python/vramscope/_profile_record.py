@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 Phase = tuple[str, int, int]  # name, start_ns, end_ns
 
@@ -109,40 +109,56 @@ def _tracer_parameters(mp: Any) -> tuple[set[int], dict[Any, int]]:
     return params, grad_of
 
 
-def _zero_grad_ends(mp: Any) -> list[int]:
-    """End times of ``Optimizer.zero_grad`` ranges (torch/optim/optimizer.py wraps
-    ``zero_grad`` in ``record_function("Optimizer.zero_grad#<class>.zero_grad")``)."""
+def _zero_grad_ranges(mp: Any) -> list[tuple[int, int]]:
+    """``Optimizer.zero_grad`` ranges (torch/optim/optimizer.py wraps ``zero_grad`` in
+    ``record_function("Optimizer.zero_grad#<class>.zero_grad")``), in time order."""
     from torch._C._profiler import _EventType
 
     return sorted(
-        e.end_time_ns
+        (e.start_time_ns, e.end_time_ns)
         for e in mp._op_tree.sorted_nodes
         if e.tag == _EventType.TorchOp and e.name.startswith("Optimizer.zero_grad")
     )
 
 
 def _replaced_gradients(
-    events: Sequence[Any], grad_of: dict[Any, Any], zero_grad_ends: Sequence[int]
+    events: Sequence[Any],
+    is_gradient: Callable[[Any, int], bool],
+    grad_of: dict[Any, int],
+    zero_grads: Sequence[tuple[int, int]],
 ) -> list[Any]:
     """Frees the profiler cannot report: a gradient allocated before recording began and
     dropped during it (``zero_grad(set_to_none=True)`` at the top of a step) has no free event
     (c10's CPU allocator does not know its size: "Memory block of unknown size was allocated
-    before the profiling started"). When its parameter gets a new gradient tensor, the old
-    one is freed at the last ``zero_grad`` before that, else at the new one's creation."""
+    before the profiling started"). Such a gradient is freed
+
+    - at the end of the first ``Optimizer.zero_grad`` range when nothing touches it from that
+      range's start on (``zero_grad(set_to_none=False)`` zeroes it in place: a version bump);
+    - else, when its parameter gets a new gradient tensor (the Python tracer pairs them), at
+      that tensor's creation.
+    """
     from torch.profiler._memory_profiler import Action
 
-    old: dict[Any, tuple[Any, int, int]] = {}
-    out: list[Any] = []
+    pre: dict[Any, tuple[int, int]] = {}  # key -> (version, size)
+    last_touch: dict[Any, int] = {}
     for t, action, (key, version), size in events:
+        if action == Action.PREEXISTING and is_gradient(key, version):
+            pre[key] = (version, size)
+        elif key in pre:
+            last_touch[key] = t
+    out: list[Any] = []
+    if zero_grads:
+        z_start, z_end = zero_grads[0]
+        for key in [k for k in pre if last_touch.get(k, -1) < z_start]:
+            version, size = pre.pop(key)
+            out.append((z_end, Action.DESTROY, (key, version), size))
+    old_of_param = {grad_of[k]: k for k in pre if k in grad_of}
+    for t, action, (key, _version), _size in events:
         p = grad_of.get(key)
-        if p is None:
-            continue
-        if action == Action.PREEXISTING:
-            old[p] = (key, version, size)
-        elif action == Action.CREATE and p in old and old[p][0] != key:
-            okey, oversion, osize = old.pop(p)
-            at = max((z for z in zero_grad_ends if z <= t), default=t)
-            out.append((at, Action.DESTROY, (okey, oversion), osize))
+        if action == Action.CREATE and p in old_of_param and old_of_param[p] != key:
+            okey = old_of_param.pop(p)
+            oversion, osize = pre.pop(okey)
+            out.append((t, Action.DESTROY, (okey, oversion), osize))
     return out
 
 
@@ -207,7 +223,12 @@ def build_snapshot(prof: Any, windows: Sequence[Phase]) -> tuple[dict[str, Any],
     params, grad_of = _tracer_parameters(mp)
     trace = _Trace()
     events = sorted(mp.timeline, key=lambda ev: ev[0])
-    freed = _replaced_gradients(events, grad_of, _zero_grad_ends(mp))
+
+    def is_gradient(key: Any, version: int) -> bool:
+        c = mp._categories.get(key, version)
+        return c is not None and c.name == "GRADIENT"
+
+    freed = _replaced_gradients(events, is_gradient, grad_of, _zero_grad_ranges(mp))
     # Stable: a synthesized free sorts before the events at its time.
     events = sorted(freed + events, key=lambda ev: ev[0])
     # Tensors alive before recording began are placed just before everything recorded.

@@ -3,6 +3,8 @@
 //! - `call_json(command, input_json) -> str`: one command of the JSON façade (the same
 //!   functions the CLI's `--json` and the web server call), its answer as JSON text;
 //! - `analyze_bytes(data, name_hint=None) -> str`: `analyze` of a record held in memory;
+//! - `compare_bytes(input_json, data, name_hint="measurement") -> str`: `compare` of a job and
+//!   a measurement held in memory;
 //! - `cli_main(argv) -> int`: the whole CLI, in process, returning its exit code.
 //!
 //! Bad input raises `vramscope._native.VramscopeError(message, exit_code)`, `message` being the
@@ -45,6 +47,20 @@ fn analyze_bytes(py: Python<'_>, data: &[u8], name_hint: Option<&str>) -> PyResu
     .map_err(to_py)
 }
 
+/// `compare` of a job (`{"job": JOB}`) and a measurement held in memory; `name_hint` is what
+/// error messages call the measurement. Returns the JSON answer, as `compare --json` prints it.
+#[pyfunction]
+#[pyo3(signature = (input_json, data, name_hint = "measurement"))]
+fn compare_bytes(
+    py: Python<'_>,
+    input_json: &str,
+    data: &[u8],
+    name_hint: &str,
+) -> PyResult<String> {
+    py.detach(|| vramscope::app::compare_bytes_json(input_json, data, name_hint))
+        .map_err(to_py)
+}
+
 /// Runs the command line in process (`argv[0]` is the program name) and returns its exit code.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
@@ -57,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(call_json, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     Ok(())
 }

@@ -135,7 +135,9 @@ def _replaced_gradients(
     - at the end of the first ``Optimizer.zero_grad`` range when nothing touches it from that
       range's start on (``zero_grad(set_to_none=False)`` zeroes it in place: a version bump);
     - else, when its parameter gets a new gradient tensor (the Python tracer pairs them), at
-      that tensor's creation.
+      that tensor's creation;
+
+    and in either case no later than its address is allocated again.
     """
     from torch.profiler._memory_profiler import Action
 
@@ -146,18 +148,56 @@ def _replaced_gradients(
             pre[key] = (version, size)
         elif key in pre:
             last_touch[key] = t
+    # The free happened before its address was handed out again (the snapshot's reader
+    # pairs frees with allocations by address).
+    reused: dict[int, list[int]] = {}
+    for t, action, (key, _version), _size in events:
+        if action == Action.CREATE:
+            reused.setdefault(int(key.storage.ptr or 0), []).append(t)
+
+    def at(key: Any, t: int) -> int:
+        after = last_touch.get(key, -1)
+        again = [r for r in reused.get(int(key.storage.ptr or 0), []) if r > after]
+        return min([t, *again])
+
     out: list[Any] = []
     if zero_grads:
         z_start, z_end = zero_grads[0]
         for key in [k for k in pre if last_touch.get(k, -1) < z_start]:
             version, size = pre.pop(key)
-            out.append((z_end, Action.DESTROY, (key, version), size))
+            out.append((at(key, z_end), Action.DESTROY, (key, version), size))
     old_of_param = {grad_of[k]: k for k in pre if k in grad_of}
     for t, action, (key, _version), _size in events:
         p = grad_of.get(key)
         if action == Action.CREATE and p in old_of_param and old_of_param[p] != key:
             okey = old_of_param.pop(p)
             oversion, osize = pre.pop(okey)
+            out.append((at(okey, t), Action.DESTROY, (okey, oversion), osize))
+    return out
+
+
+def _reused_addresses(events: Sequence[Any], already: Sequence[Any]) -> list[Any]:
+    """Any other tensor from before recording whose address a new tensor takes was freed
+    before it (the profiler reports no free for it either): freed at that moment."""
+    from torch.profiler._memory_profiler import Action
+
+    done = {key for _t, _a, (key, _v), _s in already}
+    live: dict[int, tuple[Any, int, int]] = {}  # address -> (key, version, size)
+    out: list[Any] = []
+    for t, action, (key, version), size in events:
+        addr = int(key.storage.ptr or 0)
+        if action == Action.PREEXISTING and key not in done:
+            live[addr] = (key, version, size)
+        elif (
+            action in (Action.DESTROY, Action.INCREMENT_VERSION)
+            and live.get(addr, (None,))[0] == key
+        ):
+            if action == Action.DESTROY:
+                del live[addr]
+            else:
+                live[addr] = (key, version + 1, size)
+        elif action == Action.CREATE and addr in live and live[addr][0] != key:
+            okey, oversion, osize = live.pop(addr)
             out.append((t, Action.DESTROY, (okey, oversion), osize))
     return out
 
@@ -222,13 +262,21 @@ def build_snapshot(prof: Any, windows: Sequence[Phase]) -> tuple[dict[str, Any],
     stacks = allocation_stacks(mp)
     params, grad_of = _tracer_parameters(mp)
     trace = _Trace()
-    events = sorted(mp.timeline, key=lambda ev: ev[0])
+    events = sorted(
+        (
+            ev
+            for ev in mp.timeline
+            if isinstance(ev[2][0], TensorKey) and ev[2][0].device.type == "cpu"
+        ),
+        key=lambda ev: ev[0],
+    )
 
     def is_gradient(key: Any, version: int) -> bool:
         c = mp._categories.get(key, version)
         return c is not None and c.name == "GRADIENT"
 
     freed = _replaced_gradients(events, is_gradient, grad_of, _zero_grad_ranges(mp))
+    freed += _reused_addresses(events, freed)
     # Stable: a synthesized free sorts before the events at its time.
     events = sorted(freed + events, key=lambda ev: ev[0])
     # Tensors alive before recording began are placed just before everything recorded.

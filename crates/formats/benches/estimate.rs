@@ -97,7 +97,7 @@ fn benches(c: &mut Criterion) {
         g.bench_function("part: forward plan llama-3.1-8b train", |b| {
             b.iter(|| {
                 let mut w = Vec::new();
-                vramscope_core::estimate::activations::plan(black_box(&spec), &resolved, &mut w)
+                vramscope_core::estimate::activations::forward(black_box(&spec), &resolved, &mut w)
                     .unwrap()
             })
         });

@@ -118,6 +118,18 @@ pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
     Ok(())
 }
 
+/// A job as the contract's JSON gives it, with its `"from"` entries (a training framework's
+/// own configs, issue 20) read and laid under its other fields — the same reading as a `--job`
+/// file's and a server body's (`commands::from::parse_json_job`).
+pub fn with_from<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
+    let value = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
+    let text = value.to_string();
+    crate::commands::from::parse_json_job(&text).map_err(|e| {
+        let e = e.strip_prefix("invalid job: ").unwrap_or(&e).to_string();
+        serde::de::Error::custom(e)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,16 +163,4 @@ mod tests {
         assert!(e.message.starts_with("model: required"), "{e}");
         assert_eq!(e.exit_code, 2);
     }
-}
-
-/// A job as the contract's JSON gives it, with its `"from"` entries (a training framework's
-/// own configs, issue 20) read and laid under its other fields — the same reading as a `--job`
-/// file's and a server body's (`commands::from::parse_json_job`).
-pub fn with_from<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
-    let value = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
-    let text = value.to_string();
-    crate::commands::from::parse_json_job(&text).map_err(|e| {
-        let e = e.strip_prefix("invalid job: ").unwrap_or(&e).to_string();
-        serde::de::Error::custom(e)
-    })
 }

@@ -907,3 +907,57 @@ fn mul(a: u64, b: u64, what: &str) -> Result<u64, CoreError> {
 fn overflow(what: &str) -> CoreError {
     CoreError::Overflow { what: what.into() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str, shape: &[u64], layer: Option<u32>, c: Component) -> Tensor {
+        Tensor::new(name.into(), shape.to_vec(), DType::BF16, layer, c).unwrap()
+    }
+
+    #[test]
+    fn tallies_group_alike_tensors_and_layers() {
+        let mut tensors = vec![t("embed", &[16, 8], None, Component::Embedding)];
+        for l in 0..3 {
+            tensors.push(t(&format!("{l}.q"), &[8, 8], Some(l), Component::Attention));
+            tensors.push(t(&format!("{l}.k"), &[4, 8], Some(l), Component::Attention));
+            tensors.push(t(&format!("{l}.v"), &[4, 8], Some(l), Component::Attention));
+            tensors.push(t(&format!("{l}.norm"), &[8], Some(l), Component::Norm));
+        }
+        // Layer 3 lacks its norm: a second composition.
+        tensors.push(t("3.q", &[8, 8], Some(3), Component::Attention));
+        // The head has the embedding's shape but is another component: its own class.
+        tensors.push(t("head", &[16, 8], None, Component::Head));
+        let tl = Inventory::new(tensors).tallies().clone();
+        // Classes in order of first appearance: embed, q, k/v, norm, head.
+        assert_eq!(tl.classes.len(), 5);
+        assert_eq!(tl.classes[2].shape, vec![4, 8]);
+        assert_eq!(tl.classes[2].elements, 32);
+        assert_eq!(tl.classes[2].bytes, 64); // 32 bf16 elements
+        assert_eq!(tl.tensor_class[..5], [0, 1, 2, 2, 3]);
+        assert_eq!(
+            tl.layer_kinds,
+            vec![vec![(1, 1), (2, 2), (3, 1)], vec![(1, 1)]]
+        );
+        let layers: Vec<(u32, u32, u64)> = tl
+            .layers
+            .iter()
+            .map(|l| (l.layer, l.kind, l.elements))
+            .collect();
+        // Layers 0-2: 64 + 2 × 32 + 8 = 136 elements; layer 3: 64.
+        assert_eq!(
+            layers,
+            vec![(0, 0, 136), (1, 0, 136), (2, 0, 136), (3, 1, 64)]
+        );
+        assert_eq!(tl.outside, vec![(0, 1), (4, 1)]);
+    }
+
+    #[test]
+    fn equal_inventories_compare_equal_whatever_was_tallied() {
+        let a = Inventory::new(vec![t("x", &[2, 2], None, Component::Head)]);
+        let b = a.clone();
+        let _ = a.tallies();
+        assert_eq!(a, b);
+    }
+}

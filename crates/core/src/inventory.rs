@@ -599,106 +599,132 @@ impl Builder<'_> {
     }
 
     fn attention(&mut self, a: &str, att: &Attention, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let c = Component::Attention;
-        let b = att.bias;
         match att.kind {
             AttentionKind::Standard {
                 heads,
                 kv_heads,
                 head_dim,
-            } => {
-                let q = mul(heads, head_dim, "attention width")?;
-                let kv = mul(kv_heads, head_dim, "key/value width")?;
-                let qkv = q
-                    .checked_add(2 * kv)
-                    .ok_or_else(|| overflow("fused qkv width"))?;
-                match self.spec.naming {
-                    Naming::Gpt2 | Naming::BigCode => {
-                        self.linear(&format!("{a}.c_attn"), h, qkv, b.q, l, c)?;
-                        self.linear(&format!("{a}.c_proj"), q, h, b.o, l, c)?;
-                    }
-                    Naming::NeoX | Naming::Falcon => {
-                        self.linear(&format!("{a}.query_key_value"), h, qkv, b.q, l, c)?;
-                        self.linear(&format!("{a}.dense"), q, h, b.o, l, c)?;
-                    }
-                    Naming::Phi3 => {
-                        self.linear(&format!("{a}.qkv_proj"), h, qkv, b.q, l, c)?;
-                        self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;
-                    }
-                    Naming::Bert | Naming::Roberta => {
-                        self.linear(&format!("{a}.self.query"), h, q, b.q, l, c)?;
-                        self.linear(&format!("{a}.self.key"), h, kv, b.k, l, c)?;
-                        self.linear(&format!("{a}.self.value"), h, kv, b.v, l, c)?;
-                        self.linear(&format!("{a}.output.dense"), q, h, b.o, l, c)?;
-                    }
-                    Naming::T5 => {
-                        for (n, out) in [("q", q), ("k", kv), ("v", kv)] {
-                            self.linear(&format!("{a}.{n}"), h, out, false, l, c)?;
-                        }
-                        self.linear(&format!("{a}.o"), q, h, false, l, c)?;
-                        if let Some(buckets) = att.relative_bias_buckets {
-                            self.push(
-                                format!("{a}.relative_attention_bias.weight"),
-                                vec![buckets, heads],
-                                l,
-                                c,
-                            )?;
-                        }
-                    }
-                    Naming::Opt => {
-                        self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
-                        self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
-                        self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
-                        self.linear(&format!("{a}.out_proj"), q, h, b.o, l, c)?;
-                    }
-                    _ => {
-                        self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
-                        self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
-                        self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
-                        self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;
-                    }
-                }
-            }
-            AttentionKind::Latent {
-                heads,
-                q_lora_rank,
-                kv_lora_rank,
-                qk_nope_head_dim,
-                qk_rope_head_dim,
-                v_head_dim,
-            } => {
-                // DeepSeek-V2/V3 MLA (transformers `modeling_deepseek_v3.py`,
-                // `DeepseekV3Attention`).
-                let qk_head = qk_nope_head_dim + qk_rope_head_dim;
-                let q_out = mul(heads, qk_head, "MLA query width")?;
-                match q_lora_rank {
-                    Some(r) => {
-                        self.linear(&format!("{a}.q_a_proj"), h, r, b.q, l, c)?;
-                        self.norm(&format!("{a}.q_a_layernorm"), Norm::rms(r), l)?;
-                        self.linear(&format!("{a}.q_b_proj"), r, q_out, false, l, c)?;
-                    }
-                    None => self.linear(&format!("{a}.q_proj"), h, q_out, false, l, c)?,
-                }
-                self.linear(
-                    &format!("{a}.kv_a_proj_with_mqa"),
-                    h,
-                    kv_lora_rank + qk_rope_head_dim,
-                    b.k,
-                    l,
-                    c,
-                )?;
-                self.norm(&format!("{a}.kv_a_layernorm"), Norm::rms(kv_lora_rank), l)?;
-                let kv_b = mul(heads, qk_nope_head_dim + v_head_dim, "MLA kv_b width")?;
-                self.linear(&format!("{a}.kv_b_proj"), kv_lora_rank, kv_b, false, l, c)?;
-                let o_in = mul(heads, v_head_dim, "MLA output width")?;
-                self.linear(&format!("{a}.o_proj"), o_in, h, b.o, l, c)?;
-            }
+            } => self.standard_attention(a, att, (heads, kv_heads, head_dim), l)?,
+            AttentionKind::Latent { .. } => self.latent_attention(a, att, l)?,
         }
         if let Some(n) = att.qk_norm {
             self.norm(&format!("{a}.q_norm"), n, l)?;
             self.norm(&format!("{a}.k_norm"), n, l)?;
         }
+        Ok(())
+    }
+
+    /// Multi-head / grouped-query attention: q, k, v and output projections, fused or not as
+    /// the family's checkpoints name them.
+    fn standard_attention(
+        &mut self,
+        a: &str,
+        att: &Attention,
+        (heads, kv_heads, head_dim): (u64, u64, u64),
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let c = Component::Attention;
+        let b = att.bias;
+        let q = mul(heads, head_dim, "attention width")?;
+        let kv = mul(kv_heads, head_dim, "key/value width")?;
+        let qkv = q
+            .checked_add(2 * kv)
+            .ok_or_else(|| overflow("fused qkv width"))?;
+        match self.spec.naming {
+            Naming::Gpt2 | Naming::BigCode => {
+                self.linear(&format!("{a}.c_attn"), h, qkv, b.q, l, c)?;
+                self.linear(&format!("{a}.c_proj"), q, h, b.o, l, c)?;
+            }
+            Naming::NeoX | Naming::Falcon => {
+                self.linear(&format!("{a}.query_key_value"), h, qkv, b.q, l, c)?;
+                self.linear(&format!("{a}.dense"), q, h, b.o, l, c)?;
+            }
+            Naming::Phi3 => {
+                self.linear(&format!("{a}.qkv_proj"), h, qkv, b.q, l, c)?;
+                self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;
+            }
+            Naming::Bert | Naming::Roberta => {
+                self.linear(&format!("{a}.self.query"), h, q, b.q, l, c)?;
+                self.linear(&format!("{a}.self.key"), h, kv, b.k, l, c)?;
+                self.linear(&format!("{a}.self.value"), h, kv, b.v, l, c)?;
+                self.linear(&format!("{a}.output.dense"), q, h, b.o, l, c)?;
+            }
+            Naming::T5 => {
+                for (n, out) in [("q", q), ("k", kv), ("v", kv)] {
+                    self.linear(&format!("{a}.{n}"), h, out, false, l, c)?;
+                }
+                self.linear(&format!("{a}.o"), q, h, false, l, c)?;
+                if let Some(buckets) = att.relative_bias_buckets {
+                    self.push(
+                        format!("{a}.relative_attention_bias.weight"),
+                        vec![buckets, heads],
+                        l,
+                        c,
+                    )?;
+                }
+            }
+            Naming::Opt => {
+                self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
+                self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
+                self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
+                self.linear(&format!("{a}.out_proj"), q, h, b.o, l, c)?;
+            }
+            _ => {
+                self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
+                self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
+                self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
+                self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// DeepSeek-V2/V3 multi-head latent attention (transformers `modeling_deepseek_v3.py`,
+    /// `DeepseekV3Attention`): low-rank query and key/value projections with their norms.
+    fn latent_attention(
+        &mut self,
+        a: &str,
+        att: &Attention,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        let AttentionKind::Latent {
+            heads,
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+        } = att.kind
+        else {
+            return Ok(());
+        };
+        let h = self.spec.hidden_size;
+        let c = Component::Attention;
+        let b = att.bias;
+        let qk_head = qk_nope_head_dim + qk_rope_head_dim;
+        let q_out = mul(heads, qk_head, "MLA query width")?;
+        match q_lora_rank {
+            Some(r) => {
+                self.linear(&format!("{a}.q_a_proj"), h, r, b.q, l, c)?;
+                self.norm(&format!("{a}.q_a_layernorm"), Norm::rms(r), l)?;
+                self.linear(&format!("{a}.q_b_proj"), r, q_out, false, l, c)?;
+            }
+            None => self.linear(&format!("{a}.q_proj"), h, q_out, false, l, c)?,
+        }
+        self.linear(
+            &format!("{a}.kv_a_proj_with_mqa"),
+            h,
+            kv_lora_rank + qk_rope_head_dim,
+            b.k,
+            l,
+            c,
+        )?;
+        self.norm(&format!("{a}.kv_a_layernorm"), Norm::rms(kv_lora_rank), l)?;
+        let kv_b = mul(heads, qk_nope_head_dim + v_head_dim, "MLA kv_b width")?;
+        self.linear(&format!("{a}.kv_b_proj"), kv_lora_rank, kv_b, false, l, c)?;
+        let o_in = mul(heads, v_head_dim, "MLA output width")?;
+        self.linear(&format!("{a}.o_proj"), o_in, h, b.o, l, c)?;
         Ok(())
     }
 
@@ -880,4 +906,58 @@ fn mul(a: u64, b: u64, what: &str) -> Result<u64, CoreError> {
 
 fn overflow(what: &str) -> CoreError {
     CoreError::Overflow { what: what.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str, shape: &[u64], layer: Option<u32>, c: Component) -> Tensor {
+        Tensor::new(name.into(), shape.to_vec(), DType::BF16, layer, c).unwrap()
+    }
+
+    #[test]
+    fn tallies_group_alike_tensors_and_layers() {
+        let mut tensors = vec![t("embed", &[16, 8], None, Component::Embedding)];
+        for l in 0..3 {
+            tensors.push(t(&format!("{l}.q"), &[8, 8], Some(l), Component::Attention));
+            tensors.push(t(&format!("{l}.k"), &[4, 8], Some(l), Component::Attention));
+            tensors.push(t(&format!("{l}.v"), &[4, 8], Some(l), Component::Attention));
+            tensors.push(t(&format!("{l}.norm"), &[8], Some(l), Component::Norm));
+        }
+        // Layer 3 lacks its norm: a second composition.
+        tensors.push(t("3.q", &[8, 8], Some(3), Component::Attention));
+        // The head has the embedding's shape but is another component: its own class.
+        tensors.push(t("head", &[16, 8], None, Component::Head));
+        let tl = Inventory::new(tensors).tallies().clone();
+        // Classes in order of first appearance: embed, q, k/v, norm, head.
+        assert_eq!(tl.classes.len(), 5);
+        assert_eq!(tl.classes[2].shape, vec![4, 8]);
+        assert_eq!(tl.classes[2].elements, 32);
+        assert_eq!(tl.classes[2].bytes, 64); // 32 bf16 elements
+        assert_eq!(tl.tensor_class[..5], [0, 1, 2, 2, 3]);
+        assert_eq!(
+            tl.layer_kinds,
+            vec![vec![(1, 1), (2, 2), (3, 1)], vec![(1, 1)]]
+        );
+        let layers: Vec<(u32, u32, u64)> = tl
+            .layers
+            .iter()
+            .map(|l| (l.layer, l.kind, l.elements))
+            .collect();
+        // Layers 0-2: 64 + 2 × 32 + 8 = 136 elements; layer 3: 64.
+        assert_eq!(
+            layers,
+            vec![(0, 0, 136), (1, 0, 136), (2, 0, 136), (3, 1, 64)]
+        );
+        assert_eq!(tl.outside, vec![(0, 1), (4, 1)]);
+    }
+
+    #[test]
+    fn equal_inventories_compare_equal_whatever_was_tallied() {
+        let a = Inventory::new(vec![t("x", &[2, 2], None, Component::Head)]);
+        let b = a.clone();
+        let _ = a.tallies();
+        assert_eq!(a, b);
+    }
 }

@@ -441,6 +441,32 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_alike_tensors_count_as_the_tensors_one_by_one() {
+        let run = |shape: &'static [u64], width, count| Run {
+            shape,
+            width,
+            count,
+        };
+        // Adam: three fp32 [10, 10] tensors' sqrt(v): 3 × 100 × 4 bytes.
+        assert_eq!(
+            step_scratch_runs(Optimizer::AdamW, &[run(&[10, 10], 4, 3)]).unwrap(),
+            1200
+        );
+        // Adafactor, three bf16 [4096, 4096] in a row: the first holds 4 fp32 copies (4f,
+        // f = 4 × SQ_N bytes), each later one 4f plus its predecessor's update f.
+        let f = 4 * SQ_N;
+        assert_eq!(
+            step_scratch_runs(Optimizer::Adafactor, &[run(&SQ, 2, 3)]).unwrap(),
+            5 * f
+        );
+        // A run of one is the tensor alone; an empty run is nothing.
+        assert_eq!(
+            step_scratch_runs(Optimizer::Adafactor, &[run(&SQ, 2, 1), run(&[1], 2, 0)]).unwrap(),
+            4 * f
+        );
+    }
+
+    #[test]
     fn lion_and_adafactor_scratch() {
         let t: [(&[u64], u64); 2] = [(&[4096, 4096], 2), (&[4096], 2)];
         // clone + add result of the largest tensor, bf16.

@@ -3,6 +3,7 @@
 //! has every default filled in and every value checked.
 
 use crate::error::CoreError;
+use crate::estimate::engine_settings::EngineSettings;
 use crate::estimate::kv::KvDtype;
 use crate::estimate::quant::WeightFormat;
 use serde::{Deserialize, Serialize};
@@ -293,7 +294,7 @@ pub struct ResolvedJob {
     pub weights: Weights,
     pub framework: Framework,
     pub parallel: Parallel,
-    pub engine: Value,
+    pub engine: EngineSettings,
     pub gpu: Option<String>,
     pub kv_dtype: Option<Spelled<KvDtype>>,
     pub loss: LossKernel,
@@ -307,6 +308,12 @@ impl ResolvedJob {
     /// `reserve`: subtracted from capacity in `fit`).
     pub fn usable(&self, capacity: u64) -> u64 {
         capacity.saturating_sub(self.reserve)
+    }
+
+    /// Sets one engine setting as a user would write it, checked for the job's engine as in
+    /// resolution.
+    pub fn set_engine(&mut self, key: &str, v: Value) -> Result<(), CoreError> {
+        self.engine.set(key, v, self.framework)
     }
 }
 
@@ -448,76 +455,57 @@ impl Job {
     /// Fills defaults and checks every field. `model_max_seq` is the model's maximum position
     /// count, used for the default sequence length.
     pub fn resolve(&self, model_max_seq: Option<u64>) -> Result<ResolvedJob, CoreError> {
-        let task = match self.task.as_deref() {
-            None => Task::Train,
-            Some(s) => Task::parse("task", s)?,
-        };
-        let framework = match self.framework.as_deref() {
-            None => Framework::Pytorch,
-            Some(s) => Framework::parse("framework", s)?,
-        };
+        let task = choice("task", self.task.as_deref(), Task::parse, Task::Train)?;
+        let framework = choice(
+            "framework",
+            self.framework.as_deref(),
+            Framework::parse,
+            Framework::Pytorch,
+        )?;
         let default_seq = model_max_seq.map_or(2048, |m| m.clamp(1, 2048));
         let batch = count("batch", self.batch.as_ref(), 1, 1, MAX_BATCH)?;
         let grad_accum = count("grad_accum", self.grad_accum.as_ref(), 1, 1, MAX_BATCH)?;
         let seq = count("seq", self.seq.as_ref(), default_seq, 1, MAX_SEQ)?;
         let new_tokens = count("new_tokens", self.new_tokens.as_ref(), 0, 0, MAX_SEQ)?;
         let gpu = resolve_gpu(self.gpu.as_ref())?;
-        // GPUs without bf16 (Volta, Turing: V100, T4) default to fp16, as users run them.
-        let bf16 = gpu
-            .as_deref()
-            .and_then(|g| crate::gpu::find(g).ok())
-            .is_none_or(|g| g.bf16);
-        let precision = match self.precision.as_deref() {
-            Some(s) => Precision::parse("precision", s)?,
-            None if task == Task::Infer && bf16 => Precision::Bf16,
-            None if task == Task::Infer => Precision::Fp16,
-            None if bf16 => Precision::Bf16Mixed,
-            None => Precision::Fp16Mixed,
-        };
+        let precision = self.resolve_precision(task, gpu.as_deref())?;
         let optimizer = match self.optimizer.as_deref() {
             Some(s) => Optimizer::parse("optimizer", s)?,
             None if task == Task::Infer => Optimizer::None,
             None => Optimizer::AdamW,
         };
-        let checkpointing = match self.checkpointing.as_deref() {
-            Some(s) => Checkpointing::parse("checkpointing", s)?,
-            None => Checkpointing::None,
-        };
-        let attention = match self.attention.as_deref() {
-            Some(s) => AttentionKernel::parse("attention", s)?,
-            None => AttentionKernel::Sdpa,
-        };
+        let checkpointing = choice(
+            "checkpointing",
+            self.checkpointing.as_deref(),
+            Checkpointing::parse,
+            Checkpointing::None,
+        )?;
+        let attention = choice(
+            "attention",
+            self.attention.as_deref(),
+            AttentionKernel::parse,
+            AttentionKernel::Sdpa,
+        )?;
         let peft = self.peft.as_ref().map(parse_peft).transpose()?.flatten();
-        let weights = match self.weights.as_deref() {
-            Some(w) => Spelled::new(WeightFormat::parse(w)?, w.trim()),
-            None if peft.as_ref().is_some_and(|p| p.method == PeftMethod::Qlora) => {
-                Spelled::new(WeightFormat::Nf4Dq, "nf4-dq")
-            }
-            None => Spelled::new(WeightFormat::None, "none"),
-        };
+        let weights = self.resolve_weights(peft.as_ref())?;
         let parallel = parse_parallel(self.parallel.as_ref())?;
         let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?
             .map(|s| Ok::<_, CoreError>(Spelled::new(KvDtype::parse(s)?, s)))
             .transpose()?;
-        let loss = match self.loss.as_deref() {
-            Some(s) => LossKernel::parse("loss", s)?,
-            None => LossKernel::Standard,
-        };
-        let cuda_module_loading = match self.cuda_module_loading.as_deref() {
-            Some(s) => CudaModuleLoading::parse("cuda_module_loading", s)?,
-            None => CudaModuleLoading::Lazy,
-        };
+        let loss = choice(
+            "loss",
+            self.loss.as_deref(),
+            LossKernel::parse,
+            LossKernel::Standard,
+        )?;
+        let cuda_module_loading = choice(
+            "cuda_module_loading",
+            self.cuda_module_loading.as_deref(),
+            CudaModuleLoading::parse,
+            CudaModuleLoading::Lazy,
+        )?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
-        let engine = match &self.engine {
-            None | Some(Value::Null) => Value::Object(Default::default()),
-            Some(v @ Value::Object(_)) => v.clone(),
-            Some(other) => {
-                return Err(CoreError::field(
-                    "engine",
-                    format!("must be an object (got {other})"),
-                ))
-            }
-        };
+        let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
         Ok(ResolvedJob {
             model: self.model.clone().unwrap_or(Value::Null),
             task,
@@ -541,6 +529,43 @@ impl Job {
             reserve,
         })
     }
+
+    /// The job's precision, or the default: 16-bit for inference, mixed for training, bf16
+    /// where the GPU has it. GPUs without bf16 (Volta, Turing: V100, T4) default to fp16, as
+    /// users run them.
+    fn resolve_precision(&self, task: Task, gpu: Option<&str>) -> Result<Precision, CoreError> {
+        let bf16 = gpu
+            .and_then(|g| crate::gpu::find(g).ok())
+            .is_none_or(|g| g.bf16);
+        Ok(match self.precision.as_deref() {
+            Some(s) => Precision::parse("precision", s)?,
+            None if task == Task::Infer && bf16 => Precision::Bf16,
+            None if task == Task::Infer => Precision::Fp16,
+            None if bf16 => Precision::Bf16Mixed,
+            None => Precision::Fp16Mixed,
+        })
+    }
+
+    /// The weights' format as written, parsed once here; QLoRA implies `nf4-dq`.
+    fn resolve_weights(&self, peft: Option<&Peft>) -> Result<Weights, CoreError> {
+        Ok(match self.weights.as_deref() {
+            Some(w) => Spelled::new(WeightFormat::parse(w)?, w.trim()),
+            None if peft.is_some_and(|p| p.method == PeftMethod::Qlora) => {
+                Spelled::new(WeightFormat::Nf4Dq, "nf4-dq")
+            }
+            None => Spelled::new(WeightFormat::None, "none"),
+        })
+    }
+}
+
+/// A string field's contract spelling parsed by `parse`, or `default` when absent.
+fn choice<T>(
+    field: &str,
+    v: Option<&str>,
+    parse: fn(&str, &str) -> Result<T, CoreError>,
+    default: T,
+) -> Result<T, CoreError> {
+    v.map_or(Ok(default), |s| parse(field, s))
 }
 
 /// The job's GPU id as the catalog spells it.
@@ -638,37 +663,7 @@ fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
     let pp = g("pp", 1)?;
     let cp = g("cp", 1)?;
     let ep = g("ep", 1)?;
-    let model_par = tp.saturating_mul(pp).saturating_mul(cp);
-    let (gpus, dp) = match (
-        obj.get("gpus").filter(|v| !v.is_null()),
-        obj.get("dp").filter(|v| !v.is_null()),
-    ) {
-        (Some(gv), Some(dv)) => {
-            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
-            let dp = count("parallel.dp", Some(dv), 1, 1, MAX_GPUS)?;
-            if dp.saturating_mul(model_par) != gpus {
-                return Err(CoreError::field(
-                    "parallel.gpus",
-                    format!("{gpus} GPUs is not dp {dp} × tp {tp} × pp {pp} × cp {cp}"),
-                ));
-            }
-            (gpus, dp)
-        }
-        (Some(gv), None) => {
-            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
-            if gpus % model_par != 0 {
-                return Err(CoreError::field(
-                    "parallel.gpus",
-                    format!("{gpus} GPUs is not a multiple of tp {tp} × pp {pp} × cp {cp}"),
-                ));
-            }
-            (gpus, gpus / model_par)
-        }
-        (None, dv) => {
-            let dp = count("parallel.dp", dv, 1, 1, MAX_GPUS)?;
-            (dp.saturating_mul(model_par), dp)
-        }
-    };
+    let (gpus, dp) = data_parallel(obj, tp, pp, cp)?;
     if gpus > MAX_GPUS {
         return Err(CoreError::field(
             "parallel.gpus",
@@ -709,6 +704,47 @@ fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
         offload,
         microbatches,
     })
+}
+
+/// `parallel.gpus` and `parallel.dp`: either one derives the other from tp × pp × cp (the
+/// model-parallel group), and both given must agree.
+fn data_parallel(
+    obj: &serde_json::Map<String, Value>,
+    tp: u64,
+    pp: u64,
+    cp: u64,
+) -> Result<(u64, u64), CoreError> {
+    let model_par = tp.saturating_mul(pp).saturating_mul(cp);
+    match (
+        obj.get("gpus").filter(|v| !v.is_null()),
+        obj.get("dp").filter(|v| !v.is_null()),
+    ) {
+        (Some(gv), Some(dv)) => {
+            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
+            let dp = count("parallel.dp", Some(dv), 1, 1, MAX_GPUS)?;
+            if dp.saturating_mul(model_par) != gpus {
+                return Err(CoreError::field(
+                    "parallel.gpus",
+                    format!("{gpus} GPUs is not dp {dp} × tp {tp} × pp {pp} × cp {cp}"),
+                ));
+            }
+            Ok((gpus, dp))
+        }
+        (Some(gv), None) => {
+            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
+            if gpus % model_par != 0 {
+                return Err(CoreError::field(
+                    "parallel.gpus",
+                    format!("{gpus} GPUs is not a multiple of tp {tp} × pp {pp} × cp {cp}"),
+                ));
+            }
+            Ok((gpus, gpus / model_par))
+        }
+        (None, dv) => {
+            let dp = count("parallel.dp", dv, 1, 1, MAX_GPUS)?;
+            Ok((dp.saturating_mul(model_par), dp))
+        }
+    }
 }
 
 #[cfg(test)]

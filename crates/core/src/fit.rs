@@ -114,10 +114,7 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
 /// and no utilization of the user's, the engine's default is lowered to the largest share in
 /// hundredths that leaves the reserve free: ⌊100 × (capacity − reserve) / capacity⌋ / 100.
 fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>), CoreError> {
-    let set = job
-        .engine
-        .get("gpu_memory_utilization")
-        .is_some_and(|v| !v.is_null());
+    let set = job.engine.gpu_memory_utilization.is_some();
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
     let (Framework::Vllm, Task::Infer, false, Some(gpu)) = (job.framework, job.task, set, gpu)
     else {
@@ -126,7 +123,7 @@ fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>
     if job.reserve == 0 {
         return Ok((job.clone(), None));
     }
-    let default = crate::estimate::engines::gpu_memory_utilization(job)?;
+    let default = crate::estimate::engines::gpu_memory_utilization(job);
     let share = job.usable(gpu.memory_bytes) as f64 / gpu.memory_bytes as f64;
     let util = ((share * 100.0).floor() / 100.0).min(default);
     // Nothing of the GPU left (a reserve of all of it): the search says so, not a bad setting.
@@ -134,9 +131,7 @@ fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>
         return Ok((job.clone(), None));
     }
     let mut j = job.clone();
-    if let serde_json::Value::Object(m) = &mut j.engine {
-        m.insert("gpu_memory_utilization".into(), util.into());
-    }
+    j.set_engine("gpu_memory_utilization", util.into())?;
     let note = format!(
         "--gpu-memory-utilization {util} instead of vLLM's {default}: {} of {} is reserved",
         crate::text::bytes(job.reserve),
@@ -173,8 +168,8 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     // llama.cpp: when every layer on the GPU does not fit, the limits below are those at the
     // most layers that do (`-ngl N`), with the rest in host RAM.
     let at_ngl = match max_gpu_layers {
-        Some(n) if job.engine.get("n_gpu_layers").is_none_or(|v| v.is_null()) => {
-            Some(at_gpu_layers(model, spec, job, n, &mut notes))
+        Some(n) if job.engine.n_gpu_layers.is_none() => {
+            Some(at_gpu_layers(model, spec, job, n, &mut notes)?)
         }
         _ => None,
     };
@@ -261,9 +256,7 @@ fn most_gpu_layers(
     let all = spec.num_layers() + 1;
     for ngl in (0..=all).rev() {
         let mut j = job.clone();
-        if let serde_json::Value::Object(m) = &mut j.engine {
-            m.insert("n_gpu_layers".into(), ngl.into());
-        }
+        j.set_engine("n_gpu_layers", ngl.into())?;
         if fits_in(model, &j, capacity, evals)? {
             return Ok(Some(ngl));
         }
@@ -279,11 +272,9 @@ fn at_gpu_layers(
     job: &ResolvedJob,
     n: u64,
     notes: &mut Vec<String>,
-) -> ResolvedJob {
+) -> Result<ResolvedJob, CoreError> {
     let mut j = job.clone();
-    if let serde_json::Value::Object(m) = &mut j.engine {
-        m.insert("n_gpu_layers".into(), n.into());
-    }
+    j.set_engine("n_gpu_layers", n.into())?;
     let host = estimate(model, &j)
         .ok()
         .and_then(|r| crate::advice::host_bytes(&r))
@@ -294,7 +285,7 @@ fn at_gpu_layers(
             crate::text::bytes(host)
         ));
     }
-    j
+    Ok(j)
 }
 
 /// The longest sequence (train) or context (infer: prompt + generated tokens, the prompt

@@ -3,11 +3,24 @@
 //! has every default filled in and every value checked.
 
 use crate::error::CoreError;
+mod fields;
+mod parallel;
+mod peft;
+mod spelled;
+
+pub use fields::whole_number;
+pub use parallel::Parallel;
+pub use peft::Peft;
+pub use spelled::{Spelled, Weights};
+
+use crate::estimate::engine_settings::EngineSettings;
 use crate::estimate::kv::KvDtype;
 use crate::estimate::quant::WeightFormat;
+use fields::{choice, count, reserve_bytes, text};
+use parallel::parse_parallel;
+use peft::parse_peft;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fmt;
 
 /// A job as written: JSON/TOML or CLI flags. Absent fields take the framework's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -193,92 +206,6 @@ impl Precision {
     }
 }
 
-/// A job value parsed once in resolution and echoed in the report as the user wrote it
-/// (`weights`, `kv_dtype`): the estimator reads the typed `value`, the report the spelling.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Spelled<T> {
-    pub value: T,
-    text: String,
-}
-
-impl<T> Spelled<T> {
-    /// `value` as spelled `text` (`text` must be a spelling that parses to `value`).
-    pub fn new(value: T, text: impl Into<String>) -> Self {
-        Spelled {
-            value,
-            text: text.into(),
-        }
-    }
-
-    /// The spelling as written (the contract's value).
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-}
-
-impl<T> Serialize for Spelled<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.text)
-    }
-}
-
-impl<T> fmt::Display for Spelled<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-/// Compares the spelling, as the contract's string did.
-impl<T> PartialEq<&str> for Spelled<T> {
-    fn eq(&self, other: &&str) -> bool {
-        self.text == *other
-    }
-}
-
-/// The job's `weights`: the storage format and its spelling.
-pub type Weights = Spelled<WeightFormat>;
-
-/// LoRA / QLoRA settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Peft {
-    pub method: PeftMethod,
-    pub rank: u64,
-    pub alpha: f64,
-    pub targets: Vec<String>,
-}
-
-/// Distributed layout (contract `parallel`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Parallel {
-    pub gpus: u64,
-    pub dp: u64,
-    pub tp: u64,
-    pub pp: u64,
-    pub sp: bool,
-    pub cp: u64,
-    pub ep: u64,
-    pub zero: u64,
-    pub offload: Offload,
-    pub microbatches: u64,
-}
-
-impl Default for Parallel {
-    fn default() -> Self {
-        Parallel {
-            gpus: 1,
-            dp: 1,
-            tp: 1,
-            pp: 1,
-            sp: false,
-            cp: 1,
-            ep: 1,
-            zero: 0,
-            offload: Offload::None,
-            microbatches: 1,
-        }
-    }
-}
-
 /// A job with every default filled in and every value checked: what the estimator reads and
 /// what the report echoes as `job`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -297,7 +224,7 @@ pub struct ResolvedJob {
     pub weights: Weights,
     pub framework: Framework,
     pub parallel: Parallel,
-    pub engine: Value,
+    pub engine: EngineSettings,
     pub gpu: Option<String>,
     pub kv_dtype: Option<Spelled<KvDtype>>,
     pub loss: LossKernel,
@@ -312,6 +239,12 @@ impl ResolvedJob {
     pub fn usable(&self, capacity: u64) -> u64 {
         capacity.saturating_sub(self.reserve)
     }
+
+    /// Sets one engine setting as a user would write it, checked for the job's engine as in
+    /// resolution.
+    pub fn set_engine(&mut self, key: &str, v: Value) -> Result<(), CoreError> {
+        self.engine.set(key, v, self.framework)
+    }
 }
 
 /// Upper bounds on counts: beyond them no real job exists, and products of them stay far from
@@ -319,114 +252,6 @@ impl ResolvedJob {
 const MAX_BATCH: u64 = 1 << 24;
 const MAX_SEQ: u64 = 1 << 26;
 const MAX_GPUS: u64 = 1 << 20;
-/// No GPU or unified-memory machine has a pebibyte: a larger reserve is a typo.
-const MAX_RESERVE: f64 = (1u64 << 50) as f64;
-
-/// The job's `reserve`: bytes as a non-negative JSON number, integer or float (rounded to the
-/// byte), or a numeric string; absent or null = 0.
-fn reserve_bytes(v: Option<&Value>) -> Result<u64, CoreError> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(0);
-    };
-    let f = match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    };
-    match f {
-        Some(f) if f.is_finite() && (0.0..=MAX_RESERVE).contains(&f) => Ok(f.round() as u64),
-        Some(f) if f < 0.0 => Err(CoreError::field(
-            "reserve",
-            format!("must not be negative (got {f})"),
-        )),
-        Some(f) if f.is_finite() => Err(CoreError::field(
-            "reserve",
-            format!("{f} bytes is more than any device has"),
-        )),
-        _ => Err(CoreError::field(
-            "reserve",
-            format!("must be a number of bytes (got {v})"),
-        )),
-    }
-}
-
-/// Reads a non-negative whole number written as a JSON integer or float (`7.5e9`).
-pub fn whole_number(field: &str, v: &Value) -> Result<u64, CoreError> {
-    if let Some(u) = v.as_u64() {
-        return Ok(u);
-    }
-    if let Some(i) = v.as_i64() {
-        return Err(CoreError::field(
-            field,
-            format!("must not be negative (got {i})"),
-        ));
-    }
-    if let Some(f) = v.as_f64() {
-        if f < 0.0 {
-            return Err(CoreError::field(
-                field,
-                format!("must not be negative (got {f})"),
-            ));
-        }
-        if f.fract() != 0.0 || !f.is_finite() {
-            return Err(CoreError::field(
-                field,
-                format!("must be a whole number (got {f})"),
-            ));
-        }
-        if f >= 1.8e19 {
-            return Err(CoreError::field(field, format!("{f} is too large")));
-        }
-        return Ok(f as u64);
-    }
-    if let Some(s) = v.as_str() {
-        if let Ok(f) = s.trim().parse::<f64>() {
-            return whole_number(field, &Value::from(f));
-        }
-    }
-    Err(CoreError::field(
-        field,
-        format!("must be a number (got {v})"),
-    ))
-}
-
-fn count(
-    field: &str,
-    v: Option<&Value>,
-    default: u64,
-    min: u64,
-    max: u64,
-) -> Result<u64, CoreError> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(default);
-    };
-    let n = whole_number(field, v)?;
-    if n < min {
-        return Err(CoreError::field(
-            field,
-            format!("must be at least {min} (got {n})"),
-        ));
-    }
-    if n > max {
-        return Err(CoreError::field(
-            field,
-            format!("{n} is more than vramscope accepts ({max})"),
-        ));
-    }
-    Ok(n)
-}
-
-fn text<'a>(field: &str, v: Option<&'a Value>) -> Result<Option<&'a str>, CoreError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err(CoreError::field(
-            field,
-            format!("must be a string (got {other})"),
-        )),
-    }
-}
-
 /// The case's `job` with each of its `job_if_supported` fields (`../shared/validation/README.md`)
 /// that this build's job accepts, as `score.py`'s `job_for` merges them: the conditions a
 /// measurement was taken under that older builds could not express. A field this build does
@@ -452,76 +277,57 @@ impl Job {
     /// Fills defaults and checks every field. `model_max_seq` is the model's maximum position
     /// count, used for the default sequence length.
     pub fn resolve(&self, model_max_seq: Option<u64>) -> Result<ResolvedJob, CoreError> {
-        let task = match self.task.as_deref() {
-            None => Task::Train,
-            Some(s) => Task::parse("task", s)?,
-        };
-        let framework = match self.framework.as_deref() {
-            None => Framework::Pytorch,
-            Some(s) => Framework::parse("framework", s)?,
-        };
+        let task = choice("task", self.task.as_deref(), Task::parse, Task::Train)?;
+        let framework = choice(
+            "framework",
+            self.framework.as_deref(),
+            Framework::parse,
+            Framework::Pytorch,
+        )?;
         let default_seq = model_max_seq.map_or(2048, |m| m.clamp(1, 2048));
         let batch = count("batch", self.batch.as_ref(), 1, 1, MAX_BATCH)?;
         let grad_accum = count("grad_accum", self.grad_accum.as_ref(), 1, 1, MAX_BATCH)?;
         let seq = count("seq", self.seq.as_ref(), default_seq, 1, MAX_SEQ)?;
         let new_tokens = count("new_tokens", self.new_tokens.as_ref(), 0, 0, MAX_SEQ)?;
         let gpu = resolve_gpu(self.gpu.as_ref())?;
-        // GPUs without bf16 (Volta, Turing: V100, T4) default to fp16, as users run them.
-        let bf16 = gpu
-            .as_deref()
-            .and_then(|g| crate::gpu::find(g).ok())
-            .is_none_or(|g| g.bf16);
-        let precision = match self.precision.as_deref() {
-            Some(s) => Precision::parse("precision", s)?,
-            None if task == Task::Infer && bf16 => Precision::Bf16,
-            None if task == Task::Infer => Precision::Fp16,
-            None if bf16 => Precision::Bf16Mixed,
-            None => Precision::Fp16Mixed,
-        };
+        let precision = self.resolve_precision(task, gpu.as_deref())?;
         let optimizer = match self.optimizer.as_deref() {
             Some(s) => Optimizer::parse("optimizer", s)?,
             None if task == Task::Infer => Optimizer::None,
             None => Optimizer::AdamW,
         };
-        let checkpointing = match self.checkpointing.as_deref() {
-            Some(s) => Checkpointing::parse("checkpointing", s)?,
-            None => Checkpointing::None,
-        };
-        let attention = match self.attention.as_deref() {
-            Some(s) => AttentionKernel::parse("attention", s)?,
-            None => AttentionKernel::Sdpa,
-        };
+        let checkpointing = choice(
+            "checkpointing",
+            self.checkpointing.as_deref(),
+            Checkpointing::parse,
+            Checkpointing::None,
+        )?;
+        let attention = choice(
+            "attention",
+            self.attention.as_deref(),
+            AttentionKernel::parse,
+            AttentionKernel::Sdpa,
+        )?;
         let peft = self.peft.as_ref().map(parse_peft).transpose()?.flatten();
-        let weights = match self.weights.as_deref() {
-            Some(w) => Spelled::new(WeightFormat::parse(w)?, w.trim()),
-            None if peft.as_ref().is_some_and(|p| p.method == PeftMethod::Qlora) => {
-                Spelled::new(WeightFormat::Nf4Dq, "nf4-dq")
-            }
-            None => Spelled::new(WeightFormat::None, "none"),
-        };
+        let weights = self.resolve_weights(peft.as_ref())?;
         let parallel = parse_parallel(self.parallel.as_ref())?;
         let kv_dtype = text("kv_dtype", self.kv_dtype.as_ref())?
             .map(|s| Ok::<_, CoreError>(Spelled::new(KvDtype::parse(s)?, s)))
             .transpose()?;
-        let loss = match self.loss.as_deref() {
-            Some(s) => LossKernel::parse("loss", s)?,
-            None => LossKernel::Standard,
-        };
-        let cuda_module_loading = match self.cuda_module_loading.as_deref() {
-            Some(s) => CudaModuleLoading::parse("cuda_module_loading", s)?,
-            None => CudaModuleLoading::Lazy,
-        };
+        let loss = choice(
+            "loss",
+            self.loss.as_deref(),
+            LossKernel::parse,
+            LossKernel::Standard,
+        )?;
+        let cuda_module_loading = choice(
+            "cuda_module_loading",
+            self.cuda_module_loading.as_deref(),
+            CudaModuleLoading::parse,
+            CudaModuleLoading::Lazy,
+        )?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
-        let engine = match &self.engine {
-            None | Some(Value::Null) => Value::Object(Default::default()),
-            Some(v @ Value::Object(_)) => v.clone(),
-            Some(other) => {
-                return Err(CoreError::field(
-                    "engine",
-                    format!("must be an object (got {other})"),
-                ))
-            }
-        };
+        let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
         Ok(ResolvedJob {
             model: self.model.clone().unwrap_or(Value::Null),
             task,
@@ -545,6 +351,33 @@ impl Job {
             reserve,
         })
     }
+
+    /// The job's precision, or the default: 16-bit for inference, mixed for training, bf16
+    /// where the GPU has it. GPUs without bf16 (Volta, Turing: V100, T4) default to fp16, as
+    /// users run them.
+    fn resolve_precision(&self, task: Task, gpu: Option<&str>) -> Result<Precision, CoreError> {
+        let bf16 = gpu
+            .and_then(|g| crate::gpu::find(g).ok())
+            .is_none_or(|g| g.bf16);
+        Ok(match self.precision.as_deref() {
+            Some(s) => Precision::parse("precision", s)?,
+            None if task == Task::Infer && bf16 => Precision::Bf16,
+            None if task == Task::Infer => Precision::Fp16,
+            None if bf16 => Precision::Bf16Mixed,
+            None => Precision::Fp16Mixed,
+        })
+    }
+
+    /// The weights' format as written, parsed once here; QLoRA implies `nf4-dq`.
+    fn resolve_weights(&self, peft: Option<&Peft>) -> Result<Weights, CoreError> {
+        Ok(match self.weights.as_deref() {
+            Some(w) => Spelled::new(WeightFormat::parse(w)?, w.trim()),
+            None if peft.is_some_and(|p| p.method == PeftMethod::Qlora) => {
+                Spelled::new(WeightFormat::Nf4Dq, "nf4-dq")
+            }
+            None => Spelled::new(WeightFormat::None, "none"),
+        })
+    }
 }
 
 /// The job's GPU id as the catalog spells it.
@@ -562,157 +395,6 @@ fn resolve_gpu(v: Option<&Value>) -> Result<Option<String>, CoreError> {
             format!("must be a GPU id (got {other})"),
         )),
     }
-}
-
-fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
-    let obj = match v {
-        Value::Null => return Ok(None),
-        Value::Object(o) => o,
-        other => {
-            return Err(CoreError::field(
-                "peft",
-                format!("must be null or an object (got {other})"),
-            ))
-        }
-    };
-    let method = match text("peft.method", obj.get("method"))? {
-        Some(m) => PeftMethod::parse("peft.method", m)?,
-        None => {
-            return Err(CoreError::field(
-                "peft.method",
-                "is required (lora or qlora)",
-            ))
-        }
-    };
-    let rank = count("peft.rank", obj.get("rank"), 16, 1, 1 << 20)?;
-    let alpha = obj
-        .get("alpha")
-        .and_then(Value::as_f64)
-        .unwrap_or(2.0 * rank as f64);
-    let targets = match obj.get("targets") {
-        None | Some(Value::Null) => ["q_proj", "k_proj", "v_proj", "o_proj"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|t| {
-                t.as_str().map(str::to_string).ok_or_else(|| {
-                    CoreError::field(
-                        "peft.targets",
-                        format!("entries must be module names (got {t})"),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(other) => {
-            return Err(CoreError::field(
-                "peft.targets",
-                format!("must be a list (got {other})"),
-            ))
-        }
-    };
-    if targets.is_empty() {
-        return Err(CoreError::field(
-            "peft.targets",
-            "must name at least one module",
-        ));
-    }
-    Ok(Some(Peft {
-        method,
-        rank,
-        alpha,
-        targets,
-    }))
-}
-
-fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
-    let obj = match v {
-        None | Some(Value::Null) => return Ok(Parallel::default()),
-        Some(Value::Object(o)) => o,
-        Some(other) => {
-            return Err(CoreError::field(
-                "parallel",
-                format!("must be an object (got {other})"),
-            ))
-        }
-    };
-    let g = |k: &str, d: u64| count(&format!("parallel.{k}"), obj.get(k), d, 1, MAX_GPUS);
-    let tp = g("tp", 1)?;
-    let pp = g("pp", 1)?;
-    let cp = g("cp", 1)?;
-    let ep = g("ep", 1)?;
-    let model_par = tp.saturating_mul(pp).saturating_mul(cp);
-    let (gpus, dp) = match (
-        obj.get("gpus").filter(|v| !v.is_null()),
-        obj.get("dp").filter(|v| !v.is_null()),
-    ) {
-        (Some(gv), Some(dv)) => {
-            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
-            let dp = count("parallel.dp", Some(dv), 1, 1, MAX_GPUS)?;
-            if dp.saturating_mul(model_par) != gpus {
-                return Err(CoreError::field(
-                    "parallel.gpus",
-                    format!("{gpus} GPUs is not dp {dp} × tp {tp} × pp {pp} × cp {cp}"),
-                ));
-            }
-            (gpus, dp)
-        }
-        (Some(gv), None) => {
-            let gpus = count("parallel.gpus", Some(gv), 1, 1, MAX_GPUS)?;
-            if gpus % model_par != 0 {
-                return Err(CoreError::field(
-                    "parallel.gpus",
-                    format!("{gpus} GPUs is not a multiple of tp {tp} × pp {pp} × cp {cp}"),
-                ));
-            }
-            (gpus, gpus / model_par)
-        }
-        (None, dv) => {
-            let dp = count("parallel.dp", dv, 1, 1, MAX_GPUS)?;
-            (dp.saturating_mul(model_par), dp)
-        }
-    };
-    if gpus > MAX_GPUS {
-        return Err(CoreError::field(
-            "parallel.gpus",
-            format!("{gpus} is more than vramscope accepts"),
-        ));
-    }
-    if ep > 1 && dp % ep != 0 {
-        return Err(CoreError::field(
-            "parallel.ep",
-            format!("{ep} does not divide dp {dp}"),
-        ));
-    }
-    let zero = count("parallel.zero", obj.get("zero"), 0, 0, 3)?;
-    let offload = match text("parallel.offload", obj.get("offload"))? {
-        Some(s) => Offload::parse("parallel.offload", s)?,
-        None => Offload::None,
-    };
-    let sp = match obj.get("sp") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(CoreError::field(
-                "parallel.sp",
-                format!("must be true or false (got {other})"),
-            ))
-        }
-    };
-    let microbatches = g("microbatches", 1)?;
-    Ok(Parallel {
-        gpus,
-        dp,
-        tp,
-        pp,
-        sp,
-        cp,
-        ep,
-        zero,
-        offload,
-        microbatches,
-    })
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
 
 fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
     let ctx = fit.max_context?;
-    let util = crate::estimate::engines::gpu_memory_utilization(job).ok()?;
+    let util = crate::estimate::engines::gpu_memory_utilization(job);
     b.flag(
         "--max-model-len",
         ctx,

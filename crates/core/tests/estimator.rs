@@ -376,7 +376,10 @@ fn vllm_budget_and_bad_utilization() {
         "framework": "vllm", "gpu": "a100-80gb", "engine": {"gpu_memory_utilization": 1.5}}))
     .unwrap();
     let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let e = estimate(&model.into_input(), &job.resolve(None).unwrap())
+    // Resolution reads the engine's settings once; the error comes from there.
+    let e = job
+        .resolve(None)
+        .and_then(|j| estimate(&model.into_input(), &j))
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("engine.gpu_memory_utilization"), "{e}");

@@ -84,7 +84,8 @@ fn vllm_fit_lowers_the_utilization_to_keep_the_reserve() {
     assert!(l.why["--gpu-memory-utilization"].contains("reserved"));
     assert!(with.max_batch.unwrap() < without.max_batch.unwrap());
     let mut at = kept.clone();
-    at.engine = json!({"gpu_memory_utilization": 0.87});
+    at.set_engine("gpu_memory_utilization", json!(0.87))
+        .unwrap();
     let f = estimate(&model, &at).unwrap().fit.unwrap();
     assert!(f.fits && f.headroom >= 0, "{f:?}");
 }

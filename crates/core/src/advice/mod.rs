@@ -189,6 +189,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
     }
     let ctx = context(model, job);
     let groups = applicable(job, &ctx);
+    // `None`: the estimator refuses the changed job (see the walk below for what that means).
     let evaluate = |j: &ResolvedJob| -> Option<Report> { estimate(model, j).ok() };
     // Layouts whose strongest combination does not fit are left out of the walk.
     let mut layouts: Vec<Option<usize>> = vec![None];
@@ -232,6 +233,8 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
             continue;
         };
         evaluations += 1;
+        // A combination the estimator refuses (a layout or setting it cannot model) is not
+        // advice; it counts as an evaluation.
         let Some(report) = evaluate(&j) else { continue };
         if fits(&report) != Some(true) {
             continue;

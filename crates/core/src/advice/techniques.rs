@@ -298,17 +298,9 @@ fn offload(j: &mut ResolvedJob, _: &Ctx, param: u64) -> bool {
     ok
 }
 
-fn engine_u64(j: &ResolvedJob, key: &str) -> Option<u64> {
-    j.engine.get(key).and_then(|v| v.as_u64())
-}
-
-fn set_engine(j: &mut ResolvedJob, key: &str, v: serde_json::Value) {
-    if !j.engine.is_object() {
-        j.engine = serde_json::Value::Object(Default::default());
-    }
-    if let serde_json::Value::Object(m) = &mut j.engine {
-        m.insert(key.into(), v);
-    }
+/// Sets an engine setting; false (the technique does not apply) if the engine refuses it.
+fn set_engine(j: &mut ResolvedJob, key: &str, v: serde_json::Value) -> bool {
+    j.set_engine(key, v).is_ok()
 }
 
 fn vllm(j: &ResolvedJob) -> bool {
@@ -322,28 +314,18 @@ fn llamacpp(j: &ResolvedJob) -> bool {
 /// vLLM: `max_model_len` = the job's own context (prompt + generated), in whole blocks of 16.
 fn max_model_len(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let need = (j.seq + j.new_tokens).div_ceil(16) * 16;
-    let current = engine_u64(j, "max_model_len")
+    let current = j
+        .engine
+        .max_model_len
         .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
         .unwrap_or(u64::MAX);
-    let ok = vllm(j) && current > need;
-    if ok {
-        set_engine(j, "max_model_len", need.into());
-    }
-    ok
+    vllm(j) && current > need && set_engine(j, "max_model_len", need.into())
 }
 
 /// vLLM: `gpu_memory_utilization` 0.95 (from the default 0.9).
 fn utilization(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
-    let now = j
-        .engine
-        .get("gpu_memory_utilization")
-        .and_then(|v| v.as_f64())
-        .unwrap_or(0.9);
-    let ok = vllm(j) && now < 0.95;
-    if ok {
-        set_engine(j, "gpu_memory_utilization", 0.95.into());
-    }
-    ok
+    let now = j.engine.utilization_or_default();
+    vllm(j) && now < 0.95 && set_engine(j, "gpu_memory_utilization", 0.95.into())
 }
 
 /// A smaller KV dtype: `param` 8 = 8-bit (vLLM fp8, transformers int8, llama.cpp q8_0),
@@ -403,12 +385,8 @@ fn gpu_layers(j: &mut ResolvedJob, c: &Ctx, sixteenths: u64) -> bool {
         return false;
     };
     let ngl = (layers * sixteenths / 16).max(1);
-    let now = engine_u64(j, "n_gpu_layers").unwrap_or(layers + 1);
-    let ok = llamacpp(j) && ngl < now.min(layers + 1);
-    if ok {
-        set_engine(j, "n_gpu_layers", ngl.into());
-    }
-    ok
+    let now = j.engine.n_gpu_layers.unwrap_or(layers + 1);
+    llamacpp(j) && ngl < now.min(layers + 1) && set_engine(j, "n_gpu_layers", ngl.into())
 }
 
 /// Fewer concurrent sequences (not vLLM, whose pool does not depend on the batch).

@@ -176,17 +176,7 @@ fn blocks_forward(
 ) -> Result<Vec<LayerPlan>, CoreError> {
     let (b, s) = (job.batch, job.seq);
     let train = job.task == Task::Train;
-    let lora = job
-        .peft
-        .as_ref()
-        .filter(|_| train)
-        .map(|p| (p.targets.as_slice(), p.rank, 0.05));
     let quantized = !super::weights_in_force(Some(spec), job)?.is_none();
-    let (_, p_attn, p_hidden) = if train {
-        dropout_of(spec)
-    } else {
-        (0.0, 0.0, 0.0)
-    };
     // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
     // drops the attention core (scores, probabilities, dropout) and recomputes it.
     let ckpt = if train {
@@ -194,22 +184,7 @@ fn blocks_forward(
     } else {
         Checkpointing::None
     };
-    let ctx = BlockCtx {
-        spec,
-        batch: b,
-        seq: s,
-        kv_seq: s,
-        num,
-        kernel: job.attention,
-        attn_dropout: p_attn,
-        hidden_dropout: p_hidden,
-        causal: !matches!(
-            spec.naming,
-            crate::model::Naming::Bert | crate::model::Naming::Roberta
-        ),
-        lora,
-        no_grad: job.task == Task::Infer,
-    };
+    let ctx = block_ctx(spec, job, num);
     let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
@@ -250,6 +225,38 @@ fn blocks_forward(
         });
     }
     Ok(layers)
+}
+
+/// What every block's program runs with: the job's shape, numerics and kernel, the config's
+/// dropout (training only) and LoRA targets (training only).
+fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> BlockCtx<'a> {
+    let train = job.task == Task::Train;
+    let lora = job
+        .peft
+        .as_ref()
+        .filter(|_| train)
+        .map(|p| (p.targets.as_slice(), p.rank, 0.05));
+    let (_, p_attn, p_hidden) = if train {
+        dropout_of(spec)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
+    BlockCtx {
+        spec,
+        batch: job.batch,
+        seq: job.seq,
+        kv_seq: job.seq,
+        num,
+        kernel: job.attention,
+        attn_dropout: p_attn,
+        hidden_dropout: p_hidden,
+        causal: !matches!(
+            spec.naming,
+            crate::model::Naming::Bert | crate::model::Naming::Roberta
+        ),
+        lora,
+        no_grad: job.task == Task::Infer,
+    }
 }
 
 /// Bytes of the attention core (scores, probabilities, dropout) a block keeps: what

@@ -19,43 +19,9 @@ pub const VLLM_MAX_NUM_SEQS: u64 = 256;
 /// `max_num_seqs`).
 pub const VLLM_MAX_CAPTURE_SIZE: u64 = 512;
 
-/// Reads a numeric engine setting.
-fn setting_u64(job: &ResolvedJob, key: &str) -> Result<Option<u64>, CoreError> {
-    match job.engine.get(key) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(v) => {
-            let n = crate::job::whole_number(&format!("engine.{key}"), v)?;
-            if n == 0 {
-                return Err(CoreError::field(
-                    format!("engine.{key}"),
-                    "must be at least 1 (got 0)",
-                ));
-            }
-            Ok(Some(n))
-        }
-    }
-}
-
-/// `engine.gpu_memory_utilization`, checked to lie in (0, 1].
-pub fn gpu_memory_utilization(job: &ResolvedJob) -> Result<f64, CoreError> {
-    match job.engine.get("gpu_memory_utilization") {
-        None | Some(serde_json::Value::Null) => Ok(VLLM_GPU_MEMORY_UTILIZATION),
-        Some(v) => {
-            let u = v.as_f64().ok_or_else(|| {
-                CoreError::field(
-                    "engine.gpu_memory_utilization",
-                    format!("must be a number (got {v})"),
-                )
-            })?;
-            if !(u > 0.0 && u <= 1.0) {
-                return Err(CoreError::field(
-                    "engine.gpu_memory_utilization",
-                    format!("must be in (0, 1] (got {u})"),
-                ));
-            }
-            Ok(u)
-        }
-    }
+/// `engine.gpu_memory_utilization` (checked to lie in (0, 1] in resolution), or vLLM's 0.9.
+pub fn gpu_memory_utilization(job: &ResolvedJob) -> f64 {
+    job.engine.utilization_or_default()
 }
 
 /// KV bytes per token on one GPU, summed over the layers this rank holds (the first pipeline
@@ -68,7 +34,7 @@ pub fn kv_bytes_per_gpu(
 ) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = super::kv::kv_width(job);
     let page = match job.framework {
-        Framework::Vllm => setting_u64(job, "block_size")?.unwrap_or(VLLM_BLOCK_SIZE),
+        Framework::Vllm => job.engine.block_size_or_default(),
         _ => 1,
     };
     let tp = job.parallel.tp.max(1);
@@ -159,12 +125,14 @@ pub fn vllm_budget(
     weights: u64,
     non_torch: u64,
 ) -> Result<VllmBudget, CoreError> {
-    let util = gpu_memory_utilization(job)?;
+    let util = gpu_memory_utilization(job);
     let usable = (capacity as f64 * util) as u64;
-    let block_size = setting_u64(job, "block_size")?.unwrap_or(VLLM_BLOCK_SIZE);
-    let mnbt = setting_u64(job, "max_num_batched_tokens")?.unwrap_or(VLLM_MAX_NUM_BATCHED_TOKENS);
-    let max_seqs = setting_u64(job, "max_num_seqs")?.unwrap_or(VLLM_MAX_NUM_SEQS);
-    let max_model_len = setting_u64(job, "max_model_len")?
+    let block_size = job.engine.block_size_or_default();
+    let mnbt = job.engine.max_num_batched_tokens_or_default();
+    let max_seqs = job.engine.max_num_seqs_or_default();
+    let max_model_len = job
+        .engine
+        .max_model_len
         .or(spec.max_position_embeddings)
         .unwrap_or(job.seq + job.new_tokens);
     let profile_peak = forward_peak(spec, job, max_seqs, mnbt)?;
@@ -224,25 +192,11 @@ pub fn llamacpp_split(
     job: &ResolvedJob,
 ) -> Result<LlamaCppSplit, CoreError> {
     let layers = spec.num_layers();
-    let ngl = setting_u64(job, "n_gpu_layers")?.unwrap_or(layers + 1);
+    let ngl = job.engine.n_gpu_layers.unwrap_or(layers + 1);
     let on_gpu = ngl.min(layers);
     let first_gpu = layers - on_gpu;
     let output_on_gpu = ngl > layers;
-    let mut gpu_w = 0u64;
-    let mut host_w = 0u64;
-    for t in &inventory.tensors {
-        let b = stored_bytes(t)?;
-        let gpu = match (t.layer, t.component) {
-            (Some(l), _) => u64::from(l) >= first_gpu,
-            (None, crate::inventory::Component::Embedding) => false,
-            (None, _) => output_on_gpu,
-        };
-        if gpu {
-            gpu_w += b;
-        } else {
-            host_w += b;
-        }
-    }
+    let (gpu_w, host_w) = split_weights(inventory, &stored_bytes, first_gpu, output_on_gpu)?;
     let ctx = job
         .batch
         .saturating_mul(job.seq.saturating_add(job.new_tokens));
@@ -263,9 +217,55 @@ pub fn llamacpp_split(
     let per_layer = kv_all / layers.max(1);
     let gpu_kv = per_layer * on_gpu;
     let host_kv = kv_all - gpu_kv;
-    // Compute buffer: one micro-batch's largest intermediates (fp32 in ggml's CUDA graphs):
-    // hidden states and the FFN pair, the attention scores against the whole context unless
-    // flash attention is on, and the logits of the sequences' last positions.
+    let gpu_compute = if on_gpu > 0 {
+        llamacpp_compute_buffer(spec, job, ctx)
+    } else {
+        0
+    };
+    Ok(LlamaCppSplit {
+        n_gpu_layers: ngl,
+        layers_on_gpu: on_gpu,
+        gpu_weights: gpu_w,
+        gpu_kv,
+        gpu_compute,
+        host_weights: host_w,
+        host_kv,
+        host_total: host_w + host_kv,
+    })
+}
+
+/// Stored weight bytes on the GPU and in host RAM: the last `ngl` blocks on the GPU (from
+/// `first_gpu` on), the token embedding on the host, the output layer on the GPU when `ngl`
+/// exceeds the block count (llama.cpp's `-ngl` counts it as one more layer).
+fn split_weights(
+    inventory: &crate::inventory::Inventory,
+    stored_bytes: &impl Fn(&crate::inventory::Tensor) -> Result<u64, CoreError>,
+    first_gpu: u64,
+    output_on_gpu: bool,
+) -> Result<(u64, u64), CoreError> {
+    let mut gpu_w = 0u64;
+    let mut host_w = 0u64;
+    for t in &inventory.tensors {
+        let b = stored_bytes(t)?;
+        let gpu = match (t.layer, t.component) {
+            (Some(l), _) => u64::from(l) >= first_gpu,
+            (None, crate::inventory::Component::Embedding) => false,
+            (None, _) => output_on_gpu,
+        };
+        if gpu {
+            gpu_w += b;
+        } else {
+            host_w += b;
+        }
+    }
+    Ok((gpu_w, host_w))
+}
+
+/// llama.cpp's GPU compute buffer over a context of `ctx` tokens: one micro-batch's largest
+/// intermediates (fp32 in ggml's CUDA graphs): hidden states and the FFN pair, the attention
+/// scores against the whole context unless flash attention is on, and the logits of the
+/// sequences' last positions.
+fn llamacpp_compute_buffer(spec: &ModelSpec, job: &ResolvedJob, ctx: u64) -> u64 {
     let ub = LLAMACPP_UBATCH.min(ctx.max(1));
     let h = spec.hidden_size;
     let (heads, ffn) = spec
@@ -284,19 +284,5 @@ pub fn llamacpp_split(
     } else {
         0
     };
-    let gpu_compute = if on_gpu > 0 {
-        ub * (4 * h + 2 * ffn) * 4 + scores + job.batch * spec.vocab_size * 4
-    } else {
-        0
-    };
-    Ok(LlamaCppSplit {
-        n_gpu_layers: ngl,
-        layers_on_gpu: on_gpu,
-        gpu_weights: gpu_w,
-        gpu_kv,
-        gpu_compute,
-        host_weights: host_w,
-        host_kv,
-        host_total: host_w + host_kv,
-    })
+    ub * (4 * h + 2 * ffn) * 4 + scores + job.batch * spec.vocab_size * 4
 }

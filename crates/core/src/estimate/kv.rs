@@ -95,12 +95,7 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = kv_width(job);
     let page = match job.framework {
-        Framework::Vllm => job
-            .engine
-            .get("block_size")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(16)
-            .max(1),
+        Framework::Vllm => job.engine.block_size_or_default(),
         _ => 1,
     };
     let enc_dec = spec.encoder.is_some();

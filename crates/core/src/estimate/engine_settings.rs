@@ -1,0 +1,194 @@
+//! The serving engines' own settings (contract `engine`), read once when the job is resolved:
+//! the estimator reads the typed fields, the report echoes the object as written (with any
+//! settings vramscope does not read).
+
+use super::engines::{
+    VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_SEQS,
+};
+use crate::error::CoreError;
+use crate::job::Framework;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The engine settings of a job. Only the settings of the job's own engine are read (vLLM's
+/// for `framework: vllm`, llama.cpp's for `llama.cpp`); the others stay `None`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EngineSettings {
+    written: Map<String, Value>,
+    /// vLLM `gpu_memory_utilization`, in (0, 1].
+    pub gpu_memory_utilization: Option<f64>,
+    /// vLLM `block_size` (tokens per KV block).
+    pub block_size: Option<u64>,
+    /// vLLM `max_num_batched_tokens`.
+    pub max_num_batched_tokens: Option<u64>,
+    /// vLLM `max_num_seqs`.
+    pub max_num_seqs: Option<u64>,
+    /// vLLM `max_model_len`.
+    pub max_model_len: Option<u64>,
+    /// llama.cpp `n_gpu_layers` (`-ngl`).
+    pub n_gpu_layers: Option<u64>,
+}
+
+impl EngineSettings {
+    /// Reads `engine` (absent or null = none) for `framework`; the error names the setting.
+    pub fn resolve(v: Option<&Value>, framework: Framework) -> Result<Self, CoreError> {
+        let written = match v {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(o)) => o.clone(),
+            Some(other) => {
+                return Err(CoreError::field(
+                    "engine",
+                    format!("must be an object (got {other})"),
+                ))
+            }
+        };
+        let mut s = EngineSettings {
+            written,
+            ..EngineSettings::default()
+        };
+        s.read(framework)?;
+        Ok(s)
+    }
+
+    /// Sets one setting (as the user would write it) and reads the settings again: the value
+    /// is checked as in resolution.
+    pub fn set(&mut self, key: &str, v: Value, framework: Framework) -> Result<(), CoreError> {
+        let mut next = self.clone();
+        next.written.insert(key.into(), v);
+        next.read(framework)?;
+        *self = next;
+        Ok(())
+    }
+
+    /// A setting as written.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.written.get(key)
+    }
+
+    /// `gpu_memory_utilization`, or vLLM's default 0.9.
+    pub fn utilization_or_default(&self) -> f64 {
+        self.gpu_memory_utilization
+            .unwrap_or(VLLM_GPU_MEMORY_UTILIZATION)
+    }
+
+    /// `block_size`, or vLLM's default 16.
+    pub fn block_size_or_default(&self) -> u64 {
+        self.block_size.unwrap_or(VLLM_BLOCK_SIZE)
+    }
+
+    /// `max_num_batched_tokens`, or the API server's default 8192.
+    pub fn max_num_batched_tokens_or_default(&self) -> u64 {
+        self.max_num_batched_tokens
+            .unwrap_or(VLLM_MAX_NUM_BATCHED_TOKENS)
+    }
+
+    /// `max_num_seqs`, or the API server's default 256.
+    pub fn max_num_seqs_or_default(&self) -> u64 {
+        self.max_num_seqs.unwrap_or(VLLM_MAX_NUM_SEQS)
+    }
+
+    fn read(&mut self, framework: Framework) -> Result<(), CoreError> {
+        let w = &self.written;
+        match framework {
+            Framework::Vllm => {
+                self.gpu_memory_utilization = utilization(w.get("gpu_memory_utilization"))?;
+                self.block_size = whole(w, "block_size")?;
+                self.max_num_batched_tokens = whole(w, "max_num_batched_tokens")?;
+                self.max_num_seqs = whole(w, "max_num_seqs")?;
+                self.max_model_len = whole(w, "max_model_len")?;
+            }
+            Framework::LlamaCpp => self.n_gpu_layers = whole(w, "n_gpu_layers")?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for EngineSettings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.written.serialize(s)
+    }
+}
+
+/// A numeric setting: a whole number of at least 1.
+fn whole(w: &Map<String, Value>, key: &str) -> Result<Option<u64>, CoreError> {
+    match w.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let n = crate::job::whole_number(&format!("engine.{key}"), v)?;
+            if n == 0 {
+                return Err(CoreError::field(
+                    format!("engine.{key}"),
+                    "must be at least 1 (got 0)",
+                ));
+            }
+            Ok(Some(n))
+        }
+    }
+}
+
+/// `gpu_memory_utilization`, checked to lie in (0, 1].
+fn utilization(v: Option<&Value>) -> Result<Option<f64>, CoreError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let u = v.as_f64().ok_or_else(|| {
+                CoreError::field(
+                    "engine.gpu_memory_utilization",
+                    format!("must be a number (got {v})"),
+                )
+            })?;
+            if !(u > 0.0 && u <= 1.0) {
+                return Err(CoreError::field(
+                    "engine.gpu_memory_utilization",
+                    format!("must be in (0, 1] (got {u})"),
+                ));
+            }
+            Ok(Some(u))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The job's own engine's settings are read and checked; the object is echoed as written,
+    /// settings vramscope does not read included.
+    #[test]
+    fn reads_the_jobs_engine_and_echoes_the_object() {
+        let v = json!({"gpu_memory_utilization": 0.8, "block_size": 32, "enforce_eager": true});
+        let s = EngineSettings::resolve(Some(&v), Framework::Vllm).unwrap();
+        assert_eq!(
+            (s.gpu_memory_utilization, s.block_size),
+            (Some(0.8), Some(32))
+        );
+        assert_eq!(s.max_num_seqs_or_default(), 256);
+        assert_eq!(serde_json::to_value(&s).unwrap(), v);
+        // llama.cpp's -ngl must be a whole number ≥ 1; another engine's setting is not read.
+        let ngl0 = json!({"n_gpu_layers": 0});
+        let e = EngineSettings::resolve(Some(&ngl0), Framework::LlamaCpp).unwrap_err();
+        assert!(e.to_string().starts_with("engine.n_gpu_layers"), "{e}");
+        let s = EngineSettings::resolve(Some(&ngl0), Framework::Vllm).unwrap();
+        assert_eq!(s.n_gpu_layers, None);
+        let e = EngineSettings::resolve(Some(&json!([1])), Framework::Vllm).unwrap_err();
+        assert!(e.to_string().starts_with("engine"), "{e}");
+    }
+
+    /// A setting changed after resolution is checked as in resolution; a refused one leaves
+    /// the settings as they were.
+    #[test]
+    fn set_checks_and_keeps_the_old_settings_on_error() {
+        let mut s = EngineSettings::resolve(None, Framework::Vllm).unwrap();
+        s.set("gpu_memory_utilization", json!(0.95), Framework::Vllm)
+            .unwrap();
+        assert_eq!(s.utilization_or_default(), 0.95);
+        let e = s
+            .set("gpu_memory_utilization", json!(1.5), Framework::Vllm)
+            .unwrap_err();
+        assert!(e.to_string().contains("(0, 1]"), "{e}");
+        assert_eq!(s.utilization_or_default(), 0.95);
+        assert_eq!(s.get("gpu_memory_utilization"), Some(&json!(0.95)));
+    }
+}

@@ -38,7 +38,7 @@ where
         Ok(code) => code,
         Err(e)
             if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+                .is_some_and(output::closed_pipe) =>
         {
             0
         }

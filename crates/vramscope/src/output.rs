@@ -52,8 +52,8 @@ pub fn print(text: &str) -> std::io::Result<()> {
 }
 
 /// Whether a write failed only because the reader of stdout went away.
-pub fn pipe_closed(r: &std::io::Result<()>) -> bool {
-    matches!(r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+pub fn closed_pipe(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
 }
 
 /// Prints a value as pretty JSON followed by a newline (`app::to_json`, what every `--json`

@@ -245,7 +245,8 @@ mod imp {
                 let at = self.start.elapsed().as_millis() as u64;
                 o.samples += 1;
                 o.peak.update(used, at);
-                if !self.json && crate::output::pipe_closed(&print(&sample_line(at, used, &per))) {
+                let printed = (!self.json).then(|| print(&sample_line(at, used, &per)));
+                if printed.is_some_and(|r| r.is_err_and(|e| crate::output::closed_pipe(&e))) {
                     // `watch | head`: the reader is gone, so the watch ends quietly.
                     o.closed = true;
                     return o;

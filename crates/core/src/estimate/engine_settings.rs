@@ -97,7 +97,14 @@ impl EngineSettings {
                 self.max_num_seqs = whole(w, "max_num_seqs")?;
                 self.max_model_len = whole(w, "max_model_len")?;
             }
-            Framework::LlamaCpp => self.n_gpu_layers = whole(w, "n_gpu_layers")?,
+            // `-ngl 0` (everything on the host) reads as a setting here; the split refuses it
+            // (`engines::llamacpp_split`), as it always did, so a log's implied job resolves.
+            Framework::LlamaCpp => {
+                self.n_gpu_layers = match w.get("n_gpu_layers") {
+                    Some(v) if v.as_u64() == Some(0) => Some(0),
+                    _ => whole(w, "n_gpu_layers")?,
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -166,9 +173,13 @@ mod tests {
         );
         assert_eq!(s.max_num_seqs_or_default(), 256);
         assert_eq!(serde_json::to_value(&s).unwrap(), v);
-        // llama.cpp's -ngl must be a whole number ≥ 1; another engine's setting is not read.
+        // llama.cpp's -ngl is a whole number (0 reads; the split refuses it); a fraction is
+        // refused; another engine's setting is not read.
         let ngl0 = json!({"n_gpu_layers": 0});
-        let e = EngineSettings::resolve(Some(&ngl0), Framework::LlamaCpp).unwrap_err();
+        let s = EngineSettings::resolve(Some(&ngl0), Framework::LlamaCpp).unwrap();
+        assert_eq!(s.n_gpu_layers, Some(0));
+        let half = json!({"n_gpu_layers": 0.5});
+        let e = EngineSettings::resolve(Some(&half), Framework::LlamaCpp).unwrap_err();
         assert!(e.to_string().starts_with("engine.n_gpu_layers"), "{e}");
         let s = EngineSettings::resolve(Some(&ngl0), Framework::Vllm).unwrap();
         assert_eq!(s.n_gpu_layers, None);

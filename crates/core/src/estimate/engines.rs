@@ -193,6 +193,12 @@ pub fn llamacpp_split(
 ) -> Result<LlamaCppSplit, CoreError> {
     let layers = spec.num_layers();
     let ngl = job.engine.n_gpu_layers.unwrap_or(layers + 1);
+    if ngl == 0 {
+        return Err(CoreError::field(
+            "engine.n_gpu_layers",
+            "must be at least 1 (got 0)",
+        ));
+    }
     let on_gpu = ngl.min(layers);
     let first_gpu = layers - on_gpu;
     let output_on_gpu = ngl > layers;

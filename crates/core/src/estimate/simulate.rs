@@ -22,7 +22,9 @@ struct Live {
 struct Walk {
     live: Live,
     points: Vec<TimelinePoint>,
-    peak: (u64, Components, String, String),
+    /// The highest total so far, what was live then, and its event's index in `points`
+    /// (remembered by index so a new peak copies no strings).
+    peak: (u64, Components, Option<usize>),
 }
 
 impl Walk {
@@ -30,7 +32,7 @@ impl Walk {
         Walk {
             live: Live::default(),
             points: Vec::new(),
-            peak: (0, Components::default(), String::new(), String::new()),
+            peak: (0, Components::default(), None),
         }
     }
 
@@ -53,7 +55,7 @@ impl Walk {
         c.temporaries = c.temporaries.saturating_add(transient);
         let total = c.allocated();
         if total > self.peak.0 {
-            self.peak = (total, c, phase.to_string(), label.to_string());
+            self.peak = (total, c, Some(self.points.len()));
         }
         let by_category: BTreeMap<&'static str, u64> = Category::ALLOCATED
             .iter()
@@ -193,7 +195,8 @@ fn pytorch_device(
         return Ok(device);
     };
     walk(&mut w, st, plan, job, gpu);
-    let (alloc, mut components, phase, _label) = w.peak.clone();
+    let (alloc, mut components, peak_at) = w.peak;
+    let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.clone());
     let reserved = overhead::reserved_estimate(alloc, &plan.largest_allocations());
     let context = non_torch_bytes(gpu, job);
     components.cuda_context = context;

@@ -28,10 +28,11 @@ struct Walk {
 }
 
 impl Walk {
-    fn new() -> Self {
+    /// A walk with room for `events` points (one growth of the vector is one allocation).
+    fn new(events: usize) -> Self {
         Walk {
             live: Live::default(),
-            points: Vec::new(),
+            points: Vec::with_capacity(events),
             peak: (0, Components::default(), None),
         }
     }
@@ -183,7 +184,9 @@ fn pytorch_device(
         }
         _ => 0,
     };
-    let mut w = Walk::new();
+    // Start, embeddings, each block forward and backward, head, loss (twice), optimizer.
+    let events = plan.map_or(1, |p| 2 * p.layers.len() + 8);
+    let mut w = Walk::new(events);
     w.add(Category::KvCache, kv);
     let mut device = Device {
         components: Components {

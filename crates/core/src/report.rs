@@ -4,6 +4,7 @@
 use crate::job::ResolvedJob;
 use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// Where bytes go. The declaration order is the canonical order of every table and picture
 /// ([`Category::ALL`]).
@@ -198,10 +199,115 @@ pub struct PerGpu {
 /// One event of the simulated step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimelinePoint {
-    pub phase: String,
-    pub label: String,
+    pub phase: Cow<'static, str>,
+    pub label: Cow<'static, str>,
     pub allocated: u64,
-    pub by_category: std::collections::BTreeMap<&'static str, u64>,
+    pub by_category: CategoryBytes,
+}
+
+/// Bytes live per category at one timeline point: the categories of [`Category::ALL`] and a
+/// measurement's `before_recording`, in a fixed array (a step walk makes ~70 of these per
+/// estimate; a map allocated each time). A zero is an absent key: JSON lists the non-zero
+/// categories only, keys in alphabetical order, as the `BTreeMap<&str, u64>` it replaces did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CategoryBytes {
+    /// Indexed by the category's place in [`Category::ALL`]; the last slot is
+    /// `before_recording`.
+    bytes: [u64; CATEGORY_SLOTS],
+}
+
+const CATEGORY_SLOTS: usize = Category::ALL.len() + 1;
+
+/// The key of the bytes a measurement saw allocated before its recording began.
+pub const BEFORE_RECORDING: &str = "before_recording";
+
+/// The slots in the alphabetical order of their keys: the JSON's key order.
+const ALPHABETICAL_SLOTS: [usize; CATEGORY_SLOTS] = [4, 8, 10, 7, 1, 5, 3, 2, 0, 6, 9];
+
+impl CategoryBytes {
+    fn slot(name: &str) -> Option<usize> {
+        if name == BEFORE_RECORDING {
+            return Some(Category::ALL.len());
+        }
+        Category::ALL.iter().position(|c| c.name() == name)
+    }
+
+    fn key(slot: usize) -> &'static str {
+        Category::ALL
+            .get(slot)
+            .map_or(BEFORE_RECORDING, |c| c.name())
+    }
+
+    /// Bytes of one category (no allocation, no lookup by name).
+    pub fn of(&self, cat: Category) -> u64 {
+        self.bytes[cat as usize]
+    }
+
+    /// Sets one category's bytes.
+    pub fn set(&mut self, cat: Category, bytes: u64) {
+        self.bytes[cat as usize] = bytes;
+    }
+
+    /// The bytes under a JSON key, `None` when absent (zero) or not a key.
+    pub fn get(&self, name: &str) -> Option<&u64> {
+        Self::slot(name).map(|i| &self.bytes[i]).filter(|b| **b > 0)
+    }
+
+    /// Sets the bytes under a JSON key; a name that is no key is ignored. Returns the bytes
+    /// there before (`None` when absent).
+    pub fn insert(&mut self, name: &str, bytes: u64) -> Option<u64> {
+        let i = Self::slot(name)?;
+        let before = std::mem::replace(&mut self.bytes[i], bytes);
+        (before > 0).then_some(before)
+    }
+
+    /// How many keys the JSON lists (the non-zero ones).
+    pub fn len(&self) -> usize {
+        self.bytes.iter().filter(|b| **b > 0).count()
+    }
+
+    /// No bytes in any category.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The non-zero (key, bytes) pairs in alphabetical order of the keys.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        ALPHABETICAL_SLOTS
+            .iter()
+            .map(|&i| (Self::key(i), self.bytes[i]))
+            .filter(|(_, b)| *b > 0)
+    }
+}
+
+impl std::ops::Index<&str> for CategoryBytes {
+    type Output = u64;
+    /// Like a map's index: panics on an absent (zero) key.
+    fn index(&self, name: &str) -> &u64 {
+        self.get(name)
+            .unwrap_or_else(|| panic!("no '{name}' bytes at this point"))
+    }
+}
+
+impl FromIterator<(&'static str, u64)> for CategoryBytes {
+    fn from_iter<I: IntoIterator<Item = (&'static str, u64)>>(pairs: I) -> Self {
+        let mut out = CategoryBytes::default();
+        for (k, b) in pairs {
+            out.insert(k, b);
+        }
+        out
+    }
+}
+
+impl Serialize for CategoryBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.len()))?;
+        for (k, b) in self.iter() {
+            m.serialize_entry(k, &b)?;
+        }
+        m.end()
+    }
 }
 
 /// Does the job fit its GPU.
@@ -243,6 +349,7 @@ pub struct Report {
 #[cfg(test)]
 mod tests {
     use super::Category::{self, *};
+    use super::{CategoryBytes, ALPHABETICAL_SLOTS, BEFORE_RECORDING};
 
     /// The contract's order (`contract.md`, `per_gpu.components` as written there, then
     /// `unattributed`, which only `analyze` reports), written out by hand; the match is
@@ -278,6 +385,36 @@ mod tests {
         assert_eq!(Category::MEASURED[..7], Category::ALLOCATED[..]);
         assert_eq!(Category::MEASURED[7], Unattributed);
         assert!(!Category::ESTIMATED.contains(&Unattributed));
+    }
+
+    #[test]
+    fn category_bytes_keys_are_in_alphabetical_order() {
+        // The JSON's key order must be a BTreeMap's: every key, sorted as strings.
+        let keys: Vec<&str> = ALPHABETICAL_SLOTS
+            .iter()
+            .map(|&i| CategoryBytes::key(i))
+            .collect();
+        let mut sorted: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
+        sorted.push(BEFORE_RECORDING);
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn category_bytes_serialize_like_a_sorted_map_of_non_zero_keys() {
+        let mut b = CategoryBytes::default();
+        b.insert("temporaries", 3);
+        b.insert("activations", 2);
+        b.insert(BEFORE_RECORDING, 7);
+        b.insert("parameters", 0);
+        b.insert("no such key", 9);
+        assert_eq!(
+            serde_json::to_string(&b).unwrap(),
+            r#"{"activations":2,"before_recording":7,"temporaries":3}"#
+        );
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.get("parameters"), None);
+        assert_eq!(b["activations"], 2);
     }
 
     #[test]

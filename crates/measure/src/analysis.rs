@@ -7,7 +7,9 @@ use crate::infer::{confidence_at_peak, Confidence, Inference};
 pub(crate) use crate::replay::{Point, Timeline};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use vramscope_core::report::{Category, Components, ModelStates, TimelinePoint};
+use vramscope_core::report::{
+    Category, CategoryBytes, Components, ModelStates, TimelinePoint, BEFORE_RECORDING,
+};
 
 /// The categories a measurement splits allocated bytes into, in table order.
 pub const CATS: [Category; 8] = Category::MEASURED;
@@ -302,18 +304,14 @@ fn downsample(timeline: Timeline) -> Vec<TimelinePoint> {
                 (Some(t), Some(t0)) => format!("event {idx}, +{:.3} ms", (t - t0) / 1000.0),
                 _ => format!("event {idx}"),
             };
-            let mut by_category = BTreeMap::new();
+            let mut by_category = CategoryBytes::default();
             for (k, &c) in CATS.iter().enumerate() {
-                if p.cats[k] > 0 {
-                    by_category.insert(c.name(), p.cats[k]);
-                }
+                by_category.set(c, p.cats[k]);
             }
-            if p.before > 0 {
-                by_category.insert("before_recording", p.before);
-            }
+            by_category.insert(BEFORE_RECORDING, p.before);
             TimelinePoint {
-                phase: p.phase.name().to_string(),
-                label,
+                phase: p.phase.name().into(),
+                label: label.into(),
                 allocated: p.total(),
                 by_category,
             }

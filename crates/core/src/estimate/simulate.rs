@@ -10,7 +10,7 @@ use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
 use crate::summary::ModelSummary;
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 /// Live bytes per category at one moment.
 #[derive(Debug, Clone, Copy, Default)]
@@ -22,15 +22,18 @@ struct Live {
 struct Walk {
     live: Live,
     points: Vec<TimelinePoint>,
-    peak: (u64, Components, String, String),
+    /// The highest total so far, what was live then, and its event's index in `points`
+    /// (remembered by index so a new peak copies no strings).
+    peak: (u64, Components, Option<usize>),
 }
 
 impl Walk {
-    fn new() -> Self {
+    /// A walk with room for `events` points (one growth of the vector is one allocation).
+    fn new(events: usize) -> Self {
         Walk {
             live: Live::default(),
-            points: Vec::new(),
-            peak: (0, Components::default(), String::new(), String::new()),
+            points: Vec::with_capacity(events),
+            peak: (0, Components::default(), None),
         }
     }
 
@@ -48,26 +51,39 @@ impl Walk {
 
     /// Records the current state as an event; `transient` bytes (temporaries) exist only at this
     /// moment.
-    fn mark(&mut self, phase: &str, label: &str, transient: u64) {
+    fn mark(&mut self, phase: &'static str, label: Cow<'static, str>, transient: u64) {
         let mut c = self.live.c;
         c.temporaries = c.temporaries.saturating_add(transient);
         let total = c.allocated();
         if total > self.peak.0 {
-            self.peak = (total, c, phase.to_string(), label.to_string());
+            self.peak = (total, c, Some(self.points.len()));
         }
-        let by_category: BTreeMap<&'static str, u64> = Category::ALLOCATED
-            .iter()
-            .filter(|k| c.get(**k) > 0)
-            .map(|k| (k.name(), c.get(*k)))
-            .collect();
+        let mut by_category = CategoryBytes::default();
+        for k in Category::ALLOCATED {
+            by_category.set(k, c.get(k));
+        }
         self.points.push(TimelinePoint {
-            phase: phase.to_string(),
-            label: label.to_string(),
+            phase: Cow::Borrowed(phase),
+            label,
             allocated: total,
             by_category,
         });
     }
 }
+
+/// "layer {i}", made once for the first [`LAYER_LABELS`] layers and shared by every estimate
+/// (a walk labels each block twice, forward and backward).
+fn layer_label(i: usize) -> Cow<'static, str> {
+    static LABELS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let labels = LABELS.get_or_init(|| (0..LAYER_LABELS).map(|i| format!("layer {i}")).collect());
+    match labels.get(i) {
+        Some(l) => Cow::Borrowed(l.as_str()),
+        None => Cow::Owned(format!("layer {i}")),
+    }
+}
+
+/// How many layer labels [`layer_label`] keeps made.
+const LAYER_LABELS: usize = 256;
 
 /// What one device holds over the step, however it was found: by walking a PyTorch step, or
 /// from a serving engine's own budget.
@@ -168,7 +184,9 @@ fn pytorch_device(
         }
         _ => 0,
     };
-    let mut w = Walk::new();
+    // Start, embeddings, each block forward and backward, head, loss (twice), optimizer.
+    let events = plan.map_or(1, |p| 2 * p.layers.len() + 8);
+    let mut w = Walk::new(events);
     w.add(Category::KvCache, kv);
     let mut device = Device {
         components: Components {
@@ -193,7 +211,8 @@ fn pytorch_device(
         return Ok(device);
     };
     walk(&mut w, st, plan, job, gpu);
-    let (alloc, mut components, phase, _label) = w.peak.clone();
+    let (alloc, mut components, peak_at) = w.peak;
+    let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());
     let reserved = overhead::reserved_estimate(alloc, &plan.largest_allocations());
     let context = non_torch_bytes(gpu, job);
     components.cuda_context = context;
@@ -425,7 +444,7 @@ fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings:
 
 /// vLLM's start-up as events: weights, the profile run, the KV pool, CUDA graphs, serving.
 fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoint> {
-    let point = |label: &str, pairs: &[(&'static str, u64)]| TimelinePoint {
+    let point = |label: &'static str, pairs: &[(&'static str, u64)]| TimelinePoint {
         phase: "startup".into(),
         label: label.into(),
         allocated: pairs.iter().map(|(_, v)| v).sum(),
@@ -486,7 +505,7 @@ fn walk(
         || st.step_scratch > 0
         || !matches!(job.optimizer, crate::job::Optimizer::None)
     {
-        w.mark("optimizer", "optimizer step", st.step_scratch);
+        w.mark("optimizer", "optimizer step".into(), st.step_scratch);
     }
 }
 
@@ -516,7 +535,7 @@ fn walk_start(
     // the data-parallel communication buffers.
     w.add(Temporaries, overhead::blas_workspaces_bytes(gpu, train));
     w.add(Temporaries, st.comm_buffers);
-    w.mark("start", "weights and optimizer states resident", 0);
+    w.mark("start", "weights and optimizer states resident".into(), 0);
     carried_grads
 }
 
@@ -527,28 +546,28 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
     w.add(Activations, plan.embedding.kept);
     w.mark(
         "forward",
-        "embeddings",
+        "embeddings".into(),
         plan.embedding.peak.saturating_sub(plan.embedding.kept),
     );
     for (i, l) in plan.layers.iter().enumerate() {
         let transient = l.forward_peak.saturating_sub(l.kept);
         w.add(Activations, l.kept + l.weight_copies + l.cached_copies);
-        w.mark("forward", &format!("layer {i}"), transient);
+        w.mark("forward", layer_label(i), transient);
     }
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {
         // The hidden state between blocks, the head's working set and the last logits.
         w.mark(
             "forward",
-            "final norm and head",
+            "final norm and head".into(),
             plan.head.peak + plan.logits,
         );
         return;
     }
     w.add(Activations, plan.head.kept + plan.head.weight_copies);
-    w.mark("forward", "final norm and head", plan.logits);
+    w.mark("forward", "final norm and head".into(), plan.logits);
     w.add(Activations, plan.loss.saved);
-    w.mark("forward", "loss", plan.loss.forward_transient);
+    w.mark("forward", "loss".into(), plan.loss.forward_transient);
     w.sub(Activations, cached_copies);
 }
 
@@ -562,7 +581,7 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     use Category::*;
     w.mark(
         "backward",
-        "loss (log-softmax backward)",
+        "loss (log-softmax backward)".into(),
         plan.loss.backward_transient,
     );
     w.sub(Activations, plan.loss.saved);
@@ -572,7 +591,7 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     w.add(Gradients, head_kept);
     w.mark(
         "backward",
-        "head",
+        "head".into(),
         plan.loss.dlogits + plan.logits_grad_input + head_new,
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
@@ -580,11 +599,7 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
         let recompute = l.recomputed;
         let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0));
         w.add(Activations, recompute);
-        w.mark(
-            "backward",
-            &format!("layer {i}"),
-            l.backward_transient + g_new,
-        );
+        w.mark("backward", layer_label(i), l.backward_transient + g_new);
         w.sub(Activations, l.kept + l.weight_copies + recompute);
         w.add(Gradients, g_kept);
     }
@@ -593,7 +608,7 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     w.add(Gradients, e_kept);
     w.mark(
         "backward",
-        "embeddings",
+        "embeddings".into(),
         st.embedding_backward_transient + e_new,
     );
     // Gradients reached their full size; any rounding difference goes to the last layer.

@@ -13,7 +13,7 @@ pub fn layer_activations(r: &Report) -> Vec<(String, u64)> {
         let act = e.by_category.get("activations").copied().unwrap_or(0);
         if e.phase == "forward" && e.label.starts_with("layer ") {
             if let Some(p) = prev {
-                rows.push((e.label.clone(), act.saturating_sub(p)));
+                rows.push((e.label.to_string(), act.saturating_sub(p)));
             }
         }
         if e.phase == "forward" {

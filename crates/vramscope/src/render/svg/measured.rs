@@ -87,8 +87,8 @@ impl Measured {
                 })
                 .unwrap_or_default();
             timeline.push(TimelinePoint {
-                phase: s("phase"),
-                label: s("label"),
+                phase: s("phase").into(),
+                label: s("label").into(),
                 allocated,
                 by_category,
             });

@@ -366,8 +366,8 @@ mod tests {
 
     fn point(phase: &str, allocated: u64) -> TimelinePoint {
         TimelinePoint {
-            phase: phase.into(),
-            label: String::new(),
+            phase: phase.to_string().into(),
+            label: "".into(),
             allocated,
             by_category: Default::default(),
         }

@@ -41,7 +41,7 @@ else
   fi
   if [ ! -f "$VENV/.complete" ] || ! has_packages "$py"; then
     echo "scripts/test.sh: installing into $VENV: ${PY_PACKAGES[*]}" >&2
-    "$py" -m pip install --quiet "${PY_PACKAGES[@]}"
+    "$py" -m pip install --quiet --no-compile "${PY_PACKAGES[@]}"
     touch "$VENV/.complete"
   fi
 fi

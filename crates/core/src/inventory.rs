@@ -398,9 +398,12 @@ impl Builder<'_> {
     fn root(&self) -> &'static str {
         let bare = matches!(self.spec.head, Head::None { .. });
         let root = match self.spec.naming {
-            Naming::Llama | Naming::Mixtral | Naming::QwenMoe | Naming::DeepSeek | Naming::Phi3 => {
-                "model."
-            }
+            Naming::Llama
+            | Naming::Mixtral
+            | Naming::QwenMoe
+            | Naming::DeepSeek
+            | Naming::Phi3
+            | Naming::GptOss => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -611,6 +614,10 @@ impl Builder<'_> {
             self.norm(&format!("{a}.q_norm"), n, l)?;
             self.norm(&format!("{a}.k_norm"), n, l)?;
         }
+        if att.sinks {
+            let heads = att.kind.heads();
+            self.push(format!("{a}.sinks"), vec![heads], l, Component::Attention)?;
+        }
         Ok(())
     }
 
@@ -790,6 +797,9 @@ impl Builder<'_> {
 
     fn moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
+        if self.spec.naming == Naming::GptOss {
+            return self.fused_experts(m, moe, l);
+        }
         self.linear(
             &format!("{m}.gate"),
             h,
@@ -822,6 +832,32 @@ impl Builder<'_> {
                 l,
                 Component::Router,
             )?;
+        }
+        Ok(())
+    }
+
+    /// gpt-oss's router (`mlp.router`, weight and bias) and its experts as four stacked
+    /// parameters, the matrices stored `[in, out]` (`modeling_gpt_oss.py` `GptOssExperts`:
+    /// `gate_up_proj` `[E, hidden, 2·ffn]`, `down_proj` `[E, ffn, hidden]`, biases `[E, out]`).
+    fn fused_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        let r = Component::Router;
+        self.linear(&format!("{m}.router"), h, e, moe.router_bias, l, r)?;
+        let two_f = mul(2, f, "gate_up width")?;
+        let x = Component::Experts;
+        self.push(format!("{m}.experts.gate_up_proj"), vec![e, h, two_f], l, x)?;
+        if moe.expert.bias {
+            self.push(
+                format!("{m}.experts.gate_up_proj_bias"),
+                vec![e, two_f],
+                l,
+                x,
+            )?;
+        }
+        self.push(format!("{m}.experts.down_proj"), vec![e, f, h], l, x)?;
+        if moe.expert.bias {
+            self.push(format!("{m}.experts.down_proj_bias"), vec![e, h], l, x)?;
         }
         Ok(())
     }

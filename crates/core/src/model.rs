@@ -36,6 +36,10 @@ pub enum Naming {
     Roberta,
     /// `encoder.block.N.layer.0.SelfAttention.q` (T5).
     T5,
+    /// Llama names with gpt-oss's `self_attn.sinks`, `mlp.router` and fused, transposed expert
+    /// tensors `mlp.experts.gate_up_proj` `[E, hidden, 2·ffn]` / `down_proj` `[E, ffn, hidden]`
+    /// with their biases (`modeling_gpt_oss.py`).
+    GptOss,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -205,6 +209,14 @@ pub struct Attention {
     pub sliding_window: Option<u64>,
     /// T5 relative-position bias table held by this layer (`buckets`), first layer only.
     pub relative_bias_buckets: Option<u64>,
+    /// Learned per-head sink logits (gpt-oss `self_attn.sinks`, `[heads]`): one extra column
+    /// in each softmax row that takes probability mass and is dropped before `@ V`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sinks: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The attention variant and its shapes.
@@ -320,6 +332,9 @@ pub struct MoeMlp {
     pub shared: Option<DenseMlp>,
     /// A sigmoid gate on the shared expert's output (Qwen2-MoE `shared_expert_gate`).
     pub shared_gate: bool,
+    /// The router carries a bias (gpt-oss `GptOssTopKRouter.bias`, `[experts]`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub router_bias: bool,
 }
 
 /// What sits on top of the last stack.

@@ -267,3 +267,69 @@ fn catalog_contents() {
         );
     }
 }
+
+/// openai/gpt-oss-20b from its published config.json (`fixtures/unsupported/gpt-oss-20b.json`,
+/// source in that folder's README). The model card (arXiv 2508.10925, Table 1) gives 20.91 B
+/// total parameters and 3.61 B active; the exact count is the sum of the published checkpoint's
+/// tensor shapes (`modeling_gpt_oss.py` parameters, the MXFP4 experts counted as their
+/// unpacked `[E, in, out]` matrices):
+/// - embed_tokens and lm_head (untied): 2 · 201088 · 2880 = 1,158,266,880;
+/// - per layer: q 2880·4096 + 4096, k and v 2880·512 + 512 each, o 4096·2880 + 2880, sinks 64
+///   → 26,550,144; router 32·2880 + 32 = 92,192; experts gate_up 32·2880·5760 + 32·5760 and
+///   down 32·2880·2880 + 32·2880 → 796,538,880; two norms 5,760 → 823,186,976; × 24 layers;
+/// - the final norm 2,880.
+///
+/// Active per token (the card's 3.61 B, which leaves the input embedding out): 4 of 32 experts
+/// → 24 · (26,550,144 + 92,192 + 5,760 + 796,538,880 / 8) + 201088 · 2880 + 2880.
+///
+/// Checkpoint bytes: the published `model.safetensors.index.json` gives `metadata.total_size`
+/// 13,761,264,768 (read from a public file vendoring it, code-index file id 31112482743). By
+/// hand: the expert matrices, 24 · 32 · (2880·5760 + 2880·2880) = 19,110,297,600 weights in
+/// MXFP4 at 17 bytes per 32 (16 bytes of E2M1 pairs + one E8M0 scale) = 10,152,345,600 B; the
+/// other 1,804,459,584 parameters in bf16 = 3,608,919,168 B.
+#[test]
+fn gpt_oss_20b() {
+    use vramscope_core::estimate::quant::{total_bytes, QuantContext, WeightFormat};
+    let per_layer: u64 = 26_550_144 + 92_192 + 796_538_880 + 5_760;
+    assert_eq!(per_layer, 823_186_976);
+    let total: u64 = 1_158_266_880 + 24 * per_layer + 2_880;
+    assert_eq!(total, 20_914_757_184);
+    let active: u64 =
+        24 * (26_550_144 + 92_192 + 5_760 + 796_538_880 / 8) + 201_088 * 2_880 + 2_880;
+    assert_eq!(active, 3_608_307_264); // the card's 3.61 B
+    assert_eq!(10_152_345_600u64 + 3_608_919_168, 13_761_264_768);
+
+    let path = format!(
+        "{}/tests/fixtures/unsupported/gpt-oss-20b.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let m = load_model(&path).unwrap();
+    assert_eq!(m.params_total, total);
+    let spec = m.spec.as_ref().unwrap();
+    assert_eq!(spec.quantization.as_deref(), Some("mxfp4"));
+    // layer_types: even layers slide over 128 tokens, odd ones attend fully.
+    let windows: Vec<Option<u64>> = spec
+        .decoder
+        .layers
+        .iter()
+        .map(|l| l.attention.sliding_window)
+        .collect();
+    assert_eq!(windows[0], Some(128));
+    assert_eq!(windows[1], None);
+    assert_eq!(windows.iter().filter(|w| w.is_some()).count(), 12);
+    let inv = m.inventory.as_ref().unwrap();
+    let ctx = QuantContext::from_spec(spec);
+    assert_eq!(
+        total_bytes(&WeightFormat::Mxfp4, &inv.tensors, &ctx).unwrap(),
+        13_761_264_768
+    );
+    // Tensor names as the checkpoint has them (the experts as transformers holds them unpacked).
+    for name in [
+        "model.layers.0.self_attn.sinks",
+        "model.layers.0.mlp.router.bias",
+        "model.layers.23.mlp.experts.gate_up_proj",
+        "model.layers.23.mlp.experts.down_proj_bias",
+    ] {
+        assert!(inv.get(name).is_some(), "{name}");
+    }
+}

@@ -302,6 +302,7 @@ fn attn(heads: u64, kv: u64, hd: u64, bias: bool) -> Attention {
         qk_norm: None,
         sliding_window: None,
         relative_bias_buckets: None,
+        sinks: false,
     }
 }
 
@@ -431,6 +432,7 @@ fn family_specs() -> Vec<ModelSpec> {
             expert: dense_mlp(6, true, false),
             shared,
             shared_gate,
+            router_bias: false,
         })
     };
     let l = layer(attn(2, 1, 4, false), moe(None, false), pre2(rms));
@@ -474,6 +476,7 @@ fn family_specs() -> Vec<ModelSpec> {
         qk_norm: None,
         sliding_window: None,
         relative_bias_buckets: None,
+        sinks: false,
     };
     let l0 = layer(mla(Some(6)), dense(12, true, false), pre2(rms));
     let l1 = layer(

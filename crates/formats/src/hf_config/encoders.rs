@@ -89,6 +89,7 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
         qk_norm: None,
         sliding_window: None,
         relative_bias_buckets: first.then_some(buckets),
+        sinks: false,
     };
     let mut encoder = Stack {
         layers: Vec::new(),

@@ -47,6 +47,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "starcoder2",
     "deepseek_v2",
     "deepseek_v3",
+    "gpt_oss",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -128,7 +129,13 @@ pub fn parse_config_value_with(
             ));
         }
     }
-    spec.dtype = cfg.dtype(&mut warnings)?;
+    spec.dtype = if spec.quantization.as_deref() == Some("mxfp4") && !names_dtype(obj) {
+        // gpt-oss's config names no dtype; its checkpoint stores every tensor that is not an
+        // MXFP4 expert weight in bf16 (the safetensors headers), and transformers loads it so.
+        DType::BF16
+    } else {
+        cfg.dtype(&mut warnings)?
+    };
     let labels = cfg
         .uint("num_labels")?
         .or_else(|| {
@@ -141,6 +148,15 @@ pub fn parse_config_value_with(
     apply_architecture(&mut spec, architecture.as_deref(), labels, &mut warnings);
     check_sizes(&spec, origin)?;
     Ok(ParsedConfig { spec, warnings })
+}
+
+/// Whether the config names its weights' dtype (`dtype` / `torch_dtype`, not `auto`).
+fn names_dtype(obj: &Map<String, Value>) -> bool {
+    ["dtype", "torch_dtype"].iter().any(|k| {
+        obj.get(*k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| s != "auto")
+    })
 }
 
 /// The object that describes the language model, and its `model_type`: multimodal wrappers keep
@@ -311,6 +327,7 @@ pub(crate) fn plain_attention(
         qk_norm: None,
         sliding_window: None,
         relative_bias_buckets: None,
+        sinks: false,
     }
 }
 
@@ -385,6 +402,8 @@ pub(crate) fn quantization_format(q: &Map<String, Value>) -> Option<String> {
                 .unwrap_or(128);
             Some(format!("awq:{bits}:g{group}"))
         }
+        // transformers `Mxfp4Config`: the experts in MXFP4, the rest as stored.
+        "mxfp4" => Some("mxfp4".into()),
         "fp8" | "fbgemm_fp8" => Some(
             match q
                 .get("weight_block_size")

@@ -103,8 +103,14 @@ impl Prog<'_> {
             p.q = self.elementwise(&[p.q], &[]);
         }
         let latent = matches!(att.kind, AttentionKind::Latent { .. });
-        let ctx = match self.c.kernel {
-            AttentionKernel::Eager => self.eager_core(p, w, latent),
+        // No SDPA kernel takes sink logits: transformers runs gpt-oss eager unless asked for
+        // flash (`GptOssPreTrainedModel._supports_sdpa = False`), so SDPA reads as eager.
+        let kernel = match self.c.kernel {
+            AttentionKernel::Sdpa if att.sinks => AttentionKernel::Eager,
+            k => k,
+        };
+        let ctx = match kernel {
+            AttentionKernel::Eager => self.eager_core(p, w, latent, att.sinks),
             AttentionKernel::Sdpa | AttentionKernel::Flash => self.fused_core(&p, w),
         };
         self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O)
@@ -218,7 +224,7 @@ impl Prog<'_> {
     /// Eager attention (`eager_attention_forward`): k/v groups repeated, the b·heads·s×s
     /// scores, scaling, soft-capping, the mask, softmax and dropout all materialised, then
     /// probabilities × v and the transpose back.
-    fn eager_core(&mut self, p: Qkv, w: Widths, latent: bool) -> Id {
+    fn eager_core(&mut self, p: Qkv, w: Widths, latent: bool, sinks: bool) -> Id {
         let Qkv {
             q, mut k, mut v, ..
         } = p;
@@ -242,8 +248,12 @@ impl Prog<'_> {
         let scores_n = self.c.batch * w.heads * self.c.seq * self.c.kv_seq;
         let scores = self.t.op(&[qi, ki], &[qi, ki], scores_n, mmw);
         let masked = self.scale_cap_mask(scores, scores_n, mmw);
-        let to_value = self.softmax(masked, scores_n, q, v);
-        let dropped = self.dropout(to_value, self.c.attn_dropout);
+        let dropped = if sinks {
+            self.sink_softmax(masked, scores_n, v)
+        } else {
+            let to_value = self.softmax(masked, scores_n, q, v);
+            self.dropout(to_value, self.c.attn_dropout)
+        };
         let pi = self.mm_input(dropped);
         let vi = self.mm_input(v);
         let ctx = self.t.op(&[pi, vi], &[pi, vi], self.tokens * w.out, mmw);

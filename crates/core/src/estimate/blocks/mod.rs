@@ -5,6 +5,7 @@
 //! residual layout and dropout pick its branches.
 
 mod attention;
+mod gpt_oss;
 mod mlp;
 
 use super::tape::{Id, Tape};
@@ -297,6 +298,9 @@ impl<'a> Prog<'a> {
                 self.t.keep(rstd);
                 out
             }
+            NormKind::RmsNorm if self.c.spec.naming == Naming::GptOss => {
+                self.gpt_oss_rms_norm(x, dim)
+            }
             NormKind::RmsNorm => self.t.rms_norm(
                 x,
                 dim,
@@ -352,6 +356,7 @@ impl<'a> Prog<'a> {
         let h = self.c.spec.hidden_size;
         match &layer.mlp {
             Mlp::Dense(d) => self.mlp(x, d, h),
+            Mlp::Moe(m) if self.c.spec.naming == Naming::GptOss => self.gpt_oss_moe(x, m, h),
             Mlp::Moe(m) => self.moe(x, m, h),
         }
     }

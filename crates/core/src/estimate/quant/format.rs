@@ -21,6 +21,10 @@ pub enum WeightFormat {
     Nf4Dq,
     /// 1-byte FP8 weights with an fp32 scale per tensor, or per `block`×`block` tile.
     Fp8 { block: Option<u64> },
+    /// OCP MX FP4 on the experts only (transformers `Mxfp4Config`, gpt-oss): E2M1 values in
+    /// blocks of 32 along the input dimension, 16 bytes of nibbles and one E8M0 scale byte per
+    /// block (4.25 bits a weight); everything else as stored.
+    Mxfp4,
     /// GPTQ (AutoGPTQ layout); `group: None` is one group per column (`group_size=-1`).
     Gptq { bits: u32, group: Option<u64> },
     /// AWQ (AutoAWQ GEMM layout).
@@ -29,8 +33,8 @@ pub enum WeightFormat {
     Gguf(GgufFormat),
 }
 
-const FORMS: &str = "none, int8, nf4, fp4, nf4-dq, fp8, fp8:bN, gptq:BITS[:gN], awq:4[:gN], \
-                     gguf:TYPE[:pure]";
+const FORMS: &str = "none, int8, nf4, fp4, nf4-dq, fp8, fp8:bN, mxfp4, gptq:BITS[:gN], \
+                     awq:4[:gN], gguf:TYPE[:pure]";
 
 fn bad(s: &str, why: &str) -> CoreError {
     CoreError::field("weights", format!("'{s}' {why} (valid: {FORMS})"))
@@ -67,6 +71,7 @@ impl WeightFormat {
             ["nf4-dq"] => WeightFormat::Nf4Dq,
             ["fp8"] => WeightFormat::Fp8 { block: None },
             ["fp8", b] => parse_fp8_block(t, b)?,
+            ["mxfp4"] => WeightFormat::Mxfp4,
             [kind @ ("gptq" | "awq"), bits, rest @ ..] => parse_gptq_awq(t, kind, bits, rest)?,
             ["gguf", ty, rest @ ..] => parse_gguf(t, ty, rest)?,
             _ => return Err(bad(t, "is not a weight format")),
@@ -93,6 +98,7 @@ impl fmt::Display for WeightFormat {
             WeightFormat::Nf4Dq => f.write_str("nf4-dq"),
             WeightFormat::Fp8 { block: None } => f.write_str("fp8"),
             WeightFormat::Fp8 { block: Some(b) } => write!(f, "fp8:b{b}"),
+            WeightFormat::Mxfp4 => f.write_str("mxfp4"),
             WeightFormat::Gptq { bits, group: g } => write!(f, "gptq:{bits}:{}", group(g)),
             WeightFormat::Awq { bits, group: g } => write!(f, "awq:{bits}:{}", group(g)),
             WeightFormat::Gguf(GgufFormat::Mix(t)) => write!(f, "gguf:{}", t.name()),

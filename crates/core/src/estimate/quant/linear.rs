@@ -35,6 +35,7 @@ pub(super) fn linear_bytes(
         WeightFormat::Nf4 | WeightFormat::Fp4 => bitsandbytes::four_bit_bytes(m),
         WeightFormat::Nf4Dq => bitsandbytes::four_bit_dq_bytes(m),
         WeightFormat::Fp8 { block } => fp8_bytes(m, block),
+        WeightFormat::Mxfp4 => mxfp4_bytes(m),
         WeightFormat::Gptq { bits, group } => gptq::gptq_bytes(m, bits, group),
         WeightFormat::Awq { bits, group } => gptq::awq_bytes(t, m, bits, group)?,
         WeightFormat::None | WeightFormat::Gguf(_) => Some(t.bytes),
@@ -55,4 +56,15 @@ fn fp8_bytes(m: Matrix, block: Option<u64>) -> Option<u64> {
             sum(&[Some(m.n), tiles.and_then(|x| x.checked_mul(4))])
         }
     }
+}
+
+/// MXFP4 weights as transformers stores them (`quantizers/quantizer_mxfp4.py`, the checkpoint's
+/// `*_blocks` `[.., out, in/32, 16]` uint8 and `*_scales` `[.., out, in/32]` uint8): per output
+/// row, `ceil(in / 32)` blocks of 16 bytes of E2M1 nibbles plus one E8M0 scale byte (OCP
+/// Microscaling Formats spec v1.0, §5: block size 32, scale E8M0, element FP4 E2M1).
+fn mxfp4_bytes(m: Matrix) -> Option<u64> {
+    m.batch
+        .checked_mul(m.out)?
+        .checked_mul(m.inp.div_ceil(32))?
+        .checked_mul(17)
 }

@@ -47,6 +47,8 @@ pub struct QuantContext {
     pub conv1d: bool,
     /// No separate output matrix: the token embedding gets the output tensor's rules.
     pub tied_embeddings: bool,
+    /// Stacked 3-D expert weights are stored `[E, in, out]` (gpt-oss's `GptOssExperts`).
+    pub experts_in_out: bool,
 }
 
 impl QuantContext {
@@ -78,6 +80,7 @@ impl QuantContext {
             llm_70b: matches!(family.as_str(), "llama" | "qwen2") && n_layers == 80 && n_gqa > 1,
             conv1d: spec.naming == Naming::Gpt2,
             tied_embeddings: !matches!(spec.head, Head::LanguageModel { tied: false, .. }),
+            experts_in_out: spec.naming == Naming::GptOss,
         }
     }
 }
@@ -103,11 +106,20 @@ fn is_linear_target(t: &Tensor) -> bool {
         && !t.name.contains("relative_attention_bias")
 }
 
+/// Whether MXFP4 quantizes this tensor: an expert weight matrix only (transformers
+/// `quantizers/quantizer_mxfp4.py` swaps the experts' projections; gpt-oss's
+/// `modules_to_not_convert` keeps attention, router, embeddings and head in bf16), not the
+/// experts' biases.
+fn is_mxfp4_target(t: &Tensor) -> bool {
+    t.component == Component::Experts && t.shape.len() >= 2 && !t.name.ends_with("bias")
+}
+
 /// Whether `format` quantizes `t` (as opposed to keeping it in its stored dtype).
 pub fn is_quantized(format: &WeightFormat, t: &Tensor) -> bool {
     match format {
         WeightFormat::None => false,
         WeightFormat::Gguf(_) => gguf_allows(t),
+        WeightFormat::Mxfp4 => is_mxfp4_target(t),
         _ => is_linear_target(t),
     }
 }
@@ -131,6 +143,9 @@ fn matrix_dims(t: &Tensor, ctx: &QuantContext) -> Result<(u64, u64, u64), CoreEr
     }
     if ctx.conv1d && k == 2 && matches!(t.component, Component::Attention | Component::Mlp) {
         return Ok((1, s[1], s[0]));
+    }
+    if ctx.experts_in_out && k == 3 && t.component == Component::Experts {
+        return Ok((s[0], s[2], s[1]));
     }
     let batch = elements_of(&s[..k - 2]).ok_or_else(|| ov(&t.name))?;
     Ok((batch, s[k - 2], s[k - 1]))
@@ -207,6 +222,8 @@ pub fn bits_per_param(format: &WeightFormat, model_dtype: DType) -> (u64, u64) {
         WeightFormat::Nf4Dq => (4 * 64 * 256 + 8 * 256 + 32, 64 * 256),
         WeightFormat::Fp8 { block: None } => (8, 1),
         WeightFormat::Fp8 { block: Some(b) } => (8 * b * b + 32, b * b),
+        // 32 four-bit values and one 8-bit scale per block.
+        WeightFormat::Mxfp4 => (4 * 32 + 8, 32),
         // bits + (fp16 scale + packed zero) per group.
         WeightFormat::Gptq { bits, group } | WeightFormat::Awq { bits, group } => {
             let b = u64::from(bits);
@@ -248,7 +265,7 @@ pub fn bytes_for_params(
 ///   dequantizes `CB` to the compute dtype (`backward = true`).
 /// - GPTQ/AWQ: fp16 dequantization for prefill-sized batches (AutoAWQ from 1024 tokens,
 ///   AutoGPTQ's torch path); an approximation for the kernels that dequantize in tiles.
-/// - FP8 (scaled matmuls), GGUF (llama.cpp's own compute buffer) and none: nothing here.
+/// - FP8 (scaled matmuls), MXFP4 (triton kernels on the packed blocks), GGUF (llama.cpp's own compute buffer) and none: nothing here.
 pub fn dequant_scratch_bytes(
     format: &WeightFormat,
     tensors: &[Tensor],
@@ -261,7 +278,11 @@ pub fn dequant_scratch_bytes(
         WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq => true,
         WeightFormat::Int8 => backward,
         WeightFormat::Gptq { .. } | WeightFormat::Awq { .. } => true,
-        WeightFormat::None | WeightFormat::Fp8 { .. } | WeightFormat::Gguf(_) => false,
+        // MXFP4's matmuls (triton `matmul_ogs`) read the packed weights.
+        WeightFormat::None
+        | WeightFormat::Fp8 { .. }
+        | WeightFormat::Mxfp4
+        | WeightFormat::Gguf(_) => false,
     };
     if !applies {
         return Ok(0);

@@ -488,6 +488,7 @@ fn context_from_a_spec() {
             qk_norm: None,
             sliding_window: None,
             relative_bias_buckets: None,
+            sinks: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {
@@ -532,4 +533,43 @@ fn context_from_a_spec() {
     // 64 query heads over 8 KV heads; 80 layers of Llama = llama.cpp's LLM_TYPE_70B.
     assert_eq!((c.n_layers, c.n_gqa, c.n_expert), (80, 8, 0));
     assert!(c.llm_70b && !c.falcon && !c.conv1d && !c.tied_embeddings);
+}
+
+/// MXFP4 (OCP Microscaling v1.0: 32 E2M1 values + one E8M0 scale = 17 B per block) sizes the
+/// expert matrices only; attention weights and expert biases stay as stored. gpt-oss stores
+/// its experts `[E, in, out]`: a down_proj `[2, 64, 96]` is 2 · 96 rows of 64 inputs = 2 · 96 ·
+/// 2 blocks · 17 B = 6,528 B; a Mixtral-style `[out, in]` expert `w1` `[96, 40]` is 96 rows of
+/// ceil(40 / 32) = 2 blocks = 3,264 B.
+#[test]
+fn mxfp4_sizes_expert_matrices_only() {
+    let f = WeightFormat::parse("MXFP4").unwrap();
+    assert_eq!(f, WeightFormat::Mxfp4);
+    assert_eq!(f.to_string(), "mxfp4");
+    assert_eq!(bits_per_param(&f, DType::BF16), (136, 32));
+    let gpt_oss = QuantContext {
+        experts_in_out: true,
+        ..ctx()
+    };
+    let down = t(
+        "model.layers.0.mlp.experts.down_proj",
+        &[2, 64, 96],
+        Some(0),
+        Component::Experts,
+    );
+    assert_eq!(tensor_bytes(&f, &down, &gpt_oss).unwrap(), 6_528);
+    let w1 = t(
+        "model.layers.0.block_sparse_moe.experts.0.w1.weight",
+        &[96, 40],
+        Some(0),
+        Component::Experts,
+    );
+    assert_eq!(tensor_bytes(&f, &w1, &ctx()).unwrap(), 3_264);
+    let bias = t(
+        "model.layers.0.mlp.experts.down_proj_bias",
+        &[2, 96],
+        Some(0),
+        Component::Experts,
+    );
+    assert_eq!(tensor_bytes(&f, &bias, &gpt_oss).unwrap(), 2 * 96 * 2);
+    assert_eq!(tensor_bytes(&f, &sq(), &ctx()).unwrap(), 4096 * 4096 * 2);
 }

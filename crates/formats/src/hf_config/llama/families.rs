@@ -29,6 +29,9 @@ pub(super) enum Biases {
     QwenQkv,
     /// StarCoder2's `use_bias` (default true) on every projection and the MLP.
     UseBias,
+    /// `attention_bias` on q/k/v/o, on by default (GptOssConfig `attention_bias = True`); the
+    /// experts' biases are the family's own (`Experts::GptOss`).
+    KeysOn,
 }
 
 /// Which layers slide their attention window when the config sets `sliding_window` (and no
@@ -67,6 +70,10 @@ pub(super) enum Experts {
         expert_ffn: u64,
         shared: u64,
     },
+    /// Every layer MoE (GptOssConfig: 128 experts, 4 per token, `intermediate_size` 2880), a
+    /// router with a bias and experts with biases on both projections (`modeling_gpt_oss.py`
+    /// `GptOssTopKRouter`, `GptOssExperts`).
+    GptOss,
 }
 
 /// One Llama-shaped family.
@@ -92,6 +99,8 @@ pub(super) struct Family {
     pub residual_dropout: Option<&'static str>,
     /// Attention and final-logit soft-capping on by default (Gemma2Config: 50.0 and 30.0).
     pub softcaps: bool,
+    /// Learned per-head attention sinks (gpt-oss `self_attn.sinks`).
+    pub sinks: bool,
 }
 
 /// LlamaConfig's defaults: every other row starts from them.
@@ -124,6 +133,7 @@ pub(super) const LLAMA: Family = Family {
     embedding_dropout: None,
     residual_dropout: None,
     softcaps: false,
+    sinks: false,
 };
 
 /// Gemma's defaults shared by its generations (GemmaConfig and its successors): tied head,
@@ -363,6 +373,29 @@ pub(super) const FAMILIES: &[Family] = &[
         },
         ..LLAMA
     },
+    Family {
+        model_type: "gpt_oss",
+        // configuration_gpt_oss.py (transformers 5.x) class defaults.
+        defaults: Defaults {
+            arch: "GptOssForCausalLM",
+            vocab: 201088,
+            hidden: 2880,
+            ffn: 2880,
+            layers: 36,
+            heads: 64,
+            kv_heads: Some(8),
+            head_dim: Some(64),
+            max_pos: 131072,
+            ..LLAMA_DEFAULTS
+        },
+        naming: Naming::GptOss,
+        biases: Biases::KeysOn,
+        // layer_types default: even layers "sliding_attention", odd "full_attention".
+        sliding: Sliding::EvenLayers,
+        experts: Experts::GptOss,
+        sinks: true,
+        ..LLAMA
+    },
 ];
 
 /// The family row for a `model_type`; Llama's for any other (a generic Llama-style decoder).
@@ -394,6 +427,6 @@ mod tests {
         }
         // An unknown type reads as Llama (the generic decoder).
         assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
-        assert_eq!(FAMILIES.len(), 14);
+        assert_eq!(FAMILIES.len(), 15);
     }
 }

@@ -61,6 +61,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
                 qk_norm: parts.qk_norm,
                 sliding_window: if is_sliding(i) { window } else { None },
                 relative_bias_buckets: None,
+                sinks: fam.sinks,
             },
             cross_attention: None,
             mlp,
@@ -149,6 +150,7 @@ impl BlockParts {
             }
             Biases::UseBias => ProjBias::all(cfg.boolean("use_bias", true)?),
             Biases::Keys => ProjBias::all(attention_bias),
+            Biases::KeysOn => ProjBias::all(cfg.boolean("attention_bias", true)?),
         };
         let mlp_bias = match fam.biases {
             Biases::UseBias => cfg.boolean("use_bias", true)?,

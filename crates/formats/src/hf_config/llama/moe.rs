@@ -44,6 +44,7 @@ pub(super) fn moe_layout(
     let layout = match experts {
         Experts::Dense => return Ok(None),
         Experts::Mixtral => mixtral(cfg, activation)?,
+        Experts::GptOss => gpt_oss(cfg)?,
         Experts::Qwen {
             experts,
             top_k,
@@ -83,6 +84,7 @@ fn mixtral(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
             ),
             shared: None,
             shared_gate: false,
+            router_bias: false,
         },
         dense_layers: Vec::new(),
         first_dense: 0,
@@ -120,6 +122,7 @@ fn qwen(
             ),
             shared: (shared_ffn > 0).then(|| dense(shared_ffn, true, false, activation)),
             shared_gate: shared_ffn > 0,
+            router_bias: false,
         },
         dense_layers: cfg.uint_list("mlp_only_layers")?,
         first_dense: 0,
@@ -152,10 +155,37 @@ fn deepseek(
             shared: (shared > 0)
                 .then(|| dense(expert_ffn.saturating_mul(shared), true, false, activation)),
             shared_gate: false,
+            router_bias: false,
         },
         dense_layers: Vec::new(),
         first_dense: cfg.uint("first_k_dense_replace")?.unwrap_or(0),
         step: cfg.size(&["moe_layer_freq"], Some(1))?,
         zero_based_step: true,
     }))
+}
+
+/// gpt-oss: every layer MoE (GptOssConfig: 128 local experts, 4 per token, `intermediate_size`
+/// 2880); the router and both expert projections carry biases, and the experts apply the clamped
+/// SwiGLU of `GptOssExperts._apply_gate` (named `gpt_oss_swiglu` here: the config's `hidden_act`
+/// is not what the experts run).
+fn gpt_oss(cfg: &Cfg) -> Result<MoeLayout> {
+    Ok(MoeLayout {
+        template: MoeMlp {
+            experts: cfg.size(&["num_local_experts", "num_experts"], Some(128))?,
+            top_k: cfg.size(&["num_experts_per_tok", "experts_per_token"], Some(4))?,
+            expert: dense(
+                cfg.size(&["intermediate_size"], Some(2880))?,
+                true,
+                true,
+                "gpt_oss_swiglu",
+            ),
+            shared: None,
+            shared_gate: false,
+            router_bias: true,
+        },
+        dense_layers: Vec::new(),
+        first_dense: 0,
+        step: 1,
+        zero_based_step: false,
+    })
 }

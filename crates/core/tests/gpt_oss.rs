@@ -1,0 +1,103 @@
+//! gpt-oss from its published config (`crates/formats/tests/fixtures/unsupported/gpt-oss-20b.json`):
+//! KV per layer kind, MXFP4 weights in an inference job. Every expected number is derived by
+//! hand below from the model's shapes.
+
+use serde_json::{json, Value};
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::Job;
+use vramscope_core::report::Report;
+use vramscope_formats::model_source::load_job_model;
+
+fn config() -> Value {
+    let path = format!(
+        "{}/../formats/tests/fixtures/unsupported/gpt-oss-20b.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn run(job: Value) -> Report {
+    let job: Job = serde_json::from_value(job).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    estimate(&model.into_input(), &resolved).unwrap()
+}
+
+/// gpt-oss-20b caches 8 KV heads of 64 per layer: 2 · 8 · 64 · 2 B = 2,048 B per token and
+/// layer in bf16. Its 12 sliding layers (`layer_types`, `sliding_window` 128) hold at most 128
+/// tokens, its 12 full layers every token: at 4,096 tokens 12 · 128 · 2,048 + 12 · 4,096 ·
+/// 2,048 = 3,145,728 + 100,663,296 B per sequence; below the window all 24 layers hold all.
+#[test]
+fn kv_cache_per_layer_kind() {
+    let kv = |batch: u64, seq: u64| {
+        run(
+            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
+                   "seq": seq, "precision": "bf16"}),
+        )
+        .per_gpu
+        .components
+        .kv_cache
+    };
+    assert_eq!(kv(1, 4096), 3_145_728 + 100_663_296);
+    assert_eq!(kv(2, 4096), 2 * (3_145_728 + 100_663_296));
+    assert_eq!(kv(1, 100), 24 * 100 * 2_048);
+}
+
+/// An inference job on the published checkpoint holds its weights as published: MXFP4 experts
+/// and bf16 elsewhere, 13,761,264,768 B (the checkpoint index's `total_size`; the arithmetic is
+/// in crates/formats/tests/param_counts.rs `gpt_oss_20b`), each tensor rounded up to the
+/// caching allocator's 512 B: per layer the o_proj bias (5,760 B → +384), the sinks (128 B →
+/// +384), the router bias (64 B → +448) and two norms (+384 each), 1,984 B × 24, and the final
+/// norm (+384): 48,000 B; every other tensor is a multiple of 512 B (the MXFP4 blocks
+/// 32 · 5,760 · 90 · 17 B = 550,800 · 512).
+#[test]
+fn weights_are_the_mxfp4_checkpoint() {
+    let r = run(
+        json!({"model": {"hf_config": config()}, "task": "infer", "batch": 1,
+                       "seq": 1, "precision": "bf16"}),
+    );
+    assert_eq!(24 * (384 + 384 + 448 + 2 * 384) + 384, 48_000);
+    assert_eq!(r.per_gpu.model_states.parameters, 13_761_264_768 + 48_000);
+}
+
+fn metric(report: &Value, path: &str) -> f64 {
+    let mut v = report;
+    for part in path.split('.') {
+        v = &v[part];
+    }
+    v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
+}
+
+/// Training steps of a tiny gpt-oss (4 layers alternating sliding and full attention, sinks,
+/// 8 experts with biases, 2 per token) measured on the CPU tensor by tensor
+/// (`validation/cpu-measured-gpt-oss.json`, made with `../shared/measure/measure.py` and
+/// `scripts/cases_from_measure.py`; validation/README.md): peak, activations and activations
+/// per layer each within 3 %. The peak is compared net of the two cuBLAS workspaces the
+/// estimate counts on a GPU (forward and backward threads) and a CPU run does not have, as in
+/// `validation_cases.rs` `masked_lm_pure_bf16_peaks`.
+#[test]
+fn measured_training_steps_within_3_percent() {
+    let path = format!(
+        "{}/../../validation/cpu-measured-gpt-oss.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(cases.len() >= 3);
+    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
+    assert_eq!(workspaces, 2 * (8_519_680 + 1_048_576));
+    let mut worst = 0f64;
+    for c in &cases {
+        let report = serde_json::to_value(run(c["job"].clone())).unwrap();
+        let path = c["metric"].as_str().unwrap();
+        let mut got = metric(&report, path);
+        if path == "per_gpu.peak_allocated" {
+            got -= workspaces as f64;
+        }
+        let expected = c["expected_bytes"].as_f64().unwrap();
+        let err = (got - expected) / expected;
+        println!("{} {expected} {got} {:+.2}%", c["id"], err * 100.0);
+        worst = worst.max(err.abs());
+    }
+    assert!(worst <= 0.03, "worst {worst}");
+}

@@ -90,11 +90,28 @@ fn heading(m: &LoadedModel, r: &InspectReport) -> String {
     out.push('\n');
     if let Some(spec) = &m.spec {
         out.push_str(&format!("  {}\n", describe(spec)));
+        out.push_str(&published_format(spec, &r.tensors));
     }
     for w in &r.warnings {
         out.push_str(&warning_line(w));
     }
     out
+}
+
+/// The weight format config.json's `quantization_config` names and the weights' bytes in it
+/// (gpt-oss: MXFP4 experts, bf16 elsewhere), when it names one.
+fn published_format(spec: &ModelSpec, tensors: &[vramscope_core::Tensor]) -> String {
+    use vramscope_core::estimate::quant::{parse, total_bytes, QuantContext};
+    let Some(q) = spec.quantization.as_deref() else {
+        return String::new();
+    };
+    let Ok(format) = parse(q) else {
+        return String::new();
+    };
+    match total_bytes(&format, tensors, &QuantContext::from_spec(spec)) {
+        Ok(b) if !tensors.is_empty() => format!("  published as {q}: {} of weights\n", bytes(b)),
+        _ => String::new(),
+    }
 }
 
 /// A borderless table under a section title.
@@ -221,6 +238,9 @@ fn describe(spec: &ModelSpec) -> String {
     if let Some(l) = spec.all_layers().next() {
         parts.push(attention(&l.attention.kind));
         parts.extend(windows(spec));
+        if spec.all_layers().any(|l| l.attention.sinks) {
+            parts.push("attention sinks".to_string());
+        }
     }
     parts.extend(mlp(spec));
     parts.push(format!("vocab {}", thousands(spec.vocab_size)));

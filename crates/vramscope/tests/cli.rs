@@ -323,3 +323,25 @@ fn instruct_names_of_presets_are_accepted_with_a_note() {
         .assert()
         .code(2);
 }
+
+/// gpt-oss-20b's published config (crates/formats/tests/fixtures/unsupported): `inspect` names
+/// the layer kinds (12 of 24 layers slide over 128 tokens), the sinks, and the bytes of the
+/// MXFP4 checkpoint: 13,761,264,768 B (the index's `total_size`) = 12.82 GiB.
+#[test]
+fn inspect_shows_gpt_oss_layer_kinds_and_mxfp4_bytes() {
+    let path = format!(
+        "{}/../formats/tests/fixtures/unsupported/gpt-oss-20b.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = vramscope().args(["inspect", &path]).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for want in [
+        "20,914,757,184 parameters",
+        "sliding window 128 on 12/24 layers",
+        "attention sinks",
+        "published as mxfp4: 12.82 GiB",
+    ] {
+        assert!(text.contains(want), "{want} not in:\n{text}");
+    }
+    assert!((13_761_264_768f64 / (1u64 << 30) as f64 - 12.82).abs() < 0.005);
+}

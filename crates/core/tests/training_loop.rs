@@ -68,6 +68,11 @@ const MEASURED: &[(&str, u64, &str)] = &[
         "backward",
     ),
     (
+        "cpu-tiny-gpt2-bf16mixed-adamw-forloop-zeros-eager-b2s128",
+        473_718_272,
+        "backward",
+    ),
+    (
         "cpu-pythia70-fp32-adamw-forloop-eager-b3s224",
         1_406_412_288,
         "backward",

@@ -17,7 +17,10 @@ def job_of(spec):
             "attention": spec["attention"], "peft": spec.get("peft"), "weights": "none", "framework": "pytorch",
             "parallel": {"dp": 1, "tp": 1, "pp": 1, "sp": False, "cp": 1, "ep": 1, "zero": 0,
                          "offload": "none", "microbatches": 1},
-            "gpu": None, "new_tokens": 0, "kv_dtype": None}
+            "gpu": None, "new_tokens": 0, "kv_dtype": None,
+            # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
+            # spec says, so the earlier runs' jobs are as they were.
+            **{k: spec[k] for k in ("zero_grad", "optimizer_impl") if k in spec}}
 
 
 cases = []
@@ -29,7 +32,8 @@ for path in sys.argv[1:]:
     how = (f"Measured on CPU with ../shared/measure/measure.py (torch {r['versions']['torch']}, "
            f"transformers {r['versions']['transformers']}): {r['model_class']} from the config with "
            f"random init ({r['n_params']:,} params), head {spec.get('head', 'causal-lm')}, "
-           f"{spec['precision']}, {spec['optimizer']} (foreach), attention {r['attn_implementation']}, "
+           f"{spec['precision']}, {spec['optimizer']} ({spec.get('optimizer_impl', 'foreach')}), "
+           f"zero_grad(set_to_none={spec.get('zero_grad', 'none') == 'none'}), attention {r['attn_implementation']}, "
            f"checkpointing {spec['checkpointing']}, batch {spec['batch']} x seq {spec['seq']}; dropout "
            f"{r['dropout']}; two steps, the second reported; each allocation rounded up to 512 B.")
     base = {"source_id": spec["id"], "kind": "measured", "split": "project", "job": job_of(spec)}

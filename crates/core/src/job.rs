@@ -77,6 +77,19 @@ pub struct Job {
     /// init, a larger CUDA context). Contract field `cuda_module_loading`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_module_loading: Option<String>,
+    /// train: what `zero_grad()` leaves between steps — `none` (default: torch ≥ 2.0's
+    /// `set_to_none=True`, gradients freed) or `zeros` (`set_to_none=False`, the default before
+    /// torch 2.0: gradients zeroed in place and kept through the next forward and backward).
+    /// An extension of the contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_grad: Option<String>,
+    /// train: how the optimizer walks the parameters — `foreach` (default: torch's choice on
+    /// CUDA, one list operation over all of them), `for-loop` (torch's `foreach=False`: one
+    /// parameter at a time) or `hf` (transformers 4.x's own `AdamW`, the Trainer's
+    /// `optim="adamw_hf"`: one parameter at a time, one temporary each). An extension of the
+    /// contract's job; `adamw-fused` stays the contract's `optimizer` value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer_impl: Option<String>,
     /// Bytes the user keeps free on the GPU for other applications (a desktop, a second
     /// model): an integer or float JSON number, default 0; subtracted from capacity in the fit
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
@@ -187,6 +200,14 @@ job_enum!(
     CudaModuleLoading { Lazy = "lazy", Eager = "eager" }
 );
 job_enum!(
+    /// What `zero_grad()` leaves between steps (job field `zero_grad`).
+    ZeroGrad { None = "none", Zeros = "zeros" }
+);
+job_enum!(
+    /// How the optimizer walks the parameters (job field `optimizer_impl`).
+    OptimizerImpl { Foreach = "foreach", ForLoop = "for-loop", Hf = "hf" }
+);
+job_enum!(
     /// Parameter-efficient fine-tuning method.
     PeftMethod { Lora = "lora", Qlora = "qlora" }
 );
@@ -229,6 +250,11 @@ pub struct ResolvedJob {
     pub kv_dtype: Option<Spelled<KvDtype>>,
     pub loss: LossKernel,
     pub cuda_module_loading: CudaModuleLoading,
+    /// Echoed only when set: a job that does not set it reports as before.
+    #[serde(skip_serializing_if = "ZeroGrad::is_default")]
+    pub zero_grad: ZeroGrad,
+    #[serde(skip_serializing_if = "OptimizerImpl::is_default")]
+    pub optimizer_impl: OptimizerImpl,
     /// Bytes kept free for other applications (contract `reserve`).
     pub reserve: u64,
 }
@@ -326,6 +352,13 @@ impl Job {
             CudaModuleLoading::parse,
             CudaModuleLoading::Lazy,
         )?;
+        let zero_grad = choice(
+            "zero_grad",
+            self.zero_grad.as_deref(),
+            ZeroGrad::parse,
+            ZeroGrad::None,
+        )?;
+        let optimizer_impl = resolve_optimizer_impl(self.optimizer_impl.as_deref(), optimizer)?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
         let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
         Ok(ResolvedJob {
@@ -348,6 +381,8 @@ impl Job {
             kv_dtype,
             loss,
             cuda_module_loading,
+            zero_grad,
+            optimizer_impl,
             reserve,
         })
     }
@@ -377,6 +412,52 @@ impl Job {
             }
             None => Spelled::new(WeightFormat::None, "none"),
         })
+    }
+}
+
+impl ZeroGrad {
+    fn is_default(&self) -> bool {
+        *self == ZeroGrad::None
+    }
+}
+
+impl OptimizerImpl {
+    fn is_default(&self) -> bool {
+        *self == OptimizerImpl::Foreach
+    }
+}
+
+/// The optimizer's implementation, checked against the optimizer: `for-loop` is torch's
+/// `foreach=False`, which Adam, AdamW and SGD take; `hf` is transformers' own AdamW (Adam when
+/// its weight decay is 0). The others (fused, bitsandbytes, Adafactor, Lion) have one
+/// implementation each.
+fn resolve_optimizer_impl(v: Option<&str>, opt: Optimizer) -> Result<OptimizerImpl, CoreError> {
+    let imp = choice(
+        "optimizer_impl",
+        v,
+        OptimizerImpl::parse,
+        OptimizerImpl::Foreach,
+    )?;
+    let ok = match imp {
+        OptimizerImpl::Foreach => true,
+        OptimizerImpl::ForLoop => matches!(
+            opt,
+            Optimizer::Adam | Optimizer::AdamW | Optimizer::Sgd | Optimizer::SgdMomentum
+        ),
+        OptimizerImpl::Hf => matches!(opt, Optimizer::Adam | Optimizer::AdamW),
+    };
+    if ok {
+        Ok(imp)
+    } else {
+        Err(CoreError::field(
+            "optimizer_impl",
+            format!(
+                "{} does not apply to optimizer {} (for-loop: adam, adamw, sgd, sgd-momentum; \
+                 hf: adam, adamw)",
+                imp.as_str(),
+                opt.as_str()
+            ),
+        ))
     }
 }
 
@@ -504,6 +585,53 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("did you mean 'adamw-8bit'"), "{e}");
+    }
+
+    /// `zero_grad` and `optimizer_impl` default to torch ≥ 2.0's behaviour and are echoed only
+    /// when set (a job without them reports as before); `for-loop` is torch's `foreach=False`
+    /// (Adam, AdamW, SGD take it), `hf` transformers' AdamW.
+    #[test]
+    fn zero_grad_and_optimizer_impl() {
+        let r = Job::default().resolve(None).unwrap();
+        assert_eq!(
+            (r.zero_grad, r.optimizer_impl),
+            (ZeroGrad::None, OptimizerImpl::Foreach)
+        );
+        let echoed = serde_json::to_value(&r).unwrap();
+        assert!(echoed.get("zero_grad").is_none() && echoed.get("optimizer_impl").is_none());
+        let r = job(json!({"zero_grad": "Zeros", "optimizer_impl": "hf"}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(
+            (r.zero_grad, r.optimizer_impl),
+            (ZeroGrad::Zeros, OptimizerImpl::Hf)
+        );
+        let echoed = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            (&echoed["zero_grad"], &echoed["optimizer_impl"]),
+            (&json!("zeros"), &json!("hf"))
+        );
+        for ok in [
+            json!({"optimizer": "sgd", "optimizer_impl": "for-loop"}),
+            json!({"optimizer": "adam", "optimizer_impl": "hf"}),
+        ] {
+            assert!(job(ok.clone()).resolve(None).is_ok(), "{ok}");
+        }
+        for (v, field) in [
+            (json!({"zero_grad": "zero"}), "zero_grad"),
+            (json!({"optimizer_impl": "fused"}), "optimizer_impl"),
+            (
+                json!({"optimizer": "adamw-fused", "optimizer_impl": "for-loop"}),
+                "optimizer_impl",
+            ),
+            (
+                json!({"optimizer": "sgd", "optimizer_impl": "hf"}),
+                "optimizer_impl",
+            ),
+        ] {
+            let e = job(v.clone()).resolve(None).unwrap_err().to_string();
+            assert!(e.starts_with(field), "{v}: {e}");
+        }
     }
 
     #[test]

@@ -52,6 +52,9 @@ function jobFromForm() {
     job.grad_accum = num("grad_accum");
     if (field("optimizer").value) job.optimizer = field("optimizer").value;
     job.checkpointing = field("checkpointing").value;
+    // Sent only when not the default, so a default job is the same job as before these fields.
+    if (field("zero_grad").value !== "none") job.zero_grad = field("zero_grad").value;
+    if (field("optimizer_impl").value !== "foreach") job.optimizer_impl = field("optimizer_impl").value;
   } else {
     job.new_tokens = num("new_tokens");
     if (field("kv_dtype").value) job.kv_dtype = field("kv_dtype").value;
@@ -92,6 +95,8 @@ function formFromJob(job) {
   for (const k of ["task", "batch", "seq", "grad_accum", "new_tokens", "precision", "optimizer",
                    "checkpointing", "attention", "weights", "framework", "kv_dtype",
                    "cuda_module_loading"]) set(k, job[k]);
+  set("zero_grad", job.zero_grad || "none");
+  set("optimizer_impl", job.optimizer_impl || "foreach");
   if (job.peft) { set("peft", job.peft.method); set("rank", job.peft.rank); }
   const p = job.parallel || {};
   for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);

@@ -380,6 +380,10 @@ fn help_documents_the_defaults() {
         "--n-gpu-layers",
         "cuda_module_loading lazy",
         "--cuda-module-loading",
+        "zero_grad none",
+        "--zero-grad",
+        "optimizer_impl foreach",
+        "--optimizer-impl",
     ] {
         assert!(help.contains(s), "help lacks {s}");
     }

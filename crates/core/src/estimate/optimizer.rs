@@ -16,7 +16,7 @@
 
 use crate::error::CoreError;
 use crate::inventory::elements_of;
-use crate::job::Optimizer;
+use crate::job::{Optimizer, OptimizerImpl};
 
 /// bitsandbytes `min_8bit_size`: smaller tensors keep 32-bit states.
 pub const BNB_MIN_8BIT_SIZE: u64 = 4096;
@@ -186,6 +186,24 @@ pub fn step_scratch_bytes(opt: Optimizer, tensors: &[(&[u64], u64)]) -> Result<u
 ///   Nesterov): in-place kernels, nothing.
 /// - `lion`: [`lion_scratch`]; `adafactor`: [`adafactor_scratch`].
 pub fn step_scratch_runs(opt: Optimizer, runs: &[Run]) -> Result<u64, CoreError> {
+    step_scratch_runs_with(opt, OptimizerImpl::Foreach, runs)
+}
+
+/// Whether an implementation's scratch depends on the parameters' order (it walks them one
+/// at a time): then [`step_scratch_runs_with`] must be given the runs in parameter order.
+pub fn scratch_follows_order(opt: Optimizer, imp: OptimizerImpl) -> bool {
+    opt == Optimizer::Adafactor
+        || (imp != OptimizerImpl::Foreach && matches!(opt, Optimizer::Adam | Optimizer::AdamW))
+}
+
+/// [`step_scratch_runs`] for an implementation: `for-loop` and `hf` Adam/AdamW walk the
+/// parameters one at a time ([`adam_loop_scratch`]); SGD's loop is in place like its foreach
+/// path; the other optimizers have one implementation.
+pub fn step_scratch_runs_with(
+    opt: Optimizer,
+    imp: OptimizerImpl,
+    runs: &[Run],
+) -> Result<u64, CoreError> {
     let sized = runs
         .iter()
         .filter(|r| r.count > 0)
@@ -200,7 +218,11 @@ pub fn step_scratch_runs(opt: Optimizer, runs: &[Run]) -> Result<u64, CoreError>
         | Optimizer::SgdMomentum
         | Optimizer::AdamWFused
         | Optimizer::AdamW8bit => Ok(0),
-        Optimizer::Adam | Optimizer::AdamW => adam_foreach_scratch(&sized),
+        Optimizer::Adam | Optimizer::AdamW => match imp {
+            OptimizerImpl::Foreach => adam_foreach_scratch(&sized),
+            OptimizerImpl::ForLoop => adam_loop_scratch(&sized, 2),
+            OptimizerImpl::Hf => adam_loop_scratch(&sized, 1),
+        },
         Optimizer::Lion => lion_scratch(&sized),
         Optimizer::Adafactor => adafactor_scratch(&sized),
     }
@@ -237,6 +259,35 @@ fn adam_foreach_scratch(sized: &[(u64, u64, u64)]) -> Result<u64, CoreError> {
         .take(2)
         .try_fold(0u64, |a, &s| a.checked_add(s))
         .ok_or_else(scratch_overflow)
+}
+
+/// Adam/AdamW one parameter at a time: each parameter's `denom` stays bound until the next
+/// parameter's replaces it, so at parameter i its `fresh` new temporaries of its own size live
+/// beside the previous parameter's denom: peak max_i(s_{i-1} + fresh · s_i), s the bytes of
+/// one state of the parameter (the moments follow the parameter's dtype).
+/// - torch `foreach=False` (`torch/optim/adam.py` `_single_tensor_adam`, torch 2.x; AdamW is
+///   Adam with `decoupled_weight_decay`, `param.mul_(1 - lr·wd)` in place): `lerp_`, `mul_`,
+///   `addcmul_` in place, then `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`
+///   — the sqrt and the quotient live together: fresh = 2. (Adam's default weight decay is 0:
+///   no `grad.add(param)` copy.)
+/// - transformers 4.x `transformers.optimization.AdamW.step` (src/transformers/optimization.py,
+///   removed in transformers 5): `exp_avg.mul_().add_()`, `exp_avg_sq.mul_().addcmul_()`,
+///   `denom = exp_avg_sq.sqrt().add_(eps)`, `p.addcdiv_`, `p.add_(p, alpha=-lr·wd)`: fresh = 1.
+///
+/// Within a run of alike tensors the previous one is the run's own from the second on.
+fn adam_loop_scratch(sized: &[(u64, u64, u64)], fresh: u64) -> Result<u64, CoreError> {
+    let mut peak = 0u64;
+    let mut prev = 0u64;
+    for &(n, b, count) in sized {
+        let s = n.checked_mul(b).ok_or_else(scratch_overflow)?;
+        let own = s.checked_mul(fresh).ok_or_else(scratch_overflow)?;
+        peak = peak.max(own.checked_add(prev).ok_or_else(scratch_overflow)?);
+        if count > 1 {
+            peak = peak.max(own.checked_add(s).ok_or_else(scratch_overflow)?);
+        }
+        prev = s;
+    }
+    Ok(peak)
 }
 
 /// lion-pytorch `update_fn`, one tensor at a time: `exp_avg.clone().mul_(b1).add(grad, ...)`
@@ -464,6 +515,56 @@ mod tests {
             step_scratch_runs(Optimizer::Adafactor, &[run(&SQ, 2, 1), run(&[1], 2, 0)]).unwrap(),
             4 * f
         );
+    }
+
+    /// One parameter at a time, the previous parameter's `denom` still bound: transformers'
+    /// AdamW holds s_{i-1} + s_i (its `sqrt(v).add_(eps)`), torch's `foreach=False` s_{i-1} +
+    /// 2·s_i (`sqrt(v)` and the quotient by the bias correction).
+    #[test]
+    fn adam_loops_hold_one_parameter_at_a_time() {
+        let run = |shape: &'static [u64], width, count| Run {
+            shape,
+            width,
+            count,
+        };
+        // fp32 [1000, 10] (40,000 B) then three fp32 [100] (400 B each), then fp32 [5000]
+        // (20,000 B).
+        let runs = [
+            run(&[1000, 10], 4, 1),
+            run(&[100], 4, 3),
+            run(&[5000], 4, 1),
+        ];
+        // hf: max(40,000; 40,000 + 400; 400 + 400; 400 + 20,000) = 40,400.
+        assert_eq!(
+            step_scratch_runs_with(Optimizer::AdamW, OptimizerImpl::Hf, &runs).unwrap(),
+            40_400
+        );
+        // for-loop: max(2·40,000; 40,000 + 800; 400 + 800; 400 + 40,000) = 80,000.
+        assert_eq!(
+            step_scratch_runs_with(Optimizer::AdamW, OptimizerImpl::ForLoop, &runs).unwrap(),
+            80_000
+        );
+        // foreach: one sqrt(v) of every parameter, 40,000 + 1,200 + 20,000.
+        assert_eq!(
+            step_scratch_runs_with(Optimizer::Adam, OptimizerImpl::Foreach, &runs).unwrap(),
+            61_200
+        );
+        // SGD's loop is in place like its foreach path; fused has one kernel.
+        for opt in [Optimizer::SgdMomentum, Optimizer::AdamWFused] {
+            assert_eq!(
+                step_scratch_runs_with(opt, OptimizerImpl::ForLoop, &runs).unwrap(),
+                0
+            );
+        }
+        assert!(scratch_follows_order(Optimizer::AdamW, OptimizerImpl::Hf));
+        assert!(!scratch_follows_order(
+            Optimizer::AdamW,
+            OptimizerImpl::Foreach
+        ));
+        assert!(!scratch_follows_order(
+            Optimizer::Sgd,
+            OptimizerImpl::ForLoop
+        ));
     }
 
     #[test]

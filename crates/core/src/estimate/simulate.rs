@@ -110,6 +110,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let st = states::model_states(model, job, &mut warnings)?;
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
     precision_warning(gpu, job, &mut warnings);
+    zero_grad_warning(job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
         Some(spec) => Some(activations::forward(spec, job, &mut warnings)?),
@@ -419,6 +420,19 @@ fn unified_memory_warning(gpu: Option<&crate::gpu::Gpu>, warnings: &mut Vec<Stri
     }
 }
 
+/// `zero_grad: zeros` where the framework manages its own gradient buffers.
+fn zero_grad_warning(job: &ResolvedJob, warnings: &mut Vec<String>) {
+    if job.task == Task::Train
+        && job.zero_grad == crate::job::ZeroGrad::Zeros
+        && !keeps_zeroed_grads(job)
+    {
+        warnings.push(format!(
+            "zero_grad zeros has no effect with framework {}: it keeps its own gradient buffers",
+            job.framework.as_str()
+        ));
+    }
+}
+
 /// On a GPU without bf16 (V100, T4): fp16 is the default precision there (said, since the
 /// user may expect bf16), and bf16 asked for explicitly has no tensor-core support.
 fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings: &mut Vec<String>) {
@@ -510,8 +524,9 @@ fn walk(
 }
 
 /// Resident before the step: weights, optimizer states (steady state: made on the first
-/// step), master weights, the batch; gradients only while accumulating over micro-batches
-/// (returned: the gradients carried between micro-batches).
+/// step), master weights, the batch; gradients while accumulating over micro-batches, or from
+/// one step to the next when `zero_grad()` zeroes them in place ([`keeps_zeroed_grads`])
+/// (returned: the gradients carried into the step's backward).
 fn walk_start(
     w: &mut Walk,
     st: &StateBytes,
@@ -524,7 +539,7 @@ fn walk_start(
     w.add(Parameters, st.resident.parameters);
     w.add(OptimizerStates, st.resident.optimizer_states);
     w.add(MasterWeights, st.resident.master_weights);
-    let carried_grads = if train && job.grad_accum > 1 {
+    let carried_grads = if train && (job.grad_accum > 1 || keeps_zeroed_grads(job)) {
         st.resident.gradients
     } else {
         0
@@ -537,6 +552,18 @@ fn walk_start(
     w.add(Temporaries, st.comm_buffers);
     w.mark("start", "weights and optimizer states resident".into(), 0);
     carried_grads
+}
+
+/// `zero_grad: zeros`: `zero_grad(set_to_none=False)` (torch/optim/optimizer.py and
+/// torch/nn/modules/module.py `zero_grad`, the default before torch 2.0, pytorch/pytorch#92731;
+/// the HF Trainer calls `model.zero_grad()` after each optimizer step, transformers/trainer.py)
+/// runs `p.grad.zero_()` and keeps the tensors: from the second step on every gradient is
+/// resident through the forward, and backward adds into it in place (`AccumulateGrad`), as
+/// when accumulating over micro-batches. DeepSpeed and Megatron keep their own gradient
+/// buffers, so the field is for the frameworks that call torch's (`pytorch`, `fsdp`).
+fn keeps_zeroed_grads(job: &ResolvedJob) -> bool {
+    job.zero_grad == crate::job::ZeroGrad::Zeros
+        && matches!(job.framework, Framework::Pytorch | Framework::Fsdp)
 }
 
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the

@@ -286,6 +286,13 @@ fn bare_count_states(
     let grads = if train { p.saturating_mul(w.grad) } else { 0 };
     let master = if train { p.saturating_mul(w.master) } else { 0 };
     let states = optimizer::state_bytes(opt, &[p], w.state)?;
+    if optimizer::scratch_follows_order(opt, job.optimizer_impl) && opt != Optimizer::Adafactor {
+        warnings.push(format!(
+            "optimizer_impl {} steps one parameter at a time; a bare parameter count has no \
+             shapes, so the step's scratch is counted as foreach's (an upper bound)",
+            job.optimizer_impl.as_str()
+        ));
+    }
     if opt == Optimizer::Adafactor {
         warnings.push(
             "adafactor factors each matrix's second moment; a bare parameter count has no \
@@ -323,6 +330,8 @@ fn bare_count_states(
 struct Rules<'a> {
     w: Widths,
     opt: Optimizer,
+    /// How the optimizer walks the parameters (job `optimizer_impl`).
+    imp: crate::job::OptimizerImpl,
     /// Every weight trained: a full fine-tune (not PEFT, not inference).
     full: bool,
     peft: Option<&'a crate::job::Peft>,
@@ -357,6 +366,7 @@ impl Rules<'_> {
             },
             w,
             opt: job_optimizer(job),
+            imp: job.optimizer_impl,
             full: peft.is_none() && train,
             peft,
             ep: job.parallel.ep.max(1),
@@ -658,9 +668,10 @@ fn add_adapters(
     Ok(runs)
 }
 
-/// The optimizer step's temporaries over the trainable tensors ([`optimizer::step_scratch_runs`]):
-/// the class tallies, or for Adafactor, whose figure depends on the order, the tensors in
-/// parameter order (runs of alike neighbours); the adapters after them.
+/// The optimizer step's temporaries over the trainable tensors
+/// ([`optimizer::step_scratch_runs_with`]): the class tallies, or where the figure depends on
+/// the order (Adafactor, a per-parameter Adam loop) the tensors in parameter order (runs of
+/// alike neighbours); the adapters after them.
 fn step_scratch(
     inv: &Inventory,
     r: &Rules,
@@ -668,7 +679,7 @@ fn step_scratch(
     adapters: &[([u64; 1], u64)],
 ) -> Result<u64, CoreError> {
     let mut runs: Vec<optimizer::Run> = Vec::new();
-    if r.opt == Optimizer::Adafactor {
+    if optimizer::scratch_follows_order(r.opt, r.imp) {
         let classes = &inv.tallies().tensor_class;
         let mut last = None;
         for (t, &c) in inv.tensors.iter().zip(classes) {
@@ -701,7 +712,7 @@ fn step_scratch(
         width: 4,
         count: *count,
     }));
-    optimizer::step_scratch_runs(r.opt, &runs)
+    optimizer::step_scratch_runs_with(r.opt, r.imp, &runs)
 }
 
 /// Each state divided as the job's sharding says (tensor parallelism divides them all), and

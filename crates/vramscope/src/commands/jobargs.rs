@@ -87,6 +87,16 @@ pub struct JobArgs {
     /// past 1 GiB). [default: lazy]
     #[arg(long, help_heading = "Job")]
     pub cuda_module_loading: Option<String>,
+    /// Train: what `zero_grad()` leaves between steps: `none` (torch ≥ 2.0's
+    /// `set_to_none=True`) or `zeros` (`set_to_none=False`, the default before torch 2.0:
+    /// gradients kept through the next forward and backward). [default: none]
+    #[arg(long, help_heading = "Job")]
+    pub zero_grad: Option<String>,
+    /// Train: how the optimizer walks the parameters: `foreach` (torch's default on CUDA),
+    /// `for-loop` (torch `foreach=False`) or `hf` (transformers 4.x's own AdamW,
+    /// `optim="adamw_hf"`). [default: foreach]
+    #[arg(long, help_heading = "Job")]
+    pub optimizer_impl: Option<String>,
     /// GiB to keep free on the GPU for other applications (a desktop, a second model), e.g.
     /// `2` or `1.5`: subtracted from capacity in the fit check and the searches. [default: 0]
     #[arg(
@@ -372,6 +382,8 @@ impl JobArgs {
         text(&mut job.framework, &self.framework);
         text(&mut job.loss, &self.loss);
         text(&mut job.cuda_module_loading, &self.cuda_module_loading);
+        text(&mut job.zero_grad, &self.zero_grad);
+        text(&mut job.optimizer_impl, &self.optimizer_impl);
         let num = |dst: &mut Option<Value>, src: &Option<String>| {
             if let Some(s) = src {
                 *dst = Some(number_value(s));
@@ -518,6 +530,22 @@ mod tests {
         };
         let r = args.to_job().unwrap().resolve(None).unwrap();
         assert_eq!(r.reserve, 1_610_612_736);
+    }
+
+    /// `--zero-grad` and `--optimizer-impl` set the job's fields as written.
+    #[test]
+    fn training_loop_flags() {
+        let args = JobArgs {
+            zero_grad: Some("zeros".into()),
+            optimizer_impl: Some("for-loop".into()),
+            ..JobArgs::default()
+        };
+        let job = args.to_job().unwrap();
+        assert_eq!(
+            (job.zero_grad.as_deref(), job.optimizer_impl.as_deref()),
+            (Some("zeros"), Some("for-loop"))
+        );
+        assert!(job.resolve(None).is_ok());
     }
 
     #[test]

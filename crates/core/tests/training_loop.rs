@@ -1,0 +1,140 @@
+//! The training loop's own memory (`zero_grad`, `optimizer_impl`; docs/training-loop.md):
+//! measured CPU steps, and the 2022 HF BERT-large V100 cases re-run as their stack ran.
+
+mod common;
+use common::shared;
+
+use serde_json::{json, Value};
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::{merge_if_supported, Job};
+use vramscope_core::report::{Category, Report};
+use vramscope_formats::model_source::load_job_model;
+
+fn report_of(job: Value) -> Report {
+    let job: Job = serde_json::from_value(job).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job
+        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
+        .unwrap();
+    estimate(&model.into_input(), &resolved).unwrap()
+}
+
+fn cases(path: &str) -> Vec<Value> {
+    serde_json::from_str(&std::fs::read_to_string(shared(path)).unwrap()).unwrap()
+}
+
+/// Steps measured with `../shared/measure/measure.py` patched as
+/// `scripts/measure_zero_grad.patch` (2026-12-02; specs in `validation/specs/`): the step-2
+/// peak and its phase as the run printed them ("step2 peak N ... in PHASE"). The estimate
+/// counts two cuBLAS workspaces (2 × 9,568,256 B) that a CPU run has none of, so the peak is
+/// compared net of them; within 2 %, phase as measured.
+#[test]
+fn measured_training_loops() {
+    let path = format!(
+        "{}/../../validation/cpu-measured-extra.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let all = cases(&path);
+    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
+    assert_eq!(workspaces, 2 * (8_519_680 + 1_048_576));
+    for (run, measured, phase) in MEASURED {
+        let case = all
+            .iter()
+            .find(|c| c["source_id"] == *run)
+            .unwrap_or_else(|| panic!("{run}: no case"));
+        let report = report_of(case["job"].clone());
+        let got = report.per_gpu.peak_allocated.unwrap() - workspaces;
+        let err = (got as f64 - *measured as f64) / *measured as f64;
+        assert!(err.abs() <= 0.02, "{run}: {got} vs {measured} ({err:+.4})");
+        assert_eq!(report.per_gpu.peak_phase.as_deref(), Some(*phase), "{run}");
+    }
+}
+
+/// (run, step-2 peak in bytes, phase), read off each run's printed line.
+const MEASURED: &[(&str, u64, &str)] = &[
+    (
+        "cpu-bert-mini-mlm-fp32-adamw-forloop-zeros-eager-b4s128",
+        413_607_936,
+        "backward",
+    ),
+    (
+        "cpu-bert-mini-mlm-bf16mixed-adamw-hf-zeros-eager-b2s256",
+        427_532_288,
+        "backward",
+    ),
+    (
+        "cpu-gpt2-fp32-adamw-hf-zeros-eager-b2s256",
+        3_011_281_920,
+        "backward",
+    ),
+    (
+        "cpu-tiny-gpt2-bf16mixed-adamw-forloop-zeros-eager-b2s128",
+        473_718_272,
+        "backward",
+    ),
+    (
+        "cpu-pythia70-fp32-adamw-forloop-eager-b3s224",
+        1_406_412_288,
+        "backward",
+    ),
+];
+
+/// The zeroed gradients are resident from the step's start: the timeline's first point holds
+/// them, and in a fp32 AdamW step they equal the parameters' bytes.
+#[test]
+fn zeroed_gradients_are_resident_from_the_start() {
+    let job = |extra: Value| {
+        let mut j = json!({"model": "gpt2", "batch": 1, "seq": 128, "precision": "fp32",
+                           "optimizer": "adamw"});
+        j.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        report_of(j)
+    };
+    let before = job(json!({}));
+    let after = job(json!({"zero_grad": "zeros"}));
+    let start = |r: &Report| r.timeline[0].by_category.of(Category::Gradients);
+    assert_eq!(start(&before), 0);
+    assert_eq!(start(&after), after.per_gpu.components.parameters);
+    assert_eq!(after.per_gpu.model_states, before.per_gpu.model_states);
+}
+
+/// HF's 2022 BERT-large benchmark on a V100 (`../shared/validation/dev-cases.json`, NVML after
+/// `trainer.train()`), run as a reader of that stack's sources would describe it: torch 1.x
+/// (`zero_grad(set_to_none=False)` by default) and transformers 4.x's own AdamW (the Trainer's
+/// default `optim="adamw_hf"` then), with the eager context the cases carry. Expected figures
+/// are the file's. `ga4-bs1-gc` then passes its tolerance; `vanilla-bs4` and `fp16-bs4` stay
+/// under (ACCURACY.md: what NVML's reserved maximum over many steps holds beyond the step's
+/// allocated peak is not modelled), but closer than with today's defaults.
+#[test]
+fn hf_2022_bert_large_v100() {
+    let path = format!(
+        "{}/../../../shared/validation/dev-cases.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let stack = json!({"zero_grad": "zeros", "optimizer_impl": "hf"});
+    for c in cases(&path)
+        .into_iter()
+        .filter(|c| c["id"].as_str().unwrap().starts_with("hf-bert-large-"))
+    {
+        let id = c["id"].as_str().unwrap();
+        let expected = c["expected_bytes"].as_f64().unwrap();
+        let tol = c["tolerance"].as_f64().unwrap();
+        let base = merge_if_supported(&c["job"], c.get("job_if_supported"));
+        let today = report_of(base.clone()).per_gpu.device_total.unwrap() as f64;
+        let old = report_of(merge_if_supported(&base, Some(&stack)))
+            .per_gpu
+            .device_total
+            .unwrap() as f64;
+        let (e_today, e_old) = ((today - expected) / expected, (old - expected) / expected);
+        assert!(
+            e_old.abs() < e_today.abs(),
+            "{id}: {e_today:+.3} → {e_old:+.3}"
+        );
+        if id == "hf-bert-large-ga4-bs1-gc" {
+            assert!(e_old.abs() <= tol, "{id}: {e_old:+.3}");
+        } else {
+            assert!(e_old < 0.0, "{id}: {e_old:+.3}");
+        }
+    }
+}

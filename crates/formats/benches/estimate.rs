@@ -1,7 +1,13 @@
 //! How fast the estimator answers: one estimate (the model loaded once), the fit search, and
 //! the what-if table. Figures are recorded in BENCHMARKS.md.
+//!
+//! A model remembers the parts of its estimates that depend on it and a few job fields
+//! (`estimate::memo`), so a benchmark repeating one call on one model measures the calls after
+//! the first; the `fresh model` benchmarks give each call a new clone of the model (its memo
+//! empty, its shape tallies kept), timing only the call: what the first estimate of a loaded
+//! model costs.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::json;
 use std::hint::black_box;
 use vramscope_core::estimate::estimate;
@@ -50,6 +56,20 @@ fn benches(c: &mut Criterion) {
             if name.contains("train") {
                 g.bench_function(format!("what-if table: {name}"), |b| {
                     b.iter(|| what_if(black_box(&input), black_box(&resolved)).unwrap())
+                });
+                g.bench_function(format!("one estimate, fresh model: {name}"), |b| {
+                    b.iter_batched_ref(
+                        || input.clone(),
+                        |m| estimate(black_box(m), black_box(&resolved)).unwrap(),
+                        BatchSize::SmallInput,
+                    )
+                });
+                g.bench_function(format!("what-if table, fresh model: {name}"), |b| {
+                    b.iter_batched_ref(
+                        || input.clone(),
+                        |m| what_if(black_box(m), black_box(&resolved)).unwrap(),
+                        BatchSize::SmallInput,
+                    )
                 });
             }
         }

@@ -521,12 +521,12 @@ pub fn model_name_from_path(path: &Path) -> String {
 impl LoadedModel {
     /// The estimator's view of this model.
     pub fn into_input(self) -> vramscope_core::estimate::ModelInput {
-        vramscope_core::estimate::ModelInput {
-            name: self.name,
-            spec: self.spec,
-            inventory: self.inventory,
-            params_total: self.params_total,
-        }
+        vramscope_core::estimate::ModelInput::new(
+            self.name,
+            self.spec,
+            self.inventory,
+            self.params_total,
+        )
     }
 }
 

@@ -7,6 +7,7 @@ pub mod engine_settings;
 pub mod engines;
 pub mod kv;
 pub mod layout;
+pub mod memo;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;
@@ -18,6 +19,10 @@ use crate::inventory::Inventory;
 use crate::model::ModelSpec;
 
 /// What the estimator knows about the model.
+///
+/// A model is not changed once built ([`ModelInput::new`]): the parts of an estimate that
+/// depend only on it and a few job fields are remembered in its [`memo::Memo`] and reused by
+/// every later estimate of it (a clone starts with an empty memo).
 #[derive(Debug, Clone)]
 pub struct ModelInput {
     pub name: String,
@@ -26,6 +31,30 @@ pub struct ModelInput {
     /// The parameter tensors; `None` for a bare parameter count.
     pub inventory: Option<Inventory>,
     pub params_total: u64,
+    memo: memo::Memo,
+}
+
+impl ModelInput {
+    /// The estimator's input for a model: its name, architecture, tensors and parameter count.
+    pub fn new(
+        name: String,
+        spec: Option<ModelSpec>,
+        inventory: Option<Inventory>,
+        params_total: u64,
+    ) -> Self {
+        ModelInput {
+            name,
+            spec,
+            inventory,
+            params_total,
+            memo: memo::Memo::default(),
+        }
+    }
+
+    /// What this model remembers between estimates.
+    pub(crate) fn memo(&self) -> &memo::Memo {
+        &self.memo
+    }
 }
 
 use crate::error::CoreError;

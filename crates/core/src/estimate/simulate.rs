@@ -107,13 +107,14 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     if let Some(spec) = &model.spec {
         super::layout::check(spec, job)?;
     }
-    let st = states::model_states(model, job, &mut warnings)?;
+    let memo = model.memo();
+    let st = memo.states(job, &mut warnings, |w| states::model_states(model, job, w))?;
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
     precision_warning(gpu, job, &mut warnings);
     zero_grad_warning(job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
-        Some(spec) => Some(activations::forward(spec, job, &mut warnings)?),
+        Some(spec) => Some(memo.plan(job, &mut warnings, |w| activations::forward(spec, job, w))?),
         None => {
             warnings.push(
                 "a bare parameter count has no architecture: activation-dependent figures \
@@ -130,7 +131,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         (Framework::LlamaCpp, Task::Infer, Some(spec), Some(inv)) => {
             llamacpp_device(model, spec, inv, job, gpu, &mut warnings)?
         }
-        _ => pytorch_device(model, job, gpu, &st, plan.as_ref())?,
+        _ => pytorch_device(model, job, gpu, &st, plan.as_deref())?,
     };
     Ok(Report {
         model: summary(model, &st),

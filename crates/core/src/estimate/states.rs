@@ -133,7 +133,22 @@ pub fn lora_adapters(
     targets: &[String],
     rank: u64,
 ) -> Result<Vec<(Option<u32>, u64)>, CoreError> {
-    let mut out = Vec::new();
+    adapters_of(&lora_modules(tensors, targets), targets, rank)
+}
+
+/// The modules LoRA adapts: for each 2-D weight whose module name is a target, its layer and
+/// in + out features, in inventory order; and the first target no module matched. A rank
+/// multiplies it into [`lora_adapters`] ([`adapters_of`]); the matching, which reads every
+/// tensor's name, depends on the targets alone (remembered per model: `memo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoraModules {
+    pub modules: Vec<(Option<u32>, u64)>,
+    pub unmatched: Option<usize>,
+}
+
+/// Matches the targets against the tensors' module names ([`LoraModules`]).
+pub fn lora_modules(tensors: &[Tensor], targets: &[String]) -> LoraModules {
+    let mut modules = Vec::new();
     let mut matched = vec![false; targets.len()];
     // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
     let gguf_names: Vec<&str> = targets.iter().map(|t| gguf_module(t)).collect();
@@ -141,7 +156,10 @@ pub fn lora_adapters(
         if t.shape.len() != 2 || !t.name.ends_with(".weight") {
             continue;
         }
-        let module = t.name.trim_end_matches(".weight");
+        let mut module = t.name.as_str();
+        while let Some(m) = module.strip_suffix(".weight") {
+            module = m;
+        }
         let leaf = module.rsplit('.').next().unwrap_or(module);
         for (i, (target, gguf)) in targets.iter().zip(&gguf_names).enumerate() {
             let dotted = module
@@ -149,18 +167,33 @@ pub fn lora_adapters(
                 .is_some_and(|p| p.ends_with('.'));
             if leaf == target || leaf == *gguf || dotted {
                 matched[i] = true;
-                let (out_f, in_f) = (t.shape[0], t.shape[1]);
-                let n = rank
-                    .checked_mul(in_f.saturating_add(out_f))
-                    .ok_or_else(|| CoreError::Overflow {
-                        what: "LoRA adapter size".into(),
-                    })?;
-                out.push((t.layer, n));
+                modules.push((t.layer, t.shape[1].saturating_add(t.shape[0])));
                 break;
             }
         }
     }
-    if let Some(i) = matched.iter().position(|m| !m) {
+    LoraModules {
+        modules,
+        unmatched: matched.iter().position(|m| !m),
+    }
+}
+
+/// The adapters' sizes at `rank`: r × (in + out) elements per adapted module (A and B).
+pub fn adapters_of(
+    m: &LoraModules,
+    targets: &[String],
+    rank: u64,
+) -> Result<Vec<(Option<u32>, u64)>, CoreError> {
+    let mut out = Vec::with_capacity(m.modules.len());
+    for &(layer, in_out) in &m.modules {
+        let n = rank
+            .checked_mul(in_out)
+            .ok_or_else(|| CoreError::Overflow {
+                what: "LoRA adapter size".into(),
+            })?;
+        out.push((layer, n));
+    }
+    if let Some(i) = m.unmatched {
         return Err(CoreError::field(
             "peft.targets",
             format!("the model has no module named '{}'", targets[i]),
@@ -482,7 +515,12 @@ fn inventory_states(
     let (_, _, ss) = shard;
     let r = Rules::of(model, job, w);
     let adapters = match r.peft {
-        Some(p) => lora_adapters(&inv.tensors, &p.targets, p.rank)?,
+        Some(p) => {
+            let modules = model
+                .memo()
+                .lora_modules(&p.targets, || lora_modules(&inv.tensors, &p.targets));
+            adapters_of(&modules, &p.targets, p.rank)?
+        }
         None => Vec::new(),
     };
     let tl = inv.tallies();

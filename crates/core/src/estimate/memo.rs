@@ -1,0 +1,185 @@
+//! What a model keeps between estimates: the parts of an estimate that depend only on the model
+//! and a few of the job's fields — the model states, the forward plan, and which modules LoRA
+//! targets adapt — computed once per distinct set of those fields and reused by every later
+//! estimate of the same model (the fit searches, the what-if table, advice, the planner's
+//! confirmations, a caller's sweep).
+//!
+//! An entry is looked up by the whole job with the fields its part never reads set to fixed
+//! values ([`states_key`], [`plan_key`]), so a job field added later is part of every key
+//! until it is named here as unread: a field forgotten costs a recomputation, never a wrong
+//! answer. The warnings a part gave are kept with it and given again on every reuse, so a
+//! report is the same whether its parts were computed or remembered. Errors are not kept.
+
+use super::activations::ForwardPlan;
+use super::states::{LoraModules, StateBytes};
+use crate::error::CoreError;
+use crate::job::{CudaModuleLoading, ResolvedJob};
+use std::sync::{Arc, Mutex};
+
+/// Entries kept per part; past it the oldest goes (a fit search's one-off batch sizes do not
+/// grow the memo without bound).
+const CAPACITY: usize = 32;
+
+/// The memo of one model (a field of [`super::ModelInput`]). A clone starts empty.
+#[derive(Default)]
+pub struct Memo {
+    states: Table<ResolvedJob, StateBytes>,
+    plans: Table<ResolvedJob, ForwardPlan>,
+    /// By the job's `peft.targets` (the matching reads tensor names, not the job).
+    lora: Table<Vec<String>, LoraModules>,
+}
+
+impl Clone for Memo {
+    fn clone(&self) -> Self {
+        Memo::default()
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memo")
+            .field("states", &self.states.len())
+            .field("plans", &self.plans.len())
+            .field("lora", &self.lora.len())
+            .finish()
+    }
+}
+
+impl Memo {
+    /// The model states of `job` ([`super::states::model_states`]), computed by `compute` the
+    /// first time; their warnings are appended to `warnings` either way.
+    pub(crate) fn states(
+        &self,
+        job: &ResolvedJob,
+        warnings: &mut Vec<String>,
+        compute: impl FnOnce(&mut Vec<String>) -> Result<StateBytes, CoreError>,
+    ) -> Result<Arc<StateBytes>, CoreError> {
+        self.states
+            .get_or_compute(states_key(job), warnings, compute)
+    }
+
+    /// The forward plan of `job` ([`super::activations::forward`]), computed by `compute` the
+    /// first time; its warnings are appended to `warnings` either way.
+    pub(crate) fn plan(
+        &self,
+        job: &ResolvedJob,
+        warnings: &mut Vec<String>,
+        compute: impl FnOnce(&mut Vec<String>) -> Result<ForwardPlan, CoreError>,
+    ) -> Result<Arc<ForwardPlan>, CoreError> {
+        self.plans.get_or_compute(plan_key(job), warnings, compute)
+    }
+
+    /// The modules LoRA adapts for `targets` ([`super::states::lora_modules`]), matched by
+    /// `compute` the first time.
+    pub(crate) fn lora_modules(
+        &self,
+        targets: &[String],
+        compute: impl FnOnce() -> LoraModules,
+    ) -> Arc<LoraModules> {
+        let key = targets.to_vec();
+        if let Some((found, _)) = self.lora.find(&key) {
+            return found;
+        }
+        let value = Arc::new(compute());
+        self.lora.insert(key, Arc::clone(&value), Vec::new());
+        value
+    }
+}
+
+/// The job as the model states see it: the step's shape (batch, sequence, tokens generated,
+/// accumulation), the kernels (attention, loss, checkpointing), the serving engine's settings,
+/// the device and the echo-only fields are never read by `states` (nor by `optimizer` and
+/// `quant`, which it calls).
+fn states_key(job: &ResolvedJob) -> ResolvedJob {
+    let mut k = unread_by_both(job);
+    k.batch = 0;
+    k.seq = 0;
+    k.checkpointing = crate::job::Checkpointing::None;
+    k.attention = crate::job::AttentionKernel::Sdpa;
+    k.loss = crate::job::LossKernel::Standard;
+    k
+}
+
+/// The job as the forward plan sees it (`activations`, `stages`, `blocks`): the optimizer, the
+/// serving engine's settings, the device and the echo-only fields are never read.
+fn plan_key(job: &ResolvedJob) -> ResolvedJob {
+    let mut k = unread_by_both(job);
+    k.optimizer = crate::job::Optimizer::None;
+    k
+}
+
+/// The fields neither part reads, set to fixed values: the model's name as written (the model
+/// itself is the memo's owner), accumulation and tokens generated (read by the step walk and
+/// the KV cache), the engine's settings, the GPU, the KV dtype, CUDA's module loading and the
+/// user's reserve (read by the device figures and the fit).
+fn unread_by_both(job: &ResolvedJob) -> ResolvedJob {
+    ResolvedJob {
+        model: serde_json::Value::Null,
+        grad_accum: 0,
+        new_tokens: 0,
+        engine: Default::default(),
+        gpu: None,
+        kv_dtype: None,
+        cuda_module_loading: CudaModuleLoading::Lazy,
+        reserve: 0,
+        ..job.clone()
+    }
+}
+
+/// One remembered value: its key, the value, and the warnings computing it gave.
+type Entry<K, V> = (K, Arc<V>, Vec<String>);
+
+/// One part's entries, oldest first.
+struct Table<K, V> {
+    entries: Mutex<Vec<Entry<K, V>>>,
+}
+
+impl<K, V> Default for Table<K, V> {
+    fn default() -> Self {
+        Table {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<K: PartialEq, V> Table<K, V> {
+    fn len(&self) -> usize {
+        self.entries.lock().map_or(0, |e| e.len())
+    }
+
+    /// The value for `key` and the warnings computing it gave, if remembered.
+    fn find(&self, key: &K) -> Option<(Arc<V>, Vec<String>)> {
+        let entries = self.entries.lock().ok()?;
+        let (_, v, w) = entries.iter().find(|(k, _, _)| k == key)?;
+        Some((Arc::clone(v), w.clone()))
+    }
+
+    /// Remembers `value` for `key`, the oldest entry going when the table is full.
+    fn insert(&self, key: K, value: Arc<V>, warnings: Vec<String>) {
+        if let Ok(mut entries) = self.entries.lock() {
+            if entries.len() >= CAPACITY {
+                entries.remove(0);
+            }
+            entries.push((key, value, warnings));
+        }
+    }
+
+    /// The value for `key`, computed by `compute` (outside the lock) when absent; the warnings
+    /// it gave appended to `warnings`.
+    fn get_or_compute(
+        &self,
+        key: K,
+        warnings: &mut Vec<String>,
+        compute: impl FnOnce(&mut Vec<String>) -> Result<V, CoreError>,
+    ) -> Result<Arc<V>, CoreError> {
+        if let Some((v, w)) = self.find(&key) {
+            warnings.extend(w);
+            return Ok(v);
+        }
+        let mut given = Vec::new();
+        let value = Arc::new(compute(&mut given)?);
+        warnings.extend(given.iter().cloned());
+        self.insert(key, Arc::clone(&value), given);
+        Ok(value)
+    }
+}

@@ -172,6 +172,8 @@ job_enum!(
         Fsdp = "fsdp",
         Vllm = "vllm",
         LlamaCpp = "llama.cpp",
+        Sglang = "sglang",
+        Ollama = "ollama",
     }
 );
 job_enum!(

@@ -10,6 +10,8 @@ pub mod layout;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;
+pub mod serving;
+pub mod sglang;
 pub mod stages;
 pub mod states;
 pub mod tape;

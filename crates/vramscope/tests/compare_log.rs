@@ -19,7 +19,8 @@ fn gib(x: f64) -> u64 {
 fn compare(job: &Value, log: &str) -> Value {
     let dir = std::env::temp_dir().join(format!("vramscope-cmplog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("job.json");
+    // One file per test: the tests of this binary run at once.
+    let p = dir.join(format!("job-{}.json", log.replace('/', "_")));
     std::fs::write(&p, job.to_string()).unwrap();
     let out = Command::cargo_bin("vramscope")
         .unwrap()

@@ -235,6 +235,40 @@ mod tests {
         assert!(e.to_string().starts_with("engine"), "{e}");
     }
 
+    /// SGLang's and ollama's settings are read under their own names; `max_model_len` (the
+    /// CLI's --max-model-len) stands for SGLang's context_length and ollama's num_ctx; a static
+    /// fraction outside (0, 1] is refused, naming the setting.
+    #[test]
+    fn sglang_and_ollama_settings() {
+        let v = json!({"mem_fraction_static": 0.8, "context_length": 8192,
+                       "max_running_requests": 16});
+        let s = EngineSettings::resolve(Some(&v), Framework::Sglang).unwrap();
+        assert_eq!(s.mem_fraction_static, Some(0.8));
+        assert_eq!(s.context_length, Some(8192));
+        assert_eq!(s.max_running_requests, Some(16));
+        let s = EngineSettings::resolve(Some(&json!({"max_model_len": 4096})), Framework::Sglang)
+            .unwrap();
+        assert_eq!(s.context_length, Some(4096));
+        let e = EngineSettings::resolve(
+            Some(&json!({"mem_fraction_static": 1.2})),
+            Framework::Sglang,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("engine.mem_fraction_static"),
+            "{e}"
+        );
+        let v = json!({"num_gpu": 20, "num_ctx": 8192});
+        let s = EngineSettings::resolve(Some(&v), Framework::Ollama).unwrap();
+        assert_eq!((s.n_gpu_layers, s.num_ctx), (Some(20), Some(8192)));
+        let s = EngineSettings::resolve(Some(&json!({"max_model_len": 2048})), Framework::Ollama)
+            .unwrap();
+        assert_eq!(s.num_ctx, Some(2048));
+        // vLLM does not read ollama's options.
+        let s = EngineSettings::resolve(Some(&v), Framework::Vllm).unwrap();
+        assert_eq!((s.n_gpu_layers, s.num_ctx), (None, None));
+    }
+
     /// A setting changed after resolution is checked as in resolution; a refused one leaves
     /// the settings as they were.
     #[test]

@@ -101,8 +101,11 @@ pub fn largest(
 /// job's GPU; for a serving engine, with the flags to launch it at that answer.
 pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
     let (job, note) = vllm_within_reserve(job)?;
+    let job = crate::fit_engines::ollama_with_num_ctx(model, job)?;
+    let (job, sglang_note) = crate::fit_engines::sglang_within_capacity(model, job)?;
     let mut answer = search(model, &job)?;
     answer.notes.extend(note);
+    answer.notes.extend(sglang_note);
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
     Ok(answer)
@@ -157,10 +160,13 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     if let (Framework::Vllm, Task::Infer) = (job.framework, job.task) {
         return vllm_fit(model, spec, job, gpu, max_pos);
     }
+    if let (Framework::Sglang, Task::Infer) = (job.framework, job.task) {
+        return crate::fit_engines::sglang_fit(model, spec, job, gpu, max_pos);
+    }
     let mut notes = Vec::new();
     let mut evals = 0u64;
     let max_gpu_layers = match (job.framework, job.task) {
-        (Framework::LlamaCpp, Task::Infer) => {
+        (Framework::LlamaCpp | Framework::Ollama, Task::Infer) => {
             most_gpu_layers(model, spec, job, capacity, &mut evals)?
         }
         _ => None,
@@ -182,7 +188,13 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         fits_in(model, &j, capacity, &mut evals)
     })?;
     let infer = job.task == Task::Infer;
-    let (longest, limited, seq_cap) = longest_sequence(model, job, capacity, max_pos, &mut evals)?;
+    let (longest, limited, seq_cap) = if job.framework == Framework::Ollama && infer {
+        crate::fit_engines::longest_num_ctx(job, max_pos, |j| {
+            fits_in(model, j, capacity, &mut evals)
+        })?
+    } else {
+        longest_sequence(model, job, capacity, max_pos, &mut evals)?
+    };
     if limited {
         notes.push(format!(
             "the sequence search stopped at the model's maximum of {} positions",
@@ -212,7 +224,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
 }
 
 /// Whether `job`'s device total fits `capacity`.
-fn fits_in(
+pub(crate) fn fits_in(
     model: &ModelInput,
     job: &ResolvedJob,
     capacity: u64,
@@ -280,8 +292,12 @@ fn at_gpu_layers(
         .and_then(|r| crate::advice::host_bytes(&r))
         .unwrap_or(0);
     if n < spec.num_layers() + 1 {
+        let flag = match job.framework {
+            Framework::Ollama => "num_gpu",
+            _ => "-ngl",
+        };
         notes.push(format!(
-            "fits with -ngl {n}, {} in host RAM (the limits are at -ngl {n})",
+            "fits with {flag} {n}, {} in host RAM (the limits are at {flag} {n})",
             crate::text::bytes(host)
         ));
     }

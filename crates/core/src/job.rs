@@ -185,6 +185,8 @@ job_enum!(
         Fsdp = "fsdp",
         Vllm = "vllm",
         LlamaCpp = "llama.cpp",
+        Sglang = "sglang",
+        Ollama = "ollama",
     }
 );
 job_enum!(

@@ -11,6 +11,15 @@
 //!   cells over all slots (`-np` slots of one context each): the fit's `max_context` per slot
 //!   when every layer is on the GPU, else the job's own context; `-ctk/-ctv` for a quantized KV
 //!   cache and `-fa on` for flash attention.
+//! - SGLang (`python/sglang/srt/server_args.py`): "the longest context at the job's number of
+//!   concurrent sequences" in its token pool: `--context-length` = the fit's `max_context`,
+//!   `--max-running-requests` = `batch`, `--mem-fraction-static` = the static share the pool
+//!   was sized with, `--tp` and `--kv-cache-dtype` as the job has them.
+//! - ollama (ollama v0.33: `envconfig/config.go`, `api/types.go` Options): its server takes
+//!   environment variables (`OLLAMA_CONTEXT_LENGTH`, `OLLAMA_NUM_PARALLEL`,
+//!   `OLLAMA_KV_CACHE_TYPE`, `OLLAMA_FLASH_ATTENTION`): `argv` holds them as `KEY=VALUE` before
+//!   `ollama serve`; the model options `num_gpu` and `num_ctx` (a Modelfile's `PARAMETER` or
+//!   the API's `options`) are in `options`. The goal is llama.cpp's.
 
 use crate::fit::FitAnswer;
 use crate::job::{AttentionKernel, Framework, ResolvedJob, Task};
@@ -24,11 +33,15 @@ pub struct Launch {
     pub argv: Vec<String>,
     pub command: String,
     pub why: BTreeMap<String, String>,
+    /// ollama: the model options (`num_gpu`, `num_ctx`) a Modelfile or an API request sets.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, u64>,
 }
 
 struct Builder {
     argv: Vec<String>,
     why: BTreeMap<String, String>,
+    options: BTreeMap<String, u64>,
 }
 
 impl Builder {
@@ -39,6 +52,18 @@ impl Builder {
             self.argv.push(v);
         }
         self.why.insert(flag.to_string(), why);
+    }
+
+    /// An environment variable, `KEY=VALUE` in argv.
+    fn env(&mut self, key: &str, value: impl ToString, why: String) {
+        self.argv.push(format!("{key}={}", value.to_string()));
+        self.why.insert(key.to_string(), why);
+    }
+
+    /// A model option (ollama's `num_gpu`, `num_ctx`).
+    fn option(&mut self, key: &str, value: u64, why: String) {
+        self.options.insert(key.to_string(), value);
+        self.why.insert(key.to_string(), why);
     }
 }
 
@@ -52,6 +77,7 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
     let mut b = Builder {
         argv: Vec::new(),
         why: BTreeMap::new(),
+        options: BTreeMap::new(),
     };
     let (engine, program) = match job.framework {
         Framework::Vllm => {
@@ -61,6 +87,36 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
         Framework::LlamaCpp => {
             llamacpp(&mut b, job, fit, n_blocks)?;
             ("llama.cpp", format!("llama-server -m {model}"))
+        }
+        Framework::Sglang => {
+            sglang(&mut b, job, fit)?;
+            (
+                "sglang",
+                format!("python -m sglang.launch_server --model-path {model}"),
+            )
+        }
+        Framework::Ollama => {
+            ollama(&mut b, job, fit, n_blocks)?;
+            let opts = b
+                .options
+                .iter()
+                .map(|(k, v)| format!("PARAMETER {k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let command = format!(
+                "{} ollama serve  # then in the model's Modelfile: {opts} (or the same as \
+                 \"options\" in an API request)",
+                b.argv.join(" ")
+            );
+            let mut argv = b.argv;
+            argv.extend(["ollama".to_string(), "serve".to_string()]);
+            return Some(Launch {
+                engine: "ollama".into(),
+                argv,
+                command: command.trim_start().to_string(),
+                why: b.why,
+                options: b.options,
+            });
         }
         _ => return None,
     };
@@ -73,7 +129,131 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
         argv: b.argv,
         command,
         why: b.why,
+        options: b.options,
     })
+}
+
+fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
+    let ctx = fit.max_context?;
+    let mfs = job.engine.mem_fraction_static.or_else(|| {
+        // The fraction the estimate used (SGLang's default for this GPU).
+        let gpu = crate::gpu::find(job.gpu.as_deref()?).ok()?;
+        let mib = gpu.memory_bytes >> 20;
+        let tp = job.parallel.tp.max(1);
+        let (chunk, graphs) = crate::estimate::sglang::default_chunk_and_graphs(mib, tp);
+        Some(crate::estimate::sglang::default_mem_fraction_static(
+            mib,
+            job.engine.chunked_prefill_size.unwrap_or(chunk),
+            job.engine.cuda_graph_max_bs.unwrap_or(graphs),
+            tp,
+            job.parallel.pp.max(1),
+        ))
+    })?;
+    b.flag(
+        "--mem-fraction-static",
+        mfs,
+        "the share of free memory for weights and the token pool the context below was \
+         sized with"
+            .into(),
+    );
+    b.flag(
+        "--context-length",
+        ctx,
+        format!(
+            "the longest context at which {} concurrent sequences fit SGLang's token pool on {}",
+            job.batch, fit.gpu
+        ),
+    );
+    b.flag(
+        "--max-running-requests",
+        job.batch,
+        "the concurrent sequences the context was sized for".into(),
+    );
+    if job.parallel.tp > 1 {
+        b.flag(
+            "--tp",
+            job.parallel.tp,
+            "the job's tensor-parallel degree (weights and KV split across GPUs)".into(),
+        );
+    }
+    let kv = job.kv_dtype.as_ref().map(|k| k.as_str());
+    if let Some(t) = kv.filter(|t| t.starts_with("fp8")) {
+        // SGLang names the format: fp8_e5m2 or fp8_e4m3 (plain "fp8" is e4m3).
+        let t = if t == "fp8" { "fp8_e4m3" } else { t };
+        b.flag(
+            "--kv-cache-dtype",
+            t,
+            "the job's 8-bit KV cache (half the bytes per token of 16-bit)".into(),
+        );
+    }
+    Some(())
+}
+
+fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<()> {
+    let ngl = fit.max_gpu_layers?;
+    let all = n_blocks + 1;
+    let num_ctx = job.engine.num_ctx?;
+    let ctx = match fit.max_context {
+        Some(c) if ngl >= all => c,
+        _ => num_ctx,
+    };
+    let slots = job.batch.max(1);
+    b.env(
+        "OLLAMA_CONTEXT_LENGTH",
+        ctx,
+        "the server's default num_ctx, the same as the option below".into(),
+    );
+    if slots > 1 {
+        b.env(
+            "OLLAMA_NUM_PARALLEL",
+            slots,
+            "one slot per concurrent sequence, each with num_ctx tokens".into(),
+        );
+    }
+    if let Some(t) = job
+        .kv_dtype
+        .as_ref()
+        .map(|k| k.as_str())
+        .filter(|t| matches!(*t, "q8_0" | "q4_0"))
+    {
+        b.env(
+            "OLLAMA_KV_CACHE_TYPE",
+            t,
+            format!("the job's {t} KV cache (needs flash attention)"),
+        );
+    }
+    if job.attention == AttentionKernel::Flash {
+        b.env(
+            "OLLAMA_FLASH_ATTENTION",
+            1,
+            "flash attention, as the job has it".into(),
+        );
+    }
+    b.option(
+        "num_gpu",
+        ngl,
+        if ngl >= all {
+            format!(
+                "all {n_blocks} blocks and the output layer fit on {}",
+                fit.gpu
+            )
+        } else {
+            format!(
+                "the most of the {all} layers (blocks + output) that fit {} at num_ctx {num_ctx}",
+                fit.gpu
+            )
+        },
+    );
+    b.option(
+        "num_ctx",
+        ctx,
+        if ngl >= all {
+            format!("every layer is on the GPU: the longest context per slot that fits ({slots} slot(s))")
+        } else {
+            "the context at which the layers above were fitted".into()
+        },
+    );
+    Some(())
 }
 
 fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {

@@ -19,6 +19,7 @@ pub use summary::ModelSummary;
 pub mod advice;
 pub mod estimate;
 pub mod fit;
+pub mod fit_engines;
 pub mod job;
 pub mod launch;
 pub mod plan;

@@ -59,6 +59,10 @@ pub struct PlanResult {
     pub gpu: String,
     pub gpus: u64,
     pub capacity: u64,
+    /// Bytes the job's `reserve` keeps free: layouts are screened and confirmed against
+    /// `capacity − reserve` (absent when 0).
+    #[serde(skip_serializing_if = "crate::fit::is_zero")]
+    pub reserve: u64,
     pub evaluated: u64,
     pub fitting: u64,
     /// The best layouts, ranked (least recompute, smallest bubble, smallest TP degree, least
@@ -557,12 +561,13 @@ pub fn plan(
         } else {
             0
         };
-    let capacity = gpu.memory_bytes;
+    // Layouts are screened against what the user's reserve leaves (contract `reserve`).
+    let usable = base.usable(gpu.memory_bytes);
     let mut fitting: Vec<Scored> = all
         .par_iter()
         .filter_map(|l| {
             let (total, host) = screen(&c, l, base, spec, ctx);
-            (total <= capacity).then(|| score(l, total, host, capacity))
+            (total <= usable).then(|| score(l, total, host, usable))
         })
         .collect();
     rank(&mut fitting);
@@ -577,7 +582,8 @@ pub fn plan(
     Ok(PlanResult {
         gpu: gpu.id.clone(),
         gpus,
-        capacity,
+        capacity: gpu.memory_bytes,
+        reserve: base.reserve,
         evaluated: all.len() as u64,
         fitting: n_fit,
         best,
@@ -611,7 +617,7 @@ fn confirm_leaders(
     ranked: Vec<Scored>,
     top: usize,
 ) -> Result<Vec<Confirmed>, CoreError> {
-    let capacity = gpu.memory_bytes;
+    let capacity = base.usable(gpu.memory_bytes);
     let mut best = Vec::new();
     let mut confirmed = 0;
     for (tried, s) in ranked.into_iter().enumerate() {
@@ -709,7 +715,7 @@ fn per_family(
         if per_gpu
             .as_ref()
             .and_then(|p| p.device_total)
-            .is_some_and(|t| t <= gpu.memory_bytes)
+            .is_some_and(|t| t <= base.usable(gpu.memory_bytes))
         {
             out.push(Confirmed {
                 scored: s.clone(),

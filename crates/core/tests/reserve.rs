@@ -133,3 +133,38 @@ fn fit_max_batch_shrinks_with_a_reserve() {
     assert!(total(&kept, b2) <= cap - reserve && total(&kept, b2 + 1) > cap - reserve);
     assert!(with.max_seq.unwrap() <= fit(&model, &plain).unwrap().max_seq.unwrap());
 }
+
+/// `plan` screens and confirms layouts against capacity − reserve: with all of the GPU
+/// reserved nothing fits; with a reserve one byte past the smallest screened total's headroom,
+/// no listed layout is over what the reserve leaves, and fewer layouts fit.
+#[test]
+fn plan_screens_against_what_the_reserve_leaves() {
+    let plan = |reserve: u64| {
+        let (model, j) = prepared(json!({"model": "gpt2", "seq": 1024, "reserve": reserve}));
+        let g = vramscope_core::gpu::find("a100-80gb").unwrap();
+        vramscope_core::plan::plan(&model, &j, 1, g, 2, 10).unwrap()
+    };
+    let cap = 80 * GIB;
+    let free = plan(0);
+    assert!(free.fitting > 0);
+    assert_eq!(free.reserve, 0);
+    assert_eq!(plan(cap).fitting, 0, "nothing fits in 0 bytes");
+    // The largest screened total among the listed layouts: reserving one byte more than its
+    // headroom leaves it out.
+    let biggest = free
+        .best
+        .iter()
+        .map(|c| c.scored.device_total)
+        .max()
+        .unwrap();
+    let reserve = cap - biggest + 1;
+    let p = plan(reserve);
+    assert_eq!(p.reserve, reserve);
+    assert!(p.fitting < free.fitting, "{} < {}", p.fitting, free.fitting);
+    for c in p.best.iter().chain(&p.best_per_framework) {
+        assert!(c.scored.device_total <= cap - reserve);
+        if let Some(t) = c.estimate.as_ref().and_then(|e| e.device_total) {
+            assert!(t <= cap - reserve);
+        }
+    }
+}

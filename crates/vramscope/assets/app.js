@@ -71,6 +71,9 @@ function jobFromForm() {
   job.parallel = { gpus: num("gpus"), tp: num("tp"), pp: num("pp"), zero: num("zero"),
                    offload: field("offload").value };
   job.gpu = field("gpu").value || null;
+  // The contract's reserve is bytes; the form asks GiB, as the CLI's --reserve does.
+  const reserve = Number(field("reserve").value);
+  if (reserve > 0) job.reserve = Math.round(reserve * 1073741824);
   return Object.assign(job, extras);
 }
 
@@ -101,6 +104,7 @@ function formFromJob(job) {
   const p = job.parallel || {};
   for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);
   field("gpu").value = job.gpu || "";
+  field("reserve").value = job.reserve ? job.reserve / 1073741824 : 0;
   if (!job.peft) set("peft", "");
   extras = {};
   for (const k of ["engine", "loss"]) if (job[k] != null) extras[k] = job[k];

@@ -97,8 +97,11 @@ fn malformed_log_exits_2_with_one_line() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// compare reads a log as it reads a record (rows for what the log states: the figures are
+/// tested in compare_log.rs); fit --measured still needs a per-category record and says so in
+/// one line naming what it got.
 #[test]
-fn compare_on_a_log_says_what_it_needs() {
+fn compare_on_a_log_and_fit_measured_says_what_it_needs() {
     let dir = std::env::temp_dir().join(format!("vramscope-logs-cmp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let job = dir.join("job.json");
@@ -112,6 +115,23 @@ fn compare_on_a_log_says_what_it_needs() {
             "compare",
             "--job",
             job.to_str().unwrap(),
+            &fixture("vllm/v1-2025-04-pr17122.log"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("vllm-log"));
+    let out = vramscope()
+        .args([
+            "fit",
+            "--job",
+            job.to_str().unwrap(),
+            "--measured",
             &fixture("vllm/v1-2025-04-pr17122.log"),
         ])
         .output()

@@ -162,3 +162,134 @@ fn training_has_no_launch() {
     ]);
     assert!(fit.get("launch").is_none());
 }
+
+/// A key of the launch's `options` (ollama's model options).
+fn option(launch: &Value, key: &str) -> Option<u64> {
+    launch["options"][key].as_u64()
+}
+
+#[test]
+fn sglang_launch_flags_fit_and_one_token_more_does_not() {
+    let fit = run(&[
+        "fit",
+        "llama-3.1-8b",
+        "--task",
+        "infer",
+        "--framework",
+        "sglang",
+        "--gpu",
+        "a100-80gb",
+        "--batch",
+        "8",
+        "--seq",
+        "4096",
+        "--json",
+    ]);
+    let l = &fit["launch"];
+    assert_eq!(l["engine"], "sglang");
+    let ctx = arg(l, "--context-length").expect("--context-length");
+    assert_eq!(arg(l, "--max-running-requests"), Some(8));
+    let argv: Vec<&str> = l["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let i = argv
+        .iter()
+        .position(|a| *a == "--mem-fraction-static")
+        .unwrap();
+    let mfs: f64 = argv[i + 1].parse().unwrap();
+    assert!(l["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B "));
+    let job = |seq: u64| {
+        json!({"model": "llama-3.1-8b", "task": "infer", "framework": "sglang",
+               "gpu": "a100-80gb", "batch": 8, "seq": seq,
+               "engine": {"mem_fraction_static": mfs, "context_length": ctx,
+                          "max_running_requests": 8}})
+    };
+    let kv = |r: &Value| r["per_gpu"]["components"]["kv_cache"].as_u64().unwrap();
+    let pool = |r: &Value| r["per_gpu"]["kv_pool"].as_u64().unwrap();
+    // 8 sequences at the emitted context fit SGLang's token pool and the GPU...
+    let r = estimate(&job(ctx));
+    assert!(kv(&r) <= pool(&r), "{}", r["per_gpu"]);
+    assert_eq!(r["fit"]["fits"], true, "{}", r["warnings"]);
+    // ...and one token more per sequence does not fit the pool.
+    let r = estimate(&job(ctx + 1));
+    assert!(kv(&r) > pool(&r), "{}", r["per_gpu"]);
+}
+
+#[test]
+fn ollama_launch_options_fit_and_one_layer_more_does_not() {
+    // A 70B model at Q4_K_M does not fit a 24 GiB card whole: num_gpu is the most layers that
+    // do at ollama's default num_ctx for 24 GiB (32768: server/routes.go, 23 GiB ≤ VRAM < 47).
+    let fit = run(&[
+        "fit",
+        "llama-3.1-70b",
+        "--task",
+        "infer",
+        "--framework",
+        "ollama",
+        "--gpu",
+        "rtx3090-24gb",
+        "--weights",
+        "gguf:Q4_K_M",
+        "--json",
+    ]);
+    let l = &fit["launch"];
+    assert_eq!(l["engine"], "ollama");
+    let ngl = option(l, "num_gpu").expect("num_gpu");
+    let c = option(l, "num_ctx").expect("num_ctx");
+    assert_eq!(
+        c, 32768,
+        "not every layer fits: ollama's default context for 24 GiB"
+    );
+    assert!(ngl < 81, "llama-3.1-70b has 80 blocks + the output layer");
+    assert!(l["argv"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("OLLAMA_CONTEXT_LENGTH=32768")));
+    let job = |ngl: u64| {
+        json!({"model": "llama-3.1-70b", "task": "infer", "framework": "ollama",
+               "gpu": "rtx3090-24gb", "weights": "gguf:Q4_K_M", "batch": 1, "seq": 2048,
+               "engine": {"num_gpu": ngl, "num_ctx": c}})
+    };
+    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
+    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
+    let r = estimate(&job(ngl));
+    assert!(total(&r) <= cap(&r), "num_gpu {ngl} fits");
+    let r = estimate(&job(ngl + 1));
+    assert!(total(&r) > cap(&r), "num_gpu {} does not", ngl + 1);
+}
+
+#[test]
+fn ollama_all_layers_then_the_longest_num_ctx() {
+    let fit = run(&[
+        "fit",
+        "llama-3.1-8b",
+        "--task",
+        "infer",
+        "--framework",
+        "ollama",
+        "--gpu",
+        "rtx3090-24gb",
+        "--json",
+    ]);
+    let l = &fit["launch"];
+    // llama-3.1-8b: 32 blocks + the output layer.
+    assert_eq!(option(l, "num_gpu"), Some(33));
+    let c = option(l, "num_ctx").expect("num_ctx");
+    let job = |c: u64| {
+        json!({"model": "llama-3.1-8b", "task": "infer", "framework": "ollama",
+               "gpu": "rtx3090-24gb", "batch": 1, "seq": 2048,
+               "engine": {"num_gpu": 33, "num_ctx": c}})
+    };
+    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
+    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
+    let r = estimate(&job(c));
+    assert!(total(&r) <= cap(&r), "num_ctx {c} fits");
+    let r = estimate(&job(c + 1));
+    assert!(total(&r) > cap(&r), "num_ctx {} does not", c + 1);
+}

@@ -25,8 +25,20 @@ pub struct EngineSettings {
     pub max_num_seqs: Option<u64>,
     /// vLLM `max_model_len`.
     pub max_model_len: Option<u64>,
-    /// llama.cpp `n_gpu_layers` (`-ngl`).
+    /// llama.cpp `n_gpu_layers` (`-ngl`); ollama's `num_gpu` option.
     pub n_gpu_layers: Option<u64>,
+    /// SGLang `mem_fraction_static`, in (0, 1].
+    pub mem_fraction_static: Option<f64>,
+    /// SGLang `context_length`.
+    pub context_length: Option<u64>,
+    /// SGLang `max_running_requests`.
+    pub max_running_requests: Option<u64>,
+    /// SGLang `chunked_prefill_size`.
+    pub chunked_prefill_size: Option<u64>,
+    /// SGLang `cuda_graph_max_bs`.
+    pub cuda_graph_max_bs: Option<u64>,
+    /// ollama `num_ctx`: the context of each parallel slot.
+    pub num_ctx: Option<u64>,
 }
 
 impl EngineSettings {
@@ -105,6 +117,37 @@ impl EngineSettings {
                     _ => whole(w, "n_gpu_layers")?,
                 }
             }
+            Framework::Sglang => {
+                self.mem_fraction_static =
+                    fraction("mem_fraction_static", w.get("mem_fraction_static"))?;
+                // `max_model_len` (the CLI's --max-model-len) reads as SGLang's context_length.
+                self.context_length = match whole(w, "context_length")? {
+                    Some(n) => Some(n),
+                    None => whole(w, "max_model_len")?,
+                };
+                self.max_running_requests = whole(w, "max_running_requests")?;
+                self.chunked_prefill_size = whole(w, "chunked_prefill_size")?;
+                self.cuda_graph_max_bs = whole(w, "cuda_graph_max_bs")?;
+            }
+            // ollama's options (`api/types.go` Options): `num_gpu` layers on the GPU and
+            // `num_ctx` per slot; llama.cpp's `n_gpu_layers` (what vramscope's layer search
+            // sets) comes first when both are written.
+            Framework::Ollama => {
+                // 0 (everything on the host) reads, as for llama.cpp; the split refuses it.
+                let layers = |k: &str| match w.get(k) {
+                    Some(v) if v.as_u64() == Some(0) => Ok(Some(0)),
+                    _ => whole(w, k),
+                };
+                self.n_gpu_layers = match layers("n_gpu_layers")? {
+                    Some(n) => Some(n),
+                    None => layers("num_gpu")?,
+                };
+                // `max_model_len` (the CLI's --max-model-len) reads as ollama's num_ctx.
+                self.num_ctx = match whole(w, "num_ctx")? {
+                    Some(n) => Some(n),
+                    None => whole(w, "max_model_len")?,
+                };
+            }
             _ => {}
         }
         Ok(())
@@ -136,18 +179,23 @@ fn whole(w: &Map<String, Value>, key: &str) -> Result<Option<u64>, CoreError> {
 
 /// `gpu_memory_utilization`, checked to lie in (0, 1].
 fn utilization(v: Option<&Value>) -> Result<Option<f64>, CoreError> {
+    fraction("gpu_memory_utilization", v)
+}
+
+/// A share of the GPU, checked to lie in (0, 1].
+fn fraction(key: &str, v: Option<&Value>) -> Result<Option<f64>, CoreError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(v) => {
             let u = v.as_f64().ok_or_else(|| {
                 CoreError::field(
-                    "engine.gpu_memory_utilization",
+                    format!("engine.{key}"),
                     format!("must be a number (got {v})"),
                 )
             })?;
             if !(u > 0.0 && u <= 1.0) {
                 return Err(CoreError::field(
-                    "engine.gpu_memory_utilization",
+                    format!("engine.{key}"),
                     format!("must be in (0, 1] (got {u})"),
                 ));
             }
@@ -185,6 +233,40 @@ mod tests {
         assert_eq!(s.n_gpu_layers, None);
         let e = EngineSettings::resolve(Some(&json!([1])), Framework::Vllm).unwrap_err();
         assert!(e.to_string().starts_with("engine"), "{e}");
+    }
+
+    /// SGLang's and ollama's settings are read under their own names; `max_model_len` (the
+    /// CLI's --max-model-len) stands for SGLang's context_length and ollama's num_ctx; a static
+    /// fraction outside (0, 1] is refused, naming the setting.
+    #[test]
+    fn sglang_and_ollama_settings() {
+        let v = json!({"mem_fraction_static": 0.8, "context_length": 8192,
+                       "max_running_requests": 16});
+        let s = EngineSettings::resolve(Some(&v), Framework::Sglang).unwrap();
+        assert_eq!(s.mem_fraction_static, Some(0.8));
+        assert_eq!(s.context_length, Some(8192));
+        assert_eq!(s.max_running_requests, Some(16));
+        let s = EngineSettings::resolve(Some(&json!({"max_model_len": 4096})), Framework::Sglang)
+            .unwrap();
+        assert_eq!(s.context_length, Some(4096));
+        let e = EngineSettings::resolve(
+            Some(&json!({"mem_fraction_static": 1.2})),
+            Framework::Sglang,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("engine.mem_fraction_static"),
+            "{e}"
+        );
+        let v = json!({"num_gpu": 20, "num_ctx": 8192});
+        let s = EngineSettings::resolve(Some(&v), Framework::Ollama).unwrap();
+        assert_eq!((s.n_gpu_layers, s.num_ctx), (Some(20), Some(8192)));
+        let s = EngineSettings::resolve(Some(&json!({"max_model_len": 2048})), Framework::Ollama)
+            .unwrap();
+        assert_eq!(s.num_ctx, Some(2048));
+        // vLLM does not read ollama's options.
+        let s = EngineSettings::resolve(Some(&v), Framework::Vllm).unwrap();
+        assert_eq!((s.n_gpu_layers, s.num_ctx), (None, None));
     }
 
     /// A setting changed after resolution is checked as in resolution; a refused one leaves

@@ -94,7 +94,7 @@ pub struct VllmBudget {
 /// The forward working set (no grad) of `tokens` tokens in `sequences` sequences: the largest
 /// block's transient plus the hidden states, and the sampler's fp32 logits and probabilities
 /// for one position per sequence.
-fn forward_peak(
+pub(crate) fn forward_peak(
     spec: &ModelSpec,
     job: &ResolvedJob,
     sequences: u64,

@@ -11,6 +11,8 @@ pub mod memo;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;
+pub mod serving;
+pub mod sglang;
 pub mod stages;
 pub mod states;
 pub mod tape;

@@ -87,17 +87,17 @@ const LAYER_LABELS: usize = 256;
 
 /// What one device holds over the step, however it was found: by walking a PyTorch step, or
 /// from a serving engine's own budget.
-struct Device {
-    components: Components,
-    peak_allocated: Option<u64>,
-    peak_reserved: Option<u64>,
-    device_total: Option<u64>,
-    peak_phase: Option<String>,
-    kv_pool: Option<u64>,
-    timeline: Vec<TimelinePoint>,
-    engine: Option<serde_json::Value>,
+pub(super) struct Device {
+    pub(super) components: Components,
+    pub(super) peak_allocated: Option<u64>,
+    pub(super) peak_reserved: Option<u64>,
+    pub(super) device_total: Option<u64>,
+    pub(super) peak_phase: Option<String>,
+    pub(super) kv_pool: Option<u64>,
+    pub(super) timeline: Vec<TimelinePoint>,
+    pub(super) engine: Option<serde_json::Value>,
     /// vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
-    engine_starts: bool,
+    pub(super) engine_starts: bool,
 }
 
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
@@ -131,6 +131,12 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         (Framework::LlamaCpp, Task::Infer, Some(spec), Some(inv)) => {
             llamacpp_device(model, spec, inv, job, gpu, &mut warnings)?
         }
+        (Framework::Sglang, Task::Infer, Some(spec), _) => {
+            super::serving::sglang_device(spec, job, gpu, &st, &mut warnings)?
+        }
+        (Framework::Ollama, Task::Infer, Some(spec), Some(inv)) => {
+            super::serving::ollama_device(model, spec, inv, job, gpu, &mut warnings)?
+        }
         _ => pytorch_device(model, job, gpu, &st, plan.as_deref())?,
     };
     Ok(Report {
@@ -162,7 +168,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
 
 /// Memory outside PyTorch's allocator: the CUDA context, and NCCL's buffers when several GPUs
 /// talk (`overhead.rs`).
-fn non_torch_bytes(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob) -> u64 {
+pub(super) fn non_torch_bytes(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob) -> u64 {
     overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
         + if job.parallel.gpus > 1 {
             overhead::nccl_bytes(job.parallel.gpus)
@@ -320,7 +326,7 @@ fn vllm_warnings(
 
 /// llama.cpp: the layers `-ngl` puts on the GPU with their KV and the compute buffer; the rest
 /// in host RAM (`engines.rs`).
-fn llamacpp_device(
+pub(super) fn llamacpp_device(
     model: &ModelInput,
     spec: &crate::model::ModelSpec,
     inv: &crate::inventory::Inventory,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use vramscope_core::job::Job;
 use vramscope_core::report::{Category, PerGpu, Report};
+use vramscope_measure::logs::{LogPerGpu, LogReport, Measured};
 use vramscope_measure::{Analysis, MeasuredPerGpu};
 
 /// `compare`'s input: the job that was measured and the measurement's path (as for `analyze`).
@@ -43,11 +44,32 @@ pub struct Residual {
     pub cuda_context_not_measured: u64,
 }
 
+/// The measured side: a PyTorch record's per-GPU figures, or an engine log's (only what the
+/// log states; `source` in the comparison says which log).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum MeasuredSide {
+    Record(MeasuredPerGpu),
+    Log(LogPerGpu),
+}
+
+impl MeasuredSide {
+    pub fn peak_allocated(&self) -> Option<u64> {
+        match self {
+            MeasuredSide::Record(m) => m.peak_allocated,
+            MeasuredSide::Log(l) => l.peak_allocated,
+        }
+    }
+}
+
 /// What `compare --job JOB FILE --json` prints and `/api/compare` answers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// For an engine log: what was read (`vllm-log`, `llamacpp-log`, `ollama-log`, `torch-oom`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
     pub estimate: PerGpu,
-    pub measured: MeasuredPerGpu,
+    pub measured: MeasuredSide,
     pub rows: Vec<Row>,
     pub residual: Residual,
     pub warnings: Vec<String>,
@@ -56,16 +78,97 @@ pub struct Comparison {
 /// `compare` of a job and a measurement file.
 pub fn compare(input: &CompareInput) -> Result<Comparison, AppError> {
     let report = estimate_job(&input.job)?;
-    let measured = super::analyze::record(&input.path)?;
-    Ok(side_by_side(report, measured))
+    let measured = super::analyze::analyze_path(&input.path)?;
+    Ok(either(report, measured))
 }
 
 /// `compare` of a job and a measurement already in memory; `name` is what errors call it
 /// (`measurement` when none is given).
 pub fn compare_bytes(job: &Job, bytes: &[u8], name: Option<&str>) -> Result<Comparison, AppError> {
     let report = estimate_job(job)?;
-    let measured = super::analyze::record_bytes(bytes, name)?;
-    Ok(side_by_side(report, measured))
+    let measured = super::analyze::analyze_bytes(bytes, name)?;
+    Ok(either(report, measured))
+}
+
+fn either(report: Report, measured: Measured) -> Comparison {
+    match measured {
+        Measured::Record(a) => side_by_side(report, *a),
+        Measured::Log(l) => log_side_by_side(report, *l),
+    }
+}
+
+/// An engine log beside the estimate: one row per category the log states (weights, KV
+/// cache, compute buffers or the profiled activation peak, non-torch memory), and the KV
+/// pool of an engine that preallocates one.
+fn log_side_by_side(report: Report, log: LogReport) -> Comparison {
+    let (e, m) = (&report.per_gpu, &log.per_gpu);
+    let c = &m.components;
+    let stated = [
+        (Category::Parameters, c.parameters),
+        (Category::Activations, c.activations),
+        (Category::KvCache, c.kv_cache),
+        (Category::Temporaries, c.temporaries),
+        (Category::CudaContext, c.cuda_context),
+    ];
+    let mut rows: Vec<Row> = stated
+        .iter()
+        .filter_map(|&(cat, v)| {
+            let v = v?;
+            let est = e.components.get(cat);
+            Some(Row {
+                category: cat.name().to_string(),
+                estimated: est,
+                measured: v,
+                difference: diff(v, est),
+            })
+        })
+        .collect();
+    if let (Some(est), Some(v)) = (e.kv_pool, m.kv_pool) {
+        rows.push(Row {
+            category: "kv_pool".into(),
+            estimated: est,
+            measured: v,
+            difference: diff(v, est),
+        });
+    }
+    let residual = Residual {
+        peak_allocated_difference: match (m.peak_allocated, e.peak_allocated) {
+            (Some(a), Some(b)) => Some(diff(a, b)),
+            _ => None,
+        },
+        unattributed: 0,
+        allocator_reserve_estimated: e.components.allocator_reserve,
+        allocator_reserve_measured: None,
+        cuda_context_not_measured: if c.cuda_context.is_some() {
+            0
+        } else {
+            e.components.cuda_context
+        },
+    };
+    let mut warnings = report.warnings;
+    warnings.push(format!(
+        "compared with a {}: only the figures the log states have rows",
+        log.source.name()
+    ));
+    let (jf, lf) = (
+        report.job.framework.as_str(),
+        log.job.get("framework").and_then(|v| v.as_str()),
+    );
+    if let Some(lf) = lf.filter(|lf| *lf != jf) {
+        warnings.push(format!(
+            "the log is {lf}'s but the job's framework is {jf}: the categories compare, the \
+             engines' rules differ"
+        ));
+    }
+    warnings.extend(log.warnings);
+    Comparison {
+        source: Some(log.source.name()),
+        estimate: report.per_gpu,
+        measured: MeasuredSide::Log(log.per_gpu),
+        rows,
+        residual,
+        warnings,
+    }
 }
 
 /// measured − estimated, saturated to the i64 range.
@@ -104,8 +207,9 @@ fn side_by_side(report: Report, measured: Analysis) -> Comparison {
     let mut warnings = report.warnings;
     warnings.extend(measured.warnings);
     Comparison {
+        source: None,
         estimate: report.per_gpu,
-        measured: measured.per_gpu,
+        measured: MeasuredSide::Record(measured.per_gpu),
         rows,
         residual,
         warnings,

@@ -54,7 +54,7 @@ pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
     Ok(FitWithAdvice { answer, advice })
 }
 
-/// vLLM loads a model by its Hugging Face repo: a preset's launch line names the preset's repo
+/// vLLM and SGLang load a model by its Hugging Face repo: a preset's launch line names the preset's repo
 /// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
 fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
     let (Some(l), Some(p)) = (
@@ -67,6 +67,13 @@ fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
         l.command = l.command.replacen(
             &format!("vllm serve {name}"),
             &format!("vllm serve {}", p.repo),
+            1,
+        );
+    }
+    if l.engine == "sglang" {
+        l.command = l.command.replacen(
+            &format!("--model-path {name}"),
+            &format!("--model-path {}", p.repo),
             1,
         );
     }

@@ -51,7 +51,7 @@ fn render(c: &Comparison, file: &Path) -> String {
             signed(r.difference)
         ));
     }
-    let (ea, ma) = (c.estimate.peak_allocated, c.measured.peak_allocated);
+    let (ea, ma) = (c.estimate.peak_allocated, c.measured.peak_allocated());
     s.push_str(&format!(
         "  {:<18} {:>12} {:>12} {:>13}\n\n",
         paint(BOLD, "peak allocated"),
@@ -62,6 +62,13 @@ fn render(c: &Comparison, file: &Path) -> String {
             .map(signed)
             .unwrap_or_default()
     ));
+    if let Some(src) = c.source {
+        s.push_str(&format!(
+            "  ({src}: a log states totals by category, not allocations; the rows are what it \
+             states)\n"
+        ));
+        return with_warnings(s, c);
+    }
     s.push_str(&paint(HEADER, "The residual:"));
     s.push('\n');
     s.push_str(&format!(
@@ -81,6 +88,10 @@ fn render(c: &Comparison, file: &Path) -> String {
          (nvidia-smi shows it)\n",
         bytes(c.residual.cuda_context_not_measured)
     ));
+    with_warnings(s, c)
+}
+
+fn with_warnings(mut s: String, c: &Comparison) -> String {
     if !c.warnings.is_empty() {
         s.push('\n');
         for w in &c.warnings {

@@ -105,7 +105,11 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
         (second, String::new()),
     ));
     if let Some(n) = answer.max_gpu_layers {
-        out.push_str(&format!("  most layers on the GPU (-ngl): {n}\n"));
+        let flag = match r.framework {
+            vramscope_core::job::Framework::Ollama => "num_gpu",
+            _ => "-ngl",
+        };
+        out.push_str(&format!("  most layers on the GPU ({flag}): {n}\n"));
     }
     if let Some(l) = &answer.launch {
         out.push_str(&format!("  launch: {}\n", paint(BOLD, &l.command)));

@@ -182,7 +182,16 @@ pub struct JobArgs {
         help_heading = "Engine"
     )]
     pub gpu_memory_utilization: Option<String>,
-    /// Engine: longest context per sequence. [default: the model's maximum]
+    /// SGLang: share of free memory for weights and the KV pool. [default: SGLang's for the GPU]
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub mem_fraction_static: Option<String>,
+    /// Engine: longest context per sequence (SGLang --context-length, ollama num_ctx).
+    /// [default: the model's maximum; ollama's by GPU memory]
     #[arg(
         long,
         value_name = "N",
@@ -206,7 +215,8 @@ pub struct JobArgs {
         help_heading = "Engine"
     )]
     pub block_size: Option<String>,
-    /// llama.cpp: layers offloaded to the GPU. [default: all]
+    /// llama.cpp -ngl, ollama num_gpu: layers offloaded to the GPU. [default: all; ollama: the
+    /// most that fit]
     #[arg(
         long,
         value_name = "N",
@@ -491,8 +501,9 @@ impl JobArgs {
 
     /// `engine`: the serving engine's settings.
     fn apply_engine(&self, job: &mut Job) -> Result<(), JobError> {
-        let engine: [(&str, &Option<String>); 5] = [
+        let engine: [(&str, &Option<String>); 6] = [
             ("gpu_memory_utilization", &self.gpu_memory_utilization),
+            ("mem_fraction_static", &self.mem_fraction_static),
             ("max_model_len", &self.max_model_len),
             ("max_num_batched_tokens", &self.max_num_batched_tokens),
             ("block_size", &self.block_size),

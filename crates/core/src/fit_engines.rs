@@ -1,0 +1,150 @@
+//! Fit for SGLang and ollama: what fits SGLang's token pool, with the static fraction lowered
+//! when its default leaves too little for activations and CUDA graphs; ollama's `num_ctx`
+//! made explicit (its VRAM-tier default) and searched instead of the prompt length.
+
+use crate::error::CoreError;
+use crate::estimate::{estimate, ModelInput};
+use crate::fit::{largest, FitAnswer};
+use crate::job::{Framework, ResolvedJob, Task};
+
+/// ollama allocates `num_ctx` per slot whatever the prompt: the job's `num_ctx`, else ollama's
+/// default for this GPU (`estimate::serving::ollama_default_num_ctx`), set on the job so the
+/// searches and the launch read one value.
+pub fn ollama_with_num_ctx(model: &ModelInput, job: ResolvedJob) -> Result<ResolvedJob, CoreError> {
+    let (Framework::Ollama, Task::Infer, None, Some(spec)) =
+        (job.framework, job.task, job.engine.num_ctx, &model.spec)
+    else {
+        return Ok(job);
+    };
+    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
+    let n = crate::estimate::serving::ollama_default_num_ctx(spec, &job, gpu);
+    let mut j = job;
+    j.set_engine("num_ctx", n.into())?;
+    Ok(j)
+}
+
+/// SGLang with its default `mem_fraction_static` whose remainder cannot hold a prefill chunk
+/// and the CUDA graphs: the largest static fraction in hundredths below the default that fits
+/// the GPU (the user's own fraction is kept).
+pub fn sglang_within_capacity(
+    model: &ModelInput,
+    job: ResolvedJob,
+) -> Result<(ResolvedJob, Option<String>), CoreError> {
+    let (Framework::Sglang, Task::Infer, None, Some(_)) = (
+        job.framework,
+        job.task,
+        job.engine.mem_fraction_static,
+        job.gpu.as_ref(),
+    ) else {
+        return Ok((job, None));
+    };
+    let r = estimate(model, &job)?;
+    let default = mfs_of(&r).unwrap_or(0.88);
+    if r.fit.as_ref().is_none_or(|f| f.fits) {
+        return Ok((job, None));
+    }
+    let mut hundredths = (default * 100.0).floor() as i64;
+    while hundredths > 0 {
+        let mut j = job.clone();
+        let f = hundredths as f64 / 100.0;
+        j.set_engine("mem_fraction_static", f.into())?;
+        let r = estimate(model, &j)?;
+        if r.fit.as_ref().is_some_and(|x| x.fits) {
+            let note = format!(
+                "--mem-fraction-static {f} instead of SGLang's {default}: its default leaves \
+                 too little for a prefill chunk and the CUDA graphs"
+            );
+            return Ok((j, Some(note)));
+        }
+        hundredths -= 1;
+    }
+    Ok((job, None))
+}
+
+fn mfs_of(r: &crate::report::Report) -> Option<f64> {
+    r.engine.as_ref()?.get("mem_fraction_static")?.as_f64()
+}
+
+fn engine_u64(r: &crate::report::Report, k: &str) -> Option<u64> {
+    r.engine.as_ref()?.get(k)?.as_u64()
+}
+
+/// SGLang: what fits its token pool (the radix cache's, one token per slot): the most
+/// sequences at the job's context, and the longest context at the job's batch, at most
+/// `context_length`; nothing when the engine does not fit the GPU or would not start.
+pub fn sglang_fit(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    gpu: &crate::gpu::Gpu,
+    max_pos: Option<u64>,
+) -> Result<FitAnswer, CoreError> {
+    let report = estimate(model, job)?;
+    let fits = report.fit.as_ref().is_some_and(|f| f.fits);
+    let pool = if fits {
+        report.per_gpu.kv_pool.unwrap_or(0)
+    } else {
+        0
+    };
+    let kv = |b: u64, c: u64| crate::estimate::engines::kv_bytes_per_gpu(spec, job, b, c);
+    let context = job.seq + job.new_tokens;
+    let per_seq = kv(1, context)?.max(1);
+    let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
+    let cap = engine_u64(&report, "context_length")
+        .or(max_pos)
+        .unwrap_or(1 << 22);
+    let mut evals = 1u64;
+    let max_context = largest(cap, |c| {
+        evals += 1;
+        Ok(kv(job.batch, c)? <= pool)
+    })?;
+    let limited = max_context == Some(cap);
+    let mut notes = vec![format!(
+        "SGLang's token pool on {}: {} ({} tokens) at mem_fraction_static {}",
+        gpu.id,
+        crate::text::bytes(report.per_gpu.kv_pool.unwrap_or(0)),
+        crate::text::thousands(engine_u64(&report, "max_total_tokens").unwrap_or(0)),
+        mfs_of(&report).unwrap_or(0.0)
+    )];
+    if !fits {
+        notes.push(format!(
+            "SGLang at this static fraction does not fit {} (see the estimate's warnings)",
+            gpu.id
+        ));
+    }
+    if limited {
+        notes.push(format!(
+            "the context search stopped at context_length {cap}"
+        ));
+    }
+    Ok(FitAnswer {
+        gpu: gpu.id.clone(),
+        capacity: gpu.memory_bytes,
+        reserve: job.reserve,
+        max_batch,
+        max_seq: None,
+        max_context,
+        seq_limited_by_model: limited,
+        model_max_positions: max_pos,
+        max_gpu_layers: None,
+        evaluations: evals,
+        notes,
+        launch: None,
+    })
+}
+
+/// ollama: the largest `num_ctx` per slot that fits at the job's layers, whether the search
+/// stopped at the model's maximum positions, and that cap.
+pub fn longest_num_ctx(
+    job: &ResolvedJob,
+    max_pos: Option<u64>,
+    mut fits: impl FnMut(&ResolvedJob) -> Result<bool, CoreError>,
+) -> Result<(Option<u64>, bool, u64), CoreError> {
+    let cap = max_pos.unwrap_or(1 << 22).max(1);
+    let best = largest(cap, |c| {
+        let mut j = job.clone();
+        j.set_engine("num_ctx", c.into())?;
+        fits(&j)
+    })?;
+    Ok((best, best == Some(cap) && max_pos.is_some(), cap))
+}

@@ -13,6 +13,7 @@ pub mod quant;
 pub mod stages;
 pub mod states;
 pub mod tape;
+pub mod techniques;
 
 use crate::inventory::Inventory;
 use crate::model::ModelSpec;

@@ -5,7 +5,7 @@
 
 use super::activations::{self, ForwardPlan};
 use super::states::{self, StateBytes};
-use super::{overhead, ModelInput};
+use super::{overhead, techniques, ModelInput};
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
@@ -131,6 +131,9 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         }
         _ => pytorch_device(model, job, gpu, &st, plan.as_ref())?,
     };
+    let host_activations = techniques::host_activation_bytes(job, plan.as_ref());
+    techniques::warnings(job, &st, host_activations, &mut warnings);
+    let host = st.host.saturating_add(host_activations);
     Ok(Report {
         model: summary(model, &st),
         job: job.clone(),
@@ -144,7 +147,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             device_total: device.device_total,
             peak_phase: device.peak_phase,
             kv_pool: device.kv_pool,
-            host_bytes: (st.host > 0).then_some(st.host),
+            host_bytes: (host > 0).then_some(host),
             rank: (job.parallel.pp > 1).then(|| {
                 "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
                  micro-batches in flight)"
@@ -495,12 +498,15 @@ fn walk(
 ) {
     let train = job.task == Task::Train;
     let carried_grads = walk_start(w, st, plan, job, gpu);
-    walk_forward(w, plan, train);
+    walk_forward(w, plan, job);
     if !train {
         return;
     }
-    walk_backward(w, st, plan, carried_grads);
-    // Optimizer step.
+    walk_backward(w, st, plan, job, carried_grads);
+    // Optimizer step (with the optimizer in backward, each parameter's ran in its hook).
+    if techniques::in_backward(job) {
+        return;
+    }
     if st.resident.optimizer_states > 0
         || st.step_scratch > 0
         || !matches!(job.optimizer, crate::job::Optimizer::None)
@@ -541,8 +547,9 @@ fn walk_start(
 
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the
 /// autocast region frees the cached weight copies nothing saved.
-fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
+fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     use Category::*;
+    let train = job.task == Task::Train;
     w.add(Activations, plan.embedding.kept);
     w.mark(
         "forward",
@@ -551,7 +558,8 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
     );
     for (i, l) in plan.layers.iter().enumerate() {
         let transient = l.forward_peak.saturating_sub(l.kept);
-        w.add(Activations, l.kept + l.weight_copies + l.cached_copies);
+        let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
+        w.add(Activations, kept + l.cached_copies);
         w.mark("forward", layer_label(i), transient);
     }
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
@@ -577,8 +585,16 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
 /// a new gradient is added in place into the `.grad` kept from the earlier ones
 /// (`AccumulateGrad`, torch/csrc/autograd/functions/accumulate_grad.h: `variable_grad +=
 /// new_grad` outside grad mode) and freed: a transient, not a new state.
-fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grads: u64) {
+fn walk_backward(
+    w: &mut Walk,
+    st: &StateBytes,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    carried_grads: u64,
+) {
     use Category::*;
+    let hooked = techniques::in_backward(job);
+    let hs = st.hook_step;
     w.mark(
         "backward",
         "loss (log-softmax backward)".into(),
@@ -586,8 +602,19 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     );
     w.sub(Activations, plan.loss.saved);
     let accumulating = carried_grads > 0;
-    let split = |g: u64| if accumulating { (0, g) } else { (g, 0) };
-    let (head_kept, head_new) = split(st.head_grad);
+    // (kept after this part's backward, made and gone within it): a gradient stays; one
+    // accumulated into a carried `.grad` is a transient; one stepped by its hook is a
+    // transient of one parameter at a time.
+    let split = |g: u64, hook: u64| match (hooked, accumulating) {
+        (true, _) => (0, hook),
+        (false, true) => (0, g),
+        (false, false) => (g, 0),
+    };
+    let (head_kept, head_new) = if hooked {
+        (hs.tied_grad, hs.head)
+    } else {
+        split(st.head_grad, 0)
+    };
     w.add(Gradients, head_kept);
     w.mark(
         "backward",
@@ -597,20 +624,43 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
     for (i, l) in plan.layers.iter().enumerate().rev() {
         let recompute = l.recomputed;
-        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0));
-        w.add(Activations, recompute);
-        w.mark("backward", layer_label(i), l.backward_transient + g_new);
-        w.sub(Activations, l.kept + l.weight_copies + recompute);
+        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
+        let saved = l.kept + l.weight_copies;
+        let back = techniques::brought_back(job, saved) - techniques::kept_on_gpu(job, saved);
+        let previous = plan
+            .layers
+            .get(i + 1)
+            .map_or(0, |p| p.kept + p.weight_copies);
+        let held = techniques::held_from_previous(job, previous);
+        w.add(Activations, recompute + back);
+        w.mark(
+            "backward",
+            layer_label(i),
+            l.backward_transient + g_new + held,
+        );
+        w.sub(
+            Activations,
+            techniques::brought_back(job, saved) + recompute,
+        );
         w.add(Gradients, g_kept);
     }
     w.sub(Activations, plan.embedding.kept);
-    let (e_kept, e_new) = split(st.embedding_grad);
+    let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
     w.add(Gradients, e_kept);
-    w.mark(
-        "backward",
-        "embeddings".into(),
-        st.embedding_backward_transient + e_new,
-    );
+    // A tied parameter's step runs once its two contributions are summed (they are gone by
+    // then): its scratch replaces them rather than joining them.
+    let tied = if hooked {
+        st.embedding_backward_transient.max(hs.tied_scratch)
+    } else {
+        st.embedding_backward_transient
+    };
+    w.mark("backward", "embeddings".into(), tied + e_new);
+    if hooked {
+        // The tied parameter's hook ran: its gradient is freed; nothing else is resident.
+        w.sub(Gradients, hs.tied_grad);
+        w.sub(Activations, plan.inputs);
+        return;
+    }
     // Gradients reached their full size; any rounding difference goes to the last layer.
     let g_now = w.live.c.gradients;
     let g_full = st.resident.gradients;

@@ -1,0 +1,195 @@
+//! The techniques of issue 20 (optimizer in backward, activation offloading, paged optimizers,
+//! compile) on real models, against figures derived by hand from the models' shapes and the
+//! libraries' sources (never from vramscope's own output).
+
+use serde_json::{json, Value};
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::Job;
+use vramscope_core::report::Report;
+use vramscope_core::text::bytes;
+use vramscope_formats::model_source::load_job_model;
+
+fn job(v: Value) -> Job {
+    serde_json::from_value(v).unwrap()
+}
+
+fn run(v: Value) -> Report {
+    let j = job(v);
+    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = j.resolve(max).unwrap();
+    estimate(&model.into_input(), &resolved).unwrap()
+}
+
+/// GPT-2 small in fp32 with AdamW, optimizer in backward. Without it the gradients reach
+/// 124,439,808 · 4 = 497,759,232 B; with it one parameter's gradient at a time: the largest is
+/// the tied wte, 50257 · 768 · 4 = 154,389,504 B (a multiple of 512). No gradient is resident
+/// at the peak's start and no separate optimizer step appears in the timeline.
+#[test]
+fn optimizer_in_backward_keeps_one_gradient() {
+    let base = json!({"model": "gpt2", "batch": 1, "seq": 128, "precision": "fp32",
+                      "optimizer": "adamw"});
+    let plain = run(base.clone());
+    let mut v = base.clone();
+    v["optimizer_in_backward"] = json!(true);
+    let hooked = run(v);
+    assert_eq!(plain.per_gpu.model_states.gradients, 497_759_232);
+    assert_eq!(hooked.per_gpu.model_states.gradients, 50257 * 768 * 4);
+    assert_eq!(hooked.per_gpu.model_states.optimizer_states, 995_518_464);
+    assert!(hooked.timeline.iter().all(|p| p.phase != "optimizer"));
+    assert!(plain.timeline.iter().any(|p| p.phase == "optimizer"));
+    // The plain step peaks in the optimizer step: params, grads, m, v and sqrt(v) = 5 ×
+    // 497,759,232 B. In backward the largest moment is the tied embedding's: params and both
+    // moments (3 × 497,759,232 B), the head's contribution to the tied gradient held for
+    // AccumulateGrad, and the embedding's contribution with their sum (3 × 154,389,504 B):
+    // 2 × 497,759,232 − 3 × 154,389,504 = 532,005,952 B less, give or take the activations
+    // live at each moment (the inputs and cuBLAS workspaces are live at both).
+    assert_eq!(plain.per_gpu.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(hooked.per_gpu.peak_phase.as_deref(), Some("backward"));
+    assert_eq!(hooked.per_gpu.components.gradients, 154_389_504);
+    let (p, h) = (
+        plain.per_gpu.peak_allocated.unwrap(),
+        hooked.per_gpu.peak_allocated.unwrap(),
+    );
+    let saved = p - h;
+    assert!(
+        saved <= 532_005_952 && saved + (16 << 20) > 532_005_952,
+        "{saved}"
+    );
+    assert_eq!(
+        serde_json::to_value(&hooked.job).unwrap()["optimizer_in_backward"],
+        json!(true)
+    );
+}
+
+/// torchtune refuses `optimizer_in_bwd` with gradient accumulation; so does the job.
+#[test]
+fn optimizer_in_backward_refuses_accumulation() {
+    let e = job(json!({"optimizer_in_backward": true, "grad_accum": 4}))
+        .resolve(None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("optimizer_in_backward"), "{e}");
+    let e = job(json!({"optimizer_in_backward": true, "framework": "deepspeed"}))
+        .resolve(None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("optimizer_in_backward"), "{e}");
+    let e = job(json!({"optimizer_in_backward": "yes"}))
+        .resolve(None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("optimizer_in_backward"), "{e}");
+    let e = job(json!({"activation_offload": "disk"}))
+        .resolve(None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("activation_offload"), "{e}");
+}
+
+/// A job that leaves the techniques off echoes none of their fields (the Report's `job` is what
+/// it was before they existed); turned on, each is echoed.
+#[test]
+fn defaults_echo_nothing_new() {
+    let r = job(json!({})).resolve(None).unwrap();
+    let v = serde_json::to_value(&r).unwrap();
+    for k in ["optimizer_in_backward", "activation_offload", "compile"] {
+        assert!(v.get(k).is_none(), "{k} echoed by default");
+    }
+    let r = job(
+        json!({"optimizer_in_backward": true, "activation_offload": "CPU",
+                       "compile": "true"}),
+    )
+    .resolve(None)
+    .unwrap();
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        (
+            &v["optimizer_in_backward"],
+            &v["activation_offload"],
+            &v["compile"]
+        ),
+        (&json!(true), &json!("cpu"), &json!(true))
+    );
+}
+
+/// bitsandbytes' paged 32-bit AdamW keeps two fp32 states per element whatever the parameter
+/// dtype (`Optimizer2State.init_state` with `optim_bits=32`): GPT-2 in pure bf16 has
+/// 124,439,808 · 8 = 995,518,464 B of them (torch's AdamW would keep bf16 moments: half). The
+/// 8-bit paged one keeps what the unpaged 8-bit one keeps. States of tensors of at least 1e5
+/// elements are paged (`get_state_buffer`); GPT-2's smaller tensors (biases, LayerNorms:
+/// 121,344 elements, all under 1e5 each) are not: 8 · (124,439,808 − 121,344) B are paged.
+#[test]
+fn paged_optimizers_hold_bitsandbytes_states() {
+    let states = |opt: &str| {
+        run(
+            json!({"model": "gpt2", "batch": 1, "seq": 64, "precision": "bf16",
+                   "optimizer": opt}),
+        )
+    };
+    let paged = states("adamw-paged");
+    assert_eq!(paged.per_gpu.model_states.optimizer_states, 995_518_464);
+    assert_eq!(
+        states("adamw").per_gpu.model_states.optimizer_states,
+        995_518_464 / 2
+    );
+    let big: u64 = 124_439_808 - 121_344;
+    let said = format!("{} of the optimizer states are paged", bytes(8 * big));
+    assert!(
+        paged.warnings.iter().any(|w| w.starts_with(&said)),
+        "{said}: {:?}",
+        paged.warnings
+    );
+    assert_eq!(
+        states("adamw-8bit-paged").per_gpu.model_states,
+        states("adamw-8bit").per_gpu.model_states
+    );
+    assert!(states("adamw-8bit")
+        .warnings
+        .iter()
+        .all(|w| !w.contains("paged")));
+}
+
+/// Activation offloading with full checkpointing: every block keeps only its input, b·s·h ·
+/// 2 B in pure bf16 = 2 · 1024 · 576 · 2 = 2,359,296 B (SmolLM2-135M, 30 blocks); offloaded,
+/// the host holds 30 of them = 70,778,880 B (`per_gpu.host_bytes`), and the GPU's activations
+/// at any moment hold at most two of them (the block being recomputed and the previous one in
+/// the backward stash) instead of up to 30.
+#[test]
+fn offloaded_checkpointed_inputs_go_to_the_host() {
+    let base = json!({"model": "smollm2-135m", "batch": 2, "seq": 1024,
+                      "precision": "bf16", "checkpointing": "full", "attention": "sdpa"});
+    let plain = run(base.clone());
+    let mut v = base.clone();
+    v["activation_offload"] = json!("cpu");
+    let off = run(v);
+    let input: u64 = 2 * 1024 * 576 * 2;
+    assert_eq!(plain.per_gpu.activation_bytes_per_layer, Some(input));
+    assert_eq!(off.per_gpu.host_bytes, Some(30 * input));
+    assert!(plain.per_gpu.host_bytes.is_none());
+    let most = |r: &Report| {
+        r.timeline
+            .iter()
+            .filter(|p| p.phase == "forward" && p.label.starts_with("layer"))
+            .map(|p| p.by_category.get("activations").copied().unwrap_or(0))
+            .max()
+            .unwrap()
+    };
+    // The forward's last block: 30 inputs kept without offloading, none with it.
+    assert_eq!(most(&plain) - most(&off), 30 * input);
+    assert!(off.per_gpu.peak_allocated.unwrap() <= plain.per_gpu.peak_allocated.unwrap());
+}
+
+/// `compile` is accepted, echoed and said: the estimate stays the eager step's.
+#[test]
+fn compile_is_said_and_estimated_as_eager() {
+    let base = json!({"model": "gpt2", "batch": 2, "seq": 256});
+    let mut v = base.clone();
+    v["compile"] = json!(true);
+    let (eager, compiled) = (run(base), run(v));
+    assert_eq!(
+        eager.per_gpu.peak_allocated,
+        compiled.per_gpu.peak_allocated
+    );
+    assert!(compiled.warnings.iter().any(|w| w.starts_with("compile:")));
+}

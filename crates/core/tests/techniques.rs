@@ -117,23 +117,39 @@ fn defaults_echo_nothing_new() {
 /// dtype (`Optimizer2State.init_state` with `optim_bits=32`): GPT-2 in pure bf16 has
 /// 124,439,808 · 8 = 995,518,464 B of them (torch's AdamW would keep bf16 moments: half). The
 /// 8-bit paged one keeps what the unpaged 8-bit one keeps. States of tensors of at least 1e5
-/// elements are paged (`get_state_buffer`); GPT-2's smaller tensors (biases, LayerNorms:
-/// 121,344 elements, all under 1e5 each) are not: 8 · (124,439,808 − 121,344) B are paged.
+/// elements are paged (`get_state_buffer`): GPT-2's smaller tensors (biases, LayerNorms:
+/// 121,344 elements, each under 1e5) are not, so 8 · (124,439,808 − 121,344) = 994,547,712 B
+/// are paged — outside PyTorch's allocator (`cudaMallocManaged`), so not in `peak_allocated`,
+/// but in `device_total`.
 #[test]
 fn paged_optimizers_hold_bitsandbytes_states() {
     let states = |opt: &str| {
         run(
             json!({"model": "gpt2", "batch": 1, "seq": 64, "precision": "bf16",
-                   "optimizer": opt}),
+                   "optimizer": opt, "gpu": "a100-80gb"}),
         )
     };
     let paged = states("adamw-paged");
     assert_eq!(paged.per_gpu.model_states.optimizer_states, 995_518_464);
-    assert_eq!(
-        states("adamw").per_gpu.model_states.optimizer_states,
-        995_518_464 / 2
-    );
+    let plain = states("adamw");
+    assert_eq!(plain.per_gpu.model_states.optimizer_states, 995_518_464 / 2);
     let big: u64 = 124_439_808 - 121_344;
+    assert_eq!(paged.per_gpu.paged_states, Some(8 * big));
+    assert_eq!(
+        paged.per_gpu.components.optimizer_states,
+        995_518_464 - 8 * big
+    );
+    let p = &paged.per_gpu;
+    assert_eq!(
+        p.device_total.unwrap() - p.peak_reserved.unwrap() - p.components.cuda_context,
+        8 * big
+    );
+    // The fit is judged without the evictable states.
+    let f = paged.fit.as_ref().unwrap();
+    assert_eq!(
+        f.headroom,
+        f.capacity as i64 - (p.device_total.unwrap() - 8 * big) as i64
+    );
     let said = format!("{} of the optimizer states are paged", bytes(8 * big));
     assert!(
         paged.warnings.iter().any(|w| w.starts_with(&said)),
@@ -144,6 +160,7 @@ fn paged_optimizers_hold_bitsandbytes_states() {
         states("adamw-8bit-paged").per_gpu.model_states,
         states("adamw-8bit").per_gpu.model_states
     );
+    assert!(plain.per_gpu.paged_states.is_none());
     assert!(states("adamw-8bit")
         .warnings
         .iter()
@@ -192,4 +209,94 @@ fn compile_is_said_and_estimated_as_eager() {
         compiled.per_gpu.peak_allocated
     );
     assert!(compiled.warnings.iter().any(|w| w.starts_with("compile:")));
+}
+
+/// Real training steps with the techniques, measured on the CPU with
+/// `../shared/measure/measure.py` patched as `scripts/measure_techniques.patch` (torch 2.15.0,
+/// transformers 5.24.0; specs in `validation/specs/`, results in `validation/results/`): a
+/// 4-layer Llama (h 256, 8,192-token untied vocabulary) in pure bf16 with foreach AdamW and
+/// SDPA. Each figure is the step-2 peak of the c10 allocation series (`peak_raw` of `r512`,
+/// every allocation rounded up to 512 B) and its phase, read off the result files. (For the
+/// offloading runs the profiler's timeline series over-counts: the host copies are NumPy
+/// buffers, outside c10, whose addresses the timeline confuses with freed tensors'.) A CPU
+/// run has no cuBLAS workspaces, so the estimate is compared net of the two the estimate
+/// counts on a GPU (2 × 9,568,256 B).
+#[test]
+fn measured_technique_peaks() {
+    use vramscope_core::estimate::overhead::blas_workspaces_bytes;
+    let workspaces = blas_workspaces_bytes(None, true);
+    assert_eq!(workspaces, 2 * (8_519_680 + 1_048_576));
+    for (run_id, measured) in [
+        ("cpu-tiny-llama-bf16-adamw-sdpa-oib-b1s32", 54_034_432u64),
+        ("cpu-tiny-llama-bf16-adamw-sdpa-oib-b2s256", 119_678_464),
+        ("cpu-tiny-llama-bf16-adamw-sdpa-offload-b2s256", 95_446_528),
+        (
+            "cpu-tiny-llama-bf16-adamw-sdpa-ckpt-offload-b2s512",
+            146_992_640,
+        ),
+        (
+            "cpu-tiny-llama-bf16-adamw-sdpa-ckpt-offload-oib-b2s512",
+            146_992_640,
+        ),
+    ] {
+        let path = format!(
+            "{}/../../validation/specs/{run_id}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut v = json!({"model": {"hf_config": spec["hf_config"]}, "task": "train"});
+        for k in [
+            "batch",
+            "seq",
+            "precision",
+            "optimizer",
+            "checkpointing",
+            "attention",
+            "optimizer_in_backward",
+            "activation_offload",
+        ] {
+            if let Some(x) = spec.get(k) {
+                v[k] = x.clone();
+            }
+        }
+        let r = run(v);
+        let got = r.per_gpu.peak_allocated.unwrap() - workspaces;
+        let err = (got as f64 - measured as f64) / measured as f64;
+        assert!(
+            err.abs() <= 0.03,
+            "{run_id}: {got} vs {measured} ({err:+.4})"
+        );
+        assert_eq!(
+            r.per_gpu.peak_phase.as_deref(),
+            Some("backward"),
+            "{run_id}"
+        );
+    }
+}
+
+/// torchtune's published Llama 3.1 8B single-device figures (`validation/published-recipes.json`,
+/// README "Memory and training speed": 18.9 GiB full fine-tune with PagedAdamW8bit and the
+/// optimizer in backward, 16.2 GiB LoRA) within each case's tolerance. The QLoRA case (7.4 GiB)
+/// is a known miss — its chunked-output loss has no job value — and is reported in ACCURACY.md,
+/// not asserted.
+#[test]
+fn published_torchtune_figures() {
+    let path = format!(
+        "{}/../../validation/published-recipes.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let gib = |x: f64| (x * (1u64 << 30) as f64).round() as u64;
+    for (id, published) in [
+        ("torchtune-llama3.1-8b-full-4090", gib(18.9)),
+        ("torchtune-llama3.1-8b-lora-4090", gib(16.2)),
+    ] {
+        let case = cases.iter().find(|c| c["id"] == id).unwrap();
+        assert_eq!(case["expected_bytes"].as_u64(), Some(published), "{id}");
+        let r = run(case["job"].clone());
+        let got = r.per_gpu.peak_allocated.unwrap();
+        let err = (got as f64 - published as f64) / published as f64;
+        let tol = case["tolerance"].as_f64().unwrap();
+        assert!(err.abs() <= tol, "{id}: {got} vs {published} ({err:+.3})");
+    }
 }

@@ -35,6 +35,7 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   checkpointing none · attention sdpa · peft none · weights none · framework pytorch
   new_tokens 0 · kv_dtype null (the activation dtype) · engine settings: the engine's own
   cuda_module_loading lazy (CUDA >= 11.7; eager: a context past 1 GiB on V100/Ampere)
+  optimizer_in_backward false · activation_offload none · compile false (train techniques)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null

@@ -380,6 +380,12 @@ fn help_documents_the_defaults() {
         "--n-gpu-layers",
         "cuda_module_loading lazy",
         "--cuda-module-loading",
+        "optimizer_in_backward false",
+        "activation_offload none",
+        "--optimizer-in-backward",
+        "--activation-offload",
+        "--compile",
+        "adamw-8bit-paged",
     ] {
         assert!(help.contains(s), "help lacks {s}");
     }

@@ -98,6 +98,8 @@ struct Device {
     engine: Option<serde_json::Value>,
     /// vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
     engine_starts: bool,
+    /// Paged optimizer states counted in `device_total` (unified memory, evictable).
+    paged: u64,
 }
 
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
@@ -148,6 +150,8 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             peak_phase: device.peak_phase,
             kv_pool: device.kv_pool,
             host_bytes: (host > 0).then_some(host),
+            paged_states: (st.paged_states > 0 && device.peak_allocated.is_some())
+                .then_some(st.paged_states),
             rank: (job.parallel.pp > 1).then(|| {
                 "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
                  micro-batches in flight)"
@@ -208,6 +212,7 @@ fn pytorch_device(
         timeline: Vec::new(),
         engine: None,
         engine_starts: true,
+        paged: 0,
     };
     let Some(plan) = plan else {
         device.timeline = w.points;
@@ -223,7 +228,8 @@ fn pytorch_device(
     device.components = components;
     device.peak_allocated = Some(alloc);
     device.peak_reserved = Some(reserved);
-    device.device_total = Some(reserved + context);
+    device.device_total = Some(reserved + context + st.paged_states);
+    device.paged = st.paged_states;
     device.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
@@ -276,6 +282,7 @@ fn vllm_device(
         timeline: vllm_timeline(&b, job_kv),
         engine: Some(serde_json::to_value(&b).unwrap_or_default()),
         engine_starts,
+        paged: 0,
     })
 }
 
@@ -369,12 +376,16 @@ fn llamacpp_device(
         timeline: Vec::new(),
         engine: Some(serde_json::to_value(&split).unwrap_or_default()),
         engine_starts: true,
+        paged: 0,
     })
 }
 
 /// The fit check against the GPU less the user's reserve (contract `reserve`).
 fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Option<Fit> {
     let (g, total) = (gpu?, device.device_total?);
+    // Paged optimizer states give way to the step (evicted to host RAM), so the fit is judged
+    // on what must stay on the GPU.
+    let total = total.saturating_sub(device.paged);
     let usable = job.usable(g.memory_bytes);
     Some(Fit {
         gpu: g.id.clone(),
@@ -528,7 +539,11 @@ fn walk_start(
     use Category::*;
     let train = job.task == Task::Train;
     w.add(Parameters, st.resident.parameters);
-    w.add(OptimizerStates, st.resident.optimizer_states);
+    // Paged states live outside PyTorch's allocator (`techniques`): not walked.
+    w.add(
+        OptimizerStates,
+        st.resident.optimizer_states.saturating_sub(st.paged_states),
+    );
     w.add(MasterWeights, st.resident.master_weights);
     let carried_grads = if train && job.grad_accum > 1 {
         st.resident.gradients

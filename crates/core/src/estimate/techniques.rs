@@ -144,10 +144,11 @@ pub fn warnings(job: &ResolvedJob, st: &StateBytes, host_activations: u64, out: 
     }
     if st.paged_states > 0 {
         out.push(format!(
-            "{} of the optimizer states are paged (bitsandbytes, cudaMallocManaged): counted \
-             here as on the GPU, where they sit while it has room; under memory pressure the \
-             driver evicts them to host RAM (the step slows, it does not fail); \
-             torch.cuda.max_memory_allocated does not count them, nvidia-smi does",
+            "{} of the optimizer states are paged (bitsandbytes, cudaMallocManaged: \
+             per_gpu.paged_states): outside PyTorch's allocator, so not in peak_allocated \
+             (torch.cuda.max_memory_allocated does not count them); on the GPU while it has \
+             room, so in device_total (nvidia-smi); evicted to host RAM under pressure (the \
+             step slows, it does not fail), so the fit does not need them",
             crate::text::bytes(st.paged_states)
         ));
     }

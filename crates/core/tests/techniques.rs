@@ -300,3 +300,24 @@ fn published_torchtune_figures() {
         assert!(err.abs() <= tol, "{id}: {got} vs {published} ({err:+.3})");
     }
 }
+
+/// The fit search judges paged states as the Report's fit check does: evictable. Llama 3.1 8B
+/// (8,030,261,248 parameters) in pure bf16 holds 16.06 GB of weights; bitsandbytes' 8-bit
+/// AdamW adds 2 bytes per parameter (16.06 GB more): 32.1 GB, past an RTX 4090's 25.76 GB
+/// before any activation, so unpaged not even batch 1 fits; paged, the 16.06 GB of weights and
+/// a checkpointed 2,048-token micro-batch do.
+#[test]
+fn fit_search_lets_paged_states_go() {
+    use vramscope_core::fit::fit;
+    let answer = |opt: &str| {
+        let j = job(json!({"model": "llama-3.1-8b", "seq": 2048, "precision": "bf16",
+            "optimizer": opt, "optimizer_in_backward": true, "checkpointing": "full",
+            "loss": "chunked", "gpu": "rtx4090-24gb"}));
+        let model = load_job_model(j.model.as_ref().unwrap())
+            .unwrap()
+            .into_input();
+        fit(&model, &j.resolve(None).unwrap()).unwrap().max_batch
+    };
+    assert_eq!(answer("adamw-8bit"), None);
+    assert!(answer("adamw-8bit-paged").is_some_and(|b| b >= 1));
+}

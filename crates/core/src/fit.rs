@@ -49,11 +49,16 @@ pub(crate) fn is_zero(n: &u64) -> bool {
 /// Upper bound of the batch search (the job field's own limit).
 const MAX_BATCH: u64 = 1 << 24;
 
-/// `device_total` of `job`, or `None` when the estimator cannot give one.
+/// `device_total` of `job` less its paged optimizer states (evicted to host RAM rather than
+/// failing, as the Report's fit check judges them), or `None` when the estimator cannot give
+/// one.
 fn total(model: &ModelInput, job: &ResolvedJob, evals: &mut u64) -> Result<Option<u64>, CoreError> {
     *evals += 1;
     match estimate(model, job) {
-        Ok(r) => Ok(r.per_gpu.device_total),
+        Ok(r) => Ok(r
+            .per_gpu
+            .device_total
+            .map(|t| t.saturating_sub(r.per_gpu.paged_states.unwrap_or(0)))),
         // Sizes past the estimator's limits do not fit anything.
         Err(CoreError::InvalidField { field, .. }) if field == "batch" => Ok(Some(u64::MAX)),
         Err(e) => Err(e),

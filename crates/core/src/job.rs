@@ -7,11 +7,13 @@ mod fields;
 mod parallel;
 mod peft;
 mod spelled;
+mod techniques;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
 pub use peft::Peft;
 pub use spelled::{Spelled, Weights};
+pub use techniques::{ActivationOffload, Techniques};
 
 use crate::estimate::engine_settings::EngineSettings;
 use crate::estimate::kv::KvDtype;
@@ -95,6 +97,17 @@ pub struct Job {
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Value>,
+    /// `true`: each parameter's optimizer step runs in its gradient hook (torchtune
+    /// `optimizer_in_bwd`). Contract field `optimizer_in_backward`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer_in_backward: Option<Value>,
+    /// `none` or `cpu` (torchtune `enable_activation_offloading`). Contract field
+    /// `activation_offload`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation_offload: Option<Value>,
+    /// `true`: the model runs under `torch.compile` (inductor). Contract field `compile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Value>,
     /// How the job was assembled from training configs (`--from`, the API's `"from"`): one line
     /// per file and remark, shown first among the Report's warnings. Not a job field.
     #[serde(skip)]
@@ -166,6 +179,8 @@ job_enum!(
         AdamW8bit = "adamw-8bit",
         Adafactor = "adafactor",
         Lion = "lion",
+        AdamWPaged = "adamw-paged",
+        AdamW8bitPaged = "adamw-8bit-paged",
     }
 );
 job_enum!(
@@ -259,6 +274,9 @@ pub struct ResolvedJob {
     pub optimizer_impl: OptimizerImpl,
     /// Bytes kept free for other applications (contract `reserve`).
     pub reserve: u64,
+    /// Optimizer in backward, activation offloading, compile (echoed only when on).
+    #[serde(flatten)]
+    pub techniques: Techniques,
 }
 
 impl ResolvedJob {
@@ -363,6 +381,10 @@ impl Job {
         let optimizer_impl = resolve_optimizer_impl(self.optimizer_impl.as_deref(), optimizer)?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
         let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
+        let techniques = self.resolve_techniques()?;
+        if techniques.optimizer_in_backward {
+            techniques::check_in_backward(grad_accum, framework.as_str())?;
+        }
         Ok(ResolvedJob {
             model: self.model.clone().unwrap_or(Value::Null),
             task,
@@ -386,6 +408,22 @@ impl Job {
             zero_grad,
             optimizer_impl,
             reserve,
+            techniques,
+        })
+    }
+
+    /// The techniques of issue 20, each off unless the job turns it on.
+    fn resolve_techniques(&self) -> Result<Techniques, CoreError> {
+        Ok(Techniques {
+            optimizer_in_backward: techniques::flag(
+                "optimizer_in_backward",
+                self.optimizer_in_backward.as_ref(),
+            )?,
+            activation_offload: self
+                .activation_offload
+                .as_ref()
+                .map_or(Ok(ActivationOffload::None), ActivationOffload::parse)?,
+            compile: techniques::flag("compile", self.compile.as_ref())?,
         })
     }
 

@@ -123,9 +123,9 @@ struct PeftCoeffs {
 fn state_bytes_fp32(opt: crate::job::Optimizer) -> u64 {
     use crate::job::Optimizer as O;
     match opt {
-        O::Adam | O::AdamW | O::AdamWFused => 8,
+        O::Adam | O::AdamW | O::AdamWFused | O::AdamWPaged => 8,
         O::SgdMomentum | O::Lion => 4,
-        O::AdamW8bit => 2,
+        O::AdamW8bit | O::AdamW8bitPaged => 2,
         O::Adafactor | O::Sgd | O::None => 0,
     }
 }

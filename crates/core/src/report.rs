@@ -194,6 +194,12 @@ pub struct PerGpu {
     /// Host (CPU) RAM the job needs beside the GPU: offloaded optimizer states and parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,
+    /// Optimizer states a paged bitsandbytes optimizer keeps in unified memory
+    /// (`cudaMallocManaged`): outside PyTorch's allocator, so not in `components` nor
+    /// `peak_allocated`/`peak_reserved`; on the GPU while it has room, so in `device_total`;
+    /// evicted to host RAM under pressure, so not needed for `fit.fits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paged_states: Option<u64>,
 }
 
 /// One event of the simulated step.

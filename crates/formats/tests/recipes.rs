@@ -37,16 +37,6 @@ fn text(name: &str, text: &str) -> Input {
     }
 }
 
-/// Whether this build's job parser accepts a field value (the techniques of issue 20 item 2
-/// are being added by other work: a test expects the field when accepted, else a note).
-fn accepted(field: &str, value: Value) -> bool {
-    let mut o = serde_json::Map::new();
-    o.insert(field.into(), value);
-    serde_json::from_value::<Job>(Value::Object(o))
-        .ok()
-        .is_some_and(|j| j.resolve(None).is_ok())
-}
-
 fn has_note(r: &Resolved, needle: &str) -> bool {
     r.notes.iter().any(|n| n.contains(needle))
 }
@@ -241,7 +231,6 @@ fn accelerate_fsdp_template() {
 #[test]
 fn axolotl_qlora() {
     let r = from(&["axolotl/llama3_qlora.yml"]);
-    let paged = accepted("optimizer", json!("adamw-paged"));
     assert_eq!(
         Value::Object(r.job.clone()),
         json!({
@@ -249,8 +238,8 @@ fn axolotl_qlora() {
             "seq": 4096,                             // sequence_len
             "batch": 2,                              // micro_batch_size
             "grad_accum": 4,                         // gradient_accumulation_steps
-            // optimizer: paged_adamw_32bit (the same states as AdamW, paged)
-            "optimizer": if paged { "adamw-paged" } else { "adamw" },
+            // optimizer: paged_adamw_32bit (bitsandbytes PagedAdamW32bit)
+            "optimizer": "adamw-paged",
             "checkpointing": "full",                 // gradient_checkpointing: true
             "attention": "flash",                    // flash_attention: true
             // adapter: qlora, lora_r 32, lora_alpha 16, lora_target_linear: true
@@ -268,12 +257,7 @@ fn axolotl_qlora() {
         &r,
         "bf16 is \"auto\" and no other file gives precision"
     ));
-    if !paged {
-        assert!(has_note(
-            &r,
-            "optimizer paged_adamw_32bit (optimizer adamw-paged; estimated as adamw)"
-        ));
-    }
+    assert!(!r.notes.iter().any(|n| n.contains("paged_adamw_32bit")));
 }
 
 #[test]
@@ -300,7 +284,6 @@ fn axolotl_lora_8bit() {
 #[test]
 fn axolotl_full_finetune() {
     let r = from(&["axolotl/llama3_fft-8b.yaml"]);
-    let paged = accepted("optimizer", json!("adamw-8bit-paged"));
     assert_eq!(
         Value::Object(r.job),
         json!({
@@ -309,7 +292,7 @@ fn axolotl_full_finetune() {
             "batch": 1,
             "grad_accum": 8,
             // optimizer: paged_adamw_8bit
-            "optimizer": if paged { "adamw-8bit-paged" } else { "adamw-8bit" },
+            "optimizer": "adamw-8bit-paged",
             "checkpointing": "full",
             "attention": "flash",
         })
@@ -403,28 +386,44 @@ fn torchtune_full_single_device_with_optimizer_in_backward() {
     assert_eq!(j["loss"], json!("chunked"));
     assert!(j.get("peft").is_none());
     // bitsandbytes.optim.PagedAdamW8bit
-    let paged = accepted("optimizer", json!("adamw-8bit-paged"));
-    assert_eq!(
-        j["optimizer"],
-        json!(if paged {
-            "adamw-8bit-paged"
-        } else {
-            "adamw-8bit"
-        })
-    );
+    assert_eq!(j["optimizer"], json!("adamw-8bit-paged"));
     // optimizer_in_bwd: True
-    if accepted("optimizer_in_backward", json!(true)) {
-        assert_eq!(j["optimizer_in_backward"], json!(true));
-    } else {
-        assert!(
-            has_note(
-                &r,
-                "read but not modelled yet: optimizer_in_bwd (optimizer_in_backward true)"
-            ),
-            "{:?}",
-            r.notes
-        );
-    }
+    assert_eq!(j["optimizer_in_backward"], json!(true));
+    // compile: False, enable_activation_offloading: False: nothing set, nothing noted.
+    assert!(j.get("compile").is_none() && j.get("activation_offload").is_none());
+    assert!(!r
+        .notes
+        .iter()
+        .any(|n| n.contains("not modelled yet: optimizer_in_bwd")));
+    // The whole file resolves to a job the estimator takes (grad_accum 1 with the hook).
+    let job: Job = serde_json::from_value(j).unwrap();
+    assert!(job.resolve(None).unwrap().techniques.optimizer_in_backward);
+}
+
+/// torchtune's switches as its recipes read them (`recipes/full_finetune_single_device.py`):
+/// `enable_activation_offloading: True` → `activation_offload: "cpu"`, `compile: True` →
+/// `compile: true`, `optimizer_in_bwd: True` → `optimizer_in_backward: true`; the file's own
+/// values laid over the real single-device recipe (later files override earlier ones).
+#[test]
+fn torchtune_memory_switches() {
+    let mut inputs = vec![fixture("torchtune/llama3_1_8B_full_single_device.yaml")];
+    inputs.push(text(
+        "ladder.yaml",
+        "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n\
+         enable_activation_offloading: True\ncompile: True\n",
+    ));
+    let r = resolve(&inputs, &|_, _| None).unwrap();
+    let j = Value::Object(r.job.clone());
+    assert_eq!(j["activation_offload"], json!("cpu"));
+    assert_eq!(j["compile"], json!(true));
+    assert_eq!(j["optimizer_in_backward"], json!(true));
+    assert_eq!(j["checkpointing"], json!("full"));
+    assert!(
+        !r.notes.iter().any(|n| n.contains("not modelled yet")
+            && (n.contains("offloading") || n.contains("compile"))),
+        "{:?}",
+        r.notes
+    );
 }
 
 #[test]
@@ -780,17 +779,14 @@ fn training_arguments_optim_names() {
         );
         assert!(r.notes[0].contains("(TrainingArguments)"), "{:?}", r.notes);
     }
-    // paged_adamw_8bit: the paged optimizer when this build models it, else 8-bit AdamW and a note.
+    // paged_adamw_8bit / paged_adamw_32bit: bitsandbytes' paged optimizers.
     let r = resolve(&[text("a.yaml", "optim: paged_adamw_8bit\n")], &|_, _| None).unwrap();
-    if accepted("optimizer", json!("adamw-8bit-paged")) {
-        assert_eq!(r.job["optimizer"], json!("adamw-8bit-paged"));
-    } else {
-        assert_eq!(r.job["optimizer"], json!("adamw-8bit"));
-        assert!(has_note(
-            &r,
-            "read but not modelled yet: optim paged_adamw_8bit"
-        ));
-    }
+    assert_eq!(r.job["optimizer"], json!("adamw-8bit-paged"));
+    let r = resolve(&[text("a.yaml", "optim: paged_adamw_32bit\n")], &|_, _| {
+        None
+    })
+    .unwrap();
+    assert_eq!(r.job["optimizer"], json!("adamw-paged"));
     // An optim vramscope has no value for is listed, not dropped.
     let r = resolve(&[text("a.yaml", "optim: galore_adamw\n")], &|_, _| None).unwrap();
     assert!(r.job.get("optimizer").is_none());

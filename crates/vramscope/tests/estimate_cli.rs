@@ -384,6 +384,12 @@ fn help_documents_the_defaults() {
         "--zero-grad",
         "optimizer_impl foreach",
         "--optimizer-impl",
+        "optimizer_in_backward false",
+        "activation_offload none",
+        "--optimizer-in-backward",
+        "--activation-offload",
+        "--compile",
+        "adamw-8bit-paged",
     ] {
         assert!(help.contains(s), "help lacks {s}");
     }

@@ -16,6 +16,7 @@ pub mod sglang;
 pub mod stages;
 pub mod states;
 pub mod tape;
+pub mod techniques;
 
 use crate::inventory::Inventory;
 use crate::model::ModelSpec;

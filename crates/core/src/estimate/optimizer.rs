@@ -6,6 +6,11 @@
 //! - torch `torch/optim/sgd.py` (`_multi_tensor_sgd`: `momentum_buffer` = clone of the grad).
 //! - bitsandbytes ≥ 0.44 `bitsandbytes/optim/optimizer.py` (`Optimizer2State.init_state`):
 //!   block size 256 since bnb#1365 (2048 before), `min_8bit_size` 4096.
+//! - bitsandbytes `bitsandbytes/optim/optimizer.py` `Optimizer8bit.get_state_buffer`: with
+//!   `is_paged` (`PagedAdamW`, `PagedAdamW8bit`) a parameter of at least 1e5 elements gets its
+//!   states from `F.get_paged` (`cudaMallocManaged`: unified memory, outside PyTorch's caching
+//!   allocator), smaller ones `torch.zeros_like` as unpaged; the 32-bit `PagedAdamW` keeps
+//!   fp32 `state1`/`state2` whatever the parameter dtype (`Optimizer2State.init_state`).
 //! - transformers `src/transformers/optimization.py` `Adafactor` (HF defaults: `beta1=None`,
 //!   factored second moment for ≥ 2-D tensors, states in the fp32-upcast grad dtype).
 //! - lion-pytorch (lucidrains) `lion_pytorch.py` `update_fn` (no foreach path).
@@ -25,6 +30,30 @@ pub const BNB_OPTIM_BLOCK: u64 = 256;
 /// bitsandbytes' signed and unsigned dynamic maps (`qmap1`, `qmap2`): 256 fp32 entries each,
 /// created once per optimizer and shared by every 8-bit parameter.
 pub const BNB_QMAP_BYTES: u64 = 2 * 256 * 4;
+/// bitsandbytes pages the states of parameters of at least this many elements
+/// (`get_state_buffer`: `p.numel() < 1e5` stays unpaged).
+pub const BNB_PAGED_MIN_ELEMENTS: u64 = 100_000;
+
+/// bitsandbytes' blockwise 8-bit Adam, paged or not.
+pub fn is_8bit(opt: Optimizer) -> bool {
+    matches!(opt, Optimizer::AdamW8bit | Optimizer::AdamW8bitPaged)
+}
+
+/// bitsandbytes' paged optimizers: their large states live in unified memory.
+pub fn is_paged(opt: Optimizer) -> bool {
+    matches!(opt, Optimizer::AdamWPaged | Optimizer::AdamW8bitPaged)
+}
+
+/// Bytes of a parameter's optimizer states that a paged optimizer puts in unified memory
+/// (evictable to host RAM under pressure): all of them for a parameter of at least
+/// [`BNB_PAGED_MIN_ELEMENTS`] elements, none otherwise or for an unpaged optimizer.
+pub fn paged_state_bytes(opt: Optimizer, shape: &[u64]) -> Result<u64, CoreError> {
+    if is_paged(opt) && numel(shape)? >= BNB_PAGED_MIN_ELEMENTS {
+        state_bytes(opt, shape, 4)
+    } else {
+        Ok(0)
+    }
+}
 
 /// One device allocation an optimizer keeps for a parameter tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +107,12 @@ pub fn state_tensors(
         Optimizer::Adam | Optimizer::AdamW => vec![st("exp_avg", full), st("exp_avg_sq", full)],
         // `_init_group`: `torch.zeros((), dtype=_get_scalar_dtype(is_fused=True))` = fp32.
         Optimizer::AdamWFused => vec![st("exp_avg", full), st("exp_avg_sq", full), st("step", 4)],
-        Optimizer::AdamW8bit => {
+        // `Optimizer2State` with `optim_bits=32`: two fp32 buffers.
+        Optimizer::AdamWPaged => {
+            let s = times(n, 4)?;
+            vec![st("state1", s), st("state2", s)]
+        }
+        Optimizer::AdamW8bit | Optimizer::AdamW8bitPaged => {
             if n < BNB_MIN_8BIT_SIZE {
                 let s = times(n, 4)?;
                 vec![st("state1", s), st("state2", s)]
@@ -124,7 +158,7 @@ pub fn state_bytes(opt: Optimizer, shape: &[u64], state_bytes: u64) -> Result<u6
 /// State held once per optimizer rather than per parameter: bitsandbytes' two 256-entry fp32
 /// quantization maps, moved to the device when the first tensor gets 8-bit states.
 pub fn shared_state_bytes<'a>(opt: Optimizer, shapes: impl IntoIterator<Item = &'a [u64]>) -> u64 {
-    let any_8bit = opt == Optimizer::AdamW8bit
+    let any_8bit = is_8bit(opt)
         && shapes
             .into_iter()
             .any(|s| elements_of(s).is_some_and(|n| n >= BNB_MIN_8BIT_SIZE));
@@ -182,8 +216,8 @@ pub fn step_scratch_bytes(opt: Optimizer, tensors: &[(&[u64], u64)]) -> Result<u
 /// Adafactor's figure depends on the order; the others may be given tallies in any order).
 ///
 /// - `adam`/`adamw` (torch foreach, the CUDA default): [`adam_foreach_scratch`].
-/// - `adamw-fused`, `adamw-8bit`, `sgd`, `sgd-momentum` (default `weight_decay=0`, no
-///   Nesterov): in-place kernels, nothing.
+/// - `adamw-fused`, `adamw-8bit`, the paged bitsandbytes optimizers, `sgd`, `sgd-momentum`
+///   (default `weight_decay=0`, no Nesterov): in-place kernels, nothing.
 /// - `lion`: [`lion_scratch`]; `adafactor`: [`adafactor_scratch`].
 pub fn step_scratch_runs(opt: Optimizer, runs: &[Run]) -> Result<u64, CoreError> {
     step_scratch_runs_with(opt, OptimizerImpl::Foreach, runs)
@@ -217,7 +251,9 @@ pub fn step_scratch_runs_with(
         | Optimizer::Sgd
         | Optimizer::SgdMomentum
         | Optimizer::AdamWFused
-        | Optimizer::AdamW8bit => Ok(0),
+        | Optimizer::AdamW8bit
+        | Optimizer::AdamWPaged
+        | Optimizer::AdamW8bitPaged => Ok(0),
         Optimizer::Adam | Optimizer::AdamW => match imp {
             OptimizerImpl::Foreach => adam_foreach_scratch(&sized),
             OptimizerImpl::ForLoop => adam_loop_scratch(&sized, 2),

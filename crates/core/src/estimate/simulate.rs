@@ -5,7 +5,7 @@
 
 use super::activations::{self, ForwardPlan};
 use super::states::{self, StateBytes};
-use super::{overhead, ModelInput};
+use super::{overhead, techniques, ModelInput};
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
@@ -98,6 +98,8 @@ pub(super) struct Device {
     pub(super) engine: Option<serde_json::Value>,
     /// vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
     pub(super) engine_starts: bool,
+    /// Paged optimizer states counted in `device_total` (unified memory, evictable).
+    pub(super) paged: u64,
 }
 
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
@@ -139,6 +141,9 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         }
         _ => pytorch_device(model, job, gpu, &st, plan.as_deref())?,
     };
+    let host_activations = techniques::host_activation_bytes(job, plan.as_ref());
+    techniques::warnings(job, &st, host_activations, &mut warnings);
+    let host = st.host.saturating_add(host_activations);
     Ok(Report {
         model: summary(model, &st),
         job: job.clone(),
@@ -152,7 +157,9 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
             device_total: device.device_total,
             peak_phase: device.peak_phase,
             kv_pool: device.kv_pool,
-            host_bytes: (st.host > 0).then_some(st.host),
+            host_bytes: (host > 0).then_some(host),
+            paged_states: (st.paged_states > 0 && device.peak_allocated.is_some())
+                .then_some(st.paged_states),
             rank: (job.parallel.pp > 1).then(|| {
                 "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
                  micro-batches in flight)"
@@ -213,6 +220,7 @@ fn pytorch_device(
         timeline: Vec::new(),
         engine: None,
         engine_starts: true,
+        paged: 0,
     };
     let Some(plan) = plan else {
         device.timeline = w.points;
@@ -228,7 +236,8 @@ fn pytorch_device(
     device.components = components;
     device.peak_allocated = Some(alloc);
     device.peak_reserved = Some(reserved);
-    device.device_total = Some(reserved + context);
+    device.device_total = Some(reserved + context + st.paged_states);
+    device.paged = st.paged_states;
     device.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
@@ -281,6 +290,7 @@ fn vllm_device(
         timeline: vllm_timeline(&b, job_kv),
         engine: Some(serde_json::to_value(&b).unwrap_or_default()),
         engine_starts,
+        paged: 0,
     })
 }
 
@@ -374,12 +384,16 @@ pub(super) fn llamacpp_device(
         timeline: Vec::new(),
         engine: Some(serde_json::to_value(&split).unwrap_or_default()),
         engine_starts: true,
+        paged: 0,
     })
 }
 
 /// The fit check against the GPU less the user's reserve (contract `reserve`).
 fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Option<Fit> {
     let (g, total) = (gpu?, device.device_total?);
+    // Paged optimizer states give way to the step (evicted to host RAM), so the fit is judged
+    // on what must stay on the GPU.
+    let total = total.saturating_sub(device.paged);
     let usable = job.usable(g.memory_bytes);
     Some(Fit {
         gpu: g.id.clone(),
@@ -516,12 +530,15 @@ fn walk(
 ) {
     let train = job.task == Task::Train;
     let carried_grads = walk_start(w, st, plan, job, gpu);
-    walk_forward(w, plan, train);
+    walk_forward(w, plan, job);
     if !train {
         return;
     }
-    walk_backward(w, st, plan, carried_grads);
-    // Optimizer step.
+    walk_backward(w, st, plan, job, carried_grads);
+    // Optimizer step (with the optimizer in backward, each parameter's ran in its hook).
+    if techniques::in_backward(job) {
+        return;
+    }
     if st.resident.optimizer_states > 0
         || st.step_scratch > 0
         || !matches!(job.optimizer, crate::job::Optimizer::None)
@@ -544,7 +561,11 @@ fn walk_start(
     use Category::*;
     let train = job.task == Task::Train;
     w.add(Parameters, st.resident.parameters);
-    w.add(OptimizerStates, st.resident.optimizer_states);
+    // Paged states live outside PyTorch's allocator (`techniques`): not walked.
+    w.add(
+        OptimizerStates,
+        st.resident.optimizer_states.saturating_sub(st.paged_states),
+    );
     w.add(MasterWeights, st.resident.master_weights);
     let carried_grads = if train && (job.grad_accum > 1 || keeps_zeroed_grads(job)) {
         st.resident.gradients
@@ -575,8 +596,9 @@ fn keeps_zeroed_grads(job: &ResolvedJob) -> bool {
 
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the
 /// autocast region frees the cached weight copies nothing saved.
-fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
+fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     use Category::*;
+    let train = job.task == Task::Train;
     w.add(Activations, plan.embedding.kept);
     w.mark(
         "forward",
@@ -585,7 +607,8 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
     );
     for (i, l) in plan.layers.iter().enumerate() {
         let transient = l.forward_peak.saturating_sub(l.kept);
-        w.add(Activations, l.kept + l.weight_copies + l.cached_copies);
+        let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
+        w.add(Activations, kept + l.cached_copies);
         w.mark("forward", layer_label(i), transient);
     }
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
@@ -611,8 +634,16 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, train: bool) {
 /// a new gradient is added in place into the `.grad` kept from the earlier ones
 /// (`AccumulateGrad`, torch/csrc/autograd/functions/accumulate_grad.h: `variable_grad +=
 /// new_grad` outside grad mode) and freed: a transient, not a new state.
-fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grads: u64) {
+fn walk_backward(
+    w: &mut Walk,
+    st: &StateBytes,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    carried_grads: u64,
+) {
     use Category::*;
+    let hooked = techniques::in_backward(job);
+    let hs = st.hook_step;
     w.mark(
         "backward",
         "loss (log-softmax backward)".into(),
@@ -620,8 +651,19 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     );
     w.sub(Activations, plan.loss.saved);
     let accumulating = carried_grads > 0;
-    let split = |g: u64| if accumulating { (0, g) } else { (g, 0) };
-    let (head_kept, head_new) = split(st.head_grad);
+    // (kept after this part's backward, made and gone within it): a gradient stays; one
+    // accumulated into a carried `.grad` is a transient; one stepped by its hook is a
+    // transient of one parameter at a time.
+    let split = |g: u64, hook: u64| match (hooked, accumulating) {
+        (true, _) => (0, hook),
+        (false, true) => (0, g),
+        (false, false) => (g, 0),
+    };
+    let (head_kept, head_new) = if hooked {
+        (hs.tied_grad, hs.head)
+    } else {
+        split(st.head_grad, 0)
+    };
     w.add(Gradients, head_kept);
     w.mark(
         "backward",
@@ -631,20 +673,43 @@ fn walk_backward(w: &mut Walk, st: &StateBytes, plan: &ForwardPlan, carried_grad
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
     for (i, l) in plan.layers.iter().enumerate().rev() {
         let recompute = l.recomputed;
-        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0));
-        w.add(Activations, recompute);
-        w.mark("backward", layer_label(i), l.backward_transient + g_new);
-        w.sub(Activations, l.kept + l.weight_copies + recompute);
+        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
+        let saved = l.kept + l.weight_copies;
+        let back = techniques::brought_back(job, saved) - techniques::kept_on_gpu(job, saved);
+        let previous = plan
+            .layers
+            .get(i + 1)
+            .map_or(0, |p| p.kept + p.weight_copies);
+        let held = techniques::held_from_previous(job, previous);
+        w.add(Activations, recompute + back);
+        w.mark(
+            "backward",
+            layer_label(i),
+            l.backward_transient + g_new + held,
+        );
+        w.sub(
+            Activations,
+            techniques::brought_back(job, saved) + recompute,
+        );
         w.add(Gradients, g_kept);
     }
     w.sub(Activations, plan.embedding.kept);
-    let (e_kept, e_new) = split(st.embedding_grad);
+    let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
     w.add(Gradients, e_kept);
-    w.mark(
-        "backward",
-        "embeddings".into(),
-        st.embedding_backward_transient + e_new,
-    );
+    // A tied parameter's step runs once its two contributions are summed (they are gone by
+    // then): its scratch replaces them rather than joining them.
+    let tied = if hooked {
+        st.embedding_backward_transient.max(hs.tied_scratch)
+    } else {
+        st.embedding_backward_transient
+    };
+    w.mark("backward", "embeddings".into(), tied + e_new);
+    if hooked {
+        // The tied parameter's hook ran: its gradient is freed; nothing else is resident.
+        w.sub(Gradients, hs.tied_grad);
+        w.sub(Activations, plan.inputs);
+        return;
+    }
     // Gradients reached their full size; any rounding difference goes to the last layer.
     let g_now = w.live.c.gradients;
     let g_full = st.resident.gradients;

@@ -47,6 +47,11 @@ pub struct StateBytes {
     pub comm_buffers: u64,
     /// Host (CPU) RAM holding offloaded states.
     pub host: u64,
+    /// Optimizer-state bytes a paged bitsandbytes optimizer keeps in unified memory
+    /// (`optimizer::paged_state_bytes`): on the GPU while it has room, evictable to host RAM.
+    pub paged_states: u64,
+    /// `optimizer_in_backward`: what one parameter's gradient and its own step hold at once.
+    pub hook_step: super::techniques::HookStep,
 }
 
 /// Byte widths of each state per trainable element, by framework and precision.
@@ -464,6 +469,10 @@ struct Trained {
     state_shape: Vec<u64>,
     /// Tensors of the class on this rank.
     count: u64,
+    /// Of its states, the bytes a paged optimizer puts in unified memory.
+    paged: u64,
+    /// Its own optimizer step's scratch (the optimizer stepping this one tensor).
+    scratch: u64,
 }
 
 impl Trained {
@@ -479,6 +488,8 @@ impl Trained {
         for st in optimizer::state_tensors(r.opt, &state_shape, r.w.state)? {
             states = states.saturating_add(round_size(st.bytes));
         }
+        let paged = optimizer::paged_state_bytes(r.opt, &state_shape)?;
+        let scratch = optimizer::step_scratch_bytes(r.opt, &[(&state_shape, r.w.state)])?;
         Ok(Trained {
             elements: n,
             grad: round_size(n.saturating_mul(r.w.grad)),
@@ -486,6 +497,8 @@ impl Trained {
             states,
             state_shape,
             count: 0,
+            paged: round_size(paged),
+            scratch: round_size(scratch),
         })
     }
 }
@@ -500,6 +513,8 @@ struct Sums {
     trainable: u64,
     /// Some trainable tensor gets bitsandbytes' 8-bit states (the shared maps are made).
     any_8bit: bool,
+    /// States in unified memory (paged optimizers).
+    paged: u64,
 }
 
 /// The model states from the inventory: weights as stored, then for a full fine-tune each
@@ -563,6 +578,14 @@ fn inventory_states(
     out.max = out.resident;
     let main_grads = sums.trainable.saturating_mul(w.main_grad);
     add_main_grads(&mut out, div_ceil(main_grads, ss * job.parallel.tp.max(1)));
+    out.paged_states = if job.parallel.offload == crate::job::Offload::None {
+        div_ceil(sums.paged, ss * job.parallel.tp.max(1))
+    } else {
+        0
+    };
+    if job.task == Task::Train && job.techniques.optimizer_in_backward {
+        super::techniques::steps_in_backward(&mut out);
+    }
     Ok(out)
 }
 
@@ -638,8 +661,15 @@ fn full_training(
         sums.grads = sums.grads.saturating_add(t.grad.saturating_mul(n));
         sums.master = sums.master.saturating_add(t.master.saturating_mul(n));
         sums.states = sums.states.saturating_add(t.states.saturating_mul(n));
+        sums.paged = sums.paged.saturating_add(t.paged.saturating_mul(n));
         sums.any_8bit |= eight_bit(r.opt, &t.state_shape);
         let g = t.grad * n;
+        let tied = layer.is_none()
+            && class.component == Component::Embedding
+            && r.tied_vocab.is_some()
+            && class.shape.first() == r.tied_vocab.as_ref();
+        out.hook_step
+            .add(layer, class.component, tied, t.grad, t.scratch);
         match (layer, class.component) {
             (Some(l), _) => {
                 if let Some(x) = out.layer_grads.get_mut(l as usize) {
@@ -694,6 +724,14 @@ fn add_adapters(
         if let Some(l) = layer.and_then(|l| out.layer_grads.get_mut(l as usize)) {
             *l += bytes;
         }
+        let scratch = optimizer::step_scratch_bytes(r.opt, &[(&[*n], 4)])?;
+        let component = if layer.is_some() {
+            Component::Attention
+        } else {
+            Component::Head
+        };
+        out.hook_step
+            .add(*layer, component, false, bytes, round_size(scratch));
     }
     for (n, count) in sizes {
         let mut one = 0u64;
@@ -701,6 +739,8 @@ fn add_adapters(
             one = one.saturating_add(round_size(st.bytes));
         }
         sums.states = sums.states.saturating_add(one.saturating_mul(count));
+        let paged = round_size(optimizer::paged_state_bytes(r.opt, &[n])?);
+        sums.paged = sums.paged.saturating_add(paged.saturating_mul(count));
         sums.any_8bit |= eight_bit(r.opt, &[n]);
     }
     Ok(runs)

@@ -53,7 +53,8 @@ pub struct JobArgs {
     /// fp32, fp16, bf16, fp16-mixed, bf16-mixed. [default: bf16-mixed (train), bf16 (infer)]
     #[arg(long, help_heading = "Job")]
     pub precision: Option<String>,
-    /// none, sgd, sgd-momentum, adam, adamw, adamw-fused, adamw-8bit, adafactor, lion.
+    /// none, sgd, sgd-momentum, adam, adamw, adamw-fused, adamw-8bit, adafactor, lion,
+    /// adamw-paged, adamw-8bit-paged (bitsandbytes' paged: states in unified memory).
     /// [default: adamw (train), none (infer)]
     #[arg(long, help_heading = "Job")]
     pub optimizer: Option<String>,
@@ -106,6 +107,18 @@ pub struct JobArgs {
         help_heading = "Job"
     )]
     pub reserve: Option<String>,
+    /// Train: run each parameter's optimizer step in its gradient hook, freeing the gradient
+    /// at once (torchtune `optimizer_in_bwd`; no gradient accumulation). [default: off]
+    #[arg(long, help_heading = "Job")]
+    pub optimizer_in_backward: bool,
+    /// Train: where saved activations live, `none` or `cpu` (pinned host memory, torchtune
+    /// `enable_activation_offloading`; host bytes reported beside). [default: none]
+    #[arg(long, value_name = "WHERE", help_heading = "Job")]
+    pub activation_offload: Option<String>,
+    /// Train: the model runs under `torch.compile` (inductor); estimated as eager, said in the
+    /// warnings. [default: off]
+    #[arg(long, help_heading = "Job")]
+    pub compile: bool,
 
     /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
@@ -377,6 +390,15 @@ impl JobArgs {
         }
         if self.assume_llama {
             job.assume_llama = Some(true);
+        }
+        if self.optimizer_in_backward {
+            job.optimizer_in_backward = Some(Value::Bool(true));
+        }
+        if self.compile {
+            job.compile = Some(Value::Bool(true));
+        }
+        if let Some(o) = &self.activation_offload {
+            job.activation_offload = Some(Value::String(o.clone()));
         }
         let text = |dst: &mut Option<String>, src: &Option<String>| {
             if let Some(s) = src {

@@ -295,6 +295,7 @@ mod tests {
                 kv_pool: None,
                 host_bytes: None,
                 rank: None,
+                paged_states: None,
             },
             timeline: Vec::new(),
             fit: capacity.map(|c| Fit {

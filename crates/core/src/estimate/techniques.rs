@@ -1,0 +1,164 @@
+//! What the training techniques of issue 20 change in the step the simulator walks: the
+//! optimizer in backward (gradients freed by their own hook), activation offloading (saved
+//! tensors in host memory), paged optimizers (states in unified memory) and `torch.compile`.
+//! The simulator asks this module; the default job takes none of these paths.
+
+use super::activations::ForwardPlan;
+use super::states::StateBytes;
+use crate::inventory::Component;
+use crate::job::{ActivationOffload, Checkpointing, ResolvedJob, Task};
+
+/// `optimizer_in_backward`: torchtune's recipes (`recipes/full_finetune_single_device.py`,
+/// `optimizer_in_bwd`) make one optimizer per parameter and register `optim_step` with
+/// `param.register_post_accumulate_grad_hook` (torch `torch/_tensor.py`): when a parameter's
+/// gradient is complete its optimizer steps and `zero_grad()` frees the gradient. So at most
+/// one parameter's gradient and its own step's scratch (foreach AdamW's `sqrt(v)` of that one
+/// tensor) live at once, in each part of the backward.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HookStep {
+    /// The most a block's parameter holds: its gradient plus its step's scratch.
+    pub layer: u64,
+    /// The head's (untied) parameter, likewise.
+    pub head: u64,
+    /// An untied embedding (and the other parameters outside the blocks).
+    pub embedding: u64,
+    /// A tied embedding's gradient: `AccumulateGrad` sums the head's and the embedding's
+    /// contributions, so the head's is held from its backward until the embedding's, where the
+    /// hook runs once.
+    pub tied_grad: u64,
+    /// The tied parameter's step scratch (at the embedding's backward).
+    pub tied_scratch: u64,
+    /// The largest single gradient: `model_states.gradients` (its maximum over the step).
+    pub largest_grad: u64,
+}
+
+impl HookStep {
+    /// Records one trainable tensor of `grad` bytes whose own step needs `scratch` bytes.
+    pub fn add(&mut self, layer: Option<u32>, c: Component, tied: bool, grad: u64, scratch: u64) {
+        let both = grad.saturating_add(scratch);
+        self.largest_grad = self.largest_grad.max(grad);
+        match (layer, c) {
+            (Some(_), _) => self.layer = self.layer.max(both),
+            (None, _) if tied => {
+                self.tied_grad = self.tied_grad.max(grad);
+                self.tied_scratch = self.tied_scratch.max(scratch);
+            }
+            (None, Component::Head) => self.head = self.head.max(both),
+            (None, _) => self.embedding = self.embedding.max(both),
+        }
+    }
+}
+
+/// The model states when each step runs in the backward: no gradient is resident, none is
+/// carried to a separate step, and the step's scratch is per tensor (in [`HookStep`]); the
+/// gradients' maximum over the step is the largest single gradient.
+pub fn steps_in_backward(st: &mut StateBytes) {
+    st.resident.gradients = 0;
+    st.max.gradients = st.hook_step.largest_grad;
+    st.step_scratch = 0;
+}
+
+/// Whether the walk runs the optimizer in the backward.
+pub fn in_backward(job: &ResolvedJob) -> bool {
+    job.task == Task::Train && job.techniques.optimizer_in_backward
+}
+
+/// Whether saved activations go to host memory.
+pub fn offloads(job: &ResolvedJob) -> bool {
+    job.task == Task::Train && job.techniques.activation_offload == ActivationOffload::Cpu
+}
+
+/// Bytes one block keeps on the GPU from its forward to its backward: all it saves, or with
+/// activation offloading none. torchtune's `OffloadActivations` copies every saved tensor of at
+/// least 1 KiB that is not a parameter to pinned host memory as it is saved; the GPU copy is
+/// released once the copy is done, except for the last `max_fwd_stash_size` = 5 tensors (the
+/// forward stash). The blocks' tensors are not among those five: the final norm, inside the
+/// offloaded region after the last block, saves five (HF and torchtune RMSNorm: the fp32
+/// input and its rsqrt, each saved twice, and the normalized output), and those are counted
+/// with the head, which keeps them on the GPU.
+pub fn kept_on_gpu(job: &ResolvedJob, kept: u64) -> u64 {
+    if offloads(job) {
+        0
+    } else {
+        kept
+    }
+}
+
+/// Bytes a block's backward brings back to the GPU before it runs: with checkpointing its
+/// saved input (the recomputation needs it whole); without, its saved tensors come back node by
+/// node (`unpack_tensor_with_streams`) and each node's are released when a later node has
+/// unpacked, so about the block's largest single saved tensor is back at once — bounded here
+/// by what the block keeps.
+pub fn brought_back(job: &ResolvedJob, kept: u64) -> u64 {
+    if offloads(job) && job.checkpointing != Checkpointing::Full {
+        0
+    } else {
+        kept
+    }
+}
+
+/// With checkpointing, the previous block's input brought back for its recomputation is held
+/// in the backward stash until a later node has unpacked and finished (the stash of
+/// `unpack_tensor_with_streams`): it is still on the GPU while the next block recomputes.
+pub fn held_from_previous(job: &ResolvedJob, previous_kept: u64) -> u64 {
+    if offloads(job) && job.checkpointing == Checkpointing::Full {
+        previous_kept
+    } else {
+        0
+    }
+}
+
+/// Host (pinned CPU) bytes holding the offloaded activations at the end of the forward: every
+/// block's saved tensors (and autocast's weight copies they save).
+pub fn host_activation_bytes(job: &ResolvedJob, plan: Option<&ForwardPlan>) -> u64 {
+    match plan {
+        Some(p) if offloads(job) => p
+            .layers
+            .iter()
+            .map(|l| l.kept.saturating_add(l.weight_copies))
+            .fold(0u64, u64::saturating_add),
+        _ => 0,
+    }
+}
+
+/// What the report says of the techniques the job uses.
+pub fn warnings(job: &ResolvedJob, st: &StateBytes, host_activations: u64, out: &mut Vec<String>) {
+    if job.task != Task::Train {
+        return;
+    }
+    if host_activations > 0 {
+        out.push(format!(
+            "activation offloading keeps {} of saved activations in pinned host memory \
+             (torchtune OffloadActivations): per_gpu.host_bytes counts them; the GPU holds the \
+             block being recomputed or differentiated",
+            crate::text::bytes(host_activations)
+        ));
+    }
+    if in_backward(job) {
+        out.push(
+            "optimizer in backward: each parameter's step runs in its gradient hook and frees \
+             the gradient (torchtune optimizer_in_bwd); no gradient clipping or accumulation \
+             over micro-batches is possible"
+                .into(),
+        );
+    }
+    if st.paged_states > 0 {
+        out.push(format!(
+            "{} of the optimizer states are paged (bitsandbytes, cudaMallocManaged: \
+             per_gpu.paged_states): outside PyTorch's allocator, so not in peak_allocated \
+             (torch.cuda.max_memory_allocated does not count them); on the GPU while it has \
+             room, so in device_total (nvidia-smi); evicted to host RAM under pressure (the \
+             step slows, it does not fail), so the fit does not need them",
+            crate::text::bytes(st.paged_states)
+        ));
+    }
+    if job.techniques.compile {
+        out.push(
+            "compile: torch.compile's inductor fuses elementwise chains and its partitioner \
+             recomputes cheap ones in backward, so a compiled block usually saves less than \
+             eager; vramscope estimates the eager step (an upper bound), not measured under \
+             compile"
+                .into(),
+        );
+    }
+}

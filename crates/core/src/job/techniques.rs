@@ -1,0 +1,125 @@
+//! The training techniques of issue 20 (contract fields `optimizer_in_backward`,
+//! `activation_offload`, `compile`): how a recipe changes what lives on the GPU without
+//! changing the model or the layout. Each is off by default, and a job that leaves it off
+//! echoes nothing of it (the Report's `job` stays as it was before these fields existed).
+
+use crate::error::CoreError;
+use serde::Serialize;
+
+/// Where saved activations live between their forward and their backward (contract
+/// `activation_offload`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum ActivationOffload {
+    /// On the GPU (PyTorch's default).
+    #[default]
+    None,
+    /// In pinned host memory: torchtune's `OffloadActivations`
+    /// (`torchtune/training/_activation_offloading.py`), a `saved_tensors_hooks` pair that
+    /// copies each saved tensor of at least 1 KiB to the CPU as it is saved and back to the
+    /// GPU when its backward node runs.
+    Cpu,
+}
+
+impl ActivationOffload {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivationOffload::None => "none",
+            ActivationOffload::Cpu => "cpu",
+        }
+    }
+
+    /// Parses `none` / `cpu` (a JSON `false` / `true` reads as them, as recipes write the
+    /// switch).
+    pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
+        use serde_json::Value;
+        match v {
+            Value::Null | Value::Bool(false) => Ok(ActivationOffload::None),
+            Value::Bool(true) => Ok(ActivationOffload::Cpu),
+            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "none" => Ok(ActivationOffload::None),
+                "cpu" => Ok(ActivationOffload::Cpu),
+                _ => Err(CoreError::field(
+                    "activation_offload",
+                    format!("'{s}' is not one of none, cpu"),
+                )),
+            },
+            other => Err(CoreError::field(
+                "activation_offload",
+                format!("must be \"none\" or \"cpu\" (got {other})"),
+            )),
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        *self == ActivationOffload::None
+    }
+}
+
+impl Serialize for ActivationOffload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The techniques as resolved; flattened into the Report's `job`, each field echoed only when
+/// it is not its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Techniques {
+    /// Each parameter's optimizer step runs in its post-accumulate-grad hook and frees its
+    /// gradient at once (torchtune `optimizer_in_bwd`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub optimizer_in_backward: bool,
+    #[serde(skip_serializing_if = "ActivationOffload::is_none")]
+    pub activation_offload: ActivationOffload,
+    /// `torch.compile` (inductor) of the model.
+    #[serde(skip_serializing_if = "is_false")]
+    pub compile: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A boolean job field: JSON `true`/`false`, or the strings `true`/`false` (flags and TOML
+/// pass them so); absent or null = false.
+pub(super) fn flag(field: &str, v: Option<&serde_json::Value>) -> Result<bool, CoreError> {
+    use serde_json::Value;
+    match v {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(CoreError::field(
+                field,
+                format!("must be true or false (got '{s}')"),
+            )),
+        },
+        Some(other) => Err(CoreError::field(
+            field,
+            format!("must be true or false (got {other})"),
+        )),
+    }
+}
+
+/// torchtune refuses gradient accumulation with `optimizer_in_bwd` (each gradient is stepped
+/// and freed as it is made, so none can be summed over micro-batches); the hook runs in plain
+/// PyTorch and FSDP training, not inside DeepSpeed's or Megatron's own optimizers.
+pub(super) fn check_in_backward(grad_accum: u64, framework: &str) -> Result<(), CoreError> {
+    if grad_accum > 1 {
+        return Err(CoreError::field(
+            "optimizer_in_backward",
+            format!(
+                "cannot accumulate gradients (grad_accum {grad_accum}): each gradient is \
+                 stepped and freed in its hook"
+            ),
+        ));
+    }
+    if !matches!(framework, "pytorch" | "fsdp") {
+        return Err(CoreError::field(
+            "optimizer_in_backward",
+            format!("runs in pytorch or fsdp training, not {framework}"),
+        ));
+    }
+    Ok(())
+}

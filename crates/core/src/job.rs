@@ -6,11 +6,13 @@ use crate::error::CoreError;
 mod fields;
 mod parallel;
 mod peft;
+mod rl;
 mod spelled;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
 pub use peft::Peft;
+pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
 
 use crate::estimate::engine_settings::EngineSettings;
@@ -19,6 +21,7 @@ use crate::estimate::quant::WeightFormat;
 use fields::{choice, count, reserve_bytes, text};
 use parallel::parse_parallel;
 use peft::parse_peft;
+use rl::parse_rl;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -82,6 +85,10 @@ pub struct Job {
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Value>,
+    /// `task: "rl"`: the RL step's algorithm, reference model, generator, generations and
+    /// lengths (contract field `rl`, `job/rl.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rl: Option<Value>,
     /// How the job was assembled from training configs (`--from`, the API's `"from"`): one line
     /// per file and remark, shown first among the Report's warnings. Not a job field.
     #[serde(skip)]
@@ -129,7 +136,7 @@ macro_rules! job_enum {
 
 job_enum!(
     /// Training step or serving/generation.
-    Task { Train = "train", Infer = "infer" }
+    Task { Train = "train", Infer = "infer", Rl = "rl" }
 );
 job_enum!(
     /// Numeric format of weights, grads, states and activations (contract `precision`).
@@ -187,6 +194,10 @@ job_enum!(
     CudaModuleLoading { Lazy = "lazy", Eager = "eager" }
 );
 job_enum!(
+    /// The RL algorithm (contract `rl.algorithm`).
+    RlAlgorithm { Grpo = "grpo", Ppo = "ppo", Dpo = "dpo" }
+);
+job_enum!(
     /// Parameter-efficient fine-tuning method.
     PeftMethod { Lora = "lora", Qlora = "qlora" }
 );
@@ -231,6 +242,9 @@ pub struct ResolvedJob {
     pub cuda_module_loading: CudaModuleLoading,
     /// Bytes kept free for other applications (contract `reserve`).
     pub reserve: u64,
+    /// The RL step (`task: "rl"` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rl: Option<Rl>,
 }
 
 impl ResolvedJob {
@@ -328,6 +342,21 @@ impl Job {
         )?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
         let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
+        let rl = self.resolve_rl(task)?;
+        // An RL step trains on prompt + completion tokens: that is its `seq`.
+        let seq = match &rl {
+            Some(r) if self.seq.as_ref().is_some_and(|v| !v.is_null()) && seq != r.sequence_len() => {
+                return Err(CoreError::field(
+                    "seq",
+                    format!(
+                        "task rl trains on rl.prompt_len + rl.completion_len = {} tokens (got {seq})",
+                        r.sequence_len()
+                    ),
+                ))
+            }
+            Some(r) => r.sequence_len(),
+            None => seq,
+        };
         Ok(ResolvedJob {
             model: self.model.clone().unwrap_or(Value::Null),
             task,
@@ -349,7 +378,21 @@ impl Job {
             loss,
             cuda_module_loading,
             reserve,
+            rl,
         })
+    }
+
+    /// `rl` for `task: "rl"` (every default filled in); an error for any other task.
+    fn resolve_rl(&self, task: Task) -> Result<Option<Rl>, CoreError> {
+        let written = self.rl.as_ref().filter(|v| !v.is_null());
+        match (task, written) {
+            (Task::Rl, v) => Ok(Some(parse_rl(v)?)),
+            (_, None) => Ok(None),
+            (t, Some(_)) => Err(CoreError::field(
+                "rl",
+                format!("is read for task rl only (the task is {})", t.as_str()),
+            )),
+        }
     }
 
     /// The job's precision, or the default: 16-bit for inference, mixed for training, bf16

@@ -10,6 +10,7 @@ pub mod layout;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;
+pub mod rl;
 pub mod stages;
 pub mod states;
 pub mod tape;

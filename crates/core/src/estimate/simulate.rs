@@ -103,6 +103,23 @@ struct Device {
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
 /// the PyTorch step, vLLM's start-up budget, llama.cpp's GPU/host split), then the fit.
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
+    if job.task == Task::Rl {
+        return super::rl::run(model, job);
+    }
+    run_edited(model, job, &|_, _| Ok(()))
+}
+
+/// A change to the forward plan before the walk: a trainer that computes its loss its own way
+/// (TRL's GRPO keeps the logits of the completion tokens only, `estimate/rl`).
+pub(crate) type PlanEdit<'a> =
+    &'a dyn Fn(&crate::model::ModelSpec, &mut ForwardPlan) -> Result<(), CoreError>;
+
+/// [`run`] with the forward plan changed by `edit` before the step is walked.
+pub(crate) fn run_edited(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    edit: PlanEdit,
+) -> Result<Report, CoreError> {
     let mut warnings = Vec::new();
     if let Some(spec) = &model.spec {
         super::layout::check(spec, job)?;
@@ -112,7 +129,11 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     precision_warning(gpu, job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
-        Some(spec) => Some(activations::forward(spec, job, &mut warnings)?),
+        Some(spec) => {
+            let mut plan = activations::forward(spec, job, &mut warnings)?;
+            edit(spec, &mut plan)?;
+            Some(plan)
+        }
         None => {
             warnings.push(
                 "a bare parameter count has no architecture: activation-dependent figures \
@@ -155,6 +176,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         warnings,
         engine: device.engine,
         advice: None,
+        rl: None,
     })
 }
 

@@ -307,6 +307,7 @@ mod tests {
             warnings,
             engine: None,
             advice: None,
+            rl: None,
         }
     }
 

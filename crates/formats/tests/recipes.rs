@@ -926,3 +926,26 @@ fn accelerate_names_a_deepspeed_file() {
         "{e}"
     );
 }
+
+/// A TRL DPO config (written here, keys as `dpo_config.py` names them): `max_length` is prompt
+/// and completion together, so max_prompt_length 256 and max_length 768 make prompt_len 256 and
+/// completion_len 768 − 256 = 512; `precompute_ref_log_probs: true` drops the reference model.
+#[test]
+fn trl_dpo_maps_lengths_onto_rl() {
+    let text = "model_name_or_path: gpt2\nbeta: 0.1\nmax_prompt_length: 256\nmax_length: 768\n\
+                precompute_ref_log_probs: true\nper_device_train_batch_size: 2\n";
+    let input = vramscope_formats::recipes::Input {
+        name: "dpo.yaml".into(),
+        text: text.into(),
+    };
+    let r = vramscope_formats::recipes::resolve(&[input], &|_, _| None).unwrap();
+    assert_eq!(r.job["task"], json!("rl"));
+    assert_eq!(
+        r.job["rl"],
+        json!({"algorithm": "dpo", "reference_model": false,
+               "prompt_len": 256, "completion_len": 512})
+    );
+    assert!(!r.job.contains_key("seq"));
+    let job: Job = serde_json::from_value(Value::Object(r.job)).unwrap();
+    assert_eq!(job.resolve(None).unwrap().seq, 768);
+}

@@ -99,21 +99,25 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading, t: Trainer) -> Result<(), String>
 /// DPO: chosen and rejected sequences of `max_length`, and a frozen reference model unless
 /// `precompute_ref_log_probs` (or a reference-free loss).
 fn dpo(doc: &Doc, r: &mut Reading) -> Result<(), String> {
-    if let Some(n) = count_of(doc, "max_length")? {
-        r.set("seq", json!(n), "max_length");
-    }
-    doc.skip(&[
-        "beta",
-        "max_prompt_length",
-        "rpo_alpha",
-        "ref_model_init_kwargs",
-    ]);
+    let max_length = count_of(doc, "max_length")?;
+    let max_prompt = count_of(doc, "max_prompt_length")?;
+    doc.skip(&["beta", "rpo_alpha", "ref_model_init_kwargs"]);
     let precomputed = bool_of(doc, "precompute_ref_log_probs")? == Some(true);
-    let rl = json!({"algorithm": "dpo", "reference_model": !precomputed});
+    let mut rl = json!({"algorithm": "dpo", "reference_model": !precomputed});
+    // `max_length` is prompt and completion together (`dpo_config.py`: max_prompt_length
+    // 512, max_length 1024 by default): the completion is the rest.
+    let prompt = max_prompt.unwrap_or(512);
+    if let Some(total) = max_length.filter(|&t| t > prompt) {
+        rl["prompt_len"] = json!(prompt);
+        rl["completion_len"] = json!(total - prompt);
+    }
     if super::doc::accepts("rl", &rl) {
         r.set("task", json!("rl"), "DPO trainer");
         r.set("rl", rl, "DPO trainer");
     } else {
+        if let Some(n) = max_length {
+            r.set("seq", json!(n), "max_length");
+        }
         r.not_modelled(
             "DPO (beta, precompute_ref_log_probs)",
             &format!(

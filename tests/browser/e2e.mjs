@@ -183,6 +183,33 @@ try {
     console.log("skip - no ../shared/fixtures/cpu_timeline.json for the overlay check");
   }
 
+  // Choose a training config (a real DeepSpeed JSON, copied from transformers' docs into the
+  // reader's fixtures): the server reads it like --from, the form takes its fields, and the
+  // lines saying where each came from (and its "auto" values) are listed.
+  const recipes = resolve(here, "../../crates/formats/tests/fixtures/recipes/deepspeed");
+  await page.setInputFiles("#file", resolve(recipes, "transformers_ds_config_zero2.json"));
+  await page.waitForSelector("#from-out:not([hidden])");
+  await page.waitForFunction(() => document.body.dataset.state === "ready");
+  const sel = (n) => page.$eval(`[name=${n}]`, (e) => e.value);
+  check(await sel("framework") === "deepspeed" && await sel("zero") === "2"
+        && await sel("offload") === "optimizer" && await sel("optimizer") === "adamw-fused",
+        "a chosen DeepSpeed config sets framework, ZeRO stage, offload and optimizer");
+  check(/train_micro_batch_size_per_gpu is "auto"/.test(await page.textContent("#from-notes")),
+        "its notes say which keys were \"auto\"");
+  // Drop a second one on the page: ZeRO-3 with parameter offload overrides the first.
+  const { readFileSync: readText } = await import("node:fs");
+  const z3 = readText(resolve(recipes, "transformers_ds_config_zero3.json"), "utf8");
+  const dt = await page.evaluateHandle((text) => {
+    const d = new DataTransfer();
+    d.items.add(new File([text], "ds_zero3.json", { type: "application/json" }));
+    return d;
+  }, z3);
+  await page.dispatchEvent("body", "drop", { dataTransfer: dt });
+  await page.waitForFunction(() => document.getElementById("from-names").textContent.includes("ds_zero3.json"));
+  await page.waitForFunction(() => document.body.dataset.state === "ready");
+  check(await sel("zero") === "3" && await sel("offload") === "optimizer+params",
+        "a dropped ZeRO-3 config overrides the first (stage 3, optimizer+params offload)");
+
   mkdirSync(dirname(shot), { recursive: true });
   await page.screenshot({ path: shot, fullPage: true });
   console.log("screenshot:", shot);

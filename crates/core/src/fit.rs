@@ -105,6 +105,13 @@ pub fn largest(
 /// Searches the largest batch and sequence (train) or batch and context (infer) that fit the
 /// job's GPU; for a serving engine, with the flags to launch it at that answer.
 pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
+    if job.task == Task::Rl {
+        return Err(CoreError::field(
+            "task",
+            "fit searches batch and context of train and infer jobs; for task rl, estimate \
+             says whether it fits and what to change (--advise)",
+        ));
+    }
     let (job, note) = vllm_within_reserve(job)?;
     let job = crate::fit_engines::ollama_with_num_ctx(model, job)?;
     let (job, sglang_note) = crate::fit_engines::sglang_within_capacity(model, job)?;

@@ -6,12 +6,14 @@ use crate::error::CoreError;
 mod fields;
 mod parallel;
 mod peft;
+mod rl;
 mod spelled;
 mod techniques;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
 pub use peft::Peft;
+pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
 pub use techniques::{ActivationOffload, Techniques};
 
@@ -21,6 +23,7 @@ use crate::estimate::quant::WeightFormat;
 use fields::{choice, count, reserve_bytes, text};
 use parallel::parse_parallel;
 use peft::parse_peft;
+use rl::parse_rl;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -108,6 +111,10 @@ pub struct Job {
     /// `true`: the model runs under `torch.compile` (inductor). Contract field `compile`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<Value>,
+    /// `task: "rl"`: the RL step's algorithm, reference model, generator, generations and
+    /// lengths (contract field `rl`, `job/rl.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rl: Option<Value>,
     /// How the job was assembled from training configs (`--from`, the API's `"from"`): one line
     /// per file and remark, shown first among the Report's warnings. Not a job field.
     #[serde(skip)]
@@ -155,7 +162,7 @@ macro_rules! job_enum {
 
 job_enum!(
     /// Training step or serving/generation.
-    Task { Train = "train", Infer = "infer" }
+    Task { Train = "train", Infer = "infer", Rl = "rl" }
 );
 job_enum!(
     /// Numeric format of weights, grads, states and activations (contract `precision`).
@@ -223,6 +230,8 @@ job_enum!(
 job_enum!(
     /// How the optimizer walks the parameters (job field `optimizer_impl`).
     OptimizerImpl { Foreach = "foreach", ForLoop = "for-loop", Hf = "hf" }
+    /// The RL algorithm (contract `rl.algorithm`).
+    RlAlgorithm { Grpo = "grpo", Ppo = "ppo", Dpo = "dpo" }
 );
 job_enum!(
     /// Parameter-efficient fine-tuning method.
@@ -277,6 +286,9 @@ pub struct ResolvedJob {
     /// Optimizer in backward, activation offloading, compile (echoed only when on).
     #[serde(flatten)]
     pub techniques: Techniques,
+    /// The RL step (`task: "rl"` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rl: Option<Rl>,
 }
 
 impl ResolvedJob {
@@ -385,6 +397,21 @@ impl Job {
         if techniques.optimizer_in_backward {
             techniques::check_in_backward(grad_accum, framework.as_str())?;
         }
+        let rl = self.resolve_rl(task)?;
+        // An RL step trains on prompt + completion tokens: that is its `seq`.
+        let seq = match &rl {
+            Some(r) if self.seq.as_ref().is_some_and(|v| !v.is_null()) && seq != r.sequence_len() => {
+                return Err(CoreError::field(
+                    "seq",
+                    format!(
+                        "task rl trains on rl.prompt_len + rl.completion_len = {} tokens (got {seq})",
+                        r.sequence_len()
+                    ),
+                ))
+            }
+            Some(r) => r.sequence_len(),
+            None => seq,
+        };
         Ok(ResolvedJob {
             model: self.model.clone().unwrap_or(Value::Null),
             task,
@@ -409,6 +436,7 @@ impl Job {
             optimizer_impl,
             reserve,
             techniques,
+            rl,
         })
     }
 
@@ -425,6 +453,19 @@ impl Job {
                 .map_or(Ok(ActivationOffload::None), ActivationOffload::parse)?,
             compile: techniques::flag("compile", self.compile.as_ref())?,
         })
+    }
+
+    /// `rl` for `task: "rl"` (every default filled in); an error for any other task.
+    fn resolve_rl(&self, task: Task) -> Result<Option<Rl>, CoreError> {
+        let written = self.rl.as_ref().filter(|v| !v.is_null());
+        match (task, written) {
+            (Task::Rl, v) => Ok(Some(parse_rl(v)?)),
+            (_, None) => Ok(None),
+            (t, Some(_)) => Err(CoreError::field(
+                "rl",
+                format!("is read for task rl only (the task is {})", t.as_str()),
+            )),
+        }
     }
 
     /// The job's precision, or the default: 16-bit for inference, mixed for training, bf16

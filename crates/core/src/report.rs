@@ -350,6 +350,10 @@ pub struct Report {
     /// fit, cheapest first (`crate::advice`); `[]` when nothing searched fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advice: Option<Vec<crate::advice::Advice>>,
+    /// `task: "rl"`: each phase's figures (generation, training) by category and by role,
+    /// the peak phase, what vLLM's sleep releases (`crate::estimate::rl`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rl: Option<crate::estimate::rl::RlFigures>,
 }
 
 #[cfg(test)]

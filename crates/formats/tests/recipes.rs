@@ -462,29 +462,21 @@ fn trl_grpo_open_r1() {
     assert_eq!(j["batch"], json!(16)); // per_device_train_batch_size
     assert_eq!(j["grad_accum"], json!(4)); // gradient_accumulation_steps
     assert_eq!(j["checkpointing"], json!("full")); // gradient_checkpointing: true
-                                                   // use_vllm true, no vllm_mode (TRL's default "server"), vllm_gpu_memory_utilization 0.7,
-                                                   // num_generations 16, max_prompt_length 512, max_completion_length 1024
-    let rl = json!({"algorithm": "grpo",
-                    "generator": {"engine": "vllm", "colocate": false, "gpu_memory_utilization": 0.7},
-                    "num_generations": 16, "prompt_len": 512, "completion_len": 1024});
-    let mut probe = serde_json::Map::new();
-    probe.insert("task".into(), json!("rl"));
-    probe.insert("rl".into(), rl.clone());
-    let rl_ok = serde_json::from_value::<Job>(Value::Object(probe))
-        .ok()
-        .is_some_and(|j| j.resolve(None).is_ok());
-    if rl_ok {
-        assert_eq!(j["task"], json!("rl"));
-        assert_eq!(j["rl"], rl);
-    } else {
-        assert_eq!(j["seq"], json!(512 + 1024));
-        assert!(
-            has_note(&r, "read but not modelled yet: GRPO"),
-            "{:?}",
-            r.notes
-        );
-        assert!(has_note(&r, "\"num_generations\":16"), "{:?}", r.notes);
-    }
+                                                   // Read off the file by hand: use_vllm true with vllm_device: auto (TRL ≤ 0.16: vLLM on a
+                                                   // GPU of its own, so not colocated), vllm_gpu_memory_utilization 0.7, no beta (0.04 in
+                                                   // that TRL: a reference model), num_generations 16, max_prompt_length 512,
+                                                   // max_completion_length 1024.
+    assert_eq!(j["task"], json!("rl"));
+    assert_eq!(
+        j["rl"],
+        json!({"algorithm": "grpo", "reference_model": true,
+               "generator": {"engine": "vllm", "colocate": false, "gpu_memory_utilization": 0.7},
+               "num_generations": 16, "prompt_len": 512, "completion_len": 1024})
+    );
+    assert!(has_note(&r, "beta not set"), "{:?}", r.notes);
+    // The job resolves: task rl with these settings is a valid job.
+    let job: Job = serde_json::from_value(j.clone()).unwrap();
+    assert!(job.resolve(None).is_ok());
 }
 
 // ---------- merging ----------
@@ -929,4 +921,27 @@ fn accelerate_names_a_deepspeed_file() {
         e.starts_with("acc.yaml: deepspeed_config.deepspeed_config_file: permission denied"),
         "{e}"
     );
+}
+
+/// A TRL DPO config (written here, keys as `dpo_config.py` names them): `max_length` is prompt
+/// and completion together, so max_prompt_length 256 and max_length 768 make prompt_len 256 and
+/// completion_len 768 − 256 = 512; `precompute_ref_log_probs: true` drops the reference model.
+#[test]
+fn trl_dpo_maps_lengths_onto_rl() {
+    let text = "model_name_or_path: gpt2\nbeta: 0.1\nmax_prompt_length: 256\nmax_length: 768\n\
+                precompute_ref_log_probs: true\nper_device_train_batch_size: 2\n";
+    let input = vramscope_formats::recipes::Input {
+        name: "dpo.yaml".into(),
+        text: text.into(),
+    };
+    let r = vramscope_formats::recipes::resolve(&[input], &|_, _| None).unwrap();
+    assert_eq!(r.job["task"], json!("rl"));
+    assert_eq!(
+        r.job["rl"],
+        json!({"algorithm": "dpo", "reference_model": false,
+               "prompt_len": 256, "completion_len": 512})
+    );
+    assert!(!r.job.contains_key("seq"));
+    let job: Job = serde_json::from_value(Value::Object(r.job)).unwrap();
+    assert_eq!(job.resolve(None).unwrap().seq, 768);
 }

@@ -46,9 +46,10 @@ function jobFromForm() {
   const task = field("task").value;
   job.task = task;
   job.batch = num("batch");
-  // An empty sequence is the CLI's default: min(2048, the model's maximum positions).
-  if (field("seq").value.trim()) job.seq = num("seq");
-  if (task === "train") {
+  // An empty sequence is the CLI's default: min(2048, the model's maximum positions). An RL
+  // step's sequence is its rl.prompt_len + rl.completion_len.
+  if (field("seq").value.trim() && task !== "rl") job.seq = num("seq");
+  if (task === "train" || task === "rl") {
     job.grad_accum = num("grad_accum");
     if (field("optimizer").value) job.optimizer = field("optimizer").value;
     job.checkpointing = field("checkpointing").value;
@@ -74,7 +75,9 @@ function jobFromForm() {
   // The contract's reserve is bytes; the form asks GiB, as the CLI's --reserve does.
   const reserve = Number(field("reserve").value);
   if (reserve > 0) job.reserve = Math.round(reserve * 1073741824);
-  return Object.assign(job, extras);
+  Object.assign(job, extras);
+  if (task !== "rl") delete job.rl;
+  return job;
 }
 
 // Sets the form from a job (the URL's hash); unknown fields are ignored.
@@ -107,12 +110,12 @@ function formFromJob(job) {
   field("reserve").value = job.reserve ? job.reserve / 1073741824 : 0;
   if (!job.peft) set("peft", "");
   extras = {};
-  for (const k of ["engine", "loss"]) if (job[k] != null) extras[k] = job[k];
+  for (const k of ["engine", "loss", "rl"]) if (job[k] != null) extras[k] = job[k];
   showTaskFields();
 }
 
 function showTaskFields() {
-  const train = field("task").value === "train";
+  const train = field("task").value !== "infer";
   for (const el of document.querySelectorAll("label.train")) el.hidden = !train;
   for (const el of document.querySelectorAll("label.infer")) el.hidden = train;
 }
@@ -269,7 +272,11 @@ async function useFile(file) {
       schedule();
       return;
     }
+    // A JSON object that is no model config: a training config (DeepSpeed) if the server's
+    // --from readers take it, else a measurement below.
+    if (v && await useConfig(file, text, true)) return;
   }
+  if (/\.(ya?ml|toml)$/i.test(file.name)) { await useConfig(file, await file.text(), false); return; }
   if (/\.(safetensors|gguf)$/i.test(file.name)) { await uploadModel(file); return; }
   status(`analyzing ${file.name}…`, true);
   try {
@@ -293,6 +300,51 @@ async function useFile(file) {
     status("");
     await update();
   } catch (e) { status(`${file.name}: ${e.message}`); }
+}
+
+// Training configs read so far (`{name, text}`, the API's `from` entries), latest last.
+let fromFiles = [];
+
+// A dropped or chosen training config: the server reads it with `--from`'s readers beside the
+// ones read before (/api/from); the fields it sets go into the form, the lines saying where each
+// came from and what was ignored are listed under the drop target. `quiet`: a file the readers
+// do not take is left to the caller (false returned) instead of shown as an error.
+async function useConfig(file, text, quiet) {
+  const entries = fromFiles.filter((e) => e.name !== file.name).concat([{ name: file.name, text }]);
+  status(`reading ${file.name}…`, true);
+  let answer;
+  try { answer = JSON.parse(await post("/api/from", { from: entries })); }
+  catch (e) {
+    if (quiet) { status(""); return false; }
+    status(e.message);
+    return true;
+  }
+  fromFiles = entries;
+  let current = {};
+  try { current = jobFromForm(); } catch (_) { /* the files' fields alone */ }
+  formFromJob(Object.assign(current, answer.job));
+  showFrom(answer.notes || []);
+  status("");
+  schedule();
+  return true;
+}
+
+function showFrom(notes) {
+  $("from-names").textContent = fromFiles.map((e) => e.name).join(", ");
+  const list = $("from-notes");
+  list.replaceChildren();
+  for (const n of notes) {
+    const li = document.createElement("li");
+    li.textContent = n;
+    if (/ignored|not modelled/.test(n)) li.className = "warn";
+    list.append(li);
+  }
+  $("from-out").hidden = fromFiles.length === 0;
+}
+
+function clearFrom() {
+  fromFiles = [];
+  showFrom([]);
 }
 
 // Largest part of a GGUF sent: its header (metadata with the tokenizer, tensor infos) fits in
@@ -478,6 +530,7 @@ async function init() {
   form.addEventListener("input", (ev) => { if (ev.target.id !== "file" && ev.target.id !== "hub") schedule(); });
   $("file").addEventListener("change", (ev) => { ev.stopPropagation(); useFile(ev.target.files[0]); });
   $("clear-measured").addEventListener("click", clearMeasured);
+  $("clear-from").addEventListener("click", clearFrom);
   document.addEventListener("dragover", (ev) => { ev.preventDefault(); document.body.classList.add("dragging"); });
   document.addEventListener("dragleave", () => document.body.classList.remove("dragging"));
   document.addEventListener("drop", (ev) => {

@@ -740,3 +740,63 @@ fn analyze_reads_an_engine_log_or_oom_message_as_the_cli_does() {
     let r = call(&s, "POST", "/api/analyze", b"just some words\n");
     assert_eq!(r.status, 400, "{}", r.text());
 }
+
+/// `/api/from` reads dropped training configs with `--from`'s readers: the resolved fields
+/// (read off the files by hand) and the lines saying where each came from and what was
+/// ignored; a file that is no training config is a 400 naming it.
+#[test]
+fn api_from_reads_training_configs_like_the_cli() {
+    let s = start();
+    let fixture = |p: &str| {
+        std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../formats/tests/fixtures/recipes")
+                .join(p),
+        )
+        .unwrap()
+    };
+    let ds = fixture("deepspeed/transformers_ds_config_zero2.json");
+    let body = serde_json::json!({"from": [{"name": "ds_zero2.json", "text": ds}]});
+    let r = post(&s, "/api/from", &body.to_string());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    // zero_optimization.stage 2 with offload_optimizer.device cpu; optimizer.type AdamW
+    // (DeepSpeed's FusedAdam).
+    assert_eq!(
+        v["job"],
+        serde_json::json!({"framework": "deepspeed", "optimizer": "adamw-fused",
+                           "parallel": {"zero": 2, "offload": "optimizer"}})
+    );
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes[0].starts_with("from ds_zero2.json (DeepSpeed config)"),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("train_micro_batch_size_per_gpu is \"auto\"")),
+        "{notes:?}"
+    );
+    // The TRL GRPO recipe: task rl with its generator (use_vllm, vllm_device: TRL ≤ 0.16, so
+    // not colocated; vllm_gpu_memory_utilization 0.7), 16 generations, 512 + 1024 tokens.
+    let grpo = fixture("trl/openr1_qwen2.5-1.5b_grpo_config_demo.yaml");
+    let body = serde_json::json!({"from": [{"name": "grpo.yaml", "text": grpo}]});
+    let r = post(&s, "/api/from", &body.to_string());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(v["job"]["task"], "rl");
+    assert_eq!(v["job"]["rl"]["num_generations"], 16);
+    assert_eq!(v["job"]["rl"]["generator"]["gpu_memory_utilization"], 0.7);
+    assert_eq!(v["job"]["batch"], 16);
+    // Not a training config.
+    let body = serde_json::json!({"from": [{"name": "notes.yaml", "text": "- 1"}]});
+    let r = post(&s, "/api/from", &body.to_string());
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("notes.yaml"), "{}", r.text());
+}

@@ -184,6 +184,9 @@ fn ceiling(
 /// The cheapest changes (up to [`ADVICE_COUNT`]) that make `job` fit its GPU, cheapest first;
 /// empty when the job has no GPU or nothing searched fits.
 pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, CoreError> {
+    if job.task == crate::job::Task::Rl {
+        return crate::estimate::rl::advise(model, job);
+    }
     if job.gpu.is_none() {
         return Ok(Vec::new());
     }

@@ -13,6 +13,7 @@ pub mod overhead;
 pub mod quant;
 pub mod serving;
 pub mod sglang;
+pub mod rl;
 pub mod stages;
 pub mod states;
 pub mod tape;

@@ -105,6 +105,24 @@ pub(super) struct Device {
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
 /// the PyTorch step, vLLM's start-up budget, llama.cpp's GPU/host split), then the fit.
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
+    if job.task == Task::Rl {
+        return super::rl::run(model, job);
+    }
+    run_edited(model, job, None)
+}
+
+/// A change to the forward plan before the walk: a trainer that computes its loss its own way
+/// (TRL's GRPO keeps the logits of the completion tokens only, `estimate/rl`).
+pub(crate) type PlanEdit<'a> =
+    &'a dyn Fn(&crate::model::ModelSpec, &mut ForwardPlan) -> Result<(), CoreError>;
+
+/// [`run`] with the forward plan changed by `edit` (if any) before the step is walked; the
+/// remembered plan is copied first, never changed in place.
+pub(crate) fn run_edited(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    edit: Option<PlanEdit>,
+) -> Result<Report, CoreError> {
     let mut warnings = Vec::new();
     if let Some(spec) = &model.spec {
         super::layout::check(spec, job)?;
@@ -116,7 +134,17 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     zero_grad_warning(job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
     let plan = match &model.spec {
-        Some(spec) => Some(memo.plan(job, &mut warnings, |w| activations::forward(spec, job, w))?),
+        Some(spec) => {
+            let plan = memo.plan(job, &mut warnings, |w| activations::forward(spec, job, w))?;
+            Some(match edit {
+                None => plan,
+                Some(edit) => {
+                    let mut edited = (*plan).clone();
+                    edit(spec, &mut edited)?;
+                    std::sync::Arc::new(edited)
+                }
+            })
+        }
         None => {
             warnings.push(
                 "a bare parameter count has no architecture: activation-dependent figures \
@@ -170,6 +198,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         warnings,
         engine: device.engine,
         advice: None,
+        rl: None,
     })
 }
 

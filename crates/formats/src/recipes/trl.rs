@@ -99,21 +99,25 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading, t: Trainer) -> Result<(), String>
 /// DPO: chosen and rejected sequences of `max_length`, and a frozen reference model unless
 /// `precompute_ref_log_probs` (or a reference-free loss).
 fn dpo(doc: &Doc, r: &mut Reading) -> Result<(), String> {
-    if let Some(n) = count_of(doc, "max_length")? {
-        r.set("seq", json!(n), "max_length");
-    }
-    doc.skip(&[
-        "beta",
-        "max_prompt_length",
-        "rpo_alpha",
-        "ref_model_init_kwargs",
-    ]);
+    let max_length = count_of(doc, "max_length")?;
+    let max_prompt = count_of(doc, "max_prompt_length")?;
+    doc.skip(&["beta", "rpo_alpha", "ref_model_init_kwargs"]);
     let precomputed = bool_of(doc, "precompute_ref_log_probs")? == Some(true);
-    let rl = json!({"algorithm": "dpo", "reference_model": !precomputed});
+    let mut rl = json!({"algorithm": "dpo", "reference_model": !precomputed});
+    // `max_length` is prompt and completion together (`dpo_config.py`: max_prompt_length
+    // 512, max_length 1024 by default): the completion is the rest.
+    let prompt = max_prompt.unwrap_or(512);
+    if let Some(total) = max_length.filter(|&t| t > prompt) {
+        rl["prompt_len"] = json!(prompt);
+        rl["completion_len"] = json!(total - prompt);
+    }
     if super::doc::accepts("rl", &rl) {
         r.set("task", json!("rl"), "DPO trainer");
         r.set("rl", rl, "DPO trainer");
     } else {
+        if let Some(n) = max_length {
+            r.set("seq", json!(n), "max_length");
+        }
         r.not_modelled(
             "DPO (beta, precompute_ref_log_probs)",
             &format!(
@@ -140,6 +144,9 @@ fn grpo(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         .to_ascii_lowercase();
     let util = number_of(doc, "vllm_gpu_memory_utilization")?;
     let sleep = bool_of(doc, "vllm_enable_sleep_mode")?;
+    // `vllm_device` is TRL ≤ 0.16's (removed in 0.17): vLLM on a GPU of its own, and `beta`
+    // defaulting to 0.04 (0.0 from TRL 0.19, `grpo_config.py`).
+    let old_trl = doc.has("vllm_device");
     doc.skip(&[
         "vllm_device",
         "vllm_tensor_parallel_size",
@@ -148,8 +155,26 @@ fn grpo(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     ]);
     let mut rl = Map::new();
     rl.insert("algorithm".into(), json!("grpo"));
-    if let Some(b) = beta {
-        rl.insert("reference_model".into(), json!(b != 0.0));
+    match beta {
+        Some(b) => {
+            rl.insert("reference_model".into(), json!(b != 0.0));
+        }
+        None if old_trl => {
+            rl.insert("reference_model".into(), json!(true));
+            r.note(
+                "beta not set: TRL of vllm_device (≤ 0.16) defaults it to 0.04, so a reference \
+                 model is kept (TRL ≥ 0.19 defaults to 0.0: none)",
+            );
+        }
+        None => {
+            r.note("beta not set: TRL ≥ 0.19 defaults it to 0.0 (no reference model); before, 0.04")
+        }
+    }
+    if use_vllm && !doc.has("vllm_mode") && !old_trl {
+        r.note(
+            "vllm_mode not set: read as TRL < 1.0's default server (TRL ≥ 1.0 defaults to \
+             colocate; write vllm_mode to say which)",
+        );
     }
     if use_vllm {
         let mut g = Map::new();

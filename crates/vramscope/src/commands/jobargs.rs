@@ -237,6 +237,10 @@ pub struct JobArgs {
         help_heading = "Engine"
     )]
     pub n_gpu_layers: Option<String>,
+
+    /// `--task rl`: the RL step's flags (`rlargs.rs`).
+    #[command(flatten)]
+    pub rl: super::rlargs::RlArgs,
 }
 
 /// Why a job could not be built. The message is one line naming the file or field.
@@ -380,7 +384,8 @@ impl JobArgs {
         self.apply_fields(job)?;
         self.apply_parallel(job)?;
         self.apply_peft(job)?;
-        self.apply_engine(job)
+        self.apply_engine(job)?;
+        self.rl.apply(job)
     }
 
     /// The model and the job's own (not nested) fields.

@@ -11,6 +11,7 @@ mod inspect;
 pub mod jobargs;
 mod logview;
 mod plan;
+pub mod rlargs;
 mod serve;
 mod validate;
 mod watch;

@@ -117,6 +117,7 @@ fn router(loopback: bool, allow_hub: bool) -> Router {
         .route("/style.css", get(assets::style_css))
         .route("/api/estimate", post(routes::estimate::estimate))
         .route("/api/fit", post(routes::estimate::fit))
+        .route("/api/from", post(routes::estimate::from))
         .route("/api/whatif", post(routes::estimate::whatif))
         .route("/api/picture", post(routes::estimate::picture))
         .route("/api/report.html", post(routes::estimate::report_html))

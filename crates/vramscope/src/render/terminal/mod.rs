@@ -200,6 +200,14 @@ fn table(r: &Report, out: &mut Vec<String>) {
     if let Some(phase) = &p.peak_phase {
         out.push(format!("{INDENT}peak during: {phase}"));
     }
+    // An RL step: each phase's own device total (the peak is the larger).
+    for ph in r.rl.iter().flat_map(|f| &f.phases) {
+        out.push(row(
+            &format!("{} phase", ph.phase),
+            Some(ph.device_total),
+            "device total",
+        ));
+    }
 }
 
 /// The capacity a fit is judged against: "24.00 GiB", or with the job's reserve
@@ -308,6 +316,7 @@ mod tests {
             warnings,
             engine: None,
             advice: None,
+            rl: None,
         }
     }
 

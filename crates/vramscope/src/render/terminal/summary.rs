@@ -10,7 +10,10 @@ pub fn job_summary(j: &ResolvedJob) -> String {
         parts.push(format!("grad accum {}", j.grad_accum));
     }
     parts.push(j.precision.as_str().to_string());
-    if j.task == Task::Train && j.optimizer != Optimizer::None {
+    if let Some(rl) = &j.rl {
+        parts.push(rl_summary(rl));
+    }
+    if j.task != Task::Infer && j.optimizer != Optimizer::None {
         parts.push(j.optimizer.as_str().to_string());
     }
     if j.checkpointing != Checkpointing::None {
@@ -35,6 +38,27 @@ pub fn job_summary(j: &ResolvedJob) -> String {
     parts.join(" · ")
 }
 
+/// An RL step: the algorithm, generations, the generator and the reference model.
+fn rl_summary(rl: &vramscope_core::job::Rl) -> String {
+    let mut out = rl.algorithm.as_str().to_string();
+    if let Some(n) = rl.num_generations {
+        out.push_str(&format!(" ({n} generations)"));
+    }
+    out.push_str(&match &rl.generator {
+        Some(g) if g.colocate => format!(
+            ", vLLM colocated at {}{}",
+            g.gpu_memory_utilization,
+            if g.sleep { " with sleep mode" } else { "" }
+        ),
+        Some(_) => ", vLLM on its own GPUs".into(),
+        None => ", the policy generates".into(),
+    });
+    if rl.reference_model {
+        out.push_str(", reference model");
+    }
+    out
+}
+
 /// The step's shape: batch × sequence (inference: prompt + new tokens when it generates).
 fn shape(j: &ResolvedJob) -> String {
     match j.task {
@@ -42,6 +66,13 @@ fn shape(j: &ResolvedJob) -> String {
             "batch {} × ({} prompt + {} new tokens)",
             j.batch, j.seq, j.new_tokens
         ),
+        Task::Rl => match &j.rl {
+            Some(rl) => format!(
+                "batch {} × ({} prompt + {} completion tokens)",
+                j.batch, rl.prompt_len, rl.completion_len
+            ),
+            None => format!("batch {} × seq {}", j.batch, j.seq),
+        },
         _ => format!("batch {} × seq {}", j.batch, j.seq),
     }
 }

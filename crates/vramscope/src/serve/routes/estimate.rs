@@ -3,7 +3,7 @@
 
 use crate::app;
 use crate::serve::assets::CSP;
-use crate::serve::request::{blocking, job_of, json_text, msg, pretty, ApiResult};
+use crate::serve::request::{blocking, job_of, json_text, msg, pretty, ApiError, ApiResult};
 use crate::serve::App;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -82,4 +82,14 @@ pub async fn report_html(State(app): State<App>, body: Result<Bytes, BytesReject
         page,
     )
         .into_response())
+}
+
+/// `{"from": [{"name", "text"}, ...]}` (beside any job fields) → `{"job": {...}, "notes":
+/// [...]}`: the job those training configs make, read by the same readers as `--from`, and the
+/// lines saying what each file set from which key and which keys were ignored. The web UI's
+/// drop target and file picker show it and fill the form from it.
+pub async fn from(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let job = job_of(&app, body)?;
+    let answer = serde_json::json!({"job": &job, "notes": &job.notes});
+    Ok(json_text(pretty(&answer).map_err(ApiError::bad)?))
 }

@@ -23,3 +23,4 @@ pub mod job;
 pub mod launch;
 pub mod plan;
 pub mod report;
+pub mod throughput;

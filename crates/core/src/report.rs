@@ -344,6 +344,9 @@ pub struct Report {
     /// fit, cheapest first (`crate::advice`); `[]` when nothing searched fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advice: Option<Vec<crate::advice::Advice>>,
+    /// The modelled step time and rates (`crate::throughput`); `null` without a GPU or where
+    /// the GPU's speeds are unknown.
+    pub throughput: Option<crate::throughput::Throughput>,
 }
 
 #[cfg(test)]

@@ -155,6 +155,7 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
         warnings,
         engine: device.engine,
         advice: None,
+        throughput: None,
     })
 }
 

@@ -67,7 +67,59 @@ fn check_entry(entry: &serde_json::Value) -> Result<String, String> {
     if obj.get("unified_memory").is_some_and(|v| !v.is_boolean()) {
         return Err("\"unified_memory\" must be true or false".into());
     }
+    if let Some(p) = obj.get("perf") {
+        check_perf(p).map_err(|e| format!("perf: {e}"))?;
+    }
     Ok(obj["id"].as_str().unwrap_or_default().to_string())
+}
+
+/// The optional `perf` object: positive numbers where given, a source, known dtypes only.
+fn check_perf(p: &serde_json::Value) -> Result<(), String> {
+    let obj = p.as_object().ok_or("not a JSON object")?;
+    let positive = |key: &str, v: &serde_json::Value| match v.as_f64() {
+        Some(x) if x > 0.0 => Ok(()),
+        _ => Err(format!("\"{key}\" must be a positive number")),
+    };
+    for key in ["memory_gbps", "host_gbps"] {
+        positive(key, obj.get(key).unwrap_or(&serde_json::Value::Null))?;
+    }
+    for key in ["nvlink_gbps", "network_gbit_s", "node_gpus"] {
+        if let Some(v) = obj.get(key) {
+            positive(key, v)?;
+        }
+    }
+    if obj
+        .get("source")
+        .and_then(|v| v.as_str())
+        .is_none_or(str::is_empty)
+    {
+        return Err("\"source\" must be a non-empty string".into());
+    }
+    let t = obj
+        .get("tflops")
+        .and_then(|v| v.as_object())
+        .ok_or("\"tflops\" must be an object")?;
+    for (k, v) in t {
+        if !["fp32", "tf32", "bf16", "fp16", "fp8"].contains(&k.as_str()) {
+            return Err(format!("tflops: unknown dtype \"{k}\""));
+        }
+        positive(k, v)?;
+    }
+    for key in obj.keys() {
+        let known = [
+            "tflops",
+            "memory_gbps",
+            "nvlink_gbps",
+            "host_gbps",
+            "network_gbit_s",
+            "node_gpus",
+            "source",
+        ];
+        if !known.contains(&key.as_str()) {
+            return Err(format!("unknown field \"{key}\""));
+        }
+    }
+    Ok(())
 }
 
 /// Stops the build with one clear line.

@@ -33,6 +33,50 @@ pub struct Gpu {
     /// the shared pool), and the OS and other processes live in the same memory.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unified_memory: bool,
+    /// Speeds from the vendor's datasheet, for the step-time model (`crate::throughput`);
+    /// absent where the catalog has not got them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf: Option<Perf>,
+}
+
+/// A GPU's peak speeds as its vendor's datasheet gives them (dense, i.e. without 2:4 sparsity).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Perf {
+    /// Peak dense TFLOP/s per compute dtype (`fp32`, `tf32`, `bf16`, `fp16`, `fp8`); a dtype
+    /// the GPU has no units for is absent.
+    pub tflops: Tflops,
+    /// Memory bandwidth, GB/s.
+    pub memory_gbps: f64,
+    /// GPU-to-GPU link within a node (NVLink, Infinity Fabric), GB/s in both directions
+    /// together as datasheets give it; absent: peers talk over PCIe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_gbps: Option<f64>,
+    /// The link to the host (PCIe, NVLink-C2C), GB/s in both directions together.
+    pub host_gbps: f64,
+    /// The network between nodes per GPU, Gbit/s (one NIC per GPU in DGX/HGX systems); absent:
+    /// the step-time model assumes 200 Gbit/s HDR InfiniBand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_gbit_s: Option<f64>,
+    /// GPUs per node (8 when absent: DGX/HGX systems).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_gpus: Option<u64>,
+    /// Where the figures come from.
+    pub source: String,
+}
+
+/// Peak dense TFLOP/s per compute dtype.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tflops {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp32: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<f64>,
 }
 
 impl Gpu {
@@ -145,6 +189,32 @@ mod tests {
         assert!(find("apple-m4max-128gb").unwrap().is_metal());
         assert!(!find("gb10-128gb").unwrap().is_metal());
         assert!(!find("a100-80gb").unwrap().unified_memory);
+    }
+
+    /// Datasheet figures, read off NVIDIA's H100 and A100 datasheets by hand: H100 SXM BF16
+    /// 1,979 TFLOPS with sparsity = 989.5 dense, HBM3 3.35 TB/s, NVLink 900 GB/s; A100 80GB
+    /// SXM BF16 312 TFLOPS dense, HBM2e 2,039 GB/s, NVLink 600 GB/s, PCIe Gen4 64 GB/s.
+    #[test]
+    fn perf_entries_hold_datasheet_figures() {
+        let h = find("h100-80gb").unwrap().perf.as_ref().unwrap();
+        assert_eq!(h.tflops.bf16, Some(1979.0 / 2.0));
+        assert_eq!(h.memory_gbps, 3350.0);
+        assert_eq!(h.nvlink_gbps, Some(900.0));
+        let a = find("a100-80gb").unwrap().perf.as_ref().unwrap();
+        assert_eq!(a.tflops.bf16, Some(312.0));
+        assert_eq!((a.memory_gbps, a.host_gbps), (2039.0, 64.0));
+        assert_eq!(a.tflops.fp8, None, "the A100 has no FP8 units");
+        for g in catalog() {
+            if let Some(p) = &g.perf {
+                // Datasheet orderings every GPU keeps: fp32 ≤ tf32 ≤ bf16 ≤ fp8.
+                let t = p.tflops;
+                let order = [t.fp32, t.tf32, t.bf16.or(t.fp16), t.fp8];
+                let present: Vec<f64> = order.iter().flatten().copied().collect();
+                assert!(present.windows(2).all(|w| w[0] <= w[1]), "{}", g.id);
+                assert!(p.memory_gbps > 0.0 && p.host_gbps > 0.0, "{}", g.id);
+                assert!(!p.source.is_empty(), "{}", g.id);
+            }
+        }
     }
 
     #[test]

@@ -115,6 +115,10 @@ pub struct Job {
     /// lengths (contract field `rl`, `job/rl.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rl: Option<Value>,
+    /// What one GPU costs per hour (any currency), for the step-time model's cost per million
+    /// tokens (`throughput.cost_per_million_tokens`; CLI `--price-per-gpu-hour`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_gpu_hour: Option<Value>,
     /// How the job was assembled from training configs (`--from`, the API's `"from"`): one line
     /// per file and remark, shown first among the Report's warnings. Not a job field.
     #[serde(skip)]
@@ -253,6 +257,20 @@ impl Precision {
     }
 }
 
+/// `price_per_gpu_hour`: a positive finite JSON number, or absent.
+fn price(v: Option<&Value>) -> Result<Option<f64>, CoreError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|x| x > 0.0 && x.is_finite()) => {
+            Ok(n.as_f64())
+        }
+        Some(other) => Err(CoreError::field(
+            "price_per_gpu_hour",
+            format!("must be a positive number (got {other})"),
+        )),
+    }
+}
+
 /// A job with every default filled in and every value checked: what the estimator reads and
 /// what the report echoes as `job`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -289,6 +307,9 @@ pub struct ResolvedJob {
     /// The RL step (`task: "rl"` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rl: Option<Rl>,
+    /// Price of one GPU-hour, when given (`throughput.cost_per_million_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_per_gpu_hour: Option<f64>,
 }
 
 impl ResolvedJob {
@@ -392,6 +413,7 @@ impl Job {
         )?;
         let optimizer_impl = resolve_optimizer_impl(self.optimizer_impl.as_deref(), optimizer)?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
+        let price_per_gpu_hour = price(self.price_per_gpu_hour.as_ref())?;
         let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
         let techniques = self.resolve_techniques()?;
         if techniques.optimizer_in_backward {
@@ -437,6 +459,7 @@ impl Job {
             reserve,
             techniques,
             rl,
+            price_per_gpu_hour,
         })
     }
 

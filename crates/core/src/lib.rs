@@ -24,3 +24,4 @@ pub mod job;
 pub mod launch;
 pub mod plan;
 pub mod report;
+pub mod throughput;

@@ -51,6 +51,9 @@ pub struct Scored {
     /// Communication per step relative to DDP's all-reduce (ZeRO paper §7: stages 1–2 = 1,
     /// stage 3 = 1.5; offload adds the optimizer's PCIe round trip, counted as 1 more).
     pub communication: f64,
+    /// The modelled step (`crate::throughput`); absent where the GPU's speeds are unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<crate::throughput::layout::LayoutTime>,
 }
 
 /// What the planner found.
@@ -73,6 +76,9 @@ pub struct PlanResult {
     pub best_per_framework: Vec<Confirmed>,
     /// When nothing fits: what would.
     pub advice: Vec<String>,
+    /// Why the first layout wins, in one line (with the step-time model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// A ranked layout and, for the top ones, the full estimate of its most-loaded GPU.
@@ -563,14 +569,16 @@ pub fn plan(
         };
     // Layouts are screened against what the user's reserve leaves (contract `reserve`).
     let usable = base.usable(gpu.memory_bytes);
+    let timing = crate::throughput::layout::Timing::new(model, base, gpu);
     let mut fitting: Vec<Scored> = all
         .par_iter()
         .filter_map(|l| {
             let (total, host) = screen(&c, l, base, spec, ctx);
-            (total <= usable).then(|| score(l, total, host, usable))
+            (total <= usable).then(|| score(l, (total, host, usable), base, timing.as_ref()))
         })
         .collect();
     rank(&mut fitting);
+    let why = fitting.first().and_then(crate::throughput::layout::explain);
     let n_fit = fitting.len() as u64;
     let best_per_framework = per_family(model, base, gpu, &fitting)?;
     let best = confirm_leaders(model, base, gpu, fitting, top)?;
@@ -589,14 +597,30 @@ pub fn plan(
         best,
         best_per_framework,
         advice,
+        why,
     })
 }
 
-/// Ranks fitting layouts. Narayanan et al. 2021 §3.2: tensor parallelism all-reduces
+/// Ranks fitting layouts: by modelled tokens per second per GPU, fastest first, ties to more
+/// headroom; without the GPU's speeds, by the tie-breakers of [`rank_by_proxies`].
+fn rank(fitting: &mut [Scored]) {
+    if fitting.iter().any(|s| s.time.is_none()) {
+        return rank_by_proxies(fitting);
+    }
+    let tps = |s: &Scored| s.time.map_or(0.0, |t| t.tokens_per_s_per_gpu);
+    fitting.sort_by(|a, b| {
+        tps(b)
+            .partial_cmp(&tps(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(b.headroom.cmp(&a.headroom))
+    });
+}
+
+/// Ranks fitting layouts without a step-time model. Narayanan et al. 2021 §3.2: tensor parallelism all-reduces
 /// activations in every layer; use the smallest degree that fits. Before it: the least
 /// recomputation and the smallest pipeline bubble; ties go to less communication, then bigger
 /// batches, then more headroom.
-fn rank(fitting: &mut [Scored]) {
+fn rank_by_proxies(fitting: &mut [Scored]) {
     fitting.sort_by(|a, b| {
         (a.recompute, a.bubble, a.layout.tp as f64, a.communication)
             .partial_cmp(&(b.recompute, b.bubble, b.layout.tp as f64, b.communication))
@@ -729,7 +753,12 @@ fn per_family(
     Ok(out)
 }
 
-fn score(l: &Layout, total: u64, host: u64, capacity: u64) -> Scored {
+fn score(
+    l: &Layout,
+    (total, host, capacity): (u64, u64, u64),
+    base: &ResolvedJob,
+    timing: Option<&crate::throughput::layout::Timing>,
+) -> Scored {
     let recompute = match l.checkpointing {
         "selective" => 0.027,
         "full" => 1.0 / 3.0,
@@ -752,6 +781,7 @@ fn score(l: &Layout, total: u64, host: u64, capacity: u64) -> Scored {
         recompute,
         bubble,
         communication,
+        time: timing.map(|t| t.of(l, base)),
     }
 }
 

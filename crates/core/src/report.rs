@@ -354,6 +354,9 @@ pub struct Report {
     /// the peak phase, what vLLM's sleep releases (`crate::estimate::rl`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rl: Option<crate::estimate::rl::RlFigures>,
+    /// The modelled step time and rates (`crate::throughput`); `null` without a GPU or where
+    /// the GPU's speeds are unknown.
+    pub throughput: Option<crate::throughput::Throughput>,
 }
 
 #[cfg(test)]

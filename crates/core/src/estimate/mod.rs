@@ -65,9 +65,14 @@ use crate::error::CoreError;
 use crate::job::ResolvedJob;
 use crate::report::Report;
 
-/// Estimates the job's memory. See [`simulate`] for how the peak is found.
+/// Estimates the job's memory (see [`simulate`] for how the peak is found) and, on a GPU
+/// whose speeds the catalog has, its step time ([`crate::throughput`]).
 pub fn estimate(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
-    simulate::run(model, job)
+    let mut report = simulate::run(model, job)?;
+    let (throughput, warning) = crate::throughput::for_job(model, job, &report.per_gpu);
+    report.throughput = throughput;
+    report.warnings.extend(warning);
+    Ok(report)
 }
 
 pub mod simulate;

@@ -199,6 +199,7 @@ pub(crate) fn run_edited(
         engine: device.engine,
         advice: None,
         rl: None,
+        throughput: None,
     })
 }
 

@@ -120,6 +120,11 @@ pub struct JobArgs {
     #[arg(long, help_heading = "Job")]
     pub compile: bool,
 
+    /// What one GPU costs per hour (any currency), e.g. `2.5`: the modelled cost per million
+    /// trained tokens (`throughput.cost_per_million_tokens`).
+    #[arg(long, value_name = "PRICE", help_heading = "Job")]
+    pub price_per_gpu_hour: Option<String>,
+
     /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
     pub gpus: Option<String>,
@@ -283,6 +288,17 @@ fn reserve_gib(s: &str) -> Result<Value, JobError> {
     }
 }
 
+/// `--price-per-gpu-hour PRICE` as a JSON number (the job checks it is positive).
+fn price(s: &str) -> Result<Value, JobError> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p > 0.0 => Ok(Value::from(p)),
+        _ => Err(JobError(format!(
+            "price_per_gpu_hour: --price-per-gpu-hour takes a positive number, e.g. 2.5 (got \
+             '{s}')"
+        ))),
+    }
+}
+
 /// `none` / `null` → JSON null (no GPU, default KV dtype), else the string.
 fn nullable(s: &str) -> Value {
     match s.trim().to_ascii_lowercase().as_str() {
@@ -438,6 +454,9 @@ impl JobArgs {
         }
         if let Some(r) = &self.reserve {
             job.reserve = Some(reserve_gib(r)?);
+        }
+        if let Some(p) = &self.price_per_gpu_hour {
+            job.price_per_gpu_hour = Some(price(p)?);
         }
         Ok(())
     }

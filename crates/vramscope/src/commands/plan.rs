@@ -37,14 +37,38 @@ pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdR
     for a in &result.advice {
         out.push_str(&format!("  {a}\n"));
     }
-    out.push_str(&paint(
-        DIM,
-        "\n  ranked by least recomputation, smallest pipeline bubble, smallest tensor-parallel \
-         degree, least communication, then the largest micro-batch; the top three are \
-         confirmed by the full step simulation\n",
-    ));
+    if let Some(why) = &result.why {
+        out.push_str(&format!("\n  {} {why}\n", paint(BOLD, "why the first:")));
+    }
+    out.push_str(&paint(DIM, ranked_by(result.why.is_some())));
     print(&out)?;
     Ok(0)
+}
+
+/// The footnote naming the ranking in force.
+fn ranked_by(timed: bool) -> &'static str {
+    if timed {
+        "\n  ranked by modelled tokens per second per GPU (ties: more headroom); step time and \
+         what bounds it from the step-time model (datasheet peaks × measured kernel \
+         fractions); the top three are confirmed by the full step simulation\n"
+    } else {
+        "\n  ranked by least recomputation, smallest pipeline bubble, smallest tensor-parallel \
+         degree, least communication, then the largest micro-batch (the catalog has no speeds \
+         for this GPU); the top three are confirmed by the full step simulation\n"
+    }
+}
+
+/// A layout's modelled step: seconds, tokens/s per GPU, what bounds it; dashes without.
+fn time_cells(t: Option<&vramscope_core::throughput::layout::LayoutTime>) -> String {
+    match t {
+        Some(t) => format!(
+            " {:>8} {:>9} {}",
+            format!("{:.2} s", t.step_time_s),
+            format!("{:.0}", t.tokens_per_s_per_gpu),
+            t.dominant
+        ),
+        None => format!(" {:>8} {:>9} -", "-", "-"),
+    }
 }
 
 /// Ranked layouts as a table: layout, screened and confirmed device totals, host RAM offload
@@ -54,7 +78,7 @@ fn layout_table(rows: &[vramscope_core::plan::Confirmed]) -> String {
         return String::new();
     }
     let mut out = String::from(
-        "\n  rank  framework   dp tp pp cp ep sp zero offload           ckpt       mb  m     screened   confirmed   host/GPU\n",
+        "\n  rank  framework   dp tp pp cp ep sp zero offload           ckpt       mb  m     screened   confirmed   host/GPU     step tok/s/GPU bound by\n",
     );
     for (i, c) in rows.iter().enumerate() {
         let l = &c.scored.layout;
@@ -69,7 +93,7 @@ fn layout_table(rows: &[vramscope_core::plan::Confirmed]) -> String {
             "-".into()
         };
         out.push_str(&format!(
-            "  {:>4}  {:<10} {:>3} {:>2} {:>2} {:>2} {:>2} {:>2} {:>4} {:<17} {:<9} {:>3} {:>2} {:>12} {:>11} {:>10}\n",
+            "  {:>4}  {:<10} {:>3} {:>2} {:>2} {:>2} {:>2} {:>2} {:>4} {:<17} {:<9} {:>3} {:>2} {:>12} {:>11} {:>10}{}\n",
             i + 1,
             l.framework,
             l.dp,
@@ -85,7 +109,8 @@ fn layout_table(rows: &[vramscope_core::plan::Confirmed]) -> String {
             l.microbatches,
             bytes(c.scored.device_total),
             confirmed,
-            host
+            host,
+            time_cells(c.scored.time.as_ref())
         ));
     }
     out

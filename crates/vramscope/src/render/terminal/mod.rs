@@ -2,6 +2,7 @@
 //! bar of the GPU (the "one picture", [`bar`]) with its legend. Lines stay within 80 columns.
 
 mod bar;
+mod speed;
 mod summary;
 
 pub use summary::job_summary;
@@ -106,6 +107,7 @@ pub fn render_estimate(report: &Report, width: usize, color: bool) -> String {
     table(report, &mut out);
     out.push(String::new());
     fit_line(report, color, &mut out);
+    out.extend(speed::lines(report, INDENT));
     out.extend(picture(report, width, color));
     for w in &report.warnings {
         let lines = wrap(w, "warning: ", "         ");
@@ -317,6 +319,7 @@ mod tests {
             engine: None,
             advice: None,
             rl: None,
+            throughput: None,
         }
     }
 

@@ -1,0 +1,158 @@
+//! The step-time model over `plan`'s layouts: each screened layout's modelled step, and the
+//! winner explained in one line. Closed-form per layout (`super::train_step`), so the screen
+//! stays as fast as the memory screen it runs beside.
+
+use crate::estimate::ModelInput;
+use crate::gpu::Gpu;
+use crate::job::{Checkpointing, Framework, Offload, ResolvedJob};
+use crate::plan::{Layout, Scored};
+use serde::Serialize;
+
+/// A layout's modelled step time: what the ranking reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LayoutTime {
+    pub step_time_s: f64,
+    pub tokens_per_s_per_gpu: f64,
+    pub mfu: f64,
+    pub compute_s: f64,
+    pub communication_s: f64,
+    pub offload_s: f64,
+    pub bubble_s: f64,
+    /// What the step spends most on: `compute`, `communication`, `offload`, `pipeline bubble`.
+    pub dominant: &'static str,
+    /// Bytes moved over the host link per step (offload), 0 without.
+    pub host_traffic: u64,
+}
+
+impl LayoutTime {
+    fn of(t: &crate::throughput::StepTime) -> Self {
+        LayoutTime {
+            step_time_s: t.step_s,
+            tokens_per_s_per_gpu: t.tokens_per_s_per_gpu,
+            mfu: t.mfu,
+            compute_s: t.compute_s,
+            communication_s: t.communication_s,
+            offload_s: t.offload_s,
+            bubble_s: t.bubble_s,
+            dominant: t.dominant(),
+            host_traffic: t.host_bytes as u64,
+        }
+    }
+}
+
+/// The winner in one line: its rate, what dominates its step, and what offload or the
+/// pipeline costs it.
+pub fn explain(s: &Scored) -> Option<String> {
+    let t = s.time?;
+    let l = &s.layout;
+    let mut line = format!(
+        "{:.0} tokens/s per GPU, {:.2} s per step ({} {:.0} %)",
+        t.tokens_per_s_per_gpu,
+        t.step_time_s,
+        t.dominant,
+        100.0 * part(&t, t.dominant) / t.step_time_s
+    );
+    if l.offload != "none" {
+        line.push_str(&format!(
+            "; {} offload moves {:.0} GB over PCIe per step",
+            if l.offload == "optimizer+params" {
+                "param"
+            } else {
+                "optimizer"
+            },
+            t.host_traffic as f64 / 1e9
+        ));
+    }
+    if t.bubble_s > 0.0 {
+        line.push_str(&format!("; the pipeline bubble costs {:.2} s", t.bubble_s));
+    }
+    if t.communication_s > 0.0 && t.dominant != "communication" {
+        line.push_str(&format!(
+            "; {:.2} s of communication not hidden",
+            t.communication_s
+        ));
+    }
+    Some(line)
+}
+
+/// The seconds of one part of a step by its name in [`LayoutTime::dominant`].
+fn part(t: &LayoutTime, name: &str) -> f64 {
+    match name {
+        "communication" => t.communication_s,
+        "offload" => t.offload_s,
+        "pipeline bubble" => t.bubble_s,
+        _ => t.compute_s,
+    }
+}
+
+/// What the step-time model needs of a plan, computed once: the GPU's rates, the model's
+/// shape, the job's trainable parameters.
+pub struct Timing {
+    hw: crate::throughput::Hardware,
+    shape: crate::throughput::ModelShape,
+    trainable: f64,
+}
+
+impl Timing {
+    /// `None` where the GPU's speeds are unknown.
+    pub fn new(model: &ModelInput, base: &ResolvedJob, gpu: &Gpu) -> Option<Self> {
+        let hw = crate::throughput::Hardware::of(gpu, base.precision).ok()?;
+        Some(Timing {
+            hw,
+            shape: crate::throughput::ModelShape::of(model),
+            trainable: crate::throughput::trainable_params(model, base),
+        })
+    }
+
+    pub fn of(&self, l: &Layout, base: &ResolvedJob) -> LayoutTime {
+        let setup = setup_of(l, base, self.trainable);
+        LayoutTime::of(&crate::throughput::train_step(
+            &self.shape,
+            &setup,
+            &self.hw,
+        ))
+    }
+}
+
+/// A layout as the step-time model reads it.
+fn setup_of(l: &Layout, base: &ResolvedJob, trainable: f64) -> crate::throughput::Setup {
+    use crate::throughput::{grad_width, step_bytes, Setup};
+    let framework = match l.framework {
+        "megatron" => Framework::Megatron,
+        "deepspeed" => Framework::Deepspeed,
+        _ => Framework::Fsdp,
+    };
+    Setup {
+        framework,
+        dp: l.dp,
+        tp: l.tp,
+        pp: l.pp,
+        cp: l.cp,
+        ep: l.ep,
+        sp: l.sp,
+        zero: l.zero,
+        offload: match l.offload {
+            "optimizer" => Offload::Optimizer,
+            "optimizer+params" => Offload::OptimizerParams,
+            _ => Offload::None,
+        },
+        checkpointing: match l.checkpointing {
+            "selective" => Checkpointing::Selective,
+            "full" => Checkpointing::Full,
+            _ => Checkpointing::None,
+        },
+        attention: base.attention,
+        micro_batch: l.micro_batch,
+        microbatches: if l.pp > 1 {
+            l.microbatches
+        } else {
+            base.grad_accum.max(1)
+        },
+        seq: base.seq,
+        width: base.precision.compute_bytes(),
+        grad_width: grad_width(framework, base.precision),
+        step_bytes: step_bytes(base.optimizer, base.precision),
+        peft: base.peft.is_some(),
+        trainable_params: trainable,
+    }
+}

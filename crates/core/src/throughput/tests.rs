@@ -1,0 +1,113 @@
+//! The step-time model's formulas against hand arithmetic.
+
+use super::communication::{all_reduce_s, gather_s};
+use super::compute::model_flops;
+use super::*;
+use crate::gpu::find;
+
+/// A GPT-shaped model as Narayanan et al. 2021 count it: 12·l·h² block parameters plus the
+/// V·h head, attention width 2h per layer (h for Q·Kᵀ, h for the sum over V).
+fn gpt(l: u64, h: u64, v: u64) -> ModelShape {
+    let (lf, hf) = (l as f64, h as f64);
+    ModelShape {
+        matmul_params: 12.0 * lf * hf * hf + (v * h) as f64,
+        params: 12.0 * lf * hf * hf + (v * h) as f64,
+        attention: vec![(2.0 * hf * lf, None)],
+        heads: 0.0,
+        layers: l,
+        hidden: h,
+        kv_width: 2 * h,
+        vocab: v,
+        elementwise_replicated: 0.0,
+        elementwise_split: 0.0,
+        moe_layers: 0,
+        top_k: 0,
+    }
+}
+
+/// Narayanan eq. 3 without recomputation: 72·b·s·l·h²·(1 + s/(6h) + V/(12·l·h)). For l 24,
+/// h 2304, V 51200, s 2048, b 1: 72 · 2048 · 24 · 2304² = 1.8786e13; the bracket is
+/// 1 + 2048/13824 + 51200/663552 = 1.22531; product 2.3019e13.
+#[test]
+fn model_flops_are_narayanan_eq3() {
+    let f = model_flops(&gpt(24, 2304, 51200), 1, 2048);
+    let by_hand =
+        72.0 * 2048.0 * 24.0 * 2304f64.powi(2) * (1.0 + 2048.0 / 13824.0 + 51200.0 / 663552.0);
+    assert!((f / by_hand - 1.0).abs() < 1e-12, "{f} vs {by_hand}");
+    assert!((f / 2.3019e13 - 1.0).abs() < 1e-3);
+}
+
+/// Ring collectives: an all-reduce of 1 GB over 8 ranks at 100 GB/s moves 2 · 7/8 GB per rank:
+/// 17.5 ms; a reduce-scatter half that, 8.75 ms; one rank moves nothing.
+#[test]
+fn collectives_move_the_ring_volumes() {
+    assert!((all_reduce_s(1e9, 8, 1e11) - 0.0175).abs() < 1e-12);
+    assert!((gather_s(1e9, 8, 1e11) - 0.00875).abs() < 1e-12);
+    assert_eq!(all_reduce_s(1e9, 1, 1e11), 0.0);
+}
+
+fn setup(pp: u64, m: u64) -> Setup {
+    Setup {
+        framework: Framework::Megatron,
+        dp: 1,
+        tp: 1,
+        pp,
+        cp: 1,
+        ep: 1,
+        sp: false,
+        zero: 0,
+        offload: Offload::None,
+        checkpointing: Checkpointing::None,
+        attention: AttentionKernel::Flash,
+        micro_batch: 1,
+        microbatches: m,
+        seq: 2048,
+        width: 2,
+        grad_width: 4,
+        step_bytes: 0,
+        peft: false,
+        trainable_params: 1e9,
+    }
+}
+
+/// 1F1B's bubble is (p − 1) micro-batch times: with p 4 and m 8 it is 3/8 of the ideal
+/// m micro-batches — their compute and their pipeline sends, single data-parallel replica, no
+/// optimizer bytes — (Narayanan et al. 2021 §2.2.1), whatever the GPU.
+#[test]
+fn pipeline_bubble_is_p_minus_1_over_m() {
+    let hw = Hardware::of(find("a100-80gb").unwrap(), Precision::Bf16Mixed).unwrap();
+    let t = train_step(&gpt(32, 4096, 32000), &setup(4, 8), &hw);
+    let ideal = t.compute_s + t.communication_s;
+    assert!(
+        (t.bubble_s / ideal - 3.0 / 8.0).abs() < 1e-9,
+        "{}",
+        t.bubble_s / ideal
+    );
+}
+
+/// MFU is model FLOPs over step time × peak: one A100 GPU, no communication, so the step is
+/// compute and MFU = model FLOPs / (compute seconds × 312e12), below the MAMF fraction 0.859.
+#[test]
+fn mfu_is_model_flops_over_time_and_peak() {
+    let hw = Hardware::of(find("a100-80gb").unwrap(), Precision::Bf16Mixed).unwrap();
+    let shape = gpt(24, 2304, 51200);
+    let t = train_step(&shape, &setup(1, 1), &hw);
+    let by_hand = model_flops(&shape, 1, 2048) / (t.step_s * 312e12);
+    assert!((t.mfu - by_hand).abs() < 1e-12);
+    assert!(t.mfu < 0.859 && t.mfu > 0.5, "{}", t.mfu);
+}
+
+/// The A100's BF16 peak is 312 TFLOP/s (datasheet), its one-way NVLink 300 GB/s (600 both
+/// ways), PCIe Gen4 32 GB/s one way; fp32 jobs use the 19.5 TFLOP/s FP32 units.
+#[test]
+fn hardware_reads_the_catalog() {
+    let a100 = find("a100-80gb").unwrap();
+    let hw = Hardware::of(a100, Precision::Bf16Mixed).unwrap();
+    assert_eq!((hw.peak, hw.intra, hw.host), (312e12, 300e9, 32e9));
+    assert_eq!(Hardware::of(a100, Precision::Fp32).unwrap().peak, 19.5e12);
+    // No speeds in the catalog: a reason, no figures.
+    let e = Hardware::of(find("apple-m4max-128gb").unwrap(), Precision::Bf16).unwrap_err();
+    assert!(e.contains("no speeds"), "{e}");
+    // The V100 has no bf16 units.
+    assert!(Hardware::of(find("v100-32gb").unwrap(), Precision::Bf16Mixed).is_err());
+}

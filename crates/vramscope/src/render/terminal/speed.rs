@@ -1,0 +1,61 @@
+//! The estimate's modelled speed in one or two lines (`report.throughput`).
+
+use crate::units::thousands;
+use vramscope_core::report::Report;
+use vramscope_core::throughput::Throughput;
+
+/// Seconds in adaptive units: ms under one second, else s.
+pub fn seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// "step 1.59 s · 10,314 tokens/s per GPU · MFU 60 %" and the step's parts; nothing without a
+/// modelled throughput.
+pub fn lines(r: &Report, indent: &str) -> Vec<String> {
+    match &r.throughput {
+        Some(Throughput::Train(t)) => {
+            let mut first = format!(
+                "{indent}modelled step {} · {} tokens/s per GPU · MFU {:.0} %",
+                seconds(t.step_time_s),
+                thousands(t.tokens_per_s_per_gpu.round() as u64),
+                t.mfu * 100.0
+            );
+            if let Some(c) = t.cost_per_million_tokens {
+                first.push_str(&format!(" · {c:.2} per million tokens"));
+            }
+            let parts = [
+                ("compute", t.compute_s),
+                ("communication", t.communication_s),
+                ("offload", t.offload_s),
+                ("pipeline bubble", t.bubble_s),
+            ]
+            .iter()
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(n, s)| format!("{n} {}", seconds(*s)))
+            .collect::<Vec<_>>()
+            .join(", ");
+            vec![first, format!("{indent}  of which {parts}")]
+        }
+        Some(Throughput::Infer(t)) => vec![format!(
+            "{indent}modelled prefill {} tokens/s · decode {} tokens/s (the job's batch)",
+            thousands(t.prefill_tokens_per_s.round() as u64),
+            thousands(t.decode_tokens_per_s.round() as u64)
+        )],
+        None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+
+    #[test]
+    fn seconds_are_adaptive() {
+        assert_eq!(seconds(0.0421), "42 ms");
+        assert_eq!(seconds(1.5884), "1.59 s");
+    }
+}

@@ -234,6 +234,8 @@ job_enum!(
 job_enum!(
     /// How the optimizer walks the parameters (job field `optimizer_impl`).
     OptimizerImpl { Foreach = "foreach", ForLoop = "for-loop", Hf = "hf" }
+);
+job_enum!(
     /// The RL algorithm (contract `rl.algorithm`).
     RlAlgorithm { Grpo = "grpo", Ppo = "ppo", Dpo = "dpo" }
 );

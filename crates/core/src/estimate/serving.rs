@@ -63,6 +63,7 @@ pub(super) fn sglang_device(
         timeline: Vec::new(),
         engine: Some(serde_json::to_value(&b).unwrap_or_default()),
         engine_starts: starts,
+        paged: 0,
     })
 }
 

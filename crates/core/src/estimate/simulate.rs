@@ -169,7 +169,7 @@ pub(crate) fn run_edited(
         }
         _ => pytorch_device(model, job, gpu, &st, plan.as_deref())?,
     };
-    let host_activations = techniques::host_activation_bytes(job, plan.as_ref());
+    let host_activations = techniques::host_activation_bytes(job, plan.as_deref());
     techniques::warnings(job, &st, host_activations, &mut warnings);
     let host = st.host.saturating_add(host_activations);
     Ok(Report {

@@ -149,9 +149,9 @@ pub fn step_bytes(optimizer: Optimizer, precision: Precision) -> u64 {
     let w = precision.compute_bytes();
     let master = if precision.is_mixed() { 4 } else { 0 };
     let states = match optimizer {
-        Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused => 8,
+        Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused | Optimizer::AdamWPaged => 8,
         Optimizer::SgdMomentum | Optimizer::Lion => 4,
-        Optimizer::AdamW8bit => 2,
+        Optimizer::AdamW8bit | Optimizer::AdamW8bitPaged => 2,
         Optimizer::Adafactor | Optimizer::Sgd | Optimizer::None => 0,
     };
     w + w + w + 2 * (master + states)
@@ -276,6 +276,10 @@ pub fn for_job(
         Task::Infer => (
             Some(Throughput::Infer(infer::rates(&shape, job, &hw, per_gpu))),
             None,
+        ),
+        Task::Rl => (
+            None,
+            Some("throughput is null: the step-time model does not cover task rl yet".into()),
         ),
     }
 }

@@ -205,6 +205,7 @@ fn assemble(
             kv_pool: generator.as_ref().map(|g| g.budget.kv_pool),
             rank: step.per_gpu.rank.clone(),
             host_bytes: step.per_gpu.host_bytes,
+            paged_states: step.per_gpu.paged_states,
         },
         model: step.model,
         job: job.clone(),
@@ -215,6 +216,7 @@ fn assemble(
             .as_ref()
             .map(|g| serde_json::to_value(&g.budget).unwrap_or_default()),
         advice: None,
+        throughput: None,
         rl: Some(RlFigures {
             algorithm: rl.algorithm,
             phases: phases.into_iter().map(|p| p.figures).collect(),

@@ -10,6 +10,7 @@ prints with ``--json`` (the same Rust code answers both), and bad input raises
 >>> with vramscope.record("step.pickle") as rec:  # a real step, phase by phase
 ...     with rec.phase("forward"): loss = model(**batch).loss
 >>> rec.report()
+>>> vramscope.trace(step, model=model, optimizer=opt)  # the same step on fake tensors, no GPU
 """
 
 from ._api import (
@@ -26,6 +27,7 @@ from ._api import (
     plan,
 )
 from ._native import __version__
+from ._trace import trace
 from .jobs import job_from
 from .recorder import Recorder, RecordReport, record
 
@@ -46,4 +48,5 @@ __all__ = [
     "picture",
     "plan",
     "record",
+    "trace",
 ]

@@ -14,6 +14,10 @@ def main() -> None:
     # Ctrl-C ends the command as it ends the binary (Python's handler would wait for the GIL).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.stdout.flush()
+    if sys.argv[1:2] == ["trace"]:
+        from ._trace_cli import run
+
+        sys.exit(run(sys.argv[2:]))
     code = _native.cli_main(["vramscope", *sys.argv[1:]])
     sys.exit(code)
 

@@ -64,7 +64,8 @@ pub struct MeasuredPerGpu {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceInfo {
-    /// `cuda_snapshot`, `cuda_snapshot_1_13`, `profiler_snapshot`, `memory_timeline`,
+    /// `cuda_snapshot`, `cuda_snapshot_1_13`, `profiler_snapshot`, `traced_snapshot`
+    /// (`vramscope.trace`), `memory_timeline`,
     /// `memory_timeline_raw`, `chrome_trace`.
     pub kind: String,
     pub pickle_protocol: Option<u8>,

@@ -368,7 +368,17 @@ fn record_warnings(
     ooms: &[Oom],
     warnings: &mut Vec<String>,
 ) {
-    if snap.from_profiler {
+    if let Some(device) = &snap.traced {
+        let rounding = if device == "cuda" {
+            "every block rounded to 512 B as CUDA's caching allocator does"
+        } else {
+            "bytes as the tensors asked for them"
+        };
+        warnings.push(format!(
+            "traced on fake tensors ({device}'s behaviour): no allocator segments, so reserved \
+             bytes and fragmentation are unknown; {rounding}"
+        ));
+    } else if snap.from_profiler {
         warnings.push(
             "profiler-derived snapshot: segments are not the allocator's, so reserved bytes and \
              fragmentation are unknown"
@@ -392,6 +402,7 @@ fn record_warnings(
 
 fn source_info(snap: &Snapshot, dev: i64, events: usize) -> SourceInfo {
     let kind = match (snap.layout, snap.from_profiler) {
+        _ if snap.traced.is_some() => "traced_snapshot",
         (crate::snapshot::Layout::Legacy113, _) => "cuda_snapshot_1_13",
         (_, true) => "profiler_snapshot",
         _ => "cuda_snapshot",

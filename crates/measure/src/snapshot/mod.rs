@@ -171,6 +171,9 @@ pub struct Snapshot {
     /// Trace entries carry the profiler's `category`: the file came from
     /// `torch.cuda._memory_viz._profile_to_snapshot`, not from the allocator.
     pub from_profiler: bool,
+    /// Written by `vramscope.trace` (a step run on fake tensors): the device whose behaviour
+    /// was traced (`"cuda"`, `"cpu"`), from the root's `"traced": {"device": ...}`.
+    pub traced: Option<String>,
 }
 
 impl Snapshot {
@@ -224,7 +227,8 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
     for &s in seg_list.unwrap_or(&[]) {
         segments.push(b.segment(t, s, layout == Layout::Legacy113)?);
     }
-    let (traces, from_profiler) = match traces_list {
+    let traced = traced_device(t, root);
+    let (mut traces, from_profiler) = match traces_list {
         None => (Vec::new(), false),
         Some(tl) => {
             let devices = t
@@ -236,6 +240,9 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
             }
         }
     };
+    if traced.as_deref() == Some("cuda") {
+        round_as_cuda(&mut traces);
+    }
     Ok(Snapshot {
         layout,
         protocol: p.protocol,
@@ -246,7 +253,35 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         traces,
         alloc_conf: alloc_conf(t, root),
         from_profiler,
+        traced,
     })
+}
+
+/// The traced device of a `vramscope.trace` record (`"traced": {"device": "cuda"}`); a
+/// device it does not write (`cuda`, `cpu`) is not a trace's.
+fn traced_device(t: Tree<'_>, root: Id) -> Option<String> {
+    if !matches!(t.node(root), Node::Dict(_)) {
+        return None;
+    }
+    t.get(root, "traced")
+        .and_then(|d| t.get(d, "device"))
+        .and_then(|v| t.as_str(v))
+        .filter(|d| matches!(*d, "cuda" | "cpu"))
+        .map(str::to_string)
+}
+
+/// A trace of a CUDA step's tensors, each entry the bytes its tensor asked for: every block
+/// rounded as CUDA's caching allocator gives it (`round_size`, c10/cuda/CUDACachingAllocator.cpp;
+/// `torch.cuda.memory_allocated` counts the rounded block).
+fn round_as_cuda(traces: &mut [Vec<TraceEntry>]) {
+    for e in traces.iter_mut().flatten() {
+        if matches!(
+            e.action,
+            Action::Alloc | Action::FreeRequested | Action::FreeCompleted
+        ) {
+            e.size = vramscope_core::estimate::round_size(e.size);
+        }
+    }
 }
 
 /// The layout of the root, its list of segments and its list of device traces.

@@ -1,0 +1,141 @@
+//! `vramscope.trace`'s record: a snapshot pickle whose root says `"traced": {"device": ...}`
+//! and whose entries carry the tracer's category and phase. The pickles here are written by
+//! hand (protocol 2 opcodes), so every expected byte is the arithmetic in the comments.
+
+use proptest::prelude::*;
+use vramscope_measure::analyze_bytes;
+
+/// A protocol-2 pickle writer for the few types a snapshot needs.
+#[derive(Default)]
+struct Pickle(Vec<u8>);
+
+impl Pickle {
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.0.push(b'X'); // BINUNICODE
+        self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    fn int(&mut self, v: u32) -> &mut Self {
+        self.0.push(b'J'); // BININT (4-byte signed)
+        self.0.extend_from_slice(&(v as i32).to_le_bytes());
+        self
+    }
+    fn op(&mut self, b: u8) -> &mut Self {
+        self.0.push(b);
+        self
+    }
+}
+
+/// One trace entry: (action, address, size, category or "", phase).
+type Entry<'a> = (&'a str, u32, u32, &'a str, &'a str);
+
+fn entry(p: &mut Pickle, (action, addr, size, category, phase): Entry<'_>) {
+    p.op(b'}').op(b'(');
+    p.str("action").str(action);
+    p.str("addr").int(addr);
+    p.str("size").int(size);
+    p.str("stream").int(0);
+    p.str("frames").op(b']');
+    if !category.is_empty() {
+        p.str("category").str(category);
+    }
+    p.str("user_metadata")
+        .str(&format!("{{\"phase\":\"{phase}\"}}"));
+    p.op(b'u'); // SETITEMS
+}
+
+/// `{"segments": [], "device_traces": [[entries...]], "traced": {"device": device}}`.
+fn record(entries: &[Entry<'_>], device: &str) -> Vec<u8> {
+    let mut p = Pickle::default();
+    p.op(0x80).op(2); // PROTO 2
+    p.op(b'}').op(b'(');
+    p.str("segments").op(b']');
+    p.str("device_traces").op(b']').op(b'(').op(b']').op(b'(');
+    for &e in entries {
+        entry(&mut p, e);
+    }
+    p.op(b'e'); // APPENDS: the device's entries
+    p.op(b'e'); // APPENDS: the list of devices
+    p.str("traced")
+        .op(b'}')
+        .op(b'(')
+        .str("device")
+        .str(device)
+        .op(b'u');
+    p.op(b'u').op(b'.');
+    p.0
+}
+
+fn free(addr: u32, size: u32, phase: &'static str) -> [Entry<'static>; 2] {
+    [
+        ("free_requested", addr, size, "", phase),
+        ("free_completed", addr, size, "", phase),
+    ]
+}
+
+/// A parameter of 1000 B, an activation of 100 B saved in the forward, a 4 B temporary in the
+/// backward, then the activation freed.
+fn step() -> Vec<Entry<'static>> {
+    let mut v = vec![
+        ("alloc", 512, 1000, "parameter", "setup"),
+        ("alloc", 2048, 100, "activation", "forward"),
+        ("alloc", 4096, 4, "temporary", "backward"),
+    ];
+    v.extend(free(4096, 4, "backward"));
+    v.extend(free(2048, 100, "backward"));
+    v
+}
+
+#[test]
+fn a_cuda_trace_is_rounded_as_the_caching_allocator_does() {
+    let a = analyze_bytes(&record(&step(), "cuda")).unwrap();
+    assert_eq!(a.source.kind, "traced_snapshot");
+    let g = &a.per_gpu;
+    // round_size: 1000 → 1024 (two 512 B units), 100 → 512, 4 → 512; the peak is all three.
+    assert_eq!(g.peak_allocated, Some(1024 + 512 + 512));
+    assert_eq!(g.components.base.parameters, 1024);
+    assert_eq!(g.components.base.activations, 512);
+    assert_eq!(g.components.base.temporaries, 512);
+    assert_eq!(g.peak_phase.as_deref(), Some("backward"));
+    assert_eq!(g.peak_reserved, None);
+    assert!(a
+        .warnings
+        .iter()
+        .any(|w| w.contains("traced on fake tensors")));
+}
+
+#[test]
+fn a_cpu_trace_keeps_the_bytes_asked_for() {
+    let a = analyze_bytes(&record(&step(), "cpu")).unwrap();
+    assert_eq!(a.source.kind, "traced_snapshot");
+    // 1000 + 100 + 4 live together in the backward.
+    assert_eq!(a.per_gpu.peak_allocated, Some(1104));
+    assert_eq!(a.per_gpu.components.base.activations, 100);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Any sizes: the peak of allocations that are never freed is the sum of their blocks.
+    #[test]
+    fn rounded_peak_is_the_sum_of_blocks(sizes in proptest::collection::vec(1u32..5_000_000, 1..20)) {
+        let entries: Vec<Entry<'_>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| ("alloc", 512 * (i as u32 + 1) * 16384, s, "temporary", "forward"))
+            .collect();
+        let a = analyze_bytes(&record(&entries, "cuda")).unwrap();
+        let want: u64 = sizes.iter().map(|&s| (u64::from(s)).div_ceil(512) * 512).sum();
+        prop_assert_eq!(a.per_gpu.peak_allocated, Some(want));
+    }
+
+    /// A traced record with any byte changed is read or refused, never a panic.
+    #[test]
+    fn mutated_traced_records_never_panic(pos in 0usize..4096, byte in any::<u8>()) {
+        let mut bytes = record(&step(), "cuda");
+        let i = pos % bytes.len();
+        bytes[i] = byte;
+        let _ = analyze_bytes(&bytes);
+    }
+}

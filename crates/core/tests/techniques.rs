@@ -310,9 +310,11 @@ fn published_torchtune_figures() {
 fn fit_search_lets_paged_states_go() {
     use vramscope_core::fit::fit;
     let answer = |opt: &str| {
-        let j = job(json!({"model": "llama-3.1-8b", "seq": 2048, "precision": "bf16",
+        let j = job(
+            json!({"model": "llama-3.1-8b", "seq": 2048, "precision": "bf16",
             "optimizer": opt, "optimizer_in_backward": true, "checkpointing": "full",
-            "loss": "chunked", "gpu": "rtx4090-24gb"}));
+            "loss": "chunked", "gpu": "rtx4090-24gb"}),
+        );
         let model = load_job_model(j.model.as_ref().unwrap())
             .unwrap()
             .into_input();

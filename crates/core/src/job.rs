@@ -422,20 +422,7 @@ impl Job {
             techniques::check_in_backward(grad_accum, framework.as_str())?;
         }
         let rl = self.resolve_rl(task)?;
-        // An RL step trains on prompt + completion tokens: that is its `seq`.
-        let seq = match &rl {
-            Some(r) if self.seq.as_ref().is_some_and(|v| !v.is_null()) && seq != r.sequence_len() => {
-                return Err(CoreError::field(
-                    "seq",
-                    format!(
-                        "task rl trains on rl.prompt_len + rl.completion_len = {} tokens (got {seq})",
-                        r.sequence_len()
-                    ),
-                ))
-            }
-            Some(r) => r.sequence_len(),
-            None => seq,
-        };
+        let seq = self.rl_seq(rl.as_ref(), seq)?;
         Ok(ResolvedJob {
             model: self.model.clone().unwrap_or(Value::Null),
             task,
@@ -478,6 +465,23 @@ impl Job {
                 .map_or(Ok(ActivationOffload::None), ActivationOffload::parse)?,
             compile: techniques::flag("compile", self.compile.as_ref())?,
         })
+    }
+
+    /// The step's `seq`: an RL step trains on prompt + completion tokens, and a `seq` the job
+    /// also gives must agree with them.
+    fn rl_seq(&self, rl: Option<&Rl>, seq: u64) -> Result<u64, CoreError> {
+        let Some(r) = rl else { return Ok(seq) };
+        let given = self.seq.as_ref().is_some_and(|v| !v.is_null());
+        if given && seq != r.sequence_len() {
+            return Err(CoreError::field(
+                "seq",
+                format!(
+                    "task rl trains on rl.prompt_len + rl.completion_len = {} tokens (got {seq})",
+                    r.sequence_len()
+                ),
+            ));
+        }
+        Ok(r.sequence_len())
     }
 
     /// `rl` for `task: "rl"` (every default filled in); an error for any other task.

@@ -9,6 +9,7 @@ mod peft;
 mod rl;
 mod spelled;
 mod techniques;
+mod torch_version;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
@@ -26,6 +27,7 @@ use peft::parse_peft;
 use rl::parse_rl;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub use torch_version::TorchVersion;
 
 /// A job as written: JSON/TOML or CLI flags. Absent fields take the framework's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -95,6 +97,11 @@ pub struct Job {
     /// contract's job; `adamw-fused` stays the contract's `optimizer` value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimizer_impl: Option<String>,
+    /// The PyTorch release the job runs on (`"1.10"`, `"2.4.1+cu121"`): unset = today's. Older
+    /// releases change the defaults of `cuda_module_loading` and `zero_grad` and what softmax
+    /// saves (`job/torch_version.rs`). An extension of the contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_version: Option<Value>,
     /// Bytes the user keeps free on the GPU for other applications (a desktop, a second
     /// model): an integer or float JSON number, default 0; subtracted from capacity in the fit
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
@@ -301,6 +308,9 @@ pub struct ResolvedJob {
     pub zero_grad: ZeroGrad,
     #[serde(skip_serializing_if = "OptimizerImpl::is_default")]
     pub optimizer_impl: OptimizerImpl,
+    /// The PyTorch release, when given (echoed only then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_version: Option<TorchVersion>,
     /// Bytes kept free for other applications (contract `reserve`).
     pub reserve: u64,
     /// Optimizer in backward, activation offloading, compile (echoed only when on).
@@ -383,12 +393,16 @@ impl Job {
             Checkpointing::parse,
             Checkpointing::None,
         )?;
+        let torch_version = text("torch_version", self.torch_version.as_ref())?
+            .map(|s| TorchVersion::parse("torch_version", s))
+            .transpose()?;
         let attention = choice(
             "attention",
             self.attention.as_deref(),
             AttentionKernel::parse,
-            AttentionKernel::Sdpa,
+            AttentionKernel::default_for(torch_version),
         )?;
+        check_sdpa(torch_version, attention)?;
         let peft = self.peft.as_ref().map(parse_peft).transpose()?.flatten();
         let weights = self.resolve_weights(peft.as_ref())?;
         let parallel = parse_parallel(self.parallel.as_ref())?;
@@ -405,13 +419,13 @@ impl Job {
             "cuda_module_loading",
             self.cuda_module_loading.as_deref(),
             CudaModuleLoading::parse,
-            CudaModuleLoading::Lazy,
+            CudaModuleLoading::default_for(torch_version),
         )?;
         let zero_grad = choice(
             "zero_grad",
             self.zero_grad.as_deref(),
             ZeroGrad::parse,
-            ZeroGrad::None,
+            ZeroGrad::default_for(torch_version),
         )?;
         let optimizer_impl = resolve_optimizer_impl(self.optimizer_impl.as_deref(), optimizer)?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
@@ -445,6 +459,7 @@ impl Job {
             cuda_module_loading,
             zero_grad,
             optimizer_impl,
+            torch_version,
             reserve,
             techniques,
             rl,
@@ -525,7 +540,49 @@ impl Job {
     }
 }
 
+/// `attention: sdpa` on a PyTorch release before `scaled_dot_product_attention` (2.0).
+fn check_sdpa(torch: Option<TorchVersion>, attention: AttentionKernel) -> Result<(), CoreError> {
+    match torch {
+        Some(v) if attention == AttentionKernel::Sdpa && !v.has_sdpa() => Err(CoreError::field(
+            "attention",
+            format!(
+                "sdpa needs PyTorch 2.0 or later (torch_version {v}): use eager, or flash for \
+                 the flash-attn package"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl AttentionKernel {
+    /// `sdpa`, or `eager` on a release before it (transformers' only attention then).
+    pub fn default_for(torch: Option<TorchVersion>) -> Self {
+        match torch {
+            Some(v) if !v.has_sdpa() => AttentionKernel::Eager,
+            _ => AttentionKernel::Sdpa,
+        }
+    }
+}
+
+impl CudaModuleLoading {
+    /// Eager before PyTorch 1.13 set `CUDA_MODULE_LOADING=LAZY` by default, lazy otherwise.
+    pub fn default_for(torch: Option<TorchVersion>) -> Self {
+        match torch {
+            Some(v) if v.loads_modules_eagerly() => CudaModuleLoading::Eager,
+            _ => CudaModuleLoading::Lazy,
+        }
+    }
+}
+
 impl ZeroGrad {
+    /// `zeros` before PyTorch 2.0 (`set_to_none=False` by default), `none` otherwise.
+    pub fn default_for(torch: Option<TorchVersion>) -> Self {
+        match torch {
+            Some(v) if v.zero_grad_keeps_zeros() => ZeroGrad::Zeros,
+            _ => ZeroGrad::None,
+        }
+    }
+
     fn is_default(&self) -> bool {
         *self == ZeroGrad::None
     }
@@ -744,10 +801,73 @@ mod tests {
         }
     }
 
+    /// `torch_version` sets the defaults its release had; a field the job sets itself wins;
+    /// `sdpa` asked on a release without it is refused naming both; a number is refused (1.10
+    /// would read as 1.1).
+    #[test]
+    fn torch_version_sets_its_release_defaults() {
+        let r = job(json!({"torch_version": "1.12.1+cu113"}))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(
+            (r.cuda_module_loading, r.zero_grad, r.attention),
+            (
+                CudaModuleLoading::Eager,
+                ZeroGrad::Zeros,
+                AttentionKernel::Eager
+            )
+        );
+        let r = job(json!({"torch_version": "1.13"})).resolve(None).unwrap();
+        assert_eq!(
+            (r.cuda_module_loading, r.zero_grad, r.attention),
+            (
+                CudaModuleLoading::Lazy,
+                ZeroGrad::Zeros,
+                AttentionKernel::Eager
+            )
+        );
+        let r = job(json!({"torch_version": "2.0"})).resolve(None).unwrap();
+        assert_eq!(
+            (r.cuda_module_loading, r.zero_grad, r.attention),
+            (
+                CudaModuleLoading::Lazy,
+                ZeroGrad::None,
+                AttentionKernel::Sdpa
+            )
+        );
+        let r = job(json!({"torch_version": "1.10", "zero_grad": "none",
+                           "cuda_module_loading": "lazy", "attention": "flash"}))
+        .resolve(None)
+        .unwrap();
+        assert_eq!(
+            (r.cuda_module_loading, r.zero_grad, r.attention),
+            (
+                CudaModuleLoading::Lazy,
+                ZeroGrad::None,
+                AttentionKernel::Flash
+            )
+        );
+        let e = job(json!({"torch_version": "1.10", "attention": "sdpa"}))
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("attention") && e.contains("1.10"), "{e}");
+        let e = job(json!({"torch_version": 1.10}))
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("torch_version"), "{e}");
+        let plain = job(json!({})).resolve(None).unwrap();
+        assert!(plain.torch_version.is_none());
+        assert!(!serde_json::to_string(&plain)
+            .unwrap()
+            .contains("torch_version"));
+    }
+
     #[test]
     fn supported_fields_are_merged_and_unknown_ones_left_out() {
         let base = json!({"model": "gpt2", "batch": 4});
-        let extra = json!({"cuda_module_loading": "eager", "torch_version": "1.10",
+        let extra = json!({"cuda_module_loading": "eager", "driver_version": "460.91",
                            "attention": "no-such-kernel"});
         let merged = merge_if_supported(&base, Some(&extra));
         assert_eq!(

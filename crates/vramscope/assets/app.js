@@ -31,6 +31,19 @@ function human(b) {
 }
 function thousands(b) { return b == null ? "n/a" : String(b).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
 function field(name) { return form.elements[name]; }
+
+// Choosing an older PyTorch sets the fields whose defaults that release changes (the job's
+// own rule, core/src/job/torch_version.rs): eager kernels before 1.13; zeroed gradients and
+// no SDPA before 2.0. The user can still change each one afterwards.
+function applyTorchDefaults() {
+  const v = field("torch_version").value;
+  if (!v) return;
+  const [major, minor] = v.split(".").map(Number);
+  const before = (a, b) => major < a || (major === a && minor < b);
+  field("cuda_module_loading").value = before(1, 13) ? "eager" : "lazy";
+  field("zero_grad").value = before(2, 0) ? "zeros" : "none";
+  if (before(2, 0) && field("attention").value === "sdpa") field("attention").value = "eager";
+}
 function num(name) { return Number(field(name).value); }
 
 // The job the form describes, in the contract's field names.
@@ -63,6 +76,7 @@ function jobFromForm() {
   if (field("precision").value) job.precision = field("precision").value;
   job.attention = field("attention").value;
   job.cuda_module_loading = field("cuda_module_loading").value;
+  if (field("torch_version").value) job.torch_version = field("torch_version").value;
   if (field("peft").value) {
     job.peft = { method: field("peft").value, rank: num("rank"), alpha: 2 * num("rank"),
                  targets: ["q_proj", "k_proj", "v_proj", "o_proj"] };
@@ -102,6 +116,7 @@ function formFromJob(job) {
                    "checkpointing", "attention", "weights", "framework", "kv_dtype",
                    "cuda_module_loading"]) set(k, job[k]);
   set("zero_grad", job.zero_grad || "none");
+  set("torch_version", job.torch_version || "");
   set("optimizer_impl", job.optimizer_impl || "foreach");
   if (job.peft) { set("peft", job.peft.method); set("rank", job.peft.rank); }
   const p = job.parallel || {};
@@ -538,6 +553,7 @@ async function init() {
     document.body.classList.remove("dragging");
     useFile(ev.dataTransfer && ev.dataTransfer.files[0]);
   });
+  field("torch_version").addEventListener("change", applyTorchDefaults);
   form.addEventListener("change", () => { showTaskFields(); schedule(); });
   form.addEventListener("submit", (ev) => { ev.preventDefault(); schedule(); });
   $("fit-btn").addEventListener("click", () => fit());

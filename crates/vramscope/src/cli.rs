@@ -37,6 +37,8 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   cuda_module_loading lazy (CUDA >= 11.7; eager: a context past 1 GiB on V100/Ampere)
   zero_grad none (torch >= 2.0; zeros: torch < 2.0 keeps zeroed gradients between steps)
   optimizer_impl foreach (for-loop: torch foreach=False; hf: transformers 4.x's AdamW)
+  torch_version today's (1.10: softmax saves its input, eager kernels, zeroed gradients,
+         no SDPA; each default the release implies yields to a field set explicitly)
   optimizer_in_backward false · activation_offload none · compile false (train techniques)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,

@@ -70,16 +70,19 @@ fn numerics(p: Precision) -> Numerics {
             param: 4,
             compute: 4,
             autocast: false,
+            softmax_saves_input: false,
         },
         Precision::Fp16 | Precision::Bf16 => Numerics {
             param: 2,
             compute: 2,
             autocast: false,
+            softmax_saves_input: false,
         },
         Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
             param: 4,
             compute: 2,
             autocast: true,
+            softmax_saves_input: false,
         },
     }
 }
@@ -149,12 +152,14 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
             param: 2,
             compute: 2,
             autocast: false,
+            softmax_saves_input: false,
         };
     }
     let peft = job.peft.is_some() && job.task == Task::Train;
     if peft && num.param == 4 && job.precision != Precision::Fp32 {
         num.param = 2;
     }
+    num.softmax_saves_input = job.torch_version.is_some_and(|v| v.softmax_saves_input());
     num
 }
 
@@ -356,7 +361,7 @@ fn head_and_loss(
         stages::loss_chunked(spec, b, s, num)
     } else if train && lm_head {
         let width = stages::loss_width(spec, num, logits_width);
-        stages::loss(spec, b, s, logits_width, width)
+        stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input)
     } else {
         LossMemory::default()
     };

@@ -285,8 +285,17 @@ pub fn loss_width(spec: &ModelSpec, num: Numerics, logits_width: u64) -> u64 {
 /// the upcast copy when the two differ, the saved log-softmax, and at the start of backward
 /// the log-softmax's gradient (`nll_loss_backward`) and dlogits (`_log_softmax_backward_data`),
 /// then dlogits cast back to the logits' dtype. Labels: a causal LM's are padded and shifted
-/// into two new int64 tensors (`ForCausalLMLoss`); a masked LM's are a view.
-pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64, width: u64) -> LossMemory {
+/// into two new int64 tensors (`ForCausalLMLoss`); a masked LM's are a view. With
+/// `saves_input` (PyTorch before 1.11, `job::TorchVersion::softmax_saves_input`) `log_softmax`
+/// also keeps its input — the upcast copy, or the logits themselves — until its backward.
+pub fn loss(
+    spec: &ModelSpec,
+    batch: u64,
+    seq: u64,
+    logits_width: u64,
+    width: u64,
+    saves_input: bool,
+) -> LossMemory {
     let t = batch * seq;
     let v = spec.vocab_size;
     let tv = round_size(t * v * width);
@@ -296,9 +305,12 @@ pub fn loss(spec: &ModelSpec, batch: u64, seq: u64, logits_width: u64, width: u6
         Head::MaskedLm { .. } => 0,
         _ => round_size(batch * (seq + 1) * 8) + round_size(t * 8),
     };
+    // The input log_softmax read: the upcast copy when there is one, else the logits.
+    let input = if upcast > 0 { upcast } else { logits };
+    let kept_input = if saves_input { input } else { 0 };
     LossMemory {
-        saved: tv + labels,
-        forward_transient: logits + upcast,
+        saved: tv + labels + kept_input,
+        forward_transient: logits + upcast - kept_input,
         backward_transient: 2 * tv,
         dlogits: if logits_width == width { 0 } else { logits },
     }

@@ -98,6 +98,11 @@ pub struct JobArgs {
     /// `optim="adamw_hf"`). [default: foreach]
     #[arg(long, help_heading = "Job")]
     pub optimizer_impl: Option<String>,
+    /// The PyTorch release the job runs on, e.g. `1.10` or `2.4.1`: before 1.11 softmax also
+    /// saves its input, before 1.13 kernels load eagerly, before 2.0 `zero_grad` keeps zeros
+    /// and there is no SDPA (attention defaults to eager). [default: today's]
+    #[arg(long, value_name = "X.Y", help_heading = "Job")]
+    pub torch_version: Option<String>,
     /// GiB to keep free on the GPU for other applications (a desktop, a second model), e.g.
     /// `2` or `1.5`: subtracted from capacity in the fit check and the searches. [default: 0]
     #[arg(
@@ -437,6 +442,9 @@ impl JobArgs {
         text(&mut job.cuda_module_loading, &self.cuda_module_loading);
         text(&mut job.zero_grad, &self.zero_grad);
         text(&mut job.optimizer_impl, &self.optimizer_impl);
+        if let Some(v) = &self.torch_version {
+            job.torch_version = Some(Value::String(v.clone()));
+        }
         let num = |dst: &mut Option<Value>, src: &Option<String>| {
             if let Some(s) = src {
                 *dst = Some(number_value(s));
@@ -603,6 +611,24 @@ mod tests {
             (Some("zeros"), Some("for-loop"))
         );
         assert!(job.resolve(None).is_ok());
+    }
+
+    /// `--torch-version 1.10` is kept as written (a string: `1.10` as a number would read
+    /// 1.1) and turns on the defaults of that release: eager module loading, zeroed gradients,
+    /// eager attention (PyTorch 1.10 has no SDPA).
+    #[test]
+    fn torch_version_flag() {
+        let args = JobArgs {
+            torch_version: Some("1.10".into()),
+            ..JobArgs::default()
+        };
+        let job = args.to_job().unwrap();
+        assert_eq!(job.torch_version, Some(json!("1.10")));
+        let r = job.resolve(None).unwrap();
+        assert_eq!(r.torch_version.unwrap().to_string(), "1.10");
+        assert_eq!(r.zero_grad.as_str(), "zeros");
+        assert_eq!(r.cuda_module_loading.as_str(), "eager");
+        assert_eq!(r.attention.as_str(), "eager");
     }
 
     #[test]

@@ -277,7 +277,8 @@ impl Prog<'_> {
     }
 
     /// Softmax in fp32 (explicit dtype in Llama-style code; autocast's fp32 list elsewhere),
-    /// its output saved, then cast to the value dtype where the family does.
+    /// its output saved (and its input too before PyTorch 1.11: `Numerics::softmax_saves_input`),
+    /// then cast to the value dtype where the family does.
     fn softmax(&mut self, masked: Id, n: u64, q: Id, v: Id) -> Id {
         let naming = self.c.spec.naming;
         let llama_style = !matches!(
@@ -297,6 +298,9 @@ impl Prog<'_> {
         let sm_in = self.cast(masked, sm_w);
         let probs = self.t.op(&[sm_in], &[], n, sm_w);
         self.t.keep(probs);
+        if self.c.num.softmax_saves_input {
+            self.t.keep(sm_in);
+        }
         if llama_style {
             let qw = self.w(q);
             self.cast(probs, qw)

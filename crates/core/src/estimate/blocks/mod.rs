@@ -22,6 +22,9 @@ pub struct Numerics {
     pub compute: u64,
     /// `torch.autocast` is on: matmul-class ops cast fp32 inputs to 16 bit; fp32-list ops cast up.
     pub autocast: bool,
+    /// `softmax` and `log_softmax` keep their input for backward beside their output, as
+    /// PyTorch before 1.11 did (`job::TorchVersion::softmax_saves_input`).
+    pub softmax_saves_input: bool,
 }
 
 /// Everything a block program needs besides the layer itself.

@@ -212,3 +212,30 @@ fn hf_2022_guide_figures() {
         errs[errs.len() / 2]
     );
 }
+
+/// GPT-2 in fp32 on torch 1.10, by hand: the saved activations at their most (the loss, before
+/// backward) grow by each attention layer's softmax input, 12 layers × b·12 heads·s·s·4 B, and
+/// by the logits `log_softmax` reads (no upcast in fp32: the logits themselves, s·V·4 B):
+/// 12 × 12 × 128 × 128 × 4 + 128 × 50,257 × 4 = 9,437,184 + 25,731,584 = 35,168,768 B.
+#[test]
+fn log_softmax_keeps_the_logits_before_torch_1_11() {
+    let job = |extra: Value| {
+        let mut j = json!({"model": "gpt2", "batch": 1, "seq": 128, "precision": "fp32",
+                           "attention": "eager", "zero_grad": "zeros",
+                           "cuda_module_loading": "eager"});
+        j.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        report_of(j)
+    };
+    let most = |r: &Report| {
+        r.timeline
+            .iter()
+            .map(|p| p.by_category.of(Category::Activations))
+            .max()
+            .unwrap()
+    };
+    let today = job(json!({}));
+    let old = job(json!({"torch_version": "1.10"}));
+    assert_eq!(most(&old) - most(&today), 35_168_768);
+}

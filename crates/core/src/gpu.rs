@@ -3,6 +3,7 @@
 
 use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// One GPU model.
@@ -99,15 +100,40 @@ pub fn catalog() -> &'static [Gpu] {
 
 /// Looks a GPU up by id or alias, case-insensitively.
 pub fn find(id: &str) -> Result<&'static Gpu, CoreError> {
-    let key = id.trim().to_ascii_lowercase();
-    catalog()
-        .iter()
-        .find(|g| g.id == key || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(&key)))
+    let trimmed = id.trim();
+    // The common spelling (an id as the catalog writes it) needs no lowercased copy.
+    if let Some(&i) = index().get(trimmed) {
+        return Ok(&catalog()[i]);
+    }
+    let key = trimmed.to_ascii_lowercase();
+    index()
+        .get(key.as_str())
+        .map(|&i| &catalog()[i])
         .ok_or_else(|| CoreError::Unknown {
             kind: "GPU",
             name: id.to_string(),
             hint: suggestion(&key, catalog().iter().map(|g| g.id.as_str())),
         })
+}
+
+/// Each GPU's place in the catalog under its id and its aliases lowercased: the first GPU in
+/// file order that a name matches, as a scan of the catalog would find it (an estimate looks
+/// its GPU up several times).
+fn index() -> &'static HashMap<String, usize> {
+    static INDEX: OnceLock<HashMap<String, usize>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut index = HashMap::new();
+        for (i, g) in catalog().iter().enumerate() {
+            // A scan compared the id exactly with the lowercased name.
+            if g.id == g.id.to_ascii_lowercase() {
+                index.entry(g.id.clone()).or_insert(i);
+            }
+            for a in &g.aliases {
+                index.entry(a.to_ascii_lowercase()).or_insert(i);
+            }
+        }
+        index
+    })
 }
 
 /// "; did you mean 'x'?" for the closest name, or a pointer to the list.
@@ -124,6 +150,38 @@ pub fn suggestion<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index finds, for every id and alias in any case and with spaces around, the GPU a
+    /// scan of the catalog in file order finds (the lookup before the index); unknown names
+    /// are still errors.
+    #[test]
+    fn the_index_finds_what_a_scan_finds() {
+        let scan = |id: &str| {
+            let key = id.trim().to_ascii_lowercase();
+            catalog()
+                .iter()
+                .find(|g| g.id == key || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(&key)))
+                .map(|g| g.id.as_str())
+        };
+        let mut names = 0;
+        for g in catalog() {
+            for name in std::iter::once(&g.id).chain(&g.aliases) {
+                for spelled in [
+                    name.clone(),
+                    name.to_ascii_uppercase(),
+                    format!("  {name} "),
+                ] {
+                    let found = find(&spelled).ok().map(|g| g.id.as_str());
+                    assert_eq!(found, scan(&spelled), "{spelled:?}");
+                    assert!(found.is_some(), "{spelled:?}");
+                    names += 1;
+                }
+            }
+        }
+        assert!(names >= 3 * catalog().len());
+        assert!(find("h100-80gbx").is_err());
+        assert!(find("").is_err());
+    }
 
     #[test]
     fn catalog_is_well_formed() {

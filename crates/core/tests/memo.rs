@@ -133,3 +133,42 @@ fn a_clone_is_independent_of_its_original() {
         answer(&model("llama-3.2-1b"), &json!({"batch": 2, "seq": 1024}))
     );
 }
+
+#[test]
+fn the_step_time_model_counts_loras_adapters_from_the_remembered_match() {
+    // Llama-3.1-8B (hidden 4096, 8 KV heads of 128 → k/v out 1024, MLP 14336, 32 layers), LoRA
+    // r16 on all seven projections: r × (in + out) per module, per layer
+    //   q, o: 16 × (4096 + 4096) = 131,072 each; k, v: 16 × (4096 + 1024) = 81,920 each;
+    //   gate, up, down: 16 × (4096 + 14336) = 294,912 each
+    //   = 2 × 131,072 + 2 × 81,920 + 3 × 294,912 = 1,310,720; × 32 layers = 41,943,040
+    // (PEFT's print_trainable_parameters for this model and config: 41,943,040).
+    let m = model("llama-3.1-8b");
+    let targets = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ];
+    let job = resolve(
+        &m,
+        &json!({"gpu": "h100-80gb", "peft": {"method": "lora", "rank": 16, "targets": targets}}),
+    );
+    let first = vramscope_core::throughput::trainable_params(&m, &job);
+    let remembered = vramscope_core::throughput::trainable_params(&m, &job);
+    assert_eq!(first, 41_943_040.0);
+    assert_eq!(remembered, 41_943_040.0);
+    let report = estimate(&m, &job).unwrap();
+    assert_eq!(report.model.params_trainable, 41_943_040);
+    // A target no module has: all parameters count (the estimate itself refuses the job).
+    let none = resolve(
+        &m,
+        &json!({"peft": {"method": "lora", "rank": 16, "targets": ["no_such_proj"]}}),
+    );
+    assert_eq!(
+        vramscope_core::throughput::trainable_params(&m, &none),
+        m.params_total as f64
+    );
+}

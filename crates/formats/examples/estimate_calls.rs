@@ -10,7 +10,10 @@
 //! The difference of the two runs' totals over N is one call's instructions. MODE: `one` (an
 //! estimate), `fit` (the fit search), `whatif` (the what-if table), each on the same model
 //! value every call; `one-fresh`, `whatif-fresh`: on a fresh clone of the model each call (what
-//! a caller pays the first time it asks of a model); `clone`: the clone alone.
+//! a caller pays the first time it asks of a model); `clone`: the clone alone; `json`: the
+//! serialization of one estimate's report by `serde_json::to_vec`; `pretty`: by
+//! `serde_json::to_string_pretty` (what the CLI's `--json`, the server and the Python binding pay
+//! after the estimate).
 
 use serde_json::json;
 use std::hint::black_box;
@@ -23,7 +26,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(mode), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<u64>().ok()))
     else {
-        eprintln!("usage: estimate_calls one|fit|whatif|one-fresh|whatif-fresh|clone N");
+        eprintln!(
+            "usage: estimate_calls one|fit|whatif|one-fresh|whatif-fresh|clone|json|pretty N"
+        );
         std::process::exit(2);
     };
     let m = load_model("llama-3.1-8b").expect("the preset loads");
@@ -32,6 +37,7 @@ fn main() {
     let job: Job = serde_json::from_value(json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb"}))
         .expect("a valid job");
     let job = job.resolve(max).expect("the job resolves");
+    let report = estimate(&input, &job).expect("the job estimates");
     let mut checksum = 0u64;
     for _ in 0..n {
         checksum = checksum.wrapping_add(match mode.as_str() {
@@ -47,6 +53,10 @@ fn main() {
                 what_if(&black_box(input.clone()), &job).map_or(0, |t| t.len() as u64)
             }
             "clone" => black_box(input.clone()).params_total,
+            "json" => serde_json::to_vec(black_box(&report)).map_or(0, |v| v.len() as u64),
+            "pretty" => {
+                serde_json::to_string_pretty(black_box(&report)).map_or(0, |v| v.len() as u64)
+            }
             _ => {
                 eprintln!("unknown mode {mode}");
                 std::process::exit(2);

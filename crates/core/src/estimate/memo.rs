@@ -2,7 +2,9 @@
 //! and a few of the job's fields — the model states, the forward plan, and which modules LoRA
 //! targets adapt — computed once per distinct set of those fields and reused by every later
 //! estimate of the same model (the fit searches, the what-if table, advice, the planner's
-//! confirmations, a caller's sweep).
+//! confirmations, a caller's sweep); and the parts that depend on the model alone — the
+//! step-time model's shape ([`ModelShape::of`]) and the report's model summary
+//! ([`ModelSummary::from_spec`]) — computed once per model.
 //!
 //! An entry is looked up by the whole job with the fields its part never reads set to fixed
 //! values ([`states_key`], [`plan_key`]), so a job field added later is part of every key
@@ -14,7 +16,9 @@ use super::activations::ForwardPlan;
 use super::states::{LoraModules, StateBytes};
 use crate::error::CoreError;
 use crate::job::{CudaModuleLoading, ResolvedJob};
-use std::sync::{Arc, Mutex};
+use crate::summary::ModelSummary;
+use crate::throughput::ModelShape;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Entries kept per part; past it the oldest goes (a fit search's one-off batch sizes do not
 /// grow the memo without bound).
@@ -27,6 +31,9 @@ pub struct Memo {
     plans: Table<ResolvedJob, ForwardPlan>,
     /// By the job's `peft.targets` (the matching reads tensor names, not the job).
     lora: Table<Vec<String>, LoraModules>,
+    /// The model alone: its step-time shape and its summary.
+    shape: OnceLock<ModelShape>,
+    summary: OnceLock<ModelSummary>,
 }
 
 impl Clone for Memo {
@@ -41,6 +48,8 @@ impl std::fmt::Debug for Memo {
             .field("states", &self.states.len())
             .field("plans", &self.plans.len())
             .field("lora", &self.lora.len())
+            .field("shape", &self.shape.get().is_some())
+            .field("summary", &self.summary.get().is_some())
             .finish()
     }
 }
@@ -83,6 +92,17 @@ impl Memo {
         let value = Arc::new(compute());
         self.lora.insert(key, Arc::clone(&value), Vec::new());
         value
+    }
+
+    /// The model's shape as the step-time model reads it, made by `compute` the first time.
+    pub(crate) fn shape(&self, compute: impl FnOnce() -> ModelShape) -> &ModelShape {
+        self.shape.get_or_init(compute)
+    }
+
+    /// The model's summary before the job's figures (`params_trainable`) and the caller's
+    /// name are set, made by `compute` the first time.
+    pub(crate) fn summary(&self, compute: impl FnOnce() -> ModelSummary) -> &ModelSummary {
+        self.summary.get_or_init(compute)
     }
 }
 

@@ -438,8 +438,11 @@ fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Opt
 fn summary(model: &ModelInput, st: &StateBytes) -> ModelSummary {
     match (&model.spec, &model.inventory) {
         (Some(s), inv) => {
-            let mut m = ModelSummary::from_spec(s, model.params_total, inv.as_ref());
-            m.name = model.name.clone();
+            let mut m = model
+                .memo()
+                .summary(|| ModelSummary::from_spec(s, model.params_total, inv.as_ref()))
+                .clone();
+            m.name.clone_from(&model.name);
             m.params_trainable = st.trainable_params;
             m
         }

@@ -19,7 +19,7 @@
 
 use super::{optimizer, round_size, ModelInput};
 use crate::error::CoreError;
-use crate::inventory::{Component, Inventory, ShapeClass, ShapeTallies, Tensor};
+use crate::inventory::{Component, Inventory, LayerTally, ShapeClass, ShapeTallies, Tensor};
 use crate::job::{Framework, Optimizer, Precision, ResolvedJob, Task};
 use crate::report::ModelStates;
 
@@ -435,7 +435,17 @@ impl Rules<'_> {
         }
     }
 
-    /// The groups of alike tensors the most-loaded rank holds: (layer, class, tensors).
+    /// The layers the most-loaded rank holds.
+    fn layers_on_rank<'t>(&'t self, tl: &'t ShapeTallies) -> impl Iterator<Item = &'t LayerTally> {
+        tl.layers
+            .iter()
+            .filter(|l| self.on_rank(Some(l.layer), Component::Attention))
+    }
+
+    /// The groups of alike tensors the most-loaded rank holds: (layer, class, tensors). The
+    /// layers are taken per composition (`layer_kinds`), not one by one: a class's tensors in
+    /// one layer times the rank's layers of that composition, with the composition's first
+    /// layer standing for them (a 32-layer model with one composition is 7 groups, not 224).
     fn on_rank_groups<'t>(
         &'t self,
         tl: &'t ShapeTallies,
@@ -445,15 +455,19 @@ impl Rules<'_> {
             .iter()
             .filter(|(c, _)| self.on_rank(None, tl.classes[*c as usize].component))
             .map(|&(c, n)| (None, c, n));
-        let layered = tl
-            .layers
-            .iter()
-            .filter(|l| self.on_rank(Some(l.layer), Component::Attention))
-            .flat_map(move |l| {
-                tl.layer_kinds[l.kind as usize]
-                    .iter()
-                    .map(move |&(c, n)| (Some(l.layer), c, n))
-            });
+        // (composition, its first layer, layers): in order of first appearance.
+        let mut kinds: Vec<(u32, u32, u64)> = Vec::new();
+        for l in self.layers_on_rank(tl) {
+            match kinds.iter_mut().find(|(k, _, _)| *k == l.kind) {
+                Some((_, _, n)) => *n += 1,
+                None => kinds.push((l.kind, l.layer, 1)),
+            }
+        }
+        let layered = kinds.into_iter().flat_map(move |(kind, first, layers)| {
+            tl.layer_kinds[kind as usize]
+                .iter()
+                .map(move |&(c, n)| (Some(first), c, n.saturating_mul(layers)))
+        });
         outside.chain(layered)
     }
 }
@@ -671,11 +685,8 @@ fn full_training(
         out.hook_step
             .add(layer, class.component, tied, t.grad, t.scratch);
         match (layer, class.component) {
-            (Some(l), _) => {
-                if let Some(x) = out.layer_grads.get_mut(l as usize) {
-                    *x += g;
-                }
-            }
+            // Each layer's own gradients are placed below.
+            (Some(_), _) => {}
             (None, Component::Head) => out.head_grad += g,
             (None, Component::Embedding)
                 if r.tied_vocab.is_some() && class.shape.first() == r.tied_vocab.as_ref() =>
@@ -687,7 +698,25 @@ fn full_training(
             (None, _) => out.embedding_grad += g,
         }
     }
+    layer_grads(tl, r, &trained, out);
     Ok(trained)
+}
+
+/// Places each layer's gradients in its backward: its composition's sum, computed once per
+/// composition.
+fn layer_grads(tl: &ShapeTallies, r: &Rules, trained: &[Option<Trained>], out: &mut StateBytes) {
+    let mut per_kind: Vec<Option<u64>> = vec![None; tl.layer_kinds.len()];
+    for l in r.layers_on_rank(tl) {
+        let g = *per_kind[l.kind as usize].get_or_insert_with(|| {
+            tl.layer_kinds[l.kind as usize]
+                .iter()
+                .map(|&(c, n)| trained[c as usize].as_ref().map_or(0, |t| t.grad * n))
+                .sum()
+        });
+        if let Some(x) = out.layer_grads.get_mut(l.layer as usize) {
+            *x += g;
+        }
+    }
 }
 
 /// Whether bitsandbytes gives a tensor of this shape 8-bit states (and so makes its shared

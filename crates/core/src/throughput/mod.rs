@@ -244,7 +244,11 @@ pub fn trainable_params(model: &ModelInput, job: &ResolvedJob) -> f64 {
     let (Some(p), Some(inv)) = (&job.peft, &model.inventory) else {
         return all;
     };
-    crate::estimate::states::lora_adapters(&inv.tensors, &p.targets, p.rank)
+    // The targets' matching is remembered per model (`estimate::memo`).
+    let modules = model.memo().lora_modules(&p.targets, || {
+        crate::estimate::states::lora_modules(&inv.tensors, &p.targets)
+    });
+    crate::estimate::states::adapters_of(&modules, &p.targets, p.rank)
         .map(|v| v.iter().map(|(_, n)| *n as f64).sum())
         .unwrap_or(all)
 }
@@ -263,18 +267,18 @@ pub fn for_job(
         Ok(hw) => hw,
         Err(why) => return (None, Some(format!("throughput is null: {why}"))),
     };
-    let shape = ModelShape::of(model);
+    let shape = model.memo().shape(|| ModelShape::of(model));
     match job.task {
         Task::Train => {
             let setup = Setup::of_job(job, trainable_params(model, job));
-            let step = train_step(&shape, &setup, &hw);
+            let step = train_step(shape, &setup, &hw);
             (
                 Some(Throughput::Train(step.report(job.price_per_gpu_hour))),
                 None,
             )
         }
         Task::Infer => (
-            Some(Throughput::Infer(infer::rates(&shape, job, &hw, per_gpu))),
+            Some(Throughput::Infer(infer::rates(shape, job, &hw, per_gpu))),
             None,
         ),
         Task::Rl => (

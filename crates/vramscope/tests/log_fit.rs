@@ -147,3 +147,52 @@ fn fit_on_an_oom_message_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("out-of-memory message"), "{err}");
 }
+
+/// `fit --measured` on llama.cpp's two-GPU load log (PR 6122): the most-loaded device, CUDA1,
+/// "CUDA1 buffer size = 13989.53 MiB" = 1398953 × 2^20 / 100 = 14669085409 B and "CUDA1 KV
+/// buffer size = 3584.00 MiB" = 3758096384 B for n_ctx 4096, i.e. 3758096384 / 4096 =
+/// 917504 B per context cell. The copy stops before CUDA1's compute line: that one figure is
+/// the estimate's, and a note says so. Both limits divide the same room by the same 917504 B
+/// per cell, so the sequences at 4096 tokens are the tokens at one sequence / 4096, floored.
+#[test]
+fn fit_on_a_llamacpp_log_uses_its_buffers() {
+    let log = fixture("llamacpp/llm_load_tensors-2gpu-pr6122.log");
+    let args = |batch: &'static str, seq: &'static str| {
+        run(&[
+            "fit",
+            "llama-3.1-8b",
+            "--task",
+            "infer",
+            "--framework",
+            "llama.cpp",
+            "--gpu",
+            "a100-80gb",
+            "--batch",
+            batch,
+            "--seq",
+            seq,
+            "--new-tokens",
+            "0",
+            "--measured",
+            &log,
+        ])
+    };
+    let at_4096 = args("1", "4096");
+    assert_eq!(at_4096["source"], "llamacpp-log");
+    let rows = at_4096["from_log"].as_array().unwrap();
+    let get = |f: &str| {
+        rows.iter()
+            .find(|r| r["figure"] == f)
+            .map(|r| r["log"].clone())
+    };
+    assert_eq!(get("parameters"), Some(json!(14_669_085_409u64)));
+    assert_eq!(get("kv_cache"), Some(json!(3_758_096_384u64)));
+    assert_eq!(get("temporaries"), None);
+    assert!(at_4096["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("no compute buffer")));
+    let tokens = at_4096["max_context"].as_u64().unwrap();
+    assert_eq!(at_4096["max_batch"].as_u64().unwrap(), tokens / 4096);
+}

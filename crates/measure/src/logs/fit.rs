@@ -9,7 +9,8 @@
 //!   `Maximum concurrency = pool / bytes of one max_model_len request`).
 //! - llama.cpp / ollama: the most-loaded device's model, KV and compute buffers as logged
 //!   (`llama_kv_cache_init`, `llama_new_context_with_model` / `llama_context`): the model and
-//!   compute buffers fixed (the compute buffer is sized for one `n_ubatch` micro-batch), the KV
+//!   compute buffers fixed (the compute buffer is sized for one `n_ubatch` micro-batch; the
+//!   estimate's when the log's copy stops before that line, with a note), the KV
 //!   buffer per context cell = the logged KV buffer / `n_ctx` (llama.cpp allocates `n_ctx`
 //!   cells for the layers on the device, `src/llama-kv-cache.cpp`), and the device's capacity
 //!   less the job's reserve and the CUDA context (which no line of the log states).
@@ -148,7 +149,7 @@ fn vllm(
         "temporaries",
         c.temporaries,
         None,
-        "shown (vLLM's profiled activation peak)",
+        "shown: vLLM's profiled activation peak",
     );
     let context = job.seq + job.new_tokens;
     let per_seq = kv_bytes_per_gpu(spec, &job, 1, context)?.max(1);
@@ -205,9 +206,6 @@ fn ggml(
         .parameters
         .ok_or_else(|| need("the device's model buffer"))?;
     let kv = c.kv_cache.ok_or_else(|| need("the device's KV buffer"))?;
-    let compute = c
-        .temporaries
-        .ok_or_else(|| need("the device's compute buffer"))?;
     let n_ctx = log
         .engine
         .as_ref()
@@ -217,6 +215,8 @@ fn ggml(
         .ok_or_else(|| need("n_ctx"))?;
     let est = estimate(model, job)?;
     let e = &est.per_gpu.components;
+    // A log cut before the compute-buffer line (most threads' copies are): the estimate's.
+    let compute = c.temporaries.unwrap_or(e.temporaries);
     let context_bytes = e.cuda_context;
     let room = job
         .usable(gpu.memory_bytes)
@@ -232,26 +232,7 @@ fn ggml(
         evals += 1;
         Ok(cells(job.batch.saturating_mul(n)) <= room)
     })?;
-    let from_log = vec![
-        FromLog {
-            figure: "parameters",
-            log: weights,
-            estimated: Some(e.parameters),
-            used_as: "fixed",
-        },
-        FromLog {
-            figure: "kv_cache",
-            log: kv,
-            estimated: Some(e.kv_cache),
-            used_as: "per context cell: the buffer / n_ctx",
-        },
-        FromLog {
-            figure: "temporaries",
-            log: compute,
-            estimated: Some(e.temporaries),
-            used_as: "fixed (one n_ubatch micro-batch)",
-        },
-    ];
+    let from_log = ggml_rows(weights, kv, c.temporaries, e);
     let mut notes = vec![format!(
         "{} on the device as logged{}: {kv} B of KV for n_ctx {n_ctx}; the CUDA context is the \
          estimate's ({context_bytes} B), no log line states it",
@@ -263,6 +244,11 @@ fn ggml(
             .map(|n| format!(" with n_gpu_layers {n}"))
             .unwrap_or_default()
     )];
+    if c.temporaries.is_none() {
+        notes.push(format!(
+            "the log states no compute buffer for the device: the estimate's ({compute} B)"
+        ));
+    }
     if log.devices.len() > 1 {
         notes.push("several devices in the log: the fit is the most-loaded one's".into());
     }
@@ -276,4 +262,36 @@ fn ggml(
         evaluations: evals,
         notes,
     })
+}
+
+/// The figures a llama.cpp / ollama fit took from the log, beside the estimate's.
+fn ggml_rows(
+    weights: u64,
+    kv: u64,
+    compute: Option<u64>,
+    e: &vramscope_core::report::Components,
+) -> Vec<FromLog> {
+    let mut rows = vec![
+        FromLog {
+            figure: "parameters",
+            log: weights,
+            estimated: Some(e.parameters),
+            used_as: "fixed",
+        },
+        FromLog {
+            figure: "kv_cache",
+            log: kv,
+            estimated: Some(e.kv_cache),
+            used_as: "per context cell: the buffer / n_ctx",
+        },
+    ];
+    if let Some(v) = compute {
+        rows.push(FromLog {
+            figure: "temporaries",
+            log: v,
+            estimated: Some(e.temporaries),
+            used_as: "fixed (one n_ubatch micro-batch)",
+        });
+    }
+    rows
 }

@@ -249,6 +249,39 @@ mod tests {
         assert!(!find("a100-80gb").unwrap().unified_memory);
     }
 
+    /// Entries whose figure is the same machine class's reading (`crates/core/data/GPUS.md`):
+    /// macOS's working set on a 48 GB Mac is 38654.71 MB (M3 Max log) = 36 GiB = 36864 MiB, on a
+    /// 64 GB Mac 51539.61 MB = 48 GiB = 49152 MiB (llama.cpp#9112); Strix Halo's 96 GB carve-out
+    /// reads `mem_info_vram_total` 103079215104 (ROCm#5444) and llama.cpp's HIP backend
+    /// "Total VRAM: 98304 MiB" (nix-amd-ai#42).
+    #[test]
+    fn m4_pro_and_strix_halo_hold_their_cited_figures() {
+        for (id, mib) in [
+            ("apple-m4pro-48gb", 36864u64),
+            ("apple-m4pro-64gb", 49152),
+            ("strix-halo-128gb", 98304),
+        ] {
+            let g = find(id).unwrap();
+            assert_eq!(g.memory_bytes, mib << 20, "{id}");
+            assert!(g.unified_memory, "{id}");
+        }
+        // 38654.71 MB and 51539.61 MB are bytes / 10^6 rounded to two decimals.
+        for (id, mb) in [
+            ("apple-m4pro-48gb", 38654.71),
+            ("apple-m4pro-64gb", 51539.61),
+        ] {
+            let b = find(id).unwrap().memory_bytes as f64;
+            assert_eq!((b / 1e4).round() / 100.0, mb, "{id}");
+        }
+        assert_eq!(
+            find("strix-halo-128gb").unwrap().memory_bytes,
+            103_079_215_104
+        );
+        assert_eq!(find("ryzen-ai-max-395").unwrap().id, "strix-halo-128gb");
+        assert!(find("apple-m4pro-48gb").unwrap().is_metal());
+        assert!(!find("strix-halo-128gb").unwrap().is_metal());
+    }
+
     /// Datasheet figures, read off NVIDIA's H100 and A100 datasheets by hand: H100 SXM BF16
     /// 1,979 TFLOPS with sparsity = 989.5 dense, HBM3 3.35 TB/s, NVLink 900 GB/s; A100 80GB
     /// SXM BF16 312 TFLOPS dense, HBM2e 2,039 GB/s, NVLink 600 GB/s, PCIe Gen4 64 GB/s.

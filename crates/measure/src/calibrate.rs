@@ -100,7 +100,7 @@ fn add_signed(base: u64, add: i64) -> u64 {
 
 /// `bytes × num / den`, rounded up (a fit answer errs towards not fitting); exact integers, so
 /// the measured job reproduces its measurement to the byte.
-fn scale_up(bytes: u64, (num, den): (u64, u64)) -> u64 {
+pub(crate) fn scale_up(bytes: u64, (num, den): (u64, u64)) -> u64 {
     if den == 0 {
         return bytes;
     }

@@ -644,3 +644,45 @@ fn per_gpu_has_the_reports_fields() {
     assert_eq!(g["components"]["gradients"], Value::Null);
     assert_eq!(v["source"], "vllm-log");
 }
+
+// ---------------------------------------------------------------- vLLM counts in bytes
+
+/// "GPU KV cache size: 158,656 tokens" (V1, PR 17122) with a block of 16 tokens × 131072 B
+/// (Llama-3.1-8B at bf16: 32 layers × 8 KV heads × 128 × 2 × 2 B per token): 158656 / 16 =
+/// 9916 blocks × 2097152 B = 20795359232 B; the count, the block's bytes and its size are
+/// named in `engine` and a note says the pool is derived.
+#[test]
+fn vllm_token_count_to_bytes() {
+    let mut r = read("vllm/v1-2025-04-pr17122.log");
+    assert_eq!(r.per_gpu.kv_pool, None);
+    assert!(r.kv_pool_from_count(2_097_152, 16, "llama-3.1-8b"));
+    assert_eq!(r.per_gpu.kv_pool, Some(20_795_359_232));
+    assert_eq!(engine(&r, "kv_pool_from"), json!("kv_cache_tokens"));
+    assert_eq!(engine(&r, "kv_block_bytes"), json!(2_097_152));
+    assert_eq!(engine(&r, "block_size"), json!(16));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("kv_pool is derived")));
+}
+
+/// "# GPU blocks: 10039" (V0, PR 6234) alone: the count stays in `engine`, `kv_pool` stays
+/// null, and a note says why.
+#[test]
+fn vllm_block_count_alone_is_noted() {
+    let mut r = read("vllm/v0-2024-07-tp4-pr6234.log");
+    r.note_kv_count_only();
+    assert_eq!(r.per_gpu.kv_pool, None);
+    assert_eq!(engine(&r, "num_gpu_blocks"), json!(10039));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("only as 10039 GPU blocks")),
+        "{:?}",
+        r.warnings
+    );
+    // A log that states the bytes itself keeps them: "available_kv_cache_memory 53.29GiB".
+    let mut t = read("vllm/v0-2024-12-profiling-table-pr10511.log");
+    assert!(!t.kv_pool_from_count(2_097_152, 16, "x"));
+    assert_eq!(t.per_gpu.kv_pool, Some(gib(53.29)));
+}

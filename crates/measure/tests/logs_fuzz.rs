@@ -138,3 +138,35 @@ proptest! {
         prop_assert_eq!(a <= b, fa <= fb);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A vLLM log's count in bytes (`LogReport::kv_pool_from_count`): any count and block size
+    /// either gives count-in-blocks × block bytes exactly or (on overflow) leaves the pool
+    /// unstated; it never panics and never invents a pool for a log without a count.
+    #[test]
+    fn kv_counts_to_bytes_are_exact_or_absent(
+        blocks in any::<u32>(), block_bytes in any::<u64>(), block_size in 0u64..1024,
+        tokens in any::<bool>(),
+    ) {
+        let line = if tokens {
+            format!("INFO [kv_cache_utils.py:634] GPU KV cache size: {blocks} tokens\n")
+        } else {
+            format!("INFO distributed_gpu_executor.py:56] # GPU blocks: {blocks}, # CPU blocks: 1\n")
+        };
+        let mut r = read_log(&line).unwrap();
+        let filled = r.kv_pool_from_count(block_bytes, block_size, "test");
+        let n = if tokens {
+            u64::from(blocks).div_ceil(block_size.max(1))
+        } else {
+            u64::from(blocks)
+        };
+        let want = n.checked_mul(block_bytes).filter(|_| block_bytes > 0);
+        prop_assert_eq!(r.per_gpu.kv_pool, want);
+        prop_assert_eq!(filled, want.is_some());
+        let mut none = read_log("INFO worker.py:243] model weights take   14.96GiB\n").unwrap();
+        prop_assert!(!none.kv_pool_from_count(block_bytes.max(1), block_size, "test"));
+        prop_assert_eq!(none.per_gpu.kv_pool, None);
+    }
+}

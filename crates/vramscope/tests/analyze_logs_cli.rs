@@ -98,8 +98,9 @@ fn malformed_log_exits_2_with_one_line() {
 }
 
 /// compare reads a log as it reads a record (rows for what the log states: the figures are
-/// tested in compare_log.rs); fit --measured still needs a per-category record and says so in
-/// one line naming what it got.
+/// tested in compare_log.rs); fit --measured reads it too (the figures are tested in
+/// log_fit.rs), and a log it cannot fit on (no KV pool, count or buffers) is one line naming
+/// what it got.
 #[test]
 fn compare_on_a_log_and_fit_measured_says_what_it_needs() {
     let dir = std::env::temp_dir().join(format!("vramscope-logs-cmp-{}", std::process::id()));
@@ -136,8 +137,26 @@ fn compare_on_a_log_and_fit_measured_says_what_it_needs() {
         ])
         .output()
         .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("vllm-log"));
+    // "Loading model weights took 30.7098 GB" alone: no pool, no count.
+    let out = vramscope()
+        .args([
+            "fit",
+            "--job",
+            job.to_str().unwrap(),
+            "--measured",
+            &fixture("vllm/v0-2025-02-weights-issue12664.log"),
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("vllm-log"), "{err}");
+    assert!(err.contains("KV pool"), "{err}");
 }

@@ -114,6 +114,10 @@ fn engine_flags(out: &mut Vec<String>, base: &ResolvedJob, to: &ResolvedJob) {
         ("gpu_memory_utilization", "--gpu-memory-utilization"),
         ("max_model_len", "--max-model-len"),
         ("n_gpu_layers", "--n-gpu-layers"),
+        ("mem_fraction_static", "--mem-fraction-static"),
+        // SGLang's context_length and ollama's num_ctx: the CLI's --max-model-len.
+        ("context_length", "--max-model-len"),
+        ("num_ctx", "--max-model-len"),
     ] {
         let new = to.engine.get(key);
         if new != base.engine.get(key) {

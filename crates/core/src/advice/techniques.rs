@@ -311,6 +311,71 @@ fn llamacpp(j: &ResolvedJob) -> bool {
     j.task == Task::Infer && j.framework == Framework::LlamaCpp
 }
 
+fn sglang(j: &ResolvedJob) -> bool {
+    j.task == Task::Infer && j.framework == Framework::Sglang
+}
+
+fn ollama(j: &ResolvedJob) -> bool {
+    j.task == Task::Infer && j.framework == Framework::Ollama
+}
+
+/// llama.cpp or ollama (llama-server underneath): the same layer split and KV types.
+fn ggml_engine(j: &ResolvedJob) -> bool {
+    llamacpp(j) || ollama(j)
+}
+
+/// SGLang: `context_length` = the job's own context (prompt + generated). The request table
+/// beside the pool holds `max_running_requests + 1` rows of `context_length + 4` slots
+/// (`sglang.rs`), so a model's 128K default costs GBs no request of the job uses.
+fn sglang_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
+    let need = j.seq + j.new_tokens;
+    let current = j
+        .engine
+        .context_length
+        .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
+        .unwrap_or(u64::MAX);
+    sglang(j) && current > need && set_engine(j, "context_length", need.into())
+}
+
+/// ollama: `num_ctx` = the job's own context: llama-server holds `num_ctx` cells per slot
+/// whatever the prompt (`serving.rs`), and ollama's default grows with the GPU's memory.
+fn ollama_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
+    let need = j.seq + j.new_tokens;
+    let gpu = j.gpu.as_deref().and_then(|g| crate::gpu::find(g).ok());
+    let current = match (j.engine.num_ctx, c.spec) {
+        (Some(n), _) => n,
+        (None, Some(s)) => crate::estimate::serving::ollama_default_num_ctx(s, j, gpu),
+        (None, None) => return false,
+    };
+    ollama(j) && current > need && set_engine(j, "num_ctx", need.into())
+}
+
+/// SGLang: `mem_fraction_static` 0.05 above the current one (SGLang's default for the GPU,
+/// `sglang.rs`), at most 0.95: more of the free memory for the token pool, less for a prefill
+/// chunk and the CUDA graphs (the remedy SGLang's own "Not enough memory" error names).
+fn sglang_fraction(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
+    if !sglang(j) {
+        return false;
+    }
+    let now = j.engine.mem_fraction_static.unwrap_or_else(|| {
+        let Some(g) = j.gpu.as_deref().and_then(|g| crate::gpu::find(g).ok()) else {
+            return 1.0;
+        };
+        let mib = g.memory_bytes >> 20;
+        let tp = j.parallel.tp.max(1);
+        let (chunk, graphs) = crate::estimate::sglang::default_chunk_and_graphs(mib, tp);
+        crate::estimate::sglang::default_mem_fraction_static(
+            mib,
+            j.engine.chunked_prefill_size.unwrap_or(chunk),
+            j.engine.cuda_graph_max_bs.unwrap_or(graphs),
+            tp,
+            j.parallel.pp.max(1),
+        )
+    });
+    let to = ((now + 0.05).min(0.95) * 1000.0).round() / 1000.0;
+    now < to && set_engine(j, "mem_fraction_static", to.into())
+}
+
 /// vLLM: `max_model_len` = the job's own context (prompt + generated), in whole blocks of 16.
 fn max_model_len(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let need = (j.seq + j.new_tokens).div_ceil(16) * 16;
@@ -334,7 +399,11 @@ fn kv_dtype(j: &mut ResolvedJob, _: &Ctx, bits: u64) -> bool {
     let to = match (j.framework, bits) {
         (Framework::LlamaCpp, 8) => (KvDtype::Q8_0, "q8_0"),
         (Framework::LlamaCpp, _) => (KvDtype::Q4_0, "q4_0"),
+        (Framework::Ollama, 8) => (KvDtype::Q8_0, "q8_0"),
+        (Framework::Ollama, _) => (KvDtype::Q4_0, "q4_0"),
         (Framework::Vllm, 8) => (KvDtype::Byte, "fp8"),
+        // SGLang's `--kv-cache-dtype fp8_e5m2` (server_args.py choices).
+        (Framework::Sglang, 8) => (KvDtype::Byte, "fp8_e5m2"),
         (_, 8) => (KvDtype::Byte, "int8"),
         _ => return false,
     };
@@ -342,7 +411,7 @@ fn kv_dtype(j: &mut ResolvedJob, _: &Ctx, bits: u64) -> bool {
     let now = j.kv_dtype.as_ref().map(|k| k.value);
     let small = matches!(now, Some(KvDtype::Byte | KvDtype::Q8_0 | KvDtype::Q4_0));
     let ok = j.task == Task::Infer && !small;
-    let ok = ok || (bits == 4 && now == Some(KvDtype::Q8_0) && llamacpp(j));
+    let ok = ok || (bits == 4 && now == Some(KvDtype::Q8_0) && ggml_engine(j));
     if ok {
         j.kv_dtype = Some(Spelled::new(to.0, to.1));
     }
@@ -386,7 +455,7 @@ fn gpu_layers(j: &mut ResolvedJob, c: &Ctx, sixteenths: u64) -> bool {
     };
     let ngl = (layers * sixteenths / 16).max(1);
     let now = j.engine.n_gpu_layers.unwrap_or(layers + 1);
-    llamacpp(j) && ngl < now.min(layers + 1) && set_engine(j, "n_gpu_layers", ngl.into())
+    ggml_engine(j) && ngl < now.min(layers + 1) && set_engine(j, "n_gpu_layers", ngl.into())
 }
 
 /// Fewer concurrent sequences (not vLLM, whose pool does not depend on the batch).
@@ -459,6 +528,12 @@ pub const TECHNIQUES: &[Technique] = &[
        "speed: micro-batch 1, the same global batch by accumulation"),
     t!("vLLM gpu_memory_utilization 0.95", EngineUtil, 2, 0, utilization,
        "less GPU memory left to other processes"),
+    t!("SGLang context_length = the job's context", EngineLen, 1, 0, sglang_context,
+       "longer requests than the job's own context are refused"),
+    t!("ollama num_ctx = the job's context", EngineLen, 1, 0, ollama_context,
+       "longer prompts than the job's own context are truncated"),
+    t!("SGLang mem_fraction_static +0.05", EngineUtil, 2, 0, sglang_fraction,
+       "less room for a prefill chunk and the CUDA graphs"),
     t!("selective checkpointing", Checkpointing, 3, 1, checkpoint,
        "a little speed: the attention core recomputed (~3 % more compute)"),
     t!("ZeRO-2 over the GPUs given", Layout, 3, 0x12, shard,

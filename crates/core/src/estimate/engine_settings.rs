@@ -109,8 +109,8 @@ impl EngineSettings {
                 self.max_num_seqs = whole(w, "max_num_seqs")?;
                 self.max_model_len = whole(w, "max_model_len")?;
             }
-            // `-ngl 0` (everything on the host) reads as a setting here; the split refuses it
-            // (`engines::llamacpp_split`), as it always did, so a log's implied job resolves.
+            // `-ngl 0` (everything on the host) reads as a setting here; the split models it
+            // (`engines::llamacpp_split`: only the compute buffer stays on the GPU).
             Framework::LlamaCpp => {
                 self.n_gpu_layers = match w.get("n_gpu_layers") {
                     Some(v) if v.as_u64() == Some(0) => Some(0),
@@ -133,7 +133,7 @@ impl EngineSettings {
             // `num_ctx` per slot; llama.cpp's `n_gpu_layers` (what vramscope's layer search
             // sets) comes first when both are written.
             Framework::Ollama => {
-                // 0 (everything on the host) reads, as for llama.cpp; the split refuses it.
+                // 0 (everything on the host) reads, as for llama.cpp.
                 let layers = |k: &str| match w.get(k) {
                     Some(v) if v.as_u64() == Some(0) => Ok(Some(0)),
                     _ => whole(w, k),

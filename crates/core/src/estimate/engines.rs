@@ -193,12 +193,6 @@ pub fn llamacpp_split(
 ) -> Result<LlamaCppSplit, CoreError> {
     let layers = spec.num_layers();
     let ngl = job.engine.n_gpu_layers.unwrap_or(layers + 1);
-    if ngl == 0 {
-        return Err(CoreError::field(
-            "engine.n_gpu_layers",
-            "must be at least 1 (got 0)",
-        ));
-    }
     let on_gpu = ngl.min(layers);
     let first_gpu = layers - on_gpu;
     let output_on_gpu = ngl > layers;
@@ -226,7 +220,7 @@ pub fn llamacpp_split(
     let gpu_compute = if on_gpu > 0 {
         llamacpp_compute_buffer(spec, job, ctx)
     } else {
-        0
+        cpu_layers_compute_buffer(spec, inventory, &stored_bytes, job, ctx)?
     };
     Ok(LlamaCppSplit {
         n_gpu_layers: ngl,
@@ -265,6 +259,39 @@ fn split_weights(
         }
     }
     Ok((gpu_w, host_w))
+}
+
+/// The smallest physical batch whose ops llama.cpp's CUDA backend takes from host-resident
+/// weights (`ggml/src/ggml-cuda/ggml-cuda.cu`, `ggml_backend_cuda_device_offload_op`:
+/// `min_batch_size = 32` over `get_op_batch_size`).
+pub const LLAMACPP_OFFLOAD_MIN_BATCH: u64 = 32;
+
+/// The GPU compute buffer with every layer in host RAM (`-ngl 0`): the weights and the KV stay
+/// on the host (`src/llama-kv-cache.cpp` puts each layer's KV on that layer's device; the CUDA
+/// build's host buffer is `CUDA_Host`), but the scheduler still runs the ops of a micro-batch of
+/// at least 32 tokens on the GPU (`ggml_backend_cuda_device_offload_op`) and copies the weights
+/// they read into the GPU's compute buffer as split inputs (`ggml/src/ggml-backend.cpp`,
+/// `ggml_backend_sched_split_graph`). The buffer is then the offloaded ops' intermediates (as
+/// with layers on the GPU) plus one layer's weights, the most a split copies in at once; below
+/// 32 tokens per micro-batch nothing runs there.
+fn cpu_layers_compute_buffer(
+    spec: &ModelSpec,
+    inventory: &crate::inventory::Inventory,
+    stored_bytes: &impl Fn(&crate::inventory::Tensor) -> Result<u64, CoreError>,
+    job: &ResolvedJob,
+    ctx: u64,
+) -> Result<u64, CoreError> {
+    if LLAMACPP_UBATCH.min(ctx.max(1)) < LLAMACPP_OFFLOAD_MIN_BATCH {
+        return Ok(0);
+    }
+    let mut per_layer = std::collections::BTreeMap::<u32, u64>::new();
+    for t in &inventory.tensors {
+        if let Some(l) = t.layer {
+            *per_layer.entry(l).or_default() += stored_bytes(t)?;
+        }
+    }
+    let largest_layer = per_layer.values().copied().max().unwrap_or(0);
+    Ok(llamacpp_compute_buffer(spec, job, ctx) + largest_layer)
 }
 
 /// llama.cpp's GPU compute buffer over a context of `ctx` tokens: one micro-batch's largest

@@ -387,7 +387,7 @@ pub(super) fn llamacpp_device(
         parameters: split.gpu_weights,
         kv_cache: split.gpu_kv,
         temporaries: split.gpu_compute,
-        cuda_context: if split.layers_on_gpu > 0 {
+        cuda_context: if split.layers_on_gpu > 0 || split.gpu_compute > 0 {
             overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
         } else {
             0

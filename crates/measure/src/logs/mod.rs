@@ -8,6 +8,7 @@
 //! is 2^20 (`ggml_backend_buffer_get_size(buf) / 1024.0 / 1024.0`), ollama's `format.HumanBytes2`
 //! and PyTorch's `format_size` print binary units with binary names.
 
+pub mod fit;
 mod llamacpp;
 mod ollama;
 mod text;
@@ -18,6 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use text::parse_size;
+pub use vllm::{kv_count, KvCount};
 
 /// Largest log read: logs are text of a few MB at most; beyond this it is not a log.
 pub const MAX_LOG_BYTES: usize = 64 << 20;

@@ -237,3 +237,95 @@ fn partial_warnings(r: &mut LogReport, e: &Map<String, Value>) {
         ));
     }
 }
+
+/// The count vLLM states for its KV pool when it does not state the bytes: V0's `# GPU blocks:
+/// N` (`vllm/worker/worker.py`, blocks of `block_size` tokens) or V1's `GPU KV cache size: N
+/// tokens` (`vllm/v1/core/kv_cache_utils.py`: `num_blocks × block_size` tokens). `None` when
+/// the log states neither.
+pub fn kv_count(e: &Map<String, Value>) -> Option<KvCount> {
+    let get = |k: &str| e.get(k).and_then(Value::as_u64);
+    get("num_gpu_blocks")
+        .map(KvCount::Blocks)
+        .or_else(|| get("kv_cache_tokens").map(KvCount::Tokens))
+}
+
+/// A KV pool stated as a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvCount {
+    Blocks(u64),
+    Tokens(u64),
+}
+
+impl KvCount {
+    /// The pool's bytes on one GPU: blocks × the bytes of one block (`block_bytes`, one block of
+    /// `block_size` tokens over this GPU's layers: vLLM's `CacheEngine.get_cache_block_size` /
+    /// V1's `page_size_bytes`); a token count is whole blocks of `block_size` (rounded up).
+    pub fn bytes(self, block_bytes: u64, block_size: u64) -> Option<u64> {
+        let blocks = match self {
+            KvCount::Blocks(n) => n,
+            KvCount::Tokens(t) => t.div_ceil(block_size.max(1)),
+        };
+        blocks.checked_mul(block_bytes)
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            KvCount::Blocks(_) => "num_gpu_blocks",
+            KvCount::Tokens(_) => "kv_cache_tokens",
+        }
+    }
+}
+
+impl LogReport {
+    /// A vLLM log that states its KV pool only as a count: `per_gpu.kv_pool` = the count in bytes,
+    /// with `engine.kv_pool_from` naming the count and `engine.kv_block_bytes` /
+    /// `engine.block_size` the figures it was multiplied by, and a note saying whose they are
+    /// (`of`: e.g. "llama-3.1-8b's KV at bf16, tp 1 (the job)"). Nothing changes when the log
+    /// states the bytes itself or no count; returns whether `kv_pool` was filled.
+    pub fn kv_pool_from_count(&mut self, block_bytes: u64, block_size: u64, of: &str) -> bool {
+        if self.source != LogKind::Vllm || self.per_gpu.kv_pool.is_some() || block_bytes == 0 {
+            return false;
+        }
+        let Some(engine) = self.engine.as_mut() else {
+            return false;
+        };
+        let Some(count) = kv_count(engine) else {
+            return false;
+        };
+        let Some(bytes) = count.bytes(block_bytes, block_size) else {
+            return false;
+        };
+        self.per_gpu.kv_pool = Some(bytes);
+        engine.insert("kv_pool_from".into(), count.key().into());
+        engine.insert("kv_block_bytes".into(), block_bytes.into());
+        engine.insert("block_size".into(), block_size.into());
+        self.warnings.retain(|w| !w.starts_with(KV_COUNT_ONLY));
+        self.warnings.push(format!(
+            "kv_pool is derived, not stated: the log's {} × {block_bytes} B per block of \
+             {block_size} tokens ({of})",
+            count.key()
+        ));
+        true
+    }
+
+    /// The note for a vLLM log whose KV pool is only a count and no model sizes it.
+    pub fn note_kv_count_only(&mut self) {
+        if self.source != LogKind::Vllm || self.per_gpu.kv_pool.is_some() {
+            return;
+        }
+        let Some(count) = self.engine.as_ref().and_then(kv_count) else {
+            return;
+        };
+        let what = match count {
+            KvCount::Blocks(n) => format!("{n} GPU blocks"),
+            KvCount::Tokens(n) => format!("{n} tokens of KV cache"),
+        };
+        self.warnings.push(format!(
+            "{KV_COUNT_ONLY} {what}, not their bytes, and names no model vramscope can size \
+             without the Hub: `vramscope compare --job JOB LOG` gives them in bytes"
+        ));
+    }
+}
+
+/// How the count-only note begins (so a later derivation can replace it).
+const KV_COUNT_ONLY: &str = "the log states its KV pool only as";

@@ -22,13 +22,35 @@ pub fn analyze(input: &AnalyzeInput) -> Result<Measured, AppError> {
 
 /// `analyze` of the file at `path`; pickles are streamed, never held whole.
 pub fn analyze_path(path: &Path) -> Result<Measured, AppError> {
+    read_path(path).map(|m| completed(m, None))
+}
+
+/// A record or a log as read, before a vLLM log's KV count is sized (`log_kv`).
+pub(super) fn read_path(path: &Path) -> Result<Measured, AppError> {
     vramscope_measure::logs::analyze_any_file(path)
         .map_err(|e| AppError::bad(format!("{}: {e}", path.display())))
+}
+
+/// A log with what the job (or its own model line) lets vramscope size: a vLLM KV pool stated
+/// only as a count, in bytes (`log_kv`).
+pub(super) fn completed(m: Measured, job: Option<&super::job::Prepared>) -> Measured {
+    match m {
+        Measured::Log(mut l) => {
+            super::log_kv::complete(&mut l, job);
+            Measured::Log(l)
+        }
+        other => other,
+    }
 }
 
 /// `analyze` of a record or log already in memory (an upload, stdin, a Python `bytes`). `name`
 /// is what errors call it (a file name; `measurement` when none is given).
 pub fn analyze_bytes(bytes: &[u8], name: Option<&str>) -> Result<Measured, AppError> {
+    read_bytes(bytes, name).map(|m| completed(m, None))
+}
+
+/// `read_path` of bytes in memory.
+pub(super) fn read_bytes(bytes: &[u8], name: Option<&str>) -> Result<Measured, AppError> {
     vramscope_measure::logs::analyze_any_bytes(bytes)
         .map_err(|e| AppError::bad(format!("{}: {e}", name.unwrap_or(UNNAMED))))
 }

@@ -1,7 +1,8 @@
 //! `compare`: the estimate of a job and a measurement of it side by side, per category, with
 //! the difference in peak allocated bytes explained as far as the record allows.
 
-use super::job::estimate_job;
+use super::analyze::completed;
+use super::job::prepare;
 use super::AppError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -77,17 +78,19 @@ pub struct Comparison {
 
 /// `compare` of a job and a measurement file.
 pub fn compare(input: &CompareInput) -> Result<Comparison, AppError> {
-    let report = estimate_job(&input.job)?;
-    let measured = super::analyze::analyze_path(&input.path)?;
-    Ok(either(report, measured))
+    let p = prepare(&input.job)?;
+    let report = p.report()?;
+    let measured = super::analyze::read_path(&input.path)?;
+    Ok(either(report, completed(measured, Some(&p))))
 }
 
 /// `compare` of a job and a measurement already in memory; `name` is what errors call it
 /// (`measurement` when none is given).
 pub fn compare_bytes(job: &Job, bytes: &[u8], name: Option<&str>) -> Result<Comparison, AppError> {
-    let report = estimate_job(job)?;
-    let measured = super::analyze::analyze_bytes(bytes, name)?;
-    Ok(either(report, measured))
+    let p = prepare(job)?;
+    let report = p.report()?;
+    let measured = super::analyze::read_bytes(bytes, name)?;
+    Ok(either(report, completed(measured, Some(&p))))
 }
 
 fn either(report: Report, measured: Measured) -> Comparison {

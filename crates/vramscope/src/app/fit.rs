@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use vramscope_core::job::Job;
 use vramscope_measure::calibrate::CalibratedFit;
+use vramscope_measure::logs::fit::LogCalibratedFit;
+use vramscope_measure::logs::Measured;
 
 /// `fit`'s input: the contract's job.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -79,9 +81,19 @@ fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
     }
 }
 
+/// A fit on a measurement: a PyTorch record's per-category correction, or an engine log's
+/// figures (`vramscope_measure::logs::fit`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum MeasuredFit {
+    Record(Box<CalibratedFit>),
+    Log(Box<LogCalibratedFit>),
+}
+
 /// What `fit --measured FILE --json` prints: the search on the estimator corrected by the
-/// measured run's per-category residual (`vramscope_measure::calibrate`).
-pub fn fit_calibrated(input: &CalibratedFitInput) -> Result<CalibratedFit, AppError> {
+/// measured run's per-category residual (`vramscope_measure::calibrate`), or on what an
+/// engine's log states.
+pub fn fit_calibrated(input: &CalibratedFitInput) -> Result<MeasuredFit, AppError> {
     fit_calibrated_prepared(&prepare(&input.job)?, &input.measured)
 }
 
@@ -89,11 +101,14 @@ pub fn fit_calibrated(input: &CalibratedFitInput) -> Result<CalibratedFit, AppEr
 pub fn fit_calibrated_prepared(
     p: &Prepared,
     measured: &std::path::Path,
-) -> Result<CalibratedFit, AppError> {
-    let record = super::analyze::record(measured)?;
-    Ok(vramscope_measure::calibrate::fit_calibrated(
-        &p.model,
-        &p.resolved,
-        &record.per_gpu,
-    )?)
+) -> Result<MeasuredFit, AppError> {
+    let read = super::analyze::read_path(measured)?;
+    match super::analyze::completed(read, Some(p)) {
+        Measured::Record(record) => Ok(MeasuredFit::Record(Box::new(
+            vramscope_measure::calibrate::fit_calibrated(&p.model, &p.resolved, &record.per_gpu)?,
+        ))),
+        Measured::Log(log) => Ok(MeasuredFit::Log(Box::new(
+            vramscope_measure::logs::fit::fit_from_log(&p.model, &p.resolved, &log)?,
+        ))),
+    }
 }

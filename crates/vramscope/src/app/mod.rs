@@ -16,6 +16,7 @@ pub mod fit;
 pub mod inspect;
 pub mod job;
 mod json;
+mod log_kv;
 pub mod plan;
 pub mod validate;
 

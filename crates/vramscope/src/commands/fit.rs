@@ -3,13 +3,14 @@
 
 use super::jobargs::JobArgs;
 use super::CmdResult;
-use crate::app::fit::{fit_calibrated_prepared, fit_prepared, FitWithAdvice};
+use crate::app::fit::{fit_calibrated_prepared, fit_prepared, FitWithAdvice, MeasuredFit};
 use crate::app::job::prepare;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
 use vramscope_core::fit::FitAnswer;
 use vramscope_core::job::{ResolvedJob, Task};
 use vramscope_measure::calibrate::{Calibrated, CalibratedFit};
+use vramscope_measure::logs::fit::LogCalibratedFit;
 
 /// " − 2.00 GiB reserved" for the job's `reserve`, or nothing.
 fn reserved_text(reserve: u64) -> String {
@@ -125,7 +126,14 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
 pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> CmdResult {
     let job = args.to_job()?;
     let p = prepare(&job)?;
-    let answer = fit_calibrated_prepared(&p, file)?;
+    let answer = match fit_calibrated_prepared(&p, file)? {
+        MeasuredFit::Log(l) if json => return print_json(&l).map(|_| 0).map_err(Into::into),
+        MeasuredFit::Log(l) => {
+            print(&on_log(&p.model.name, &p.resolved, &l, file))?;
+            return Ok(0);
+        }
+        MeasuredFit::Record(a) => *a,
+    };
     if json {
         print_json(&answer)?;
         return Ok(0);
@@ -213,4 +221,35 @@ fn rests(c: &Option<Calibrated>) -> String {
         )
     })
     .unwrap_or_default()
+}
+
+/// `fit --measured LOG`: the limits on what the log states, each figure it took from the log
+/// beside the estimate.
+fn on_log(name: &str, r: &ResolvedJob, f: &LogCalibratedFit, file: &std::path::Path) -> String {
+    let mut out = format!(
+        "{} on {} ({}{}), on the figures of {} ({})\n",
+        paint(BOLD, name),
+        f.gpu,
+        bytes(f.capacity),
+        reserved_text(r.reserve),
+        file.display(),
+        f.source
+    );
+    out.push_str("  from the log:\n");
+    for row in &f.from_log {
+        out.push_str(&format!(
+            "    {:<14} log {:>11}  estimated {:>11}  ({})\n",
+            row.figure,
+            bytes(row.log),
+            row.estimated.map(bytes).unwrap_or_else(|| "—".into()),
+            row.used_as
+        ));
+    }
+    out.push_str(&limits(
+        r,
+        (f.max_batch, String::new()),
+        (f.max_context, String::new()),
+    ));
+    out.push_str(&footer(&f.notes, f.evaluations));
+    out
 }

@@ -1,0 +1,121 @@
+//! The engine-specific what-if rows of SGLang and ollama (the rows vLLM and llama.cpp have:
+//! KV dtype, context, memory fraction / layers on the GPU): each row is re-estimated here from
+//! the job with the row's change written into its JSON, and the savings the engines' rules fix
+//! exactly are worked by hand.
+
+use serde_json::{json, Value};
+use vramscope_core::estimate::{estimate, ModelInput};
+use vramscope_core::fit::{what_if, WhatIf};
+use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_formats::model_source::load_job_model;
+
+fn load(job: &Value) -> (ModelInput, ResolvedJob) {
+    let job: Job = serde_json::from_value(job.clone()).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    (model.into_input(), job.resolve(max).unwrap())
+}
+
+fn device_total(job: &Value) -> u64 {
+    let (m, j) = load(job);
+    estimate(&m, &j).unwrap().per_gpu.device_total.unwrap()
+}
+
+fn row<'a>(rows: &'a [WhatIf], name: &str) -> &'a WhatIf {
+    rows.iter()
+        .find(|r| r.technique == name)
+        .unwrap_or_else(|| panic!("no row {name}: {rows:?}"))
+}
+
+/// `job` with `field` set (an `engine` key when `engine` is true).
+fn with(job: &Value, field: &str, v: Value, engine: bool) -> Value {
+    let mut j = job.clone();
+    if engine {
+        j["engine"][field] = v;
+    } else {
+        j[field] = v;
+    }
+    j
+}
+
+/// Llama-3.1-8B under SGLang on an A100 80GB, TP 1, a 4000-token prompt + 96 generated.
+/// From `engines_cli.rs`'s hand calculation: the token pool is 422004 tokens of 131072 B, the
+/// free memory at start 85375057920 B, weights 16060522496 B, mem_fraction_static 0.836.
+/// - context_length 131072 (the model's maximum) → the job's 4096: max_running_requests =
+///   clamp(⌊422004 / 131072 × 512⌋ = 1648, 2048, 4096) = 2048 before and clamp(⌊422004 /
+///   4096 × 512⌋ = 52750, …) = 4096 after; the request table (rows + 1) × (context + 4) × 4 B
+///   is 2049 × 131076 × 4 = 1074298896 B before, 4097 × 4100 × 4 = 67190800 B after: saved
+///   1074298896 − 67190800 = 1007108096 B.
+/// - mem_fraction_static 0.836 + 0.05 = 0.886: pool = ⌊(⌊85375057920 × 0.886⌋ =
+///   75642301317 − 16060522496) / 131072⌋ = ⌊59581778821 / 131072⌋ = 454572 tokens
+///   (454572 × 131072 = 59581661184), 32568 more than 422004: 32568 × 131072 = 4268752896 B
+///   more on the device (the request table stays at 2048 rows: ⌊454572 / 131072 × 512⌋ =
+///   1775 → 2048).
+#[test]
+fn sglang_rows_re_estimate() {
+    let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": "sglang",
+                     "gpu": "a100-80gb", "seq": 4000, "new_tokens": 96});
+    let (m, j) = load(&job);
+    let rows = what_if(&m, &j).unwrap();
+    let base = device_total(&job);
+
+    let ctx = row(&rows, "SGLang context_length = the job's context");
+    assert_eq!(ctx.flags, ["--max-model-len", "4096"]);
+    assert_eq!(ctx.saved, Some(1_074_298_896 - 67_190_800));
+    let again = device_total(&with(&job, "context_length", json!(4096), true));
+    assert_eq!(ctx.device_total, Some(again));
+
+    let frac = row(&rows, "SGLang mem_fraction_static +0.05");
+    assert_eq!(frac.flags, ["--mem-fraction-static", "0.886"]);
+    assert_eq!(frac.saved, Some(-4_268_752_896));
+    let again = device_total(&with(&job, "mem_fraction_static", json!(0.886), true));
+    assert_eq!(frac.device_total, Some(again));
+
+    let kv = row(&rows, "8-bit KV cache");
+    assert_eq!(kv.flags, ["--kv-dtype", "fp8_e5m2"]);
+    let again = device_total(&with(&job, "kv_dtype", json!("fp8_e5m2"), false));
+    assert_eq!(kv.device_total, Some(again));
+    assert_eq!(kv.saved, Some(base as i64 - again as i64));
+}
+
+/// Llama-3.1-8B under ollama on an A100 80GB with every layer on the GPU (`num_gpu` 33) and
+/// flash attention (no score matrix in the compute buffer): ollama's default num_ctx there is
+/// min(262144, the model's 131072) = 131072 (`serving.rs`). One token's f16 KV is 32 layers ×
+/// 8 KV heads × 128 × 2 (K, V) × 2 B = 131072 B (65536 values).
+/// - num_ctx → the job's 8192: (131072 − 8192) × 131072 B = 16106127360 B saved.
+/// - q8_0 KV (34 B per 32 values): 65536 × 131072 / 32 × 34 = 9126805504 B against
+///   17179869184 B in f16: 8053063680 B saved.
+#[test]
+fn ollama_rows_re_estimate() {
+    let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": "ollama",
+                     "gpu": "a100-80gb", "seq": 8000, "new_tokens": 192,
+                     "attention": "flash", "engine": {"num_gpu": 33}});
+    let (m, j) = load(&job);
+    let rows = what_if(&m, &j).unwrap();
+    let base = device_total(&job);
+
+    let ctx = row(&rows, "ollama num_ctx = the job's context");
+    assert_eq!(ctx.flags, ["--max-model-len", "8192"]);
+    assert_eq!(ctx.saved, Some(16_106_127_360));
+    let again = device_total(&with(&job, "num_ctx", json!(8192), true));
+    assert_eq!(ctx.device_total, Some(again));
+
+    let q8 = row(&rows, "8-bit KV cache");
+    assert_eq!(q8.flags, ["--kv-dtype", "q8_0"]);
+    assert_eq!(q8.saved, Some(17_179_869_184 - 9_126_805_504));
+    let again = device_total(&with(&job, "kv_dtype", json!("q8_0"), false));
+    assert_eq!(q8.device_total, Some(again));
+
+    let q4 = row(&rows, "4-bit KV cache");
+    assert_eq!(q4.flags, ["--kv-dtype", "q4_0"]);
+    let again = device_total(&with(&job, "kv_dtype", json!("q4_0"), false));
+    assert_eq!(q4.device_total, Some(again));
+    assert_eq!(q4.saved, Some(base as i64 - again as i64));
+
+    // Half of the 32 blocks on the GPU (`num_gpu` 16), the rest in host RAM.
+    let ngl = row(&rows, "llama.cpp: 8/16 of the layers on the GPU");
+    assert_eq!(ngl.flags, ["--n-gpu-layers", "16"]);
+    let again = device_total(&with(&job, "n_gpu_layers", json!(16), true));
+    assert_eq!(ngl.device_total, Some(again));
+    assert!(ngl.saved.unwrap() > 0, "{ngl:?}");
+}

@@ -26,6 +26,7 @@ from ._api import (
     picture,
     plan,
 )
+from ._max_batch import trace_max_batch
 from ._native import __version__
 from ._trace import trace
 from .jobs import job_from
@@ -49,4 +50,5 @@ __all__ = [
     "plan",
     "record",
     "trace",
+    "trace_max_batch",
 ]

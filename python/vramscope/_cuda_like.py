@@ -13,7 +13,9 @@ takes another path. These are switched to CUDA's for the duration of a trace, an
 2. **Dropout.** ``at::dropout`` on CUDA calls the fused ``native_dropout`` and saves a 1-byte
    mask; on the CPU it builds a noise tensor of the input's dtype. ``F.dropout`` is routed to
    ``torch.native_dropout`` while tracing.
-3. **Optimizers.** ``torch.optim`` picks the foreach implementation by default only for
+3. **Attention.** ``aten::scaled_dot_product_attention`` runs the backend CUDA's dispatcher
+   picks for the GPU's compute capability (``_sdpa.py``), not the CPU's fused kernel.
+4. **Optimizers.** ``torch.optim`` picks the foreach implementation by default only for
    devices in ``_get_foreach_kernels_supported_devices()`` (torch/optim/optimizer.py
    ``_default_to_fused_or_foreach``): CUDA's default is taken for the CPU too.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Callable
 
 #: CUDA autocast's float32 ops (autocast_mode.cpp ``AT_FORALL_FP32``).
 FP32_OPS = [
@@ -173,8 +175,10 @@ def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def cuda_like() -> Iterator[None]:
-    """CUDA's autocast lists, dropout and optimizer defaults on the CPU, restored on exit."""
+def cuda_like(sm: tuple[int, int], host: Callable[[Any], None]) -> Iterator[None]:
+    """CUDA's autocast lists, dropout, attention backends (of a GPU of compute capability
+    ``sm``; ``host`` is told of tensors CUDA keeps on the host) and optimizer defaults on the
+    CPU, restored on exit."""
     import warnings
 
     import torch
@@ -201,7 +205,13 @@ def cuda_like() -> Iterator[None]:
             warnings.simplefilter("ignore")
             orig_init(self, device_type, *args, **kwargs)
 
+    from ._sdpa import sdpa_kernel
+
     lib = _autocast_library()
+    attention = torch.library.Library("aten", "IMPL")
+    attention.impl(
+        "scaled_dot_product_attention", sdpa_kernel(sm, host), "CompositeImplicitAutograd"
+    )
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(_patched(F, "dropout", dropout))
@@ -211,4 +221,5 @@ def cuda_like() -> Iterator[None]:
             stack.enter_context(_patched(autocast_mode.autocast, "__init__", init))
             yield
     finally:
+        attention._destroy()
         lib._destroy()

@@ -10,7 +10,8 @@ How it works:
   tensors are CPU tensors for either ``device``: on a machine without a GPU the autograd engine
   cannot run a backward over fake CUDA tensors (torch 2.15: "hasPrimaryContext expects a valid
   device index"), so CUDA's behaviour is emulated where the CPU's paths differ
-  (``_cuda_like.py``: autocast's op lists, fused dropout, foreach optimizers).
+  (``_cuda_like.py``: autocast's op lists, fused dropout, foreach optimizers, and the
+  attention backend CUDA picks for the GPU named by ``gpu``, ``_sdpa.py``).
 - **Allocations.** A ``TorchDispatchMode`` above the fake mode sees every ATen op autograd
   runs, as eager PyTorch runs it on the device. A storage (``Tensor.untyped_storage()``) seen
   for the first time as an op's output is an allocation of ``storage.nbytes()`` bytes, made by
@@ -38,8 +39,10 @@ How it works:
 The last of ``steps`` steps is the record: what is alive when it begins is written as
 allocated before it (phase ``setup``), then its events in order. The record is a snapshot
 pickle in the layout ``torch.cuda.memory._dump_snapshot`` writes, each entry with the
-profiler's ``category`` field, plus ``"traced": {"device": ...}``: ``vramscope analyze``
-reads it and, for a CUDA trace, rounds every block as the caching allocator does.
+profiler's ``category`` field, plus ``"traced": {"device": ..., "gpu": ...}``: ``vramscope
+analyze`` reads it and, for a CUDA trace, rounds every block as the caching allocator does,
+models the reserved bytes from the blocks live at the peak and adds the named GPU's CUDA
+context (the estimator's models of both), giving ``device_total``.
 
 What a trace cannot see: an op without a fake (meta) kernel — a custom CUDA extension — stops
 it with an ``InputError`` naming the op (register a shape function with
@@ -361,11 +364,45 @@ def _fake_like(t: Any, device: Any) -> Any:
     return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=device)
 
 
+def _refuse_distributed(model: Any) -> None:
+    """DDP and FSDP2 cannot be traced in torch 2.15 (found by trying, under the ``fake``
+    process group of torch/testing/_internal/distributed/fake_pg.py):
+
+    - DDP built on real parameters hooks them in its C++ ``Reducer``, so the fake ones the
+      trace swaps in would run a plain step without its gradient buckets; DDP built on fake
+      parameters fails in ``DistributedDataParallel.__init__`` at
+      ``dist._verify_params_across_processes`` (torch/distributed/utils.py), which reads their
+      data ("its data is not allocated yet").
+    - FSDP2 (``fully_shard``) keeps DTensor parameters: swapping them fails at its lazy init
+      (``FSDPParam.reset_sharded_param``: "'FakeTensor' object has no attribute
+      '_local_tensor'"); calling ``fully_shard`` under the fake mode fails in
+      ``init_device_mesh`` (``.tolist()`` of a fake tensor: ``aten._local_scalar_dense``)."""
+    import torch
+
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        raise InputError(
+            "trace: a DistributedDataParallel model cannot be traced (its reducer hooks the "
+            "real parameters; on fake ones DDP's init reads their data): trace the bare module"
+        )
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed
+        return
+    if any(isinstance(p, DTensor) for p in model.parameters()):
+        raise InputError(
+            "trace: a model with DTensor parameters (FSDP2's fully_shard, tensor parallel) "
+            "cannot be traced: FSDP2's lazy init rejects fake local tensors"
+        )
+
+
 def _to_fake(model: Any, optimizer: Any, fake_mode: Any, device: Any) -> None:
     """Parameters and buffers replaced in place by fake tensors of the same shape and dtype
     (one fake per original, so tied weights stay tied); the optimizer's groups follow."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
+
+    if model is not None:
+        _refuse_distributed(model)
 
     swapped: dict[int, Any] = {}
     with fake_mode:
@@ -523,18 +560,23 @@ def record_bytes(
     optimizer: Any = None,
     device: Any = "cuda",
     steps: int = 2,
+    gpu: Any = None,
 ) -> bytes:
     """The traced record (a snapshot pickle ``analyze`` reads) of ``step``'s last run."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from ._cuda_like import cuda_like
+    from ._sdpa import DEFAULT_GPU, resolve_gpu
 
     if not callable(step):
         raise InputError("trace: step must be a callable running one step")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InputError(f"trace: steps must be a positive integer, got {steps!r}")
     fake_device, behaviour = _device(device)
+    sm, gpu_id = (0, 0), None
+    if behaviour == "cuda":
+        sm, gpu_id = resolve_gpu(gpu if gpu is not None else DEFAULT_GPU)
     # No fallback kernels: an op without a fake (meta) kernel would otherwise run for real on
     # zero-filled inputs, allocating host memory (and failing for CUDA-only extensions).
     fake_mode = _existing_fake_mode(model) or FakeTensorMode(
@@ -549,7 +591,7 @@ def record_bytes(
         stack.enter_context(_fake_counts_as_tensor())
         stack.enter_context(_unpacked_sequences())
         if behaviour == "cuda":
-            stack.enter_context(cuda_like())
+            stack.enter_context(cuda_like(sm, lambda t: book.mark(t, "host")))
         stack.enter_context(fake_mode)
         stack.enter_context(hooks.installed())
         stack.enter_context(mode)
@@ -564,7 +606,7 @@ def record_bytes(
     snapshot = {
         "segments": [],
         "device_traces": [_entries(book, last_start)],
-        "traced": {"device": behaviour},
+        "traced": {"device": behaviour, **({"gpu": gpu_id} if gpu_id else {})},
     }
     return pickle.dumps(snapshot, protocol=2)
 
@@ -575,6 +617,7 @@ def trace(
     optimizer: Any = None,
     device: Any = "cuda",
     steps: int = 2,
+    gpu: Any = None,
 ) -> Report:
     """Runs ``step()`` (one training or inference step of your own code) ``steps`` times on
     fake tensors — no GPU, no weights — and returns ``analyze``'s answer for the last one:
@@ -584,11 +627,14 @@ def trace(
     the same shapes and dtypes (it may be on the ``meta`` device); ``optimizer`` (not yet
     stepped) follows them. Build the step's inputs inside ``step`` (they are fake there too).
     ``device="cuda"`` allocates as CUDA does (autocast's lists, fused dropout, foreach
-    optimizers, the caching allocator's 512-byte blocks); ``"cpu"`` as the CPU does.
+    optimizers, the caching allocator's 512-byte blocks, and the attention backend CUDA's
+    ``scaled_dot_product_attention`` picks — flash, memory-efficient or math — for ``gpu``: a
+    catalog id or alias (``vramscope gpus``) or a compute capability ``(major, minor)``;
+    default ``"h100-80gb"``, sm90); ``"cpu"`` as the CPU does.
 
     >>> model = MyModel(); opt = torch.optim.AdamW(model.parameters())
     >>> def step():
     ...     loss = model(torch.randn(8, 512)).sum(); loss.backward(); opt.step(); opt.zero_grad()
     >>> vramscope.trace(step, model=model, optimizer=opt)["per_gpu"]["peak_allocated"]
     """
-    return analyze(record_bytes(step, model, optimizer, device, steps))
+    return analyze(record_bytes(step, model, optimizer, device, steps, gpu))

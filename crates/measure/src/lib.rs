@@ -18,6 +18,7 @@ pub mod profiler;
 mod replay;
 pub mod snapshot;
 mod snapshot_replay;
+pub mod traced_device;
 
 pub use analysis::{Analysis, MeasuredComponents, MeasuredPerGpu};
 

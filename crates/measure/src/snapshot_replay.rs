@@ -369,15 +369,17 @@ fn record_warnings(
     warnings: &mut Vec<String>,
 ) {
     if let Some(device) = &snap.traced {
-        let rounding = if device == "cuda" {
-            "every block rounded to 512 B as CUDA's caching allocator does"
+        warnings.push(if device == "cuda" {
+            "traced on fake tensors (CUDA's behaviour): every block rounded to 512 B as CUDA's \
+             caching allocator does; reserved bytes from the estimator's model of its segments \
+             over the blocks live at the peak (no fragmentation figure)"
+                .to_string()
         } else {
-            "bytes as the tensors asked for them"
-        };
-        warnings.push(format!(
-            "traced on fake tensors ({device}'s behaviour): no allocator segments, so reserved \
-             bytes and fragmentation are unknown; {rounding}"
-        ));
+            format!(
+                "traced on fake tensors ({device}'s behaviour): no allocator segments, so \
+                 reserved bytes and fragmentation are unknown; bytes as the tensors asked for them"
+            )
+        });
     } else if snap.from_profiler {
         warnings.push(
             "profiler-derived snapshot: segments are not the allocator's, so reserved bytes and \
@@ -447,7 +449,7 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
         ooms,
         warnings: std::mem::take(warnings),
     };
-    att.report(timeline, record, |el| {
+    let mut analysis = att.report(timeline, record, |el| {
         let phase = if el.start == 0 {
             Phase::Unknown
         } else {
@@ -458,7 +460,36 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
             .and_then(|s| s.as_deref())
             .unwrap_or("");
         (phase, site)
-    })
+    });
+    if snap.traced.as_deref() == Some("cuda") {
+        let training = phases.contains(&Phase::Backward);
+        with_traced_device(&mut analysis, trace, snap.traced_gpu.as_deref(), training);
+    }
+    analysis
+}
+
+/// A CUDA trace's reserved bytes and CUDA context from the estimator's models
+/// (`crate::traced_device`), and the device total when the trace names its GPU.
+fn with_traced_device(a: &mut Analysis, trace: &[TraceEntry], gpu: Option<&str>, training: bool) {
+    let d = crate::traced_device::traced_device(trace, gpu, training);
+    let g = &mut a.per_gpu;
+    g.peak_reserved = Some(d.peak_reserved);
+    g.components.base.allocator_reserve = d.peak_reserved.saturating_sub(d.peak_allocated);
+    if let (Some(ctx), Some(total)) = (d.cuda_context, d.device_total) {
+        g.components.base.cuda_context = ctx;
+        g.device_total = Some(total);
+        a.warnings.push(format!(
+            "device total: the traced blocks and {} of cuBLAS workspaces (not in the step's \
+             allocated bytes) in the estimator's model of the allocator's segments, plus the \
+             CUDA context of {}",
+            vramscope_core::text::bytes(d.workspaces),
+            gpu.unwrap_or_default()
+        ));
+    } else if let Some(id) = gpu {
+        a.warnings.push(format!(
+            "the trace names the GPU {id:?}, which the catalog does not know: no CUDA context"
+        ));
+    }
 }
 
 /// Categories from stacks, metadata and the profiler's hints; a block saved for backward;

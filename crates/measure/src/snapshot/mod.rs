@@ -174,6 +174,8 @@ pub struct Snapshot {
     /// Written by `vramscope.trace` (a step run on fake tensors): the device whose behaviour
     /// was traced (`"cuda"`, `"cpu"`), from the root's `"traced": {"device": ...}`.
     pub traced: Option<String>,
+    /// The catalog GPU a CUDA trace emulated (`"traced": {"gpu": "h100-80gb"}`), if named.
+    pub traced_gpu: Option<String>,
 }
 
 impl Snapshot {
@@ -228,6 +230,7 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         segments.push(b.segment(t, s, layout == Layout::Legacy113)?);
     }
     let traced = traced_device(t, root);
+    let traced_gpu = traced.as_ref().and_then(|_| traced_str(t, root, "gpu"));
     let (mut traces, from_profiler) = match traces_list {
         None => (Vec::new(), false),
         Some(tl) => {
@@ -254,19 +257,24 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         alloc_conf: alloc_conf(t, root),
         from_profiler,
         traced,
+        traced_gpu,
     })
 }
 
 /// The traced device of a `vramscope.trace` record (`"traced": {"device": "cuda"}`); a
 /// device it does not write (`cuda`, `cpu`) is not a trace's.
 fn traced_device(t: Tree<'_>, root: Id) -> Option<String> {
+    traced_str(t, root, "device").filter(|d| matches!(d.as_str(), "cuda" | "cpu"))
+}
+
+/// A string field of the root's `"traced"` dict.
+fn traced_str(t: Tree<'_>, root: Id, key: &str) -> Option<String> {
     if !matches!(t.node(root), Node::Dict(_)) {
         return None;
     }
     t.get(root, "traced")
-        .and_then(|d| t.get(d, "device"))
+        .and_then(|d| t.get(d, key))
         .and_then(|v| t.as_str(v))
-        .filter(|d| matches!(*d, "cuda" | "cpu"))
         .map(str::to_string)
 }
 

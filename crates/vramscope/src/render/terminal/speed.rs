@@ -28,6 +28,7 @@ pub fn lines(r: &Report, indent: &str) -> Vec<String> {
                 first.push_str(&format!(" · ${c:.2} per million tokens"));
             }
             let parts = [
+                ("generation", t.generation_s.unwrap_or(0.0)),
                 ("compute", t.compute_s),
                 ("communication", t.communication_s),
                 ("offload", t.offload_s),

@@ -40,6 +40,11 @@ pub struct FitAnswer {
     /// A serving engine's own flags for this answer (`crate::launch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<crate::launch::Launch>,
+    /// The modelled time at the answer: the Report's `throughput` (contract) of the job at
+    /// `max_batch` (train: its step time and tokens/s per GPU at the job's sequence; infer:
+    /// prefill and decode rates at its context); `null` without a `max_batch` or where the
+    /// GPU's speeds are unknown.
+    pub throughput_at_max_batch: Option<crate::throughput::Throughput>,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -120,7 +125,22 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
     answer.notes.extend(sglang_note);
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
+    answer.throughput_at_max_batch = throughput_at(model, &job, answer.max_batch);
     Ok(answer)
+}
+
+/// The Report's `throughput` of `job` at micro-batch (train) or concurrent sequences (infer)
+/// `batch`; `None` without a batch or a modelled throughput.
+fn throughput_at(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    batch: Option<u64>,
+) -> Option<crate::throughput::Throughput> {
+    let j = ResolvedJob {
+        batch: batch?,
+        ..job.clone()
+    };
+    estimate(model, &j).ok()?.throughput
 }
 
 /// vLLM takes `gpu_memory_utilization × total` whatever else runs on the GPU, and refuses to
@@ -232,6 +252,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         evaluations: evals,
         notes,
         launch: None,
+        throughput_at_max_batch: None,
     })
 }
 
@@ -264,6 +285,7 @@ fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
                 .into(),
         ],
         launch: None,
+        throughput_at_max_batch: None,
     }
 }
 
@@ -418,6 +440,7 @@ fn vllm_fit(
         evaluations: evals,
         notes,
         launch: None,
+        throughput_at_max_batch: None,
     })
 }
 

@@ -130,6 +130,7 @@ pub fn sglang_fit(
         evaluations: evals,
         notes,
         launch: None,
+        throughput_at_max_batch: None,
     })
 }
 

@@ -1,5 +1,6 @@
 //! The step-time model against published training throughput (`validation/throughput.json`):
-//! torchtitan's A100 and H100 tables and Megatron-LM's (Narayanan et al. 2021, Table 1).
+//! torchtitan's A100 and H100 tables, Megatron-LM's (Narayanan et al. 2021, Table 1) and
+//! Korthikanti et al. 2022's end-to-end iteration times (Tables 3 and 5).
 //! Every expected figure is the source's own (or derived from it by the arithmetic written in
 //! the case's `derived`), never this model's output. Cases marked `within` stay within 20 %
 //! on tokens/s per GPU; cases marked `outside` are held in the band their `outside_band`
@@ -51,29 +52,36 @@ fn cases() -> Vec<(String, f64, f64, Value)> {
 fn published_throughput_cases_hold() {
     let rows = cases();
     let mut sources = std::collections::BTreeSet::new();
+    let mut failed = Vec::new();
     for (id, modelled, published, case) in &rows {
         let ratio = modelled / published;
         eprintln!("{id}: modelled {modelled:.0}, published {published:.0}, ratio {ratio:.3}");
         match case["expect"].as_str().unwrap() {
             "within" => {
-                assert!((ratio - 1.0).abs() <= 0.20, "{id}: ratio {ratio:.3}");
+                if (ratio - 1.0).abs() > 0.20 {
+                    failed.push(format!("{id}: ratio {ratio:.3}"));
+                }
                 sources.insert(id.split('-').next().unwrap().to_string());
             }
             "outside" => {
                 let band = case["outside_band"].as_array().unwrap();
                 let (lo, hi) = (band[0].as_f64().unwrap(), band[1].as_f64().unwrap());
-                assert!(
-                    (lo..=hi).contains(&ratio),
-                    "{id}: ratio {ratio:.3} left its documented band {lo}–{hi}: update the case"
-                );
+                if !(lo..=hi).contains(&ratio) {
+                    failed.push(format!(
+                        "{id}: ratio {ratio:.3} left its documented band {lo}–{hi}: update the case"
+                    ));
+                }
                 assert!(case["why_outside"].as_str().is_some_and(|w| !w.is_empty()));
             }
             other => panic!("{id}: expect '{other}'"),
         }
     }
-    // torchtitan and Megatron-LM each keep cases within 20 %.
-    assert!(
-        sources.contains("torchtitan") && sources.contains("megatron"),
-        "{sources:?}"
-    );
+    assert!(failed.is_empty(), "{failed:#?}");
+    // torchtitan, Megatron-LM and Korthikanti et al. each keep cases within 20 %.
+    for source in ["torchtitan", "megatron", "korthikanti"] {
+        assert!(
+            sources.contains(source),
+            "{source} has no case within 20 %: {sources:?}"
+        );
+    }
 }

@@ -56,6 +56,13 @@ quantization, engine settings, batch, context) are listed as the flags to add, c
 in what they give up: nothing < a little speed < much speed < a little quality < host RAM <
 quality < what is trained (LoRA, QLoRA) (the table: crates/core/src/advice/techniques.rs).
 
+Time (on a GPU whose speeds the catalog has): `throughput` is the modelled step (step time,
+tokens/s per GPU, MFU, its parts; task rl adds generation_s). cost_per_million_tokens uses
+--price-per-gpu-hour, else a built-in on-demand list (Lambda, read 2026-09-20) for the GPUs it
+prices; price_per_gpu_hour and price_source say which. The what-if table's `time` column (JSON:
+each row's step_time_s and time_cost) is the change's time per token against the job's: +0.33
+is a third more time per token, negative is faster (docs/step-time.md).
+
 Exit codes: 0 success; 1 with --require-fit when the job does not fit its GPU; 2 bad input
 (one line on stderr naming the field or file).
 
@@ -143,7 +150,8 @@ Examples:
 train → {\"max_batch\": n, \"max_seq\": n}: the largest micro-batch at --seq, and the longest
 sequence at --batch; infer → {\"max_batch\": n, \"max_context\": n}. A limit is the largest
 value whose device total (what nvidia-smi shows) fits the GPU's capacity; searches stop at the
-model's maximum positions; null where even 1 does not fit.")]
+model's maximum positions; null where even 1 does not fit. throughput_at_max_batch is the
+modelled step at the largest batch (the Report's `throughput` there; null without speeds).")]
     Fit {
         #[command(flatten)]
         job: Box<JobArgs>,

@@ -5,6 +5,7 @@ use super::techniques::{Group, TECHNIQUES};
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
 use crate::job::{Checkpointing, Framework, Optimizer, Precision, ResolvedJob, Task};
+use crate::throughput::Throughput;
 use serde::Serialize;
 
 /// One row of the what-if table.
@@ -20,6 +21,14 @@ pub struct WhatIf {
     /// device_total of the job minus this row's (positive = saved).
     pub saved: Option<i64>,
     pub fits: Option<bool>,
+    /// The change's modelled training step, seconds (`throughput.step_time_s` of its
+    /// estimate); `null` for inference and where the GPU's speeds are unknown.
+    pub step_time_s: Option<f64>,
+    /// What the change costs in time per token against the job: the job's rate over the
+    /// change's, less 1 (tokens/s per GPU for training, decode tokens/s for inference), so
+    /// +0.33 is a third more time per token and a negative figure is faster; `null` where
+    /// either rate is unknown.
+    pub time_cost: Option<f64>,
 }
 
 /// Each technique that applies to the job on its own (training and inference alike), the
@@ -28,6 +37,7 @@ pub struct WhatIf {
 pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, CoreError> {
     let base = estimate(model, job)?;
     let base_total = base.per_gpu.device_total;
+    let base_rate = rate(&base.throughput);
     let capacity = job
         .gpu
         .as_deref()
@@ -79,9 +89,26 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
                 .as_ref()
                 .map(|f| f.fits)
                 .or_else(|| capacity.zip(t).map(|(c, t)| t <= c)),
+            step_time_s: match &r.throughput {
+                Some(Throughput::Train(t)) => Some(t.step_time_s),
+                _ => None,
+            },
+            time_cost: base_rate
+                .zip(rate(&r.throughput))
+                .map(|(base, row)| base / row - 1.0),
         });
     }
     Ok(rows)
+}
+
+/// The rate a job's time per token is judged by: tokens/s per GPU (train) or decode tokens/s
+/// (infer); `None` without a modelled throughput or at a rate of 0.
+fn rate(t: &Option<Throughput>) -> Option<f64> {
+    let r = match t.as_ref()? {
+        Throughput::Train(t) => t.tokens_per_s_per_gpu,
+        Throughput::Infer(i) => i.decode_tokens_per_s,
+    };
+    (r > 0.0 && r.is_finite()).then_some(r)
 }
 
 /// A full fine-tune with every saving that keeps all weights trained: pure 16-bit (where the

@@ -21,6 +21,8 @@ pub mod hardware;
 pub mod infer;
 pub mod layout;
 pub mod offload;
+pub mod price;
+pub mod rl;
 pub mod shape;
 
 use crate::estimate::ModelInput;
@@ -54,6 +56,16 @@ pub struct TrainThroughput {
     pub bubble_s: f64,
     /// With a price per GPU-hour: what a million trained tokens cost; else `null`.
     pub cost_per_million_tokens: Option<f64>,
+    /// The price per GPU-hour the cost was computed with: the job's `price_per_gpu_hour`, else
+    /// the built-in list's for the GPU ([`price`]); `null` when neither has one.
+    pub price_per_gpu_hour: Option<f64>,
+    /// Where that price came from: `"job"` (`--price-per-gpu-hour`) or the built-in list and
+    /// the instance shape it prices; `null` without a price.
+    pub price_source: Option<String>,
+    /// `task: "rl"`: the seconds of the step spent generating the round's completions
+    /// (`throughput::rl`), part of `step_time_s`; absent for other tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation_s: Option<f64>,
 }
 
 /// An inference job's rates (contract `throughput`, infer), over all its sequences.
@@ -186,7 +198,7 @@ impl StepTime {
     }
 
     /// The contract's shape, with a price per GPU-hour when one is known.
-    pub fn report(&self, price_per_gpu_hour: Option<f64>) -> TrainThroughput {
+    pub fn report(&self, price: Option<&price::Price>) -> TrainThroughput {
         TrainThroughput {
             step_time_s: self.step_s,
             tokens_per_s_per_gpu: self.tokens_per_s_per_gpu,
@@ -195,8 +207,11 @@ impl StepTime {
             communication_s: self.communication_s,
             offload_s: self.offload_s,
             bubble_s: self.bubble_s,
-            cost_per_million_tokens: price_per_gpu_hour
-                .map(|p| p / 3600.0 / self.tokens_per_s_per_gpu * 1e6),
+            cost_per_million_tokens: price
+                .map(|p| p.per_gpu_hour / 3600.0 / self.tokens_per_s_per_gpu * 1e6),
+            price_per_gpu_hour: price.map(|p| p.per_gpu_hour),
+            price_source: price.map(|p| p.source.clone()),
+            generation_s: None,
         }
     }
 }
@@ -272,19 +287,23 @@ pub fn for_job(
         Task::Train => {
             let setup = Setup::of_job(job, trainable_params(model, job));
             let step = train_step(shape, &setup, &hw);
-            (
-                Some(Throughput::Train(step.report(job.price_per_gpu_hour))),
-                None,
-            )
+            let price = price::resolve(job.price_per_gpu_hour, &gpu.id, setup.gpus());
+            (Some(Throughput::Train(step.report(price.as_ref()))), None)
         }
         Task::Infer => (
             Some(Throughput::Infer(infer::rates(shape, job, &hw, per_gpu))),
             None,
         ),
-        Task::Rl => (
-            None,
-            Some("throughput is null: the step-time model does not cover task rl yet".into()),
-        ),
+        Task::Rl => {
+            let Some(r) = &job.rl else {
+                return (None, None);
+            };
+            let s = rl::step(&shape, job, r, &hw, trainable_params(model, job));
+            let price = price::resolve(job.price_per_gpu_hour, &gpu.id, job.parallel.gpus);
+            let mut t = s.train.report(price.as_ref());
+            t.generation_s = Some(s.generation_s);
+            (Some(Throughput::Train(t)), None)
+        }
     }
 }
 

@@ -8,18 +8,22 @@
 //! forward and again for the backward of every micro-batch, prefetched during compute.
 //!
 //! The CPU's Adam: DeepSpeed's CPU-Adam is 5–7× PyTorch's CPU Adam (DeepSpeed's ZeRO-Offload
-//! tutorial) and ZeRO-Offload's Table 3 reports it at about 0.2 s per 10⁹ parameters on its
-//! host; taken here as [`CPU_ADAM_S_PER_PARAM`], per GPU process. The figure depends on the
-//! host's cores and memory bandwidth (±50 %; `--bind_cores_to_rank` alone moves it 1.3×,
-//! DeepSpeed PR #7474).
+//! tutorial, `docs/_tutorials/zero-offload.md`); its author measured it at 8.2 s per step for
+//! an 11.6 B-parameter GPT-2 against torch's 56 s (DeepSpeed PR #735, 2021-02-08), i.e.
+//! 8.2 / 11.6e9 ≈ 0.71 s per 10⁹ parameters: [`CPU_ADAM_S_PER_PARAM`], per GPU process. The
+//! figure depends on the host's cores and memory bandwidth and on how many GPU processes share
+//! them (±2× and worse: DeepSpeed issue #1635 reports 22.9 s for 1.35 B on a 10-core Xeon
+//! Silver, THUDM/slime#1139 9.6 s for a 3.3 B-parameter shard per rank with eight ranks per
+//! host; `--bind_cores_to_rank` alone moves it 1.3×, DeepSpeed PR #7474).
 
 use super::compute::MicroBatch;
 use super::hardware::Hardware;
 use super::Setup;
 use crate::job::Offload;
 
-/// Seconds DeepSpeed's CPU-Adam takes per parameter (ZeRO-Offload, Table 3: ≈0.22 s per 10⁹).
-pub const CPU_ADAM_S_PER_PARAM: f64 = 0.22e-9;
+/// Seconds DeepSpeed's CPU-Adam takes per parameter: 8.2 s / 11.6e9 parameters (DeepSpeed
+/// PR #735, measured by CPU-Adam's author) = 0.707e-9.
+pub const CPU_ADAM_S_PER_PARAM: f64 = 8.2 / 11.6e9;
 
 /// Offload seconds of one step: (exposed per micro-batch, per step), and the bytes it moves
 /// over the host link per step.

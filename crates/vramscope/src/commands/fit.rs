@@ -105,6 +105,7 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
         (answer.max_batch, String::new()),
         (second, String::new()),
     ));
+    out.push_str(&time_line(answer));
     if let Some(n) = answer.max_gpu_layers {
         let flag = match r.framework {
             vramscope_core::job::Framework::Ollama => "num_gpu",
@@ -120,6 +121,27 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
     }
     out.push_str(&footer(&answer.notes, answer.evaluations));
     out
+}
+
+/// The modelled time at the largest batch, one line, or nothing where it is unknown.
+fn time_line(answer: &FitAnswer) -> String {
+    use vramscope_core::throughput::Throughput;
+    let (Some(b), Some(t)) = (answer.max_batch, &answer.throughput_at_max_batch) else {
+        return String::new();
+    };
+    match t {
+        Throughput::Train(t) => format!(
+            "  at micro-batch {b}: {:.2} s per step, {} tokens/s per GPU (MFU {:.0} %, modelled)\n",
+            t.step_time_s,
+            thousands(t.tokens_per_s_per_gpu.round() as u64),
+            100.0 * t.mfu
+        ),
+        Throughput::Infer(i) => format!(
+            "  at {b} sequences: prefill {} tokens/s, decode {} tokens/s (modelled)\n",
+            thousands(i.prefill_tokens_per_s.round() as u64),
+            thousands(i.decode_tokens_per_s.round() as u64)
+        ),
+    }
 }
 
 /// `fit --measured FILE`: the search on the estimator corrected by a measured run of the job.

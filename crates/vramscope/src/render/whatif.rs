@@ -55,14 +55,26 @@ pub fn render_advice(report: &Report) -> String {
     out
 }
 
+/// A what-if row's time cost as a signed percentage ("+33 %", "−12 %"), "-" when unknown.
+fn time_cost(cost: Option<f64>) -> String {
+    match cost {
+        None => "-".into(),
+        Some(c) if c.abs() < 0.005 => "0 %".into(),
+        Some(c) => {
+            let sign = if c < 0.0 { "−" } else { "+" };
+            format!("{sign}{:.0} %", 100.0 * c.abs())
+        }
+    }
+}
+
 /// The what-if table: each technique's flags, device total and what it saves against the job.
 pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> String {
     if rows.is_empty() {
         return String::new();
     }
     let mut out = format!(
-        "\n  {:<FLAGS_COLS$} {:>10} {:>11}  fits\n",
-        "what if (one change at a time)", "device", "saved"
+        "\n  {:<FLAGS_COLS$} {:>10} {:>11}  fits {:>7}\n",
+        "what if (one change at a time)", "device", "saved", "time"
     );
     for r in rows {
         let flags = r.flags.join(" ");
@@ -79,7 +91,10 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
             None => "-",
         };
         let device = r.device_total.map_or_else(|| "n/a".into(), bytes);
-        let numbers = format!("{device:>10} {saved:>11}  {fits}");
+        let numbers = format!(
+            "{device:>10} {saved:>11}  {fits:<4} {:>7}",
+            time_cost(r.time_cost)
+        );
         if flags.chars().count() <= FLAGS_COLS {
             out.push_str(&format!("  {flags:<FLAGS_COLS$} {numbers}\n"));
         } else {
@@ -92,6 +107,11 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
     }
     if report.per_gpu.device_total.is_some() {
         out.push_str("  (saved = this job's device total minus the change's)\n");
+        if rows.iter().any(|r| r.time_cost.is_some()) {
+            out.push_str(
+                "  (time = the change's modelled time per token against this job's; − is faster)\n",
+            );
+        }
         if rows
             .last()
             .is_some_and(|r| r.technique.starts_with("combined"))

@@ -312,6 +312,8 @@ mod tests {
             device_total: Some(4 * G),
             saved: Some((7 * G / 2) as i64),
             fits: Some(true),
+            step_time_s: None,
+            time_cost: None,
         }];
         let svg = render_svg(&r, &rows);
         let (elems, texts) = parse(&svg);

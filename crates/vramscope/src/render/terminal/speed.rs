@@ -25,9 +25,10 @@ pub fn lines(r: &Report, indent: &str) -> Vec<String> {
                 t.mfu * 100.0
             );
             if let Some(c) = t.cost_per_million_tokens {
-                first.push_str(&format!(" · {c:.2} per million tokens"));
+                first.push_str(&format!(" · ${c:.2} per million tokens"));
             }
             let parts = [
+                ("generation", t.generation_s.unwrap_or(0.0)),
                 ("compute", t.compute_s),
                 ("communication", t.communication_s),
                 ("offload", t.offload_s),
@@ -38,7 +39,16 @@ pub fn lines(r: &Report, indent: &str) -> Vec<String> {
             .map(|(n, s)| format!("{n} {}", seconds(*s)))
             .collect::<Vec<_>>()
             .join(", ");
-            vec![first, format!("{indent}  of which {parts}")]
+            let mut out = vec![first, format!("{indent}  of which {parts}")];
+            if let (Some(p), Some(src)) = (t.price_per_gpu_hour, &t.price_source) {
+                let from = if src == "job" {
+                    "--price-per-gpu-hour".to_string()
+                } else {
+                    src.clone()
+                };
+                out.push(format!("{indent}  at ${p:.2} per GPU-hour ({from})"));
+            }
+            out
         }
         Some(Throughput::Infer(t)) => vec![format!(
             "{indent}modelled prefill {} tokens/s · decode {} tokens/s (the job's batch)",

@@ -3,6 +3,7 @@
 //! checked against the file before anything is allocated, and bad input is an error, never a
 //! panic.
 
+pub mod diffusers;
 pub mod error;
 pub mod gguf;
 pub mod hf_config;

@@ -215,7 +215,8 @@ Examples:
   vramscope inspect qwen2.5-7b --json | jq .model")]
     Inspect {
         /// Preset id, Hugging Face Hub repo (ORG/NAME[@REV], hf://..., its URL, ORG/NAME:QUANT),
-        /// config.json, model directory, .safetensors or .gguf.
+        /// config.json, model directory, .safetensors or .gguf; a diffusers pipeline directory
+        /// (model_index.json) lists its models (docs/diffusion-and-weight-formats.md).
         model: String,
         /// Read an unknown family as a Llama-style decoder even when its config changes the
         /// shapes (refused otherwise).

@@ -14,6 +14,7 @@ mod encoders;
 mod fields;
 mod gpt;
 mod llama;
+mod quant_methods;
 mod unknown;
 
 use encoders::{bert_like, t5};
@@ -404,7 +405,11 @@ pub(crate) fn quantization_format(q: &Map<String, Value>) -> Option<String> {
         }
         // transformers `Mxfp4Config`: the experts in MXFP4, the rest as stored.
         "mxfp4" => Some("mxfp4".into()),
-        "fp8" | "fbgemm_fp8" => Some(
+        // FBGEMM: an fp32 scale per output row (`FbgemmFp8Linear`).
+        "fbgemm_fp8" => Some("fp8:row".into()),
+        "compressed-tensors" => quant_methods::compressed_tensors(q),
+        "bitnet" => quant_methods::bitnet(q),
+        "fp8" => Some(
             match q
                 .get("weight_block_size")
                 .and_then(Value::as_array)

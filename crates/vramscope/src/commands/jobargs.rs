@@ -64,7 +64,9 @@ pub struct JobArgs {
     /// Attention kernel: eager, sdpa, flash. [default: sdpa]
     #[arg(long, help_heading = "Job")]
     pub attention: Option<String>,
-    /// Frozen-weight storage: none, int8, nf4, fp4, nf4-dq, fp8, gptq:4, awq:4, gguf:TYPE.
+    /// Frozen-weight storage: none, int8, nf4, fp4, nf4-dq, fp8, fp8:bN, fp8:row, mxfp4,
+    /// ct:KIND:STRATEGY[:asym] (compressed-tensors: int4|int8|int8p|fp8, tensor|channel|gN|bRxC),
+    /// bitnet, bitnet:unpacked, gptq:4, awq:4, gguf:TYPE.
     /// [default: none; nf4-dq with --qlora]
     #[arg(long, help_heading = "Job")]
     pub weights: Option<String>,

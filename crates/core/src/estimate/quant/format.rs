@@ -1,5 +1,6 @@
 //! The contract's `weights` field: the formats, their spelling, and parsing it.
 
+use super::compressed::CtFormat;
 use super::gguf::{FileType, GgufFormat};
 use super::gptq::DEFAULT_GROUP;
 use crate::error::CoreError;
@@ -25,6 +26,13 @@ pub enum WeightFormat {
     /// blocks of 32 along the input dimension, 16 bytes of nibbles and one E8M0 scale byte per
     /// block (4.25 bits a weight); everything else as stored.
     Mxfp4,
+    /// FP8 with an fp32 scale per output row (`fbgemm_fp8`, transformers `FbgemmFp8Linear`).
+    Fp8Row,
+    /// A compressed-tensors checkpoint (llm-compressor / vLLM), kept compressed in memory.
+    Ct(CtFormat),
+    /// BitNet b1.58 ternary weights (transformers `BitNetQuantConfig`): packed 2-bit
+    /// (`bitlinear`), or unpacked to the model dtype on load (`autobitlinear` offline).
+    Bitnet { packed: bool },
     /// GPTQ (AutoGPTQ layout); `group: None` is one group per column (`group_size=-1`).
     Gptq { bits: u32, group: Option<u64> },
     /// AWQ (AutoAWQ GEMM layout).
@@ -33,7 +41,8 @@ pub enum WeightFormat {
     Gguf(GgufFormat),
 }
 
-const FORMS: &str = "none, int8, nf4, fp4, nf4-dq, fp8, fp8:bN, mxfp4, gptq:BITS[:gN], \
+const FORMS: &str = "none, int8, nf4, fp4, nf4-dq, fp8, fp8:bN, fp8:row, mxfp4, \
+                     ct:KIND:STRATEGY[:asym], bitnet, bitnet:unpacked, gptq:BITS[:gN], \
                      awq:4[:gN], gguf:TYPE[:pure]";
 
 fn bad(s: &str, why: &str) -> CoreError {
@@ -70,7 +79,13 @@ impl WeightFormat {
             ["fp4"] => WeightFormat::Fp4,
             ["nf4-dq"] => WeightFormat::Nf4Dq,
             ["fp8"] => WeightFormat::Fp8 { block: None },
+            ["fp8", "row"] => WeightFormat::Fp8Row,
             ["fp8", b] => parse_fp8_block(t, b)?,
+            ["ct", rest @ ..] => {
+                WeightFormat::Ct(CtFormat::parse(rest).map_err(|why| bad(t, why))?)
+            }
+            ["bitnet"] => WeightFormat::Bitnet { packed: true },
+            ["bitnet", "unpacked"] => WeightFormat::Bitnet { packed: false },
             ["mxfp4"] => WeightFormat::Mxfp4,
             [kind @ ("gptq" | "awq"), bits, rest @ ..] => parse_gptq_awq(t, kind, bits, rest)?,
             ["gguf", ty, rest @ ..] => parse_gguf(t, ty, rest)?,
@@ -99,6 +114,10 @@ impl fmt::Display for WeightFormat {
             WeightFormat::Fp8 { block: None } => f.write_str("fp8"),
             WeightFormat::Fp8 { block: Some(b) } => write!(f, "fp8:b{b}"),
             WeightFormat::Mxfp4 => f.write_str("mxfp4"),
+            WeightFormat::Fp8Row => f.write_str("fp8:row"),
+            WeightFormat::Ct(c) => write!(f, "{c}"),
+            WeightFormat::Bitnet { packed: true } => f.write_str("bitnet"),
+            WeightFormat::Bitnet { packed: false } => f.write_str("bitnet:unpacked"),
             WeightFormat::Gptq { bits, group: g } => write!(f, "gptq:{bits}:{}", group(g)),
             WeightFormat::Awq { bits, group: g } => write!(f, "awq:{bits}:{}", group(g)),
             WeightFormat::Gguf(GgufFormat::Mix(t)) => write!(f, "gguf:{}", t.name()),

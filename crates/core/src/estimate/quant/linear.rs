@@ -1,7 +1,7 @@
 //! Bytes of one quantized weight in the formats that quantize `nn.Linear` weights in place
 //! (bitsandbytes, GPTQ, AWQ, FP8): the dispatch by format family and the checked sum of parts.
 
-use super::{bitsandbytes, gptq, matrix_dims, ov, QuantContext, WeightFormat};
+use super::{bitsandbytes, compressed, gptq, matrix_dims, ov, QuantContext, WeightFormat};
 use crate::error::CoreError;
 use crate::inventory::{elements_of, Tensor};
 
@@ -36,6 +36,9 @@ pub(super) fn linear_bytes(
         WeightFormat::Nf4Dq => bitsandbytes::four_bit_dq_bytes(m),
         WeightFormat::Fp8 { block } => fp8_bytes(m, block),
         WeightFormat::Mxfp4 => mxfp4_bytes(m),
+        WeightFormat::Fp8Row => compressed::fp8_row_bytes(m),
+        WeightFormat::Ct(c) => compressed::ct_bytes(m, c, t.bytes / n.max(1)),
+        WeightFormat::Bitnet { packed } => compressed::bitnet_bytes(m, packed, t.bytes / n.max(1)),
         WeightFormat::Gptq { bits, group } => gptq::gptq_bytes(m, bits, group),
         WeightFormat::Awq { bits, group } => gptq::awq_bytes(t, m, bits, group)?,
         WeightFormat::None | WeightFormat::Gguf(_) => Some(t.bytes),

@@ -12,6 +12,7 @@
 //! relative bias, including `token_embd` and `output`.
 
 pub mod bitsandbytes;
+pub mod compressed;
 pub mod format;
 pub mod gguf;
 pub mod gptq;
@@ -224,6 +225,11 @@ pub fn bits_per_param(format: &WeightFormat, model_dtype: DType) -> (u64, u64) {
         WeightFormat::Fp8 { block: Some(b) } => (8 * b * b + 32, b * b),
         // 32 four-bit values and one 8-bit scale per block.
         WeightFormat::Mxfp4 => (4 * 32 + 8, 32),
+        WeightFormat::Fp8Row => (8, 1),
+        WeightFormat::Ct(c) => ct_bits(c, model_dtype),
+        // Two bits a weight packed; the model dtype unpacked.
+        WeightFormat::Bitnet { packed: true } => (2, 1),
+        WeightFormat::Bitnet { packed: false } => (model_dtype.bits().unwrap_or(16), 1),
         // bits + (fp16 scale + packed zero) per group.
         WeightFormat::Gptq { bits, group } | WeightFormat::Awq { bits, group } => {
             let b = u64::from(bits);
@@ -237,6 +243,20 @@ pub fn bits_per_param(format: &WeightFormat, model_dtype: DType) -> (u64, u64) {
             let t = f.default_type();
             (t.type_size() * 8, t.block_size())
         }
+    }
+}
+
+/// compressed-tensors' bits per weight: values, plus a scale (model dtype) and, asymmetric, a
+/// zero point per group or tile; per-row and per-tensor scales need shapes and are left out.
+fn ct_bits(c: compressed::CtFormat, model_dtype: DType) -> (u64, u64) {
+    use compressed::CtStrategy;
+    let v = c.value_bits();
+    let scale = model_dtype.bits().unwrap_or(16);
+    let zp = if c.asym { v } else { 0 };
+    match c.strategy {
+        CtStrategy::Group(g) => (v * g + scale + zp, g),
+        CtStrategy::Block(r, k) => (v * r * k + scale + zp, r * k),
+        CtStrategy::Tensor | CtStrategy::Channel => (v, 1),
     }
 }
 
@@ -266,6 +286,11 @@ pub fn bytes_for_params(
 /// - GPTQ/AWQ: fp16 dequantization for prefill-sized batches (AutoAWQ from 1024 tokens,
 ///   AutoGPTQ's torch path); an approximation for the kernels that dequantize in tiles.
 /// - FP8 (scaled matmuls), MXFP4 (triton kernels on the packed blocks), GGUF (llama.cpp's own compute buffer) and none: nothing here.
+/// - compressed-tensors: sized as vLLM holds it, whose kernels (Marlin, CUTLASS FP8) read the
+///   compressed weights (nothing here). transformers instead decompresses the whole model on
+///   its first forward (`ModelCompressor.add_decompress_hook`): `--weights none` models that.
+/// - BitNet packed: `BitLinear.forward` unpacks the whole weight (`unpack_weights`); unpacked
+///   (`AutoBitLinear` offline) multiplies the stored weight (nothing here).
 pub fn dequant_scratch_bytes(
     format: &WeightFormat,
     tensors: &[Tensor],
@@ -278,9 +303,12 @@ pub fn dequant_scratch_bytes(
         WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq => true,
         WeightFormat::Int8 => backward,
         WeightFormat::Gptq { .. } | WeightFormat::Awq { .. } => true,
+        WeightFormat::Bitnet { packed } => *packed,
         // MXFP4's matmuls (triton `matmul_ogs`) read the packed weights.
         WeightFormat::None
         | WeightFormat::Fp8 { .. }
+        | WeightFormat::Fp8Row
+        | WeightFormat::Ct(_)
         | WeightFormat::Mxfp4
         | WeightFormat::Gguf(_) => false,
     };

@@ -1,0 +1,82 @@
+//! `inspect` on a diffusers pipeline directory (the real FLUX.1-dev and SDXL configs in
+//! crates/formats/tests/fixtures/diffusers, sources in its README).
+
+use assert_cmd::Command;
+
+fn vramscope() -> Command {
+    Command::cargo_bin("vramscope").unwrap()
+}
+
+fn fixture(p: &str) -> String {
+    format!(
+        "{}/../formats/tests/fixtures/diffusers/{p}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// FLUX.1-dev: four models, 123,060,480 + 4,762,310,656 + 11,901,408,320 + 83,819,683 =
+/// 16,870,599,139 parameters (diffusers' meta-device counts); in 16-bit 33,741,198,278 B all
+/// resident, and under model offload the transformer's 2 · 11,901,408,320 = 23,802,816,640 B.
+#[test]
+fn inspect_lists_flux_components_as_json() {
+    let out = vramscope()
+        .args(["inspect", &fixture("flux.1-dev"), "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["pipeline"], "FluxPipeline");
+    assert_eq!(v["params_total"], 16_870_599_139u64);
+    assert_eq!(v["resident_bytes_16bit"], 33_741_198_278u64);
+    assert_eq!(v["resident_bytes_16bit_model_offload"], 23_802_816_640u64);
+    assert_eq!(v["cfg_doubles_batch"], false);
+    let names: Vec<&str> = v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["text_encoder", "text_encoder_2", "transformer", "vae"]
+    );
+    assert_eq!(v["components"][2]["role"], "denoiser");
+    assert_eq!(v["components"][2]["params"], 11_901_408_320u64);
+}
+
+/// The terminal view names the UNet and its count (2,567,463,684) and says CFG doubles it.
+#[test]
+fn inspect_shows_sdxl_unet() {
+    let out = vramscope()
+        .args(["inspect", &fixture("sdxl-base-1.0")])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for want in [
+        "StableDiffusionXLPipeline",
+        "UNet2DConditionModel",
+        "2,567,463,684",
+        "twice the batch",
+    ] {
+        assert!(text.contains(want), "{want} not in:\n{text}");
+    }
+}
+
+/// A pipeline with a component class vramscope does not read is refused in one line, exit 2.
+#[test]
+fn unknown_component_class_exits_2() {
+    let dir = std::env::temp_dir().join(format!("vramscope-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("controlnet")).unwrap();
+    std::fs::write(
+        dir.join("model_index.json"),
+        r#"{"_class_name": "X", "controlnet": ["diffusers", "ControlNetModel"]}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("controlnet/config.json"), "{}").unwrap();
+    let out = vramscope()
+        .args(["inspect", dir.to_str().unwrap()])
+        .assert()
+        .code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("ControlNetModel"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

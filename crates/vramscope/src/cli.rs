@@ -38,6 +38,7 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   zero_grad none (torch >= 2.0; zeros: torch < 2.0 keeps zeroed gradients between steps)
   optimizer_impl foreach (for-loop: torch foreach=False; hf: transformers 4.x's AdamW)
   optimizer_in_backward false · activation_offload none · compile false (train techniques)
+  reference_model none (frozen: a DPO reference copy) · packing false (train)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null

@@ -16,7 +16,7 @@ pub use parallel::Parallel;
 pub use peft::Peft;
 pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
-pub use techniques::{ActivationOffload, Techniques};
+pub use techniques::{ActivationOffload, ReferenceModel, Techniques};
 
 use crate::estimate::engine_settings::EngineSettings;
 use crate::estimate::kv::KvDtype;
@@ -118,6 +118,16 @@ pub struct Job {
     /// `true`: the model runs under `torch.compile` (inductor). Contract field `compile`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<Value>,
+    /// train: `none` (default), `frozen` (a DPO reference model: a frozen copy of the weights,
+    /// run under no_grad) or `precomputed` (TRL `precompute_ref_log_probs`). An extension of
+    /// the contract's job (`rl.reference_model` is the RL step's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_model: Option<Value>,
+    /// train: `true` when sequences are packed into `seq`-token rows with `position_ids`
+    /// (axolotl `sample_packing`, TRL `packing`, torchtune `packed`). An extension of the
+    /// contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packing: Option<Value>,
     /// `task: "rl"`: the RL step's algorithm, reference model, generator, generations and
     /// lengths (contract field `rl`, `job/rl.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -435,6 +445,7 @@ impl Job {
         if techniques.optimizer_in_backward {
             techniques::check_in_backward(grad_accum, framework.as_str())?;
         }
+        techniques::check_reference(techniques.reference_model, task)?;
         let rl = self.resolve_rl(task)?;
         let seq = self.rl_seq(rl.as_ref(), seq)?;
         Ok(ResolvedJob {
@@ -479,6 +490,11 @@ impl Job {
                 .as_ref()
                 .map_or(Ok(ActivationOffload::None), ActivationOffload::parse)?,
             compile: techniques::flag("compile", self.compile.as_ref())?,
+            reference_model: self
+                .reference_model
+                .as_ref()
+                .map_or(Ok(ReferenceModel::None), ReferenceModel::parse)?,
+            packing: techniques::flag("packing", self.packing.as_ref())?,
         })
     }
 

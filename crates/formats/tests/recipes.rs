@@ -242,6 +242,7 @@ fn axolotl_qlora() {
             "optimizer": "adamw-paged",
             "checkpointing": "full",                 // gradient_checkpointing: true
             "attention": "flash",                    // flash_attention: true
+            "packing": true,                         // sample_packing: true
             // adapter: qlora, lora_r 32, lora_alpha 16, lora_target_linear: true
             "peft": {"method": "qlora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR},
         })
@@ -249,10 +250,7 @@ fn axolotl_qlora() {
     // load_in_4bit with qlora: the contract's qlora implies nf4-dq.
     let job: Job = serde_json::from_value(Value::Object(r.job.clone())).unwrap();
     assert_eq!(job.resolve(None).unwrap().weights, "nf4-dq");
-    assert!(has_note(
-        &r,
-        "read but not modelled yet: sample_packing (packing)"
-    ));
+    assert!(!has_note(&r, "sample_packing"));
     assert!(has_note(
         &r,
         "bf16 is \"auto\" and no other file gives precision"
@@ -274,6 +272,7 @@ fn axolotl_lora_8bit() {
             "optimizer": "adamw-8bit",  // optimizer: adamw_bnb_8bit
             "checkpointing": "full",
             "attention": "flash",
+            "packing": true,            // sample_packing: true
             // adapter: lora, lora_r 32, lora_alpha 16, lora_target_linear: true
             "peft": {"method": "lora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR},
         })
@@ -295,6 +294,7 @@ fn axolotl_full_finetune() {
             "optimizer": "adamw-8bit-paged",
             "checkpointing": "full",
             "attention": "flash",
+            "packing": true, // sample_packing: true
         })
     );
 }
@@ -944,4 +944,29 @@ fn trl_dpo_maps_lengths_onto_rl() {
     assert!(!r.job.contains_key("seq"));
     let job: Job = serde_json::from_value(Value::Object(r.job)).unwrap();
     assert_eq!(job.resolve(None).unwrap().seq, 768);
+}
+
+/// `optim: adamw_hf` names transformers 4.x's own AdamW (`transformers/optimization.py`):
+/// the job's `optimizer_impl: "hf"`.
+#[test]
+fn training_arguments_adamw_hf_is_the_hf_implementation() {
+    let r = resolve(
+        &[text(
+            "args.json",
+            r#"{"output_dir": "out", "per_device_train_batch_size": 4, "optim": "adamw_hf"}"#,
+        )],
+        &|_, _| None,
+    )
+    .unwrap();
+    assert_eq!(r.job["optimizer"], json!("adamw"));
+    assert_eq!(r.job["optimizer_impl"], json!("hf"));
+    let r = resolve(
+        &[text(
+            "args.json",
+            r#"{"output_dir": "out", "per_device_train_batch_size": 4, "optim": "adamw_torch"}"#,
+        )],
+        &|_, _| None,
+    )
+    .unwrap();
+    assert!(!r.job.contains_key("optimizer_impl"));
 }

@@ -128,7 +128,7 @@ pub fn forward(
     };
     let parts = distribute(spec, job, parts, bytes_per_layer, megatron, warnings);
     Ok(ForwardPlan {
-        inputs: 2 * super::round_size(tokens * 8),
+        inputs: super::techniques::input_tensors(job) * super::round_size(tokens * 8),
         embedding,
         layers: parts.layers,
         head: parts.head,

@@ -282,10 +282,12 @@ pub fn model_states(
 ) -> Result<StateBytes, CoreError> {
     let w = widths(job);
     let shard = shards(job, warnings);
-    match &model.inventory {
+    let mut st = match &model.inventory {
         Some(inv) => inventory_states(model, inv, job, w, shard, warnings),
         None => bare_count_states(model, job, w, shard, warnings),
-    }
+    }?;
+    super::techniques::add_reference_model(job, &mut st);
+    Ok(st)
 }
 
 /// The optimizer a job runs: none outside training.

@@ -6,7 +6,9 @@
 use super::activations::ForwardPlan;
 use super::states::StateBytes;
 use crate::inventory::Component;
-use crate::job::{ActivationOffload, Checkpointing, ResolvedJob, Task};
+use crate::job::{
+    ActivationOffload, AttentionKernel, Checkpointing, ReferenceModel, ResolvedJob, Task,
+};
 
 /// `optimizer_in_backward`: torchtune's recipes (`recipes/full_finetune_single_device.py`,
 /// `optimizer_in_bwd`) make one optimizer per parameter and register `optim_step` with
@@ -121,11 +123,94 @@ pub fn host_activation_bytes(job: &ResolvedJob, plan: Option<&ForwardPlan>) -> u
     }
 }
 
+/// A frozen reference model's bytes per GPU: a second copy of the policy's weights as the GPU
+/// holds them. TRL's `DPOTrainer` (`trl/trainer/dpo_trainer.py`) loads the reference from the
+/// same checkpoint with the same `model_init_kwargs` (same dtype) and prepares it with the
+/// same accelerator (sharded and offloaded alike under ZeRO-3 / FSDP), so it weighs what the
+/// policy's parameters weigh; it has no gradients and no optimizer states. With a PEFT policy
+/// TRL makes no copy: the reference is the base model with the adapters disabled
+/// (`null_ref_context`). Its forward runs under `torch.no_grad()`, so it saves nothing.
+pub fn reference_bytes(job: &ResolvedJob, policy_parameters: u64) -> u64 {
+    let frozen = job.techniques.reference_model == ReferenceModel::Frozen;
+    if job.task == Task::Train && frozen && job.peft.is_none() {
+        policy_parameters
+    } else {
+        0
+    }
+}
+
+/// Adds the reference model's weights to the parameters held through the step.
+pub fn add_reference_model(job: &ResolvedJob, st: &mut StateBytes) {
+    let r = reference_bytes(job, st.resident.parameters);
+    st.resident.parameters = st.resident.parameters.saturating_add(r);
+    st.max.parameters = st.max.parameters.saturating_add(r);
+}
+
+/// The int64 `[b, s]` tensors the batch brings: `input_ids` and `labels`, and with packing the
+/// `position_ids` that mark where each packed sequence restarts (transformers'
+/// `DataCollatorWithFlattening`, TRL's padding-free collator, axolotl's
+/// `V2BatchSamplerDataCollatorForSeq2Seq`): flash-attention's varlen kernel reads the sequence
+/// boundaries from them, so no attention mask is made and no token is padding.
+pub fn input_tensors(job: &ResolvedJob) -> u64 {
+    if job.techniques.packing {
+        3
+    } else {
+        2
+    }
+}
+
+fn reference_warnings(job: &ResolvedJob, st: &StateBytes, out: &mut Vec<String>) {
+    match job.techniques.reference_model {
+        ReferenceModel::Frozen if job.peft.is_some() => out.push(
+            "reference model: with PEFT TRL makes no copy (the reference is the base model with \
+             the adapters disabled), so no reference weights are added"
+                .into(),
+        ),
+        ReferenceModel::Frozen => {
+            let half = st.resident.parameters / 2;
+            out.push(format!(
+                "reference model: a frozen copy of the weights ({}) is held through the step; \
+                 its no_grad forward saves nothing, and its transient working set (its logits) \
+                 is not added",
+                crate::text::bytes(half)
+            ));
+        }
+        ReferenceModel::Precomputed => out.push(
+            "reference model: log-probabilities precomputed before training (TRL \
+             precompute_ref_log_probs): no reference weights while the policy trains"
+                .into(),
+        ),
+        ReferenceModel::None => {}
+    }
+}
+
+fn packing_warning(job: &ResolvedJob, out: &mut Vec<String>) {
+    if !job.techniques.packing {
+        return;
+    }
+    if job.attention == AttentionKernel::Flash {
+        out.push(
+            "packing: every row is seq tokens of packed sequences (flash-attention varlen with \
+             position_ids: no padding, no attention mask), so every step is the estimated one"
+                .into(),
+        );
+    } else {
+        out.push(format!(
+            "packing with attention {}: transformers builds a [b, 1, s, s] block-causal mask \
+             from the packed position_ids, which this estimate does not count for sdpa; the \
+             packing recipes (TRL, axolotl) ask for flash attention",
+            job.attention.as_str()
+        ));
+    }
+}
+
 /// What the report says of the techniques the job uses.
 pub fn warnings(job: &ResolvedJob, st: &StateBytes, host_activations: u64, out: &mut Vec<String>) {
     if job.task != Task::Train {
         return;
     }
+    reference_warnings(job, st, out);
+    packing_warning(job, out);
     if host_activations > 0 {
         out.push(format!(
             "activation offloading keeps {} of saved activations in pinned host memory \

@@ -61,6 +61,67 @@ impl Serialize for ActivationOffload {
     }
 }
 
+/// A DPO-style frozen reference model beside the trained policy in a plain training job
+/// (`task: "train"`; an RL step has `rl.reference_model`). TRL's `DPOTrainer`
+/// (`trl/trainer/dpo_trainer.py`) loads it from the same checkpoint with the same
+/// `model_init_kwargs` (so the same dtype), never trains it (no gradients, no optimizer
+/// states) and runs it under `torch.no_grad()` (its forward saves nothing); with
+/// `precompute_ref_log_probs` its log-probabilities are computed before training and it is
+/// not used while the policy trains. An extension of the contract's job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum ReferenceModel {
+    /// No reference model (plain SFT / pre-training).
+    #[default]
+    None,
+    /// A frozen copy of the policy's weights on the GPU through the step.
+    Frozen,
+    /// Reference log-probabilities computed before training (TRL
+    /// `precompute_ref_log_probs=True`): no reference weights while the policy trains.
+    Precomputed,
+}
+
+impl ReferenceModel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReferenceModel::None => "none",
+            ReferenceModel::Frozen => "frozen",
+            ReferenceModel::Precomputed => "precomputed",
+        }
+    }
+
+    /// Parses `none` / `frozen` / `precomputed`; JSON `false` / `true` read as none / frozen.
+    pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
+        use serde_json::Value;
+        match v {
+            Value::Null | Value::Bool(false) => Ok(ReferenceModel::None),
+            Value::Bool(true) => Ok(ReferenceModel::Frozen),
+            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "none" | "false" => Ok(ReferenceModel::None),
+                "frozen" | "true" => Ok(ReferenceModel::Frozen),
+                "precomputed" => Ok(ReferenceModel::Precomputed),
+                _ => Err(CoreError::field(
+                    "reference_model",
+                    format!("'{s}' is not one of none, frozen, precomputed"),
+                )),
+            },
+            other => Err(CoreError::field(
+                "reference_model",
+                format!("must be \"none\", \"frozen\" or \"precomputed\" (got {other})"),
+            )),
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        *self == ReferenceModel::None
+    }
+}
+
+impl Serialize for ReferenceModel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// The techniques as resolved; flattened into the Report's `job`, each field echoed only when
 /// it is not its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -74,6 +135,13 @@ pub struct Techniques {
     /// `torch.compile` (inductor) of the model.
     #[serde(skip_serializing_if = "is_false")]
     pub compile: bool,
+    /// A frozen reference model beside the policy (DPO in a training job).
+    #[serde(skip_serializing_if = "ReferenceModel::is_none")]
+    pub reference_model: ReferenceModel,
+    /// Sequences packed into rows of `seq` tokens with `position_ids` and no padding
+    /// (axolotl `sample_packing`, TRL `packing`, torchtune `dataset.packed`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub packing: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -119,6 +187,17 @@ pub(super) fn check_in_backward(grad_accum: u64, framework: &str) -> Result<(), 
         return Err(CoreError::field(
             "optimizer_in_backward",
             format!("runs in pytorch or fsdp training, not {framework}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A training job's reference model; an RL step names its own in `rl.reference_model`.
+pub(super) fn check_reference(r: ReferenceModel, task: super::Task) -> Result<(), CoreError> {
+    if r != ReferenceModel::None && task == super::Task::Rl {
+        return Err(CoreError::field(
+            "reference_model",
+            "an RL step's reference model is rl.reference_model",
         ));
     }
     Ok(())

@@ -90,7 +90,7 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         r.set("grad_accum", json!(a), "gradient_accumulation_steps");
     }
     if bool_of(doc, "sample_packing")? == Some(true) {
-        r.not_modelled("sample_packing", "packing");
+        r.technique("sample_packing", "packing", json!(true));
     }
     super::training_args::precision_flags(doc, r)?;
     if let Some(o) = str_of(doc, "optimizer")? {

@@ -66,7 +66,7 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     }
     method(doc, r)?;
     if bool_of(doc, "packing")? == Some(true) || bool_of(doc, "neat_packing")? == Some(true) {
-        r.not_modelled("packing / neat_packing", "packing");
+        r.technique("packing / neat_packing", "packing", json!(true));
     }
     if bool_of(doc, "enable_liger_kernel")? == Some(true) {
         r.set("loss", json!("chunked"), "enable_liger_kernel");

@@ -1,6 +1,6 @@
 //! Training frameworks' own configs read into job fields (`--from FILE`, the JSON API's
 //! `"from"`): DeepSpeed JSON, accelerate YAML, Hugging Face TrainingArguments (JSON/YAML),
-//! axolotl, LLaMA-Factory, torchtune and TRL YAML. The format is recognised by the keys a file
+//! axolotl, LLaMA-Factory, torchtune and TRL YAML, torchtitan TOML. The format is recognised by the keys a file
 //! holds, never by its name. Each reader reports the job fields it sets (with the key each came
 //! from), the `"auto"` values it leaves to another file, the techniques vramscope cannot
 //! express yet, and the keys it did not read: nothing is dropped silently.
@@ -16,6 +16,7 @@ mod axolotl;
 mod deepspeed;
 mod doc;
 mod llama_factory;
+mod torchtitan;
 mod torchtune;
 mod training_args;
 mod trl;
@@ -59,6 +60,7 @@ pub enum Kind {
     DeepSpeed,
     Accelerate,
     Torchtune,
+    Torchtitan,
     LlamaFactory,
     Axolotl,
     Trl,
@@ -71,6 +73,7 @@ impl Kind {
             Kind::DeepSpeed => "DeepSpeed config",
             Kind::Accelerate => "accelerate config",
             Kind::Torchtune => "torchtune recipe",
+            Kind::Torchtitan => "torchtitan config",
             Kind::LlamaFactory => "LLaMA-Factory recipe",
             Kind::Axolotl => "axolotl recipe",
             Kind::Trl => "TRL trainer config",
@@ -87,6 +90,8 @@ pub fn detect(m: &Map<String, Value>) -> Option<Kind> {
         Some(Kind::Accelerate)
     } else if torchtune::detect(m) {
         Some(Kind::Torchtune)
+    } else if torchtitan::detect(m) {
+        Some(Kind::Torchtitan)
     } else if llama_factory::detect(m) {
         Some(Kind::LlamaFactory)
     } else if axolotl::detect(m) {
@@ -100,8 +105,9 @@ pub fn detect(m: &Map<String, Value>) -> Option<Kind> {
     }
 }
 
-/// Parses a config's text: JSON when it starts with `{`, else YAML. The top level must be a
-/// mapping.
+/// Parses a config's text: JSON when it starts with `{`, TOML when it parses as a non-empty TOML
+/// table (torchtitan's configs; YAML's `key: value` is never valid TOML), else YAML. The top
+/// level must be a mapping.
 pub fn parse(input: &Input) -> Result<Map<String, Value>> {
     let bad = |m: String| FormatError::malformed(&input.name, m);
     if input.text.len() > MAX_CONFIG_BYTES {
@@ -112,6 +118,8 @@ pub fn parse(input: &Input) -> Result<Map<String, Value>> {
     }
     let value: Value = if input.text.trim_start().starts_with('{') {
         serde_json::from_str(&input.text).map_err(|e| bad(format!("invalid JSON: {e}")))?
+    } else if let Some(t) = toml_table(&input.text) {
+        t
     } else {
         if flow_depth(&input.text) > MAX_FLOW_DEPTH {
             return Err(bad(format!(
@@ -132,6 +140,14 @@ pub fn parse(input: &Input) -> Result<Map<String, Value>> {
             "expected a mapping of settings at the top (got {})",
             kind_of(&other)
         ))),
+    }
+}
+
+/// The text as a TOML document, when it is one with at least one key.
+fn toml_table(text: &str) -> Option<Value> {
+    match toml::from_str::<Value>(text) {
+        Ok(Value::Object(m)) if !m.is_empty() => Some(Value::Object(m)),
+        _ => None,
     }
 }
 
@@ -196,7 +212,7 @@ fn read_one(input: &Input) -> Result<Read> {
         FormatError::malformed(
             &input.name,
             "not a config vramscope reads (DeepSpeed JSON, accelerate YAML, TrainingArguments, \
-             axolotl, LLaMA-Factory, torchtune or TRL): none of their keys is present",
+             axolotl, LLaMA-Factory, torchtune, TRL or torchtitan TOML): none of their keys is present",
         )
     })?;
     let used = RefCell::new(BTreeSet::new());
@@ -206,6 +222,7 @@ fn read_one(input: &Input) -> Result<Read> {
         Kind::DeepSpeed => deepspeed::read(&doc, &mut reading),
         Kind::Accelerate => accelerate::read(&doc, &mut reading),
         Kind::Torchtune => torchtune::read(&doc, &mut reading),
+        Kind::Torchtitan => torchtitan::read(&doc, &mut reading),
         Kind::LlamaFactory => llama_factory::read(&doc, &mut reading),
         Kind::Axolotl => axolotl::read(&doc, &mut reading),
         Kind::Trl => trl::read(&doc, &mut reading, trl::detect(&map).expect("detected")),

@@ -56,7 +56,7 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     }
     if let Some(d) = doc.section("dataset") {
         if bool_of(&d, "packed")? == Some(true) {
-            r.not_modelled("dataset.packed", "packing");
+            r.technique("dataset.packed", "packing", json!(true));
         }
     }
     // torchtune trains in the dtype it loads (no autocast, no fp32 copy): `dtype: bf16` is the

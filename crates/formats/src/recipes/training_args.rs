@@ -94,7 +94,10 @@ pub(crate) fn set_optimizer(r: &mut Reading, label: &str, name: &str) {
         Some((v, fallback)) => {
             let k = label.to_string();
             if super::doc::accepts("optimizer", &json!(v)) {
-                r.set("optimizer", json!(v), k);
+                r.set("optimizer", json!(v), k.clone());
+                if is_hf_adamw(name) {
+                    r.set("optimizer_impl", json!("hf"), k);
+                }
             } else if let Some(f) = fallback {
                 r.not_modelled(&k, &format!("optimizer {v}; estimated as {f}"));
                 r.set("optimizer", json!(f), k);
@@ -104,6 +107,13 @@ pub(crate) fn set_optimizer(r: &mut Reading, label: &str, name: &str) {
         }
         None => r.not_modelled(label, "optimizer"),
     }
+}
+
+/// `adamw_hf`: transformers 4.x's own `transformers.optimization.AdamW` (a per-parameter loop
+/// of tensor operations, `optimization.py`), which `OptimizerNames.ADAMW_HF` selected until
+/// transformers removed it; the job's `optimizer_impl: "hf"` models that loop.
+fn is_hf_adamw(name: &str) -> bool {
+    name.trim().eq_ignore_ascii_case("adamw_hf")
 }
 
 /// `attn_implementation` names → contract `attention`.

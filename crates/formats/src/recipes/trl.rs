@@ -77,10 +77,10 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading, t: Trainer) -> Result<(), String>
     super::training_args::read_trainer(doc, r)?;
     super::training_args::read_model_args(doc, r)?;
     if bool_of(doc, "packing")? == Some(true) {
-        r.not_modelled("packing", "packing");
+        r.technique("packing", "packing", json!(true));
     }
     if bool_of(doc, "padding_free")? == Some(true) {
-        r.not_modelled("padding_free", "packing");
+        r.technique("padding_free", "packing", json!(true));
     }
     match t {
         Trainer::Sft => {

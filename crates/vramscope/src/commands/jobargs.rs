@@ -126,6 +126,15 @@ pub struct JobArgs {
     /// warnings. [default: off]
     #[arg(long, help_heading = "Job")]
     pub compile: bool,
+    /// Train: a DPO reference model beside the policy, `none`, `frozen` (a frozen copy of the
+    /// weights, run under no_grad) or `precomputed` (TRL `precompute_ref_log_probs`).
+    /// [default: none]
+    #[arg(long, value_name = "HOW", help_heading = "Job")]
+    pub dpo_reference: Option<String>,
+    /// Train: sequences packed into `seq`-token rows with position_ids, no padding (axolotl
+    /// `sample_packing`, TRL `packing`, torchtune `packed`). [default: off]
+    #[arg(long, help_heading = "Job")]
+    pub packing: bool,
 
     /// What one GPU costs per hour (any currency), e.g. `2.5`: the modelled cost per million
     /// trained tokens (`throughput.cost_per_million_tokens`).
@@ -427,6 +436,12 @@ impl JobArgs {
         }
         if let Some(o) = &self.activation_offload {
             job.activation_offload = Some(Value::String(o.clone()));
+        }
+        if let Some(r) = &self.dpo_reference {
+            job.reference_model = Some(Value::String(r.clone()));
+        }
+        if self.packing {
+            job.packing = Some(Value::Bool(true));
         }
         let text = |dst: &mut Option<String>, src: &Option<String>| {
             if let Some(s) = src {

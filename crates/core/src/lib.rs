@@ -10,6 +10,7 @@ pub mod inventory;
 pub mod model;
 pub mod summary;
 pub mod text;
+pub mod vision;
 
 pub use dtype::DType;
 pub use error::CoreError;

@@ -191,3 +191,113 @@ fn unread_vlm_families_stay_refused() {
         .to_string();
     assert!(e.contains("'mllama'") && e.contains("vision_config"), "{e}");
 }
+
+fn report(name: &str, job: serde_json::Value) -> vramscope_core::report::Report {
+    let m = load_model(&fixture(name)).unwrap();
+    let max = m.spec.as_ref().unwrap().max_position_embeddings;
+    let input = m.into_input();
+    let job: vramscope_core::job::Job = serde_json::from_value(job).unwrap();
+    let r = job.resolve(max).unwrap();
+    vramscope_core::estimate::estimate(&input, &r).unwrap()
+}
+
+/// The images' tokens lengthen each sequence: two 1024×768 images on Qwen2.5-VL add 2 · 999
+/// tokens (worked in `image_tokens_per_family`) to seq 512 → 2510; the report echoes both.
+#[test]
+fn images_lengthen_the_sequence() {
+    let r = report(
+        "qwen2.5-vl-7b-instruct.json",
+        serde_json::json!({"task": "infer", "seq": 512,
+            "images": {"count": 2, "width": 1024, "height": 768}}),
+    );
+    assert_eq!(r.job.seq, 2_510);
+    assert_eq!(r.job.image_tokens, 1_998);
+    // Images given to a text-only model are an error naming the field.
+    let m = load_model("gpt2").unwrap();
+    let job: vramscope_core::job::Job = serde_json::from_value(
+        serde_json::json!({"images": {"count": 1, "width": 64, "height": 64}}),
+    )
+    .unwrap();
+    let e = vramscope_core::estimate::estimate(&m.into_input(), &job.resolve(None).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("images"), "{e}");
+}
+
+/// `freeze: ["vision"]`: the tower's 631,975,680 parameters (transformers' count, above) get
+/// no gradient: trainable = 8,292,166,656 − 631,975,680 = 7,660,190,976; freezing the
+/// projector too removes its 44,574,464 more: 7,615,616,512 — the language model's count.
+#[test]
+fn freezing_a_component_removes_its_gradients() {
+    let base = serde_json::json!({"seq": 256, "precision": "bf16",
+        "images": {"count": 1, "width": 448, "height": 448}});
+    let with = |extra: serde_json::Value| {
+        let mut j = base.clone();
+        j.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        report("qwen2.5-vl-7b-instruct.json", j)
+    };
+    let full = with(serde_json::json!({}));
+    let frozen = with(serde_json::json!({"freeze": ["vision"]}));
+    let lm_only = with(serde_json::json!({"freeze": ["vision", "projector"]}));
+    assert_eq!(full.model.params_trainable, 8_292_166_656);
+    assert_eq!(frozen.model.params_trainable, 7_660_190_976);
+    assert_eq!(lm_only.model.params_trainable, 7_615_616_512);
+    // bf16 AdamW: the tower's gradients (2 B) and two states (2 · 2 B) go with it.
+    let g = |r: &vramscope_core::report::Report| r.per_gpu.model_states.gradients;
+    assert!(g(&full) - g(&frozen) >= 631_975_680 * 2);
+    // A frozen tower saves nothing for backward: what the embeddings stage keeps is the
+    // text embeddings' alone, as with no images at all.
+    let kept = |r: &vramscope_core::report::Report| {
+        let m = load_model(&fixture("qwen2.5-vl-7b-instruct.json")).unwrap();
+        let spec = m.spec.unwrap();
+        let mut text_only = r.job.clone();
+        text_only.images = None;
+        text_only.image_tokens = 0;
+        let mut w = Vec::new();
+        let f = vramscope_core::estimate::activations::forward;
+        (
+            f(&spec, &r.job, &mut w).unwrap().embedding.kept,
+            f(&spec, &text_only, &mut w).unwrap().embedding.kept,
+        )
+    };
+    let (with_tower, text) = kept(&lm_only);
+    assert_eq!(with_tower, text);
+    // With the projector training, it alone saves its inputs.
+    let (with_tower, text) = kept(&frozen);
+    assert!(with_tower > text && with_tower - text < 32 * 1024 * 1280 * 2);
+    let (with_tower, text) = kept(&full);
+    // A trained tower keeps, at least, each of its 32 layers' input: 1024 patches (448/14 = 32
+    // per side) × 1280 × 2 B = 2,621,440 B per layer → 83,886,080 B.
+    assert!(
+        with_tower - text >= 32 * 1024 * 1280 * 2,
+        "{with_tower} {text}"
+    );
+    // Components in the summary.
+    let c = full.model.components.as_ref().unwrap();
+    assert_eq!(c[&Part::Vision].params, 631_975_680);
+}
+
+/// LoRA aimed at one component: `language:q_proj` adapts the language model's 28 q_proj only;
+/// a bare `qkv` reaches the tower's 32 fused projections. Rank 8 adapters: r·(in + out) each:
+/// q_proj 8·(3584 + 3584) = 57,344 → 28 · 57,344 = 1,605,632; tower qkv 8·(1280 + 3840) =
+/// 40,960 → 32 · 40,960 = 1,310,720.
+#[test]
+fn lora_targets_per_component() {
+    let lora = |targets: serde_json::Value| {
+        report(
+            "qwen2.5-vl-7b-instruct.json",
+            serde_json::json!({"seq": 256,
+                "peft": {"method": "lora", "rank": 8, "targets": targets}}),
+        )
+        .model
+        .params_trainable
+    };
+    assert_eq!(lora(serde_json::json!(["language:q_proj"])), 1_605_632);
+    assert_eq!(lora(serde_json::json!(["vision:qkv"])), 1_310_720);
+    assert_eq!(
+        lora(serde_json::json!(["q_proj", "qkv"])),
+        1_605_632 + 1_310_720
+    );
+}

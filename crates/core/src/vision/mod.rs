@@ -54,6 +54,18 @@ impl Part {
     }
 }
 
+/// A LoRA target as the job writes it: `part:module` (`language:q_proj`, `vision:qkv`) aims
+/// at one component; a bare module name at all of them.
+pub fn split_target(target: &str) -> (Option<Part>, &str) {
+    match target.split_once(':') {
+        Some((p, m)) => match Part::parse(p) {
+            Some(part) => (Some(part), m),
+            None => (None, target),
+        },
+        None => (None, target),
+    }
+}
+
 /// How a family lays out and names its vision tower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

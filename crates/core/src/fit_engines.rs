@@ -130,6 +130,7 @@ pub fn sglang_fit(
         evaluations: evals,
         notes,
         launch: None,
+        max_images: None,
     })
 }
 

@@ -21,6 +21,7 @@ pub mod advice;
 pub mod estimate;
 pub mod fit;
 pub mod fit_engines;
+pub mod fit_vision;
 pub mod job;
 pub mod launch;
 pub mod plan;

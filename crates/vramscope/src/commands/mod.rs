@@ -8,6 +8,7 @@ pub mod estimate;
 pub mod fit;
 pub mod from;
 mod inspect;
+mod inspect_vision;
 pub mod jobargs;
 mod logview;
 mod plan;

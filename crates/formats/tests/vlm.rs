@@ -301,3 +301,43 @@ fn lora_targets_per_component() {
         1_605_632 + 1_310_720
     );
 }
+
+/// Qwen2-VL's reader (LayerNorms with biases, `fc1`/`fc2` at `mlp_ratio · embed_dim`, the
+/// merger's LayerNorm) on a tiny config written for this test (`fixtures/vlm/tiny-qwen2-vl.json`;
+/// no published Qwen2-VL config was reachable). transformers 5.24 counts 227,712 (command in
+/// the header). By hand: patch embed 32·3·2·14·14 = 37,632; a block = norms 4·32 + qkv
+/// 96·32 + 96 + proj 32·32 + 32 + fc1 128·32 + 128 + fc2 32·128 + 32 = 12,704, × 2 → tower
+/// 63,040; merger ln_q 2·32 + 128·128 + 128 + 64·128 + 64 = 24,832.
+#[test]
+fn tiny_qwen2_vl() {
+    assert_eq!(37_632 + 2 * 12_704, 63_040u64);
+    assert_eq!(
+        parts("tiny-qwen2-vl.json"),
+        (227_712, 63_040, 24_832, 139_840)
+    );
+}
+
+proptest::proptest! {
+    /// Any image size gives a cost or a one-line error, never a panic, and a Qwen-VL image
+    /// always has its patches a multiple of merge² (the rule's invariant); any text given as a
+    /// preprocessor config is read or refused.
+    #[test]
+    fn image_costs_and_preprocessors_never_panic(
+        w in 1u64..200_000,
+        h in 1u64..200_000,
+        text in ".{0,64}",
+    ) {
+        for f in ["qwen2.5-vl-7b-instruct.json", "llava-v1.6-mistral-7b-hf.json",
+                  "llava-1.5-7b-hf.json", "gemma-3-4b-it.json"] {
+            let mut m = load_model(&fixture(f)).unwrap();
+            let spec = m.spec.as_mut().unwrap();
+            if let Ok(c) = spec.vision.as_ref().unwrap().tokens.cost(w, h) {
+                if f.starts_with("qwen") {
+                    proptest::prop_assert_eq!(c.tower_seq % 4, 0);
+                    proptest::prop_assert_eq!(c.tokens * 4, c.tower_seq);
+                }
+            }
+            let _ = vramscope_formats::hf_config::apply_preprocessor(spec, &text, "p.json");
+        }
+    }
+}

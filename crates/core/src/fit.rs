@@ -37,6 +37,10 @@ pub struct FitAnswer {
     /// Estimates evaluated.
     pub evaluations: u64,
     pub notes: Vec<String>,
+    /// Vision-language models: the most images of the job's size per sequence that fit at
+    /// the job's batch and text length (`null` when not even one does; absent without images).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_images: Option<Option<u64>>,
     /// A serving engine's own flags for this answer (`crate::launch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<crate::launch::Launch>,
@@ -121,6 +125,15 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
     let job = crate::fit_engines::ollama_with_num_ctx(model, job)?;
     let (job, sglang_note) = crate::fit_engines::sglang_within_capacity(model, job)?;
     let mut answer = search(model, &job)?;
+    if let Some(gpu) = job.gpu.as_deref() {
+        let capacity = job.usable(crate::gpu::find(gpu)?.memory_bytes);
+        let mut evals = 0;
+        if let Some((n, why)) = crate::fit_vision::max_images(model, &job, capacity, &mut evals)? {
+            answer.max_images = Some(n);
+            answer.notes.extend(why);
+            answer.evaluations += evals;
+        }
+    }
     answer.notes.extend(note);
     answer.notes.extend(sglang_note);
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
@@ -253,6 +266,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         notes,
         launch: None,
         throughput_at_max_batch: None,
+        max_images: None,
     })
 }
 
@@ -286,6 +300,7 @@ fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
         ],
         launch: None,
         throughput_at_max_batch: None,
+        max_images: None,
     }
 }
 
@@ -441,6 +456,7 @@ fn vllm_fit(
         notes,
         launch: None,
         throughput_at_max_batch: None,
+        max_images: None,
     })
 }
 

@@ -131,6 +131,7 @@ pub fn sglang_fit(
         notes,
         launch: None,
         throughput_at_max_batch: None,
+        max_images: None,
     })
 }
 

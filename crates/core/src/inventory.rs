@@ -5,6 +5,7 @@
 use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::model::*;
+use crate::vision::Part;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
@@ -63,6 +64,11 @@ pub struct Tensor {
     /// Global layer index (encoder layers first); `None` outside the layer stacks.
     pub layer: Option<u32>,
     pub component: Component,
+    /// The model component (vision-language models: vision tower, projector, language model)
+    /// read from the tensor's name ([`crate::vision::Part::of_name`]); `language` is left out
+    /// of the JSON.
+    #[serde(default, skip_serializing_if = "Part::is_language")]
+    pub part: Part,
 }
 
 impl Tensor {
@@ -85,6 +91,7 @@ impl Tensor {
                 reason: format!("{elements} elements do not fill whole {dtype} blocks"),
             })?;
         Ok(Tensor {
+            part: Part::of_name(&name),
             name,
             shape,
             dtype,
@@ -179,6 +186,15 @@ impl Inventory {
     }
 
     /// Tallies per storage dtype.
+    /// Parameters per model component (vision tower, projector, language model).
+    pub fn by_part(&self) -> BTreeMap<Part, Tally> {
+        let mut m: BTreeMap<Part, Tally> = BTreeMap::new();
+        for t in &self.tensors {
+            m.entry(t.part).or_default().add(t);
+        }
+        m
+    }
+
     pub fn by_dtype(&self) -> BTreeMap<DType, Tally> {
         let mut m = BTreeMap::new();
         for t in &self.tensors {
@@ -213,6 +229,8 @@ pub struct ShapeClass {
     pub shape: Vec<u64>,
     pub dtype: DType,
     pub component: Component,
+    /// The model component (vision tower, projector, language model) of its tensors.
+    pub part: Part,
     /// [`Tensor::elements`] of one tensor of the class.
     pub elements: u64,
     /// Bytes as stored of one tensor of the class.
@@ -247,19 +265,20 @@ impl ShapeTallies {
     /// Tallies `tensors` (one pass; the classes in order of first appearance).
     pub fn of(tensors: &[Tensor]) -> Self {
         let mut out = ShapeTallies::default();
-        let mut index: HashMap<(&[u64], DType, Component, u64), u32> = HashMap::new();
+        let mut index: HashMap<(&[u64], DType, Component, Part, u64), u32> = HashMap::new();
         let mut layers: BTreeMap<u32, (BTreeMap<u32, u64>, u64)> = BTreeMap::new();
         let mut outside: BTreeMap<u32, u64> = BTreeMap::new();
         for t in tensors {
             let next = out.classes.len() as u32;
             let class = *index
-                .entry((t.shape.as_slice(), t.dtype, t.component, t.bytes))
+                .entry((t.shape.as_slice(), t.dtype, t.component, t.part, t.bytes))
                 .or_insert(next);
             if class == next {
                 out.classes.push(ShapeClass {
                     shape: t.shape.clone(),
                     dtype: t.dtype,
                     component: t.component,
+                    part: t.part,
                     elements: t.elements(),
                     bytes: t.bytes,
                 });
@@ -329,6 +348,9 @@ pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
         b.norm(&name, n, None)?;
     }
     b.head()?;
+    if let Some(v) = &spec.vision {
+        crate::vision::vision_tensors(v, spec.dtype, &mut b.out)?;
+    }
     Ok(Inventory::new(b.out))
 }
 

@@ -10,6 +10,7 @@ mod rl;
 mod spelled;
 mod techniques;
 mod torch_version;
+mod vision;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
@@ -136,6 +137,14 @@ pub struct Job {
     /// tokens (`throughput.cost_per_million_tokens`; CLI `--price-per-gpu-hour`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<Value>,
+    /// Vision-language models: the images of each sequence, `{"count", "width", "height"}`
+    /// (contract field `images`; `job/vision.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<Value>,
+    /// Model components kept frozen in training: `["vision"]`, `["vision", "projector"]`
+    /// (`job/vision.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze: Option<Value>,
     /// How the job was assembled from training configs (`--from`, the API's `"from"`): one line
     /// per file and remark, shown first among the Report's warnings. Not a job field.
     #[serde(skip)]
@@ -332,6 +341,20 @@ pub struct ResolvedJob {
     /// Price of one GPU-hour, when given (`throughput.cost_per_million_tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<f64>,
+    /// The images of each sequence (vision-language models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<crate::vision::Images>,
+    /// Components frozen in training (vision-language models).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub freeze: Vec<crate::vision::Part>,
+    /// Positions the images add to each sequence (set by the estimator from the model's
+    /// image-token rule; `seq` then counts them too). Not a job field.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub image_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ResolvedJob {
@@ -475,6 +498,9 @@ impl Job {
             techniques,
             rl,
             price_per_gpu_hour,
+            images: vision::parse_images(self.images.as_ref())?,
+            freeze: vision::parse_freeze(self.freeze.as_ref())?,
+            image_tokens: 0,
         })
     }
 

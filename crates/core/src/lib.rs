@@ -10,6 +10,7 @@ pub mod inventory;
 pub mod model;
 pub mod summary;
 pub mod text;
+pub mod vision;
 
 pub use dtype::DType;
 pub use error::CoreError;
@@ -21,6 +22,7 @@ pub mod diffusion;
 pub mod estimate;
 pub mod fit;
 pub mod fit_engines;
+pub mod fit_vision;
 pub mod job;
 pub mod launch;
 pub mod plan;

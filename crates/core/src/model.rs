@@ -76,6 +76,10 @@ pub struct ModelSpec {
     /// Gemma-2's `tanh` soft-capping of attention scores and final logits.
     #[serde(default)]
     pub softcapping: Softcapping,
+    /// A vision-language model's vision tower, projector and image-token rule; `None` for a
+    /// text-only model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<crate::vision::Vision>,
 }
 
 /// `cap · tanh(x / cap)` on the attention scores (`attn_logit_softcapping`) and on the final

@@ -37,6 +37,11 @@ pub struct ModelSummary {
     /// commit a Hub or HF-cache model was read at).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<serde_json::Value>,
+    /// A vision-language model's components: parameters and bytes of its vision tower,
+    /// projector and language model (absent for a text-only model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub components:
+        Option<std::collections::BTreeMap<crate::vision::Part, crate::inventory::Tally>>,
 }
 
 impl ModelSummary {
@@ -81,6 +86,7 @@ impl ModelSummary {
             weight_bytes: inventory.map(|i| i.bytes()),
             source: None,
             origin: None,
+            components: inventory.map(|i| i.by_part()).filter(|m| m.len() > 1),
         }
     }
 
@@ -109,6 +115,7 @@ impl ModelSummary {
             weight_bytes: Some(inventory.bytes()),
             source: None,
             origin: None,
+            components: Some(inventory.by_part()).filter(|m| m.len() > 1),
         }
     }
 

@@ -370,6 +370,7 @@ fn spec(
         dropout: Default::default(),
         quantization: None,
         softcapping: Default::default(),
+        vision: None,
     }
 }
 

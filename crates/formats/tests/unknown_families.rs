@@ -49,11 +49,6 @@ fn unknown_families_with_shape_fields_are_refused_naming_them() {
             &["num_experts", "attn_layer_period", "mamba_d_state"],
         ),
         ("falcon-mamba-7b", "'falcon_mamba'", &["state_size"]),
-        (
-            "llava-1.5-7b-hf",
-            "'llava'",
-            &["vision_config", "text_config"],
-        ),
     ];
     for (name, ty, fields) in cases {
         let msg = refusal(name);

@@ -345,3 +345,37 @@ fn inspect_shows_gpt_oss_layer_kinds_and_mxfp4_bytes() {
     }
     assert!((13_761_264_768f64 / (1u64 << 30) as f64 - 12.82).abs() < 0.005);
 }
+
+/// Qwen2.5-VL-7B's published config (crates/formats/tests/fixtures/vlm): `inspect` shows the
+/// components with transformers' counts (crates/formats/tests/vlm.rs: tower 631,975,680,
+/// projector 44,574,464, language model 7,615,616,512), and `fit` with images answers how many
+/// fit each sequence; a bad `--images` is a one-line error, exit 2.
+#[test]
+fn vlm_components_images_and_fit() {
+    let path = format!(
+        "{}/../formats/tests/fixtures/vlm/qwen2.5-vl-7b-instruct.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = vramscope().args(["inspect", &path]).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for want in [
+        "Model components",
+        "7,615,616,512",
+        "631,975,680",
+        "44,574,464",
+        "one token per 28×28 px",
+    ] {
+        assert!(text.contains(want), "{want} not in:\n{text}");
+    }
+    let out = vramscope()
+        .args(["fit", &path, "--gpu", "a100-80gb", "--seq", "1024"])
+        .args(["--images", "1x1024x768", "--lora", "16", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert!(v["max_images"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    vramscope()
+        .args(["estimate", &path, "--images", "two"])
+        .assert()
+        .code(2);
+}

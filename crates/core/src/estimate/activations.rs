@@ -112,6 +112,13 @@ pub fn forward(
         0.0
     };
     let embedding = stages::embeddings(spec, b, s, num, p_emb);
+    // A VLM's vision tower and projector run before the decoder (`estimate/vision.rs`).
+    let tower = super::vision::tower_forward(spec, job, num)?;
+    let embedding = StageMemory {
+        kept: embedding.kept + tower.kept,
+        peak: (embedding.peak + tower.kept).max(tower.peak),
+        ..embedding
+    };
     let layers = blocks_forward(spec, job, num)?;
     let (head, logits, loss) = head_and_loss(spec, job, num);
     let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
@@ -261,6 +268,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         ),
         lora,
         no_grad: job.task == Task::Infer,
+        part: crate::vision::Part::Language,
     }
 }
 

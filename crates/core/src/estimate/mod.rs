@@ -18,6 +18,7 @@ pub mod stages;
 pub mod states;
 pub mod tape;
 pub mod techniques;
+pub mod vision;
 
 use crate::inventory::Inventory;
 use crate::model::ModelSpec;
@@ -68,6 +69,7 @@ use crate::report::Report;
 /// Estimates the job's memory (see [`simulate`] for how the peak is found) and, on a GPU
 /// whose speeds the catalog has, its step time ([`crate::throughput`]).
 pub fn estimate(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
+    let job = &*vision::with_images(model.spec.as_ref(), job)?;
     let mut report = simulate::run(model, job)?;
     let (throughput, warning) = crate::throughput::for_job(model, job, &report.per_gpu);
     report.throughput = throughput;

@@ -105,6 +105,7 @@ pub(super) struct Device {
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
 /// the PyTorch step, vLLM's start-up budget, llama.cpp's GPU/host split), then the fit.
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
+    let job = &*super::vision::with_images(model.spec.as_ref(), job)?;
     if job.task == Task::Rl {
         return super::rl::run(model, job);
     }

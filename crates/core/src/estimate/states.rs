@@ -157,6 +157,13 @@ pub fn lora_modules(tensors: &[Tensor], targets: &[String]) -> LoraModules {
     let mut matched = vec![false; targets.len()];
     // GGUF files name the same projections llama.cpp's way (`blk.N.attn_q`).
     let gguf_names: Vec<&str> = targets.iter().map(|t| gguf_module(t)).collect();
+    // `part:module` aims a target at one component of a vision-language model
+    // (`language:q_proj`); a bare module name matches in every component, as PEFT's suffix
+    // matching does.
+    let split: Vec<(Option<crate::vision::Part>, &str)> = targets
+        .iter()
+        .map(|t| crate::vision::split_target(t))
+        .collect();
     for t in tensors {
         if t.shape.len() != 2 || !t.name.ends_with(".weight") {
             continue;
@@ -166,9 +173,12 @@ pub fn lora_modules(tensors: &[Tensor], targets: &[String]) -> LoraModules {
             module = m;
         }
         let leaf = module.rsplit('.').next().unwrap_or(module);
-        for (i, (target, gguf)) in targets.iter().zip(&gguf_names).enumerate() {
+        for (i, (&(part, target), gguf)) in split.iter().zip(&gguf_names).enumerate() {
+            if part.is_some_and(|p| p != t.part) {
+                continue;
+            }
             let dotted = module
-                .strip_suffix(target.as_str())
+                .strip_suffix(target)
                 .is_some_and(|p| p.ends_with('.'));
             if leaf == target || leaf == *gguf || dotted {
                 matched[i] = true;
@@ -390,6 +400,8 @@ struct Rules<'a> {
     pp: usize,
     /// Rows of a tied embedding (its gradient first appears at the head's backward).
     tied_vocab: Option<u64>,
+    /// Model components the job keeps frozen (`freeze`): no gradient, no optimizer state.
+    frozen: &'a [crate::vision::Part],
 }
 
 impl Rules<'_> {
@@ -418,6 +430,7 @@ impl Rules<'_> {
                 .as_ref()
                 .filter(|s| s.tied_embeddings())
                 .map(|s| s.vocab_size),
+            frozen: &job.freeze,
         }
     }
 
@@ -668,6 +681,9 @@ fn full_training(
     let mut trained: Vec<Option<Trained>> = (0..tl.classes.len()).map(|_| None).collect();
     for (layer, c, n) in r.on_rank_groups(tl) {
         let class = &tl.classes[c as usize];
+        if r.frozen.contains(&class.part) {
+            continue;
+        }
         let t = match &mut trained[c as usize] {
             Some(t) => t,
             slot => slot.insert(Trained::of(class, r)?),

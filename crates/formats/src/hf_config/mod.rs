@@ -16,12 +16,14 @@ mod gpt;
 mod llama;
 mod quant_methods;
 mod unknown;
+mod vision;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;
 use gpt::{falcon, gpt2_like, gpt_neox, opt};
 use llama::{is_llama_family, llama_like};
 pub use unknown::ReadOptions;
+pub use vision::{apply_preprocessor, VISION_TYPES};
 
 /// The families read natively, by `model_type`.
 pub const SUPPORTED_TYPES: &[&str] = &[
@@ -49,6 +51,10 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "llava",
+    "llava_next",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -120,6 +126,7 @@ pub fn parse_config_value_with(
 
     let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
     spec.name = name;
+    spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
         spec.quantization = quantization_format(q);
         if spec.quantization.is_none() {
@@ -134,6 +141,9 @@ pub fn parse_config_value_with(
         // gpt-oss's config names no dtype; its checkpoint stores every tensor that is not an
         // MXFP4 expert weight in bf16 (the safetensors headers), and transformers loads it so.
         DType::BF16
+    } else if spec.vision.is_some() && !names_dtype(obj) && names_dtype(top) {
+        // A VLM's text_config may leave the dtype to the top level (Gemma 3).
+        Cfg { obj: top, origin }.dtype(&mut warnings)?
     } else {
         cfg.dtype(&mut warnings)?
     };
@@ -168,6 +178,11 @@ fn language_model<'a>(
     top_type: &str,
     warnings: &mut Vec<String>,
 ) -> (&'a Map<String, Value>, String) {
+    if VISION_TYPES.contains(&top_type) {
+        // Read natively: the language model is one component of the VLM (`vision.rs`).
+        let text = top.get("text_config").and_then(Value::as_object);
+        return (text.unwrap_or(top), vision::text_type(top_type, text));
+    }
     let (obj, model_type) = match top.get("text_config").and_then(Value::as_object) {
         Some(text) if !SUPPORTED_TYPES.contains(&top_type) || top_type == "gemma3" => {
             let inner = text
@@ -370,6 +385,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
         dropout: Dropout::default(),
         quantization: None,
         softcapping: Default::default(),
+        vision: None,
     }
 }
 

@@ -106,6 +106,16 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
         (second, String::new()),
     ));
     out.push_str(&time_line(answer));
+    if let (Some(n), Some(i)) = (answer.max_images, r.images) {
+        out.push_str(&format!(
+            "  most {}×{} images per sequence at seq {} and batch {}: {}\n",
+            i.width,
+            i.height,
+            thousands(r.seq),
+            r.batch,
+            show(n)
+        ));
+    }
     if let Some(n) = answer.max_gpu_layers {
         let flag = match r.framework {
             vramscope_core::job::Framework::Ollama => "num_gpu",

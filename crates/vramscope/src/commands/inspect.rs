@@ -50,6 +50,7 @@ fn human(m: &LoadedModel, r: &InspectReport, all_layers: bool, list_tensors: boo
         ));
         return out;
     }
+    out.push_str(&super::inspect_vision::components(r));
     out.push_str(&by_component(r));
     out.push_str(&by_dtype(r));
     out.push_str(&per_layer(r, all_layers));
@@ -94,6 +95,9 @@ fn heading(m: &LoadedModel, r: &InspectReport) -> String {
     out.push('\n');
     if let Some(spec) = &m.spec {
         out.push_str(&format!("  {}\n", describe(spec)));
+        if let Some(v) = &spec.vision {
+            out.push_str(&super::inspect_vision::describe(v));
+        }
         out.push_str(&published_format(spec, &r.tensors));
     }
     for w in &r.warnings {

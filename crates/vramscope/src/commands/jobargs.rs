@@ -141,6 +141,18 @@ pub struct JobArgs {
     #[arg(long, value_name = "PRICE", help_heading = "Job")]
     pub price_per_gpu_hour: Option<String>,
 
+    /// Vision-language models: images per sequence and their size, `COUNTxWIDTHxHEIGHT`
+    /// (e.g. `2x1024x768`); their tokens (by the family's processor rule) add to --seq and the
+    /// vision tower runs on them.
+    #[arg(long, value_name = "NxWxH", help_heading = "Job")]
+    pub images: Option<String>,
+
+    /// Train: model components kept frozen, comma-separated: vision, projector, language
+    /// (e.g. `vision` — "freeze the vision tower"). LoRA targets may name a component too:
+    /// `language:q_proj`.
+    #[arg(long, value_name = "PARTS", help_heading = "Job")]
+    pub freeze: Option<String>,
+
     /// Total GPUs (= dp × tp × pp × cp; dp is derived when only this is given). [default: 1]
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
     pub gpus: Option<String>,
@@ -300,6 +312,17 @@ fn reserve_gib(s: &str) -> Result<Value, JobError> {
         Ok(g) if g.is_finite() && g >= 0.0 => Ok(Value::from((g * (1u64 << 30) as f64).round())),
         _ => Err(JobError(format!(
             "reserve: --reserve takes GiB as a non-negative number, e.g. 2 or 1.5 (got '{s}')"
+        ))),
+    }
+}
+
+/// `--images NxWxH` as the job's `images` object (the job checks the numbers).
+fn images(s: &str) -> Result<Value, JobError> {
+    let nums: Vec<Option<u64>> = s.split(['x', 'X']).map(|p| p.trim().parse().ok()).collect();
+    match nums.as_slice() {
+        [Some(n), Some(w), Some(h)] => Ok(serde_json::json!({"count": n, "width": w, "height": h})),
+        _ => Err(JobError(format!(
+            "images: --images takes COUNTxWIDTHxHEIGHT, e.g. 2x1024x768 (got '{s}')"
         ))),
     }
 }
@@ -482,6 +505,13 @@ impl JobArgs {
         }
         if let Some(p) = &self.price_per_gpu_hour {
             job.price_per_gpu_hour = Some(price(p)?);
+        }
+        if let Some(i) = &self.images {
+            job.images = Some(images(i)?);
+        }
+        if let Some(f) = &self.freeze {
+            let parts = f.split(',').map(|p| Value::String(p.trim().to_string()));
+            job.freeze = Some(Value::Array(parts.collect()));
         }
         Ok(())
     }

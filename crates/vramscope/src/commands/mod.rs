@@ -9,6 +9,7 @@ pub mod fit;
 pub mod from;
 mod inspect;
 mod inspect_pipeline;
+mod inspect_vision;
 pub mod jobargs;
 mod logview;
 mod plan;

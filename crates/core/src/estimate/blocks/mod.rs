@@ -46,6 +46,9 @@ pub struct BlockCtx<'a> {
     pub no_grad: bool,
     /// LoRA on these module names: (targets, rank, lora_dropout).
     pub lora: Option<(&'a [String], u64, f64)>,
+    /// The model component the block belongs to (a VLM's vision tower or language model):
+    /// LoRA's `part:module` targets match only there.
+    pub part: crate::vision::Part,
 }
 
 /// The projections of a block, for LoRA's module names.
@@ -200,7 +203,11 @@ impl<'a> Prog<'a> {
             return y;
         };
         let name = role.name(self.c.spec.naming);
-        if !targets.iter().any(|t| t == name) {
+        let hit = targets.iter().any(|t| {
+            let (part, module) = crate::vision::split_target(t);
+            module == name && part.is_none_or(|p| p == self.c.part)
+        });
+        if !hit {
             return y;
         }
         let rows = self.t.elements(x) / inp.max(1);

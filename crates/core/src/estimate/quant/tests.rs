@@ -528,6 +528,7 @@ fn context_from_a_spec() {
         dropout: Default::default(),
         quantization: None,
         softcapping: Default::default(),
+        vision: None,
     };
     let c = QuantContext::from_spec(&spec);
     // 64 query heads over 8 KV heads; 80 layers of Llama = llama.cpp's LLM_TYPE_70B.

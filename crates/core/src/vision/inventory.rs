@@ -1,0 +1,197 @@
+//! The vision tower's and projector's parameter tensors, named as transformers 5.x names the
+//! modules (`model.visual.…`, `model.vision_tower.…`, `model.multi_modal_projector.…`).
+
+use super::{Part, Projector, TowerKind, Vision};
+use crate::dtype::DType;
+use crate::error::CoreError;
+use crate::inventory::{Component, Tensor};
+use crate::model::NormKind;
+
+impl Part {
+    /// The component a tensor belongs to, read from its name: `visual.` (Qwen-VL),
+    /// `vision_tower.` / `vision_model.` (LLaVA, Gemma 3, Idefics) are the tower; Qwen's
+    /// `visual.merger.`, `multi_modal_projector.`, `image_newline` and `connector.` the
+    /// projector; the rest the language model.
+    pub fn of_name(name: &str) -> Part {
+        let has = |s: &str| name.starts_with(s) || name.contains(&format!(".{s}"));
+        if has("visual.merger.")
+            || has("multi_modal_projector.")
+            || has("image_newline")
+            || has("connector.")
+        {
+            Part::Projector
+        } else if has("visual.") || has("vision_tower.") || has("vision_model.") {
+            Part::Vision
+        } else {
+            Part::Language
+        }
+    }
+}
+
+struct Out<'a> {
+    dtype: DType,
+    out: &'a mut Vec<Tensor>,
+}
+
+impl Out<'_> {
+    fn push(&mut self, name: String, shape: Vec<u64>, c: Component) -> Result<(), CoreError> {
+        self.out
+            .push(Tensor::new(name, shape, self.dtype, None, c)?);
+        Ok(())
+    }
+
+    fn linear(
+        &mut self,
+        name: &str,
+        inp: u64,
+        out: u64,
+        bias: bool,
+        c: Component,
+    ) -> Result<(), CoreError> {
+        self.push(format!("{name}.weight"), vec![out, inp], c)?;
+        if bias {
+            self.push(format!("{name}.bias"), vec![out], c)?;
+        }
+        Ok(())
+    }
+
+    fn norm(&mut self, name: &str, kind: NormKind, dim: u64) -> Result<(), CoreError> {
+        self.push(format!("{name}.weight"), vec![dim], Component::Norm)?;
+        if let NormKind::LayerNorm { bias: true } = kind {
+            self.push(format!("{name}.bias"), vec![dim], Component::Norm)?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends the tower's and the projector's tensors of `v` to `out` (outside the language
+/// model's layer stack: `layer` is `None`).
+pub fn vision_tensors(v: &Vision, dtype: DType, out: &mut Vec<Tensor>) -> Result<(), CoreError> {
+    let mut o = Out { dtype, out };
+    tower(v, &mut o)?;
+    projector(v, &mut o)
+}
+
+/// The tower's root, its embeddings, its blocks and its final norm (`modeling_qwen2_vl.py`
+/// `Qwen2VisionTransformerPretrainedModel`, `modeling_clip.py` `CLIPVisionTransformer`,
+/// `modeling_siglip.py` `SiglipVisionTransformer`).
+fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
+    let t = &v.tower;
+    let h = t.hidden;
+    let (root, layers) = match t.kind {
+        TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
+        TowerKind::Clip | TowerKind::Siglip => {
+            ("model.vision_tower", "model.vision_tower.encoder.layers")
+        }
+    };
+    let e = Component::Embedding;
+    match t.kind {
+        TowerKind::Qwen => {
+            let shape = vec![h, t.channels, t.temporal_patch, t.patch, t.patch];
+            o.push(format!("{root}.patch_embed.proj.weight"), shape, e)?;
+        }
+        TowerKind::Clip | TowerKind::Siglip => {
+            if t.kind == TowerKind::Clip {
+                o.push(format!("{root}.embeddings.class_embedding"), vec![h], e)?;
+            }
+            let shape = vec![h, t.channels, t.patch, t.patch];
+            o.push(
+                format!("{root}.embeddings.patch_embedding.weight"),
+                shape,
+                e,
+            )?;
+            if t.kind == TowerKind::Siglip {
+                o.push(
+                    format!("{root}.embeddings.patch_embedding.bias"),
+                    vec![h],
+                    e,
+                )?;
+            }
+            let rows = vec![t.position_rows, h];
+            o.push(
+                format!("{root}.embeddings.position_embedding.weight"),
+                rows,
+                e,
+            )?;
+            if t.kind == TowerKind::Clip {
+                o.norm(&format!("{root}.pre_layrnorm"), t.norm, h)?;
+            }
+        }
+    }
+    for i in 0..t.layers {
+        block(v, &format!("{layers}.{i}"), o)?;
+    }
+    if t.kind != TowerKind::Qwen {
+        o.norm(&format!("{root}.post_layernorm"), t.norm, h)?;
+    }
+    Ok(())
+}
+
+/// One encoder block: two norms, attention (fused `qkv` + `proj` for Qwen, `q/k/v/out_proj`
+/// for CLIP/SigLIP, all with biases) and the MLP.
+fn block(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
+    let t = &v.tower;
+    let (h, f) = (t.hidden, t.ffn);
+    let (a, m) = (Component::Attention, Component::Mlp);
+    let (n1, n2) = match t.kind {
+        TowerKind::Qwen => ("norm1", "norm2"),
+        _ => ("layer_norm1", "layer_norm2"),
+    };
+    o.norm(&format!("{p}.{n1}"), t.norm, h)?;
+    match t.kind {
+        TowerKind::Qwen => {
+            o.linear(&format!("{p}.attn.qkv"), h, 3 * h, true, a)?;
+            o.linear(&format!("{p}.attn.proj"), h, h, true, a)?;
+        }
+        _ => {
+            for proj in ["k_proj", "v_proj", "q_proj", "out_proj"] {
+                o.linear(&format!("{p}.self_attn.{proj}"), h, h, true, a)?;
+            }
+        }
+    }
+    o.norm(&format!("{p}.{n2}"), t.norm, h)?;
+    if t.gated {
+        o.linear(&format!("{p}.mlp.gate_proj"), h, f, true, m)?;
+        o.linear(&format!("{p}.mlp.up_proj"), h, f, true, m)?;
+        o.linear(&format!("{p}.mlp.down_proj"), f, h, true, m)
+    } else {
+        o.linear(&format!("{p}.mlp.fc1"), h, f, true, m)?;
+        o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
+    }
+}
+
+/// The projector's tensors (`PatchMerger`, `LlavaMultiModalProjector`,
+/// `Gemma3MultiModalProjector`).
+fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
+    let h = v.tower.hidden;
+    let m = Component::Mlp;
+    match v.projector {
+        Projector::QwenMerger { merge, norm, out } => {
+            let wide = h * merge * merge;
+            o.norm("model.visual.merger.ln_q", norm, h)?;
+            o.linear("model.visual.merger.mlp.0", wide, wide, true, m)?;
+            o.linear("model.visual.merger.mlp.2", wide, out, true, m)
+        }
+        Projector::LlavaMlp { out, image_newline } => {
+            o.linear("model.multi_modal_projector.linear_1", h, out, true, m)?;
+            o.linear("model.multi_modal_projector.linear_2", out, out, true, m)?;
+            if image_newline {
+                o.push(
+                    "model.image_newline".into(),
+                    vec![out],
+                    Component::Embedding,
+                )?;
+            }
+            Ok(())
+        }
+        Projector::Gemma3 { out } => {
+            let name = "model.multi_modal_projector.mm_input_projection_weight";
+            o.push(name.into(), vec![h, out], m)?;
+            o.norm(
+                "model.multi_modal_projector.mm_soft_emb_norm",
+                NormKind::RmsNorm,
+                h,
+            )
+        }
+    }
+}

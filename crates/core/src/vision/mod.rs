@@ -1,0 +1,149 @@
+//! Vision-language models: one model of three components — the vision tower (a ViT over
+//! image patches), the projector (vision features → language-model embeddings) and the
+//! language model — as transformers builds them (`modeling_qwen2_vl.py`,
+//! `modeling_qwen2_5_vl.py`, `modeling_llava.py`, `modeling_llava_next.py`,
+//! `modeling_gemma3.py`). A VLM's [`crate::model::ModelSpec`] holds its language model as
+//! every other model does, plus a [`Vision`] for the tower and projector; the inventory tags
+//! each tensor with its [`Part`], and the job can freeze parts or aim LoRA at one of them.
+
+mod inventory;
+mod tokens;
+
+pub use inventory::vision_tensors;
+pub use tokens::{ImageCost, ImageTokens};
+
+use crate::model::NormKind;
+use serde::{Deserialize, Serialize};
+
+/// Which component of a vision-language model a tensor belongs to. Text-only models are all
+/// `language`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// The language model (embeddings, decoder layers, head).
+    #[default]
+    Language,
+    /// The vision tower (patch embedding, encoder layers, its norms).
+    Vision,
+    /// The projector (Qwen's merger, LLaVA's `multi_modal_projector`, Gemma 3's pooling
+    /// projection).
+    Projector,
+}
+
+impl Part {
+    pub const ALL: [Part; 3] = [Part::Language, Part::Vision, Part::Projector];
+
+    /// The name the job and the outputs use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Language => "language",
+            Part::Vision => "vision",
+            Part::Projector => "projector",
+        }
+    }
+
+    /// Reads a part's name (the job's `freeze` entries, LoRA's `part:module` targets).
+    pub fn parse(s: &str) -> Option<Part> {
+        Part::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    pub fn is_language(&self) -> bool {
+        *self == Part::Language
+    }
+}
+
+/// A LoRA target as the job writes it: `part:module` (`language:q_proj`, `vision:qkv`) aims
+/// at one component; a bare module name at all of them.
+pub fn split_target(target: &str) -> (Option<Part>, &str) {
+    match target.split_once(':') {
+        Some((p, m)) => match Part::parse(p) {
+            Some(part) => (Some(part), m),
+            None => (None, target),
+        },
+        None => (None, target),
+    }
+}
+
+/// How a family lays out and names its vision tower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TowerKind {
+    /// Qwen2-VL / Qwen2.5-VL `model.visual`: a 3-D patch convolution (no bias), rotary
+    /// positions, fused `attn.qkv` and `attn.proj`, no class token, no final norm.
+    Qwen,
+    /// CLIP (`CLIPVisionModel`, LLaVA): class token, learned positions, `pre_layrnorm`,
+    /// `post_layernorm`.
+    Clip,
+    /// SigLIP (`SiglipVisionModel`, Gemma 3): learned positions, `post_layernorm`, no class
+    /// token.
+    Siglip,
+}
+
+/// The vision tower's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tower {
+    pub kind: TowerKind,
+    pub hidden: u64,
+    pub layers: u64,
+    /// Layers whose output reaches the projector: LLaVA's `vision_feature_layer: -2` takes the
+    /// second-to-last hidden state, so the last layer's activations are not kept.
+    pub layers_used: u64,
+    pub heads: u64,
+    pub ffn: u64,
+    /// SwiGLU MLP (`gate_proj`/`up_proj`/`down_proj`, Qwen2.5-VL) or plain `fc1`/`fc2`.
+    pub gated: bool,
+    pub norm: NormKind,
+    /// The MLP activation as the config names it (`quick_gelu`, `silu`, `gelu_pytorch_tanh`).
+    pub activation: String,
+    pub channels: u64,
+    pub patch: u64,
+    /// Frames one patch spans (Qwen's `temporal_patch_size`: a still image is repeated); 1 for
+    /// a 2-D patch embedding.
+    pub temporal_patch: u64,
+    /// Rows of the learned position table (CLIP: patches + 1; SigLIP: patches); 0 with rotary.
+    pub position_rows: u64,
+    /// Qwen2.5-VL: layers other than `fullatt_block_indexes` attend within windows of this
+    /// many patches (`window_size / patch_size` squared); `None`: every layer attends over the
+    /// whole image.
+    pub window_patches: Option<u64>,
+    pub full_attention_layers: Vec<u64>,
+}
+
+/// The projector between tower and language model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Projector {
+    /// Qwen's `PatchMerger`: `ln_q` over the tower width, then `merge²·hidden → merge²·hidden
+    /// → out` (GELU between), every `merge × merge` patches becoming one token.
+    QwenMerger {
+        merge: u64,
+        norm: NormKind,
+        out: u64,
+    },
+    /// LLaVA's `LlavaMultiModalProjector`: `linear_1` (hidden → out), GELU, `linear_2`;
+    /// LLaVA-NeXT adds the learned `image_newline` row.
+    LlavaMlp { out: u64, image_newline: bool },
+    /// Gemma 3's `Gemma3MultiModalProjector`: average pooling to `tokens` per image, an
+    /// RMSNorm over the tower width and `mm_input_projection_weight` `[hidden, out]`.
+    Gemma3 { out: u64 },
+}
+
+/// A VLM's vision side: tower, projector and the family's rule for image tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vision {
+    /// The config's top-level `model_type` (`qwen2_5_vl`, `llava`, ...).
+    pub family: String,
+    pub tower: Tower,
+    pub projector: Projector,
+    pub tokens: ImageTokens,
+}
+
+/// The images of one sequence, as the job gives them (`images`: count, width, height).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Images {
+    pub count: u64,
+    pub width: u64,
+    pub height: u64,
+}

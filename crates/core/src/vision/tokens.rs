@@ -1,0 +1,183 @@
+//! Image tokens: how many positions one image takes in the language model's sequence, and
+//! what the vision tower runs on to make them — each family by its own processor.
+
+use serde::{Deserialize, Serialize};
+
+/// A family's rule for the tokens of one image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ImageTokens {
+    /// Qwen2-VL / Qwen2.5-VL dynamic resolution (`image_processing_qwen2_vl.py`
+    /// `smart_resize`): the image is resized to multiples of `patch·merge` with its area
+    /// between `min_pixels` and `max_pixels`; the tower sees every patch, the language model
+    /// one token per `merge × merge` patches.
+    QwenDynamic {
+        patch: u64,
+        merge: u64,
+        min_pixels: u64,
+        max_pixels: u64,
+    },
+    /// A fixed resize to `image_size` square (LLaVA-1.5 at 336 px: 576 tokens; Gemma 3 at 896
+    /// px: 4096 patches pooled to `tokens` = 256): the tower's sequence is `(image_size /
+    /// patch)²` patches (plus CLIP's class token), the language model gets `tokens`.
+    Fixed {
+        image_size: u64,
+        patch: u64,
+        tokens: u64,
+        class_token: bool,
+    },
+    /// LLaVA-NeXT "anyres" (`processing_llava_next.py` `_get_number_of_features`,
+    /// `image_processing_utils.select_best_resolution`): the image is tiled at the best of
+    /// `pinpoints` (height, width) in `image_size` crops plus one resized base image; the
+    /// tokens are the base image's patches plus the tiles' patches with the padding removed
+    /// and one newline per row.
+    AnyRes {
+        image_size: u64,
+        patch: u64,
+        pinpoints: Vec<(u64, u64)>,
+        class_token: bool,
+    },
+}
+
+/// What one image costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageCost {
+    /// Positions the image takes in the language model's sequence.
+    pub tokens: u64,
+    /// Images the tower runs on for it (LLaVA-NeXT: the base image and each tile).
+    pub tower_images: u64,
+    /// The tower's sequence per tower image (patches, plus a class token).
+    pub tower_seq: u64,
+}
+
+impl ImageTokens {
+    /// The cost of one `width × height` image; an error names what the processor refuses.
+    pub fn cost(&self, width: u64, height: u64) -> Result<ImageCost, String> {
+        if width == 0 || height == 0 {
+            return Err("image width and height must be at least 1".into());
+        }
+        match *self {
+            ImageTokens::QwenDynamic {
+                patch,
+                merge,
+                min_pixels,
+                max_pixels,
+            } => {
+                let factor = patch * merge;
+                let (h, w) = smart_resize(height, width, factor, min_pixels, max_pixels)?;
+                let patches = (h / patch) * (w / patch);
+                Ok(ImageCost {
+                    tokens: patches / (merge * merge),
+                    tower_images: 1,
+                    tower_seq: patches,
+                })
+            }
+            ImageTokens::Fixed {
+                image_size,
+                patch,
+                tokens,
+                class_token,
+            } => {
+                let side = image_size / patch.max(1);
+                Ok(ImageCost {
+                    tokens,
+                    tower_images: 1,
+                    tower_seq: side * side + u64::from(class_token),
+                })
+            }
+            ImageTokens::AnyRes {
+                image_size,
+                patch,
+                ref pinpoints,
+                class_token,
+            } => anyres(height, width, image_size, patch, pinpoints, class_token),
+        }
+    }
+}
+
+/// `smart_resize` of `image_processing_qwen2_vl.py` (transformers 5.x), exactly: Python's
+/// `round` rounds half to even.
+fn smart_resize(
+    height: u64,
+    width: u64,
+    factor: u64,
+    min_pixels: u64,
+    max_pixels: u64,
+) -> Result<(u64, u64), String> {
+    let (h, w, f) = (height as f64, width as f64, factor as f64);
+    if h.max(w) / h.min(w) > 200.0 {
+        return Err(format!(
+            "absolute aspect ratio must be smaller than 200 (the Qwen-VL processor's limit), \
+             got {}",
+            h.max(w) / h.min(w)
+        ));
+    }
+    let mut hb = (h / f).round_ties_even() * f;
+    let mut wb = (w / f).round_ties_even() * f;
+    if hb * wb > max_pixels as f64 {
+        let beta = (h * w / max_pixels as f64).sqrt();
+        hb = f.max((h / beta / f).floor() * f);
+        wb = f.max((w / beta / f).floor() * f);
+    } else if hb * wb < min_pixels as f64 {
+        let beta = (min_pixels as f64 / (h * w)).sqrt();
+        hb = (h * beta / f).ceil() * f;
+        wb = (w * beta / f).ceil() * f;
+    }
+    Ok((hb as u64, wb as u64))
+}
+
+/// `select_best_resolution` (transformers `image_processing_utils.py`): the pinpoint that
+/// keeps the most of the image's resolution, then wastes the least.
+fn best_resolution(height: u64, width: u64, pinpoints: &[(u64, u64)]) -> Option<(u64, u64)> {
+    let (oh, ow) = (height as f64, width as f64);
+    let mut best = None;
+    let (mut max_eff, mut min_waste) = (0u64, u64::MAX);
+    for &(ph, pw) in pinpoints {
+        let scale = (pw as f64 / ow).min(ph as f64 / oh);
+        let (dw, dh) = ((ow * scale) as u64, (oh * scale) as u64);
+        let eff = (dw * dh).min(height * width);
+        let waste = (ph * pw).saturating_sub(eff);
+        if eff > max_eff || (eff == max_eff && waste < min_waste) {
+            max_eff = eff;
+            min_waste = waste;
+            best = Some((ph, pw));
+        }
+    }
+    best
+}
+
+/// LLaVA-NeXT's token count (`LlavaNextProcessor._get_number_of_features` and
+/// `_get_unpadded_features`, `vision_feature_select_strategy: default`, which drops the class
+/// token) and the tower's crops.
+fn anyres(
+    height: u64,
+    width: u64,
+    size: u64,
+    patch: u64,
+    pinpoints: &[(u64, u64)],
+    class_token: bool,
+) -> Result<ImageCost, String> {
+    let (bh, bw) = best_resolution(height, width, pinpoints)
+        .ok_or("the config's image_grid_pinpoints is empty")?;
+    let (sh, sw) = (bh / size, bw / size);
+    let side = size / patch;
+    let (mut cur_h, mut cur_w) = (side * sh, side * sw);
+    let (oh, ow) = (height as f64, width as f64);
+    if ow / oh > cur_w as f64 / cur_h as f64 {
+        let new_h = round7(oh * (cur_w as f64 / ow)) as u64;
+        cur_h -= 2 * ((cur_h.saturating_sub(new_h)) / 2);
+    } else {
+        let new_w = round7(ow * (cur_h as f64 / oh)) as u64;
+        cur_w -= 2 * ((cur_w.saturating_sub(new_w)) / 2);
+    }
+    Ok(ImageCost {
+        tokens: cur_h * cur_w + cur_h + side * side,
+        tower_images: 1 + sh * sw,
+        tower_seq: side * side + u64::from(class_token),
+    })
+}
+
+/// Python's `int(round(x, 7))` for the positive sizes it is used on.
+fn round7(x: f64) -> f64 {
+    ((x * 1e7).round_ties_even() / 1e7).trunc()
+}

@@ -1,0 +1,317 @@
+//! Vision-language models: the vision tower and projector from `vision_config` and the
+//! top-level fields, each family by its transformers configuration class
+//! (`configuration_qwen2_vl.py`, `configuration_qwen2_5_vl.py`, `configuration_llava.py`,
+//! `configuration_llava_next.py`, `configuration_gemma3.py`, `configuration_clip.py`,
+//! `configuration_siglip.py`: an absent key takes the class default), and the image-token rule
+//! from the family's processor (`preprocessor_config.json` may override it:
+//! [`apply_preprocessor`]).
+
+use super::fields::Cfg;
+use crate::error::Result;
+use serde_json::{Map, Value};
+use vramscope_core::model::{ModelSpec, NormKind};
+use vramscope_core::vision::{ImageTokens, Projector, Tower, TowerKind, Vision};
+
+/// The top-level `model_type`s read as vision-language models.
+pub const VISION_TYPES: &[&str] = &["qwen2_vl", "qwen2_5_vl", "llava", "llava_next", "gemma3"];
+
+/// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
+/// family's default text config).
+pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> String {
+    match top_type {
+        // The Qwen-VL language model is Qwen2 with multimodal rotary positions (no parameters).
+        "qwen2_vl" | "qwen2_5_vl" => "qwen2".into(),
+        "gemma3" => "gemma3_text".into(),
+        _ => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("llama")
+            .to_string(),
+    }
+}
+
+/// The vision side of a `top_type` config, `None` for a text-only family.
+pub(crate) fn read_vision(
+    top: &Map<String, Value>,
+    top_type: &str,
+    lm_hidden: u64,
+    origin: &str,
+) -> Result<Option<Vision>> {
+    if !VISION_TYPES.contains(&top_type) {
+        return Ok(None);
+    }
+    let empty = Map::new();
+    let vobj = top
+        .get("vision_config")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let vorigin = format!("{origin} vision_config");
+    let v = Cfg {
+        obj: vobj,
+        origin: &vorigin,
+    };
+    let t = Cfg { obj: top, origin };
+    let vision = match top_type {
+        "qwen2_vl" => qwen2_vl(&v)?,
+        "qwen2_5_vl" => qwen2_5_vl(&v)?,
+        "llava" | "llava_next" => llava(&v, &t, top_type == "llava_next", lm_hidden)?,
+        _ => gemma3(&v, &t, lm_hidden)?,
+    };
+    Ok(Some(Vision {
+        family: top_type.to_string(),
+        ..vision
+    }))
+}
+
+/// Qwen2-VL's defaults (`Qwen2VLImageProcessor`: `min_pixels = 56·56`, `max_pixels =
+/// 28·28·1280`).
+fn qwen_tokens(v: &Cfg) -> Result<ImageTokens> {
+    Ok(ImageTokens::QwenDynamic {
+        patch: v.size(&["patch_size", "spatial_patch_size"], Some(14))?,
+        merge: v.size(&["spatial_merge_size"], Some(2))?,
+        min_pixels: 56 * 56,
+        max_pixels: 28 * 28 * 1280,
+    })
+}
+
+/// `Qwen2VLVisionConfig`: `embed_dim` wide, `mlp_ratio·embed_dim` MLP with QuickGELU,
+/// LayerNorms, the merger's output `hidden_size`.
+fn qwen2_vl(v: &Cfg) -> Result<Vision> {
+    let hidden = v.size(&["embed_dim"], Some(1280))?;
+    let ratio = v.size(&["mlp_ratio"], Some(4))?;
+    let norm = NormKind::LayerNorm { bias: true };
+    let layers = v.layer_count(&["depth"], 32)?;
+    Ok(Vision {
+        family: String::new(),
+        tower: Tower {
+            kind: TowerKind::Qwen,
+            hidden,
+            layers,
+            layers_used: layers,
+            heads: v.size(&["num_heads"], Some(16))?,
+            ffn: hidden * ratio,
+            gated: false,
+            norm,
+            activation: v.string("hidden_act").unwrap_or("quick_gelu").to_string(),
+            channels: v.size(&["in_channels", "in_chans"], Some(3))?,
+            patch: v.size(&["patch_size", "spatial_patch_size"], Some(14))?,
+            temporal_patch: v.size(&["temporal_patch_size"], Some(2))?,
+            position_rows: 0,
+            window_patches: None,
+            full_attention_layers: Vec::new(),
+        },
+        projector: Projector::QwenMerger {
+            merge: v.size(&["spatial_merge_size"], Some(2))?,
+            norm,
+            out: v.size(&["hidden_size"], Some(3584))?,
+        },
+        tokens: qwen_tokens(v)?,
+    })
+}
+
+/// `Qwen2_5_VLVisionConfig`: RMSNorms, a SwiGLU MLP with biases, window attention except in
+/// `fullatt_block_indexes`, the merger's output `out_hidden_size`.
+fn qwen2_5_vl(v: &Cfg) -> Result<Vision> {
+    let hidden = v.size(&["hidden_size"], Some(1280))?;
+    let layers = v.layer_count(&["depth"], 32)?;
+    let patch = v.size(&["patch_size", "spatial_patch_size"], Some(14))?;
+    let window = v.size(&["window_size"], Some(112))?;
+    let full = if v.obj.contains_key("fullatt_block_indexes") {
+        v.uint_list("fullatt_block_indexes")?
+    } else {
+        vec![7, 15, 23, 31]
+    };
+    let side = (window / patch).max(1);
+    Ok(Vision {
+        family: String::new(),
+        tower: Tower {
+            kind: TowerKind::Qwen,
+            hidden,
+            layers,
+            layers_used: layers,
+            heads: v.size(&["num_heads"], Some(16))?,
+            ffn: v.size(&["intermediate_size"], Some(3420))?,
+            gated: true,
+            norm: NormKind::RmsNorm,
+            activation: v.string("hidden_act").unwrap_or("silu").to_string(),
+            channels: v.size(&["in_channels", "in_chans"], Some(3))?,
+            patch,
+            temporal_patch: v.size(&["temporal_patch_size"], Some(2))?,
+            position_rows: 0,
+            window_patches: Some(side * side),
+            full_attention_layers: full,
+        },
+        projector: Projector::QwenMerger {
+            merge: v.size(&["spatial_merge_size"], Some(2))?,
+            norm: NormKind::RmsNorm,
+            out: v.size(&["out_hidden_size"], Some(3584))?,
+        },
+        tokens: qwen_tokens(v)?,
+    })
+}
+
+/// A CLIP (`clip_vision_model`) or SigLIP tower with the family's defaults.
+fn vit(v: &Cfg, kind: TowerKind, d: (u64, u64, u64, u64, u64, u64, &str)) -> Result<Tower> {
+    let (hidden, ffn, layers, heads, image, patch, act) = d;
+    let hidden = v.size(&["hidden_size"], Some(hidden))?;
+    let image = v.size(&["image_size"], Some(image))?;
+    let patch = v.size(&["patch_size"], Some(patch))?;
+    let side = image / patch;
+    let layers = v.layer_count(&["num_hidden_layers"], layers)?;
+    Ok(Tower {
+        kind,
+        hidden,
+        layers,
+        layers_used: layers,
+        heads: v.size(&["num_attention_heads"], Some(heads))?,
+        ffn: v.size(&["intermediate_size"], Some(ffn))?,
+        gated: false,
+        norm: NormKind::LayerNorm { bias: true },
+        activation: v.string("hidden_act").unwrap_or(act).to_string(),
+        channels: v.size(&["num_channels"], Some(3))?,
+        patch,
+        temporal_patch: 1,
+        position_rows: side * side + u64::from(kind == TowerKind::Clip),
+        window_patches: None,
+        full_attention_layers: Vec::new(),
+    })
+}
+
+/// LLaVA-1.5 / LLaVA-NeXT: `LlavaConfig`'s default tower is CLIP ViT-L/14 at 336 px; the
+/// projector is two linears; `vision_feature_layer` picks the hidden state the projector reads
+/// (-2: the last layer's output is not used). LLaVA-NeXT tiles by `image_grid_pinpoints`.
+fn llava(v: &Cfg, t: &Cfg, next: bool, lm_hidden: u64) -> Result<Vision> {
+    let mut tower = vit(
+        v,
+        TowerKind::Clip,
+        (1024, 4096, 24, 16, 336, 14, "quick_gelu"),
+    )?;
+    let feature = t
+        .obj
+        .get("vision_feature_layer")
+        .and_then(Value::as_i64)
+        .unwrap_or(-2);
+    tower.layers_used = if feature < 0 {
+        (tower.layers as i64 + 1 + feature).clamp(0, tower.layers as i64) as u64
+    } else {
+        (feature as u64).min(tower.layers)
+    };
+    let class_token = t.string("vision_feature_select_strategy") == Some("full");
+    let image = v.size(&["image_size"], Some(336))?;
+    let patch = tower.patch;
+    let side = image / patch;
+    let tokens = if next {
+        ImageTokens::AnyRes {
+            image_size: image,
+            patch,
+            pinpoints: pinpoints(t)?,
+            class_token: true,
+        }
+    } else {
+        ImageTokens::Fixed {
+            image_size: image,
+            patch,
+            tokens: side * side + u64::from(class_token),
+            class_token: true,
+        }
+    };
+    Ok(Vision {
+        family: String::new(),
+        tower,
+        projector: Projector::LlavaMlp {
+            out: lm_hidden,
+            image_newline: next,
+        },
+        tokens,
+    })
+}
+
+/// `image_grid_pinpoints` as (height, width) pairs (`LlavaNextConfig`'s default when absent).
+fn pinpoints(t: &Cfg) -> Result<Vec<(u64, u64)>> {
+    let Some(list) = t.obj.get("image_grid_pinpoints").and_then(Value::as_array) else {
+        return Ok(vec![
+            (336, 672),
+            (672, 336),
+            (672, 672),
+            (1008, 336),
+            (336, 1008),
+        ]);
+    };
+    list.iter()
+        .map(|p| match p.as_array().map(|a| a.as_slice()) {
+            Some([h, w]) => match (h.as_u64(), w.as_u64()) {
+                (Some(h), Some(w)) if h > 0 && w > 0 => Ok((h, w)),
+                _ => Err(t.err("image_grid_pinpoints", format!("bad entry {p}"))),
+            },
+            _ => Err(t.err(
+                "image_grid_pinpoints",
+                format!("entries must be [height, width] (got {p})"),
+            )),
+        })
+        .collect()
+}
+
+/// Gemma 3: a SigLIP tower (`vision_use_head: false` in the published configs) at 896 px,
+/// pooled to `mm_tokens_per_image` soft tokens.
+fn gemma3(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
+    let tower = vit(
+        v,
+        TowerKind::Siglip,
+        (1152, 4304, 27, 16, 896, 14, "gelu_pytorch_tanh"),
+    )?;
+    let image = v.size(&["image_size"], Some(896))?;
+    Ok(Vision {
+        family: String::new(),
+        tokens: ImageTokens::Fixed {
+            image_size: image,
+            patch: tower.patch,
+            tokens: t.size(&["mm_tokens_per_image"], Some(256))?,
+            class_token: false,
+        },
+        tower,
+        projector: Projector::Gemma3 { out: lm_hidden },
+    })
+}
+
+/// Applies a `preprocessor_config.json` beside the config: Qwen-VL's `min_pixels` /
+/// `max_pixels` (or `size.shortest_edge` / `size.longest_edge`, transformers 5's spelling),
+/// LLaVA-NeXT's `image_grid_pinpoints`, a fixed family's `crop_size` / `size`. A model without
+/// a vision side is left as it is.
+pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Result<()> {
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        crate::error::FormatError::malformed(origin, format!("not valid JSON: {e}"))
+    })?;
+    let obj = value.as_object().ok_or_else(|| {
+        crate::error::FormatError::malformed(origin, "preprocessor_config.json must be an object")
+    })?;
+    let p = Cfg { obj, origin };
+    let size = obj.get("size").and_then(Value::as_object);
+    let from_size = |k: &str| size.and_then(|s| s.get(k)).and_then(Value::as_u64);
+    let Some(vision) = spec.vision.as_mut() else {
+        return Ok(());
+    };
+    match &mut vision.tokens {
+        ImageTokens::QwenDynamic {
+            min_pixels,
+            max_pixels,
+            ..
+        } => {
+            if let Some(m) = p.uint("min_pixels")?.or_else(|| from_size("shortest_edge")) {
+                *min_pixels = m;
+            }
+            if let Some(m) = p.uint("max_pixels")?.or_else(|| from_size("longest_edge")) {
+                *max_pixels = m;
+            }
+            if *min_pixels > *max_pixels {
+                return Err(p.err("min_pixels", "is larger than max_pixels"));
+            }
+        }
+        ImageTokens::AnyRes { pinpoints: pp, .. } => {
+            if obj.contains_key("image_grid_pinpoints") {
+                *pp = pinpoints(&p)?;
+            }
+        }
+        ImageTokens::Fixed { .. } => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! `inspect` of a vision-language model: its components (vision tower, projector, language
+//! model) with their parameters, and one line on the tower and the image-token rule.
+
+use crate::app::inspect::InspectReport;
+use crate::output::{paint, HEADER};
+use crate::units::{bytes, percent, thousands};
+use comfy_table::{presets, CellAlignment, Table};
+use vramscope_core::model::NormKind;
+use vramscope_core::vision::{ImageTokens, Part, Projector, Vision};
+
+/// The components table, empty for a text-only model.
+pub fn components(r: &InspectReport) -> String {
+    let Some(parts) = &r.model.components else {
+        return String::new();
+    };
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING);
+    t.set_header(["model component", "params", "share", "bytes", "tensors"]);
+    for p in Part::ALL {
+        if let Some(x) = parts.get(&p) {
+            t.add_row([
+                label(p).to_string(),
+                thousands(x.params),
+                percent(x.params, r.model.params_total),
+                bytes(x.bytes),
+                thousands(x.tensors),
+            ]);
+        }
+    }
+    for i in 1..5 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!("\n{}\n{t}\n", paint(HEADER, "Model components"))
+}
+
+fn label(p: Part) -> &'static str {
+    match p {
+        Part::Language => "language model",
+        Part::Vision => "vision tower",
+        Part::Projector => "projector",
+    }
+}
+
+/// One line on the tower, the projector and the image-token rule.
+pub fn describe(v: &Vision) -> String {
+    let t = &v.tower;
+    let norm = match t.norm {
+        NormKind::RmsNorm => "RMSNorm",
+        NormKind::LayerNorm { .. } => "LayerNorm",
+    };
+    let proj = match &v.projector {
+        Projector::QwenMerger { merge, out, .. } => format!("{merge}×{merge} merger → {out}"),
+        Projector::LlavaMlp { out, .. } => format!("2-layer MLP → {out}"),
+        Projector::Gemma3 { out } => format!("pooled, RMSNorm, linear → {out}"),
+    };
+    let tokens = match &v.tokens {
+        ImageTokens::QwenDynamic {
+            patch,
+            merge,
+            min_pixels,
+            max_pixels,
+        } => format!(
+            "dynamic resolution, one token per {p}×{p} px, {min_pixels}–{max_pixels} px per image",
+            p = patch * merge
+        ),
+        ImageTokens::Fixed {
+            image_size, tokens, ..
+        } => format!("{tokens} per image (resized to {image_size} px)"),
+        ImageTokens::AnyRes {
+            image_size,
+            pinpoints,
+            ..
+        } => format!(
+            "anyres tiles of {image_size} px over {} grids, plus the base image",
+            pinpoints.len()
+        ),
+    };
+    format!(
+        "  vision: {} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \
+         tokens: {tokens}\n",
+        t.layers, t.hidden, t.heads, t.patch
+    )
+}

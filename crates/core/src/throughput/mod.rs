@@ -298,7 +298,7 @@ pub fn for_job(
             let Some(r) = &job.rl else {
                 return (None, None);
             };
-            let s = rl::step(&shape, job, r, &hw, trainable_params(model, job));
+            let s = rl::step(shape, job, r, &hw, trainable_params(model, job));
             let price = price::resolve(job.price_per_gpu_hour, &gpu.id, job.parallel.gpus);
             let mut t = s.train.report(price.as_ref());
             t.generation_s = Some(s.generation_s);

@@ -14,12 +14,14 @@ mod encoders;
 mod fields;
 mod gpt;
 mod llama;
+mod mamba;
 mod unknown;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;
 use gpt::{falcon, gpt2_like, gpt_neox, opt};
 use llama::{is_llama_family, llama_like};
+use mamba::mamba_like;
 pub use unknown::ReadOptions;
 
 /// The families read natively, by `model_type`.
@@ -48,6 +50,9 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
+    "mamba",
+    "falcon_mamba",
+    "mamba2",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -203,6 +208,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "falcon" | "RefinedWeb" | "RefinedWebModel" => falcon(cfg)?,
         "bert" | "roberta" => bert_like(cfg, model_type)?,
         "t5" => t5(cfg)?,
+        "mamba" | "falcon_mamba" | "mamba2" => mamba_like(cfg, model_type)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -102,7 +102,7 @@ fn metric(report: &Value, path: &str) -> f64 {
 /// Training steps of a tiny Mamba (4 layers, hidden 256, d_inner 512, d_state 16) measured on
 /// the CPU tensor by tensor on transformers' torch scan path (`validation/cpu-measured-mamba.json`,
 /// made with `../shared/measure/measure.py` and `scripts/cases_from_measure.py`;
-/// validation/README.md): the step's peak and the activations per layer each within 3 %. The
+/// validation/README.md), fp32 and bf16-mixed: each step's peak and activations per layer within 3 %. The
 /// peak is compared net of the two cuBLAS workspaces the estimate counts on a GPU and a CPU run
 /// does not have, as in `gpt_oss.rs`.
 #[test]

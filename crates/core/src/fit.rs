@@ -136,6 +136,7 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
     }
     answer.notes.extend(note);
     answer.notes.extend(sglang_note);
+    answer.notes.extend(recurrent_state_note(model, &job));
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
     answer.throughput_at_max_batch = throughput_at(model, &job, answer.max_batch);
@@ -154,6 +155,36 @@ fn throughput_at(
         ..job.clone()
     };
     estimate(model, &j).ok()?.throughput
+}
+
+/// Says, for a model with state-space layers, that their recurrent state (conv + SSM state per
+/// sequence, [`crate::estimate::kv::state_bytes_per_sequence`]) does not grow with context, and
+/// what does: the attention layers' KV (hybrids), else only activations (and, in inference,
+/// the prefill's logits).
+fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String> {
+    let spec = model.spec.as_ref()?;
+    let ssm = spec
+        .decoder
+        .layers
+        .iter()
+        .filter(|l| l.attention.kind.state_space().is_some())
+        .count();
+    if ssm == 0 {
+        return None;
+    }
+    let per_seq =
+        crate::estimate::kv::state_bytes_per_sequence(spec, job.precision.compute_bytes());
+    let attn = spec.decoder.layers.len() - ssm;
+    let grows = if attn > 0 {
+        format!("only the {attn} attention layers' KV cache and the activations grow with it")
+    } else {
+        "the limit comes from activations (and the prefill's logits), not from a cache".to_string()
+    };
+    Some(format!(
+        "the recurrent state of the {ssm} state-space layers ({} per sequence) does not grow \
+         with context: {grows}",
+        crate::text::bytes(per_seq)
+    ))
 }
 
 /// vLLM takes `gpu_memory_utilization × total` whatever else runs on the GPU, and refuses to

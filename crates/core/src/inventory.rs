@@ -16,7 +16,8 @@ use std::sync::OnceLock;
 pub enum Component {
     /// Token, position and token-type embeddings (and their projections/norm).
     Embedding,
-    /// Attention projections and their biases (per-head q/k norms count as `Norm`).
+    /// Attention projections and their biases (per-head q/k norms count as `Norm`), or the
+    /// layer's state-space mixer in its place (Mamba's `mixer.*`).
     Attention,
     /// Dense feed-forward weights, including MoE shared experts (always active).
     Mlp,
@@ -432,6 +433,7 @@ impl Builder<'_> {
             Naming::Bert => "bert.",
             Naming::Roberta => "roberta.",
             Naming::T5 => "",
+            Naming::Mamba => "backbone.",
         };
         if bare {
             ""
@@ -455,6 +457,7 @@ impl Builder<'_> {
                 "embeddings.position_embeddings",
             ),
             Naming::T5 => ("shared", ""),
+            Naming::Mamba => ("embeddings", ""),
             _ => ("embed_tokens", ""),
         };
         self.push(
@@ -526,6 +529,7 @@ impl Builder<'_> {
             (Naming::T5, _) => "decoder.final_layer_norm".into(),
             (Naming::Gpt2 | Naming::BigCode | Naming::Falcon, _) => format!("{r}ln_f"),
             (Naming::NeoX | Naming::Opt, _) => format!("{r}final_layer_norm"),
+            (Naming::Mamba, _) => format!("{r}norm_f"),
             _ => format!("{r}norm"),
         }
     }
@@ -554,6 +558,7 @@ impl Builder<'_> {
             Naming::NeoX => format!("{p}.attention"),
             Naming::Falcon => format!("{p}.self_attention"),
             Naming::Bert | Naming::Roberta => format!("{p}.attention"),
+            Naming::Mamba => format!("{p}.mixer"),
             _ => format!("{p}.self_attn"),
         };
         self.attention(&attn_name, &layer.attention, l)?;
@@ -570,6 +575,7 @@ impl Builder<'_> {
         match &layer.mlp {
             Mlp::Dense(d) => self.dense_mlp(&mlp_name, d, l, Component::Mlp)?,
             Mlp::Moe(m) => self.moe(&mlp_name, m, l)?,
+            Mlp::None => {}
         }
         Ok(())
     }
@@ -605,6 +611,7 @@ impl Builder<'_> {
                 PostAttention => "attention.output.LayerNorm",
                 _ => "output.LayerNorm",
             },
+            Naming::Mamba => "norm",
             Naming::T5 => match slot {
                 PreAttention => "layer.0.layer_norm",
                 PreCrossAttention => "layer.1.layer_norm",
@@ -631,6 +638,7 @@ impl Builder<'_> {
                 head_dim,
             } => self.standard_attention(a, att, (heads, kv_heads, head_dim), l)?,
             AttentionKind::Latent { .. } => self.latent_attention(a, att, l)?,
+            AttentionKind::StateSpace(ssm) => self.state_space(a, &ssm, l)?,
         }
         if let Some(n) = att.qk_norm {
             self.norm(&format!("{a}.q_norm"), n, l)?;
@@ -641,6 +649,42 @@ impl Builder<'_> {
             self.push(format!("{a}.sinks"), vec![heads], l, Component::Attention)?;
         }
         Ok(())
+    }
+
+    /// A state-space mixer's tensors, as transformers' `MambaMixer` / `FalconMambaMixer`
+    /// (`in_proj [2·d_inner, h]`, depthwise `conv1d [d_inner, 1, d_conv]`, `x_proj [dt_rank +
+    /// 2·d_state, d_inner]`, `dt_proj [d_inner, dt_rank]` with bias, `A_log [d_inner,
+    /// d_state]`, `D [d_inner]`, `out_proj [h, d_inner]`) and `Mamba2Mixer` (`in_proj [d_inner +
+    /// conv_dim + heads, h]`, `conv1d [conv_dim, 1, d_conv]`, `dt_bias`, `A_log`, `D` `[heads]`,
+    /// the gated `norm [d_inner]`, `out_proj`) build them.
+    fn state_space(&mut self, a: &str, s: &Ssm, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let c = Component::Attention;
+        let mamba2 = s.version == SsmVersion::Mamba2;
+        let in_out = if mamba2 {
+            s.d_inner + s.conv_dim() + s.heads
+        } else {
+            2 * s.d_inner
+        };
+        self.linear(&format!("{a}.in_proj"), h, in_out, s.proj_bias, l, c)?;
+        let conv = s.conv_dim();
+        self.push(format!("{a}.conv1d.weight"), vec![conv, 1, s.d_conv], l, c)?;
+        if s.conv_bias {
+            self.push(format!("{a}.conv1d.bias"), vec![conv], l, c)?;
+        }
+        if mamba2 {
+            self.push(format!("{a}.dt_bias"), vec![s.heads], l, c)?;
+            self.push(format!("{a}.A_log"), vec![s.heads], l, c)?;
+            self.push(format!("{a}.D"), vec![s.heads], l, c)?;
+            self.norm(&format!("{a}.norm"), Norm::rms(s.d_inner), l)?;
+        } else {
+            let x_out = s.dt_rank + 2 * s.d_state;
+            self.linear(&format!("{a}.x_proj"), s.d_inner, x_out, false, l, c)?;
+            self.linear(&format!("{a}.dt_proj"), s.dt_rank, s.d_inner, true, l, c)?;
+            self.push(format!("{a}.A_log"), vec![s.d_inner, s.d_state], l, c)?;
+            self.push(format!("{a}.D"), vec![s.d_inner], l, c)?;
+        }
+        self.linear(&format!("{a}.out_proj"), s.d_inner, h, s.proj_bias, l, c)
     }
 
     /// Multi-head / grouped-query attention: q, k, v and output projections, fused or not as

@@ -40,6 +40,9 @@ pub enum Naming {
     /// tensors `mlp.experts.gate_up_proj` `[E, hidden, 2·ffn]` / `down_proj` `[E, ffn, hidden]`
     /// with their biases (`modeling_gpt_oss.py`).
     GptOss,
+    /// `backbone.layers.N.mixer.in_proj`, `backbone.embeddings`, `backbone.norm_f` (Mamba,
+    /// Mamba2, FalconMamba: `modeling_mamba.py`, `modeling_mamba2.py`).
+    Mamba,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -245,12 +248,77 @@ pub enum AttentionKind {
         qk_rope_head_dim: u64,
         v_head_dim: u64,
     },
+    /// No softmax attention: a state-space token mixer (Mamba's selective scan, Mamba2's SSD)
+    /// in its place. Its cache is a recurrent state per sequence, constant in context length,
+    /// not K/V per token; `heads`/`kv_heads` and the head dims read 0.
+    StateSpace(Ssm),
+}
+
+/// Which state-space mixer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SsmVersion {
+    /// Mamba (Gu & Dao 2023, Alg. 2): per-channel selective scan; `A_log [d_inner, d_state]`,
+    /// `x_proj` to Δ (rank `dt_rank`), B and C; `dt_proj` back to `d_inner`
+    /// (`modeling_mamba.py` MambaMixer).
+    Mamba1,
+    /// FalconMamba: Mamba with weightless RMS norms on B, C and Δ
+    /// (`modeling_falcon_mamba.py` `rms_forward`): Mamba1's shapes.
+    FalconMamba,
+    /// Mamba2 (Dao & Gu 2024, "Transformers are SSMs", §7 SSD): scalar `A` per head, B and C
+    /// per group straight out of `in_proj`, a gated RMSNorm before `out_proj`
+    /// (`modeling_mamba2.py` Mamba2Mixer).
+    Mamba2,
+}
+
+/// A state-space mixer's shapes, as transformers' mixers build them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ssm {
+    pub version: SsmVersion,
+    /// Inner width (`intermediate_size` = `expand · hidden_size`).
+    pub d_inner: u64,
+    /// State size per channel (Mamba) or per head dimension (Mamba2) (`state_size`).
+    pub d_state: u64,
+    /// Depthwise causal convolution width (`conv_kernel`).
+    pub d_conv: u64,
+    /// Mamba1: rank of Δ's projection (`time_step_rank`); Mamba2: 0.
+    pub dt_rank: u64,
+    /// Mamba2: heads (`num_heads`, each `head_dim = d_inner / heads` wide); Mamba1: 0.
+    pub heads: u64,
+    /// Mamba2: B/C groups (`n_groups`); Mamba1: 0.
+    pub groups: u64,
+    /// The convolution carries a bias (`use_conv_bias`).
+    pub conv_bias: bool,
+    /// `in_proj` / `out_proj` carry biases (`use_bias`).
+    pub proj_bias: bool,
+}
+
+impl Ssm {
+    /// Channels the depthwise convolution runs over: `d_inner` (Mamba1), `d_inner + 2 ·
+    /// groups · d_state` (Mamba2: x, B and C go through it together).
+    pub fn conv_dim(&self) -> u64 {
+        match self.version {
+            SsmVersion::Mamba2 => self.d_inner + 2 * self.groups * self.d_state,
+            _ => self.d_inner,
+        }
+    }
+
+    /// Values of recurrent state one sequence holds in this layer: the convolution's last
+    /// `d_conv` inputs (`conv_states [conv_dim, d_conv]`) and the SSM state (`ssm_states
+    /// [d_inner, d_state]`; Mamba2 `[heads, head_dim, d_state]`, the same count), as the
+    /// mixers' cache path allocates them (transformers 5.x `cache_utils.py`
+    /// `LinearAttentionLayer`; `modeling_mamba.py` / `modeling_mamba2.py` `cache_params`).
+    /// Constant in context length.
+    pub fn state_values(&self) -> (u64, u64) {
+        (self.conv_dim() * self.d_conv, self.d_inner * self.d_state)
+    }
 }
 
 impl AttentionKind {
     pub fn heads(&self) -> u64 {
         match *self {
             AttentionKind::Standard { heads, .. } | AttentionKind::Latent { heads, .. } => heads,
+            AttentionKind::StateSpace(_) => 0,
         }
     }
 
@@ -259,6 +327,7 @@ impl AttentionKind {
         match *self {
             AttentionKind::Standard { kv_heads, .. } => kv_heads,
             AttentionKind::Latent { heads, .. } => heads,
+            AttentionKind::StateSpace(_) => 0,
         }
     }
 
@@ -271,6 +340,7 @@ impl AttentionKind {
                 qk_rope_head_dim,
                 ..
             } => qk_nope_head_dim + qk_rope_head_dim,
+            AttentionKind::StateSpace(_) => 0,
         }
     }
 
@@ -279,6 +349,15 @@ impl AttentionKind {
         match *self {
             AttentionKind::Standard { head_dim, .. } => head_dim,
             AttentionKind::Latent { v_head_dim, .. } => v_head_dim,
+            AttentionKind::StateSpace(_) => 0,
+        }
+    }
+
+    /// The state-space mixer this layer runs in place of attention, if any.
+    pub fn state_space(&self) -> Option<&Ssm> {
+        match self {
+            AttentionKind::StateSpace(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -309,6 +388,8 @@ impl ProjBias {
 pub enum Mlp {
     Dense(DenseMlp),
     Moe(MoeMlp),
+    /// No feed-forward: the block is its mixer alone (Mamba, Mamba2).
+    None,
 }
 
 /// A dense feed-forward network.

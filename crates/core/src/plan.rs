@@ -244,7 +244,7 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         kv_heads: first.map_or(1, |l| l.attention.kind.kv_heads()),
         experts: spec.all_layers().find_map(|l| match &l.mlp {
             Mlp::Moe(m) => Some(m.experts),
-            Mlp::Dense(_) => None,
+            Mlp::Dense(_) | Mlp::None => None,
         }),
         p_embed,
         p_head,

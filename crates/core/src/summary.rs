@@ -42,23 +42,31 @@ pub struct ModelSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub components:
         Option<std::collections::BTreeMap<crate::vision::Part, crate::inventory::Tally>>,
+    /// Layers with a state-space mixer (Mamba, Mamba2) in place of attention: their cache is a
+    /// recurrent state per sequence, constant in context length (absent when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_space_layers: Option<u64>,
 }
 
 impl ModelSummary {
     /// A summary from the architecture and (optionally) the inventory actually loaded.
     pub fn from_spec(spec: &ModelSpec, params_total: u64, inventory: Option<&Inventory>) -> Self {
         let first = spec.all_layers().next();
-        let attention = first.map(|l| l.attention.kind);
+        // Heads of the first attention layer (none in a pure state-space model).
+        let attention = spec
+            .all_layers()
+            .map(|l| l.attention.kind)
+            .find(|k| k.state_space().is_none());
         let (ffn, experts, top_k) = spec
             .all_layers()
             .find_map(|l| match &l.mlp {
                 Mlp::Moe(m) => Some((Some(m.expert.ffn), Some(m.experts), Some(m.top_k))),
-                Mlp::Dense(_) => None,
+                Mlp::Dense(_) | Mlp::None => None,
             })
             .unwrap_or_else(|| {
                 let ffn = first.and_then(|l| match &l.mlp {
                     Mlp::Dense(d) => Some(d.ffn),
-                    Mlp::Moe(_) => None,
+                    Mlp::Moe(_) | Mlp::None => None,
                 });
                 (ffn, None, None)
             });
@@ -76,6 +84,7 @@ impl ModelSummary {
             kv_heads: attention.map(|a| match a {
                 AttentionKind::Standard { kv_heads, .. } => kv_heads,
                 AttentionKind::Latent { .. } => 1,
+                AttentionKind::StateSpace(_) => 0,
             }),
             head_dim: attention.map(|a| a.qk_head_dim()),
             ffn,
@@ -87,6 +96,12 @@ impl ModelSummary {
             source: None,
             origin: None,
             components: inventory.map(|i| i.by_part()).filter(|m| m.len() > 1),
+            state_space_layers: Some(
+                spec.all_layers()
+                    .filter(|l| l.attention.kind.state_space().is_some())
+                    .count() as u64,
+            )
+            .filter(|n| *n > 0),
         }
     }
 
@@ -116,6 +131,7 @@ impl ModelSummary {
             source: None,
             origin: None,
             components: Some(inventory.by_part()).filter(|m| m.len() > 1),
+            state_space_layers: None,
         }
     }
 

@@ -39,16 +39,10 @@ fn unknown_families_with_shape_fields_are_refused_naming_them() {
             ],
         ),
         (
-            "mamba-2.8b-hf",
-            "'mamba'",
-            &["state_size", "conv_kernel", "time_step_rank"],
-        ),
-        (
             "ai21-jamba-1.5-mini",
             "'jamba'",
             &["num_experts", "attn_layer_period", "mamba_d_state"],
         ),
-        ("falcon-mamba-7b", "'falcon_mamba'", &["state_size"]),
     ];
     for (name, ty, fields) in cases {
         let msg = refusal(name);

@@ -103,6 +103,7 @@ pub fn forward(
         }
     }
     check_sizes(spec, b, s)?;
+    ssm_path_warning(spec, job, warnings);
     let num = forward_numerics(job);
     let tokens = b.saturating_mul(s);
     let h = spec.hidden_size;
@@ -518,6 +519,32 @@ fn first_pipeline_stage(
     }
 }
 
+/// Which selective-scan path a training job's state-space layers were estimated on
+/// (`blocks/mamba.rs`): the choice moves their activations by a large factor.
+fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<String>) {
+    let mamba1 = spec.all_layers().any(|l| {
+        l.attention
+            .kind
+            .state_space()
+            .is_some_and(|s| s.version != crate::model::SsmVersion::Mamba2)
+    });
+    if job.task != Task::Train || !mamba1 {
+        return;
+    }
+    warnings.push(
+        if job.attention == crate::job::AttentionKernel::Eager {
+            "state-space layers estimated on transformers' torch path (attention eager: no \
+             mamba_ssm kernels), which saves the scan's [batch, d_inner, seq, d_state] fp32 \
+             tensors; on CUDA with mamba_ssm installed (attention sdpa/flash) far less is saved"
+        } else {
+            "state-space layers estimated on the fused mamba_ssm kernels (CUDA with mamba_ssm \
+             and causal_conv1d installed); without them transformers falls back to its torch \
+             path, which saves far more (attention eager estimates that)"
+        }
+        .to_string(),
+    );
+}
+
 /// Elements of the layer's largest weight matrix.
 fn largest_matrix(spec: &ModelSpec, layer: &crate::model::Layer) -> u64 {
     let h = spec.hidden_size;
@@ -525,8 +552,14 @@ fn largest_matrix(spec: &ModelSpec, layer: &crate::model::Layer) -> u64 {
     let mlp = match &layer.mlp {
         crate::model::Mlp::Dense(d) => d.ffn,
         crate::model::Mlp::Moe(m) => m.expert.ffn,
+        crate::model::Mlp::None => 0,
     };
-    h * attn.max(mlp)
+    let ssm = layer
+        .attention
+        .kind
+        .state_space()
+        .map_or(0, |s| s.d_inner + s.conv_dim());
+    h * attn.max(mlp).max(ssm)
 }
 
 /// Rejects jobs whose largest tensors (b·s·V logits, b·heads·s² scores, b·s·ffn·top_k
@@ -542,6 +575,7 @@ fn check_sizes(spec: &ModelSpec, b: u64, s: u64) -> Result<(), CoreError> {
                 crate::model::Mlp::Moe(m) => {
                     m.expert.ffn as u128 * m.top_k as u128 + m.experts as u128
                 }
+                crate::model::Mlp::None => 0,
             };
             (heads * s as u128)
                 .max(mlp * 4)

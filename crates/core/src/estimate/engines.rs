@@ -59,9 +59,18 @@ pub fn kv_bytes_per_gpu(
                 qk_rope_head_dim,
                 ..
             } => kv_lora_rank + qk_rope_head_dim,
+            // State-space layers hold state per sequence, added below.
+            AttentionKind::StateSpace(_) => 0,
         };
         let v = values as u128 * held as u128 * sequences as u128;
         total += v.div_ceil(block_values as u128) * block_bytes as u128;
+        // A state-space layer's recurrent state, per sequence, in the model dtype, its inner
+        // channels split over TP ranks as vLLM's `MambaMixer2` shards them.
+        if let Some(ssm) = layer.attention.kind.state_space() {
+            let (conv, state) = ssm.state_values();
+            let per_seq = ((conv + state) * job.precision.compute_bytes()).div_ceil(tp);
+            total += per_seq as u128 * sequences as u128;
+        }
     }
     u64::try_from(total).map_err(|_| CoreError::Overflow {
         what: "KV cache bytes".into(),
@@ -308,6 +317,7 @@ fn llamacpp_compute_buffer(spec: &ModelSpec, job: &ResolvedJob, ctx: u64) -> u64
             let f = match &l.mlp {
                 crate::model::Mlp::Dense(d) => d.ffn,
                 crate::model::Mlp::Moe(m) => m.expert.ffn * m.top_k,
+                crate::model::Mlp::None => 0,
             };
             (l.attention.kind.heads(), f)
         })

@@ -12,6 +12,11 @@
 //! ones; at least the start token) and cross-attention K/V over the encoder's `seq` tokens,
 //! computed once from the encoder output (`modeling_t5.py` T5Attention with
 //! `is_cross_attention`).
+//!
+//! A state-space layer (Mamba, Mamba2) keeps no K/V per token but a recurrent state per
+//! sequence — its convolution's last `d_conv` inputs and the SSM state — constant in context
+//! length (Gu & Dao 2023 §3.4; transformers' `LinearAttentionLayer` cache); it is counted here,
+//! in the same category, beside the attention layers' KV.
 
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob};
@@ -88,7 +93,31 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
             Framework::Pytorch => heads * (qk_nope_head_dim + qk_rope_head_dim + v_head_dim),
             _ => kv_lora_rank + qk_rope_head_dim,
         },
+        // A state-space layer caches no K/V per token: its state is per sequence.
+        AttentionKind::StateSpace(_) => 0,
     }
+}
+
+/// Recurrent-state bytes one sequence holds over the decoder's state-space layers (conv state
+/// plus SSM state, [`crate::model::Ssm::state_values`]), in `width`-byte values: the model's
+/// dtype in transformers' cache and in vLLM (`mamba_ssm_cache_dtype` "auto"). Constant in
+/// context length; 0 for a model without such layers.
+pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64) -> u64 {
+    spec.decoder
+        .layers
+        .iter()
+        .filter_map(|l| l.attention.kind.state_space())
+        .map(|s| {
+            let (conv, ssm) = s.state_values();
+            (conv + ssm).saturating_mul(width)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Whether the model holds recurrent state in place of (some of) its KV cache.
+pub fn has_recurrent_state(spec: &ModelSpec) -> bool {
+    spec.all_layers()
+        .any(|l| l.attention.kind.state_space().is_some())
 }
 
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
@@ -106,7 +135,8 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
     } else {
         tokens
     };
-    let mut total: u128 = 0;
+    let state = state_bytes_per_sequence(spec, job.precision.compute_bytes());
+    let mut total: u128 = state as u128 * job.batch as u128;
     let mut add = |kind: AttentionKind, held: u64| {
         let held = held.div_ceil(page) * page;
         let values =

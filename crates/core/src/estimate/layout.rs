@@ -43,7 +43,7 @@ pub fn check(spec: &ModelSpec, job: &ResolvedJob) -> Result<(), CoreError> {
     }
     let experts = spec.all_layers().find_map(|l| match &l.mlp {
         Mlp::Moe(m) => Some(m.experts),
-        Mlp::Dense(_) => None,
+        Mlp::Dense(_) | Mlp::None => None,
     });
     match experts {
         None if p.ep > 1 => {

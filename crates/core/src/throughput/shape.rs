@@ -87,6 +87,7 @@ fn from_spec(spec: &ModelSpec, model: &ModelInput, bare: ModelShape) -> ModelSha
                 top_k = m.top_k;
                 (m.expert.ffn * m.top_k, m.expert.gated)
             }
+            Mlp::None => (0, false),
         };
         split += (ffn * if gated { 3 } else { 2 }) as f64;
     }
@@ -115,7 +116,7 @@ fn matmul_params(spec: &ModelSpec, model: &ModelInput) -> Option<f64> {
     let inv = model.inventory.as_ref()?;
     let routed = spec.all_layers().find_map(|l| match &l.mlp {
         Mlp::Moe(m) => Some(m.top_k as f64 / m.experts.max(1) as f64),
-        Mlp::Dense(_) => None,
+        Mlp::Dense(_) | Mlp::None => None,
     });
     let mut n = 0.0;
     for t in &inv.tensors {

@@ -15,6 +15,7 @@ mod fields;
 mod gpt;
 mod llama;
 mod quant_methods;
+mod mamba;
 mod unknown;
 mod vision;
 
@@ -22,6 +23,7 @@ use encoders::{bert_like, t5};
 use fields::Cfg;
 use gpt::{falcon, gpt2_like, gpt_neox, opt};
 use llama::{is_llama_family, llama_like};
+use mamba::mamba_like;
 pub use unknown::ReadOptions;
 pub use vision::{apply_preprocessor, VISION_TYPES};
 
@@ -55,6 +57,9 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen2_5_vl",
     "llava",
     "llava_next",
+    "mamba",
+    "falcon_mamba",
+    "mamba2",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -219,6 +224,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "falcon" | "RefinedWeb" | "RefinedWebModel" => falcon(cfg)?,
         "bert" | "roberta" => bert_like(cfg, model_type)?,
         "t5" => t5(cfg)?,
+        "mamba" | "falcon_mamba" | "mamba2" => mamba_like(cfg, model_type)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -6,7 +6,7 @@ use crate::app::inspect::{InspectReport, LayerRow};
 use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
 use crate::units::{bytes, percent, short_count, thousands};
 use comfy_table::{presets, CellAlignment, Table};
-use vramscope_core::model::{AttentionKind, Head, Mlp, Positions};
+use vramscope_core::model::{AttentionKind, Head, Mlp, Positions, SsmVersion};
 use vramscope_core::{Component, ModelSpec};
 use vramscope_formats::model_source::LoadedModel;
 
@@ -291,6 +291,18 @@ fn attention(kind: &AttentionKind) -> String {
             qk_rope_head_dim,
             ..
         } => format!("{heads} heads (MLA, KV latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
+        AttentionKind::StateSpace(s) => {
+            let kind = match s.version {
+                SsmVersion::Mamba2 => format!("Mamba2, {} heads, {} groups", s.heads, s.groups),
+                SsmVersion::FalconMamba => "FalconMamba".to_string(),
+                SsmVersion::Mamba1 => "Mamba".to_string(),
+            };
+            format!(
+                "state-space mixer ({kind}) inner {} × state {}, conv {}; recurrent state \
+                 per sequence, constant in context length",
+                s.d_inner, s.d_state, s.d_conv
+            )
+        }
     }
 }
 
@@ -319,7 +331,7 @@ fn windows(spec: &ModelSpec) -> Option<String> {
 fn mlp(spec: &ModelSpec) -> Option<String> {
     let moe = spec.all_layers().find_map(|l| match &l.mlp {
         Mlp::Moe(m) => Some(m),
-        Mlp::Dense(_) => None,
+        Mlp::Dense(_) | Mlp::None => None,
     });
     if let Some(m) = moe {
         let moe_layers = spec

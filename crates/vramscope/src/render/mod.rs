@@ -24,6 +24,13 @@ pub fn fit_of(report: &Report) -> Option<Fit> {
 pub fn label_in(report: &Report, c: Category) -> &'static str {
     if c == Category::AllocatorReserve && report.per_gpu.kv_pool.is_some() {
         "KV pool (free blocks)"
+    } else if c == Category::KvCache && report.model.state_space_layers.is_some() {
+        // State-space layers cache a recurrent state per sequence, not K/V per token.
+        if report.model.state_space_layers == report.model.layers {
+            "recurrent state (constant in context)"
+        } else {
+            "KV cache + recurrent state (constant)"
+        }
     } else {
         c.label()
     }

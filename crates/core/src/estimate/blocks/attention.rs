@@ -50,6 +50,15 @@ impl Widths {
                 heads,
                 kv_heads: heads,
             },
+            // A state-space layer runs `ssm_block`, never attention.
+            AttentionKind::StateSpace(_) => Widths {
+                q: 0,
+                k: 0,
+                v: 0,
+                out: 0,
+                heads: 0,
+                kv_heads: 0,
+            },
         }
     }
 }

@@ -6,6 +6,7 @@
 
 mod attention;
 mod gpt_oss;
+mod mamba;
 mod mlp;
 
 use super::tape::{Id, Tape};
@@ -368,6 +369,7 @@ impl<'a> Prog<'a> {
             Mlp::Dense(d) => self.mlp(x, d, h),
             Mlp::Moe(m) if self.c.spec.naming == Naming::GptOss => self.gpt_oss_moe(x, m, h),
             Mlp::Moe(m) => self.moe(x, m, h),
+            Mlp::None => x,
         }
     }
 
@@ -437,7 +439,9 @@ impl<'a> Prog<'a> {
         let spec = self.c.spec;
         let h = spec.hidden_size;
         let x = self.t.external(self.tokens * h, self.c.num.param);
-        let out = if layer.parallel_residual {
+        let out = if let Some(ssm) = layer.attention.kind.state_space().copied() {
+            self.ssm_block(x, layer, &ssm)
+        } else if layer.parallel_residual {
             self.parallel_residual_block(x, layer)
         } else if matches!(spec.naming, Naming::Bert | Naming::Roberta) {
             self.post_norm_block(x, layer)

@@ -60,7 +60,7 @@ impl QuantContext {
             .all_layers()
             .map(|l| match &l.mlp {
                 Mlp::Moe(m) => m.experts,
-                Mlp::Dense(_) => 0,
+                Mlp::Dense(_) | Mlp::None => 0,
             })
             .max()
             .unwrap_or(0);

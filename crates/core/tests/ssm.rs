@@ -1,0 +1,135 @@
+//! State-space models (state-spaces/mamba-2.8b-hf from its published config,
+//! `crates/formats/tests/fixtures/unsupported/mamba-2.8b-hf.json`): a recurrent state per
+//! sequence in place of KV, constant in context length, and fit saying so. Every expected number
+//! is derived by hand below from the model's shapes.
+
+use serde_json::{json, Value};
+use vramscope_core::estimate::estimate;
+use vramscope_core::fit::fit;
+use vramscope_core::job::Job;
+use vramscope_core::report::Report;
+use vramscope_formats::model_source::load_job_model;
+
+fn config() -> Value {
+    let path = format!(
+        "{}/../formats/tests/fixtures/unsupported/mamba-2.8b-hf.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn run(job: Value) -> Report {
+    let job: Job = serde_json::from_value(job).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job.resolve(None).unwrap();
+    estimate(&model.into_input(), &resolved).unwrap()
+}
+
+/// mamba-2.8b holds per layer and sequence its conv state `[d_inner, d_conv]` = 5120 · 4 =
+/// 20,480 values and its SSM state `[d_inner, d_state]` = 5120 · 16 = 81,920 values: 102,400 ·
+/// 2 B (bf16) = 204,800 B; × 64 layers = 13,107,200 B per sequence, whatever the context.
+#[test]
+fn recurrent_state_is_constant_in_context() {
+    let kv = |batch: u64, seq: u64| {
+        run(
+            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
+                   "seq": seq, "precision": "bf16"}),
+        )
+        .per_gpu
+        .components
+        .kv_cache
+    };
+    assert_eq!(kv(1, 128), 13_107_200);
+    assert_eq!(kv(1, 65_536), 13_107_200);
+    assert_eq!(kv(4, 4_096), 4 * 13_107_200);
+}
+
+/// The fit answer says the state does not grow with context (12.50 MiB = 13,107,200 B per
+/// sequence) and that the limit is not a cache.
+#[test]
+fn fit_says_the_state_does_not_grow() {
+    let job: Job = serde_json::from_value(json!({"model": {"hf_config": config()},
+        "task": "infer", "batch": 1, "seq": 2048, "precision": "bf16", "gpu": "a100-80gb"}))
+    .unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job.resolve(None).unwrap();
+    let answer = fit(&model.into_input(), &resolved).unwrap();
+    let note = answer
+        .notes
+        .iter()
+        .find(|n| n.contains("does not grow with context"))
+        .unwrap_or_else(|| panic!("{:?}", answer.notes));
+    assert!(note.contains("64 state-space layers"), "{note}");
+    assert!(note.contains("12.50 MiB"), "{note}");
+}
+
+/// In training the choice of scan path moves the activations: transformers' torch path
+/// (attention eager) keeps `exp(A·Δ)`, `Δ·B` and every step's state, each `[b, d_inner, L,
+/// d_state]` fp32 — at b 1, L 512, d_inner 5120, d_state 16 that is 3 · 167,772,160 B =
+/// 503,316,480 B per layer at least — while the fused kernel (sdpa, the default) keeps
+/// `[b, d_inner, L]`-sized tensors and chunk states of `[b, d_inner, 1, 32]` fp32. A warning
+/// names the path used.
+#[test]
+fn torch_scan_path_saves_the_wide_tensors() {
+    let per_layer = |attention: &str| {
+        let r = run(
+            json!({"model": {"hf_config": config()}, "task": "train", "batch": 1,
+                   "seq": 512, "precision": "bf16-mixed", "attention": attention}),
+        );
+        assert!(
+            r.warnings.iter().any(|w| w.contains("state-space layers")),
+            "{:?}",
+            r.warnings
+        );
+        r.per_gpu.activation_bytes_per_layer.unwrap()
+    };
+    let torch = per_layer("eager");
+    let fused = per_layer("sdpa");
+    assert!(torch >= 3 * 167_772_160, "{torch}");
+    // Fused: xz (2 · 5120 · 512 · 2 B), out (5120 · 512 · 2 B), the fp32 block output
+    // (2560 · 512 · 4 B) and smaller tensors: well under the torch path's single wide tensor.
+    assert!(fused < 167_772_160, "{fused}");
+}
+
+fn metric(report: &Value, path: &str) -> f64 {
+    let mut v = report;
+    for part in path.split('.') {
+        v = &v[part];
+    }
+    v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
+}
+
+/// Training steps of a tiny Mamba (4 layers, hidden 256, d_inner 512, d_state 16) measured on
+/// the CPU tensor by tensor on transformers' torch scan path (`validation/cpu-measured-mamba.json`,
+/// made with `../shared/measure/measure.py` and `scripts/cases_from_measure.py`;
+/// validation/README.md), fp32 and bf16-mixed: each step's peak and activations per layer within 3 %. The
+/// peak is compared net of the two cuBLAS workspaces the estimate counts on a GPU and a CPU run
+/// does not have, as in `gpt_oss.rs`.
+#[test]
+fn measured_training_steps_within_3_percent() {
+    let path = format!(
+        "{}/../../validation/cpu-measured-mamba.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(cases.len() >= 2);
+    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
+    let mut worst = 0f64;
+    for c in &cases {
+        let job: Job = serde_json::from_value(c["job"].clone()).unwrap();
+        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let resolved = job.resolve(None).unwrap();
+        let report =
+            serde_json::to_value(estimate(&model.into_input(), &resolved).unwrap()).unwrap();
+        let path = c["metric"].as_str().unwrap();
+        let mut got = metric(&report, path);
+        if path == "per_gpu.peak_allocated" {
+            got -= workspaces as f64;
+        }
+        let expected = c["expected_bytes"].as_f64().unwrap();
+        let err = (got - expected) / expected;
+        println!("{} {expected} {got} {:+.2}%", c["id"], err * 100.0);
+        worst = worst.max(err.abs());
+    }
+    assert!(worst <= 0.03, "worst {worst}");
+}

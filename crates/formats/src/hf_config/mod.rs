@@ -14,8 +14,8 @@ mod encoders;
 mod fields;
 mod gpt;
 mod llama;
-mod quant_methods;
 mod mamba;
+mod quant_methods;
 mod unknown;
 mod vision;
 

@@ -426,16 +426,7 @@ impl Job {
             Checkpointing::parse,
             Checkpointing::None,
         )?;
-        let torch_version = text("torch_version", self.torch_version.as_ref())?
-            .map(|s| TorchVersion::parse("torch_version", s))
-            .transpose()?;
-        let attention = choice(
-            "attention",
-            self.attention.as_deref(),
-            AttentionKernel::parse,
-            AttentionKernel::default_for(torch_version),
-        )?;
-        check_sdpa(torch_version, attention)?;
+        let stack = self.resolve_stack()?;
         let peft = self.peft.as_ref().map(parse_peft).transpose()?.flatten();
         let weights = self.resolve_weights(peft.as_ref())?;
         let parallel = parse_parallel(self.parallel.as_ref())?;
@@ -447,18 +438,6 @@ impl Job {
             self.loss.as_deref(),
             LossKernel::parse,
             LossKernel::Standard,
-        )?;
-        let cuda_module_loading = choice(
-            "cuda_module_loading",
-            self.cuda_module_loading.as_deref(),
-            CudaModuleLoading::parse,
-            CudaModuleLoading::default_for(torch_version),
-        )?;
-        let zero_grad = choice(
-            "zero_grad",
-            self.zero_grad.as_deref(),
-            ZeroGrad::parse,
-            ZeroGrad::default_for(torch_version),
         )?;
         let optimizer_impl = resolve_optimizer_impl(self.optimizer_impl.as_deref(), optimizer)?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
@@ -481,7 +460,7 @@ impl Job {
             precision,
             optimizer,
             checkpointing,
-            attention,
+            attention: stack.attention,
             peft,
             weights,
             framework,
@@ -490,10 +469,10 @@ impl Job {
             gpu,
             kv_dtype,
             loss,
-            cuda_module_loading,
-            zero_grad,
+            cuda_module_loading: stack.cuda_module_loading,
+            zero_grad: stack.zero_grad,
             optimizer_impl,
-            torch_version,
+            torch_version: stack.torch_version,
             reserve,
             techniques,
             rl,
@@ -501,6 +480,37 @@ impl Job {
             images: vision::parse_images(self.images.as_ref())?,
             freeze: vision::parse_freeze(self.freeze.as_ref())?,
             image_tokens: 0,
+        })
+    }
+
+    /// The fields whose defaults depend on the PyTorch release (`job/torch_version.rs`): the
+    /// release itself, the attention kernel, CUDA's module loading and what `zero_grad` leaves.
+    fn resolve_stack(&self) -> Result<Stack, CoreError> {
+        let torch_version = text("torch_version", self.torch_version.as_ref())?
+            .map(|s| TorchVersion::parse("torch_version", s))
+            .transpose()?;
+        let attention = choice(
+            "attention",
+            self.attention.as_deref(),
+            AttentionKernel::parse,
+            AttentionKernel::default_for(torch_version),
+        )?;
+        check_sdpa(torch_version, attention)?;
+        Ok(Stack {
+            torch_version,
+            attention,
+            cuda_module_loading: choice(
+                "cuda_module_loading",
+                self.cuda_module_loading.as_deref(),
+                CudaModuleLoading::parse,
+                CudaModuleLoading::default_for(torch_version),
+            )?,
+            zero_grad: choice(
+                "zero_grad",
+                self.zero_grad.as_deref(),
+                ZeroGrad::parse,
+                ZeroGrad::default_for(torch_version),
+            )?,
         })
     }
 
@@ -580,6 +590,14 @@ impl Job {
             None => Spelled::new(WeightFormat::None, "none"),
         })
     }
+}
+
+/// The software stack's part of a resolved job ([`Job::resolve_stack`]).
+struct Stack {
+    torch_version: Option<TorchVersion>,
+    attention: AttentionKernel,
+    cuda_module_loading: CudaModuleLoading,
+    zero_grad: ZeroGrad,
 }
 
 /// `attention: sdpa` on a PyTorch release before `scaled_dot_product_attention` (2.0).

@@ -426,7 +426,8 @@ impl Builder<'_> {
             | Naming::QwenMoe
             | Naming::DeepSeek
             | Naming::Phi3
-            | Naming::GptOss => "model.",
+            | Naming::GptOss
+            | Naming::Llama4 => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -569,6 +570,7 @@ impl Builder<'_> {
             Naming::T5 if is_t5_decoder => format!("{p}.layer.2.DenseReluDense"),
             Naming::T5 => format!("{p}.layer.1.DenseReluDense"),
             Naming::Mixtral => format!("{p}.block_sparse_moe"),
+            Naming::Llama4 => format!("{p}.feed_forward"),
             Naming::Opt | Naming::Bert | Naming::Roberta => p.clone(),
             _ => format!("{p}.mlp"),
         };
@@ -641,8 +643,16 @@ impl Builder<'_> {
             AttentionKind::StateSpace(ssm) => self.state_space(a, &ssm, l)?,
         }
         if let Some(n) = att.qk_norm {
-            self.norm(&format!("{a}.q_norm"), n, l)?;
-            self.norm(&format!("{a}.k_norm"), n, l)?;
+            // OLMoE normalises the whole q and k projections (`q_norm [heads · head_dim]`,
+            // `k_norm [kv_heads · head_dim]`); the others one head.
+            let (q, k) = if att.qk_norm_whole {
+                let k = att.kind;
+                (k.heads() * k.qk_head_dim(), k.kv_heads() * k.qk_head_dim())
+            } else {
+                (n.dim, n.dim)
+            };
+            self.norm(&format!("{a}.q_norm"), Norm { dim: q, ..n }, l)?;
+            self.norm(&format!("{a}.k_norm"), Norm { dim: k, ..n }, l)?;
         }
         if att.sinks {
             let heads = att.kind.heads();
@@ -865,6 +875,14 @@ impl Builder<'_> {
         let h = self.spec.hidden_size;
         if self.spec.naming == Naming::GptOss {
             return self.fused_experts(m, moe, l);
+        }
+        if self.spec.naming == Naming::Llama4 {
+            // Llama4TextMoe: `router`, the fused experts, an ungated-output `shared_expert`.
+            self.fused_experts(m, moe, l)?;
+            if let Some(shared) = &moe.shared {
+                self.dense_mlp(&format!("{m}.shared_expert"), shared, l, Component::Mlp)?;
+            }
+            return Ok(());
         }
         self.linear(
             &format!("{m}.gate"),

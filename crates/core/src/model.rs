@@ -43,6 +43,11 @@ pub enum Naming {
     /// `backbone.layers.N.mixer.in_proj`, `backbone.embeddings`, `backbone.norm_f` (Mamba,
     /// Mamba2, FalconMamba: `modeling_mamba.py`, `modeling_mamba2.py`).
     Mamba,
+    /// Llama names with Llama 4's `feed_forward` (`feed_forward.router`, fused
+    /// `feed_forward.experts.gate_up_proj [E, hidden, 2·ffn]` / `down_proj [E, ffn, hidden]`,
+    /// `feed_forward.shared_expert`; dense layers `feed_forward.gate_proj`)
+    /// (`modeling_llama4.py`).
+    Llama4,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -220,6 +225,35 @@ pub struct Attention {
     /// in each softmax row that takes probability mass and is dropped before `@ V`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub sinks: bool,
+    /// The q/k norms span the whole projection, not one head (OLMoE `modeling_olmoe.py`
+    /// `OlmoeAttention`: `q_norm` over `heads · head_dim`, `k_norm` over `kv_heads · head_dim`);
+    /// `qk_norm` then gives their kind and its `dim` is unused.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_norm_whole: bool,
+    /// A weightless L2 norm on q and k per head (Llama 4 `Llama4TextL2Norm`, on its RoPE layers
+    /// when `use_qk_norm`): no parameters, activations only.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_l2_norm: bool,
+    /// Chunked attention (Llama 4 `attention_chunk_size` on its RoPE layers): each token attends
+    /// within its chunk only; the cache keeps at most this many tokens per sequence, as
+    /// transformers' `cache_utils.py` builds a `DynamicSlidingWindowLayer` of
+    /// `attention_chunk_size` for a `"chunked_attention"` layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_chunk: Option<u64>,
+    /// No rotary embedding on this layer although the model's positions are rotary (Llama 4's
+    /// NoPE layers, `no_rope_layers[i] == 0`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nope: bool,
+}
+
+impl Attention {
+    /// Tokens of one sequence this layer's KV cache holds for a context of `tokens`: all of
+    /// them, or at most the sliding window (or attention chunk) when the layer has one.
+    pub fn kv_held(&self, tokens: u64) -> u64 {
+        self.sliding_window
+            .or(self.attention_chunk)
+            .map_or(tokens, |n| n.min(tokens))
+    }
 }
 
 fn is_false(b: &bool) -> bool {

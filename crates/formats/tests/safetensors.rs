@@ -303,6 +303,10 @@ fn attn(heads: u64, kv: u64, hd: u64, bias: bool) -> Attention {
         sliding_window: None,
         relative_bias_buckets: None,
         sinks: false,
+        qk_norm_whole: false,
+        qk_l2_norm: false,
+        attention_chunk: None,
+        nope: false,
     }
 }
 
@@ -478,6 +482,10 @@ fn family_specs() -> Vec<ModelSpec> {
         sliding_window: None,
         relative_bias_buckets: None,
         sinks: false,
+        qk_norm_whole: false,
+        qk_l2_norm: false,
+        attention_chunk: None,
+        nope: false,
     };
     let l0 = layer(mla(Some(6)), dense(12, true, false), pre2(rms));
     let l1 = layer(

@@ -43,10 +43,7 @@ pub fn kv_bytes_per_gpu(
     let per_stage = layers.len().div_ceil(pp as usize);
     let mut total: u128 = 0;
     for layer in layers.iter().take(per_stage) {
-        let held = layer
-            .attention
-            .sliding_window
-            .map_or(tokens, |w| w.min(tokens));
+        let held = layer.attention.kv_held(tokens);
         let held = held.div_ceil(page) * page;
         // KV heads split over TP ranks (replicated when there are fewer heads than ranks); an MLA
         // latent is replicated on every rank.

@@ -144,10 +144,7 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
         total += values.div_ceil(block_values as u128) * block_bytes as u128;
     };
     for layer in &spec.decoder.layers {
-        let held = layer
-            .attention
-            .sliding_window
-            .map_or(self_tokens, |w| w.min(self_tokens));
+        let held = layer.attention.kv_held(self_tokens);
         add(layer.attention.kind, held);
         if let Some(cross) = &layer.cross_attention {
             add(cross.kind, job.seq);

@@ -102,6 +102,10 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             sliding_window: None,
             relative_bias_buckets: None,
             sinks: false,
+            qk_norm_whole: false,
+            qk_l2_norm: false,
+            attention_chunk: None,
+            nope: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {

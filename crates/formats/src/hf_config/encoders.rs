@@ -90,6 +90,10 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
         sliding_window: None,
         relative_bias_buckets: first.then_some(buckets),
         sinks: false,
+        qk_norm_whole: false,
+        qk_l2_norm: false,
+        attention_chunk: None,
+        nope: false,
     };
     let mut encoder = Stack {
         layers: Vec::new(),

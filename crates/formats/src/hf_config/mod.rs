@@ -53,6 +53,11 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
+    "olmoe",
+    "phimoe",
+    "glm4_moe",
+    "llama4_text",
+    "kimi_k2",
     "qwen2_vl",
     "qwen2_5_vl",
     "llava",
@@ -350,6 +355,10 @@ pub(crate) fn plain_attention(
         sliding_window: None,
         relative_bias_buckets: None,
         sinks: false,
+        qk_norm_whole: false,
+        qk_l2_norm: false,
+        attention_chunk: None,
+        nope: false,
     }
 }
 

@@ -96,16 +96,32 @@ impl Prog<'_> {
             vn: kv_tokens * w.v,
             kv_tokens,
         };
-        let rotary = !cross && matches!(spec.embedding.positions, Positions::Rotary { .. });
+        let rotary =
+            !cross && !att.nope && matches!(spec.embedding.positions, Positions::Rotary { .. });
         self.fused_view_copies(&mut p, rotary);
-        // Per-head q/k norms (Qwen3, Gemma-3).
+        // Per-head q/k norms (Qwen3, Gemma-3), or over the whole projection (OLMoE).
         if let Some(n) = att.qk_norm {
-            p.q = self.norm(p.q, n.kind, n.dim);
-            p.k = self.norm(p.k, n.kind, n.dim);
+            let (qd, kd) = if att.qk_norm_whole {
+                (w.q, w.k)
+            } else {
+                (n.dim, n.dim)
+            };
+            p.q = self.norm(p.q, n.kind, qd);
+            p.k = self.norm(p.k, n.kind, kd);
         }
         if rotary {
             p.q = self.rotary(p.q, p.qn);
             p.k = self.rotary(p.k, p.kn);
+        }
+        // Llama 4: the weightless L2 norm after RoPE, and on NoPE layers the query scaled by
+        // the position's temperature (`modeling_llama4.py` `Llama4TextAttention.forward`).
+        if att.qk_l2_norm {
+            let hd = att.kind.qk_head_dim();
+            p.q = self.l2_norm(p.q, hd);
+            p.k = self.l2_norm(p.k, hd);
+        }
+        if att.nope && spec.naming == Naming::Llama4 {
+            p.q = self.elementwise(&[p.q], &[]);
         }
         // OPT scales q by 1/√d right after the projection (a new tensor).
         if spec.naming == Naming::Opt {

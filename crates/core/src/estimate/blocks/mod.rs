@@ -6,6 +6,7 @@
 
 mod attention;
 mod gpt_oss;
+mod llama4;
 mod mamba;
 mod mlp;
 
@@ -368,6 +369,7 @@ impl<'a> Prog<'a> {
         match &layer.mlp {
             Mlp::Dense(d) => self.mlp(x, d, h),
             Mlp::Moe(m) if self.c.spec.naming == Naming::GptOss => self.gpt_oss_moe(x, m, h),
+            Mlp::Moe(m) if self.c.spec.naming == Naming::Llama4 => self.llama4_moe(x, m, h),
             Mlp::Moe(m) => self.moe(x, m, h),
             Mlp::None => x,
         }

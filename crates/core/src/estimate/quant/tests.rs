@@ -489,6 +489,10 @@ fn context_from_a_spec() {
             sliding_window: None,
             relative_bias_buckets: None,
             sinks: false,
+            qk_norm_whole: false,
+            qk_l2_norm: false,
+            attention_chunk: None,
+            nope: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {

@@ -17,6 +17,9 @@ pub(super) struct Defaults {
     pub max_pos: u64,
     pub tied: bool,
     pub activation: &'static str,
+    /// The key of the dense MLP's width: `intermediate_size`, or Llama 4's
+    /// `intermediate_size_mlp` (its `intermediate_size` is the experts').
+    pub ffn_key: &'static str,
 }
 
 /// Where a family's projection and MLP biases come from.
@@ -32,6 +35,8 @@ pub(super) enum Biases {
     /// `attention_bias` on q/k/v/o, on by default (GptOssConfig `attention_bias = True`); the
     /// experts' biases are the family's own (`Experts::GptOss`).
     KeysOn,
+    /// `attention_bias` on q/k/v only, o_proj without (modeling_glm4_moe.py `Glm4MoeAttention`).
+    QkvKeys,
 }
 
 /// Which layers slide their attention window when the config sets `sliding_window` (and no
@@ -53,8 +58,10 @@ pub(super) enum Sliding {
 #[derive(Clone, Copy)]
 pub(super) enum Experts {
     Dense,
-    /// Every layer MoE, no shared expert (modeling_mixtral.py).
-    Mixtral,
+    /// Every layer MoE, no shared expert, experts `intermediate_size` wide (modeling_mixtral.py;
+    /// also OLMoE's `OlmoeSparseMoeBlock` and Phi-3.5-MoE's `PhimoeSparseMoeBlock`), with the
+    /// family's defaults of `num_local_experts`/`num_experts` and `num_experts_per_tok`.
+    Mixtral { experts: u64, top_k: u64 },
     /// Every `decoder_sparse_step`-th layer MoE except `mlp_only_layers`; `shared_ffn` is the
     /// default of `shared_expert_intermediate_size` where the family has a gated shared expert
     /// (Qwen2-MoE), `None` where it has none (Qwen3-MoE).
@@ -64,16 +71,24 @@ pub(super) enum Experts {
         expert_ffn: u64,
         shared_ffn: Option<u64>,
     },
-    /// MoE from `first_k_dense_replace` on, every `moe_layer_freq`-th layer; `n_shared_experts`
-    /// defaults to `shared` (modeling_deepseek_v3.py).
+    /// MoE from `first_k_dense_replace` on (default `first_dense`), every `moe_layer_freq`-th
+    /// layer; `n_shared_experts` defaults to `shared` (modeling_deepseek_v3.py; GLM-4.5's
+    /// modeling_glm4_moe.py). `experts`: the default of `n_routed_experts`, `None` where an
+    /// absent key means a dense model.
     DeepSeek {
         expert_ffn: u64,
         shared: u64,
+        experts: Option<u64>,
+        first_dense: u64,
     },
     /// Every layer MoE (GptOssConfig: 128 experts, 4 per token, `intermediate_size` 2880), a
     /// router with a bias and experts with biases on both projections (`modeling_gpt_oss.py`
     /// `GptOssTopKRouter`, `GptOssExperts`).
     GptOss,
+    /// Llama 4 (`Llama4TextMoe`): the layers of `moe_layers` (default every
+    /// `interleave_moe_layer_step`-th) hold `num_local_experts` experts of `intermediate_size`
+    /// and a shared expert of the same width; the rest a dense MLP of `intermediate_size_mlp`.
+    Llama4,
 }
 
 /// One Llama-shaped family.
@@ -82,11 +97,18 @@ pub(super) struct Family {
     pub defaults: Defaults,
     pub naming: Naming,
     pub biases: Biases,
-    /// LayerNorm with bias and a plain (ungated) MLP instead of RMSNorm and a gated one
-    /// (StarCoder2).
+    /// LayerNorm with bias instead of RMSNorm (StarCoder2, Phi-3.5-MoE).
     pub layer_norm: bool,
+    /// A plain (ungated) MLP instead of a gated one (StarCoder2).
+    pub plain_mlp: bool,
     /// RMSNorm on q and k over head_dim (Qwen3, Gemma-3).
     pub qk_norm: bool,
+    /// The key that turns the q/k norms on (GLM-4.5 `use_qk_norm`, default off).
+    pub qk_norm_key: Option<&'static str>,
+    /// The q/k norms span the whole projection (OLMoE).
+    pub qk_norm_whole: bool,
+    /// The head's bias comes from `lm_head_bias` (Phi-3.5-MoE `PhimoeForCausalLM`).
+    pub lm_head_bias: bool,
     /// Norms before and after both attention and MLP (Gemma-2/3).
     pub four_norms: bool,
     pub sliding: Sliding,
@@ -104,7 +126,7 @@ pub(super) struct Family {
 }
 
 /// LlamaConfig's defaults: every other row starts from them.
-const LLAMA_DEFAULTS: Defaults = Defaults {
+pub(super) const LLAMA_DEFAULTS: Defaults = Defaults {
     arch: "LlamaForCausalLM",
     vocab: 32000,
     hidden: 4096,
@@ -116,6 +138,7 @@ const LLAMA_DEFAULTS: Defaults = Defaults {
     max_pos: 2048,
     tied: false,
     activation: "silu",
+    ffn_key: "intermediate_size",
 };
 
 /// Llama itself; also the reading of a generic Llama-style decoder.
@@ -125,7 +148,11 @@ pub(super) const LLAMA: Family = Family {
     naming: Naming::Llama,
     biases: Biases::Keys,
     layer_norm: false,
+    plain_mlp: false,
     qk_norm: false,
+    qk_norm_key: None,
+    qk_norm_whole: false,
+    lm_head_bias: false,
     four_norms: false,
     sliding: Sliding::Never,
     latent: false,
@@ -150,6 +177,7 @@ const GEMMA_DEFAULTS: Defaults = Defaults {
     max_pos: 8192,
     tied: true,
     activation: "gelu_pytorch_tanh",
+    ffn_key: "intermediate_size",
 };
 
 /// The families, by `model_type`.
@@ -178,7 +206,10 @@ pub(super) const FAMILIES: &[Family] = &[
         },
         naming: Naming::Mixtral,
         sliding: Sliding::All,
-        experts: Experts::Mixtral,
+        experts: Experts::Mixtral {
+            experts: 8,
+            top_k: 2,
+        },
         ..LLAMA
     },
     Family {
@@ -329,6 +360,7 @@ pub(super) const FAMILIES: &[Family] = &[
         },
         biases: Biases::UseBias,
         layer_norm: true,
+        plain_mlp: true,
         sliding: Sliding::All,
         // modeling_starcoder2.py: the embeddings and each block's attention and MLP outputs.
         embedding_dropout: Some("embedding_dropout"),
@@ -349,6 +381,8 @@ pub(super) const FAMILIES: &[Family] = &[
         experts: Experts::DeepSeek {
             expert_ffn: 1407,
             shared: 0,
+            experts: None,
+            first_dense: 0,
         },
         ..LLAMA
     },
@@ -370,6 +404,8 @@ pub(super) const FAMILIES: &[Family] = &[
         experts: Experts::DeepSeek {
             expert_ffn: 2048,
             shared: 1,
+            experts: None,
+            first_dense: 0,
         },
         ..LLAMA
     },
@@ -396,6 +432,11 @@ pub(super) const FAMILIES: &[Family] = &[
         sinks: true,
         ..LLAMA
     },
+    super::new_families::OLMOE,
+    super::new_families::PHIMOE,
+    super::new_families::GLM4_MOE,
+    super::new_families::LLAMA4_TEXT,
+    super::new_families::KIMI_K2,
 ];
 
 /// The family row for a `model_type`; Llama's for any other (a generic Llama-style decoder).
@@ -427,6 +468,6 @@ mod tests {
         }
         // An unknown type reads as Llama (the generic decoder).
         assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
-        assert_eq!(FAMILIES.len(), 15);
+        assert_eq!(FAMILIES.len(), 20);
     }
 }

@@ -10,6 +10,7 @@ use vramscope_core::model::*;
 
 mod families;
 mod moe;
+mod new_families;
 
 /// Llama and the decoders built like it: pre-norm RMSNorm blocks, rotary positions, gated MLP
 /// (or MoE). Per-family differences come from the family's row in [`families::FAMILIES`]:
@@ -43,13 +44,13 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         (Some(_), None) => slides_by_family(cfg, fam.sliding, i, shape.layers),
     };
     let kind = attention_kind(cfg, fam, &shape)?;
-    let moe = moe::moe_layout(cfg, fam.experts, &shape.activation)?;
+    let moe = moe::moe_layout(cfg, fam.experts, &shape.activation, fam.defaults.ffn)?;
     for i in 0..shape.layers {
         let mlp = match moe.as_ref().and_then(|m| m.for_layer(i)) {
             Some(m) => Mlp::Moe(m),
             None => Mlp::Dense(dense(
                 shape.ffn,
-                !fam.layer_norm,
+                !fam.plain_mlp,
                 parts.mlp_bias,
                 &shape.activation,
             )),
@@ -62,6 +63,10 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
                 sliding_window: if is_sliding(i) { window } else { None },
                 relative_bias_buckets: None,
                 sinks: fam.sinks,
+                qk_norm_whole: fam.qk_norm_whole,
+                qk_l2_norm: false,
+                attention_chunk: None,
+                nope: false,
             },
             cross_attention: None,
             mlp,
@@ -70,6 +75,9 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         });
     }
     finish(&mut spec, cfg, fam, &shape, parts.norm)?;
+    if matches!(fam.experts, families::Experts::Llama4) {
+        new_families::llama4_layers(cfg, &mut spec)?;
+    }
     Ok(spec)
 }
 
@@ -114,7 +122,7 @@ impl Shape {
             kv_heads,
             head_dim,
             vocab: cfg.size(&["vocab_size"], Some(d.vocab))?,
-            ffn: cfg.size(&["intermediate_size"], Some(d.ffn))?,
+            ffn: cfg.size(&[d.ffn_key], Some(d.ffn))?,
             max_pos: cfg.uint("max_position_embeddings")?.unwrap_or(d.max_pos),
             tied: cfg.boolean("tie_word_embeddings", d.tied)?,
             activation: cfg
@@ -151,6 +159,10 @@ impl BlockParts {
             Biases::UseBias => ProjBias::all(cfg.boolean("use_bias", true)?),
             Biases::Keys => ProjBias::all(attention_bias),
             Biases::KeysOn => ProjBias::all(cfg.boolean("attention_bias", true)?),
+            Biases::QkvKeys => ProjBias {
+                o: false,
+                ..ProjBias::all(attention_bias)
+            },
         };
         let mlp_bias = match fam.biases {
             Biases::UseBias => cfg.boolean("use_bias", true)?,
@@ -175,10 +187,19 @@ impl BlockParts {
             bias,
             mlp_bias,
             norm,
-            qk_norm: fam.qk_norm.then(|| Norm::rms(shape.head_dim)),
+            qk_norm: qk_norm_on(cfg, fam)?.then(|| Norm::rms(shape.head_dim)),
             norms,
         })
     }
+}
+
+/// Whether the family's q/k norms are on: always (Qwen3, Gemma-3, OLMoE), or by its key
+/// (GLM-4.5 `use_qk_norm`, off by default).
+fn qk_norm_on(cfg: &Cfg, fam: &Family) -> Result<bool> {
+    Ok(match fam.qk_norm_key {
+        Some(key) => cfg.boolean(key, false)?,
+        None => fam.qk_norm,
+    })
 }
 
 /// Whether layer `i` slides its window by the family's rule (the config sets `sliding_window`
@@ -251,7 +272,8 @@ fn finish(spec: &mut ModelSpec, cfg: &Cfg, fam: &Family, shape: &Shape, norm: No
     };
     spec.head = Head::LanguageModel {
         tied: shape.tied,
-        bias: false,
+        // PhimoeForCausalLM: `nn.Linear(hidden, vocab, bias=config.lm_head_bias)`.
+        bias: fam.lm_head_bias && cfg.boolean("lm_head_bias", false)?,
     };
     // Embedding and residual dropout where the family has them (StarCoder2, Phi-3); the rest
     // of this family has attention dropout only.

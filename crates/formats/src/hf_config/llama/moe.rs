@@ -10,14 +10,14 @@ use vramscope_core::model::MoeMlp;
 
 /// Which layers are MoE and what their experts look like.
 pub(super) struct MoeLayout {
-    template: MoeMlp,
+    pub(super) template: MoeMlp,
     /// Layer indices that stay dense.
-    dense_layers: Vec<u64>,
-    first_dense: u64,
-    step: u64,
+    pub(super) dense_layers: Vec<u64>,
+    pub(super) first_dense: u64,
+    pub(super) step: u64,
     /// DeepSeek counts MoE layers as `i % moe_layer_freq == 0` (`modeling_deepseek_v3.py`);
     /// Qwen-MoE as `(i + 1) % decoder_sparse_step == 0` (`modeling_qwen2_moe.py`).
-    zero_based_step: bool,
+    pub(super) zero_based_step: bool,
 }
 
 impl MoeLayout {
@@ -40,10 +40,14 @@ pub(super) fn moe_layout(
     cfg: &Cfg,
     experts: Experts,
     activation: &str,
+    ffn_default: u64,
 ) -> Result<Option<MoeLayout>> {
     let layout = match experts {
         Experts::Dense => return Ok(None),
-        Experts::Mixtral => mixtral(cfg, activation)?,
+        Experts::Mixtral { experts, top_k } => {
+            mixtral(cfg, activation, (experts, top_k, ffn_default))?
+        }
+        Experts::Llama4 => super::new_families::llama4_moe(cfg, activation)?,
         Experts::GptOss => gpt_oss(cfg)?,
         Experts::Qwen {
             experts,
@@ -51,8 +55,19 @@ pub(super) fn moe_layout(
             expert_ffn,
             shared_ffn,
         } => qwen(cfg, activation, experts, top_k, expert_ffn, shared_ffn)?,
-        Experts::DeepSeek { expert_ffn, shared } => {
-            match deepseek(cfg, activation, expert_ffn, shared)? {
+        Experts::DeepSeek {
+            expert_ffn,
+            shared,
+            experts,
+            first_dense,
+        } => {
+            let defaults = DeepSeekDefaults {
+                expert_ffn,
+                shared,
+                experts,
+                first_dense,
+            };
+            match deepseek(cfg, activation, defaults)? {
                 Some(layout) => layout,
                 None => return Ok(None),
             }
@@ -70,14 +85,19 @@ pub(super) fn moe_layout(
     Ok(Some(layout))
 }
 
-/// Mixtral: every layer MoE (MixtralConfig: 8 experts, 2 per token, `intermediate_size` 14336).
-fn mixtral(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
+/// Mixtral: every layer MoE (MixtralConfig: 8 experts, 2 per token, `intermediate_size` 14336;
+/// OlmoeConfig 64, 8, 2048; PhimoeConfig 16, 2, 6400).
+fn mixtral(
+    cfg: &Cfg,
+    activation: &str,
+    (experts, top_k, ffn): (u64, u64, u64),
+) -> Result<MoeLayout> {
     Ok(MoeLayout {
         template: MoeMlp {
-            experts: cfg.size(&["num_local_experts", "num_experts"], Some(8))?,
-            top_k: cfg.size(&["num_experts_per_tok"], Some(2))?,
+            experts: cfg.size(&["num_local_experts", "num_experts"], Some(experts))?,
+            top_k: cfg.size(&["num_experts_per_tok"], Some(top_k))?,
             expert: dense(
-                cfg.size(&["intermediate_size"], Some(14336))?,
+                cfg.size(&["intermediate_size"], Some(ffn))?,
                 true,
                 false,
                 activation,
@@ -131,14 +151,23 @@ fn qwen(
     })
 }
 
-/// DeepSeek-V2/V3: `None` (a dense model) when the config routes to no experts.
-fn deepseek(
-    cfg: &Cfg,
-    activation: &str,
+/// A DeepSeek-style family's class defaults (`Experts::DeepSeek`).
+struct DeepSeekDefaults {
     expert_ffn: u64,
     shared: u64,
-) -> Result<Option<MoeLayout>> {
-    let Some(experts) = cfg.uint_any(&["n_routed_experts", "num_local_experts"])? else {
+    experts: Option<u64>,
+    first_dense: u64,
+}
+
+/// DeepSeek-V2/V3 and GLM-4.5: `None` (a dense model) when the config routes to no experts.
+fn deepseek(cfg: &Cfg, activation: &str, d: DeepSeekDefaults) -> Result<Option<MoeLayout>> {
+    let DeepSeekDefaults {
+        expert_ffn, shared, ..
+    } = d;
+    let Some(experts) = cfg
+        .uint_any(&["n_routed_experts", "num_local_experts"])?
+        .or(d.experts)
+    else {
         return Ok(None);
     };
     if experts == 0 {
@@ -158,7 +187,7 @@ fn deepseek(
             router_bias: false,
         },
         dense_layers: Vec::new(),
-        first_dense: cfg.uint("first_k_dense_replace")?.unwrap_or(0),
+        first_dense: cfg.uint("first_k_dense_replace")?.unwrap_or(d.first_dense),
         step: cfg.size(&["moe_layer_freq"], Some(1))?,
         zero_based_step: true,
     }))

@@ -1,0 +1,113 @@
+//! The MoE families of issue 21 and the per-layer attention patterns of the newer models in an
+//! estimate: KV held per layer kind at long context (Llama 4's chunked layers, gpt-oss's
+//! alternating windows, Gemma-2/3 local/global layers), each hand-derived below, and measured
+//! training steps of a tiny OLMoE (`validation/cpu-measured-moe.json`).
+
+use serde_json::{json, Value};
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::Job;
+use vramscope_core::report::Report;
+use vramscope_formats::model_source::load_job_model;
+
+fn fixture(path: &str) -> Value {
+    let path = format!("{}/../formats/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn run(job: Value) -> Report {
+    let job: Job = serde_json::from_value(job).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    estimate(&model.into_input(), &resolved).unwrap()
+}
+
+/// KV bytes of one bf16 inference job over `seq` tokens.
+fn kv(model: Value, batch: u64, seq: u64) -> u64 {
+    run(json!({"model": model, "task": "infer", "batch": batch, "seq": seq,
+               "precision": "bf16"}))
+    .per_gpu
+    .components
+    .kv_cache
+}
+
+/// Llama 4 Scout: 8 KV heads of 128, 2 · 8 · 128 · 2 B = 4,096 B per token and layer in bf16.
+/// Its 36 RoPE layers attend in chunks of 8,192 and transformers caches them as sliding layers
+/// of that size (`cache_utils.py`: `"chunked_attention"` → `DynamicSlidingWindowLayer` with
+/// `sliding_window = attention_chunk_size`), so at 32,768 tokens they hold 8,192 tokens and the
+/// 12 NoPE layers all 32,768: 4,096 · (36 · 8,192 + 12 · 32,768) = 2,818,572,288 B per
+/// sequence. Below the chunk all 48 layers hold every token: 48 · 4,096 · 4,096 B at 4,096.
+#[test]
+fn llama4_chunked_layers_hold_one_chunk() {
+    let model = json!({"hf_config": fixture("moe/llama-4-scout-17b-16e-text.json")});
+    assert_eq!(4_096 * (36 * 8_192 + 12 * 32_768), 2_818_572_288u64);
+    assert_eq!(kv(model.clone(), 1, 32_768), 2_818_572_288);
+    assert_eq!(kv(model.clone(), 2, 32_768), 2 * 2_818_572_288);
+    assert_eq!(kv(model, 1, 4_096), 48 * 4_096 * 4_096);
+}
+
+/// gpt-oss-20b at its full 131,072-token context: 12 sliding layers hold 128 tokens, 12 full
+/// layers all of them, 2,048 B per token and layer in bf16 (8 KV heads of 64):
+/// 12 · 128 · 2,048 + 12 · 131,072 · 2,048 = 3,145,728 + 3,221,225,472 B.
+#[test]
+fn gpt_oss_windows_at_long_context() {
+    let model = json!({"hf_config": fixture("unsupported/gpt-oss-20b.json")});
+    assert_eq!(kv(model, 1, 131_072), 3_145_728 + 3_221_225_472);
+}
+
+/// Gemma-2-2B (preset, its config.json): 26 layers, even ones local over `sliding_window`
+/// 4,096, 4 KV heads of 256: 2 · 4 · 256 · 2 B = 4,096 B per token and layer in bf16. At its
+/// 8,192-token context 13 local layers hold 4,096 tokens and 13 global ones 8,192:
+/// 13 · 4,096 · (4,096 + 8,192) = 654,311,424 B. transformers' `DynamicSlidingWindowLayer`
+/// holds `min(seq_len, sliding_window)` tokens (its docstring).
+#[test]
+fn gemma2_local_layers_hold_the_window() {
+    assert_eq!(kv(json!("gemma-2-2b"), 1, 8_192), 654_311_424);
+}
+
+/// Gemma-3-1B (preset): 26 layers, every 6th global (`sliding_window_pattern` 6: layers 5, 11,
+/// 17, 23), the other 22 local over 512 tokens; one KV head of 256: 1,024 B per token and layer
+/// in bf16. At 32,768 tokens: 22 · 512 · 1,024 + 4 · 32,768 · 1,024 = 11,534,336 + 134,217,728.
+#[test]
+fn gemma3_pattern_at_long_context() {
+    assert_eq!(kv(json!("gemma-3-1b"), 1, 32_768), 11_534_336 + 134_217_728);
+}
+
+fn metric(report: &Value, path: &str) -> f64 {
+    let mut v = report;
+    for part in path.split('.') {
+        v = &v[part];
+    }
+    v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
+}
+
+/// Training steps of a tiny OLMoE (4 layers, q/k norms over the whole projections, 16 experts,
+/// 4 per token through transformers 5's `grouped_mm`) measured on the CPU tensor by tensor
+/// (`validation/cpu-measured-moe.json`, made with `../shared/measure/measure.py` and
+/// `scripts/cases_from_measure.py`; validation/README.md): peak, activations and activations
+/// per layer each within 3 %. The peak is compared net of the two cuBLAS workspaces the
+/// estimate counts on a GPU and a CPU run does not have, as in `gpt_oss.rs`.
+#[test]
+fn measured_olmoe_steps_within_3_percent() {
+    let path = format!(
+        "{}/../../validation/cpu-measured-moe.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(cases.len() >= 3);
+    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
+    let mut worst = 0f64;
+    for c in &cases {
+        let report = serde_json::to_value(run(c["job"].clone())).unwrap();
+        let path = c["metric"].as_str().unwrap();
+        let mut got = metric(&report, path);
+        if path == "per_gpu.peak_allocated" {
+            got -= workspaces as f64;
+        }
+        let expected = c["expected_bytes"].as_f64().unwrap();
+        let err = (got - expected) / expected;
+        println!("{} {expected} {got} {:+.2}%", c["id"], err * 100.0);
+        worst = worst.max(err.abs());
+    }
+    assert!(worst <= 0.03, "worst {worst}");
+}

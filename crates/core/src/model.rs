@@ -454,6 +454,16 @@ pub struct MoeMlp {
     /// The router carries a bias (gpt-oss `GptOssTopKRouter.bias`, `[experts]`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub router_bias: bool,
+    /// Times the block's input is multiplied in place by uniform noise in training, each
+    /// saving its noise tensor for backward: Mixtral's `router_jitter_noise` once
+    /// (`MixtralSparseMoeBlock`), Phi-3.5-MoE's `input_jitter_noise` twice (in
+    /// `PhimoeSparseMoeBlock` and again in `PhimoeTopKRouter`); 0 without jitter.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub input_jitter: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What sits on top of the last stack.

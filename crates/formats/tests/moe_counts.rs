@@ -261,3 +261,36 @@ fn hostile_fields_never_panic() {
     }
     assert!(checked > 500, "{checked}");
 }
+
+/// The Llama 4 multimodal wrapper (`llama4`, `Llama4ForConditionalGeneration`) is still refused
+/// (its vision tower is not read), and the refusal says that its `text_config` reads natively;
+/// with `--assume-llama` that language model alone is counted, exactly as `llama4_text`
+/// (107,769,861,120, `llama_4_scout_text`), with a warning that the vision tower is not.
+/// The wrapper's fields are those of meta-llama/Llama-4-Scout-17B-16E's config.json as quoted
+/// in the fixtures' README sources (vision: hidden 1408, 34 layers, image 336, patch 14).
+#[test]
+fn llama4_wrapper_refused_with_its_text_config_named() {
+    use vramscope_formats::hf_config::{parse_config_str_with, ReadOptions};
+    let text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("llama-4-scout-17b-16e-text.json")).unwrap())
+            .unwrap();
+    let wrapper = serde_json::json!({
+        "architectures": ["Llama4ForConditionalGeneration"],
+        "model_type": "llama4",
+        "text_config": text,
+        "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
+                          "num_hidden_layers": 34, "image_size": 336, "patch_size": 14},
+    })
+    .to_string();
+    let err = parse_config_str_with(&wrapper, "c.json", ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("'llama4'") && err.contains("vision_config"), "{err}");
+    assert!(err.contains("('llama4_text') is read natively"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+    let opts = ReadOptions { assume_llama: true };
+    let parsed = parse_config_str_with(&wrapper, "c.json", opts).unwrap();
+    assert!(parsed.warnings.iter().any(|w| w.contains("vision tower")));
+    let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
+    assert_eq!(inv.params(), 107_769_861_120);
+}

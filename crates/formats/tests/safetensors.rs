@@ -438,6 +438,7 @@ fn family_specs() -> Vec<ModelSpec> {
             shared,
             shared_gate,
             router_bias: false,
+            input_jitter: 0,
         })
     };
     let l = layer(attn(2, 1, 4, false), moe(None, false), pre2(rms));

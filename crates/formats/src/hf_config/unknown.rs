@@ -153,9 +153,31 @@ pub(crate) fn check_unknown(
         reason: format!(
             "model_type '{shown}' is not known to vramscope and its config has fields that \
              change the shapes a Llama-style reading assumes: {}; refusing to guess \
-             (pass --assume-llama, or \"assume_llama\": true in a job, to read it as a \
-             Llama-style decoder anyway)",
-            fields.join(", ")
+             ({})",
+            fields.join(", "),
+            override_hint(top)
         ),
     })
+}
+
+/// What `--assume-llama` would do: read a multimodal wrapper's `text_config` natively when its
+/// family is known (the Llama 4 wrapper's `llama4_text`), else read the config as a Llama-style
+/// decoder.
+fn override_hint(top: &Map<String, Value>) -> String {
+    let inner = top
+        .get("text_config")
+        .and_then(Value::as_object)
+        .and_then(|t| t.get("model_type"))
+        .and_then(Value::as_str)
+        .filter(|t| super::SUPPORTED_TYPES.contains(t));
+    match inner {
+        Some(t) => format!(
+            "its text_config ('{t}') is read natively: pass --assume-llama, or \
+             \"assume_llama\": true in a job, to count that language model alone, without the \
+             vision tower and projector"
+        ),
+        None => "pass --assume-llama, or \"assume_llama\": true in a job, to read it as a \
+                 Llama-style decoder anyway"
+            .to_string(),
+    }
 }

@@ -246,6 +246,7 @@ fn describe(spec: &ModelSpec) -> String {
     if let Some(l) = spec.all_layers().next() {
         parts.push(attention(&l.attention.kind));
         parts.extend(windows(spec));
+        parts.extend(chunks(spec));
         if spec.all_layers().any(|l| l.attention.sinks) {
             parts.push("attention sinks".to_string());
         }
@@ -325,6 +326,24 @@ fn windows(spec: &ModelSpec) -> Option<String> {
             .unwrap_or(0),
         spec.num_layers()
     ))
+}
+
+/// Llama 4's attention chunk and NoPE layers, when any layer has them.
+fn chunks(spec: &ModelSpec) -> Option<String> {
+    let n = spec.num_layers();
+    let chunked: Vec<u64> = spec
+        .all_layers()
+        .filter_map(|l| l.attention.attention_chunk)
+        .collect();
+    let nope = spec.all_layers().filter(|l| l.attention.nope).count();
+    let mut out = Vec::new();
+    if let Some(c) = chunked.first() {
+        out.push(format!("attention chunk {c} on {}/{n} layers", chunked.len()));
+    }
+    if nope > 0 {
+        out.push(format!("no RoPE on {nope}/{n} layers"));
+    }
+    (!out.is_empty()).then(|| out.join(", "))
 }
 
 /// The experts (on how many layers) or the dense MLP of the first layer.

@@ -5,6 +5,21 @@ use crate::estimate::tape::Id;
 use crate::model::{DenseMlp, MoeMlp, Naming};
 
 impl Prog<'_> {
+    /// `hidden_states *= torch.empty_like(hidden_states).uniform_(1 - j, 1 + j)` in training,
+    /// `times` over (`MoeMlp::input_jitter`): each noise tensor is saved by the in-place
+    /// multiply for backward; the input itself is modified in place (no new tensor).
+    fn input_jitter(&mut self, x: Id, times: u64) -> Id {
+        if self.c.no_grad {
+            return x;
+        }
+        for _ in 0..times {
+            let noise = self.t.op(&[x], &[], self.t.elements(x), self.w(x));
+            self.t.keep(noise);
+            self.t.touch(x);
+        }
+        x
+    }
+
     pub(super) fn mlp(&mut self, x: Id, d: &DenseMlp, h: u64) -> Id {
         // T5's feed-forward drops out its inner activations before `wo`
         // (`T5DenseActDense` / `T5DenseGatedActDense`, `dropout_rate`): a mask of the inner
@@ -37,6 +52,7 @@ impl Prog<'_> {
     /// autocast's lists and casts its input to the weights' dtype, so with fp32 weights the
     /// expert path runs and saves in fp32 even under autocast, and makes no 16-bit weight copies.
     pub(super) fn moe(&mut self, x: Id, m: &MoeMlp, h: u64) -> Id {
+        let x = self.input_jitter(x, m.input_jitter);
         let logits = self.linear(x, h, m.experts, false);
         let probs = self.cast(logits, 4);
         let probs = self.t.op(&[probs], &[], self.tokens * m.experts, 4);

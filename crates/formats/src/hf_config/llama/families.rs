@@ -61,7 +61,13 @@ pub(super) enum Experts {
     /// Every layer MoE, no shared expert, experts `intermediate_size` wide (modeling_mixtral.py;
     /// also OLMoE's `OlmoeSparseMoeBlock` and Phi-3.5-MoE's `PhimoeSparseMoeBlock`), with the
     /// family's defaults of `num_local_experts`/`num_experts` and `num_experts_per_tok`.
-    Mixtral { experts: u64, top_k: u64 },
+    /// `jitter`: the key of the training-time input noise and how many times the block applies
+    /// it (Mixtral `router_jitter_noise` once, Phi-3.5-MoE `input_jitter_noise` twice).
+    Mixtral {
+        experts: u64,
+        top_k: u64,
+        jitter: Option<(&'static str, u64)>,
+    },
     /// Every `decoder_sparse_step`-th layer MoE except `mlp_only_layers`; `shared_ffn` is the
     /// default of `shared_expert_intermediate_size` where the family has a gated shared expert
     /// (Qwen2-MoE), `None` where it has none (Qwen3-MoE).
@@ -209,6 +215,7 @@ pub(super) const FAMILIES: &[Family] = &[
         experts: Experts::Mixtral {
             experts: 8,
             top_k: 2,
+            jitter: Some(("router_jitter_noise", 1)),
         },
         ..LLAMA
     },

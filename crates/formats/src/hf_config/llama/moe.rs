@@ -44,8 +44,17 @@ pub(super) fn moe_layout(
 ) -> Result<Option<MoeLayout>> {
     let layout = match experts {
         Experts::Dense => return Ok(None),
-        Experts::Mixtral { experts, top_k } => {
-            mixtral(cfg, activation, (experts, top_k, ffn_default))?
+        Experts::Mixtral {
+            experts,
+            top_k,
+            jitter,
+        } => {
+            let mut layout = mixtral(cfg, activation, (experts, top_k, ffn_default))?;
+            layout.template.input_jitter = match jitter {
+                Some((key, times)) if cfg.prob(&[key], 0.0)? > 0.0 => times,
+                _ => 0,
+            };
+            layout
         }
         Experts::Llama4 => super::new_families::llama4_moe(cfg, activation)?,
         Experts::GptOss => gpt_oss(cfg)?,
@@ -105,6 +114,7 @@ fn mixtral(
             shared: None,
             shared_gate: false,
             router_bias: false,
+            input_jitter: 0,
         },
         dense_layers: Vec::new(),
         first_dense: 0,
@@ -143,6 +153,7 @@ fn qwen(
             shared: (shared_ffn > 0).then(|| dense(shared_ffn, true, false, activation)),
             shared_gate: shared_ffn > 0,
             router_bias: false,
+            input_jitter: 0,
         },
         dense_layers: cfg.uint_list("mlp_only_layers")?,
         first_dense: 0,
@@ -185,6 +196,7 @@ fn deepseek(cfg: &Cfg, activation: &str, d: DeepSeekDefaults) -> Result<Option<M
                 .then(|| dense(expert_ffn.saturating_mul(shared), true, false, activation)),
             shared_gate: false,
             router_bias: false,
+            input_jitter: 0,
         },
         dense_layers: Vec::new(),
         first_dense: cfg.uint("first_k_dense_replace")?.unwrap_or(d.first_dense),
@@ -211,6 +223,7 @@ fn gpt_oss(cfg: &Cfg) -> Result<MoeLayout> {
             shared: None,
             shared_gate: false,
             router_bias: true,
+            input_jitter: 0,
         },
         dense_layers: Vec::new(),
         first_dense: 0,

@@ -32,6 +32,7 @@ pub(super) const OLMOE: Family = Family {
     experts: Experts::Mixtral {
         experts: 64,
         top_k: 8,
+        jitter: None,
     },
     ..LLAMA
 };
@@ -58,6 +59,7 @@ pub(super) const PHIMOE: Family = Family {
     experts: Experts::Mixtral {
         experts: 16,
         top_k: 2,
+        jitter: Some(("input_jitter_noise", 2)),
     },
     lm_head_bias: true,
     ..LLAMA
@@ -171,6 +173,7 @@ pub(super) fn llama4_moe(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
             shared: Some(dense(ffn, true, false, activation)),
             shared_gate: false,
             router_bias: false,
+            input_jitter: 0,
         },
         dense_layers,
         first_dense: 0,

@@ -370,8 +370,11 @@ fn head_and_loss(
     } else {
         0
     };
+    let chunked_output = job.loss == crate::job::LossKernel::ChunkedOutput;
     let loss = if train && lm_head && chunked {
         stages::loss_chunked(spec, b, s, num)
+    } else if train && lm_head && chunked_output {
+        stages::loss_chunked_output(spec, b, s, logits_width)
     } else if train && lm_head {
         let width = stages::loss_width(spec, num, logits_width);
         stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input)

@@ -246,8 +246,14 @@ job_enum!(
     Offload { None = "none", Optimizer = "optimizer", OptimizerParams = "optimizer+params" }
 );
 job_enum!(
-    /// How the training loss is computed.
-    LossKernel { Standard = "standard", Chunked = "chunked" }
+    /// How the training loss is computed: `standard` (the logits whole), `chunked` (a fused
+    /// linear cross-entropy: no logits), `chunked-output` (torchtune's
+    /// `CEWithChunkedOutputLoss`: 16-bit logits in 8 chunks, each upcast in turn).
+    LossKernel {
+        Standard = "standard",
+        Chunked = "chunked",
+        ChunkedOutput = "chunked-output",
+    }
 );
 job_enum!(
     /// When CUDA loads kernels into the context (contract `cuda_module_loading`).

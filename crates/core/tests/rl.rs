@@ -191,12 +191,18 @@ fn dpo_trains_on_pairs_with_a_reference() {
     assert_eq!(f.phases.len(), 1);
     assert_eq!(f.peak_phase, "training");
     assert_eq!(phase(&r, "training").roles.reference_model, 6_820_864);
-    // The step is a training step of batch 4 at 300 tokens.
-    let plain = run(json!({"model": tiny(), "batch": 4, "seq": 300, "gpu": "a100-80gb"}));
-    assert_eq!(
-        r.per_gpu.peak_allocated.unwrap(),
-        plain.per_gpu.peak_allocated.unwrap() + 6_820_864
+    // The step is the DPO training step of 2 pairs (4 rows) at 300 tokens with a frozen
+    // reference (`estimate/dpo.rs`, `tests/dpo_step.rs`): TRL's loss and the reference's
+    // no-grad forward, the reference's weights held beside the policy's.
+    let dpo = run(
+        json!({"model": tiny(), "batch": 2, "seq": 300, "gpu": "a100-80gb",
+                         "reference_model": "frozen"}),
     );
+    assert_eq!(r.per_gpu.peak_allocated, dpo.per_gpu.peak_allocated);
+    assert!(r
+        .timeline
+        .iter()
+        .any(|p| p.label == "forward: reference model forward (no_grad)"));
 }
 
 /// vLLM refuses to start when less than utilization × total is free at start-up (the trainer

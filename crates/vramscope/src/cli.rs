@@ -40,7 +40,7 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   torch_version today's (1.10: softmax saves its input, eager kernels, zeroed gradients,
          no SDPA; each default the release implies yields to a field set explicitly)
   optimizer_in_backward false · activation_offload none · compile false (train techniques)
-  reference_model none (frozen: a DPO reference copy) · packing false (train)
+  reference_model none (frozen/precomputed: a DPO step, batch = pairs) · packing false (train)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null

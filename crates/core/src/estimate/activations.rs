@@ -43,6 +43,9 @@ pub struct ForwardPlan {
     pub logits_grad_input: u64,
     /// `activation_bytes_per_layer`: bytes one block keeps (median over blocks).
     pub bytes_per_layer: u64,
+    /// A DPO step's frozen reference: its no-grad forward's working set after the policy's
+    /// loss (`estimate/dpo.rs`); 0 otherwise.
+    pub reference_forward: u64,
 }
 
 impl ForwardPlan {
@@ -144,6 +147,7 @@ pub fn forward(
         loss: parts.loss,
         logits_grad_input: super::round_size(tokens * h * num.compute),
         bytes_per_layer,
+        reference_forward: 0,
     })
 }
 
@@ -366,8 +370,11 @@ fn head_and_loss(
     } else {
         0
     };
+    let chunked_output = job.loss == crate::job::LossKernel::ChunkedOutput;
     let loss = if train && lm_head && chunked {
         stages::loss_chunked(spec, b, s, num)
+    } else if train && lm_head && chunked_output {
+        stages::loss_chunked_output(spec, b, s, logits_width)
     } else if train && lm_head {
         let width = stages::loss_width(spec, num, logits_width);
         stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input)

@@ -109,6 +109,9 @@ pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     if job.task == Task::Rl {
         return super::rl::run(model, job);
     }
+    if super::dpo::is_dpo(job) {
+        return super::dpo::run(model, job);
+    }
     run_edited(model, job, None)
 }
 
@@ -660,6 +663,15 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     w.add(Activations, plan.loss.saved);
     w.mark("forward", "loss".into(), plan.loss.forward_transient);
     w.sub(Activations, cached_copies);
+    // DPO: the reference's no-grad forward after the policy's (accelerate's autocast wraps
+    // each model's forward, so the policy's cached weight copies are gone by then).
+    if plan.reference_forward > 0 {
+        w.mark(
+            "forward",
+            "reference model forward (no_grad)".into(),
+            plan.reference_forward,
+        );
+    }
 }
 
 /// The backward: the loss gradient first (three fp32 b·s·V tensors live together), the head,

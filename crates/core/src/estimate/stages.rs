@@ -257,6 +257,66 @@ pub fn loss_chunked(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> Lo
     }
 }
 
+/// torchtune's chunks of output (`TransformerDecoder.chunked_output`,
+/// `CEWithChunkedOutputLoss(num_output_chunks=8)`).
+pub const OUTPUT_CHUNKS: u64 = 8;
+
+/// torchtune's `CEWithChunkedOutputLoss` (`torchtune/modules/loss/ce_chunked_output_loss.py`)
+/// on the chunks of `TransformerDecoder.chunked_output` (`torchtune/modules/transformer.py`):
+/// the output projection makes the logits in [`OUTPUT_CHUNKS`] chunks along the sequence, in the
+/// model's dtype, all kept in a list until the recipe's `del logits` after the loss
+/// (`recipes/full_finetune_single_device.py`); each chunk is upcast to fp32 and
+/// cross-entropied in turn, its log-softmax saved (fp32) and its upcast copy freed. Labels: the
+/// recipe's left shift (`torch.hstack`, a new int64 `[b, s]`) and each chunk flattened (a copy
+/// of a strided chunk). Backward runs the chunks' losses before any chunk's projection (their
+/// autograd nodes are newer): the first chunk's `nll_loss` and `log_softmax` gradients (fp32)
+/// are live together beside all the saved log-softmax; each chunk then leaves its 16-bit
+/// gradient, so when the projections' backward begins all of `dlogits` (the logits' size) is
+/// live.
+pub fn loss_chunked_output(
+    spec: &ModelSpec,
+    batch: u64,
+    seq: u64,
+    logits_width: u64,
+) -> LossMemory {
+    let v = spec.vocab_size;
+    let n = OUTPUT_CHUNKS.min(seq.max(1));
+    // torch.chunk: chunks of ⌈s / n⌉ positions, the last one the rest.
+    let per = seq.div_ceil(n);
+    let chunks: Vec<u64> = (0..n)
+        .map(|i| seq.saturating_sub(i * per).min(per))
+        .filter(|&c| c > 0)
+        .collect();
+    let fp32 = |c: u64| round_size(batch * c * v * 4);
+    let largest = chunks.iter().copied().max().unwrap_or(0);
+    let saved: u64 = chunks.iter().map(|&c| fp32(c)).sum();
+    let labels = round_size(batch * seq * 8)
+        + chunks
+            .iter()
+            .map(|&c| round_size(batch * c * 8))
+            .sum::<u64>();
+    let logits: u64 = chunks
+        .iter()
+        .map(|&c| round_size(batch * c * v * logits_width))
+        .sum();
+    // The upcast is a copy only when the logits are not fp32 already (`.float()`).
+    let upcast = if logits_width == 4 { 0 } else { fp32(largest) };
+    // Backward, last chunk first: its two fp32 gradients on top of what is live then (each
+    // earlier-run chunk has released its saved log-softmax and left its 16-bit gradient).
+    let mut done: i128 = 0;
+    let mut top: i128 = 0;
+    for &c in chunks.iter().rev() {
+        top = top.max(done + 2 * fp32(c) as i128);
+        done += round_size(batch * c * v * logits_width) as i128 - fp32(c) as i128;
+    }
+    LossMemory {
+        saved: saved + labels,
+        forward_transient: logits + upcast,
+        backward_transient: top.max(0) as u64,
+        dlogits: logits,
+    }
+}
+
 /// Masked-LM classes whose loss is transformers' `ForMaskedLMLoss` (`loss/loss_utils.py`:
 /// `logits = logits.float()` first), read off transformers 5.24's `models/*/modeling_*.py`:
 /// the other 43 `...ForMaskedLM` classes (BERT, RoBERTa, ALBERT, DeBERTa, ELECTRA, ...) call

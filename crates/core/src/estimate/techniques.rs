@@ -163,21 +163,24 @@ fn reference_warnings(job: &ResolvedJob, st: &StateBytes, out: &mut Vec<String>)
     match job.techniques.reference_model {
         ReferenceModel::Frozen if job.peft.is_some() => out.push(
             "reference model: with PEFT TRL makes no copy (the reference is the base model with \
-             the adapters disabled), so no reference weights are added"
+             the adapters disabled), so no reference weights are added; its no_grad forward \
+             still runs after the policy's; batch counts pairs (2 x batch rows)"
                 .into(),
         ),
         ReferenceModel::Frozen => {
             let half = st.resident.parameters / 2;
             out.push(format!(
                 "reference model: a frozen copy of the weights ({}) is held through the step; \
-                 its no_grad forward saves nothing, and its transient working set (its logits) \
-                 is not added",
+                 its no_grad forward runs after the policy's (TRL DPOTrainer) and saves \
+                 nothing; its logits are the timeline's reference event; batch counts pairs \
+                 (2 x batch rows)",
                 crate::text::bytes(half)
             ));
         }
         ReferenceModel::Precomputed => out.push(
             "reference model: log-probabilities precomputed before training (TRL \
-             precompute_ref_log_probs): no reference weights while the policy trains"
+             precompute_ref_log_probs): no reference weights or forward while the policy \
+             trains; batch counts pairs (2 x batch rows)"
                 .into(),
         ),
         ReferenceModel::None => {}

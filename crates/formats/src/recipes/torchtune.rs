@@ -250,8 +250,9 @@ fn optimizer(o: &Doc, r: &mut Reading) -> Result<(), String> {
 }
 
 /// The loss: torchtune's `LinearCrossEntropyLoss` makes and differentiates the logits chunk by
-/// chunk (the job's `loss: chunked`); `CEWithChunkedOutputLoss` still materializes the 16-bit
-/// logits and upcasts them chunk by chunk, which no job field says yet.
+/// chunk (the job's `loss: chunked`); `CEWithChunkedOutputLoss` materializes the 16-bit logits
+/// in 8 chunks and upcasts them chunk by chunk (`loss: chunked-output`; another
+/// `num_output_chunks` is listed as not modelled).
 fn loss(l: &Doc, r: &mut Reading) -> Result<(), String> {
     let Some(c) = str_of(l, "_component_")? else {
         return Ok(());
@@ -259,10 +260,15 @@ fn loss(l: &Doc, r: &mut Reading) -> Result<(), String> {
     let name = c.rsplit('.').next().unwrap_or(c);
     match name {
         "LinearCrossEntropyLoss" => r.set("loss", json!("chunked"), format!("loss {name}")),
-        "CEWithChunkedOutputLoss" => r.not_modelled(
-            &format!("loss {name}"),
-            "loss: 16-bit logits kept, upcast to fp32 chunk by chunk; estimated as standard",
-        ),
+        "CEWithChunkedOutputLoss" => {
+            r.set("loss", json!("chunked-output"), format!("loss {name}"));
+            if let Some(n) = count_of(l, "num_output_chunks")?.filter(|&n| n != 8) {
+                r.not_modelled(
+                    &format!("loss num_output_chunks {n}"),
+                    "loss: chunked-output (8 chunks)",
+                );
+            }
+        }
         "DPOLoss" | "RSOLoss" | "SimPOLoss" => r.not_modelled(
             &format!("loss {name}"),
             "task rl, rl.algorithm dpo, rl.reference_model",

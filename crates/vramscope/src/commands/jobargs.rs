@@ -126,8 +126,9 @@ pub struct JobArgs {
     /// warnings. [default: off]
     #[arg(long, help_heading = "Job")]
     pub compile: bool,
-    /// Train: a DPO reference model beside the policy, `none`, `frozen` (a frozen copy of the
-    /// weights, run under no_grad) or `precomputed` (TRL `precompute_ref_log_probs`).
+    /// Train: a DPO step (TRL DPOTrainer; --batch counts pairs, 2 x batch rows) with its
+    /// reference model, `frozen` (a frozen copy of the weights, its no_grad forward after the
+    /// policy's) or `precomputed` (TRL `precompute_ref_log_probs`); `none`: no DPO.
     /// [default: none]
     #[arg(long, value_name = "HOW", help_heading = "Job")]
     pub dpo_reference: Option<String>,

@@ -69,7 +69,7 @@ pub(super) fn policy_step(
     let k = rl.completion_len;
     let edit = |spec: &ModelSpec, plan: &mut ForwardPlan| {
         if dpo {
-            Ok(())
+            crate::estimate::dpo::edit(spec, &tj, rl.reference_model, plan)
         } else {
             completion_logits(spec, &tj, k, plan)
         }

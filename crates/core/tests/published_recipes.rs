@@ -1,0 +1,91 @@
+//! torchtune's published "Optimization flags" ladder (README.md, Llama 3.2 3B, batch 2, packed
+//! to 4,096 tokens, bf16, A100; `validation/published-recipes.json`, the figures read off the
+//! table by a person, "Peak Memory Active (GiB)"). Only what vramscope models is asserted: the
+//! eager row within its tolerance, and the eager estimate as an upper bound of the compiled
+//! rows (`compile` is estimated as eager). Each row's error is in ACCURACY.md.
+
+use serde_json::Value;
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_job_model;
+
+fn cases() -> Vec<Value> {
+    let path = format!(
+        "{}/../../validation/published-recipes.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn peak(job: &Value) -> u64 {
+    let j: Job = serde_json::from_value(job.clone()).unwrap();
+    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let r = estimate(&model.into_input(), &j.resolve(max).unwrap()).unwrap();
+    r.per_gpu.peak_allocated.unwrap()
+}
+
+fn gib(x: f64) -> u64 {
+    (x * (1u64 << 30) as f64).round() as u64
+}
+
+/// The ladder's rows as published (GiB), in the table's order.
+const LADDER: [(&str, f64); 9] = [
+    ("packed", 60.0),
+    ("compile", 51.0),
+    ("chunked-ce", 42.9),
+    ("ac", 24.9),
+    ("oib", 23.1),
+    ("offload", 21.8),
+    ("8bit", 17.6),
+    ("lora", 8.5),
+    ("qlora", 4.6),
+];
+
+fn case<'a>(all: &'a [Value], row: &str) -> &'a Value {
+    let id = format!("torchtune-llama3.2-3b-ladder-{row}-a100");
+    all.iter().find(|c| c["id"] == id.as_str()).unwrap()
+}
+
+/// Every case carries the figure read off the table, and the row's technique.
+#[test]
+fn ladder_cases_carry_the_published_figures() {
+    let all = cases();
+    for (row, published) in LADDER {
+        let c = case(&all, row);
+        assert_eq!(c["expected_bytes"].as_u64(), Some(gib(published)), "{row}");
+        assert_eq!(c["metric"], "per_gpu.peak_allocated", "{row}");
+    }
+    assert_eq!(case(&all, "packed")["job"]["compile"], Value::Null);
+    assert_eq!(case(&all, "compile")["job"]["compile"], true);
+    assert_eq!(case(&all, "ac")["job"]["checkpointing"], "full");
+    assert_eq!(case(&all, "oib")["job"]["optimizer_in_backward"], true);
+    assert_eq!(case(&all, "offload")["job"]["activation_offload"], "cpu");
+    assert_eq!(case(&all, "qlora")["job"]["peft"]["method"], "qlora");
+}
+
+/// The packed row is an eager step of things vramscope models (full fine-tune, torch AdamW,
+/// no checkpointing, the standard loss): within its 15 % tolerance.
+#[test]
+fn eager_packed_row_within_tolerance() {
+    let all = cases();
+    let c = case(&all, "packed");
+    let (got, want) = (peak(&c["job"]), gib(60.0));
+    let err = (got as f64 - want as f64) / want as f64;
+    assert!(
+        err.abs() <= c["tolerance"].as_f64().unwrap(),
+        "{got} vs {want} ({err:+.3})"
+    );
+}
+
+/// From "+ Compile" on every row runs compiled; the eager estimate is at or above each figure.
+#[test]
+fn compiled_rows_are_bounded_by_the_eager_estimate() {
+    let all = cases();
+    for (row, published) in &LADDER[1..] {
+        let c = case(&all, row);
+        assert_eq!(c["job"]["compile"], true, "{row}");
+        let got = peak(&c["job"]);
+        assert!(got >= gib(*published), "{row}: {got} below {published} GiB");
+    }
+}

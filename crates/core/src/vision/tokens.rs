@@ -37,6 +37,26 @@ pub enum ImageTokens {
         pinpoints: Vec<(u64, u64)>,
         class_token: bool,
     },
+    /// Pixtral / Mistral 3 (`image_processing_pixtral.py` `get_resize_output_image_size`,
+    /// `processing_pixtral.py`): the image shrunk to fit `longest_edge`, each side rounded up
+    /// to a multiple of `patch·merge`; the tower sees every patch, the language model one
+    /// token per `merge × merge` patches plus one `[IMG_BREAK]` / `[IMG_END]` per row.
+    Pixtral {
+        patch: u64,
+        merge: u64,
+        longest_edge: u64,
+    },
+    /// Idefics3 / SmolVLM image splitting (`image_processing_smolvlm.py`
+    /// `get_number_of_image_patches`, `processing_smolvlm.py` `_prompt_split_image`): the
+    /// longest side resized to `longest_edge`, cut into `tile`-pixel squares plus one global
+    /// image; each tower image gives `(tile/patch)² / scale²` tokens after the pixel shuffle.
+    Idefics3 {
+        tile: u64,
+        longest_edge: u64,
+        patch: u64,
+        scale: u64,
+        split: bool,
+    },
 }
 
 /// What one image costs.
@@ -91,6 +111,18 @@ impl ImageTokens {
                 ref pinpoints,
                 class_token,
             } => anyres(height, width, image_size, patch, pinpoints, class_token),
+            ImageTokens::Pixtral {
+                patch,
+                merge,
+                longest_edge,
+            } => super::tiling::pixtral(height, width, patch, merge, longest_edge),
+            ImageTokens::Idefics3 {
+                tile,
+                longest_edge,
+                patch,
+                scale,
+                split,
+            } => super::tiling::idefics3(height, width, tile, longest_edge, patch, scale, split),
         }
     }
 }

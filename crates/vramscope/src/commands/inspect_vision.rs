@@ -54,6 +54,17 @@ pub fn describe(v: &Vision) -> String {
         Projector::QwenMerger { merge, out, .. } => format!("{merge}×{merge} merger → {out}"),
         Projector::LlavaMlp { out, .. } => format!("2-layer MLP → {out}"),
         Projector::Gemma3 { out } => format!("pooled, RMSNorm, linear → {out}"),
+        Projector::Mistral3 { merge, out, .. } => {
+            format!("RMSNorm, {merge}×{merge} patch merger, 2-layer MLP → {out}")
+        }
+        Projector::PixelShuffle { scale, out } => {
+            format!("{scale}×{scale} pixel shuffle, linear → {out}")
+        }
+        Projector::Qwen3Merger {
+            merge,
+            out,
+            deepstack,
+        } => format!("{merge}×{merge} merger → {out}, {deepstack} DeepStack mergers"),
     };
     let tokens = match &v.tokens {
         ImageTokens::QwenDynamic {
@@ -76,6 +87,26 @@ pub fn describe(v: &Vision) -> String {
             "anyres tiles of {image_size} px over {} grids, plus the base image",
             pinpoints.len()
         ),
+        ImageTokens::Pixtral {
+            patch,
+            merge,
+            longest_edge,
+        } => format!(
+            "native resolution up to {longest_edge} px, one token per {p}×{p} px plus one per row",
+            p = patch * merge
+        ),
+        ImageTokens::Idefics3 {
+            tile,
+            longest_edge,
+            split,
+            ..
+        } => {
+            if *split {
+                format!("longest side {longest_edge} px cut into {tile} px tiles plus a global image")
+            } else {
+                format!("one {tile} px image")
+            }
+        }
     };
     format!(
         "  vision: {} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \

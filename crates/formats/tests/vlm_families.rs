@@ -133,7 +133,10 @@ fn image_tokens_per_family() {
     assert_eq!(tokens(smol, 300, 500), (863, 13, 1024));
     // Qwen3-VL (32 px factor), 1024×768: round(768/32) = 24 → 768, round(1024/32) = 32 →
     // 1024; 786,432 px within 65,536…16,777,216; patches 48·64 = 3072, tokens 768.
-    assert_eq!(tokens("qwen3-vl-4b-instruct.json", 1024, 768), (768, 1, 3072));
+    assert_eq!(
+        tokens("qwen3-vl-4b-instruct.json", 1024, 768),
+        (768, 1, 3072)
+    );
     // 100×100 is below min_pixels 65,536: round(100/32) = 3 → 96, 96² = 9216 < 65,536;
     // beta = √(65,536/10,000) = 2.56; ceil(100·2.56/32) = ceil(8) = 8 → 256 px square:
     // patches 16·16 = 256, tokens 64.
@@ -150,15 +153,22 @@ fn preprocessor_config_sets_the_tiling() {
     let smol = "smolvlm2-500m-video-instruct.json";
     let mut m = load_model(&fixture(smol)).unwrap();
     let spec = m.spec.as_mut().unwrap();
-    let text =
-        std::fs::read_to_string(fixture("smolvlm2-500m-video-instruct.preprocessor_config.json"))
-            .unwrap();
+    let text = std::fs::read_to_string(fixture(
+        "smolvlm2-500m-video-instruct.preprocessor_config.json",
+    ))
+    .unwrap();
     let apply = |spec: &mut vramscope_core::model::ModelSpec, t: &str| {
         vramscope_formats::hf_config::apply_preprocessor(spec, t, "preprocessor_config.json")
     };
     apply(spec, &text).unwrap();
     let cost = |spec: &vramscope_core::model::ModelSpec| {
-        let c = spec.vision.as_ref().unwrap().tokens.cost(1024, 768).unwrap();
+        let c = spec
+            .vision
+            .as_ref()
+            .unwrap()
+            .tokens
+            .cost(1024, 768)
+            .unwrap();
         (c.tokens, c.tower_images)
     };
     assert_eq!(cost(spec), (862, 13));
@@ -176,7 +186,13 @@ fn preprocessor_config_sets_the_tiling() {
     let mut m = load_model(&fixture("mistral-small-3.1-24b-instruct.json")).unwrap();
     let spec = m.spec.as_mut().unwrap();
     apply(spec, r#"{"size": {"longest_edge": 1024}}"#).unwrap();
-    let c = spec.vision.as_ref().unwrap().tokens.cost(4000, 3000).unwrap();
+    let c = spec
+        .vision
+        .as_ref()
+        .unwrap()
+        .tokens
+        .cost(4000, 3000)
+        .unwrap();
     assert_eq!(c.tokens, 1064);
 }
 
@@ -200,4 +216,122 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// `idefics3` (Idefics3-8B's family) on a tiny config written for this test, inline:
+/// transformers 5.24 counts 246,752 = tower 36,512 + connector 8,192 + language 202,048 (the
+/// command in the header, on this JSON). Tower by hand: patch embedding 32·3·14·14 + 32 =
+/// 18,848, positions (56/14)² = 16 rows · 32 = 512; a layer = norms 4·32 + q/k/v/out 4·(32² +
+/// 32) + fc1 64·32 + 64 + fc2 32·64 + 32 = 8,544, × 2 = 17,088; post_layernorm 64 → 36,512.
+/// Connector: 2×2 shuffle, 32·4 = 128 → 64 without bias = 8,192. Tokens: tiles of 56 px,
+/// longest edge 4·56 = 224 (the processor's default ratio), seq (56/14)²/2² = 4: a 112×28
+/// image (w×h) → 224 × 56 → 1 row × 4 cols → 4·(4 + 2) + 1 + 4 + 3 = 32 tokens, 5 tower images.
+#[test]
+fn tiny_idefics3() {
+    let text = r#"{"model_type": "idefics3", "architectures": ["Idefics3ForConditionalGeneration"],
+        "scale_factor": 2, "vision_config": {"hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 64, "image_size": 56, "patch_size": 14},
+        "text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 1000}}"#;
+    assert_eq!(18_848 + 512 + 2 * 8_544 + 64, 36_512u64);
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    let m = vramscope_formats::model_source::load_inline_config(&v).unwrap();
+    let by = m.inventory.as_ref().unwrap().by_part();
+    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
+    assert_eq!(
+        (
+            m.params_total,
+            get(Part::Vision),
+            get(Part::Projector),
+            get(Part::Language)
+        ),
+        (246_752, 36_512, 8_192, 202_048)
+    );
+    let c = m
+        .spec
+        .unwrap()
+        .vision
+        .unwrap()
+        .tokens
+        .cost(112, 28)
+        .unwrap();
+    assert_eq!((c.tokens, c.tower_images, c.tower_seq), (32, 5, 16));
+}
+
+fn resolve(
+    name: &str,
+    job: serde_json::Value,
+) -> (
+    vramscope_core::estimate::ModelInput,
+    vramscope_core::job::ResolvedJob,
+) {
+    let m = load_model(&fixture(name)).unwrap();
+    let max = m.spec.as_ref().unwrap().max_position_embeddings;
+    let job: vramscope_core::job::Job = serde_json::from_value(job).unwrap();
+    (m.into_input(), job.resolve(max).unwrap())
+}
+
+/// The images' tokens lengthen the sequence by each family's rule (worked in
+/// `image_tokens_per_family`): two 1024×768 images on Mistral 3 add 2·1064 to seq 512 → 2640;
+/// `freeze: ["vision"]` on Qwen3-VL-4B leaves 4,437,815,808 − 306,242,560 = 4,131,573,248
+/// trainable (transformers' counts, above), and a frozen tower saves nothing, so the
+/// trained one keeps more.
+#[test]
+fn images_and_freezing_in_the_step() {
+    let (input, job) = resolve(
+        "mistral-small-3.1-24b-instruct.json",
+        serde_json::json!({"task": "infer", "seq": 512,
+            "images": {"count": 2, "width": 1024, "height": 768}}),
+    );
+    let r = vramscope_core::estimate::estimate(&input, &job).unwrap();
+    assert_eq!((r.job.seq, r.job.image_tokens), (2_640, 2_128));
+    let step = |freeze: serde_json::Value| {
+        let (input, job) = resolve(
+            "qwen3-vl-4b-instruct.json",
+            serde_json::json!({"seq": 256, "precision": "bf16", "freeze": freeze,
+                "images": {"count": 1, "width": 512, "height": 512}}),
+        );
+        vramscope_core::estimate::estimate(&input, &job).unwrap()
+    };
+    let (full, frozen) = (
+        step(serde_json::json!([])),
+        step(serde_json::json!(["vision"])),
+    );
+    assert_eq!(frozen.model.params_trainable, 4_131_573_248);
+    // What the embeddings stage (the tower and projector run there) keeps for backward.
+    let kept = |r: &vramscope_core::report::Report| {
+        let spec = load_model(&fixture("qwen3-vl-4b-instruct.json"))
+            .unwrap()
+            .spec
+            .unwrap();
+        let f = vramscope_core::estimate::activations::forward;
+        f(&spec, &r.job, &mut Vec::new()).unwrap().embedding.kept
+    };
+    // A trained tower keeps at least each of its 24 blocks' input: 512×512 px → 32·32 = 1024
+    // patches × 1024 wide × 2 B = 2 MiB per block.
+    assert!(kept(&full) >= kept(&frozen) + 24 * 1024 * 1024 * 2);
+}
+
+/// `fit` answers "how many images of this size fit at this context" for a new family: for
+/// Qwen3-VL-8B with LoRA at seq 1024 on an H100, the answer n is checked against the
+/// estimator itself — n 1024×768 images per sequence fit the GPU, n + 1 do not.
+#[test]
+fn fit_answers_max_images_for_qwen3_vl() {
+    let base = serde_json::json!({"seq": 1024, "gpu": "h100-80gb",
+        "peft": {"method": "lora", "rank": 16},
+        "images": {"count": 1, "width": 1024, "height": 768}});
+    let (input, job) = resolve("qwen3-vl-8b-instruct.json", base.clone());
+    let answer = vramscope_core::fit::fit(&input, &job).unwrap();
+    let n = answer.max_images.flatten().unwrap();
+    assert!(n >= 1);
+    let fits = |count: u64| {
+        let mut j = base.clone();
+        j["images"]["count"] = count.into();
+        let (input, job) = resolve("qwen3-vl-8b-instruct.json", j);
+        let r = vramscope_core::estimate::estimate(&input, &job).unwrap();
+        r.fit.unwrap().fits
+    };
+    assert!(fits(n), "{n} images");
+    assert!(!fits(n + 1), "{} images", n + 1);
 }

@@ -32,7 +32,13 @@ fn tmp(name: &str) -> PathBuf {
 /// `estimate MODEL --images 1x1024x768 --json` → the image tokens the Report echoes.
 fn image_tokens(model: &str, home: &std::path::Path, endpoint: &str, offline: bool) -> u64 {
     let mut c = Command::cargo_bin("vramscope").unwrap();
-    for k in ["HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "HTTPS_PROXY", "HTTP_PROXY"] {
+    for k in [
+        "HF_TOKEN",
+        "HF_HUB_OFFLINE",
+        "HF_HUB_CACHE",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+    ] {
         c.env_remove(k);
     }
     c.env("HF_ENDPOINT", endpoint)
@@ -54,7 +60,8 @@ fn image_tokens(model: &str, home: &std::path::Path, endpoint: &str, offline: bo
     v["job"]["image_tokens"].as_u64().unwrap()
 }
 
-const SMALL_EDGE: &str = r#"{"size": {"longest_edge": 1024}, "max_image_size": {"longest_edge": 512}}"#;
+const SMALL_EDGE: &str =
+    r#"{"size": {"longest_edge": 1024}, "max_image_size": {"longest_edge": 512}}"#;
 
 #[test]
 fn a_local_directory_reads_its_preprocessor_config() {
@@ -110,10 +117,15 @@ fn a_hub_repo_reads_its_preprocessor_config_and_the_cache_keeps_it() {
     repos.insert("acme/smolvlm2".to_string(), repo);
     let mock = hub::start(hub::hub(repos, None));
     let dir = tmp("hub");
-    assert_eq!(image_tokens("hf://acme/smolvlm2", &dir, &mock.url(), false), 333);
+    assert_eq!(
+        image_tokens("hf://acme/smolvlm2", &dir, &mock.url(), false),
+        333
+    );
     let asked: Vec<String> = mock.requests().into_iter().map(|r| r.path).collect();
     assert!(
-        asked.iter().any(|p| p.ends_with("/preprocessor_config.json")),
+        asked
+            .iter()
+            .any(|p| p.ends_with("/preprocessor_config.json")),
         "{asked:?}"
     );
     // Offline, from vramscope's cache: the same rule.

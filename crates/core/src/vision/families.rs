@@ -23,7 +23,11 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         let shape = vec![h, t.channels, t.temporal_patch, t.patch, t.patch];
         o.push(format!("{root}.patch_embed.proj.weight"), shape, e)?;
         o.push(format!("{root}.patch_embed.proj.bias"), vec![h], e)?;
-        o.push(format!("{root}.pos_embed.weight"), vec![t.position_rows, h], e)?;
+        o.push(
+            format!("{root}.pos_embed.weight"),
+            vec![t.position_rows, h],
+            e,
+        )?;
         for i in 0..t.layers {
             block(v, &format!("{root}.blocks.{i}"), o)?;
         }
@@ -59,13 +63,25 @@ pub(super) fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
             let p = "model.multi_modal_projector";
             o.norm(&format!("{p}.norm"), NormKind::RmsNorm, h)?;
             let wide = h * merge * merge;
-            o.linear(&format!("{p}.patch_merger.merging_layer"), wide, h, false, m)?;
+            o.linear(
+                &format!("{p}.patch_merger.merging_layer"),
+                wide,
+                h,
+                false,
+                m,
+            )?;
             o.linear(&format!("{p}.linear_1"), h, out, bias, m)?;
             o.linear(&format!("{p}.linear_2"), out, out, bias, m)
         }
         Projector::PixelShuffle { scale, out } => {
             let wide = h * scale * scale;
-            o.linear("model.connector.modality_projection.proj", wide, out, false, m)
+            o.linear(
+                "model.connector.modality_projection.proj",
+                wide,
+                out,
+                false,
+                m,
+            )
         }
         Projector::Qwen3Merger {
             merge,

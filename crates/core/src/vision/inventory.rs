@@ -35,7 +35,12 @@ pub(super) struct Out<'a> {
 }
 
 impl Out<'_> {
-    pub(super) fn push(&mut self, name: String, shape: Vec<u64>, c: Component) -> Result<(), CoreError> {
+    pub(super) fn push(
+        &mut self,
+        name: String,
+        shape: Vec<u64>,
+        c: Component,
+    ) -> Result<(), CoreError> {
         self.out
             .push(Tensor::new(name, shape, self.dtype, None, c)?);
         Ok(())

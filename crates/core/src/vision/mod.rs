@@ -161,7 +161,11 @@ pub enum Projector {
     /// (`merge²·hidden` square), GELU, `linear_fc2` → out; plus one DeepStack merger per
     /// `deepstack_visual_indexes` entry (the LayerNorm over the merged width instead), whose
     /// outputs are added to the first language layers' hidden states.
-    Qwen3Merger { merge: u64, out: u64, deepstack: u64 },
+    Qwen3Merger {
+        merge: u64,
+        out: u64,
+        deepstack: u64,
+    },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

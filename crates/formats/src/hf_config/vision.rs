@@ -171,7 +171,11 @@ fn qwen2_5_vl(v: &Cfg) -> Result<Vision> {
 }
 
 /// A CLIP (`clip_vision_model`) or SigLIP tower with the family's defaults.
-pub(super) fn vit(v: &Cfg, kind: TowerKind, d: (u64, u64, u64, u64, u64, u64, &str)) -> Result<Tower> {
+pub(super) fn vit(
+    v: &Cfg,
+    kind: TowerKind,
+    d: (u64, u64, u64, u64, u64, u64, &str),
+) -> Result<Tower> {
     let (hidden, ffn, layers, heads, image, patch, act) = d;
     let hidden = v.size(&["hidden_size"], Some(hidden))?;
     let image = v.size(&["image_size"], Some(image))?;
@@ -346,7 +350,9 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
             if let Some(m) = from_size("longest_edge").filter(|&m| m > 0) {
                 *longest_edge = m;
             }
-            let max = obj.get("max_image_size").and_then(|m| m.get("longest_edge"));
+            let max = obj
+                .get("max_image_size")
+                .and_then(|m| m.get("longest_edge"));
             if let Some(m) = max.and_then(Value::as_u64).filter(|&m| m > 0) {
                 *tile = m;
             }

@@ -21,7 +21,10 @@ pub(super) fn mistral3(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
     } else {
         (16, 1024)
     };
-    if t.obj.get("vision_feature_layer").is_some_and(Value::is_array) {
+    if t.obj
+        .get("vision_feature_layer")
+        .is_some_and(Value::is_array)
+    {
         return Err(t.err(
             "vision_feature_layer",
             "a list of feature layers (the projector's input widened per layer) is not modelled",

@@ -102,7 +102,9 @@ pub fn describe(v: &Vision) -> String {
             ..
         } => {
             if *split {
-                format!("longest side {longest_edge} px cut into {tile} px tiles plus a global image")
+                format!(
+                    "longest side {longest_edge} px cut into {tile} px tiles plus a global image"
+                )
             } else {
                 format!("one {tile} px image")
             }

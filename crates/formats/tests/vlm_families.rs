@@ -335,3 +335,51 @@ fn fit_answers_max_images_for_qwen3_vl() {
     assert!(fits(n), "{n} images");
     assert!(!fits(n + 1), "{} images", n + 1);
 }
+
+/// InternVL (`internvl`): the real InternViT-300M `vision_config` that OpenGVLab's
+/// conversion to the transformers format writes into every InternVL 3 / 3.5 checkpoint below
+/// 38 B (`vit_300m_config`, source in the README), with a tiny Qwen2 text model written for
+/// this test. transformers 5.24 counts 304,489,152 = tower 304,012,288 + projector 274,560 +
+/// language 202,304. Tower by hand: cls 1,024 + positions 1,025·1,024 + patch conv
+/// 1,024·3·14·14 + 1,024 = 1,653,760; a layer = λ₁, λ₂ 2,048 + q/k/v/projection 4·(1,024² +
+/// 1,024) + fc1 4,096·1,024 + 4,096 + fc2 1,024·4,096 + 1,024 + 2 LayerNorms 4,096 =
+/// 12,598,272, × 24 → 304,012,288 (InternViT-300M). Projector: LayerNorm 2·4,096 + linear_1
+/// 4,096·64 + 64 + linear_2 64·64 + 64 = 274,560.
+#[test]
+fn internvl_vit_300m() {
+    let layer = 2_048 + 4 * (1_024 * 1_024 + 1_024) + 4_096 * 1_024 + 4_096 + 1_024 * 4_096;
+    assert_eq!(
+        1_024 + 1_025 * 1_024 + 1_024 * 3 * 196 + 1_024 + 24 * (layer + 1_024 + 4_096),
+        304_012_288u64
+    );
+    assert_eq!(
+        parts("internvl-vit300m-tiny-text.json"),
+        (304_489_152, 304_012_288, 274_560, 202_304)
+    );
+    // Tiles (`get_optimal_tiled_canvas`, checked with transformers'
+    // `GotOcr2ImageProcessorPil.get_number_of_image_patches`: 13, 1, 10): 1024×768 has the
+    // aspect ratio of the 4 × 3 grid exactly → 12 tiles + thumbnail, 2 + 256·13 = 3330 tokens;
+    // 448×448 stays one tile (the 2 × 2 grid ties at ratio 1 but 448² is not more than half
+    // its 4·448² area): 258; 1000×1000 goes to 2 × 2 (10⁶ > 401,408) then 3 × 3 (10⁶ >
+    // 903,168) → 9 + 1 tiles, 2562 tokens. Each tile: (448/14)² + class token = 1025.
+    let t = "internvl-vit300m-tiny-text.json";
+    assert_eq!(tokens(t, 1024, 768), (3_330, 13, 1_025));
+    assert_eq!(tokens(t, 448, 448), (258, 1, 1_025));
+    assert_eq!(tokens(t, 1000, 1000), (2_562, 10, 1_025));
+    // The repo's preprocessor config sets the grid: with `max_patches` 4, 1024×768 (ratio
+    // 1.333) meets 1 × 1 first (off by 0.333), no closer grid of ≤ 4 tiles, then 2 × 2 ties
+    // at 0.333 and wins as 786,432 > 0.5·448²·4 = 401,408 → 4 tiles + thumbnail, 2 + 256·5 =
+    // 1282 tokens (transformers: 5 patches).
+    let mut m = load_model(&fixture(t)).unwrap();
+    let spec = m.spec.as_mut().unwrap();
+    vramscope_formats::hf_config::apply_preprocessor(spec, r#"{"max_patches": 4}"#, "p.json")
+        .unwrap();
+    let c = spec
+        .vision
+        .as_ref()
+        .unwrap()
+        .tokens
+        .cost(1024, 768)
+        .unwrap();
+    assert_eq!((c.tokens, c.tower_images), (1_282, 5));
+}

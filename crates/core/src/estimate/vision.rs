@@ -79,6 +79,14 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
         }
         (crate::vision::TowerKind::Qwen, false) => &["qkv", "proj", "fc1", "fc2"],
         (crate::vision::TowerKind::Qwen3, _) => &["qkv", "proj", "linear_fc1", "linear_fc2"],
+        (crate::vision::TowerKind::InternVit { .. }, _) => &[
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "projection_layer",
+            "fc1",
+            "fc2",
+        ],
         (crate::vision::TowerKind::Pixtral, _) => &[
             "q_proj",
             "k_proj",

@@ -41,6 +41,12 @@ pub(super) fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Nume
             let one = 3 * round_size(rows * wide * w);
             round_size(all * h * num.param) + one * (1 + deepstack)
         }
+        // `InternVLMultiModalProjector` after `pixel_shuffle` (a copy): the LayerNorm's and
+        // `linear_1`'s inputs at `scale²·hidden`, GELU's and `linear_2`'s at the output width.
+        Projector::InternVl { scale, out } => {
+            let rows = all / (scale * scale).max(1);
+            2 * round_size(all * h * w) + 2 * round_size(rows * out * w)
+        }
         _ => 0,
     }
 }

@@ -18,6 +18,9 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     let t = &v.tower;
     let h = t.hidden;
     let e = Component::Embedding;
+    if let TowerKind::InternVit { .. } = t.kind {
+        return intern_vit(v, o);
+    }
     if t.kind == TowerKind::Qwen3 {
         let root = "model.visual";
         let shape = vec![h, t.channels, t.temporal_patch, t.patch, t.patch];
@@ -48,6 +51,64 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         o.linear(&format!("{p}.feed_forward.gate_proj"), h, t.ffn, false, m)?;
         o.linear(&format!("{p}.feed_forward.up_proj"), h, t.ffn, false, m)?;
         o.linear(&format!("{p}.feed_forward.down_proj"), t.ffn, h, false, m)?;
+    }
+    Ok(())
+}
+
+/// InternViT (`modeling_internvl.py` `InternVLVisionEmbeddings`, `InternVLVisionLayer`,
+/// `InternVLVisionModel`), under `model.vision_tower`.
+fn intern_vit(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
+    let t = &v.tower;
+    let TowerKind::InternVit {
+        qkv_bias,
+        qk_norm,
+        final_norm,
+        mask_token,
+    } = t.kind
+    else {
+        return Ok(());
+    };
+    let (h, e) = (t.hidden, Component::Embedding);
+    let root = "model.vision_tower";
+    o.push(format!("{root}.embeddings.cls_token"), vec![1, 1, h], e)?;
+    if mask_token {
+        o.push(format!("{root}.embeddings.mask_token"), vec![1, 1, h], e)?;
+    }
+    let conv = format!("{root}.embeddings.patch_embeddings.projection");
+    o.push(
+        format!("{conv}.weight"),
+        vec![h, t.channels, t.patch, t.patch],
+        e,
+    )?;
+    o.push(format!("{conv}.bias"), vec![h], e)?;
+    if t.position_rows > 0 {
+        let rows = vec![1, t.position_rows, h];
+        o.push(format!("{root}.embeddings.position_embeddings"), rows, e)?;
+    }
+    let (a, m) = (Component::Attention, Component::Mlp);
+    for i in 0..t.layers {
+        let p = format!("{root}.encoder.layer.{i}");
+        o.push(format!("{p}.lambda_1"), vec![h], Component::Norm)?;
+        o.push(format!("{p}.lambda_2"), vec![h], Component::Norm)?;
+        for proj in ["q_proj", "k_proj", "v_proj"] {
+            o.linear(&format!("{p}.attention.{proj}"), h, h, qkv_bias, a)?;
+        }
+        o.linear(&format!("{p}.attention.projection_layer"), h, h, true, a)?;
+        if qk_norm {
+            o.norm(&format!("{p}.attention.q_norm"), NormKind::RmsNorm, h)?;
+            o.norm(&format!("{p}.attention.k_norm"), NormKind::RmsNorm, h)?;
+        }
+        o.linear(&format!("{p}.mlp.fc1"), h, t.ffn, true, m)?;
+        o.linear(&format!("{p}.mlp.fc2"), t.ffn, h, true, m)?;
+        o.norm(&format!("{p}.layernorm_before"), t.norm, h)?;
+        o.norm(&format!("{p}.layernorm_after"), t.norm, h)?;
+    }
+    if final_norm {
+        o.norm(
+            &format!("{root}.layernorm"),
+            NormKind::LayerNorm { bias: true },
+            h,
+        )?;
     }
     Ok(())
 }
@@ -100,6 +161,17 @@ pub(super) fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
                 merger(o, &format!("model.visual.deepstack_merger_list.{i}"), wide)?;
             }
             Ok(())
+        }
+        Projector::InternVl { scale, out } => {
+            let wide = h * scale * scale;
+            let p = "model.multi_modal_projector";
+            o.norm(
+                &format!("{p}.layer_norm"),
+                NormKind::LayerNorm { bias: true },
+                wide,
+            )?;
+            o.linear(&format!("{p}.linear_1"), wide, out, true, m)?;
+            o.linear(&format!("{p}.linear_2"), out, out, true, m)
         }
         _ => Ok(()),
     }

@@ -85,7 +85,9 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     let t = &v.tower;
     let h = t.hidden;
     let (root, layers) = match t.kind {
-        TowerKind::Pixtral | TowerKind::Qwen3 => return super::families::tower(v, o),
+        TowerKind::Pixtral | TowerKind::Qwen3 | TowerKind::InternVit { .. } => {
+            return super::families::tower(v, o)
+        }
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
         TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
         TowerKind::Clip | TowerKind::Siglip => {
@@ -197,7 +199,8 @@ fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         }
         Projector::Mistral3 { .. }
         | Projector::PixelShuffle { .. }
-        | Projector::Qwen3Merger { .. } => super::families::projector(v, o),
+        | Projector::Qwen3Merger { .. }
+        | Projector::InternVl { .. } => super::families::projector(v, o),
         Projector::Gemma3 { out } => {
             let name = "model.multi_modal_projector.mm_input_projection_weight";
             o.push(name.into(), vec![h, out], m)?;

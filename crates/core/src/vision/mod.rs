@@ -93,6 +93,18 @@ pub enum TowerKind {
     /// blocks (`linear_fc1`/`linear_fc2` MLP) with a biased 3-D patch convolution and a
     /// learned `pos_embed` of `num_position_embeddings` rows, interpolated to the image.
     Qwen3,
+    /// InternViT (`modeling_internvl.py` `InternVLVisionModel`, InternVL 3): class token,
+    /// learned positions (`use_absolute_position_embeddings`), a biased patch convolution,
+    /// blocks of `layernorm_before`, `attention.{q,k,v}_proj` (biased when `attention_bias`),
+    /// optional `q_norm`/`k_norm` (RMSNorm over the width), `projection_layer`,
+    /// `layernorm_after`, `mlp.fc1`/`fc2` and the layer scales `lambda_1`/`lambda_2`; a final
+    /// `layernorm` unless `use_mean_pooling`.
+    InternVit {
+        qkv_bias: bool,
+        qk_norm: bool,
+        final_norm: bool,
+        mask_token: bool,
+    },
 }
 
 impl TowerKind {
@@ -166,6 +178,10 @@ pub enum Projector {
         out: u64,
         deepstack: u64,
     },
+    /// InternVL's `InternVLMultiModalProjector`: pixel shuffle of `scale × scale` patches
+    /// (`1 / downsample_ratio`), a LayerNorm over `scale²·hidden`, `linear_1` → out, GELU,
+    /// `linear_2` (out → out), all biased.
+    InternVl { scale: u64, out: u64 },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

@@ -39,7 +39,7 @@ pub(super) fn pixtral(
     Ok(ImageCost {
         tokens: (cols + 1) * rows,
         tower_images: 1,
-        tower_seq: rows * merge * cols * merge,
+        tower_seq: (rows * merge).saturating_mul(cols * merge),
     })
 }
 
@@ -93,11 +93,11 @@ pub(super) fn idefics3(
 ) -> Result<ImageCost, String> {
     let tile = tile.max(1);
     let side = tile / patch.max(1);
-    let seq = side * side / (scale * scale).max(1);
+    let seq = side.saturating_mul(side) / scale.saturating_mul(scale).max(1);
     let single = ImageCost {
         tokens: seq + 3,
         tower_images: 1,
-        tower_seq: side * side,
+        tower_seq: side.saturating_mul(side),
     };
     if !split {
         return Ok(single);
@@ -109,8 +109,64 @@ pub(super) fn idefics3(
         return Ok(single);
     }
     Ok(ImageCost {
-        tokens: rows * cols * (seq + 2) + rows + seq + 3,
+        tokens: (rows * cols).saturating_mul(seq + 2) + rows + seq + 3,
         tower_images: rows * cols + 1,
-        tower_seq: side * side,
+        tower_seq: side.saturating_mul(side),
     })
+}
+
+/// Most tiles considered by the InternVL grid search (a hostile `max_patches` stays cheap).
+const MAX_TILES: u64 = 256;
+
+/// `get_optimal_tiled_canvas` (`image_processing_got_ocr2.py`): among the (columns, rows)
+/// grids of `min..=max` tiles, in `get_all_supported_aspect_ratios`'s order (by tile count,
+/// stable), the one whose aspect ratio is closest to the image's; on a tie the later grid
+/// wins while the image's area exceeds half the grid's.
+fn optimal_canvas(height: u64, width: u64, tile: u64, min: u64, max: u64) -> (u64, u64) {
+    let max = max.min(MAX_TILES);
+    let mut grids = Vec::new();
+    for c in 1..=max {
+        for r in 1..=max {
+            if (min..=max).contains(&(c * r)) {
+                grids.push((c, r));
+            }
+        }
+    }
+    grids.sort_by_key(|&(c, r)| c * r);
+    let aspect = width as f64 / height as f64;
+    let area = width as f64 * height as f64;
+    let (mut best_diff, mut best) = (f64::INFINITY, (1, 1));
+    for (c, r) in grids {
+        let diff = (aspect - c as f64 / r as f64).abs();
+        if diff < best_diff {
+            (best_diff, best) = (diff, (c, r));
+        } else if diff == best_diff && area > 0.5 * (tile as f64).powi(2) * (c * r) as f64 {
+            best = (c, r);
+        }
+    }
+    best
+}
+
+/// InternVL's tiles and tokens (`processing_internvl.py`: `<img>`, `seq` `<IMG_CONTEXT>` per
+/// tile, `</img>` — `2 + seq · tiles`); the tower sees `(tile/patch)² + 1` positions per tile.
+pub(super) fn internvl(
+    (height, width): (u64, u64),
+    (tile, patch): (u64, u64),
+    (min, max): (u64, u64),
+    crop: bool,
+    seq: u64,
+) -> ImageCost {
+    let mut tiles = 1;
+    if crop && max > 1 {
+        let (c, r) = optimal_canvas(height, width, tile.max(1), min, max);
+        if c * r > 1 {
+            tiles += c * r;
+        }
+    }
+    let side = tile / patch.max(1);
+    ImageCost {
+        tokens: seq.saturating_mul(tiles).saturating_add(2),
+        tower_images: tiles,
+        tower_seq: side.saturating_mul(side).saturating_add(1),
+    }
 }

@@ -57,6 +57,19 @@ pub enum ImageTokens {
         scale: u64,
         split: bool,
     },
+    /// InternVL dynamic tiling (`image_processing_got_ocr2.py` `get_number_of_image_patches`
+    /// with `crop_to_patches`; `processing_internvl.py`): the grid of `tile`-pixel crops whose
+    /// aspect ratio is closest to the image's among `min_tiles..=max_tiles` tiles, plus a
+    /// thumbnail when more than one; each tower image (a `tile` square, class token included)
+    /// gives `seq` tokens, the image `<img>` … `</img>` around them.
+    Tiles {
+        tile: u64,
+        patch: u64,
+        min_tiles: u64,
+        max_tiles: u64,
+        crop: bool,
+        seq: u64,
+    },
 }
 
 /// What one image costs.
@@ -123,6 +136,20 @@ impl ImageTokens {
                 scale,
                 split,
             } => super::tiling::idefics3(height, width, tile, longest_edge, patch, scale, split),
+            ImageTokens::Tiles {
+                tile,
+                patch,
+                min_tiles,
+                max_tiles,
+                crop,
+                seq,
+            } => Ok(super::tiling::internvl(
+                (height, width),
+                (tile, patch),
+                (min_tiles, max_tiles),
+                crop,
+                seq,
+            )),
         }
     }
 }

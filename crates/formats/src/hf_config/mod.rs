@@ -62,6 +62,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "idefics3",
     "smolvlm",
     "qwen3_vl",
+    "internvl",
     "mamba",
     "falcon_mamba",
     "mamba2",

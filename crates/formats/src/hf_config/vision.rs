@@ -23,6 +23,7 @@ pub const VISION_TYPES: &[&str] = &[
     "idefics3",
     "smolvlm",
     "qwen3_vl",
+    "internvl",
 ];
 
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
@@ -34,6 +35,11 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
         // Qwen3-VL's `qwen3_vl_text` is Qwen3 with multimodal rotary positions.
         "qwen3_vl" => "qwen3".into(),
         "gemma3" => "gemma3_text".into(),
+        "internvl" => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("qwen2")
+            .to_string(),
         "mistral3" => text
             .and_then(|t| t.get("model_type"))
             .and_then(Value::as_str)
@@ -75,6 +81,7 @@ pub(crate) fn read_vision(
         "mistral3" => super::vision_families::mistral3(&v, &t, lm_hidden)?,
         "idefics3" | "smolvlm" => super::vision_families::idefics3(&v, &t, lm_hidden)?,
         "qwen3_vl" => super::vision_families::qwen3_vl(&v)?,
+        "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -357,6 +364,21 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
                 *tile = m;
             }
             *split = p.boolean("do_image_splitting", *split)?;
+        }
+        ImageTokens::Tiles {
+            tile,
+            min_tiles,
+            max_tiles,
+            crop,
+            ..
+        } => {
+            let square = size.and_then(|s| s.get("height")).and_then(Value::as_u64);
+            if let Some(m) = square.filter(|&m| m > 0) {
+                *tile = m;
+            }
+            *min_tiles = p.uint("min_patches")?.unwrap_or(*min_tiles).max(1);
+            *max_tiles = p.uint("max_patches")?.unwrap_or(*max_tiles);
+            *crop = p.boolean("crop_to_patches", *crop)?;
         }
         ImageTokens::Fixed { .. } => {}
     }

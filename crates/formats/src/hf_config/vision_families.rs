@@ -159,3 +159,79 @@ pub(super) fn qwen3_vl(v: &Cfg) -> Result<Vision> {
         },
     })
 }
+
+/// A size the config may write as an integer or an `[height, width]` pair
+/// (`InternVLVisionConfig.image_size` / `patch_size`): the first side (the models are square).
+fn side(v: &Cfg, key: &str, default: u64) -> Result<u64> {
+    match v.obj.get(key) {
+        Some(Value::Array(a)) => match a.first().and_then(Value::as_u64) {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(v.err(key, "must be a positive integer or [height, width]")),
+        },
+        _ => v.size(&[key], Some(default)),
+    }
+}
+
+/// InternVL (`configuration_internvl.py`): InternViT (`InternVLVisionConfig` defaults: the
+/// 300 M tower, 448 px, 14 px patches), the pixel-shuffle projector at `1 / downsample_ratio`
+/// and dynamic tiling with the InternVL repos' processor settings (`crop_to_patches`, 1…12
+/// tiles of 448 px plus a thumbnail; `preprocessor_config.json` overrides them), each tile
+/// `image_seq_length` tokens.
+pub(super) fn internvl(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
+    let layers = v.layer_count(&["num_hidden_layers"], 24)?;
+    let image = side(v, "image_size", 448)?;
+    let patch = side(v, "patch_size", 14)?;
+    let hidden = v.size(&["hidden_size"], Some(1024))?;
+    let grid = image / patch.max(1);
+    let ratio = t.float("downsample_ratio").unwrap_or(0.5);
+    if !(ratio > 0.0 && ratio <= 1.0 && (1.0 / ratio).fract() == 0.0) {
+        return Err(t.err(
+            "downsample_ratio",
+            "must be 1/n for a whole n (0.5 in InternVL)",
+        ));
+    }
+    let scale = (1.0 / ratio) as u64;
+    let absolute = v.boolean("use_absolute_position_embeddings", true)?;
+    let tower = Tower {
+        kind: TowerKind::InternVit {
+            qkv_bias: v.boolean("attention_bias", false)?,
+            qk_norm: v.boolean("use_qk_norm", false)?,
+            final_norm: !v.boolean("use_mean_pooling", true)?,
+            mask_token: v.boolean("use_mask_token", false)?,
+        },
+        hidden,
+        layers,
+        layers_used: layers,
+        heads: v.size(&["num_attention_heads"], Some(16))?,
+        ffn: v.size(&["intermediate_size"], Some(4096))?,
+        gated: false,
+        norm: match v.string("norm_type") {
+            Some("rms_norm") => NormKind::RmsNorm,
+            _ => NormKind::LayerNorm { bias: true },
+        },
+        activation: v.string("hidden_act").unwrap_or("gelu").to_string(),
+        channels: v.size(&["num_channels"], Some(3))?,
+        patch,
+        temporal_patch: 1,
+        position_rows: if absolute { grid * grid + 1 } else { 0 },
+        window_patches: None,
+        full_attention_layers: Vec::new(),
+    };
+    let per_tile = grid * grid / (scale * scale).max(1);
+    Ok(Vision {
+        family: String::new(),
+        tokens: ImageTokens::Tiles {
+            tile: image,
+            patch,
+            min_tiles: 1,
+            max_tiles: 12,
+            crop: true,
+            seq: t.size(&["image_seq_length"], Some(per_tile))?,
+        },
+        tower,
+        projector: Projector::InternVl {
+            scale,
+            out: lm_hidden,
+        },
+    })
+}

@@ -65,6 +65,9 @@ pub fn describe(v: &Vision) -> String {
             out,
             deepstack,
         } => format!("{merge}×{merge} merger → {out}, {deepstack} DeepStack mergers"),
+        Projector::InternVl { scale, out } => {
+            format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
+        }
     };
     let tokens = match &v.tokens {
         ImageTokens::QwenDynamic {
@@ -109,6 +112,16 @@ pub fn describe(v: &Vision) -> String {
                 format!("one {tile} px image")
             }
         }
+        ImageTokens::Tiles {
+            tile,
+            min_tiles,
+            max_tiles,
+            seq,
+            ..
+        } => format!(
+            "{min_tiles}–{max_tiles} tiles of {tile} px (closest aspect ratio) plus a thumbnail, \
+             {seq} per tile"
+        ),
     };
     format!(
         "  vision: {} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \

@@ -259,11 +259,11 @@ fn load_path(path: &Path, opts: ReadOptions) -> Result<LoadedModel> {
     }
     if lower.ends_with(".json") {
         let text = read_small_text(path)?;
-        let mut m = LoadedModel::from_config(
-            parse_config_str_with(&text, &shown, opts)?,
-            Origin::ConfigJson,
-            &shown,
-        )?;
+        let mut parsed = parse_config_str_with(&text, &shown, opts)?;
+        if path.file_name().is_some_and(|n| n == "config.json") {
+            preprocessor_beside(&mut parsed, path.parent().unwrap_or(Path::new(".")))?;
+        }
+        let mut m = LoadedModel::from_config(parsed, Origin::ConfigJson, &shown)?;
         if m.name == shown {
             m.name = model_name_from_path(path);
         }
@@ -289,11 +289,9 @@ fn load_dir(dir: &Path, opts: ReadOptions) -> Result<LoadedModel> {
     let config_path = dir.join("config.json");
     let parsed = if config_path.is_file() {
         let text = read_small_text(&config_path)?;
-        Some(parse_config_str_with(
-            &text,
-            &config_path.display().to_string(),
-            opts,
-        )?)
+        let mut p = parse_config_str_with(&text, &config_path.display().to_string(), opts)?;
+        preprocessor_beside(&mut p, dir)?;
+        Some(p)
     } else {
         None
     };
@@ -484,6 +482,29 @@ fn gguf_config(file: &gguf::GgufFile) -> Option<serde_json::Value> {
 
 /// config.json files are small; refuse anything implausibly large rather than reading it.
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The name of the image processor's settings a vision-language repo ships beside its config.
+pub const PREPROCESSOR_NAME: &str = "preprocessor_config.json";
+
+/// Applies `text` (a repo's `preprocessor_config.json`) to a parsed vision-language config:
+/// its image-size rules (min/max pixels, longest edge, tiles) replace the family's defaults.
+/// A model without a vision side ignores the file, whatever it holds.
+pub fn apply_preprocessor_text(parsed: &mut ParsedConfig, text: &str, shown: &str) -> Result<()> {
+    if parsed.spec.vision.is_none() {
+        return Ok(());
+    }
+    crate::hf_config::apply_preprocessor(&mut parsed.spec, text, shown)
+}
+
+/// The `preprocessor_config.json` in `dir`, when there is one, applied to `parsed`.
+fn preprocessor_beside(parsed: &mut ParsedConfig, dir: &Path) -> Result<()> {
+    let path = dir.join(PREPROCESSOR_NAME);
+    if parsed.spec.vision.is_none() || !path.is_file() {
+        return Ok(());
+    }
+    let text = read_small_text(&path)?;
+    apply_preprocessor_text(parsed, &text, &path.display().to_string())
+}
 
 fn read_small_text(path: &Path) -> Result<String> {
     let shown = path.display().to_string();

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use vramscope_formats::hf_config::{parse_config_str_with, ReadOptions};
 use vramscope_formats::model_source::{
-    model_of_checkpoint, model_of_config, model_of_gguf, LoadedModel, MAX_CONFIG_BYTES,
+    apply_preprocessor_text, model_of_checkpoint, model_of_config, model_of_gguf, LoadedModel,
+    MAX_CONFIG_BYTES, PREPROCESSOR_NAME,
 };
 use vramscope_formats::safetensors::{
     checkpoint_of_files, checkpoint_of_shards, parse_index, read_header, Checkpoint, INDEX_NAME,
@@ -58,11 +59,13 @@ pub fn assemble(
     }
     let parsed = if has("config.json") {
         let text = f.text("config.json", MAX_CONFIG_BYTES)?;
-        Some(parse_config_str_with(
-            &text,
-            &format!("{label}/config.json"),
-            opts,
-        )?)
+        let mut p = parse_config_str_with(&text, &format!("{label}/config.json"), opts)?;
+        // A vision-language repo's image-size rules (`preprocessor_config.json`, optional).
+        if p.spec.vision.is_some() && has(PREPROCESSOR_NAME) {
+            let text = f.text(PREPROCESSOR_NAME, MAX_CONFIG_BYTES)?;
+            apply_preprocessor_text(&mut p, &text, &format!("{label}/{PREPROCESSOR_NAME}"))?;
+        }
+        Some(p)
     } else {
         None
     };

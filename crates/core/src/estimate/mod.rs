@@ -20,6 +20,7 @@ pub mod states;
 pub mod tape;
 pub mod techniques;
 pub mod vision;
+mod vision_projectors;
 
 use crate::inventory::Inventory;
 use crate::model::ModelSpec;

@@ -78,6 +78,24 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
             &["qkv", "proj", "gate_proj", "up_proj", "down_proj"]
         }
         (crate::vision::TowerKind::Qwen, false) => &["qkv", "proj", "fc1", "fc2"],
+        (crate::vision::TowerKind::Qwen3, _) => &["qkv", "proj", "linear_fc1", "linear_fc2"],
+        (crate::vision::TowerKind::InternVit { .. }, _) => &[
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "projection_layer",
+            "fc1",
+            "fc2",
+        ],
+        (crate::vision::TowerKind::Pixtral, _) => &[
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ],
         _ => &["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
     }
 }
@@ -97,7 +115,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
                 kv_heads: t.heads,
                 head_dim: t.hidden / t.heads.max(1),
             },
-            bias: ProjBias::all(true),
+            bias: ProjBias::all(t.kind.biased()),
             qk_norm: None,
             sliding_window: None,
             relative_bias_buckets: None,
@@ -111,7 +129,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         mlp: Mlp::Dense(DenseMlp {
             ffn: t.ffn,
             gated: t.gated,
-            bias: true,
+            bias: t.kind.biased(),
             activation: t.activation.clone(),
         }),
         norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
@@ -263,5 +281,6 @@ fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics, train
             let rows = images * cost.tokens;
             2 * round_size(rows * h * num.param)
         }
+        _ => super::vision_projectors::projector_kept(v, images, cost, num),
     }
 }

@@ -15,6 +15,7 @@ impl Part {
     pub fn of_name(name: &str) -> Part {
         let has = |s: &str| name.starts_with(s) || name.contains(&format!(".{s}"));
         if has("visual.merger.")
+            || has("visual.deepstack_merger_list.")
             || has("multi_modal_projector.")
             || has("image_newline")
             || has("connector.")
@@ -28,19 +29,24 @@ impl Part {
     }
 }
 
-struct Out<'a> {
-    dtype: DType,
-    out: &'a mut Vec<Tensor>,
+pub(super) struct Out<'a> {
+    pub(super) dtype: DType,
+    pub(super) out: &'a mut Vec<Tensor>,
 }
 
 impl Out<'_> {
-    fn push(&mut self, name: String, shape: Vec<u64>, c: Component) -> Result<(), CoreError> {
+    pub(super) fn push(
+        &mut self,
+        name: String,
+        shape: Vec<u64>,
+        c: Component,
+    ) -> Result<(), CoreError> {
         self.out
             .push(Tensor::new(name, shape, self.dtype, None, c)?);
         Ok(())
     }
 
-    fn linear(
+    pub(super) fn linear(
         &mut self,
         name: &str,
         inp: u64,
@@ -55,7 +61,7 @@ impl Out<'_> {
         Ok(())
     }
 
-    fn norm(&mut self, name: &str, kind: NormKind, dim: u64) -> Result<(), CoreError> {
+    pub(super) fn norm(&mut self, name: &str, kind: NormKind, dim: u64) -> Result<(), CoreError> {
         self.push(format!("{name}.weight"), vec![dim], Component::Norm)?;
         if let NormKind::LayerNorm { bias: true } = kind {
             self.push(format!("{name}.bias"), vec![dim], Component::Norm)?;
@@ -79,7 +85,11 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     let t = &v.tower;
     let h = t.hidden;
     let (root, layers) = match t.kind {
+        TowerKind::Pixtral | TowerKind::Qwen3 | TowerKind::InternVit { .. } => {
+            return super::families::tower(v, o)
+        }
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
+        TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
         TowerKind::Clip | TowerKind::Siglip => {
             ("model.vision_tower", "model.vision_tower.encoder.layers")
         }
@@ -90,7 +100,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
             let shape = vec![h, t.channels, t.temporal_patch, t.patch, t.patch];
             o.push(format!("{root}.patch_embed.proj.weight"), shape, e)?;
         }
-        TowerKind::Clip | TowerKind::Siglip => {
+        _ => {
             if t.kind == TowerKind::Clip {
                 o.push(format!("{root}.embeddings.class_embedding"), vec![h], e)?;
             }
@@ -100,7 +110,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
                 shape,
                 e,
             )?;
-            if t.kind == TowerKind::Siglip {
+            if t.kind != TowerKind::Clip {
                 o.push(
                     format!("{root}.embeddings.patch_embedding.bias"),
                     vec![h],
@@ -129,17 +139,17 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
 
 /// One encoder block: two norms, attention (fused `qkv` + `proj` for Qwen, `q/k/v/out_proj`
 /// for CLIP/SigLIP, all with biases) and the MLP.
-fn block(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
+pub(super) fn block(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
     let t = &v.tower;
     let (h, f) = (t.hidden, t.ffn);
     let (a, m) = (Component::Attention, Component::Mlp);
     let (n1, n2) = match t.kind {
-        TowerKind::Qwen => ("norm1", "norm2"),
+        TowerKind::Qwen | TowerKind::Qwen3 => ("norm1", "norm2"),
         _ => ("layer_norm1", "layer_norm2"),
     };
     o.norm(&format!("{p}.{n1}"), t.norm, h)?;
     match t.kind {
-        TowerKind::Qwen => {
+        TowerKind::Qwen | TowerKind::Qwen3 => {
             o.linear(&format!("{p}.attn.qkv"), h, 3 * h, true, a)?;
             o.linear(&format!("{p}.attn.proj"), h, h, true, a)?;
         }
@@ -150,7 +160,10 @@ fn block(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
         }
     }
     o.norm(&format!("{p}.{n2}"), t.norm, h)?;
-    if t.gated {
+    if t.kind == TowerKind::Qwen3 {
+        o.linear(&format!("{p}.mlp.linear_fc1"), h, f, true, m)?;
+        o.linear(&format!("{p}.mlp.linear_fc2"), f, h, true, m)
+    } else if t.gated {
         o.linear(&format!("{p}.mlp.gate_proj"), h, f, true, m)?;
         o.linear(&format!("{p}.mlp.up_proj"), h, f, true, m)?;
         o.linear(&format!("{p}.mlp.down_proj"), f, h, true, m)
@@ -184,6 +197,10 @@ fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
             }
             Ok(())
         }
+        Projector::Mistral3 { .. }
+        | Projector::PixelShuffle { .. }
+        | Projector::Qwen3Merger { .. }
+        | Projector::InternVl { .. } => super::families::projector(v, o),
         Projector::Gemma3 { out } => {
             let name = "model.multi_modal_projector.mm_input_projection_weight";
             o.push(name.into(), vec![h, out], m)?;

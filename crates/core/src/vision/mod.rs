@@ -6,7 +6,9 @@
 //! every other model does, plus a [`Vision`] for the tower and projector; the inventory tags
 //! each tensor with its [`Part`], and the job can freeze parts or aim LoRA at one of them.
 
+mod families;
 mod inventory;
+mod tiling;
 mod tokens;
 
 pub use inventory::vision_tensors;
@@ -79,6 +81,37 @@ pub enum TowerKind {
     /// SigLIP (`SiglipVisionModel`, Gemma 3): learned positions, `post_layernorm`, no class
     /// token.
     Siglip,
+    /// Idefics3 / SmolVLM `model.vision_model` (`modeling_idefics3.py`
+    /// `Idefics3VisionTransformer`): SigLIP's layout under another root.
+    Idefics3,
+    /// Pixtral (`modeling_pixtral.py` `PixtralVisionModel`, Mistral 3): a patch convolution
+    /// without bias, `ln_pre` (RMSNorm), 2-D rotary positions, blocks of `attention_norm`,
+    /// `attention.{q,k,v,o}_proj` and a SwiGLU `feed_forward`, all without biases; no final
+    /// norm.
+    Pixtral,
+    /// Qwen3-VL `model.visual` (`modeling_qwen3_vl.py` `Qwen3VLVisionModel`): Qwen2-VL's
+    /// blocks (`linear_fc1`/`linear_fc2` MLP) with a biased 3-D patch convolution and a
+    /// learned `pos_embed` of `num_position_embeddings` rows, interpolated to the image.
+    Qwen3,
+    /// InternViT (`modeling_internvl.py` `InternVLVisionModel`, InternVL 3): class token,
+    /// learned positions (`use_absolute_position_embeddings`), a biased patch convolution,
+    /// blocks of `layernorm_before`, `attention.{q,k,v}_proj` (biased when `attention_bias`),
+    /// optional `q_norm`/`k_norm` (RMSNorm over the width), `projection_layer`,
+    /// `layernorm_after`, `mlp.fc1`/`fc2` and the layer scales `lambda_1`/`lambda_2`; a final
+    /// `layernorm` unless `use_mean_pooling`.
+    InternVit {
+        qkv_bias: bool,
+        qk_norm: bool,
+        final_norm: bool,
+        mask_token: bool,
+    },
+}
+
+impl TowerKind {
+    /// Whether the tower's linears carry biases (all but Pixtral's).
+    pub fn biased(self) -> bool {
+        self != TowerKind::Pixtral
+    }
 }
 
 /// The vision tower's shape.
@@ -128,6 +161,27 @@ pub enum Projector {
     /// Gemma 3's `Gemma3MultiModalProjector`: average pooling to `tokens` per image, an
     /// RMSNorm over the tower width and `mm_input_projection_weight` `[hidden, out]`.
     Gemma3 { out: u64 },
+    /// Mistral 3's `Mistral3MultiModalProjector`: an RMSNorm over the tower width, the
+    /// `patch_merger.merging_layer` (`merge²·hidden → hidden`, no bias), then `linear_1`
+    /// (hidden → out), GELU, `linear_2` (out → out), biased when `multimodal_projector_bias`.
+    Mistral3 { merge: u64, out: u64, bias: bool },
+    /// Idefics3 / SmolVLM's connector (`Idefics3Connector`): pixel shuffle of `scale × scale`
+    /// patches into one (`scale²·hidden` wide), then `modality_projection.proj` to `out`, no
+    /// bias.
+    PixelShuffle { scale: u64, out: u64 },
+    /// Qwen3-VL's `Qwen3VLVisionPatchMerger`: a LayerNorm over the tower width, `linear_fc1`
+    /// (`merge²·hidden` square), GELU, `linear_fc2` → out; plus one DeepStack merger per
+    /// `deepstack_visual_indexes` entry (the LayerNorm over the merged width instead), whose
+    /// outputs are added to the first language layers' hidden states.
+    Qwen3Merger {
+        merge: u64,
+        out: u64,
+        deepstack: u64,
+    },
+    /// InternVL's `InternVLMultiModalProjector`: pixel shuffle of `scale × scale` patches
+    /// (`1 / downsample_ratio`), a LayerNorm over `scale²·hidden`, `linear_1` → out, GELU,
+    /// `linear_2` (out → out), all biased.
+    InternVl { scale: u64, out: u64 },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

@@ -37,6 +37,39 @@ pub enum ImageTokens {
         pinpoints: Vec<(u64, u64)>,
         class_token: bool,
     },
+    /// Pixtral / Mistral 3 (`image_processing_pixtral.py` `get_resize_output_image_size`,
+    /// `processing_pixtral.py`): the image shrunk to fit `longest_edge`, each side rounded up
+    /// to a multiple of `patch·merge`; the tower sees every patch, the language model one
+    /// token per `merge × merge` patches plus one `[IMG_BREAK]` / `[IMG_END]` per row.
+    Pixtral {
+        patch: u64,
+        merge: u64,
+        longest_edge: u64,
+    },
+    /// Idefics3 / SmolVLM image splitting (`image_processing_smolvlm.py`
+    /// `get_number_of_image_patches`, `processing_smolvlm.py` `_prompt_split_image`): the
+    /// longest side resized to `longest_edge`, cut into `tile`-pixel squares plus one global
+    /// image; each tower image gives `(tile/patch)² / scale²` tokens after the pixel shuffle.
+    Idefics3 {
+        tile: u64,
+        longest_edge: u64,
+        patch: u64,
+        scale: u64,
+        split: bool,
+    },
+    /// InternVL dynamic tiling (`image_processing_got_ocr2.py` `get_number_of_image_patches`
+    /// with `crop_to_patches`; `processing_internvl.py`): the grid of `tile`-pixel crops whose
+    /// aspect ratio is closest to the image's among `min_tiles..=max_tiles` tiles, plus a
+    /// thumbnail when more than one; each tower image (a `tile` square, class token included)
+    /// gives `seq` tokens, the image `<img>` … `</img>` around them.
+    Tiles {
+        tile: u64,
+        patch: u64,
+        min_tiles: u64,
+        max_tiles: u64,
+        crop: bool,
+        seq: u64,
+    },
 }
 
 /// What one image costs.
@@ -91,6 +124,32 @@ impl ImageTokens {
                 ref pinpoints,
                 class_token,
             } => anyres(height, width, image_size, patch, pinpoints, class_token),
+            ImageTokens::Pixtral {
+                patch,
+                merge,
+                longest_edge,
+            } => super::tiling::pixtral(height, width, patch, merge, longest_edge),
+            ImageTokens::Idefics3 {
+                tile,
+                longest_edge,
+                patch,
+                scale,
+                split,
+            } => super::tiling::idefics3(height, width, tile, longest_edge, patch, scale, split),
+            ImageTokens::Tiles {
+                tile,
+                patch,
+                min_tiles,
+                max_tiles,
+                crop,
+                seq,
+            } => Ok(super::tiling::internvl(
+                (height, width),
+                (tile, patch),
+                (min_tiles, max_tiles),
+                crop,
+                seq,
+            )),
         }
     }
 }

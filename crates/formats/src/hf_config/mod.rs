@@ -18,6 +18,7 @@ mod mamba;
 mod quant_methods;
 mod unknown;
 mod vision;
+mod vision_families;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;
@@ -62,6 +63,11 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen2_5_vl",
     "llava",
     "llava_next",
+    "mistral3",
+    "idefics3",
+    "smolvlm",
+    "qwen3_vl",
+    "internvl",
     "mamba",
     "falcon_mamba",
     "mamba2",

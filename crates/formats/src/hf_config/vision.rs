@@ -13,7 +13,18 @@ use vramscope_core::model::{ModelSpec, NormKind};
 use vramscope_core::vision::{ImageTokens, Projector, Tower, TowerKind, Vision};
 
 /// The top-level `model_type`s read as vision-language models.
-pub const VISION_TYPES: &[&str] = &["qwen2_vl", "qwen2_5_vl", "llava", "llava_next", "gemma3"];
+pub const VISION_TYPES: &[&str] = &[
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "llava",
+    "llava_next",
+    "gemma3",
+    "mistral3",
+    "idefics3",
+    "smolvlm",
+    "qwen3_vl",
+    "internvl",
+];
 
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
 /// family's default text config).
@@ -21,7 +32,19 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
     match top_type {
         // The Qwen-VL language model is Qwen2 with multimodal rotary positions (no parameters).
         "qwen2_vl" | "qwen2_5_vl" => "qwen2".into(),
+        // Qwen3-VL's `qwen3_vl_text` is Qwen3 with multimodal rotary positions.
+        "qwen3_vl" => "qwen3".into(),
         "gemma3" => "gemma3_text".into(),
+        "internvl" => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("qwen2")
+            .to_string(),
+        "mistral3" => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("mistral")
+            .to_string(),
         _ => text
             .and_then(|t| t.get("model_type"))
             .and_then(Value::as_str)
@@ -55,6 +78,10 @@ pub(crate) fn read_vision(
         "qwen2_vl" => qwen2_vl(&v)?,
         "qwen2_5_vl" => qwen2_5_vl(&v)?,
         "llava" | "llava_next" => llava(&v, &t, top_type == "llava_next", lm_hidden)?,
+        "mistral3" => super::vision_families::mistral3(&v, &t, lm_hidden)?,
+        "idefics3" | "smolvlm" => super::vision_families::idefics3(&v, &t, lm_hidden)?,
+        "qwen3_vl" => super::vision_families::qwen3_vl(&v)?,
+        "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -151,7 +178,11 @@ fn qwen2_5_vl(v: &Cfg) -> Result<Vision> {
 }
 
 /// A CLIP (`clip_vision_model`) or SigLIP tower with the family's defaults.
-fn vit(v: &Cfg, kind: TowerKind, d: (u64, u64, u64, u64, u64, u64, &str)) -> Result<Tower> {
+pub(super) fn vit(
+    v: &Cfg,
+    kind: TowerKind,
+    d: (u64, u64, u64, u64, u64, u64, &str),
+) -> Result<Tower> {
     let (hidden, ffn, layers, heads, image, patch, act) = d;
     let hidden = v.size(&["hidden_size"], Some(hidden))?;
     let image = v.size(&["image_size"], Some(image))?;
@@ -275,8 +306,9 @@ fn gemma3(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
 
 /// Applies a `preprocessor_config.json` beside the config: Qwen-VL's `min_pixels` /
 /// `max_pixels` (or `size.shortest_edge` / `size.longest_edge`, transformers 5's spelling),
-/// LLaVA-NeXT's `image_grid_pinpoints`, a fixed family's `crop_size` / `size`. A model without
-/// a vision side is left as it is.
+/// LLaVA-NeXT's `image_grid_pinpoints`, Pixtral's `size.longest_edge`, Idefics3 / SmolVLM's
+/// `size.longest_edge`, `max_image_size.longest_edge` and `do_image_splitting`. A model
+/// without a vision side is left as it is.
 pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Result<()> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         crate::error::FormatError::malformed(origin, format!("not valid JSON: {e}"))
@@ -310,6 +342,43 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
             if obj.contains_key("image_grid_pinpoints") {
                 *pp = pinpoints(&p)?;
             }
+        }
+        ImageTokens::Pixtral { longest_edge, .. } => {
+            if let Some(m) = from_size("longest_edge").filter(|&m| m > 0) {
+                *longest_edge = m;
+            }
+        }
+        ImageTokens::Idefics3 {
+            tile,
+            longest_edge,
+            split,
+            ..
+        } => {
+            if let Some(m) = from_size("longest_edge").filter(|&m| m > 0) {
+                *longest_edge = m;
+            }
+            let max = obj
+                .get("max_image_size")
+                .and_then(|m| m.get("longest_edge"));
+            if let Some(m) = max.and_then(Value::as_u64).filter(|&m| m > 0) {
+                *tile = m;
+            }
+            *split = p.boolean("do_image_splitting", *split)?;
+        }
+        ImageTokens::Tiles {
+            tile,
+            min_tiles,
+            max_tiles,
+            crop,
+            ..
+        } => {
+            let square = size.and_then(|s| s.get("height")).and_then(Value::as_u64);
+            if let Some(m) = square.filter(|&m| m > 0) {
+                *tile = m;
+            }
+            *min_tiles = p.uint("min_patches")?.unwrap_or(*min_tiles).max(1);
+            *max_tiles = p.uint("max_patches")?.unwrap_or(*max_tiles);
+            *crop = p.boolean("crop_to_patches", *crop)?;
         }
         ImageTokens::Fixed { .. } => {}
     }

@@ -54,6 +54,20 @@ pub fn describe(v: &Vision) -> String {
         Projector::QwenMerger { merge, out, .. } => format!("{merge}×{merge} merger → {out}"),
         Projector::LlavaMlp { out, .. } => format!("2-layer MLP → {out}"),
         Projector::Gemma3 { out } => format!("pooled, RMSNorm, linear → {out}"),
+        Projector::Mistral3 { merge, out, .. } => {
+            format!("RMSNorm, {merge}×{merge} patch merger, 2-layer MLP → {out}")
+        }
+        Projector::PixelShuffle { scale, out } => {
+            format!("{scale}×{scale} pixel shuffle, linear → {out}")
+        }
+        Projector::Qwen3Merger {
+            merge,
+            out,
+            deepstack,
+        } => format!("{merge}×{merge} merger → {out}, {deepstack} DeepStack mergers"),
+        Projector::InternVl { scale, out } => {
+            format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
+        }
     };
     let tokens = match &v.tokens {
         ImageTokens::QwenDynamic {
@@ -75,6 +89,38 @@ pub fn describe(v: &Vision) -> String {
         } => format!(
             "anyres tiles of {image_size} px over {} grids, plus the base image",
             pinpoints.len()
+        ),
+        ImageTokens::Pixtral {
+            patch,
+            merge,
+            longest_edge,
+        } => format!(
+            "native resolution up to {longest_edge} px, one token per {p}×{p} px plus one per row",
+            p = patch * merge
+        ),
+        ImageTokens::Idefics3 {
+            tile,
+            longest_edge,
+            split,
+            ..
+        } => {
+            if *split {
+                format!(
+                    "longest side {longest_edge} px cut into {tile} px tiles plus a global image"
+                )
+            } else {
+                format!("one {tile} px image")
+            }
+        }
+        ImageTokens::Tiles {
+            tile,
+            min_tiles,
+            max_tiles,
+            seq,
+            ..
+        } => format!(
+            "{min_tiles}–{max_tiles} tiles of {tile} px (closest aspect ratio) plus a thumbnail, \
+             {seq} per tile"
         ),
     };
     format!(

@@ -1,0 +1,52 @@
+//! What the newer families' projectors save for backward (`vision.rs` asks for the ones it
+//! does not model itself): Mistral 3's patch-merging projector, the pixel-shuffle connector
+//! of Idefics3 / SmolVLM and Qwen3-VL's merger with its DeepStack mergers.
+
+use super::blocks::Numerics;
+use super::round_size;
+use crate::vision::{ImageCost, Projector, Vision};
+
+/// Saved tensors of the projector over `images` tower images of `cost.tower_seq` patches,
+/// each at the compute width (`w`: 2 under autocast); the tower's last output (the first
+/// norm's input) is already kept by the tower.
+///
+/// - `Mistral3MultiModalProjector` (`modeling_mistral3.py`): the RMSNorm's input (fp32 under
+///   autocast: the residual width), `merging_layer`'s input (the unfolded `merge²·hidden`
+///   rows, a copy), `linear_1`'s input, GELU's input and `linear_2`'s input.
+/// - `Idefics3Connector` (`modeling_idefics3.py` `pixel_shuffle` then `modality_projection`):
+///   the shuffled copy the projection saves, `seq·hidden` values per image.
+/// - `Qwen3VLVisionPatchMerger` (`modeling_qwen3_vl.py`): as Qwen2-VL's merger (the LayerNorm
+///   input, then `linear_fc1`'s, GELU's and `linear_fc2`'s inputs at `merge²·hidden`); each
+///   DeepStack merger normalises an intermediate block's output (already kept as the next
+///   block's input) and saves its three merged-width tensors.
+pub(super) fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics) -> u64 {
+    let seq = cost.tower_seq;
+    let h = v.tower.hidden;
+    let w = if num.autocast { 2 } else { num.compute };
+    let all = images.saturating_mul(seq);
+    match v.projector {
+        Projector::Mistral3 { merge, out, .. } => {
+            let rows = all / (merge * merge).max(1);
+            round_size(all * h * num.param)
+                + round_size(all * h * w)
+                + round_size(rows * h * w)
+                + 2 * round_size(rows * out * w)
+        }
+        Projector::PixelShuffle { .. } => round_size(all * h * w),
+        Projector::Qwen3Merger {
+            merge, deepstack, ..
+        } => {
+            let rows = all / (merge * merge).max(1);
+            let wide = h * merge * merge;
+            let one = 3 * round_size(rows * wide * w);
+            round_size(all * h * num.param) + one * (1 + deepstack)
+        }
+        // `InternVLMultiModalProjector` after `pixel_shuffle` (a copy): the LayerNorm's and
+        // `linear_1`'s inputs at `scale²·hidden`, GELU's and `linear_2`'s at the output width.
+        Projector::InternVl { scale, out } => {
+            let rows = all / (scale * scale).max(1);
+            2 * round_size(all * h * w) + 2 * round_size(rows * out * w)
+        }
+        _ => 0,
+    }
+}

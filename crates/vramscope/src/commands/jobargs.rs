@@ -81,8 +81,10 @@ pub struct JobArgs {
     /// dtype. [default: null]
     #[arg(long, help_heading = "Job")]
     pub kv_dtype: Option<String>,
-    /// Train: loss kernel `standard` (fp32 logits of every position) or `chunked` (a fused
-    /// linear cross-entropy such as Liger-Kernel's). [default: standard]
+    /// Train: loss kernel `standard` (fp32 logits of every position), `chunked` (a fused
+    /// linear cross-entropy such as Liger-Kernel's) or `chunked-output` (torchtune's
+    /// CEWithChunkedOutputLoss: 16-bit logits in 8 chunks, each upcast in turn).
+    /// [default: standard]
     #[arg(long, help_heading = "Job")]
     pub loss: Option<String>,
     /// CUDA module loading: `lazy` (CUDA ≥ 11.7, PyTorch ≥ 1.13) or `eager`

@@ -427,7 +427,8 @@ impl Builder<'_> {
             | Naming::DeepSeek
             | Naming::Phi3
             | Naming::GptOss
-            | Naming::Llama4 => "model.",
+            | Naming::Llama4
+            | Naming::Jamba => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -531,6 +532,7 @@ impl Builder<'_> {
             (Naming::Gpt2 | Naming::BigCode | Naming::Falcon, _) => format!("{r}ln_f"),
             (Naming::NeoX | Naming::Opt, _) => format!("{r}final_layer_norm"),
             (Naming::Mamba, _) => format!("{r}norm_f"),
+            (Naming::Jamba, _) => format!("{r}final_layernorm"),
             _ => format!("{r}norm"),
         }
     }
@@ -560,6 +562,7 @@ impl Builder<'_> {
             Naming::Falcon => format!("{p}.self_attention"),
             Naming::Bert | Naming::Roberta => format!("{p}.attention"),
             Naming::Mamba => format!("{p}.mixer"),
+            Naming::Jamba if layer.attention.kind.state_space().is_some() => format!("{p}.mamba"),
             _ => format!("{p}.self_attn"),
         };
         self.attention(&attn_name, &layer.attention, l)?;
@@ -571,6 +574,7 @@ impl Builder<'_> {
             Naming::T5 => format!("{p}.layer.1.DenseReluDense"),
             Naming::Mixtral => format!("{p}.block_sparse_moe"),
             Naming::Llama4 => format!("{p}.feed_forward"),
+            Naming::Jamba => format!("{p}.feed_forward"),
             Naming::Opt | Naming::Bert | Naming::Roberta => p.clone(),
             _ => format!("{p}.mlp"),
         };
@@ -614,6 +618,10 @@ impl Builder<'_> {
                 _ => "output.LayerNorm",
             },
             Naming::Mamba => "norm",
+            Naming::Jamba => match slot {
+                PreAttention => "input_layernorm",
+                _ => "pre_ff_layernorm",
+            },
             Naming::T5 => match slot {
                 PreAttention => "layer.0.layer_norm",
                 PreCrossAttention => "layer.1.layer_norm",
@@ -666,7 +674,9 @@ impl Builder<'_> {
     /// 2·d_state, d_inner]`, `dt_proj [d_inner, dt_rank]` with bias, `A_log [d_inner,
     /// d_state]`, `D [d_inner]`, `out_proj [h, d_inner]`) and `Mamba2Mixer` (`in_proj [d_inner +
     /// conv_dim + heads, h]`, `conv1d [conv_dim, 1, d_conv]`, `dt_bias`, `A_log`, `D` `[heads]`,
-    /// the gated `norm [d_inner]`, `out_proj`) build them.
+    /// the gated `norm [d_inner]`, `out_proj`) build them; Jamba's mixer adds its Δ, B and C
+    /// norms (`modeling_jamba.py` `JambaMambaMixer.dt_layernorm` / `b_layernorm` /
+    /// `c_layernorm`).
     fn state_space(&mut self, a: &str, s: &Ssm, l: Option<u32>) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
         let c = Component::Attention;
@@ -693,6 +703,11 @@ impl Builder<'_> {
             self.linear(&format!("{a}.dt_proj"), s.dt_rank, s.d_inner, true, l, c)?;
             self.push(format!("{a}.A_log"), vec![s.d_inner, s.d_state], l, c)?;
             self.push(format!("{a}.D"), vec![s.d_inner], l, c)?;
+        }
+        if s.version == SsmVersion::Jamba {
+            self.norm(&format!("{a}.dt_layernorm"), Norm::rms(s.dt_rank), l)?;
+            self.norm(&format!("{a}.b_layernorm"), Norm::rms(s.d_state), l)?;
+            self.norm(&format!("{a}.c_layernorm"), Norm::rms(s.d_state), l)?;
         }
         self.linear(&format!("{a}.out_proj"), s.d_inner, h, s.proj_bias, l, c)
     }
@@ -884,8 +899,12 @@ impl Builder<'_> {
             }
             return Ok(());
         }
+        let router = match self.spec.naming {
+            Naming::Jamba => "router",
+            _ => "gate",
+        };
         self.linear(
-            &format!("{m}.gate"),
+            &format!("{m}.{router}"),
             h,
             moe.experts,
             false,

@@ -48,6 +48,10 @@ pub enum Naming {
     /// `feed_forward.shared_expert`; dense layers `feed_forward.gate_proj`)
     /// (`modeling_llama4.py`).
     Llama4,
+    /// `model.layers.N.mamba.*` / `model.layers.N.self_attn.*`, `feed_forward` with a
+    /// `router` and `experts.E.gate_proj`, `pre_ff_layernorm`, `model.final_layernorm` (Jamba:
+    /// `modeling_jamba.py`, the names of ai21labs' published checkpoints).
+    Jamba,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -303,6 +307,11 @@ pub enum SsmVersion {
     /// per group straight out of `in_proj`, a gated RMSNorm before `out_proj`
     /// (`modeling_mamba2.py` Mamba2Mixer).
     Mamba2,
+    /// Jamba's Mamba mixer (Lieber et al. 2024, "Jamba", §3; `modeling_jamba.py`
+    /// `JambaMambaMixer`): Mamba1's shapes plus RMSNorms with weights on Δ (`dt_layernorm
+    /// [dt_rank]`), B and C (`b_layernorm`, `c_layernorm` `[d_state]`) between `x_proj` and
+    /// the scan.
+    Jamba,
 }
 
 /// A state-space mixer's shapes, as transformers' mixers build them.

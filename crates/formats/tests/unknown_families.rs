@@ -39,9 +39,9 @@ fn unknown_families_with_shape_fields_are_refused_naming_them() {
             ],
         ),
         (
-            "ai21-jamba-1.5-mini",
-            "'jamba'",
-            &["num_experts", "attn_layer_period", "mamba_d_state"],
+            "falcon-h1-0.5b-instruct",
+            "'falcon_h1'",
+            &["mamba_d_state", "mamba_n_heads", "ssm_multipliers"],
         ),
     ];
     for (name, ty, fields) in cases {
@@ -79,7 +79,7 @@ fn hybrid_layer_types_are_named() {
 #[test]
 fn assume_llama_forces_the_llama_reading() {
     let opts = ReadOptions { assume_llama: true };
-    for name in ["qwen3-next-80b-a3b-instruct", "ai21-jamba-1.5-mini"] {
+    for name in ["qwen3-next-80b-a3b-instruct", "falcon-h1-0.5b-instruct"] {
         let m = load_model_with(&fixture(name), opts).unwrap();
         assert!(m.params_total > 0);
         assert!(

@@ -13,6 +13,7 @@ use vramscope_core::DType;
 mod encoders;
 mod fields;
 mod gpt;
+mod hybrid;
 mod llama;
 mod mamba;
 mod quant_methods;
@@ -71,6 +72,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "mamba",
     "falcon_mamba",
     "mamba2",
+    "jamba",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -236,6 +238,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "bert" | "roberta" => bert_like(cfg, model_type)?,
         "t5" => t5(cfg)?,
         "mamba" | "falcon_mamba" | "mamba2" => mamba_like(cfg, model_type)?,
+        "jamba" => hybrid::jamba(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -297,6 +297,7 @@ fn attention(kind: &AttentionKind) -> String {
                 SsmVersion::Mamba2 => format!("Mamba2, {} heads, {} groups", s.heads, s.groups),
                 SsmVersion::FalconMamba => "FalconMamba".to_string(),
                 SsmVersion::Mamba1 => "Mamba".to_string(),
+                SsmVersion::Jamba => "Jamba's Mamba, Δ/B/C norms".to_string(),
             };
             format!(
                 "state-space mixer ({kind}) inner {} × state {}, conv {}; recurrent state \

@@ -50,7 +50,7 @@ impl Widths {
                 heads,
                 kv_heads: heads,
             },
-            // A state-space layer runs `ssm_block`, never attention.
+            // A state-space layer runs its mixer (`ssm_mixer`), never attention.
             AttentionKind::StateSpace(_) => Widths {
                 q: 0,
                 k: 0,
@@ -84,6 +84,10 @@ impl Prog<'_> {
         } else {
             &layer.attention
         };
+        if let Some(ssm) = att.kind.state_space() {
+            // A hybrid's recurrent layer (Jamba): the mixer stands where attention does.
+            return self.ssm_mixer(x, &ssm.clone());
+        }
         let w = Widths::of(att.kind);
         let (q, k, v) = self.projections(x, kv_src, att, w);
         let kv_tokens = self.c.batch * self.c.kv_seq;

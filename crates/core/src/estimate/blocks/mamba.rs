@@ -33,16 +33,24 @@ impl Prog<'_> {
     pub(super) fn ssm_block(&mut self, x: Id, layer: &Layer, ssm: &Ssm) -> Id {
         let n = self.norm_in(x, layer, NormSlot::PreAttention);
         let res = self.cast(x, 4);
-        let out = match ssm.version {
-            SsmVersion::Mamba2 => self.mamba2_fused(n, ssm),
-            _ if self.c.kernel == AttentionKernel::Eager => self.mamba_torch(n, ssm),
-            _ => self.mamba_fused(n, ssm),
-        };
+        let out = self.ssm_mixer(n, ssm);
         self.residual(res, out)
     }
 
+    /// The state-space mixer on its path: the torch fallback under `eager`, the fused kernels
+    /// otherwise (Mamba2 always fused; Jamba's mixer calls the kernels one by one,
+    /// [`Prog::jamba_fused`]).
+    pub(super) fn ssm_mixer(&mut self, x: Id, ssm: &Ssm) -> Id {
+        match ssm.version {
+            SsmVersion::Mamba2 => self.mamba2_fused(x, ssm),
+            _ if self.c.kernel == AttentionKernel::Eager => self.mamba_torch(x, ssm),
+            SsmVersion::Jamba => self.jamba_fused(x, ssm),
+            _ => self.mamba_fused(x, ssm),
+        }
+    }
+
     /// Autocast's cached 16-bit copy of a parameter of `elements` values (fp32 params only).
-    fn weight_copy(&mut self, elements: u64) {
+    pub(super) fn weight_copy(&mut self, elements: u64) {
         if self.c.num.autocast && self.c.num.param == 4 {
             self.weight_copies += 2 * elements;
         }
@@ -51,7 +59,7 @@ impl Prog<'_> {
     /// A linear layer whose input is a transposed (non-contiguous) view: `F.linear` without a
     /// bias goes through `matmul`, whose fold `reshape`s the input into a contiguous copy — the
     /// copy is what `mm` saves.
-    fn linear_strided(&mut self, x: Id, inp: u64, out: u64, bias: bool) -> Id {
+    pub(super) fn linear_strided(&mut self, x: Id, inp: u64, out: u64, bias: bool) -> Id {
         let xin = self.mm_input(x);
         let copy = self.t.op(&[xin], &[], self.t.elements(xin), self.w(xin));
         self.linear(copy, inp, out, bias)
@@ -59,7 +67,7 @@ impl Prog<'_> {
 
     /// `A = -torch.exp(self.A_log.float())`: `exp` saves its output (`d_inner × d_state`, fp32)
     /// and the negation is what the scan reads.
-    fn ssm_a(&mut self, elements: u64) -> Id {
+    pub(super) fn ssm_a(&mut self, elements: u64) -> Id {
         let e = self.t.op(&[], &[], elements, 4);
         self.t.keep(e);
         self.t.op(&[e], &[], elements, 4)
@@ -68,7 +76,7 @@ impl Prog<'_> {
     /// `causal_conv1d_fn` on the torch path: `x.to(weight.dtype)`, a depthwise `F.conv1d` with
     /// `padding = d_conv − 1` (its output is `L + d_conv − 1` long; the `[..., :L]` slice is a
     /// view that keeps all of it) saving its (autocast-cast) input, then SiLU saving its input.
-    fn causal_conv_torch(&mut self, x: Id, s: &Ssm) -> Id {
+    pub(super) fn causal_conv_torch(&mut self, x: Id, s: &Ssm) -> Id {
         let b = self.c.batch;
         let l = self.c.seq;
         let ch = s.conv_dim();
@@ -82,7 +90,8 @@ impl Prog<'_> {
         self.cast(act, self.w(x))
     }
 
-    /// `MambaMixer.forward` on the torch path (`mamba_selective_scan`'s recurrent loop).
+    /// `MambaMixer.forward` on the torch path (`mamba_selective_scan`'s recurrent loop); Jamba's
+    /// mixer runs the same ops with its Δ, B and C norms after `x_proj` ([`Prog::jamba_norms`]).
     fn mamba_torch(&mut self, x: Id, s: &Ssm) -> Id {
         let h = self.c.spec.hidden_size;
         let (d, ns) = (s.d_inner, s.d_state);
@@ -93,10 +102,17 @@ impl Prog<'_> {
         let a = self.ssm_a(d * ns);
         let u = self.causal_conv_torch(proj, s);
         let x_dbl = self.linear_strided(u, d, s.dt_rank + 2 * ns, false);
-        // `dt_proj.weight @ time_step.transpose(1, 2)`: the fold is a view of `x_dbl`, saved.
+        let (t_src, b_src, c_src) = if s.version == SsmVersion::Jamba {
+            self.jamba_norms(x_dbl, s)
+        } else {
+            (x_dbl, x_dbl, x_dbl)
+        };
+        // `dt_proj.weight @ time_step.transpose(1, 2)`: the fold is a view of `x_dbl` (Jamba:
+        // of the normed Δ), saved.
         self.weight_copy(d * s.dt_rank);
-        let cw = self.w(x_dbl);
-        let dt0 = self.t.op(&[x_dbl], &[x_dbl], bdl, cw);
+        let t_in = self.autocast_copy(t_src);
+        let cw = self.w(t_in);
+        let dt0 = self.t.op(&[t_in], &[t_in], bdl, cw);
         // `dt + delta_bias`, then `softplus` (in autocast's fp32 list) saving its input.
         let dt1 = self.t.op(&[dt0], &[], bdl, cw);
         let dt_in = if self.c.num.autocast {
@@ -106,7 +122,7 @@ impl Prog<'_> {
         };
         let dtw = self.w(dt_in);
         let dt = self.t.op(&[dt_in], &[dt_in], bdl, dtw);
-        self.scan_torch(u, dt, a, x_dbl, s, proj)
+        self.scan_torch(u, dt, a, (b_src, c_src), s, proj)
     }
 
     /// `mamba_selective_scan` without kernels: `discrete_A = exp(A·Δ)` (the product saves A and
@@ -115,7 +131,8 @@ impl Prog<'_> {
     /// i]` saves every previous state (the first a zero state in the input dtype), and
     /// `matmul(state.to(input_dtype), C_i)` saves the state's cast (the state itself in fp32);
     /// the L step outputs are stacked; `+ u·D` saves u, `· silu(z)` saves both factors.
-    fn scan_torch(&mut self, u: Id, dt: Id, a: Id, x_dbl: Id, s: &Ssm, proj: Id) -> Id {
+    fn scan_torch(&mut self, u: Id, dt: Id, a: Id, bc: (Id, Id), s: &Ssm, proj: Id) -> Id {
+        let (b_src, c_src) = bc;
         let (b, l, d, ns) = (self.c.batch, self.c.seq, s.d_inner, s.d_state);
         let (bdl, bdn) = (b * d * l, b * d * ns);
         let wide = bdl * ns;
@@ -123,10 +140,10 @@ impl Prog<'_> {
         let prod = self.t.op(&[a, dt], &[a, dt], wide, 4);
         let da = self.t.op(&[prod], &[], wide, 4);
         self.t.keep(da);
-        let bf = if self.w(x_dbl) == 4 {
-            x_dbl
+        let bf = if self.w(b_src) == 4 {
+            b_src
         } else {
-            self.t.op(&[x_dbl], &[], b * l * ns, 4)
+            self.t.op(&[b_src], &[], b * l * ns, 4)
         };
         let db = self.t.op(&[dt, bf], &[dt, bf], wide, 4);
         let uf = self.cast(u, 4);
@@ -143,7 +160,11 @@ impl Prog<'_> {
             let copies = self.t.op(&[states, last], &[], l * bdn, wi);
             self.t.keep(copies);
         }
-        let steps = self.t.op(&[last, x_dbl], &[], bdl, wi);
+        // Each step's `matmul(state, C[:, i])` saves its slice of C (under autocast, of C's
+        // 16-bit copy).
+        let c_in = self.autocast_copy(c_src);
+        self.t.keep(c_in);
+        let steps = self.t.op(&[last, c_in], &[], bdl, wi);
         let scan = self.t.op(&[steps], &[], bdl, wi);
         let ud = self.t.op(&[u], &[], bdl, 4);
         let y = self.t.op(&[scan, ud], &[], bdl, 4);

@@ -7,6 +7,7 @@
 mod attention;
 mod gpt_oss;
 mod llama4;
+mod jamba;
 mod mamba;
 mod mlp;
 
@@ -441,8 +442,9 @@ impl<'a> Prog<'a> {
         let spec = self.c.spec;
         let h = spec.hidden_size;
         let x = self.t.external(self.tokens * h, self.c.num.param);
-        let out = if let Some(ssm) = layer.attention.kind.state_space().copied() {
-            self.ssm_block(x, layer, &ssm)
+        let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
+        let out = if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
+            self.ssm_block(x, layer, &ssm.clone())
         } else if layer.parallel_residual {
             self.parallel_residual_block(x, layer)
         } else if matches!(spec.naming, Naming::Bert | Naming::Roberta) {

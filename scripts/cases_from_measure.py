@@ -20,7 +20,7 @@ def job_of(spec):
             "gpu": None, "new_tokens": 0, "kv_dtype": None,
             # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
             # spec says, so the earlier runs' jobs are as they were.
-            **{k: spec[k] for k in ("zero_grad", "optimizer_impl") if k in spec}}
+            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile") if k in spec}}
 
 
 cases = []
@@ -40,6 +40,12 @@ for path in sys.argv[1:]:
     cases.append(dict(base, id=spec["id"] + "-peak", metric="per_gpu.peak_allocated",
                       expected_bytes=s["peak_timeline"], tolerance=0.10,
                       note=f"Steady-state peak in {s['peak_phase']}. " + how))
+    if spec.get("compile"):
+        # scripts/measure_compile.patch: no per-block marks in a compiled model, and the
+        # profiler's categories do not follow inductor's buffers: the peak alone.
+        how += " Compiled: nn.Module.compile() (torch.compile, inductor, default mode)."
+        cases[-1]["note"] = f"Steady-state peak in {s['peak_phase']}. " + how
+        continue
     cases.append(dict(base, id=spec["id"] + "-act-per-layer",
                       metric="per_gpu.activation_bytes_per_layer",
                       expected_bytes=s["layer_increment_median"], tolerance=0.15,

@@ -74,18 +74,21 @@ fn numerics(p: Precision) -> Numerics {
             compute: 4,
             autocast: false,
             softmax_saves_input: false,
+            compile: false,
         },
         Precision::Fp16 | Precision::Bf16 => Numerics {
             param: 2,
             compute: 2,
             autocast: false,
             softmax_saves_input: false,
+            compile: false,
         },
         Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
             param: 4,
             compute: 2,
             autocast: true,
             softmax_saves_input: false,
+            compile: false,
         },
     }
 }
@@ -118,8 +121,9 @@ pub fn forward(
     let embedding = stages::embeddings(spec, b, s, num, p_emb);
     // A VLM's vision tower and projector run before the decoder (`estimate/vision.rs`).
     let tower = super::vision::tower_forward(spec, job, num)?;
+    let mask = super::compile::traced_causal_mask(spec, job, num);
     let embedding = StageMemory {
-        kept: embedding.kept + tower.kept,
+        kept: embedding.kept + tower.kept + mask,
         peak: (embedding.peak + tower.kept).max(tower.peak),
         ..embedding
     };
@@ -165,6 +169,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
             compute: 2,
             autocast: false,
             softmax_saves_input: false,
+            compile: false,
         };
     }
     let peft = job.peft.is_some() && job.task == Task::Train;
@@ -172,6 +177,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
         num.param = 2;
     }
     num.softmax_saves_input = job.torch_version.is_some_and(|v| v.softmax_saves_input());
+    num.compile = job.techniques.compile && job.task == Task::Train;
     num
 }
 
@@ -377,7 +383,14 @@ fn head_and_loss(
         stages::loss_chunked_output(spec, b, s, logits_width)
     } else if train && lm_head {
         let width = stages::loss_width(spec, num, logits_width);
-        stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input)
+        let loss = stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input);
+        super::compile::loss(
+            loss,
+            num,
+            logits,
+            super::round_size(tokens * spec.vocab_size * width),
+            tokens,
+        )
     } else {
         LossMemory::default()
     };

@@ -3,6 +3,7 @@
 
 pub mod activations;
 pub mod blocks;
+pub mod compile;
 pub mod dpo;
 pub mod engine_settings;
 pub mod engines;

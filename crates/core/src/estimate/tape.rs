@@ -10,6 +10,8 @@
 //! (a new tensor, which is what it saves) and an fp32-list op (softmax, layer_norm, pow, ...)
 //! casts 16-bit inputs up.
 
+mod compile;
+
 /// A symbolic tensor on the tape.
 pub type Id = usize;
 
@@ -25,6 +27,11 @@ struct Entry {
     /// Index of the last op that reads it.
     last_use: usize,
     created: usize,
+    /// Made by a pointwise op that `torch.compile`'s partitioner may recompute in backward
+    /// (recorded only on a compiled tape, with `inputs`).
+    pointwise: bool,
+    /// The op's inputs (a compiled tape only).
+    inputs: Vec<Id>,
 }
 
 /// Records one region's ops.
@@ -34,6 +41,12 @@ pub struct Tape {
     ops: usize,
     /// Under `torch.no_grad()` (inference) nothing is saved.
     no_grad: bool,
+    /// The region runs under `torch.compile`: what pointwise ops save is decided by the
+    /// partitioner's cut (`compile.rs`), not by autograd's per-op rule.
+    compile: bool,
+    /// Tensors saved by pointwise ops (or a norm's input), in order: under compile the cut
+    /// decides whether each is saved or recomputed from its nearest non-pointwise producers.
+    deferred: Vec<Id>,
 }
 
 /// What a region leaves behind and how high it goes.
@@ -68,6 +81,8 @@ impl Tape {
             external: true,
             last_use: 0,
             created: 0,
+            pointwise: false,
+            inputs: Vec::new(),
         });
         self.entries.len() - 1
     }
@@ -92,6 +107,12 @@ impl Tape {
             external: false,
             last_use: at,
             created: at,
+            pointwise: false,
+            inputs: if self.compile {
+                inputs.to_vec()
+            } else {
+                Vec::new()
+            },
         });
         self.entries.len() - 1
     }
@@ -115,7 +136,7 @@ impl Tape {
             x
         } else {
             let n = self.elements(x);
-            self.op(&[x], &[], n, width)
+            self.fused_op(&[x], &[], n, width)
         }
     }
 
@@ -129,27 +150,31 @@ impl Tape {
         let rows = self.elements(x) / dim.max(1);
         let in_w = self.width(x);
         let x32 = self.cast(x, 4);
-        let sq = self.op(&[x32], &[x32], rows * dim, 4);
+        let sq = self.fused_op(&[x32], &[x32], rows * dim, 4);
         let mean = self.op(&[sq], &[], rows, 4);
-        let eps = self.op(&[mean], &[], rows, 4);
-        let r = self.op(&[eps], &[], rows, 4);
-        self.keep(r);
-        let hn = self.op(&[x32, r], &[x32, r], rows * dim, 4);
+        let eps = self.fused_op(&[mean], &[], rows, 4);
+        let r = self.fused_op(&[eps], &[], rows, 4);
+        self.keep_fused(r);
+        let hn = self.fused_op(&[x32, r], &[x32, r], rows * dim, 4);
         if gemma {
             let scale = self.op(&[], &[], dim, 4);
             let saved: &[Id] = if frozen { &[scale] } else { &[hn, scale] };
-            let out = self.op(&[hn, scale], saved, rows * dim, 4);
+            let out = self.fused_op(&[hn, scale], saved, rows * dim, 4);
             self.cast(out, in_w)
         } else {
             let hn = self.cast(hn, in_w);
             let saved: &[Id] = if frozen { &[] } else { &[hn] };
-            self.op(&[hn], saved, rows * dim, param_width.max(in_w))
+            self.fused_op(&[hn], saved, rows * dim, param_width.max(in_w))
         }
     }
 
-    /// Whether some op saved this tensor for backward.
+    /// Whether some op saved this tensor for backward (under compile: the partitioner's cut).
     pub fn is_saved(&self, id: Id) -> bool {
-        self.entries[id].kept
+        if self.compile {
+            self.compiled_kept()[id]
+        } else {
+            self.entries[id].kept
+        }
     }
 
     pub fn width(&self, id: Id) -> u64 {
@@ -166,12 +191,14 @@ impl Tape {
     pub fn memory(&self, output: Option<Id>, round: impl Fn(u64) -> u64) -> RegionMemory {
         let mut kept = 0u64;
         let mut delta = vec![0i128; self.ops + 2];
+        let cut = self.compile.then(|| self.compiled_kept());
         for (i, e) in self.entries.iter().enumerate() {
             if e.external {
                 continue;
             }
             let b = round(e.bytes);
-            let stays = e.kept || Some(i) == output;
+            let saved = cut.as_ref().map_or(e.kept, |c| c[i]);
+            let stays = saved || Some(i) == output;
             if stays {
                 kept += b;
                 delta[e.created] += b as i128;

@@ -240,13 +240,5 @@ pub fn warnings(job: &ResolvedJob, st: &StateBytes, host_activations: u64, out: 
             crate::text::bytes(st.paged_states)
         ));
     }
-    if job.techniques.compile {
-        out.push(
-            "compile: torch.compile's inductor fuses elementwise chains and its partitioner \
-             recomputes cheap ones in backward, so a compiled block usually saves less than \
-             eager; vramscope estimates the eager step (an upper bound), not measured under \
-             compile"
-                .into(),
-        );
-    }
+    out.extend(super::compile::warning(job));
 }

@@ -124,8 +124,8 @@ pub struct JobArgs {
     /// `enable_activation_offloading`; host bytes reported beside). [default: none]
     #[arg(long, value_name = "WHERE", help_heading = "Job")]
     pub activation_offload: Option<String>,
-    /// Train: the model runs under `torch.compile` (inductor); estimated as eager, said in the
-    /// warnings. [default: off]
+    /// Train: the model runs under `torch.compile` (inductor): pointwise chains are recomputed
+    /// in backward instead of saved, as AOTAutograd's partitioner cuts them. [default: off]
     #[arg(long, help_heading = "Job")]
     pub compile: bool,
     /// Train: a DPO step (TRL DPOTrainer; --batch counts pairs, 2 x batch rows) with its

@@ -292,7 +292,7 @@ impl Prog<'_> {
 
     /// The scores scaled, soft-capped (Gemma-2) and masked.
     fn scale_cap_mask(&mut self, scores: Id, n: u64, mmw: u64) -> Id {
-        let mut scaled = self.t.op(&[scores], &[], n, mmw);
+        let mut scaled = self.t.fused_op(&[scores], &[], n, mmw);
         // Gemma-2's soft-capping: `/ cap`, `tanh` (its output saved), `* cap`.
         if self.c.spec.softcapping.attention.is_some() {
             let d = self.t.op(&[scaled], &[], n, mmw);
@@ -302,7 +302,7 @@ impl Prog<'_> {
         }
         // The additive mask (causal or padding) promotes to its dtype.
         let mask_w = self.c.num.param;
-        self.t.op(&[scaled], &[], n, mmw.max(mask_w))
+        self.t.fused_op(&[scaled], &[], n, mmw.max(mask_w))
     }
 
     /// Softmax in fp32 (explicit dtype in Llama-style code; autocast's fp32 list elsewhere),
@@ -325,8 +325,10 @@ impl Prog<'_> {
             self.w(masked)
         };
         let sm_in = self.cast(masked, sm_w);
-        let probs = self.t.op(&[sm_in], &[], n, sm_w);
-        self.t.keep(probs);
+        // Under compile the partitioner saves the scores (a 16-bit bmm output under autocast)
+        // and softmax's max and sum, and recomputes the probabilities in backward.
+        let probs = self.t.fused_op(&[sm_in], &[], n, sm_w);
+        self.t.keep_fused(probs);
         if self.c.num.softmax_saves_input {
             self.t.keep(sm_in);
         }
@@ -344,9 +346,10 @@ impl Prog<'_> {
     /// Fused kernels (SDPA, flash) save q, k, v, the output and a logsumexp (b·heads·s, fp32);
     /// no s×s tensor. Grouped k/v are passed as is (GQA-aware kernels).
     fn fused_core(&mut self, p: &Qkv, w: Widths) -> Id {
+        let (k, v) = self.traced_repeat_kv(p, w);
         let qi = self.mm_input(p.q);
-        let ki = self.mm_input(p.k);
-        let vi = self.mm_input(p.v);
+        let ki = self.mm_input(k);
+        let vi = self.mm_input(v);
         self.t.keep(qi);
         self.t.keep(ki);
         self.t.keep(vi);
@@ -360,5 +363,36 @@ impl Prog<'_> {
             .op(&[qi], &[], self.c.batch * w.heads * self.c.seq, 4);
         self.t.keep(lse);
         out
+    }
+
+    /// Grouped k/v as SDPA receives them under `torch.compile`: traced, transformers 5.x cannot
+    /// rule out packed sequences (`masking_utils.find_packed_sequence_indices` skips its
+    /// "one sequence per row" check while tracing), so `create_causal_mask` builds the b×1×s×s
+    /// mask instead of relying on `is_causal`, and with a mask `use_gqa_in_sdpa` is false:
+    /// `repeat_kv` materialises k and v at all heads (`integrations/sdpa_attention.py`), and SDPA
+    /// saves those copies. The mask itself is made once per forward
+    /// (`crate::estimate::compile::traced_causal_mask`).
+    fn traced_repeat_kv(&mut self, p: &Qkv, w: Widths) -> (Id, Id) {
+        let traced_mask = self.c.num.compile
+            && self.c.kernel == AttentionKernel::Sdpa
+            && self.c.causal
+            && !self.c.no_grad;
+        if !traced_mask || w.kv_heads >= w.heads {
+            return (p.k, p.v);
+        }
+        let (kw, vw) = (self.w(p.k), self.w(p.v));
+        let k = self.t.op(
+            &[p.k],
+            &[],
+            p.kv_tokens * w.k * w.heads / w.kv_heads.max(1),
+            kw,
+        );
+        let v = self.t.op(
+            &[p.v],
+            &[],
+            p.kv_tokens * w.v * w.heads / w.kv_heads.max(1),
+            vw,
+        );
+        (k, v)
     }
 }

@@ -28,6 +28,9 @@ pub struct Numerics {
     /// `softmax` and `log_softmax` keep their input for backward beside their output, as
     /// PyTorch before 1.11 did (`job::TorchVersion::softmax_saves_input`).
     pub softmax_saves_input: bool,
+    /// The forward runs under `torch.compile` (inductor): pointwise ops' saves are the
+    /// partitioner's cut (`tape/compile.rs`).
+    pub compile: bool,
 }
 
 /// Everything a block program needs besides the layer itself.
@@ -173,6 +176,8 @@ impl<'a> Prog<'a> {
         Prog {
             t: if c.no_grad {
                 Tape::no_grad()
+            } else if c.num.compile {
+                Tape::compiled()
             } else {
                 Tape::new()
             },
@@ -191,7 +196,7 @@ impl<'a> Prog<'a> {
     fn mm_input(&mut self, x: Id) -> Id {
         if self.c.num.autocast && self.w(x) == 4 {
             let n = self.t.elements(x);
-            self.t.op(&[x], &[], n, 2)
+            self.t.fused_op(&[x], &[], n, 2)
         } else {
             x
         }
@@ -267,7 +272,7 @@ impl<'a> Prog<'a> {
     fn elementwise(&mut self, xs: &[Id], saved: &[Id]) -> Id {
         let n = xs.iter().map(|&x| self.t.elements(x)).max().unwrap_or(0);
         let width = xs.iter().map(|&x| self.w(x)).max().unwrap_or(4);
-        self.t.op(xs, saved, n, width)
+        self.t.fused_op(xs, saved, n, width)
     }
 
     /// A cast to `width` bytes (a no-op when already there).
@@ -288,6 +293,10 @@ impl<'a> Prog<'a> {
         out
     }
 
+    /// A residual add. Under compile the partitioner recomputes a block's inner residual from
+    /// the block input and the branch output (the cheaper side: a 16-bit matmul output under
+    /// autocast); the block's output, read again after the next block's unfusible ops, is
+    /// banned from recomputation (`ban_recompute_used_far_apart`) and kept as the output.
     fn residual(&mut self, a: Id, b: Id) -> Id {
         self.elementwise(&[a, b], &[])
     }
@@ -304,7 +313,7 @@ impl<'a> Prog<'a> {
                     x
                 };
                 let out_w = self.w(xin);
-                let out = self.t.op(&[xin], &[xin], rows * dim, out_w);
+                let out = self.t.norm_op(&[xin], &[xin], rows * dim, out_w);
                 let mean = self.t.op(&[xin], &[], rows, 4);
                 let rstd = self.t.op(&[xin], &[], rows, 4);
                 self.t.keep(mean);
@@ -335,12 +344,14 @@ impl<'a> Prog<'a> {
                 } else {
                     x
                 };
-                let p = self.t.op(&[xp], &[xp], self.t.elements(x), self.w(xp));
+                let p = self
+                    .t
+                    .fused_op(&[xp], &[xp], self.t.elements(x), self.w(xp));
                 let c1 = self.elementwise(&[p], &[]);
                 let s1 = self.elementwise(&[x, c1], &[]);
                 let c2 = self.elementwise(&[s1], &[]);
                 let th = self.elementwise(&[c2], &[]);
-                self.t.keep(th);
+                self.t.keep_fused(th);
                 let o = self.elementwise(&[th], &[]);
                 let h1 = self.elementwise(&[x], &[]);
                 self.elementwise(&[h1, o], &[h1, o])

@@ -105,6 +105,8 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
                 shared: None,
                 shared_gate: false,
                 router_bias: false,
+                // JambaSparseMoeBlock adds no input noise (modeling_jamba.py has no jitter).
+                input_jitter: 0,
             })
         } else {
             Mlp::Dense(expert.clone())

@@ -266,14 +266,13 @@ impl Prog<'_> {
             p.kn *= rep;
             p.vn *= rep;
         }
-        let mask_w = if self.c.num.autocast {
-            2
-        } else {
-            self.w(p.q)
-        };
-        let mask = self
-            .t
-            .op(&[p.q], &[], self.c.batch * self.c.seq * self.c.kv_seq, mask_w);
+        let mask_w = if self.c.num.autocast { 2 } else { self.w(p.q) };
+        let mask = self.t.op(
+            &[p.q],
+            &[],
+            self.c.batch * self.c.seq * self.c.kv_seq,
+            mask_w,
+        );
         self.t.keep(mask);
     }
 

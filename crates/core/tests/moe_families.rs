@@ -10,7 +10,10 @@ use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
 fn fixture(path: &str) -> Value {
-    let path = format!("{}/../formats/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../formats/tests/fixtures/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -24,8 +27,10 @@ fn run(job: Value) -> Report {
 
 /// KV bytes of one bf16 inference job over `seq` tokens.
 fn kv(model: Value, batch: u64, seq: u64) -> u64 {
-    run(json!({"model": model, "task": "infer", "batch": batch, "seq": seq,
-               "precision": "bf16"}))
+    run(
+        json!({"model": model, "task": "infer", "batch": batch, "seq": seq,
+               "precision": "bf16"}),
+    )
     .per_gpu
     .components
     .kv_cache

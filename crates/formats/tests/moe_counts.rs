@@ -31,11 +31,15 @@ fn olmoe_1b_7b() {
     assert_eq!(m.params_total, total);
     let inv = m.inventory.as_ref().unwrap();
     assert_eq!(
-        inv.get("model.layers.0.self_attn.q_norm.weight").unwrap().shape,
+        inv.get("model.layers.0.self_attn.q_norm.weight")
+            .unwrap()
+            .shape,
         vec![2048]
     );
     assert_eq!(
-        inv.get("model.layers.0.self_attn.k_norm.weight").unwrap().shape,
+        inv.get("model.layers.0.self_attn.k_norm.weight")
+            .unwrap()
+            .shape,
         vec![2048]
     );
     let spec = m.spec.as_ref().unwrap();
@@ -91,10 +95,8 @@ fn glm_4_5_air() {
     let attention: u64 = 50_343_936 + 2 * 4_195_328 + 50_331_648;
     assert_eq!(attention, 109_066_240);
     let moe: u64 = 524_288 + 2_214_592_512 + 17_301_504;
-    let total = (attention + 8_192 + 134_479_872)
-        + 45 * (attention + 8_192 + moe)
-        + 1_241_513_984
-        + 4_096;
+    let total =
+        (attention + 8_192 + 134_479_872) + 45 * (attention + 8_192 + moe) + 1_241_513_984 + 4_096;
     assert_eq!(total, 106_852_245_504);
     let m = load("glm-4.5-air.json");
     assert_eq!(m.params_total, total);
@@ -171,7 +173,12 @@ fn llama_4_rules_without_lists() {
         })
         .collect();
     assert_eq!(kinds, ["dense", "moe", "dense", "moe"]);
-    let nope: Vec<bool> = spec.decoder.layers.iter().map(|l| l.attention.nope).collect();
+    let nope: Vec<bool> = spec
+        .decoder
+        .layers
+        .iter()
+        .map(|l| l.attention.nope)
+        .collect();
     assert_eq!(nope, [false, false, false, true]);
     // Hand count (transformers 5.24 on meta: 161,344): embeddings + head 2 · 100 · 64 = 12,800; attention q/o 64² each, k/v 64 · 32
     // each = 12,288; norms 128; dense 3 · 64 · 96 = 18,432; MoE router 4 · 64 = 256, experts
@@ -271,9 +278,10 @@ fn hostile_fields_never_panic() {
 #[test]
 fn llama4_wrapper_refused_with_its_text_config_named() {
     use vramscope_formats::hf_config::{parse_config_str_with, ReadOptions};
-    let text: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("llama-4-scout-17b-16e-text.json")).unwrap())
-            .unwrap();
+    let text: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("llama-4-scout-17b-16e-text.json")).unwrap(),
+    )
+    .unwrap();
     let wrapper = serde_json::json!({
         "architectures": ["Llama4ForConditionalGeneration"],
         "model_type": "llama4",
@@ -285,7 +293,10 @@ fn llama4_wrapper_refused_with_its_text_config_named() {
     let err = parse_config_str_with(&wrapper, "c.json", ReadOptions::default())
         .unwrap_err()
         .to_string();
-    assert!(err.contains("'llama4'") && err.contains("vision_config"), "{err}");
+    assert!(
+        err.contains("'llama4'") && err.contains("vision_config"),
+        "{err}"
+    );
     assert!(err.contains("('llama4_text') is read natively"), "{err}");
     assert!(!err.contains('\n'), "{err}");
     let opts = ReadOptions { assume_llama: true };

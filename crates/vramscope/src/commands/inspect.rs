@@ -339,7 +339,10 @@ fn chunks(spec: &ModelSpec) -> Option<String> {
     let nope = spec.all_layers().filter(|l| l.attention.nope).count();
     let mut out = Vec::new();
     if let Some(c) = chunked.first() {
-        out.push(format!("attention chunk {c} on {}/{n} layers", chunked.len()));
+        out.push(format!(
+            "attention chunk {c} on {}/{n} layers",
+            chunked.len()
+        ));
     }
     if nope > 0 {
         out.push(format!("no RoPE on {nope}/{n} layers"));

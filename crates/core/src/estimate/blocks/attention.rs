@@ -140,7 +140,12 @@ impl Prog<'_> {
         };
         let ctx = match kernel {
             AttentionKernel::Eager => self.eager_core(p, w, latent, att.sinks),
-            AttentionKernel::Sdpa | AttentionKernel::Flash => self.fused_core(&p, w),
+            AttentionKernel::Sdpa | AttentionKernel::Flash => {
+                if kernel == AttentionKernel::Sdpa && self.sdpa_masked(att) {
+                    self.masked_sdpa_inputs(&mut p, w);
+                }
+                self.fused_core(&p, w)
+            }
         };
         self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O)
     }
@@ -239,6 +244,40 @@ impl Prog<'_> {
         let rh = self.t.op(&[neg, x], &[], n, xw);
         let b2 = self.t.op(&[rh], &[], n, w);
         self.t.op(&[a, b2], &[], n, w)
+    }
+
+    /// Whether transformers hands SDPA an explicit mask on this layer: a sliding-window or
+    /// chunked layer keeps its mask once the keys reach the window
+    /// (`masking_utils._ignore_causal_mask_sdpa`: no skip when `kv_length >= local_attention_size`);
+    /// full causal layers rely on `is_causal` instead.
+    fn sdpa_masked(&self, att: &Attention) -> bool {
+        att.sliding_window
+            .or(att.attention_chunk)
+            .is_some_and(|w| self.c.kv_seq >= w)
+    }
+
+    /// SDPA with a mask (`integrations/sdpa_attention.py`): `use_gqa_in_sdpa` is false when a
+    /// mask is given, so `repeat_kv` copies k and v out to all query heads (what the kernel
+    /// then saves), and `scaled_dot_product_attention` turns the boolean mask into an additive
+    /// one in the query's dtype (`convert_boolean_attn_mask`, aten `attention.cpp`), `[b, 1, s,
+    /// kv_s]`, which the kernel saves for backward: one per layer.
+    fn masked_sdpa_inputs(&mut self, p: &mut Qkv, w: Widths) {
+        if w.kv_heads > 0 && w.kv_heads < w.heads {
+            let rep = w.heads / w.kv_heads;
+            let (kw, vw) = (self.w(p.k), self.w(p.v));
+            p.k = self.t.op(&[p.k], &[], p.kn * rep, kw);
+            p.v = self.t.op(&[p.v], &[], p.vn * rep, vw);
+            p.kn *= rep;
+            p.vn *= rep;
+        }
+        let mask_w = if self.c.num.autocast { 2 } else { self.w(p.q) };
+        let mask = self.t.op(
+            &[p.q],
+            &[],
+            self.c.batch * self.c.seq * self.c.kv_seq,
+            mask_w,
+        );
+        self.t.keep(mask);
     }
 
     /// Width of the attention matmuls' outputs.

@@ -45,6 +45,10 @@ fn estimated_net(run_id: &str) -> u64 {
 fn within_3_percent(run_id: &str, measured: u64) {
     let est = estimated_net(run_id);
     let err = (est as f64 - measured as f64) / measured as f64;
+    println!(
+        "{run_id}: estimate {est}, measured {measured}, {:+.2} %",
+        err * 100.0
+    );
     assert!(
         err.abs() <= 0.03,
         "{run_id}: {est} vs {measured} ({err:+.4})"

@@ -20,7 +20,21 @@ def job_of(spec):
             "gpu": None, "new_tokens": 0, "kv_dtype": None,
             # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
             # spec says, so the earlier runs' jobs are as they were.
-            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile") if k in spec}}
+            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile") if k in spec},
+            **images_of(spec)}
+
+
+def images_of(spec):
+    """Runs with image inputs (measure.py patched as scripts/measure_vlm.patch): the job's
+    `images`, and its `seq` as the text tokens only — the patch puts (h/p)(w/p)/m² image tokens
+    per image into the measured sequence, and the estimate adds each image's tokens to `seq`."""
+    im = spec.get("images")
+    if not im:
+        return {}
+    v = spec["hf_config"]["vision_config"]
+    p, m = v["patch_size"], v["spatial_merge_size"]
+    tokens = (im["height"] // p) * (im["width"] // p) // (m * m)
+    return {"images": im, "seq": spec["seq"] - im["count"] * tokens}
 
 
 cases = []
@@ -35,10 +49,18 @@ for path in sys.argv[1:]:
            f"{spec['precision']}, {spec['optimizer']} ({spec.get('optimizer_impl', 'foreach')}), "
            f"zero_grad(set_to_none={spec.get('zero_grad', 'none') == 'none'}), attention {r['attn_implementation']}, "
            f"checkpointing {spec['checkpointing']}, batch {spec['batch']} x seq {spec['seq']}; dropout "
-           f"{r['dropout']}; two steps, the second reported; each allocation rounded up to 512 B.")
+           f"{r['dropout']}; two steps, the second reported; each allocation rounded up to 512 B."
+           + (f" Images: {spec['images']['count']} of {spec['images']['width']}x{spec['images']['height']} px "
+              f"per sequence, the image tokens inside the measured seq (measure.py patched as "
+              f"scripts/measure_vlm.patch)." if spec.get("images") else ""))
     base = {"source_id": spec["id"], "kind": "measured", "split": "project", "job": job_of(spec)}
+    # Image runs are held to 3 % (issue 21); their activations only where the profiler
+    # categorised nearly every tensor (under bf16 it leaves many UNKNOWN).
+    images = bool(spec.get("images"))
+    tol = 0.03 if images else None
+    sure = not images or c["UNKNOWN"] * 100 <= s["peak_timeline"]
     cases.append(dict(base, id=spec["id"] + "-peak", metric="per_gpu.peak_allocated",
-                      expected_bytes=s["peak_timeline"], tolerance=0.10,
+                      expected_bytes=s["peak_timeline"], tolerance=tol or 0.10,
                       note=f"Steady-state peak in {s['peak_phase']}. " + how))
     if spec.get("compile"):
         # scripts/measure_compile.patch: no per-block marks in a compiled model, and the
@@ -48,14 +70,14 @@ for path in sys.argv[1:]:
         continue
     cases.append(dict(base, id=spec["id"] + "-act-per-layer",
                       metric="per_gpu.activation_bytes_per_layer",
-                      expected_bytes=s["layer_increment_median"], tolerance=0.15,
+                      expected_bytes=s["layer_increment_median"], tolerance=tol or 0.15,
                       note="Bytes one block leaves allocated after its forward (median of the "
                            "differences between consecutive block ends). " + how))
     act = c["ACTIVATION"] + c["INPUT"]
-    if s["peak_phase"] == "backward" and act * 100 > s["peak_timeline"]:
+    if s["peak_phase"] == "backward" and act * 100 > s["peak_timeline"] and sure:
         cases.append(dict(base, id=spec["id"] + "-activations",
                           metric="per_gpu.components.activations", expected_bytes=act,
-                          tolerance=0.15,
+                          tolerance=tol or 0.15,
                           note="Profiler categories ACTIVATION + INPUT live at the peak. " + how))
 json.dump(cases, sys.stdout, indent=1)
 print()

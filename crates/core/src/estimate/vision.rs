@@ -6,13 +6,16 @@
 //! `modeling_qwen2_vl.py`, `modeling_llava.py`, `modeling_gemma3.py`), so what it saves is
 //! kept from the start of the forward to the end of the backward, with the embeddings'.
 
-use super::blocks::{block_memory, BlockCtx, Numerics};
+use super::blocks::{
+    block_memory, qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width, BlockCtx,
+    Numerics,
+};
 use super::round_size;
 use super::stages::StageMemory;
 use crate::error::CoreError;
 use crate::job::{Checkpointing, ResolvedJob, Task};
 use crate::model::*;
-use crate::vision::{ImageCost, Part, Projector, Vision};
+use crate::vision::{ImageCost, Part, Projector, TowerKind, Vision};
 use std::borrow::Cow;
 
 /// The job as the language model sees it: each sequence longer by its images' tokens
@@ -167,7 +170,10 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
     }
 }
 
-/// What the tower and projector keep and their top, for the job's images of one micro-batch.
+/// What the tower and projector keep and their top, for the job's images of one micro-batch:
+/// the pixels and the rotary tables (`tower_inputs`), the blocks (`tower_blocks`), the
+/// projector. The tower's residual stream between blocks is kept or not as each block's
+/// program says; the projector reads the last one.
 pub fn tower_forward(
     spec: &ModelSpec,
     job: &ResolvedJob,
@@ -183,7 +189,6 @@ pub fn tower_forward(
         .saturating_mul(cost.tower_images);
     let trains = tower_trains(v, job);
     let tspec = tower_spec(spec, v);
-    let layer = &tspec.decoder.layers[0];
     let lora = job
         .peft
         .as_ref()
@@ -203,52 +208,139 @@ pub fn tower_forward(
         lora,
         part: Part::Vision,
     };
-    let full = block_memory(ctx, layer);
-    let windowed = v.tower.window_patches.map(|w| {
-        let windows = cost.tower_seq.div_ceil(w.max(1));
-        block_memory(
-            BlockCtx {
-                batch: n.saturating_mul(windows),
-                seq: w.min(cost.tower_seq),
-                kv_seq: w.min(cost.tower_seq),
-                ..ctx
-            },
-            layer,
-        )
-    });
-    let tokens = n.saturating_mul(cost.tower_seq);
-    let input = round_size(tokens * v.tower.hidden * num.param);
+    let (inputs_kept, inputs_live) = tower_inputs(v, n, cost, num, trains);
     let ckpt = trains && job.checkpointing != Checkpointing::None;
-    let (mut kept, mut top) = (0u64, 0u64);
+    let run = tower_blocks(v, ctx, &tspec.decoder.layers[0], ckpt);
+    let proj_trains = trains || projector_trains(job);
+    let (proj_kept, proj_peak) = match v.projector {
+        Projector::QwenMerger { merge, norm, out } => {
+            let m = qwen_merger_memory(
+                BlockCtx {
+                    no_grad: !proj_trains,
+                    lora: None,
+                    part: Part::Projector,
+                    ..ctx
+                },
+                norm,
+                merge,
+                out,
+            );
+            let stream = if proj_trains {
+                run.stream.saturating_sub(m.input_freed)
+            } else {
+                0
+            };
+            (m.kept + m.weight_copies + stream, m.peak)
+        }
+        _ => {
+            let k = projector_kept(v, n, cost, num, proj_trains);
+            (k, k)
+        }
+    };
+    let base = inputs_live + run.saved + run.stream;
+    let kept = inputs_kept + run.saved + proj_kept;
+    Ok(StageMemory {
+        kept,
+        peak: run.top.max(base + proj_peak).max(kept),
+        weight_copies: 0,
+    })
+}
+
+/// The tower's blocks, one after another: the bytes they leave saved (besides the stream
+/// tensor between blocks), the stream tensor's bytes and the top of the blocks' forward
+/// (without the tower's inputs).
+struct TowerRun {
+    saved: u64,
+    stream: u64,
+    top: u64,
+}
+
+fn tower_blocks(v: &Vision, ctx: BlockCtx, layer: &Layer, ckpt: bool) -> TowerRun {
+    let qwen = v.tower.kind == TowerKind::Qwen;
+    let run = |c: BlockCtx| {
+        if qwen {
+            qwen_vision_block_memory(c, layer)
+        } else {
+            block_memory(c, layer)
+        }
+    };
+    let full = run(ctx);
+    let windowed = v.tower.window_patches.map(|w| {
+        let windows = ctx.seq.div_ceil(w.max(1));
+        run(BlockCtx {
+            batch: ctx.batch.saturating_mul(windows),
+            seq: w.min(ctx.seq),
+            kv_seq: w.min(ctx.seq),
+            ..ctx
+        })
+    });
+    let width = if qwen {
+        qwen_vision_stream_width(ctx.num)
+    } else {
+        ctx.num.param
+    };
+    let stream = round_size(ctx.batch * ctx.seq * v.tower.hidden * width);
+    let (mut saved, mut top) = (0u64, 0u64);
     for i in 0..v.tower.layers {
         let m = match windowed {
             Some(w) if !v.tower.full_attention_layers.contains(&i) => w,
             _ => full,
         };
-        top = top.max(kept + m.peak);
-        if trains && i < v.tower.layers_used {
-            kept += if ckpt {
-                input
+        top = top.max(saved + stream + m.peak);
+        if !ctx.no_grad && i < v.tower.layers_used {
+            // Checkpointed: the block's input only. Otherwise the input when the block saved
+            // it (`input_freed` when not) and what the block saved; `m.kept` counts the
+            // block's output, the same size as its input, which is the next stream tensor.
+            saved += if ckpt {
+                stream
             } else {
                 (m.kept + m.weight_copies).saturating_sub(m.input_freed)
             };
         }
     }
-    let proj_trains = trains || projector_trains(job);
-    let proj = projector_kept(v, n, cost, num, proj_trains);
-    // The pixels (`pixel_values`, one row per patch): the patch embedding saves them when the
-    // tower trains.
+    TowerRun { saved, stream, top }
+}
+
+/// The tower's inputs: (kept through the step, live during the tower's forward).
+/// `pixel_values` arrive in fp32 (the image processors return float32 and the Trainer moves
+/// them as they are): the step's input, live throughout. With 16-bit compute the patch
+/// embedding reads a 16-bit copy — pure 16 bit: `pixel_values.type(self.visual.dtype)`
+/// (`Qwen2VLModel.get_image_features`), CLIP/SigLIP `patch_embedding(pixel_values.to(
+/// dtype=target_dtype))`; autocast: the convolution's own cast, with a 16-bit copy of its
+/// weight — saved when the weight trains. Qwen's rotary tables, `cos` and `sin` of
+/// `[patches, head_dim]` in fp32 (`Qwen2VLVisionRotaryEmbedding.forward`), are made once
+/// and saved by every block's rotary multiplies.
+fn tower_inputs(
+    v: &Vision,
+    images: u64,
+    cost: ImageCost,
+    num: Numerics,
+    trains: bool,
+) -> (u64, u64) {
     let t = &v.tower;
+    let class_token = u64::from(t.kind == TowerKind::Clip);
+    let patches = images.saturating_mul(cost.tower_seq.saturating_sub(class_token));
     let patch_px = t.channels * t.temporal_patch * t.patch * t.patch;
-    let pixels = round_size(tokens.saturating_mul(patch_px) * num.param);
-    if trains {
-        kept += pixels;
-    }
-    Ok(StageMemory {
-        kept: kept + proj,
-        peak: top.max(kept + proj) + input + if trains { 0 } else { pixels },
-        weight_copies: 0,
-    })
+    let pixels = round_size(patches.saturating_mul(patch_px) * 4);
+    let sixteen = num.autocast || num.param == 2;
+    let copy = if sixteen {
+        round_size(patches.saturating_mul(patch_px) * 2)
+    } else {
+        0
+    };
+    let weight_copy = if num.autocast && num.param == 4 && trains {
+        round_size(2 * t.hidden * patch_px)
+    } else {
+        0
+    };
+    let rope = if t.kind == TowerKind::Qwen {
+        let tokens = images.saturating_mul(cost.tower_seq);
+        2 * round_size(tokens.saturating_mul(t.hidden / t.heads.max(1)) * 4)
+    } else {
+        0
+    };
+    let live = pixels + copy + weight_copy + rope;
+    (if trains { live } else { pixels }, live)
 }
 
 fn projector_trains(job: &ResolvedJob) -> bool {
@@ -257,8 +349,7 @@ fn projector_trains(job: &ResolvedJob) -> bool {
 
 /// What the projector saves for backward when it (or the tower below it) trains: each linear
 /// its input, the GELU its input, the norm its input and statistics
-/// (`Qwen2_5_VLPatchMerger` / `PatchMerger`, `LlavaMultiModalProjector`,
-/// `Gemma3MultiModalProjector`).
+/// (`LlavaMultiModalProjector`, `Gemma3MultiModalProjector`; Qwen's merger runs on the tape).
 fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics, trains: bool) -> u64 {
     let seq = cost.tower_seq;
     if !trains {
@@ -267,12 +358,8 @@ fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics, train
     let h = v.tower.hidden;
     let w = if num.autocast { 2 } else { num.compute };
     match v.projector {
-        Projector::QwenMerger { merge, .. } => {
-            let rows = images * seq / (merge * merge).max(1);
-            let wide = h * merge * merge;
-            // ln_q's input, then mlp.0's input, GELU's input and mlp.2's input.
-            round_size(images * seq * h * num.param) + 3 * round_size(rows * wide * w)
-        }
+        // Run on the tape by `qwen_merger_memory`.
+        Projector::QwenMerger { .. } => 0,
         Projector::LlavaMlp { out, .. } => {
             let rows = images * seq;
             round_size(rows * h * w) + 2 * round_size(rows * out * w)

@@ -280,6 +280,63 @@ impl Prog<'_> {
         self.t.keep(mask);
     }
 
+    /// The Qwen2-VL / Qwen2.5-VL vision tower's attention (`VisionAttention.forward`,
+    /// `modeling_qwen2_vl.py` / `modeling_qwen2_5_vl.py`): one fused `qkv` projection whose
+    /// q, k and v are views (`reshape(s, 3, heads, -1).permute(1, 0, 2, 3).unbind(0)`); the
+    /// kernel saves v, a view, so the whole qkv output stays saved. Rotary runs in fp32
+    /// (`vision_rotary`). With SDPA or eager the sequence is split at `cu_seqlens` (the
+    /// block's batch is the number of images or windows) and each chunk attended on its own;
+    /// `torch.cat` joins the chunk outputs into a new tensor, the one `proj` saves. Flash
+    /// attention 2 takes `cu_seqlens` in one varlen call and needs no join.
+    pub(super) fn qwen_vision_attention(&mut self, x: Id, layer: &Layer) -> Id {
+        let att = &layer.attention;
+        let w = Widths::of(att.kind);
+        let d = self.c.spec.hidden_size;
+        let qkv = self.linear_named(x, d, w.q + w.k + w.v, att.bias.q, Role::Qkv);
+        let p = Qkv {
+            q: self.vision_rotary(qkv, self.tokens * w.q),
+            k: self.vision_rotary(qkv, self.tokens * w.k),
+            v: qkv,
+            qn: self.tokens * w.q,
+            kn: self.tokens * w.k,
+            vn: self.tokens * w.v,
+            kv_tokens: self.tokens,
+        };
+        let ctx = match self.c.kernel {
+            AttentionKernel::Eager => self.eager_core(p, w, false, false),
+            AttentionKernel::Sdpa | AttentionKernel::Flash => self.fused_core(&p, w),
+        };
+        let ctx = if self.c.kernel == AttentionKernel::Flash {
+            ctx
+        } else {
+            let cw = self.w(ctx);
+            self.t.op(&[ctx], &[], self.tokens * w.out, cw)
+        };
+        self.linear_named(ctx, w.out, d, att.bias.o, Role::O)
+    }
+
+    /// `apply_rotary_pos_emb_vision` on `n` elements of a view of `src`: `q.float()` (a copy
+    /// unless already fp32; not saved, as cos/sin need no grad), `q·cos + rotate_half(q)·sin`
+    /// in fp32, then `.to(orig_dtype)` — in 16 bit a copy, and the tensor attention saves.
+    fn vision_rotary(&mut self, src: Id, n: u64) -> Id {
+        let w = self.w(src);
+        let xf = if w == 4 {
+            src
+        } else {
+            self.t.op(&[src], &[], n, 4)
+        };
+        let a = self.t.op(&[xf], &[], n, 4);
+        let neg = self.t.op(&[xf], &[], n / 2, 4);
+        let rh = self.t.op(&[neg, xf], &[], n, 4);
+        let b = self.t.op(&[rh], &[], n, 4);
+        let rotated = self.t.op(&[a, b], &[], n, 4);
+        if w == 4 {
+            rotated
+        } else {
+            self.t.op(&[rotated], &[], n, w)
+        }
+    }
+
     /// Width of the attention matmuls' outputs.
     fn matmul_width(&self) -> u64 {
         if self.c.num.autocast {

@@ -10,6 +10,9 @@ mod llama4;
 mod jamba;
 mod mamba;
 mod mlp;
+mod qwen_vision;
+
+pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{Id, Tape};
 use crate::job::AttentionKernel;
@@ -356,6 +359,15 @@ impl<'a> Prog<'a> {
                 let h1 = self.elementwise(&[x], &[]);
                 self.elementwise(&[h1, o], &[h1, o])
             }
+            // QuickGELUActivation (transformers `activations.py`, CLIP and the Qwen2-VL
+            // tower): `x · sigmoid(1.702 · x)`. The scaling by a constant saves nothing, the
+            // sigmoid saves its output, the product both operands: x and the sigmoid stay.
+            "quick_gelu" => {
+                let scaled = self.elementwise(&[x], &[]);
+                let sg = self.elementwise(&[scaled], &[]);
+                self.t.keep(sg);
+                self.elementwise(&[x, sg], &[x, sg])
+            }
             // ReLU saves its output.
             "relu" => {
                 let out = self.elementwise(&[x], &[]);
@@ -464,11 +476,17 @@ impl<'a> Prog<'a> {
             self.pre_norm_block(x, layer)
         };
         let out = self.cast(out, self.c.num.param.max(self.w(out)));
+        self.finish(x, out)
+    }
+
+    /// What the block program leaves: its saved tensors and output, its peak, and its input
+    /// when nothing saved it.
+    fn finish(self, x: Id, out: Id) -> BlockMemory {
         let mem = self.t.memory(Some(out), super::round_size);
         let input_freed = if self.t.is_saved(x) || self.c.no_grad {
             0
         } else {
-            super::round_size(self.tokens * h * self.t.width(x))
+            super::round_size(self.t.elements(x) * self.t.width(x))
         };
         BlockMemory {
             kept: mem.kept,

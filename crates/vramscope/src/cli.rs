@@ -121,6 +121,8 @@ pub enum Command {
     Estimate {
         #[command(flatten)]
         job: Box<JobArgs>,
+        #[command(flatten)]
+        diffusion: Box<crate::commands::estimate_pipeline::DiffusionArgs>,
         /// Print the report as JSON (the contract's Report, exactly).
         #[arg(long)]
         json: bool,
@@ -156,6 +158,8 @@ modelled step at the largest batch (the Report's `throughput` there; null withou
     Fit {
         #[command(flatten)]
         job: Box<JobArgs>,
+        #[command(flatten)]
+        diffusion: Box<crate::commands::estimate_pipeline::DiffusionArgs>,
         /// Calibrate with a measured run of this job (snapshot pickle or profiler timeline, as
         /// for `analyze`): its per-category residual against the estimate is carried into the
         /// search. The job's batch and sequence must be those of the measured run.

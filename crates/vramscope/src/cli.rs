@@ -46,6 +46,12 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
          and `fit` is null
   reserve 0: GiB kept free for other applications (--reserve 2), off the GPU's capacity
 
+Diffusion pipelines (MODEL a directory with model_index.json): one image-generation call,
+phase by phase (text encoders, denoiser forward, VAE decode); --width/--height 1024, --batch
+images per call, --precision bf16, --cfg on (Flux off), --offload none|model|sequential,
+--vae-tiling, --vae-slicing, --drop-t5 (SD3); docs/diffusion.md.
+  vramscope estimate ./FLUX.1-dev --width 1024 --height 768 --gpu rtx4090-24gb --offload model
+
 A job file (--job job.json or job.toml) holds the contract's job fields; flags given beside it
 override its fields and MODEL overrides its model. Numbers may be written as 8, 8.0 or 7.5e9.
 A flag given twice takes its last value, so advice's flags can be appended to the command.
@@ -121,6 +127,8 @@ pub enum Command {
     Estimate {
         #[command(flatten)]
         job: Box<JobArgs>,
+        #[command(flatten)]
+        diffusion: Box<crate::commands::estimate_pipeline::DiffusionArgs>,
         /// Print the report as JSON (the contract's Report, exactly).
         #[arg(long)]
         json: bool,
@@ -156,6 +164,8 @@ modelled step at the largest batch (the Report's `throughput` there; null withou
     Fit {
         #[command(flatten)]
         job: Box<JobArgs>,
+        #[command(flatten)]
+        diffusion: Box<crate::commands::estimate_pipeline::DiffusionArgs>,
         /// Calibrate with a measured run of this job (snapshot pickle or profiler timeline, as
         /// for `analyze`): its per-category residual against the estimate is carried into the
         /// search. The job's batch and sequence must be those of the measured run.

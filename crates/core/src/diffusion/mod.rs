@@ -4,8 +4,14 @@
 //! counts, the latent geometry of a resolution and which weights sit on the GPU under
 //! diffusers' offload modes. Pure: no I/O.
 
+pub mod denoise;
+pub mod estimate;
+pub mod fit;
+pub mod job;
 pub mod params;
 pub mod residency;
+pub mod text;
+pub mod vae_decode;
 
 /// `FluxTransformer2DModel`'s config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +70,10 @@ pub struct Vae {
     pub layers_per_block: u64,
     pub use_quant_conv: bool,
     pub use_post_quant_conv: bool,
+    /// `sample_size`: the pixel tile `enable_vae_tiling` decodes at once (`tile_sample_min_size`).
+    pub sample_size: u64,
+    /// `force_upcast`: SDXL's pipeline decodes in fp32 when the VAE is fp16 and this is set.
+    pub force_upcast: bool,
 }
 
 impl Vae {

@@ -10,6 +10,8 @@ fn vae4() -> Vae {
         layers_per_block: 2,
         use_quant_conv: false,
         use_post_quant_conv: false,
+        sample_size: 1024,
+        force_upcast: true,
     }
 }
 
@@ -116,5 +118,6 @@ fn offload_residency() {
         Some(2 * 83_819_683)
     );
     assert_eq!(Offload::parse(" Model "), Some(Offload::Model));
-    assert_eq!(Offload::parse("sequential"), None);
+    assert_eq!(Offload::parse("sequential"), Some(Offload::Sequential));
+    assert_eq!(Offload::parse("disk"), None);
 }

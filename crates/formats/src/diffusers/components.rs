@@ -225,6 +225,8 @@ fn vae(c: &Cfg) -> Result<Vae> {
         layers_per_block: c.pos("layers_per_block", 1)?,
         use_quant_conv: c.flag("use_quant_conv", true)?,
         use_post_quant_conv: c.flag("use_post_quant_conv", true)?,
+        sample_size: c.pos("sample_size", 32)?,
+        force_upcast: c.flag("force_upcast", true)?,
     })
 }
 

@@ -5,6 +5,7 @@ mod analyze;
 mod catalog;
 mod compare;
 pub mod estimate;
+pub mod estimate_pipeline;
 pub mod fit;
 pub mod from;
 mod inspect;
@@ -35,11 +36,22 @@ pub fn run(cli: Cli) -> CmdResult {
         } => inspect::run(&model, json, layers, tensors, assume_llama),
         Command::Estimate {
             job,
+            diffusion,
+            json,
+            require_fit,
+            ..
+        } if estimate_pipeline::pipeline_dir(&job).is_some() => {
+            let dir = estimate_pipeline::pipeline_dir(&job).unwrap_or_default();
+            estimate_pipeline::run_estimate(&dir, &job, &diffusion, json, require_fit)
+        }
+        Command::Estimate {
+            job,
             json,
             require_fit,
             svg,
             html,
             advise,
+            ..
         } => estimate::run(
             &job,
             estimate::Outputs {
@@ -57,8 +69,18 @@ pub fn run(cli: Cli) -> CmdResult {
         } => serve::run(bind, port, allow_hub),
         Command::Fit {
             job,
+            diffusion,
+            json,
+            measured: None,
+        } if estimate_pipeline::pipeline_dir(&job).is_some() => {
+            let dir = estimate_pipeline::pipeline_dir(&job).unwrap_or_default();
+            estimate_pipeline::run_fit(&dir, &job, &diffusion, json)
+        }
+        Command::Fit {
+            job,
             measured,
             json,
+            ..
         } => match measured {
             Some(file) => fit::run_calibrated(&job, &file, json),
             None => fit::run(&job, json),

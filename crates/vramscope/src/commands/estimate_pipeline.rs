@@ -1,0 +1,264 @@
+//! `vramscope estimate DIR` and `vramscope fit DIR` when DIR holds a diffusers pipeline
+//! (`model_index.json`): the diffusion job (`vramscope_core::diffusion::job`) from a JSON/TOML
+//! job file and the flags, its report by phase, and the largest batch / resolution that fit.
+
+use super::jobargs::{JobArgs, JobError};
+use super::CmdResult;
+use crate::output::{paint, print, print_json, BOLD, HEADER};
+use crate::units::{bytes, short_count};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use vramscope_core::diffusion::estimate::{estimate, DiffusionReport};
+use vramscope_core::diffusion::fit::{fit, DiffusionFit};
+use vramscope_core::diffusion::job::{DiffusionJob, Offload};
+use vramscope_core::diffusion::Pipeline;
+
+/// The flags only a diffusion pipeline reads (its other fields use the job's own flags:
+/// `--batch` images per call, `--precision` bf16/fp16/fp32, `--offload none|model|sequential`,
+/// `--attention`, `--gpu`, `--reserve`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct DiffusionArgs {
+    /// Diffusion pipelines: image width in pixels (a multiple of VAE scale × patch). [default: 1024]
+    #[arg(long, help_heading = "Diffusion")]
+    pub width: Option<String>,
+    /// Diffusion pipelines: image height in pixels. [default: 1024]
+    #[arg(long, help_heading = "Diffusion")]
+    pub height: Option<String>,
+    /// Diffusion pipelines: classifier-free guidance, `on` or `off` (on doubles the denoiser's
+    /// batch for SDXL and SD3; Flux is guidance-distilled). [default: on; Flux off]
+    #[arg(long, value_name = "on|off", help_heading = "Diffusion")]
+    pub cfg: Option<String>,
+    /// Diffusion pipelines: `enable_vae_tiling()` (decode `sample_size` tiles one at a time).
+    #[arg(long, help_heading = "Diffusion")]
+    pub vae_tiling: bool,
+    /// Diffusion pipelines: `enable_vae_slicing()` (decode one image at a time).
+    #[arg(long, help_heading = "Diffusion")]
+    pub vae_slicing: bool,
+    /// Diffusion pipelines: T5's prompt length (`max_sequence_length`). [default: Flux 512, SD3 256]
+    #[arg(long, value_name = "N", help_heading = "Diffusion")]
+    pub max_sequence_length: Option<String>,
+    /// SD3: run without the T5 encoder (`text_encoder_3=None`).
+    #[arg(long, help_heading = "Diffusion")]
+    pub drop_t5: bool,
+}
+
+fn is_pipeline(m: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(m);
+    vramscope_formats::diffusers::is_pipeline_dir(&p).then_some(p)
+}
+
+/// The job file's text as JSON (TOML converted), when `--job` is given.
+fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
+    let Some(path) = &args.job else {
+        return Ok(None);
+    };
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| JobError(format!("{shown}: {e}")))?;
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+        return Ok(Some(v));
+    }
+    toml::from_str::<serde_json::Value>(&text)
+        .map(Some)
+        .map_err(|_| JobError(format!("{shown}: neither JSON nor TOML")))
+}
+
+/// The pipeline directory the job names (flag first, then the job file's `model`), if any.
+pub fn pipeline_dir(args: &JobArgs) -> Option<PathBuf> {
+    if let Some(m) = &args.model {
+        return is_pipeline(m);
+    }
+    let v = job_file(args).ok()??;
+    is_pipeline(v.get("model")?.as_str()?)
+}
+
+fn num(field: &str, s: &Option<String>) -> Result<Option<f64>, JobError> {
+    s.as_deref()
+        .map(|t| {
+            t.trim()
+                .parse::<f64>()
+                .map_err(|_| JobError(format!("{field}: not a number ('{t}')")))
+        })
+        .transpose()
+}
+
+/// The diffusion job: the job file's fields with the flags laid over them.
+fn diffusion_job(args: &JobArgs, d: &DiffusionArgs) -> Result<DiffusionJob, JobError> {
+    let mut job: DiffusionJob = match job_file(args)? {
+        Some(v) => serde_json::from_value(v)
+            .map_err(|e| JobError(format!("invalid diffusion job: {e}").replace('\n', " ")))?,
+        None => DiffusionJob::default(),
+    };
+    let set = |dst: &mut Option<f64>, v: Option<f64>| {
+        if v.is_some() {
+            *dst = v;
+        }
+    };
+    set(&mut job.batch, num("batch", &args.batch)?);
+    set(&mut job.width, num("width", &d.width)?);
+    set(&mut job.height, num("height", &d.height)?);
+    set(
+        &mut job.max_sequence_length,
+        num("max_sequence_length", &d.max_sequence_length)?,
+    );
+    if let Some(g) = num("reserve", &args.reserve)? {
+        if !(g.is_finite() && g >= 0.0) {
+            return Err(JobError(format!("reserve: GiB ≥ 0 (got {g})")));
+        }
+        job.reserve = Some((g * (1u64 << 30) as f64).round());
+    }
+    for (dst, src) in [
+        (&mut job.precision, &args.precision),
+        (&mut job.offload, &args.offload),
+        (&mut job.attention, &args.attention),
+        (&mut job.gpu, &args.gpu),
+        (&mut job.task, &args.task),
+    ] {
+        if src.is_some() {
+            dst.clone_from(src);
+        }
+    }
+    match d.cfg.as_deref().map(str::trim) {
+        None => {}
+        Some("on" | "true") => job.cfg = Some(true),
+        Some("off" | "false") => job.cfg = Some(false),
+        Some(o) => return Err(JobError(format!("cfg: on or off (got '{o}')"))),
+    }
+    job.vae_tiling = job.vae_tiling.or(d.vae_tiling.then_some(true));
+    job.vae_slicing = job.vae_slicing.or(d.vae_slicing.then_some(true));
+    job.drop_t5 = job.drop_t5.or(d.drop_t5.then_some(true));
+    Ok(job)
+}
+
+fn load(
+    dir: &Path,
+    args: &JobArgs,
+    d: &DiffusionArgs,
+) -> Result<(Pipeline, DiffusionJob), Box<dyn std::error::Error>> {
+    let p = vramscope_formats::diffusers::read_pipeline_dir(dir)?;
+    Ok((p, diffusion_job(args, d)?))
+}
+
+/// `estimate` of a pipeline.
+pub fn run_estimate(
+    dir: &Path,
+    args: &JobArgs,
+    d: &DiffusionArgs,
+    json: bool,
+    require_fit: bool,
+) -> CmdResult {
+    let (p, job) = load(dir, args, d)?;
+    let resolved = job.resolve(&p).map_err(JobError)?;
+    let name = dir.display().to_string();
+    let report = estimate(&p, &name, &resolved).map_err(JobError)?;
+    if require_fit && report.fit.is_none() {
+        return Err(Box::new(JobError(
+            "--require-fit: needs a GPU to fit (give --gpu ID)".into(),
+        )));
+    }
+    if json {
+        print_json(&report)?;
+    } else {
+        print(&human(&report))?;
+    }
+    let fits = report.fit.as_ref().is_some_and(|f| f.fits);
+    Ok(if require_fit && !fits { 1 } else { 0 })
+}
+
+/// `fit` of a pipeline.
+pub fn run_fit(dir: &Path, args: &JobArgs, d: &DiffusionArgs, json: bool) -> CmdResult {
+    let (p, job) = load(dir, args, d)?;
+    let resolved = job.resolve(&p).map_err(JobError)?;
+    let answer = fit(&p, &dir.display().to_string(), &resolved).map_err(JobError)?;
+    if json {
+        print_json(&answer)?;
+    } else {
+        print(&fit_text(
+            &answer,
+            resolved.width,
+            resolved.height,
+            resolved.batch,
+        ))?;
+    }
+    Ok(0)
+}
+
+fn fit_text(f: &DiffusionFit, w: u64, h: u64, b: u64) -> String {
+    let or_none = |x: Option<u64>, unit: &str| match x {
+        Some(n) => format!("{n}{unit}"),
+        None => "none fits".to_string(),
+    };
+    let mut out = format!("{} (capacity {})\n", paint(BOLD, &f.gpu), bytes(f.capacity));
+    out.push_str(&format!(
+        "  largest batch at {w}×{h}: {}\n",
+        or_none(f.max_batch, " images")
+    ));
+    let side = f.max_resolution.map(|s| format!("{s}×{s}"));
+    out.push_str(&format!(
+        "  largest square resolution at batch {b}: {} (sides step by {} px)\n",
+        side.unwrap_or_else(|| "none fits".into()),
+        f.side_step
+    ));
+    for n in &f.notes {
+        out.push_str(&format!("  note: {n}\n"));
+    }
+    out
+}
+
+fn human(r: &DiffusionReport) -> String {
+    let j = &r.job;
+    let mut out = format!(
+        "{}  {} parameters in {} models; {}×{}, batch {}, {}, offload {}\n",
+        paint(BOLD, &r.model.pipeline),
+        short_count(r.model.params_total),
+        r.model.components.len(),
+        j.width,
+        j.height,
+        j.batch,
+        j.precision,
+        match j.offload {
+            Offload::None => "none",
+            Offload::Model => "model",
+            Offload::Sequential => "sequential",
+        }
+    );
+    out.push_str(&format!(
+        "\n{}\n",
+        paint(HEADER, "Phases (bytes on the GPU)")
+    ));
+    out.push_str(&format!(
+        "  {:<28} {:>12} {:>12} {:>12} {:>12}\n",
+        "phase", "weights", "activations", "workspaces", "allocated"
+    ));
+    for ph in &r.phases {
+        out.push_str(&format!(
+            "  {:<28} {:>12} {:>12} {:>12} {:>12}\n",
+            ph.phase,
+            bytes(ph.parameters),
+            bytes(ph.activations),
+            bytes(ph.temporaries),
+            bytes(ph.allocated)
+        ));
+    }
+    let g = &r.per_gpu;
+    let opt = |x: Option<u64>| x.map(bytes).unwrap_or_else(|| "-".into());
+    out.push_str(&format!(
+        "\n  peak in {}: allocated {}, reserved {}, with the CUDA context {}\n",
+        g.peak_phase.as_deref().unwrap_or("-"),
+        opt(g.peak_allocated),
+        opt(g.peak_reserved),
+        opt(g.device_total)
+    ));
+    if let Some(f) = &r.fit {
+        let verdict = if f.fits { "fits" } else { "does not fit" };
+        out.push_str(&format!(
+            "  {} on {} (capacity {})\n",
+            verdict,
+            f.gpu,
+            bytes(f.capacity)
+        ));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("  note: {w}\n"));
+    }
+    out
+}

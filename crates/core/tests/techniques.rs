@@ -197,18 +197,24 @@ fn offloaded_checkpointed_inputs_go_to_the_host() {
     assert!(off.per_gpu.peak_allocated.unwrap() <= plain.per_gpu.peak_allocated.unwrap());
 }
 
-/// `compile` is accepted, echoed and said: the estimate stays the eager step's.
+/// `compile` is accepted and said, and lowers what GPT-2's blocks save: its `gelu_new` chain is
+/// recomputed in backward instead of saved (the per-block bytes are derived by hand in
+/// `compile_saved.rs`; the measured steps are in `compile_measured.rs`). At batch 2 × 256 the
+/// step peaks in the optimizer step, where no activation is alive: the peak does not move.
 #[test]
-fn compile_is_said_and_estimated_as_eager() {
+fn compile_is_said_and_lowers_gpt2_blocks() {
     let base = json!({"model": "gpt2", "batch": 2, "seq": 256});
     let mut v = base.clone();
     v["compile"] = json!(true);
     let (eager, compiled) = (run(base), run(v));
+    assert_eq!(eager.per_gpu.peak_phase.as_deref(), Some("optimizer"));
     assert_eq!(
-        eager.per_gpu.peak_allocated,
-        compiled.per_gpu.peak_allocated
+        compiled.per_gpu.peak_allocated,
+        eager.per_gpu.peak_allocated
     );
+    assert!(compiled.per_gpu.activation_bytes_per_layer < eager.per_gpu.activation_bytes_per_layer);
     assert!(compiled.warnings.iter().any(|w| w.starts_with("compile:")));
+    assert!(!eager.warnings.iter().any(|w| w.starts_with("compile:")));
 }
 
 /// Real training steps with the techniques, measured on the CPU with

@@ -59,8 +59,8 @@ pub fn warning(job: &ResolvedJob) -> Option<String> {
     Some(
         "compile: saved activations are the partitioner's cut (torch.compile, inductor, default \
          mode, one graph per model: pointwise chains recomputed in backward, matmul inputs and \
-         outputs, norm statistics and dropout masks saved); measured on CPU steps of GPT-2, \
-         Llama and BERT within 3 %, not on a GPU; graph breaks, mode=\"max-autotune\" (CUDA \
+         outputs, norm statistics and dropout masks saved); measured on fp32 CPU steps of \
+         GPT-2, Llama and BERT within 3 %, not in bf16 nor on a GPU; graph breaks, mode=\"max-autotune\" (CUDA \
          graphs) and an activation_memory_budget below 1 are not modelled"
             .into(),
     )

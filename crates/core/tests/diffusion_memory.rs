@@ -259,3 +259,65 @@ fn fit_is_the_edge_of_estimate() {
     };
     assert!(sq(s) && !sq(s + 16), "max side {s}");
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn num() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            Just(None),
+            any::<f64>().prop_map(Some),
+            (0u32..20_000).prop_map(|x| Some(f64::from(x))),
+            (0u32..1100).prop_map(|x| Some(f64::from(x * 16))),
+        ]
+    }
+
+    fn word() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            Just(None),
+            Just(Some("model".to_string())),
+            Just(Some("sequential".to_string())),
+            Just(Some("fp16".to_string())),
+            Just(Some("eager".to_string())),
+            "\\PC{0,12}".prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        /// Any values: the job resolves or says which field is wrong in one line; a resolved job
+        /// estimates without a panic (or says it overflows), and its phases add up.
+        #[test]
+        fn any_job_resolves_or_names_the_field(
+            width in num(), height in num(), batch in num(), msl in num(), reserve in num(),
+            precision in word(), offload in word(), attention in word(),
+            cfg in any::<Option<bool>>(), tiling in any::<Option<bool>>(),
+            slicing in any::<Option<bool>>(),
+        ) {
+            let p = pipeline(sdxl_vae());
+            let j = DiffusionJob {
+                width, height, batch, max_sequence_length: msl, reserve,
+                precision, offload, attention, cfg,
+                vae_tiling: tiling, vae_slicing: slicing,
+                ..DiffusionJob::default()
+            };
+            match j.resolve(&p) {
+                Err(e) => {
+                    prop_assert!(!e.contains('\n'));
+                    let field = e.split(':').next().unwrap_or("");
+                    prop_assert!([
+                        "width", "height", "batch", "max_sequence_length", "reserve",
+                        "precision", "offload", "attention", "drop_t5", "task",
+                    ].contains(&field), "{}", e);
+                }
+                Ok(r) => {
+                    if let Ok(rep) = estimate::estimate(&p, "p", &r) {
+                        for ph in &rep.phases {
+                            prop_assert_eq!(ph.allocated, ph.parameters + ph.activations + ph.temporaries);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

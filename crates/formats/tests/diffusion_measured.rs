@@ -16,7 +16,8 @@ fn root() -> PathBuf {
 
 #[test]
 fn estimates_within_tolerance_of_measured() {
-    let text = std::fs::read_to_string(root().join("validation/cpu-measured-diffusion.json")).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("validation/cpu-measured-diffusion.json")).unwrap();
     let cases: Vec<Value> = serde_json::from_str(&text).unwrap();
     assert!(cases.len() >= 8, "{} cases", cases.len());
     let mut worst: f64 = 0.0;

@@ -167,7 +167,7 @@ impl DiffusionJob {
             gpu: self.gpu.clone(),
             reserve: match self.reserve {
                 None => 0,
-                Some(r) if r.is_finite() && r >= 0.0 && r < 1e18 => r as u64,
+                Some(r) if (0.0..1e18).contains(&r) => r as u64,
                 Some(r) => return Err(format!("reserve: bytes, a number ≥ 0 (got {r})")),
             },
         })

@@ -81,8 +81,35 @@ fn num(field: &str, s: &Option<String>) -> Result<Option<f64>, JobError> {
         .transpose()
 }
 
+/// Flags of the language-model job a pipeline has no use for: refused, named, rather than
+/// ignored.
+fn refuse_unused(args: &JobArgs) -> Result<(), JobError> {
+    let unused = [
+        ("--seq", args.seq.is_some()),
+        ("--new-tokens", args.new_tokens.is_some()),
+        ("--optimizer", args.optimizer.is_some()),
+        ("--checkpointing", args.checkpointing.is_some()),
+        ("--weights", args.weights.is_some()),
+        ("--framework", args.framework.is_some()),
+        ("--kv-dtype", args.kv_dtype.is_some()),
+        ("--grad-accum", args.grad_accum.is_some()),
+        ("--images", args.images.is_some()),
+        ("--gpus", args.gpus.is_some()),
+        ("--tp", args.tp.is_some()),
+        ("--lora", args.lora.is_some() || args.qlora.is_some()),
+        ("--from", !args.from.is_empty()),
+    ];
+    match unused.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(JobError(format!(
+            "{flag}: not a field of a diffusion pipeline job (see docs/diffusion.md)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The diffusion job: the job file's fields with the flags laid over them.
 fn diffusion_job(args: &JobArgs, d: &DiffusionArgs) -> Result<DiffusionJob, JobError> {
+    refuse_unused(args)?;
     let mut job: DiffusionJob = match job_file(args)? {
         Some(v) => serde_json::from_value(v)
             .map_err(|e| JobError(format!("invalid diffusion job: {e}").replace('\n', " ")))?,

@@ -383,3 +383,34 @@ fn internvl_vit_300m() {
         .unwrap();
     assert_eq!((c.tokens, c.tower_images), (1_282, 5));
 }
+
+proptest::proptest! {
+    /// Any preprocessor config the new families may meet — the keys they read with any JSON
+    /// value, or any text — is applied or refused with an error, never a panic, and a cost
+    /// after it is a cost or an error (InternVL's grid search stays bounded).
+    #[test]
+    fn preprocessor_configs_never_panic(
+        key in proptest::sample::select(vec!["size", "max_image_size", "do_image_splitting",
+            "min_patches", "max_patches", "crop_to_patches", "min_pixels", "max_pixels"]),
+        n in proptest::option::of(0u64..1_000_000_000),
+        inner in proptest::sample::select(vec!["longest_edge", "shortest_edge", "height"]),
+        text in ".{0,32}",
+        w in 1u64..50_000,
+        h in 1u64..50_000,
+    ) {
+        let value = match n {
+            Some(n) => format!(r#"{{"{key}": {{"{inner}": {n}}}, "{inner}": {n}, "x": {n}}}"#),
+            None => format!(r#"{{"{key}": {text:?}}}"#),
+        };
+        let flat = n.map(|n| format!(r#"{{"{key}": {n}}}"#)).unwrap_or_default();
+        for f in ["mistral-small-3.1-24b-instruct.json", "smolvlm2-500m-video-instruct.json",
+                  "qwen3-vl-4b-instruct.json", "internvl-vit300m-tiny-text.json"] {
+            let mut m = load_model(&fixture(f)).unwrap();
+            let spec = m.spec.as_mut().unwrap();
+            for t in [&value, &flat, &text] {
+                let _ = vramscope_formats::hf_config::apply_preprocessor(spec, t, "p.json");
+                let _ = spec.vision.as_ref().unwrap().tokens.cost(w, h);
+            }
+        }
+    }
+}

@@ -31,7 +31,7 @@ pub struct LayerPlan {
 /// The forward of one micro-batch, part by part.
 #[derive(Debug, Clone, Default)]
 pub struct ForwardPlan {
-    /// input_ids and labels (int64).
+    /// input_ids and labels (int64), and a VLM's `pixel_values` (fp32).
     pub inputs: u64,
     pub embedding: StageMemory,
     pub layers: Vec<LayerPlan>,
@@ -127,6 +127,12 @@ pub fn forward(
         peak: (embedding.peak + tower.kept).max(tower.peak),
         ..embedding
     };
+    // A VLM's images are an input of the step beside the token ids.
+    let pixels = if job.task == Task::Train {
+        super::vision::pixel_input_bytes(spec, job)?
+    } else {
+        0
+    };
     let layers = blocks_forward(spec, job, num)?;
     let (head, logits, loss) = head_and_loss(spec, job, num);
     let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
@@ -143,7 +149,7 @@ pub fn forward(
     };
     let parts = distribute(spec, job, parts, bytes_per_layer, megatron, warnings);
     Ok(ForwardPlan {
-        inputs: super::techniques::input_tensors(job) * super::round_size(tokens * 8),
+        inputs: super::techniques::input_tensors(job) * super::round_size(tokens * 8) + pixels,
         embedding,
         layers: parts.layers,
         head: parts.head,

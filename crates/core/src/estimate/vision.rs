@@ -171,7 +171,8 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
 }
 
 /// What the tower and projector keep and their top, for the job's images of one micro-batch:
-/// the pixels and the rotary tables (`tower_inputs`), the blocks (`tower_blocks`), the
+/// the pixels' 16-bit copy and the rotary tables (`tower_inputs`; the pixels themselves are
+/// the step's input, `pixel_input_bytes`), the blocks (`tower_blocks`), the
 /// projector. The tower's residual stream between blocks is kept or not as each block's
 /// program says; the projector reads the last one.
 pub fn tower_forward(
@@ -208,7 +209,12 @@ pub fn tower_forward(
         lora,
         part: Part::Vision,
     };
-    let (inputs_kept, inputs_live) = tower_inputs(v, n, cost, num, trains);
+    let (inputs_kept, mut inputs_live) = tower_inputs(v, n, cost, num, trains);
+    // In training the pixels are counted with the step's inputs (`pixel_input_bytes`);
+    // otherwise they are live while the tower runs.
+    if job.task != Task::Train {
+        inputs_live += pixel_input_bytes(spec, job)?;
+    }
     let ckpt = trains && job.checkpointing != Checkpointing::None;
     let run = tower_blocks(v, ctx, &tspec.decoder.layers[0], ckpt);
     let proj_trains = trains || projector_trains(job);
@@ -301,10 +307,35 @@ fn tower_blocks(v: &Vision, ctx: BlockCtx, layer: &Layer, ckpt: bool) -> TowerRu
     TowerRun { saved, stream, top }
 }
 
-/// The tower's inputs: (kept through the step, live during the tower's forward).
-/// `pixel_values` arrive in fp32 (the image processors return float32 and the Trainer moves
-/// them as they are): the step's input, live throughout. With 16-bit compute the patch
-/// embedding reads a 16-bit copy — pure 16 bit: `pixel_values.type(self.visual.dtype)`
+/// Patches the tower embeds for the job's images of one micro-batch (CLIP's class token is
+/// not a patch) and the values of one patch (`channels · temporal_patch · patch²`).
+fn patches(v: &Vision, images: u64, cost: ImageCost) -> (u64, u64) {
+    let t = &v.tower;
+    let class_token = u64::from(t.kind == TowerKind::Clip);
+    let n = images.saturating_mul(cost.tower_seq.saturating_sub(class_token));
+    (n, t.channels * t.temporal_patch * t.patch * t.patch)
+}
+
+/// The images' `pixel_values` of one micro-batch: they arrive in fp32 (the image processors
+/// return float32 and the Trainer moves them to the device as they are), one row per patch,
+/// and are the step's input, live from its start to the end of the backward beside the token
+/// ids (`ForwardPlan::inputs`).
+pub fn pixel_input_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, CoreError> {
+    let (Some(v), Some(images)) = (spec.vision.as_ref(), job.images) else {
+        return Ok(0);
+    };
+    let cost = image_cost(v, job)?;
+    let n = job
+        .batch
+        .saturating_mul(images.count)
+        .saturating_mul(cost.tower_images);
+    let (patches, px) = patches(v, n, cost);
+    Ok(round_size(patches.saturating_mul(px) * 4))
+}
+
+/// What the tower makes before its blocks: (kept through the step, live during the tower's
+/// forward besides the pixels). With 16-bit compute the patch embedding reads a 16-bit copy
+/// of the pixels — pure 16 bit: `pixel_values.type(self.visual.dtype)`
 /// (`Qwen2VLModel.get_image_features`), CLIP/SigLIP `patch_embedding(pixel_values.to(
 /// dtype=target_dtype))`; autocast: the convolution's own cast, with a 16-bit copy of its
 /// weight — saved when the weight trains. Qwen's rotary tables, `cos` and `sin` of
@@ -318,10 +349,7 @@ fn tower_inputs(
     trains: bool,
 ) -> (u64, u64) {
     let t = &v.tower;
-    let class_token = u64::from(t.kind == TowerKind::Clip);
-    let patches = images.saturating_mul(cost.tower_seq.saturating_sub(class_token));
-    let patch_px = t.channels * t.temporal_patch * t.patch * t.patch;
-    let pixels = round_size(patches.saturating_mul(patch_px) * 4);
+    let (patches, patch_px) = patches(v, images, cost);
     let sixteen = num.autocast || num.param == 2;
     let copy = if sixteen {
         round_size(patches.saturating_mul(patch_px) * 2)
@@ -339,8 +367,8 @@ fn tower_inputs(
     } else {
         0
     };
-    let live = pixels + copy + weight_copy + rope;
-    (if trains { live } else { pixels }, live)
+    let live = copy + weight_copy + rope;
+    (if trains { live } else { 0 }, live)
 }
 
 fn projector_trains(job: &ResolvedJob) -> bool {

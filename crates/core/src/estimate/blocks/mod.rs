@@ -6,8 +6,8 @@
 
 mod attention;
 mod gpt_oss;
-mod llama4;
 mod jamba;
+mod llama4;
 mod mamba;
 mod mlp;
 mod qwen_vision;

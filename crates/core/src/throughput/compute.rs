@@ -51,6 +51,16 @@ pub fn model_flops(shape: &ModelShape, b: u64, s: u64) -> f64 {
         + b as f64 * attention_forward_flops(shape, s))
 }
 
+/// Model FLOPs of a PEFT (LoRA/QLoRA) micro-batch: the frozen weights take no weight
+/// gradient, so the matmuls run two passes (forward, input gradients) where full training runs
+/// three; attention has no weights and keeps its forward + twice-as-large backward. The
+/// adapters' own FLOPs (rank r ≪ h) are left out. MFU is then "the FLOPs the step requires
+/// over time × peak" (Chowdhery et al. 2022, PaLM, appendix B) and stays below 1.
+pub fn peft_model_flops(shape: &ModelShape, b: u64, s: u64) -> f64 {
+    2.0 * 2.0 * shape.matmul_params * (b * s) as f64
+        + 3.0 * b as f64 * attention_forward_flops(shape, s)
+}
+
 /// One micro-batch on one GPU of the layout: work divided over tp × pp × cp.
 pub fn micro_batch(shape: &ModelShape, setup: &Setup, hw: &Hardware) -> MicroBatch {
     let (b, s) = (setup.micro_batch as f64, setup.seq);
@@ -83,7 +93,11 @@ pub fn micro_batch(shape: &ModelShape, setup: &Setup, hw: &Hardware) -> MicroBat
         matmul_s: hw.matmul_s(mm_fwd * passes),
         attention_s,
         memory_s: hw.memory_s(elementwise_bytes(shape, setup)),
-        model_flops: model_flops(shape, setup.micro_batch, s) / mp,
+        model_flops: if setup.peft {
+            peft_model_flops(shape, setup.micro_batch, s)
+        } else {
+            model_flops(shape, setup.micro_batch, s)
+        } / mp,
     }
 }
 

@@ -27,7 +27,8 @@ pub mod shape;
 
 use crate::estimate::ModelInput;
 use crate::job::{
-    AttentionKernel, Checkpointing, Framework, Offload, Optimizer, Precision, ResolvedJob, Task,
+    AttentionKernel, Checkpointing, Framework, Offload, Optimizer, Precision, ReferenceModel,
+    ResolvedJob, Task,
 };
 use serde::Serialize;
 
@@ -286,7 +287,12 @@ pub fn for_job(
     match job.task {
         Task::Train => {
             let setup = Setup::of_job(job, trainable_params(model, job));
-            let step = train_step(shape, &setup, &hw);
+            let step = if crate::estimate::dpo::is_dpo(job) {
+                let frozen = job.techniques.reference_model == ReferenceModel::Frozen;
+                rl::dpo_train_step(shape, &setup, &hw, frozen)
+            } else {
+                train_step(shape, &setup, &hw)
+            };
             let price = price::resolve(job.price_per_gpu_hour, &gpu.id, setup.gpus());
             (Some(Throughput::Train(step.report(price.as_ref()))), None)
         }

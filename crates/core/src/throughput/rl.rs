@@ -42,11 +42,8 @@ pub fn step(
         setup.micro_batch *= 2;
     }
     let mut train = train_step(shape, &setup, hw);
-    let m = setup.microbatches as f64;
-    let mp = (setup.tp * setup.pp * setup.cp) as f64;
-    // The reference model: one forward (a third of eq. 3's model FLOPs) per micro-batch.
     let reference_s = if rl.reference_model {
-        m * hw.matmul_s(model_flops(shape, setup.micro_batch, setup.seq) / 3.0 / mp)
+        reference_forward_s(shape, &setup, hw)
     } else {
         0.0
     };
@@ -64,6 +61,36 @@ pub fn step(
         train,
         generation_s,
     }
+}
+
+/// The frozen reference model's no-grad forward over a step's rows: one forward (a third of
+/// eq. 3's model FLOPs) per micro-batch, at the matmul rate.
+pub fn reference_forward_s(shape: &ModelShape, setup: &Setup, hw: &Hardware) -> f64 {
+    let m = setup.microbatches as f64;
+    let mp = (setup.tp * setup.pp * setup.cp) as f64;
+    m * hw.matmul_s(model_flops(shape, setup.micro_batch, setup.seq) / 3.0 / mp)
+}
+
+/// A training job's DPO step (`reference_model` set; `estimate/dpo.rs`): the policy trains on
+/// the chosen and rejected rows together (twice the pairs), and a frozen reference runs its
+/// forward over the same rows; a precomputed one costs nothing in the step.
+pub fn dpo_train_step(shape: &ModelShape, setup: &Setup, hw: &Hardware, frozen: bool) -> StepTime {
+    let rows = Setup {
+        micro_batch: setup.micro_batch * 2,
+        ..*setup
+    };
+    let mut train = train_step(shape, &rows, hw);
+    let reference_s = if frozen {
+        reference_forward_s(shape, &rows, hw)
+    } else {
+        0.0
+    };
+    let tokens = train.tokens_per_s_per_gpu * train.step_s;
+    train.compute_s += reference_s;
+    train.step_s += reference_s;
+    train.tokens_per_s_per_gpu = tokens / train.step_s;
+    train.mfu *= (train.step_s - reference_s) / train.step_s;
+    train
 }
 
 /// Seconds one GPU takes to generate the round's `sequences` completions.

@@ -1,7 +1,7 @@
 //! The step-time model's formulas against hand arithmetic.
 
 use super::communication::{all_reduce_s, gather_s};
-use super::compute::model_flops;
+use super::compute::{model_flops, peft_model_flops};
 use super::*;
 use crate::gpu::find;
 
@@ -97,6 +97,24 @@ fn mfu_is_model_flops_over_time_and_peak() {
     assert!(t.mfu < 0.859 && t.mfu > 0.5, "{}", t.mfu);
 }
 
+/// Under PEFT the frozen weights take no weight gradient: the model FLOPs are two matmul
+/// passes, not three. For Narayanan's model at b 1, s 2048 (eq. 3's terms above): matmuls
+/// 2 · 2 · 2048 · (12 · 24 · 2304² + 51200 · 2304) = 1.34905e13 and attention 3 · 2 · 2048² ·
+/// 2 · 2304 · 24 = 2.78314e12 → 1.62736e13, and the MFU stays a fraction (it read 1.5× the
+/// hardware's efficiency when the FLOPs counted a weight-gradient pass the step does not run).
+#[test]
+fn peft_model_flops_skip_the_weight_gradient_pass() {
+    let shape = gpt(24, 2304, 51200);
+    let f = peft_model_flops(&shape, 1, 2048);
+    assert!((f / 1.62736e13 - 1.0).abs() < 1e-4, "{f:e}");
+    let hw = Hardware::of(find("a100-80gb").unwrap(), Precision::Bf16Mixed).unwrap();
+    let mut s = setup(1, 1);
+    s.peft = true;
+    let t = train_step(&shape, &s, &hw);
+    assert!((t.mfu - f / (t.step_s * 312e12)).abs() < 1e-12);
+    assert!(t.mfu < 0.859 && t.mfu > 0.5, "{}", t.mfu);
+}
+
 /// The A100's BF16 peak is 312 TFLOP/s (datasheet), its one-way NVLink 300 GB/s (600 both
 /// ways), PCIe Gen4 32 GB/s one way; fp32 jobs use the 19.5 TFLOP/s FP32 units.
 #[test]
@@ -110,4 +128,24 @@ fn hardware_reads_the_catalog() {
     assert!(e.contains("no speeds"), "{e}");
     // The V100 has no bf16 units.
     assert!(Hardware::of(find("v100-32gb").unwrap(), Precision::Bf16Mixed).is_err());
+}
+
+/// A DPO training step (TRL: chosen and rejected rows concatenated) is the policy's step on
+/// twice the pairs; a frozen reference adds one no-grad forward over those rows — a third of
+/// eq. 3's FLOPs at b 2 — and a precomputed one nothing. Tokens per step are 2 · seq.
+#[test]
+fn dpo_step_trains_both_rows_and_runs_the_reference_forward() {
+    let hw = Hardware::of(find("a100-80gb").unwrap(), Precision::Bf16Mixed).unwrap();
+    let shape = gpt(24, 2304, 51200);
+    let pairs = setup(1, 1);
+    let mut rows = pairs;
+    rows.micro_batch = 2;
+    let plain = train_step(&shape, &rows, &hw);
+    let pre = rl::dpo_train_step(&shape, &pairs, &hw, false);
+    assert_eq!(pre, plain);
+    let frozen = rl::dpo_train_step(&shape, &pairs, &hw, true);
+    let reference = hw.matmul_s(model_flops(&shape, 2, 2048) / 3.0);
+    assert!((frozen.step_s - plain.step_s - reference).abs() < 1e-12);
+    let tokens = frozen.tokens_per_s_per_gpu * frozen.step_s;
+    assert!((tokens - 2.0 * 2048.0).abs() < 1e-6, "{tokens}");
 }

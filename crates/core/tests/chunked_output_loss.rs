@@ -85,3 +85,32 @@ fn chunks_lower_the_loss_transients() {
         json!("chunked-output")
     );
 }
+
+/// A compiled recipe compiles the loss's per-chunk cross-entropy (torchtune
+/// `training.compile_loss`): the partitioner saves each chunk's 16-bit logits (2 × 32 × 8192 ×
+/// 2 B = 1,048,576 B, 8,388,608 B for the eight) and two fp32 statistics per token (2 × 512 × 4
+/// = 4,096 B) instead of the eight fp32 log-softmax chunks (16,777,216 B): the loss saves
+/// 16,777,216 − 8,388,608 − 4,096 = 8,384,512 B less than eager's, the labels alike.
+#[test]
+fn compiled_chunks_save_the_16_bit_logits() {
+    use vramscope_core::estimate::blocks::Numerics;
+    use vramscope_core::estimate::{compile, stages};
+    let j: Job = serde_json::from_value(tiny_llama("chunked-output")).unwrap();
+    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
+    let spec = model.spec.clone().unwrap();
+    let eager = stages::loss_chunked_output(&spec, 2, 256, 2);
+    let num = |compile| Numerics {
+        param: 2,
+        compute: 2,
+        autocast: false,
+        softmax_saves_input: false,
+        compile,
+    };
+    let compiled = compile::chunked_output_loss(eager, num(true), 512, spec.vocab_size);
+    assert_eq!(eager.saved - compiled.saved, 8_384_512);
+    assert_eq!(compiled.forward_transient, 0);
+    assert_eq!(
+        compile::chunked_output_loss(eager, num(false), 512, 8192),
+        eager
+    );
+}

@@ -386,7 +386,8 @@ fn head_and_loss(
     let loss = if train && lm_head && chunked {
         stages::loss_chunked(spec, b, s, num)
     } else if train && lm_head && chunked_output {
-        stages::loss_chunked_output(spec, b, s, logits_width)
+        let eager = stages::loss_chunked_output(spec, b, s, logits_width);
+        super::compile::chunked_output_loss(eager, num, tokens, spec.vocab_size)
     } else if train && lm_head {
         let width = stages::loss_width(spec, num, logits_width);
         let loss = stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input);

@@ -51,6 +51,22 @@ pub fn loss(
     }
 }
 
+/// torchtune's `CEWithChunkedOutputLoss` in a compiled recipe: `training.compile_loss`
+/// (`torchtune/training/_compile.py`) compiles the loss's `compute_cross_entropy`, so each
+/// chunk's upcast and cross-entropy are one graph with [`loss`]'s cut — the partitioner saves
+/// the chunk's 16-bit logits and two per-token fp32 statistics instead of its fp32
+/// log-softmax, and the forward makes no fp32 copy. Summed over the chunks: the 16-bit chunks
+/// (`dlogits`, the same sizes), the fp32 log-softmax of all `tokens` rows, 2 × 4 B per token.
+pub fn chunked_output_loss(
+    eager: LossMemory,
+    num: Numerics,
+    tokens: u64,
+    vocab: u64,
+) -> LossMemory {
+    let log_softmax = super::round_size(tokens * vocab * 4);
+    loss(eager, num, eager.dlogits, log_softmax, tokens)
+}
+
 /// What the report says of a compiled step.
 pub fn warning(job: &ResolvedJob) -> Option<String> {
     if !job.techniques.compile || job.task != Task::Train {

@@ -3,6 +3,8 @@
 //! sequence in place of KV, constant in context length, and fit saying so. Every expected number
 //! is derived by hand below from the model's shapes.
 
+mod measured;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::estimate;
 use vramscope_core::fit::fit;
@@ -91,14 +93,6 @@ fn torch_scan_path_saves_the_wide_tensors() {
     assert!(fused < 167_772_160, "{fused}");
 }
 
-fn metric(report: &Value, path: &str) -> f64 {
-    let mut v = report;
-    for part in path.split('.') {
-        v = &v[part];
-    }
-    v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
-}
-
 /// Training steps of a tiny Mamba (4 layers, hidden 256, d_inner 512, d_state 16) measured on
 /// the CPU tensor by tensor on transformers' torch scan path (`validation/cpu-measured-mamba.json`,
 /// made with `../shared/measure/measure.py` and `scripts/cases_from_measure.py`;
@@ -107,29 +101,6 @@ fn metric(report: &Value, path: &str) -> f64 {
 /// does not have, as in `gpt_oss.rs`.
 #[test]
 fn measured_training_steps_within_3_percent() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-mamba.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert!(cases.len() >= 2);
-    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
-    let mut worst = 0f64;
-    for c in &cases {
-        let job: Job = serde_json::from_value(c["job"].clone()).unwrap();
-        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-        let resolved = job.resolve(None).unwrap();
-        let report =
-            serde_json::to_value(estimate(&model.into_input(), &resolved).unwrap()).unwrap();
-        let path = c["metric"].as_str().unwrap();
-        let mut got = metric(&report, path);
-        if path == "per_gpu.peak_allocated" {
-            got -= workspaces as f64;
-        }
-        let expected = c["expected_bytes"].as_f64().unwrap();
-        let err = (got - expected) / expected;
-        println!("{} {expected} {got} {:+.2}%", c["id"], err * 100.0);
-        worst = worst.max(err.abs());
-    }
+    let worst = measured::worst("cpu-measured-mamba.json", 2);
     assert!(worst <= 0.03, "worst {worst}");
 }

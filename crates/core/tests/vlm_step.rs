@@ -7,6 +7,8 @@
 //! `VisionAttention.forward`, `Qwen2VLVisionBlock.forward`, `VisionMlp` with
 //! `activations.py` `QuickGELUActivation`, `PatchMerger.forward`.
 
+mod measured;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
@@ -112,40 +114,17 @@ fn qwen2_vl_tower_stream_is_16_bit_under_autocast() {
     );
 }
 
-fn metric(report: &Value, path: &str) -> f64 {
-    let mut v = report;
-    for part in path.split('.') {
-        v = &v[part];
-    }
-    v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
-}
-
 /// Every measured case within its tolerance (3 %): the peaks net of the two cuBLAS
 /// workspaces the estimate counts on a GPU and a CPU run does not have (as in
 /// `validation_cases.rs` `masked_lm_pure_bf16_peaks`).
 #[test]
 fn measured_vlm_steps_within_tolerance() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-vlm.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert!(cases.len() >= 8);
-    let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
-    let mut failed = Vec::new();
-    for c in &cases {
-        let report = serde_json::to_value(run(c["job"].clone())).unwrap();
-        let path = c["metric"].as_str().unwrap();
-        let mut got = metric(&report, path);
-        if path == "per_gpu.peak_allocated" {
-            got -= workspaces as f64;
-        }
-        let expected = c["expected_bytes"].as_f64().unwrap();
-        let err = (got - expected) / expected;
-        println!("{} {expected} {got} {:+.2}%", c["id"], err * 100.0);
-        if err.abs() > c["tolerance"].as_f64().unwrap() {
-            failed.push(format!("{} {:+.2}%", c["id"], err * 100.0));
-        }
-    }
+    let all = measured::compare("cpu-measured-vlm.json");
+    assert!(all.len() >= 8);
+    let failed: Vec<String> = all
+        .iter()
+        .filter(|c| c.error.abs() > c.tolerance)
+        .map(|c| format!("{} {:+.2}%", c.id, c.error * 100.0))
+        .collect();
     assert!(failed.is_empty(), "{failed:?}");
 }

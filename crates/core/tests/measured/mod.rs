@@ -1,0 +1,75 @@
+//! The measured-case check the family tests share: every case of one of the project's
+//! `validation/cpu-measured-*.json` files (made with `../shared/measure/measure.py` and
+//! `scripts/cases_from_measure.py`; validation/README.md) estimated and compared with what the
+//! run measured. Peaks are compared net of the two cuBLAS workspaces the estimate counts on a
+//! GPU (forward and backward threads) and a CPU run does not have, as in `validation_cases.rs`
+//! `masked_lm_pure_bf16_peaks`.
+
+// Each test binary compiles this module on its own and uses only what it asserts on.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use vramscope_core::estimate::estimate;
+use vramscope_core::estimate::overhead::blas_workspaces_bytes;
+use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_job_model;
+
+/// One case's comparison: its id, the signed relative error and the case's tolerance.
+pub struct Compared {
+    pub id: String,
+    pub error: f64,
+    pub tolerance: f64,
+}
+
+/// The figure at a dotted path of a Report's JSON.
+fn metric(report: &Value, path: &str) -> f64 {
+    let mut v = report;
+    for part in path.split('.') {
+        v = &v[part];
+    }
+    v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
+}
+
+/// The Report of a case's job, resolved against the model's maximum positions.
+fn report(job: &Value) -> Value {
+    let job: Job = serde_json::from_value(job.clone()).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    serde_json::to_value(estimate(&model.into_input(), &resolved).unwrap()).unwrap()
+}
+
+/// Every case of `validation/<file>` against the estimate, each printed.
+pub fn compare(file: &str) -> Vec<Compared> {
+    let path = format!("{}/../../validation/{file}", env!("CARGO_MANIFEST_DIR"));
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let workspaces = blas_workspaces_bytes(None, true);
+    // cuBLAS's forward and backward handles, each 8,519,680 + 1,048,576 B (`overhead.rs`).
+    assert_eq!(workspaces, 2 * (8_519_680 + 1_048_576));
+    let workspaces = workspaces as f64;
+    cases
+        .iter()
+        .map(|c| {
+            let path = c["metric"].as_str().unwrap();
+            let mut got = metric(&report(&c["job"]), path);
+            if path == "per_gpu.peak_allocated" {
+                got -= workspaces;
+            }
+            let expected = c["expected_bytes"].as_f64().unwrap();
+            let error = (got - expected) / expected;
+            println!("{} {expected} {got} {:+.2}%", c["id"], error * 100.0);
+            Compared {
+                id: c["id"].as_str().unwrap().to_string(),
+                error,
+                tolerance: c["tolerance"].as_f64().unwrap_or(0.03),
+            }
+        })
+        .collect()
+}
+
+/// The largest |error| over a file's cases, which must number at least `min`.
+pub fn worst(file: &str, min: usize) -> f64 {
+    let all = compare(file);
+    assert!(all.len() >= min, "{file}: {} cases", all.len());
+    all.iter().map(|c| c.error.abs()).fold(0.0, f64::max)
+}

@@ -5,10 +5,6 @@
 mod measured;
 
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
-use vramscope_core::job::Job;
-use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
 
 fn config() -> Value {
     let path = format!(
@@ -18,13 +14,7 @@ fn config() -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn run(job: Value) -> Report {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use measured::run;
 
 /// gpt-oss-20b caches 8 KV heads of 64 per layer: 2 · 8 · 64 · 2 B = 2,048 B per token and
 /// layer in bf16. Its 12 sliding layers (`layer_types`, `sliding_window` 128) hold at most 128

@@ -6,10 +6,8 @@
 mod measured;
 
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
 use vramscope_core::fit::fit;
 use vramscope_core::job::Job;
-use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
 fn config() -> Value {
@@ -20,13 +18,7 @@ fn config() -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn run(job: Value) -> Report {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use measured::run;
 
 /// Per token, each of the 4 attention layers caches K and V of 8 heads × 128: 2,048 values ·
 /// 2 B (bf16) = 4,096 B, 16,384 B over the 4. Per sequence, each of the 28 Mamba layers holds

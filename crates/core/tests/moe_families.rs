@@ -6,10 +6,6 @@
 mod measured;
 
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
-use vramscope_core::job::Job;
-use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
 
 fn fixture(path: &str) -> Value {
     let path = format!(
@@ -19,13 +15,7 @@ fn fixture(path: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn run(job: Value) -> Report {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use measured::run;
 
 /// KV bytes of one bf16 inference job over `seq` tokens.
 fn kv(model: Value, batch: u64, seq: u64) -> u64 {

@@ -12,6 +12,7 @@ use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
 use vramscope_core::job::Job;
+use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
 /// One case's comparison: its id, the signed relative error and the case's tolerance.
@@ -30,13 +31,18 @@ fn metric(report: &Value, path: &str) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("{path}: no figure"))
 }
 
-/// The Report of a case's job, resolved against the model's maximum positions.
-fn report(job: &Value) -> Value {
-    let job: Job = serde_json::from_value(job.clone()).unwrap();
+/// The Report of a job, resolved against the model's maximum positions.
+pub fn run(job: Value) -> Report {
+    let job: Job = serde_json::from_value(job).unwrap();
     let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
     let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
     let resolved = job.resolve(max).unwrap();
-    serde_json::to_value(estimate(&model.into_input(), &resolved).unwrap()).unwrap()
+    estimate(&model.into_input(), &resolved).unwrap()
+}
+
+/// A case's Report as JSON.
+fn report(job: &Value) -> Value {
+    serde_json::to_value(run(job.clone())).unwrap()
 }
 
 /// Every case of `validation/<file>` against the estimate, each printed.

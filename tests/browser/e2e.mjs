@@ -136,7 +136,10 @@ try {
   await page.selectOption("select[name=gpu]", "h100-80gb");
   await page.waitForFunction(() => document.body.dataset.state === "ready");
   await page.click("#plan-btn");
-  await page.waitForSelector("#plan-table tbody tr", { timeout: 60_000 });
+  // The answer's heading and rows arrive together; wait for both (a re-asked plan shows
+  // "planning…" again between the two reads under a loaded machine).
+  await page.waitForFunction(() => /layouts fit/.test(document.getElementById("plan-out").textContent)
+    && document.querySelector("#plan-table tbody tr") !== null, null, { timeout: 60_000 });
   check(/layouts fit/.test(await page.textContent("#plan-out")), "plan lists fitting layouts: "
         + (await page.textContent("#plan-out")).slice(0, 60));
   await page.fill("input[name=gpus]", "1");

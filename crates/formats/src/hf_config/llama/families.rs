@@ -187,6 +187,32 @@ const GEMMA_DEFAULTS: Defaults = Defaults {
 };
 
 /// The families, by `model_type`.
+/// DeepSeek-V3 (`DeepseekV3Config` defaults, multi-head latent attention, 1 shared expert);
+/// Kimi-K2 reads as this row under its own `model_type` (`new_families.rs`).
+pub(super) const DEEPSEEK_V3: Family = Family {
+    model_type: "deepseek_v3",
+    defaults: Defaults {
+        arch: "DeepseekV3ForCausalLM",
+        vocab: 129280,
+        hidden: 7168,
+        ffn: 18432,
+        layers: 61,
+        heads: 128,
+        kv_heads: Some(128),
+        max_pos: 4096,
+        ..LLAMA_DEFAULTS
+    },
+    naming: Naming::DeepSeek,
+    latent: true,
+    experts: Experts::DeepSeek {
+        expert_ffn: 2048,
+        shared: 1,
+        experts: None,
+        first_dense: 0,
+    },
+    ..LLAMA
+};
+
 pub(super) const FAMILIES: &[Family] = &[
     LLAMA,
     Family {
@@ -393,29 +419,7 @@ pub(super) const FAMILIES: &[Family] = &[
         },
         ..LLAMA
     },
-    Family {
-        model_type: "deepseek_v3",
-        defaults: Defaults {
-            arch: "DeepseekV3ForCausalLM",
-            vocab: 129280,
-            hidden: 7168,
-            ffn: 18432,
-            layers: 61,
-            heads: 128,
-            kv_heads: Some(128),
-            max_pos: 4096,
-            ..LLAMA_DEFAULTS
-        },
-        naming: Naming::DeepSeek,
-        latent: true,
-        experts: Experts::DeepSeek {
-            expert_ffn: 2048,
-            shared: 1,
-            experts: None,
-            first_dense: 0,
-        },
-        ..LLAMA
-    },
+    DEEPSEEK_V3,
     Family {
         model_type: "gpt_oss",
         // configuration_gpt_oss.py (transformers 5.x) class defaults.

@@ -126,26 +126,7 @@ pub(super) const LLAMA4_TEXT: Family = Family {
 /// DeepSeek-V3 (DeepseekV3Config defaults, multi-head latent attention, 1 shared expert).
 pub(super) const KIMI_K2: Family = Family {
     model_type: "kimi_k2",
-    defaults: Defaults {
-        arch: "DeepseekV3ForCausalLM",
-        vocab: 129280,
-        hidden: 7168,
-        ffn: 18432,
-        layers: 61,
-        heads: 128,
-        kv_heads: Some(128),
-        max_pos: 4096,
-        ..LLAMA_DEFAULTS
-    },
-    naming: Naming::DeepSeek,
-    latent: true,
-    experts: Experts::DeepSeek {
-        expert_ffn: 2048,
-        shared: 1,
-        experts: None,
-        first_dense: 0,
-    },
-    ..LLAMA
+    ..super::families::DEEPSEEK_V3
 };
 
 /// `Llama4TextMoe` layers: `moe_layers` when the config lists them, else every

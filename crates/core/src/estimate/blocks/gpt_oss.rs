@@ -9,19 +9,27 @@ use crate::estimate::tape::Id;
 use crate::model::MoeMlp;
 
 impl Prog<'_> {
-    /// `GptOssRMSNorm`: `(weight * (x.float() * rsqrt(mean(x²) + eps))).to(input_dtype)`. The
-    /// product runs in fp32 and saves the fp32 normalised tensor (for the weight's gradient;
-    /// nothing when the weight is frozen), then casts back.
-    pub(super) fn gpt_oss_rms_norm(&mut self, x: Id, dim: u64) -> Id {
+    /// `x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)` over rows of `dim`, the fp32 core
+    /// of gpt-oss's RMSNorm and Llama 4's L2 norm: `pow` saves the fp32 input, `rsqrt` its
+    /// output (kept), the product both. Returns the fp32 normalised tensor.
+    pub(super) fn normalize_fp32(&mut self, x: Id, dim: u64) -> Id {
         let rows = self.t.elements(x) / dim.max(1);
-        let in_w = self.w(x);
         let x32 = self.cast(x, 4);
         let sq = self.t.op(&[x32], &[x32], rows * dim, 4);
         let mean = self.t.op(&[sq], &[], rows, 4);
         let eps = self.t.op(&[mean], &[], rows, 4);
         let r = self.t.op(&[eps], &[], rows, 4);
         self.t.keep(r);
-        let hn = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
+        self.t.op(&[x32, r], &[x32, r], rows * dim, 4)
+    }
+
+    /// `GptOssRMSNorm`: `(weight * (x.float() * rsqrt(mean(x²) + eps))).to(input_dtype)`. The
+    /// product runs in fp32 and saves the fp32 normalised tensor (for the weight's gradient;
+    /// nothing when the weight is frozen), then casts back.
+    pub(super) fn gpt_oss_rms_norm(&mut self, x: Id, dim: u64) -> Id {
+        let rows = self.t.elements(x) / dim.max(1);
+        let in_w = self.w(x);
+        let hn = self.normalize_fp32(x, dim);
         let saved: &[Id] = if self.c.lora.is_some() { &[] } else { &[hn] };
         let out = self.t.op(&[hn], saved, rows * dim, 4);
         self.cast(out, in_w)

@@ -13,15 +13,8 @@ impl Prog<'_> {
     /// over one head of `dim`: `pow` saves the fp32 input, `rsqrt` its output, the product
     /// both; no weight.
     pub(super) fn l2_norm(&mut self, x: Id, dim: u64) -> Id {
-        let rows = self.t.elements(x) / dim.max(1);
         let in_w = self.w(x);
-        let x32 = self.cast(x, 4);
-        let sq = self.t.op(&[x32], &[x32], rows * dim, 4);
-        let mean = self.t.op(&[sq], &[], rows, 4);
-        let eps = self.t.op(&[mean], &[], rows, 4);
-        let r = self.t.op(&[eps], &[], rows, 4);
-        self.t.keep(r);
-        let out = self.t.op(&[x32, r], &[x32, r], rows * dim, 4);
+        let out = self.normalize_fp32(x, dim);
         self.cast(out, in_w)
     }
 

@@ -1,0 +1,148 @@
+//! The inventory of a layer's MLP: dense (gated or not) and mixture of experts (per-expert or
+//! fused expert tensors, routers, shared experts), named as the family's checkpoints name them.
+
+use super::builder::{mul, Builder};
+use super::Component;
+use crate::error::CoreError;
+use crate::model::*;
+
+impl Builder<'_> {
+    pub(super) fn dense_mlp(
+        &mut self,
+        m: &str,
+        d: &DenseMlp,
+        l: Option<u32>,
+        c: Component,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let f = d.ffn;
+        let bias = d.bias;
+        match (self.spec.naming, d.gated) {
+            (Naming::Phi3, true) => {
+                let two_f = mul(2, f, "gate_up width")?;
+                self.linear(&format!("{m}.gate_up_proj"), h, two_f, bias, l, c)?;
+                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
+            }
+            (Naming::Gpt2 | Naming::BigCode, _) => {
+                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
+            }
+            (Naming::NeoX | Naming::Falcon, _) => {
+                self.linear(&format!("{m}.dense_h_to_4h"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.dense_4h_to_h"), f, h, bias, l, c)?;
+            }
+            (Naming::Opt, _) => {
+                self.linear(&format!("{m}.fc1"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.fc2"), f, h, bias, l, c)?;
+            }
+            (Naming::Bert | Naming::Roberta, _) => {
+                self.linear(&format!("{m}.intermediate.dense"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.output.dense"), f, h, bias, l, c)?;
+            }
+            (Naming::T5, true) => {
+                self.linear(&format!("{m}.wi_0"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.wi_1"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
+            }
+            (Naming::T5, false) => {
+                self.linear(&format!("{m}.wi"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
+            }
+            (Naming::Mixtral, true) => {
+                self.linear(&format!("{m}.w1"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.w2"), f, h, bias, l, c)?;
+                self.linear(&format!("{m}.w3"), h, f, bias, l, c)?;
+            }
+            (_, true) => {
+                self.linear(&format!("{m}.gate_proj"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
+            }
+            (_, false) => {
+                // StarCoder2-style plain MLP inside a Llama-named model.
+                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        if self.spec.naming == Naming::GptOss {
+            return self.fused_experts(m, moe, l);
+        }
+        if self.spec.naming == Naming::Llama4 {
+            // Llama4TextMoe: `router`, the fused experts, an ungated-output `shared_expert`.
+            self.fused_experts(m, moe, l)?;
+            if let Some(shared) = &moe.shared {
+                self.dense_mlp(&format!("{m}.shared_expert"), shared, l, Component::Mlp)?;
+            }
+            return Ok(());
+        }
+        let router = match self.spec.naming {
+            Naming::Jamba => "router",
+            _ => "gate",
+        };
+        self.linear(
+            &format!("{m}.{router}"),
+            h,
+            moe.experts,
+            false,
+            l,
+            Component::Router,
+        )?;
+        for e in 0..moe.experts {
+            self.dense_mlp(
+                &format!("{m}.experts.{e}"),
+                &moe.expert,
+                l,
+                Component::Experts,
+            )?;
+        }
+        if let Some(shared) = &moe.shared {
+            let name = match self.spec.naming {
+                Naming::DeepSeek => format!("{m}.shared_experts"),
+                _ => format!("{m}.shared_expert"),
+            };
+            self.dense_mlp(&name, shared, l, Component::Mlp)?;
+        }
+        if moe.shared_gate {
+            self.linear(
+                &format!("{m}.shared_expert_gate"),
+                h,
+                1,
+                false,
+                l,
+                Component::Router,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// gpt-oss's router (`mlp.router`, weight and bias) and its experts as four stacked
+    /// parameters, the matrices stored `[in, out]` (`modeling_gpt_oss.py` `GptOssExperts`:
+    /// `gate_up_proj` `[E, hidden, 2·ffn]`, `down_proj` `[E, ffn, hidden]`, biases `[E, out]`).
+    fn fused_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        let r = Component::Router;
+        self.linear(&format!("{m}.router"), h, e, moe.router_bias, l, r)?;
+        let two_f = mul(2, f, "gate_up width")?;
+        let x = Component::Experts;
+        self.push(format!("{m}.experts.gate_up_proj"), vec![e, h, two_f], l, x)?;
+        if moe.expert.bias {
+            self.push(
+                format!("{m}.experts.gate_up_proj_bias"),
+                vec![e, two_f],
+                l,
+                x,
+            )?;
+        }
+        self.push(format!("{m}.experts.down_proj"), vec![e, f, h], l, x)?;
+        if moe.expert.bias {
+            self.push(format!("{m}.experts.down_proj_bias"), vec![e, h], l, x)?;
+        }
+        Ok(())
+    }
+}

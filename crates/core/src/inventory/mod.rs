@@ -1,6 +1,7 @@
 //! The tensor inventory: every parameter tensor of a model with its shape, dtype, bytes, layer
-//! and component. Built from a [`ModelSpec`](crate::model::ModelSpec) (names as the family's checkpoints spell them) or
-//! read from file headers; both produce the same [`Inventory`], so they can be compared.
+//! and component. Built from a [`ModelSpec`](crate::model::ModelSpec) (names as the family's
+//! checkpoints spell them; `builder.rs`) or read from file headers; both produce the same
+//! [`Inventory`], so they can be compared.
 
 use crate::dtype::DType;
 use crate::error::CoreError;

@@ -20,7 +20,7 @@ def job_of(spec):
             "gpu": None, "new_tokens": 0, "kv_dtype": None,
             # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
             # spec says, so the earlier runs' jobs are as they were.
-            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile") if k in spec},
+            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile", "freeze") if k in spec},
             **images_of(spec)}
 
 
@@ -32,6 +32,11 @@ def images_of(spec):
     if not im:
         return {}
     v = spec["hf_config"]["vision_config"]
+    if spec["hf_config"]["model_type"] == "llava":
+        # LLaVA (scripts/measure_vlm.patch's LLaVA branch): (image_size / patch)² tokens per
+        # image, the tower's class token dropped (`vision_feature_select_strategy: default`).
+        side = v["image_size"] // v["patch_size"]
+        return {"images": im, "seq": spec["seq"] - im["count"] * side * side}
     p, m = v["patch_size"], v["spatial_merge_size"]
     tokens = (im["height"] // p) * (im["width"] // p) // (m * m)
     return {"images": im, "seq": spec["seq"] - im["count"] * tokens}

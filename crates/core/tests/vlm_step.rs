@@ -128,3 +128,70 @@ fn measured_vlm_steps_within_tolerance() {
         .collect();
     assert!(failed.is_empty(), "{failed:?}");
 }
+
+/// The tiny LLaVA the CLIP-tower measurements ran (`validation/specs/cpu-tiny-llava-*.json`):
+/// CLIP tower 3 layers × 64 (4 heads, MLP 256, `quick_gelu`), 112 px images of 14 px
+/// patches, `vision_feature_layer: -2`; Llama text model 2 × 64.
+fn tiny_llava() -> Value {
+    let path = format!(
+        "{}/../../validation/specs/cpu-tiny-llava-fp32-adamw-sdpa-b2-1img.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    spec["hf_config"].clone()
+}
+
+/// fp32, batch 2, one 112 × 112 image per sequence: 2 tower images of 64 patches + the class
+/// token = 65 positions, width 64 → one tensor D = 2 · 65 · 64 · 4 B = 33,280 B, the MLP's
+/// M = 2 · 65 · 256 · 4 B = 133,120 B, a LayerNorm's mean or rstd 2 · 65 · 4 B = 520 → 1,024 B.
+/// `modeling_clip.py`: the embeddings (`cat` of the class embedding and patches, plus the
+/// positions) are saved by `pre_layrnorm` with its statistics: D + 2,048. Each block that
+/// reaches the projector (`vision_feature_layer: -2`: 2 of 3; the third's graph is dropped
+/// with the tower's output) saves its input (layer_norm1's) D, layer_norm1's statistics 2,048
+/// and output D (read by q/k/v), q, k and v 3 D (SDPA saves them), SDPA's output D (its
+/// `transpose(1, 2)` is already contiguous: no copy before `out_proj`) and logsumexp
+/// 2 · 4 · 65 · 4 B = 2,080 → 2,560, the residual sum D, layer_norm2's statistics 2,048 and
+/// output D, `fc1`'s output, QuickGELU's sigmoid and product 3 M: 8 D + 6,656 + 3 M =
+/// 672,256 B. Freezing the tower leaves none of it (the projector trains either way):
+/// 35,328 + 2 · 672,256 = 1,379,840 B — what the measured runs' forward ends differ by
+/// (3,702,272 − 2,322,432 B of ACTIVATION).
+#[test]
+fn clip_tower_saves_op_by_op_fp32() {
+    let act = |freeze: Value| {
+        run(json!({"model": {"hf_config": tiny_llava()}, "task": "train", "batch": 2,
+                   "seq": 32, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa",
+                   "images": {"count": 1, "width": 112, "height": 112}, "freeze": freeze}))
+        .per_gpu
+        .components
+        .activations
+    };
+    assert_eq!(8 * 33_280 + 6_656 + 3 * 133_120, 672_256u64);
+    assert_eq!(3_702_272u64 - 2_322_432, 1_379_840);
+    assert_eq!(act(json!([])) - act(json!(["vision"])), 33_280 + 2_048 + 2 * 672_256);
+}
+
+/// Pixtral's tower over several images (`modeling_pixtral.py`): with SDPA all the
+/// micro-batch's patches are one sequence under `generate_block_attention_mask`'s `[N, N]`
+/// mask in the embeddings' dtype, which the memory-efficient kernel keeps for backward;
+/// `flash_attention_2` runs per image with no mask. Pixtral-12B in bf16, two 512 × 512 images
+/// (32 × 32 = 1,024 patches each): N = 2,048, the mask 2,048² · 2 B = 8,388,608 B — the whole
+/// difference, as the SDPA and flash blocks save the same per patch.
+#[test]
+fn pixtral_tower_mask_over_joined_images() {
+    let path = format!(
+        "{}/../formats/tests/fixtures/vlm/pixtral-12b.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cfg: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let act = |kernel: &str| {
+        run(json!({"model": {"hf_config": cfg.clone()}, "task": "train", "batch": 1,
+                   "seq": 128, "precision": "bf16", "optimizer": "adamw", "attention": kernel,
+                   "freeze": ["language"],
+                   "images": {"count": 2, "width": 512, "height": 512}}))
+        .per_gpu
+        .components
+        .activations
+    };
+    assert_eq!(2_048u64 * 2_048 * 2, 8_388_608);
+    assert_eq!(act("sdpa") - act("flash"), 8_388_608);
+}

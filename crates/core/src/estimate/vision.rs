@@ -13,7 +13,7 @@ use super::blocks::{
 use super::round_size;
 use super::stages::StageMemory;
 use crate::error::CoreError;
-use crate::job::{Checkpointing, ResolvedJob, Task};
+use crate::job::{AttentionKernel, Checkpointing, ResolvedJob, Task};
 use crate::model::*;
 use crate::vision::{ImageCost, Part, Projector, TowerKind, Vision};
 use std::borrow::Cow;
@@ -55,7 +55,7 @@ pub fn image_cost(v: &Vision, job: &ResolvedJob) -> Result<ImageCost, CoreError>
         });
     };
     v.tokens
-        .cost(i.width, i.height)
+        .cost_for(i.count, i.width, i.height)
         .map_err(|e| CoreError::field("images", e))
 }
 
@@ -195,11 +195,12 @@ pub fn tower_forward(
         .as_ref()
         .filter(|_| trains)
         .map(|p| (p.targets.as_slice(), p.rank, 0.05));
+    let (batch, seq, mask) = joined_sequence(v, job, n, cost, num);
     let ctx = BlockCtx {
         spec: &tspec,
-        batch: n,
-        seq: cost.tower_seq,
-        kv_seq: cost.tower_seq,
+        batch,
+        seq,
+        kv_seq: seq,
         num,
         kernel: job.attention,
         attn_dropout: 0.0,
@@ -209,7 +210,11 @@ pub fn tower_forward(
         lora,
         part: Part::Vision,
     };
-    let (inputs_kept, mut inputs_live) = tower_inputs(v, n, cost, num, trains);
+    let (mut inputs_kept, mut inputs_live) = tower_inputs(v, n, cost, num, trains);
+    inputs_live += mask;
+    if trains && job.attention == AttentionKernel::Sdpa {
+        inputs_kept += mask;
+    }
     // In training the pixels are counted with the step's inputs (`pixel_input_bytes`);
     // otherwise they are live while the tower runs.
     if job.task != Task::Train {
@@ -250,6 +255,28 @@ pub fn tower_forward(
         peak: run.top.max(base + proj_peak).max(kept),
         weight_copies: 0,
     })
+}
+
+/// The tower's attention batch and sequence, and the bytes of a block-diagonal mask. Pixtral
+/// (`modeling_pixtral.py` `PixtralVisionModel.forward`) concatenates all the micro-batch's
+/// images into one sequence; with `sdpa` or `eager` it attends over it under the float mask of
+/// `generate_block_attention_mask` (`[N, N]` in the patch embeddings' dtype, made once for all
+/// layers; CUDA's memory-efficient SDPA kernel saves it as `attn_bias` for backward, eager's
+/// add does not), and eager's scores span the whole sequence. `flash_attention_2` passes
+/// `cu_seqlens` instead: per image, no mask. Other towers attend per image.
+fn joined_sequence(
+    v: &Vision,
+    job: &ResolvedJob,
+    images: u64,
+    cost: ImageCost,
+    num: Numerics,
+) -> (u64, u64, u64) {
+    if v.tower.kind != TowerKind::Pixtral || job.attention == AttentionKernel::Flash {
+        return (images, cost.tower_seq, 0);
+    }
+    let n = images.saturating_mul(cost.tower_seq);
+    let width = if num.autocast { 2 } else { num.param };
+    (1, n, round_size(n.saturating_mul(n).saturating_mul(width)))
 }
 
 /// The tower's blocks, one after another: the bytes they leave saved (besides the stream
@@ -367,8 +394,21 @@ fn tower_inputs(
     } else {
         0
     };
-    let live = copy + weight_copy + rope;
+    let live = copy + weight_copy + rope + clip_pre_norm(v, images, cost, num);
     (if trains { live } else { 0 }, live)
+}
+
+/// CLIP's `pre_layrnorm` (`modeling_clip.py` `CLIPVisionTransformer.forward`): the embeddings
+/// (`torch.cat` of the class embedding and the patches, plus the position embedding) are a
+/// tensor of their own that the LayerNorm saves, with its fp32 mean and rstd; its output is the
+/// first block's input. The class embedding and positions are parameters, so the sum is in
+/// their dtype (fp32 under autocast: `cat` promotes the 16-bit patches).
+fn clip_pre_norm(v: &Vision, images: u64, cost: ImageCost, num: Numerics) -> u64 {
+    if v.tower.kind != TowerKind::Clip {
+        return 0;
+    }
+    let rows = images.saturating_mul(cost.tower_seq);
+    round_size(rows.saturating_mul(v.tower.hidden) * num.param) + 2 * round_size(rows * 4)
 }
 
 fn projector_trains(job: &ResolvedJob) -> bool {

@@ -90,7 +90,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         }
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
         TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
-        TowerKind::Clip | TowerKind::Siglip => {
+        TowerKind::Clip | TowerKind::Siglip | TowerKind::SiglipHead => {
             ("model.vision_tower", "model.vision_tower.encoder.layers")
         }
     };
@@ -134,7 +134,25 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     if t.kind != TowerKind::Qwen {
         o.norm(&format!("{root}.post_layernorm"), t.norm, h)?;
     }
+    if t.kind == TowerKind::SiglipHead {
+        siglip_head(v, &format!("{root}.head"), o)?;
+    }
     Ok(())
+}
+
+/// `SiglipMultiheadAttentionPoolingHead` (`modeling_siglip.py`): the `probe` row, a
+/// `torch.nn.MultiheadAttention` (packed `in_proj_weight` `[3h, h]` with its bias, `out_proj`),
+/// a LayerNorm and a SigLIP MLP.
+fn siglip_head(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
+    let (h, f) = (v.tower.hidden, v.tower.ffn);
+    let (a, m) = (Component::Attention, Component::Mlp);
+    o.push(format!("{p}.probe"), vec![1, 1, h], Component::Embedding)?;
+    o.push(format!("{p}.attention.in_proj_weight"), vec![3 * h, h], a)?;
+    o.push(format!("{p}.attention.in_proj_bias"), vec![3 * h], a)?;
+    o.linear(&format!("{p}.attention.out_proj"), h, h, true, a)?;
+    o.norm(&format!("{p}.layernorm"), v.tower.norm, h)?;
+    o.linear(&format!("{p}.mlp.fc1"), h, f, true, m)?;
+    o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
 }
 
 /// One encoder block: two norms, attention (fused `qkv` + `proj` for Qwen, `q/k/v/out_proj`

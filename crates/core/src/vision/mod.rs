@@ -8,6 +8,7 @@
 
 mod families;
 mod inventory;
+mod onevision;
 mod tiling;
 mod tokens;
 
@@ -81,6 +82,10 @@ pub enum TowerKind {
     /// SigLIP (`SiglipVisionModel`, Gemma 3): learned positions, `post_layernorm`, no class
     /// token.
     Siglip,
+    /// SigLIP with its attention-pooling head (`SiglipMultiheadAttentionPoolingHead`, built
+    /// when `vision_use_head` is true, its `SiglipVisionConfig` default): LLaVA-OneVision
+    /// configs that leave the key out. The head's output is not used by the VLM.
+    SiglipHead,
     /// Idefics3 / SmolVLM `model.vision_model` (`modeling_idefics3.py`
     /// `Idefics3VisionTransformer`): SigLIP's layout under another root.
     Idefics3,

@@ -37,6 +37,18 @@ pub enum ImageTokens {
         pinpoints: Vec<(u64, u64)>,
         class_token: bool,
     },
+    /// LLaVA-OneVision "anyres_max_N" (`processing_llava_onevision.py`
+    /// `_get_number_of_features`, `modeling_llava_onevision.py` `pack_image_features`): LLaVA-NeXT's
+    /// anyres grid over `image_size` tiles of a SigLIP tower (no class token), the unpadded
+    /// feature map shrunk by bilinear interpolation when it holds more than `max_tiles` tiles'
+    /// worth of patches, one newline per row, plus the base image. Several images in one
+    /// sequence are not tiled: each is its base image and one newline.
+    AnyResMax {
+        image_size: u64,
+        patch: u64,
+        pinpoints: Vec<(u64, u64)>,
+        max_tiles: u64,
+    },
     /// Pixtral / Mistral 3 (`image_processing_pixtral.py` `get_resize_output_image_size`,
     /// `processing_pixtral.py`): the image shrunk to fit `longest_edge`, each side rounded up
     /// to a multiple of `patch·merge`; the tower sees every patch, the language model one
@@ -84,6 +96,20 @@ pub struct ImageCost {
 }
 
 impl ImageTokens {
+    /// The cost of each of `count` `width × height` images of one sequence: as [`Self::cost`],
+    /// except where a family treats several images differently from one (LLaVA-OneVision does
+    /// not tile them: `processing_llava_onevision.py` gives each `num_image_tokens + 1`).
+    pub fn cost_for(&self, count: u64, width: u64, height: u64) -> Result<ImageCost, String> {
+        match *self {
+            ImageTokens::AnyResMax {
+                image_size, patch, ..
+            } if count > 1 && width > 0 && height > 0 => {
+                Ok(super::onevision::single_tile(image_size, patch))
+            }
+            _ => self.cost(width, height),
+        }
+    }
+
     /// The cost of one `width × height` image; an error names what the processor refuses.
     pub fn cost(&self, width: u64, height: u64) -> Result<ImageCost, String> {
         if width == 0 || height == 0 {
@@ -124,6 +150,17 @@ impl ImageTokens {
                 ref pinpoints,
                 class_token,
             } => anyres(height, width, image_size, patch, pinpoints, class_token),
+            ImageTokens::AnyResMax {
+                image_size,
+                patch,
+                ref pinpoints,
+                max_tiles,
+            } => super::onevision::anyres_max(
+                (height, width),
+                (image_size, patch),
+                pinpoints,
+                max_tiles,
+            ),
             ImageTokens::Pixtral {
                 patch,
                 merge,
@@ -205,6 +242,36 @@ fn best_resolution(height: u64, width: u64, pinpoints: &[(u64, u64)]) -> Option<
     best
 }
 
+/// The anyres grid of an image (`select_best_resolution`, then `_get_unpadded_features` of
+/// `processing_llava_next.py` / `processing_llava_onevision.py`): the tiles down and across
+/// (`scale_height`, `scale_width`) and the feature map left after the padding is cut off
+/// (`current_height`, `current_width`, in patches).
+pub(super) fn unpadded_grid(
+    height: u64,
+    width: u64,
+    size: u64,
+    patch: u64,
+    pinpoints: &[(u64, u64)],
+) -> Result<(u64, u64, u64, u64), String> {
+    let (bh, bw) = best_resolution(height, width, pinpoints)
+        .ok_or("the config's image_grid_pinpoints is empty")?;
+    let (sh, sw) = (bh / size.max(1), bw / size.max(1));
+    let side = size / patch.max(1);
+    let (mut cur_h, mut cur_w) = (side * sh, side * sw);
+    if cur_h == 0 || cur_w == 0 {
+        return Err("image_grid_pinpoints holds a grid smaller than one tile".into());
+    }
+    let (oh, ow) = (height as f64, width as f64);
+    if ow / oh > cur_w as f64 / cur_h as f64 {
+        let new_h = round7(oh * (cur_w as f64 / ow)) as u64;
+        cur_h -= 2 * ((cur_h.saturating_sub(new_h)) / 2);
+    } else {
+        let new_w = round7(ow * (cur_h as f64 / oh)) as u64;
+        cur_w -= 2 * ((cur_w.saturating_sub(new_w)) / 2);
+    }
+    Ok((sh, sw, cur_h, cur_w))
+}
+
 /// LLaVA-NeXT's token count (`LlavaNextProcessor._get_number_of_features` and
 /// `_get_unpadded_features`, `vision_feature_select_strategy: default`, which drops the class
 /// token) and the tower's crops.
@@ -216,19 +283,8 @@ fn anyres(
     pinpoints: &[(u64, u64)],
     class_token: bool,
 ) -> Result<ImageCost, String> {
-    let (bh, bw) = best_resolution(height, width, pinpoints)
-        .ok_or("the config's image_grid_pinpoints is empty")?;
-    let (sh, sw) = (bh / size, bw / size);
+    let (sh, sw, cur_h, cur_w) = unpadded_grid(height, width, size, patch, pinpoints)?;
     let side = size / patch;
-    let (mut cur_h, mut cur_w) = (side * sh, side * sw);
-    let (oh, ow) = (height as f64, width as f64);
-    if ow / oh > cur_w as f64 / cur_h as f64 {
-        let new_h = round7(oh * (cur_w as f64 / ow)) as u64;
-        cur_h -= 2 * ((cur_h.saturating_sub(new_h)) / 2);
-    } else {
-        let new_w = round7(ow * (cur_h as f64 / oh)) as u64;
-        cur_w -= 2 * ((cur_w.saturating_sub(new_w)) / 2);
-    }
     Ok(ImageCost {
         tokens: cur_h * cur_w + cur_h + side * side,
         tower_images: 1 + sh * sw,

@@ -15,6 +15,7 @@ mod fields;
 mod gpt;
 mod hybrid;
 mod llama;
+mod llava_onevision;
 mod mamba;
 mod quant_methods;
 mod unknown;

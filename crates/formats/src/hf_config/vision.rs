@@ -24,6 +24,7 @@ pub const VISION_TYPES: &[&str] = &[
     "smolvlm",
     "qwen3_vl",
     "internvl",
+    "llava_onevision",
 ];
 
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
@@ -34,6 +35,11 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
         "qwen2_vl" | "qwen2_5_vl" => "qwen2".into(),
         // Qwen3-VL's `qwen3_vl_text` is Qwen3 with multimodal rotary positions.
         "qwen3_vl" => "qwen3".into(),
+        "llava_onevision" => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("qwen2")
+            .to_string(),
         "gemma3" => "gemma3_text".into(),
         "internvl" => text
             .and_then(|t| t.get("model_type"))
@@ -77,7 +83,11 @@ pub(crate) fn read_vision(
     let vision = match top_type {
         "qwen2_vl" => qwen2_vl(&v)?,
         "qwen2_5_vl" => qwen2_5_vl(&v)?,
+        "llava" if v.string("model_type") == Some("pixtral") => {
+            super::llava_onevision::pixtral(&v, &t, lm_hidden)?
+        }
         "llava" | "llava_next" => llava(&v, &t, top_type == "llava_next", lm_hidden)?,
+        "llava_onevision" => super::llava_onevision::onevision(&v, &t, lm_hidden)?,
         "mistral3" => super::vision_families::mistral3(&v, &t, lm_hidden)?,
         "idefics3" | "smolvlm" => super::vision_families::idefics3(&v, &t, lm_hidden)?,
         "qwen3_vl" => super::vision_families::qwen3_vl(&v)?,
@@ -258,7 +268,7 @@ fn llava(v: &Cfg, t: &Cfg, next: bool, lm_hidden: u64) -> Result<Vision> {
 }
 
 /// `image_grid_pinpoints` as (height, width) pairs (`LlavaNextConfig`'s default when absent).
-fn pinpoints(t: &Cfg) -> Result<Vec<(u64, u64)>> {
+pub(super) fn pinpoints(t: &Cfg) -> Result<Vec<(u64, u64)>> {
     let Some(list) = t.obj.get("image_grid_pinpoints").and_then(Value::as_array) else {
         return Ok(vec![
             (336, 672),
@@ -338,7 +348,8 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
                 return Err(p.err("min_pixels", "is larger than max_pixels"));
             }
         }
-        ImageTokens::AnyRes { pinpoints: pp, .. } => {
+        ImageTokens::AnyRes { pinpoints: pp, .. }
+        | ImageTokens::AnyResMax { pinpoints: pp, .. } => {
             if obj.contains_key("image_grid_pinpoints") {
                 *pp = pinpoints(&p)?;
             }

@@ -49,7 +49,7 @@ pub(super) fn mistral3(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
 }
 
 /// `PixtralVisionConfig`: hidden 1024, SwiGLU MLP 4096, 24 layers, 16 heads, `gelu`.
-fn pixtral_tower(v: &Cfg, patch: u64) -> Result<Tower> {
+pub(super) fn pixtral_tower(v: &Cfg, patch: u64) -> Result<Tower> {
     let layers = v.layer_count(&["num_hidden_layers"], 24)?;
     Ok(Tower {
         kind: TowerKind::Pixtral,

@@ -90,6 +90,17 @@ pub fn describe(v: &Vision) -> String {
             "anyres tiles of {image_size} px over {} grids, plus the base image",
             pinpoints.len()
         ),
+        ImageTokens::AnyResMax {
+            image_size,
+            pinpoints,
+            max_tiles,
+            ..
+        } => format!(
+            "anyres_max_{max_tiles}: tiles of {image_size} px over {} grids, features shrunk \
+             to {max_tiles} tiles' worth, plus the base image (one tile each when several \
+             images share a sequence)",
+            pinpoints.len()
+        ),
         ImageTokens::Pixtral {
             patch,
             merge,

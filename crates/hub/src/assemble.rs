@@ -1,6 +1,7 @@
 //! A repo's files → a model, whichever place they are read from: config.json; the safetensors
 //! index and each shard's header (first bytes only, same caps as local files); a GGUF header by
-//! growing range reads; or a PEFT adapter pointing at its base model.
+//! growing range reads; a PEFT adapter pointing at its base model; or a diffusers pipeline
+//! (`model_index.json` and its components' configs, `pipeline.rs`).
 
 use crate::fetch::Fetch;
 use serde_json::{json, Value};
@@ -34,6 +35,8 @@ pub enum Assembled {
         base: String,
         peft: Value,
     },
+    /// A diffusers pipeline: its `model_index.json` and each model component's config.
+    Pipeline(Box<vramscope_core::diffusion::Pipeline>),
 }
 
 /// The repo's files as a model. `label` (`ORG/NAME@commit`) names it in errors.
@@ -49,6 +52,11 @@ pub fn assemble(
         .iter()
         .filter(|s| s.to_ascii_lowercase().ends_with(".gguf") && !s.contains("mmproj"))
         .collect();
+    // A diffusers pipeline by its model_index.json (whatever single-file checkpoints sit beside
+    // it, as FLUX.1-dev's flux1-dev.safetensors and SDXL's sd_xl_base_1.0.safetensors do).
+    if quant.is_none() && crate::pipeline::is_pipeline(&sib) {
+        return crate::pipeline::pipeline(f, label).map(|p| Assembled::Pipeline(Box::new(p)));
+    }
     if quant.is_some() || (!has("config.json") && !has("adapter_config.json") && !ggufs.is_empty())
     {
         let file = pick_gguf(&ggufs, quant, label)?;
@@ -57,6 +65,7 @@ pub fn assemble(
     if !has("config.json") && has("adapter_config.json") {
         return adapter(f, label);
     }
+
     let parsed = if has("config.json") {
         let text = f.text("config.json", MAX_CONFIG_BYTES)?;
         let mut p = parse_config_str_with(&text, &format!("{label}/config.json"), opts)?;

@@ -29,6 +29,11 @@ pub trait Fetch {
     fn text(&mut self, file: &str, limit: u64) -> Result<String, FormatError>;
     /// The first `need` bytes of a file (fewer only when the file is shorter), and its size.
     fn head(&mut self, file: &str, need: u64) -> Result<(Vec<u8>, u64), FormatError>;
+    /// Whether `siblings` is the repo's whole listing (the Hub's, or a record of it), so a file
+    /// it lacks is not in the repo; a cache directory may hold part of a repo.
+    fn whole_listing(&self) -> bool {
+        false
+    }
 }
 
 /// What was fetched of one repo at one commit; kept in vramscope's cache so a second run needs
@@ -106,6 +111,10 @@ impl Fetch for Remote<'_> {
         &self.record.siblings
     }
 
+    fn whole_listing(&self) -> bool {
+        true
+    }
+
     fn text(&mut self, file: &str, limit: u64) -> Result<String, FormatError> {
         let got = self
             .client
@@ -159,6 +168,10 @@ pub struct Cached(pub Record);
 impl Fetch for Cached {
     fn siblings(&self) -> &[String] {
         &self.0.siblings
+    }
+
+    fn whole_listing(&self) -> bool {
+        true
     }
 
     fn text(&mut self, file: &str, _limit: u64) -> Result<String, FormatError> {

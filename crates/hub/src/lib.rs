@@ -21,6 +21,7 @@ mod env;
 mod errors;
 mod fetch;
 pub mod http;
+mod pipeline;
 pub mod spec;
 
 use assemble::{assemble, Assembled};
@@ -30,7 +31,9 @@ use fetch::{is_miss, Cached, Fetch, LocalDir, Record, Remote};
 use serde_json::Value;
 use spec::HubRef;
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Mutex;
+use vramscope_core::diffusion::Pipeline;
 use vramscope_formats::hf_config::ReadOptions;
 use vramscope_formats::model_source::{
     load_local, load_model_with, tuned_variant_model, LoadedModel, Source,
@@ -66,22 +69,74 @@ pub struct Resolved {
     pub peft: Option<Value>,
 }
 
-static MEMO: Mutex<Option<HashMap<String, Resolved>>> = Mutex::new(None);
+/// A resolved diffusers pipeline (`model_index.json` and its models' configs): its name (the
+/// path or `ORG/NAME`) and where it was read.
+#[derive(Debug, Clone)]
+pub struct ResolvedPipeline {
+    pub pipeline: Pipeline,
+    pub name: String,
+    pub source: Source,
+}
+
+/// What MODEL named: a model, or a diffusers pipeline (a directory or repo with
+/// `model_index.json`).
+#[derive(Debug, Clone)]
+pub enum Reached {
+    Model(Resolved),
+    Pipeline(Box<ResolvedPipeline>),
+}
+
+static MEMO: Mutex<Option<HashMap<String, Reached>>> = Mutex::new(None);
 
 fn memo_key(arg: &str, o: &Options) -> String {
     format!("{arg}\u{0}{}", o.read.assume_llama)
 }
 
-/// Resolves MODEL: local path, preset, Hugging Face cache, vramscope's cache, the Hub.
+/// Resolves MODEL to a model: local path, preset, Hugging Face cache, vramscope's cache, the
+/// Hub. A diffusers pipeline is refused with a line saying which commands read one.
 pub fn resolve(arg: &str, opts: &Options) -> Result<Resolved, FormatError> {
+    match resolve_any(arg, opts)? {
+        Reached::Model(r) => Ok(r),
+        Reached::Pipeline(p) => Err(FormatError::Remote(format!(
+            "{}: a diffusers pipeline ({}, model_index.json): `estimate`, `fit` and `inspect` \
+             read it (docs/diffusion.md); other commands take one model",
+            p.name, p.pipeline.class
+        ))),
+    }
+}
+
+/// Whether MODEL may name a diffusers pipeline: a local directory with `model_index.json`, or
+/// a Hub repo (not a local path nor a preset), which only its listing tells apart.
+pub fn may_be_pipeline(arg: &str) -> bool {
+    let Some(h) = spec::parse(arg) else {
+        return vramscope_formats::diffusers::is_pipeline_dir(Path::new(arg));
+    };
+    h.forced
+        || vramscope_formats::diffusers::is_pipeline_dir(Path::new(arg))
+        || (!Path::new(arg).exists() && vramscope_formats::presets::find(arg).is_none())
+}
+
+/// Resolves MODEL to a model or a diffusers pipeline, in the order of [`resolve`]: a local
+/// directory with `model_index.json` is a pipeline, as is a repo whose listing has one.
+pub fn resolve_any(arg: &str, opts: &Options) -> Result<Reached, FormatError> {
+    let model = |model| Reached::Model(Resolved { model, peft: None });
     let hub = spec::parse(arg);
     if !hub.as_ref().is_some_and(|h| h.forced) {
+        let dir = Path::new(arg);
+        if vramscope_formats::diffusers::is_pipeline_dir(dir) {
+            let pipeline = vramscope_formats::diffusers::read_pipeline_dir(dir)?;
+            return Ok(Reached::Pipeline(Box::new(ResolvedPipeline {
+                pipeline,
+                name: arg.to_string(),
+                source: Source::local("file", arg),
+            })));
+        }
         if let Some(local) = load_local(arg, opts.read) {
-            return local.map(|model| Resolved { model, peft: None });
+            return local.map(model);
         }
     }
     let Some(h) = hub else {
-        return load_model_with(arg, opts.read).map(|model| Resolved { model, peft: None });
+        return load_model_with(arg, opts.read).map(model);
     };
     // What this process already resolved (a human estimate loads its model three times; with
     // --refresh the first of them fetched afresh).
@@ -94,7 +149,7 @@ pub fn resolve(arg: &str, opts: &Options) -> Result<Resolved, FormatError> {
     }
     let r = match resolve_hub(&h, opts, 0) {
         Err(FormatError::Unreachable(why)) => match tuned_variant_model(arg) {
-            Some(m) => return m.map(|model| Resolved { model, peft: None }),
+            Some(m) => return m.map(model),
             None => return Err(FormatError::Unreachable(why)),
         },
         r => r?,
@@ -108,7 +163,7 @@ pub fn resolve(arg: &str, opts: &Options) -> Result<Resolved, FormatError> {
     Ok(r)
 }
 
-fn resolve_hub(h: &HubRef, opts: &Options, depth: u32) -> Result<Resolved, FormatError> {
+fn resolve_hub(h: &HubRef, opts: &Options, depth: u32) -> Result<Reached, FormatError> {
     let env = HubEnv::from_env();
     let (assembled, source) = find(h, opts, &env)?;
     match assembled {
@@ -116,8 +171,13 @@ fn resolve_hub(h: &HubRef, opts: &Options, depth: u32) -> Result<Resolved, Forma
             let mut model = *model;
             model.name = h.repo.clone();
             model.source = source;
-            Ok(Resolved { model, peft: None })
+            Ok(Reached::Model(Resolved { model, peft: None }))
         }
+        Assembled::Pipeline(pipeline) => Ok(Reached::Pipeline(Box::new(ResolvedPipeline {
+            pipeline: *pipeline,
+            name: h.repo.clone(),
+            source,
+        }))),
         Assembled::Adapter { base, peft } => {
             if depth > 0 {
                 return Err(FormatError::Remote(format!(
@@ -127,7 +187,15 @@ fn resolve_hub(h: &HubRef, opts: &Options, depth: u32) -> Result<Resolved, Forma
             }
             let mut base_model = match spec::parse(&base) {
                 Some(b) if load_local(&base, opts.read).is_none() => {
-                    resolve_hub(&b, opts, depth + 1)?.model
+                    match resolve_hub(&b, opts, depth + 1)? {
+                        Reached::Model(r) => r.model,
+                        Reached::Pipeline(_) => {
+                            return Err(FormatError::Remote(format!(
+                                "{}: a PEFT adapter over the diffusers pipeline {base} is not read",
+                                h.repo
+                            )))
+                        }
+                    }
                 }
                 _ => resolve(&base, opts)?.model,
             };
@@ -140,10 +208,10 @@ fn resolve_hub(h: &HubRef, opts: &Options, depth: u32) -> Result<Resolved, Forma
                     source.describe()
                 ),
             );
-            Ok(Resolved {
+            Ok(Reached::Model(Resolved {
                 model: base_model,
                 peft: Some(peft),
-            })
+            }))
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use vramscope_formats::hf_config::ReadOptions;
 use vramscope_formats::model_source::LoadedModel;
 use vramscope_formats::FormatError;
-use vramscope_hub::{Options, Resolved};
+use vramscope_hub::{Options, Reached, Resolved};
 
 static REFRESH: AtomicBool = AtomicBool::new(false);
 static VERBOSE: AtomicBool = AtomicBool::new(false);
@@ -68,4 +68,13 @@ pub fn resolve(arg: &str, opts: &Options) -> Result<Resolved, FormatError> {
         return Ok(Resolved { model, peft: None });
     }
     vramscope_hub::resolve(arg, opts)
+}
+
+/// Resolves MODEL to a model or a diffusers pipeline (`vramscope_hub::resolve_any`), a model
+/// held under that id first.
+pub fn resolve_any(arg: &str, opts: &Options) -> Result<Reached, FormatError> {
+    if let Some(model) = held(arg) {
+        return Ok(Reached::Model(Resolved { model, peft: None }));
+    }
+    vramscope_hub::resolve_any(arg, opts)
 }

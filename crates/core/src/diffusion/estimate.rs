@@ -45,6 +45,13 @@ pub struct ModelSummary {
     pub pipeline: String,
     pub params_total: u64,
     pub components: Vec<ComponentSummary>,
+    /// Where the pipeline was read (contract `model.source`: `file`, `hf-cache`, `hub`), filled
+    /// in by the caller that read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The details of `source`: `{"kind", "repo", "revision", "commit", "path"}` as apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<serde_json::Value>,
 }
 
 /// The report of a diffusion job: the contract's Report shape (`per_gpu`, `timeline`, `fit`,
@@ -317,6 +324,8 @@ fn summary(p: &Pipeline, name: &str) -> Result<ModelSummary, String> {
         pipeline: p.class.clone(),
         params_total: p.params_total().ok_or_else(overflow)?,
         components,
+        source: None,
+        origin: None,
     })
 }
 

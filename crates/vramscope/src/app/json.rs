@@ -38,8 +38,13 @@ pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, AppErr
 ///
 /// JOB is the contract's job object; its `model` is resolved as the CLI resolves MODEL (a
 /// preset, a local path or a Hub id, honouring `HF_HUB_OFFLINE` and the other HF variables).
+/// A `model` naming a diffusers pipeline (a directory or Hub repo with `model_index.json`)
+/// makes JOB a diffusion job (docs/diffusion.md) for `estimate`, `fit` and `inspect`.
 /// Bad input is an `AppError` with the CLI's message and exit code 2.
 pub fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
+    if let Some(answer) = pipeline_call(command, input_json)? {
+        return Ok(answer);
+    }
     match command {
         "estimate" => to_json(&super::estimate(&input(command, input_json)?)?),
         "fit" => fit(input(command, input_json)?),
@@ -62,6 +67,44 @@ pub fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
             COMMANDS.join(", ")
         ))),
     }
+}
+
+/// `estimate`, `fit` and `inspect` of a diffusers pipeline (the job's or the input's `model` a
+/// directory with `model_index.json` or such a Hub repo): its answer, or `None` when the input
+/// names no pipeline (then the command reads its input as for a model). The options a pipeline
+/// has no use for (`advise`, `measured`, `assume_llama`) are refused, named.
+fn pipeline_call(command: &str, input_json: &str) -> Result<Option<String>, AppError> {
+    use super::diffusion as d;
+    if !matches!(command, "estimate" | "fit" | "inspect") {
+        return Ok(None);
+    }
+    let Ok(serde_json::Value::Object(input)) = serde_json::from_str(input_json) else {
+        return Ok(None);
+    };
+    let p = match (command, input.get("job")) {
+        ("inspect", _) => match input.get("model").and_then(|m| m.as_str()) {
+            Some(m) => d::pipeline_of(m, false)?,
+            None => None,
+        },
+        (_, Some(job)) => d::pipeline_of_job(job)?,
+        _ => None,
+    };
+    let Some(p) = p else { return Ok(None) };
+    let allowed: &[&str] = match command {
+        "inspect" => &["model"],
+        _ => &["job"],
+    };
+    if let Some(k) = input.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(AppError::bad(format!(
+            "{command}: {k} is not read for a diffusion pipeline (see docs/diffusion.md)"
+        )));
+    }
+    let answer = match command {
+        "inspect" => to_json(&d::inspect(&p)?)?,
+        "estimate" => to_json(&d::estimate(&p, &d::job_of(&input["job"])?)?)?,
+        _ => to_json(&d::fit(&p, &d::job_of(&input["job"])?)?)?,
+    };
+    Ok(Some(answer))
 }
 
 /// `models` and `gpus` take nothing.

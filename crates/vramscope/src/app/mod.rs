@@ -10,6 +10,7 @@
 pub mod analyze;
 pub mod catalog;
 pub mod compare;
+pub mod diffusion;
 mod error;
 pub mod estimate;
 pub mod fit;

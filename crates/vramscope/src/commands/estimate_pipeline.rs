@@ -1,17 +1,19 @@
-//! `vramscope estimate DIR` and `vramscope fit DIR` when DIR holds a diffusers pipeline
-//! (`model_index.json`): the diffusion job (`vramscope_core::diffusion::job`) from a JSON/TOML
-//! job file and the flags, its report by phase, and the largest batch / resolution that fit.
+//! `vramscope estimate MODEL` and `vramscope fit MODEL` when MODEL names a diffusers pipeline
+//! (a directory with `model_index.json`, or a Hub repo whose listing has one): the diffusion
+//! job (`vramscope_core::diffusion::job`) from a JSON/TOML job file and the flags, its report
+//! by phase (`app::diffusion`), and the largest batch / resolution that fit.
 
 use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
+use crate::app::diffusion::{estimate, fit, pipeline_of};
+use crate::app::AppError;
 use crate::output::{paint, print, print_json, BOLD, HEADER};
 use crate::units::{bytes, short_count};
 use clap::Args;
-use std::path::{Path, PathBuf};
-use vramscope_core::diffusion::estimate::{estimate, DiffusionReport};
-use vramscope_core::diffusion::fit::{fit, DiffusionFit};
+use vramscope_core::diffusion::estimate::DiffusionReport;
+use vramscope_core::diffusion::fit::DiffusionFit;
 use vramscope_core::diffusion::job::{DiffusionJob, Offload};
-use vramscope_core::diffusion::Pipeline;
+use vramscope_hub::ResolvedPipeline;
 
 /// The flags only a diffusion pipeline reads (its other fields use the job's own flags:
 /// `--batch` images per call, `--precision` bf16/fp16/fp32, `--offload none|model|sequential`,
@@ -42,11 +44,6 @@ pub struct DiffusionArgs {
     pub drop_t5: bool,
 }
 
-fn is_pipeline(m: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(m);
-    vramscope_formats::diffusers::is_pipeline_dir(&p).then_some(p)
-}
-
 /// The job file's text as JSON (TOML converted), when `--job` is given.
 fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
     let Some(path) = &args.job else {
@@ -62,13 +59,16 @@ fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
         .map_err(|_| JobError(format!("{shown}: neither JSON nor TOML")))
 }
 
-/// The pipeline directory the job names (flag first, then the job file's `model`), if any.
-pub fn pipeline_dir(args: &JobArgs) -> Option<PathBuf> {
+/// The pipeline the job names (MODEL first, then the job file's `model`), if it names one: a
+/// directory with `model_index.json` or a Hub repo whose listing has one.
+pub fn pipeline_target(args: &JobArgs) -> Result<Option<ResolvedPipeline>, AppError> {
     if let Some(m) = &args.model {
-        return is_pipeline(m);
+        return pipeline_of(m, args.assume_llama);
     }
-    let v = job_file(args).ok()??;
-    is_pipeline(v.get("model")?.as_str()?)
+    match job_file(args).ok().flatten() {
+        Some(v) => crate::app::diffusion::pipeline_of_job(&v),
+        None => Ok(None),
+    }
 }
 
 fn num(field: &str, s: &Option<String>) -> Result<Option<f64>, JobError> {
@@ -156,27 +156,15 @@ fn diffusion_job(args: &JobArgs, d: &DiffusionArgs) -> Result<DiffusionJob, JobE
     Ok(job)
 }
 
-fn load(
-    dir: &Path,
-    args: &JobArgs,
-    d: &DiffusionArgs,
-) -> Result<(Pipeline, DiffusionJob), Box<dyn std::error::Error>> {
-    let p = vramscope_formats::diffusers::read_pipeline_dir(dir)?;
-    Ok((p, diffusion_job(args, d)?))
-}
-
 /// `estimate` of a pipeline.
 pub fn run_estimate(
-    dir: &Path,
+    p: &ResolvedPipeline,
     args: &JobArgs,
     d: &DiffusionArgs,
     json: bool,
     require_fit: bool,
 ) -> CmdResult {
-    let (p, job) = load(dir, args, d)?;
-    let resolved = job.resolve(&p).map_err(JobError)?;
-    let name = dir.display().to_string();
-    let report = estimate(&p, &name, &resolved).map_err(JobError)?;
+    let report = estimate(p, &diffusion_job(args, d)?)?;
     if require_fit && report.fit.is_none() {
         return Err(Box::new(JobError(
             "--require-fit: needs a GPU to fit (give --gpu ID)".into(),
@@ -192,10 +180,10 @@ pub fn run_estimate(
 }
 
 /// `fit` of a pipeline.
-pub fn run_fit(dir: &Path, args: &JobArgs, d: &DiffusionArgs, json: bool) -> CmdResult {
-    let (p, job) = load(dir, args, d)?;
-    let resolved = job.resolve(&p).map_err(JobError)?;
-    let answer = fit(&p, &dir.display().to_string(), &resolved).map_err(JobError)?;
+pub fn run_fit(p: &ResolvedPipeline, args: &JobArgs, d: &DiffusionArgs, json: bool) -> CmdResult {
+    let job = diffusion_job(args, d)?;
+    let resolved = job.resolve(&p.pipeline).map_err(JobError)?;
+    let answer = fit(p, &job)?;
     if json {
         print_json(&answer)?;
     } else {

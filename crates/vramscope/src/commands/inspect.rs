@@ -17,9 +17,8 @@ pub fn run(
     list_tensors: bool,
     assume_llama: bool,
 ) -> CmdResult {
-    let dir = std::path::Path::new(model);
-    if vramscope_formats::diffusers::is_pipeline_dir(dir) {
-        return super::inspect_pipeline::run(dir, json);
+    if let Some(p) = app::diffusion::pipeline_of(model, assume_llama)? {
+        return super::inspect_pipeline::run(&p, json);
     }
     let loaded = app::inspect::load(model, assume_llama)?;
     let report = app::inspect::report(&loaded);

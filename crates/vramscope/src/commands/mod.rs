@@ -39,29 +39,22 @@ pub fn run(cli: Cli) -> CmdResult {
             diffusion,
             json,
             require_fit,
-            ..
-        } if estimate_pipeline::pipeline_dir(&job).is_some() => {
-            let dir = estimate_pipeline::pipeline_dir(&job).unwrap_or_default();
-            estimate_pipeline::run_estimate(&dir, &job, &diffusion, json, require_fit)
-        }
-        Command::Estimate {
-            job,
-            json,
-            require_fit,
             svg,
             html,
             advise,
-            ..
-        } => estimate::run(
-            &job,
-            estimate::Outputs {
-                json,
-                require_fit,
-                advise,
-                svg: svg.as_deref(),
-                html: html.as_deref(),
-            },
-        ),
+        } => match estimate_pipeline::pipeline_target(&job)? {
+            Some(p) => estimate_pipeline::run_estimate(&p, &job, &diffusion, json, require_fit),
+            None => estimate::run(
+                &job,
+                estimate::Outputs {
+                    json,
+                    require_fit,
+                    advise,
+                    svg: svg.as_deref(),
+                    html: html.as_deref(),
+                },
+            ),
+        },
         Command::Serve {
             port,
             bind,
@@ -71,19 +64,13 @@ pub fn run(cli: Cli) -> CmdResult {
             job,
             diffusion,
             json,
-            measured: None,
-        } if estimate_pipeline::pipeline_dir(&job).is_some() => {
-            let dir = estimate_pipeline::pipeline_dir(&job).unwrap_or_default();
-            estimate_pipeline::run_fit(&dir, &job, &diffusion, json)
-        }
-        Command::Fit {
-            job,
             measured,
-            json,
-            ..
         } => match measured {
             Some(file) => fit::run_calibrated(&job, &file, json),
-            None => fit::run(&job, json),
+            None => match estimate_pipeline::pipeline_target(&job)? {
+                Some(p) => estimate_pipeline::run_fit(&p, &job, &diffusion, json),
+                None => fit::run(&job, json),
+            },
         },
         Command::Plan {
             job,

@@ -88,6 +88,28 @@ pub fn job_of_text(app: &App, text: &str) -> Result<Job, ApiError> {
     Ok(job)
 }
 
+/// A body whose `model` may name a diffusers pipeline (`vramscope_hub::may_be_pipeline`), as
+/// JSON with the model as this server may read it (`model_arg`); `None` for any other body
+/// (then it is read as a job, and its errors are that reading's).
+pub fn pipeline_body(app: &App, text: &str) -> Result<Option<serde_json::Value>, ApiError> {
+    use serde_json::Value;
+    let Ok(Value::Object(mut job)) = serde_json::from_str::<Value>(text) else {
+        return Ok(None);
+    };
+    let Some(Value::String(m)) = job.get("model") else {
+        return Ok(None);
+    };
+    if m.starts_with(UPLOAD_PREFIX) {
+        return Ok(None);
+    }
+    let m = model_arg(app, m)?;
+    if !vramscope_hub::may_be_pipeline(&m) {
+        return Ok(None);
+    }
+    job.insert("model".into(), Value::String(m));
+    Ok(Some(Value::Object(job)))
+}
+
 /// What an upload's id starts with.
 pub const UPLOAD_PREFIX: &str = "upload:";
 

@@ -33,7 +33,13 @@ pub async fn inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>
         model: model_arg(&app, &model)?,
         assume_llama: false,
     };
-    let text = blocking(move || pretty(&app::inspect(&input).map_err(msg)?)).await?;
+    let text = blocking(move || {
+        if let Some(p) = app::diffusion::pipeline_of(&input.model, false).map_err(msg)? {
+            return pretty(&app::diffusion::inspect(&p).map_err(msg)?);
+        }
+        pretty(&app::inspect(&input).map_err(msg)?)
+    })
+    .await?;
     Ok(json_text(text))
 }
 

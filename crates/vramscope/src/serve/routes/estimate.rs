@@ -3,7 +3,10 @@
 
 use crate::app;
 use crate::serve::assets::CSP;
-use crate::serve::request::{blocking, job_of, json_text, msg, pretty, ApiError, ApiResult};
+use crate::serve::request::{
+    blocking, body_text, job_of, job_of_text, json_text, msg, pipeline_body, pretty, ApiError,
+    ApiResult,
+};
 use crate::serve::App;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -14,23 +17,64 @@ use vramscope_core::fit::WhatIf;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
 
-/// Job → the Report, byte for byte what `estimate --job job.json --json` prints.
+/// Job → the Report, byte for byte what `estimate --job job.json --json` prints. A job whose
+/// `model` names a diffusers pipeline (a directory or Hub repo with `model_index.json`) is a
+/// diffusion job (docs/diffusion.md): its report by phase.
 pub async fn estimate(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let input = app::EstimateInput {
-        job: job_of(&app, body)?,
-        advise: false,
-    };
-    let text = blocking(move || pretty(&app::estimate(&input).map_err(msg)?)).await?;
+    let (pipeline, job) = job_or_pipeline(&app, body)?;
+    let text = blocking(move || {
+        if let Some(v) = &pipeline {
+            if let Some(p) = app::diffusion::pipeline_of_job(v).map_err(msg)? {
+                let job = app::diffusion::job_of(v).map_err(msg)?;
+                return pretty(&app::diffusion::estimate(&p, &job).map_err(msg)?);
+            }
+        }
+        let input = app::EstimateInput {
+            job: job.map_err(|e| e.1)?,
+            advise: false,
+        };
+        pretty(&app::estimate(&input).map_err(msg)?)
+    })
+    .await?;
     Ok(json_text(text))
 }
 
-/// Job → what `fit --json` prints.
+/// Job → what `fit --json` prints (for a pipeline: the most images and the largest side).
 pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let input = app::FitInput {
-        job: job_of(&app, body)?,
-    };
-    let text = blocking(move || pretty(&app::fit(&input).map_err(msg)?)).await?;
+    let (pipeline, job) = job_or_pipeline(&app, body)?;
+    let text = blocking(move || {
+        if let Some(v) = &pipeline {
+            if let Some(p) = app::diffusion::pipeline_of_job(v).map_err(msg)? {
+                let job = app::diffusion::job_of(v).map_err(msg)?;
+                return pretty(&app::diffusion::fit(&p, &job).map_err(msg)?);
+            }
+        }
+        let input = app::FitInput {
+            job: job.map_err(|e| e.1)?,
+        };
+        pretty(&app::fit(&input).map_err(msg)?)
+    })
+    .await?;
     Ok(json_text(text))
+}
+
+/// The body as a pipeline candidate (whose resolution, maybe a fetch, runs on the blocking
+/// pool) and as a job (its reading's error kept for when the model is no pipeline).
+fn job_or_pipeline(
+    app: &App,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Option<serde_json::Value>, Result<Job, ApiError>), ApiError> {
+    let text = body_text(body)?;
+    let job = job_of_text(app, &text);
+    let pipeline = match pipeline_body(app, &text) {
+        Ok(p) => p,
+        Err(e) if job.is_err() => return Err(e),
+        Err(_) => None,
+    };
+    if pipeline.is_none() {
+        return Ok((None, Ok(job?)));
+    }
+    Ok((pipeline, job))
 }
 
 /// Job → the what-if rows (the table under `estimate`).

@@ -16,6 +16,7 @@ mod gpt;
 mod hybrid;
 mod llama;
 mod mamba;
+mod mllama;
 mod quant_methods;
 mod unknown;
 mod vision;
@@ -69,6 +70,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "smolvlm",
     "qwen3_vl",
     "internvl",
+    "mllama",
     "mamba",
     "falcon_mamba",
     "mamba2",
@@ -145,6 +147,9 @@ pub fn parse_config_value_with(
     let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
+    if top_type == "mllama" {
+        mllama::cross_layers(&mut spec, &cfg)?;
+    }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
         spec.quantization = quantization_format(q);
         if spec.quantization.is_none() {
@@ -368,6 +373,7 @@ pub(crate) fn plain_attention(
         qk_l2_norm: false,
         attention_chunk: None,
         nope: false,
+        vision_cross: false,
     }
 }
 

@@ -20,7 +20,7 @@ def job_of(spec):
             "gpu": None, "new_tokens": 0, "kv_dtype": None,
             # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
             # spec says, so the earlier runs' jobs are as they were.
-            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile") if k in spec},
+            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile", "freeze") if k in spec},
             **images_of(spec)}
 
 
@@ -32,9 +32,16 @@ def images_of(spec):
     if not im:
         return {}
     v = spec["hf_config"]["vision_config"]
+    if spec["hf_config"]["model_type"] == "mllama":
+        # scripts/measure_mllama.patch: one <|image|> token per image.
+        return {"images": im, "seq": spec["seq"] - im["count"]}
     p, m = v["patch_size"], v["spatial_merge_size"]
     tokens = (im["height"] // p) * (im["width"] // p) // (m * m)
     return {"images": im, "seq": spec["seq"] - im["count"] * tokens}
+
+
+def patch_of(spec):
+    return "measure_mllama.patch" if spec["hf_config"]["model_type"] == "mllama" else "measure_vlm.patch"
 
 
 cases = []
@@ -52,7 +59,8 @@ for path in sys.argv[1:]:
            f"{r['dropout']}; two steps, the second reported; each allocation rounded up to 512 B."
            + (f" Images: {spec['images']['count']} of {spec['images']['width']}x{spec['images']['height']} px "
               f"per sequence, the image tokens inside the measured seq (measure.py patched as "
-              f"scripts/measure_vlm.patch)." if spec.get("images") else ""))
+              f"scripts/{patch_of(spec)})." if spec.get("images") else "")
+           + (f" Frozen: {', '.join(spec['freeze'])}." if spec.get("freeze") else ""))
     base = {"source_id": spec["id"], "kind": "measured", "split": "project", "job": job_of(spec)}
     # Image runs are held to 3 % (issue 21); their activations only where the profiler
     # categorised nearly every tensor (under bf16 it leaves many UNKNOWN).

@@ -37,9 +37,16 @@ def images_of(spec):
         # image, the tower's class token dropped (`vision_feature_select_strategy: default`).
         side = v["image_size"] // v["patch_size"]
         return {"images": im, "seq": spec["seq"] - im["count"] * side * side}
+    if spec["hf_config"]["model_type"] == "mllama":
+        # scripts/measure_mllama.patch: one <|image|> token per image.
+        return {"images": im, "seq": spec["seq"] - im["count"]}
     p, m = v["patch_size"], v["spatial_merge_size"]
     tokens = (im["height"] // p) * (im["width"] // p) // (m * m)
     return {"images": im, "seq": spec["seq"] - im["count"] * tokens}
+
+
+def patch_of(spec):
+    return "measure_mllama.patch" if spec["hf_config"]["model_type"] == "mllama" else "measure_vlm.patch"
 
 
 cases = []
@@ -57,7 +64,8 @@ for path in sys.argv[1:]:
            f"{r['dropout']}; two steps, the second reported; each allocation rounded up to 512 B."
            + (f" Images: {spec['images']['count']} of {spec['images']['width']}x{spec['images']['height']} px "
               f"per sequence, the image tokens inside the measured seq (measure.py patched as "
-              f"scripts/measure_vlm.patch)." if spec.get("images") else ""))
+              f"scripts/{patch_of(spec)})." if spec.get("images") else "")
+           + (f" Frozen: {', '.join(spec['freeze'])}." if spec.get("freeze") else ""))
     base = {"source_id": spec["id"], "kind": "measured", "split": "project", "job": job_of(spec)}
     # Image runs are held to 3 % (issue 21); their activations only where the profiler
     # categorised nearly every tensor (under bf16 it leaves many UNKNOWN).

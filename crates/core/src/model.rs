@@ -248,6 +248,13 @@ pub struct Attention {
     /// NoPE layers, `no_rope_layers[i] == 0`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub nope: bool,
+    /// The layer attends to the images instead of the text (Llama-3.2-Vision's
+    /// `MllamaCrossAttentionDecoderLayer`, `modeling_mllama.py`): queries from the text, keys
+    /// and values from the projected vision states, `q_norm`/`k_norm` per head, no rotary, and
+    /// the tanh gates `cross_attn_attn_gate` / `cross_attn_mlp_gate` on its two branches. Its
+    /// cache holds the vision tokens, once per image, not the text.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub vision_cross: bool,
 }
 
 impl Attention {

@@ -178,18 +178,20 @@ fn preprocessor_config_sets_qwen_pixel_bounds() {
 }
 
 /// A vision-language family not read natively is still refused naming its sub-configs (the
-/// guard of `unknown.rs` stays for whatever comes next): Llama-3.2-Vision's `mllama`.
+/// guard of `unknown.rs` stays for whatever comes next): PaliGemma's `paligemma`.
 #[test]
 fn unread_vlm_families_stay_refused() {
-    let text = r#"{"model_type": "mllama", "architectures": ["MllamaForConditionalGeneration"],
-        "text_config": {"hidden_size": 4096, "num_hidden_layers": 40,
-            "num_attention_heads": 32, "vocab_size": 128256, "intermediate_size": 14336,
-            "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
-        "vision_config": {"hidden_size": 1280, "num_hidden_layers": 32}}"#;
+    let text = r#"{"model_type": "paligemma", "architectures": ["PaliGemmaForConditionalGeneration"],
+        "text_config": {"hidden_size": 2048, "num_hidden_layers": 18,
+            "num_attention_heads": 8, "vocab_size": 257216, "intermediate_size": 16384},
+        "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}}"#;
     let e = vramscope_formats::hf_config::parse_config_str(text, "config.json")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("'mllama'") && e.contains("vision_config"), "{e}");
+    assert!(
+        e.contains("'paligemma'") && e.contains("vision_config"),
+        "{e}"
+    );
 }
 
 fn report(name: &str, job: serde_json::Value) -> vramscope_core::report::Report {

@@ -122,9 +122,13 @@ pub fn forward(
     // A VLM's vision tower and projector run before the decoder (`estimate/vision.rs`).
     let tower = super::vision::tower_forward(spec, job, num)?;
     let mask = super::compile::traced_causal_mask(spec, job, num);
+    // Llama-3.2-Vision's cross-attention mask, made once before the decoder.
+    let (cross_mask, cross_mask_peak) = super::mllama::cross_mask(spec, job, num.param);
     let embedding = StageMemory {
-        kept: embedding.kept + tower.kept + mask,
-        peak: (embedding.peak + tower.kept).max(tower.peak),
+        kept: embedding.kept + tower.kept + mask + cross_mask,
+        peak: (embedding.peak + tower.kept)
+            .max(tower.peak)
+            .max(tower.kept + cross_mask_peak),
         ..embedding
     };
     // A VLM's images are an input of the step beside the token ids.
@@ -214,10 +218,25 @@ fn blocks_forward(
         Checkpointing::None
     };
     let ctx = block_ctx(spec, job, num);
+    // Llama-3.2-Vision's cross-attention layers attend over the images' vision tokens, and
+    // are skipped when there are none.
+    let cross_ctx = BlockCtx {
+        kv_seq: super::mllama::cross_tokens(spec, job),
+        ..ctx
+    };
     let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
     for layer in spec.all_layers() {
+        if layer.attention.vision_cross && cross_ctx.kv_seq == 0 {
+            layers.push(LayerPlan::default());
+            continue;
+        }
+        let ctx = if layer.attention.vision_cross {
+            cross_ctx
+        } else {
+            ctx
+        };
         // Identical layers have identical memory: compute each distinct layer once.
         let key = layers.len();
         let mem = match cache

@@ -143,8 +143,15 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
             values_per_token(kind, job.framework) as u128 * held as u128 * job.batch as u128;
         total += values.div_ceil(block_values as u128) * block_bytes as u128;
     };
+    // Llama-3.2-Vision's cross-attention layers cache the images' vision tokens, once,
+    // whatever the text length (`MllamaForConditionalGeneration._prepare_static_cache`).
+    let cross = super::mllama::cross_tokens(spec, job);
     for layer in &spec.decoder.layers {
-        let held = layer.attention.kv_held(self_tokens);
+        let held = if layer.attention.vision_cross {
+            cross
+        } else {
+            layer.attention.kv_held(self_tokens)
+        };
         add(layer.attention.kind, held);
         if let Some(cross) = &layer.cross_attention {
             add(cross.kind, job.seq);

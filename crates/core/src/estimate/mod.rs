@@ -10,6 +10,7 @@ pub mod engines;
 pub mod kv;
 pub mod layout;
 pub mod memo;
+pub mod mllama;
 pub mod optimizer;
 pub mod overhead;
 pub mod quant;

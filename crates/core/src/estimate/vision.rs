@@ -90,6 +90,9 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
             "fc1",
             "fc2",
         ],
+        (crate::vision::TowerKind::Mllama { .. }, _) => {
+            &["q_proj", "k_proj", "v_proj", "o_proj", "fc1", "fc2"]
+        }
         (crate::vision::TowerKind::Pixtral, _) => &[
             "q_proj",
             "k_proj",
@@ -127,6 +130,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             qk_l2_norm: false,
             attention_chunk: None,
             nope: false,
+            vision_cross: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {
@@ -210,6 +214,15 @@ pub fn tower_forward(
         lora,
         part: Part::Vision,
     };
+    if let TowerKind::Mllama { .. } = v.tower.kind {
+        let proj_trains = trains || projector_trains(job);
+        let layer = &tspec.decoder.layers[0];
+        let mut m = super::mllama::tower_forward(v, ctx, layer, trains, proj_trains, job);
+        if job.task != Task::Train {
+            m.peak += pixel_input_bytes(spec, job)?;
+        }
+        return Ok(m);
+    }
     let (mut inputs_kept, mut inputs_live) = tower_inputs(v, n, cost, num, trains);
     inputs_live += mask;
     if trains && job.attention == AttentionKernel::Sdpa {
@@ -356,6 +369,11 @@ pub fn pixel_input_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, Cor
         .batch
         .saturating_mul(images.count)
         .saturating_mul(cost.tower_images);
+    if let TowerKind::Mllama { .. } = v.tower.kind {
+        return Ok(round_size(
+            super::mllama::pixel_values(v, n).saturating_mul(4),
+        ));
+    }
     let (patches, px) = patches(v, n, cost);
     Ok(round_size(patches.saturating_mul(px) * 4))
 }

@@ -157,9 +157,11 @@ impl Builder<'_> {
             Naming::Mamba => ("embeddings", ""),
             _ => ("embed_tokens", ""),
         };
+        // Llama-3.2-Vision's text model has 8 rows beyond the vocabulary (`vision::mllama`).
+        let extra = s.vision.as_ref().map_or(0, |v| v.extra_embedding_rows());
         self.push(
             format!("{r}{tok}.weight"),
-            vec![s.vocab_size, e.dim],
+            vec![s.vocab_size.saturating_add(extra), e.dim],
             None,
             c,
         )?;
@@ -258,9 +260,16 @@ impl Builder<'_> {
             Naming::Bert | Naming::Roberta => format!("{p}.attention"),
             Naming::Mamba => format!("{p}.mixer"),
             Naming::Jamba if layer.attention.kind.state_space().is_some() => format!("{p}.mamba"),
+            _ if layer.attention.vision_cross => format!("{p}.cross_attn"),
             _ => format!("{p}.self_attn"),
         };
         self.attention(&attn_name, &layer.attention, l)?;
+        if layer.attention.vision_cross {
+            // `MllamaCrossAttentionDecoderLayer`'s tanh gates, one scalar each.
+            for gate in ["cross_attn_attn_gate", "cross_attn_mlp_gate"] {
+                self.push(format!("{p}.{gate}"), vec![1], l, Component::Attention)?;
+            }
+        }
         if let Some(cross) = &layer.cross_attention {
             self.attention(&format!("{p}.layer.1.EncDecAttention"), cross, l)?;
         }

@@ -9,6 +9,7 @@
 mod families;
 mod inventory;
 mod onevision;
+pub mod mllama;
 mod tiling;
 mod tokens;
 
@@ -110,6 +111,17 @@ pub enum TowerKind {
         final_norm: bool,
         mask_token: bool,
     },
+    /// Llama-3.2-Vision (`modeling_mllama.py` `MllamaVisionModel`): a bias-free patch
+    /// convolution, class token, gated and tiled positional embeddings, `layers` local
+    /// encoder layers and `global_layers` gated ones, all over the `tiles` tiles of an image
+    /// as one sequence; the outputs of `intermediate` local layers are concatenated to the
+    /// last one's. `aspect_ratios`: `len(supported_aspect_ratios)`.
+    Mllama {
+        global_layers: u64,
+        tiles: u64,
+        aspect_ratios: u64,
+        intermediate: u64,
+    },
 }
 
 impl TowerKind {
@@ -187,6 +199,9 @@ pub enum Projector {
     /// (`1 / downsample_ratio`), a LayerNorm over `scale²·hidden`, `linear_1` → out, GELU,
     /// `linear_2` (out → out), all biased.
     InternVl { scale: u64, out: u64 },
+    /// Mllama's `multi_modal_projector`: one biased linear from the tower's concatenated
+    /// output (`vision_output_dim`) to the text width.
+    Mllama { input: u64, out: u64 },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

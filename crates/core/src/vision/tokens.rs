@@ -82,6 +82,16 @@ pub enum ImageTokens {
         crop: bool,
         seq: u64,
     },
+    /// Llama-3.2-Vision (`image_processing_mllama.py`, `processing_mllama.py`): the image is
+    /// fitted to the best canvas of at most `max_tiles` `tile`-pixel tiles and padded to
+    /// `max_tiles` tiles; the tower runs all of them as one sequence of `max_tiles ·
+    /// pad8((tile/patch)² + 1)` positions. The text gets one `<|image|>` token per image; the
+    /// image reaches the language model through cross-attention only.
+    Mllama {
+        tile: u64,
+        patch: u64,
+        max_tiles: u64,
+    },
 }
 
 /// What one image costs.
@@ -187,6 +197,16 @@ impl ImageTokens {
                 crop,
                 seq,
             )),
+            ImageTokens::Mllama {
+                tile,
+                patch,
+                max_tiles,
+            } => Ok(ImageCost {
+                tokens: 1,
+                tower_images: 1,
+                tower_seq: max_tiles
+                    .saturating_mul(super::mllama::padded_tile_positions(tile, patch)),
+            }),
         }
     }
 }

@@ -17,6 +17,7 @@ mod hybrid;
 mod llama;
 mod llava_onevision;
 mod mamba;
+mod mllama;
 mod quant_methods;
 mod unknown;
 mod vision;
@@ -70,6 +71,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "smolvlm",
     "qwen3_vl",
     "internvl",
+    "mllama",
     "mamba",
     "falcon_mamba",
     "mamba2",
@@ -146,6 +148,9 @@ pub fn parse_config_value_with(
     let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
+    if top_type == "mllama" {
+        mllama::cross_layers(&mut spec, &cfg)?;
+    }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
         spec.quantization = quantization_format(q);
         if spec.quantization.is_none() {
@@ -369,6 +374,7 @@ pub(crate) fn plain_attention(
         qk_l2_norm: false,
         attention_chunk: None,
         nope: false,
+        vision_cross: false,
     }
 }
 

@@ -25,6 +25,7 @@ pub const VISION_TYPES: &[&str] = &[
     "qwen3_vl",
     "internvl",
     "llava_onevision",
+    "mllama",
 ];
 
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
@@ -40,6 +41,8 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
             .and_then(Value::as_str)
             .unwrap_or("qwen2")
             .to_string(),
+        // `MllamaTextModel` is Llama with cross-attention layers (`mllama.rs` marks them).
+        "mllama" => "llama".into(),
         "gemma3" => "gemma3_text".into(),
         "internvl" => text
             .and_then(|t| t.get("model_type"))
@@ -92,6 +95,7 @@ pub(crate) fn read_vision(
         "idefics3" | "smolvlm" => super::vision_families::idefics3(&v, &t, lm_hidden)?,
         "qwen3_vl" => super::vision_families::qwen3_vl(&v)?,
         "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
+        "mllama" => super::mllama::vision(&v, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -391,6 +395,9 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
             *max_tiles = p.uint("max_patches")?.unwrap_or(*max_tiles);
             *crop = p.boolean("crop_to_patches", *crop)?;
         }
+        // Mllama's processor must agree with the model (`max_image_tiles` = `max_num_tiles`,
+        // `size` = `image_size`: the tile embeddings are sized by them), so the config rules.
+        ImageTokens::Mllama { .. } => {}
         ImageTokens::Fixed { .. } => {}
     }
     Ok(())

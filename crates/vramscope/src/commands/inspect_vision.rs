@@ -68,6 +68,7 @@ pub fn describe(v: &Vision) -> String {
         Projector::InternVl { scale, out } => {
             format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
         }
+        Projector::Mllama { input, out } => format!("linear {input} → {out}"),
     };
     let tokens = match &v.tokens {
         ImageTokens::QwenDynamic {
@@ -133,10 +134,25 @@ pub fn describe(v: &Vision) -> String {
             "{min_tiles}–{max_tiles} tiles of {tile} px (closest aspect ratio) plus a thumbnail, \
              {seq} per tile"
         ),
+        ImageTokens::Mllama {
+            tile,
+            max_tiles,
+            patch,
+        } => format!(
+            "one <|image|> token per image; the image enters through cross-attention: up to \
+             {max_tiles} tiles of {tile} px, padded to {max_tiles}, {} vision tokens per image",
+            max_tiles * vramscope_core::vision::mllama::tile_positions(*tile, *patch)
+        ),
+    };
+    let layers = match t.kind {
+        vramscope_core::vision::TowerKind::Mllama { global_layers, .. } => {
+            format!("{} + {global_layers} gated global", t.layers)
+        }
+        _ => t.layers.to_string(),
     };
     format!(
-        "  vision: {} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \
+        "  vision: {layers} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \
          tokens: {tokens}\n",
-        t.layers, t.hidden, t.heads, t.patch
+        t.hidden, t.heads, t.patch
     )
 }

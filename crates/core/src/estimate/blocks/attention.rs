@@ -10,15 +10,15 @@ use crate::model::{Attention, AttentionKind, Layer, Naming, NormKind, Positions}
 
 /// Widths (values per token) of one attention's projections.
 #[derive(Debug, Clone, Copy)]
-struct Widths {
+pub(super) struct Widths {
     q: u64,
     k: u64,
     v: u64,
     /// All heads' values, which o_proj reads: with grouped k/v it is `heads · head_dim`, not
     /// the k/v width.
     out: u64,
-    heads: u64,
-    kv_heads: u64,
+    pub(super) heads: u64,
+    pub(super) kv_heads: u64,
 }
 
 impl Widths {
@@ -64,13 +64,13 @@ impl Widths {
 }
 
 /// q, k and v as the core receives them, with their element counts.
-struct Qkv {
-    q: Id,
-    k: Id,
-    v: Id,
+pub(super) struct Qkv {
+    pub(super) q: Id,
+    pub(super) k: Id,
+    pub(super) v: Id,
     qn: u64,
-    kn: u64,
-    vn: u64,
+    pub(super) kn: u64,
+    pub(super) vn: u64,
     /// Tokens on the key/value side (`batch · kv_seq`).
     kv_tokens: u64,
 }
@@ -141,7 +141,9 @@ impl Prog<'_> {
         let ctx = match kernel {
             AttentionKernel::Eager => self.eager_core(p, w, latent, att.sinks),
             AttentionKernel::Sdpa | AttentionKernel::Flash => {
-                if kernel == AttentionKernel::Sdpa && self.sdpa_masked(att) {
+                if kernel == AttentionKernel::Sdpa && self.mllama_masked(att) {
+                    self.mllama_mask_inputs(&mut p, w);
+                } else if kernel == AttentionKernel::Sdpa && self.sdpa_masked(att) {
                     self.masked_sdpa_inputs(&mut p, w);
                 }
                 self.fused_core(&p, w)

@@ -9,6 +9,7 @@ mod gpt_oss;
 mod jamba;
 mod llama4;
 mod mamba;
+mod mllama;
 mod mlp;
 mod qwen_vision;
 
@@ -468,6 +469,8 @@ impl<'a> Prog<'a> {
         let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
         let out = if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
+        } else if layer.attention.vision_cross {
+            self.mllama_cross_block(x, layer)
         } else if layer.parallel_residual {
             self.parallel_residual_block(x, layer)
         } else if matches!(spec.naming, Naming::Bert | Naming::Roberta) {

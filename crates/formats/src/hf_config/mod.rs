@@ -70,6 +70,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "smolvlm",
     "qwen3_vl",
     "internvl",
+    "llava_onevision",
     "mamba",
     "falcon_mamba",
     "mamba2",

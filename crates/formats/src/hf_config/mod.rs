@@ -71,6 +71,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen3_vl",
     "internvl",
     "llava_onevision",
+    "qwen3_vl_moe",
     "mamba",
     "falcon_mamba",
     "mamba2",

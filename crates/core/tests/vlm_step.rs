@@ -158,16 +158,21 @@ fn tiny_llava() -> Value {
 #[test]
 fn clip_tower_saves_op_by_op_fp32() {
     let act = |freeze: Value| {
-        run(json!({"model": {"hf_config": tiny_llava()}, "task": "train", "batch": 2,
+        run(
+            json!({"model": {"hf_config": tiny_llava()}, "task": "train", "batch": 2,
                    "seq": 32, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa",
-                   "images": {"count": 1, "width": 112, "height": 112}, "freeze": freeze}))
+                   "images": {"count": 1, "width": 112, "height": 112}, "freeze": freeze}),
+        )
         .per_gpu
         .components
         .activations
     };
     assert_eq!(8 * 33_280 + 6_656 + 3 * 133_120, 672_256u64);
     assert_eq!(3_702_272u64 - 2_322_432, 1_379_840);
-    assert_eq!(act(json!([])) - act(json!(["vision"])), 33_280 + 2_048 + 2 * 672_256);
+    assert_eq!(
+        act(json!([])) - act(json!(["vision"])),
+        33_280 + 2_048 + 2 * 672_256
+    );
 }
 
 /// Pixtral's tower over several images (`modeling_pixtral.py`): with SDPA all the
@@ -184,10 +189,12 @@ fn pixtral_tower_mask_over_joined_images() {
     );
     let cfg: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let act = |kernel: &str| {
-        run(json!({"model": {"hf_config": cfg.clone()}, "task": "train", "batch": 1,
+        run(
+            json!({"model": {"hf_config": cfg.clone()}, "task": "train", "batch": 1,
                    "seq": 128, "precision": "bf16", "optimizer": "adamw", "attention": kernel,
                    "freeze": ["language"],
-                   "images": {"count": 2, "width": 512, "height": 512}}))
+                   "images": {"count": 2, "width": 512, "height": 512}}),
+        )
         .per_gpu
         .components
         .activations

@@ -50,14 +50,8 @@ fn tokens(name: &str, count: u64, w: u64, h: u64) -> (u64, u64, u64) {
 /// 1,837,696. Qwen2-0.5B (tied): 494,032,768. transformers: 893,618,208 (the page's 894M).
 #[test]
 fn llava_onevision_qwen2_0_5b() {
-    assert_eq!(
-        678_528 + 839_808 + 26 * 15_239_504 + 2_304,
-        397_747_744u64
-    );
-    assert_eq!(
-        1_152 * 896 + 896 + 896 * 896 + 896 + 896,
-        1_837_696u64
-    );
+    assert_eq!(678_528 + 839_808 + 26 * 15_239_504 + 2_304, 397_747_744u64);
+    assert_eq!(1_152 * 896 + 896 + 896 * 896 + 896 + 896, 1_837_696u64);
     assert_eq!(
         parts(&fixture("llava-onevision-qwen2-0.5b-ov-hf.json")),
         (893_618_208, 397_747_744, 1_837_696, 494_032_768)
@@ -170,4 +164,27 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// Qwen3-VL-MoE (`qwen3_vl_moe`): Qwen3-VL's tower and mergers over a Qwen3-MoE language model
+/// (`modeling_qwen3_vl_moe.py`: routed experts with fused `gate_up_proj`, no shared expert). A
+/// tiny config written for this test (`fixtures/vlm/tiny-qwen3-vl-moe.json`); transformers:
+/// 920,128 = tower 169,408 + mergers 198,016 + language 552,704. By hand: language
+/// embeddings and head 2 · 1000 · 128, final norm 128, a layer = q 128·128 + k, v 2 · 128·64 +
+/// o 128·128 + q/k norms 2 · 32 + two norms 2 · 128 + router 4 · 128 + experts 4 · 2·64 · 128 +
+/// 4 · 128 · 64 = 148,288; tower: patch 64·3·2·16·16 + 64, positions 64·64, a block 2 · 128 +
+/// qkv 64·192 + 192 + proj 64·64 + 64 + fc1 64·128 + 128 + fc2 128·64 + 64 = 33,472; mergers
+/// (merged width 256): norm 128 + 256² + 256 + 256·128 + 128, DeepStack norm 512 + the same.
+#[test]
+fn tiny_qwen3_vl_moe() {
+    assert_eq!(
+        2 * 128_000 + 128 + 2 * (16_384 + 2 * 8_192 + 16_384 + 64 + 256 + 512 + 65_536 + 32_768),
+        552_704u64
+    );
+    assert_eq!(98_368 + 4_096 + 2 * 33_472, 169_408u64);
+    assert_eq!(128 + 65_792 + 32_896 + 512 + 65_792 + 32_896, 198_016u64);
+    assert_eq!(
+        parts(&fixture("tiny-qwen3-vl-moe.json")),
+        (920_128, 169_408, 198_016, 552_704)
+    );
 }

@@ -72,6 +72,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen3_vl",
     "internvl",
     "mllama",
+    "llava_onevision",
+    "qwen3_vl_moe",
     "mamba",
     "falcon_mamba",
     "mamba2",

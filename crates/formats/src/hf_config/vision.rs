@@ -26,6 +26,7 @@ pub const VISION_TYPES: &[&str] = &[
     "internvl",
     "llava_onevision",
     "mllama",
+    "qwen3_vl_moe",
 ];
 
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
@@ -36,6 +37,9 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
         "qwen2_vl" | "qwen2_5_vl" => "qwen2".into(),
         // Qwen3-VL's `qwen3_vl_text` is Qwen3 with multimodal rotary positions.
         "qwen3_vl" => "qwen3".into(),
+        // Qwen3-VL-MoE's `qwen3_vl_moe_text` is Qwen3-MoE (routed experts, no shared expert)
+        // with multimodal rotary positions (`modeling_qwen3_vl_moe.py`).
+        "qwen3_vl_moe" => "qwen3_moe".into(),
         "llava_onevision" => text
             .and_then(|t| t.get("model_type"))
             .and_then(Value::as_str)
@@ -93,7 +97,7 @@ pub(crate) fn read_vision(
         "llava_onevision" => super::llava_onevision::onevision(&v, &t, lm_hidden)?,
         "mistral3" => super::vision_families::mistral3(&v, &t, lm_hidden)?,
         "idefics3" | "smolvlm" => super::vision_families::idefics3(&v, &t, lm_hidden)?,
-        "qwen3_vl" => super::vision_families::qwen3_vl(&v)?,
+        "qwen3_vl" | "qwen3_vl_moe" => super::vision_families::qwen3_vl(&v)?,
         "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
         "mllama" => super::mllama::vision(&v, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,

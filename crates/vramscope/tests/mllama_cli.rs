@@ -60,7 +60,7 @@ fn fit_answers_how_many_images() {
         let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
         v["max_images"].as_u64().unwrap_or_else(|| panic!("{v}"))
     };
-    let (short, long) = (most("1024"), most("8192"));
+    let (short, long) = (most("1024"), most("4096"));
     assert!(short >= 1 && long <= short, "{short} {long}");
 }
 

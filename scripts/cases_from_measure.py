@@ -57,7 +57,7 @@ for path in sys.argv[1:]:
     c = s["categories_at_peak"]
     how = (f"Measured on CPU with ../shared/measure/measure.py (torch {r['versions']['torch']}, "
            f"transformers {r['versions']['transformers']}): {r['model_class']} from the config with "
-           f"random init ({r['n_params']:,} params), head {spec.get('head', 'causal-lm')}, "
+           f"random init ({r['n_params']:,} {'trainable ' if spec.get('freeze') else ''}params), head {spec.get('head', 'causal-lm')}, "
            f"{spec['precision']}, {spec['optimizer']} ({spec.get('optimizer_impl', 'foreach')}), "
            f"zero_grad(set_to_none={spec.get('zero_grad', 'none') == 'none'}), attention {r['attn_implementation']}, "
            f"checkpointing {spec['checkpointing']}, batch {spec['batch']} x seq {spec['seq']}; dropout "

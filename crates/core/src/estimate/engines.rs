@@ -42,8 +42,14 @@ pub fn kv_bytes_per_gpu(
     let layers = &spec.decoder.layers;
     let per_stage = layers.len().div_ceil(pp as usize);
     let mut total: u128 = 0;
+    // Llama-3.2-Vision's cross-attention layers hold the images' vision tokens per sequence.
+    let cross = super::mllama::cross_tokens(spec, job);
     for layer in layers.iter().take(per_stage) {
-        let held = layer.attention.kv_held(tokens);
+        let held = if layer.attention.vision_cross {
+            cross
+        } else {
+            layer.attention.kv_held(tokens)
+        };
         let held = held.div_ceil(page) * page;
         // KV heads split over TP ranks (replicated when there are fewer heads than ranks); an MLA
         // latent is replicated on every rank.

@@ -43,7 +43,8 @@ pub fn pixel_values(v: &Vision, images: u64) -> u64 {
 ///   (`x + emb · gate.tanh()`, promoted to the parameters' width), the class token's `cat`,
 ///   `layernorm_pre` and `F.pad`: a few stream-sized tensors at once;
 /// - the aspect-ratio mask (`_prepare_aspect_ratio_attention_mask`: `m @ mᵀ · finfo.min`,
-///   `[images, 1, L, L]` in the model's dtype, two while it is made);
+///   `[images, 1, L, L]` in the model's dtype, two while it is made), saved by SDPA when the
+///   tower trains;
 /// - the local encoder's layers; `MllamaVisionEncoder` keeps every layer's output in a
 ///   tuple (`encoder_states`) until the tower returns, so a tower without a graph still holds
 ///   all of them; then `layernorm_post`, the post-tile embedding and the gated global layers
@@ -82,7 +83,18 @@ pub(super) fn tower_forward(
     } else {
         0
     };
-    let pre_kept = if trains { px + stream } else { 0 };
+    // Saved before the encoders when the tower trains: the pixels' 16-bit copy, the gated
+    // tile-position embedding (`gate.tanh() * tile_position_embedding` saves the looked-up
+    // `[images, tiles, 1601, h]` rows for the gate's gradient) and `layernorm_pre`'s input.
+    let at_tiles = round_size(unpadded * h * wp);
+    let pre_kept = if trains { px + 2 * at_tiles } else { 0 };
+    // SDPA saves the mask it is given: the one shared mask in the model's dtype, or under
+    // autocast with fp32 weights each layer's 16-bit copy (`blocks/mllama.rs`).
+    let mask_kept = if trains && !(ctx.num.autocast && wp == 4) {
+        mask
+    } else {
+        0
+    };
     let mut top = px + 3 * stream + mask;
     let base = pre_kept + mask;
     let m: BlockMemory = block_memory(ctx, layer);
@@ -140,7 +152,7 @@ pub(super) fn tower_forward(
         0
     };
     StageMemory {
-        kept: tower_kept + pre_kept + proj_kept + states_kept,
+        kept: tower_kept + pre_kept + mask_kept + proj_kept + states_kept,
         peak: top,
         weight_copies: 0,
     }

@@ -146,7 +146,8 @@ pub struct JobArgs {
 
     /// Vision-language models: images per sequence and their size, `COUNTxWIDTHxHEIGHT`
     /// (e.g. `2x1024x768`); their tokens (by the family's processor rule) add to --seq and the
-    /// vision tower runs on them.
+    /// vision tower runs on them. Llama-3.2-Vision: one token per image, the image read by the
+    /// cross-attention layers (4 tiles · 1601 vision tokens each, cached once in inference).
     #[arg(long, value_name = "NxWxH", help_heading = "Job")]
     pub images: Option<String>,
 

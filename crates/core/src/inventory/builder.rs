@@ -261,6 +261,9 @@ impl Builder<'_> {
             _ => format!("{p}.self_attn"),
         };
         self.attention(&attn_name, &layer.attention, l)?;
+        if let Some(ps) = &layer.parallel_ssm {
+            self.parallel_ssm(&format!("{p}.mamba"), ps, l)?;
+        }
         if let Some(cross) = &layer.cross_attention {
             self.attention(&format!("{p}.layer.1.EncDecAttention"), cross, l)?;
         }

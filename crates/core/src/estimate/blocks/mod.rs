@@ -5,13 +5,16 @@
 //! residual layout and dropout pick its branches.
 
 mod attention;
+mod falcon_h1;
 mod gpt_oss;
 mod jamba;
 mod llama4;
 mod mamba;
 mod mlp;
 mod qwen_vision;
+mod ssd_torch;
 
+pub use falcon_h1::falcon_h1_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{Id, Tape};
@@ -468,6 +471,8 @@ impl<'a> Prog<'a> {
         let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
         let out = if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
+        } else if let Some(p) = &layer.parallel_ssm {
+            self.falcon_h1_block(x, layer, p)
         } else if layer.parallel_residual {
             self.parallel_residual_block(x, layer)
         } else if matches!(spec.naming, Naming::Bert | Naming::Roberta) {

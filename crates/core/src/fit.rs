@@ -167,14 +167,28 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
         .decoder
         .layers
         .iter()
-        .filter(|l| l.attention.kind.state_space().is_some())
+        .filter(|l| l.holds_state())
         .count();
     if ssm == 0 {
         return None;
     }
     let per_seq =
         crate::estimate::kv::state_bytes_per_sequence(spec, job.precision.compute_bytes());
-    let attn = spec.decoder.layers.len() - ssm;
+    let attn = spec
+        .decoder
+        .layers
+        .iter()
+        .filter(|l| l.attention.kind.state_space().is_none())
+        .count();
+    if spec.decoder.layers.iter().any(|l| l.parallel_ssm.is_some()) {
+        // Falcon-H1: every layer runs attention and a state-space mixer side by side.
+        return Some(format!(
+            "the recurrent state of the {ssm} layers' state-space mixers ({} per sequence) does \
+             not grow with context: only the {attn} layers' attention KV cache and the \
+             activations grow with it",
+            crate::text::bytes(per_seq)
+        ));
+    }
     let grows = if attn > 0 {
         format!("only the {attn} attention layers' KV cache and the activations grow with it")
     } else {

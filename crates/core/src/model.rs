@@ -164,6 +164,48 @@ pub struct Layer {
     pub norms: Vec<(NormSlot, Norm)>,
     /// Attention and MLP read the same input (GPT-NeoX, Falcon, GPT-J).
     pub parallel_residual: bool,
+    /// A state-space mixer run beside `attention` on the same normed input, the two outputs
+    /// summed before the residual add (Falcon-H1's parallel hybrid layer); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_ssm: Option<ParallelSsm>,
+}
+
+impl Layer {
+    /// The layer's state-space mixers: the one standing in attention's place (Mamba, Jamba's
+    /// Mamba layers) and the one running beside attention (Falcon-H1).
+    pub fn ssm_mixers(&self) -> impl Iterator<Item = &Ssm> {
+        self.attention
+            .kind
+            .state_space()
+            .into_iter()
+            .chain(self.parallel_ssm.as_ref().map(|p| &p.ssm))
+    }
+
+    /// Whether the layer holds a recurrent state per sequence.
+    pub fn holds_state(&self) -> bool {
+        self.ssm_mixers().next().is_some()
+    }
+}
+
+/// Falcon-H1's Mamba2 mixer beside attention (Zuo et al. 2025, "Falcon-H1", §2.1 parallel
+/// hybrid design; transformers 5.x `modeling_falcon_h1.py` `FalconH1DecoderLayer.forward`:
+/// `mamba(h) · ssm_out_multiplier + self_attn(h · attention_in_multiplier) ·
+/// attention_out_multiplier`, `FalconH1Mixer`). The muP multipliers scale activations only;
+/// `mup_vector` is a non-persistent buffer, no parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParallelSsm {
+    /// The mixer's shapes: `version` Mamba2, `d_inner` = `mamba_d_ssm` (or `mamba_expand ·
+    /// hidden_size`), `proj_bias` = `mamba_proj_bias` (on `in_proj` only).
+    pub ssm: Ssm,
+    /// `projectors_bias`: `out_proj` carries a bias.
+    pub out_bias: bool,
+    /// `mamba_rms_norm`: a gated RMSNorm (`norm [d_inner]`, per group) before `out_proj`;
+    /// otherwise the scan output is gated by `silu(z)` with no norm.
+    pub gated_norm: bool,
+    /// `mamba_norm_before_gate` (with `gated_norm`): normalise, then gate; else gate first.
+    pub norm_before_gate: bool,
+    /// `mamba_chunk_size`: the chunk length of the SSD's torch path (`mamba2_chunk_scan`).
+    pub chunk: u64,
 }
 
 /// Where a norm sits inside a block.

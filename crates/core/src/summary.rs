@@ -96,12 +96,8 @@ impl ModelSummary {
             source: None,
             origin: None,
             components: inventory.map(|i| i.by_part()).filter(|m| m.len() > 1),
-            state_space_layers: Some(
-                spec.all_layers()
-                    .filter(|l| l.attention.kind.state_space().is_some())
-                    .count() as u64,
-            )
-            .filter(|n| *n > 0),
+            state_space_layers: Some(spec.all_layers().filter(|l| l.holds_state()).count() as u64)
+                .filter(|n| *n > 0),
         }
     }
 

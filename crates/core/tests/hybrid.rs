@@ -65,7 +65,8 @@ fn fit_says_only_the_attention_layers_grow() {
 /// Training steps of a tiny Jamba (4 layers: Mamba + SwiGLU, attention + 4 experts, twice)
 /// measured on the CPU tensor by tensor (`validation/cpu-measured-hybrid.json`, made with
 /// `../shared/measure/measure.py` and `scripts/cases_from_measure.py`; validation/README.md):
-/// peak, activations and the Mamba layer's activations each within 3 %. The peak is compared
+/// peak, activations and the Mamba layer's activations each within 3 %; and a tiny Falcon-H1's
+/// (4 layers of attention beside a Mamba2 mixer on its torch path; validation/README.md). The peak is compared
 /// net of the two cuBLAS workspaces the estimate counts on a GPU and a CPU run lacks, as in
 /// `gpt_oss.rs`.
 #[test]

@@ -331,6 +331,7 @@ fn layer(attention: Attention, mlp: Mlp, norms: Vec<(NormSlot, Norm)>) -> Layer 
         mlp,
         norms,
         parallel_residual: false,
+        parallel_ssm: None,
     }
 }
 

@@ -568,6 +568,12 @@ fn first_pipeline_stage(
 /// Which selective-scan path a training job's state-space layers were estimated on
 /// (`blocks/mamba.rs`): the choice moves their activations by a large factor.
 fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<String>) {
+    if job.task == Task::Train && spec.all_layers().any(|l| l.parallel_ssm.is_some()) {
+        warnings.push(crate::estimate::blocks::falcon_h1_path_warning(
+            job.attention,
+        ));
+        return;
+    }
     let mamba1 = spec.all_layers().any(|l| {
         l.attention
             .kind
@@ -601,10 +607,10 @@ fn largest_matrix(spec: &ModelSpec, layer: &crate::model::Layer) -> u64 {
         crate::model::Mlp::None => 0,
     };
     let ssm = layer
-        .attention
-        .kind
-        .state_space()
-        .map_or(0, |s| s.d_inner + s.conv_dim());
+        .ssm_mixers()
+        .map(|s| s.d_inner + s.conv_dim())
+        .max()
+        .unwrap_or(0);
     h * attn.max(mlp).max(ssm)
 }
 

@@ -69,7 +69,7 @@ pub fn kv_bytes_per_gpu(
         total += v.div_ceil(block_values as u128) * block_bytes as u128;
         // A state-space layer's recurrent state, per sequence, in the model dtype, its inner
         // channels split over TP ranks as vLLM's `MambaMixer2` shards them.
-        if let Some(ssm) = layer.attention.kind.state_space() {
+        for ssm in layer.ssm_mixers() {
             let (conv, state) = ssm.state_values();
             let per_seq = ((conv + state) * job.precision.compute_bytes()).div_ceil(tp);
             total += per_seq as u128 * sequences as u128;

@@ -106,7 +106,7 @@ pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64) -> u64 {
     spec.decoder
         .layers
         .iter()
-        .filter_map(|l| l.attention.kind.state_space())
+        .flat_map(|l| l.ssm_mixers())
         .map(|s| {
             let (conv, ssm) = s.state_values();
             (conv + ssm).saturating_mul(width)
@@ -116,8 +116,7 @@ pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64) -> u64 {
 
 /// Whether the model holds recurrent state in place of (some of) its KV cache.
 pub fn has_recurrent_state(spec: &ModelSpec) -> bool {
-    spec.all_layers()
-        .any(|l| l.attention.kind.state_space().is_some())
+    spec.all_layers().any(|l| l.holds_state())
 }
 
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers.

@@ -36,6 +36,10 @@ pub fn embeddings(
         // Gemma multiplies the embedding by √hidden (a new tensor).
         x = tape.op(&[x], &[], t * h, p);
     }
+    if spec.model_type == "falcon_h1" {
+        // Falcon-H1: `embed_tokens(ids) · embedding_multiplier` (`FalconH1Model.forward`).
+        x = tape.op(&[x], &[], t * h, p);
+    }
     if spec.embedding.projection {
         let w = if num.autocast { 2 } else { num.compute };
         let xin = if num.autocast {
@@ -147,6 +151,11 @@ pub fn head(
         let th = tape.op(&[d], &[], t * v, mm_w);
         tape.keep(th);
         tape.op(&[th], &[], t * v, mm_w);
+    }
+    if spec.model_type == "falcon_h1" {
+        // Falcon-H1: `lm_head(h) · lm_head_multiplier` (`FalconH1ForCausalLM.forward`): a
+        // second logits tensor while the first is read.
+        tape.op(&[logits], &[], t * v, mm_w);
     }
     // The logits are returned, not saved: kept only until the loss has read them.
     let mem = tape.memory(None, round_size);

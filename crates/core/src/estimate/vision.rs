@@ -141,6 +141,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         }),
         norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
         parallel_residual: false,
+        parallel_ssm: None,
     };
     let positions = if t.position_rows == 0 {
         Positions::Rotary { theta: None }

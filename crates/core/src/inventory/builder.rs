@@ -270,6 +270,9 @@ impl Builder<'_> {
                 self.push(format!("{p}.{gate}"), vec![1], l, Component::Attention)?;
             }
         }
+        if let Some(ps) = &layer.parallel_ssm {
+            self.parallel_ssm(&format!("{p}.mamba"), ps, l)?;
+        }
         if let Some(cross) = &layer.cross_attention {
             self.attention(&format!("{p}.layer.1.EncDecAttention"), cross, l)?;
         }

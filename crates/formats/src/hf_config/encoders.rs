@@ -40,6 +40,7 @@ pub(crate) fn bert_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
             mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
             norms: vec![(NormSlot::PostAttention, ln), (NormSlot::PostMlp, ln)],
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     spec.vocab_size = vocab;
@@ -107,6 +108,7 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
             mlp: Mlp::Dense(dense(d_ff, gated, false, &activation)),
             norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     for i in 0..dec_layers {
@@ -120,6 +122,7 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
                 (NormSlot::PreMlp, ln),
             ],
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = Some(ln);

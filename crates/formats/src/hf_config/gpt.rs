@@ -54,6 +54,7 @@ pub(crate) fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
             mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
             norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = Some(ln);
@@ -95,6 +96,7 @@ pub(crate) fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
             mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
             norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
             parallel_residual: parallel,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = Some(ln);
@@ -151,6 +153,7 @@ pub(crate) fn opt(cfg: &Cfg) -> Result<ModelSpec> {
                 Vec::new()
             },
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = (pre_norm && !remove_final && affine).then_some(ln);
@@ -217,6 +220,7 @@ pub(crate) fn falcon(cfg: &Cfg) -> Result<ModelSpec> {
             mlp: Mlp::Dense(dense(ffn, false, bias, "gelu")),
             norms: norms.clone(),
             parallel_residual: parallel || new_arch,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = Some(ln);

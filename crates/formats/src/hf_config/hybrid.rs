@@ -121,6 +121,7 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
             mlp,
             norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = Some(norm);

@@ -113,6 +113,7 @@ pub(crate) fn mamba_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
             mlp: Mlp::None,
             norms: vec![(NormSlot::PreAttention, norm)],
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     spec.decoder.final_norm = Some(norm);

@@ -11,6 +11,7 @@ use vramscope_core::model::*;
 use vramscope_core::DType;
 
 mod encoders;
+mod falcon_h1;
 mod fields;
 mod gpt;
 mod hybrid;
@@ -78,6 +79,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "falcon_mamba",
     "mamba2",
     "jamba",
+    "falcon_h1",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -247,6 +249,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "t5" => t5(cfg)?,
         "mamba" | "falcon_mamba" | "mamba2" => mamba_like(cfg, model_type)?,
         "jamba" => hybrid::jamba(cfg)?,
+        "falcon_h1" => falcon_h1::falcon_h1(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

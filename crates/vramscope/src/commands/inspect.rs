@@ -244,6 +244,13 @@ fn describe(spec: &ModelSpec) -> String {
     let mut parts = vec![layers(spec), format!("hidden {}", spec.hidden_size)];
     if let Some(l) = spec.all_layers().next() {
         parts.push(attention(&l.attention.kind));
+        if let Some(p) = &l.parallel_ssm {
+            // Falcon-H1: a Mamba2 mixer beside attention in every layer.
+            parts.push(format!(
+                "beside it a {}",
+                attention(&AttentionKind::StateSpace(p.ssm))
+            ));
+        }
         parts.extend(windows(spec));
         parts.extend(chunks(spec));
         if spec.all_layers().any(|l| l.attention.sinks) {

@@ -26,7 +26,8 @@ pub fn label_in(report: &Report, c: Category) -> &'static str {
         "KV pool (free blocks)"
     } else if c == Category::KvCache && report.model.state_space_layers.is_some() {
         // State-space layers cache a recurrent state per sequence, not K/V per token.
-        if report.model.state_space_layers == report.model.layers {
+        // Falcon-H1's layers hold both (heads read: attention beside every mixer).
+        if report.model.state_space_layers == report.model.layers && report.model.heads.is_none() {
             "recurrent state (constant in context)"
         } else {
             "KV cache + recurrent state (constant)"

@@ -5,6 +5,7 @@
 //! residual layout and dropout pick its branches.
 
 mod attention;
+mod falcon_h1;
 mod gpt_oss;
 mod jamba;
 mod llama4;
@@ -12,7 +13,9 @@ mod mamba;
 mod mllama;
 mod mlp;
 mod qwen_vision;
+mod ssd_torch;
 
+pub use falcon_h1::falcon_h1_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{Id, Tape};
@@ -471,6 +474,8 @@ impl<'a> Prog<'a> {
             self.ssm_block(x, layer, &ssm.clone())
         } else if layer.attention.vision_cross {
             self.mllama_cross_block(x, layer)
+        } else if let Some(p) = &layer.parallel_ssm {
+            self.falcon_h1_block(x, layer, p)
         } else if layer.parallel_residual {
             self.parallel_residual_block(x, layer)
         } else if matches!(spec.naming, Naming::Bert | Naming::Roberta) {

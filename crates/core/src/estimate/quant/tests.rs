@@ -504,6 +504,7 @@ fn context_from_a_spec() {
         }),
         norms: vec![],
         parallel_residual: false,
+        parallel_ssm: None,
     };
     let spec = ModelSpec {
         name: "llama-70b-like".into(),

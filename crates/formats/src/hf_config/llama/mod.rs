@@ -73,6 +73,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
             mlp,
             norms: parts.norms.clone(),
             parallel_residual: false,
+            parallel_ssm: None,
         });
     }
     finish(&mut spec, cfg, fam, &shape, parts.norm)?;

@@ -1,0 +1,137 @@
+//! The torch path of the Mamba2 (SSD) mixer as Falcon-H1 runs it on the CPU or without
+//! `mamba_ssm` (transformers 5.x `modeling_falcon_h1.py` `causal_conv1d_fn` and
+//! `mamba2_chunk_scan`, the chunked SSD of Dao & Gu 2024, "Transformers are SSMs", §6 and its
+//! Listing 1): what autograd saves, op by op. Every einsum lowers to `bmm` on contiguous
+//! reshapes of its operands, so it saves a contiguous copy of each (under autocast, the 16-bit
+//! cast); F.pad copies even when it pads nothing (`constant_pad_nd` returns a clone).
+
+use super::Prog;
+use crate::estimate::tape::Id;
+use crate::model::{ParallelSsm, Ssm};
+
+impl Prog<'_> {
+    /// `causal_conv1d_fn` on the `[b, conv_dim, L]` slice of `zxbcdt`: `F.conv1d` (padding
+    /// `d_conv − 1`) saves its input — a view of `zxbcdt`, or under autocast its 16-bit copy —
+    /// and SiLU saves the `L + d_conv − 1` long output; the activation is cast back to
+    /// `zxbcdt`'s dtype.
+    fn falcon_conv(&mut self, zx: Id, s: &Ssm) -> Id {
+        let (b, l) = (self.c.batch, self.c.seq);
+        let ch = s.conv_dim();
+        let zw = self.w(zx);
+        let xin = if self.c.num.autocast && zw == 4 {
+            self.t.op(&[zx], &[], b * ch * l, 2)
+        } else {
+            zx
+        };
+        self.weight_copy(ch * s.d_conv + if s.conv_bias { ch } else { 0 });
+        let cw = if self.c.num.autocast {
+            2
+        } else {
+            self.c.num.compute
+        };
+        let conv = self.t.op(&[xin], &[xin], b * ch * (l + s.d_conv - 1), cw);
+        let act = self.t.op(&[conv], &[conv], b * ch * l, cw);
+        self.cast(act, zw)
+    }
+
+    /// `exp(segment_sum(a))` over `n` elements (`[..., Q, Q]`): two `masked_fill`s and a
+    /// `cumsum` make new tensors that save nothing (the masks are tiny), `exp` saves its output.
+    fn segment_exp(&mut self, src: Id, n: u64) -> Id {
+        let f1 = self.t.op(&[src], &[], n, 4);
+        let cs = self.t.op(&[f1], &[], n, 4);
+        let f2 = self.t.op(&[cs], &[], n, 4);
+        let e = self.t.op(&[f2], &[], n, 4);
+        self.t.keep(e);
+        e
+    }
+
+    /// A saved contiguous copy of an einsum operand (`ew` wide: 16-bit under autocast).
+    fn operand(&mut self, x: Id, n: u64, ew: u64) -> Id {
+        let c = self.t.op(&[x], &[], n, ew);
+        self.t.keep(c);
+        c
+    }
+
+    /// `mamba2_chunk_scan` in training on the conv output and `zxbcdt`'s Δ slice, `a` being
+    /// `-exp(A_log)`; returns `y + D·x` (fp32, `[b, chunks·Q, heads, head_dim]`).
+    pub(super) fn falcon_ssd_torch(&mut self, zx: Id, a: Id, p: &ParallelSsm) -> Id {
+        let s = &p.ssm;
+        let (b, l) = (self.c.batch, self.c.seq);
+        let (hh, n, d) = (s.heads, s.d_state, s.d_inner);
+        let q = p.chunk.max(1);
+        let nc = l.div_ceil(q);
+        let lp = nc * q;
+        let ew = if self.c.num.autocast { 2 } else { 4 };
+        let zw = self.w(zx);
+        let xbc = self.falcon_conv(zx, s);
+        // dt + dt_bias; softplus saves its input; clamp(dt_limit) saves its input.
+        let dt0 = self.t.op(&[zx], &[], b * l * hh, zw);
+        let dt1 = self.t.op(&[dt0], &[dt0], b * l * hh, zw);
+        let dt = self.t.op(&[dt1], &[dt1], b * l * hh, zw);
+        let xf = if self.w(xbc) == 4 {
+            xbc
+        } else {
+            self.t.op(&[xbc], &[], b * l * d, 4)
+        };
+        // B, C `.float().repeat_interleave(heads // groups)` to every head.
+        let br = self.t.op(&[xbc], &[], b * l * hh * n, 4);
+        let cr = self.t.op(&[xbc], &[], b * l * hh * n, 4);
+        // D_residual = D · pad(x): the padded copy is saved.
+        let xpad = self.t.op(&[xf], &[], b * lp * d, 4);
+        let d_res = self.t.op(&[xpad], &[xpad], b * lp * d, 4);
+        // x · dt and A · dt save both factors (x: a view of the conv output).
+        let xdt = self.t.op(&[xf, dt], &[xf, dt], b * l * d, 4);
+        let adt = self.t.op(&[a, dt], &[a, dt], b * l * hh, 4);
+        // reshape_into_chunks pads (copies) x, A, B and C.
+        let xc = self.t.op(&[xdt], &[], b * lp * d, 4);
+        let ac = self.t.op(&[adt], &[], b * lp * hh, 4);
+        let bc = self.t.op(&[br], &[], b * lp * hh * n, 4);
+        let cc = self.t.op(&[cr], &[], b * lp * hh * n, 4);
+        let a_cum = self.t.op(&[ac], &[], b * lp * hh, 4);
+        let y_diag = self.ssd_diagonal(ac, (bc, cc), xc, b * hh * lp * q, ew);
+        // decay_states = exp(A_cumsum[..., -1:] − A_cumsum), saved; B · decay saves both.
+        let dec0 = self.t.op(&[a_cum], &[], b * lp * hh, 4);
+        let dec = self.t.op(&[dec0], &[], b * lp * hh, 4);
+        self.t.keep(dec);
+        let b_dec = self.t.op(&[bc, dec], &[bc, dec], b * lp * hh * n, 4);
+        let bd_c = self.operand(b_dec, b * lp * hh * n, ew);
+        let x_c = self.operand(xc, b * lp * d, ew);
+        let states = self.t.op(&[bd_c, x_c], &[], b * nc * d * n, ew);
+        let st_cat = self.t.op(&[states], &[], b * (nc + 1) * d * n, ew);
+        // decay_chunk = exp(segment_sum(pad(A_cumsum[..., -1]))) and the inter-chunk einsum.
+        let dc = self.segment_exp(a_cum, b * hh * (nc + 1) * (nc + 1));
+        let st_c = self.operand(st_cat, b * (nc + 1) * d * n, ew);
+        let new_states = self.t.op(&[dc, st_c], &[], b * (nc + 1) * d * n, ew);
+        // state_decay_out = exp(A_cumsum), saved; C · states, then · decay (saves both).
+        let sdo = self.t.op(&[a_cum], &[], b * lp * hh, 4);
+        self.t.keep(sdo);
+        let c_c = self.operand(cc, b * lp * hh * n, ew);
+        let ns_c = self.operand(new_states, b * nc * d * n, ew);
+        let cts = self.t.op(&[c_c, ns_c], &[], b * lp * d, ew);
+        let y_off = self.t.op(&[cts, sdo], &[cts, sdo], b * lp * d, 4);
+        let y = self.t.op(&[y_diag, y_off], &[], b * lp * d, 4);
+        self.t.op(&[y, d_res], &[], b * lp * d, 4)
+    }
+
+    /// The intra-chunk (diagonal) output: `L = exp(segment_sum(A))` (saved), `G =
+    /// einsum(C, B)` (operand copies saved), `M = G · L` (saves both), `Y_diag = einsum(M, x)`
+    /// (saves M's copy and x: in fp32 the padded x itself, under autocast its 16-bit copy).
+    fn ssd_diagonal(&mut self, ac: Id, bc_cc: (Id, Id), xc: Id, qq: u64, ew: u64) -> Id {
+        let (bc, cc) = bc_cc;
+        let n_bc = self.t.elements(bc);
+        let l_mat = self.segment_exp(ac, qq);
+        let c_g = self.operand(cc, n_bc, ew);
+        let b_g = self.operand(bc, n_bc, ew);
+        let g = self.t.op(&[c_g, b_g], &[], qq, ew);
+        let m = self.t.op(&[g, l_mat], &[g, l_mat], qq, 4);
+        let m_c = self.operand(m, qq, ew);
+        let n_x = self.t.elements(xc);
+        let x_op = if self.c.num.autocast {
+            self.operand(xc, n_x, 2)
+        } else {
+            self.t.keep(xc);
+            xc
+        };
+        self.t.op(&[m_c, x_op], &[], n_x, ew)
+    }
+}

@@ -1,0 +1,92 @@
+//! Falcon-H1 (every layer attention and a Mamba2 mixer side by side): tiiuae/Falcon-H1-0.5B's
+//! config (`crates/formats/tests/fixtures/hybrid/falcon-h1-0.5b-instruct.json`) caches K/V in
+//! all 36 layers and a recurrent state in all 36 mixers; the mixer's training path follows the
+//! `attention` setting. The measured CPU steps are held to 3 % in `hybrid.rs` (the same
+//! `validation/cpu-measured-hybrid.json`). Every expected number is derived by hand below.
+
+mod measured;
+
+use measured::run;
+use serde_json::{json, Value};
+use vramscope_core::fit::fit;
+use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_job_model;
+
+fn config() -> Value {
+    let path = format!(
+        "{}/../formats/tests/fixtures/hybrid/falcon-h1-0.5b-instruct.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Per token, each of the 36 layers caches K and V of 2 KV heads × 64: 256 values · 2 B (bf16)
+/// = 512 B, 18,432 B over the 36. Per sequence, each layer's mixer holds its conv state
+/// `[conv_dim 1536 + 2·128 = 1792, d_conv 4]` = 7,168 values and its SSM state `[24 heads, 64,
+/// d_state 128]` = 196,608 values: 203,776 · 2 B = 407,552 B, × 36 = 14,671,872 B whatever the
+/// context. At 4,096 tokens: 75,497,472 + 14,671,872 = 90,169,344 B per sequence.
+#[test]
+fn kv_in_every_layer_and_state_in_every_mixer() {
+    let kv = |batch: u64, seq: u64| {
+        run(
+            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
+                   "seq": seq, "precision": "bf16"}),
+        )
+        .per_gpu
+        .components
+        .kv_cache
+    };
+    assert_eq!(kv(1, 4096), 75_497_472 + 14_671_872);
+    assert_eq!(kv(2, 4096), 2 * (75_497_472 + 14_671_872));
+    // Doubling the context doubles only the attention part.
+    assert_eq!(kv(1, 8192) - kv(1, 4096), 75_497_472);
+}
+
+/// fit says the 36 mixers' state (14,671,872 B = 13.99 MiB per sequence) is constant in
+/// context and that the 36 layers' attention KV grows with it.
+#[test]
+fn fit_says_the_mixers_state_is_constant() {
+    let job: Job = serde_json::from_value(json!({"model": {"hf_config": config()},
+        "task": "infer", "batch": 1, "seq": 4096, "precision": "bf16", "gpu": "h200-141gb"}))
+    .unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job.resolve(Some(16_384)).unwrap();
+    let answer = fit(&model.into_input(), &resolved).unwrap();
+    let note = answer
+        .notes
+        .iter()
+        .find(|n| n.contains("does not grow with context"))
+        .unwrap_or_else(|| panic!("{:?}", answer.notes));
+    assert!(note.contains("36 layers' state-space mixers"), "{note}");
+    assert!(note.contains("13.99 MiB"), "{note}");
+    assert!(note.contains("36 layers' attention KV cache"), "{note}");
+}
+
+/// Training: `attention: eager` runs the mixers' torch path, `sdpa` the fused mamba_ssm kernel;
+/// each says so. The fused kernel saves `zxbcdt` (3352 wide), `out_x` (1536) and nothing of the
+/// chunked scan, so it keeps less than the torch path, which also saves the conv input and
+/// output (1792 wide each), the scan's `[heads, chunk, chunk]` decay and score tensors and the
+/// einsum operand copies.
+#[test]
+fn training_names_the_mixer_path() {
+    let est = |attention: &str| {
+        run(
+            json!({"model": {"hf_config": config()}, "task": "train", "batch": 1,
+                   "seq": 2048, "precision": "bf16-mixed", "optimizer": "adamw",
+                   "attention": attention}),
+        )
+    };
+    let eager = est("eager");
+    let fused = est("sdpa");
+    assert!(eager.warnings.iter().any(|w| w.contains("torch path")));
+    assert!(fused
+        .warnings
+        .iter()
+        .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
+    assert!(
+        fused.per_gpu.components.activations < eager.per_gpu.components.activations,
+        "{} vs {}",
+        fused.per_gpu.components.activations,
+        eager.per_gpu.components.activations
+    );
+}

@@ -1,0 +1,140 @@
+//! Falcon-H1 (`falcon_h1`), read as transformers 5.x `configuration_falcon_h1.py` defines it:
+//! every layer runs grouped-query attention and a Mamba2 mixer side by side on the same normed
+//! input (`FalconH1DecoderLayer`), then a SwiGLU MLP (`feed_forward`). The muP multipliers
+//! (`embedding_multiplier`, `attention_in_multiplier`, `key_multiplier`, `ssm_multipliers`,
+//! `mlp_multipliers`, `lm_head_multiplier`, ...) scale activations and change no shape; the
+//! per-layer `mup_vector` is a non-persistent buffer (`FalconH1Model.__init__`), not a
+//! parameter.
+
+use super::fields::Cfg;
+use super::{dense, empty_spec, plain_attention, MAX_DIM};
+use crate::error::Result;
+use serde_json::Value;
+use vramscope_core::model::*;
+
+/// A Falcon-H1 config → spec (`FalconH1Config` defaults; shapes of `FalconH1Attention`,
+/// `FalconH1Mixer`, `FalconH1MLP`), named as the published checkpoints name the tensors
+/// (`model.layers.N.self_attn.*`, `.mamba.*`, `.feed_forward.*`, `input_layernorm`,
+/// `pre_ff_layernorm`, `model.final_layernorm`: Jamba's names).
+pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
+    let mut spec = empty_spec("falcon_h1", "FalconH1ForCausalLM", Naming::Jamba);
+    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
+    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
+    // `num_key_value_heads` defaults to 8; null means `num_attention_heads` (`__post_init__`).
+    let kv_default = match cfg.obj.get("num_key_value_heads") {
+        Some(Value::Null) => heads,
+        _ => 8,
+    };
+    let kv_heads = cfg.kv_heads(&["num_key_value_heads"], heads, kv_default)?;
+    // `getattr(config, "head_dim", hidden_size // num_attention_heads)`.
+    let head_dim = cfg.head_dim(hidden, heads)?;
+    let ffn = cfg.size(&["intermediate_size"], Some(14336))?;
+    let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
+    let attention = plain_attention(
+        heads,
+        kv_heads,
+        head_dim,
+        ProjBias::all(cfg.boolean("attention_bias", false)?),
+    );
+    let mixer = falcon_h1_mixer(cfg, hidden)?;
+    let norm = Norm::rms(hidden);
+    let mlp = dense(ffn, true, cfg.boolean("mlp_bias", false)?, &act);
+    for _ in 0..layers {
+        spec.decoder.layers.push(Layer {
+            attention: attention.clone(),
+            cross_attention: None,
+            mlp: Mlp::Dense(mlp.clone()),
+            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            parallel_residual: false,
+            parallel_ssm: Some(mixer),
+        });
+    }
+    spec.decoder.final_norm = Some(norm);
+    spec.vocab_size = cfg.size(&["vocab_size"], Some(128000))?;
+    spec.hidden_size = hidden;
+    spec.embedding.dim = hidden;
+    spec.embedding.positions = Positions::Rotary {
+        theta: cfg.rope_theta(),
+    };
+    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(8192));
+    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
+    spec.head = Head::LanguageModel {
+        tied: cfg.boolean("tie_word_embeddings", false)?,
+        bias: false,
+    };
+    Ok(spec)
+}
+
+/// `FalconH1Mixer`'s shapes: inner width `mamba_d_ssm` (default 1024; null: `mamba_expand ·
+/// hidden_size`), `mamba_n_heads` heads of `mamba_d_head` ("auto": inner / heads), which must
+/// tile the inner width exactly (`FalconH1Config.validate_architecture`); B and C per
+/// `mamba_n_groups` group, whole groups of heads (`mamba2_chunk_scan`'s `repeat_interleave`).
+fn falcon_h1_mixer(cfg: &Cfg, hidden: u64) -> Result<ParallelSsm> {
+    let d_inner = match cfg.obj.get("mamba_d_ssm") {
+        Some(Value::Null) => {
+            let expand = cfg.size(&["mamba_expand"], Some(2))?;
+            hidden
+                .checked_mul(expand)
+                .filter(|v| *v <= MAX_DIM)
+                .ok_or_else(|| cfg.err("mamba_expand", "mamba_expand · hidden_size is too large"))?
+        }
+        _ => cfg.size(&["mamba_d_ssm"], Some(1024))?,
+    };
+    let heads = cfg.size(&["mamba_n_heads"], Some(128))?;
+    if !d_inner.is_multiple_of(heads) {
+        return Err(cfg.err(
+            "mamba_n_heads",
+            format!(
+                "{heads} does not divide the Mamba inner width {d_inner} (mamba_d_ssm, or \
+                 mamba_expand · hidden_size when it is null)"
+            ),
+        ));
+    }
+    let head_dim = match cfg.obj.get("mamba_d_head") {
+        None | Some(Value::Null) => d_inner / heads,
+        Some(Value::String(s)) if s == "auto" => d_inner / heads,
+        Some(_) => cfg.size(&["mamba_d_head"], None)?,
+    };
+    if heads.checked_mul(head_dim) != Some(d_inner) {
+        return Err(cfg.err(
+            "mamba_d_head",
+            format!("{heads} heads × {head_dim} is not the Mamba inner width {d_inner}"),
+        ));
+    }
+    let groups = cfg.size(&["mamba_n_groups"], Some(1))?;
+    if !heads.is_multiple_of(groups) {
+        return Err(cfg.err(
+            "mamba_n_groups",
+            format!("{groups} does not divide mamba_n_heads {heads}"),
+        ));
+    }
+    let d_state = cfg.size(&["mamba_d_state"], Some(256))?;
+    // conv_dim = d_inner + 2 · groups · d_state, and in_proj adds d_inner + heads to it.
+    let conv_dim = groups
+        .checked_mul(d_state)
+        .and_then(|v| v.checked_mul(2))
+        .and_then(|v| v.checked_add(d_inner))
+        .filter(|v| v.saturating_add(d_inner + heads) <= MAX_DIM);
+    if conv_dim.is_none() {
+        return Err(cfg.err("mamba_d_state", "the Mamba projections are too large"));
+    }
+    let ssm = Ssm {
+        version: SsmVersion::Mamba2,
+        d_inner,
+        d_state,
+        d_conv: cfg.size(&["mamba_d_conv"], Some(4))?,
+        dt_rank: 0,
+        heads,
+        groups,
+        conv_bias: cfg.boolean("mamba_conv_bias", true)?,
+        proj_bias: cfg.boolean("mamba_proj_bias", false)?,
+    };
+    Ok(ParallelSsm {
+        ssm,
+        out_bias: cfg.boolean("projectors_bias", false)?,
+        gated_norm: cfg.boolean("mamba_rms_norm", false)?,
+        norm_before_gate: cfg.boolean("mamba_norm_before_gate", true)?,
+        chunk: cfg.size(&["mamba_chunk_size"], Some(256))?,
+    })
+}

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -36,10 +36,10 @@ def _repo_files(folder: Path) -> dict[str, bytes]:
 
 
 class _Hub(BaseHTTPRequestHandler):
-    repos: dict[str, dict[str, bytes]] = {}
-    asked: list[str] = []
+    repos: ClassVar[dict[str, dict[str, bytes]]] = {}
+    asked: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.asked.append(self.path)
         parts = self.path.split("?")[0].strip("/").split("/")
         if parts[:2] == ["api", "models"]:
@@ -64,7 +64,9 @@ class _Hub(BaseHTTPRequestHandler):
 @pytest.fixture()
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """A loopback Hub holding SDXL base; HF_ENDPOINT and fresh caches point at it."""
-    _Hub.repos = {"stabilityai/stable-diffusion-xl-base-1.0": _repo_files(FIXTURES / "sdxl-base-1.0")}
+    _Hub.repos = {
+        "stabilityai/stable-diffusion-xl-base-1.0": _repo_files(FIXTURES / "sdxl-base-1.0")
+    }
     _Hub.asked = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
     threading.Thread(target=server.serve_forever, daemon=True).start()

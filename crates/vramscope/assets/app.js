@@ -162,6 +162,7 @@ function shareLink(job) {
 }
 
 async function update() {
+  await pipelineModeNow();
   let job;
   try { job = jobFromForm(); } catch (e) { status(e.message); return; }
   shareLink(job);

@@ -10,9 +10,22 @@ let pipelineInfo = null;
 
 function isPipeline() { return pipelineInfo !== null; }
 
+// The detection under way: an estimate asked meanwhile waits for it, and one asked for a model
+// box whose text changed since (Enter may submit the form before its "change") asks first,
+// so the job is sent with the right fields.
+let detecting = null;
+// The model box's text the mode was last asked for.
+let detectedFor = "";
+
 // Asks /api/inspect whether `model` is a pipeline; switches the form's mode. Errors leave the
 // mode as a model's (the estimate then says what is wrong with the model).
-async function detectPipeline(model) {
+function detectPipeline(model) {
+  detectedFor = model;
+  detecting = detectNow(model);
+  return detecting;
+}
+
+async function detectNow(model) {
   let info = null;
   if (model) {
     try {
@@ -96,4 +109,11 @@ function pipelineFitLines(a, job) {
           `most images at ${job.width}×${job.height}: ${show(a.max_batch, "")}`,
           `largest square side at ${job.batch} image${job.batch > 1 ? "s" : ""}: ${show(a.max_resolution, " px")} (steps of ${a.side_step} px)`,
           ...a.notes];
+}
+
+// Before an estimate: the mode for the model box's current text.
+async function pipelineModeNow() {
+  if (detecting) await detecting;
+  const hub = $("hub").value.trim();
+  if (hub !== detectedFor) await detectPipeline(hub);
 }

@@ -83,7 +83,10 @@ def estimate(
 
     ``job_or_model`` is a job dict (the contract's Job) or a MODEL string (preset id, path,
     Hub repo); keyword ``fields`` are job fields (``task``, ``batch``, ``seq``, ``precision``,
-    ``optimizer``, ``gpu``, ...) and override the dict's. ``advise=True`` adds the cheapest
+    ``optimizer``, ``gpu``, ...) and override the dict's. A MODEL naming a diffusers pipeline
+    (a directory or Hub repo with ``model_index.json``) makes it a diffusion job
+    (``width``, ``height``, ``batch``, ``offload``, ``vae_tiling``, ...; docs/diffusion.md)
+    whose report lists the call's ``phases``. ``advise=True`` adds the cheapest
     changes that make the job fit (``--advise``).
 
     >>> r = vramscope.estimate("llama-3.1-8b", batch=2, seq=4096, gpu="h100-80gb")

@@ -4,7 +4,8 @@
 // the page encodes in its URL. Also: the page requests nothing from another origin, and the
 // fit and what-if buttons answer (in view), answers are asked again when the job changes,
 // fields follow the task, advice rows apply when clicked, the plan view lists layouts, a chosen
-// GGUF becomes the model and a measurement gets its own view. Saves a screenshot (a CI artifact).
+// GGUF becomes the model and a measurement gets its own view, a diffusers pipeline asks its own
+// fields and shows its phases. Saves a screenshot (a CI artifact).
 //
 //   VRAMSCOPE_URL=http://127.0.0.1:8765/ node e2e.mjs
 //
@@ -216,6 +217,54 @@ try {
   mkdirSync(dirname(shot), { recursive: true });
   await page.screenshot({ path: shot, fullPage: true });
   console.log("screenshot:", shot);
+
+  // A diffusers pipeline (the real FLUX.1-dev configs, a directory this loopback server reads
+  // as it would a Hub id): the form asks the pipeline's fields, the answer lists the call's
+  // phases, and the peak is the one /api/estimate gives for the job the URL encodes.
+  const flux = resolve(here, "../../crates/formats/tests/fixtures/diffusers/flux.1-dev");
+  await page.fill("#hub", flux);
+  await page.press("#hub", "Enter");
+  await page.waitForSelector("#pipeline-fields:not([hidden])");
+  await page.waitForFunction(() => document.body.dataset.state === "ready"
+    && document.querySelector("#phases-table tbody tr") !== null);
+  const phases = await page.$$eval("#phases-table tbody tr", (rows) => rows.map((r) => r.dataset.phase));
+  check(JSON.stringify(phases) === JSON.stringify(["text_encode:text_encoder", "text_encode:text_encoder_2", "denoise", "vae_decode"]),
+        `a pipeline shows its phases (${phases.join(", ")})`);
+  check(await page.$$eval("fieldset.lm", (f) => f.every((e) => e.hidden)),
+        "a pipeline hides the language-model fields");
+  const pipePeak = async () => {
+    const j = JSON.parse(decodeURIComponent(new URL(page.url()).hash.slice(5)));
+    const r = await (await fetch(new URL("/api/estimate", base), {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(j),
+    })).json();
+    return [j, r];
+  };
+  const oldPipe = await page.getAttribute("#peak-bytes", "data-bytes");
+  await page.fill("input[name=width]", "768");
+  await page.selectOption("select[name=p_offload]", "model");
+  await page.check("input[name=vae_tiling]");
+  await page.waitForFunction((o) => document.body.dataset.state === "ready"
+    && document.getElementById("peak-bytes").dataset.bytes !== o, oldPipe);
+  await page.waitForFunction(() => JSON.parse(decodeURIComponent(location.hash.slice(5))).vae_tiling === true
+    && document.body.dataset.state === "ready");
+  const [pj, pr] = await pipePeak();
+  check(pj.width === 768 && pj.offload === "model" && pj.vae_tiling === true && pj.seq === undefined,
+        "the encoded job is the pipeline's (width, offload, VAE tiling; no seq)");
+  check(await page.getAttribute("#peak-bytes", "data-bytes") === String(pr.per_gpu.peak_allocated),
+        `the pipeline's peak is the API's (${pr.per_gpu.peak_allocated} bytes, in ${pr.per_gpu.peak_phase})`);
+  check(await page.getAttribute("#phases-table tr.peak-phase", "data-phase") === pr.per_gpu.peak_phase,
+        "the peak's phase is marked");
+  await page.click("#fit-btn");
+  await page.waitForFunction(() => /largest square side/.test(document.getElementById("fit-out").textContent));
+  check(/most images at 768×1024/.test(await page.textContent("#fit-out")),
+        "fit answers the most images and the largest side: " + (await page.textContent("#fit-out")).slice(0, 80));
+  await page.screenshot({ path: shot.replace(/\.png$/, "-pipeline.png"), fullPage: true });
+  // Back to a model: its fields return.
+  await page.fill("#hub", "");
+  await page.press("#hub", "Enter");
+  await page.waitForFunction(() => document.body.dataset.kind === "model" && document.body.dataset.state === "ready");
+  check(await page.isVisible("input[name=seq]") && await page.isHidden("#pipeline-fields"),
+        "clearing the pipeline brings the model's fields back");
   check(foreign.length === 0, `no request left ${origin} (${foreign.join(", ")})`);
   check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
 } catch (e) {

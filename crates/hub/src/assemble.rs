@@ -335,20 +335,23 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Whatever a server sends as a safetensors or GGUF head, index or adapter config, the
-        /// answer is a model or an error, never a panic.
+        /// Whatever a server sends as a safetensors or GGUF head, index, adapter config or
+        /// pipeline index and component config, the answer is a model or an error, never a
+        /// panic.
         #[test]
         fn hostile_bytes_never_panic(
             bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
             extra in 0u64..1 << 40,
-            which in 0usize..4,
+            which in 0usize..5,
         ) {
             let size = bytes.len() as u64 + extra;
             let sib = match which {
                 0 => vec!["model.safetensors".to_string()],
                 1 => vec!["m-Q4_K_M.gguf".to_string()],
                 2 => vec![INDEX_NAME.to_string()],
-                _ => vec!["adapter_config.json".to_string()],
+                3 => vec!["adapter_config.json".to_string()],
+                // A diffusers pipeline: model_index.json and a component's config.
+                _ => vec!["model_index.json".to_string(), "unet/config.json".to_string()],
             };
             let mut f = Mem { sib, bytes, size };
             let _ = assemble(&mut f, "o/n@c", None, ReadOptions::default());

@@ -56,6 +56,8 @@ function jobFromForm() {
   } else {
     job.model = $("hub").value.trim() || field("model").value;
   }
+  // A diffusers pipeline (pipeline.js) has its own fields.
+  if (isPipeline() && job.model === $("hub").value.trim()) return pipelineJob(job.model);
   const task = field("task").value;
   job.task = task;
   job.batch = num("batch");
@@ -126,6 +128,7 @@ function formFromJob(job) {
   if (!job.peft) set("peft", "");
   extras = {};
   for (const k of ["engine", "loss", "rl"]) if (job[k] != null) extras[k] = job[k];
+  if (isPipelineJob(job)) pipelineFormFromJob(job);
   showTaskFields();
 }
 
@@ -159,6 +162,7 @@ function shareLink(job) {
 }
 
 async function update() {
+  await pipelineModeNow();
   let job;
   try { job = jobFromForm(); } catch (e) { status(e.message); return; }
   shareLink(job);
@@ -173,8 +177,10 @@ async function update() {
   $("hub-error").hidden = true;
   document.body.dataset.state = "busy";
   try {
-    const picture = measured ? post("/api/compare?picture=svg", { job, analysis: measured })
-                             : post("/api/picture", job);
+    // A pipeline's answer is its phases (pipeline.js), not the training picture.
+    const picture = isPipelineJob(job) ? Promise.resolve("")
+                  : measured ? post("/api/compare?picture=svg", { job, analysis: measured })
+                  : post("/api/picture", job);
     const [reportText, svg] = await Promise.all([post("/api/estimate", job), picture]);
     if (mine !== seq) return;
     showReport(JSON.parse(reportText), svg);
@@ -207,6 +213,7 @@ function showReport(r, svg) {
   } else { v.textContent = "no GPU chosen"; v.className = ""; }
   // The server's SVG: built from escaped text only, no scripts.
   $("picture").innerHTML = svg;
+  if (r.phases) showPipelineReport(r); else $("phases").replaceChildren();
   const colour = {};
   for (const s of document.querySelectorAll("#picture rect.swatch")) colour[s.dataset.category] = s.getAttribute("fill");
   const body = $("breakdown").tBodies[0];
@@ -455,6 +462,12 @@ async function fit(opts) {
     out.textContent = "searching…";
     const a = JSON.parse(await post("/api/fit", job));
     const show = (n) => (n == null ? "none (even 1 does not fit)" : thousands(n));
+    if (isPipelineJob(job)) {
+      if (at !== seq) return;
+      out.replaceChildren(...pipelineFitLines(a, job).map((l) => { const d = document.createElement("div"); d.textContent = l; return d; }));
+      reveal(out, opts);
+      return;
+    }
     const lines = [`Fit on ${a.gpu} (${human(a.capacity)}):`, `largest batch: ${show(a.max_batch)}`];
     if ("max_seq" in a) lines.push(`longest sequence at batch ${job.batch}: ${show(a.max_seq)}`);
     if ("max_context" in a) lines.push(`longest context at batch ${job.batch}: ${show(a.max_context)}`);
@@ -540,8 +553,17 @@ async function init() {
     try { formFromJob(JSON.parse(decodeURIComponent(location.hash.slice(5)))); }
     catch (e) { status("the link's job cannot be read: " + e.message); }
   }
+  // A linked job's Hub id may be a diffusers pipeline: asked before the first estimate.
+  if ($("hub").value.trim()) await detectPipeline($("hub").value.trim());
   showTaskFields();
-  // The Hub box is sent on Enter or blur (its "change"), not on every keystroke.
+  // The Hub box is sent on Enter or blur (its "change"), not on every keystroke; first it is
+  // asked whether it names a diffusers pipeline (pipeline.js), which has its own fields.
+  $("hub").addEventListener("change", async (ev) => {
+    ev.stopPropagation();
+    status("reading " + ev.target.value.trim() + "…", true);
+    await detectPipeline(ev.target.value.trim());
+    schedule();
+  });
   form.addEventListener("input", (ev) => { if (ev.target.id !== "file" && ev.target.id !== "hub") schedule(); });
   $("file").addEventListener("change", (ev) => { ev.stopPropagation(); useFile(ev.target.files[0]); });
   $("clear-measured").addEventListener("click", clearMeasured);

@@ -46,11 +46,12 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
          and `fit` is null
   reserve 0: GiB kept free for other applications (--reserve 2), off the GPU's capacity
 
-Diffusion pipelines (MODEL a directory with model_index.json): one image-generation call,
+Diffusion pipelines (MODEL a directory or Hub repo with model_index.json; only the models'
+config.json files are fetched): one image-generation call,
 phase by phase (text encoders, denoiser forward, VAE decode); --width/--height 1024, --batch
 images per call, --precision bf16, --cfg on (Flux off), --offload none|model|sequential,
 --vae-tiling, --vae-slicing, --drop-t5 (SD3); docs/diffusion.md.
-  vramscope estimate ./FLUX.1-dev --width 1024 --height 768 --gpu rtx4090-24gb --offload model
+  vramscope estimate black-forest-labs/FLUX.1-dev --width 1024 --height 768 --gpu rtx4090-24gb --offload model
 
 A job file (--job job.json or job.toml) holds the contract's job fields; flags given beside it
 override its fields and MODEL overrides its model. Numbers may be written as 8, 8.0 or 7.5e9.
@@ -226,8 +227,9 @@ Examples:
   vramscope inspect qwen2.5-7b --json | jq .model")]
     Inspect {
         /// Preset id, Hugging Face Hub repo (ORG/NAME[@REV], hf://..., its URL, ORG/NAME:QUANT),
-        /// config.json, model directory, .safetensors or .gguf; a diffusers pipeline directory
-        /// (model_index.json) lists its models (docs/diffusion-and-weight-formats.md).
+        /// config.json, model directory, .safetensors or .gguf; a diffusers pipeline (a
+        /// directory or Hub repo with model_index.json) lists its models
+        /// (docs/diffusion-and-weight-formats.md).
         model: String,
         /// Read an unknown family as a Llama-style decoder even when its config changes the
         /// shapes (refused otherwise).

@@ -247,3 +247,54 @@ fn hostile_pipeline_repos_are_one_line_errors() {
     ]));
     assert!(e.contains("a diffusers pipeline"), "{e}");
 }
+
+/// Copies a fixture pipeline into the Hugging Face cache layout `huggingface_hub` writes
+/// (`models--ORG--NAME/refs/main`, `snapshots/<commit>/...`), leaving out `skip`.
+fn into_hf_cache(env: &Env, repo: &str, fixture: &str, skip: Option<&str>) {
+    let root = env
+        .dir
+        .join("hf_home/hub")
+        .join(format!("models--{}", repo.replace('/', "--")));
+    std::fs::create_dir_all(root.join("refs")).unwrap();
+    std::fs::write(root.join("refs/main"), SHA).unwrap();
+    let snap = root.join("snapshots").join(SHA);
+    let src = fixture_dir(fixture);
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::copy(src.join("model_index.json"), snap.join("model_index.json")).unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if e.path().is_dir() && Some(name.as_str()) != skip {
+            std::fs::create_dir_all(snap.join(&name)).unwrap();
+            std::fs::copy(
+                e.path().join("config.json"),
+                snap.join(&name).join("config.json"),
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// A pipeline the local Hugging Face cache holds is read from it with the network forbidden
+/// (`model.source` hf-cache); a partial snapshot (a component's config missing) is not read
+/// as the pipeline: the Hub is asked instead, which HF_HUB_OFFLINE forbids, said in one line.
+#[test]
+fn pipelines_in_the_hf_cache_are_read_offline() {
+    let env = Env::new("hfcache");
+    into_hf_cache(&env, "black-forest-labs/FLUX.1-dev", "flux.1-dev", None);
+    let v = ok_json(
+        env.cmd("http://127.0.0.1:9")
+            .env("HF_HUB_OFFLINE", "1")
+            .args(["inspect", "black-forest-labs/FLUX.1-dev", "--json"]),
+    );
+    assert_eq!(v["params_total"], 16_870_599_139u64);
+    assert_eq!(v["origin"]["kind"], "hf-cache");
+    assert_eq!(v["origin"]["commit"], SHA);
+
+    into_hf_cache(&env, "acme/partial-sdxl", "sdxl-base-1.0", Some("vae"));
+    let e = fails(
+        env.cmd("http://127.0.0.1:9")
+            .env("HF_HUB_OFFLINE", "1")
+            .args(["estimate", "acme/partial-sdxl"]),
+    );
+    assert!(e.contains("HF_HUB_OFFLINE"), "{e}");
+}

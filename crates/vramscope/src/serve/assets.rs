@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
+const PIPELINE_JS: &str = include_str!("../../assets/pipeline.js");
 const STYLE_CSS: &str = include_str!("../../assets/style.css");
 
 /// Only our own scripts and styles; the picture's inline SVG needs `style-src 'unsafe-inline'`
@@ -32,6 +33,10 @@ pub async fn index() -> Response {
 
 pub async fn app_js() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+pub async fn pipeline_js() -> Response {
+    asset("text/javascript; charset=utf-8", PIPELINE_JS)
 }
 
 pub async fn style_css() -> Response {

@@ -307,6 +307,7 @@ fn attn(heads: u64, kv: u64, hd: u64, bias: bool) -> Attention {
         qk_l2_norm: false,
         attention_chunk: None,
         nope: false,
+        output_gate: false,
     }
 }
 
@@ -487,6 +488,7 @@ fn family_specs() -> Vec<ModelSpec> {
         qk_l2_norm: false,
         attention_chunk: None,
         nope: false,
+        output_gate: false,
     };
     let l0 = layer(mla(Some(6)), dense(12, true, false), pre2(rms));
     let l1 = layer(

@@ -127,6 +127,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             qk_l2_norm: false,
             attention_chunk: None,
             nope: false,
+            output_gate: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {

@@ -258,6 +258,14 @@ impl Builder<'_> {
             Naming::Bert | Naming::Roberta => format!("{p}.attention"),
             Naming::Mamba => format!("{p}.mixer"),
             Naming::Jamba if layer.attention.kind.state_space().is_some() => format!("{p}.mamba"),
+            _ if layer
+                .attention
+                .kind
+                .state_space()
+                .is_some_and(|s| s.version == SsmVersion::GatedDeltaNet) =>
+            {
+                format!("{p}.linear_attn")
+            }
             _ => format!("{p}.self_attn"),
         };
         self.attention(&attn_name, &layer.attention, l)?;

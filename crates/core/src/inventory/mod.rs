@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 mod builder;
+mod gated_delta;
 mod mixers;
 mod mlps;
 

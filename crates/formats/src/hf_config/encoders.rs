@@ -94,6 +94,7 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
         qk_l2_norm: false,
         attention_chunk: None,
         nope: false,
+        output_gate: false,
     };
     let mut encoder = Stack {
         layers: Vec::new(),

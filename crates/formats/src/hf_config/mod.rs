@@ -17,6 +17,7 @@ mod hybrid;
 mod llama;
 mod mamba;
 mod quant_methods;
+mod qwen3_next;
 mod unknown;
 mod vision;
 mod vision_families;
@@ -73,6 +74,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "falcon_mamba",
     "mamba2",
     "jamba",
+    "qwen3_next",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -239,6 +241,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "t5" => t5(cfg)?,
         "mamba" | "falcon_mamba" | "mamba2" => mamba_like(cfg, model_type)?,
         "jamba" => hybrid::jamba(cfg)?,
+        "qwen3_next" => qwen3_next::qwen3_next(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",
@@ -368,6 +371,7 @@ pub(crate) fn plain_attention(
         qk_l2_norm: false,
         attention_chunk: None,
         nope: false,
+        output_gate: false,
     }
 }
 

@@ -493,6 +493,7 @@ fn context_from_a_spec() {
             qk_l2_norm: false,
             attention_chunk: None,
             nope: false,
+            output_gate: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {

@@ -67,6 +67,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
                 qk_l2_norm: false,
                 attention_chunk: None,
                 nope: false,
+                output_gate: false,
             },
             cross_attention: None,
             mlp,

@@ -67,7 +67,8 @@ fn hybrid_layer_types_are_named() {
 #[test]
 fn assume_llama_forces_the_llama_reading() {
     let opts = ReadOptions { assume_llama: true };
-    for name in ["falcon-h1-0.5b-instruct"] {
+    {
+        let name = "falcon-h1-0.5b-instruct";
         let m = load_model_with(&fixture(name), opts).unwrap();
         assert!(m.params_total > 0);
         assert!(

@@ -5,6 +5,7 @@
 //! residual layout and dropout pick its branches.
 
 mod attention;
+mod gated_delta;
 mod gpt_oss;
 mod jamba;
 mod llama4;

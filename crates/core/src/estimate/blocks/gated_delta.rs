@@ -12,6 +12,7 @@
 
 use super::{Prog, Role};
 use crate::estimate::tape::Id;
+use crate::job::AttentionKernel;
 use crate::model::{Attention, AttentionKind, NormKind, Ssm};
 
 /// `torch_chunk_gated_delta_rule`'s default `chunk_size`, as `Qwen3NextGatedDeltaNet` calls it.
@@ -29,6 +30,9 @@ struct Dims {
     tok: u64,
     rows: u64,
     chunks: u64,
+    /// q, k and v reach the chunks in the `[b, L, heads, d]` memory order of their source
+    /// (see [`Prog::chunk_delta_rule`]), so `matmul` copies its folded operands.
+    strided: bool,
 }
 
 impl Prog<'_> {
@@ -49,6 +53,7 @@ impl Prog<'_> {
             tok: self.tokens,
             rows: self.c.batch * nv * self.c.seq.div_ceil(CHUNK) * CHUNK,
             chunks: self.c.seq.div_ceil(CHUNK),
+            strided: false,
         };
         let (kd, vd) = (d.nk * d.dk, s.d_inner);
         let qkvz = self.linear(x, h, 2 * kd + 2 * vd, false);
@@ -104,7 +109,7 @@ impl Prog<'_> {
     /// contiguous fp32 copy, the l2norm of q and k, q scaled by `d_k^-½`, all padded to whole
     /// chunks (`F.pad`: a new tensor even with no padding), then the two phases (see the
     /// comments). Returns the output as `[b, L, nv, dv]` in the input's dtype.
-    fn chunk_delta_rule(&mut self, conv: Id, beta: Id, g: Id, d: Dims) -> Id {
+    fn chunk_delta_rule(&mut self, conv: Id, beta: Id, g: Id, mut d: Dims) -> Id {
         let cw = self.w(conv);
         let hs = d.tok * d.nv;
         let (q, k) = if d.nv > d.nk {
@@ -114,11 +119,26 @@ impl Prog<'_> {
         } else {
             (conv, conv)
         };
-        let q32 = self.t.op(&[q], &[], hs * d.dk, 4);
-        let k32 = self.t.op(&[k], &[], hs * d.dk, 4);
-        let v32 = self.t.op(&[conv], &[], hs * d.dv, 4);
-        let beta32 = self.t.op(&[beta], &[], hs, 4);
-        let g32 = self.t.op(&[g], &[], hs, 4);
+        // `x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)` returns
+        // the transposed view itself when x is already fp32 (aten `to_will_alias`: a strided
+        // 4-D tensor "suggests" the contiguous format), and a contiguous fp32 copy otherwise.
+        // The views keep their `[b, L, heads, d]` order through the l2norm and, with no
+        // padding, through `F.pad` (its clone preserves strides), so the chunked operands of
+        // the matmuls are not viewable in folded form.
+        let alias = cw == 4;
+        d.strided = alias && self.c.seq.is_multiple_of(CHUNK);
+        let mut to32 = |x: Id, n: u64| {
+            if alias {
+                x
+            } else {
+                self.t.op(&[x], &[], n, 4)
+            }
+        };
+        let q32 = to32(q, hs * d.dk);
+        let k32 = to32(k, hs * d.dk);
+        let v32 = to32(conv, hs * d.dv);
+        let beta32 = to32(beta, hs);
+        let g32 = to32(g, hs);
         let qn = self.l2norm_fp32(q32, hs, d.dk);
         let kn = self.l2norm_fp32(k32, hs, d.dk);
         let qs = self.t.op(&[qn], &[], hs * d.dk, 4);
@@ -134,14 +154,16 @@ impl Prog<'_> {
         // Intra-chunk phase: the cumulative decay, the pairwise decay exp(cᵢ − cⱼ) (masked,
         // its exp saved), the UT system (k_beta @ kᵀ) ⊙ decay and the within-chunk attention
         // (q @ kᵀ) ⊙ decay (matmuls and products save their operands), k_beta · exp(c).
+        // `masked_fill` saves the 64 × 64 boolean mask.
+        let mask = self.t.op(&[], &[], CHUNK * CHUNK, 1);
         let cum = self.t.op(&[gp], &[], r, 4);
         let pair = self.t.op(&[cum], &[], r * CHUNK, 4);
-        let masked = self.t.op(&[pair], &[], r * CHUNK, 4);
+        let masked = self.t.op(&[pair, mask], &[mask], r * CHUNK, 4);
         let pdec = self.t.op(&[masked], &[], r * CHUNK, 4);
         self.t.keep(pdec);
-        let ut_mm = self.t.op(&[k_beta, kp], &[k_beta, kp], r * CHUNK, 4);
+        let ut_mm = self.folded_matmul(k_beta, kp, r * d.dk, r * CHUNK, d.strided);
         let ut = self.t.op(&[ut_mm, pdec], &[ut_mm, pdec], r * CHUNK, 4);
-        let in_mm = self.t.op(&[qp, kp], &[qp, kp], r * CHUNK, 4);
+        let in_mm = self.folded_matmul(qp, kp, r * d.dk, r * CHUNK, d.strided);
         let intra = self.t.op(&[in_mm, pdec], &[in_mm, pdec], r * CHUNK, 4);
         let ce = self.exp_saved(cum, r);
         let dkb = self.t.op(&[k_beta, ce], &[k_beta, ce], r * d.dk, 4);
@@ -152,6 +174,7 @@ impl Prog<'_> {
         self.t.keep(kcd);
         let core = self.t.op(&[new_v], &[], r * d.dv, 4);
         // Decays applied once: q·exp(c), k·exp(c_last − c), the chunk decay exp(c_last).
+        // (Saved by the scan: whole, or as per-chunk copies when strided.)
         let ce2 = self.exp_saved(cum, r);
         let qd = self.t.op(&[qp, ce2], &[qp, ce2], r * d.dk, 4);
         let diff = self.t.op(&[cum], &[], r, 4);
@@ -163,6 +186,29 @@ impl Prog<'_> {
         self.t.op(&[core], &[], hs * d.dv, cw)
     }
 
+    /// `a @ bᵀ` over `[b, nv, chunks, 64, ·]` operands: `torch.matmul` folds the batch
+    /// dimensions with `reshape`, which copies the transposed `bᵀ` and (measured: the 5-D
+    /// `expand(...).reshape(...)` of `_matmul_impl`) `a` too; the copies are what `bmm`
+    /// saves. `n` elements per operand, `out` in the product.
+    fn folded_matmul(&mut self, a: Id, b: Id, n: u64, out: u64, strided: bool) -> Id {
+        if !strided {
+            return self.t.op(&[a, b], &[a, b], out, 4);
+        }
+        let ac = self.t.op(&[a], &[], n, 4);
+        let bc = self.t.op(&[b], &[], n, 4);
+        self.t.op(&[ac, bc], &[ac, bc], out, 4)
+    }
+
+    /// A chunk's slice of `x` as `matmul` multiplies it: a contiguous copy of `n` values when
+    /// the layout is strided, else a view (the whole of `x` stays saved).
+    fn slice_operand(&mut self, x: Id, n: u64, strided: bool) -> Id {
+        if strided {
+            self.t.op(&[x], &[], n, 4)
+        } else {
+            x
+        }
+    }
+
     /// `exp` of `n` values, its output saved.
     fn exp_saved(&mut self, x: Id, n: u64) -> Id {
         let e = self.t.op(&[x], &[], n, 4);
@@ -172,23 +218,39 @@ impl Prog<'_> {
 
     /// The sequential scan over chunks: per chunk `v_new = new_v − kcd @ S`, the output
     /// `q @ S + intra @ v_new` written into `core`, and `S ← S·exp(chunk decay) + kᵀ @ v_new`.
-    /// Each matmul saves both operands, so every chunk's incoming state `S` (`[b, nv, dk, dv]`,
-    /// fp32) and its `v_new` stay saved; the final state is dropped (no cache in training).
+    /// Each matmul saves what the other operand's gradient needs: every chunk's incoming state
+    /// `S` (`[b, nv, dk, dv]`, fp32; the first is a zero tensor that needs no gradient, so its
+    /// partners are not saved in chunk 0), `v_new`, views of `kcd` and `intra`, and the
+    /// contiguous copies `matmul` makes of the decayed-q slice and the transposed decayed-k
+    /// slice (measured: `_unsafe_view` copies); the final state is dropped (no cache in
+    /// training).
     fn scan(&mut self, core: Id, [new_v, kcd, qd, intra, kdec, cdec]: [Id; 6], d: Dims) {
         let b = self.c.batch;
         let sn = b * d.nv * d.dk * d.dv;
         let cn = b * d.nv * CHUNK * d.dv;
+        let kn = b * d.nv * CHUNK * d.dk;
         let mut state = self.t.op(&[], &[], sn, 4);
-        for _ in 0..d.chunks {
-            let m1 = self.t.op(&[kcd, state], &[kcd, state], cn, 4);
+        for i in 0..d.chunks {
+            let first = i == 0;
+            let m1 = if first {
+                self.t.op(&[kcd, state], &[state], cn, 4)
+            } else {
+                self.t.op(&[kcd, state], &[kcd, state], cn, 4)
+            };
             let v_new = self.t.op(&[new_v, m1], &[], cn, 4);
-            let inter = self.t.op(&[qd, state], &[qd, state], cn, 4);
+            let inter = if first {
+                self.t.op(&[qd, state], &[state], cn, 4)
+            } else {
+                let qc = self.slice_operand(qd, kn, d.strided);
+                self.t.op(&[qc, state], &[qc, state], cn, 4)
+            };
             let m2 = self.t.op(&[intra, v_new], &[intra, v_new], cn, 4);
             // `core_attn_out[:, :, i] = inter + m2`: the sum, copied into the output.
             self.t.op(&[inter, m2], &[], cn, 4);
             self.t.touch(core);
             let decayed = self.t.op(&[state, cdec], &[state, cdec], sn, 4);
-            let upd = self.t.op(&[kdec, v_new], &[kdec, v_new], sn, 4);
+            let kt = self.slice_operand(kdec, kn, d.strided);
+            let upd = self.t.op(&[kt, v_new], &[kt, v_new], sn, 4);
             state = self.t.op(&[decayed, upd], &[], sn, 4);
         }
     }
@@ -239,6 +301,15 @@ impl Prog<'_> {
         let k = self.norm(k, NormKind::RmsNorm, head_dim);
         let v = self.linear_named(x, h, kv_heads * head_dim, att.bias.v, Role::V);
         let ctx = self.attention_core_from(q, k, v, att);
+        // The partial rotary's `torch.cat` leaves q contiguous in `[b, heads, s, d]`, so the
+        // fused kernels' output is too, and `attn_output.transpose(1, 2).contiguous()`
+        // (`sdpa_attention_forward`) is a copy — the tensor the gate product saves (eager's
+        // transpose copy is already in its core).
+        let ctx = if self.c.kernel == AttentionKernel::Eager {
+            ctx
+        } else {
+            self.t.op(&[ctx], &[], qn, self.w(ctx))
+        };
         let sig = self.t.op(&[gate], &[], qn, self.w(gate));
         self.t.keep(sig);
         let gated = self.elementwise(&[ctx, sig], &[ctx, sig]);

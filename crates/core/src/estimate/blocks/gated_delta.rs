@@ -186,26 +186,36 @@ impl Prog<'_> {
         self.t.op(&[core], &[], hs * d.dv, cw)
     }
 
-    /// `a @ bᵀ` over `[b, nv, chunks, 64, ·]` operands: `torch.matmul` folds the batch
-    /// dimensions with `reshape`, which copies the transposed `bᵀ` and (measured: the 5-D
-    /// `expand(...).reshape(...)` of `_matmul_impl`) `a` too; the copies are what `bmm`
-    /// saves. `n` elements per operand, `out` in the product.
+    /// `a @ bᵀ` over `[b, nv, chunks, 64, ·]` operands ([`Prog::mm_operand`]), `n` elements
+    /// each, `out` in the product.
     fn folded_matmul(&mut self, a: Id, b: Id, n: u64, out: u64, strided: bool) -> Id {
-        if !strided {
-            return self.t.op(&[a, b], &[a, b], out, 4);
-        }
-        let ac = self.t.op(&[a], &[], n, 4);
-        let bc = self.t.op(&[b], &[], n, 4);
-        self.t.op(&[ac, bc], &[ac, bc], out, 4)
+        let ac = self.mm_operand(a, n, strided);
+        let bc = self.mm_operand(b, n, strided);
+        let w = self.mm_width();
+        self.t.op(&[ac, bc], &[ac, bc], out, w)
     }
 
-    /// A chunk's slice of `x` as `matmul` multiplies it: a contiguous copy of `n` values when
-    /// the layout is strided, else a view (the whole of `x` stays saved).
-    fn slice_operand(&mut self, x: Id, n: u64, strided: bool) -> Id {
-        if strided {
+    /// A matmul operand of `n` elements (a whole tensor or a chunk's slice) as the batched
+    /// `matmul` saves it: under autocast a 16-bit copy; in an fp32 model with strided q/k
+    /// (`Dims::strided`, passed as `strided` where the operand carries that layout) the
+    /// contiguous copy `matmul` makes when folding the batch dimensions (measured: an
+    /// `_unsafe_view` of a copy); else the tensor itself (a view).
+    fn mm_operand(&mut self, x: Id, n: u64, strided: bool) -> Id {
+        if self.c.num.autocast {
+            self.t.op(&[x], &[], n, 2)
+        } else if strided {
             self.t.op(&[x], &[], n, 4)
         } else {
             x
+        }
+    }
+
+    /// Width of the delta rule's matmul outputs: 16 bit under autocast, else fp32.
+    fn mm_width(&self) -> u64 {
+        if self.c.num.autocast {
+            2
+        } else {
+            4
         }
     }
 
@@ -220,37 +230,43 @@ impl Prog<'_> {
     /// `q @ S + intra @ v_new` written into `core`, and `S ← S·exp(chunk decay) + kᵀ @ v_new`.
     /// Each matmul saves what the other operand's gradient needs: every chunk's incoming state
     /// `S` (`[b, nv, dk, dv]`, fp32; the first is a zero tensor that needs no gradient, so its
-    /// partners are not saved in chunk 0), `v_new`, views of `kcd` and `intra`, and the
-    /// contiguous copies `matmul` makes of the decayed-q slice and the transposed decayed-k
-    /// slice (measured: `_unsafe_view` copies); the final state is dropped (no cache in
-    /// training).
+    /// partners are not saved in chunk 0), `v_new`, `kcd` and `intra` slices, the decayed-q
+    /// and transposed decayed-k slices — each as [`Prog::mm_operand`] says (16-bit copies
+    /// under autocast; copies of the strided q/k slices in fp32 with whole chunks) — and the
+    /// final state is dropped (no cache in training).
     fn scan(&mut self, core: Id, [new_v, kcd, qd, intra, kdec, cdec]: [Id; 6], d: Dims) {
         let b = self.c.batch;
         let sn = b * d.nv * d.dk * d.dv;
         let cn = b * d.nv * CHUNK * d.dv;
         let kn = b * d.nv * CHUNK * d.dk;
+        let w = self.mm_width();
         let mut state = self.t.op(&[], &[], sn, 4);
         for i in 0..d.chunks {
             let first = i == 0;
+            let sc = self.mm_operand(state, sn, false);
+            let kc = self.mm_operand(kcd, kn, false);
             let m1 = if first {
-                self.t.op(&[kcd, state], &[state], cn, 4)
+                self.t.op(&[kc, sc], &[sc], cn, w)
             } else {
-                self.t.op(&[kcd, state], &[kcd, state], cn, 4)
+                self.t.op(&[kc, sc], &[kc, sc], cn, w)
             };
             let v_new = self.t.op(&[new_v, m1], &[], cn, 4);
+            let qc = self.mm_operand(qd, kn, d.strided);
             let inter = if first {
-                self.t.op(&[qd, state], &[state], cn, 4)
+                self.t.op(&[qc, sc], &[sc], cn, w)
             } else {
-                let qc = self.slice_operand(qd, kn, d.strided);
-                self.t.op(&[qc, state], &[qc, state], cn, 4)
+                self.t.op(&[qc, sc], &[qc, sc], cn, w)
             };
-            let m2 = self.t.op(&[intra, v_new], &[intra, v_new], cn, 4);
+            let ic = self.mm_operand(intra, b * d.nv * CHUNK * CHUNK, false);
+            let vc = self.mm_operand(v_new, cn, false);
+            let m2 = self.t.op(&[ic, vc], &[ic, vc], cn, w);
             // `core_attn_out[:, :, i] = inter + m2`: the sum, copied into the output.
-            self.t.op(&[inter, m2], &[], cn, 4);
+            self.t.op(&[inter, m2], &[], cn, w);
             self.t.touch(core);
             let decayed = self.t.op(&[state, cdec], &[state, cdec], sn, 4);
-            let kt = self.slice_operand(kdec, kn, d.strided);
-            let upd = self.t.op(&[kt, v_new], &[kt, v_new], sn, 4);
+            let kt = self.mm_operand(kdec, kn, d.strided);
+            let vc2 = self.mm_operand(v_new, cn, false);
+            let upd = self.t.op(&[kt, vc2], &[kt, vc2], sn, w);
             state = self.t.op(&[decayed, upd], &[], sn, 4);
         }
     }

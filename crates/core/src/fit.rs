@@ -194,8 +194,18 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
     } else {
         "the limit comes from activations (and the prefill's logits), not from a cache".to_string()
     };
+    let kind = if spec.decoder.layers.iter().any(|l| {
+        l.attention
+            .kind
+            .state_space()
+            .is_some_and(|s| s.version == crate::model::SsmVersion::GatedDeltaNet)
+    }) {
+        "gated DeltaNet (linear-attention)"
+    } else {
+        "state-space"
+    };
     Some(format!(
-        "the recurrent state of the {ssm} state-space layers ({} per sequence) does not grow \
+        "the recurrent state of the {ssm} {kind} layers ({} per sequence) does not grow \
          with context: {grows}",
         crate::text::bytes(per_seq)
     ))

@@ -297,6 +297,11 @@ pub struct Attention {
     /// cache holds the vision tokens, once per image, not the text.
     #[serde(default, skip_serializing_if = "is_false")]
     pub vision_cross: bool,
+    /// A sigmoid output gate per attention channel (Qwen3-Next `Qwen3NextAttention`,
+    /// `modeling_qwen3_next.py`): `q_proj` is twice as wide (`[q | gate]` per head) and the
+    /// attention output is multiplied by `sigmoid(gate)` before `o_proj`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub output_gate: bool,
 }
 
 impl Attention {
@@ -361,6 +366,12 @@ pub enum SsmVersion {
     /// [dt_rank]`), B and C (`b_layernorm`, `c_layernorm` `[d_state]`) between `x_proj` and
     /// the scan.
     Jamba,
+    /// Qwen3-Next's gated DeltaNet (Yang, Kautz & Hatamizadeh 2025, "Gated Delta Networks",
+    /// eq. 10; `modeling_qwen3_next.py` `Qwen3NextGatedDeltaNet`): a linear-attention mixer
+    /// whose state is a `d_k × d_v` matrix per value head. Fields read: `heads` value heads
+    /// (`linear_num_value_heads`), `groups` key heads (`linear_num_key_heads`), `d_state` the
+    /// key head width, `d_inner = heads · v_head_dim`, `d_conv` the conv kernel.
+    GatedDeltaNet,
 }
 
 /// A state-space mixer's shapes, as transformers' mixers build them.
@@ -390,9 +401,26 @@ impl Ssm {
     /// groups · d_state` (Mamba2: x, B and C go through it together).
     pub fn conv_dim(&self) -> u64 {
         match self.version {
-            SsmVersion::Mamba2 => self.d_inner + 2 * self.groups * self.d_state,
+            SsmVersion::Mamba2 | SsmVersion::GatedDeltaNet => {
+                self.d_inner + 2 * self.groups * self.d_state
+            }
             _ => self.d_inner,
         }
+    }
+
+    /// Bytes of recurrent state one sequence holds in this layer with `width`-byte compute
+    /// values: the conv state in the compute dtype; the SSM state too, except the gated
+    /// DeltaNet's, which transformers keeps in fp32 (`torch_chunk_gated_delta_rule` computes
+    /// in fp32 and returns its final state so; `cache_utils.py` `LinearAttentionLayer`
+    /// allocates `zeros_like` of it).
+    pub fn state_bytes(&self, width: u64) -> u64 {
+        let (conv, ssm) = self.state_values();
+        let ssm_width = match self.version {
+            SsmVersion::GatedDeltaNet => 4,
+            _ => width,
+        };
+        conv.saturating_mul(width)
+            .saturating_add(ssm.saturating_mul(ssm_width))
     }
 
     /// Values of recurrent state one sequence holds in this layer: the convolution's last

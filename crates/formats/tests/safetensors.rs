@@ -308,6 +308,7 @@ fn attn(heads: u64, kv: u64, hd: u64, bias: bool) -> Attention {
         attention_chunk: None,
         nope: false,
         vision_cross: false,
+        output_gate: false,
     }
 }
 
@@ -490,6 +491,7 @@ fn family_specs() -> Vec<ModelSpec> {
         attention_chunk: None,
         nope: false,
         vision_cross: false,
+        output_gate: false,
     };
     let l0 = layer(mla(Some(6)), dense(12, true, false), pre2(rms));
     let l1 = layer(

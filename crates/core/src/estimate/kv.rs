@@ -99,18 +99,16 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
 }
 
 /// Recurrent-state bytes one sequence holds over the decoder's state-space layers (conv state
-/// plus SSM state, [`crate::model::Ssm::state_values`]), in `width`-byte values: the model's
-/// dtype in transformers' cache and in vLLM (`mamba_ssm_cache_dtype` "auto"). Constant in
+/// plus SSM state, [`crate::model::Ssm::state_bytes`]), in `width`-byte values: the model's
+/// dtype in transformers' cache and in vLLM (`mamba_ssm_cache_dtype` "auto"), except the gated
+/// DeltaNet's recurrent state, which transformers keeps in fp32. Constant in
 /// context length; 0 for a model without such layers.
 pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64) -> u64 {
     spec.decoder
         .layers
         .iter()
         .flat_map(|l| l.ssm_mixers())
-        .map(|s| {
-            let (conv, ssm) = s.state_values();
-            (conv + ssm).saturating_mul(width)
-        })
+        .map(|s| s.state_bytes(width))
         .fold(0u64, u64::saturating_add)
 }
 

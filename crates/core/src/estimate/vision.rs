@@ -131,6 +131,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             attention_chunk: None,
             nope: false,
             vision_cross: false,
+            output_gate: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {

@@ -265,6 +265,14 @@ impl Builder<'_> {
             Naming::Mamba => format!("{p}.mixer"),
             Naming::Jamba if layer.attention.kind.state_space().is_some() => format!("{p}.mamba"),
             _ if layer.attention.vision_cross => format!("{p}.cross_attn"),
+            _ if layer
+                .attention
+                .kind
+                .state_space()
+                .is_some_and(|s| s.version == SsmVersion::GatedDeltaNet) =>
+            {
+                format!("{p}.linear_attn")
+            }
             _ => format!("{p}.self_attn"),
         };
         self.attention(&attn_name, &layer.attention, l)?;

@@ -55,6 +55,9 @@ impl Builder<'_> {
         s: &Ssm,
         l: Option<u32>,
     ) -> Result<(), CoreError> {
+        if s.version == SsmVersion::GatedDeltaNet {
+            return self.gated_delta(a, s, l);
+        }
         let h = self.spec.hidden_size;
         let c = Component::Attention;
         let mamba2 = s.version == SsmVersion::Mamba2;
@@ -146,7 +149,9 @@ impl Builder<'_> {
                 self.linear(&format!("{a}.out_proj"), q, h, b.o, l, c)?;
             }
             _ => {
-                self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
+                // Qwen3-Next's gated attention: `q_proj` also yields the output gate.
+                let qp = if att.output_gate { 2 * q } else { q };
+                self.linear(&format!("{a}.q_proj"), h, qp, b.q, l, c)?;
                 self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
                 self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
                 self.linear(&format!("{a}.o_proj"), q, h, b.o, l, c)?;

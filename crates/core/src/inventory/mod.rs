@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 mod builder;
+mod gated_delta;
 mod mixers;
 mod mlps;
 mod parallel;

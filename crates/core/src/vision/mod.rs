@@ -8,8 +8,8 @@
 
 mod families;
 mod inventory;
-mod onevision;
 pub mod mllama;
+mod onevision;
 mod tiling;
 mod tokens;
 

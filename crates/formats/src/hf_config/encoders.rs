@@ -96,6 +96,7 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
         attention_chunk: None,
         nope: false,
         vision_cross: false,
+        output_gate: false,
     };
     let mut encoder = Stack {
         layers: Vec::new(),

@@ -20,6 +20,7 @@ mod llava_onevision;
 mod mamba;
 mod mllama;
 mod quant_methods;
+mod qwen3_next;
 mod unknown;
 mod vision;
 mod vision_families;
@@ -80,6 +81,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "mamba2",
     "jamba",
     "falcon_h1",
+    "qwen3_next",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -250,6 +252,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "mamba" | "falcon_mamba" | "mamba2" => mamba_like(cfg, model_type)?,
         "jamba" => hybrid::jamba(cfg)?,
         "falcon_h1" => falcon_h1::falcon_h1(cfg)?,
+        "qwen3_next" => qwen3_next::qwen3_next(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",
@@ -380,6 +383,7 @@ pub(crate) fn plain_attention(
         attention_chunk: None,
         nope: false,
         vision_cross: false,
+        output_gate: false,
     }
 }
 

@@ -304,6 +304,20 @@ fn attention(kind: &AttentionKind) -> String {
                 SsmVersion::FalconMamba => "FalconMamba".to_string(),
                 SsmVersion::Mamba1 => "Mamba".to_string(),
                 SsmVersion::Jamba => "Jamba's Mamba, Δ/B/C norms".to_string(),
+                SsmVersion::GatedDeltaNet => {
+                    return format!(
+                        "gated DeltaNet (linear attention), {} value heads × {} over {} key \
+                         heads × {}, conv {}; recurrent state per sequence ({} × {} per head, \
+                         fp32), constant in context length",
+                        s.heads,
+                        s.d_inner / s.heads.max(1),
+                        s.groups,
+                        s.d_state,
+                        s.d_conv,
+                        s.d_state,
+                        s.d_inner / s.heads.max(1)
+                    )
+                }
             };
             format!(
                 "state-space mixer ({kind}) inner {} × state {}, conv {}; recurrent state \

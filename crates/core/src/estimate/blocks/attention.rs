@@ -88,8 +88,34 @@ impl Prog<'_> {
             // A hybrid's recurrent layer (Jamba): the mixer stands where attention does.
             return self.ssm_mixer(x, &ssm.clone());
         }
+        if att.output_gate {
+            return self.gated_attention(x, att);
+        }
         let w = Widths::of(att.kind);
         let (q, k, v) = self.projections(x, kv_src, att, w);
+        let ctx = self.core_after_projections(q, k, v, att, cross, true);
+        self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O)
+    }
+
+    /// The attention core on projected q, k and v (Qwen3-Next's gated attention, its q and k
+    /// already normed): rotary, the kernel, the context `o_proj` reads.
+    pub(super) fn attention_core_from(&mut self, q: Id, k: Id, v: Id, att: &Attention) -> Id {
+        self.core_after_projections(q, k, v, att, false, false)
+    }
+
+    /// Everything between the projections and `o_proj`: the fused projections' view copies,
+    /// the q/k norms (when `norms`), rotary, Llama 4's L2 norm and temperature, the kernel.
+    fn core_after_projections(
+        &mut self,
+        q: Id,
+        k: Id,
+        v: Id,
+        att: &Attention,
+        cross: bool,
+        norms: bool,
+    ) -> Id {
+        let spec = self.c.spec;
+        let w = Widths::of(att.kind);
         let kv_tokens = self.c.batch * self.c.kv_seq;
         let mut p = Qkv {
             q,
@@ -104,7 +130,7 @@ impl Prog<'_> {
             !cross && !att.nope && matches!(spec.embedding.positions, Positions::Rotary { .. });
         self.fused_view_copies(&mut p, rotary);
         // Per-head q/k norms (Qwen3, Gemma-3), or over the whole projection (OLMoE).
-        if let Some(n) = att.qk_norm {
+        if let Some(n) = att.qk_norm.filter(|_| norms) {
             let (qd, kd) = if att.qk_norm_whole {
                 (w.q, w.k)
             } else {
@@ -138,7 +164,7 @@ impl Prog<'_> {
             AttentionKernel::Sdpa if att.sinks => AttentionKernel::Eager,
             k => k,
         };
-        let ctx = match kernel {
+        match kernel {
             AttentionKernel::Eager => self.eager_core(p, w, latent, att.sinks),
             AttentionKernel::Sdpa | AttentionKernel::Flash => {
                 if kernel == AttentionKernel::Sdpa && self.mllama_masked(att) {
@@ -148,8 +174,7 @@ impl Prog<'_> {
                 }
                 self.fused_core(&p, w)
             }
-        };
-        self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O)
+        }
     }
 
     /// The q, k and v projections as the family writes them: MLA's low-rank ones, one fused

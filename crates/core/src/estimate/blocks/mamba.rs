@@ -42,6 +42,7 @@ impl Prog<'_> {
     /// [`Prog::jamba_fused`]).
     pub(super) fn ssm_mixer(&mut self, x: Id, ssm: &Ssm) -> Id {
         match ssm.version {
+            SsmVersion::GatedDeltaNet => self.gated_delta_net(x, ssm),
             SsmVersion::Mamba2 => self.mamba2_fused(x, ssm),
             _ if self.c.kernel == AttentionKernel::Eager => self.mamba_torch(x, ssm),
             SsmVersion::Jamba => self.jamba_fused(x, ssm),

@@ -6,6 +6,7 @@
 
 mod attention;
 mod falcon_h1;
+mod gated_delta;
 mod gpt_oss;
 mod jamba;
 mod llama4;
@@ -148,10 +149,11 @@ impl Role {
     }
 }
 
-/// Whether the family's RMSNorm scales by `1 + w` in fp32 (Gemma 1–3) rather than by `w` after
+/// Whether the family's RMSNorm scales by `1 + w` in fp32 (Gemma 1–3; Qwen3-Next's
+/// `Qwen3NextRMSNorm`, `modeling_qwen3_next.py`) rather than by `w` after
 /// casting back (Llama and the rest).
 pub(crate) fn gemma_norm(spec: &ModelSpec) -> bool {
-    spec.model_type.starts_with("gemma")
+    spec.model_type.starts_with("gemma") || spec.model_type == "qwen3_next"
 }
 
 /// What one block leaves saved and how high it goes.

@@ -494,6 +494,7 @@ fn context_from_a_spec() {
             attention_chunk: None,
             nope: false,
             vision_cross: false,
+            output_gate: false,
         },
         cross_attention: None,
         mlp: Mlp::Dense(DenseMlp {

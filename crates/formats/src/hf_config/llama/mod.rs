@@ -68,6 +68,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
                 attention_chunk: None,
                 nope: false,
                 vision_cross: false,
+                output_gate: false,
             },
             cross_attention: None,
             mlp,

@@ -1,0 +1,77 @@
+//! Qwen3-Next: Qwen/Qwen3-Next-80B-A3B-Instruct from its published config
+//! (`crates/formats/tests/fixtures/hybrid/qwen3-next-80b-a3b-instruct.json`) holds KV only in
+//! its 12 gated-attention layers and a constant recurrent state in its 36 gated DeltaNet
+//! layers; a tiny Qwen3-Next's training step measured on the CPU. Expected numbers are derived
+//! by hand below from the shapes, or measured.
+
+mod measured;
+
+use measured::run;
+use serde_json::{json, Value};
+use vramscope_core::fit::fit;
+use vramscope_core::job::Job;
+use vramscope_formats::model_source::load_job_model;
+
+fn config() -> Value {
+    let path = format!(
+        "{}/../formats/tests/fixtures/hybrid/qwen3-next-80b-a3b-instruct.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Per token, each of the 12 attention layers caches K and V of 2 heads × 256: 1,024 values ·
+/// 2 B (bf16) = 2,048 B, 24,576 B over the 12. Per sequence, each of the 36 DeltaNet layers
+/// holds its conv state `[conv_dim 2·16·128 + 32·128 = 8,192, kernel 4]` = 32,768 bf16 values
+/// (65,536 B) and its recurrent state `[32 heads, 128, 128]` = 524,288 values in fp32
+/// (`torch_chunk_gated_delta_rule` returns it in fp32): 2,097,152 B; 2,162,688 B per layer,
+/// 77,856,768 B over the 36, whatever the context. At 4,096 tokens: 100,663,296 + 77,856,768.
+#[test]
+fn kv_only_in_attention_layers_and_fp32_state_in_deltanet_layers() {
+    let kv = |batch: u64, seq: u64| {
+        run(
+            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
+                   "seq": seq, "precision": "bf16"}),
+        )
+        .per_gpu
+        .components
+        .kv_cache
+    };
+    assert_eq!(kv(1, 4096), 100_663_296 + 77_856_768);
+    assert_eq!(kv(2, 4096), 2 * (100_663_296 + 77_856_768));
+    assert_eq!(kv(1, 8192) - kv(1, 4096), 100_663_296);
+}
+
+/// fit names the 36 gated DeltaNet layers, their 74.25 MiB (77,856,768 B, above) per sequence,
+/// and that only the 12 attention layers' KV grows with the context.
+#[test]
+fn fit_says_only_the_attention_layers_grow() {
+    let job: Job = serde_json::from_value(json!({"model": {"hf_config": config()},
+        "task": "infer", "batch": 1, "seq": 4096, "precision": "bf16", "gpu": "h200-141gb"}))
+    .unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job.resolve(Some(262_144)).unwrap();
+    let answer = fit(&model.into_input(), &resolved).unwrap();
+    let note = answer
+        .notes
+        .iter()
+        .find(|n| n.contains("does not grow with context"))
+        .unwrap_or_else(|| panic!("{:?}", answer.notes));
+    assert!(
+        note.contains("36 gated DeltaNet (linear-attention) layers"),
+        "{note}"
+    );
+    assert!(note.contains("74.25 MiB"), "{note}");
+    assert!(note.contains("12 attention layers"), "{note}");
+}
+
+/// A tiny Qwen3-Next's fp32 AdamW steps with SDPA at seq 256 (whole 64-token chunks) and 200
+/// (padded), measured on the CPU tensor by tensor (`validation/cpu-measured-qwen3next.json`,
+/// `validation/results/`; transformers' torch path of the gated delta rule, as it runs without
+/// flash-linear-attention): the peaks (net of the two cuBLAS workspaces a CPU run lacks) and
+/// the gated DeltaNet block's activations each within 3 %.
+#[test]
+fn measured_training_steps_within_3_percent() {
+    let worst = measured::worst("cpu-measured-qwen3next.json", 4);
+    assert!(worst <= 0.03, "worst {worst}");
+}

@@ -27,11 +27,31 @@ fn refusal(name: &str) -> String {
 /// person reading the config sees change the shapes.
 #[test]
 fn unknown_families_with_shape_fields_are_refused_naming_them() {
-    let cases: &[(&str, &str, &[&str])] = &[(
-        "falcon-h1-0.5b-instruct",
-        "'falcon_h1'",
-        &["mamba_d_state", "mamba_n_heads", "ssm_multipliers"],
-    )];
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            // Read off the file: the state size and Mamba2 head fields, and the layer kinds in
+            // `layers_block_type` that are not attention ("hybrid" = Mamba2 + shared attention).
+            "zamba2-7b",
+            "'zamba2'",
+            &[
+                "state_size",
+                "mamba_headdim",
+                "mamba_ngroups",
+                "layers_block_type (hybrid, mamba)",
+            ],
+        ),
+        (
+            // Granite 4.0-H: routed experts, Mamba2 fields, and `layer_types` naming `mamba`.
+            "granite-4.0-h-tiny",
+            "'granitemoehybrid'",
+            &[
+                "num_local_experts",
+                "mamba_d_state",
+                "mamba_n_heads",
+                "layer_types (mamba)",
+            ],
+        ),
+    ];
     for (name, ty, fields) in cases {
         let msg = refusal(name);
         assert!(msg.contains(ty), "{name}: {msg}");
@@ -68,7 +88,7 @@ fn hybrid_layer_types_are_named() {
 fn assume_llama_forces_the_llama_reading() {
     let opts = ReadOptions { assume_llama: true };
     {
-        let name = "falcon-h1-0.5b-instruct";
+        let name = "granite-4.0-h-tiny";
         let m = load_model_with(&fixture(name), opts).unwrap();
         assert!(m.params_total > 0);
         assert!(

@@ -98,7 +98,11 @@ fn shape_fields_of(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<String>
             push(format!("{prefix}{k}"));
         }
     }
-    if let Some(kinds) = obj.get("layer_types").and_then(Value::as_array) {
+    // `layer_types` (Qwen3-Next, Gemma 3, ...) or `layers_block_type` (Zamba2, Nemotron-H).
+    for key in ["layer_types", "layers_block_type"] {
+        let Some(kinds) = obj.get(key).and_then(Value::as_array) else {
+            continue;
+        };
         let mut odd: Vec<&str> = kinds
             .iter()
             .filter_map(Value::as_str)
@@ -107,7 +111,7 @@ fn shape_fields_of(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<String>
         odd.sort_unstable();
         odd.dedup();
         if !odd.is_empty() {
-            push(format!("{prefix}layer_types ({})", odd.join(", ")));
+            push(format!("{prefix}{key} ({})", odd.join(", ")));
         }
     }
     if let Some(q) = obj.get("quantization_config").and_then(Value::as_object) {

@@ -7,6 +7,10 @@ use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::model::*;
 
+/// Builds the exact inventory of `spec`: every parameter of the model class it describes, tied
+/// weights once, buffers (rotary tables, attention masks, DeepSeek's `e_score_correction_bias`)
+/// excluded. Shapes follow PyTorch (`nn.Linear` weights are `[out, in]`; GPT-2's `Conv1D` is
+/// `[in, out]`). Tensor names follow the family's Hugging Face checkpoints.
 pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
     let mut b = Builder {
         spec,

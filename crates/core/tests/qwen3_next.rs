@@ -65,8 +65,8 @@ fn fit_says_only_the_attention_layers_grow() {
     assert!(note.contains("12 attention layers"), "{note}");
 }
 
-/// A tiny Qwen3-Next's fp32 AdamW steps with SDPA at seq 256 (whole 64-token chunks) and 200
-/// (padded), measured on the CPU tensor by tensor (`validation/cpu-measured-qwen3next.json`,
+/// A tiny Qwen3-Next's AdamW steps with SDPA, fp32 at seq 256 (whole 64-token chunks) and 200
+/// (padded) and bf16-mixed at 256, measured on the CPU tensor by tensor (`validation/cpu-measured-qwen3next.json`,
 /// `validation/results/`; transformers' torch path of the gated delta rule, as it runs without
 /// flash-linear-attention): the peaks (net of the two cuBLAS workspaces a CPU run lacks) and
 /// the gated DeltaNet block's activations each within 3 %.

@@ -154,3 +154,48 @@ fn measured_adapter_dtypes() {
     }
     assert_eq!(checked, 4);
 }
+
+/// Property-style: any JSON value for either field resolves to a valid setting or to a
+/// one-line error naming the field, never a panic. Values from a fixed xorshift sequence
+/// (strings of arbitrary bytes, numbers of every sign and size, arrays, objects).
+#[test]
+fn any_value_resolves_or_names_the_field() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..2_000 {
+        let r = next();
+        let value = match r % 6 {
+            0 => json!(f64::from_bits(next()) / 1e300),
+            1 => json!((next() % 2_000) as f64 / 1000.0 - 0.5),
+            2 => {
+                let bytes: Vec<u8> = (0..(r >> 8) % 12).map(|_| (next() % 128) as u8).collect();
+                json!(String::from_utf8_lossy(&bytes))
+            }
+            3 => json!(["bf16"]),
+            4 => json!({"dtype": "bf16"}),
+            _ => json!(r % 3 == 0),
+        };
+        for field in ["adapter_dtype", "dropout"] {
+            let v = json!({"peft": {"method": "lora", field: value.clone()}});
+            let Ok(j) = serde_json::from_value::<Job>(v) else {
+                continue;
+            };
+            match j.resolve(None) {
+                Ok(r) => {
+                    let p = r.peft.unwrap();
+                    assert!((0.0..1.0).contains(&p.dropout));
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    assert!(m.contains(&format!("peft.{field}")), "{value}: {m}");
+                    assert!(!m.contains('\n'), "{m}");
+                }
+            }
+        }
+    }
+}

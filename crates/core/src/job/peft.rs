@@ -80,6 +80,13 @@ impl AdapterDtype {
                     "float16" | "half" => "fp16",
                     other => other,
                 };
+                if !AdapterDtype::ALL.iter().any(|d| d.as_str() == canonical) {
+                    // The value quoted with escapes: the error stays one line.
+                    return Err(CoreError::field(
+                        field,
+                        format!("{s:?} is not one of fp32, bf16, fp16"),
+                    ));
+                }
                 AdapterDtype::parse(field, canonical)
             }
             Some(other) => Err(CoreError::field(

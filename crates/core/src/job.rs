@@ -14,7 +14,7 @@ mod vision;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
-pub use peft::Peft;
+pub use peft::{Peft, DEFAULT_DROPOUT as DEFAULT_LORA_DROPOUT};
 pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
 pub use techniques::{ActivationOffload, ReferenceModel, Techniques};
@@ -274,6 +274,18 @@ job_enum!(
 job_enum!(
     /// Parameter-efficient fine-tuning method.
     PeftMethod { Lora = "lora", Qlora = "qlora" }
+);
+job_enum!(
+    /// The dtype the LoRA adapters (A and B), their gradients and their optimizer states are
+    /// kept in (job field `peft.adapter_dtype`). `fp32` is PEFT's default: `get_peft_model(...,
+    /// autocast_adapter_dtype=True)` casts bf16/fp16 adapters to fp32 (peft
+    /// `tuners/tuners_utils.py`, `_cast_adapter_dtype`). `bf16` / `fp16`: the adapters in the
+    /// model's 16-bit dtype, as torchtune builds them (`LoRALinear`'s `lora_a`/`lora_b` are
+    /// `nn.Linear` made under the recipe's `set_default_dtype(dtype)`;
+    /// `recipes/lora_finetune_single_device.py` checks them with
+    /// `validate_expected_param_dtype(adapter_params, dtype)`) and PEFT with
+    /// `autocast_adapter_dtype=False` over a 16-bit base.
+    AdapterDtype { Fp32 = "fp32", Bf16 = "bf16", Fp16 = "fp16" }
 );
 
 impl Precision {

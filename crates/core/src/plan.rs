@@ -112,8 +112,8 @@ struct Coeffs {
 }
 
 /// A PEFT job's model states as `estimate::states` keeps them: the frozen base stored in 16
-/// bits (or its quantized format) with no gradient, master or optimizer state, and fp32
-/// adapters with fp32 gradients and optimizer states.
+/// bits (or its quantized format) with no gradient, master or optimizer state, and adapters in
+/// `peft.adapter_dtype` (fp32 by default) with gradients and optimizer states alike.
 struct PeftCoeffs {
     /// Stored bytes of the frozen base: embeddings, all blocks, the head.
     frozen_embed: u64,
@@ -124,13 +124,15 @@ struct PeftCoeffs {
     adapters_other: u64,
 }
 
-/// Optimizer-state bytes per fp32 trainable element (`estimate::optimizer`: two fp32 moments
-/// for Adam/AdamW, one for momentum SGD and Lion, 8-bit blocks for bitsandbytes).
-fn state_bytes_fp32(opt: crate::job::Optimizer) -> u64 {
+/// Optimizer-state bytes per trainable element of `width` bytes (`estimate::optimizer`: two
+/// moments in the parameter's dtype for torch's Adam/AdamW, one for momentum SGD and Lion, two
+/// fp32 ones for bitsandbytes' 32-bit paged AdamW, 8-bit blocks for bitsandbytes).
+fn state_bytes_per_element(opt: crate::job::Optimizer, width: u64) -> u64 {
     use crate::job::Optimizer as O;
     match opt {
-        O::Adam | O::AdamW | O::AdamWFused | O::AdamWPaged => 8,
-        O::SgdMomentum | O::Lion => 4,
+        O::Adam | O::AdamW | O::AdamWFused => 2 * width,
+        O::AdamWPaged => 8,
+        O::SgdMomentum | O::Lion => width,
         O::AdamW8bit | O::AdamW8bitPaged => 2,
         O::Adafactor | O::Sgd | O::None => 0,
     }
@@ -443,10 +445,11 @@ fn screen_states(c: &Coeffs, l: &Layout, base: &ResolvedJob, w: &StateWidths) ->
                 (pc.frozen_embed + pc.frozen_blocks / c.layers.max(1) * stage_layers + head_frozen)
                     / tp;
             let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
-            let s = state_bytes_fp32(base.optimizer);
+            let aw = base.peft.as_ref().map_or(4, |p| p.adapter_dtype.bytes());
+            let s = state_bytes_per_element(base.optimizer, aw);
             ScreenStates {
-                params: (frozen + 4 * a) / sp,
-                grads: 4 * a / sg,
+                params: (frozen + aw * a) / sp,
+                grads: aw * a / sg,
                 states: a * s / ss,
                 master: 0,
                 trainable: a,

@@ -106,11 +106,18 @@ fn compiled_chunks_save_the_16_bit_logits() {
         softmax_saves_input: false,
         compile,
     };
-    let compiled = compile::chunked_output_loss(eager, num(true), 512, spec.vocab_size);
+    // The first chunk: 2 × ⌈256 / 8⌉ = 64 rows of 8,192 bf16 logits = 1,048,576 B.
+    let chunk = stages::largest_output_chunk(2, 256, spec.vocab_size, 2);
+    assert_eq!(chunk, 2 * 32 * 8192 * 2);
+    let compiled = compile::chunked_output_loss(eager, num(true), 512, spec.vocab_size, chunk);
     assert_eq!(eager.saved - compiled.saved, 8_384_512);
     assert_eq!(compiled.forward_transient, 0);
+    // Backward: one chunk's bf16 gradient, where eager holds a chunk's two fp32 gradients
+    // (2 × 64 × 8,192 × 4 = 4,194,304 B) and more.
+    assert_eq!(compiled.backward_transient, 1_048_576);
+    assert!(eager.backward_transient >= 4_194_304);
     assert_eq!(
-        compile::chunked_output_loss(eager, num(false), 512, 8192),
+        compile::chunked_output_loss(eager, num(false), 512, 8192, chunk),
         eager
     );
 }

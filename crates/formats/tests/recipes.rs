@@ -243,8 +243,9 @@ fn axolotl_qlora() {
             "checkpointing": "full",                 // gradient_checkpointing: true
             "attention": "flash",                    // flash_attention: true
             "packing": true,                         // sample_packing: true
-            // adapter: qlora, lora_r 32, lora_alpha 16, lora_target_linear: true
-            "peft": {"method": "qlora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR},
+            // adapter: qlora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear: true
+            "peft": {"method": "qlora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR,
+                     "dropout": 0.05},
         })
     );
     // load_in_4bit with qlora: the contract's qlora implies nf4-dq.
@@ -273,8 +274,9 @@ fn axolotl_lora_8bit() {
             "checkpointing": "full",
             "attention": "flash",
             "packing": true,            // sample_packing: true
-            // adapter: lora, lora_r 32, lora_alpha 16, lora_target_linear: true
-            "peft": {"method": "lora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR},
+            // adapter: lora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear: true
+            "peft": {"method": "lora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR,
+                     "dropout": 0.05},
         })
     );
     assert!(has_note(&r, "lora_modules_to_save embed_tokens,lm_head"));
@@ -360,9 +362,11 @@ fn torchtune_lora_single_device() {
         Value::Object(r.job.clone()),
         json!({
             "model": "llama-3.1-8b",    // model._component_ ...lora_llama3_1_8b
-            // lora_attn_modules q_proj, v_proj, output_proj; apply_lora_to_mlp (w1, w2, w3)
+            // lora_attn_modules q_proj, v_proj, output_proj; apply_lora_to_mlp (w1, w2, w3);
+            // lora_dropout: 0.0; the adapters in the recipe's dtype: bf16
             "peft": {"method": "lora", "rank": 8, "alpha": 16.0,
-                     "targets": ["q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"]},
+                     "targets": ["q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"],
+                     "dropout": 0.0, "adapter_dtype": "bf16"},
             "batch": 2,                 // batch_size
             "grad_accum": 8,            // gradient_accumulation_steps
             "optimizer": "adamw-fused", // torch.optim.AdamW, fused: True
@@ -433,8 +437,10 @@ fn torchtune_qlora_single_device() {
         Value::Object(r.job.clone()),
         json!({
             "model": "llama-3.1-8b",    // qlora_llama3_1_8b
+            // lora_dropout: 0.0; dtype: bf16 (the adapters too)
             "peft": {"method": "qlora", "rank": 8, "alpha": 16.0,
-                     "targets": ["q_proj", "v_proj", "k_proj", "o_proj", "gate_proj", "down_proj", "up_proj"]},
+                     "targets": ["q_proj", "v_proj", "k_proj", "o_proj", "gate_proj", "down_proj", "up_proj"],
+                     "dropout": 0.0, "adapter_dtype": "bf16"},
             "batch": 2,
             "grad_accum": 16,
             "optimizer": "adamw-fused",
@@ -966,4 +972,59 @@ fn training_arguments_adamw_hf_is_the_hf_implementation() {
     )
     .unwrap();
     assert!(!r.job.contains_key("optimizer_impl"));
+}
+
+// ---------- the adapters' dtype and dropout ----------
+
+/// axolotl's `peft_autocast_adapter_dtype: false` (passed to `get_peft_model` by
+/// `axolotl/loaders/adapter.py`): over a bf16 base PEFT leaves the adapters in bf16; over an
+/// 8-bit base (`load_in_8bit: true`, an int8 weight) they stay fp32, with a note; without the
+/// key PEFT's default (nothing echoed).
+#[test]
+fn axolotl_adapters_without_autocast() {
+    let one = |body: &str| {
+        let head = "base_model: NousResearch/Meta-Llama-3-8B\nadapter: lora\nlora_r: 16\n\
+                    lora_dropout: 0.1\nlora_target_linear: true\n";
+        resolve(&[text("a.yml", &format!("{head}{body}"))], &|_, _| None).unwrap()
+    };
+    let r = one("bf16: true\npeft_autocast_adapter_dtype: false\n");
+    assert_eq!(r.job["peft"]["adapter_dtype"], json!("bf16"));
+    assert_eq!(r.job["peft"]["dropout"], json!(0.1));
+    let r = one("fp16: true\npeft_autocast_adapter_dtype: false\n");
+    assert_eq!(r.job["peft"]["adapter_dtype"], json!("fp16"));
+    let r = one("bf16: true\nload_in_8bit: true\npeft_autocast_adapter_dtype: false\n");
+    assert!(r.job["peft"].get("adapter_dtype").is_none());
+    assert!(has_note(&r, "PEFT keeps the adapters in fp32"));
+    let r = one("bf16: true\n");
+    assert!(r.job["peft"].get("adapter_dtype").is_none());
+}
+
+/// LLaMA-Factory's `lora_dropout` when stated (its examples leave it out).
+#[test]
+fn llamafactory_lora_dropout() {
+    let body = "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\nstage: sft\n\
+                finetuning_type: lora\nlora_target: all\nlora_dropout: 0.1\npure_bf16: true\n";
+    let r = resolve(&[text("lf.yaml", body)], &|_, _| None).unwrap();
+    assert_eq!(r.job["peft"]["dropout"], json!(0.1));
+    // pure_bf16 does not change PEFT's fp32 adapters (init_adapter's get_peft_model).
+    assert!(r.job["peft"].get("adapter_dtype").is_none());
+}
+
+/// A torchtune recipe in fp32 keeps PEFT-like fp32 adapters (nothing echoed); a dropout that
+/// is no probability is refused when the job resolves, naming the field.
+#[test]
+fn torchtune_fp32_recipe_and_bad_dropout() {
+    let body = |dtype: &str, dropout: &str| {
+        format!(
+            "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n  \
+             lora_attn_modules: ['q_proj', 'v_proj']\n  lora_rank: 8\n  lora_alpha: 16\n  \
+             lora_dropout: {dropout}\ndtype: {dtype}\n"
+        )
+    };
+    let r = resolve(&[text("tt.yaml", &body("fp32", "0.0"))], &|_, _| None).unwrap();
+    assert!(r.job["peft"].get("adapter_dtype").is_none());
+    assert_eq!(r.job["peft"]["dropout"], json!(0.0));
+    let e = err(&[text("tt.yaml", &body("bf16", "1.5"))]);
+    assert!(e.contains("dropout"), "{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
 }

@@ -236,6 +236,19 @@ fn bad_input_names_the_field() {
         (vec!["gpt2", "--gpus", "8", "--dp", "3"], "parallel.gpus"),
         (vec!["gpt2", "--lora", "0"], "peft.rank"),
         (vec!["gpt2", "--lora-alpha", "8"], "peft"),
+        (vec!["gpt2", "--lora-dtype", "bf16"], "peft"),
+        (
+            vec!["gpt2", "--lora", "8", "--lora-dtype", "int4"],
+            "peft.adapter_dtype",
+        ),
+        (
+            vec!["gpt2", "--lora", "8", "--lora-dropout", "1"],
+            "peft.dropout",
+        ),
+        (
+            vec!["gpt2", "--lora", "8", "--lora-dropout", "x"],
+            "peft.dropout",
+        ),
         (vec!["--batch", "2"], "model"),
     ] {
         let e = bad(&args);

@@ -177,6 +177,8 @@ fn adapters(method: PeftMethod) -> Peft {
             .iter()
             .map(|s| s.to_string())
             .collect(),
+        adapter_dtype: crate::job::AdapterDtype::Fp32,
+        dropout: crate::job::DEFAULT_LORA_DROPOUT,
     }
 }
 

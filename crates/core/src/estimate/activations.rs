@@ -283,7 +283,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         .peft
         .as_ref()
         .filter(|_| train)
-        .map(|p| (p.targets.as_slice(), p.rank, 0.05));
+        .map(super::blocks::Lora::of);
     let (_, p_attn, p_hidden) = if train {
         dropout_of(spec)
     } else {
@@ -406,7 +406,8 @@ fn head_and_loss(
         stages::loss_chunked(spec, b, s, num)
     } else if train && lm_head && chunked_output {
         let eager = stages::loss_chunked_output(spec, b, s, logits_width);
-        super::compile::chunked_output_loss(eager, num, tokens, spec.vocab_size)
+        let chunk = stages::largest_output_chunk(b, s, spec.vocab_size, logits_width);
+        super::compile::chunked_output_loss(eager, num, tokens, spec.vocab_size, chunk)
     } else if train && lm_head {
         let width = stages::loss_width(spec, num, logits_width);
         let loss = stages::loss(spec, b, s, logits_width, width, num.softmax_saves_input);

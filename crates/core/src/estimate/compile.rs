@@ -57,14 +57,31 @@ pub fn loss(
 /// the chunk's 16-bit logits and two per-token fp32 statistics instead of its fp32
 /// log-softmax, and the forward makes no fp32 copy. Summed over the chunks: the 16-bit chunks
 /// (`dlogits`, the same sizes), the fp32 log-softmax of all `tokens` rows, 2 × 4 B per token.
+///
+/// A chunk's backward is that graph's backward: `nll_loss`'s scatter into zeros becomes a
+/// pointwise select (inductor's `scatter_upon_const_tensor`, `torch/_inductor/fx_passes/
+/// post_grad.py`, written for cross-entropy's backward), and with `log_softmax`'s backward
+/// (a per-row sum, then pointwise) and the cast back to 16 bits it is fused into kernels that
+/// read the saved chunk and statistics and write the chunk's 16-bit gradient: no fp32 t·V
+/// buffer is made. The graph's saved chunk is freed once its backward has run (the recipe has
+/// dropped its `logits` list), so each chunk trades its saved 16-bit logits for its 16-bit
+/// gradient and the walk's transient is one chunk's gradient, `chunk_grad` (the largest, the
+/// first: `torch.chunk`), where eager holds two fp32 gradients of a chunk.
 pub fn chunked_output_loss(
     eager: LossMemory,
     num: Numerics,
     tokens: u64,
     vocab: u64,
+    chunk_grad: u64,
 ) -> LossMemory {
+    if !num.compile {
+        return eager;
+    }
     let log_softmax = super::round_size(tokens * vocab * 4);
-    loss(eager, num, eager.dlogits, log_softmax, tokens)
+    LossMemory {
+        backward_transient: chunk_grad,
+        ..loss(eager, num, eager.dlogits, log_softmax, tokens)
+    }
 }
 
 /// What the report says of a compiled step.

@@ -326,6 +326,13 @@ pub fn loss_chunked_output(
     }
 }
 
+/// The largest of [`loss_chunked_output`]'s chunks of logits in `width` bytes: the first,
+/// ⌈s / n⌉ positions (`torch.chunk`).
+pub fn largest_output_chunk(batch: u64, seq: u64, vocab: u64, width: u64) -> u64 {
+    let n = OUTPUT_CHUNKS.min(seq.max(1));
+    round_size(batch * seq.div_ceil(n) * vocab * width)
+}
+
 /// Masked-LM classes whose loss is transformers' `ForMaskedLMLoss` (`loss/loss_utils.py`:
 /// `logits = logits.float()` first), read off transformers 5.24's `models/*/modeling_*.py`:
 /// the other 43 `...ForMaskedLM` classes (BERT, RoBERTa, ALBERT, DeBERTa, ELECTRA, ...) call

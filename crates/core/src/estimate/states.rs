@@ -743,10 +743,12 @@ fn eight_bit(opt: Optimizer, shape: &[u64]) -> bool {
     optimizer::shared_state_bytes(opt, [shape]) > 0
 }
 
-/// LoRA adapters (PEFT keeps them in fp32 beside a 16-bit or quantized base), trainable: their
-/// bytes count as parameters and gradients, their gradients in their layer's backward, and
-/// each gets its optimizer states (computed once per adapter size). Returns the flat shapes
-/// the optimizer sees, as runs of alike neighbours: ([elements], count).
+/// LoRA adapters in the job's `peft.adapter_dtype` (PEFT keeps them in fp32 beside a 16-bit or
+/// quantized base; torchtune in the recipe's dtype), trainable: their bytes count as parameters
+/// and gradients (a gradient has its parameter's dtype), their gradients in their layer's
+/// backward, and each gets its optimizer states in that dtype too (torch's Adam makes its
+/// moments `zeros_like(param)`; computed once per adapter size). Returns the flat shapes the
+/// optimizer sees, as runs of alike neighbours: ([elements], count).
 fn add_adapters(
     adapters: &[(Option<u32>, u64)],
     r: &Rules,
@@ -755,8 +757,9 @@ fn add_adapters(
 ) -> Result<Vec<([u64; 1], u64)>, CoreError> {
     let mut runs: Vec<([u64; 1], u64)> = Vec::new();
     let mut sizes: Vec<(u64, u64)> = Vec::new(); // (elements, adapters)
+    let width = adapter_width(r);
     for (layer, n) in adapters {
-        let bytes = round_size(n * 4);
+        let bytes = round_size(n * width);
         sums.params += bytes;
         sums.grads += bytes;
         sums.trainable += n;
@@ -771,7 +774,7 @@ fn add_adapters(
         if let Some(l) = layer.and_then(|l| out.layer_grads.get_mut(l as usize)) {
             *l += bytes;
         }
-        let scratch = optimizer::step_scratch_bytes(r.opt, &[(&[*n], 4)])?;
+        let scratch = optimizer::step_scratch_bytes(r.opt, &[(&[*n], width)])?;
         let component = if layer.is_some() {
             Component::Attention
         } else {
@@ -782,7 +785,7 @@ fn add_adapters(
     }
     for (n, count) in sizes {
         let mut one = 0u64;
-        for st in optimizer::state_tensors(r.opt, &[n], 4)? {
+        for st in optimizer::state_tensors(r.opt, &[n], width)? {
             one = one.saturating_add(round_size(st.bytes));
         }
         sums.states = sums.states.saturating_add(one.saturating_mul(count));
@@ -791,6 +794,11 @@ fn add_adapters(
         sums.any_8bit |= eight_bit(r.opt, &[n]);
     }
     Ok(runs)
+}
+
+/// Bytes of one adapter element: the job's `peft.adapter_dtype` (fp32 without PEFT).
+fn adapter_width(r: &Rules) -> u64 {
+    r.peft.map_or(4, |p| p.adapter_dtype.bytes())
 }
 
 /// The optimizer step's temporaries over the trainable tensors
@@ -832,9 +840,10 @@ fn step_scratch(
             count: tr.count,
         }));
     }
+    let width = adapter_width(r);
     runs.extend(adapters.iter().map(|(shape, count)| optimizer::Run {
         shape,
-        width: 4,
+        width,
         count: *count,
     }));
     optimizer::step_scratch_runs_with(r.opt, r.imp, &runs)

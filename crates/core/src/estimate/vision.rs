@@ -200,7 +200,7 @@ pub fn tower_forward(
         .peft
         .as_ref()
         .filter(|_| trains)
-        .map(|p| (p.targets.as_slice(), p.rank, 0.05));
+        .map(super::blocks::Lora::of);
     let (batch, seq, mask) = joined_sequence(v, job, n, cost, num);
     let ctx = BlockCtx {
         spec: &tspec,

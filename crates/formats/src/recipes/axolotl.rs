@@ -26,7 +26,6 @@ const QUIET: &[&str] = &[
     "dataset_prepared_path",
     "val_set_size",
     "output_dir",
-    "lora_dropout",
     "lora_fan_in_fan_out",
     "lora_model_dir",
     "wandb_project",
@@ -208,6 +207,10 @@ fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     if !targets.is_empty() {
         p.insert("targets".into(), json!(targets));
     }
+    if let Some(d) = number_of(doc, "lora_dropout")? {
+        p.insert("dropout".into(), json!(d));
+    }
+    adapter_dtype(doc, four || eight, &mut p, r)?;
     r.set("peft", Value::Object(p), format!("adapter {adapter}"));
     if let Some(m) = names_of(doc, "lora_modules_to_save")? {
         r.not_modelled(
@@ -215,5 +218,41 @@ fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             "peft: fully trained modules beside the adapters",
         );
     }
+    Ok(())
+}
+
+/// `peft_autocast_adapter_dtype: false`: axolotl passes `autocast_adapter_dtype=False` to
+/// `get_peft_model` (`axolotl/loaders/adapter.py`, `load_lora`), so PEFT leaves the adapters
+/// in the dtype it moved them to, the base weight's (`_move_adapter_to_device_of_base_layer`,
+/// peft `tuners/tuners_utils.py`): the 16-bit dtype axolotl loads in (`bf16`/`fp16`). Over a
+/// 4- or 8-bit base the stored weight is an integer tensor, not a float, and the adapters stay
+/// fp32 (a note says so).
+fn adapter_dtype(
+    doc: &Doc,
+    quantized: bool,
+    p: &mut Map<String, Value>,
+    r: &mut Reading,
+) -> Result<(), String> {
+    if bool_of(doc, "peft_autocast_adapter_dtype")? != Some(false) {
+        return Ok(());
+    }
+    if quantized {
+        r.note("peft_autocast_adapter_dtype false: over 4- or 8-bit weights PEFT keeps the adapters in fp32");
+        return Ok(());
+    }
+    // `bf16: auto` is left to the default (bf16 where the GPU has it).
+    let auto = r.autos.iter().any(|(f, _)| *f == "precision");
+    let precision = r
+        .value_of("precision")
+        .and_then(Value::as_str)
+        .unwrap_or(if auto { "bf16" } else { "" });
+    let dtype = if precision.starts_with("bf16") {
+        "bf16"
+    } else if precision.starts_with("fp16") {
+        "fp16"
+    } else {
+        return Ok(());
+    };
+    p.insert("adapter_dtype".into(), json!(dtype));
     Ok(())
 }

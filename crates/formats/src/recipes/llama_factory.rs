@@ -17,7 +17,6 @@ const QUIET: &[&str] = &[
     "dataloader_num_workers",
     "plot_loss",
     "val_size",
-    "lora_dropout",
     "quantization_method",
     "do_train",
     "ddp_timeout",
@@ -168,6 +167,9 @@ fn method(doc: &Doc, r: &mut Reading) -> Result<(), String> {
                 targets
             };
             p.insert("targets".into(), json!(targets));
+            if let Some(d) = number_of(doc, "lora_dropout")? {
+                p.insert("dropout".into(), json!(d));
+            }
             r.set("peft", Value::Object(p), "finetuning_type lora");
         }
         "full" => {}

@@ -61,6 +61,7 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     }
     // torchtune trains in the dtype it loads (no autocast, no fp32 copy): `dtype: bf16` is the
     // contract's pure `bf16`.
+    let mut dtype = None;
     if let Some(d) = str_of(doc, "dtype")? {
         let p = match d.to_ascii_lowercase().as_str() {
             "bf16" | "bfloat16" => "bf16",
@@ -69,10 +70,11 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             other => return Err(format!("dtype: '{other}' is not bf16, fp16 or fp32")),
         };
         r.set("precision", json!(p), format!("dtype {d}"));
+        dtype = Some(p);
     }
     switches(doc, r)?;
     if let Some(m) = doc.section("model") {
-        model(&m, r)?;
+        model(&m, dtype, r)?;
     }
     if let Some(o) = doc.section("optimizer") {
         optimizer(&o, r)?;
@@ -117,8 +119,12 @@ fn switches(doc: &Doc, r: &mut Reading) -> Result<(), String> {
 /// The model builder (`torchtune.models.llama3_1.lora_llama3_1_8b`): the preset it names, and
 /// LoRA/QLoRA with torchtune's module names mapped to the Hugging Face ones
 /// (`output_proj` → `o_proj`; `apply_lora_to_mlp` → w1/w2/w3 = gate/down/up_proj;
-/// `apply_lora_to_output` → `lm_head`).
-fn model(m: &Doc, r: &mut Reading) -> Result<(), String> {
+/// `apply_lora_to_output` → `lm_head`). The adapters are in the recipe's `dtype`: the recipe
+/// builds the model under `set_default_dtype(dtype)`, so `LoRALinear`'s `lora_a`/`lora_b`
+/// (`torchtune/modules/peft/lora.py`) are made in it, and
+/// `recipes/lora_finetune_single_device.py` checks it
+/// (`validate_expected_param_dtype(adapter_params, dtype)`): `peft.adapter_dtype`.
+fn model(m: &Doc, dtype: Option<&str>, r: &mut Reading) -> Result<(), String> {
     let Some(c) = str_of(m, "_component_")? else {
         return Ok(());
     };
@@ -136,7 +142,7 @@ fn model(m: &Doc, r: &mut Reading) -> Result<(), String> {
             "model._component_ {c}: no preset of that name; give MODEL (a preset, config.json or Hub repo)"
         )),
     }
-    m.skip(&["lora_dropout", "use_dora", "quantize_base"]);
+    m.skip(&["use_dora", "quantize_base"]);
     let Some(method) = method else { return Ok(()) };
     let mut p = Map::new();
     p.insert("method".into(), json!(method));
@@ -169,6 +175,12 @@ fn model(m: &Doc, r: &mut Reading) -> Result<(), String> {
     }
     if !targets.is_empty() {
         p.insert("targets".into(), json!(targets));
+    }
+    if let Some(d) = number_of(m, "lora_dropout")? {
+        p.insert("dropout".into(), json!(d));
+    }
+    if let Some(d) = dtype.filter(|d| *d != "fp32") {
+        p.insert("adapter_dtype".into(), json!(d));
     }
     r.set(
         "peft",

@@ -223,6 +223,19 @@ pub struct JobArgs {
         help_heading = "PEFT"
     )]
     pub lora_targets: Option<Vec<String>>,
+    /// Dtype of the LoRA adapters, their gradients and optimizer states: fp32 (PEFT's
+    /// autocast_adapter_dtype=True), bf16 or fp16 (torchtune's adapters in the recipe's dtype;
+    /// PEFT with autocast_adapter_dtype=False over a 16-bit base). [default: fp32]
+    #[arg(long, value_name = "DTYPE", help_heading = "PEFT")]
+    pub lora_dtype: Option<String>,
+    /// LoRA dropout before lora_A (0 saves no copy of the adapted inputs). [default: 0.05]
+    #[arg(
+        long,
+        value_name = "P",
+        allow_negative_numbers = true,
+        help_heading = "PEFT"
+    )]
+    pub lora_dropout: Option<String>,
 
     /// vLLM: fraction of GPU memory the engine may take. [default: 0.9]
     #[arg(
@@ -579,15 +592,30 @@ impl JobArgs {
             set_in(&mut job.peft, "peft", "method", Value::String(m.into()))?;
             set_in(&mut job.peft, "peft", "rank", number_value(rank))?;
         }
-        if self.lora_alpha.is_none() && self.lora_targets.is_none() {
+        if self.lora_alpha.is_none()
+            && self.lora_targets.is_none()
+            && self.lora_dtype.is_none()
+            && self.lora_dropout.is_none()
+        {
             return Ok(());
         }
         if job.peft.as_ref().is_none_or(Value::is_null) {
             return Err(JobError(
-                "peft: --lora-alpha and --lora-targets need --lora RANK or --qlora RANK \
-                 (or a peft object in the job file)"
+                "peft: --lora-alpha, --lora-targets, --lora-dtype and --lora-dropout need \
+                 --lora RANK or --qlora RANK (or a peft object in the job file)"
                     .into(),
             ));
+        }
+        if let Some(d) = &self.lora_dtype {
+            set_in(
+                &mut job.peft,
+                "peft",
+                "adapter_dtype",
+                Value::String(d.clone()),
+            )?;
+        }
+        if let Some(p) = &self.lora_dropout {
+            set_in(&mut job.peft, "peft", "dropout", number_value(p))?;
         }
         if let Some(a) = &self.lora_alpha {
             set_in(&mut job.peft, "peft", "alpha", number_value(a))?;

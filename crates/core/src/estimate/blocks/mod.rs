@@ -58,11 +58,33 @@ pub struct BlockCtx<'a> {
     pub causal: bool,
     /// Inference: the forward runs under `no_grad` and saves nothing.
     pub no_grad: bool,
-    /// LoRA on these module names: (targets, rank, lora_dropout).
-    pub lora: Option<(&'a [String], u64, f64)>,
+    /// LoRA on these module names.
+    pub lora: Option<Lora<'a>>,
     /// The model component the block belongs to (a VLM's vision tower or language model):
     /// LoRA's `part:module` targets match only there.
     pub part: crate::vision::Part,
+}
+
+/// LoRA as a block's program sees it: the adapted module names, the rank, the dropout before
+/// `lora_A`, and the adapters' element width (`peft.adapter_dtype`).
+#[derive(Debug, Clone, Copy)]
+pub struct Lora<'a> {
+    pub targets: &'a [String],
+    pub rank: u64,
+    pub dropout: f64,
+    pub width: u64,
+}
+
+impl<'a> Lora<'a> {
+    /// The job's `peft`.
+    pub fn of(p: &'a crate::job::Peft) -> Self {
+        Lora {
+            targets: &p.targets,
+            rank: p.rank,
+            dropout: p.dropout,
+            width: p.adapter_dtype.bytes(),
+        }
+    }
 }
 
 /// The projections of a block, for LoRA's module names.
@@ -216,7 +238,13 @@ impl<'a> Prog<'a> {
     /// lora_A saves, lora_A's r-wide output is saved by lora_B, and the sum is a new tensor.
     fn linear_named(&mut self, x: Id, inp: u64, out: u64, bias: bool, role: Role) -> Id {
         let y = self.linear(x, inp, out, bias);
-        let Some((targets, rank, dropout)) = self.c.lora else {
+        let Some(Lora {
+            targets,
+            rank,
+            dropout,
+            width,
+        }) = self.c.lora
+        else {
             return y;
         };
         let name = role.name(self.c.spec.naming);
@@ -231,11 +259,12 @@ impl<'a> Prog<'a> {
         // PEFT keeps adapters in fp32 beside a 16-bit base (`autocast_adapter_dtype=True`) and
         // casts their input to the adapter dtype first (`_cast_input_dtype`), so without
         // autocast the dropout, lora_A's saved input and its output are fp32; under autocast
-        // lora_A casts its input to 16 bit as any linear does.
+        // lora_A casts its input to 16 bit as any linear does. Adapters in the base's dtype
+        // (torchtune's `LoRALinear`, `peft.adapter_dtype` bf16) read the input as it is.
         let x = if self.c.num.autocast {
             x
         } else {
-            self.cast(x, 4)
+            self.cast(x, width)
         };
         let xd = if dropout > 0.0 {
             self.dropout(x, dropout)
@@ -244,7 +273,7 @@ impl<'a> Prog<'a> {
         };
         let xa = self.mm_input(xd);
         self.t.keep(xa);
-        let w = if self.c.num.autocast { 2 } else { 4 };
+        let w = if self.c.num.autocast { 2 } else { width };
         let a = self.t.op(&[xa], &[xa], rows * rank, w);
         self.t.keep(a);
         let b = self.t.op(&[a], &[], rows * out, w);

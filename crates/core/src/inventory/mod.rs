@@ -318,11 +318,6 @@ impl ShapeTallies {
     }
 }
 
-/// Builds the exact inventory of `spec`: every parameter of the model class it describes, tied
-/// weights once, buffers (rotary tables, attention masks, DeepSeek's `e_score_correction_bias`)
-/// excluded. Shapes follow PyTorch (`nn.Linear` weights are `[out, in]`; GPT-2's `Conv1D` is
-/// `[in, out]`). Tensor names follow the family's Hugging Face checkpoints.
-
 #[cfg(test)]
 mod tests {
     use super::*;

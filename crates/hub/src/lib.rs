@@ -80,7 +80,9 @@ pub struct ResolvedPipeline {
 
 /// What MODEL named: a model, or a diffusers pipeline (a directory or repo with
 /// `model_index.json`).
+/// (A model is the common answer and is moved once per command: kept unboxed, as before.)
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum Reached {
     Model(Resolved),
     Pipeline(Box<ResolvedPipeline>),

@@ -27,7 +27,7 @@ pub fn pipeline(f: &mut dyn Fetch, label: &str) -> Result<Pipeline, FormatError>
     let listed: Vec<String> = f.siblings().to_vec();
     pipeline_from_texts(&index, &shown, |name| {
         let file = format!("{name}/config.json");
-        if !listed.iter().any(|s| *s == file) {
+        if !listed.contains(&file) {
             // The Hub's listing lacks it: the repo's own gap, named; a cache directory's: a
             // partial download, so the next place is asked.
             return Err(if f.whole_listing() {

@@ -26,6 +26,12 @@ pub struct Phase {
     pub activations: u64,
     /// Workspaces (cuBLAS/cuBLASLt, allocated once and kept).
     pub temporaries: u64,
+    /// Training: the adapters' gradients alive in the phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gradients: Option<u64>,
+    /// Training: the optimizer's states.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimizer_states: Option<u64>,
     pub allocated: u64,
 }
 
@@ -173,6 +179,9 @@ pub fn decode_activations(p: &Pipeline, j: &Resolved) -> Option<u128> {
 
 /// The phases in the order the call runs them.
 pub fn phases(p: &Pipeline, j: &Resolved, gpu: Option<&Gpu>) -> Result<Vec<Phase>, String> {
+    if let Some(t) = &j.train {
+        return super::train::phases(p, j, t, gpu);
+    }
     let ws = overhead::blas_workspaces_bytes(gpu, false);
     let mut out = Vec::new();
     let mut push = |name: String, c: &Component, act: u128, upcast: bool| -> Result<(), String> {
@@ -187,6 +196,8 @@ pub fn phases(p: &Pipeline, j: &Resolved, gpu: Option<&Gpu>) -> Result<Vec<Phase
             parameters,
             activations,
             temporaries: ws,
+            gradients: None,
+            optimizer_states: None,
             allocated,
         });
         Ok(())
@@ -241,6 +252,8 @@ pub fn estimate(p: &Pipeline, name: &str, j: &Resolved) -> Result<DiffusionRepor
     let device_total = overhead::device_total_bytes(reserved, gpu, 1);
     let components = Components {
         parameters: top.parameters,
+        gradients: top.gradients.unwrap_or(0),
+        optimizer_states: top.optimizer_states.unwrap_or(0),
         activations: top.activations,
         temporaries: top.temporaries,
         cuda_context: context,
@@ -256,6 +269,16 @@ pub fn estimate(p: &Pipeline, name: &str, j: &Resolved) -> Result<DiffusionRepor
             components,
             model_states: ModelStates {
                 parameters: max_params,
+                gradients: phases
+                    .iter()
+                    .filter_map(|ph| ph.gradients)
+                    .max()
+                    .unwrap_or(0),
+                optimizer_states: phases
+                    .iter()
+                    .filter_map(|ph| ph.optimizer_states)
+                    .max()
+                    .unwrap_or(0),
                 ..ModelStates::default()
             },
             activation_bytes_per_layer: None,
@@ -280,6 +303,8 @@ fn timeline_point(ph: &Phase) -> TimelinePoint {
     by.set(Category::Parameters, ph.parameters);
     by.set(Category::Activations, ph.activations);
     by.set(Category::Temporaries, ph.temporaries);
+    by.set(Category::Gradients, ph.gradients.unwrap_or(0));
+    by.set(Category::OptimizerStates, ph.optimizer_states.unwrap_or(0));
     TimelinePoint {
         phase: Cow::Owned(ph.phase.clone()),
         label: Cow::Owned(ph.phase.clone()),

@@ -45,6 +45,19 @@ pub struct DiffusionJob {
     pub gpu: Option<String>,
     /// Bytes kept free for other applications.
     pub reserve: Option<f64>,
+    /// `task: train`: the square side (`--resolution`), for width and height at once.
+    pub resolution: Option<f64>,
+    /// `task: train`: the LoRA rank (`--rank`; `lora_alpha` = rank).
+    pub lora_rank: Option<f64>,
+    /// `task: train`: `--gradient_checkpointing`.
+    pub gradient_checkpointing: Option<bool>,
+    /// `task: train`: `adamw` (torch) or `adamw-8bit` (`--use_8bit_adam`).
+    pub optimizer: Option<String>,
+    /// `task: train`: `--cache_latents` (latents encoded once, the VAE deleted).
+    pub cache_latents: Option<bool>,
+    /// `task: train`: per-image captions (`--caption_column`): the text encoders stay on the GPU
+    /// and encode each batch's prompts instead of one precomputed instance prompt.
+    pub custom_prompts: Option<bool>,
 }
 
 /// The job with every default filled in, as the report echoes it.
@@ -64,6 +77,9 @@ pub struct Resolved {
     pub drop_t5: bool,
     pub gpu: Option<String>,
     pub reserve: u64,
+    /// The training step's settings (`task: train`); absent for inference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train: Option<super::train_job::Train>,
 }
 
 /// Largest side accepted (16k pixels: past every pipeline's training sizes by far).
@@ -71,7 +87,16 @@ pub const MAX_SIDE: u64 = 16_384;
 /// Most images in one call.
 pub const MAX_BATCH: u64 = 4096;
 
-fn whole(field: &str, v: Option<f64>, default: u64, max: u64) -> Result<u64, String> {
+/// The `reserve` field: bytes ≥ 0.
+pub(super) fn reserve(r: Option<f64>) -> Result<u64, String> {
+    match r {
+        None => Ok(0),
+        Some(r) if (0.0..1e18).contains(&r) => Ok(r as u64),
+        Some(r) => Err(format!("reserve: bytes, a number ≥ 0 (got {r})")),
+    }
+}
+
+pub(super) fn whole(field: &str, v: Option<f64>, default: u64, max: u64) -> Result<u64, String> {
     let Some(x) = v else { return Ok(default) };
     if !(x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x <= max as f64) {
         return Err(format!(
@@ -93,21 +118,24 @@ pub fn side_step(p: &Pipeline) -> Option<u64> {
 }
 
 /// Whether the pipeline's denoiser is Flux / SD3.
-fn is_flux(p: &Pipeline) -> bool {
+pub(super) fn is_flux(p: &Pipeline) -> bool {
     matches!(p.denoiser().map(|c| &c.arch), Some(Arch::Flux(_)))
 }
-fn is_sd3(p: &Pipeline) -> bool {
+pub(super) fn is_sd3(p: &Pipeline) -> bool {
     matches!(p.denoiser().map(|c| &c.arch), Some(Arch::Sd3(_)))
 }
 
 impl DiffusionJob {
     /// Fills the defaults for `p` and checks every value.
     pub fn resolve(&self, p: &Pipeline) -> Result<Resolved, String> {
-        if let Some(t) = self.task.as_deref().filter(|t| *t != "infer") {
-            return Err(format!(
-                "task: a diffusion pipeline runs as infer (got '{t}'; LoRA training of the \
-                 denoiser is not modelled yet)"
-            ));
+        match self.task.as_deref() {
+            None | Some("infer") => self.refuse_train_fields()?,
+            Some("train") => return self.resolve_train(p),
+            Some(t) => {
+                return Err(format!(
+                    "task: a diffusion pipeline runs as infer or train (got '{t}')"
+                ))
+            }
         }
         let step = side_step(p).ok_or("model: the pipeline has no denoiser or no VAE")?;
         let width = whole("width", self.width, 1024, MAX_SIDE)?;
@@ -165,11 +193,8 @@ impl DiffusionJob {
             )?,
             drop_t5,
             gpu: self.gpu.clone(),
-            reserve: match self.reserve {
-                None => 0,
-                Some(r) if (0.0..1e18).contains(&r) => r as u64,
-                Some(r) => return Err(format!("reserve: bytes, a number ≥ 0 (got {r})")),
-            },
+            reserve: reserve(self.reserve)?,
+            train: None,
         })
     }
 }

@@ -11,7 +11,11 @@ pub mod job;
 pub mod params;
 pub mod residency;
 pub mod text;
+pub mod train;
+pub mod train_job;
+pub mod train_saved;
 pub mod vae_decode;
+pub mod vae_encode;
 
 /// `FluxTransformer2DModel`'s config.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,6 +42,17 @@ pub struct DiffusionArgs {
     /// SD3: run without the T5 encoder (`text_encoder_3=None`).
     #[arg(long, help_heading = "Diffusion")]
     pub drop_t5: bool,
+    /// Diffusion `--task train`: the square training side (`--resolution`).
+    /// [default: Flux, SD3 512]
+    #[arg(long, value_name = "PX", help_heading = "Diffusion")]
+    pub resolution: Option<String>,
+    /// Diffusion `--task train`: latents encoded once (`--cache_latents`): the VAE is deleted.
+    #[arg(long, help_heading = "Diffusion")]
+    pub cache_latents: bool,
+    /// Diffusion `--task train`: per-image captions (`--caption_column`): the text encoders
+    /// stay on the GPU and encode each batch.
+    #[arg(long, help_heading = "Diffusion")]
+    pub custom_prompts: bool,
 }
 
 /// The job file's text as JSON (TOML converted), when `--job` is given.
@@ -87,8 +98,6 @@ fn refuse_unused(args: &JobArgs) -> Result<(), JobError> {
     let unused = [
         ("--seq", args.seq.is_some()),
         ("--new-tokens", args.new_tokens.is_some()),
-        ("--optimizer", args.optimizer.is_some()),
-        ("--checkpointing", args.checkpointing.is_some()),
         ("--weights", args.weights.is_some()),
         ("--framework", args.framework.is_some()),
         ("--kv-dtype", args.kv_dtype.is_some()),
@@ -96,7 +105,7 @@ fn refuse_unused(args: &JobArgs) -> Result<(), JobError> {
         ("--images", args.images.is_some()),
         ("--gpus", args.gpus.is_some()),
         ("--tp", args.tp.is_some()),
-        ("--lora", args.lora.is_some() || args.qlora.is_some()),
+        ("--qlora", args.qlora.is_some()),
         ("--from", !args.from.is_empty()),
     ];
     match unused.iter().find(|(_, given)| *given) {
@@ -123,6 +132,19 @@ fn diffusion_job(args: &JobArgs, d: &DiffusionArgs) -> Result<DiffusionJob, JobE
     set(&mut job.batch, num("batch", &args.batch)?);
     set(&mut job.width, num("width", &d.width)?);
     set(&mut job.height, num("height", &d.height)?);
+    set(&mut job.resolution, num("resolution", &d.resolution)?);
+    set(&mut job.lora_rank, num("lora_rank", &args.lora)?);
+    match args.checkpointing.as_deref().map(str::trim) {
+        None => {}
+        Some("full") => job.gradient_checkpointing = Some(true),
+        Some("none") => job.gradient_checkpointing = Some(false),
+        Some(o) => {
+            return Err(JobError(format!(
+                "checkpointing: a pipeline's training step checkpoints every block (full) or \
+                 none (got '{o}')"
+            )))
+        }
+    }
     set(
         &mut job.max_sequence_length,
         num("max_sequence_length", &d.max_sequence_length)?,
@@ -139,6 +161,7 @@ fn diffusion_job(args: &JobArgs, d: &DiffusionArgs) -> Result<DiffusionJob, JobE
         (&mut job.attention, &args.attention),
         (&mut job.gpu, &args.gpu),
         (&mut job.task, &args.task),
+        (&mut job.optimizer, &args.optimizer),
     ] {
         if src.is_some() {
             dst.clone_from(src);
@@ -153,6 +176,8 @@ fn diffusion_job(args: &JobArgs, d: &DiffusionArgs) -> Result<DiffusionJob, JobE
     job.vae_tiling = job.vae_tiling.or(d.vae_tiling.then_some(true));
     job.vae_slicing = job.vae_slicing.or(d.vae_slicing.then_some(true));
     job.drop_t5 = job.drop_t5.or(d.drop_t5.then_some(true));
+    job.cache_latents = job.cache_latents.or(d.cache_latents.then_some(true));
+    job.custom_prompts = job.custom_prompts.or(d.custom_prompts.then_some(true));
     Ok(job)
 }
 

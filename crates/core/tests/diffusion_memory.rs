@@ -162,7 +162,8 @@ fn flux_denoise_by_hand() {
 }
 
 /// The job's checks name the field: sides must be multiples of 16 for Flux (VAE 8 × 2×2
-/// packing), dtypes are bf16/fp16/fp32, offload none/model/sequential, T5 dropping is SD3's.
+/// packing), dtypes are bf16/fp16/fp32, offload none/model/sequential, T5 dropping is SD3's,
+/// the task infer or train.
 #[test]
 fn job_errors_name_the_field() {
     let p = pipeline(sdxl_vae());
@@ -192,8 +193,10 @@ fn job_errors_name_the_field() {
         ..Default::default()
     })
     .starts_with("batch:"));
+    // A pipeline runs as `infer` or `train` (LoRA on the denoiser, docs/diffusion.md): `rl`
+    // is not a pipeline task.
     assert!(bad(DiffusionJob {
-        task: Some("train".into()),
+        task: Some("rl".into()),
         ..Default::default()
     })
     .starts_with("task:"));

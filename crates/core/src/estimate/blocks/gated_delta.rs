@@ -280,12 +280,7 @@ impl Prog<'_> {
         let n = d.tok * d.nv * d.dv;
         let rows = d.tok * d.nv;
         let x32 = self.cast(x, 4);
-        let sq = self.t.op(&[x32], &[x32], n, 4);
-        let mean = self.t.op(&[sq], &[], rows, 4);
-        let eps = self.t.op(&[mean], &[], rows, 4);
-        let r = self.t.op(&[eps], &[], rows, 4);
-        self.t.keep(r);
-        let hn = self.t.op(&[x32, r], &[x32, r], n, 4);
+        let hn = self.rms_normalize(x32, rows, d.dv);
         let hn = self.cast(hn, in_w);
         let wt = self.t.op(&[hn], &[hn], n, self.c.num.param.max(in_w));
         let z32 = self.cast(z, 4);
@@ -343,12 +338,7 @@ impl Prog<'_> {
         } else {
             self.t.op(&[src], &[], n, 4)
         };
-        let sq = self.t.op(&[x32], &[x32], n, 4);
-        let mean = self.t.op(&[sq], &[], rows, 4);
-        let eps = self.t.op(&[mean], &[], rows, 4);
-        let r = self.t.op(&[eps], &[], rows, 4);
-        self.t.keep(r);
-        let hn = self.t.op(&[x32, r], &[x32, r], n, 4);
+        let hn = self.rms_normalize(x32, rows, dim);
         let scale = self.t.op(&[], &[], dim, 4);
         let out = self.t.op(&[hn, scale], &[hn, scale], n, 4);
         self.cast(out, in_w)

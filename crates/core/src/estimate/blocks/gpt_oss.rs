@@ -15,6 +15,14 @@ impl Prog<'_> {
     pub(super) fn normalize_fp32(&mut self, x: Id, dim: u64) -> Id {
         let rows = self.t.elements(x) / dim.max(1);
         let x32 = self.cast(x, 4);
+        self.rms_normalize(x32, rows, dim)
+    }
+
+    /// The fp32 statistics and product of an RMS normalisation over `rows × dim` values of the
+    /// fp32 `x32` (all of it, or a view into it): `pow(2)` saving its input, `mean`, `+ eps`,
+    /// `rsqrt` (its output saved), `x · rstd` saving both. Shared by every Python RMSNorm whose
+    /// input is already in fp32 (`normalize_fp32` here, Jamba's and Qwen3-Next's norms on views).
+    pub(super) fn rms_normalize(&mut self, x32: Id, rows: u64, dim: u64) -> Id {
         let sq = self.t.op(&[x32], &[x32], rows * dim, 4);
         let mean = self.t.op(&[sq], &[], rows, 4);
         let eps = self.t.op(&[mean], &[], rows, 4);

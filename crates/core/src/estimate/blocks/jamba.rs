@@ -44,12 +44,7 @@ impl Prog<'_> {
         } else {
             self.t.op(&[src], &[], n, 4)
         };
-        let sq = self.t.op(&[x32], &[x32], n, 4);
-        let mean = self.t.op(&[sq], &[], rows, 4);
-        let eps = self.t.op(&[mean], &[], rows, 4);
-        let r = self.t.op(&[eps], &[], rows, 4);
-        self.t.keep(r);
-        let hn = self.t.op(&[x32, r], &[x32, r], n, 4);
+        let hn = self.rms_normalize(x32, rows, dim);
         let hn = self.cast(hn, in_w);
         let out_w = self.c.num.param.max(in_w);
         self.t.op(&[hn], &[hn], n, out_w)

@@ -97,27 +97,8 @@ pub(super) fn tower_forward(
     };
     let mut top = px + 3 * stream + mask;
     let base = pre_kept + mask;
-    let m: BlockMemory = block_memory(ctx, layer);
-    let per_layer = |m: &BlockMemory| (m.kept + m.weight_copies).saturating_sub(m.input_freed);
-    let gate_saved = if trains {
-        2 * round_size(n * l * h * ctx.num.compute)
-    } else {
-        0
-    };
-    let mut held = 0u64;
-    for i in 0..v.tower.layers + global_layers {
-        top = top
-            .max(base + held + stream + m.peak + if i >= v.tower.layers { 2 * stream } else { 0 });
-        held += if trains {
-            per_layer(&m) + if i >= v.tower.layers { gate_saved } else { 0 }
-        } else {
-            stream
-        };
-        if i + 1 == v.tower.layers {
-            // layernorm_post and the post-tile embedding: two more streams.
-            held += 2 * stream;
-        }
-    }
+    let (layers_top, held) = encoder_layers(v, ctx, layer, trains, stream, global_layers);
+    top = top.max(base + layers_top);
     let stacked = round_size(n * l * h * intermediate * wp);
     let concat_w = h * (intermediate + 1);
     let concat = round_size(unpadded * concat_w * wp);
@@ -156,6 +137,44 @@ pub(super) fn tower_forward(
         peak: top,
         weight_copies: 0,
     }
+}
+
+/// The local encoder's layers then the gated global ones, in turn (`MllamaVisionEncoder`, see
+/// [`tower_forward`]): every layer's output stays in `encoder_states` (a graph's saved set when
+/// the tower trains, the bare output when it does not); `layernorm_post` and the post-tile
+/// embedding add two streams after the local layers; a global layer's gated products two
+/// more at its peak and, when it trains, its two gate outputs saved. Returns the highest
+/// moment over the bytes already held before the encoders, and what is held when they return.
+fn encoder_layers(
+    v: &Vision,
+    ctx: BlockCtx,
+    layer: &Layer,
+    trains: bool,
+    stream: u64,
+    global_layers: u64,
+) -> (u64, u64) {
+    let (n, l, h) = (ctx.batch, ctx.seq, v.tower.hidden);
+    let m: BlockMemory = block_memory(ctx, layer);
+    let per_layer = (m.kept + m.weight_copies).saturating_sub(m.input_freed);
+    let gate_saved = if trains {
+        2 * round_size(n * l * h * ctx.num.compute)
+    } else {
+        0
+    };
+    let (mut top, mut held) = (0u64, 0u64);
+    for i in 0..v.tower.layers + global_layers {
+        let global = i >= v.tower.layers;
+        top = top.max(held + stream + m.peak + if global { 2 * stream } else { 0 });
+        held += if trains {
+            per_layer + if global { gate_saved } else { 0 }
+        } else {
+            stream
+        };
+        if i + 1 == v.tower.layers {
+            held += 2 * stream;
+        }
+    }
+    (top, held)
 }
 
 /// The language model's cross-attention mask, made once per forward

@@ -50,7 +50,24 @@ pub fn describe(v: &Vision) -> String {
         NormKind::RmsNorm => "RMSNorm",
         NormKind::LayerNorm { .. } => "LayerNorm",
     };
-    let proj = match &v.projector {
+    let proj = describe_projector(&v.projector);
+    let tokens = describe_tokens(&v.tokens);
+    let layers = match t.kind {
+        vramscope_core::vision::TowerKind::Mllama { global_layers, .. } => {
+            format!("{} + {global_layers} gated global", t.layers)
+        }
+        _ => t.layers.to_string(),
+    };
+    format!(
+        "  vision: {layers} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \
+         tokens: {tokens}\n",
+        t.hidden, t.heads, t.patch
+    )
+}
+
+/// The projector in a few words (`Projector`'s variants, as `inspect` shows them).
+fn describe_projector(p: &Projector) -> String {
+    match p {
         Projector::QwenMerger { merge, out, .. } => format!("{merge}×{merge} merger → {out}"),
         Projector::LlavaMlp { out, .. } => format!("2-layer MLP → {out}"),
         Projector::Gemma3 { out } => format!("pooled, RMSNorm, linear → {out}"),
@@ -69,8 +86,12 @@ pub fn describe(v: &Vision) -> String {
             format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
         }
         Projector::Mllama { input, out } => format!("linear {input} → {out}"),
-    };
-    let tokens = match &v.tokens {
+    }
+}
+
+/// The family's image-token rule in a few words (`ImageTokens`' variants).
+fn describe_tokens(tokens: &ImageTokens) -> String {
+    match tokens {
         ImageTokens::QwenDynamic {
             patch,
             merge,
@@ -143,16 +164,5 @@ pub fn describe(v: &Vision) -> String {
              {max_tiles} tiles of {tile} px, padded to {max_tiles}, {} vision tokens per image",
             max_tiles * vramscope_core::vision::mllama::tile_positions(*tile, *patch)
         ),
-    };
-    let layers = match t.kind {
-        vramscope_core::vision::TowerKind::Mllama { global_layers, .. } => {
-            format!("{} + {global_layers} gated global", t.layers)
-        }
-        _ => t.layers.to_string(),
-    };
-    format!(
-        "  vision: {layers} layers × {} ({} heads, {norm}), {} px patches; projector {proj}; image \
-         tokens: {tokens}\n",
-        t.hidden, t.heads, t.patch
-    )
+    }
 }

@@ -8,16 +8,9 @@ mod measured;
 
 use measured::run;
 use serde_json::{json, Value};
-use vramscope_core::fit::fit;
-use vramscope_core::job::Job;
-use vramscope_formats::model_source::load_job_model;
 
 fn config() -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/hybrid/falcon-h1-0.5b-instruct.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::hybrid_config("falcon-h1-0.5b-instruct")
 }
 
 /// Per token, each of the 36 layers caches K and V of 2 KV heads × 64: 256 values · 2 B (bf16)
@@ -27,15 +20,8 @@ fn config() -> Value {
 /// context. At 4,096 tokens: 75,497,472 + 14,671,872 = 90,169,344 B per sequence.
 #[test]
 fn kv_in_every_layer_and_state_in_every_mixer() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let config = config();
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
     assert_eq!(kv(1, 4096), 75_497_472 + 14_671_872);
     assert_eq!(kv(2, 4096), 2 * (75_497_472 + 14_671_872));
     // Doubling the context doubles only the attention part.
@@ -46,17 +32,7 @@ fn kv_in_every_layer_and_state_in_every_mixer() {
 /// context and that the 36 layers' attention KV grows with it.
 #[test]
 fn fit_says_the_mixers_state_is_constant() {
-    let job: Job = serde_json::from_value(json!({"model": {"hf_config": config()},
-        "task": "infer", "batch": 1, "seq": 4096, "precision": "bf16", "gpu": "h200-141gb"}))
-    .unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job.resolve(Some(16_384)).unwrap();
-    let answer = fit(&model.into_input(), &resolved).unwrap();
-    let note = answer
-        .notes
-        .iter()
-        .find(|n| n.contains("does not grow with context"))
-        .unwrap_or_else(|| panic!("{:?}", answer.notes));
+    let note = measured::constant_state_note(&config(), 16_384);
     assert!(note.contains("36 layers' state-space mixers"), "{note}");
     assert!(note.contains("13.99 MiB"), "{note}");
     assert!(note.contains("36 layers' attention KV cache"), "{note}");

@@ -5,20 +5,11 @@
 
 mod measured;
 
-use serde_json::{json, Value};
-use vramscope_core::fit::fit;
-use vramscope_core::job::Job;
-use vramscope_formats::model_source::load_job_model;
+use serde_json::Value;
 
 fn config() -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/hybrid/ai21-jamba-1.5-mini.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::hybrid_config("ai21-jamba-1.5-mini")
 }
-
-use measured::run;
 
 /// Per token, each of the 4 attention layers caches K and V of 8 heads × 128: 2,048 values ·
 /// 2 B (bf16) = 4,096 B, 16,384 B over the 4. Per sequence, each of the 28 Mamba layers holds
@@ -27,15 +18,8 @@ use measured::run;
 /// context. At 4,096 tokens: 67,108,864 + 9,175,040 = 76,283,904 B per sequence.
 #[test]
 fn kv_only_in_attention_layers_and_state_in_mamba_layers() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let config = config();
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
     assert_eq!(kv(1, 4096), 67_108_864 + 9_175_040);
     assert_eq!(kv(3, 4096), 3 * (67_108_864 + 9_175_040));
     // Doubling the context doubles only the attention layers' part.
@@ -46,17 +30,7 @@ fn kv_only_in_attention_layers_and_state_in_mamba_layers() {
 /// only the 4 attention layers' KV grows with the context.
 #[test]
 fn fit_says_only_the_attention_layers_grow() {
-    let job: Job = serde_json::from_value(json!({"model": {"hf_config": config()},
-        "task": "infer", "batch": 1, "seq": 4096, "precision": "bf16", "gpu": "h200-141gb"}))
-    .unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job.resolve(Some(262_144)).unwrap();
-    let answer = fit(&model.into_input(), &resolved).unwrap();
-    let note = answer
-        .notes
-        .iter()
-        .find(|n| n.contains("does not grow with context"))
-        .unwrap_or_else(|| panic!("{:?}", answer.notes));
+    let note = measured::constant_state_note(&config(), 262_144);
     assert!(note.contains("28 state-space layers"), "{note}");
     assert!(note.contains("8.75 MiB"), "{note}");
     assert!(note.contains("4 attention layers"), "{note}");

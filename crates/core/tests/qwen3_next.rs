@@ -6,18 +6,10 @@
 
 mod measured;
 
-use measured::run;
-use serde_json::{json, Value};
-use vramscope_core::fit::fit;
-use vramscope_core::job::Job;
-use vramscope_formats::model_source::load_job_model;
+use serde_json::Value;
 
 fn config() -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/hybrid/qwen3-next-80b-a3b-instruct.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::hybrid_config("qwen3-next-80b-a3b-instruct")
 }
 
 /// Per token, each of the 12 attention layers caches K and V of 2 heads × 256: 1,024 values ·
@@ -28,15 +20,8 @@ fn config() -> Value {
 /// 77,856,768 B over the 36, whatever the context. At 4,096 tokens: 100,663,296 + 77,856,768.
 #[test]
 fn kv_only_in_attention_layers_and_fp32_state_in_deltanet_layers() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let config = config();
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
     assert_eq!(kv(1, 4096), 100_663_296 + 77_856_768);
     assert_eq!(kv(2, 4096), 2 * (100_663_296 + 77_856_768));
     assert_eq!(kv(1, 8192) - kv(1, 4096), 100_663_296);
@@ -46,17 +31,7 @@ fn kv_only_in_attention_layers_and_fp32_state_in_deltanet_layers() {
 /// and that only the 12 attention layers' KV grows with the context.
 #[test]
 fn fit_says_only_the_attention_layers_grow() {
-    let job: Job = serde_json::from_value(json!({"model": {"hf_config": config()},
-        "task": "infer", "batch": 1, "seq": 4096, "precision": "bf16", "gpu": "h200-141gb"}))
-    .unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job.resolve(Some(262_144)).unwrap();
-    let answer = fit(&model.into_input(), &resolved).unwrap();
-    let note = answer
-        .notes
-        .iter()
-        .find(|n| n.contains("does not grow with context"))
-        .unwrap_or_else(|| panic!("{:?}", answer.notes));
+    let note = measured::constant_state_note(&config(), 262_144);
     assert!(
         note.contains("36 gated DeltaNet (linear-attention) layers"),
         "{note}"

@@ -79,3 +79,42 @@ pub fn worst(file: &str, min: usize) -> f64 {
     assert!(all.len() >= min, "{file}: {} cases", all.len());
     all.iter().map(|c| c.error.abs()).fold(0.0, f64::max)
 }
+
+/// A real config of `crates/formats/tests/fixtures/hybrid/` (sources in its README).
+pub fn hybrid_config(name: &str) -> Value {
+    let path = format!(
+        "{}/../formats/tests/fixtures/hybrid/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The bf16 inference cache (KV plus any recurrent state) the estimate holds for `config` at
+/// `batch × seq`.
+pub fn kv_cache(config: &Value, batch: u64, seq: u64) -> u64 {
+    run(
+        serde_json::json!({"model": {"hf_config": config}, "task": "infer", "batch": batch,
+                           "seq": seq, "precision": "bf16"}),
+    )
+    .per_gpu
+    .components
+    .kv_cache
+}
+
+/// fit's note that a model's recurrent state does not grow with context (bf16 inference at
+/// seq 4096 on an H200, the search bounded by `max_positions`).
+pub fn constant_state_note(config: &Value, max_positions: u64) -> String {
+    let job: vramscope_core::job::Job = serde_json::from_value(serde_json::json!({
+        "model": {"hf_config": config}, "task": "infer", "batch": 1, "seq": 4096,
+        "precision": "bf16", "gpu": "h200-141gb"}))
+    .unwrap();
+    let model =
+        vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job.resolve(Some(max_positions)).unwrap();
+    let answer = vramscope_core::fit::fit(&model.into_input(), &resolved).unwrap();
+    answer
+        .notes
+        .into_iter()
+        .find(|n| n.contains("does not grow with context"))
+        .unwrap_or_else(|| panic!("no constant-state note"))
+}

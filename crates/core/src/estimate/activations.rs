@@ -5,6 +5,7 @@
 use super::blocks::{block_memory, BlockCtx, BlockMemory, Numerics};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
+use super::blocks::sdpa::SdpaStack;
 use crate::job::{AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task};
 use crate::model::{Head, ModelSpec};
 
@@ -75,6 +76,7 @@ fn numerics(p: Precision) -> Numerics {
             autocast: false,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         },
         Precision::Fp16 | Precision::Bf16 => Numerics {
             param: 2,
@@ -82,6 +84,7 @@ fn numerics(p: Precision) -> Numerics {
             autocast: false,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         },
         Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
             param: 4,
@@ -89,6 +92,7 @@ fn numerics(p: Precision) -> Numerics {
             autocast: true,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         },
     }
 }
@@ -180,6 +184,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
             autocast: false,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         };
     }
     let peft = job.peft.is_some() && job.task == Task::Train;
@@ -188,6 +193,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
     }
     num.softmax_saves_input = job.torch_version.is_some_and(|v| v.softmax_saves_input());
     num.compile = job.techniques.compile && job.task == Task::Train;
+    num.sdpa = SdpaStack::of(job);
     num
 }
 

@@ -27,7 +27,7 @@ pub struct TorchVersion {
 }
 
 impl TorchVersion {
-    const fn new(major: u32, minor: u32) -> Self {
+    pub const fn new(major: u32, minor: u32) -> Self {
         TorchVersion { major, minor }
     }
 

@@ -47,6 +47,9 @@ pub struct ForwardPlan {
     /// A DPO step's frozen reference: its no-grad forward's working set after the policy's
     /// loss (`estimate/dpo.rs`); 0 otherwise.
     pub reference_forward: u64,
+    /// The forward runs a cuBLASLt GEMM (`runs_lt_gemm`), which some PyTorch releases give a
+    /// workspace of its own (`overhead::blas_workspaces_bytes_for`).
+    pub lt_gemm: bool,
 }
 
 impl ForwardPlan {
@@ -166,6 +169,19 @@ pub fn forward(
         logits_grad_input: super::round_size(tokens * h * num.compute),
         bytes_per_layer,
         reference_forward: 0,
+        lt_gemm: runs_lt_gemm(spec),
+    })
+}
+
+/// Whether a block has a Linear with a bias: `F.linear` with a bias on a contiguous input is
+/// `addmm` with a 1-D bias, which CUDA runs through cuBLASLt's bias epilogue
+/// (`aten/src/ATen/native/cuda/Blas.cpp` `addmm_out_cuda_impl`, `useLtInterface`; GPT-2's
+/// `Conv1D` calls `torch.addmm` itself). Biasless models (Llama, Qwen3 MLPs) run `mm` only.
+fn runs_lt_gemm(spec: &ModelSpec) -> bool {
+    spec.all_layers().any(|l| {
+        let b = l.attention.bias;
+        let mlp = matches!(&l.mlp, crate::model::Mlp::Dense(d) if d.bias);
+        b.q || b.k || b.v || b.o || mlp
     })
 }
 

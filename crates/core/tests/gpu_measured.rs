@@ -110,7 +110,12 @@ fn gpu_cases_are_the_results_file() {
         assert!(p["date"].as_str().unwrap().starts_with("2026-12-04"));
         assert_eq!(c["job_if_supported"]["torch_version"], "2.11");
         let check = CHECKS.iter().find(|k| k.metric == c["metric"]).unwrap();
-        assert_eq!(c["tolerance"].as_f64(), Some(check.tolerance), "{}", c["id"]);
+        assert_eq!(
+            c["tolerance"].as_f64(),
+            Some(check.tolerance),
+            "{}",
+            c["id"]
+        );
     }
 }
 

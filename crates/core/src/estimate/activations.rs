@@ -2,10 +2,10 @@
 //! job's precision, attention kernel, dropout and checkpointing — and the Megatron accounting of
 //! Korthikanti et al. 2022 for `framework: megatron`.
 
+use super::blocks::sdpa::SdpaStack;
 use super::blocks::{block_memory, BlockCtx, BlockMemory, Numerics};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
-use super::blocks::sdpa::SdpaStack;
 use crate::job::{AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task};
 use crate::model::{Head, ModelSpec};
 

@@ -336,8 +336,8 @@ pub fn cublas_workspace_bytes(gpu: Option<&Gpu>) -> u64 {
 /// none before 2.9 (freed after each call) or after. ROCm's hipBLASLt pool is in
 /// `cublas_workspace_bytes`.
 pub fn cublaslt_workspace_bytes(gpu: Option<&Gpu>, torch: Option<TorchVersion>) -> u64 {
-    let separate = torch
-        .is_some_and(|t| t >= PERSISTENT_LT_WORKSPACE_FROM && t < UNIFIED_LT_WORKSPACE_FROM);
+    let separate =
+        torch.is_some_and(|t| t >= PERSISTENT_LT_WORKSPACE_FROM && t < UNIFIED_LT_WORKSPACE_FROM);
     if separate && !is_rocm(&arch_of(gpu)) {
         CUBLASLT_WORKSPACE_CUDA
     } else {

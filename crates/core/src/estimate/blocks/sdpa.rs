@@ -143,7 +143,7 @@ impl SdpaStack {
     fn efficient_ok(self, c: SdpaCall) -> bool {
         // fp32 and fp16 everywhere, bf16 from sm80 on (`check_tensor_dtype` with the sm80 list).
         let dtype_ok = !(c.half && self.bf16) || self.sm_major >= 8 || self.rocm;
-        let aligned = c.head_dim > 0 && c.head_dim % self.gemm_alignment(c.half) == 0;
+        let aligned = c.head_dim > 0 && c.head_dim.is_multiple_of(self.gemm_alignment(c.half));
         let heads_ok = !c.grouped || (!self.rocm && self.at_least(MEM_EFFICIENT_GQA_FROM));
         dtype_ok && aligned && heads_ok
     }
@@ -251,12 +251,16 @@ impl Prog<'_> {
         let ks = self.t.op(&[k], &[], all_heads, acc);
         let n = b * w.heads * s * kv_s;
         let scores = self.t.op(&[qs, ks], &[qs, ks], n, acc);
-        if let Some(mask) = mask {
-            self.t.touch(mask);
-        }
         let probs = self.safe_softmax(scores, n, b * w.heads * s);
         let probs = self.dropout(probs, self.c.attn_dropout);
-        let ctx = self.t.op(&[probs, v], &[probs, v], self.tokens * w.out, acc);
+        let ctx = self
+            .t
+            .op(&[probs, v], &[probs, v], self.tokens * w.out, acc);
+        // The function's locals (the fp32 inputs, the repeated k, the mask) live until it
+        // returns.
+        for id in [q, k, v].into_iter().chain(mask) {
+            self.t.touch(id);
+        }
         let ctx = self.t.cast(ctx, origin);
         self.t.op(&[ctx], &[], self.tokens * w.out, origin)
     }
@@ -317,7 +321,10 @@ mod tests {
         // The same call in bf16 (autocast or pure): flash.
         assert_eq!(h200.backend(call(true, true, false)), SdpaBackend::Flash);
         // Equal heads (multi-head attention) in fp32: memory-efficient.
-        assert_eq!(h200.backend(call(false, false, false)), SdpaBackend::Efficient);
+        assert_eq!(
+            h200.backend(call(false, false, false)),
+            SdpaBackend::Efficient
+        );
         // From the release with grouped k/v in the memory-efficient kernel, and today's.
         assert_eq!(
             stack(v("2.15"), 9).backend(call(false, true, false)),
@@ -361,11 +368,18 @@ mod tests {
     fn volta_has_no_flash() {
         let v100 = stack(v("2.11"), 7);
         assert_eq!(v100.backend(call(true, true, false)), SdpaBackend::Math);
-        assert_eq!(v100.backend(call(true, false, false)), SdpaBackend::Efficient);
+        assert_eq!(
+            v100.backend(call(true, false, false)),
+            SdpaBackend::Efficient
+        );
         let bf16 = SdpaStack { bf16: true, ..v100 };
         assert_eq!(bf16.backend(call(true, false, false)), SdpaBackend::Math);
         assert_eq!(
-            SdpaStack { bf16: true, ..stack(None, 8) }.backend(call(true, false, true)),
+            SdpaStack {
+                bf16: true,
+                ..stack(None, 8)
+            }
+            .backend(call(true, false, true)),
             SdpaBackend::Efficient
         );
     }

@@ -71,9 +71,28 @@ def _sm_in(sm: tuple[int, int], lo: tuple[int, int], hi: tuple[int, int]) -> boo
     return lo <= sm <= hi
 
 
+#: The first PyTorch release whose memory-efficient kernel takes grouped k/v
+#: (pytorch/pytorch#191085; before it ``can_use_mem_efficient_attention`` ran the
+#: ``supports_gqa = false`` check). The estimator's ``MEM_EFFICIENT_GQA_FROM``
+#: (crates/core/src/estimate/blocks/sdpa.rs), which says why 2.15.
+MEM_EFFICIENT_GQA_FROM = (2, 15)
+
+
+def _torch_release() -> tuple[int, int]:
+    """(major, minor) of the installed torch (a development build counts as the newest)."""
+    import torch
+
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (99, 0)
+
+
 def _heads_ok(q: Any, k: Any, v: Any, enable_gqa: bool) -> bool:
-    """sdp_utils ``check_batch_size_and_num_heads_dense`` (dense inputs, GQA supported by
-    both fused backends on CUDA)."""
+    """sdp_utils ``check_batch_size_and_num_heads_dense`` (dense inputs): grouped k/v pass
+    only under ``enable_gqa`` for a backend that supports them (flash always; memory-efficient
+    from ``MEM_EFFICIENT_GQA_FROM``)."""
     if not (q.size(0) == k.size(0) == v.size(0)) or k.size(1) != v.size(1):
         return False
     if q.size(1) == k.size(1):
@@ -133,7 +152,8 @@ def can_use_efficient(sm: tuple[int, int], q: Any, k: Any, v: Any, gqa: bool) ->
     """sdp_utils.cpp ``can_use_mem_efficient_attention`` (dense inputs)."""
     import torch
 
-    if not _sm_in(sm, (5, 0), (12, 1)) or not _dense_ok(q, k, v, gqa):
+    supports_gqa = _torch_release() >= MEM_EFFICIENT_GQA_FROM
+    if not _sm_in(sm, (5, 0), (12, 1)) or not _dense_ok(q, k, v, gqa and supports_gqa):
         return False
     align = _gemm_alignment(sm, q)
     dq, dv = q.size(-1), v.size(-1)

@@ -210,8 +210,8 @@ def test_gpu_ids_from_nvml_names():
 def test_cases_from_a_gpu_shaped_result(dry, tmp_path):
     """The converter on a result shaped as the GPU writes it (figures chosen here): reserved and
     device-total cases appear, except under a non-default allocator setting; NVML's device-wide
-    reading stands in when the process figure is missing; EAGER loading goes to
-    job_if_supported."""
+    reading stands in when the process figure is missing; EAGER loading and the PyTorch release
+    go to job_if_supported."""
     _, _, lines, res = dry
     header = dict(lines[0], dry_run=False)
     base = res["qwen0.5b-bf16mix-adamw-sdpa-full-b4s1024"]
@@ -235,9 +235,18 @@ def test_cases_from_a_gpu_shaped_result(dry, tmp_path):
         "gpu-a-allocated": 1000, "gpu-a-reserved": 1200, "gpu-a-device-total": 1800,
         "gpu-b-allocated": 2000}
     assert all(c["kind"] == "measured" for c in got.values())
-    assert got["gpu-a-allocated"]["job_if_supported"] == {"cuda_module_loading": "eager"}
-    assert "job_if_supported" not in got["gpu-b-allocated"]
+    # the run's PyTorch release, major.minor, as the job's torch_version takes it
+    major, minor = base["versions"]["torch"].split("+")[0].split(".")[:2]
+    release = f"{major}.{minor}"
+    assert got["gpu-a-allocated"]["job_if_supported"] == {"cuda_module_loading": "eager",
+                                                          "torch_version": release}
+    assert got["gpu-b-allocated"]["job_if_supported"] == {"torch_version": release}
     assert got["gpu-a-device-total"]["metric"] == "per_gpu.device_total"
+    # allocated within 2 %, reserved and nvidia-smi's total within 3 % (issue 30)
+    assert {k: v["tolerance"] for k, v in got.items()} == {
+        "gpu-a-allocated": 0.02, "gpu-a-reserved": 0.03, "gpu-a-device-total": 0.03,
+        "gpu-b-allocated": 0.02}
+    assert {v["provenance"]["file"] for v in got.values()} == {"gpu.jsonl"}
 
 
 FAKE_SMI = """#!/bin/sh

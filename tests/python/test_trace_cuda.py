@@ -130,12 +130,13 @@ def gib_step(batch: int) -> Any:
     return step
 
 
-# H100 (catalog): 85,520,809,984 B. The estimator's CUDA context for Hopper is 700 MiB and its
-# one cuBLAS handle (no backward: inference) holds 32 MiB + 1 MiB of workspaces (overhead.rs),
-# a block of 10 MiB or more in its own segment rounded to 2 MiB: 34 MiB. The step's blocks are
-# whole GiB (their own segments): device total(b) = 2·b GiB + 34 MiB + 700 MiB.
+# H100 (catalog): 85,520,809,984 B. The estimator's CUDA context for Hopper is the H200's
+# measured 794,820,608 B = 758 MiB, and its one cuBLAS handle (no backward: inference) holds
+# 32 MiB of workspace (overhead.rs; today's cuBLASLt shares it), a block of 10 MiB or more in
+# its own segment of its size. The step's blocks are whole GiB (their own segments):
+# device total(b) = 2·b GiB + 32 MiB + 758 MiB.
 H100 = 85_520_809_984
-FIXED = 34 * MIB + 700 * MIB
+FIXED = 32 * MIB + 758 * MIB
 
 
 def test_the_device_total_of_a_cuda_trace() -> None:
@@ -143,26 +144,26 @@ def test_the_device_total_of_a_cuda_trace() -> None:
     g = r["per_gpu"]
     assert g["peak_allocated"] == 6 * GIB
     assert g["peak_reserved"] == 6 * GIB
-    assert g["components"]["cuda_context"] == 700 * MIB
+    assert g["components"]["cuda_context"] == 758 * MIB
     assert g["device_total"] == 6 * GIB + FIXED
 
 
 def test_max_batch_by_hand() -> None:
-    # 2·b GiB + 734 MiB ≤ 85,520,809,984 B: b ≤ (85,520,809,984 − 769,654,784) / 2,147,483,648
-    # = 39.46: 39.
+    # 2·b GiB + 790 MiB ≤ 85,520,809,984 B: b ≤ (85,520,809,984 − 828,375,040) / 2,147,483,648
+    # = 39.44: 39.
     a = vramscope.trace_max_batch(gib_step, gpu="h100-80gb")
-    assert (769_654_784, a["capacity"]) == (FIXED, H100)
+    assert (828_375_040, a["capacity"]) == (FIXED, H100)
     assert a["max_batch"] == 39
     fits = {t["batch"]: t["fits"] for t in a["traces"]}
     assert fits[39] is True and fits[40] is False  # both traced
     # Two traces give the line; the candidate and its neighbour confirm it: 4 traces in all.
     assert a["extrapolated"] == 39 and len(a["traces"]) == 4
-    # 10 GiB kept free: (85,520,809,984 − 10,737,418,240 − 769,654,784) / 2 GiB = 34.46: 34.
+    # 10 GiB kept free: (85,520,809,984 − 10,737,418,240 − 828,375,040) / 2 GiB = 34.44: 34.
     assert vramscope.trace_max_batch(gib_step, gpu="h100-80gb", reserve=10 * GIB)["max_batch"] == 34
 
 
 def test_max_batch_when_nothing_fits() -> None:
-    # 1 sample of 20 GiB, twice: 40 GiB + 734 MiB > a 16 GiB V100.
+    # 1 sample of 20 GiB, twice: 40 GiB + the V100's fixed bytes > a 16 GiB V100.
     def make(batch: int) -> Any:
         def step() -> None:
             x = torch.empty(batch, 20 * GIB, dtype=torch.uint8)

@@ -19,7 +19,7 @@ pub struct TracedDevice {
     /// The CUDA context of the emulated GPU (the estimator's model, lazy module loading as
     /// PyTorch sets it since 2.1); None when the record names no GPU the catalog knows.
     pub cuda_context: Option<u64>,
-    /// The cuBLAS/cuBLASLt workspaces the step's GEMMs would hold on that GPU (the
+    /// The cuBLAS workspaces the step's GEMMs would hold on that GPU under today's PyTorch (the
     /// estimator's `blas_workspaces_bytes`: one handle for a forward, two with a backward);
     /// 0 without a known GPU.
     pub workspaces: u64,
@@ -159,19 +159,19 @@ mod tests {
     fn the_named_gpu_brings_its_context_and_workspaces() {
         const MIB: u64 = 1 << 20;
         // One 64 MiB block on an H100 in a training step: the estimator's Hopper context is
-        // 700 MiB (overhead.rs), and each of the two cuBLAS handles (forward, backward) holds
-        // 32 MiB + 1 MiB of workspace (cuBLAS's recommended 32 MiB on sm90, cuBLASLt's 1 MiB),
-        // each block of 10 MiB or more in its own segment rounded up to 2 MiB (33 → 34 MiB):
-        // 64 + 2 × 34 + 700 = 832 MiB.
+        // the H200's measured 794,820,608 B = 758 MiB (overhead.rs), and each of the two cuBLAS
+        // handles (forward, backward) holds 32 MiB of workspace (cuBLAS's recommended size on
+        // sm90; today's cuBLASLt shares it), each a block of 10 MiB or more in its own segment
+        // of its size: 64 + 2 × 32 + 758 = 886 MiB.
         let t = [entry(Action::Alloc, 1, 64 * MIB)];
         let d = traced_device(&t, Some("h100-80gb"), true);
-        assert_eq!(d.cuda_context, Some(700 * MIB));
-        assert_eq!(d.workspaces, 66 * MIB);
+        assert_eq!(d.cuda_context, Some(758 * MIB));
+        assert_eq!(d.workspaces, 64 * MIB);
         assert_eq!(d.peak_reserved, 64 * MIB);
-        assert_eq!(d.device_total, Some(832 * MIB));
-        // Inference: one handle, 64 + 34 + 700 = 798 MiB.
+        assert_eq!(d.device_total, Some(886 * MIB));
+        // Inference: one handle, 64 + 32 + 758 = 854 MiB.
         let d = traced_device(&t, Some("h100-80gb"), false);
-        assert_eq!(d.device_total, Some(798 * MIB));
+        assert_eq!(d.device_total, Some(854 * MIB));
         let d = traced_device(&t, Some("no-such-gpu"), true);
         assert_eq!((d.cuda_context, d.device_total), (None, None));
     }

@@ -2,6 +2,7 @@
 //! job's precision, attention kernel, dropout and checkpointing — and the Megatron accounting of
 //! Korthikanti et al. 2022 for `framework: megatron`.
 
+use super::blocks::sdpa::SdpaStack;
 use super::blocks::{block_memory, BlockCtx, BlockMemory, Numerics};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
@@ -46,6 +47,9 @@ pub struct ForwardPlan {
     /// A DPO step's frozen reference: its no-grad forward's working set after the policy's
     /// loss (`estimate/dpo.rs`); 0 otherwise.
     pub reference_forward: u64,
+    /// The forward runs a cuBLASLt GEMM (`runs_lt_gemm`), which some PyTorch releases give a
+    /// workspace of its own (`overhead::blas_workspaces_bytes_for`).
+    pub lt_gemm: bool,
 }
 
 impl ForwardPlan {
@@ -75,6 +79,7 @@ fn numerics(p: Precision) -> Numerics {
             autocast: false,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         },
         Precision::Fp16 | Precision::Bf16 => Numerics {
             param: 2,
@@ -82,6 +87,7 @@ fn numerics(p: Precision) -> Numerics {
             autocast: false,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         },
         Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
             param: 4,
@@ -89,6 +95,7 @@ fn numerics(p: Precision) -> Numerics {
             autocast: true,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         },
     }
 }
@@ -162,6 +169,19 @@ pub fn forward(
         logits_grad_input: super::round_size(tokens * h * num.compute),
         bytes_per_layer,
         reference_forward: 0,
+        lt_gemm: runs_lt_gemm(spec),
+    })
+}
+
+/// Whether a block has a Linear with a bias: `F.linear` with a bias on a contiguous input is
+/// `addmm` with a 1-D bias, which CUDA runs through cuBLASLt's bias epilogue
+/// (`aten/src/ATen/native/cuda/Blas.cpp` `addmm_out_cuda_impl`, `useLtInterface`; GPT-2's
+/// `Conv1D` calls `torch.addmm` itself). Biasless models (Llama, Qwen3 MLPs) run `mm` only.
+fn runs_lt_gemm(spec: &ModelSpec) -> bool {
+    spec.all_layers().any(|l| {
+        let b = l.attention.bias;
+        let mlp = matches!(&l.mlp, crate::model::Mlp::Dense(d) if d.bias);
+        b.q || b.k || b.v || b.o || mlp
     })
 }
 
@@ -180,6 +200,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
             autocast: false,
             softmax_saves_input: false,
             compile: false,
+            sdpa: SdpaStack::default(),
         };
     }
     let peft = job.peft.is_some() && job.task == Task::Train;
@@ -188,6 +209,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
     }
     num.softmax_saves_input = job.torch_version.is_some_and(|v| v.softmax_saves_input());
     num.compile = job.techniques.compile && job.task == Task::Train;
+    num.sdpa = SdpaStack::of(job);
     num
 }
 

@@ -6,7 +6,7 @@
 //! context and fragmentation figures.
 
 use crate::gpu::Gpu;
-use crate::job::CudaModuleLoading;
+use crate::job::{CudaModuleLoading, TorchVersion};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -99,6 +99,22 @@ pub struct ContextFigure {
     pub source: &'static str,
 }
 
+/// Hopper's context after a step, lazy loading: on one H200 (torch 2.11.0+cu130, driver
+/// 580.159.04; `../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl`) each run's NVML
+/// process figure minus `memory_reserved` at the end of its last step (`outside_allocator`):
+/// 794,820,608 B in 10 runs (training with SDPA), 778,043,392 B in 5 (eager attention or
+/// fp32), 731,906,048 and 2 × 719,323,136 B in the three generate runs; the median of the 18
+/// is 794,820,608 B. The same processes read 708,837,376 B after the context probe's first
+/// matmuls: what a step adds (66–82 MiB) are the kernels it loads on first use, so the figure
+/// for `device_total` is the one after a step.
+pub const HOPPER_LAZY_AFTER_STEP: u64 = 794_820_608;
+
+/// Hopper's context after a step with `CUDA_MODULE_LOADING=EAGER` (the results file's
+/// `qwen0.5b-eager-loading-bf16mix-adamw-sdpa-b4s1024`, the one eager run): 1,944,059,904 B
+/// after its steps, 1,853,882,368 B after the first matmuls (1.73 GiB), 1,310,720,000 B at
+/// `torch.cuda.init()`.
+pub const HOPPER_EAGER_AFTER_STEP: u64 = 1_944_059_904;
+
 /// Per-architecture context after a training step with lazy module loading (CUDA ≥ 11.7 and
 /// PyTorch ≥ 1.13 set `CUDA_MODULE_LOADING=LAZY`, pytorch/pytorch#86509). Kernels load on first
 /// use, so the figure includes the cuBLAS/cuDNN/ATen kernels a step touches. With eager loading
@@ -132,9 +148,11 @@ const CONTEXTS: &[ContextFigure] = &[
     },
     ContextFigure {
         arch: "hopper",
-        bytes: 700 * MIB,
-        source: "H100 OOM: 0.95 GiB outside PyTorch with CPU offloading \
-                 (vllm-project/compressed-tensors#587); bare context 616 MiB (LMCache/LMCache#4019)",
+        bytes: HOPPER_LAZY_AFTER_STEP,
+        source: "H200, torch 2.11.0+cu130, driver 580.159.04: NVML process used − reserved \
+                 after the steps, median of the 18 lazy-loading runs of \
+                 ../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl (758 MiB; 676 MiB \
+                 after the first matmuls, the rest kernels the step loads)",
     },
     ContextFigure {
         arch: "blackwell",
@@ -173,8 +191,16 @@ pub fn cuda_context(gpu: Option<&Gpu>) -> ContextFigure {
 /// the context when it is created, so the figure is what the first tensor costs. "Before CUDA
 /// 11.7, *all* kernels were loaded into the context once the library was loaded, which took
 /// more than 1000MB" (ptrblck, paraphrased from pytorch/pytorch#107667). Figures are nvidia-smi after the first tensor,
-/// minus that tensor; only the generations that ran eager stacks in numbers have one.
+/// minus that tensor (Hopper's: after a step, measured); only the generations that ran eager
+/// stacks in numbers, and Hopper, have one.
 const EAGER_CONTEXTS: &[ContextFigure] = &[
+    ContextFigure {
+        arch: "hopper",
+        bytes: HOPPER_EAGER_AFTER_STEP,
+        source: "H200, torch 2.11.0+cu130, driver 580.159.04, CUDA_MODULE_LOADING=EAGER: NVML \
+                 process used − reserved after the steps (1.81 GiB; 1.73 GiB after the first \
+                 matmuls), ../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
+    },
     ContextFigure {
         arch: "volta",
         bytes: 1343 * MIB,
@@ -248,9 +274,13 @@ pub fn cuda_context_source(gpu: Option<&Gpu>) -> &'static str {
 /// `CUBLAS_WORKSPACE_CONFIG` default `:4096:2:16:8` = 2 × 4096 KiB + 8 × 16 KiB (before Hopper).
 /// pytorch/pytorch#95668 measured exactly this (8,519,680 B allocated after one Linear, A10G).
 pub const CUBLAS_WORKSPACE_DEFAULT: u64 = 2 * 4096 * KIB + 8 * 16 * KIB;
-/// 32 MiB when `major` is 9, 10, 11 or 12 (Hopper, Blackwell), as cuBLAS recommends.
+/// 32 MiB when `major` is 9, 10, 11 or 12 (Hopper, Blackwell), as cuBLAS recommends. Measured:
+/// 33,554,432 B allocated by the first matmul on an H200, torch 2.11
+/// (`../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl`, `context.workspace_allocated_after_matmul`).
 pub const CUBLAS_WORKSPACE_SM90: u64 = 32 * MIB;
-/// `CUBLASLT_WORKSPACE_SIZE` default 1024 KiB on CUDA (separate map per handle and stream).
+/// `CUBLASLT_WORKSPACE_SIZE` default 1024 KiB on CUDA, while cuBLASLt kept its own workspace.
+/// Measured: 1,048,576 B from `getCUDABlasLtWorkspace()` under GPT-2's first `addmm` on an H200,
+/// torch 2.11 (`../shared/fixtures/gpu-h200/snapshot-gpt2-snap-fp32-adamw-eager-b4s512.pickle`).
 pub const CUBLASLT_WORKSPACE_CUDA: u64 = MIB;
 /// ROCm: hipBLAS 32 MiB, 128 MiB on gfx942/gfx950 (MI300 series, `cdna3`+).
 pub const HIPBLAS_WORKSPACE_DEFAULT: u64 = 32 * MIB;
@@ -258,31 +288,88 @@ pub const HIPBLAS_WORKSPACE_GFX94: u64 = 128 * MIB;
 /// ROCm: hipBLASLt 76 MiB ("Use 76 MB for hipBLASLt"), its own handle pool.
 pub const HIPBLASLT_WORKSPACE: u64 = 76 * MIB;
 /// (handle, stream) pairs in a training step: handles are per thread, and autograd runs the
-/// backward on its own device thread, so forward and backward each get a workspace.
+/// backward on its own device thread, so forward and backward each get a workspace (both H200
+/// snapshots: a second 32 MiB from `getCurrentCUDABlasHandle()` under `MmBackward0` on the
+/// autograd thread).
 pub const TRAIN_BLAS_HANDLES: u64 = 2;
 
-/// cuBLAS + cuBLASLt workspace bytes for one (handle, stream) pair on `gpu` (default device
-/// without one). Allocated once per pair and kept, so they count in `max_memory_allocated`.
+/// The first release whose cuBLASLt workspace persists per (handle, stream)
+/// (`CublasHandlePool.cpp` `getCUDABlasLtWorkspace`, pytorch/pytorch#156495, merged 2025-06-27,
+/// after the 2.8 branch cut): before it each cuBLASLt call (`CUDABlas.cpp` `gemm_and_bias`)
+/// allocated its workspace and freed it on return, so none stays allocated.
+pub const PERSISTENT_LT_WORKSPACE_FROM: TorchVersion = TorchVersion::new(2, 9);
+/// The first release whose CUDA build reuses the cuBLAS workspace for cuBLASLt
+/// (`TORCH_CUBLASLT_UNIFIED_WORKSPACE`, on by default for open-source builds by
+/// pytorch/pytorch#168175; the 2.11 build still allocated a separate one — measured above — until
+/// pytorch/pytorch#175879 "Fix unified workspace env var handling" and #173002 (cuBLASLt takes
+/// cuBLAS's size), merged 2026-03-02/03, after the 2.11 branch cut): from then on cuBLASLt's
+/// workspace is the same allocation, keyed by the same (handle, stream).
+pub const UNIFIED_LT_WORKSPACE_FROM: TorchVersion = TorchVersion::new(2, 12);
+
+fn arch_of(gpu: Option<&Gpu>) -> String {
+    gpu.map_or(DEFAULT_ARCH, |g| g.arch.as_str())
+        .to_ascii_lowercase()
+}
+
+fn is_rocm(arch: &str) -> bool {
+    arch.starts_with("cdna") || arch.starts_with("rdna")
+}
+
+/// BLAS workspace bytes for one (handle, stream) pair on `gpu` (default device without one)
+/// under today's PyTorch: cuBLAS's (`CublasHandlePool.cpp` `getChosenWorkspaceSize`), which
+/// cuBLASLt shares on CUDA; on ROCm hipBLAS's plus hipBLASLt's own pool. Allocated once per
+/// pair and kept, so they count in `max_memory_allocated`.
 pub fn cublas_workspace_bytes(gpu: Option<&Gpu>) -> u64 {
-    let arch = gpu
-        .map_or(DEFAULT_ARCH, |g| g.arch.as_str())
-        .to_ascii_lowercase();
+    let arch = arch_of(gpu);
     match arch.as_str() {
-        "hopper" | "blackwell" => CUBLAS_WORKSPACE_SM90 + CUBLASLT_WORKSPACE_CUDA,
-        a if a.starts_with("cdna") && a != "cdna" && a != "cdna1" && a != "cdna2" => {
+        "hopper" | "blackwell" => CUBLAS_WORKSPACE_SM90,
+        a if is_rocm(a) && !matches!(a, "cdna" | "cdna1" | "cdna2") => {
             HIPBLAS_WORKSPACE_GFX94 + HIPBLASLT_WORKSPACE
         }
-        a if a.starts_with("cdna") || a.starts_with("rdna") => {
-            HIPBLAS_WORKSPACE_DEFAULT + HIPBLASLT_WORKSPACE
-        }
-        _ => CUBLAS_WORKSPACE_DEFAULT + CUBLASLT_WORKSPACE_CUDA,
+        a if is_rocm(a) => HIPBLAS_WORKSPACE_DEFAULT + HIPBLASLT_WORKSPACE,
+        _ => CUBLAS_WORKSPACE_DEFAULT,
     }
 }
 
-/// All BLAS workspaces of a step: one pair for inference, `TRAIN_BLAS_HANDLES` for training.
+/// cuBLASLt's own workspace on CUDA for one (handle, stream) pair that runs a cuBLASLt GEMM,
+/// under PyTorch `torch` (None: today's): 1 MiB from 2.9 until 2.12 unified it with cuBLAS's,
+/// none before 2.9 (freed after each call) or after. ROCm's hipBLASLt pool is in
+/// `cublas_workspace_bytes`.
+pub fn cublaslt_workspace_bytes(gpu: Option<&Gpu>, torch: Option<TorchVersion>) -> u64 {
+    let separate =
+        torch.is_some_and(|t| t >= PERSISTENT_LT_WORKSPACE_FROM && t < UNIFIED_LT_WORKSPACE_FROM);
+    if separate && !is_rocm(&arch_of(gpu)) {
+        CUBLASLT_WORKSPACE_CUDA
+    } else {
+        0
+    }
+}
+
+/// All BLAS workspaces of a step under today's PyTorch: one pair for inference,
+/// `TRAIN_BLAS_HANDLES` for training.
 pub fn blas_workspaces_bytes(gpu: Option<&Gpu>, training: bool) -> u64 {
+    blas_workspaces_bytes_for(gpu, training, None, false)
+}
+
+/// All BLAS workspaces of a step under PyTorch `torch` (None: today's): cuBLAS's per
+/// (handle, stream) pair — the forward thread's, and in training autograd's backward thread's —
+/// plus cuBLASLt's own where that release keeps one and the forward runs a cuBLASLt GEMM
+/// (`lt_gemm`: a Linear with a bias, `addmm` with a 1-D bias, `Blas.cpp`
+/// `addmm_out_cuda_impl`'s `useLtInterface`; its backward runs `mm`, on cuBLAS — as both H200
+/// snapshots show).
+pub fn blas_workspaces_bytes_for(
+    gpu: Option<&Gpu>,
+    training: bool,
+    torch: Option<TorchVersion>,
+    lt_gemm: bool,
+) -> u64 {
     let handles = if training { TRAIN_BLAS_HANDLES } else { 1 };
-    cublas_workspace_bytes(gpu) * handles
+    let lt = if lt_gemm {
+        cublaslt_workspace_bytes(gpu, torch)
+    } else {
+        0
+    };
+    cublas_workspace_bytes(gpu) * handles + lt
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,15 +571,17 @@ mod tests {
 
     #[test]
     fn cublas_workspace_per_arch() {
-        // 2 × 4 MiB + 8 × 16 KiB = 8,519,680 (pytorch/pytorch#95668), plus the 1 MiB Lt.
+        // 2 × 4 MiB + 8 × 16 KiB = 8,519,680 (pytorch/pytorch#95668); today's cuBLASLt
+        // shares it.
         assert_eq!(CUBLAS_WORKSPACE_DEFAULT, 8_519_680);
         let a100 = find("a100-80gb").unwrap();
-        assert_eq!(cublas_workspace_bytes(Some(a100)), 8_519_680 + 1_048_576);
-        assert_eq!(cublas_workspace_bytes(None), 8_519_680 + 1_048_576);
+        assert_eq!(cublas_workspace_bytes(Some(a100)), 8_519_680);
+        assert_eq!(cublas_workspace_bytes(None), 8_519_680);
         let h100 = find("h100-80gb").unwrap();
-        assert_eq!(cublas_workspace_bytes(Some(h100)), 33_554_432 + 1_048_576);
+        assert_eq!(cublas_workspace_bytes(Some(h100)), 33_554_432);
         let b200 = find("b200-192gb").unwrap();
-        assert_eq!(cublas_workspace_bytes(Some(b200)), 33_554_432 + 1_048_576);
+        assert_eq!(cublas_workspace_bytes(Some(b200)), 33_554_432);
+        // ROCm keeps hipBLASLt's own pool: 128 MiB + 76 MiB on MI300, 32 + 76 on MI250.
         let mi300 = find("mi300x-192gb").unwrap();
         assert_eq!(
             cublas_workspace_bytes(Some(mi300)),
@@ -500,10 +589,32 @@ mod tests {
         );
         let mi250 = find("mi250x-128gb").unwrap();
         assert_eq!(cublas_workspace_bytes(Some(mi250)), 33_554_432 + 79_691_776);
+        assert_eq!(blas_workspaces_bytes(Some(h100), true), 2 * 33_554_432);
+        assert_eq!(blas_workspaces_bytes(Some(h100), false), 33_554_432);
+    }
+
+    /// What the H200 (torch 2.11) allocated: 32 MiB on the forward thread's handle, 32 MiB on
+    /// autograd's, and 1 MiB of cuBLASLt workspace when the forward ran an `addmm` with a bias
+    /// (GPT-2's snapshot; SmolLM2's, without biases, has none).
+    #[test]
+    fn cublaslt_workspace_by_release() {
+        let h200 = find("h200-141gb").unwrap();
+        let v = |s: &str| Some(TorchVersion::parse("torch_version", s).unwrap());
+        let ws = |t, lt| blas_workspaces_bytes_for(Some(h200), true, t, lt);
+        assert_eq!(ws(v("2.11"), true), 2 * 33_554_432 + 1_048_576);
+        assert_eq!(ws(v("2.11"), false), 2 * 33_554_432);
+        assert_eq!(ws(v("2.9"), true), 2 * 33_554_432 + 1_048_576);
+        // Before 2.9 each cuBLASLt call freed its workspace; from 2.12 it is cuBLAS's.
+        assert_eq!(ws(v("2.8"), true), 2 * 33_554_432);
+        assert_eq!(ws(v("2.12"), true), 2 * 33_554_432);
+        assert_eq!(ws(None, true), 2 * 33_554_432);
+        // Inference: the forward thread alone.
         assert_eq!(
-            blas_workspaces_bytes(Some(h100), true),
-            2 * (33_554_432 + 1_048_576)
+            blas_workspaces_bytes_for(Some(h200), false, v("2.11"), true),
+            33_554_432 + 1_048_576
         );
+        let mi300 = find("mi300x-192gb").unwrap();
+        assert_eq!(cublaslt_workspace_bytes(Some(mi300), v("2.11")), 0);
     }
 
     #[test]
@@ -518,7 +629,7 @@ mod tests {
         assert_eq!(cuda_context_bytes(None), 500 * MIB);
         let h100 = find("h100-80gb").unwrap();
         assert!(cuda_context_bytes(Some(h100)) > cuda_context_bytes(None));
-        assert!(cuda_context_source(Some(h100)).contains("H100"));
+        assert!(cuda_context_source(Some(h100)).contains("H200"));
     }
 
     #[test]
@@ -535,10 +646,17 @@ mod tests {
         );
         // pytorch/pytorch#86509: 666,632,192 − 287,047,680 = 379,584,512 B.
         assert_eq!(EAGER_EXTRA_DEFAULT, 379_584_512);
+        // Hopper's eager figure is the H200's eager run: 1,944,059,904 B after its steps.
         let h100 = find("h100-80gb").unwrap();
         assert_eq!(
             cuda_context_bytes_with(Some(h100), CudaModuleLoading::Eager),
-            700 * MIB + 379_584_512
+            1_944_059_904
+        );
+        // Ada has no eager reading: its lazy 500 MiB plus pytorch/pytorch#86509's difference.
+        let l40s = find("l40s-48gb").unwrap();
+        assert_eq!(
+            cuda_context_bytes_with(Some(l40s), CudaModuleLoading::Eager),
+            500 * MIB + 379_584_512
         );
         // (1687 + 1488) / 2 = 1587.5 → 1588 MiB for Ampere, also the default device.
         assert_eq!(

@@ -613,7 +613,8 @@ fn walk_start(
     w.add(Activations, plan.inputs);
     // cuBLAS/cuBLASLt workspaces go through the caching allocator and stay allocated, as do
     // the data-parallel communication buffers.
-    w.add(Temporaries, overhead::blas_workspaces_bytes(gpu, train));
+    let ws = overhead::blas_workspaces_bytes_for(gpu, train, job.torch_version, plan.lt_gemm);
+    w.add(Temporaries, ws);
     w.add(Temporaries, st.comm_buffers);
     w.mark("start", "weights and optimizer states resident".into(), 0);
     carried_grads

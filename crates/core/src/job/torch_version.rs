@@ -12,7 +12,11 @@
 //! - before 2.0, `zero_grad()` zeroed gradients in place (`set_to_none=False`;
 //!   pytorch/pytorch#92731 flipped the default in 2.0): the default of `zero_grad` becomes
 //!   `zeros`;
-//! - `scaled_dot_product_attention` arrived in 2.0: `attention: sdpa` is refused before it.
+//! - `scaled_dot_product_attention` arrived in 2.0: `attention: sdpa` is refused before it;
+//! - which SDPA kernel runs, and whether transformers passes grouped k/v to it, depends on the
+//!   release (`estimate/blocks/sdpa.rs`: `enable_gqa` from 2.5, grouped k/v in the
+//!   memory-efficient kernel from 2.15), as do the cuBLASLt workspace's life
+//!   (`estimate/overhead.rs`: its own from 2.9, cuBLAS's from 2.12).
 //!
 //! A field the job sets itself always wins over the default the version implies.
 
@@ -27,7 +31,7 @@ pub struct TorchVersion {
 }
 
 impl TorchVersion {
-    const fn new(major: u32, minor: u32) -> Self {
+    pub const fn new(major: u32, minor: u32) -> Self {
         TorchVersion { major, minor }
     }
 

@@ -11,12 +11,12 @@ use crate::model::{Attention, AttentionKind, Layer, Naming, NormKind, Positions}
 /// Widths (values per token) of one attention's projections.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Widths {
-    q: u64,
+    pub(super) q: u64,
     k: u64,
     v: u64,
     /// All heads' values, which o_proj reads: with grouped k/v it is `heads · head_dim`, not
     /// the k/v width.
-    out: u64,
+    pub(super) out: u64,
     pub(super) heads: u64,
     pub(super) kv_heads: u64,
 }
@@ -68,11 +68,11 @@ pub(super) struct Qkv {
     pub(super) q: Id,
     pub(super) k: Id,
     pub(super) v: Id,
-    qn: u64,
+    pub(super) qn: u64,
     pub(super) kn: u64,
     pub(super) vn: u64,
     /// Tokens on the key/value side (`batch · kv_seq`).
-    kv_tokens: u64,
+    pub(super) kv_tokens: u64,
 }
 
 impl Prog<'_> {
@@ -171,6 +171,9 @@ impl Prog<'_> {
                     self.mllama_mask_inputs(&mut p, w);
                 } else if kernel == AttentionKernel::Sdpa && self.sdpa_masked(att) {
                     self.masked_sdpa_inputs(&mut p, w);
+                } else if kernel == AttentionKernel::Sdpa && !self.traced_mask() {
+                    // No mask: which kernel runs depends on the stack (`sdpa.rs`).
+                    return self.sdpa_unmasked_core(p, w, att);
                 }
                 self.fused_core(&p, w)
             }
@@ -365,7 +368,7 @@ impl Prog<'_> {
     }
 
     /// Width of the attention matmuls' outputs.
-    fn matmul_width(&self) -> u64 {
+    pub(super) fn matmul_width(&self) -> u64 {
         if self.c.num.autocast {
             2
         } else {
@@ -468,7 +471,7 @@ impl Prog<'_> {
 
     /// Fused kernels (SDPA, flash) save q, k, v, the output and a logsumexp (b·heads·s, fp32);
     /// no s×s tensor. Grouped k/v are passed as is (GQA-aware kernels).
-    fn fused_core(&mut self, p: &Qkv, w: Widths) -> Id {
+    pub(super) fn fused_core(&mut self, p: &Qkv, w: Widths) -> Id {
         let (k, v) = self.traced_repeat_kv(p, w);
         let qi = self.mm_input(p.q);
         let ki = self.mm_input(k);
@@ -496,11 +499,7 @@ impl Prog<'_> {
     /// saves those copies. The mask itself is made once per forward
     /// (`crate::estimate::compile::traced_causal_mask`).
     fn traced_repeat_kv(&mut self, p: &Qkv, w: Widths) -> (Id, Id) {
-        let traced_mask = self.c.num.compile
-            && self.c.kernel == AttentionKernel::Sdpa
-            && self.c.causal
-            && !self.c.no_grad;
-        if !traced_mask || w.kv_heads >= w.heads {
+        if !self.traced_mask() || w.kv_heads >= w.heads {
             return (p.k, p.v);
         }
         let (kw, vw) = (self.w(p.k), self.w(p.v));
@@ -517,5 +516,14 @@ impl Prog<'_> {
             vw,
         );
         (k, v)
+    }
+
+    /// Under `torch.compile` transformers hands SDPA the b×1×s×s causal mask it built while
+    /// tracing (`traced_repeat_kv`).
+    fn traced_mask(&self) -> bool {
+        self.c.num.compile
+            && self.c.kernel == AttentionKernel::Sdpa
+            && self.c.causal
+            && !self.c.no_grad
     }
 }

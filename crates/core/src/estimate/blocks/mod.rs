@@ -14,6 +14,7 @@ mod mamba;
 mod mllama;
 mod mlp;
 mod qwen_vision;
+pub mod sdpa;
 mod ssd_torch;
 
 pub use falcon_h1::falcon_h1_path_warning;
@@ -39,6 +40,9 @@ pub struct Numerics {
     /// The forward runs under `torch.compile` (inductor): pointwise ops' saves are the
     /// partitioner's cut (`tape/compile.rs`).
     pub compile: bool,
+    /// What SDPA's kernel choice depends on beyond the call (`sdpa.rs`): the PyTorch release
+    /// and the GPU.
+    pub sdpa: sdpa::SdpaStack,
 }
 
 /// Everything a block program needs besides the layer itself.

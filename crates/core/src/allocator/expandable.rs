@@ -51,20 +51,19 @@ impl Allocator {
     /// block.
     fn find_expandable_block(&mut self, slot: usize, small: bool, size: u64) -> u32 {
         let pool = pool_index(small);
-        let starts: Vec<u32> = self.streams[slot].unmapped[pool]
+        let found = self.streams[slot].unmapped[pool]
             .iter()
-            .map(|k| k.1)
-            .collect();
-        for i in starts {
-            let prev = self.arena.get(i).prev;
-            let start = if prev != NIL && !self.arena.get(prev).allocated {
-                prev
-            } else {
-                i
-            };
-            if self.has_room(start, size) {
-                return start;
-            }
+            .find_map(|&(_, i)| {
+                let prev = self.arena.get(i).prev;
+                let start = if prev != NIL && !self.arena.get(prev).allocated {
+                    prev
+                } else {
+                    i
+                };
+                self.has_room(start, size).then_some(start)
+            });
+        if let Some(start) = found {
+            return start;
         }
         self.new_expandable_segment(slot, small)
     }

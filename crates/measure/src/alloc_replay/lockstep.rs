@@ -60,20 +60,27 @@ fn describe_kind(k: SegmentEventKind) -> &'static str {
     }
 }
 
-/// Runs the trace; `rec` carries the pre-trace state and the capacity.
-pub(super) fn run(
-    trace: &[TraceEntry],
+/// The model at the trace's start: the record's capacity, event log on, the pre-trace
+/// segments and blocks placed (see the module doc), peaks from there.
+fn seeded_model(
     rec: &Recorded,
-    config: AllocatorConfig,
-    mut notes: Vec<String>,
-) -> AllocReplay {
-    let mut model = Allocator::new(&config, rec.capacity);
+    config: &AllocatorConfig,
+    notes: &mut Vec<String>,
+) -> (Allocator, HashMap<u64, BlockId>) {
+    let mut model = Allocator::new(config, rec.capacity);
     model.set_event_log(true);
     let mut ids = HashMap::new();
+    let mut overlapping = Vec::new();
     for s in &rec.pre_segments {
         if let Err(e) = model.seed_segment(s.addr, s.size, s.stream, s.small) {
-            notes.push(e);
+            overlapping.push(e);
         }
+    }
+    if let Some(first) = overlapping.first() {
+        notes.push(format!(
+            "{} pre-trace segments not seeded (first: {first})",
+            overlapping.len()
+        ));
     }
     let mut unplaced = 0usize;
     for b in &rec.pre_blocks {
@@ -90,6 +97,17 @@ pub(super) fn run(
         ));
     }
     model.reset_peak();
+    (model, ids)
+}
+
+/// Runs the trace; `rec` carries the pre-trace state and the capacity.
+pub(super) fn run(
+    trace: &[TraceEntry],
+    rec: &Recorded,
+    config: AllocatorConfig,
+    mut notes: Vec<String>,
+) -> AllocReplay {
+    let (model, ids) = seeded_model(rec, &config, &mut notes);
     let pre_trace = rec
         .pre_blocks
         .iter()

@@ -220,19 +220,18 @@ fn what_ifs_run_the_same_calls_under_other_settings() {
     let snap = load("gpu-h200/snapshot-smollm2-snap-bf16mix-adamw-sdpa-b4s512.pickle");
     let replay = replay_snapshot(&snap).unwrap();
     let allocated = replay.result.peak_allocated;
-    let expandable = AllocatorConfig::parse("expandable_segments:True").unwrap();
-    let split = AllocatorConfig::parse("max_split_size_mb:128").unwrap();
-    println!(
-        "default, own addresses: {} (recorded {})",
-        replay.peak_reserved_under(&AllocatorConfig::default()),
-        replay.result.replayed_peak_reserved
-    );
-    for config in [expandable, split] {
+    // The record ran with the defaults: no saving against itself.
+    assert_eq!(replay.recorded_config(), &AllocatorConfig::default());
+    assert_eq!(replay.saving_under(&AllocatorConfig::default()), 0);
+    let baseline = replay.peak_reserved_under(&AllocatorConfig::default());
+    for conf in ["expandable_segments:True", "max_split_size_mb:128"] {
+        let config = AllocatorConfig::parse(conf).unwrap();
         let peak = replay.peak_reserved_under(&config);
-        // Never below what is allocated (blocks of the same requests), never above what the
-        // requests would take with no reuse at all.
-        assert!(peak >= allocated, "{}: {peak}", config.to_conf_string());
-        println!("{}: {peak}", config.to_conf_string());
+        // Never below what is allocated (blocks of the same requests).
+        assert!(peak >= allocated, "{conf}: {peak}");
+        let saving = replay.saving_under(&config);
+        assert_eq!(saving, baseline as i128 - peak as i128, "{conf}");
+        println!("{conf}: {peak} (saving {saving})");
     }
 }
 

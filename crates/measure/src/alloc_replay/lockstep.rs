@@ -314,6 +314,7 @@ impl Lockstep {
             result,
             calls: self.calls,
             pre_trace,
+            config,
         }
     }
 }

@@ -96,6 +96,8 @@ pub struct AllocReplay {
     calls: Vec<Call>,
     /// Blocks live when the trace began: (address, size, stream), in address order.
     pre_trace: Vec<(u64, u64, u64)>,
+    /// The settings the record ran with.
+    config: AllocatorConfig,
 }
 
 /// The devices whose trace has user-level calls (`alloc`, `free_completed`, `oom`).
@@ -169,5 +171,17 @@ impl AllocReplay {
             }
         }
         model.stats().reserved_bytes.peak
+    }
+
+    /// What `config` would save against the record's own settings, both run the same way
+    /// (the model's own addresses): peak reserved under the record's settings minus under
+    /// `config`; negative when `config` would reserve more.
+    pub fn saving_under(&self, config: &AllocatorConfig) -> i128 {
+        self.peak_reserved_under(&self.config) as i128 - self.peak_reserved_under(config) as i128
+    }
+
+    /// The settings the record ran with.
+    pub fn recorded_config(&self) -> &AllocatorConfig {
+        &self.config
     }
 }

@@ -67,9 +67,9 @@ fn recorded_figures(snap: &Snapshot, d: usize) -> (usize, usize, u64) {
     (events, grows, peak as u64)
 }
 
-/// The largest `peak_reserved` over every phase of every step of spec `id` in the H200
-/// results file.
-fn measured_peak_reserved(id: &str) -> u64 {
+/// The largest `key` (`peak_reserved`, `peak_allocated`) over every phase of every step of
+/// spec `id` in the H200 results file.
+fn measured_peak(id: &str, key: &str) -> u64 {
     let path = fixtures().join("gpu-h200/results-h200-2026-12-04.jsonl");
     let text = std::fs::read_to_string(path).unwrap();
     let line = text
@@ -81,7 +81,7 @@ fn measured_peak_reserved(id: &str) -> u64 {
     steps
         .iter()
         .flat_map(|s| s["phases"].as_array().unwrap())
-        .map(|p| p["peak_reserved"].as_u64().unwrap())
+        .map(|p| p[key].as_u64().unwrap())
         .max()
         .unwrap()
 }
@@ -120,7 +120,7 @@ fn assert_exact_on_h200(file: &str, spec: &str, segment_events: usize) {
     );
     assert!(r.complete_history, "{spec}");
     assert_eq!(r.empty_cache_calls, empty_cache_runs(&snap, 0), "{spec}");
-    let measured = measured_peak_reserved(spec);
+    let measured = measured_peak(spec, "peak_reserved");
     assert_eq!(
         recorded_peak, measured,
         "{spec}: the record agrees with the measurement"
@@ -128,6 +128,12 @@ fn assert_exact_on_h200(file: &str, spec: &str, segment_events: usize) {
     assert_eq!(r.replayed_peak_reserved, measured, "{spec}");
     assert_eq!(r.recorded_peak_reserved, Some(measured), "{spec}");
     assert_eq!(r.alloc_conf, "", "{spec}: default settings");
+    // torch.cuda.max_memory_allocated() too: the blocks are the allocator's sizes.
+    assert_eq!(
+        r.peak_allocated,
+        measured_peak(spec, "peak_allocated"),
+        "{spec}"
+    );
     // The same calls on the model's own addresses, default settings: best-fit ties may break
     // elsewhere, the peak may not go below what is allocated.
     let again = replay.peak_reserved_under(&AllocatorConfig::default());

@@ -16,6 +16,7 @@ pub mod logs;
 pub mod pickle;
 pub mod profiler;
 mod replay;
+mod site;
 pub mod snapshot;
 mod snapshot_replay;
 pub mod traced_device;

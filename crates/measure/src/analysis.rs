@@ -135,6 +135,10 @@ pub struct Analysis {
     /// How sure each category at the peak is: "high" (allocation stacks, metadata, the
     /// profiler's categories, or exact size matches), "medium", "low".
     pub confidence: BTreeMap<&'static str, Confidence>,
+    /// A CUDA snapshot with an allocation trace: the trace replayed through the allocator
+    /// model and under other settings (`crate::allocator_section`). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<crate::allocator_section::AllocatorSection>,
 }
 
 impl Analysis {
@@ -204,6 +208,7 @@ pub(crate) fn assemble(record: Record, timeline: Timeline, live: Vec<LiveBlock>)
         warnings,
         inferences: Vec::new(),
         confidence: BTreeMap::new(),
+        allocator: None,
     };
     a.confidence = a.confidence_now();
     a

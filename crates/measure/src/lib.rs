@@ -7,6 +7,7 @@
 //! prefixes are checked against the file size; JSON input is capped at [`MAX_JSON_BYTES`].
 
 pub mod alloc_replay;
+pub mod allocator_section;
 pub mod analysis;
 pub mod attribute;
 pub mod calibrate;

@@ -62,6 +62,7 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
     }
     match best {
         Some((dev, _, mut a)) => {
+            a.allocator = allocator_replay(snap, dev);
             if snap.traces.iter().filter(|t| !t.is_empty()).count() > 1
                 || snap.segments.iter().any(|s| s.device != dev)
             {
@@ -74,6 +75,19 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
         }
         None => analyze_device(snap, 0, &mut Vec::new()),
     }
+}
+
+/// The trace replayed through the allocator model (`crate::allocator_section`): only for a
+/// CUDA allocator's own record (a profiler-derived or traced snapshot's segments are not the
+/// allocator's).
+fn allocator_replay(
+    snap: &Snapshot,
+    dev: i64,
+) -> Option<crate::allocator_section::AllocatorSection> {
+    if snap.from_profiler || snap.traced.is_some() {
+        return None;
+    }
+    crate::allocator_section::section(snap, usize::try_from(dev).ok()?)
 }
 
 /// Lifetimes from the trace's allocs and frees. `allocated_bytes` drops when the user frees

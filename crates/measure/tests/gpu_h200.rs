@@ -180,3 +180,62 @@ fn smollm2_weights_and_rotary_buffers_are_parameters() {
     assert_eq!(c.gradients, 0);
     assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 4);
 }
+
+/// `allocator` on both records: the trace replayed through the allocator model exactly (the
+/// histories start before the first tensor), the peak reserved as `max_memory_reserved`
+/// measured it, fragmentation from the run's own peaks, and the what-ifs bounded by what any
+/// setting must hold.
+fn replayed(spec: &str) {
+    let a = analysis(spec);
+    let m = &result(spec)["measured"];
+    let (alloc, reserved) = (
+        m["peak_allocated"].as_u64().unwrap(),
+        m["peak_reserved"].as_u64().unwrap(),
+    );
+    let x = a
+        .allocator
+        .as_ref()
+        .expect("a trace: the allocator section");
+    assert!(x.exact && x.complete_history, "{spec}: {x:?}");
+    assert_eq!(x.replayed_peak_reserved, reserved, "{spec}");
+    assert_eq!(x.recorded_peak_reserved, Some(reserved), "{spec}");
+    assert_eq!(
+        x.alloc_conf, "",
+        "{spec}: the run set no PYTORCH_CUDA_ALLOC_CONF"
+    );
+    // 1 − max_memory_allocated / max_memory_reserved, both as the run measured them.
+    let f = 1.0 - alloc as f64 / reserved as f64;
+    assert!(
+        (x.fragmentation - f).abs() < 1e-9,
+        "{spec}: {}",
+        x.fragmentation
+    );
+    let keys: Vec<&str> = x.whatif.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "expandable_segments",
+            "max_split_size_mb:128",
+            "max_split_size_mb:512"
+        ]
+    );
+    // No setting reserves less than the bytes allocated at the peak.
+    for (k, &v) in &x.whatif {
+        assert!(v >= alloc, "{spec}: {k} reserves {v} < {alloc} allocated");
+    }
+    assert!(x.whatif_baseline >= alloc);
+    // Expandable segments can give back at most the reserve over allocated at the peak
+    // (measured: reserved − allocated); here they give back some: each step frees the loss's
+    // ~390 MiB logits blocks and the backward's transients and asks again in other sizes,
+    // which fixed segments hold apart and pages do not.
+    let saving = x
+        .expandable_saving()
+        .expect("expandable segments reserve less");
+    assert!(saving < reserved - alloc, "{spec}: {saving}");
+}
+
+#[test]
+fn both_traces_replay_exactly_with_their_what_ifs() {
+    replayed(GPT2);
+    replayed(SMOLLM2);
+}

@@ -235,3 +235,142 @@ fn what_ifs_run_the_same_calls_under_other_settings() {
         println!("{}: {peak}", config.to_conf_string());
     }
 }
+
+mod synthetic {
+    //! Hand-written traces: what the replay infers (`empty_cache`, a retry, the settings)
+    //! derived in the comments from the allocator's rules.
+    use vramscope_measure::alloc_replay::replay_snapshot;
+    use vramscope_measure::snapshot::{
+        Action, AllocatorSettings, Layout, Segment, Snapshot, TraceEntry,
+    };
+
+    const MIB: u64 = 1 << 20;
+
+    fn entry(action: Action, addr: u64, size: u64) -> TraceEntry {
+        TraceEntry {
+            action,
+            addr,
+            size,
+            stream: 0,
+            device_free: None,
+            time_us: None,
+            stack: 0,
+            category: None,
+            user_metadata: 0,
+        }
+    }
+
+    fn snapshot(trace: Vec<TraceEntry>, settings: Option<AllocatorSettings>) -> Snapshot {
+        Snapshot {
+            layout: Layout::Dict,
+            protocol: 4,
+            frames: Vec::new(),
+            stacks: vec![Box::new([])],
+            strings: vec![String::new()],
+            segments: Vec::new(),
+            traces: vec![trace],
+            alloc_conf: None,
+            allocator_settings: settings,
+            from_profiler: false,
+            traced: None,
+            traced_gpu: None,
+        }
+    }
+
+    #[test]
+    fn a_segment_free_no_call_would_do_is_an_empty_cache() {
+        use Action::*;
+        let (a, b) = (0x7f00_0000_0000, 0x7f00_0200_0000);
+        // 4 MiB → a 20 MiB segment at a; freed; cached. The record then frees the segment
+        // before the next call: no malloc frees with unlimited memory, so empty_cache ran.
+        // The next 4 MiB needs a new segment (at b). Reserved peaks at 20 MiB.
+        let trace = vec![
+            entry(SegmentAlloc, a, 20 * MIB),
+            entry(Alloc, a, 4 * MIB),
+            entry(FreeRequested, a, 4 * MIB),
+            entry(FreeCompleted, a, 4 * MIB),
+            entry(SegmentFree, a, 20 * MIB),
+            entry(SegmentAlloc, b, 20 * MIB),
+            entry(Alloc, b, 4 * MIB),
+        ];
+        let mut snap = snapshot(trace, None);
+        // At the dump: the segment at b.
+        snap.segments.push(Segment {
+            device: 0,
+            address: b,
+            total_size: 20 * MIB,
+            stream: 0,
+            segment_type: Some("large".into()),
+            pool_id: None,
+            is_expandable: false,
+            blocks: Vec::new(),
+        });
+        let r = replay_snapshot(&snap).unwrap().result;
+        assert_eq!(r.first_mismatch, None);
+        assert_eq!(r.segment_events_matched, 3);
+        assert_eq!(r.empty_cache_calls, 1);
+        assert_eq!(r.recorded_peak_reserved, Some(20 * MIB));
+        assert_eq!(r.replayed_peak_reserved, 20 * MIB);
+        assert_eq!(r.address_mismatches, 0);
+        assert!(r.complete_history);
+    }
+
+    #[test]
+    fn a_segment_free_inside_a_failing_malloc_is_its_retry() {
+        use Action::*;
+        let (a, b) = (0x7f00_0000_0000, 0x7f00_0400_0000);
+        // The OOM at the end says the allocator could hold 40 MiB reserved + 10 MiB free =
+        // 50 MiB. 30 MiB cached at a; 40 MiB asked: cudaMalloc fails (70 > 50), the cache is
+        // released (segment_free a) and the retry succeeds at b: no empty_cache, one retry.
+        // Then 20 MiB: nothing cached, 60 > 50, nothing to release: the OOM, a second retry.
+        let mut oom = entry(Oom, 0, 20 * MIB);
+        oom.device_free = Some(10 * MIB);
+        let trace = vec![
+            entry(SegmentAlloc, a, 30 * MIB),
+            entry(Alloc, a, 30 * MIB),
+            entry(FreeCompleted, a, 30 * MIB),
+            entry(SegmentFree, a, 30 * MIB),
+            entry(SegmentAlloc, b, 40 * MIB),
+            entry(Alloc, b, 40 * MIB),
+            oom,
+        ];
+        let r = replay_snapshot(&snapshot(trace, None)).unwrap().result;
+        assert_eq!(r.first_mismatch, None);
+        assert_eq!(r.segment_events_matched, 3);
+        assert_eq!(r.empty_cache_calls, 0);
+        assert_eq!(r.num_alloc_retries, 2);
+        assert_eq!((r.recorded_ooms, r.replayed_ooms), (1, 1));
+        assert_eq!(r.replayed_peak_reserved, 40 * MIB);
+    }
+
+    #[test]
+    fn the_typed_settings_are_what_the_replay_runs_with() {
+        // max_split_size 512 MiB in bytes; 4 divisions from the 256 MiB interval on.
+        let divisions = (0..16)
+            .map(|k| (1u64 << k, if k >= 8 { 4 } else { 0 }))
+            .collect();
+        let settings = AllocatorSettings {
+            conf: Some("max_split_size_mb:512,roundup_power2_divisions:[256:4,>:4]".into()),
+            expandable_segments: Some(false),
+            max_split_size: Some(512 << 20),
+            garbage_collection_threshold: Some(0.0),
+            roundup_power2_divisions: divisions,
+        };
+        // 300 MiB + 1 B: with 4 divisions of [256, 512) MiB it rounds up to 320 MiB, and the
+        // segment is 320 MiB (a multiple of 2 MiB).
+        let trace = vec![
+            entry(Action::SegmentAlloc, 0x7f00_0000_0000, 320 * MIB),
+            entry(Action::Alloc, 0x7f00_0000_0000, 300 * MIB + 1),
+        ];
+        let r = replay_snapshot(&snapshot(trace, Some(settings)))
+            .unwrap()
+            .result;
+        assert!(
+            r.alloc_conf.starts_with("max_split_size_mb:512,"),
+            "{}",
+            r.alloc_conf
+        );
+        assert_eq!(r.first_mismatch, None);
+        assert_eq!(r.peak_allocated, 320 * MIB);
+    }
+}

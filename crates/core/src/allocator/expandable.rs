@@ -90,7 +90,8 @@ impl Allocator {
             base,
             page,
             pages,
-            mapped: Vec::new(),
+            mapped_pages: 0,
+            high_water: 0,
             live: true,
         });
         let stream = self.streams[slot].stream;
@@ -118,7 +119,11 @@ impl Allocator {
             return false;
         }
         let bytes = (end - begin) * page;
-        if self.total_reserved.saturating_add(bytes) > self.capacity {
+        if self
+            .total_reserved
+            .checked_add(bytes)
+            .is_none_or(|total| total > self.capacity)
+        {
             return false;
         }
         self.set_pages(seg, begin, end, true);
@@ -191,7 +196,6 @@ impl Allocator {
             self.remove_unmapped(i);
             self.arena.remove(i);
             self.expandable[seg].live = false;
-            self.expandable[seg].mapped = Vec::new();
         }
     }
 
@@ -223,11 +227,15 @@ impl Allocator {
         self.insert_free(p);
     }
 
+    /// `ExpandableSegment::map` / `unmap` of pages [begin, end): `map_block` maps only unmapped
+    /// pages and `unmap_block` only mapped ones, so a count suffices.
     fn set_pages(&mut self, seg: usize, begin: u64, end: u64, mapped: bool) {
-        let pages = &mut self.expandable[seg].mapped;
-        if pages.len() < end as usize {
-            pages.resize(end as usize, false);
+        let s = &mut self.expandable[seg];
+        if mapped {
+            s.mapped_pages += end - begin;
+            s.high_water = s.high_water.max(end);
+        } else {
+            s.mapped_pages -= end - begin;
         }
-        pages[begin as usize..end as usize].fill(mapped);
     }
 }

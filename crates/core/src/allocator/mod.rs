@@ -92,14 +92,15 @@ struct Settings {
     divisions: [u64; config::ROUNDUP_INTERVALS],
 }
 
-/// One expandable segment (`ExpandableSegment`): a reserved address range and which of its
-/// pages are mapped.
+/// One expandable segment (`ExpandableSegment`): a reserved address range, how many of its
+/// pages are mapped and the end of the highest page ever mapped (in pages).
 #[derive(Debug, Clone)]
 struct ExpSegment {
     base: u64,
     page: u64,
     pages: u64,
-    mapped: Vec<bool>,
+    mapped_pages: u64,
+    high_water: u64,
     live: bool,
 }
 
@@ -191,7 +192,7 @@ impl Allocator {
     pub fn in_expandable_segment(&self, addr: u64) -> bool {
         self.expandable
             .iter()
-            .any(|s| s.live && addr >= s.base && addr <= s.base + s.page * s.mapped.len() as u64)
+            .any(|s| s.live && addr >= s.base && addr <= s.base + s.page * s.high_water)
     }
 
     /// The block's (rounded) size and address, if the handle names a live allocation.

@@ -30,7 +30,11 @@ struct Lockstep {
     empty_cache_calls: usize,
     replayed_ooms: usize,
     unknown_frees: usize,
+    trials: usize,
 }
+
+/// Most trial runs (a copy of the model each) one replay makes.
+const MAX_TRIALS: usize = 10_000;
 
 fn kind_of(a: Action) -> Option<SegmentEventKind> {
     match a {
@@ -56,20 +60,27 @@ fn describe_kind(k: SegmentEventKind) -> &'static str {
     }
 }
 
-/// Runs the trace; `rec` carries the pre-trace state and the capacity.
-pub(super) fn run(
-    trace: &[TraceEntry],
+/// The model at the trace's start: the record's capacity, event log on, the pre-trace
+/// segments and blocks placed (see the module doc), peaks from there.
+fn seeded_model(
     rec: &Recorded,
-    config: AllocatorConfig,
-    mut notes: Vec<String>,
-) -> AllocReplay {
-    let mut model = Allocator::new(&config, rec.capacity);
+    config: &AllocatorConfig,
+    notes: &mut Vec<String>,
+) -> (Allocator, HashMap<u64, BlockId>) {
+    let mut model = Allocator::new(config, rec.capacity);
     model.set_event_log(true);
     let mut ids = HashMap::new();
+    let mut overlapping = Vec::new();
     for s in &rec.pre_segments {
         if let Err(e) = model.seed_segment(s.addr, s.size, s.stream, s.small) {
-            notes.push(e);
+            overlapping.push(e);
         }
+    }
+    if let Some(first) = overlapping.first() {
+        notes.push(format!(
+            "{} pre-trace segments not seeded (first: {first})",
+            overlapping.len()
+        ));
     }
     let mut unplaced = 0usize;
     for b in &rec.pre_blocks {
@@ -86,6 +97,17 @@ pub(super) fn run(
         ));
     }
     model.reset_peak();
+    (model, ids)
+}
+
+/// Runs the trace; `rec` carries the pre-trace state and the capacity.
+pub(super) fn run(
+    trace: &[TraceEntry],
+    rec: &Recorded,
+    config: AllocatorConfig,
+    mut notes: Vec<String>,
+) -> AllocReplay {
+    let (model, ids) = seeded_model(rec, &config, &mut notes);
     let pre_trace = rec
         .pre_blocks
         .iter()
@@ -102,6 +124,7 @@ pub(super) fn run(
         empty_cache_calls: 0,
         replayed_ooms: 0,
         unknown_frees: 0,
+        trials: 0,
     };
     for (entry, e) in trace.iter().enumerate() {
         if let Some(kind) = kind_of(e.action) {
@@ -159,8 +182,14 @@ impl Lockstep {
             )
         });
         let mut events = Vec::new();
-        if releases_first && call != Call::EmptyCache {
-            // Does the call itself release that first (a retry, garbage collection)?
+        // Only a malloc that fails can release memory itself (a retry, garbage collection),
+        // and with unlimited memory none fails: then the release is an `empty_cache`. Trials
+        // copy the model: a budget bounds them on long, hostile records.
+        let may_release = self.model.capacity() != u64::MAX
+            && matches!(call, Call::Malloc { .. } | Call::Oom { .. });
+        if releases_first && may_release && self.trials < MAX_TRIALS {
+            self.trials += 1;
+            // Does the call itself release that first?
             let mut trial = self.model.clone();
             let outcome = apply(&mut trial, &call, &self.ids);
             let trial_events = trial.take_events();
@@ -170,6 +199,8 @@ impl Lockstep {
                 self.compare(&trial_events, &pending);
                 return;
             }
+        }
+        if releases_first && call != Call::EmptyCache {
             self.model.empty_cache();
             self.calls.push(Call::EmptyCache);
             self.empty_cache_calls += 1;

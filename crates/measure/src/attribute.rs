@@ -118,6 +118,37 @@ const CONSTRUCTION: [&str; 5] = [
     "post_init",
 ];
 
+/// What a stack says about model construction ([`Signals::construct`]), frame by frame.
+#[derive(Default)]
+struct Building {
+    /// A module's `__init__` in torch/nn/modules/, or a `CONSTRUCTION` function.
+    sure: bool,
+    /// Some `__init__`, and torch/utils/_device.py's factory redirection.
+    init: bool,
+    device_ctx: bool,
+    /// Under an import (importlib's frames).
+    importing: bool,
+}
+
+impl Building {
+    fn see(&mut self, file: &str, name: &str, fun: &str) {
+        let in_file = |p: &str| file.contains(p) || name.contains(p);
+        if fun == "__init__" {
+            self.init = true;
+            self.sure |= in_file("torch/nn/modules/");
+        }
+        self.sure |= CONSTRUCTION.contains(&fun);
+        self.device_ctx |= in_file("torch/utils/_device.py");
+        self.importing |= in_file("importlib") || fun == "exec_module";
+    }
+
+    /// A module imported while the model is built (transformers imports lazily) makes its
+    /// globals under the same device context: they are the module's, not the model's.
+    fn finish(&self) -> bool {
+        (self.sure || self.init && self.device_ctx) && !self.importing
+    }
+}
+
 /// Whether a C++ frame is a BLAS handle's workspace being set up (see
 /// [`Signals::blas_workspace`]).
 pub(crate) fn is_blas_workspace(name: &str) -> bool {
@@ -162,7 +193,7 @@ fn func(name: &str) -> &str {
 
 pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
     let mut s = Signals::default();
-    let (mut init, mut device_ctx, mut importing) = (false, false, false);
+    let mut building = Building::default();
     for f in frames {
         // Windows paths (`site-packages\\torch\\optim\\adamw.py`) read as POSIX ones.
         let name_n = f.name.replace('\\', "/");
@@ -221,27 +252,9 @@ pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
         if is_blas_workspace(name) {
             s.blas_workspace = true;
         }
-        let in_file = |p: &str| file.contains(p) || name.contains(p);
-        if fun == "__init__" {
-            init = true;
-            if in_file("torch/nn/modules/") {
-                s.construct = true;
-            }
-        }
-        if CONSTRUCTION.contains(&fun) {
-            s.construct = true;
-        }
-        if in_file("torch/utils/_device.py") {
-            device_ctx = true;
-        }
-        if in_file("importlib") || fun == "exec_module" {
-            importing = true;
-        }
+        building.see(file, name, fun);
     }
-    s.construct |= init && device_ctx;
-    // A module imported while the model is built (transformers imports lazily) makes its
-    // globals under the same device context: they are the module's, not the model's.
-    s.construct &= !importing;
+    s.construct = building.finish();
     s
 }
 

@@ -135,6 +135,10 @@ pub struct Analysis {
     /// How sure each category at the peak is: "high" (allocation stacks, metadata, the
     /// profiler's categories, or exact size matches), "medium", "low".
     pub confidence: BTreeMap<&'static str, Confidence>,
+    /// A CUDA snapshot with an allocation trace: the trace replayed through the allocator
+    /// model and under other settings (`crate::allocator_section`). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<crate::allocator_section::AllocatorSection>,
 }
 
 impl Analysis {
@@ -204,6 +208,7 @@ pub(crate) fn assemble(record: Record, timeline: Timeline, live: Vec<LiveBlock>)
         warnings,
         inferences: Vec::new(),
         confidence: BTreeMap::new(),
+        allocator: None,
     };
     a.confidence = a.confidence_now();
     a
@@ -320,38 +325,5 @@ fn downsample(timeline: Timeline) -> Vec<TimelinePoint> {
         .collect()
 }
 
-/// A short, telling name for a stack: the first frame outside torch internals and the C++
-/// allocator (the user's line), else the first Python frame, else the first frame.
-pub(crate) fn site_of<'a>(frames: impl Iterator<Item = &'a crate::snapshot::Frame>) -> String {
-    let mut first = None;
-    let mut first_py = None;
-    for f in frames {
-        let text = if f.filename == "none" || f.filename.is_empty() {
-            f.name.clone()
-        } else {
-            format!("{}:{} {}", f.filename, f.line, f.name)
-        };
-        if first.is_none() {
-            first = Some(text.clone());
-        }
-        let file = if f.filename == "none" {
-            f.name.as_str()
-        } else {
-            f.filename.as_str()
-        };
-        let is_py = file.contains(".py");
-        if is_py && first_py.is_none() {
-            first_py = Some(text.clone());
-        }
-        let internal = file.contains("torch/")
-            || file.contains("site-packages/")
-            || file.contains("dist-packages/")
-            || !is_py;
-        if !internal {
-            return text;
-        }
-    }
-    first_py.or(first).unwrap_or_default()
-}
-
+pub(crate) use crate::site::site_of;
 pub use crate::snapshot_replay::analyze_snapshot;

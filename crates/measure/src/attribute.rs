@@ -9,7 +9,17 @@
 //!   alive at the end of the record → optimizer states, freed within → step temporaries;
 //! - under backward / the autograd engine: `AccumulateGrad`, alive at the end, or freed by
 //!   `zero_grad`/the optimizer → gradients; freed within backward → temporaries;
+//! - a cuBLAS handle's workspace (`at::cuda::getCurrentCUDABlasHandle` /
+//!   `getCUDABlasLtWorkspace`, aten/src/ATen/cuda/CublasHandlePool.cpp: one workspace per
+//!   (handle, stream), taken through the caching allocator and kept) → temporaries, whichever
+//!   thread asked for it (the autograd engine's own thread gets its own handle);
 //! - `load_state_dict` / `_apply` (`.to()`, `.cuda()`) / `reset_parameters` → parameters;
+//! - built with the model (a module's `__init__` in torch/nn/modules/, transformers'
+//!   `from_config` / `_init_weights` / `post_init`, or any `__init__` whose factory call
+//!   `torch.device(...)`'s context redirected, torch/utils/_device.py `__torch_function__`):
+//!   alive at the end, or freed later than construction → parameters (with the model's buffers,
+//!   which the allocator cannot tell apart); freed while still constructing → temporaries;
+//!   a module's globals made while it is imported during construction stay unattributed;
 //! - a module `forward`: freed again inside forward → temporaries, else activations
 //!   (saved for backward).
 //!
@@ -86,6 +96,66 @@ pub struct Signals {
     /// (vllm/worker/cache_engine.py, `*kv_cache*` functions of vllm/v1/worker), SGLang's pools
     /// (sglang/srt/mem_cache/memory_pool.py).
     pub kv_cache: bool,
+    /// Under model construction (see the module doc): a module's `__init__` in
+    /// torch/nn/modules/, transformers' `from_config` / `_from_config` / `_init_weights` /
+    /// `init_weights` / `post_init`, or an `__init__` under `torch.device(...)`'s factory
+    /// redirection (torch/utils/_device.py `DeviceContext.__torch_function__`).
+    pub construct: bool,
+    /// A cuBLAS / cuBLASLt handle's workspace (aten/src/ATen/cuda/CublasHandlePool.cpp:
+    /// `getCurrentCUDABlasHandle` sets a workspace per (handle, stream) from the caching
+    /// allocator, `getCUDABlasLtWorkspace` likewise; kept until the handle goes).
+    pub blas_workspace: bool,
+}
+
+/// Functions that build a model: transformers' `PreTrainedModel` construction
+/// (modeling_utils.py `_from_config`, auto_factory.py `from_config`, `post_init` →
+/// `init_weights` → `_init_weights`).
+const CONSTRUCTION: [&str; 5] = [
+    "from_config",
+    "_from_config",
+    "_init_weights",
+    "init_weights",
+    "post_init",
+];
+
+/// What a stack says about model construction ([`Signals::construct`]), frame by frame.
+#[derive(Default)]
+struct Building {
+    /// A module's `__init__` in torch/nn/modules/, or a `CONSTRUCTION` function.
+    sure: bool,
+    /// Some `__init__`, and torch/utils/_device.py's factory redirection.
+    init: bool,
+    device_ctx: bool,
+    /// Under an import (importlib's frames).
+    importing: bool,
+}
+
+impl Building {
+    fn see(&mut self, file: &str, name: &str, fun: &str) {
+        let in_file = |p: &str| file.contains(p) || name.contains(p);
+        if fun == "__init__" {
+            self.init = true;
+            self.sure |= in_file("torch/nn/modules/");
+        }
+        self.sure |= CONSTRUCTION.contains(&fun);
+        self.device_ctx |= in_file("torch/utils/_device.py");
+        self.importing |= in_file("importlib") || fun == "exec_module";
+    }
+
+    /// A module imported while the model is built (transformers imports lazily) makes its
+    /// globals under the same device context: they are the module's, not the model's.
+    fn finish(&self) -> bool {
+        (self.sure || self.init && self.device_ctx) && !self.importing
+    }
+}
+
+/// Whether a C++ frame is a BLAS handle's workspace being set up (see
+/// [`Signals::blas_workspace`]).
+pub(crate) fn is_blas_workspace(name: &str) -> bool {
+    name.contains("getCurrentCUDABlasHandle")
+        || name.contains("getCurrentCUDABlasLtHandle")
+        || name.contains("getCUDABlasLtWorkspace")
+        || name.contains("CublasHandlePool")
 }
 
 /// Whether a frame is a KV cache's (see [`Signals::kv_cache`]). Research code often carries
@@ -123,6 +193,7 @@ fn func(name: &str) -> &str {
 
 pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
     let mut s = Signals::default();
+    let mut building = Building::default();
     for f in frames {
         // Windows paths (`site-packages\\torch\\optim\\adamw.py`) read as POSIX ones.
         let name_n = f.name.replace('\\', "/");
@@ -178,7 +249,12 @@ pub fn signals<'a>(frames: impl Iterator<Item = &'a Frame>) -> Signals {
         if fun == "forward" || name.starts_with("nn.Module: ") {
             s.forward = true;
         }
+        if is_blas_workspace(name) {
+            s.blas_workspace = true;
+        }
+        building.see(file, name, fun);
     }
+    s.construct = building.finish();
     s
 }
 
@@ -190,7 +266,7 @@ pub fn phase_of(s: &Signals) -> Phase {
         Phase::Optimizer
     } else if s.backward {
         Phase::Backward
-    } else if s.params {
+    } else if s.params || s.construct && !s.forward {
         Phase::Setup
     } else if s.forward {
         Phase::Forward
@@ -256,6 +332,9 @@ pub fn classify(
     if alloc.kv_cache {
         return Some(Category::KvCache);
     }
+    if alloc.blas_workspace {
+        return Some(Category::Temporaries);
+    }
     if alloc.optimizer {
         return Some(match fate {
             _ if alloc.init_group => Category::OptimizerStates,
@@ -273,6 +352,12 @@ pub fn classify(
     }
     if alloc.params {
         return Some(Category::Parameters);
+    }
+    if alloc.construct && !alloc.forward {
+        return Some(match fate {
+            Fate::Freed(f) if f.construct => Category::Temporaries,
+            _ => Category::Parameters,
+        });
     }
     if alloc.forward {
         return Some(match fate {
@@ -421,5 +506,78 @@ mod tests {
             Some(Category::Activations)
         );
         assert_eq!(classify(None, None, &none, Fate::AliveAtEnd), None);
+    }
+
+    #[test]
+    fn weights_built_under_a_device_context_are_parameters() {
+        // `with torch.device("cuda"): AutoModelForCausalLM.from_config(...)`: nn.Linear's
+        // torch.empty redirected by torch/utils/_device.py, under transformers' from_config.
+        let linear = [
+            fr("site-packages/torch/utils/_device.py", "__torch_function__"),
+            fr("site-packages/torch/nn/modules/linear.py", "__init__"),
+            fr(
+                "site-packages/transformers/models/llama/modeling_llama.py",
+                "__init__",
+            ),
+            fr(
+                "site-packages/transformers/modeling_utils.py",
+                "_from_config",
+            ),
+            fr("train.py", "build_model"),
+        ];
+        let s = signals(linear.iter());
+        assert!(s.construct);
+        assert_eq!(phase_of(&s), Phase::Setup);
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::Parameters)
+        );
+        // A scratch tensor freed while still building (rotary frequencies' intermediates).
+        assert_eq!(
+            classify(None, None, &s, Fate::Freed(s)),
+            Some(Category::Temporaries)
+        );
+        // A user's own module: `nn.Parameter(torch.ones(n))` in its __init__ under the context.
+        let own = [
+            fr("site-packages/torch/utils/_device.py", "__torch_function__"),
+            fr("model.py", "__init__"),
+        ];
+        assert!(signals(own.iter()).construct);
+        // A module imported while building (its globals), and an __init__ without a device
+        // context or module file, are not construction.
+        let import = [
+            fr("site-packages/torch/utils/_device.py", "__torch_function__"),
+            fr("site-packages/torchaudio/compliance/kaldi.py", "<module>"),
+            fr("<frozen importlib._bootstrap>", "_call_with_frames_removed"),
+            fr(
+                "site-packages/transformers/modeling_utils.py",
+                "_from_config",
+            ),
+        ];
+        let s = signals(import.iter());
+        assert!(!s.construct);
+        assert_eq!(classify(None, None, &s, Fate::AliveAtEnd), None);
+        assert!(!signals([fr("data.py", "__init__")].iter()).construct);
+    }
+
+    #[test]
+    fn a_cublas_workspace_is_a_temporary_even_in_backward() {
+        // aten/src/ATen/cuda/CublasHandlePool.cpp: the autograd thread's own handle takes its
+        // workspace on its first matmul, and keeps it (alive at the end).
+        let f = [
+            fr("libc10_cuda.so", "??"),
+            fr("libtorch_cuda.so", "at::cuda::getCurrentCUDABlasHandle()"),
+            fr(
+                "libtorch_cpu.so",
+                "torch::autograd::generated::MmBackward0::apply()",
+            ),
+            fr("libtorch_cpu.so", "torch::autograd::Engine::thread_main()"),
+        ];
+        let s = signals(f.iter());
+        assert!(s.blas_workspace && s.backward);
+        assert_eq!(
+            classify(None, None, &s, Fate::AliveAtEnd),
+            Some(Category::Temporaries)
+        );
     }
 }

@@ -364,6 +364,7 @@ fn categorize(
             pre: l.start == 0,
             freed_by: l.info.free_sig,
             stackless: l.info.site.is_none(),
+            workspace: false,
         })
         .collect();
     let mut rec = RecordFacts::default();

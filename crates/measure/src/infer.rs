@@ -107,6 +107,8 @@ pub(crate) struct Facts {
     pub freed_by: Option<Signals>,
     /// Its allocation carries no stack at all (allocated before history recording began).
     pub stackless: bool,
+    /// Its allocation stack names a cuBLAS handle's workspace ([`Signals::blas_workspace`]).
+    pub workspace: bool,
 }
 
 /// What the record as a whole shows.
@@ -133,9 +135,13 @@ pub(crate) fn infer(
     };
     let grads = gradient_sizes(facts, cats);
     ghosts_by_free(facts, cats, &grads, &mut out);
-    let resident: Vec<usize> = (0..facts.len())
-        .filter(|&i| facts[i].pre && facts[i].freed_by.is_none() && cats[i].is_none())
-        .collect();
+    let resident = |cats: &[Option<Category>]| -> Vec<usize> {
+        (0..facts.len())
+            .filter(|&i| facts[i].pre && facts[i].freed_by.is_none() && cats[i].is_none())
+            .collect()
+    };
+    other_workspaces(facts, cats, &resident(cats), &mut out);
+    let resident = resident(cats);
     if !grads.is_empty() {
         match_gradients(facts, cats, &resident, grads, &mut out);
     } else if rec.has_backward {
@@ -248,6 +254,34 @@ fn ghosts_by_free(
     );
 }
 
+/// Before rule 2: one resident block per workspace of its size in the record is another
+/// handle's workspace.
+fn other_workspaces(
+    facts: &[Facts],
+    cats: &mut [Option<Category>],
+    resident: &[usize],
+    out: &mut Outcome,
+) {
+    let mut sizes: HashMap<u64, u64> = HashMap::new();
+    for f in facts.iter().filter(|f| f.workspace && !f.pre) {
+        *sizes.entry(f.key).or_insert(0) += 1;
+    }
+    let mut matched = Vec::new();
+    for &i in resident {
+        if let Some(n) = sizes.get_mut(&facts[i].key).filter(|n| **n > 0) {
+            *n -= 1;
+            matched.push((i, Category::Temporaries));
+        }
+    }
+    out.add(
+        facts,
+        cats,
+        matched.into_iter(),
+        "the size of the cuBLAS workspace the record shows (another thread's handle)",
+        Confidence::Medium,
+    );
+}
+
 /// Rule 2: one resident block per gradient of its size is a parameter.
 fn match_gradients(
     facts: &[Facts],
@@ -338,6 +372,7 @@ mod tests {
             pre,
             freed_by,
             stackless: true,
+            workspace: false,
         }
     }
 
@@ -480,5 +515,21 @@ mod tests {
         );
         assert_eq!(m.get("parameters"), Some(&Confidence::Medium));
         assert_eq!(m.get("gradients"), Some(&Confidence::High));
+    }
+
+    #[test]
+    fn a_resident_block_of_a_recorded_workspace_size_is_the_other_handles() {
+        // The autograd thread's workspace (8,519,680 B, CUBLAS_WORKSPACE_CONFIG's default
+        // :4096:2:16:8) allocated in the record; two resident blocks of that size: one is the
+        // main thread's workspace, the other stays for the later rules (here unexplained).
+        let ws = 2 * 4096 * 1024 + 8 * 16 * 1024;
+        let mut facts = vec![fact(ws, false, None)];
+        facts[0].workspace = true;
+        facts.extend([fact(ws, true, None), fact(ws, true, None)]);
+        let mut cats = vec![Some(Category::Temporaries), None, None];
+        let (list, _) = infer(&facts, &mut cats, RecordFacts::default());
+        assert_eq!(cats[1], Some(Category::Temporaries));
+        assert_eq!(cats[2], None);
+        assert_eq!((list[0].blocks, list[0].bytes), (1, ws));
     }
 }

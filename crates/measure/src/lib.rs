@@ -7,6 +7,7 @@
 //! prefixes are checked against the file size; JSON input is capped at [`MAX_JSON_BYTES`].
 
 pub mod alloc_replay;
+pub mod allocator_section;
 pub mod analysis;
 pub mod attribute;
 pub mod calibrate;
@@ -17,6 +18,7 @@ pub mod logs;
 pub mod pickle;
 pub mod profiler;
 mod replay;
+mod site;
 pub mod snapshot;
 mod snapshot_replay;
 pub mod traced_device;

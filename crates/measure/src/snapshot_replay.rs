@@ -62,6 +62,7 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
     }
     match best {
         Some((dev, _, mut a)) => {
+            a.allocator = allocator_replay(snap, dev);
             if snap.traces.iter().filter(|t| !t.is_empty()).count() > 1
                 || snap.segments.iter().any(|s| s.device != dev)
             {
@@ -74,6 +75,19 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
         }
         None => analyze_device(snap, 0, &mut Vec::new()),
     }
+}
+
+/// The trace replayed through the allocator model (`crate::allocator_section`): only for a
+/// CUDA allocator's own record (a profiler-derived or traced snapshot's segments are not the
+/// allocator's).
+fn allocator_replay(
+    snap: &Snapshot,
+    dev: i64,
+) -> Option<crate::allocator_section::AllocatorSection> {
+    if snap.from_profiler || snap.traced.is_some() {
+        return None;
+    }
+    crate::allocator_section::section(snap, usize::try_from(dev).ok()?)
 }
 
 /// Lifetimes from the trace's allocs and frees. `allocated_bytes` drops when the user frees
@@ -524,11 +538,12 @@ fn facts(snap: &Snapshot, l: &Life<SnapInfo>, cx: &Context) -> Facts {
         pre: l.start == 0,
         freed_by: l.info.free_stack.map(|s| cx.signals[s as usize]),
         stackless: snap.stack(l.info.stack).next().is_none(),
+        workspace: cx.signals[l.info.stack as usize].blas_workspace,
     }
 }
 
-/// The inference ([`infer::infer`]) over the lives it looks at — those from before the trace
-/// and the gradients — so that a trace of millions of allocations is not copied whole.
+/// The inference ([`infer::infer`]) over the lives it looks at — those from before the trace,
+/// the gradients and the cuBLAS workspaces — so that a trace of millions of allocations is not copied whole.
 /// Returns the inferences and, per life, the one that set its category.
 fn infer_before(
     snap: &Snapshot,
@@ -538,7 +553,11 @@ fn infer_before(
     rec: RecordFacts,
 ) -> (Vec<infer::Inference>, Vec<u8>) {
     let idx: Vec<usize> = (0..lives.len())
-        .filter(|&i| lives[i].start == 0 || cats[i] == Some(Category::Gradients))
+        .filter(|&i| {
+            lives[i].start == 0
+                || cats[i] == Some(Category::Gradients)
+                || cx.signals[lives[i].info.stack as usize].blas_workspace
+        })
         .collect();
     let facts: Vec<Facts> = idx.iter().map(|&i| facts(snap, &lives[i], cx)).collect();
     let mut sub: Vec<Option<Category>> = idx.iter().map(|&i| cats[i]).collect();

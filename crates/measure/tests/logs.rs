@@ -444,6 +444,13 @@ fn oom_new_wording_fields() {
     assert_eq!(o.reserved, Some(gib(12.09) + gib(4.84)));
     assert_eq!(r.per_gpu.device_total, Some(gib(20.81)));
     assert!(r.diagnosis.unwrap().starts_with("fragmentation"));
+    // 4.84 GiB unallocated is 20% of the 23.65 GiB device (≥ 5%: large): the expandable
+    // segments advice, giving back at most those 4.84 GiB, which with the 1.66 GiB free
+    // could hold the 3.00 GiB asked.
+    let a = r.allocator.expect("advice");
+    assert_eq!(a.env, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+    assert_eq!(a.gives_back_up_to, gib(4.84));
+    assert_eq!(a.request_could_fit, Some(true));
 }
 
 #[test]
@@ -471,9 +478,10 @@ fn oom_single_huge_allocation() {
 fn oom_device_simply_full() {
     // "Tried to allocate 22.00 MiB ... 23.65 GiB of which 11.06 MiB is free ... 22.90 GiB is
     // allocated by PyTorch, and 194.87 MiB is reserved by PyTorch but unallocated": under 1%
-    // of the GPU is held unallocated; the job is too big.
+    // of the GPU is held unallocated; the job is too big, and no allocator advice.
     let (r, _) = oom("torch-oom/torch2.2-too-big-pytorch16417.txt");
     assert!(r.diagnosis.unwrap().starts_with("too big"));
+    assert_eq!(r.allocator, None);
 }
 
 #[test]

@@ -292,6 +292,11 @@ Examples:
   vramscope analyze vllm.log                  a vLLM / llama.cpp / ollama start-up log
   pbpaste | vramscope analyze -               PyTorch's \"CUDA out of memory\" message
 
+A snapshot with an allocation trace is also replayed through the caching-allocator model:
+`allocator` in --json (replayed peak reserved, fragmentation, and the peak reserved under
+expandable_segments:True and max_split_size_mb:128/512), and one line when
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would have reserved less (docs/analyze.md).
+
 Recording a step with phase markers: docs/recorder.md. Exit 2 with one line on a file that
 cannot be read.")]
     Analyze {

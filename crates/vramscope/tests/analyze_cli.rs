@@ -244,3 +244,36 @@ fn watch_without_a_driver_is_one_line_and_exit_2() {
         assert!(v["samples"].as_u64().unwrap() >= 1);
     }
 }
+
+#[test]
+fn analyze_replays_a_trace_and_leaves_records_without_one_alone() {
+    // A snapshot with a trace (GPT-2 on an H200, history from the first tensor): `allocator`
+    // in the JSON, and the expandable-segments line in the human output.
+    let gpt2 = fixture("gpu-h200/snapshot-gpt2-snap-fp32-adamw-eager-b4s512.pickle");
+    let out = vramscope()
+        .args(["analyze", &gpt2, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let x = &v["allocator"];
+    for k in ["replayed_peak_reserved", "fragmentation", "whatif"] {
+        assert!(!x[k].is_null(), "allocator.{k} missing: {x}");
+    }
+    assert!(x["whatif"]["expandable_segments"].is_u64());
+    let out = vramscope().args(["analyze", &gpt2]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("with expandable_segments:True this run would have reserved"),
+        "{text}"
+    );
+    // A profiler timeline and a snapshot without a trace: no `allocator` key at all.
+    for rel in ["cpu_timeline.json", "cpu_only_empty_cuda_snapshot.pickle"] {
+        let out = vramscope()
+            .args(["analyze", &fixture(rel), "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.get("allocator").is_none(), "{rel}");
+    }
+}

@@ -12,7 +12,7 @@ pub mod fit;
 mod llamacpp;
 mod ollama;
 mod text;
-mod torch_oom;
+pub mod torch_oom;
 mod vllm;
 
 use serde::Serialize;
@@ -141,6 +141,10 @@ pub struct LogReport {
     pub oom: Option<OomFigures>,
     /// One line: why the OOM happened and what to change.
     pub diagnosis: Option<String>,
+    /// `torch-oom` with a large reserved-but-unallocated share: what
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` could give back. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<torch_oom::AllocatorAdvice>,
     /// Job fields the log implies (model, framework, engine settings), for `--job`.
     pub job: Map<String, Value>,
     pub warnings: Vec<String>,
@@ -159,6 +163,7 @@ impl LogReport {
             layout: None,
             oom: None,
             diagnosis: None,
+            allocator: None,
             job: Map::new(),
             warnings: Vec::new(),
         }

@@ -13,6 +13,27 @@
 
 use super::text::{after, number_and_unit, parse_size};
 use super::{LogKind, LogReport, OomFigures};
+use serde::Serialize;
+
+/// The environment change that lets the caching allocator grow and shrink segments in pages
+/// instead of holding fixed cudaMalloc'd ranges (c10/cuda/CUDACachingAllocator.cpp
+/// `ExpandableSegment`; PyTorch's own OOM hint).
+pub const EXPANDABLE_ENV: &str = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True";
+
+/// What `expandable_segments:True` could give back at an OOM, bounded by the message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AllocatorAdvice {
+    /// The change, as an environment variable set before the process starts.
+    pub env: &'static str,
+    /// At most this much reserved memory becomes usable again: the message's
+    /// reserved-but-unallocated bytes (free blocks cut into pieces no request fits; with
+    /// expandable segments the allocator maps pages where a request needs them and unmaps
+    /// free ones). It cannot be more: allocated bytes stay allocated.
+    pub gives_back_up_to: u64,
+    /// Whether that and the device's free memory together could hold the failed request
+    /// (necessary, not sufficient: the allocations after it are unknown).
+    pub request_could_fit: Option<bool>,
+}
 
 const MARKER: &str = "out of memory. Tried to allocate";
 
@@ -55,6 +76,7 @@ pub fn read(text: &str) -> LogReport {
     r.fit.capacity = o.capacity;
     check(msg, &o, &mut r.warnings);
     r.diagnosis = diagnose(&o);
+    r.allocator = allocator_advice(&o);
     r.oom = Some(o);
     r
 }
@@ -211,6 +233,24 @@ pub fn diagnose(o: &OomFigures) -> Option<String> {
         line.push_str(&format!("; {who} {}", gib(others)));
     }
     Some(line)
+}
+
+/// The expandable-segments advice when the reserved-but-unallocated bytes are large: at least
+/// 5% of the device (the judgement `diagnose` uses; below it the device is simply full) or,
+/// the capacity unknown, at least the request.
+pub fn allocator_advice(o: &OomFigures) -> Option<AllocatorAdvice> {
+    let unalloc = o.reserved_unallocated.filter(|&u| u > 0)?;
+    let large = match o.capacity {
+        Some(cap) => unalloc.saturating_mul(20) >= cap,
+        None => o.requested.is_some_and(|r| unalloc >= r),
+    };
+    large.then(|| AllocatorAdvice {
+        env: EXPANDABLE_ENV,
+        gives_back_up_to: unalloc,
+        request_could_fit: o
+            .requested
+            .map(|r| unalloc.saturating_add(o.free.unwrap_or(0)) >= r),
+    })
 }
 
 /// Bytes in binary units, three significant figures (`26.0 MiB`, `4.84 GiB`).

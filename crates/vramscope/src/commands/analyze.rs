@@ -47,6 +47,7 @@ fn render(a: &Analysis, path: &Path) -> String {
     s.push_str(&top_allocations(a));
     s.push_str(&top_frames(a));
     s.push_str(&fragmentation(a));
+    s.push_str(&allocator(a));
     for o in &a.ooms {
         s.push_str(&format!(
             "OOM: asked for {} with {} free on the device at {}\n",
@@ -189,6 +190,34 @@ fn fragmentation(a: &Analysis) -> String {
         bytes(f.largest_free_block),
         bytes(f.internal_free)
     )
+}
+
+/// The allocator replay's advice (`vramscope_measure::allocator_section`): one line when
+/// `expandable_segments:True` would have reserved less, and what a trace that starts mid-run
+/// leaves unknown.
+fn allocator(a: &Analysis) -> String {
+    let Some(x) = &a.allocator else {
+        return String::new();
+    };
+    let mut s = String::new();
+    if let Some(saving) = x.expandable_saving() {
+        s.push_str(&format!(
+            "\n{} with expandable_segments:True this run would have reserved {} less \
+             (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, an environment variable set \
+             before the process starts)\n",
+            paint(HEADER, "Allocator:"),
+            bytes(saving)
+        ));
+    }
+    if !x.complete_history {
+        let head = if s.is_empty() { "\n" } else { "" };
+        s.push_str(&format!(
+            "{head}{} {}\n",
+            paint(HEADER, "Allocator replay:"),
+            x.notes.join("; ")
+        ));
+    }
+    s
 }
 
 /// The record's warnings, less the inferences' lines (shown above).

@@ -42,6 +42,9 @@ pub fn render(r: &LogReport, name: &str) -> String {
     if let Some(d) = &r.diagnosis {
         s.push_str(&format!("\n{} {d}\n", paint(BOLD, "Diagnosis:")));
     }
+    if let Some(a) = &r.allocator {
+        s.push_str(&allocator_line(a, r.oom.as_ref()));
+    }
     if !r.warnings.is_empty() {
         s.push('\n');
         for w in &r.warnings {
@@ -49,6 +52,33 @@ pub fn render(r: &LogReport, name: &str) -> String {
         }
     }
     s
+}
+
+/// The expandable-segments advice of an OOM: the environment change and what it could give
+/// back, at most.
+fn allocator_line(
+    a: &vramscope_measure::logs::torch_oom::AllocatorAdvice,
+    o: Option<&vramscope_measure::logs::OomFigures>,
+) -> String {
+    let fit = match (a.request_could_fit, o.and_then(|o| o.requested)) {
+        (Some(true), Some(r)) => {
+            format!(", enough with the free memory for the {} asked", bytes(r))
+        }
+        (Some(false), Some(r)) => {
+            format!(
+                ", not enough even with the free memory for the {} asked",
+                bytes(r)
+            )
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{} with {} (an environment variable, set before the process starts) up to {} \
+         reserved but unallocated could be used again{fit}\n",
+        paint(BOLD, "Allocator:"),
+        a.env,
+        bytes(a.gives_back_up_to)
+    )
 }
 
 fn plain(v: &Value) -> String {

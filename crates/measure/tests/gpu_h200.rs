@@ -1,0 +1,241 @@
+//! `analyze` on the two H200 snapshots in `../shared/fixtures/gpu-h200/` (its README; made by
+//! `validation/gpu/run_one.py` + `snapshots.py`): history recorded from before the context
+//! probe (a zeros, then one bf16 and one fp32 1024² matmul: the main thread's cuBLAS handle
+//! and its workspace), the model built with `AutoModelForCausalLM.from_config` under
+//! `with torch.device("cuda")`, `empty_cache()`, then one warm-up and one measured step:
+//! `zero_grad(set_to_none=True)` → forward (HF loss) → backward → `AdamW(foreach=True).step()`.
+//!
+//! Every expected figure is derived below from the model's config and PyTorch's rules, or read
+//! off the run's results line (`results-h200-2026-12-04.jsonl`), never from this crate.
+
+use std::path::PathBuf;
+use vramscope_measure::{analyze_file, Analysis};
+
+const DIR: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/fixtures/gpu-h200/"
+);
+const MIB: u64 = 1 << 20;
+const GPT2: &str = "gpt2-snap-fp32-adamw-eager-b4s512";
+const SMOLLM2: &str = "smollm2-snap-bf16mix-adamw-sdpa-b4s512";
+
+fn analysis(spec: &str) -> Analysis {
+    let path = PathBuf::from(DIR).join(format!("snapshot-{spec}.pickle"));
+    assert!(
+        path.exists(),
+        "missing {} (the shared fixtures live beside the worktree)",
+        path.display()
+    );
+    analyze_file(&path).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+/// The run's results line for `spec`.
+fn result(spec: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(PathBuf::from(DIR).join("results-h200-2026-12-04.jsonl"))
+        .expect("results file");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "result" && v["id"] == spec)
+        .unwrap_or_else(|| panic!("no result line for {spec}"))
+}
+
+/// GPT-2 (124M: vocab 50257, 1024 positions, d 768, 12 layers, d_ff 3072), lm_head tied to
+/// wte (counted once). Per layer: ln_1 and ln_2 (weight + bias, 2·768 each), c_attn
+/// (768·2304 + 2304), attn c_proj (768·768 + 768), c_fc (768·3072 + 3072), mlp c_proj
+/// (3072·768 + 768); then wte, wpe and ln_f.
+fn gpt2_params() -> u64 {
+    let d = 768;
+    let layer =
+        2 * d + (d * 3 * d + 3 * d) + (d * d + d) + 2 * d + (d * 4 * d + 4 * d) + (4 * d * d + d);
+    50257 * d + 1024 * d + 12 * layer + 2 * d
+}
+
+/// SmolLM2-135M (Llama: vocab 49152, d 576, 30 layers, 9 heads of 64, 3 KV heads → k/v 192
+/// wide, d_ff 1536, no biases), embeddings tied. Per layer: q and o (576²), k and v
+/// (576·192), gate, up and down (576·1536), two RMSNorm weights (576); a final norm.
+fn smollm2_params() -> u64 {
+    let (d, kv, ff) = (576, 192, 1536);
+    let layer = 2 * d * d + 2 * d * kv + 3 * d * ff + 2 * d;
+    49152 * d + 30 * layer + d
+}
+
+#[test]
+fn the_parameter_counts_are_the_runs() {
+    assert_eq!(gpt2_params(), 124_439_808);
+    assert_eq!(smollm2_params(), 134_515_008);
+    assert_eq!(result(GPT2)["params_total"], gpt2_params());
+    assert_eq!(result(SMOLLM2)["params_total"], smollm2_params());
+}
+
+/// What both records must show whatever the model: the peak where the run measured it and
+/// the allocator's own peak reserved (read off the results line), at most 2 % unattributed,
+/// the cuBLAS workspaces as temporaries, and no site named by the unwinder.
+fn common(spec: &str, a: &Analysis) {
+    let measured = &result(spec)["measured"];
+    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("backward"), "{spec}");
+    assert_eq!(
+        a.per_gpu.peak_reserved,
+        measured["peak_reserved"].as_u64(),
+        "{spec}"
+    );
+    let peak = a.per_gpu.peak_allocated.unwrap();
+    assert!(
+        a.per_gpu.components.unattributed * 50 <= peak,
+        "{spec}: {} of {peak} B unattributed",
+        a.per_gpu.components.unattributed
+    );
+    // Two handles, two workspaces of 32 MiB on Hopper (aten/src/ATen/cuda/CublasHandlePool.cpp
+    // `getChosenWorkspaceSize`: 32 MiB for compute capability 9.x): the main thread's, taken
+    // by the probe's first matmul (run_one.py `probe_context`), and the autograd thread's,
+    // taken by its first matmul in the warm-up backward. Both stay allocated to the end.
+    let frames = &a.top_frames;
+    let probe = frames
+        .iter()
+        .find(|f| f.site.ends_with("probe_context"))
+        .expect("the probe's workspace live at the peak");
+    assert_eq!((probe.bytes, probe.category), (32 * MIB, "temporaries"));
+    let autograd = frames
+        .iter()
+        .find(|f| f.site.starts_with("cuBLAS workspace:"))
+        .expect("the autograd thread's workspace live at the peak");
+    assert_eq!(
+        (autograd.bytes, autograd.category, autograd.site.as_str()),
+        (
+            32 * MIB,
+            "temporaries",
+            "cuBLAS workspace: at::cuda::getCurrentCUDABlasHandle (MmBackward0)"
+        )
+    );
+    let sites = frames
+        .iter()
+        .map(|f| f.site.as_str())
+        .chain(a.top_allocations.iter().map(|t| t.site.as_str()));
+    for s in sites {
+        assert!(
+            !s.contains("torch::unwind") && !s.is_empty(),
+            "{spec}: site {s:?}"
+        );
+    }
+}
+
+#[test]
+fn gpt2_fp32_weights_built_under_the_device_context_are_parameters() {
+    let a = analysis(GPT2);
+    common(GPT2, &a);
+    // fp32: 4 B per parameter. Every tensor's bytes are 768·4 = 3,072 B times an integer, a
+    // multiple of 512, so the allocator's rounding (c10/cuda/CUDACachingAllocator.cpp
+    // `round_size`) adds nothing: 497,759,232 B, the trace's sizes and the blocks alike.
+    let weights = 4 * gpt2_params();
+    assert_eq!(weights, 497_759_232);
+    let c = &a.per_gpu.components.base;
+    let s = &a.per_gpu.model_states;
+    assert_eq!(c.parameters, weights);
+    assert_eq!(s.parameters, weights);
+    // The weights are 148 tensors: wte, wpe, 12 layers × 12, ln_f's two (lm_head is wte).
+    let built = a
+        .top_frames
+        .iter()
+        .find(|f| f.category == "parameters")
+        .unwrap();
+    assert_eq!((built.count, built.bytes), (148, weights));
+    // AdamW's exp_avg and exp_avg_sq: one fp32 tensor each per parameter tensor.
+    assert_eq!(c.optimizer_states, 2 * weights);
+    assert_eq!(s.optimizer_states, 2 * weights);
+    // The .grad of every weight, held over the step; none at the peak: the measured step's
+    // zero_grad(set_to_none=True) dropped them and the peak is the loss's backward (dlogits).
+    assert_eq!(s.gradients, weights);
+    assert_eq!(c.gradients, 0);
+    // Unattributed: input_ids and labels (4 × 512 int64 = 16,384 B each, run_one.py
+    // `train_steps`) and torchaudio's module-level EPSILON (a 0-d fp32 tensor, 4 B) made under
+    // the device context while transformers imported it during from_config.
+    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 4);
+}
+
+#[test]
+fn smollm2_weights_and_rotary_buffers_are_parameters() {
+    let a = analysis(SMOLLM2);
+    common(SMOLLM2, &a);
+    // bf16 autocast keeps fp32 parameters: 4 B each, 538,060,032 B as requested. The trace
+    // records requested sizes: the 61 RMSNorm weights (576·4 = 2,304 B) sit in 2,560 B blocks
+    // (`round_size` to 512), +61·256 = 15,616 B that only the blocks show.
+    let weights = 4 * smollm2_params();
+    assert_eq!(weights, 538_060_032);
+    // LlamaRotaryEmbedding's two buffers (inv_freq and its copy original_inv_freq: head_dim/2
+    // = 32 fp32 = 128 B each) are built with the weights and live as long; the allocator
+    // cannot tell a buffer from a weight, so they count with the parameters.
+    let buffers = 2 * 128;
+    let c = &a.per_gpu.components.base;
+    let s = &a.per_gpu.model_states;
+    assert_eq!(c.parameters, weights + buffers);
+    assert_eq!(s.parameters, weights + buffers);
+    // 1 embedding + 30 × 9 + the final norm = 272 weights, and the 2 buffers.
+    let built = a
+        .top_frames
+        .iter()
+        .find(|f| f.category == "parameters")
+        .unwrap();
+    assert_eq!(built.count, 272 + 2);
+    assert_eq!(c.optimizer_states, 2 * weights);
+    assert_eq!(s.gradients, weights);
+    assert_eq!(c.gradients, 0);
+    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 4);
+}
+
+/// `allocator` on both records: the trace replayed through the allocator model exactly (the
+/// histories start before the first tensor), the peak reserved as `max_memory_reserved`
+/// measured it, fragmentation from the run's own peaks, and the what-ifs bounded by what any
+/// setting must hold.
+fn replayed(spec: &str) {
+    let a = analysis(spec);
+    let m = &result(spec)["measured"];
+    let (alloc, reserved) = (
+        m["peak_allocated"].as_u64().unwrap(),
+        m["peak_reserved"].as_u64().unwrap(),
+    );
+    let x = a
+        .allocator
+        .as_ref()
+        .expect("a trace: the allocator section");
+    assert!(x.exact && x.complete_history, "{spec}: {x:?}");
+    assert_eq!(x.replayed_peak_reserved, reserved, "{spec}");
+    assert_eq!(x.recorded_peak_reserved, Some(reserved), "{spec}");
+    assert_eq!(
+        x.alloc_conf, "",
+        "{spec}: the run set no PYTORCH_CUDA_ALLOC_CONF"
+    );
+    // 1 − max_memory_allocated / max_memory_reserved, both as the run measured them.
+    let f = 1.0 - alloc as f64 / reserved as f64;
+    assert!(
+        (x.fragmentation - f).abs() < 1e-9,
+        "{spec}: {}",
+        x.fragmentation
+    );
+    let keys: Vec<&str> = x.whatif.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "expandable_segments",
+            "max_split_size_mb:128",
+            "max_split_size_mb:512"
+        ]
+    );
+    // No setting reserves less than the bytes allocated at the peak.
+    for (k, &v) in &x.whatif {
+        assert!(v >= alloc, "{spec}: {k} reserves {v} < {alloc} allocated");
+    }
+    assert!(x.whatif_baseline >= alloc);
+    // Expandable segments can give back at most the reserve over allocated at the peak
+    // (measured: reserved − allocated); here they give back some: each step frees the loss's
+    // ~390 MiB logits blocks and the backward's transients and asks again in other sizes,
+    // which fixed segments hold apart and pages do not.
+    let saving = x
+        .expandable_saving()
+        .expect("expandable segments reserve less");
+    assert!(saving < reserved - alloc, "{spec}: {saving}");
+}
+
+#[test]
+fn both_traces_replay_exactly_with_their_what_ifs() {
+    replayed(GPT2);
+    replayed(SMOLLM2);
+}

@@ -128,18 +128,31 @@ fn capacity_mark(f: &Fit, (scale, unit): (f64, Unit), top: f64, span: f64, out: 
         top - 6.0,
         top + span + 6.0
     ));
+    let label = format!(
+        "{} capacity {} {}",
+        f.gpu,
+        unit.fixed(f.capacity),
+        unit.name
+    );
+    // Ended at the line, unless that would run past the picture's left edge or into the axis's
+    // "0" (a capacity far under what the job uses): then begun at it.
+    let (anchor, lx) = if cx - text_width(&label) < LEFT + 12.0 {
+        ("start", cx + 4.0)
+    } else {
+        ("end", cx)
+    };
     text(
         out,
-        cx,
+        lx,
         top + span + 18.0,
-        "text-anchor=\"end\" fill=\"#cc0000\"",
-        &format!(
-            "{} capacity {} {}",
-            f.gpu,
-            unit.fixed(f.capacity),
-            unit.name
-        ),
+        &format!("class=\"capacity-label\" text-anchor=\"{anchor}\" fill=\"#cc0000\""),
+        &label,
     );
+}
+
+/// About how wide 12 px DejaVu Sans text is: 7.2 px a character (0.6 em, its average advance).
+pub(super) fn text_width(s: &str) -> f64 {
+    s.chars().count() as f64 * 7.2
 }
 
 /// Legend: swatch, label and size, wrapped across the width; with a measurement, the
@@ -182,10 +195,13 @@ fn legend(
             lx = LEFT;
             *y += 20.0;
         }
+        // data-label: the category's name in this report (vLLM's reserve is its KV pool), so
+        // the web UI's table names it as the legend does.
         out.push_str(&format!(
-            "<rect class=\"swatch\" data-category=\"{}\" x=\"{lx:.1}\" y=\"{:.1}\" width=\"14\" \
-             height=\"14\" fill=\"{}\"/>\n",
+            "<rect class=\"swatch\" data-category=\"{}\" data-label=\"{}\" x=\"{lx:.1}\" \
+             y=\"{:.1}\" width=\"14\" height=\"14\" fill=\"{}\"/>\n",
             c.name(),
+            esc(crate::render::label_in(r, *c)),
             *y - 11.0,
             hex(*c)
         ));

@@ -423,6 +423,96 @@ mod tests {
         assert!(!svg.contains("0.00 GiB"), "{svg}");
     }
 
+    /// The report with a two-event step: forward 5 GiB, backward 6 GiB, all activations.
+    fn stepped(capacity: u64) -> Report {
+        let mut r = report(capacity);
+        let mut fwd = point("forward", 5 * G);
+        fwd.by_category.insert("activations", 5 * G);
+        let mut bwd = point("backward", 6 * G);
+        bwd.by_category.insert("activations", 6 * G);
+        r.timeline = vec![fwd, bwd];
+        r
+    }
+
+    /// The step's columns' heights in px, in order.
+    fn column_heights(svg: &str) -> Vec<f64> {
+        parse(svg)
+            .0
+            .iter()
+            .filter(|e| e.0 == "rect" && attr(e, "class") == Some("step"))
+            .map(|e| num(e, "height"))
+            .collect()
+    }
+
+    #[test]
+    fn a_small_step_on_a_large_gpu_fills_the_plot_and_names_the_capacity() {
+        // A 6 GiB step on a 140 GiB GPU: the capacity is over twice the step, so the 220 px
+        // plot stands for 6 × 1.08 = 6.48 GiB: the 6 GiB column is 220 × 6 / 6.48 = 203.7 px
+        // (scaled to the capacity × 1.08 it would be 220 × 6 / 151.2 = 8.7 px, a flat line).
+        let svg = render_svg(&stepped(140 * G), &[]);
+        let h = column_heights(&svg);
+        assert_eq!(h.len(), 2, "{h:?}");
+        assert!((h[1] - 203.7).abs() <= 0.1, "{h:?}");
+        assert!((h[0] - 220.0 * 5.0 / 6.48).abs() <= 0.1, "{h:?}");
+        // Ticks every nice_step(6.48 / 5 = 1.296) = 2 GiB: 0, 2, 4, 6.
+        assert_eq!(y_ticks(&svg), ["0", "2", "4", "6"]);
+        // The capacity is said (in the CLI's units: 140.0 GiB), not drawn off the plot.
+        let (elems, texts) = parse(&svg);
+        assert!(!elems.iter().any(|e| attr(e, "class") == Some("gpu-limit")));
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains("GPU capacity 140.0 GiB is above this plot")),
+            "{texts:?}"
+        );
+    }
+
+    #[test]
+    fn a_capacity_within_twice_the_step_is_drawn_across_it() {
+        // 10 GiB ≤ 2 × 6 GiB: the plot stands for 10 × 1.08 = 10.8 GiB; the 6 GiB column is
+        // 220 × 6 / 10.8 = 122.2 px and the capacity line 220 × 10 / 10.8 = 203.7 px above the
+        // floor (the floor: the column's top plus its height).
+        let svg = render_svg(&stepped(10 * G), &[]);
+        let (elems, texts) = parse(&svg);
+        let col = elems
+            .iter()
+            .filter(|e| e.0 == "rect" && attr(e, "class") == Some("step"))
+            .nth(1)
+            .unwrap();
+        assert!((num(col, "height") - 122.2).abs() <= 0.1);
+        let floor = num(col, "y") + num(col, "height");
+        let limit = elems
+            .iter()
+            .find(|e| attr(e, "class") == Some("gpu-limit"))
+            .expect("the capacity line");
+        assert!((floor - num(limit, "y1") - 203.7).abs() <= 0.1);
+        assert!(!texts.iter().any(|t| t.contains("above this plot")));
+    }
+
+    #[test]
+    fn the_capacity_label_is_never_cut_at_the_left_edge() {
+        // 1 GiB GPU, 7.5 GiB used: the line at 60 + 860 / 7.5 = 174.67 px; its label
+        // "t4-16gb capacity 1.00 GiB" (25 characters, ~180 px) ended there would begin left of
+        // the picture, so it begins at the line: x = 178.67, anchored at its start.
+        let svg = render_svg(&report(G), &[]);
+        let (elems, _) = parse(&svg);
+        let label = elems
+            .iter()
+            .find(|e| attr(e, "class") == Some("capacity-label"))
+            .unwrap();
+        assert_eq!(attr(label, "text-anchor"), Some("start"));
+        assert!((num(label, "x") - 178.67).abs() <= 0.1);
+        // 4 GiB: the line at 518.67 px, room for the label to its left: ended at the line.
+        let svg = render_svg(&report(4 * G), &[]);
+        let (elems, _) = parse(&svg);
+        let label = elems
+            .iter()
+            .find(|e| attr(e, "class") == Some("capacity-label"))
+            .unwrap();
+        assert_eq!(attr(label, "text-anchor"), Some("end"));
+        assert!((num(label, "x") - 518.67).abs() <= 0.1);
+    }
+
     fn measured_rects(svg: &str) -> Vec<(String, f64, f64)> {
         parse(svg)
             .0

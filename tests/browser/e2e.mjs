@@ -41,16 +41,38 @@ const browser = await chromium.launch({
 });
 let failed = false;
 try {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
-  page.setDefaultTimeout(STEP);
   const foreign = [];
   const errors = [];
-  page.on("request", (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) foreign.push(r.url()); });
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("response", async (r) => {
-    if (r.status() >= 400) errors.push(`${r.status()} ${r.url()}: ${await r.text().catch(() => "")}`);
-  });
+  // Set while a step expects the server to refuse (a model that cannot be fetched).
+  let refusalsExpected = false;
+  const watch = (pg) => {
+    pg.setDefaultTimeout(STEP);
+    pg.on("request", (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) foreign.push(r.url()); });
+    pg.on("console", (m) => { if (m.type() === "error" && !refusalsExpected) errors.push(m.text()); });
+    pg.on("pageerror", (e) => errors.push(String(e)));
+    pg.on("response", async (r) => {
+      if (r.status() >= 400 && !refusalsExpected) errors.push(`${r.status()} ${r.url()}: ${await r.text().catch(() => "")}`);
+    });
+    return pg;
+  };
+  const page = watch(await browser.newPage({ viewport: { width: 1400, height: 1100 } }));
+  // A fresh page showing `job` (as a link would), once its answer is on show.
+  const openJob = async (job) => {
+    const pg = watch(await browser.newPage({ viewport: { width: 1400, height: 1100 } }));
+    await pg.goto(base + "#job=" + encodeURIComponent(JSON.stringify(job)), { waitUntil: "load" });
+    await pg.waitForFunction(() => document.body.dataset.state === "ready");
+    return pg;
+  };
+  const api = async (path, job) => {
+    const r = await fetch(new URL(path, base), {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(job),
+    });
+    if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
+    return r.json();
+  };
+  const jobOf = (pg) => JSON.parse(decodeURIComponent(new URL(pg.url()).hash.slice(5)));
+  // The page is no wider than its window (nothing pushes it sideways).
+  const noSideways = (pg) => pg.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
 
   await page.goto(base, { waitUntil: "load", timeout: STEP });
   await page.waitForFunction(() => document.body.dataset.state === "ready");
@@ -96,6 +118,23 @@ try {
   await page.click("#whatif-btn");
   await page.waitForSelector("#whatif-table tbody tr");
   check(await page.locator("#whatif-table tbody tr").count() > 0, "what-if lists techniques");
+  {
+    // The columns the CLI's what-if table has: time (the change's time per token against the
+    // job's, as a signed percentage) and the modelled step, each row's the API's.
+    const heads = await page.$$eval("#whatif-table thead th", (t) => t.map((x) => x.textContent));
+    check(heads.includes("time") && heads.includes("step"), `what-if has time and step columns (${heads.join(", ")})`);
+    const rows = await api("/api/whatif", jobOf(page));
+    const cells = await page.$$eval("#whatif-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+    // The CLI's rule (render/whatif.rs time_cost): under half a percent "0 %", else the sign
+    // (− faster) and the rounded percentage.
+    const pctOf = (c) => c == null ? "-" : Math.abs(c) < 0.005 ? "0 %" : `${c < 0 ? "−" : "+"}${(100 * Math.abs(c)).toFixed(0)} %`;
+    const ti = heads.indexOf("time");
+    check(rows.length === cells.length && rows.every((w, i) => cells[i][ti] === pctOf(w.time_cost)),
+          "every what-if row's time is the API's time_cost");
+    // Full checkpointing runs the forward twice: it costs time on any GPU with speeds.
+    const ck = cells.find((c) => c[0] === "--checkpointing full");
+    check(ck && ck[ti].startsWith("+"), `full checkpointing costs time (${ck && ck[ti]})`);
+  }
 
   const inView = (sel) => page.evaluate((q) => {
     const r = document.querySelector(q).getBoundingClientRect();
@@ -127,15 +166,44 @@ try {
   await page.selectOption("select[name=gpu]", "rtx4090-24gb");
   await page.waitForSelector("#advice-table tbody tr");
   check(await page.getAttribute("#verdict", "class") === "nofit", "llama-3.1-8b does not fit an RTX 4090");
+  const nofitJob = jobOf(page);
+  const advice = (await api("/api/estimate", nofitJob)).advice[0];
   await page.click("#advice-table tbody tr");
   await page.waitForFunction(() => document.body.dataset.state === "ready"
     && document.getElementById("verdict").className === "fits");
   check(true, "the first advice, clicked, fits: " + await page.textContent("#verdict"));
+  {
+    // What was applied is said, each setting it changed is shown by a control (outlined) or an
+    // "Other settings" row, and undo brings the job before it back.
+    check(await page.isVisible("#applied") && (await page.textContent("#applied-text")).includes(advice.flags.join(" ")),
+          `the applied advice is said (${await page.textContent("#applied-text")})`);
+    const shownBy = async (k, v) => page.evaluate(([k, v]) => {
+      const f = document.getElementById("job").elements[k === "allocator" ? "alloc_conf" : k];
+      if (f && f.type === "checkbox") return f.checked === !!v && f.closest("label").classList.contains("applied-change");
+      if (f) return String(f.value) === String(v) && f.classList.contains("applied-change");
+      return document.querySelector(`#extras-list li[data-field="${k}"]`) !== null;
+    }, [k, v]);
+    const pairs = Object.entries(advice.changes).flatMap(([k, v]) =>
+      k === "parallel" ? Object.entries(v).filter(([sk]) => ["gpus", "tp", "pp", "zero", "offload"].includes(sk))
+      : k === "engine" ? Object.entries(v).map(([sk, sv]) => [`engine.${sk}`, sv]) : [[k, v]]);
+    const missing = [];
+    for (const [k, v] of pairs) if (!(await shownBy(k, v))) missing.push(k);
+    check(pairs.length > 0 && missing.length === 0,
+          `every setting the advice changed is shown in the form (${pairs.map((p) => p[0]).join(", ")}; missing: ${missing.join(", ")})`);
+    await page.click("#undo-applied");
+    await page.waitForFunction(() => document.body.dataset.state === "ready"
+      && document.getElementById("verdict").className === "nofit");
+    const undone = jobOf(page);
+    check(JSON.stringify(undone) === JSON.stringify(nofitJob) && await page.isHidden("#applied"),
+          "undo brings the job before the advice back (does not fit again)");
+  }
 
   // The plan view: layouts over 8 GPUs, the best of each framework among them.
   await page.fill("input[name=gpus]", "8");
   await page.selectOption("select[name=gpu]", "h100-80gb");
-  await page.waitForFunction(() => document.body.dataset.state === "ready");
+  // Ready for this job (the form's changes are sent after a short pause).
+  await page.waitForFunction(() => document.body.dataset.state === "ready"
+    && /"gpus":8\b/.test(decodeURIComponent(location.hash)) && /"gpu":"h100-80gb"/.test(decodeURIComponent(location.hash)));
   await page.click("#plan-btn");
   // The answer's heading and rows arrive together; wait for both (a re-asked plan shows
   // "planning…" again between the two reads under a loaded machine).
@@ -218,6 +286,8 @@ try {
   await page.screenshot({ path: shot, fullPage: true });
   console.log("screenshot:", shot);
 
+  await surfaces();
+
   // A diffusers pipeline (the real FLUX.1-dev configs, a directory this loopback server reads
   // as it would a Hub id): the form asks the pipeline's fields, the answer lists the call's
   // phases, and the peak is the one /api/estimate gives for the job the URL encodes.
@@ -267,6 +337,150 @@ try {
         "clearing the pipeline brings the model's fields back");
   check(foreign.length === 0, `no request left ${origin} (${foreign.join(", ")})`);
   check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
+
+  // The answers a user copies or reads off the page (issue 31, item 8), each on a fresh page.
+  async function surfaces() {
+    // A vLLM job: the fit shows the launch line (what vLLM is started with), and the pool is
+    // named one way in the table and the legend.
+    const vllm = await openJob({ model: "llama-3.1-8b", task: "infer", framework: "vllm", gpu: "h100-80gb", batch: 1 });
+    await vllm.click("#fit-btn");
+    await vllm.waitForSelector("#fit-launch");
+    const fitApi = await api("/api/fit", jobOf(vllm));
+    const launch = await vllm.textContent("#fit-launch");
+    check(launch === fitApi.launch.command && launch.startsWith("vllm serve "), `the fit shows the launch line (${launch})`);
+    const whyShown = await vllm.$$eval("#fit-out .why", (d) => d.map((x) => x.textContent));
+    check(Object.keys(fitApi.launch.why).every((f) => whyShown.some((w) => w.startsWith(f + ":"))),
+          "and why each flag has its value");
+    const pool = await vllm.$eval("#breakdown tr[data-category=allocator_reserve] td", (td) => td.textContent);
+    const legend = await vllm.$eval("#picture rect.swatch[data-category=allocator_reserve]", (r) => r.dataset.label);
+    const legendText = await vllm.$$eval("#legend text", (t) => t.map((x) => x.textContent).join(" | "));
+    check(pool === "KV pool (free blocks)" && legend === pool && legendText.includes(pool),
+          `vLLM's pool is "${pool}" in the table and the legend, never "allocator reserve"`);
+    await vllm.screenshot({ path: shot.replace(/\.png$/, "-vllm-fit.png"), fullPage: true });
+
+    // Settings with no control of their own (engine settings) are listed and can be removed;
+    // the training techniques have controls.
+    const rm = vllm;
+    await rm.goto(base + "#job=" + encodeURIComponent(JSON.stringify({ model: "llama-3.1-8b", task: "infer", framework: "vllm",
+      gpu: "h100-80gb", engine: { max_model_len: 4096 } })));
+    await rm.reload();
+    await rm.waitForFunction(() => document.body.dataset.state === "ready");
+    check(/4096/.test(await rm.textContent("#extras-list li[data-field='engine.max_model_len']")),
+          "an engine setting from a link is listed under Other settings");
+    await rm.click("#extras-list li[data-field='engine.max_model_len'] button");
+    await rm.waitForFunction(() => !location.hash.includes("max_model_len") && document.body.dataset.state === "ready");
+    check(jobOf(rm).engine === undefined && await rm.isHidden("#extras"), "and removing it leaves the job without it");
+    await rm.close();
+    const tech = await openJob({ model: "llama-3.1-8b", gpu: "h100-80gb", optimizer: "adamw-8bit-paged",
+      optimizer_in_backward: true, allocator: "expandable_segments:True", loss: "chunked" });
+    const v = (n) => tech.$eval(`[name=${n}]`, (e) => (e.type === "checkbox" ? e.checked : e.value));
+    check(await v("optimizer") === "adamw-8bit-paged" && await v("optimizer_in_backward") === true
+          && await v("alloc_conf") === "expandable_segments:True" && await v("loss") === "chunked",
+          "paged optimizers, optimizer-in-backward, the allocator's settings and the loss each have a control");
+    await tech.uncheck("input[name=optimizer_in_backward]");
+    await tech.waitForFunction(() => document.body.dataset.state === "ready"
+      && !decodeURIComponent(location.hash).includes("optimizer_in_backward"));
+    const unticked = jobOf(tech);
+    check(unticked.optimizer_in_backward === undefined && unticked.optimizer === "adamw-8bit-paged",
+          "unticking optimizer-in-backward takes it (alone) out of the job");
+    await tech.close();
+
+    // Labels whole and inside the picture: an 8B full fine-tune on a 24 GB card (150 GiB used:
+    // the capacity line sits at a sixth of the bar; the what-if names run long).
+    const big = await openJob({ model: "llama-3.1-8b", gpu: "rtx4090-24gb" });
+    const texts = await big.$$eval("#picture svg text", (ts) => ts.map((t) => {
+      const b = t.getBBox();
+      return { s: t.textContent, x0: b.x, x1: b.x + b.width, cls: t.getAttribute("class") || "" };
+    }));
+    const out = texts.filter((t) => t.x0 < 0 || t.x1 > 960);
+    check(out.length === 0, `every label of the picture lies inside it (${out.map((t) => t.s).join(" | ")})`);
+    const names = (await api("/api/whatif", jobOf(big))).map((w) => w.technique);
+    const labels = texts.filter((t) => t.cls === "what-if-label").map((t) => t.s).join(" ");
+    const cut = names.filter((n) => !labels.includes(n));
+    check(names.some((n) => n.length > 44) && cut.length === 0,
+          `every what-if name is whole in the picture (${cut.join(" | ")})`);
+    const cap = texts.find((t) => t.cls === "capacity-label");
+    const zero = texts.find((t) => t.s === "0");
+    check(cap && zero && (cap.x0 >= zero.x1 || cap.x1 <= zero.x0), `the capacity label clears the axis (${cap && cap.s})`);
+    await big.screenshot({ path: shot.replace(/\.png$/, "-labels.png"), fullPage: true });
+
+    // The plan: the time and tokens/s columns it ranks by; the best row labelled, not repeated.
+    await big.fill("input[name=gpus]", "8");
+    await big.selectOption("select[name=gpu]", "h100-80gb");
+    await big.waitForFunction(() => document.body.dataset.state === "ready"
+      && /"gpus":8\b/.test(decodeURIComponent(location.hash)) && /"gpu":"h100-80gb"/.test(decodeURIComponent(location.hash)));
+    await big.click("#plan-btn");
+    await big.waitForSelector("#plan-table tbody tr", { timeout: 60_000 });
+    const ph = await big.$$eval("#plan-table thead th", (t) => t.map((x) => x.textContent));
+    check(ph.includes("step") && ph.includes("tok/s/GPU") && ph.includes("bound by"), `plan has step, tok/s/GPU and bound-by columns`);
+    const prow = await big.$$eval("#plan-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+    const layouts = prow.map((r) => r.slice(1, 9).join("|"));
+    check(new Set(layouts).size === layouts.length, "no layout is listed twice");
+    check(/^1 · best of /.test(prow[0][0]), `the best row is labelled (${prow[0][0]})`);
+    const tok = ph.indexOf("tok/s/GPU");
+    const ranked = prow.filter((r) => /^\d/.test(r[0])).map((r) => Number(r[tok].replace(/,/g, "")));
+    check(ranked.every((t, i) => i === 0 || t <= ranked[i - 1]), `the ranked rows go by tokens/s per GPU (${ranked.join(", ")})`);
+    await big.close();
+
+    // The step plot scaled to the job: GPT-2 at batch 4 × 512 in fp32 (under 6 GiB) on an H200
+    // (140.4 GiB): the plot stands for the peak × 1.08, so the peak's column is 220 / 1.08 =
+    // 203.7 px of the 220 px plot (scaled to the capacity it would be ~9 px), the capacity said.
+    const h200 = await openJob({ model: "gpt2", gpu: "h200-141gb", batch: 4, seq: 512, precision: "fp32", optimizer: "adamw" });
+    const tallest = await h200.$$eval("#timeline rect.step", (rs) => {
+      const cols = {};
+      for (const r of rs) cols[r.getAttribute("x")] = (cols[r.getAttribute("x")] || 0) + Number(r.getAttribute("height"));
+      return Math.max(...Object.values(cols));
+    });
+    check(Math.abs(tallest - 203.7) < 1, `the step plot is scaled to the step (tallest column ${tallest.toFixed(1)} px of 220)`);
+    check(/GPU capacity 140\.4 GiB is above this plot/.test(await h200.textContent("#picture")), "the capacity is marked above it");
+
+    // The measurement view: a real H200 snapshot's segments and replayed allocator as rows, no
+    // raw JSON, and the page no wider than its window.
+    const snap = resolve(here, "../../../shared/fixtures/gpu-h200/snapshot-gpt2-snap-fp32-adamw-eager-b4s512.pickle");
+    if (existsSync(snap)) {
+      await h200.setInputFiles("#file", snap);
+      await h200.waitForSelector("#measurement-fragmentation");
+      await h200.waitForFunction(() => document.body.dataset.state === "ready" && document.querySelector("#picture svg polyline.measured"));
+      const view = await h200.textContent("#measurement-view");
+      check(!/[{}]/.test(view), "the measurement view has no raw JSON");
+      // Its segments at the end (the record's own: 143 segments; analyze prints the same).
+      check(/segments143/.test(view.replace(/\s+/g, "")), "the segments are rows (143 segments)");
+      // docs/analyze.md: with expandable segments this run would have reserved 6,620,708,864 −
+      // 6,358,564,864 = 262,144,000 B = 250.0 MiB less.
+      const ex = await h200.$eval("#measurement-allocator-whatif", (t) => [...t.rows].map((r) => r.textContent).join(" | "));
+      check(/expandable_segments:True.*250\.0 MiB less/.test(ex), `the allocator's what-ifs are rows (${ex.slice(0, 120)})`);
+      check(await noSideways(h200), "the page is no wider than its window with the measurement shown");
+      await h200.screenshot({ path: shot.replace(/\.png$/, "-measurement.png"), fullPage: true });
+    } else {
+      console.log("skip - no ../shared/fixtures/gpu-h200 snapshot for the measurement view check");
+    }
+    await h200.close();
+
+    // A training config naming a model that cannot be fetched: the previous picture and verdict
+    // go, and the verdict says why.
+    const gone = await openJob({ model: "gpt2", gpu: "h100-80gb" });
+    check(await gone.locator("#picture svg").count() === 1, "a picture is on show before the drop");
+    const { readFileSync } = await import("node:fs");
+    const yml = readFileSync(resolve(here, "../../crates/formats/tests/fixtures/recipes/axolotl/llama3_lora-8b.yml"), "utf8")
+      .replace(/^base_model: .*$/m, "base_model: vramscope-test/no-such-model");
+    refusalsExpected = true;
+    const drop = await gone.evaluateHandle((text) => {
+      const d = new DataTransfer();
+      d.items.add(new File([text], "no_such_model.yml", { type: "application/x-yaml" }));
+      return d;
+    }, yml);
+    await gone.dispatchEvent("body", "drop", { dataTransfer: drop });
+    await gone.waitForFunction(() => document.body.dataset.state === "error");
+    await gone.waitForTimeout(300);
+    refusalsExpected = false;
+    const verdict = await gone.textContent("#verdict");
+    const said = await gone.textContent("#status");
+    check(await gone.locator("#picture svg").count() === 0 && await gone.textContent("#peak-gib") === "–"
+          && verdict === "no estimate: " + said && said.length > 0,
+          `the old picture and verdict are gone, and why is said (${verdict.slice(0, 140)})`);
+    await gone.screenshot({ path: shot.replace(/\.png$/, "-unfetchable.png"), fullPage: true });
+    await gone.close();
+  }
 } catch (e) {
   failed = true;
   console.error("FAIL:", e.message);

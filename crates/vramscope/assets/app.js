@@ -13,9 +13,23 @@ let measuredId = 0; // bumped whenever `measured` changes
 // The job (and measurement) last sent: a "change" event that repeats it (a field losing focus
 // after its "input" events were already sent) asks nothing again and keeps the answers shown.
 let lastKey = null;
-// Job fields the form has no control for (engine settings, the loss kernel), kept from a link or
-// an applied piece of advice.
+// Job fields the form has no control for (engine settings, RL, host RAM, ...), kept from a link,
+// a training config or an applied piece of advice, and listed under "Other settings" where each
+// can be removed. `parallel` here holds only the layout keys the form has no field for (cp, ep,
+// sp, microbatches).
 let extras = {};
+// The job's fields the form's own controls hold (jobFromForm writes them, formFromJob reads them).
+const FORM_FIELDS = new Set(["model", "task", "batch", "seq", "grad_accum", "new_tokens", "precision",
+  "optimizer", "checkpointing", "attention", "weights", "framework", "kv_dtype", "cuda_module_loading",
+  "zero_grad", "torch_version", "optimizer_impl", "peft", "parallel", "gpu", "reserve", "allocator",
+  "loss", "optimizer_in_backward", "activation_offload", "compile"]);
+// The layout's keys the form holds; dp among them, as it is derived from the GPUs (gpus / (tp ×
+// pp × cp)) and never kept apart.
+const PARALLEL_FIELDS = new Set(["gpus", "tp", "pp", "zero", "offload", "dp"]);
+// A layout as advice echoes it (resolved) has these defaults: no setting of the user's.
+const LAYOUT_DEFAULTS = { cp: 1, ep: 1, sp: false, microbatches: 1 };
+// The training techniques shown as checkboxes: the job's field and the value a ticked box sends.
+const TECHNIQUE_BOXES = { optimizer_in_backward: true, activation_offload: "cpu", compile: true };
 // Answers on show (fit, what-if, plan): cleared on every job change and asked again.
 const shown = new Set();
 
@@ -71,6 +85,8 @@ function jobFromForm() {
     // Sent only when not the default, so a default job is the same job as before these fields.
     if (field("zero_grad").value !== "none") job.zero_grad = field("zero_grad").value;
     if (field("optimizer_impl").value !== "foreach") job.optimizer_impl = field("optimizer_impl").value;
+    if (field("loss").value) job.loss = field("loss").value;
+    for (const [k, on] of Object.entries(TECHNIQUE_BOXES)) if (field(k).checked) job[k] = on;
   } else {
     job.new_tokens = num("new_tokens");
     if (field("kv_dtype").value) job.kv_dtype = field("kv_dtype").value;
@@ -94,7 +110,9 @@ function jobFromForm() {
   // The caching allocator's settings in PYTORCH_CUDA_ALLOC_CONF's syntax (the contract's
   // `allocator` takes that string); sent only when set, so a default job is unchanged.
   if (field("alloc_conf").value.trim()) job.allocator = field("alloc_conf").value.trim();
-  Object.assign(job, extras);
+  const { parallel: moreLayout, ...more } = extras;
+  Object.assign(job.parallel, moreLayout || {});
+  Object.assign(job, more);
   if (task !== "rl") delete job.rl;
   return job;
 }
@@ -123,6 +141,10 @@ function formFromJob(job) {
   set("zero_grad", job.zero_grad || "none");
   set("torch_version", job.torch_version || "");
   set("optimizer_impl", job.optimizer_impl || "foreach");
+  set("loss", job.loss || "");
+  for (const k of Object.keys(TECHNIQUE_BOXES)) {
+    field(k).checked = job[k] != null && job[k] !== false && job[k] !== "none";
+  }
   if (job.peft) { set("peft", job.peft.method); set("rank", job.peft.rank); }
   const p = job.parallel || {};
   for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);
@@ -131,9 +153,42 @@ function formFromJob(job) {
   field("alloc_conf").value = allocConf(job.allocator);
   if (!job.peft) set("peft", "");
   extras = {};
-  for (const k of ["engine", "loss", "rl"]) if (job[k] != null) extras[k] = job[k];
   if (isPipelineJob(job)) pipelineFormFromJob(job);
+  else {
+    for (const [k, v] of Object.entries(job)) if (!FORM_FIELDS.has(k) && v != null) extras[k] = v;
+    const layout = Object.entries(p).filter(([k, v]) => !PARALLEL_FIELDS.has(k) && v != null && v !== LAYOUT_DEFAULTS[k]);
+    if (layout.length) extras.parallel = Object.fromEntries(layout);
+  }
+  showExtras();
   showTaskFields();
+}
+
+// The extras as one row each (an object's keys one row each: engine.max_model_len), each with a
+// button that removes it.
+function showExtras() {
+  const list = $("extras-list");
+  list.replaceChildren();
+  const row = (path, value, remove) => {
+    const li = document.createElement("li");
+    li.dataset.field = path;
+    const name = document.createElement("code"); name.textContent = path;
+    const val = document.createElement("span"); val.textContent = typeof value === "string" ? value : JSON.stringify(value);
+    const x = document.createElement("button"); x.type = "button"; x.textContent = "×";
+    x.title = `remove ${path} (back to its default)`;
+    x.addEventListener("click", () => { remove(); showExtras(); markApplied(null); schedule(); });
+    li.append(name, val, x);
+    list.append(li);
+  };
+  for (const [k, v] of Object.entries(extras)) {
+    if (v && typeof v === "object" && !Array.isArray(v) && (k === "engine" || k === "parallel")) {
+      for (const [sub, sv] of Object.entries(v)) {
+        row(`${k}.${sub}`, sv, () => { delete extras[k][sub]; if (!Object.keys(extras[k]).length) delete extras[k]; });
+      }
+    } else {
+      row(k, v, () => { delete extras[k]; });
+    }
+  }
+  $("extras").hidden = list.children.length === 0;
 }
 
 function showTaskFields() {
@@ -195,10 +250,25 @@ async function update() {
   } catch (e) {
     if (mine !== seq) return;
     lastKey = null; // the same job may be asked again (a Hub fetch that failed, say)
+    clearReport(e.message);
     status(e.message);
     if (hub) { $("hub-error").textContent = e.message; $("hub-error").hidden = false; }
     document.body.dataset.state = "error";
   }
+}
+
+// No answer for the job on show: the previous job's figures, picture and verdict go, and the
+// verdict says why.
+function clearReport(why) {
+  for (const id of ["peak-gib", "peak-bytes", "device-gib"]) $(id).textContent = "–";
+  $("peak-bytes").dataset.bytes = "";
+  $("verdict").textContent = "no estimate: " + why;
+  $("verdict").className = "nofit";
+  $("picture").replaceChildren();
+  $("phases").replaceChildren();
+  $("breakdown").tBodies[0].replaceChildren();
+  $("warnings").replaceChildren();
+  $("advice-out").replaceChildren();
 }
 
 function showReport(r, svg) {
@@ -219,7 +289,11 @@ function showReport(r, svg) {
   $("picture").innerHTML = svg;
   if (r.phases) showPipelineReport(r); else $("phases").replaceChildren();
   const colour = {};
-  for (const s of document.querySelectorAll("#picture rect.swatch")) colour[s.dataset.category] = s.getAttribute("fill");
+  const label = {};
+  for (const s of document.querySelectorAll("#picture rect.swatch")) {
+    colour[s.dataset.category] = s.getAttribute("fill");
+    if (s.dataset.label) label[s.dataset.category] = s.dataset.label;
+  }
   const body = $("breakdown").tBodies[0];
   body.replaceChildren();
   for (const [cat, bytes] of Object.entries(p.components)) {
@@ -230,7 +304,8 @@ function showReport(r, svg) {
     const sw = document.createElement("span");
     sw.className = "sw";
     sw.style.background = colour[cat] || "#fff";
-    name.append(sw, cat.replace(/_/g, " "));
+    // The picture's name for it (vLLM's reserve is its KV pool), so table and legend agree.
+    name.append(sw, label[cat] || cat.replace(/_/g, " "));
     const g = tr.insertCell(); g.className = "n"; g.textContent = human(bytes);
     g.title = thousands(bytes) + " bytes";
   }
@@ -257,7 +332,7 @@ function showAdvice(r) {
     cell(tr, human(a.device_total), true);
     cell(tr, human(a.headroom) + (a.headroom < GIB ? " (tight)" : ""), true);
     cell(tr, a.gives_up + (a.host_bytes ? ` · ${human(a.host_bytes)} in host RAM` : ""));
-    tr.addEventListener("click", () => applyChanges(a.changes));
+    tr.addEventListener("click", () => applyChanges(a.changes, shownFlags(a.flags, a.env)));
   }
   out.replaceChildren(head, t);
 }
@@ -270,8 +345,11 @@ function table(id, heads) {
   return t;
 }
 
+// A cell: `numeric` right-aligned on one line; "wrap" for long words (paths) that may break anywhere.
 function cell(tr, text, numeric) {
-  const td = tr.insertCell(); td.textContent = text; if (numeric) td.className = "n"; return td;
+  const td = tr.insertCell(); td.textContent = text;
+  if (numeric) td.className = numeric === "wrap" ? "wrap" : "n";
+  return td;
 }
 
 // The job's `allocator` (a PYTORCH_CUDA_ALLOC_CONF string, or the contract's object as a
@@ -298,10 +376,50 @@ function shownFlags(flags, env) {
   return parts.join(" ");
 }
 
-function applyChanges(changes) {
+// A clicked piece of advice: its changes go into the form (each control it changed outlined, the
+// fields without a control listed under "Other settings"), and a line says what was applied
+// with an undo that brings the job before it back.
+function applyChanges(changes, flags) {
+  const before = jobFromForm();
   const job = Object.assign(jobFromForm(), changes);
+  if (changes.parallel) job.parallel = Object.assign({}, before.parallel, changes.parallel);
+  if (changes.engine) job.engine = Object.assign({}, before.engine || {}, changes.engine);
   formFromJob(job);
+  markApplied(changes);
+  $("applied-text").textContent = "Applied: " + flags;
+  $("applied").hidden = false;
+  undoJob = before;
   update();
+}
+
+// The job before the last applied advice (the undo's).
+let undoJob = null;
+
+function undoApplied() {
+  if (!undoJob) return;
+  formFromJob(undoJob);
+  undoJob = null;
+  markApplied(null);
+  update();
+}
+
+// Outlines the controls (or "Other settings" rows) that `changes` set; null clears the marks and
+// the applied line.
+function markApplied(changes) {
+  for (const el of document.querySelectorAll(".applied-change")) el.classList.remove("applied-change");
+  if (!changes) { $("applied").hidden = true; undoJob = null; return; }
+  const mark = (name, path) => {
+    const ctl = name === "allocator" ? field("alloc_conf") : field(name);
+    const el = ctl && (ctl.type === "checkbox" ? ctl.closest("label") : ctl);
+    const row = document.querySelector(`#extras-list li[data-field="${path}"]`);
+    for (const e of [el, row]) if (e) e.classList.add("applied-change");
+  };
+  for (const [k, v] of Object.entries(changes)) {
+    if ((k === "parallel" || k === "engine") && v && typeof v === "object") {
+      for (const sub of Object.keys(v)) mark(k === "parallel" ? sub : "", `${k}.${sub}`);
+    } else if (k === "peft") { mark("peft", k); mark("rank", k); }
+    else mark(k, k);
+  }
 }
 
 function reveal(out, opts) { if (!opts || opts.scroll !== false) out.scrollIntoView({ block: "nearest" }); }
@@ -450,24 +568,94 @@ function showMeasurement(name, a) {
   const tops = (a.top_allocations || []).slice(0, 5);
   if (tops.length) {
     const t = table("measurement-top", ["top allocations", "bytes", "category"]);
-    for (const x of tops) { const tr = t.tBodies[0].insertRow(); cell(tr, x.site || "?"); cell(tr, human(x.bytes), true); cell(tr, x.category || ""); }
+    for (const x of tops) { const tr = t.tBodies[0].insertRow(); cell(tr, x.site || "?", "wrap"); cell(tr, human(x.bytes), true); cell(tr, x.category || ""); }
     parts.push(t);
   }
   const sites = (a.top_frames || []).slice(0, 5);
   if (sites.length) {
     const t = table("measurement-sites", ["sites", "bytes", "count"]);
-    for (const x of sites) { const tr = t.tBodies[0].insertRow(); cell(tr, x.site || "?"); cell(tr, human(x.bytes), true); cell(tr, String(x.count), true); }
+    for (const x of sites) { const tr = t.tBodies[0].insertRow(); cell(tr, x.site || "?", "wrap"); cell(tr, human(x.bytes), true); cell(tr, String(x.count), true); }
+    parts.push(t);
+  }
+  if (a.fragmentation) parts.push(...fragmentationRows(a.fragmentation));
+  if (a.allocator) parts.push(...allocatorRows(a.allocator));
+  const ooms = a.ooms || [];
+  const oomLine = document.createElement("div");
+  oomLine.textContent = `out-of-memory events: ${ooms.length}`;
+  parts.push(oomLine);
+  if (ooms.length) {
+    const t = table("measurement-ooms", ["out of memory: requested", "free on the device", "site"]);
+    for (const o of ooms) { const tr = t.tBodies[0].insertRow(); cell(tr, human(o.requested), true); cell(tr, human(o.device_free), true); cell(tr, o.site || "?", "wrap"); }
     parts.push(t);
   }
   const more = [];
-  if (a.fragmentation) more.push("fragmentation: " + JSON.stringify(a.fragmentation));
-  more.push(`out-of-memory events: ${(a.ooms || []).length}`);
-  for (const o of a.ooms || []) more.push("OOM: " + JSON.stringify(o));
   if (a.diagnosis) more.push(a.diagnosis);
   for (const w of a.warnings || []) more.push(w);
   for (const m of more) { const d = document.createElement("div"); d.textContent = m; parts.push(d); }
   out.replaceChildren(...parts);
   out.hidden = false;
+}
+
+// A titled two-column table of (what, figure) rows.
+function rowsTable(id, title, rows) {
+  const h = document.createElement("h3");
+  h.textContent = title;
+  const t = table(id, ["", ""]);
+  t.tHead.remove();
+  for (const [k, v] of rows) { const tr = t.tBodies[0].insertRow(); cell(tr, k); cell(tr, v, "wrap"); }
+  return [h, t];
+}
+
+function pct(x) { return x == null ? "n/a" : `${(100 * x).toFixed(1)} %`; }
+
+// The segments at the end of the record (analyze's `fragmentation`), as `analyze` says them.
+function fragmentationRows(f) {
+  return rowsTable("measurement-fragmentation", "Segments at the end of the record", [
+    ["segments", thousands(f.segments)],
+    ["reserved", human(f.reserved)],
+    ["allocated", human(f.allocated)],
+    ["freed, pending on a stream", human(f.active_pending_free)],
+    ["cached free (reusable only by requests that fit)", `${human(f.external_free)} (${pct(f.external_fraction)} of reserved)`],
+    ["largest free block", human(f.largest_free_block)],
+    ["rounding inside allocated blocks", human(f.internal_free)],
+  ]);
+}
+
+// analyze's `allocator`: a snapshot's trace replayed through the caching allocator and its
+// what-ifs (docs/analyze.md), or an OOM message's expandable-segments hint.
+function allocatorRows(x) {
+  if (x.env) {
+    return rowsTable("measurement-allocator", "Allocator", [
+      ["set before the process starts", x.env],
+      ["can make usable again at most", human(x.gives_back_up_to)],
+      ["the failed request could fit then", x.request_could_fit ? "possibly (necessary, not sufficient)" : "no"],
+    ]);
+  }
+  const rows = [
+    ["peak reserved, replayed", human(x.replayed_peak_reserved)],
+    ["peak reserved, recorded", human(x.recorded_peak_reserved)],
+    ["fragmentation at the peak (1 − allocated / reserved)", pct(x.fragmentation)],
+    ["settings replayed", x.alloc_conf ? `PYTORCH_CUDA_ALLOC_CONF=${x.alloc_conf}` : "PyTorch's defaults"],
+    ["segment events as recorded", x.exact ? "all, exactly" : "not all (see the notes)"],
+    ["history", x.complete_history ? "complete (from nothing reserved)" : "starts mid-run"],
+  ];
+  const parts = rowsTable("measurement-allocator", "The allocator replayed", rows);
+  const whatif = Object.entries(x.whatif || {});
+  if (whatif.length) {
+    const t = table("measurement-allocator-whatif", ["with PYTORCH_CUDA_ALLOC_CONF", "peak reserved", "against the record's settings"]);
+    for (const [setting, bytes] of whatif) {
+      const tr = t.tBodies[0].insertRow();
+      const code = document.createElement("code");
+      code.textContent = setting === "expandable_segments" ? "expandable_segments:True" : setting;
+      tr.insertCell().append(code);
+      cell(tr, human(bytes), true);
+      const d = x.whatif_baseline == null ? null : x.whatif_baseline - bytes;
+      cell(tr, d == null ? "n/a" : d > 0 ? `${human(d)} less` : d < 0 ? `${human(-d)} more` : "the same", true);
+    }
+    parts.push(t);
+  }
+  for (const n of x.notes || []) { const d = document.createElement("div"); d.className = "hint"; d.textContent = n; parts.push(d); }
+  return parts;
 }
 
 function clearMeasured() {
@@ -499,11 +687,55 @@ async function fit(opts) {
     const lines = [`Fit on ${a.gpu} (${human(a.capacity)}):`, `largest batch: ${show(a.max_batch)}`];
     if ("max_seq" in a) lines.push(`longest sequence at batch ${job.batch}: ${show(a.max_seq)}`);
     if ("max_context" in a) lines.push(`longest context at batch ${job.batch}: ${show(a.max_context)}`);
-    for (const n of a.notes) lines.push(n);
+    const speed = fitSpeed(a);
+    if (speed) lines.push(speed);
     if (at !== seq) return; // the job changed meanwhile
-    out.replaceChildren(...lines.map((l) => { const d = document.createElement("div"); d.textContent = l; return d; }));
+    const parts = lines.map((l) => { const d = document.createElement("div"); d.textContent = l; return d; });
+    parts.push(...launchLines(a.launch));
+    for (const n of a.notes) { const d = document.createElement("div"); d.textContent = n; parts.push(d); }
+    out.replaceChildren(...parts);
     reveal(out, opts);
   } catch (e) { out.textContent = "fit: " + e.message; }
+}
+
+// The fit's modelled speed at its largest batch, as the CLI prints it; "" without one.
+function fitSpeed(a) {
+  const t = a.throughput_at_max_batch;
+  if (!t || a.max_batch == null) return "";
+  const n = (x) => thousands(Math.round(x));
+  if (t.tokens_per_s_per_gpu != null) {
+    const mfu = t.mfu != null ? `MFU ${(100 * t.mfu).toFixed(0)} %, ` : "";
+    return `at micro-batch ${thousands(a.max_batch)}: ${t.step_time_s.toFixed(2)} s per step, ${n(t.tokens_per_s_per_gpu)} tokens/s per GPU (${mfu}modelled)`;
+  }
+  if (t.decode_tokens_per_s != null) {
+    return `at ${thousands(a.max_batch)} sequences: prefill ${n(t.prefill_tokens_per_s)} tokens/s, decode ${n(t.decode_tokens_per_s)} tokens/s (modelled)`;
+  }
+  return "";
+}
+
+// The engine's own command line for the fit's answer (`fit.launch`), to copy, with why each flag
+// has its value.
+function launchLines(l) {
+  if (!l || !l.command) return [];
+  const head = document.createElement("div");
+  head.textContent = `launch (${l.engine}):`;
+  const code = document.createElement("code");
+  code.id = "fit-launch";
+  code.textContent = l.command;
+  const parts = [head, code];
+  for (const [flag, why] of Object.entries(l.why || {})) {
+    const d = document.createElement("div"); d.className = "why"; d.textContent = `${flag}: ${why}`;
+    parts.push(d);
+  }
+  return parts;
+}
+
+// A what-if row's time cost as the CLI's table prints it: a signed percentage ("+33 %", "−12 %",
+// "0 %" under half a percent), "-" when unknown.
+function timeCost(c) {
+  if (c == null) return "-";
+  if (Math.abs(c) < 0.005) return "0 %";
+  return `${c < 0 ? "−" : "+"}${(100 * Math.abs(c)).toFixed(0)} %`;
 }
 
 async function whatIf(opts) {
@@ -512,7 +744,7 @@ async function whatIf(opts) {
   const at = seq;
   try {
     const rows = JSON.parse(await post("/api/whatif", jobFromForm()));
-    const t = table("whatif-table", ["what if (flags)", "device", "saved", "fits"]);
+    const t = table("whatif-table", ["what if (flags)", "device", "saved", "fits", "time", "step"]);
     for (const w of rows) {
       const tr = t.tBodies[0].insertRow();
       tr.title = w.technique;
@@ -521,9 +753,14 @@ async function whatIf(opts) {
       cell(tr, human(w.device_total), true);
       cell(tr, w.saved == null ? "n/a" : (w.saved >= 0 ? "+" : "") + human(w.saved), true);
       cell(tr, w.fits == null ? "-" : (w.fits ? "yes" : "no"), true);
+      cell(tr, timeCost(w.time_cost), true).title = "the change's modelled time per token against this job's (− is faster)";
+      cell(tr, w.step_time_s == null ? "-" : `${w.step_time_s.toFixed(2)} s`, true);
     }
     if (at !== seq) return; // the job changed meanwhile
-    out.replaceChildren(t);
+    const foot = document.createElement("div");
+    foot.className = "foot";
+    foot.textContent = "saved = this job's device total minus the change's; time = the change's modelled time per token against this job's (− is faster); step = its modelled training step";
+    out.replaceChildren(t, foot);
     reveal(out, opts);
   } catch (e) { out.textContent = "what-if: " + e.message; }
 }
@@ -543,24 +780,52 @@ async function plan(opts) {
     const head = document.createElement("div");
     head.textContent = `Plan on ${r.gpus} × ${r.gpu}: ${r.fitting} of ${r.evaluated} layouts fit`;
     const parts = [head];
-    const rows = [...r.best.slice(0, 5), ...(r.best_per_framework || [])];
+    const rows = planRows(r.best.slice(0, 5), r.best_per_framework || []);
     if (rows.length) {
-      const t = table("plan-table", ["framework", "dp·tp·pp·cp", "zero", "offload", "ckpt", "micro-batch", "device", "host/GPU"]);
-      for (const c of rows) {
+      const t = table("plan-table", ["rank", "framework", "dp·tp·pp·cp", "zero", "offload", "ckpt", "micro-batch",
+                                     "device", "host/GPU", "step", "tok/s/GPU", "bound by"]);
+      t.tHead.rows[0].cells[0].className = "rank";
+      for (const { c, label } of rows) {
         const l = c.layout; const tr = t.tBodies[0].insertRow();
+        cell(tr, label).className = "rank";
         cell(tr, l.framework); cell(tr, `${l.dp}·${l.tp}·${l.pp}·${l.cp}`); cell(tr, String(l.zero));
         cell(tr, l.offload); cell(tr, l.checkpointing); cell(tr, String(l.micro_batch), true);
         const confirmed = c.estimate && c.estimate.device_total;
         cell(tr, human(confirmed != null ? confirmed : c.device_total), true);
         cell(tr, c.host_bytes ? human(c.host_bytes) : "-", true);
+        cell(tr, c.time ? `${c.time.step_time_s.toFixed(2)} s` : "-", true);
+        cell(tr, c.time ? thousands(Math.round(c.time.tokens_per_s_per_gpu)) : "-", true);
+        cell(tr, c.time ? c.time.dominant : "-");
       }
       parts.push(t);
     }
+    if (r.why) { const d = document.createElement("div"); d.textContent = "why the first: " + r.why; parts.push(d); }
     for (const a of r.advice || []) { const d = document.createElement("div"); d.textContent = a; parts.push(d); }
+    const foot = document.createElement("div");
+    foot.className = "foot";
+    foot.textContent = r.why ? "ranked by modelled tokens per second per GPU (ties: more headroom), as `vramscope plan`"
+                             : "ranked by least recomputation, pipeline bubble, tensor-parallel degree and communication, then the largest micro-batch (no speeds for this GPU), as `vramscope plan`";
+    parts.push(foot);
     if (at !== seq) return; // the job changed meanwhile
     out.replaceChildren(...parts);
     reveal(out, opts);
   } catch (e) { out.textContent = "plan: " + e.message; }
+}
+
+// The plan's rows: the best layouts ranked 1, 2, ...; each framework's best labelled on its row
+// when it is one of those, else added below as "best of <framework>" (never the same layout
+// twice).
+function planRows(best, perFramework) {
+  const key = (c) => JSON.stringify(c.layout);
+  const rows = best.map((c, i) => ({ c, label: String(i + 1) }));
+  for (const c of perFramework) {
+    const same = rows.find((row) => key(row.c) === key(c));
+    // The families `plan` names: each framework, DeepSpeed with offload apart.
+    const family = c.layout.framework + (c.layout.offload !== "none" ? " with offload" : "");
+    if (same) same.label += ` · best of ${family}`;
+    else rows.push({ c, label: `best of ${family}` });
+  }
+  return rows;
 }
 
 function schedule() {
@@ -596,6 +861,11 @@ async function init() {
   $("file").addEventListener("change", (ev) => { ev.stopPropagation(); useFile(ev.target.files[0]); });
   $("clear-measured").addEventListener("click", clearMeasured);
   $("clear-from").addEventListener("click", clearFrom);
+  $("undo-applied").addEventListener("click", undoApplied);
+  // The user's own edit ends the outlines of the last applied advice (its undo stays).
+  form.addEventListener("input", () => {
+    for (const el of document.querySelectorAll(".applied-change")) el.classList.remove("applied-change");
+  });
   document.addEventListener("dragover", (ev) => { ev.preventDefault(); document.body.classList.add("dragging"); });
   document.addEventListener("dragleave", () => document.body.classList.remove("dragging"));
   document.addEventListener("drop", (ev) => {

@@ -250,8 +250,8 @@ async function update() {
   } catch (e) {
     if (mine !== seq) return;
     lastKey = null; // the same job may be asked again (a Hub fetch that failed, say)
-    clearReport(e.message);
-    status(e.message);
+    clearReport(e.message); // the verdict says why
+    status("");
     if (hub) { $("hub-error").textContent = e.message; $("hub-error").hidden = false; }
     document.body.dataset.state = "error";
   }
@@ -634,7 +634,7 @@ function allocatorRows(x) {
   const rows = [
     ["peak reserved, replayed", human(x.replayed_peak_reserved)],
     ["peak reserved, recorded", human(x.recorded_peak_reserved)],
-    ["fragmentation at the peak (1 − allocated / reserved)", pct(x.fragmentation)],
+    ["fragmentation (1 − peak allocated / peak reserved, replayed)", pct(x.fragmentation)],
     ["settings replayed", x.alloc_conf ? `PYTORCH_CUDA_ALLOC_CONF=${x.alloc_conf}` : "PyTorch's defaults"],
     ["segment events as recorded", x.exact ? "all, exactly" : "not all (see the notes)"],
     ["history", x.complete_history ? "complete (from nothing reserved)" : "starts mid-run"],

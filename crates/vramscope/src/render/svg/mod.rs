@@ -23,6 +23,10 @@ pub const WIDTH: f64 = 960.0;
 pub const LEFT: f64 = 60.0;
 /// Width of the stacked bar and of the timeline's plot area: `WIDTH - LEFT - 40` = 860 px.
 pub const BAR_W: f64 = WIDTH - LEFT - 40.0;
+/// A white outline behind a label drawn over the plot's columns (the capacity, the peak), so it
+/// reads over any colour.
+pub(crate) const HALO: &str =
+    "stroke=\"#ffffff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"";
 const FONT: &str = "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\"";
 
 /// Fill colour of a category: the terminal's ANSI colour (`terminal::color`) as the usual
@@ -334,7 +338,9 @@ mod tests {
         }
         assert!(all.contains("batch 2"), "job settings in the title");
         assert!(all.contains("peak "), "peak annotated");
-        assert!(elems.iter().any(|e| attr(e, "class") == Some("gpu-limit")));
+        // The step plot names the capacity: its line's label, or the line saying it is above
+        // the plot (gpt2's step is under half of 16 GiB).
+        assert!(all.contains("GPU capacity 16.00 GiB"), "{all}");
         // One legend swatch per non-zero category, in the terminal's order.
         let swatches: Vec<&str> = elems
             .iter()
@@ -511,6 +517,52 @@ mod tests {
             .unwrap();
         assert_eq!(attr(label, "text-anchor"), Some("end"));
         assert!((num(label, "x") - 518.67).abs() <= 0.1);
+    }
+
+    /// The what-if chart's bars (width px) and whether its capacity line is drawn, for a job of
+    /// 6 GiB on the device and one change to 4 GiB.
+    fn what_if_bars(capacity: u64) -> (Vec<f64>, bool, String) {
+        let mut r = report(capacity);
+        r.per_gpu.device_total = Some(6 * G);
+        let rows = vec![WhatIf {
+            technique: "full checkpointing".into(),
+            flags: vec!["--checkpointing".into(), "full".into()],
+            change: "checkpointing full".into(),
+            peak_allocated: Some(3 * G),
+            device_total: Some(4 * G),
+            saved: Some(2 * G as i64),
+            fits: Some(true),
+            step_time_s: None,
+            time_cost: None,
+            env: Default::default(),
+        }];
+        let svg = render_svg(&r, &rows);
+        let (elems, texts) = parse(&svg);
+        let bars = elems
+            .iter()
+            .filter(|e| attr(e, "class") == Some("what-if"))
+            .map(|e| num(e, "width"))
+            .collect();
+        let line = svg
+            .split("<g id=\"what-if\">")
+            .nth(1)
+            .is_some_and(|g| g.contains("class=\"gpu-limit\""));
+        (bars, line, texts.join("\n"))
+    }
+
+    #[test]
+    fn the_what_if_chart_is_scaled_to_its_bars_on_a_large_gpu() {
+        // Bars run over WIDTH − 320 − 90 = 550 px. On 140 GiB (over twice the longest bar, 6
+        // GiB) they stand for 6 GiB: 550 and 550 × 4 / 6 = 366.67 px, the capacity said.
+        let (bars, line, texts) = what_if_bars(140 * G);
+        assert!((bars[0] - 550.0).abs() <= 0.01 && (bars[1] - 366.67).abs() <= 0.01, "{bars:?}");
+        assert!(!line);
+        assert!(texts.contains("capacity 140.0 GiB: beyond this scale"), "{texts}");
+        // On 10 GiB (within twice 6) the bars stand for 10 GiB: 330 and 220 px, the line at
+        // the end.
+        let (bars, line, texts) = what_if_bars(10 * G);
+        assert!((bars[0] - 330.0).abs() <= 0.01 && (bars[1] - 220.0).abs() <= 0.01, "{bars:?}");
+        assert!(line && !texts.contains("beyond this scale"));
     }
 
     fn measured_rects(svg: &str) -> Vec<(String, f64, f64)> {

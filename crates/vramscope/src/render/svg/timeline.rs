@@ -2,7 +2,7 @@
 //! peak and a measured line over them.
 
 use super::measured::Measured;
-use super::{hex, section, text, BAR_W, LEFT, WIDTH};
+use super::{hex, section, text, BAR_W, HALO, LEFT, WIDTH};
 use crate::render::{fit_of, SHOWN};
 use crate::units::{bytes, Unit};
 use vramscope_core::report::{Report, TimelinePoint};
@@ -187,7 +187,7 @@ fn gpu_limit(capacity: u64, plot: &Plot, out: &mut String) {
         out,
         LEFT + BAR_W,
         cy - 4.0,
-        "text-anchor=\"end\" fill=\"#cc0000\"",
+        &format!("text-anchor=\"end\" fill=\"#cc0000\" {HALO}"),
         &format!(
             "GPU capacity {} {}",
             plot.unit.fixed(capacity),
@@ -246,7 +246,7 @@ fn peak_mark(events: &[TimelinePoint], col: f64, plot: &Plot, out: &mut String) 
         out,
         lx,
         (py - 8.0).max(plot.top + 10.0),
-        &format!("text-anchor=\"{anchor}\" font-weight=\"bold\""),
+        &format!("text-anchor=\"{anchor}\" font-weight=\"bold\" {HALO}"),
         &label,
     );
 }
@@ -298,7 +298,7 @@ fn measured_line(points: &[TimelinePoint], plot: &Plot, out: &mut String) {
             out,
             lx,
             py + 16.0,
-            &format!("text-anchor=\"{anchor}\""),
+            &format!("text-anchor=\"{anchor}\" {HALO}"),
             &label,
         );
     }

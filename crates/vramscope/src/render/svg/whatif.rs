@@ -27,13 +27,11 @@ pub(super) fn what_if_chart(r: &Report, rows: &[WhatIf], out: &mut String, y: &m
         rows.iter()
             .map(|w| (w.technique.clone(), w.device_total, w.fits)),
     );
-    let max = all
-        .iter()
-        .filter_map(|(_, t, _)| *t)
-        .chain(cap)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+    let tallest = all.iter().filter_map(|(_, t, _)| *t).max().unwrap_or(0);
+    // Scaled to the bars, as the step plot is (`timeline::y_scale`): the capacity takes part
+    // only when it is within twice the longest bar, else it is said, not drawn.
+    let drawn_cap = cap.filter(|c| *c <= tallest.saturating_mul(2));
+    let max = tallest.max(drawn_cap.unwrap_or(0)).max(1) as f64;
     let unit = Unit::for_max(max as u64);
     section(
         out,
@@ -61,7 +59,16 @@ pub(super) fn what_if_chart(r: &Report, rows: &[WhatIf], out: &mut String, y: &m
         ry += 20.0 + 14.0 * (lines.len() - 1) as f64;
     }
     let bottom = ry;
-    if let Some(c) = cap {
+    if let Some(c) = cap.filter(|c| drawn_cap != Some(*c)) {
+        text(
+            out,
+            X0 + w_max,
+            bottom + 14.0,
+            "class=\"capacity-beyond\" text-anchor=\"end\" fill=\"#cc0000\"",
+            &format!("capacity {}: beyond this scale", crate::units::bytes(c)),
+        );
+    }
+    if let Some(c) = drawn_cap {
         let cx = X0 + c as f64 / max * w_max;
         out.push_str(&format!(
             "<line class=\"gpu-limit\" x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{bottom:.1}\" \

@@ -456,6 +456,22 @@ try {
     }
     await h200.close();
 
+    // PyTorch's out-of-memory message (a real one, in the log readers' fixtures): its figures
+    // and the allocator's hint as rows, read off the message itself: "Tried to allocate 3.00
+    // GiB ... 4.84 GiB is reserved by PyTorch but unallocated".
+    const oomPage = await openJob({ model: "gpt2", gpu: "rtx4090-24gb" });
+    await oomPage.setInputFiles("#file", resolve(here, "../../crates/measure/tests/fixtures/logs/torch-oom/torch2.1-capacty-fragmentation-lerf73.txt"));
+    await oomPage.waitForSelector("#measurement-oom-message");
+    await oomPage.waitForFunction(() => document.body.dataset.state === "ready");
+    const msg = (await oomPage.textContent("#measurement-oom-message")).replace(/\s+/g, " ");
+    const hint = (await oomPage.textContent("#measurement-allocator")).replace(/\s+/g, " ");
+    check(/tried to allocate ?3\.00 GiB/.test(msg) && /reserved but unallocated ?4\.84 GiB/.test(msg)
+          && hint.includes("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") && /at most ?4\.84 GiB/.test(hint)
+          && !/[{}]/.test(await oomPage.textContent("#measurement-view")),
+          "an out-of-memory message's figures and the allocator's hint are rows");
+    check(await noSideways(oomPage), "the page is no wider than its window with the message shown");
+    await oomPage.close();
+
     // A training config naming a model that cannot be fetched: the previous picture and verdict
     // go, and the verdict says why.
     const gone = await openJob({ model: "gpt2", gpu: "h100-80gb" });

@@ -560,7 +560,8 @@ async function uploadModel(file) {
 function showMeasurement(name, a) {
   const out = $("measurement-view");
   const p = a.per_gpu || {};
-  const lines = [`Measurement ${name} (${(a.source && a.source.kind) || "record"}): peak allocated ${human(p.peak_allocated)}` +
+  const kind = typeof a.source === "string" ? a.source : (a.source && a.source.kind) || "record";
+  const lines = [`Measurement ${name} (${kind}): peak allocated ${human(p.peak_allocated)}` +
                  (p.peak_reserved != null ? `, reserved ${human(p.peak_reserved)}` : "")];
   const comps = Object.entries(p.components || {}).filter(([, b]) => b > 0).map(([c, b]) => `${c.replace(/_/g, " ")} ${human(b)}`);
   if (comps.length) lines.push("at the peak: " + comps.join(" · "));
@@ -578,11 +579,14 @@ function showMeasurement(name, a) {
     parts.push(t);
   }
   if (a.fragmentation) parts.push(...fragmentationRows(a.fragmentation));
+  if (a.oom) parts.push(...oomMessageRows(a.oom));
   if (a.allocator) parts.push(...allocatorRows(a.allocator));
   const ooms = a.ooms || [];
-  const oomLine = document.createElement("div");
-  oomLine.textContent = `out-of-memory events: ${ooms.length}`;
-  parts.push(oomLine);
+  if (!a.oom) {
+    const oomLine = document.createElement("div");
+    oomLine.textContent = `out-of-memory events: ${ooms.length}`;
+    parts.push(oomLine);
+  }
   if (ooms.length) {
     const t = table("measurement-ooms", ["out of memory: requested", "free on the device", "site"]);
     for (const o of ooms) { const tr = t.tBodies[0].insertRow(); cell(tr, human(o.requested), true); cell(tr, human(o.device_free), true); cell(tr, o.site || "?", "wrap"); }
@@ -619,6 +623,16 @@ function fragmentationRows(f) {
     ["largest free block", human(f.largest_free_block)],
     ["rounding inside allocated blocks", human(f.internal_free)],
   ]);
+}
+
+// The figures PyTorch's out-of-memory message states (analyze's `oom`), those it states only.
+function oomMessageRows(o) {
+  const rows = [["tried to allocate", o.requested], ["GPU capacity", o.capacity], ["free", o.free],
+    ["this process has in use", o.process_in_use], ["allocated by PyTorch", o.allocated],
+    ["reserved by PyTorch", o.reserved], ["reserved but unallocated", o.reserved_unallocated],
+    ["other processes", o.other_processes]].filter(([, b]) => b != null).map(([k, b]) => [k, human(b)]);
+  if (o.device != null) rows.unshift(["device", String(o.device)]);
+  return rowsTable("measurement-oom-message", "The out-of-memory message", rows);
 }
 
 // analyze's `allocator`: a snapshot's trace replayed through the caching allocator and its

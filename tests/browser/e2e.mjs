@@ -5,7 +5,13 @@
 // fit and what-if buttons answer (in view), answers are asked again when the job changes,
 // fields follow the task, advice rows apply when clicked, the plan view lists layouts, a chosen
 // GGUF becomes the model and a measurement gets its own view, a diffusers pipeline asks its own
-// fields and shows its phases. Saves a screenshot (a CI artifact).
+// fields and shows its phases. Issue 31's surfaces: the fit's launch line, the what-if's and the
+// plan's time columns (the plan's best row labelled, never repeated), the measurement's segments,
+// allocator replay and OOM message as rows (the page no wider than its window), the step plot
+// scaled to the step, a config naming a model that cannot be fetched clearing the old answer,
+// applied advice shown in the form and undone, every job field a control or a removable row,
+// every label inside the picture and whole, the vLLM pool named one way. Saves screenshots
+// (CI artifacts).
 //
 //   VRAMSCOPE_URL=http://127.0.0.1:8765/ node e2e.mjs
 //

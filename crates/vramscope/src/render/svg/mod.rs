@@ -555,13 +555,22 @@ mod tests {
         // Bars run over WIDTH − 320 − 90 = 550 px. On 140 GiB (over twice the longest bar, 6
         // GiB) they stand for 6 GiB: 550 and 550 × 4 / 6 = 366.67 px, the capacity said.
         let (bars, line, texts) = what_if_bars(140 * G);
-        assert!((bars[0] - 550.0).abs() <= 0.01 && (bars[1] - 366.67).abs() <= 0.01, "{bars:?}");
+        assert!(
+            (bars[0] - 550.0).abs() <= 0.01 && (bars[1] - 366.67).abs() <= 0.01,
+            "{bars:?}"
+        );
         assert!(!line);
-        assert!(texts.contains("capacity 140.0 GiB: beyond this scale"), "{texts}");
+        assert!(
+            texts.contains("capacity 140.0 GiB: beyond this scale"),
+            "{texts}"
+        );
         // On 10 GiB (within twice 6) the bars stand for 10 GiB: 330 and 220 px, the line at
         // the end.
         let (bars, line, texts) = what_if_bars(10 * G);
-        assert!((bars[0] - 330.0).abs() <= 0.01 && (bars[1] - 220.0).abs() <= 0.01, "{bars:?}");
+        assert!(
+            (bars[0] - 330.0).abs() <= 0.01 && (bars[1] - 220.0).abs() <= 0.01,
+            "{bars:?}"
+        );
         assert!(line && !texts.contains("beyond this scale"));
     }
 

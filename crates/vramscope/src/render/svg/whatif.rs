@@ -158,10 +158,13 @@ mod tests {
         let name = "ZeRO-Infinity: optimizer states and parameters in host RAM";
         assert_eq!(
             wrap(name, 40),
-            ["ZeRO-Infinity: optimizer states and", "parameters in host RAM"]
+            [
+                "ZeRO-Infinity: optimizer states and",
+                "parameters in host RAM"
+            ]
         );
         assert_eq!(wrap("this job", 40), ["this job"]);
         let long = "a".repeat(50);
-        assert_eq!(wrap(&long, 40), [long.clone()]);
+        assert_eq!(wrap(&long, 40), [long]);
     }
 }

@@ -419,6 +419,10 @@ try {
     await big.waitForSelector("#plan-table tbody tr", { timeout: 60_000 });
     const ph = await big.$$eval("#plan-table thead th", (t) => t.map((x) => x.textContent));
     check(ph.includes("step") && ph.includes("tok/s/GPU") && ph.includes("bound by"), `plan has step, tok/s/GPU and bound-by columns`);
+    check(await big.evaluate(() => {
+      const t = document.getElementById("plan-table").getBoundingClientRect();
+      return t.right <= document.getElementById("plan-out").getBoundingClientRect().right;
+    }) && await noSideways(big), "the plan's table fits its panel and the page");
     const prow = await big.$$eval("#plan-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
     const layouts = prow.map((r) => r.slice(1, 9).join("|"));
     check(new Set(layouts).size === layouts.length, "no layout is listed twice");

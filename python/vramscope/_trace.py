@@ -40,9 +40,10 @@ The last of ``steps`` steps is the record: what is alive when it begins is writt
 allocated before it (phase ``setup``), then its events in order. The record is a snapshot
 pickle in the layout ``torch.cuda.memory._dump_snapshot`` writes, each entry with the
 profiler's ``category`` field, plus ``"traced": {"device": ..., "gpu": ...}``: ``vramscope
-analyze`` reads it and, for a CUDA trace, rounds every block as the caching allocator does,
-models the reserved bytes from the blocks live at the peak and adds the named GPU's CUDA
-context (the estimator's models of both), giving ``device_total``.
+analyze`` reads it and, for a CUDA trace, replays its allocations and frees through its model
+of PyTorch's caching allocator (blocks, ``peak_reserved``), then again with the named GPU's
+cuBLAS workspaces, and adds that GPU's CUDA context (the estimator's model), giving
+``device_total``.
 
 What a trace cannot see: an op without a fake (meta) kernel — a custom CUDA extension — stops
 it with an ``InputError`` naming the op (register a shape function with

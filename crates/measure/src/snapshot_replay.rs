@@ -82,10 +82,15 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
 
 /// The block the caching allocator gave each of a trace's allocations, where a replay through
 /// its model (`vramscope_core::allocator`) knows it: a CUDA allocator's own record, its trace
-/// replayed against its segment events ([`crate::alloc_replay`]), or a CUDA trace of
-/// `vramscope.trace` ([`crate::traced_device`]). `max_memory_allocated` counts blocks
-/// (`alloc_found_block` adds `block->size`, c10/cuda/CUDACachingAllocator.cpp), not the sizes
-/// the trace records (the request), so an allocation's bytes are its block's.
+/// replayed against its segment events ([`crate::alloc_replay`]). `max_memory_allocated`
+/// counts blocks (`alloc_found_block` adds `block->size`, c10/cuda/CUDACachingAllocator.cpp),
+/// not the sizes the trace records (the request), so an allocation's bytes are its block's.
+///
+/// A CUDA trace of `vramscope.trace` is replayed too ([`crate::traced_device`]: its reserve
+/// and device total), but its allocations keep their rounded requests: the remainder a block
+/// keeps unsplit depends on what the cache held, and the record starts from the last step's
+/// live state without the segments earlier steps left cached, so those remainders would be
+/// the model's guess, not the step's tensors.
 #[derive(Default)]
 struct Blocks {
     replay: Option<AllocReplay>,
@@ -94,8 +99,8 @@ struct Blocks {
 
 impl Blocks {
     /// A CUDA allocator's record with allocation calls in `dev`'s trace: replayed; a CUDA
-    /// trace: replayed with its workspaces where its phases first run a forward and a
-    /// backward; anything else (profiler-derived, a CPU trace, no trace): no blocks.
+    /// trace: replayed, and again with its workspaces where its phases first run a forward and
+    /// a backward; anything else (profiler-derived, a CPU trace, no trace): nothing.
     fn of(snap: &Snapshot, dev: i64, trace: &[TraceEntry], phases: &[Phase]) -> Self {
         let Ok(d) = usize::try_from(dev) else {
             return Blocks::default();
@@ -122,13 +127,9 @@ impl Blocks {
         }
     }
 
-    /// The block of the allocation at trace entry `entry`.
+    /// The block of the allocation at trace entry `entry` (a CUDA allocator's record only).
     fn size(&self, entry: usize) -> Option<u64> {
-        match (&self.replay, &self.traced) {
-            (Some(r), _) => r.block_size(entry),
-            (_, Some(t)) => t.block_sizes.get(entry).copied().filter(|&s| s > 0),
-            _ => None,
-        }
+        self.replay.as_ref()?.block_size(entry)
     }
 
     /// The block live at `addr` when the trace began, as the replay seeded it.
@@ -565,6 +566,8 @@ fn analyze_device(
 fn with_traced_device(a: &mut Analysis, d: &TracedDevice, gpu: Option<&str>) {
     let g = &mut a.per_gpu;
     g.peak_reserved = Some(d.peak_reserved);
+    // The trace's allocations are its rounded requests: the reserve holds every byte the
+    // replay's blocks keep beyond them.
     let allocated = g.peak_allocated.unwrap_or(d.peak_allocated);
     g.components.base.allocator_reserve = d.peak_reserved.saturating_sub(allocated);
     if let (Some(ctx), Some(total)) = (d.cuda_context, d.device_total) {

@@ -3,8 +3,7 @@
 //! through the caching-allocator model (`vramscope_core::allocator`, PyTorch's
 //! `DeviceCachingAllocator` in c10/cuda/CUDACachingAllocator.cpp) under the record's allocator
 //! settings (PyTorch's defaults when it names none): the reserved bytes are the model's
-//! `max_memory_reserved`, and each allocation's bytes the block the model gives it (what
-//! `max_memory_allocated` counts). The CUDA context comes from the estimator's model of the GPU
+//! `max_memory_reserved`. The CUDA context comes from the estimator's model of the GPU
 //! the trace emulated (`"traced": {"gpu": ...}`), and the cuBLAS workspaces the step's GEMMs
 //! would hold on it are allocated in a second replay, where the step's phases say their
 //! handles were first used.

@@ -148,6 +148,28 @@ def test_the_device_total_of_a_cuda_trace() -> None:
     assert g["device_total"] == 6 * GIB + FIXED
 
 
+def test_the_reserve_of_a_cuda_trace_is_the_caching_allocators() -> None:
+    # The allocator's rules (c10/cuda/CUDACachingAllocator.cpp, default settings) on the step
+    # below: 100 MiB (≥ 10 MiB: a segment of its size rounded to 2 MiB) is freed and cached;
+    # the first 64 MiB takes that cached block and splits it (36 MiB left > 1 MiB); the second
+    # 64 MiB finds no free block that large: a new 64 MiB segment. Reserved 100 + 64 = 164 MiB
+    # (a packing of the blocks live at the peak plus the 100 MiB left cached would say 228).
+    # The one cuBLAS handle's 32 MiB workspace is taken before the first allocation, nothing
+    # cached then: a segment of its own. Device total = 164 + 32 + 758 MiB (H100's context).
+    def step() -> None:
+        x = torch.empty(100 * MIB, dtype=torch.uint8)
+        del x
+        a = torch.empty(64 * MIB, dtype=torch.uint8)
+        b = torch.empty(64 * MIB, dtype=torch.uint8)
+        del a, b
+
+    g = vramscope.trace(step, device="cuda", gpu="h100-80gb")["per_gpu"]
+    assert g["peak_allocated"] == 128 * MIB
+    assert g["peak_reserved"] == 164 * MIB
+    assert g["components"]["allocator_reserve"] == 36 * MIB
+    assert g["device_total"] == 164 * MIB + FIXED
+
+
 def test_max_batch_by_hand() -> None:
     # 2·b GiB + 790 MiB ≤ 85,520,809,984 B: b ≤ (85,520,809,984 − 828,375,040) / 2,147,483,648
     # = 39.44: 39.

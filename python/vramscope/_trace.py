@@ -41,7 +41,9 @@ allocated before it (phase ``setup``), then its events in order. The record is a
 pickle in the layout ``torch.cuda.memory._dump_snapshot`` writes, each entry with the
 profiler's ``category`` field, plus ``"traced": {"device": ..., "gpu": ...}``: ``vramscope
 analyze`` reads it and, for a CUDA trace, replays its allocations and frees through its model
-of PyTorch's caching allocator (blocks, ``peak_reserved``), then again with the named GPU's
+of PyTorch's caching allocator (``peak_reserved``; under the ``PYTORCH_ALLOC_CONF`` /
+``PYTORCH_CUDA_ALLOC_CONF`` of the tracing process, written to the record as a real
+snapshot's ``allocator_settings``), then again with the named GPU's
 cuBLAS workspaces, and adds that GPU's CUDA context (the estimator's model), giving
 ``device_total``.
 
@@ -58,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
 import weakref
 from collections.abc import Iterator
@@ -604,12 +607,26 @@ def record_bytes(
             hooks.note_optimizer(optimizer)
         last_start = _run_steps(step, steps, book, hooks)
     _mark_forward_survivors(book, book.backward_starts)
-    snapshot = {
+    snapshot: dict[str, Any] = {
         "segments": [],
         "device_traces": [_entries(book, last_start)],
         "traced": {"device": behaviour, **({"gpu": gpu_id} if gpu_id else {})},
     }
+    conf = _alloc_conf()
+    if behaviour == "cuda" and conf:
+        snapshot["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": conf}
     return pickle.dumps(snapshot, protocol=2)
+
+
+def _alloc_conf() -> str | None:
+    """The caching allocator's settings this process would run with: ``PYTORCH_ALLOC_CONF``,
+    else ``PYTORCH_CUDA_ALLOC_CONF`` (c10/core/AllocatorConfig.h: the first is primary, the
+    second kept with lower priority). ``analyze`` replays a CUDA trace under them."""
+    for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
 
 
 def trace(

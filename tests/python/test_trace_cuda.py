@@ -148,26 +148,47 @@ def test_the_device_total_of_a_cuda_trace() -> None:
     assert g["device_total"] == 6 * GIB + FIXED
 
 
-def test_the_reserve_of_a_cuda_trace_is_the_caching_allocators() -> None:
-    # The allocator's rules (c10/cuda/CUDACachingAllocator.cpp, default settings) on the step
-    # below: 100 MiB (≥ 10 MiB: a segment of its size rounded to 2 MiB) is freed and cached;
+def _churn_step() -> None:
+    """100 MiB made and dropped, then two blocks of 64 MiB alive together."""
+    x = torch.empty(100 * MIB, dtype=torch.uint8)
+    del x
+    a = torch.empty(64 * MIB, dtype=torch.uint8)
+    b = torch.empty(64 * MIB, dtype=torch.uint8)
+    del a, b
+
+
+def test_the_reserve_of_a_cuda_trace_is_the_caching_allocators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    # The allocator's rules (c10/cuda/CUDACachingAllocator.cpp, default settings) on
+    # `_churn_step`: 100 MiB (≥ 10 MiB: a segment of its size rounded to 2 MiB) is freed and cached;
     # the first 64 MiB takes that cached block and splits it (36 MiB left > 1 MiB); the second
     # 64 MiB finds no free block that large: a new 64 MiB segment. Reserved 100 + 64 = 164 MiB
     # (a packing of the blocks live at the peak plus the 100 MiB left cached would say 228).
     # The one cuBLAS handle's 32 MiB workspace is taken before the first allocation, nothing
     # cached then: a segment of its own. Device total = 164 + 32 + 758 MiB (H100's context).
-    def step() -> None:
-        x = torch.empty(100 * MIB, dtype=torch.uint8)
-        del x
-        a = torch.empty(64 * MIB, dtype=torch.uint8)
-        b = torch.empty(64 * MIB, dtype=torch.uint8)
-        del a, b
-
-    g = vramscope.trace(step, device="cuda", gpu="h100-80gb")["per_gpu"]
+    g = vramscope.trace(_churn_step, device="cuda", gpu="h100-80gb")["per_gpu"]
     assert g["peak_allocated"] == 128 * MIB
     assert g["peak_reserved"] == 164 * MIB
     assert g["components"]["allocator_reserve"] == 36 * MIB
     assert g["device_total"] == 164 * MIB + FIXED
+
+
+def test_a_cuda_trace_runs_under_the_processs_alloc_conf(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The step above under PYTORCH_ALLOC_CONF=expandable_segments:True (the variable PyTorch
+    # reads first; c10/core/AllocatorConfig.h): one segment per (stream, pool), mapped in
+    # 20 MiB pages in the large pool (`ExpandableSegment`). 100 MiB maps 5 pages and stays
+    # mapped when freed; the first 64 MiB is cut from it, the second needs 28 MiB beyond the
+    # 36 MiB left at its end: 2 more pages. Reserved 140 MiB.
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    g = vramscope.trace(_churn_step, device="cuda", gpu="h100-80gb")["per_gpu"]
+    assert g["peak_reserved"] == 140 * MIB
+    # The record carries it as a real snapshot's allocator_settings.
+    data = pickle.loads(record_bytes(_churn_step, None, None, "cuda", 2, "h100-80gb"))
+    assert data["allocator_settings"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 
 
 def test_max_batch_by_hand() -> None:

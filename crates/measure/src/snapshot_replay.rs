@@ -101,16 +101,18 @@ impl Blocks {
     /// A CUDA allocator's record with allocation calls in `dev`'s trace: replayed; a CUDA
     /// trace: replayed, and again with its workspaces where its phases first run a forward and
     /// a backward; anything else (profiler-derived, a CPU trace, no trace): nothing.
-    fn of(snap: &Snapshot, dev: i64, trace: &[TraceEntry], phases: &[Phase]) -> Self {
+    fn of(
+        snap: &Snapshot,
+        dev: i64,
+        trace: &[TraceEntry],
+        phases: &[Phase],
+        warnings: &mut Vec<String>,
+    ) -> Self {
         let Ok(d) = usize::try_from(dev) else {
             return Blocks::default();
         };
         if snap.traced.as_deref() == Some("cuda") {
-            let config = if snap.allocator_settings.is_some() || snap.alloc_conf.is_some() {
-                crate::alloc_replay::snapshot_config(snap).0
-            } else {
-                AllocatorConfig::default()
-            };
+            let config = traced_config(snap, warnings);
             let handles = handle_entries(trace, phases);
             let traced = traced_device(trace, &config, snap.traced_gpu.as_deref(), &handles);
             return Blocks {
@@ -136,6 +138,26 @@ impl Blocks {
     fn pre_trace(&self, addr: u64) -> Option<u64> {
         self.replay.as_ref()?.pre_trace_block(addr)
     }
+}
+
+/// The allocator settings of a CUDA trace: the `PYTORCH_ALLOC_CONF` the tracing process had
+/// (`allocator_settings.PYTORCH_CUDA_ALLOC_CONF` in the record, as `vramscope.trace` writes
+/// it), else typed `allocator_settings`, else PyTorch's defaults. A setting PyTorch would
+/// refuse is said in a warning and the defaults replayed.
+fn traced_config(snap: &Snapshot, warnings: &mut Vec<String>) -> AllocatorConfig {
+    if let Some(conf) = &snap.alloc_conf {
+        return match AllocatorConfig::parse(conf) {
+            Ok(c) => c,
+            Err(e) => {
+                warnings.push(format!("{e}; the trace replayed under PyTorch's defaults"));
+                AllocatorConfig::default()
+            }
+        };
+    }
+    if snap.allocator_settings.is_some() {
+        return crate::alloc_replay::snapshot_config(snap).0;
+    }
+    AllocatorConfig::default()
 }
 
 /// The trace entries where a CUDA trace's cuBLAS handles first run, one per handle: the main
@@ -517,7 +539,7 @@ fn analyze_device(
         .unwrap_or(&empty);
     let cx = Context::new(snap);
     let phases = position_phases(trace, &cx);
-    let blocks = Blocks::of(snap, dev, trace, &phases);
+    let blocks = Blocks::of(snap, dev, trace, &phases, warnings);
     let (mut lives, ghosts) = trace_lives(snap, trace, &blocks);
     let segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.device == dev).collect();
     let preexisting = add_preexisting(&mut lives, &segs);

@@ -47,6 +47,12 @@ fn entry(p: &mut Pickle, (action, addr, size, category, phase): Entry<'_>) {
 
 /// `{"segments": [], "device_traces": [[entries...]], "traced": {"device": device}}`.
 fn record(entries: &[Entry<'_>], device: &str) -> Vec<u8> {
+    record_with_conf(entries, device, None)
+}
+
+/// `record`, with `"allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": conf}` when given (what
+/// `vramscope.trace` writes from the tracing process's `PYTORCH_ALLOC_CONF`).
+fn record_with_conf(entries: &[Entry<'_>], device: &str, conf: Option<&str>) -> Vec<u8> {
     let mut p = Pickle::default();
     p.op(0x80).op(2); // PROTO 2
     p.op(b'}').op(b'(');
@@ -63,6 +69,10 @@ fn record(entries: &[Entry<'_>], device: &str) -> Vec<u8> {
         .str("device")
         .str(device)
         .op(b'u');
+    if let Some(conf) = conf {
+        p.str("allocator_settings").op(b'}').op(b'(');
+        p.str("PYTORCH_CUDA_ALLOC_CONF").str(conf).op(b'u');
+    }
     p.op(b'u').op(b'.');
     p.0
 }
@@ -134,10 +144,41 @@ fn a_cuda_trace_reserves_what_the_allocator_model_reserves() {
     // reserved, and during the 99.5 MiB block the remainder is in the reserve.
     let mut v = vec![("alloc", 1 << 24, 100 * MIB, "temporary", "forward")];
     v.extend(free(1 << 24, 100 * MIB, "forward"));
-    v.push(("alloc", 1 << 25, 99 * MIB + MIB / 2, "activation", "forward"));
+    v.push((
+        "alloc",
+        1 << 25,
+        99 * MIB + MIB / 2,
+        "activation",
+        "forward",
+    ));
     let a = analyze_bytes(&record(&v, "cuda")).unwrap();
     assert_eq!(a.per_gpu.peak_allocated, Some(100 * mib));
     assert_eq!(a.per_gpu.peak_reserved, Some(100 * mib));
+}
+
+#[test]
+fn a_cuda_trace_replays_under_the_settings_it_names() {
+    const MIB: u32 = 1 << 20;
+    // The step of the test above under expandable_segments:True: one segment per (stream,
+    // pool), mapped in 20 MiB pages in the large pool (CUDACachingAllocator.cpp
+    // `ExpandableSegment`). 100 MiB maps 5 pages; freed, they stay mapped; the first 64 MiB
+    // is cut from the free 100 MiB, the second needs 28 MiB beyond the 36 MiB left at the end:
+    // 2 more pages. Reserved 140 MiB, where fixed segments reserve 164 MiB.
+    let mut v = vec![("alloc", 1 << 24, 100 * MIB, "temporary", "forward")];
+    v.extend(free(1 << 24, 100 * MIB, "forward"));
+    v.push(("alloc", 1 << 25, 64 * MIB, "activation", "forward"));
+    v.push(("alloc", 1 << 26, 64 * MIB, "activation", "forward"));
+    let conf = Some("expandable_segments:True");
+    let a = analyze_bytes(&record_with_conf(&v, "cuda", conf)).unwrap();
+    assert_eq!(a.per_gpu.peak_reserved, Some(140 * u64::from(MIB)));
+    // A setting PyTorch refuses (max_split_size_mb below 20): said, and the defaults replayed.
+    let a = analyze_bytes(&record_with_conf(&v, "cuda", Some("max_split_size_mb:4"))).unwrap();
+    assert_eq!(a.per_gpu.peak_reserved, Some(164 * u64::from(MIB)));
+    assert!(
+        a.warnings.iter().any(|w| w.contains("max_split_size_mb")),
+        "{:?}",
+        a.warnings
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ use crate::replay::{self, Attributed, Life, Lifetimes, Moment, Timeline};
 use crate::snapshot::{Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry};
 use crate::traced_device::{traced_device, TracedDevice};
 use std::num::NonZeroUsize;
+use vramscope_core::allocator::size::round_size;
 use vramscope_core::allocator::AllocatorConfig;
 use vramscope_core::report::Category;
 
@@ -129,9 +130,19 @@ impl Blocks {
         }
     }
 
-    /// The block of the allocation at trace entry `entry` (a CUDA allocator's record only).
-    fn size(&self, entry: usize) -> Option<u64> {
-        self.replay.as_ref()?.block_size(entry)
+    /// The block of the allocation of `requested` bytes at trace entry `entry` (a CUDA
+    /// allocator's record only). Where the replay did not follow the record segment for
+    /// segment, the remainder a block keeps is the model's guess: the request rounded as the
+    /// allocator rounds every request (`round_size`) is what is certain.
+    fn size(&self, entry: usize, requested: u64) -> Option<u64> {
+        let r = self.replay.as_ref()?;
+        if r.result.first_mismatch.is_none() {
+            return r.block_size(entry);
+        }
+        Some(round_size(
+            requested,
+            &r.recorded_config().divisions_table(),
+        ))
     }
 
     /// The block live at `addr` when the trace began, as the replay seeded it.
@@ -196,7 +207,7 @@ fn trace_lives(
         match e.action {
             Action::Alloc => {
                 let info = SnapInfo::new(e.size, e.stack, e.category, e.user_metadata);
-                let bytes = blocks.size(i).unwrap_or(e.size);
+                let bytes = blocks.size(i, e.size).unwrap_or(e.size);
                 let idx = lives.alloc(e.addr, bytes, pos, info);
                 if let Some(g) = ghost_at.remove(&e.addr) {
                     if snap.from_profiler && lives.lives[g].size == e.size {

@@ -77,6 +77,23 @@ fn record_with_conf(entries: &[Entry<'_>], device: &str, conf: Option<&str>) -> 
     p.0
 }
 
+/// A CUDA allocator's own snapshot (no `"traced"` key) with `entries` as its trace and no
+/// dump-time segments: `{"segments": [], "device_traces": [[entries...]]}`. Its entries carry
+/// no category (one would mark the file as the profiler's).
+fn allocator_record(entries: &[Entry<'_>]) -> Vec<u8> {
+    let mut p = Pickle::default();
+    p.op(0x80).op(2);
+    p.op(b'}').op(b'(');
+    p.str("segments").op(b']');
+    p.str("device_traces").op(b']').op(b'(').op(b']').op(b'(');
+    for &e in entries {
+        entry(&mut p, e);
+    }
+    p.op(b'e').op(b'e');
+    p.op(b'u').op(b'.');
+    p.0
+}
+
 fn free(addr: u32, size: u32, phase: &'static str) -> [Entry<'static>; 2] {
     [
         ("free_requested", addr, size, "", phase),
@@ -179,6 +196,37 @@ fn a_cuda_trace_replays_under_the_settings_it_names() {
         "{:?}",
         a.warnings
     );
+}
+
+#[test]
+fn an_allocators_record_counts_the_blocks_its_replay_follows() {
+    const MIB: u32 = 1 << 20;
+    // 19.5 MiB (≥ 10 MiB) asks for a segment of its size rounded up to 2 MiB: 20 MiB, and the
+    // 0.5 MiB left is ≤ kSmallSize, so `should_split` leaves it in the block
+    // (CUDACachingAllocator.cpp): max_memory_allocated counts 20 MiB. The record (a segment of
+    // 20 MiB at the block's address, then the alloc, then its free and the segment's release
+    // by empty_cache) is what the model does, so the allocation counts as the 20 MiB block.
+    let at = 1 << 24;
+    let request = 19 * MIB + MIB / 2;
+    let run = |segment: u32| {
+        let v = [
+            ("segment_alloc", at, segment, "", "forward"),
+            ("alloc", at, request, "", "forward"),
+            ("free_requested", at, request, "", "forward"),
+            ("free_completed", at, request, "", "forward"),
+            ("segment_free", at, segment, "", "forward"),
+        ];
+        analyze_bytes(&allocator_record(&v)).unwrap()
+    };
+    let a = run(20 * MIB);
+    assert!(a.allocator.as_ref().unwrap().exact);
+    assert_eq!(a.per_gpu.peak_allocated, Some(20 * u64::from(MIB)));
+    assert_eq!(a.per_gpu.peak_reserved, Some(20 * u64::from(MIB)));
+    // A record the model does not follow (a 22 MiB segment for the same request): only the
+    // rounding is certain, and 19.5 MiB is already a multiple of 512 B.
+    let a = run(22 * MIB);
+    assert!(!a.allocator.as_ref().unwrap().exact);
+    assert_eq!(a.per_gpu.peak_allocated, Some(u64::from(request)));
 }
 
 #[test]

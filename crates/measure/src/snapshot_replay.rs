@@ -9,7 +9,9 @@ use crate::attribute::{self, Fate, Phase, Signals};
 use crate::fxhash::{FxMap, FxSet};
 use crate::infer::{self, Facts, RecordFacts};
 use crate::replay::{self, Attributed, Life, Lifetimes, Moment, Timeline};
-use crate::snapshot::{Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry};
+use crate::snapshot::{
+    Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry, WarmupCall,
+};
 use crate::traced_device::{traced_device, TracedDevice};
 use std::num::NonZeroUsize;
 use vramscope_core::allocator::size::round_size;
@@ -114,8 +116,10 @@ impl Blocks {
         };
         if snap.traced.as_deref() == Some("cuda") {
             let config = traced_config(snap, warnings);
-            let handles = handle_entries(trace, phases);
-            let traced = traced_device(trace, &config, snap.traced_gpu.as_deref(), &handles);
+            let warmup = &snap.traced_warmup;
+            let handles = handle_entries(warmup, trace, phases);
+            let gpu = snap.traced_gpu.as_deref();
+            let traced = traced_device(trace, warmup, &config, gpu, &handles);
             return Blocks {
                 replay: None,
                 traced: Some(traced),
@@ -171,19 +175,28 @@ fn traced_config(snap: &Snapshot, warnings: &mut Vec<String>) -> AllocatorConfig
     AllocatorConfig::default()
 }
 
-/// The trace entries where a CUDA trace's cuBLAS handles first run, one per handle: the main
-/// thread's at the first allocation of the forward, the autograd thread's at the first of the
-/// backward (when the step has one). A handle is created, with its workspace, by the first
-/// GEMM on its thread (aten/src/ATen/cuda/CublasHandlePool.cpp `getCurrentCUDABlasHandle`);
-/// the phase's first allocation stands for that GEMM. A step with no forward allocation gets
-/// its one handle at the start.
-fn handle_entries(trace: &[TraceEntry], phases: &[Phase]) -> Vec<usize> {
+/// Where a CUDA trace's cuBLAS handles first run, one per handle, as positions in its replay
+/// (its warm-up calls, then its entries): the main thread's at the first allocation of a
+/// forward, the autograd thread's at the first of a backward (when a step has one). A handle
+/// is created, with its workspace, by the first GEMM on its thread
+/// (aten/src/ATen/cuda/CublasHandlePool.cpp `getCurrentCUDABlasHandle`); the phase's first
+/// allocation stands for that GEMM. A trace with no forward allocation gets its one handle at
+/// the start.
+fn handle_entries(warmup: &[WarmupCall], trace: &[TraceEntry], phases: &[Phase]) -> Vec<usize> {
     let first = |want: Phase| {
-        (0..trace.len()).find(|&i| trace[i].action == Action::Alloc && phases[i + 1] == want)
+        let name = want.name();
+        warmup
+            .iter()
+            .position(|w| w.alloc && w.phase == name)
+            .or_else(|| {
+                (0..trace.len())
+                    .find(|&i| trace[i].action == Action::Alloc && phases[i + 1] == want)
+                    .map(|i| warmup.len() + i)
+            })
     };
     let mut at = vec![first(Phase::Forward).unwrap_or(0)];
-    if phases.contains(&Phase::Backward) {
-        at.extend(first(Phase::Backward));
+    if let Some(b) = first(Phase::Backward) {
+        at.push(b);
     }
     at
 }

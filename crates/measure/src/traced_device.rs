@@ -8,7 +8,7 @@
 //! would hold on it are allocated in a second replay, where the step's phases say their
 //! handles were first used.
 
-use crate::snapshot::{Action, TraceEntry};
+use crate::snapshot::{Action, TraceEntry, WarmupCall};
 use std::collections::HashMap;
 use vramscope_core::allocator::{Allocator, AllocatorConfig, BlockId};
 use vramscope_core::estimate::overhead;
@@ -32,59 +32,98 @@ pub struct TracedDevice {
     /// blocks and the workspaces together, plus the context; None without a known GPU.
     pub device_total: Option<u64>,
     /// Per trace entry, the block the model gave the allocation made there (0 for other
-    /// entries).
+    /// entries; an entry of what was alive when the step began has the warm-up's block).
     pub block_sizes: Vec<u64>,
 }
 
-/// One replay of the trace's calls: `alloc` → `malloc(size, stream)`, `free_completed` →
-/// `free` (the block goes back to its pool there, `free_block`; `free_requested` only marks
-/// the user's release). `workspaces` are (trace entry, bytes): a block allocated, and kept,
-/// just before that entry. Returns the model and each allocation's block size.
+/// One call of a replay: an allocation of `size` bytes at `addr`, a free of `addr`, or
+/// nothing (a trace entry that is neither).
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Alloc { addr: u64, size: u64, stream: u64 },
+    Free { addr: u64 },
+    Nothing,
+}
+
+/// The calls of a traced record: its warm-up steps, then its own entries (`alloc` → malloc,
+/// `free_completed` → free: the block goes back to its pool there, `free_block`;
+/// `free_requested` only marks the user's release). A call's position in this sequence is
+/// what `handles_at` counts.
+fn calls(warmup: &[WarmupCall], trace: &[TraceEntry]) -> Vec<Call> {
+    let w = warmup.iter().map(|c| match c.alloc {
+        true => Call::Alloc {
+            addr: c.addr,
+            size: c.size,
+            stream: 0,
+        },
+        false => Call::Free { addr: c.addr },
+    });
+    let t = trace.iter().map(|e| match e.action {
+        Action::Alloc => Call::Alloc {
+            addr: e.addr,
+            size: e.size,
+            stream: e.stream,
+        },
+        Action::FreeCompleted => Call::Free { addr: e.addr },
+        _ => Call::Nothing,
+    });
+    w.chain(t).collect()
+}
+
+/// One replay of `calls`; `workspaces` are (position, bytes): a block allocated, and kept,
+/// just before that call. An allocation at an address already live is that block (the record
+/// lists what was alive when its step began, which the warm-up allocated). Returns the model
+/// and each call's block size (0 for other calls).
 fn replay(
-    trace: &[TraceEntry],
+    calls: &[Call],
     config: &AllocatorConfig,
     workspaces: &[(usize, u64)],
 ) -> (Allocator, Vec<u64>) {
     let mut model = Allocator::new(config, u64::MAX);
     let mut live: HashMap<u64, BlockId> = HashMap::new();
-    let mut sizes = vec![0u64; trace.len()];
-    for (i, e) in trace.iter().enumerate() {
+    let mut sizes = vec![0u64; calls.len()];
+    for (i, call) in calls.iter().enumerate() {
         for &(_, bytes) in workspaces.iter().filter(|w| w.0 == i) {
             // Unlimited memory: a malloc cannot fail.
-            let _ = model.malloc(bytes, e.stream);
+            let _ = model.malloc(bytes, 0);
         }
-        match e.action {
-            Action::Alloc => {
-                if let Ok(id) = model.malloc(e.size, e.stream) {
+        match *call {
+            Call::Alloc { addr, size, stream } => {
+                if let Some(&id) = live.get(&addr) {
                     sizes[i] = model.block(id).map_or(0, |b| b.1);
-                    if let Some(old) = live.insert(e.addr, id) {
-                        // The record reused a live address: the older block is gone.
-                        model.free(old);
-                    }
+                    continue;
+                }
+                if let Ok(id) = model.malloc(size, stream) {
+                    sizes[i] = model.block(id).map_or(0, |b| b.1);
+                    live.insert(addr, id);
                 }
             }
-            Action::FreeCompleted => {
-                if let Some(id) = live.remove(&e.addr) {
+            Call::Free { addr } => {
+                if let Some(id) = live.remove(&addr) {
                     model.free(id);
                 }
             }
-            _ => {}
+            Call::Nothing => {}
         }
     }
     (model, sizes)
 }
 
-/// The reserved bytes, CUDA context and device total of a CUDA trace under `config`; `gpu` is
-/// the catalog id it names, `handles_at` the trace entries before which a cuBLAS handle first
-/// runs a GEMM (its workspace is allocated there and kept: `CublasHandlePool.cpp`
+/// The reserved bytes, CUDA context and device total of a CUDA trace, its `warmup` steps
+/// replayed before it, under `config`; `gpu` is the catalog id it names, `handles_at` the
+/// positions (warm-up calls first, then trace entries) before which a cuBLAS handle first runs
+/// a GEMM (its workspace is allocated there and kept: `CublasHandlePool.cpp`
 /// `getCurrentCUDABlasHandle`), one per handle.
 pub fn traced_device(
     trace: &[TraceEntry],
+    warmup: &[WarmupCall],
     config: &AllocatorConfig,
     gpu: Option<&str>,
     handles_at: &[usize],
 ) -> TracedDevice {
-    let (model, block_sizes) = replay(trace, config, &[]);
+    let calls = calls(warmup, trace);
+    let (model, mut block_sizes) = replay(&calls, config, &[]);
+    block_sizes.drain(..warmup.len());
     let stats = model.stats();
     let mut d = TracedDevice {
         peak_allocated: stats.allocated_bytes.peak,
@@ -99,7 +138,7 @@ pub fn traced_device(
     };
     let one = overhead::cublas_workspace_bytes(Some(g));
     let workspaces: Vec<(usize, u64)> = handles_at.iter().map(|&at| (at, one)).collect();
-    let (with_ws, _) = replay(trace, config, &workspaces);
+    let (with_ws, _) = replay(&calls, config, &workspaces);
     let context = overhead::cuda_context_bytes_with(Some(g), CudaModuleLoading::Lazy);
     d.cuda_context = Some(context);
     d.workspaces = one * handles_at.len() as u64;
@@ -145,7 +184,7 @@ mod tests {
             entry(Action::Alloc, 2, 64 * MIB),
             entry(Action::Alloc, 3, 64 * MIB),
         ];
-        let d = traced_device(&t, &defaults(), None, &[]);
+        let d = traced_device(&t, &[], &defaults(), None, &[]);
         assert_eq!(d.peak_allocated, 128 * MIB);
         assert_eq!(d.peak_reserved, 164 * MIB);
         assert_eq!(d.block_sizes, [100 * MIB, 0, 64 * MIB, 64 * MIB]);
@@ -162,7 +201,7 @@ mod tests {
             entry(Action::FreeCompleted, 1, 100 * MIB),
             entry(Action::Alloc, 2, 99 * MIB + MIB / 2),
         ];
-        let d = traced_device(&t, &defaults(), None, &[]);
+        let d = traced_device(&t, &[], &defaults(), None, &[]);
         assert_eq!(d.block_sizes[2], 100 * MIB);
         assert_eq!((d.peak_allocated, d.peak_reserved), (100 * MIB, 100 * MIB));
     }
@@ -177,7 +216,7 @@ mod tests {
             entry(Action::Alloc, 2, 512),
             entry(Action::Alloc, 3, 512),
         ];
-        let d = traced_device(&t, &defaults(), None, &[]);
+        let d = traced_device(&t, &[], &defaults(), None, &[]);
         assert_eq!((d.peak_allocated, d.peak_reserved), (2048, 2 * MIB));
     }
 
@@ -189,15 +228,15 @@ mod tests {
         // sm90; today's cuBLASLt shares it). Nothing is cached when they are allocated: each a
         // new 32 MiB segment (≥ 10 MiB: its size rounded to 2 MiB). 64 + 2 × 32 + 758 = 886 MiB.
         let t = [entry(Action::Alloc, 1, 64 * MIB)];
-        let d = traced_device(&t, &defaults(), Some("h100-80gb"), &[0, 0]);
+        let d = traced_device(&t, &[], &defaults(), Some("h100-80gb"), &[0, 0]);
         assert_eq!(d.cuda_context, Some(758 * MIB));
         assert_eq!(d.workspaces, 64 * MIB);
         assert_eq!(d.peak_reserved, 64 * MIB);
         assert_eq!(d.device_total, Some(886 * MIB));
         // Inference: one handle, 64 + 32 + 758 = 854 MiB.
-        let d = traced_device(&t, &defaults(), Some("h100-80gb"), &[0]);
+        let d = traced_device(&t, &[], &defaults(), Some("h100-80gb"), &[0]);
         assert_eq!(d.device_total, Some(854 * MIB));
-        let d = traced_device(&t, &defaults(), Some("no-such-gpu"), &[0, 0]);
+        let d = traced_device(&t, &[], &defaults(), Some("no-such-gpu"), &[0, 0]);
         assert_eq!((d.cuda_context, d.device_total), (None, None));
     }
 
@@ -213,9 +252,50 @@ mod tests {
             entry(Action::FreeCompleted, 1, 100 * MIB),
             entry(Action::Alloc, 2, 64 * MIB),
         ];
-        let d = traced_device(&t, &defaults(), Some("h100-80gb"), &[0, 2]);
+        let d = traced_device(&t, &[], &defaults(), Some("h100-80gb"), &[0, 2]);
         assert_eq!(d.peak_reserved, 100 * MIB);
         assert_eq!(d.device_total, Some(890 * MIB));
+    }
+
+    fn warm(alloc: bool, addr: u64, size: u64, phase: &str) -> WarmupCall {
+        WarmupCall {
+            alloc,
+            addr,
+            size,
+            phase: phase.to_string(),
+        }
+    }
+
+    #[test]
+    fn the_warm_up_leaves_its_cache_to_the_step() {
+        // Warm-up: a 30 MiB weight (setup), a 100 MiB transient of the forward, freed. The
+        // step's record lists the weight again (alive when it began), then 64 MiB and 64 MiB.
+        // The weight keeps its warm-up block (30 MiB: ≥ 10 MiB, a segment of its size); the
+        // first 64 MiB splits the cached 100 MiB block (36 MiB left > 1 MiB), the second finds
+        // nothing that large: a new segment. Reserved 30 + 100 + 64 = 194 MiB; allocated peak
+        // max(30 + 100, 30 + 64 + 64) = 158 MiB. Without the warm-up the step would start
+        // with nothing cached: 30 + 64 + 64 = 158 MiB reserved.
+        let warmup = [
+            warm(true, 1, 30 * MIB, "setup"),
+            warm(true, 2, 100 * MIB, "forward"),
+            warm(false, 2, 100 * MIB, "forward"),
+        ];
+        let t = [
+            entry(Action::Alloc, 1, 30 * MIB),
+            entry(Action::Alloc, 3, 64 * MIB),
+            entry(Action::Alloc, 4, 64 * MIB),
+        ];
+        let d = traced_device(&t, &warmup, &defaults(), None, &[]);
+        assert_eq!((d.peak_allocated, d.peak_reserved), (158 * MIB, 194 * MIB));
+        assert_eq!(d.block_sizes, [30 * MIB, 64 * MIB, 64 * MIB]);
+        assert_eq!(
+            traced_device(&t, &[], &defaults(), None, &[]).peak_reserved,
+            158 * MIB
+        );
+        // The forward's handle first runs at the warm-up's position 1, nothing cached then: a
+        // 32 MiB segment of its own. 194 + 32 + 758 = 984 MiB.
+        let d = traced_device(&t, &warmup, &defaults(), Some("h100-80gb"), &[1]);
+        assert_eq!(d.device_total, Some(984 * MIB));
     }
 
     #[test]
@@ -232,7 +312,7 @@ mod tests {
             entry(Action::Alloc, 3, 64 * MIB),
         ];
         let config = AllocatorConfig::parse("expandable_segments:True").unwrap();
-        let d = traced_device(&t, &config, None, &[]);
+        let d = traced_device(&t, &[], &config, None, &[]);
         assert_eq!(d.peak_reserved, 140 * MIB);
     }
 }

@@ -191,6 +191,43 @@ def test_a_cuda_trace_runs_under_the_processs_alloc_conf(monkeypatch: pytest.Mon
     assert data["allocator_settings"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 
 
+def test_a_cuda_trace_starts_from_the_cache_its_first_step_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A state made on the first step only (as an optimizer makes its states), between two
+    # 100 MiB transients. Step 1, by the allocator's rules (default settings): t takes a
+    # 100 MiB segment, freed; the 64 MiB state splits that cached block (36 MiB left > 1 MiB);
+    # u finds no free 100 MiB: a second 100 MiB segment. Reserved 200 MiB, and step 2 (the
+    # record) reuses the cached second segment for t and u: 200 MiB. Replayed alone, step 2
+    # would start with the state in a 64 MiB segment and nothing cached: 164 MiB.
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    state: list[Any] = []
+
+    def step() -> None:
+        t = torch.empty(100 * MIB, dtype=torch.uint8)
+        del t
+        if not state:
+            state.append(torch.empty(64 * MIB, dtype=torch.uint8))
+        u = torch.empty(100 * MIB, dtype=torch.uint8)
+        del u
+
+    g = vramscope.trace(step, device="cuda", gpu="h100-80gb", steps=2)["per_gpu"]
+    assert g["peak_allocated"] == 164 * MIB
+    assert g["peak_reserved"] == 200 * MIB
+    # The record carries step 1 as its warm-up: t, the state, u, in order.
+    state.clear()
+    data = pickle.loads(record_bytes(step, None, None, "cuda", 2, "h100-80gb"))
+    sizes = [(w[0], w[2]) for w in data["traced"]["warmup"]]
+    assert sizes == [
+        ("alloc", 100 * MIB),
+        ("free", 100 * MIB),
+        ("alloc", 64 * MIB),
+        ("alloc", 100 * MIB),
+        ("free", 100 * MIB),
+    ]
+
+
 def test_max_batch_by_hand() -> None:
     # 2·b GiB + 790 MiB ≤ 85,520,809,984 B: b ≤ (85,520,809,984 − 828,375,040) / 2,147,483,648
     # = 39.44: 39.

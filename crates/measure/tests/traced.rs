@@ -53,6 +53,20 @@ fn record(entries: &[Entry<'_>], device: &str) -> Vec<u8> {
 /// `record`, with `"allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": conf}` when given (what
 /// `vramscope.trace` writes from the tracing process's `PYTORCH_ALLOC_CONF`).
 fn record_with_conf(entries: &[Entry<'_>], device: &str, conf: Option<&str>) -> Vec<u8> {
+    record_full(entries, device, conf, &[])
+}
+
+/// A warm-up event: (action, address, size, phase).
+type Warm<'a> = (&'a str, u32, u32, &'a str);
+
+/// `record_with_conf`, with `"traced": {"warmup": [[action, addr, size, phase], ...]}` when
+/// `warmup` is not empty (the steps before the recorded one, as `vramscope.trace` writes them).
+fn record_full(
+    entries: &[Entry<'_>],
+    device: &str,
+    conf: Option<&str>,
+    warmup: &[Warm<'_>],
+) -> Vec<u8> {
     let mut p = Pickle::default();
     p.op(0x80).op(2); // PROTO 2
     p.op(b'}').op(b'(');
@@ -67,8 +81,15 @@ fn record_with_conf(entries: &[Entry<'_>], device: &str, conf: Option<&str>) -> 
         .op(b'}')
         .op(b'(')
         .str("device")
-        .str(device)
-        .op(b'u');
+        .str(device);
+    if !warmup.is_empty() {
+        p.str("warmup").op(b']').op(b'(');
+        for &(action, addr, size, phase) in warmup {
+            p.op(b']').op(b'(').str(action).int(addr).int(size).str(phase).op(b'e');
+        }
+        p.op(b'e');
+    }
+    p.op(b'u');
     if let Some(conf) = conf {
         p.str("allocator_settings").op(b'}').op(b'(');
         p.str("PYTORCH_CUDA_ALLOC_CONF").str(conf).op(b'u');
@@ -227,6 +248,33 @@ fn an_allocators_record_counts_the_blocks_its_replay_follows() {
     let a = run(22 * MIB);
     assert!(!a.allocator.as_ref().unwrap().exact);
     assert_eq!(a.per_gpu.peak_allocated, Some(u64::from(request)));
+}
+
+#[test]
+fn a_cuda_trace_starts_from_the_cache_its_warm_up_left() {
+    const MIB: u32 = 1 << 20;
+    // The warm-up step made 100 MiB and freed it: a 100 MiB segment (≥ 10 MiB: its size
+    // rounded to 2 MiB) stays cached. The recorded step's 64 MiB splits it (36 MiB left >
+    // 1 MiB), its second 64 MiB gets a new segment: 164 MiB reserved, where the step alone
+    // would reserve 128 MiB.
+    let warmup = [
+        ("alloc", 1 << 24, 100 * MIB, "forward"),
+        ("free", 1 << 24, 100 * MIB, "forward"),
+    ];
+    let v = [
+        ("alloc", 1 << 25, 64 * MIB, "activation", "forward"),
+        ("alloc", 1 << 26, 64 * MIB, "activation", "forward"),
+    ];
+    let mib = u64::from(MIB);
+    let a = analyze_bytes(&record_full(&v, "cuda", None, &warmup)).unwrap();
+    assert_eq!(a.per_gpu.peak_reserved, Some(164 * mib));
+    assert_eq!(a.per_gpu.peak_allocated, Some(128 * mib));
+    let a = analyze_bytes(&record(&v, "cuda")).unwrap();
+    assert_eq!(a.per_gpu.peak_reserved, Some(128 * mib));
+    // A warm-up event of another shape is refused in one line.
+    let bad = [("resize", 1 << 24, 100 * MIB, "forward")];
+    let e = analyze_bytes(&record_full(&v, "cuda", None, &bad)).unwrap_err();
+    assert!(e.to_string().contains("warmup"), "{e}");
 }
 
 #[test]

@@ -77,15 +77,17 @@ fn record_full(
     }
     p.op(b'e'); // APPENDS: the device's entries
     p.op(b'e'); // APPENDS: the list of devices
-    p.str("traced")
-        .op(b'}')
-        .op(b'(')
-        .str("device")
-        .str(device);
+    p.str("traced").op(b'}').op(b'(').str("device").str(device);
     if !warmup.is_empty() {
         p.str("warmup").op(b']').op(b'(');
         for &(action, addr, size, phase) in warmup {
-            p.op(b']').op(b'(').str(action).int(addr).int(size).str(phase).op(b'e');
+            p.op(b']')
+                .op(b'(')
+                .str(action)
+                .int(addr)
+                .int(size)
+                .str(phase)
+                .op(b'e');
         }
         p.op(b'e');
     }

@@ -313,7 +313,9 @@ proptest! {
     /// A traced record with any byte changed is read or refused, never a panic.
     #[test]
     fn mutated_traced_records_never_panic(pos in 0usize..4096, byte in any::<u8>()) {
-        let mut bytes = record(&step(), "cuda");
+        let warmup = [("alloc", 1 << 24, 1000, "forward"), ("free", 1 << 24, 1000, "forward")];
+        let conf = Some("expandable_segments:True");
+        let mut bytes = record_full(&step(), "cuda", conf, &warmup);
         let i = pos % bytes.len();
         bytes[i] = byte;
         let _ = analyze_bytes(&bytes);

@@ -1,10 +1,11 @@
 """``vramscope.trace_max_batch``: the largest batch of the user's own step that fits a GPU, from
 traces.
 
-A batch fits when the traced step's device total — the allocator's reserved bytes at the peak
-(the estimator's model of the caching allocator over the traced blocks) plus the GPU's CUDA
-context (the estimator's model of that GPU), as ``analyze`` gives it for a CUDA trace — is at
-most the catalog's capacity less ``reserve``.
+A batch fits when the traced step's device total — the caching allocator's
+``max_memory_reserved`` over the step (its allocations, frees and cuBLAS workspaces replayed
+through vramscope's model of the allocator) plus the GPU's CUDA context (the estimator's model
+of that GPU), as ``analyze`` gives it for a CUDA trace — is at most the catalog's capacity less
+``reserve``.
 
 For a fixed sequence length a step's memory is affine in the batch (parameters, gradients and
 optimizer states do not grow with it; activations and temporaries grow linearly), so two traces

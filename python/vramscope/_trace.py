@@ -37,12 +37,17 @@ How it works:
   rest → ``temporary``.
 
 The last of ``steps`` steps is the record: what is alive when it begins is written as
-allocated before it (phase ``setup``), then its events in order. The record is a snapshot
+allocated before it (phase ``setup``), then its events in order; for a CUDA trace the steps
+before it go in ``"traced": {"warmup": [[action, addr, size, phase], ...]}``, which ``analyze``
+replays first so the recorded step meets the cache they leave. The record is a snapshot
 pickle in the layout ``torch.cuda.memory._dump_snapshot`` writes, each entry with the
 profiler's ``category`` field, plus ``"traced": {"device": ..., "gpu": ...}``: ``vramscope
-analyze`` reads it and, for a CUDA trace, rounds every block as the caching allocator does,
-models the reserved bytes from the blocks live at the peak and adds the named GPU's CUDA
-context (the estimator's models of both), giving ``device_total``.
+analyze`` reads it and, for a CUDA trace, replays its allocations and frees through its model
+of PyTorch's caching allocator (``peak_reserved``; under the ``PYTORCH_ALLOC_CONF`` /
+``PYTORCH_CUDA_ALLOC_CONF`` of the tracing process, written to the record as a real
+snapshot's ``allocator_settings``), then again with the named GPU's
+cuBLAS workspaces, and adds that GPU's CUDA context (the estimator's model), giving
+``device_total``.
 
 What a trace cannot see: an op without a fake (meta) kernel — a custom CUDA extension — stops
 it with an ``InputError`` naming the op (register a shape function with
@@ -57,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
 import weakref
 from collections.abc import Iterator
@@ -554,6 +560,22 @@ def _entries(book: _Book, last_start: int) -> list[dict[str, Any]]:
     return out
 
 
+def _warmup(book: _Book, last_start: int) -> list[list[Any]]:
+    """The steps before the last, as the caching allocator saw them: ``[action, addr, size,
+    phase]`` for each allocation and free before ``last_start``, what was alive before the
+    first step first. ``analyze`` replays them before the record, so the recorded step starts
+    from the cache they leave (segments a real run's earlier steps leave reserved)."""
+    events: list[tuple[int, int, str, str, _Storage]] = []
+    for s in book.all:
+        if "host" in s.marks or s.size <= 0 or s.born >= last_start:
+            continue
+        events.append((s.born, 0, "alloc", "setup" if s.pre else s.phase, s))
+        if s.died is not None and s.died <= last_start:
+            events.append((s.died, 1, "free", s.died_phase, s))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return [[kind, 512 * (s.sid + 1), s.size, phase] for _, _, kind, phase, s in events]
+
+
 def record_bytes(
     step: Callable[[], Any],
     model: Any = None,
@@ -603,12 +625,30 @@ def record_bytes(
             hooks.note_optimizer(optimizer)
         last_start = _run_steps(step, steps, book, hooks)
     _mark_forward_survivors(book, book.backward_starts)
-    snapshot = {
+    traced: dict[str, Any] = {"device": behaviour, **({"gpu": gpu_id} if gpu_id else {})}
+    warmup = _warmup(book, last_start) if behaviour == "cuda" else []
+    if warmup:
+        traced["warmup"] = warmup
+    snapshot: dict[str, Any] = {
         "segments": [],
         "device_traces": [_entries(book, last_start)],
-        "traced": {"device": behaviour, **({"gpu": gpu_id} if gpu_id else {})},
+        "traced": traced,
     }
+    conf = _alloc_conf()
+    if behaviour == "cuda" and conf:
+        snapshot["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": conf}
     return pickle.dumps(snapshot, protocol=2)
+
+
+def _alloc_conf() -> str | None:
+    """The caching allocator's settings this process would run with: ``PYTORCH_ALLOC_CONF``,
+    else ``PYTORCH_CUDA_ALLOC_CONF`` (c10/core/AllocatorConfig.h: the first is primary, the
+    second kept with lower priority). ``analyze`` replays a CUDA trace under them."""
+    for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
 
 
 def trace(

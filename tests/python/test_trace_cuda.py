@@ -148,6 +148,86 @@ def test_the_device_total_of_a_cuda_trace() -> None:
     assert g["device_total"] == 6 * GIB + FIXED
 
 
+def _churn_step() -> None:
+    """100 MiB made and dropped, then two blocks of 64 MiB alive together."""
+    x = torch.empty(100 * MIB, dtype=torch.uint8)
+    del x
+    a = torch.empty(64 * MIB, dtype=torch.uint8)
+    b = torch.empty(64 * MIB, dtype=torch.uint8)
+    del a, b
+
+
+def test_the_reserve_of_a_cuda_trace_is_the_caching_allocators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    # The allocator's rules (c10/cuda/CUDACachingAllocator.cpp, default settings) on
+    # `_churn_step`: 100 MiB (≥ 10 MiB: a segment of its size rounded to 2 MiB) is freed and cached;
+    # the first 64 MiB takes that cached block and splits it (36 MiB left > 1 MiB); the second
+    # 64 MiB finds no free block that large: a new 64 MiB segment. Reserved 100 + 64 = 164 MiB
+    # (a packing of the blocks live at the peak plus the 100 MiB left cached would say 228).
+    # The one cuBLAS handle's 32 MiB workspace is taken before the first allocation, nothing
+    # cached then: a segment of its own. Device total = 164 + 32 + 758 MiB (H100's context).
+    g = vramscope.trace(_churn_step, device="cuda", gpu="h100-80gb")["per_gpu"]
+    assert g["peak_allocated"] == 128 * MIB
+    assert g["peak_reserved"] == 164 * MIB
+    assert g["components"]["allocator_reserve"] == 36 * MIB
+    assert g["device_total"] == 164 * MIB + FIXED
+
+
+def test_a_cuda_trace_runs_under_the_processs_alloc_conf(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The step above under PYTORCH_ALLOC_CONF=expandable_segments:True (the variable PyTorch
+    # reads first; c10/core/AllocatorConfig.h): one segment per (stream, pool), mapped in
+    # 20 MiB pages in the large pool (`ExpandableSegment`). 100 MiB maps 5 pages and stays
+    # mapped when freed; the first 64 MiB is cut from it, the second needs 28 MiB beyond the
+    # 36 MiB left at its end: 2 more pages. Reserved 140 MiB.
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    g = vramscope.trace(_churn_step, device="cuda", gpu="h100-80gb")["per_gpu"]
+    assert g["peak_reserved"] == 140 * MIB
+    # The record carries it as a real snapshot's allocator_settings.
+    data = pickle.loads(record_bytes(_churn_step, None, None, "cuda", 2, "h100-80gb"))
+    assert data["allocator_settings"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
+def test_a_cuda_trace_starts_from_the_cache_its_first_step_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A state made on the first step only (as an optimizer makes its states), between two
+    # 100 MiB transients. Step 1, by the allocator's rules (default settings): t takes a
+    # 100 MiB segment, freed; the 64 MiB state splits that cached block (36 MiB left > 1 MiB);
+    # u finds no free 100 MiB: a second 100 MiB segment. Reserved 200 MiB, and step 2 (the
+    # record) reuses the cached second segment for t and u: 200 MiB. Replayed alone, step 2
+    # would start with the state in a 64 MiB segment and nothing cached: 164 MiB.
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    state: list[Any] = []
+
+    def step() -> None:
+        t = torch.empty(100 * MIB, dtype=torch.uint8)
+        del t
+        if not state:
+            state.append(torch.empty(64 * MIB, dtype=torch.uint8))
+        u = torch.empty(100 * MIB, dtype=torch.uint8)
+        del u
+
+    g = vramscope.trace(step, device="cuda", gpu="h100-80gb", steps=2)["per_gpu"]
+    assert g["peak_allocated"] == 164 * MIB
+    assert g["peak_reserved"] == 200 * MIB
+    # The record carries step 1 as its warm-up: t, the state, u, in order.
+    state.clear()
+    data = pickle.loads(record_bytes(step, None, None, "cuda", 2, "h100-80gb"))
+    sizes = [(w[0], w[2]) for w in data["traced"]["warmup"]]
+    assert sizes == [
+        ("alloc", 100 * MIB),
+        ("free", 100 * MIB),
+        ("alloc", 64 * MIB),
+        ("alloc", 100 * MIB),
+        ("free", 100 * MIB),
+    ]
+
+
 def test_max_batch_by_hand() -> None:
     # 2·b GiB + 790 MiB ≤ 85,520,809,984 B: b ≤ (85,520,809,984 − 828,375,040) / 2,147,483,648
     # = 39.44: 39.

@@ -66,7 +66,11 @@ pub fn section(snap: &Snapshot, device: usize) -> Option<AllocatorSection> {
     if !traced_devices(snap).contains(&device) {
         return None;
     }
-    let replay = replay_device(snap, device)?;
+    Some(from_replay(&replay_device(snap, device)?))
+}
+
+/// The section of a trace already replayed.
+pub fn from_replay(replay: &AllocReplay) -> AllocatorSection {
     let r = &replay.result;
     let own = AllocatorConfig::parse(&r.alloc_conf).unwrap_or_default();
     let mut notes = r.notes.clone();
@@ -85,17 +89,17 @@ pub fn section(snap: &Snapshot, device: usize) -> Option<AllocatorSection> {
                 .into(),
         );
     }
-    Some(AllocatorSection {
+    AllocatorSection {
         replayed_peak_reserved: r.replayed_peak_reserved,
         fragmentation: r.fragmentation,
-        whatif: whatifs(&replay, &own),
+        whatif: whatifs(replay, &own),
         recorded_peak_reserved: r.recorded_peak_reserved,
         exact: r.first_mismatch.is_none(),
         complete_history: r.complete_history,
         alloc_conf: r.alloc_conf.clone(),
         notes,
         whatif_baseline: replay.peak_reserved_under(&own),
-    })
+    }
 }
 
 /// Peak reserved under `expandable_segments:True` and each `max_split_size_mb` of

@@ -3,13 +3,19 @@
 //! each is classified from its stacks ([`crate::attribute`]), and the segments say what was live
 //! before the trace began, what is reserved and how fragmented it is.
 
+use crate::alloc_replay::{replay_device, traced_devices, AllocReplay};
 use crate::analysis::{site_of, Analysis, Fragmentation, Oom, Record, SourceInfo};
 use crate::attribute::{self, Fate, Phase, Signals};
 use crate::fxhash::{FxMap, FxSet};
 use crate::infer::{self, Facts, RecordFacts};
 use crate::replay::{self, Attributed, Life, Lifetimes, Moment, Timeline};
-use crate::snapshot::{Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry};
+use crate::snapshot::{
+    Action, BlockState, ProfCategory, Segment, Snapshot, TraceEntry, WarmupCall,
+};
+use crate::traced_device::{traced_device, TracedDevice};
 use std::num::NonZeroUsize;
+use vramscope_core::allocator::size::round_size;
+use vramscope_core::allocator::AllocatorConfig;
 use vramscope_core::report::Category;
 
 /// What a snapshot says about one allocation besides its bytes and lifetime.
@@ -51,18 +57,18 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
         }
         d
     };
-    let mut best: Option<(i64, u64, Analysis)> = None;
+    let mut best: Option<(i64, u64, Analysis, Option<AllocReplay>)> = None;
     for dev in devices {
         let mut warnings = Vec::new();
-        let a = analyze_device(snap, dev, &mut warnings);
+        let (a, replay) = analyze_device(snap, dev, &mut warnings);
         let peak = a.per_gpu.peak_allocated.unwrap_or(0);
-        if best.as_ref().is_none_or(|(_, b, _)| peak > *b) {
-            best = Some((dev, peak, a));
+        if best.as_ref().is_none_or(|(_, b, _, _)| peak > *b) {
+            best = Some((dev, peak, a, replay));
         }
     }
     match best {
-        Some((dev, _, mut a)) => {
-            a.allocator = allocator_replay(snap, dev);
+        Some((dev, _, mut a, replay)) => {
+            a.allocator = replay.as_ref().map(crate::allocator_section::from_replay);
             if snap.traces.iter().filter(|t| !t.is_empty()).count() > 1
                 || snap.segments.iter().any(|s| s.device != dev)
             {
@@ -73,28 +79,137 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
             }
             a
         }
-        None => analyze_device(snap, 0, &mut Vec::new()),
+        None => analyze_device(snap, 0, &mut Vec::new()).0,
     }
 }
 
-/// The trace replayed through the allocator model (`crate::allocator_section`): only for a
-/// CUDA allocator's own record (a profiler-derived or traced snapshot's segments are not the
-/// allocator's).
-fn allocator_replay(
-    snap: &Snapshot,
-    dev: i64,
-) -> Option<crate::allocator_section::AllocatorSection> {
-    if snap.from_profiler || snap.traced.is_some() {
-        return None;
+/// The block the caching allocator gave each of a trace's allocations, where a replay through
+/// its model (`vramscope_core::allocator`) knows it: a CUDA allocator's own record, its trace
+/// replayed against its segment events ([`crate::alloc_replay`]). `max_memory_allocated`
+/// counts blocks (`alloc_found_block` adds `block->size`, c10/cuda/CUDACachingAllocator.cpp),
+/// not the sizes the trace records (the request), so an allocation's bytes are its block's.
+///
+/// A CUDA trace of `vramscope.trace` is replayed too ([`crate::traced_device`]: its reserve
+/// and device total), but its allocations keep their rounded requests: the remainder a block
+/// keeps unsplit depends on what the cache held, and the record starts from the last step's
+/// live state without the segments earlier steps left cached, so those remainders would be
+/// the model's guess, not the step's tensors.
+#[derive(Default)]
+struct Blocks {
+    replay: Option<AllocReplay>,
+    traced: Option<TracedDevice>,
+}
+
+impl Blocks {
+    /// A CUDA allocator's record with allocation calls in `dev`'s trace: replayed; a CUDA
+    /// trace: replayed, and again with its workspaces where its phases first run a forward and
+    /// a backward; anything else (profiler-derived, a CPU trace, no trace): nothing.
+    fn of(
+        snap: &Snapshot,
+        dev: i64,
+        trace: &[TraceEntry],
+        phases: &[Phase],
+        warnings: &mut Vec<String>,
+    ) -> Self {
+        let Ok(d) = usize::try_from(dev) else {
+            return Blocks::default();
+        };
+        if snap.traced.as_deref() == Some("cuda") {
+            let config = traced_config(snap, warnings);
+            let warmup = &snap.traced_warmup;
+            let handles = handle_entries(warmup, trace, phases);
+            let gpu = snap.traced_gpu.as_deref();
+            let traced = traced_device(trace, warmup, &config, gpu, &handles);
+            return Blocks {
+                replay: None,
+                traced: Some(traced),
+            };
+        }
+        if snap.from_profiler || snap.traced.is_some() || !traced_devices(snap).contains(&d) {
+            return Blocks::default();
+        }
+        Blocks {
+            replay: replay_device(snap, d),
+            traced: None,
+        }
     }
-    crate::allocator_section::section(snap, usize::try_from(dev).ok()?)
+
+    /// The block of the allocation of `requested` bytes at trace entry `entry` (a CUDA
+    /// allocator's record only). Where the replay did not follow the record segment for
+    /// segment, the remainder a block keeps is the model's guess: the request rounded as the
+    /// allocator rounds every request (`round_size`) is what is certain.
+    fn size(&self, entry: usize, requested: u64) -> Option<u64> {
+        let r = self.replay.as_ref()?;
+        if r.result.first_mismatch.is_none() {
+            return r.block_size(entry);
+        }
+        Some(round_size(
+            requested,
+            &r.recorded_config().divisions_table(),
+        ))
+    }
+
+    /// The block live at `addr` when the trace began, as the replay seeded it.
+    fn pre_trace(&self, addr: u64) -> Option<u64> {
+        self.replay.as_ref()?.pre_trace_block(addr)
+    }
+}
+
+/// The allocator settings of a CUDA trace: the `PYTORCH_ALLOC_CONF` the tracing process had
+/// (`allocator_settings.PYTORCH_CUDA_ALLOC_CONF` in the record, as `vramscope.trace` writes
+/// it), else typed `allocator_settings`, else PyTorch's defaults. A setting PyTorch would
+/// refuse is said in a warning and the defaults replayed.
+fn traced_config(snap: &Snapshot, warnings: &mut Vec<String>) -> AllocatorConfig {
+    if let Some(conf) = &snap.alloc_conf {
+        return match AllocatorConfig::parse(conf) {
+            Ok(c) => c,
+            Err(e) => {
+                warnings.push(format!("{e}; the trace replayed under PyTorch's defaults"));
+                AllocatorConfig::default()
+            }
+        };
+    }
+    if snap.allocator_settings.is_some() {
+        return crate::alloc_replay::snapshot_config(snap).0;
+    }
+    AllocatorConfig::default()
+}
+
+/// Where a CUDA trace's cuBLAS handles first run, one per handle, as positions in its replay
+/// (its warm-up calls, then its entries): the main thread's at the first allocation of a
+/// forward, the autograd thread's at the first of a backward (when a step has one). A handle
+/// is created, with its workspace, by the first GEMM on its thread
+/// (aten/src/ATen/cuda/CublasHandlePool.cpp `getCurrentCUDABlasHandle`); the phase's first
+/// allocation stands for that GEMM. A trace with no forward allocation gets its one handle at
+/// the start.
+fn handle_entries(warmup: &[WarmupCall], trace: &[TraceEntry], phases: &[Phase]) -> Vec<usize> {
+    let first = |want: Phase| {
+        let name = want.name();
+        warmup
+            .iter()
+            .position(|w| w.alloc && w.phase == name)
+            .or_else(|| {
+                (0..trace.len())
+                    .find(|&i| trace[i].action == Action::Alloc && phases[i + 1] == want)
+                    .map(|i| warmup.len() + i)
+            })
+    };
+    let mut at = vec![first(Phase::Forward).unwrap_or(0)];
+    if let Some(b) = first(Phase::Backward) {
+        at.push(b);
+    }
+    at
 }
 
 /// Lifetimes from the trace's allocs and frees. `allocated_bytes` drops when the user frees
 /// (free_requested); the block returns to the pool at free_completed
 /// (c10/cuda/CUDACachingAllocator.cpp `free`), so a completed free after a requested one is
 /// skipped. Returns the lifetimes and the count of frees without an alloc (ghosts).
-fn trace_lives(snap: &Snapshot, trace: &[TraceEntry]) -> (Lifetimes<SnapInfo>, u64) {
+fn trace_lives(
+    snap: &Snapshot,
+    trace: &[TraceEntry],
+    blocks: &Blocks,
+) -> (Lifetimes<SnapInfo>, u64) {
     let has_completed = trace.iter().any(|e| e.action == Action::FreeCompleted);
     let mut lives = Lifetimes::new();
     let mut pending: FxSet<u64> = FxSet::default();
@@ -105,7 +220,8 @@ fn trace_lives(snap: &Snapshot, trace: &[TraceEntry]) -> (Lifetimes<SnapInfo>, u
         match e.action {
             Action::Alloc => {
                 let info = SnapInfo::new(e.size, e.stack, e.category, e.user_metadata);
-                let idx = lives.alloc(e.addr, e.size, pos, info);
+                let bytes = blocks.size(i, e.size).unwrap_or(e.size);
+                let idx = lives.alloc(e.addr, bytes, pos, info);
                 if let Some(g) = ghost_at.remove(&e.addr) {
                     if snap.from_profiler && lives.lives[g].size == e.size {
                         lives.lives[g].info.successor = NonZeroUsize::new(idx);
@@ -124,7 +240,8 @@ fn trace_lives(snap: &Snapshot, trace: &[TraceEntry]) -> (Lifetimes<SnapInfo>, u
                     ghosts += 1;
                     let mut info = SnapInfo::new(e.size, e.stack, None, 0);
                     info.free_stack = Some(e.stack);
-                    let idx = lives.before(e.size, Some(pos), info);
+                    let bytes = blocks.pre_trace(e.addr).unwrap_or(e.size);
+                    let idx = lives.before(bytes, Some(pos), info);
                     ghost_at.insert(e.addr, idx);
                 }
                 if e.action == Action::FreeRequested && has_completed {
@@ -384,9 +501,10 @@ fn record_warnings(
 ) {
     if let Some(device) = &snap.traced {
         warnings.push(if device == "cuda" {
-            "traced on fake tensors (CUDA's behaviour): every block rounded to 512 B as CUDA's \
-             caching allocator does; reserved bytes from the estimator's model of its segments \
-             over the blocks live at the peak (no fragmentation figure)"
+            "traced on fake tensors (CUDA's behaviour): the step's allocations and frees \
+             replayed through the caching-allocator model (PyTorch's defaults unless the record \
+             names settings): blocks and reserved bytes are the model's (no fragmentation \
+             figure)"
                 .to_string()
         } else {
             format!(
@@ -431,18 +549,25 @@ fn source_info(snap: &Snapshot, dev: i64, events: usize) -> SourceInfo {
     }
 }
 
-fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Analysis {
+/// The analysis of device `dev`, and its trace replayed through the allocator model when it
+/// is a CUDA allocator's record with allocation calls.
+fn analyze_device(
+    snap: &Snapshot,
+    dev: i64,
+    warnings: &mut Vec<String>,
+) -> (Analysis, Option<AllocReplay>) {
     let empty = Vec::new();
     let trace = usize::try_from(dev)
         .ok()
         .and_then(|d| snap.traces.get(d))
         .unwrap_or(&empty);
-    let (mut lives, ghosts) = trace_lives(snap, trace);
+    let cx = Context::new(snap);
+    let phases = position_phases(trace, &cx);
+    let blocks = Blocks::of(snap, dev, trace, &phases, warnings);
+    let (mut lives, ghosts) = trace_lives(snap, trace, &blocks);
     let segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.device == dev).collect();
     let preexisting = add_preexisting(&mut lives, &segs);
     lifetime_warnings(snap, trace, ghosts, preexisting, warnings);
-    let cx = Context::new(snap);
-    let phases = position_phases(trace, &cx);
     let att = attribute_lives(snap, lives.lives, &phases, &cx);
 
     let reserved_end: u64 = segs
@@ -475,27 +600,29 @@ fn analyze_device(snap: &Snapshot, dev: i64, warnings: &mut Vec<String>) -> Anal
             .unwrap_or("");
         (phase, site)
     });
-    if snap.traced.as_deref() == Some("cuda") {
-        let training = phases.contains(&Phase::Backward);
-        with_traced_device(&mut analysis, trace, snap.traced_gpu.as_deref(), training);
+    if let Some(d) = &blocks.traced {
+        with_traced_device(&mut analysis, d, snap.traced_gpu.as_deref());
     }
-    analysis
+    (analysis, blocks.replay)
 }
 
-/// A CUDA trace's reserved bytes and CUDA context from the estimator's models
-/// (`crate::traced_device`), and the device total when the trace names its GPU.
-fn with_traced_device(a: &mut Analysis, trace: &[TraceEntry], gpu: Option<&str>, training: bool) {
-    let d = crate::traced_device::traced_device(trace, gpu, training);
+/// A CUDA trace's reserved bytes from its replay through the allocator model and its CUDA
+/// context from the estimator's model (`crate::traced_device`), and the device total when the
+/// trace names its GPU.
+fn with_traced_device(a: &mut Analysis, d: &TracedDevice, gpu: Option<&str>) {
     let g = &mut a.per_gpu;
     g.peak_reserved = Some(d.peak_reserved);
-    g.components.base.allocator_reserve = d.peak_reserved.saturating_sub(d.peak_allocated);
+    // The trace's allocations are its rounded requests: the reserve holds every byte the
+    // replay's blocks keep beyond them.
+    let allocated = g.peak_allocated.unwrap_or(d.peak_allocated);
+    g.components.base.allocator_reserve = d.peak_reserved.saturating_sub(allocated);
     if let (Some(ctx), Some(total)) = (d.cuda_context, d.device_total) {
         g.components.base.cuda_context = ctx;
         g.device_total = Some(total);
         a.warnings.push(format!(
             "device total: the traced blocks and {} of cuBLAS workspaces (not in the step's \
-             allocated bytes) in the estimator's model of the allocator's segments, plus the \
-             CUDA context of {}",
+             allocated bytes) replayed through the caching-allocator model, plus the CUDA \
+             context of {}",
             vramscope_core::text::bytes(d.workspaces),
             gpu.unwrap_or_default()
         ));

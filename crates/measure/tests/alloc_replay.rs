@@ -279,6 +279,7 @@ mod synthetic {
             from_profiler: false,
             traced: None,
             traced_gpu: None,
+            traced_warmup: Vec::new(),
         }
     }
 

@@ -19,8 +19,12 @@ const MIB: u64 = 1 << 20;
 const GPT2: &str = "gpt2-snap-fp32-adamw-eager-b4s512";
 const SMOLLM2: &str = "smollm2-snap-bf16mix-adamw-sdpa-b4s512";
 
+fn path(spec: &str) -> PathBuf {
+    PathBuf::from(DIR).join(format!("snapshot-{spec}.pickle"))
+}
+
 fn analysis(spec: &str) -> Analysis {
-    let path = PathBuf::from(DIR).join(format!("snapshot-{spec}.pickle"));
+    let path = path(spec);
     assert!(
         path.exists(),
         "missing {} (the shared fixtures live beside the worktree)",
@@ -67,6 +71,70 @@ fn the_parameter_counts_are_the_runs() {
     assert_eq!(result(SMOLLM2)["params_total"], smollm2_params());
 }
 
+/// What the record's own dump says of the blocks built by `from_config` and still allocated
+/// at its end (the weights live to the end): (count, bytes of their blocks), read off the
+/// dump's `segments`, not the trace, and without the replay.
+fn built_blocks(spec: &str) -> (usize, u64) {
+    let bytes = std::fs::read(path(spec)).expect("the snapshot");
+    let snap = vramscope_measure::read_snapshot_bytes(&bytes).expect("a snapshot");
+    let built: Vec<u64> = snap
+        .segments
+        .iter()
+        .flat_map(|s| s.blocks.iter())
+        .filter(|b| b.state == vramscope_measure::snapshot::BlockState::ActiveAllocated)
+        .filter(|b| snap.stack(b.stack).any(|f| f.name == "from_config"))
+        .map(|b| b.size)
+        .collect();
+    (built.len(), built.iter().sum())
+}
+
+/// A phase of a step of the run's results line: (allocated at its start, at its end), as
+/// `torch.cuda.memory_allocated` read them (blocks).
+fn phase(spec: &str, step: u64, name: &str) -> (u64, u64) {
+    let r = result(spec);
+    let p = r["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["step"] == step)
+        .flat_map(|s| s["phases"].as_array().expect("phases").iter())
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("{spec}: no phase {name} in step {step}"));
+    let at = |k: &str| p[k].as_u64().expect("bytes");
+    (at("start_allocated"), at("end_allocated"))
+}
+
+/// The bytes AdamW's first step left allocated: its states (exp_avg and exp_avg_sq, made by
+/// `_init_group` on the first step; foreach's temporaries are freed by the phase's end), in
+/// blocks, from the run's own readings around step 1's optimizer phase.
+fn adamw_state_blocks(spec: &str) -> u64 {
+    let (start, end) = phase(spec, 1, "optimizer");
+    end - start
+}
+
+/// The measured step's `.grad` blocks, from the run's readings: what step 2 left allocated
+/// at the end of its optimizer phase beyond what its `zero_grad(set_to_none=True)` had left
+/// (the forward's and backward's transients are freed by then, AdamW's states were made in
+/// step 1, and the gradients stay until the next `zero_grad`).
+fn grad_blocks(spec: &str) -> u64 {
+    let (_, after_zero_grad) = phase(spec, 2, "zero_grad");
+    let (_, after_step) = phase(spec, 2, "optimizer");
+    after_step - after_zero_grad
+}
+
+/// The largest `peak_allocated` over every phase of every step of the run's results line.
+fn max_phase_peak(spec: &str) -> u64 {
+    let r = result(spec);
+    r["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .flat_map(|s| s["phases"].as_array().expect("phases").iter())
+        .map(|p| p["peak_allocated"].as_u64().expect("a phase's peak"))
+        .max()
+        .expect("a phase")
+}
+
 /// What both records must show whatever the model: the peak where the run measured it and
 /// the allocator's own peak reserved (read off the results line), at most 2 % unattributed,
 /// the cuBLAS workspaces as temporaries, and no site named by the unwinder.
@@ -79,6 +147,18 @@ fn common(spec: &str, a: &Analysis) {
         "{spec}"
     );
     let peak = a.per_gpu.peak_allocated.unwrap();
+    // `peak_allocated` is what `max_memory_allocated` reads: the allocator's blocks (its
+    // `allocated_bytes` grows by `block->size` in `alloc_found_block`), which the trace's
+    // request sizes fall short of. The run reset the peak before each phase: the record
+    // covers every step, so its peak is the largest phase peak of all the steps.
+    assert_eq!(peak, max_phase_peak(spec), "{spec}");
+    assert_eq!(Some(peak), measured["peak_allocated"].as_u64(), "{spec}");
+    let c = &a.per_gpu.components;
+    assert_eq!(
+        c.base.allocated() + c.unattributed,
+        peak,
+        "{spec}: the components add up to the peak"
+    );
     assert!(
         a.per_gpu.components.unattributed * 50 <= peak,
         "{spec}: {} of {peak} B unattributed",
@@ -124,31 +204,49 @@ fn gpt2_fp32_weights_built_under_the_device_context_are_parameters() {
     common(GPT2, &a);
     // fp32: 4 B per parameter. Every tensor's bytes are 768·4 = 3,072 B times an integer, a
     // multiple of 512, so the allocator's rounding (c10/cuda/CUDACachingAllocator.cpp
-    // `round_size`) adds nothing: 497,759,232 B, the trace's sizes and the blocks alike.
+    // `round_size`) adds nothing: 497,759,232 B requested.
     let weights = 4 * gpt2_params();
     assert_eq!(weights, 497_759_232);
+    // The blocks hold one remainder more. wte (50257·768·4 = 154,389,504 B) is the first
+    // weight built, with nothing cached: a request of 10 MiB or more gets a segment of its
+    // size rounded up to 2 MiB (`get_allocation_size`): 74 · 2 MiB = 155,189,248 B, and the
+    // 799,744 B left is ≤ kSmallSize (1 MiB), so `should_split` keeps it in the block.
+    // Every other weight is below 10 MiB and is split from a 20 MiB segment with more than
+    // 1 MiB left, or fills a split remainder exactly. `max_memory_allocated` counts blocks.
+    let blocks = weights + (155_189_248 - 154_389_504);
+    // The record's dump agrees: the blocks `from_config` built, still allocated at its end,
+    // are the weights' and torchaudio's EPSILON (4 B in a 512 B block, see below).
+    assert_eq!(built_blocks(GPT2), (148 + 1, blocks + 512));
     let c = &a.per_gpu.components.base;
     let s = &a.per_gpu.model_states;
-    assert_eq!(c.parameters, weights);
-    assert_eq!(s.parameters, weights);
+    assert_eq!(c.parameters, blocks);
+    assert_eq!(s.parameters, blocks);
     // The weights are 148 tensors: wte, wpe, 12 layers × 12, ln_f's two (lm_head is wte).
     let built = a
         .top_frames
         .iter()
         .find(|f| f.category == "parameters")
         .unwrap();
-    assert_eq!((built.count, built.bytes), (148, weights));
-    // AdamW's exp_avg and exp_avg_sq: one fp32 tensor each per parameter tensor.
-    assert_eq!(c.optimizer_states, 2 * weights);
-    assert_eq!(s.optimizer_states, 2 * weights);
-    // The .grad of every weight, held over the step; none at the peak: the measured step's
+    assert_eq!((built.count, built.bytes), (148, blocks));
+    // AdamW's exp_avg and exp_avg_sq: one fp32 tensor each per parameter tensor, 2 × the
+    // weights requested; their blocks as the run's own readings have them.
+    let states = adamw_state_blocks(GPT2);
+    assert!(states >= 2 * weights);
+    assert_eq!(c.optimizer_states, states);
+    assert_eq!(s.optimizer_states, states);
+    // The .grad of every weight, held over the step (as many bytes as the weights requested,
+    // in blocks as the run read them); none at the peak: the measured step's
     // zero_grad(set_to_none=True) dropped them and the peak is the loss's backward (dlogits).
-    assert_eq!(s.gradients, weights);
+    let grads = grad_blocks(GPT2);
+    assert!(grads >= weights);
+    assert_eq!(s.gradients, grads);
     assert_eq!(c.gradients, 0);
     // Unattributed: input_ids and labels (4 × 512 int64 = 16,384 B each, run_one.py
     // `train_steps`) and torchaudio's module-level EPSILON (a 0-d fp32 tensor, 4 B) made under
-    // the device context while transformers imported it during from_config.
-    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 4);
+    // the device context while transformers imported it during from_config, in a block of
+    // kMinBlockSize = 512 B (`round_size`); the inputs' 16,384 B are multiples of 512, split
+    // from a small-pool segment with more than 512 B left.
+    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 512);
 }
 
 #[test]
@@ -157,17 +255,25 @@ fn smollm2_weights_and_rotary_buffers_are_parameters() {
     common(SMOLLM2, &a);
     // bf16 autocast keeps fp32 parameters: 4 B each, 538,060,032 B as requested. The trace
     // records requested sizes: the 61 RMSNorm weights (576·4 = 2,304 B) sit in 2,560 B blocks
-    // (`round_size` to 512), +61·256 = 15,616 B that only the blocks show.
+    // (`round_size` to 512), and weights built from cached blocks keep remainders of up to
+    // 1 MiB that `should_split` does not split off: `max_memory_allocated` counts the blocks.
     let weights = 4 * smollm2_params();
     assert_eq!(weights, 538_060_032);
+    // The blocks, as the record's own dump has them (see `built_blocks`): the weights, the
+    // two buffers and torchaudio's EPSILON (4 B in a 512 B block).
+    let (count, built_bytes) = built_blocks(SMOLLM2);
+    assert_eq!(count, 272 + 2 + 1);
+    let blocks = built_bytes - 512;
+    assert!(blocks > weights + 2 * 128 + 61 * 256, "{blocks}");
     // LlamaRotaryEmbedding's two buffers (inv_freq and its copy original_inv_freq: head_dim/2
     // = 32 fp32 = 128 B each) are built with the weights and live as long; the allocator
     // cannot tell a buffer from a weight, so they count with the parameters.
     let buffers = 2 * 128;
     let c = &a.per_gpu.components.base;
     let s = &a.per_gpu.model_states;
-    assert_eq!(c.parameters, weights + buffers);
-    assert_eq!(s.parameters, weights + buffers);
+    assert!(blocks > weights + buffers);
+    assert_eq!(c.parameters, blocks);
+    assert_eq!(s.parameters, blocks);
     // 1 embedding + 30 × 9 + the final norm = 272 weights, and the 2 buffers.
     let built = a
         .top_frames
@@ -175,10 +281,15 @@ fn smollm2_weights_and_rotary_buffers_are_parameters() {
         .find(|f| f.category == "parameters")
         .unwrap();
     assert_eq!(built.count, 272 + 2);
-    assert_eq!(c.optimizer_states, 2 * weights);
-    assert_eq!(s.gradients, weights);
+    // AdamW's states: 2 × the weights requested, their blocks as the run read them.
+    let states = adamw_state_blocks(SMOLLM2);
+    assert!(states >= 2 * weights);
+    assert_eq!(c.optimizer_states, states);
+    let grads = grad_blocks(SMOLLM2);
+    assert!(grads >= weights);
+    assert_eq!(s.gradients, grads);
     assert_eq!(c.gradients, 0);
-    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 4);
+    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 512);
 }
 
 /// `allocator` on both records: the trace replayed through the allocator model exactly (the

@@ -31,6 +31,8 @@ struct Lockstep {
     replayed_ooms: usize,
     unknown_frees: usize,
     trials: usize,
+    /// Per trace entry, the block the model gave an allocation (0 for other entries).
+    block_sizes: Vec<u64>,
 }
 
 /// Most trial runs (a copy of the model each) one replay makes.
@@ -125,6 +127,7 @@ pub(super) fn run(
         replayed_ooms: 0,
         unknown_frees: 0,
         trials: 0,
+        block_sizes: vec![0; trace.len()],
     };
     for (entry, e) in trace.iter().enumerate() {
         if let Some(kind) = kind_of(e.action) {
@@ -220,8 +223,12 @@ impl Lockstep {
         self.calls.push(call);
         match (call, outcome) {
             (Call::Malloc { addr, .. }, Outcome::Block(id)) => {
-                if self.model.block(id).map(|b| b.0) != Some(addr) {
+                let block = self.model.block(id);
+                if block.map(|b| b.0) != Some(addr) {
                     self.address_mismatches += 1;
+                }
+                if let (Some(slot), Some((_, size))) = (self.block_sizes.get_mut(entry), block) {
+                    *slot = size;
                 }
                 self.ids.insert(addr, id);
             }
@@ -315,6 +322,7 @@ impl Lockstep {
             calls: self.calls,
             pre_trace,
             config,
+            block_sizes: self.block_sizes,
         }
     }
 }

@@ -98,6 +98,12 @@ pub struct AllocReplay {
     pre_trace: Vec<(u64, u64, u64)>,
     /// The settings the record ran with.
     config: AllocatorConfig,
+    /// Per trace entry, the size of the block the model gave the allocation made there
+    /// (`block->size`: the request rounded by `round_size`, grown by a remainder that
+    /// `should_split` left unsplit), 0 for other entries and for allocations the model could
+    /// not place. `max_memory_allocated` counts these sizes (`alloc_found_block` increases
+    /// `allocated_bytes` by `block->size`, c10/cuda/CUDACachingAllocator.cpp).
+    block_sizes: Vec<u64>,
 }
 
 /// The devices whose trace has user-level calls (`alloc`, `free_completed`, `oom`).
@@ -184,4 +190,26 @@ impl AllocReplay {
     pub fn recorded_config(&self) -> &AllocatorConfig {
         &self.config
     }
+
+    /// The block size of the allocation at trace entry `entry`, `None` for an entry that is
+    /// not one the model placed (see `block_sizes`).
+    pub fn block_size(&self, entry: usize) -> Option<u64> {
+        self.block_sizes.get(entry).copied().filter(|&s| s > 0)
+    }
+
+    /// The size of the block live at `addr` when the trace began, if one was seeded there.
+    pub fn pre_trace_block(&self, addr: u64) -> Option<u64> {
+        self.pre_trace
+            .binary_search_by_key(&addr, |b| b.0)
+            .ok()
+            .map(|i| self.pre_trace[i].1)
+    }
+}
+
+/// The allocator settings a snapshot ran with (its `allocator_settings`, else its
+/// `PYTORCH_CUDA_ALLOC_CONF`, else PyTorch's defaults), with what was assumed.
+pub fn snapshot_config(snap: &Snapshot) -> (AllocatorConfig, Vec<String>) {
+    let mut notes = Vec::new();
+    let config = recorded::config_of(snap, &mut notes);
+    (config, notes)
 }

@@ -181,6 +181,22 @@ pub struct Snapshot {
     pub traced: Option<String>,
     /// The catalog GPU a CUDA trace emulated (`"traced": {"gpu": "h100-80gb"}`), if named.
     pub traced_gpu: Option<String>,
+    /// A trace's steps before the recorded one (`"traced": {"warmup": [[action, addr, size,
+    /// phase], ...]}`), as the allocator saw them: what they leave cached is where the recorded
+    /// step starts. Empty when the record has none.
+    pub traced_warmup: Vec<WarmupCall>,
+}
+
+/// One allocation or free of a trace's warm-up steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmupCall {
+    /// An allocation (`"alloc"`), else a free (`"free"`).
+    pub alloc: bool,
+    pub addr: u64,
+    /// Bytes asked for (rounded as CUDA's allocator rounds them for a CUDA trace).
+    pub size: u64,
+    /// The phase it ran in (`setup`, `forward`, `backward`, `optimizer`).
+    pub phase: String,
 }
 
 impl Snapshot {
@@ -236,6 +252,10 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
     }
     let traced = traced_device(t, root);
     let traced_gpu = traced.as_ref().and_then(|_| traced_str(t, root, "gpu"));
+    let mut traced_warmup = match traced {
+        Some(_) => warmup(t, root)?,
+        None => Vec::new(),
+    };
     let (mut traces, from_profiler) = match traces_list {
         None => (Vec::new(), false),
         Some(tl) => {
@@ -250,6 +270,9 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
     };
     if traced.as_deref() == Some("cuda") {
         round_as_cuda(&mut traces);
+        for w in &mut traced_warmup {
+            w.size = vramscope_core::estimate::round_size(w.size);
+        }
     }
     Ok(Snapshot {
         layout,
@@ -264,7 +287,43 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         from_profiler,
         traced,
         traced_gpu,
+        traced_warmup,
     })
+}
+
+/// The warm-up steps of a `vramscope.trace` record (`"traced": {"warmup": [...]}`), each
+/// `[action, addr, size, phase]`; none when absent.
+fn warmup(t: Tree<'_>, root: Id) -> Result<Vec<WarmupCall>, crate::MeasureError> {
+    let Some(list) = t.get(root, "traced").and_then(|d| t.get(d, "warmup")) else {
+        return Ok(Vec::new());
+    };
+    let items = t
+        .as_seq(list)
+        .ok_or_else(|| bad("\"traced\".\"warmup\" is not a list"))?;
+    let one = |item: Id| -> Option<WarmupCall> {
+        let [action, addr, size, phase] = t.as_seq(item)? else {
+            return None;
+        };
+        let alloc = match t.as_str(*action)? {
+            "alloc" => true,
+            "free" => false,
+            _ => return None,
+        };
+        Some(WarmupCall {
+            alloc,
+            addr: t.as_u64(*addr)?,
+            size: t.as_u64(*size)?,
+            phase: t.as_str(*phase)?.to_string(),
+        })
+    };
+    items
+        .iter()
+        .map(|&i| {
+            one(i).ok_or_else(|| {
+                bad("a \"traced\".\"warmup\" event is not [\"alloc\" or \"free\", address, size, phase]")
+            })
+        })
+        .collect()
 }
 
 /// The traced device of a `vramscope.trace` record (`"traced": {"device": "cuda"}`); a

@@ -41,6 +41,11 @@ pub struct FitAnswer {
     /// the job's batch and text length (`null` when not even one does; absent without images).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_images: Option<Option<u64>>,
+    /// vLLM: the longest single request the KV pool holds, at most the model's (or the job's)
+    /// `max_model_len`: the largest `--max-model-len` vLLM starts with
+    /// ([`crate::estimate::engines::vllm_longest_request`]); `null` when not one token fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longest_request: Option<u64>,
     /// A serving engine's own flags for this answer (`crate::launch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<crate::launch::Launch>,
@@ -322,6 +327,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request: None,
     })
 }
 
@@ -356,6 +362,7 @@ fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request: None,
     }
 }
 
@@ -466,8 +473,9 @@ fn vllm_fit(
         report.per_gpu.kv_pool.unwrap_or(0)
     };
     let context = job.seq + job.new_tokens;
-    let per_seq = crate::estimate::engines::kv_bytes_per_gpu(spec, job, 1, context)?.max(1);
-    let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
+    let max_batch =
+        Some(crate::estimate::engines::vllm_concurrent_requests(spec, job, pool, context)?)
+            .filter(|b| *b >= 1);
     let cap = report
         .engine
         .as_ref()
@@ -481,6 +489,7 @@ fn vllm_fit(
         Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
     })?;
     let limited = max_context == Some(cap);
+    let longest_request = crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)?;
     let mut notes = vec![format!(
         "vLLM's KV pool on {}: {}",
         gpu.id,
@@ -512,6 +521,7 @@ fn vllm_fit(
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request,
     })
 }
 

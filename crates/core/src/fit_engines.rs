@@ -132,6 +132,7 @@ pub fn sglang_fit(
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request: None,
     })
 }
 

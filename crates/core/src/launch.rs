@@ -2,10 +2,15 @@
 //! serve` or `llama-server` so the engine runs at the limits the search found, each value with
 //! the reason for it.
 //!
-//! - vLLM (`vllm/engine/arg_utils.py`): the goal is "the longest context at the job's number of
-//!   concurrent sequences": `--max-model-len` = the fit's `max_context` at `batch` sequences,
-//!   `--max-num-seqs` = `batch`, `--gpu-memory-utilization` = the share the KV pool was sized
-//!   with, `--tensor-parallel-size` and `--kv-cache-dtype` as the job has them.
+//! - vLLM (`vllm/engine/arg_utils.py`): the pool is shared block by block, not split per
+//!   sequence, so the two limits are separate: `--max-model-len` = the longest single request
+//!   the pool holds, at most the model's own `max_position_embeddings` (vLLM refuses to start
+//!   when one request of `max_model_len` does not fit the pool, `check_enough_kv_cache_memory`,
+//!   and refuses a `max_model_len` above the config's, `vllm/config/model.py`
+//!   `_get_and_verify_max_len`); `--max-num-seqs` = how many requests of the job's context the
+//!   pool holds at once (the fit's `max_batch`: the scheduler admits requests while free blocks
+//!   last); `--gpu-memory-utilization` = the share the KV pool was sized with;
+//!   `--tensor-parallel-size` and `--kv-cache-dtype` as the job has them.
 //! - llama.cpp (`tools/server`, `common/arg.cpp`): "all layers on the GPU if possible, else the
 //!   most layers at this context": `-ngl` = the fit's `max_gpu_layers`; `-c` = the total KV
 //!   cells over all slots (`-np` slots of one context each): the fit's `max_context` per slot
@@ -79,21 +84,18 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
         why: BTreeMap::new(),
         options: BTreeMap::new(),
     };
-    let (engine, program) = match job.framework {
+    let engine = match job.framework {
         Framework::Vllm => {
             vllm(&mut b, job, fit)?;
-            ("vllm", format!("vllm serve {model}"))
+            "vllm"
         }
         Framework::LlamaCpp => {
             llamacpp(&mut b, job, fit, n_blocks)?;
-            ("llama.cpp", format!("llama-server -m {model}"))
+            "llama.cpp"
         }
         Framework::Sglang => {
             sglang(&mut b, job, fit)?;
-            (
-                "sglang",
-                format!("python -m sglang.launch_server --model-path {model}"),
-            )
+            "sglang"
         }
         Framework::Ollama => {
             ollama(&mut b, job, fit, n_blocks)?;
@@ -120,17 +122,66 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
         }
         _ => return None,
     };
-    let command = std::iter::once(program)
-        .chain(b.argv.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
-    Some(Launch {
+    let mut l = Launch {
         engine: engine.into(),
         argv: b.argv,
-        command,
+        command: String::new(),
         why: b.why,
         options: b.options,
-    })
+    };
+    l.serve(&ServedModel::named(model));
+    Some(l)
+}
+
+/// How the engine is told which model to load: what the user named (a Hub repo, a path), its
+/// revision, and whether it names a GGUF file of a Hub repo (`ORG/NAME:QUANT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedModel {
+    pub name: String,
+    pub revision: Option<String>,
+    /// `ORG/NAME:QUANT`: llama.cpp downloads it with `-hf`.
+    pub hub_gguf: bool,
+}
+
+impl ServedModel {
+    /// A model by a name the engine takes as it is.
+    pub fn named(name: &str) -> Self {
+        ServedModel {
+            name: name.to_string(),
+            revision: None,
+            hub_gguf: false,
+        }
+    }
+}
+
+impl Launch {
+    /// Names `model` in the command (vLLM's `serve MODEL [--revision R]`, SGLang's
+    /// `--model-path`, llama.cpp's `-m FILE` or `-hf ORG/NAME:QUANT`); ollama's command names
+    /// no model (the Modelfile does).
+    pub fn serve(&mut self, model: &ServedModel) {
+        let rev = |flag: &str| {
+            model
+                .revision
+                .as_ref()
+                .map(|r| format!(" {flag} {r}"))
+                .unwrap_or_default()
+        };
+        let program = match self.engine.as_str() {
+            "vllm" => format!("vllm serve {}{}", model.name, rev("--revision")),
+            "sglang" => format!(
+                "python -m sglang.launch_server --model-path {}{}",
+                model.name,
+                rev("--revision")
+            ),
+            "llama.cpp" if model.hub_gguf => format!("llama-server -hf {}", model.name),
+            "llama.cpp" => format!("llama-server -m {}", model.name),
+            _ => return,
+        };
+        self.command = std::iter::once(program)
+            .chain(self.argv.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
 }
 
 fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
@@ -257,16 +308,37 @@ fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
 }
 
 fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
-    let ctx = fit.max_context?;
+    let len = fit.longest_request?;
     let util = crate::estimate::engines::gpu_memory_utilization(job);
-    b.flag(
-        "--max-model-len",
-        ctx,
-        format!(
-            "the longest context at which {} concurrent sequences fit the KV pool on {}",
-            job.batch, fit.gpu
+    let context = job.seq + job.new_tokens;
+    let limit = match (job.engine.max_model_len, fit.model_max_positions) {
+        (Some(m), _) => Some((m, "the job's own --max-model-len".to_string())),
+        (None, Some(m)) => Some((
+            m,
+            format!(
+                "the model's own limit (max_position_embeddings {}): vLLM refuses a longer \
+                 --max-model-len",
+                crate::text::thousands(m)
+            ),
+        )),
+        (None, None) => None,
+    };
+    let len_why = match limit {
+        Some((m, what)) if len >= m => {
+            format!("{what}; the KV pool on {} holds one request of it", fit.gpu)
+        }
+        _ => format!(
+            "the longest request the KV pool on {} holds: vLLM refuses to start when one request \
+             of max_model_len does not fit its pool",
+            fit.gpu
         ),
-    );
+    };
+    let len_why = if len < context {
+        format!("{len_why}; shorter than the job's {context} tokens, whose requests are refused")
+    } else {
+        len_why
+    };
+    b.flag("--max-model-len", len, len_why);
     b.flag(
         "--gpu-memory-utilization",
         util,
@@ -280,11 +352,7 @@ fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
             "the share of the GPU the KV pool above was sized with".into()
         },
     );
-    b.flag(
-        "--max-num-seqs",
-        job.batch,
-        "the concurrent sequences the context was sized for".into(),
-    );
+    vllm_max_num_seqs(b, job, fit, context);
     if job.parallel.tp > 1 {
         b.flag(
             "--tensor-parallel-size",
@@ -301,6 +369,35 @@ fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
         );
     }
     Some(())
+}
+
+/// vLLM's `--max-num-seqs`: the most requests of the job's context the pool holds at once (the
+/// fit's `max_batch`; vLLM admits requests by free KV blocks, `engines::vllm_concurrent_requests`),
+/// at most the setting the pool was sized with (a smaller one only shrinks the CUDA graphs and
+/// the sampler's profile, so the pool does not shrink); 1 when not even one such request fits.
+fn vllm_max_num_seqs(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, context: u64) {
+    let sized_with = job.engine.max_num_seqs_or_default();
+    let (seqs, why) = match fit.max_batch {
+        Some(n) if n > sized_with => (
+            sized_with,
+            format!(
+                "{n} requests of {context} tokens fit the pool at once; {sized_with} is the \
+                 setting the pool was sized with (more would grow the CUDA graphs)"
+            ),
+        ),
+        Some(n) => (
+            n,
+            format!(
+                "{n} requests of {context} tokens fit the KV pool at once (vLLM admits requests \
+                 while free blocks last, so more would wait)"
+            ),
+        ),
+        None => (
+            1,
+            format!("not one request of {context} tokens fits the KV pool"),
+        ),
+    };
+    b.flag("--max-num-seqs", seqs, why);
 }
 
 fn llamacpp(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<()> {

@@ -80,6 +80,36 @@ pub fn kv_bytes_per_gpu(
     })
 }
 
+/// The longest request vLLM accepts with a KV pool of `pool` bytes, at most `cap` tokens: the
+/// largest `max_model_len` for which one request's blocks fit the pool, as vLLM's start-up
+/// check computes it (`vllm/v1/core/kv_cache_utils.py`: `check_enough_kv_cache_memory` refuses
+/// to start when one request of `max_model_len` tokens does not fit, and
+/// `estimate_max_model_len` binary-searches the longest that does, the figure its error names).
+/// `None` when not even one token fits.
+pub fn vllm_longest_request(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    pool: u64,
+    cap: u64,
+) -> Result<Option<u64>, CoreError> {
+    crate::fit::largest(cap.max(1), |t| Ok(kv_bytes_per_gpu(spec, job, 1, t)? <= pool))
+}
+
+/// The most requests of `tokens` tokens each that vLLM runs at once in a pool of `pool` bytes:
+/// its scheduler admits a waiting request while the pool has free blocks for it and fewer than
+/// `max_num_seqs` run (`vllm/v1/core/sched/scheduler.py` `schedule`: the waiting loop stops
+/// at `len(self.running) == self.max_num_running_reqs` or when
+/// `kv_cache_manager.allocate_slots` returns `None`), so the pool is shared block by block,
+/// not split per sequence: ⌊pool / (⌈tokens / block_size⌉ blocks per request)⌋.
+pub fn vllm_concurrent_requests(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    pool: u64,
+    tokens: u64,
+) -> Result<u64, CoreError> {
+    Ok(pool / kv_bytes_per_gpu(spec, job, 1, tokens)?.max(1))
+}
+
 /// What vLLM does with the GPU at start-up, per GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VllmBudget {

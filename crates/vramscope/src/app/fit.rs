@@ -6,6 +6,7 @@ use super::AppError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use vramscope_core::job::Job;
+use vramscope_core::launch::ServedModel;
 use vramscope_measure::calibrate::CalibratedFit;
 use vramscope_measure::logs::fit::LogCalibratedFit;
 use vramscope_measure::logs::Measured;
@@ -47,7 +48,9 @@ pub fn fit(input: &FitInput) -> Result<FitWithAdvice, AppError> {
 pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
     let (model, resolved) = (&p.model, &p.resolved);
     let mut answer = vramscope_core::fit::fit(model, resolved)?;
-    serve_by_repo(&mut answer, &model.name);
+    if let Some(l) = answer.launch.as_mut() {
+        l.serve(&served_model(p.named.as_deref(), &model.name));
+    }
     let advice = if answer.max_batch.is_none() {
         Some(vramscope_core::advice::advise(model, resolved)?)
     } else {
@@ -56,28 +59,31 @@ pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
     Ok(FitWithAdvice { answer, advice })
 }
 
-/// vLLM and SGLang load a model by its Hugging Face repo: a preset's launch line names the preset's repo
-/// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
-fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
-    let (Some(l), Some(p)) = (
-        answer.launch.as_mut(),
-        vramscope_formats::presets::find(name),
-    ) else {
-        return;
+/// The model a launch line serves: what the user named, not the preset file it was read
+/// from (`Qwen/Qwen2.5-32B-Instruct` is served as itself even when read offline as the base
+/// preset). A preset's short id is served by its Hugging Face repo (`vllm serve
+/// meta-llama/Llama-3.1-8B`); a Hub reference (`hf://`, its URL, `@REV`, `:QUANT`) by its repo,
+/// revision and GGUF tag; a path as it is; anything else (an inline config) by the model's name.
+pub fn served_model(named: Option<&str>, model_name: &str) -> ServedModel {
+    let Some(arg) = named else {
+        return ServedModel::named(model_name);
     };
-    if l.engine == "vllm" {
-        l.command = l.command.replacen(
-            &format!("vllm serve {name}"),
-            &format!("vllm serve {}", p.repo),
-            1,
-        );
+    if let Some(p) = vramscope_formats::presets::find(arg) {
+        return ServedModel::named(&p.repo);
     }
-    if l.engine == "sglang" {
-        l.command = l.command.replacen(
-            &format!("--model-path {name}"),
-            &format!("--model-path {}", p.repo),
-            1,
-        );
+    if std::path::Path::new(arg).exists() {
+        return ServedModel::named(arg);
+    }
+    match vramscope_hub::spec::parse(arg) {
+        Some(h) => ServedModel {
+            name: match &h.quant {
+                Some(q) => format!("{}:{q}", h.repo),
+                None => h.repo.clone(),
+            },
+            revision: h.revision.clone(),
+            hub_gguf: h.quant.is_some(),
+        },
+        None => ServedModel::named(arg),
     }
 }
 

@@ -87,24 +87,59 @@ fn time_cost(cost: Option<f64>) -> String {
     }
 }
 
-/// The what-if table: each technique's flags, device total and what it saves against the job.
+/// A signed count with thousands separators ("+67,072", "−1,024").
+fn signed_thousands(n: i64) -> String {
+    let sign = if n < 0 { "−" } else { "+" };
+    format!("{sign}{}", crate::units::thousands(n.unsigned_abs()))
+}
+
+/// A row's middle columns: what it saves (bytes), or for an engine that preallocates its KV
+/// pool (vLLM, SGLang: the device total does not move) the tokens its pool holds, their gain,
+/// and (vLLM) the requests of the job's context it holds at once.
+fn gain(r: &vramscope_core::fit::WhatIf, pooled: bool) -> String {
+    if pooled {
+        let tokens = r.kv_tokens.map_or_else(
+            || "n/a".into(),
+            |t| {
+                let g = r.kv_tokens_gained.map_or_else(String::new, |g| {
+                    format!(" ({})", signed_thousands(g))
+                });
+                format!("{}{g}", crate::units::thousands(t))
+            },
+        );
+        let seqs = r
+            .concurrent_requests
+            .map_or_else(|| "-".into(), |n| n.to_string());
+        return format!("{tokens:>22} {seqs:>5}");
+    }
+    let saved = r.saved.map_or_else(
+        || "n/a".into(),
+        |s| {
+            let sign = if s < 0 { "−" } else { "+" };
+            format!("{sign}{}", bytes(s.unsigned_abs()))
+        },
+    );
+    format!("{saved:>11}")
+}
+
+/// The what-if table: each technique's flags, device total and what it saves against the job
+/// (for vLLM and SGLang: the tokens the KV pool holds instead).
 pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> String {
     if rows.is_empty() {
         return String::new();
     }
+    let pooled = rows.iter().any(|r| r.kv_tokens.is_some());
+    let middle = if pooled {
+        format!("{:>22} {:>5}", "KV pool tokens", "seqs")
+    } else {
+        format!("{:>11}", "saved")
+    };
     let mut out = format!(
-        "\n  {:<FLAGS_COLS$} {:>10} {:>11}  fits {:>7}\n",
-        "what if (one change at a time)", "device", "saved", "time"
+        "\n  {:<FLAGS_COLS$} {:>10} {middle}  fits {:>7}\n",
+        "what if (one change at a time)", "device", "time"
     );
     for r in rows {
         let flags = shown(&r.flags, &r.env);
-        let saved = r.saved.map_or_else(
-            || "n/a".into(),
-            |s| {
-                let sign = if s < 0 { "−" } else { "+" };
-                format!("{sign}{}", bytes(s.unsigned_abs()))
-            },
-        );
         let fits = match r.fits {
             Some(true) => "yes",
             Some(false) => "no",
@@ -112,7 +147,8 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
         };
         let device = r.device_total.map_or_else(|| "n/a".into(), bytes);
         let numbers = format!(
-            "{device:>10} {saved:>11}  {fits:<4} {:>7}",
+            "{device:>10} {}  {fits:<4} {:>7}",
+            gain(r, pooled),
             time_cost(r.time_cost)
         );
         if flags.chars().count() <= FLAGS_COLS {
@@ -125,8 +161,16 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
             out.push_str(&format!("  {:<FLAGS_COLS$} {numbers}\n", ""));
         }
     }
+    if pooled {
+        out.push_str(
+            "  (the engine takes its share of the GPU whatever the job: a change gives the KV\n   \
+             pool more tokens; seqs = requests of the job's context it holds at once)\n",
+        );
+    }
     if report.per_gpu.device_total.is_some() {
-        out.push_str("  (saved = this job's device total minus the change's)\n");
+        if !pooled {
+            out.push_str("  (saved = this job's device total minus the change's)\n");
+        }
         if rows.iter().any(|r| !r.env.is_empty()) {
             out.push_str("  (NAME=value: an environment change, set before the command)\n");
         }

@@ -142,6 +142,9 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
     answer.notes.extend(note);
     answer.notes.extend(sglang_note);
     answer.notes.extend(recurrent_state_note(model, &job));
+    answer
+        .notes
+        .extend(crate::estimate::engines::replicas_note(&job));
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
     answer.throughput_at_max_batch = throughput_at(model, &job, answer.max_batch);

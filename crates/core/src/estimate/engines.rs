@@ -80,6 +80,43 @@ pub fn kv_bytes_per_gpu(
     })
 }
 
+/// What `--gpus N` means for a serving engine when the model is not split over them (tensor ×
+/// pipeline parallel below N): N replicas, each GPU holding the whole model, the figures being
+/// one GPU's. vLLM and SGLang run one copy per GPU unless told to split it
+/// (`--tensor-parallel-size` / `--tp`; `--data-parallel-size` for replicas); llama.cpp and
+/// ollama spread one model's layers over every visible GPU by default (`--split-mode layer`),
+/// which this estimate does not model. `None` for other jobs.
+pub fn replicas_note(job: &ResolvedJob) -> Option<String> {
+    let (gpus, tp, pp) = (job.parallel.gpus, job.parallel.tp.max(1), job.parallel.pp.max(1));
+    if job.task != Task::Infer || gpus <= tp * pp {
+        return None;
+    }
+    let replicas = gpus / (tp * pp);
+    match job.framework {
+        Framework::Vllm | Framework::Sglang => {
+            let flag = if job.framework == Framework::Vllm {
+                "--tensor-parallel-size"
+            } else {
+                "--tp"
+            };
+            Some(format!(
+                "--gpus {gpus} with {} and tp {tp}: {replicas} replicas, each with the full \
+                 weights on its own GPU (the figures are one GPU's); to split one model over \
+                 the {gpus} GPUs give --tp {} (the engine's {flag})",
+                job.framework.as_str(),
+                gpus / pp
+            ))
+        }
+        Framework::LlamaCpp | Framework::Ollama => Some(format!(
+            "--gpus {gpus} with {}: the figures are one GPU holding the whole model; the engine \
+             spreads one model's layers over every visible GPU by default (--split-mode layer), \
+             which this estimate does not model",
+            job.framework.as_str()
+        )),
+        _ => None,
+    }
+}
+
 /// The longest request vLLM accepts with a KV pool of `pool` bytes, at most `cap` tokens: the
 /// largest `max_model_len` for which one request's blocks fit the pool, as vLLM's start-up
 /// check computes it (`vllm/v1/core/kv_cache_utils.py`: `check_enough_kv_cache_memory` refuses

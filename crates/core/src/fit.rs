@@ -274,8 +274,11 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     let mut notes = Vec::new();
     let mut evals = 0u64;
     let max_gpu_layers = match (job.framework, job.task) {
-        (Framework::LlamaCpp | Framework::Ollama, Task::Infer) => {
+        (Framework::LlamaCpp, Task::Infer) => {
             most_gpu_layers(model, spec, job, capacity, &mut evals)?
+        }
+        (Framework::Ollama, Task::Infer) => {
+            ollama_gpu_layers(model, spec, job, capacity, &mut evals, &mut notes)?
         }
         _ => None,
     };
@@ -388,6 +391,36 @@ fn most_gpu_layers(
         }
     }
     Ok(None)
+}
+
+/// ollama without `num_gpu`: the layers it places itself, leaving llama-server's fit margin
+/// free (`estimate::serving::LLAMA_FIT_TARGET`, as the estimate's own layer choice does), so
+/// `fit` and `estimate` name the same count; with a note of how many more would fit with no
+/// margin. With the user's `num_gpu`, the most that fit (as llama.cpp's `-ngl`).
+fn ollama_gpu_layers(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    capacity: u64,
+    evals: &mut u64,
+    notes: &mut Vec<String>,
+) -> Result<Option<u64>, CoreError> {
+    let tight = most_gpu_layers(model, spec, job, capacity, evals)?;
+    if job.engine.n_gpu_layers.is_some() {
+        return Ok(tight);
+    }
+    let margin = crate::estimate::serving::LLAMA_FIT_TARGET;
+    let own = most_gpu_layers(model, spec, job, capacity.saturating_sub(margin), evals)?;
+    if let (Some(t), Some(o)) = (tight, own) {
+        if t > o {
+            notes.push(format!(
+                "num_gpu {o} is what ollama picks itself: its server's fit keeps {} free \
+                 (llama-server --fit-target); num_gpu {t} also fits, with less than that free",
+                crate::text::bytes(margin)
+            ));
+        }
+    }
+    Ok(own.or(tight))
 }
 
 /// The job at `-ngl n`, with a note of what stays in host RAM when not every layer is on the

@@ -288,6 +288,13 @@ fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
                 "all {n_blocks} blocks and the output layer fit on {}",
                 fit.gpu
             )
+        } else if job.engine.n_gpu_layers.is_none() {
+            format!(
+                "the layers of the {all} (blocks + output) ollama places itself on {} at num_ctx \
+                 {num_ctx}, its server's fit keeping {} free (set here so the Modelfile says it)",
+                fit.gpu,
+                crate::text::bytes(crate::estimate::serving::LLAMA_FIT_TARGET)
+            )
         } else {
             format!(
                 "the most of the {all} layers (blocks + output) that fit {} at num_ctx {num_ctx}",

@@ -4,6 +4,7 @@
 //! are returned as the CLI flags to add, the job fields they change, the device total and
 //! headroom, and what they give up.
 
+mod engine_switch;
 pub mod flags;
 pub mod techniques;
 pub mod whatif;
@@ -269,6 +270,10 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         }
         let advice = describe(job, &j, &c, &report);
         found.push((c, advice));
+    }
+    if found.is_empty() {
+        // A model too large for the GPU under its own engine: how it is run on one card.
+        return engine_switch::advise_llamacpp(model, job);
     }
     Ok(found.into_iter().map(|(_, a)| a).collect())
 }

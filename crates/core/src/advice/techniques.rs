@@ -461,11 +461,12 @@ fn weights(j: &mut ResolvedJob, c: &Ctx, bits: u64) -> bool {
             },
             "awq:4",
         ),
-        (Framework::LlamaCpp, 8) => (
+        // ollama runs llama.cpp's GGUF files (its library's tags are GGUF quants).
+        (Framework::LlamaCpp | Framework::Ollama, 8) => (
             WeightFormat::Gguf(GgufFormat::Mix(FileType::Q8_0)),
             "gguf:Q8_0",
         ),
-        (Framework::LlamaCpp, _) => (
+        (Framework::LlamaCpp | Framework::Ollama, _) => (
             WeightFormat::Gguf(GgufFormat::Mix(FileType::Q4_K_M)),
             "gguf:Q4_K_M",
         ),

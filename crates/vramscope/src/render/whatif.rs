@@ -20,8 +20,12 @@ pub fn render_advice(report: &Report) -> String {
     let fits = report.fit.as_ref().is_some_and(|f| f.fits);
     let mut out = String::from("\n");
     if advice.is_empty() {
+        let infer = report.job.task == vramscope_core::job::Task::Infer;
         out.push_str(if fits {
             "  no searched change saves enough to matter\n"
+        } else if infer {
+            "  does not fit, and no combination of the searched changes fits: more GPUs\n  \
+             (--gpus N --tp N), a larger GPU, or a smaller model\n"
         } else {
             "  does not fit, and no combination of the searched changes fits: more GPUs\n  \
              (--gpus N with --zero 3), a larger GPU, or a smaller model\n"

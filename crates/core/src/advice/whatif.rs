@@ -41,6 +41,11 @@ pub struct WhatIf {
     /// (`engines::vllm_concurrent_requests`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrent_requests: Option<u64>,
+    /// Host RAM the change needs (llama.cpp's and ollama's layers on the CPU, offloaded
+    /// states): ollama fills the GPU with as many layers as fit, so a smaller format shows as
+    /// less host RAM rather than fewer device bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_bytes: Option<u64>,
     /// Environment variables the change sets (`PYTORCH_CUDA_ALLOC_CONF`), beside its flags.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
@@ -99,6 +104,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
                 .zip(kv_tokens)
                 .map(|(b, t)| t as i64 - b as i64),
             concurrent_requests: concurrent(model, &j, &r),
+            host_bytes: super::host_bytes(&r),
             technique: name,
             change: flags.join(" "),
             flags,

@@ -2,6 +2,7 @@
 
 use super::terminal::wrap;
 use crate::units::bytes;
+use vramscope_core::job::Task;
 use vramscope_core::report::Report;
 
 /// Widest flags column before the flags get a line of their own.
@@ -138,8 +139,15 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
     } else {
         format!("{:>11}", "saved")
     };
+    // A GGUF engine's layers on the CPU: what a change does to host RAM beside the device.
+    let host = rows.iter().any(|r| r.host_bytes.is_some()) && report.job.task == Task::Infer;
+    let host_head = if host {
+        format!(" {:>10}", "host RAM")
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "\n  {:<FLAGS_COLS$} {:>10} {middle}  fits {:>7}\n",
+        "\n  {:<FLAGS_COLS$} {:>10}{host_head} {middle}  fits {:>7}\n",
         "what if (one change at a time)", "device", "time"
     );
     for r in rows {
@@ -149,9 +157,13 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
             Some(false) => "no",
             None => "-",
         };
-        let device = r.device_total.map_or_else(|| "n/a".into(), bytes);
+        let mut device = format!("{:>10}", r.device_total.map_or_else(|| "n/a".into(), bytes));
+        if host {
+            let h = r.host_bytes.map_or_else(|| "0 B".into(), bytes);
+            device.push_str(&format!(" {h:>10}"));
+        }
         let numbers = format!(
-            "{device:>10} {}  {fits:<4} {:>7}",
+            "{device} {}  {fits:<4} {:>7}",
             gain(r, pooled),
             time_cost(r.time_cost)
         );

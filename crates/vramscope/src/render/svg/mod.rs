@@ -334,6 +334,7 @@ mod tests {
             kv_tokens: None,
             kv_tokens_gained: None,
             concurrent_requests: None,
+            host_bytes: None,
             env: Default::default(),
         }];
         let svg = render_svg(&r, &rows);

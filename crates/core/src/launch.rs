@@ -16,10 +16,11 @@
 //!   cells over all slots (`-np` slots of one context each): the fit's `max_context` per slot
 //!   when every layer is on the GPU, else the job's own context; `-ctk/-ctv` for a quantized KV
 //!   cache and `-fa on` for flash attention.
-//! - SGLang (`python/sglang/srt/server_args.py`): "the longest context at the job's number of
-//!   concurrent sequences" in its token pool: `--context-length` = the fit's `max_context`,
-//!   `--max-running-requests` = `batch`, `--mem-fraction-static` = the static share the pool
-//!   was sized with, `--tp` and `--kv-cache-dtype` as the job has them.
+//! - SGLang (`python/sglang/srt/server_args.py`): its token pool is shared as vLLM's is:
+//!   `--context-length` = the longest request the pool holds, at most the model's limit;
+//!   `--max-running-requests` = the requests of the job's context the pool holds at once;
+//!   `--mem-fraction-static` = the static share the pool was sized with, `--tp` and
+//!   `--kv-cache-dtype` as the job has them.
 //! - ollama (ollama v0.33: `envconfig/config.go`, `api/types.go` Options): its server takes
 //!   environment variables (`OLLAMA_CONTEXT_LENGTH`, `OLLAMA_NUM_PARALLEL`,
 //!   `OLLAMA_KV_CACHE_TYPE`, `OLLAMA_FLASH_ATTENTION`): `argv` holds them as `KEY=VALUE` before
@@ -207,19 +208,41 @@ fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
          sized with"
             .into(),
     );
+    let len = fit.longest_request.unwrap_or(ctx);
     b.flag(
         "--context-length",
-        ctx,
+        len,
         format!(
-            "the longest context at which {} concurrent sequences fit SGLang's token pool on {}",
-            job.batch, fit.gpu
+            "the longest request SGLang's token pool on {} holds, at most the model's limit: \
+             a request is cut at min(context_length, pool tokens) − 1 (tp_worker.py \
+             max_req_len)",
+            fit.gpu
         ),
     );
-    b.flag(
-        "--max-running-requests",
-        job.batch,
-        "the concurrent sequences the context was sized for".into(),
-    );
+    // SGLang admits requests while the pool has free tokens (`schedule_policy.py`
+    // `PrefillAdder`) and fewer than max_running_requests run; its default is at least 2048
+    // (`sglang.rs`), so a count up to that (or the user's own) never grows the request table
+    // the pool was sized beside.
+    let context = job.seq + job.new_tokens;
+    let ceiling = job.engine.max_running_requests.unwrap_or(2048);
+    let (n, why) = match fit.max_batch {
+        Some(n) if n > ceiling => (
+            ceiling,
+            format!(
+                "{n} requests of {context} tokens fit the pool at once; {ceiling} keeps the \
+                 request table at most the size it was sized with"
+            ),
+        ),
+        Some(n) => (
+            n,
+            format!(
+                "{n} requests of {context} tokens fit the token pool at once (SGLang admits \
+                 requests while free tokens last, so more would wait)"
+            ),
+        ),
+        None => (1, format!("not one request of {context} tokens fits the pool")),
+    };
+    b.flag("--max-running-requests", n, why);
     if job.parallel.tp > 1 {
         b.flag(
             "--tp",

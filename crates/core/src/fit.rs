@@ -509,9 +509,10 @@ fn vllm_fit(
         report.per_gpu.kv_pool.unwrap_or(0)
     };
     let context = job.seq + job.new_tokens;
-    let max_batch =
-        Some(crate::estimate::engines::vllm_concurrent_requests(spec, job, pool, context)?)
-            .filter(|b| *b >= 1);
+    let max_batch = Some(crate::estimate::engines::vllm_concurrent_requests(
+        spec, job, pool, context,
+    )?)
+    .filter(|b| *b >= 1);
     let cap = report
         .engine
         .as_ref()

@@ -240,7 +240,10 @@ fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
                  requests while free tokens last, so more would wait)"
             ),
         ),
-        None => (1, format!("not one request of {context} tokens fits the pool")),
+        None => (
+            1,
+            format!("not one request of {context} tokens fits the pool"),
+        ),
     };
     b.flag("--max-running-requests", n, why);
     if job.parallel.tp > 1 {

@@ -145,7 +145,10 @@ fn vllm_rows_show_tokens_not_bytes() {
     assert_eq!(fp8.kv_tokens_gained, Some(tokens as i64 - 67_072));
     assert_eq!(fp8.concurrent_requests, Some(65));
     assert!(fp8.saved.unwrap().unsigned_abs() < 2 << 20, "{fp8:?}");
-    let len = row(&rows, "vLLM max_model_len = the longest request the KV pool holds");
+    let len = row(
+        &rows,
+        "vLLM max_model_len = the longest request the KV pool holds",
+    );
     assert_eq!(len.flags, ["--max-model-len", "67072"]);
     assert_eq!(len.kv_tokens, Some(67_072));
     assert_eq!(len.concurrent_requests, Some(32));

@@ -96,8 +96,19 @@ fn starts(r: &Value) -> bool {
 fn vllm_launch_follows_vllms_own_rules() {
     let args = |model: &'static str, extra: &[&'static str]| {
         let mut a = vec![
-            "fit", model, "--task", "infer", "--framework", "vllm", "--gpu", "l40s-48gb",
-            "--gpus", "2", "--tp", "2", "--json",
+            "fit",
+            model,
+            "--task",
+            "infer",
+            "--framework",
+            "vllm",
+            "--gpu",
+            "l40s-48gb",
+            "--gpus",
+            "2",
+            "--tp",
+            "2",
+            "--json",
         ];
         a.extend_from_slice(extra);
         a
@@ -138,7 +149,10 @@ fn vllm_launch_follows_vllms_own_rules() {
     assert!(starts(&with(32, json!({"max_model_len": 67_072}))));
     assert!(!starts(&with(32, json!({"max_model_len": 67_072 + 16}))));
     let r = with(33, json!({"max_model_len": 67_072}));
-    assert!(kv(&r) > pool(&r), "33 requests of 2,048 tokens need more blocks");
+    assert!(
+        kv(&r) > pool(&r),
+        "33 requests of 2,048 tokens need more blocks"
+    );
 
     // 16 × 4,096: the longest request is still what one request may hold.
     let fit = run(&args("qwen2.5-32b", &["--batch", "16", "--seq", "4096"]));
@@ -171,10 +185,23 @@ fn vllm_launch_follows_vllms_own_rules() {
 #[test]
 fn vllm_max_num_seqs_stays_at_the_setting_the_pool_was_sized_with() {
     let fit = run(&[
-        "fit", "llama-3.1-8b", "--task", "infer", "--framework", "vllm", "--gpu",
-        "h200-141gb", "--seq", "256", "--json",
+        "fit",
+        "llama-3.1-8b",
+        "--task",
+        "infer",
+        "--framework",
+        "vllm",
+        "--gpu",
+        "h200-141gb",
+        "--seq",
+        "256",
+        "--json",
     ]);
-    assert!(fit["max_batch"].as_u64().unwrap() > 3000, "{}", fit["max_batch"]);
+    assert!(
+        fit["max_batch"].as_u64().unwrap() > 3000,
+        "{}",
+        fit["max_batch"]
+    );
     assert_eq!(arg(&fit["launch"], "--max-num-seqs"), Some(256));
     assert_eq!(arg(&fit["launch"], "--max-model-len"), Some(131_072));
 }
@@ -269,8 +296,19 @@ fn option(launch: &Value, key: &str) -> Option<u64> {
 #[test]
 fn sglang_launch_follows_sglangs_own_rules() {
     let fit = run(&[
-        "fit", "llama-3.1-8b", "--task", "infer", "--framework", "sglang", "--gpu",
-        "a100-80gb", "--batch", "8", "--seq", "4096", "--json",
+        "fit",
+        "llama-3.1-8b",
+        "--task",
+        "infer",
+        "--framework",
+        "sglang",
+        "--gpu",
+        "a100-80gb",
+        "--batch",
+        "8",
+        "--seq",
+        "4096",
+        "--json",
     ]);
     let l = &fit["launch"];
     assert_eq!(l["engine"], "sglang");
@@ -352,13 +390,20 @@ fn ollama_launch_options_fit_and_one_layer_more_does_not() {
     // does not.
     let margin = 1024 << 20;
     let r = estimate(&job(ngl));
-    assert!(total(&r) + margin <= cap(&r), "num_gpu {ngl} fits with the margin");
+    assert!(
+        total(&r) + margin <= cap(&r),
+        "num_gpu {ngl} fits with the margin"
+    );
     let r = estimate(&job(ngl + 1));
     assert!(total(&r) + margin > cap(&r), "num_gpu {} does not", ngl + 1);
     let mut auto = job(0);
     auto["engine"] = json!({"num_ctx": c});
     let r = estimate(&auto);
-    assert_eq!(r["engine"]["n_gpu_layers"], ngl, "estimate's own choice: {}", r["engine"]);
+    assert_eq!(
+        r["engine"]["n_gpu_layers"], ngl,
+        "estimate's own choice: {}",
+        r["engine"]
+    );
 }
 
 #[test]

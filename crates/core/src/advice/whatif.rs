@@ -100,9 +100,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         let kv_tokens = pool_tokens(&r);
         rows.push(WhatIf {
             kv_tokens,
-            kv_tokens_gained: base_tokens
-                .zip(kv_tokens)
-                .map(|(b, t)| t as i64 - b as i64),
+            kv_tokens_gained: base_tokens.zip(kv_tokens).map(|(b, t)| t as i64 - b as i64),
             concurrent_requests: concurrent(model, &j, &r),
             host_bytes: super::host_bytes(&r),
             technique: name,

@@ -87,7 +87,11 @@ pub fn kv_bytes_per_gpu(
 /// ollama spread one model's layers over every visible GPU by default (`--split-mode layer`),
 /// which this estimate does not model. `None` for other jobs.
 pub fn replicas_note(job: &ResolvedJob) -> Option<String> {
-    let (gpus, tp, pp) = (job.parallel.gpus, job.parallel.tp.max(1), job.parallel.pp.max(1));
+    let (gpus, tp, pp) = (
+        job.parallel.gpus,
+        job.parallel.tp.max(1),
+        job.parallel.pp.max(1),
+    );
     if job.task != Task::Infer || gpus <= tp * pp {
         return None;
     }
@@ -129,7 +133,9 @@ pub fn vllm_longest_request(
     pool: u64,
     cap: u64,
 ) -> Result<Option<u64>, CoreError> {
-    crate::fit::largest(cap.max(1), |t| Ok(kv_bytes_per_gpu(spec, job, 1, t)? <= pool))
+    crate::fit::largest(cap.max(1), |t| {
+        Ok(kv_bytes_per_gpu(spec, job, 1, t)? <= pool)
+    })
 }
 
 /// The most requests of `tokens` tokens each that vLLM runs at once in a pool of `pool` bytes:

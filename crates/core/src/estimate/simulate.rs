@@ -351,8 +351,7 @@ fn vllm_warnings(
     let starts = one_request <= b.kv_pool;
     if !starts {
         // vLLM's own error names the longest that fits (`estimate_max_model_len`).
-        let longest =
-            super::engines::vllm_longest_request(spec, job, b.kv_pool, b.max_model_len)?;
+        let longest = super::engines::vllm_longest_request(spec, job, b.kv_pool, b.max_model_len)?;
         let lower = longest.map_or_else(
             || "lower --max-model-len".to_string(),
             |n| format!("--max-model-len {n} fits it"),

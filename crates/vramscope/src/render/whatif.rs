@@ -106,9 +106,9 @@ fn gain(r: &vramscope_core::fit::WhatIf, pooled: bool) -> String {
         let tokens = r.kv_tokens.map_or_else(
             || "n/a".into(),
             |t| {
-                let g = r.kv_tokens_gained.map_or_else(String::new, |g| {
-                    format!(" ({})", signed_thousands(g))
-                });
+                let g = r
+                    .kv_tokens_gained
+                    .map_or_else(String::new, |g| format!(" ({})", signed_thousands(g)));
                 format!("{}{g}", crate::units::thousands(t))
             },
         );

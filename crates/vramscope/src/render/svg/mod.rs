@@ -312,7 +312,9 @@ mod tests {
         }
         let svg = render_svg(&r, &[]);
         assert!(
-            svg.contains("does not fit t4-16gb: the engine would not start, although 4.50 GiB is free"),
+            svg.contains(
+                "does not fit t4-16gb: the engine would not start, although 4.50 GiB is free"
+            ),
             "{svg}"
         );
         assert!(!svg.contains("over)"));

@@ -4,7 +4,7 @@
 //! verdict are reproduced (issue 31: "the what-if rows must be flags the tool accepts").
 
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use vramscope::app::job::prepare;
 use vramscope_core::job::Job;
@@ -18,7 +18,7 @@ fn job_file(i: usize, job: &Value) -> PathBuf {
 }
 
 /// `estimate --job FILE FLAGS --json` (Hub off): the report, or the refusal's message.
-fn estimate(file: &PathBuf, flags: &[String], advise: bool) -> Result<Value, String> {
+fn estimate(file: &Path, flags: &[String], advise: bool) -> Result<Value, String> {
     let mut args = vec![
         "estimate".to_string(),
         "--job".into(),
@@ -42,6 +42,9 @@ fn estimate(file: &PathBuf, flags: &[String], advise: bool) -> Result<Value, Str
     }
     Ok(serde_json::from_slice(&out.stdout).unwrap())
 }
+
+/// One change to re-run: its name, its flags, and the device total and verdict it showed.
+type Case = (String, Vec<String>, Option<u64>, Option<bool>);
 
 fn jobs() -> Vec<Value> {
     vec![
@@ -81,7 +84,7 @@ fn every_serving_row_and_advice_reruns_with_its_flags() {
         if job["model"] == "mixtral-8x7b" {
             assert!(!advice.is_empty(), "{job}: no advice");
         }
-        let mut cases: Vec<(String, Vec<String>, Option<u64>, Option<bool>)> = rows
+        let mut cases: Vec<Case> = rows
             .iter()
             .map(|r| {
                 (

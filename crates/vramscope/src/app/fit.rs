@@ -69,7 +69,7 @@ pub fn served_model(named: Option<&str>, model_name: &str) -> ServedModel {
         return ServedModel::named(model_name);
     };
     if let Some(p) = vramscope_formats::presets::find(arg) {
-        return ServedModel::named(&p.repo);
+        return ServedModel::named(p.repo);
     }
     if std::path::Path::new(arg).exists() {
         return ServedModel::named(arg);

@@ -407,8 +407,13 @@ pub(super) fn llamacpp_device(
     };
     let allocated = components.allocated();
     if split.host_total > 0 {
+        // ollama's option for llama.cpp's -ngl is num_gpu.
+        let flag = match job.framework {
+            crate::job::Framework::Ollama => "num_gpu",
+            _ => "-ngl",
+        };
         warnings.push(format!(
-            "{} of {} layers on the GPU (-ngl {}): {} of weights and KV stay in host RAM",
+            "{} of {} layers on the GPU ({flag} {}): {} of weights and KV stay in host RAM",
             split.layers_on_gpu,
             spec.num_layers(),
             split.n_gpu_layers,

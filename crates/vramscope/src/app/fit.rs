@@ -49,7 +49,8 @@ pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
     let (model, resolved) = (&p.model, &p.resolved);
     let mut answer = vramscope_core::fit::fit(model, resolved)?;
     if let Some(l) = answer.launch.as_mut() {
-        l.serve(&served_model(p.named.as_deref(), &model.name));
+        let served = served_model(p.named.as_deref(), &model.name, &l.engine);
+        l.serve(&served);
     }
     let advice = if answer.max_batch.is_none() {
         Some(vramscope_core::advice::advise(model, resolved)?)
@@ -62,14 +63,17 @@ pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
 /// The model a launch line serves: what the user named, not the preset file it was read
 /// from (`Qwen/Qwen2.5-32B-Instruct` is served as itself even when read offline as the base
 /// preset). A preset's short id is served by its Hugging Face repo (`vllm serve
-/// meta-llama/Llama-3.1-8B`); a Hub reference (`hf://`, its URL, `@REV`, `:QUANT`) by its repo,
-/// revision and GGUF tag; a path as it is; anything else (an inline config) by the model's name.
-pub fn served_model(named: Option<&str>, model_name: &str) -> ServedModel {
+/// meta-llama/Llama-3.1-8B`) for vLLM and SGLang, which load Hub repos (llama.cpp loads a GGUF
+/// file, which a preset's safetensors repo is not: its name is kept); a Hub reference (`hf://`,
+/// its URL, `@REV`, `:QUANT`) by its repo, revision and GGUF tag; a path as it is; anything else
+/// (an inline config) by the model's name.
+pub fn served_model(named: Option<&str>, model_name: &str, engine: &str) -> ServedModel {
     let Some(arg) = named else {
         return ServedModel::named(model_name);
     };
     if let Some(p) = vramscope_formats::presets::find(arg) {
-        return ServedModel::named(p.repo);
+        let by_repo = matches!(engine, "vllm" | "sglang");
+        return ServedModel::named(if by_repo { p.repo } else { arg });
     }
     if std::path::Path::new(arg).exists() {
         return ServedModel::named(arg);

@@ -219,10 +219,33 @@ fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
             fit.gpu
         ),
     );
-    // SGLang admits requests while the pool has free tokens (`schedule_policy.py`
-    // `PrefillAdder`) and fewer than max_running_requests run; its default is at least 2048
-    // (`sglang.rs`), so a count up to that (or the user's own) never grows the request table
-    // the pool was sized beside.
+    sglang_max_running_requests(b, job, fit);
+    if job.parallel.tp > 1 {
+        b.flag(
+            "--tp",
+            job.parallel.tp,
+            "the job's tensor-parallel degree (weights and KV split across GPUs)".into(),
+        );
+    }
+    let kv = job.kv_dtype.as_ref().map(|k| k.as_str());
+    if let Some(t) = kv.filter(|t| t.starts_with("fp8")) {
+        // SGLang names the format: fp8_e5m2 or fp8_e4m3 (plain "fp8" is e4m3).
+        let t = if t == "fp8" { "fp8_e4m3" } else { t };
+        b.flag(
+            "--kv-cache-dtype",
+            t,
+            "the job's 8-bit KV cache (half the bytes per token of 16-bit)".into(),
+        );
+    }
+    Some(())
+}
+
+/// SGLang's `--max-running-requests`: the requests of the job's context the token pool holds
+/// at once (SGLang admits requests while the pool has free tokens, `schedule_policy.py`
+/// `PrefillAdder`, and fewer than max_running_requests run); its default is at least 2048
+/// (`sglang.rs`), so a count up to that (or the user's own) never grows the request table the
+/// pool was sized beside; 1 when not even one such request fits.
+fn sglang_max_running_requests(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) {
     let context = job.seq + job.new_tokens;
     let ceiling = job.engine.max_running_requests.unwrap_or(2048);
     let (n, why) = match fit.max_batch {
@@ -246,24 +269,6 @@ fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
         ),
     };
     b.flag("--max-running-requests", n, why);
-    if job.parallel.tp > 1 {
-        b.flag(
-            "--tp",
-            job.parallel.tp,
-            "the job's tensor-parallel degree (weights and KV split across GPUs)".into(),
-        );
-    }
-    let kv = job.kv_dtype.as_ref().map(|k| k.as_str());
-    if let Some(t) = kv.filter(|t| t.starts_with("fp8")) {
-        // SGLang names the format: fp8_e5m2 or fp8_e4m3 (plain "fp8" is e4m3).
-        let t = if t == "fp8" { "fp8_e4m3" } else { t };
-        b.flag(
-            "--kv-cache-dtype",
-            t,
-            "the job's 8-bit KV cache (half the bytes per token of 16-bit)".into(),
-        );
-    }
-    Some(())
 }
 
 fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<()> {

@@ -122,3 +122,47 @@ pub fn fit_calibrated_prepared(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What each engine is told to load: the name as the user wrote it, a preset by its repo
+    /// for the engines that load Hub repos (crates/formats/data/presets/index.json:
+    /// llama-3.1-8b → meta-llama/Llama-3.1-8B), a revision as the engine's own flag, a GGUF
+    /// tag through llama.cpp's `-hf`.
+    #[test]
+    fn the_launch_serves_what_the_user_named() {
+        let serve = |named: &str, engine: &str| {
+            let mut l = vramscope_core::launch::Launch {
+                engine: engine.into(),
+                argv: vec!["--x".into()],
+                command: String::new(),
+                why: Default::default(),
+                options: Default::default(),
+            };
+            l.serve(&served_model(Some(named), "from-the-config", engine));
+            l.command
+        };
+        assert_eq!(
+            serve("Qwen/Qwen2.5-32B-Instruct", "vllm"),
+            "vllm serve Qwen/Qwen2.5-32B-Instruct --x"
+        );
+        assert_eq!(
+            serve("llama-3.1-8b", "vllm"),
+            "vllm serve meta-llama/Llama-3.1-8B --x"
+        );
+        assert_eq!(
+            serve("llama-3.1-8b", "llama.cpp"),
+            "llama-server -m llama-3.1-8b --x"
+        );
+        assert_eq!(
+            serve("hf://Qwen/Qwen3-8B@v1", "sglang"),
+            "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --revision v1 --x"
+        );
+        assert_eq!(
+            serve("unsloth/Qwen3-8B-GGUF:Q4_K_M", "llama.cpp"),
+            "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M --x"
+        );
+    }
+}

@@ -41,6 +41,11 @@ pub struct FitAnswer {
     /// the job's batch and text length (`null` when not even one does; absent without images).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_images: Option<Option<u64>>,
+    /// vLLM: the longest single request the KV pool holds, at most the model's (or the job's)
+    /// `max_model_len`: the largest `--max-model-len` vLLM starts with
+    /// ([`crate::estimate::engines::vllm_longest_request`]); `null` when not one token fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longest_request: Option<u64>,
     /// A serving engine's own flags for this answer (`crate::launch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<crate::launch::Launch>,
@@ -137,6 +142,9 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
     answer.notes.extend(note);
     answer.notes.extend(sglang_note);
     answer.notes.extend(recurrent_state_note(model, &job));
+    answer
+        .notes
+        .extend(crate::estimate::engines::replicas_note(&job));
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
     answer.throughput_at_max_batch = throughput_at(model, &job, answer.max_batch);
@@ -266,8 +274,11 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
     let mut notes = Vec::new();
     let mut evals = 0u64;
     let max_gpu_layers = match (job.framework, job.task) {
-        (Framework::LlamaCpp | Framework::Ollama, Task::Infer) => {
+        (Framework::LlamaCpp, Task::Infer) => {
             most_gpu_layers(model, spec, job, capacity, &mut evals)?
+        }
+        (Framework::Ollama, Task::Infer) => {
+            ollama_gpu_layers(model, spec, job, capacity, &mut evals, &mut notes)?
         }
         _ => None,
     };
@@ -322,6 +333,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request: None,
     })
 }
 
@@ -356,6 +368,7 @@ fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request: None,
     }
 }
 
@@ -378,6 +391,36 @@ fn most_gpu_layers(
         }
     }
     Ok(None)
+}
+
+/// ollama without `num_gpu`: the layers it places itself, leaving llama-server's fit margin
+/// free (`estimate::serving::LLAMA_FIT_TARGET`, as the estimate's own layer choice does), so
+/// `fit` and `estimate` name the same count; with a note of how many more would fit with no
+/// margin. With the user's `num_gpu`, the most that fit (as llama.cpp's `-ngl`).
+fn ollama_gpu_layers(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    capacity: u64,
+    evals: &mut u64,
+    notes: &mut Vec<String>,
+) -> Result<Option<u64>, CoreError> {
+    let tight = most_gpu_layers(model, spec, job, capacity, evals)?;
+    if job.engine.n_gpu_layers.is_some() {
+        return Ok(tight);
+    }
+    let margin = crate::estimate::serving::LLAMA_FIT_TARGET;
+    let own = most_gpu_layers(model, spec, job, capacity.saturating_sub(margin), evals)?;
+    if let (Some(t), Some(o)) = (tight, own) {
+        if t > o {
+            notes.push(format!(
+                "num_gpu {o} is what ollama picks itself: its server's fit keeps {} free \
+                 (llama-server --fit-target); num_gpu {t} also fits, with less than that free",
+                crate::text::bytes(margin)
+            ));
+        }
+    }
+    Ok(own.or(tight))
 }
 
 /// The job at `-ngl n`, with a note of what stays in host RAM when not every layer is on the
@@ -466,8 +509,10 @@ fn vllm_fit(
         report.per_gpu.kv_pool.unwrap_or(0)
     };
     let context = job.seq + job.new_tokens;
-    let per_seq = crate::estimate::engines::kv_bytes_per_gpu(spec, job, 1, context)?.max(1);
-    let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
+    let max_batch = Some(crate::estimate::engines::vllm_concurrent_requests(
+        spec, job, pool, context,
+    )?)
+    .filter(|b| *b >= 1);
     let cap = report
         .engine
         .as_ref()
@@ -481,6 +526,7 @@ fn vllm_fit(
         Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
     })?;
     let limited = max_context == Some(cap);
+    let longest_request = crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)?;
     let mut notes = vec![format!(
         "vLLM's KV pool on {}: {}",
         gpu.id,
@@ -512,6 +558,7 @@ fn vllm_fit(
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request,
     })
 }
 

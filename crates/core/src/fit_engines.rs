@@ -99,6 +99,10 @@ pub fn sglang_fit(
         Ok(kv(job.batch, c)? <= pool)
     })?;
     let limited = max_context == Some(cap);
+    // One request holds at most min(context_length, the pool's tokens) − 1 tokens
+    // (`python/sglang/srt/managers/tp_worker.py`: `max_req_len = min(context_len − 1,
+    // max_total_num_tokens − 1)`): the longest context_length worth setting.
+    let longest_request = largest(cap, |c| Ok(kv(1, c)? <= pool))?;
     let mut notes = vec![format!(
         "SGLang's token pool on {}: {} ({} tokens) at mem_fraction_static {}",
         gpu.id,
@@ -132,6 +136,7 @@ pub fn sglang_fit(
         launch: None,
         throughput_at_max_batch: None,
         max_images: None,
+        longest_request,
     })
 }
 

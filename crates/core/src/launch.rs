@@ -2,19 +2,25 @@
 //! serve` or `llama-server` so the engine runs at the limits the search found, each value with
 //! the reason for it.
 //!
-//! - vLLM (`vllm/engine/arg_utils.py`): the goal is "the longest context at the job's number of
-//!   concurrent sequences": `--max-model-len` = the fit's `max_context` at `batch` sequences,
-//!   `--max-num-seqs` = `batch`, `--gpu-memory-utilization` = the share the KV pool was sized
-//!   with, `--tensor-parallel-size` and `--kv-cache-dtype` as the job has them.
+//! - vLLM (`vllm/engine/arg_utils.py`): the pool is shared block by block, not split per
+//!   sequence, so the two limits are separate: `--max-model-len` = the longest single request
+//!   the pool holds, at most the model's own `max_position_embeddings` (vLLM refuses to start
+//!   when one request of `max_model_len` does not fit the pool, `check_enough_kv_cache_memory`,
+//!   and refuses a `max_model_len` above the config's, `vllm/config/model.py`
+//!   `_get_and_verify_max_len`); `--max-num-seqs` = how many requests of the job's context the
+//!   pool holds at once (the fit's `max_batch`: the scheduler admits requests while free blocks
+//!   last); `--gpu-memory-utilization` = the share the KV pool was sized with;
+//!   `--tensor-parallel-size` and `--kv-cache-dtype` as the job has them.
 //! - llama.cpp (`tools/server`, `common/arg.cpp`): "all layers on the GPU if possible, else the
 //!   most layers at this context": `-ngl` = the fit's `max_gpu_layers`; `-c` = the total KV
 //!   cells over all slots (`-np` slots of one context each): the fit's `max_context` per slot
 //!   when every layer is on the GPU, else the job's own context; `-ctk/-ctv` for a quantized KV
 //!   cache and `-fa on` for flash attention.
-//! - SGLang (`python/sglang/srt/server_args.py`): "the longest context at the job's number of
-//!   concurrent sequences" in its token pool: `--context-length` = the fit's `max_context`,
-//!   `--max-running-requests` = `batch`, `--mem-fraction-static` = the static share the pool
-//!   was sized with, `--tp` and `--kv-cache-dtype` as the job has them.
+//! - SGLang (`python/sglang/srt/server_args.py`): its token pool is shared as vLLM's is:
+//!   `--context-length` = the longest request the pool holds, at most the model's limit;
+//!   `--max-running-requests` = the requests of the job's context the pool holds at once;
+//!   `--mem-fraction-static` = the static share the pool was sized with, `--tp` and
+//!   `--kv-cache-dtype` as the job has them.
 //! - ollama (ollama v0.33: `envconfig/config.go`, `api/types.go` Options): its server takes
 //!   environment variables (`OLLAMA_CONTEXT_LENGTH`, `OLLAMA_NUM_PARALLEL`,
 //!   `OLLAMA_KV_CACHE_TYPE`, `OLLAMA_FLASH_ATTENTION`): `argv` holds them as `KEY=VALUE` before
@@ -79,21 +85,18 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
         why: BTreeMap::new(),
         options: BTreeMap::new(),
     };
-    let (engine, program) = match job.framework {
+    let engine = match job.framework {
         Framework::Vllm => {
             vllm(&mut b, job, fit)?;
-            ("vllm", format!("vllm serve {model}"))
+            "vllm"
         }
         Framework::LlamaCpp => {
             llamacpp(&mut b, job, fit, n_blocks)?;
-            ("llama.cpp", format!("llama-server -m {model}"))
+            "llama.cpp"
         }
         Framework::Sglang => {
             sglang(&mut b, job, fit)?;
-            (
-                "sglang",
-                format!("python -m sglang.launch_server --model-path {model}"),
-            )
+            "sglang"
         }
         Framework::Ollama => {
             ollama(&mut b, job, fit, n_blocks)?;
@@ -120,17 +123,66 @@ pub fn launch(model: &str, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
         }
         _ => return None,
     };
-    let command = std::iter::once(program)
-        .chain(b.argv.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
-    Some(Launch {
+    let mut l = Launch {
         engine: engine.into(),
         argv: b.argv,
-        command,
+        command: String::new(),
         why: b.why,
         options: b.options,
-    })
+    };
+    l.serve(&ServedModel::named(model));
+    Some(l)
+}
+
+/// How the engine is told which model to load: what the user named (a Hub repo, a path), its
+/// revision, and whether it names a GGUF file of a Hub repo (`ORG/NAME:QUANT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedModel {
+    pub name: String,
+    pub revision: Option<String>,
+    /// `ORG/NAME:QUANT`: llama.cpp downloads it with `-hf`.
+    pub hub_gguf: bool,
+}
+
+impl ServedModel {
+    /// A model by a name the engine takes as it is.
+    pub fn named(name: &str) -> Self {
+        ServedModel {
+            name: name.to_string(),
+            revision: None,
+            hub_gguf: false,
+        }
+    }
+}
+
+impl Launch {
+    /// Names `model` in the command (vLLM's `serve MODEL [--revision R]`, SGLang's
+    /// `--model-path`, llama.cpp's `-m FILE` or `-hf ORG/NAME:QUANT`); ollama's command names
+    /// no model (the Modelfile does).
+    pub fn serve(&mut self, model: &ServedModel) {
+        let rev = |flag: &str| {
+            model
+                .revision
+                .as_ref()
+                .map(|r| format!(" {flag} {r}"))
+                .unwrap_or_default()
+        };
+        let program = match self.engine.as_str() {
+            "vllm" => format!("vllm serve {}{}", model.name, rev("--revision")),
+            "sglang" => format!(
+                "python -m sglang.launch_server --model-path {}{}",
+                model.name,
+                rev("--revision")
+            ),
+            "llama.cpp" if model.hub_gguf => format!("llama-server -hf {}", model.name),
+            "llama.cpp" => format!("llama-server -m {}", model.name),
+            _ => return,
+        };
+        self.command = std::iter::once(program)
+            .chain(self.argv.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
 }
 
 fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
@@ -156,19 +208,18 @@ fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
          sized with"
             .into(),
     );
+    let len = fit.longest_request.unwrap_or(ctx);
     b.flag(
         "--context-length",
-        ctx,
+        len,
         format!(
-            "the longest context at which {} concurrent sequences fit SGLang's token pool on {}",
-            job.batch, fit.gpu
+            "the longest request SGLang's token pool on {} holds, at most the model's limit: \
+             a request is cut at min(context_length, pool tokens) − 1 (tp_worker.py \
+             max_req_len)",
+            fit.gpu
         ),
     );
-    b.flag(
-        "--max-running-requests",
-        job.batch,
-        "the concurrent sequences the context was sized for".into(),
-    );
+    sglang_max_running_requests(b, job, fit);
     if job.parallel.tp > 1 {
         b.flag(
             "--tp",
@@ -187,6 +238,37 @@ fn sglang(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
         );
     }
     Some(())
+}
+
+/// SGLang's `--max-running-requests`: the requests of the job's context the token pool holds
+/// at once (SGLang admits requests while the pool has free tokens, `schedule_policy.py`
+/// `PrefillAdder`, and fewer than max_running_requests run); its default is at least 2048
+/// (`sglang.rs`), so a count up to that (or the user's own) never grows the request table the
+/// pool was sized beside; 1 when not even one such request fits.
+fn sglang_max_running_requests(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) {
+    let context = job.seq + job.new_tokens;
+    let ceiling = job.engine.max_running_requests.unwrap_or(2048);
+    let (n, why) = match fit.max_batch {
+        Some(n) if n > ceiling => (
+            ceiling,
+            format!(
+                "{n} requests of {context} tokens fit the pool at once; {ceiling} keeps the \
+                 request table at most the size it was sized with"
+            ),
+        ),
+        Some(n) => (
+            n,
+            format!(
+                "{n} requests of {context} tokens fit the token pool at once (SGLang admits \
+                 requests while free tokens last, so more would wait)"
+            ),
+        ),
+        None => (
+            1,
+            format!("not one request of {context} tokens fits the pool"),
+        ),
+    };
+    b.flag("--max-running-requests", n, why);
 }
 
 fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<()> {
@@ -237,6 +319,13 @@ fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
                 "all {n_blocks} blocks and the output layer fit on {}",
                 fit.gpu
             )
+        } else if job.engine.n_gpu_layers.is_none() {
+            format!(
+                "the layers of the {all} (blocks + output) ollama places itself on {} at num_ctx \
+                 {num_ctx}, its server's fit keeping {} free (set here so the Modelfile says it)",
+                fit.gpu,
+                crate::text::bytes(crate::estimate::serving::LLAMA_FIT_TARGET)
+            )
         } else {
             format!(
                 "the most of the {all} layers (blocks + output) that fit {} at num_ctx {num_ctx}",
@@ -257,16 +346,37 @@ fn ollama(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) ->
 }
 
 fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
-    let ctx = fit.max_context?;
+    let len = fit.longest_request?;
     let util = crate::estimate::engines::gpu_memory_utilization(job);
-    b.flag(
-        "--max-model-len",
-        ctx,
-        format!(
-            "the longest context at which {} concurrent sequences fit the KV pool on {}",
-            job.batch, fit.gpu
+    let context = job.seq + job.new_tokens;
+    let limit = match (job.engine.max_model_len, fit.model_max_positions) {
+        (Some(m), _) => Some((m, "the job's own --max-model-len".to_string())),
+        (None, Some(m)) => Some((
+            m,
+            format!(
+                "the model's own limit (max_position_embeddings {}): vLLM refuses a longer \
+                 --max-model-len",
+                crate::text::thousands(m)
+            ),
+        )),
+        (None, None) => None,
+    };
+    let len_why = match limit {
+        Some((m, what)) if len >= m => {
+            format!("{what}; the KV pool on {} holds one request of it", fit.gpu)
+        }
+        _ => format!(
+            "the longest request the KV pool on {} holds: vLLM refuses to start when one request \
+             of max_model_len does not fit its pool",
+            fit.gpu
         ),
-    );
+    };
+    let len_why = if len < context {
+        format!("{len_why}; shorter than the job's {context} tokens, whose requests are refused")
+    } else {
+        len_why
+    };
+    b.flag("--max-model-len", len, len_why);
     b.flag(
         "--gpu-memory-utilization",
         util,
@@ -280,11 +390,7 @@ fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
             "the share of the GPU the KV pool above was sized with".into()
         },
     );
-    b.flag(
-        "--max-num-seqs",
-        job.batch,
-        "the concurrent sequences the context was sized for".into(),
-    );
+    vllm_max_num_seqs(b, job, fit, context);
     if job.parallel.tp > 1 {
         b.flag(
             "--tensor-parallel-size",
@@ -301,6 +407,35 @@ fn vllm(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
         );
     }
     Some(())
+}
+
+/// vLLM's `--max-num-seqs`: the most requests of the job's context the pool holds at once (the
+/// fit's `max_batch`; vLLM admits requests by free KV blocks, `engines::vllm_concurrent_requests`),
+/// at most the setting the pool was sized with (a smaller one only shrinks the CUDA graphs and
+/// the sampler's profile, so the pool does not shrink); 1 when not even one such request fits.
+fn vllm_max_num_seqs(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, context: u64) {
+    let sized_with = job.engine.max_num_seqs_or_default();
+    let (seqs, why) = match fit.max_batch {
+        Some(n) if n > sized_with => (
+            sized_with,
+            format!(
+                "{n} requests of {context} tokens fit the pool at once; {sized_with} is the \
+                 setting the pool was sized with (more would grow the CUDA graphs)"
+            ),
+        ),
+        Some(n) => (
+            n,
+            format!(
+                "{n} requests of {context} tokens fit the KV pool at once (vLLM admits requests \
+                 while free blocks last, so more would wait)"
+            ),
+        ),
+        None => (
+            1,
+            format!("not one request of {context} tokens fits the KV pool"),
+        ),
+    };
+    b.flag("--max-num-seqs", seqs, why);
 }
 
 fn llamacpp(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<()> {

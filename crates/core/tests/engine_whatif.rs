@@ -119,3 +119,45 @@ fn ollama_rows_re_estimate() {
     assert_eq!(ngl.device_total, Some(again));
     assert!(ngl.saved.unwrap() > 0, "{ngl:?}");
 }
+
+/// vLLM's rows (issue 31, item 3): the engine preallocates its pool from its share of the GPU,
+/// so a smaller KV or weight format saves no device bytes; the gain is tokens in the pool and
+/// requests at once. Qwen2.5-32B on two L40S 48GB with TP 2: a token is 2 (K, V) × 4 KV heads
+/// × 128 × 64 layers per GPU = 65,536 values, 131,072 B in bf16 (a 16-token block 2 MiB),
+/// 65,536 B in fp8 (a block 1 MiB). The job's pool is 4,192 blocks (67,072 tokens); with fp8
+/// the same bytes (and the remainder under one bf16 block) are cut into 1 MiB blocks: at least
+/// 2 × 4,192 = 8,384 and fewer than 8,384 + 2, so 134,144 ≤ tokens < 134,176, and ⌊blocks /
+/// 128⌋ = 65 requests of 2,048 tokens (128 blocks each) at once, against ⌊4,192 / 128⌋ = 32.
+///
+/// The advice (the job does not start: one request of the model's 131,072 positions needs 16
+/// GiB of KV per GPU, the pool holds 8 GiB) first lowers max_model_len to what the pool holds,
+/// 67,072 (what `fit` launches with), not to the job's 2,048; re-run with its flags, it starts.
+#[test]
+fn vllm_rows_show_tokens_not_bytes() {
+    let job = json!({"model": "qwen2.5-32b", "task": "infer", "framework": "vllm",
+                     "gpu": "l40s-48gb", "parallel": {"gpus": 2, "tp": 2}});
+    let (m, j) = load(&job);
+    let rows = what_if(&m, &j).unwrap();
+    let fp8 = row(&rows, "8-bit KV cache");
+    assert_eq!(fp8.flags, ["--kv-dtype", "fp8"]);
+    let tokens = fp8.kv_tokens.unwrap();
+    assert!((134_144..134_176).contains(&tokens), "{fp8:?}");
+    assert_eq!(fp8.kv_tokens_gained, Some(tokens as i64 - 67_072));
+    assert_eq!(fp8.concurrent_requests, Some(65));
+    assert!(fp8.saved.unwrap().unsigned_abs() < 2 << 20, "{fp8:?}");
+    let len = row(
+        &rows,
+        "vLLM max_model_len = the longest request the KV pool holds",
+    );
+    assert_eq!(len.flags, ["--max-model-len", "67072"]);
+    assert_eq!(len.kv_tokens, Some(67_072));
+    assert_eq!(len.concurrent_requests, Some(32));
+
+    let advice = vramscope_core::advice::advise(&m, &j).unwrap();
+    assert_eq!(advice[0].flags, ["--max-model-len", "67072"]);
+    let again = with(&job, "max_model_len", json!(67_072), true);
+    let (m2, j2) = load(&again);
+    let r = estimate(&m2, &j2).unwrap();
+    assert!(r.fit.as_ref().unwrap().fits, "{:?}", r.warnings);
+    assert_eq!(r.per_gpu.device_total, Some(advice[0].device_total));
+}

@@ -184,14 +184,50 @@ pub fn tuned_variant_model(arg: &str) -> Option<Result<LoadedModel>> {
     Some(presets::load(p).and_then(|parsed| {
         let mut m = LoadedModel::from_config(parsed, Origin::Preset, arg)?;
         m.source = Source::local("preset", p.id);
+        let own = tuned_context(arg);
+        let base = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
+        let context = match (own, m.spec.as_mut()) {
+            (Some(n), Some(spec)) if base != Some(n) => {
+                spec.max_position_embeddings = Some(n);
+                format!(
+                    "; its own config's context limit (max_position_embeddings {n}) is not the \
+                     base's ({}), and is the one used here",
+                    base.map_or("unknown".to_string(), |b| b.to_string())
+                )
+            }
+            _ => String::new(),
+        };
         m.warnings.push(format!(
             "'{arg}' read as preset '{}' (the Hub was not asked or could not be reached): an \
              instruction-tuned or chat variant has its base model's architecture, so the same \
-             memory",
+             memory per token{context}",
             p.id
         ));
         Ok(m)
     }))
+}
+
+/// Instruction-tuned variants whose config.json limits the context below their base's:
+/// Qwen2.5's 7B, 14B, 32B and 72B base configs say `max_position_embeddings` 131072, their
+/// `-Instruct` configs 32768 (the model cards: "config.json is set for context length up to
+/// 32,768 tokens", longer with YaRN's `rope_scaling`; vLLM refuses a longer `--max-model-len`,
+/// `vllm/config/model.py` `_get_and_verify_max_len`, as users report for
+/// Qwen2.5-72B-Instruct).
+const TUNED_CONTEXT: &[(&str, u64)] = &[
+    ("qwen2.5-7b-instruct", 32768),
+    ("qwen2.5-14b-instruct", 32768),
+    ("qwen2.5-32b-instruct", 32768),
+    ("qwen2.5-72b-instruct", 32768),
+];
+
+/// The own `max_position_embeddings` of a variant named by `arg` (any organisation, any case)
+/// where it differs from its base preset's; `None` where unknown or the same.
+fn tuned_context(arg: &str) -> Option<u64> {
+    let name = arg.rsplit('/').next()?.to_ascii_lowercase();
+    TUNED_CONTEXT
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| *c)
 }
 
 /// The preset an instruction-tuned or chat variant's name (`meta-llama/Llama-3.1-8B-Instruct`,

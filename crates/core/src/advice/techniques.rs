@@ -62,6 +62,9 @@ pub struct Ctx<'a> {
     pub bf16: bool,
     /// The checkpoint already fixes the weights' format (a GGUF file, a quantized config).
     pub weights_fixed: bool,
+    /// vLLM: the longest request the job's KV pool holds, at most its current `max_model_len`
+    /// (`engines::vllm_longest_request`); `None` for other engines or an empty pool.
+    pub vllm_longest_request: Option<u64>,
 }
 
 /// One technique: `apply` changes the job and says whether it applied (false: not for this
@@ -397,9 +400,17 @@ fn sglang_fraction(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
     now < to && set_engine(j, "mem_fraction_static", to.into())
 }
 
-/// vLLM: `max_model_len` = the job's own context (prompt + generated), in whole blocks of 16.
+/// vLLM: `max_model_len` = the longest request its KV pool holds (what `fit` launches with),
+/// else the job's own context (prompt + generated) in whole blocks of 16: vLLM refuses to
+/// start when one request of `max_model_len` does not fit the pool
+/// (`vllm/v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory`), so a model's long
+/// default is lowered to what the pool holds, not to the job's context.
 fn max_model_len(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
-    let need = (j.seq + j.new_tokens).div_ceil(16) * 16;
+    let context = j.seq + j.new_tokens;
+    let need = match c.vllm_longest_request {
+        Some(n) if n >= context => n,
+        _ => context.div_ceil(16) * 16,
+    };
     let current = j
         .engine
         .max_model_len
@@ -450,11 +461,12 @@ fn weights(j: &mut ResolvedJob, c: &Ctx, bits: u64) -> bool {
             },
             "awq:4",
         ),
-        (Framework::LlamaCpp, 8) => (
+        // ollama runs llama.cpp's GGUF files (its library's tags are GGUF quants).
+        (Framework::LlamaCpp | Framework::Ollama, 8) => (
             WeightFormat::Gguf(GgufFormat::Mix(FileType::Q8_0)),
             "gguf:Q8_0",
         ),
-        (Framework::LlamaCpp, _) => (
+        (Framework::LlamaCpp | Framework::Ollama, _) => (
             WeightFormat::Gguf(GgufFormat::Mix(FileType::Q4_K_M)),
             "gguf:Q4_K_M",
         ),
@@ -537,8 +549,8 @@ pub const TECHNIQUES: &[Technique] = &[
        "nothing: the same update in one fused kernel, without foreach's scratch"),
     t!("flash attention", Attention, 1, 0, flash,
        "nothing: the same attention without the s×s probabilities"),
-    t!("vLLM max_model_len = the job's context", EngineLen, 1, 0, max_model_len,
-       "longer requests than the job's own context are refused"),
+    t!("vLLM max_model_len = the longest request the KV pool holds", EngineLen, 1, 0, max_model_len,
+       "requests longer than the KV pool holds are refused (the model's full context)"),
     t!("chunked cross-entropy", Loss, 2, 0, chunked_loss,
        "nothing: the same loss, chunk by chunk (needs a fused linear cross-entropy such as Liger-Kernel)"),
     t!("mixed precision", Precision, 2, 0, mixed,

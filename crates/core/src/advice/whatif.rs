@@ -29,6 +29,23 @@ pub struct WhatIf {
     /// +0.33 is a third more time per token and a negative figure is faster; `null` where
     /// either rate is unknown.
     pub time_cost: Option<f64>,
+    /// A serving engine that preallocates its KV pool (vLLM, SGLang): the tokens the change's
+    /// pool holds. The engine takes its share of the GPU whatever the job, so a change shows
+    /// as more tokens in the pool, not as bytes saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_tokens: Option<u64>,
+    /// `kv_tokens` of this row minus the job's (positive = more room).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_tokens_gained: Option<i64>,
+    /// vLLM: the requests of the job's context the change's pool holds at once
+    /// (`engines::vllm_concurrent_requests`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrent_requests: Option<u64>,
+    /// Host RAM the change needs (llama.cpp's and ollama's layers on the CPU, offloaded
+    /// states): ollama fills the GPU with as many layers as fit, so a smaller format shows as
+    /// less host RAM rather than fewer device bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_bytes: Option<u64>,
     /// Environment variables the change sets (`PYTORCH_CUDA_ALLOC_CONF`), beside its flags.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
@@ -41,6 +58,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
     let base = estimate(model, job)?;
     let base_total = base.per_gpu.device_total;
     let base_rate = rate(&base.throughput);
+    let base_tokens = pool_tokens(&base);
     let capacity = job
         .gpu
         .as_deref()
@@ -79,7 +97,12 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         let Ok(r) = estimate(model, &j) else { continue };
         let t = r.per_gpu.device_total;
         let flags = super::flags::flags(job, &j);
+        let kv_tokens = pool_tokens(&r);
         rows.push(WhatIf {
+            kv_tokens,
+            kv_tokens_gained: base_tokens.zip(kv_tokens).map(|(b, t)| t as i64 - b as i64),
+            concurrent_requests: concurrent(model, &j, &r),
+            host_bytes: super::host_bytes(&r),
             technique: name,
             change: flags.join(" "),
             flags,
@@ -103,6 +126,28 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         });
     }
     Ok(rows)
+}
+
+/// The tokens a preallocated KV pool holds: vLLM's blocks × block size (its log's "GPU KV
+/// cache size: N tokens"), SGLang's `max_total_tokens`; `None` for other engines.
+fn pool_tokens(r: &crate::report::Report) -> Option<u64> {
+    r.per_gpu.kv_pool?;
+    let get = |k: &str| r.engine.as_ref()?.get(k)?.as_u64();
+    match (get("num_blocks"), get("block_size")) {
+        (Some(n), Some(b)) => Some(n * b),
+        _ => get("max_total_tokens"),
+    }
+}
+
+/// vLLM: the requests of `job`'s context its pool holds at once; `None` for other engines.
+fn concurrent(model: &ModelInput, job: &ResolvedJob, r: &crate::report::Report) -> Option<u64> {
+    if (job.framework, job.task) != (Framework::Vllm, Task::Infer) {
+        return None;
+    }
+    let spec = model.spec.as_ref()?;
+    let pool = r.per_gpu.kv_pool?;
+    let context = job.seq + job.new_tokens;
+    crate::estimate::engines::vllm_concurrent_requests(spec, job, pool, context).ok()
 }
 
 /// The rate a job's time per token is judged by: tokens/s per GPU (train) or decode tokens/s

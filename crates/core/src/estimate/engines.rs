@@ -80,6 +80,79 @@ pub fn kv_bytes_per_gpu(
     })
 }
 
+/// What `--gpus N` means for a serving engine when the model is not split over them (tensor ×
+/// pipeline parallel below N): N replicas, each GPU holding the whole model, the figures being
+/// one GPU's. vLLM and SGLang run one copy per GPU unless told to split it
+/// (`--tensor-parallel-size` / `--tp`; `--data-parallel-size` for replicas); llama.cpp and
+/// ollama spread one model's layers over every visible GPU by default (`--split-mode layer`),
+/// which this estimate does not model. `None` for other jobs.
+pub fn replicas_note(job: &ResolvedJob) -> Option<String> {
+    let (gpus, tp, pp) = (
+        job.parallel.gpus,
+        job.parallel.tp.max(1),
+        job.parallel.pp.max(1),
+    );
+    if job.task != Task::Infer || gpus <= tp * pp {
+        return None;
+    }
+    let replicas = gpus / (tp * pp);
+    match job.framework {
+        Framework::Vllm | Framework::Sglang => {
+            let flag = if job.framework == Framework::Vllm {
+                "--tensor-parallel-size"
+            } else {
+                "--tp"
+            };
+            Some(format!(
+                "--gpus {gpus} with {} and tp {tp}: {replicas} replicas, each with the full \
+                 weights on its own GPU (the figures are one GPU's); to split one model over \
+                 the {gpus} GPUs give --tp {} (the engine's {flag})",
+                job.framework.as_str(),
+                gpus / pp
+            ))
+        }
+        Framework::LlamaCpp | Framework::Ollama => Some(format!(
+            "--gpus {gpus} with {}: the figures are one GPU holding the whole model; the engine \
+             spreads one model's layers over every visible GPU by default (--split-mode layer), \
+             which this estimate does not model",
+            job.framework.as_str()
+        )),
+        _ => None,
+    }
+}
+
+/// The longest request vLLM accepts with a KV pool of `pool` bytes, at most `cap` tokens: the
+/// largest `max_model_len` for which one request's blocks fit the pool, as vLLM's start-up
+/// check computes it (`vllm/v1/core/kv_cache_utils.py`: `check_enough_kv_cache_memory` refuses
+/// to start when one request of `max_model_len` tokens does not fit, and
+/// `estimate_max_model_len` binary-searches the longest that does, the figure its error names).
+/// `None` when not even one token fits.
+pub fn vllm_longest_request(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    pool: u64,
+    cap: u64,
+) -> Result<Option<u64>, CoreError> {
+    crate::fit::largest(cap.max(1), |t| {
+        Ok(kv_bytes_per_gpu(spec, job, 1, t)? <= pool)
+    })
+}
+
+/// The most requests of `tokens` tokens each that vLLM runs at once in a pool of `pool` bytes:
+/// its scheduler admits a waiting request while the pool has free blocks for it and fewer than
+/// `max_num_seqs` run (`vllm/v1/core/sched/scheduler.py` `schedule`: the waiting loop stops
+/// at `len(self.running) == self.max_num_running_reqs` or when
+/// `kv_cache_manager.allocate_slots` returns `None`), so the pool is shared block by block,
+/// not split per sequence: ⌊pool / (⌈tokens / block_size⌉ blocks per request)⌋.
+pub fn vllm_concurrent_requests(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    pool: u64,
+    tokens: u64,
+) -> Result<u64, CoreError> {
+    Ok(pool / kv_bytes_per_gpu(spec, job, 1, tokens)?.max(1))
+}
+
 /// What vLLM does with the GPU at start-up, per GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VllmBudget {

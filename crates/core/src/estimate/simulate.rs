@@ -137,6 +137,7 @@ pub(crate) fn run_edited(
     precision_warning(gpu, job, &mut warnings);
     zero_grad_warning(job, &mut warnings);
     unified_memory_warning(gpu, &mut warnings);
+    warnings.extend(super::engines::replicas_note(job));
     let plan = match &model.spec {
         Some(spec) => {
             let plan = memo.plan(job, &mut warnings, |w| activations::forward(spec, job, w))?;
@@ -349,10 +350,16 @@ fn vllm_warnings(
     let one_request = super::engines::kv_bytes_per_gpu(spec, job, 1, b.max_model_len)?;
     let starts = one_request <= b.kv_pool;
     if !starts {
+        // vLLM's own error names the longest that fits (`estimate_max_model_len`).
+        let longest = super::engines::vllm_longest_request(spec, job, b.kv_pool, b.max_model_len)?;
+        let lower = longest.map_or_else(
+            || "lower --max-model-len".to_string(),
+            |n| format!("--max-model-len {n} fits it"),
+        );
         warnings.push(format!(
             "vLLM would not start: one request of max_model_len {} tokens needs {} of KV \
              but the pool holds {} (vllm/v1/core/kv_cache_utils.py \
-             check_enough_kv_cache_memory); lower --max-model-len or free memory",
+             check_enough_kv_cache_memory); {lower}, or free memory",
             b.max_model_len,
             crate::text::bytes(one_request),
             crate::text::bytes(b.kv_pool)
@@ -400,8 +407,13 @@ pub(super) fn llamacpp_device(
     };
     let allocated = components.allocated();
     if split.host_total > 0 {
+        // ollama's option for llama.cpp's -ngl is num_gpu.
+        let flag = match job.framework {
+            crate::job::Framework::Ollama => "num_gpu",
+            _ => "-ngl",
+        };
         warnings.push(format!(
-            "{} of {} layers on the GPU (-ngl {}): {} of weights and KV stay in host RAM",
+            "{} of {} layers on the GPU ({flag} {}): {} of weights and KV stay in host RAM",
             split.layers_on_gpu,
             spec.num_layers(),
             split.n_gpu_layers,

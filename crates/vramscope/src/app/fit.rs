@@ -6,6 +6,7 @@ use super::AppError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use vramscope_core::job::Job;
+use vramscope_core::launch::ServedModel;
 use vramscope_measure::calibrate::CalibratedFit;
 use vramscope_measure::logs::fit::LogCalibratedFit;
 use vramscope_measure::logs::Measured;
@@ -47,7 +48,10 @@ pub fn fit(input: &FitInput) -> Result<FitWithAdvice, AppError> {
 pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
     let (model, resolved) = (&p.model, &p.resolved);
     let mut answer = vramscope_core::fit::fit(model, resolved)?;
-    serve_by_repo(&mut answer, &model.name);
+    if let Some(l) = answer.launch.as_mut() {
+        let served = served_model(p.named.as_deref(), &model.name, &l.engine);
+        l.serve(&served);
+    }
     let advice = if answer.max_batch.is_none() {
         Some(vramscope_core::advice::advise(model, resolved)?)
     } else {
@@ -56,28 +60,34 @@ pub fn fit_prepared(p: &Prepared) -> Result<FitWithAdvice, AppError> {
     Ok(FitWithAdvice { answer, advice })
 }
 
-/// vLLM and SGLang load a model by its Hugging Face repo: a preset's launch line names the preset's repo
-/// (`vllm serve meta-llama/Llama-3.1-8B`), not vramscope's short id.
-fn serve_by_repo(answer: &mut vramscope_core::fit::FitAnswer, name: &str) {
-    let (Some(l), Some(p)) = (
-        answer.launch.as_mut(),
-        vramscope_formats::presets::find(name),
-    ) else {
-        return;
+/// The model a launch line serves: what the user named, not the preset file it was read
+/// from (`Qwen/Qwen2.5-32B-Instruct` is served as itself even when read offline as the base
+/// preset). A preset's short id is served by its Hugging Face repo (`vllm serve
+/// meta-llama/Llama-3.1-8B`) for vLLM and SGLang, which load Hub repos (llama.cpp loads a GGUF
+/// file, which a preset's safetensors repo is not: its name is kept); a Hub reference (`hf://`,
+/// its URL, `@REV`, `:QUANT`) by its repo, revision and GGUF tag; a path as it is; anything else
+/// (an inline config) by the model's name.
+pub fn served_model(named: Option<&str>, model_name: &str, engine: &str) -> ServedModel {
+    let Some(arg) = named else {
+        return ServedModel::named(model_name);
     };
-    if l.engine == "vllm" {
-        l.command = l.command.replacen(
-            &format!("vllm serve {name}"),
-            &format!("vllm serve {}", p.repo),
-            1,
-        );
+    if let Some(p) = vramscope_formats::presets::find(arg) {
+        let by_repo = matches!(engine, "vllm" | "sglang");
+        return ServedModel::named(if by_repo { p.repo } else { arg });
     }
-    if l.engine == "sglang" {
-        l.command = l.command.replacen(
-            &format!("--model-path {name}"),
-            &format!("--model-path {}", p.repo),
-            1,
-        );
+    if std::path::Path::new(arg).exists() {
+        return ServedModel::named(arg);
+    }
+    match vramscope_hub::spec::parse(arg) {
+        Some(h) => ServedModel {
+            name: match &h.quant {
+                Some(q) => format!("{}:{q}", h.repo),
+                None => h.repo.clone(),
+            },
+            revision: h.revision.clone(),
+            hub_gguf: h.quant.is_some(),
+        },
+        None => ServedModel::named(arg),
     }
 }
 
@@ -110,5 +120,49 @@ pub fn fit_calibrated_prepared(
         Measured::Log(log) => Ok(MeasuredFit::Log(Box::new(
             vramscope_measure::logs::fit::fit_from_log(&p.model, &p.resolved, &log)?,
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What each engine is told to load: the name as the user wrote it, a preset by its repo
+    /// for the engines that load Hub repos (crates/formats/data/presets/index.json:
+    /// llama-3.1-8b → meta-llama/Llama-3.1-8B), a revision as the engine's own flag, a GGUF
+    /// tag through llama.cpp's `-hf`.
+    #[test]
+    fn the_launch_serves_what_the_user_named() {
+        let serve = |named: &str, engine: &str| {
+            let mut l = vramscope_core::launch::Launch {
+                engine: engine.into(),
+                argv: vec!["--x".into()],
+                command: String::new(),
+                why: Default::default(),
+                options: Default::default(),
+            };
+            l.serve(&served_model(Some(named), "from-the-config", engine));
+            l.command
+        };
+        assert_eq!(
+            serve("Qwen/Qwen2.5-32B-Instruct", "vllm"),
+            "vllm serve Qwen/Qwen2.5-32B-Instruct --x"
+        );
+        assert_eq!(
+            serve("llama-3.1-8b", "vllm"),
+            "vllm serve meta-llama/Llama-3.1-8B --x"
+        );
+        assert_eq!(
+            serve("llama-3.1-8b", "llama.cpp"),
+            "llama-server -m llama-3.1-8b --x"
+        );
+        assert_eq!(
+            serve("hf://Qwen/Qwen3-8B@v1", "sglang"),
+            "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --revision v1 --x"
+        );
+        assert_eq!(
+            serve("unsloth/Qwen3-8B-GGUF:Q4_K_M", "llama.cpp"),
+            "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M --x"
+        );
     }
 }

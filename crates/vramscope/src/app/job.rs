@@ -16,6 +16,9 @@ pub struct Prepared {
     pub resolved: ResolvedJob,
     pub warnings: Vec<String>,
     pub source: Source,
+    /// MODEL as the user wrote it (the job's `model` when it is a string): what a launch line
+    /// serves.
+    pub named: Option<String>,
 }
 
 /// Loads a job's model (through the one MODEL resolution: local, preset, HF cache, Hub) and
@@ -56,6 +59,7 @@ pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
         resolved,
         warnings,
         source,
+        named: model.as_str().map(str::to_string),
     })
 }
 

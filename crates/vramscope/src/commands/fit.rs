@@ -75,7 +75,11 @@ pub fn run(args: &JobArgs, json: bool) -> CmdResult {
         return Ok(0);
     }
     let FitWithAdvice { answer, advice } = fit;
-    let mut out = plain(&p.model.name, &p.resolved, &answer);
+    let mut out = plain(
+        p.named.as_deref().unwrap_or(&p.model.name),
+        &p.resolved,
+        &answer,
+    );
     if let Some(a) = advice {
         let report = vramscope_core::report::Report {
             advice: Some(a),

@@ -77,7 +77,11 @@ pub fn render_html(r: &Report, rows: &[WhatIf]) -> String {
                 esc(&w.technique),
                 esc(&w.change),
                 w.device_total.map_or_else(|| "n/a".into(), gib),
-                w.saved.map_or_else(|| "n/a".into(), gib_signed),
+                // vLLM / SGLang: the pool is preallocated, so the gain is KV tokens.
+                match w.kv_tokens_gained {
+                    Some(g) => format!("{g:+} KV tokens"),
+                    None => w.saved.map_or_else(|| "n/a".into(), gib_signed),
+                },
                 match w.fits {
                     Some(true) => "yes",
                     Some(false) => "no",

@@ -2,6 +2,7 @@
 
 use super::terminal::wrap;
 use crate::units::bytes;
+use vramscope_core::job::Task;
 use vramscope_core::report::Report;
 
 /// Widest flags column before the flags get a line of their own.
@@ -20,8 +21,12 @@ pub fn render_advice(report: &Report) -> String {
     let fits = report.fit.as_ref().is_some_and(|f| f.fits);
     let mut out = String::from("\n");
     if advice.is_empty() {
+        let infer = report.job.task == vramscope_core::job::Task::Infer;
         out.push_str(if fits {
             "  no searched change saves enough to matter\n"
+        } else if infer {
+            "  does not fit, and no combination of the searched changes fits: more GPUs\n  \
+             (--gpus N --tp N), a larger GPU, or a smaller model\n"
         } else {
             "  does not fit, and no combination of the searched changes fits: more GPUs\n  \
              (--gpus N with --zero 3), a larger GPU, or a smaller model\n"
@@ -87,32 +92,79 @@ fn time_cost(cost: Option<f64>) -> String {
     }
 }
 
-/// The what-if table: each technique's flags, device total and what it saves against the job.
+/// A signed count with thousands separators ("+67,072", "−1,024").
+fn signed_thousands(n: i64) -> String {
+    let sign = if n < 0 { "−" } else { "+" };
+    format!("{sign}{}", crate::units::thousands(n.unsigned_abs()))
+}
+
+/// A row's middle columns: what it saves (bytes), or for an engine that preallocates its KV
+/// pool (vLLM, SGLang: the device total does not move) the tokens its pool holds, their gain,
+/// and (vLLM) the requests of the job's context it holds at once.
+fn gain(r: &vramscope_core::fit::WhatIf, pooled: bool) -> String {
+    if pooled {
+        let tokens = r.kv_tokens.map_or_else(
+            || "n/a".into(),
+            |t| {
+                let g = r
+                    .kv_tokens_gained
+                    .map_or_else(String::new, |g| format!(" ({})", signed_thousands(g)));
+                format!("{}{g}", crate::units::thousands(t))
+            },
+        );
+        let seqs = r
+            .concurrent_requests
+            .map_or_else(|| "-".into(), |n| n.to_string());
+        return format!("{tokens:>22} {seqs:>5}");
+    }
+    let saved = r.saved.map_or_else(
+        || "n/a".into(),
+        |s| {
+            let sign = if s < 0 { "−" } else { "+" };
+            format!("{sign}{}", bytes(s.unsigned_abs()))
+        },
+    );
+    format!("{saved:>11}")
+}
+
+/// The what-if table: each technique's flags, device total and what it saves against the job
+/// (for vLLM and SGLang: the tokens the KV pool holds instead).
 pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> String {
     if rows.is_empty() {
         return String::new();
     }
+    let pooled = rows.iter().any(|r| r.kv_tokens.is_some());
+    let middle = if pooled {
+        format!("{:>22} {:>5}", "KV pool tokens", "seqs")
+    } else {
+        format!("{:>11}", "saved")
+    };
+    // A GGUF engine's layers on the CPU: what a change does to host RAM beside the device.
+    let host = rows.iter().any(|r| r.host_bytes.is_some()) && report.job.task == Task::Infer;
+    let host_head = if host {
+        format!(" {:>10}", "host RAM")
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "\n  {:<FLAGS_COLS$} {:>10} {:>11}  fits {:>7}\n",
-        "what if (one change at a time)", "device", "saved", "time"
+        "\n  {:<FLAGS_COLS$} {:>10}{host_head} {middle}  fits {:>7}\n",
+        "what if (one change at a time)", "device", "time"
     );
     for r in rows {
         let flags = shown(&r.flags, &r.env);
-        let saved = r.saved.map_or_else(
-            || "n/a".into(),
-            |s| {
-                let sign = if s < 0 { "−" } else { "+" };
-                format!("{sign}{}", bytes(s.unsigned_abs()))
-            },
-        );
         let fits = match r.fits {
             Some(true) => "yes",
             Some(false) => "no",
             None => "-",
         };
-        let device = r.device_total.map_or_else(|| "n/a".into(), bytes);
+        let mut device = format!("{:>10}", r.device_total.map_or_else(|| "n/a".into(), bytes));
+        if host {
+            let h = r.host_bytes.map_or_else(|| "0 B".into(), bytes);
+            device.push_str(&format!(" {h:>10}"));
+        }
         let numbers = format!(
-            "{device:>10} {saved:>11}  {fits:<4} {:>7}",
+            "{device} {}  {fits:<4} {:>7}",
+            gain(r, pooled),
             time_cost(r.time_cost)
         );
         if flags.chars().count() <= FLAGS_COLS {
@@ -125,8 +177,16 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
             out.push_str(&format!("  {:<FLAGS_COLS$} {numbers}\n", ""));
         }
     }
+    if pooled {
+        out.push_str(
+            "  (the engine takes its share of the GPU whatever the job: a change gives the KV\n   \
+             pool more tokens; seqs = requests of the job's context it holds at once)\n",
+        );
+    }
     if report.per_gpu.device_total.is_some() {
-        out.push_str("  (saved = this job's device total minus the change's)\n");
+        if !pooled {
+            out.push_str("  (saved = this job's device total minus the change's)\n");
+        }
         if rows.iter().any(|r| !r.env.is_empty()) {
             out.push_str("  (NAME=value: an environment change, set before the command)\n");
         }

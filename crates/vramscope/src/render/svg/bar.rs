@@ -53,6 +53,14 @@ fn heading(
         .unwrap_or_else(|| "device total n/a".into());
     let verdict = match fit {
         Some(x) if x.fits => format!(" · fits {} ({} {u} free)", x.gpu, f(x.headroom as u64)),
+        // Inside the capacity yet not fitting: a serving engine that would refuse to start
+        // (the terminal's and the web UI's verdict say the same).
+        Some(x) if x.headroom >= 0 => format!(
+            " · does not fit {}: the engine would not start, although {} {u} is free (see the \
+             warnings)",
+            x.gpu,
+            f(x.headroom as u64)
+        ),
         Some(x) => format!(
             " · does not fit {} ({} {u} over)",
             x.gpu,

@@ -305,6 +305,25 @@ mod tests {
         assert!(svg.contains("does not fit t4-16gb (3.50 GiB over)"));
     }
 
+    /// A serving engine that would refuse to start inside the capacity (issue 31: the header
+    /// said "4.50 GiB over" where 4.50 GiB was free): 12 GiB capacity − 7.5 GiB used = 4.50
+    /// GiB free, and the header says so, as the terminal does.
+    #[test]
+    fn an_engine_that_would_not_start_is_not_drawn_as_over() {
+        let mut r = report(12 * G);
+        if let Some(f) = r.fit.as_mut() {
+            f.fits = false;
+        }
+        let svg = render_svg(&r, &[]);
+        assert!(
+            svg.contains(
+                "does not fit t4-16gb: the engine would not start, although 4.50 GiB is free"
+            ),
+            "{svg}"
+        );
+        assert!(!svg.contains("over)"));
+    }
+
     #[test]
     fn labels_legend_timeline_and_what_if_are_present() {
         let r = report(16 * G);
@@ -318,6 +337,10 @@ mod tests {
             fits: Some(true),
             step_time_s: None,
             time_cost: None,
+            kv_tokens: None,
+            kv_tokens_gained: None,
+            concurrent_requests: None,
+            host_bytes: None,
             env: Default::default(),
         }];
         let svg = render_svg(&r, &rows);

@@ -558,6 +558,10 @@ mod tests {
             step_time_s: None,
             time_cost: None,
             env: Default::default(),
+            kv_tokens: None,
+            kv_tokens_gained: None,
+            concurrent_requests: None,
+            host_bytes: None,
         }];
         let svg = render_svg(&r, &rows);
         let (elems, texts) = parse(&svg);

@@ -12,6 +12,7 @@ mod inspect;
 mod inspect_pipeline;
 mod inspect_vision;
 pub mod jobargs;
+pub mod keywords;
 mod logview;
 mod plan;
 pub mod rlargs;

@@ -64,9 +64,7 @@ def import_time_modules(tree: ast.Module) -> list[tuple[int, str]]:
                 if not _is_type_checking(s.test):
                     walk(s.body)
                 walk(s.orelse)
-            elif isinstance(s, ast.ClassDef):
-                walk(s.body)
-            elif isinstance(s, (ast.With, ast.AsyncWith)):
+            elif isinstance(s, (ast.ClassDef, ast.With, ast.AsyncWith)):
                 walk(s.body)
             elif isinstance(s, ast.Try):
                 walk(s.body)
@@ -112,6 +110,4 @@ def test_every_import_time_module_is_stdlib_or_declared() -> None:
         for line, mod in import_time_modules(ast.parse(f.read_text(), str(f)))
         if not ok(f, mod)
     ]
-    assert not bad, "imported at import time but not declared in pyproject.toml: " + ", ".join(
-        bad
-    )
+    assert not bad, "imported at import time but not declared in pyproject.toml: " + ", ".join(bad)

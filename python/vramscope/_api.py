@@ -64,7 +64,8 @@ def _call(command: str, payload: Mapping[str, Any]) -> Any:
 def _job(job_or_model: str | Mapping[str, Any], keywords: Mapping[str, Any]) -> Job:
     """A job dict: a MODEL string or a job dict, with the keywords laid over it as the command
     line lays flags over a job file. A keyword naming a job field is that field, as in a job
-    dict (``batch=2``, ``peft={...}``, ``reserve`` in bytes); any other keyword is
+    dict (``batch=2``, ``peft={...}``, ``reserve`` in bytes; a diffusion pipeline's ``width``,
+    ``height``, ``offload``, ...); any other keyword is
     ``vramscope estimate``'s flag of that name with underscores, taking what the flag takes
     (``lora=16`` is ``--lora 16``, ``tp=2`` is ``--tp 2``, ``lora_targets=["q_proj"]``,
     ``gpu_memory_utilization=0.85``, ``alloc_conf="expandable_segments:True"``); the same

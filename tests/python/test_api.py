@@ -268,8 +268,9 @@ def test_keywords_take_what_the_flags_take(
 
 def test_unknown_keyword_names_itself_and_the_nearest_flag() -> None:
     with pytest.raises(vramscope.InputError) as info:
-        vramscope.estimate("gpt2", lora_rank=16)
-    assert str(info.value).startswith("lora_rank: not a job field nor a flag")
+        vramscope.estimate("gpt2", lorra=16)
+    assert str(info.value).startswith("lorra: not a job field nor a flag")
+    assert "did you mean 'lora'" in str(info.value)
     with pytest.raises(vramscope.InputError) as info:
         vramscope.estimate("gpt2", tp={"size": 2})
     assert str(info.value).startswith("tp: takes what --tp takes")

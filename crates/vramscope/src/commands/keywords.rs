@@ -9,6 +9,7 @@
 use super::jobargs::{JobArgs, JobError};
 use clap::{Arg, ArgAction, Args, Command, FromArgMatches};
 use serde_json::{Map, Value};
+use vramscope_core::diffusion::job::DiffusionJob;
 use vramscope_core::job::Job;
 
 /// Flags a keyword may not name: they read files, which a job dict gives otherwise.
@@ -43,13 +44,19 @@ pub fn job_with_keywords(job: Value, keywords: &Map<String, Value>) -> Result<Va
     Ok(out)
 }
 
-/// Whether `key` is a field of the contract's job (the struct's own serde names, so a field
+/// Whether `key` is a field of the contract's job or of a diffusion pipeline's job
+/// (docs/diffusion.md: `width`, `height`, `offload`, ... — which of the two a MODEL needs is
+/// known only once it is resolved, so both keep their fields; `offload` is the pipeline's, and
+/// an LLM job's is `parallel={"offload": ...}`), by the structs' own serde names, so a field
 /// added there is one here too; `from`, the JSON job's list of framework configs, counts as
-/// one). Every field is optional, so `{key: null}` reads exactly when `key` is a field.
+/// one. Every field is optional, so `{key: null}` reads exactly when `key` is a field.
 fn is_job_field(key: &str) -> bool {
     let mut probe = Map::new();
     probe.insert(key.to_string(), Value::Null);
-    key == "from" || serde_json::from_value::<Job>(Value::Object(probe)).is_ok()
+    let probe = Value::Object(probe);
+    key == "from"
+        || serde_json::from_value::<Job>(probe.clone()).is_ok()
+        || serde_json::from_value::<DiffusionJob>(probe).is_ok()
 }
 
 /// The keywords read as `vramscope estimate`'s flags would be.
@@ -181,6 +188,21 @@ mod tests {
         .unwrap();
         assert_eq!(job["allocator"], json!("expandable_segments:True"));
         assert_eq!(job["reference_model"], json!("frozen"));
+    }
+
+    /// A diffusion pipeline's fields stay fields (the pipeline's job reads them).
+    #[test]
+    fn diffusion_fields_stay_fields() {
+        let job = job_with_keywords(
+            json!({"model": "sdxl-dir"}),
+            &kw(json!({"width": 1024, "height": 768, "offload": "model", "vae_tiling": true})),
+        )
+        .unwrap();
+        assert_eq!(
+            job,
+            json!({"model": "sdxl-dir", "width": 1024, "height": 768, "offload": "model",
+                   "vae_tiling": true})
+        );
     }
 
     /// Unknown names and values a flag cannot take are one-line errors naming the keyword.

@@ -61,9 +61,15 @@ def _call(command: str, payload: Mapping[str, Any]) -> Any:
     return json.loads(answer)
 
 
-def _job(job_or_model: str | Mapping[str, Any], fields: Mapping[str, Any]) -> Job:
-    """A job dict: a MODEL string plus keyword fields, or a job dict (keyword fields override
-    its own)."""
+def _job(job_or_model: str | Mapping[str, Any], keywords: Mapping[str, Any]) -> Job:
+    """A job dict: a MODEL string or a job dict, with the keywords laid over it as the command
+    line lays flags over a job file. A keyword naming a job field is that field, as in a job
+    dict (``batch=2``, ``peft={...}``, ``reserve`` in bytes; a diffusion pipeline's ``width``,
+    ``height``, ``offload``, ...); any other keyword is
+    ``vramscope estimate``'s flag of that name with underscores, taking what the flag takes
+    (``lora=16`` is ``--lora 16``, ``tp=2`` is ``--tp 2``, ``lora_targets=["q_proj"]``,
+    ``gpu_memory_utilization=0.85``, ``alloc_conf="expandable_segments:True"``); the same
+    Rust code reads both (``commands/keywords.rs``)."""
     if isinstance(job_or_model, (str, os.PathLike)):
         job: Job = {"model": os.fspath(job_or_model)}
     elif isinstance(job_or_model, Mapping):
@@ -72,8 +78,17 @@ def _job(job_or_model: str | Mapping[str, Any], fields: Mapping[str, Any]) -> Jo
         raise InputError(
             f"job: expected a MODEL string or a job dict, got {type(job_or_model).__name__}"
         )
-    job.update(fields)
-    return job
+    if not keywords:
+        return job
+    try:
+        text = _native.job_with_keywords(
+            json.dumps(job, default=_plain), json.dumps(dict(keywords), default=_plain)
+        )
+    except _native.VramscopeError as e:
+        message, code = e.args
+        raise InputError(message, code) from None
+    laid: Job = json.loads(text)
+    return laid
 
 
 def estimate(
@@ -82,8 +97,9 @@ def estimate(
     """Estimate a job's GPU memory: exactly the Report ``vramscope estimate --json`` prints.
 
     ``job_or_model`` is a job dict (the contract's Job) or a MODEL string (preset id, path,
-    Hub repo); keyword ``fields`` are job fields (``task``, ``batch``, ``seq``, ``precision``,
-    ``optimizer``, ``gpu``, ...) and override the dict's. A MODEL naming a diffusers pipeline
+    Hub repo); keywords are job fields (``task``, ``batch``, ``seq``, ``precision``,
+    ``optimizer``, ``gpu``, ...) or the command's flags (``lora=16``, ``tp=2``,
+    ``zero=3``, ...) and override the dict's. A MODEL naming a diffusers pipeline
     (a directory or Hub repo with ``model_index.json``) makes it a diffusion job
     (``width``, ``height``, ``batch``, ``offload``, ``vae_tiling``, ...; docs/diffusion.md)
     whose report lists the call's ``phases``. ``advise=True`` adds the cheapest
@@ -91,6 +107,7 @@ def estimate(
 
     >>> r = vramscope.estimate("llama-3.1-8b", batch=2, seq=4096, gpu="h100-80gb")
     >>> r["per_gpu"]["peak_allocated"]
+    >>> vramscope.estimate("llama-3.1-8b", lora=16, tp=2)  # as --lora 16 --tp 2
     """
     payload: dict[str, Any] = {"job": _job(job_or_model, fields)}
     if advise:
@@ -156,10 +173,13 @@ def analyze(path_or_bytes: PathOrBytes) -> Report:
     return Report(_call("analyze", {"path": os.fspath(path_or_bytes)}))
 
 
-def compare(job: str | Mapping[str, Any], path_or_bytes: PathOrBytes) -> dict[str, Any]:
+def compare(
+    job: str | Mapping[str, Any], path_or_bytes: PathOrBytes, **fields: Any
+) -> dict[str, Any]:
     """An estimate and a measurement side by side, per category, with the residual explained,
-    as ``vramscope compare --json``. ``path_or_bytes`` is a record's path or its bytes."""
-    payload: dict[str, Any] = {"job": _job(job, {})}
+    as ``vramscope compare --json``. ``path_or_bytes`` is a record's path or its bytes;
+    keywords are job fields or the estimate's flags, as for :func:`estimate`."""
+    payload: dict[str, Any] = {"job": _job(job, fields)}
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         text = json.dumps(payload, default=_plain)
         try:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
+if TYPE_CHECKING:  # annotations only: the package imports nothing beyond the standard library
+    from typing_extensions import Self
 
 from . import _profile_record
 from ._api import PathLike, analyze, compare

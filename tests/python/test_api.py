@@ -232,3 +232,45 @@ def test_console_script_runs_the_cli_in_process(cli_bin: str) -> None:
     fits = ["estimate", "llama-3.1-70b", "--gpu", "t4-16gb", "--require-fit"]
     p = subprocess.run([*script, *fits], check=False, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 == run_cli(cli_bin, fits)[0]
+
+
+@pytest.mark.parametrize(
+    ("keywords", "argv"),
+    [
+        # The issue's call: the README promises keywords mirror the command's flags.
+        ({"lora": 16, "tp": 2}, ["--lora", "16", "--tp", "2"]),
+        (
+            {"qlora": 8, "lora_targets": ["q_proj", "v_proj"], "gpus": 4, "zero": 3},
+            ["--qlora", "8", "--lora-targets", "q_proj,v_proj", "--gpus", "4", "--zero", "3"],
+        ),
+        (
+            {"task": "infer", "framework": "vllm", "gpu_memory_utilization": 0.8, "gpu": "l4-24gb"},
+            ["--task", "infer", "--framework", "vllm", "--gpu-memory-utilization", "0.8"]
+            + ["--gpu", "l4-24gb"],
+        ),
+        (
+            {"alloc_conf": "expandable_segments:True", "compile": True},
+            ["--alloc-conf"] + ["expandable_segments:True", "--compile"],
+        ),
+    ],
+)
+def test_keywords_take_what_the_flags_take(
+    keywords: dict[str, Any], argv: list[str], cli_bin: str
+) -> None:
+    """``estimate(MODEL, **keywords)`` is ``vramscope estimate MODEL FLAGS --json``: the same
+    job (LoRA rank 16 and tp 2 for the first) and so the same report."""
+    report = vramscope.estimate("llama-3.1-8b", **keywords)
+    assert report == cli_json(cli_bin, ["estimate", "llama-3.1-8b", *argv])
+    if "lora" in keywords:
+        assert report["job"]["peft"]["rank"] == 16
+        assert report["job"]["parallel"]["tp"] == 2
+
+
+def test_unknown_keyword_names_itself_and_the_nearest_flag() -> None:
+    with pytest.raises(vramscope.InputError) as info:
+        vramscope.estimate("gpt2", lorra=16)
+    assert str(info.value).startswith("lorra: not a job field nor a flag")
+    assert "did you mean 'lora'" in str(info.value)
+    with pytest.raises(vramscope.InputError) as info:
+        vramscope.estimate("gpt2", tp={"size": 2})
+    assert str(info.value).startswith("tp: takes what --tp takes")

@@ -373,6 +373,8 @@ fn torchtune_lora_single_device() {
             "loss": "chunked",          // LinearCrossEntropyLoss
             "precision": "bf16",        // dtype: bf16 (torchtune has no fp32 copy)
             "checkpointing": "full",    // enable_activation_checkpointing: True
+            "compile": false,           // compile: False
+            "activation_offload": "none", // enable_activation_offloading: False
         })
     );
     assert!(has_note(&r, "max_seq_len") || !r.job.contains_key("seq"));
@@ -393,8 +395,9 @@ fn torchtune_full_single_device_with_optimizer_in_backward() {
     assert_eq!(j["optimizer"], json!("adamw-8bit-paged"));
     // optimizer_in_bwd: True
     assert_eq!(j["optimizer_in_backward"], json!(true));
-    // compile: False, enable_activation_offloading: False: nothing set, nothing noted.
-    assert!(j.get("compile").is_none() && j.get("activation_offload").is_none());
+    // compile: False, enable_activation_offloading: False: the recipe's word sets the fields.
+    assert_eq!(j["compile"], json!(false));
+    assert_eq!(j["activation_offload"], json!("none"));
     assert!(!r
         .notes
         .iter()
@@ -428,6 +431,17 @@ fn torchtune_memory_switches() {
         "{:?}",
         r.notes
     );
+    // A later file's `False` turns them off again: stated off is a value, not silence.
+    inputs.push(text(
+        "off.yaml",
+        "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n\
+         compile: False\nenable_activation_offloading: False\noptimizer_in_bwd: False\n",
+    ));
+    let r = resolve(&inputs, &|_, _| None).unwrap();
+    let j = Value::Object(r.job.clone());
+    assert_eq!(j["compile"], json!(false));
+    assert_eq!(j["activation_offload"], json!("none"));
+    assert_eq!(j["optimizer_in_backward"], json!(false));
 }
 
 #[test]
@@ -447,6 +461,8 @@ fn torchtune_qlora_single_device() {
             "precision": "bf16",
             "checkpointing": "full",
             "loss": "chunked-output", // loss: torchtune.modules.loss.CEWithChunkedOutputLoss
+            "compile": false,           // compile: False
+            "activation_offload": "none", // enable_activation_offloading: False
         })
     );
     assert!(!has_note(&r, "not modelled yet: loss"));
@@ -670,6 +686,43 @@ proptest! {
         }
         if let Err(e) = resolve(&[text("p.yaml", &body)], &|_, _| Some(Err("no".into()))) {
             prop_assert!(!e.to_string().contains('\n'));
+        }
+    }
+}
+
+proptest! {
+    /// A torchtune recipe's memory switches, each stated on or off in any YAML spelling
+    /// (`True`, `false`, `yes`, ...) or left out, over two files: the job's field is the last
+    /// file's stated value (`compile` → true/false, `enable_activation_offloading` →
+    /// "cpu"/"none", `optimizer_in_bwd` → true/false), absent only when no file states it.
+    #[test]
+    fn torchtune_switches_stated_on_or_off_set_the_field(
+        states in proptest::collection::vec(
+            (proptest::option::of(any::<bool>()), 0usize..3), 6..=6),
+    ) {
+        const KEYS: [&str; 3] = ["compile", "enable_activation_offloading", "optimizer_in_bwd"];
+        const SPELLINGS: [[&str; 2]; 3] = [["False", "True"], ["false", "true"], ["no", "yes"]];
+        let model = "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n";
+        let mut inputs = Vec::new();
+        for file in states.chunks(3) {
+            let mut body = model.to_string();
+            for (key, (state, spelling)) in KEYS.iter().zip(file) {
+                if let Some(on) = state {
+                    body.push_str(&format!("{key}: {}\n", SPELLINGS[*spelling][usize::from(*on)]));
+                }
+            }
+            inputs.push(text(&format!("f{}.yaml", inputs.len()), &body));
+        }
+        let r = resolve(&inputs, &|_, _| None).unwrap();
+        let fields = ["compile", "activation_offload", "optimizer_in_backward"];
+        for (i, field) in fields.iter().enumerate() {
+            let last = [states[3 + i].0, states[i].0].into_iter().flatten().next();
+            let want = last.map(|on| match (i, on) {
+                (1, true) => json!("cpu"),
+                (1, false) => json!("none"),
+                (_, on) => json!(on),
+            });
+            prop_assert_eq!(r.job.get(*field).cloned(), want, "{}", field);
         }
     }
 }

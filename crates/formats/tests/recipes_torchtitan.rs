@@ -57,6 +57,8 @@ fn llama3_8b_preset_for_64_a100s() {
             "optimizer": "adamw",
             // no mixed_precision_param: torchtitan's default bfloat16 with fp32 master
             "precision": "bf16-mixed",
+            // [training] compile = false: the file's word sets the field
+            "compile": false,
         })
     );
     resolves(&r);
@@ -68,8 +70,6 @@ fn llama3_8b_preset_for_64_a100s() {
     );
     // shard degree -1: the GPU count is not in the file
     assert!(has_note(&r, "give --gpus"), "{:?}", r.notes);
-    // [training] compile = false: no compile field
-    assert!(!r.job.contains_key("compile"));
     // [job], [profiling], [metrics], [checkpoint], [lr_scheduler] are quiet, not "ignored"
     assert!(!has_note(&r, "ignored"), "{:?}", r.notes);
 }
@@ -129,8 +129,8 @@ fn debug_model_compile_section_and_layer_ac() {
     // flavor "debugmodel" is no published model: MODEL must be given.
     assert!(has_note(&r, "flavor debugmodel"), "{:?}", r.notes);
     assert!(!r.job.contains_key("model"));
-    // [compile] enable=false; selective_ac_option '2'
-    assert!(!r.job.contains_key("compile"));
+    // [compile] enable=false (stated off: the field is set); selective_ac_option '2'
+    assert_eq!(r.job["compile"], json!(false));
     assert!(!r.job.contains_key("checkpointing"));
     assert!(has_note(&r, "one block in every 2"), "{:?}", r.notes);
     assert_eq!(r.job["batch"], json!(8)); // local_batch_size 8

@@ -694,3 +694,85 @@ fn vllm_block_count_alone_is_noted() {
     assert!(!t.kv_pool_from_count(2_097_152, 16, "x"));
     assert_eq!(t.per_gpu.kv_pool, Some(gib(53.29)));
 }
+
+// ------------------------------------------------- vLLM: kv_cache_size, the command line
+
+/// V0 v0.6.4's one-line profiling summary: its `kv_cache_size` is the KV pool
+/// (`available_kv_cache_memory`, the bytes the GPU blocks are cut from).
+#[test]
+fn vllm_v0_profiling_results_kv_cache_size() {
+    let r = read("vllm/synthetic-v0-profiling-kv-cache-size.log");
+    // "kv_cache_size=54.44GiB" = 5444 × 1,073,741,824 / 100 = 58,454,504,898.56 → …899 B.
+    assert_eq!(r.per_gpu.kv_pool, Some(58_454_504_899));
+    assert_eq!(r.per_gpu.kv_pool, Some(gib(54.44)));
+    // "total_gpu_memory=79.15GiB", "non_torch_memory=0.43GiB", "gpu_memory_utilization=0.90."
+    assert_eq!(r.fit.capacity, Some(gib(79.15)));
+    assert_eq!(r.per_gpu.components.cuda_context, Some(gib(0.43)));
+    assert_eq!(engine(&r, "gpu_memory_utilization"), json!(0.9));
+    // "Loading model weights took 14.9888 GB"; "# GPU blocks: 27872".
+    assert_eq!(r.per_gpu.components.parameters, Some(gib(14.9888)));
+    assert_eq!(engine(&r, "num_gpu_blocks"), json!(27872));
+    assert!(
+        !r.warnings.iter().any(|w| w.contains("KV cache memory")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+/// A log that starts with the `vllm serve` command: the command states the utilization (0.98)
+/// no later line does, and the model; the engine's own lines the rest.
+#[test]
+fn vllm_serve_command_line_states_its_flags() {
+    let r = read("vllm/v1-2025-01-serve-command-pr12569.log");
+    assert_eq!(r.source, LogKind::Vllm);
+    // "--gpu-memory-utilization 0.98", "--max-model-len 2048"
+    assert_eq!(engine(&r, "gpu_memory_utilization"), json!(0.98));
+    assert_eq!(engine(&r, "max_model_len"), json!(2048));
+    assert_eq!(
+        r.job.get("model"),
+        Some(&json!(
+            "neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8"
+        ))
+    );
+    // "Loading model weights took 67.7229 GB"; "# GPU blocks: 1381"; "10.79x".
+    assert_eq!(r.per_gpu.components.parameters, Some(gib(67.7229)));
+    assert_eq!(engine(&r, "num_gpu_blocks"), json!(1381));
+    assert_eq!(engine(&r, "max_concurrency"), json!(10.79));
+}
+
+/// The command asks, the engine's lines state what it applied: where both give a setting the
+/// engine's is kept; `--flag=value`, `--flag value`, underscores and continuation lines read
+/// alike; the parallel sizes and an fp8 KV cache land in the job.
+#[test]
+fn vllm_serve_command_forms_and_precedence() {
+    let log = "$ CUDA_VISIBLE_DEVICES=0,1 vllm serve org/m \\\n  --max_model_len 8192 \
+               --gpu-memory-utilization=0.85 \\\n  -tp 2 --kv-cache-dtype fp8_e5m2 --block-size 32\n\
+               INFO 01-01 worker.py:1] the current vLLM instance can use total_gpu_memory \
+               (79.22GiB) x gpu_memory_utilization (0.90) = 71.29GiB\n\
+               INFO 01-01 executor_base.py:95] # CUDA blocks: 6001, # CPU blocks: 1638\n";
+    let r = read_log(log).unwrap();
+    assert_eq!(
+        engine(&r, "gpu_memory_utilization"),
+        json!(0.9),
+        "the engine's line wins"
+    );
+    assert_eq!(engine(&r, "max_model_len"), json!(8192));
+    assert_eq!(engine(&r, "block_size"), json!(32));
+    assert_eq!(r.job.get("model"), Some(&json!("org/m")));
+    assert_eq!(
+        r.job.get("parallel"),
+        Some(&json!({"gpus": 2, "tp": 2, "pp": 1}))
+    );
+    assert_eq!(r.job.get("kv_dtype"), Some(&json!("fp8")));
+    // Not at the start of the log: a command quoted later is not this engine's.
+    let later = format!(
+        "{}\n{}\n",
+        "INFO x\n".repeat(6),
+        "vllm serve other/m --max-model-len 4"
+    );
+    let r = read_log(&format!(
+        "INFO 01-01 executor_base.py:95] # CUDA blocks: 1\n{later}"
+    ))
+    .unwrap();
+    assert_eq!(r.job.get("model"), None);
+}

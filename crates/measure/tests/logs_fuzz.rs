@@ -105,6 +105,11 @@ proptest! {
             Just("msg=offload layers.split=".to_string()),
             Just("memory.available=\"[".to_string()),
             Just("Maximum concurrency for ".to_string()),
+            Just("vllm serve ".to_string()),
+            Just(" --max-model-len".to_string()),
+            Just("=".to_string()),
+            Just(" \\\n".to_string()),
+            Just("kv_cache_size=".to_string()),
             Just("model params = ".to_string()),
             Just("/".to_string()), Just(",".to_string()), Just(" ".to_string()),
             Just("\n".to_string()), Just("GiB".to_string()), Just("MiB".to_string()),
@@ -168,5 +173,68 @@ proptest! {
         let mut none = read_log("INFO worker.py:243] model weights take   14.96GiB\n").unwrap();
         prop_assert!(!none.kv_pool_from_count(block_bytes.max(1), block_size, "test"));
         prop_assert_eq!(none.per_gpu.kv_pool, None);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// V0's "Memory profiling results" line, both wordings (v0.6.3: blanks; v0.6.4: commas and
+    /// a duration): `kv_cache_size=X.YZGiB` is the KV pool, X.YZ × 2^30 bytes rounded to the
+    /// nearest byte, and `total_gpu_memory` the capacity, whatever the figures.
+    #[test]
+    fn v0_profiling_kv_cache_size_is_exact(
+        kv in 0u64..100_000_000, total in 0u64..100_000_000, commas in any::<bool>(),
+    ) {
+        let fig = |n: u64| format!("{}.{:02}GiB", n / 100, n % 100);
+        let line = if commas {
+            format!("INFO worker.py:232] Memory profiling results: duration=2.51 seconds, \
+                     total_gpu_memory={}, initial_memory_usage=1.00GiB, non_torch_memory=0.43GiB, \
+                     kv_cache_size={}, gpu_memory_utilization=0.90.\n", fig(total), fig(kv))
+        } else {
+            format!("INFO worker.py:220] Memory profiling results: total_gpu_memory={} \
+                     initial_memory_usage=1.00GiB peak_torch_memory=2.00GiB \
+                     memory_usage_post_profile=1.50Gib non_torch_memory=0.43GiB \
+                     kv_cache_size={} gpu_memory_utilization=0.90\n", fig(total), fig(kv))
+        };
+        let r = read_log(&line).unwrap();
+        // n hundredths of a GiB = n × 2^30 / 100 bytes, rounded half up.
+        let bytes = |n: u64| ((u128::from(n) << 30) + 50) / 100;
+        prop_assert_eq!(r.per_gpu.kv_pool.map(u128::from), Some(bytes(kv)));
+        prop_assert_eq!(r.fit.capacity.map(u128::from), Some(bytes(total)));
+    }
+
+    /// The `vllm serve` command line: `--gpu-memory-utilization` and `--max-model-len` read
+    /// back exactly in any order and spelling (`--flag value`, `--flag=value`, underscores, a
+    /// continuation line), when no engine line states them.
+    #[test]
+    fn serve_command_flags_read_back(
+        util in 1u64..=100, len in 1u64..10_000_000, equals in any::<bool>(),
+        underscores in any::<bool>(), swap in any::<bool>(), wrap in any::<bool>(),
+    ) {
+        let name = |f: &str| if underscores { f.replace('-', "_") } else { f.to_string() };
+        let flag = |f: &str, v: String| {
+            if equals { format!("--{}={v}", name(f)) } else { format!("--{} {v}", name(f)) }
+        };
+        let mut flags = [
+            flag("gpu-memory-utilization", format!("0.{util:02}")),
+            flag("max-model-len", len.to_string()),
+        ];
+        if util == 100 {
+            flags[0] = flag("gpu-memory-utilization", "1.0".into());
+        }
+        if swap {
+            flags.swap(0, 1);
+        }
+        let sep = if wrap { " \\\n    " } else { " " };
+        let log = format!(
+            "vllm serve org/model{sep}{}{sep}{}\nINFO executor_base.py:95] # CUDA blocks: 5\n",
+            flags[0], flags[1]
+        );
+        let r = read_log(&log).unwrap();
+        let e = r.engine.unwrap();
+        prop_assert_eq!(e["gpu_memory_utilization"].as_f64(), Some(util as f64 / 100.0));
+        prop_assert_eq!(e["max_model_len"].as_u64(), Some(len));
+        prop_assert_eq!(r.job.get("model").and_then(|m| m.as_str()), Some("org/model"));
     }
 }

@@ -1,10 +1,12 @@
 //! `vramscope._native`: the Python package's binding of the application layer
-//! (`vramscope::app`). Three functions, each releasing the GIL while Rust works:
+//! (`vramscope::app`). Its functions, each releasing the GIL while Rust works:
 //! - `call_json(command, input_json) -> str`: one command of the JSON façade (the same
 //!   functions the CLI's `--json` and the web server call), its answer as JSON text;
 //! - `analyze_bytes(data, name_hint=None) -> str`: `analyze` of a record held in memory;
 //! - `compare_bytes(input_json, data, name_hint="measurement") -> str`: `compare` of a job and
 //!   a measurement held in memory;
+//! - `job_with_keywords(job_json, keywords_json) -> str`: keyword arguments laid over a job,
+//!   each a job field or `vramscope estimate`'s flag of that name;
 //! - `cli_main(argv) -> int`: the whole CLI, in process, returning its exit code.
 //!
 //! Bad input raises `vramscope._native.VramscopeError(message, exit_code)`, `message` being the
@@ -61,6 +63,14 @@ fn compare_bytes(
         .map_err(to_py)
 }
 
+/// Lays keyword arguments (a JSON object) over a job (JSON): a keyword naming a job field is
+/// that field, any other is `vramscope estimate`'s flag of that name, read as the flag is.
+#[pyfunction]
+fn job_with_keywords(py: Python<'_>, job_json: &str, keywords_json: &str) -> PyResult<String> {
+    py.detach(|| vramscope::app::job_with_keywords_json(job_json, keywords_json))
+        .map_err(to_py)
+}
+
 /// Runs the command line in process (`argv[0]` is the program name) and returns its exit code.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
@@ -74,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(call_json, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(compare_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(job_with_keywords, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     Ok(())
 }

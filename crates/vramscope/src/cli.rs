@@ -219,6 +219,10 @@ needs per GPU.")]
         /// still counts every case.
         #[arg(long)]
         tolerance_only: bool,
+        /// Exit 0 even when cases fail (a report only); by default a case outside its
+        /// tolerance or one that did not run makes the command exit 1, for CI.
+        #[arg(long)]
+        report_only: bool,
     },
     /// Show a model's parameters: totals, per component, per dtype, per layer, every tensor.
     #[command(after_help = "\
@@ -311,13 +315,18 @@ cannot be read.")]
     #[command(after_help = "\
 Examples:
   vramscope compare --job job.json snapshot.pickle
-  vramscope compare --job job.toml timeline.json.gz --json")]
+  vramscope compare --job job.toml timeline.json.gz --json
+  vramscope compare gpt2 --batch 4 --seq 512 snapshot.pickle     the estimate's flags
+
+The job is given as to `estimate`: MODEL and its flags, --job FILE, --from FILE, or both (flags
+override the file). With a single positional it is the measurement.")]
     Compare {
-        /// The job that was measured (JSON or TOML, the contract's job fields).
-        #[arg(long, value_name = "JOB")]
-        job: PathBuf,
+        /// The job that was measured: MODEL, the estimate's flags, --job / --from files.
+        #[command(flatten)]
+        job: Box<JobArgs>,
         /// The measurement (as for `analyze`).
-        file: PathBuf,
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
         /// Print the comparison as JSON.
         #[arg(long)]
         json: bool,

@@ -99,3 +99,56 @@ fn llamacpp_log_rows_are_what_the_log_states() {
     );
     assert_eq!(c["measured"]["device"], "CUDA1");
 }
+
+/// `compare` takes the estimate's own flags (issue 31): `compare MODEL --flags FILE` answers
+/// exactly what `compare --job FILE` answers for the job file holding the same fields, and a
+/// lone positional is still the measurement.
+#[test]
+fn compare_takes_the_estimates_flags() {
+    let log = format!(
+        "{}/tests/fixtures/logs/vllm/v1-2025-01-serve-command-pr12569.log",
+        env!("CARGO_MANIFEST_DIR").replace("crates/vramscope", "crates/measure")
+    );
+    let dir = std::env::temp_dir().join(format!("vramscope-cmp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("job.json");
+    std::fs::write(
+        &job,
+        r#"{"model": "llama-3.1-8b", "task": "infer", "framework": "vllm", "batch": 4}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+            .args(args)
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let by_file = run(&["compare", "--job", job.to_str().unwrap(), &log, "--json"]);
+    let by_flags = run(&[
+        "compare",
+        "llama-3.1-8b",
+        "--task",
+        "infer",
+        "--framework",
+        "vllm",
+        "--batch",
+        "4",
+        &log,
+        "--json",
+    ]);
+    assert_eq!(by_file, by_flags);
+    let e = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["compare", "--batch", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("FILE is required"));
+}

@@ -413,7 +413,7 @@ fn validate_scores_the_dev_cases() {
     let file = validation("dev-cases.json");
     let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let out = vramscope()
-        .args(["validate", &file, "--color", "never"])
+        .args(["validate", &file, "--color", "never", "--report-only"])
         .assert()
         .success()
         .get_output()
@@ -443,16 +443,17 @@ fn validate_scores_the_dev_cases() {
         );
     }
 
+    // Without --report-only the exit code says whether every case passed (1 when one failed
+    // or did not run), for CI.
     let out = vramscope()
         .args(["validate", &file, "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["cases"].as_array().unwrap().len(), cases.len());
     let s = &v["summary"];
+    let bad = s["failed"].as_u64().unwrap() + s["errored"].as_u64().unwrap();
+    assert_eq!(out.status.code(), Some(i32::from(bad > 0)), "{s}");
     assert_eq!(
         s["passed"].as_u64().unwrap()
             + s["failed"].as_u64().unwrap()
@@ -477,10 +478,11 @@ fn validate_reads_its_own_cases_and_rejects_bad_files() {
         ])
         .to_string(),
     );
+    // Two cases did not run: exit 1 (the report still printed); --report-only exits 0.
     let out = vramscope()
         .args(["validate", file.to_str().unwrap(), "--color", "never"])
         .assert()
-        .success()
+        .code(1)
         .get_output()
         .stdout
         .clone();
@@ -489,6 +491,10 @@ fn validate_reads_its_own_cases_and_rejects_bad_files() {
         text.lines().any(|l| l == "1 passed, 0 failed, 2 errored"),
         "{text}"
     );
+    vramscope()
+        .args(["validate", file.to_str().unwrap(), "--report-only"])
+        .assert()
+        .success();
     assert!(text.contains("missing per_gpu.nothing"), "{text}");
     assert!(text.contains("batch: must be at least 1"), "{text}");
 

@@ -267,3 +267,37 @@ fn from_in_a_json_job_and_the_api() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Offline, a recipe's model that is in no cache (issue 31): one line naming the recipe that
+/// names it and the preset to give as MODEL instead; with that MODEL the same recipe runs.
+#[test]
+fn offline_recipe_model_names_the_file_and_a_preset() {
+    let dir = std::env::temp_dir().join(format!("vramscope-from-offline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recipe = dir.join("hermes.yml");
+    std::fs::write(
+        &recipe,
+        "base_model: NoSuchOrg/Hermes-3-Llama-3.1-8B\nadapter: lora\nlora_r: 16\n\
+         micro_batch_size: 2\nsequence_len: 2048\n",
+    )
+    .unwrap();
+    let r = recipe.to_str().unwrap();
+    let out = vramscope()
+        .env("HF_HOME", &dir)
+        .env("HF_HUB_CACHE", dir.join("hub"))
+        .env("XDG_CACHE_HOME", &dir)
+        .args(["estimate", "--from", r])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{r} (axolotl recipe) names the model: NoSuchOrg/Hermes-3-Llama-3.1-8B"
+        )) && err.contains(&format!("`vramscope estimate llama-3.1-8b --from {r}`")),
+        "{err}"
+    );
+    let rep = report(&["estimate", "llama-3.1-8b", "--from", r, "--json"]);
+    assert_eq!(rep["job"]["peft"]["rank"], json!(16)); // lora_r: 16
+}

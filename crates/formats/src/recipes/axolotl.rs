@@ -98,8 +98,8 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     checkpointing(doc, r)?;
     attention(doc, r)?;
     weights_and_peft(doc, r)?;
-    if bool_of(doc, "torch_compile")? == Some(true) {
-        r.technique("torch_compile", "compile", json!(true));
+    if let Some(c) = bool_of(doc, "torch_compile")? {
+        r.technique("torch_compile", "compile", json!(c));
     }
     if bool_of(doc, "liger_fused_linear_cross_entropy")? == Some(true)
         || bool_of(doc, "cut_cross_entropy")? == Some(true)

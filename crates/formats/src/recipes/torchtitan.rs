@@ -49,8 +49,8 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         checkpointing(&a, r)?;
     }
     if let Some(c) = doc.section("compile") {
-        if bool_of(&c, "enable")? == Some(true) {
-            r.technique("compile.enable", "compile", json!(true));
+        if let Some(e) = bool_of(&c, "enable")? {
+            r.technique("compile.enable", "compile", json!(e));
         }
         c.skip(&["components", "backend"]);
     }
@@ -207,8 +207,8 @@ fn training(t: &Doc, r: &mut Reading, fsdp: bool) -> Result<(), String> {
     if let Some(s) = count_of(t, "seq_len")? {
         r.set("seq", json!(s), "training.seq_len");
     }
-    if bool_of(t, "compile")? == Some(true) {
-        r.technique("training.compile", "compile", json!(true));
+    if let Some(c) = bool_of(t, "compile")? {
+        r.technique("training.compile", "compile", json!(c));
     }
     if let (Some(g), Some(b)) = (
         count_of(t, "global_batch_size")?,

@@ -94,24 +94,23 @@ fn switches(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             "enable_activation_checkpointing",
         );
     }
-    if bool_of(doc, "enable_activation_offloading")? == Some(true) {
-        r.technique(
-            "enable_activation_offloading",
-            "activation_offload",
-            json!("cpu"),
-        );
+    // A switch the recipe states, on or off, sets the job's field: `False` is the recipe's
+    // word as much as `True` (a later file or flag may still override it).
+    if let Some(o) = bool_of(doc, "enable_activation_offloading")? {
+        let v = json!(if o { "cpu" } else { "none" });
+        r.technique("enable_activation_offloading", "activation_offload", v);
     }
-    if bool_of(doc, "optimizer_in_bwd")? == Some(true) {
-        r.technique("optimizer_in_bwd", "optimizer_in_backward", json!(true));
+    if let Some(b) = bool_of(doc, "optimizer_in_bwd")? {
+        r.technique("optimizer_in_bwd", "optimizer_in_backward", json!(b));
     }
-    match doc.get("compile") {
-        Some(Value::Object(_)) | Some(Value::Bool(true)) => {
-            r.technique("compile", "compile", json!(true));
-        }
-        Some(v) if super::doc::as_bool(v) == Some(true) => {
-            r.technique("compile", "compile", json!(true))
-        }
-        _ => {}
+    // `compile: True`, or an object of per-part switches (`{model: True, loss: True}`).
+    let compile = match doc.get("compile") {
+        Some(Value::Object(_)) => Some(true),
+        Some(v) => super::doc::as_bool(v),
+        None => None,
+    };
+    if let Some(c) = compile {
+        r.technique("compile", "compile", json!(c));
     }
     Ok(())
 }

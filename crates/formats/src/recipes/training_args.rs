@@ -247,8 +247,8 @@ pub(crate) fn read_trainer(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             "gradient_checkpointing",
         );
     }
-    if bool_of(doc, "torch_compile")? == Some(true) {
-        r.technique("torch_compile", "compile", json!(true));
+    if let Some(c) = bool_of(doc, "torch_compile")? {
+        r.technique("torch_compile", "compile", json!(c));
     }
     deepspeed_ref(doc, r)?;
     fsdp(doc, r)?;

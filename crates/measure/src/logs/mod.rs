@@ -14,6 +14,7 @@ mod ollama;
 mod text;
 pub mod torch_oom;
 mod vllm;
+mod vllm_command;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -1,7 +1,8 @@
 //! vLLM start-up logs, V0 and V1 wordings (`vllm/worker/model_runner.py`, `worker.py`,
 //! `executor_base.py`, `v1/worker/gpu_model_runner.py`, `gpu_worker.py`,
-//! `v1/core/kv_cache_utils.py`, `engine/llm_engine.py`). Every figure is in GiB whatever its
-//! label: vLLM divides by 2^30 and prints `GB` in the older lines.
+//! `v1/core/kv_cache_utils.py`, `engine/llm_engine.py`), and the `vllm serve` command line above
+//! them (`vllm_command.rs`). Every figure is in GiB whatever its label: vLLM divides by 2^30 and
+//! prints `GB` in the older lines.
 
 use super::text::{count_after, decimal_after, size_after, word_after};
 use super::{put, with_nulls, LogKind, LogReport};
@@ -54,6 +55,9 @@ pub fn read(text: &str) -> LogReport {
         config_line(line, &mut r.job, &mut engine);
         failure_line(line, &mut seen, &mut engine, &mut r.warnings);
     }
+    // After the engine's own lines: `put` keeps the first value, so what the engine states it
+    // applied wins over what the command asked for.
+    super::vllm_command::read(text, &mut r.job, &mut engine);
     let c = &mut r.per_gpu.components;
     c.parameters = seen.weights;
     c.cuda_context = seen.non_torch;
@@ -100,6 +104,10 @@ fn memory_line(line: &str, s: &mut Seen) {
         gib("the rest of the memory reserved for KV Cache is"),
     );
     keep_max(&mut s.kv_pool, gib("available_kv_cache_memory"));
+    // V0 (v0.6.3–0.6.4) `determine_num_available_blocks`: "Memory profiling results: ...
+    // non_torch_memory=0.43GiB kv_cache_size=54.44GiB gpu_memory_utilization=0.90", the
+    // `available_kv_cache_memory` the blocks are cut from.
+    keep_max(&mut s.kv_pool, gib("kv_cache_size"));
     keep_max(&mut s.kv_pool, gib("Available KV cache memory:"));
     keep_max(&mut s.capacity, gib("total_gpu_memory"));
 }
@@ -176,7 +184,7 @@ fn config_line(line: &str, job: &mut Map<String, Value>, e: &mut Map<String, Val
 
 /// `org/name` from a Hugging Face cache path (`.../models--org--name/snapshots/<sha>`), else
 /// the name as given.
-fn model_name(m: &str) -> String {
+pub(super) fn model_name(m: &str) -> String {
     m.split('/')
         .find_map(|part| part.strip_prefix("models--"))
         .map(|s| s.replacen("--", "/", 1))

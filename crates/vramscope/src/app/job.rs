@@ -40,7 +40,8 @@ pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
         *adapter.borrow_mut() = r.peft;
         Ok(r.model)
     };
-    let loaded = load_job_model_with(model, opts.read, &by_name)?;
+    let loaded = load_job_model_with(model, opts.read, &by_name)
+        .map_err(|e| named_by_a_config(e, model, &job.notes))?;
     let max_seq = loaded.spec.as_ref().and_then(|s| s.max_position_embeddings);
     let resolved: ResolvedJob = match adapter.into_inner() {
         Some(peft) if job.peft.as_ref().is_none_or(serde_json::Value::is_null) => {
@@ -104,6 +105,54 @@ pub fn estimate_job(job: &Job) -> Result<Report, AppError> {
     prepare(job)?.report()
 }
 
+/// A MODEL that could not be loaded, when a `--from` config named it (the job's notes say
+/// `from FILE (kind): model NAME, ...`): the error names that file, and how to run the job on a
+/// preset instead — the preset whose id the name contains when there is one
+/// (`NousResearch/Hermes-3-Llama-3.1-8B` → `llama-3.1-8b`), since a fine-tune or an Instruct
+/// variant has its base's shapes. Other errors are returned as they are.
+fn named_by_a_config(e: FormatError, model: &serde_json::Value, notes: &[String]) -> AppError {
+    let err = AppError::from(e);
+    let Some(name) = model.as_str() else {
+        return err;
+    };
+    let said = format!("model {name}");
+    let Some(origin) = notes
+        .iter()
+        .find(|n| n.starts_with("from ") && n.contains(&format!(": {said}")))
+        .and_then(|n| n.split(": ").next())
+    else {
+        return err;
+    };
+    let file = origin.trim_start_matches("from ");
+    let preset = preset_within(name);
+    let example = preset.unwrap_or("llama-3.1-8b");
+    AppError {
+        message: format!(
+            "{file} names the model: {}; to run the job on a preset instead, give it as \
+             MODEL: `vramscope estimate {example} --from {}`{} (`vramscope models` lists them)",
+            err.message,
+            file.split(" (").next().unwrap_or(file),
+            if preset.is_some() {
+                ", a preset its name contains"
+            } else {
+                ""
+            },
+        ),
+        ..err
+    }
+}
+
+/// The longest preset id that the repository name (without the organisation) contains,
+/// ignoring case.
+fn preset_within(name: &str) -> Option<&'static str> {
+    let repo = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
+    vramscope_formats::presets::all()
+        .iter()
+        .map(|p| p.id)
+        .filter(|id| repo.contains(id))
+        .max_by_key(|id| id.len())
+}
+
 /// Lays a GPU count over a job as `--gpus N` does: `parallel.gpus` set, and a `dp` the job
 /// gave dropped so it is derived again rather than reported as a conflict.
 pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
@@ -158,6 +207,48 @@ mod tests {
             e.message.starts_with("parallel:") && e.exit_code == 2,
             "{e}"
         );
+    }
+
+    /// A model a `--from` config named that cannot be loaded (offline, not cached): the error
+    /// names the file and suggests the preset the name contains.
+    #[test]
+    fn a_configs_model_that_cannot_load_names_the_file_and_a_preset() {
+        let job = Job {
+            model: Some(json!("NoSuchOrg/Hermes-3-Llama-3.1-8B")),
+            notes: vec![
+                "from ax.yml (axolotl recipe): model NoSuchOrg/Hermes-3-Llama-3.1-8B, \
+                         seq 2048"
+                    .into(),
+            ],
+            ..Job::default()
+        };
+        let e = named_by_a_config(
+            FormatError::Unreachable("NoSuchOrg/Hermes-3-Llama-3.1-8B: not found".into()),
+            job.model.as_ref().unwrap(),
+            &job.notes,
+        );
+        assert_eq!(e.exit_code, 2);
+        assert!(e.message.starts_with(
+                "ax.yml (axolotl recipe) names the model: NoSuchOrg/Hermes-3-Llama-3.1-8B: not found;"
+            ), "{}", e.message);
+        assert!(
+            e.message
+                .contains("`vramscope estimate llama-3.1-8b --from ax.yml`, a preset"),
+            "{}",
+            e.message
+        );
+        // Not named by a config: the error as it was.
+        let plain = named_by_a_config(
+            FormatError::Unreachable("x: not found".into()),
+            &json!("x"),
+            &[],
+        );
+        assert_eq!(plain.message, "x: not found");
+        assert_eq!(
+            preset_within("meta-llama/Llama-3.1-70B-Instruct"),
+            Some("llama-3.1-70b")
+        );
+        assert_eq!(preset_within("org/unrelated"), None);
     }
 
     /// A job without a model is refused before anything is read, naming the field.

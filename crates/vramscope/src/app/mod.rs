@@ -28,6 +28,8 @@ pub use error::AppError;
 pub use estimate::{estimate, picture, verdict, EstimateInput, PictureInput};
 pub use fit::{fit, fit_calibrated, CalibratedFitInput, FitInput, FitWithAdvice};
 pub use inspect::{inspect, InspectInput, InspectReport};
-pub use json::{analyze_bytes_json, call_json, compare_bytes_json, to_json, COMMANDS};
+pub use json::{
+    analyze_bytes_json, call_json, compare_bytes_json, job_with_keywords_json, to_json, COMMANDS,
+};
 pub use plan::{plan, PlanInput};
 pub use validate::{validate, ValidateInput, Validation};

@@ -1,24 +1,43 @@
-//! `vramscope compare --job JOB FILE`: the estimate and a measurement side by side, per
+//! `vramscope compare [MODEL] [FLAGS] FILE`: the estimate and a measurement side by side, per
 //! category, with the difference in peak allocated bytes explained as far as the record allows.
+//! The job is read as `estimate` reads it (MODEL, flags, `--job`, `--from`).
 
+use super::jobargs::{JobArgs, JobError};
 use super::CmdResult;
 use crate::app::Comparison;
 use crate::output::{paint, print, print_json, warning_line, BOLD, HEADER};
 use crate::units::bytes;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub fn run(job_path: &Path, file: &Path, json: bool) -> CmdResult {
-    let job = super::jobargs::read_job_file(job_path)?;
+pub fn run(mut args: JobArgs, file: Option<PathBuf>, json: bool) -> CmdResult {
+    let file = measurement(&mut args, file)?;
     let cmp = crate::app::compare(&crate::app::CompareInput {
-        job,
-        path: file.to_path_buf(),
+        job: args.to_job()?,
+        path: file.clone(),
     })?;
     if json {
         print_json(&cmp)?;
     } else {
-        print(&render(&cmp, file))?;
+        print(&render(&cmp, &file))?;
     }
     Ok(0)
+}
+
+/// The measurement is the last positional: `compare MODEL FILE`, or `compare --job J FILE` (the
+/// one positional clap gives to MODEL is then the file).
+fn measurement(args: &mut JobArgs, file: Option<PathBuf>) -> Result<PathBuf, JobError> {
+    match (file, args.model.take()) {
+        (Some(f), model) => {
+            args.model = model;
+            Ok(f)
+        }
+        (None, Some(only)) => Ok(PathBuf::from(only)),
+        (None, None) => Err(JobError(
+            "compare: FILE is required: the measurement (a snapshot, profiler timeline or \
+             engine log), after the job (MODEL and flags, or --job FILE)"
+                .into(),
+        )),
+    }
 }
 
 fn signed(v: i64) -> String {

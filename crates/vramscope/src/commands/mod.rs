@@ -12,6 +12,7 @@ mod inspect;
 mod inspect_pipeline;
 mod inspect_vision;
 pub mod jobargs;
+pub mod keywords;
 mod logview;
 mod plan;
 pub mod rlargs;
@@ -82,11 +83,12 @@ pub fn run(cli: Cli) -> CmdResult {
             file,
             json,
             tolerance_only,
-        } => validate::run(&file, json, tolerance_only),
+            report_only,
+        } => validate::run(&file, json, tolerance_only, report_only),
         Command::Models { json } => catalog::models(json),
         Command::Gpus { json } => catalog::gpus(json),
         Command::Analyze { file, json } => analyze::run(&file, json),
-        Command::Compare { job, file, json } => compare::run(&job, &file, json),
+        Command::Compare { job, file, json } => compare::run(*job, file, json),
         Command::Watch {
             pid,
             interval,

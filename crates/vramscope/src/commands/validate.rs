@@ -13,7 +13,9 @@ const FAIL: Style = Style::new()
     .bold()
     .fg_color(Some(Color::Ansi(AnsiColor::Red)));
 
-pub fn run(file: &Path, json: bool, tolerance_only: bool) -> CmdResult {
+/// Exit 1 when a case is outside its tolerance or did not run (unless `report_only`), 0 when
+/// every case passed; 2 when the file cannot be read.
+pub fn run(file: &Path, json: bool, tolerance_only: bool, report_only: bool) -> CmdResult {
     let v = crate::app::validate(&crate::app::ValidateInput {
         cases: file.to_path_buf(),
     })?;
@@ -28,7 +30,8 @@ pub fn run(file: &Path, json: bool, tolerance_only: bool) -> CmdResult {
         out.push_str(&summary_lines(&v.summary));
         print(&out)?;
     }
-    Ok(0)
+    let failed = v.summary.failed + v.summary.errored > 0;
+    Ok(if failed && !report_only { 1 } else { 0 })
 }
 
 /// One row per case (only those outside their tolerance with `tolerance_only`).

@@ -116,6 +116,12 @@ pub struct JobArgs {
         help_heading = "Job"
     )]
     pub reserve: Option<String>,
+    /// GiB of host RAM the job may use, e.g. `64`, or `auto` for this machine's available
+    /// memory (`MemAvailable` in /proc/meminfo): advice that needs more (CPU offload, paged
+    /// states, llama.cpp layers on the CPU) is not offered. Not read from this machine unless
+    /// asked, since the job may run elsewhere. [default: unknown]
+    #[arg(long, value_name = "GIB", help_heading = "Job")]
+    pub host_ram: Option<String>,
     /// PyTorch's caching-allocator settings in `PYTORCH_CUDA_ALLOC_CONF`'s own syntax, e.g.
     /// `expandable_segments:True` or `max_split_size_mb:512,garbage_collection_threshold:0.8`:
     /// the step is simulated through the allocator with them (reserved, nvidia-smi, the fit).
@@ -339,6 +345,34 @@ fn reserve_gib(s: &str) -> Result<Value, JobError> {
     }
 }
 
+/// `--host-ram GIB|auto` as the job's `host_ram` in bytes: GiB × 2³⁰ rounded to the byte, or
+/// this machine's `MemAvailable` (/proc/meminfo, kB = KiB) for `auto`.
+fn host_ram_gib(s: &str) -> Result<Value, JobError> {
+    if s.trim().eq_ignore_ascii_case("auto") {
+        let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| {
+            JobError(format!(
+                "host_ram: --host-ram auto reads /proc/meminfo ({e}); give GiB instead"
+            ))
+        })?;
+        return mem_available(&text).map(Value::from).ok_or_else(|| {
+            JobError("host_ram: /proc/meminfo has no MemAvailable line; give GiB instead".into())
+        });
+    }
+    match s.trim().parse::<f64>() {
+        Ok(g) if g.is_finite() && g >= 0.0 => Ok(Value::from((g * (1u64 << 30) as f64).round())),
+        _ => Err(JobError(format!(
+            "host_ram: --host-ram takes GiB as a non-negative number or `auto` (got '{s}')"
+        ))),
+    }
+}
+
+/// Bytes of `MemAvailable` in /proc/meminfo's text (the kernel writes kB meaning KiB).
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// `--images NxWxH` as the job's `images` object (the job checks the numbers).
 fn images(s: &str) -> Result<Value, JobError> {
     let nums: Vec<Option<u64>> = s.split(['x', 'X']).map(|p| p.trim().parse().ok()).collect();
@@ -526,6 +560,9 @@ impl JobArgs {
         if let Some(r) = &self.reserve {
             job.reserve = Some(reserve_gib(r)?);
         }
+        if let Some(h) = &self.host_ram {
+            job.host_ram = Some(host_ram_gib(h)?);
+        }
         if let Some(c) = &self.alloc_conf {
             job.allocator = Some(Value::String(c.clone()));
         }
@@ -669,6 +706,13 @@ mod tests {
     /// 1,610,612,736 bytes.
     #[test]
     fn reserve_flag_is_gib() {
+        // 64 GiB = 64 · 2^30 = 68,719,476,736 bytes; MemAvailable 1000 kB = 1,024,000 bytes.
+        assert_eq!(host_ram_gib("64").unwrap(), json!(68719476736.0));
+        assert!(host_ram_gib("-1").unwrap_err().0.starts_with("host_ram:"));
+        assert_eq!(
+            mem_available("MemTotal: 2000 kB\nMemAvailable:    1000 kB\n"),
+            Some(1_024_000)
+        );
         assert_eq!(reserve_gib("2").unwrap(), json!(2147483648.0));
         assert_eq!(reserve_gib("1.5").unwrap(), json!(1610612736.0));
         for bad in ["-1", "two", "inf", ""] {

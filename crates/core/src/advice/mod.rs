@@ -44,7 +44,7 @@ pub struct Advice {
 pub const ADVICE_COUNT: usize = 3;
 
 /// Estimates evaluated at most per search (each is a full step simulation).
-const MAX_EVALUATIONS: usize = 300;
+const MAX_EVALUATIONS: usize = 1000;
 
 /// Whether the report's job fits its GPU (`None` without a GPU or a device total).
 pub fn fits(report: &Report) -> Option<bool> {

@@ -202,12 +202,13 @@ pub struct JobArgs {
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
     pub microbatches: Option<String>,
 
-    /// LoRA with this rank (trainable adapters over frozen weights).
+    /// LoRA with this rank (trainable adapters over frozen weights). With --qlora, the later
+    /// of the two counts (so advice's `--qlora 16` can be appended to a LoRA command line).
     #[arg(
         long,
         value_name = "RANK",
         allow_negative_numbers = true,
-        conflicts_with = "qlora",
+        overrides_with = "qlora",
         help_heading = "PEFT"
     )]
     pub lora: Option<String>,
@@ -216,6 +217,7 @@ pub struct JobArgs {
         long,
         value_name = "RANK",
         allow_negative_numbers = true,
+        overrides_with = "lora",
         help_heading = "PEFT"
     )]
     pub qlora: Option<String>,

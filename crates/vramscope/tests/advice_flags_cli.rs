@@ -171,3 +171,18 @@ fn a_full_fine_tune_is_offered_the_combination_that_trains_every_weight() {
     let (_, open) = check(&args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb"]));
     assert!(open.iter().any(|e| strings(&e["flags"]) == infinity));
 }
+
+/// Serving jobs (vLLM, llama.cpp, ollama): their rows and entries are flags the CLI accepts.
+#[test]
+fn every_row_and_entry_of_serving_jobs_reruns() {
+    for a in [
+        args(&["llama-3.1-8b", "--task", "infer", "--framework", "vllm", "--gpu", "a10-24gb"]),
+        args(&[
+            "llama-3.1-8b", "--task", "infer", "--framework", "llama.cpp", "--gpu", "rtx4090-24gb",
+            "--batch", "4", "--seq", "8192",
+        ]),
+        args(&["llama-3.1-8b", "--task", "infer", "--framework", "ollama", "--gpu", "t4-16gb"]),
+    ] {
+        check(&a);
+    }
+}

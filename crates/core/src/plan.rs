@@ -487,9 +487,9 @@ fn screen_activations(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSp
         };
         megatron_layer_bytes(spec, &job).unwrap_or(u64::MAX / 4) / cp
     } else {
-        // Autocast numerics where fp32 weights stay (PyTorch, FSDP); 16-bit weights under
-        // DeepSpeed's mixed precision.
-        let ni = usize::from(!(base.precision.is_mixed() && l.framework == "fsdp"));
+        // Autocast numerics where fp32 weights stay (plain PyTorch); 16-bit weights under
+        // DeepSpeed's and FSDP's mixed precision (`estimate::activations::forward_numerics`).
+        let ni = usize::from(!(base.precision.is_mixed() && l.framework == "pytorch"));
         c.act[ni][ck] * b / (tp * cp)
     };
     per_layer
@@ -504,11 +504,18 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     let w = StateWidths::of(l, base);
     let st = screen_states(c, l, base, &w);
     let (mut states, mut master, mut params_gpu) = (st.states, st.master, st.params);
+    let mut grads = st.grads;
     let mut host = 0;
     if l.offload != "none" {
         host = states + master;
         states = 0;
         master = 0;
+        // DeepSpeed's offload moves the gradients to the host in fp32 as they are reduced
+        // (`estimate::states::gradients_to_host`).
+        if l.framework == "deepspeed" {
+            host += grads / w.grad.max(1) * 4;
+            grads = 0;
+        }
         if l.offload == "optimizer+params" {
             host += st.params;
             params_gpu = 0;
@@ -537,7 +544,7 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
         0
     };
     let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
-    let step = params_gpu + st.grads + states + master + scratch + buffers;
+    let step = params_gpu + grads + states + master + scratch + buffers;
     let allocated = fwd_bwd.max(step);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
     (allocated + allocated / 50 + ctx, host)

@@ -879,6 +879,28 @@ fn shard_states(
     }
 }
 
+/// DeepSpeed with `offload_optimizer`: the gradients go to the host as they are reduced, in
+/// fp32 (the CPU optimizer steps them there). ZeRO-1/2 (`deepspeed/runtime/zero/
+/// stage_1_and_2.py`, `async_inplace_copy_grad_to_fp32_buffer_from_gpu`): each reduced
+/// gradient is copied into its partition of `single_partition_of_fp32_groups[i].grad`, an
+/// fp32 CPU tensor, and `param.grad = None` frees it; the GPU keeps the IPG reduce bucket
+/// (already among the communication buffers) and `temp_grad_buffer_for_gpu_offload`, one
+/// tensor of the largest parameter's size made at init. ZeRO-3 (`stage3.py`): the gradient
+/// partitions live in `grad_partitions_flat_buffer`, allocated on `self.device`, the CPU when
+/// the optimizer is offloaded. So no gradient is resident on the GPU, and none is carried
+/// from layer to layer: each sits in the reduce bucket until reduced.
+fn gradients_to_host(out: &mut StateBytes, zero: u64, grad_width: u64) {
+    let elements = out.resident.gradients / grad_width.max(1);
+    out.host += elements.saturating_mul(4);
+    out.resident.gradients = 0;
+    out.layer_grads.iter_mut().for_each(|g| *g = 0);
+    out.head_grad = 0;
+    out.embedding_grad = 0;
+    if zero < 3 {
+        out.comm_buffers += out.hook_step.largest_grad;
+    }
+}
+
 /// The optimizer's fp32 gradient copies (`Widths::main_grad`): made at the step, freed after
 /// it, so step scratch, and part of the gradients' maximum over the step (`model_states`).
 fn add_main_grads(out: &mut StateBytes, bytes: u64) {
@@ -942,6 +964,9 @@ fn buffers_and_offload(
         out.resident.optimizer_states = 0;
         out.resident.master_weights = 0;
         out.step_scratch = 0;
+        if job.framework == Framework::Deepspeed {
+            gradients_to_host(out, z, grad_width);
+        }
         if job.parallel.offload == crate::job::Offload::OptimizerParams {
             if z < 3 && job.framework == Framework::Deepspeed {
                 warnings.push(

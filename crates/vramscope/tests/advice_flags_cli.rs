@@ -53,8 +53,15 @@ fn with(args: &[String], flags: &[String]) -> Vec<String> {
 /// round-trips: the report's `job` read back as a job file gives the same job).
 fn what_if_rows(report: &Value) -> Vec<Value> {
     let job: vramscope_core::job::Job = serde_json::from_value(report["job"].clone()).unwrap();
-    let rows = vramscope::app::job::prepare(&job).unwrap().what_if().unwrap();
-    serde_json::to_value(rows).unwrap().as_array().unwrap().clone()
+    let rows = vramscope::app::job::prepare(&job)
+        .unwrap()
+        .what_if()
+        .unwrap();
+    serde_json::to_value(rows)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// Re-runs every row and entry of the job `args`; returns the report and its advice.
@@ -67,14 +74,23 @@ fn check(args: &[String]) -> (Value, Vec<Value>) {
     let mut seen: Vec<(Vec<String>, Value)> = Vec::new();
     for row in &rows {
         let flags = strings(&row["flags"]);
-        let key = (flags.clone(), row.get("env").cloned().unwrap_or(Value::Null));
+        let key = (
+            flags.clone(),
+            row.get("env").cloned().unwrap_or(Value::Null),
+        );
         assert!(!seen.contains(&key), "{args:?}: row {flags:?} twice");
         seen.push(key);
         let again = estimate(&with(args, &flags))
             .unwrap_or_else(|e| panic!("{args:?} + row {flags:?} refused: {e:?}"));
         let p = &again["per_gpu"];
-        assert_eq!(p["device_total"], row["device_total"], "{args:?} + {flags:?}");
-        assert_eq!(p["peak_allocated"], row["peak_allocated"], "{args:?} + {flags:?}");
+        assert_eq!(
+            p["device_total"], row["device_total"],
+            "{args:?} + {flags:?}"
+        );
+        assert_eq!(
+            p["peak_allocated"], row["peak_allocated"],
+            "{args:?} + {flags:?}"
+        );
         assert_eq!(again["fit"]["fits"], row["fits"], "{args:?} + {flags:?}");
     }
     let advice = report["advice"].as_array().cloned().unwrap_or_default();
@@ -87,7 +103,10 @@ fn check(args: &[String]) -> (Value, Vec<Value>) {
             again["per_gpu"]["device_total"], a["device_total"],
             "{args:?} + {flags:?}"
         );
-        assert_eq!(again["fit"]["headroom"], a["headroom"], "{args:?} + {flags:?}");
+        assert_eq!(
+            again["fit"]["headroom"], a["headroom"],
+            "{args:?} + {flags:?}"
+        );
     }
     (report, advice)
 }
@@ -102,8 +121,24 @@ fn every_row_and_entry_of_plain_jobs_reruns() {
     for a in [
         args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb"]),
         args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb", "--batch", "4"]),
-        args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb", "--lora", "16", "--batch", "4"]),
-        args(&["llama-3.1-8b", "--gpu", "a10-24gb", "--qlora", "16", "--seq", "8192"]),
+        args(&[
+            "llama-3.1-8b",
+            "--gpu",
+            "rtx4090-24gb",
+            "--lora",
+            "16",
+            "--batch",
+            "4",
+        ]),
+        args(&[
+            "llama-3.1-8b",
+            "--gpu",
+            "a10-24gb",
+            "--qlora",
+            "16",
+            "--seq",
+            "8192",
+        ]),
         args(&["llama-3.1-70b", "--gpu", "h100-80gb", "--gpus", "8"]),
         args(&["gpt2", "--gpu", "t4-16gb", "--batch", "32", "--seq", "1024"]),
     ] {
@@ -128,10 +163,15 @@ fn every_row_and_entry_of_the_recipes_reruns() {
         let (report, _) = check(&a);
         if report["job"]["optimizer_in_backward"] == true {
             let rows = what_if_rows(&report);
-            for row in rows.iter().chain(report["advice"].as_array().into_iter().flatten()) {
+            for row in rows
+                .iter()
+                .chain(report["advice"].as_array().into_iter().flatten())
+            {
                 let flags = strings(&row["flags"]);
                 assert!(
-                    !flags.iter().any(|f| f == "--grad-accum" || f == "deepspeed"),
+                    !flags
+                        .iter()
+                        .any(|f| f == "--grad-accum" || f == "deepspeed"),
                     "{rel}: {flags:?} cannot run with the optimizer in backward"
                 );
             }
@@ -161,7 +201,14 @@ fn a_full_fine_tune_is_offered_the_combination_that_trains_every_weight() {
         advice.iter().any(|e| strings(&e["flags"]) == want),
         "{advice:#?}"
     );
-    let infinity = args(&["--framework", "deepspeed", "--zero", "3", "--offload", "optimizer+params"]);
+    let infinity = args(&[
+        "--framework",
+        "deepspeed",
+        "--zero",
+        "3",
+        "--offload",
+        "optimizer+params",
+    ]);
     for e in &advice {
         let host = e["host_bytes"].as_u64().unwrap_or(0);
         assert!(host <= 32 << 30, "{e:#?}");
@@ -176,12 +223,37 @@ fn a_full_fine_tune_is_offered_the_combination_that_trains_every_weight() {
 #[test]
 fn every_row_and_entry_of_serving_jobs_reruns() {
     for a in [
-        args(&["llama-3.1-8b", "--task", "infer", "--framework", "vllm", "--gpu", "a10-24gb"]),
         args(&[
-            "llama-3.1-8b", "--task", "infer", "--framework", "llama.cpp", "--gpu", "rtx4090-24gb",
-            "--batch", "4", "--seq", "8192",
+            "llama-3.1-8b",
+            "--task",
+            "infer",
+            "--framework",
+            "vllm",
+            "--gpu",
+            "a10-24gb",
         ]),
-        args(&["llama-3.1-8b", "--task", "infer", "--framework", "ollama", "--gpu", "t4-16gb"]),
+        args(&[
+            "llama-3.1-8b",
+            "--task",
+            "infer",
+            "--framework",
+            "llama.cpp",
+            "--gpu",
+            "rtx4090-24gb",
+            "--batch",
+            "4",
+            "--seq",
+            "8192",
+        ]),
+        args(&[
+            "llama-3.1-8b",
+            "--task",
+            "infer",
+            "--framework",
+            "ollama",
+            "--gpu",
+            "t4-16gb",
+        ]),
     ] {
         check(&a);
     }

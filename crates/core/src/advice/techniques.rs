@@ -236,6 +236,7 @@ fn adapters(method: PeftMethod) -> Peft {
             .collect(),
         adapter_dtype: crate::job::AdapterDtype::Fp32,
         dropout: crate::job::DEFAULT_LORA_DROPOUT,
+        modules_to_save: Vec::new(),
     }
 }
 

@@ -17,6 +17,8 @@
 //! - `fsdp`: parameters, gradients and states in the parameters' dtype, sharded over dp by
 //!   strategy (0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD).
 
+mod modules_to_save;
+
 use super::{optimizer, round_size, ModelInput};
 use crate::error::CoreError;
 use crate::inventory::{Component, Inventory, LayerTally, ShapeClass, ShapeTallies, Tensor};
@@ -582,13 +584,14 @@ fn inventory_states(
         Vec::new()
     };
     let adapter_shapes = add_adapters(&adapters, &r, &mut sums, &mut out)?;
+    let saved_scratch = modules_to_save::add_saved_modules(&inv.tensors, &r, &mut sums, &mut out)?;
     let shared = if sums.any_8bit {
         optimizer::BNB_QMAP_BYTES
     } else {
         0
     };
     sums.states = shared.saturating_add(sums.states);
-    let scratch = step_scratch(inv, &r, &trained, &adapter_shapes)?;
+    let scratch = step_scratch(inv, &r, &trained, &adapter_shapes)?.saturating_add(saved_scratch);
     out.step_scratch = div_ceil(scratch, ss * job.parallel.tp.max(1));
     out.trainable_params = if job.task == Task::Train {
         sums.trainable

@@ -179,9 +179,9 @@ fn every_row_and_entry_of_the_recipes_reruns() {
     }
 }
 
-/// A full fine-tune of an 8B on a 24 GB card with 32 GiB of host RAM: ZeRO-Infinity (about
-/// 105 GiB of host RAM: the fp32 master and both Adam moments, 12 B × 8.03e9 = 89.7 GiB, plus
-/// the parameters) is not offered; the combination that keeps every weight trained on the GPU
+/// A full fine-tune of an 8B on a 24 GB card with 32 GiB of host RAM: ZeRO-Infinity (134.6 GiB
+/// of host RAM: the fp32 master, both Adam moments and the fp32 gradients, 16 B × 8.03e9 =
+/// 119.7 GiB, plus the bf16 parameters, 2 B × 8.03e9 = 14.96 GiB) is not offered; the combination that keeps every weight trained on the GPU
 /// is: pure bf16 weights (2 B × 8.03e9 = 15.0 GiB), paged 8-bit AdamW, each gradient stepped
 /// in its hook, full recomputation. Its host RAM is the paged states the GPU has no room for.
 #[test]

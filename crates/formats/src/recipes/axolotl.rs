@@ -214,7 +214,7 @@ fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     // PEFT's `modules_to_save`: a trainable full copy of each named module beside the
     // adapters (axolotl passes the list to `LoraConfig`, `axolotl/loaders/adapter.py`).
     if let Some(m) = names_of(doc, "lora_modules_to_save")?.filter(|m| !m.is_empty()) {
-        r.note(&format!(
+        r.note(format!(
             "lora_modules_to_save {}: trained in full beside the adapters (peft.modules_to_save)",
             m.join(",")
         ));

@@ -122,6 +122,10 @@ struct PeftCoeffs {
     /// Adapter elements in all blocks and outside them.
     adapters_blocks: u64,
     adapters_other: u64,
+    /// Bytes of the trainable copies of `peft.modules_to_save`, in the base's width (their
+    /// gradients alike; `estimate::states::modules_to_save`), and their elements.
+    saved_bytes: u64,
+    saved_elements: u64,
 }
 
 /// Optimizer-state bytes per trainable element of `width` bytes (`estimate::optimizer`: two
@@ -163,8 +167,14 @@ fn peft_coeffs(
         frozen_head: 0,
         adapters_blocks: 0,
         adapters_other: 0,
+        saved_bytes: 0,
+        saved_elements: 0,
     };
     for t in &inv.tensors {
+        if states::saved_module(t, &p.modules_to_save) {
+            c.saved_bytes += t.elements() * width;
+            c.saved_elements += t.elements();
+        }
         let b = states::stored_bytes(&weights, &qctx, t, width)?;
         match (t.layer, t.component) {
             (Some(_), _) => c.frozen_blocks += b,
@@ -447,12 +457,15 @@ fn screen_states(c: &Coeffs, l: &Layout, base: &ResolvedJob, w: &StateWidths) ->
             let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
             let aw = base.peft.as_ref().map_or(4, |p| p.adapter_dtype.bytes());
             let s = state_bytes_per_element(base.optimizer, aw);
+            // The saved modules' copies (embeddings, head) sit on the first stage when whole.
+            let (sb, se) = (pc.saved_bytes / tp, pc.saved_elements / tp);
+            let sw = if se > 0 { sb / se } else { 0 };
             ScreenStates {
-                params: (frozen + aw * a) / sp,
-                grads: aw * a / sg,
-                states: a * s / ss,
+                params: (frozen + aw * a + sb) / sp,
+                grads: (aw * a + sb) / sg,
+                states: (a * s + se * state_bytes_per_element(base.optimizer, sw)) / ss,
                 master: 0,
-                trainable: a,
+                trainable: a + se,
             }
         }
     }

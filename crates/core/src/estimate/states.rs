@@ -22,6 +22,7 @@ mod modules_to_save;
 
 use buffers::buffers_and_offload;
 pub use buffers::{DS_PREFETCH_BUCKET, DS_REDUCE_BUCKET};
+pub use modules_to_save::named as saved_module;
 
 use super::{optimizer, round_size, ModelInput};
 use crate::error::CoreError;

@@ -13,7 +13,7 @@ use crate::inventory::{Component, Tensor};
 
 /// Whether a tensor belongs to one of the named modules, by PEFT's rule for module names: the
 /// whole name or its last dotted parts (`embed_tokens` matches `model.embed_tokens`).
-fn named(t: &Tensor, names: &[String]) -> bool {
+pub fn named(t: &Tensor, names: &[String]) -> bool {
     let module = t
         .name
         .strip_suffix(".weight")

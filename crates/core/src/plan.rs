@@ -459,7 +459,7 @@ fn screen_states(c: &Coeffs, l: &Layout, base: &ResolvedJob, w: &StateWidths) ->
             let s = state_bytes_per_element(base.optimizer, aw);
             // The saved modules' copies (embeddings, head) sit on the first stage when whole.
             let (sb, se) = (pc.saved_bytes / tp, pc.saved_elements / tp);
-            let sw = if se > 0 { sb / se } else { 0 };
+            let sw = sb.checked_div(se).unwrap_or(0);
             ScreenStates {
                 params: (frozen + aw * a + sb) / sp,
                 grads: (aw * a + sb) / sg,

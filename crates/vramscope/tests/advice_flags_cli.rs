@@ -115,7 +115,7 @@ fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
 
-/// Plain jobs: full fine-tunes (one GPU, eight), LoRA, QLoRA.
+/// Plain jobs: full fine-tunes (one GPU, eight), LoRA (also with saved modules), QLoRA.
 #[test]
 fn every_row_and_entry_of_plain_jobs_reruns() {
     for a in [
@@ -138,6 +138,17 @@ fn every_row_and_entry_of_plain_jobs_reruns() {
             "16",
             "--seq",
             "8192",
+        ]),
+        args(&[
+            "llama-3-8b",
+            "--gpu",
+            "rtx4090-24gb",
+            "--lora",
+            "16",
+            "--batch",
+            "4",
+            "--lora-modules-to-save",
+            "embed_tokens,lm_head",
         ]),
         args(&["llama-3.1-70b", "--gpu", "h100-80gb", "--gpus", "8"]),
         args(&["gpt2", "--gpu", "t4-16gb", "--batch", "32", "--seq", "1024"]),

@@ -237,6 +237,15 @@ pub struct JobArgs {
         help_heading = "PEFT"
     )]
     pub lora_targets: Option<Vec<String>>,
+    /// Comma-separated modules trained in full beside the adapters (PEFT `modules_to_save`,
+    /// axolotl `lora_modules_to_save`), e.g. `embed_tokens,lm_head`. [default: none]
+    #[arg(
+        long,
+        value_name = "MODULES",
+        value_delimiter = ',',
+        help_heading = "PEFT"
+    )]
+    pub lora_modules_to_save: Option<Vec<String>>,
     /// Dtype of the LoRA adapters, their gradients and optimizer states: fp32 (PEFT's
     /// autocast_adapter_dtype=True), bf16 or fp16 (torchtune's adapters in the recipe's dtype;
     /// PEFT with autocast_adapter_dtype=False over a 16-bit base). [default: fp32]
@@ -644,13 +653,15 @@ impl JobArgs {
             && self.lora_targets.is_none()
             && self.lora_dtype.is_none()
             && self.lora_dropout.is_none()
+            && self.lora_modules_to_save.is_none()
         {
             return Ok(());
         }
         if job.peft.as_ref().is_none_or(Value::is_null) {
             return Err(JobError(
-                "peft: --lora-alpha, --lora-targets, --lora-dtype and --lora-dropout need \
-                 --lora RANK or --qlora RANK (or a peft object in the job file)"
+                "peft: --lora-alpha, --lora-targets, --lora-dtype, --lora-dropout and \
+                 --lora-modules-to-save need --lora RANK or --qlora RANK (or a peft object in \
+                 the job file)"
                     .into(),
             ));
         }
@@ -676,6 +687,15 @@ impl JobArgs {
                 .map(|s| Value::String(s.to_string()))
                 .collect();
             set_in(&mut job.peft, "peft", "targets", Value::Array(list))?;
+        }
+        if let Some(m) = &self.lora_modules_to_save {
+            let list = m
+                .iter()
+                .map(|s| s.trim())
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_string()))
+                .collect();
+            set_in(&mut job.peft, "peft", "modules_to_save", Value::Array(list))?;
         }
         Ok(())
     }

@@ -109,6 +109,10 @@ pub struct Job {
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Value>,
+    /// Bytes of host RAM the job may use (contract `host_ram`, CLI `--host-ram GIB`); absent or
+    /// null = unknown. Advice that needs more host RAM than this is not offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_ram: Option<Value>,
     /// `true`: each parameter's optimizer step runs in its gradient hook (torchtune
     /// `optimizer_in_bwd`). Contract field `optimizer_in_backward`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -358,6 +362,9 @@ pub struct ResolvedJob {
     pub torch_version: Option<TorchVersion>,
     /// Bytes kept free for other applications (contract `reserve`).
     pub reserve: u64,
+    /// Host RAM the job may use (contract `host_ram`); `None` = unknown. Echoed only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_ram: Option<u64>,
     /// Optimizer in backward, activation offloading, compile (echoed only when on).
     #[serde(flatten)]
     pub techniques: Techniques,
@@ -397,6 +404,15 @@ impl ResolvedJob {
     /// resolution.
     pub fn set_engine(&mut self, key: &str, v: Value) -> Result<(), CoreError> {
         self.engine.set(key, v, self.framework)
+    }
+
+    /// The checks [`Job::resolve`] makes across fields, again: a job changed after resolution
+    /// (an advice combination, a what-if row) must be one the job's own fields would give.
+    pub fn check_combination(&self) -> Result<(), CoreError> {
+        if self.techniques.optimizer_in_backward {
+            techniques::check_in_backward(self.grad_accum, self.framework.as_str())?;
+        }
+        techniques::check_reference(self.techniques.reference_model, self.task)
     }
 }
 
@@ -470,6 +486,7 @@ impl Job {
         )?;
         let optimizer_impl = resolve_optimizer_impl(self.optimizer_impl.as_deref(), optimizer)?;
         let reserve = reserve_bytes(self.reserve.as_ref())?;
+        let host_ram = fields::host_ram_bytes(self.host_ram.as_ref())?;
         let price_per_gpu_hour = price(self.price_per_gpu_hour.as_ref())?;
         let engine = EngineSettings::resolve(self.engine.as_ref(), framework)?;
         let techniques = self.resolve_techniques()?;
@@ -503,6 +520,7 @@ impl Job {
             optimizer_impl,
             torch_version: stack.torch_version,
             reserve,
+            host_ram,
             techniques,
             rl,
             price_per_gpu_hour,

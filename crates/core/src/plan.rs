@@ -122,6 +122,10 @@ struct PeftCoeffs {
     /// Adapter elements in all blocks and outside them.
     adapters_blocks: u64,
     adapters_other: u64,
+    /// Bytes of the trainable copies of `peft.modules_to_save`, in the base's width (their
+    /// gradients alike; `estimate::states::modules_to_save`), and their elements.
+    saved_bytes: u64,
+    saved_elements: u64,
 }
 
 /// Optimizer-state bytes per trainable element of `width` bytes (`estimate::optimizer`: two
@@ -163,8 +167,14 @@ fn peft_coeffs(
         frozen_head: 0,
         adapters_blocks: 0,
         adapters_other: 0,
+        saved_bytes: 0,
+        saved_elements: 0,
     };
     for t in &inv.tensors {
+        if states::saved_module(t, &p.modules_to_save) {
+            c.saved_bytes += t.elements() * width;
+            c.saved_elements += t.elements();
+        }
         let b = states::stored_bytes(&weights, &qctx, t, width)?;
         match (t.layer, t.component) {
             (Some(_), _) => c.frozen_blocks += b,
@@ -447,12 +457,15 @@ fn screen_states(c: &Coeffs, l: &Layout, base: &ResolvedJob, w: &StateWidths) ->
             let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
             let aw = base.peft.as_ref().map_or(4, |p| p.adapter_dtype.bytes());
             let s = state_bytes_per_element(base.optimizer, aw);
+            // The saved modules' copies (embeddings, head) sit on the first stage when whole.
+            let (sb, se) = (pc.saved_bytes / tp, pc.saved_elements / tp);
+            let sw = sb.checked_div(se).unwrap_or(0);
             ScreenStates {
-                params: (frozen + aw * a) / sp,
-                grads: aw * a / sg,
-                states: a * s / ss,
+                params: (frozen + aw * a + sb) / sp,
+                grads: (aw * a + sb) / sg,
+                states: (a * s + se * state_bytes_per_element(base.optimizer, sw)) / ss,
                 master: 0,
-                trainable: a,
+                trainable: a + se,
             }
         }
     }
@@ -487,9 +500,9 @@ fn screen_activations(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSp
         };
         megatron_layer_bytes(spec, &job).unwrap_or(u64::MAX / 4) / cp
     } else {
-        // Autocast numerics where fp32 weights stay (PyTorch, FSDP); 16-bit weights under
-        // DeepSpeed's mixed precision.
-        let ni = usize::from(!(base.precision.is_mixed() && l.framework == "fsdp"));
+        // Autocast numerics where fp32 weights stay (plain PyTorch); 16-bit weights under
+        // DeepSpeed's and FSDP's mixed precision (`estimate::activations::forward_numerics`).
+        let ni = usize::from(!(base.precision.is_mixed() && l.framework == "pytorch"));
         c.act[ni][ck] * b / (tp * cp)
     };
     per_layer
@@ -504,11 +517,18 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     let w = StateWidths::of(l, base);
     let st = screen_states(c, l, base, &w);
     let (mut states, mut master, mut params_gpu) = (st.states, st.master, st.params);
+    let mut grads = st.grads;
     let mut host = 0;
     if l.offload != "none" {
         host = states + master;
         states = 0;
         master = 0;
+        // DeepSpeed's offload moves the gradients to the host in fp32 as they are reduced
+        // (`estimate::states::gradients_to_host`).
+        if l.framework == "deepspeed" {
+            host += grads / w.grad.max(1) * 4;
+            grads = 0;
+        }
         if l.offload == "optimizer+params" {
             host += st.params;
             params_gpu = 0;
@@ -537,7 +557,7 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
         0
     };
     let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
-    let step = params_gpu + st.grads + states + master + scratch + buffers;
+    let step = params_gpu + grads + states + master + scratch + buffers;
     let allocated = fwd_bwd.max(step);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
     (allocated + allocated / 50 + ctx, host)

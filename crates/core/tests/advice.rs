@@ -91,8 +91,14 @@ fn first_advice_fits_and_nothing_cheaper_does() {
             let r = estimate(&model, &changed).unwrap();
             assert!(fits(&r), "{job}: advice {:?} does not fit", a.flags);
             assert_eq!(r.per_gpu.device_total, Some(a.device_total), "{job}");
+            // Paged optimizer states are in the device total but not the fit: bitsandbytes
+            // pages them to host RAM when the GPU is full.
+            let paged = r.per_gpu.paged_states.unwrap_or(0) as i64;
             let f = r.fit.unwrap();
-            assert_eq!(f.capacity as i64 - a.device_total as i64, a.headroom);
+            assert_eq!(
+                f.capacity as i64 - a.device_total as i64 + paged,
+                a.headroom
+            );
             assert!(!a.flags.is_empty() && !a.gives_up.is_empty());
         }
         let first = &list[0];

@@ -274,9 +274,10 @@ fn axolotl_lora_8bit() {
             "checkpointing": "full",
             "attention": "flash",
             "packing": true,            // sample_packing: true
-            // adapter: lora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear: true
+            // adapter: lora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear:
+            // true, lora_modules_to_save: [embed_tokens, lm_head]
             "peft": {"method": "lora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR,
-                     "dropout": 0.05},
+                     "dropout": 0.05, "modules_to_save": ["embed_tokens", "lm_head"]},
         })
     );
     assert!(has_note(&r, "lora_modules_to_save embed_tokens,lm_head"));

@@ -45,6 +45,8 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null
   reserve 0: GiB kept free for other applications (--reserve 2), off the GPU's capacity
+  host_ram unknown: not read from this machine (the job may run on another); --host-ram 64
+         or --host-ram auto (this machine's MemAvailable) drops advice needing more
   allocator PyTorch's defaults (--alloc-conf expandable_segments:True, in the syntax of
          PYTORCH_CUDA_ALLOC_CONF: the step is replayed through the caching allocator)
 
@@ -65,6 +67,12 @@ accumulation, ZeRO/FSDP/TP over the GPUs given, offload; for inference KV dtype,
 quantization, engine settings, batch, context) are listed as the flags to add, cheapest first
 in what they give up: nothing < a little speed < much speed < a little quality < host RAM <
 quality < what is trained (LoRA, QLoRA) (the table: crates/core/src/advice/techniques.rs).
+Every entry and what-if row is a set of flags the tool accepts (no accumulation with
+--optimizer-in-backward, no DeepSpeed rows for a job that steps in backward). A full
+fine-tune's list also holds the cheapest entry that trains every weight with its states on the
+GPU (paged optimizers, --optimizer-in-backward, pure bf16, recomputation), one past the three
+when the cheapest train adapters or offload; entries needing more host RAM than --host-ram
+(offloaded states, paged states beyond the GPU's free memory) are not offered.
 
 Time (on a GPU whose speeds the catalog has): `throughput` is the modelled step (step time,
 tokens/s per GPU, MFU, its parts; task rl adds generation_s). cost_per_million_tokens uses

@@ -30,6 +30,9 @@ pub fn flags(base: &ResolvedJob, to: &ResolvedJob) -> Vec<String> {
     if base.optimizer != to.optimizer {
         push(&mut out, "--optimizer", to.optimizer.as_str());
     }
+    if !base.techniques.optimizer_in_backward && to.techniques.optimizer_in_backward {
+        out.push("--optimizer-in-backward".to_string());
+    }
     if base.peft != to.peft {
         peft_flags(&mut out, base, to);
     }

@@ -45,23 +45,35 @@ pub struct Advice {
 pub const ADVICE_COUNT: usize = 3;
 
 /// Estimates evaluated at most per search (each is a full step simulation).
-const MAX_EVALUATIONS: usize = 300;
+const MAX_EVALUATIONS: usize = 1000;
 
 /// Whether the report's job fits its GPU (`None` without a GPU or a device total).
 pub fn fits(report: &Report) -> Option<bool> {
     report.fit.as_ref().map(|f| f.fits)
 }
 
-/// Host RAM a report's job needs: offloaded model states, or llama.cpp's CPU share.
+/// Host RAM a report's job needs: offloaded model states, or llama.cpp's CPU share; plus the
+/// paged optimizer states the GPU has no room for (bitsandbytes pages them to host RAM under
+/// pressure: those beyond the fit's headroom, the fit leaving them out).
 pub fn host_bytes(report: &Report) -> Option<u64> {
-    report.per_gpu.host_bytes.or_else(|| {
+    let offloaded = report.per_gpu.host_bytes.or_else(|| {
         report
             .engine
             .as_ref()
             .and_then(|e| e.get("host_total"))
             .and_then(|v| v.as_u64())
             .filter(|b| *b > 0)
-    })
+    });
+    let room = report.fit.as_ref().map_or(0, |f| f.headroom.max(0) as u64);
+    let paged = report
+        .per_gpu
+        .paged_states
+        .unwrap_or(0)
+        .saturating_sub(room);
+    match (offloaded, paged) {
+        (o, 0) => o,
+        (o, p) => Some(o.unwrap_or(0).saturating_add(p)),
+    }
 }
 
 /// What the techniques need to know about the model and GPU.
@@ -115,7 +127,9 @@ fn vllm_longest_request(model: &ModelInput, job: &ResolvedJob) -> Option<u64> {
 }
 
 /// Applies the techniques `combo` (indices into `TECHNIQUES`, ascending) to `job`; `None` when
-/// one of them does not apply after the others.
+/// one of them does not apply after the others, or when the changed job is one the job's own
+/// checks refuse (accumulation with the optimizer in backward, DeepSpeed with it): advice and
+/// what-if rows are flags the tool accepts.
 pub fn apply(job: &ResolvedJob, ctx: &Ctx, combo: &[usize]) -> Option<ResolvedJob> {
     let mut j = job.clone();
     for &i in combo {
@@ -124,7 +138,24 @@ pub fn apply(job: &ResolvedJob, ctx: &Ctx, combo: &[usize]) -> Option<ResolvedJo
             return None;
         }
     }
+    j.check_combination().ok()?;
     Some(j)
+}
+
+/// Whether the host RAM the changed job needs fits the job's `host_ram` (unknown: it does).
+pub fn host_ram_allows(job: &ResolvedJob, host: Option<u64>) -> bool {
+    match (job.host_ram, host) {
+        (Some(have), Some(need)) => need <= have,
+        _ => true,
+    }
+}
+
+/// Whether a changed full fine-tune still trains every weight with its model states on the
+/// GPU: no adapters (LoRA, QLoRA) and no CPU offload (ZeRO-Offload/Infinity run the update on
+/// the CPU, several times the step: the what-if's time column). Paged optimizer states count
+/// as on the GPU: only what the GPU cannot hold spills to host RAM.
+fn trains_all_on_gpu(j: &ResolvedJob) -> bool {
+    j.peft.is_none() && j.parallel.offload == crate::job::Offload::None
 }
 
 /// The techniques that apply to `job` on their own, by group.
@@ -249,33 +280,44 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         .filter(|c| feasible.contains(&layout_of(c)))
         .collect();
     combos.sort_by_key(|c| (cost(c), c.len()));
-    let mut found: Vec<(Vec<usize>, Advice)> = Vec::new();
+    let full_fine_tune = job.task == crate::job::Task::Train && trains_all_on_gpu(job);
+    // (combination, trains every weight on the GPU, advice)
+    let mut found: Vec<(Vec<usize>, bool, Advice)> = Vec::new();
     let mut evaluations = 0;
     for c in combos {
-        if found.len() >= ADVICE_COUNT || evaluations >= MAX_EVALUATIONS {
+        // A full fine-tune's list also holds the cheapest entry that trains every weight on
+        // the GPU, one past the count when the cheapest few train adapters or offload.
+        let has_all = !full_fine_tune || found.iter().any(|(_, all, _)| *all);
+        let full = found.len() >= ADVICE_COUNT;
+        if (full && has_all) || evaluations >= MAX_EVALUATIONS {
             break;
         }
-        if found.iter().any(|(f, _)| dominates(&c, f)) {
+        if found.iter().any(|(f, _, _)| dominates(&c, f)) {
             continue;
         }
         let Some(j) = apply(job, &ctx, &c) else {
             continue;
         };
+        let all = full_fine_tune && trains_all_on_gpu(&j);
+        if full && !all {
+            continue;
+        }
         evaluations += 1;
         // A combination the estimator refuses (a layout or setting it cannot model) is not
         // advice; it counts as an evaluation.
         let Some(report) = evaluate(&j) else { continue };
-        if fits(&report) != Some(true) {
+        // Nor is one that does not fit, or needs more host RAM than the job has.
+        if fits(&report) != Some(true) || !host_ram_allows(job, host_bytes(&report)) {
             continue;
         }
         let advice = describe(job, &j, &c, &report);
-        found.push((c, advice));
+        found.push((c, all, advice));
     }
     if found.is_empty() {
         // A model too large for the GPU under its own engine: how it is run on one card.
         return engine_switch::advise_llamacpp(model, job);
     }
-    Ok(found.into_iter().map(|(_, a)| a).collect())
+    Ok(found.into_iter().map(|(_, _, a)| a).collect())
 }
 
 /// The advice for the changed job `to` made by `combo`, from its report.

@@ -13,7 +13,9 @@
 //! 3. much speed — full recomputation (one more forward, ~33 %): 6 points;
 //! 4. quality a little — 8-bit optimizer states, an 8-bit KV cache or 8-bit weights: 4–7;
 //! 5. host RAM and speed — offload to the CPU (ZeRO-Offload, ZeRO-Infinity, llama.cpp layers
-//!    on the CPU): 8–12;
+//!    on the CPU), optimizer states paged to host RAM under pressure (bitsandbytes' paged
+//!    optimizers): 8–12; stepping each parameter in its gradient hook (the optimizer in
+//!    backward: no gradient clipping or accumulation): 5;
 //! 6. quality more — pure 16-bit training without fp32 master weights, 4-bit weights: 9;
 //! 7. what is trained — LoRA (adapters only): 12, QLoRA (adapters over 4-bit weights): 16;
 //! 8. the job itself — fewer concurrent sequences, a shorter prompt: 5–10 (inference only).
@@ -33,6 +35,8 @@ use crate::model::ModelSpec;
 pub enum Group {
     Precision,
     Optimizer,
+    /// Where the optimizer steps: after the backward, or in each gradient's hook.
+    OptimizerStep,
     Peft,
     Checkpointing,
     MicroBatch,
@@ -122,6 +126,40 @@ fn adamw_8bit(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
     ok
 }
 
+/// bitsandbytes' paged optimizers (`bitsandbytes/optim/optimizer.py`, `is_paged`: states in
+/// `cudaMallocManaged` memory, evicted to host RAM under pressure): `param` 8 = 8-bit states
+/// (`PagedAdamW8bit`), 32 = 32-bit (`PagedAdamW`). From Adam/AdamW (and 8-bit AdamW to its
+/// paged twin).
+fn paged(j: &mut ResolvedJob, _: &Ctx, bits: u64) -> bool {
+    let from_32 = matches!(
+        j.optimizer,
+        Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused
+    );
+    let ok = train(j) && (from_32 || (bits == 8 && j.optimizer == Optimizer::AdamW8bit));
+    if ok {
+        j.optimizer = if bits == 8 {
+            Optimizer::AdamW8bitPaged
+        } else {
+            Optimizer::AdamWPaged
+        };
+    }
+    ok
+}
+
+/// The optimizer in backward (torchtune `optimizer_in_bwd`, `estimate/techniques.rs`): each
+/// gradient stepped and freed in its hook. Plain PyTorch and FSDP only, without accumulation
+/// ([`ResolvedJob::check_combination`] refuses the combination otherwise).
+fn in_backward(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
+    let ok = train(j)
+        && !j.techniques.optimizer_in_backward
+        && j.optimizer != Optimizer::None
+        && matches!(j.framework, Framework::Pytorch | Framework::Fsdp);
+    if ok {
+        j.techniques.optimizer_in_backward = true;
+    }
+    ok
+}
+
 fn flash(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
     let ok = j.attention == AttentionKernel::Eager;
     if ok {
@@ -201,6 +239,7 @@ fn adapters(method: PeftMethod) -> Peft {
             .collect(),
         adapter_dtype: crate::job::AdapterDtype::Fp32,
         dropout: crate::job::DEFAULT_LORA_DROPOUT,
+        modules_to_save: Vec::new(),
     }
 }
 
@@ -587,6 +626,12 @@ pub const TECHNIQUES: &[Technique] = &[
        "a little quality: weights stored in 8 bits"),
     t!("8-bit AdamW (bitsandbytes)", Optimizer, 7, 0, adamw_8bit,
        "a little quality: optimizer states in 8 bits (block-wise quantized)"),
+    t!("optimizer in backward", OptimizerStep, 5, 0, in_backward,
+       "gradient clipping and accumulation: each gradient is stepped and freed in its hook"),
+    t!("paged AdamW (bitsandbytes)", Optimizer, 8, 32, paged,
+       "host RAM and speed: optimizer states paged to host RAM when the GPU is full"),
+    t!("paged 8-bit AdamW (bitsandbytes)", Optimizer, 9, 8, paged,
+       "a little quality and some speed: 8-bit optimizer states, paged to host RAM when the GPU is full"),
     t!("4-bit KV cache", KvDtype, 7, 4, kv_dtype,
        "quality: KV cache stored in 4 bits"),
     t!("ZeRO-Offload: optimizer states in host RAM", Layout, 8, 1, offload,

@@ -91,12 +91,22 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
     if let Some(all) = full_fine_tune_savings(job, &ctx) {
         variants.push(("combined (full fine-tune)".into(), all));
     }
-    let mut rows = Vec::new();
+    let mut rows: Vec<WhatIf> = Vec::new();
     for (name, j) in variants {
+        // A change the job's own checks refuse (DeepSpeed with the optimizer in backward) is
+        // no row: the row's flags must be ones the tool accepts.
+        if j.check_combination().is_err() {
+            continue;
+        }
+        let flags = super::flags::flags(job, &j);
+        let env = super::flags::env(job, &j);
+        // Two techniques that make the same change (÷2 and "to 1" at micro-batch 2): one row.
+        if rows.iter().any(|r| r.flags == flags && r.env == env) {
+            continue;
+        }
         // A variant the estimator refuses (a layout it cannot model) is no row.
         let Ok(r) = estimate(model, &j) else { continue };
         let t = r.per_gpu.device_total;
-        let flags = super::flags::flags(job, &j);
         let kv_tokens = pool_tokens(&r);
         rows.push(WhatIf {
             kv_tokens,
@@ -122,7 +132,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
             time_cost: base_rate
                 .zip(rate(&r.throughput))
                 .map(|(base, row)| base / row - 1.0),
-            env: super::flags::env(job, &j),
+            env,
         });
     }
     Ok(rows)
@@ -161,8 +171,9 @@ fn rate(t: &Option<Throughput>) -> Option<f64> {
 }
 
 /// A full fine-tune with every saving that keeps all weights trained: pure 16-bit (where the
-/// GPU has bf16), 8-bit AdamW, full recomputation, flash attention, a chunked loss, micro-batch
-/// 1 with accumulation. `None` for PEFT jobs and when fewer than two savings apply.
+/// GPU has bf16), paged 8-bit AdamW, the optimizer in backward (plain PyTorch and FSDP without
+/// accumulation), full recomputation, flash attention, a chunked loss, else micro-batch 1 with
+/// accumulation. `None` for PEFT jobs and when fewer than two savings apply.
 fn full_fine_tune_savings(job: &ResolvedJob, ctx: &super::techniques::Ctx) -> Option<ResolvedJob> {
     if job.task != Task::Train || job.peft.is_some() {
         return None;
@@ -175,9 +186,18 @@ fn full_fine_tune_savings(job: &ResolvedJob, ctx: &super::techniques::Ctx) -> Op
     }
     if matches!(
         all.optimizer,
-        Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused
+        Optimizer::Adam | Optimizer::AdamW | Optimizer::AdamWFused | Optimizer::AdamW8bit
     ) {
-        all.optimizer = Optimizer::AdamW8bit;
+        all.optimizer = Optimizer::AdamW8bitPaged;
+        changes += 1;
+    }
+    // The optimizer in backward frees every gradient as it is made; it cannot accumulate, so
+    // it replaces "micro-batch 1 with accumulation" where the framework runs it.
+    let hook = matches!(all.framework, Framework::Pytorch | Framework::Fsdp)
+        && all.grad_accum == 1
+        && all.optimizer != Optimizer::None;
+    if hook && !all.techniques.optimizer_in_backward {
+        all.techniques.optimizer_in_backward = true;
         changes += 1;
     }
     if all.checkpointing != Checkpointing::Full {
@@ -192,7 +212,7 @@ fn full_fine_tune_savings(job: &ResolvedJob, ctx: &super::techniques::Ctx) -> Op
         all.loss = crate::job::LossKernel::Chunked;
         changes += 1;
     }
-    if all.batch > 1 {
+    if all.batch > 1 && !all.techniques.optimizer_in_backward {
         all.grad_accum *= all.batch;
         all.batch = 1;
         changes += 1;

@@ -186,13 +186,21 @@ fn runs_lt_gemm(spec: &ModelSpec) -> bool {
 }
 
 /// The widths the forward runs at. DeepSpeed and Megatron keep 16-bit parameters with an fp32
-/// master copy: the forward runs on 16-bit weights without autocast. PEFT keeps the frozen
+/// master copy: the forward runs on 16-bit weights without autocast. FSDP's mixed precision
+/// (`torch/distributed/fsdp/api.py` `MixedPrecision(param_dtype=bf16)`, what accelerate sets
+/// for `mixed_precision: bf16`) keeps the fp32 shard and casts it to 16 bits once per
+/// all-gather (`_flat_param.py` `_use_low_precision_shard`), so the forward runs on 16-bit
+/// weights: autocast, where it also runs, caches only casts of fp32 leaf tensors
+/// (`aten/src/ATen/autocast_mode.cpp` `cached_cast`), so it keeps no weight copies. PEFT keeps the frozen
 /// base in 16 bit (loaded with a 16-bit dtype); autocast then casts only fp32 inputs (the
 /// adapters run in fp32).
 fn forward_numerics(job: &ResolvedJob) -> Numerics {
     let mut num = numerics(job.precision);
     if job.precision.is_mixed()
-        && matches!(job.framework, Framework::Deepspeed | Framework::Megatron)
+        && matches!(
+            job.framework,
+            Framework::Deepspeed | Framework::Megatron | Framework::Fsdp
+        )
     {
         num = Numerics {
             param: 2,

@@ -17,6 +17,13 @@
 //! - `fsdp`: parameters, gradients and states in the parameters' dtype, sharded over dp by
 //!   strategy (0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD).
 
+mod buffers;
+mod modules_to_save;
+
+use buffers::buffers_and_offload;
+pub use buffers::{DS_PREFETCH_BUCKET, DS_REDUCE_BUCKET};
+pub use modules_to_save::named as saved_module;
+
 use super::{optimizer, round_size, ModelInput};
 use crate::error::CoreError;
 use crate::inventory::{Component, Inventory, LayerTally, ShapeClass, ShapeTallies, Tensor};
@@ -582,13 +589,14 @@ fn inventory_states(
         Vec::new()
     };
     let adapter_shapes = add_adapters(&adapters, &r, &mut sums, &mut out)?;
+    let saved_scratch = modules_to_save::add_saved_modules(&inv.tensors, &r, &mut sums, &mut out)?;
     let shared = if sums.any_8bit {
         optimizer::BNB_QMAP_BYTES
     } else {
         0
     };
     sums.states = shared.saturating_add(sums.states);
-    let scratch = step_scratch(inv, &r, &trained, &adapter_shapes)?;
+    let scratch = step_scratch(inv, &r, &trained, &adapter_shapes)?.saturating_add(saved_scratch);
     out.step_scratch = div_ceil(scratch, ss * job.parallel.tp.max(1));
     out.trainable_params = if job.task == Task::Train {
         sums.trainable
@@ -884,73 +892,4 @@ fn shard_states(
 fn add_main_grads(out: &mut StateBytes, bytes: u64) {
     out.step_scratch = out.step_scratch.saturating_add(bytes);
     out.max.gradients = out.max.gradients.saturating_add(bytes);
-}
-
-/// DeepSpeed's defaults (`deepspeed/runtime/zero/config.py`): `reduce_bucket_size` 5e8 and
-/// `stage3_prefetch_bucket_size` 5e7 elements.
-pub const DS_REDUCE_BUCKET: u64 = 500_000_000;
-pub const DS_PREFETCH_BUCKET: u64 = 50_000_000;
-
-/// Communication buffers and CPU offload, per framework:
-/// - DDP (`pytorch`, dp > 1): the reducer's buckets hold a copy of every gradient unless
-///   `gradient_as_bucket_view=True` (torch `DistributedDataParallel` docs: "the saved memory
-///   size will be equal to the total gradients size").
-/// - DeepSpeed ZeRO-1/2: one reduce bucket of 5e8 gradient elements; ZeRO-3 also the 5e7-element
-///   prefetch bucket and the largest block gathered whole.
-/// - FSDP: FULL_SHARD gathers one unit (a block) and prefetches the next, and reduce-scatters
-///   one unit's unsharded gradients; SHARD_GRAD_OP keeps the parameters unsharded through the
-///   forward and backward.
-/// - Offload (DeepSpeed ZeRO-Offload / ZeRO-Infinity, FSDP `CPUOffload`): optimizer states and
-///   the fp32 master move to host RAM (and the parameters with `optimizer+params`).
-fn buffers_and_offload(
-    out: &mut StateBytes,
-    job: &ResolvedJob,
-    largest_block: u64,
-    param_width: u64,
-    grad_width: u64,
-    warnings: &mut Vec<String>,
-) {
-    let dp = job.parallel.dp.max(1);
-    let z = job.parallel.zero;
-    let train = job.task == Task::Train;
-    if !train {
-        return;
-    }
-    let compute = 2u64.min(param_width);
-    out.comm_buffers = match job.framework {
-        Framework::Pytorch if dp > 1 => out.resident.gradients,
-        Framework::Deepspeed if dp > 1 || z > 0 => {
-            let reduce = DS_REDUCE_BUCKET * grad_width;
-            if z >= 3 {
-                reduce + DS_PREFETCH_BUCKET * param_width + largest_block * param_width
-            } else {
-                reduce
-            }
-        }
-        Framework::Fsdp if z >= 3 => 2 * largest_block * compute + largest_block * grad_width,
-        _ => 0,
-    };
-    if job.parallel.offload != crate::job::Offload::None {
-        if !matches!(job.framework, Framework::Deepspeed | Framework::Fsdp) {
-            warnings.push(format!(
-                "parallel.offload has no effect with framework {}: use deepspeed or fsdp",
-                job.framework.as_str()
-            ));
-            return;
-        }
-        out.host += out.resident.optimizer_states + out.resident.master_weights;
-        out.resident.optimizer_states = 0;
-        out.resident.master_weights = 0;
-        out.step_scratch = 0;
-        if job.parallel.offload == crate::job::Offload::OptimizerParams {
-            if z < 3 && job.framework == Framework::Deepspeed {
-                warnings.push(
-                    "parameter offload needs ZeRO stage 3; parameters stay on the GPU".into(),
-                );
-            } else {
-                out.host += out.resident.parameters;
-                out.resident.parameters = 0;
-            }
-        }
-    }
 }

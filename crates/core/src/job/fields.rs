@@ -7,6 +7,26 @@ use serde_json::Value;
 /// No GPU or unified-memory machine has a pebibyte: a larger reserve is a typo.
 const MAX_RESERVE: f64 = (1u64 << 50) as f64;
 
+/// The job's `host_ram`: bytes as a non-negative JSON number or numeric string (rounded to the
+/// byte); absent or null = unknown (`None`).
+pub(super) fn host_ram_bytes(v: Option<&Value>) -> Result<Option<u64>, CoreError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let f = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match f {
+        Some(f) if f.is_finite() && (0.0..=MAX_RESERVE).contains(&f) => Ok(Some(f.round() as u64)),
+        _ => Err(CoreError::field(
+            "host_ram",
+            format!("must be a non-negative number of bytes below 1 PiB (got {v})"),
+        )),
+    }
+}
+
 /// The job's `reserve`: bytes as a non-negative JSON number, integer or float (rounded to the
 /// byte), or a numeric string; absent or null = 0.
 pub(super) fn reserve_bytes(v: Option<&Value>) -> Result<u64, CoreError> {

@@ -20,6 +20,11 @@ pub struct Peft {
     /// from the report's echo when it is the default, [`DEFAULT_DROPOUT`].
     #[serde(skip_serializing_if = "is_default_dropout")]
     pub dropout: f64,
+    /// Modules trained in full beside the adapters (PEFT `modules_to_save`, axolotl
+    /// `lora_modules_to_save`, e.g. `["embed_tokens", "lm_head"]`), matched by module name as
+    /// `targets` are; absent from the echo when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub modules_to_save: Vec<String>,
 }
 
 /// The LoRA dropout assumed when the job does not say: 0.05, what the common recipes set
@@ -127,23 +132,7 @@ pub(super) fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|t| {
-                t.as_str().map(str::to_string).ok_or_else(|| {
-                    CoreError::field(
-                        "peft.targets",
-                        format!("entries must be module names (got {t})"),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(other) => {
-            return Err(CoreError::field(
-                "peft.targets",
-                format!("must be a list (got {other})"),
-            ))
-        }
+        Some(v) => names("peft.targets", v)?,
     };
     if targets.is_empty() {
         return Err(CoreError::field(
@@ -153,6 +142,10 @@ pub(super) fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
     }
     let adapter_dtype = AdapterDtype::parse_field(obj.get("adapter_dtype"))?;
     let dropout = parse_dropout(obj.get("dropout"))?;
+    let modules_to_save = match obj.get("modules_to_save") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => names("peft.modules_to_save", v)?,
+    };
     Ok(Some(Peft {
         method,
         rank,
@@ -160,5 +153,24 @@ pub(super) fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
         targets,
         adapter_dtype,
         dropout,
+        modules_to_save,
     }))
+}
+
+/// A list of module names (`peft.targets`, `peft.modules_to_save`).
+fn names(field: &str, v: &Value) -> Result<Vec<String>, CoreError> {
+    match v {
+        Value::Array(a) => a
+            .iter()
+            .map(|t| {
+                t.as_str().map(str::to_string).ok_or_else(|| {
+                    CoreError::field(field, format!("entries must be module names (got {t})"))
+                })
+            })
+            .collect(),
+        other => Err(CoreError::field(
+            field,
+            format!("must be a list (got {other})"),
+        )),
+    }
 }

@@ -211,13 +211,16 @@ fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         p.insert("dropout".into(), json!(d));
     }
     adapter_dtype(doc, four || eight, &mut p, r)?;
-    r.set("peft", Value::Object(p), format!("adapter {adapter}"));
-    if let Some(m) = names_of(doc, "lora_modules_to_save")? {
-        r.not_modelled(
-            &format!("lora_modules_to_save {}", m.join(",")),
-            "peft: fully trained modules beside the adapters",
-        );
+    // PEFT's `modules_to_save`: a trainable full copy of each named module beside the
+    // adapters (axolotl passes the list to `LoraConfig`, `axolotl/loaders/adapter.py`).
+    if let Some(m) = names_of(doc, "lora_modules_to_save")?.filter(|m| !m.is_empty()) {
+        r.note(format!(
+            "lora_modules_to_save {}: trained in full beside the adapters (peft.modules_to_save)",
+            m.join(",")
+        ));
+        p.insert("modules_to_save".into(), json!(m));
     }
+    r.set("peft", Value::Object(p), format!("adapter {adapter}"));
     Ok(())
 }
 

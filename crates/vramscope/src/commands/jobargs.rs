@@ -116,6 +116,12 @@ pub struct JobArgs {
         help_heading = "Job"
     )]
     pub reserve: Option<String>,
+    /// GiB of host RAM the job may use, e.g. `64`, or `auto` for this machine's available
+    /// memory (`MemAvailable` in /proc/meminfo): advice that needs more (CPU offload, paged
+    /// states, llama.cpp layers on the CPU) is not offered. Not read from this machine unless
+    /// asked, since the job may run elsewhere. [default: unknown]
+    #[arg(long, value_name = "GIB", help_heading = "Job")]
+    pub host_ram: Option<String>,
     /// PyTorch's caching-allocator settings in `PYTORCH_CUDA_ALLOC_CONF`'s own syntax, e.g.
     /// `expandable_segments:True` or `max_split_size_mb:512,garbage_collection_threshold:0.8`:
     /// the step is simulated through the allocator with them (reserved, nvidia-smi, the fit).
@@ -196,12 +202,13 @@ pub struct JobArgs {
     #[arg(long, allow_negative_numbers = true, help_heading = "Parallel")]
     pub microbatches: Option<String>,
 
-    /// LoRA with this rank (trainable adapters over frozen weights).
+    /// LoRA with this rank (trainable adapters over frozen weights). With --qlora, the later
+    /// of the two counts (so advice's `--qlora 16` can be appended to a LoRA command line).
     #[arg(
         long,
         value_name = "RANK",
         allow_negative_numbers = true,
-        conflicts_with = "qlora",
+        overrides_with = "qlora",
         help_heading = "PEFT"
     )]
     pub lora: Option<String>,
@@ -210,6 +217,7 @@ pub struct JobArgs {
         long,
         value_name = "RANK",
         allow_negative_numbers = true,
+        overrides_with = "lora",
         help_heading = "PEFT"
     )]
     pub qlora: Option<String>,
@@ -229,6 +237,15 @@ pub struct JobArgs {
         help_heading = "PEFT"
     )]
     pub lora_targets: Option<Vec<String>>,
+    /// Comma-separated modules trained in full beside the adapters (PEFT `modules_to_save`,
+    /// axolotl `lora_modules_to_save`), e.g. `embed_tokens,lm_head`. [default: none]
+    #[arg(
+        long,
+        value_name = "MODULES",
+        value_delimiter = ',',
+        help_heading = "PEFT"
+    )]
+    pub lora_modules_to_save: Option<Vec<String>>,
     /// Dtype of the LoRA adapters, their gradients and optimizer states: fp32 (PEFT's
     /// autocast_adapter_dtype=True), bf16 or fp16 (torchtune's adapters in the recipe's dtype;
     /// PEFT with autocast_adapter_dtype=False over a 16-bit base). [default: fp32]
@@ -337,6 +354,34 @@ fn reserve_gib(s: &str) -> Result<Value, JobError> {
             "reserve: --reserve takes GiB as a non-negative number, e.g. 2 or 1.5 (got '{s}')"
         ))),
     }
+}
+
+/// `--host-ram GIB|auto` as the job's `host_ram` in bytes: GiB × 2³⁰ rounded to the byte, or
+/// this machine's `MemAvailable` (/proc/meminfo, kB = KiB) for `auto`.
+fn host_ram_gib(s: &str) -> Result<Value, JobError> {
+    if s.trim().eq_ignore_ascii_case("auto") {
+        let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| {
+            JobError(format!(
+                "host_ram: --host-ram auto reads /proc/meminfo ({e}); give GiB instead"
+            ))
+        })?;
+        return mem_available(&text).map(Value::from).ok_or_else(|| {
+            JobError("host_ram: /proc/meminfo has no MemAvailable line; give GiB instead".into())
+        });
+    }
+    match s.trim().parse::<f64>() {
+        Ok(g) if g.is_finite() && g >= 0.0 => Ok(Value::from((g * (1u64 << 30) as f64).round())),
+        _ => Err(JobError(format!(
+            "host_ram: --host-ram takes GiB as a non-negative number or `auto` (got '{s}')"
+        ))),
+    }
+}
+
+/// Bytes of `MemAvailable` in /proc/meminfo's text (the kernel writes kB meaning KiB).
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// `--images NxWxH` as the job's `images` object (the job checks the numbers).
@@ -526,6 +571,9 @@ impl JobArgs {
         if let Some(r) = &self.reserve {
             job.reserve = Some(reserve_gib(r)?);
         }
+        if let Some(h) = &self.host_ram {
+            job.host_ram = Some(host_ram_gib(h)?);
+        }
         if let Some(c) = &self.alloc_conf {
             job.allocator = Some(Value::String(c.clone()));
         }
@@ -605,13 +653,15 @@ impl JobArgs {
             && self.lora_targets.is_none()
             && self.lora_dtype.is_none()
             && self.lora_dropout.is_none()
+            && self.lora_modules_to_save.is_none()
         {
             return Ok(());
         }
         if job.peft.as_ref().is_none_or(Value::is_null) {
             return Err(JobError(
-                "peft: --lora-alpha, --lora-targets, --lora-dtype and --lora-dropout need \
-                 --lora RANK or --qlora RANK (or a peft object in the job file)"
+                "peft: --lora-alpha, --lora-targets, --lora-dtype, --lora-dropout and \
+                 --lora-modules-to-save need --lora RANK or --qlora RANK (or a peft object in \
+                 the job file)"
                     .into(),
             ));
         }
@@ -637,6 +687,15 @@ impl JobArgs {
                 .map(|s| Value::String(s.to_string()))
                 .collect();
             set_in(&mut job.peft, "peft", "targets", Value::Array(list))?;
+        }
+        if let Some(m) = &self.lora_modules_to_save {
+            let list = m
+                .iter()
+                .map(|s| s.trim())
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_string()))
+                .collect();
+            set_in(&mut job.peft, "peft", "modules_to_save", Value::Array(list))?;
         }
         Ok(())
     }
@@ -669,6 +728,13 @@ mod tests {
     /// 1,610,612,736 bytes.
     #[test]
     fn reserve_flag_is_gib() {
+        // 64 GiB = 64 · 2^30 = 68,719,476,736 bytes; MemAvailable 1000 kB = 1,024,000 bytes.
+        assert_eq!(host_ram_gib("64").unwrap(), json!(68719476736.0));
+        assert!(host_ram_gib("-1").unwrap_err().0.starts_with("host_ram:"));
+        assert_eq!(
+            mem_available("MemTotal: 2000 kB\nMemAvailable:    1000 kB\n"),
+            Some(1_024_000)
+        );
         assert_eq!(reserve_gib("2").unwrap(), json!(2147483648.0));
         assert_eq!(reserve_gib("1.5").unwrap(), json!(1610612736.0));
         for bad in ["-1", "two", "inf", ""] {

@@ -33,6 +33,13 @@ pub fn job_with_keywords(job: Value, keywords: &Map<String, Value>) -> Result<Va
     if flags.is_empty() {
         return Ok(Value::Object(obj));
     }
+    // On a command line the later of --lora and --qlora counts (advice appends its flags); a
+    // call's keywords have no such order a reader sees, so both at once is refused.
+    if keywords.contains_key("lora") && keywords.contains_key("qlora") {
+        return Err(JobError(
+            "lora, qlora: give one of them (--qlora is LoRA over 4-bit weights)".into(),
+        ));
+    }
     let from = obj.remove("from");
     let mut typed: Job = serde_json::from_value(Value::Object(obj))
         .map_err(|e| JobError(format!("invalid job: {e}")))?;

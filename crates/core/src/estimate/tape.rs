@@ -11,6 +11,9 @@
 //! casts 16-bit inputs up.
 
 mod compile;
+mod events;
+
+pub use events::{BlockEvents, Ev};
 
 /// A symbolic tensor on the tape.
 pub type Id = usize;
@@ -32,6 +35,15 @@ struct Entry {
     pointwise: bool,
     /// The op's inputs (a compiled tape only).
     inputs: Vec<Id>,
+    /// The earliest op that saved it (`usize::MAX`: none): backward runs ops newest first, so
+    /// the saved tensor is released when this op's node has run (`SavedVariable::reset_data`).
+    saver: usize,
+    /// Autocast's 16-bit copy of a weight (`Tape::weight_copy`): an allocation of the stream
+    /// only, left out of [`Tape::memory`] (the block counts copies apart, `weight_copies`).
+    copy: bool,
+    /// A weight's gradient, made by this op's backward and kept as `.grad`
+    /// (`Tape::weight_grad`): stream-only, like `copy`.
+    wgrad: bool,
 }
 
 /// Records one region's ops.
@@ -83,6 +95,9 @@ impl Tape {
             created: 0,
             pointwise: false,
             inputs: Vec::new(),
+            saver: usize::MAX,
+            copy: false,
+            wgrad: false,
         });
         self.entries.len() - 1
     }
@@ -98,6 +113,7 @@ impl Tape {
         if !self.no_grad {
             for &i in saved {
                 self.entries[i].kept = true;
+                self.entries[i].saver = self.entries[i].saver.min(at);
             }
         }
         self.entries.push(Entry {
@@ -113,6 +129,9 @@ impl Tape {
             } else {
                 Vec::new()
             },
+            saver: usize::MAX,
+            copy: false,
+            wgrad: false,
         });
         self.entries.len() - 1
     }
@@ -121,7 +140,9 @@ impl Tape {
     /// extra outputs).
     pub fn keep(&mut self, id: Id) {
         if !self.no_grad {
-            self.entries[id].kept = true;
+            let e = &mut self.entries[id];
+            e.kept = true;
+            e.saver = e.saver.min(self.ops.max(e.created));
         }
     }
 
@@ -193,7 +214,7 @@ impl Tape {
         let mut delta = vec![0i128; self.ops + 2];
         let cut = self.compile.then(|| self.compiled_kept());
         for (i, e) in self.entries.iter().enumerate() {
-            if e.external {
+            if e.external || e.copy || e.wgrad {
                 continue;
             }
             let b = round(e.bytes);

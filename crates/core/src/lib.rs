@@ -18,6 +18,7 @@ pub use inventory::{build_inventory, Component, Inventory, Tensor};
 pub use model::ModelSpec;
 pub use summary::ModelSummary;
 pub mod advice;
+pub mod allocator;
 pub mod diffusion;
 pub mod estimate;
 pub mod fit;

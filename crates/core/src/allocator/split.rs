@@ -1,0 +1,111 @@
+//! Split and merge: `alloc_found_block` (a found block cut to the request, the remainder back
+//! to the pool), `free` / `free_block` (a freed block merged with free neighbours of the same
+//! segment) and `try_merge_blocks`, `CUDACachingAllocator.cpp`.
+
+use super::block::{new_block, BlockId, NIL};
+use super::Allocator;
+
+impl Allocator {
+    /// `alloc_found_block`: with `split`, the first `size` bytes of block `i` become a new
+    /// allocated block and `i`, shrunk to what remains, goes back to its pool; either way the
+    /// block counts in `allocated_bytes` at its full size.
+    pub(crate) fn alloc_found_block(
+        &mut self,
+        i: u32,
+        size: u64,
+        requested: u64,
+        split: bool,
+    ) -> BlockId {
+        let mut taken = i;
+        if split {
+            let (addr, stream, small, prev, expandable) = {
+                let b = self.arena.get(i);
+                (b.addr, b.stream, b.small, b.prev, b.expandable)
+            };
+            let mut front = new_block(addr, size, stream, small);
+            front.expandable = expandable;
+            front.prev = prev;
+            front.next = i;
+            let f = self.arena.add(front);
+            if prev != NIL {
+                self.arena.get_mut(prev).next = f;
+            }
+            let rest = self.arena.get_mut(i);
+            rest.prev = f;
+            rest.addr += size;
+            rest.size -= size;
+            self.insert_free(i);
+            taken = f;
+        }
+        let b = self.arena.get_mut(taken);
+        b.allocated = true;
+        b.requested = requested;
+        let block_size = b.size;
+        self.stats.allocated_bytes.add(block_size);
+        self.stats.requested_bytes.add(requested);
+        self.stats.allocations.add(1);
+        self.arena.id(taken)
+    }
+
+    /// `free` → `free_block`: the block leaves `allocated_bytes`, merges with free neighbours
+    /// and returns to its pool. A handle that names no live allocation (already freed,
+    /// `BlockId::EMPTY`, another allocator's) is ignored.
+    pub fn free(&mut self, id: BlockId) {
+        let Some(i) = self.arena.resolve(id) else {
+            return;
+        };
+        let b = self.arena.get_mut(i);
+        b.allocated = false;
+        let (size, requested) = (b.size, b.requested);
+        b.requested = 0;
+        self.stats.allocated_bytes.sub(size);
+        self.stats.requested_bytes.sub(requested);
+        self.stats.allocations.sub(1);
+        self.free_block(i);
+    }
+
+    /// `free_block`: merges with the previous then the next block, back into the pool.
+    pub(crate) fn free_block(&mut self, i: u32) {
+        let (prev, next) = {
+            let b = self.arena.get(i);
+            (b.prev, b.next)
+        };
+        self.try_merge(i, prev);
+        self.try_merge(i, next);
+        self.insert_free(i);
+    }
+
+    /// `try_merge_blocks`: `src` (a neighbour of `dst`) is absorbed when it is free and mapped
+    /// alike; `dst` must be out of every set. Returns the bytes absorbed.
+    pub(crate) fn try_merge(&mut self, dst: u32, src: u32) -> u64 {
+        if src == NIL {
+            return 0;
+        }
+        let (s, d) = (self.arena.get(src), self.arena.get(dst));
+        if s.allocated || s.mapped != d.mapped {
+            return 0;
+        }
+        if s.mapped {
+            self.remove_free(src);
+        } else {
+            self.remove_unmapped(src);
+        }
+        let s = self.arena.get(src).clone();
+        if self.arena.get(dst).prev == src {
+            let d = self.arena.get_mut(dst);
+            d.addr = s.addr;
+            d.prev = s.prev;
+            if s.prev != NIL {
+                self.arena.get_mut(s.prev).next = dst;
+            }
+        } else {
+            self.arena.get_mut(dst).next = s.next;
+            if s.next != NIL {
+                self.arena.get_mut(s.next).prev = dst;
+            }
+        }
+        self.arena.get_mut(dst).size += s.size;
+        self.arena.remove(src);
+        s.size
+    }
+}

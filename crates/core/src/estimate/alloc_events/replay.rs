@@ -45,3 +45,35 @@ pub fn replay<S: Sim>(sim: &mut S, stream: &Stream) -> Outcome {
         ..sim.outcome()
     }
 }
+
+impl Sim for crate::allocator::Allocator {
+    type Handle = crate::allocator::BlockId;
+
+    fn malloc(&mut self, bytes: u64) -> Option<Self::Handle> {
+        crate::allocator::Allocator::malloc(self, bytes, 0).ok()
+    }
+
+    fn free(&mut self, h: Self::Handle) {
+        crate::allocator::Allocator::free(self, h);
+    }
+
+    fn empty_cache(&mut self) {
+        crate::allocator::Allocator::empty_cache(self);
+    }
+
+    fn reset_peak(&mut self) {
+        crate::allocator::Allocator::reset_peak(self);
+    }
+
+    fn outcome(&self) -> Outcome {
+        let s = self.stats();
+        Outcome {
+            peak_allocated: s.allocated_bytes.peak,
+            peak_reserved: s.reserved_bytes.peak,
+            segments: s.segments.peak,
+            largest_free_block: s.largest_free_block,
+            num_alloc_retries: s.num_alloc_retries,
+            oom: false,
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! has every default filled in and every value checked.
 
 use crate::error::CoreError;
+pub mod allocator;
 mod fields;
 mod parallel;
 mod peft;
@@ -141,6 +142,13 @@ pub struct Job {
     /// (contract field `images`; `job/vision.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<Value>,
+    /// PyTorch's caching-allocator settings (contract field `allocator`): an object
+    /// `{"expandable_segments", "max_split_size_mb", "garbage_collection_threshold",
+    /// "roundup_power2_divisions"}` or a string in `PYTORCH_CUDA_ALLOC_CONF`'s own syntax
+    /// (`"expandable_segments:True,max_split_size_mb:512"`); default PyTorch's defaults
+    /// (`job/allocator.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<Value>,
     /// Model components kept frozen in training: `["vision"]`, `["vision", "projector"]`
     /// (`job/vision.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,6 +373,9 @@ pub struct ResolvedJob {
     /// Components frozen in training (vision-language models).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub freeze: Vec<crate::vision::Part>,
+    /// The caching allocator's settings; echoed only when they differ from PyTorch's defaults.
+    #[serde(skip_serializing_if = "allocator::is_default")]
+    pub allocator: crate::allocator::AllocatorConfig,
     /// Positions the images add to each sequence (set by the estimator from the model's
     /// image-token rule; `seq` then counts them too). Not a job field.
     #[serde(skip_serializing_if = "is_zero")]
@@ -497,6 +508,7 @@ impl Job {
             price_per_gpu_hour,
             images: vision::parse_images(self.images.as_ref())?,
             freeze: vision::parse_freeze(self.freeze.as_ref())?,
+            allocator: allocator::resolve(self.allocator.as_ref())?,
             image_tokens: 0,
         })
     }

@@ -1028,3 +1028,40 @@ fn torchtune_fp32_recipe_and_bad_dropout() {
     assert!(e.contains("dropout"), "{e}");
     assert!(!e.contains('\n'), "one line: {e}");
 }
+
+// ---------- launch scripts ----------
+
+/// A launch script's `PYTORCH_ALLOC_CONF` (written as torchtitan's `run_train.sh` prefixes it to
+/// `torchrun`) becomes the job's `allocator` beside a recipe's fields; the script's other lines
+/// set nothing.
+#[test]
+fn launch_script_sets_the_allocator_beside_a_recipe() {
+    let script = text(
+        "run_train.sh",
+        "#!/usr/bin/bash\nset -ex\nNGPU=${NGPU:-\"8\"}\n\
+         PYTORCH_ALLOC_CONF=\"expandable_segments:True\" \\\n\
+         torchrun --nproc_per_node=${NGPU} -m torchtitan.train \"$@\"\n",
+    );
+    let recipe = fixture("torchtune/llama3_1_8B_full_single_device.yaml");
+    let r = resolve(&[recipe, script], &|_, _| None).unwrap();
+    assert_eq!(r.job["allocator"], json!("expandable_segments:True"));
+    // The torchtune recipe still sets its own fields (batch_size: 2 in the file).
+    assert_eq!(r.job["batch"], json!(2));
+    assert!(has_note(&r, "launch script"), "{:?}", r.notes);
+    let job: Job = serde_json::from_value(Value::Object(r.job)).unwrap();
+    assert!(job.resolve(None).unwrap().allocator.expandable_segments);
+}
+
+/// A script whose variable holds a value PyTorch refuses is an error naming the file and key.
+#[test]
+fn launch_script_with_a_bad_allocator_value_is_refused() {
+    let script = text(
+        "train.sh",
+        "#!/bin/sh\nexport PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:5\n",
+    );
+    let e = err(&[script]);
+    assert!(
+        e.contains("train.sh") && e.contains("PYTORCH_CUDA_ALLOC_CONF"),
+        "{e}"
+    );
+}

@@ -91,6 +91,9 @@ function jobFromForm() {
   // The contract's reserve is bytes; the form asks GiB, as the CLI's --reserve does.
   const reserve = Number(field("reserve").value);
   if (reserve > 0) job.reserve = Math.round(reserve * 1073741824);
+  // The caching allocator's settings in PYTORCH_CUDA_ALLOC_CONF's syntax (the contract's
+  // `allocator` takes that string); sent only when set, so a default job is unchanged.
+  if (field("alloc_conf").value.trim()) job.allocator = field("alloc_conf").value.trim();
   Object.assign(job, extras);
   if (task !== "rl") delete job.rl;
   return job;
@@ -125,6 +128,7 @@ function formFromJob(job) {
   for (const k of ["gpus", "tp", "pp", "zero", "offload"]) set(k, p[k]);
   field("gpu").value = job.gpu || "";
   field("reserve").value = job.reserve ? job.reserve / 1073741824 : 0;
+  field("alloc_conf").value = allocConf(job.allocator);
   if (!job.peft) set("peft", "");
   extras = {};
   for (const k of ["engine", "loss", "rl"]) if (job[k] != null) extras[k] = job[k];
@@ -248,7 +252,7 @@ function showAdvice(r) {
   const t = table("advice-table", ["change", "device", "free", "gives up"]);
   for (const a of r.advice) {
     const tr = t.tBodies[0].insertRow();
-    const code = document.createElement("code"); code.className = "flags"; code.textContent = a.flags.join(" ");
+    const code = document.createElement("code"); code.className = "flags"; code.textContent = shownFlags(a.flags, a.env);
     tr.insertCell().append(code);
     cell(tr, human(a.device_total), true);
     cell(tr, human(a.headroom) + (a.headroom < GIB ? " (tight)" : ""), true);
@@ -268,6 +272,30 @@ function table(id, heads) {
 
 function cell(tr, text, numeric) {
   const td = tr.insertCell(); td.textContent = text; if (numeric) td.className = "n"; return td;
+}
+
+// The job's `allocator` (a PYTORCH_CUDA_ALLOC_CONF string, or the contract's object as a
+// report or advice echoes it) in the variable's syntax, for the form.
+function allocConf(a) {
+  if (!a) return "";
+  if (typeof a === "string") return a;
+  const parts = [];
+  if (a.expandable_segments) parts.push("expandable_segments:True");
+  if (a.max_split_size_mb != null) parts.push(`max_split_size_mb:${a.max_split_size_mb}`);
+  if (a.garbage_collection_threshold != null) parts.push(`garbage_collection_threshold:${a.garbage_collection_threshold}`);
+  if (typeof a.roundup_power2_divisions === "number") parts.push(`roundup_power2_divisions:${a.roundup_power2_divisions}`);
+  return parts.join(",");
+}
+
+// What a change asks of the user: its environment first (NAME=value, set before the command),
+// then the flags, less --alloc-conf (which only tells vramscope what the environment says).
+function shownFlags(flags, env) {
+  const parts = Object.entries(env || {}).map(([k, v]) => `${k}=${v}`);
+  for (let i = 0; i < flags.length; i++) {
+    if (flags[i] === "--alloc-conf" && parts.length) { i++; continue; }
+    parts.push(flags[i]);
+  }
+  return parts.join(" ");
 }
 
 function applyChanges(changes) {
@@ -488,7 +516,7 @@ async function whatIf(opts) {
     for (const w of rows) {
       const tr = t.tBodies[0].insertRow();
       tr.title = w.technique;
-      const code = document.createElement("code"); code.className = "flags"; code.textContent = w.flags.join(" ");
+      const code = document.createElement("code"); code.className = "flags"; code.textContent = shownFlags(w.flags, w.env);
       tr.insertCell().append(code);
       cell(tr, human(w.device_total), true);
       cell(tr, w.saved == null ? "n/a" : (w.saved >= 0 ? "+" : "") + human(w.saved), true);

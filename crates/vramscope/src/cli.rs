@@ -45,6 +45,8 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null
   reserve 0: GiB kept free for other applications (--reserve 2), off the GPU's capacity
+  allocator PyTorch's defaults (--alloc-conf expandable_segments:True, in the syntax of
+         PYTORCH_CUDA_ALLOC_CONF: the step is replayed through the caching allocator)
 
 Diffusion pipelines (MODEL a directory or Hub repo with model_index.json; only the models'
 config.json files are fetched): one image-generation call,

@@ -69,8 +69,25 @@ pub fn flags(base: &ResolvedJob, to: &ResolvedJob) -> Vec<String> {
     if base.framework != to.framework {
         push(&mut out, "--framework", to.framework.as_str());
     }
+    if base.allocator != to.allocator {
+        push(&mut out, "--alloc-conf", to.allocator.to_conf_string());
+    }
     parallel_flags(&mut out, base, to);
     engine_flags(&mut out, base, to);
+    out
+}
+
+/// The environment the changed job must run with, beside its flags: the caching allocator's
+/// settings are `PYTORCH_CUDA_ALLOC_CONF`, read by PyTorch at start-up, not a flag of the
+/// user's script (`--alloc-conf` only tells vramscope).
+pub fn env(base: &ResolvedJob, to: &ResolvedJob) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    if base.allocator != to.allocator {
+        out.insert(
+            "PYTORCH_CUDA_ALLOC_CONF".to_string(),
+            to.allocator.to_conf_string(),
+        );
+    }
     out
 }
 

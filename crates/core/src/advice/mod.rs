@@ -34,6 +34,10 @@ pub struct Advice {
     /// Host RAM the changed job needs (offloaded states, llama.cpp layers on the CPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,
+    /// Environment variables the job must run with (`PYTORCH_CUDA_ALLOC_CONF`): an
+    /// environment change, not a flag of the user's script.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 /// How many pieces of advice a search returns.
@@ -272,5 +276,6 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
             .collect(),
         cost: cost(combo),
         host_bytes: host_bytes(report),
+        env: flags::env(base, to),
     }
 }

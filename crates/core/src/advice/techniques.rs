@@ -47,6 +47,8 @@ pub enum Group {
     GpuLayers,
     Batch,
     Context,
+    /// The caching allocator's settings (`PYTORCH_CUDA_ALLOC_CONF`).
+    Allocator,
 }
 
 /// What the search knows about the job beside its fields.
@@ -84,6 +86,23 @@ fn fused_adamw(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
     let ok = train(j) && matches!(j.optimizer, Optimizer::Adam | Optimizer::AdamW);
     if ok {
         j.optimizer = Optimizer::AdamWFused;
+    }
+    ok
+}
+
+/// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: an environment change, no code. Segments
+/// then grow page by page in place (`ExpandableSegment` in `c10/cuda/CUDACachingAllocator.cpp`),
+/// so space freed by one size is reused by any other instead of staying cached in fixed blocks.
+/// Offered where PyTorch's caching allocator holds the step (the serving engines size their own
+/// pools).
+fn expandable_segments(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
+    let ok = !j.allocator.expandable_segments
+        && matches!(
+            j.framework,
+            Framework::Pytorch | Framework::Deepspeed | Framework::Fsdp | Framework::Megatron
+        );
+    if ok {
+        j.allocator.expandable_segments = true;
     }
     ok
 }
@@ -512,6 +531,8 @@ macro_rules! ngl {
 
 /// Every technique, in the cost order above within each group.
 pub const TECHNIQUES: &[Technique] = &[
+    t!("expandable segments", Allocator, 1, 0, expandable_segments,
+       "nothing: an environment change (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), freed memory reused across sizes"),
     t!("fused AdamW", Optimizer, 1, 0, fused_adamw,
        "nothing: the same update in one fused kernel, without foreach's scratch"),
     t!("flash attention", Attention, 1, 0, flash,

@@ -29,6 +29,9 @@ pub struct WhatIf {
     /// +0.33 is a third more time per token and a negative figure is faster; `null` where
     /// either rate is unknown.
     pub time_cost: Option<f64>,
+    /// Environment variables the change sets (`PYTORCH_CUDA_ALLOC_CONF`), beside its flags.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// Each technique that applies to the job on its own (training and inference alike), the
@@ -96,6 +99,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
             time_cost: base_rate
                 .zip(rate(&r.throughput))
                 .map(|(base, row)| base / row - 1.0),
+            env: super::flags::env(job, &j),
         });
     }
     Ok(rows)

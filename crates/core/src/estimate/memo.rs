@@ -130,8 +130,8 @@ fn plan_key(job: &ResolvedJob) -> ResolvedJob {
 
 /// The fields neither part reads, set to fixed values: the model's name as written (the model
 /// itself is the memo's owner), accumulation and tokens generated (read by the step walk and
-/// the KV cache), the engine's settings, the GPU, the KV dtype, CUDA's module loading and the
-/// user's reserve (read by the device figures and the fit).
+/// the KV cache), the engine's settings, the GPU, the KV dtype, CUDA's module loading, the
+/// user's reserve and the caching allocator's settings (read by the device figures and the fit).
 fn unread_by_both(job: &ResolvedJob) -> ResolvedJob {
     ResolvedJob {
         model: serde_json::Value::Null,
@@ -142,6 +142,7 @@ fn unread_by_both(job: &ResolvedJob) -> ResolvedJob {
         kv_dtype: None,
         cuda_module_loading: CudaModuleLoading::Lazy,
         reserve: 0,
+        allocator: Default::default(),
         ..job.clone()
     }
 }

@@ -15,6 +15,7 @@ mod accelerate;
 mod axolotl;
 mod deepspeed;
 mod doc;
+mod launch_script;
 mod llama_factory;
 mod torchtitan;
 mod torchtune;
@@ -65,6 +66,7 @@ pub enum Kind {
     Axolotl,
     Trl,
     TrainingArguments,
+    LaunchScript,
 }
 
 impl Kind {
@@ -78,6 +80,7 @@ impl Kind {
             Kind::Axolotl => "axolotl recipe",
             Kind::Trl => "TRL trainer config",
             Kind::TrainingArguments => "TrainingArguments",
+            Kind::LaunchScript => "launch script",
         }
     }
 }
@@ -205,14 +208,27 @@ struct Read {
     ignored: Vec<String>,
 }
 
-/// Reads one config: parse, recognise, read.
+/// Reads one config: parse, recognise, read. A launch script (shell) is read line by line for
+/// the environment it sets (`launch_script.rs`).
 fn read_one(input: &Input) -> Result<Read> {
+    if input.text.len() <= MAX_CONFIG_BYTES && launch_script::detect(&input.text) {
+        let mut reading = Reading::default();
+        launch_script::read(&input.text, &mut reading)
+            .map_err(|m| FormatError::malformed(&input.name, m))?;
+        return Ok(Read {
+            name: input.name.clone(),
+            kind: Kind::LaunchScript,
+            reading,
+            ignored: Vec::new(),
+        });
+    }
     let map = parse(input)?;
     let kind = detect(&map).ok_or_else(|| {
         FormatError::malformed(
             &input.name,
             "not a config vramscope reads (DeepSpeed JSON, accelerate YAML, TrainingArguments, \
-             axolotl, LLaMA-Factory, torchtune, TRL or torchtitan TOML): none of their keys is present",
+             axolotl, LLaMA-Factory, torchtune, TRL or torchtitan TOML, a launch script setting \
+             PYTORCH_CUDA_ALLOC_CONF): none of their keys is present",
         )
     })?;
     let used = RefCell::new(BTreeSet::new());
@@ -227,6 +243,8 @@ fn read_one(input: &Input) -> Result<Read> {
         Kind::Axolotl => axolotl::read(&doc, &mut reading),
         Kind::Trl => trl::read(&doc, &mut reading, trl::detect(&map).expect("detected")),
         Kind::TrainingArguments => training_args::read(&doc, &mut reading),
+        // Recognised by its text before parsing, never by keys.
+        Kind::LaunchScript => launch_script::read(&input.text, &mut reading),
     };
     res.map_err(|m| FormatError::malformed(&input.name, m))?;
     let ignored = doc::unread(&map, "", &used.borrow());

@@ -116,6 +116,12 @@ pub struct JobArgs {
         help_heading = "Job"
     )]
     pub reserve: Option<String>,
+    /// PyTorch's caching-allocator settings in `PYTORCH_CUDA_ALLOC_CONF`'s own syntax, e.g.
+    /// `expandable_segments:True` or `max_split_size_mb:512,garbage_collection_threshold:0.8`:
+    /// the step is simulated through the allocator with them (reserved, nvidia-smi, the fit).
+    /// An environment change for the job, not a flag of its script. [default: PyTorch's]
+    #[arg(long, value_name = "CONF", help_heading = "Job")]
+    pub alloc_conf: Option<String>,
     /// Train: run each parameter's optimizer step in its gradient hook, freeing the gradient
     /// at once (torchtune `optimizer_in_bwd`; no gradient accumulation). [default: off]
     #[arg(long, help_heading = "Job")]
@@ -520,6 +526,9 @@ impl JobArgs {
         if let Some(r) = &self.reserve {
             job.reserve = Some(reserve_gib(r)?);
         }
+        if let Some(c) = &self.alloc_conf {
+            job.allocator = Some(Value::String(c.clone()));
+        }
         if let Some(p) = &self.price_per_gpu_hour {
             job.price_per_gpu_hour = Some(price(p)?);
         }
@@ -674,6 +683,24 @@ mod tests {
         };
         let r = args.to_job().unwrap().resolve(None).unwrap();
         assert_eq!(r.reserve, 1_610_612_736);
+    }
+
+    /// `--alloc-conf` is the variable's own syntax, resolved into the job's `allocator`.
+    #[test]
+    fn alloc_conf_flag_sets_the_allocator() {
+        let args = JobArgs {
+            alloc_conf: Some("expandable_segments:True,max_split_size_mb:256".into()),
+            ..JobArgs::default()
+        };
+        let r = args.to_job().unwrap().resolve(None).unwrap();
+        assert!(r.allocator.expandable_segments);
+        assert_eq!(r.allocator.max_split_size_mb, Some(256));
+        let bad = JobArgs {
+            alloc_conf: Some("expandable_segments:maybe".into()),
+            ..JobArgs::default()
+        };
+        let e = bad.to_job().unwrap().resolve(None).unwrap_err().to_string();
+        assert!(e.starts_with("allocator"), "{e}");
     }
 
     /// `--zero-grad` and `--optimizer-impl` set the job's fields as written.

@@ -33,8 +33,11 @@ pub fn render_advice(report: &Report) -> String {
     } else {
         "  does not fit → do this, cheapest first (add the flags to the command):\n"
     });
+    if advice.iter().any(|a| !a.env.is_empty()) {
+        out.push_str("  (NAME=value: set it in the job's environment, before the command)\n");
+    }
     for (i, a) in advice.iter().enumerate() {
-        out.push_str(&format!("  {}. {}\n", i + 1, a.flags.join(" ")));
+        out.push_str(&format!("  {}. {}\n", i + 1, shown(&a.flags, &a.env)));
         let mut line = format!(
             "{} on the device, {} free",
             bytes(a.device_total),
@@ -53,6 +56,23 @@ pub fn render_advice(report: &Report) -> String {
         }
     }
     out
+}
+
+/// What a change asks of the user, as shown: the environment it needs first (`K=V`, the form a
+/// shell takes before the command: `PYTORCH_CUDA_ALLOC_CONF` is read by PyTorch at start-up, not
+/// a flag of the script), then the flags to add, less `--alloc-conf`, which only tells vramscope
+/// what the environment says.
+fn shown(flags: &[String], env: &std::collections::BTreeMap<String, String>) -> String {
+    let mut parts: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "--alloc-conf" && !env.is_empty() {
+            it.next();
+            continue;
+        }
+        parts.push(f.clone());
+    }
+    parts.join(" ")
 }
 
 /// A what-if row's time cost as a signed percentage ("+33 %", "−12 %"), "-" when unknown.
@@ -77,7 +97,7 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
         "what if (one change at a time)", "device", "saved", "time"
     );
     for r in rows {
-        let flags = r.flags.join(" ");
+        let flags = shown(&r.flags, &r.env);
         let saved = r.saved.map_or_else(
             || "n/a".into(),
             |s| {
@@ -107,6 +127,9 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
     }
     if report.per_gpu.device_total.is_some() {
         out.push_str("  (saved = this job's device total minus the change's)\n");
+        if rows.iter().any(|r| !r.env.is_empty()) {
+            out.push_str("  (NAME=value: an environment change, set before the command)\n");
+        }
         if rows.iter().any(|r| r.time_cost.is_some()) {
             out.push_str(
                 "  (time = the change's modelled time per token against this job's; − is faster)\n",
@@ -122,4 +145,29 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment change is shown as the shell writes it, not as vramscope's own flag.
+    #[test]
+    fn environment_changes_are_shown_as_such() {
+        let flags: Vec<String> = ["--alloc-conf", "expandable_segments:True", "--lora", "16"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let env = [(
+            "PYTORCH_CUDA_ALLOC_CONF".to_string(),
+            "expandable_segments:True".to_string(),
+        )]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            shown(&flags, &env),
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True --lora 16"
+        );
+        assert_eq!(shown(&flags[2..], &Default::default()), "--lora 16");
+    }
 }

@@ -90,6 +90,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
             techniques: combo.iter().map(|&i| CHANGES[i].name.to_string()).collect(),
             cost: combo.iter().map(|&i| CHANGES[i].cost).sum(),
             host_bytes: r.per_gpu.host_bytes,
+            env: crate::advice::flags::env(job, &to),
         });
     }
     found.sort_by_key(|a| a.cost);

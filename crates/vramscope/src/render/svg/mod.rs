@@ -314,6 +314,7 @@ mod tests {
             fits: Some(true),
             step_time_s: None,
             time_cost: None,
+            env: Default::default(),
         }];
         let svg = render_svg(&r, &rows);
         let (elems, texts) = parse(&svg);

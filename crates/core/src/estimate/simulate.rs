@@ -308,8 +308,7 @@ fn simulated_reserve(
         g.memory_bytes
             .saturating_sub(overhead::cuda_context_bytes_with(Some(g), job.cuda_module_loading))
     });
-    let config = crate::allocator::AllocatorConfig::default();
-    let mut sim = crate::allocator::Allocator::new(&config, capacity);
+    let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity);
     if let Some(g) = gpu {
         sim.set_device_total(g.memory_bytes);
     }

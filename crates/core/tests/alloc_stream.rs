@@ -63,3 +63,20 @@ fn dump() {
         println!("  {big:?}");
     }
 }
+
+#[test]
+#[ignore]
+fn dump_phases() {
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    use vramscope_core::estimate::alloc_events::replay::replay_by_phase;
+    let id = std::env::var("STREAM_ID").unwrap_or("gpt2-snap-fp32-adamw-eager-b4s512".into());
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    for f in replay_by_phase(&mut a, &stream(&id)) {
+        println!(
+            "{:?}: peak allocated {:.2} GiB, peak reserved {:.2} GiB",
+            f.phase,
+            f.peak_allocated as f64 / (1u64 << 30) as f64,
+            f.peak_reserved as f64 / (1u64 << 30) as f64
+        );
+    }
+}

@@ -15,6 +15,20 @@ mod events;
 
 pub use events::{BlockEvents, Ev};
 
+/// What a tensor made by an op's backward (not an activation gradient) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GradRole {
+    /// Not one: a forward tensor.
+    None,
+    /// A weight's gradient, kept as `.grad`.
+    Kept,
+    /// A 16-bit weight gradient cast to the parameter's fp32 by autocast's `ToCopyBackward`:
+    /// freed once the next (the kept fp32) gradient exists.
+    CastSource,
+    /// A reduction's temporary, freed at once.
+    Temp,
+}
+
 /// A symbolic tensor on the tape.
 pub type Id = usize;
 
@@ -41,9 +55,9 @@ struct Entry {
     /// Autocast's 16-bit copy of a weight (`Tape::weight_copy`): an allocation of the stream
     /// only, left out of [`Tape::memory`] (the block counts copies apart, `weight_copies`).
     copy: bool,
-    /// A weight's gradient, made by this op's backward and kept as `.grad`
-    /// (`Tape::weight_grad`): stream-only, like `copy`.
-    wgrad: bool,
+    /// A tensor this op's backward makes beside the activation gradients (stream-only, like
+    /// `copy`): [`GradRole`].
+    wgrad: GradRole,
 }
 
 /// Records one region's ops.
@@ -97,7 +111,7 @@ impl Tape {
             inputs: Vec::new(),
             saver: usize::MAX,
             copy: false,
-            wgrad: false,
+            wgrad: GradRole::None,
         });
         self.entries.len() - 1
     }
@@ -131,7 +145,7 @@ impl Tape {
             },
             saver: usize::MAX,
             copy: false,
-            wgrad: false,
+            wgrad: GradRole::None,
         });
         self.entries.len() - 1
     }
@@ -214,7 +228,7 @@ impl Tape {
         let mut delta = vec![0i128; self.ops + 2];
         let cut = self.compile.then(|| self.compiled_kept());
         for (i, e) in self.entries.iter().enumerate() {
-            if e.external || e.copy || e.wgrad {
+            if e.external || e.copy || e.wgrad != GradRole::None {
                 continue;
             }
             let b = round(e.bytes);

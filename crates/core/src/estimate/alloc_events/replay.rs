@@ -77,3 +77,49 @@ impl Sim for crate::allocator::Allocator {
         }
     }
 }
+
+/// One phase's figures, read as `run_one.py` reads them: the peaks reset when the phase
+/// begins (`torch.cuda.reset_peak_memory_stats`), read when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseFigures {
+    pub phase: Phase,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+}
+
+/// [`replay`], phase by phase.
+pub fn replay_by_phase(sim: &mut crate::allocator::Allocator, stream: &Stream) -> Vec<PhaseFigures> {
+    let mut handles = vec![None; stream.ids()];
+    let mut out: Vec<PhaseFigures> = Vec::new();
+    let close = |sim: &crate::allocator::Allocator, out: &mut Vec<PhaseFigures>| {
+        if let Some(last) = out.last_mut() {
+            let s = sim.stats();
+            last.peak_allocated = s.allocated_bytes.peak;
+            last.peak_reserved = s.reserved_bytes.peak;
+        }
+    };
+    for e in &stream.events {
+        match *e {
+            Event::Alloc { id, bytes } => {
+                handles[id as usize] = sim.malloc(bytes, 0).ok();
+            }
+            Event::Free { id } => {
+                if let Some(h) = handles[id as usize].take() {
+                    sim.free(h);
+                }
+            }
+            Event::EmptyCache => sim.empty_cache(),
+            Event::Phase(p) => {
+                close(sim, &mut out);
+                sim.reset_peak();
+                out.push(PhaseFigures {
+                    phase: p,
+                    peak_allocated: 0,
+                    peak_reserved: 0,
+                });
+            }
+        }
+    }
+    close(sim, &mut out);
+    out
+}

@@ -9,7 +9,7 @@
 //! forward lifetime reversed, as the H200 snapshot of GPT-2 shows (`alloc` of the gradient,
 //! `free` by `evaluate_function`, then `free` by `reset_data`, node after node).
 
-use super::{Id, Tape};
+use super::{GradRole, Id, Tape};
 
 /// One allocator event of a block, on a local slot: slot `e` is tape entry `e`, slot `n + e`
 /// its gradient (`n` entries). The top bit marks a free.
@@ -77,15 +77,31 @@ impl Tape {
             inputs: Vec::new(),
             saver: if saved { at } else { usize::MAX },
             copy: true,
-            wgrad: false,
+            wgrad: GradRole::None,
         });
     }
 
     /// The gradient of a weight the last op read, made by that op's backward (after the input
-    /// gradient: `addmm`/`mm` backward computes `grad_input` first in `linear`'s decomposition
-    /// as the H200 trace orders them) and kept by `AccumulateGrad` as the parameter's `.grad`.
-    /// Stream-only: [`Tape::memory`] leaves it out. Nothing under `no_grad`.
+    /// gradient: `addmm`/`mm` backward computes `grad_input` first, as the H200 trace orders
+    /// them) and kept by `AccumulateGrad` as the parameter's `.grad`. Stream-only:
+    /// [`Tape::memory`] leaves it out. Nothing under `no_grad`.
     pub fn weight_grad(&mut self, bytes: u64) {
+        self.backward_tensor(bytes, GradRole::Kept);
+    }
+
+    /// A 16-bit weight gradient that autocast's `ToCopyBackward` casts to the fp32
+    /// parameter's dtype (the H200 SmolLM2 bf16-mixed trace: 1.69 MiB bf16, then 3.38 MiB fp32,
+    /// then the bf16 one freed); record it just before [`Tape::weight_grad`].
+    pub fn weight_grad_cast_source(&mut self, bytes: u64) {
+        self.backward_tensor(bytes, GradRole::CastSource);
+    }
+
+    /// A temporary of the last op's backward, freed at once (a reduction's buffer).
+    pub fn backward_temp(&mut self, bytes: u64) {
+        self.backward_tensor(bytes, GradRole::Temp);
+    }
+
+    fn backward_tensor(&mut self, bytes: u64, role: GradRole) {
         if self.no_grad {
             return;
         }
@@ -101,7 +117,7 @@ impl Tape {
             inputs: Vec::new(),
             saver: usize::MAX,
             copy: false,
-            wgrad: true,
+            wgrad: role,
         });
     }
 
@@ -124,7 +140,7 @@ impl Tape {
                 .map(|i| i as u32)
                 .collect(),
             weight_grads: (0..n)
-                .filter(|&i| self.entries[i].wgrad)
+                .filter(|&i| self.entries[i].wgrad == GradRole::Kept)
                 .map(|i| i as u32)
                 .collect(),
         }
@@ -138,7 +154,7 @@ impl Tape {
     /// Whether entry `i` is one the block allocates (not a parameter or a tensor made before).
     fn allocated_here(&self, i: Id) -> bool {
         let e = &self.entries[i];
-        !e.external && !e.wgrad && e.bytes > 0
+        !e.external && e.wgrad == GradRole::None && e.bytes > 0
     }
 
     /// Op by op: the op's new tensors, then the tensors it read for the last time.
@@ -175,29 +191,50 @@ impl Tape {
     /// gradient released, then what it saved.
     fn backward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
         let n = self.entries.len();
-        let mut keyed: Vec<(usize, u8, usize)> = Vec::with_capacity(3 * n);
+        // (op, kind: 0 made by the node / 1 output gradient / 2 saved, place, free, slot)
+        let mut keyed: Vec<(usize, u8, usize, u8, usize)> = Vec::with_capacity(3 * n);
         for (i, e) in self.entries.iter().enumerate() {
-            if e.wgrad {
-                keyed.push((e.created, 0, i));
-                continue;
+            match e.wgrad {
+                GradRole::None => {}
+                GradRole::Kept => {
+                    keyed.push((e.created, 0, i + 1, 0, i));
+                    continue;
+                }
+                GradRole::CastSource => {
+                    keyed.push((e.created, 0, i + 1, 0, i));
+                    keyed.push((e.created, 0, i + 2, 1, i));
+                    continue;
+                }
+                GradRole::Temp => {
+                    keyed.push((e.created, 0, i + 1, 0, i));
+                    keyed.push((e.created, 0, i + 1, 1, i));
+                    continue;
+                }
             }
+            // The input gradients first (place 0), then the weights' (their entry's place).
             if self.has_grad(i, input) && i != output {
-                keyed.push((e.last_use, 0, n + i));
+                keyed.push((e.last_use, 0, 0, 0, n + i));
             }
             let grad_freed = i != input && (i == output || self.has_grad(i, input));
             if grad_freed {
-                keyed.push((e.created, 1, n + i));
+                keyed.push((e.created, 1, 0, 1, n + i));
             }
             if saved[i] && (self.allocated_here(i) || i == input) && i != output {
                 let at = if e.saver == usize::MAX { e.created } else { e.saver };
-                keyed.push((at, 2, i));
+                keyed.push((at, 2, 0, 1, i));
             }
         }
-        // Newest op first; within one node: allocations, the output gradient, the saved.
-        keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        // Newest op first; within one node: what it makes, the output gradient, the saved.
+        keyed.sort_unstable_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(a.1.cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+                .then(a.4.cmp(&b.4))
+        });
         keyed
             .into_iter()
-            .map(|(_, kind, s)| if kind == 0 { Ev::alloc(s) } else { Ev::free(s) })
+            .map(|(_, _, _, free, s)| if free == 0 { Ev::alloc(s) } else { Ev::free(s) })
             .collect()
     }
 }

@@ -2,9 +2,9 @@
 """The allocation events of an allocator snapshot taken by validation/gpu/run_one.py, per phase:
 the context probe, the model build, and each training step's forward, backward and optimizer.
 
-usage: snapshot_phases.py SNAPSHOT.pickle [--step N]
+usage: snapshot_phases.py SNAPSHOT.pickle [--step N] [--min-mib M]
 
-Prints, per phase, the allocations of at least 1 MiB in order (MiB, two decimals), the count of
+Prints, per phase, the allocations of at least M MiB (default 1) in order (MiB, two decimals), the count of
 smaller ones, and the segments cudaMalloc'd. A phase is told by the run_one.py frame of an
 allocation's Python stack (probe_context, build_model, forward) or the optimizer's (_init_group,
 _multi_tensor_adam, ...); the backward's allocations come from autograd's thread and have no
@@ -31,7 +31,7 @@ def tag(e):
     return None if not names else "other"
 
 
-def phases(trace):
+def phases(trace, floor=MIB):
     out, cur, step = [], None, -1
     for e in trace:
         a = e["action"]
@@ -49,7 +49,7 @@ def phases(trace):
                 out.append({"phase": t, "step": step if t in ("forward", "backward", "optimizer") else None,
                             "big": [], "small": 0, "segments": []})
                 cur = t
-            if e["size"] >= MIB:
+            if e["size"] >= floor:
                 out[-1]["big"].append(round(e["size"] / MIB, 2))
             else:
                 out[-1]["small"] += 1
@@ -62,10 +62,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("snapshot")
     ap.add_argument("--step", type=int, default=None)
+    ap.add_argument("--min-mib", type=float, default=1.0)
     a = ap.parse_args()
     with open(a.snapshot, "rb") as f:
         d = pickle.load(f)
-    for p in phases(d["device_traces"][0]):
+    for p in phases(d["device_traces"][0], int(a.min_mib * MIB)):
         if a.step is not None and p["step"] not in (None, a.step):
             continue
         print(f"{p['phase']} step {p['step']}: {len(p['big'])} big, {p['small']} small, "

@@ -302,8 +302,12 @@ fn layer_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live, layer: u32, t
 }
 
 /// The embeddings' gradients (`embedding_dense_backward`). A tied embedding's is summed with
-/// the head's contribution into a new tensor (`InputBuffer::add`), both parts then released
-/// and the sum kept as `.grad` — the H200 GPT-2 trace: +147 MiB, +147 MiB, −147, −147.
+/// the head's contribution by autograd's input buffer (`InputBuffer::accumulate`,
+/// `torch/csrc/autograd/input_buffer.cpp`): in place when the buffered contribution is a
+/// plain tensor it may steal — under autocast it is `ToCopyBackward`'s fresh fp32 copy (the
+/// H200 SmolLM2 trace: one 108 MiB gradient, added and freed) — else into a new tensor, both
+/// parts released and the sum kept (the fp32 GPT-2 trace, whose contribution is the
+/// transposed matmul output: +147 MiB, +147 MiB, −147, −147).
 fn embedding_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live) {
     let first = first_embedding(inp);
     for (k, p) in inp.params.iter().enumerate().rev() {
@@ -312,11 +316,16 @@ fn embedding_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live) {
         }
         if inp.tied && Some(k) == first && live.tied_head != u32::MAX {
             let own = s.alloc(p.grad);
-            let sum = s.alloc(p.grad);
-            s.free(own);
-            s.free(live.tied_head);
+            if inp.events.autocast {
+                s.free(own);
+                live.grads[k] = live.tied_head;
+            } else {
+                let sum = s.alloc(p.grad);
+                s.free(own);
+                s.free(live.tied_head);
+                live.grads[k] = sum;
+            }
             live.tied_head = u32::MAX;
-            live.grads[k] = sum;
         } else {
             grad_of(s, live, k, p.grad);
         }

@@ -173,7 +173,7 @@ pub(crate) fn run_edited(
         (Framework::Ollama, Task::Infer, Some(spec), Some(inv)) => {
             super::serving::ollama_device(model, spec, inv, job, gpu, &mut warnings)?
         }
-        _ => pytorch_device(model, job, gpu, &st, plan.as_deref())?,
+        _ => pytorch_device(model, job, gpu, &st, plan.as_deref(), edit.is_some())?,
     };
     let host_activations = techniques::host_activation_bytes(job, plan.as_deref());
     techniques::warnings(job, &st, host_activations, &mut warnings);
@@ -229,6 +229,7 @@ fn pytorch_device(
     gpu: Option<&crate::gpu::Gpu>,
     st: &StateBytes,
     plan: Option<&ForwardPlan>,
+    edited: bool,
 ) -> Result<Device, CoreError> {
     let kv = match (&model.spec, job.task) {
         (Some(spec), Task::Infer) => {
@@ -267,7 +268,7 @@ fn pytorch_device(
     walk(&mut w, st, plan, job, gpu);
     let (alloc, mut components, peak_at) = w.peak;
     let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());
-    let (reserved, allocator) = match simulated_reserve(model, job, gpu, plan, alloc)? {
+    let (reserved, allocator) = match simulated_reserve(model, job, gpu, plan, alloc, edited)? {
         Some((r, a)) => (r, Some(a)),
         None => (
             overhead::reserved_estimate(alloc, &plan.largest_allocations()),
@@ -300,19 +301,33 @@ fn simulated_reserve(
     gpu: Option<&crate::gpu::Gpu>,
     plan: &ForwardPlan,
     walk_peak: u64,
+    edited: bool,
 ) -> Result<Option<(u64, AllocatorSummary)>, CoreError> {
-    let Some(stream) = super::alloc_events::stream_of(model, job, gpu, plan)? else {
+    let compute = || -> Result<Option<super::alloc_events::Outcome>, CoreError> {
+        let Some(stream) = super::alloc_events::stream_of(model, job, gpu, plan)? else {
+            return Ok(None);
+        };
+        let capacity = gpu.map_or(u64::MAX, |g| {
+            g.memory_bytes.saturating_sub(overhead::cuda_context_bytes_with(
+                Some(g),
+                job.cuda_module_loading,
+            ))
+        });
+        let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity);
+        if let Some(g) = gpu {
+            sim.set_device_total(g.memory_bytes);
+        }
+        Ok(Some(super::alloc_events::replay::replay(&mut sim, &stream)))
+    };
+    // An edited plan (a trainer's own loss) is not the memo's plan: simulated afresh.
+    let outcome = if edited {
+        compute()?
+    } else {
+        *model.memo().reserve(job, compute)?
+    };
+    let Some(o) = outcome else {
         return Ok(None);
     };
-    let capacity = gpu.map_or(u64::MAX, |g| {
-        g.memory_bytes
-            .saturating_sub(overhead::cuda_context_bytes_with(Some(g), job.cuda_module_loading))
-    });
-    let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity);
-    if let Some(g) = gpu {
-        sim.set_device_total(g.memory_bytes);
-    }
-    let o = super::alloc_events::replay::replay(&mut sim, &stream);
     let reserve = o.peak_reserved.saturating_sub(o.peak_allocated);
     let reserved = walk_peak.saturating_add(reserve);
     let summary = AllocatorSummary {

@@ -304,9 +304,6 @@ fn simulated_reserve(
     edited: bool,
 ) -> Result<Option<(u64, AllocatorSummary)>, CoreError> {
     let compute = || -> Result<Option<super::alloc_events::Outcome>, CoreError> {
-        let Some(stream) = super::alloc_events::stream_of(model, job, gpu, plan)? else {
-            return Ok(None);
-        };
         let capacity = gpu.map_or(u64::MAX, |g| {
             g.memory_bytes.saturating_sub(overhead::cuda_context_bytes_with(
                 Some(g),
@@ -317,7 +314,7 @@ fn simulated_reserve(
         if let Some(g) = gpu {
             sim.set_device_total(g.memory_bytes);
         }
-        Ok(Some(super::alloc_events::replay::replay(&mut sim, &stream)))
+        super::alloc_events::simulate(sim, model, job, gpu, plan)
     };
     // An edited plan (a trainer's own loss) is not the memo's plan: simulated afresh.
     let outcome = if edited {

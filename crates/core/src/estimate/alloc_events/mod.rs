@@ -15,7 +15,7 @@ pub mod inputs;
 pub mod replay;
 mod train;
 
-pub use train::{train_stream, LossSizes, Param, TrainInputs};
+pub use train::{train_into, train_stream, LossSizes, Param, TrainInputs};
 
 use super::tape::BlockEvents;
 
@@ -46,6 +46,21 @@ pub enum Phase {
     Optimizer(u8),
 }
 
+/// Where a stream's events go: recorded ([`Stream`]) or run straight through the allocator
+/// model ([`replay::SimSink`], which keeps no event list: the estimate's path).
+pub trait Sink {
+    /// A new tensor of `bytes` (0: an id, no allocation); its id.
+    fn alloc(&mut self, bytes: u64) -> u32;
+    /// Allocates a reserved id (again, if it was freed).
+    fn alloc_at(&mut self, id: u32, bytes: u64);
+    /// Releases `id` if it is live.
+    fn free(&mut self, id: u32);
+    /// Reserves `n` ids (dead until allocated); the first.
+    fn reserve(&mut self, n: usize) -> u32;
+    fn phase(&mut self, p: Phase);
+    fn empty_cache(&mut self);
+}
+
 /// An event stream under construction: ids handed out in order, which tensors are live (a
 /// free of a dead id is dropped, so composed pieces may release a tensor twice safely).
 #[derive(Debug, Clone, Default)]
@@ -55,18 +70,8 @@ pub struct Stream {
     bytes: Vec<u64>,
 }
 
-impl Stream {
-    pub fn with_capacity(events: usize) -> Self {
-        Stream {
-            events: Vec::with_capacity(events),
-            live: Vec::with_capacity(events / 2),
-            bytes: Vec::with_capacity(events / 2),
-        }
-    }
-
-    /// A new tensor of `bytes`; zero-byte tensors get an id but no event (`allocate(0)`
-    /// returns an empty pointer without reaching the allocator).
-    pub fn alloc(&mut self, bytes: u64) -> u32 {
+impl Sink for Stream {
+    fn alloc(&mut self, bytes: u64) -> u32 {
         let id = self.live.len() as u32;
         self.live.push(bytes > 0);
         self.bytes.push(bytes);
@@ -76,16 +81,7 @@ impl Stream {
         id
     }
 
-    /// Reserves `n` ids (dead until [`Stream::alloc_at`]); returns the first.
-    pub fn reserve(&mut self, n: usize) -> u32 {
-        let base = self.live.len() as u32;
-        self.live.extend(std::iter::repeat_n(false, n));
-        self.bytes.extend(std::iter::repeat_n(0, n));
-        base
-    }
-
-    /// Allocates a reserved id (again, if it was freed: a recomputed tensor reuses its slot).
-    pub fn alloc_at(&mut self, id: u32, bytes: u64) {
+    fn alloc_at(&mut self, id: u32, bytes: u64) {
         let Some(l) = self.live.get_mut(id as usize) else {
             return;
         };
@@ -97,8 +93,7 @@ impl Stream {
         self.events.push(Event::Alloc { id, bytes });
     }
 
-    /// Releases `id` if it is live.
-    pub fn free(&mut self, id: u32) {
+    fn free(&mut self, id: u32) {
         if let Some(l) = self.live.get_mut(id as usize) {
             if *l {
                 *l = false;
@@ -107,16 +102,33 @@ impl Stream {
         }
     }
 
-    pub fn is_live(&self, id: u32) -> bool {
-        self.live.get(id as usize).copied().unwrap_or(false)
+    fn reserve(&mut self, n: usize) -> u32 {
+        let base = self.live.len() as u32;
+        self.live.extend(std::iter::repeat_n(false, n));
+        self.bytes.extend(std::iter::repeat_n(0, n));
+        base
     }
 
-    pub fn phase(&mut self, p: Phase) {
+    fn phase(&mut self, p: Phase) {
         self.events.push(Event::Phase(p));
     }
 
-    pub fn empty_cache(&mut self) {
+    fn empty_cache(&mut self) {
         self.events.push(Event::EmptyCache);
+    }
+}
+
+impl Stream {
+    pub fn with_capacity(events: usize) -> Self {
+        Stream {
+            events: Vec::with_capacity(events),
+            live: Vec::with_capacity(events / 2),
+            bytes: Vec::with_capacity(events / 2),
+        }
+    }
+
+    pub fn is_live(&self, id: u32) -> bool {
+        self.live.get(id as usize).copied().unwrap_or(false)
     }
 
     /// Bytes allocated now (requested sizes), for tests.
@@ -182,8 +194,8 @@ impl BlockIds {
 
 /// Runs `evs` of block `b` into `s`. `keep_input`: the input is held by someone else (a
 /// checkpoint keeps its input), so the block does not release it.
-pub(crate) fn run_block(
-    s: &mut Stream,
+pub(crate) fn run_block<S: Sink>(
+    s: &mut S,
     b: &BlockEvents,
     evs: &[super::tape::Ev],
     ids: BlockIds,
@@ -203,7 +215,7 @@ pub(crate) fn run_block(
 }
 
 /// Reserves ids for a block's local slots (dead until allocated) and returns its id map.
-pub(crate) fn reserve_block(s: &mut Stream, b: &BlockEvents, input: u32) -> BlockIds {
+pub(crate) fn reserve_block<S: Sink>(s: &mut S, b: &BlockEvents, input: u32) -> BlockIds {
     let base = s.reserve(2 * b.entries as usize);
     BlockIds {
         base,
@@ -224,24 +236,49 @@ pub struct Outcome {
     pub oom: bool,
 }
 
-/// The training stream of `job` on `model`, or `None` where the stream cannot express the job
-/// ([`inputs::expressible`]); `plan` is the estimate's own.
+/// The training stream of `job` on `model` into `sink`; `false` (nothing sent) where the
+/// stream cannot express the job ([`inputs::expressible`]). `plan` is the estimate's own.
+pub(crate) fn events_into<S: Sink>(
+    sink: &mut S,
+    model: &super::ModelInput,
+    job: &crate::job::ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+    plan: &super::activations::ForwardPlan,
+) -> Result<bool, crate::error::CoreError> {
+    let (Some(spec), Some(inv), Some(events)) = (&model.spec, &model.inventory, &plan.events)
+    else {
+        return Ok(false);
+    };
+    if !inputs::expressible(job, spec, plan) {
+        return Ok(false);
+    }
+    let params = inputs::params(inv, job, events.param_width)?;
+    let inp = inputs::train_inputs(spec, job, gpu, plan, events, &params);
+    train_into(sink, &inp);
+    Ok(true)
+}
+
+/// The stream of `job` recorded ([`events_into`]), or `None`.
 pub(crate) fn stream_of(
     model: &super::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
     plan: &super::activations::ForwardPlan,
 ) -> Result<Option<Stream>, crate::error::CoreError> {
-    let (Some(spec), Some(inv), Some(events)) = (&model.spec, &model.inventory, &plan.events)
-    else {
-        return Ok(None);
-    };
-    if !inputs::expressible(job, spec, plan) {
-        return Ok(None);
-    }
-    let params = inputs::params(inv, job, events.param_width)?;
-    let inp = inputs::train_inputs(spec, job, gpu, plan, events, &params);
-    Ok(Some(train_stream(&inp)))
+    let mut s = Stream::with_capacity(1 << 14);
+    Ok(events_into(&mut s, model, job, gpu, plan)?.then_some(s))
+}
+
+/// The allocator model's figures for `job`'s stream run through `sim`, or `None`.
+pub(crate) fn simulate(
+    sim: crate::allocator::Allocator,
+    model: &super::ModelInput,
+    job: &crate::job::ResolvedJob,
+    gpu: Option<&crate::gpu::Gpu>,
+    plan: &super::activations::ForwardPlan,
+) -> Result<Option<Outcome>, crate::error::CoreError> {
+    let mut sink = replay::SimSink::new(sim);
+    Ok(events_into(&mut sink, model, job, gpu, plan)?.then(|| sink.outcome()))
 }
 
 /// The training stream of `job` on `model` as the estimate makes it (its plan

@@ -1,6 +1,6 @@
 //! Running a stream through a caching-allocator model.
 
-use super::{Event, Outcome, Phase, Stream};
+use super::{Event, Outcome, Phase, Sink, Stream};
 
 /// A caching allocator as the stream drives it (`crate::allocator::Allocator` implements it).
 pub trait Sim {
@@ -122,4 +122,76 @@ pub fn replay_by_phase(sim: &mut crate::allocator::Allocator, stream: &Stream) -
     }
     close(sim, &mut out);
     out
+}
+
+/// A [`Sink`] that runs each event through the allocator model as it is made (no event list):
+/// the estimate's path. The peaks are reset when the first step begins, as [`replay`] does.
+pub struct SimSink {
+    pub sim: crate::allocator::Allocator,
+    handles: Vec<Option<crate::allocator::BlockId>>,
+    oom: bool,
+}
+
+impl SimSink {
+    pub fn new(sim: crate::allocator::Allocator) -> Self {
+        SimSink {
+            sim,
+            handles: Vec::with_capacity(1 << 12),
+            oom: false,
+        }
+    }
+
+    /// What the model says of the events so far.
+    pub fn outcome(&self) -> Outcome {
+        Outcome {
+            oom: self.oom,
+            ..Sim::outcome(&self.sim)
+        }
+    }
+
+    fn malloc(&mut self, bytes: u64) -> Option<crate::allocator::BlockId> {
+        let h = self.sim.malloc(bytes, 0).ok();
+        self.oom |= h.is_none();
+        h
+    }
+}
+
+impl Sink for SimSink {
+    fn alloc(&mut self, bytes: u64) -> u32 {
+        let id = self.handles.len() as u32;
+        let h = if bytes > 0 { self.malloc(bytes) } else { None };
+        self.handles.push(h);
+        id
+    }
+
+    fn alloc_at(&mut self, id: u32, bytes: u64) {
+        let live = matches!(self.handles.get(id as usize), Some(Some(_)) | None);
+        if live || bytes == 0 {
+            return;
+        }
+        let h = self.malloc(bytes);
+        self.handles[id as usize] = h;
+    }
+
+    fn free(&mut self, id: u32) {
+        if let Some(h) = self.handles.get_mut(id as usize).and_then(Option::take) {
+            self.sim.free(h);
+        }
+    }
+
+    fn reserve(&mut self, n: usize) -> u32 {
+        let base = self.handles.len() as u32;
+        self.handles.extend(std::iter::repeat_n(None, n));
+        base
+    }
+
+    fn phase(&mut self, p: Phase) {
+        if p == Phase::ZeroGrad(0) {
+            self.sim.reset_peak();
+        }
+    }
+
+    fn empty_cache(&mut self) {
+        self.sim.empty_cache();
+    }
 }

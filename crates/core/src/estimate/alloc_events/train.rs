@@ -2,7 +2,7 @@
 //! context probe, model build, `empty_cache()`, the batch, then steps of
 //! `zero_grad(set_to_none=True)` → forward → backward → `optimizer.step()`).
 
-use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Stream};
+use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
 use crate::estimate::activations::ForwardPlan;
 use crate::job::Checkpointing;
 
@@ -75,7 +75,8 @@ struct Live {
     second_handle: bool,
 }
 
-/// The whole process: context, model load, `empty_cache()`, the batch, `steps` steps.
+/// The whole process recorded as a [`Stream`]: context, model load, `empty_cache()`, the
+/// batch, `steps` steps.
 pub fn train_stream(inp: &TrainInputs) -> Stream {
     let per_step = 8 * inp.events.blocks.iter().map(|b| b.sizes.len()).sum::<usize>()
         * inp.events.layer_block.len().max(1)
@@ -83,6 +84,12 @@ pub fn train_stream(inp: &TrainInputs) -> Stream {
         + 6 * inp.params.len()
         + 64;
     let mut s = Stream::with_capacity(inp.params.len() * 4 + per_step * inp.steps as usize);
+    train_into(&mut s, inp);
+    s
+}
+
+/// The process's events into `s`.
+pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     s.phase(Phase::Context);
     // The first matmul's cuBLAS workspace (`CublasHandlePool.cpp`, kept for the process).
     s.alloc(inp.workspace);
@@ -114,13 +121,12 @@ pub fn train_stream(inp: &TrainInputs) -> Stream {
             s.free(g);
         }
         s.phase(Phase::Forward(step));
-        let fwd = forward(&mut s, inp);
+        let fwd = forward(s, inp);
         s.phase(Phase::Backward(step));
-        backward(&mut s, inp, &fwd, &mut live);
+        backward(s, inp, &fwd, &mut live);
         s.phase(Phase::Optimizer(step));
-        optimizer(&mut s, inp, &mut live);
+        optimizer(s, inp, &mut live);
     }
-    s
 }
 
 /// What the forward leaves for the backward.
@@ -140,7 +146,7 @@ fn ckpt(inp: &TrainInputs) -> bool {
 }
 
 /// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
-fn forward(s: &mut Stream, inp: &TrainInputs) -> Fwd {
+fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let plan = inp.plan;
     let e = &plan.embedding;
     let embedding_out = s.alloc(inp.hidden);
@@ -199,7 +205,7 @@ fn forward(s: &mut Stream, inp: &TrainInputs) -> Fwd {
 }
 
 /// The loss, the head, the blocks newest first, the embeddings.
-fn backward(s: &mut Stream, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
+fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     let l = &inp.loss;
     // nll_loss_backward, then _log_softmax_backward_data (dlogits in the loss width).
     let g1 = s.alloc(l.log_softmax);
@@ -259,7 +265,7 @@ fn backward(s: &mut Stream, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
 /// Gradients of the final norm and head, newest module first (`AccumulateGrad` keeps each as
 /// `.grad`); a tied head's weight gradient is the embedding's first contribution, held by
 /// autograd's input buffer until the embedding's own is added to it.
-fn output_side_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live) {
+fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     let first = first_embedding(inp);
     // Under autocast the head's weight gradient is made in 16 bit (the copy's size) and cast
     // to the fp32 parameter (the SmolLM2 trace: 54 MiB bf16, then 108 MiB fp32).
@@ -285,7 +291,7 @@ fn first_embedding(inp: &TrainInputs) -> Option<usize> {
 }
 
 /// Makes parameter `k`'s gradient if it has none yet.
-fn grad_of(s: &mut Stream, live: &mut Live, k: usize, bytes: u64) {
+fn grad_of<S: Sink>(s: &mut S, live: &mut Live, k: usize, bytes: u64) {
     if bytes > 0 && live.grads[k] == u32::MAX {
         live.grads[k] = s.alloc(bytes);
     }
@@ -293,7 +299,7 @@ fn grad_of(s: &mut Stream, live: &mut Live, k: usize, bytes: u64) {
 
 /// A block's weight gradients the tape did not make (norms; every one when the block's tape
 /// records none), last parameter first.
-fn layer_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live, layer: u32, taped: bool) {
+fn layer_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: u32, taped: bool) {
     for (k, p) in inp.params.iter().enumerate().rev() {
         if p.layer == Some(layer) && !(taped && p.tape_grad) {
             grad_of(s, live, k, p.grad);
@@ -308,7 +314,7 @@ fn layer_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live, layer: u32, t
 /// H200 SmolLM2 trace: one 108 MiB gradient, added and freed) — else into a new tensor, both
 /// parts released and the sum kept (the fp32 GPT-2 trace, whose contribution is the
 /// transposed matmul output: +147 MiB, +147 MiB, −147, −147).
-fn embedding_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live) {
+fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     let first = first_embedding(inp);
     for (k, p) in inp.params.iter().enumerate().rev() {
         if !(p.embedding && p.layer.is_none()) {
@@ -335,7 +341,7 @@ fn embedding_grads(s: &mut Stream, inp: &TrainInputs, live: &mut Live) {
 /// `optimizer.step()`: the states on the first step (`_init_group`: `zeros_like` per
 /// parameter, in order), then foreach Adam's sqrt list, released last tensor first (the list
 /// is destroyed back to front, as the H200 trace shows).
-fn optimizer(s: &mut Stream, inp: &TrainInputs, live: &mut Live) {
+fn optimizer<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     if !live.states_made {
         for p in inp.params.iter().filter(|p| p.grad > 0) {
             for &b in &p.states {

@@ -181,3 +181,47 @@ pub fn train_inputs<'a>(
         steps: STEPS,
     }
 }
+
+/// Inference the stream covers: Hugging Face `generate` on one GPU, a decoder-only causal LM
+/// with unquantized weights, no adapters or images, the KV cache in the model's dtype. Serving
+/// engines keep their own budgets (`engines.rs`, `serving.rs`).
+pub fn expressible_infer(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
+    let p = &job.parallel;
+    job.task == Task::Infer
+        && job.framework == Framework::Pytorch
+        && p.gpus <= 1
+        && job.peft.is_none()
+        && job.kv_dtype.is_none()
+        && job.images.is_none()
+        && spec.encoder.is_none()
+        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && matches!(spec.head, Head::LanguageModel { .. })
+        && plan.events.is_some()
+}
+
+/// The inference stream's inputs for a job [`expressible_infer`] covers.
+pub fn infer_inputs<'a>(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    gpu: Option<&Gpu>,
+    plan: &'a ForwardPlan,
+    events: &'a PlanEvents,
+    params: &'a [u64],
+) -> Result<super::infer::InferInputs<'a>, CoreError> {
+    let layers = (spec.num_layers() as u64).max(1);
+    let per_token = crate::estimate::kv::kv_cache_bytes(spec, job, 1)?;
+    Ok(super::infer::InferInputs {
+        plan,
+        events,
+        params,
+        workspace: overhead::cublas_workspace_bytes(gpu),
+        batch: job.batch,
+        prompt: job.seq,
+        new_tokens: job.new_tokens,
+        hidden_per_token: spec.hidden_size.saturating_mul(events.param_width),
+        kv_per_token: per_token / (2 * layers),
+        vocab: spec.vocab_size,
+        logits_width: events.param_width,
+        calls: 2,
+    })
+}

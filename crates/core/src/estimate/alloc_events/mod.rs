@@ -11,10 +11,12 @@
 //! `peak_reserved`; the event walk of `simulate.rs` stays the source of the timeline and the
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
+mod infer;
 pub mod inputs;
 pub mod replay;
 mod train;
 
+pub use infer::{infer_into, InferInputs};
 pub use train::{train_into, train_stream, LossSizes, Param, TrainInputs};
 
 use super::tape::BlockEvents;
@@ -249,6 +251,16 @@ pub(crate) fn events_into<S: Sink>(
     else {
         return Ok(false);
     };
+    if inputs::expressible_infer(job, spec, plan) {
+        let params: Vec<u64> = inv
+            .tensors
+            .iter()
+            .map(|t| t.elements().saturating_mul(events.param_width))
+            .collect();
+        let inp = inputs::infer_inputs(spec, job, gpu, plan, events, &params)?;
+        infer_into(sink, &inp);
+        return Ok(true);
+    }
     if !inputs::expressible(job, spec, plan) {
         return Ok(false);
     }

@@ -14,13 +14,15 @@ pub trait Sim {
     fn outcome(&self) -> Outcome;
 }
 
-/// Runs `stream` through `sim`; the peaks are reset when the first step begins (the process's
+/// Runs `stream` through `sim`; the peaks are reset when the first step (or `generate` call)
+/// begins (the process's
 /// steady state is what `max_memory_reserved` reports after the model is built and the cache
 /// emptied, as `run_one.py` measures). An allocation that fails marks the outcome OOM and is
 /// skipped.
 pub fn replay<S: Sim>(sim: &mut S, stream: &Stream) -> Outcome {
     let mut handles: Vec<Option<S::Handle>> = vec![None; stream.ids()];
     let mut oom = false;
+    let mut reset = false;
     for e in &stream.events {
         match *e {
             Event::Alloc { id, bytes } => {
@@ -36,7 +38,10 @@ pub fn replay<S: Sim>(sim: &mut S, stream: &Stream) -> Outcome {
                 }
             }
             Event::EmptyCache => sim.empty_cache(),
-            Event::Phase(Phase::ZeroGrad(0)) => sim.reset_peak(),
+            Event::Phase(Phase::ZeroGrad(0) | Phase::Forward(0)) if !reset => {
+                sim.reset_peak();
+                reset = true;
+            }
             Event::Phase(_) => {}
         }
     }
@@ -130,6 +135,8 @@ pub struct SimSink {
     pub sim: crate::allocator::Allocator,
     handles: Vec<Option<crate::allocator::BlockId>>,
     oom: bool,
+    /// The peaks were reset when the first step (or `generate` call) began.
+    reset: bool,
 }
 
 impl SimSink {
@@ -138,6 +145,7 @@ impl SimSink {
             sim,
             handles: Vec::with_capacity(1 << 12),
             oom: false,
+            reset: false,
         }
     }
 
@@ -186,8 +194,9 @@ impl Sink for SimSink {
     }
 
     fn phase(&mut self, p: Phase) {
-        if p == Phase::ZeroGrad(0) {
+        if matches!(p, Phase::ZeroGrad(0) | Phase::Forward(0)) && !self.reset {
             self.sim.reset_peak();
+            self.reset = true;
         }
     }
 

@@ -26,10 +26,13 @@ fn results_job(id: &str) -> Value {
 
 fn stream(id: &str) -> Stream {
     let job: Job = serde_json::from_value(results_job(id)).unwrap();
-    let model = vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let model =
+        vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
     let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
     let resolved = job.resolve(max).unwrap();
-    step_stream(&model.into_input(), &resolved).unwrap().unwrap()
+    step_stream(&model.into_input(), &resolved)
+        .unwrap()
+        .unwrap()
 }
 
 /// Per phase: allocations of at least `floor` in order (MiB, 2 decimals) and the count of
@@ -42,7 +45,8 @@ fn phases(s: &Stream, floor: u64) -> Vec<(Phase, Vec<f64>, usize)> {
             Event::Alloc { bytes, .. } => {
                 if let Some(last) = out.last_mut() {
                     if bytes >= floor {
-                        last.1.push((bytes as f64 / MIB as f64 * 100.0).round() / 100.0);
+                        last.1
+                            .push((bytes as f64 / MIB as f64 * 100.0).round() / 100.0);
                     } else {
                         last.2 += 1;
                     }
@@ -115,11 +119,20 @@ fn large_allocations_match_the_h200_traces() {
             big(&g, Phase::Backward(step), 50).0,
             [392.63, 392.63, 147.24, 147.24, 147.24]
         );
-        assert_eq!(big(&s, Phase::Forward(step), 50).0, [54.0, 192.0, 384.0, 384.0]);
+        assert_eq!(
+            big(&s, Phase::Forward(step), 50).0,
+            [54.0, 192.0, 384.0, 384.0]
+        );
         assert_eq!(
             big(&s, Phase::Backward(step), 50).0,
             [384.0, 384.0, 192.0, 54.0, 108.0, 108.0]
         );
+    }
+    // The first matmul's cuBLAS workspace: one 32 MiB block (trace index 8 in both), the
+    // autograd thread's another in the first backward (GPT-2 index 1138, SmolLM2 3554).
+    for t in [&g, &s] {
+        assert_eq!(big(t, Phase::Context, 1).0, [32.0]);
+        assert!(big(t, Phase::Backward(0), 1).0.contains(&32.0));
     }
     assert_eq!(big(&g, Phase::Optimizer(0), 50).0, [147.24; 3]);
     assert_eq!(big(&g, Phase::Optimizer(1), 50).0, [147.24]);
@@ -143,17 +156,20 @@ fn optimizer_and_forward_counts_match_the_h200_traces() {
     assert_eq!((sb.len(), ss), (151, 121));
     for (stream, measured) in [(&g, 381.0), (&s, 999.0)] {
         let n = big(stream, Phase::Forward(1), 1).0.len() as f64;
-        assert!((n - measured).abs() / measured <= 0.01, "{n} against {measured}");
+        assert!(
+            (n - measured).abs() / measured <= 0.01,
+            "{n} against {measured}"
+        );
     }
 }
 
-/// Every H200 training run the stream covers (`../shared/fixtures/gpu-h200/results-*.jsonl`:
-/// `measured.peak_reserved` is `max_memory_reserved` over the measured steps), its job as the
-/// run wrote it plus the run's `PYTORCH_CUDA_ALLOC_CONF` as `allocator`: the estimate's
-/// `peak_reserved` within 3 %. Before the stream (the packing heuristic) the median error was
-/// −9 %, the worst −37 %.
+/// Every H200 run the stream covers (`../shared/fixtures/gpu-h200/results-*.jsonl`:
+/// `measured.peak_reserved` is `max_memory_reserved` over the measured steps or generate
+/// call), its job as the run wrote it plus the run's `PYTORCH_CUDA_ALLOC_CONF` as
+/// `allocator`: the estimate's `peak_reserved` within 3 %. Before the stream (the packing
+/// heuristic) the median error was −9 %, the worst −37 %, 4 of 18 within 3 %.
 #[test]
-fn h200_training_runs_reserved_within_3_percent() {
+fn h200_runs_reserved_within_3_percent() {
     let path = format!(
         "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
         env!("CARGO_MANIFEST_DIR")
@@ -162,13 +178,15 @@ fn h200_training_runs_reserved_within_3_percent() {
     let mut checked = 0;
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
-        if v["type"] != "result" || v["status"] != "ok" || v["job"]["task"] != "train" {
+        if v["type"] != "result" || v["status"] != "ok" {
             continue;
         }
         let id = v["id"].as_str().unwrap();
         // Known apart: fp32 SDPA with grouped-query attention runs a kernel the estimator does
-        // not choose yet (allocated −34 %, issue 30 item 4), and LoRA (+3.1 %, below).
-        if id == "llama1b-fp32-adamw-sdpa-b2s2048" || id.contains("lora") {
+        // not choose yet (allocated −34 %, issue 30 item 4); the static-cache generate runs
+        // (the job has no field for transformers' StaticCache: the stream writes the default
+        // DynamicCache; −1.7 % and −6.4 %).
+        if id == "llama1b-fp32-adamw-sdpa-b2s2048" || id.contains("infer-static") {
             continue;
         }
         let mut job = v["job"].clone();
@@ -183,5 +201,57 @@ fn h200_training_runs_reserved_within_3_percent() {
         assert!(r.per_gpu.allocator.is_some(), "{id}: not simulated");
         checked += 1;
     }
-    assert_eq!(checked, 14);
+    // 15 training runs and the dynamic-cache generate run.
+    assert_eq!(checked, 16);
+}
+
+#[test]
+#[ignore]
+fn dump_segments() {
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    let id = std::env::var("STREAM_ID").unwrap_or(GPT2.into());
+    let s = stream(&id);
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    a.set_event_log(true);
+    let mut handles = vec![None; s.ids()];
+    let mut phase = Phase::Context;
+    let mut sizes = vec![0u64; s.ids()];
+    let mut bigsegs: Vec<(u64, u64)> = Vec::new();
+    for e in &s.events {
+        match *e {
+            Event::Alloc { id, bytes } => {
+                handles[id as usize] = a.malloc(bytes, 0).ok();
+                sizes[id as usize] = bytes;
+                if let Some((addr, size)) = handles[id as usize].and_then(|h| a.block(h)) {
+                    if bytes < 900 * MIB && bigsegs.iter().any(|&(b, l)| addr >= b && addr < b + l)
+                    {
+                        println!(
+                            "{phase:?}: a {:.2} MiB request (id {id}) placed in a big segment ({size})",
+                            bytes as f64 / MIB as f64
+                        );
+                    }
+                }
+                for ev in a.take_events() {
+                    if ev.size >= 900 * MIB {
+                        bigsegs.push((ev.addr, ev.size));
+                    }
+                    if !matches!(phase, Phase::Context | Phase::Load) {
+                        println!(
+                            "{phase:?}: {:?} {:.2} MiB for a {:.2} MiB request (id {id})",
+                            ev.kind,
+                            ev.size as f64 / MIB as f64,
+                            bytes as f64 / MIB as f64
+                        );
+                    }
+                }
+            }
+            Event::Free { id } => {
+                if let Some(h) = handles[id as usize].take() {
+                    a.free(h);
+                }
+            }
+            Event::EmptyCache => a.empty_cache(),
+            Event::Phase(p) => phase = p,
+        }
+    }
 }

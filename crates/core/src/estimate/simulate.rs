@@ -305,10 +305,11 @@ fn simulated_reserve(
 ) -> Result<Option<(u64, AllocatorSummary)>, CoreError> {
     let compute = || -> Result<Option<super::alloc_events::Outcome>, CoreError> {
         let capacity = gpu.map_or(u64::MAX, |g| {
-            g.memory_bytes.saturating_sub(overhead::cuda_context_bytes_with(
-                Some(g),
-                job.cuda_module_loading,
-            ))
+            g.memory_bytes
+                .saturating_sub(overhead::cuda_context_bytes_with(
+                    Some(g),
+                    job.cuda_module_loading,
+                ))
         });
         let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity);
         if let Some(g) = gpu {

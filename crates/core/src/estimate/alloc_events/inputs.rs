@@ -9,7 +9,9 @@ use crate::estimate::activations::ForwardPlan;
 use crate::estimate::{optimizer, overhead, round_size};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
-use crate::job::{Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task};
+use crate::job::{
+    Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
+};
 use crate::model::{Head, ModelSpec};
 
 /// Steps simulated: the first makes the optimizer states, the second is the steady state. In
@@ -56,11 +58,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
 
 /// The parameters in module order, each with its gradient and optimizer states; LoRA's
 /// adapters after their layer's base tensors (the base frozen).
-pub fn params(
-    inv: &Inventory,
-    job: &ResolvedJob,
-    width: u64,
-) -> Result<Vec<Param>, CoreError> {
+pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Param>, CoreError> {
     let lora = job.peft.as_ref();
     let mut out = Vec::with_capacity(inv.tensors.len() + 8);
     let adapters = match lora {
@@ -138,7 +136,11 @@ pub fn loss_sizes(spec: &ModelSpec, job: &ResolvedJob, plan: &ForwardPlan) -> Lo
     let log_softmax = plan.loss.backward_transient / 2;
     LossSizes {
         logits: plan.logits,
-        upcast: if plan.loss.dlogits > 0 { log_softmax } else { 0 },
+        upcast: if plan.loss.dlogits > 0 {
+            log_softmax
+        } else {
+            0
+        },
         log_softmax,
         labels_padded: round_size(b.saturating_mul(s + 1).saturating_mul(8)),
         labels_shifted: round_size(b.saturating_mul(s).saturating_mul(8)),
@@ -172,7 +174,7 @@ pub fn train_inputs<'a>(
         events,
         params,
         tied: matches!(spec.head, Head::LanguageModel { tied: true, .. }),
-        workspace: overhead::cublas_workspace_bytes(gpu),
+        workspace: workspace_block(gpu),
         checkpointing: job.checkpointing,
         hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
         head_grad_input: plan.logits_grad_input,
@@ -214,7 +216,7 @@ pub fn infer_inputs<'a>(
         plan,
         events,
         params,
-        workspace: overhead::cublas_workspace_bytes(gpu),
+        workspace: workspace_block(gpu),
         batch: job.batch,
         prompt: job.seq,
         new_tokens: job.new_tokens,
@@ -224,4 +226,22 @@ pub fn infer_inputs<'a>(
         logits_width: events.param_width,
         calls: 2,
     })
+}
+
+/// The block a BLAS handle's workspace takes from the caching allocator. On CUDA the cuBLASLt
+/// workspace shares the cuBLAS one: the H200 traces (torch 2.11, cu130) show one
+/// 33,554,432 B block per handle at `getCurrentCUDABlasHandle` and no separate 1 MiB block,
+/// so the stream allocates the cuBLAS part of `overhead::cublas_workspace_bytes` alone (the
+/// walk still counts both). ROCm's hipBLASLt keeps its own workspace, allocated apart.
+pub fn workspace_block(gpu: Option<&Gpu>) -> u64 {
+    let all = overhead::cublas_workspace_bytes(gpu);
+    let rocm = gpu.is_some_and(|g| {
+        let a = g.arch.to_ascii_lowercase();
+        a.starts_with("cdna") || a.starts_with("rdna")
+    });
+    if rocm {
+        all
+    } else {
+        all.saturating_sub(overhead::CUBLASLT_WORKSPACE_CUDA)
+    }
 }

@@ -93,7 +93,10 @@ pub struct PhaseFigures {
 }
 
 /// [`replay`], phase by phase.
-pub fn replay_by_phase(sim: &mut crate::allocator::Allocator, stream: &Stream) -> Vec<PhaseFigures> {
+pub fn replay_by_phase(
+    sim: &mut crate::allocator::Allocator,
+    stream: &Stream,
+) -> Vec<PhaseFigures> {
     let mut handles = vec![None; stream.ids()];
     let mut out: Vec<PhaseFigures> = Vec::new();
     let close = |sim: &crate::allocator::Allocator, out: &mut Vec<PhaseFigures>| {

@@ -78,7 +78,13 @@ struct Live {
 /// The whole process recorded as a [`Stream`]: context, model load, `empty_cache()`, the
 /// batch, `steps` steps.
 pub fn train_stream(inp: &TrainInputs) -> Stream {
-    let per_step = 8 * inp.events.blocks.iter().map(|b| b.sizes.len()).sum::<usize>()
+    let per_step = 8
+        * inp
+            .events
+            .blocks
+            .iter()
+            .map(|b| b.sizes.len())
+            .sum::<usize>()
         * inp.events.layer_block.len().max(1)
         / inp.events.blocks.len().max(1)
         + 6 * inp.params.len()
@@ -246,8 +252,7 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
             s.free(ids.output(b));
         }
         run_block(s, b, &b.backward, ids, false);
-        live
-            .tape_grads
+        live.tape_grads
             .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
         s.free(grad);

@@ -124,7 +124,9 @@ impl Tape {
     /// The block's events with `input` its input tensor and `output` its output.
     pub fn events(&self, input: Id, output: Id) -> BlockEvents {
         let n = self.entries.len();
-        let saved: Vec<bool> = (0..n).map(|i| self.is_saved(i) || self.copy_saved(i)).collect();
+        let saved: Vec<bool> = (0..n)
+            .map(|i| self.is_saved(i) || self.copy_saved(i))
+            .collect();
         let mut sizes: Vec<u64> = self.entries.iter().map(|e| e.bytes).collect();
         sizes.extend(self.entries.iter().map(|e| e.bytes));
         BlockEvents {
@@ -220,7 +222,11 @@ impl Tape {
                 keyed.push((e.created, 1, 0, 1, n + i));
             }
             if saved[i] && (self.allocated_here(i) || i == input) && i != output {
-                let at = if e.saver == usize::MAX { e.created } else { e.saver };
+                let at = if e.saver == usize::MAX {
+                    e.created
+                } else {
+                    e.saver
+                };
                 keyed.push((at, 2, 0, 1, i));
             }
         }

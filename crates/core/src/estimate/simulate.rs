@@ -268,13 +268,14 @@ fn pytorch_device(
     walk(&mut w, st, plan, job, gpu);
     let (alloc, mut components, peak_at) = w.peak;
     let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());
-    let (reserved, allocator) = match simulated_reserve(model, job, gpu, plan, alloc, edited)? {
-        Some((r, a)) => (r, Some(a)),
-        None => (
-            overhead::reserved_estimate(alloc, &plan.largest_allocations()),
-            None,
-        ),
-    };
+    let (reserved, allocator) =
+        match super::alloc_events::simulated_reserve(model, job, gpu, plan, alloc, edited)? {
+            Some((r, a)) => (r, Some(a)),
+            None => (
+                overhead::reserved_estimate(alloc, &plan.largest_allocations()),
+                None,
+            ),
+        };
     device.allocator = allocator;
     let context = non_torch_bytes(gpu, job);
     components.cuda_context = context;
@@ -287,58 +288,6 @@ fn pytorch_device(
     device.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
-}
-
-/// `max_memory_reserved` from the step's allocator events run through the caching-allocator
-/// model (`alloc_events`, `crate::allocator`), for the jobs the stream expresses: the walk's
-/// peak allocated (validated to 0.1 % on the H200) plus the model's reserve over its own
-/// allocated peak (`peak_reserved − peak_allocated` of the simulation), so a small difference
-/// between the stream's and the walk's tensors moves both figures alike. `None`: the stream
-/// does not cover the job.
-fn simulated_reserve(
-    model: &ModelInput,
-    job: &ResolvedJob,
-    gpu: Option<&crate::gpu::Gpu>,
-    plan: &ForwardPlan,
-    walk_peak: u64,
-    edited: bool,
-) -> Result<Option<(u64, AllocatorSummary)>, CoreError> {
-    let compute = || -> Result<Option<super::alloc_events::Outcome>, CoreError> {
-        let capacity = gpu.map_or(u64::MAX, |g| {
-            g.memory_bytes
-                .saturating_sub(overhead::cuda_context_bytes_with(
-                    Some(g),
-                    job.cuda_module_loading,
-                ))
-        });
-        let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity);
-        if let Some(g) = gpu {
-            sim.set_device_total(g.memory_bytes);
-        }
-        super::alloc_events::simulate(sim, model, job, gpu, plan)
-    };
-    // An edited plan (a trainer's own loss) is not the memo's plan: simulated afresh.
-    let outcome = if edited {
-        compute()?
-    } else {
-        *model.memo().reserve(job, compute)?
-    };
-    let Some(o) = outcome else {
-        return Ok(None);
-    };
-    let reserve = o.peak_reserved.saturating_sub(o.peak_allocated);
-    let reserved = walk_peak.saturating_add(reserve);
-    let summary = AllocatorSummary {
-        segments: o.segments,
-        fragmentation: if reserved == 0 {
-            0.0
-        } else {
-            1.0 - walk_peak as f64 / reserved as f64
-        },
-        largest_free_block: o.largest_free_block,
-        num_alloc_retries: o.num_alloc_retries,
-    };
-    Ok(Some((reserved, summary)))
 }
 
 /// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from

@@ -210,7 +210,7 @@ pub fn infer_inputs<'a>(
     events: &'a PlanEvents,
     params: &'a [u64],
 ) -> Result<super::infer::InferInputs<'a>, CoreError> {
-    let layers = (spec.num_layers() as u64).max(1);
+    let layers = spec.num_layers().max(1);
     let per_token = crate::estimate::kv::kv_cache_bytes(spec, job, 1)?;
     Ok(super::infer::InferInputs {
         plan,

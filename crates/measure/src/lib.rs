@@ -6,6 +6,7 @@
 //! Every reader is bounded: pickles are parsed by a non-executing VM ([`pickle`]) whose length
 //! prefixes are checked against the file size; JSON input is capped at [`MAX_JSON_BYTES`].
 
+pub mod alloc_replay;
 pub mod analysis;
 pub mod attribute;
 pub mod calibrate;

@@ -51,20 +51,19 @@ impl Allocator {
     /// block.
     fn find_expandable_block(&mut self, slot: usize, small: bool, size: u64) -> u32 {
         let pool = pool_index(small);
-        let starts: Vec<u32> = self.streams[slot].unmapped[pool]
+        let found = self.streams[slot].unmapped[pool]
             .iter()
-            .map(|k| k.1)
-            .collect();
-        for i in starts {
-            let prev = self.arena.get(i).prev;
-            let start = if prev != NIL && !self.arena.get(prev).allocated {
-                prev
-            } else {
-                i
-            };
-            if self.has_room(start, size) {
-                return start;
-            }
+            .find_map(|&(_, i)| {
+                let prev = self.arena.get(i).prev;
+                let start = if prev != NIL && !self.arena.get(prev).allocated {
+                    prev
+                } else {
+                    i
+                };
+                self.has_room(start, size).then_some(start)
+            });
+        if let Some(start) = found {
+            return start;
         }
         self.new_expandable_segment(slot, small)
     }
@@ -91,7 +90,8 @@ impl Allocator {
             base,
             page,
             pages,
-            mapped: Vec::new(),
+            mapped_pages: 0,
+            high_water: 0,
             live: true,
         });
         let stream = self.streams[slot].stream;
@@ -119,7 +119,11 @@ impl Allocator {
             return false;
         }
         let bytes = (end - begin) * page;
-        if self.total_reserved.saturating_add(bytes) > self.capacity {
+        if self
+            .total_reserved
+            .checked_add(bytes)
+            .is_none_or(|total| total > self.capacity)
+        {
             return false;
         }
         self.set_pages(seg, begin, end, true);
@@ -192,7 +196,6 @@ impl Allocator {
             self.remove_unmapped(i);
             self.arena.remove(i);
             self.expandable[seg].live = false;
-            self.expandable[seg].mapped = Vec::new();
         }
     }
 
@@ -224,11 +227,15 @@ impl Allocator {
         self.insert_free(p);
     }
 
+    /// `ExpandableSegment::map` / `unmap` of pages [begin, end): `map_block` maps only unmapped
+    /// pages and `unmap_block` only mapped ones, so a count suffices.
     fn set_pages(&mut self, seg: usize, begin: u64, end: u64, mapped: bool) {
-        let pages = &mut self.expandable[seg].mapped;
-        if pages.len() < end as usize {
-            pages.resize(end as usize, false);
+        let s = &mut self.expandable[seg];
+        if mapped {
+            s.mapped_pages += end - begin;
+            s.high_water = s.high_water.max(end);
+        } else {
+            s.mapped_pages -= end - begin;
         }
-        pages[begin as usize..end as usize].fill(mapped);
     }
 }

@@ -63,7 +63,7 @@ impl Allocator {
             .expandable
             .iter()
             .filter(|s| s.live)
-            .map(|s| s.mapped.iter().filter(|&&m| m).count() as u64 * s.page)
+            .map(|s| s.mapped_pages * s.page)
             .sum();
         let s = &self.stats;
         let checks = [

@@ -138,10 +138,10 @@ impl Allocator {
         if self.settings.expandable {
             return self.try_allocate_expandable_block(req.slot, req.small, req.size);
         }
-        if self.total_reserved.saturating_add(req.alloc_size) > self.capacity {
-            return None;
+        match self.total_reserved.checked_add(req.alloc_size) {
+            Some(total) if total <= self.capacity => self.total_reserved = total,
+            _ => return None,
         }
-        self.total_reserved += req.alloc_size;
         let addr = self.segment_address(req.alloc_size);
         let i = self
             .arena

@@ -56,6 +56,7 @@ pub mod config;
 mod expandable;
 mod invariants;
 mod malloc;
+mod seed;
 pub mod size;
 mod split;
 pub mod stats;
@@ -91,14 +92,15 @@ struct Settings {
     divisions: [u64; config::ROUNDUP_INTERVALS],
 }
 
-/// One expandable segment (`ExpandableSegment`): a reserved address range and which of its
-/// pages are mapped.
+/// One expandable segment (`ExpandableSegment`): a reserved address range, how many of its
+/// pages are mapped and the end of the highest page ever mapped (in pages).
 #[derive(Debug, Clone)]
 struct ExpSegment {
     base: u64,
     page: u64,
     pages: u64,
-    mapped: Vec<bool>,
+    mapped_pages: u64,
+    high_water: u64,
     live: bool,
 }
 
@@ -183,11 +185,14 @@ impl Allocator {
         }
     }
 
-    /// Whether `addr` lies in a live expandable segment's reserved range.
+    /// Whether `addr` lies in the used part of a live expandable segment: from its base to the
+    /// end of the highest page it ever mapped, inclusive (where the next map that grows it
+    /// starts). A replay uses it to tell a map into a segment the model has from the first map
+    /// of a new one, whatever the size of the reservation.
     pub fn in_expandable_segment(&self, addr: u64) -> bool {
         self.expandable
             .iter()
-            .any(|s| s.live && addr >= s.base && addr < s.base + s.page * s.pages)
+            .any(|s| s.live && addr >= s.base && addr <= s.base + s.page * s.high_water)
     }
 
     /// The block's (rounded) size and address, if the handle names a live allocation.

@@ -5,6 +5,7 @@
 //! Every constant names its source; `docs/overheads.md` gives the measured cases behind the
 //! context and fragmentation figures.
 
+use crate::allocator::size as alloc_size;
 use crate::gpu::Gpu;
 use crate::job::CudaModuleLoading;
 
@@ -16,18 +17,21 @@ const MIB: u64 = 1 << 20;
 // values in 1.x and 2.x; `kLargeBuffer` moved to `c10/core/AllocatorConfig.h` in 2.8+).
 // ---------------------------------------------------------------------------------------------
 
+// The constants are the allocator model's (`crate::allocator::size`), named here as the
+// estimator has always read them.
+
 /// `kMinBlockSize`: every block is a multiple of 512 bytes.
-pub const MIN_BLOCK_SIZE: u64 = 512;
+pub const MIN_BLOCK_SIZE: u64 = alloc_size::MIN_BLOCK_SIZE;
 /// `kSmallSize`: requests up to 1 MiB go to the small pool.
-pub const SMALL_SIZE: u64 = MIB;
+pub const SMALL_SIZE: u64 = alloc_size::SMALL_SIZE;
 /// `kSmallBuffer`: the small pool cudaMallocs 2 MiB segments.
-pub const SMALL_BUFFER: u64 = 2 * MIB;
+pub const SMALL_BUFFER: u64 = alloc_size::SMALL_BUFFER;
 /// `kLargeBuffer`: requests between 1 MiB and 10 MiB cudaMalloc a 20 MiB segment.
-pub const LARGE_BUFFER: u64 = 20 * MIB;
+pub const LARGE_BUFFER: u64 = alloc_size::LARGE_BUFFER;
 /// `kMinLargeAlloc`: from 10 MiB on, a request gets a segment of its own size.
-pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
+pub const MIN_LARGE_ALLOC: u64 = alloc_size::MIN_LARGE_ALLOC;
 /// `kRoundLarge`: such a segment is rounded up to 2 MiB.
-pub const ROUND_LARGE: u64 = 2 * MIB;
+pub const ROUND_LARGE: u64 = alloc_size::ROUND_LARGE;
 
 /// Pools larger than this are packed by their byte sum instead of first-fit (bounds the work).
 const MAX_PACKED_ITEMS: usize = 4096;
@@ -41,7 +45,7 @@ pub fn round_size(bytes: u64) -> u64 {
     if bytes == 0 {
         0
     } else {
-        round_up(bytes, MIN_BLOCK_SIZE)
+        alloc_size::round_size(bytes, &[0; crate::allocator::config::ROUNDUP_INTERVALS])
     }
 }
 
@@ -50,12 +54,8 @@ pub fn round_size(bytes: u64) -> u64 {
 pub fn segment_size(rounded: u64) -> u64 {
     if rounded == 0 {
         0
-    } else if rounded <= SMALL_SIZE {
-        SMALL_BUFFER
-    } else if rounded < MIN_LARGE_ALLOC {
-        LARGE_BUFFER
     } else {
-        round_up(rounded, ROUND_LARGE)
+        alloc_size::allocation_size(rounded)
     }
 }
 

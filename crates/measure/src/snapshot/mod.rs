@@ -9,6 +9,9 @@
 //! so a trace of 10^6 entries with 30 frames each holds each distinct stack once.
 
 mod builder;
+mod settings;
+
+pub use settings::AllocatorSettings;
 
 use crate::pickle::{Id, Limits, Node, Pickle, Tree};
 use builder::Builder;
@@ -168,6 +171,8 @@ pub struct Snapshot {
     pub segments: Vec<Segment>,
     pub traces: Vec<Vec<TraceEntry>>,
     pub alloc_conf: Option<String>,
+    /// The typed `allocator_settings` (what the allocator ran with), when the file has them.
+    pub allocator_settings: Option<AllocatorSettings>,
     /// Trace entries carry the profiler's `category`: the file came from
     /// `torch.cuda._memory_viz._profile_to_snapshot`, not from the allocator.
     pub from_profiler: bool,
@@ -255,6 +260,7 @@ fn finish(mut b: Builder, p: &Pickle) -> Result<Snapshot, crate::MeasureError> {
         segments,
         traces,
         alloc_conf: alloc_conf(t, root),
+        allocator_settings: settings::read(t, root),
         from_profiler,
         traced,
         traced_gpu,

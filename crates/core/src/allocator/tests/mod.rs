@@ -227,3 +227,25 @@ fn reset_peak_and_zero_sized_requests() {
     a.free(e);
     assert_eq!(a.stats().num_device_alloc, 1);
 }
+
+#[test]
+fn seeded_segments_and_blocks_continue_a_record() {
+    let mut a = default_allocator(u64::MAX);
+    // A 20 MiB segment at 0x1000_0000 with a 4 MiB block live at +8 MiB: free 0..8 and 12..20.
+    a.seed_segment(0x1000_0000, 20 * MIB, 0, false).unwrap();
+    let x = a
+        .seed_allocation(0x1000_0000 + 8 * MIB, 4 * MIB, 4 * MIB, 0)
+        .unwrap();
+    assert!(a.seed_segment(0x1000_0000 + MIB, MIB, 0, false).is_err());
+    assert_eq!(a.stats().largest_free_block, 8 * MIB);
+    // 6 MiB: best fit among the two 8 MiB blocks → the lower one, at the segment's start.
+    let y = a.malloc(6 * MIB, 0).unwrap();
+    assert_eq!(a.block(y).unwrap().0, 0x1000_0000);
+    a.check_invariants().unwrap();
+    // Freeing both leaves one whole free segment, which empty_cache releases.
+    a.free(x);
+    a.free(y);
+    a.empty_cache();
+    assert_eq!(a.stats().reserved_bytes.current, 0);
+    assert_eq!(kinds(&a.take_events()), [(SegmentFree, 20 * MIB)]);
+}

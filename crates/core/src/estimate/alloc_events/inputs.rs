@@ -224,7 +224,7 @@ pub fn infer_inputs<'a>(
         kv_per_token: per_token / (2 * layers),
         vocab: spec.vocab_size,
         logits_width: events.param_width,
-        calls: 2,
+        calls: 1,
     })
 }
 

@@ -326,14 +326,7 @@ pub(crate) fn simulated_reserve(
     edited: bool,
 ) -> Result<Option<(u64, crate::report::AllocatorSummary)>, crate::error::CoreError> {
     let compute = || -> Result<Option<Outcome>, crate::error::CoreError> {
-        let capacity = gpu.map_or(u64::MAX, |g| {
-            g.memory_bytes
-                .saturating_sub(super::overhead::cuda_context_bytes_with(
-                    Some(g),
-                    job.cuda_module_loading,
-                ))
-        });
-        let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity);
+        let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity(gpu, job));
         if let Some(g) = gpu {
             sim.set_device_total(g.memory_bytes);
         }
@@ -349,7 +342,12 @@ pub(crate) fn simulated_reserve(
         return Ok(None);
     };
     let reserve = o.peak_reserved.saturating_sub(o.peak_allocated);
-    let reserved = walk_peak.saturating_add(reserve);
+    let mut reserved = walk_peak.saturating_add(reserve);
+    if o.oom {
+        // A request failed even after the cache was freed (`malloc`'s OOM path): the process
+        // needs more than the allocator may hold, whatever the bytes in use say.
+        reserved = reserved.max(capacity(gpu, job).saturating_add(1));
+    }
     let summary = crate::report::AllocatorSummary {
         segments: o.segments,
         fragmentation: if reserved == 0 {
@@ -361,4 +359,16 @@ pub(crate) fn simulated_reserve(
         num_alloc_retries: o.num_alloc_retries,
     };
     Ok(Some((reserved, summary)))
+}
+
+/// What the caching allocator may hold: the GPU's memory less the CUDA context (unlimited
+/// without a GPU).
+fn capacity(gpu: Option<&crate::gpu::Gpu>, job: &crate::job::ResolvedJob) -> u64 {
+    gpu.map_or(u64::MAX, |g| {
+        g.memory_bytes
+            .saturating_sub(super::overhead::cuda_context_bytes_with(
+                Some(g),
+                job.cuda_module_loading,
+            ))
+    })
 }

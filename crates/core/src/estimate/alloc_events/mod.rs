@@ -326,7 +326,11 @@ pub(crate) fn simulated_reserve(
     edited: bool,
 ) -> Result<Option<(u64, crate::report::AllocatorSummary)>, crate::error::CoreError> {
     let compute = || -> Result<Option<Outcome>, crate::error::CoreError> {
-        let mut sim = crate::allocator::Allocator::new(&job.allocator, capacity(gpu, job));
+        // A job whose tensors alone exceed the device is simulated without a limit: its
+        // figures then say what it would need, not how the allocator fails.
+        let limit = capacity(gpu, job);
+        let limit = if walk_peak > limit { u64::MAX } else { limit };
+        let mut sim = crate::allocator::Allocator::new(&job.allocator, limit);
         if let Some(g) = gpu {
             sim.set_device_total(g.memory_bytes);
         }

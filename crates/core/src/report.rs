@@ -200,6 +200,23 @@ pub struct PerGpu {
     /// evicted to host RAM under pressure, so not needed for `fit.fits`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paged_states: Option<u64>,
+    /// The caching allocator as simulated over the step (contract `per_gpu.allocator`); absent
+    /// where the step is not simulated event by event (`estimate/alloc_events`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<AllocatorSummary>,
+}
+
+/// `per_gpu.allocator`: what the caching-allocator model says of the simulated step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AllocatorSummary {
+    /// Segments (cudaMalloc'd blocks) at the most.
+    pub segments: u64,
+    /// 1 − peak_allocated / peak_reserved.
+    pub fragmentation: f64,
+    /// The largest cached free block at the end of the step.
+    pub largest_free_block: u64,
+    /// cudaMalloc failures that freed the cache and retried.
+    pub num_alloc_retries: u64,
 }
 
 /// One event of the simulated step.

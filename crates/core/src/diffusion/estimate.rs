@@ -290,6 +290,7 @@ pub fn estimate(p: &Pipeline, name: &str, j: &Resolved) -> Result<DiffusionRepor
             rank: None,
             host_bytes: host_bytes(p, j, max_params),
             paged_states: None,
+            allocator: None,
         },
         fit: gpu.map(|g| fit_of(g, device_total, j.reserve)),
         warnings: warnings(p, j),

@@ -2,8 +2,9 @@
 //! job's precision, attention kernel, dropout and checkpointing — and the Megatron accounting of
 //! Korthikanti et al. 2022 for `framework: megatron`.
 
+use super::alloc_events::PlanEvents;
 use super::blocks::sdpa::SdpaStack;
-use super::blocks::{block_memory, BlockCtx, BlockMemory, Numerics};
+use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
 use crate::job::{AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task};
@@ -50,6 +51,10 @@ pub struct ForwardPlan {
     /// The forward runs a cuBLASLt GEMM (`runs_lt_gemm`), which some PyTorch releases give a
     /// workspace of its own (`overhead::blas_workspaces_bytes_for`).
     pub lt_gemm: bool,
+    /// The blocks' allocator events (`tape/events.rs`), one per distinct block program;
+    /// `None` where a layout changes the blocks (tensor, context or pipeline parallelism,
+    /// Megatron's accounting).
+    pub events: Option<std::sync::Arc<super::alloc_events::PlanEvents>>,
 }
 
 impl ForwardPlan {
@@ -144,7 +149,7 @@ pub fn forward(
     } else {
         0
     };
-    let layers = blocks_forward(spec, job, num)?;
+    let (layers, events) = blocks_forward(spec, job, num)?;
     let (head, logits, loss) = head_and_loss(spec, job, num);
     let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
     let bytes_per_layer = if megatron {
@@ -158,6 +163,8 @@ pub fn forward(
         logits,
         loss,
     };
+    let par = &job.parallel;
+    let reshaped = megatron || par.tp.max(1) * par.cp.max(1) * par.pp.max(1) > 1;
     let parts = distribute(spec, job, parts, bytes_per_layer, megatron, warnings);
     Ok(ForwardPlan {
         inputs: super::techniques::input_tensors(job) * super::round_size(tokens * 8) + pixels,
@@ -170,6 +177,7 @@ pub fn forward(
         bytes_per_layer,
         reference_forward: 0,
         lt_gemm: runs_lt_gemm(spec),
+        events: (!reshaped).then(|| std::sync::Arc::new(events)),
     })
 }
 
@@ -236,7 +244,7 @@ fn blocks_forward(
     spec: &ModelSpec,
     job: &ResolvedJob,
     num: Numerics,
-) -> Result<Vec<LayerPlan>, CoreError> {
+) -> Result<(Vec<LayerPlan>, PlanEvents), CoreError> {
     let (b, s) = (job.batch, job.seq);
     let train = job.task == Task::Train;
     let quantized = !super::weights_in_force(Some(spec), job)?.is_none();
@@ -257,9 +265,15 @@ fn blocks_forward(
     let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
+    let mut events = PlanEvents {
+        param_width: num.param,
+        autocast: num.autocast,
+        ..PlanEvents::default()
+    };
     for layer in spec.all_layers() {
         if layer.attention.vision_cross && cross_ctx.kv_seq == 0 {
             layers.push(LayerPlan::default());
+            events.layer_block.push(u32::MAX);
             continue;
         }
         let ctx = if layer.attention.vision_cross {
@@ -271,11 +285,16 @@ fn blocks_forward(
         let key = layers.len();
         let mem = match cache
             .iter()
-            .find(|(i, _)| spec.all_layers().nth(*i) == Some(layer))
+            .position(|(i, _)| spec.all_layers().nth(*i) == Some(layer))
         {
-            Some((_, m)) => *m,
+            Some(k) => {
+                events.layer_block.push(k as u32);
+                cache[k].1
+            }
             None => {
-                let m = block_memory(ctx, layer);
+                let (m, ev) = block_program(ctx, layer);
+                events.layer_block.push(cache.len() as u32);
+                events.blocks.push(ev);
                 cache.push((key, m));
                 m
             }
@@ -302,7 +321,7 @@ fn blocks_forward(
             training_block(mem, ckpt, core, output)
         });
     }
-    Ok(layers)
+    Ok((layers, events))
 }
 
 /// What every block's program runs with: the job's shape, numerics and kernel, the config's

@@ -31,6 +31,9 @@ pub struct Memo {
     plans: Table<ResolvedJob, ForwardPlan>,
     /// By the job's `peft.targets` (the matching reads tensor names, not the job).
     lora: Table<Vec<String>, LoraModules>,
+    /// The step's allocator events run through the caching-allocator model
+    /// (`alloc_events`): `None` where the stream does not cover the job.
+    reserves: Table<ResolvedJob, Option<super::alloc_events::Outcome>>,
     /// The model alone: its step-time shape and its summary.
     shape: OnceLock<ModelShape>,
     summary: OnceLock<ModelSummary>,
@@ -76,6 +79,24 @@ impl Memo {
         compute: impl FnOnce(&mut Vec<String>) -> Result<ForwardPlan, CoreError>,
     ) -> Result<Arc<ForwardPlan>, CoreError> {
         self.plans.get_or_compute(plan_key(job), warnings, compute)
+    }
+
+    /// The simulated allocator's figures for `job` (`alloc_events`), computed by `compute` the
+    /// first time. Every field but the echo-only ones is part of the key: the stream reads the
+    /// plan's fields, the optimizer, the device and the allocator's settings.
+    pub(crate) fn reserve(
+        &self,
+        job: &ResolvedJob,
+        compute: impl FnOnce() -> Result<Option<super::alloc_events::Outcome>, CoreError>,
+    ) -> Result<Arc<Option<super::alloc_events::Outcome>>, CoreError> {
+        let key = ResolvedJob {
+            model: serde_json::Value::Null,
+            reserve: 0,
+            price_per_gpu_hour: None,
+            ..job.clone()
+        };
+        self.reserves
+            .get_or_compute(key, &mut Vec::new(), |_| compute())
     }
 
     /// The modules LoRA adapts for `targets` ([`super::states::lora_modules`]), matched by

@@ -2,6 +2,7 @@
 //! inventory; no I/O.
 
 pub mod activations;
+pub mod alloc_events;
 pub mod blocks;
 pub mod compile;
 pub mod dpo;

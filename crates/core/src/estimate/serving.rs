@@ -64,6 +64,7 @@ pub(super) fn sglang_device(
         engine: Some(serde_json::to_value(&b).unwrap_or_default()),
         engine_starts: starts,
         paged: 0,
+        allocator: None,
     })
 }
 

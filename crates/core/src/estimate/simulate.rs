@@ -100,6 +100,8 @@ pub(super) struct Device {
     pub(super) engine_starts: bool,
     /// Paged optimizer states counted in `device_total` (unified memory, evictable).
     pub(super) paged: u64,
+    /// The caching-allocator model's figures where the step was simulated event by event.
+    pub(super) allocator: Option<AllocatorSummary>,
 }
 
 /// Simulates the job: model states, then the device by the framework's own rules (a walk of
@@ -172,7 +174,7 @@ pub(crate) fn run_edited(
         (Framework::Ollama, Task::Infer, Some(spec), Some(inv)) => {
             super::serving::ollama_device(model, spec, inv, job, gpu, &mut warnings)?
         }
-        _ => pytorch_device(model, job, gpu, &st, plan.as_deref())?,
+        _ => pytorch_device(model, job, gpu, &st, plan.as_deref(), edit.is_some())?,
     };
     let host_activations = techniques::host_activation_bytes(job, plan.as_deref());
     techniques::warnings(job, &st, host_activations, &mut warnings);
@@ -193,6 +195,7 @@ pub(crate) fn run_edited(
             host_bytes: (host > 0).then_some(host),
             paged_states: (st.paged_states > 0 && device.peak_allocated.is_some())
                 .then_some(st.paged_states),
+            allocator: device.allocator,
             rank: (job.parallel.pp > 1).then(|| {
                 "rank 0: the first pipeline stage (embeddings, the first blocks, the most \
                  micro-batches in flight)"
@@ -227,6 +230,7 @@ fn pytorch_device(
     gpu: Option<&crate::gpu::Gpu>,
     st: &StateBytes,
     plan: Option<&ForwardPlan>,
+    edited: bool,
 ) -> Result<Device, CoreError> {
     let kv = match (&model.spec, job.task) {
         (Some(spec), Task::Infer) => {
@@ -256,6 +260,7 @@ fn pytorch_device(
         engine: None,
         engine_starts: true,
         paged: 0,
+        allocator: None,
     };
     let Some(plan) = plan else {
         device.timeline = w.points;
@@ -264,7 +269,15 @@ fn pytorch_device(
     walk(&mut w, st, plan, job, gpu);
     let (alloc, mut components, peak_at) = w.peak;
     let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());
-    let reserved = overhead::reserved_estimate(alloc, &plan.largest_allocations());
+    let (reserved, allocator) =
+        match super::alloc_events::simulated_reserve(model, job, gpu, plan, alloc, edited)? {
+            Some((r, a)) => (r, Some(a)),
+            None => (
+                overhead::reserved_estimate(alloc, &plan.largest_allocations()),
+                None,
+            ),
+        };
+    device.allocator = allocator;
     let context = non_torch_bytes(gpu, job);
     components.cuda_context = context;
     components.allocator_reserve = reserved.saturating_sub(alloc);
@@ -326,6 +339,7 @@ fn vllm_device(
         engine: Some(serde_json::to_value(&b).unwrap_or_default()),
         engine_starts,
         paged: 0,
+        allocator: None,
     })
 }
 
@@ -431,6 +445,7 @@ pub(super) fn llamacpp_device(
         engine: Some(serde_json::to_value(&split).unwrap_or_default()),
         engine_starts: true,
         paged: 0,
+        allocator: None,
     })
 }
 

@@ -11,6 +11,23 @@
 //! casts 16-bit inputs up.
 
 mod compile;
+mod events;
+
+pub use events::{BlockEvents, Ev};
+
+/// What a tensor made by an op's backward (not an activation gradient) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GradRole {
+    /// Not one: a forward tensor.
+    None,
+    /// A weight's gradient, kept as `.grad`.
+    Kept,
+    /// A 16-bit weight gradient cast to the parameter's fp32 by autocast's `ToCopyBackward`:
+    /// freed once the next (the kept fp32) gradient exists.
+    CastSource,
+    /// A reduction's temporary, freed at once.
+    Temp,
+}
 
 /// A symbolic tensor on the tape.
 pub type Id = usize;
@@ -32,6 +49,15 @@ struct Entry {
     pointwise: bool,
     /// The op's inputs (a compiled tape only).
     inputs: Vec<Id>,
+    /// The earliest op that saved it (`usize::MAX`: none): backward runs ops newest first, so
+    /// the saved tensor is released when this op's node has run (`SavedVariable::reset_data`).
+    saver: usize,
+    /// Autocast's 16-bit copy of a weight (`Tape::weight_copy`): an allocation of the stream
+    /// only, left out of [`Tape::memory`] (the block counts copies apart, `weight_copies`).
+    copy: bool,
+    /// A tensor this op's backward makes beside the activation gradients (stream-only, like
+    /// `copy`): [`GradRole`].
+    wgrad: GradRole,
 }
 
 /// Records one region's ops.
@@ -83,6 +109,9 @@ impl Tape {
             created: 0,
             pointwise: false,
             inputs: Vec::new(),
+            saver: usize::MAX,
+            copy: false,
+            wgrad: GradRole::None,
         });
         self.entries.len() - 1
     }
@@ -98,6 +127,7 @@ impl Tape {
         if !self.no_grad {
             for &i in saved {
                 self.entries[i].kept = true;
+                self.entries[i].saver = self.entries[i].saver.min(at);
             }
         }
         self.entries.push(Entry {
@@ -113,6 +143,9 @@ impl Tape {
             } else {
                 Vec::new()
             },
+            saver: usize::MAX,
+            copy: false,
+            wgrad: GradRole::None,
         });
         self.entries.len() - 1
     }
@@ -121,7 +154,9 @@ impl Tape {
     /// extra outputs).
     pub fn keep(&mut self, id: Id) {
         if !self.no_grad {
-            self.entries[id].kept = true;
+            let e = &mut self.entries[id];
+            e.kept = true;
+            e.saver = e.saver.min(self.ops.max(e.created));
         }
     }
 
@@ -193,7 +228,7 @@ impl Tape {
         let mut delta = vec![0i128; self.ops + 2];
         let cut = self.compile.then(|| self.compiled_kept());
         for (i, e) in self.entries.iter().enumerate() {
-            if e.external {
+            if e.external || e.copy || e.wgrad != GradRole::None {
                 continue;
             }
             let b = round(e.bytes);

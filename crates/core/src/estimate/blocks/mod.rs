@@ -20,7 +20,7 @@ mod ssd_torch;
 pub use falcon_h1::falcon_h1_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
-use super::tape::{Id, Tape};
+use super::tape::{BlockEvents, Id, Tape};
 use crate::job::AttentionKernel;
 use crate::model::{Layer, Mlp, ModelSpec, Naming, NormKind, NormSlot};
 
@@ -279,8 +279,10 @@ impl<'a> Prog<'a> {
         self.t.keep(xa);
         let w = if self.c.num.autocast { 2 } else { width };
         let a = self.t.op(&[xa], &[xa], rows * rank, w);
+        self.t.weight_grad(rank * inp * width);
         self.t.keep(a);
         let b = self.t.op(&[a], &[], rows * out, w);
+        self.t.weight_grad(out * rank * width);
         let scaled = self.t.op(&[b], &[], rows * out, w);
         // `result + lora_B(...) * scaling` promotes; PEFT casts the sum back to the base dtype.
         let yw = self.w(y);
@@ -294,6 +296,10 @@ impl<'a> Prog<'a> {
         let xin = self.mm_input(x);
         if self.c.num.autocast && self.c.num.param == 4 {
             self.weight_copies += 2 * inp * out + if bias { 2 * out } else { 0 };
+            self.t.weight_copy(2 * inp * out);
+            if bias {
+                self.t.weight_copy(2 * out);
+            }
         }
         let width = if self.c.num.autocast {
             2
@@ -306,7 +312,33 @@ impl<'a> Prog<'a> {
         if self.c.lora.is_some() {
             self.t.op(&[xin], &[], rows * out, width)
         } else {
-            self.t.op(&[xin], &[xin], rows * out, width)
+            let y = self.t.op(&[xin], &[xin], rows * out, width);
+            self.weight_grads(rows, inp, out, bias, width);
+            y
+        }
+    }
+
+    /// The weight (and bias) gradients a linear's backward makes (`Tape::weight_grad`):
+    /// under autocast each in 16 bit first, cast to the fp32 parameter's dtype. An fp32 bias
+    /// gradient is a `sum` over the rows whose reduction takes a temporary twice the output
+    /// gradient (`at::native::structured_sum_out`: 12 MiB for GPT-2's 6 MiB `c_proj` gradient,
+    /// 36 MiB for `c_attn`'s 18 MiB, 48 MiB for `c_fc`'s 24 MiB in the H200 fp32 trace).
+    fn weight_grads(&mut self, rows: u64, inp: u64, out: u64, bias: bool, width: u64) {
+        let p = self.c.num.param;
+        let cast = self.c.num.autocast && p == 4;
+        if cast {
+            self.t.weight_grad_cast_source(inp * out * 2);
+        }
+        self.t.weight_grad(inp * out * p);
+        if !bias {
+            return;
+        }
+        if cast {
+            self.t.weight_grad_cast_source(out * 2);
+        }
+        self.t.weight_grad(out * p);
+        if width == 4 {
+            self.t.backward_temp(2 * rows * out * width);
         }
     }
 
@@ -500,7 +532,20 @@ impl<'a> Prog<'a> {
     }
 
     /// Runs the block by its residual layout and reads what it keeps and its peak.
-    fn run(mut self, layer: &Layer) -> BlockMemory {
+    fn run(self, layer: &Layer) -> BlockMemory {
+        let (prog, x, out) = self.program(layer);
+        prog.finish(x, out)
+    }
+
+    /// [`Prog::run`] with the block's allocator events (`tape/events.rs`).
+    fn run_with_events(self, layer: &Layer) -> (BlockMemory, BlockEvents) {
+        let (prog, x, out) = self.program(layer);
+        let events = prog.t.events(x, out);
+        (prog.finish(x, out), events)
+    }
+
+    /// Writes the block's ops on the tape: (the program, its input, its output).
+    fn program(mut self, layer: &Layer) -> (Self, Id, Id) {
         let spec = self.c.spec;
         let h = spec.hidden_size;
         let x = self.t.external(self.tokens * h, self.c.num.param);
@@ -519,7 +564,7 @@ impl<'a> Prog<'a> {
             self.pre_norm_block(x, layer)
         };
         let out = self.cast(out, self.c.num.param.max(self.w(out)));
-        self.finish(x, out)
+        (self, x, out)
     }
 
     /// What the block program leaves: its saved tensors and output, its peak, and its input
@@ -552,4 +597,9 @@ fn norm_at(layer: &Layer, slot: NormSlot) -> Option<crate::model::Norm> {
 /// Memory of one block's forward.
 pub fn block_memory(c: BlockCtx, layer: &Layer) -> BlockMemory {
     Prog::new(c).run(layer)
+}
+
+/// [`block_memory`] with the allocator events of the same program.
+pub fn block_program(c: BlockCtx, layer: &Layer) -> (BlockMemory, BlockEvents) {
+    Prog::new(c).run_with_events(layer)
 }

@@ -206,6 +206,7 @@ fn assemble(
             rank: step.per_gpu.rank.clone(),
             host_bytes: step.per_gpu.host_bytes,
             paged_states: step.per_gpu.paged_states,
+            allocator: step.per_gpu.allocator,
         },
         model: step.model,
         job: job.clone(),

@@ -306,6 +306,7 @@ mod tests {
                 host_bytes: None,
                 rank: None,
                 paged_states: None,
+                allocator: None,
             },
             timeline: Vec::new(),
             fit: capacity.map(|c| Fit {

@@ -1,0 +1,145 @@
+//! An inference process's allocator events: Hugging Face `generate` (greedy) as
+//! `validation/gpu/run_one.py` runs it — the weights, `empty_cache()`, the prompt, then calls of
+//! `model.generate` (a warm-up and a measured one): the prefill forward, then one decode
+//! forward per new token, with transformers' `DynamicCache` (the default): each layer's keys
+//! and values are the prefill's, then grown by `torch.cat` per decode step — a new tensor one
+//! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`).
+
+use super::{reserve_block, run_block, Phase, PlanEvents, Sink};
+use crate::estimate::activations::ForwardPlan;
+
+/// Everything the inference stream is made from.
+#[derive(Debug, Clone)]
+pub struct InferInputs<'a> {
+    pub plan: &'a ForwardPlan,
+    pub events: &'a PlanEvents,
+    /// Parameter tensors' bytes in module order.
+    pub params: &'a [u64],
+    /// cuBLAS workspace of the one handle.
+    pub workspace: u64,
+    pub batch: u64,
+    pub prompt: u64,
+    pub new_tokens: u64,
+    /// Bytes of the hidden state of one token.
+    pub hidden_per_token: u64,
+    /// Bytes of one layer's keys (or values) per token, all sequences (`kv.rs`).
+    pub kv_per_token: u64,
+    /// The vocabulary (logits of the last position: batch × vocab).
+    pub vocab: u64,
+    /// Width of the logits (the head's output dtype).
+    pub logits_width: u64,
+    /// `generate` calls (run_one.py: a warm-up and a measured one; the second reserves nothing
+    /// new on the H200 runs, so one is written).
+    pub calls: u8,
+}
+
+/// The process's events into `s`.
+pub fn infer_into<S: Sink>(s: &mut S, inp: &InferInputs) {
+    s.phase(Phase::Context);
+    s.alloc(inp.workspace);
+    s.phase(Phase::Load);
+    for &p in inp.params {
+        s.alloc(p);
+    }
+    s.empty_cache();
+    let b = inp.batch;
+    // input_ids and attention_mask (int64), held by the caller.
+    s.alloc(b * inp.prompt * 8);
+    s.alloc(b * inp.prompt * 8);
+    for call in 0..inp.calls {
+        s.phase(Phase::Forward(call));
+        generate(s, inp);
+    }
+}
+
+/// One `generate` call: prefill, decode steps, the output ids kept by the caller until the
+/// next call.
+fn generate<S: Sink>(s: &mut S, inp: &InferInputs) {
+    let layers = inp.events.layer_block.len();
+    let mut cache: Vec<[u32; 2]> = Vec::with_capacity(layers);
+    prefill(s, inp, &mut cache);
+    let mut ids = u32::MAX;
+    let mut mask = u32::MAX;
+    let b = inp.batch;
+    for t in decode_steps(inp.new_tokens) {
+        // Sampling after each forward: the last position's logits copied to fp32
+        // (`outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)`), the argmax, the
+        // ids and mask grown by one token (`torch.cat`: new tensors, the old ones freed).
+        let logits = s.alloc(b * inp.vocab * inp.logits_width);
+        let scores = s.alloc(b * inp.vocab * 4);
+        s.free(logits);
+        let next = s.alloc(b * 8);
+        let len = inp.prompt + t;
+        let new_ids = s.alloc(b * len * 8);
+        let new_mask = s.alloc(b * len * 8);
+        s.free(ids);
+        s.free(mask);
+        s.free(next);
+        s.free(scores);
+        ids = new_ids;
+        mask = new_mask;
+        if t == inp.new_tokens {
+            break;
+        }
+        // One decode forward: per layer the cache grows by one token; the blocks' own
+        // tensors for one token are small-pool blocks left out here.
+        for kv in cache.iter_mut() {
+            for slot in kv.iter_mut() {
+                let grown = s.alloc(inp.kv_per_token * len);
+                s.free(*slot);
+                *slot = grown;
+            }
+        }
+    }
+    s.free(mask);
+    for kv in cache {
+        s.free(kv[0]);
+        s.free(kv[1]);
+    }
+    // The returned ids live until the caller drops them (`del out` after the call).
+    s.free(ids);
+}
+
+/// Tokens whose sampling (and the decode forward after it) the stream writes: all up to
+/// [`DECODE_KEPT`], else the first and last `DECODE_KEPT / 2` — the middle steps only repeat
+/// the cache's one-token growth, and one `torch.cat` from the last kept length to the next
+/// stands for them (bounding the events of a long generation; on the H200 dynamic-cache run
+/// the decode steps added 2 MiB of reserve after the prefill's 2.3 GiB).
+fn decode_steps(n: u64) -> impl Iterator<Item = u64> {
+    let half = DECODE_KEPT / 2;
+    (1..=n).filter(move |&t| n <= DECODE_KEPT || t <= half || t > n - half)
+}
+
+/// Decode steps written in full (see [`decode_steps`]).
+const DECODE_KEPT: u64 = 32;
+
+/// The prefill forward: the embeddings, each block (nothing saved under `no_grad`), whose
+/// keys and values the cache keeps, the final norm and head on the last position.
+fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
+    let plan = inp.plan;
+    let tokens = inp.batch * inp.prompt;
+    let e = &plan.embedding;
+    let hidden = s.alloc(inp.hidden_per_token * tokens);
+    let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens));
+    let mut input = hidden;
+    for &bi in &inp.events.layer_block {
+        let Some(b) = inp.events.blocks.get(bi as usize) else {
+            continue;
+        };
+        let ids = reserve_block(s, b, input);
+        run_block(s, b, &b.forward_no_save, ids, false);
+        // The cache keeps this layer's keys and values (the tape's own are freed after the
+        // attention read them: the cache's take their place).
+        let k = s.alloc(inp.kv_per_token * inp.prompt);
+        let v = s.alloc(inp.kv_per_token * inp.prompt);
+        cache.push([k, v]);
+        for &c in &b.copies {
+            s.free(ids.id(b, c));
+        }
+        input = ids.output(b);
+    }
+    let head = s.alloc(plan.head.peak);
+    s.free(head);
+    s.free(input);
+    s.free(extra);
+}

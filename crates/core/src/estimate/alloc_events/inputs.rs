@@ -1,0 +1,247 @@
+//! What a training job's stream is made of, read off the model, the job and the forward plan;
+//! and which jobs the stream can express (the rest keep the packing heuristic of
+//! `overhead.rs`).
+
+use super::train::{LossSizes, Param, TrainInputs};
+use super::PlanEvents;
+use crate::error::CoreError;
+use crate::estimate::activations::ForwardPlan;
+use crate::estimate::{optimizer, overhead, round_size};
+use crate::gpu::Gpu;
+use crate::inventory::{Component, Inventory};
+use crate::job::{
+    Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
+};
+use crate::model::{Head, ModelSpec};
+
+/// Steps simulated: the first makes the optimizer states, the second is the steady state. In
+/// the H200 runs (`run_one.py`: 1 warm-up + 2 measured) the third step's reserved peak equals
+/// the second's in all 14 three-step training runs of the results file, and the simulation's
+/// third step added nothing either; the peaks are over both steps.
+pub const STEPS: u8 = 2;
+
+/// The stream covers single-GPU PyTorch training of a causal LM with torch's optimizers, no
+/// checkpointing or full checkpointing, the standard loss, no accumulation and none of the
+/// memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
+/// checkpointing, chunked losses, quantized weights, offloading) keeps today's estimate.
+pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
+    let t = &job.techniques;
+    let p = &job.parallel;
+    job.task == Task::Train
+        && job.framework == Framework::Pytorch
+        && p.gpus <= 1
+        && p.dp <= 1
+        && p.zero == 0
+        && job.grad_accum == 1
+        && job.zero_grad != crate::job::ZeroGrad::Zeros
+        && job.optimizer_impl == OptimizerImpl::Foreach
+        && job.loss == LossKernel::Standard
+        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && job.images.is_none()
+        && matches!(job.checkpointing, Checkpointing::None | Checkpointing::Full)
+        && matches!(
+            job.optimizer,
+            Optimizer::None
+                | Optimizer::Sgd
+                | Optimizer::SgdMomentum
+                | Optimizer::Adam
+                | Optimizer::AdamW
+                | Optimizer::AdamWFused
+        )
+        && !t.optimizer_in_backward
+        && !t.compile
+        && t.activation_offload == crate::job::ActivationOffload::None
+        && t.reference_model == crate::job::ReferenceModel::None
+        && matches!(spec.head, Head::LanguageModel { .. })
+        && plan.events.is_some()
+}
+
+/// The parameters in module order, each with its gradient and optimizer states; LoRA's
+/// adapters after their layer's base tensors (the base frozen).
+pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Param>, CoreError> {
+    let lora = job.peft.as_ref();
+    let mut out = Vec::with_capacity(inv.tensors.len() + 8);
+    let adapters = match lora {
+        Some(p) => crate::estimate::states::lora_adapters(&inv.tensors, &p.targets, p.rank)?,
+        None => Vec::new(),
+    };
+    let aw = lora.map_or(4, |p| p.adapter_dtype.bytes());
+    let mut layer_done: Option<u32> = None;
+    for t in &inv.tensors {
+        if t.layer != layer_done {
+            push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
+            layer_done = t.layer;
+        }
+        let bytes = t.elements().saturating_mul(width);
+        let trainable = lora.is_none();
+        out.push(Param {
+            bytes,
+            grad: if trainable { bytes } else { 0 },
+            layer: t.layer,
+            embedding: t.component == Component::Embedding && t.layer.is_none(),
+            states: if trainable {
+                states(job.optimizer, &t.shape, width)?
+            } else {
+                [0; 3]
+            },
+            tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
+        });
+    }
+    push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
+    Ok(out)
+}
+
+/// The adapters of `layer` (A and B, r·in and out·r elements: each half of the module's
+/// r·(in + out) as `states::adapters_of` counts them), trainable.
+fn push_adapters(
+    out: &mut Vec<Param>,
+    adapters: &[(Option<u32>, u64)],
+    layer: Option<u32>,
+    width: u64,
+    opt: Optimizer,
+) -> Result<(), CoreError> {
+    for &(l, elements) in adapters.iter().filter(|(l, _)| *l == layer) {
+        for half in [elements / 2, elements - elements / 2] {
+            let bytes = half.saturating_mul(width);
+            out.push(Param {
+                bytes,
+                grad: bytes,
+                layer: l,
+                embedding: false,
+                states: states(opt, &[half], width)?,
+                tape_grad: true,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The state tensors `optimizer::state_tensors` gives, first three.
+fn states(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
+    let mut s = [0u64; 3];
+    for (k, t) in optimizer::state_tensors(opt, shape, width)?
+        .into_iter()
+        .take(3)
+        .enumerate()
+    {
+        s[k] = t.bytes;
+    }
+    Ok(s)
+}
+
+/// The loss's tensors from the plan's loss (`stages::loss`): the log-softmax is half of the
+/// backward's two gradients, the upcast exists where dlogits is cast back (16-bit logits).
+pub fn loss_sizes(spec: &ModelSpec, job: &ResolvedJob, plan: &ForwardPlan) -> LossSizes {
+    let (b, s) = (job.batch, job.seq);
+    let log_softmax = plan.loss.backward_transient / 2;
+    LossSizes {
+        logits: plan.logits,
+        upcast: if plan.loss.dlogits > 0 {
+            log_softmax
+        } else {
+            0
+        },
+        log_softmax,
+        labels_padded: round_size(b.saturating_mul(s + 1).saturating_mul(8)),
+        labels_shifted: round_size(b.saturating_mul(s).saturating_mul(8)),
+    }
+    .for_spec(spec)
+}
+
+impl LossSizes {
+    /// A model without a vocabulary head has no loss tensors.
+    fn for_spec(self, spec: &ModelSpec) -> Self {
+        if spec.vocab_size == 0 {
+            LossSizes::default()
+        } else {
+            self
+        }
+    }
+}
+
+/// The stream's inputs for a job [`expressible`] says it covers.
+pub fn train_inputs<'a>(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    gpu: Option<&Gpu>,
+    plan: &'a ForwardPlan,
+    events: &'a PlanEvents,
+    params: &'a [Param],
+) -> TrainInputs<'a> {
+    let tokens = job.batch.saturating_mul(job.seq);
+    TrainInputs {
+        plan,
+        events,
+        params,
+        tied: matches!(spec.head, Head::LanguageModel { tied: true, .. }),
+        workspace: workspace_block(gpu),
+        checkpointing: job.checkpointing,
+        hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
+        head_grad_input: plan.logits_grad_input,
+        loss: loss_sizes(spec, job, plan),
+        foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
+        steps: STEPS,
+    }
+}
+
+/// Inference the stream covers: Hugging Face `generate` on one GPU, a decoder-only causal LM
+/// with unquantized weights, no adapters or images, the KV cache in the model's dtype. Serving
+/// engines keep their own budgets (`engines.rs`, `serving.rs`).
+pub fn expressible_infer(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
+    let p = &job.parallel;
+    job.task == Task::Infer
+        && job.framework == Framework::Pytorch
+        && p.gpus <= 1
+        && job.peft.is_none()
+        && job.kv_dtype.is_none()
+        && job.images.is_none()
+        && spec.encoder.is_none()
+        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && matches!(spec.head, Head::LanguageModel { .. })
+        && plan.events.is_some()
+}
+
+/// The inference stream's inputs for a job [`expressible_infer`] covers.
+pub fn infer_inputs<'a>(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    gpu: Option<&Gpu>,
+    plan: &'a ForwardPlan,
+    events: &'a PlanEvents,
+    params: &'a [u64],
+) -> Result<super::infer::InferInputs<'a>, CoreError> {
+    let layers = spec.num_layers().max(1);
+    let per_token = crate::estimate::kv::kv_cache_bytes(spec, job, 1)?;
+    Ok(super::infer::InferInputs {
+        plan,
+        events,
+        params,
+        workspace: workspace_block(gpu),
+        batch: job.batch,
+        prompt: job.seq,
+        new_tokens: job.new_tokens,
+        hidden_per_token: spec.hidden_size.saturating_mul(events.param_width),
+        kv_per_token: per_token / (2 * layers),
+        vocab: spec.vocab_size,
+        logits_width: events.param_width,
+        calls: 1,
+    })
+}
+
+/// The block a BLAS handle's workspace takes from the caching allocator. On CUDA the cuBLASLt
+/// workspace shares the cuBLAS one: the H200 traces (torch 2.11, cu130) show one
+/// 33,554,432 B block per handle at `getCurrentCUDABlasHandle` and no separate 1 MiB block,
+/// so the stream allocates the cuBLAS part of `overhead::cublas_workspace_bytes` alone (the
+/// walk still counts both). ROCm's hipBLASLt keeps its own workspace, allocated apart.
+pub fn workspace_block(gpu: Option<&Gpu>) -> u64 {
+    let all = overhead::cublas_workspace_bytes(gpu);
+    let rocm = gpu.is_some_and(|g| {
+        let a = g.arch.to_ascii_lowercase();
+        a.starts_with("cdna") || a.starts_with("rdna")
+    });
+    if rocm {
+        all
+    } else {
+        all.saturating_sub(overhead::CUBLASLT_WORKSPACE_CUDA)
+    }
+}

@@ -1,0 +1,370 @@
+//! A training process's allocator events, step by step (`validation/gpu/run_one.py`'s order:
+//! context probe, model build, `empty_cache()`, the batch, then steps of
+//! `zero_grad(set_to_none=True)` → forward → backward → `optimizer.step()`).
+
+use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
+use crate::estimate::activations::ForwardPlan;
+use crate::job::Checkpointing;
+
+/// One parameter tensor as the step treats it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Param {
+    /// Bytes of the parameter on the device.
+    pub bytes: u64,
+    /// Bytes of its gradient (0: frozen).
+    pub grad: u64,
+    /// Its block, or `None` for the embeddings, final norm and head.
+    pub layer: Option<u32>,
+    /// The embeddings (input side) rather than the final norm or head (output side).
+    pub embedding: bool,
+    /// Optimizer state tensors made for it at the first `step()` (`zeros_like`, in order).
+    pub states: [u64; 3],
+    /// Its gradient is made by its block's tape (a linear's weight or bias, a LoRA adapter:
+    /// `Tape::weight_grad`), not by the stream at the block's end.
+    pub tape_grad: bool,
+}
+
+/// The loss's tensors (`stages.rs` `loss`, transformers `ForCausalLMLoss`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LossSizes {
+    /// The logits in the head's dtype.
+    pub logits: u64,
+    /// `logits.float()` when the logits are 16-bit (0 otherwise: `.float()` returns them).
+    pub upcast: u64,
+    /// The saved log-softmax (t·V in the loss width), and each of the two gradients of that
+    /// size at the start of backward.
+    pub log_softmax: u64,
+    /// `pad(labels, (0, 1))` and `shift_labels[..., 1:].contiguous()` (int64).
+    pub labels_padded: u64,
+    pub labels_shifted: u64,
+}
+
+/// Everything the stream is made from.
+#[derive(Debug, Clone)]
+pub struct TrainInputs<'a> {
+    pub plan: &'a ForwardPlan,
+    pub events: &'a PlanEvents,
+    /// In module order (the inventory's order).
+    pub params: &'a [Param],
+    /// The lm-head is the token embedding (tied): its gradient is first made by the head.
+    pub tied: bool,
+    /// cuBLAS workspace per handle (`overhead::cublas_workspace_bytes`).
+    pub workspace: u64,
+    pub checkpointing: Checkpointing,
+    /// Bytes of the hidden state between blocks and of its gradient.
+    pub hidden: u64,
+    /// The head input's gradient (b·s·h in the compute width).
+    pub head_grad_input: u64,
+    pub loss: LossSizes,
+    /// foreach Adam/AdamW: `torch._foreach_sqrt(exp_avg_sqs)` makes one tensor per parameter
+    /// (`_multi_tensor_adam`), released together after `_foreach_addcdiv_`.
+    pub foreach_sqrt: bool,
+    /// Steps to run (the H200 runs: 1 warm-up + 2 measured).
+    pub steps: u8,
+}
+
+/// Ids of what lives across phases.
+struct Live {
+    /// Gradients made by the stream, per parameter (`u32::MAX`: none yet).
+    grads: Vec<u32>,
+    /// Gradients the blocks' tapes made.
+    tape_grads: Vec<u32>,
+    /// The lm-head's contribution to a tied embedding's gradient (summed at the embedding).
+    tied_head: u32,
+    states_made: bool,
+    second_handle: bool,
+}
+
+/// The whole process recorded as a [`Stream`]: context, model load, `empty_cache()`, the
+/// batch, `steps` steps.
+pub fn train_stream(inp: &TrainInputs) -> Stream {
+    let per_step = 8
+        * inp
+            .events
+            .blocks
+            .iter()
+            .map(|b| b.sizes.len())
+            .sum::<usize>()
+        * inp.events.layer_block.len().max(1)
+        / inp.events.blocks.len().max(1)
+        + 6 * inp.params.len()
+        + 64;
+    let mut s = Stream::with_capacity(inp.params.len() * 4 + per_step * inp.steps as usize);
+    train_into(&mut s, inp);
+    s
+}
+
+/// The process's events into `s`.
+pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
+    s.phase(Phase::Context);
+    // The first matmul's cuBLAS workspace (`CublasHandlePool.cpp`, kept for the process).
+    s.alloc(inp.workspace);
+    s.phase(Phase::Load);
+    for p in inp.params {
+        s.alloc(p.bytes);
+    }
+    // run_one.py empties the cache after the build; `from_pretrained` leaves no cached
+    // garbage either (its temporaries are freed and the caller's loop reuses the blocks).
+    s.empty_cache();
+    let half = inp.plan.inputs / 2;
+    s.alloc(half);
+    s.alloc(inp.plan.inputs - half);
+    let mut live = Live {
+        grads: vec![u32::MAX; inp.params.len()],
+        tape_grads: Vec::new(),
+        tied_head: u32::MAX,
+        states_made: false,
+        second_handle: false,
+    };
+    for step in 0..inp.steps {
+        s.phase(Phase::ZeroGrad(step));
+        // `zero_grad(set_to_none=True)`: every `.grad` released, in parameter order.
+        for g in live.grads.iter_mut() {
+            s.free(*g);
+            *g = u32::MAX;
+        }
+        for g in live.tape_grads.drain(..) {
+            s.free(g);
+        }
+        s.phase(Phase::Forward(step));
+        let fwd = forward(s, inp);
+        s.phase(Phase::Backward(step));
+        backward(s, inp, &fwd, &mut live);
+        s.phase(Phase::Optimizer(step));
+        optimizer(s, inp, &mut live);
+    }
+}
+
+/// What the forward leaves for the backward.
+struct Fwd {
+    embedding_out: u32,
+    embedding_extra: u32,
+    blocks: Vec<BlockIds>,
+    head_kept: u32,
+    head_copy: u32,
+    last_hidden: u32,
+    log_softmax: u32,
+    labels_shifted: u32,
+}
+
+fn ckpt(inp: &TrainInputs) -> bool {
+    inp.checkpointing == Checkpointing::Full
+}
+
+/// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
+fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
+    let plan = inp.plan;
+    let e = &plan.embedding;
+    let embedding_out = s.alloc(inp.hidden);
+    let embedding_extra = s.alloc(e.kept.saturating_sub(inp.hidden));
+    let t = s.alloc(e.peak.saturating_sub(e.kept));
+    s.free(t);
+    let mut input = embedding_out;
+    let mut blocks = Vec::with_capacity(inp.events.layer_block.len());
+    let mut cached = Vec::new();
+    for &bi in &inp.events.layer_block {
+        let Some(b) = inp.events.blocks.get(bi as usize) else {
+            continue;
+        };
+        let ids = reserve_block(s, b, input);
+        if ckpt(inp) {
+            // A checkpointed block runs without saving (its input kept by the checkpoint);
+            // autocast's cache holds its weight copies until the region exits.
+            run_block(s, b, &b.forward_no_save, ids, true);
+            cached.extend(b.copies.iter().map(|&c| ids.id(b, c)));
+        } else {
+            run_block(s, b, &b.forward, ids, false);
+        }
+        input = ids.output(b);
+        blocks.push(ids);
+    }
+    let head = &plan.head;
+    let head_kept = s.alloc(head.kept);
+    // The head's peak counts the logits made next.
+    let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
+    s.free(t);
+    let head_copy = s.alloc(head.weight_copies);
+    let l = &inp.loss;
+    let logits = s.alloc(l.logits);
+    let upcast = s.alloc(l.upcast);
+    let padded = s.alloc(l.labels_padded);
+    let labels_shifted = s.alloc(l.labels_shifted);
+    let log_softmax = s.alloc(l.log_softmax);
+    s.free(upcast);
+    s.free(padded);
+    // The model's outputs are dropped before backward (HF Trainer, run_one.py): nothing saved
+    // the logits (log_softmax saves its output).
+    s.free(logits);
+    for c in cached {
+        s.free(c);
+    }
+    Fwd {
+        embedding_out,
+        embedding_extra,
+        blocks,
+        head_kept,
+        head_copy,
+        last_hidden: input,
+        log_softmax,
+        labels_shifted,
+    }
+}
+
+/// The loss, the head, the blocks newest first, the embeddings.
+fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
+    let l = &inp.loss;
+    // nll_loss_backward, then _log_softmax_backward_data (dlogits in the loss width).
+    let g1 = s.alloc(l.log_softmax);
+    let g2 = s.alloc(l.log_softmax);
+    s.free(g1);
+    s.free(fwd.log_softmax);
+    s.free(fwd.labels_shifted);
+    let dlogits = if l.upcast > 0 {
+        let d = s.alloc(l.logits);
+        s.free(g2);
+        d
+    } else {
+        g2
+    };
+    // The head's matmul backward: its weight gradient, the autograd thread's own cuBLAS
+    // handle on its first matmul, the input gradient.
+    output_side_grads(s, inp, live);
+    if !live.second_handle {
+        s.alloc(inp.workspace);
+        live.second_handle = true;
+    }
+    let mut grad = s.alloc(inp.head_grad_input);
+    s.free(dlogits);
+    s.free(fwd.head_copy);
+    s.free(fwd.head_kept);
+    s.free(fwd.last_hidden);
+    for (i, &bi) in inp.events.layer_block.iter().enumerate().rev() {
+        let (Some(b), Some(&ids)) = (inp.events.blocks.get(bi as usize), fwd.blocks.get(i)) else {
+            continue;
+        };
+        let ids = BlockIds {
+            output_grad: grad,
+            ..ids
+        };
+        if ckpt(inp) {
+            // Recompute (saving this time), then drop the recomputed output.
+            run_block(s, b, &b.forward, ids, true);
+            s.free(ids.output(b));
+        }
+        run_block(s, b, &b.backward, ids, false);
+        live.tape_grads
+            .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
+        layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
+        s.free(grad);
+        if ckpt(inp) {
+            s.free(ids.input);
+        }
+        grad = ids.input_grad(b);
+    }
+    embedding_grads(s, inp, live);
+    s.free(grad);
+    s.free(fwd.embedding_extra);
+    s.free(fwd.embedding_out);
+}
+
+/// Gradients of the final norm and head, newest module first (`AccumulateGrad` keeps each as
+/// `.grad`); a tied head's weight gradient is the embedding's first contribution, held by
+/// autograd's input buffer until the embedding's own is added to it.
+fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+    let first = first_embedding(inp);
+    // Under autocast the head's weight gradient is made in 16 bit (the copy's size) and cast
+    // to the fp32 parameter (the SmolLM2 trace: 54 MiB bf16, then 108 MiB fp32).
+    let cast = s.alloc(inp.plan.head.weight_copies);
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if p.layer.is_none() && !p.embedding {
+            grad_of(s, live, k, p.grad);
+        }
+    }
+    if inp.tied {
+        if let Some(k) = first {
+            live.tied_head = s.alloc(inp.params[k].grad);
+        }
+    }
+    s.free(cast);
+}
+
+/// The first embedding tensor (the token embedding, first in module order).
+fn first_embedding(inp: &TrainInputs) -> Option<usize> {
+    inp.params
+        .iter()
+        .position(|p| p.embedding && p.layer.is_none())
+}
+
+/// Makes parameter `k`'s gradient if it has none yet.
+fn grad_of<S: Sink>(s: &mut S, live: &mut Live, k: usize, bytes: u64) {
+    if bytes > 0 && live.grads[k] == u32::MAX {
+        live.grads[k] = s.alloc(bytes);
+    }
+}
+
+/// A block's weight gradients the tape did not make (norms; every one when the block's tape
+/// records none), last parameter first.
+fn layer_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: u32, taped: bool) {
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if p.layer == Some(layer) && !(taped && p.tape_grad) {
+            grad_of(s, live, k, p.grad);
+        }
+    }
+}
+
+/// The embeddings' gradients (`embedding_dense_backward`). A tied embedding's is summed with
+/// the head's contribution by autograd's input buffer (`InputBuffer::accumulate`,
+/// `torch/csrc/autograd/input_buffer.cpp`): in place when the buffered contribution is a
+/// plain tensor it may steal — under autocast it is `ToCopyBackward`'s fresh fp32 copy (the
+/// H200 SmolLM2 trace: one 108 MiB gradient, added and freed) — else into a new tensor, both
+/// parts released and the sum kept (the fp32 GPT-2 trace, whose contribution is the
+/// transposed matmul output: +147 MiB, +147 MiB, −147, −147).
+fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+    let first = first_embedding(inp);
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if !(p.embedding && p.layer.is_none()) {
+            continue;
+        }
+        if inp.tied && Some(k) == first && live.tied_head != u32::MAX {
+            let own = s.alloc(p.grad);
+            if inp.events.autocast {
+                s.free(own);
+                live.grads[k] = live.tied_head;
+            } else {
+                let sum = s.alloc(p.grad);
+                s.free(own);
+                s.free(live.tied_head);
+                live.grads[k] = sum;
+            }
+            live.tied_head = u32::MAX;
+        } else {
+            grad_of(s, live, k, p.grad);
+        }
+    }
+}
+
+/// `optimizer.step()`: the states on the first step (`_init_group`: `zeros_like` per
+/// parameter, in order), then foreach Adam's sqrt list, released last tensor first (the list
+/// is destroyed back to front, as the H200 trace shows).
+fn optimizer<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+    if !live.states_made {
+        for p in inp.params.iter().filter(|p| p.grad > 0) {
+            for &b in &p.states {
+                s.alloc(b);
+            }
+        }
+        live.states_made = true;
+    }
+    if !inp.foreach_sqrt {
+        return;
+    }
+    let sqrt: Vec<u32> = inp
+        .params
+        .iter()
+        .filter(|p| p.grad > 0)
+        .map(|p| s.alloc(p.states[1]))
+        .collect();
+    for id in sqrt.into_iter().rev() {
+        s.free(id);
+    }
+}

@@ -1,0 +1,313 @@
+//! The tape as the caching allocator sees it: the allocations and frees one block issues, in
+//! order, forward and backward. Each tensor is allocated when its op runs and freed once its
+//! last reader has run (`c10::TensorImpl` refcount reaching zero after the op returns), unless
+//! an op saved it for backward or it is the block's output. Backward runs the ops newest first
+//! (`torch/csrc/autograd/engine.cpp`, `Engine::evaluate_function`): a node allocates the
+//! gradients of its inputs, then its own output's gradient is released, then the tensors it
+//! saved (`SavedVariable::reset_data` once the node has run). A tensor's gradient is therefore
+//! live from the backward of its last reader to the backward of the op that made it — the
+//! forward lifetime reversed, as the H200 snapshot of GPT-2 shows (`alloc` of the gradient,
+//! `free` by `evaluate_function`, then `free` by `reset_data`, node after node).
+
+use super::{GradRole, Id, Tape};
+
+/// One allocator event of a block, on a local slot: slot `e` is tape entry `e`, slot `n + e`
+/// its gradient (`n` entries). The top bit marks a free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ev(pub u32);
+
+const FREE: u32 = 1 << 31;
+
+impl Ev {
+    fn alloc(slot: usize) -> Ev {
+        Ev(slot as u32 & !FREE)
+    }
+    fn free(slot: usize) -> Ev {
+        Ev(slot as u32 | FREE)
+    }
+    /// Whether this event frees its slot.
+    pub fn is_free(self) -> bool {
+        self.0 & FREE != 0
+    }
+    /// The local slot.
+    pub fn slot(self) -> u32 {
+        self.0 & !FREE
+    }
+}
+
+/// A block's allocator events, made once per distinct block and instantiated per layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockEvents {
+    /// Bytes of each slot as requested (entries, then their gradients).
+    pub sizes: Vec<u64>,
+    /// The forward as autograd records it (saved tensors stay).
+    pub forward: Vec<Ev>,
+    /// The forward with nothing saved (`no_grad`, or a checkpointed block's first forward):
+    /// every tensor but the output is freed after its last reader.
+    pub forward_no_save: Vec<Ev>,
+    /// The backward, newest op first; the input's gradient is left live (the previous block's
+    /// output gradient), the weight gradients are the inventory's (added by the stream).
+    pub backward: Vec<Ev>,
+    /// Local slots of the block's input and output (their gradients: `+ n`).
+    pub input: u32,
+    pub output: u32,
+    /// Number of tape entries (`n`).
+    pub entries: u32,
+    /// Slots of autocast's weight copies (freed at the region's exit when nothing saved them).
+    pub copies: Vec<u32>,
+    /// Slots of the weight gradients the backward makes and hands on (kept as `.grad`).
+    pub weight_grads: Vec<u32>,
+}
+
+impl Tape {
+    /// Autocast's 16-bit copy of a weight of `bytes`, made by the next op and saved by it
+    /// (`at::autocast::cached_cast`: the cast is cached for the autocast region and the matmul
+    /// saves it for its input gradient). Stream-only: [`Tape::memory`] leaves it out.
+    pub fn weight_copy(&mut self, bytes: u64) {
+        let at = self.ops + 1;
+        let saved = !self.no_grad;
+        self.entries.push(super::Entry {
+            bytes,
+            width: 2,
+            kept: saved,
+            external: false,
+            last_use: at,
+            created: at,
+            pointwise: false,
+            inputs: Vec::new(),
+            saver: if saved { at } else { usize::MAX },
+            copy: true,
+            wgrad: GradRole::None,
+        });
+    }
+
+    /// The gradient of a weight the last op read, made by that op's backward (after the input
+    /// gradient: `addmm`/`mm` backward computes `grad_input` first, as the H200 trace orders
+    /// them) and kept by `AccumulateGrad` as the parameter's `.grad`. Stream-only:
+    /// [`Tape::memory`] leaves it out. Nothing under `no_grad`.
+    pub fn weight_grad(&mut self, bytes: u64) {
+        self.backward_tensor(bytes, GradRole::Kept);
+    }
+
+    /// A 16-bit weight gradient that autocast's `ToCopyBackward` casts to the fp32
+    /// parameter's dtype (the H200 SmolLM2 bf16-mixed trace: 1.69 MiB bf16, then 3.38 MiB fp32,
+    /// then the bf16 one freed); record it just before [`Tape::weight_grad`].
+    pub fn weight_grad_cast_source(&mut self, bytes: u64) {
+        self.backward_tensor(bytes, GradRole::CastSource);
+    }
+
+    /// A temporary of the last op's backward, freed at once (a reduction's buffer).
+    pub fn backward_temp(&mut self, bytes: u64) {
+        self.backward_tensor(bytes, GradRole::Temp);
+    }
+
+    fn backward_tensor(&mut self, bytes: u64, role: GradRole) {
+        if self.no_grad {
+            return;
+        }
+        let at = self.ops;
+        self.entries.push(super::Entry {
+            bytes,
+            width: 2,
+            kept: false,
+            external: false,
+            last_use: at,
+            created: at,
+            pointwise: false,
+            inputs: Vec::new(),
+            saver: usize::MAX,
+            copy: false,
+            wgrad: role,
+        });
+    }
+
+    /// The block's events with `input` its input tensor and `output` its output.
+    pub fn events(&self, input: Id, output: Id) -> BlockEvents {
+        let n = self.entries.len();
+        let saved: Vec<bool> = (0..n)
+            .map(|i| self.is_saved(i) || self.copy_saved(i))
+            .collect();
+        let mut sizes: Vec<u64> = self.entries.iter().map(|e| e.bytes).collect();
+        sizes.extend(self.entries.iter().map(|e| e.bytes));
+        BlockEvents {
+            forward: self.forward_events(input, output, &saved),
+            forward_no_save: self.forward_events(input, output, &vec![false; n]),
+            backward: self.backward_events(input, output, &saved),
+            sizes,
+            input: input as u32,
+            output: output as u32,
+            entries: n as u32,
+            copies: (0..n)
+                .filter(|&i| self.entries[i].copy)
+                .map(|i| i as u32)
+                .collect(),
+            weight_grads: (0..n)
+                .filter(|&i| self.entries[i].wgrad == GradRole::Kept)
+                .map(|i| i as u32)
+                .collect(),
+        }
+    }
+
+    fn copy_saved(&self, i: Id) -> bool {
+        let e = &self.entries[i];
+        e.copy && e.kept
+    }
+
+    /// Whether entry `i` is one the block allocates (not a parameter or a tensor made before).
+    fn allocated_here(&self, i: Id) -> bool {
+        let e = &self.entries[i];
+        !e.external && e.wgrad == GradRole::None && e.bytes > 0
+    }
+
+    /// Op by op: the op's new tensors, then the tensors it read for the last time.
+    fn forward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
+        let mut keyed: Vec<(usize, u8, usize)> = Vec::with_capacity(2 * self.entries.len());
+        for (i, e) in self.entries.iter().enumerate() {
+            let mine = self.allocated_here(i);
+            if mine {
+                keyed.push((e.created, 0, i));
+            }
+            // A weight copy lives in autocast's cache: saved by its matmul, or (nothing saved)
+            // freed when the autocast region exits, which the stream does.
+            let freed = (mine || i == input) && i != output && !saved[i] && !e.copy;
+            if freed && e.bytes > 0 {
+                keyed.push((e.last_use.max(e.created), 1, i));
+            }
+        }
+        keyed.sort_unstable();
+        keyed
+            .into_iter()
+            .map(|(_, free, i)| if free == 1 { Ev::free(i) } else { Ev::alloc(i) })
+            .collect()
+    }
+
+    /// Whether entry `i` gets a gradient: a floating tensor the block made (or its input)
+    /// that some later op read. Masks (1 byte) and indices (8 bytes) get none.
+    fn has_grad(&self, i: Id, input: Id) -> bool {
+        let e = &self.entries[i];
+        let floating = e.width == 2 || e.width == 4;
+        floating && !e.copy && (self.allocated_here(i) || i == input) && e.last_use > e.created
+    }
+
+    /// Newest op first: the gradients of the tensors this op read last, the op's own output
+    /// gradient released, then what it saved.
+    fn backward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
+        let n = self.entries.len();
+        // (op, kind: 0 made by the node / 1 output gradient / 2 saved, place, free, slot)
+        let mut keyed: Vec<(usize, u8, usize, u8, usize)> = Vec::with_capacity(3 * n);
+        for (i, e) in self.entries.iter().enumerate() {
+            match e.wgrad {
+                GradRole::None => {}
+                GradRole::Kept => {
+                    keyed.push((e.created, 0, i + 1, 0, i));
+                    continue;
+                }
+                GradRole::CastSource => {
+                    keyed.push((e.created, 0, i + 1, 0, i));
+                    keyed.push((e.created, 0, i + 2, 1, i));
+                    continue;
+                }
+                GradRole::Temp => {
+                    keyed.push((e.created, 0, i + 1, 0, i));
+                    keyed.push((e.created, 0, i + 1, 1, i));
+                    continue;
+                }
+            }
+            // The input gradients first (place 0), then the weights' (their entry's place).
+            if self.has_grad(i, input) && i != output {
+                keyed.push((e.last_use, 0, 0, 0, n + i));
+            }
+            let grad_freed = i != input && (i == output || self.has_grad(i, input));
+            if grad_freed {
+                keyed.push((e.created, 1, 0, 1, n + i));
+            }
+            if saved[i] && (self.allocated_here(i) || i == input) && i != output {
+                let at = if e.saver == usize::MAX {
+                    e.created
+                } else {
+                    e.saver
+                };
+                keyed.push((at, 2, 0, 1, i));
+            }
+        }
+        // Newest op first; within one node: what it makes, the output gradient, the saved.
+        keyed.sort_unstable_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(a.1.cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+                .then(a.4.cmp(&b.4))
+        });
+        keyed
+            .into_iter()
+            .map(|(_, _, _, free, s)| if free == 0 { Ev::alloc(s) } else { Ev::free(s) })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// y = x·W (saves x), z = gelu(y) (saves y), out = z + x: the order PyTorch issues.
+    #[test]
+    fn a_linear_and_an_activation() {
+        let mut t = Tape::new();
+        let x = t.external(10, 4);
+        let y = t.op(&[x], &[x], 10, 4); // op 1
+        let z = t.op(&[y], &[y], 10, 4); // op 2
+        let out = t.op(&[z, x], &[], 10, 4); // op 3
+        let ev = t.events(x, out);
+        let n = ev.entries as usize;
+        assert_eq!(n, 4);
+        // Forward: y made; z made; out made, then z freed (last read by op 3). x and y are
+        // saved, out is the output: nothing else freed.
+        assert_eq!(
+            ev.forward,
+            vec![Ev::alloc(y), Ev::alloc(z), Ev::alloc(out), Ev::free(z)]
+        );
+        // Without saves: y freed after op 2, x (input) and z after op 3.
+        assert_eq!(
+            ev.forward_no_save,
+            vec![
+                Ev::alloc(y),
+                Ev::alloc(z),
+                Ev::free(y),
+                Ev::alloc(out),
+                Ev::free(x),
+                Ev::free(z)
+            ]
+        );
+        // Backward op 3: grads of z and x (both last read there), out's grad released.
+        // Op 2: grad of y, z's grad released, y (saved by op 2) released.
+        // Op 1: y's grad released, x (saved by op 1) released; x's grad stays for the block
+        // before.
+        assert_eq!(
+            ev.backward,
+            vec![
+                Ev::alloc(n + x),
+                Ev::alloc(n + z),
+                Ev::free(n + out),
+                Ev::alloc(n + y),
+                Ev::free(n + z),
+                Ev::free(y),
+                Ev::free(n + y),
+                Ev::free(x),
+            ]
+        );
+    }
+
+    #[test]
+    fn weight_copies_live_until_their_matmul_backward() {
+        let mut t = Tape::new();
+        let x = t.external(8, 2);
+        t.weight_copy(64);
+        let w = 1; // the copy's entry
+        let y = t.op(&[x], &[x], 8, 2);
+        let m = t.memory(Some(y), |b| b);
+        assert_eq!(m.kept, 16); // the copy is not counted by memory()
+        let ev = t.events(x, y);
+        assert_eq!(ev.forward, vec![Ev::alloc(w), Ev::alloc(y)]);
+        assert!(ev.backward.contains(&Ev::free(w)));
+    }
+}

@@ -1,0 +1,257 @@
+//! The estimator's allocator event stream against the event history PyTorch recorded on the
+//! H200 (`../shared/fixtures/gpu-h200/snapshot-*.pickle`, read by `scripts/snapshot_phases.py`).
+
+mod measured;
+
+use serde_json::Value;
+use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
+use vramscope_core::job::Job;
+
+const MIB: u64 = 1 << 20;
+
+fn results_job(id: &str) -> Value {
+    let path = format!(
+        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["id"] == id && v["type"] == "result" {
+            return v["job"].clone();
+        }
+    }
+    panic!("no result {id}");
+}
+
+fn stream(id: &str) -> Stream {
+    let job: Job = serde_json::from_value(results_job(id)).unwrap();
+    let model =
+        vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    step_stream(&model.into_input(), &resolved)
+        .unwrap()
+        .unwrap()
+}
+
+/// Per phase: allocations of at least `floor` in order (MiB, 2 decimals) and the count of
+/// smaller ones.
+fn phases(s: &Stream, floor: u64) -> Vec<(Phase, Vec<f64>, usize)> {
+    let mut out: Vec<(Phase, Vec<f64>, usize)> = Vec::new();
+    for e in &s.events {
+        match *e {
+            Event::Phase(p) => out.push((p, Vec::new(), 0)),
+            Event::Alloc { bytes, .. } => {
+                if let Some(last) = out.last_mut() {
+                    if bytes >= floor {
+                        last.1
+                            .push((bytes as f64 / MIB as f64 * 100.0).round() / 100.0);
+                    } else {
+                        last.2 += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore]
+fn dump() {
+    let id = std::env::var("STREAM_ID").unwrap_or("gpt2-snap-fp32-adamw-eager-b4s512".into());
+    let floor: u64 = std::env::var("FLOOR_MIB").map_or(1, |v| v.parse().unwrap());
+    for (p, big, small) in phases(&stream(&id), floor * MIB) {
+        println!("{p:?}: {} big, {small} small", big.len());
+        println!("  {big:?}");
+    }
+}
+
+#[test]
+#[ignore]
+fn dump_phases() {
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    use vramscope_core::estimate::alloc_events::replay::replay_by_phase;
+    let id = std::env::var("STREAM_ID").unwrap_or("gpt2-snap-fp32-adamw-eager-b4s512".into());
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    for f in replay_by_phase(&mut a, &stream(&id)) {
+        println!(
+            "{:?}: peak allocated {:.2} GiB, peak reserved {:.2} GiB",
+            f.phase,
+            f.peak_allocated as f64 / (1u64 << 30) as f64,
+            f.peak_reserved as f64 / (1u64 << 30) as f64
+        );
+    }
+}
+
+const GPT2: &str = "gpt2-snap-fp32-adamw-eager-b4s512";
+const SMOLLM2: &str = "smollm2-snap-bf16mix-adamw-sdpa-b4s512";
+
+/// The phase's allocations of at least `floor_mib` MiB, in order.
+fn big(s: &Stream, phase: Phase, floor_mib: u64) -> (Vec<f64>, usize) {
+    phases(s, floor_mib * MIB)
+        .into_iter()
+        .find(|(p, _, _)| *p == phase)
+        .map(|(_, b, small)| (b, small))
+        .unwrap()
+}
+
+/// Every allocation of at least 50 MiB, in order, per phase of the first two steps, as the
+/// H200 recorded them: `python3 scripts/snapshot_phases.py
+/// ../shared/fixtures/gpu-h200/snapshot-<id>.pickle --min-mib 50` (MiB, two decimals).
+/// GPT-2 fp32 (b4 × 512, V = 50257, tied): the logits and log-softmax, 4·512·50257·4 B =
+/// 392.63 MiB each; in backward the loss's two gradients, then the tied matrix's three
+/// 147.24 MiB tensors (50257·768·4 B: the head's contribution, the embedding's own, their
+/// sum); the first step's AdamW states (two per parameter) and its sqrt, later steps' sqrt.
+/// SmolLM2-135M bf16-mixed (V = 49152, h = 576): the head's bf16 weight copy (54 MiB), bf16
+/// logits (192 MiB), the fp32 upcast and log-softmax (384 MiB); in backward the two fp32
+/// gradients, dlogits cast back (192), the head's bf16 weight gradient (54) and its fp32 cast
+/// (108), the embedding's own (108, added in place).
+#[test]
+fn large_allocations_match_the_h200_traces() {
+    let g = stream(GPT2);
+    let s = stream(SMOLLM2);
+    for step in 0..2u8 {
+        assert_eq!(big(&g, Phase::Forward(step), 50).0, [392.63, 392.63]);
+        assert_eq!(
+            big(&g, Phase::Backward(step), 50).0,
+            [392.63, 392.63, 147.24, 147.24, 147.24]
+        );
+        assert_eq!(
+            big(&s, Phase::Forward(step), 50).0,
+            [54.0, 192.0, 384.0, 384.0]
+        );
+        assert_eq!(
+            big(&s, Phase::Backward(step), 50).0,
+            [384.0, 384.0, 192.0, 54.0, 108.0, 108.0]
+        );
+    }
+    // The first matmul's cuBLAS workspace: one 32 MiB block (trace index 8 in both), the
+    // autograd thread's another in the first backward (GPT-2 index 1138, SmolLM2 3554).
+    for t in [&g, &s] {
+        assert_eq!(big(t, Phase::Context, 1).0, [32.0]);
+        assert!(big(t, Phase::Backward(0), 1).0.contains(&32.0));
+    }
+    assert_eq!(big(&g, Phase::Optimizer(0), 50).0, [147.24; 3]);
+    assert_eq!(big(&g, Phase::Optimizer(1), 50).0, [147.24]);
+    assert_eq!(big(&s, Phase::Optimizer(0), 50).0, [108.0; 3]);
+    assert_eq!(big(&s, Phase::Optimizer(1), 50).0, [108.0]);
+}
+
+/// The optimizer step exactly, and the forward's allocations of at least 1 MiB within 1 %, as
+/// `scripts/snapshot_phases.py` counts them in the second step: GPT-2's step makes one sqrt
+/// tensor per parameter (148: 50 of at least 1 MiB, 98 smaller), SmolLM2's 272 (151 and 121);
+/// their forwards make 381 and 999 allocations of at least 1 MiB. The backward makes more
+/// than the stream's one gradient per tensor (sums of gradients, RMSNorm's fp32 chain: 1727
+/// against 1148 on SmolLM2) — small blocks the large ones above dominate.
+#[test]
+fn optimizer_and_forward_counts_match_the_h200_traces() {
+    let g = stream(GPT2);
+    let s = stream(SMOLLM2);
+    let (gb, gs) = big(&g, Phase::Optimizer(1), 1);
+    assert_eq!((gb.len(), gs), (50, 98));
+    let (sb, ss) = big(&s, Phase::Optimizer(1), 1);
+    assert_eq!((sb.len(), ss), (151, 121));
+    for (stream, measured) in [(&g, 381.0), (&s, 999.0)] {
+        let n = big(stream, Phase::Forward(1), 1).0.len() as f64;
+        assert!(
+            (n - measured).abs() / measured <= 0.01,
+            "{n} against {measured}"
+        );
+    }
+}
+
+/// Every H200 run the stream covers (`../shared/fixtures/gpu-h200/results-*.jsonl`:
+/// `measured.peak_reserved` is `max_memory_reserved` over the measured steps or generate
+/// call), its job as the run wrote it plus the run's `PYTORCH_CUDA_ALLOC_CONF` as
+/// `allocator`: the estimate's `peak_reserved` within 3 %. Before the stream (the packing
+/// heuristic) the median error was −9 %, the worst −37 %, 4 of 18 within 3 %.
+#[test]
+fn h200_runs_reserved_within_3_percent() {
+    let path = format!(
+        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut checked = 0;
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["type"] != "result" || v["status"] != "ok" {
+            continue;
+        }
+        let id = v["id"].as_str().unwrap();
+        // Known apart: fp32 SDPA with grouped-query attention runs a kernel the estimator does
+        // not choose yet (allocated −34 %, issue 30 item 4); the static-cache generate runs
+        // (the job has no field for transformers' StaticCache: the stream writes the default
+        // DynamicCache; −1.7 % and −6.4 %).
+        if id == "llama1b-fp32-adamw-sdpa-b2s2048" || id.contains("infer-static") {
+            continue;
+        }
+        let mut job = v["job"].clone();
+        if let Some(conf) = v["env"]["PYTORCH_CUDA_ALLOC_CONF"].as_str() {
+            job["allocator"] = Value::from(conf);
+        }
+        let r = measured::run(job);
+        let got = r.per_gpu.peak_reserved.unwrap() as f64;
+        let want = v["measured"]["peak_reserved"].as_f64().unwrap();
+        let err = (got - want) / want;
+        assert!(err.abs() <= 0.03, "{id}: reserved {:+.2} %", 100.0 * err);
+        assert!(r.per_gpu.allocator.is_some(), "{id}: not simulated");
+        checked += 1;
+    }
+    // 15 training runs and the dynamic-cache generate run.
+    assert_eq!(checked, 16);
+}
+
+#[test]
+#[ignore]
+fn dump_segments() {
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    let id = std::env::var("STREAM_ID").unwrap_or(GPT2.into());
+    let s = stream(&id);
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    a.set_event_log(true);
+    let mut handles = vec![None; s.ids()];
+    let mut phase = Phase::Context;
+    let mut sizes = vec![0u64; s.ids()];
+    let mut bigsegs: Vec<(u64, u64)> = Vec::new();
+    for e in &s.events {
+        match *e {
+            Event::Alloc { id, bytes } => {
+                handles[id as usize] = a.malloc(bytes, 0).ok();
+                sizes[id as usize] = bytes;
+                if let Some((addr, size)) = handles[id as usize].and_then(|h| a.block(h)) {
+                    if bytes < 900 * MIB && bigsegs.iter().any(|&(b, l)| addr >= b && addr < b + l)
+                    {
+                        println!(
+                            "{phase:?}: a {:.2} MiB request (id {id}) placed in a big segment ({size})",
+                            bytes as f64 / MIB as f64
+                        );
+                    }
+                }
+                for ev in a.take_events() {
+                    if ev.size >= 900 * MIB {
+                        bigsegs.push((ev.addr, ev.size));
+                    }
+                    if !matches!(phase, Phase::Context | Phase::Load) {
+                        println!(
+                            "{phase:?}: {:?} {:.2} MiB for a {:.2} MiB request (id {id})",
+                            ev.kind,
+                            ev.size as f64 / MIB as f64,
+                            bytes as f64 / MIB as f64
+                        );
+                    }
+                }
+            }
+            Event::Free { id } => {
+                if let Some(h) = handles[id as usize].take() {
+                    a.free(h);
+                }
+            }
+            Event::EmptyCache => a.empty_cache(),
+            Event::Phase(p) => phase = p,
+        }
+    }
+}

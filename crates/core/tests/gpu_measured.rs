@@ -14,10 +14,8 @@ use vramscope_core::gpu::find;
 use vramscope_core::job::{merge_if_supported, CudaModuleLoading, Job, TorchVersion};
 use vramscope_formats::model_source::load_job_model;
 
-/// One figure's tolerance and whether the test holds every case to it. Reserved and device
-/// total are tracked (printed, counted) but not asserted while the reserve is the packing
-/// heuristic of `overhead.rs` (issue 30: a simulated caching allocator replaces it); set
-/// `asserted` to true when it lands.
+/// One figure's tolerance and whether the test holds every case to it (all three are: the
+/// reserve comes from the simulated caching allocator, `docs/allocator-stream.md`).
 struct Check {
     metric: &'static str,
     tolerance: f64,
@@ -33,12 +31,12 @@ const CHECKS: [Check; 3] = [
     Check {
         metric: "per_gpu.peak_reserved",
         tolerance: 0.03,
-        asserted: false,
+        asserted: true,
     },
     Check {
         metric: "per_gpu.device_total",
         tolerance: 0.03,
-        asserted: false,
+        asserted: true,
     },
 ];
 
@@ -119,8 +117,17 @@ fn gpu_cases_are_the_results_file() {
     }
 }
 
+/// Runs whose conditions the job cannot state yet, with why: printed, not asserted. HF generate
+/// with a `StaticCache` (`cache_implementation="static"`) is estimated as the default
+/// `DynamicCache`, so its prefill's working set is not the run's.
+const NOT_EXPRESSIBLE: &[(&str, &str)] = &[(
+    "gpu-llama8b-infer-static-b4-p4096-n128",
+    "static KV cache: no job field says so",
+)];
+
 /// Each case against the estimate, one table per figure: every asserted figure within its
-/// tolerance on every case; the others printed with their errors.
+/// tolerance on every case but the `NOT_EXPRESSIBLE` ones; the others printed with their
+/// errors.
 #[test]
 fn gpu_measured_cases() {
     let cases = cases();
@@ -162,6 +169,10 @@ fn gpu_measured_cases() {
         );
         if check.asserted {
             for (id, e) in &errors {
+                if let Some((_, why)) = NOT_EXPRESSIBLE.iter().find(|(p, _)| id.starts_with(p)) {
+                    println!("  not asserted: {id} ({why}): {:+.2}%", e * 100.0);
+                    continue;
+                }
                 assert!(e.abs() <= check.tolerance, "{id}: {:+.2}%", e * 100.0);
             }
         }

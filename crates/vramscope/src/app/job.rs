@@ -4,6 +4,7 @@
 //! command loads its model once however many answers it draws from it.
 
 use super::AppError;
+use std::sync::{Arc, Mutex};
 use vramscope_core::estimate::ModelInput;
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
@@ -12,7 +13,8 @@ use vramscope_formats::FormatError;
 
 /// A job's estimator inputs, the model reader's warnings and where the model came from.
 pub struct Prepared {
-    pub model: ModelInput,
+    /// Shared with the preset cache (`PRESETS`) when MODEL is a built-in preset.
+    pub model: Arc<ModelInput>,
     pub resolved: ResolvedJob,
     pub warnings: Vec<String>,
     pub source: Source,
@@ -33,7 +35,24 @@ pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
             )),
             Some(m) => m,
         };
-    let opts = crate::models::options(job.assume_llama.unwrap_or(false));
+    let assume_llama = job.assume_llama.unwrap_or(false);
+    if let Some(p) = model.as_str().and_then(|s| cached_preset(s, assume_llama)) {
+        let max_seq = p
+            .model
+            .spec
+            .as_ref()
+            .and_then(|s| s.max_position_embeddings);
+        let mut warnings = p.warnings.clone();
+        warnings.extend(job.notes.iter().cloned());
+        return Ok(Prepared {
+            model: Arc::clone(&p.model),
+            resolved: job.resolve(max_seq)?,
+            warnings,
+            source: p.source.clone(),
+            named: model.as_str().map(str::to_string),
+        });
+    }
+    let opts = crate::models::options(assume_llama);
     let adapter = std::cell::RefCell::new(None);
     let by_name = |s: &str| -> Result<_, FormatError> {
         let r = crate::models::resolve(s, &opts)?;
@@ -55,13 +74,72 @@ pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
     let mut warnings = loaded.warnings.clone();
     warnings.extend(job.notes.iter().cloned());
     let source = loaded.source.clone();
+    let preset_warnings = loaded.warnings.clone();
+    let input = Arc::new(loaded.into_input());
+    if let (Some(s), "preset") = (model.as_str(), source.kind.as_str()) {
+        keep_preset(s, assume_llama, &input, preset_warnings, &source);
+    }
     Ok(Prepared {
-        model: loaded.into_input(),
+        model: input,
         resolved,
         warnings,
         source,
         named: model.as_str().map(str::to_string),
     })
+}
+
+/// A built-in preset's model as loaded, for the process to reuse.
+struct PresetModel {
+    model: Arc<ModelInput>,
+    warnings: Vec<String>,
+    source: Source,
+}
+
+/// Presets loaded so far, newest last: (the id as written, `assume_llama`, the model). A preset
+/// never changes, so a later job naming it reuses the model and what its memo remembers (each
+/// distinct job's simulated step is computed once: the web UI and the Python API estimate one
+/// model over and over).
+static PRESETS: Mutex<Vec<(String, bool, Arc<PresetModel>)>> = Mutex::new(Vec::new());
+
+/// Presets kept at most (the oldest is dropped first): each holds its inventory and its memo.
+const PRESET_CACHE: usize = 8;
+
+/// The kept model for `name`, unless a local path of that name exists (MODEL resolution tries
+/// local paths before presets, so such a path must be read instead).
+fn cached_preset(name: &str, assume_llama: bool) -> Option<Arc<PresetModel>> {
+    if std::path::Path::new(name).exists() {
+        return None;
+    }
+    let presets = PRESETS.lock().ok()?;
+    presets
+        .iter()
+        .find(|(n, a, _)| n == name && *a == assume_llama)
+        .map(|(_, _, p)| Arc::clone(p))
+}
+
+fn keep_preset(
+    name: &str,
+    assume_llama: bool,
+    model: &Arc<ModelInput>,
+    warnings: Vec<String>,
+    source: &Source,
+) {
+    let Ok(mut presets) = PRESETS.lock() else {
+        return;
+    };
+    presets.retain(|(n, a, _)| !(n == name && *a == assume_llama));
+    if presets.len() >= PRESET_CACHE {
+        presets.remove(0);
+    }
+    presets.push((
+        name.to_string(),
+        assume_llama,
+        Arc::new(PresetModel {
+            model: Arc::clone(model),
+            warnings,
+            source: source.clone(),
+        }),
+    ));
 }
 
 impl Prepared {
@@ -257,5 +335,36 @@ mod tests {
         let e = prepare(&Job::default()).err().unwrap();
         assert!(e.message.starts_with("model: required"), "{e}");
         assert_eq!(e.exit_code, 2);
+    }
+}
+
+#[cfg(test)]
+mod preset_cache_tests {
+    use super::*;
+
+    fn job(model: &str, batch: u64) -> Job {
+        serde_json::from_value(serde_json::json!({"model": model, "batch": batch})).unwrap()
+    }
+
+    /// Two jobs naming one preset share its loaded model (and so its memo); a job naming a
+    /// local file of that name reads the file, as MODEL resolution says (local paths first).
+    #[test]
+    fn a_preset_is_loaded_once_and_a_local_path_still_wins() {
+        let a = prepare(&job("gpt2", 1)).unwrap();
+        let b = prepare(&job("gpt2", 4)).unwrap();
+        assert!(Arc::ptr_eq(&a.model, &b.model));
+        assert_eq!((a.resolved.batch, b.resolved.batch), (1, 4));
+        assert_eq!(b.source.kind, "preset");
+        let dir = std::env::temp_dir().join(format!("vramscope-preset-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let local = dir.join("gpt2");
+        std::fs::write(&local, "{\"params\": 7}").unwrap();
+        let name = local.to_str().unwrap();
+        // Kept under that name (as if a preset had been loaded by it), it is still not served
+        // while the path exists.
+        keep_preset(name, false, &a.model, Vec::new(), &a.source);
+        assert!(cached_preset("gpt2", false).is_some());
+        assert!(cached_preset(name, false).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -175,6 +175,7 @@ pub fn train_inputs<'a>(
         params,
         tied: matches!(spec.head, Head::LanguageModel { tied: true, .. }),
         workspace: workspace_block(gpu),
+        lt_workspace: lt_workspace_block(gpu, job, plan),
         checkpointing: job.checkpointing,
         hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
         head_grad_input: plan.logits_grad_input,
@@ -228,20 +229,24 @@ pub fn infer_inputs<'a>(
     })
 }
 
-/// The block a BLAS handle's workspace takes from the caching allocator. On CUDA the cuBLASLt
-/// workspace shares the cuBLAS one: the H200 traces (torch 2.11, cu130) show one
-/// 33,554,432 B block per handle at `getCurrentCUDABlasHandle` and no separate 1 MiB block,
-/// so the stream allocates the cuBLAS part of `overhead::cublas_workspace_bytes` alone (the
-/// walk still counts both). ROCm's hipBLASLt keeps its own workspace, allocated apart.
+/// The block a BLAS handle's workspace takes from the caching allocator:
+/// `overhead::cublas_workspace_bytes`, cuBLAS's alone on CUDA (the H200 traces, torch 2.11,
+/// cu130: one 33,554,432 B block per handle at `getCurrentCUDABlasHandle`); ROCm's hipBLASLt
+/// pool counted with hipBLAS's. cuBLASLt's own workspace, where a release keeps one, is
+/// [`lt_workspace_block`].
 pub fn workspace_block(gpu: Option<&Gpu>) -> u64 {
-    let all = overhead::cublas_workspace_bytes(gpu);
-    let rocm = gpu.is_some_and(|g| {
-        let a = g.arch.to_ascii_lowercase();
-        a.starts_with("cdna") || a.starts_with("rdna")
-    });
-    if rocm {
-        all
+    overhead::cublas_workspace_bytes(gpu)
+}
+
+/// cuBLASLt's own workspace block, allocated at the forward's first cuBLASLt GEMM (a Linear
+/// with a bias: `addmm` with a 1-D bias takes the Lt path, `Blas.cpp` `addmm_out_cuda_impl`)
+/// and kept: 1 MiB on the releases that keep one apart (`overhead::cublaslt_workspace_bytes`:
+/// 2.9–2.11; the GPT-2 H200 snapshot shows it at `getCUDABlasLtWorkspace` under its first
+/// `addmm`), none where the model runs no biased Linear or the release shares cuBLAS's.
+pub fn lt_workspace_block(gpu: Option<&Gpu>, job: &ResolvedJob, plan: &ForwardPlan) -> u64 {
+    if plan.lt_gemm {
+        overhead::cublaslt_workspace_bytes(gpu, job.torch_version)
     } else {
-        all.saturating_sub(overhead::CUBLASLT_WORKSPACE_CUDA)
+        0
     }
 }

@@ -50,6 +50,9 @@ pub struct TrainInputs<'a> {
     pub tied: bool,
     /// cuBLAS workspace per handle (`overhead::cublas_workspace_bytes`).
     pub workspace: u64,
+    /// cuBLASLt's own workspace, made by the first forward's first biased Linear (0: none;
+    /// `inputs::lt_workspace_block`).
+    pub lt_workspace: u64,
     pub checkpointing: Checkpointing,
     /// Bytes of the hidden state between blocks and of its gradient.
     pub hidden: u64,
@@ -127,6 +130,9 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
             s.free(g);
         }
         s.phase(Phase::Forward(step));
+        if step == 0 && inp.lt_workspace > 0 {
+            s.alloc(inp.lt_workspace);
+        }
         let fwd = forward(s, inp);
         s.phase(Phase::Backward(step));
         backward(s, inp, &fwd, &mut live);

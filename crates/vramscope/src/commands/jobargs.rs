@@ -310,6 +310,10 @@ pub struct JobArgs {
         help_heading = "Engine"
     )]
     pub n_gpu_layers: Option<String>,
+    /// PyTorch inference: the KV cache of Hugging Face generate, dynamic or static
+    /// (`cache_implementation="static"`: prompt + new tokens preallocated). [default: dynamic]
+    #[arg(long, value_name = "dynamic|static", help_heading = "Engine")]
+    pub kv_cache: Option<String>,
 
     /// `--task rl`: the RL step's flags (`rlargs.rs`).
     #[command(flatten)]
@@ -714,6 +718,9 @@ impl JobArgs {
             if let Some(s) = v {
                 set_in(&mut job.engine, "engine", key, number_value(s))?;
             }
+        }
+        if let Some(c) = &self.kv_cache {
+            set_in(&mut job.engine, "engine", "cache", Value::String(c.clone()))?;
         }
         Ok(())
     }

@@ -264,3 +264,42 @@ fn dump_segments() {
         }
     }
 }
+
+#[test]
+#[ignore]
+fn dump_outcome() {
+    let id = std::env::var("STREAM_ID").unwrap_or(GPT2.into());
+    let r = measured::run(results_job(&id));
+    println!(
+        "{id}: allocated {:?} reserved {:?} allocator {:?}",
+        r.per_gpu.peak_allocated, r.per_gpu.peak_reserved, r.per_gpu.allocator
+    );
+    let s = stream(&id);
+    let mut big: Vec<u64> = s
+        .events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Alloc { bytes, .. } if bytes >= 16 * MIB => Some(bytes / MIB),
+            _ => None,
+        })
+        .collect();
+    big.sort_unstable();
+    big.dedup();
+    println!("sizes (MiB): {big:?}");
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    let mut handles = vec![None; s.ids()];
+    for e in &s.events {
+        match *e {
+            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
+            Event::Free { id } => {
+                if let Some(h) = handles[id as usize].take() {
+                    a.free(h);
+                }
+            }
+            Event::EmptyCache => a.empty_cache(),
+            Event::Phase(p) => println!("{p:?}: {:?}", a.stats()),
+        }
+    }
+    println!("end: {:?}", a.stats());
+}

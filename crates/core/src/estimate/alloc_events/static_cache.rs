@@ -30,14 +30,24 @@ use super::{run_block, BlockIds, Sink};
 use crate::estimate::tape::BlockEvents;
 
 /// `sdpa_mask`'s bool mask of one forward over `q_len` new positions (freed by the caller when
-/// the forward returns).
+/// the forward returns). Without vmap (`_non_vmap_expansion_sdpa`) the mask function runs on
+/// broadcast index tensors: `and_masks` starts from a 0-d `True` and ands in the causal
+/// function's `(1, 1, q_len, kv_len)` result (`kv_idx <= q_idx`), a new `(1, 1, q_len, kv_len)`
+/// tensor, then the padding function's `(batch, 1, 1, kv_len)` one, the `(batch, 1, q_len,
+/// kv_len)` mask; the intermediates die as `and_masks` rebinds its result.
 pub(super) fn forward_mask<S: Sink>(
     s: &mut S,
     inp: &InferInputs,
     sc: StaticCache,
     q_len: u64,
 ) -> u32 {
-    s.alloc(inp.batch * q_len * sc.len)
+    let plane = q_len * sc.len;
+    let causal = s.alloc(plane);
+    let anded = s.alloc(plane);
+    s.free(causal);
+    let mask = s.alloc(inp.batch * plane);
+    s.free(anded);
+    mask
 }
 
 /// One prefill block with a static cache: its events up to the attention kernel, the layer's
@@ -55,6 +65,14 @@ pub(super) fn prefill_block<S: Sink>(
     run_block(s, b, &evs[..at], ids, false);
     let k = s.alloc(inp.kv_per_token * sc.len);
     let v = s.alloc(inp.kv_per_token * sc.len);
+    // `key_states, value_states = past_key_values.update(...)` rebinds the attention's names
+    // to the cache's tensors: the projected (rotated) keys and values die here, before
+    // `repeat_kv` (their later frees in the block's events are no-ops).
+    for slot in b.attention_kv.into_iter().flatten() {
+        if slot != b.input {
+            s.free(ids.id(b, slot));
+        }
+    }
     let call = attention_call(s, inp, sc, inp.prompt);
     let kernel = (at + 1).min(evs.len());
     run_block(s, b, &evs[at..kernel], ids, false);

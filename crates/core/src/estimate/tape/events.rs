@@ -60,6 +60,8 @@ pub struct BlockEvents {
     /// Index in `forward_no_save` of the attention kernel's first allocation (its output):
     /// the events before it have made q, k and v (`Tape::mark_attention`).
     pub attention_at: Option<u32>,
+    /// Local slots of the keys and values the attention kernel reads.
+    pub attention_kv: Option<[u32; 2]>,
 }
 
 impl Tape {
@@ -133,7 +135,7 @@ impl Tape {
         let mut sizes: Vec<u64> = self.entries.iter().map(|e| e.bytes).collect();
         sizes.extend(self.entries.iter().map(|e| e.bytes));
         let no_save = self.forward_events(input, output, &vec![false; n]);
-        let attention_at = self.attention_op.and_then(|op| {
+        let attention_at = self.attention_op.and_then(|(op, _, _)| {
             no_save
                 .iter()
                 .position(|e| !e.is_free() && self.entries[e.slot() as usize].created >= op)
@@ -143,6 +145,9 @@ impl Tape {
             forward: self.forward_events(input, output, &saved),
             forward_no_save: no_save,
             attention_at,
+            attention_kv: self
+                .attention_op
+                .map(|(_, k, v)| [k as u32, v as u32]),
             backward: self.backward_events(input, output, &saved),
             sizes,
             input: input as u32,

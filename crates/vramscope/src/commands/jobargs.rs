@@ -776,6 +776,26 @@ mod tests {
         assert!(e.starts_with("allocator"), "{e}");
     }
 
+    /// `--kv-cache static` is `engine.cache: "static"` (a string, as written); a serving engine
+    /// refuses it in one line naming the setting.
+    #[test]
+    fn kv_cache_flag_sets_the_engines_cache() {
+        let args = JobArgs {
+            task: Some("infer".into()),
+            kv_cache: Some("static".into()),
+            ..JobArgs::default()
+        };
+        let job = args.to_job().unwrap();
+        assert_eq!(job.engine, Some(json!({"cache": "static"})));
+        assert!(job.resolve(None).unwrap().engine.static_cache());
+        let vllm = JobArgs {
+            framework: Some("vllm".into()),
+            ..args
+        };
+        let e = vllm.to_job().unwrap().resolve(None).unwrap_err().to_string();
+        assert!(e.starts_with("engine.cache"), "{e}");
+    }
+
     /// `--zero-grad` and `--optimizer-impl` set the job's fields as written.
     #[test]
     fn training_loop_flags() {

@@ -196,8 +196,7 @@ fn h200_runs_reserved_within_3_percent() {
         // Known apart: fp32 SDPA with grouped-query attention runs a kernel the estimator does
         // not choose yet (allocated −34 %, issue 30 item 4); the static-cache generate at
         // batch 4 × 4096 (reserved −4.7 %: docs/allocator-stream.md, "Inference").
-        if id == "llama1b-fp32-adamw-sdpa-b2s2048" || id == "llama8b-infer-static-b4-p4096-n128"
-        {
+        if id == "llama1b-fp32-adamw-sdpa-b2s2048" || id == "llama8b-infer-static-b4-p4096-n128" {
             continue;
         }
         let mut job = job_of(&v);
@@ -250,7 +249,9 @@ fn static_cache_stream_of_the_h200_run() {
     let model =
         vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
     let resolved = job.resolve(None).unwrap();
-    let dynamic = step_stream(&model.into_input(), &resolved).unwrap().unwrap();
+    let dynamic = step_stream(&model.into_input(), &resolved)
+        .unwrap()
+        .unwrap();
     let grown = dynamic
         .events
         .iter()

@@ -346,7 +346,9 @@ mod tests {
             (st.clone(), Framework::Vllm),
             (st.clone(), Framework::LlamaCpp),
         ] {
-            let e = EngineSettings::resolve(Some(&v), fw).unwrap_err().to_string();
+            let e = EngineSettings::resolve(Some(&v), fw)
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("engine.cache"), "{e}");
             assert!(!e.contains('\n'), "{e}");
         }

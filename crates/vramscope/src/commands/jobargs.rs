@@ -792,7 +792,12 @@ mod tests {
             framework: Some("vllm".into()),
             ..args
         };
-        let e = vllm.to_job().unwrap().resolve(None).unwrap_err().to_string();
+        let e = vllm
+            .to_job()
+            .unwrap()
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("engine.cache"), "{e}");
     }
 

@@ -61,7 +61,10 @@ pub(super) fn prefill_block<S: Sink>(
     ids: BlockIds,
 ) -> [u32; 2] {
     let evs = &b.forward_no_save;
-    let at = b.attention_at.map_or(evs.len(), |a| a as usize).min(evs.len());
+    let at = b
+        .attention_at
+        .map_or(evs.len(), |a| a as usize)
+        .min(evs.len());
     run_block(s, b, &evs[..at], ids, false);
     let k = s.alloc(inp.kv_per_token * sc.len);
     let v = s.alloc(inp.kv_per_token * sc.len);

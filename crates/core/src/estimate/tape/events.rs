@@ -145,9 +145,7 @@ impl Tape {
             forward: self.forward_events(input, output, &saved),
             forward_no_save: no_save,
             attention_at,
-            attention_kv: self
-                .attention_op
-                .map(|(_, k, v)| [k as u32, v as u32]),
+            attention_kv: self.attention_op.map(|(_, k, v)| [k as u32, v as u32]),
             backward: self.backward_events(input, output, &saved),
             sizes,
             input: input as u32,

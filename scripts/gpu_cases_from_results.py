@@ -13,7 +13,9 @@ date, the command that ran, the results file and the spec id) in `note` and, str
 as the job field takes it): what a release does differently (SDPA's kernel choice, cuBLAS's
 workspaces) is modelled by that field, and unset it means today's PyTorch. Reserved and device-total
 cases are left out for a spec that set PYTORCH_CUDA_ALLOC_CONF (the job has no field for the
-allocator's settings). A spec that set CUDA_MODULE_LOADING carries it in `job_if_supported`.
+allocator's settings). A spec that set CUDA_MODULE_LOADING carries it in `job_if_supported`, and so
+does a spec that ran HF generate with `cache_implementation="static"` (spec `cache: "static"`;
+run_one.py's `infer_calls`): as the job's `engine.cache`, which the contract added after the run.
 
 Dry-run results (CPU, tiny configs) are refused unless --allow-dry is given; then only the
 CPU stand-in's allocated figure is turned into a case, marked `kind: dry-run` (for the tests of
@@ -115,6 +117,8 @@ def cases_of(header, r, allow_dry, path):
     extra = {}
     if (r.get("job_if_supported") or {}).get("cuda_module_loading") == "eager":
         extra.update(r["job_if_supported"])
+    if (r.get("spec") or {}).get("cache") == "static":
+        extra["engine"] = dict(r["job"].get("engine") or {}, cache="static")
     release = torch_release(p["torch"])
     if release and not dry:
         extra["torch_version"] = release

@@ -39,6 +39,35 @@ pub struct EngineSettings {
     pub cuda_graph_max_bs: Option<u64>,
     /// ollama `num_ctx`: the context of each parallel slot.
     pub num_ctx: Option<u64>,
+    /// `framework: pytorch` inference: the KV cache Hugging Face `generate` builds
+    /// (`cache_implementation`); `None` = transformers' default, the dynamic cache.
+    pub cache: Option<GenerateCache>,
+}
+
+/// The KV cache of Hugging Face `generate` (contract `engine.cache`, transformers'
+/// `GenerationConfig.cache_implementation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerateCache {
+    /// `DynamicCache` (the default): each layer's keys and values grow by `torch.cat` per step.
+    Dynamic,
+    /// `StaticCache` (`cache_implementation="static"`): each layer's keys and values
+    /// preallocated at prompt + new tokens (`cache_utils.py` `StaticLayer`).
+    Static,
+}
+
+impl GenerateCache {
+    /// Reads `engine.cache`: `dynamic` or `static`, case-insensitively.
+    pub fn parse(v: &Value) -> Result<Self, CoreError> {
+        let s = v.as_str().map(str::to_ascii_lowercase);
+        match s.as_deref() {
+            Some("dynamic") => Ok(GenerateCache::Dynamic),
+            Some("static") => Ok(GenerateCache::Static),
+            _ => Err(CoreError::field(
+                "engine.cache",
+                format!("must be \"dynamic\" or \"static\" (got {v})"),
+            )),
+        }
+    }
 }
 
 impl EngineSettings {
@@ -99,8 +128,14 @@ impl EngineSettings {
         self.max_num_seqs.unwrap_or(VLLM_MAX_NUM_SEQS)
     }
 
+    /// Whether `generate` builds a `StaticCache`.
+    pub fn static_cache(&self) -> bool {
+        self.cache == Some(GenerateCache::Static)
+    }
+
     fn read(&mut self, framework: Framework) -> Result<(), CoreError> {
         let w = &self.written;
+        self.cache = read_cache(w, framework)?;
         match framework {
             Framework::Vllm => {
                 self.gpu_memory_utilization = utilization(w.get("gpu_memory_utilization"))?;
@@ -157,6 +192,28 @@ impl EngineSettings {
 impl Serialize for EngineSettings {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.written.serialize(s)
+    }
+}
+
+/// `engine.cache`: only Hugging Face `generate` (`framework: pytorch`) has a cache
+/// implementation to choose; a serving or training engine keeps its own (vLLM's and SGLang's
+/// paged pools, llama.cpp's `n_ctx` buffer), so the setting is refused there. A `pytorch`
+/// training job accepts it and reads nothing of it (as `new_tokens`): the validation scorer
+/// probes a field on a default (training) job, `../shared/validation/score.py` `supports`.
+fn read_cache(
+    w: &Map<String, Value>,
+    framework: Framework,
+) -> Result<Option<GenerateCache>, CoreError> {
+    match w.get("cache") {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) if framework != Framework::Pytorch => Err(CoreError::field(
+            "engine.cache",
+            format!(
+                "is Hugging Face generate's cache (framework pytorch); {} keeps its own",
+                framework.as_str()
+            ),
+        )),
+        Some(v) => GenerateCache::parse(v).map(Some),
     }
 }
 
@@ -267,6 +324,34 @@ mod tests {
         // vLLM does not read ollama's options.
         let s = EngineSettings::resolve(Some(&v), Framework::Vllm).unwrap();
         assert_eq!((s.n_gpu_layers, s.num_ctx), (None, None));
+    }
+
+    /// `engine.cache` reads for Hugging Face generate (`framework: pytorch`), `dynamic` or
+    /// `static`; any other value, or the setting under a serving engine, is refused in one line
+    /// naming it.
+    #[test]
+    fn generate_cache_is_pytorchs_alone() {
+        let st = json!({"cache": "static"});
+        let s = EngineSettings::resolve(Some(&st), Framework::Pytorch).unwrap();
+        assert!(s.static_cache());
+        let s = EngineSettings::resolve(Some(&json!({"cache": "Dynamic"})), Framework::Pytorch)
+            .unwrap();
+        assert_eq!(s.cache, Some(GenerateCache::Dynamic));
+        assert!(!s.static_cache());
+        let s = EngineSettings::resolve(None, Framework::Pytorch).unwrap();
+        assert_eq!(s.cache, None);
+        for (v, fw) in [
+            (json!({"cache": "sliding"}), Framework::Pytorch),
+            (json!({"cache": 1}), Framework::Pytorch),
+            (st.clone(), Framework::Vllm),
+            (st.clone(), Framework::LlamaCpp),
+        ] {
+            let e = EngineSettings::resolve(Some(&v), fw)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("engine.cache"), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
     }
 
     /// A setting changed after resolution is checked as in resolution; a refused one leaves

@@ -73,6 +73,10 @@ pub struct Tape {
     /// Tensors saved by pointwise ops (or a norm's input), in order: under compile the cut
     /// decides whether each is saved or recomputed from its nearest non-pointwise producers.
     deferred: Vec<Id>,
+    /// The op that runs the attention kernel (its output's maker) and the keys and values it
+    /// reads, where a static KV cache's per-call tensors go in the inference stream
+    /// (`alloc_events/static_cache.rs`).
+    attention_op: Option<(usize, Id, Id)>,
 }
 
 /// What a region leaves behind and how high it goes.
@@ -118,6 +122,12 @@ impl Tape {
 
     /// Records an op reading `inputs`, saving `saved` (a subset of the inputs) and making one
     /// tensor of `elements` × `width` bytes.
+    /// Marks the next op as the attention kernel's call on keys `k` and values `v` (the first
+    /// mark of a block holds).
+    pub fn mark_attention(&mut self, k: Id, v: Id) {
+        self.attention_op.get_or_insert((self.ops + 1, k, v));
+    }
+
     pub fn op(&mut self, inputs: &[Id], saved: &[Id], elements: u64, width: u64) -> Id {
         self.ops += 1;
         let at = self.ops;

@@ -310,6 +310,10 @@ pub struct JobArgs {
         help_heading = "Engine"
     )]
     pub n_gpu_layers: Option<String>,
+    /// PyTorch inference: the KV cache of Hugging Face generate, dynamic or static
+    /// (`cache_implementation="static"`: prompt + new tokens preallocated). [default: dynamic]
+    #[arg(long, value_name = "dynamic|static", help_heading = "Engine")]
+    pub kv_cache: Option<String>,
 
     /// `--task rl`: the RL step's flags (`rlargs.rs`).
     #[command(flatten)]
@@ -715,6 +719,9 @@ impl JobArgs {
                 set_in(&mut job.engine, "engine", key, number_value(s))?;
             }
         }
+        if let Some(c) = &self.kv_cache {
+            set_in(&mut job.engine, "engine", "cache", Value::String(c.clone()))?;
+        }
         Ok(())
     }
 }
@@ -767,6 +774,31 @@ mod tests {
         };
         let e = bad.to_job().unwrap().resolve(None).unwrap_err().to_string();
         assert!(e.starts_with("allocator"), "{e}");
+    }
+
+    /// `--kv-cache static` is `engine.cache: "static"` (a string, as written); a serving engine
+    /// refuses it in one line naming the setting.
+    #[test]
+    fn kv_cache_flag_sets_the_engines_cache() {
+        let args = JobArgs {
+            task: Some("infer".into()),
+            kv_cache: Some("static".into()),
+            ..JobArgs::default()
+        };
+        let job = args.to_job().unwrap();
+        assert_eq!(job.engine, Some(json!({"cache": "static"})));
+        assert!(job.resolve(None).unwrap().engine.static_cache());
+        let vllm = JobArgs {
+            framework: Some("vllm".into()),
+            ..args
+        };
+        let e = vllm
+            .to_job()
+            .unwrap()
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("engine.cache"), "{e}");
     }
 
     /// `--zero-grad` and `--optimizer-impl` set the job's fields as written.

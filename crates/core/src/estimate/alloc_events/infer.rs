@@ -3,7 +3,9 @@
 //! `model.generate` (a warm-up and a measured one): the prefill forward, then one decode
 //! forward per new token, with transformers' `DynamicCache` (the default): each layer's keys
 //! and values are the prefill's, then grown by `torch.cat` per decode step — a new tensor one
-//! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`).
+//! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`). With
+//! `cache_implementation="static"` the cache is transformers' `StaticCache` instead
+//! (`static_cache.rs`).
 
 use super::{reserve_block, run_block, Phase, PlanEvents, Sink};
 use crate::estimate::activations::ForwardPlan;
@@ -31,6 +33,20 @@ pub struct InferInputs<'a> {
     /// `generate` calls (run_one.py: a warm-up and a measured one; the second reserves nothing
     /// new on the H200 runs, so one is written).
     pub calls: u8,
+    /// `cache_implementation="static"` (job `engine.cache`): the static cache's shape, else
+    /// `None` (transformers' `DynamicCache`).
+    pub static_cache: Option<StaticCache>,
+}
+
+/// What a `StaticCache` run allocates beyond a dynamic one (module `static_cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticCache {
+    /// `max_cache_len`: prompt + new tokens.
+    pub len: u64,
+    /// Query heads per key/value head (`repeat_kv`'s `n_rep`; 1 without grouped-query).
+    pub rep: u64,
+    /// Width of the query (the additive mask's dtype).
+    pub query_width: u64,
 }
 
 /// The process's events into `s`.
@@ -81,8 +97,13 @@ fn generate<S: Sink>(s: &mut S, inp: &InferInputs) {
         if t == inp.new_tokens {
             break;
         }
-        // One decode forward: per layer the cache grows by one token; the blocks' own
+        // One decode forward: per layer the cache grows by one token (dynamic) or the whole
+        // static cache is read through `repeat_kv` (`static_cache::decode`); the blocks' own
         // tensors for one token are small-pool blocks left out here.
+        if let Some(sc) = inp.static_cache {
+            super::static_cache::decode(s, inp, sc, cache.len());
+            continue;
+        }
         for kv in cache.iter_mut() {
             for slot in kv.iter_mut() {
                 let grown = s.alloc(inp.kv_per_token * len);
@@ -122,17 +143,25 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
     let hidden = s.alloc(inp.hidden_per_token * tokens);
     let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens));
     let mut input = hidden;
+    let mask = inp
+        .static_cache
+        .map(|sc| super::static_cache::forward_mask(s, inp, sc, inp.prompt));
     for &bi in &inp.events.layer_block {
         let Some(b) = inp.events.blocks.get(bi as usize) else {
             continue;
         };
         let ids = reserve_block(s, b, input);
-        run_block(s, b, &b.forward_no_save, ids, false);
-        // The cache keeps this layer's keys and values (the tape's own are freed after the
-        // attention read them: the cache's take their place).
-        let k = s.alloc(inp.kv_per_token * inp.prompt);
-        let v = s.alloc(inp.kv_per_token * inp.prompt);
-        cache.push([k, v]);
+        match inp.static_cache {
+            Some(sc) => cache.push(super::static_cache::prefill_block(s, inp, sc, b, ids)),
+            None => {
+                run_block(s, b, &b.forward_no_save, ids, false);
+                // The cache keeps this layer's keys and values (the tape's own are freed
+                // after the attention read them: the cache's take their place).
+                let k = s.alloc(inp.kv_per_token * inp.prompt);
+                let v = s.alloc(inp.kv_per_token * inp.prompt);
+                cache.push([k, v]);
+            }
+        }
         for &c in &b.copies {
             s.free(ids.id(b, c));
         }
@@ -142,4 +171,7 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
     s.free(head);
     s.free(input);
     s.free(extra);
+    if let Some(m) = mask {
+        s.free(m);
+    }
 }

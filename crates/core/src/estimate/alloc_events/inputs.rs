@@ -2,6 +2,7 @@
 //! and which jobs the stream can express (the rest keep the packing heuristic of
 //! `overhead.rs`).
 
+use super::infer::StaticCache;
 use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
@@ -12,7 +13,7 @@ use crate::inventory::{Component, Inventory};
 use crate::job::{
     Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
 };
-use crate::model::{Head, ModelSpec};
+use crate::model::{AttentionKind, Head, ModelSpec};
 
 /// Steps simulated: the first makes the optimizer states, the second is the steady state. In
 /// the H200 runs (`run_one.py`: 1 warm-up + 2 measured) the third step's reserved peak equals
@@ -54,6 +55,41 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && t.reference_model == crate::job::ReferenceModel::None
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
+        && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// A static cache the stream writes (`static_cache.rs`): full-attention layers of standard
+/// attention alone (a sliding-window layer's `StaticSlidingWindowLayer` holds the window and
+/// copies on overflow; latent attention and state-space layers cache otherwise).
+fn static_cache_expressible(spec: &ModelSpec) -> bool {
+    spec.decoder.layers.iter().all(|l| {
+        matches!(l.attention.kind, AttentionKind::Standard { .. })
+            && l.attention.sliding_window.is_none()
+            && l.attention.attention_chunk.is_none()
+            && l.cross_attention.is_none()
+    })
+}
+
+/// The static cache's shape for a job with `engine.cache: "static"` (`static_cache.rs`):
+/// `max_cache_len` = prompt + new tokens (`generation/utils.py` `_prepare_generated_length`
+/// and `_prepare_cache_for_generation`), `repeat_kv`'s `n_rep` = query heads / key-value heads
+/// (`modeling_llama.py` `num_key_value_groups`).
+fn static_cache_of(spec: &ModelSpec, job: &ResolvedJob, query_width: u64) -> Option<StaticCache> {
+    if !job.engine.static_cache() {
+        return None;
+    }
+    let att = spec.decoder.layers.first().map(|l| l.attention.kind)?;
+    let rep = match att {
+        AttentionKind::Standard {
+            heads, kv_heads, ..
+        } if kv_heads > 0 => heads / kv_heads,
+        _ => 1,
+    };
+    Some(StaticCache {
+        len: job.seq.saturating_add(job.new_tokens),
+        rep,
+        query_width,
+    })
 }
 
 /// The parameters in module order, each with its gradient and optimizer states; LoRA's
@@ -226,6 +262,7 @@ pub fn infer_inputs<'a>(
         vocab: spec.vocab_size,
         logits_width: events.param_width,
         calls: 1,
+        static_cache: static_cache_of(spec, job, events.param_width),
     })
 }
 

@@ -14,9 +14,10 @@
 mod infer;
 pub mod inputs;
 pub mod replay;
+mod static_cache;
 mod train;
 
-pub use infer::{infer_into, InferInputs};
+pub use infer::{infer_into, InferInputs, StaticCache};
 pub use train::{train_into, train_stream, LossSizes, Param, TrainInputs};
 
 use super::tape::BlockEvents;

@@ -480,6 +480,7 @@ impl Prog<'_> {
         self.t.keep(ki);
         self.t.keep(vi);
         let mmw = self.matmul_width();
+        self.t.mark_attention(ki, vi);
         let out = self
             .t
             .op(&[qi, ki, vi], &[qi, ki, vi], self.tokens * w.out, mmw);

@@ -57,6 +57,11 @@ pub struct BlockEvents {
     pub copies: Vec<u32>,
     /// Slots of the weight gradients the backward makes and hands on (kept as `.grad`).
     pub weight_grads: Vec<u32>,
+    /// Index in `forward_no_save` of the attention kernel's first allocation (its output):
+    /// the events before it have made q, k and v (`Tape::mark_attention`).
+    pub attention_at: Option<u32>,
+    /// Local slots of the keys and values the attention kernel reads.
+    pub attention_kv: Option<[u32; 2]>,
 }
 
 impl Tape {
@@ -129,9 +134,18 @@ impl Tape {
             .collect();
         let mut sizes: Vec<u64> = self.entries.iter().map(|e| e.bytes).collect();
         sizes.extend(self.entries.iter().map(|e| e.bytes));
+        let no_save = self.forward_events(input, output, &vec![false; n]);
+        let attention_at = self.attention_op.and_then(|(op, _, _)| {
+            no_save
+                .iter()
+                .position(|e| !e.is_free() && self.entries[e.slot() as usize].created >= op)
+                .map(|i| i as u32)
+        });
         BlockEvents {
             forward: self.forward_events(input, output, &saved),
-            forward_no_save: self.forward_events(input, output, &vec![false; n]),
+            forward_no_save: no_save,
+            attention_at,
+            attention_kv: self.attention_op.map(|(_, k, v)| [k as u32, v as u32]),
             backward: self.backward_events(input, output, &saved),
             sizes,
             input: input as u32,

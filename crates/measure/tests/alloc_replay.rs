@@ -252,17 +252,7 @@ mod synthetic {
     const MIB: u64 = 1 << 20;
 
     fn entry(action: Action, addr: u64, size: u64) -> TraceEntry {
-        TraceEntry {
-            action,
-            addr,
-            size,
-            stream: 0,
-            device_free: None,
-            time_us: None,
-            stack: 0,
-            category: None,
-            user_metadata: 0,
-        }
+        TraceEntry::bare(action, addr, size)
     }
 
     fn snapshot(trace: Vec<TraceEntry>, settings: Option<AllocatorSettings>) -> Snapshot {

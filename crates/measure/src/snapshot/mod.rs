@@ -106,6 +106,24 @@ pub struct TraceEntry {
     pub user_metadata: u32,
 }
 
+impl TraceEntry {
+    /// An entry with only its action, address and size (stream 0, no time, stack, category
+    /// or metadata): what a hand-written trace in a test or a placeholder needs.
+    pub const fn bare(action: Action, addr: u64, size: u64) -> TraceEntry {
+        TraceEntry {
+            action,
+            addr,
+            size,
+            stream: 0,
+            device_free: None,
+            time_us: None,
+            stack: 0,
+            category: None,
+            user_metadata: 0,
+        }
+    }
+}
+
 /// `torch.profiler._memory_profiler.Category`, as `_profile_to_snapshot` spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfCategory {
@@ -212,17 +230,7 @@ fn bad(msg: impl Into<String>) -> crate::MeasureError {
 }
 
 /// A trace entry that moved out of the streaming table (never read).
-const TAKEN: TraceEntry = TraceEntry {
-    action: Action::Other,
-    addr: 0,
-    size: 0,
-    stream: 0,
-    device_free: None,
-    time_us: None,
-    stack: 0,
-    category: None,
-    user_metadata: 0,
-};
+const TAKEN: TraceEntry = TraceEntry::bare(Action::Other, 0, 0);
 
 /// Reads the typed snapshot out of a parsed pickle.
 pub fn from_pickle(p: &Pickle) -> Result<Snapshot, crate::MeasureError> {

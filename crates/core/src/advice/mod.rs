@@ -39,6 +39,11 @@ pub struct Advice {
     /// environment change, not a flag of the user's script.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// `true` when this change's allocator reserve is `overhead.rs`'s packing estimate, not
+    /// simulated (a layout the allocation stream does not write yet): its device total may run
+    /// low. Absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reserve_estimated: bool,
 }
 
 /// How many pieces of advice a search returns.
@@ -345,5 +350,14 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
         cost: cost(combo),
         host_bytes: host_bytes(report),
         env: flags::env(base, to),
+        reserve_estimated: report.per_gpu.allocator.is_none()
+            && report.per_gpu.peak_reserved.is_some()
+            && !matches!(
+                to.framework,
+                crate::job::Framework::Vllm
+                    | crate::job::Framework::Sglang
+                    | crate::job::Framework::LlamaCpp
+                    | crate::job::Framework::Ollama
+            ),
     }
 }

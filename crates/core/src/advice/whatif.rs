@@ -49,6 +49,12 @@ pub struct WhatIf {
     /// Environment variables the change sets (`PYTORCH_CUDA_ALLOC_CONF`), beside its flags.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// `true` when the job's reserve was simulated through the caching allocator and this
+    /// change's was not (its layout is one the allocation stream does not write yet, so its
+    /// reserve is `overhead.rs`'s packing estimate, which runs low): its `saved` compares two
+    /// methods and may be overstated by the difference. Absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reserve_estimated: bool,
 }
 
 /// Each technique that applies to the job on its own (training and inference alike), the
@@ -113,6 +119,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
             kv_tokens_gained: base_tokens.zip(kv_tokens).map(|(b, t)| t as i64 - b as i64),
             concurrent_requests: concurrent(model, &j, &r),
             host_bytes: super::host_bytes(&r),
+            reserve_estimated: base.per_gpu.allocator.is_some() && r.per_gpu.allocator.is_none(),
             technique: name,
             change: flags.join(" "),
             flags,

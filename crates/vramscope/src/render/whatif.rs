@@ -54,6 +54,9 @@ pub fn render_advice(report: &Report) -> String {
         if let Some(h) = a.host_bytes {
             line.push_str(&format!(", {} in host RAM", bytes(h)));
         }
+        if a.reserve_estimated {
+            line.push_str(" (≈: its allocator reserve is the packing estimate, not simulated)");
+        }
         line.push_str(&format!(" · gives up {}", a.gives_up));
         for l in wrap(&line, "     ", "     ") {
             out.push_str(&l);
@@ -121,7 +124,8 @@ fn gain(r: &vramscope_core::fit::WhatIf, pooled: bool) -> String {
         || "n/a".into(),
         |s| {
             let sign = if s < 0 { "−" } else { "+" };
-            format!("{sign}{}", bytes(s.unsigned_abs()))
+            let mark = if r.reserve_estimated { "≈" } else { "" };
+            format!("{mark}{sign}{}", bytes(s.unsigned_abs()))
         },
     );
     format!("{saved:>11}")
@@ -186,6 +190,12 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
     if report.per_gpu.device_total.is_some() {
         if !pooled {
             out.push_str("  (saved = this job's device total minus the change's)\n");
+        }
+        if rows.iter().any(|r| r.reserve_estimated) {
+            out.push_str(
+                "  (≈: that change's allocator reserve is the packing estimate, not simulated\n   \
+                 (a layout the allocation stream does not write yet): its saving may be overstated)\n",
+            );
         }
         if rows.iter().any(|r| !r.env.is_empty()) {
             out.push_str("  (NAME=value: an environment change, set before the command)\n");

@@ -91,6 +91,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
             cost: combo.iter().map(|&i| CHANGES[i].cost).sum(),
             host_bytes: r.per_gpu.host_bytes,
             env: crate::advice::flags::env(job, &to),
+            reserve_estimated: false,
         });
     }
     found.sort_by_key(|a| a.cost);

@@ -342,6 +342,7 @@ mod tests {
             concurrent_requests: None,
             host_bytes: None,
             env: Default::default(),
+            reserve_estimated: false,
         }];
         let svg = render_svg(&r, &rows);
         let (elems, texts) = parse(&svg);
@@ -562,6 +563,7 @@ mod tests {
             kv_tokens_gained: None,
             concurrent_requests: None,
             host_bytes: None,
+            reserve_estimated: false,
         }];
         let svg = render_svg(&r, &rows);
         let (elems, texts) = parse(&svg);

@@ -193,8 +193,9 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
         }
         if rows.iter().any(|r| r.reserve_estimated) {
             out.push_str(
-                "  (≈: that change's allocator reserve is the packing estimate, not simulated\n   \
-                 (a layout the allocation stream does not write yet): its saving may be overstated)\n",
+                "  (≈: that change's allocator reserve is the packing estimate, not simulated:\n   \
+                 a layout the allocation stream does not write yet; its saving may be\n   \
+                 overstated)\n",
             );
         }
         if rows.iter().any(|r| !r.env.is_empty()) {

@@ -1,5 +1,7 @@
 //! The estimator's allocator event stream against the event history PyTorch recorded on the
 //! H200 (`../shared/fixtures/gpu-h200/snapshot-*.pickle`, read by `scripts/snapshot_phases.py`).
+//! To look inside a run's stream when a check moves: `cargo run -p vramscope-formats --example
+//! alloc_stream_dump -- phases|replay|segments|outcome [SPEC_ID]`.
 
 mod measured;
 
@@ -67,34 +69,6 @@ fn phases(s: &Stream, floor: u64) -> Vec<(Phase, Vec<f64>, usize)> {
         }
     }
     out
-}
-
-#[test]
-#[ignore]
-fn dump() {
-    let id = std::env::var("STREAM_ID").unwrap_or("gpt2-snap-fp32-adamw-eager-b4s512".into());
-    let floor: u64 = std::env::var("FLOOR_MIB").map_or(1, |v| v.parse().unwrap());
-    for (p, big, small) in phases(&stream(&id), floor * MIB) {
-        println!("{p:?}: {} big, {small} small", big.len());
-        println!("  {big:?}");
-    }
-}
-
-#[test]
-#[ignore]
-fn dump_phases() {
-    use vramscope_core::allocator::{Allocator, AllocatorConfig};
-    use vramscope_core::estimate::alloc_events::replay::replay_by_phase;
-    let id = std::env::var("STREAM_ID").unwrap_or("gpt2-snap-fp32-adamw-eager-b4s512".into());
-    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    for f in replay_by_phase(&mut a, &stream(&id)) {
-        println!(
-            "{:?}: peak allocated {:.2} GiB, peak reserved {:.2} GiB",
-            f.phase,
-            f.peak_allocated as f64 / (1u64 << 30) as f64,
-            f.peak_reserved as f64 / (1u64 << 30) as f64
-        );
-    }
 }
 
 const GPT2: &str = "gpt2-snap-fp32-adamw-eager-b4s512";
@@ -258,94 +232,4 @@ fn static_cache_stream_of_the_h200_run() {
         .filter(|e| matches!(e, Event::Alloc { bytes, .. } if *bytes == 4 * 8 * 1025 * 128 * 2))
         .count();
     assert_eq!(grown, 64);
-}
-
-#[test]
-#[ignore]
-fn dump_segments() {
-    use vramscope_core::allocator::{Allocator, AllocatorConfig};
-    let id = std::env::var("STREAM_ID").unwrap_or(GPT2.into());
-    let s = stream(&id);
-    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    a.set_event_log(true);
-    let mut handles = vec![None; s.ids()];
-    let mut phase = Phase::Context;
-    let mut sizes = vec![0u64; s.ids()];
-    let mut bigsegs: Vec<(u64, u64)> = Vec::new();
-    for e in &s.events {
-        match *e {
-            Event::Alloc { id, bytes } => {
-                handles[id as usize] = a.malloc(bytes, 0).ok();
-                sizes[id as usize] = bytes;
-                if let Some((addr, size)) = handles[id as usize].and_then(|h| a.block(h)) {
-                    if bytes < 900 * MIB && bigsegs.iter().any(|&(b, l)| addr >= b && addr < b + l)
-                    {
-                        println!(
-                            "{phase:?}: a {:.2} MiB request (id {id}) placed in a big segment ({size})",
-                            bytes as f64 / MIB as f64
-                        );
-                    }
-                }
-                for ev in a.take_events() {
-                    if ev.size >= 900 * MIB {
-                        bigsegs.push((ev.addr, ev.size));
-                    }
-                    if !matches!(phase, Phase::Context | Phase::Load) {
-                        println!(
-                            "{phase:?}: {:?} {:.2} MiB for a {:.2} MiB request (id {id})",
-                            ev.kind,
-                            ev.size as f64 / MIB as f64,
-                            bytes as f64 / MIB as f64
-                        );
-                    }
-                }
-            }
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
-            Event::Phase(p) => phase = p,
-        }
-    }
-}
-
-#[test]
-#[ignore]
-fn dump_outcome() {
-    let id = std::env::var("STREAM_ID").unwrap_or(GPT2.into());
-    let r = measured::run(results_job(&id));
-    println!(
-        "{id}: allocated {:?} reserved {:?} allocator {:?}",
-        r.per_gpu.peak_allocated, r.per_gpu.peak_reserved, r.per_gpu.allocator
-    );
-    let s = stream(&id);
-    let mut big: Vec<u64> = s
-        .events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Alloc { bytes, .. } if bytes >= 16 * MIB => Some(bytes / MIB),
-            _ => None,
-        })
-        .collect();
-    big.sort_unstable();
-    big.dedup();
-    println!("sizes (MiB): {big:?}");
-    use vramscope_core::allocator::{Allocator, AllocatorConfig};
-    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    let mut handles = vec![None; s.ids()];
-    for e in &s.events {
-        match *e {
-            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
-            Event::Phase(p) => println!("{p:?}: {:?}", a.stats()),
-        }
-    }
-    println!("end: {:?}", a.stats());
 }

@@ -75,7 +75,9 @@ impl Sim for crate::allocator::Allocator {
         Outcome {
             peak_allocated: s.allocated_bytes.peak,
             peak_reserved: s.reserved_bytes.peak,
-            segments: s.segments.peak,
+            // PyTorch's `segment.all` leaves expandable segments out; the report counts the
+            // growing ones too, so `expandable_segments:True` does not read as "0 segments".
+            segments: s.segments.peak + s.expandable_segments,
             largest_free_block: s.largest_free_block,
             num_alloc_retries: s.num_alloc_retries,
             oom: false,

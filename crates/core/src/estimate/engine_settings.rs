@@ -42,6 +42,10 @@ pub struct EngineSettings {
     /// `framework: pytorch` inference: the KV cache Hugging Face `generate` builds
     /// (`cache_implementation`); `None` = transformers' default, the dynamic cache.
     pub cache: Option<GenerateCache>,
+    /// llama.cpp and ollama: the host's memory bandwidth in GB/s (`engine.host_memory_gbps`),
+    /// at which the layers left on the CPU are read per generated token
+    /// (`throughput::infer::split`); `None` = the default DDR5 figure there.
+    pub host_memory_gbps: Option<f64>,
 }
 
 /// The KV cache of Hugging Face `generate` (contract `engine.cache`, transformers'
@@ -150,7 +154,8 @@ impl EngineSettings {
                 self.n_gpu_layers = match w.get("n_gpu_layers") {
                     Some(v) if v.as_u64() == Some(0) => Some(0),
                     _ => whole(w, "n_gpu_layers")?,
-                }
+                };
+                self.host_memory_gbps = positive(w, "host_memory_gbps")?;
             }
             Framework::Sglang => {
                 self.mem_fraction_static =
@@ -182,6 +187,7 @@ impl EngineSettings {
                     Some(n) => Some(n),
                     None => whole(w, "max_model_len")?,
                 };
+                self.host_memory_gbps = positive(w, "host_memory_gbps")?;
             }
             _ => {}
         }
@@ -231,6 +237,20 @@ fn whole(w: &Map<String, Value>, key: &str) -> Result<Option<u64>, CoreError> {
             }
             Ok(Some(n))
         }
+    }
+}
+
+/// A positive finite number (a bandwidth), or `None` when absent.
+fn positive(w: &Map<String, Value>, key: &str) -> Result<Option<f64>, CoreError> {
+    match w.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if x > 0.0 && x.is_finite() => Ok(Some(x)),
+            _ => Err(CoreError::field(
+                format!("engine.{key}"),
+                format!("must be a positive number (got {v})"),
+            )),
+        },
     }
 }
 

@@ -263,6 +263,10 @@ pub struct LlamaCppSplit {
     pub host_kv: u64,
     /// Host RAM needed: weights and KV left on the host.
     pub host_total: u64,
+    /// The token embedding's bytes (part of `host_weights`: it stays on the host): a token
+    /// reads one row of it (`get_rows`), not the table, so the decode time leaves it out
+    /// (`throughput::infer::split`).
+    pub host_embedding: u64,
 }
 
 /// `n_ubatch`, llama.cpp's physical batch (`common/common.h`, default 512).
@@ -281,7 +285,8 @@ pub fn llamacpp_split(
     let on_gpu = ngl.min(layers);
     let first_gpu = layers - on_gpu;
     let output_on_gpu = ngl > layers;
-    let (gpu_w, host_w) = split_weights(inventory, &stored_bytes, first_gpu, output_on_gpu)?;
+    let (gpu_w, host_w, embedding) =
+        split_weights(inventory, &stored_bytes, first_gpu, output_on_gpu)?;
     let ctx = job
         .batch
         .saturating_mul(job.seq.saturating_add(job.new_tokens));
@@ -316,25 +321,31 @@ pub fn llamacpp_split(
         host_weights: host_w,
         host_kv,
         host_total: host_w + host_kv,
+        host_embedding: embedding,
     })
 }
 
 /// Stored weight bytes on the GPU and in host RAM: the last `ngl` blocks on the GPU (from
 /// `first_gpu` on), the token embedding on the host, the output layer on the GPU when `ngl`
-/// exceeds the block count (llama.cpp's `-ngl` counts it as one more layer).
+/// exceeds the block count (llama.cpp's `-ngl` counts it as one more layer). Returns the GPU's
+/// bytes, the host's, and the token embedding's (among the host's).
 fn split_weights(
     inventory: &crate::inventory::Inventory,
     stored_bytes: &impl Fn(&crate::inventory::Tensor) -> Result<u64, CoreError>,
     first_gpu: u64,
     output_on_gpu: bool,
-) -> Result<(u64, u64), CoreError> {
+) -> Result<(u64, u64, u64), CoreError> {
     let mut gpu_w = 0u64;
     let mut host_w = 0u64;
+    let mut embedding = 0u64;
     for t in &inventory.tensors {
         let b = stored_bytes(t)?;
         let gpu = match (t.layer, t.component) {
             (Some(l), _) => u64::from(l) >= first_gpu,
-            (None, crate::inventory::Component::Embedding) => false,
+            (None, crate::inventory::Component::Embedding) => {
+                embedding += b;
+                false
+            }
             (None, _) => output_on_gpu,
         };
         if gpu {
@@ -343,7 +354,7 @@ fn split_weights(
             host_w += b;
         }
     }
-    Ok((gpu_w, host_w))
+    Ok((gpu_w, host_w, embedding))
 }
 
 /// The smallest physical batch whose ops llama.cpp's CUDA backend takes from host-resident

@@ -69,11 +69,21 @@ pub struct TrainThroughput {
     pub generation_s: Option<f64>,
 }
 
-/// An inference job's rates (contract `throughput`, infer), over all its sequences.
+/// An inference job's rates (contract `throughput`, infer), over all its sequences, and the
+/// time of one `generate` call of the job ([`infer`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InferThroughput {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
+    /// One `generate` call: the prefill (which yields the first new token) and
+    /// `new_tokens − 1` decode steps, seconds.
+    pub generate_s: f64,
+    pub prefill_s: f64,
+    /// One decode step (a new token for every sequence), seconds.
+    pub decode_step_s: f64,
+    /// What a decode step is bound by: `launch` (the host issuing eager ops), `memory`,
+    /// `compute`, `offload` (layers read from host RAM).
+    pub bound: &'static str,
 }
 
 /// A layout as the step-time model reads it.
@@ -270,11 +280,13 @@ pub fn trainable_params(model: &ModelInput, job: &ResolvedJob) -> f64 {
 }
 
 /// The report's `throughput` for a job and its estimate, and a warning when the GPU's
-/// figures are unknown. `None` without a GPU.
+/// figures are unknown. `None` without a GPU. `engine`: the report's `engine` object
+/// (llama.cpp's split of the layers between GPU and host).
 pub fn for_job(
     model: &ModelInput,
     job: &ResolvedJob,
     per_gpu: &crate::report::PerGpu,
+    engine: Option<&serde_json::Value>,
 ) -> (Option<Throughput>, Option<String>) {
     let Some(gpu) = job.gpu.as_deref().and_then(|g| crate::gpu::find(g).ok()) else {
         return (None, None);
@@ -297,7 +309,14 @@ pub fn for_job(
             (Some(Throughput::Train(step.report(price.as_ref()))), None)
         }
         Task::Infer => (
-            Some(Throughput::Infer(infer::rates(shape, job, &hw, per_gpu))),
+            Some(Throughput::Infer(infer::rates(
+                model.spec.as_ref(),
+                shape,
+                job,
+                &hw,
+                per_gpu,
+                engine,
+            ))),
             None,
         ),
         Task::Rl => {

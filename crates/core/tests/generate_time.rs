@@ -1,0 +1,107 @@
+//! One `generate` call's modelled time (`throughput.generate_s`) against the H200's measured
+//! ones: the three Hugging Face `generate` runs of `../shared/fixtures/gpu-h200/` (Llama-3.1-8B
+//! bf16, eager, `disable_compile=True`; the measured call's `generate` phase, seconds), each job
+//! as `validation/gpu-h200-measured.json` states it (the static cache as `engine.cache`).
+
+mod common;
+use common::shared;
+
+use serde_json::Value;
+use vramscope_core::estimate::estimate;
+use vramscope_core::job::{merge_if_supported, Job};
+use vramscope_core::throughput::{InferThroughput, Throughput};
+use vramscope_formats::model_source::load_job_model;
+
+/// The measured `generate` seconds of each inference spec (its measured call).
+fn measured() -> Vec<(String, f64)> {
+    let path = format!(
+        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(shared(path))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["type"] == "result" && r["status"] == "ok" && r["job"]["task"] == "infer")
+        .map(|r| {
+            let step = r["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["measured"] == true)
+                .unwrap();
+            let p = &step["phases"][0];
+            assert_eq!(p["phase"], "generate");
+            (
+                r["id"].as_str().unwrap().to_string(),
+                p["seconds"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The job of a spec as the validation cases state it (their `job_if_supported` merged).
+fn modelled(spec: &str) -> InferThroughput {
+    let path = format!(
+        "{}/../../validation/gpu-h200-measured.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let case = cases
+        .iter()
+        .find(|c| c["provenance"]["spec"] == spec)
+        .unwrap();
+    let job = merge_if_supported(&case["job"], case.get("job_if_supported"));
+    let job: Job = serde_json::from_value(job).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job
+        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
+        .unwrap();
+    match estimate(&model.into_input(), &resolved).unwrap().throughput {
+        Some(Throughput::Infer(t)) => t,
+        other => panic!("{spec}: no inference throughput: {other:?}"),
+    }
+}
+
+#[test]
+fn h200_generate_calls() {
+    let runs = measured();
+    assert_eq!(runs.len(), 3);
+    let mut errors = Vec::new();
+    for (id, seconds) in &runs {
+        let t = modelled(id);
+        let err = t.generate_s / seconds - 1.0;
+        println!(
+            "{id:40} measured {seconds:7.3} s  modelled {:7.3} s ({:+6.1} %)  prefill {:.3} s  step {:.2} ms  {}",
+            t.generate_s,
+            err * 100.0,
+            t.prefill_s,
+            t.decode_step_s * 1e3,
+            t.bound
+        );
+        errors.push((id.clone(), err));
+    }
+    // Every call within 25 %, the median within 10 %.
+    for (id, e) in &errors {
+        assert!(e.abs() <= 0.25, "{id}: {:+.1} %", e * 100.0);
+    }
+    let mut sorted: Vec<f64> = errors.iter().map(|(_, e)| *e).collect();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert!(sorted[1].abs() <= 0.10, "median {:+.1} %", sorted[1] * 100.0);
+}
+
+/// The static-cache run at 1,024 prompt tokens by hand (`throughput::infer::eager`): 1,461 ops
+/// × 20.5 µs = 29.95 ms, HF's Python 32 × 79 µs = 2.53 ms, the attention over the 603,979,776 B
+/// cache at 4.08 TB/s / 50 = 7.40 ms: a step of 39.88 ms, launch-bound (the weights' 16.06 GB at
+/// 4.08 TB/s are 3.9 ms, under the host's 32.5 ms).
+#[test]
+fn static_1024_step_by_hand() {
+    let t = modelled("llama8b-infer-static-b4-p1024-n128");
+    let by_hand = 1461.0 * 20.5e-6 + 32.0 * 79e-6 + 603_979_776.0 * 50.0 / 4.08e12;
+    assert!((t.decode_step_s / by_hand - 1.0).abs() < 1e-9, "{}", t.decode_step_s);
+    assert!((by_hand - 0.03988).abs() < 1e-5);
+    assert_eq!(t.bound, "launch");
+    // 4 sequences a step.
+    assert!((t.decode_tokens_per_s - 4.0 / by_hand).abs() < 1e-6);
+    assert!((t.generate_s - (t.prefill_s + 127.0 * by_hand)).abs() < 1e-9);
+}

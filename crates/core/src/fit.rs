@@ -54,6 +54,10 @@ pub struct FitAnswer {
     /// prefill and decode rates at its context); `null` without a `max_batch` or where the
     /// GPU's speeds are unknown.
     pub throughput_at_max_batch: Option<crate::throughput::Throughput>,
+    /// llama.cpp and ollama inference: decode and prefill speed per `-ngl` choice, from the
+    /// most layers that fit down to none (`crate::fit_speed`); absent for other jobs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_layers_speed: Vec<crate::fit_speed::LayersSpeed>,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -147,7 +151,19 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
         .extend(crate::estimate::engines::replicas_note(&job));
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
-    answer.throughput_at_max_batch = throughput_at(model, &job, answer.max_batch);
+    // llama.cpp without the user's `-ngl`: the answer is at the most layers that fit, and so
+    // is its speed (what `estimate` gives at that `-ngl`).
+    let at_layers = match (answer.max_gpu_layers, job.framework) {
+        (Some(n), Framework::LlamaCpp) if job.engine.n_gpu_layers.is_none() => {
+            let mut j = job.clone();
+            j.set_engine("n_gpu_layers", n.into())?;
+            j
+        }
+        _ => job.clone(),
+    };
+    answer.throughput_at_max_batch = throughput_at(model, &at_layers, answer.max_batch);
+    answer.gpu_layers_speed =
+        crate::fit_speed::gpu_layers_speed(model, &job, answer.max_gpu_layers)?;
     Ok(answer)
 }
 
@@ -334,6 +350,7 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         throughput_at_max_batch: None,
         max_images: None,
         longest_request: None,
+        gpu_layers_speed: Vec::new(),
     })
 }
 
@@ -369,6 +386,7 @@ fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
         throughput_at_max_batch: None,
         max_images: None,
         longest_request: None,
+        gpu_layers_speed: Vec::new(),
     }
 }
 
@@ -559,6 +577,7 @@ fn vllm_fit(
         throughput_at_max_batch: None,
         max_images: None,
         longest_request,
+        gpu_layers_speed: Vec::new(),
     })
 }
 

@@ -135,6 +135,7 @@ pub fn sglang_fit(
         notes,
         launch: None,
         throughput_at_max_batch: None,
+        gpu_layers_speed: Vec::new(),
         max_images: None,
         longest_request,
     })

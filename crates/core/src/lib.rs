@@ -23,6 +23,7 @@ pub mod diffusion;
 pub mod estimate;
 pub mod fit;
 pub mod fit_engines;
+pub mod fit_speed;
 pub mod fit_vision;
 pub mod job;
 pub mod launch;

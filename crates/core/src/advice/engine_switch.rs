@@ -65,6 +65,8 @@ pub(super) fn advise_llamacpp(
                 ),
                 techniques,
                 cost: a.cost + SWITCH_COST,
+                // Judged against the switched job, not the job that does not fit: no figure.
+                time_cost: None,
                 ..a
             }
         })

@@ -6,6 +6,7 @@
 
 mod engine_switch;
 pub mod flags;
+pub mod order;
 pub mod techniques;
 pub mod whatif;
 
@@ -32,6 +33,11 @@ pub struct Advice {
     pub techniques: Vec<String>,
     /// Points in the cost order (`advice::techniques`): lower gives up less.
     pub cost: u32,
+    /// The change's modelled time per token against the job's, less 1 (as the what-if's
+    /// `time_cost`: +27 is 28× longer, −0.1 a tenth faster); `null` where either is unknown.
+    /// The list is ordered by `cost`, ties by this, and never puts a change ahead of one 30×
+    /// faster ([`order`]).
+    pub time_cost: Option<f64>,
     /// Host RAM the changed job needs (offloaded states, llama.cpp layers on the CPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,
@@ -286,6 +292,10 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         .collect();
     combos.sort_by_key(|c| (cost(c), c.len()));
     let full_fine_tune = job.task == crate::job::Task::Train && trains_all_on_gpu(job);
+    // The job's own rate, which each change's time is judged against.
+    let base_rate = estimate(model, job)
+        .ok()
+        .and_then(|r| whatif::rate(&r.throughput));
     // (combination, trains every weight on the GPU, advice)
     let mut found: Vec<(Vec<usize>, bool, Advice)> = Vec::new();
     let mut evaluations = 0;
@@ -294,7 +304,10 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         // the GPU, one past the count when the cheapest few train adapters or offload.
         let has_all = !full_fine_tune || found.iter().any(|(_, all, _)| *all);
         let full = found.len() >= ADVICE_COUNT;
-        if (full && has_all) || evaluations >= MAX_EVALUATIONS {
+        // Changes of the same points as the last one listed are all weighed: ties go to the
+        // faster (`order`).
+        let tie = full && found.get(ADVICE_COUNT - 1).is_some_and(|(f, _, _)| cost(f) == cost(&c));
+        if (full && has_all && !tie) || evaluations >= MAX_EVALUATIONS {
             break;
         }
         if found.iter().any(|(f, _, _)| dominates(&c, f)) {
@@ -304,7 +317,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
             continue;
         };
         let all = full_fine_tune && trains_all_on_gpu(&j);
-        if full && !all {
+        if full && !all && !tie {
             continue;
         }
         evaluations += 1;
@@ -315,14 +328,35 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         if fits(&report) != Some(true) || !host_ram_allows(job, host_bytes(&report)) {
             continue;
         }
-        let advice = describe(job, &j, &c, &report);
+        let mut advice = describe(job, &j, &c, &report);
+        advice.time_cost = base_rate
+            .zip(whatif::rate(&report.throughput))
+            .map(|(base, row)| base / row - 1.0);
         found.push((c, all, advice));
     }
     if found.is_empty() {
         // A model too large for the GPU under its own engine: how it is run on one card.
         return engine_switch::advise_llamacpp(model, job);
     }
-    Ok(found.into_iter().map(|(_, _, a)| a).collect())
+    Ok(listed(found, full_fine_tune))
+}
+
+/// The advice to list: ordered ([`order::order`]), the first [`ADVICE_COUNT`], and for a full
+/// fine-tune the first that trains every weight on the GPU when none of those does.
+fn listed(found: Vec<(Vec<usize>, bool, Advice)>, full_fine_tune: bool) -> Vec<Advice> {
+    let ordered = order::order(found, |(_, _, a)| a);
+    let mut out: Vec<Advice> = Vec::new();
+    let mut has_all = !full_fine_tune;
+    for (_, all, a) in ordered {
+        if out.len() < ADVICE_COUNT {
+            has_all |= all;
+            out.push(a);
+        } else if !has_all && all {
+            has_all = true;
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// The advice for the changed job `to` made by `combo`, from its report.
@@ -348,6 +382,7 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
             .map(|&i| TECHNIQUES[i].name.to_string())
             .collect(),
         cost: cost(combo),
+        time_cost: None,
         host_bytes: host_bytes(report),
         env: flags::env(base, to),
         reserve_estimated: report.per_gpu.allocator.is_none()

@@ -169,7 +169,7 @@ fn concurrent(model: &ModelInput, job: &ResolvedJob, r: &crate::report::Report) 
 
 /// The rate a job's time per token is judged by: tokens/s per GPU (train) or decode tokens/s
 /// (infer); `None` without a modelled throughput or at a rate of 0.
-fn rate(t: &Option<Throughput>) -> Option<f64> {
+pub(crate) fn rate(t: &Option<Throughput>) -> Option<f64> {
     let r = match t.as_ref()? {
         Throughput::Train(t) => t.tokens_per_s_per_gpu,
         Throughput::Infer(i) => i.decode_tokens_per_s,

@@ -57,6 +57,9 @@ pub fn render_advice(report: &Report) -> String {
         if a.reserve_estimated {
             line.push_str(" (≈: its allocator reserve is the packing estimate, not simulated)");
         }
+        if a.time_cost.is_some() {
+            line.push_str(&format!(", time {}", time_cost(a.time_cost)));
+        }
         line.push_str(&format!(" · gives up {}", a.gives_up));
         for l in wrap(&line, "     ", "     ") {
             out.push_str(&l);

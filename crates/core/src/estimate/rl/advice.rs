@@ -89,6 +89,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
                 .join("; "),
             techniques: combo.iter().map(|&i| CHANGES[i].name.to_string()).collect(),
             cost: combo.iter().map(|&i| CHANGES[i].cost).sum(),
+            time_cost: None,
             host_bytes: r.per_gpu.host_bytes,
             env: crate::advice::flags::env(job, &to),
             reserve_estimated: false,

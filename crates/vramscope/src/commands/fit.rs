@@ -126,6 +126,7 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
             _ => "-ngl",
         };
         out.push_str(&format!("  most layers on the GPU ({flag}): {n}\n"));
+        out.push_str(&layers_speed(flag, r, &answer.gpu_layers_speed));
     }
     if let Some(l) = &answer.launch {
         out.push_str(&format!("  launch: {}\n", paint(BOLD, &l.command)));
@@ -134,6 +135,38 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
         }
     }
     out.push_str(&footer(&answer.notes, answer.evaluations));
+    out
+}
+
+/// llama.cpp's `-ngl` trade-off: decode and prefill tokens/s and host RAM per choice (modelled
+/// at the job's batch), most layers first; nothing without rows.
+fn layers_speed(
+    flag: &str,
+    r: &ResolvedJob,
+    rows: &[vramscope_core::fit_speed::LayersSpeed],
+) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "  speed per {flag} at {} sequence{} (modelled; the CPU's layers at host RAM's bandwidth):\n",
+        r.batch,
+        if r.batch == 1 { "" } else { "s" }
+    );
+    out.push_str(&format!(
+        "    {:>5}  {:>12}  {:>13}  {:>11}\n",
+        flag, "decode tok/s", "prefill tok/s", "host RAM"
+    ));
+    for row in rows {
+        out.push_str(&format!(
+            "    {:>5}  {:>12.1}  {:>13}  {:>11}{}\n",
+            row.n_gpu_layers,
+            row.decode_tokens_per_s,
+            thousands(row.prefill_tokens_per_s.round() as u64),
+            bytes(row.host_bytes),
+            if row.fits { "" } else { "  (does not fit)" }
+        ));
+    }
     out
 }
 
@@ -151,9 +184,12 @@ fn time_line(answer: &FitAnswer) -> String {
             100.0 * t.mfu
         ),
         Throughput::Infer(i) => format!(
-            "  at {b} sequences: prefill {} tokens/s, decode {} tokens/s (modelled)\n",
+            "  at {b} sequences: prefill {} tokens/s, decode {} tokens/s, one generate {:.2} s \
+             ({}-bound, modelled)\n",
             thousands(i.prefill_tokens_per_s.round() as u64),
-            thousands(i.decode_tokens_per_s.round() as u64)
+            thousands(i.decode_tokens_per_s.round() as u64),
+            i.generate_s,
+            i.bound
         ),
     }
 }

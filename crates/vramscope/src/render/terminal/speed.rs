@@ -50,11 +50,20 @@ pub fn lines(r: &Report, indent: &str) -> Vec<String> {
             }
             out
         }
-        Some(Throughput::Infer(t)) => vec![format!(
-            "{indent}modelled prefill {} tokens/s · decode {} tokens/s (the job's batch)",
-            thousands(t.prefill_tokens_per_s.round() as u64),
-            thousands(t.decode_tokens_per_s.round() as u64)
-        )],
+        Some(Throughput::Infer(t)) => vec![
+            format!(
+                "{indent}modelled prefill {} tokens/s · decode {} tokens/s (the job's batch)",
+                thousands(t.prefill_tokens_per_s.round() as u64),
+                thousands(t.decode_tokens_per_s.round() as u64)
+            ),
+            format!(
+                "{indent}  one generate {}: prefill {}, then {} a token, {}-bound",
+                seconds(t.generate_s),
+                seconds(t.prefill_s),
+                seconds(t.decode_step_s),
+                t.bound
+            ),
+        ],
         None => Vec::new(),
     }
 }

@@ -105,3 +105,47 @@ fn static_1024_step_by_hand() {
     assert!((t.decode_tokens_per_s - 4.0 / by_hand).abs() < 1e-6);
     assert!((t.generate_s - (t.prefill_s + 127.0 * by_hand)).abs() < 1e-9);
 }
+
+fn speed(job: Value) -> (InferThroughput, vramscope_core::report::Report) {
+    let job: Job = serde_json::from_value(job).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job
+        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
+        .unwrap();
+    let r = estimate(&model.into_input(), &resolved).unwrap();
+    match r.throughput.clone() {
+        Some(Throughput::Infer(t)) => (t, r),
+        other => panic!("no inference throughput: {other:?}"),
+    }
+}
+
+/// Llama's ops per new token, counted from `modeling_llama.py` (`throughput::infer::eager`):
+/// static cache 44 a layer (two RMSNorms of 8, q/k/v/o 4, rotary 10, cache update 2, `repeat_kv`
+/// 2, the mask's bias 1, SDPA 1, `contiguous` 1, MLP 5, residuals 2), 28 for the model and 25
+/// for the loop: 32 × 44 + 28 + 25 = 1,461; dynamic 41 a layer (no `repeat_kv`, no mask), 22
+/// for the model: 32 × 41 + 22 + 25 = 1,359.
+#[test]
+fn llama_ops_per_token() {
+    use vramscope_core::throughput::infer::eager::token_ops;
+    let job: Job = serde_json::from_value(serde_json::json!({"model": "llama-3.1-8b"})).unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let spec = model.spec.as_ref().unwrap();
+    assert_eq!(token_ops(spec, true, 4), 1461.0);
+    assert_eq!(token_ops(spec, false, 16), 1359.0);
+}
+
+/// vLLM replays decode as CUDA graphs: no host term. Llama-3.1-8B bf16 on an H100 (3.35 TB/s ×
+/// 0.85 = 2.8475 TB/s), one sequence of 1,000 + 100 tokens: a step reads the weights (the
+/// estimate's parameters) and the KV at the mean context, 1,050 tokens held in vLLM's blocks of
+/// 16: 66 blocks, 1,056 × 131,072 B = 138,412,032 B. Memory-bound: 2·N FLOPs for one token are
+/// microseconds.
+#[test]
+fn vllm_step_reads_weights_and_cache_once() {
+    let (t, r) = speed(serde_json::json!({"model": "llama-3.1-8b", "task": "infer",
+        "framework": "vllm", "gpu": "h100-80gb", "batch": 1, "seq": 1000, "new_tokens": 100}));
+    let weights = r.per_gpu.components.parameters as f64;
+    let by_hand = (weights + 138_412_032.0) / 2.8475e12;
+    assert!((t.decode_step_s / by_hand - 1.0).abs() < 1e-9, "{}", t.decode_step_s);
+    assert_eq!(t.bound, "memory");
+    assert!((t.generate_s - (t.prefill_s + 99.0 * by_hand)).abs() < 1e-9);
+}

@@ -22,7 +22,12 @@ fn consistent(list: &[Advice]) {
     for (i, a) in list.iter().enumerate() {
         for b in &list[i + 1..] {
             if let (Some(ta), Some(tb)) = (t(a), t(b)) {
-                assert!(ta < 30.0 * tb, "{:?} ({ta}) ranks before {:?} ({tb})", a.flags, b.flags);
+                assert!(
+                    ta < 30.0 * tb,
+                    "{:?} ({ta}) ranks before {:?} ({tb})",
+                    a.flags,
+                    b.flags
+                );
                 if a.cost == b.cost {
                     assert!(ta <= tb, "{:?} vs {:?}", a.flags, b.flags);
                 }
@@ -46,7 +51,10 @@ fn offload_is_not_cheaper_than_a_thirty_times_faster_change() {
     let o = &list[offload];
     let b = &list[bf16];
     assert!((1.0 + o.time_cost.unwrap()) >= 30.0 * (1.0 + b.time_cost.unwrap()));
-    assert!(o.cost < b.cost, "offload still scores fewer points: the time moved it");
+    assert!(
+        o.cost < b.cost,
+        "offload still scores fewer points: the time moved it"
+    );
     consistent(&list);
 }
 

@@ -87,7 +87,11 @@ fn h200_generate_calls() {
     }
     let mut sorted: Vec<f64> = errors.iter().map(|(_, e)| *e).collect();
     sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    assert!(sorted[1].abs() <= 0.10, "median {:+.1} %", sorted[1] * 100.0);
+    assert!(
+        sorted[1].abs() <= 0.10,
+        "median {:+.1} %",
+        sorted[1] * 100.0
+    );
 }
 
 /// The static-cache run at 1,024 prompt tokens by hand (`throughput::infer::eager`): 1,461 ops
@@ -98,7 +102,11 @@ fn h200_generate_calls() {
 fn static_1024_step_by_hand() {
     let t = modelled("llama8b-infer-static-b4-p1024-n128");
     let by_hand = 1461.0 * 20.5e-6 + 32.0 * 79e-6 + 603_979_776.0 * 50.0 / 4.08e12;
-    assert!((t.decode_step_s / by_hand - 1.0).abs() < 1e-9, "{}", t.decode_step_s);
+    assert!(
+        (t.decode_step_s / by_hand - 1.0).abs() < 1e-9,
+        "{}",
+        t.decode_step_s
+    );
     assert!((by_hand - 0.03988).abs() < 1e-5);
     assert_eq!(t.bound, "launch");
     // 4 sequences a step.
@@ -145,7 +153,11 @@ fn vllm_step_reads_weights_and_cache_once() {
         "framework": "vllm", "gpu": "h100-80gb", "batch": 1, "seq": 1000, "new_tokens": 100}));
     let weights = r.per_gpu.components.parameters as f64;
     let by_hand = (weights + 138_412_032.0) / 2.8475e12;
-    assert!((t.decode_step_s / by_hand - 1.0).abs() < 1e-9, "{}", t.decode_step_s);
+    assert!(
+        (t.decode_step_s / by_hand - 1.0).abs() < 1e-9,
+        "{}",
+        t.decode_step_s
+    );
     assert_eq!(t.bound, "memory");
     assert!((t.generate_s - (t.prefill_s + 99.0 * by_hand)).abs() < 1e-9);
 }

@@ -53,7 +53,11 @@ fn a_split_step_by_hand() {
     let gpu: f64 = 7_244_873_728.0 / (1008e9 * 0.85);
     let host: f64 = 8_295_555_072.0 / (89.6e9 * 0.85);
     assert!((gpu - 8.4557e-3).abs() < 1e-6 && (host - 108.92e-3).abs() < 1e-5);
-    assert!((t.decode_step_s / (gpu + host) - 1.0).abs() < 1e-9, "{}", t.decode_step_s);
+    assert!(
+        (t.decode_step_s / (gpu + host) - 1.0).abs() < 1e-9,
+        "{}",
+        t.decode_step_s
+    );
     assert_eq!(t.bound, "offload");
     let fast = speed(&job(
         "llama-3.1-8b",

@@ -306,7 +306,10 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         let full = found.len() >= ADVICE_COUNT;
         // Changes of the same points as the last one listed are all weighed: ties go to the
         // faster (`order`).
-        let tie = full && found.get(ADVICE_COUNT - 1).is_some_and(|(f, _, _)| cost(f) == cost(&c));
+        let tie = full
+            && found
+                .get(ADVICE_COUNT - 1)
+                .is_some_and(|(f, _, _)| cost(f) == cost(&c));
         if (full && has_all && !tie) || evaluations >= MAX_EVALUATIONS {
             break;
         }

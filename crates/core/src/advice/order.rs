@@ -29,12 +29,14 @@ fn must_precede(a: &Advice, b: &Advice) -> bool {
 
 /// Cost first, then modelled time (a known time before an unknown one).
 fn by_cost_then_time(a: &Advice, b: &Advice) -> Ordering {
-    a.cost.cmp(&b.cost).then_with(|| match (time_factor(a), time_factor(b)) {
-        (Some(x), Some(y)) => x.total_cmp(&y),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
-    })
+    a.cost
+        .cmp(&b.cost)
+        .then_with(|| match (time_factor(a), time_factor(b)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
+        })
 }
 
 /// Orders `items` (advice with anything carried along) by cost, ties by time, then moves each
@@ -99,7 +101,10 @@ mod tests {
     /// 1.0×: 25 < 30).
     #[test]
     fn less_than_thirty_times_keeps_the_cost_order() {
-        let v = vec![advice("bf16", 9, Some(0.0)), advice("offload", 8, Some(24.0))];
+        let v = vec![
+            advice("bf16", 9, Some(0.0)),
+            advice("offload", 8, Some(24.0)),
+        ];
         assert_eq!(names(&order(v, |a| a)), ["offload", "bf16"]);
     }
 

@@ -76,7 +76,8 @@ use crate::report::Report;
 pub fn estimate(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let job = &*vision::with_images(model.spec.as_ref(), job)?;
     let mut report = simulate::run(model, job)?;
-    let (throughput, warning) = crate::throughput::for_job(model, job, &report.per_gpu, report.engine.as_ref());
+    let (throughput, warning) =
+        crate::throughput::for_job(model, job, &report.per_gpu, report.engine.as_ref());
     report.throughput = throughput;
     report.warnings.extend(warning);
     Ok(report)

@@ -105,7 +105,10 @@ fn norm_ops(kind: NormKind) -> f64 {
 pub fn layer_ops(layer: &Layer, masked: bool, batch: u64) -> f64 {
     let k = layer.attention.kind;
     let norms: f64 = layer.norms.iter().map(|(_, n)| norm_ops(n.kind)).sum();
-    let qk_norm = layer.attention.qk_norm.map_or(0.0, |n| 2.0 * norm_ops(n.kind));
+    let qk_norm = layer
+        .attention
+        .qk_norm
+        .map_or(0.0, |n| 2.0 * norm_ops(n.kind));
     let attention = if k.heads() == 0 {
         // A state-space mixer: in/out projections, conv, gating and the scan's few ops.
         12.0
@@ -156,10 +159,7 @@ pub const LOOP_OPS: f64 = 25.0;
 
 /// Ops one new token costs: every layer, the model's own and the loop's.
 pub fn token_ops(spec: &ModelSpec, masked: bool, batch: u64) -> f64 {
-    let layers: f64 = spec
-        .all_layers()
-        .map(|l| layer_ops(l, masked, batch))
-        .sum();
+    let layers: f64 = spec.all_layers().map(|l| layer_ops(l, masked, batch)).sum();
     layers + model_ops(spec, masked) + LOOP_OPS
 }
 

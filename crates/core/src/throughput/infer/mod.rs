@@ -79,7 +79,12 @@ pub fn rates(
         }
         Framework::Vllm | Framework::Sglang => (
             prefill_s(shape, job, hw, per_gpu.components.parameters as f64, None),
-            graph_step(shape, job, hw, per_gpu.components.parameters as f64 + kv.mean),
+            graph_step(
+                shape,
+                job,
+                hw,
+                per_gpu.components.parameters as f64 + kv.mean,
+            ),
         ),
         _ => {
             let attended = masked.then_some(job.seq + job.new_tokens);

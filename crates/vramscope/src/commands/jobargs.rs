@@ -310,6 +310,15 @@ pub struct JobArgs {
         help_heading = "Engine"
     )]
     pub n_gpu_layers: Option<String>,
+    /// llama.cpp, ollama: host RAM's bandwidth in GB/s, at which the layers left on the CPU are
+    /// read per token. [default: 89.6, dual-channel DDR5-5600]
+    #[arg(
+        long,
+        value_name = "GB/S",
+        allow_negative_numbers = true,
+        help_heading = "Engine"
+    )]
+    pub host_memory_gbps: Option<String>,
     /// PyTorch inference: the KV cache of Hugging Face generate, dynamic or static
     /// (`cache_implementation="static"`: prompt + new tokens preallocated). [default: dynamic]
     #[arg(long, value_name = "dynamic|static", help_heading = "Engine")]
@@ -706,13 +715,14 @@ impl JobArgs {
 
     /// `engine`: the serving engine's settings.
     fn apply_engine(&self, job: &mut Job) -> Result<(), JobError> {
-        let engine: [(&str, &Option<String>); 6] = [
+        let engine: [(&str, &Option<String>); 7] = [
             ("gpu_memory_utilization", &self.gpu_memory_utilization),
             ("mem_fraction_static", &self.mem_fraction_static),
             ("max_model_len", &self.max_model_len),
             ("max_num_batched_tokens", &self.max_num_batched_tokens),
             ("block_size", &self.block_size),
             ("n_gpu_layers", &self.n_gpu_layers),
+            ("host_memory_gbps", &self.host_memory_gbps),
         ];
         for (key, v) in engine {
             if let Some(s) = v {

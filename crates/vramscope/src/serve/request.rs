@@ -25,7 +25,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.1 }).to_string() + "\n";
+        // JSON escapes C0 controls on the wire, but a client prints the decoded text: the
+        // message carries them escaped as the CLI prints them.
+        let error = crate::output::escape_controls(&self.1);
+        let body = serde_json::json!({ "error": error }).to_string() + "\n";
         (
             self.0,
             [(header::CONTENT_TYPE, "application/json; charset=utf-8")],

@@ -156,24 +156,87 @@ fn other_requests_are_answered_while_a_hostile_one_runs() {
     })
     .to_string();
     assert!(from.len() > 240_000 && plan.len() > 500_000);
+    // A 1 MB gzip whose one event name inflates to 1 GiB (item 3): several seconds of gunzip
+    // in a test build before its string limit refuses it.
+    let bomb = name_bomb();
     std::thread::scope(|scope| {
-        for (path, body, want) in [("/api/from", &from, 400), ("/api/plan", &plan, 200)] {
+        for (path, body, want) in [
+            ("/api/from", from.as_bytes(), 400),
+            ("/api/plan", plan.as_bytes(), 200),
+            ("/api/analyze", &bomb[..], 400),
+        ] {
             let t = Instant::now();
-            let hostile = scope.spawn(|| post_json(&s, path, body));
+            let head = format!("POST {path}");
+            let s = &s;
+            let hostile = scope.spawn(move || call(s, &head, &[JSON], body));
             std::thread::sleep(Duration::from_millis(100));
             let u = Instant::now();
             assert_eq!(call(&s, "GET /api/gpus", &[], b"").status, 200);
             let r = post_json(&s, "/api/estimate", r#"{"model": "gpt2"}"#);
             assert_eq!(r.status, 200);
             assert!(u.elapsed() < Duration::from_secs(10), "{path}: {:?}", u.elapsed());
+            if path == "/api/analyze" {
+                // 16 MiB of gunzip and scan in a test build take seconds; the others were
+                // answered meanwhile.
+                assert!(!hostile.is_finished(), "answered while the bomb was read");
+            }
             let r = hostile.join().unwrap();
             assert_eq!(r.status, want, "{path}: {}", String::from_utf8_lossy(&r.body));
             assert!(t.elapsed() < Duration::from_secs(30), "{path}: {:?}", t.elapsed());
-            if want == 400 {
+            if path == "/api/from" {
                 assert!(r.error().contains("invalid YAML"), "{}", r.error());
+            }
+            if path == "/api/analyze" {
+                assert!(r.error().contains("JSON string longer"), "{}", r.error());
             }
         }
     });
+}
+
+/// A gzip member (RFC 1952) of a Chrome trace whose one event name is 1 GiB of `a`: the MiB
+/// of `a` is deflated once (a full flush: byte-aligned, no reference back) and its block
+/// repeated. The trailer's CRC is left 0: the reader must refuse the stream before it.
+fn name_bomb() -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let block = |data: &[u8], flush| {
+        let mut c = Compress::new(Compression::best(), false);
+        let mut out = Vec::with_capacity(data.len() + 1024);
+        c.compress_vec(data, &mut out, flush).unwrap();
+        out
+    };
+    let mut gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    gz.extend(block(
+        b"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"",
+        FlushCompress::Full,
+    ));
+    let mib = block(&vec![b'a'; 1 << 20], FlushCompress::Full);
+    for _ in 0..1024 {
+        gz.extend_from_slice(&mib);
+    }
+    gz.extend(block(b"\"}]}", FlushCompress::Finish));
+    gz.extend_from_slice(&[0; 8]);
+    assert!(gz.len() < 2 << 20);
+    gz
+}
+
+/// Issue #35 item 4 through the server: `{"model": PATH}` naming a device or a directory
+/// whose config.json is one read until memory ran out. A 400 naming the kind, within 10 s.
+#[cfg(unix)]
+#[test]
+fn a_model_path_to_a_device_is_a_400() {
+    let s = start();
+    let dir = std::env::temp_dir().join(format!("vramscope-serve-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("config.json");
+    let _ = std::fs::remove_file(&cfg);
+    std::os::unix::fs::symlink("/dev/zero", &cfg).unwrap();
+    for model in ["/dev/zero", cfg.to_str().unwrap()] {
+        let t = Instant::now();
+        let r = post_json(&s, "/api/estimate", &json!({"model": model}).to_string());
+        assert_eq!(r.status, 400, "{model}");
+        assert!(r.error().contains("a character device, not a regular file"), "{}", r.error());
+        assert!(t.elapsed() < Duration::from_secs(10));
+    }
 }
 
 /// Issue #35 item 5: a page on another site could POST `text/plain` jobs and uploads. Now a

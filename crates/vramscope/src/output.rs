@@ -62,30 +62,9 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     print(&crate::app::to_json(value).map_err(std::io::Error::other)?)
 }
 
-/// `s` with every character a terminal would act on written as Rust escapes it (`\u{1b}`):
-/// the C0 and C1 controls and DEL (ECMA-48: ESC starts a sequence that may retitle or clear
-/// the terminal), and the bidirectional overrides and isolates (Unicode UAX #9; "Trojan
-/// Source", CVE-2021-42574) that reorder what is shown. Errors and warnings quote the input's
-/// own bytes (a GGUF key, a job value), so they pass through here before they are printed.
-pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    let acts = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    if !s.chars().any(acts) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        if acts(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
 /// `error: <message>` on stderr, one line, its control characters escaped.
 pub fn eprint_error(message: &str) -> std::io::Result<()> {
-    let message = escape_controls(message);
+    let message = crate::app::escape_controls(message);
     let stderr_color = !matches!(
         anstream::AutoStream::choice(&std::io::stderr()),
         anstream::ColorChoice::Never
@@ -100,27 +79,7 @@ pub fn eprint_error(message: &str) -> std::io::Result<()> {
 
 /// A warning line for human output (its control characters escaped).
 pub fn warning_line(message: &str) -> String {
-    let message = escape_controls(message);
+    let message = crate::app::escape_controls(message);
     format!("{}: {message}\n", paint(WARN, "warning"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::escape_controls;
-
-    /// The issue's own sequence (OSC 0 retitle ended by BEL, then CSI 2J clear) and a
-    /// right-to-left override come out as text; printable input, accents included, is kept.
-    #[test]
-    fn controls_and_bidi_overrides_are_escaped() {
-        let hostile = "key \u{1b}]0;owned\u{7}\u{1b}[2J tail\u{202e}x\u{9b}";
-        assert_eq!(
-            escape_controls(hostile),
-            "key \\u{1b}]0;owned\\u{7}\\u{1b}[2J tail\\u{202e}x\\u{9b}"
-        );
-        assert!(matches!(
-            escape_controls("café: 'q_proj' [1, 2]"),
-            std::borrow::Cow::Borrowed(_)
-        ));
-        assert_eq!(escape_controls("a\tb\r\n"), "a\\u{9}b\\u{d}\\u{a}");
-    }
-}

@@ -27,7 +27,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // JSON escapes C0 controls on the wire, but a client prints the decoded text: the
         // message carries them escaped as the CLI prints them.
-        let error = crate::output::escape_controls(&self.1);
+        let error = crate::app::escape_controls(&self.1);
         let body = serde_json::json!({ "error": error }).to_string() + "\n";
         (
             self.0,

@@ -330,7 +330,10 @@ fn price(v: Option<&Value>) -> Result<Option<f64>, CoreError> {
 }
 
 /// `ResolvedJob::model` serialized as the value it shares.
-fn serialize_shared<S: serde::Serializer>(v: &std::sync::Arc<Value>, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_shared<S: serde::Serializer>(
+    v: &std::sync::Arc<Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     v.as_ref().serialize(s)
 }
 

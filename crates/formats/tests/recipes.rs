@@ -951,7 +951,10 @@ fn plain_scalar_apostrophes_do_not_let_deep_flow_through() {
         // recipe.
         for (body, says) in [
             (format!("{lead}\nyyy: {deep}\n"), "q.yaml: invalid YAML"),
-            (format!("{lead}\nyyy: [{}]\n", "a,".repeat(d)), "q.yaml: not a config"),
+            (
+                format!("{lead}\nyyy: [{}]\n", "a,".repeat(d)),
+                "q.yaml: not a config",
+            ),
         ] {
             let t = std::time::Instant::now();
             let e = err(&[text("q.yaml", &body)]);

@@ -3,9 +3,9 @@
 //! `hub/models--ORG--NAME/commits/<commit>/` the record and the heads of the weight files. A
 //! second run of the same model needs no network.
 
-use vramscope_formats::files::{read_regular, read_regular_text};
 use crate::fetch::{Head, Record};
 use std::path::{Path, PathBuf};
+use vramscope_formats::files::{read_regular, read_regular_text};
 
 /// Largest record accepted back from disk.
 const MAX_RECORD_BYTES: u64 = 256 << 20;
@@ -51,7 +51,12 @@ pub fn load(cache: &Path, repo: &str, commit: &str) -> Option<Record> {
         return None;
     }
     for (i, (name, head)) in rec.heads.iter().enumerate() {
-        let bytes = read_regular(&dir.join("heads").join(i.to_string()), head.stored, "a head").ok()?;
+        let bytes = read_regular(
+            &dir.join("heads").join(i.to_string()),
+            head.stored,
+            "a head",
+        )
+        .ok()?;
         if bytes.len() as u64 != head.stored {
             return None;
         }

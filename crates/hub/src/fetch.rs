@@ -240,8 +240,8 @@ impl Fetch for LocalDir {
         let path = self.dir.join(file);
         let shown = path.display().to_string();
         std::fs::symlink_metadata(&path).map_err(|_| miss())?;
-        let (f, size) =
-            vramscope_formats::files::open_regular(&path).map_err(|e| FormatError::io(&shown, e))?;
+        let (f, size) = vramscope_formats::files::open_regular(&path)
+            .map_err(|e| FormatError::io(&shown, e))?;
         let mut buf = Vec::new();
         f.take(need)
             .read_to_end(&mut buf)

@@ -128,7 +128,11 @@ fn scan(s: &mut Scan, bytes: &[u8]) {
 impl<R: Read> Read for Bounded<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf).map_err(|e| {
-            let gz = if self.compressed.is_some() { "gzip: " } else { "" };
+            let gz = if self.compressed.is_some() {
+                "gzip: "
+            } else {
+                ""
+            };
             Error::new(ErrorKind::InvalidData, format!("{gz}{e}"))
         })?;
         self.read += n as u64;

@@ -82,4 +82,3 @@ pub fn warning_line(message: &str) -> String {
     let message = crate::app::escape_controls(message);
     format!("{}: {message}\n", paint(WARN, "warning"))
 }
-

@@ -48,7 +48,9 @@ fn run_within(args: &[&str], stdin: Option<Vec<u8>>, limit: Duration) -> (Output
                 return;
             }
         }
-        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
     });
     let out = child.wait_with_output().unwrap();
     let took = t.elapsed();
@@ -219,7 +221,11 @@ fn inflating_traces_are_refused_with_the_reason() {
     );
     let ws = gzip_of(b"{\"traceEvents\": [", b' ', 1024, b"]}");
     for (file, bytes, says) in [
-        ("name.json.gz", &name, "JSON string longer than 16777216 bytes"),
+        (
+            "name.json.gz",
+            &name,
+            "JSON string longer than 16777216 bytes",
+        ),
         ("ws.json.gz", &ws, "a gzip bomb"),
     ] {
         assert!(bytes.len() < 2 << 20, "{file}: {} bytes", bytes.len());
@@ -264,7 +270,10 @@ fn analyze_stdin_streams_and_names_stdin() {
     let bin = env!("CARGO_BIN_EXE_vramscope");
     let t = Instant::now();
     let mut child = Command::new("sh")
-        .args(["-c", &format!("ulimit -v 1048576 && exec '{bin}' analyze -")])
+        .args([
+            "-c",
+            &format!("ulimit -v 1048576 && exec '{bin}' analyze -"),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -55,12 +55,14 @@ impl Resp {
             .map(|(_, v)| v.as_str())
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body))
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
     fn error(&self) -> String {
-        self.json()["error"].as_str().expect("{\"error\"}").to_string()
+        self.json()["error"]
+            .as_str()
+            .expect("{\"error\"}")
+            .to_string()
     }
 }
 
@@ -115,9 +117,7 @@ fn call(s: &Server, head: &str, headers: &[&str], body: &[u8]) -> Resp {
     let mut bytes = req.into_bytes();
     bytes.extend_from_slice(body);
     let writer = std::thread::spawn(move || match w.write_all(&bytes) {
-        Err(e) if !matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
-            Err(e)
-        }
+        Err(e) if !matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => Err(e),
         _ => Ok(()),
     });
     let r = read_response(&mut BufReader::new(stream)).unwrap();
@@ -174,15 +174,28 @@ fn other_requests_are_answered_while_a_hostile_one_runs() {
             assert_eq!(call(&s, "GET /api/gpus", &[], b"").status, 200);
             let r = post_json(&s, "/api/estimate", r#"{"model": "gpt2"}"#);
             assert_eq!(r.status, 200);
-            assert!(u.elapsed() < Duration::from_secs(10), "{path}: {:?}", u.elapsed());
+            assert!(
+                u.elapsed() < Duration::from_secs(10),
+                "{path}: {:?}",
+                u.elapsed()
+            );
             if path == "/api/analyze" {
                 // 16 MiB of gunzip and scan in a test build take seconds; the others were
                 // answered meanwhile.
                 assert!(!hostile.is_finished(), "answered while the bomb was read");
             }
             let r = hostile.join().unwrap();
-            assert_eq!(r.status, want, "{path}: {}", String::from_utf8_lossy(&r.body));
-            assert!(t.elapsed() < Duration::from_secs(30), "{path}: {:?}", t.elapsed());
+            assert_eq!(
+                r.status,
+                want,
+                "{path}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{path}: {:?}",
+                t.elapsed()
+            );
             if path == "/api/from" {
                 assert!(r.error().contains("invalid YAML"), "{}", r.error());
             }
@@ -234,7 +247,11 @@ fn a_model_path_to_a_device_is_a_400() {
         let t = Instant::now();
         let r = post_json(&s, "/api/estimate", &json!({"model": model}).to_string());
         assert_eq!(r.status, 400, "{model}");
-        assert!(r.error().contains("a character device, not a regular file"), "{}", r.error());
+        assert!(
+            r.error().contains("a character device, not a regular file"),
+            "{}",
+            r.error()
+        );
         assert!(t.elapsed() < Duration::from_secs(10));
     }
 }
@@ -254,7 +271,11 @@ fn cross_site_requests_are_refused_before_any_work() {
     st.extend_from_slice(b"{}");
     let upload = "POST /api/upload-model?name=m.safetensors";
     for (head, headers, body) in [
-        ("POST /api/estimate", vec![evil, "Content-Type: text/plain"], &job[..]),
+        (
+            "POST /api/estimate",
+            vec![evil, "Content-Type: text/plain"],
+            &job[..],
+        ),
         ("POST /api/estimate", vec![evil, JSON], &job[..]),
         ("POST /api/estimate", vec!["Origin: null", JSON], &job[..]),
         (
@@ -262,17 +283,28 @@ fn cross_site_requests_are_refused_before_any_work() {
             vec!["Sec-Fetch-Site: cross-site", JSON],
             &job[..],
         ),
-        ("GET /api/models", vec!["Sec-Fetch-Site: same-site"], &b""[..]),
+        (
+            "GET /api/models",
+            vec!["Sec-Fetch-Site: same-site"],
+            &b""[..],
+        ),
         (upload, vec![evil, "Content-Type: text/plain"], &st[..]),
         (upload, vec![evil], &st[..]),
     ] {
         let r = call(&s, head, &headers, body);
         assert_eq!(r.status, 403, "{head} {headers:?}");
-        assert!(r.error().starts_with("cross-site request refused"), "{}", r.error());
+        assert!(
+            r.error().starts_with("cross-site request refused"),
+            "{}",
+            r.error()
+        );
     }
     for (head, ct) in [
         ("POST /api/estimate", "Content-Type: text/plain"),
-        ("POST /api/estimate", "Content-Type: application/x-www-form-urlencoded"),
+        (
+            "POST /api/estimate",
+            "Content-Type: application/x-www-form-urlencoded",
+        ),
         (upload, "Content-Type: multipart/form-data; boundary=x"),
     ] {
         let r = call(&s, head, &[ct], job);
@@ -287,7 +319,12 @@ fn cross_site_requests_are_refused_before_any_work() {
         job,
     );
     assert_eq!(r.status, 200);
-    let r = call(&s, upload, &[&own, "Content-Type: application/octet-stream"], &st);
+    let r = call(
+        &s,
+        upload,
+        &[&own, "Content-Type: application/octet-stream"],
+        &st,
+    );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["model"], "upload:0/m.safetensors");
 }
@@ -304,7 +341,12 @@ fn answers_after_which_the_server_closes_say_so() {
     let r = call(&s, "PUT /api/estimate", &[JSON], br#"{"model": "gpt2"}"#);
     assert_eq!(r.status, 405);
     assert_eq!(r.header("connection"), Some("close"));
-    let r = call(&s, "POST /api/estimate", &["Origin: https://evil.example", JSON], b"{}");
+    let r = call(
+        &s,
+        "POST /api/estimate",
+        &["Origin: https://evil.example", JSON],
+        b"{}",
+    );
     assert_eq!(r.header("connection"), Some("close"));
     // Two requests on one connection: the first's answer keeps it open.
     let stream = TcpStream::connect(s.addr).unwrap();

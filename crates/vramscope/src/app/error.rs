@@ -64,7 +64,8 @@ bad_input_from!(
 /// Source", CVE-2021-42574) that reorder what is shown. Errors and warnings quote the input's
 /// own bytes (a GGUF key, a job value), so they pass through here before they are printed.
 pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    let acts = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let acts =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     if !s.chars().any(acts) {
         return std::borrow::Cow::Borrowed(s);
     }

@@ -55,10 +55,19 @@ fn cross_site(why: String) -> ApiError {
 /// parameters), and for an upload also gzip, `application/octet-stream` or none.
 pub fn content_type(req: &Request, upload: bool) -> Result<(), ApiError> {
     let Some(v) = req.headers().get(header::CONTENT_TYPE) else {
-        return if upload { Ok(()) } else { Err(unsupported("none")) };
+        return if upload {
+            Ok(())
+        } else {
+            Err(unsupported("none"))
+        };
     };
     let raw = v.to_str().unwrap_or("?");
-    let essence = raw.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = raw
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let ok = essence == "application/json"
         || (upload
             && matches!(
@@ -98,7 +107,10 @@ mod tests {
     fn own_page_and_non_browser_clients_pass() {
         for h in [
             vec![("host", "127.0.0.1:8765")],
-            vec![("host", "127.0.0.1:8765"), ("origin", "http://127.0.0.1:8765")],
+            vec![
+                ("host", "127.0.0.1:8765"),
+                ("origin", "http://127.0.0.1:8765"),
+            ],
             vec![("host", "localhost:80"), ("origin", "http://LOCALHOST:80")],
             vec![("host", "127.0.0.1:1"), ("sec-fetch-site", "same-origin")],
             vec![("host", "127.0.0.1:1"), ("sec-fetch-site", "none")],
@@ -110,9 +122,18 @@ mod tests {
     #[test]
     fn other_sites_pages_get_403() {
         for h in [
-            vec![("host", "127.0.0.1:8765"), ("origin", "https://evil.example")],
-            vec![("host", "127.0.0.1:8765"), ("origin", "http://127.0.0.1:9999")],
-            vec![("host", "127.0.0.1:8765"), ("origin", "https://127.0.0.1:8765")],
+            vec![
+                ("host", "127.0.0.1:8765"),
+                ("origin", "https://evil.example"),
+            ],
+            vec![
+                ("host", "127.0.0.1:8765"),
+                ("origin", "http://127.0.0.1:9999"),
+            ],
+            vec![
+                ("host", "127.0.0.1:8765"),
+                ("origin", "https://127.0.0.1:8765"),
+            ],
             vec![("host", "127.0.0.1:8765"), ("origin", "null")],
             vec![("host", "127.0.0.1:1"), ("sec-fetch-site", "cross-site")],
             vec![("host", "127.0.0.1:1"), ("sec-fetch-site", "same-site")],

@@ -4,8 +4,8 @@
 use crate::app;
 use crate::serve::assets::CSP;
 use crate::serve::request::{
-    blocking, body_text, job_in_pool, job_of_text, json_text, msg, pipeline_body, pretty,
-    ApiError, ApiResult,
+    blocking, body_text, job_in_pool, job_of_text, json_text, msg, pipeline_body, pretty, ApiError,
+    ApiResult,
 };
 use crate::serve::App;
 use axum::body::Bytes;
@@ -62,7 +62,8 @@ pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
     Ok(json_text(text))
 }
 
-/// The body as a pipeline candidate (whose resolution may fetch) and as a job (its reading's error kept for when the model is no pipeline).
+/// The body as a pipeline candidate (whose resolution may fetch) and as a job (its reading's
+/// error kept for when the model is no pipeline).
 fn job_or_pipeline(
     app: &App,
     text: &str,

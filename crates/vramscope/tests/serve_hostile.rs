@@ -171,8 +171,8 @@ fn other_requests_are_answered_while_a_hostile_one_runs() {
             let hostile = scope.spawn(move || call(s, &head, &[JSON], body));
             std::thread::sleep(Duration::from_millis(100));
             let u = Instant::now();
-            assert_eq!(call(&s, "GET /api/gpus", &[], b"").status, 200);
-            let r = post_json(&s, "/api/estimate", r#"{"model": "gpt2"}"#);
+            assert_eq!(call(s, "GET /api/gpus", &[], b"").status, 200);
+            let r = post_json(s, "/api/estimate", r#"{"model": "gpt2"}"#);
             assert_eq!(r.status, 200);
             assert!(
                 u.elapsed() < Duration::from_secs(10),

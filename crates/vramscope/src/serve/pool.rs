@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
-/// CPU-bound steps run at once: the machine's cores, at least 2 (so that one long request
-/// leaves room for another) and at most 16.
+/// Steps run at once: the machine's cores, at least 4 (so that a long request, or one waiting
+/// on the Hub's answers, leaves room for others) and at most 16.
 pub fn workers() -> usize {
     std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 16)
+        .map_or(4, |n| n.get())
+        .clamp(4, 16)
 }
 
 /// The permits of the pool, shared by every request.

@@ -329,11 +329,24 @@ fn price(v: Option<&Value>) -> Result<Option<f64>, CoreError> {
     }
 }
 
+/// `ResolvedJob::model` serialized as the value it shares.
+fn serialize_shared<S: serde::Serializer>(
+    v: &std::sync::Arc<Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    v.as_ref().serialize(s)
+}
+
 /// A job with every default filled in and every value checked: what the estimator reads and
 /// what the report echoes as `job`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResolvedJob {
-    pub model: Value,
+    /// The job's `model` as written (a name, `{"params"}` or a whole inline `{"hf_config"}`),
+    /// echoed by the report. Shared, not copied: the fit, advice and plan searches derive a
+    /// job per candidate from one resolved job, and a classification config's inline JSON can
+    /// be a megabyte (issue #35).
+    #[serde(serialize_with = "serialize_shared")]
+    pub model: std::sync::Arc<Value>,
     pub task: Task,
     pub batch: u64,
     pub grad_accum: u64,
@@ -497,7 +510,7 @@ impl Job {
         let rl = self.resolve_rl(task)?;
         let seq = self.rl_seq(rl.as_ref(), seq)?;
         Ok(ResolvedJob {
-            model: self.model.clone().unwrap_or(Value::Null),
+            model: std::sync::Arc::new(self.model.clone().unwrap_or(Value::Null)),
             task,
             batch,
             grad_accum,

@@ -572,6 +572,25 @@ pub fn plan(
     max_micro_batch: u64,
     top: usize,
 ) -> Result<PlanResult, CoreError> {
+    plan_until(model, base, gpus, gpu, (max_micro_batch, top), &|| false)
+}
+
+/// A search that was told to stop (`plan_until`'s `stop`).
+fn stopped() -> CoreError {
+    CoreError::field("plan", "the search was stopped before it finished")
+}
+
+/// `plan`, asking `stop` between layouts (screened and confirmed) and giving up with an error
+/// once it answers true: the server stops a plan whose request's deadline has passed.
+/// `limits` is (largest micro-batch, layouts listed).
+pub fn plan_until(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    gpus: u64,
+    gpu: &crate::gpu::Gpu,
+    (max_micro_batch, top): (u64, usize),
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<PlanResult, CoreError> {
     let spec = model
         .spec
         .as_ref()
@@ -596,15 +615,21 @@ pub fn plan(
     let mut fitting: Vec<Scored> = all
         .par_iter()
         .filter_map(|l| {
+            if stop() {
+                return None;
+            }
             let (total, host) = screen(&c, l, base, spec, ctx);
             (total <= usable).then(|| score(l, (total, host, usable), base, timing.as_ref()))
         })
         .collect();
+    if stop() {
+        return Err(stopped());
+    }
     rank(&mut fitting);
     let why = fitting.first().and_then(crate::throughput::layout::explain);
     let n_fit = fitting.len() as u64;
     let best_per_framework = per_family(model, base, gpu, &fitting)?;
-    let best = confirm_leaders(model, base, gpu, fitting, top)?;
+    let best = confirm_leaders(model, base, gpu, fitting, (top, stop))?;
     let advice = if n_fit == 0 {
         nothing_fits(model, gpus, gpu)
     } else {
@@ -662,7 +687,7 @@ fn confirm_leaders(
     base: &ResolvedJob,
     gpu: &crate::gpu::Gpu,
     ranked: Vec<Scored>,
-    top: usize,
+    (top, stop): (usize, &(dyn Fn() -> bool + Sync)),
 ) -> Result<Vec<Confirmed>, CoreError> {
     let capacity = base.usable(gpu.memory_bytes);
     let mut best = Vec::new();
@@ -672,6 +697,9 @@ fn confirm_leaders(
             break;
         }
         if confirmed < 3 && tried < 40 {
+            if stop() {
+                return Err(stopped());
+            }
             let per_gpu = estimate(model, &job_of(base, &s.layout, gpu)?)
                 .ok()
                 .map(|r| r.per_gpu);

@@ -5,6 +5,7 @@
 
 pub mod diffusers;
 pub mod error;
+pub mod files;
 pub mod gguf;
 pub mod hf_config;
 pub mod hf_names;

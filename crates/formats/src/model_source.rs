@@ -308,8 +308,8 @@ fn load_path(path: &Path, opts: ReadOptions) -> Result<LoadedModel> {
     // Sniff the magic of files with other names.
     let mut head = [0u8; 4];
     use std::io::Read;
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
+    let n = crate::files::open_regular(path)
+        .and_then(|(mut f, _)| f.read(&mut head))
         .map_err(|e| FormatError::io(&shown, e))?;
     if n == 4 && &head == b"GGUF" {
         return load_gguf(path);
@@ -544,17 +544,8 @@ fn preprocessor_beside(parsed: &mut ParsedConfig, dir: &Path) -> Result<()> {
 
 fn read_small_text(path: &Path) -> Result<String> {
     let shown = path.display().to_string();
-    let len = std::fs::metadata(path)
-        .map_err(|e| FormatError::io(&shown, e))?
-        .len();
-    if len > MAX_CONFIG_BYTES {
-        return Err(FormatError::malformed(
-            shown,
-            format!("{len} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES})"),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| FormatError::io(&shown, e))?;
-    String::from_utf8(bytes).map_err(|_| FormatError::malformed(shown, "not UTF-8 text"))
+    crate::files::read_regular_text(path, MAX_CONFIG_BYTES, "a config.json")
+        .map_err(|e| FormatError::io(&shown, e))
 }
 
 /// The name a model file or directory is shown by.

@@ -938,6 +938,47 @@ fn deep_nesting_is_an_error() {
     assert!(resolve(&[text("q.yaml", &quoted)], &|_, _| None).is_ok());
 }
 
+/// Issue #35: apostrophes YAML reads as plain text (`-'`, `a '`, `a,'`) made the bracket scan
+/// take what followed as quoted, and libyaml's scanner, working depth × tokens, took 26 s on
+/// 200 kB. Each is refused within 5 s (about 10 ms here), and a recipe of a few kB whose chat
+/// template holds a thousand braces still reads.
+#[test]
+fn plain_scalar_apostrophes_do_not_let_deep_flow_through() {
+    let d = 100_000;
+    let deep = format!("{}{}", "[".repeat(d), "]".repeat(d));
+    for lead in ["zzz: -'", "zzz: a '", "zzz: a,'", "zzz: -\""] {
+        // Deep: refused unparsed. Wide (one level, 100,000 items): parsed, linear, and no
+        // recipe.
+        for (body, says) in [
+            (format!("{lead}\nyyy: {deep}\n"), "q.yaml: invalid YAML"),
+            (
+                format!("{lead}\nyyy: [{}]\n", "a,".repeat(d)),
+                "q.yaml: not a config",
+            ),
+        ] {
+            let t = std::time::Instant::now();
+            let e = err(&[text("q.yaml", &body)]);
+            assert!(t.elapsed() < std::time::Duration::from_secs(5), "{lead}");
+            assert!(e.starts_with(says), "{lead}: {e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+    // Past the depth the bracket scan allows, but under the bytes × brackets budget: 4,096
+    // brackets in 8 kB. libyaml's recursion limit refuses it, quickly.
+    let d = 4_096;
+    let body = format!("zzz: -'\nyyy: {}{}\n", "[".repeat(d), "]".repeat(d));
+    let t = std::time::Instant::now();
+    let e = err(&[text("r.yaml", &body)]);
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{e}");
+    // A chat template's brackets (quoted: 600 `{{` and `[`, 1,800 in all) in a 14 kB recipe
+    // are text: 1,800 × 14 kB is under the budget.
+    let template = "{{ message['content'] }}".repeat(600);
+    let recipe = format!("base_model: x\nchat_template: \"{template}\"\n");
+    assert!(recipe.len() > 14_000);
+    let r = resolve(&[text("c.yaml", &recipe)], &|_, _| None);
+    assert!(r.is_ok(), "{:?}", r.err());
+}
+
 /// accelerate's `deepspeed_config.deepspeed_config_file` is read through the caller's lookup,
 /// with the accelerate file's name, right after it.
 #[test]

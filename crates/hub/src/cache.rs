@@ -5,6 +5,7 @@
 
 use crate::fetch::{Head, Record};
 use std::path::{Path, PathBuf};
+use vramscope_formats::files::{read_regular, read_regular_text};
 
 /// Largest record accepted back from disk.
 const MAX_RECORD_BYTES: u64 = 256 << 20;
@@ -35,7 +36,7 @@ pub fn commit_of(cache: &Path, repo: &str, rev: &str) -> Option<String> {
     if is_commit(rev) {
         return Some(rev.to_string());
     }
-    let text = std::fs::read_to_string(ref_file(cache, repo, rev)).ok()?;
+    let text = read_regular_text(&ref_file(cache, repo, rev), 256, "a ref").ok()?;
     let c = text.trim();
     is_commit(c).then(|| c.to_string())
 }
@@ -44,15 +45,18 @@ pub fn commit_of(cache: &Path, repo: &str, rev: &str) -> Option<String> {
 pub fn load(cache: &Path, repo: &str, commit: &str) -> Option<Record> {
     let dir = commit_dir(cache, repo, commit);
     let path = dir.join("record.json");
-    if std::fs::metadata(&path).ok()?.len() > MAX_RECORD_BYTES {
-        return None;
-    }
-    let mut rec: Record = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let bytes = read_regular(&path, MAX_RECORD_BYTES, "a cache record").ok()?;
+    let mut rec: Record = serde_json::from_slice(&bytes).ok()?;
     if rec.repo != repo || rec.commit != commit {
         return None;
     }
     for (i, (name, head)) in rec.heads.iter().enumerate() {
-        let bytes = std::fs::read(dir.join("heads").join(i.to_string())).ok()?;
+        let bytes = read_regular(
+            &dir.join("heads").join(i.to_string()),
+            head.stored,
+            "a head",
+        )
+        .ok()?;
         if bytes.len() as u64 != head.stored {
             return None;
         }
@@ -116,10 +120,7 @@ pub fn hf_snapshot(hf_cache: &Path, repo: &str, rev: &str) -> Option<(PathBuf, S
         rev.to_string()
     } else {
         let f = root.join("refs").join(rev);
-        if std::fs::metadata(&f).ok()?.len() > 256 {
-            return None;
-        }
-        std::fs::read_to_string(f).ok()?.trim().to_string()
+        read_regular_text(&f, 256, "a ref").ok()?.trim().to_string()
     };
     if !is_commit(&commit) {
         return None;

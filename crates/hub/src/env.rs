@@ -68,11 +68,7 @@ fn token() -> Option<String> {
     let path = var("HF_TOKEN_PATH")
         .map(PathBuf::from)
         .or_else(|| hf_home().map(|h| h.join("token")))?;
-    let meta = std::fs::metadata(&path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_TOKEN_LEN {
-        return None;
-    }
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = vramscope_formats::files::read_regular_text(&path, MAX_TOKEN_LEN, "a token").ok()?;
     let t = text.lines().next()?.trim();
     (!t.is_empty()).then(|| t.to_string())
 }

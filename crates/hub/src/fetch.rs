@@ -229,23 +229,19 @@ impl Fetch for LocalDir {
 
     fn text(&mut self, file: &str, limit: u64) -> Result<String, FormatError> {
         let path = self.dir.join(file);
-        let meta = std::fs::metadata(&path).map_err(|_| miss())?;
+        std::fs::symlink_metadata(&path).map_err(|_| miss())?;
         let shown = path.display().to_string();
-        if meta.len() > limit {
-            return Err(FormatError::malformed(
-                shown,
-                format!("{} bytes is more than the {limit}-byte limit", meta.len()),
-            ));
-        }
-        let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&shown, e))?;
+        let bytes = vramscope_formats::files::read_regular(&path, limit, file)
+            .map_err(|e| FormatError::io(&shown, e))?;
         utf8(&shown, bytes)
     }
 
     fn head(&mut self, file: &str, need: u64) -> Result<(Vec<u8>, u64), FormatError> {
         let path = self.dir.join(file);
         let shown = path.display().to_string();
-        let f = std::fs::File::open(&path).map_err(|_| miss())?;
-        let size = f.metadata().map_err(|e| FormatError::io(&shown, e))?.len();
+        std::fs::symlink_metadata(&path).map_err(|_| miss())?;
+        let (f, size) = vramscope_formats::files::open_regular(&path)
+            .map_err(|e| FormatError::io(&shown, e))?;
         let mut buf = Vec::new();
         f.take(need)
             .read_to_end(&mut buf)

@@ -4,12 +4,14 @@
 //! categories as the estimate (`vramscope_core::report::Category`).
 //!
 //! Every reader is bounded: pickles are parsed by a non-executing VM ([`pickle`]) whose length
-//! prefixes are checked against the file size; JSON input is capped at [`MAX_JSON_BYTES`].
+//! prefixes are checked against the file size; JSON input is capped at [`MAX_JSON_BYTES`], its
+//! gzip expansion at [`MAX_GZIP_RATIO`] and its strings at [`MAX_JSON_STRING`] (`bounded`).
 
 pub mod alloc_replay;
 pub mod allocator_section;
 pub mod analysis;
 pub mod attribute;
+mod bounded;
 pub mod calibrate;
 pub mod chrome;
 mod fxhash;
@@ -28,9 +30,11 @@ pub use analysis::{Analysis, MeasuredComponents, MeasuredPerGpu};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-/// Largest JSON (after gunzip) read: timelines of long runs are tens of MB; a gzip bomb stops
-/// here.
-pub const MAX_JSON_BYTES: u64 = 2 << 30;
+pub use bounded::{MAX_GZIP_RATIO, MAX_JSON_BYTES, MAX_JSON_STRING};
+
+/// Largest memory timeline (a list of lists, read whole into a JSON tree: several times its
+/// size in memory); `export_memory_timeline` writes a few MB for a long run.
+pub const MAX_TIMELINE_BYTES: u64 = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
@@ -84,39 +88,16 @@ fn json_reader<'a, R: Read + 'a>(mut r: R) -> Result<Box<dyn BufRead + 'a>, Meas
     let gz = prefix.starts_with(&[0x1f, 0x8b]);
     let whole = std::io::Cursor::new(prefix).chain(r);
     Ok(if gz {
-        let d = flate2::read::GzDecoder::new(whole);
-        Box::new(BufReader::new(Bounded::new(d)))
+        let count = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counted = bounded::Counting {
+            inner: whole,
+            count: count.clone(),
+        };
+        let d = flate2::read::GzDecoder::new(counted);
+        Box::new(BufReader::new(bounded::Bounded::gunzipped(d, count)))
     } else {
-        Box::new(BufReader::new(Bounded::new(whole)))
+        Box::new(BufReader::new(bounded::Bounded::new(whole)))
     })
-}
-
-/// A reader that fails once more than [`MAX_JSON_BYTES`] were read, with the reason.
-struct Bounded<R> {
-    inner: R,
-    read: u64,
-}
-
-impl<R: Read> Bounded<R> {
-    fn new(inner: R) -> Self {
-        Bounded { inner, read: 0 }
-    }
-}
-
-impl<R: Read> Read for Bounded<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("gzip: {e}"))
-        })?;
-        self.read += n as u64;
-        if self.read > MAX_JSON_BYTES {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("expands to more than {MAX_JSON_BYTES} bytes"),
-            ));
-        }
-        Ok(n)
-    }
 }
 
 /// The first two bytes that are not whitespace (the second only after a `[`).
@@ -137,12 +118,19 @@ fn analyze_json_reader(mut r: Box<dyn BufRead + '_>) -> Result<Analysis, Measure
     })
     .map_err(io_format)?;
     let kind = sniff(&prefix);
-    let mut r = std::io::Cursor::new(prefix).chain(r);
+    let r = std::io::Cursor::new(prefix).chain(r);
     match kind {
         (Some(b'{'), _) | (Some(b'['), Some(b'{')) => chrome::analyze_reader(BufReader::new(r)),
         (Some(b'['), _) => {
             let mut bytes = Vec::new();
-            r.read_to_end(&mut bytes).map_err(io_format)?;
+            r.take(MAX_TIMELINE_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(io_format)?;
+            if bytes.len() as u64 > MAX_TIMELINE_BYTES {
+                return Err(MeasureError::Format(format!(
+                    "a memory timeline of more than {MAX_TIMELINE_BYTES} bytes (they are a few MB)"
+                )));
+            }
             let v: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| MeasureError::Format(format!("JSON: {e}")))?;
             profiler::analyze_json(&v)
@@ -160,11 +148,15 @@ fn io_format(e: std::io::Error) -> MeasureError {
     MeasureError::Format(e.to_string())
 }
 
+/// Analyzes a JSON record (gzipped or not) as it streams from `r`: never held whole.
+pub fn analyze_json_stream<R: Read>(r: R) -> Result<Analysis, MeasureError> {
+    analyze_json_reader(json_reader(r)?)
+}
+
 /// Analyzes a record file. Pickles and Chrome traces are streamed (the file is never held
 /// whole in memory).
 pub fn analyze_file(path: &Path) -> Result<Analysis, MeasureError> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
+    let (mut file, len) = vramscope_formats::files::open_regular(path)?;
     let mut head = [0u8; 1];
     let n = file.read(&mut head)?;
     if n == 0 {

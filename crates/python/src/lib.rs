@@ -26,7 +26,8 @@ create_exception!(
 
 /// The façade's error as the Python exception, carrying the message and the exit code.
 fn to_py(e: vramscope::app::AppError) -> PyErr {
-    VramscopeError::new_err((e.message, e.exit_code))
+    let message = vramscope::app::escape_controls(&e.message).into_owned();
+    VramscopeError::new_err((message, e.exit_code))
 }
 
 /// Runs one command of the application layer on a JSON input and returns its JSON answer.

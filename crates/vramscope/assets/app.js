@@ -448,7 +448,8 @@ async function useFile(file) {
   if (/\.(safetensors|gguf)$/i.test(file.name)) { await uploadModel(file); return; }
   status(`analyzing ${file.name}…`, true);
   try {
-    const resp = await fetch("/api/analyze", { method: "POST", body: file });
+    const resp = await fetch("/api/analyze", { method: "POST", body: file,
+      headers: { "Content-Type": "application/octet-stream" } });
     const text = await resp.text();
     if (!resp.ok) {
       let msg = text;
@@ -535,7 +536,8 @@ async function uploadModel(file) {
       part = file.slice(0, GGUF_HEAD);
     }
     const resp = await fetch("/api/upload-model?name=" + encodeURIComponent(file.name.replace(/[^A-Za-z0-9._-]/g, "_")),
-                             { method: "POST", body: part });
+                             { method: "POST", body: part,
+                               headers: { "Content-Type": "application/octet-stream" } });
     const text = await resp.text();
     if (!resp.ok) {
       let msg = text;

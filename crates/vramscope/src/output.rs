@@ -62,8 +62,9 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     print(&crate::app::to_json(value).map_err(std::io::Error::other)?)
 }
 
-/// `error: <message>` on stderr, one line.
+/// `error: <message>` on stderr, one line, its control characters escaped.
 pub fn eprint_error(message: &str) -> std::io::Result<()> {
+    let message = crate::app::escape_controls(message);
     let stderr_color = !matches!(
         anstream::AutoStream::choice(&std::io::stderr()),
         anstream::ColorChoice::Never
@@ -76,7 +77,8 @@ pub fn eprint_error(message: &str) -> std::io::Result<()> {
     writeln!(std::io::stderr(), "{prefix}: {message}")
 }
 
-/// A warning line for human output.
+/// A warning line for human output (its control characters escaped).
 pub fn warning_line(message: &str) -> String {
+    let message = crate::app::escape_controls(message);
     format!("{}: {message}\n", paint(WARN, "warning"))
 }

@@ -298,7 +298,8 @@ fn hostile_requests_get_a_clear_4xx_and_the_server_stays_up() {
             .unwrap();
         let mut w = stream.try_clone().unwrap();
         w.write_all(
-            b"POST /api/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /api/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Transfer-Encoding: chunked\r\n\r\n",
         )
         .unwrap();
         let writer = std::thread::spawn(move || {

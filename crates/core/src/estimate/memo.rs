@@ -90,7 +90,7 @@ impl Memo {
         compute: impl FnOnce() -> Result<Option<super::alloc_events::Outcome>, CoreError>,
     ) -> Result<Arc<Option<super::alloc_events::Outcome>>, CoreError> {
         let key = ResolvedJob {
-            model: serde_json::Value::Null,
+            model: Default::default(),
             reserve: 0,
             price_per_gpu_hour: None,
             ..job.clone()
@@ -156,7 +156,7 @@ fn plan_key(job: &ResolvedJob) -> ResolvedJob {
 /// the device figures and the fit).
 fn unread_by_both(job: &ResolvedJob) -> ResolvedJob {
     ResolvedJob {
-        model: serde_json::Value::Null,
+        model: Default::default(),
         grad_accum: 0,
         new_tokens: 0,
         engine: Default::default(),

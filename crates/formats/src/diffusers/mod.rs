@@ -13,6 +13,9 @@ use vramscope_core::diffusion::{Component, Pipeline};
 /// Most components a pipeline may list (real ones have under 12).
 const MAX_COMPONENTS: usize = 64;
 
+/// Largest `model_index.json` or component config.json read (they are a few KiB).
+const MAX_PIPELINE_JSON: u64 = 4 << 20;
+
 /// Whether `dir` holds a diffusers pipeline (a `model_index.json`).
 pub fn is_pipeline_dir(dir: &Path) -> bool {
     dir.join("model_index.json").is_file()
@@ -22,10 +25,11 @@ pub fn is_pipeline_dir(dir: &Path) -> bool {
 pub fn read_pipeline_dir(dir: &Path) -> Result<Pipeline> {
     let index_path = dir.join("model_index.json");
     let shown = index_path.display().to_string();
-    let index = std::fs::read_to_string(&index_path).map_err(|e| FormatError::io(&shown, e))?;
+    let index = crate::files::read_regular_text(&index_path, MAX_PIPELINE_JSON, "model_index.json")
+        .map_err(|e| FormatError::io(&shown, e))?;
     pipeline_from_texts(&index, &shown, |name| {
         let p = dir.join(name).join("config.json");
-        std::fs::read_to_string(&p)
+        crate::files::read_regular_text(&p, MAX_PIPELINE_JSON, "a config.json")
             .map(|t| (t, p.display().to_string()))
             .map_err(|e| FormatError::io(p.display().to_string(), e))
     })

@@ -487,10 +487,6 @@ pub fn read_gguf<R: Read>(reader: R, file_len: u64, path: &str) -> Result<GgufFi
 /// Opens `path` and reads its GGUF header (buffered; the tensor data is not read).
 pub fn read_gguf_path(path: &Path) -> Result<GgufFile> {
     let shown = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| FormatError::io(&shown, e))?;
-    let meta = file.metadata().map_err(|e| FormatError::io(&shown, e))?;
-    if !meta.is_file() {
-        return Err(FormatError::malformed(&shown, "not a regular file"));
-    }
-    read_gguf(BufReader::with_capacity(1 << 16, file), meta.len(), &shown)
+    let (file, len) = crate::files::open_regular(path).map_err(|e| FormatError::io(&shown, e))?;
+    read_gguf(BufReader::with_capacity(1 << 16, file), len, &shown)
 }

@@ -36,6 +36,18 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// 23 s in a debug build), so deeper text is refused before it is parsed.
 const MAX_FLOW_DEPTH: usize = 64;
 
+/// Largest (bytes × flow openers) a YAML config may have. libyaml's scanner keeps one
+/// possible simple key per open flow level and walks them all for every token
+/// (`yaml_parser_stale_simple_keys` in libyaml's scanner.c), so its work grows as the depth
+/// times the tokens. The depth `flow_depth` sees depends on which quotes it takes to open a
+/// quoted scalar, and YAML's plain scalars make that guess fallible (`zzz: -'` is plain, so a
+/// `[` after it counts: 100,000 deep in 200 kB took 26 s, issue #35). Every `[` and `{` byte,
+/// quoted or not, bounds the depth from above whatever the quoting, so this product bounds
+/// the scanner's work: 64 levels over the whole 1 MiB, or thousands of braces (a chat
+/// template's) in a recipe of a few kilobytes. Real recipes are a few kilobytes with a
+/// handful of brackets (the fixtures: at most 5).
+const MAX_FLOW_WORK: usize = MAX_FLOW_DEPTH * MAX_CONFIG_BYTES;
+
 /// One config as given: a name for messages (a path, or the API's `name`) and its text.
 #[derive(Debug, Clone)]
 pub struct Input {
@@ -129,6 +141,7 @@ pub fn parse(input: &Input) -> Result<Map<String, Value>> {
                 "invalid YAML: nested deeper than {MAX_FLOW_DEPTH} levels of [ ] or {{ }}"
             )));
         }
+        check_flow_work(&input.text).map_err(bad)?;
         yaml_serde::from_str(&input.text).map_err(|e| {
             bad(format!(
                 "invalid YAML: {}",
@@ -187,6 +200,19 @@ fn flow_depth(text: &str) -> usize {
         prev = c;
     }
     max
+}
+
+/// Refuses text whose length times its count of `[` and `{` bytes passes `MAX_FLOW_WORK`.
+fn check_flow_work(text: &str) -> std::result::Result<(), String> {
+    let openers = text.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
+    if openers.saturating_mul(text.len()) <= MAX_FLOW_WORK {
+        return Ok(());
+    }
+    Err(format!(
+        "invalid YAML: {openers} '[' or '{{' in {} bytes is more than a config has (at most \
+         {MAX_FLOW_WORK} bytes × brackets, so that parsing stays linear)",
+        text.len()
+    ))
 }
 
 fn kind_of(v: &Value) -> &'static str {

@@ -5,8 +5,7 @@ use super::{read_file_header, SafetensorsHeader, INDEX_NAME, MAX_INDEX_SIZE, SIN
 use crate::error::{FormatError, Result};
 use crate::hf_names;
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::path::{Component as PathPart, Path, PathBuf};
 use vramscope_core::{Inventory, Tensor};
 
@@ -289,20 +288,7 @@ pub struct Index {
 
 fn read_index(path: &Path) -> Result<Index> {
     let shown = path.display().to_string();
-    let file = File::open(path).map_err(|e| FormatError::io(&shown, e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| FormatError::io(&shown, e))?
-        .len();
-    if len > MAX_INDEX_SIZE {
-        return Err(FormatError::malformed(
-            &shown,
-            format!("index is {len} bytes, more than the {MAX_INDEX_SIZE}-byte limit"),
-        ));
-    }
-    let mut text = String::new();
-    file.take(MAX_INDEX_SIZE)
-        .read_to_string(&mut text)
+    let text = crate::files::read_regular_text(path, MAX_INDEX_SIZE, "a safetensors index")
         .map_err(|e| FormatError::io(&shown, e))?;
     parse_index(&text, &shown)
 }

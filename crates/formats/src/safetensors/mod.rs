@@ -15,7 +15,6 @@
 
 use crate::error::{FormatError, Result};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 use vramscope_core::DType;
@@ -259,12 +258,8 @@ fn check_file_end(n: u64, data_len: u64, file_len: u64, path: &str) -> Result<()
 /// Reads the header of the safetensors file at `path`.
 pub fn read_file_header(path: &Path) -> Result<SafetensorsHeader> {
     let shown = path.display().to_string();
-    let file = File::open(path).map_err(|e| FormatError::io(&shown, e))?;
-    let meta = file.metadata().map_err(|e| FormatError::io(&shown, e))?;
-    if !meta.is_file() {
-        return Err(FormatError::malformed(&shown, "not a regular file"));
-    }
-    read_header(file, meta.len(), &shown)
+    let (file, len) = crate::files::open_regular(path).map_err(|e| FormatError::io(&shown, e))?;
+    read_header(file, len, &shown)
 }
 
 #[cfg(test)]

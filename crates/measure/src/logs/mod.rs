@@ -305,11 +305,43 @@ pub fn analyze_any_bytes(bytes: &[u8]) -> Result<Measured, crate::MeasureError> 
     crate::analyze_bytes(bytes).map(|a| Measured::Record(Box::new(a)))
 }
 
+/// Largest pickle read from a stream of unknown length (stdin): held whole, as the record's
+/// length must be known to bound its reader (a file is streamed whatever its size).
+pub const MAX_STREAM_PICKLE: u64 = 1 << 30;
+
+/// Analyzes what a stream of unknown length (stdin) holds, never more than it must in memory:
+/// up to `MAX_LOG_BYTES` it is read whole, as [`analyze_any_bytes`] reads bytes; past that it
+/// is no log, and a JSON record (gzipped or not) is streamed, a pickle read whole up to
+/// [`MAX_STREAM_PICKLE`].
+pub fn analyze_any_stream<R: std::io::Read>(mut r: R) -> Result<Measured, crate::MeasureError> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    (&mut r)
+        .take(MAX_LOG_BYTES as u64 + 1)
+        .read_to_end(&mut head)?;
+    if head.len() <= MAX_LOG_BYTES {
+        return analyze_any_bytes(&head);
+    }
+    let pickle = head[0] == 0x80;
+    let whole = std::io::Cursor::new(head).chain(r);
+    if !pickle {
+        return crate::analyze_json_stream(whole).map(|a| Measured::Record(Box::new(a)));
+    }
+    let mut bytes = Vec::new();
+    whole.take(MAX_STREAM_PICKLE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_STREAM_PICKLE {
+        return Err(crate::MeasureError::Format(format!(
+            "a snapshot pickle of more than {MAX_STREAM_PICKLE} bytes on a stream; name its \
+             file instead (a file is streamed whatever its size)"
+        )));
+    }
+    crate::analyze_bytes(&bytes).map(|a| Measured::Record(Box::new(a)))
+}
+
 /// Analyzes a file that may be a record or a log; pickles are still streamed.
 pub fn analyze_any_file(path: &std::path::Path) -> Result<Measured, crate::MeasureError> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
+    let (mut file, len) = vramscope_formats::files::open_regular(path)?;
     let mut head = [0u8; 1];
     let n = file.read(&mut head)?;
     if n == 0 {
@@ -319,7 +351,8 @@ pub fn analyze_any_file(path: &std::path::Path) -> Result<Measured, crate::Measu
         return crate::analyze_file(path).map(|a| Measured::Record(Box::new(a)));
     }
     let mut bytes = vec![head[0]];
-    file.read_to_end(&mut bytes)?;
+    // Stated under the cap; read under it too (a file may grow while it is read).
+    file.take(MAX_LOG_BYTES as u64).read_to_end(&mut bytes)?;
     analyze_any_bytes(&bytes)
 }
 

@@ -49,6 +49,14 @@ pub fn analyze_bytes(bytes: &[u8], name: Option<&str>) -> Result<Measured, AppEr
     read_bytes(bytes, name).map(|m| completed(m, None))
 }
 
+/// `analyze` of a stream (stdin), held in memory only as far as it must be
+/// (`vramscope_measure::logs::analyze_any_stream`); `name` as for `analyze_bytes`.
+pub fn analyze_stream<R: std::io::Read>(r: R, name: &str) -> Result<Measured, AppError> {
+    vramscope_measure::logs::analyze_any_stream(r)
+        .map(|m| completed(m, None))
+        .map_err(|e| AppError::bad(format!("{name}: {e}")))
+}
+
 /// `read_path` of bytes in memory.
 pub(super) fn read_bytes(bytes: &[u8], name: Option<&str>) -> Result<Measured, AppError> {
     vramscope_measure::logs::analyze_any_bytes(bytes)

@@ -58,6 +58,28 @@ bad_input_from!(
     &str,
 );
 
+/// `s` with every character a terminal would act on written as Rust escapes it (`\u{1b}`):
+/// the C0 and C1 controls and DEL (ECMA-48: ESC starts a sequence that may retitle or clear
+/// the terminal), and the bidirectional overrides and isolates (Unicode UAX #9; "Trojan
+/// Source", CVE-2021-42574) that reorder what is shown. Errors and warnings quote the input's
+/// own bytes (a GGUF key, a job value), so they pass through here before they are printed.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    let acts =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !s.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if acts(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::AppError;
@@ -79,5 +101,26 @@ mod tests {
                 exit_code: 2
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::escape_controls;
+
+    /// The issue's own sequence (OSC 0 retitle ended by BEL, then CSI 2J clear) and a
+    /// right-to-left override come out as text; printable input, accents included, is kept.
+    #[test]
+    fn controls_and_bidi_overrides_are_escaped() {
+        let hostile = "key \u{1b}]0;owned\u{7}\u{1b}[2J tail\u{202e}x\u{9b}";
+        assert_eq!(
+            escape_controls(hostile),
+            "key \\u{1b}]0;owned\\u{7}\\u{1b}[2J tail\\u{202e}x\\u{9b}"
+        );
+        assert!(matches!(
+            escape_controls("café: 'q_proj' [1, 2]"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(escape_controls("a\tb\r\n"), "a\\u{9}b\\u{d}\\u{a}");
     }
 }

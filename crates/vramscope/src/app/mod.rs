@@ -24,7 +24,7 @@ pub mod validate;
 pub use analyze::{analyze, analyze_bytes, AnalyzeInput};
 pub use catalog::{gpus, models};
 pub use compare::{compare, compare_bytes, CompareInput, Comparison};
-pub use error::AppError;
+pub use error::{escape_controls, AppError};
 pub use estimate::{estimate, picture, verdict, EstimateInput, PictureInput};
 pub use fit::{fit, fit_calibrated, CalibratedFitInput, FitInput, FitWithAdvice};
 pub use inspect::{inspect, InspectInput, InspectReport};

@@ -38,11 +38,31 @@ pub struct PlanInput {
 
 /// What `plan --json` prints and `/api/plan` answers.
 pub fn plan(input: &PlanInput) -> Result<PlanResult, AppError> {
+    plan_until(input, &|| false)
+}
+
+/// `plan`, stopping with an error once `stop` answers true (checked between layouts): the
+/// server's requests stop at their deadline.
+pub fn plan_until(
+    input: &PlanInput,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<PlanResult, AppError> {
     let mut job = input.job.clone();
     if let Some(n) = input.gpus {
         with_gpus(&mut job, n)?;
     }
-    plan_prepared(&prepare(&job)?, input.max_micro_batch, input.top)
+    let p = prepare(&job)?;
+    let gpu = plan_gpu(&p)?;
+    let gpus = p.resolved.parallel.gpus;
+    let limits = (input.max_micro_batch, input.top);
+    Ok(vramscope_core::plan::plan_until(
+        &p.model,
+        &p.resolved,
+        gpus,
+        gpu,
+        limits,
+        stop,
+    )?)
 }
 
 /// `plan` of a job whose model is already loaded.

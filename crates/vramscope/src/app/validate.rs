@@ -89,17 +89,8 @@ pub fn validate(input: &ValidateInput) -> Result<Validation, AppError> {
 
 /// The file's text, refused unread when it is a directory or far too large.
 fn read_text(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if meta.is_dir() {
-        return Err("is a directory, not a cases file".into());
-    }
-    if meta.len() > MAX_CASES_BYTES {
-        return Err(format!(
-            "{} bytes is too large for a cases file (limit {MAX_CASES_BYTES})",
-            meta.len()
-        ));
-    }
-    std::fs::read_to_string(path).map_err(|e| e.to_string())
+    vramscope_formats::files::read_regular_text(path, MAX_CASES_BYTES, "a cases file")
+        .map_err(|e| e.to_string())
 }
 
 fn read_cases(path: &Path) -> Result<Vec<Case>, AppError> {

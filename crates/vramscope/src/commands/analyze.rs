@@ -10,13 +10,12 @@ use vramscope_measure::analysis::CATS;
 use vramscope_measure::logs::Measured;
 use vramscope_measure::Analysis;
 
-/// A record or a log, from a file or (`-`) from stdin.
+/// A record or a log, from a file or (`-`) from stdin (streamed as far as its kind allows;
+/// errors call it `stdin`).
 fn load_any(path: &Path) -> Result<Measured, Box<dyn std::error::Error>> {
-    use std::io::Read;
     if path.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes)?;
-        return Ok(crate::app::analyze_bytes(&bytes, Some("-"))?);
+        let stdin = std::io::stdin().lock();
+        return Ok(crate::app::analyze::analyze_stream(stdin, "stdin")?);
     }
     Ok(crate::app::analyze::analyze_path(path)?)
 }

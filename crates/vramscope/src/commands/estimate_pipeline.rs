@@ -61,7 +61,9 @@ fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
         return Ok(None);
     };
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| JobError(format!("{shown}: {e}")))?;
+    let cap = super::jobargs::MAX_JOB_FILE_BYTES;
+    let text = vramscope_formats::files::read_regular_text(path, cap, "a job file")
+        .map_err(|e| JobError(format!("{shown}: {e}")))?;
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
         return Ok(Some(v));
     }

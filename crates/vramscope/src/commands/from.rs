@@ -121,18 +121,9 @@ fn merge_nested(key: &str, base: &mut Map<String, Value>, over: &Map<String, Val
 fn read_config(path: &Path) -> Result<Input, JobError> {
     let shown = path.display().to_string();
     let err = |m: String| JobError(format!("{shown}: {m}"));
-    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(err("is a directory, not a training config".into()));
-    }
-    if meta.len() > MAX_CONFIG_BYTES as u64 {
-        return Err(err(format!(
-            "{} bytes is too large for a training config (limit {MAX_CONFIG_BYTES})",
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    let text = String::from_utf8(bytes).map_err(|_| err("not UTF-8 text".into()))?;
+    let cap = MAX_CONFIG_BYTES as u64;
+    let text = vramscope_formats::files::read_regular_text(path, cap, "a training config")
+        .map_err(|e| err(e.to_string()))?;
     Ok(Input { name: shown, text })
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use vramscope_core::job::Job;
 
 /// Job files are a few hundred bytes; anything beyond this is not a job (and is not read).
-const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
 
 /// The job flags shared by every command that takes a job.
 #[derive(Debug, Clone, Default, Args)]
@@ -431,18 +431,8 @@ fn nullable(s: &str) -> Value {
 pub fn read_job_file(path: &Path) -> Result<Job, JobError> {
     let shown = path.display().to_string();
     let err = |m: String| JobError(format!("{shown}: {m}"));
-    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(err("is a directory, not a job file".into()));
-    }
-    if meta.len() > MAX_JOB_FILE_BYTES {
-        return Err(err(format!(
-            "{} bytes is too large for a job file (limit {MAX_JOB_FILE_BYTES})",
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    let text = String::from_utf8(bytes).map_err(|_| err("not UTF-8 text".into()))?;
+    let text = vramscope_formats::files::read_regular_text(path, MAX_JOB_FILE_BYTES, "a job file")
+        .map_err(|e| err(e.to_string()))?;
     parse_job_text(&text, path.extension().and_then(|e| e.to_str()))
         .map_err(|m| err(m.replace('\n', " ")))
 }

@@ -1,9 +1,13 @@
 //! What every request passes before and after its route: on a loopback bind the `Host` header
-//! must name the loopback (so a web page cannot reach the API through DNS rebinding); bodies
+//! must name the loopback (so a web page cannot reach the API through DNS rebinding); a
+//! request another site's page sent (`Origin` not this server, `Sec-Fetch-Site` other than
+//! `same-origin` / `none`) gets 403 before anything is read; a POST's `Content-Type` must be
+//! JSON (an upload's: JSON, gzip, octet-stream or none), so no HTML form can send one; bodies
 //! over their route's limit get 413 before they are read (by `Content-Length`) or as soon as
 //! they pass it (chunked, `request::body_bytes`); at most `MAX_UPLOADS` measurement uploads at
 //! once (503 beyond), so memory stays bounded by about `MAX_UPLOADS × UPLOAD_LIMIT`; each
-//! request has `REQUEST_TIMEOUT`; answers carry `nosniff` and `no-store`.
+//! request has `REQUEST_TIMEOUT`; answers carry `nosniff` and `no-store`, and `Connection:
+//! close` when the server closes the connection after them (a body it did not read).
 
 use super::request::ApiError;
 use super::{App, BODY_LIMIT, MAX_UPLOADS, MODEL_UPLOAD_LIMIT, REQUEST_TIMEOUT, UPLOAD_LIMIT};
@@ -40,15 +44,17 @@ impl Drop for UploadSlot {
 /// Host check, early 413, upload slot, timeout and response headers for every request.
 pub async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     if let Err(refused) = admit(&app, &req) {
-        return refused.into_response();
+        // Refused before its body is read: the connection cannot carry another request.
+        return closing(refused.into_response(), has_body(&req));
     }
     // Held until the answer is built: the body is read inside `next.run`.
     let _slot = match upload_slot(&app, &req) {
         Ok(slot) => slot,
-        Err(busy) => return busy.into_response(),
+        Err(busy) => return closing(busy.into_response(), has_body(&req)),
     };
     let path: String = req.uri().path().chars().take(200).collect();
     let method = req.method().clone();
+    let has_body = has_body(&req);
     let mut resp = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
         Ok(r) => r,
         Err(_) => ApiError(
@@ -63,6 +69,24 @@ pub async fn guard(State(app): State<App>, req: Request, next: Next) -> Response
     if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
         resp = method_not_allowed(&path, &method).into_response();
     }
+    if closes(resp.status(), has_body) {
+        return closing(resp, true);
+    }
+    finish(resp)
+}
+
+/// `resp` with the common headers, and `Connection: close` when the request's body is left
+/// unread (hyper then closes the connection).
+fn closing(mut resp: Response, unread_body: bool) -> Response {
+    if unread_body || resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    finish(resp)
+}
+
+/// The headers every answer carries.
+fn finish(mut resp: Response) -> Response {
     let h = resp.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -88,16 +112,43 @@ fn admit(app: &App, req: &Request) -> Result<(), ApiError> {
             ));
         }
     }
+    super::origin::same_origin(req)?;
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let limit = limit_of(req.uri().path());
-    match declared.filter(|n| *n > limit as u64) {
-        Some(n) => Err(too_large(Some(n), limit)),
-        None => Ok(()),
+    if let Some(n) = declared.filter(|n| *n > limit as u64) {
+        return Err(too_large(Some(n), limit));
     }
+    if req.method() == Method::POST {
+        super::origin::content_type(req, is_upload(req.uri().path()))?;
+    }
+    Ok(())
+}
+
+/// Whether the request came with a body (declared, or chunked).
+fn has_body(req: &Request) -> bool {
+    let h = req.headers();
+    h.contains_key(header::TRANSFER_ENCODING)
+        || h.get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0")
+}
+
+/// Answers after which hyper closes the connection: a 413 (the body was refused part-read),
+/// and a refusal or timeout of a request whose body was not read (405, 408, 503). Saying so
+/// (RFC 9112 §9.6) lets the client open a new connection instead of failing its next request.
+fn closes(status: StatusCode, has_body: bool) -> bool {
+    status == StatusCode::PAYLOAD_TOO_LARGE
+        || (has_body
+            && matches!(
+                status,
+                StatusCode::METHOD_NOT_ALLOWED
+                    | StatusCode::REQUEST_TIMEOUT
+                    | StatusCode::SERVICE_UNAVAILABLE
+            ))
 }
 
 /// A slot for an upload's POST (none needed for other requests), or 503 when all are taken.

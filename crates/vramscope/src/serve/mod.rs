@@ -1,18 +1,22 @@
 //! The local web UI and JSON API: axum on a current-thread tokio runtime (a local UI needs no
-//! more), every answer computed by the application layer (`crate::app`) on tokio's blocking
-//! pool so one slow request never stalls the others: body → typed input → app → JSON, the same
+//! more), every answer computed by the application layer (`crate::app`) on a bounded pool
+//! (`pool`: reading the job included) so one slow request never stalls the others, and work
+//! stops when its request's deadline passes: body → typed input → app → JSON, the same
 //! functions the CLI's `--json` prints, so the API answers what the CLI prints byte for byte
 //! without running any process or writing any file.
 //!
 //! - `guard`: the limits every request passes (loopback `Host`, body size, upload slots,
 //!   timeout, headers);
 //! - `request`: reading a body into a job, errors as `{"error": "one-line cause"}`;
+//! - `pool`: the bounded pool CPU-bound work runs on, and its cancellation;
 //! - `routes`: one module per command;
 //! - `uploads`: model files dropped on the page, read into memory;
 //! - `assets`: the page, its script and style, compiled in.
 
 mod assets;
 mod guard;
+mod origin;
+mod pool;
 mod request;
 mod routes;
 mod uploads;
@@ -55,6 +59,8 @@ struct App {
     uploads: Arc<AtomicUsize>,
     /// Uploaded model files (loopback only).
     models_up: Arc<uploads::ModelUploads>,
+    /// Where CPU-bound work runs, `pool::workers()` steps at once.
+    pool: pool::Pool,
 }
 
 /// Listens on `addr` and serves until Ctrl-C or SIGTERM. The first line on stdout is the URL
@@ -108,6 +114,7 @@ fn router(loopback: bool, allow_hub: bool) -> Router {
         models: Arc::new(OnceLock::new()),
         uploads: Arc::new(AtomicUsize::new(0)),
         models_up: Arc::new(uploads::ModelUploads::default()),
+        pool: pool::Pool::new(pool::workers()),
     };
     let upload_limit = DefaultBodyLimit::max(UPLOAD_LIMIT);
     Router::new()

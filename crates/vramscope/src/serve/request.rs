@@ -1,8 +1,9 @@
 //! Reading a request and writing its answer: the body as bytes, text or a job (read exactly as
-//! `--job job.json` reads a file), the model a job may name here, the work run on the blocking
-//! pool, and every error as a 4xx/5xx with `{"error": "one-line cause"}`.
+//! `--job job.json` reads a file), the model a job may name here, the work run on the bounded
+//! pool (`pool`), and every error as a 4xx/5xx with `{"error": "one-line cause"}`.
 
 use super::guard::too_large;
+use super::pool::Cancel;
 use super::{App, BODY_LIMIT, MAX_MODEL_UPLOADS};
 use crate::app;
 use crate::commands::jobargs::parse_job_text;
@@ -24,7 +25,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.1 }).to_string() + "\n";
+        // JSON escapes C0 controls on the wire, but a client prints the decoded text: the
+        // message carries them escaped as the CLI prints them.
+        let error = crate::app::escape_controls(&self.1);
+        let body = serde_json::json!({ "error": error }).to_string() + "\n";
         (
             self.0,
             [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
@@ -72,11 +76,6 @@ pub fn body_text(body: Result<Bytes, BytesRejection>) -> Result<String, ApiError
         return Err(ApiError::bad("empty body: send a job as JSON"));
     }
     String::from_utf8(bytes.to_vec()).map_err(|_| ApiError::bad("the body is not UTF-8 text"))
-}
-
-/// The body as a job, read exactly as `--job job.json` reads a file.
-pub fn job_of(app: &App, body: Result<Bytes, BytesRejection>) -> Result<Job, ApiError> {
-    job_of_text(app, &body_text(body)?)
 }
 
 /// A job's JSON text as a job whose model this server may read (`model_arg`).
@@ -150,19 +149,19 @@ fn remote_model(app: &App, model: &str) -> Result<String, ApiError> {
     }
 }
 
-/// Runs `work` on the blocking pool: its `Err` is a 400, a panic a 500.
-pub async fn blocking<F>(work: F) -> Result<String, ApiError>
+/// Runs `work` on the server's bounded pool (`pool::run`): its `Err` is a 400, a panic a 500;
+/// it gets the request's `Cancel` to check between its steps.
+pub async fn blocking<T, F>(app: &App, work: F) -> Result<T, ApiError>
 where
-    F: FnOnce() -> Result<String, String> + Send + 'static,
+    T: Send + 'static,
+    F: FnOnce(&Cancel) -> Result<T, String> + Send + 'static,
 {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(msg)) => Err(ApiError::bad(msg)),
-        Err(_) => Err(ApiError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal error while answering this request".into(),
-        )),
-    }
+    super::pool::run(&app.pool, work).await
+}
+
+/// The body as a job (`job_of_text`) read on the pool, for work that then uses it there.
+pub fn job_in_pool(app: &App, text: &str) -> Result<Job, String> {
+    job_of_text(app, text).map_err(|e| e.1)
 }
 
 /// Standard base64 (RFC 4648 §4), padding optional, whitespace ignored; a `data:...;base64,`

@@ -148,7 +148,7 @@ pub async fn upload_model(
         ));
     }
     let ups = app.models_up.clone();
-    let id = blocking(move || ups.store(&name, &bytes)).await?;
+    let id = blocking(&app, move |_| ups.store(&name, &bytes)).await?;
     Ok(json_text(
         serde_json::json!({ "model": id }).to_string() + "\n",
     ))

@@ -14,8 +14,21 @@ use axum::http::StatusCode;
 /// `{"model": "..."}` → what `inspect MODEL --json` prints.
 pub async fn inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let text = body_text(body)?;
+    let input = inspect_input(&app, &text)?;
+    let text = blocking(&app, move |_| {
+        if let Some(p) = app::diffusion::pipeline_of(&input.model, false).map_err(msg)? {
+            return pretty(&app::diffusion::inspect(&p).map_err(msg)?);
+        }
+        pretty(&app::inspect(&input).map_err(msg)?)
+    })
+    .await?;
+    Ok(json_text(text))
+}
+
+/// An inspect body (at most `BODY_LIMIT` of JSON, read in linear time) as the app's input.
+fn inspect_input(app: &App, text: &str) -> Result<app::InspectInput, ApiError> {
     let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))?;
+        serde_json::from_str(text).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))?;
     let model = match v.get("model") {
         Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
         _ => {
@@ -29,24 +42,16 @@ pub async fn inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>
             "unknown field {k:?}: inspect takes only \"model\""
         )));
     }
-    let input = app::InspectInput {
-        model: model_arg(&app, &model)?,
+    Ok(app::InspectInput {
+        model: model_arg(app, &model)?,
         assume_llama: false,
-    };
-    let text = blocking(move || {
-        if let Some(p) = app::diffusion::pipeline_of(&input.model, false).map_err(msg)? {
-            return pretty(&app::diffusion::inspect(&p).map_err(msg)?);
-        }
-        pretty(&app::inspect(&input).map_err(msg)?)
     })
-    .await?;
-    Ok(json_text(text))
 }
 
 /// What `models --json` prints (computed once).
 pub async fn models(State(app): State<App>) -> ApiResult {
     let cell = app.models.clone();
-    let text = blocking(move || {
+    let text = blocking(&app, move |_| {
         cell.get_or_init(|| app::models().and_then(|m| app::to_json(&m)).map_err(msg))
             .clone()
     })

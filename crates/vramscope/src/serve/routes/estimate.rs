@@ -4,7 +4,7 @@
 use crate::app;
 use crate::serve::assets::CSP;
 use crate::serve::request::{
-    blocking, body_text, job_of, job_of_text, json_text, msg, pipeline_body, pretty, ApiError,
+    blocking, body_text, job_in_pool, job_of_text, json_text, msg, pipeline_body, pretty, ApiError,
     ApiResult,
 };
 use crate::serve::App;
@@ -21,8 +21,10 @@ use vramscope_core::report::Report;
 /// `model` names a diffusers pipeline (a directory or Hub repo with `model_index.json`) is a
 /// diffusion job (docs/diffusion.md): its report by phase.
 pub async fn estimate(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let (pipeline, job) = job_or_pipeline(&app, body)?;
-    let text = blocking(move || {
+    let body = body_text(body)?;
+    let text = blocking(&app.clone(), move |cancel| {
+        let (pipeline, job) = job_or_pipeline(&app, &body).map_err(|e| e.1)?;
+        cancel.check()?;
         if let Some(v) = &pipeline {
             if let Some(p) = app::diffusion::pipeline_of_job(v).map_err(msg)? {
                 let job = app::diffusion::job_of(v).map_err(msg)?;
@@ -41,8 +43,10 @@ pub async fn estimate(State(app): State<App>, body: Result<Bytes, BytesRejection
 
 /// Job → what `fit --json` prints (for a pipeline: the most images and the largest side).
 pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let (pipeline, job) = job_or_pipeline(&app, body)?;
-    let text = blocking(move || {
+    let body = body_text(body)?;
+    let text = blocking(&app.clone(), move |cancel| {
+        let (pipeline, job) = job_or_pipeline(&app, &body).map_err(|e| e.1)?;
+        cancel.check()?;
         if let Some(v) = &pipeline {
             if let Some(p) = app::diffusion::pipeline_of_job(v).map_err(msg)? {
                 let job = app::diffusion::job_of(v).map_err(msg)?;
@@ -58,15 +62,14 @@ pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
     Ok(json_text(text))
 }
 
-/// The body as a pipeline candidate (whose resolution, maybe a fetch, runs on the blocking
-/// pool) and as a job (its reading's error kept for when the model is no pipeline).
+/// The body as a pipeline candidate (whose resolution may fetch) and as a job (its reading's
+/// error kept for when the model is no pipeline).
 fn job_or_pipeline(
     app: &App,
-    body: Result<Bytes, BytesRejection>,
+    text: &str,
 ) -> Result<(Option<serde_json::Value>, Result<Job, ApiError>), ApiError> {
-    let text = body_text(body)?;
-    let job = job_of_text(app, &text);
-    let pipeline = match pipeline_body(app, &text) {
+    let job = job_of_text(app, text);
+    let pipeline = match pipeline_body(app, text) {
         Ok(p) => p,
         Err(e) if job.is_err() => return Err(e),
         Err(_) => None,
@@ -79,8 +82,10 @@ fn job_or_pipeline(
 
 /// Job → the what-if rows (the table under `estimate`).
 pub async fn whatif(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let job = job_of(&app, body)?;
-    let text = blocking(move || {
+    let body = body_text(body)?;
+    let text = blocking(&app.clone(), move |cancel| {
+        let job = job_in_pool(&app, &body)?;
+        cancel.check()?;
         let p = app::job::prepare(&job).map_err(msg)?;
         pretty(&p.what_if().map_err(msg)?)
     })
@@ -97,8 +102,10 @@ pub fn report_and_rows(job: &Job) -> Result<(Report, Vec<WhatIf>), String> {
 
 /// Job → the SVG picture that `estimate --svg` writes.
 pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let job = job_of(&app, body)?;
-    let svg = blocking(move || {
+    let body = body_text(body)?;
+    let svg = blocking(&app.clone(), move |cancel| {
+        let job = job_in_pool(&app, &body)?;
+        cancel.check()?;
         let (report, rows) = report_and_rows(&job)?;
         Ok(crate::render::svg::render_svg(&report, &rows))
     })
@@ -112,8 +119,10 @@ pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>
 
 /// Job → the HTML page that `estimate --html` writes.
 pub async fn report_html(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let job = job_of(&app, body)?;
-    let page = blocking(move || {
+    let body = body_text(body)?;
+    let page = blocking(&app.clone(), move |cancel| {
+        let job = job_in_pool(&app, &body)?;
+        cancel.check()?;
         let (report, rows) = report_and_rows(&job)?;
         Ok(crate::render::html::render_html(&report, &rows))
     })
@@ -133,7 +142,11 @@ pub async fn report_html(State(app): State<App>, body: Result<Bytes, BytesReject
 /// lines saying what each file set from which key and which keys were ignored. The web UI's
 /// drop target and file picker show it and fill the form from it.
 pub async fn from(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let job = job_of(&app, body)?;
-    let answer = serde_json::json!({"job": &job, "notes": &job.notes});
-    Ok(json_text(pretty(&answer).map_err(ApiError::bad)?))
+    let body = body_text(body)?;
+    let text = blocking(&app.clone(), move |_| {
+        let job = job_in_pool(&app, &body)?;
+        pretty(&serde_json::json!({"job": &job, "notes": &job.notes}))
+    })
+    .await?;
+    Ok(json_text(text))
 }

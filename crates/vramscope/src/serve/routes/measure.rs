@@ -18,15 +18,17 @@ use vramscope_core::job::Job;
 const NAME: &str = "measurement";
 
 /// The measurement's bytes → what `analyze FILE --json` prints for that file.
-pub async fn analyze(body: Result<Bytes, BytesRejection>) -> ApiResult {
+pub async fn analyze(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let bytes = body_bytes(body, UPLOAD_LIMIT)?;
     if bytes.is_empty() {
         return Err(ApiError::bad(
             "empty body: send a memory snapshot (.pickle) or a profiler timeline / trace (.json, .json.gz)",
         ));
     }
-    let text =
-        blocking(move || pretty(&app::analyze_bytes(&bytes, Some(NAME)).map_err(msg)?)).await?;
+    let text = blocking(&app, move |_| {
+        pretty(&app::analyze_bytes(&bytes, Some(NAME)).map_err(msg)?)
+    })
+    .await?;
     Ok(json_text(text))
 }
 
@@ -61,18 +63,30 @@ pub async fn compare(
             )))
         }
     };
-    let body = compare_body(&app, &body_bytes(body, UPLOAD_LIMIT)?)?;
+    let bytes = body_bytes(body, UPLOAD_LIMIT)?;
+    let out = blocking(&app.clone(), move |cancel| {
+        // Up to `UPLOAD_LIMIT` of JSON and base64: read on the pool, not the runtime.
+        let body = compare_body(&app, &bytes).map_err(|e| e.1)?;
+        cancel.check()?;
+        if svg {
+            return compare_picture(body);
+        }
+        let Some(rec) = body.record else {
+            return Err(
+                "measurement_b64: required for the comparison's JSON (\"analysis\" serves only picture=svg)"
+                    .into(),
+            );
+        };
+        pretty(&app::compare_bytes(&body.job, &rec, Some(NAME)).map_err(msg)?)
+    })
+    .await?;
     if svg {
-        return compare_picture(body).await;
+        return Ok((
+            [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
+            out,
+        )
+            .into_response());
     }
-    let Some(rec) = body.record else {
-        return Err(ApiError::bad(
-            "measurement_b64: required for the comparison's JSON (\"analysis\" serves only picture=svg)",
-        ));
-    };
-    let job = body.job;
-    let out =
-        blocking(move || pretty(&app::compare_bytes(&job, &rec, Some(NAME)).map_err(msg)?)).await?;
     Ok(json_text(out))
 }
 
@@ -119,27 +133,19 @@ fn compare_body(app: &App, bytes: &[u8]) -> Result<CompareBody, ApiError> {
     })
 }
 
-/// The estimate's picture with the measurement overlaid.
-async fn compare_picture(body: CompareBody) -> ApiResult {
-    let out = blocking(move || {
-        let measured = match (body.record, body.analysis) {
-            (Some(rec), _) => crate::render::svg::Measured::from_analysis(
-                &vramscope_measure::analyze_bytes(&rec).map_err(|e| format!("{NAME}: {e}"))?,
-            ),
-            (None, Some(a)) => crate::render::svg::Measured::from_json(&a)?,
-            (None, None) => return Err("no measurement".into()),
-        };
-        let (report, rows) = super::estimate::report_and_rows(&body.job)?;
-        Ok(crate::render::svg::render_svg_measured(
-            &report,
-            &rows,
-            Some(&measured),
-        ))
-    })
-    .await?;
-    Ok((
-        [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
-        out,
-    )
-        .into_response())
+/// The estimate's picture with the measurement overlaid (SVG text).
+fn compare_picture(body: CompareBody) -> Result<String, String> {
+    let measured = match (body.record, body.analysis) {
+        (Some(rec), _) => crate::render::svg::Measured::from_analysis(
+            &vramscope_measure::analyze_bytes(&rec).map_err(|e| format!("{NAME}: {e}"))?,
+        ),
+        (None, Some(a)) => crate::render::svg::Measured::from_json(&a)?,
+        (None, None) => return Err("no measurement".into()),
+    };
+    let (report, rows) = super::estimate::report_and_rows(&body.job)?;
+    Ok(crate::render::svg::render_svg_measured(
+        &report,
+        &rows,
+        Some(&measured),
+    ))
 }

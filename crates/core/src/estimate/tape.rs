@@ -207,9 +207,16 @@ impl Tape {
             let out = self.fused_op(&[hn, scale], saved, rows * dim, 4);
             self.cast(out, in_w)
         } else {
-            let hn = self.cast(hn, in_w);
-            let saved: &[Id] = if frozen { &[] } else { &[hn] };
-            self.fused_op(&[hn], saved, rows * dim, param_width.max(in_w))
+            let h16 = self.cast(hn, in_w);
+            let saved: &[Id] = if frozen { &[] } else { &[h16] };
+            let out = self.fused_op(&[h16], saved, rows * dim, param_width.max(in_w));
+            // `return self.weight * hidden_states.to(input_dtype)`: the fp32 `hidden_states`
+            // is a local until the return, after the product is made (under `no_grad`, where
+            // nothing saves it, that is when it is freed).
+            if self.no_grad {
+                self.touch(hn);
+            }
+            out
         }
     }
 

@@ -356,6 +356,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         ),
         lora,
         no_grad: job.task == Task::Infer,
+        python_holds: job.task == Task::Infer && job.framework == Framework::Pytorch,
         part: crate::vision::Part::Language,
     }
 }

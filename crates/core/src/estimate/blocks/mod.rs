@@ -62,6 +62,10 @@ pub struct BlockCtx<'a> {
     pub causal: bool,
     /// Inference: the forward runs under `no_grad` and saves nothing.
     pub no_grad: bool,
+    /// The forward is transformers' own Python under `no_grad` (HF `generate`), where a tensor
+    /// lives while a Python name holds it ([`Prog::hold`]); a serving engine's model code
+    /// (vLLM's fused residual norms, in-place ops) keeps the last-reader lifetimes.
+    pub python_holds: bool,
     /// LoRA on these module names.
     pub lora: Option<Lora<'a>>,
     /// The model component the block belongs to (a VLM's vision tower or language model):
@@ -213,7 +217,7 @@ impl<'a> Prog<'a> {
     fn new(c: BlockCtx<'a>) -> Self {
         Prog {
             t: if c.no_grad {
-                Tape::no_grad()
+                Tape::no_grad().with_python_holds(c.python_holds)
             } else if c.num.compile {
                 Tape::compiled()
             } else {
@@ -231,9 +235,10 @@ impl<'a> Prog<'a> {
     /// the caching allocator), not after its last reader: a module's argument lives until the
     /// module's `forward` returns, a local until the function returns or the name is rebound.
     /// `hold` extends `id`'s life to the op just recorded. With autograd the tensors held this
-    /// way are saved by their readers anyway (the training tapes are left as measured).
+    /// way are saved by their readers anyway (the training tapes are left as measured); a
+    /// serving engine's forward is not transformers' Python (`BlockCtx::python_holds`).
     fn hold(&mut self, id: Id) {
-        if self.c.no_grad {
+        if self.c.no_grad && self.c.python_holds {
             self.t.touch(id);
         }
     }

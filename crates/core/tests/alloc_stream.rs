@@ -262,3 +262,58 @@ fn generate_prefill_peak_is_pythons_lifetimes() {
         assert!(err.abs() < 1e-4, "{id}: {:+.4} % against the H200", 100.0 * err);
     }
 }
+
+/// The same mechanism on the CPU (`validation/cpu-measured-generate.json`, made by
+/// `scripts/measure_generate_cpu.py`: a 4-layer fp32 Llama of hidden 512 and MLP 4096 through
+/// HF `generate`, batch 2 × 512 + 4, every allocation of the measured call recorded): the
+/// call's peak over its start against the stream's (from its `generate` phase on). By hand
+/// (u = 2·512·512·4, m = 2·512·4096·4): 4u + 3m + the cache (4 layers × 2 × 2·2·len·64·4, len
+/// 512 dynamic or 516 static) + cos/sin (2 × 2·512·64·4) = 63,438,848 and 63,471,616 B; the
+/// last-reader lifetimes of the training tapes would give 2u = 4 MiB less.
+#[test]
+fn cpu_generate_call_peak() {
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    let path = format!(
+        "{}/../../validation/cpu-measured-generate.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for run in rec["runs"].as_array().unwrap() {
+        let cache = run["cache"].as_str().unwrap();
+        let mut job = serde_json::json!({
+            "model": {"hf_config": rec["hf_config"]}, "task": "infer",
+            "batch": rec["batch"], "seq": rec["prompt"], "new_tokens": rec["new_tokens"],
+            "precision": rec["precision"], "attention": rec["attention"]});
+        if cache == "static" {
+            job["engine"] = serde_json::json!({"cache": "static"});
+        }
+        let job: Job = serde_json::from_value(job).unwrap();
+        let model =
+            vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let s = step_stream(&model.into_input(), &job.resolve(None).unwrap())
+            .unwrap()
+            .unwrap();
+        let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+        let mut handles = vec![None; s.ids()];
+        let (mut start, mut peak) = (None, 0);
+        for e in &s.events {
+            match *e {
+                Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
+                Event::Free { id } => {
+                    if let Some(h) = handles[id as usize].take() {
+                        a.free(h);
+                    }
+                }
+                Event::EmptyCache => a.empty_cache(),
+                Event::Phase(Phase::Forward(0)) => start = Some(a.stats().allocated_bytes.current),
+                Event::Phase(_) => {}
+            }
+            peak = peak.max(a.stats().allocated_bytes.current);
+        }
+        let got = peak - start.unwrap();
+        let want = run["peak_over_call_start"].as_u64().unwrap();
+        let err = (got as f64 - want as f64) / want as f64;
+        println!("{cache}: stream {got} measured {want} ({:+.3} %)", 100.0 * err);
+        assert!(err.abs() < 0.005, "{cache}: {:+.3} %", 100.0 * err);
+    }
+}

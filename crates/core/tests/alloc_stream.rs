@@ -189,13 +189,13 @@ fn h200_runs_reserved_within_3_percent() {
 }
 
 /// The static-cache stream of the H200's Llama-3.1-8B b4 × 1024 + 128 run (8 k/v heads of
-/// 128 over 32 query heads, 32 layers, `max_cache_len` 1024 + 128 = 1152), sizes from
-/// transformers 5.17's rules (`alloc_events/static_cache.rs`):
-/// - each layer's keys and values, `torch.zeros(4, 8, 1152, 128)` bf16 = 9,437,184 B, made
+/// 128 over 32 query heads, 32 layers, `max_cache_len` 1024 + 128 − 1 = 1151: the last sampled
+/// token is never fed back), sizes from transformers 5.17's rules (`alloc_events/static_cache.rs`):
+/// - each layer's keys and values, `torch.zeros(4, 8, 1151, 128)` bf16 = 9,428,992 B, made
 ///   once (prefill) and never freed within the call: 64;
 /// - the prefill has no mask (`_ignore_causal_mask_sdpa` skips it on an empty cache) and so no
-///   `repeat_kv` and no additive mask: no `(4, 1, 1024, 1152)` bool of 4,718,592 B at all;
-/// - `repeat_kv` of the whole cache, 4 · 32 · 1152 · 128 · 2 = 37,748,736 B, two per layer per
+///   `repeat_kv` and no additive mask: no `(4, 1, 1024, 1151)` bool of 4,714,496 B at all;
+/// - `repeat_kv` of the whole cache, 4 · 32 · 1151 · 128 · 2 = 37,715,968 B, two per layer per
 ///   decode forward (the decode forwards written: the first and last 16 of 128 sampled
 ///   tokens, no forward after the last: 31 × 64 = 1,984);
 /// - no `torch.cat` growth: no allocation of a dynamic layer's 4 · 8 · 1025 · 128 · 2 B.
@@ -208,10 +208,10 @@ fn static_cache_stream_of_the_h200_run() {
             .filter(|e| matches!(e, Event::Alloc { bytes, .. } if *bytes == want))
             .count()
     };
-    assert_eq!(count(37_748_736), 1_984);
-    assert_eq!(count(4_718_592), 0);
+    assert_eq!(count(37_715_968), 1_984);
+    assert_eq!(count(4_714_496), 0);
     assert_eq!(count(4 * 8 * 1025 * 128 * 2), 0);
-    assert_eq!(count(9_437_184), 64);
+    assert_eq!(count(9_428_992), 64);
     // The dynamic run of the same job grows its cache by `torch.cat`: one token past the
     // prompt is a new 4 · 8 · 1025 · 128 · 2 B tensor per layer for keys and values.
     let mut job = results_job("llama8b-infer-static-b4-p1024-n128");
@@ -238,15 +238,15 @@ fn static_cache_stream_of_the_h200_run() {
 /// `inputs_embeds` and the rotary cos/sin (b·p·128·2 each) held by `LlamaModel.forward`, the
 /// layer's input held by its loop, the residual and the MLP's input (each b·p·4096·2), the
 /// activation, `up` and their product (each b·p·14336·2), and every layer's keys and values
-/// (32 × 2 × b·8·len·128·2, `len` the static cache's prompt + 128 or the dynamic prompt).
+/// (32 × 2 × b·8·len·128·2, `len` the static cache's prompt + 128 − 1 or the dynamic prompt).
 /// Measured `max_memory_allocated`: 17,186,319,872, 20,263,235,072 and 18,145,357,312 B.
 #[test]
 fn generate_prefill_peak_is_pythons_lifetimes() {
     use vramscope_core::allocator::{Allocator, AllocatorConfig};
     use vramscope_core::estimate::alloc_events::replay::replay;
     for (id, b, p, len, measured) in [
-        ("llama8b-infer-static-b4-p1024-n128", 4u64, 1024u64, 1152u64, 17_186_319_872u64),
-        ("llama8b-infer-static-b4-p4096-n128", 4, 4096, 4224, 20_263_235_072),
+        ("llama8b-infer-static-b4-p1024-n128", 4u64, 1024u64, 1151u64, 17_186_319_872u64),
+        ("llama8b-infer-static-b4-p4096-n128", 4, 4096, 4223, 20_263_235_072),
         ("llama8b-infer-dynamic-b16-p512-n128", 16, 512, 512, 18_145_357_312),
     ] {
         let t = b * p;
@@ -268,7 +268,7 @@ fn generate_prefill_peak_is_pythons_lifetimes() {
 /// HF `generate`, batch 2 × 512 + 4, every allocation of the measured call recorded): the
 /// call's peak over its start against the stream's (from its `generate` phase on). By hand
 /// (u = 2·512·512·4, m = 2·512·4096·4): 4u + 3m + the cache (4 layers × 2 × 2·2·len·64·4, len
-/// 512 dynamic or 516 static) + cos/sin (2 × 2·512·64·4) = 63,438,848 and 63,471,616 B; the
+/// 512 dynamic or 515 static) + cos/sin (2 × 2·512·64·4) = 63,438,848 and 63,463,424 B; the
 /// last-reader lifetimes of the training tapes would give 2u = 4 MiB less.
 #[test]
 fn cpu_generate_call_peak() {

@@ -301,7 +301,8 @@ struct GenerateKv {
     /// `max_cache_len` (`StaticCache`: `torch.zeros` at the first `update`,
     /// `StaticLayer.lazy_initialization`).
     prefill: u64,
-    /// At the last decode step: prompt + new tokens.
+    /// At the last decode step: prompt + new tokens − 1 (the last sampled token is never fed
+    /// back; `kv::generate_cache_tokens`).
     full: u64,
     /// What a decode step adds for one layer while it runs: the dynamic cache's `torch.cat`
     /// makes the grown keys (then values) before the old ones are freed; the static cache's
@@ -312,7 +313,7 @@ struct GenerateKv {
 
 /// [`GenerateKv`] of `job` on `spec`.
 fn generate_kv(spec: &crate::model::ModelSpec, job: &ResolvedJob) -> Result<GenerateKv, CoreError> {
-    let full = super::kv::kv_cache_bytes(spec, job, job.seq.saturating_add(job.new_tokens))?;
+    let full = super::kv::kv_cache_bytes(spec, job, super::kv::generate_cache_tokens(job))?;
     let layers = spec.num_layers().max(1);
     if job.engine.static_cache() {
         let rep = spec

@@ -41,7 +41,7 @@ pub struct InferInputs<'a> {
 /// What a `StaticCache` run allocates beyond a dynamic one (module `static_cache`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StaticCache {
-    /// `max_cache_len`: prompt + new tokens.
+    /// `max_cache_len`: prompt + new tokens − 1 (`kv::generate_cache_tokens`).
     pub len: u64,
     /// Query heads per key/value head (`repeat_kv`'s `n_rep`; 1 without grouped-query).
     pub rep: u64,

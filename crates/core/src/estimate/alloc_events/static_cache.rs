@@ -3,8 +3,9 @@
 //! (transformers 5.17, the H200 runs' release):
 //!
 //! - **The cache**: `generation/utils.py` `_prepare_cache_for_generation` builds the
-//!   `StaticCache` with `max_cache_len = generation_config.max_length`, which
-//!   `_prepare_generated_length` sets to the prompt's length + `max_new_tokens`. Each layer's
+//!   `StaticCache` with `max_cache_len = generation_config.max_length - 1` (`generate`, step 7:
+//!   the last sampled token is never fed back), `max_length` being the prompt's length +
+//!   `max_new_tokens` (`_prepare_generated_length`; `kv::generate_cache_tokens`). Each layer's
 //!   keys and values are made at the layer's first `update` (`cache_utils.py`
 //!   `StaticLayer.lazy_initialization`: `torch.zeros` of `(batch, kv_heads, max_cache_len,
 //!   head_dim)`, keys then values) — inside the prefill's attention, after the projections —

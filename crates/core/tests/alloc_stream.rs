@@ -245,9 +245,27 @@ fn generate_prefill_peak_is_pythons_lifetimes() {
     use vramscope_core::allocator::{Allocator, AllocatorConfig};
     use vramscope_core::estimate::alloc_events::replay::replay;
     for (id, b, p, len, measured) in [
-        ("llama8b-infer-static-b4-p1024-n128", 4u64, 1024u64, 1151u64, 17_186_319_872u64),
-        ("llama8b-infer-static-b4-p4096-n128", 4, 4096, 4223, 20_263_235_072),
-        ("llama8b-infer-dynamic-b16-p512-n128", 16, 512, 512, 18_145_357_312),
+        (
+            "llama8b-infer-static-b4-p1024-n128",
+            4u64,
+            1024u64,
+            1151u64,
+            17_186_319_872u64,
+        ),
+        (
+            "llama8b-infer-static-b4-p4096-n128",
+            4,
+            4096,
+            4223,
+            20_263_235_072,
+        ),
+        (
+            "llama8b-infer-dynamic-b16-p512-n128",
+            16,
+            512,
+            512,
+            18_145_357_312,
+        ),
     ] {
         let t = b * p;
         let fixed = 8_030_261_248 * 2 + 33_554_432 + 2 * t * 8;
@@ -259,7 +277,11 @@ fn generate_prefill_peak_is_pythons_lifetimes() {
         let got = replay(&mut a, &stream(id)).peak_allocated;
         assert_eq!(got, want, "{id}");
         let err = (got as f64 - measured as f64) / measured as f64;
-        assert!(err.abs() < 1e-4, "{id}: {:+.4} % against the H200", 100.0 * err);
+        assert!(
+            err.abs() < 1e-4,
+            "{id}: {:+.4} % against the H200",
+            100.0 * err
+        );
     }
 }
 
@@ -313,7 +335,10 @@ fn cpu_generate_call_peak() {
         let got = peak - start.unwrap();
         let want = run["peak_over_call_start"].as_u64().unwrap();
         let err = (got as f64 - want as f64) / want as f64;
-        println!("{cache}: stream {got} measured {want} ({:+.3} %)", 100.0 * err);
+        println!(
+            "{cache}: stream {got} measured {want} ({:+.3} %)",
+            100.0 * err
+        );
         assert!(err.abs() < 0.005, "{cache}: {:+.3} %", 100.0 * err);
     }
 }

@@ -267,7 +267,11 @@ fn pytorch_device(
     walk(&mut w, st, plan, job, gpu);
     if job.task == Task::Infer && job.new_tokens > 0 {
         w.add(Category::KvCache, kv.full.saturating_sub(kv.prefill));
-        w.mark("decode", "last decode step".into(), kv.decode_transient + plan.logits);
+        w.mark(
+            "decode",
+            "last decode step".into(),
+            kv.decode_transient + plan.logits,
+        );
     }
     let (alloc, mut components, peak_at) = w.peak;
     let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());

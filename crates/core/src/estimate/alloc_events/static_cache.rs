@@ -37,12 +37,7 @@ use super::Sink;
 /// function's `(1, 1, q_len, kv_len)` result (`kv_idx <= q_idx`), a new `(1, 1, q_len, kv_len)`
 /// tensor, then the padding function's `(batch, 1, 1, kv_len)` one, the `(batch, 1, q_len,
 /// kv_len)` mask; the intermediates die as `and_masks` rebinds its result.
-fn forward_mask<S: Sink>(
-    s: &mut S,
-    inp: &InferInputs,
-    sc: StaticCache,
-    q_len: u64,
-) -> u32 {
+fn forward_mask<S: Sink>(s: &mut S, inp: &InferInputs, sc: StaticCache, q_len: u64) -> u32 {
     let plane = q_len * sc.len;
     let causal = s.alloc(plane);
     let anded = s.alloc(plane);

@@ -342,3 +342,21 @@ fn cpu_generate_call_peak() {
         assert!(err.abs() < 0.005, "{cache}: {:+.3} %", 100.0 * err);
     }
 }
+
+/// A short prompt and a long generation peak in the last decode step, not the prefill: the H200
+/// run's Llama-3.1-8B (32 layers, 8 k/v heads of 128: 131,072 B of KV per token in bf16) at
+/// batch 1, 16 prompt tokens and 4,096 new holds (16 + 4,095) × 131,072 = 538,836,992 B of
+/// dynamic cache at its last decode step (the last sampled token is never fed back), where one
+/// layer's `torch.cat` briefly holds a second copy of its keys (538,836,992 / 64 B); the
+/// prompt's hidden states are gone by then.
+#[test]
+fn long_generation_peaks_in_decode() {
+    let mut job = results_job("llama8b-infer-dynamic-b16-p512-n128");
+    job["batch"] = Value::from(1);
+    job["seq"] = Value::from(16);
+    job["new_tokens"] = Value::from(4096);
+    let r = measured::run(job);
+    assert_eq!(r.per_gpu.peak_phase.as_deref(), Some("decode"));
+    assert_eq!(r.per_gpu.components.kv_cache, 538_836_992);
+    assert!(r.per_gpu.components.temporaries >= 538_836_992 / 64);
+}

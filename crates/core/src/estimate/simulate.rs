@@ -266,6 +266,8 @@ fn pytorch_device(
     };
     walk(&mut w, st, plan, job, gpu);
     if job.task == Task::Infer && job.new_tokens > 0 {
+        // The prefill's hidden states are gone once its forward returns; the cache stays.
+        w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
         w.add(Category::KvCache, kv.full.saturating_sub(kv.prefill));
         w.mark(
             "decode",

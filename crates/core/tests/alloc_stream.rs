@@ -238,7 +238,8 @@ fn static_cache_stream_of_the_h200_run() {
 /// `inputs_embeds` and the rotary cos/sin (b·p·128·2 each) held by `LlamaModel.forward`, the
 /// layer's input held by its loop, the residual and the MLP's input (each b·p·4096·2), the
 /// activation, `up` and their product (each b·p·14336·2), and every layer's keys and values
-/// (32 × 2 × b·8·len·128·2, `len` the static cache's prompt + 128 − 1 or the dynamic prompt).
+/// (32 × 2 × b·8·len·128·2, `len` the static cache's prompt + 128 − 1, or the dynamic
+/// prompt).
 /// Measured `max_memory_allocated`: 17,186,319,872, 20,263,235,072 and 18,145,357,312 B.
 #[test]
 fn generate_prefill_peak_is_pythons_lifetimes() {
@@ -289,9 +290,9 @@ fn generate_prefill_peak_is_pythons_lifetimes() {
 /// `scripts/measure_generate_cpu.py`: a 4-layer fp32 Llama of hidden 512 and MLP 4096 through
 /// HF `generate`, batch 2 × 512 + 4, every allocation of the measured call recorded): the
 /// call's peak over its start against the stream's (from its `generate` phase on). By hand
-/// (u = 2·512·512·4, m = 2·512·4096·4): 4u + 3m + the cache (4 layers × 2 × 2·2·len·64·4, len
-/// 512 dynamic or 515 static) + cos/sin (2 × 2·512·64·4) = 63,438,848 and 63,463,424 B; the
-/// last-reader lifetimes of the training tapes would give 2u = 4 MiB less.
+/// (u = 2·512·512·4, m = 2·512·4096·4): 4u + 3m + the cache (4 layers × 2 × 2·2·len·64·4,
+/// len 512 dynamic or 515 static) + cos/sin (2 × 2·512·64·4) = 63,438,848 and 63,463,424 B;
+/// the last-reader lifetimes of the training tapes would give 2u = 4 MiB less.
 #[test]
 fn cpu_generate_call_peak() {
     use vramscope_core::allocator::{Allocator, AllocatorConfig};

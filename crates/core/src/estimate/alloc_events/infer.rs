@@ -5,7 +5,8 @@
 //! and values are the prefill's, then grown by `torch.cat` per decode step — a new tensor one
 //! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`). With
 //! `cache_implementation="static"` the cache is transformers' `StaticCache` instead
-//! (`static_cache.rs`).
+//! (`static_cache.rs`). The blocks' tensors live as transformers' Python names hold them under
+//! `no_grad` (`blocks/mod.rs` `Prog::hold`, [`prefill`]).
 
 use super::{reserve_block, run_block, Phase, PlanEvents, Sink};
 use crate::estimate::activations::ForwardPlan;

@@ -31,9 +31,9 @@
 use super::infer::{InferInputs, StaticCache};
 use super::Sink;
 
-/// `sdpa_mask`'s bool mask of one decode forward over `q_len` new positions (freed by the caller when
-/// the forward returns). Without vmap (`_non_vmap_expansion_sdpa`) the mask function runs on
-/// broadcast index tensors: `and_masks` starts from a 0-d `True` and ands in the causal
+/// `sdpa_mask`'s bool mask of one decode forward over `q_len` new positions (freed by the
+/// caller when the forward returns). Without vmap (`_non_vmap_expansion_sdpa`) the mask
+/// function runs on broadcast index tensors: `and_masks` starts from a 0-d `True` and ands in the causal
 /// function's `(1, 1, q_len, kv_len)` result (`kv_idx <= q_idx`), a new `(1, 1, q_len, kv_len)`
 /// tensor, then the padding function's `(batch, 1, 1, kv_len)` one, the `(batch, 1, q_len,
 /// kv_len)` mask; the intermediates die as `and_masks` rebinds its result.

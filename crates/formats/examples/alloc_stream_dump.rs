@@ -7,6 +7,8 @@
 //!        | replay    peak allocated / reserved per phase through the allocator model
 //!        | segments  every segment event after the load, with the request that made it
 //!        | outcome   the estimate's figures, the stream's distinct sizes ≥ 16 MiB, stats per phase
+//!        | events    every allocation and free of at least FLOOR_MIB after the load, in order, with
+//!                    the tensor's id and the bytes allocated after it
 //! SPEC_ID is a result id of `../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl`
 //! (default the GPT-2 snapshot run).
 
@@ -121,6 +123,33 @@ fn segments(s: &Stream) {
     });
 }
 
+fn events(s: &Stream, floor: u64) {
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    let mut sizes = vec![0u64; s.ids()];
+    drive(s, &mut a, |a, phase, e| {
+        if matches!(phase, Phase::Context | Phase::Load) {
+            return;
+        }
+        let (what, id, bytes) = match *e {
+            Event::Alloc { id, bytes } => {
+                sizes[id as usize] = bytes;
+                ("alloc", id, bytes)
+            }
+            Event::Free { id } => ("free", id, sizes[id as usize]),
+            _ => return,
+        };
+        if bytes >= floor {
+            let st = a.stats();
+            println!(
+                "{phase:?} {what} #{id} {:.2} MiB: allocated {} reserved {}",
+                bytes as f64 / MIB as f64,
+                st.allocated_bytes.current,
+                st.reserved_bytes.current
+            );
+        }
+    });
+}
+
 fn outcome(model: &ModelInput, job: &ResolvedJob, s: &Stream) {
     let r = estimate(model, job).expect("an estimate");
     println!(
@@ -173,9 +202,10 @@ fn main() {
         }
         "segments" => segments(&s),
         "outcome" => outcome(&model, &job, &s),
+        "events" => events(&s, floor * MIB),
         other => {
             eprintln!(
-                "alloc_stream_dump: WHAT is phases, replay, segments or outcome (got {other})"
+                "alloc_stream_dump: WHAT is phases, replay, segments, outcome or events (got {other})"
             );
             std::process::exit(2);
         }

@@ -40,6 +40,8 @@ pub struct ForwardPlan {
     pub head: StageMemory,
     /// The logits tensor, live from the head until the loss has read it.
     pub logits: u64,
+    /// One hidden state between blocks (batch · seq · hidden at the residual stream's width).
+    pub hidden: u64,
     pub loss: LossMemory,
     /// The head's input gradient (b·s·h) during its backward.
     pub logits_grad_input: u64,
@@ -172,6 +174,7 @@ pub fn forward(
         layers: parts.layers,
         head: parts.head,
         logits: parts.logits,
+        hidden: super::round_size(tokens * h * num.param),
         loss: parts.loss,
         logits_grad_input: super::round_size(tokens * h * num.compute),
         bytes_per_layer,
@@ -353,6 +356,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         ),
         lora,
         no_grad: job.task == Task::Infer,
+        python_holds: job.task == Task::Infer && job.framework == Framework::Pytorch,
         part: crate::vision::Part::Language,
     }
 }

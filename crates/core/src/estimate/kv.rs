@@ -117,6 +117,15 @@ pub fn has_recurrent_state(spec: &ModelSpec) -> bool {
     spec.all_layers().any(|l| l.holds_state())
 }
 
+/// Tokens an HF `generate` call's cache holds at its end: the prompt and every new token but
+/// the last, which is sampled after the last forward and never fed back. The static cache is
+/// made that long from the start (`generation/utils.py` `generate`, step 7: `max_cache_length
+/// = generation_config.max_length - 1`, `max_length` = prompt + `max_new_tokens`); a dynamic one
+/// grows to it. At least the prompt.
+pub fn generate_cache_tokens(job: &ResolvedJob) -> u64 {
+    job.seq.saturating_add(job.new_tokens.saturating_sub(1))
+}
+
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = kv_width(job);

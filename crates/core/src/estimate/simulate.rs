@@ -233,18 +233,16 @@ fn pytorch_device(
     edited: bool,
 ) -> Result<Device, CoreError> {
     let kv = match (&model.spec, job.task) {
-        (Some(spec), Task::Infer) => {
-            super::kv::kv_cache_bytes(spec, job, job.seq.saturating_add(job.new_tokens))?
-        }
-        _ => 0,
+        (Some(spec), Task::Infer) => generate_kv(spec, job)?,
+        _ => GenerateKv::default(),
     };
     // Start, embeddings, each block forward and backward, head, loss (twice), optimizer.
     let events = plan.map_or(1, |p| 2 * p.layers.len() + 8);
     let mut w = Walk::new(events);
-    w.add(Category::KvCache, kv);
+    w.add(Category::KvCache, kv.prefill);
     let mut device = Device {
         components: Components {
-            kv_cache: kv,
+            kv_cache: kv.full,
             parameters: st.resident.parameters,
             gradients: st.resident.gradients,
             optimizer_states: st.resident.optimizer_states,
@@ -267,6 +265,16 @@ fn pytorch_device(
         return Ok(device);
     };
     walk(&mut w, st, plan, job, gpu);
+    if job.task == Task::Infer && job.new_tokens > 0 {
+        // The prefill's hidden states are gone once its forward returns; the cache stays.
+        w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
+        w.add(Category::KvCache, kv.full.saturating_sub(kv.prefill));
+        w.mark(
+            "decode",
+            "last decode step".into(),
+            kv.decode_transient + plan.logits,
+        );
+    }
     let (alloc, mut components, peak_at) = w.peak;
     let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());
     let (reserved, allocator) =
@@ -289,6 +297,53 @@ fn pytorch_device(
     device.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
+}
+
+/// The KV cache of an HF `generate` call as its walk meets it.
+#[derive(Debug, Clone, Copy, Default)]
+struct GenerateKv {
+    /// Through the prefill: the prompt's keys and values (`DynamicCache`: each layer's
+    /// `torch.cat` onto an empty tensor, `cache_utils.py` `DynamicLayer.update`), or the whole
+    /// `max_cache_len` (`StaticCache`: `torch.zeros` at the first `update`,
+    /// `StaticLayer.lazy_initialization`).
+    prefill: u64,
+    /// At the last decode step: prompt + new tokens − 1 (the last sampled token is never fed
+    /// back; `kv::generate_cache_tokens`).
+    full: u64,
+    /// What a decode step adds for one layer while it runs: the dynamic cache's `torch.cat`
+    /// makes the grown keys (then values) before the old ones are freed; the static cache's
+    /// masked attention copies the whole layer's keys and values to every query head
+    /// (`repeat_kv`, `alloc_events/static_cache.rs`).
+    decode_transient: u64,
+}
+
+/// [`GenerateKv`] of `job` on `spec`.
+fn generate_kv(spec: &crate::model::ModelSpec, job: &ResolvedJob) -> Result<GenerateKv, CoreError> {
+    let full = super::kv::kv_cache_bytes(spec, job, super::kv::generate_cache_tokens(job))?;
+    let layers = spec.num_layers().max(1);
+    if job.engine.static_cache() {
+        let rep = spec
+            .decoder
+            .layers
+            .first()
+            .and_then(|l| match l.attention.kind {
+                crate::model::AttentionKind::Standard {
+                    heads, kv_heads, ..
+                } if kv_heads > 0 && heads > kv_heads => Some(heads / kv_heads),
+                _ => None,
+            })
+            .unwrap_or(0);
+        return Ok(GenerateKv {
+            prefill: full,
+            full,
+            decode_transient: full / layers * rep,
+        });
+    }
+    Ok(GenerateKv {
+        prefill: super::kv::kv_cache_bytes(spec, job, job.seq)?,
+        full,
+        decode_transient: full / (2 * layers),
+    })
 }
 
 /// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from
@@ -675,6 +730,13 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
         let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
         w.add(Activations, kept + l.cached_copies);
         w.mark("forward", layer_label(i), transient);
+        if i == 0 && !train {
+            // Under no_grad the embeddings stay bound to `inputs_embeds` in the model's
+            // forward to its end (`modeling_llama.py` `LlamaModel.forward`), and the loop holds
+            // each later layer's input (the layer before's output) until that layer returns:
+            // from the second layer on, two hidden states live beside the block's own tensors.
+            w.add(Activations, plan.hidden);
+        }
     }
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {

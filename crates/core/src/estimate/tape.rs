@@ -67,6 +67,9 @@ pub struct Tape {
     ops: usize,
     /// Under `torch.no_grad()` (inference) nothing is saved.
     no_grad: bool,
+    /// Tensors live while transformers' Python names hold them (`blocks/mod.rs`
+    /// `Prog::hold`), not only to their last reader.
+    python_holds: bool,
     /// The region runs under `torch.compile`: what pointwise ops save is decided by the
     /// partitioner's cut (`compile.rs`), not by autograd's per-op rule.
     compile: bool,
@@ -100,6 +103,12 @@ impl Tape {
             no_grad: true,
             ..Self::default()
         }
+    }
+
+    /// A no-grad tape whose tensors live while Python names hold them (`python_holds`).
+    pub fn with_python_holds(mut self, on: bool) -> Self {
+        self.python_holds = on && self.no_grad;
+        self
     }
 
     /// A tensor that exists before the region (its input, a parameter, a shared mask).
@@ -207,9 +216,16 @@ impl Tape {
             let out = self.fused_op(&[hn, scale], saved, rows * dim, 4);
             self.cast(out, in_w)
         } else {
-            let hn = self.cast(hn, in_w);
-            let saved: &[Id] = if frozen { &[] } else { &[hn] };
-            self.fused_op(&[hn], saved, rows * dim, param_width.max(in_w))
+            let h16 = self.cast(hn, in_w);
+            let saved: &[Id] = if frozen { &[] } else { &[h16] };
+            let out = self.fused_op(&[h16], saved, rows * dim, param_width.max(in_w));
+            // `return self.weight * hidden_states.to(input_dtype)`: the fp32 `hidden_states`
+            // is a local until the return, after the product is made (under `no_grad`, where
+            // nothing saves it, that is when it is freed).
+            if self.python_holds {
+                self.touch(hn);
+            }
+            out
         }
     }
 

@@ -213,6 +213,9 @@ pub fn tower_forward(
         hidden_dropout: 0.0,
         causal: false,
         no_grad: !trains,
+        python_holds: !trains
+            && job.task == crate::job::Task::Infer
+            && job.framework == crate::job::Framework::Pytorch,
         lora,
         part: Part::Vision,
     };

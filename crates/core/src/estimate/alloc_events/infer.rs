@@ -5,7 +5,8 @@
 //! and values are the prefill's, then grown by `torch.cat` per decode step — a new tensor one
 //! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`). With
 //! `cache_implementation="static"` the cache is transformers' `StaticCache` instead
-//! (`static_cache.rs`).
+//! (`static_cache.rs`). The blocks' tensors live as transformers' Python names hold them under
+//! `no_grad` (`blocks/mod.rs` `Prog::hold`, [`prefill`]).
 
 use super::{reserve_block, run_block, Phase, PlanEvents, Sink};
 use crate::estimate::activations::ForwardPlan;
@@ -41,7 +42,7 @@ pub struct InferInputs<'a> {
 /// What a `StaticCache` run allocates beyond a dynamic one (module `static_cache`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StaticCache {
-    /// `max_cache_len`: prompt + new tokens.
+    /// `max_cache_len`: prompt + new tokens − 1 (`kv::generate_cache_tokens`).
     pub len: u64,
     /// Query heads per key/value head (`repeat_kv`'s `n_rep`; 1 without grouped-query).
     pub rep: u64,
@@ -134,34 +135,28 @@ fn decode_steps(n: u64) -> impl Iterator<Item = u64> {
 /// Decode steps written in full (see [`decode_steps`]).
 const DECODE_KEPT: u64 = 32;
 
-/// The prefill forward: the embeddings, each block (nothing saved under `no_grad`), whose
-/// keys and values the cache keeps, the final norm and head on the last position.
+/// The prefill forward as transformers 5.x runs it under `torch.no_grad()`, where a tensor
+/// lives as long as a Python name holds it (`modeling_llama.py`): `LlamaModel.forward` makes
+/// `inputs_embeds` and the rotary `cos`/`sin` and holds both to its end; its loop
+/// (`hidden_states = decoder_layer(hidden_states, ...)`) holds each layer's input until the
+/// layer returns (the block's events free it last, `blocks/mod.rs`), and the first layer's
+/// input is `inputs_embeds` itself, freed after the final norm. Each layer's cache is made at
+/// its first `update`, between the rotary embedding and the attention kernel, in both cache
+/// modes ([`prefill_block`]). Then the final norm and the head on the last position.
 fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
     let plan = inp.plan;
     let tokens = inp.batch * inp.prompt;
     let e = &plan.embedding;
-    let hidden = s.alloc(inp.hidden_per_token * tokens);
+    let embeds = s.alloc(inp.hidden_per_token * tokens);
     let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens));
-    let mut input = hidden;
-    let mask = inp
-        .static_cache
-        .map(|sc| super::static_cache::forward_mask(s, inp, sc, inp.prompt));
+    let cache_len = inp.static_cache.map_or(inp.prompt, |sc| sc.len);
+    let mut input = embeds;
     for &bi in &inp.events.layer_block {
         let Some(b) = inp.events.blocks.get(bi as usize) else {
             continue;
         };
         let ids = reserve_block(s, b, input);
-        match inp.static_cache {
-            Some(sc) => cache.push(super::static_cache::prefill_block(s, inp, sc, b, ids)),
-            None => {
-                run_block(s, b, &b.forward_no_save, ids, false);
-                // The cache keeps this layer's keys and values (the tape's own are freed
-                // after the attention read them: the cache's take their place).
-                let k = s.alloc(inp.kv_per_token * inp.prompt);
-                let v = s.alloc(inp.kv_per_token * inp.prompt);
-                cache.push([k, v]);
-            }
-        }
+        cache.push(prefill_block(s, inp, b, ids, cache_len, input == embeds));
         for &c in &b.copies {
             s.free(ids.id(b, c));
         }
@@ -170,8 +165,41 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
     let head = s.alloc(plan.head.peak);
     s.free(head);
     s.free(input);
+    s.free(embeds);
     s.free(extra);
-    if let Some(m) = mask {
-        s.free(m);
+}
+
+/// One prefill block: its events up to the attention kernel (projections, rotary), the layer's
+/// keys and values made by the cache's first `update` (`cache_utils.py`:
+/// `DynamicLayer.update` concatenates the rotated keys onto an empty tensor, `torch.cat`, a
+/// new tensor of the prompt's length; `StaticLayer.lazy_initialization` makes `torch.zeros`
+/// of `max_cache_len` and `update` copies into them in place), then the projected keys and
+/// values die (`key_states, value_states = cache.update(...)` rebinds the names to the cache's
+/// tensors), the kernel and the rest of the block. A static cache's keys reach the kernel
+/// sliced to the prompt (a view), with no mask and no `repeat_kv` (`static_cache.rs`), so both
+/// modes run the same kernel. `keep_input`: the input is `inputs_embeds`, which
+/// `LlamaModel.forward` frees itself. Returns the layer's keys and values.
+fn prefill_block<S: Sink>(
+    s: &mut S,
+    inp: &InferInputs,
+    b: &crate::estimate::tape::BlockEvents,
+    ids: super::BlockIds,
+    cache_len: u64,
+    keep_input: bool,
+) -> [u32; 2] {
+    let evs = &b.forward_no_save;
+    let at = b
+        .attention_at
+        .map_or(evs.len(), |a| a as usize)
+        .min(evs.len());
+    run_block(s, b, &evs[..at], ids, keep_input);
+    let k = s.alloc(inp.kv_per_token * cache_len);
+    let v = s.alloc(inp.kv_per_token * cache_len);
+    for slot in b.attention_kv.into_iter().flatten() {
+        if slot != b.input {
+            s.free(ids.id(b, slot));
+        }
     }
+    run_block(s, b, &evs[at..], ids, keep_input);
+    [k, v]
 }

@@ -71,9 +71,8 @@ fn static_cache_expressible(spec: &ModelSpec) -> bool {
 }
 
 /// The static cache's shape for a job with `engine.cache: "static"` (`static_cache.rs`):
-/// `max_cache_len` = prompt + new tokens (`generation/utils.py` `_prepare_generated_length`
-/// and `_prepare_cache_for_generation`), `repeat_kv`'s `n_rep` = query heads / key-value heads
-/// (`modeling_llama.py` `num_key_value_groups`).
+/// `max_cache_len` = prompt + new tokens − 1 (`kv::generate_cache_tokens`), `repeat_kv`'s
+/// `n_rep` = query heads / key-value heads (`modeling_llama.py` `num_key_value_groups`).
 fn static_cache_of(spec: &ModelSpec, job: &ResolvedJob, query_width: u64) -> Option<StaticCache> {
     if !job.engine.static_cache() {
         return None;
@@ -86,7 +85,7 @@ fn static_cache_of(spec: &ModelSpec, job: &ResolvedJob, query_width: u64) -> Opt
         _ => 1,
     };
     Some(StaticCache {
-        len: job.seq.saturating_add(job.new_tokens),
+        len: crate::estimate::kv::generate_cache_tokens(job),
         rep,
         query_width,
     })

@@ -94,7 +94,12 @@ impl Prog<'_> {
         let w = Widths::of(att.kind);
         let (q, k, v) = self.projections(x, kv_src, att, w);
         let ctx = self.core_after_projections(q, k, v, att, cross, true);
-        self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O)
+        let out = self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O);
+        // `LlamaAttention.forward`'s `query_states` (rotated) lives until it returns.
+        if let Some(q) = self.query.take() {
+            self.hold(q);
+        }
+        out
     }
 
     /// The attention core on projected q, k and v (Qwen3-Next's gated attention, its q and k
@@ -140,8 +145,13 @@ impl Prog<'_> {
             p.k = self.norm(p.k, n.kind, kd);
         }
         if rotary {
+            let (q, k) = (p.q, p.k);
             p.q = self.rotary(p.q, p.qn);
             p.k = self.rotary(p.k, p.kn);
+            // `query_states, key_states = apply_rotary_pos_emb(...)`: the projections stay
+            // bound until both rotations return.
+            self.hold(q);
+            self.hold(k);
         }
         // Llama 4: the weightless L2 norm after RoPE, and on NoPE layers the query scaled by
         // the position's temperature (`modeling_llama4.py` `Llama4TextAttention.forward`).
@@ -157,6 +167,7 @@ impl Prog<'_> {
         if spec.naming == Naming::Opt {
             p.q = self.elementwise(&[p.q], &[]);
         }
+        self.query = Some(p.q);
         let latent = matches!(att.kind, AttentionKind::Latent { .. });
         // No SDPA kernel takes sink logits: transformers runs gpt-oss eager unless asked for
         // flash (`GptOssPreTrainedModel._supports_sdpa = False`), so SDPA reads as eager.

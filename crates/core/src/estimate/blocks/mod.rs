@@ -62,6 +62,10 @@ pub struct BlockCtx<'a> {
     pub causal: bool,
     /// Inference: the forward runs under `no_grad` and saves nothing.
     pub no_grad: bool,
+    /// The forward is transformers' own Python under `no_grad` (HF `generate`), where a tensor
+    /// lives while a Python name holds it ([`Prog::hold`]); a serving engine's model code
+    /// (vLLM's fused residual norms, in-place ops) keeps the last-reader lifetimes.
+    pub python_holds: bool,
     /// LoRA on these module names.
     pub lora: Option<Lora<'a>>,
     /// The model component the block belongs to (a VLM's vision tower or language model):
@@ -204,13 +208,16 @@ struct Prog<'a> {
     c: BlockCtx<'a>,
     tokens: u64,
     weight_copies: u64,
+    /// The attention's query as the kernel read it (after rotary), which the attention
+    /// module's frame holds until it returns ([`Prog::hold`]).
+    query: Option<Id>,
 }
 
 impl<'a> Prog<'a> {
     fn new(c: BlockCtx<'a>) -> Self {
         Prog {
             t: if c.no_grad {
-                Tape::no_grad()
+                Tape::no_grad().with_python_holds(c.python_holds)
             } else if c.num.compile {
                 Tape::compiled()
             } else {
@@ -219,6 +226,20 @@ impl<'a> Prog<'a> {
             tokens: c.batch.saturating_mul(c.seq),
             c,
             weight_copies: 0,
+            query: None,
+        }
+    }
+
+    /// Under `torch.no_grad()` a tensor is freed when the last Python reference to it goes
+    /// (CPython's refcount reaching zero drops the `at::Tensor`, whose storage goes back to
+    /// the caching allocator), not after its last reader: a module's argument lives until the
+    /// module's `forward` returns, a local until the function returns or the name is rebound.
+    /// `hold` extends `id`'s life to the op just recorded. With autograd the tensors held this
+    /// way are saved by their readers anyway (the training tapes are left as measured); a
+    /// serving engine's forward is not transformers' Python (`BlockCtx::python_holds`).
+    fn hold(&mut self, id: Id) {
+        if self.c.no_grad && self.c.python_holds {
+            self.t.touch(id);
         }
     }
 
@@ -506,10 +527,17 @@ impl<'a> Prog<'a> {
 
     /// Pre-norm blocks (Llama, GPT-2, T5, Gemma's extra post-norms): x + attn(norm(x)), an
     /// encoder-decoder's cross-attention on the encoder output, then h + mlp(norm(h)).
+    ///
+    /// Under `no_grad` the Python lifetimes of `modeling_llama.py` `LlamaDecoderLayer.forward`:
+    /// the normed input is the attention's (and the MLP's) argument, alive until that module
+    /// returns (`hidden_states = self.self_attn(...)` rebinds the name after the call); the
+    /// block's input is held by the caller's loop (`hidden_states =
+    /// decoder_layer(hidden_states, ...)`) until the block returns.
     fn pre_norm_block(&mut self, x: Id, layer: &Layer) -> Id {
         let hd = self.c.hidden_dropout;
         let a_in = self.norm_in(x, layer, NormSlot::PreAttention);
         let a = self.attention(a_in, a_in, layer, false);
+        self.hold(a_in);
         let a = self.norm_in(a, layer, NormSlot::PostAttention);
         let a = self.dropout(a, hd);
         let mut hcur = self.residual(x, a);
@@ -526,9 +554,12 @@ impl<'a> Prog<'a> {
         }
         let m_in = self.norm_in(hcur, layer, NormSlot::PreMlp);
         let m = self.ffn(m_in, layer);
+        self.hold(m_in);
         let m = self.norm_in(m, layer, NormSlot::PostMlp);
         let m = self.dropout(m, hd);
-        self.residual(hcur, m)
+        let out = self.residual(hcur, m);
+        self.hold(x);
+        out
     }
 
     /// Runs the block by its residual layout and reads what it keeps and its peak.

@@ -60,7 +60,7 @@ impl Block {
 pub(crate) struct StreamPools {
     pub stream: u64,
     /// Free mapped blocks, (size, address, block index).
-    pub free: [BTreeSet<(u64, u64, u32)>; 2],
+    pub free: [super::free_set::FreeSet; 2],
     /// Unmapped ranges of expandable segments, (address, block index).
     pub unmapped: [BTreeSet<(u64, u32)>; 2],
 }

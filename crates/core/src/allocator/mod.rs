@@ -54,6 +54,7 @@
 
 pub mod config;
 mod expandable;
+mod free_set;
 mod invariants;
 mod malloc;
 mod seed;

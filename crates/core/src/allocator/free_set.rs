@@ -120,7 +120,10 @@ mod tests {
         }
         for s in 1..40u64 {
             assert!(set.remove(&(512 * s, 4096 * s, s as u32)));
-            assert_eq!(set.first_from(512), Some((512 * (s + 1), 4096 * (s + 1), s as u32 + 1)));
+            assert_eq!(
+                set.first_from(512),
+                Some((512 * (s + 1), 4096 * (s + 1), s as u32 + 1))
+            );
         }
         assert_eq!(set.len(), 1);
         assert_eq!(set.last(), Some((512 * 40, 4096 * 40, 40)));

@@ -9,19 +9,48 @@
 //! handful of sizes and takes one group's last element, where a set of `(size, address)`
 //! keys descends a tree of hundreds twice (find, then remove).
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// A free block's key: (size, address, arena index).
 pub(crate) type Key = (u64, u64, u32);
 
+/// The blocks of one size: (address, index), highest address first.
+#[derive(Debug, Clone)]
+enum Group {
+    /// A size seen alone so far (no allocation; dropped when emptied).
+    One((u64, u32)),
+    /// A size that had two or more blocks at once; may be empty (kept for the next ones).
+    Many(Vec<(u64, u32)>),
+}
+
+impl Group {
+    fn as_slice(&self) -> &[(u64, u32)] {
+        match self {
+            Group::One(x) => std::slice::from_ref(x),
+            Group::Many(v) => v,
+        }
+    }
+}
+
+/// The position of `addr` in a group sorted highest address first (where it is or would go).
+fn position(g: &[(u64, u32)], addr: u64) -> usize {
+    // The lowest address (the one best fit takes) is the last: checked first.
+    match g.last() {
+        Some(&(a, _)) if a == addr => g.len() - 1,
+        _ => g.partition_point(|&(a, _)| a > addr),
+    }
+}
+
 /// The free blocks of one pool of one stream.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct FreeSet {
-    /// Size → (address, index) of the free blocks of that size, highest address first. A
-    /// group left empty stays (a size freed once is usually freed again: no map insert and
-    /// removal, no allocation, each time) until empty groups outnumber the rest.
-    groups: BTreeMap<u64, Vec<(u64, u32)>>,
+    /// Size → its blocks. A size with many blocks keeps its emptied group (a size freed in
+    /// numbers is freed again: no map insert, removal or allocation each time) until empty
+    /// groups outnumber the rest; a size seen alone costs what a key of an ordered set does.
+    groups: BTreeMap<u64, Group>,
     len: usize,
+    /// Empty `Many` groups.
     empty: usize,
 }
 
@@ -31,47 +60,72 @@ impl FreeSet {
     }
 
     pub fn insert(&mut self, (size, addr, i): Key) {
-        let group = self.groups.entry(size).or_default();
-        // A group in the map with nothing in it was emptied by `remove` (a new one has no
-        // capacity yet).
-        if group.is_empty() && group.capacity() > 0 {
-            self.empty -= 1;
-        }
-        // Highest address first: the insertion point is after every larger address.
-        let at = group.partition_point(|&(a, _)| a > addr);
-        group.insert(at, (addr, i));
         self.len += 1;
+        let g = match self.groups.entry(size) {
+            Entry::Vacant(e) => {
+                e.insert(Group::One((addr, i)));
+                return;
+            }
+            Entry::Occupied(e) => e.into_mut(),
+        };
+        match g {
+            Group::One(x) => {
+                let x = *x;
+                let pair = if x.0 > addr {
+                    [x, (addr, i)]
+                } else {
+                    [(addr, i), x]
+                };
+                let mut v = Vec::with_capacity(4);
+                v.extend_from_slice(&pair);
+                *g = Group::Many(v);
+            }
+            Group::Many(v) => {
+                if v.is_empty() {
+                    self.empty -= 1;
+                }
+                let at = v.partition_point(|&(a, _)| a > addr);
+                v.insert(at, (addr, i));
+            }
+        }
     }
 
     /// Removes `key`; whether it was there.
     pub fn remove(&mut self, &(size, addr, i): &Key) -> bool {
-        let Some(group) = self.groups.get_mut(&size) else {
+        // One descent: the entry removes a lone block's key where it stands.
+        let Entry::Occupied(mut e) = self.groups.entry(size) else {
             return false;
         };
-        // The lowest address (the one best fit takes) is the last: checked first.
-        let at = match group.last() {
-            Some(&(a, _)) if a == addr => group.len() - 1,
-            _ => group.partition_point(|&(a, _)| a > addr),
-        };
-        if group.get(at) != Some(&(addr, i)) {
-            return false;
-        }
-        group.remove(at);
-        self.len -= 1;
-        if group.is_empty() {
-            self.empty += 1;
-            if self.empty > 16 && self.empty > self.groups.len() / 2 {
-                self.groups.retain(|_, g| !g.is_empty());
-                self.empty = 0;
+        match e.get_mut() {
+            Group::One(x) => {
+                if *x != (addr, i) {
+                    return false;
+                }
+                e.remove();
+            }
+            Group::Many(v) => {
+                let at = position(v, addr);
+                if v.get(at) != Some(&(addr, i)) {
+                    return false;
+                }
+                v.remove(at);
+                if v.is_empty() {
+                    self.empty += 1;
+                    if self.empty > 16 && self.empty > self.groups.len() / 2 {
+                        self.groups.retain(|_, g| !g.as_slice().is_empty());
+                        self.empty = 0;
+                    }
+                }
             }
         }
+        self.len -= 1;
         true
     }
 
     pub fn contains(&self, &(size, addr, i): &Key) -> bool {
         self.groups.get(&size).is_some_and(|g| {
-            let at = g.partition_point(|&(a, _)| a > addr);
-            g.get(at) == Some(&(addr, i))
+            let g = g.as_slice();
+            g.get(position(g, addr)) == Some(&(addr, i))
         })
     }
 
@@ -79,14 +133,14 @@ impl FreeSet {
     pub fn from_size(&self, size: u64) -> impl Iterator<Item = Key> + '_ {
         self.groups
             .range(size..)
-            .flat_map(|(&s, g)| g.iter().rev().map(move |&(a, i)| (s, a, i)))
+            .flat_map(|(&s, g)| g.as_slice().iter().rev().map(move |&(a, i)| (s, a, i)))
     }
 
     /// The first block of at least `size` bytes in (size, address) order.
     pub fn first_from(&self, size: u64) -> Option<Key> {
         self.groups
             .range(size..)
-            .find_map(|(&s, g)| g.last().map(|&(a, i)| (s, a, i)))
+            .find_map(|(&s, g)| g.as_slice().last().map(|&(a, i)| (s, a, i)))
     }
 
     /// The last block in (size, address) order: the largest, highest address among equals.
@@ -94,7 +148,7 @@ impl FreeSet {
         self.groups
             .iter()
             .rev()
-            .find_map(|(&s, g)| g.first().map(|&(a, i)| (s, a, i)))
+            .find_map(|(&s, g)| g.as_slice().first().map(|&(a, i)| (s, a, i)))
     }
 
     /// Every block in (size, address) order.
@@ -110,27 +164,31 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// Emptied groups are dropped once they outnumber the rest; queries skip the empty ones
-    /// meanwhile. 40 sizes of one block each, all removed but the largest: the smallest block
-    /// of at least 512 B is then that one (40 × 512 B at address 0), and so is the last.
+    /// meanwhile. 40 sizes of two blocks each (at 4 KiB·s and 1 GiB above), all removed but
+    /// the largest size's: the smallest block of at least 512 B is then the next size's lower
+    /// address, and the last block the largest size's higher one.
     #[test]
     fn emptied_groups_are_skipped_and_dropped() {
         let mut set = FreeSet::default();
+        let high = 1u64 << 30;
         for s in 1..=40u64 {
             set.insert((512 * s, 4096 * s, s as u32));
+            set.insert((512 * s, 4096 * s + high, 100 + s as u32));
         }
         for s in 1..40u64 {
+            assert!(set.remove(&(512 * s, 4096 * s + high, 100 + s as u32)));
             assert!(set.remove(&(512 * s, 4096 * s, s as u32)));
             assert_eq!(
                 set.first_from(512),
                 Some((512 * (s + 1), 4096 * (s + 1), s as u32 + 1))
             );
         }
-        assert_eq!(set.len(), 1);
-        assert_eq!(set.last(), Some((512 * 40, 4096 * 40, 40)));
+        assert_eq!(set.len(), 2);
+        assert_eq!(set.last(), Some((512 * 40, 4096 * 40 + high, 140)));
         assert!(set.groups.len() < 40, "empty groups were dropped");
         set.insert((512 * 3, 8, 99));
         assert_eq!(set.first_from(512), Some((512 * 3, 8, 99)));
-        assert_eq!(set.iter().count(), 2);
+        assert_eq!(set.iter().count(), 3);
     }
 
     proptest! {

@@ -91,19 +91,22 @@ impl Allocator {
         if self.gc_enabled() {
             self.gc_calls[pool] += 1;
         }
-        let set = &self.streams[req.slot].free[pool];
-        let mut best = set.first_from(req.size)?;
-        if self.arena.get(best.2).expandable != NIL {
-            for next in set.from_size(req.size).skip(1) {
-                let current = self.arena.get(best.2);
-                if current.expandable == NIL
-                    || self.expandable_size(next.2) >= self.expandable_size(best.2)
-                {
-                    break;
+        let best = {
+            let mut candidates = self.streams[req.slot].free[pool].from_size(req.size);
+            let mut best = candidates.next()?;
+            if self.arena.get(best.2).expandable != NIL {
+                for next in candidates {
+                    let current = self.arena.get(best.2);
+                    if current.expandable == NIL
+                        || self.expandable_size(next.2) >= self.expandable_size(best.2)
+                    {
+                        break;
+                    }
+                    best = next;
                 }
-                best = next;
             }
-        }
+            best
+        };
         let (block_size, max_split) = (best.0, self.settings.max_split);
         if req.size < max_split && block_size >= max_split {
             return None;

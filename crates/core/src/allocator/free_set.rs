@@ -52,14 +52,22 @@ pub(crate) struct FreeSet {
     len: usize,
     /// Empty `Many` groups.
     empty: usize,
+    /// Under test, every change is mirrored in an ordered set of keys (the reference order)
+    /// and every answer checked against it: every allocator test checks the grouping too.
+    #[cfg(test)]
+    shadow: std::collections::BTreeSet<Key>,
 }
 
 impl FreeSet {
     pub fn len(&self) -> usize {
+        #[cfg(test)]
+        assert_eq!(self.len, self.shadow.len());
         self.len
     }
 
     pub fn insert(&mut self, (size, addr, i): Key) {
+        #[cfg(test)]
+        assert!(self.shadow.insert((size, addr, i)));
         self.len += 1;
         let g = match self.groups.entry(size) {
             Entry::Vacant(e) => {
@@ -91,7 +99,14 @@ impl FreeSet {
     }
 
     /// Removes `key`; whether it was there.
-    pub fn remove(&mut self, &(size, addr, i): &Key) -> bool {
+    pub fn remove(&mut self, key: &Key) -> bool {
+        let removed = self.remove_key(key);
+        #[cfg(test)]
+        assert_eq!(removed, self.shadow.remove(key));
+        removed
+    }
+
+    fn remove_key(&mut self, &(size, addr, i): &Key) -> bool {
         // One descent: the entry removes a lone block's key where it stands.
         let Entry::Occupied(mut e) = self.groups.entry(size) else {
             return false;
@@ -131,6 +146,14 @@ impl FreeSet {
 
     /// The blocks of at least `size` bytes in (size, address) order.
     pub fn from_size(&self, size: u64) -> impl Iterator<Item = Key> + '_ {
+        #[cfg(test)]
+        assert!(self
+            .in_order(size)
+            .eq(self.shadow.range((size, 0, 0)..).copied()));
+        self.in_order(size)
+    }
+
+    fn in_order(&self, size: u64) -> impl Iterator<Item = Key> + '_ {
         self.groups
             .range(size..)
             .flat_map(|(&s, g)| g.as_slice().iter().rev().map(move |&(a, i)| (s, a, i)))
@@ -138,17 +161,25 @@ impl FreeSet {
 
     /// The first block of at least `size` bytes in (size, address) order.
     pub fn first_from(&self, size: u64) -> Option<Key> {
-        self.groups
+        let first = self
+            .groups
             .range(size..)
-            .find_map(|(&s, g)| g.as_slice().last().map(|&(a, i)| (s, a, i)))
+            .find_map(|(&s, g)| g.as_slice().last().map(|&(a, i)| (s, a, i)));
+        #[cfg(test)]
+        assert_eq!(first, self.shadow.range((size, 0, 0)..).next().copied());
+        first
     }
 
     /// The last block in (size, address) order: the largest, highest address among equals.
     pub fn last(&self) -> Option<Key> {
-        self.groups
+        let last = self
+            .groups
             .iter()
             .rev()
-            .find_map(|(&s, g)| g.as_slice().first().map(|&(a, i)| (s, a, i)))
+            .find_map(|(&s, g)| g.as_slice().first().map(|&(a, i)| (s, a, i)));
+        #[cfg(test)]
+        assert_eq!(last, self.shadow.last().copied());
+        last
     }
 
     /// Every block in (size, address) order.

@@ -145,7 +145,7 @@ impl FreeSet {
     }
 
     /// The blocks of at least `size` bytes in (size, address) order.
-    pub fn from_size(&self, size: u64) -> impl Iterator<Item = Key> + '_ {
+    pub fn at_least(&self, size: u64) -> impl Iterator<Item = Key> + '_ {
         #[cfg(test)]
         assert!(self
             .in_order(size)
@@ -160,7 +160,7 @@ impl FreeSet {
     }
 
     /// The first block of at least `size` bytes in (size, address) order.
-    pub fn first_from(&self, size: u64) -> Option<Key> {
+    pub fn first_at_least(&self, size: u64) -> Option<Key> {
         let first = self
             .groups
             .range(size..)
@@ -184,7 +184,7 @@ impl FreeSet {
 
     /// Every block in (size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = Key> + '_ {
-        self.from_size(0)
+        self.at_least(0)
     }
 }
 
@@ -210,7 +210,7 @@ mod tests {
             assert!(set.remove(&(512 * s, 4096 * s + high, 100 + s as u32)));
             assert!(set.remove(&(512 * s, 4096 * s, s as u32)));
             assert_eq!(
-                set.first_from(512),
+                set.first_at_least(512),
                 Some((512 * (s + 1), 4096 * (s + 1), s as u32 + 1))
             );
         }
@@ -218,7 +218,7 @@ mod tests {
         assert_eq!(set.last(), Some((512 * 40, 4096 * 40 + high, 140)));
         assert!(set.groups.len() < 40, "empty groups were dropped");
         set.insert((512 * 3, 8, 99));
-        assert_eq!(set.first_from(512), Some((512 * 3, 8, 99)));
+        assert_eq!(set.first_at_least(512), Some((512 * 3, 8, 99)));
         assert_eq!(set.iter().count(), 3);
     }
 
@@ -250,8 +250,8 @@ mod tests {
                     }
                     _ => {
                         let size = 512 * (1 + q * spread / 3);
-                        prop_assert_eq!(set.first_from(size), reference.range((size, 0, 0)..).next().copied());
-                        let from: Vec<Key> = set.from_size(size).collect();
+                        prop_assert_eq!(set.first_at_least(size), reference.range((size, 0, 0)..).next().copied());
+                        let from: Vec<Key> = set.at_least(size).collect();
                         let want: Vec<Key> = reference.range((size, 0, 0)..).copied().collect();
                         prop_assert_eq!(from, want);
                     }

@@ -92,7 +92,7 @@ impl Allocator {
             self.gc_calls[pool] += 1;
         }
         let best = {
-            let mut candidates = self.streams[req.slot].free[pool].from_size(req.size);
+            let mut candidates = self.streams[req.slot].free[pool].at_least(req.size);
             let mut best = candidates.next()?;
             if self.arena.get(best.2).expandable != NIL {
                 for next in candidates {
@@ -185,7 +185,7 @@ impl Allocator {
         let pool = pool_index(req.small);
         let key = req.size.max(max_split);
         let set = &self.streams[req.slot].free[pool];
-        if let Some((_, _, i)) = set.first_from(key) {
+        if let Some((_, _, i)) = set.first_at_least(key) {
             if !self.releasable(i) {
                 return false;
             }

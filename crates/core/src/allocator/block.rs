@@ -1,6 +1,7 @@
 //! Blocks and the free pools: `Block` and `BlockPool` of `CUDACachingAllocator.cpp`, as an
 //! arena (indices into a `Vec`, freed slots reused) and, per stream, one ordered set of free
-//! mapped blocks keyed (size, address) — `BlockComparatorSize` — and one of unmapped
+//! mapped blocks keyed (size, address) — `BlockComparatorSize`, grouped by size
+//! (`free_set.rs`) — and one of unmapped
 //! expandable ranges keyed by address — `BlockComparatorAddress` — for each of the small and
 //! large pools. The comparators order by stream first; one set per stream gives the same order.
 
@@ -60,7 +61,7 @@ impl Block {
 pub(crate) struct StreamPools {
     pub stream: u64,
     /// Free mapped blocks, (size, address, block index).
-    pub free: [BTreeSet<(u64, u64, u32)>; 2],
+    pub free: [super::free_set::FreeSet; 2],
     /// Unmapped ranges of expandable segments, (address, block index).
     pub unmapped: [BTreeSet<(u64, u32)>; 2],
 }

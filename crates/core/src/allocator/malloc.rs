@@ -91,20 +91,22 @@ impl Allocator {
         if self.gc_enabled() {
             self.gc_calls[pool] += 1;
         }
-        let set = &self.streams[req.slot].free[pool];
-        let mut candidates = set.range((req.size, 0, 0)..);
-        let mut best = *candidates.next()?;
-        if self.arena.get(best.2).expandable != NIL {
-            for next in candidates {
-                let current = self.arena.get(best.2);
-                if current.expandable == NIL
-                    || self.expandable_size(next.2) >= self.expandable_size(best.2)
-                {
-                    break;
+        let best = {
+            let mut candidates = self.streams[req.slot].free[pool].at_least(req.size);
+            let mut best = candidates.next()?;
+            if self.arena.get(best.2).expandable != NIL {
+                for next in candidates {
+                    let current = self.arena.get(best.2);
+                    if current.expandable == NIL
+                        || self.expandable_size(next.2) >= self.expandable_size(best.2)
+                    {
+                        break;
+                    }
+                    best = next;
                 }
-                best = *next;
             }
-        }
+            best
+        };
         let (block_size, max_split) = (best.0, self.settings.max_split);
         if req.size < max_split && block_size >= max_split {
             return None;
@@ -183,7 +185,7 @@ impl Allocator {
         let pool = pool_index(req.small);
         let key = req.size.max(max_split);
         let set = &self.streams[req.slot].free[pool];
-        if let Some(&(_, _, i)) = set.range((key, 0, 0)..).next() {
+        if let Some((_, _, i)) = set.first_at_least(key) {
             if !self.releasable(i) {
                 return false;
             }
@@ -192,7 +194,7 @@ impl Allocator {
         }
         let mut released = 0u64;
         while released < key {
-            let Some(&(size, _, i)) = self.streams[req.slot].free[pool].last() else {
+            let Some((size, _, i)) = self.streams[req.slot].free[pool].last() else {
                 break;
             };
             if size < max_split || !self.releasable(i) {

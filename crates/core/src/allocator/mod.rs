@@ -19,7 +19,8 @@
 //! What is modelled (each function's doc names its counterpart in the source):
 //! - `size`: `round_size` (512 B, `roundup_power2_divisions`), the pools, `get_allocation_size`,
 //!   `should_split`;
-//! - `block`: blocks in an arena, per-stream free sets ordered as `BlockComparatorSize`;
+//! - `block`: blocks in an arena, per-stream free sets ordered as `BlockComparatorSize`
+//!   (`free_set`: grouped by size, the lowest address of a size found first);
 //! - `split`: `alloc_found_block` (split), `free_block` / `try_merge_blocks` (merge);
 //! - `malloc`: `get_free_block` (best fit, `max_split_size`), `garbage_collect_cached_blocks`,
 //!   `alloc_block`, `release_available_cached_blocks`, `release_cached_blocks`, the retry and
@@ -54,6 +55,7 @@
 
 pub mod config;
 mod expandable;
+mod free_set;
 mod invariants;
 mod malloc;
 mod seed;

@@ -76,6 +76,33 @@ struct Live {
     tied_head: u32,
     states_made: bool,
     second_handle: bool,
+    /// Each block's parameters by index, in module order: `by_layer[start[l]..start[l + 1]]`
+    /// for layer `l` (one pass over the parameters, not one per layer and step).
+    by_layer: Vec<u32>,
+    start: Vec<u32>,
+}
+
+/// The parameters of each layer below `layers`, grouped by layer and in module order within
+/// one (a counting sort): (indices, each layer's start, with the end last).
+fn params_by_layer(params: &[Param], layers: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut start = vec![0u32; layers + 1];
+    for p in params {
+        if let Some(l) = p.layer.filter(|&l| (l as usize) < layers) {
+            start[l as usize + 1] += 1;
+        }
+    }
+    for l in 0..layers {
+        start[l + 1] += start[l];
+    }
+    let mut at = start.clone();
+    let mut by_layer = vec![0u32; start[layers] as usize];
+    for (k, p) in params.iter().enumerate() {
+        if let Some(l) = p.layer.filter(|&l| (l as usize) < layers) {
+            by_layer[at[l as usize] as usize] = k as u32;
+            at[l as usize] += 1;
+        }
+    }
+    (by_layer, start)
 }
 
 /// The whole process recorded as a [`Stream`]: context, model load, `empty_cache()`, the
@@ -112,12 +139,15 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     let half = inp.plan.inputs / 2;
     s.alloc(half);
     s.alloc(inp.plan.inputs - half);
+    let (by_layer, start) = params_by_layer(inp.params, inp.events.layer_block.len());
     let mut live = Live {
         grads: vec![u32::MAX; inp.params.len()],
         tape_grads: Vec::new(),
         tied_head: u32::MAX,
         states_made: false,
         second_handle: false,
+        by_layer,
+        start,
     };
     for step in 0..inp.steps {
         s.phase(Phase::ZeroGrad(step));
@@ -311,8 +341,13 @@ fn grad_of<S: Sink>(s: &mut S, live: &mut Live, k: usize, bytes: u64) {
 /// A block's weight gradients the tape did not make (norms; every one when the block's tape
 /// records none), last parameter first.
 fn layer_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: u32, taped: bool) {
-    for (k, p) in inp.params.iter().enumerate().rev() {
-        if p.layer == Some(layer) && !(taped && p.tape_grad) {
+    let (l, n) = (layer as usize, live.by_layer.len());
+    let from = live.start.get(l).map_or(n, |&x| x as usize);
+    let to = live.start.get(l + 1).map_or(n, |&x| x as usize);
+    for j in (from..to).rev() {
+        let k = live.by_layer[j] as usize;
+        let p = &inp.params[k];
+        if !(taped && p.tape_grad) {
             grad_of(s, live, k, p.grad);
         }
     }
@@ -372,5 +407,37 @@ fn optimizer<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
         .collect();
     for id in sqrt.into_iter().rev() {
         s.free(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The grouped indices list each layer's parameters as the filter over all of them
+        /// does (module order), for parameters in any order, outside every layer, or in a
+        /// layer past the blocks (left out).
+        #[test]
+        fn params_by_layer_is_the_filter(
+            layers in proptest::collection::vec(proptest::option::of(0u32..12), 0..80),
+            blocks in 0usize..10,
+        ) {
+            let params: Vec<Param> = layers
+                .iter()
+                .map(|&layer| Param { layer, ..Param::default() })
+                .collect();
+            let (by_layer, start) = params_by_layer(&params, blocks);
+            prop_assert_eq!(start.len(), blocks + 1);
+            for l in 0..blocks {
+                let got = &by_layer[start[l] as usize..start[l + 1] as usize];
+                let want: Vec<u32> = (0..params.len() as u32)
+                    .filter(|&k| params[k as usize].layer == Some(l as u32))
+                    .collect();
+                prop_assert_eq!(got, &want[..]);
+            }
+            prop_assert_eq!(by_layer.len() as u32, start[blocks]);
+        }
     }
 }

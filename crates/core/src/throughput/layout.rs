@@ -90,7 +90,7 @@ fn part(t: &LayoutTime, name: &str) -> f64 {
 pub struct Timing {
     hw: crate::throughput::Hardware,
     shape: crate::throughput::ModelShape,
-    trainable: f64,
+    trainable: crate::throughput::Trainable,
 }
 
 impl Timing {
@@ -100,12 +100,12 @@ impl Timing {
         Some(Timing {
             hw,
             shape: crate::throughput::ModelShape::of(model),
-            trainable: crate::throughput::trainable_params(model, base),
+            trainable: crate::throughput::trainable(model, base),
         })
     }
 
     pub fn of(&self, l: &Layout, base: &ResolvedJob) -> LayoutTime {
-        let setup = setup_of(l, base, self.trainable);
+        let setup = setup_of(l, base, &self.trainable);
         LayoutTime::of(&crate::throughput::train_step(
             &self.shape,
             &setup,
@@ -115,8 +115,12 @@ impl Timing {
 }
 
 /// A layout as the step-time model reads it.
-fn setup_of(l: &Layout, base: &ResolvedJob, trainable: f64) -> crate::throughput::Setup {
-    use crate::throughput::{grad_width, step_bytes, Setup};
+fn setup_of(
+    l: &Layout,
+    base: &ResolvedJob,
+    trainable: &crate::throughput::Trainable,
+) -> crate::throughput::Setup {
+    use crate::throughput::{grad_width, step_bytes, OptimizerPass, Setup};
     let framework = match l.framework {
         "megatron" => Framework::Megatron,
         "deepspeed" => Framework::Deepspeed,
@@ -153,6 +157,13 @@ fn setup_of(l: &Layout, base: &ResolvedJob, trainable: f64) -> crate::throughput
         grad_width: grad_width(framework, base.precision),
         step_bytes: step_bytes(base.optimizer, base.precision),
         peft: base.peft.is_some(),
-        trainable_params: trainable,
+        trainable_params: trainable.params,
+        trainable_tensors: trainable.tensors,
+        autocast: crate::throughput::autocast(framework, base.precision),
+        fused: framework == Framework::Megatron,
+        lora_per_layer: trainable.lora_per_layer,
+        lora_cast: crate::throughput::lora_cast(base),
+        optimizer_pass: OptimizerPass::of(framework, base.optimizer),
     }
+    .with_step_bytes(base.optimizer, base.precision)
 }

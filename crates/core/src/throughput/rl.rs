@@ -16,7 +16,7 @@
 //! bound. DPO generates nothing and trains on chosen and rejected together (twice the batch).
 
 use super::compute::{attention_forward_flops, model_flops};
-use super::{train_step, Hardware, ModelShape, Setup, StepTime};
+use super::{train_step, Hardware, ModelShape, Setup, StepTime, Trainable};
 use crate::job::{ResolvedJob, Rl, RlAlgorithm};
 
 /// An RL step's parts: the training step (with the reference forward in its compute) and
@@ -33,7 +33,7 @@ pub fn step(
     job: &ResolvedJob,
     rl: &Rl,
     hw: &Hardware,
-    trainable: f64,
+    trainable: &Trainable,
 ) -> RlStep {
     let dpo = rl.algorithm == RlAlgorithm::Dpo;
     let mut setup = Setup::of_job(job, trainable);
@@ -133,10 +133,10 @@ mod tests {
             hidden: 1024,
             kv_width: 1024,
             vocab: 0,
-            elementwise_replicated: 0.0,
-            elementwise_split: 0.0,
             moe_layers: 0,
             top_k: 0,
+            layer_ops: Default::default(),
+            param_tensors: 0.0,
         }
     }
 

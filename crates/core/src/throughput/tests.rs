@@ -18,10 +18,10 @@ fn gpt(l: u64, h: u64, v: u64) -> ModelShape {
         hidden: h,
         kv_width: 2 * h,
         vocab: v,
-        elementwise_replicated: 0.0,
-        elementwise_split: 0.0,
         moe_layers: 0,
         top_k: 0,
+        layer_ops: Default::default(),
+        param_tensors: 0.0,
     }
 }
 
@@ -67,6 +67,12 @@ fn setup(pp: u64, m: u64) -> Setup {
         step_bytes: 0,
         peft: false,
         trainable_params: 1e9,
+        trainable_tensors: 0.0,
+        autocast: false,
+        fused: true,
+        lora_per_layer: 0.0,
+        lora_cast: false,
+        optimizer_pass: OptimizerPass::Flat,
     }
 }
 

@@ -89,29 +89,57 @@ fn modelled(r: &Value) -> ([f64; 4], String) {
     )
 }
 
+/// Runs of one job measured apart, whose spread is the host's, not the model's: the
+/// eager-module-loading run is the baseline's job (`CUDA_MODULE_LOADING=EAGER` loads every
+/// kernel at start; after the warm-up step lazy loading has loaded the same ones) and measured
+/// 30 % faster (119 against 170 ms a step; its two steps 134 and 104 ms, the baseline's 158 and
+/// 181). The model cannot be within 25 % of both; it is held between them.
+const TWINS: &[(&str, &str)] = &[(
+    "qwen0.5b-eager-loading-bf16mix-adamw-sdpa-b4s1024",
+    "qwen0.5b-bf16mix-adamw-sdpa-b4s1024",
+)];
+
+/// Every modelled step within 25 % of the measured one (a twin: between its own measurement
+/// and its twin's), the median error within 10 %; the table printed, per phase (measured /
+/// modelled) with the modelled bound.
 #[test]
 fn h200_training_steps() {
+    let runs = runs();
+    let measured_step = |id: &str| measured(runs.iter().find(|r| r["id"] == id).unwrap())[0];
     let mut errors = Vec::new();
     println!(
-        "{:48} {:>17} {:>17} {:>17} {:>17}  bound",
-        "run", "step ms", "forward ms", "backward ms", "optimizer ms"
+        "{:50} {:>17} {:>17} {:>17} {:>17}  bound",
+        "run (measured / modelled, ms)", "step", "forward", "backward", "optimizer"
     );
-    for r in runs() {
+    for r in &runs {
         let id = r["id"].as_str().unwrap().to_string();
-        let m = measured(&r);
-        let (e, bound) = modelled(&r);
+        let m = measured(r);
+        let (e, bound) = modelled(r);
         let cell = |i: usize| format!("{:7.1} / {:7.1}", m[i] * 1e3, e[i] * 1e3);
         let err = e[0] / m[0] - 1.0;
         println!(
-            "{id:48} {} {} {} {}  {bound} ({:+.0} %)",
+            "{id:50} {} {} {} {}  {bound} ({:+.0} %)",
             cell(0),
             cell(1),
             cell(2),
             cell(3),
             err * 100.0
         );
-        errors.push((id, err));
+        if let Some((_, twin)) = TWINS.iter().find(|(t, _)| *t == id) {
+            let other = measured_step(twin);
+            let (lo, hi) = (m[0].min(other), m[0].max(other));
+            assert!(
+                e[0] >= lo && e[0] <= hi,
+                "{id}: {} not within {lo}..{hi}",
+                e[0]
+            );
+        } else {
+            assert!(err.abs() <= 0.25, "{id}: {:+.1} %", err * 100.0);
+        }
+        errors.push(err.abs());
     }
-    let med = median(errors.iter().map(|(_, e)| e.abs()).collect());
+    assert_eq!(errors.len(), 16, "the results file's 16 training runs");
+    let med = median(errors);
     println!("median |error| {:.1} %", med * 100.0);
+    assert!(med <= 0.10, "median |error| {:.1} %", med * 100.0);
 }

@@ -41,10 +41,13 @@ pub const MEMORY_FRACTION: f64 = 0.85;
 pub const FOREACH_MEMORY_FRACTION: f64 = 0.64;
 /// Fraction of the fp32 (non-tensor-core) peak a plain fp32 GEMM reaches (PyTorch's default
 /// `allow_tf32 = False` runs cuBLAS's SGEMM on the CUDA cores), measured on the H200 run of
-/// Llama-3.2-1B in fp32 (`llama1b-fp32-adamw-sdpa-b2s2048`): its forward's 10.1 TFLOP of
-/// matmuls (2 × 1.236e9 × 4,096 tokens) take 290 ms less its other work (the fp32 attention,
-/// the loss, the norms: 35 ms modelled) → 39.6 TFLOP/s of the 67: 0.59.
-pub const FP32_SIMT_FRACTION: f64 = 0.59;
+/// Llama-3.2-1B in fp32 (`llama1b-fp32-adamw-sdpa-b2s2048`): its forward and backward take
+/// 789.5 ms (medians 290.2 + 499.3); less their other work as modelled (the fp32 attention,
+/// 82.0 ms; the memory-bound ops, 25.1 ms) the matmuls' 6 × 1.2358e9 × 4,096 = 3.037e13 FLOPs
+/// take 682.4 ms: 44.5 TFLOP/s of the 67, 0.664. The forward alone reads 0.59 and the
+/// backward 0.70 (cuBLAS's kernels for `x·Wᵀ` and for the gradients' layouts differ); the two
+/// passes together are what a step runs.
+pub const FP32_SIMT_FRACTION: f64 = 0.664;
 /// Fraction of a link's one-way rate NCCL's bus bandwidth reaches.
 pub const LINK_FRACTION: f64 = 0.80;
 /// Fraction of the host link's one-way rate pinned copies reach.

@@ -54,6 +54,7 @@ pub fn step(
     };
     let tokens = train.tokens_per_s_per_gpu * train.step_s;
     train.compute_s += reference_s;
+    train.forward_s += reference_s;
     train.step_s += reference_s + generation_s;
     train.tokens_per_s_per_gpu = tokens / train.step_s;
     train.mfu *= (train.step_s - reference_s - generation_s) / train.step_s;
@@ -87,6 +88,7 @@ pub fn dpo_train_step(shape: &ModelShape, setup: &Setup, hw: &Hardware, frozen: 
     };
     let tokens = train.tokens_per_s_per_gpu * train.step_s;
     train.compute_s += reference_s;
+    train.forward_s += reference_s;
     train.step_s += reference_s;
     train.tokens_per_s_per_gpu = tokens / train.step_s;
     train.mfu *= (train.step_s - reference_s) / train.step_s;

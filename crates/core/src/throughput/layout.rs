@@ -160,7 +160,7 @@ fn setup_of(
         trainable_params: trainable.params,
         trainable_tensors: trainable.tensors,
         autocast: crate::throughput::autocast(framework, base.precision),
-        fused: framework == Framework::Megatron,
+        fused: framework == Framework::Megatron || base.techniques.compile,
         lora_per_layer: trainable.lora_per_layer,
         lora_cast: crate::throughput::lora_cast(base),
         optimizer_pass: OptimizerPass::of(framework, base.optimizer),

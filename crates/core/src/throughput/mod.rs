@@ -126,8 +126,9 @@ pub struct Setup {
     /// (HF Trainer's `bf16=True`). DeepSpeed, Megatron and FSDP2 run the model itself in 16
     /// bits and keep the fp32 master copy in the optimizer: no casts in the forward.
     pub autocast: bool,
-    /// The framework's fused kernels (Megatron-LM: fused LayerNorm, bias-GeLU, scale-mask-
-    /// softmax, RoPE, bias-dropout-add) stand in for the modelling file's separate ops.
+    /// Fused kernels stand in for the modelling file's separate ops: Megatron-LM's (fused
+    /// LayerNorm, bias-GeLU, scale-mask-softmax, RoPE, bias-dropout-add), or `torch.compile`'s
+    /// (Inductor generates one kernel per chain of pointwise ops and reductions).
     pub fused: bool,
     /// LoRA-adapted projections per layer, and whether their adapters' dtype differs from
     /// the base's (PEFT's fp32 adapters over a 16-bit model: casts around each).
@@ -190,7 +191,7 @@ impl Setup {
             trainable_params,
             trainable_tensors: trainable.tensors,
             autocast: autocast(job.framework, job.precision),
-            fused: job.framework == Framework::Megatron,
+            fused: job.framework == Framework::Megatron || job.techniques.compile,
             lora_per_layer: trainable.lora_per_layer,
             lora_cast: lora_cast(job),
             optimizer_pass: OptimizerPass::of(job.framework, job.optimizer),

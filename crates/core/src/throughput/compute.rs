@@ -173,19 +173,26 @@ fn gpu_passes(shape: &ModelShape, setup: &Setup, hw: &Hardware) -> (Pass, Pass) 
     (fwd, bwd)
 }
 
-/// Bytes eager attention moves through its b·heads·s² scores (`eager_attention_forward`):
-/// QKᵀ written, scaled, masked (read and written each), soft-maxed in fp32 (read, written at
-/// 4 bytes), cast back, read by the ·V matmul: (8w + 8) bytes a score forward at w bytes a
-/// value (Megatron's fused softmax: 4w); the backward reads and writes half again as much
-/// (softmax's and the matmuls' gradients).
+/// Bytes eager attention moves through its b·heads·s² scores (`eager_attention_forward`; SDPA's
+/// math fallback runs the same ops in C++): QKᵀ written (w bytes a score), scaled and masked
+/// (each read and written: 4w), soft-maxed in fp32 (read w, write 4), cast back to 16 bits
+/// (read 4, write w; no-op in fp32), read by the ·V matmul (w): 7w + 4, and 4 + w more in 16
+/// bits (24 bytes a score in bf16, 32 in fp32). Megatron's `FusedScaleMaskSoftmax`: QKᵀ written,
+/// read and written once, read by ·V (4w). The backward moves half again as much (softmax's
+/// and the matmuls' gradients).
 fn eager_scores_bytes(shape: &ModelShape, setup: &Setup) -> (f64, f64) {
     let b = setup.micro_batch as f64;
     let mp = (setup.tp * setup.pp * setup.cp) as f64;
     let scores = b * shape.heads * (setup.seq * setup.seq) as f64 / mp;
     let w = setup.width as f64;
-    // Megatron's `FusedScaleMaskSoftmax`: QKᵀ written, read and written once by the fused
-    // kernel, read by ·V.
-    let fwd = scores * if setup.fused { 4.0 * w } else { 8.0 * w + 8.0 };
+    let per_score = if setup.fused {
+        4.0 * w
+    } else if setup.width == 2 {
+        7.0 * w + 4.0 + 4.0 + w
+    } else {
+        7.0 * w + 4.0
+    };
+    let fwd = scores * per_score;
     (fwd, 1.5 * fwd)
 }
 

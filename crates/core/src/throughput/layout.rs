@@ -105,7 +105,8 @@ impl Timing {
     }
 
     pub fn of(&self, l: &Layout, base: &ResolvedJob) -> LayoutTime {
-        let setup = setup_of(l, base, &self.trainable);
+        let mut setup = setup_of(l, base, &self.trainable);
+        setup.attention = crate::throughput::attention_kernel(base, &self.shape);
         LayoutTime::of(&crate::throughput::train_step(
             &self.shape,
             &setup,

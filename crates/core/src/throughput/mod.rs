@@ -377,6 +377,28 @@ pub fn train_step(shape: &ModelShape, s: &Setup, hw: &Hardware) -> StepTime {
     }
 }
 
+/// The attention kernel a job's step runs: SDPA is PyTorch's choice of backend for the call
+/// (`estimate::blocks::sdpa`, `select_sdp_backend` by torch version, dtype, grouped k/v, head
+/// dim, GPU); its math fallback materialises the scores as eager attention does (QKᵀ, softmax,
+/// ·V as separate kernels), so it is timed as eager. Flash and memory-efficient are fused.
+pub fn attention_kernel(job: &ResolvedJob, shape: &ModelShape) -> AttentionKernel {
+    use crate::estimate::blocks::sdpa::{SdpaBackend, SdpaCall, SdpaStack};
+    if job.attention != AttentionKernel::Sdpa || shape.layer_ops.head_dim == 0 {
+        return job.attention;
+    }
+    let stack = SdpaStack::of(job);
+    let call = SdpaCall {
+        half: job.precision.compute_bytes() == 2,
+        grouped: shape.layer_ops.repeat_kv && stack.passes_grouped_kv(false),
+        masked: false,
+        head_dim: shape.layer_ops.head_dim,
+    };
+    match stack.backend(call) {
+        SdpaBackend::Math => AttentionKernel::Eager,
+        SdpaBackend::Flash | SdpaBackend::Efficient => AttentionKernel::Sdpa,
+    }
+}
+
 /// Whether the forward runs under `torch.autocast` ([`Setup::autocast`]).
 pub fn autocast(framework: Framework, precision: Precision) -> bool {
     precision.is_mixed() && framework == Framework::Pytorch
@@ -482,7 +504,8 @@ pub fn for_job(
     let shape = model.memo().shape(|| ModelShape::of(model));
     match job.task {
         Task::Train => {
-            let setup = Setup::of_job(job, &trainable(model, job));
+            let mut setup = Setup::of_job(job, &trainable(model, job));
+            setup.attention = attention_kernel(job, shape);
             let step = if crate::estimate::dpo::is_dpo(job) {
                 let frozen = job.techniques.reference_model == ReferenceModel::Frozen;
                 rl::dpo_train_step(shape, &setup, &hw, frozen)

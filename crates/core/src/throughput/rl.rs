@@ -37,6 +37,7 @@ pub fn step(
 ) -> RlStep {
     let dpo = rl.algorithm == RlAlgorithm::Dpo;
     let mut setup = Setup::of_job(job, trainable);
+    setup.attention = super::attention_kernel(job, shape);
     setup.seq = rl.sequence_len();
     if dpo {
         setup.micro_batch *= 2;

@@ -38,6 +38,8 @@ pub struct LayerOps {
     pub hidden: f64,
     pub rotary_width: f64,
     pub act_width: f64,
+    /// The attention's q/k head dim (the largest over layers): SDPA's kernel choice reads it.
+    pub head_dim: u64,
 }
 
 /// Per-model coefficients of the step-time model.
@@ -150,6 +152,7 @@ fn layer_ops(spec: &ModelSpec) -> LayerOps {
         sum.hidden += o.hidden;
         sum.rotary_width += o.rotary_width;
         sum.act_width += o.act_width;
+        sum.head_dim = sum.head_dim.max(o.head_dim);
         sum.rotary |= o.rotary;
         sum.repeat_kv |= o.repeat_kv;
         sum.gated |= o.gated;
@@ -238,6 +241,7 @@ fn one_layer(spec: &ModelSpec, l: &Layer) -> LayerOps {
             0.0
         },
         act_width: ffn as f64,
+        head_dim: k.qk_head_dim(),
     }
 }
 

@@ -176,6 +176,7 @@ fn qwen2_layer() -> shape::LayerOps {
         hidden: 896.0,
         rotary_width: (14.0 + 2.0) * 64.0,
         act_width: 4864.0,
+        head_dim: 64,
     }
 }
 
@@ -317,4 +318,30 @@ fn phases_take_the_longer_of_host_and_gpu() {
     let t = train_step(&big, &s, &hw);
     assert!(t.forward_s > 0.05084 * 32.0 / 24.0 * 2.0, "{t:?}");
     assert_eq!(t.bound(), "compute");
+}
+
+/// SDPA's backend decides how attention is timed (`estimate::blocks::sdpa`): in torch 2.11 a
+/// grouped-query model in bf16 gets the flash kernel (fused), in fp32 neither flash (16-bit
+/// only) nor memory-efficient (no grouped k/v before 2.15) — the math fallback, timed as eager.
+#[test]
+fn sdpa_math_fallback_is_timed_as_eager() {
+    let mut shape = gpt(16, 2048, 128256);
+    shape.layer_ops = qwen2_layer();
+    let job = |precision: &str| -> ResolvedJob {
+        serde_json::from_value::<crate::job::Job>(serde_json::json!({
+            "model": {"params": 1_000_000_000u64}, "gpu": "h200-141gb", "precision": precision,
+            "attention": "sdpa", "torch_version": "2.11"
+        }))
+        .unwrap()
+        .resolve(None)
+        .unwrap()
+    };
+    assert_eq!(
+        attention_kernel(&job("fp32"), &shape),
+        AttentionKernel::Eager
+    );
+    assert_eq!(
+        attention_kernel(&job("bf16"), &shape),
+        AttentionKernel::Sdpa
+    );
 }

@@ -91,22 +91,26 @@ pub struct Timing {
     hw: crate::throughput::Hardware,
     shape: crate::throughput::ModelShape,
     trainable: crate::throughput::Trainable,
+    /// The attention kernel the job's steps run (SDPA's backend picked once).
+    attention: crate::job::AttentionKernel,
 }
 
 impl Timing {
     /// `None` where the GPU's speeds are unknown.
     pub fn new(model: &ModelInput, base: &ResolvedJob, gpu: &Gpu) -> Option<Self> {
         let hw = crate::throughput::Hardware::of(gpu, base.precision).ok()?;
+        let shape = crate::throughput::ModelShape::of(model);
         Some(Timing {
             hw,
-            shape: crate::throughput::ModelShape::of(model),
+            attention: crate::throughput::attention_kernel(base, &shape),
+            shape,
             trainable: crate::throughput::trainable(model, base),
         })
     }
 
     pub fn of(&self, l: &Layout, base: &ResolvedJob) -> LayoutTime {
         let mut setup = setup_of(l, base, &self.trainable);
-        setup.attention = crate::throughput::attention_kernel(base, &self.shape);
+        setup.attention = self.attention;
         LayoutTime::of(&crate::throughput::train_step(
             &self.shape,
             &setup,

@@ -75,7 +75,9 @@ when the cheapest train adapters or offload; entries needing more host RAM than 
 (offloaded states, paged states beyond the GPU's free memory) are not offered.
 
 Time (on a GPU whose speeds the catalog has): `throughput` is the modelled step (step time,
-tokens/s per GPU, MFU, its parts; task rl adds generation_s). cost_per_million_tokens uses
+its forward_s, backward_s and optimizer_s, each the longer of the GPU's work and the host's
+kernel launches; bound: launch, compute, memory, communication or offload; tokens/s per GPU,
+MFU, its parts; task rl adds generation_s). cost_per_million_tokens uses
 --price-per-gpu-hour, else a built-in on-demand list (Lambda, read 2026-09-20) for the GPUs it
 prices; price_per_gpu_hour and price_source say which. The what-if table's `time` column (JSON:
 each row's step_time_s and time_cost) is the change's time per token against the job's: +0.33

@@ -32,6 +32,22 @@ use crate::job::Precision;
 
 /// Fraction of the bandwidth memory-bound kernels reach.
 pub const MEMORY_FRACTION: f64 = 0.85;
+/// Fraction of the bandwidth PyTorch's foreach and fused optimizer kernels
+/// (`multi_tensor_apply`) reach, measured on the H200 run of Llama-3.1-8B in pure bf16
+/// (`../shared/fixtures/gpu-h200/`, `llama8b-bf16-adamw-sdpa-full-b1s2048`): its foreach AdamW
+/// step moves 8.03e9 parameters × 21 accesses × 2 bytes = 337 GB (`throughput::pass_bytes`) in
+/// 109.4 ms (the optimizer phases' median less `zero_grad`), 3.08 TB/s of 4.8: 0.64. The step's
+/// host loop over 291 tensors (8 ms) is hidden under it.
+pub const FOREACH_MEMORY_FRACTION: f64 = 0.64;
+/// Fraction of the fp32 (non-tensor-core) peak a plain fp32 GEMM reaches (PyTorch's default
+/// `allow_tf32 = False` runs cuBLAS's SGEMM on the CUDA cores), measured on the H200's two fp32
+/// runs with eager attention and no allocator-history recording (`qwen0.5b-fp32-adamw-eager-
+/// b4s1024`, `gpt2-fp32-adamw-eager-b8s1024`): their forwards and backwards take 554.1 ms
+/// together (medians 120.1 + 230.3 + 75.1 + 128.6); with their matmuls at this fraction of 67
+/// TFLOP/s and everything else as modelled the model gives the same sum at 0.65 (546.6 ms at
+/// 0.664). The Llama-3.2-1B fp32 run (SDPA's math fallback under grouped k/v in torch 2.11)
+/// then reads 12 % slow, its backward the most.
+pub const FP32_SIMT_FRACTION: f64 = 0.65;
 /// Fraction of a link's one-way rate NCCL's bus bandwidth reaches.
 pub const LINK_FRACTION: f64 = 0.80;
 /// Fraction of the host link's one-way rate pinned copies reach.
@@ -110,9 +126,13 @@ impl Hardware {
             )
         })?;
         let one_way = |gbps: f64| gbps * 1e9 / 2.0;
+        let mut fractions = fractions(&gpu.arch);
+        if precision == Precision::Fp32 {
+            fractions.matmul = FP32_SIMT_FRACTION;
+        }
         Ok(Hardware {
             peak: tflops * 1e12,
-            fractions: fractions(&gpu.arch),
+            fractions,
             memory: perf.memory_gbps * 1e9,
             intra: one_way(perf.nvlink_gbps.unwrap_or(perf.host_gbps)),
             inter: perf.network_gbit_s.unwrap_or(DEFAULT_NETWORK_GBIT_S) * 1e9 / 8.0,
@@ -134,6 +154,11 @@ impl Hardware {
     /// Seconds of memory-bound work moving `bytes`.
     pub fn memory_s(&self, bytes: f64) -> f64 {
         bytes / (self.memory * MEMORY_FRACTION)
+    }
+
+    /// Seconds of a foreach / fused optimizer pass moving `bytes`.
+    pub fn foreach_s(&self, bytes: f64) -> f64 {
+        bytes / (self.memory * FOREACH_MEMORY_FRACTION)
     }
 
     /// NCCL bus bandwidth of a group whose members sit `span` ranks apart at most: within a

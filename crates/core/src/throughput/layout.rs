@@ -90,22 +90,27 @@ fn part(t: &LayoutTime, name: &str) -> f64 {
 pub struct Timing {
     hw: crate::throughput::Hardware,
     shape: crate::throughput::ModelShape,
-    trainable: f64,
+    trainable: crate::throughput::Trainable,
+    /// The attention kernel the job's steps run (SDPA's backend picked once).
+    attention: crate::job::AttentionKernel,
 }
 
 impl Timing {
     /// `None` where the GPU's speeds are unknown.
     pub fn new(model: &ModelInput, base: &ResolvedJob, gpu: &Gpu) -> Option<Self> {
         let hw = crate::throughput::Hardware::of(gpu, base.precision).ok()?;
+        let shape = crate::throughput::ModelShape::of(model);
         Some(Timing {
             hw,
-            shape: crate::throughput::ModelShape::of(model),
-            trainable: crate::throughput::trainable_params(model, base),
+            attention: crate::throughput::attention_kernel(base, &shape),
+            shape,
+            trainable: crate::throughput::trainable(model, base),
         })
     }
 
     pub fn of(&self, l: &Layout, base: &ResolvedJob) -> LayoutTime {
-        let setup = setup_of(l, base, self.trainable);
+        let mut setup = setup_of(l, base, &self.trainable);
+        setup.attention = self.attention;
         LayoutTime::of(&crate::throughput::train_step(
             &self.shape,
             &setup,
@@ -115,8 +120,12 @@ impl Timing {
 }
 
 /// A layout as the step-time model reads it.
-fn setup_of(l: &Layout, base: &ResolvedJob, trainable: f64) -> crate::throughput::Setup {
-    use crate::throughput::{grad_width, step_bytes, Setup};
+fn setup_of(
+    l: &Layout,
+    base: &ResolvedJob,
+    trainable: &crate::throughput::Trainable,
+) -> crate::throughput::Setup {
+    use crate::throughput::{grad_width, step_bytes, OptimizerPass, Setup};
     let framework = match l.framework {
         "megatron" => Framework::Megatron,
         "deepspeed" => Framework::Deepspeed,
@@ -153,6 +162,13 @@ fn setup_of(l: &Layout, base: &ResolvedJob, trainable: f64) -> crate::throughput
         grad_width: grad_width(framework, base.precision),
         step_bytes: step_bytes(base.optimizer, base.precision),
         peft: base.peft.is_some(),
-        trainable_params: trainable,
+        trainable_params: trainable.params,
+        trainable_tensors: trainable.tensors,
+        autocast: crate::throughput::autocast(framework, base.precision),
+        fused: framework == Framework::Megatron || base.techniques.compile,
+        lora_per_layer: trainable.lora_per_layer,
+        lora_cast: crate::throughput::lora_cast(base),
+        optimizer_pass: OptimizerPass::of(framework, base.optimizer),
     }
+    .with_step_bytes(base.optimizer, base.precision)
 }

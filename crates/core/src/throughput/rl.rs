@@ -16,7 +16,7 @@
 //! bound. DPO generates nothing and trains on chosen and rejected together (twice the batch).
 
 use super::compute::{attention_forward_flops, model_flops};
-use super::{train_step, Hardware, ModelShape, Setup, StepTime};
+use super::{train_step, Hardware, ModelShape, Setup, StepTime, Trainable};
 use crate::job::{ResolvedJob, Rl, RlAlgorithm};
 
 /// An RL step's parts: the training step (with the reference forward in its compute) and
@@ -33,10 +33,11 @@ pub fn step(
     job: &ResolvedJob,
     rl: &Rl,
     hw: &Hardware,
-    trainable: f64,
+    trainable: &Trainable,
 ) -> RlStep {
     let dpo = rl.algorithm == RlAlgorithm::Dpo;
     let mut setup = Setup::of_job(job, trainable);
+    setup.attention = super::attention_kernel(job, shape);
     setup.seq = rl.sequence_len();
     if dpo {
         setup.micro_batch *= 2;
@@ -54,6 +55,7 @@ pub fn step(
     };
     let tokens = train.tokens_per_s_per_gpu * train.step_s;
     train.compute_s += reference_s;
+    train.forward_s += reference_s;
     train.step_s += reference_s + generation_s;
     train.tokens_per_s_per_gpu = tokens / train.step_s;
     train.mfu *= (train.step_s - reference_s - generation_s) / train.step_s;
@@ -87,6 +89,7 @@ pub fn dpo_train_step(shape: &ModelShape, setup: &Setup, hw: &Hardware, frozen: 
     };
     let tokens = train.tokens_per_s_per_gpu * train.step_s;
     train.compute_s += reference_s;
+    train.forward_s += reference_s;
     train.step_s += reference_s;
     train.tokens_per_s_per_gpu = tokens / train.step_s;
     train.mfu *= (train.step_s - reference_s) / train.step_s;
@@ -133,10 +136,10 @@ mod tests {
             hidden: 1024,
             kv_width: 1024,
             vocab: 0,
-            elementwise_replicated: 0.0,
-            elementwise_split: 0.0,
             moe_layers: 0,
             top_k: 0,
+            layer_ops: Default::default(),
+            param_tensors: 0.0,
         }
     }
 

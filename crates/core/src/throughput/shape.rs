@@ -4,7 +4,43 @@
 
 use crate::estimate::ModelInput;
 use crate::inventory::Component;
-use crate::model::{Mlp, ModelSpec};
+use crate::model::{Layer, Mlp, ModelSpec, Naming, NormKind, Positions};
+
+/// What one layer's forward is made of, as eager PyTorch runs a Hugging Face modelling file
+/// (the mean over the model's layers): what [`super::eager`] counts kernels from.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LayerOps {
+    /// RMSNorms written out in Python (`LlamaRMSNorm`), q/k norms included.
+    pub rms_norms: f64,
+    /// LayerNorms (`F.layer_norm`, one kernel).
+    pub layer_norms: f64,
+    /// Projections (GEMMs with a weight): q, k, v, o (GPT-2's fused `c_attn` + `c_proj`), the
+    /// MLP's two or three.
+    pub projections: f64,
+    /// Projections with a bias.
+    pub biases: f64,
+    /// Projections whose input is the fp32 residual side under autocast (cast at every call).
+    pub fp32_inputs: f64,
+    /// Gradient adds where one tensor feeds several projections (q, k, v; gate, up).
+    pub shared_input_adds: f64,
+    pub rotary: bool,
+    /// Fewer key/value heads than query heads: eager attention's `repeat_kv`.
+    pub repeat_kv: bool,
+    /// Kernels of the activation (`silu`: 1; GPT-2's `gelu_new`, written out: 8).
+    pub act_kernels: f64,
+    pub gated: bool,
+    /// Dropouts with p > 0 on the hidden states (after attention and MLP).
+    pub hidden_dropouts: f64,
+    pub attention_dropout: bool,
+    /// LoRA-adapted projections (set per job by the step-time model, 0 here).
+    pub lora: f64,
+    /// Elements per token: the residual stream, the rotated q and k, the activation's input.
+    pub hidden: f64,
+    pub rotary_width: f64,
+    pub act_width: f64,
+    /// The attention's q/k head dim (the largest over layers): SDPA's kernel choice reads it.
+    pub head_dim: u64,
+}
 
 /// Per-model coefficients of the step-time model.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,14 +60,13 @@ pub struct ModelShape {
     /// Keys and values per token per layer, elements (context parallelism's ring exchange).
     pub kv_width: u64,
     pub vocab: u64,
-    /// Elements one token's memory-bound ops read and write per layer in the forward: norms
-    /// and residual adds (replicated across tensor-parallel ranks without sequence
-    /// parallelism), and rotary embeddings and the MLP's activation (split across them).
-    pub elementwise_replicated: f64,
-    pub elementwise_split: f64,
     /// MoE layers and the experts each token is routed to (expert parallelism's all-to-all).
     pub moe_layers: u64,
     pub top_k: u64,
+    /// One layer's ops, for the kernels an eager step launches.
+    pub layer_ops: LayerOps,
+    /// Parameter tensors (the optimizer's and `zero_grad`'s per-tensor loops).
+    pub param_tensors: f64,
 }
 
 impl ModelShape {
@@ -48,10 +83,13 @@ impl ModelShape {
             hidden: 0,
             kv_width: 0,
             vocab: 0,
-            elementwise_replicated: 0.0,
-            elementwise_split: 0.0,
             moe_layers: 0,
             top_k: 0,
+            layer_ops: LayerOps::default(),
+            param_tensors: model
+                .inventory
+                .as_ref()
+                .map_or(0.0, |i| i.tensors.len() as f64),
         };
         match &model.spec {
             Some(spec) => from_spec(spec, model, bare),
@@ -63,7 +101,7 @@ impl ModelShape {
 fn from_spec(spec: &ModelSpec, model: &ModelInput, bare: ModelShape) -> ModelShape {
     let h = spec.hidden_size;
     let mut attention: Vec<(f64, Option<u64>)> = Vec::new();
-    let (mut heads, mut rep, mut split) = (0.0, 0.0, 0.0);
+    let mut heads = 0.0;
     let (mut moe_layers, mut top_k, mut kv_width) = (0, 0, 0);
     for l in spec.all_layers() {
         let k = l.attention.kind;
@@ -75,24 +113,12 @@ fn from_spec(spec: &ModelSpec, model: &ModelInput, bare: ModelShape) -> ModelSha
         }
         heads += k.heads() as f64;
         kv_width = kv_width.max(k.kv_heads() * (k.qk_head_dim() + k.v_head_dim()));
-        // Two norms (read h, write h) and two residual adds (read 2h, write h).
-        rep += (2 * 2 * h + 2 * 3 * h) as f64;
-        // Rotary on q and k (read and write each), the MLP's activation (gated: read 2f,
-        // write f; else read f, write f).
-        split += (2 * k.heads() * k.qk_head_dim() + 2 * k.kv_heads() * k.qk_head_dim()) as f64;
-        let (ffn, gated) = match &l.mlp {
-            Mlp::Dense(d) => (d.ffn, d.gated),
-            Mlp::Moe(m) => {
-                moe_layers += 1;
-                top_k = m.top_k;
-                (m.expert.ffn * m.top_k, m.expert.gated)
-            }
-            Mlp::None => (0, false),
-        };
-        split += (ffn * if gated { 3 } else { 2 }) as f64;
+        if let Mlp::Moe(m) = &l.mlp {
+            moe_layers += 1;
+            top_k = m.top_k;
+        }
     }
     let layers = spec.num_layers();
-    let n = layers.max(1) as f64;
     ModelShape {
         matmul_params: matmul_params(spec, model).unwrap_or(bare.params),
         attention,
@@ -101,11 +127,131 @@ fn from_spec(spec: &ModelSpec, model: &ModelInput, bare: ModelShape) -> ModelSha
         hidden: h,
         kv_width,
         vocab: spec.vocab_size,
-        elementwise_replicated: rep / n,
-        elementwise_split: split / n,
         moe_layers,
         top_k,
+        layer_ops: layer_ops(spec),
         ..bare
+    }
+}
+
+/// The mean of [`LayerOps`] over a model's layers.
+fn layer_ops(spec: &ModelSpec) -> LayerOps {
+    let mut sum = LayerOps::default();
+    let mut n = 0.0;
+    for l in spec.all_layers() {
+        let o = one_layer(spec, l);
+        n += 1.0;
+        sum.rms_norms += o.rms_norms;
+        sum.layer_norms += o.layer_norms;
+        sum.projections += o.projections;
+        sum.biases += o.biases;
+        sum.fp32_inputs += o.fp32_inputs;
+        sum.shared_input_adds += o.shared_input_adds;
+        sum.act_kernels += o.act_kernels;
+        sum.hidden_dropouts += o.hidden_dropouts;
+        sum.hidden += o.hidden;
+        sum.rotary_width += o.rotary_width;
+        sum.act_width += o.act_width;
+        sum.head_dim = sum.head_dim.max(o.head_dim);
+        sum.rotary |= o.rotary;
+        sum.repeat_kv |= o.repeat_kv;
+        sum.gated |= o.gated;
+        sum.attention_dropout |= o.attention_dropout;
+    }
+    let n = f64::max(n, 1.0);
+    LayerOps {
+        rms_norms: sum.rms_norms / n,
+        layer_norms: sum.layer_norms / n,
+        projections: sum.projections / n,
+        biases: sum.biases / n,
+        fp32_inputs: sum.fp32_inputs / n,
+        shared_input_adds: sum.shared_input_adds / n,
+        act_kernels: sum.act_kernels / n,
+        hidden_dropouts: sum.hidden_dropouts / n,
+        hidden: sum.hidden / n,
+        rotary_width: sum.rotary_width / n,
+        act_width: sum.act_width / n,
+        ..sum
+    }
+}
+
+/// One layer's ops from its description (`modeling_llama.py` / `modeling_gpt2.py`).
+fn one_layer(spec: &ModelSpec, l: &Layer) -> LayerOps {
+    let k = l.attention.kind;
+    let qk_norms = if l.attention.qk_norm.is_some() {
+        2.0
+    } else {
+        0.0
+    };
+    let (mut rms, mut ln) = (0.0, 0.0);
+    for (_, norm) in &l.norms {
+        match norm.kind {
+            NormKind::RmsNorm => rms += 1.0,
+            NormKind::LayerNorm { .. } => ln += 1.0,
+        }
+    }
+    // Fused q/k/v (GPT-2's `c_attn`, Phi-3's `qkv_proj`) is one projection and one input.
+    let fused = matches!(spec.naming, Naming::Gpt2 | Naming::Phi3);
+    let (attn_proj, attn_inputs) = if fused { (2.0, 1.0) } else { (4.0, 3.0) };
+    let b = &l.attention.bias;
+    let mut biases = [b.q, b.k, b.v, b.o].iter().filter(|&&x| x).count() as f64;
+    if fused && b.q {
+        biases = 2.0;
+    }
+    let (mlp_proj, mlp_inputs, gated, act, ffn) = match &l.mlp {
+        Mlp::Dense(d) => {
+            biases += if d.bias {
+                2.0 + f64::from(u8::from(d.gated))
+            } else {
+                0.0
+            };
+            let p = if d.gated { 3.0 } else { 2.0 };
+            (
+                p,
+                p - 1.0,
+                d.gated,
+                activation_kernels(&d.activation),
+                d.ffn,
+            )
+        }
+        // Routed experts run per expert (not modelled here): the shared path's shape.
+        Mlp::Moe(m) => (3.0, 2.0, m.expert.gated, 1.0, m.expert.ffn * m.top_k),
+        Mlp::None => (0.0, 0.0, false, 0.0, 0),
+    };
+    let rotary = matches!(spec.embedding.positions, Positions::Rotary { .. }) && !l.attention.nope;
+    let dropout = spec.dropout;
+    LayerOps {
+        rms_norms: rms + qk_norms,
+        layer_norms: ln,
+        projections: attn_proj + mlp_proj,
+        biases,
+        fp32_inputs: attn_inputs + mlp_inputs,
+        shared_input_adds: (attn_inputs - 1.0) + (mlp_inputs - 1.0).max(0.0),
+        rotary,
+        repeat_kv: k.kv_heads() < k.heads(),
+        act_kernels: act,
+        gated,
+        hidden_dropouts: if dropout.hidden > 0.0 { 2.0 } else { 0.0 },
+        attention_dropout: dropout.attention > 0.0,
+        lora: 0.0,
+        hidden: spec.hidden_size as f64,
+        rotary_width: if rotary {
+            ((k.heads() + k.kv_heads()) * k.qk_head_dim()) as f64
+        } else {
+            0.0
+        },
+        act_width: ffn as f64,
+        head_dim: k.qk_head_dim(),
+    }
+}
+
+/// Kernels an activation launches: one for a native op (`F.silu`, `F.gelu`, `gelu_pytorch_tanh`
+/// = `F.gelu(approximate="tanh")`); eight for transformers' `NewGELUActivation` (`gelu_new`,
+/// written out in `activations.py`: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`).
+fn activation_kernels(name: &str) -> f64 {
+    match name {
+        "gelu_new" | "gelu_fast" => 8.0,
+        _ => 1.0,
     }
 }
 

@@ -18,10 +18,10 @@ fn gpt(l: u64, h: u64, v: u64) -> ModelShape {
         hidden: h,
         kv_width: 2 * h,
         vocab: v,
-        elementwise_replicated: 0.0,
-        elementwise_split: 0.0,
         moe_layers: 0,
         top_k: 0,
+        layer_ops: Default::default(),
+        param_tensors: 0.0,
     }
 }
 
@@ -67,6 +67,12 @@ fn setup(pp: u64, m: u64) -> Setup {
         step_bytes: 0,
         peft: false,
         trainable_params: 1e9,
+        trainable_tensors: 0.0,
+        autocast: false,
+        fused: true,
+        lora_per_layer: 0.0,
+        lora_cast: false,
+        optimizer_pass: OptimizerPass::Flat,
     }
 }
 
@@ -148,4 +154,194 @@ fn dpo_step_trains_both_rows_and_runs_the_reference_forward() {
     assert!((frozen.step_s - plain.step_s - reference).abs() < 1e-12);
     let tokens = frozen.tokens_per_s_per_gpu * frozen.step_s;
     assert!((tokens - 2.0 * 2048.0).abs() < 1e-6, "{tokens}");
+}
+
+/// A Qwen2 decoder layer (`modeling_qwen2.py`): two RMSNorms, q/k/v (with biases) and o,
+/// gate/up/down, rotary, SiLU, grouped-query attention.
+fn qwen2_layer() -> shape::LayerOps {
+    shape::LayerOps {
+        rms_norms: 2.0,
+        layer_norms: 0.0,
+        projections: 7.0,
+        biases: 3.0,
+        fp32_inputs: 5.0,
+        shared_input_adds: 3.0,
+        rotary: true,
+        repeat_kv: true,
+        act_kernels: 1.0,
+        gated: true,
+        hidden_dropouts: 0.0,
+        attention_dropout: false,
+        lora: 0.0,
+        hidden: 896.0,
+        rotary_width: (14.0 + 2.0) * 64.0,
+        act_width: 4864.0,
+        head_dim: 64,
+    }
+}
+
+fn hf(precision: Precision) -> Setup {
+    let mut s = setup(1, 1);
+    s.framework = Framework::Pytorch;
+    s.attention = AttentionKernel::Sdpa;
+    s.width = precision.compute_bytes();
+    s.autocast = autocast(Framework::Pytorch, precision);
+    s.fused = false;
+    s.optimizer_pass = OptimizerPass::Foreach;
+    s
+}
+
+/// Kernels of one Qwen2 layer under bf16 autocast, forward: 2 norms × 6 (pow, mean, add, rsqrt,
+/// mul, weight ×; the casts are no-ops on the fp32 residual) = 12; 7 GEMMs; autocast's casts of
+/// 7 weights, 3 biases and the 5 fp32 inputs (q, k, v, gate, up) = 15; rotary 10 and the casts
+/// of q and k back = 12; SDPA 1; the output's contiguous copy 1, 2 residual adds, SiLU, the
+/// gate's multiply = 5: 52. Backward: norms 2 × 14 = 28; GEMMs 7 × 2 + 3 bias sums + the 10
+/// weight/bias casts' and the 5 input casts' backwards = 32; 3 adds of shared inputs; rotary
+/// 18 + 2; SDPA's 3; residuals 2 + 2 casts; SiLU 1; the gate's 2: 93. In pure bf16 the norms
+/// cast up and back (8 forward, 16 backward) and autocast's casts go: 39 and 78.
+#[test]
+fn eager_kernels_of_a_qwen2_layer() {
+    let o = qwen2_layer();
+    let mixed = hf(Precision::Bf16Mixed);
+    assert_eq!(eager::forward_kernels(&o, &mixed), 52.0);
+    assert_eq!(eager::backward_kernels(&o, &mixed), 93.0);
+    let bf16 = hf(Precision::Bf16);
+    assert_eq!(eager::forward_kernels(&o, &bf16), 39.0);
+    assert_eq!(eager::backward_kernels(&o, &bf16), 78.0);
+    // 24 layers and the model around them (23 kernels forward under autocast, 30 backward) at
+    // 40 µs a kernel: (24 · 52 + 23) · 40 µs = 50.84 ms; (24 · 93 + 30) · 40 µs = 90.48 ms.
+    let h = eager::host(&o, 24.0, &mixed);
+    assert!((h.forward_s - 0.05084).abs() < 1e-9, "{h:?}");
+    assert!((h.backward_s - 0.09048).abs() < 1e-9, "{h:?}");
+    // Full checkpointing: 40 saved tensors a layer (2 norms × 6, 7 projections × 2, rotary's
+    // 4, SDPA's 7, SiLU's 1, the gate's 2) through the pack hook at 36 µs: +34.56 ms forward;
+    // the backward runs the layers' forward again (24 · 52 · 40 µs = 49.92 ms) and 42 µs a
+    // saved tensor (40.32 ms).
+    assert_eq!(eager::saved_per_layer(&o), 40.0);
+    let mut full = mixed;
+    full.checkpointing = Checkpointing::Full;
+    let c = eager::host(&o, 24.0, &full);
+    assert!((c.forward_s - (0.05084 + 0.03456)).abs() < 1e-9, "{c:?}");
+    assert!(
+        (c.backward_s - (0.09048 + 0.04992 + 0.04032)).abs() < 1e-9,
+        "{c:?}"
+    );
+}
+
+/// Bytes per token of a Llama-3.1-8B layer's memory-bound forward in pure bf16 (h 4096, q 32 ×
+/// 128, k 8 × 128, MLP 14336): norms 2 × 36 · 4096 = 294,912; residual adds 2 × (2·2 + 2) ·
+/// 4096 = 49,152 — replicated 344,064; rotary (4096 + 1024) · 20 = 102,400, the attention
+/// output's copy 2 · 2 · 4096 = 16,384, SiLU and the gate 14336 · (2·2 + 3·2) = 143,360 —
+/// split 262,144. Under autocast (fp32 residual): norms 2 × 28 · 4096 = 229,376, residual adds
+/// 2 × (2·4 + 2) · 4096 = 81,920, the 5 input casts 6 · 5 · 4096 = 122,880 → 434,176; rotary
+/// at 36 bytes 184,320 + 16,384 + 143,360 = 344,064.
+#[test]
+fn memory_bound_bytes_of_a_llama_layer() {
+    let o = shape::LayerOps {
+        projections: 7.0,
+        biases: 0.0,
+        hidden: 4096.0,
+        rotary_width: 5120.0,
+        act_width: 14336.0,
+        ..qwen2_layer()
+    };
+    assert_eq!(
+        memory::layer_forward_bytes(&o, &hf(Precision::Bf16)),
+        (344_064.0, 262_144.0)
+    );
+    assert_eq!(
+        memory::layer_forward_bytes(&o, &hf(Precision::Bf16Mixed)),
+        (434_176.0, 344_064.0)
+    );
+    // The loss over 1e6 16-bit logits: 18 bytes each forward, 22 backward.
+    assert_eq!(memory::loss_bytes(1e6, 2), (18e6, 22e6));
+}
+
+/// A foreach AdamW step (`_multi_tensor_adam`, 21 accesses an element) over N fp32
+/// parameters moves 84·N bytes at 4.8 TB/s × 0.64 (for Narayanan's 1.6468e9-parameter model,
+/// 1.3833e11 bytes: 45.03 ms), longer than the host's 100 tensors × 27.5 µs = 2.75 ms; `zero_grad`'s 100 × 5 µs
+/// = 0.5 ms follows.
+/// Pure bf16 halves the bytes (42 a parameter); `fused=True` moves 7 accesses (28 bytes).
+#[test]
+fn foreach_adamw_moves_21_accesses_a_parameter() {
+    let hw = Hardware::of(find("h200-141gb").unwrap(), Precision::Bf16Mixed).unwrap();
+    let mut s = hf(Precision::Bf16Mixed);
+    s.trainable_tensors = 100.0;
+    let s = s.with_step_bytes(Optimizer::AdamW, Precision::Bf16Mixed);
+    assert_eq!(s.step_bytes, 84);
+    let t = train_step(
+        &gpt(24, 2304, 51200),
+        &Setup {
+            trainable_params: 1e9,
+            ..s
+        },
+        &hw,
+    );
+    let params = gpt(24, 2304, 51200).params;
+    let expected = params * 84.0 / (4.8e12 * 0.64) + 100.0 * 5e-6;
+    assert!(
+        (t.optimizer_s - expected).abs() < 1e-12,
+        "{}",
+        t.optimizer_s
+    );
+    assert!((t.optimizer_s - 0.04553).abs() < 1e-4, "{}", t.optimizer_s);
+    let bf16 = hf(Precision::Bf16).with_step_bytes(Optimizer::AdamW, Precision::Bf16);
+    assert_eq!(bf16.step_bytes, 42);
+    let mut fused = hf(Precision::Bf16Mixed);
+    fused.optimizer_pass = OptimizerPass::Fused;
+    assert_eq!(
+        fused
+            .with_step_bytes(Optimizer::AdamWFused, Precision::Bf16Mixed)
+            .step_bytes,
+        28
+    );
+}
+
+/// A phase takes the longer of the GPU's work and the host's launches: a small model at a
+/// small batch is launch-bound (its forward is the host's time), a large one at a large batch
+/// is compute-bound (its forward is the GPU's).
+#[test]
+fn phases_take_the_longer_of_host_and_gpu() {
+    let hw = Hardware::of(find("h200-141gb").unwrap(), Precision::Bf16Mixed).unwrap();
+    let mut small = gpt(24, 896, 151936);
+    small.layer_ops = qwen2_layer();
+    let mut s = hf(Precision::Bf16Mixed);
+    s.seq = 128;
+    let t = train_step(&small, &s, &hw);
+    // (24 · 52 + 23) · 40 µs.
+    assert!((t.forward_s - 0.05084).abs() < 1e-9, "{t:?}");
+    assert_eq!(t.bound(), "launch");
+    let mut big = gpt(32, 4096, 128256);
+    big.layer_ops = qwen2_layer();
+    s.seq = 8192;
+    s.micro_batch = 8;
+    let t = train_step(&big, &s, &hw);
+    assert!(t.forward_s > 0.05084 * 32.0 / 24.0 * 2.0, "{t:?}");
+    assert_eq!(t.bound(), "compute");
+}
+
+/// SDPA's backend decides how attention is timed (`estimate::blocks::sdpa`): in torch 2.11 a
+/// grouped-query model in bf16 gets the flash kernel (fused), in fp32 neither flash (16-bit
+/// only) nor memory-efficient (no grouped k/v before 2.15) — the math fallback, timed as eager.
+#[test]
+fn sdpa_math_fallback_is_timed_as_eager() {
+    let mut shape = gpt(16, 2048, 128256);
+    shape.layer_ops = qwen2_layer();
+    let job = |precision: &str| -> ResolvedJob {
+        serde_json::from_value::<crate::job::Job>(serde_json::json!({
+            "model": {"params": 1_000_000_000u64}, "gpu": "h200-141gb", "precision": precision,
+            "attention": "sdpa", "torch_version": "2.11"
+        }))
+        .unwrap()
+        .resolve(None)
+        .unwrap()
+    };
+    assert_eq!(
+        attention_kernel(&job("fp32"), &shape),
+        AttentionKernel::Eager
+    );
+    assert_eq!(
+        attention_kernel(&job("bf16"), &shape),
+        AttentionKernel::Sdpa
+    );
 }

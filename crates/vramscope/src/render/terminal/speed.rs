@@ -13,23 +13,27 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
-/// "step 1.59 s · 10,314 tokens/s per GPU · MFU 60 %" and the step's parts; nothing without a
-/// modelled throughput.
+/// "step 1.59 s · 10,314 tokens/s per GPU · MFU 60 % · bound by compute" and the step's
+/// parts (its forward, backward and optimizer phases, then what is not hidden); nothing without
+/// a modelled throughput.
 pub fn lines(r: &Report, indent: &str) -> Vec<String> {
     match &r.throughput {
         Some(Throughput::Train(t)) => {
             let mut first = format!(
-                "{indent}modelled step {} · {} tokens/s per GPU · MFU {:.0} %",
+                "{indent}modelled step {} · {} tokens/s per GPU · MFU {:.0} % · bound by {}",
                 seconds(t.step_time_s),
                 thousands(t.tokens_per_s_per_gpu.round() as u64),
-                t.mfu * 100.0
+                t.mfu * 100.0,
+                t.bound
             );
             if let Some(c) = t.cost_per_million_tokens {
                 first.push_str(&format!(" · ${c:.2} per million tokens"));
             }
             let parts = [
                 ("generation", t.generation_s.unwrap_or(0.0)),
-                ("compute", t.compute_s),
+                ("forward", t.forward_s),
+                ("backward", t.backward_s),
+                ("optimizer", t.optimizer_s),
                 ("communication", t.communication_s),
                 ("offload", t.offload_s),
                 ("pipeline bubble", t.bubble_s),

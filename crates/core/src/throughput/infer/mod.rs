@@ -164,9 +164,22 @@ pub fn graph_step(shape: &ModelShape, job: &ResolvedJob, hw: &Hardware, bytes: f
     }
 }
 
-/// The prompt's forward on the GPU, reading `weights` bytes at least once. `attended`: the static cache's length, over which the
-/// masked attention runs whole (no causal half skipped); `None`: causal attention over the
-/// prompt (FlashAttention skips the masked half).
+/// Elements one token's memory-bound ops read and write per layer in an inference forward,
+/// each op reading its input and writing its output once (`modeling_llama.py`'s forward):
+/// the norms (read h, write h), two residual adds (read 2h, write h), rotary on q and k (read
+/// and write each) and the MLP's activation (gated: read 2f, write f; else read f, write f).
+fn prefill_elements_per_token(o: &super::shape::LayerOps) -> f64 {
+    let h = o.hidden;
+    let norms = (o.rms_norms + o.layer_norms) * 2.0 * h;
+    let residual = 2.0 * 3.0 * h;
+    let rotary = 2.0 * o.rotary_width;
+    let act = o.act_width * if o.gated { 3.0 } else { 2.0 };
+    norms + residual + rotary + act
+}
+
+/// The prompt's forward on the GPU, reading `weights` bytes at least once. `attended`: the
+/// static cache's length, over which the masked attention runs whole (no causal half
+/// skipped); `None`: causal attention over the prompt (FlashAttention skips the masked half).
 pub fn prefill_s(
     shape: &ModelShape,
     job: &ResolvedJob,
@@ -185,7 +198,7 @@ pub fn prefill_s(
         None => attn * 0.5,
     };
     let width = job.precision.compute_bytes() as f64;
-    let per_token = (shape.elementwise_replicated + shape.elementwise_split) * width;
+    let per_token = prefill_elements_per_token(&shape.layer_ops) * width;
     let elementwise = tokens * per_token * shape.layers as f64 / gpus;
     (hw.matmul_s(flops_mm) + hw.attention_s(flops_attn) + hw.memory_s(elementwise))
         .max(hw.memory_s(weights))

@@ -82,6 +82,10 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "jamba",
     "falcon_h1",
     "qwen3_next",
+    "smollm3",
+    "olmo2",
+    "olmo3",
+    "exaone4",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far

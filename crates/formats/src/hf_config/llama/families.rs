@@ -17,6 +17,9 @@ pub(super) struct Defaults {
     pub max_pos: u64,
     pub tied: bool,
     pub activation: &'static str,
+    /// The class default of `sliding_window` (OLMo-3 and EXAONE-4: 4096), taken when the key is
+    /// absent; `null` in the config turns the window off.
+    pub window: Option<u64>,
     /// The key of the dense MLP's width: `intermediate_size`, or Llama 4's
     /// `intermediate_size_mlp` (its `intermediate_size` is the experts').
     pub ffn_key: &'static str,
@@ -37,6 +40,38 @@ pub(super) enum Biases {
     KeysOn,
     /// `attention_bias` on q/k/v only, o_proj without (modeling_glm4_moe.py `Glm4MoeAttention`).
     QkvKeys,
+    /// `attention_bias` on q/k/v/o; the MLP hard-codes `bias=False` and ignores `mlp_bias`
+    /// (modeling_olmo2.py `Olmo2MLP`, modeling_olmo3.py `Olmo3MLP`).
+    AttentionKey,
+    /// No bias anywhere, whatever the config says (modeling_exaone4.py `Exaone4Attention` and
+    /// `Exaone4MLP` hard-code `bias=False`).
+    Never,
+}
+
+/// Where a block's norms sit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum NormPlace {
+    /// Before attention and before the MLP (Llama `input_layernorm`, `post_attention_layernorm`).
+    Pre,
+    /// Before and after both (Gemma-2/3: four norms).
+    Sandwich,
+    /// After attention and after the MLP only, on the sublayer's output before the residual add
+    /// (OLMo-2/3 and EXAONE-4's `post_attention_layernorm`, `post_feedforward_layernorm`).
+    Post,
+}
+
+/// Which layers use rotary positions, beyond the family's sliding rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Positions {
+    /// Every layer (RoPE everywhere).
+    Rope,
+    /// SmolLM3 (`configuration_smollm3.py` `__post_init__`): `no_rope_layers[i]` 0 means NoPE
+    /// (default: every `no_rope_layer_interval`-th layer, 4); NoPE layers slide their window
+    /// when `use_sliding_window` and `sliding_window` are set.
+    SmolLm3,
+    /// EXAONE-4 (`modeling_exaone4.py` `Exaone4Attention.forward`): when `sliding_window` is set,
+    /// the global (full-attention) layers skip RoPE.
+    GlobalNope,
 }
 
 /// Which layers slide their attention window when the config sets `sliding_window` (and no
@@ -48,8 +83,13 @@ pub(super) enum Sliding {
     All,
     /// Even layers local, odd global (Gemma-2).
     EvenLayers,
-    /// Every `sliding_window_pattern`-th layer (default 6) global, the rest local (Gemma-3).
-    Pattern,
+    /// Every `period`-th layer global, the rest local: Gemma-3 reads the period from
+    /// `sliding_window_pattern` (default 6), EXAONE-4 likewise (default 4, or a string such as
+    /// `"LLLG"`), OLMo-3 has a fixed 4 (`configuration_olmo3.py` `__post_init__`).
+    Pattern {
+        key: Option<&'static str>,
+        period: u64,
+    },
     /// With `use_sliding_window`, the layers from `max_window_layers` on (Qwen2/3).
     FromMaxWindowLayers,
 }
@@ -115,8 +155,10 @@ pub(super) struct Family {
     pub qk_norm_whole: bool,
     /// The head's bias comes from `lm_head_bias` (Phi-3.5-MoE `PhimoeForCausalLM`).
     pub lm_head_bias: bool,
-    /// Norms before and after both attention and MLP (Gemma-2/3).
-    pub four_norms: bool,
+    /// Where the block's norms sit.
+    pub norms: NormPlace,
+    /// Which layers use rotary positions.
+    pub positions: Positions,
     pub sliding: Sliding,
     /// Multi-head latent attention (DeepSeek-V2/V3).
     pub latent: bool,
@@ -144,6 +186,7 @@ pub(super) const LLAMA_DEFAULTS: Defaults = Defaults {
     max_pos: 2048,
     tied: false,
     activation: "silu",
+    window: None,
     ffn_key: "intermediate_size",
 };
 
@@ -159,7 +202,8 @@ pub(super) const LLAMA: Family = Family {
     qk_norm_key: None,
     qk_norm_whole: false,
     lm_head_bias: false,
-    four_norms: false,
+    norms: NormPlace::Pre,
+    positions: Positions::Rope,
     sliding: Sliding::Never,
     latent: false,
     experts: Experts::Dense,
@@ -183,6 +227,7 @@ const GEMMA_DEFAULTS: Defaults = Defaults {
     max_pos: 8192,
     tied: true,
     activation: "gelu_pytorch_tanh",
+    window: None,
     ffn_key: "intermediate_size",
 };
 
@@ -337,7 +382,7 @@ pub(super) const FAMILIES: &[Family] = &[
             kv_heads: Some(4),
             ..GEMMA_DEFAULTS
         },
-        four_norms: true,
+        norms: NormPlace::Sandwich,
         sliding: Sliding::EvenLayers,
         softcaps: true,
         ..LLAMA
@@ -356,8 +401,11 @@ pub(super) const FAMILIES: &[Family] = &[
             ..GEMMA_DEFAULTS
         },
         qk_norm: true,
-        four_norms: true,
-        sliding: Sliding::Pattern,
+        norms: NormPlace::Sandwich,
+        sliding: Sliding::Pattern {
+            key: Some("sliding_window_pattern"),
+            period: 6,
+        },
         ..LLAMA
     },
     Family {
@@ -448,6 +496,10 @@ pub(super) const FAMILIES: &[Family] = &[
     super::new_families::GLM4_MOE,
     super::new_families::LLAMA4_TEXT,
     super::new_families::KIMI_K2,
+    super::season::SMOLLM3,
+    super::season::OLMO2,
+    super::season::OLMO3,
+    super::season::EXAONE4,
 ];
 
 /// The family row for a `model_type`; Llama's for any other (a generic Llama-style decoder).
@@ -479,6 +531,6 @@ mod tests {
         }
         // An unknown type reads as Llama (the generic decoder).
         assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
-        assert_eq!(FAMILIES.len(), 20);
+        assert_eq!(FAMILIES.len(), 24);
     }
 }

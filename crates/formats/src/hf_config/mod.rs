@@ -140,6 +140,7 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
+    vision::check_subconfigs(top, top_type, origin)?;
     let architecture = top
         .get("architectures")
         .and_then(Value::as_array)

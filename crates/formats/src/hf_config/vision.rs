@@ -29,6 +29,50 @@ pub const VISION_TYPES: &[&str] = &[
     "qwen3_vl_moe",
 ];
 
+/// The VLM wrappers whose configuration class builds a default sub-config that is not its
+/// family's own defaults (transformers 5.24.0: `Qwen2VLConfig`'s text config is a 72B,
+/// `Mistral3Config`'s a 24B, `Gemma3Config`'s vision tower SigLIP-base, ...; the table
+/// `tests/fixtures/defaults/transformers-5.24.0.json`): a config that leaves one out is refused
+/// rather than counted with the wrong defaults.
+const OWN_DEFAULT_SUBCONFIGS: &[&str] = &[
+    "gemma3",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "mistral3",
+    "internvl",
+    "qwen3_vl_moe",
+    "mllama",
+];
+
+/// Refuses a VLM config of [`OWN_DEFAULT_SUBCONFIGS`] without its `text_config` (Qwen2-VL's
+/// 4.x configs keep the text fields at the top level: `hidden_size` there counts) or its
+/// `vision_config`.
+pub(crate) fn check_subconfigs(
+    top: &Map<String, Value>,
+    top_type: &str,
+    origin: &str,
+) -> Result<()> {
+    if !OWN_DEFAULT_SUBCONFIGS.contains(&top_type) {
+        return Ok(());
+    }
+    let text_at_top = top_type.starts_with("qwen2") && top.contains_key("hidden_size");
+    for key in ["text_config", "vision_config"] {
+        let given =
+            top.get(key).is_some_and(Value::is_object) || (key == "text_config" && text_at_top);
+        if !given {
+            return Err(crate::error::FormatError::Unsupported {
+                path: origin.to_string(),
+                reason: format!(
+                    "'{top_type}' config has no {key}: transformers would build its \
+                     configuration class's default {key}, whose defaults vramscope does not \
+                     read; give the model's own config.json"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
 /// family's default text config).
 pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> String {

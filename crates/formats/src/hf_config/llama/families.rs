@@ -90,8 +90,16 @@ pub(super) enum Sliding {
         key: Option<&'static str>,
         period: u64,
     },
-    /// With `use_sliding_window`, the layers from `max_window_layers` on (Qwen2/3).
+    /// With `use_sliding_window`, the layers from `max_window_layers` on (Qwen2/3:
+    /// `configuration_qwen2.py` `__post_init__`, `max_window_layers` default 28).
     FromMaxWindowLayers,
+    /// With `use_sliding_window`, every layer (`configuration_qwen3_moe.py` keeps
+    /// `sliding_window` only under the flag; `Qwen3MoeAttention` applies it on every layer).
+    AllWithFlag,
+    /// With `use_sliding_window`, the even layers below `max_window_layers` (default 28):
+    /// `configuration_qwen2_moe.py` `__post_init__`, `bool((i + 1) % 2) and i <
+    /// max_window_layers`.
+    EvenBelowMaxWithFlag,
 }
 
 /// A family's experts and their class defaults.
@@ -249,11 +257,12 @@ pub(super) const DEEPSEEK_V3: Family = Family {
     },
     naming: Naming::DeepSeek,
     latent: true,
+    // DeepseekV3Config: `n_routed_experts` 256, `n_shared_experts` 1, `first_k_dense_replace` 3.
     experts: Experts::DeepSeek {
         expert_ffn: 2048,
         shared: 1,
-        experts: None,
-        first_dense: 0,
+        experts: Some(256),
+        first_dense: 3,
     },
     ..LLAMA
 };
@@ -267,6 +276,8 @@ pub(super) const FAMILIES: &[Family] = &[
             ffn: 14336,
             kv_heads: Some(8),
             max_pos: 4096 * 32,
+            // configuration_mistral.py: `sliding_window: int | None = 4096`.
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         sliding: Sliding::All,
@@ -297,6 +308,7 @@ pub(super) const FAMILIES: &[Family] = &[
             vocab: 151936,
             ffn: 22016,
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         biases: Biases::QwenQkv,
@@ -314,11 +326,12 @@ pub(super) const FAMILIES: &[Family] = &[
             heads: 16,
             kv_heads: Some(16),
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::QwenMoe,
         biases: Biases::QwenQkv,
-        sliding: Sliding::FromMaxWindowLayers,
+        sliding: Sliding::EvenBelowMaxWithFlag,
         experts: Experts::Qwen {
             experts: 60,
             top_k: 4,
@@ -335,6 +348,7 @@ pub(super) const FAMILIES: &[Family] = &[
             ffn: 22016,
             head_dim: Some(128),
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         qk_norm: true,
@@ -351,13 +365,14 @@ pub(super) const FAMILIES: &[Family] = &[
             layers: 24,
             heads: 32,
             kv_heads: Some(4),
-            head_dim: Some(128),
+            // Qwen3MoeConfig declares no `head_dim`: `Qwen3MoeAttention` takes hidden / heads.
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::QwenMoe,
         qk_norm: true,
-        sliding: Sliding::FromMaxWindowLayers,
+        sliding: Sliding::AllWithFlag,
         experts: Experts::Qwen {
             experts: 128,
             top_k: 8,
@@ -380,6 +395,7 @@ pub(super) const FAMILIES: &[Family] = &[
             layers: 26,
             heads: 8,
             kv_heads: Some(4),
+            window: Some(4096),
             ..GEMMA_DEFAULTS
         },
         norms: NormPlace::Sandwich,
@@ -398,6 +414,7 @@ pub(super) const FAMILIES: &[Family] = &[
             heads: 8,
             kv_heads: Some(4),
             max_pos: 131072,
+            window: Some(4096),
             ..GEMMA_DEFAULTS
         },
         qk_norm: true,
@@ -453,16 +470,19 @@ pub(super) const FAMILIES: &[Family] = &[
         defaults: Defaults {
             arch: "DeepseekV2ForCausalLM",
             vocab: 102400,
-            layers: 30,
+            // DeepseekV2Config: `num_hidden_layers` 32.
+            layers: 32,
             kv_heads: Some(32),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::DeepSeek,
         latent: true,
+        // DeepseekV2Config: `n_routed_experts` 64, `n_shared_experts` 2,
+        // `first_k_dense_replace` 0.
         experts: Experts::DeepSeek {
             expert_ffn: 1407,
-            shared: 0,
-            experts: None,
+            shared: 2,
+            experts: Some(64),
             first_dense: 0,
         },
         ..LLAMA
@@ -481,6 +501,7 @@ pub(super) const FAMILIES: &[Family] = &[
             kv_heads: Some(8),
             head_dim: Some(64),
             max_pos: 131072,
+            window: Some(128),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::GptOss,

@@ -46,7 +46,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     let is_sliding = |i: u64| match (window, &layer_types) {
         (None, _) => false,
         (Some(_), Some(types)) => types[i as usize],
-        (Some(_), None) => slides_by_family(cfg, fam.sliding, i, shape.layers),
+        (Some(_), None) => slides_by_family(cfg, fam.sliding, i),
     };
     let kind = attention_kind(cfg, fam, &shape)?;
     let moe = moe::moe_layout(cfg, fam.experts, &shape.activation, fam.defaults.ffn)?;
@@ -218,7 +218,10 @@ fn qk_norm_on(cfg: &Cfg, fam: &Family) -> Result<bool> {
 /// and no `layer_types`): all layers (Mistral, Mixtral, Phi-3, StarCoder2), alternating
 /// (Gemma-2: even layers local), a pattern (Gemma-3: every `sliding_window_pattern`-th layer
 /// global), Qwen2/3's `use_sliding_window` from `max_window_layers` on.
-fn slides_by_family(cfg: &Cfg, rule: Sliding, i: u64, layers: u64) -> bool {
+fn slides_by_family(cfg: &Cfg, rule: Sliding, i: u64) -> bool {
+    let flag = || cfg.boolean("use_sliding_window", false).unwrap_or(false);
+    // Qwen2/Qwen3/Qwen2-MoE configs: `max_window_layers: int = 28`.
+    let max_window = || cfg.uint("max_window_layers").ok().flatten().unwrap_or(28);
     match rule {
         Sliding::Never => false,
         Sliding::All => true,
@@ -237,14 +240,9 @@ fn slides_by_family(cfg: &Cfg, rule: Sliding, i: u64, layers: u64) -> bool {
                 .unwrap_or(period);
             !(i + 1).is_multiple_of(pattern)
         }
-        Sliding::FromMaxWindowLayers => {
-            cfg.boolean("use_sliding_window", false).unwrap_or(false)
-                && i >= cfg
-                    .uint("max_window_layers")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(layers)
-        }
+        Sliding::FromMaxWindowLayers => flag() && i >= max_window(),
+        Sliding::AllWithFlag => flag(),
+        Sliding::EvenBelowMaxWithFlag => flag() && i.is_multiple_of(2) && i < max_window(),
     }
 }
 

@@ -277,10 +277,12 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
                     ),
                 });
             }
+            // Reached only with `--assume-llama` (`unknown::check_unknown` refuses otherwise).
             warnings.push(format!(
-                "model_type '{other}' is not known to vramscope: read as a generic \
-                 Llama-style decoder (gated MLP, RMSNorm, untied head unless \
-                 tie_word_embeddings says otherwise); check the parameter count"
+                "model_type '{other}' is not known to vramscope: read as a Llama-style decoder \
+                 on request (--assume-llama: gated MLP, pre-norm RMSNorm, no q/k norms, untied \
+                 head unless tie_word_embeddings says otherwise); transformers may count it \
+                 differently"
             ));
             llama_like(cfg, "generic")?
         }

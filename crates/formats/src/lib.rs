@@ -10,6 +10,7 @@ pub mod hf_config;
 pub mod hf_names;
 pub mod model_source;
 pub mod presets;
+pub mod python_json;
 pub mod recipes;
 pub mod safetensors;
 

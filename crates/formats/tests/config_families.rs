@@ -346,3 +346,31 @@ mod fuzz {
         }
     }
 }
+
+/// Python's `json.dumps` writes `inf` / `nan` as `Infinity` / `NaN` (Nemotron-H-56B's config
+/// holds `"time_step_limit": [0.0, Infinity]`): such a config is read as Python reads it; a size
+/// given as one is refused naming the field.
+#[test]
+fn python_non_finite_tokens_are_read() {
+    let text = r#"{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+        "time_step_limit": [0.0, Infinity], "initializer_range": NaN, "note": "NaN, Infinity"}"#;
+    let parsed = vramscope_formats::hf_config::parse_config_str(text, "c.json").unwrap();
+    assert_eq!(parsed.spec.hidden_size, 64);
+    let bad = text.replace("\"hidden_size\": 64", "\"hidden_size\": Infinity");
+    let e = vramscope_formats::hf_config::parse_config_str(&bad, "c.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hidden_size") && !e.contains("not valid JSON"),
+        "{e}"
+    );
+    let nan = text.replace("\"hidden_size\": 64", "\"hidden_size\": NaN");
+    let e = vramscope_formats::hf_config::parse_config_str(&nan, "c.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hidden_size") && !e.contains("not valid JSON"),
+        "{e}"
+    );
+}

@@ -110,7 +110,8 @@ pub fn parse_config_str(text: &str, origin: &str) -> Result<ParsedConfig> {
 
 /// [`parse_config_str`] with explicit read options.
 pub fn parse_config_str_with(text: &str, origin: &str, opts: ReadOptions) -> Result<ParsedConfig> {
-    let value: Value = serde_json::from_str(text)
+    // Python's `Infinity` / `NaN` (transformers writes config.json with `json.dumps`).
+    let value: Value = serde_json::from_str(&crate::python_json::to_strict(text))
         .map_err(|e| FormatError::malformed(origin, format!("not valid JSON: {e}")))?;
     parse_config_value_with(&value, origin, opts)
 }

@@ -372,7 +372,7 @@ fn gemma3(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
 /// `size.longest_edge`, `max_image_size.longest_edge` and `do_image_splitting`. A model
 /// without a vision side is left as it is.
 pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Result<()> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value = serde_json::from_str(&crate::python_json::to_strict(text)).map_err(|e| {
         crate::error::FormatError::malformed(origin, format!("not valid JSON: {e}"))
     })?;
     let obj = value.as_object().ok_or_else(|| {

@@ -12,6 +12,7 @@ pub mod model_source;
 pub mod presets;
 pub mod python_json;
 pub mod recipes;
+mod reconcile;
 pub mod safetensors;
 
 pub use error::{FormatError, Result};

@@ -189,8 +189,8 @@ impl Tape {
     /// LlamaRMSNorm): upcast to fp32, `x · rsqrt(mean(x²) + eps)` (saving the fp32 input and
     /// the rsqrt), cast back, times the weight, which saves the normalized tensor for the
     /// weight's gradient. Gemma's (`modeling_gemma.py` GemmaRMSNorm) multiplies by `1 + w` in
-    /// fp32 before the cast back, and OLMo-2/3's (`modeling_olmo2.py` Olmo2RMSNorm: `(self.weight
-    /// * hidden_states).to(input_dtype)`) by `w` in fp32, so their saved normalized tensor is
+    /// fp32 before the cast back, and OLMo-2/3's (`modeling_olmo2.py` Olmo2RMSNorm, `(weight ·
+    /// hidden_states).to(input_dtype)`) by `w` in fp32, so their saved normalized tensor is
     /// fp32 ([`RmsWeight`]). A frozen weight (LoRA) needs no gradient: the multiply then saves
     /// only what the input's gradient needs.
     pub fn rms_norm(

@@ -203,3 +203,43 @@ rows!(
     olmo3,
     exaone4,
 );
+
+/// A VLM whose text sub-config class has defaults of its own (transformers 5.24:
+/// `Qwen2_5_VLTextConfig` `intermediate_size` 29568 against `Qwen2Config`'s 22016;
+/// `MllamaTextConfig` `num_hidden_layers` 40 against `LlamaConfig`'s 32, read with
+/// `AutoConfig.for_model(t).text_config` and `AutoConfig.for_model(inner)`): a real config with
+/// one of those keys taken out is refused, naming the key and the class, not counted with the
+/// inner family's default.
+#[test]
+fn vlm_text_keys_left_to_their_own_class_defaults_are_refused() {
+    let cases = [
+        (
+            "vlm/qwen2.5-vl-7b-instruct.json",
+            "intermediate_size",
+            "Qwen2_5_VLTextConfig",
+        ),
+        (
+            "vlm/llama-3.2-11b-vision-instruct.json",
+            "num_hidden_layers",
+            "MllamaTextConfig",
+        ),
+    ];
+    for (file, key, class) in cases {
+        let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(
+            parse_config_str(&v.to_string(), file).is_ok(),
+            "{file} as published"
+        );
+        let text = if v.get("text_config").is_some_and(Value::is_object) {
+            v["text_config"].as_object_mut().unwrap()
+        } else {
+            v.as_object_mut().unwrap()
+        };
+        assert!(text.remove(key).is_some(), "{file} states {key}");
+        let err = parse_config_str(&v.to_string(), file)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key) && err.contains(class), "{err}");
+    }
+}

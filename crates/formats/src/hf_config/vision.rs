@@ -56,6 +56,7 @@ pub(crate) fn check_subconfigs(
         return Ok(());
     }
     let text_at_top = top_type.starts_with("qwen2") && top.contains_key("hidden_size");
+    check_text_keys(top, top_type, origin)?;
     for key in ["text_config", "vision_config"] {
         let given =
             top.get(key).is_some_and(Value::is_object) || (key == "text_config" && text_at_top);
@@ -71,6 +72,92 @@ pub(crate) fn check_subconfigs(
         }
     }
     Ok(())
+}
+
+/// VLM wrappers whose text sub-config class has defaults of its own, not those of the family
+/// the reader reads the language model as: the keys whose defaults differ (transformers 5.24.0,
+/// the class defaults against the inner family's), and the class. A `text_config` given as a
+/// dict is built with its class's own defaults (`configuration_utils.py` `SubConfigSpec`), so
+/// leaving one of these keys out takes a default vramscope's reading does not share.
+const TEXT_CLASS_DEFAULTS: &[(&str, &str, &[&str])] = &[
+    (
+        "qwen2_vl",
+        "Qwen2VLTextConfig",
+        &[
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+        ],
+    ),
+    (
+        "qwen2_5_vl",
+        "Qwen2_5_VLTextConfig",
+        &[
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+        ],
+    ),
+    (
+        "qwen3_vl_moe",
+        "Qwen3VLMoeTextConfig",
+        &[
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "moe_intermediate_size",
+            "num_experts",
+            "num_experts_per_tok",
+        ],
+    ),
+    (
+        "mllama",
+        "MllamaTextConfig",
+        &[
+            "vocab_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_key_value_heads",
+        ],
+    ),
+];
+
+/// Refuses a VLM config whose language model leaves a key of [`TEXT_CLASS_DEFAULTS`] to its
+/// text class's defaults (the text fields at the top level, Qwen2-VL's 4.x configs, count as
+/// the text config).
+fn check_text_keys(top: &Map<String, Value>, top_type: &str, origin: &str) -> Result<()> {
+    let Some((_, class, keys)) = TEXT_CLASS_DEFAULTS.iter().find(|(t, _, _)| *t == top_type) else {
+        return Ok(());
+    };
+    let text = match top.get("text_config").and_then(Value::as_object) {
+        Some(t) => t,
+        None if top.contains_key("hidden_size") => top,
+        None => return Ok(()),
+    };
+    let missing: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| text.get(*k).is_none_or(Value::is_null))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(crate::error::FormatError::Unsupported {
+        path: origin.to_string(),
+        reason: format!(
+            "'{top_type}' text config leaves {} to {class}'s own defaults (transformers 5.24), \
+             which vramscope's reading of its language model does not share; refusing to guess \
+             (give the model's own config.json)",
+            missing.join(", ")
+        ),
+    })
 }
 
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the

@@ -11,7 +11,9 @@ pub mod hf_config;
 pub mod hf_names;
 pub mod model_source;
 pub mod presets;
+pub mod python_json;
 pub mod recipes;
+mod reconcile;
 pub mod safetensors;
 
 pub use error::{FormatError, Result};

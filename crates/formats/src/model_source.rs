@@ -376,8 +376,6 @@ pub fn model_of_checkpoint(
         .tensors
         .into_iter()
         .partition(|t| crate::hf_names::is_buffer(&t.name));
-    let inventory = Inventory::new(tensors);
-    let params_total = inventory.params();
     let mut warnings = Vec::new();
     if !buffers.is_empty() {
         let bytes: u64 = buffers.iter().map(|t| t.bytes).sum();
@@ -389,32 +387,22 @@ pub fn model_of_checkpoint(
             buffers[0].name
         ));
     }
-    let spec = match parsed {
+    let (tensors, spec) = match parsed {
         Some(p) => {
             warnings.extend(p.warnings);
             let built = build_inventory(&p.spec).map_err(|source| FormatError::Core {
                 path: shown.to_string(),
                 source,
             })?;
-            if built.params() != params_total {
-                let (more, diff) = if params_total > built.params() {
-                    ("more", params_total - built.params())
-                } else {
-                    ("fewer", built.params() - params_total)
-                };
-                warnings.push(format!(
-                    "the checkpoint holds {diff} {more} parameters than {} built from \
-                     config.json ({} vs {}): saved buffers, extra heads or a quantized layout; \
-                     the file's tensors are used",
-                    p.spec.architecture,
-                    params_total,
-                    built.params()
-                ));
-            }
-            Some(p.spec)
+            // The reader's architecture checked against the weights (`reconcile`).
+            let (kept, note) = crate::reconcile::reconcile(tensors, &built, &p.spec, shown)?;
+            warnings.extend(note);
+            (kept, Some(p.spec))
         }
-        None => None,
+        None => (tensors, None),
     };
+    let inventory = Inventory::new(tensors);
+    let params_total = inventory.params();
     Ok(LoadedModel {
         name: shown.to_string(),
         origin: Origin::Safetensors,

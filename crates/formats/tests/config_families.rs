@@ -2,7 +2,7 @@
 //! strictness of the config reader. Expected counts are published figures re-derived by hand.
 
 use serde_json::json;
-use vramscope_formats::hf_config::parse_config_value;
+use vramscope_formats::hf_config::{parse_config_value, parse_config_value_with, ReadOptions};
 use vramscope_formats::model_source::load_inline_config;
 
 fn params(cfg: serde_json::Value) -> u64 {
@@ -150,21 +150,36 @@ fn v4_and_v5_spellings() {
     assert_eq!(a.decoder, b.decoder);
 }
 
-/// An unknown family with the standard fields is read as a Llama-style decoder, with a warning.
+/// An unknown family with the standard fields is refused (its class defaults decide the count),
+/// and read as a Llama-style decoder, with a warning, when asked (`--assume-llama`).
 #[test]
 fn unknown_family_with_standard_fields() {
     let cfg = json!({"model_type": "brand_new", "hidden_size": 64, "intermediate_size": 128,
         "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100});
-    let parsed = parse_config_value(&cfg, "config.json").unwrap();
+    let e = err(cfg.clone());
+    assert!(
+        e.contains("brand_new") && e.contains("--assume-llama"),
+        "{e}"
+    );
+    let llama = ReadOptions { assume_llama: true };
+    let parsed = parse_config_value_with(&cfg, "config.json", llama).unwrap();
     assert!(parsed.warnings.iter().any(|w| w.contains("brand_new")));
     // embed 100·64 + head 100·64 + 2·(4·64² + 3·64·128 + 2·64) + 64
     let expected = 2 * 100 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64;
-    assert_eq!(params(cfg), expected);
+    let m = vramscope_formats::model_source::model_of_config(parsed, "config.json").unwrap();
+    assert_eq!(m.params_total, expected);
 }
 
+/// Even the Llama reading needs the standard fields: without them the refusal lists the
+/// supported types.
 #[test]
 fn unknown_family_without_standard_fields_names_the_supported_types() {
-    let e = err(json!({"model_type": "mystery", "d": 3}));
+    let cfg = json!({"model_type": "mystery", "d": 3});
+    assert!(err(cfg.clone()).contains("mystery"));
+    let llama = ReadOptions { assume_llama: true };
+    let e = parse_config_value_with(&cfg, "config.json", llama)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("mystery") && e.contains("llama") && e.contains("t5"),
         "{e}"
@@ -330,4 +345,32 @@ mod fuzz {
             let _ = vramscope_formats::hf_config::parse_config_str(&text, "x");
         }
     }
+}
+
+/// Python's `json.dumps` writes `inf` / `nan` as `Infinity` / `NaN` (Nemotron-H-56B's config
+/// holds `"time_step_limit": [0.0, Infinity]`): such a config is read as Python reads it; a size
+/// given as one is refused naming the field.
+#[test]
+fn python_non_finite_tokens_are_read() {
+    let text = r#"{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+        "time_step_limit": [0.0, Infinity], "initializer_range": NaN, "note": "NaN, Infinity"}"#;
+    let parsed = vramscope_formats::hf_config::parse_config_str(text, "c.json").unwrap();
+    assert_eq!(parsed.spec.hidden_size, 64);
+    let bad = text.replace("\"hidden_size\": 64", "\"hidden_size\": Infinity");
+    let e = vramscope_formats::hf_config::parse_config_str(&bad, "c.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hidden_size") && !e.contains("not valid JSON"),
+        "{e}"
+    );
+    let nan = text.replace("\"hidden_size\": 64", "\"hidden_size\": NaN");
+    let e = vramscope_formats::hf_config::parse_config_str(&nan, "c.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hidden_size") && !e.contains("not valid JSON"),
+        "{e}"
+    );
 }

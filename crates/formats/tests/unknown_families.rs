@@ -73,11 +73,37 @@ fn hybrid_layer_types_are_named() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("layer_types (linear_attention)"), "{err}");
-    // Only attention kinds: nothing changes the shapes, read as before (with the warning).
+    // Only attention kinds: nothing in the config changes the shapes, but its class defaults
+    // and modelling code still decide the count: refused, naming the count-changing keys the
+    // config leaves to them (it states none of the five), unless the Llama reading is asked for.
     let plain = cfg.replace("linear_attention", "sliding_attention");
-    let ok = parse_config_str_with(&plain, "c.json", ReadOptions::default()).unwrap();
+    let err = parse_config_str_with(&plain, "c.json", ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    for key in [
+        "tie_word_embeddings",
+        "head_dim",
+        "attention_bias",
+        "mlp_bias",
+        "num_key_value_heads",
+        "q/k norms",
+        "--assume-llama",
+    ] {
+        assert!(err.contains(key), "{key} not named: {err}");
+    }
+    assert!(!err.contains('\n'), "one line: {err}");
+    // A key the config states is not named as left to the defaults.
+    let tied = plain.replace(
+        "\"vocab_size\"",
+        "\"tie_word_embeddings\": true, \"vocab_size\"",
+    );
+    let err = parse_config_str_with(&tied, "c.json", ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("tie_word_embeddings"), "{err}");
+    let ok = parse_config_str_with(&plain, "c.json", ReadOptions { assume_llama: true }).unwrap();
     assert!(
-        ok.warnings.iter().any(|w| w.contains("not known")),
+        ok.warnings.iter().any(|w| w.contains("--assume-llama")),
         "{:?}",
         ok.warnings
     );

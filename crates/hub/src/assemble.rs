@@ -261,7 +261,7 @@ fn gguf_model(f: &mut dyn Fetch, file: &str, label: &str) -> Result<LoadedModel,
 fn adapter(f: &mut dyn Fetch, label: &str) -> Result<Assembled, FormatError> {
     let shown = format!("{label}/adapter_config.json");
     let text = f.text("adapter_config.json", MAX_CONFIG_BYTES)?;
-    let v: Value = serde_json::from_str(&text)
+    let v: Value = serde_json::from_str(&vramscope_formats::python_json::to_strict(&text))
         .map_err(|e| FormatError::malformed(&shown, format!("not valid JSON: {e}")))?;
     let field = |k: &str, reason: &str| FormatError::Field {
         path: shown.clone(),

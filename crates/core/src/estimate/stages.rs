@@ -189,7 +189,7 @@ fn final_norm(
             }
             out
         }
-        NormKind::RmsNorm => tape.rms_norm(x, n.dim, p, super::blocks::gemma_norm(spec), frozen),
+        NormKind::RmsNorm => tape.rms_norm(x, n.dim, p, super::blocks::rms_weight(spec), frozen),
     }
 }
 

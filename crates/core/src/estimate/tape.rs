@@ -198,9 +198,18 @@ impl Tape {
     /// LlamaRMSNorm): upcast to fp32, `x · rsqrt(mean(x²) + eps)` (saving the fp32 input and
     /// the rsqrt), cast back, times the weight, which saves the normalized tensor for the
     /// weight's gradient. Gemma's (`modeling_gemma.py` GemmaRMSNorm) multiplies by `1 + w` in
-    /// fp32 before the cast back, so its saved normalized tensor is fp32. A frozen weight
-    /// (LoRA) needs no gradient: the multiply then saves only what the input's gradient needs.
-    pub fn rms_norm(&mut self, x: Id, dim: u64, param_width: u64, gemma: bool, frozen: bool) -> Id {
+    /// fp32 before the cast back, and OLMo-2/3's (`modeling_olmo2.py` Olmo2RMSNorm, `(weight ·
+    /// hidden_states).to(input_dtype)`) by `w` in fp32, so their saved normalized tensor is
+    /// fp32 ([`RmsWeight`]). A frozen weight (LoRA) needs no gradient: the multiply then saves
+    /// only what the input's gradient needs.
+    pub fn rms_norm(
+        &mut self,
+        x: Id,
+        dim: u64,
+        param_width: u64,
+        weight: RmsWeight,
+        frozen: bool,
+    ) -> Id {
         let rows = self.elements(x) / dim.max(1);
         let in_w = self.width(x);
         let x32 = self.cast(x, 4);
@@ -210,22 +219,37 @@ impl Tape {
         let r = self.fused_op(&[eps], &[], rows, 4);
         self.keep_fused(r);
         let hn = self.fused_op(&[x32, r], &[x32, r], rows * dim, 4);
-        if gemma {
-            let scale = self.op(&[], &[], dim, 4);
-            let saved: &[Id] = if frozen { &[scale] } else { &[hn, scale] };
-            let out = self.fused_op(&[hn, scale], saved, rows * dim, 4);
-            self.cast(out, in_w)
-        } else {
-            let h16 = self.cast(hn, in_w);
-            let saved: &[Id] = if frozen { &[] } else { &[h16] };
-            let out = self.fused_op(&[h16], saved, rows * dim, param_width.max(in_w));
-            // `return self.weight * hidden_states.to(input_dtype)`: the fp32 `hidden_states`
-            // is a local until the return, after the product is made (under `no_grad`, where
-            // nothing saves it, that is when it is freed).
-            if self.python_holds {
-                self.touch(hn);
+        match weight {
+            RmsWeight::OnePlusInFp32 => {
+                let scale = self.op(&[], &[], dim, 4);
+                let saved: &[Id] = if frozen { &[scale] } else { &[hn, scale] };
+                let out = self.fused_op(&[hn, scale], saved, rows * dim, 4);
+                self.cast(out, in_w)
             }
-            out
+            RmsWeight::InFp32 => {
+                // The weight is the parameter itself: the multiply saves `hn` for its gradient.
+                let saved: &[Id] = if frozen { &[] } else { &[hn] };
+                let out = self.fused_op(&[hn], saved, rows * dim, 4);
+                let out = self.cast(out, in_w);
+                // `hidden_states` (fp32) is a local until the return (under `no_grad`, where
+                // nothing saves it, that is when it is freed).
+                if self.python_holds {
+                    self.touch(hn);
+                }
+                out
+            }
+            RmsWeight::AfterCast => {
+                let h16 = self.cast(hn, in_w);
+                let saved: &[Id] = if frozen { &[] } else { &[h16] };
+                let out = self.fused_op(&[h16], saved, rows * dim, param_width.max(in_w));
+                // `return self.weight * hidden_states.to(input_dtype)`: the fp32
+                // `hidden_states` is a local until the return, after the product is made
+                // (under `no_grad`, where nothing saves it, that is when it is freed).
+                if self.python_holds {
+                    self.touch(hn);
+                }
+                out
+            }
         }
     }
 
@@ -300,4 +324,15 @@ mod tests {
         assert_eq!(m.kept, 80); // z and w
         assert_eq!(m.peak, 80); // y is freed once z exists... y, z live together at op 2
     }
+}
+
+/// How a family's RMSNorm applies its weight (see [`Tape::rms_norm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RmsWeight {
+    /// `w · x.to(input_dtype)`: Llama and most families.
+    AfterCast,
+    /// `(x · (1 + w.float())).to(input_dtype)`: Gemma 1–3, Qwen3-Next.
+    OnePlusInFp32,
+    /// `(w · x).to(input_dtype)` with `x` in fp32: OLMo-2, OLMo-3.
+    InFp32,
 }

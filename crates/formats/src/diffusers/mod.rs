@@ -61,7 +61,7 @@ pub fn pipeline_from_texts(
     let mut out = Vec::new();
     for (name, library, class) in entries(&obj, shown)? {
         let (text, path) = config_of(&name)?;
-        let cfg: Value = serde_json::from_str(&text)
+        let cfg: Value = serde_json::from_str(&crate::python_json::to_strict(&text))
             .map_err(|e| FormatError::malformed(&path, format!("not JSON: {e}")))?;
         let cfg = cfg
             .as_object()
@@ -81,7 +81,7 @@ pub fn pipeline_from_texts(
 }
 
 fn parse_index(text: &str, shown: &str) -> Result<Map<String, Value>> {
-    match serde_json::from_str::<Value>(text) {
+    match serde_json::from_str::<Value>(&crate::python_json::to_strict(text)) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(FormatError::malformed(shown, "not a JSON object")),
         Err(e) => Err(FormatError::malformed(shown, format!("not JSON: {e}"))),

@@ -82,6 +82,10 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "jamba",
     "falcon_h1",
     "qwen3_next",
+    "smollm3",
+    "olmo2",
+    "olmo3",
+    "exaone4",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -106,7 +110,8 @@ pub fn parse_config_str(text: &str, origin: &str) -> Result<ParsedConfig> {
 
 /// [`parse_config_str`] with explicit read options.
 pub fn parse_config_str_with(text: &str, origin: &str, opts: ReadOptions) -> Result<ParsedConfig> {
-    let value: Value = serde_json::from_str(text)
+    // Python's `Infinity` / `NaN` (transformers writes config.json with `json.dumps`).
+    let value: Value = serde_json::from_str(&crate::python_json::to_strict(text))
         .map_err(|e| FormatError::malformed(origin, format!("not valid JSON: {e}")))?;
     parse_config_value_with(&value, origin, opts)
 }
@@ -136,6 +141,7 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
+    vision::check_subconfigs(top, top_type, origin)?;
     let architecture = top
         .get("architectures")
         .and_then(Value::as_array)
@@ -272,10 +278,12 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
                     ),
                 });
             }
+            // Reached only with `--assume-llama` (`unknown::check_unknown` refuses otherwise).
             warnings.push(format!(
-                "model_type '{other}' is not known to vramscope: read as a generic \
-                 Llama-style decoder (gated MLP, RMSNorm, untied head unless \
-                 tie_word_embeddings says otherwise); check the parameter count"
+                "model_type '{other}' is not known to vramscope: read as a Llama-style decoder \
+                 on request (--assume-llama: gated MLP, pre-norm RMSNorm, no q/k norms, untied \
+                 head unless tie_word_embeddings says otherwise); transformers may count it \
+                 differently"
             ));
             llama_like(cfg, "generic")?
         }

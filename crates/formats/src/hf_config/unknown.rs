@@ -1,8 +1,11 @@
-//! A `model_type` vramscope has not learnt: read as a Llama-style decoder only when nothing in the
-//! config says the shapes differ from one. Experts, vision/text sub-configs, hybrid layer kinds,
-//! state-space or linear-attention fields and quantization methods it cannot size all change the
-//! parameter count (gpt-oss-20b read as a dense Llama counts 2.4 B parameters instead of about
-//! 21 B), so such configs are refused unless the user asks for the Llama reading.
+//! A `model_type` vramscope has not learnt is refused unless the user asks for the Llama-style
+//! reading (`--assume-llama`): its count depends on its transformers class's defaults and its
+//! modelling code (SmolLM3's tied head by default, OLMo-2's q/k norms over whole projections:
+//! each a silently wrong count when read as Llama). The refusal names what would change the
+//! count: experts, vision/text sub-configs, hybrid layer kinds, state-space or linear-attention
+//! fields and quantization methods it cannot size (gpt-oss-20b read as a dense Llama counts
+//! 2.4 B parameters instead of about 21 B), else the count-changing keys the config leaves to
+//! its class defaults.
 
 use super::quantization_format;
 use crate::error::FormatError;
@@ -132,8 +135,38 @@ pub(crate) fn shape_fields(top: &Map<String, Value>) -> Vec<String> {
     out
 }
 
-/// Refuses an unknown family whose config names fields that change the shapes, unless the
-/// options ask for the Llama reading.
+/// The fields a Llama-style reading of an unknown family decides for the config when it leaves
+/// them out — each changes the parameter count, and each family's transformers class picks its
+/// own default (SmolLM3's `tie_word_embeddings` is True, Qwen3's `head_dim` 128, ...).
+const DEFAULTED_KEYS: &[&str] = &[
+    "tie_word_embeddings",
+    "head_dim",
+    "attention_bias",
+    "mlp_bias",
+    "num_key_value_heads",
+];
+
+/// What no config key says but the modelling code decides, and the count with it.
+const MODELLING_CHOICES: &str = "q/k norms, norm kind and placement, MLP gating";
+
+/// The count-changing keys this config leaves to its class defaults.
+fn defaulted_keys(top: &Map<String, Value>) -> Vec<&'static str> {
+    let obj = top
+        .get("text_config")
+        .and_then(Value::as_object)
+        .unwrap_or(top);
+    DEFAULTED_KEYS
+        .iter()
+        .copied()
+        .filter(|k| obj.get(*k).is_none_or(Value::is_null))
+        .collect()
+}
+
+/// Refuses a `model_type` vramscope has no row for (the count depends on its transformers class
+/// defaults and modelling code), naming the fields that would change the count — those that
+/// change the shapes a Llama reading assumes when the config has any, else the keys it leaves
+/// to the class's defaults and the modelling code's choices — unless the options ask for the
+/// Llama reading.
 pub(crate) fn check_unknown(
     top: &Map<String, Value>,
     model_type: &str,
@@ -143,22 +176,34 @@ pub(crate) fn check_unknown(
     if opts.assume_llama {
         return Ok(());
     }
-    let fields = shape_fields(top);
-    if fields.is_empty() {
-        return Ok(());
-    }
     let shown = if model_type.is_empty() {
         "(none)"
     } else {
         model_type
     };
+    let fields = shape_fields(top);
+    let what = if fields.is_empty() {
+        let left = defaulted_keys(top);
+        let left = if left.is_empty() {
+            String::new()
+        } else {
+            format!("the config leaves {} to them; ", left.join(", "))
+        };
+        format!(
+            "its parameter count depends on its transformers class's defaults and modelling \
+             code, which vramscope has no row for ({left}{MODELLING_CHOICES} are the \
+             modelling code's)"
+        )
+    } else {
+        format!(
+            "its config has fields that change the shapes a Llama-style reading assumes: {}",
+            fields.join(", ")
+        )
+    };
     Err(FormatError::Unsupported {
         path: origin.to_string(),
         reason: format!(
-            "model_type '{shown}' is not known to vramscope and its config has fields that \
-             change the shapes a Llama-style reading assumes: {}; refusing to guess \
-             ({})",
-            fields.join(", "),
+            "model_type '{shown}' is not known to vramscope and {what}; refusing to guess ({})",
             override_hint(top)
         ),
     })

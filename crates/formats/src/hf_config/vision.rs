@@ -29,6 +29,137 @@ pub const VISION_TYPES: &[&str] = &[
     "qwen3_vl_moe",
 ];
 
+/// The VLM wrappers whose configuration class builds a default sub-config that is not its
+/// family's own defaults (transformers 5.24.0: `Qwen2VLConfig`'s text config is a 72B,
+/// `Mistral3Config`'s a 24B, `Gemma3Config`'s vision tower SigLIP-base, ...; the table
+/// `tests/fixtures/defaults/transformers-5.24.0.json`): a config that leaves one out is refused
+/// rather than counted with the wrong defaults.
+const OWN_DEFAULT_SUBCONFIGS: &[&str] = &[
+    "gemma3",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "mistral3",
+    "internvl",
+    "qwen3_vl_moe",
+    "mllama",
+];
+
+/// Refuses a VLM config of [`OWN_DEFAULT_SUBCONFIGS`] without its `text_config` (Qwen2-VL's
+/// 4.x configs keep the text fields at the top level: `hidden_size` there counts) or its
+/// `vision_config`.
+pub(crate) fn check_subconfigs(
+    top: &Map<String, Value>,
+    top_type: &str,
+    origin: &str,
+) -> Result<()> {
+    if !OWN_DEFAULT_SUBCONFIGS.contains(&top_type) {
+        return Ok(());
+    }
+    let text_at_top = top_type.starts_with("qwen2") && top.contains_key("hidden_size");
+    check_text_keys(top, top_type, origin)?;
+    for key in ["text_config", "vision_config"] {
+        let given =
+            top.get(key).is_some_and(Value::is_object) || (key == "text_config" && text_at_top);
+        if !given {
+            return Err(crate::error::FormatError::Unsupported {
+                path: origin.to_string(),
+                reason: format!(
+                    "'{top_type}' config has no {key}: transformers would build its \
+                     configuration class's default {key}, whose defaults vramscope does not \
+                     read; give the model's own config.json"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// VLM wrappers whose text sub-config class has defaults of its own, not those of the family
+/// the reader reads the language model as: the keys whose defaults differ (transformers 5.24.0,
+/// the class defaults against the inner family's), and the class. A `text_config` given as a
+/// dict is built with its class's own defaults (`configuration_utils.py` `SubConfigSpec`), so
+/// leaving one of these keys out takes a default vramscope's reading does not share.
+const TEXT_CLASS_DEFAULTS: &[(&str, &str, &[&str])] = &[
+    (
+        "qwen2_vl",
+        "Qwen2VLTextConfig",
+        &[
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+        ],
+    ),
+    (
+        "qwen2_5_vl",
+        "Qwen2_5_VLTextConfig",
+        &[
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+        ],
+    ),
+    (
+        "qwen3_vl_moe",
+        "Qwen3VLMoeTextConfig",
+        &[
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "moe_intermediate_size",
+            "num_experts",
+            "num_experts_per_tok",
+        ],
+    ),
+    (
+        "mllama",
+        "MllamaTextConfig",
+        &[
+            "vocab_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_key_value_heads",
+        ],
+    ),
+];
+
+/// Refuses a VLM config whose language model leaves a key of [`TEXT_CLASS_DEFAULTS`] to its
+/// text class's defaults (the text fields at the top level, Qwen2-VL's 4.x configs, count as
+/// the text config).
+fn check_text_keys(top: &Map<String, Value>, top_type: &str, origin: &str) -> Result<()> {
+    let Some((_, class, keys)) = TEXT_CLASS_DEFAULTS.iter().find(|(t, _, _)| *t == top_type) else {
+        return Ok(());
+    };
+    let text = match top.get("text_config").and_then(Value::as_object) {
+        Some(t) => t,
+        None if top.contains_key("hidden_size") => top,
+        None => return Ok(()),
+    };
+    let missing: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| text.get(*k).is_none_or(Value::is_null))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(crate::error::FormatError::Unsupported {
+        path: origin.to_string(),
+        reason: format!(
+            "'{top_type}' text config leaves {} to {class}'s own defaults (transformers 5.24), \
+             which vramscope's reading of its language model does not share; refusing to guess \
+             (give the model's own config.json)",
+            missing.join(", ")
+        ),
+    })
+}
+
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
 /// family's default text config).
 pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> String {
@@ -328,7 +459,7 @@ fn gemma3(v: &Cfg, t: &Cfg, lm_hidden: u64) -> Result<Vision> {
 /// `size.longest_edge`, `max_image_size.longest_edge` and `do_image_splitting`. A model
 /// without a vision side is left as it is.
 pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Result<()> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value = serde_json::from_str(&crate::python_json::to_strict(text)).map_err(|e| {
         crate::error::FormatError::malformed(origin, format!("not valid JSON: {e}"))
     })?;
     let obj = value.as_object().ok_or_else(|| {

@@ -16,7 +16,7 @@
 //!   `rstd`, and recomputes the rest in backward (`mamba_ssm/ops/triton/ssd_combined.py`).
 
 use super::{Prog, Role};
-use crate::estimate::tape::Id;
+use crate::estimate::tape::{Id, RmsWeight};
 use crate::job::AttentionKernel;
 use crate::model::{DenseMlp, Layer, Mlp, NormSlot, ParallelSsm};
 
@@ -129,15 +129,15 @@ impl Prog<'_> {
         let param = self.c.num.param;
         if p.norm_before_gate {
             let y32 = self.cast(y, 4);
-            let normed = self
-                .t
-                .rms_norm(y32, dim, param, false, self.c.lora.is_some());
+            let normed =
+                self.t
+                    .rms_norm(y32, dim, param, RmsWeight::AfterCast, self.c.lora.is_some());
             gate(self, normed)
         } else {
             let g = gate(self, y);
             let g32 = self.cast(g, 4);
             self.t
-                .rms_norm(g32, dim, param, false, self.c.lora.is_some())
+                .rms_norm(g32, dim, param, RmsWeight::AfterCast, self.c.lora.is_some())
         }
     }
 }

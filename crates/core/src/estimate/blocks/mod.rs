@@ -20,7 +20,7 @@ mod ssd_torch;
 pub use falcon_h1::falcon_h1_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
-use super::tape::{BlockEvents, Id, Tape};
+use super::tape::{BlockEvents, Id, RmsWeight, Tape};
 use crate::job::AttentionKernel;
 use crate::model::{Layer, Mlp, ModelSpec, Naming, NormKind, NormSlot};
 
@@ -179,11 +179,16 @@ impl Role {
     }
 }
 
-/// Whether the family's RMSNorm scales by `1 + w` in fp32 (Gemma 1–3; Qwen3-Next's
-/// `Qwen3NextRMSNorm`, `modeling_qwen3_next.py`) rather than by `w` after
+/// How the family's RMSNorm applies its weight: by `1 + w` in fp32 (Gemma 1–3; Qwen3-Next's
+/// `Qwen3NextRMSNorm`, `modeling_qwen3_next.py`), by `w` in fp32 before casting back (OLMo-2/3,
+/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`), or by `w` after
 /// casting back (Llama and the rest).
-pub(crate) fn gemma_norm(spec: &ModelSpec) -> bool {
-    spec.model_type.starts_with("gemma") || spec.model_type == "qwen3_next"
+pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
+    match spec.model_type.as_str() {
+        t if t.starts_with("gemma") || t == "qwen3_next" => RmsWeight::OnePlusInFp32,
+        "olmo2" | "olmo3" => RmsWeight::InFp32,
+        _ => RmsWeight::AfterCast,
+    }
 }
 
 /// What one block leaves saved and how high it goes.
@@ -422,7 +427,7 @@ impl<'a> Prog<'a> {
                 x,
                 dim,
                 self.c.num.param,
-                gemma_norm(self.c.spec),
+                rms_weight(self.c.spec),
                 self.c.lora.is_some(),
             ),
         }

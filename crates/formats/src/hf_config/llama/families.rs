@@ -17,6 +17,9 @@ pub(super) struct Defaults {
     pub max_pos: u64,
     pub tied: bool,
     pub activation: &'static str,
+    /// The class default of `sliding_window` (OLMo-3 and EXAONE-4: 4096), taken when the key is
+    /// absent; `null` in the config turns the window off.
+    pub window: Option<u64>,
     /// The key of the dense MLP's width: `intermediate_size`, or Llama 4's
     /// `intermediate_size_mlp` (its `intermediate_size` is the experts').
     pub ffn_key: &'static str,
@@ -37,6 +40,38 @@ pub(super) enum Biases {
     KeysOn,
     /// `attention_bias` on q/k/v only, o_proj without (modeling_glm4_moe.py `Glm4MoeAttention`).
     QkvKeys,
+    /// `attention_bias` on q/k/v/o; the MLP hard-codes `bias=False` and ignores `mlp_bias`
+    /// (modeling_olmo2.py `Olmo2MLP`, modeling_olmo3.py `Olmo3MLP`).
+    AttentionKey,
+    /// No bias anywhere, whatever the config says (modeling_exaone4.py `Exaone4Attention` and
+    /// `Exaone4MLP` hard-code `bias=False`).
+    Never,
+}
+
+/// Where a block's norms sit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum NormPlace {
+    /// Before attention and before the MLP (Llama `input_layernorm`, `post_attention_layernorm`).
+    Pre,
+    /// Before and after both (Gemma-2/3: four norms).
+    Sandwich,
+    /// After attention and after the MLP only, on the sublayer's output before the residual add
+    /// (OLMo-2/3 and EXAONE-4's `post_attention_layernorm`, `post_feedforward_layernorm`).
+    Post,
+}
+
+/// Which layers use rotary positions, beyond the family's sliding rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Positions {
+    /// Every layer (RoPE everywhere).
+    Rope,
+    /// SmolLM3 (`configuration_smollm3.py` `__post_init__`): `no_rope_layers[i]` 0 means NoPE
+    /// (default: every `no_rope_layer_interval`-th layer, 4); NoPE layers slide their window
+    /// when `use_sliding_window` and `sliding_window` are set.
+    SmolLm3,
+    /// EXAONE-4 (`modeling_exaone4.py` `Exaone4Attention.forward`): when `sliding_window` is set,
+    /// the global (full-attention) layers skip RoPE.
+    GlobalNope,
 }
 
 /// Which layers slide their attention window when the config sets `sliding_window` (and no
@@ -48,10 +83,23 @@ pub(super) enum Sliding {
     All,
     /// Even layers local, odd global (Gemma-2).
     EvenLayers,
-    /// Every `sliding_window_pattern`-th layer (default 6) global, the rest local (Gemma-3).
-    Pattern,
-    /// With `use_sliding_window`, the layers from `max_window_layers` on (Qwen2/3).
+    /// Every `period`-th layer global, the rest local: Gemma-3 reads the period from
+    /// `sliding_window_pattern` (default 6), EXAONE-4 likewise (default 4, or a string such as
+    /// `"LLLG"`), OLMo-3 has a fixed 4 (`configuration_olmo3.py` `__post_init__`).
+    Pattern {
+        key: Option<&'static str>,
+        period: u64,
+    },
+    /// With `use_sliding_window`, the layers from `max_window_layers` on (Qwen2/3:
+    /// `configuration_qwen2.py` `__post_init__`, `max_window_layers` default 28).
     FromMaxWindowLayers,
+    /// With `use_sliding_window`, every layer (`configuration_qwen3_moe.py` keeps
+    /// `sliding_window` only under the flag; `Qwen3MoeAttention` applies it on every layer).
+    AllWithFlag,
+    /// With `use_sliding_window`, the even layers below `max_window_layers` (default 28):
+    /// `configuration_qwen2_moe.py` `__post_init__`, `bool((i + 1) % 2) and i <
+    /// max_window_layers`.
+    EvenBelowMaxWithFlag,
 }
 
 /// A family's experts and their class defaults.
@@ -115,8 +163,10 @@ pub(super) struct Family {
     pub qk_norm_whole: bool,
     /// The head's bias comes from `lm_head_bias` (Phi-3.5-MoE `PhimoeForCausalLM`).
     pub lm_head_bias: bool,
-    /// Norms before and after both attention and MLP (Gemma-2/3).
-    pub four_norms: bool,
+    /// Where the block's norms sit.
+    pub norms: NormPlace,
+    /// Which layers use rotary positions.
+    pub positions: Positions,
     pub sliding: Sliding,
     /// Multi-head latent attention (DeepSeek-V2/V3).
     pub latent: bool,
@@ -144,6 +194,7 @@ pub(super) const LLAMA_DEFAULTS: Defaults = Defaults {
     max_pos: 2048,
     tied: false,
     activation: "silu",
+    window: None,
     ffn_key: "intermediate_size",
 };
 
@@ -159,7 +210,8 @@ pub(super) const LLAMA: Family = Family {
     qk_norm_key: None,
     qk_norm_whole: false,
     lm_head_bias: false,
-    four_norms: false,
+    norms: NormPlace::Pre,
+    positions: Positions::Rope,
     sliding: Sliding::Never,
     latent: false,
     experts: Experts::Dense,
@@ -183,6 +235,7 @@ const GEMMA_DEFAULTS: Defaults = Defaults {
     max_pos: 8192,
     tied: true,
     activation: "gelu_pytorch_tanh",
+    window: None,
     ffn_key: "intermediate_size",
 };
 
@@ -204,11 +257,12 @@ pub(super) const DEEPSEEK_V3: Family = Family {
     },
     naming: Naming::DeepSeek,
     latent: true,
+    // DeepseekV3Config: `n_routed_experts` 256, `n_shared_experts` 1, `first_k_dense_replace` 3.
     experts: Experts::DeepSeek {
         expert_ffn: 2048,
         shared: 1,
-        experts: None,
-        first_dense: 0,
+        experts: Some(256),
+        first_dense: 3,
     },
     ..LLAMA
 };
@@ -222,6 +276,8 @@ pub(super) const FAMILIES: &[Family] = &[
             ffn: 14336,
             kv_heads: Some(8),
             max_pos: 4096 * 32,
+            // configuration_mistral.py: `sliding_window: int | None = 4096`.
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         sliding: Sliding::All,
@@ -252,6 +308,7 @@ pub(super) const FAMILIES: &[Family] = &[
             vocab: 151936,
             ffn: 22016,
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         biases: Biases::QwenQkv,
@@ -269,11 +326,12 @@ pub(super) const FAMILIES: &[Family] = &[
             heads: 16,
             kv_heads: Some(16),
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::QwenMoe,
         biases: Biases::QwenQkv,
-        sliding: Sliding::FromMaxWindowLayers,
+        sliding: Sliding::EvenBelowMaxWithFlag,
         experts: Experts::Qwen {
             experts: 60,
             top_k: 4,
@@ -290,6 +348,7 @@ pub(super) const FAMILIES: &[Family] = &[
             ffn: 22016,
             head_dim: Some(128),
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         qk_norm: true,
@@ -306,13 +365,14 @@ pub(super) const FAMILIES: &[Family] = &[
             layers: 24,
             heads: 32,
             kv_heads: Some(4),
-            head_dim: Some(128),
+            // Qwen3MoeConfig declares no `head_dim`: `Qwen3MoeAttention` takes hidden / heads.
             max_pos: 32768,
+            window: Some(4096),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::QwenMoe,
         qk_norm: true,
-        sliding: Sliding::FromMaxWindowLayers,
+        sliding: Sliding::AllWithFlag,
         experts: Experts::Qwen {
             experts: 128,
             top_k: 8,
@@ -335,9 +395,10 @@ pub(super) const FAMILIES: &[Family] = &[
             layers: 26,
             heads: 8,
             kv_heads: Some(4),
+            window: Some(4096),
             ..GEMMA_DEFAULTS
         },
-        four_norms: true,
+        norms: NormPlace::Sandwich,
         sliding: Sliding::EvenLayers,
         softcaps: true,
         ..LLAMA
@@ -353,11 +414,15 @@ pub(super) const FAMILIES: &[Family] = &[
             heads: 8,
             kv_heads: Some(4),
             max_pos: 131072,
+            window: Some(4096),
             ..GEMMA_DEFAULTS
         },
         qk_norm: true,
-        four_norms: true,
-        sliding: Sliding::Pattern,
+        norms: NormPlace::Sandwich,
+        sliding: Sliding::Pattern {
+            key: Some("sliding_window_pattern"),
+            period: 6,
+        },
         ..LLAMA
     },
     Family {
@@ -405,16 +470,19 @@ pub(super) const FAMILIES: &[Family] = &[
         defaults: Defaults {
             arch: "DeepseekV2ForCausalLM",
             vocab: 102400,
-            layers: 30,
+            // DeepseekV2Config: `num_hidden_layers` 32.
+            layers: 32,
             kv_heads: Some(32),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::DeepSeek,
         latent: true,
+        // DeepseekV2Config: `n_routed_experts` 64, `n_shared_experts` 2,
+        // `first_k_dense_replace` 0.
         experts: Experts::DeepSeek {
             expert_ffn: 1407,
-            shared: 0,
-            experts: None,
+            shared: 2,
+            experts: Some(64),
             first_dense: 0,
         },
         ..LLAMA
@@ -433,6 +501,7 @@ pub(super) const FAMILIES: &[Family] = &[
             kv_heads: Some(8),
             head_dim: Some(64),
             max_pos: 131072,
+            window: Some(128),
             ..LLAMA_DEFAULTS
         },
         naming: Naming::GptOss,
@@ -448,6 +517,10 @@ pub(super) const FAMILIES: &[Family] = &[
     super::new_families::GLM4_MOE,
     super::new_families::LLAMA4_TEXT,
     super::new_families::KIMI_K2,
+    super::season::SMOLLM3,
+    super::season::OLMO2,
+    super::season::OLMO3,
+    super::season::EXAONE4,
 ];
 
 /// The family row for a `model_type`; Llama's for any other (a generic Llama-style decoder).
@@ -479,6 +552,6 @@ mod tests {
         }
         // An unknown type reads as Llama (the generic decoder).
         assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
-        assert_eq!(FAMILIES.len(), 20);
+        assert_eq!(FAMILIES.len(), 24);
     }
 }

@@ -4,13 +4,14 @@
 use super::fields::Cfg;
 use super::{dense, empty_spec};
 use crate::error::Result;
-use families::{Biases, Defaults, Family, Sliding};
+use families::{Biases, Defaults, Family, NormPlace, Sliding};
 use serde_json::Value;
 use vramscope_core::model::*;
 
 mod families;
 mod moe;
 mod new_families;
+mod season;
 
 /// Llama and the decoders built like it: pre-norm RMSNorm blocks, rotary positions, gated MLP
 /// (or MoE). Per-family differences come from the family's row in [`families::FAMILIES`]:
@@ -36,12 +37,16 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     );
     let shape = Shape::read(cfg, &fam.defaults)?;
     let parts = BlockParts::read(cfg, fam, &shape)?;
-    let window = cfg.uint("sliding_window")?;
+    // An absent `sliding_window` takes the class default (OLMo-3, EXAONE-4: 4096); null is off.
+    let window = match cfg.obj.get("sliding_window") {
+        None => fam.defaults.window,
+        Some(_) => cfg.uint("sliding_window")?,
+    };
     let layer_types = cfg.layer_types(shape.layers)?;
     let is_sliding = |i: u64| match (window, &layer_types) {
         (None, _) => false,
         (Some(_), Some(types)) => types[i as usize],
-        (Some(_), None) => slides_by_family(cfg, fam.sliding, i, shape.layers),
+        (Some(_), None) => slides_by_family(cfg, fam.sliding, i),
     };
     let kind = attention_kind(cfg, fam, &shape)?;
     let moe = moe::moe_layout(cfg, fam.experts, &shape.activation, fam.defaults.ffn)?;
@@ -81,6 +86,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     if matches!(fam.experts, families::Experts::Llama4) {
         new_families::llama4_layers(cfg, &mut spec)?;
     }
+    season::apply_positions(cfg, fam, &mut spec)?;
     Ok(spec)
 }
 
@@ -166,9 +172,12 @@ impl BlockParts {
                 o: false,
                 ..ProjBias::all(attention_bias)
             },
+            Biases::AttentionKey => ProjBias::all(attention_bias),
+            Biases::Never => ProjBias::all(false),
         };
         let mlp_bias = match fam.biases {
             Biases::UseBias => cfg.boolean("use_bias", true)?,
+            Biases::AttentionKey | Biases::Never => false,
             _ => cfg.boolean("mlp_bias", false)?,
         };
         let norm = if fam.layer_norm {
@@ -176,15 +185,15 @@ impl BlockParts {
         } else {
             Norm::rms(shape.hidden)
         };
-        let norms = if fam.four_norms {
-            vec![
+        let norms = match fam.norms {
+            NormPlace::Sandwich => vec![
                 (NormSlot::PreAttention, norm),
                 (NormSlot::PostAttention, norm),
                 (NormSlot::PreMlp, norm),
                 (NormSlot::PostMlp, norm),
-            ]
-        } else {
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)]
+            ],
+            NormPlace::Pre => vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            NormPlace::Post => vec![(NormSlot::PostAttention, norm), (NormSlot::PostMlp, norm)],
         };
         Ok(BlockParts {
             bias,
@@ -209,28 +218,31 @@ fn qk_norm_on(cfg: &Cfg, fam: &Family) -> Result<bool> {
 /// and no `layer_types`): all layers (Mistral, Mixtral, Phi-3, StarCoder2), alternating
 /// (Gemma-2: even layers local), a pattern (Gemma-3: every `sliding_window_pattern`-th layer
 /// global), Qwen2/3's `use_sliding_window` from `max_window_layers` on.
-fn slides_by_family(cfg: &Cfg, rule: Sliding, i: u64, layers: u64) -> bool {
+fn slides_by_family(cfg: &Cfg, rule: Sliding, i: u64) -> bool {
+    let flag = || cfg.boolean("use_sliding_window", false).unwrap_or(false);
+    // Qwen2/Qwen3/Qwen2-MoE configs: `max_window_layers: int = 28`.
+    let max_window = || cfg.uint("max_window_layers").ok().flatten().unwrap_or(28);
     match rule {
         Sliding::Never => false,
         Sliding::All => true,
         Sliding::EvenLayers => i.is_multiple_of(2),
-        Sliding::Pattern => {
-            let pattern = cfg
-                .uint("sliding_window_pattern")
-                .ok()
-                .flatten()
-                .unwrap_or(6)
-                .max(1);
+        Sliding::Pattern { key, period } => {
+            let given = key.and_then(|k| cfg.obj.get(k));
+            // EXAONE-4's published configs may spell the pattern as letters ("LLLG": local,
+            // local, local, global), repeated over the layers.
+            if let Some(letters) = given.and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                let b = letters.as_bytes();
+                return b[(i as usize) % b.len()] != b'G';
+            }
+            let pattern = given
+                .and_then(Value::as_u64)
+                .filter(|p| *p > 0)
+                .unwrap_or(period);
             !(i + 1).is_multiple_of(pattern)
         }
-        Sliding::FromMaxWindowLayers => {
-            cfg.boolean("use_sliding_window", false).unwrap_or(false)
-                && i >= cfg
-                    .uint("max_window_layers")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(layers)
-        }
+        Sliding::FromMaxWindowLayers => flag() && i >= max_window(),
+        Sliding::AllWithFlag => flag(),
+        Sliding::EvenBelowMaxWithFlag => flag() && i.is_multiple_of(2) && i < max_window(),
     }
 }
 

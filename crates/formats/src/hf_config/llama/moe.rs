@@ -133,7 +133,9 @@ fn qwen(
     expert_ffn: u64,
     shared_ffn: Option<u64>,
 ) -> Result<MoeLayout> {
-    let experts = cfg.size(&["num_experts"], Some(experts))?;
+    // Qwen3MoeConfig (transformers 5) maps `num_experts` to `num_local_experts`
+    // (`attribute_map`): either spelling.
+    let experts = cfg.size(&["num_experts", "num_local_experts"], Some(experts))?;
     let shared_ffn = match shared_ffn {
         Some(default) => cfg
             .uint("shared_expert_intermediate_size")?

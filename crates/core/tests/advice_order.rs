@@ -36,25 +36,25 @@ fn consistent(list: &[Advice]) {
     }
 }
 
-/// Llama-3.1-8B full fine-tune, bf16-mixed AdamW, batch 1 × 2048 on one H100 80 GB: the
-/// cheapest fitting changes are 8-bit AdamW (7 points), ZeRO-Offload (8) and pure bf16 (9).
-/// Their own time figures: offload's CPU update makes a token take 28× longer, bf16 0.9× —
-/// 31× apart — so bf16 is listed before offload, after 8-bit AdamW (0.85×).
+/// The issue's job: Llama-3.1-8B full fine-tune, bf16-mixed AdamW, batch 1 × 2048 on one H100
+/// 80 GB. The cheapest fitting changes are 8-bit AdamW (7 points), ZeRO-Offload (8) and pure
+/// bf16 (9). The issue's list put offload at +2,703 % before bf16 at −10 % under the old step
+/// model (28× and 0.9×: 31× apart, against the 30× rule). Under the step model checked on the
+/// H200 (issue #32: the foreach AdamW step memory-bound, ~0.3 s of a ~0.5 s step), offload's
+/// CPU update (DeepSpeed's 8.2 s per 11.6 B parameters: ≈ 5.7 s for 8 B) makes a step about
+/// 12× longer and bf16's 2-byte states make it shorter: under 30× apart, so the points decide.
+/// What must hold is the rule itself on the list the job gets, whatever the figures.
 #[test]
-fn offload_is_not_cheaper_than_a_thirty_times_faster_change() {
+fn the_issues_job_lists_no_change_its_own_figures_contradict() {
     let list = advice(&json!({"model": "llama-3.1-8b", "task": "train",
         "precision": "bf16-mixed", "gpu": "h100-80gb", "batch": 1, "seq": 2048}));
     let flags: Vec<String> = list.iter().map(|a| a.flags.join(" ")).collect();
     let at = |s: &str| flags.iter().position(|f| f.contains(s));
     let (bf16, offload) = (at("--precision bf16").unwrap(), at("--offload").unwrap());
-    assert!(bf16 < offload, "{flags:?}");
-    let o = &list[offload];
-    let b = &list[bf16];
-    assert!((1.0 + o.time_cost.unwrap()) >= 30.0 * (1.0 + b.time_cost.unwrap()));
-    assert!(
-        o.cost < b.cost,
-        "offload still scores fewer points: the time moved it"
-    );
+    // Offload's CPU update is slower than the GPU's step whatever the model's rates.
+    assert!(list[offload].time_cost.unwrap() > 1.0, "{flags:?}");
+    // Pure bf16 halves the optimizer's bytes: never slower than bf16-mixed.
+    assert!(list[bf16].time_cost.unwrap() < 0.0, "{flags:?}");
     consistent(&list);
 }
 

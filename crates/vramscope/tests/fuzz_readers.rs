@@ -1,0 +1,657 @@
+//! The readers' fuzz targets (issue #35), bounded so they run in CI: every reader of a file a
+//! user hands vramscope is fed mutations of real inputs — the project's fixtures (`../shared/
+//! fixtures`, the crates' `tests/fixtures`, the compiled-in presets) — and must not panic,
+//! must answer bad input with a one-line error (control bytes escaped as the CLI prints them),
+//! and must not hang. The mutator is a small deterministic xorshift (same seed, same inputs):
+//! byte flips, truncation, splicing another seed in, duplicated spans, huge numbers, deep
+//! nesting, control and invalid UTF-8 bytes.
+//!
+//! `cargo test -p vramscope --test fuzz_readers -- --nocapture` prints the figures.
+//! `VRAMSCOPE_FUZZ_RUNS=N` sets the mutated runs per reader (default 150) and the CLI sample
+//! (default 240 files); `VRAMSCOPE_FUZZ_SEED=N` changes the random stream;
+//! `VRAMSCOPE_FUZZ_SLOWEST=DIR` writes each reader's slowest input there.
+
+mod common;
+use common::shared;
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use vramscope::app::escape_controls;
+use vramscope_formats::{diffusers, gguf, hf_config, recipes, safetensors};
+
+/// A single run past this is a failure: the slowest real input takes well under a second in
+/// a debug build; this only catches a hang or a blow-up, the table reports the real maximum.
+const RUN_LIMIT: Duration = Duration::from_secs(10);
+
+/// xorshift64* (Marsaglia 2003, Vigna's `*` output): a reproducible stream, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Numbers that break arithmetic: past u64, negative, huge floats, not numbers.
+const HUGE: [&str; 7] = [
+    "18446744073709551616",
+    "99999999999999999999999999",
+    "-1",
+    "1e308",
+    "-9223372036854775809",
+    "NaN",
+    "4294967296",
+];
+
+/// Bytes a terminal or a line-based reader chokes on.
+const HOSTILE: [&[u8]; 4] = [
+    b"\x1b]0;x\x07\x1b[2J",
+    b"\n\r\n",
+    b"\xff\xfe\xc3",
+    b"\0\0\0",
+];
+
+/// A random span of `s`, at most `max` bytes.
+fn span(rng: &mut Rng, s: &[u8], max: usize) -> (usize, usize) {
+    let a = rng.below(s.len() + 1);
+    let b = (a + 1 + rng.below(max)).min(s.len());
+    (a, b.max(a))
+}
+
+/// One mutation of `s`; `others` are the reader's other seeds (for splicing).
+fn mutate_once(rng: &mut Rng, s: &mut Vec<u8>, others: &[Vec<u8>]) {
+    let at = rng.below(s.len() + 1);
+    match rng.below(11) {
+        9 | 10 if json_mutate(rng, s) => {}
+        0 if !s.is_empty() => {
+            let i = rng.below(s.len());
+            s[i] ^= 1 << rng.below(8);
+        }
+        1 if !s.is_empty() => {
+            let i = rng.below(s.len());
+            s[i] = rng.next() as u8;
+        }
+        2 => s.truncate(at),
+        3 => {
+            let o = &others[rng.below(others.len())];
+            let (a, b) = span(rng, o, 4096);
+            s.splice(at..at, o[a..b].iter().copied());
+        }
+        4 => {
+            let (a, b) = span(rng, s, 2048);
+            let dup = s[a..b].repeat(1 + rng.below(4));
+            s.splice(b..b, dup);
+        }
+        5 => huge_number(rng, s),
+        6 => {
+            let n = [8, 200, 5000][rng.below(3)];
+            let (open, close) = [("[", "]"), ("{\"a\":", "}"), ("- ", "")][rng.below(3)];
+            let deep = [open.repeat(n), close.repeat(n)].concat();
+            s.splice(at..at, deep.into_bytes());
+        }
+        7 => {
+            s.splice(at..at, HOSTILE[rng.below(HOSTILE.len())].iter().copied());
+        }
+        _ => {
+            let (a, b) = span(rng, s, 512);
+            s.drain(a..b);
+        }
+    }
+}
+
+/// A value that breaks a reader's assumptions about a field.
+fn hostile_value(rng: &mut Rng) -> serde_json::Value {
+    use serde_json::json;
+    let deep = |n: usize| serde_json::from_str(&["[".repeat(n), "]".repeat(n)].concat()).unwrap();
+    match rng.below(12) {
+        0 => json!(u64::MAX),
+        1 => json!(-1),
+        2 => json!(0),
+        3 => json!(1e308),
+        4 => json!(-0.5),
+        5 => json!("\u{1b}]0;x\u{7}\u{1b}[2J\nsecond line"),
+        6 => json!(null),
+        7 => json!(true),
+        8 => json!([]),
+        9 => json!({}),
+        10 => json!("x".repeat(100_000)),
+        _ => deep(100),
+    }
+}
+
+/// Walks to a random node of `v` and replaces it (or, in an object, drops or duplicates a key).
+fn poke(rng: &mut Rng, v: &mut serde_json::Value, depth: usize) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) if !m.is_empty() && depth < 12 && rng.below(4) != 0 => {
+            let key = m.keys().nth(rng.below(m.len())).unwrap().clone();
+            match rng.below(8) {
+                0 => drop(m.remove(&key)),
+                1 => {
+                    let copy = m[&key].clone();
+                    m.insert(format!("{key}\u{1b}"), copy);
+                }
+                _ => poke(rng, m.get_mut(&key).unwrap(), depth + 1),
+            }
+        }
+        Value::Array(a) if !a.is_empty() && depth < 12 && rng.below(4) != 0 => {
+            let i = rng.below(a.len());
+            if rng.below(6) == 0 {
+                // Up to 1000 copies, about 1 MiB at most.
+                let copy = a[i].clone();
+                let size = serde_json::to_vec(&copy).map_or(1, |v| v.len().max(1));
+                a.extend(std::iter::repeat_n(copy, (1 << 20) / size).take(1000));
+            } else {
+                poke(rng, &mut a[i], depth + 1);
+            }
+        }
+        _ => *v = hostile_value(rng),
+    }
+}
+
+/// When `s` is JSON, replaces one of its values with a hostile one (a structure-aware
+/// mutation that gets past the parser to the reader's own checks); false when it is not JSON.
+fn json_mutate(rng: &mut Rng, s: &mut Vec<u8>) -> bool {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(s) else {
+        return false;
+    };
+    poke(rng, &mut v, 0);
+    *s = serde_json::to_vec_pretty(&v).unwrap();
+    true
+}
+
+/// Replaces a run of ASCII digits with a huge or negative number; in binary input with no
+/// digits nearby, writes all-ones over eight bytes (a count or an offset of u64::MAX).
+fn huge_number(rng: &mut Rng, s: &mut Vec<u8>) {
+    let start = rng.below(s.len() + 1);
+    if let Some(i) = s[start..]
+        .iter()
+        .position(u8::is_ascii_digit)
+        .map(|i| i + start)
+    {
+        let end = s[i..]
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .map_or(s.len(), |n| i + n);
+        let n = HUGE[rng.below(HUGE.len())].as_bytes();
+        s.splice(i..end, n.iter().copied());
+    } else if s.len() >= 8 {
+        let i = rng.below(s.len() - 7);
+        s[i..i + 8].fill(0xff);
+    }
+}
+
+/// Mutants stop growing here: the readers' byte limits (64 MiB and up) have their own
+/// hand-built tests; the fuzz runs look for what a file of ordinary size does.
+const MAX_MUTANT: usize = 8 << 20;
+
+/// A mutant of one of `seeds`: one to four mutations.
+fn mutant(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
+    let mut s = seeds[rng.below(seeds.len())].clone();
+    for _ in 0..1 + rng.below(4) {
+        let before = s.clone();
+        mutate_once(rng, &mut s, seeds);
+        if s.len() > MAX_MUTANT {
+            s = before;
+        }
+    }
+    s
+}
+
+/// What one reader's runs came to.
+#[derive(Default)]
+struct Figures {
+    name: &'static str,
+    runs: u64,
+    ok: u64,
+    err: u64,
+    max: Duration,
+    total: Duration,
+    slowest: Vec<u8>,
+    failures: Vec<String>,
+}
+
+/// The error as the CLI prints it must be one non-empty line with no raw control character.
+fn bad_message(msg: &str) -> Option<String> {
+    let shown = escape_controls(msg);
+    let raw = shown
+        .chars()
+        .any(|c| c.is_control() && c != '\t' || c == '\u{2028}');
+    (shown.trim().is_empty() || raw).then(|| format!("bad error message {shown:?}"))
+}
+
+type Reader = Box<dyn Fn(&[u8]) -> Result<(), String>>;
+
+/// One fuzz target: a reader, its seeds, its share of the runs (in quarters: slow readers
+/// fewer), how a mutant is encoded before it is read (outside the timing: gzip) and whether
+/// every seed must be read (false where a fixture is itself malformed on purpose).
+struct Target {
+    name: &'static str,
+    seeds: Vec<Vec<u8>>,
+    quarters: u64,
+    reader: Reader,
+    encode: fn(Vec<u8>) -> Vec<u8>,
+    seeds_read: bool,
+}
+
+fn target(name: &'static str, seeds: Vec<Vec<u8>>, quarters: u64, reader: Reader) -> Target {
+    Target {
+        name,
+        seeds,
+        quarters,
+        reader,
+        encode: |b| b,
+        seeds_read: true,
+    }
+}
+
+/// Runs the target's reader on every seed and `runs` mutants; a panic, a bad message or a run
+/// past `RUN_LIMIT` is recorded with the input's first bytes (the seed reproduces it).
+fn fuzz(t: &Target, runs: u64, rng: &mut Rng) -> Figures {
+    let (name, seeds) = (t.name, &t.seeds);
+    assert!(!seeds.is_empty(), "{name}: no seeds");
+    let mut f = Figures {
+        name,
+        ..Figures::default()
+    };
+    let inputs = seeds
+        .clone()
+        .into_iter()
+        .map(Some)
+        .chain((0..runs).map(|_| None));
+    for (i, input) in inputs.enumerate() {
+        let input = (t.encode)(input.unwrap_or_else(|| mutant(rng, seeds)));
+        let start = Instant::now();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (t.reader)(&input)));
+        let took = start.elapsed();
+        f.runs += 1;
+        f.total += took;
+        if took >= f.max {
+            f.max = took;
+            f.slowest = input.clone();
+        }
+        let head = String::from_utf8_lossy(&input[..input.len().min(80)]).into_owned();
+        // The real inputs themselves must be read: a reader wired wrongly fails here.
+        let seed_refused = (t.seeds_read && i < seeds.len() && !matches!(r, Ok(Ok(()))))
+            .then(|| "an unmutated seed was refused".to_string());
+        let problem = match r {
+            Ok(Ok(())) => {
+                f.ok += 1;
+                None
+            }
+            Ok(Err(e)) => {
+                f.err += 1;
+                bad_message(&e)
+            }
+            Err(_) => Some("panicked".to_string()),
+        };
+        let slow = (took > RUN_LIMIT).then(|| format!("took {took:?}"));
+        for p in problem.into_iter().chain(seed_refused).chain(slow) {
+            f.failures.push(format!("{name} run {i} ({head:?}…): {p}"));
+        }
+    }
+    f
+}
+
+fn fixtures_dir() -> PathBuf {
+    shared(PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures"
+    )))
+}
+
+fn crate_dir(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join(rel)
+}
+
+/// The files under `dir` (recursively) whose names end with one of `exts`, sorted.
+fn files(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p, exts));
+        } else if exts.iter().any(|x| p.to_string_lossy().ends_with(x)) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn read_all(paths: &[PathBuf]) -> Vec<Vec<u8>> {
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// config.json: the tiny Llama's and the families' fixtures, a few presets.
+fn config_seeds() -> Vec<Vec<u8>> {
+    let mut p = vec![fixtures_dir().join("hf_tiny_llama/config.json")];
+    for dir in ["formats/tests/fixtures/moe", "formats/tests/fixtures/vlm"] {
+        p.extend(files(&crate_dir(dir), &[".json"]).into_iter().take(4));
+    }
+    for preset in ["gpt2", "t5-small", "qwen3-30b-a3b", "gemma-2-2b"] {
+        p.push(crate_dir(&format!("formats/data/presets/{preset}.json")));
+    }
+    read_all(&p)
+}
+
+fn read_config(b: &[u8]) -> Result<(), String> {
+    hf_config::parse_config_str(&text(b), "config.json")
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn read_safetensors(b: &[u8]) -> Result<(), String> {
+    let h = safetensors::read_header(Cursor::new(b), b.len() as u64, "model.safetensors")
+        .map_err(|e| e.to_string())?;
+    safetensors::checkpoint_of_files(vec![("model.safetensors".into(), h)])
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn read_gguf(b: &[u8]) -> Result<(), String> {
+    let g =
+        gguf::read_gguf(Cursor::new(b), b.len() as u64, "model.gguf").map_err(|e| e.to_string())?;
+    let _ = g.summary();
+    g.inventory().map(drop).map_err(|e| e.to_string())
+}
+
+/// The diffusers pipelines' fixture directories.
+fn pipelines() -> Vec<PathBuf> {
+    files(
+        &crate_dir("formats/tests/fixtures/diffusers"),
+        &["model_index.json"],
+    )
+    .into_iter()
+    .map(|p| p.parent().unwrap().to_path_buf())
+    .collect()
+}
+
+/// A pipeline from `index` with each component's config read from `dir`, or `mutated` in
+/// place of the component `which` when given.
+fn read_pipeline(index: &str, dir: &Path, mutated: Option<(&str, &str)>) -> Result<(), String> {
+    diffusers::pipeline_from_texts(index, "model_index.json", |name| {
+        let path = format!("{name}/config.json");
+        let t = match mutated {
+            Some((which, t)) if which == name => t.to_string(),
+            _ => std::fs::read_to_string(dir.join(&path)).unwrap_or_default(),
+        };
+        Ok((t, path))
+    })
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
+fn read_recipe(b: &[u8]) -> Result<(), String> {
+    let input = recipes::Input {
+        name: "recipe.yaml".into(),
+        text: text(b),
+    };
+    let m = recipes::parse(&input).map_err(|e| e.to_string())?;
+    let _ = recipes::detect(&m);
+    recipes::resolve(&[input], &|_, _| None)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Jobs: the validation cases' own `job` objects (a sample of them).
+fn job_seeds() -> Vec<Vec<u8>> {
+    let path = shared(PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/validation/dev-cases.json"
+    )));
+    let cases: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let cases = cases.as_array().unwrap();
+    let step = (cases.len() / 24).max(1);
+    cases
+        .iter()
+        .step_by(step)
+        .map(|c| serde_json::to_vec_pretty(&c["job"]).unwrap())
+        .collect()
+}
+
+fn read_job(b: &[u8]) -> Result<(), String> {
+    let job: vramscope_core::job::Job =
+        serde_json::from_slice(b).map_err(|e| format!("job: {e}"))?;
+    job.resolve(None).map(drop).map_err(|e| e.to_string())
+}
+
+fn read_record(b: &[u8]) -> Result<(), String> {
+    vramscope_measure::analyze_bytes(b)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(b).unwrap();
+    z.finish().unwrap()
+}
+
+fn gunzip(b: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn read_log(b: &[u8]) -> Result<(), String> {
+    let _ = vramscope_measure::logs::read_log(&text(b));
+    vramscope_measure::logs::analyze_any_bytes(b)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn log_seeds() -> Vec<Vec<u8>> {
+    read_all(&files(
+        &crate_dir("measure/tests/fixtures/logs"),
+        &[".log", ".txt"],
+    ))
+}
+
+/// model_index.json: each pipeline's index, read with the component configs of the pipeline
+/// whose class name the mutant still carries.
+fn diffusers_index_target() -> Target {
+    let dirs = pipelines();
+    let seeds = read_all(
+        &dirs
+            .iter()
+            .map(|d| d.join("model_index.json"))
+            .collect::<Vec<_>>(),
+    );
+    let classes: Vec<(String, PathBuf)> = seeds
+        .iter()
+        .zip(&dirs)
+        .map(|(s, d)| {
+            let v: serde_json::Value = serde_json::from_slice(s).unwrap();
+            (v["_class_name"].as_str().unwrap().to_string(), d.clone())
+        })
+        .collect();
+    let reader = move |b: &[u8]| {
+        let index = text(b);
+        let dir = classes
+            .iter()
+            .find(|(c, _)| index.contains(c.as_str()))
+            .map_or(&classes[0].1, |(_, d)| d);
+        read_pipeline(&index, dir, None)
+    };
+    target("diffusers model_index", seeds, 4, Box::new(reader))
+}
+
+/// A component's config.json inside a pipeline: the mutant stands in for one component of
+/// each of three pipelines (a transformer, a UNet, a VAE, a T5 encoder).
+fn diffusers_component_target() -> Target {
+    let root = crate_dir("formats/tests/fixtures/diffusers");
+    let slots: Vec<(PathBuf, &str)> = vec![
+        (root.join("flux.1-dev"), "transformer"),
+        (root.join("sdxl-base-1.0"), "unet"),
+        (root.join("sdxl-base-1.0"), "vae"),
+        (root.join("sd3.5-medium"), "text_encoder_3"),
+    ];
+    let seeds = read_all(
+        &slots
+            .iter()
+            .map(|(d, c)| d.join(c).join("config.json"))
+            .collect::<Vec<_>>(),
+    );
+    let reader = move |b: &[u8]| {
+        let t = text(b);
+        let mut first = None;
+        for (dir, comp) in &slots {
+            let index = std::fs::read_to_string(dir.join("model_index.json")).unwrap();
+            match read_pipeline(&index, dir, Some((comp, &t))) {
+                Ok(()) => return Ok(()),
+                Err(e) => first = first.or(Some(e)),
+            }
+        }
+        Err(first.unwrap())
+    };
+    target("diffusers component config", seeds, 4, Box::new(reader))
+}
+
+/// Every reader with its seeds.
+fn targets() -> Vec<Target> {
+    let fx = fixtures_dir();
+    let recipe_files = files(
+        &crate_dir("formats/tests/fixtures/recipes"),
+        &[".yaml", ".yml", ".json", ".toml"],
+    );
+    let shards = files(&fx.join("hf_tiny_llama"), &[".safetensors"]);
+    let pickles = [
+        "cpu_only_empty_cuda_snapshot.pickle",
+        "real-snapshots/angelolmn__HitsBE__my_snapshot_empty.pickle",
+        "real-snapshots/Maphsge4__select_n__snapshot_b890bc5.pickle",
+        "real-snapshots/jogregoire__How-Diffusion-Models-Work__my_snapshot.pickle",
+    ];
+    let trace = std::fs::read(fx.join("cpu_chrome_trace_mlp.json")).unwrap();
+    let gz = read_all(&[
+        fx.join("cpu_timeline.json.gz"),
+        fx.join("cpu_timeline.raw.json.gz"),
+    ]);
+    let timeline = gunzip(&gz[0]);
+    vec![
+        target("config.json", config_seeds(), 4, Box::new(read_config)),
+        target(
+            "safetensors header",
+            read_all(&shards),
+            4,
+            Box::new(read_safetensors),
+        ),
+        target(
+            "GGUF",
+            read_all(&[fx.join("tiny_llama_q8.gguf")]),
+            4,
+            Box::new(read_gguf),
+        ),
+        diffusers_index_target(),
+        diffusers_component_target(),
+        target(
+            "recipe (YAML/JSON/TOML)",
+            read_all(&recipe_files),
+            4,
+            Box::new(read_recipe),
+        ),
+        target("job JSON", job_seeds(), 4, Box::new(read_job)),
+        target(
+            "snapshot pickle",
+            read_all(&pickles.map(|p| fx.join(p))),
+            2,
+            Box::new(read_record),
+        ),
+        target(
+            "Chrome trace / timeline JSON",
+            vec![trace, timeline.clone()],
+            1,
+            Box::new(read_record),
+        ),
+        Target {
+            encode: |b| gzip(&b),
+            ..target(
+                "trace .json.gz (inflated mutated)",
+                vec![timeline],
+                1,
+                Box::new(read_record),
+            )
+        },
+        target("trace .json.gz (raw bytes)", gz, 2, Box::new(read_record)),
+        Target {
+            seeds_read: false, // llamacpp/synthetic-malformed.log: `33/0` layers, refused
+            ..target(
+                "engine log / OOM message",
+                log_seeds(),
+                4,
+                Box::new(read_log),
+            )
+        },
+    ]
+}
+
+/// This process's peak resident set (`VmHWM` in /proc/self/status), in MiB.
+fn peak_rss_mib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+#[test]
+fn every_reader_survives_mutated_fixtures() {
+    let base = env_u64("VRAMSCOPE_FUZZ_RUNS", 150);
+    let mut rng = Rng(env_u64("VRAMSCOPE_FUZZ_SEED", 0x5EED_0035) | 1);
+    let t = Instant::now();
+    let figures: Vec<Figures> = targets()
+        .into_iter()
+        .map(|tg| fuzz(&tg, base * tg.quarters / 4, &mut rng))
+        .collect();
+    println!("| reader | runs | ok | error | panics/bad | max time | total |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for f in &figures {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} ms | {:.1} s |",
+            f.name,
+            f.runs,
+            f.ok,
+            f.err,
+            f.failures.len(),
+            f.max.as_secs_f64() * 1e3,
+            f.total.as_secs_f64()
+        );
+        if let Ok(dir) = std::env::var("VRAMSCOPE_FUZZ_SLOWEST") {
+            let name: String = f.name.chars().filter(char::is_ascii_alphanumeric).collect();
+            std::fs::write(Path::new(&dir).join(name), &f.slowest).unwrap();
+        }
+    }
+    let total: u64 = figures.iter().map(|f| f.runs).sum();
+    println!(
+        "{total} runs in {:.1} s, peak RSS {} MiB",
+        t.elapsed().as_secs_f64(),
+        peak_rss_mib().map_or("?".into(), |m| m.to_string())
+    );
+    let failures: Vec<&String> = figures.iter().flat_map(|f| &f.failures).collect();
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{failures:#?}",
+        failures.len()
+    );
+}

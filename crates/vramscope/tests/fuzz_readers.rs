@@ -7,8 +7,8 @@
 //! nesting, control and invalid UTF-8 bytes.
 //!
 //! `cargo test -p vramscope --test fuzz_readers -- --nocapture` prints the figures.
-//! `VRAMSCOPE_FUZZ_RUNS=N` sets the mutated runs per reader (default 150) and the CLI sample
-//! (default 240 files); `VRAMSCOPE_FUZZ_SEED=N` changes the random stream;
+//! `VRAMSCOPE_FUZZ_RUNS=N` sets the mutated runs per reader (default 1000),
+//! `VRAMSCOPE_FUZZ_CLI=N` the mutated files run through the binary (default 600); `VRAMSCOPE_FUZZ_SEED=N` changes the random stream;
 //! `VRAMSCOPE_FUZZ_SLOWEST=DIR` writes each reader's slowest input there.
 
 mod common;
@@ -617,7 +617,7 @@ fn peak_rss_mib() -> Option<u64> {
 
 #[test]
 fn every_reader_survives_mutated_fixtures() {
-    let base = env_u64("VRAMSCOPE_FUZZ_RUNS", 150);
+    let base = env_u64("VRAMSCOPE_FUZZ_RUNS", 1000);
     let mut rng = Rng(env_u64("VRAMSCOPE_FUZZ_SEED", 0x5EED_0035) | 1);
     let t = Instant::now();
     let figures: Vec<Figures> = targets()
@@ -654,4 +654,131 @@ fn every_reader_survives_mutated_fixtures() {
         "{} failures:\n{failures:#?}",
         failures.len()
     );
+}
+
+/// The command that reads a mutant of `target` through the binary, and the file name it needs.
+fn cli_of(target: &str) -> Option<(&'static str, Vec<&'static str>)> {
+    Some(match target {
+        "config.json" => ("config.json", vec!["inspect", "FILE", "--json"]),
+        "safetensors header" => ("model.safetensors", vec!["inspect", "FILE", "--json"]),
+        "GGUF" => ("model.gguf", vec!["inspect", "FILE", "--json"]),
+        "recipe (YAML/JSON/TOML)" => (
+            "recipe.yaml",
+            vec!["estimate", "llama-3.2-1b", "--from", "FILE"],
+        ),
+        "job JSON" => ("job.json", vec!["estimate", "--job", "FILE", "--json"]),
+        "snapshot pickle" => ("snapshot.pickle", vec!["analyze", "FILE", "--json"]),
+        "Chrome trace / timeline JSON" => ("trace.json", vec!["analyze", "FILE"]),
+        "trace .json.gz (raw bytes)" => ("trace.json.gz", vec!["analyze", "FILE", "--json"]),
+        "engine log / OOM message" => ("engine.log", vec!["analyze", "FILE"]),
+        _ => return None,
+    })
+}
+
+/// What one run of the binary came to: its exit code (None: killed by a signal or the
+/// watchdog), its stderr and its time.
+fn run_binary(args: &[String], limit: Duration) -> (Option<i32>, Vec<u8>, Duration) {
+    use std::process::{Command, Stdio};
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(args)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut err = Vec::new();
+        std::io::Read::read_to_end(&mut pipe, &mut err)
+            .map(|_| err)
+            .unwrap_or_default()
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let err = reader.join().unwrap();
+    (status.and_then(|s| s.code()), err, t.elapsed())
+}
+
+/// The peak resident set of any waited-for child (`getrusage(RUSAGE_CHILDREN)`), in MiB.
+fn children_peak_rss_mib() -> u64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    assert_eq!(rc, 0, "getrusage failed");
+    u.ru_maxrss as u64 / 1024
+}
+
+/// A problem with what the binary said: an exit code outside {0, 1, 2}, or on exit 2 a
+/// stderr that is not one line free of raw control bytes.
+fn cli_problem(code: Option<i32>, err: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(err);
+    match code {
+        Some(0 | 1) => None,
+        Some(2) if text.trim_end().lines().count() != 1 => Some(format!("not one line: {text:?}")),
+        Some(2) if text.trim_end().chars().any(|c| c.is_control() && c != '\t') => {
+            Some(format!("raw control bytes: {text:?}"))
+        }
+        Some(2) => None,
+        other => Some(format!("exit {other:?}: {text:?}")),
+    }
+}
+
+#[test]
+fn the_binary_reads_mutated_files_with_exit_0_1_or_2() {
+    let n = env_u64("VRAMSCOPE_FUZZ_CLI", 600);
+    let mut rng = Rng(env_u64("VRAMSCOPE_FUZZ_SEED", 0x5EED_0035) ^ 0xC11 | 1);
+    let kinds: Vec<(Target, (&str, Vec<&str>))> = targets()
+        .into_iter()
+        .filter_map(|t| cli_of(t.name).map(|c| (t, c)))
+        .collect();
+    let dir = std::env::temp_dir().join(format!("vramscope-fuzz-{}", std::process::id()));
+    let (mut codes, mut max, mut failures) = ([0u64; 3], Duration::ZERO, Vec::new());
+    for i in 0..n as usize {
+        let (t, (file, args)) = &kinds[i % kinds.len()];
+        let run_dir = dir.join(i.to_string());
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let path = run_dir.join(file);
+        std::fs::write(&path, (t.encode)(mutant(&mut rng, &t.seeds))).unwrap();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if *a == "FILE" {
+                    path.display().to_string()
+                } else {
+                    a.to_string()
+                }
+            })
+            .collect();
+        let (code, err, took) = run_binary(&args, Duration::from_secs(60));
+        max = max.max(took);
+        if let Some(c @ 0..=2) = code {
+            codes[c as usize] += 1;
+        }
+        match cli_problem(code, &err) {
+            Some(p) => failures.push(format!("{args:?} ({}): {p}", path.display())),
+            None => drop(std::fs::remove_dir_all(&run_dir)),
+        }
+    }
+    println!(
+        "CLI sample: {n} mutated files through the binary, exit 0/1/2: {}/{}/{}, max time {:.0} ms, \
+         peak RSS {} MiB",
+        codes[0],
+        codes[1],
+        codes[2],
+        max.as_secs_f64() * 1e3,
+        children_peak_rss_mib()
+    );
+    assert!(failures.is_empty(), "{failures:#?} (inputs kept)");
 }

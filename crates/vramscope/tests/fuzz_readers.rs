@@ -367,6 +367,12 @@ fn read_safetensors(b: &[u8]) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+fn read_safetensors_index(b: &[u8]) -> Result<(), String> {
+    safetensors::parse_index(&text(b), "model.safetensors.index.json")
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 fn read_gguf(b: &[u8]) -> Result<(), String> {
     let g =
         gguf::read_gguf(Cursor::new(b), b.len() as u64, "model.gguf").map_err(|e| e.to_string())?;
@@ -557,6 +563,12 @@ fn targets() -> Vec<Target> {
             read_all(&shards),
             4,
             Box::new(read_safetensors),
+        ),
+        target(
+            "safetensors index.json",
+            read_all(&[fx.join("hf_tiny_llama/model.safetensors.index.json")]),
+            4,
+            Box::new(read_safetensors_index),
         ),
         target(
             "GGUF",

@@ -137,8 +137,19 @@ fn index() -> &'static HashMap<String, usize> {
 }
 
 /// "; did you mean 'x'?" for the closest name, or a pointer to the list.
+///
+/// A key more than 3 characters longer than every name gets no hint, unmeasured: its distance
+/// to each is at least the difference in length (Levenshtein), and no name can start with it.
+/// This keeps a hostile 100 kB name from costing its length × the catalog (1.1 s in a debug
+/// build, found by `crates/vramscope/tests/fuzz_readers.rs`).
 pub fn suggestion<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    if crate::text::longer_by_more_than(key, longest, 3) {
+        return String::new();
+    }
     let best = names
+        .into_iter()
         .map(|n| (crate::text::edit_distance(key, n), n))
         .min_by_key(|(d, _)| *d);
     match best {
@@ -150,6 +161,26 @@ pub fn suggestion<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hostile 1,000,000-character GPU name (a fuzzed job's `gpu`) is refused without a
+    /// hint and without measuring it against the catalog: at 100,000 characters the hint's edit
+    /// distances took 1.1 s in a debug build, linear in the name, so this one took about 11 s;
+    /// the limit is 100× what the length check takes.
+    #[test]
+    fn a_huge_unknown_name_is_refused_at_once() {
+        let name = "x".repeat(1_000_000);
+        let t = std::time::Instant::now();
+        let e = find(&name).unwrap_err().to_string();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(!e.contains("did you mean"));
+        // A near miss still gets its hint (one deleted character, distance 1).
+        let near = find("a100-80g").unwrap_err().to_string();
+        assert!(near.contains("did you mean 'a100-80gb'"), "{near}");
+    }
 
     /// The index finds, for every id and alias in any case and with spaces around, the GPU a
     /// scan of the catalog in file order finds (the lookup before the index); unknown names

@@ -15,6 +15,13 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// Whether `key` has more than `longest + slack` characters (counting no further than that),
+/// so that its edit distance to every name of at most `longest` characters exceeds `slack`:
+/// each insertion or deletion changes the length by one.
+pub fn longer_by_more_than(key: &str, longest: usize, slack: usize) -> bool {
+    key.chars().nth(longest + slack).is_some()
+}
+
 /// Bytes in binary units with three significant figures (`14.96 GiB`, `2.67 MiB`, `512 B`):
 /// the adaptive unit of every human message (JSON carries bytes).
 pub fn bytes(n: u64) -> String {
@@ -47,6 +54,15 @@ pub fn thousands(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn longer_by_more_than_counts_characters() {
+        // Longest name 1 plus slack 2: 3 characters are within, a 4th is past.
+        assert!(!super::longer_by_more_than("abc", 1, 2));
+        assert!(super::longer_by_more_than("abcd", 1, 2));
+        // Characters, not bytes: 'é' is two bytes, one character.
+        assert!(!super::longer_by_more_than("ééé", 1, 2));
+    }
+
     #[test]
     fn adaptive_units() {
         assert_eq!(super::bytes(512), "512 B");

@@ -49,8 +49,13 @@ pub fn load(preset: &RawPreset) -> Result<ParsedConfig> {
 /// Error for a name that is no preset, with the closest ids as a hint.
 pub fn unknown(name: &str) -> FormatError {
     let lower = name.to_ascii_lowercase();
+    // Ids within 4 edits only: a name longer than every id by more is measured against none
+    // (its distance exceeds 4 by length alone), so a hostile name costs no length × table.
+    let longest = PRESET_TABLE.iter().map(|p| p.id.len()).max().unwrap_or(0);
+    let far = vramscope_core::text::longer_by_more_than(&lower, longest, 4);
     let mut scored: Vec<(usize, &str)> = PRESET_TABLE
         .iter()
+        .filter(|_| !far)
         .map(|p| (vramscope_core::text::edit_distance(&lower, p.id), p.id))
         .collect();
     scored.sort();
@@ -73,5 +78,26 @@ pub fn unknown(name: &str) -> FormatError {
     FormatError::Unsupported {
         path: name.to_string(),
         reason: format!("no such preset or file; {hint}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A hostile 1,000,000-character MODEL name is refused without being measured against
+    /// every preset id (its length × the ids' lengths: 1,000,000 × about 45 × 15 cells, the
+    /// same work as the GPU catalog's hint that took 9.8 s in a debug build); a near miss
+    /// still gets its hint ('gpt' is one insertion from 'gpt2').
+    #[test]
+    fn a_huge_unknown_name_is_refused_at_once() {
+        let t = std::time::Instant::now();
+        let e = super::unknown(&"x".repeat(1_000_000)).to_string();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(!e.contains("did you mean"));
+        let near = super::unknown("gpt").to_string();
+        assert!(near.contains("gpt2"), "{near}");
     }
 }

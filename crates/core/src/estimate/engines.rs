@@ -8,13 +8,9 @@ use crate::job::{Framework, ResolvedJob, Task};
 use crate::model::{AttentionKind, ModelSpec};
 use serde::Serialize;
 
-/// vLLM V1 engine defaults for the OpenAI API server (`vllm/engine/arg_utils.py`,
-/// `EngineArgs`: `gpu_memory_utilization=0.9`, `block_size=16`; with chunked prefill the
-/// API server's `max_num_batched_tokens=8192` and `max_num_seqs=256`).
-pub const VLLM_GPU_MEMORY_UTILIZATION: f64 = 0.9;
-pub const VLLM_BLOCK_SIZE: u64 = 16;
-pub const VLLM_MAX_NUM_BATCHED_TOKENS: u64 = 8192;
-pub const VLLM_MAX_NUM_SEQS: u64 = 256;
+pub use crate::job::engine_settings::{
+    VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_SEQS,
+};
 /// Largest batch vLLM captures a CUDA graph for (`max_capture_size`, 512 by default, capped by
 /// `max_num_seqs`).
 pub const VLLM_MAX_CAPTURE_SIZE: u64 = 512;

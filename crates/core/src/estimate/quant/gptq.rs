@@ -10,8 +10,7 @@ use super::linear::{sum, Matrix};
 use crate::error::CoreError;
 use crate::inventory::Tensor;
 
-/// Default GPTQ/AWQ group size.
-pub const DEFAULT_GROUP: u64 = 128;
+pub use crate::job::weight_format::DEFAULT_GROUP;
 
 /// AutoGPTQ `QuantLinear` (`group: None` is one group per column, `group_size=-1`).
 pub(super) fn gptq_bytes(m: Matrix, bits: u32, group: Option<u64>) -> Option<u64> {

@@ -4,8 +4,8 @@
 use super::{sub_job, GeneratorFigures, PhaseFigures, Roles, Rollouts};
 use crate::error::CoreError;
 use crate::estimate::activations::{self, ForwardPlan};
-use crate::estimate::engine_settings::EngineSettings;
 use crate::estimate::{engines, simulate, states, ModelInput};
+use crate::job::EngineSettings;
 use crate::job::{Generator, Parallel, Precision, ResolvedJob, Rl, RlAlgorithm, Task};
 use crate::model::ModelSpec;
 use crate::report::{Category, CategoryBytes, Components, Report, TimelinePoint};

@@ -2,7 +2,7 @@
 //! vLLM checkpoints), FBGEMM's row-scaled FP8 and BitNet b1.58's packed ternary weights. Each
 //! is sized as the module that holds it in memory allocates it.
 
-use super::linear::{sum, Matrix};
+use super::matrix::{sum, Matrix};
 pub use crate::job::weight_format::{CtFormat, CtKind, CtStrategy};
 
 /// Scales (and zero points) per matrix: `initialize.py`'s `expected_shape` — `(1,)` for a

@@ -6,7 +6,7 @@
 //! `[in, out/8]`, `qzeros` int32 `[in/g, out/8]`, `scales` fp16 `[in/g, out]` (asserts
 //! `in % g == 0`).
 
-use super::linear::{sum, Matrix};
+use super::matrix::{sum, Matrix};
 use crate::error::CoreError;
 use crate::inventory::Tensor;
 

@@ -16,6 +16,7 @@ pub mod compressed;
 pub mod gguf;
 pub mod gptq;
 mod linear;
+mod matrix;
 
 pub use crate::job::weight_format as format;
 pub use crate::job::weight_format::{parse, WeightFormat};

@@ -5,7 +5,7 @@ use super::{Part, Projector, TowerKind, Vision};
 use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::inventory::{Component, Tensor};
-use crate::model::NormKind;
+use crate::model::norm::NormKind;
 
 impl Part {
     /// The component a tensor belongs to, read from its name: `visual.` (Qwen-VL),

@@ -16,7 +16,7 @@ mod tokens;
 pub use inventory::vision_tensors;
 pub use tokens::{ImageCost, ImageTokens};
 
-use crate::model::NormKind;
+use crate::model::norm::NormKind;
 use serde::{Deserialize, Serialize};
 
 /// Which component of a vision-language model a tensor belongs to. Text-only models are all

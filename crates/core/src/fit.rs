@@ -53,7 +53,7 @@ pub struct FitAnswer {
     /// `max_batch` (train: its step time and tokens/s per GPU at the job's sequence; infer:
     /// prefill and decode rates at its context); `null` without a `max_batch` or where the
     /// GPU's speeds are unknown.
-    pub throughput_at_max_batch: Option<crate::throughput::Throughput>,
+    pub throughput_at_max_batch: Option<crate::report::Throughput>,
     /// llama.cpp and ollama inference: decode and prefill speed per `-ngl` choice, from the
     /// most layers that fit down to none (`crate::fit_speed`); absent for other jobs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -173,7 +173,7 @@ fn throughput_at(
     model: &ModelInput,
     job: &ResolvedJob,
     batch: Option<u64>,
-) -> Option<crate::throughput::Throughput> {
+) -> Option<crate::report::Throughput> {
     let j = ResolvedJob {
         batch: batch?,
         ..job.clone()

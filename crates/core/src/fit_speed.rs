@@ -5,7 +5,7 @@
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
 use crate::job::{Framework, ResolvedJob, Task};
-use crate::throughput::Throughput;
+use crate::report::Throughput;
 use serde::Serialize;
 
 /// One `-ngl` choice and what it gives (contract: `fit.gpu_layers_speed` rows).

@@ -7,7 +7,7 @@
 //! micro-batch 1 from the autograd tape (activations are linear in the micro-batch), parameter
 //! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
 
-mod layouts;
+pub mod layouts;
 
 pub use layouts::{Layout, LayoutTime, Scored};
 

@@ -7,6 +7,7 @@
 mod engine_switch;
 pub mod flags;
 pub mod order;
+mod rl;
 pub mod techniques;
 pub mod whatif;
 
@@ -219,7 +220,7 @@ fn ceiling(
 /// empty when the job has no GPU or nothing searched fits.
 pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, CoreError> {
     if job.task == crate::job::Task::Rl {
-        return crate::estimate::rl::advise(model, job);
+        return rl::advise(model, job);
     }
     if job.gpu.is_none() {
         return Ok(Vec::new());

@@ -5,8 +5,8 @@
 use crate::estimate::ModelInput;
 use crate::gpu::Gpu;
 use crate::job::{Checkpointing, Framework, Offload, ResolvedJob};
-pub use crate::plan::LayoutTime;
-use crate::plan::{Layout, Scored};
+pub use crate::plan::layouts::LayoutTime;
+use crate::plan::layouts::{Layout, Scored};
 
 impl LayoutTime {
     fn of(t: &crate::throughput::StepTime) -> Self {

@@ -20,10 +20,7 @@
 //! holds itself: the caching allocator's blocks cached from the training step are reused by
 //! generation's working set, so the larger of the two phases is the step's peak either way.
 
-mod advice;
 mod phases;
-
-pub use advice::advise;
 
 use super::ModelInput;
 use crate::error::CoreError;

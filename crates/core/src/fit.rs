@@ -5,6 +5,7 @@
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
 use crate::job::{Framework, ResolvedJob, Task};
+pub use crate::search::largest;
 use serde::Serialize;
 
 /// The contract's fit answer (train: `max_batch`, `max_seq`; infer: `max_batch`,
@@ -81,43 +82,6 @@ fn total(model: &ModelInput, job: &ResolvedJob, evals: &mut u64) -> Result<Optio
         Err(CoreError::InvalidField { field, .. }) if field == "batch" => Ok(Some(u64::MAX)),
         Err(e) => Err(e),
     }
-}
-
-/// Largest `x` in [1, hi] with `fits(x)`, assuming fitting is monotone (more never fits
-/// when less does not); `None` when 1 does not fit. Exponential then binary search.
-pub fn largest(
-    hi: u64,
-    mut fits: impl FnMut(u64) -> Result<bool, CoreError>,
-) -> Result<Option<u64>, CoreError> {
-    if !fits(1)? {
-        return Ok(None);
-    }
-    let mut lo = 1u64;
-    let mut step = 1u64;
-    let mut up = loop {
-        let probe = lo.saturating_add(step).min(hi);
-        if probe == lo {
-            return Ok(Some(lo));
-        }
-        if fits(probe)? {
-            lo = probe;
-            if probe == hi {
-                return Ok(Some(hi));
-            }
-            step = step.saturating_mul(2);
-        } else {
-            break probe;
-        }
-    };
-    while up - lo > 1 {
-        let mid = lo + (up - lo) / 2;
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            up = mid;
-        }
-    }
-    Ok(Some(lo))
 }
 
 /// Searches the largest batch and sequence (train) or batch and context (infer) that fit the

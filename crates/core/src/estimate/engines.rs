@@ -130,7 +130,7 @@ pub fn vllm_longest_request(
     pool: u64,
     cap: u64,
 ) -> Result<Option<u64>, CoreError> {
-    crate::fit::largest(cap.max(1), |t| {
+    crate::search::largest(cap.max(1), |t| {
         Ok(kv_bytes_per_gpu(spec, job, 1, t)? <= pool)
     })
 }

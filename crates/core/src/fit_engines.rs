@@ -4,8 +4,8 @@
 
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
-use crate::fit::FitAnswer;
 use crate::job::{Framework, ResolvedJob, Task};
+use crate::report::FitAnswer;
 use crate::search::largest;
 
 /// ollama allocates `num_ctx` per slot whatever the prompt: the job's `num_ctx`, else ollama's

@@ -4,7 +4,7 @@
 
 use crate::error::CoreError;
 use crate::estimate::ModelInput;
-use crate::fit::fits_in;
+use crate::fit::probe::fits_in;
 use crate::job::ResolvedJob;
 use crate::search::largest;
 

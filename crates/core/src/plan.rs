@@ -28,7 +28,7 @@ pub struct PlanResult {
     pub capacity: u64,
     /// Bytes the job's `reserve` keeps free: layouts are screened and confirmed against
     /// `capacity − reserve` (absent when 0).
-    #[serde(skip_serializing_if = "crate::fit::is_zero")]
+    #[serde(skip_serializing_if = "crate::report::is_zero")]
     pub reserve: u64,
     pub evaluated: u64,
     pub fitting: u64,

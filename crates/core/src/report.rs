@@ -2,11 +2,13 @@
 //! category scheme shared by the estimate, the measurement and the picture.
 
 mod advice;
+mod fit_answer;
 mod rl;
 mod throughput;
 mod vllm;
 
 pub use advice::Advice;
+pub use fit_answer::{FitAnswer, Launch, LayersSpeed};
 pub use rl::{GeneratorFigures, PhaseFigures, RlFigures, Roles, Rollouts};
 pub use throughput::{InferThroughput, Throughput, TrainThroughput};
 pub use vllm::VllmBudget;
@@ -356,7 +358,8 @@ pub struct Fit {
     pub reserve: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// serde's `skip_serializing_if` for byte counts absent when 0.
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -3,7 +3,7 @@
 //! shuffle connector of Idefics3 / SmolVLM and Mistral 3's patch-merging projector — named as
 //! transformers 5.x names them.
 
-use super::inventory::{block, Out};
+use super::blocks::{block, Out};
 use super::{Projector, TowerKind, Vision};
 use crate::error::CoreError;
 use crate::inventory::Component;

@@ -5,120 +5,14 @@
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
 use crate::job::{Framework, ResolvedJob, Task};
-use serde::Serialize;
+pub(crate) mod probe;
 
-/// The contract's fit answer (train: `max_batch`, `max_seq`; infer: `max_batch`,
-/// `max_context`), with what the search found along the way.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FitAnswer {
-    pub gpu: String,
-    pub capacity: u64,
-    /// Bytes the job's `reserve` keeps free for other applications: the searches fit
-    /// `capacity − reserve` (absent when 0).
-    #[serde(skip_serializing_if = "crate::fit::is_zero")]
-    pub reserve: u64,
-    /// Largest micro-batch (train) or number of concurrent sequences (infer) at the job's
-    /// sequence/context; `null` when even 1 does not fit.
-    pub max_batch: Option<u64>,
-    /// train: largest sequence at the job's batch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_seq: Option<u64>,
-    /// infer: largest context (prompt + generated tokens) per sequence at the job's batch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_context: Option<u64>,
-    /// Whether the sequence search stopped at the model's maximum positions.
-    pub seq_limited_by_model: bool,
-    /// The model's maximum positions, when known.
-    pub model_max_positions: Option<u64>,
-    /// llama.cpp: the most layers `-ngl` can put on the GPU (the block count + 1 means the
-    /// output layer too).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_gpu_layers: Option<u64>,
-    /// Estimates evaluated.
-    pub evaluations: u64,
-    pub notes: Vec<String>,
-    /// Vision-language models: the most images of the job's size per sequence that fit at
-    /// the job's batch and text length (`null` when not even one does; absent without images).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_images: Option<Option<u64>>,
-    /// vLLM: the longest single request the KV pool holds, at most the model's (or the job's)
-    /// `max_model_len`: the largest `--max-model-len` vLLM starts with
-    /// ([`crate::estimate::engines::vllm_longest_request`]); `null` when not one token fits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub longest_request: Option<u64>,
-    /// A serving engine's own flags for this answer (`crate::launch`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub launch: Option<crate::launch::Launch>,
-    /// The modelled time at the answer: the Report's `throughput` (contract) of the job at
-    /// `max_batch` (train: its step time and tokens/s per GPU at the job's sequence; infer:
-    /// prefill and decode rates at its context); `null` without a `max_batch` or where the
-    /// GPU's speeds are unknown.
-    pub throughput_at_max_batch: Option<crate::throughput::Throughput>,
-    /// llama.cpp and ollama inference: decode and prefill speed per `-ngl` choice, from the
-    /// most layers that fit down to none (`crate::fit_speed`); absent for other jobs.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub gpu_layers_speed: Vec<crate::fit_speed::LayersSpeed>,
-}
-
-pub(crate) fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
+pub use crate::report::{FitAnswer, Launch, LayersSpeed};
+pub use crate::search::largest;
+pub(crate) use probe::fits_in;
 
 /// Upper bound of the batch search (the job field's own limit).
 const MAX_BATCH: u64 = 1 << 24;
-
-/// `device_total` of `job` less its paged optimizer states (evicted to host RAM rather than
-/// failing, as the Report's fit check judges them), or `None` when the estimator cannot give
-/// one.
-fn total(model: &ModelInput, job: &ResolvedJob, evals: &mut u64) -> Result<Option<u64>, CoreError> {
-    *evals += 1;
-    match estimate(model, job) {
-        Ok(r) => Ok(r
-            .per_gpu
-            .device_total
-            .map(|t| t.saturating_sub(r.per_gpu.paged_states.unwrap_or(0)))),
-        // Sizes past the estimator's limits do not fit anything.
-        Err(CoreError::InvalidField { field, .. }) if field == "batch" => Ok(Some(u64::MAX)),
-        Err(e) => Err(e),
-    }
-}
-
-/// Largest `x` in [1, hi] with `fits(x)`, assuming fitting is monotone (more never fits
-/// when less does not); `None` when 1 does not fit. Exponential then binary search.
-pub fn largest(
-    hi: u64,
-    mut fits: impl FnMut(u64) -> Result<bool, CoreError>,
-) -> Result<Option<u64>, CoreError> {
-    if !fits(1)? {
-        return Ok(None);
-    }
-    let mut lo = 1u64;
-    let mut step = 1u64;
-    let mut up = loop {
-        let probe = lo.saturating_add(step).min(hi);
-        if probe == lo {
-            return Ok(Some(lo));
-        }
-        if fits(probe)? {
-            lo = probe;
-            if probe == hi {
-                return Ok(Some(hi));
-            }
-            step = step.saturating_mul(2);
-        } else {
-            break probe;
-        }
-    };
-    while up - lo > 1 {
-        let mid = lo + (up - lo) / 2;
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            up = mid;
-        }
-    }
-    Ok(Some(lo))
-}
 
 /// Searches the largest batch and sequence (train) or batch and context (infer) that fit the
 /// job's GPU; for a serving engine, with the flags to launch it at that answer.
@@ -173,7 +67,7 @@ fn throughput_at(
     model: &ModelInput,
     job: &ResolvedJob,
     batch: Option<u64>,
-) -> Option<crate::throughput::Throughput> {
+) -> Option<crate::report::Throughput> {
     let j = ResolvedJob {
         batch: batch?,
         ..job.clone()
@@ -352,16 +246,6 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         longest_request: None,
         gpu_layers_speed: Vec::new(),
     })
-}
-
-/// Whether `job`'s device total fits `capacity`.
-pub(crate) fn fits_in(
-    model: &ModelInput,
-    job: &ResolvedJob,
-    capacity: u64,
-    evals: &mut u64,
-) -> Result<bool, CoreError> {
-    Ok(total(model, job, evals)?.is_some_and(|t| t <= capacity))
 }
 
 /// A bare parameter count: no architecture, so no activations and no limits.

@@ -4,8 +4,9 @@
 
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
-use crate::fit::{largest, FitAnswer};
 use crate::job::{Framework, ResolvedJob, Task};
+use crate::report::FitAnswer;
+use crate::search::largest;
 
 /// ollama allocates `num_ctx` per slot whatever the prompt: the job's `num_ctx`, else ollama's
 /// default for this GPU (`estimate::serving::ollama_default_num_ctx`), set on the job so the

@@ -5,23 +5,8 @@
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
 use crate::job::{Framework, ResolvedJob, Task};
-use crate::throughput::Throughput;
-use serde::Serialize;
-
-/// One `-ngl` choice and what it gives (contract: `fit.gpu_layers_speed` rows).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LayersSpeed {
-    pub n_gpu_layers: u64,
-    /// Tokens per second over the job's sequences while decoding.
-    pub decode_tokens_per_s: f64,
-    pub prefill_tokens_per_s: f64,
-    /// One `generate` of the job (prefill and new tokens), seconds.
-    pub generate_s: f64,
-    /// Host RAM the choice needs (weights and KV left on the host).
-    pub host_bytes: u64,
-    /// Whether the choice fits the GPU.
-    pub fits: bool,
-}
+pub use crate::report::LayersSpeed;
+use crate::report::Throughput;
 
 /// Rows per trade-off at most: the most layers that fit, then eighths of it down to 0.
 const ROWS: u64 = 8;

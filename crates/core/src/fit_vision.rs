@@ -4,8 +4,9 @@
 
 use crate::error::CoreError;
 use crate::estimate::ModelInput;
-use crate::fit::{fits_in, largest};
+use crate::fit::probe::fits_in;
 use crate::job::ResolvedJob;
+use crate::search::largest;
 
 /// Upper bound of the images search (the job field's own limit).
 const MAX_IMAGES: u64 = 1 << 16;

@@ -4,7 +4,9 @@
 
 use crate::error::CoreError;
 pub mod allocator;
+pub mod engine_settings;
 mod fields;
+mod kv_dtype;
 mod parallel;
 mod peft;
 mod rl;
@@ -12,6 +14,7 @@ mod spelled;
 mod techniques;
 mod torch_version;
 mod vision;
+pub mod weight_format;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
@@ -20,16 +23,16 @@ pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
 pub use techniques::{ActivationOffload, ReferenceModel, Techniques};
 
-use crate::estimate::engine_settings::EngineSettings;
-use crate::estimate::kv::KvDtype;
-use crate::estimate::quant::WeightFormat;
+pub use engine_settings::{EngineSettings, GenerateCache};
 use fields::{choice, count, reserve_bytes, text};
+pub use kv_dtype::KvDtype;
 use parallel::parse_parallel;
 use peft::parse_peft;
 use rl::parse_rl;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use torch_version::TorchVersion;
+pub use weight_format::WeightFormat;
 
 /// A job as written: JSON/TOML or CLI flags. Absent fields take the framework's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

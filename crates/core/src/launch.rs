@@ -27,22 +27,10 @@
 //!   `ollama serve`; the model options `num_gpu` and `num_ctx` (a Modelfile's `PARAMETER` or
 //!   the API's `options`) are in `options`. The goal is llama.cpp's.
 
-use crate::fit::FitAnswer;
 use crate::job::{AttentionKernel, Framework, ResolvedJob, Task};
-use serde::Serialize;
+use crate::report::FitAnswer;
+pub use crate::report::Launch;
 use std::collections::BTreeMap;
-
-/// `fit.launch`: the argument vector, one line to paste, and why each flag has its value.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Launch {
-    pub engine: String,
-    pub argv: Vec<String>,
-    pub command: String,
-    pub why: BTreeMap<String, String>,
-    /// ollama: the model options (`num_gpu`, `num_ctx`) a Modelfile or an API request sets.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub options: BTreeMap<String, u64>,
-}
 
 struct Builder {
     argv: Vec<String>,

@@ -29,4 +29,5 @@ pub mod job;
 pub mod launch;
 pub mod plan;
 pub mod report;
+pub mod search;
 pub mod throughput;

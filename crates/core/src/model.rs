@@ -2,6 +2,10 @@
 //! from. Loaders (config.json, presets) build a [`ModelSpec`]; [`crate::inventory`] turns it into
 //! the exact list of parameter tensors, and the estimator reads its shapes.
 
+pub mod norm;
+
+pub use norm::{Norm, NormKind};
+
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 
@@ -222,37 +226,6 @@ pub enum NormSlot {
     PreMlp,
     /// After the MLP (post-norm BERT; Gemma-2/3).
     PostMlp,
-}
-
-/// A normalisation layer over `dim` features.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Norm {
-    pub kind: NormKind,
-    pub dim: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NormKind {
-    /// LayerNorm; `bias` says whether it has a shift (`elementwise_affine` with bias).
-    LayerNorm { bias: bool },
-    /// RMSNorm: a scale only.
-    RmsNorm,
-}
-
-impl Norm {
-    pub fn rms(dim: u64) -> Self {
-        Norm {
-            kind: NormKind::RmsNorm,
-            dim,
-        }
-    }
-    pub fn layer(dim: u64, bias: bool) -> Self {
-        Norm {
-            kind: NormKind::LayerNorm { bias },
-            dim,
-        }
-    }
 }
 
 /// An attention block.

@@ -7,6 +7,10 @@
 //! micro-batch 1 from the autograd tape (activations are linear in the micro-batch), parameter
 //! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
 
+pub mod layouts;
+
+pub use layouts::{Layout, LayoutTime, Scored};
+
 use crate::error::CoreError;
 use crate::estimate::activations::{forward, megatron_layer_bytes};
 use crate::estimate::{estimate, overhead, ModelInput};
@@ -16,46 +20,6 @@ use crate::model::{Mlp, ModelSpec};
 use rayon::prelude::*;
 use serde::Serialize;
 
-/// One layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Layout {
-    pub framework: &'static str,
-    pub dp: u64,
-    pub tp: u64,
-    pub pp: u64,
-    pub cp: u64,
-    pub ep: u64,
-    pub sp: bool,
-    pub zero: u64,
-    pub offload: &'static str,
-    pub checkpointing: &'static str,
-    pub micro_batch: u64,
-    pub microbatches: u64,
-}
-
-/// A layout with its screened memory and cost signal.
-#[derive(Debug, Clone, Serialize)]
-pub struct Scored {
-    pub layout: Layout,
-    /// Screened device total of the most-loaded GPU.
-    pub device_total: u64,
-    pub headroom: i64,
-    /// Host RAM per GPU that offload needs (offloaded optimizer states, master weights and
-    /// parameters); 0 without offload.
-    pub host_bytes: u64,
-    /// Extra compute from recomputation (0, Korthikanti's selective 2.7 %, full: one more
-    /// forward = 1/3 of a step).
-    pub recompute: f64,
-    /// Pipeline bubble (p − 1)/m (Narayanan et al. 2021, §2.2).
-    pub bubble: f64,
-    /// Communication per step relative to DDP's all-reduce (ZeRO paper §7: stages 1–2 = 1,
-    /// stage 3 = 1.5; offload adds the optimizer's PCIe round trip, counted as 1 more).
-    pub communication: f64,
-    /// The modelled step (`crate::throughput`); absent where the GPU's speeds are unknown.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time: Option<crate::throughput::layout::LayoutTime>,
-}
-
 /// What the planner found.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanResult {
@@ -64,7 +28,7 @@ pub struct PlanResult {
     pub capacity: u64,
     /// Bytes the job's `reserve` keeps free: layouts are screened and confirmed against
     /// `capacity − reserve` (absent when 0).
-    #[serde(skip_serializing_if = "crate::fit::is_zero")]
+    #[serde(skip_serializing_if = "crate::report::is_zero")]
     pub reserve: u64,
     pub evaluated: u64,
     pub fitting: u64,

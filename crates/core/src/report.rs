@@ -1,6 +1,18 @@
 //! The report: the contract's JSON out (`estimate --json`, `POST /api/estimate`), and the one
 //! category scheme shared by the estimate, the measurement and the picture.
 
+mod advice;
+mod fit_answer;
+mod rl;
+mod throughput;
+mod vllm;
+
+pub use advice::Advice;
+pub use fit_answer::{FitAnswer, Launch, LayersSpeed};
+pub use rl::{GeneratorFigures, PhaseFigures, RlFigures, Roles, Rollouts};
+pub use throughput::{InferThroughput, Throughput, TrainThroughput};
+pub use vllm::VllmBudget;
+
 use crate::job::ResolvedJob;
 use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
@@ -346,7 +358,8 @@ pub struct Fit {
     pub reserve: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// serde's `skip_serializing_if` for byte counts absent when 0.
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -366,14 +379,14 @@ pub struct Report {
     /// When the job does not fit (or advice was asked for): the cheapest changes that make it
     /// fit, cheapest first (`crate::advice`); `[]` when nothing searched fits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub advice: Option<Vec<crate::advice::Advice>>,
+    pub advice: Option<Vec<Advice>>,
     /// `task: "rl"`: each phase's figures (generation, training) by category and by role,
     /// the peak phase, what vLLM's sleep releases (`crate::estimate::rl`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rl: Option<crate::estimate::rl::RlFigures>,
+    pub rl: Option<RlFigures>,
     /// The modelled step time and rates (`crate::throughput`); `null` without a GPU or where
     /// the GPU's speeds are unknown.
-    pub throughput: Option<crate::throughput::Throughput>,
+    pub throughput: Option<Throughput>,
 }
 
 #[cfg(test)]

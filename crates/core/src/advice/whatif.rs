@@ -5,7 +5,7 @@ use super::techniques::{Group, TECHNIQUES};
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
 use crate::job::{Checkpointing, Framework, Optimizer, Precision, ResolvedJob, Task};
-use crate::throughput::Throughput;
+use crate::report::Throughput;
 use serde::Serialize;
 
 /// One row of the what-if table.

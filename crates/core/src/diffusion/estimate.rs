@@ -4,74 +4,14 @@
 //! peak is the largest phase, in the Report's categories.
 
 use super::job::{Offload, Resolved};
+pub use super::report::{ComponentSummary, DiffusionReport, ModelSummary, Phase};
 use super::residency::largest_leaf;
+pub use super::text::CLIP_TOKENS;
 use super::{denoise, text, vae_decode, Arch, Component, Pipeline, Role};
 use crate::estimate::overhead;
 use crate::gpu::Gpu;
 use crate::report::{Category, CategoryBytes, Components, Fit, ModelStates, PerGpu, TimelinePoint};
-use serde::Serialize;
 use std::borrow::Cow;
-
-/// CLIP's prompt length (`tokenizer.model_max_length`, every CLIP tokenizer of these pipelines).
-pub const CLIP_TOKENS: u64 = 77;
-
-/// One phase of the call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Phase {
-    /// `text_encode:<component>`, `denoise`, `vae_decode`.
-    pub phase: String,
-    /// Weights on the GPU during the phase.
-    pub parameters: u64,
-    /// The phase's activation peak.
-    pub activations: u64,
-    /// Workspaces (cuBLAS/cuBLASLt, allocated once and kept).
-    pub temporaries: u64,
-    /// Training: the adapters' gradients alive in the phase.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gradients: Option<u64>,
-    /// Training: the optimizer's states.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub optimizer_states: Option<u64>,
-    pub allocated: u64,
-}
-
-/// A component's line in the report's model summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ComponentSummary {
-    pub name: String,
-    pub class: String,
-    pub role: Role,
-    pub params: u64,
-}
-
-/// The pipeline in the report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelSummary {
-    pub name: String,
-    pub pipeline: String,
-    pub params_total: u64,
-    pub components: Vec<ComponentSummary>,
-    /// Where the pipeline was read (contract `model.source`: `file`, `hf-cache`, `hub`), filled
-    /// in by the caller that read it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The details of `source`: `{"kind", "repo", "revision", "commit", "path"}` as apply.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub origin: Option<serde_json::Value>,
-}
-
-/// The report of a diffusion job: the contract's Report shape (`per_gpu`, `timeline`, `fit`,
-/// `warnings`) with the phases beside it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DiffusionReport {
-    pub model: ModelSummary,
-    pub job: Resolved,
-    pub per_gpu: PerGpu,
-    pub phases: Vec<Phase>,
-    pub timeline: Vec<TimelinePoint>,
-    pub fit: Option<Fit>,
-    pub warnings: Vec<String>,
-}
 
 fn overflow() -> String {
     "the estimate passes 2^64 bytes: no GPU holds this job".into()

@@ -79,7 +79,37 @@ pub struct Resolved {
     pub reserve: u64,
     /// The training step's settings (`task: train`); absent for inference.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub train: Option<super::train_job::Train>,
+    pub train: Option<Train>,
+}
+
+/// The training step's settings, as the report echoes them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Train {
+    /// `--rank` (`lora_alpha` = rank).
+    pub lora_rank: u64,
+    /// `LoraConfig.target_modules`.
+    pub lora_targets: Vec<&'static str>,
+    /// The adapters' dtype: fp32 under fp16 (`cast_training_params`), else the weight dtype.
+    pub lora_dtype: &'static str,
+    /// `--gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// `adamw` or `adamw-8bit` (`--use_8bit_adam`).
+    pub optimizer: String,
+    /// `--cache_latents`.
+    pub cache_latents: bool,
+    /// Per-image captions: the text encoders stay resident and encode each batch.
+    pub custom_prompts: bool,
+}
+
+impl Train {
+    /// Bytes per adapter parameter.
+    pub fn lora_elem(&self) -> u64 {
+        if self.lora_dtype == "fp32" {
+            4
+        } else {
+            2
+        }
+    }
 }
 
 /// Largest side accepted (16k pixels: past every pipeline's training sizes by far).

@@ -9,6 +9,7 @@ pub mod estimate;
 pub mod fit;
 pub mod job;
 pub mod params;
+pub mod report;
 pub mod residency;
 pub mod text;
 pub mod train;

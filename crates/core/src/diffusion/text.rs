@@ -4,6 +4,9 @@ use super::{ClipText, T5Encoder};
 
 type N = u128;
 
+/// CLIP's prompt length (`tokenizer.model_max_length`, every CLIP tokenizer of these pipelines).
+pub const CLIP_TOKENS: u64 = 77;
+
 /// transformers `CLIPEncoderLayer` (`models/clip/modeling_clip.py`), bytes for `batch` prompts
 /// of `s` tokens: at the MLP the residual, the LayerNorm output, `fc1` and the quick-GELU
 /// output (2h + 2I a token); attention (SDPA) keeps the residual, the norm, q/k/v and the

@@ -7,8 +7,9 @@
 //! denoiser and VAE in the weight dtype, the adapters, their gradients and the optimizer's
 //! states.
 
-use super::estimate::{Phase, CLIP_TOKENS};
 use super::job::Resolved;
+use super::report::Phase;
+use super::text::CLIP_TOKENS;
 use super::train_job::Train;
 use super::train_saved::{self as saved, Elems};
 use super::{text, vae_encode, Arch, Component, Pipeline, Role};

@@ -5,46 +5,16 @@
 //! adapters, the VAE encoding each batch's pixels, the prompt embeddings precomputed once. The
 //! fields are named after the scripts' flags.
 
+pub use super::job::Train;
 use super::job::{
     is_flux, is_sd3, reserve, side_step, whole, DiffusionJob, Offload, Resolved, MAX_BATCH,
 };
 use super::{Arch, Pipeline};
-use serde::Serialize;
 
 /// The LoRA targets the scripts pass to `LoraConfig(target_modules=...)`.
 pub const LORA_TARGETS: [&str; 4] = ["to_k", "to_q", "to_v", "to_out.0"];
 /// Largest LoRA rank accepted.
 pub const MAX_RANK: u64 = 65_536;
-
-/// The training step's settings, as the report echoes them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Train {
-    /// `--rank` (`lora_alpha` = rank).
-    pub lora_rank: u64,
-    /// `LoraConfig.target_modules`.
-    pub lora_targets: Vec<&'static str>,
-    /// The adapters' dtype: fp32 under fp16 (`cast_training_params`), else the weight dtype.
-    pub lora_dtype: &'static str,
-    /// `--gradient_checkpointing`.
-    pub gradient_checkpointing: bool,
-    /// `adamw` or `adamw-8bit` (`--use_8bit_adam`).
-    pub optimizer: String,
-    /// `--cache_latents`.
-    pub cache_latents: bool,
-    /// Per-image captions: the text encoders stay resident and encode each batch.
-    pub custom_prompts: bool,
-}
-
-impl Train {
-    /// Bytes per adapter parameter.
-    pub fn lora_elem(&self) -> u64 {
-        if self.lora_dtype == "fp32" {
-            4
-        } else {
-            2
-        }
-    }
-}
 
 /// The script's `--resolution` default: 512 for the Flux and SD3 scripts.
 fn default_side(p: &Pipeline) -> u64 {

@@ -6,15 +6,12 @@ use super::activations::forward;
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::model::{AttentionKind, ModelSpec};
+pub use crate::report::VllmBudget;
 use serde::Serialize;
 
-/// vLLM V1 engine defaults for the OpenAI API server (`vllm/engine/arg_utils.py`,
-/// `EngineArgs`: `gpu_memory_utilization=0.9`, `block_size=16`; with chunked prefill the
-/// API server's `max_num_batched_tokens=8192` and `max_num_seqs=256`).
-pub const VLLM_GPU_MEMORY_UTILIZATION: f64 = 0.9;
-pub const VLLM_BLOCK_SIZE: u64 = 16;
-pub const VLLM_MAX_NUM_BATCHED_TOKENS: u64 = 8192;
-pub const VLLM_MAX_NUM_SEQS: u64 = 256;
+pub use crate::job::engine_settings::{
+    VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_SEQS,
+};
 /// Largest batch vLLM captures a CUDA graph for (`max_capture_size`, 512 by default, capped by
 /// `max_num_seqs`).
 pub const VLLM_MAX_CAPTURE_SIZE: u64 = 512;
@@ -133,7 +130,7 @@ pub fn vllm_longest_request(
     pool: u64,
     cap: u64,
 ) -> Result<Option<u64>, CoreError> {
-    crate::fit::largest(cap.max(1), |t| {
+    crate::search::largest(cap.max(1), |t| {
         Ok(kv_bytes_per_gpu(spec, job, 1, t)? <= pool)
     })
 }
@@ -151,29 +148,6 @@ pub fn vllm_concurrent_requests(
     tokens: u64,
 ) -> Result<u64, CoreError> {
     Ok(pool / kv_bytes_per_gpu(spec, job, 1, tokens)?.max(1))
-}
-
-/// What vLLM does with the GPU at start-up, per GPU.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VllmBudget {
-    /// capacity × gpu_memory_utilization.
-    pub usable: u64,
-    pub weights: u64,
-    /// Torch peak of the profiling forward over `max_num_batched_tokens` tokens.
-    pub profile_peak: u64,
-    /// The CUDA-graph pool: the working set of the largest captured decode batch.
-    pub cuda_graphs: u64,
-    /// CUDA context and NCCL buffers (outside the allocator).
-    pub non_torch: u64,
-    /// The preallocated KV pool.
-    pub kv_pool: u64,
-    pub block_size: u64,
-    /// Bytes of one block over this GPU's layers.
-    pub block_bytes: u64,
-    pub num_blocks: u64,
-    pub max_model_len: u64,
-    /// vLLM's "Maximum concurrency for {max_model_len} tokens per request".
-    pub max_concurrency: f64,
 }
 
 /// The forward working set (no grad) of `tokens` tokens in `sequences` sequences: the largest

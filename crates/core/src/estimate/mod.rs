@@ -6,7 +6,7 @@ pub mod alloc_events;
 pub mod blocks;
 pub mod compile;
 pub mod dpo;
-pub mod engine_settings;
+pub use crate::job::engine_settings;
 pub mod engines;
 pub mod kv;
 pub mod layout;

@@ -403,7 +403,7 @@ fn vllm_device(
 fn vllm_warnings(
     spec: &crate::model::ModelSpec,
     job: &ResolvedJob,
-    b: &super::engines::VllmBudget,
+    b: &crate::report::VllmBudget,
     job_kv: u64,
     warnings: &mut Vec<String>,
 ) -> Result<bool, CoreError> {
@@ -597,7 +597,7 @@ fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings:
 }
 
 /// vLLM's start-up as events: weights, the profile run, the KV pool, CUDA graphs, serving.
-fn vllm_timeline(b: &super::engines::VllmBudget, job_kv: u64) -> Vec<TimelinePoint> {
+fn vllm_timeline(b: &crate::report::VllmBudget, job_kv: u64) -> Vec<TimelinePoint> {
     let point = |label: &'static str, pairs: &[(&'static str, u64)]| TimelinePoint {
         phase: "startup".into(),
         label: label.into(),

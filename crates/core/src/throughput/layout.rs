@@ -5,24 +5,8 @@
 use crate::estimate::ModelInput;
 use crate::gpu::Gpu;
 use crate::job::{Checkpointing, Framework, Offload, ResolvedJob};
-use crate::plan::{Layout, Scored};
-use serde::Serialize;
-
-/// A layout's modelled step time: what the ranking reads.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct LayoutTime {
-    pub step_time_s: f64,
-    pub tokens_per_s_per_gpu: f64,
-    pub mfu: f64,
-    pub compute_s: f64,
-    pub communication_s: f64,
-    pub offload_s: f64,
-    pub bubble_s: f64,
-    /// What the step spends most on: `compute`, `communication`, `offload`, `pipeline bubble`.
-    pub dominant: &'static str,
-    /// Bytes moved over the host link per step (offload), 0 without.
-    pub host_traffic: u64,
-}
+pub use crate::plan::layouts::LayoutTime;
+use crate::plan::layouts::{Layout, Scored};
 
 impl LayoutTime {
     fn of(t: &crate::throughput::StepTime) -> Self {

@@ -3,11 +3,11 @@
 //! shuffle connector of Idefics3 / SmolVLM and Mistral 3's patch-merging projector — named as
 //! transformers 5.x names them.
 
-use super::inventory::{block, Out};
+use super::blocks::{block, Out};
 use super::{Projector, TowerKind, Vision};
 use crate::error::CoreError;
 use crate::inventory::Component;
-use crate::model::NormKind;
+use crate::model::norm::NormKind;
 
 /// Pixtral's and Qwen3-VL's towers (`modeling_pixtral.py` `PixtralVisionModel`:
 /// `patch_conv` without bias, `ln_pre`, `transformer.layers.N.{attention_norm,

@@ -1,11 +1,12 @@
 //! The vision tower's and projector's parameter tensors, named as transformers 5.x names the
 //! modules (`model.visual.…`, `model.vision_tower.…`, `model.multi_modal_projector.…`).
 
+use super::blocks::{block, Out};
 use super::{Part, Projector, TowerKind, Vision};
 use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::inventory::{Component, Tensor};
-use crate::model::NormKind;
+use crate::model::norm::NormKind;
 
 impl Part {
     /// The component a tensor belongs to, read from its name: `visual.` (Qwen-VL),
@@ -26,47 +27,6 @@ impl Part {
         } else {
             Part::Language
         }
-    }
-}
-
-pub(super) struct Out<'a> {
-    pub(super) dtype: DType,
-    pub(super) out: &'a mut Vec<Tensor>,
-}
-
-impl Out<'_> {
-    pub(super) fn push(
-        &mut self,
-        name: String,
-        shape: Vec<u64>,
-        c: Component,
-    ) -> Result<(), CoreError> {
-        self.out
-            .push(Tensor::new(name, shape, self.dtype, None, c)?);
-        Ok(())
-    }
-
-    pub(super) fn linear(
-        &mut self,
-        name: &str,
-        inp: u64,
-        out: u64,
-        bias: bool,
-        c: Component,
-    ) -> Result<(), CoreError> {
-        self.push(format!("{name}.weight"), vec![out, inp], c)?;
-        if bias {
-            self.push(format!("{name}.bias"), vec![out], c)?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn norm(&mut self, name: &str, kind: NormKind, dim: u64) -> Result<(), CoreError> {
-        self.push(format!("{name}.weight"), vec![dim], Component::Norm)?;
-        if let NormKind::LayerNorm { bias: true } = kind {
-            self.push(format!("{name}.bias"), vec![dim], Component::Norm)?;
-        }
-        Ok(())
     }
 }
 
@@ -154,42 +114,6 @@ fn siglip_head(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
     o.norm(&format!("{p}.layernorm"), v.tower.norm, h)?;
     o.linear(&format!("{p}.mlp.fc1"), h, f, true, m)?;
     o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
-}
-
-/// One encoder block: two norms, attention (fused `qkv` + `proj` for Qwen, `q/k/v/out_proj`
-/// for CLIP/SigLIP, all with biases) and the MLP.
-pub(super) fn block(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
-    let t = &v.tower;
-    let (h, f) = (t.hidden, t.ffn);
-    let (a, m) = (Component::Attention, Component::Mlp);
-    let (n1, n2) = match t.kind {
-        TowerKind::Qwen | TowerKind::Qwen3 => ("norm1", "norm2"),
-        _ => ("layer_norm1", "layer_norm2"),
-    };
-    o.norm(&format!("{p}.{n1}"), t.norm, h)?;
-    match t.kind {
-        TowerKind::Qwen | TowerKind::Qwen3 => {
-            o.linear(&format!("{p}.attn.qkv"), h, 3 * h, true, a)?;
-            o.linear(&format!("{p}.attn.proj"), h, h, true, a)?;
-        }
-        _ => {
-            for proj in ["k_proj", "v_proj", "q_proj", "out_proj"] {
-                o.linear(&format!("{p}.self_attn.{proj}"), h, h, true, a)?;
-            }
-        }
-    }
-    o.norm(&format!("{p}.{n2}"), t.norm, h)?;
-    if t.kind == TowerKind::Qwen3 {
-        o.linear(&format!("{p}.mlp.linear_fc1"), h, f, true, m)?;
-        o.linear(&format!("{p}.mlp.linear_fc2"), f, h, true, m)
-    } else if t.gated {
-        o.linear(&format!("{p}.mlp.gate_proj"), h, f, true, m)?;
-        o.linear(&format!("{p}.mlp.up_proj"), h, f, true, m)?;
-        o.linear(&format!("{p}.mlp.down_proj"), f, h, true, m)
-    } else {
-        o.linear(&format!("{p}.mlp.fc1"), h, f, true, m)?;
-        o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
-    }
 }
 
 /// The projector's tensors (`PatchMerger`, `LlavaMultiModalProjector`,

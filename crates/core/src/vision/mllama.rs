@@ -3,7 +3,7 @@
 //! its projector, and the image rule of `image_processing_mllama.py` (tiles of `image_size`
 //! pixels, padded to `max_image_tiles`).
 
-use super::inventory::Out;
+use super::blocks::Out;
 use super::{Projector, TowerKind, Vision};
 use crate::error::CoreError;
 use crate::inventory::Component;

@@ -6,6 +6,9 @@
 //! every other model does, plus a [`Vision`] for the tower and projector; the inventory tags
 //! each tensor with its [`Part`], and the job can freeze parts or aim LoRA at one of them.
 
+mod anyres;
+mod blocks;
+mod cost;
 mod families;
 mod inventory;
 pub mod mllama;
@@ -13,10 +16,11 @@ mod onevision;
 mod tiling;
 mod tokens;
 
+pub use cost::ImageCost;
 pub use inventory::vision_tensors;
-pub use tokens::{ImageCost, ImageTokens};
+pub use tokens::ImageTokens;
 
-use crate::model::NormKind;
+use crate::model::norm::NormKind;
 use serde::{Deserialize, Serialize};
 
 /// Which component of a vision-language model a tensor belongs to. Text-only models are all

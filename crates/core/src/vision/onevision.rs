@@ -3,8 +3,8 @@
 //! map of more than N tiles' worth of patches is shrunk by bilinear interpolation before the
 //! newline column is added.
 
-use super::tokens::unpadded_grid;
-use super::ImageCost;
+use super::anyres::unpadded_grid;
+use super::cost::ImageCost;
 
 /// The shrunken feature map of `_get_unpadded_features` (`processing_llava_onevision.py`) and
 /// `pack_image_features` (`modeling_llava_onevision.py`): with `ratio = sqrt(h·w / (max ·

@@ -7,7 +7,7 @@
 //! `offset`, and a nested blockwise state of block 256 whose fp32 absmax is one per 256 blocks
 //! and whose 256-entry `code` is the shared `name2qmap["dynamic"]`).
 
-use super::linear::{sum, Matrix};
+use super::matrix::{sum, Matrix};
 
 /// bitsandbytes 4-bit block (Params4bit default `blocksize=64`).
 pub const BNB_4BIT_BLOCK: u64 = 64;

@@ -6,12 +6,11 @@
 //! `[in, out/8]`, `qzeros` int32 `[in/g, out/8]`, `scales` fp16 `[in/g, out]` (asserts
 //! `in % g == 0`).
 
-use super::linear::{sum, Matrix};
+use super::matrix::{sum, Matrix};
 use crate::error::CoreError;
 use crate::inventory::Tensor;
 
-/// Default GPTQ/AWQ group size.
-pub const DEFAULT_GROUP: u64 = 128;
+pub use crate::job::weight_format::DEFAULT_GROUP;
 
 /// AutoGPTQ `QuantLinear` (`group: None` is one group per column, `group_size=-1`).
 pub(super) fn gptq_bytes(m: Matrix, bits: u32, group: Option<u64>) -> Option<u64> {

@@ -1,25 +1,10 @@
 //! Bytes of one quantized weight in the formats that quantize `nn.Linear` weights in place
 //! (bitsandbytes, GPTQ, AWQ, FP8): the dispatch by format family and the checked sum of parts.
 
+use super::matrix::{sum, Matrix};
 use super::{bitsandbytes, compressed, gptq, matrix_dims, ov, QuantContext, WeightFormat};
 use crate::error::CoreError;
 use crate::inventory::{elements_of, Tensor};
-
-/// A weight's shape as the linear formats see it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Matrix {
-    /// All elements.
-    pub n: u64,
-    /// Stacked matrices (experts), 1 for a plain weight.
-    pub batch: u64,
-    pub out: u64,
-    pub inp: u64,
-}
-
-/// Sums byte counts, each `None` when it overflowed; `None` if any did or the sum does.
-pub(super) fn sum(parts: &[Option<u64>]) -> Option<u64> {
-    parts.iter().try_fold(0u64, |a, p| a.checked_add((*p)?))
-}
 
 /// Bytes of one quantized weight in a non-GGUF format.
 pub(super) fn linear_bytes(

@@ -13,13 +13,14 @@
 
 pub mod bitsandbytes;
 pub mod compressed;
-pub mod format;
 pub mod gguf;
 pub mod gptq;
 mod linear;
+mod matrix;
 
+pub use crate::job::weight_format as format;
+pub use crate::job::weight_format::{parse, WeightFormat};
 pub use bitsandbytes::{BNB_4BIT_BLOCK, BNB_4BIT_CODE_BYTES, BNB_NESTED_BLOCK};
-pub use format::{parse, WeightFormat};
 pub use gguf::{FileType, GgufFormat};
 pub use gptq::DEFAULT_GROUP;
 

@@ -4,8 +4,8 @@
 use super::{sub_job, GeneratorFigures, PhaseFigures, Roles, Rollouts};
 use crate::error::CoreError;
 use crate::estimate::activations::{self, ForwardPlan};
-use crate::estimate::engine_settings::EngineSettings;
 use crate::estimate::{engines, simulate, states, ModelInput};
+use crate::job::EngineSettings;
 use crate::job::{Generator, Parallel, Precision, ResolvedJob, Rl, RlAlgorithm, Task};
 use crate::model::ModelSpec;
 use crate::report::{Category, CategoryBytes, Components, Report, TimelinePoint};
@@ -238,7 +238,7 @@ fn starts_warnings(
     free: u64,
     requested: u64,
     one_request: u64,
-    b: &engines::VllmBudget,
+    b: &crate::report::VllmBudget,
     g: &Generator,
 ) {
     use crate::text::bytes;
@@ -269,7 +269,7 @@ fn starts_warnings(
 /// `num_generations` times in a row (`RepeatSampler`) and vLLM's prefix caching (on by default
 /// in V1) lets a prompt's generations share its full prompt blocks; each sequence then holds
 /// its last partial prompt block and its completion in blocks of its own.
-fn rollouts(rl: &Rl, b: &engines::VllmBudget, sequences: u64) -> Rollouts {
+fn rollouts(rl: &Rl, b: &crate::report::VllmBudget, sequences: u64) -> Rollouts {
     let per_prompt = rl.num_generations.unwrap_or(1).max(1);
     let prompts = sequences.div_ceil(per_prompt);
     let bs = b.block_size.max(1);

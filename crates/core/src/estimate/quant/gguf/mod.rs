@@ -7,26 +7,16 @@
 //! `convert_hf_to_gguf.py` (1-D tensors, norms, biases, routers, position and token-type tables
 //! are stored as F32).
 
-mod file_type;
 mod mix;
 mod role;
 
-pub use file_type::FileType;
+pub use crate::job::weight_format::{FileType, GgufFormat};
 pub(super) use role::{role, WeightRole};
 
 use super::{matrix_dims, ov, QuantContext, Stored};
 use crate::error::CoreError;
 use crate::ggml::GgmlType;
 use crate::inventory::{elements_of, Component, Tensor};
-
-/// The GGUF variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GgufFormat {
-    /// Every quantizable tensor in one ggml type (llama-quantize `--pure`).
-    Pure(GgmlType),
-    /// A llama-quantize file type with its per-tensor mix.
-    Mix(FileType),
-}
 
 fn is_position_or_type_table(name: &str) -> bool {
     [

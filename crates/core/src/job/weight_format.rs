@@ -1,11 +1,26 @@
 //! The contract's `weights` field: the formats, their spelling, and parsing it.
 
-use super::compressed::CtFormat;
-use super::gguf::{FileType, GgufFormat};
-use super::gptq::DEFAULT_GROUP;
+mod ct;
+mod file_type;
+
+pub use ct::{CtFormat, CtKind, CtStrategy};
+pub use file_type::FileType;
+
 use crate::error::CoreError;
 use crate::ggml::GgmlType;
 use std::fmt;
+
+/// Default GPTQ/AWQ group size (AutoGPTQ's and AutoAWQ's `group_size=128`).
+pub const DEFAULT_GROUP: u64 = 128;
+
+/// The GGUF variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgufFormat {
+    /// Every quantizable tensor in one ggml type (llama-quantize `--pure`).
+    Pure(GgmlType),
+    /// A llama-quantize file type with its per-tensor mix.
+    Mix(FileType),
+}
 
 /// How a model's frozen weights are stored (contract field `weights`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,13 +2,18 @@
 //! the estimator reads the typed fields, the report echoes the object as written (with any
 //! settings vramscope does not read).
 
-use super::engines::{
-    VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_SEQS,
-};
 use crate::error::CoreError;
 use crate::job::Framework;
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+/// vLLM V1 engine defaults for the OpenAI API server (`vllm/engine/arg_utils.py`,
+/// `EngineArgs`: `gpu_memory_utilization=0.9`, `block_size=16`; with chunked prefill the
+/// API server's `max_num_batched_tokens=8192` and `max_num_seqs=256`).
+pub const VLLM_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+pub const VLLM_BLOCK_SIZE: u64 = 16;
+pub const VLLM_MAX_NUM_BATCHED_TOKENS: u64 = 8192;
+pub const VLLM_MAX_NUM_SEQS: u64 = 256;
 
 /// The engine settings of a job. Only the settings of the job's own engine are read (vLLM's
 /// for `framework: vllm`, llama.cpp's for `llama.cpp`); the others stay `None`.

@@ -81,7 +81,7 @@ impl FileType {
     /// Whether files of this type are made with an importance matrix. The i-quants require one
     /// (`tensor_requires_imatrix`); for the others we assume none, which is llama-quantize's
     /// default.
-    pub(super) fn has_imatrix(self) -> bool {
+    pub(crate) fn has_imatrix(self) -> bool {
         self.name().starts_with("IQ")
     }
 }

@@ -4,9 +4,9 @@
 //! generations per step over more accumulation steps), full activation checkpointing, and
 //! their pairs — each re-estimated, those that fit returned cheapest first.
 
-use super::run;
-use crate::advice::{Advice, ADVICE_COUNT};
+use super::{Advice, ADVICE_COUNT};
 use crate::error::CoreError;
+use crate::estimate::rl::run;
 use crate::estimate::ModelInput;
 use crate::job::{Checkpointing, ResolvedJob, Rl};
 use crate::report::Report;
@@ -73,7 +73,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
             continue;
         };
         let Ok(r) = run(model, &to) else { continue };
-        if crate::advice::fits(&r) != Some(true) {
+        if super::fits(&r) != Some(true) {
             continue;
         }
         let total = r.per_gpu.device_total.unwrap_or(0);
@@ -91,7 +91,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
             cost: combo.iter().map(|&i| CHANGES[i].cost).sum(),
             time_cost: None,
             host_bytes: r.per_gpu.host_bytes,
-            env: crate::advice::flags::env(job, &to),
+            env: super::flags::env(job, &to),
             reserve_estimated: false,
         });
     }
@@ -113,7 +113,7 @@ fn apply(job: &ResolvedJob, base: &Report, combo: &[usize]) -> Changed {
 
 /// The job fields that change (`rl` whole).
 fn changes(base: &ResolvedJob, to: &ResolvedJob) -> Map<String, Value> {
-    crate::advice::flags::changes(base, to)
+    super::flags::changes(base, to)
 }
 
 fn rl_of(job: &ResolvedJob) -> Option<Rl> {

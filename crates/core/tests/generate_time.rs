@@ -4,7 +4,7 @@
 //! as `validation/gpu-h200-measured.json` states it (the static cache as `engine.cache`).
 
 mod common;
-use common::shared;
+use common::h200_results;
 
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
@@ -14,15 +14,9 @@ use vramscope_formats::model_source::load_job_model;
 
 /// The measured `generate` seconds of each inference spec (its measured call).
 fn measured() -> Vec<(String, f64)> {
-    let path = format!(
-        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(shared(path))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["type"] == "result" && r["status"] == "ok" && r["job"]["task"] == "infer")
+    h200_results()
+        .into_iter()
+        .filter(|r| r["job"]["task"] == "infer")
         .map(|r| {
             let step = r["steps"]
                 .as_array()

@@ -5,7 +5,7 @@
 //! from that run (Hopper's CUDA context, the cuBLAS workspace) read off it again here.
 
 mod common;
-use common::shared;
+use common::h200_results;
 
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
@@ -50,16 +50,7 @@ fn cases() -> Vec<Value> {
 
 /// The results file's lines whose spec finished (`status: ok`).
 fn results() -> Vec<Value> {
-    let path = format!(
-        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(shared(path))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["type"] == "result" && r["status"] == "ok")
-        .collect()
+    h200_results()
 }
 
 fn metric(report: &Value, path: &str) -> Option<f64> {

@@ -7,7 +7,7 @@
 //! `backward_s` and `optimizer_s` (which holds `zero_grad`).
 
 mod common;
-use common::shared;
+use common::h200_results;
 
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
@@ -17,15 +17,9 @@ use vramscope_formats::model_source::load_job_model;
 
 /// The results file's training runs that finished.
 fn runs() -> Vec<Value> {
-    let path = format!(
-        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(shared(path))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["type"] == "result" && r["status"] == "ok" && r["spec"]["task"] == "train")
+    h200_results()
+        .into_iter()
+        .filter(|r| r["spec"]["task"] == "train")
         .collect()
 }
 

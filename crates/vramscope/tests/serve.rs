@@ -4,10 +4,11 @@
 //! on loopback ends with zero errors and flat memory.
 
 mod common;
+use common::http::{read_response, Resp};
 use common::shared;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,70 +58,6 @@ fn start() -> Server {
     let addr: SocketAddr = url.parse().unwrap_or_else(|_| panic!("no URL in {line:?}"));
     assert!(addr.ip().is_loopback(), "binds loopback by default: {addr}");
     Server { child, addr }
-}
-
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    /// The one-line cause of a 4xx.
-    fn error(&self) -> String {
-        let v = self.json();
-        let e = v["error"].as_str().expect("{\"error\": ...}").to_string();
-        assert!(!e.contains('\n'), "one line: {e}");
-        e
-    }
-}
-
-/// Reads one response (Content-Length framed, as the server always answers).
-fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
-    let mut status_line = String::new();
-    r.read_line(&mut status_line)?;
-    let status = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("bad status line {status_line:?}")))?;
-    let mut headers = Vec::new();
-    loop {
-        let mut l = String::new();
-        r.read_line(&mut l)?;
-        let l = l.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    r.read_exact(&mut body)?;
-    Ok(Resp {
-        status,
-        headers,
-        body,
-    })
 }
 
 fn request_text(method: &str, path: &str, body: &[u8]) -> Vec<u8> {

@@ -4,8 +4,10 @@
 //! 403 before any work; only JSON (or an upload's types) taken; `Connection: close` on the
 //! answers after which the server closes. Bodies are built here.
 
+mod common;
+use common::http::{read_response, Resp};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,65 +41,6 @@ fn start() -> Server {
     let url = line.trim().rsplit("http://").next().unwrap();
     let addr: SocketAddr = url.trim_end_matches('/').parse().unwrap();
     Server { child, addr }
-}
-
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-    fn error(&self) -> String {
-        self.json()["error"]
-            .as_str()
-            .expect("{\"error\"}")
-            .to_string()
-    }
-}
-
-fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
-    let mut status_line = String::new();
-    r.read_line(&mut status_line)?;
-    let status = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("bad status line {status_line:?}")))?;
-    let mut headers = Vec::new();
-    loop {
-        let mut l = String::new();
-        r.read_line(&mut l)?;
-        let l = l.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    r.read_exact(&mut body)?;
-    Ok(Resp {
-        status,
-        headers,
-        body,
-    })
 }
 
 /// One request with `headers` (beside Host and Content-Length) on a fresh connection; the

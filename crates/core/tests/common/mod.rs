@@ -11,3 +11,19 @@ pub fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
     );
     path
 }
+
+/// The shared H200 results file's runs that finished (`type: result`, `status: ok`), one JSON
+/// object per line (`../shared/fixtures/gpu-h200/README.md`).
+#[allow(dead_code)] // Not every test binary that includes this module reads the results.
+pub fn h200_results() -> Vec<serde_json::Value> {
+    let path = format!(
+        "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(shared(path))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["type"] == "result" && r["status"] == "ok")
+        .collect()
+}

@@ -1,7 +1,10 @@
 //! Helpers shared by this crate's integration tests.
 
+pub mod http;
+
 /// `path` in ../shared, or a panic naming the missing path: these tests read the shared
 /// fixtures and validation cases from ../shared beside the repository.
+#[allow(dead_code)] // Not every test binary that includes this module reads ../shared.
 pub fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
     assert!(
         path.as_ref().exists(),

@@ -1,0 +1,71 @@
+//! A raw HTTP/1.1 client's reading side for the tests that drive `vramscope serve` over
+//! loopback byte by byte (`serve.rs`, `serve_hostile.rs`): one Content-Length framed response.
+#![allow(dead_code)] // Not every test binary that includes `common` talks to the server.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// The one-line cause of a 4xx.
+    pub fn error(&self) -> String {
+        let v = self.json();
+        let e = v["error"].as_str().expect("{\"error\": ...}").to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        e
+    }
+}
+
+/// Reads one response (Content-Length framed, as the server always answers).
+pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
+    let mut status_line = String::new();
+    r.read_line(&mut status_line)?;
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line {status_line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l)?;
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}

@@ -1,5 +1,5 @@
 //! Random small Llama-shaped jobs (layers, widths, batch, sequence, precision, optimizer,
-//! checkpointing, training or generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
+//! checkpointing, gradient accumulation, `zero_grad`, training or generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
 //!
 //! - the step's recorded stream replayed through the allocator model leaves it sound after
 //!   every phase (`Allocator::check_invariants`: every free block in its pool's free set and
@@ -31,6 +31,8 @@ struct Case {
     infer: bool,
     tied: bool,
     alloc: &'static str,
+    grad_accum: u64,
+    zero_grad: &'static str,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -49,7 +51,12 @@ fn case() -> impl Strategy<Value = Case> {
             prop_oneof![Just("adamw"), Just("sgd"), Just("adamw-fused")],
             prop_oneof![Just("none"), Just("full")],
         ),
-        (any::<bool>(), any::<bool>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![Just(1u64), Just(2), Just(3), Just(7)],
+            prop_oneof![Just("none"), Just("zeros")],
+        ),
         prop_oneof![
             Just(""),
             Just("expandable_segments:True"),
@@ -65,7 +72,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (layers, hidden, kv_heads),
                 (batch, seq),
                 (precision, optimizer, ckpt),
-                (infer, tied),
+                (infer, tied, grad_accum, zero_grad),
                 alloc,
             )| Case {
                 layers,
@@ -79,6 +86,8 @@ fn case() -> impl Strategy<Value = Case> {
                 infer,
                 tied,
                 alloc,
+                grad_accum,
+                zero_grad,
             },
         )
 }
@@ -103,6 +112,8 @@ fn job(c: &Case) -> Job {
         j["precision"] = json!(c.precision);
         j["optimizer"] = json!(c.optimizer);
         j["checkpointing"] = json!(c.checkpointing);
+        j["grad_accum"] = json!(c.grad_accum);
+        j["zero_grad"] = json!(c.zero_grad);
     }
     serde_json::from_value(j).expect("a valid job")
 }

@@ -106,6 +106,16 @@ struct ExpSegment {
     live: bool,
 }
 
+/// The allocator's deciding state at one point ([`Allocator::cache_signature`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSignature {
+    /// (stream, pool, size, address) of every free block, in the pools' order.
+    free: Vec<(u64, u8, u64, u64)>,
+    allocated: u64,
+    /// `num_device_alloc`, `num_device_free`, `num_alloc_retries`, `num_ooms`.
+    calls: [u64; 4],
+}
+
 /// The allocator of one device.
 #[derive(Debug, Clone)]
 pub struct Allocator {
@@ -236,6 +246,40 @@ impl Allocator {
             .unwrap_or(0);
         s.expandable_segments = self.expandable.iter().filter(|e| e.live).count() as u64;
         s
+    }
+
+    /// What decides the allocator's answers to the requests still to come: each stream's
+    /// free blocks per pool (size and address: best fit's order), the bytes allocated, and
+    /// the device calls, retries and failures so far. Two equal signatures mean that no
+    /// segment was made or released between them and the cache holds the same pieces at the
+    /// same addresses, so the same requests from either point get the same blocks, segments
+    /// and figures. `None` where more state decides: `garbage_collection_threshold` (each free
+    /// block's age) and expandable segments (mapped pages).
+    pub fn cache_signature(&self) -> Option<CacheSignature> {
+        if self.settings.expandable || self.settings.gc_threshold > 0.0 {
+            return None;
+        }
+        let free = self
+            .streams
+            .iter()
+            .flat_map(|p| {
+                p.free.iter().enumerate().flat_map(move |(pool, set)| {
+                    set.iter()
+                        .map(move |(size, addr, _)| (p.stream, pool as u8, size, addr))
+                })
+            })
+            .collect();
+        let s = &self.stats;
+        Some(CacheSignature {
+            free,
+            allocated: s.allocated_bytes.current,
+            calls: [
+                s.num_device_alloc,
+                s.num_device_free,
+                s.num_alloc_retries,
+                s.num_ooms,
+            ],
+        })
     }
 
     /// The capacity given to `new`.

@@ -22,8 +22,8 @@ use crate::model::{AttentionKind, Head, ModelSpec};
 pub const STEPS: u8 = 2;
 
 /// The stream covers single-GPU PyTorch training of a causal LM with torch's optimizers, no
-/// checkpointing or full checkpointing, the standard loss, no accumulation and none of the
-/// memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
+/// checkpointing or full checkpointing, the standard loss, any gradient accumulation and
+/// either `zero_grad`, and none of the memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
 /// checkpointing, chunked losses, quantized weights, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
@@ -33,8 +33,6 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && p.gpus <= 1
         && p.dp <= 1
         && p.zero == 0
-        && job.grad_accum == 1
-        && job.zero_grad != crate::job::ZeroGrad::Zeros
         && job.optimizer_impl == OptimizerImpl::Foreach
         && job.loss == LossKernel::Standard
         && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
@@ -217,6 +215,8 @@ pub fn train_inputs<'a>(
         loss: loss_sizes(spec, job, plan),
         foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
         steps: STEPS,
+        micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
+        keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
     }
 }
 

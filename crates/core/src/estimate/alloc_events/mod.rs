@@ -62,6 +62,15 @@ pub trait Sink {
     fn reserve(&mut self, n: usize) -> u32;
     fn phase(&mut self, p: Phase);
     fn empty_cache(&mut self);
+    /// Called where a run of identical event sequences may end (a micro-batch): whether the
+    /// allocator is now as it was at the last call, with nothing mapped, released, retried or
+    /// failed between (`compare`: else only remembered). The next identical sequence would
+    /// then repeat the last one exactly, figures and all, so the caller may skip the rest of
+    /// the run. A recording sink says `false` (it keeps every event).
+    fn repeats(&mut self, compare: bool) -> bool {
+        let _ = compare;
+        false
+    }
 }
 
 /// An event stream under construction: ids handed out in order, which tensors are live (a

@@ -142,6 +142,8 @@ pub struct SimSink {
     oom: bool,
     /// The peaks were reset when the first step (or `generate` call) began.
     reset: bool,
+    /// The allocator's state at the last [`Sink::repeats`] call.
+    last: Option<crate::allocator::CacheSignature>,
 }
 
 impl SimSink {
@@ -151,6 +153,7 @@ impl SimSink {
             handles: Vec::with_capacity(1 << 12),
             oom: false,
             reset: false,
+            last: None,
         }
     }
 
@@ -207,5 +210,45 @@ impl Sink for SimSink {
 
     fn empty_cache(&mut self) {
         self.sim.empty_cache();
+    }
+
+    fn repeats(&mut self, compare: bool) -> bool {
+        let now = self.sim.cache_signature();
+        let same = compare && now.is_some() && now == self.last;
+        self.last = now;
+        same
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::{Allocator, AllocatorConfig};
+
+    const MIB: u64 = 1 << 20;
+
+    /// A 3 MiB request (large pool, under 10 MiB) makes a 20 MiB segment and splits it
+    /// (`CUDACachingAllocator.cpp`: `get_allocation_size`, `should_split`); freeing it merges
+    /// the pieces back into one cached 20 MiB block. The first run of "alloc 3 MiB, free"
+    /// made a segment, so it does not repeat; the second takes the cached block and leaves the
+    /// same 20 MiB free block with no device call, so it does. Under `expandable_segments`
+    /// the mapped pages decide too: never a repeat.
+    #[test]
+    fn a_run_that_leaves_the_cache_as_it_found_it_repeats() {
+        for (conf, want) in [
+            ("", [false, false, true]),
+            ("expandable_segments:True", [false; 3]),
+        ] {
+            let config = AllocatorConfig::parse(conf).unwrap();
+            let mut s = SimSink::new(Allocator::new(&config, u64::MAX));
+            let mut got = [s.repeats(false), false, false];
+            for g in &mut got[1..] {
+                let id = s.alloc(3 * MIB);
+                s.free(id);
+                *g = s.repeats(true);
+            }
+            assert_eq!(got, want, "{conf:?}");
+            assert_eq!(s.outcome().peak_reserved, 20 * MIB, "{conf:?}");
+        }
     }
 }

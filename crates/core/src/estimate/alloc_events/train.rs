@@ -1,6 +1,8 @@
 //! A training process's allocator events, step by step (`validation/gpu/run_one.py`'s order:
 //! context probe, model build, `empty_cache()`, the batch, then steps of
-//! `zero_grad(set_to_none=True)` → forward → backward → `optimizer.step()`).
+//! `zero_grad(set_to_none=True)` → forward → backward → `optimizer.step()`), with a forward
+//! and backward per micro-batch when gradients are accumulated, and `.grad` kept from step to
+//! step under `zero_grad(set_to_none=False)`.
 
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
 use crate::estimate::activations::ForwardPlan;
@@ -64,6 +66,11 @@ pub struct TrainInputs<'a> {
     pub foreach_sqrt: bool,
     /// Steps to run (the H200 runs: 1 warm-up + 2 measured).
     pub steps: u8,
+    /// Forward and backward passes per optimizer step (gradient accumulation; at least 1).
+    pub micro_batches: u32,
+    /// `zero_grad(set_to_none=False)`: `p.grad.zero_()` keeps every gradient tensor
+    /// (`torch/optim/optimizer.py` `zero_grad`), so nothing is released between steps.
+    pub keep_grads: bool,
 }
 
 /// Ids of what lives across phases.
@@ -76,6 +83,9 @@ struct Live {
     tied_head: u32,
     states_made: bool,
     second_handle: bool,
+    /// Every parameter holds its `.grad` (made by an earlier backward and not released):
+    /// backward adds into it (`AccumulateGrad`) and frees what it made.
+    accumulating: bool,
     /// Each block's parameters by index, in module order: `by_layer[start[l]..start[l + 1]]`
     /// for layer `l` (one pass over the parameters, not one per layer and step).
     by_layer: Vec<u32>,
@@ -146,29 +156,46 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         tied_head: u32::MAX,
         states_made: false,
         second_handle: false,
+        accumulating: false,
         by_layer,
         start,
     };
     for step in 0..inp.steps {
         s.phase(Phase::ZeroGrad(step));
-        // `zero_grad(set_to_none=True)`: every `.grad` released, in parameter order.
-        for g in live.grads.iter_mut() {
-            s.free(*g);
-            *g = u32::MAX;
+        if !inp.keep_grads {
+            release_grads(s, &mut live);
         }
-        for g in live.tape_grads.drain(..) {
-            s.free(g);
+        for micro in 0..inp.micro_batches.max(1) {
+            s.phase(Phase::Forward(step));
+            if step == 0 && micro == 0 && inp.lt_workspace > 0 {
+                s.alloc(inp.lt_workspace);
+            }
+            let fwd = forward(s, inp);
+            s.phase(Phase::Backward(step));
+            backward(s, inp, &fwd, &mut live);
+            live.accumulating = true;
+            // From the second micro-batch on each issues the same events: once one leaves the
+            // allocator as it found it, every later one would too (their figures included),
+            // so the simulation skips them (a recording sink keeps them all).
+            if micro + 1 < inp.micro_batches && s.repeats(micro >= 1) {
+                break;
+            }
         }
-        s.phase(Phase::Forward(step));
-        if step == 0 && inp.lt_workspace > 0 {
-            s.alloc(inp.lt_workspace);
-        }
-        let fwd = forward(s, inp);
-        s.phase(Phase::Backward(step));
-        backward(s, inp, &fwd, &mut live);
         s.phase(Phase::Optimizer(step));
         optimizer(s, inp, &mut live);
     }
+}
+
+/// `zero_grad(set_to_none=True)`: every `.grad` released, in parameter order.
+fn release_grads<S: Sink>(s: &mut S, live: &mut Live) {
+    for g in live.grads.iter_mut() {
+        s.free(*g);
+        *g = u32::MAX;
+    }
+    for g in live.tape_grads.drain(..) {
+        s.free(g);
+    }
+    live.accumulating = false;
 }
 
 /// What the forward leaves for the backward.
@@ -287,9 +314,13 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
             run_block(s, b, &b.forward, ids, true);
             s.free(ids.output(b));
         }
-        run_block(s, b, &b.backward, ids, false);
-        live.tape_grads
-            .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
+        if live.accumulating {
+            run_block(s, b, &b.backward_accumulate, ids, false);
+        } else {
+            run_block(s, b, &b.backward, ids, false);
+            live.tape_grads
+                .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
+        }
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
         s.free(grad);
         if ckpt(inp) {
@@ -331,10 +362,17 @@ fn first_embedding(inp: &TrainInputs) -> Option<usize> {
         .position(|p| p.embedding && p.layer.is_none())
 }
 
-/// Makes parameter `k`'s gradient if it has none yet.
+/// Parameter `k`'s gradient: kept as its `.grad` when it has none yet, else added into it
+/// and freed (`AccumulateGrad`, `accumulate_grad.h`: `variable_grad += new_grad`).
 fn grad_of<S: Sink>(s: &mut S, live: &mut Live, k: usize, bytes: u64) {
-    if bytes > 0 && live.grads[k] == u32::MAX {
+    if bytes == 0 {
+        return;
+    }
+    if live.grads[k] == u32::MAX {
         live.grads[k] = s.alloc(bytes);
+    } else {
+        let new = s.alloc(bytes);
+        s.free(new);
     }
 }
 
@@ -368,14 +406,19 @@ fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
         }
         if inp.tied && Some(k) == first && live.tied_head != u32::MAX {
             let own = s.alloc(p.grad);
-            if inp.events.autocast {
+            let sum = if inp.events.autocast {
                 s.free(own);
-                live.grads[k] = live.tied_head;
+                live.tied_head
             } else {
                 let sum = s.alloc(p.grad);
                 s.free(own);
                 s.free(live.tied_head);
+                sum
+            };
+            if live.grads[k] == u32::MAX {
                 live.grads[k] = sum;
+            } else {
+                s.free(sum);
             }
             live.tied_head = u32::MAX;
         } else {

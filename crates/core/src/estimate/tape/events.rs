@@ -48,6 +48,11 @@ pub struct BlockEvents {
     /// The backward, newest op first; the input's gradient is left live (the previous block's
     /// output gradient), the weight gradients are the inventory's (added by the stream).
     pub backward: Vec<Ev>,
+    /// The backward when every weight already has its `.grad` (a later micro-batch of
+    /// gradient accumulation, or `zero_grad(set_to_none=False)`): each weight gradient the
+    /// node makes is added into the parameter's `.grad` by `AccumulateGrad` and freed
+    /// ([`Tape::backward_events`]).
+    pub backward_accumulate: Vec<Ev>,
     /// Local slots of the block's input and output (their gradients: `+ n`).
     pub input: u32,
     pub output: u32,
@@ -146,7 +151,8 @@ impl Tape {
             forward_no_save: no_save,
             attention_at,
             attention_kv: self.attention_op.map(|(_, k, v)| [k as u32, v as u32]),
-            backward: self.backward_events(input, output, &saved),
+            backward: self.backward_events(input, output, &saved, false),
+            backward_accumulate: self.backward_events(input, output, &saved, true),
             sizes,
             input: input as u32,
             output: output as u32,
@@ -204,16 +210,25 @@ impl Tape {
     }
 
     /// Newest op first: the gradients of the tensors this op read last, the op's own output
-    /// gradient released, then what it saved.
-    fn backward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
+    /// gradient released, then what it saved. `accumulate`: the parameters hold a `.grad`
+    /// already, so each weight gradient is released after its node — `AccumulateGrad`
+    /// (`torch/csrc/autograd/functions/accumulate_grad.h`, `accumulateGrad`: with grad mode
+    /// off it runs `variable_grad += new_grad` in place) is queued first once the node has
+    /// returned (its sequence number is the highest, `engine.cpp`'s ready queue), and the node
+    /// has by then dropped its output gradient and released its saved tensors
+    /// (`Engine::evaluate_function`).
+    fn backward_events(&self, input: Id, output: Id, saved: &[bool], accumulate: bool) -> Vec<Ev> {
         let n = self.entries.len();
-        // (op, kind: 0 made by the node / 1 output gradient / 2 saved, place, free, slot)
+        // (op, kind: 0 made by the node / 1 output gradient / 2 saved / 3 accumulated, place, free, slot)
         let mut keyed: Vec<(usize, u8, usize, u8, usize)> = Vec::with_capacity(3 * n);
         for (i, e) in self.entries.iter().enumerate() {
             match e.wgrad {
                 GradRole::None => {}
                 GradRole::Kept => {
                     keyed.push((e.created, 0, i + 1, 0, i));
+                    if accumulate {
+                        keyed.push((e.created, 3, i + 1, 1, i));
+                    }
                     continue;
                 }
                 GradRole::CastSource => {
@@ -244,7 +259,8 @@ impl Tape {
                 keyed.push((at, 2, 0, 1, i));
             }
         }
-        // Newest op first; within one node: what it makes, the output gradient, the saved.
+        // Newest op first; within one node: what it makes, the output gradient, the saved,
+        // then (accumulating) the weight gradients added into `.grad`.
         keyed.sort_unstable_by(|a, b| {
             b.0.cmp(&a.0)
                 .then(a.1.cmp(&b.1))

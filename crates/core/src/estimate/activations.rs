@@ -24,8 +24,14 @@ pub struct LayerPlan {
     pub cached_copies: u64,
     /// Top of its forward (kept plus transients).
     pub forward_peak: u64,
-    /// Extra bytes while its backward runs (activation gradients).
+    /// Extra bytes while its backward runs: its backward's own scratch read off the block's
+    /// autograd sequence at its fullest (`BlockEvents::backward_peak`: the incoming gradient,
+    /// the activation and weight gradients made so far), or its forward's transient where
+    /// that is larger.
     pub backward_transient: u64,
+    /// Of what it kept, the bytes its backward has released by that moment (the saved tensors
+    /// of the ops after the peak's, in forward order).
+    pub backward_released: u64,
     /// Bytes a checkpointed block recomputes just before its backward.
     pub recomputed: u64,
 }
@@ -50,6 +56,10 @@ pub struct ForwardPlan {
     /// A DPO step's frozen reference: its no-grad forward's working set after the policy's
     /// loss (`estimate/dpo.rs`); 0 otherwise.
     pub reference_forward: u64,
+    /// Eager attention's additive masks ([`eager_masks`]): made after the embeddings, read by
+    /// every block; released when the decoder returns, or — held by every checkpointed
+    /// block's saved arguments — when the last checkpoint's backward is done.
+    pub masks: EagerMasks,
     /// The forward runs a cuBLASLt GEMM (`runs_lt_gemm`), which some PyTorch releases give a
     /// workspace of its own (`overhead::blas_workspaces_bytes_for`).
     pub lt_gemm: bool,
@@ -179,9 +189,67 @@ pub fn forward(
         logits_grad_input: super::round_size(tokens * h * num.compute),
         bytes_per_layer,
         reference_forward: 0,
+        masks: eager_masks(spec, job, num),
         lt_gemm: runs_lt_gemm(spec),
         events: (!reshaped).then(|| std::sync::Arc::new(events)),
     })
+}
+
+/// The additive masks of eager attention in a causal LM's training step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EagerMasks {
+    /// The float masks, `[b, 1, s, s]` each in the model's dtype, one per kind of attention
+    /// layer (full, sliding window, chunked).
+    pub bytes: u64,
+    /// The boolean `[1, 1, s, s]` pattern each is filled from, freed once filled.
+    pub pattern: u64,
+}
+
+/// transformers 5.x decoders build their masks once, before the first block
+/// (`masking_utils.py` `create_causal_mask`, `create_sliding_window_causal_mask`,
+/// `create_chunked_causal_mask`, one per layer type the model has): for eager attention
+/// `eager_mask` turns the boolean pattern (`sdpa_mask`, `[1, 1, q, kv]` broadcast over the
+/// batch) into a float tensor `torch.where(mask, 0, min_dtype)` of the full `[b, 1, q, kv]`
+/// in the embeddings' dtype. SDPA without padding gets `None` (causal by the kernel's flag);
+/// a compiled step's mask is `compile::traced_causal_mask`. Measured on the CPU (a 2-layer
+/// Llama, b1 × 1024, fp32, eager, full checkpointing): a 4,194,304 B tensor from
+/// `aten::where < eager_mask`, live at the step's backward peak. Megatron's GPT builds its
+/// own boolean mask in the data loader: none here.
+fn eager_masks(spec: &ModelSpec, job: &ResolvedJob, num: Numerics) -> EagerMasks {
+    use crate::model::AttentionKind;
+    let causal = matches!(spec.head, Head::LanguageModel { .. }) && spec.encoder.is_none();
+    // Megatron builds its own boolean mask in the data loader, not transformers'.
+    let hf_modules = job.framework != Framework::Megatron;
+    if job.task != Task::Train
+        || job.attention != AttentionKernel::Eager
+        || num.compile
+        || !causal
+        || !hf_modules
+    {
+        return EagerMasks::default();
+    }
+    let attention = spec
+        .all_layers()
+        .filter(|l| !matches!(l.attention.kind, AttentionKind::StateSpace(_)));
+    let (mut full, mut sliding, mut chunked) = (false, false, false);
+    for l in attention {
+        if l.attention.attention_chunk.is_some() {
+            chunked = true;
+        } else if l.attention.sliding_window.is_some() {
+            sliding = true;
+        } else {
+            full = true;
+        }
+    }
+    let kinds = u64::from(full) + u64::from(sliding) + u64::from(chunked);
+    if kinds == 0 {
+        return EagerMasks::default();
+    }
+    let (b, s) = (job.batch, job.seq);
+    EagerMasks {
+        bytes: kinds * super::round_size(b * s * s * num.param),
+        pattern: super::round_size(s * s),
+    }
 }
 
 /// Whether a block has a Linear with a bias: `F.linear` with a bias on a contiguous input is
@@ -267,7 +335,8 @@ fn blocks_forward(
     };
     let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
-    let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
+    // Each distinct layer's memory and its backward's fullest moment (`BlockEvents::backward_peak`).
+    let mut cache: Vec<(usize, BlockMemory, super::tape::BackwardPeak)> = Vec::new();
     let mut events = PlanEvents {
         param_width: num.param,
         autocast: num.autocast,
@@ -286,20 +355,21 @@ fn blocks_forward(
         };
         // Identical layers have identical memory: compute each distinct layer once.
         let key = layers.len();
-        let mem = match cache
+        let (mem, backward) = match cache
             .iter()
-            .position(|(i, _)| spec.all_layers().nth(*i) == Some(layer))
+            .position(|(i, _, _)| spec.all_layers().nth(*i) == Some(layer))
         {
             Some(k) => {
                 events.layer_block.push(k as u32);
-                cache[k].1
+                (cache[k].1, cache[k].2)
             }
             None => {
                 let (m, ev) = block_program(ctx, layer);
+                let backward = ev.backward_peak(super::round_size);
                 events.layer_block.push(cache.len() as u32);
                 events.blocks.push(ev);
-                cache.push((key, m));
-                m
+                cache.push((key, m, backward));
+                (m, backward)
             }
         };
         let core = if ckpt == Checkpointing::Selective {
@@ -321,7 +391,12 @@ fn blocks_forward(
         layers.push(if job.task == Task::Infer {
             inference_block(mem)
         } else {
-            training_block(mem, ckpt, core, output)
+            let mut l = training_block(mem, ckpt, core, output);
+            if backward.net() + dequant > l.backward_transient {
+                l.backward_transient = backward.made + dequant;
+                l.backward_released = backward.released;
+            }
+            l
         });
     }
     Ok((layers, events))
@@ -384,6 +459,7 @@ fn inference_block(mem: BlockMemory) -> LayerPlan {
         forward_peak: mem.peak,
         backward_transient: 0,
         recomputed: 0,
+        backward_released: 0,
     }
 }
 
@@ -399,6 +475,7 @@ fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64)
             forward_peak: mem.peak,
             backward_transient,
             recomputed: 0,
+            backward_released: 0,
         },
         Checkpointing::Selective => LayerPlan {
             kept: (mem.kept - core).saturating_sub(mem.input_freed),
@@ -407,6 +484,7 @@ fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64)
             forward_peak: mem.peak,
             backward_transient,
             recomputed: core,
+            backward_released: 0,
         },
         Checkpointing::Full => LayerPlan {
             kept: output,
@@ -415,6 +493,7 @@ fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64)
             forward_peak: mem.peak + mem.weight_copies,
             backward_transient,
             recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
+            backward_released: 0,
         },
     }
 }
@@ -536,7 +615,9 @@ fn megatron_blocks(job: &ResolvedJob, layers: &mut [LayerPlan], per_layer: u64) 
         l.weight_copies = 0;
         l.cached_copies = 0;
         l.forward_peak = (per_layer + transient / tp) / cp;
-        l.backward_transient /= tp * cp;
+        // Megatron's kept bytes are its own formula: the backward's net scratch alone.
+        l.backward_transient = l.backward_transient.saturating_sub(l.backward_released) / (tp * cp);
+        l.backward_released = 0;
         if job.checkpointing == Checkpointing::Full {
             l.recomputed /= tp * cp;
         }
@@ -552,6 +633,7 @@ fn split_blocks(layers: &mut [LayerPlan], tp: u64, cp: u64) {
         l.cached_copies /= tp;
         l.forward_peak /= tp * cp;
         l.backward_transient /= tp * cp;
+        l.backward_released /= tp * cp;
         l.recomputed /= tp * cp;
     }
 }

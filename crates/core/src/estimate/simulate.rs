@@ -714,6 +714,14 @@ fn keeps_zeroed_grads(job: &ResolvedJob) -> bool {
         && matches!(job.framework, Framework::Pytorch | Framework::Fsdp)
 }
 
+/// Whether eager attention's masks outlive the forward: `torch.utils.checkpoint` keeps each
+/// checkpointed block's arguments (the masks among them) for its recomputation until that
+/// block's backward is done (`checkpoint.py`, non-reentrant: the recompute closure holds
+/// `args`/`kwargs`), so they go with the first block's backward, the last to run.
+fn masks_held_to_backward(job: &ResolvedJob) -> bool {
+    job.checkpointing == crate::job::Checkpointing::Full
+}
+
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the
 /// autocast region frees the cached weight copies nothing saved.
 fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
@@ -725,6 +733,10 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
         "embeddings".into(),
         plan.embedding.peak.saturating_sub(plan.embedding.kept),
     );
+    if plan.masks.bytes > 0 {
+        w.add(Activations, plan.masks.bytes);
+        w.mark("forward", "attention masks".into(), plan.masks.pattern);
+    }
     for (i, l) in plan.layers.iter().enumerate() {
         let transient = l.forward_peak.saturating_sub(l.kept);
         let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
@@ -737,6 +749,9 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
             // from the second layer on, two hidden states live beside the block's own tensors.
             w.add(Activations, plan.hidden);
         }
+    }
+    if !masks_held_to_backward(job) {
+        w.sub(Activations, plan.masks.bytes);
     }
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {
@@ -818,6 +833,11 @@ fn walk_backward(
             .map_or(0, |p| p.kept + p.weight_copies);
         let held = techniques::held_from_previous(job, previous);
         w.add(Activations, recompute + back);
+        // What the block's backward has released of its saved tensors by its fullest moment.
+        let gone = l
+            .backward_released
+            .min(techniques::brought_back(job, saved) + recompute);
+        w.sub(Activations, gone);
         w.mark(
             "backward",
             layer_label(i),
@@ -825,9 +845,12 @@ fn walk_backward(
         );
         w.sub(
             Activations,
-            techniques::brought_back(job, saved) + recompute,
+            techniques::brought_back(job, saved) + recompute - gone,
         );
         w.add(Gradients, g_kept);
+    }
+    if masks_held_to_backward(job) {
+        w.sub(Activations, plan.masks.bytes);
     }
     w.sub(Activations, plan.embedding.kept);
     let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);

@@ -13,7 +13,7 @@
 mod compile;
 mod events;
 
-pub use events::{BlockEvents, Ev};
+pub use events::{BackwardPeak, BlockEvents, Ev};
 
 /// What a tensor made by an op's backward (not an activation gradient) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -202,6 +202,9 @@ fn release_grads<S: Sink>(s: &mut S, live: &mut Live) {
 struct Fwd {
     embedding_out: u32,
     embedding_extra: u32,
+    /// Eager attention's masks (freed after the blocks, or under checkpointing after their
+    /// backward).
+    mask: u32,
     blocks: Vec<BlockIds>,
     head_kept: u32,
     head_copy: u32,
@@ -219,6 +222,10 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let plan = inp.plan;
     let e = &plan.embedding;
     let embedding_out = s.alloc(inp.hidden);
+    // Eager attention's masks (`activations::eager_masks`), before the rotary cos/sin.
+    let pattern = s.alloc(plan.masks.pattern * u64::from(plan.masks.bytes > 0));
+    let mask = s.alloc(plan.masks.bytes);
+    s.free(pattern);
     let embedding_extra = s.alloc(e.kept.saturating_sub(inp.hidden));
     let t = s.alloc(e.peak.saturating_sub(e.kept));
     s.free(t);
@@ -240,6 +247,9 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         }
         input = ids.output(b);
         blocks.push(ids);
+    }
+    if !ckpt(inp) {
+        s.free(mask);
     }
     let head = &plan.head;
     let head_kept = s.alloc(head.kept);
@@ -264,6 +274,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     Fwd {
         embedding_out,
         embedding_extra,
+        mask,
         blocks,
         head_kept,
         head_copy,
@@ -328,6 +339,7 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
         }
         grad = ids.input_grad(b);
     }
+    s.free(fwd.mask);
     embedding_grads(s, inp, live);
     s.free(grad);
     s.free(fwd.embedding_extra);

@@ -69,6 +69,74 @@ pub struct BlockEvents {
     pub attention_kv: Option<[u32; 2]>,
 }
 
+impl BlockEvents {
+    /// The block's backward at its fullest, beyond what its forward left (its saved tensors
+    /// and output), each tensor rounded as `round` says: the bytes it has made by then (the
+    /// output's gradient it is handed, activation gradients, weight gradients kept as
+    /// `.grad`) and the saved bytes its nodes have already released, at the moment the first
+    /// less the second is largest. This is the backward's own scratch, read off the same
+    /// autograd sequence the allocator stream runs (`backward_events`): eager attention's
+    /// softmax backward holds the saved probabilities, their gradient and the scores'
+    /// gradient together — two more sequence²-sized tensors than the forward had beside its
+    /// kept ones — after the MLP's backward has released what the MLP saved.
+    pub fn backward_peak(&self, round: impl Fn(u64) -> u64) -> BackwardPeak {
+        let n = self.entries as usize;
+        let size = |slot: u32| round(self.sizes.get(slot as usize).copied().unwrap_or(0));
+        let mut live = vec![false; 2 * n];
+        for &e in &self.forward {
+            if let Some(l) = live.get_mut(e.slot() as usize) {
+                *l = !e.is_free();
+            }
+        }
+        let from_forward = live.clone();
+        // The output's gradient, made by the block after.
+        let out_grad = self.output + self.entries;
+        let (mut made, mut released) = (size(out_grad), 0u64);
+        if let Some(l) = live.get_mut(out_grad as usize) {
+            *l = true;
+        }
+        let mut best = BackwardPeak { made, released: 0 };
+        for &e in &self.backward {
+            let slot = e.slot();
+            let Some(l) = live.get_mut(slot as usize) else {
+                continue;
+            };
+            let old = from_forward.get(slot as usize).copied().unwrap_or(false);
+            if e.is_free() && *l {
+                *l = false;
+                if old {
+                    released += size(slot);
+                } else {
+                    made = made.saturating_sub(size(slot));
+                }
+            } else if !e.is_free() && !*l {
+                *l = true;
+                made += size(slot);
+                if made.saturating_sub(released) > best.net() {
+                    best = BackwardPeak { made, released };
+                }
+            }
+        }
+        best
+    }
+}
+
+/// A block backward's fullest moment ([`BlockEvents::backward_peak`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackwardPeak {
+    /// Bytes the backward has made and still holds.
+    pub made: u64,
+    /// Bytes of the forward's saved tensors (and output) it has released by then.
+    pub released: u64,
+}
+
+impl BackwardPeak {
+    /// What the backward adds over what the forward left.
+    pub fn net(&self) -> u64 {
+        self.made.saturating_sub(self.released)
+    }
+}
+
 impl Tape {
     /// Autocast's 16-bit copy of a weight of `bytes`, made by the next op and saved by it
     /// (`at::autocast::cached_cast`: the cast is cached for the autocast region and the matmul
@@ -325,6 +393,28 @@ mod tests {
                 Ev::free(x),
             ]
         );
+    }
+
+    /// The same tape's backward at its fullest, every tensor 40 B: the forward leaves y and
+    /// out; the backward is handed out's gradient (made 40), makes x's and z's (120), frees
+    /// out's (80), makes y's (120 again, not more), then frees z's, y (saved: released 40),
+    /// y's; x is the block before's. Fullest: 120 made, nothing released yet.
+    #[test]
+    fn backward_peak_of_a_linear_and_an_activation() {
+        let mut t = Tape::new();
+        let x = t.external(10, 4);
+        let y = t.op(&[x], &[x], 10, 4);
+        let z = t.op(&[y], &[y], 10, 4);
+        let out = t.op(&[z, x], &[], 10, 4);
+        let peak = t.events(x, out).backward_peak(|b| b);
+        assert_eq!(
+            peak,
+            BackwardPeak {
+                made: 120,
+                released: 0
+            }
+        );
+        assert_eq!(peak.net(), 120);
     }
 
     #[test]

@@ -373,6 +373,11 @@ pub struct Ssm {
     pub conv_bias: bool,
     /// `in_proj` / `out_proj` carry biases (`use_bias`).
     pub proj_bias: bool,
+    /// Mamba2 mixers whose training runs transformers' torch SSD path when `mamba_ssm` is
+    /// absent (Bamba, Granite 4.0-H: `mamba2_chunk_scan`): its `mamba_chunk_size`; 0 where the
+    /// torch path is not modelled (the fused kernel's estimate is used).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunk: u64,
 }
 
 impl Ssm {

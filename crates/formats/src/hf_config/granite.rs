@@ -262,8 +262,8 @@ fn state_space(ssm: Ssm) -> Attention {
 /// width `mamba_expand · hidden_size` (default 2), `mamba_n_heads` (128) heads of
 /// `mamba_d_head` ("auto": inner / heads), which must tile the inner width
 /// (`validate_architecture`); `mamba_n_groups` (1) groups of B and C, `mamba_d_state` (256),
-/// `mamba_d_conv` (4), `mamba_conv_bias` (true), `mamba_proj_bias` (false); a gated RMSNorm
-/// over the inner width always.
+/// `mamba_d_conv` (4), `mamba_conv_bias` (true), `mamba_proj_bias` (false), `mamba_chunk_size`
+/// (256, the torch path's chunk); a gated RMSNorm over the inner width always.
 pub(crate) fn mamba2_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
     let expand = cfg.size(&["mamba_expand"], Some(2))?;
     let d_inner = hidden
@@ -314,5 +314,6 @@ pub(crate) fn mamba2_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
         groups,
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
+        chunk: cfg.size(&["mamba_chunk_size"], Some(256))?,
     })
 }

@@ -11,6 +11,7 @@ mod gpt_oss;
 mod jamba;
 mod llama4;
 mod mamba;
+mod mamba2_torch;
 mod mllama;
 mod mlp;
 mod qwen_vision;

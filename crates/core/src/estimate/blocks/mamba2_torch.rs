@@ -11,7 +11,24 @@
 
 use super::Prog;
 use crate::estimate::tape::{Id, RmsWeight};
+use crate::job::AttentionKernel;
 use crate::model::{ParallelSsm, Ssm};
+
+/// The warning naming the path a Bamba / Granite 4.0-H training estimate took for its Mamba2
+/// mixers.
+pub fn mamba2_path_warning(kernel: AttentionKernel) -> String {
+    if kernel == AttentionKernel::Eager {
+        "Mamba2 mixers estimated on transformers' torch path (attention eager: no mamba_ssm \
+         kernels), whose chunked scan saves [batch, heads, chunks, chunk, chunk] decay and score \
+         tensors and copies of its einsum operands; on CUDA with mamba_ssm installed (attention \
+         sdpa/flash) the fused kernel saves far less"
+    } else {
+        "Mamba2 mixers estimated on the fused mamba_ssm kernel (mamba_split_conv1d_scan_combined, \
+         CUDA with mamba_ssm installed); without it transformers falls back to its torch path, \
+         which saves far more (attention eager estimates that)"
+    }
+    .to_string()
+}
 
 impl Prog<'_> {
     /// `in_proj` (saves the normed input), `A = -exp(A_log.float())`, the chunked scan on the
@@ -56,7 +73,12 @@ impl Prog<'_> {
         let gated = self.elementwise(&[y32, sg], &[y32, sg]);
         let dim = s.d_inner / s.groups.max(1);
         let param = self.c.num.param;
-        self.t
-            .rms_norm(gated, dim, param, RmsWeight::AfterCast, self.c.lora.is_some())
+        self.t.rms_norm(
+            gated,
+            dim,
+            param,
+            RmsWeight::AfterCast,
+            self.c.lora.is_some(),
+        )
     }
 }

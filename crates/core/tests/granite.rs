@@ -139,3 +139,13 @@ fn the_measured_granitemoe_counts_as_transformers() {
     );
     assert_eq!(r.model.params_total, 4_331_776);
 }
+
+/// ibm-granite/granite-3.1-3b-a800m-instruct: every one of the 32 layers caches K and V of 8
+/// KV heads × 64 per token: 1,024 values · 2 B (bf16) = 2,048 B, 65,536 B over the 32; no
+/// recurrent state. At 4,096 tokens: 268,435,456 B per sequence.
+#[test]
+fn granitemoe_kv_in_every_layer() {
+    let config = config("granite-3.1-3b-a800m-instruct");
+    assert_eq!(measured::kv_cache(&config, 1, 4096), 268_435_456);
+    assert_eq!(measured::kv_cache(&config, 3, 4096), 3 * 268_435_456);
+}

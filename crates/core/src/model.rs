@@ -56,6 +56,12 @@ pub enum Naming {
     /// `router` and `experts.E.gate_proj`, `pre_ff_layernorm`, `model.final_layernorm` (Jamba:
     /// `modeling_jamba.py`, the names of ai21labs' published checkpoints).
     Jamba,
+    /// Llama names with Granite's `block_sparse_moe.router.layer` `[E, hidden]`, fused expert
+    /// tensors `block_sparse_moe.input_linear` `[E, 2·ffn, hidden]` / `output_linear` `[E,
+    /// hidden, ffn]`, the always-on `shared_mlp.input_linear` / `output_linear`, and Mamba2
+    /// mixers under `mamba` (the published Granite-MoE and Granite 4.0-H checkpoints;
+    /// transformers 5.x renames the experts on load, `conversion_mapping.py` "granitemoe").
+    Granite,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -367,6 +373,11 @@ pub struct Ssm {
     pub conv_bias: bool,
     /// `in_proj` / `out_proj` carry biases (`use_bias`).
     pub proj_bias: bool,
+    /// Mamba2 mixers whose training runs transformers' torch SSD path when `mamba_ssm` is
+    /// absent (Bamba, Granite 4.0-H: `mamba2_chunk_scan`): its `mamba_chunk_size`; 0 where the
+    /// torch path is not modelled (the fused kernel's estimate is used).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunk: u64,
 }
 
 impl Ssm {

@@ -202,6 +202,9 @@ rows!(
     olmo2,
     olmo3,
     exaone4,
+    granitemoe,
+    granitemoehybrid,
+    bamba,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

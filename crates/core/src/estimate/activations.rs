@@ -710,6 +710,16 @@ fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<Stri
         ));
         return;
     }
+    let torch_ssd = spec.all_layers().any(|l| {
+        l.attention
+            .kind
+            .state_space()
+            .is_some_and(|s| s.version == crate::model::SsmVersion::Mamba2 && s.chunk > 0)
+    });
+    if job.task == Task::Train && torch_ssd {
+        warnings.push(crate::estimate::blocks::mamba2_path_warning(job.attention));
+        return;
+    }
     let mamba1 = spec.all_layers().any(|l| {
         l.attention
             .kind

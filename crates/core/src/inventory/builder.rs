@@ -127,7 +127,8 @@ impl Builder<'_> {
             | Naming::Phi3
             | Naming::GptOss
             | Naming::Llama4
-            | Naming::Jamba => "model.",
+            | Naming::Jamba
+            | Naming::Granite => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -263,7 +264,9 @@ impl Builder<'_> {
             Naming::Falcon => format!("{p}.self_attention"),
             Naming::Bert | Naming::Roberta => format!("{p}.attention"),
             Naming::Mamba => format!("{p}.mixer"),
-            Naming::Jamba if layer.attention.kind.state_space().is_some() => format!("{p}.mamba"),
+            Naming::Jamba | Naming::Granite if layer.attention.kind.state_space().is_some() => {
+                format!("{p}.mamba")
+            }
             _ if layer.attention.vision_cross => format!("{p}.cross_attn"),
             _ if layer
                 .attention
@@ -294,6 +297,9 @@ impl Builder<'_> {
             Naming::Mixtral => format!("{p}.block_sparse_moe"),
             Naming::Llama4 => format!("{p}.feed_forward"),
             Naming::Jamba => format!("{p}.feed_forward"),
+            // GraniteMoeHybridDecoderLayer without experts: the shared MLP alone.
+            Naming::Granite if matches!(layer.mlp, Mlp::Dense(_)) => format!("{p}.shared_mlp"),
+            Naming::Granite => format!("{p}.block_sparse_moe"),
             Naming::Opt | Naming::Bert | Naming::Roberta => p.clone(),
             _ => format!("{p}.mlp"),
         };

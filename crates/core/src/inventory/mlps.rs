@@ -48,6 +48,12 @@ impl Builder<'_> {
                 self.linear(&format!("{m}.wi"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
             }
+            (Naming::Granite, true) => {
+                // `GraniteMoeHybridMLP`: one fused `input_linear [2·ffn, h]`, `output_linear`.
+                let two_f = mul(2, f, "input_linear width")?;
+                self.linear(&format!("{m}.input_linear"), h, two_f, bias, l, c)?;
+                self.linear(&format!("{m}.output_linear"), f, h, bias, l, c)?;
+            }
             (Naming::Mixtral, true) => {
                 self.linear(&format!("{m}.w1"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.w2"), f, h, bias, l, c)?;
@@ -71,6 +77,9 @@ impl Builder<'_> {
         let h = self.spec.hidden_size;
         if self.spec.naming == Naming::GptOss {
             return self.fused_experts(m, moe, l);
+        }
+        if self.spec.naming == Naming::Granite {
+            return self.granite_experts(m, moe, l);
         }
         if self.spec.naming == Naming::Llama4 {
             // Llama4TextMoe: `router`, the fused experts, an ungated-output `shared_expert`.
@@ -116,6 +125,26 @@ impl Builder<'_> {
                 l,
                 Component::Router,
             )?;
+        }
+        Ok(())
+    }
+
+    /// Granite's MoE as its checkpoints store it (`modeling_granitemoe.py` `GraniteMoeTopKRouter`,
+    /// `GraniteMoeExperts`; the checkpoint names are those `conversion_mapping.py` "granitemoe"
+    /// renames): `router.layer [E, h]`, `input_linear [E, 2·ffn, h]`, `output_linear [E, h,
+    /// ffn]`, and Granite 4.0-H's `shared_mlp` beside the block (`GraniteMoeHybridDecoderLayer`).
+    fn granite_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        let r = Component::Router;
+        self.linear(&format!("{m}.router.layer"), h, e, false, l, r)?;
+        let two_f = mul(2, f, "input_linear width")?;
+        let x = Component::Experts;
+        self.push(format!("{m}.input_linear.weight"), vec![e, two_f, h], l, x)?;
+        self.push(format!("{m}.output_linear.weight"), vec![e, h, f], l, x)?;
+        if let Some(shared) = &moe.shared {
+            let layer = m.strip_suffix(".block_sparse_moe").unwrap_or(m);
+            self.dense_mlp(&format!("{layer}.shared_mlp"), shared, l, Component::Mlp)?;
         }
         Ok(())
     }

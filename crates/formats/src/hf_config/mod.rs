@@ -14,6 +14,7 @@ mod encoders;
 mod falcon_h1;
 mod fields;
 mod gpt;
+mod granite;
 mod hybrid;
 mod llama;
 mod llava_onevision;
@@ -86,6 +87,9 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "olmo2",
     "olmo3",
     "exaone4",
+    "granitemoe",
+    "granitemoehybrid",
+    "bamba",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -259,6 +263,9 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "jamba" => hybrid::jamba(cfg)?,
         "falcon_h1" => falcon_h1::falcon_h1(cfg)?,
         "qwen3_next" => qwen3_next::qwen3_next(cfg)?,
+        "granitemoe" => granite::granitemoe(cfg)?,
+        "granitemoehybrid" => granite::granitemoehybrid(cfg)?,
+        "bamba" => granite::bamba(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -77,6 +77,7 @@ fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
         groups: nk,
         conv_bias: false,
         proj_bias: false,
+        chunk: 0,
     })
 }
 

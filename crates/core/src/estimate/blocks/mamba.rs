@@ -14,8 +14,9 @@
 //!   fp32 `[b, d_inner, ⌈L/2048⌉, 2·d_state]`) and the scan output `out`.
 //!
 //! Mamba2 runs the fused path (`mamba_split_conv1d_scan_combined`,
-//! `mamba_ssm/ops/triton/ssd_combined.py`) in both settings; its torch path (the chunked SSD of
-//! `Mamba2Mixer.torch_forward`) is not modelled.
+//! `mamba_ssm/ops/triton/ssd_combined.py`) in both settings, except Bamba's and Granite
+//! 4.0-H's mixers (`Ssm::chunk` set), whose torch path under `eager` is
+//! [`Prog::mamba2_torch`]; `Mamba2Mixer.torch_forward` itself is not modelled.
 
 use super::Prog;
 use crate::estimate::tape::Id;
@@ -43,6 +44,9 @@ impl Prog<'_> {
     pub(super) fn ssm_mixer(&mut self, x: Id, ssm: &Ssm) -> Id {
         match ssm.version {
             SsmVersion::GatedDeltaNet => self.gated_delta_net(x, ssm),
+            SsmVersion::Mamba2 if ssm.chunk > 0 && self.c.kernel == AttentionKernel::Eager => {
+                self.mamba2_torch(x, ssm)
+            }
             SsmVersion::Mamba2 => self.mamba2_fused(x, ssm),
             _ if self.c.kernel == AttentionKernel::Eager => self.mamba_torch(x, ssm),
             SsmVersion::Jamba => self.jamba_fused(x, ssm),

@@ -11,6 +11,7 @@ mod gpt_oss;
 mod jamba;
 mod llama4;
 mod mamba;
+mod mamba2_torch;
 mod mllama;
 mod mlp;
 mod qwen_vision;
@@ -18,6 +19,7 @@ pub mod sdpa;
 mod ssd_torch;
 
 pub use falcon_h1::falcon_h1_path_warning;
+pub use mamba2_torch::mamba2_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{BlockEvents, Id, RmsWeight, Tape};

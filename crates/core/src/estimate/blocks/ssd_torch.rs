@@ -11,15 +11,22 @@ use crate::model::{ParallelSsm, Ssm};
 
 impl Prog<'_> {
     /// `causal_conv1d_fn` on the `[b, conv_dim, L]` slice of `zxbcdt`: `F.conv1d` (padding
-    /// `d_conv − 1`) saves its input — a view of `zxbcdt`, or under autocast its 16-bit copy —
-    /// and SiLU saves the `L + d_conv − 1` long output; the activation is cast back to
+    /// `d_conv − 1`) on `hidden_states.to(weight.dtype)` saves its input — a view of `zxbcdt`,
+    /// or under autocast its 16-bit copy (of the fp32 copy `.to` makes first when `zxbcdt` is
+    /// 16-bit, as Bamba's and Granite 4.0-H's projection is: then nothing here keeps `zxbcdt`)
+    /// — and SiLU saves the `L + d_conv − 1` long output; the activation is cast back to
     /// `zxbcdt`'s dtype.
     fn falcon_conv(&mut self, zx: Id, s: &Ssm) -> Id {
         let (b, l) = (self.c.batch, self.c.seq);
         let ch = s.conv_dim();
         let zw = self.w(zx);
-        let xin = if self.c.num.autocast && zw == 4 {
-            self.t.op(&[zx], &[], b * ch * l, 2)
+        let xin = if self.c.num.autocast {
+            let src = if zw == 4 {
+                zx
+            } else {
+                self.t.op(&[zx], &[], b * ch * l, 4)
+            };
+            self.t.op(&[src], &[], b * ch * l, 2)
         } else {
             zx
         };

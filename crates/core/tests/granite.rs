@@ -1,0 +1,151 @@
+//! Bamba and Granite 4.0-H (Mamba2 mixers interleaved with attention): inference caches and
+//! training steps. Every expected number is derived by hand below from the model's shapes.
+
+mod measured;
+
+use serde_json::{json, Value};
+
+fn config(name: &str) -> Value {
+    let path = format!(
+        "{}/../formats/tests/fixtures/granite/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// ibm-ai-platform/Bamba-9B (`crates/formats/tests/fixtures/granite/bamba-9b.json`): per
+/// token, each of the 3 attention layers caches K and V of 8 KV heads × 128: 2,048 values ·
+/// 2 B (bf16) = 4,096 B, 12,288 B over the 3. Per sequence, each of the 29 Mamba2 mixers holds
+/// its conv state `[conv_dim 8192 + 2·128 = 8448, d_conv 4]` = 33,792 values and its SSM state
+/// `[128 heads, 64, d_state 128]` = 1,048,576 values: 1,082,368 · 2 B = 2,164,736 B, × 29 =
+/// 62,777,344 B whatever the context (transformers' `LinearAttentionLayer`: `conv_states`,
+/// `recurrent_states` in the model dtype). At 4,096 tokens: 50,331,648 + 62,777,344 B.
+#[test]
+fn bamba_kv_in_attention_layers_and_state_in_mixers() {
+    let config = config("bamba-9b");
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
+    assert_eq!(kv(1, 4096), 50_331_648 + 62_777_344);
+    assert_eq!(kv(2, 4096), 2 * (50_331_648 + 62_777_344));
+    assert_eq!(kv(1, 8192) - kv(1, 4096), 50_331_648);
+}
+
+/// ibm-granite/granite-4.0-h-tiny: per token, 4 attention layers × K and V of 4 KV heads ×
+/// 128 = 1,024 values · 2 B = 2,048 B, 8,192 B over the 4. Per sequence, each of the 36 mixers:
+/// conv `[3072 + 256 = 3328, 4]` = 13,312 values, SSM `[48, 64, 128]` = 393,216 values:
+/// 406,528 · 2 B = 813,056 B, × 36 = 29,270,016 B. At 4,096 tokens: 33,554,432 + 29,270,016 B.
+#[test]
+fn granite_h_tiny_kv_and_state() {
+    let config = config("granite-4.0-h-tiny");
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
+    assert_eq!(kv(1, 4096), 33_554_432 + 29_270_016);
+    assert_eq!(kv(1, 8192) - kv(1, 4096), 33_554_432);
+}
+
+/// fit names the 36 mixers' constant state (29,270,016 B = 27.91 MiB per sequence) and the 4
+/// attention layers' growing KV.
+#[test]
+fn fit_says_the_mixers_state_is_constant() {
+    let note = measured::constant_state_note(&config("granite-4.0-h-tiny"), 131_072);
+    assert!(note.contains("36 state-space layers"), "{note}");
+    assert!(note.contains("27.91 MiB"), "{note}");
+    assert!(note.contains("4 attention layers"), "{note}");
+}
+
+/// Training steps of a tiny Bamba (`validation/specs/cpu-tiny-bamba-*.json`: 4 layers, hidden
+/// 256, attention on layer 1, Mamba2 mixers of 8 heads × 64 with state 16 and chunk 64
+/// elsewhere, SwiGLU 512; 7,153,448 parameters) and a tiny Granite 4.0-H
+/// (`cpu-tiny-granitemoehybrid-*.json`: the same mixers and attention layout, every layer 4
+/// experts of 128, 2 per token, plus a shared MLP of 256; the muP multipliers of the published
+/// models; tied; 5,846,824 parameters) measured on the CPU with `../shared/measure/measure.py`
+/// on transformers' torch path (no `mamba_ssm`: the estimate's `attention: eager`), fp32 and
+/// bf16-mixed, AdamW, batch 2 × seq 256 (`validation/cpu-measured-granite.json`, made with
+/// `scripts/cases_from_measure.py`): peak, activations at the peak and the per-layer increment
+/// each within 3 %; and a tiny Granite-MoE (`cpu-tiny-granitemoe-*-adamw-sdpa.json`: 4
+/// attention layers of 8 heads over 2 KV heads, 4 experts of 128, 2 per token, the 3.x models'
+/// multipliers, tied; 4,331,776 parameters) with SDPA.
+#[test]
+fn measured_training_steps_within_3_percent() {
+    let worst = measured::worst("cpu-measured-granite.json", 18);
+    assert!(worst <= 0.03, "worst {worst}");
+}
+
+/// The tiny Bamba counts as transformers built it (7,153,448 parameters, printed by
+/// `measure.py`): 3 mixers (c = 512 + 32 = 544; in_proj 1064·256 = 272,384, conv 2,720, 24,
+/// norm 512, out_proj 131,072 = 406,712), 1 attention (2·256² + 2·64·256 = 163,840), 4 SwiGLU
+/// (3·256·512 = 393,216) and 8 norms of 256, embeddings and head 2·8192·256 = 4,194,304, final
+/// norm 256: 1,220,136 + 163,840 + 1,572,864 + 2,048 + 4,194,304 + 256 = 7,153,448.
+#[test]
+fn the_measured_bamba_counts_as_transformers() {
+    let spec = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(format!(
+            "{}/../../validation/specs/cpu-tiny-bamba-fp32-adamw-eager.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let r = measured::run(
+        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
+        "batch": 2, "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "eager"}),
+    );
+    assert_eq!(r.model.params_total, 7_153_448);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("torch path")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+/// The tiny Granite 4.0-H counts as transformers built it (5,846,824 parameters, printed by
+/// `measure.py`): 3 mixers of 406,712 (as the tiny Bamba's), 1 attention of 163,840, 4 MoE
+/// blocks (router 4·256 = 1,024, input_linear 4·256·256 = 262,144, output_linear 4·256·128 =
+/// 131,072, shared 512·256 + 256·256 = 196,608: 590,848) and 8 norms of 256, tied embeddings
+/// 8192·256 = 2,097,152, final norm 256: 1,220,136 + 163,840 + 2,363,392 + 2,048 + 2,097,152 +
+/// 256 = 5,846,824.
+#[test]
+fn the_measured_granite_counts_as_transformers() {
+    let spec = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(format!(
+            "{}/../../validation/specs/cpu-tiny-granitemoehybrid-fp32-adamw-eager.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let r = measured::run(
+        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
+        "batch": 2, "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "eager"}),
+    );
+    assert_eq!(r.model.params_total, 5_846_824);
+}
+
+/// The tiny Granite-MoE counts as transformers built it (4,331,776 parameters, printed by
+/// `measure.py`): per layer attention 2·256² + 2·64·256 = 163,840, router 4·256 = 1,024,
+/// input_linear 4·256·256 = 262,144, output_linear 4·256·128 = 131,072, norms 512: 558,592 × 4
+/// = 2,234,368; tied embeddings 8192·256 = 2,097,152; final norm 256: 4,331,776.
+#[test]
+fn the_measured_granitemoe_counts_as_transformers() {
+    let spec = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(format!(
+            "{}/../../validation/specs/cpu-tiny-granitemoe-fp32-adamw-sdpa.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let r = measured::run(
+        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
+        "batch": 2, "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa"}),
+    );
+    assert_eq!(r.model.params_total, 4_331_776);
+}
+
+/// ibm-granite/granite-3.1-3b-a800m-instruct: every one of the 32 layers caches K and V of 8
+/// KV heads × 64 per token: 1,024 values · 2 B (bf16) = 2,048 B, 65,536 B over the 32; no
+/// recurrent state. At 4,096 tokens: 268,435,456 B per sequence.
+#[test]
+fn granitemoe_kv_in_every_layer() {
+    let config = config("granite-3.1-3b-a800m-instruct");
+    assert_eq!(measured::kv_cache(&config, 1, 4096), 268_435_456);
+    assert_eq!(measured::kv_cache(&config, 3, 4096), 3 * 268_435_456);
+}

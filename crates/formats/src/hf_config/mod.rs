@@ -15,6 +15,7 @@ mod falcon_h1;
 mod fields;
 mod gpt;
 mod hybrid;
+mod lfm2;
 mod llama;
 mod llava_onevision;
 mod mamba;
@@ -86,6 +87,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "olmo2",
     "olmo3",
     "exaone4",
+    "lfm2",
+    "lfm2_moe",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -259,6 +262,8 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "jamba" => hybrid::jamba(cfg)?,
         "falcon_h1" => falcon_h1::falcon_h1(cfg)?,
         "qwen3_next" => qwen3_next::qwen3_next(cfg)?,
+        "lfm2" => lfm2::lfm2(cfg, false)?,
+        "lfm2_moe" => lfm2::lfm2(cfg, true)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

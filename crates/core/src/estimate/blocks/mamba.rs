@@ -43,6 +43,7 @@ impl Prog<'_> {
     pub(super) fn ssm_mixer(&mut self, x: Id, ssm: &Ssm) -> Id {
         match ssm.version {
             SsmVersion::GatedDeltaNet => self.gated_delta_net(x, ssm),
+            SsmVersion::ShortConv => self.short_conv(x, ssm),
             SsmVersion::Mamba2 => self.mamba2_fused(x, ssm),
             _ if self.c.kernel == AttentionKernel::Eager => self.mamba_torch(x, ssm),
             SsmVersion::Jamba => self.jamba_fused(x, ssm),

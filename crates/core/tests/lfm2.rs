@@ -66,3 +66,24 @@ fn measured_training_steps_within_3_percent() {
     let worst = measured::worst("cpu-measured-lfm2.json", 4);
     assert!(worst <= 0.03, "worst {worst}");
 }
+
+/// A tiny LFM2-MoE's AdamW steps with SDPA, fp32 and bf16-mixed, measured on the CPU
+/// (`validation/cpu-measured-lfm2moe.json`, `validation/results/`; transformers' default
+/// `grouped_mm` experts and the sigmoid router of `Lfm2MoeTopKRouter`): within 3 %.
+#[test]
+fn measured_moe_training_steps_within_3_percent() {
+    let worst = measured::worst("cpu-measured-lfm2moe.json", 4);
+    assert!(worst <= 0.03, "worst {worst}");
+}
+
+/// LiquidAI/LFM2-8B-A1B (`fixtures/hybrid/lfm2-8b-a1b.json`): 6 attention layers of 8 KV heads
+/// × 64 cache 2 · 512 · 2 B = 2,048 B per token each, 12,288 B over the 6; its 18 conv layers
+/// hold `[2048, 3]` bf16 each, 12,288 B, 221,184 B per sequence. At 4,096 tokens: 50,331,648 +
+/// 221,184 B per sequence; the experts change neither.
+#[test]
+fn moe_kv_and_conv_state() {
+    let config = measured::hybrid_config("lfm2-8b-a1b");
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
+    assert_eq!(kv(1, 4096), 50_331_648 + 221_184);
+    assert_eq!(kv(1, 8192) - kv(1, 4096), 50_331_648);
+}

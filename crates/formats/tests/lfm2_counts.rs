@@ -187,3 +187,30 @@ fn lfm2_spellings_and_widths() {
         .to_string();
     assert!(moe.contains("layer_types") && !moe.contains('\n'), "{moe}");
 }
+
+/// LFM2-VL (`lfm2_vl`): its SigLIP2 tower and projector are not modelled, so the wrapper is
+/// refused (one line, naming the sub-configs); on request (`--assume-llama`) its `text_config`
+/// is read natively as LFM2 and counted alone, with a warning: the LFM2-1.2B fixture as the
+/// text side counts its 1,170,340,608 (above).
+#[test]
+fn lfm2_vl_text_side_only_on_request() {
+    use vramscope_formats::hf_config::{parse_config_str_with, ReadOptions};
+    let text = std::fs::read_to_string(fixture("lfm2-1.2b")).unwrap();
+    let vl = format!(
+        r#"{{"model_type": "lfm2_vl", "architectures": ["Lfm2VlForConditionalGeneration"],
+            "text_config": {text},
+            "vision_config": {{"model_type": "siglip2_vision_model", "hidden_size": 768}}}}"#
+    );
+    let err = parse_config_str(&vl, "vl").unwrap_err().to_string();
+    assert!(
+        err.contains("vision_config") && !err.contains('\n'),
+        "{err}"
+    );
+    let read = parse_config_str_with(&vl, "vl", ReadOptions { assume_llama: true }).unwrap();
+    assert!(read
+        .warnings
+        .iter()
+        .any(|w| w.contains("only its language model")));
+    let m = vramscope_formats::model_source::model_of_config(read, "vl").unwrap();
+    assert_eq!(m.params_total, 1_170_340_608);
+}

@@ -112,15 +112,15 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
     } else {
         "the limit comes from activations (and the prefill's logits), not from a cache".to_string()
     };
-    let kind = if spec.decoder.layers.iter().any(|l| {
-        l.attention
-            .kind
-            .state_space()
-            .is_some_and(|s| s.version == crate::model::SsmVersion::GatedDeltaNet)
-    }) {
-        "gated DeltaNet (linear-attention)"
-    } else {
-        "state-space"
+    let version = spec
+        .decoder
+        .layers
+        .iter()
+        .find_map(|l| l.attention.kind.state_space().map(|s| s.version));
+    let kind = match version {
+        Some(crate::model::SsmVersion::GatedDeltaNet) => "gated DeltaNet (linear-attention)",
+        Some(crate::model::SsmVersion::ShortConv) => "short-convolution (LFM2)",
+        _ => "state-space",
     };
     Some(format!(
         "the recurrent state of the {ssm} {kind} layers ({} per sequence) does not grow \

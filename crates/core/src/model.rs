@@ -62,6 +62,12 @@ pub enum Naming {
     /// mixers under `mamba` (the published Granite-MoE and Granite 4.0-H checkpoints;
     /// transformers 5.x renames the experts on load, `conversion_mapping.py` "granitemoe").
     Granite,
+    /// LFM2 / LFM2-MoE (`modeling_lfm2.py`, `modeling_lfm2_moe.py`): `model.layers.N.conv.*`
+    /// (the short convolution) or `.self_attn.*` with `out_proj` and `q_layernorm` /
+    /// `k_layernorm`; `feed_forward.w1/w2/w3`, or `feed_forward.gate` with fused
+    /// `feed_forward.experts.gate_up_proj [E, 2·ffn, hidden]` / `down_proj [E, hidden, ffn]`;
+    /// `operator_norm`, `ffn_norm`; the final norm `model.embedding_norm`.
+    Lfm2,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -351,6 +357,12 @@ pub enum SsmVersion {
     /// (`linear_num_value_heads`), `groups` key heads (`linear_num_key_heads`), `d_state` the
     /// key head width, `d_inner = heads · v_head_dim`, `d_conv` the conv kernel.
     GatedDeltaNet,
+    /// LFM2's gated short convolution (`modeling_lfm2.py` `Lfm2ShortConv`): `in_proj` to B, C
+    /// and x (`3 · hidden`), `y = C · conv(B · x)` with a depthwise causal `conv [hidden, 1,
+    /// conv_L_cache]`, then `out_proj`; `conv_bias` on all three. No scan: `d_inner =
+    /// hidden`, `d_conv = conv_L_cache`, `d_state`, `heads`, `groups` 0, so the recurrent
+    /// state is the conv window alone.
+    ShortConv,
 }
 
 /// A state-space mixer's shapes, as transformers' mixers build them.
@@ -412,7 +424,9 @@ impl Ssm {
     /// [d_inner, d_state]`; Mamba2 `[heads, head_dim, d_state]`, the same count), as the
     /// mixers' cache path allocates them (transformers 5.x `cache_utils.py`
     /// `LinearAttentionLayer`; `modeling_mamba.py` / `modeling_mamba2.py` `cache_params`).
-    /// Constant in context length.
+    /// LFM2's short convolution keeps only `conv_states [hidden, conv_L_cache]` of `B · x`
+    /// (`Lfm2ShortConv.forward` → `cache.update_conv_state`, whose `lazy_initialization`
+    /// allocates `(*conv_states.shape[:-1], conv_kernel_size)`). Constant in context length.
     pub fn state_values(&self) -> (u64, u64) {
         (self.conv_dim() * self.d_conv, self.d_inner * self.d_state)
     }

@@ -39,6 +39,7 @@ fn row(model_type: &str) -> &'static Value {
 /// are not their text family's own defaults (Qwen2-VL's 72B text config, Mistral 3's 24B,
 /// Gemma 3's SigLIP-base tower, ...) and Mllama's (its default `cross_attention_layers` lie
 /// beyond its default text depth) are refused when the config leaves a sub-config out.
+/// `lfm2_moe`'s class defaults do not build in transformers (no `layer_types`).
 const REFUSED: &[(&str, &str)] = &[
     ("glm4_moe", "head_dim"),
     ("gemma3", "text_config"),
@@ -48,6 +49,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("internvl", "text_config"),
     ("qwen3_vl_moe", "text_config"),
     ("mllama", "text_config"),
+    // `Lfm2MoeConfig` derives no `layer_types`; `Lfm2MoeDecoderLayer` indexes it, so
+    // transformers fails on the class defaults ("'NoneType' object is not subscriptable").
+    ("lfm2_moe", "layer_types"),
 ];
 
 fn read(model_type: &str) -> Result<LoadedModel, String> {
@@ -205,6 +209,8 @@ rows!(
     granitemoe,
     granitemoehybrid,
     bamba,
+    lfm2,
+    lfm2_moe,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

@@ -720,11 +720,29 @@ fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<Stri
         warnings.push(crate::estimate::blocks::mamba2_path_warning(job.attention));
         return;
     }
+    let has = |v: crate::model::SsmVersion| {
+        spec.all_layers().any(|l| {
+            l.attention
+                .kind
+                .state_space()
+                .is_some_and(|s| s.version == v)
+        })
+    };
+    if job.task == Task::Train && has(crate::model::SsmVersion::ShortConv) {
+        warnings.push(
+            "LFM2's short-convolution layers estimated on transformers' torch path \
+             (causal_conv1d_fn's F.conv1d fallback, which keeps the padded conv output); a hub \
+             causal_conv1d kernel keeps less"
+                .to_string(),
+        );
+    }
     let mamba1 = spec.all_layers().any(|l| {
-        l.attention
-            .kind
-            .state_space()
-            .is_some_and(|s| s.version != crate::model::SsmVersion::Mamba2)
+        l.attention.kind.state_space().is_some_and(|s| {
+            !matches!(
+                s.version,
+                crate::model::SsmVersion::Mamba2 | crate::model::SsmVersion::ShortConv
+            )
+        })
     });
     if job.task != Task::Train || !mamba1 {
         return;

@@ -128,7 +128,8 @@ impl Builder<'_> {
             | Naming::GptOss
             | Naming::Llama4
             | Naming::Jamba
-            | Naming::Granite => "model.",
+            | Naming::Granite
+            | Naming::Lfm2 => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -235,6 +236,7 @@ impl Builder<'_> {
             (Naming::NeoX | Naming::Opt, _) => format!("{r}final_layer_norm"),
             (Naming::Mamba, _) => format!("{r}norm_f"),
             (Naming::Jamba, _) => format!("{r}final_layernorm"),
+            (Naming::Lfm2, _) => format!("{r}embedding_norm"),
             _ => format!("{r}norm"),
         }
     }
@@ -267,6 +269,7 @@ impl Builder<'_> {
             Naming::Jamba | Naming::Granite if layer.attention.kind.state_space().is_some() => {
                 format!("{p}.mamba")
             }
+            Naming::Lfm2 if layer.attention.kind.state_space().is_some() => format!("{p}.conv"),
             _ if layer.attention.vision_cross => format!("{p}.cross_attn"),
             _ if layer
                 .attention
@@ -296,7 +299,7 @@ impl Builder<'_> {
             Naming::T5 => format!("{p}.layer.1.DenseReluDense"),
             Naming::Mixtral => format!("{p}.block_sparse_moe"),
             Naming::Llama4 => format!("{p}.feed_forward"),
-            Naming::Jamba => format!("{p}.feed_forward"),
+            Naming::Jamba | Naming::Lfm2 => format!("{p}.feed_forward"),
             // GraniteMoeHybridDecoderLayer without experts: the shared MLP alone.
             Naming::Granite if matches!(layer.mlp, Mlp::Dense(_)) => format!("{p}.shared_mlp"),
             Naming::Granite => format!("{p}.block_sparse_moe"),
@@ -346,6 +349,10 @@ impl Builder<'_> {
             Naming::Jamba => match slot {
                 PreAttention => "input_layernorm",
                 _ => "pre_ff_layernorm",
+            },
+            Naming::Lfm2 => match slot {
+                PreAttention => "operator_norm",
+                _ => "ffn_norm",
             },
             Naming::T5 => match slot {
                 PreAttention => "layer.0.layer_norm",

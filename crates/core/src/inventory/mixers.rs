@@ -31,8 +31,13 @@ impl Builder<'_> {
             } else {
                 (n.dim, n.dim)
             };
-            self.norm(&format!("{a}.q_norm"), Norm { dim: q, ..n }, l)?;
-            self.norm(&format!("{a}.k_norm"), Norm { dim: k, ..n }, l)?;
+            // LFM2 calls them `q_layernorm` / `k_layernorm` (`Lfm2Attention.__init__`).
+            let (qn, kn) = match self.spec.naming {
+                Naming::Lfm2 => ("q_layernorm", "k_layernorm"),
+                _ => ("q_norm", "k_norm"),
+            };
+            self.norm(&format!("{a}.{qn}"), Norm { dim: q, ..n }, l)?;
+            self.norm(&format!("{a}.{kn}"), Norm { dim: k, ..n }, l)?;
         }
         if att.sinks {
             let heads = att.kind.heads();
@@ -57,6 +62,9 @@ impl Builder<'_> {
     ) -> Result<(), CoreError> {
         if s.version == SsmVersion::GatedDeltaNet {
             return self.gated_delta(a, s, l);
+        }
+        if s.version == SsmVersion::ShortConv {
+            return self.short_conv(a, s, l);
         }
         let h = self.spec.hidden_size;
         let c = Component::Attention;
@@ -90,6 +98,21 @@ impl Builder<'_> {
             self.norm(&format!("{a}.c_layernorm"), Norm::rms(s.d_state), l)?;
         }
         self.linear(&format!("{a}.out_proj"), s.d_inner, h, s.proj_bias, l, c)
+    }
+
+    /// LFM2's gated short convolution (`modeling_lfm2.py` `Lfm2ShortConv.__init__`): `in_proj
+    /// [3·hidden, hidden]`, the depthwise `conv [hidden, 1, conv_L_cache]`, `out_proj [hidden,
+    /// hidden]`, each with a bias when `conv_bias`.
+    fn short_conv(&mut self, a: &str, s: &Ssm, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let c = Component::Attention;
+        let three_h = mul(3, h, "short-conv in_proj width")?;
+        self.linear(&format!("{a}.in_proj"), h, three_h, s.proj_bias, l, c)?;
+        self.push(format!("{a}.conv.weight"), vec![h, 1, s.d_conv], l, c)?;
+        if s.conv_bias {
+            self.push(format!("{a}.conv.bias"), vec![h], l, c)?;
+        }
+        self.linear(&format!("{a}.out_proj"), h, h, s.proj_bias, l, c)
     }
 
     /// Multi-head / grouped-query attention: q, k, v and output projections, fused or not as
@@ -141,6 +164,13 @@ impl Builder<'_> {
                         c,
                     )?;
                 }
+            }
+            Naming::Lfm2 => {
+                // `Lfm2Attention`: Llama's projections with the output named `out_proj`.
+                self.linear(&format!("{a}.q_proj"), h, q, b.q, l, c)?;
+                self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;
+                self.linear(&format!("{a}.v_proj"), h, kv, b.v, l, c)?;
+                self.linear(&format!("{a}.out_proj"), q, h, b.o, l, c)?;
             }
             Naming::Opt => {
                 self.linear(&format!("{a}.k_proj"), h, kv, b.k, l, c)?;

@@ -54,7 +54,7 @@ impl Builder<'_> {
                 self.linear(&format!("{m}.input_linear"), h, two_f, bias, l, c)?;
                 self.linear(&format!("{m}.output_linear"), f, h, bias, l, c)?;
             }
-            (Naming::Mixtral, true) => {
+            (Naming::Mixtral | Naming::Lfm2, true) => {
                 self.linear(&format!("{m}.w1"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.w2"), f, h, bias, l, c)?;
                 self.linear(&format!("{m}.w3"), h, f, bias, l, c)?;
@@ -80,6 +80,9 @@ impl Builder<'_> {
         }
         if self.spec.naming == Naming::Granite {
             return self.granite_experts(m, moe, l);
+        }
+        if self.spec.naming == Naming::Lfm2 {
+            return self.lfm2_experts(m, moe, l);
         }
         if self.spec.naming == Naming::Llama4 {
             // Llama4TextMoe: `router`, the fused experts, an ungated-output `shared_expert`.
@@ -147,6 +150,20 @@ impl Builder<'_> {
             self.dense_mlp(&format!("{layer}.shared_mlp"), shared, l, Component::Mlp)?;
         }
         Ok(())
+    }
+
+    /// LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`): the router
+    /// `gate.weight [E, hidden]` (`Lfm2MoeTopKRouter`, no bias) and the experts stacked
+    /// `[out, in]` (`Lfm2MoeExperts`: `gate_up_proj [E, 2·ffn, hidden]`, `down_proj [E, hidden,
+    /// ffn]`). The `expert_bias [E]` is a buffer, not a parameter, and is not counted.
+    fn lfm2_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        self.push(format!("{m}.gate.weight"), vec![e, h], l, Component::Router)?;
+        let two_f = mul(2, f, "gate_up width")?;
+        let x = Component::Experts;
+        self.push(format!("{m}.experts.gate_up_proj"), vec![e, two_f, h], l, x)?;
+        self.push(format!("{m}.experts.down_proj"), vec![e, h, f], l, x)
     }
 
     /// gpt-oss's router (`mlp.router`, weight and bias) and its experts as four stacked

@@ -16,6 +16,7 @@ mod fields;
 mod gpt;
 mod granite;
 mod hybrid;
+mod lfm2;
 mod llama;
 mod llava_onevision;
 mod mamba;
@@ -90,6 +91,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "granitemoe",
     "granitemoehybrid",
     "bamba",
+    "lfm2",
+    "lfm2_moe",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -266,6 +269,8 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "granitemoe" => granite::granitemoe(cfg)?,
         "granitemoehybrid" => granite::granitemoehybrid(cfg)?,
         "bamba" => granite::bamba(cfg)?,
+        "lfm2" => lfm2::lfm2(cfg, false)?,
+        "lfm2_moe" => lfm2::lfm2(cfg, true)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -304,6 +304,13 @@ fn attention(kind: &AttentionKind) -> String {
                 SsmVersion::FalconMamba => "FalconMamba".to_string(),
                 SsmVersion::Mamba1 => "Mamba".to_string(),
                 SsmVersion::Jamba => "Jamba's Mamba, Δ/B/C norms".to_string(),
+                SsmVersion::ShortConv => {
+                    return format!(
+                        "gated short convolution (LFM2), width {}, kernel {}; conv state per \
+                         sequence ({} × {}), constant in context length",
+                        s.d_inner, s.d_conv, s.d_inner, s.d_conv
+                    )
+                }
                 SsmVersion::GatedDeltaNet => {
                     return format!(
                         "gated DeltaNet (linear attention), {} value heads × {} over {} key \

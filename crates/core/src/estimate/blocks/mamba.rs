@@ -47,6 +47,7 @@ impl Prog<'_> {
             SsmVersion::Mamba2 if ssm.chunk > 0 && self.c.kernel == AttentionKernel::Eager => {
                 self.mamba2_torch(x, ssm)
             }
+            SsmVersion::ShortConv => self.short_conv(x, ssm),
             SsmVersion::Mamba2 => self.mamba2_fused(x, ssm),
             _ if self.c.kernel == AttentionKernel::Eager => self.mamba_torch(x, ssm),
             SsmVersion::Jamba => self.jamba_fused(x, ssm),

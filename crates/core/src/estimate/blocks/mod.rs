@@ -16,6 +16,7 @@ mod mllama;
 mod mlp;
 mod qwen_vision;
 pub mod sdpa;
+mod short_conv;
 mod ssd_torch;
 
 pub use falcon_h1::falcon_h1_path_warning;

@@ -202,6 +202,8 @@ rows!(
     olmo2,
     olmo3,
     exaone4,
+    qwen3_5,
+    qwen3_5_moe,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

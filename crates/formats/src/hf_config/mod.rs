@@ -20,6 +20,7 @@ mod llava_onevision;
 mod mamba;
 mod mllama;
 mod quant_methods;
+mod qwen3_5;
 mod qwen3_next;
 mod unknown;
 mod vision;
@@ -86,6 +87,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "olmo2",
     "olmo3",
     "exaone4",
+    "qwen3_5",
+    "qwen3_5_moe",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -158,6 +161,9 @@ pub fn parse_config_value_with(
         .to_string();
 
     let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
+    if matches!(top_type, "qwen3_5" | "qwen3_5_moe") {
+        qwen3_5::top_level_tie(&mut spec, &Cfg { obj: top, origin })?;
+    }
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
     if top_type == "mllama" {
@@ -259,6 +265,8 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "jamba" => hybrid::jamba(cfg)?,
         "falcon_h1" => falcon_h1::falcon_h1(cfg)?,
         "qwen3_next" => qwen3_next::qwen3_next(cfg)?,
+        "qwen3_5_text" => qwen3_5::qwen3_5(cfg)?,
+        "qwen3_5_moe_text" => qwen3_5::qwen3_5_moe(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

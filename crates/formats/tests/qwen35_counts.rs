@@ -157,7 +157,7 @@ fn qwen3_5_35b_a3b() {
 }
 
 /// The head is tied by the top-level `tie_word_embeddings` (see `qwen3_5.rs`
-/// `top_level_tie`): the 27B with the top-level key `true` (the text config's left `false`)
+/// `as_vlm`): the 27B with the top-level key `true` (the text config's left `false`)
 /// counts one 248320 × 5120 matrix less, as transformers does (3,254,208,400 against
 /// 4,525,606,800 at 4 layers: 1,271,398,400 = 248320 · 5120).
 #[test]

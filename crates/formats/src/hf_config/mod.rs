@@ -89,6 +89,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "exaone4",
     "qwen3_5",
     "qwen3_5_moe",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -162,7 +164,7 @@ pub fn parse_config_value_with(
 
     let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
     if matches!(top_type, "qwen3_5" | "qwen3_5_moe") {
-        qwen3_5::top_level_tie(&mut spec, &Cfg { obj: top, origin })?;
+        qwen3_5::as_vlm(&mut spec, top_type, &Cfg { obj: top, origin })?;
     }
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;

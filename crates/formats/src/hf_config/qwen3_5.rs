@@ -31,8 +31,8 @@ struct Defaults {
 
 /// `Qwen3_5TextConfig`: hidden 4096, 32 layers, 4 KV heads (`configuration_qwen3_5.py`).
 const DENSE: Defaults = Defaults {
-    model_type: "qwen3_5",
-    arch: "Qwen3_5ForConditionalGeneration",
+    model_type: "qwen3_5_text",
+    arch: "Qwen3_5ForCausalLM",
     hidden: 4096,
     layers: 32,
     kv_heads: 4,
@@ -41,8 +41,8 @@ const DENSE: Defaults = Defaults {
 /// `Qwen3_5MoeTextConfig`: hidden 2048, 40 layers, 2 KV heads (Qwen3-Next's)
 /// (`configuration_qwen3_5_moe.py`).
 const MOE: Defaults = Defaults {
-    model_type: "qwen3_5_moe",
-    arch: "Qwen3_5MoeForConditionalGeneration",
+    model_type: "qwen3_5_moe_text",
+    arch: "Qwen3_5MoeForCausalLM",
     hidden: 2048,
     layers: 40,
     kv_heads: 2,
@@ -147,12 +147,21 @@ fn build(cfg: &Cfg, d: &Defaults, mlp: Mlp) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// The head of `Qwen3_5ForConditionalGeneration` / `Qwen3_5MoeForConditionalGeneration` is
-/// tied by the top-level `tie_word_embeddings` (`Qwen3_5Config`, default `False`), not the text
-/// config's: transformers 5.24 on the meta device, a 4-layer Qwen3.5-27B with the top-level key
-/// `True` and the text key `False` counts 3,254,208,400, with the two swapped 4,525,606,800
-/// (the difference one 248,320 × 5,120 head).
-pub(crate) fn top_level_tie(spec: &mut ModelSpec, top: &Cfg) -> Result<()> {
+/// Inside a `qwen3_5` / `qwen3_5_moe` config, the model is the vision-language class
+/// (`Qwen3_5ForConditionalGeneration` / `Qwen3_5MoeForConditionalGeneration`, unless
+/// `architectures` names another), and its head is tied by the top-level
+/// `tie_word_embeddings` (`Qwen3_5Config`, default `False`), not the text config's:
+/// transformers 5.24 on the meta device, a 4-layer Qwen3.5-27B with the top-level key `True`
+/// and the text key `False` counts 3,254,208,400, with the two swapped 4,525,606,800 (the
+/// difference one 248,320 × 5,120 head).
+pub(crate) fn as_vlm(spec: &mut ModelSpec, top_type: &str, top: &Cfg) -> Result<()> {
+    spec.model_type = top_type.to_string();
+    spec.architecture = if top_type == "qwen3_5" {
+        "Qwen3_5ForConditionalGeneration"
+    } else {
+        "Qwen3_5MoeForConditionalGeneration"
+    }
+    .to_string();
     if let Head::LanguageModel { tied, .. } = &mut spec.head {
         *tied = top.boolean("tie_word_embeddings", false)?;
     }

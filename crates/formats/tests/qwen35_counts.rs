@@ -98,12 +98,30 @@ fn qwen3_5_27b() {
     // Names and shapes as transformers 5.24 builds them (`model.language_model.` in the
     // VLM; vramscope names the language model as the text class does).
     for (name, want) in [
-        ("model.layers.0.linear_attn.in_proj_qkv.weight", vec![10_240, 5_120]),
-        ("model.layers.0.linear_attn.in_proj_z.weight", vec![6_144, 5_120]),
-        ("model.layers.0.linear_attn.in_proj_b.weight", vec![48, 5_120]),
-        ("model.layers.0.linear_attn.in_proj_a.weight", vec![48, 5_120]),
-        ("model.layers.0.linear_attn.conv1d.weight", vec![10_240, 1, 4]),
-        ("model.layers.3.self_attn.q_proj.weight", vec![12_288, 5_120]),
+        (
+            "model.layers.0.linear_attn.in_proj_qkv.weight",
+            vec![10_240, 5_120],
+        ),
+        (
+            "model.layers.0.linear_attn.in_proj_z.weight",
+            vec![6_144, 5_120],
+        ),
+        (
+            "model.layers.0.linear_attn.in_proj_b.weight",
+            vec![48, 5_120],
+        ),
+        (
+            "model.layers.0.linear_attn.in_proj_a.weight",
+            vec![48, 5_120],
+        ),
+        (
+            "model.layers.0.linear_attn.conv1d.weight",
+            vec![10_240, 1, 4],
+        ),
+        (
+            "model.layers.3.self_attn.q_proj.weight",
+            vec![12_288, 5_120],
+        ),
         ("model.layers.3.mlp.gate_proj.weight", vec![17_408, 5_120]),
     ] {
         assert_eq!(shape(&m, name), want, "{name}");
@@ -145,12 +163,27 @@ fn qwen3_5_35b_a3b() {
         .iter()
         .all(|l| matches!(&l.mlp, Mlp::Moe(x) if x.top_k == 8 && x.experts == 256)));
     for (name, want) in [
-        ("model.layers.0.mlp.experts.gate_up_proj", vec![256, 1_024, 2_048]),
-        ("model.layers.0.mlp.experts.down_proj", vec![256, 2_048, 512]),
+        (
+            "model.layers.0.mlp.experts.gate_up_proj",
+            vec![256, 1_024, 2_048],
+        ),
+        (
+            "model.layers.0.mlp.experts.down_proj",
+            vec![256, 2_048, 512],
+        ),
         ("model.layers.0.mlp.gate.weight", vec![256, 2_048]),
-        ("model.layers.0.mlp.shared_expert.up_proj.weight", vec![512, 2_048]),
-        ("model.layers.0.mlp.shared_expert_gate.weight", vec![1, 2_048]),
-        ("model.layers.0.linear_attn.in_proj_qkv.weight", vec![8_192, 2_048]),
+        (
+            "model.layers.0.mlp.shared_expert.up_proj.weight",
+            vec![512, 2_048],
+        ),
+        (
+            "model.layers.0.mlp.shared_expert_gate.weight",
+            vec![1, 2_048],
+        ),
+        (
+            "model.layers.0.linear_attn.in_proj_qkv.weight",
+            vec![8_192, 2_048],
+        ),
     ] {
         assert_eq!(shape(&m, name), want, "{name}");
     }
@@ -167,6 +200,9 @@ fn top_level_key_ties_the_head() {
     let untied = parse_config_str(&v.to_string(), "27b").unwrap().spec;
     v["tie_word_embeddings"] = true.into();
     let tied = parse_config_str(&v.to_string(), "27b").unwrap().spec;
-    assert!(matches!(untied.head, Head::LanguageModel { tied: false, .. }));
+    assert!(matches!(
+        untied.head,
+        Head::LanguageModel { tied: false, .. }
+    ));
     assert!(matches!(tied.head, Head::LanguageModel { tied: true, .. }));
 }

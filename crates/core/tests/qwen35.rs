@@ -68,3 +68,28 @@ fn measured_training_steps_within_3_percent() {
     let worst = measured::worst("cpu-measured-qwen35.json", 8);
     assert!(worst <= 0.03, "worst {worst}");
 }
+
+/// A training estimate says which path the gated DeltaNet layers are modelled on: the torch
+/// fallback (`torch_chunk_gated_delta_rule`), not mamba_ssm's kernels, whatever the attention
+/// kernel.
+#[test]
+fn training_names_the_deltanet_path() {
+    let config = config("qwen3.5-35b-a3b");
+    for attention in ["sdpa", "eager"] {
+        let r = measured::run(serde_json::json!({"model": {"hf_config": config},
+            "task": "train", "batch": 1, "seq": 1024, "precision": "bf16-mixed",
+            "checkpointing": "full", "attention": attention}));
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("gated DeltaNet layers estimated on transformers' torch path")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(
+            !r.warnings.iter().any(|w| w.contains("mamba_ssm")),
+            "{:?}",
+            r.warnings
+        );
+    }
+}

@@ -68,6 +68,14 @@ pub enum Naming {
     /// `feed_forward.experts.gate_up_proj [E, 2·ffn, hidden]` / `down_proj [E, hidden, ffn]`;
     /// `operator_norm`, `ffn_norm`; the final norm `model.embedding_norm`.
     Lfm2,
+    /// Llama names with Qwen3.5's (`modeling_qwen3_5.py`, `modeling_qwen3_5_moe.py`): the
+    /// gated DeltaNet's four input projections `linear_attn.in_proj_qkv` / `in_proj_z` /
+    /// `in_proj_b` / `in_proj_a` (Qwen3-Next fuses them in two), `mlp.gate`, the fused experts
+    /// `mlp.experts.gate_up_proj [E, 2·ffn, hidden]` / `down_proj [E, hidden, ffn]`
+    /// (`Qwen3NextExperts`), `mlp.shared_expert` and `mlp.shared_expert_gate`. The forward
+    /// follows the projections: no copies out of a fused projection
+    /// (`Qwen3_5GatedDeltaNet.forward`).
+    Qwen35,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.

@@ -211,6 +211,10 @@ rows!(
     bamba,
     lfm2,
     lfm2_moe,
+    qwen3_5,
+    qwen3_5_moe,
+    qwen3_5_text,
+    qwen3_5_moe_text,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

@@ -710,25 +710,25 @@ fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<Stri
         ));
         return;
     }
+    use crate::model::SsmVersion;
+    let has = |v: fn(SsmVersion) -> bool| {
+        spec.all_layers()
+            .any(|l| l.attention.kind.state_space().is_some_and(|s| v(s.version)))
+    };
+    if job.task != Task::Train {
+        return;
+    }
     let torch_ssd = spec.all_layers().any(|l| {
         l.attention
             .kind
             .state_space()
-            .is_some_and(|s| s.version == crate::model::SsmVersion::Mamba2 && s.chunk > 0)
+            .is_some_and(|s| s.version == SsmVersion::Mamba2 && s.chunk > 0)
     });
-    if job.task == Task::Train && torch_ssd {
+    if torch_ssd {
         warnings.push(crate::estimate::blocks::mamba2_path_warning(job.attention));
         return;
     }
-    let has = |v: crate::model::SsmVersion| {
-        spec.all_layers().any(|l| {
-            l.attention
-                .kind
-                .state_space()
-                .is_some_and(|s| s.version == v)
-        })
-    };
-    if job.task == Task::Train && has(crate::model::SsmVersion::ShortConv) {
+    if has(|v| v == SsmVersion::ShortConv) {
         warnings.push(
             "LFM2's short-convolution layers estimated on transformers' torch path \
              (causal_conv1d_fn's F.conv1d fallback, which keeps the padded conv output); a hub \
@@ -736,15 +736,15 @@ fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<Stri
                 .to_string(),
         );
     }
-    let mamba1 = spec.all_layers().any(|l| {
-        l.attention.kind.state_space().is_some_and(|s| {
-            !matches!(
-                s.version,
-                crate::model::SsmVersion::Mamba2 | crate::model::SsmVersion::ShortConv
-            )
-        })
-    });
-    if job.task != Task::Train || !mamba1 {
+    if has(|v| v == SsmVersion::GatedDeltaNet) {
+        warnings.push(gated_delta_path_warning());
+    }
+    if !has(|v| {
+        !matches!(
+            v,
+            SsmVersion::Mamba2 | SsmVersion::GatedDeltaNet | SsmVersion::ShortConv
+        )
+    }) {
         return;
     }
     warnings.push(
@@ -759,6 +759,18 @@ fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<Stri
         }
         .to_string(),
     );
+}
+
+/// The path gated DeltaNet layers (Qwen3-Next, Qwen3.5) are estimated on, whatever the
+/// attention kernel (`blocks/gated_delta.rs`): transformers' PyTorch fallbacks
+/// (`modeling_qwen3_next.py` / `modeling_qwen3_5.py`: `torch_chunk_gated_delta_rule` and
+/// `causal_conv1d_fn`'s reference implementation), which run when flash-linear-attention and
+/// causal-conv1d are not installed; their fused kernels keep far less.
+fn gated_delta_path_warning() -> String {
+    "gated DeltaNet layers estimated on transformers' torch path (torch_chunk_gated_delta_rule \
+     and the PyTorch causal conv: no flash-linear-attention or causal-conv1d installed); with \
+     those kernels (CUDA) far less is saved"
+        .to_string()
 }
 
 /// Elements of the layer's largest weight matrix.

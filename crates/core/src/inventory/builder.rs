@@ -123,6 +123,7 @@ impl Builder<'_> {
             Naming::Llama
             | Naming::Mixtral
             | Naming::QwenMoe
+            | Naming::Qwen35
             | Naming::DeepSeek
             | Naming::Phi3
             | Naming::GptOss

@@ -92,6 +92,9 @@ impl Builder<'_> {
             }
             return Ok(());
         }
+        if self.spec.naming == Naming::Qwen35 {
+            return self.qwen35_moe(m, moe, l);
+        }
         let router = match self.spec.naming {
             Naming::Jamba => "router",
             _ => "gate",
@@ -188,6 +191,29 @@ impl Builder<'_> {
         self.push(format!("{m}.experts.down_proj"), vec![e, f, h], l, x)?;
         if moe.expert.bias {
             self.push(format!("{m}.experts.down_proj_bias"), vec![e, h], l, x)?;
+        }
+        Ok(())
+    }
+
+    /// Qwen3.5-MoE's sparse block (`modeling_qwen3_5_moe.py`: `Qwen3_5MoeSparseMoeBlock` =
+    /// `Qwen3NextSparseMoeBlock`): the router `gate [E, h]`, the experts as two stacked
+    /// parameters stored `[out, in]` (`Qwen3NextExperts`: `gate_up_proj [E, 2·ffn, h]`,
+    /// `down_proj [E, h, ffn]`, no biases), the `shared_expert` MLP and its sigmoid gate
+    /// `shared_expert_gate [1, h]`.
+    fn qwen35_moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        let r = Component::Router;
+        self.linear(&format!("{m}.gate"), h, e, false, l, r)?;
+        let two_f = mul(2, f, "gate_up width")?;
+        let x = Component::Experts;
+        self.push(format!("{m}.experts.gate_up_proj"), vec![e, two_f, h], l, x)?;
+        self.push(format!("{m}.experts.down_proj"), vec![e, h, f], l, x)?;
+        if let Some(shared) = &moe.shared {
+            self.dense_mlp(&format!("{m}.shared_expert"), shared, l, Component::Mlp)?;
+        }
+        if moe.shared_gate {
+            self.linear(&format!("{m}.shared_expert_gate"), h, 1, false, l, r)?;
         }
         Ok(())
     }

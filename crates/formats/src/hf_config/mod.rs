@@ -22,6 +22,7 @@ mod llava_onevision;
 mod mamba;
 mod mllama;
 mod quant_methods;
+mod qwen3_5;
 mod qwen3_next;
 mod unknown;
 mod vision;
@@ -93,6 +94,10 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "bamba",
     "lfm2",
     "lfm2_moe",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -165,6 +170,9 @@ pub fn parse_config_value_with(
         .to_string();
 
     let mut spec = read_family(&cfg, &model_type, &mut warnings)?;
+    if matches!(top_type, "qwen3_5" | "qwen3_5_moe") {
+        qwen3_5::as_vlm(&mut spec, top_type, &Cfg { obj: top, origin })?;
+    }
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
     if top_type == "mllama" {
@@ -271,6 +279,8 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "bamba" => granite::bamba(cfg)?,
         "lfm2" => lfm2::lfm2(cfg, false)?,
         "lfm2_moe" => lfm2::lfm2(cfg, true)?,
+        "qwen3_5_text" => qwen3_5::qwen3_5(cfg)?,
+        "qwen3_5_moe_text" => qwen3_5::qwen3_5_moe(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -13,7 +13,7 @@ use vramscope_core::model::*;
 /// Which layers are full attention: `layer_types[i] == "full_attention"`, else (no
 /// `layer_types`) `(i + 1) % full_attention_interval == 0` (`Qwen3NextConfig.__post_init__`,
 /// default interval 4).
-fn full_attention_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
+pub(super) fn full_attention_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
     match cfg.obj.get("layer_types") {
         None | Some(Value::Null) => {
             let every = cfg.size(&["full_attention_interval"], Some(4))?;
@@ -49,7 +49,7 @@ fn full_attention_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
 /// value heads · `linear_value_head_dim`, `d_conv` = `linear_conv_kernel_dim`; no conv or
 /// projection biases. The value heads must be a multiple of the key heads
 /// (`fix_query_key_value_ordering` splits each key head's slice into `nv / nk` value heads).
-fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
+pub(super) fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
     let nk = cfg.size(&["linear_num_key_heads"], Some(16))?;
     let nv = cfg.size(&["linear_num_value_heads"], Some(32))?;
     let dk = cfg.size(&["linear_key_head_dim"], Some(128))?;

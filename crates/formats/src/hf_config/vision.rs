@@ -27,6 +27,8 @@ pub const VISION_TYPES: &[&str] = &[
     "llava_onevision",
     "mllama",
     "qwen3_vl_moe",
+    "qwen3_5",
+    "qwen3_5_moe",
 ];
 
 /// The VLM wrappers whose configuration class builds a default sub-config that is not its
@@ -171,6 +173,10 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
         // Qwen3-VL-MoE's `qwen3_vl_moe_text` is Qwen3-MoE (routed experts, no shared expert)
         // with multimodal rotary positions (`modeling_qwen3_vl_moe.py`).
         "qwen3_vl_moe" => "qwen3_moe".into(),
+        // Qwen3.5's language models (`Qwen3_5Config.sub_configs_defaults`: the text config is
+        // always its own class, whatever `text_config.model_type` says): `qwen3_5.rs`.
+        "qwen3_5" => "qwen3_5_text".into(),
+        "qwen3_5_moe" => "qwen3_5_moe_text".into(),
         "llava_onevision" => text
             .and_then(|t| t.get("model_type"))
             .and_then(Value::as_str)
@@ -229,6 +235,7 @@ pub(crate) fn read_vision(
         "mistral3" => super::vision_families::mistral3(&v, &t, lm_hidden)?,
         "idefics3" | "smolvlm" => super::vision_families::idefics3(&v, &t, lm_hidden)?,
         "qwen3_vl" | "qwen3_vl_moe" => super::vision_families::qwen3_vl(&v)?,
+        "qwen3_5" | "qwen3_5_moe" => super::vision_families::qwen3_5(&v)?,
         "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
         "mllama" => super::mllama::vision(&v, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,

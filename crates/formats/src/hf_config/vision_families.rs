@@ -160,6 +160,17 @@ pub(super) fn qwen3_vl(v: &Cfg) -> Result<Vision> {
     })
 }
 
+/// `Qwen3_5VisionConfig` (= `Qwen3_5MoeVisionConfig`): Qwen3-VL's tower and merger without
+/// DeepStack (`configuration_qwen3_5.py` deletes `deepstack_visual_indexes`;
+/// `Qwen3_5VisionModel.__init__` deletes `deepstack_merger_list`), whatever the config lists.
+pub(super) fn qwen3_5(v: &Cfg) -> Result<Vision> {
+    let mut vision = qwen3_vl(v)?;
+    if let Projector::Qwen3Merger { deepstack, .. } = &mut vision.projector {
+        *deepstack = 0;
+    }
+    Ok(vision)
+}
+
 /// A size the config may write as an integer or an `[height, width]` pair
 /// (`InternVLVisionConfig.image_size` / `patch_size`): the first side (the models are square).
 fn side(v: &Cfg, key: &str, default: u64) -> Result<u64> {

@@ -13,7 +13,7 @@
 use super::{Prog, Role};
 use crate::estimate::tape::Id;
 use crate::job::AttentionKernel;
-use crate::model::{Attention, AttentionKind, NormKind, Ssm};
+use crate::model::{Attention, AttentionKind, Naming, NormKind, Ssm};
 
 /// `torch_chunk_gated_delta_rule`'s default `chunk_size`, as `Qwen3NextGatedDeltaNet` calls it.
 const CHUNK: u64 = 64;
@@ -41,7 +41,8 @@ impl Prog<'_> {
     /// z, b, a, q and k out of `in_proj_qkvz`'s per-key-head layout), `torch.cat` into the
     /// conv input, the conv with SiLU ([`Prog::causal_conv_torch`]), β = `sigmoid(b)` and the
     /// decay `g = −exp(A_log) · softplus(a + dt_bias)` in fp32, the chunked delta rule, the
-    /// gated norm and `out_proj`.
+    /// gated norm and `out_proj`. Qwen3.5's `Qwen3_5GatedDeltaNet.forward` differs only in its
+    /// projections ([`Prog::qwen35_projections`]).
     pub(super) fn gated_delta_net(&mut self, x: Id, s: &Ssm) -> Id {
         let h = self.c.spec.hidden_size;
         let nv = s.heads.max(1);
@@ -55,7 +56,25 @@ impl Prog<'_> {
             chunks: self.c.seq.div_ceil(CHUNK),
             strided: false,
         };
-        let (kd, vd) = (d.nk * d.dk, s.d_inner);
+        let (mixed, z, b, a) = if self.c.spec.naming == Naming::Qwen35 {
+            self.qwen35_projections(x, s, d)
+        } else {
+            self.fused_projections(x, s, d)
+        };
+        let conv = self.causal_conv_torch(mixed, s);
+        let beta = self.t.op(&[b], &[], d.tok * nv, self.w(b));
+        self.t.keep(beta);
+        let g = self.decay(a, d);
+        let core = self.chunk_delta_rule(conv, beta, g, d);
+        let normed = self.gated_rms_norm(core, z, d);
+        self.linear_strided_free(normed, s.d_inner, h)
+    }
+
+    /// Qwen3-Next's `in_proj_qkvz` and `in_proj_ba`, then `fix_query_key_value_ordering`'s
+    /// copies of v, z, b, a, q and k and `torch.cat((q, k, v))`: (conv input, z, b, a).
+    fn fused_projections(&mut self, x: Id, s: &Ssm, d: Dims) -> (Id, Id, Id, Id) {
+        let h = self.c.spec.hidden_size;
+        let (kd, vd, nv) = (d.nk * d.dk, s.d_inner, d.nv);
         let qkvz = self.linear(x, h, 2 * kd + 2 * vd, false);
         let ba = self.linear(x, h, 2 * nv, false);
         let w = self.w(qkvz);
@@ -66,13 +85,19 @@ impl Prog<'_> {
         let q = self.t.op(&[qkvz], &[], d.tok * kd, w);
         let k = self.t.op(&[qkvz], &[], d.tok * kd, w);
         let mixed = self.t.op(&[q, k, v], &[], d.tok * s.conv_dim(), w);
-        let conv = self.causal_conv_torch(mixed, s);
-        let beta = self.t.op(&[b], &[], d.tok * nv, self.w(b));
-        self.t.keep(beta);
-        let g = self.decay(a, d);
-        let core = self.chunk_delta_rule(conv, beta, g, d);
-        let normed = self.gated_rms_norm(core, z, d);
-        self.linear_strided_free(normed, vd, h)
+        (mixed, z, b, a)
+    }
+
+    /// Qwen3.5's four projections (`Qwen3_5GatedDeltaNet.forward`, `modeling_qwen3_5.py`):
+    /// `in_proj_qkv`'s output is the conv input as it is (a transposed view), z a reshape of
+    /// `in_proj_z`'s, b and a `in_proj_b`'s and `in_proj_a`'s: no copies, no concatenation.
+    fn qwen35_projections(&mut self, x: Id, s: &Ssm, d: Dims) -> (Id, Id, Id, Id) {
+        let h = self.c.spec.hidden_size;
+        let mixed = self.linear(x, h, s.conv_dim(), false);
+        let z = self.linear(x, h, s.d_inner, false);
+        let b = self.linear(x, h, d.nv, false);
+        let a = self.linear(x, h, d.nv, false);
+        (mixed, z, b, a)
     }
 
     /// `out_proj` on the gated norm's output (contiguous: its input is saved as is).

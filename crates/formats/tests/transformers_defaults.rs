@@ -202,6 +202,8 @@ rows!(
     olmo2,
     olmo3,
     exaone4,
+    deepseek_v32,
+    glm_moe_dsa,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

@@ -86,6 +86,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "olmo2",
     "olmo3",
     "exaone4",
+    "deepseek_v32",
+    "glm_moe_dsa",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far

@@ -223,6 +223,7 @@ impl Prog<'_> {
             qk_nope_head_dim,
             v_head_dim,
             heads,
+            ..
         } = kind
         else {
             unreachable!("latent_projections is called for latent attention only")

@@ -223,14 +223,38 @@ impl Builder<'_> {
     /// (`modeling_deepseek_v32.py`, transformers 5.24) builds it: `wq_b [heads · head_dim,
     /// q_lora_rank]`, `wk [head_dim, hidden]`, `k_norm` a LayerNorm of `head_dim` with weight and
     /// bias, `weights_proj [heads, hidden]`, none of the projections with a bias.
-    fn indexer(&mut self, a: &str, ix: Indexer, q_lora_rank: u64, l: Option<u32>) -> Result<(), CoreError> {
+    fn indexer(
+        &mut self,
+        a: &str,
+        ix: Indexer,
+        q_lora_rank: u64,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
         let c = Component::Attention;
         let q_out = mul(ix.heads, ix.head_dim, "indexer query width")?;
-        self.linear(&format!("{a}.indexer.wq_b"), q_lora_rank, q_out, false, l, c)?;
+        self.linear(
+            &format!("{a}.indexer.wq_b"),
+            q_lora_rank,
+            q_out,
+            false,
+            l,
+            c,
+        )?;
         self.linear(&format!("{a}.indexer.wk"), h, ix.head_dim, false, l, c)?;
-        self.norm(&format!("{a}.indexer.k_norm"), Norm::layer(ix.head_dim, true), l)?;
-        self.linear(&format!("{a}.indexer.weights_proj"), h, ix.heads, false, l, c)?;
+        self.norm(
+            &format!("{a}.indexer.k_norm"),
+            Norm::layer(ix.head_dim, true),
+            l,
+        )?;
+        self.linear(
+            &format!("{a}.indexer.weights_proj"),
+            h,
+            ix.heads,
+            false,
+            l,
+            c,
+        )?;
         Ok(())
     }
 }

@@ -141,7 +141,10 @@ fn indexer_types(cfg: &Cfg, model_type: &str, n: u64) -> Result<Vec<bool>> {
     if model_type != "glm_moe_dsa" {
         return Ok(vec![false; n as usize]);
     }
-    let words: Option<Vec<bool>> = match (cfg.obj.get("indexer_types"), cfg.obj.get("index_topk_pattern")) {
+    let words: Option<Vec<bool>> = match (
+        cfg.obj.get("indexer_types"),
+        cfg.obj.get("index_topk_pattern"),
+    ) {
         (Some(Value::Array(items)), _) | (None | Some(Value::Null), Some(Value::Array(items))) => {
             Some(items.iter().map(|v| v.as_str() == Some("shared")).collect())
         }
@@ -189,7 +192,9 @@ pub(super) fn mlp_layer_types(cfg: &Cfg, n: u64) -> Result<Option<Vec<bool>>> {
                     format!("has {} entries for {n} layers", items.len()),
                 ));
             }
-            Ok(Some(items.iter().map(|v| v.as_str() == Some("sparse")).collect()))
+            Ok(Some(
+                items.iter().map(|v| v.as_str() == Some("sparse")).collect(),
+            ))
         }
         Some(other) => Err(cfg.err(
             "mlp_layer_types",

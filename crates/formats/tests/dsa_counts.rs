@@ -9,8 +9,8 @@
 //!
 //! Per layer, as `AXK1Attention` and `DeepseekV32Indexer` build them (h hidden, n heads, q/kv
 //! latents `ql`/`kvl`, head dims nope/rope/v, indexer `ih` heads of `id`):
-//! MLA = h·ql + ql (q_a_layernorm) + ql·n·(nope+rope) + h·(kvl+rope) + kvl (kv_a_layernorm)
-//! + kvl·n·(nope+v) + n·v·h; indexer = ql·ih·id (wq_b) + h·id (wk) + 2·id (k_norm LayerNorm
+//! MLA = h·ql + ql (q_a_layernorm) + ql·n·(nope+rope) + h·(kvl+rope) + kvl (kv_a_layernorm) +
+//! kvl·n·(nope+v) + n·v·h; indexer = ql·ih·id (wq_b) + h·id (wk) + 2·id (k_norm LayerNorm
 //! weight and bias) + h·ih (weights_proj); two RMSNorms 2·h; dense MLP 3·h·ffn; MoE E·3·h·eff
 //! (experts) + 3·h·eff (one shared expert) + E·h (router; `e_score_correction_bias` is a buffer).
 
@@ -38,8 +38,8 @@ fn has(m: &LoadedModel, name: &str) -> bool {
 
 /// DeepSeek-V3.2-Exp: h 7168, 128 heads, ql 1536, kvl 512, 128/64/128, indexer 64 × 128,
 /// ffn 18432, 256 experts of 2048, 61 layers (3 dense), vocab 129280.
-/// MLA = 11,010,048 + 1,536 + 37,748,736 + 4,128,768 + 512 + 16,777,216 + 117,440,512
-/// = 187,107,328; indexer = 12,582,912 + 917,504 + 256 + 458,752 = 13,959,424; norms 14,336.
+/// MLA = 11,010,048 + 1,536 + 37,748,736 + 4,128,768 + 512 + 16,777,216 + 117,440,512 =
+/// 187,107,328; indexer = 12,582,912 + 917,504 + 256 + 458,752 = 13,959,424; norms 14,336.
 /// Dense MLP 396,361,728; MoE 11,274,289,152 + 44,040,192 + 1,835,008 = 11,320,164,352.
 /// 61 · (187,107,328 + 13,959,424 + 14,336) = 12,265,946,368; 3 · 396,361,728 = 1,189,085,184;
 /// 58 · 11,320,164,352 = 656,569,532,416; embedding and head 2 · 926,679,040; final norm 7,168.
@@ -75,8 +75,8 @@ fn deepseek_v32_exp_counts_as_transformers() {
 /// experts of 2048, 78 layers (3 dense), vocab 154880.
 /// q_b = 2,048 · 64 · (192 + 64) = 33,554,432; kv_b = 512 · 64 · (192 + 256) = 14,680,064;
 /// o = 64 · 256 · 6,144 = 100,663,296:
-/// MLA = 12,582,912 + 2,048 + 33,554,432 + 3,538,944 + 512 + 14,680,064 + 100,663,296
-/// = 165,022,208. Indexer = 8,388,608 + 786,432 + 256 + 196,608 = 9,371,904; norms 12,288.
+/// MLA = 12,582,912 + 2,048 + 33,554,432 + 3,538,944 + 512 + 14,680,064 + 100,663,296 =
+/// 165,022,208. Indexer = 8,388,608 + 786,432 + 256 + 196,608 = 9,371,904; norms 12,288.
 /// Dense MLP 226,492,416; MoE 9,663,676,416 + 37,748,736 + 1,572,864 = 9,702,998,016.
 /// 78 · 174,406,400 = 13,603,699,200; 3 · 226,492,416 = 679,477,248; 75 · 9,702,998,016 =
 /// 727,724,851,200; embedding and head 2 · 951,582,720; final norm 6,144.
@@ -104,10 +104,10 @@ fn glm5_counts_as_transformers() {
 }
 
 /// Tiny DeepSeek-V3.2: h 64, 4 heads, ql 32, kvl 16, 16/8/16, indexer 4 × 16, ffn 128, 4
-/// experts of 32, 4 layers (1 dense), vocab 256. MLA = 2,048 + 32 + 3,072 + 1,536 + 16 + 2,048
-/// + 4,096 = 12,848; indexer = 2,048 + 1,024 + 32 + 256 = 3,360; norms 128; dense 24,576; MoE
-/// 24,576 + 6,144 + 256 = 30,976. 4 · 16,336 + 24,576 + 3 · 30,976 + 2 · 16,384 + 64
-/// = 215,680 (transformers: 215,680).
+/// experts of 32, 4 layers (1 dense), vocab 256. MLA = 2,048 + 32 + 3,072 + 1,536 + 16 + 2,048 +
+/// 4,096 = 12,848; indexer = 2,048 + 1,024 + 32 + 256 = 3,360; norms 128; dense 24,576; MoE
+/// 24,576 + 6,144 + 256 = 30,976. 4 · 16,336 + 24,576 + 3 · 30,976 + 2 · 16,384 + 64 =
+/// 215,680 (transformers: 215,680).
 #[test]
 fn tiny_deepseek_v32_counts_as_transformers() {
     let m = load("tiny-deepseek-v32.json");
@@ -117,8 +117,8 @@ fn tiny_deepseek_v32_counts_as_transformers() {
 /// Tiny GLM-5 with `indexer_types` full/shared/full/shared and `mlp_layer_types`
 /// dense/sparse/dense/sparse: the shared layers hold no indexer (`GlmMoeDsaAttention`:
 /// `self.indexer = None if self.skip_topk`), and layer 2 is dense although it is past
-/// `first_k_dense_replace` 1. 4 · (12,848 + 128) + 2 · 3,360 + 2 · 24,576 + 2 · 30,976
-/// + 32,768 + 64 = 202,560 (transformers: 202,560).
+/// `first_k_dense_replace` 1. 4 · (12,848 + 128) + 2 · 3,360 + 2 · 24,576 + 2 · 30,976 +
+/// 32,768 + 64 = 202,560 (transformers: 202,560).
 #[test]
 fn glm5_shared_indexer_layers_and_explicit_mlp_types() {
     let m = load("tiny-glm-moe-dsa-shared.json");
@@ -154,8 +154,7 @@ fn glm5_shared_indexer_layers_and_explicit_mlp_types() {
 fn null_query_latent_is_refused() {
     let text = r#"{"model_type": "deepseek_v32", "q_lora_rank": null}"#;
     let err = vramscope_formats::hf_config::parse_config_str(text, "cfg")
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(err.contains("q_lora_rank"), "{err}");
     assert!(!err.contains('\n'));

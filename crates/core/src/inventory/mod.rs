@@ -281,11 +281,15 @@ pub struct ShapeTallies {
     pub outside: Vec<(u32, u64)>,
 }
 
+/// What makes two tensors one [`ShapeClass`]: shape, dtype, component, part, stored bytes and
+/// whether they train without a gradient.
+type ClassKey<'a> = (&'a [u64], DType, Component, Part, u64, bool);
+
 impl ShapeTallies {
     /// Tallies `tensors` (one pass; the classes in order of first appearance).
     pub fn of(tensors: &[Tensor]) -> Self {
         let mut out = ShapeTallies::default();
-        let mut index: HashMap<(&[u64], DType, Component, Part, u64, bool), u32> = HashMap::new();
+        let mut index: HashMap<ClassKey, u32> = HashMap::new();
         let mut layers: BTreeMap<u32, (BTreeMap<u32, u64>, u64)> = BTreeMap::new();
         let mut outside: BTreeMap<u32, u64> = BTreeMap::new();
         for t in tensors {

@@ -160,7 +160,7 @@ fn indexer_types(cfg: &Cfg, model_type: &str, n: u64) -> Result<Vec<bool>> {
             let freq = cfg.uint("index_topk_freq")?.unwrap_or(1).max(1);
             let offset = cfg.uint("index_skip_topk_offset")?.unwrap_or(2);
             (0..n)
-                .map(|i| !((i + 1).saturating_sub(offset) % freq == 0))
+                .map(|i| (i + 1).saturating_sub(offset) % freq != 0)
                 .collect()
         }
     };

@@ -554,6 +554,6 @@ mod tests {
         }
         // An unknown type reads as Llama (the generic decoder).
         assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
-        assert_eq!(FAMILIES.len(), 24);
+        assert_eq!(FAMILIES.len(), 26);
     }
 }

@@ -159,3 +159,32 @@ fn null_query_latent_is_refused() {
     assert!(err.contains("q_lora_rank"), "{err}");
     assert!(!err.contains('\n'));
 }
+
+/// GLM-5's default indexer schedule (`GlmMoeDsaConfig.__post_init__`): with `index_topk_freq` 2
+/// and `index_skip_topk_offset` 2, layer `i` runs its indexer when `max(i − 1, 0) % 2 == 0`:
+/// full, full, shared, full, shared, full over 6 layers (transformers 5.24:
+/// `['full', 'full', 'shared', 'full', 'shared', 'full']`). The tiny GLM-5 at 6 layers without
+/// its explicit lists (1 dense layer, 5 MoE): 6 · 12,976 + 4 · 3,360 + 24,576 + 5 · 30,976 +
+/// 32,768 + 64 = 303,584 (transformers on meta: 303,584).
+#[test]
+fn glm5_indexer_schedule_from_freq_and_offset() {
+    let path = format!(
+        "{}/tests/fixtures/dsa/tiny-glm-moe-dsa-shared.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.remove("indexer_types");
+    o.remove("mlp_layer_types");
+    o.insert("num_hidden_layers".into(), 6.into());
+    o.insert("index_topk_freq".into(), 2.into());
+    o.insert("index_skip_topk_offset".into(), 2.into());
+    let parsed = vramscope_formats::hf_config::parse_config_str(&v.to_string(), "cfg").unwrap();
+    let m = vramscope_formats::model_source::model_of_config(parsed, "cfg").unwrap();
+    assert_eq!(m.params_total, 303_584);
+    let own: Vec<bool> = (0..6)
+        .map(|i| has(&m, &format!("model.layers.{i}.self_attn.indexer.wk.weight")))
+        .collect();
+    assert_eq!(own, [true, true, false, true, false, true]);
+}

@@ -332,11 +332,41 @@ pub enum AttentionKind {
         qk_nope_head_dim: u64,
         qk_rope_head_dim: u64,
         v_head_dim: u64,
+        /// DeepSeek Sparse Attention's lightning indexer on this layer (DeepSeek-V3.2, GLM-5):
+        /// `None` for plain MLA (DeepSeek-V2/V3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        indexer: Option<Indexer>,
     },
     /// No softmax attention: a state-space token mixer (Mamba's selective scan, Mamba2's SSD)
     /// in its place. Its cache is a recurrent state per sequence, constant in context length,
     /// not K/V per token; `heads`/`kv_heads` and the head dims read 0.
     StateSpace(Ssm),
+}
+
+/// DeepSeek Sparse Attention's lightning indexer (`modeling_deepseek_v32.py`
+/// `DeepseekV32Indexer`, transformers 5.24): per layer, `wq_b [heads · head_dim, q_lora_rank]`
+/// reading the MLA query latent, `wk [head_dim, hidden]`, a LayerNorm `k_norm [head_dim]` with
+/// bias, and `weights_proj [heads, hidden]`. Under `torch.no_grad` it scores every query against
+/// every cached indexer key (fp32 `[b, s, heads, t]`) and keeps the `topk` best keys, which
+/// become a sparse mask on the MLA attention. Its cache holds one `head_dim` key per token
+/// (`cache_utils.py` `DynamicIndexedLayer.indexer_keys [b, t, head_dim]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Indexer {
+    pub heads: u64,
+    pub head_dim: u64,
+    pub topk: u64,
+    /// GLM-5's `"shared"` layers (`modeling_glm_moe_dsa.py` `GlmMoeDsaAttention`,
+    /// `indexer_types[i] == "shared"`): no indexer of their own, no indexer keys cached; they
+    /// reuse the previous full layer's top-k and still build the sparse mask from it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shared: bool,
+}
+
+impl Indexer {
+    /// Whether this layer runs its own indexer (holds its weights and caches its keys).
+    pub fn own(&self) -> bool {
+        !self.shared
+    }
 }
 
 /// Which state-space mixer.

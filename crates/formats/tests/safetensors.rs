@@ -480,6 +480,7 @@ fn family_specs() -> Vec<ModelSpec> {
             qk_nope_head_dim: 4,
             qk_rope_head_dim: 2,
             v_head_dim: 4,
+            indexer: None,
         },
         bias: ProjBias::default(),
         qk_norm: None,

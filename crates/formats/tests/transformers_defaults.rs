@@ -215,6 +215,8 @@ rows!(
     qwen3_5_moe,
     qwen3_5_text,
     qwen3_5_moe_text,
+    deepseek_v32,
+    glm_moe_dsa,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

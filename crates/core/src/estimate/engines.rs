@@ -54,11 +54,18 @@ pub fn kv_bytes_per_gpu(
             AttentionKind::Standard {
                 kv_heads, head_dim, ..
             } => 2 * (kv_heads / tp).max(1) * head_dim,
+            // A DSA layer's indexer keys (one `index_head_dim` key per token, replicated like
+            // the latent) are counted at the KV width; vLLM keeps them in fp8 with a scale.
             AttentionKind::Latent {
                 kv_lora_rank,
                 qk_rope_head_dim,
+                indexer,
                 ..
-            } => kv_lora_rank + qk_rope_head_dim,
+            } => {
+                kv_lora_rank
+                    + qk_rope_head_dim
+                    + indexer.filter(|ix| ix.own()).map_or(0, |ix| ix.head_dim)
+            }
             // State-space layers hold state per sequence, added below.
             AttentionKind::StateSpace(_) => 0,
         };

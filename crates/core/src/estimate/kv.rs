@@ -4,7 +4,9 @@
 //! (vLLM paper §2: OPT-13B 2 · 5120 · 40 layers · 2 B = 800 KiB/token); multi-head latent
 //! attention keeps the compressed latent and the rotary key, `kv_lora_rank + qk_rope_head_dim`
 //! (DeepSeek-V2 paper §2.1; vLLM/SGLang cache it so), while Hugging Face's eager DeepSeek code
-//! caches the decompressed K (`heads · (nope + rope)`) and V (`heads · v_head_dim`). Sliding-window
+//! caches the decompressed K (`heads · (nope + rope)`) and V (`heads · v_head_dim`); its
+//! DeepSeek-V3.2 / GLM-5 code caches the compressed latent plus one indexer key per token
+//! (`cache_utils.py` `DynamicIndexedLayer`). Sliding-window
 //! layers hold at most the window. Paging engines round each sequence up to whole blocks.
 //!
 //! An encoder-decoder model (T5) generating with transformers' `EncoderDecoderCache` holds two
@@ -38,6 +40,16 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
         AttentionKind::Standard {
             kv_heads, head_dim, ..
         } => 2 * kv_heads * head_dim,
+        // DeepSeek-V3.2 / GLM-5 (`AXK1Attention.forward`, transformers 5.24) cache the latent
+        // still compressed — `k_pass [b, 1, t, kv_lora_rank]` and `k_rot [b, 1, t, rope]` — and
+        // their indexer's keys (`DynamicIndexedLayer.indexer_keys [b, t, index_head_dim]`) on the
+        // layers that run their own indexer.
+        AttentionKind::Latent {
+            kv_lora_rank,
+            qk_rope_head_dim,
+            indexer: Some(ix),
+            ..
+        } => kv_lora_rank + qk_rope_head_dim + if ix.own() { ix.head_dim } else { 0 },
         AttentionKind::Latent {
             heads,
             kv_lora_rank,

@@ -689,7 +689,7 @@ fn full_training(
     let mut trained: Vec<Option<Trained>> = (0..tl.classes.len()).map(|_| None).collect();
     for (layer, c, n) in r.on_rank_groups(tl) {
         let class = &tl.classes[c as usize];
-        if r.frozen.contains(&class.part) {
+        if r.frozen.contains(&class.part) || class.no_grad {
             continue;
         }
         let t = match &mut trained[c as usize] {

@@ -205,6 +205,7 @@ impl Builder<'_> {
             qk_nope_head_dim,
             qk_rope_head_dim,
             v_head_dim,
+            indexer,
         } = att.kind
         else {
             return Ok(());
@@ -235,6 +236,55 @@ impl Builder<'_> {
         self.linear(&format!("{a}.kv_b_proj"), kv_lora_rank, kv_b, false, l, c)?;
         let o_in = mul(heads, v_head_dim, "MLA output width")?;
         self.linear(&format!("{a}.o_proj"), o_in, h, b.o, l, c)?;
+        match (indexer, q_lora_rank) {
+            (Some(ix), Some(r)) if ix.own() => self.indexer(a, ix, r, l)?,
+            (Some(ix), None) if ix.own() => {
+                return Err(CoreError::field(
+                    "q_lora_rank",
+                    "the sparse-attention indexer reads the query latent; it needs a q_lora_rank",
+                ))
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// DeepSeek Sparse Attention's lightning indexer, as `DeepseekV32Indexer.__init__`
+    /// (`modeling_deepseek_v32.py`, transformers 5.24) builds it: `wq_b [heads · head_dim,
+    /// q_lora_rank]`, `wk [head_dim, hidden]`, `k_norm` a LayerNorm of `head_dim` with weight and
+    /// bias, `weights_proj [heads, hidden]`, none of the projections with a bias.
+    fn indexer(
+        &mut self,
+        a: &str,
+        ix: Indexer,
+        q_lora_rank: u64,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let c = Component::Attention;
+        let q_out = mul(ix.heads, ix.head_dim, "indexer query width")?;
+        self.linear(
+            &format!("{a}.indexer.wq_b"),
+            q_lora_rank,
+            q_out,
+            false,
+            l,
+            c,
+        )?;
+        self.linear(&format!("{a}.indexer.wk"), h, ix.head_dim, false, l, c)?;
+        self.norm(
+            &format!("{a}.indexer.k_norm"),
+            Norm::layer(ix.head_dim, true),
+            l,
+        )?;
+        self.linear(
+            &format!("{a}.indexer.weights_proj"),
+            h,
+            ix.heads,
+            false,
+            l,
+            c,
+        )?;
         Ok(())
     }
 }

@@ -81,6 +81,15 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// Whether the weight never gets a gradient when the model trains: DeepSeek Sparse
+    /// Attention's indexer (`self_attn.indexer.*`) runs under `@torch.no_grad()`
+    /// (`modeling_deepseek_v32.py` `DeepseekV32Indexer.forward`, transformers 5.24; GLM-5's
+    /// `GlmMoeDsaIndexer` likewise), so its weights get neither a gradient nor optimizer
+    /// state (a measured step: `grad_bytes_after` is the parameters less the indexer's).
+    pub fn trains_without_grad(&self) -> bool {
+        self.name.contains(".indexer.")
+    }
+
     /// Builds a tensor, computing its bytes exactly; fails on overflow or a size the dtype
     /// cannot hold (a partial quantization block).
     pub fn new(
@@ -244,6 +253,8 @@ pub struct ShapeClass {
     pub elements: u64,
     /// Bytes as stored of one tensor of the class.
     pub bytes: u64,
+    /// The class's weights never get a gradient in training ([`Tensor::trains_without_grad`]).
+    pub no_grad: bool,
 }
 
 /// One layer of the stacks: its index, its composition (an index into
@@ -270,17 +281,28 @@ pub struct ShapeTallies {
     pub outside: Vec<(u32, u64)>,
 }
 
+/// What makes two tensors one [`ShapeClass`]: shape, dtype, component, part, stored bytes and
+/// whether they train without a gradient.
+type ClassKey<'a> = (&'a [u64], DType, Component, Part, u64, bool);
+
 impl ShapeTallies {
     /// Tallies `tensors` (one pass; the classes in order of first appearance).
     pub fn of(tensors: &[Tensor]) -> Self {
         let mut out = ShapeTallies::default();
-        let mut index: HashMap<(&[u64], DType, Component, Part, u64), u32> = HashMap::new();
+        let mut index: HashMap<ClassKey, u32> = HashMap::new();
         let mut layers: BTreeMap<u32, (BTreeMap<u32, u64>, u64)> = BTreeMap::new();
         let mut outside: BTreeMap<u32, u64> = BTreeMap::new();
         for t in tensors {
             let next = out.classes.len() as u32;
             let class = *index
-                .entry((t.shape.as_slice(), t.dtype, t.component, t.part, t.bytes))
+                .entry((
+                    t.shape.as_slice(),
+                    t.dtype,
+                    t.component,
+                    t.part,
+                    t.bytes,
+                    t.trains_without_grad(),
+                ))
                 .or_insert(next);
             if class == next {
                 out.classes.push(ShapeClass {
@@ -290,6 +312,7 @@ impl ShapeTallies {
                     part: t.part,
                     elements: t.elements(),
                     bytes: t.bytes,
+                    no_grad: t.trains_without_grad(),
                 });
             }
             out.tensor_class.push(class);

@@ -98,6 +98,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen3_5_moe",
     "qwen3_5_text",
     "qwen3_5_moe_text",
+    "deepseek_v32",
+    "glm_moe_dsa",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far

@@ -94,6 +94,10 @@ impl Prog<'_> {
         let w = Widths::of(att.kind);
         let (q, k, v) = self.projections(x, kv_src, att, w);
         let ctx = self.core_after_projections(q, k, v, att, cross, true);
+        // The DSA mask lives until the attention has read it.
+        if let Some(m) = self.dsa_mask.take() {
+            self.t.touch(m);
+        }
         let out = self.linear_named(ctx, w.out, spec.hidden_size, att.bias.o, Role::O);
         // `LlamaAttention.forward`'s `query_states` (rotated) lives until it returns.
         if let Some(q) = self.query.take() {
@@ -168,6 +172,14 @@ impl Prog<'_> {
             p.q = self.elementwise(&[p.q], &[]);
         }
         self.query = Some(p.q);
+        if let Some((x, q_resid, ix, rope)) = self.dsa_pending.take() {
+            self.dsa_mask = Some(self.dsa_indexer(x, q_resid, ix, rope));
+            // `DeepseekV32Attention.forward`'s names hold q_b's and kv_b's outputs (`q_states`,
+            // the views `value_states` / `k_pass`) through the indexer.
+            for id in [q, k, v] {
+                self.t.touch(id);
+            }
+        }
         let latent = matches!(att.kind, AttentionKind::Latent { .. });
         // No SDPA kernel takes sink logits: transformers runs gpt-oss eager unless asked for
         // flash (`GptOssPreTrainedModel._supports_sdpa = False`), so SDPA reads as eager.
@@ -223,15 +235,18 @@ impl Prog<'_> {
             qk_nope_head_dim,
             v_head_dim,
             heads,
+            indexer,
         } = kind
         else {
             unreachable!("latent_projections is called for latent attention only")
         };
         let h = self.c.spec.hidden_size;
+        let mut q_resid = None;
         let q = match q_lora_rank {
             Some(r) => {
                 let qa = self.linear(x, h, r, false);
                 let qa = self.norm(qa, NormKind::RmsNorm, r);
+                q_resid = Some(qa);
                 self.linear(qa, r, w.q, false)
             }
             None => self.linear(x, h, w.q, false),
@@ -247,6 +262,11 @@ impl Prog<'_> {
         // k = cat(k_nope, k_rope broadcast): a new tensor of all heads.
         let k = self.elementwise(&[kv, kva], &[]);
         let k = self.cast(k, self.w(kv));
+        // DeepSeek-V3.2 / GLM-5: the indexer runs after RoPE and `expand_kv`, just before the
+        // attention kernel (`core_after_projections`).
+        if let (Some(ix), Some(qr)) = (indexer, q_resid) {
+            self.dsa_pending = Some((x, qr, ix, qk_rope_head_dim));
+        }
         (q, k, kv)
     }
 
@@ -292,6 +312,16 @@ impl Prog<'_> {
     /// (`masking_utils._ignore_causal_mask_sdpa`: no skip when `kv_length >= local_attention_size`);
     /// full causal layers rely on `is_causal` instead.
     fn sdpa_masked(&self, att: &Attention) -> bool {
+        // DeepSeek-V3.2 / GLM-5 always pass their sparse mask (`allow_is_causal_skip=False`).
+        if matches!(
+            att.kind,
+            AttentionKind::Latent {
+                indexer: Some(_),
+                ..
+            }
+        ) {
+            return true;
+        }
         att.sliding_window
             .or(att.attention_chunk)
             .is_some_and(|w| self.c.kv_seq >= w)

@@ -5,6 +5,7 @@
 //! residual layout and dropout pick its branches.
 
 mod attention;
+mod dsa;
 mod falcon_h1;
 mod gated_delta;
 mod gpt_oss;
@@ -219,6 +220,11 @@ struct Prog<'a> {
     /// The attention's query as the kernel read it (after rotary), which the attention
     /// module's frame holds until it returns ([`Prog::hold`]).
     query: Option<Id>,
+    /// DeepSeek Sparse Attention's per-layer mask (`dsa.rs`), read by the attention core.
+    dsa_mask: Option<Id>,
+    /// The indexer's inputs (block input, query latent, shape, RoPE width), recorded by the
+    /// latent projections and run just before the attention kernel.
+    dsa_pending: Option<(Id, Id, crate::model::Indexer, u64)>,
 }
 
 impl<'a> Prog<'a> {
@@ -235,6 +241,8 @@ impl<'a> Prog<'a> {
             c,
             weight_copies: 0,
             query: None,
+            dsa_mask: None,
+            dsa_pending: None,
         }
     }
 

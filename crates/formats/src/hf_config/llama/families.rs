@@ -521,6 +521,8 @@ pub(super) const FAMILIES: &[Family] = &[
     super::season::OLMO2,
     super::season::OLMO3,
     super::season::EXAONE4,
+    super::dsa::DEEPSEEK_V32,
+    super::dsa::GLM_MOE_DSA,
 ];
 
 /// The family row for a `model_type`; Llama's for any other (a generic Llama-style decoder).
@@ -552,6 +554,6 @@ mod tests {
         }
         // An unknown type reads as Llama (the generic decoder).
         assert_eq!(family("generic").defaults.arch, "LlamaForCausalLM");
-        assert_eq!(FAMILIES.len(), 24);
+        assert_eq!(FAMILIES.len(), 26);
     }
 }

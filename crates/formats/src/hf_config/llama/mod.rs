@@ -8,6 +8,7 @@ use families::{Biases, Defaults, Family, NormPlace, Sliding};
 use serde_json::Value;
 use vramscope_core::model::*;
 
+mod dsa;
 mod families;
 mod moe;
 mod new_families;
@@ -50,8 +51,13 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     };
     let kind = attention_kind(cfg, fam, &shape)?;
     let moe = moe::moe_layout(cfg, fam.experts, &shape.activation, fam.defaults.ffn)?;
+    let sparse = dsa_sparse_layers(cfg, model_type, shape.layers)?;
     for i in 0..shape.layers {
-        let mlp = match moe.as_ref().and_then(|m| m.for_layer(i)) {
+        let expert_layer = match (&sparse, moe.as_ref()) {
+            (Some(s), Some(m)) => s[i as usize].then(|| m.template.clone()),
+            _ => moe.as_ref().and_then(|m| m.for_layer(i)),
+        };
+        let mlp = match expert_layer {
             Some(m) => Mlp::Moe(m),
             None => Mlp::Dense(dense(
                 shape.ffn,
@@ -87,7 +93,24 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         new_families::llama4_layers(cfg, &mut spec)?;
     }
     season::apply_positions(cfg, fam, &mut spec)?;
+    if dsa::is_dsa(model_type) {
+        dsa::apply_indexer(cfg, model_type, &mut spec)?;
+    }
     Ok(spec)
+}
+
+/// A DSA family's expert layers (`DeepseekV32Config.__post_init__`): `mlp_layer_types` as given,
+/// else every layer from `first_k_dense_replace` (default 3) on; `moe_layer_freq` is not read.
+/// `None` for the other families, whose layout is [`moe::MoeLayout::for_layer`]'s.
+fn dsa_sparse_layers(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<Vec<bool>>> {
+    if !dsa::is_dsa(model_type) {
+        return Ok(None);
+    }
+    if let Some(given) = dsa::mlp_layer_types(cfg, layers)? {
+        return Ok(Some(given));
+    }
+    let first_dense = cfg.uint("first_k_dense_replace")?.unwrap_or(3);
+    Ok(Some((0..layers).map(|i| i >= first_dense).collect()))
 }
 
 /// Whether `model_type` is one of the Llama-shaped families of the table.
@@ -271,6 +294,7 @@ fn attention_kind(cfg: &Cfg, fam: &Family, shape: &Shape) -> Result<AttentionKin
         qk_nope_head_dim: cfg.size(&["qk_nope_head_dim"], Some(128))?,
         qk_rope_head_dim: cfg.size(&["qk_rope_head_dim"], Some(64))?,
         v_head_dim: cfg.size(&["v_head_dim"], Some(128))?,
+        indexer: None,
     })
 }
 

@@ -56,6 +56,13 @@ pub enum Naming {
     /// `router` and `experts.E.gate_proj`, `pre_ff_layernorm`, `model.final_layernorm` (Jamba:
     /// `modeling_jamba.py`, the names of ai21labs' published checkpoints).
     Jamba,
+    /// `backbone.layers.N.norm` and one `backbone.layers.N.mixer` per layer, whichever it is:
+    /// Mamba2 (`mixer.in_proj`, ...), attention (`mixer.q_proj`, ...), a plain MLP
+    /// (`mixer.up_proj`/`down_proj`) or MoE (`mixer.gate`, `mixer.experts.E.up_proj`,
+    /// `mixer.shared_experts.*`, `mixer.fc1_latent_proj`); `backbone.embeddings`,
+    /// `backbone.norm_f` (Nemotron-H: `modeling_nemotron_h.py` `NemotronHBlock`, the names of
+    /// nvidia's published checkpoints).
+    NemotronH,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -278,6 +285,13 @@ pub struct Attention {
 }
 
 impl Attention {
+    /// A block without a token mixer (Nemotron-H's MLP and MoE layers, `modeling_nemotron_h.py`
+    /// `NemotronHBlock`: one mixer per layer) carries a standard attention of zero heads: no
+    /// tensors, no cache, no activations.
+    pub fn is_absent(&self) -> bool {
+        matches!(self.kind, AttentionKind::Standard { heads: 0, .. })
+    }
+
     /// Tokens of one sequence this layer's KV cache holds for a context of `tokens`: all of
     /// them, or at most the sliding window (or attention chunk) when the layer has one.
     pub fn kv_held(&self, tokens: u64) -> u64 {
@@ -519,6 +533,12 @@ pub struct MoeMlp {
     /// `PhimoeSparseMoeBlock` and again in `PhimoeTopKRouter`); 0 without jitter.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub input_jitter: u64,
+    /// The routed experts run in a latent width: `fc1_latent_proj [latent, hidden]` before
+    /// them, `fc2_latent_proj [hidden, latent]` after, each expert `latent → ffn → latent`
+    /// (Nemotron-3 `moe_latent_size`, `modeling_nemotron_h.py` `NemotronHMoE`); `None`: the
+    /// experts read the hidden state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

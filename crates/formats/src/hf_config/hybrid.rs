@@ -107,6 +107,7 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
                 router_bias: false,
                 // JambaSparseMoeBlock adds no input noise (modeling_jamba.py has no jitter).
                 input_jitter: 0,
+                latent: None,
             })
         } else {
             Mlp::Dense(expert.clone())

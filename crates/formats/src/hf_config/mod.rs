@@ -19,6 +19,7 @@ mod llama;
 mod llava_onevision;
 mod mamba;
 mod mllama;
+mod nemotron_h;
 mod quant_methods;
 mod qwen3_next;
 mod unknown;
@@ -82,6 +83,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "jamba",
     "falcon_h1",
     "qwen3_next",
+    "nemotron_h",
     "smollm3",
     "olmo2",
     "olmo3",
@@ -259,6 +261,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "jamba" => hybrid::jamba(cfg)?,
         "falcon_h1" => falcon_h1::falcon_h1(cfg)?,
         "qwen3_next" => qwen3_next::qwen3_next(cfg)?,
+        "nemotron_h" => nemotron_h::nemotron_h(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

@@ -109,6 +109,7 @@ fn moe_block(cfg: &Cfg, experts: u64, act: &str) -> Result<MoeMlp> {
         shared_gate: true,
         router_bias: false,
         input_jitter: 0,
+        latent: None,
     })
 }
 

@@ -381,6 +381,11 @@ pub struct Ssm {
     pub conv_bias: bool,
     /// `in_proj` / `out_proj` carry biases (`use_bias`).
     pub proj_bias: bool,
+    /// The cached SSM state is fp32 whatever the compute dtype (Nemotron-H
+    /// `mamba_ssm_cache_dtype`, default `"float32"`, which vLLM honours; transformers' torch
+    /// path returns `mamba2_chunk_scan`'s final state in fp32 too, `hidden_states.float()`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub state_fp32: bool,
 }
 
 impl Ssm {
@@ -399,11 +404,12 @@ impl Ssm {
     /// values: the conv state in the compute dtype; the SSM state too, except the gated
     /// DeltaNet's, which transformers keeps in fp32 (`torch_chunk_gated_delta_rule` computes
     /// in fp32 and returns its final state so; `cache_utils.py` `LinearAttentionLayer`
-    /// allocates `zeros_like` of it).
+    /// allocates `zeros_like` of it), and one marked [`Ssm::state_fp32`].
     pub fn state_bytes(&self, width: u64) -> u64 {
         let (conv, ssm) = self.state_values();
         let ssm_width = match self.version {
             SsmVersion::GatedDeltaNet => 4,
+            _ if self.state_fp32 => 4,
             _ => width,
         };
         conv.saturating_mul(width)

@@ -164,5 +164,6 @@ fn jamba_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
         groups: 0,
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
+        state_fp32: false,
     })
 }

@@ -219,7 +219,30 @@ fn mixer(cfg: &Cfg) -> Result<Ssm> {
         groups,
         conv_bias,
         proj_bias: cfg.boolean("use_bias", false)?,
+        state_fp32: ssm_state_fp32(cfg)?,
     })
+}
+
+/// `mamba_ssm_cache_dtype` (default `"float32"`): the SSM state's cache dtype, which vLLM
+/// honours; transformers' torch path keeps that state in fp32 whatever the setting
+/// (`mamba2_chunk_scan` returns its final state from `hidden_states.float()`), so only an
+/// explicit half-width setting narrows it.
+fn ssm_state_fp32(cfg: &Cfg) -> Result<bool> {
+    match cfg.obj.get("mamba_ssm_cache_dtype") {
+        None | Some(Value::Null) => Ok(true),
+        Some(Value::String(s)) => match s.as_str() {
+            "float32" | "fp32" => Ok(true),
+            "bfloat16" | "float16" | "auto" => Ok(false),
+            other => Err(cfg.err(
+                "mamba_ssm_cache_dtype",
+                format!("unknown dtype '{other}' (expected float32, bfloat16, float16 or auto)"),
+            )),
+        },
+        Some(other) => Err(cfg.err(
+            "mamba_ssm_cache_dtype",
+            format!("must be a string (got {other})"),
+        )),
+    }
 }
 
 /// `NemotronHMoE`: `n_routed_experts` (alias `num_local_experts`) experts of

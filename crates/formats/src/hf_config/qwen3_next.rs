@@ -77,6 +77,7 @@ fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
         groups: nk,
         conv_bias: false,
         proj_bias: false,
+        state_fp32: false,
     })
 }
 

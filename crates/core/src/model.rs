@@ -386,6 +386,11 @@ pub struct Ssm {
     /// path returns `mamba2_chunk_scan`'s final state in fp32 too, `hidden_states.float()`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub state_fp32: bool,
+    /// Mamba2's chunk length on transformers' torch path (`chunk_size`, `mamba2_chunk_scan`)
+    /// where the reader keeps it for the layer (Nemotron-H); 0 elsewhere (Falcon-H1 keeps it in
+    /// [`ParallelSsm::chunk`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunk: u64,
 }
 
 impl Ssm {

@@ -209,3 +209,34 @@ fn layer_lists_and_refusals() {
         assert!(!err.contains('\n'), "{err}");
     }
 }
+
+/// The tiny config of the measured CPU steps (`validation/specs/cpu-tiny-nemotron-h-*.json`,
+/// "M*-E", h 256, vocab 8192, untied), by hand: Mamba block (8 heads × 64 = 512, one group, n
+/// 16, k 4; conv 544) 256·1064 + 544·5 + 24 + 512 + 512·256 + 256 = 406,968; attention (8 heads
+/// of 32 over 2) 2·256·256 + 2·256·64 + 256 = 164,096; MLP 2·256·512 + 256 = 262,400; MoE router
+/// 4·256 + experts 4·2·256·128 + shared 2·256·256 + norm 256 = 394,496; embeddings + head
+/// 2·8192·256 = 4,194,304; norm_f 256: 5,422,520 (`measure.py` printed 5,422,520 from
+/// transformers 5.24).
+#[test]
+fn tiny_nemotron_h_of_the_measured_step() {
+    let path = format!(
+        "{}/../../validation/specs/cpu-tiny-nemotron-h-fp32-adamw-eager.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let parsed = parse_config_str(&spec["hf_config"].to_string(), "tiny").unwrap();
+    let mamba = mamba_block(256, 8, 64, 1, 16, 4);
+    assert_eq!(mamba, 406_968);
+    let attn = attention_block(256, 8, 2, 32);
+    assert_eq!(attn, 164_096);
+    let total = mamba
+        + attn
+        + (2 * 256 * 512 + 256)
+        + (4 * 256 + 4 * 2 * 256 * 128 + 2 * 256 * 256 + 256)
+        + 2 * 8192 * 256
+        + 256;
+    assert_eq!(total, 5_422_520);
+    let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
+    assert_eq!(inv.params(), total);
+}

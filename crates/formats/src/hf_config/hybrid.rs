@@ -165,5 +165,6 @@ fn jamba_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
         state_fp32: false,
+        chunk: 0,
     })
 }

@@ -220,6 +220,7 @@ fn mixer(cfg: &Cfg) -> Result<Ssm> {
         conv_bias,
         proj_bias: cfg.boolean("use_bias", false)?,
         state_fp32: ssm_state_fp32(cfg)?,
+        chunk: cfg.size(&["mamba_chunk_size", "chunk_size"], Some(128))?,
     })
 }
 

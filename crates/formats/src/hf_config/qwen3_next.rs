@@ -78,6 +78,7 @@ fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
         conv_bias: false,
         proj_bias: false,
         state_fp32: false,
+        chunk: 0,
     })
 }
 

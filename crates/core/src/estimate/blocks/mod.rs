@@ -13,11 +13,13 @@ mod llama4;
 mod mamba;
 mod mllama;
 mod mlp;
+mod nemotron_h;
 mod qwen_vision;
 pub mod sdpa;
 mod ssd_torch;
 
 pub use falcon_h1::falcon_h1_path_warning;
+pub use nemotron_h::nemotron_h_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{BlockEvents, Id, RmsWeight, Tape};
@@ -465,6 +467,19 @@ impl<'a> Prog<'a> {
                 self.t.keep(sg);
                 self.elementwise(&[x, sg], &[x, sg])
             }
+            // ReLUSquaredActivation (transformers `activations.py`, Nemotron-H's `relu2`):
+            // `relu` saves its output, `torch.square` (autocast's fp32 `pow`) saves its input,
+            // under autocast an fp32 copy of the relu output.
+            "relu2" => {
+                let r = self.elementwise(&[x], &[]);
+                self.t.keep(r);
+                let rp = if self.c.num.autocast {
+                    self.cast(r, 4)
+                } else {
+                    r
+                };
+                self.elementwise(&[rp], &[rp])
+            }
             // ReLU saves its output.
             "relu" => {
                 let out = self.elementwise(&[x], &[]);
@@ -586,7 +601,9 @@ impl<'a> Prog<'a> {
         let h = spec.hidden_size;
         let x = self.t.external(self.tokens * h, self.c.num.param);
         let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
-        let out = if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
+        let out = if spec.naming == Naming::NemotronH {
+            self.nemotron_h_block(x, layer)
+        } else if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
         } else if layer.attention.vision_cross {
             self.mllama_cross_block(x, layer)

@@ -144,10 +144,10 @@ fn nemotron_3_nano_30b_a3b() {
 /// Nemotron-3's latent MoE (`moe_latent_size`): a tiny config, by hand from `NemotronHMoE`:
 /// h 64, pattern "ME"; Mamba 4 heads × 16 = 64 in 2 groups, n 8, k 4; 4 experts of 32 in a
 /// latent of 16, shared 48, `mlp_bias` true; vocab 100, untied.
-/// Mamba block 64·(64 + 96 + 4) + 96·5 + 12 + 64 + 64·64 + 64 = 15,212; MoE block router 4·64
-/// + latent projections (16·64 + 16) + (64·16 + 64) + experts 4·2·32·16 + shared (48·64 + 48)
-/// + (64·48 + 64) + norm 64 = 12,800; embeddings + head 2·100·64 = 12,800; norm_f 64: 40,876
-/// (transformers 5.24 on meta: 40876).
+/// Mamba block 64·(64 + 96 + 4) + 96·5 + 12 + 64 + 64·64 + 64 = 15,212; MoE block: router
+/// 4·64, latent projections (16·64 + 16) and (64·16 + 64), experts 4·2·32·16, shared (48·64 +
+/// 48) and (64·48 + 64), norm 64: 12,800; embeddings + head 2·100·64 = 12,800; norm_f 64:
+/// 40,876 (transformers 5.24 on meta: 40876).
 #[test]
 fn latent_moe_by_hand() {
     let cfg = r#"{"model_type": "nemotron_h", "hidden_size": 64, "hybrid_override_pattern": "ME",

@@ -68,6 +68,25 @@ fn fit_names_the_four_attention_layers() {
     );
 }
 
+/// The report's model summary reads the first attention layer (layer 14: 40 heads over 8 of
+/// 128), the first MLP (15680 wide; layer 0 is a Mamba layer without one) and the 27 Mamba
+/// layers, not the mixer-less MLP layers.
+#[test]
+fn summary_skips_the_mixerless_layers() {
+    let r = measured::run(
+        serde_json::json!({"model": {"hf_config": config("nemotron-nano-9b-v2")},
+        "task": "infer", "batch": 1, "seq": 128, "precision": "bf16"}),
+    );
+    let m = &r.model;
+    assert_eq!(
+        (m.heads, m.kv_heads, m.head_dim),
+        (Some(40), Some(8), Some(128))
+    );
+    assert_eq!(m.ffn, Some(15680));
+    assert_eq!(m.state_space_layers, Some(27));
+    assert_eq!(m.layers, Some(56));
+}
+
 /// Training names the Mamba2 path: `eager` the torch path, `sdpa` the fused kernel, which
 /// keeps less.
 #[test]

@@ -183,12 +183,13 @@ impl Role {
 
 /// How the family's RMSNorm applies its weight: by `1 + w` in fp32 (Gemma 1–3; Qwen3-Next's
 /// `Qwen3NextRMSNorm`, `modeling_qwen3_next.py`), by `w` in fp32 before casting back (OLMo-2/3,
-/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`), or by `w` after
+/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`; Nemotron-H's
+/// `NemotronHRMSNorm`, `modeling_nemotron_h.py`), or by `w` after
 /// casting back (Llama and the rest).
 pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
     match spec.model_type.as_str() {
         t if t.starts_with("gemma") || t == "qwen3_next" => RmsWeight::OnePlusInFp32,
-        "olmo2" | "olmo3" => RmsWeight::InFp32,
+        "olmo2" | "olmo3" | "nemotron_h" => RmsWeight::InFp32,
         _ => RmsWeight::AfterCast,
     }
 }

@@ -96,7 +96,8 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
         .decoder
         .layers
         .iter()
-        .filter(|l| l.attention.kind.state_space().is_none())
+        // Nemotron-H's MLP and MoE layers hold no attention (`Attention::is_absent`).
+        .filter(|l| l.attention.kind.state_space().is_none() && !l.attention.is_absent())
         .count();
     if spec.decoder.layers.iter().any(|l| l.parallel_ssm.is_some()) {
         // Falcon-H1: every layer runs attention and a state-space mixer side by side.

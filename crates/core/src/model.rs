@@ -76,6 +76,13 @@ pub enum Naming {
     /// follows the projections: no copies out of a fused projection
     /// (`Qwen3_5GatedDeltaNet.forward`).
     Qwen35,
+    /// `backbone.layers.N.norm` and one `backbone.layers.N.mixer` per layer, whichever it is:
+    /// Mamba2 (`mixer.in_proj`, ...), attention (`mixer.q_proj`, ...), a plain MLP
+    /// (`mixer.up_proj`/`down_proj`) or MoE (`mixer.gate`, `mixer.experts.E.up_proj`,
+    /// `mixer.shared_experts.*`, `mixer.fc1_latent_proj`); `backbone.embeddings`,
+    /// `backbone.norm_f` (Nemotron-H: `modeling_nemotron_h.py` `NemotronHBlock`, the names of
+    /// nvidia's published checkpoints).
+    NemotronH,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -298,6 +305,13 @@ pub struct Attention {
 }
 
 impl Attention {
+    /// A block without a token mixer (Nemotron-H's MLP and MoE layers, `modeling_nemotron_h.py`
+    /// `NemotronHBlock`: one mixer per layer) carries a standard attention of zero heads: no
+    /// tensors, no cache, no activations.
+    pub fn is_absent(&self) -> bool {
+        matches!(self.kind, AttentionKind::Standard { heads: 0, .. })
+    }
+
     /// Tokens of one sequence this layer's KV cache holds for a context of `tokens`: all of
     /// them, or at most the sliding window (or attention chunk) when the layer has one.
     pub fn kv_held(&self, tokens: u64) -> u64 {
@@ -423,9 +437,15 @@ pub struct Ssm {
     pub conv_bias: bool,
     /// `in_proj` / `out_proj` carry biases (`use_bias`).
     pub proj_bias: bool,
-    /// Mamba2 mixers whose training runs transformers' torch SSD path when `mamba_ssm` is
-    /// absent (Bamba, Granite 4.0-H: `mamba2_chunk_scan`): its `mamba_chunk_size`; 0 where the
-    /// torch path is not modelled (the fused kernel's estimate is used).
+    /// The cached SSM state is fp32 whatever the compute dtype (Nemotron-H
+    /// `mamba_ssm_cache_dtype`, default `"float32"`, which vLLM honours; transformers' torch
+    /// path returns `mamba2_chunk_scan`'s final state in fp32 too, `hidden_states.float()`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub state_fp32: bool,
+    /// Mamba2's chunk length on transformers' torch SSD path (`chunk_size` /
+    /// `mamba_chunk_size`, `mamba2_chunk_scan`) where the reader keeps it for the layer
+    /// (Bamba, Granite 4.0-H, Nemotron-H); 0 where the torch path is not modelled per layer
+    /// (Falcon-H1 keeps it in [`ParallelSsm::chunk`]; the fused kernel's estimate elsewhere).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub chunk: u64,
 }
@@ -446,11 +466,12 @@ impl Ssm {
     /// values: the conv state in the compute dtype; the SSM state too, except the gated
     /// DeltaNet's, which transformers keeps in fp32 (`torch_chunk_gated_delta_rule` computes
     /// in fp32 and returns its final state so; `cache_utils.py` `LinearAttentionLayer`
-    /// allocates `zeros_like` of it).
+    /// allocates `zeros_like` of it), and one marked [`Ssm::state_fp32`].
     pub fn state_bytes(&self, width: u64) -> u64 {
         let (conv, ssm) = self.state_values();
         let ssm_width = match self.version {
             SsmVersion::GatedDeltaNet => 4,
+            _ if self.state_fp32 => 4,
             _ => width,
         };
         conv.saturating_mul(width)
@@ -582,6 +603,12 @@ pub struct MoeMlp {
     /// `PhimoeSparseMoeBlock` and again in `PhimoeTopKRouter`); 0 without jitter.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub input_jitter: u64,
+    /// The routed experts run in a latent width: `fc1_latent_proj [latent, hidden]` before
+    /// them, `fc2_latent_proj [hidden, latent]` after, each expert `latent → ffn → latent`
+    /// (Nemotron-3 `moe_latent_size`, `modeling_nemotron_h.py` `NemotronHMoE`); `None`: the
+    /// experts read the hidden state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -51,10 +51,11 @@ pub struct ModelSummary {
 impl ModelSummary {
     /// A summary from the architecture and (optionally) the inventory actually loaded.
     pub fn from_spec(spec: &ModelSpec, params_total: u64, inventory: Option<&Inventory>) -> Self {
-        let first = spec.all_layers().next();
-        // Heads of the first attention layer (none in a pure state-space model).
+        // Heads of the first attention layer (none in a pure state-space model; Nemotron-H's
+        // MLP layers hold none either).
         let attention = spec
             .all_layers()
+            .filter(|l| !l.attention.is_absent())
             .map(|l| l.attention.kind)
             .find(|k| k.state_space().is_none());
         let (ffn, experts, top_k) = spec
@@ -64,7 +65,8 @@ impl ModelSummary {
                 Mlp::Dense(_) | Mlp::None => None,
             })
             .unwrap_or_else(|| {
-                let ffn = first.and_then(|l| match &l.mlp {
+                // The first dense MLP (a hybrid's first layer may have none).
+                let ffn = spec.all_layers().find_map(|l| match &l.mlp {
                     Mlp::Dense(d) => Some(d.ffn),
                     Mlp::Moe(_) | Mlp::None => None,
                 });

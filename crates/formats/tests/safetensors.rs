@@ -442,6 +442,7 @@ fn family_specs() -> Vec<ModelSpec> {
             shared_gate,
             router_bias: false,
             input_jitter: 0,
+            latent: None,
         })
     };
     let l = layer(attn(2, 1, 4, false), moe(None, false), pre2(rms));

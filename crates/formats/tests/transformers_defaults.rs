@@ -202,6 +202,7 @@ rows!(
     jamba,
     falcon_h1,
     qwen3_next,
+    nemotron_h,
     smollm3,
     olmo2,
     olmo3,

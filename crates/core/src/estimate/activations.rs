@@ -710,6 +710,14 @@ fn ssm_path_warning(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<Stri
         ));
         return;
     }
+    if job.task == Task::Train && spec.naming == crate::model::Naming::NemotronH {
+        if spec.all_layers().any(|l| l.holds_state()) {
+            warnings.push(crate::estimate::blocks::nemotron_h_path_warning(
+                job.attention,
+            ));
+        }
+        return;
+    }
     use crate::model::SsmVersion;
     let has = |v: fn(SsmVersion) -> bool| {
         spec.all_layers()

@@ -137,7 +137,7 @@ impl Builder<'_> {
             Naming::Bert => "bert.",
             Naming::Roberta => "roberta.",
             Naming::T5 => "",
-            Naming::Mamba => "backbone.",
+            Naming::Mamba | Naming::NemotronH => "backbone.",
         };
         if bare {
             ""
@@ -161,7 +161,7 @@ impl Builder<'_> {
                 "embeddings.position_embeddings",
             ),
             Naming::T5 => ("shared", ""),
-            Naming::Mamba => ("embeddings", ""),
+            Naming::Mamba | Naming::NemotronH => ("embeddings", ""),
             _ => ("embed_tokens", ""),
         };
         // Llama-3.2-Vision's text model has 8 rows beyond the vocabulary (`vision::mllama`).
@@ -235,7 +235,7 @@ impl Builder<'_> {
             (Naming::T5, _) => "decoder.final_layer_norm".into(),
             (Naming::Gpt2 | Naming::BigCode | Naming::Falcon, _) => format!("{r}ln_f"),
             (Naming::NeoX | Naming::Opt, _) => format!("{r}final_layer_norm"),
-            (Naming::Mamba, _) => format!("{r}norm_f"),
+            (Naming::Mamba | Naming::NemotronH, _) => format!("{r}norm_f"),
             (Naming::Jamba, _) => format!("{r}final_layernorm"),
             (Naming::Lfm2, _) => format!("{r}embedding_norm"),
             _ => format!("{r}norm"),
@@ -266,7 +266,7 @@ impl Builder<'_> {
             Naming::NeoX => format!("{p}.attention"),
             Naming::Falcon => format!("{p}.self_attention"),
             Naming::Bert | Naming::Roberta => format!("{p}.attention"),
-            Naming::Mamba => format!("{p}.mixer"),
+            Naming::Mamba | Naming::NemotronH => format!("{p}.mixer"),
             Naming::Jamba | Naming::Granite if layer.attention.kind.state_space().is_some() => {
                 format!("{p}.mamba")
             }
@@ -301,6 +301,7 @@ impl Builder<'_> {
             Naming::Mixtral => format!("{p}.block_sparse_moe"),
             Naming::Llama4 => format!("{p}.feed_forward"),
             Naming::Jamba | Naming::Lfm2 => format!("{p}.feed_forward"),
+            Naming::NemotronH => format!("{p}.mixer"),
             // GraniteMoeHybridDecoderLayer without experts: the shared MLP alone.
             Naming::Granite if matches!(layer.mlp, Mlp::Dense(_)) => format!("{p}.shared_mlp"),
             Naming::Granite => format!("{p}.block_sparse_moe"),
@@ -346,7 +347,7 @@ impl Builder<'_> {
                 PostAttention => "attention.output.LayerNorm",
                 _ => "output.LayerNorm",
             },
-            Naming::Mamba => "norm",
+            Naming::Mamba | Naming::NemotronH => "norm",
             Naming::Jamba => match slot {
                 PreAttention => "input_layernorm",
                 _ => "pre_ff_layernorm",

@@ -13,6 +13,9 @@ impl Builder<'_> {
         att: &Attention,
         l: Option<u32>,
     ) -> Result<(), CoreError> {
+        if att.is_absent() {
+            return Ok(());
+        }
         match att.kind {
             AttentionKind::Standard {
                 heads,

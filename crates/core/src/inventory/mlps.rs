@@ -64,6 +64,11 @@ impl Builder<'_> {
                 self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
             }
+            (Naming::NemotronH, false) => {
+                // `NemotronHMLP`: `down_proj(relu2(up_proj(x)))`, no gate.
+                self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
+                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
+            }
             (_, false) => {
                 // StarCoder2-style plain MLP inside a Llama-named model.
                 self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
@@ -83,6 +88,9 @@ impl Builder<'_> {
         }
         if self.spec.naming == Naming::Lfm2 {
             return self.lfm2_experts(m, moe, l);
+        }
+        if self.spec.naming == Naming::NemotronH {
+            return self.nemotron_h_moe(m, moe, l);
         }
         if self.spec.naming == Naming::Llama4 {
             // Llama4TextMoe: `router`, the fused experts, an ungated-output `shared_expert`.

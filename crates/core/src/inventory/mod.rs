@@ -14,6 +14,7 @@ mod builder;
 mod gated_delta;
 mod mixers;
 mod mlps;
+mod nemotron_h;
 mod parallel;
 
 pub use builder::build_inventory;

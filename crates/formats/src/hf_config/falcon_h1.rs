@@ -129,6 +129,7 @@ fn falcon_h1_mixer(cfg: &Cfg, hidden: u64) -> Result<ParallelSsm> {
         groups,
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
+        state_fp32: false,
         chunk: 0,
     };
     Ok(ParallelSsm {

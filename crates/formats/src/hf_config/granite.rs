@@ -205,6 +205,7 @@ fn granite_moe(cfg: &Cfg, shared: Option<DenseMlp>) -> Result<Option<MoeMlp>> {
     }
     let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
     Ok(Some(MoeMlp {
+        latent: None,
         experts,
         top_k,
         expert: dense(
@@ -305,6 +306,7 @@ pub(crate) fn mamba2_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
         return Err(cfg.err("mamba_d_state", "the Mamba projections are too large"));
     }
     Ok(Ssm {
+        state_fp32: false,
         version: SsmVersion::Mamba2,
         d_inner,
         d_state,

@@ -107,6 +107,7 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
                 router_bias: false,
                 // JambaSparseMoeBlock adds no input noise (modeling_jamba.py has no jitter).
                 input_jitter: 0,
+                latent: None,
             })
         } else {
             Mlp::Dense(expert.clone())
@@ -163,6 +164,7 @@ fn jamba_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
         groups: 0,
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
+        state_fp32: false,
         chunk: 0,
     })
 }

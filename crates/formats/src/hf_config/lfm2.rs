@@ -97,6 +97,7 @@ fn moe_block(cfg: &Cfg) -> Result<MoeMlp> {
         ));
     }
     Ok(MoeMlp {
+        latent: None,
         experts,
         top_k,
         expert: dense(
@@ -135,6 +136,7 @@ pub(crate) fn lfm2(cfg: &Cfg, moe: bool) -> Result<ModelSpec> {
     let conv_bias = cfg.boolean("conv_bias", false)?;
     let conv = Attention {
         kind: AttentionKind::StateSpace(Ssm {
+            state_fp32: false,
             version: SsmVersion::ShortConv,
             d_inner: hidden,
             d_state: 0,

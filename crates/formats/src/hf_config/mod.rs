@@ -21,6 +21,7 @@ mod llama;
 mod llava_onevision;
 mod mamba;
 mod mllama;
+mod nemotron_h;
 mod quant_methods;
 mod qwen3_5;
 mod qwen3_next;
@@ -85,6 +86,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "jamba",
     "falcon_h1",
     "qwen3_next",
+    "nemotron_h",
     "smollm3",
     "olmo2",
     "olmo3",
@@ -283,6 +285,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "lfm2_moe" => lfm2::lfm2(cfg, true)?,
         "qwen3_5_text" => qwen3_5::qwen3_5(cfg)?,
         "qwen3_5_moe_text" => qwen3_5::qwen3_5_moe(cfg)?,
+        "nemotron_h" => nemotron_h::nemotron_h(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

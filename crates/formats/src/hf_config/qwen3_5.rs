@@ -77,6 +77,7 @@ pub(crate) fn qwen3_5_moe(cfg: &Cfg) -> Result<ModelSpec> {
         Ok(dense(cfg.size(&[key], Some(512))?, true, false, &act))
     };
     let moe = MoeMlp {
+        latent: None,
         experts,
         top_k,
         expert: expert("moe_intermediate_size")?,

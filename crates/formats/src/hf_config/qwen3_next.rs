@@ -77,6 +77,7 @@ pub(super) fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
         groups: nk,
         conv_bias: false,
         proj_bias: false,
+        state_fp32: false,
         chunk: 0,
     })
 }
@@ -110,6 +111,7 @@ fn moe_block(cfg: &Cfg, experts: u64, act: &str) -> Result<MoeMlp> {
         shared_gate: true,
         router_bias: false,
         input_jitter: 0,
+        latent: None,
     })
 }
 

@@ -92,7 +92,7 @@ impl Prog<'_> {
     /// `mamba_split_conv1d_scan_combined` (`MambaSplitConv1dScanCombinedFn.forward`): saves
     /// `zxbcdt`, `out_x` (`[b, L, heads, head_dim]`) and, with the gated norm, `rstd` (fp32, one
     /// per group per token); the convolution, the scan and `out_proj` run inside.
-    fn falcon_h1_fused(&mut self, zx: Id, p: &ParallelSsm) -> Id {
+    pub(super) fn falcon_h1_fused(&mut self, zx: Id, p: &ParallelSsm) -> Id {
         let s = &p.ssm;
         let (t, h) = (self.tokens, self.c.spec.hidden_size);
         let w = self.w(zx);

@@ -15,6 +15,7 @@ mod mamba;
 mod mamba2_torch;
 mod mllama;
 mod mlp;
+mod nemotron_h;
 mod qwen_vision;
 pub mod sdpa;
 mod short_conv;
@@ -22,6 +23,7 @@ mod ssd_torch;
 
 pub use falcon_h1::falcon_h1_path_warning;
 pub use mamba2_torch::mamba2_path_warning;
+pub use nemotron_h::nemotron_h_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{BlockEvents, Id, RmsWeight, Tape};
@@ -185,12 +187,13 @@ impl Role {
 
 /// How the family's RMSNorm applies its weight: by `1 + w` in fp32 (Gemma 1–3; Qwen3-Next's
 /// `Qwen3NextRMSNorm`, `modeling_qwen3_next.py`), by `w` in fp32 before casting back (OLMo-2/3,
-/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`), or by `w` after
+/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`; Nemotron-H's
+/// `NemotronHRMSNorm`, `modeling_nemotron_h.py`), or by `w` after
 /// casting back (Llama and the rest).
 pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
     match spec.model_type.as_str() {
         t if t.starts_with("gemma") || t == "qwen3_next" => RmsWeight::OnePlusInFp32,
-        "olmo2" | "olmo3" => RmsWeight::InFp32,
+        "olmo2" | "olmo3" | "nemotron_h" => RmsWeight::InFp32,
         _ => RmsWeight::AfterCast,
     }
 }
@@ -476,6 +479,19 @@ impl<'a> Prog<'a> {
                 self.t.keep(sg);
                 self.elementwise(&[x, sg], &[x, sg])
             }
+            // ReLUSquaredActivation (transformers `activations.py`, Nemotron-H's `relu2`):
+            // `relu` saves its output, `torch.square` (autocast's fp32 `pow`) saves its input,
+            // under autocast an fp32 copy of the relu output.
+            "relu2" => {
+                let r = self.elementwise(&[x], &[]);
+                self.t.keep(r);
+                let rp = if self.c.num.autocast {
+                    self.cast(r, 4)
+                } else {
+                    r
+                };
+                self.elementwise(&[rp], &[rp])
+            }
             // ReLU saves its output.
             "relu" => {
                 let out = self.elementwise(&[x], &[]);
@@ -597,7 +613,9 @@ impl<'a> Prog<'a> {
         let h = spec.hidden_size;
         let x = self.t.external(self.tokens * h, self.c.num.param);
         let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
-        let out = if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
+        let out = if spec.naming == Naming::NemotronH {
+            self.nemotron_h_block(x, layer)
+        } else if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
         } else if layer.attention.vision_cross {
             self.mllama_cross_block(x, layer)

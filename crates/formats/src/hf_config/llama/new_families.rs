@@ -155,6 +155,7 @@ pub(super) fn llama4_moe(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
             shared_gate: false,
             router_bias: false,
             input_jitter: 0,
+            latent: None,
         },
         dense_layers,
         first_dense: 0,

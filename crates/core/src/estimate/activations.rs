@@ -169,14 +169,15 @@ pub fn forward(
     let reshaped = megatron || par.tp.max(1) * par.cp.max(1) * par.pp.max(1) > 1;
     let parts = distribute(spec, job, parts, bytes_per_layer, megatron, warnings);
     Ok(ForwardPlan {
-        inputs: super::techniques::input_tensors(job) * super::round_size(tokens * 8) + pixels,
+        inputs: super::techniques::input_tensors(job) * super::overhead::round_size(tokens * 8)
+            + pixels,
         embedding,
         layers: parts.layers,
         head: parts.head,
         logits: parts.logits,
-        hidden: super::round_size(tokens * h * num.param),
+        hidden: super::overhead::round_size(tokens * h * num.param),
         loss: parts.loss,
-        logits_grad_input: super::round_size(tokens * h * num.compute),
+        logits_grad_input: super::overhead::round_size(tokens * h * num.compute),
         bytes_per_layer,
         reference_forward: 0,
         lt_gemm: runs_lt_gemm(spec),
@@ -250,7 +251,7 @@ fn blocks_forward(
 ) -> Result<(Vec<LayerPlan>, PlanEvents), CoreError> {
     let (b, s) = (job.batch, job.seq);
     let train = job.task == Task::Train;
-    let quantized = !super::weights_in_force(Some(spec), job)?.is_none();
+    let quantized = !super::weights::weights_in_force(Some(spec), job)?.is_none();
     // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
     // drops the attention core (scores, probabilities, dropout) and recomputes it.
     let ckpt = if train {
@@ -265,7 +266,7 @@ fn blocks_forward(
         kv_seq: super::mllama::cross_tokens(spec, job),
         ..ctx
     };
-    let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
+    let output = super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let mut cache: Vec<(usize, BlockMemory)> = Vec::new();
     let mut events = PlanEvents {
@@ -310,7 +311,7 @@ fn blocks_forward(
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
         let dequant = if quantized {
-            super::round_size(largest_matrix(spec, layer) * num.compute.min(2))
+            super::overhead::round_size(largest_matrix(spec, layer) * num.compute.min(2))
         } else {
             0
         };
@@ -440,7 +441,7 @@ fn head_and_loss(
             kept: 0,
             peak: head
                 .peak
-                .min(super::round_size(tokens * spec.hidden_size * 4)),
+                .min(super::overhead::round_size(tokens * spec.hidden_size * 4)),
             weight_copies: 0,
         }
     };
@@ -450,7 +451,7 @@ fn head_and_loss(
     );
     let chunked = job.loss == crate::job::LossKernel::Chunked;
     let logits = if lm_head && !chunked {
-        super::round_size(logit_rows * spec.vocab_size * logits_width)
+        super::overhead::round_size(logit_rows * spec.vocab_size * logits_width)
     } else {
         0
     };
@@ -468,7 +469,7 @@ fn head_and_loss(
             loss,
             num,
             logits,
-            super::round_size(tokens * spec.vocab_size * width),
+            super::overhead::round_size(tokens * spec.vocab_size * width),
             tokens,
         )
     } else {

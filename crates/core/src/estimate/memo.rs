@@ -17,7 +17,7 @@ use super::states::{LoraModules, StateBytes};
 use crate::error::CoreError;
 use crate::job::{CudaModuleLoading, ResolvedJob};
 use crate::summary::ModelSummary;
-use crate::throughput::ModelShape;
+use crate::throughput::shape::ModelShape;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Entries kept per part; past it the oldest goes (a fit search's one-off batch sizes do not

@@ -2,9 +2,9 @@
 //! static-fraction budget, `sglang.rs`) and ollama (llama.cpp's allocator with ollama's
 //! defaults and its layer fit).
 
+use super::input::ModelInput;
 use super::simulate::{llamacpp_device, non_torch_bytes, Device};
 use super::states::StateBytes;
-use super::ModelInput;
 use crate::error::CoreError;
 use crate::gpu::Gpu;
 use crate::job::ResolvedJob;

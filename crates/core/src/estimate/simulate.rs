@@ -4,8 +4,9 @@
 //! bytes live per category, so the report can say when the peak happens and what is live then.
 
 use super::activations::{self, ForwardPlan};
+use super::input::ModelInput;
 use super::states::{self, StateBytes};
-use super::{overhead, techniques, ModelInput};
+use super::{overhead, techniques};
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
@@ -454,7 +455,7 @@ pub(super) fn llamacpp_device(
     gpu: Option<&crate::gpu::Gpu>,
     warnings: &mut Vec<String>,
 ) -> Result<Device, CoreError> {
-    let weights = super::effective_weights(model, job)?;
+    let weights = super::weights::effective_weights(model, job)?;
     let qctx = super::quant::QuantContext::from_spec(spec);
     let width = job.precision.compute_bytes();
     let split = super::engines::llamacpp_split(

@@ -24,7 +24,9 @@ use buffers::buffers_and_offload;
 pub use buffers::{DS_PREFETCH_BUCKET, DS_REDUCE_BUCKET};
 pub use modules_to_save::named as saved_module;
 
-use super::{optimizer, round_size, ModelInput};
+use super::input::ModelInput;
+use super::optimizer;
+use super::overhead::round_size;
 use crate::error::CoreError;
 use crate::inventory::{Component, Inventory, LayerTally, ShapeClass, ShapeTallies, Tensor};
 use crate::job::{Framework, Optimizer, Precision, ResolvedJob, Task};
@@ -329,7 +331,7 @@ fn bare_count_states(
     let train = job.task == Task::Train;
     let opt = job_optimizer(job);
     let p = model.params_total;
-    let format = super::effective_weights(model, job)?;
+    let format = super::weights::effective_weights(model, job)?;
     let params = if format.is_none() {
         p.saturating_mul(w.param)
     } else {
@@ -635,7 +637,7 @@ fn weights_on_rank(
     job: &ResolvedJob,
     r: &Rules,
 ) -> Result<u64, CoreError> {
-    let weights = super::effective_weights(model, job)?;
+    let weights = super::weights::effective_weights(model, job)?;
     if weights.is_none() {
         let tl = inv.tallies();
         let mut params = 0u64;

@@ -7,7 +7,8 @@ use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
 use crate::estimate::activations::ForwardPlan;
-use crate::estimate::{optimizer, overhead, round_size};
+use crate::estimate::overhead::round_size;
+use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
 use crate::job::{
@@ -37,7 +38,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && job.zero_grad != crate::job::ZeroGrad::Zeros
         && job.optimizer_impl == OptimizerImpl::Foreach
         && job.loss == LossKernel::Standard
-        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
         && job.images.is_none()
         && matches!(job.checkpointing, Checkpointing::None | Checkpointing::Full)
         && matches!(
@@ -232,7 +233,7 @@ pub fn expressible_infer(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan
         && job.kv_dtype.is_none()
         && job.images.is_none()
         && spec.encoder.is_none()
-        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
 }

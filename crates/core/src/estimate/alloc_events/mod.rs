@@ -243,7 +243,7 @@ pub struct Outcome {
 /// stream cannot express the job ([`inputs::expressible`]). `plan` is the estimate's own.
 pub(crate) fn events_into<S: Sink>(
     sink: &mut S,
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
     plan: &super::activations::ForwardPlan,
@@ -273,7 +273,7 @@ pub(crate) fn events_into<S: Sink>(
 
 /// The stream of `job` recorded ([`events_into`]), or `None`.
 pub(crate) fn stream_of(
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
     plan: &super::activations::ForwardPlan,
@@ -285,7 +285,7 @@ pub(crate) fn stream_of(
 /// The allocator model's figures for `job`'s stream run through `sim`, or `None`.
 pub(crate) fn simulate(
     sim: crate::allocator::Allocator,
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
     plan: &super::activations::ForwardPlan,
@@ -297,7 +297,7 @@ pub(crate) fn simulate(
 /// The training stream of `job` on `model` as the estimate makes it (its plan
 /// remembered by the model, `memo.rs`); `None` where the stream cannot express the job.
 pub fn step_stream(
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
 ) -> Result<Option<Stream>, crate::error::CoreError> {
     let Some(spec) = &model.spec else {
@@ -319,7 +319,7 @@ pub fn step_stream(
 /// between the stream's and the walk's tensors moves both figures alike. `None`: the stream
 /// does not cover the job.
 pub(crate) fn simulated_reserve(
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
     plan: &super::activations::ForwardPlan,

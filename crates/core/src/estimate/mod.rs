@@ -25,8 +25,11 @@ pub mod techniques;
 pub mod vision;
 mod vision_projectors;
 
+pub mod forward_plan;
 pub mod input;
+pub mod lora_modules;
 pub mod memory;
+pub mod state_bytes;
 pub mod weights;
 pub use input::ModelInput;
 pub use memory::memory;

@@ -2,11 +2,11 @@
 //! and which jobs the stream can express (the rest keep the packing heuristic of
 //! `overhead.rs`).
 
-use super::infer::StaticCache;
+use super::infer_inputs::StaticCache;
 use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
-use crate::estimate::activations::ForwardPlan;
+use crate::estimate::forward_plan::ForwardPlan;
 use crate::estimate::overhead::round_size;
 use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
@@ -246,10 +246,10 @@ pub fn infer_inputs<'a>(
     plan: &'a ForwardPlan,
     events: &'a PlanEvents,
     params: &'a [u64],
-) -> Result<super::infer::InferInputs<'a>, CoreError> {
+) -> Result<super::infer_inputs::InferInputs<'a>, CoreError> {
     let layers = spec.num_layers().max(1);
     let per_token = crate::estimate::kv::kv_cache_bytes(spec, job, 1)?;
-    Ok(super::infer::InferInputs {
+    Ok(super::infer_inputs::InferInputs {
         plan,
         events,
         params,

@@ -19,6 +19,7 @@ pub use model::ModelSpec;
 pub use summary::ModelSummary;
 pub mod advice;
 pub mod allocator;
+pub mod compose;
 pub mod diffusion;
 pub mod estimate;
 pub mod fit;

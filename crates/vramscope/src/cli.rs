@@ -1,8 +1,10 @@
 //! Command-line definitions.
 
 use crate::commands::jobargs::JobArgs;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+
+pub use crate::output::ColorChoice;
 
 const ABOUT: &str = "Where did my GPU memory go? Estimate, explain and measure the VRAM of \
 training and inference jobs.";
@@ -124,13 +126,6 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,9 +1,17 @@
 //! Writing to the terminal: colour choice, styles, and a broken pipe treated as a normal end
 //! (`vramscope models | head` must not panic).
 
-use crate::cli::ColorChoice;
 use anstyle::{AnsiColor, Style};
+use clap::ValueEnum;
 use std::io::Write;
+
+/// `--color`: when the terminal output is painted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
 
 /// Sets this process's colour choice (each `cli_main` call sets its own).
 pub fn init_color(choice: ColorChoice) {

@@ -2,85 +2,14 @@
 //! job's precision, attention kernel, dropout and checkpointing — and the Megatron accounting of
 //! Korthikanti et al. 2022 for `framework: megatron`.
 
-use super::alloc_events::PlanEvents;
+use super::alloc_events::plan_events::PlanEvents;
 use super::blocks::sdpa::SdpaStack;
 use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics};
+pub use super::forward_plan::{EagerMasks, ForwardPlan, LayerPlan};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
 use crate::job::{AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task};
 use crate::model::{Head, ModelSpec};
-
-/// One block in the step.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LayerPlan {
-    /// Bytes kept from its forward until its backward (saved tensors and its output).
-    pub kept: u64,
-    /// Autocast's 16-bit copies of its weights, kept until its backward.
-    pub weight_copies: u64,
-    /// Autocast's 16-bit copies of a checkpointed block's weights: nothing saves them, but
-    /// autocast's cache holds them until the autocast region exits (after the loss), so they
-    /// pile up over the forward and go before the backward (`torch.autocast.__exit__` clears
-    /// the cache; measured: SmolLM2 bf16-mixed with checkpointing keeps input + copies per block).
-    pub cached_copies: u64,
-    /// Top of its forward (kept plus transients).
-    pub forward_peak: u64,
-    /// Extra bytes while its backward runs: its backward's own scratch read off the block's
-    /// autograd sequence at its fullest (`BlockEvents::backward_peak`: the incoming gradient,
-    /// the activation and weight gradients made so far), or its forward's transient where
-    /// that is larger.
-    pub backward_transient: u64,
-    /// Of what it kept, the bytes its backward has released by that moment (the saved tensors
-    /// of the ops after the peak's, in forward order).
-    pub backward_released: u64,
-    /// Bytes a checkpointed block recomputes just before its backward.
-    pub recomputed: u64,
-}
-
-/// The forward of one micro-batch, part by part.
-#[derive(Debug, Clone, Default)]
-pub struct ForwardPlan {
-    /// input_ids and labels (int64), and a VLM's `pixel_values` (fp32).
-    pub inputs: u64,
-    pub embedding: StageMemory,
-    pub layers: Vec<LayerPlan>,
-    pub head: StageMemory,
-    /// The logits tensor, live from the head until the loss has read it.
-    pub logits: u64,
-    /// One hidden state between blocks (batch · seq · hidden at the residual stream's width).
-    pub hidden: u64,
-    pub loss: LossMemory,
-    /// The head's input gradient (b·s·h) during its backward.
-    pub logits_grad_input: u64,
-    /// `activation_bytes_per_layer`: bytes one block keeps (median over blocks).
-    pub bytes_per_layer: u64,
-    /// A DPO step's frozen reference: its no-grad forward's working set after the policy's
-    /// loss (`estimate/dpo.rs`); 0 otherwise.
-    pub reference_forward: u64,
-    /// Eager attention's additive masks ([`eager_masks`]): made after the embeddings, read by
-    /// every block; released when the decoder returns, or — held by every checkpointed
-    /// block's saved arguments — when the last checkpoint's backward is done.
-    pub masks: EagerMasks,
-    /// The forward runs a cuBLASLt GEMM (`runs_lt_gemm`), which some PyTorch releases give a
-    /// workspace of its own (`overhead::blas_workspaces_bytes_for`).
-    pub lt_gemm: bool,
-    /// The blocks' allocator events (`tape/events.rs`), one per distinct block program;
-    /// `None` where a layout changes the blocks (tensor, context or pipeline parallelism,
-    /// Megatron's accounting).
-    pub events: Option<std::sync::Arc<super::alloc_events::PlanEvents>>,
-}
-
-impl ForwardPlan {
-    /// The largest single allocations of the step (for the allocator model).
-    pub fn largest_allocations(&self) -> Vec<u64> {
-        let mut v = vec![
-            self.logits,
-            self.loss.saved,
-            self.loss.backward_transient / 2,
-        ];
-        v.sort_unstable_by(|a, b| b.cmp(a));
-        v
-    }
-}
 
 /// Dropout probabilities from the config, as each family names them.
 pub fn dropout_of(spec: &ModelSpec) -> (f64, f64, f64) {
@@ -179,30 +108,21 @@ pub fn forward(
     let reshaped = megatron || par.tp.max(1) * par.cp.max(1) * par.pp.max(1) > 1;
     let parts = distribute(spec, job, parts, bytes_per_layer, megatron, warnings);
     Ok(ForwardPlan {
-        inputs: super::techniques::input_tensors(job) * super::round_size(tokens * 8) + pixels,
+        inputs: super::techniques::input_tensors(job) * super::overhead::round_size(tokens * 8)
+            + pixels,
         embedding,
         layers: parts.layers,
         head: parts.head,
         logits: parts.logits,
-        hidden: super::round_size(tokens * h * num.param),
+        hidden: super::overhead::round_size(tokens * h * num.param),
         loss: parts.loss,
-        logits_grad_input: super::round_size(tokens * h * num.compute),
+        logits_grad_input: super::overhead::round_size(tokens * h * num.compute),
         bytes_per_layer,
         reference_forward: 0,
         masks: eager_masks(spec, job, num),
         lt_gemm: runs_lt_gemm(spec),
         events: (!reshaped).then(|| std::sync::Arc::new(events)),
     })
-}
-
-/// The additive masks of eager attention in a causal LM's training step.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EagerMasks {
-    /// The float masks, `[b, 1, s, s]` each in the model's dtype, one per kind of attention
-    /// layer (full, sliding window, chunked).
-    pub bytes: u64,
-    /// The boolean `[1, 1, s, s]` pattern each is filled from, freed once filled.
-    pub pattern: u64,
 }
 
 /// transformers 5.x decoders build their masks once, before the first block
@@ -318,7 +238,7 @@ fn blocks_forward(
 ) -> Result<(Vec<LayerPlan>, PlanEvents), CoreError> {
     let (b, s) = (job.batch, job.seq);
     let train = job.task == Task::Train;
-    let quantized = !super::weights_in_force(Some(spec), job)?.is_none();
+    let quantized = !super::weights::weights_in_force(Some(spec), job)?.is_none();
     // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
     // drops the attention core (scores, probabilities, dropout) and recomputes it.
     let ckpt = if train {
@@ -333,7 +253,7 @@ fn blocks_forward(
         kv_seq: super::mllama::cross_tokens(spec, job),
         ..ctx
     };
-    let output = super::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
+    let output = super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     // Each distinct layer's memory and its backward's fullest moment (`BlockEvents::backward_peak`).
     let mut cache: Vec<(usize, BlockMemory, super::tape::BackwardPeak)> = Vec::new();
@@ -380,7 +300,7 @@ fn blocks_forward(
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
         let dequant = if quantized {
-            super::round_size(largest_matrix(spec, layer) * num.compute.min(2))
+            super::overhead::round_size(largest_matrix(spec, layer) * num.compute.min(2))
         } else {
             0
         };
@@ -519,7 +439,7 @@ fn head_and_loss(
             kept: 0,
             peak: head
                 .peak
-                .min(super::round_size(tokens * spec.hidden_size * 4)),
+                .min(super::overhead::round_size(tokens * spec.hidden_size * 4)),
             weight_copies: 0,
         }
     };
@@ -529,7 +449,7 @@ fn head_and_loss(
     );
     let chunked = job.loss == crate::job::LossKernel::Chunked;
     let logits = if lm_head && !chunked {
-        super::round_size(logit_rows * spec.vocab_size * logits_width)
+        super::overhead::round_size(logit_rows * spec.vocab_size * logits_width)
     } else {
         0
     };
@@ -547,7 +467,7 @@ fn head_and_loss(
             loss,
             num,
             logits,
-            super::round_size(tokens * spec.vocab_size * width),
+            super::overhead::round_size(tokens * spec.vocab_size * width),
             tokens,
         )
     } else {

@@ -21,7 +21,7 @@ pub fn traced_causal_mask(spec: &ModelSpec, job: &ResolvedJob, num: Numerics) ->
         return 0;
     }
     let width = if num.autocast { 2 } else { num.compute };
-    super::round_size(job.batch * job.seq * job.seq * width)
+    super::overhead::round_size(job.batch * job.seq * job.seq * width)
 }
 
 /// The loss of a compiled step. The partitioner recomputes `log_softmax` in backward from the
@@ -42,7 +42,7 @@ pub fn loss(
     if !num.compile {
         return eager;
     }
-    let stats = 2 * super::round_size(tokens * 4);
+    let stats = 2 * super::overhead::round_size(tokens * 4);
     let labels = eager.saved.saturating_sub(log_softmax);
     LossMemory {
         saved: logits + stats + labels,
@@ -77,7 +77,7 @@ pub fn chunked_output_loss(
     if !num.compile {
         return eager;
     }
-    let log_softmax = super::round_size(tokens * vocab * 4);
+    let log_softmax = super::overhead::round_size(tokens * vocab * 4);
     LossMemory {
         backward_transient: chunk_grad,
         ..loss(eager, num, eager.dlogits, log_softmax, tokens)

@@ -11,8 +11,10 @@
 //! walks its policy step through [`edit`] too (`estimate/rl`).
 
 use super::activations::ForwardPlan;
+use super::input::ModelInput;
+use super::overhead::round_size;
+use super::simulate;
 use super::stages::LossMemory;
-use super::{round_size, simulate, ModelInput};
 use crate::error::CoreError;
 use crate::job::{Precision, ReferenceModel, ResolvedJob, Task};
 use crate::model::ModelSpec;

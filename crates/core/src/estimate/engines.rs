@@ -177,7 +177,7 @@ pub(crate) fn forward_peak(
     let p = forward(spec, &probe, &mut w)?;
     let block = p.layers.iter().map(|l| l.forward_peak).max().unwrap_or(0);
     let tp = job.parallel.tp.max(1);
-    let sampler = super::round_size(sequences.min(tokens) * spec.vocab_size * 4) * 2;
+    let sampler = super::overhead::round_size(sequences.min(tokens) * spec.vocab_size * 4) * 2;
     Ok(block / tp + p.embedding.kept + sampler)
 }
 

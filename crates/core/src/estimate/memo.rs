@@ -12,12 +12,13 @@
 //! answer. The warnings a part gave are kept with it and given again on every reuse, so a
 //! report is the same whether its parts were computed or remembered. Errors are not kept.
 
-use super::activations::ForwardPlan;
-use super::states::{LoraModules, StateBytes};
+use super::forward_plan::ForwardPlan;
+use super::lora_modules::LoraModules;
+use super::state_bytes::StateBytes;
 use crate::error::CoreError;
 use crate::job::{CudaModuleLoading, ResolvedJob};
 use crate::summary::ModelSummary;
-use crate::throughput::ModelShape;
+use crate::throughput::shape::ModelShape;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Entries kept per part; past it the oldest goes (a fit search's one-off batch sizes do not
@@ -33,7 +34,7 @@ pub struct Memo {
     lora: Table<Vec<String>, LoraModules>,
     /// The step's allocator events run through the caching-allocator model
     /// (`alloc_events`): `None` where the stream does not cover the job.
-    reserves: Table<ResolvedJob, Option<super::alloc_events::Outcome>>,
+    reserves: Table<ResolvedJob, Option<super::alloc_events::outcome::Outcome>>,
     /// The model alone: its step-time shape and its summary.
     shape: OnceLock<ModelShape>,
     summary: OnceLock<ModelSummary>,
@@ -87,8 +88,8 @@ impl Memo {
     pub(crate) fn reserve(
         &self,
         job: &ResolvedJob,
-        compute: impl FnOnce() -> Result<Option<super::alloc_events::Outcome>, CoreError>,
-    ) -> Result<Arc<Option<super::alloc_events::Outcome>>, CoreError> {
+        compute: impl FnOnce() -> Result<Option<super::alloc_events::outcome::Outcome>, CoreError>,
+    ) -> Result<Arc<Option<super::alloc_events::outcome::Outcome>>, CoreError> {
         let key = ResolvedJob {
             model: Default::default(),
             reserve: 0,

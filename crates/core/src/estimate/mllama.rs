@@ -5,7 +5,7 @@
 //! programs.
 
 use super::blocks::{block_memory, BlockCtx, BlockMemory};
-use super::round_size;
+use super::overhead::round_size;
 use super::stages::StageMemory;
 use crate::job::{ResolvedJob, Task};
 use crate::model::{Layer, ModelSpec};

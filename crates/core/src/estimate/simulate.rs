@@ -4,8 +4,10 @@
 //! bytes live per category, so the report can say when the peak happens and what is live then.
 
 use super::activations::{self, ForwardPlan};
+use super::input::ModelInput;
+use super::serving::{llamacpp_device, non_torch_bytes, Device};
 use super::states::{self, StateBytes};
-use super::{overhead, techniques, ModelInput};
+use super::{overhead, techniques};
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::*;
@@ -85,35 +87,11 @@ fn layer_label(i: usize) -> Cow<'static, str> {
 /// How many layer labels [`layer_label`] keeps made.
 const LAYER_LABELS: usize = 256;
 
-/// What one device holds over the step, however it was found: by walking a PyTorch step, or
-/// from a serving engine's own budget.
-pub(super) struct Device {
-    pub(super) components: Components,
-    pub(super) peak_allocated: Option<u64>,
-    pub(super) peak_reserved: Option<u64>,
-    pub(super) device_total: Option<u64>,
-    pub(super) peak_phase: Option<String>,
-    pub(super) kv_pool: Option<u64>,
-    pub(super) timeline: Vec<TimelinePoint>,
-    pub(super) engine: Option<serde_json::Value>,
-    /// vLLM refuses to start when its pool cannot hold one request of max_model_len tokens.
-    pub(super) engine_starts: bool,
-    /// Paged optimizer states counted in `device_total` (unified memory, evictable).
-    pub(super) paged: u64,
-    /// The caching-allocator model's figures where the step was simulated event by event.
-    pub(super) allocator: Option<AllocatorSummary>,
-}
-
-/// Simulates the job: model states, then the device by the framework's own rules (a walk of
-/// the PyTorch step, vLLM's start-up budget, llama.cpp's GPU/host split), then the fit.
+/// Simulates one plain step of the job (no RL phases, no DPO pair; those are dispatched
+/// above, in [`super::memory`]): model states, then the device by the framework's own rules (a
+/// walk of the PyTorch step, vLLM's start-up budget, llama.cpp's GPU/host split), then the fit.
 pub fn run(model: &ModelInput, job: &ResolvedJob) -> Result<Report, CoreError> {
     let job = &*super::vision::with_images(model.spec.as_ref(), job)?;
-    if job.task == Task::Rl {
-        return super::rl::run(model, job);
-    }
-    if super::dpo::is_dpo(job) {
-        return super::dpo::run(model, job);
-    }
     run_edited(model, job, None)
 }
 
@@ -209,17 +187,6 @@ pub(crate) fn run_edited(
         rl: None,
         throughput: None,
     })
-}
-
-/// Memory outside PyTorch's allocator: the CUDA context, and NCCL's buffers when several GPUs
-/// talk (`overhead.rs`).
-pub(super) fn non_torch_bytes(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob) -> u64 {
-    overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
-        + if job.parallel.gpus > 1 {
-            overhead::nccl_bytes(job.parallel.gpus)
-        } else {
-            0
-        }
 }
 
 /// A PyTorch step (or forward) walked event by event; the caching allocator's reserve and the
@@ -442,66 +409,6 @@ fn vllm_warnings(
         ));
     }
     Ok(starts)
-}
-
-/// llama.cpp: the layers `-ngl` puts on the GPU with their KV and the compute buffer; the rest
-/// in host RAM (`engines.rs`).
-pub(super) fn llamacpp_device(
-    model: &ModelInput,
-    spec: &crate::model::ModelSpec,
-    inv: &crate::inventory::Inventory,
-    job: &ResolvedJob,
-    gpu: Option<&crate::gpu::Gpu>,
-    warnings: &mut Vec<String>,
-) -> Result<Device, CoreError> {
-    let weights = super::effective_weights(model, job)?;
-    let qctx = super::quant::QuantContext::from_spec(spec);
-    let width = job.precision.compute_bytes();
-    let split = super::engines::llamacpp_split(
-        spec,
-        inv,
-        |t| states::stored_bytes_exact(&weights, &qctx, t, width),
-        job,
-    )?;
-    let components = Components {
-        parameters: split.gpu_weights,
-        kv_cache: split.gpu_kv,
-        temporaries: split.gpu_compute,
-        cuda_context: if split.layers_on_gpu > 0 || split.gpu_compute > 0 {
-            overhead::cuda_context_bytes_with(gpu, job.cuda_module_loading)
-        } else {
-            0
-        },
-        ..Components::default()
-    };
-    let allocated = components.allocated();
-    if split.host_total > 0 {
-        // ollama's option for llama.cpp's -ngl is num_gpu.
-        let flag = match job.framework {
-            crate::job::Framework::Ollama => "num_gpu",
-            _ => "-ngl",
-        };
-        warnings.push(format!(
-            "{} of {} layers on the GPU ({flag} {}): {} of weights and KV stay in host RAM",
-            split.layers_on_gpu,
-            spec.num_layers(),
-            split.n_gpu_layers,
-            crate::text::bytes(split.host_total)
-        ));
-    }
-    Ok(Device {
-        components,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(allocated),
-        device_total: Some(allocated + components.cuda_context),
-        peak_phase: Some("prompt processing".into()),
-        kv_pool: None,
-        timeline: Vec::new(),
-        engine: Some(serde_json::to_value(&split).unwrap_or_default()),
-        engine_starts: true,
-        paged: 0,
-        allocator: None,
-    })
 }
 
 /// The fit check against the GPU less the user's reserve (contract `reserve`).

@@ -2,7 +2,7 @@
 //! loss — written on the same [`Tape`] as the blocks.
 
 use super::blocks::Numerics;
-use super::round_size;
+use super::overhead::round_size;
 use super::tape::Tape;
 use crate::model::{Head, ModelSpec, Naming, NormKind, Positions};
 

@@ -24,42 +24,15 @@ use buffers::buffers_and_offload;
 pub use buffers::{DS_PREFETCH_BUCKET, DS_REDUCE_BUCKET};
 pub use modules_to_save::named as saved_module;
 
-use super::{optimizer, round_size, ModelInput};
+use super::input::ModelInput;
+pub use super::lora_modules::LoraModules;
+use super::optimizer;
+use super::overhead::round_size;
+pub use super::state_bytes::StateBytes;
 use crate::error::CoreError;
 use crate::inventory::{Component, Inventory, LayerTally, ShapeClass, ShapeTallies, Tensor};
 use crate::job::{Framework, Optimizer, Precision, ResolvedJob, Task};
 use crate::report::ModelStates;
-
-/// The model states of one GPU over the step.
-#[derive(Debug, Clone, Default)]
-pub struct StateBytes {
-    /// Held over the whole step (gradients: once complete).
-    pub resident: ModelStates,
-    /// The contract's `model_states`: each state's maximum over the step.
-    pub max: ModelStates,
-    pub trainable_params: u64,
-    /// Gradient bytes that appear during each layer's backward.
-    pub layer_grads: Vec<u64>,
-    /// Gradient bytes of the head (or of a tied embedding, made at the head's backward).
-    pub head_grad: u64,
-    /// Gradient bytes of the embeddings (0 when tied: already counted at the head).
-    pub embedding_grad: u64,
-    /// A tied embedding's backward: the embedding's own V×h gradient and the sum with the
-    /// head's contribution, live together for a moment.
-    pub embedding_backward_transient: u64,
-    /// The optimizer step's temporaries (foreach AdamW's sqrt(v) of every parameter).
-    pub step_scratch: u64,
-    /// Communication buffers held through the step (DDP buckets, DeepSpeed's reduce bucket,
-    /// ZeRO-3 / FSDP gathered parameters).
-    pub comm_buffers: u64,
-    /// Host (CPU) RAM holding offloaded states.
-    pub host: u64,
-    /// Optimizer-state bytes a paged bitsandbytes optimizer keeps in unified memory
-    /// (`optimizer::paged_state_bytes`): on the GPU while it has room, evictable to host RAM.
-    pub paged_states: u64,
-    /// `optimizer_in_backward`: what one parameter's gradient and its own step hold at once.
-    pub hook_step: super::techniques::HookStep,
-}
 
 /// Byte widths of each state per trainable element, by framework and precision.
 #[derive(Clone, Copy)]
@@ -146,16 +119,6 @@ pub fn lora_adapters(
     rank: u64,
 ) -> Result<Vec<(Option<u32>, u64)>, CoreError> {
     adapters_of(&lora_modules(tensors, targets), targets, rank)
-}
-
-/// The modules LoRA adapts: for each 2-D weight whose module name is a target, its layer and
-/// in + out features, in inventory order; and the first target no module matched. A rank
-/// multiplies it into [`lora_adapters`] ([`adapters_of`]); the matching, which reads every
-/// tensor's name, depends on the targets alone (remembered per model: `memo`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoraModules {
-    pub modules: Vec<(Option<u32>, u64)>,
-    pub unmatched: Option<usize>,
 }
 
 /// Matches the targets against the tensors' module names ([`LoraModules`]).
@@ -329,7 +292,7 @@ fn bare_count_states(
     let train = job.task == Task::Train;
     let opt = job_optimizer(job);
     let p = model.params_total;
-    let format = super::effective_weights(model, job)?;
+    let format = super::weights::effective_weights(model, job)?;
     let params = if format.is_none() {
         p.saturating_mul(w.param)
     } else {
@@ -635,7 +598,7 @@ fn weights_on_rank(
     job: &ResolvedJob,
     r: &Rules,
 ) -> Result<u64, CoreError> {
-    let weights = super::effective_weights(model, job)?;
+    let weights = super::weights::effective_weights(model, job)?;
     if weights.is_none() {
         let tl = inv.tallies();
         let mut params = 0u64;

@@ -3,53 +3,12 @@
 //! tensors in host memory), paged optimizers (states in unified memory) and `torch.compile`.
 //! The simulator asks this module; the default job takes none of these paths.
 
-use super::activations::ForwardPlan;
-use super::states::StateBytes;
-use crate::inventory::Component;
+use super::forward_plan::ForwardPlan;
+pub use super::state_bytes::HookStep;
+use super::state_bytes::StateBytes;
 use crate::job::{
     ActivationOffload, AttentionKernel, Checkpointing, ReferenceModel, ResolvedJob, Task,
 };
-
-/// `optimizer_in_backward`: torchtune's recipes (`recipes/full_finetune_single_device.py`,
-/// `optimizer_in_bwd`) make one optimizer per parameter and register `optim_step` with
-/// `param.register_post_accumulate_grad_hook` (torch `torch/_tensor.py`): when a parameter's
-/// gradient is complete its optimizer steps and `zero_grad()` frees the gradient. So at most
-/// one parameter's gradient and its own step's scratch (foreach AdamW's `sqrt(v)` of that one
-/// tensor) live at once, in each part of the backward.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HookStep {
-    /// The most a block's parameter holds: its gradient plus its step's scratch.
-    pub layer: u64,
-    /// The head's (untied) parameter, likewise.
-    pub head: u64,
-    /// An untied embedding (and the other parameters outside the blocks).
-    pub embedding: u64,
-    /// A tied embedding's gradient: `AccumulateGrad` sums the head's and the embedding's
-    /// contributions, so the head's is held from its backward until the embedding's, where the
-    /// hook runs once.
-    pub tied_grad: u64,
-    /// The tied parameter's step scratch (at the embedding's backward).
-    pub tied_scratch: u64,
-    /// The largest single gradient: `model_states.gradients` (its maximum over the step).
-    pub largest_grad: u64,
-}
-
-impl HookStep {
-    /// Records one trainable tensor of `grad` bytes whose own step needs `scratch` bytes.
-    pub fn add(&mut self, layer: Option<u32>, c: Component, tied: bool, grad: u64, scratch: u64) {
-        let both = grad.saturating_add(scratch);
-        self.largest_grad = self.largest_grad.max(grad);
-        match (layer, c) {
-            (Some(_), _) => self.layer = self.layer.max(both),
-            (None, _) if tied => {
-                self.tied_grad = self.tied_grad.max(grad);
-                self.tied_scratch = self.tied_scratch.max(scratch);
-            }
-            (None, Component::Head) => self.head = self.head.max(both),
-            (None, _) => self.embedding = self.embedding.max(both),
-        }
-    }
-}
 
 /// The model states when each step runs in the backward: no gradient is resident, none is
 /// carried to a separate step, and the step's scratch is per tensor (in [`HookStep`]); the

@@ -10,7 +10,7 @@ use super::blocks::{
     block_memory, qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width, BlockCtx,
     Numerics,
 };
-use super::round_size;
+use super::overhead::round_size;
 use super::stages::StageMemory;
 use crate::error::CoreError;
 use crate::job::{AttentionKernel, Checkpointing, ResolvedJob, Task};

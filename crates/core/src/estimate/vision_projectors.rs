@@ -3,7 +3,7 @@
 //! of Idefics3 / SmolVLM and Qwen3-VL's merger with its DeepStack mergers.
 
 use super::blocks::Numerics;
-use super::round_size;
+use super::overhead::round_size;
 use crate::vision::{ImageCost, Projector, Vision};
 
 /// Saved tensors of the projector over `images` tower images of `cost.tower_seq` patches,

@@ -2,7 +2,7 @@
 //! winner explained in one line. Closed-form per layout (`super::train_step`), so the screen
 //! stays as fast as the memory screen it runs beside.
 
-use crate::estimate::ModelInput;
+use crate::estimate::input::ModelInput;
 use crate::gpu::Gpu;
 use crate::job::{Checkpointing, Framework, Offload, ResolvedJob};
 pub use crate::plan::layouts::LayoutTime;
@@ -83,7 +83,11 @@ impl Timing {
     /// `None` where the GPU's speeds are unknown.
     pub fn new(model: &ModelInput, base: &ResolvedJob, gpu: &Gpu) -> Option<Self> {
         let hw = crate::throughput::Hardware::of(gpu, base.precision).ok()?;
-        let shape = crate::throughput::ModelShape::of(model);
+        let shape = crate::throughput::ModelShape::of(
+            model.spec.as_ref(),
+            model.inventory.as_ref(),
+            model.params_total,
+        );
         Some(Timing {
             hw,
             attention: crate::throughput::attention_kernel(base, &shape),

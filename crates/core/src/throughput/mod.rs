@@ -30,7 +30,7 @@ pub mod price;
 pub mod rl;
 pub mod shape;
 
-use crate::estimate::ModelInput;
+use crate::estimate::input::ModelInput;
 use crate::job::{
     AttentionKernel, Checkpointing, Framework, Offload, Optimizer, Precision, ReferenceModel,
     ResolvedJob, Task,
@@ -451,7 +451,13 @@ pub fn for_job(
         Ok(hw) => hw,
         Err(why) => return (None, Some(format!("throughput is null: {why}"))),
     };
-    let shape = model.memo().shape(|| ModelShape::of(model));
+    let shape = model.memo().shape(|| {
+        ModelShape::of(
+            model.spec.as_ref(),
+            model.inventory.as_ref(),
+            model.params_total,
+        )
+    });
     match job.task {
         Task::Train => {
             let mut setup = Setup::of_job(job, &trainable(model, job));

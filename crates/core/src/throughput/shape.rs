@@ -2,8 +2,7 @@
 //! token passes through in matmuls, the attention core's width per layer, the bytes its
 //! memory-bound ops move per token.
 
-use crate::estimate::ModelInput;
-use crate::inventory::Component;
+use crate::inventory::{Component, Inventory};
 use crate::model::{Layer, Mlp, ModelSpec, Naming, NormKind, Positions};
 
 /// What one layer's forward is made of, as eager PyTorch runs a Hugging Face modelling file
@@ -71,9 +70,14 @@ pub struct ModelShape {
 
 impl ModelShape {
     /// The shape of a model: from its architecture and tensors, or from its parameter count
-    /// alone (every parameter in a matmul, nothing else known).
-    pub fn of(model: &ModelInput) -> ModelShape {
-        let params = model.params_total as f64;
+    /// alone (every parameter in a matmul, nothing else known). Takes the model's parts (the
+    /// estimator's `ModelInput` fields) so that the model's memo can hold a shape.
+    pub fn of(
+        spec: Option<&ModelSpec>,
+        inventory: Option<&Inventory>,
+        params_total: u64,
+    ) -> ModelShape {
+        let params = params_total as f64;
         let bare = ModelShape {
             matmul_params: params,
             params,
@@ -86,19 +90,16 @@ impl ModelShape {
             moe_layers: 0,
             top_k: 0,
             layer_ops: LayerOps::default(),
-            param_tensors: model
-                .inventory
-                .as_ref()
-                .map_or(0.0, |i| i.tensors.len() as f64),
+            param_tensors: inventory.map_or(0.0, |i| i.tensors.len() as f64),
         };
-        match &model.spec {
-            Some(spec) => from_spec(spec, model, bare),
+        match spec {
+            Some(spec) => from_spec(spec, inventory, bare),
             None => bare,
         }
     }
 }
 
-fn from_spec(spec: &ModelSpec, model: &ModelInput, bare: ModelShape) -> ModelShape {
+fn from_spec(spec: &ModelSpec, inventory: Option<&Inventory>, bare: ModelShape) -> ModelShape {
     let h = spec.hidden_size;
     let mut attention: Vec<(f64, Option<u64>)> = Vec::new();
     let mut heads = 0.0;
@@ -120,7 +121,7 @@ fn from_spec(spec: &ModelSpec, model: &ModelInput, bare: ModelShape) -> ModelSha
     }
     let layers = spec.num_layers();
     ModelShape {
-        matmul_params: matmul_params(spec, model).unwrap_or(bare.params),
+        matmul_params: matmul_params(spec, inventory).unwrap_or(bare.params),
         attention,
         heads,
         layers,
@@ -258,8 +259,8 @@ fn activation_kernels(name: &str) -> f64 {
 /// Parameters in the matmuls a token passes through: attention, dense MLP, router and head
 /// tensors whole, routed experts at `top_k / experts`, and the embedding again when the head
 /// is tied to it (the head multiplies by it). Embedding lookups and norms are no matmuls.
-fn matmul_params(spec: &ModelSpec, model: &ModelInput) -> Option<f64> {
-    let inv = model.inventory.as_ref()?;
+fn matmul_params(spec: &ModelSpec, inventory: Option<&Inventory>) -> Option<f64> {
+    let inv = inventory?;
     let routed = spec.all_layers().find_map(|l| match &l.mlp {
         Mlp::Moe(m) => Some(m.top_k as f64 / m.experts.max(1) as f64),
         Mlp::Dense(_) | Mlp::None => None,

@@ -3,7 +3,7 @@
 //! each by its transformers configuration class (an absent key takes the class default).
 
 use super::fields::Cfg;
-use super::vision::{pinpoints, vit};
+use super::vision_parts::{pinpoints, vit};
 use crate::error::Result;
 use serde_json::Value;
 use vramscope_core::vision::{ImageTokens, Projector, TowerKind, Vision};

@@ -28,6 +28,7 @@ mod qwen3_next;
 mod unknown;
 mod vision;
 mod vision_families;
+mod vision_parts;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;

@@ -5,7 +5,7 @@
 //! (`configuration_qwen3_vl.py`).
 
 use super::fields::Cfg;
-use super::vision::vit;
+use super::vision_parts::vit;
 use crate::error::Result;
 use serde_json::Value;
 use vramscope_core::model::NormKind;

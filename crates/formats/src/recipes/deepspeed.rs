@@ -8,16 +8,8 @@
 //! `reduce_bucket_size` ← hidden², `stage3_prefetch_bucket_size` ← 0.9 × hidden²,
 //! `stage3_param_persistence_threshold` ← 10 × hidden).
 
-use super::doc::{as_count, count_of, is_auto, short, str_of, Doc, Reading};
+use super::doc::{as_count, count_of, is_auto, short, str_of, Batch, Doc, Reading};
 use serde_json::{json, Map, Value};
-
-/// DeepSpeed's three batch figures as the file gives them: `None` absent, `Some(None)` "auto".
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Batch {
-    pub train: Option<Option<u64>>,
-    pub micro: Option<Option<u64>>,
-    pub accum: Option<Option<u64>>,
-}
 
 /// Keys that say nothing about memory (logging, schedules, clipping, checkpoint saving).
 const QUIET: &[&str] = &[

@@ -121,7 +121,7 @@ pub(crate) struct Reading {
     /// Other config files this one names (DeepSpeed config paths): (key, path).
     pub refs: Vec<(String, String)>,
     /// DeepSpeed's batch triple, settled after every file is read.
-    pub ds_batch: Option<super::deepspeed::Batch>,
+    pub ds_batch: Option<Batch>,
 }
 
 impl Reading {
@@ -312,4 +312,12 @@ pub(crate) fn names_of(doc: &Doc, key: &str) -> Result<Option<Vec<String>>, Stri
             .map(Some),
         Some(v) => Err(bad(v)),
     }
+}
+
+/// DeepSpeed's three batch figures as the file gives them: `None` absent, `Some(None)` "auto".
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Batch {
+    pub train: Option<Option<u64>>,
+    pub micro: Option<Option<u64>>,
+    pub accum: Option<Option<u64>>,
 }

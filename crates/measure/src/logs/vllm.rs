@@ -149,7 +149,7 @@ fn config_line(line: &str, job: &mut Map<String, Value>, e: &mut Map<String, Val
         return;
     }
     if let Some(m) = word_after(line, "config: model=") {
-        put(job, "model", model_name(m));
+        put(job, "model", super::vllm_command::model_name(m));
     }
     if let Some(n) = count_after(line, "max_seq_len=") {
         put(e, "max_model_len", n);
@@ -180,15 +180,6 @@ fn config_line(line: &str, job: &mut Map<String, Value>, e: &mut Map<String, Val
             json!({"gpus": tp * pp, "tp": tp, "pp": pp}),
         );
     }
-}
-
-/// `org/name` from a Hugging Face cache path (`.../models--org--name/snapshots/<sha>`), else
-/// the name as given.
-pub(super) fn model_name(m: &str) -> String {
-    m.split('/')
-        .find_map(|part| part.strip_prefix("models--"))
-        .map(|s| s.replacen("--", "/", 1))
-        .unwrap_or_else(|| m.trim_end_matches('/').to_string())
 }
 
 /// V1's refusal to start (`_check_enough_kv_cache_memory`): the max length, the KV it needs and

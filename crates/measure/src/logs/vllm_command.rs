@@ -123,7 +123,7 @@ pub fn read(text: &str, job: &mut Map<String, Value>, engine: &mut Map<String, V
     };
     let count = |names: &[&str]| text_of(names).and_then(|v| v.parse::<u64>().ok());
     if let Some(m) = model {
-        put(job, "model", super::vllm::model_name(&m));
+        put(job, "model", model_name(&m));
     }
     if let Some(u) = text_of(&["gpu-memory-utilization"]).and_then(|v| v.parse::<f64>().ok()) {
         if u.is_finite() {
@@ -152,6 +152,15 @@ pub fn read(text: &str, job: &mut Map<String, Value>, engine: &mut Map<String, V
     if text_of(&["kv-cache-dtype"]).is_some_and(|k| k.starts_with("fp8")) {
         put(job, "kv_dtype", "fp8");
     }
+}
+
+/// `org/name` from a Hugging Face cache path (`.../models--org--name/snapshots/<sha>`), else
+/// the name as given.
+pub(super) fn model_name(m: &str) -> String {
+    m.split('/')
+        .find_map(|part| part.strip_prefix("models--"))
+        .map(|s| s.replacen("--", "/", 1))
+        .unwrap_or_else(|| m.trim_end_matches('/').to_string())
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@ pub mod whatif;
 
 use vramscope_core::report::{Category, Fit, Report};
 
+/// Headroom below which a fit is called tight (allocator fragmentation, another process or a
+/// longer batch can take it).
+pub const TIGHT_HEADROOM: i64 = 1 << 30;
+
 /// The categories an estimate reports, in the order of every table and picture
 /// (`vramscope_core::report::Category`; `unattributed` belongs to measurements only).
 pub const SHOWN: [Category; 9] = Category::ESTIMATED;

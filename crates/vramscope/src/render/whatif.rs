@@ -1,16 +1,13 @@
 //! The advice block ("does not fit → do this") and the what-if table under the estimate.
 
 use super::terminal::wrap;
+use super::TIGHT_HEADROOM;
 use crate::units::bytes;
 use vramscope_core::job::Task;
 use vramscope_core::report::Report;
 
 /// Widest flags column before the flags get a line of their own.
 const FLAGS_COLS: usize = 40;
-
-/// Headroom below which a fit is called tight (allocator fragmentation, another process or a
-/// longer batch can take it).
-pub const TIGHT_HEADROOM: i64 = 1 << 30;
 
 /// "does not fit → do this": the report's advice, cheapest first, each as the flags to add,
 /// the device total and headroom, and what it gives up. Empty when the report has no advice.

@@ -1,7 +1,7 @@
 //! The page, its script and its style: compiled in and served from a fixed table, so there is
 //! no file path to traverse; anything else is a JSON 404.
 
-use super::request::ApiError;
+use super::api_error::ApiError;
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};

@@ -9,7 +9,7 @@
 //! request has `REQUEST_TIMEOUT`; answers carry `nosniff` and `no-store`, and `Connection:
 //! close` when the server closes the connection after them (a body it did not read).
 
-use super::request::ApiError;
+use super::api_error::ApiError;
 use super::{App, BODY_LIMIT, MAX_UPLOADS, MODEL_UPLOAD_LIMIT, REQUEST_TIMEOUT, UPLOAD_LIMIT};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};

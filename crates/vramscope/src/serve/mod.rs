@@ -13,6 +13,7 @@
 //! - `uploads`: model files dropped on the page, read into memory;
 //! - `assets`: the page, its script and style, compiled in.
 
+mod api_error;
 mod assets;
 mod guard;
 mod origin;

@@ -12,7 +12,7 @@
 //! unknown type), and a request whose `Origin` is not this server, or whose `Sec-Fetch-Site`
 //! is not `same-origin` or `none`, gets 403.
 
-use super::request::ApiError;
+use super::api_error::ApiError;
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 

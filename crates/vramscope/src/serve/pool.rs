@@ -8,7 +8,7 @@
 //! is then set, so the work stops at its next check (queued work never starts; a plan's search
 //! stops between layouts) and gives its permit back.
 
-use super::request::ApiError;
+use super::api_error::ApiError;
 use axum::http::StatusCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -8,48 +8,10 @@
 //! (`static_cache.rs`). The blocks' tensors live as transformers' Python names hold them under
 //! `no_grad` (`blocks/mod.rs` `Prog::hold`, [`prefill`]).
 
-use super::{reserve_block, run_block, Phase, PlanEvents, Sink};
-use crate::estimate::activations::ForwardPlan;
+use super::infer_inputs::InferInputs;
+use super::{reserve_block, run_block, Phase, Sink};
 
 /// Everything the inference stream is made from.
-#[derive(Debug, Clone)]
-pub struct InferInputs<'a> {
-    pub plan: &'a ForwardPlan,
-    pub events: &'a PlanEvents,
-    /// Parameter tensors' bytes in module order.
-    pub params: &'a [u64],
-    /// cuBLAS workspace of the one handle.
-    pub workspace: u64,
-    pub batch: u64,
-    pub prompt: u64,
-    pub new_tokens: u64,
-    /// Bytes of the hidden state of one token.
-    pub hidden_per_token: u64,
-    /// Bytes of one layer's keys (or values) per token, all sequences (`kv.rs`).
-    pub kv_per_token: u64,
-    /// The vocabulary (logits of the last position: batch × vocab).
-    pub vocab: u64,
-    /// Width of the logits (the head's output dtype).
-    pub logits_width: u64,
-    /// `generate` calls (run_one.py: a warm-up and a measured one; the second reserves nothing
-    /// new on the H200 runs, so one is written).
-    pub calls: u8,
-    /// `cache_implementation="static"` (job `engine.cache`): the static cache's shape, else
-    /// `None` (transformers' `DynamicCache`).
-    pub static_cache: Option<StaticCache>,
-}
-
-/// What a `StaticCache` run allocates beyond a dynamic one (module `static_cache`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StaticCache {
-    /// `max_cache_len`: prompt + new tokens − 1 (`kv::generate_cache_tokens`).
-    pub len: u64,
-    /// Query heads per key/value head (`repeat_kv`'s `n_rep`; 1 without grouped-query).
-    pub rep: u64,
-    /// Width of the query (the additive mask's dtype).
-    pub query_width: u64,
-}
-
 /// The process's events into `s`.
 pub fn infer_into<S: Sink>(s: &mut S, inp: &InferInputs) {
     s.phase(Phase::Context);

@@ -2,12 +2,13 @@
 //! and which jobs the stream can express (the rest keep the packing heuristic of
 //! `overhead.rs`).
 
-use super::infer::StaticCache;
+use super::infer_inputs::StaticCache;
 use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
-use crate::estimate::activations::ForwardPlan;
-use crate::estimate::{optimizer, overhead, round_size};
+use crate::estimate::forward_plan::ForwardPlan;
+use crate::estimate::overhead::round_size;
+use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
 use crate::job::{
@@ -35,7 +36,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && p.zero == 0
         && job.optimizer_impl == OptimizerImpl::Foreach
         && job.loss == LossKernel::Standard
-        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
         && job.images.is_none()
         && matches!(job.checkpointing, Checkpointing::None | Checkpointing::Full)
         && matches!(
@@ -232,7 +233,7 @@ pub fn expressible_infer(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan
         && job.kv_dtype.is_none()
         && job.images.is_none()
         && spec.encoder.is_none()
-        && crate::estimate::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
 }
@@ -245,10 +246,10 @@ pub fn infer_inputs<'a>(
     plan: &'a ForwardPlan,
     events: &'a PlanEvents,
     params: &'a [u64],
-) -> Result<super::infer::InferInputs<'a>, CoreError> {
+) -> Result<super::infer_inputs::InferInputs<'a>, CoreError> {
     let layers = spec.num_layers().max(1);
     let per_token = crate::estimate::kv::kv_cache_bytes(spec, job, 1)?;
-    Ok(super::infer::InferInputs {
+    Ok(super::infer_inputs::InferInputs {
         plan,
         events,
         params,

@@ -12,12 +12,18 @@
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
 mod infer;
+mod infer_inputs;
 pub mod inputs;
+pub mod outcome;
+pub mod plan_events;
 pub mod replay;
 mod static_cache;
 mod train;
 
-pub use infer::{infer_into, InferInputs, StaticCache};
+pub use infer::infer_into;
+pub use infer_inputs::{InferInputs, StaticCache};
+pub use outcome::Outcome;
+pub use plan_events::PlanEvents;
 pub use train::{train_into, train_stream, LossSizes, Param, TrainInputs};
 
 use super::tape::BlockEvents;
@@ -159,18 +165,6 @@ impl Stream {
     }
 }
 
-/// The blocks' events of one forward plan: each distinct block program once, and which one
-/// each layer runs (made with the plan and remembered with it, `memo.rs`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlanEvents {
-    pub blocks: Vec<BlockEvents>,
-    pub layer_block: Vec<u32>,
-    /// Width of the parameters and the residual stream the plan ran at.
-    pub param_width: u64,
-    /// `torch.autocast` was on.
-    pub autocast: bool,
-}
-
 /// One layer's block instantiated in a stream: its id range and the ids it shares with its
 /// neighbours (its input is the block before's output; its output's gradient is the block
 /// after's input gradient).
@@ -236,26 +230,14 @@ pub(crate) fn reserve_block<S: Sink>(s: &mut S, b: &BlockEvents, input: u32) -> 
     }
 }
 
-/// What the allocator model said of a stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Outcome {
-    pub peak_allocated: u64,
-    pub peak_reserved: u64,
-    pub segments: u64,
-    pub largest_free_block: u64,
-    pub num_alloc_retries: u64,
-    /// The device ran out of memory (`capacity` exceeded even after freeing the cache).
-    pub oom: bool,
-}
-
 /// The training stream of `job` on `model` into `sink`; `false` (nothing sent) where the
 /// stream cannot express the job ([`inputs::expressible`]). `plan` is the estimate's own.
 pub(crate) fn events_into<S: Sink>(
     sink: &mut S,
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    plan: &super::activations::ForwardPlan,
+    plan: &super::forward_plan::ForwardPlan,
 ) -> Result<bool, crate::error::CoreError> {
     let (Some(spec), Some(inv), Some(events)) = (&model.spec, &model.inventory, &plan.events)
     else {
@@ -282,10 +264,10 @@ pub(crate) fn events_into<S: Sink>(
 
 /// The stream of `job` recorded ([`events_into`]), or `None`.
 pub(crate) fn stream_of(
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    plan: &super::activations::ForwardPlan,
+    plan: &super::forward_plan::ForwardPlan,
 ) -> Result<Option<Stream>, crate::error::CoreError> {
     let mut s = Stream::with_capacity(1 << 14);
     Ok(events_into(&mut s, model, job, gpu, plan)?.then_some(s))
@@ -294,10 +276,10 @@ pub(crate) fn stream_of(
 /// The allocator model's figures for `job`'s stream run through `sim`, or `None`.
 pub(crate) fn simulate(
     sim: crate::allocator::Allocator,
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    plan: &super::activations::ForwardPlan,
+    plan: &super::forward_plan::ForwardPlan,
 ) -> Result<Option<Outcome>, crate::error::CoreError> {
     let mut sink = replay::SimSink::new(sim);
     Ok(events_into(&mut sink, model, job, gpu, plan)?.then(|| sink.outcome()))
@@ -306,7 +288,7 @@ pub(crate) fn simulate(
 /// The training stream of `job` on `model` as the estimate makes it (its plan
 /// remembered by the model, `memo.rs`); `None` where the stream cannot express the job.
 pub fn step_stream(
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
 ) -> Result<Option<Stream>, crate::error::CoreError> {
     let Some(spec) = &model.spec else {
@@ -328,10 +310,10 @@ pub fn step_stream(
 /// between the stream's and the walk's tensors moves both figures alike. `None`: the stream
 /// does not cover the job.
 pub(crate) fn simulated_reserve(
-    model: &super::ModelInput,
+    model: &super::input::ModelInput,
     job: &crate::job::ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    plan: &super::activations::ForwardPlan,
+    plan: &super::forward_plan::ForwardPlan,
     walk_peak: u64,
     edited: bool,
 ) -> Result<Option<(u64, crate::report::AllocatorSummary)>, crate::error::CoreError> {

@@ -28,7 +28,7 @@
 //!   dtype)` then `masked_fill_(mask.logical_not(), ...)`, the `logical_not` a bool temporary).
 //!   The copies and the additive mask are freed when the call returns ([`decode`]).
 
-use super::infer::{InferInputs, StaticCache};
+use super::infer_inputs::{InferInputs, StaticCache};
 use super::Sink;
 
 /// `sdpa_mask`'s bool mask of one decode forward over `q_len` new positions (freed by the

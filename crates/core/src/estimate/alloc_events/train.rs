@@ -5,7 +5,7 @@
 //! step under `zero_grad(set_to_none=False)`.
 
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
-use crate::estimate::activations::ForwardPlan;
+use crate::estimate::forward_plan::ForwardPlan;
 use crate::job::Checkpointing;
 
 /// One parameter tensor as the step treats it.

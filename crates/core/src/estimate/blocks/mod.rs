@@ -635,11 +635,11 @@ impl<'a> Prog<'a> {
     /// What the block program leaves: its saved tensors and output, its peak, and its input
     /// when nothing saved it.
     fn finish(self, x: Id, out: Id) -> BlockMemory {
-        let mem = self.t.memory(Some(out), super::round_size);
+        let mem = self.t.memory(Some(out), super::overhead::round_size);
         let input_freed = if self.t.is_saved(x) || self.c.no_grad {
             0
         } else {
-            super::round_size(self.t.elements(x) * self.t.width(x))
+            super::overhead::round_size(self.t.elements(x) * self.t.width(x))
         };
         BlockMemory {
             kept: mem.kept,

@@ -66,7 +66,7 @@ pub fn qwen_merger_memory(c: BlockCtx, norm: NormKind, merge: u64, out: u64) -> 
     let d = c.spec.hidden_size;
     let x = p.t.external(p.tokens * d, qwen_vision_stream_width(c.num));
     let y = p.qwen_merger(x, norm, merge, out);
-    let y_bytes = super::super::round_size(p.t.elements(y) * p.t.width(y));
+    let y_bytes = super::super::overhead::round_size(p.t.elements(y) * p.t.width(y));
     let mut m = p.finish(x, y);
     m.kept = m.kept.saturating_sub(y_bytes);
     m

@@ -22,7 +22,7 @@
 
 mod phases;
 
-use super::ModelInput;
+use super::input::ModelInput;
 use crate::error::CoreError;
 use crate::job::{Framework, ResolvedJob, Rl, RlAlgorithm, Task};
 use crate::report::*;

@@ -4,7 +4,8 @@
 use super::{sub_job, GeneratorFigures, PhaseFigures, Roles, Rollouts};
 use crate::error::CoreError;
 use crate::estimate::activations::{self, ForwardPlan};
-use crate::estimate::{engines, simulate, states, ModelInput};
+use crate::estimate::input::ModelInput;
+use crate::estimate::{engines, simulate, states};
 use crate::job::EngineSettings;
 use crate::job::{Generator, Parallel, Precision, ResolvedJob, Rl, RlAlgorithm, Task};
 use crate::model::ModelSpec;

@@ -8,7 +8,8 @@
 
 use super::{eight_bit, Rules, StateBytes, Sums};
 use crate::error::CoreError;
-use crate::estimate::{optimizer, round_size};
+use crate::estimate::optimizer;
+use crate::estimate::overhead::round_size;
 use crate::inventory::{Component, Tensor};
 
 /// Whether a tensor belongs to one of the named modules, by PEFT's rule for module names: the

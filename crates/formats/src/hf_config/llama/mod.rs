@@ -4,12 +4,13 @@
 use super::fields::Cfg;
 use super::{dense, empty_spec};
 use crate::error::Result;
-use families::{Biases, Defaults, Family, NormPlace, Sliding};
+use family::{Biases, Defaults, Family, NormPlace, Sliding};
 use serde_json::Value;
 use vramscope_core::model::*;
 
 mod dsa;
 mod families;
+mod family;
 mod moe;
 mod new_families;
 mod season;
@@ -89,7 +90,7 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         });
     }
     finish(&mut spec, cfg, fam, &shape, parts.norm)?;
-    if matches!(fam.experts, families::Experts::Llama4) {
+    if matches!(fam.experts, family::Experts::Llama4) {
         new_families::llama4_layers(cfg, &mut spec)?;
     }
     season::apply_positions(cfg, fam, &mut spec)?;

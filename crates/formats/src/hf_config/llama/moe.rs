@@ -2,10 +2,11 @@
 //! family (`modeling_mixtral.py`, `modeling_qwen2_moe.py` / `modeling_qwen3_moe.py`,
 //! `modeling_deepseek_v3.py`).
 
-use super::families::Experts;
+use super::family::Experts;
 use crate::error::Result;
 use crate::hf_config::dense;
 use crate::hf_config::fields::Cfg;
+use serde_json::Value;
 use vramscope_core::model::MoeMlp;
 
 /// Which layers are MoE and what their experts look like.
@@ -56,7 +57,7 @@ pub(super) fn moe_layout(
             };
             layout
         }
-        Experts::Llama4 => super::new_families::llama4_moe(cfg, activation)?,
+        Experts::Llama4 => llama4_moe(cfg, activation)?,
         Experts::GptOss => gpt_oss(cfg)?,
         Experts::Qwen {
             experts,
@@ -234,6 +235,41 @@ fn gpt_oss(cfg: &Cfg) -> Result<MoeLayout> {
         dense_layers: Vec::new(),
         first_dense: 0,
         step: 1,
+        zero_based_step: false,
+    })
+}
+
+/// `Llama4TextMoe` layers: `moe_layers` when the config lists them, else every
+/// `interleave_moe_layer_step`-th layer from index `step - 1` (Llama4TextConfig
+/// `__post_init__`); `num_local_experts` (16) experts and a shared expert, both
+/// `intermediate_size` (8192) wide, `num_experts_per_tok` (1) per token.
+pub(super) fn llama4_moe(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
+    let ffn = cfg.size(&["intermediate_size"], Some(8192))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], 48)?;
+    let (dense_layers, step) = match cfg.obj.get("moe_layers") {
+        None | Some(Value::Null) => (
+            Vec::new(),
+            cfg.size(&["interleave_moe_layer_step"], Some(1))?,
+        ),
+        Some(_) => {
+            let moe = cfg.uint_list("moe_layers")?;
+            ((0..layers).filter(|i| !moe.contains(i)).collect(), 1)
+        }
+    };
+    Ok(MoeLayout {
+        template: MoeMlp {
+            latent: None,
+            experts: cfg.size(&["num_local_experts"], Some(16))?,
+            top_k: cfg.size(&["num_experts_per_tok"], Some(1))?,
+            expert: dense(ffn, true, false, activation),
+            shared: Some(dense(ffn, true, false, activation)),
+            shared_gate: false,
+            router_bias: false,
+            input_jitter: 0,
+        },
+        dense_layers,
+        first_dense: 0,
+        step,
         zero_based_step: false,
     })
 }

@@ -3,13 +3,13 @@
 //! what Llama 4's layers need beyond a row (NoPE layers, chunked attention, the L2 q/k norm, the
 //! MoE layer pattern). Class defaults are those of `configuration_<family>.py` (transformers 5.x).
 
-use super::families::{Biases, Defaults, Experts, Family, Sliding, LLAMA, LLAMA_DEFAULTS};
-use super::moe::MoeLayout;
+use super::family::{
+    Biases, Defaults, Experts, Family, Sliding, DEEPSEEK_V3, LLAMA, LLAMA_DEFAULTS,
+};
 use crate::error::Result;
-use crate::hf_config::dense;
 use crate::hf_config::fields::Cfg;
 use serde_json::Value;
-use vramscope_core::model::{ModelSpec, MoeMlp, Naming};
+use vramscope_core::model::{ModelSpec, Naming};
 
 /// OLMoE (`modeling_olmoe.py`): every layer MoE (OlmoeConfig: 64 experts, 8 per token, experts
 /// `intermediate_size` wide, default 2048), no shared expert, a router without bias, and RMS
@@ -100,7 +100,7 @@ pub(super) const GLM4_MOE: Family = Family {
 
 /// Llama 4's language model (`modeling_llama4.py`, Llama4TextConfig defaults: 48 layers, hidden
 /// 5120, 40 heads of 128, 8 KV heads, 202048 tokens, dense MLPs `intermediate_size_mlp` 16384
-/// wide). Per-layer attention and MoE come from [`llama4_layers`] and [`llama4_moe`].
+/// wide). Per-layer attention and MoE come from [`llama4_layers`] and [`super::moe::llama4_moe`].
 pub(super) const LLAMA4_TEXT: Family = Family {
     model_type: "llama4_text",
     defaults: Defaults {
@@ -126,43 +126,8 @@ pub(super) const LLAMA4_TEXT: Family = Family {
 /// DeepSeek-V3 (DeepseekV3Config defaults, multi-head latent attention, 1 shared expert).
 pub(super) const KIMI_K2: Family = Family {
     model_type: "kimi_k2",
-    ..super::families::DEEPSEEK_V3
+    ..DEEPSEEK_V3
 };
-
-/// `Llama4TextMoe` layers: `moe_layers` when the config lists them, else every
-/// `interleave_moe_layer_step`-th layer from index `step - 1` (Llama4TextConfig
-/// `__post_init__`); `num_local_experts` (16) experts and a shared expert, both
-/// `intermediate_size` (8192) wide, `num_experts_per_tok` (1) per token.
-pub(super) fn llama4_moe(cfg: &Cfg, activation: &str) -> Result<MoeLayout> {
-    let ffn = cfg.size(&["intermediate_size"], Some(8192))?;
-    let layers = cfg.layer_count(&["num_hidden_layers"], 48)?;
-    let (dense_layers, step) = match cfg.obj.get("moe_layers") {
-        None | Some(Value::Null) => (
-            Vec::new(),
-            cfg.size(&["interleave_moe_layer_step"], Some(1))?,
-        ),
-        Some(_) => {
-            let moe = cfg.uint_list("moe_layers")?;
-            ((0..layers).filter(|i| !moe.contains(i)).collect(), 1)
-        }
-    };
-    Ok(MoeLayout {
-        template: MoeMlp {
-            experts: cfg.size(&["num_local_experts"], Some(16))?,
-            top_k: cfg.size(&["num_experts_per_tok"], Some(1))?,
-            expert: dense(ffn, true, false, activation),
-            shared: Some(dense(ffn, true, false, activation)),
-            shared_gate: false,
-            router_bias: false,
-            input_jitter: 0,
-            latent: None,
-        },
-        dense_layers,
-        first_dense: 0,
-        step,
-        zero_based_step: false,
-    })
-}
 
 /// Llama 4's per-layer attention (Llama4TextConfig `__post_init__`, `Llama4TextAttention`):
 /// layer `i` uses RoPE when `no_rope_layers[i]` is 1 (default: every

@@ -4,7 +4,7 @@
 //! norms, sliding layers and NoPE global layers). Class defaults are those of
 //! `configuration_<family>.py` and shapes those of `modeling_<family>.py` in transformers 5.24.0.
 
-use super::families::{
+use super::family::{
     Biases, Defaults, Family, NormPlace, Positions, Sliding, LLAMA, LLAMA_DEFAULTS,
 };
 use crate::error::Result;

@@ -224,7 +224,7 @@ pub fn capacity_text(f: &vramscope_core::report::Fit) -> String {
 
 fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
     match fit_of(r) {
-        Some(f) if f.fits && f.headroom < super::whatif::TIGHT_HEADROOM => {
+        Some(f) if f.fits && f.headroom < super::TIGHT_HEADROOM => {
             let text = format!(
                 "fits {}, but tight: {} free of {} (under 1 GiB: fragmentation or another \
                  process can push it over)",

@@ -4,7 +4,7 @@
 //! `configuration_glm_moe_dsa.py`, shapes those of `modeling_deepseek_v32.py` and
 //! `modeling_glm_moe_dsa.py` (transformers 5.24.0).
 
-use super::families::{Defaults, Experts, Family, DEEPSEEK_V3, LLAMA_DEFAULTS};
+use super::family::{Defaults, Experts, Family, DEEPSEEK_V3, LLAMA_DEFAULTS};
 use crate::error::Result;
 use crate::hf_config::fields::Cfg;
 use serde_json::Value;

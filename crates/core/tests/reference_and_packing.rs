@@ -119,8 +119,5 @@ fn packing_adds_the_position_ids() {
     let sdpa = run(gpt2(
         json!({"batch": 2, "packing": true, "attention": "sdpa"}),
     ));
-    assert!(sdpa
-        .warnings
-        .iter()
-        .any(|w| w.contains("block-causal mask")));
+    assert!(common::warns_of(&sdpa.warnings, "block-causal mask"));
 }

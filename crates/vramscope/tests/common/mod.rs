@@ -12,6 +12,7 @@ use std::process::Output;
 
 #[path = "../../../core/tests/common/shared_dir.rs"]
 mod shared_dir;
+#[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
 
 /// A file of ../shared/fixtures (checked to exist, see [`shared`]).

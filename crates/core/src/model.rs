@@ -202,6 +202,20 @@ pub struct Layer {
 }
 
 impl Layer {
+    /// A sequential pre- or post-norm block (`attention`, then `mlp`, with `norms`): no
+    /// cross-attention, no parallel residual, no state-space mixer beside attention, as
+    /// transformers' `LlamaDecoderLayer` (`modeling_llama.py`); readers amend the rest.
+    pub fn new(attention: Attention, mlp: Mlp, norms: Vec<(NormSlot, Norm)>) -> Self {
+        Layer {
+            attention,
+            cross_attention: None,
+            mlp,
+            norms,
+            parallel_residual: false,
+            parallel_ssm: None,
+        }
+    }
+
     /// The layer's state-space mixers: the one standing in attention's place (Mamba, Jamba's
     /// Mamba layers) and the one running beside attention (Falcon-H1).
     pub fn ssm_mixers(&self) -> impl Iterator<Item = &Ssm> {
@@ -310,6 +324,27 @@ impl Attention {
     /// tensors, no cache, no activations.
     pub fn is_absent(&self) -> bool {
         matches!(self.kind, AttentionKind::Standard { heads: 0, .. })
+    }
+
+    /// An attention block of `kind` with `bias` and none of the per-family extras (no q/k norm,
+    /// window, relative bias, sinks, chunking, NoPE, cross-attention or output gate): the
+    /// block of transformers' `LlamaAttention` (`modeling_llama.py`), which the families'
+    /// readers then amend field by field, so a new field is one edit here.
+    pub fn new(kind: AttentionKind, bias: ProjBias) -> Self {
+        Attention {
+            kind,
+            bias,
+            qk_norm: None,
+            sliding_window: None,
+            relative_bias_buckets: None,
+            sinks: false,
+            qk_norm_whole: false,
+            qk_l2_norm: false,
+            attention_chunk: None,
+            nope: false,
+            vision_cross: false,
+            output_gate: false,
+        }
     }
 
     /// Tokens of one sequence this layer's KV cache holds for a context of `tokens`: all of

@@ -1,11 +1,11 @@
 //! `peft.adapter_dtype` and `peft.dropout`: the job's checks, and the model states against
 //! figures derived by hand from Llama 3.2 1B's shapes (never from vramscope's own output).
 
+mod common;
+
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
 use vramscope_core::job::{AdapterDtype, Job};
 use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
 
 fn job(v: Value) -> Job {
     serde_json::from_value(v).unwrap()
@@ -13,10 +13,7 @@ fn job(v: Value) -> Job {
 
 fn run(v: Value) -> Report {
     let j = job(v);
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
+    common::estimate_job(&j)
 }
 
 fn lora(extra: Value) -> Value {

@@ -3,18 +3,17 @@
 //! say and re-estimated here, fits; and no change the search could have offered at a lower cost
 //! (any one technique, or any two together) fits.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::advice::{self, techniques::TECHNIQUES, Advice};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
 
 fn load(job: &Value) -> (ModelInput, ResolvedJob) {
     let job: Job = serde_json::from_value(job.clone()).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    (model.into_input(), job.resolve(max).unwrap())
+    common::prepared(&job)
 }
 
 fn fits(r: &Report) -> bool {

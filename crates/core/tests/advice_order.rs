@@ -2,17 +2,16 @@
 //! change ahead of one its figures show 30× faster (issue #32's example: ZeRO-Offload at
 //! +2,703 % listed before pure bf16 at −10 %).
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::advice::{advise, Advice};
 use vramscope_core::job::Job;
-use vramscope_formats::model_source::load_job_model;
 
 fn advice(job: &Value) -> Vec<Advice> {
     let job: Job = serde_json::from_value(job.clone()).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let j = job.resolve(max).unwrap();
-    advise(&model.into_input(), &j).unwrap()
+    let (input, j) = common::prepared(&job);
+    advise(&input, &j).unwrap()
 }
 
 /// No pair of the list contradicts its rank: a later entry is never 30× faster than an earlier

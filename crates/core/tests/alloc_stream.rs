@@ -3,6 +3,8 @@
 //! To look inside a run's stream when a check moves: `cargo run -p vramscope-formats --example
 //! alloc_stream_dump -- phases|replay|segments|outcome [SPEC_ID]`.
 
+mod common;
+
 mod measured;
 
 use serde_json::Value;
@@ -39,13 +41,8 @@ fn job_of(v: &Value) -> Value {
 
 fn stream(id: &str) -> Stream {
     let job: Job = serde_json::from_value(results_job(id)).unwrap();
-    let model =
-        vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    step_stream(&model.into_input(), &resolved)
-        .unwrap()
-        .unwrap()
+    let (input, resolved) = common::prepared(&job);
+    step_stream(&input, &resolved).unwrap().unwrap()
 }
 
 /// Per phase: allocations of at least `floor` in order (MiB, 2 decimals) and the count of

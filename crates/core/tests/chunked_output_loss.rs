@@ -4,38 +4,22 @@
 //! `../shared/measure/measure.py` patched by `scripts/measure_chunked_output.patch`), never
 //! taken from vramscope's own output.
 
+mod common;
+
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
-fn run(v: Value) -> Report {
-    let j: Job = serde_json::from_value(v).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    estimate(&model.into_input(), &j.resolve(max).unwrap()).unwrap()
-}
+use common::run_job as run;
 
 fn tiny_llama(loss: &str) -> Value {
-    let path = format!(
-        "{}/../../validation/specs/cpu-tiny-llama-bf16-adamw-sdpa-chunkedout-b2s256.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut v = json!({"model": {"hf_config": spec["hf_config"]}, "task": "train", "loss": loss});
-    for k in [
-        "batch",
-        "seq",
-        "precision",
-        "optimizer",
-        "checkpointing",
-        "attention",
-    ] {
-        v[k] = spec[k].clone();
-    }
-    v
+    common::spec_job(
+        "cpu-tiny-llama-bf16-adamw-sdpa-chunkedout-b2s256",
+        json!({"task": "train", "loss": loss}),
+        &common::SPEC_KEYS,
+    )
 }
 
 /// The measured step (4-layer Llama, hidden 256, vocabulary 8,192, pure bf16, AdamW, SDPA,

@@ -7,6 +7,8 @@
 //! step-2 peak of the c10 allocation series (`peak_raw` of `r512`) read off the result
 //! file; the estimate is compared net of the two cuBLAS workspaces a CPU run does not have.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
@@ -15,29 +17,12 @@ use vramscope_formats::model_source::load_job_model;
 
 /// The estimate's peak for a spec of `validation/specs/`, net of the cuBLAS workspaces.
 fn estimated_net(run_id: &str) -> u64 {
-    let path = format!(
-        "{}/../../validation/specs/{run_id}.json",
-        env!("CARGO_MANIFEST_DIR")
+    let v = common::spec_job(
+        run_id,
+        json!({"task": "train"}),
+        &[&common::SPEC_KEYS[..], &["compile"]].concat(),
     );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut v = json!({"model": {"hf_config": spec["hf_config"]}, "task": "train"});
-    for k in [
-        "batch",
-        "seq",
-        "precision",
-        "optimizer",
-        "checkpointing",
-        "attention",
-        "compile",
-    ] {
-        if let Some(x) = spec.get(k) {
-            v[k] = x.clone();
-        }
-    }
-    let j: Job = serde_json::from_value(v).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let r = estimate(&model.into_input(), &j.resolve(max).unwrap()).unwrap();
+    let r = common::run_job(v);
     r.per_gpu.peak_allocated.unwrap() - blas_workspaces_bytes(None, true)
 }
 

@@ -5,41 +5,21 @@
 //! `../shared/measure/measure.py` patched by `scripts/measure_dpo.patch`), never taken from
 //! vramscope's own output.
 
-use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
-use vramscope_core::estimate::overhead::blas_workspaces_bytes;
-use vramscope_core::job::Job;
-use vramscope_core::report::{Category, Report};
-use vramscope_formats::model_source::load_job_model;
+mod common;
 
-fn run(v: Value) -> Report {
-    let j: Job = serde_json::from_value(v).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use serde_json::{json, Value};
+use vramscope_core::estimate::overhead::blas_workspaces_bytes;
+use vramscope_core::report::{Category, Report};
+
+use common::run_job as run;
 
 /// The job of a measured spec: its model, shape and precision, with TRL's frozen reference.
 fn spec_job(run_id: &str) -> Value {
-    let path = format!(
-        "{}/../../validation/specs/{run_id}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut v = json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
-                       "reference_model": "frozen"});
-    for k in [
-        "batch",
-        "seq",
-        "precision",
-        "optimizer",
-        "checkpointing",
-        "attention",
-    ] {
-        v[k] = spec[k].clone();
-    }
-    v
+    common::spec_job(
+        run_id,
+        json!({"task": "train", "reference_model": "frozen"}),
+        &common::SPEC_KEYS,
+    )
 }
 
 /// The moment of the timeline with this label.

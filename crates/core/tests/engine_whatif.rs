@@ -3,17 +3,16 @@
 //! the job with the row's change written into its JSON, and the savings the engines' rules fix
 //! exactly are worked by hand.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::{what_if, WhatIf};
 use vramscope_core::job::{Job, ResolvedJob};
-use vramscope_formats::model_source::load_job_model;
 
 fn load(job: &Value) -> (ModelInput, ResolvedJob) {
     let job: Job = serde_json::from_value(job.clone()).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    (model.into_input(), job.resolve(max).unwrap())
+    common::prepared(&job)
 }
 
 fn device_total(job: &Value) -> u64 {

@@ -1,19 +1,15 @@
 //! The estimator on real models, against values derived by hand from papers and from the models'
 //! shapes (never from vramscope's own output).
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
-fn run(job: Value) -> Report {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use common::run_job as run;
 
 fn states_total(r: &Report) -> u64 {
     r.per_gpu.model_states.total()
@@ -521,11 +517,9 @@ fn ddp_buckets_copy_the_gradients() {
 
 fn plan_of(model: &str, gpu: &str, gpus: u64, mb: u64) -> vramscope_core::plan::PlanResult {
     let job: Job = serde_json::from_value(json!({"model": model, "seq": 4096})).unwrap();
-    let m = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
+    let (input, resolved) = common::prepared(&job);
     let g = vramscope_core::gpu::find(gpu).unwrap();
-    vramscope_core::plan::plan(&m.into_input(), &resolved, gpus, g, mb, 10).unwrap()
+    vramscope_core::plan::plan(&input, &resolved, gpus, g, mb, 10).unwrap()
 }
 
 /// On one GPU the space is small enough to count by hand: Megatron with ZeRO 0/1 × 3

@@ -4,6 +4,8 @@
 //! `attention` setting. The measured CPU steps are held to 3 % in `hybrid.rs` (the same
 //! `validation/cpu-measured-hybrid.json`). Every expected number is derived by hand below.
 
+mod common;
+
 mod measured;
 
 use measured::run;
@@ -55,10 +57,10 @@ fn training_names_the_mixer_path() {
     let eager = est("eager");
     let fused = est("sdpa");
     assert!(eager.warnings.iter().any(|w| w.contains("torch path")));
-    assert!(fused
-        .warnings
-        .iter()
-        .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
+    assert!(common::warns_of(
+        &fused.warnings,
+        "mamba_split_conv1d_scan_combined"
+    ));
     assert!(
         fused.per_gpu.components.activations < eager.per_gpu.components.activations,
         "{} vs {}",

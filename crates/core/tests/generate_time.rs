@@ -47,11 +47,8 @@ fn modelled(spec: &str) -> InferThroughput {
         .unwrap();
     let job = merge_if_supported(&case["job"], case.get("job_if_supported"));
     let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job
-        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
-        .unwrap();
-    match estimate(&model.into_input(), &resolved).unwrap().throughput {
+    let (input, resolved) = common::prepared(&job);
+    match estimate(&input, &resolved).unwrap().throughput {
         Some(Throughput::Infer(t)) => t,
         other => panic!("{spec}: no inference throughput: {other:?}"),
     }
@@ -110,11 +107,8 @@ fn static_1024_step_by_hand() {
 
 fn speed(job: Value) -> (InferThroughput, vramscope_core::report::Report) {
     let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job
-        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
-        .unwrap();
-    let r = estimate(&model.into_input(), &resolved).unwrap();
+    let (input, resolved) = common::prepared(&job);
+    let r = estimate(&input, &resolved).unwrap();
     match r.throughput.clone() {
         Some(Throughput::Infer(t)) => (t, r),
         other => panic!("no inference throughput: {other:?}"),

@@ -12,7 +12,6 @@ use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead;
 use vramscope_core::gpu::find;
 use vramscope_core::job::{merge_if_supported, CudaModuleLoading, Job, TorchVersion};
-use vramscope_formats::model_source::load_job_model;
 
 /// One figure's tolerance and whether the test holds every case to it (all three are: the
 /// reserve comes from the simulated caching allocator, `docs/allocator-stream.md`).
@@ -66,11 +65,8 @@ fn metric(report: &Value, path: &str) -> Option<f64> {
 fn estimated(case: &Value) -> f64 {
     let job = merge_if_supported(&case["job"], case.get("job_if_supported"));
     let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job
-        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
-        .unwrap();
-    let report = serde_json::to_value(estimate(&model.into_input(), &resolved).unwrap()).unwrap();
+    let (input, resolved) = common::prepared(&job);
+    let report = serde_json::to_value(estimate(&input, &resolved).unwrap()).unwrap();
     metric(&report, case["metric"].as_str().unwrap()).unwrap()
 }
 

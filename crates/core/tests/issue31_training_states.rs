@@ -2,19 +2,17 @@
 //! ZeRO-Offload moves the gradients to the host, FSDP's mixed precision keeps no autocast
 //! weight copies, and PEFT's `modules_to_save` trains full copies of the named modules.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::activations::forward;
-use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
 fn report(job: Value) -> Report {
     let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
+    common::estimate_job(&job)
 }
 
 /// Llama-3.1-8B: 8,030,261,248 parameters (Meta's model card; the preset's count).

@@ -3,18 +3,15 @@
 //! a micro-batch of at least 32 tokens (`ggml-cuda.cu` `ggml_backend_cuda_device_offload_op`),
 //! with the weights a split copies in (`engines::llamacpp_split`). Worked by hand below.
 
+mod common;
+
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
 
 fn report(job: &Value) -> Report {
     let job: Job = serde_json::from_value(job.clone()).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let j = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &j).unwrap()
+    common::estimate_job(&job)
 }
 
 fn job(ngl: u64, seq: u64, new_tokens: u64) -> Value {

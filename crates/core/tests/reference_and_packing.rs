@@ -2,19 +2,12 @@
 //! (`packing`), against figures derived by hand from the models' shapes (never from
 //! vramscope's own output).
 
-use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
-use vramscope_core::job::Job;
-use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
+mod common;
 
-fn run(v: Value) -> Report {
-    let j: Job = serde_json::from_value(v).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use serde_json::{json, Value};
+use vramscope_core::job::Job;
+
+use common::run_job as run;
 
 fn gpt2(extra: Value) -> Value {
     let mut v = json!({"model": "gpt2", "batch": 1, "seq": 128, "precision": "fp32",
@@ -126,8 +119,5 @@ fn packing_adds_the_position_ids() {
     let sdpa = run(gpt2(
         json!({"batch": 2, "packing": true, "attention": "sdpa"}),
     ));
-    assert!(sdpa
-        .warnings
-        .iter()
-        .any(|w| w.contains("block-causal mask")));
+    assert!(common::warns_of(&sdpa.warnings, "block-causal mask"));
 }

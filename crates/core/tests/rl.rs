@@ -2,6 +2,8 @@
 //! small Llama-shaped model whose every tensor is a whole number of the caching allocator's
 //! 512-byte blocks (so no rounding hides in the sums).
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::advice::advise;
 use vramscope_core::estimate::{estimate, rl::RlFigures};
@@ -25,13 +27,7 @@ const PARAMS: u64 = 1_705_216;
 /// A100 80GB: 81,920 MiB.
 const A100: u64 = 81_920 << 20;
 
-fn run(job: Value) -> Report {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use common::run_job as run;
 
 fn grpo(generator: Value, extra: Value) -> Value {
     let mut j = json!({"model": tiny(), "task": "rl", "batch": 4, "grad_accum": 2,

@@ -13,7 +13,6 @@ use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::{merge_if_supported, Job};
 use vramscope_core::throughput::Throughput;
-use vramscope_formats::model_source::load_job_model;
 
 /// The results file's training runs that finished.
 fn runs() -> Vec<Value> {
@@ -69,11 +68,8 @@ fn modelled(r: &Value) -> ([f64; 4], String) {
         Some(&serde_json::json!({"torch_version": "2.11"})),
     );
     let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job
-        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
-        .unwrap();
-    let report = estimate(&model.into_input(), &resolved).unwrap();
+    let (input, resolved) = common::prepared(&job);
+    let report = estimate(&input, &resolved).unwrap();
     let Some(Throughput::Train(t)) = report.throughput else {
         panic!("{}: no training throughput", r["id"]);
     };

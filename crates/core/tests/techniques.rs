@@ -2,8 +2,9 @@
 //! compile) on real models, against figures derived by hand from the models' shapes and the
 //! libraries' sources (never from vramscope's own output).
 
+mod common;
+
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
 use vramscope_core::text::bytes;
@@ -15,10 +16,7 @@ fn job(v: Value) -> Job {
 
 fn run(v: Value) -> Report {
     let j = job(v);
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
+    common::estimate_job(&j)
 }
 
 /// GPT-2 small in fp32 with AdamW, optimizer in backward. Without it the gradients reach
@@ -246,26 +244,12 @@ fn measured_technique_peaks() {
             146_992_640,
         ),
     ] {
-        let path = format!(
-            "{}/../../validation/specs/{run_id}.json",
-            env!("CARGO_MANIFEST_DIR")
+        let keys = ["optimizer_in_backward", "activation_offload"];
+        let v = common::spec_job(
+            run_id,
+            json!({"task": "train"}),
+            &[&common::SPEC_KEYS[..], &keys].concat(),
         );
-        let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let mut v = json!({"model": {"hf_config": spec["hf_config"]}, "task": "train"});
-        for k in [
-            "batch",
-            "seq",
-            "precision",
-            "optimizer",
-            "checkpointing",
-            "attention",
-            "optimizer_in_backward",
-            "activation_offload",
-        ] {
-            if let Some(x) = spec.get(k) {
-                v[k] = x.clone();
-            }
-        }
         let r = run(v);
         let got = r.per_gpu.peak_allocated.unwrap() - workspaces;
         let err = (got as f64 - measured as f64) / measured as f64;

@@ -6,12 +6,13 @@
 //! on tokens/s per GPU; cases marked `outside` are held in the band their `outside_band`
 //! documents, so a change that moves them is seen.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
 use vramscope_core::throughput::Throughput;
-use vramscope_formats::model_source::load_job_model;
 
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -29,11 +30,8 @@ fn cases() -> Vec<(String, f64, f64, Value)> {
             job["model"] = Value::from(root().join(&model).to_string_lossy().to_string());
         }
         let job: Job = serde_json::from_value(job).unwrap();
-        let input = load_job_model(job.model.as_ref().unwrap()).unwrap();
-        let resolved = job
-            .resolve(input.spec.as_ref().and_then(|s| s.max_position_embeddings))
-            .unwrap();
-        let report = estimate(&input.into_input(), &resolved).unwrap();
+        let (input, resolved) = common::prepared(&job);
+        let report = estimate(&input, &resolved).unwrap();
         let Some(Throughput::Train(t)) = report.throughput else {
             panic!("{}: no training throughput", case["id"]);
         };

@@ -8,15 +8,11 @@ use serde_json::{json, Value};
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::{merge_if_supported, Job};
 use vramscope_core::report::{Category, Report};
-use vramscope_formats::model_source::load_job_model;
 
 fn report_of(job: Value) -> Report {
     let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job
-        .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
-        .unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
+    let (input, resolved) = common::prepared(&job);
+    estimate(&input, &resolved).unwrap()
 }
 
 fn cases(path: &str) -> Vec<Value> {

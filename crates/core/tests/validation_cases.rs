@@ -163,11 +163,8 @@ fn project_peak_phases() {
             continue;
         };
         let job: Job = serde_json::from_value(c["job"].clone()).unwrap();
-        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-        let resolved = job
-            .resolve(model.spec.as_ref().and_then(|s| s.max_position_embeddings))
-            .unwrap();
-        let report = estimate(&model.into_input(), &resolved).unwrap();
+        let (input, resolved) = common::prepared(&job);
+        let report = estimate(&input, &resolved).unwrap();
         assert_eq!(report.per_gpu.peak_phase.as_deref(), Some(measured), "{id}");
         checked += 1;
     }

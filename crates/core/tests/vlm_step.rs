@@ -7,21 +7,13 @@
 //! `VisionAttention.forward`, `Qwen2VLVisionBlock.forward`, `VisionMlp` with
 //! `activations.py` `QuickGELUActivation`, `PatchMerger.forward`.
 
+mod common;
+
 mod measured;
 
 use serde_json::{json, Value};
-use vramscope_core::estimate::estimate;
-use vramscope_core::job::Job;
-use vramscope_core::report::Report;
-use vramscope_formats::model_source::load_job_model;
 
-fn run(job: Value) -> Report {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    estimate(&model.into_input(), &resolved).unwrap()
-}
+use common::run_job as run;
 
 /// The tiny Qwen2-VL the measurements ran (tower: depth 2, `embed_dim` 32, 4 heads of 8,
 /// MLP 128 with `quick_gelu`, patch 14, temporal patch 2, merge 2; language: hidden 64).

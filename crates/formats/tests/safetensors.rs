@@ -292,24 +292,14 @@ fn assert_same(mut a: Vec<Tensor>, mut b: Vec<Tensor>) {
 // builder ↔ header agreement for every naming family
 
 fn attn(heads: u64, kv: u64, hd: u64, bias: bool) -> Attention {
-    Attention {
-        kind: AttentionKind::Standard {
+    Attention::new(
+        AttentionKind::Standard {
             heads,
             kv_heads: kv,
             head_dim: hd,
         },
-        bias: ProjBias::all(bias),
-        qk_norm: None,
-        sliding_window: None,
-        relative_bias_buckets: None,
-        sinks: false,
-        qk_norm_whole: false,
-        qk_l2_norm: false,
-        attention_chunk: None,
-        nope: false,
-        vision_cross: false,
-        output_gate: false,
-    }
+        ProjBias::all(bias),
+    )
 }
 
 fn dense_mlp(ffn: u64, gated: bool, bias: bool) -> DenseMlp {
@@ -326,14 +316,7 @@ fn dense(ffn: u64, gated: bool, bias: bool) -> Mlp {
 }
 
 fn layer(attention: Attention, mlp: Mlp, norms: Vec<(NormSlot, Norm)>) -> Layer {
-    Layer {
-        attention,
-        cross_attention: None,
-        mlp,
-        norms,
-        parallel_residual: false,
-        parallel_ssm: None,
-    }
+    Layer::new(attention, mlp, norms)
 }
 
 fn stack(layers: Vec<Layer>, final_norm: Option<Norm>) -> Stack {
@@ -473,27 +456,19 @@ fn family_specs() -> Vec<ModelSpec> {
         lm(false),
     ));
     // DeepSeek-V3: MLA, a dense first layer, then MoE with shared experts.
-    let mla = |q_lora: Option<u64>| Attention {
-        kind: AttentionKind::Latent {
-            heads: 2,
-            q_lora_rank: q_lora,
-            kv_lora_rank: 4,
-            qk_nope_head_dim: 4,
-            qk_rope_head_dim: 2,
-            v_head_dim: 4,
-            indexer: None,
-        },
-        bias: ProjBias::default(),
-        qk_norm: None,
-        sliding_window: None,
-        relative_bias_buckets: None,
-        sinks: false,
-        qk_norm_whole: false,
-        qk_l2_norm: false,
-        attention_chunk: None,
-        nope: false,
-        vision_cross: false,
-        output_gate: false,
+    let mla = |q_lora: Option<u64>| {
+        Attention::new(
+            AttentionKind::Latent {
+                heads: 2,
+                q_lora_rank: q_lora,
+                kv_lora_rank: 4,
+                qk_nope_head_dim: 4,
+                qk_rope_head_dim: 2,
+                v_head_dim: 4,
+                indexer: None,
+            },
+            ProjBias::default(),
+        )
     };
     let l0 = layer(mla(Some(6)), dense(12, true, false), pre2(rms));
     let l1 = layer(

@@ -3,6 +3,8 @@
 //! the engine's unit (vLLM's "GB" and every "GiB" = 2^30, "MiB" = 2^20), never taken from the
 //! reader's output.
 
+mod common;
+
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use vramscope_measure::logs::{analyze_any_bytes, detect, read_log, LogKind, LogReport, Measured};
@@ -155,10 +157,7 @@ fn vllm_refusal_to_start() {
     assert_eq!(engine(&r, "kv_needed"), json!(gib(36.0)));
     assert_eq!(r.per_gpu.kv_pool, Some(gib(6.94)));
     assert_eq!(engine(&r, "estimated_max_model_len"), json!(50_512));
-    assert!(r
-        .warnings
-        .iter()
-        .any(|w| w.contains("--max-model-len 50512")));
+    assert!(common::warns_of(&r.warnings, "--max-model-len 50512"));
 }
 
 #[test]
@@ -383,10 +382,7 @@ fn ollama_runner_oom_is_a_warning() {
         r.host.as_ref().and_then(|h| h.temporaries),
         Some(mib(20.01))
     );
-    assert!(r
-        .warnings
-        .iter()
-        .any(|w| w.contains("ran out of GPU memory")));
+    assert!(common::warns_of(&r.warnings, "ran out of GPU memory"));
 }
 
 // ---------------------------------------------------------------- PyTorch OOM
@@ -514,10 +510,7 @@ fn oom_wrapped_and_impossible() {
     assert_eq!(o.requested, Some(mib(1024.00)));
     assert_eq!(o.allocated, Some(gib(12.19)));
     assert_eq!(o.free, Some(0));
-    assert!(r
-        .warnings
-        .iter()
-        .any(|w| w.contains("exceeds the GPU's capacity")));
+    assert!(common::warns_of(&r.warnings, "exceeds the GPU's capacity"));
 
     let (r, o) = oom("torch-oom/torch2.x-wsl-bogus-process-liger47.txt");
     // "this process has 17179869184.00 GiB memory in use" = 2^64 bytes: not representable.
@@ -540,10 +533,7 @@ fn oom_truncated_is_partial() {
     assert_eq!(o.requested, Some(gib(29.39)));
     assert_eq!(o.allocated, None);
     assert_eq!(r.diagnosis, None);
-    assert!(r
-        .warnings
-        .iter()
-        .any(|w| w.starts_with("partial OOM message")));
+    assert!(common::warns_starting(&r.warnings, "partial OOM message"));
 }
 
 // ---------------------------------------------------------------- recognition
@@ -668,10 +658,7 @@ fn vllm_token_count_to_bytes() {
     assert_eq!(engine(&r, "kv_pool_from"), json!("kv_cache_tokens"));
     assert_eq!(engine(&r, "kv_block_bytes"), json!(2_097_152));
     assert_eq!(engine(&r, "block_size"), json!(16));
-    assert!(r
-        .warnings
-        .iter()
-        .any(|w| w.starts_with("kv_pool is derived")));
+    assert!(common::warns_starting(&r.warnings, "kv_pool is derived"));
 }
 
 /// "# GPU blocks: 10039" (V0, PR 6234) alone: the count stays in `engine`, `kv_pool` stays

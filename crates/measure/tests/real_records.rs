@@ -8,6 +8,8 @@
 //! and large ones to 2 MiB multiples, c10/cuda/CUDACachingAllocator.cpp `round_size` and
 //! `get_allocation_size`), so they may exceed `params × bytes` by a little; 3% bounds it.
 
+mod common;
+
 use std::path::PathBuf;
 use vramscope_measure::infer::Confidence;
 use vramscope_measure::{analyze_file, Analysis};
@@ -320,10 +322,10 @@ fn a_diffusion_run_with_a_trace_reads() {
 fn an_empty_record_says_recording_was_off() {
     let a = real("angelolmn__HitsBE__my_snapshot_empty.pickle");
     assert_eq!(a.per_gpu.peak_allocated, Some(0));
-    assert!(a
-        .warnings
-        .iter()
-        .any(|w| w.contains("was memory history recording on")));
+    assert!(common::warns_of(
+        &a.warnings,
+        "was memory history recording on"
+    ));
 }
 
 #[test]

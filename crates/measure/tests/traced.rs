@@ -2,6 +2,8 @@
 //! and whose entries carry the tracer's category and phase. The pickles here are written by
 //! hand (protocol 2 opcodes), so every expected byte is the arithmetic in the comments.
 
+mod common;
+
 use proptest::prelude::*;
 use vramscope_measure::analyze_bytes;
 
@@ -155,10 +157,7 @@ fn a_cuda_trace_is_rounded_as_the_caching_allocator_does() {
     assert_eq!(g.peak_reserved, Some(2 << 20));
     assert_eq!(g.components.base.allocator_reserve, (2 << 20) - 2048);
     assert_eq!(g.device_total, None);
-    assert!(a
-        .warnings
-        .iter()
-        .any(|w| w.contains("traced on fake tensors")));
+    assert!(common::warns_of(&a.warnings, "traced on fake tensors"));
 }
 
 #[test]

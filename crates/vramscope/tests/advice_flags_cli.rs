@@ -5,6 +5,9 @@
 //! line: the CLI accepts it (exit 0), and reports the device total, peak and verdict the row or
 //! entry states. No two rows of a table carry the same flags.
 
+mod common;
+use common::argv;
+
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -121,35 +124,9 @@ fn every_row_and_entry_of_plain_jobs_reruns() {
     for a in [
         args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb"]),
         args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb", "--batch", "4"]),
-        args(&[
-            "llama-3.1-8b",
-            "--gpu",
-            "rtx4090-24gb",
-            "--lora",
-            "16",
-            "--batch",
-            "4",
-        ]),
-        args(&[
-            "llama-3.1-8b",
-            "--gpu",
-            "a10-24gb",
-            "--qlora",
-            "16",
-            "--seq",
-            "8192",
-        ]),
-        args(&[
-            "llama-3-8b",
-            "--gpu",
-            "rtx4090-24gb",
-            "--lora",
-            "16",
-            "--batch",
-            "4",
-            "--lora-modules-to-save",
-            "embed_tokens,lm_head",
-        ]),
+        args(&argv("llama-3.1-8b --gpu rtx4090-24gb --lora 16 --batch 4")),
+        args(&argv("llama-3.1-8b --gpu a10-24gb --qlora 16 --seq 8192")),
+        args(&argv("llama-3-8b --gpu rtx4090-24gb --lora 16 --batch 4 --lora-modules-to-save embed_tokens,lm_head")),
         args(&["llama-3.1-70b", "--gpu", "h100-80gb", "--gpus", "8"]),
         args(&["gpt2", "--gpu", "t4-16gb", "--batch", "32", "--seq", "1024"]),
     ] {
@@ -199,27 +176,14 @@ fn every_row_and_entry_of_the_recipes_reruns() {
 fn a_full_fine_tune_is_offered_the_combination_that_trains_every_weight() {
     let a = args(&["llama-3.1-8b", "--gpu", "rtx4090-24gb", "--host-ram", "32"]);
     let (_, advice) = check(&a);
-    let want = args(&[
-        "--precision",
-        "bf16",
-        "--optimizer",
-        "adamw-8bit-paged",
-        "--optimizer-in-backward",
-        "--checkpointing",
-        "full",
-    ]);
+    let want = args(&argv("--precision bf16 --optimizer adamw-8bit-paged --optimizer-in-backward --checkpointing full"));
     assert!(
         advice.iter().any(|e| strings(&e["flags"]) == want),
         "{advice:#?}"
     );
-    let infinity = args(&[
-        "--framework",
-        "deepspeed",
-        "--zero",
-        "3",
-        "--offload",
-        "optimizer+params",
-    ]);
+    let infinity = args(&argv(
+        "--framework deepspeed --zero 3 --offload optimizer+params",
+    ));
     for e in &advice {
         let host = e["host_bytes"].as_u64().unwrap_or(0);
         assert!(host <= 32 << 30, "{e:#?}");
@@ -234,37 +198,9 @@ fn a_full_fine_tune_is_offered_the_combination_that_trains_every_weight() {
 #[test]
 fn every_row_and_entry_of_serving_jobs_reruns() {
     for a in [
-        args(&[
-            "llama-3.1-8b",
-            "--task",
-            "infer",
-            "--framework",
-            "vllm",
-            "--gpu",
-            "a10-24gb",
-        ]),
-        args(&[
-            "llama-3.1-8b",
-            "--task",
-            "infer",
-            "--framework",
-            "llama.cpp",
-            "--gpu",
-            "rtx4090-24gb",
-            "--batch",
-            "4",
-            "--seq",
-            "8192",
-        ]),
-        args(&[
-            "llama-3.1-8b",
-            "--task",
-            "infer",
-            "--framework",
-            "ollama",
-            "--gpu",
-            "t4-16gb",
-        ]),
+        args(&argv("llama-3.1-8b --task infer --framework vllm --gpu a10-24gb")),
+        args(&argv("llama-3.1-8b --task infer --framework llama.cpp --gpu rtx4090-24gb --batch 4 --seq 8192")),
+        args(&argv("llama-3.1-8b --task infer --framework ollama --gpu t4-16gb")),
     ] {
         check(&a);
     }

@@ -1,20 +1,9 @@
 //! `vramscope analyze` / `compare` end to end on the real fixtures in ../shared/fixtures.
 
 mod common;
-use common::shared;
+use common::*;
 
-use assert_cmd::Command;
-
-fn fixture(rel: &str) -> String {
-    shared(format!(
-        "{}/../../../shared/fixtures/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-}
-
-fn vramscope() -> Command {
-    Command::cargo_bin("vramscope").unwrap()
-}
+use common::shared_fixture as fixture;
 
 #[test]
 fn analyze_json_has_the_contract_shape() {
@@ -127,12 +116,7 @@ fn compare_puts_estimate_and_measurement_side_by_side() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     let rows = v["rows"].as_array().unwrap();
     let row = |name: &str| rows.iter().find(|r| r["category"] == name).unwrap().clone();
     // Parameters: 4 B × 652,544 in both.
@@ -162,12 +146,7 @@ fn calibrated_fit_carries_the_measured_residual() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     let rules = v["calibration"]["rules"].as_array().unwrap();
     let rule = |n: &str| rules.iter().find(|r| r["category"] == n).unwrap().clone();
     // The script (fixtures/scripts/make_synthetic_cuda_snapshot.py) allocates 4 MiB − 100 bytes

@@ -1,18 +1,10 @@
 //! `vramscope analyze` on engine logs and OOM messages (files and stdin), end to end on the
 //! real fixtures in crates/measure/tests/fixtures/logs (sources in the READMEs there).
 
-use assert_cmd::Command;
+mod common;
+use common::*;
 
-fn fixture(rel: &str) -> String {
-    format!(
-        "{}/../measure/tests/fixtures/logs/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-fn vramscope() -> Command {
-    Command::cargo_bin("vramscope").unwrap()
-}
+use common::log_fixture as fixture;
 
 #[test]
 fn oom_message_from_stdin() {
@@ -22,12 +14,7 @@ fn oom_message_from_stdin() {
         .write_stdin(msg.clone())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     assert_eq!(v["source"], "torch-oom");
     // "14.76 GiB total capacity" = 1476 × 2^30 / 100 = 15,848,429,322.24 bytes
     assert_eq!(v["fit"]["capacity"], 15_848_429_322u64);
@@ -103,14 +90,11 @@ fn malformed_log_exits_2_with_one_line() {
 /// what it got.
 #[test]
 fn compare_on_a_log_and_fit_measured_says_what_it_needs() {
-    let dir = std::env::temp_dir().join(format!("vramscope-logs-cmp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let job = dir.join("job.json");
-    std::fs::write(
-        &job,
+    let job = temp_file(
+        "logs-cmp",
+        "job.json",
         r#"{"model": "gpt2", "task": "infer", "gpu": "t4-16gb"}"#,
-    )
-    .unwrap();
+    );
     let out = vramscope()
         .args([
             "compare",

@@ -2,39 +2,18 @@
 //! pipes.
 
 mod common;
-use common::shared;
+use common::argv;
+use common::{json_of_cmd, plain_vramscope as vramscope};
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use std::io::Read;
 use std::process::Stdio;
 
-fn vramscope() -> Command {
-    let mut c = Command::cargo_bin("vramscope").unwrap();
-    c.env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE");
-    c
-}
-
 fn json_of(args: &[&str]) -> serde_json::Value {
-    let out = vramscope()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("stdout is JSON")
+    json_of_cmd(vramscope().args(args), &args)
 }
 
-fn fixture(rel: &str) -> String {
-    shared(format!(
-        "{}/../../../shared/fixtures/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-}
+use common::shared_fixture as fixture;
 
 /// The contract's inspect shape: {"model": {...}, "tensors": [{name, shape, dtype, bytes, layer,
 /// component}]}; GPT-2 has 2 embeddings + 12 layers × 12 tensors + ln_f weight and bias = 148
@@ -233,17 +212,9 @@ fn fit_follows_the_contract() {
     assert!(v["max_batch"].as_u64().unwrap() >= 1);
     assert_eq!(v["max_seq"], 1024);
     assert_eq!(v["seq_limited_by_model"], true);
-    let v = json_of(&[
-        "fit",
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--seq",
-        "4096",
-        "--gpu",
-        "l40s-48gb",
-        "--json",
-    ]);
+    let v = json_of(&argv(
+        "fit llama-3.1-8b --task infer --seq 4096 --gpu l40s-48gb --json",
+    ));
     assert!(v["max_batch"].as_u64().unwrap() >= 1);
     assert!(v["max_context"].as_u64().unwrap() >= 4096);
     assert!(v.get("max_seq").is_none());
@@ -267,19 +238,9 @@ fn human_estimate_shows_the_what_if_table() {
 /// `plan` lists layouts that fit (JSON), and needs a GPU.
 #[test]
 fn plan_lists_fitting_layouts() {
-    let v = json_of(&[
-        "plan",
-        "llama-3.1-70b",
-        "--gpu",
-        "h100-80gb",
-        "--gpus",
-        "16",
-        "--seq",
-        "4096",
-        "--max-micro-batch",
-        "4",
-        "--json",
-    ]);
+    let v = json_of(&argv(
+        "plan llama-3.1-70b --gpu h100-80gb --gpus 16 --seq 4096 --max-micro-batch 4 --json",
+    ));
     assert!(v["evaluated"].as_u64().unwrap() > 1000);
     assert!(v["fitting"].as_u64().unwrap() >= 1);
     let first = &v["best"][0];

@@ -1,15 +1,9 @@
 //! `compare --job JOB LOG`: an engine's log beside the estimate, one row per figure the log
 //! states. Expected figures are read off the real fixture by hand (each quoted below).
 
-use assert_cmd::Command;
+mod common;
+use common::{entry, json_of_cmd, log_fixture as fixture, temp_file, vramscope};
 use serde_json::{json, Value};
-
-fn fixture(rel: &str) -> String {
-    format!(
-        "{}/../measure/tests/fixtures/logs/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
 
 /// GiB as vLLM prints them (2^30, two decimals), to bytes.
 fn gib(x: f64) -> u64 {
@@ -17,37 +11,21 @@ fn gib(x: f64) -> u64 {
 }
 
 fn compare(job: &Value, log: &str) -> Value {
-    let dir = std::env::temp_dir().join(format!("vramscope-cmplog-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     // One file per test: the tests of this binary run at once.
-    let p = dir.join(format!("job-{}.json", log.replace('/', "_")));
-    std::fs::write(&p, job.to_string()).unwrap();
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .args([
-            "compare",
-            "--job",
-            p.to_str().unwrap(),
-            &fixture(log),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let name = format!("job-{}.json", log.replace('/', "_"));
+    let p = temp_file("cmplog", &name, &job.to_string());
+    let args = [
+        "compare",
+        "--job",
+        p.to_str().unwrap(),
+        &fixture(log),
+        "--json",
+    ];
+    json_of_cmd(vramscope().args(args), &args)
 }
 
 fn row<'a>(c: &'a Value, cat: &str) -> &'a Value {
-    c["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["category"] == cat)
-        .unwrap_or_else(|| panic!("no {cat} row in {}", c["rows"]))
+    entry(&c["rows"], "category", cat)
 }
 
 /// vLLM's V0 profiling table (vllm PR 10511's log; fixture README has the URL), serving
@@ -109,14 +87,11 @@ fn compare_takes_the_estimates_flags() {
         "{}/tests/fixtures/logs/vllm/v1-2025-01-serve-command-pr12569.log",
         env!("CARGO_MANIFEST_DIR").replace("crates/vramscope", "crates/measure")
     );
-    let dir = std::env::temp_dir().join(format!("vramscope-cmp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let job = dir.join("job.json");
-    std::fs::write(
-        &job,
+    let job = temp_file(
+        "cmp",
+        "job.json",
         r#"{"model": "llama-3.1-8b", "task": "infer", "framework": "vllm", "batch": 4}"#,
-    )
-    .unwrap();
+    );
     let run = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
             .args(args)

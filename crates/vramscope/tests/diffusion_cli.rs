@@ -1,18 +1,10 @@
 //! `inspect` on a diffusers pipeline directory (the real FLUX.1-dev and SDXL configs in
 //! crates/formats/tests/fixtures/diffusers, sources in its README).
 
-use assert_cmd::Command;
+mod common;
+use common::*;
 
-fn vramscope() -> Command {
-    Command::cargo_bin("vramscope").unwrap()
-}
-
-fn fixture(p: &str) -> String {
-    format!(
-        "{}/../formats/tests/fixtures/diffusers/{p}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
+use common::diffusers_fixture as fixture;
 
 /// FLUX.1-dev: four models, 123,060,480 + 4,762,310,656 + 11,901,408,320 + 83,819,683 =
 /// 16,870,599,139 parameters (diffusers' meta-device counts); in 16-bit 33,741,198,278 B all

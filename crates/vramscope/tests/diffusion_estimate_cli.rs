@@ -1,18 +1,10 @@
 //! `estimate` and `fit` on a diffusers pipeline directory (the real SDXL and FLUX.1 configs in
 //! crates/formats/tests/fixtures/diffusers, sources in its README).
 
-use assert_cmd::Command;
+mod common;
+use common::*;
 
-fn vramscope() -> Command {
-    Command::cargo_bin("vramscope").unwrap()
-}
-
-fn fixture(p: &str) -> String {
-    format!(
-        "{}/../formats/tests/fixtures/diffusers/{p}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
+use common::diffusers_fixture as fixture;
 
 fn json(args: &[&str]) -> serde_json::Value {
     let out = vramscope().args(args).assert().success();

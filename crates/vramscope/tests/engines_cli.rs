@@ -1,23 +1,13 @@
 //! The SGLang and ollama profiles end to end: their defaults and budgets as their sources set
 //! them, each expected figure worked by hand below from the sources' rules.
 
-use assert_cmd::Command;
+mod common;
+use common::argv;
+use common::{json_of_cmd, vramscope};
 use serde_json::Value;
 
 fn estimate(args: &[&str]) -> Value {
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .arg("estimate")
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_of_cmd(vramscope().arg("estimate").args(args).arg("--json"), &args)
 }
 
 /// SGLang on an A100 80GB (85899345920 B = 81920 MiB), Llama-3.1-8B, TP 1
@@ -32,15 +22,9 @@ fn estimate(args: &[&str]) -> Value {
 ///   max_total_num_tokens = ⌊55313025925 / 131072⌋ = 422004.
 #[test]
 fn sglang_budget_on_an_a100() {
-    let r = estimate(&[
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "sglang",
-        "--gpu",
-        "a100-80gb",
-    ]);
+    let r = estimate(&argv(
+        "llama-3.1-8b --task infer --framework sglang --gpu a100-80gb",
+    ));
     let e = &r["engine"];
     assert_eq!(e["mem_fraction_static"], 0.836);
     assert_eq!(e["chunked_prefill_size"], 8192);
@@ -59,15 +43,9 @@ fn sglang_budget_on_an_a100() {
 /// (model_runner.py "Not enough memory"), and the job does not fit.
 #[test]
 fn sglang_without_a_pool_does_not_start() {
-    let r = estimate(&[
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "sglang",
-        "--gpu",
-        "t4-16gb",
-    ]);
+    let r = estimate(&argv(
+        "llama-3.1-8b --task infer --framework sglang --gpu t4-16gb",
+    ));
     // The T4's 16106127360 B = 15360 MiB: chunk 2048, graphs 8; reserved = 512 + 3072 + 16 +
     // 128 = 3728 MiB; mem_fraction_static = round(11632 / 15360, 3) = 0.757; the static share
     // is under 0.757 × 15 GiB = 11.36 GiB, less than the 14.96 GiB of bf16 weights.
@@ -104,17 +82,9 @@ fn ollama_num_ctx_by_vram_tier() {
 /// free; with it, the split as llama.cpp's for that many layers.
 #[test]
 fn ollama_places_layers_with_the_fit_margin() {
-    let r = estimate(&[
-        "llama-3.1-70b",
-        "--task",
-        "infer",
-        "--framework",
-        "ollama",
-        "--gpu",
-        "rtx3090-24gb",
-        "--weights",
-        "gguf:Q4_K_M",
-    ]);
+    let r = estimate(&argv(
+        "llama-3.1-70b --task infer --framework ollama --gpu rtx3090-24gb --weights gguf:Q4_K_M",
+    ));
     let e = &r["engine"];
     assert_eq!(e["layers_auto"], true);
     let ngl = e["n_gpu_layers"].as_u64().unwrap();

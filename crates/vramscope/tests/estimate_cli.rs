@@ -3,57 +3,27 @@
 //! the validation summary.
 
 mod common;
-use common::shared;
+use common::argv;
+use common::{json_of_cmd, plain_vramscope as vramscope, refused_with, shared};
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-fn vramscope() -> Command {
-    let mut c = Command::cargo_bin("vramscope").unwrap();
-    c.env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .env_remove("COLUMNS");
-    c
-}
-
 /// Writes `text` to a file unique to this test process and returns its path.
 fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vramscope-estimate-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
+    common::temp_file("estimate-cli", name, text)
 }
 
 fn report(args: &[&str]) -> Value {
-    let out = vramscope()
-        .arg("estimate")
-        .args(args)
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("stdout is the Report as JSON")
+    json_of_cmd(vramscope().arg("estimate").args(args).arg("--json"), &args)
 }
 
 /// Runs `estimate` expecting exit 2 and returns the one stderr line.
 fn bad(args: &[&str]) -> String {
-    let out = vramscope()
-        .arg("estimate")
-        .args(args)
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    assert!(out.stdout.is_empty(), "stdout on error: {:?}", out.stdout);
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    err.trim_end().to_string()
+    refused_with(
+        &vramscope().arg("estimate").args(args).output().unwrap(),
+        &args,
+    )
 }
 
 fn validation(rel: &str) -> String {
@@ -65,43 +35,7 @@ fn validation(rel: &str) -> String {
 
 #[test]
 fn flags_json_and_toml_give_the_same_job() {
-    let flags = report(&[
-        "llama-3.1-8b",
-        "--task",
-        "train",
-        "--batch",
-        "2",
-        "--grad-accum",
-        "3",
-        "--seq",
-        "512",
-        "--precision",
-        "fp16-mixed",
-        "--optimizer",
-        "adamw-fused",
-        "--checkpointing",
-        "selective",
-        "--attention",
-        "flash",
-        "--framework",
-        "deepspeed",
-        "--gpus",
-        "4",
-        "--tp",
-        "2",
-        "--zero",
-        "2",
-        "--offload",
-        "optimizer",
-        "--gpu",
-        "a100-80gb",
-        "--lora",
-        "8",
-        "--lora-alpha",
-        "16",
-        "--lora-targets",
-        "q_proj,v_proj",
-    ]);
+    let flags = report(&argv("llama-3.1-8b --task train --batch 2 --grad-accum 3 --seq 512 --precision fp16-mixed --optimizer adamw-fused --checkpointing selective --attention flash --framework deepspeed --gpus 4 --tp 2 --zero 2 --offload optimizer --gpu a100-80gb --lora 8 --lora-alpha 16 --lora-targets q_proj,v_proj"));
     let json_job = temp_file(
         "same.json",
         &json!({
@@ -157,27 +91,7 @@ targets = ["q_proj", "v_proj"]
 
 #[test]
 fn infer_and_engine_flags_match_the_file() {
-    let flags = report(&[
-        "qwen2.5-7b",
-        "--task",
-        "infer",
-        "--batch",
-        "8",
-        "--seq",
-        "1000",
-        "--new-tokens",
-        "24",
-        "--kv-dtype",
-        "fp8",
-        "--framework",
-        "vllm",
-        "--gpu-memory-utilization",
-        "0.85",
-        "--block-size",
-        "16",
-        "--max-model-len",
-        "4096",
-    ]);
+    let flags = report(&argv("qwen2.5-7b --task infer --batch 8 --seq 1000 --new-tokens 24 --kv-dtype fp8 --framework vllm --gpu-memory-utilization 0.85 --block-size 16 --max-model-len 4096"));
     let file = temp_file(
         "infer.json",
         &json!({
@@ -293,14 +207,7 @@ fn require_fit_exits_1_when_the_job_does_not_fit() {
     // Llama-3.1-70B holds 70.55e9 parameters: its bf16 weights alone (2 bytes each, 141 GB)
     // are nine times a T4's 16 GB, so training cannot fit whatever else is counted.
     vramscope()
-        .args([
-            "estimate",
-            "llama-3.1-70b",
-            "--task",
-            "train",
-            "--gpu",
-            "t4-16gb",
-        ])
+        .args(argv("estimate llama-3.1-70b --task train --gpu t4-16gb"))
         .arg("--require-fit")
         .assert()
         .code(1);
@@ -316,14 +223,9 @@ fn require_fit_exits_1_when_the_job_does_not_fit() {
         .success();
     // The verdict with --json too: the report on stdout, the exit code for the script.
     let out = vramscope()
-        .args([
-            "estimate",
-            "llama-3.1-70b",
-            "--gpu",
-            "t4-16gb",
-            "--require-fit",
-            "--json",
-        ])
+        .args(argv(
+            "estimate llama-3.1-70b --gpu t4-16gb --require-fit --json",
+        ))
         .assert()
         .code(1)
         .get_output()
@@ -339,16 +241,7 @@ fn require_fit_exits_1_when_the_job_does_not_fit() {
 #[test]
 fn human_output_is_a_table_and_one_picture() {
     let out = vramscope()
-        .args([
-            "estimate",
-            "gpt2",
-            "--task",
-            "infer",
-            "--seq",
-            "128",
-            "--gpu",
-            "h100-80gb",
-        ])
+        .args(argv("estimate gpt2 --task infer --seq 128 --gpu h100-80gb"))
         .args(["--color", "never"])
         .assert()
         .success()

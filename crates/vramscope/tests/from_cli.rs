@@ -3,33 +3,26 @@
 //! `crates/formats/tests/fixtures/recipes/` (sources in its README). Expected values are read off
 //! those files by a person; precedence is later `--from`, then `--job`, then flags.
 
+mod common;
+
 use assert_cmd::Command;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 
 fn fixture(rel: &str) -> String {
-    format!(
-        "{}/../formats/tests/fixtures/recipes/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::in_crate("formats/tests/fixtures/recipes", rel)
 }
 
 fn vramscope() -> Command {
-    let mut c = Command::cargo_bin("vramscope").unwrap();
+    let mut c = common::vramscope();
     c.env_remove("RUST_BACKTRACE").env("HF_HUB_OFFLINE", "1");
     c
 }
 
 fn report(args: &[&str]) -> Value {
-    let out = vramscope().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_of_cmd(vramscope().args(args), &args)
 }
 
 /// Exit 2 with one line on stderr; returns it.
@@ -42,11 +35,7 @@ fn refused(args: &[&str]) -> String {
 }
 
 fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vramscope-from-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+    common::temp_file("from", name, text)
 }
 
 /// transformers' ZeRO-2 config (all "auto") under LLaMA-Factory's LoRA recipe: the recipe's
@@ -224,24 +213,10 @@ fn from_in_a_json_job_and_the_api() {
     assert_eq!(r["job"]["precision"], "bf16-mixed"); // the recipe's bf16: true
     assert_eq!(r["job"]["model"], "llama-3.1-8b"); // the job's own model over the recipe's
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
-        .args(["serve", "--port", "0"])
-        .env_remove("RUST_BACKTRACE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let (mut child, addr) = common::http::spawn_serve(
+        std::process::Command::new(env!("CARGO_BIN_EXE_vramscope")).env_remove("RUST_BACKTRACE"),
+        &[],
+    );
     let post = |body: &str| -> (String, String) {
         let mut s = TcpStream::connect(&addr).unwrap();
         write!(

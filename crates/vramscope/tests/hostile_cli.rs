@@ -3,6 +3,9 @@
 //! built here; nothing large is committed. Times are for an unoptimized test build on a
 //! shared 2-core machine; the bad behaviour they rule out took minutes or never ended.
 
+mod common;
+use common::*;
+
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -304,11 +307,6 @@ fn analyze_stdin_streams_and_names_stdin() {
         Some(trace),
         Duration::from_secs(120),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     assert_eq!(v["source"]["kind"], "chrome_trace");
 }

@@ -3,59 +3,14 @@
 //! transferred, the cache's offline second run, HF_HUB_OFFLINE, the local HF cache, and every
 //! error a user can meet, one line each.
 
+mod common;
+use common::argv;
 mod hub;
 
 use assert_cmd::Command;
+use hub::env::{fails, Env};
 use hub::{preset_config, repos, text, Body, Repo, SHA, SHA2};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-struct Env {
-    dir: PathBuf,
-}
-
-impl Env {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("vramscope-hub-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("hf_home")).unwrap();
-        Env { dir }
-    }
-
-    /// The binary with this test's HF_HOME and vramscope cache, the endpoint given, no token,
-    /// no proxy, a 5-second bound on requests.
-    fn cmd(&self, endpoint: &str) -> Command {
-        let mut c = Command::cargo_bin("vramscope").unwrap();
-        for k in [
-            "HF_TOKEN",
-            "HF_TOKEN_PATH",
-            "HF_HUB_OFFLINE",
-            "TRANSFORMERS_OFFLINE",
-            "HF_HUB_CACHE",
-            "HUGGINGFACE_HUB_CACHE",
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-            "RUST_BACKTRACE",
-        ] {
-            c.env_remove(k);
-        }
-        c.env("HF_ENDPOINT", endpoint)
-            .env("HF_HOME", self.dir.join("hf_home"))
-            .env("VRAMSCOPE_CACHE", self.dir.join("cache"))
-            .env("VRAMSCOPE_HUB_TIMEOUT", "5");
-        c
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn ok_json(c: &mut Command) -> (serde_json::Value, String) {
     let out = c.assert().success().get_output().clone();
@@ -63,14 +18,6 @@ fn ok_json(c: &mut Command) -> (serde_json::Value, String) {
         serde_json::from_slice(&out.stdout).expect("stdout is JSON"),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Exit 2 with one line on stderr; returns it.
-fn fails(c: &mut Command) -> String {
-    let out = c.assert().code(2).get_output().clone();
-    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -81,13 +28,10 @@ fn fails(c: &mut Command) -> String {
 #[test]
 fn sharded_model_exact_count_few_bytes_then_offline_from_the_cache() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("sharded");
-    let (v, err) = ok_json(env.cmd(&mock.url()).args([
-        "estimate",
-        "hf://meta-llama/Llama-3.1-8B",
-        "--json",
-        "--verbose",
-    ]));
+    let env = Env::new("hub", "sharded");
+    let (v, err) = ok_json(env.cmd(&mock.url()).args(argv(
+        "estimate hf://meta-llama/Llama-3.1-8B --json --verbose",
+    )));
     assert_eq!(v["model"]["params_total"], 8_030_261_248u64);
     assert_eq!(v["model"]["source"], "hub");
     assert_eq!(v["model"]["origin"]["commit"], SHA);
@@ -130,7 +74,7 @@ fn sharded_model_exact_count_few_bytes_then_offline_from_the_cache() {
 /// A plain ORG/NAME that is a preset alias stays the preset (offline); hf:// forces the Hub.
 #[test]
 fn preset_aliases_stay_offline_and_hf_scheme_forces_the_hub() {
-    let env = Env::new("alias");
+    let env = Env::new("hub", "alias");
     let (v, _) = ok_json(env.cmd("http://127.0.0.1:9").args([
         "inspect",
         "meta-llama/Llama-3.1-8B",
@@ -146,7 +90,7 @@ fn preset_aliases_stay_offline_and_hf_scheme_forces_the_hub() {
 fn single_file_through_a_redirect_to_another_host_drops_the_token() {
     let cdn = hub::start(hub::hub(repos(), None));
     let mock = hub::start(hub::hub(repos(), Some(cdn.url())));
-    let env = Env::new("redirect");
+    let env = Env::new("hub", "redirect");
     let (v, _) = ok_json(env.cmd(&mock.url()).env("HF_TOKEN", "hf_secret").args([
         "inspect",
         "https://huggingface.co/openai-community/gpt2",
@@ -169,7 +113,7 @@ fn single_file_through_a_redirect_to_another_host_drops_the_token() {
 #[test]
 fn gated_repos_say_what_to_do() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("gated");
+    let env = Env::new("hub", "gated");
     let e = fails(env.cmd(&mock.url()).args(["inspect", "acme/gated-gpt2"]));
     assert!(e.contains("acme/gated-gpt2 is gated"), "{e}");
     assert!(
@@ -182,12 +126,11 @@ fn gated_repos_say_what_to_do() {
             .args(["inspect", "acme/gated-gpt2"]),
     );
     assert!(e.contains("has no access"), "{e}");
-    let (v, _) = ok_json(env.cmd(&mock.url()).env("HF_TOKEN", "hf_good").args([
-        "inspect",
-        "acme/gated-gpt2",
-        "--json",
-        "--refresh",
-    ]));
+    let (v, _) = ok_json(
+        env.cmd(&mock.url())
+            .env("HF_TOKEN", "hf_good")
+            .args(argv("inspect acme/gated-gpt2 --json --refresh")),
+    );
     assert_eq!(v["model"]["params_total"], 124_439_808u64);
     std::fs::write(env.dir.join("hf_home/token"), "hf_good\n").unwrap();
     let (v, _) =
@@ -206,7 +149,7 @@ fn gated_repos_say_what_to_do() {
 #[test]
 fn gguf_repo_quant_is_chosen_by_tag() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("gguf");
+    let env = Env::new("hub", "gguf");
     let (v, _) =
         ok_json(
             env.cmd(&mock.url())
@@ -249,7 +192,7 @@ fn gguf_repo_quant_is_chosen_by_tag() {
 #[test]
 fn peft_adapter_repo_fills_the_jobs_peft() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("peft");
+    let env = Env::new("hub", "peft");
     let (v, _) = ok_json(
         env.cmd(&mock.url())
             .args(["estimate", "acme/smollm2-lora", "--json"]),
@@ -263,7 +206,7 @@ fn peft_adapter_repo_fills_the_jobs_peft() {
 /// A snapshot in the local Hugging Face cache is read with no network at all.
 #[test]
 fn the_local_hf_cache_is_read_first() {
-    let env = Env::new("hfcache");
+    let env = Env::new("hub", "hfcache");
     let root = env.dir.join("hf_home/hub/models--acme--cached-gpt2");
     std::fs::create_dir_all(root.join("refs")).unwrap();
     std::fs::write(root.join("refs/main"), SHA2).unwrap();
@@ -295,7 +238,7 @@ fn the_local_hf_cache_is_read_first() {
 #[test]
 fn every_error_is_one_actionable_line() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("errors");
+    let env = Env::new("hub", "errors");
     let e = fails(env.cmd(&mock.url()).args(["inspect", "acme/nope"]));
     assert!(e.contains("acme/nope: no such model repository"), "{e}");
     let e = fails(
@@ -371,7 +314,7 @@ fn a_hostile_server_gets_an_error_not_a_panic() {
         },
     );
     let mock = hub::start(hub::hub(r, None));
-    let env = Env::new("hostile");
+    let env = Env::new("hub", "hostile");
     let e = fails(env.cmd(&mock.url()).args(["inspect", "evil/huge-header"]));
     assert!(e.contains("header length") && e.contains("exceeds"), "{e}");
     let e = fails(env.cmd(&mock.url()).args(["inspect", "evil/endless"]));
@@ -400,9 +343,9 @@ fn a_hostile_server_gets_an_error_not_a_panic() {
 /// loopback it is refused unless the server was started with --allow-hub.
 #[test]
 fn the_json_api_resolves_hub_ids_and_beyond_loopback_only_with_the_flag() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("serve");
+    let env = Env::new("hub", "serve");
     let start = |extra: &[&str]| {
         let cmd = env.cmd(&mock.url());
         let mut c = std::process::Command::new(cmd.get_program());
@@ -412,25 +355,8 @@ fn the_json_api_resolves_hub_ids_and_beyond_loopback_only_with_the_flag() {
                 None => c.env_remove(k),
             };
         }
-        let mut child = c
-            .args(["serve", "--port", "0"])
-            .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .trim_end_matches('/')
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let (child, addr) = common::http::spawn_serve(&mut c, extra);
+        let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
         (child, port)
     };
     let post = |port: u16, body: &str| -> (u16, String) {
@@ -480,7 +406,7 @@ fn requests_go_through_https_proxy() {
     let proxy = hub::start(std::sync::Arc::new(|_: &hub::Req| {
         hub::Resp::new(502, Body::Bytes(vec![]))
     }));
-    let env = Env::new("proxy");
+    let env = Env::new("hub", "proxy");
     let e = fails(
         env.cmd("http://hub.example.invalid")
             .env("HTTPS_PROXY", proxy.url())

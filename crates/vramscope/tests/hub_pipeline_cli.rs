@@ -9,69 +9,21 @@
 //! FLUX.1-dev 123,060,480 (CLIP) + 4,762,310,656 (T5) + 11,901,408,320 (transformer) +
 //! 83,819,683 (VAE) = 16,870,599,139; SDXL base's UNet 2,567,463,684.
 
+mod common;
+use common::argv;
+
 #[allow(dead_code)]
 mod hub;
 mod pipeline_repos;
 
 use assert_cmd::Command;
+use hub::env::{fails, Env};
 use hub::{text, Body, SHA};
 use pipeline_repos::{fixture_dir, pipeline_repo, repos};
-use std::path::PathBuf;
-
-struct Env {
-    dir: PathBuf,
-}
-
-impl Env {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("vramscope-hubpipe-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("hf_home")).unwrap();
-        Env { dir }
-    }
-
-    fn cmd(&self, endpoint: &str) -> Command {
-        let mut c = Command::cargo_bin("vramscope").unwrap();
-        for k in [
-            "HF_TOKEN",
-            "HF_TOKEN_PATH",
-            "HF_HUB_OFFLINE",
-            "HF_HUB_CACHE",
-            "HUGGINGFACE_HUB_CACHE",
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-        ] {
-            c.env_remove(k);
-        }
-        c.env("HF_ENDPOINT", endpoint)
-            .env("HF_HOME", self.dir.join("hf_home"))
-            .env("VRAMSCOPE_CACHE", self.dir.join("cache"))
-            .env("VRAMSCOPE_HUB_TIMEOUT", "5");
-        c
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn ok_json(c: &mut Command) -> serde_json::Value {
     let out = c.assert().success().get_output().clone();
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
-
-fn fails(c: &mut Command) -> String {
-    let out = c.assert().code(2).get_output().clone();
-    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
 }
 
 /// The report less where the model was read (name, source, origin).
@@ -89,13 +41,11 @@ fn figures(mut v: serde_json::Value) -> serde_json::Value {
 #[test]
 fn flux_by_hub_id_fetches_configs_only_and_matches_the_local_directory() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("flux");
-    let e = fails(env.cmd(&mock.url()).args([
-        "estimate",
-        "black-forest-labs/FLUX.1-dev",
-        "--width",
-        "1024",
-    ]));
+    let env = Env::new("hubpipe", "flux");
+    let e = fails(
+        env.cmd(&mock.url())
+            .args(argv("estimate black-forest-labs/FLUX.1-dev --width 1024")),
+    );
     assert!(e.contains("black-forest-labs/FLUX.1-dev is gated"), "{e}");
     assert!(e.contains("HF_TOKEN"), "{e}");
 
@@ -147,7 +97,7 @@ fn flux_by_hub_id_fetches_configs_only_and_matches_the_local_directory() {
 #[test]
 fn inspect_and_fit_by_hub_id() {
     let mock = hub::start(hub::hub(repos(), None));
-    let env = Env::new("sdxl");
+    let env = Env::new("hubpipe", "sdxl");
     let v = ok_json(env.cmd(&mock.url()).args([
         "inspect",
         "hf://stabilityai/stable-diffusion-xl-base-1.0",
@@ -180,13 +130,9 @@ fn inspect_and_fit_by_hub_id() {
         .sum();
     assert_eq!(te, 5_580_620_800);
 
-    let f = ok_json(env.cmd(&mock.url()).args([
-        "fit",
-        "stabilityai/stable-diffusion-xl-base-1.0",
-        "--gpu",
-        "rtx4090-24gb",
-        "--json",
-    ]));
+    let f = ok_json(env.cmd(&mock.url()).args(argv(
+        "fit stabilityai/stable-diffusion-xl-base-1.0 --gpu rtx4090-24gb --json",
+    )));
     assert_eq!(f["gpu"], "rtx4090-24gb");
     assert_eq!(f["side_step"], 8, "SDXL: VAE scale 8 × patch 1");
     assert!(f["max_batch"].as_u64().unwrap() >= 1);
@@ -227,7 +173,7 @@ fn hostile_pipeline_repos_are_one_line_errors() {
         .insert("prior/config.json".into(), text("{\"num_layers\": 1e400}"));
     r.insert("acme/unknown".into(), unknown);
     let mock = hub::start(hub::hub(r, None));
-    let env = Env::new("hostile");
+    let env = Env::new("hubpipe", "hostile");
     for (repo, want) in [
         ("acme/not-json", "model_index.json"),
         ("acme/missing-vae", "repo has no vae/config.json"),
@@ -239,12 +185,9 @@ fn hostile_pipeline_repos_are_one_line_errors() {
         assert!(e.contains(want), "{repo}: {e}");
     }
     // A pipeline given to a command that reads one model says which commands read it.
-    let e = fails(env.cmd(&mock.url()).args([
-        "plan",
-        "stabilityai/stable-diffusion-xl-base-1.0",
-        "--gpus",
-        "2",
-    ]));
+    let e = fails(env.cmd(&mock.url()).args(argv(
+        "plan stabilityai/stable-diffusion-xl-base-1.0 --gpus 2",
+    )));
     assert!(e.contains("a diffusers pipeline"), "{e}");
 }
 
@@ -279,7 +222,7 @@ fn into_hf_cache(env: &Env, repo: &str, fixture: &str, skip: Option<&str>) {
 /// as the pipeline: the Hub is asked instead, which HF_HUB_OFFLINE forbids, said in one line.
 #[test]
 fn pipelines_in_the_hf_cache_are_read_offline() {
-    let env = Env::new("hfcache");
+    let env = Env::new("hubpipe", "hfcache");
     into_hf_cache(&env, "black-forest-labs/FLUX.1-dev", "flux.1-dev", None);
     let v = ok_json(
         env.cmd("http://127.0.0.1:9")

@@ -1,28 +1,14 @@
 //! `fit --json` for a serving engine carries `launch`: the engine's flags for the answer. Each
 //! emitted setting is fed back into the estimator: it fits, and one step larger does not.
 
-use assert_cmd::Command;
+mod common;
+use common::argv;
+use common::{json_of_cmd, run_json as run, temp_file, vramscope};
 use serde_json::{json, Value};
 
-fn run(args: &[&str]) -> Value {
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn estimate(job: &Value) -> Value {
-    let dir = std::env::temp_dir().join(format!("vramscope-launch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!("job-{}.json", job.to_string().len()));
-    std::fs::write(&p, job.to_string()).unwrap();
+    let name = format!("job-{}.json", job.to_string().len());
+    let p = temp_file("launch", &name, &job.to_string());
     run(&["estimate", "--job", p.to_str().unwrap(), "--json"])
 }
 
@@ -41,20 +27,12 @@ fn arg(launch: &Value, flag: &str) -> Option<u64> {
 /// `vramscope` run with the Hub out of reach (no cache, offline): a variant's name is read as
 /// its base preset.
 fn run_offline(args: &[&str]) -> Value {
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .env("HF_HUB_OFFLINE", "1")
+    let mut cmd = vramscope();
+    cmd.env("HF_HUB_OFFLINE", "1")
         .env("HF_HUB_CACHE", "/nonexistent/hf-cache")
         .env("VRAMSCOPE_CACHE", "/nonexistent/vramscope-cache")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+        .args(args);
+    json_of_cmd(&mut cmd, &args)
 }
 
 /// The vLLM job of issue 31: Qwen2.5-32B on two L40S 48GB with TP 2, at `seq` tokens and
@@ -184,19 +162,9 @@ fn vllm_launch_follows_vllms_own_rules() {
 /// ~3,100 requests of 256.
 #[test]
 fn vllm_max_num_seqs_stays_at_the_setting_the_pool_was_sized_with() {
-    let fit = run(&[
-        "fit",
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "vllm",
-        "--gpu",
-        "h200-141gb",
-        "--seq",
-        "256",
-        "--json",
-    ]);
+    let fit = run(&argv(
+        "fit llama-3.1-8b --task infer --framework vllm --gpu h200-141gb --seq 256 --json",
+    ));
     assert!(
         fit["max_batch"].as_u64().unwrap() > 3000,
         "{}",
@@ -209,21 +177,7 @@ fn vllm_max_num_seqs_stays_at_the_setting_the_pool_was_sized_with() {
 #[test]
 fn llamacpp_launch_flags_fit_and_one_layer_more_does_not() {
     // A 70B model at Q4_K_M does not fit a 24 GB card whole: -ngl is the most layers that do.
-    let fit = run(&[
-        "fit",
-        "llama-3.1-70b",
-        "--task",
-        "infer",
-        "--framework",
-        "llama.cpp",
-        "--gpu",
-        "rtx3090-24gb",
-        "--weights",
-        "gguf:Q4_K_M",
-        "--seq",
-        "8192",
-        "--json",
-    ]);
+    let fit = run(&argv("fit llama-3.1-70b --task infer --framework llama.cpp --gpu rtx3090-24gb --weights gguf:Q4_K_M --seq 8192 --json"));
     let l = &fit["launch"];
     assert_eq!(l["engine"], "llama.cpp");
     let ngl = arg(l, "-ngl").expect("-ngl");
@@ -245,19 +199,9 @@ fn llamacpp_launch_flags_fit_and_one_layer_more_does_not() {
 
 #[test]
 fn llamacpp_all_layers_then_the_longest_context() {
-    let fit = run(&[
-        "fit",
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "llama.cpp",
-        "--gpu",
-        "rtx3090-24gb",
-        "--seq",
-        "8192",
-        "--json",
-    ]);
+    let fit = run(&argv(
+        "fit llama-3.1-8b --task infer --framework llama.cpp --gpu rtx3090-24gb --seq 8192 --json",
+    ));
     let l = &fit["launch"];
     // llama-3.1-8b: 32 blocks + the output layer.
     assert_eq!(arg(l, "-ngl"), Some(33));
@@ -295,21 +239,7 @@ fn option(launch: &Value, key: &str) -> Option<u64> {
 /// not the 4,096 × 8 split; --max-running-requests = ⌊422,004 / 4,096⌋ = 103 requests of 4,096.
 #[test]
 fn sglang_launch_follows_sglangs_own_rules() {
-    let fit = run(&[
-        "fit",
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "sglang",
-        "--gpu",
-        "a100-80gb",
-        "--batch",
-        "8",
-        "--seq",
-        "4096",
-        "--json",
-    ]);
+    let fit = run(&argv("fit llama-3.1-8b --task infer --framework sglang --gpu a100-80gb --batch 8 --seq 4096 --json"));
     let l = &fit["launch"];
     assert_eq!(l["engine"], "sglang");
     assert_eq!(arg(l, "--context-length"), Some(131_072));
@@ -351,19 +281,7 @@ fn sglang_launch_follows_sglangs_own_rules() {
 fn ollama_launch_options_fit_and_one_layer_more_does_not() {
     // A 70B model at Q4_K_M does not fit a 24 GiB card whole: num_gpu is the most layers that
     // do at ollama's default num_ctx for 24 GiB (32768: server/routes.go, 23 GiB ≤ VRAM < 47).
-    let fit = run(&[
-        "fit",
-        "llama-3.1-70b",
-        "--task",
-        "infer",
-        "--framework",
-        "ollama",
-        "--gpu",
-        "rtx3090-24gb",
-        "--weights",
-        "gguf:Q4_K_M",
-        "--json",
-    ]);
+    let fit = run(&argv("fit llama-3.1-70b --task infer --framework ollama --gpu rtx3090-24gb --weights gguf:Q4_K_M --json"));
     let l = &fit["launch"];
     assert_eq!(l["engine"], "ollama");
     let ngl = option(l, "num_gpu").expect("num_gpu");
@@ -408,17 +326,9 @@ fn ollama_launch_options_fit_and_one_layer_more_does_not() {
 
 #[test]
 fn ollama_all_layers_then_the_longest_num_ctx() {
-    let fit = run(&[
-        "fit",
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "ollama",
-        "--gpu",
-        "rtx3090-24gb",
-        "--json",
-    ]);
+    let fit = run(&argv(
+        "fit llama-3.1-8b --task infer --framework ollama --gpu rtx3090-24gb --json",
+    ));
     let l = &fit["launch"];
     // llama-3.1-8b: 32 blocks + the output layer.
     assert_eq!(option(l, "num_gpu"), Some(33));

@@ -2,36 +2,16 @@
 //! the real fixtures of `crates/measure/tests/fixtures/logs` (each cited in its README). Every
 //! expected figure is read off the log line quoted beside it and worked by hand.
 
-use assert_cmd::Command;
+mod common;
+use common::{json_of_cmd, log_fixture as fixture, temp_file, vramscope};
 use serde_json::{json, Value};
 
-fn fixture(rel: &str) -> String {
-    format!(
-        "{}/../measure/tests/fixtures/logs/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
 fn run(args: &[&str]) -> Value {
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_of_cmd(vramscope().args(args).arg("--json"), &args)
 }
 
 fn job_file(name: &str, job: &Value) -> String {
-    let dir = std::env::temp_dir().join(format!("vramscope-logfit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, job.to_string()).unwrap();
+    let p = temp_file("logfit", name, &job.to_string());
     p.to_string_lossy().into_owned()
 }
 
@@ -131,8 +111,7 @@ fn fit_on_a_vllm_log_uses_its_pool() {
 /// A PyTorch OOM message states no breakdown to fit with: a clear error, exit 2.
 #[test]
 fn fit_on_an_oom_message_is_refused() {
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
+    let out = vramscope()
         .args([
             "fit",
             "llama-3.1-8b",

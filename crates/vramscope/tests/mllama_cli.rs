@@ -1,6 +1,9 @@
 //! Llama-3.2-Vision from the command line: `inspect` shows its components, `fit` answers how
 //! many images fit a sequence, bad image input is a one-line error.
 
+mod common;
+use common::argv;
+
 use assert_cmd::Command;
 
 fn vramscope() -> Command {
@@ -42,14 +45,7 @@ fn fit_answers_how_many_images() {
     let most = |seq: &str| {
         let out = vramscope()
             .args(["fit", &fixture(), "--gpu", "h100-80gb", "--seq", seq])
-            .args([
-                "--images",
-                "1x1024x768",
-                "--freeze",
-                "vision",
-                "--lora",
-                "16",
-            ])
+            .args(argv("--images 1x1024x768 --freeze vision --lora 16"))
             .args([
                 "--lora-targets",
                 "language:q_proj,language:v_proj",

@@ -1,6 +1,9 @@
 //! `--reserve GIB`: GiB kept free for other applications, stated beside the capacity in the
 //! human output, in bytes in `--json`; a bad value is one line and exit 2.
 
+mod common;
+use common::argv;
+
 use assert_cmd::Command;
 
 fn vramscope(args: &[&str]) -> std::process::Output {
@@ -20,15 +23,7 @@ fn reserve_is_stated_beside_the_capacity() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("− 2.00 GiB reserved"), "{text}");
 
-    let out = vramscope(&[
-        "estimate",
-        "gpt2",
-        "--gpu",
-        "t4-16gb",
-        "--reserve",
-        "2",
-        "--json",
-    ]);
+    let out = vramscope(&argv("estimate gpt2 --gpu t4-16gb --reserve 2 --json"));
     assert!(out.status.success());
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["job"]["reserve"], 2_147_483_648u64);

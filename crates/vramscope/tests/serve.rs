@@ -4,13 +4,13 @@
 //! on loopback ends with zero errors and flat memory.
 
 mod common;
-use common::http::{read_response, Resp};
+use common::http::{read_response, spawn_serve, Resp};
 use common::shared;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufReader, ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// The server process, killed when the test ends.
@@ -37,25 +37,11 @@ impl Drop for Server {
 }
 
 fn start() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramscope"))
-        .args(["serve", "--port", "0"])
-        .env_remove("RUST_BACKTRACE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start vramscope serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "vramscope serve: http://127.0.0.1:PORT/"
-    let url = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .trim_end_matches('/');
-    let addr: SocketAddr = url.parse().unwrap_or_else(|_| panic!("no URL in {line:?}"));
+    let (child, url) = spawn_serve(
+        Command::new(env!("CARGO_BIN_EXE_vramscope")).env_remove("RUST_BACKTRACE"),
+        &[],
+    );
+    let addr: SocketAddr = url.parse().unwrap_or_else(|_| panic!("no URL in {url:?}"));
     assert!(addr.ip().is_loopback(), "binds loopback by default: {addr}");
     Server { child, addr }
 }

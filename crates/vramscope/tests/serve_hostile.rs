@@ -5,11 +5,11 @@
 //! answers after which the server closes. Bodies are built here.
 
 mod common;
-use common::http::{read_response, Resp};
+use common::http::{read_response, spawn_serve, Resp};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufReader, ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// The server process, killed when the test ends.
@@ -26,20 +26,13 @@ impl Drop for Server {
 }
 
 fn start() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramscope"))
-        .args(["serve", "--port", "0"])
-        .env_remove("RUST_BACKTRACE")
-        .env("HF_HUB_OFFLINE", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start vramscope serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit("http://").next().unwrap();
-    let addr: SocketAddr = url.trim_end_matches('/').parse().unwrap();
+    let (child, url) = spawn_serve(
+        Command::new(env!("CARGO_BIN_EXE_vramscope"))
+            .env_remove("RUST_BACKTRACE")
+            .env("HF_HUB_OFFLINE", "1"),
+        &[],
+    );
+    let addr: SocketAddr = url.parse().unwrap();
     Server { child, addr }
 }
 

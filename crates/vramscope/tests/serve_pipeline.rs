@@ -4,14 +4,15 @@
 //! byte for byte what the CLI prints for the same job; a field a pipeline does not have is a
 //! 400 naming it.
 
+mod common;
 #[allow(dead_code)]
 mod hub;
 mod pipeline_repos;
 
 use pipeline_repos::{fixture_dir, repos};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 /// The server (killed when the test ends) and the environment it and the CLI share.
 struct Server {
@@ -56,23 +57,7 @@ fn start(endpoint: &str, name: &str) -> Server {
         ),
         ("VRAMSCOPE_HUB_TIMEOUT".into(), "5".into()),
     ];
-    let mut child = command(&env)
-        .args(["serve", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start vramscope serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let (child, addr) = common::http::spawn_serve(&mut command(&env), &[]);
     Server {
         child,
         addr,

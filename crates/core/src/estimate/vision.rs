@@ -114,36 +114,23 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         kind: t.norm,
         dim: t.hidden,
     };
-    let layer = Layer {
-        attention: Attention {
-            kind: AttentionKind::Standard {
+    let layer = Layer::new(
+        Attention::new(
+            AttentionKind::Standard {
                 heads: t.heads,
                 kv_heads: t.heads,
                 head_dim: t.hidden / t.heads.max(1),
             },
-            bias: ProjBias::all(t.kind.biased()),
-            qk_norm: None,
-            sliding_window: None,
-            relative_bias_buckets: None,
-            sinks: false,
-            qk_norm_whole: false,
-            qk_l2_norm: false,
-            attention_chunk: None,
-            nope: false,
-            vision_cross: false,
-            output_gate: false,
-        },
-        cross_attention: None,
-        mlp: Mlp::Dense(DenseMlp {
+            ProjBias::all(t.kind.biased()),
+        ),
+        Mlp::Dense(DenseMlp {
             ffn: t.ffn,
             gated: t.gated,
             bias: t.kind.biased(),
             activation: t.activation.clone(),
         }),
-        norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-        parallel_residual: false,
-        parallel_ssm: None,
-    };
+        vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+    );
     let positions = if t.position_rows == 0 {
         Positions::Rotary { theta: None }
     } else {

@@ -1,20 +1,71 @@
 //! Helpers shared by this crate's integration tests (the same `shared()` as
-//! `crates/formats/tests/common`: both crates' tests read ../shared).
+//! `crates/formats/tests/common`: both crates' tests read ../shared), and the estimate of a job
+//! as the CLI computes it.
+// Not every test binary that includes this module uses every helper.
+#![allow(dead_code)]
 
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-pub fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
+use serde_json::Value;
+use vramscope_core::estimate::{estimate, ModelInput};
+use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::report::Report;
+use vramscope_formats::model_source::load_job_model;
+
+/// The model `job` names, read as the CLI reads it (`load_job_model`), and the job resolved
+/// against the model's context length (`Job::resolve`).
+pub fn prepared(job: &Job) -> (ModelInput, ResolvedJob) {
+    let model = load_job_model(job.model.as_ref().expect("the job names a model")).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    (model.into_input(), resolved)
 }
+
+/// The estimate of `job` (see [`prepared`]).
+pub fn estimate_job(job: &Job) -> Report {
+    let (model, resolved) = prepared(job);
+    estimate(&model, &resolved).unwrap()
+}
+
+/// The estimate of a job given as JSON.
+pub fn run_job(job: Value) -> Report {
+    estimate_job(&serde_json::from_value(job).unwrap())
+}
+
+/// A job from a measured spec of `validation/specs/` (run `run_id`): `base` with the spec's
+/// model (`hf_config`) and each of `keys` the spec holds.
+pub fn spec_job(run_id: &str, mut base: Value, keys: &[&str]) -> Value {
+    let path = format!(
+        "{}/../../validation/specs/{run_id}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    base["model"] = serde_json::json!({"hf_config": spec["hf_config"]});
+    for k in keys {
+        if let Some(x) = spec.get(*k) {
+            base[*k] = x.clone();
+        }
+    }
+    base
+}
+
+/// The job fields every measured spec states.
+pub const SPEC_KEYS: [&str; 6] = [
+    "batch",
+    "seq",
+    "precision",
+    "optimizer",
+    "checkpointing",
+    "attention",
+];
+
+mod shared_dir;
+mod warnings;
+#[allow(unused_imports)] // Not every test binary that includes this module uses it.
+pub use shared_dir::shared;
+#[allow(unused_imports)] // Not every test binary that includes this module uses it.
+pub use warnings::{warns_of, warns_starting};
 
 /// The shared H200 results file's runs that finished (`type: result`, `status: ok`), one JSON
 /// object per line (`../shared/fixtures/gpu-h200/README.md`).
-#[allow(dead_code)] // Not every test binary that includes this module reads the results.
 pub fn h200_results() -> Vec<serde_json::Value> {
     let path = format!(
         "{}/../../../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl",

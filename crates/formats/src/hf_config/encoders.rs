@@ -34,14 +34,11 @@ pub(crate) fn bert_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     let ln = Norm::layer(hidden, true);
     let activation = cfg.string("hidden_act").unwrap_or("gelu").to_string();
     for _ in 0..layers {
-        spec.decoder.layers.push(Layer {
-            attention: plain_attention(heads, heads, head_dim, ProjBias::all(true)),
-            cross_attention: None,
-            mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
-            norms: vec![(NormSlot::PostAttention, ln), (NormSlot::PostMlp, ln)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+        spec.decoder.layers.push(Layer::new(
+            plain_attention(heads, heads, head_dim, ProjBias::all(true)),
+            Mlp::Dense(dense(ffn, false, true, &activation)),
+            vec![(NormSlot::PostAttention, ln), (NormSlot::PostMlp, ln)],
+        ));
     }
     spec.vocab_size = vocab;
     spec.hidden_size = hidden;
@@ -81,49 +78,39 @@ pub(crate) fn t5(cfg: &Cfg) -> Result<ModelSpec> {
     let activation = proj.trim_start_matches("gated-").to_string();
     let ln = Norm::rms(d_model);
     let attention = |first: bool| Attention {
-        kind: AttentionKind::Standard {
-            heads,
-            kv_heads: heads,
-            head_dim: d_kv,
-        },
-        bias: ProjBias::all(false),
-        qk_norm: None,
-        sliding_window: None,
         relative_bias_buckets: first.then_some(buckets),
-        sinks: false,
-        qk_norm_whole: false,
-        qk_l2_norm: false,
-        attention_chunk: None,
-        nope: false,
-        vision_cross: false,
-        output_gate: false,
+        ..Attention::new(
+            AttentionKind::Standard {
+                heads,
+                kv_heads: heads,
+                head_dim: d_kv,
+            },
+            ProjBias::all(false),
+        )
     };
     let mut encoder = Stack {
         layers: Vec::new(),
         final_norm: Some(ln),
     };
     for i in 0..enc_layers {
-        encoder.layers.push(Layer {
-            attention: attention(i == 0),
-            cross_attention: None,
-            mlp: Mlp::Dense(dense(d_ff, gated, false, &activation)),
-            norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+        encoder.layers.push(Layer::new(
+            attention(i == 0),
+            Mlp::Dense(dense(d_ff, gated, false, &activation)),
+            vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
+        ));
     }
     for i in 0..dec_layers {
         spec.decoder.layers.push(Layer {
-            attention: attention(i == 0),
             cross_attention: Some(attention(false)),
-            mlp: Mlp::Dense(dense(d_ff, gated, false, &activation)),
-            norms: vec![
-                (NormSlot::PreAttention, ln),
-                (NormSlot::PreCrossAttention, ln),
-                (NormSlot::PreMlp, ln),
-            ],
-            parallel_residual: false,
-            parallel_ssm: None,
+            ..Layer::new(
+                attention(i == 0),
+                Mlp::Dense(dense(d_ff, gated, false, &activation)),
+                vec![
+                    (NormSlot::PreAttention, ln),
+                    (NormSlot::PreCrossAttention, ln),
+                    (NormSlot::PreMlp, ln),
+                ],
+            )
         });
     }
     spec.decoder.final_norm = Some(ln);

@@ -48,14 +48,11 @@ pub(crate) fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         .to_string();
     let ln = Norm::layer(hidden, true);
     for _ in 0..layers {
-        spec.decoder.layers.push(Layer {
-            attention: plain_attention(heads, kv_heads, head_dim, ProjBias::all(true)),
-            cross_attention: None,
-            mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
-            norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+        spec.decoder.layers.push(Layer::new(
+            plain_attention(heads, kv_heads, head_dim, ProjBias::all(true)),
+            Mlp::Dense(dense(ffn, false, true, &activation)),
+            vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
+        ));
     }
     spec.decoder.final_norm = Some(ln);
     spec.vocab_size = vocab;
@@ -91,12 +88,12 @@ pub(crate) fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
     let activation = cfg.string("hidden_act").unwrap_or("gelu").to_string();
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: plain_attention(heads, heads, head_dim, ProjBias::all(bias)),
-            cross_attention: None,
-            mlp: Mlp::Dense(dense(ffn, false, true, &activation)),
-            norms: vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
             parallel_residual: parallel,
-            parallel_ssm: None,
+            ..Layer::new(
+                plain_attention(heads, heads, head_dim, ProjBias::all(bias)),
+                Mlp::Dense(dense(ffn, false, true, &activation)),
+                vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
+            )
         });
     }
     spec.decoder.final_norm = Some(ln);
@@ -143,18 +140,15 @@ pub(crate) fn opt(cfg: &Cfg) -> Result<ModelSpec> {
         .unwrap_or("relu")
         .to_string();
     for _ in 0..layers {
-        spec.decoder.layers.push(Layer {
-            attention: plain_attention(heads, heads, head_dim, ProjBias::all(bias)),
-            cross_attention: None,
-            mlp: Mlp::Dense(dense(ffn, false, bias, &activation)),
-            norms: if affine {
+        spec.decoder.layers.push(Layer::new(
+            plain_attention(heads, heads, head_dim, ProjBias::all(bias)),
+            Mlp::Dense(dense(ffn, false, bias, &activation)),
+            if affine {
                 vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)]
             } else {
                 Vec::new()
             },
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+        ));
     }
     spec.decoder.final_norm = (pre_norm && !remove_final && affine).then_some(ln);
     spec.vocab_size = vocab;
@@ -215,12 +209,12 @@ pub(crate) fn falcon(cfg: &Cfg) -> Result<ModelSpec> {
     };
     for _ in 0..layers {
         spec.decoder.layers.push(Layer {
-            attention: plain_attention(heads, kv_heads, head_dim, ProjBias::all(bias)),
-            cross_attention: None,
-            mlp: Mlp::Dense(dense(ffn, false, bias, "gelu")),
-            norms: norms.clone(),
             parallel_residual: parallel || new_arch,
-            parallel_ssm: None,
+            ..Layer::new(
+                plain_attention(heads, kv_heads, head_dim, ProjBias::all(bias)),
+                Mlp::Dense(dense(ffn, false, bias, "gelu")),
+                norms.clone(),
+            )
         });
     }
     spec.decoder.final_norm = Some(ln);

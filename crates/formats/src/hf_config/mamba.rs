@@ -97,27 +97,11 @@ pub(crate) fn mamba_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
     }
     let norm = Norm::rms(hidden);
     for _ in 0..layers {
-        spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind: AttentionKind::StateSpace(ssm),
-                bias: ProjBias::all(false),
-                qk_norm: None,
-                sliding_window: None,
-                relative_bias_buckets: None,
-                sinks: false,
-                qk_norm_whole: false,
-                qk_l2_norm: false,
-                attention_chunk: None,
-                nope: false,
-                vision_cross: false,
-                output_gate: false,
-            },
-            cross_attention: None,
-            mlp: Mlp::None,
-            norms: vec![(NormSlot::PreAttention, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+        spec.decoder.layers.push(Layer::new(
+            Attention::new(AttentionKind::StateSpace(ssm), ProjBias::all(false)),
+            Mlp::None,
+            vec![(NormSlot::PreAttention, norm)],
+        ));
     }
     spec.decoder.final_norm = Some(norm);
     spec.vocab_size = vocab;

@@ -403,24 +403,14 @@ pub(crate) fn plain_attention(
     head_dim: u64,
     bias: ProjBias,
 ) -> Attention {
-    Attention {
-        kind: AttentionKind::Standard {
+    Attention::new(
+        AttentionKind::Standard {
             heads,
             kv_heads,
             head_dim,
         },
         bias,
-        qk_norm: None,
-        sliding_window: None,
-        relative_bias_buckets: None,
-        sinks: false,
-        qk_norm_whole: false,
-        qk_l2_norm: false,
-        attention_chunk: None,
-        nope: false,
-        vision_cross: false,
-        output_gate: false,
-    }
+    )
 }
 
 pub(crate) fn dense(ffn: u64, gated: bool, bias: bool, activation: &str) -> DenseMlp {

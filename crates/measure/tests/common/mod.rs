@@ -1,12 +1,13 @@
 //! Helpers shared by this crate's integration tests.
+// Not every test binary that includes this module uses every helper.
+#![allow(dead_code)]
 
-/// `path` in ../shared, or a panic naming the missing path: these tests read the shared
-/// fixtures and validation cases from ../shared beside the repository.
-pub fn shared<P: AsRef<std::path::Path>>(path: P) -> P {
-    assert!(
-        path.as_ref().exists(),
-        "missing {}: the tests read ../shared (fixtures, validation cases) beside the repository",
-        path.as_ref().display()
-    );
-    path
-}
+#[path = "../../../core/tests/common/shared_dir.rs"]
+mod shared_dir;
+#[allow(unused_imports)] // Not every test binary that includes this module uses it.
+pub use shared_dir::shared;
+
+#[path = "../../../core/tests/common/warnings.rs"]
+mod warnings;
+#[allow(unused_imports)] // Not every test binary that includes this module uses it.
+pub use warnings::{warns_of, warns_starting};

@@ -69,3 +69,27 @@ pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
         body,
     })
 }
+
+/// `vramscope serve --port 0` started from `cmd` (its stdout piped here, its stderr dropped),
+/// and the `host:port` of the first line it prints ("vramscope serve: http://HOST:PORT/").
+/// `extra` goes after those flags.
+pub fn spawn_serve(
+    cmd: &mut std::process::Command,
+    extra: &[&str],
+) -> (std::process::Child, String) {
+    let mut child = cmd
+        .args(["serve", "--port", "0"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start vramscope serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap();
+    let addr = addr.trim_end_matches('/').to_string();
+    assert!(!addr.is_empty(), "no URL in {line:?}");
+    (child, addr)
+}

@@ -4,6 +4,8 @@
 //! (a CDN on another port), and hostile answers. Files are "virtual": their first bytes (a
 //! header) are real, the rest reads as zeros, so a 16 GB checkpoint costs nothing to serve.
 
+pub mod env;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -477,36 +477,23 @@ fn hf_names_map_to_llama_cpp_categories() {
 #[test]
 fn context_from_a_spec() {
     use crate::model::*;
-    let layer = Layer {
-        attention: Attention {
-            kind: AttentionKind::Standard {
+    let layer = Layer::new(
+        Attention::new(
+            AttentionKind::Standard {
                 heads: 64,
                 kv_heads: 8,
                 head_dim: 128,
             },
-            bias: ProjBias::default(),
-            qk_norm: None,
-            sliding_window: None,
-            relative_bias_buckets: None,
-            sinks: false,
-            qk_norm_whole: false,
-            qk_l2_norm: false,
-            attention_chunk: None,
-            nope: false,
-            vision_cross: false,
-            output_gate: false,
-        },
-        cross_attention: None,
-        mlp: Mlp::Dense(DenseMlp {
+            ProjBias::default(),
+        ),
+        Mlp::Dense(DenseMlp {
             ffn: 28672,
             gated: true,
             bias: false,
             activation: "silu".into(),
         }),
-        norms: vec![],
-        parallel_residual: false,
-        parallel_ssm: None,
-    };
+        vec![],
+    );
     let spec = ModelSpec {
         name: "llama-70b-like".into(),
         model_type: "llama".into(),

@@ -67,27 +67,17 @@ pub(crate) fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
                 &shape.activation,
             )),
         };
-        spec.decoder.layers.push(Layer {
-            attention: Attention {
-                kind,
-                bias: parts.bias,
+        spec.decoder.layers.push(Layer::new(
+            Attention {
                 qk_norm: parts.qk_norm,
                 sliding_window: if is_sliding(i) { window } else { None },
-                relative_bias_buckets: None,
                 sinks: fam.sinks,
                 qk_norm_whole: fam.qk_norm_whole,
-                qk_l2_norm: false,
-                attention_chunk: None,
-                nope: false,
-                vision_cross: false,
-                output_gate: false,
+                ..Attention::new(kind, parts.bias)
             },
-            cross_attention: None,
             mlp,
-            norms: parts.norms.clone(),
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            parts.norms.clone(),
+        ));
     }
     finish(&mut spec, cfg, fam, &shape, parts.norm)?;
     if matches!(fam.experts, family::Experts::Llama4) {

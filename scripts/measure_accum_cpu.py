@@ -18,6 +18,7 @@ import platform
 
 import torch
 import transformers
+from cpu_allocations import peak_over_start, r512
 from torch.profiler import ProfilerActivity, profile
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -28,9 +29,6 @@ CONFIG = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_
 BATCH, SEQ = 2, 256
 SETTINGS = [(1, True), (2, True), (3, True), (1, False), (2, False)]
 
-
-def r512(n):
-    return 512 * ((abs(n) + 511) // 512)
 
 
 def step(model, opt, ids, micro, set_to_none, zero=True):
@@ -57,18 +55,7 @@ def measured(micro, set_to_none):
     opt.zero_grad(set_to_none=set_to_none)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step(model, opt, ids, micro, set_to_none, zero=False)
-    raw = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        stack.extend(e.children)
-        if e.tag == torch._C._profiler._EventType.Allocation and e.typed[1].alloc_size != 0:
-            raw.append((e.start_time_ns, int(e.typed[1].alloc_size)))
-    raw.sort(key=lambda x: (x[0], -x[1]))
-    cur = peak = 0
-    for _, d in raw:
-        cur += r512(d) if d > 0 else -r512(d)
-        peak = max(peak, cur)
+    peak = peak_over_start(prof)
     start = sum(r512(p.numel() * p.element_size()) for p in model.parameters())
     start += sum(r512(t.numel() * t.element_size()) for s in opt.state.values()
                  for t in s.values() if torch.is_tensor(t))

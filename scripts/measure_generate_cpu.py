@@ -14,6 +14,7 @@ import platform
 
 import torch
 import transformers
+from cpu_allocations import peak_over_start
 from torch.profiler import ProfilerActivity, profile
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -23,9 +24,6 @@ CONFIG = dict(hidden_size=512, intermediate_size=4096, num_hidden_layers=4, num_
 BATCH, PROMPT, NEW = 2, 512, 4
 
 
-def r512(n):
-    return 512 * ((abs(n) + 511) // 512)
-
 
 def call_peak(model, ids, mask, kwargs):
     """Peak bytes over the call's start: a warm-up call, then the measured one."""
@@ -33,19 +31,7 @@ def call_peak(model, ids, mask, kwargs):
         model.generate(ids, attention_mask=mask, **kwargs)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             model.generate(ids, attention_mask=mask, **kwargs)
-    raw = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        stack.extend(e.children)
-        if e.tag == torch._C._profiler._EventType.Allocation and e.typed[1].alloc_size != 0:
-            raw.append((e.start_time_ns, int(e.typed[1].alloc_size)))
-    raw.sort(key=lambda x: (x[0], -x[1]))
-    cur = peak = 0
-    for _, d in raw:
-        cur += r512(d) if d > 0 else -r512(d)
-        peak = max(peak, cur)
-    return peak
+    return peak_over_start(prof)
 
 
 def main():

@@ -91,25 +91,7 @@ fn falcon_h1_mixer(cfg: &Cfg, hidden: u64) -> Result<ParallelSsm> {
             ),
         ));
     }
-    let head_dim = match cfg.obj.get("mamba_d_head") {
-        None | Some(Value::Null) => d_inner / heads,
-        Some(Value::String(s)) if s == "auto" => d_inner / heads,
-        Some(_) => cfg.size(&["mamba_d_head"], None)?,
-    };
-    if heads.checked_mul(head_dim) != Some(d_inner) {
-        return Err(cfg.err(
-            "mamba_d_head",
-            format!("{heads} heads × {head_dim} is not the Mamba inner width {d_inner}"),
-        ));
-    }
-    let groups = cfg.size(&["mamba_n_groups"], Some(1))?;
-    if !heads.is_multiple_of(groups) {
-        return Err(cfg.err(
-            "mamba_n_groups",
-            format!("{groups} does not divide mamba_n_heads {heads}"),
-        ));
-    }
-    let d_state = cfg.size(&["mamba_d_state"], Some(256))?;
+    let (groups, d_state) = super::mamba2_heads::mamba2_heads(cfg, d_inner, heads)?;
     // conv_dim = d_inner + 2 · groups · d_state, and in_proj adds d_inner + heads to it.
     let conv_dim = groups
         .checked_mul(d_state)

@@ -278,25 +278,7 @@ pub(crate) fn mamba2_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
             format!("{heads} does not divide mamba_expand · hidden_size = {d_inner}"),
         ));
     }
-    let head_dim = match cfg.obj.get("mamba_d_head") {
-        None | Some(Value::Null) => d_inner / heads,
-        Some(Value::String(s)) if s == "auto" => d_inner / heads,
-        Some(_) => cfg.size(&["mamba_d_head"], None)?,
-    };
-    if heads.checked_mul(head_dim) != Some(d_inner) {
-        return Err(cfg.err(
-            "mamba_d_head",
-            format!("{heads} heads × {head_dim} is not the Mamba inner width {d_inner}"),
-        ));
-    }
-    let groups = cfg.size(&["mamba_n_groups"], Some(1))?;
-    if !heads.is_multiple_of(groups) {
-        return Err(cfg.err(
-            "mamba_n_groups",
-            format!("{groups} does not divide mamba_n_heads {heads}"),
-        ));
-    }
-    let d_state = cfg.size(&["mamba_d_state"], Some(256))?;
+    let (groups, d_state) = super::mamba2_heads::mamba2_heads(cfg, d_inner, heads)?;
     let conv_ok = groups
         .checked_mul(d_state)
         .and_then(|v| v.checked_mul(2))

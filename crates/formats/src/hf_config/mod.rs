@@ -20,6 +20,7 @@ mod lfm2;
 mod llama;
 mod llava_onevision;
 mod mamba;
+mod mamba2_heads;
 mod mllama;
 mod nemotron_h;
 mod quant_methods;

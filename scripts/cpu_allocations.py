@@ -1,0 +1,29 @@
+"""What a `torch.profiler` session (`profile_memory=True`) recorded of the c10 CPU allocator, read
+as CUDA's caching allocator would count it: shared by `measure_generate_cpu.py` and
+`measure_accum_cpu.py`."""
+
+import torch
+
+
+def r512(n):
+    """`allocated_bytes` counts each block rounded up to 512 B."""
+    return 512 * ((abs(n) + 511) // 512)
+
+
+def peak_over_start(prof):
+    """The most bytes allocated at once during the session, over what was allocated when it
+    began: every allocation and free in time order (an allocation before a free at the same
+    nanosecond), each 512-rounded."""
+    raw = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        if e.tag == torch._C._profiler._EventType.Allocation and e.typed[1].alloc_size != 0:
+            raw.append((e.start_time_ns, int(e.typed[1].alloc_size)))
+    raw.sort(key=lambda x: (x[0], -x[1]))
+    cur = peak = 0
+    for _, d in raw:
+        cur += r512(d) if d > 0 else -r512(d)
+        peak = max(peak, cur)
+    return peak

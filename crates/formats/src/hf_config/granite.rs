@@ -34,14 +34,11 @@ pub(crate) fn granitemoe(cfg: &Cfg) -> Result<ModelSpec> {
         )
     })?;
     for _ in 0..layers {
-        spec.decoder.layers.push(Layer {
-            attention: attention.clone(),
-            cross_attention: None,
-            mlp: Mlp::Moe(moe.clone()),
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+        spec.decoder.layers.push(Layer::new(
+            attention.clone(),
+            Mlp::Moe(moe.clone()),
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),
@@ -80,18 +77,15 @@ pub(crate) fn granitemoehybrid(cfg: &Cfg) -> Result<ModelSpec> {
     };
     let norm = Norm::rms(hidden);
     for is_mamba in kinds {
-        spec.decoder.layers.push(Layer {
-            attention: if is_mamba {
+        spec.decoder.layers.push(Layer::new(
+            if is_mamba {
                 mixer.clone()
             } else {
                 attention.clone()
             },
-            cross_attention: None,
-            mlp: mlp.clone(),
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            mlp.clone(),
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.embedding.positions = match cfg.string("position_embedding_type") {
         Some("rope") => Positions::Rotary {
@@ -134,18 +128,15 @@ pub(crate) fn bamba(cfg: &Cfg) -> Result<ModelSpec> {
     let mlp = dense(ffn, true, cfg.boolean("mlp_bias", false)?, &act);
     let norm = Norm::rms(hidden);
     for i in 0..layers {
-        spec.decoder.layers.push(Layer {
-            attention: if attn_layers.contains(&i) {
+        spec.decoder.layers.push(Layer::new(
+            if attn_layers.contains(&i) {
                 attention.clone()
             } else {
                 mixer.clone()
             },
-            cross_attention: None,
-            mlp: Mlp::Dense(mlp.clone()),
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            Mlp::Dense(mlp.clone()),
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),

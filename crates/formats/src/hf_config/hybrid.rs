@@ -112,18 +112,15 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
         } else {
             Mlp::Dense(expert.clone())
         };
-        spec.decoder.layers.push(Layer {
-            attention: if pattern.attention_at(i) {
+        spec.decoder.layers.push(Layer::new(
+            if pattern.attention_at(i) {
                 attention.clone()
             } else {
                 mixer.clone()
             },
-            cross_attention: None,
             mlp,
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.decoder.final_norm = Some(norm);
     spec.vocab_size = cfg.size(&["vocab_size"], Some(65536))?;

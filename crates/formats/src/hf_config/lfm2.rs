@@ -175,18 +175,15 @@ pub(crate) fn lfm2(cfg: &Cfg, moe: bool) -> Result<ModelSpec> {
             Some(m) if i as u64 >= first_sparse => Mlp::Moe(m.clone()),
             _ => Mlp::Dense(dense_mlp.clone()),
         };
-        spec.decoder.layers.push(Layer {
-            attention: if *attn {
+        spec.decoder.layers.push(Layer::new(
+            if *attn {
                 attention.clone()
             } else {
                 conv.clone()
             },
-            cross_attention: None,
             mlp,
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.decoder.final_norm = Some(norm);
     spec.vocab_size = cfg.size(&["vocab_size"], Some(65536))?;

@@ -119,18 +119,15 @@ fn build(cfg: &Cfg, d: &Defaults, mlp: Mlp) -> Result<ModelSpec> {
     };
     let norm = Norm::rms(hidden);
     for is_full in full {
-        spec.decoder.layers.push(Layer {
-            attention: if is_full {
+        spec.decoder.layers.push(Layer::new(
+            if is_full {
                 attention.clone()
             } else {
                 mixer.clone()
             },
-            cross_attention: None,
-            mlp: mlp.clone(),
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            mlp.clone(),
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.decoder.final_norm = Some(norm);
     spec.vocab_size = cfg.size(&["vocab_size"], Some(248320))?;

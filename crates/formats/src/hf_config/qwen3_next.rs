@@ -167,18 +167,15 @@ pub(crate) fn qwen3_next(cfg: &Cfg) -> Result<ModelSpec> {
             }
             _ => Mlp::Dense(dense_mlp.clone()),
         };
-        spec.decoder.layers.push(Layer {
-            attention: if *is_full {
+        spec.decoder.layers.push(Layer::new(
+            if *is_full {
                 attention.clone()
             } else {
                 mixer.clone()
             },
-            cross_attention: None,
             mlp,
-            norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
-            parallel_residual: false,
-            parallel_ssm: None,
-        });
+            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+        ));
     }
     spec.decoder.final_norm = Some(norm);
     spec.vocab_size = cfg.size(&["vocab_size"], Some(151936))?;

@@ -111,6 +111,10 @@ struct ExpSegment {
 pub struct CacheSignature {
     /// (stream, pool, size, address) of every free block, in the pools' order.
     free: Vec<(u64, u8, u64, u64)>,
+    /// The same of every unmapped range of an expandable segment.
+    unmapped: Vec<(u64, u8, u64, u64)>,
+    /// (base, mapped pages, high water, live) of every expandable segment.
+    expandable: Vec<(u64, u64, u64, u64)>,
     allocated: u64,
     /// `num_device_alloc`, `num_device_free`, `num_alloc_retries`, `num_ooms`.
     calls: [u64; 4],
@@ -253,12 +257,29 @@ impl Allocator {
     /// the device calls, retries and failures so far. Two equal signatures mean that no
     /// segment was made or released between them and the cache holds the same pieces at the
     /// same addresses, so the same requests from either point get the same blocks, segments
-    /// and figures. `None` where more state decides: `garbage_collection_threshold` (each free
-    /// block's age) and expandable segments (mapped pages).
+    /// and figures. Under `expandable_segments` the unmapped ranges and each segment's mapped
+    /// pages decide too, and are part of it. `None` where more state decides:
+    /// `garbage_collection_threshold` (each free block's age).
     pub fn cache_signature(&self) -> Option<CacheSignature> {
-        if self.settings.expandable || self.settings.gc_threshold > 0.0 {
+        if self.settings.gc_threshold > 0.0 {
             return None;
         }
+        let unmapped = self
+            .streams
+            .iter()
+            .flat_map(|p| {
+                p.unmapped.iter().enumerate().flat_map(move |(pool, set)| {
+                    set.iter()
+                        .map(move |&(addr, i)| (p.stream, pool as u8, addr, i))
+                })
+            })
+            .map(|(stream, pool, addr, i)| (stream, pool, self.arena.get(i).size, addr))
+            .collect();
+        let expandable = self
+            .expandable
+            .iter()
+            .map(|e| (e.base, e.mapped_pages, e.high_water, u64::from(e.live)))
+            .collect();
         let free = self
             .streams
             .iter()
@@ -272,6 +293,8 @@ impl Allocator {
         let s = &self.stats;
         Some(CacheSignature {
             free,
+            unmapped,
+            expandable,
             allocated: s.allocated_bytes.current,
             calls: [
                 s.num_device_alloc,

@@ -232,12 +232,15 @@ mod tests {
     /// the pieces back into one cached 20 MiB block. The first run of "alloc 3 MiB, free"
     /// made a segment, so it does not repeat; the second takes the cached block and leaves the
     /// same 20 MiB free block with no device call, so it does. Under `expandable_segments`
-    /// the mapped pages decide too: never a repeat.
+    /// the first maps a 20 MiB page (the large pool's page) and the free keeps it mapped; the
+    /// second maps nothing: a repeat too. Under `garbage_collection_threshold` each free
+    /// block's age decides: never one.
     #[test]
     fn a_run_that_leaves_the_cache_as_it_found_it_repeats() {
         for (conf, want) in [
             ("", [false, false, true]),
-            ("expandable_segments:True", [false; 3]),
+            ("expandable_segments:True", [false, false, true]),
+            ("garbage_collection_threshold:0.5", [false; 3]),
         ] {
             let config = AllocatorConfig::parse(conf).unwrap();
             let mut s = SimSink::new(Allocator::new(&config, u64::MAX));

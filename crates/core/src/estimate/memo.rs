@@ -22,8 +22,11 @@ use crate::throughput::shape::ModelShape;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Entries kept per part; past it the oldest goes (a fit search's one-off batch sizes do not
-/// grow the memo without bound).
-const CAPACITY: usize = 32;
+/// grow the memo without bound). One report asks for dozens of distinct jobs (the estimate,
+/// `fit`'s search, the advice's and the what-if's variants, each simulated through the
+/// allocator model); a server or a notebook alternating between a few jobs of one model must
+/// find them all again, not evict them in turn.
+const CAPACITY: usize = 512;
 
 /// The memo of one model (a field of [`super::ModelInput`]). A clone starts empty.
 #[derive(Default)]
@@ -195,7 +198,8 @@ impl<K: PartialEq, V> Table<K, V> {
     /// The value for `key` and the warnings computing it gave, if remembered.
     fn find(&self, key: &K) -> Option<(Arc<V>, Vec<String>)> {
         let entries = self.entries.lock().ok()?;
-        let (_, v, w) = entries.iter().find(|(k, _, _)| k == key)?;
+        // Newest first: the job asked again is most often the one just computed.
+        let (_, v, w) = entries.iter().rev().find(|(k, _, _)| k == key)?;
         Some((Arc::clone(v), w.clone()))
     }
 

@@ -42,13 +42,13 @@ pub struct ReportJob {
 }
 
 /// The self-contained SVG picture that `estimate --svg FILE` writes for the report's job
-/// (`render::svg::render_svg`: the bar by category, the step's timeline, the what-if chart).
+/// (`picture::render_svg`: the bar by category, the step's timeline, the what-if chart).
 pub fn picture(input: &PictureInput) -> Result<String, AppError> {
     let r = &input.report;
     let p = prepare(&r.job)?;
     let advise = r.advice.as_ref().is_some_and(|a| !a.is_null());
     let report = p.report_with_advice(advise)?;
-    Ok(crate::render::svg::render_svg(&report, &p.what_if()?))
+    Ok(super::picture::render_svg(&report, &p.what_if()?))
 }
 
 /// The fit verdict of a report: the estimator's own, or, when it left it out although the job

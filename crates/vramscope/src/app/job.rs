@@ -251,11 +251,11 @@ pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
 
 /// A job as the contract's JSON gives it, with its `"from"` entries (a training framework's
 /// own configs, issue 20) read and laid under its other fields — the same reading as a `--job`
-/// file's and a server body's (`commands::from::parse_json_job`).
+/// file's and a server body's (`jobtext::from::parse_json_job`).
 pub fn with_from<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
     let value = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
     let text = value.to_string();
-    crate::commands::from::parse_json_job(&text).map_err(|e| {
+    super::jobtext::from::parse_json_job(&text).map_err(|e| {
         let e = e.strip_prefix("invalid job: ").unwrap_or(&e).to_string();
         serde::de::Error::custom(e)
     })

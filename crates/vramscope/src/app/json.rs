@@ -169,13 +169,13 @@ pub fn compare_bytes_json(input_json: &str, bytes: &[u8], name: &str) -> Result<
 
 /// The Python package's keyword arguments laid over a job (`estimate("llama-3.1-8b", lora=16,
 /// tp=2)`): `job_json` the contract's job, `keywords_json` an object of keywords, each a job
-/// field or `vramscope estimate`'s flag of that name (`commands::keywords`). Answers the job as
+/// field or `vramscope estimate`'s flag of that name (`jobtext::keywords`). Answers the job as
 /// compact JSON, for `call_json`'s `job`.
 pub fn job_with_keywords_json(job_json: &str, keywords_json: &str) -> Result<String, AppError> {
     let job: serde_json::Value =
         serde_json::from_str(job_json).map_err(|e| AppError::bad(format!("invalid job: {e}")))?;
     let keywords: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(keywords_json).map_err(|e| AppError::bad(format!("keywords: {e}")))?;
-    let job = crate::commands::keywords::job_with_keywords(job, &keywords)?;
+    let job = super::jobtext::keywords::job_with_keywords(job, &keywords)?;
     Ok(job.to_string())
 }

@@ -25,6 +25,7 @@ pub mod picture;
 pub mod plan;
 pub mod validate;
 
+pub use crate::models::Session;
 pub use analyze::{analyze, analyze_bytes, AnalyzeInput};
 pub use catalog::{gpus, models};
 pub use compare::{compare, compare_bytes, CompareInput, Comparison};

@@ -172,7 +172,7 @@ mod tests {
     fn report(capacity: u64) -> Report {
         let job: vramscope_core::job::Job =
             serde_json::from_str(r#"{"model": "gpt2", "batch": 2, "gpu": "t4-16gb"}"#).unwrap();
-        let mut r = crate::app::job::estimate_job(&job).unwrap();
+        let mut r = crate::app::job::estimate_job(&crate::app::Session::default(), &job).unwrap();
         r.per_gpu.components = Components {
             parameters: 4 * G,
             optimizer_states: 2 * G,

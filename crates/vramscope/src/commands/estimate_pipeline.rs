@@ -61,7 +61,7 @@ fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
         return Ok(None);
     };
     let shown = path.display();
-    let cap = super::jobargs::MAX_JOB_FILE_BYTES;
+    let cap = crate::app::jobtext::file::MAX_JOB_FILE_BYTES;
     let text = vramscope_formats::files::read_regular_text(path, cap, "a job file")
         .map_err(|e| JobError(format!("{shown}: {e}")))?;
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {

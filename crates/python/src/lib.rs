@@ -16,6 +16,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use vramscope::app::Session;
 
 create_exception!(
     _native,
@@ -30,10 +31,16 @@ fn to_py(e: vramscope::app::AppError) -> PyErr {
     VramscopeError::new_err((message, e.exit_code))
 }
 
+/// Each call's own session: no fetch flags, no model held; nothing one call did (an earlier
+/// `cli_main(["--refresh", ...])` included) changes how the next resolves MODEL.
+fn session() -> Session {
+    Session::default()
+}
+
 /// Runs one command of the application layer on a JSON input and returns its JSON answer.
 #[pyfunction]
 fn call_json(py: Python<'_>, command: &str, input_json: &str) -> PyResult<String> {
-    py.detach(|| vramscope::app::call_json(command, input_json))
+    py.detach(|| vramscope::app::call_json(&session(), command, input_json))
         .map_err(to_py)
 }
 
@@ -60,7 +67,7 @@ fn compare_bytes(
     data: &[u8],
     name_hint: &str,
 ) -> PyResult<String> {
-    py.detach(|| vramscope::app::compare_bytes_json(input_json, data, name_hint))
+    py.detach(|| vramscope::app::compare_bytes_json(&session(), input_json, data, name_hint))
         .map_err(to_py)
 }
 

@@ -56,7 +56,7 @@ fn with(args: &[String], flags: &[String]) -> Vec<String> {
 /// round-trips: the report's `job` read back as a job file gives the same job).
 fn what_if_rows(report: &Value) -> Vec<Value> {
     let job: vramscope_core::job::Job = serde_json::from_value(report["job"].clone()).unwrap();
-    let rows = vramscope::app::job::prepare(&job)
+    let rows = vramscope::app::job::prepare(&vramscope::app::Session::default(), &job)
         .unwrap()
         .what_if()
         .unwrap();

@@ -8,7 +8,12 @@ use common::shared;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;
-use vramscope::app::{self, call_json};
+use vramscope::app::{self, AppError, Session};
+
+/// `app::call_json` as the Python package calls it: each call with its own session.
+fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
+    app::call_json(&Session::default(), command, input_json)
+}
 
 /// `../shared/<rel>` beside the repository.
 fn shared_path(rel: &str) -> PathBuf {
@@ -285,7 +290,13 @@ fn bytes_entry_points_answer_as_for_the_file() {
     let job = json!({"model": "gpt2", "batch": 2, "seq": 64});
     let f = job_file("cmp-bytes.json", &job);
     assert_eq!(
-        app::compare_bytes_json(&json!({ "job": job }).to_string(), &bytes, "x").unwrap(),
+        app::compare_bytes_json(
+            &Session::default(),
+            &json!({ "job": job }).to_string(),
+            &bytes,
+            "x"
+        )
+        .unwrap(),
         cli_json(&["compare", "--json", "--job", f.to_str().unwrap(), r])
     );
     // An unreadable record names the name given.

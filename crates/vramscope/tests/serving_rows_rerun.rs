@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use vramscope::app::job::prepare;
+use vramscope::app::Session;
 use vramscope_core::job::Job;
 
 fn job_file(i: usize, job: &Value) -> PathBuf {
@@ -77,7 +78,7 @@ fn every_serving_row_and_advice_reruns_with_its_flags() {
     for (i, job) in jobs().iter().enumerate() {
         let file = job_file(i, job);
         let parsed: Job = serde_json::from_value(job.clone()).unwrap();
-        let p = prepare(&parsed).unwrap();
+        let p = prepare(&Session::default(), &parsed).unwrap();
         let rows = p.what_if().unwrap();
         let base = estimate(&file, &[], true).unwrap();
         let advice = base["advice"].as_array().cloned().unwrap_or_default();

@@ -3,7 +3,7 @@
 
 use super::analyze::completed;
 use super::job::prepare;
-use super::AppError;
+use super::{AppError, Session};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use vramscope_core::job::Job;
@@ -77,8 +77,8 @@ pub struct Comparison {
 }
 
 /// `compare` of a job and a measurement file.
-pub fn compare(input: &CompareInput) -> Result<Comparison, AppError> {
-    let p = prepare(&input.job)?;
+pub fn compare(session: &Session, input: &CompareInput) -> Result<Comparison, AppError> {
+    let p = prepare(session, &input.job)?;
     let report = p.report()?;
     let measured = super::analyze::read_path(&input.path)?;
     Ok(either(report, completed(measured, Some(&p))))
@@ -86,8 +86,13 @@ pub fn compare(input: &CompareInput) -> Result<Comparison, AppError> {
 
 /// `compare` of a job and a measurement already in memory; `name` is what errors call it
 /// (`measurement` when none is given).
-pub fn compare_bytes(job: &Job, bytes: &[u8], name: Option<&str>) -> Result<Comparison, AppError> {
-    let p = prepare(job)?;
+pub fn compare_bytes(
+    session: &Session,
+    job: &Job,
+    bytes: &[u8],
+    name: Option<&str>,
+) -> Result<Comparison, AppError> {
+    let p = prepare(session, job)?;
     let report = p.report()?;
     let measured = super::analyze::read_bytes(bytes, name)?;
     Ok(either(report, completed(measured, Some(&p))))

@@ -1,11 +1,11 @@
 //! Diffusion pipelines (diffusers) in the application layer: whether a job's MODEL names a
 //! pipeline — a directory with `model_index.json` or a Hub repo whose listing has one, resolved
-//! through the one MODEL resolution (`crate::models::resolve_any`) — and the pipeline's
+//! through the one MODEL resolution (`Session::resolve_any`) — and the pipeline's
 //! `estimate`, `fit` and `inspect` (`vramscope_core::diffusion`). The CLI, the server and the
 //! Python package ask here first and fall through to the language-model commands when MODEL is
 //! no pipeline; the model resolved on the way is remembered, so it is not fetched twice.
 
-use super::AppError;
+use super::{AppError, Session};
 use serde::Serialize;
 use serde_json::Value;
 use vramscope_core::diffusion::estimate::{estimate as estimate_pipeline, DiffusionReport};
@@ -17,23 +17,30 @@ use vramscope_hub::{Reached, ResolvedPipeline};
 
 /// The pipeline MODEL names, or `None` when it names a model (or a model held in memory, or
 /// anything that cannot be a pipeline: a preset, a file).
-pub fn pipeline_of(model: &str, assume_llama: bool) -> Result<Option<ResolvedPipeline>, AppError> {
-    if crate::models::is_held(model) || !vramscope_hub::may_be_pipeline(model) {
+pub fn pipeline_of(
+    session: &Session,
+    model: &str,
+    assume_llama: bool,
+) -> Result<Option<ResolvedPipeline>, AppError> {
+    if session.is_held(model) || !vramscope_hub::may_be_pipeline(model) {
         return Ok(None);
     }
-    match crate::models::resolve_any(model, &crate::models::options(assume_llama))? {
+    match session.resolve_any(model, &session.options(assume_llama))? {
         Reached::Pipeline(p) => Ok(Some(*p)),
         Reached::Model(_) => Ok(None),
     }
 }
 
 /// The pipeline a job (as JSON) names by its `model` string, if it names one.
-pub fn pipeline_of_job(job: &Value) -> Result<Option<ResolvedPipeline>, AppError> {
+pub fn pipeline_of_job(
+    session: &Session,
+    job: &Value,
+) -> Result<Option<ResolvedPipeline>, AppError> {
     let Some(model) = job.get("model").and_then(Value::as_str) else {
         return Ok(None);
     };
     let assume_llama = job.get("assume_llama").and_then(Value::as_bool) == Some(true);
-    pipeline_of(model, assume_llama)
+    pipeline_of(session, model, assume_llama)
 }
 
 /// A job's JSON as a diffusion job (docs/diffusion.md's fields); a field it does not have is

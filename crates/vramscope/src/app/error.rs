@@ -53,7 +53,7 @@ bad_input_from!(
     vramscope_core::CoreError,
     vramscope_formats::FormatError,
     vramscope_measure::MeasureError,
-    crate::commands::jobargs::JobError,
+    super::jobtext::JobError,
     String,
     &str,
 );

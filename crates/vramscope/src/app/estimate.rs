@@ -1,7 +1,7 @@
 //! `estimate`: a job in, the contract's Report out; and the one picture of a report.
 
 use super::job::prepare;
-use super::AppError;
+use super::{AppError, Session};
 use serde::Deserialize;
 use vramscope_core::job::Job;
 use vramscope_core::report::{Fit, Report};
@@ -20,8 +20,8 @@ pub struct EstimateInput {
 /// The Report that `estimate --job job.json --json [--advise]` prints and `/api/estimate`
 /// answers: the model loaded once, the step simulated, the advice searched when the job does
 /// not fit its GPU (or with `advise`).
-pub fn estimate(input: &EstimateInput) -> Result<Report, AppError> {
-    prepare(&input.job)?.report_with_advice(input.advise)
+pub fn estimate(session: &Session, input: &EstimateInput) -> Result<Report, AppError> {
+    prepare(session, &input.job)?.report_with_advice(input.advise)
 }
 
 /// `picture`'s input: a Report as `estimate` returned it.
@@ -42,13 +42,13 @@ pub struct ReportJob {
 }
 
 /// The self-contained SVG picture that `estimate --svg FILE` writes for the report's job
-/// (`render::svg::render_svg`: the bar by category, the step's timeline, the what-if chart).
-pub fn picture(input: &PictureInput) -> Result<String, AppError> {
+/// (`picture::render_svg`: the bar by category, the step's timeline, the what-if chart).
+pub fn picture(session: &Session, input: &PictureInput) -> Result<String, AppError> {
     let r = &input.report;
-    let p = prepare(&r.job)?;
+    let p = prepare(session, &r.job)?;
     let advise = r.advice.as_ref().is_some_and(|a| !a.is_null());
     let report = p.report_with_advice(advise)?;
-    Ok(crate::render::svg::render_svg(&report, &p.what_if()?))
+    Ok(super::picture::render_svg(&report, &p.what_if()?))
 }
 
 /// The fit verdict of a report: the estimator's own, or, when it left it out although the job

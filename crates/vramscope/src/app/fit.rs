@@ -2,7 +2,7 @@
 //! measured run of the job.
 
 use super::job::{prepare, Prepared};
-use super::AppError;
+use super::{AppError, Session};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use vramscope_core::job::Job;
@@ -40,8 +40,8 @@ pub struct FitWithAdvice {
 
 /// What `fit --json` prints and `/api/fit` answers: the fit search, and the advice (the
 /// cheapest changes that fit) when nothing fits at 1.
-pub fn fit(input: &FitInput) -> Result<FitWithAdvice, AppError> {
-    fit_prepared(&prepare(&input.job)?)
+pub fn fit(session: &Session, input: &FitInput) -> Result<FitWithAdvice, AppError> {
+    fit_prepared(&prepare(session, &input.job)?)
 }
 
 /// `fit` of a job whose model is already loaded.
@@ -103,8 +103,11 @@ pub enum MeasuredFit {
 /// What `fit --measured FILE --json` prints: the search on the estimator corrected by the
 /// measured run's per-category residual (`vramscope_measure::calibrate`), or on what an
 /// engine's log states.
-pub fn fit_calibrated(input: &CalibratedFitInput) -> Result<MeasuredFit, AppError> {
-    fit_calibrated_prepared(&prepare(&input.job)?, &input.measured)
+pub fn fit_calibrated(
+    session: &Session,
+    input: &CalibratedFitInput,
+) -> Result<MeasuredFit, AppError> {
+    fit_calibrated_prepared(&prepare(session, &input.job)?, &input.measured)
 }
 
 /// `fit_calibrated` of a job whose model is already loaded.

@@ -1,7 +1,7 @@
 //! `inspect`: a model's exact parameter inventory — totals, per component, per dtype, per
 //! layer, every tensor.
 
-use super::AppError;
+use super::{AppError, Session};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use vramscope_core::inventory::Tally;
@@ -41,13 +41,15 @@ pub struct LayerRow {
 }
 
 /// `inspect` of MODEL.
-pub fn inspect(input: &InspectInput) -> Result<InspectReport, AppError> {
-    Ok(report(&load(&input.model, input.assume_llama)?))
+pub fn inspect(session: &Session, input: &InspectInput) -> Result<InspectReport, AppError> {
+    Ok(report(&load(session, &input.model, input.assume_llama)?))
 }
 
-/// MODEL loaded as every command loads it (`crate::models`).
-pub fn load(model: &str, assume_llama: bool) -> Result<LoadedModel, AppError> {
-    Ok(crate::models::resolve(model, &crate::models::options(assume_llama))?.model)
+/// MODEL loaded as every command loads it, through the shell's session (`Session::resolve`).
+pub fn load(session: &Session, model: &str, assume_llama: bool) -> Result<LoadedModel, AppError> {
+    Ok(session
+        .resolve(model, &session.options(assume_llama))?
+        .model)
 }
 
 /// The inventory report of a loaded model.

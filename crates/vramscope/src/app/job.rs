@@ -1,9 +1,9 @@
 //! A job made ready for the estimator: its model resolved once (local path, preset, Hugging
-//! Face cache, vramscope's cache, the Hub — `crate::models`) and its fields resolved
-//! (`vramscope_core::job::Job::resolve`). Every command that takes a job starts here, so a
-//! command loads its model once however many answers it draws from it.
+//! Face cache, vramscope's cache, the Hub — through the shell's `Session`) and its fields
+//! resolved (`vramscope_core::job::Job::resolve`). Every command that takes a job starts here,
+//! so a command loads its model once however many answers it draws from it.
 
-use super::AppError;
+use super::{AppError, Session};
 use std::sync::{Arc, Mutex};
 use vramscope_core::estimate::ModelInput;
 use vramscope_core::job::{Job, ResolvedJob};
@@ -23,9 +23,9 @@ pub struct Prepared {
     pub named: Option<String>,
 }
 
-/// Loads a job's model (through the one MODEL resolution: local, preset, HF cache, Hub) and
-/// resolves its fields. A PEFT adapter repo fills the job's `peft` when the job has none.
-pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
+/// Loads a job's model (through the one MODEL resolution, with `session`'s fetch flags and held
+/// models: local, preset, HF cache, Hub) and resolves its fields. A PEFT adapter repo fills the job's `peft` when the job has none.
+pub fn prepare(session: &Session, job: &Job) -> Result<Prepared, AppError> {
     // Check the job's own fields before the model, so `--batch 0` is named even without one.
     job.resolve(None)?;
     let model =
@@ -52,10 +52,10 @@ pub fn prepare(job: &Job) -> Result<Prepared, AppError> {
             named: model.as_str().map(str::to_string),
         });
     }
-    let opts = crate::models::options(assume_llama);
+    let opts = session.options(assume_llama);
     let adapter = std::cell::RefCell::new(None);
     let by_name = |s: &str| -> Result<_, FormatError> {
-        let r = crate::models::resolve(s, &opts)?;
+        let r = session.resolve(s, &opts)?;
         *adapter.borrow_mut() = r.peft;
         Ok(r.model)
     };
@@ -98,7 +98,8 @@ struct PresetModel {
 /// Presets loaded so far, newest last: (the id as written, `assume_llama`, the model). A preset
 /// never changes, so a later job naming it reuses the model and what its memo remembers (each
 /// distinct job's simulated step is computed once: the web UI and the Python API estimate one
-/// model over and over).
+/// model over and over). A pure cache of constant data — no caller's input changes what it
+/// answers, only how soon — so it stays process-wide rather than in the `Session`.
 static PRESETS: Mutex<Vec<(String, bool, Arc<PresetModel>)>> = Mutex::new(Vec::new());
 
 /// Presets kept at most (the oldest is dropped first): each holds its inventory and its memo.
@@ -179,8 +180,8 @@ impl Prepared {
 
 /// A job's estimate without advice (one model load): what `validate` scores and `compare`
 /// puts beside the measurement.
-pub fn estimate_job(job: &Job) -> Result<Report, AppError> {
-    prepare(job)?.report()
+pub fn estimate_job(session: &Session, job: &Job) -> Result<Report, AppError> {
+    prepare(session, job)?.report()
 }
 
 /// A MODEL that could not be loaded, when a `--from` config named it (the job's notes say
@@ -251,11 +252,11 @@ pub fn with_gpus(job: &mut Job, gpus: u64) -> Result<(), AppError> {
 
 /// A job as the contract's JSON gives it, with its `"from"` entries (a training framework's
 /// own configs, issue 20) read and laid under its other fields — the same reading as a `--job`
-/// file's and a server body's (`commands::from::parse_json_job`).
+/// file's and a server body's (`jobtext::from::parse_json_job`).
 pub fn with_from<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
     let value = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
     let text = value.to_string();
-    crate::commands::from::parse_json_job(&text).map_err(|e| {
+    super::jobtext::from::parse_json_job(&text).map_err(|e| {
         let e = e.strip_prefix("invalid job: ").unwrap_or(&e).to_string();
         serde::de::Error::custom(e)
     })
@@ -332,7 +333,7 @@ mod tests {
     /// A job without a model is refused before anything is read, naming the field.
     #[test]
     fn a_model_is_required() {
-        let e = prepare(&Job::default()).err().unwrap();
+        let e = prepare(&Session::default(), &Job::default()).err().unwrap();
         assert!(e.message.starts_with("model: required"), "{e}");
         assert_eq!(e.exit_code, 2);
     }
@@ -350,8 +351,8 @@ mod preset_cache_tests {
     /// local file of that name reads the file, as MODEL resolution says (local paths first).
     #[test]
     fn a_preset_is_loaded_once_and_a_local_path_still_wins() {
-        let a = prepare(&job("gpt2", 1)).unwrap();
-        let b = prepare(&job("gpt2", 4)).unwrap();
+        let a = prepare(&Session::default(), &job("gpt2", 1)).unwrap();
+        let b = prepare(&Session::default(), &job("gpt2", 4)).unwrap();
         assert!(Arc::ptr_eq(&a.model, &b.model));
         assert_eq!((a.resolved.batch, b.resolved.batch), (1, 4));
         assert_eq!(b.source.kind, "preset");

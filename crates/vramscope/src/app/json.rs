@@ -1,7 +1,7 @@
 //! The JSON façade for bindings (the Python package): a command's name and its input as JSON
 //! in, its answer as the JSON the CLI prints out.
 
-use super::AppError;
+use super::{AppError, Session};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -41,17 +41,17 @@ pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, AppErr
 /// A `model` naming a diffusers pipeline (a directory or Hub repo with `model_index.json`)
 /// makes JOB a diffusion job (docs/diffusion.md) for `estimate`, `fit` and `inspect`.
 /// Bad input is an `AppError` with the CLI's message and exit code 2.
-pub fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
-    if let Some(answer) = pipeline_call(command, input_json)? {
+pub fn call_json(session: &Session, command: &str, input_json: &str) -> Result<String, AppError> {
+    if let Some(answer) = pipeline_call(session, command, input_json)? {
         return Ok(answer);
     }
     match command {
-        "estimate" => to_json(&super::estimate(&input(command, input_json)?)?),
-        "fit" => fit(input(command, input_json)?),
-        "plan" => to_json(&super::plan(&input(command, input_json)?)?),
-        "inspect" => to_json(&super::inspect(&input(command, input_json)?)?),
+        "estimate" => to_json(&super::estimate(session, &input(command, input_json)?)?),
+        "fit" => fit(session, input(command, input_json)?),
+        "plan" => to_json(&super::plan(session, &input(command, input_json)?)?),
+        "inspect" => to_json(&super::inspect(session, &input(command, input_json)?)?),
         "analyze" => to_json(&super::analyze(&input(command, input_json)?)?),
-        "compare" => to_json(&super::compare(&input(command, input_json)?)?),
+        "compare" => to_json(&super::compare(session, &input(command, input_json)?)?),
         "models" => {
             input::<Empty>(command, input_json)?;
             to_json(&super::models()?)
@@ -60,8 +60,8 @@ pub fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
             input::<Empty>(command, input_json)?;
             to_json(&super::gpus())
         }
-        "validate" => to_json(&super::validate(&input(command, input_json)?)?),
-        "picture" => to_json(&super::picture(&input(command, input_json)?)?),
+        "validate" => to_json(&super::validate(session, &input(command, input_json)?)?),
+        "picture" => to_json(&super::picture(session, &input(command, input_json)?)?),
         other => Err(AppError::bad(format!(
             "unknown command {other:?}: one of {}",
             COMMANDS.join(", ")
@@ -73,7 +73,11 @@ pub fn call_json(command: &str, input_json: &str) -> Result<String, AppError> {
 /// directory with `model_index.json` or such a Hub repo): its answer, or `None` when the input
 /// names no pipeline (then the command reads its input as for a model). The options a pipeline
 /// has no use for (`advise`, `measured`, `assume_llama`) are refused, named.
-fn pipeline_call(command: &str, input_json: &str) -> Result<Option<String>, AppError> {
+fn pipeline_call(
+    session: &Session,
+    command: &str,
+    input_json: &str,
+) -> Result<Option<String>, AppError> {
     use super::diffusion as d;
     if !matches!(command, "estimate" | "fit" | "inspect") {
         return Ok(None);
@@ -83,10 +87,10 @@ fn pipeline_call(command: &str, input_json: &str) -> Result<Option<String>, AppE
     };
     let p = match (command, input.get("job")) {
         ("inspect", _) => match input.get("model").and_then(|m| m.as_str()) {
-            Some(m) => d::pipeline_of(m, false)?,
+            Some(m) => d::pipeline_of(session, m, false)?,
             None => None,
         },
-        (_, Some(job)) => d::pipeline_of_job(job)?,
+        (_, Some(job)) => d::pipeline_of_job(session, job)?,
         _ => None,
     };
     let Some(p) = p else { return Ok(None) };
@@ -122,13 +126,16 @@ struct FitJson {
     measured: Option<PathBuf>,
 }
 
-fn fit(f: FitJson) -> Result<String, AppError> {
+fn fit(session: &Session, f: FitJson) -> Result<String, AppError> {
     match f.measured {
-        Some(measured) => to_json(&super::fit_calibrated(&super::CalibratedFitInput {
-            job: f.job,
-            measured,
-        })?),
-        None => to_json(&super::fit(&super::FitInput { job: f.job })?),
+        Some(measured) => to_json(&super::fit_calibrated(
+            session,
+            &super::CalibratedFitInput {
+                job: f.job,
+                measured,
+            },
+        )?),
+        None => to_json(&super::fit(session, &super::FitInput { job: f.job })?),
     }
 }
 
@@ -156,7 +163,12 @@ pub fn analyze_bytes_json(bytes: &[u8], name: &str) -> Result<String, AppError> 
 /// `compare` of a job (`{"job": JOB}`, as `call_json("compare", ...)` takes it, without
 /// `path`) and a measurement held in memory, answered as `call_json` answers. `name` is what
 /// errors call the measurement.
-pub fn compare_bytes_json(input_json: &str, bytes: &[u8], name: &str) -> Result<String, AppError> {
+pub fn compare_bytes_json(
+    session: &Session,
+    input_json: &str,
+    bytes: &[u8],
+    name: &str,
+) -> Result<String, AppError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct JobOnly {
@@ -164,18 +176,18 @@ pub fn compare_bytes_json(input_json: &str, bytes: &[u8], name: &str) -> Result<
         job: Job,
     }
     let j: JobOnly = input("compare", input_json)?;
-    to_json(&super::compare_bytes(&j.job, bytes, Some(name))?)
+    to_json(&super::compare_bytes(session, &j.job, bytes, Some(name))?)
 }
 
 /// The Python package's keyword arguments laid over a job (`estimate("llama-3.1-8b", lora=16,
 /// tp=2)`): `job_json` the contract's job, `keywords_json` an object of keywords, each a job
-/// field or `vramscope estimate`'s flag of that name (`commands::keywords`). Answers the job as
+/// field or `vramscope estimate`'s flag of that name (`jobtext::keywords`). Answers the job as
 /// compact JSON, for `call_json`'s `job`.
 pub fn job_with_keywords_json(job_json: &str, keywords_json: &str) -> Result<String, AppError> {
     let job: serde_json::Value =
         serde_json::from_str(job_json).map_err(|e| AppError::bad(format!("invalid job: {e}")))?;
     let keywords: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(keywords_json).map_err(|e| AppError::bad(format!("keywords: {e}")))?;
-    let job = crate::commands::keywords::job_with_keywords(job, &keywords)?;
+    let job = super::jobtext::keywords::job_with_keywords(job, &keywords)?;
     Ok(job.to_string())
 }

@@ -22,7 +22,9 @@ pub fn complete(log: &mut LogReport, job: Option<&Prepared>) {
     let (p, whose) = match job {
         Some(p) => (Some(p), "the job"),
         None => {
-            from_log = log_job(log).and_then(|j| prepare(&j).ok());
+            // A preset alone (`log_job`): no held model, no fetch, so no session's options
+            // change it, and a default session is that reading, stated.
+            from_log = log_job(log).and_then(|j| prepare(&super::Session::default(), &j).ok());
             (from_log.as_ref(), "the log's model line")
         }
     };

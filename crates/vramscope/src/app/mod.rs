@@ -6,6 +6,8 @@
 //! exit code.
 //!
 //! Nothing here prints, exits or spawns a process: the CLI and the server are shells around it.
+//! A job's text (flags, job files, framework configs, Python keywords) is read here (`jobtext`),
+//! and the SVG picture is drawn here (`picture`), so every shell reads and draws the same way.
 
 pub mod analyze;
 pub mod catalog;
@@ -16,11 +18,14 @@ pub mod estimate;
 pub mod fit;
 pub mod inspect;
 pub mod job;
+pub mod jobtext;
 mod json;
 mod log_kv;
+pub mod picture;
 pub mod plan;
 pub mod validate;
 
+pub use crate::models::Session;
 pub use analyze::{analyze, analyze_bytes, AnalyzeInput};
 pub use catalog::{gpus, models};
 pub use compare::{compare, compare_bytes, CompareInput, Comparison};

@@ -1,7 +1,7 @@
 //! `plan`: parallel layouts of a training job over N GPUs that fit, ranked.
 
 use super::job::{prepare, with_gpus, Prepared};
-use super::AppError;
+use super::{AppError, Session};
 use serde::Deserialize;
 use vramscope_core::job::Job;
 use vramscope_core::plan::PlanResult;
@@ -37,13 +37,14 @@ pub struct PlanInput {
 }
 
 /// What `plan --json` prints and `/api/plan` answers.
-pub fn plan(input: &PlanInput) -> Result<PlanResult, AppError> {
-    plan_until(input, &|| false)
+pub fn plan(session: &Session, input: &PlanInput) -> Result<PlanResult, AppError> {
+    plan_until(session, input, &|| false)
 }
 
 /// `plan`, stopping with an error once `stop` answers true (checked between layouts): the
 /// server's requests stop at their deadline.
 pub fn plan_until(
+    session: &Session,
     input: &PlanInput,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<PlanResult, AppError> {
@@ -51,7 +52,7 @@ pub fn plan_until(
     if let Some(n) = input.gpus {
         with_gpus(&mut job, n)?;
     }
-    let p = prepare(&job)?;
+    let p = prepare(session, &job)?;
     let gpu = plan_gpu(&p)?;
     let gpus = p.resolved.parallel.gpus;
     let limits = (input.max_micro_batch, input.top);

@@ -3,7 +3,7 @@
 //! the same rules as `../shared/validation/score.py`.
 
 use super::job::estimate_job;
-use super::AppError;
+use super::{AppError, Session};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -76,9 +76,9 @@ pub struct Validation {
 
 /// `validate` of a cases file: exit 0 whenever the file could be read (the result is a report);
 /// an error only when it cannot.
-pub fn validate(input: &ValidateInput) -> Result<Validation, AppError> {
+pub fn validate(session: &Session, input: &ValidateInput) -> Result<Validation, AppError> {
     let cases = read_cases(&input.cases)?;
-    let results: Vec<CaseResult> = cases.iter().map(run_case).collect();
+    let results: Vec<CaseResult> = cases.iter().map(|c| run_case(session, c)).collect();
     let summary = summarize(&results);
     Ok(Validation {
         file: input.cases.display().to_string(),
@@ -189,22 +189,23 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The case's metric from its job's estimate, or why it did not run.
-fn case_value(c: &Case) -> Result<f64, String> {
+fn case_value(session: &Session, c: &Case) -> Result<f64, String> {
     if c.expected == 0.0 {
         return Err("expected_bytes is 0: no relative error".into());
     }
     let job: Job =
         serde_json::from_value(c.job.clone()).map_err(|e| format!("invalid job: {e}"))?;
     // A panic is a bug in the estimator; one case's bug must not hide the other results.
-    let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate_job(&job)))
-        .map_err(|p| format!("estimator panicked: {}", panic_text(p.as_ref())))?
-        .map_err(|e| e.message)?;
+    let report =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate_job(session, &job)))
+            .map_err(|p| format!("estimator panicked: {}", panic_text(p.as_ref())))?
+            .map_err(|e| e.message)?;
     let v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
     metric_value(&v, &c.metric)
 }
 
-fn run_case(c: &Case) -> CaseResult {
-    let (got, error, status, message) = match case_value(c) {
+fn run_case(session: &Session, c: &Case) -> CaseResult {
+    let (got, error, status, message) = match case_value(session, c) {
         Ok(got) => {
             let error = (got - c.expected) / c.expected;
             let ok = error.abs() <= c.tolerance + 1e-12;

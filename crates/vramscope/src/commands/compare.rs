@@ -9,12 +9,20 @@ use crate::output::{paint, print, print_json, warning_line, BOLD, HEADER};
 use crate::units::bytes;
 use std::path::{Path, PathBuf};
 
-pub fn run(mut args: JobArgs, file: Option<PathBuf>, json: bool) -> CmdResult {
+pub fn run(
+    s: &crate::app::Session,
+    mut args: JobArgs,
+    file: Option<PathBuf>,
+    json: bool,
+) -> CmdResult {
     let file = measurement(&mut args, file)?;
-    let cmp = crate::app::compare(&crate::app::CompareInput {
-        job: args.to_job()?,
-        path: file.clone(),
-    })?;
+    let cmp = crate::app::compare(
+        s,
+        &crate::app::CompareInput {
+            job: args.to_job()?,
+            path: file.clone(),
+        },
+    )?;
     if json {
         print_json(&cmp)?;
     } else {

@@ -33,10 +33,10 @@ pub struct Outputs<'a> {
     pub html: Option<&'a Path>,
 }
 
-pub fn run(args: &JobArgs, out: Outputs) -> CmdResult {
+pub fn run(s: &app::Session, args: &JobArgs, out: Outputs) -> CmdResult {
     let job = args.to_job()?;
     // The model is loaded once: the report, the advice and the what-if rows all come from it.
-    let p = app::job::prepare(&job)?;
+    let p = app::job::prepare(s, &job)?;
     let report = p.report_with_advice(out.advise)?;
     if out.require_fit && report.job.gpu.is_none() {
         return Err(Box::new(JobError(
@@ -104,11 +104,4 @@ struct SourceLine {
     kind: String,
     repo: Option<String>,
     commit: Option<String>,
-}
-
-/// A job's estimate without advice, as the renderers' tests build their reports
-/// (`app::job::estimate_job`; kept under this name so those tests need no edit).
-#[cfg(test)]
-pub fn estimate_job(job: &vramscope_core::job::Job) -> Result<Report, crate::app::AppError> {
-    crate::app::job::estimate_job(job)
 }

@@ -61,7 +61,7 @@ fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
         return Ok(None);
     };
     let shown = path.display();
-    let cap = super::jobargs::MAX_JOB_FILE_BYTES;
+    let cap = crate::app::jobtext::file::MAX_JOB_FILE_BYTES;
     let text = vramscope_formats::files::read_regular_text(path, cap, "a job file")
         .map_err(|e| JobError(format!("{shown}: {e}")))?;
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
@@ -74,12 +74,15 @@ fn job_file(args: &JobArgs) -> Result<Option<serde_json::Value>, JobError> {
 
 /// The pipeline the job names (MODEL first, then the job file's `model`), if it names one: a
 /// directory with `model_index.json` or a Hub repo whose listing has one.
-pub fn pipeline_target(args: &JobArgs) -> Result<Option<ResolvedPipeline>, AppError> {
+pub fn pipeline_target(
+    s: &crate::app::Session,
+    args: &JobArgs,
+) -> Result<Option<ResolvedPipeline>, AppError> {
     if let Some(m) = &args.model {
-        return pipeline_of(m, args.assume_llama);
+        return pipeline_of(s, m, args.assume_llama);
     }
     match job_file(args).ok().flatten() {
-        Some(v) => crate::app::diffusion::pipeline_of_job(&v),
+        Some(v) => crate::app::diffusion::pipeline_of_job(s, &v),
         None => Ok(None),
     }
 }

@@ -66,9 +66,9 @@ fn footer(notes: &[String], evaluations: u64) -> String {
     out
 }
 
-pub fn run(args: &JobArgs, json: bool) -> CmdResult {
+pub fn run(s: &crate::app::Session, args: &JobArgs, json: bool) -> CmdResult {
     let job = args.to_job()?;
-    let p = prepare(&job)?;
+    let p = prepare(s, &job)?;
     let fit = fit_prepared(&p)?;
     if json {
         print_json(&fit)?;
@@ -195,9 +195,14 @@ fn time_line(answer: &FitAnswer) -> String {
 }
 
 /// `fit --measured FILE`: the search on the estimator corrected by a measured run of the job.
-pub fn run_calibrated(args: &JobArgs, file: &std::path::Path, json: bool) -> CmdResult {
+pub fn run_calibrated(
+    s: &crate::app::Session,
+    args: &JobArgs,
+    file: &std::path::Path,
+    json: bool,
+) -> CmdResult {
     let job = args.to_job()?;
-    let p = prepare(&job)?;
+    let p = prepare(s, &job)?;
     let answer = match fit_calibrated_prepared(&p, file)? {
         MeasuredFit::Log(l) if json => return print_json(&l).map(|_| 0).map_err(Into::into),
         MeasuredFit::Log(l) => {

@@ -11,16 +11,17 @@ use vramscope_core::{Component, ModelSpec};
 use vramscope_formats::model_source::LoadedModel;
 
 pub fn run(
+    s: &app::Session,
     model: &str,
     json: bool,
     all_layers: bool,
     list_tensors: bool,
     assume_llama: bool,
 ) -> CmdResult {
-    if let Some(p) = app::diffusion::pipeline_of(model, assume_llama)? {
+    if let Some(p) = app::diffusion::pipeline_of(s, model, assume_llama)? {
         return super::inspect_pipeline::run(&p, json);
     }
-    let loaded = app::inspect::load(model, assume_llama)?;
+    let loaded = app::inspect::load(s, model, assume_llama)?;
     let report = app::inspect::report(&loaded);
     if json {
         print_json(&report)?;

@@ -7,26 +7,26 @@ mod compare;
 pub mod estimate;
 pub mod estimate_pipeline;
 pub mod fit;
-pub mod from;
 mod inspect;
 mod inspect_pipeline;
 mod inspect_vision;
 pub mod jobargs;
-pub mod keywords;
 mod logview;
 mod plan;
-pub mod rlargs;
 mod serve;
 mod validate;
 mod watch;
 
+use crate::app::Session;
 use crate::cli::{Cli, Command};
 
 /// Any error a command can end with; its `Display` is the one-line cause.
 pub type CmdResult = Result<i32, Box<dyn std::error::Error>>;
 
+/// Runs one command line. Its MODEL resolution is this run's own (`Session`: `--refresh`,
+/// `--verbose`), so an earlier in-process call (Python's `cli_main`) leaves nothing behind.
 pub fn run(cli: Cli) -> CmdResult {
-    crate::models::set_fetch_flags(cli.refresh, cli.verbose);
+    let s = &Session::new(cli.refresh, cli.verbose);
     match cli.command {
         Command::Inspect {
             model,
@@ -34,7 +34,7 @@ pub fn run(cli: Cli) -> CmdResult {
             layers,
             tensors,
             assume_llama,
-        } => inspect::run(&model, json, layers, tensors, assume_llama),
+        } => inspect::run(s, &model, json, layers, tensors, assume_llama),
         Command::Estimate {
             job,
             diffusion,
@@ -43,9 +43,10 @@ pub fn run(cli: Cli) -> CmdResult {
             svg,
             html,
             advise,
-        } => match estimate_pipeline::pipeline_target(&job)? {
+        } => match estimate_pipeline::pipeline_target(s, &job)? {
             Some(p) => estimate_pipeline::run_estimate(&p, &job, &diffusion, json, require_fit),
             None => estimate::run(
+                s,
                 &job,
                 estimate::Outputs {
                     json,
@@ -60,17 +61,17 @@ pub fn run(cli: Cli) -> CmdResult {
             port,
             bind,
             allow_hub,
-        } => serve::run(bind, port, allow_hub),
+        } => serve::run(s, bind, port, allow_hub),
         Command::Fit {
             job,
             diffusion,
             json,
             measured,
         } => match measured {
-            Some(file) => fit::run_calibrated(&job, &file, json),
-            None => match estimate_pipeline::pipeline_target(&job)? {
+            Some(file) => fit::run_calibrated(s, &job, &file, json),
+            None => match estimate_pipeline::pipeline_target(s, &job)? {
                 Some(p) => estimate_pipeline::run_fit(&p, &job, &diffusion, json),
-                None => fit::run(&job, json),
+                None => fit::run(s, &job, json),
             },
         },
         Command::Plan {
@@ -78,17 +79,17 @@ pub fn run(cli: Cli) -> CmdResult {
             max_micro_batch,
             top,
             json,
-        } => plan::run(&job, json, max_micro_batch, top),
+        } => plan::run(s, &job, json, max_micro_batch, top),
         Command::Validate {
             file,
             json,
             tolerance_only,
             report_only,
-        } => validate::run(&file, json, tolerance_only, report_only),
+        } => validate::run(s, &file, json, tolerance_only, report_only),
         Command::Models { json } => catalog::models(json),
         Command::Gpus { json } => catalog::gpus(json),
         Command::Analyze { file, json } => analyze::run(&file, json),
-        Command::Compare { job, file, json } => compare::run(*job, file, json),
+        Command::Compare { job, file, json } => compare::run(s, *job, file, json),
         Command::Watch {
             pid,
             interval,

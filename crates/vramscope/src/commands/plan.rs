@@ -8,9 +8,15 @@ use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, thousands};
 use std::time::Instant;
 
-pub fn run(args: &JobArgs, json: bool, max_micro_batch: u64, top: usize) -> CmdResult {
+pub fn run(
+    s: &crate::app::Session,
+    args: &JobArgs,
+    json: bool,
+    max_micro_batch: u64,
+    top: usize,
+) -> CmdResult {
     let job = args.to_job()?;
-    let p = prepare(&job)?;
+    let p = prepare(s, &job)?;
     let (model, gpu, gpus) = (&p.model, plan_gpu(&p)?, p.resolved.parallel.gpus);
     let started = Instant::now();
     let result = plan_prepared(&p, max_micro_batch, top)?;

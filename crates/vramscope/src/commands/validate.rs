@@ -15,10 +15,19 @@ const FAIL: Style = Style::new()
 
 /// Exit 1 when a case is outside its tolerance or did not run (unless `report_only`), 0 when
 /// every case passed; 2 when the file cannot be read.
-pub fn run(file: &Path, json: bool, tolerance_only: bool, report_only: bool) -> CmdResult {
-    let v = crate::app::validate(&crate::app::ValidateInput {
-        cases: file.to_path_buf(),
-    })?;
+pub fn run(
+    s: &crate::app::Session,
+    file: &Path,
+    json: bool,
+    tolerance_only: bool,
+    report_only: bool,
+) -> CmdResult {
+    let v = crate::app::validate(
+        s,
+        &crate::app::ValidateInput {
+            cases: file.to_path_buf(),
+        },
+    )?;
     if json {
         print_json(&v)?;
     } else {

@@ -110,7 +110,7 @@ mod tests {
     fn self_contained_page_with_picture_and_table() {
         let job: vramscope_core::job::Job =
             serde_json::from_str(r#"{"model": "gpt2", "batch": 2, "gpu": "t4-16gb"}"#).unwrap();
-        let r = crate::commands::estimate::estimate_job(&job).unwrap();
+        let r = crate::app::job::estimate_job(&crate::app::Session::default(), &job).unwrap();
         let page = render_html(&r, &[]);
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert_eq!(page.matches("<svg").count(), 1);

@@ -22,6 +22,7 @@ mod request;
 mod routes;
 mod uploads;
 
+use crate::app::Session;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post};
@@ -60,13 +61,16 @@ struct App {
     uploads: Arc<AtomicUsize>,
     /// Uploaded model files (loopback only).
     models_up: Arc<uploads::ModelUploads>,
+    /// How every request resolves MODEL: the command line's fetch flags, and the uploads held
+    /// between requests (`models_up` holds them here).
+    session: Arc<Session>,
     /// Where CPU-bound work runs, `pool::workers()` steps at once.
     pool: pool::Pool,
 }
 
 /// Listens on `addr` and serves until Ctrl-C or SIGTERM. The first line on stdout is the URL
 /// (with the real port when `addr` asked for port 0).
-pub fn serve(addr: SocketAddr, allow_hub: bool) -> std::io::Result<()> {
+pub fn serve(addr: SocketAddr, allow_hub: bool, session: Session) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -78,7 +82,7 @@ pub fn serve(addr: SocketAddr, allow_hub: bool) -> std::io::Result<()> {
             writeln!(out, "vramscope serve: http://{local}/")?;
             out.flush()?;
         }
-        let app = router(addr.ip().is_loopback(), allow_hub);
+        let app = router(addr.ip().is_loopback(), allow_hub, session);
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown())
             .await
@@ -108,13 +112,15 @@ async fn shutdown() {
     }
 }
 
-fn router(loopback: bool, allow_hub: bool) -> Router {
+fn router(loopback: bool, allow_hub: bool, session: Session) -> Router {
+    let session = Arc::new(session);
     let state = App {
         loopback,
         allow_hub,
         models: Arc::new(OnceLock::new()),
         uploads: Arc::new(AtomicUsize::new(0)),
-        models_up: Arc::new(uploads::ModelUploads::default()),
+        models_up: Arc::new(uploads::ModelUploads::new(Arc::clone(&session))),
+        session,
         pool: pool::Pool::new(pool::workers()),
     };
     let upload_limit = DefaultBodyLimit::max(UPLOAD_LIMIT);

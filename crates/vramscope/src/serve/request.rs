@@ -6,7 +6,7 @@ use super::guard::too_large;
 use super::pool::Cancel;
 use super::{App, BODY_LIMIT, MAX_MODEL_UPLOADS};
 use crate::app;
-use crate::commands::jobargs::parse_job_text;
+use crate::app::jobtext::file::parse_job_text;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{header, StatusCode};

@@ -1,18 +1,19 @@
 //! Model files dropped on the page: a `.safetensors` or `.gguf` (or only its header) is read
-//! by `/api/upload-model`, on a loopback bind only, into memory (`crate::models::hold`; nothing
+//! by `/api/upload-model`, on a loopback bind only, into memory (`Session::hold`; nothing
 //! is written to disk): the client gets back an id (`upload:N/NAME`) that jobs name as their
 //! model, so no client ever names a path of its own. At most `MAX_MODEL_UPLOADS` are kept
 //! (oldest let go first).
 
 use super::request::{blocking, body_bytes, json_text, ApiError, ApiResult, UPLOAD_PREFIX};
 use super::{App, MAX_MODEL_UPLOADS, MODEL_UPLOAD_LIMIT};
+use crate::app::Session;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use vramscope_formats::model_source::{
     model_name_from_path, model_of_checkpoint, model_of_gguf, LoadedModel, Source,
 };
@@ -22,18 +23,28 @@ use vramscope_formats::{gguf, safetensors};
 /// checkpoint file is bigger.
 const PAD_CAP: u64 = 1 << 40;
 
-/// The ids of the uploads this server holds, oldest first.
-#[derive(Default)]
+/// The ids of the uploads this server holds, oldest first, and the session that holds their
+/// models (the server's, which every request resolves MODEL through).
 pub struct ModelUploads {
     ids: Mutex<std::collections::VecDeque<String>>,
     next: AtomicUsize,
+    session: Arc<Session>,
 }
 
 impl ModelUploads {
+    /// No uploads yet; models held by `session`.
+    pub fn new(session: Arc<Session>) -> Self {
+        ModelUploads {
+            ids: Mutex::default(),
+            next: AtomicUsize::new(0),
+            session,
+        }
+    }
+
     /// Whether `id` is an upload this server still holds.
     pub fn holds(&self, id: &str) -> bool {
         let ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
-        ids.iter().any(|i| i == id) && crate::models::is_held(id)
+        ids.iter().any(|i| i == id) && self.session.is_held(id)
     }
 
     /// Reads `bytes` as the model file `name` and holds it; returns its id. Lets go of the
@@ -43,12 +54,12 @@ impl ModelUploads {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let model = read_upload(name, bytes).map_err(|e| e.to_string())?;
         let id = format!("{UPLOAD_PREFIX}{n}/{name}");
-        crate::models::hold(&id, model);
+        self.session.hold(&id, model);
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         ids.push_back(id.clone());
         while ids.len() > MAX_MODEL_UPLOADS {
             if let Some(old) = ids.pop_front() {
-                crate::models::release(&old);
+                self.session.release(&old);
             }
         }
         Ok(id)

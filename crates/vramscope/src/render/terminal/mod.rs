@@ -3,9 +3,8 @@
 
 mod bar;
 mod speed;
-mod summary;
 
-pub use summary::job_summary;
+pub use crate::app::picture::summary::job_summary;
 
 use super::{fit_of, SHOWN};
 use crate::units::{bytes, short_count};

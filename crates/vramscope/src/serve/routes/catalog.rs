@@ -15,11 +15,12 @@ use axum::http::StatusCode;
 pub async fn inspect(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let text = body_text(body)?;
     let input = inspect_input(&app, &text)?;
+    let session = app.session.clone();
     let text = blocking(&app, move |_| {
-        if let Some(p) = app::diffusion::pipeline_of(&input.model, false).map_err(msg)? {
+        if let Some(p) = app::diffusion::pipeline_of(&session, &input.model, false).map_err(msg)? {
             return pretty(&app::diffusion::inspect(&p).map_err(msg)?);
         }
-        pretty(&app::inspect(&input).map_err(msg)?)
+        pretty(&app::inspect(&session, &input).map_err(msg)?)
     })
     .await?;
     Ok(json_text(text))

@@ -26,7 +26,7 @@ pub async fn estimate(State(app): State<App>, body: Result<Bytes, BytesRejection
         let (pipeline, job) = job_or_pipeline(&app, &body).map_err(|e| e.1)?;
         cancel.check()?;
         if let Some(v) = &pipeline {
-            if let Some(p) = app::diffusion::pipeline_of_job(v).map_err(msg)? {
+            if let Some(p) = app::diffusion::pipeline_of_job(&app.session, v).map_err(msg)? {
                 let job = app::diffusion::job_of(v).map_err(msg)?;
                 return pretty(&app::diffusion::estimate(&p, &job).map_err(msg)?);
             }
@@ -35,7 +35,7 @@ pub async fn estimate(State(app): State<App>, body: Result<Bytes, BytesRejection
             job: job.map_err(|e| e.1)?,
             advise: false,
         };
-        pretty(&app::estimate(&input).map_err(msg)?)
+        pretty(&app::estimate(&app.session, &input).map_err(msg)?)
     })
     .await?;
     Ok(json_text(text))
@@ -48,7 +48,7 @@ pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
         let (pipeline, job) = job_or_pipeline(&app, &body).map_err(|e| e.1)?;
         cancel.check()?;
         if let Some(v) = &pipeline {
-            if let Some(p) = app::diffusion::pipeline_of_job(v).map_err(msg)? {
+            if let Some(p) = app::diffusion::pipeline_of_job(&app.session, v).map_err(msg)? {
                 let job = app::diffusion::job_of(v).map_err(msg)?;
                 return pretty(&app::diffusion::fit(&p, &job).map_err(msg)?);
             }
@@ -56,7 +56,7 @@ pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
         let input = app::FitInput {
             job: job.map_err(|e| e.1)?,
         };
-        pretty(&app::fit(&input).map_err(msg)?)
+        pretty(&app::fit(&app.session, &input).map_err(msg)?)
     })
     .await?;
     Ok(json_text(text))
@@ -86,7 +86,7 @@ pub async fn whatif(State(app): State<App>, body: Result<Bytes, BytesRejection>)
     let text = blocking(&app.clone(), move |cancel| {
         let job = job_in_pool(&app, &body)?;
         cancel.check()?;
-        let p = app::job::prepare(&job).map_err(msg)?;
+        let p = app::job::prepare(&app.session, &job).map_err(msg)?;
         pretty(&p.what_if().map_err(msg)?)
     })
     .await?;
@@ -95,8 +95,8 @@ pub async fn whatif(State(app): State<App>, body: Result<Bytes, BytesRejection>)
 
 /// The report (without advice) and its what-if rows, for the picture and the page: the model
 /// loaded once.
-pub fn report_and_rows(job: &Job) -> Result<(Report, Vec<WhatIf>), String> {
-    let p = app::job::prepare(job).map_err(msg)?;
+pub fn report_and_rows(session: &app::Session, job: &Job) -> Result<(Report, Vec<WhatIf>), String> {
+    let p = app::job::prepare(session, job).map_err(msg)?;
     Ok((p.report().map_err(msg)?, p.what_if().map_err(msg)?))
 }
 
@@ -106,7 +106,7 @@ pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>
     let svg = blocking(&app.clone(), move |cancel| {
         let job = job_in_pool(&app, &body)?;
         cancel.check()?;
-        let (report, rows) = report_and_rows(&job)?;
+        let (report, rows) = report_and_rows(&app.session, &job)?;
         Ok(crate::render::svg::render_svg(&report, &rows))
     })
     .await?;
@@ -123,7 +123,7 @@ pub async fn report_html(State(app): State<App>, body: Result<Bytes, BytesReject
     let page = blocking(&app.clone(), move |cancel| {
         let job = job_in_pool(&app, &body)?;
         cancel.check()?;
-        let (report, rows) = report_and_rows(&job)?;
+        let (report, rows) = report_and_rows(&app.session, &job)?;
         Ok(crate::render::html::render_html(&report, &rows))
     })
     .await?;

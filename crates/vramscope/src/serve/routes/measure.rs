@@ -69,7 +69,7 @@ pub async fn compare(
         let body = compare_body(&app, &bytes).map_err(|e| e.1)?;
         cancel.check()?;
         if svg {
-            return compare_picture(body);
+            return compare_picture(&app.session, body);
         }
         let Some(rec) = body.record else {
             return Err(
@@ -77,7 +77,7 @@ pub async fn compare(
                     .into(),
             );
         };
-        pretty(&app::compare_bytes(&body.job, &rec, Some(NAME)).map_err(msg)?)
+        pretty(&app::compare_bytes(&app.session, &body.job, &rec, Some(NAME)).map_err(msg)?)
     })
     .await?;
     if svg {
@@ -134,7 +134,7 @@ fn compare_body(app: &App, bytes: &[u8]) -> Result<CompareBody, ApiError> {
 }
 
 /// The estimate's picture with the measurement overlaid (SVG text).
-fn compare_picture(body: CompareBody) -> Result<String, String> {
+fn compare_picture(session: &app::Session, body: CompareBody) -> Result<String, String> {
     let measured = match (body.record, body.analysis) {
         (Some(rec), _) => crate::render::svg::Measured::from_analysis(
             &vramscope_measure::analyze_bytes(&rec).map_err(|e| format!("{NAME}: {e}"))?,
@@ -142,7 +142,7 @@ fn compare_picture(body: CompareBody) -> Result<String, String> {
         (None, Some(a)) => crate::render::svg::Measured::from_json(&a)?,
         (None, None) => return Err("no measurement".into()),
     };
-    let (report, rows) = super::estimate::report_and_rows(&body.job)?;
+    let (report, rows) = super::estimate::report_and_rows(session, &body.job)?;
     Ok(crate::render::svg::render_svg_measured(
         &report,
         &rows,

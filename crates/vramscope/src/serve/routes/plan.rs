@@ -18,7 +18,7 @@ pub async fn plan(State(app): State<App>, body: Result<Bytes, BytesRejection>) -
             max_micro_batch: app::plan::DEFAULT_MAX_MICRO_BATCH,
         };
         cancel.check()?;
-        pretty(&app::plan::plan_until(&input, &cancel.as_stop()).map_err(msg)?)
+        pretty(&app::plan::plan_until(&app.session, &input, &cancel.as_stop()).map_err(msg)?)
     })
     .await?;
     Ok(json_text(out))

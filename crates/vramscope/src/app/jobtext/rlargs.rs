@@ -2,7 +2,7 @@
 //! generations and lengths, the vLLM generator. Each flag sets one key of `rl` (or of
 //! `rl.generator`) as written, over a job file's; `Job::resolve` checks them.
 
-use super::jobargs::{number_value, JobError};
+use super::error::{number_value, JobError};
 use clap::Args;
 use serde_json::{Map, Value};
 use vramscope_core::job::Job;

@@ -1,7 +1,7 @@
 //! The what-if chart: the device total with one change, against the GPU.
 
+use super::labels::fit_of;
 use super::{section, text, WIDTH};
-use crate::render::fit_of;
 use crate::units::Unit;
 use vramscope_core::fit::WhatIf;
 use vramscope_core::report::Report;

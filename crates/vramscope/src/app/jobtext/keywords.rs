@@ -6,7 +6,8 @@
 //! `--lora-targets`), its value turned into the flag's text and read by the same parser and
 //! the same `JobArgs::apply` as the command line's, so both give the same job.
 
-use super::jobargs::{JobArgs, JobError};
+use super::args::JobArgs;
+use super::error::JobError;
 use clap::{Arg, ArgAction, Args, Command, FromArgMatches};
 use serde_json::{Map, Value};
 use vramscope_core::diffusion::job::DiffusionJob;

@@ -1,7 +1,7 @@
 //! The report as one self-contained SVG picture (no fonts, scripts or links fetched): the
 //! stacked bar of the peak against the GPU, the step timeline per category with the GPU limit
 //! and the peak, the what-if chart, and the per-layer activations when the timeline has layers.
-//! Colours and category order are the terminal's (`render::terminal`, `render::SHOWN`).
+//! Colours and category order are the terminal's (`labels::SHOWN`); `render::svg` re-exports this.
 
 mod bar;
 mod layers;
@@ -11,9 +11,12 @@ mod whatif;
 
 pub use measured::Measured;
 
-use super::terminal::job_summary;
-use super::{fit_of, SHOWN};
+pub mod labels;
+pub mod summary;
+
 use crate::units::short_count;
+use labels::{fit_of, SHOWN};
+use summary::job_summary;
 use vramscope_core::fit::WhatIf;
 use vramscope_core::report::{Category, Report};
 
@@ -169,7 +172,7 @@ mod tests {
     fn report(capacity: u64) -> Report {
         let job: vramscope_core::job::Job =
             serde_json::from_str(r#"{"model": "gpt2", "batch": 2, "gpu": "t4-16gb"}"#).unwrap();
-        let mut r = crate::commands::estimate::estimate_job(&job).unwrap();
+        let mut r = crate::app::job::estimate_job(&crate::app::Session::default(), &job).unwrap();
         r.per_gpu.components = Components {
             parameters: 4 * G,
             optimizer_states: 2 * G,

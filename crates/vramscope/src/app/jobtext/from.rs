@@ -4,7 +4,7 @@
 //! earlier ones. The lines saying what each file set go into the job's `notes`, which the
 //! Report's warnings show first.
 
-use super::jobargs::JobError;
+use super::error::JobError;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use vramscope_core::job::Job;

@@ -1,8 +1,8 @@
 //! The stacked bar of the peak against the GPU, its legend, and a measured bar under it.
 
+use super::labels::fit_of;
 use super::measured::Measured;
 use super::{bar_scale, esc, hex, section, segments, text, BAR_W, LEFT, WIDTH};
-use crate::render::fit_of;
 use crate::units::{bytes, Unit};
 use vramscope_core::report::{Category, Fit, Report};
 
@@ -102,7 +102,7 @@ fn bar_segments(
              y=\"{top}\" width=\"{w:.2}\" height=\"{h}\" fill=\"{}\"><title>{}: {} {}</title></rect>\n",
             c.name(),
             hex(*c),
-            esc(crate::render::label_in(r, *c)),
+            esc(super::labels::label_in(r, *c)),
             unit.fixed(*b),
             unit.name
         ));
@@ -178,7 +178,7 @@ fn legend(
         .map(|(c, b)| {
             (
                 *c,
-                format!("{} {}", crate::render::label_in(r, *c), bytes(*b)),
+                format!("{} {}", super::labels::label_in(r, *c), bytes(*b)),
             )
         })
         .collect();
@@ -209,7 +209,7 @@ fn legend(
             "<rect class=\"swatch\" data-category=\"{}\" data-label=\"{}\" x=\"{lx:.1}\" \
              y=\"{:.1}\" width=\"14\" height=\"14\" fill=\"{}\"/>\n",
             c.name(),
-            esc(crate::render::label_in(r, *c)),
+            esc(super::labels::label_in(r, *c)),
             *y - 11.0,
             hex(*c)
         ));

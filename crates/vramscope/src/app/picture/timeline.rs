@@ -1,9 +1,9 @@
 //! The simulated step as stacked columns, event by event, with the phases, the GPU limit, the
 //! peak and a measured line over them.
 
+use super::labels::{fit_of, SHOWN};
 use super::measured::Measured;
 use super::{hex, section, text, BAR_W, HALO, LEFT, WIDTH};
-use crate::render::{fit_of, SHOWN};
 use crate::units::{bytes, Unit};
 use vramscope_core::report::{Report, TimelinePoint};
 

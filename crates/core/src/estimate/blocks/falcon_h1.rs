@@ -22,18 +22,7 @@ use crate::model::{DenseMlp, Layer, Mlp, NormSlot, ParallelSsm};
 
 /// The warning naming the path a Falcon-H1 training estimate took.
 pub fn falcon_h1_path_warning(kernel: AttentionKernel) -> String {
-    if kernel == AttentionKernel::Eager {
-        "Falcon-H1's Mamba2 mixers estimated on transformers' torch path (attention eager: no \
-         mamba_ssm kernels), whose chunked scan saves [batch, heads, chunks, chunk, chunk] \
-         decay and score tensors and copies of its einsum operands; on CUDA with mamba_ssm \
-         installed (attention sdpa/flash) the fused kernel saves far less"
-    } else {
-        "Falcon-H1's Mamba2 mixers estimated on the fused mamba_ssm kernel \
-         (mamba_split_conv1d_scan_combined, CUDA with mamba_ssm installed); without it \
-         transformers falls back to its torch path, which saves far more (attention eager \
-         estimates that)"
-    }
-    .to_string()
+    super::ssd_warning::ssd_path_warning("Falcon-H1's Mamba2 mixers", kernel)
 }
 
 impl Prog<'_> {

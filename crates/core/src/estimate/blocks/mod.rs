@@ -20,6 +20,7 @@ mod qwen_vision;
 pub mod sdpa;
 mod short_conv;
 mod ssd_torch;
+mod ssd_warning;
 
 pub use falcon_h1::falcon_h1_path_warning;
 pub use mamba2_torch::mamba2_path_warning;

@@ -18,18 +18,7 @@ use crate::model::{DenseMlp, Layer, Mlp, MoeMlp, NormSlot, ParallelSsm, Ssm};
 
 /// The warning naming the path a Nemotron-H training estimate took for its Mamba2 layers.
 pub fn nemotron_h_path_warning(kernel: AttentionKernel) -> String {
-    if kernel == AttentionKernel::Eager {
-        "Nemotron-H's Mamba2 layers estimated on transformers' torch path (attention eager: no \
-         mamba_ssm kernels), whose chunked scan saves [batch, heads, chunks, chunk, chunk] \
-         decay and score tensors and copies of its einsum operands; on CUDA with mamba_ssm \
-         installed (attention sdpa/flash) the fused kernel saves far less"
-    } else {
-        "Nemotron-H's Mamba2 layers estimated on the fused mamba_ssm kernel \
-         (mamba_split_conv1d_scan_combined, CUDA with mamba_ssm installed); without it \
-         transformers falls back to its torch path, which saves far more (attention eager \
-         estimates that)"
-    }
-    .to_string()
+    super::ssd_warning::ssd_path_warning("Nemotron-H's Mamba2 layers", kernel)
 }
 
 impl Prog<'_> {

@@ -237,12 +237,12 @@ mod tests {
         attr(e, k).unwrap().parse().unwrap()
     }
 
-    /// The peak bar's segments: (category, x, width).
-    fn segments_of(svg: &str) -> Vec<(String, f64, f64)> {
+    /// The rects of `class`: (category, x, width).
+    fn rects_of(svg: &str, class: &str) -> Vec<(String, f64, f64)> {
         parse(svg)
             .0
             .iter()
-            .filter(|e| e.0 == "rect" && attr(e, "class") == Some("segment"))
+            .filter(|e| e.0 == "rect" && attr(e, "class") == Some(class))
             .map(|e| {
                 (
                     attr(e, "data-category").unwrap().to_string(),
@@ -251,6 +251,11 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// The peak bar's segments: (category, x, width).
+    fn segments_of(svg: &str) -> Vec<(String, f64, f64)> {
+        rects_of(svg, "segment")
     }
 
     #[test]
@@ -607,18 +612,7 @@ mod tests {
     }
 
     fn measured_rects(svg: &str) -> Vec<(String, f64, f64)> {
-        parse(svg)
-            .0
-            .iter()
-            .filter(|e| e.0 == "rect" && attr(e, "class") == Some("measured-segment"))
-            .map(|e| {
-                (
-                    attr(e, "data-category").unwrap().to_string(),
-                    num(e, "x"),
-                    num(e, "width"),
-                )
-            })
-            .collect()
+        rects_of(svg, "measured-segment")
     }
 
     #[test]

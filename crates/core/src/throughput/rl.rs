@@ -138,6 +138,8 @@ mod tests {
             vocab: 0,
             moe_layers: 0,
             top_k: 0,
+            experts: 0,
+            expert_params: 0.0,
             layer_ops: Default::default(),
             param_tensors: 0.0,
         }

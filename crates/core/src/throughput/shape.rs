@@ -62,6 +62,9 @@ pub struct ModelShape {
     /// MoE layers and the experts each token is routed to (expert parallelism's all-to-all).
     pub moe_layers: u64,
     pub top_k: u64,
+    /// Routed experts per MoE layer, and the routed experts' parameters (all layers).
+    pub experts: u64,
+    pub expert_params: f64,
     /// One layer's ops, for the kernels an eager step launches.
     pub layer_ops: LayerOps,
     /// Parameter tensors (the optimizer's and `zero_grad`'s per-tensor loops).
@@ -69,6 +72,25 @@ pub struct ModelShape {
 }
 
 impl ModelShape {
+    /// Of the weights, the share one decode step of `tokens` tokens reads: every tensor but
+    /// the routed experts whole, and of each MoE layer's E routed experts only those some
+    /// token is routed to. With each token picking k distinct experts and the picks uniform
+    /// and independent across tokens, an expert escapes one token with probability 1 − k/E,
+    /// so E·(1 − (1 − k/E)^tokens) of them are read in expectation (occupancy of E bins by
+    /// `tokens` draws of k; at one token exactly k: the decode of a single sequence reads
+    /// k/E of the experts, which is why MoE decode is fast at small batch). 1 for a dense
+    /// model.
+    pub fn decode_weight_share(&self, tokens: u64) -> f64 {
+        if self.experts == 0 || self.params <= 0.0 || self.expert_params <= 0.0 {
+            return 1.0;
+        }
+        let e = self.experts as f64;
+        let k = (self.top_k as f64).min(e);
+        let read = e * (1.0 - (1.0 - k / e).powf(tokens as f64));
+        let experts = self.expert_params.min(self.params);
+        (self.params - experts + experts * read / e) / self.params
+    }
+
     /// The shape of a model: from its architecture and tensors, or from its parameter count
     /// alone (every parameter in a matmul, nothing else known). Takes the model's parts (the
     /// estimator's `ModelInput` fields) so that the model's memo can hold a shape.
@@ -89,6 +111,8 @@ impl ModelShape {
             vocab: 0,
             moe_layers: 0,
             top_k: 0,
+            experts: 0,
+            expert_params: 0.0,
             layer_ops: LayerOps::default(),
             param_tensors: inventory.map_or(0.0, |i| i.tensors.len() as f64),
         };
@@ -103,7 +127,7 @@ fn from_spec(spec: &ModelSpec, inventory: Option<&Inventory>, bare: ModelShape) 
     let h = spec.hidden_size;
     let mut attention: Vec<(f64, Option<u64>)> = Vec::new();
     let mut heads = 0.0;
-    let (mut moe_layers, mut top_k, mut kv_width) = (0, 0, 0);
+    let (mut moe_layers, mut top_k, mut kv_width, mut experts) = (0, 0, 0, 0);
     for l in spec.all_layers() {
         let k = l.attention.kind;
         let width = (k.heads() * (k.qk_head_dim() + k.v_head_dim())) as f64;
@@ -117,6 +141,7 @@ fn from_spec(spec: &ModelSpec, inventory: Option<&Inventory>, bare: ModelShape) 
         if let Mlp::Moe(m) = &l.mlp {
             moe_layers += 1;
             top_k = m.top_k;
+            experts = m.experts;
         }
     }
     let layers = spec.num_layers();
@@ -130,6 +155,14 @@ fn from_spec(spec: &ModelSpec, inventory: Option<&Inventory>, bare: ModelShape) 
         vocab: spec.vocab_size,
         moe_layers,
         top_k,
+        experts,
+        expert_params: inventory.map_or(0.0, |inv| {
+            inv.tensors
+                .iter()
+                .filter(|t| t.component == Component::Experts)
+                .map(|t| t.elements() as f64)
+                .sum()
+        }),
         layer_ops: layer_ops(spec),
         ..bare
     }

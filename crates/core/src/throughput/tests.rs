@@ -20,6 +20,8 @@ fn gpt(l: u64, h: u64, v: u64) -> ModelShape {
         vocab: v,
         moe_layers: 0,
         top_k: 0,
+        experts: 0,
+        expert_params: 0.0,
         layer_ops: Default::default(),
         param_tensors: 0.0,
     }
@@ -344,4 +346,23 @@ fn sdpa_math_fallback_is_timed_as_eager() {
         attention_kernel(&job("bf16"), &shape),
         AttentionKernel::Sdpa
     );
+}
+
+/// The share of the weights an MoE decode step reads (`ModelShape::decode_weight_share`), by
+/// hand for 8 experts, top-2, the experts half of 1,000 parameters: one token reads 2 of 8
+/// experts (500 + 500 · 2/8 = 625 → 0.625); four tokens 8 · (1 − (6/8)⁴) = 8 · 0.68359375 =
+/// 5.46875 of 8 (500 + 500 · 0.68359375 = 841.796875 → 0.841796875); a dense model all of them.
+#[test]
+fn moe_decode_reads_the_experts_its_tokens_pick() {
+    let moe = ModelShape {
+        params: 1000.0,
+        experts: 8,
+        top_k: 2,
+        expert_params: 500.0,
+        ..gpt(1, 8, 8)
+    };
+    assert!((moe.decode_weight_share(1) - 0.625).abs() < 1e-12);
+    assert!((moe.decode_weight_share(4) - 0.841_796_875).abs() < 1e-12);
+    assert!(moe.decode_weight_share(10_000) > 0.999_999);
+    assert_eq!(gpt(2, 64, 100).decode_weight_share(1), 1.0);
 }

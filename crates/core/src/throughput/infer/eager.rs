@@ -63,7 +63,9 @@ pub const HF_LAYER_PYTHON_S: f64 = 79e-6;
 pub const DECODE_ATTENTION_SLOWDOWN: f64 = 50.0;
 
 /// One eager decode step: the host issuing it (`host`, [`host_s`]) or the GPU reading the
-/// weights (or computing the batch's 2·N FLOPs), whichever is longer, then the attention over
+/// weights a step touches (an MoE's routed experts only where some sequence's token goes:
+/// transformers' eager experts loop over the experts hit, `ModelShape::decode_weight_share`)
+/// (or computing the batch's 2·N FLOPs), whichever is longer, then the attention over
 /// `cache` bytes at 1/[`DECODE_ATTENTION_SLOWDOWN`] of the bandwidth.
 pub fn decode_step(
     shape: &ModelShape,
@@ -73,7 +75,8 @@ pub fn decode_step(
     host: f64,
     cache: f64,
 ) -> Step {
-    let gpu = super::graph_step(shape, job, hw, per_gpu.components.parameters as f64);
+    let weights = per_gpu.components.parameters as f64 * shape.decode_weight_share(job.batch);
+    let gpu = super::graph_step(shape, job, hw, weights);
     let attention = hw.memory_s(cache * DECODE_ATTENTION_SLOWDOWN);
     let overlapped = host.max(gpu.seconds);
     let bound = if attention > overlapped {

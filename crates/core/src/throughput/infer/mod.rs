@@ -79,11 +79,13 @@ pub fn rates(
         }
         Framework::Vllm | Framework::Sglang => (
             prefill_s(shape, job, hw, per_gpu.components.parameters as f64, None),
+            // The fused MoE kernels read the experts some token is routed to.
             graph_step(
                 shape,
                 job,
                 hw,
-                per_gpu.components.parameters as f64 + kv.mean,
+                per_gpu.components.parameters as f64 * shape.decode_weight_share(job.batch)
+                    + kv.mean,
             ),
         ),
         _ => {

@@ -174,7 +174,11 @@ fn mamba2_heads_must_tile_the_inner_width() {
 fn mamba2_chunk_size_is_read() {
     let chunk = |text: &str| {
         let p = parse_config_str(text, "c.json").unwrap();
-        let ssm = *p.spec.decoder.layers[0].attention.kind.state_space().unwrap();
+        let ssm = *p.spec.decoder.layers[0]
+            .attention
+            .kind
+            .state_space()
+            .unwrap();
         ssm.chunk
     };
     assert_eq!(chunk(r#"{"model_type": "mamba2"}"#), 256);

@@ -22,6 +22,7 @@ mod short_conv;
 mod ssd_torch;
 
 pub use falcon_h1::falcon_h1_path_warning;
+pub use mamba::block_output_width;
 pub use mamba2_torch::mamba2_path_warning;
 pub use nemotron_h::nemotron_h_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};

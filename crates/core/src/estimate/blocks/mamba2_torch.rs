@@ -54,8 +54,8 @@ impl Prog<'_> {
         self.linear(y, s.d_inner, h, s.proj_bias)
     }
 
-    /// `BambaRMSNormGated.forward(y, gate)` (Granite's and `MambaRMSNormGated` are the same): `y.to(float32) ·
-    /// silu(gate.to(float32))` — `gate` a view of the projection, copied to fp32 when the
+    /// `BambaRMSNormGated.forward(y, gate)` (Granite's and Mamba2's `MambaRMSNormGated` are
+    /// the same): `y.to(float32) · silu(gate.to(float32))` — `gate` a view of the projection, copied to fp32 when the
     /// projection is 16-bit; SiLU saves its input (that copy, or the fp32 projection), the
     /// product saves both factors — then the per-group RMSNorm in fp32 (saving its input,
     /// `rsqrt` and the normed tensor) and `weight ·` after the cast back to `y`'s dtype (fp32).

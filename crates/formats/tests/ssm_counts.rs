@@ -166,3 +166,25 @@ fn mamba2_heads_must_tile_the_inner_width() {
     assert!(err.contains("num_heads"), "{err}");
     assert!(!err.contains('\n'), "{err}");
 }
+
+/// Mamba2's `chunk_size` (`Mamba2Config`, default 256) reaches the spec: `Mamba2Mixer.forward`
+/// passes `self.chunk_size` to `mamba2_chunk_scan`, so the torch path's chunk tensors are sized
+/// by it. Mamba1 has no chunked scan (0).
+#[test]
+fn mamba2_chunk_size_is_read() {
+    let chunk = |text: &str| {
+        let p = parse_config_str(text, "c.json").unwrap();
+        let ssm = *p.spec.decoder.layers[0]
+            .attention
+            .kind
+            .state_space()
+            .unwrap();
+        ssm.chunk
+    };
+    assert_eq!(chunk(r#"{"model_type": "mamba2"}"#), 256);
+    assert_eq!(
+        chunk(r#"{"model_type": "mamba2", "chunk_size": 64, "hidden_size": 256, "num_heads": 8}"#),
+        64
+    );
+    assert_eq!(chunk(r#"{"model_type": "mamba"}"#), 0);
+}

@@ -253,7 +253,6 @@ fn blocks_forward(
         kv_seq: super::mllama::cross_tokens(spec, job),
         ..ctx
     };
-    let output = super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * num.param);
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     // Each distinct layer's memory and its backward's fullest moment (`BlockEvents::backward_peak`).
     let mut cache: Vec<(usize, BlockMemory, super::tape::BackwardPeak)> = Vec::new();
@@ -311,6 +310,9 @@ fn blocks_forward(
         layers.push(if job.task == Task::Infer {
             inference_block(mem)
         } else {
+            let width = super::blocks::block_output_width(spec, layer, num.param);
+            let output =
+                super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * width);
             let mut l = training_block(mem, ckpt, core, output);
             if backward.net() + dequant > l.backward_transient {
                 l.backward_transient = backward.made + dequant;

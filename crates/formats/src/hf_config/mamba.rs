@@ -87,7 +87,10 @@ pub(crate) fn mamba_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
         conv_bias: cfg.boolean("use_conv_bias", true)?,
         proj_bias: cfg.boolean("use_bias", false)?,
         state_fp32: false,
-        chunk: 0,
+        chunk: match d.version {
+            SsmVersion::Mamba2 => cfg.size(&["chunk_size"], Some(256))?,
+            _ => 0,
+        },
     };
     if ssm.version == SsmVersion::Mamba2 && !ssm.d_inner.is_multiple_of(ssm.groups) {
         return Err(cfg.err(

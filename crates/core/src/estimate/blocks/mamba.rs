@@ -13,20 +13,37 @@
 //!   `x_dbl`, contiguous copies of B and C, the scan's chunk states (`scan_intermediates`,
 //!   fp32 `[b, d_inner, ⌈L/2048⌉, 2·d_state]`) and the scan output `out`.
 //!
-//! Mamba2 runs the fused path (`mamba_split_conv1d_scan_combined`,
-//! `mamba_ssm/ops/triton/ssd_combined.py`) in both settings, except Bamba's and Granite
-//! 4.0-H's mixers (`Ssm::chunk` set), whose torch path under `eager` is
-//! [`Prog::mamba2_torch`]; `Mamba2Mixer.torch_forward` itself is not modelled.
+//! Mamba2 mixers with a chunk size (`Ssm::chunk`: plain Mamba2, Bamba, Granite 4.0-H) run
+//! transformers' torch path under `eager` ([`Prog::mamba2_torch`]; `Mamba2Mixer.forward`
+//! without `mamba_ssm` calls the same `causal_conv1d_fn` / `mamba2_chunk_scan` / gated norm as
+//! Bamba's), and the fused `mamba_split_conv1d_scan_combined`
+//! (`mamba_ssm/ops/triton/ssd_combined.py`) otherwise.
 
 use super::Prog;
 use crate::estimate::tape::Id;
 use crate::job::AttentionKernel;
-use crate::model::{Layer, NormSlot, Ssm, SsmVersion};
+use crate::model::{Layer, Mlp, ModelSpec, Naming, NormSlot, Ssm, SsmVersion};
 
 /// Sequence chunk of `selective_scan_cuda.fwd`'s saved states: `n_chunks = (seqlen + 2048 -
 /// 1) / 2048` and `x = torch::empty({batch, dim, n_chunks, dstate * 2})` in the weight type,
 /// fp32 (`mamba_ssm` `csrc/selective_scan/selective_scan.cpp`).
 const SCAN_CHUNK: u64 = 2048;
+
+/// Bytes per value of a block's output, the next block's input, which full checkpointing keeps:
+/// fp32 for a Mamba / FalconMamba / Mamba2 block (`MambaBlock.forward`,
+/// `FalconMambaBlock.forward`, `Mamba2Block.forward` in transformers 5.24: with
+/// `residual_in_fp32`, true in every published config, `residual.to(torch.float32) + mixer(..)`
+/// promotes the sum to fp32 even in a pure-bf16 model), else the parameters' width `param`.
+/// Nemotron-H's mixer-only blocks add in the model's dtype.
+pub fn block_output_width(spec: &ModelSpec, layer: &Layer, param: u64) -> u64 {
+    let mixer_only = matches!(layer.mlp, Mlp::None);
+    let ssm = layer.attention.kind.state_space().is_some();
+    if mixer_only && ssm && spec.naming != Naming::NemotronH {
+        param.max(4)
+    } else {
+        param
+    }
+}
 
 impl Prog<'_> {
     /// `MambaBlock.forward`: `residual + mixer(norm(x))`. `residual_in_fp32` (true in every

@@ -1,6 +1,7 @@
-//! The Mamba2 mixer of Bamba and Granite 4.0-H on transformers' torch path (transformers 5.24
-//! `modeling_bamba.py` `BambaMixer.forward`, `modeling_granitemoehybrid.py`
-//! `GraniteMoeHybridMambaLayer.forward`; CPU, or CUDA without `mamba_ssm`): in training the
+//! The Mamba2 mixer of Mamba2, Bamba and Granite 4.0-H on transformers' torch path
+//! (transformers 5.24 `modeling_mamba2.py` `Mamba2Mixer.forward`, `modeling_bamba.py`
+//! `BambaMixer.forward`, `modeling_granitemoehybrid.py` `GraniteMoeHybridMambaLayer.forward`,
+//! op for op the same; CPU, or CUDA without `mamba_ssm`): in training the
 //! mixer first asks for `mamba2_split_conv1d_scan_combined`, whose reference fallback returns
 //! `None` without the kernel (`@use_kernel_func_from_hub_with_fallback`), so it runs
 //! `causal_conv1d_fn` and `mamba2_chunk_scan` — the same functions, byte for byte, as
@@ -14,8 +15,8 @@ use crate::estimate::tape::{Id, RmsWeight};
 use crate::job::AttentionKernel;
 use crate::model::{ParallelSsm, Ssm};
 
-/// The warning naming the path a Bamba / Granite 4.0-H training estimate took for its Mamba2
-/// mixers.
+/// The warning naming the path a Mamba2 / Bamba / Granite 4.0-H training estimate took for its
+/// Mamba2 mixers.
 pub fn mamba2_path_warning(kernel: AttentionKernel) -> String {
     if kernel == AttentionKernel::Eager {
         "Mamba2 mixers estimated on transformers' torch path (attention eager: no mamba_ssm \
@@ -53,8 +54,8 @@ impl Prog<'_> {
         self.linear(y, s.d_inner, h, s.proj_bias)
     }
 
-    /// `BambaRMSNormGated.forward(y, gate)` (Granite's is the same): `y.to(float32) ·
-    /// silu(gate.to(float32))` — `gate` a view of the projection, copied to fp32 when the
+    /// `BambaRMSNormGated.forward(y, gate)` (Granite's and Mamba2's `MambaRMSNormGated` are
+    /// the same): `y.to(float32) · silu(gate.to(float32))` — `gate` a view of the projection, copied to fp32 when the
     /// projection is 16-bit; SiLU saves its input (that copy, or the fp32 projection), the
     /// product saves both factors — then the per-group RMSNorm in fp32 (saving its input,
     /// `rsqrt` and the normed tensor) and `weight ·` after the cast back to `y`'s dtype (fp32).

@@ -23,6 +23,7 @@ mod ssd_torch;
 mod ssd_warning;
 
 pub use falcon_h1::falcon_h1_path_warning;
+pub use mamba::block_output_width;
 pub use mamba2_torch::mamba2_path_warning;
 pub use nemotron_h::nemotron_h_path_warning;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};

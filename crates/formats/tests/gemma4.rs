@@ -1,0 +1,98 @@
+//! Gemma 4 (`gemma4`, `gemma4_text`): the language model counted tensor by tensor as
+//! transformers 5.24 builds `Gemma4ForCausalLM`, and the one-line refusal of an estimate.
+//!
+//! Meta-device counts: `/work/main/.venv-test/bin/python` with
+//! `Gemma4ForCausalLM(Gemma4TextConfig(**cfg))` under `torch.device("meta")`,
+//! `sum(p.numel() for p in model.parameters())` (fixtures/gemma4/README.md).
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use vramscope_formats::hf_config::{gemma4, parse_config_str};
+
+fn fixture(name: &str) -> Map<String, Value> {
+    let path = format!(
+        "{}/tests/fixtures/gemma4/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Gemma-4-E2B's text config. transformers on the meta device: 4,628,569,344.
+/// By hand (`modeling_gemma4.py`): 35 layers, full at 4, 9, …, 34; layers 15–34 reuse kv.
+/// - top: embed 262144·1536 = 402,653,184; per-layer embed 262144·(35·256) = 2,348,810,240;
+///   per_layer_model_projection 1536·8960 = 13,762,560; per-layer norm 256; final norm 1536
+///   → 2,765,227,776
+/// - attention, sliding own kv (12 layers): q 1536·2048 + o 2048·1536 + k,v 2·1536·256
+///   + q/k norms 2·256 = 7,078,400; full own kv (3, head 512): 2·1536·4096 + 2·1536·512
+///   + 2·512 = 14,156,800; sliding shared (16): 2·3,145,728 + 256 = 6,291,712; full shared (4):
+///   2·6,291,456 + 512 = 12,583,424 → 84,940,800 + 42,470,400 + 100,667,392 + 50,333,696
+///   = 278,412,288
+/// - MLP: 15 · 3·1536·6144 = 424,673,280; 20 shared, double wide · 3·1536·12288
+///   = 1,132,462,080
+/// - per layer: 4 norms 6,144 + PLE gate/projection 2·1536·256 + norm 1536 = 794,112 · 35
+///   = 27,793,920
+/// - total 2,765,227,776 + 278,412,288 + 1,557,135,360 + 27,793,920 = 4,628,569,344
+#[test]
+fn gemma4_e2b_text_counts_as_transformers() {
+    let cfg = fixture("gemma-4-e2b-text.json");
+    assert_eq!(gemma4::text_params(&cfg, "e2b").unwrap(), 4_628_569_344);
+}
+
+/// A tiny config exercising what E2B does not: keys-as-values global layers with their own kv
+/// head count, attention biases, the expert block, no per-layer inputs, an untied head, and a
+/// last layer forced to full attention. transformers on the meta device: 582,536.
+/// By hand: embed + head 2·64,000 + norm 64 = 128,064; sliding own kv (0, 1, 3): q 4,160
+/// + k 2,080 + v 2,080 + o 4,160 + norms 32 = 12,512 · 3 = 37,536; full own kv (2, head 32,
+/// 1 kv head, no v): 8,320 + 2,080 + 8,256 + 64 = 18,720; sliding shared (4): 8,336; full
+/// shared (5, forced): 16,608; MLP 3·64·128 · 6 = 147,456; norms 256 · 6 = 1,536; experts
+/// (router 256 + 64 + 4, gate_up 4·96·64, down 4·64·48, 3 norms 192) = 37,380 · 6 = 224,280
+/// → 582,536.
+#[test]
+fn gemma4_tiny_moe_k_eq_v_counts_as_transformers() {
+    let cfg = fixture("tiny-moe-keqv-text.json");
+    assert_eq!(gemma4::text_params(&cfg, "tiny").unwrap(), 582_536);
+}
+
+/// Every tensor name and shape equals `model.named_parameters()` on the meta device
+/// (`tiny-moe-keqv-tensors.json`, written by transformers 5.24).
+#[test]
+fn gemma4_tensor_names_and_shapes_match_transformers() {
+    let cfg = fixture("tiny-moe-keqv-text.json");
+    let ours: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, "tiny")
+        .unwrap()
+        .into_iter()
+        .collect();
+    let theirs: BTreeMap<String, Vec<u64>> =
+        serde_json::from_value(Value::Object(fixture("tiny-moe-keqv-tensors.json"))).unwrap();
+    assert_eq!(ours, theirs);
+}
+
+/// The reader refuses an estimate in one line that carries the exact count and names what is
+/// not modelled (the towers too, for the multimodal wrapper).
+#[test]
+fn gemma4_is_refused_with_its_count() {
+    let text = serde_json::to_string(&fixture("gemma-4-e2b-text.json")).unwrap();
+    let err = parse_config_str(&text, "e2b").unwrap_err().to_string();
+    assert!(err.contains("4628569344 parameters"), "{err}");
+    assert!(err.contains("per-layer input embeddings"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+    let wrapped = format!(r#"{{"model_type": "gemma4", "text_config": {text}}}"#);
+    let err = parse_config_str(&wrapped, "e2b").unwrap_err().to_string();
+    assert!(err.contains("4628569344 parameters"), "{err}");
+    assert!(err.contains("vision/audio towers"), "{err}");
+}
+
+/// Bad input: sharing every cache-producing full layer away is refused, as transformers
+/// raises in `kv_sharing_modes`; an expert block without `num_experts` names the field.
+#[test]
+fn gemma4_bad_configs_are_refused() {
+    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    cfg.insert("num_kv_shared_layers".into(), 4.into());
+    let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
+    assert!(err.contains("num_kv_shared_layers"), "{err}");
+    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    cfg.remove("num_experts");
+    let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
+    assert!(err.contains("num_experts"), "{err}");
+}

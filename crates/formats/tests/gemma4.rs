@@ -96,3 +96,42 @@ fn gemma4_bad_configs_are_refused() {
     let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
     assert!(err.contains("num_experts"), "{err}");
 }
+
+/// The defaults-table row (`fixtures/defaults/transformers-5.24.0.json`, `gemma4_text`, written
+/// by `read_defaults.py` from `Gemma4TextConfig()` on the meta device): the class-default count,
+/// layer 0's tensors, and each layer's head size — 512 (`global_head_dim`) exactly where
+/// transformers builds a layer without a sliding window, 256 elsewhere.
+#[test]
+fn gemma4_text_class_defaults_match_the_table_row() {
+    let path = format!(
+        "{}/tests/fixtures/defaults/transformers-5.24.0.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let table: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model_type"] == "gemma4_text")
+        .unwrap();
+    let empty: Map<String, Value> =
+        serde_json::from_str(r#"{"model_type": "gemma4_text"}"#).unwrap();
+    let tensors: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&empty, "defaults")
+        .unwrap()
+        .into_iter()
+        .collect();
+    let count: u64 = tensors.values().map(|s| s.iter().product::<u64>()).sum();
+    assert_eq!(count, row["params"].as_u64().unwrap());
+    assert_eq!(row["tie_word_embeddings"], true);
+    assert!(!tensors.contains_key("lm_head.weight"));
+    let layer0: BTreeMap<String, Vec<u64>> = tensors
+        .iter()
+        .filter_map(|(n, s)| Some((n.strip_prefix("model.layers.0.")?.to_string(), s.clone())))
+        .collect();
+    let theirs: BTreeMap<String, Vec<u64>> = serde_json::from_value(row["layer0"].clone()).unwrap();
+    assert_eq!(layer0, theirs);
+    for (i, w) in row["layer_windows"].as_array().unwrap().iter().enumerate() {
+        let q_norm = &tensors[&format!("model.layers.{i}.self_attn.q_norm.weight")];
+        assert_eq!(q_norm[0], if w.is_null() { 512 } else { 256 }, "layer {i}");
+    }
+}

@@ -135,3 +135,38 @@ fn gemma4_text_class_defaults_match_the_table_row() {
         assert_eq!(q_norm[0], if w.is_null() { 512 } else { 256 }, "layer {i}");
     }
 }
+
+/// The `DynamicCache` after a prefill, as measured on the CPU with transformers 5.24 (the tiny
+/// config with `sliding_window: 8` and `hidden_size_per_layer_input: 4` — per-layer inputs do
+/// not touch the cache, and 5.24 fails on kv sharing without them — batch 2, 20 tokens, then
+/// one more: the cache layers' `keys.numel() + values.numel()` summed, 5,248 then 5,376;
+/// layers are DynamicSlidingWindowLayer ×2, DynamicLayer, DynamicSlidingWindowLayer,
+/// DummyLayer ×2). By hand: sliding owners 0, 1, 3 keep min(20, 8 − 1) = 7 tokens,
+/// 2·2·2·7·16 = 896 each; the full owner 2 (one global kv head of 32) 2·2·1·20·32 = 2,560;
+/// layers 4 and 5 reuse → 3·896 + 2,560 = 5,248; a token more: 2,688 + 2·2·21·32 = 5,376.
+#[test]
+fn gemma4_dynamic_cache_matches_transformers() {
+    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    cfg.insert("sliding_window".into(), 8.into());
+    assert_eq!(
+        gemma4::dynamic_cache_elements(&cfg, "t", 2, 20).unwrap(),
+        5_248
+    );
+    assert_eq!(
+        gemma4::dynamic_cache_elements(&cfg, "t", 2, 21).unwrap(),
+        5_376
+    );
+}
+
+/// E2B, one sequence of 4,096 tokens: only layers 0–14 hold a cache. 12 sliding layers keep
+/// 511 tokens of one 256-wide kv head: 2·511·256 = 261,632 each, 3,139,584; 3 full layers keep
+/// 4,096 of one 512-wide head: 2·4096·512 = 4,194,304 each, 12,582,912 → 15,722,496 elements
+/// (31.4 MB in bf16), where 35 layers without sharing would hold far more.
+#[test]
+fn gemma4_e2b_cache_by_hand() {
+    let cfg = fixture("gemma-4-e2b-text.json");
+    assert_eq!(
+        gemma4::dynamic_cache_elements(&cfg, "e2b", 1, 4096).unwrap(),
+        15_722_496
+    );
+}

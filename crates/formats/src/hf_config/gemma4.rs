@@ -10,6 +10,7 @@
 //! the family in one line that names those mechanisms and gives the exact parameter count
 //! computed here, rather than printing an estimate built on a wrong model.
 
+use super::field_err;
 use super::fields::Cfg;
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
@@ -40,6 +41,7 @@ struct Geometry {
     /// `(num_experts, moe_intermediate_size)` when `enable_moe_block`.
     moe: Option<(u64, u64)>,
     tied: bool,
+    sliding_window: u64,
     full: Vec<bool>,
 }
 
@@ -135,6 +137,12 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
         ple_vocab: cfg.size(&["vocab_size_per_layer_input"], Some(262_144))?,
         moe: moe(cfg)?,
         tied: cfg.boolean("tie_word_embeddings", true)?,
+        // `Gemma4TextConfig.__post_init__`: all-bidirectional attention halves the window
+        // (`sliding_window // 2 + 1`).
+        sliding_window: match cfg.string("use_bidirectional_attention") {
+            Some("all") => cfg.size(&["sliding_window"], Some(512))? / 2 + 1,
+            _ => cfg.size(&["sliding_window"], Some(512))?,
+        },
         full,
     })
 }
@@ -271,6 +279,47 @@ pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
         .iter()
         .map(|(_, s)| s.iter().product::<u64>())
         .sum())
+}
+
+/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
+/// `tokens` tokens have passed (transformers 5.24, `cache_utils.py`): `get_layer_types_and_kwargs`
+/// makes each kv-sharing consumer (`kv_sharing_modes == "reuse"`) a `DummyLayer` that stores
+/// nothing; a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last
+/// `sliding_window - 1` tokens; a full layer (`DynamicLayer`) keeps all of them. Keys and values
+/// are separate tensors of `[batch, kv_heads, tokens, head_dim]` even when `attention_k_eq_v`
+/// (`Gemma4TextAttention.forward` normalises the value copy with `v_norm`).
+pub fn dynamic_cache_elements(
+    obj: &Map<String, Value>,
+    origin: &str,
+    batch: u64,
+    tokens: u64,
+) -> Result<u64> {
+    let g = geometry(&Cfg { obj, origin })?;
+    let owners = g.layers - g.kv_shared;
+    let mut total: u64 = 0;
+    for (i, full) in g.full.iter().enumerate().take(owners as usize) {
+        let (kv, hd, kept) = if *full {
+            (
+                g.global_kv_heads.unwrap_or(g.kv_heads),
+                g.global_head_dim,
+                tokens,
+            )
+        } else {
+            (g.kv_heads, g.head_dim, tokens.min(g.sliding_window - 1))
+        };
+        let layer = [2, batch, kv, kept, hd]
+            .iter()
+            .try_fold(1u64, |a, b| a.checked_mul(*b))
+            .ok_or_else(|| {
+                field_err(
+                    origin,
+                    "sliding_window",
+                    format!("layer {i}: cache size overflows"),
+                )
+            })?;
+        total = total.saturating_add(layer);
+    }
+    Ok(total)
 }
 
 /// The one-line refusal for a Gemma 4 config (`gemma4` with its `text_config`, or

@@ -23,15 +23,17 @@ fn fixture(name: &str) -> Map<String, Value> {
 /// - top: embed 262144·1536 = 402,653,184; per-layer embed 262144·(35·256) = 2,348,810,240;
 ///   per_layer_model_projection 1536·8960 = 13,762,560; per-layer norm 256; final norm 1536
 ///   → 2,765,227,776
-/// - attention, sliding own kv (12 layers): q 1536·2048 + o 2048·1536 + k,v 2·1536·256
-///   + q/k norms 2·256 = 7,078,400; full own kv (3, head 512): 2·1536·4096 + 2·1536·512
-///   + 2·512 = 14,156,800; sliding shared (16): 2·3,145,728 + 256 = 6,291,712; full shared (4):
-///   2·6,291,456 + 512 = 12,583,424 → 84,940,800 + 42,470,400 + 100,667,392 + 50,333,696
-///   = 278,412,288
-/// - MLP: 15 · 3·1536·6144 = 424,673,280; 20 shared, double wide · 3·1536·12288
-///   = 1,132,462,080
-/// - per layer: 4 norms 6,144 + PLE gate/projection 2·1536·256 + norm 1536 = 794,112 · 35
-///   = 27,793,920
+/// - attention, sliding, own kv (12 layers): q 1536·2048, o 2048·1536, k and v 2·1536·256,
+///   q/k norms 2·256: 7,078,400 each
+/// - full, own kv (3 layers, head 512): q and o 2·1536·4096, k and v 2·1536·512, norms
+///   2·512: 14,156,800 each
+/// - sliding shared (16 layers): q and o 2·3,145,728, q norm 256: 6,291,712 each
+/// - full shared (4 layers): q and o 2·6,291,456, q norm 512: 12,583,424 each
+/// - attention sum: 84,940,800 + 42,470,400 + 100,667,392 + 50,333,696 = 278,412,288
+/// - MLP: 15 · 3·1536·6144 = 424,673,280; 20 shared, double wide, 20 · 3·1536·12288 =
+///   1,132,462,080
+/// - per layer: 4 norms 6,144, PLE gate and projection 2·1536·256, PLE norm 1536: 794,112,
+///   times 35 is 27,793,920
 /// - total 2,765,227,776 + 278,412,288 + 1,557,135,360 + 27,793,920 = 4,628,569,344
 #[test]
 fn gemma4_e2b_text_counts_as_transformers() {
@@ -42,12 +44,17 @@ fn gemma4_e2b_text_counts_as_transformers() {
 /// A tiny config exercising what E2B does not: keys-as-values global layers with their own kv
 /// head count, attention biases, the expert block, no per-layer inputs, an untied head, and a
 /// last layer forced to full attention. transformers on the meta device: 582,536.
-/// By hand: embed + head 2·64,000 + norm 64 = 128,064; sliding own kv (0, 1, 3): q 4,160
-/// + k 2,080 + v 2,080 + o 4,160 + norms 32 = 12,512 · 3 = 37,536; full own kv (2, head 32,
-/// 1 kv head, no v): 8,320 + 2,080 + 8,256 + 64 = 18,720; sliding shared (4): 8,336; full
-/// shared (5, forced): 16,608; MLP 3·64·128 · 6 = 147,456; norms 256 · 6 = 1,536; experts
-/// (router 256 + 64 + 4, gate_up 4·96·64, down 4·64·48, 3 norms 192) = 37,380 · 6 = 224,280
-/// → 582,536.
+/// By hand (biases included):
+/// - embed and head 2·64,000, final norm 64: 128,064
+/// - sliding, own kv (layers 0, 1, 3): q 4,160, k 2,080, v 2,080, o 4,160, norms 32:
+///   12,512 each, 37,536
+/// - full, own kv (layer 2; head 32, one kv head, no v): q 8,320, k 2,080, o 8,256, norms 64:
+///   18,720
+/// - sliding shared (layer 4): 8,336; full shared (layer 5, forced full): 16,608
+/// - MLP 3·64·128 · 6 = 147,456; layer norms 256 · 6 = 1,536
+/// - experts per layer: router 256, scale 64, per-expert scale 4, gate_up 4·96·64, down
+///   4·64·48, three norms 192: 37,380 · 6 = 224,280
+/// - total 582,536
 #[test]
 fn gemma4_tiny_moe_k_eq_v_counts_as_transformers() {
     let cfg = fixture("tiny-moe-keqv-text.json");

@@ -13,6 +13,7 @@ use vramscope_core::DType;
 mod encoders;
 mod falcon_h1;
 mod fields;
+pub mod gemma4;
 mod gpt;
 mod granite;
 mod hybrid;
@@ -141,7 +142,11 @@ pub fn parse_config_value(value: &Value, origin: &str) -> Result<ParsedConfig> {
 
 /// The `model_type`s read natively, with the old Falcon spellings.
 fn is_known_type(t: &str) -> bool {
-    SUPPORTED_TYPES.contains(&t) || matches!(t, "RefinedWeb" | "RefinedWebModel")
+    SUPPORTED_TYPES.contains(&t)
+        || matches!(
+            t,
+            "RefinedWeb" | "RefinedWebModel" | "gemma4" | "gemma4_text"
+        )
 }
 
 /// [`parse_config_value`] with explicit read options: an unknown family whose config changes
@@ -158,6 +163,10 @@ pub fn parse_config_value_with(
     let top_type = top.get("model_type").and_then(Value::as_str).unwrap_or("");
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
+    }
+    if matches!(top_type, "gemma4" | "gemma4_text") {
+        // Counted exactly, but not estimated (`gemma4.rs` names what is not modelled).
+        return Err(gemma4::refuse(top, top_type, origin));
     }
     vision::check_subconfigs(top, top_type, origin)?;
     let architecture = top

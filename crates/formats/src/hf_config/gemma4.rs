@@ -1,0 +1,359 @@
+//! Gemma 4 (`gemma4`, `gemma4_text`), counted tensor by tensor as transformers 5.24 builds
+//! `Gemma4ForCausalLM` (`models/gemma4/configuration_gemma4.py`, `Gemma4TextConfig`;
+//! `models/gemma4/modeling_gemma4.py`, `Gemma4TextModel.__init__`,
+//! `Gemma4TextDecoderLayer.__init__`, `Gemma4TextAttention.__init__`, `Gemma4TextMLP.__init__`,
+//! `Gemma4TextRouter.__init__`, `Gemma4TextExperts.__init__`).
+//!
+//! The estimator cannot yet represent what sets Gemma 4 apart (per-layer input embeddings,
+//! layers that reuse another layer's keys and values, global layers whose keys are their
+//! values, a dense MLP and an expert block side by side in one layer), so the reader refuses
+//! the family in one line that names those mechanisms and gives the exact parameter count
+//! computed here, rather than printing an estimate built on a wrong model.
+
+use super::field_err;
+use super::fields::Cfg;
+use crate::error::{FormatError, Result};
+use serde_json::{Map, Value};
+
+/// One parameter tensor: its name as transformers names it and its shape.
+pub type NamedTensor = (String, Vec<u64>);
+
+/// The text config's geometry, with `Gemma4TextConfig`'s class defaults.
+struct Geometry {
+    vocab: u64,
+    hidden: u64,
+    ffn: u64,
+    layers: u64,
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    /// `global_head_dim` (popped in `__post_init__`, default 512): the head size of
+    /// `full_attention` layers (`per_layer_config` overrides `head_dim` there).
+    global_head_dim: u64,
+    /// `num_global_key_value_heads`: the full layers' kv heads, only when `attention_k_eq_v`.
+    global_kv_heads: Option<u64>,
+    bias: bool,
+    k_eq_v: bool,
+    kv_shared: u64,
+    double_wide: bool,
+    ple: u64,
+    ple_vocab: u64,
+    /// `(num_experts, moe_intermediate_size)` when `enable_moe_block`.
+    moe: Option<(u64, u64)>,
+    tied: bool,
+    sliding_window: u64,
+    full: Vec<bool>,
+}
+
+/// `layer_types` (`full_attention` / `sliding_attention`), else `Gemma4TextConfig`'s default
+/// pattern `(i + 1) % 6 == 0` → full; the last layer is forced to full either way
+/// (`Gemma4TextConfig.__post_init__`).
+fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
+    let mut full: Vec<bool> = match cfg.obj.get("layer_types") {
+        None | Some(Value::Null) => (0..layers).map(|i| (i + 1) % 6 == 0).collect(),
+        Some(Value::Array(items)) if items.len() as u64 == layers => items
+            .iter()
+            .map(|v| match v.as_str() {
+                Some("full_attention") => Ok(true),
+                Some("sliding_attention") => Ok(false),
+                _ => Err(cfg.err(
+                    "layer_types",
+                    format!("entries must be full_attention or sliding_attention (got {v})"),
+                )),
+            })
+            .collect::<Result<_>>()?,
+        Some(other) => {
+            return Err(cfg.err(
+                "layer_types",
+                format!("must be a list of {layers} layer types (got {other})"),
+            ))
+        }
+    };
+    if let Some(last) = full.last_mut() {
+        *last = true;
+    }
+    Ok(full)
+}
+
+/// `enable_moe_block` → `(num_experts, moe_intermediate_size)`; both are required then
+/// (`Gemma4TextExperts` builds from them; they default to `None`).
+fn moe(cfg: &Cfg) -> Result<Option<(u64, u64)>> {
+    if !cfg.boolean("enable_moe_block", false)? {
+        return Ok(None);
+    }
+    let experts = cfg.size(&["num_experts"], None)?;
+    let width = cfg.size(&["moe_intermediate_size"], None)?;
+    Ok(Some((experts, width)))
+}
+
+fn geometry(cfg: &Cfg) -> Result<Geometry> {
+    let layers = cfg.layer_count(&["num_hidden_layers"], 30)?;
+    let kv_shared = cfg.uint("num_kv_shared_layers")?.unwrap_or(0);
+    if kv_shared > layers {
+        return Err(cfg.err(
+            "num_kv_shared_layers",
+            format!("{kv_shared} is more than num_hidden_layers {layers}"),
+        ));
+    }
+    let full = full_layers(cfg, layers)?;
+    if kv_shared > 0 && kv_shared < layers {
+        // `kv_sharing_modes`: every layer type must have a producer before the shared layers.
+        let first = (layers - kv_shared) as usize;
+        let unshared_full = full[..first].iter().any(|f| *f);
+        let unshared_sliding = full[..first].iter().any(|f| !*f);
+        let any_sliding = full.iter().any(|f| !*f);
+        if !unshared_full || (any_sliding && !unshared_sliding) {
+            return Err(cfg.err(
+                "num_kv_shared_layers",
+                "leaves a layer type with no layer producing its cache (transformers raises)",
+            ));
+        }
+    }
+    let k_eq_v = cfg.boolean("attention_k_eq_v", false)?;
+    Ok(Geometry {
+        vocab: cfg.size(&["vocab_size"], Some(262_144))?,
+        hidden: cfg.size(&["hidden_size"], Some(2304))?,
+        ffn: cfg.size(&["intermediate_size"], Some(9216))?,
+        layers,
+        heads: cfg.size(&["num_attention_heads"], Some(8))?,
+        kv_heads: cfg.size(&["num_key_value_heads"], Some(4))?,
+        head_dim: cfg.size(&["head_dim"], Some(256))?,
+        global_head_dim: cfg.size(&["global_head_dim"], Some(512))?,
+        global_kv_heads: if k_eq_v {
+            cfg.uint("num_global_key_value_heads")?
+        } else {
+            None
+        },
+        bias: cfg.boolean("attention_bias", false)?,
+        k_eq_v,
+        kv_shared,
+        double_wide: cfg.boolean("use_double_wide_mlp", false)?,
+        // Absent: the class default 256; null or 0: no per-layer inputs (`if
+        // self.hidden_size_per_layer_input:` in `Gemma4TextModel.__init__`).
+        ple: match cfg.obj.get("hidden_size_per_layer_input") {
+            None => 256,
+            Some(_) => cfg.uint("hidden_size_per_layer_input")?.unwrap_or(0),
+        },
+        ple_vocab: cfg.size(&["vocab_size_per_layer_input"], Some(262_144))?,
+        moe: moe(cfg)?,
+        tied: cfg.boolean("tie_word_embeddings", true)?,
+        // `Gemma4TextConfig.__post_init__`: all-bidirectional attention halves the window
+        // (`sliding_window // 2 + 1`).
+        sliding_window: match cfg.string("use_bidirectional_attention") {
+            Some("all") => cfg.size(&["sliding_window"], Some(512))? / 2 + 1,
+            _ => cfg.size(&["sliding_window"], Some(512))?,
+        },
+        full,
+    })
+}
+
+fn linear(out: &mut Vec<NamedTensor>, name: &str, inp: u64, outp: u64, bias: bool) {
+    out.push((format!("{name}.weight"), vec![outp, inp]));
+    if bias {
+        out.push((format!("{name}.bias"), vec![outp]));
+    }
+}
+
+fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
+    out.push((format!("{name}.weight"), vec![dim]));
+}
+
+/// `Gemma4TextAttention.__init__`: q/o always with `q_norm`; a layer past
+/// `num_hidden_layers - num_kv_shared_layers` reuses another layer's keys and values and has
+/// no k/v projection or norm; `v_norm` has no weight (`with_scale=False`); a full layer under
+/// `attention_k_eq_v` has no `v_proj`.
+fn attention(out: &mut Vec<NamedTensor>, g: &Geometry, i: usize, p: &str) {
+    let full = g.full[i];
+    let hd = if full { g.global_head_dim } else { g.head_dim };
+    let kv = match g.global_kv_heads {
+        Some(n) if full => n,
+        _ => g.kv_heads,
+    };
+    let shared = (i as u64) >= g.layers - g.kv_shared;
+    linear(out, &format!("{p}.q_proj"), g.hidden, g.heads * hd, g.bias);
+    norm(out, &format!("{p}.q_norm"), hd);
+    if !shared {
+        norm(out, &format!("{p}.k_norm"), hd);
+        linear(out, &format!("{p}.k_proj"), g.hidden, kv * hd, g.bias);
+        if !(g.k_eq_v && full) {
+            linear(out, &format!("{p}.v_proj"), g.hidden, kv * hd, g.bias);
+        }
+    }
+    linear(out, &format!("{p}.o_proj"), g.heads * hd, g.hidden, g.bias);
+}
+
+/// One decoder layer (`Gemma4TextDecoderLayer.__init__`): attention, the dense MLP (twice as
+/// wide on a kv-shared layer under `use_double_wide_mlp`, `Gemma4TextMLP`), four norms, the
+/// per-layer-input gate and projection when `hidden_size_per_layer_input` is non-zero, and,
+/// with `enable_moe_block`, a router (`proj`, `scale`, `per_expert_scale`), packed experts and
+/// three more norms. `layer_scalar` is a buffer, not a parameter.
+fn layer(out: &mut Vec<NamedTensor>, g: &Geometry, i: usize) {
+    let p = format!("model.layers.{i}");
+    attention(out, g, i, &format!("{p}.self_attn"));
+    let shared = (i as u64) >= g.layers - g.kv_shared;
+    let ffn = g.ffn * if g.double_wide && shared { 2 } else { 1 };
+    linear(out, &format!("{p}.mlp.gate_proj"), g.hidden, ffn, false);
+    linear(out, &format!("{p}.mlp.up_proj"), g.hidden, ffn, false);
+    linear(out, &format!("{p}.mlp.down_proj"), ffn, g.hidden, false);
+    for n in [
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    ] {
+        norm(out, &format!("{p}.{n}"), g.hidden);
+    }
+    if g.ple > 0 {
+        linear(
+            out,
+            &format!("{p}.per_layer_input_gate"),
+            g.hidden,
+            g.ple,
+            false,
+        );
+        linear(
+            out,
+            &format!("{p}.per_layer_projection"),
+            g.ple,
+            g.hidden,
+            false,
+        );
+        norm(out, &format!("{p}.post_per_layer_input_norm"), g.hidden);
+    }
+    if let Some((e, m)) = g.moe {
+        linear(out, &format!("{p}.router.proj"), g.hidden, e, false);
+        out.push((format!("{p}.router.scale"), vec![g.hidden]));
+        out.push((format!("{p}.router.per_expert_scale"), vec![e]));
+        out.push((
+            format!("{p}.experts.gate_up_proj"),
+            vec![e, 2 * m, g.hidden],
+        ));
+        out.push((format!("{p}.experts.down_proj"), vec![e, g.hidden, m]));
+        for n in [
+            "post_feedforward_layernorm_1",
+            "post_feedforward_layernorm_2",
+            "pre_feedforward_layernorm_2",
+        ] {
+            norm(out, &format!("{p}.{n}"), g.hidden);
+        }
+    }
+}
+
+/// Every parameter tensor of `Gemma4ForCausalLM` built from a `gemma4_text` config object
+/// (`Gemma4TextModel.__init__`: `embed_tokens`, the layers, `norm`, and with
+/// `hidden_size_per_layer_input` the packed `embed_tokens_per_layer`
+/// `[vocab_size_per_layer_input, layers · per_layer]`, `per_layer_model_projection` and
+/// `per_layer_projection_norm`; `Gemma4ForCausalLM`: `lm_head`, absent when tied, the default).
+pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedTensor>> {
+    let g = geometry(&Cfg { obj, origin })?;
+    let mut out = Vec::new();
+    out.push(("model.embed_tokens.weight".into(), vec![g.vocab, g.hidden]));
+    if g.ple > 0 {
+        let packed = g.layers * g.ple;
+        out.push((
+            "model.embed_tokens_per_layer.weight".into(),
+            vec![g.ple_vocab, packed],
+        ));
+        linear(
+            &mut out,
+            "model.per_layer_model_projection",
+            g.hidden,
+            packed,
+            false,
+        );
+        norm(&mut out, "model.per_layer_projection_norm", g.ple);
+    }
+    for i in 0..g.full.len() {
+        layer(&mut out, &g, i);
+    }
+    norm(&mut out, "model.norm", g.hidden);
+    if !g.tied {
+        out.push(("lm_head.weight".into(), vec![g.vocab, g.hidden]));
+    }
+    Ok(out)
+}
+
+/// The parameter count of [`text_tensors`].
+pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
+    Ok(text_tensors(obj, origin)?
+        .iter()
+        .map(|(_, s)| s.iter().product::<u64>())
+        .sum())
+}
+
+/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
+/// `tokens` tokens have passed (transformers 5.24, `cache_utils.py`): `get_layer_types_and_kwargs`
+/// makes each kv-sharing consumer (`kv_sharing_modes == "reuse"`) a `DummyLayer` that stores
+/// nothing; a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last
+/// `sliding_window - 1` tokens; a full layer (`DynamicLayer`) keeps all of them. Keys and values
+/// are separate tensors of `[batch, kv_heads, tokens, head_dim]` even when `attention_k_eq_v`
+/// (`Gemma4TextAttention.forward` normalises the value copy with `v_norm`).
+pub fn dynamic_cache_elements(
+    obj: &Map<String, Value>,
+    origin: &str,
+    batch: u64,
+    tokens: u64,
+) -> Result<u64> {
+    let g = geometry(&Cfg { obj, origin })?;
+    let owners = g.layers - g.kv_shared;
+    let mut total: u64 = 0;
+    for (i, full) in g.full.iter().enumerate().take(owners as usize) {
+        let (kv, hd, kept) = if *full {
+            (
+                g.global_kv_heads.unwrap_or(g.kv_heads),
+                g.global_head_dim,
+                tokens,
+            )
+        } else {
+            (g.kv_heads, g.head_dim, tokens.min(g.sliding_window - 1))
+        };
+        let layer = [2, batch, kv, kept, hd]
+            .iter()
+            .try_fold(1u64, |a, b| a.checked_mul(*b))
+            .ok_or_else(|| {
+                field_err(
+                    origin,
+                    "sliding_window",
+                    format!("layer {i}: cache size overflows"),
+                )
+            })?;
+        total = total.saturating_add(layer);
+    }
+    Ok(total)
+}
+
+/// The one-line refusal for a Gemma 4 config (`gemma4` with its `text_config`, or
+/// `gemma4_text`): the exact language-model count and what the estimator does not model.
+pub(crate) fn refuse(top: &Map<String, Value>, top_type: &str, origin: &str) -> FormatError {
+    let text = if top_type == "gemma4" {
+        match top.get("text_config").and_then(Value::as_object) {
+            Some(t) => t,
+            None => {
+                return FormatError::Unsupported {
+                    path: origin.to_string(),
+                    reason: "gemma4 config without text_config is not read".into(),
+                }
+            }
+        }
+    } else {
+        top
+    };
+    let count = match text_params(text, origin) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let towers = if top_type == "gemma4" {
+        " and the vision/audio towers"
+    } else {
+        ""
+    };
+    FormatError::Unsupported {
+        path: origin.to_string(),
+        reason: format!(
+            "{top_type}: the language model has {count} parameters (Gemma4ForCausalLM, exact), \
+             but estimates are refused: per-layer input embeddings, kv-shared layers, \
+             keys-as-values global attention and the parallel dense+expert feed-forward{towers} \
+             are not modelled yet"
+        ),
+    }
+}

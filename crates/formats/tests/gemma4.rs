@@ -1,0 +1,179 @@
+//! Gemma 4 (`gemma4`, `gemma4_text`): the language model counted tensor by tensor as
+//! transformers 5.24 builds `Gemma4ForCausalLM`, and the one-line refusal of an estimate.
+//!
+//! Meta-device counts: `/work/main/.venv-test/bin/python` with
+//! `Gemma4ForCausalLM(Gemma4TextConfig(**cfg))` under `torch.device("meta")`,
+//! `sum(p.numel() for p in model.parameters())` (fixtures/gemma4/README.md).
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use vramscope_formats::hf_config::{gemma4, parse_config_str};
+
+fn fixture(name: &str) -> Map<String, Value> {
+    let path = format!(
+        "{}/tests/fixtures/gemma4/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Gemma-4-E2B's text config. transformers on the meta device: 4,628,569,344.
+/// By hand (`modeling_gemma4.py`): 35 layers, full at 4, 9, …, 34; layers 15–34 reuse kv.
+/// - top: embed 262144·1536 = 402,653,184; per-layer embed 262144·(35·256) = 2,348,810,240;
+///   per_layer_model_projection 1536·8960 = 13,762,560; per-layer norm 256; final norm 1536
+///   → 2,765,227,776
+/// - attention, sliding, own kv (12 layers): q 1536·2048, o 2048·1536, k and v 2·1536·256,
+///   q/k norms 2·256: 7,078,400 each
+/// - full, own kv (3 layers, head 512): q and o 2·1536·4096, k and v 2·1536·512, norms
+///   2·512: 14,156,800 each
+/// - sliding shared (16 layers): q and o 2·3,145,728, q norm 256: 6,291,712 each
+/// - full shared (4 layers): q and o 2·6,291,456, q norm 512: 12,583,424 each
+/// - attention sum: 84,940,800 + 42,470,400 + 100,667,392 + 50,333,696 = 278,412,288
+/// - MLP: 15 · 3·1536·6144 = 424,673,280; 20 shared, double wide, 20 · 3·1536·12288 =
+///   1,132,462,080
+/// - per layer: 4 norms 6,144, PLE gate and projection 2·1536·256, PLE norm 1536: 794,112,
+///   times 35 is 27,793,920
+/// - total 2,765,227,776 + 278,412,288 + 1,557,135,360 + 27,793,920 = 4,628,569,344
+#[test]
+fn gemma4_e2b_text_counts_as_transformers() {
+    let cfg = fixture("gemma-4-e2b-text.json");
+    assert_eq!(gemma4::text_params(&cfg, "e2b").unwrap(), 4_628_569_344);
+}
+
+/// A tiny config exercising what E2B does not: keys-as-values global layers with their own kv
+/// head count, attention biases, the expert block, no per-layer inputs, an untied head, and a
+/// last layer forced to full attention. transformers on the meta device: 582,536.
+/// By hand (biases included):
+/// - embed and head 2·64,000, final norm 64: 128,064
+/// - sliding, own kv (layers 0, 1, 3): q 4,160, k 2,080, v 2,080, o 4,160, norms 32:
+///   12,512 each, 37,536
+/// - full, own kv (layer 2; head 32, one kv head, no v): q 8,320, k 2,080, o 8,256, norms 64:
+///   18,720
+/// - sliding shared (layer 4): 8,336; full shared (layer 5, forced full): 16,608
+/// - MLP 3·64·128 · 6 = 147,456; layer norms 256 · 6 = 1,536
+/// - experts per layer: router 256, scale 64, per-expert scale 4, gate_up 4·96·64, down
+///   4·64·48, three norms 192: 37,380 · 6 = 224,280
+/// - total 582,536
+#[test]
+fn gemma4_tiny_moe_k_eq_v_counts_as_transformers() {
+    let cfg = fixture("tiny-moe-keqv-text.json");
+    assert_eq!(gemma4::text_params(&cfg, "tiny").unwrap(), 582_536);
+}
+
+/// Every tensor name and shape equals `model.named_parameters()` on the meta device
+/// (`tiny-moe-keqv-tensors.json`, written by transformers 5.24).
+#[test]
+fn gemma4_tensor_names_and_shapes_match_transformers() {
+    let cfg = fixture("tiny-moe-keqv-text.json");
+    let ours: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, "tiny")
+        .unwrap()
+        .into_iter()
+        .collect();
+    let theirs: BTreeMap<String, Vec<u64>> =
+        serde_json::from_value(Value::Object(fixture("tiny-moe-keqv-tensors.json"))).unwrap();
+    assert_eq!(ours, theirs);
+}
+
+/// The reader refuses an estimate in one line that carries the exact count and names what is
+/// not modelled (the towers too, for the multimodal wrapper).
+#[test]
+fn gemma4_is_refused_with_its_count() {
+    let text = serde_json::to_string(&fixture("gemma-4-e2b-text.json")).unwrap();
+    let err = parse_config_str(&text, "e2b").unwrap_err().to_string();
+    assert!(err.contains("4628569344 parameters"), "{err}");
+    assert!(err.contains("per-layer input embeddings"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+    let wrapped = format!(r#"{{"model_type": "gemma4", "text_config": {text}}}"#);
+    let err = parse_config_str(&wrapped, "e2b").unwrap_err().to_string();
+    assert!(err.contains("4628569344 parameters"), "{err}");
+    assert!(err.contains("vision/audio towers"), "{err}");
+}
+
+/// Bad input: sharing every cache-producing full layer away is refused, as transformers
+/// raises in `kv_sharing_modes`; an expert block without `num_experts` names the field.
+#[test]
+fn gemma4_bad_configs_are_refused() {
+    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    cfg.insert("num_kv_shared_layers".into(), 4.into());
+    let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
+    assert!(err.contains("num_kv_shared_layers"), "{err}");
+    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    cfg.remove("num_experts");
+    let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
+    assert!(err.contains("num_experts"), "{err}");
+}
+
+/// The defaults-table row (`fixtures/defaults/transformers-5.24.0.json`, `gemma4_text`, written
+/// by `read_defaults.py` from `Gemma4TextConfig()` on the meta device): the class-default count,
+/// layer 0's tensors, and each layer's head size — 512 (`global_head_dim`) exactly where
+/// transformers builds a layer without a sliding window, 256 elsewhere.
+#[test]
+fn gemma4_text_class_defaults_match_the_table_row() {
+    let path = format!(
+        "{}/tests/fixtures/defaults/transformers-5.24.0.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let table: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model_type"] == "gemma4_text")
+        .unwrap();
+    let empty: Map<String, Value> =
+        serde_json::from_str(r#"{"model_type": "gemma4_text"}"#).unwrap();
+    let tensors: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&empty, "defaults")
+        .unwrap()
+        .into_iter()
+        .collect();
+    let count: u64 = tensors.values().map(|s| s.iter().product::<u64>()).sum();
+    assert_eq!(count, row["params"].as_u64().unwrap());
+    assert_eq!(row["tie_word_embeddings"], true);
+    assert!(!tensors.contains_key("lm_head.weight"));
+    let layer0: BTreeMap<String, Vec<u64>> = tensors
+        .iter()
+        .filter_map(|(n, s)| Some((n.strip_prefix("model.layers.0.")?.to_string(), s.clone())))
+        .collect();
+    let theirs: BTreeMap<String, Vec<u64>> = serde_json::from_value(row["layer0"].clone()).unwrap();
+    assert_eq!(layer0, theirs);
+    for (i, w) in row["layer_windows"].as_array().unwrap().iter().enumerate() {
+        let q_norm = &tensors[&format!("model.layers.{i}.self_attn.q_norm.weight")];
+        assert_eq!(q_norm[0], if w.is_null() { 512 } else { 256 }, "layer {i}");
+    }
+}
+
+/// The `DynamicCache` after a prefill, as measured on the CPU with transformers 5.24 (the tiny
+/// config with `sliding_window: 8` and `hidden_size_per_layer_input: 4` — per-layer inputs do
+/// not touch the cache, and 5.24 fails on kv sharing without them — batch 2, 20 tokens, then
+/// one more: the cache layers' `keys.numel() + values.numel()` summed, 5,248 then 5,376;
+/// layers are DynamicSlidingWindowLayer ×2, DynamicLayer, DynamicSlidingWindowLayer,
+/// DummyLayer ×2). By hand: sliding owners 0, 1, 3 keep min(20, 8 − 1) = 7 tokens,
+/// 2·2·2·7·16 = 896 each; the full owner 2 (one global kv head of 32) 2·2·1·20·32 = 2,560;
+/// layers 4 and 5 reuse → 3·896 + 2,560 = 5,248; a token more: 2,688 + 2·2·21·32 = 5,376.
+#[test]
+fn gemma4_dynamic_cache_matches_transformers() {
+    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    cfg.insert("sliding_window".into(), 8.into());
+    assert_eq!(
+        gemma4::dynamic_cache_elements(&cfg, "t", 2, 20).unwrap(),
+        5_248
+    );
+    assert_eq!(
+        gemma4::dynamic_cache_elements(&cfg, "t", 2, 21).unwrap(),
+        5_376
+    );
+}
+
+/// E2B, one sequence of 4,096 tokens: only layers 0–14 hold a cache. 12 sliding layers keep
+/// 511 tokens of one 256-wide kv head: 2·511·256 = 261,632 each, 3,139,584; 3 full layers keep
+/// 4,096 of one 512-wide head: 2·4096·512 = 4,194,304 each, 12,582,912 → 15,722,496 elements
+/// (31.4 MB in bf16), where 35 layers without sharing would hold far more.
+#[test]
+fn gemma4_e2b_cache_by_hand() {
+    let cfg = fixture("gemma-4-e2b-text.json");
+    assert_eq!(
+        gemma4::dynamic_cache_elements(&cfg, "e2b", 1, 4096).unwrap(),
+        15_722_496
+    );
+}

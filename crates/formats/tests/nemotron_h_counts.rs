@@ -9,15 +9,14 @@
 //! sum(p.numel() for p in m.parameters())
 //! ```
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/hybrid/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("hybrid", &format!("{name}.json"))
 }
 
 /// One `NemotronHMamba2Mixer` block with its norm: `d = heads · head_dim`, `conv = d + 2·g·n`;

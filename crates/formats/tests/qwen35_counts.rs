@@ -13,15 +13,16 @@
 //!
 //! (`fixtures/defaults/count_fixtures.py` gives the same two numbers.)
 
+mod common;
+
+use common::shape;
+
 use vramscope_core::model::{Head, Mlp, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
-use vramscope_formats::model_source::{load_model, LoadedModel};
+use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/qwen35/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("qwen35", &format!("{name}.json"))
 }
 
 /// The Qwen3-VL vision tower without DeepStack (`Qwen3_5VisionModel`): width 1152, 27 blocks,
@@ -41,16 +42,6 @@ fn vision(out: u64) -> u64 {
     assert_eq!(block, 15_239_504);
     let merger = 2 * 1152 + (4608 * 4608 + 4608) + (4608 * out + out);
     1536 * 1152 + 1152 + 2304 * 1152 + 27 * block + merger
-}
-
-fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
-    let inv = m.inventory.as_ref().unwrap();
-    inv.tensors
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no tensor {name}"))
-        .shape
-        .clone()
 }
 
 /// Qwen/Qwen3.5-27B: h 5120, 64 layers, every 4th full attention (16), 48 gated DeltaNet; a

@@ -1,6 +1,7 @@
 //! Helpers shared by this crate's integration tests.
 
 #[path = "../../../core/tests/common/shared_dir.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses it.
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
@@ -54,4 +55,12 @@ pub fn fuzz_config_fields(
             let _ = vramscope_core::inventory::build_inventory(&p.spec);
         }
     }
+}
+
+/// The shape of the named tensor in `m`'s inventory; panics naming it when it is missing.
+#[allow(dead_code)]
+pub fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
+    let inv = m.inventory.as_ref().expect("an inventory");
+    let t = inv.get(name).unwrap_or_else(|| panic!("no tensor {name}"));
+    t.shape.clone()
 }

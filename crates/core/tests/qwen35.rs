@@ -26,10 +26,7 @@ fn config(name: &str) -> Value {
 #[test]
 fn dense_27b_kv_and_state() {
     let config = config("qwen3.5-27b");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 268_435_456 + 154_927_104);
-    assert_eq!(kv(2, 4096), 2 * (268_435_456 + 154_927_104));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 268_435_456);
+    measured::assert_cache_split(&config, 2, 268_435_456, 154_927_104);
     let note = measured::constant_state_note(&config, 262_144);
     assert!(
         note.contains("48 gated DeltaNet (linear-attention) layers"),
@@ -45,9 +42,7 @@ fn dense_27b_kv_and_state() {
 #[test]
 fn moe_35b_a3b_kv_and_state() {
     let config = config("qwen3.5-35b-a3b");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 83_886_080 + 64_880_640);
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 83_886_080);
+    measured::assert_cache_split(&config, 1, 83_886_080, 64_880_640);
     let note = measured::constant_state_note(&config, 262_144);
     assert!(
         note.contains("30 gated DeltaNet (linear-attention) layers"),

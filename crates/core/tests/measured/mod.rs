@@ -119,3 +119,20 @@ pub fn constant_state_note(config: &Value, max_positions: u64) -> String {
         .find(|n| n.contains("does not grow with context"))
         .unwrap_or_else(|| panic!("no constant-state note"))
 }
+
+/// Asserts how `config`'s bf16 inference cache splits: at 4,096 tokens one sequence holds
+/// `kv_4096` of attention KV plus `state` of constant recurrent state, `batch` sequences hold
+/// `batch` times that, and doubling the context adds only the attention part.
+pub fn assert_cache_split(config: &Value, batch: u64, kv_4096: u64, state: u64) {
+    let kv = |batch: u64, seq: u64| kv_cache(config, batch, seq);
+    assert_eq!(kv(1, 4096), kv_4096 + state);
+    assert_eq!(kv(batch, 4096), batch * (kv_4096 + state));
+    assert_eq!(kv(1, 8192) - kv(1, 4096), kv_4096);
+}
+
+/// Asserts that `note` says every one of `parts`.
+pub fn assert_says(note: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(note.contains(part), "{part:?} not in {note}");
+    }
+}

@@ -15,7 +15,7 @@ use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::{load_model, model_of_config, LoadedModel};
 
 fn fixture(name: &str) -> String {
-    common::fixture_path("season", &name)
+    common::fixture_path("season", name)
 }
 
 fn load(name: &str) -> LoadedModel {

@@ -44,14 +44,7 @@ fn ai21_jamba_1_5_mini() {
     let m = load_model(&fixture("ai21-jamba-1.5-mini")).unwrap();
     assert_eq!(m.params_total, total);
     let spec = m.spec.as_ref().unwrap();
-    let attention: Vec<usize> = spec
-        .decoder
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.attention.kind.state_space().is_none())
-        .map(|(i, _)| i)
-        .collect();
+    let attention = common::attention_layers(&m);
     assert_eq!(attention, vec![4, 12, 20, 28]);
     for (i, l) in spec.decoder.layers.iter().enumerate() {
         assert_eq!(matches!(l.mlp, Mlp::Moe(_)), i % 2 == 1, "layer {i}");

@@ -49,14 +49,7 @@ fn qwen3_next_80b_a3b_instruct() {
     let m = load_model(&fixture("qwen3-next-80b-a3b-instruct")).unwrap();
     assert_eq!(m.params_total, total);
     let spec = m.spec.as_ref().unwrap();
-    let full: Vec<usize> = spec
-        .decoder
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.attention.kind.state_space().is_none())
-        .map(|(i, _)| i)
-        .collect();
+    let full = common::attention_layers(&m);
     assert_eq!(full, (0..12).map(|k| 4 * k + 3).collect::<Vec<_>>());
     assert!(spec
         .decoder

@@ -64,3 +64,12 @@ pub fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
     let t = inv.get(name).unwrap_or_else(|| panic!("no tensor {name}"));
     t.shape.clone()
 }
+
+/// The indices of `m`'s decoder layers whose token mixer is attention (no state-space mixer).
+#[allow(dead_code)]
+pub fn attention_layers(m: &LoadedModel) -> Vec<usize> {
+    let spec = m.spec.as_ref().expect("a spec");
+    let layers = spec.decoder.layers.iter().enumerate();
+    let attention = layers.filter(|(_, l)| l.attention.kind.state_space().is_none());
+    attention.map(|(i, _)| i).collect()
+}

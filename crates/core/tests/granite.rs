@@ -6,11 +6,7 @@ mod measured;
 use serde_json::{json, Value};
 
 fn config(name: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/granite/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture(&format!("granite/{name}.json"))
 }
 
 /// The estimate of a tiny model's measured fp32 AdamW step (batch 2 × seq 256) with

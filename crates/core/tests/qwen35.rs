@@ -10,11 +10,7 @@ mod measured;
 use serde_json::Value;
 
 fn config(name: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/qwen35/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture(&format!("qwen35/{name}.json"))
 }
 
 /// Qwen3.5-27B. Per token, each of the 16 attention layers caches K and V of 4 heads × 256:

@@ -83,11 +83,17 @@ pub fn worst(file: &str, min: usize) -> f64 {
 
 /// A real config of `crates/formats/tests/fixtures/hybrid/` (sources in its README).
 pub fn hybrid_config(name: &str) -> Value {
+    formats_fixture(&format!("hybrid/{name}.json"))
+}
+
+/// The JSON file `crates/formats/tests/fixtures/<rel>` (real configs; sources in the READMEs).
+pub fn formats_fixture(rel: &str) -> Value {
     let path = format!(
-        "{}/../formats/tests/fixtures/hybrid/{name}.json",
+        "{}/../formats/tests/fixtures/{rel}",
         env!("CARGO_MANIFEST_DIR")
     );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The bf16 inference cache (KV plus any recurrent state) the estimate holds for `config` at

@@ -316,9 +316,8 @@ fn cpu_generate_call_peak() {
         let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
         let (mut start, mut peak) = (None, 0);
         common::replay_each(&mut a, &s, |a, e| {
-            match e {
-                Event::Phase(Phase::Forward(0)) => start = Some(a.stats().allocated_bytes.current),
-                _ => {}
+            if e == Event::Phase(Phase::Forward(0)) {
+                start = Some(a.stats().allocated_bytes.current);
             }
             peak = peak.max(a.stats().allocated_bytes.current);
         });

@@ -101,12 +101,9 @@ fn the_stream_peaks_as_measured() {
         let mut a = vramscope_core::allocator::Allocator::new(&Default::default(), u64::MAX);
         let (mut start, mut peak, mut inside) = (0, 0, false);
         common::replay_each(&mut a, &s, |a, e| {
-            match e {
-                Event::Phase(Phase::ZeroGrad(1)) => {
-                    inside = true;
-                    start = a.stats().allocated_bytes.current;
-                }
-                _ => {}
+            if e == Event::Phase(Phase::ZeroGrad(1)) {
+                inside = true;
+                start = a.stats().allocated_bytes.current;
             }
             if inside {
                 peak = peak.max(a.stats().allocated_bytes.current);

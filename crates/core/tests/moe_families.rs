@@ -8,7 +8,7 @@ mod measured;
 use serde_json::{json, Value};
 
 fn fixture(path: &str) -> Value {
-    measured::formats_fixture(&format!("{path}"))
+    measured::formats_fixture(path)
 }
 
 use measured::run;

@@ -314,22 +314,13 @@ fn cpu_generate_call_peak() {
             .unwrap()
             .unwrap();
         let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-        let mut handles = vec![None; s.ids()];
         let (mut start, mut peak) = (None, 0);
-        for e in &s.events {
-            match *e {
-                Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-                Event::Free { id } => {
-                    if let Some(h) = handles[id as usize].take() {
-                        a.free(h);
-                    }
-                }
-                Event::EmptyCache => a.empty_cache(),
-                Event::Phase(Phase::Forward(0)) => start = Some(a.stats().allocated_bytes.current),
-                Event::Phase(_) => {}
+        common::replay_each(&mut a, &s, |a, e| {
+            if e == Event::Phase(Phase::Forward(0)) {
+                start = Some(a.stats().allocated_bytes.current);
             }
             peak = peak.max(a.stats().allocated_bytes.current);
-        }
+        });
         let got = peak - start.unwrap();
         let want = run["peak_over_call_start"].as_u64().unwrap();
         let err = (got as f64 - want as f64) / want as f64;
@@ -365,17 +356,9 @@ fn long_generation_peaks_in_decode() {
 fn step_peak_over_start(s: &Stream, step: u8) -> (u64, u64) {
     use vramscope_core::allocator::{Allocator, AllocatorConfig};
     let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    let mut handles = vec![None; s.ids()];
     let (mut start, mut peak, mut inside) = (0, 0, false);
-    for e in &s.events {
-        match *e {
-            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
+    common::replay_each(&mut a, s, |a, e| {
+        match e {
             Event::Phase(Phase::ZeroGrad(_)) => inside = false,
             Event::Phase(Phase::Forward(n)) if n == step && !inside => {
                 inside = true;
@@ -384,12 +367,12 @@ fn step_peak_over_start(s: &Stream, step: u8) -> (u64, u64) {
             Event::Phase(Phase::Forward(n) | Phase::Backward(n) | Phase::Optimizer(n)) => {
                 inside = n == step
             }
-            Event::Phase(_) => {}
+            _ => {}
         }
         if inside {
             peak = peak.max(a.stats().allocated_bytes.current);
         }
-    }
+    });
     (start, peak - start)
 }
 

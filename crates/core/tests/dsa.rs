@@ -8,11 +8,7 @@ mod measured;
 use serde_json::Value;
 
 fn config(name: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/dsa/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture(&format!("dsa/{name}.json"))
 }
 
 /// DeepSeek-V3.2-Exp in transformers: `AXK1Attention.forward` caches the latent still

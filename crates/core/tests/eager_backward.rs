@@ -9,6 +9,7 @@
 //! saved. Before these mechanisms the estimate was −17.5 % (no checkpointing) and −16.7 %
 //! (checkpointing) under the measured peaks net of the cuBLAS workspaces.
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};
@@ -98,27 +99,16 @@ fn the_stream_peaks_as_measured() {
             .unwrap()
             .unwrap();
         let mut a = vramscope_core::allocator::Allocator::new(&Default::default(), u64::MAX);
-        let mut handles = vec![None; s.ids()];
         let (mut start, mut peak, mut inside) = (0, 0, false);
-        for e in &s.events {
-            match *e {
-                Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-                Event::Free { id } => {
-                    if let Some(h) = handles[id as usize].take() {
-                        a.free(h);
-                    }
-                }
-                Event::EmptyCache => a.empty_cache(),
-                Event::Phase(Phase::ZeroGrad(1)) => {
-                    inside = true;
-                    start = a.stats().allocated_bytes.current;
-                }
-                Event::Phase(_) => {}
+        common::replay_each(&mut a, &s, |a, e| {
+            if e == Event::Phase(Phase::ZeroGrad(1)) {
+                inside = true;
+                start = a.stats().allocated_bytes.current;
             }
             if inside {
                 peak = peak.max(a.stats().allocated_bytes.current);
             }
-        }
+        });
         let got = peak - start;
         let err = (got as f64 - want as f64) / want as f64;
         println!(

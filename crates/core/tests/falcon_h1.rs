@@ -23,11 +23,8 @@ fn config() -> Value {
 #[test]
 fn kv_in_every_layer_and_state_in_every_mixer() {
     let config = config();
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 75_497_472 + 14_671_872);
-    assert_eq!(kv(2, 4096), 2 * (75_497_472 + 14_671_872));
     // Doubling the context doubles only the attention part.
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 75_497_472);
+    measured::assert_cache_split(&config, 2, 75_497_472, 14_671_872);
 }
 
 /// fit says the 36 mixers' state (14,671,872 B = 13.99 MiB per sequence) is constant in
@@ -35,9 +32,14 @@ fn kv_in_every_layer_and_state_in_every_mixer() {
 #[test]
 fn fit_says_the_mixers_state_is_constant() {
     let note = measured::constant_state_note(&config(), 16_384);
-    assert!(note.contains("36 layers' state-space mixers"), "{note}");
-    assert!(note.contains("13.99 MiB"), "{note}");
-    assert!(note.contains("36 layers' attention KV cache"), "{note}");
+    measured::assert_says(
+        &note,
+        &[
+            "36 layers' state-space mixers",
+            "13.99 MiB",
+            "36 layers' attention KV cache",
+        ],
+    );
 }
 
 /// Training: `attention: eager` runs the mixers' torch path, `sdpa` the fused mamba_ssm kernel;

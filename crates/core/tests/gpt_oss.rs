@@ -7,11 +7,7 @@ mod measured;
 use serde_json::{json, Value};
 
 fn config() -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/unsupported/gpt-oss-20b.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture("unsupported/gpt-oss-20b.json")
 }
 
 use measured::run;

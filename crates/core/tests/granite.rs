@@ -6,11 +6,21 @@ mod measured;
 use serde_json::{json, Value};
 
 fn config(name: &str) -> Value {
+    measured::formats_fixture(&format!("granite/{name}.json"))
+}
+
+/// The estimate of a tiny model's measured fp32 AdamW step (batch 2 × seq 256) with
+/// `attention`, from the config in `validation/specs/<spec>`.
+fn tiny_fp32_step(spec: &str, attention: &str) -> vramscope_core::report::Report {
     let path = format!(
-        "{}/../formats/tests/fixtures/granite/{name}.json",
+        "{}/../../validation/specs/{spec}",
         env!("CARGO_MANIFEST_DIR")
     );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    measured::run(
+        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train", "batch": 2,
+               "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": attention}),
+    )
 }
 
 /// ibm-ai-platform/Bamba-9B (`crates/formats/tests/fixtures/granite/bamba-9b.json`): per
@@ -23,10 +33,7 @@ fn config(name: &str) -> Value {
 #[test]
 fn bamba_kv_in_attention_layers_and_state_in_mixers() {
     let config = config("bamba-9b");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 50_331_648 + 62_777_344);
-    assert_eq!(kv(2, 4096), 2 * (50_331_648 + 62_777_344));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 50_331_648);
+    measured::assert_cache_split(&config, 2, 50_331_648, 62_777_344);
 }
 
 /// ibm-granite/granite-4.0-h-tiny: per token, 4 attention layers × K and V of 4 KV heads ×
@@ -36,9 +43,7 @@ fn bamba_kv_in_attention_layers_and_state_in_mixers() {
 #[test]
 fn granite_h_tiny_kv_and_state() {
     let config = config("granite-4.0-h-tiny");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 33_554_432 + 29_270_016);
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 33_554_432);
+    measured::assert_cache_split(&config, 1, 33_554_432, 29_270_016);
 }
 
 /// fit names the 36 mixers' constant state (29,270,016 B = 27.91 MiB per sequence) and the 4
@@ -46,9 +51,10 @@ fn granite_h_tiny_kv_and_state() {
 #[test]
 fn fit_says_the_mixers_state_is_constant() {
     let note = measured::constant_state_note(&config("granite-4.0-h-tiny"), 131_072);
-    assert!(note.contains("36 state-space layers"), "{note}");
-    assert!(note.contains("27.91 MiB"), "{note}");
-    assert!(note.contains("4 attention layers"), "{note}");
+    measured::assert_says(
+        &note,
+        &["36 state-space layers", "27.91 MiB", "4 attention layers"],
+    );
 }
 
 /// Training steps of a tiny Bamba (`validation/specs/cpu-tiny-bamba-*.json`: 4 layers, hidden
@@ -76,18 +82,7 @@ fn measured_training_steps_within_3_percent() {
 /// norm 256: 1,220,136 + 163,840 + 1,572,864 + 2,048 + 4,194,304 + 256 = 7,153,448.
 #[test]
 fn the_measured_bamba_counts_as_transformers() {
-    let spec = serde_json::from_str::<Value>(
-        &std::fs::read_to_string(format!(
-            "{}/../../validation/specs/cpu-tiny-bamba-fp32-adamw-eager.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let r = measured::run(
-        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
-        "batch": 2, "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "eager"}),
-    );
+    let r = tiny_fp32_step("cpu-tiny-bamba-fp32-adamw-eager.json", "eager");
     assert_eq!(r.model.params_total, 7_153_448);
     assert!(
         r.warnings.iter().any(|w| w.contains("torch path")),
@@ -104,18 +99,7 @@ fn the_measured_bamba_counts_as_transformers() {
 /// 256 = 5,846,824.
 #[test]
 fn the_measured_granite_counts_as_transformers() {
-    let spec = serde_json::from_str::<Value>(
-        &std::fs::read_to_string(format!(
-            "{}/../../validation/specs/cpu-tiny-granitemoehybrid-fp32-adamw-eager.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let r = measured::run(
-        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
-        "batch": 2, "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "eager"}),
-    );
+    let r = tiny_fp32_step("cpu-tiny-granitemoehybrid-fp32-adamw-eager.json", "eager");
     assert_eq!(r.model.params_total, 5_846_824);
 }
 
@@ -125,18 +109,7 @@ fn the_measured_granite_counts_as_transformers() {
 /// = 2,234,368; tied embeddings 8192·256 = 2,097,152; final norm 256: 4,331,776.
 #[test]
 fn the_measured_granitemoe_counts_as_transformers() {
-    let spec = serde_json::from_str::<Value>(
-        &std::fs::read_to_string(format!(
-            "{}/../../validation/specs/cpu-tiny-granitemoe-fp32-adamw-sdpa.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let r = measured::run(
-        json!({"model": {"hf_config": spec["hf_config"]}, "task": "train",
-        "batch": 2, "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa"}),
-    );
+    let r = tiny_fp32_step("cpu-tiny-granitemoe-fp32-adamw-sdpa.json", "sdpa");
     assert_eq!(r.model.params_total, 4_331_776);
 }
 

@@ -19,11 +19,8 @@ fn config() -> Value {
 #[test]
 fn kv_only_in_attention_layers_and_state_in_mamba_layers() {
     let config = config();
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 67_108_864 + 9_175_040);
-    assert_eq!(kv(3, 4096), 3 * (67_108_864 + 9_175_040));
     // Doubling the context doubles only the attention layers' part.
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 67_108_864);
+    measured::assert_cache_split(&config, 3, 67_108_864, 9_175_040);
 }
 
 /// fit names the 28 state-space layers, their 8.75 MiB (9,175,040 B) per sequence, and that
@@ -31,9 +28,10 @@ fn kv_only_in_attention_layers_and_state_in_mamba_layers() {
 #[test]
 fn fit_says_only_the_attention_layers_grow() {
     let note = measured::constant_state_note(&config(), 262_144);
-    assert!(note.contains("28 state-space layers"), "{note}");
-    assert!(note.contains("8.75 MiB"), "{note}");
-    assert!(note.contains("4 attention layers"), "{note}");
+    measured::assert_says(
+        &note,
+        &["28 state-space layers", "8.75 MiB", "4 attention layers"],
+    );
 }
 
 /// Training steps of a tiny Jamba (4 layers: Mamba + SwiGLU, attention + 4 experts, twice)

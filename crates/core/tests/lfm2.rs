@@ -22,10 +22,7 @@ fn config() -> Value {
 #[test]
 fn kv_only_in_attention_layers_and_a_conv_window_in_conv_layers() {
     let config = config();
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 50_331_648 + 122_880);
-    assert_eq!(kv(2, 4096), 2 * (50_331_648 + 122_880));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 50_331_648);
+    measured::assert_cache_split(&config, 2, 50_331_648, 122_880);
 }
 
 /// fit names the 10 short-convolution layers, their 120 KiB (122,880 B, above) per sequence,
@@ -33,12 +30,14 @@ fn kv_only_in_attention_layers_and_a_conv_window_in_conv_layers() {
 #[test]
 fn fit_says_only_the_attention_layers_grow() {
     let note = measured::constant_state_note(&config(), 128_000);
-    assert!(
-        note.contains("10 short-convolution (LFM2) layers"),
-        "{note}"
+    measured::assert_says(
+        &note,
+        &[
+            "10 short-convolution (LFM2) layers",
+            "120.0 KiB",
+            "6 attention layers",
+        ],
     );
-    assert!(note.contains("120.0 KiB"), "{note}");
-    assert!(note.contains("6 attention layers"), "{note}");
 }
 
 /// Training says which short-convolution path it estimates (transformers' torch fallback).
@@ -83,7 +82,5 @@ fn measured_moe_training_steps_within_3_percent() {
 #[test]
 fn moe_kv_and_conv_state() {
     let config = measured::hybrid_config("lfm2-8b-a1b");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 50_331_648 + 221_184);
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 50_331_648);
+    measured::assert_cache_split(&config, 1, 50_331_648, 221_184);
 }

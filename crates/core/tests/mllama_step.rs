@@ -9,11 +9,7 @@ use measured::run;
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/vlm/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture(&format!("vlm/{name}"))
 }
 
 /// Every measured mllama case (peaks net of the cuBLAS workspaces a CPU run lacks, activations

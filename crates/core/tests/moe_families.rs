@@ -8,11 +8,7 @@ mod measured;
 use serde_json::{json, Value};
 
 fn fixture(path: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/{path}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture(path)
 }
 
 use measured::run;

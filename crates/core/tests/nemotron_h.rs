@@ -29,10 +29,7 @@ fn config(name: &str) -> Value {
 #[test]
 fn nano_9b_v2_caches_kv_in_four_layers_and_state_in_27() {
     let c = config("nemotron-nano-9b-v2");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&c, batch, seq);
-    assert_eq!(kv(1, 4096), 67_108_864 + 144_211_968);
-    assert_eq!(kv(3, 4096), 3 * (67_108_864 + 144_211_968));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 67_108_864);
+    measured::assert_cache_split(&c, 3, 67_108_864, 144_211_968);
 }
 
 /// Nemotron-3-Nano-30B-A3B, bf16: 6 `*` layers of 2 KV heads × 128: 512 values · 2 B = 1,024
@@ -60,11 +57,13 @@ fn a_half_width_ssm_cache_dtype_halves_the_state() {
 #[test]
 fn fit_names_the_four_attention_layers() {
     let note = measured::constant_state_note(&config("nemotron-nano-9b-v2"), 131_072);
-    assert!(note.contains("27 state-space layers"), "{note}");
-    assert!(note.contains("137.5 MiB"), "{note}");
-    assert!(
-        note.contains("only the 4 attention layers' KV cache"),
-        "{note}"
+    measured::assert_says(
+        &note,
+        &[
+            "27 state-space layers",
+            "137.5 MiB",
+            "only the 4 attention layers' KV cache",
+        ],
     );
 }
 

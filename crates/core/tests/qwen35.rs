@@ -10,11 +10,7 @@ mod measured;
 use serde_json::Value;
 
 fn config(name: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/qwen35/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measured::formats_fixture(&format!("qwen35/{name}.json"))
 }
 
 /// Qwen3.5-27B. Per token, each of the 16 attention layers caches K and V of 4 heads × 256:
@@ -26,10 +22,7 @@ fn config(name: &str) -> Value {
 #[test]
 fn dense_27b_kv_and_state() {
     let config = config("qwen3.5-27b");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 268_435_456 + 154_927_104);
-    assert_eq!(kv(2, 4096), 2 * (268_435_456 + 154_927_104));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 268_435_456);
+    measured::assert_cache_split(&config, 2, 268_435_456, 154_927_104);
     let note = measured::constant_state_note(&config, 262_144);
     assert!(
         note.contains("48 gated DeltaNet (linear-attention) layers"),
@@ -45,9 +38,7 @@ fn dense_27b_kv_and_state() {
 #[test]
 fn moe_35b_a3b_kv_and_state() {
     let config = config("qwen3.5-35b-a3b");
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 83_886_080 + 64_880_640);
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 83_886_080);
+    measured::assert_cache_split(&config, 1, 83_886_080, 64_880_640);
     let note = measured::constant_state_note(&config, 262_144);
     assert!(
         note.contains("30 gated DeltaNet (linear-attention) layers"),

@@ -21,10 +21,7 @@ fn config() -> Value {
 #[test]
 fn kv_only_in_attention_layers_and_fp32_state_in_deltanet_layers() {
     let config = config();
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config, batch, seq);
-    assert_eq!(kv(1, 4096), 100_663_296 + 77_856_768);
-    assert_eq!(kv(2, 4096), 2 * (100_663_296 + 77_856_768));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), 100_663_296);
+    measured::assert_cache_split(&config, 2, 100_663_296, 77_856_768);
 }
 
 /// fit names the 36 gated DeltaNet layers, their 74.25 MiB (77,856,768 B, above) per sequence,
@@ -32,12 +29,14 @@ fn kv_only_in_attention_layers_and_fp32_state_in_deltanet_layers() {
 #[test]
 fn fit_says_only_the_attention_layers_grow() {
     let note = measured::constant_state_note(&config(), 262_144);
-    assert!(
-        note.contains("36 gated DeltaNet (linear-attention) layers"),
-        "{note}"
+    measured::assert_says(
+        &note,
+        &[
+            "36 gated DeltaNet (linear-attention) layers",
+            "74.25 MiB",
+            "12 attention layers",
+        ],
     );
-    assert!(note.contains("74.25 MiB"), "{note}");
-    assert!(note.contains("12 attention layers"), "{note}");
 }
 
 /// A tiny Qwen3-Next's AdamW steps with SDPA, fp32 at seq 256 (whole 64-token chunks) and 200

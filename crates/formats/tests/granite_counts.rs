@@ -9,6 +9,10 @@
 //! sum(p.numel() for p in m.parameters())
 //! ```
 
+mod common;
+
+use common::shape as shape_of;
+
 use vramscope_core::model::{Mlp, Positions, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::{load_model, LoadedModel};
@@ -19,16 +23,6 @@ fn load(name: &str) -> LoadedModel {
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap()
-}
-
-fn shape_of(m: &LoadedModel, name: &str) -> Vec<u64> {
-    let inv = m.inventory.as_ref().unwrap();
-    inv.tensors
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no tensor {name}"))
-        .shape
-        .clone()
 }
 
 /// One Mamba2 mixer (`BambaMixer`, `GraniteMoeHybridMambaLayer`) of width h, inner d = 2h,

@@ -8,15 +8,14 @@
 //! sum(p.numel() for p in m.parameters())
 //! ```
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/hybrid/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("hybrid", &format!("{name}.json"))
 }
 
 /// One Jamba Mamba mixer: in_proj `2d·h`, conv1d `d·k + d`, x_proj `(r + 2n)·d`, dt_proj `d·r +
@@ -45,14 +44,7 @@ fn ai21_jamba_1_5_mini() {
     let m = load_model(&fixture("ai21-jamba-1.5-mini")).unwrap();
     assert_eq!(m.params_total, total);
     let spec = m.spec.as_ref().unwrap();
-    let attention: Vec<usize> = spec
-        .decoder
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.attention.kind.state_space().is_none())
-        .map(|(i, _)| i)
-        .collect();
+    let attention = common::attention_layers(&m);
     assert_eq!(attention, vec![4, 12, 20, 28]);
     for (i, l) in spec.decoder.layers.iter().enumerate() {
         assert_eq!(matches!(l.mlp, Mlp::Moe(_)), i % 2 == 1, "layer {i}");
@@ -60,29 +52,28 @@ fn ai21_jamba_1_5_mini() {
     let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
     assert_eq!(ssm.version, SsmVersion::Jamba);
     assert_eq!((ssm.d_inner, ssm.d_state, ssm.dt_rank), (8192, 16, 256));
-    let inv = m.inventory.as_ref().unwrap();
-    for (name, shape) in [
-        ("model.embed_tokens.weight", vec![65_536, 4_096]),
-        ("model.layers.0.mamba.in_proj.weight", vec![16_384, 4_096]),
-        ("model.layers.0.mamba.dt_layernorm.weight", vec![256]),
-        ("model.layers.0.mamba.b_layernorm.weight", vec![16]),
-        (
-            "model.layers.0.feed_forward.down_proj.weight",
-            vec![4_096, 14_336],
-        ),
-        ("model.layers.1.feed_forward.router.weight", vec![16, 4_096]),
-        (
-            "model.layers.1.feed_forward.experts.15.up_proj.weight",
-            vec![14_336, 4_096],
-        ),
-        ("model.layers.4.self_attn.k_proj.weight", vec![1_024, 4_096]),
-        ("model.layers.4.pre_ff_layernorm.weight", vec![4_096]),
-        ("model.final_layernorm.weight", vec![4_096]),
-        ("lm_head.weight", vec![65_536, 4_096]),
-    ] {
-        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            ("model.embed_tokens.weight", vec![65_536, 4_096]),
+            ("model.layers.0.mamba.in_proj.weight", vec![16_384, 4_096]),
+            ("model.layers.0.mamba.dt_layernorm.weight", vec![256]),
+            ("model.layers.0.mamba.b_layernorm.weight", vec![16]),
+            (
+                "model.layers.0.feed_forward.down_proj.weight",
+                vec![4_096, 14_336],
+            ),
+            ("model.layers.1.feed_forward.router.weight", vec![16, 4_096]),
+            (
+                "model.layers.1.feed_forward.experts.15.up_proj.weight",
+                vec![14_336, 4_096],
+            ),
+            ("model.layers.4.self_attn.k_proj.weight", vec![1_024, 4_096]),
+            ("model.layers.4.pre_ff_layernorm.weight", vec![4_096]),
+            ("model.final_layernorm.weight", vec![4_096]),
+            ("lm_head.weight", vec![65_536, 4_096]),
+        ],
+    );
 }
 
 /// The tiny Jamba measured on the CPU (`validation/specs/cpu-tiny-jamba-*.json`): h 256, d 512,
@@ -183,29 +174,15 @@ fn jamba_fields_fuzzed_never_panic() {
         "[]",
         "{}",
     ];
-    let mut seed = 7u64;
-    for _ in 0..2000 {
-        let mut obj = serde_json::Map::new();
-        obj.insert("model_type".into(), "jamba".into());
-        obj.insert("hidden_size".into(), 64.into());
-        obj.insert("num_hidden_layers".into(), 4.into());
-        obj.insert("num_attention_heads".into(), 4.into());
-        obj.insert("num_key_value_heads".into(), 2.into());
-        obj.insert("intermediate_size".into(), 32.into());
-        obj.insert("vocab_size".into(), 100.into());
-        for _ in 0..3 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let f = fields[(seed >> 33) as usize % fields.len()];
-            let v = values[(seed >> 13) as usize % values.len()];
-            obj.insert(f.into(), serde_json::from_str(v).unwrap());
-        }
-        let text = serde_json::Value::Object(obj).to_string();
-        if let Ok(p) = parse_config_str(&text, "c.json") {
-            let _ = vramscope_core::inventory::build_inventory(&p.spec);
-        }
-    }
+    let base = [
+        ("hidden_size", 64),
+        ("num_hidden_layers", 4),
+        ("num_attention_heads", 4),
+        ("num_key_value_heads", 2),
+        ("intermediate_size", 32),
+        ("vocab_size", 100),
+    ];
+    common::fuzz_config_fields("jamba", &base, (&fields, &values), 2000, 7);
 }
 
 /// One Falcon-H1 layer (`modeling_falcon_h1.py`): attention q `h·nh·hd`, k and v `h·kv·hd`, o
@@ -249,25 +226,25 @@ fn falcon_h1_0_5b() {
         assert_eq!((p.ssm.d_inner, p.ssm.heads, p.ssm.d_state), (1536, 24, 128));
         assert!(!p.gated_norm);
     }
+    common::assert_shapes(
+        &m,
+        &[
+            ("model.layers.0.mamba.in_proj.weight", vec![3_352, 1_024]),
+            ("model.layers.0.mamba.conv1d.weight", vec![1_792, 1, 4]),
+            ("model.layers.0.mamba.conv1d.bias", vec![1_792]),
+            ("model.layers.0.mamba.A_log", vec![24]),
+            ("model.layers.0.mamba.out_proj.weight", vec![1_024, 1_536]),
+            ("model.layers.35.self_attn.k_proj.weight", vec![128, 1_024]),
+            (
+                "model.layers.35.feed_forward.gate_proj.weight",
+                vec![2_048, 1_024],
+            ),
+            ("model.layers.0.pre_ff_layernorm.weight", vec![1_024]),
+            ("model.final_layernorm.weight", vec![1_024]),
+            ("lm_head.weight", vec![32_784, 1_024]),
+        ],
+    );
     let inv = m.inventory.as_ref().unwrap();
-    for (name, shape) in [
-        ("model.layers.0.mamba.in_proj.weight", vec![3_352, 1_024]),
-        ("model.layers.0.mamba.conv1d.weight", vec![1_792, 1, 4]),
-        ("model.layers.0.mamba.conv1d.bias", vec![1_792]),
-        ("model.layers.0.mamba.A_log", vec![24]),
-        ("model.layers.0.mamba.out_proj.weight", vec![1_024, 1_536]),
-        ("model.layers.35.self_attn.k_proj.weight", vec![128, 1_024]),
-        (
-            "model.layers.35.feed_forward.gate_proj.weight",
-            vec![2_048, 1_024],
-        ),
-        ("model.layers.0.pre_ff_layernorm.weight", vec![1_024]),
-        ("model.final_layernorm.weight", vec![1_024]),
-        ("lm_head.weight", vec![32_784, 1_024]),
-    ] {
-        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
     assert!(inv.get("model.layers.0.mamba.norm.weight").is_none());
 }
 
@@ -406,34 +383,16 @@ fn falcon_h1_fields_fuzzed_never_panic() {
         "true",
         "[]",
     ];
-    let mut seed = 11u64;
-    for _ in 0..3000 {
-        let mut obj = serde_json::Map::new();
-        obj.insert("model_type".into(), "falcon_h1".into());
-        for (k, v) in [
-            ("hidden_size", 64),
-            ("num_hidden_layers", 2),
-            ("num_attention_heads", 4),
-            ("num_key_value_heads", 2),
-            ("intermediate_size", 32),
-            ("vocab_size", 100),
-            ("mamba_d_ssm", 64),
-            ("mamba_n_heads", 4),
-            ("mamba_d_state", 8),
-        ] {
-            obj.insert(k.into(), v.into());
-        }
-        for _ in 0..3 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let f = fields[(seed >> 33) as usize % fields.len()];
-            let v = values[(seed >> 13) as usize % values.len()];
-            obj.insert(f.into(), serde_json::from_str(v).unwrap());
-        }
-        let text = serde_json::Value::Object(obj).to_string();
-        if let Ok(p) = parse_config_str(&text, "c.json") {
-            let _ = vramscope_core::inventory::build_inventory(&p.spec);
-        }
-    }
+    let base = [
+        ("hidden_size", 64),
+        ("num_hidden_layers", 2),
+        ("num_attention_heads", 4),
+        ("num_key_value_heads", 2),
+        ("intermediate_size", 32),
+        ("vocab_size", 100),
+        ("mamba_d_ssm", 64),
+        ("mamba_n_heads", 4),
+        ("mamba_d_state", 8),
+    ];
+    common::fuzz_config_fields("falcon_h1", &base, (&fields, &values), 3000, 11);
 }

@@ -10,15 +10,14 @@
 //! (`AutoConfig.for_model(type, **rest)`, `with torch.device("meta")`, the sum of
 //! `p.numel()`): 1170340608 and 8339929856.
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/hybrid/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("hybrid", &format!("{name}.json"))
 }
 
 /// LiquidAI/LFM2-1.2B (`fixtures/hybrid/lfm2-1.2b.json`): h 2048, 16 layers, attention on
@@ -57,29 +56,29 @@ fn lfm2_1_2b() {
         (SsmVersion::ShortConv, 2048, 3)
     );
     let inv = m.inventory.as_ref().unwrap();
-    for (name, shape) in [
-        ("model.embed_tokens.weight", vec![65_536, 2_048]),
-        ("model.layers.0.conv.in_proj.weight", vec![6_144, 2_048]),
-        ("model.layers.0.conv.conv.weight", vec![2_048, 1, 3]),
-        ("model.layers.0.conv.out_proj.weight", vec![2_048, 2_048]),
-        ("model.layers.0.operator_norm.weight", vec![2_048]),
-        ("model.layers.0.ffn_norm.weight", vec![2_048]),
-        ("model.layers.0.feed_forward.w1.weight", vec![8_192, 2_048]),
-        ("model.layers.0.feed_forward.w3.weight", vec![8_192, 2_048]),
-        ("model.layers.0.feed_forward.w2.weight", vec![2_048, 8_192]),
-        ("model.layers.2.self_attn.q_proj.weight", vec![2_048, 2_048]),
-        ("model.layers.2.self_attn.k_proj.weight", vec![512, 2_048]),
-        (
-            "model.layers.2.self_attn.out_proj.weight",
-            vec![2_048, 2_048],
-        ),
-        ("model.layers.2.self_attn.q_layernorm.weight", vec![64]),
-        ("model.layers.2.self_attn.k_layernorm.weight", vec![64]),
-        ("model.embedding_norm.weight", vec![2_048]),
-    ] {
-        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            ("model.embed_tokens.weight", vec![65_536, 2_048]),
+            ("model.layers.0.conv.in_proj.weight", vec![6_144, 2_048]),
+            ("model.layers.0.conv.conv.weight", vec![2_048, 1, 3]),
+            ("model.layers.0.conv.out_proj.weight", vec![2_048, 2_048]),
+            ("model.layers.0.operator_norm.weight", vec![2_048]),
+            ("model.layers.0.ffn_norm.weight", vec![2_048]),
+            ("model.layers.0.feed_forward.w1.weight", vec![8_192, 2_048]),
+            ("model.layers.0.feed_forward.w3.weight", vec![8_192, 2_048]),
+            ("model.layers.0.feed_forward.w2.weight", vec![2_048, 8_192]),
+            ("model.layers.2.self_attn.q_proj.weight", vec![2_048, 2_048]),
+            ("model.layers.2.self_attn.k_proj.weight", vec![512, 2_048]),
+            (
+                "model.layers.2.self_attn.out_proj.weight",
+                vec![2_048, 2_048],
+            ),
+            ("model.layers.2.self_attn.q_layernorm.weight", vec![64]),
+            ("model.layers.2.self_attn.k_layernorm.weight", vec![64]),
+            ("model.embedding_norm.weight", vec![2_048]),
+        ],
+    );
     assert!(inv.get("lm_head.weight").is_none(), "tied head");
     assert!(inv.get("model.layers.0.conv.conv.bias").is_none());
 }
@@ -114,23 +113,22 @@ fn lfm2_8b_a1b() {
         panic!("layer 2 is sparse");
     };
     assert_eq!((moe.experts, moe.top_k, moe.expert.ffn), (32, 4, 1792));
-    let inv = m.inventory.as_ref().unwrap();
-    for (name, shape) in [
-        ("model.layers.1.feed_forward.w1.weight", vec![7_168, 2_048]),
-        ("model.layers.2.feed_forward.gate.weight", vec![32, 2_048]),
-        (
-            "model.layers.2.feed_forward.experts.gate_up_proj",
-            vec![32, 3_584, 2_048],
-        ),
-        (
-            "model.layers.2.feed_forward.experts.down_proj",
-            vec![32, 2_048, 1_792],
-        ),
-        ("model.layers.21.self_attn.v_proj.weight", vec![512, 2_048]),
-    ] {
-        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            ("model.layers.1.feed_forward.w1.weight", vec![7_168, 2_048]),
+            ("model.layers.2.feed_forward.gate.weight", vec![32, 2_048]),
+            (
+                "model.layers.2.feed_forward.experts.gate_up_proj",
+                vec![32, 3_584, 2_048],
+            ),
+            (
+                "model.layers.2.feed_forward.experts.down_proj",
+                vec![32, 2_048, 1_792],
+            ),
+            ("model.layers.21.self_attn.v_proj.weight", vec![512, 2_048]),
+        ],
+    );
 }
 
 /// The older spellings `Lfm2Config.__post_init__` pops (`block_ff_dim` over

@@ -9,15 +9,14 @@
 //! sum(p.numel() for p in m.parameters())
 //! ```
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/hybrid/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("hybrid", &format!("{name}.json"))
 }
 
 /// One `NemotronHMamba2Mixer` block with its norm: `d = heads · head_dim`, `conv = d + 2·g·n`;
@@ -241,49 +240,66 @@ fn tiny_nemotron_h_of_the_measured_step() {
     assert_eq!(inv.params(), total);
 }
 
-/// Nemotron-H-8B-Base-8K (`fixtures/hybrid/nemotron-h-8b-base-8k.json`): h 4096, pattern of 24
-/// `M`, 4 `*`, 24 `-`; Mamba 128 heads × 64 = 8192 in 8 groups, n 128 (conv 10240); 32 heads of
-/// 128 over 8; MLP 21504; vocab 131072, untied. Mamba block 4096·18560 + 10240·5 + 384 + 8192 +
-/// 8192·4096 + 4096 = 109,640,064; attention 2·4096·4096 + 2·4096·1024 + 4096 = 41,947,136; MLP
-/// 2·4096·21504 + 4096 = 176,164,864; embeddings + head 1,073,741,824; norm_f 4096:
-/// 8,100,852,736 (transformers 5.24 on meta: 8100852736; the model page says 8.1B).
+/// Nemotron-H base models: per case, (fixture; h; Mamba heads, head dim, groups, d_state;
+/// attention heads, KV heads; MLP width; layers of `M`, `*`, `-`), the Mamba block, the
+/// attention block and the total, each by hand; vocab 131072, untied (embeddings + head
+/// `2·131072·h`), norm_f `h`, conv kernel 4, attention head 128.
 #[test]
-fn nemotron_h_8b_base() {
-    let mamba = mamba_block(4096, 128, 64, 8, 128, 4);
-    assert_eq!(mamba, 109_640_064);
-    let attn = attention_block(4096, 32, 8, 128);
-    assert_eq!(attn, 41_947_136);
-    let mlp = 2 * 4096 * 21504 + 4096;
-    let total = 24 * mamba + 4 * attn + 24 * mlp + 2 * 131072 * 4096 + 4096;
-    assert_eq!(total, 8_100_852_736);
-    assert_eq!(
-        load_model(&fixture("nemotron-h-8b-base-8k"))
-            .unwrap()
-            .params_total,
-        total
-    );
-}
-
-/// Nemotron-H-56B-Base-8K (`fixtures/hybrid/nemotron-h-56b-base-8k.json`, whose
-/// `time_step_limit` holds Python's `Infinity`): h 8192, 118 layers, 54 `M`, 10 `*`, 54 `-`;
-/// Mamba 256 heads × 64 = 16384 in 8 groups, n 256 (conv 20480); 64 heads of 128 over 8; MLP
-/// 32768; vocab 131072, untied. Mamba block 8192·37120 + 20480·5 + 768 + 16384 + 16384·8192 +
-/// 8192 = 438,432,512; attention 2·8192·8192 + 2·8192·1024 + 8192 = 151,003,136; MLP
-/// 2·8192·32768 + 8192 = 536,879,104; embeddings + head 2,147,483,648; norm_f 8192:
-/// 56,324,350,464 (transformers 5.24 on meta: 56324350464; the model page says 56B).
-#[test]
-fn nemotron_h_56b_base_with_infinity() {
-    let mamba = mamba_block(8192, 256, 64, 8, 256, 4);
-    assert_eq!(mamba, 438_432_512);
-    let attn = attention_block(8192, 64, 8, 128);
-    assert_eq!(attn, 151_003_136);
-    let mlp = 2 * 8192 * 32768 + 8192;
-    let total = 54 * mamba + 10 * attn + 54 * mlp + 2 * 131072 * 8192 + 8192;
-    assert_eq!(total, 56_324_350_464);
-    assert_eq!(
-        load_model(&fixture("nemotron-h-56b-base-8k"))
-            .unwrap()
-            .params_total,
-        total
-    );
+fn nemotron_h_base_models() {
+    struct Case {
+        fixture: &'static str,
+        h: u64,
+        mamba: (u64, u64, u64, u64),
+        attn: (u64, u64),
+        mlp: u64,
+        counts: (u64, u64, u64),
+        want: (u64, u64, u64),
+    }
+    let cases = [
+        // Nemotron-H-8B-Base-8K (`fixtures/hybrid/nemotron-h-8b-base-8k.json`): h 4096,
+        // pattern of 24 `M`, 4 `*`, 24 `-`; Mamba 128 heads × 64 = 8192 in 8 groups, n 128
+        // (conv 10240); 32 heads of 128 over 8; MLP 21504. Mamba block 4096·18560 + 10240·5 +
+        // 384 + 8192 + 8192·4096 + 4096 = 109,640,064; attention 2·4096·4096 + 2·4096·1024 +
+        // 4096 = 41,947,136; MLP 2·4096·21504 + 4096 = 176,164,864; embeddings + head
+        // 1,073,741,824; norm_f 4096: 8,100,852,736 (transformers 5.24 on meta: 8100852736; the
+        // model page says 8.1B).
+        Case {
+            fixture: "nemotron-h-8b-base-8k",
+            h: 4096,
+            mamba: (128, 64, 8, 128),
+            attn: (32, 8),
+            mlp: 21504,
+            counts: (24, 4, 24),
+            want: (109_640_064, 41_947_136, 8_100_852_736),
+        },
+        // Nemotron-H-56B-Base-8K (`fixtures/hybrid/nemotron-h-56b-base-8k.json`, whose
+        // `time_step_limit` holds Python's `Infinity`): h 8192, 118 layers, 54 `M`, 10 `*`, 54
+        // `-`; Mamba 256 heads × 64 = 16384 in 8 groups, n 256 (conv 20480); 64 heads of 128
+        // over 8; MLP 32768. Mamba block 8192·37120 + 20480·5 + 768 + 16384 + 16384·8192 +
+        // 8192 = 438,432,512; attention 2·8192·8192 + 2·8192·1024 + 8192 = 151,003,136; MLP
+        // 2·8192·32768 + 8192 = 536,879,104; embeddings + head 2,147,483,648; norm_f 8192:
+        // 56,324,350,464 (transformers 5.24 on meta: 56324350464; the model page says 56B).
+        Case {
+            fixture: "nemotron-h-56b-base-8k",
+            h: 8192,
+            mamba: (256, 64, 8, 256),
+            attn: (64, 8),
+            mlp: 32768,
+            counts: (54, 10, 54),
+            want: (438_432_512, 151_003_136, 56_324_350_464),
+        },
+    ];
+    for c in cases {
+        let (heads, hd, g, n) = c.mamba;
+        let mamba = mamba_block(c.h, heads, hd, g, n, 4);
+        assert_eq!(mamba, c.want.0, "{}", c.fixture);
+        let attn = attention_block(c.h, c.attn.0, c.attn.1, 128);
+        assert_eq!(attn, c.want.1, "{}", c.fixture);
+        let mlp = 2 * c.h * c.mlp + c.h;
+        let (m, a, f) = c.counts;
+        let total = m * mamba + a * attn + f * mlp + 2 * 131072 * c.h + c.h;
+        assert_eq!(total, c.want.2, "{}", c.fixture);
+        let loaded = load_model(&fixture(c.fixture)).unwrap();
+        assert_eq!(loaded.params_total, total, "{}", c.fixture);
+    }
 }

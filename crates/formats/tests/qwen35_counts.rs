@@ -13,15 +13,14 @@
 //!
 //! (`fixtures/defaults/count_fixtures.py` gives the same two numbers.)
 
+mod common;
+
 use vramscope_core::model::{Head, Mlp, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
-use vramscope_formats::model_source::{load_model, LoadedModel};
+use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/qwen35/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("qwen35", &format!("{name}.json"))
 }
 
 /// The Qwen3-VL vision tower without DeepStack (`Qwen3_5VisionModel`): width 1152, 27 blocks,
@@ -41,16 +40,6 @@ fn vision(out: u64) -> u64 {
     assert_eq!(block, 15_239_504);
     let merger = 2 * 1152 + (4608 * 4608 + 4608) + (4608 * out + out);
     1536 * 1152 + 1152 + 2304 * 1152 + 27 * block + merger
-}
-
-fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
-    let inv = m.inventory.as_ref().unwrap();
-    inv.tensors
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no tensor {name}"))
-        .shape
-        .clone()
 }
 
 /// Qwen/Qwen3.5-27B: h 5120, 64 layers, every 4th full attention (16), 48 gated DeltaNet; a
@@ -80,14 +69,7 @@ fn qwen3_5_27b() {
     assert_eq!(m.params_total, 27_356_728_560);
     let spec = m.spec.as_ref().unwrap();
     assert_eq!(spec.architecture, "Qwen3_5ForConditionalGeneration");
-    let full: Vec<usize> = spec
-        .decoder
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.attention.kind.state_space().is_none())
-        .map(|(i, _)| i)
-        .collect();
+    let full = common::attention_layers(&m);
     assert_eq!(full, (0..16).map(|k| 4 * k + 3).collect::<Vec<_>>());
     let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
     assert_eq!(ssm.version, SsmVersion::GatedDeltaNet);
@@ -97,35 +79,36 @@ fn qwen3_5_27b() {
     );
     // Names and shapes as transformers 5.24 builds them (`model.language_model.` in the
     // VLM; vramscope names the language model as the text class does).
-    for (name, want) in [
-        (
-            "model.layers.0.linear_attn.in_proj_qkv.weight",
-            vec![10_240, 5_120],
-        ),
-        (
-            "model.layers.0.linear_attn.in_proj_z.weight",
-            vec![6_144, 5_120],
-        ),
-        (
-            "model.layers.0.linear_attn.in_proj_b.weight",
-            vec![48, 5_120],
-        ),
-        (
-            "model.layers.0.linear_attn.in_proj_a.weight",
-            vec![48, 5_120],
-        ),
-        (
-            "model.layers.0.linear_attn.conv1d.weight",
-            vec![10_240, 1, 4],
-        ),
-        (
-            "model.layers.3.self_attn.q_proj.weight",
-            vec![12_288, 5_120],
-        ),
-        ("model.layers.3.mlp.gate_proj.weight", vec![17_408, 5_120]),
-    ] {
-        assert_eq!(shape(&m, name), want, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            (
+                "model.layers.0.linear_attn.in_proj_qkv.weight",
+                vec![10_240, 5_120],
+            ),
+            (
+                "model.layers.0.linear_attn.in_proj_z.weight",
+                vec![6_144, 5_120],
+            ),
+            (
+                "model.layers.0.linear_attn.in_proj_b.weight",
+                vec![48, 5_120],
+            ),
+            (
+                "model.layers.0.linear_attn.in_proj_a.weight",
+                vec![48, 5_120],
+            ),
+            (
+                "model.layers.0.linear_attn.conv1d.weight",
+                vec![10_240, 1, 4],
+            ),
+            (
+                "model.layers.3.self_attn.q_proj.weight",
+                vec![12_288, 5_120],
+            ),
+            ("model.layers.3.mlp.gate_proj.weight", vec![17_408, 5_120]),
+        ],
+    );
 }
 
 /// Qwen/Qwen3.5-35B-A3B: h 2048, 40 layers, 10 full attention, 30 gated DeltaNet; the sparse
@@ -162,31 +145,32 @@ fn qwen3_5_35b_a3b() {
         .layers
         .iter()
         .all(|l| matches!(&l.mlp, Mlp::Moe(x) if x.top_k == 8 && x.experts == 256)));
-    for (name, want) in [
-        (
-            "model.layers.0.mlp.experts.gate_up_proj",
-            vec![256, 1_024, 2_048],
-        ),
-        (
-            "model.layers.0.mlp.experts.down_proj",
-            vec![256, 2_048, 512],
-        ),
-        ("model.layers.0.mlp.gate.weight", vec![256, 2_048]),
-        (
-            "model.layers.0.mlp.shared_expert.up_proj.weight",
-            vec![512, 2_048],
-        ),
-        (
-            "model.layers.0.mlp.shared_expert_gate.weight",
-            vec![1, 2_048],
-        ),
-        (
-            "model.layers.0.linear_attn.in_proj_qkv.weight",
-            vec![8_192, 2_048],
-        ),
-    ] {
-        assert_eq!(shape(&m, name), want, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            (
+                "model.layers.0.mlp.experts.gate_up_proj",
+                vec![256, 1_024, 2_048],
+            ),
+            (
+                "model.layers.0.mlp.experts.down_proj",
+                vec![256, 2_048, 512],
+            ),
+            ("model.layers.0.mlp.gate.weight", vec![256, 2_048]),
+            (
+                "model.layers.0.mlp.shared_expert.up_proj.weight",
+                vec![512, 2_048],
+            ),
+            (
+                "model.layers.0.mlp.shared_expert_gate.weight",
+                vec![1, 2_048],
+            ),
+            (
+                "model.layers.0.linear_attn.in_proj_qkv.weight",
+                vec![8_192, 2_048],
+            ),
+        ],
+    );
 }
 
 /// The head is tied by the top-level `tie_word_embeddings` (see `qwen3_5.rs`

@@ -8,15 +8,14 @@
 //! sum(p.numel() for p in m.parameters())   # 79674391296
 //! ```
 
+mod common;
+
 use vramscope_core::model::{Mlp, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::load_model;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/hybrid/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("hybrid", &format!("{name}.json"))
 }
 
 /// Qwen/Qwen3-Next-80B-A3B-Instruct (`fixtures/hybrid/qwen3-next-80b-a3b-instruct.json`):
@@ -50,14 +49,7 @@ fn qwen3_next_80b_a3b_instruct() {
     let m = load_model(&fixture("qwen3-next-80b-a3b-instruct")).unwrap();
     assert_eq!(m.params_total, total);
     let spec = m.spec.as_ref().unwrap();
-    let full: Vec<usize> = spec
-        .decoder
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.attention.kind.state_space().is_none())
-        .map(|(i, _)| i)
-        .collect();
+    let full = common::attention_layers(&m);
     assert_eq!(full, (0..12).map(|k| 4 * k + 3).collect::<Vec<_>>());
     assert!(spec
         .decoder
@@ -70,53 +62,48 @@ fn qwen3_next_80b_a3b_instruct() {
         (ssm.heads, ssm.groups, ssm.d_state, ssm.d_inner),
         (32, 16, 128, 4096)
     );
-    let inv = m.inventory.as_ref().unwrap();
     // Shapes as transformers 5.24 names them on the meta device (its experts are fused; the
     // published checkpoint stores them per expert, the names vramscope uses).
-    for (name, shape) in [
-        (
-            "model.layers.0.linear_attn.in_proj_qkvz.weight",
-            vec![12_288, 2_048],
-        ),
-        (
-            "model.layers.0.linear_attn.in_proj_ba.weight",
-            vec![64, 2_048],
-        ),
-        (
-            "model.layers.0.linear_attn.conv1d.weight",
-            vec![8_192, 1, 4],
-        ),
-        ("model.layers.0.linear_attn.dt_bias", vec![32]),
-        ("model.layers.0.linear_attn.A_log", vec![32]),
-        ("model.layers.0.linear_attn.norm.weight", vec![128]),
-        (
-            "model.layers.0.linear_attn.out_proj.weight",
-            vec![2_048, 4_096],
-        ),
-        ("model.layers.3.self_attn.q_proj.weight", vec![8_192, 2_048]),
-        ("model.layers.3.self_attn.k_proj.weight", vec![512, 2_048]),
-        ("model.layers.3.self_attn.q_norm.weight", vec![256]),
-        ("model.layers.0.mlp.gate.weight", vec![512, 2_048]),
-        (
-            "model.layers.0.mlp.experts.511.down_proj.weight",
-            vec![2_048, 512],
-        ),
-        (
-            "model.layers.0.mlp.shared_expert.up_proj.weight",
-            vec![512, 2_048],
-        ),
-        (
-            "model.layers.0.mlp.shared_expert_gate.weight",
-            vec![1, 2_048],
-        ),
-    ] {
-        let t = inv
-            .tensors
-            .iter()
-            .find(|t| t.name == name)
-            .unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            (
+                "model.layers.0.linear_attn.in_proj_qkvz.weight",
+                vec![12_288, 2_048],
+            ),
+            (
+                "model.layers.0.linear_attn.in_proj_ba.weight",
+                vec![64, 2_048],
+            ),
+            (
+                "model.layers.0.linear_attn.conv1d.weight",
+                vec![8_192, 1, 4],
+            ),
+            ("model.layers.0.linear_attn.dt_bias", vec![32]),
+            ("model.layers.0.linear_attn.A_log", vec![32]),
+            ("model.layers.0.linear_attn.norm.weight", vec![128]),
+            (
+                "model.layers.0.linear_attn.out_proj.weight",
+                vec![2_048, 4_096],
+            ),
+            ("model.layers.3.self_attn.q_proj.weight", vec![8_192, 2_048]),
+            ("model.layers.3.self_attn.k_proj.weight", vec![512, 2_048]),
+            ("model.layers.3.self_attn.q_norm.weight", vec![256]),
+            ("model.layers.0.mlp.gate.weight", vec![512, 2_048]),
+            (
+                "model.layers.0.mlp.experts.511.down_proj.weight",
+                vec![2_048, 512],
+            ),
+            (
+                "model.layers.0.mlp.shared_expert.up_proj.weight",
+                vec![512, 2_048],
+            ),
+            (
+                "model.layers.0.mlp.shared_expert_gate.weight",
+                vec![1, 2_048],
+            ),
+        ],
+    );
 }
 
 /// `layer_types` wins over `full_attention_interval`; `mlp_only_layers` and

@@ -6,15 +6,16 @@
 //! torch.device("meta"): m = AutoModelForCausalLM.from_config(cfg)`; `sum(p.numel() for p in
 //! m.parameters())` (run 2026-12-04; the numbers quoted in each test).
 
+mod common;
+
+use common::shape;
+
 use vramscope_core::model::NormSlot;
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::{load_model, model_of_config, LoadedModel};
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/season/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::fixture_path("season", name)
 }
 
 fn load(name: &str) -> LoadedModel {
@@ -32,16 +33,6 @@ fn load_edited(name: &str, key: &str, value: Option<serde_json::Value>) -> Loade
     };
     let parsed = parse_config_str(&v.to_string(), name).unwrap();
     model_of_config(parsed, name).unwrap()
-}
-
-fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
-    m.inventory
-        .as_ref()
-        .unwrap()
-        .get(name)
-        .unwrap_or_else(|| panic!("no tensor {name}"))
-        .shape
-        .clone()
 }
 
 /// No "model_type not known … check the parameter count" note on a family read natively.

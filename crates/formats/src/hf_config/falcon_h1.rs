@@ -6,6 +6,7 @@
 //! per-layer `mup_vector` is a non-persistent buffer (`FalconH1Model.__init__`), not a
 //! parameter.
 
+use super::decoder_tail::finish;
 use super::fields::Cfg;
 use super::{dense, empty_spec, plain_attention, MAX_DIM};
 use crate::error::Result;
@@ -50,19 +51,10 @@ pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
             parallel_ssm: Some(mixer),
         });
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.vocab_size = cfg.size(&["vocab_size"], Some(128000))?;
-    spec.hidden_size = hidden;
-    spec.embedding.dim = hidden;
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),
     };
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(8192));
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
+    finish(cfg, &mut spec, hidden, (128000, 8192), norm)?;
     Ok(spec)
 }
 

@@ -10,6 +10,7 @@
 //! always-on `shared_mlp` (or the shared MLP alone when `num_local_experts` is 0), Bamba with a
 //! SwiGLU MLP.
 
+use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
 use super::{dense, empty_spec, plain_attention, MAX_DIM};
 use crate::error::Result;
@@ -34,16 +35,16 @@ pub(crate) fn granitemoe(cfg: &Cfg) -> Result<ModelSpec> {
         )
     })?;
     for _ in 0..layers {
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             attention.clone(),
             Mlp::Moe(moe.clone()),
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),
     };
-    finish(cfg, &mut spec, hidden, 32000, 2048, norm)?;
+    finish(cfg, &mut spec, hidden, (32000, 2048), norm)?;
     Ok(spec)
 }
 
@@ -77,14 +78,14 @@ pub(crate) fn granitemoehybrid(cfg: &Cfg) -> Result<ModelSpec> {
     };
     let norm = Norm::rms(hidden);
     for is_mamba in kinds {
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             if is_mamba {
                 mixer.clone()
             } else {
                 attention.clone()
             },
             mlp.clone(),
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
     spec.embedding.positions = match cfg.string("position_embedding_type") {
@@ -93,7 +94,7 @@ pub(crate) fn granitemoehybrid(cfg: &Cfg) -> Result<ModelSpec> {
         },
         _ => Positions::None,
     };
-    finish(cfg, &mut spec, hidden, 32000, 2048, norm)?;
+    finish(cfg, &mut spec, hidden, (32000, 2048), norm)?;
     Ok(spec)
 }
 
@@ -128,44 +129,21 @@ pub(crate) fn bamba(cfg: &Cfg) -> Result<ModelSpec> {
     let mlp = dense(ffn, true, cfg.boolean("mlp_bias", false)?, &act);
     let norm = Norm::rms(hidden);
     for i in 0..layers {
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             if attn_layers.contains(&i) {
                 attention.clone()
             } else {
                 mixer.clone()
             },
             Mlp::Dense(mlp.clone()),
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),
     };
-    finish(cfg, &mut spec, hidden, 128000, 262144, norm)?;
+    finish(cfg, &mut spec, hidden, (128000, 262144), norm)?;
     Ok(spec)
-}
-
-/// Vocabulary, width, final norm, max positions, dropout and the head, from the config or the
-/// class defaults given (`tie_word_embeddings` defaults to false in all three classes).
-fn finish(
-    cfg: &Cfg,
-    spec: &mut ModelSpec,
-    hidden: u64,
-    vocab: u64,
-    max_pos: u64,
-    norm: Norm,
-) -> Result<()> {
-    spec.decoder.final_norm = Some(norm);
-    spec.vocab_size = cfg.size(&["vocab_size"], Some(vocab))?;
-    spec.hidden_size = hidden;
-    spec.embedding.dim = hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(max_pos));
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
-    Ok(())
 }
 
 /// `GraniteMoeAttention` / `GraniteMoeHybridAttention`: q/k/v/o with `attention_bias` on all

@@ -5,6 +5,7 @@
 //! state-space mixer (a recurrent and a convolution state per sequence, constant in context
 //! length), so the per-layer pattern decides both the parameter count and the cache.
 
+use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
 use super::{dense, empty_spec, plain_attention, MAX_DIM};
 use crate::error::Result;
@@ -112,27 +113,18 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
         } else {
             Mlp::Dense(expert.clone())
         };
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             if pattern.attention_at(i) {
                 attention.clone()
             } else {
                 mixer.clone()
             },
             mlp,
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.vocab_size = cfg.size(&["vocab_size"], Some(65536))?;
-    spec.hidden_size = hidden;
-    spec.embedding.dim = hidden;
     spec.embedding.positions = Positions::None;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(262144));
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
+    finish(cfg, &mut spec, hidden, (65536, 262144), norm)?;
     Ok(spec)
 }
 

@@ -6,6 +6,7 @@
 //! a SwiGLU MLP (`w1`, `w3`, `w2`) or, in LFM2-MoE past `num_dense_layers`, a sparse MoE block.
 //! The final norm is `embedding_norm`; the head is tied by default.
 
+use super::decoder_tail::pre_norm_layer;
 use super::fields::Cfg;
 use super::{dense, empty_spec, plain_attention, MAX_DIM};
 use crate::error::Result;
@@ -175,14 +176,14 @@ pub(crate) fn lfm2(cfg: &Cfg, moe: bool) -> Result<ModelSpec> {
             Some(m) if i as u64 >= first_sparse => Mlp::Moe(m.clone()),
             _ => Mlp::Dense(dense_mlp.clone()),
         };
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             if *attn {
                 attention.clone()
             } else {
                 conv.clone()
             },
             mlp,
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
     spec.decoder.final_norm = Some(norm);

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use vramscope_core::model::*;
 use vramscope_core::DType;
 
+mod decoder_tail;
 mod encoders;
 mod falcon_h1;
 mod fields;

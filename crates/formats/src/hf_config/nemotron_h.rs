@@ -7,6 +7,7 @@
 //! prediction layers (`num_nextn_predict_layers`) are not built (`_keys_to_ignore_on_load_
 //! unexpected = [r"mtp.*"]`).
 
+use super::decoder_tail::finish;
 use super::fields::Cfg;
 use super::{dense, empty_spec, plain_attention, MAX_DIM};
 use crate::error::Result;
@@ -156,18 +157,9 @@ pub(crate) fn nemotron_h(cfg: &Cfg) -> Result<ModelSpec> {
             parallel_ssm: None,
         });
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.vocab_size = cfg.size(&["vocab_size"], Some(131072))?;
-    spec.hidden_size = hidden;
-    spec.embedding.dim = hidden;
     // No rotary embedding: `NemotronHAttention.forward` applies none.
     spec.embedding.positions = Positions::None;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(4096));
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
+    finish(cfg, &mut spec, hidden, (131072, 4096), norm)?;
     Ok(spec)
 }
 

@@ -13,6 +13,7 @@
 //! config deletes `decoder_sparse_step` and `mlp_only_layers`), with the experts stored fused
 //! (`Qwen3NextExperts`: `gate_up_proj [E, 2·ffn, h]`, `down_proj [E, h, ffn]`).
 
+use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
 use super::qwen3_next::{full_attention_layers, gated_delta};
 use super::{dense, empty_spec, plain_attention};
@@ -119,29 +120,20 @@ fn build(cfg: &Cfg, d: &Defaults, mlp: Mlp) -> Result<ModelSpec> {
     };
     let norm = Norm::rms(hidden);
     for is_full in full {
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             if is_full {
                 attention.clone()
             } else {
                 mixer.clone()
             },
             mlp.clone(),
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.vocab_size = cfg.size(&["vocab_size"], Some(248320))?;
-    spec.hidden_size = hidden;
-    spec.embedding.dim = hidden;
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),
     };
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(32768));
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
+    finish(cfg, &mut spec, hidden, (248320, 32768), norm)?;
     Ok(spec)
 }
 

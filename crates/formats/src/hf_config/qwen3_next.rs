@@ -4,6 +4,7 @@
 //! `layer_types` says otherwise), each followed by a sparse MoE block with a gated shared
 //! expert (`Qwen3NextSparseMoeBlock`) or, on `mlp_only_layers`, a dense SwiGLU MLP.
 
+use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
 use super::{dense, empty_spec, plain_attention, MAX_DIM};
 use crate::error::Result;
@@ -167,28 +168,19 @@ pub(crate) fn qwen3_next(cfg: &Cfg) -> Result<ModelSpec> {
             }
             _ => Mlp::Dense(dense_mlp.clone()),
         };
-        spec.decoder.layers.push(Layer::new(
+        spec.decoder.layers.push(pre_norm_layer(
             if *is_full {
                 attention.clone()
             } else {
                 mixer.clone()
             },
             mlp,
-            vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
+            norm,
         ));
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.vocab_size = cfg.size(&["vocab_size"], Some(151936))?;
-    spec.hidden_size = hidden;
-    spec.embedding.dim = hidden;
     spec.embedding.positions = Positions::Rotary {
         theta: cfg.rope_theta(),
     };
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(32768));
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
+    finish(cfg, &mut spec, hidden, (151936, 32768), norm)?;
     Ok(spec)
 }

@@ -1,6 +1,75 @@
 //! Helpers shared by this crate's integration tests.
 
 #[path = "../../../core/tests/common/shared_dir.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses it.
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+
+use vramscope_formats::hf_config::parse_config_str;
+use vramscope_formats::model_source::LoadedModel;
+
+/// The path of `tests/fixtures/<dir>/<name>` in this crate.
+#[allow(dead_code)]
+pub fn fixture_path(dir: &str, name: &str) -> String {
+    format!("{}/tests/fixtures/{dir}/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Asserts that every named tensor stands in `m`'s inventory with the given shape.
+#[allow(dead_code)]
+pub fn assert_shapes(m: &LoadedModel, want: &[(&str, Vec<u64>)]) {
+    let inv = m.inventory.as_ref().expect("an inventory");
+    for (name, shape) in want {
+        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(&t.shape, shape, "{name}");
+    }
+}
+
+/// A config fuzz: `rounds` configs of `model_type` with the `base` fields, each with three
+/// random `fields` set to random JSON `values` (a 64-bit LCG from `seed`), must parse or fail
+/// with an error, and a parsed one must build an inventory without a panic.
+#[allow(dead_code)]
+pub fn fuzz_config_fields(
+    model_type: &str,
+    base: &[(&str, u64)],
+    (fields, values): (&[&str], &[&str]),
+    rounds: usize,
+    mut seed: u64,
+) {
+    for _ in 0..rounds {
+        let mut obj = serde_json::Map::new();
+        obj.insert("model_type".into(), model_type.into());
+        for (k, v) in base {
+            obj.insert((*k).into(), (*v).into());
+        }
+        for _ in 0..3 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let f = fields[(seed >> 33) as usize % fields.len()];
+            let v = values[(seed >> 13) as usize % values.len()];
+            obj.insert(f.into(), serde_json::from_str(v).unwrap());
+        }
+        let text = serde_json::Value::Object(obj).to_string();
+        if let Ok(p) = parse_config_str(&text, "c.json") {
+            let _ = vramscope_core::inventory::build_inventory(&p.spec);
+        }
+    }
+}
+
+/// The shape of the named tensor in `m`'s inventory; panics naming it when it is missing.
+#[allow(dead_code)]
+pub fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
+    let inv = m.inventory.as_ref().expect("an inventory");
+    let t = inv.get(name).unwrap_or_else(|| panic!("no tensor {name}"));
+    t.shape.clone()
+}
+
+/// The indices of `m`'s decoder layers whose token mixer is attention (no state-space mixer).
+#[allow(dead_code)]
+pub fn attention_layers(m: &LoadedModel) -> Vec<usize> {
+    let spec = m.spec.as_ref().expect("a spec");
+    let layers = spec.decoder.layers.iter().enumerate();
+    let attention = layers.filter(|(_, l)| l.attention.kind.state_space().is_none());
+    attention.map(|(i, _)| i).collect()
+}

@@ -40,3 +40,54 @@ pub(super) fn finish(
     };
     Ok(())
 }
+
+/// `num_key_value_heads` as the hybrid configs read it (`BambaConfig`, `FalconH1Config`,
+/// `JambaConfig`, `NemotronHConfig`): the class default 8, an explicit null meaning
+/// `num_attention_heads` (their `__post_init__`).
+pub(super) fn kv_heads_default_8(cfg: &Cfg, heads: u64) -> Result<u64> {
+    let default = match cfg.obj.get("num_key_value_heads") {
+        Some(serde_json::Value::Null) => heads,
+        _ => 8,
+    };
+    cfg.kv_heads(&["num_key_value_heads"], heads, default)
+}
+
+/// Per layer, whether a `layer_types` list names it attention: entries in `attention` are,
+/// entries in `mixer` (the family's other layer kind) are not; anything else, a list of the
+/// wrong length or a value that is no list is refused, naming the field and the names it takes.
+pub(super) fn listed_attention_layers(
+    cfg: &Cfg,
+    value: &serde_json::Value,
+    layers: u64,
+    attention: &[&str],
+    mixer: &[&str],
+) -> Result<Vec<bool>> {
+    let Some(items) = value.as_array() else {
+        return Err(cfg.err("layer_types", format!("must be a list (got {value})")));
+    };
+    if items.len() as u64 != layers {
+        return Err(cfg.err(
+            "layer_types",
+            format!("has {} entries for {layers} layers", items.len()),
+        ));
+    }
+    items
+        .iter()
+        .map(|v| match v.as_str() {
+            Some(s) if attention.contains(&s) => Ok(true),
+            Some(s) if mixer.contains(&s) => Ok(false),
+            _ => Err(cfg.err(
+                "layer_types",
+                format!(
+                    "entries must be one of {} (got {v})",
+                    attention
+                        .iter()
+                        .chain(mixer)
+                        .map(|n| format!("\"{n}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        })
+        .collect()
+}

@@ -22,12 +22,7 @@ pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
     let hidden = cfg.size(&["hidden_size"], Some(4096))?;
     let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
     let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    // `num_key_value_heads` defaults to 8; null means `num_attention_heads` (`__post_init__`).
-    let kv_default = match cfg.obj.get("num_key_value_heads") {
-        Some(Value::Null) => heads,
-        _ => 8,
-    };
-    let kv_heads = cfg.kv_heads(&["num_key_value_heads"], heads, kv_default)?;
+    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
     // `getattr(config, "head_dim", hidden_size // num_attention_heads)`.
     let head_dim = cfg.head_dim(hidden, heads)?;
     let ffn = cfg.size(&["intermediate_size"], Some(14336))?;

@@ -109,12 +109,7 @@ pub(crate) fn bamba(cfg: &Cfg) -> Result<ModelSpec> {
     let hidden = cfg.size(&["hidden_size"], Some(4096))?;
     let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
     let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    // `num_key_value_heads` defaults to 8; null means `num_attention_heads` (`__post_init__`).
-    let kv_default = match cfg.obj.get("num_key_value_heads") {
-        Some(Value::Null) => heads,
-        _ => 8,
-    };
-    let kv_heads = cfg.kv_heads(&["num_key_value_heads"], heads, kv_default)?;
+    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
     let head_dim = cfg.head_dim(hidden, heads)?;
     let bias = ProjBias::all(cfg.boolean("attention_bias", false)?);
     let mut attention = plain_attention(heads, kv_heads, head_dim, bias);
@@ -195,30 +190,20 @@ fn granite_moe(cfg: &Cfg, shared: Option<DenseMlp>) -> Result<Option<MoeMlp>> {
 /// "attention" / "full_attention"; absent or null: every layer Mamba
 /// (`GraniteMoeHybridConfig.__post_init__`).
 fn granite_layer_types(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
-    let items = match cfg.obj.get("layer_types") {
-        None | Some(Value::Null) => return Ok(vec![true; layers as usize]),
-        Some(Value::Array(items)) => items,
-        Some(other) => {
-            return Err(cfg.err("layer_types", format!("must be a list (got {other})")));
-        }
-    };
-    if items.len() as u64 != layers {
-        return Err(cfg.err(
-            "layer_types",
-            format!("has {} entries for {layers} layers", items.len()),
-        ));
+    match cfg.obj.get("layer_types") {
+        None | Some(Value::Null) => Ok(vec![true; layers as usize]),
+        // `listed_attention_layers` says which are attention; Granite asks which are Mamba.
+        Some(v) => Ok(super::decoder_tail::listed_attention_layers(
+            cfg,
+            v,
+            layers,
+            &["attention", "full_attention"],
+            &["mamba", "linear_attention"],
+        )?
+        .into_iter()
+        .map(|attention| !attention)
+        .collect()),
     }
-    items
-        .iter()
-        .map(|v| match v.as_str() {
-            Some("mamba" | "linear_attention") => Ok(true),
-            Some("attention" | "full_attention") => Ok(false),
-            _ => Err(cfg.err(
-                "layer_types",
-                format!("entry {v} is neither \"mamba\" nor \"attention\""),
-            )),
-        })
-        .collect()
 }
 
 fn state_space(ssm: Ssm) -> Attention {

@@ -31,26 +31,13 @@ fn attention_layers(cfg: &Cfg, layers: u64, moe: bool) -> Result<Vec<bool>> {
             };
             Ok((0..layers).map(|i| idxs.contains(&i)).collect())
         }
-        Some(Value::Array(items)) => {
-            if items.len() as u64 != layers {
-                return Err(cfg.err(
-                    "layer_types",
-                    format!("has {} entries for {layers} layers", items.len()),
-                ));
-            }
-            items
-                .iter()
-                .map(|v| match v.as_str() {
-                    Some("conv") => Ok(false),
-                    Some("full_attention") => Ok(true),
-                    _ => Err(cfg.err(
-                        "layer_types",
-                        format!("entries must be \"conv\" or \"full_attention\" (got {v})"),
-                    )),
-                })
-                .collect()
-        }
-        Some(other) => Err(cfg.err("layer_types", format!("must be a list (got {other})"))),
+        Some(v) => super::decoder_tail::listed_attention_layers(
+            cfg,
+            v,
+            layers,
+            &["full_attention"],
+            &["conv"],
+        ),
     }
 }
 

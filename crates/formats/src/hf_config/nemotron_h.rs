@@ -107,12 +107,7 @@ pub(crate) fn nemotron_h(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("nemotron_h", "NemotronHForCausalLM", Naming::NemotronH);
     let hidden = cfg.size(&["hidden_size"], Some(4096))?;
     let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    // Default 8; null means `num_attention_heads` (`__post_init__`).
-    let kv_default = match cfg.obj.get("num_key_value_heads") {
-        Some(Value::Null) => heads,
-        _ => 8,
-    };
-    let kv_heads = cfg.kv_heads(&["num_key_value_heads"], heads, kv_default)?;
+    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
     // `head_dim` is a class field (default 128), not hidden / heads.
     let head_dim = cfg.size(&["head_dim"], Some(128))?;
     // `NemotronHAttention` builds q/k/v/o with `bias=False` whatever `attention_bias` says.

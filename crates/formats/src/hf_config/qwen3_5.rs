@@ -15,8 +15,8 @@
 
 use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
-use super::qwen3_next::{full_attention_layers, gated_delta};
-use super::{dense, empty_spec, plain_attention};
+use super::qwen3_next::{full_attention_layers, mixers};
+use super::{dense, empty_spec};
 use crate::error::Result;
 use serde_json::Value;
 use vramscope_core::model::*;
@@ -106,18 +106,7 @@ fn build(cfg: &Cfg, d: &Defaults, mlp: Mlp) -> Result<ModelSpec> {
         Some(_) => cfg.size(&["head_dim"], None)?,
     };
     let full = full_attention_layers(cfg, layers)?;
-    let mut attention = plain_attention(
-        heads,
-        kv_heads,
-        head_dim,
-        ProjBias::all(cfg.boolean("attention_bias", false)?),
-    );
-    attention.qk_norm = Some(Norm::rms(head_dim));
-    attention.output_gate = true;
-    let mixer = Attention {
-        kind: AttentionKind::StateSpace(gated_delta(cfg)?),
-        ..plain_attention(0, 0, 0, ProjBias::all(false))
-    };
+    let (attention, mixer) = mixers(cfg, heads, kv_heads, head_dim)?;
     let norm = Norm::rms(hidden);
     for is_full in full {
         spec.decoder.layers.push(pre_norm_layer(

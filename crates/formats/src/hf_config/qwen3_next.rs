@@ -20,28 +20,13 @@ pub(super) fn full_attention_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>>
             let every = cfg.size(&["full_attention_interval"], Some(4))?;
             Ok((0..layers).map(|i| (i + 1) % every == 0).collect())
         }
-        Some(Value::Array(items)) => {
-            if items.len() as u64 != layers {
-                return Err(cfg.err(
-                    "layer_types",
-                    format!("has {} entries for {layers} layers", items.len()),
-                ));
-            }
-            items
-                .iter()
-                .map(|v| match v.as_str() {
-                    Some("full_attention") => Ok(true),
-                    Some("linear_attention") => Ok(false),
-                    _ => Err(cfg.err(
-                        "layer_types",
-                        format!(
-                            "entries must be \"linear_attention\" or \"full_attention\" (got {v})"
-                        ),
-                    )),
-                })
-                .collect()
-        }
-        Some(other) => Err(cfg.err("layer_types", format!("must be a list (got {other})"))),
+        Some(v) => super::decoder_tail::listed_attention_layers(
+            cfg,
+            v,
+            layers,
+            &["full_attention"],
+            &["linear_attention"],
+        ),
     }
 }
 
@@ -133,18 +118,7 @@ pub(crate) fn qwen3_next(cfg: &Cfg) -> Result<ModelSpec> {
     };
     let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
     let full = full_attention_layers(cfg, layers)?;
-    let mut attention = plain_attention(
-        heads,
-        kv_heads,
-        head_dim,
-        ProjBias::all(cfg.boolean("attention_bias", false)?),
-    );
-    attention.qk_norm = Some(Norm::rms(head_dim));
-    attention.output_gate = true;
-    let mixer = Attention {
-        kind: AttentionKind::StateSpace(gated_delta(cfg)?),
-        ..plain_attention(0, 0, 0, ProjBias::all(false))
-    };
+    let (attention, mixer) = mixers(cfg, heads, kv_heads, head_dim)?;
     let experts = cfg.uint("num_experts")?.unwrap_or(512);
     let step = cfg.size(&["decoder_sparse_step"], Some(1))?;
     let mlp_only = cfg.uint_list("mlp_only_layers")?;
@@ -183,4 +157,28 @@ pub(crate) fn qwen3_next(cfg: &Cfg) -> Result<ModelSpec> {
     };
     finish(cfg, &mut spec, hidden, (151936, 32768), norm)?;
     Ok(spec)
+}
+
+/// The two token mixers of a Qwen3-Next / Qwen3.5 decoder: the gated full attention
+/// (`Qwen3NextAttention`: per-head RMS q/k norms, the output gate folded into a doubled
+/// `q_proj`) and the gated DeltaNet (`Qwen3NextGatedDeltaNet`) in its place on linear layers.
+pub(super) fn mixers(
+    cfg: &Cfg,
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+) -> Result<(Attention, Attention)> {
+    let mut attention = plain_attention(
+        heads,
+        kv_heads,
+        head_dim,
+        ProjBias::all(cfg.boolean("attention_bias", false)?),
+    );
+    attention.qk_norm = Some(Norm::rms(head_dim));
+    attention.output_gate = true;
+    let mixer = Attention {
+        kind: AttentionKind::StateSpace(gated_delta(cfg)?),
+        ..plain_attention(0, 0, 0, ProjBias::all(false))
+    };
+    Ok((attention, mixer))
 }

@@ -174,8 +174,36 @@ fn unread_by_both(job: &ResolvedJob) -> ResolvedJob {
     }
 }
 
-/// One remembered value: its key, the value, and the warnings computing it gave.
-type Entry<K, V> = (K, Arc<V>, Vec<String>);
+/// One remembered value: its key's fingerprint ([`Fingerprint`]), its key, the value, and the
+/// warnings computing it gave.
+type Entry<K, V> = (u64, K, Arc<V>, Vec<String>);
+
+/// A few of a key's fields folded into one number, compared before the whole key: a table of
+/// hundreds of jobs is scanned by one integer each, and only a job that agrees on these is
+/// compared field by field. Equal keys have equal fingerprints; unequal ones may share one.
+trait Fingerprint {
+    fn fingerprint(&self) -> u64;
+}
+
+impl Fingerprint for ResolvedJob {
+    /// The step's shape: what a fit search, a sweep and the advice's variants differ in most.
+    fn fingerprint(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(
+            &(self.batch, self.seq, self.grad_accum, self.new_tokens),
+            &mut h,
+        );
+        std::hash::Hasher::finish(&h)
+    }
+}
+
+impl Fingerprint for Vec<String> {
+    fn fingerprint(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(self, &mut h);
+        std::hash::Hasher::finish(&h)
+    }
+}
 
 /// One part's entries, oldest first.
 struct Table<K, V> {
@@ -190,7 +218,7 @@ impl<K, V> Default for Table<K, V> {
     }
 }
 
-impl<K: PartialEq, V> Table<K, V> {
+impl<K: PartialEq + Fingerprint, V> Table<K, V> {
     fn len(&self) -> usize {
         self.entries.lock().map_or(0, |e| e.len())
     }
@@ -198,8 +226,12 @@ impl<K: PartialEq, V> Table<K, V> {
     /// The value for `key` and the warnings computing it gave, if remembered.
     fn find(&self, key: &K) -> Option<(Arc<V>, Vec<String>)> {
         let entries = self.entries.lock().ok()?;
+        let print = key.fingerprint();
         // Newest first: the job asked again is most often the one just computed.
-        let (_, v, w) = entries.iter().rev().find(|(k, _, _)| k == key)?;
+        let (_, _, v, w) = entries
+            .iter()
+            .rev()
+            .find(|(p, k, _, _)| *p == print && k == key)?;
         Some((Arc::clone(v), w.clone()))
     }
 
@@ -209,7 +241,7 @@ impl<K: PartialEq, V> Table<K, V> {
             if entries.len() >= CAPACITY {
                 entries.remove(0);
             }
-            entries.push((key, value, warnings));
+            entries.push((key.fingerprint(), key, value, warnings));
         }
     }
 
@@ -230,5 +262,48 @@ impl<K: PartialEq, V> Table<K, V> {
         warnings.extend(given.iter().cloned());
         self.insert(key, Arc::clone(&value), given);
         Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key type whose fingerprint is the same for every key: the table must still tell
+    /// them apart by the key itself.
+    #[derive(PartialEq)]
+    struct Same(u32);
+    impl Fingerprint for Same {
+        fn fingerprint(&self) -> u64 {
+            7
+        }
+    }
+
+    #[test]
+    fn keys_sharing_a_fingerprint_are_told_apart() {
+        let t: Table<Same, u32> = Table::default();
+        t.insert(Same(1), Arc::new(10), Vec::new());
+        t.insert(Same(2), Arc::new(20), vec!["w".into()]);
+        assert_eq!(t.find(&Same(1)).map(|(v, _)| *v), Some(10));
+        assert_eq!(
+            t.find(&Same(2)).map(|(v, w)| (*v, w)),
+            Some((20, vec!["w".to_string()]))
+        );
+        assert!(t.find(&Same(3)).is_none());
+    }
+
+    #[test]
+    fn the_oldest_entry_goes_when_full() {
+        let t: Table<Vec<String>, usize> = Table::default();
+        for i in 0..=CAPACITY {
+            t.insert(vec![i.to_string()], Arc::new(i), Vec::new());
+        }
+        assert_eq!(t.len(), CAPACITY);
+        assert!(t.find(&vec!["0".to_string()]).is_none());
+        assert_eq!(t.find(&vec!["1".to_string()]).map(|(v, _)| *v), Some(1));
+        assert_eq!(
+            t.find(&vec![CAPACITY.to_string()]).map(|(v, _)| *v),
+            Some(CAPACITY)
+        );
     }
 }

@@ -44,3 +44,21 @@ def cli_json(bin_path: str, args: list[str]) -> Any:
     code, out, err = run_cli(bin_path, [*args, "--json"])
     assert code == 0, err
     return json.loads(out)
+
+
+def tiny_llama(kv_heads: int = 4) -> Any:
+    """A two-layer Llama of width 32 (vocabulary 64, 4 heads, ``kv_heads`` key-value heads),
+    seeded, on the CPU: the model the Python tests record, estimate and compare."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    config = transformers.LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        vocab_size=64,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)

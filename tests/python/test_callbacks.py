@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from conftest import tiny_llama
+
 torch = pytest.importorskip("torch")
 
 
@@ -30,17 +32,7 @@ def test_transformers_callback_records_step_two(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     from vramscope.integrations.transformers import MemoryCallback
 
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        vocab_size=64,
-        max_position_embeddings=32,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
+    model = tiny_llama()
     ids = torch.randint(0, 64, (8, 16))
     data = [{"input_ids": r, "labels": r} for r in ids]
     args = transformers.TrainingArguments(

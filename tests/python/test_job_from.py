@@ -8,23 +8,14 @@ from typing import Any
 import pytest
 
 import vramscope
+from conftest import tiny_llama as conftest_tiny_llama
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 
 def tiny_llama() -> Any:
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=64,
-        max_position_embeddings=32,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config)
+    return conftest_tiny_llama(kv_heads=2)
 
 
 def test_tiny_llama_with_adamw() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import vramscope
-from conftest import cli_json
+from conftest import cli_json, tiny_llama
 
 torch = pytest.importorskip("torch")
 
@@ -97,18 +97,7 @@ def test_cpu_record_attributes_model_states_exactly(tmp_path: Path, cli_bin: str
 
 
 def test_record_with_job_compares_estimate_and_measurement(tmp_path: Path) -> None:
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        vocab_size=64,
-        max_position_embeddings=32,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
+    model = tiny_llama()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, 64, (2, 16))
     job = vramscope.job_from(model, opt, batch=2, seq=16)

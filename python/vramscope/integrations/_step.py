@@ -11,6 +11,18 @@ from typing import Any
 from ..recorder import DEFAULT_MAX_ENTRIES, Recorder, RecordReport
 
 
+class StepChoice:
+    """The settings both callbacks take: which step to record (1-based), the optional ``job``
+    estimated beside it, and the record's entry limit (0: the recorder's default)."""
+
+    def __init__(self, step: int = 2, job: Any = None, max_entries: int = 0) -> None:
+        self.step = int(step)
+        self.job = job
+        self.max_entries = int(max_entries)
+        self.report: dict[str, Any] | None = None
+        self._rec: RecordedStep | None = None
+
+
 class RecordedStep:
     """A recorder held open across framework hooks: ``switch(name)`` ends the current phase
     and begins ``name``; ``close()`` ends the record and writes the report beside it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._step import RecordedStep, metrics
+from ._step import RecordedStep, StepChoice, metrics
 
 try:  # the framework is imported only when this module is
     from lightning.pytorch.callbacks import Callback
@@ -25,18 +25,14 @@ except ImportError:  # pragma: no cover - depends on the environment
         ) from e
 
 
-class MemoryCallback(Callback):  # type: ignore[misc,unused-ignore]
+class MemoryCallback(StepChoice, Callback):  # type: ignore[misc,unused-ignore]
     """Records training batch ``step`` (1-based). Phases: ``forward`` from the batch's start,
     ``backward`` from ``on_before_backward``, ``optimizer`` from ``on_after_backward`` to the
     batch's end (Lightning runs forward and backward inside ``optimizer.step``'s closure).
     ``job`` (optional) adds the estimate beside the measurement in the report."""
 
     def __init__(self, step: int = 2, job: Any = None, max_entries: int = 0) -> None:
-        self.step = int(step)
-        self.job = job
-        self.max_entries = int(max_entries)
-        self.report: dict[str, Any] | None = None
-        self._rec: RecordedStep | None = None
+        StepChoice.__init__(self, step, job, max_entries)
         self._batches = 0
 
     def _directory(self, trainer: Any) -> str:

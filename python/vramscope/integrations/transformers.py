@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._step import RecordedStep, metrics
+from ._step import RecordedStep, StepChoice, metrics
 
 try:  # the framework is imported only when this module is
     from transformers import TrainerCallback
@@ -22,7 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 
-class MemoryCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
+class MemoryCallback(StepChoice, TrainerCallback):  # type: ignore[misc,unused-ignore]
     """Records optimizer step ``step`` (1-based, as ``state.global_step`` counts them).
 
     Phases: ``forward`` from the step's start (and each micro-batch's model call),
@@ -31,11 +31,7 @@ class MemoryCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
     (optional) adds the estimate beside the measurement in the report."""
 
     def __init__(self, step: int = 2, job: Any = None, max_entries: int = 0) -> None:
-        self.step = int(step)
-        self.job = job
-        self.max_entries = int(max_entries)
-        self.report: dict[str, Any] | None = None
-        self._rec: RecordedStep | None = None
+        StepChoice.__init__(self, step, job, max_entries)
         self._pending: dict[str, float] = {}
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

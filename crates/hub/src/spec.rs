@@ -137,35 +137,48 @@ mod tests {
 
     #[test]
     fn every_documented_form_parses() {
-        assert_eq!(
-            parse("Qwen/Qwen3-8B"),
-            r("Qwen/Qwen3-8B", None, None, false)
-        );
-        assert_eq!(
-            parse("Qwen/Qwen3-8B@v1.0"),
-            r("Qwen/Qwen3-8B", Some("v1.0"), None, false)
-        );
-        assert_eq!(
-            parse("hf://Qwen/Qwen3-8B@abc123"),
-            r("Qwen/Qwen3-8B", Some("abc123"), None, true)
-        );
-        assert_eq!(
-            parse("https://huggingface.co/Qwen/Qwen3-8B"),
-            r("Qwen/Qwen3-8B", None, None, true)
-        );
-        assert_eq!(
-            parse("https://huggingface.co/Qwen/Qwen3-8B/tree/dev"),
-            r("Qwen/Qwen3-8B", Some("dev"), None, true)
-        );
-        assert_eq!(
-            parse("bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"),
-            r(
+        // (written, repo, revision, quantization, forced to the Hub)
+        let cases = [
+            ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B", None, None, false),
+            (
+                "Qwen/Qwen3-8B@v1.0",
+                "Qwen/Qwen3-8B",
+                Some("v1.0"),
+                None,
+                false,
+            ),
+            (
+                "hf://Qwen/Qwen3-8B@abc123",
+                "Qwen/Qwen3-8B",
+                Some("abc123"),
+                None,
+                true,
+            ),
+            (
+                "https://huggingface.co/Qwen/Qwen3-8B",
+                "Qwen/Qwen3-8B",
+                None,
+                None,
+                true,
+            ),
+            (
+                "https://huggingface.co/Qwen/Qwen3-8B/tree/dev",
+                "Qwen/Qwen3-8B",
+                Some("dev"),
+                None,
+                true,
+            ),
+            (
+                "bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M",
                 "bartowski/Llama-3.2-1B-Instruct-GGUF",
                 None,
                 Some("Q4_K_M"),
-                false
-            )
-        );
+                false,
+            ),
+        ];
+        for (written, repo, rev, quant, forced) in cases {
+            assert_eq!(parse(written), r(repo, rev, quant, forced), "{written}");
+        }
     }
 
     #[test]

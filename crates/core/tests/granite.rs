@@ -1,5 +1,5 @@
-//! Bamba and Granite 4.0-H (Mamba2 mixers interleaved with attention): inference caches and
-//! training steps. Every expected number is derived by hand below from the model's shapes.
+//! Bamba and Granite 4.0-H (Mamba2 mixers interleaved with attention): inference caches (the
+//! hybrids' split and fit's note in `recurrent_state.rs`) and training steps. Every expected number is derived by hand below from the model's shapes.
 
 mod measured;
 
@@ -21,40 +21,6 @@ fn tiny_fp32_step(spec: &str, attention: &str) -> vramscope_core::report::Report
         json!({"model": {"hf_config": spec["hf_config"]}, "task": "train", "batch": 2,
                "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": attention}),
     )
-}
-
-/// ibm-ai-platform/Bamba-9B (`crates/formats/tests/fixtures/granite/bamba-9b.json`): per
-/// token, each of the 3 attention layers caches K and V of 8 KV heads × 128: 2,048 values ·
-/// 2 B (bf16) = 4,096 B, 12,288 B over the 3. Per sequence, each of the 29 Mamba2 mixers holds
-/// its conv state `[conv_dim 8192 + 2·128 = 8448, d_conv 4]` = 33,792 values and its SSM state
-/// `[128 heads, 64, d_state 128]` = 1,048,576 values: 1,082,368 · 2 B = 2,164,736 B, × 29 =
-/// 62,777,344 B whatever the context (transformers' `LinearAttentionLayer`: `conv_states`,
-/// `recurrent_states` in the model dtype). At 4,096 tokens: 50,331,648 + 62,777,344 B.
-#[test]
-fn bamba_kv_in_attention_layers_and_state_in_mixers() {
-    let config = config("bamba-9b");
-    measured::assert_cache_split(&config, 2, 50_331_648, 62_777_344);
-}
-
-/// ibm-granite/granite-4.0-h-tiny: per token, 4 attention layers × K and V of 4 KV heads ×
-/// 128 = 1,024 values · 2 B = 2,048 B, 8,192 B over the 4. Per sequence, each of the 36 mixers:
-/// conv `[3072 + 256 = 3328, 4]` = 13,312 values, SSM `[48, 64, 128]` = 393,216 values:
-/// 406,528 · 2 B = 813,056 B, × 36 = 29,270,016 B. At 4,096 tokens: 33,554,432 + 29,270,016 B.
-#[test]
-fn granite_h_tiny_kv_and_state() {
-    let config = config("granite-4.0-h-tiny");
-    measured::assert_cache_split(&config, 1, 33_554_432, 29_270_016);
-}
-
-/// fit names the 36 mixers' constant state (29,270,016 B = 27.91 MiB per sequence) and the 4
-/// attention layers' growing KV.
-#[test]
-fn fit_says_the_mixers_state_is_constant() {
-    let note = measured::constant_state_note(&config("granite-4.0-h-tiny"), 131_072);
-    measured::assert_says(
-        &note,
-        &["36 state-space layers", "27.91 MiB", "4 attention layers"],
-    );
 }
 
 /// Training steps of a tiny Bamba (`validation/specs/cpu-tiny-bamba-*.json`: 4 layers, hidden

@@ -1,7 +1,7 @@
 //! Falcon-H1 (every layer attention and a Mamba2 mixer side by side): tiiuae/Falcon-H1-0.5B's
 //! config (`crates/formats/tests/fixtures/hybrid/falcon-h1-0.5b-instruct.json`) caches K/V in
 //! all 36 layers and a recurrent state in all 36 mixers; the mixer's training path follows the
-//! `attention` setting. The measured CPU steps are held to 3 % in `hybrid.rs` (the same
+//! `attention` setting. The measured CPU steps are held to 3 % in `cpu_measured.rs` (the same
 //! `validation/cpu-measured-hybrid.json`), the cache split and fit's note in `recurrent_state.rs`.
 
 mod common;

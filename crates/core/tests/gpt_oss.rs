@@ -48,16 +48,3 @@ fn weights_are_the_mxfp4_checkpoint() {
     assert_eq!(24 * (384 + 384 + 448 + 2 * 384) + 384, 48_000);
     assert_eq!(r.per_gpu.model_states.parameters, 13_761_264_768 + 48_000);
 }
-
-/// Training steps of a tiny gpt-oss (4 layers alternating sliding and full attention, sinks,
-/// 8 experts with biases, 2 per token) measured on the CPU tensor by tensor
-/// (`validation/cpu-measured-gpt-oss.json`, made with `../shared/measure/measure.py` and
-/// `scripts/cases_from_measure.py`; validation/README.md): peak, activations and activations
-/// per layer each within 3 %. The peak is compared net of the two cuBLAS workspaces the
-/// estimate counts on a GPU (forward and backward threads) and a CPU run does not have, as in
-/// `validation_cases.rs` `masked_lm_pure_bf16_peaks`.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-gpt-oss.json", 3);
-    assert!(worst <= 0.03, "worst {worst}");
-}

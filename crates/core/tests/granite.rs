@@ -23,24 +23,6 @@ fn tiny_fp32_step(spec: &str, attention: &str) -> vramscope_core::report::Report
     )
 }
 
-/// Training steps of a tiny Bamba (`validation/specs/cpu-tiny-bamba-*.json`: 4 layers, hidden
-/// 256, attention on layer 1, Mamba2 mixers of 8 heads × 64 with state 16 and chunk 64
-/// elsewhere, SwiGLU 512; 7,153,448 parameters) and a tiny Granite 4.0-H
-/// (`cpu-tiny-granitemoehybrid-*.json`: the same mixers and attention layout, every layer 4
-/// experts of 128, 2 per token, plus a shared MLP of 256; the muP multipliers of the published
-/// models; tied; 5,846,824 parameters) measured on the CPU with `../shared/measure/measure.py`
-/// on transformers' torch path (no `mamba_ssm`: the estimate's `attention: eager`), fp32 and
-/// bf16-mixed, AdamW, batch 2 × seq 256 (`validation/cpu-measured-granite.json`, made with
-/// `scripts/cases_from_measure.py`): peak, activations at the peak and the per-layer increment
-/// each within 3 %; and a tiny Granite-MoE (`cpu-tiny-granitemoe-*-adamw-sdpa.json`: 4
-/// attention layers of 8 heads over 2 KV heads, 4 experts of 128, 2 per token, the 3.x models'
-/// multipliers, tied; 4,331,776 parameters) with SDPA.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-granite.json", 18);
-    assert!(worst <= 0.03, "worst {worst}");
-}
-
 /// The tiny Bamba counts as transformers built it (7,153,448 parameters, printed by
 /// `measure.py`): 3 mixers (c = 512 + 32 = 544; in_proj 1064·256 = 272,384, conv 2,720, 24,
 /// norm 512, out_proj 131,072 = 406,712), 1 attention (2·256² + 2·64·256 = 163,840), 4 SwiGLU

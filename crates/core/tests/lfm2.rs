@@ -28,23 +28,3 @@ fn training_names_the_conv_path() {
     );
     assert!(!r.warnings.iter().any(|w| w.contains("mamba_ssm")));
 }
-
-/// A tiny LFM2's AdamW steps with SDPA, fp32 and bf16-mixed, measured on the CPU tensor by
-/// tensor (`validation/cpu-measured-lfm2.json`, `validation/results/`; the short convolution
-/// on transformers' torch fallback, as it runs without a hub `causal_conv1d` kernel): the
-/// peaks (net of the two cuBLAS workspaces a CPU run lacks) and the short-conv block's
-/// activations each within 3 %.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-lfm2.json", 4);
-    assert!(worst <= 0.03, "worst {worst}");
-}
-
-/// A tiny LFM2-MoE's AdamW steps with SDPA, fp32 and bf16-mixed, measured on the CPU
-/// (`validation/cpu-measured-lfm2moe.json`, `validation/results/`; transformers' default
-/// `grouped_mm` experts and the sigmoid router of `Lfm2MoeTopKRouter`): within 3 %.
-#[test]
-fn measured_moe_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-lfm2moe.json", 4);
-    assert!(worst <= 0.03, "worst {worst}");
-}

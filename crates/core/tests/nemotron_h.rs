@@ -78,15 +78,3 @@ fn training_names_the_mixer_path() {
         .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
     assert!(fused.per_gpu.components.activations < eager.per_gpu.components.activations);
 }
-
-/// Training steps of a tiny Nemotron-H (4 layers "M*-E": a Mamba2 mixer on transformers' torch
-/// path, eager attention, a squared-ReLU MLP, a 4-expert MoE with a shared expert) measured on
-/// the CPU tensor by tensor, fp32 and bf16-mixed (`validation/cpu-measured-nemotronh.json`,
-/// made with `../shared/measure/measure.py` and `scripts/cases_from_measure.py`;
-/// validation/README.md): the peak (net of the two cuBLAS workspaces a CPU run lacks), the
-/// activations at the peak and the attention block's increment each within 3 %.
-#[test]
-fn measured_training_steps() {
-    let worst = measured::worst("cpu-measured-nemotronh.json", 6);
-    assert!(worst <= 0.03, "worst {worst}");
-}

@@ -4,17 +4,8 @@
 //! trained for one AdamW step with SDPA, fp32 and bf16-mixed, batch 2 × 256 tokens, measured on
 //! the CPU tensor by tensor with `../shared/measure/measure.py` (torch 2.15.0, transformers
 //! 5.24.0; the runs in `validation/results/cpu-tiny-{smollm3,olmo2,olmo3,exaone4}-*`, the cases
-//! `validation/cpu-measured-season.json` from `scripts/cases_from_measure.py`).
-
-mod measured;
-
-/// Every case — the step's peak (net of the two cuBLAS workspaces a CPU run lacks), one
-/// block's activations and the activations at the peak — within 3 %.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-season.json", 24);
-    assert!(worst <= 0.03, "worst {worst}");
-}
+//! `validation/cpu-measured-season.json` from `scripts/cases_from_measure.py`, held to 3 % in
+//! `cpu_measured.rs`).
 
 /// The measured models' parameter counts, by hand (h 256, 4 layers, 4 heads of 64, 2 KV heads,
 /// MLP 512, vocab 8192), equal to what `measure.py` printed for each (`n_params` in the result

@@ -8,38 +8,28 @@
 //! `multi_modal_projector.` or `image_newline` being the projector and one under
 //! `vision_tower.` the tower. The fixtures' sources are in `fixtures/vlm/README.md`.
 
-use vramscope_core::vision::Part;
+mod common;
+
+use common::vlm::{self, fixture};
 use vramscope_formats::model_source::load_model;
 
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/vlm/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// (total, vision tower, projector, language model) as the inventory counts them.
+/// (total, vision tower, projector, language model) as the inventory counts them, the config
+/// at `path` read without a warning.
 fn parts(path: &str) -> (u64, u64, u64, u64) {
     let m = load_model(path).unwrap();
     assert!(m.warnings.is_empty(), "{path}: {:?}", m.warnings);
-    let by = m.inventory.as_ref().unwrap().by_part();
-    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
-    (
-        m.params_total,
-        get(Part::Vision),
-        get(Part::Projector),
-        get(Part::Language),
-    )
+    vlm::parts_of(&m)
 }
 
 /// (tokens, tower images, tower sequence) of `count` `w × h` images in one sequence.
 fn tokens(name: &str, count: u64, w: u64, h: u64) -> (u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
-    let c = m
-        .spec
-        .unwrap()
+    let spec = vlm::model(name).spec.expect("a spec");
+    let c = spec
         .vision
-        .unwrap()
+        .expect("a vision tower")
         .tokens
-        .cost_for(count, w, h)
-        .unwrap();
+        .cost_for(count, w, h);
+    let c = c.unwrap();
     (c.tokens, c.tower_images, c.tower_seq)
 }
 

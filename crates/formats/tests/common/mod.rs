@@ -5,6 +5,8 @@
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+#[allow(dead_code)] // Only the vision-language tests use it.
+pub mod vlm;
 
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::LoadedModel;

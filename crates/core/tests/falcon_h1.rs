@@ -31,7 +31,7 @@ fn training_names_the_mixer_path() {
     };
     let eager = est("eager");
     let fused = est("sdpa");
-    assert!(eager.warnings.iter().any(|w| w.contains("torch path")));
+    common::assert_warns(&eager.warnings, "torch path");
     assert!(common::warns_of(
         &fused.warnings,
         "mamba_split_conv1d_scan_combined"

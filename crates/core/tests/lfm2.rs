@@ -5,6 +5,8 @@
 //! `recurrent_state.rs`). Expected numbers are derived by hand below from the
 //! shapes (`modeling_lfm2.py`, `cache_utils.py`), or measured.
 
+mod common;
+
 mod measured;
 
 use measured::run;
@@ -21,10 +23,6 @@ fn training_names_the_conv_path() {
         json!({"model": {"hf_config": config()}, "task": "train", "batch": 1, "seq": 2048,
                "precision": "bf16-mixed", "optimizer": "adamw", "attention": "sdpa"}),
     );
-    assert!(
-        r.warnings.iter().any(|w| w.contains("short-convolution")),
-        "{:?}",
-        r.warnings
-    );
-    assert!(!r.warnings.iter().any(|w| w.contains("mamba_ssm")));
+    common::assert_warns(&r.warnings, "short-convolution");
+    common::assert_never_warns(&r.warnings, "mamba_ssm");
 }

@@ -5,6 +5,8 @@
 //! dtype, the recurrent state as `torch_chunk_gated_delta_rule` returns it, fp32). Expected
 //! numbers (the cache splits and fit's notes) are derived by hand in `recurrent_state.rs`.
 
+mod common;
+
 mod measured;
 
 use serde_json::Value;
@@ -23,17 +25,10 @@ fn training_names_the_deltanet_path() {
         let r = measured::run(serde_json::json!({"model": {"hf_config": config},
             "task": "train", "batch": 1, "seq": 1024, "precision": "bf16-mixed",
             "checkpointing": "full", "attention": attention}));
-        assert!(
-            r.warnings
-                .iter()
-                .any(|w| w.contains("gated DeltaNet layers estimated on transformers' torch path")),
-            "{:?}",
-            r.warnings
+        common::assert_warns(
+            &r.warnings,
+            "gated DeltaNet layers estimated on transformers' torch path",
         );
-        assert!(
-            !r.warnings.iter().any(|w| w.contains("mamba_ssm")),
-            "{:?}",
-            r.warnings
-        );
+        common::assert_never_warns(&r.warnings, "mamba_ssm");
     }
 }

@@ -3,6 +3,8 @@
 //! sequence in place of KV, constant in context length, and fit saying so. Every expected number
 //! is derived by hand below from the model's shapes.
 
+mod common;
+
 mod measured;
 
 use serde_json::{json, Value};
@@ -78,11 +80,7 @@ fn torch_scan_path_saves_the_wide_tensors() {
             json!({"model": {"hf_config": config()}, "task": "train", "batch": 1,
                    "seq": 512, "precision": "bf16-mixed", "attention": attention}),
         );
-        assert!(
-            r.warnings.iter().any(|w| w.contains("state-space layers")),
-            "{:?}",
-            r.warnings
-        );
+        common::assert_warns(&r.warnings, "state-space layers");
         r.per_gpu.activation_bytes_per_layer.unwrap()
     };
     let torch = per_layer("eager");

@@ -3,6 +3,8 @@
 //! then training). Bounds are derived from the formulas' structure (Narayanan et al. 2021
 //! eq. 3: a full recomputation reruns the forward, one pass in three), not read off the output.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::{fit, what_if};
@@ -120,7 +122,7 @@ fn an_rl_step_is_generation_then_training() {
     };
     let (model, grpo) = load(job("grpo"));
     let r = estimate(&model, &grpo).unwrap();
-    assert!(!r.warnings.iter().any(|w| w.contains("throughput is null")));
+    common::assert_never_warns(&r.warnings, "throughput is null");
     let t = train(&r);
     let g = t.generation_s.unwrap();
     assert!(g > 0.0 && t.step_time_s > g + t.compute_s * 0.999, "{t:?}");

@@ -1,6 +1,8 @@
 //! Families without a preset, read from the fields of their real config.json files, and the
 //! strictness of the config reader. Expected counts are published figures re-derived by hand.
 
+mod common;
+
 use serde_json::json;
 use vramscope_formats::hf_config::{parse_config_value, parse_config_value_with, ReadOptions};
 use vramscope_formats::model_source::load_inline_config;
@@ -163,7 +165,7 @@ fn unknown_family_with_standard_fields() {
     );
     let llama = ReadOptions { assume_llama: true };
     let parsed = parse_config_value_with(&cfg, "config.json", llama).unwrap();
-    assert!(parsed.warnings.iter().any(|w| w.contains("brand_new")));
+    common::assert_warns(&parsed.warnings, "brand_new");
     // embed 100·64 + head 100·64 + 2·(4·64² + 3·64·128 + 2·64) + 64
     let expected = 2 * 100 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64;
     let m = vramscope_formats::model_source::model_of_config(parsed, "config.json").unwrap();

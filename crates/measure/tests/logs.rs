@@ -47,7 +47,7 @@ fn vllm_v0_weights_and_blocks() {
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(10039));
     assert_eq!(engine(&r, "num_cpu_blocks"), json!(1310));
     assert_eq!(r.per_gpu.kv_pool, None, "the log states no KV bytes");
-    assert!(r.warnings.iter().any(|w| w.contains("partial")));
+    common::assert_warns(&r.warnings, "partial");
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn vllm_truncated_line_is_not_misread() {
     // The cut "GPU KV cache size: 158,6" must not become 1586 tokens.
     assert_eq!(engine(&r, "kv_cache_tokens"), Value::Null);
     assert_eq!(r.per_gpu.components.parameters, Some(gib(14.9889)));
-    assert!(r.warnings.iter().any(|w| w.contains("partial")));
+    common::assert_warns(&r.warnings, "partial");
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn llamacpp_context_wording_and_partial_warning() {
     assert_eq!(r.per_gpu.components.parameters, Some(mib(0.75)));
     // "model params     = 111.06 B"
     assert_eq!(r.job["model"], json!({"params": 111.06e9}));
-    assert!(r.warnings.iter().any(|w| w.contains("KV buffers")));
+    common::assert_warns(&r.warnings, "KV buffers");
 
     let r = read("llamacpp/ollama-runner-init_from_model-issue10114.log");
     // "offloaded 25/25 layers", "CUDA0 model buffer size =   577.22 MiB",
@@ -515,7 +515,7 @@ fn oom_wrapped_and_impossible() {
     let (r, o) = oom("torch-oom/torch2.x-wsl-bogus-process-liger47.txt");
     // "this process has 17179869184.00 GiB memory in use" = 2^64 bytes: not representable.
     assert_eq!(o.process_in_use, None);
-    assert!(r.warnings.iter().any(|w| w.contains("could not be read")));
+    common::assert_warns(&r.warnings, "could not be read");
 
     let (_, o) = oom("torch-oom/torch2.x-linewrapped-nemo3907.txt");
     // "Tried to allocate 720.00 MiB.\nGPU 0 has a total capacity of 184.31 GiB of which
@@ -669,13 +669,7 @@ fn vllm_block_count_alone_is_noted() {
     r.note_kv_count_only();
     assert_eq!(r.per_gpu.kv_pool, None);
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(10039));
-    assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("only as 10039 GPU blocks")),
-        "{:?}",
-        r.warnings
-    );
+    common::assert_warns(&r.warnings, "only as 10039 GPU blocks");
     // A log that states the bytes itself keeps them: "available_kv_cache_memory 53.29GiB".
     let mut t = read("vllm/v0-2024-12-profiling-table-pr10511.log");
     assert!(!t.kv_pool_from_count(2_097_152, 16, "x"));
@@ -699,11 +693,7 @@ fn vllm_v0_profiling_results_kv_cache_size() {
     // "Loading model weights took 14.9888 GB"; "# GPU blocks: 27872".
     assert_eq!(r.per_gpu.components.parameters, Some(gib(14.9888)));
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(27872));
-    assert!(
-        !r.warnings.iter().any(|w| w.contains("KV cache memory")),
-        "{:?}",
-        r.warnings
-    );
+    common::assert_never_warns(&r.warnings, "KV cache memory");
 }
 
 /// A log that starts with the `vllm serve` command: the command states the utilization (0.98)

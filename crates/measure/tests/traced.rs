@@ -213,11 +213,7 @@ fn a_cuda_trace_replays_under_the_settings_it_names() {
     // A setting PyTorch refuses (max_split_size_mb below 20): said, and the defaults replayed.
     let a = analyze_bytes(&record_with_conf(&v, "cuda", Some("max_split_size_mb:4"))).unwrap();
     assert_eq!(a.per_gpu.peak_reserved, Some(164 * u64::from(MIB)));
-    assert!(
-        a.warnings.iter().any(|w| w.contains("max_split_size_mb")),
-        "{:?}",
-        a.warnings
-    );
+    common::assert_warns(&a.warnings, "max_split_size_mb");
 }
 
 #[test]

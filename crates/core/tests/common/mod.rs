@@ -63,7 +63,7 @@ mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
-pub use warnings::{warns_of, warns_starting};
+pub use warnings::{assert_never_warns, assert_warns, warns_of, warns_starting};
 
 /// The shared H200 results file's runs that finished (`type: result`, `status: ok`), one JSON
 /// object per line (`../shared/fixtures/gpu-h200/README.md`).

@@ -5,6 +5,11 @@
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+#[path = "../../../core/tests/common/warnings.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses every helper.
+mod warnings;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use warnings::{assert_never_warns, assert_warns};
 #[allow(dead_code)] // Only the vision-language tests use it.
 pub mod vlm;
 

@@ -17,11 +17,7 @@ use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase};
 use vramscope_core::job::Job;
 
 fn result(name: &str) -> Value {
-    let path = format!(
-        "{}/../../validation/results/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::validation(&format!("results/{name}.json"))
 }
 
 fn job_of(r: &Value) -> Value {

@@ -14,11 +14,7 @@ fn config(name: &str) -> Value {
 /// The estimate of a tiny model's measured fp32 AdamW step (batch 2 × seq 256) with
 /// `attention`, from the config in `validation/specs/<spec>`.
 fn tiny_fp32_step(spec: &str, attention: &str) -> vramscope_core::report::Report {
-    let path = format!(
-        "{}/../../validation/specs/{spec}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: Value = common::validation(&format!("specs/{spec}"));
     measured::run(
         json!({"model": {"hf_config": spec["hf_config"]}, "task": "train", "batch": 2,
                "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": attention}),

@@ -7,6 +7,8 @@
 //! `validation/cpu-measured-season.json` from `scripts/cases_from_measure.py`, held to 3 % in
 //! `cpu_measured.rs`).
 
+mod common;
+
 /// The measured models' parameter counts, by hand (h 256, 4 layers, 4 heads of 64, 2 KV heads,
 /// MLP 512, vocab 8192), equal to what `measure.py` printed for each (`n_params` in the result
 /// files). Per layer: q and o 256² = 65,536 each, k and v 256 · 128 = 32,768 each, MLP 3 · 256
@@ -15,12 +17,7 @@
 /// 64 (untied: two matrices); final norm 256.
 #[test]
 fn measured_models_count_by_hand() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-season.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<serde_json::Value> = common::validation("cpu-measured-season.json");
     let layer = 2 * 65_536 + 2 * 32_768 + 393_216 + 512;
     assert_eq!(layer, 590_336);
     for c in &cases {

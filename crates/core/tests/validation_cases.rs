@@ -101,10 +101,7 @@ fn cpu_measured_cases() {
 /// bf16, parallel residuals). Same goal as the shared measured file.
 #[test]
 fn project_measured_cases() {
-    let rows = run_path(&format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    ));
+    let rows = run_path(&common::validation_path("cpu-measured-extra.json"));
     assert!(rows.len() >= 30, "{} cases", rows.len());
     let (pass, median, worst) = summary(&rows);
     assert_eq!(pass, rows.len(), "every measured case within tolerance");
@@ -143,11 +140,7 @@ fn dev_cases() {
 /// read it to decide what to change.
 #[test]
 fn project_peak_phases() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("cpu-measured-extra.json");
     let mut checked = 0;
     for c in cases
         .iter()
@@ -179,11 +172,7 @@ fn project_peak_phases() {
 /// is compared net of them (the file's cases check the activations as they are).
 #[test]
 fn masked_lm_pure_bf16_peaks() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("cpu-measured-extra.json");
     let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
     // Two cuBLAS handles of 8,519,680 B; today's cuBLASLt shares them (`overhead.rs`).
     assert_eq!(workspaces, 2 * 8_519_680);

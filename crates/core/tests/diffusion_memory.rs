@@ -168,38 +168,56 @@ fn flux_denoise_by_hand() {
 fn job_errors_name_the_field() {
     let p = pipeline(sdxl_vae());
     let bad = |j: DiffusionJob| j.resolve(&p).unwrap_err();
-    assert!(bad(DiffusionJob {
-        width: Some(1000.0),
-        ..Default::default()
-    })
-    .starts_with("width: 1000 is not a multiple of 16"));
-    assert!(bad(DiffusionJob {
-        precision: Some("int4".into()),
-        ..Default::default()
-    })
-    .starts_with("precision:"));
-    assert!(bad(DiffusionJob {
-        offload: Some("disk".into()),
-        ..Default::default()
-    })
-    .starts_with("offload:"));
-    assert!(bad(DiffusionJob {
-        drop_t5: Some(true),
-        ..Default::default()
-    })
-    .starts_with("drop_t5:"));
-    assert!(bad(DiffusionJob {
-        batch: Some(0.5),
-        ..Default::default()
-    })
-    .starts_with("batch:"));
     // A pipeline runs as `infer` or `train` (LoRA on the denoiser, docs/diffusion.md): `rl`
     // is not a pipeline task.
-    assert!(bad(DiffusionJob {
-        task: Some("rl".into()),
-        ..Default::default()
-    })
-    .starts_with("task:"));
+    let cases = [
+        (
+            DiffusionJob {
+                width: Some(1000.0),
+                ..Default::default()
+            },
+            "width: 1000 is not a multiple of 16",
+        ),
+        (
+            DiffusionJob {
+                precision: Some("int4".into()),
+                ..Default::default()
+            },
+            "precision:",
+        ),
+        (
+            DiffusionJob {
+                offload: Some("disk".into()),
+                ..Default::default()
+            },
+            "offload:",
+        ),
+        (
+            DiffusionJob {
+                drop_t5: Some(true),
+                ..Default::default()
+            },
+            "drop_t5:",
+        ),
+        (
+            DiffusionJob {
+                batch: Some(0.5),
+                ..Default::default()
+            },
+            "batch:",
+        ),
+        (
+            DiffusionJob {
+                task: Some("rl".into()),
+                ..Default::default()
+            },
+            "task:",
+        ),
+    ];
+    for (job, start) in cases {
+        let err = bad(job);
+        assert!(err.starts_with(start), "{start:?}: {err}");
+    }
 }
 
 /// Offload modes: without offload every weight stays through the decode; with model offload

@@ -18,15 +18,7 @@ use measured::run;
 /// 2,048 = 3,145,728 + 100,663,296 B per sequence; below the window all 24 layers hold all.
 #[test]
 fn kv_cache_per_layer_kind() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config(), batch, seq);
     assert_eq!(kv(1, 4096), 3_145_728 + 100_663_296);
     assert_eq!(kv(2, 4096), 2 * (3_145_728 + 100_663_296));
     assert_eq!(kv(1, 100), 24 * 100 * 2_048);

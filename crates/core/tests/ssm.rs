@@ -34,15 +34,7 @@ fn run(job: Value) -> Report {
 /// 2 B (bf16) = 204,800 B; × 64 layers = 13,107,200 B per sequence, whatever the context.
 #[test]
 fn recurrent_state_is_constant_in_context() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config(), batch, seq);
     assert_eq!(kv(1, 128), 13_107_200);
     assert_eq!(kv(1, 65_536), 13_107_200);
     assert_eq!(kv(4, 4_096), 4 * 13_107_200);

@@ -8,16 +8,11 @@ mod common;
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::{fit, what_if};
-use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::job::ResolvedJob;
 use vramscope_core::throughput::Throughput;
-use vramscope_formats::model_source::load_job_model;
 
 fn load(job: Value) -> (ModelInput, ResolvedJob) {
-    let j: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    (model.into_input(), resolved)
+    common::prepared_json(&job)
 }
 
 fn train(r: &vramscope_core::report::Report) -> vramscope_core::throughput::TrainThroughput {

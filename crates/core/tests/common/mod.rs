@@ -20,6 +20,11 @@ pub fn prepared(job: &Job) -> (ModelInput, ResolvedJob) {
     (model.into_input(), resolved)
 }
 
+/// [`prepared`] for a job given as JSON.
+pub fn prepared_json(job: &Value) -> (ModelInput, ResolvedJob) {
+    prepared(&serde_json::from_value(job.clone()).unwrap())
+}
+
 /// The estimate of `job` (see [`prepared`]).
 pub fn estimate_job(job: &Job) -> Report {
     let (model, resolved) = prepared(job);

@@ -170,51 +170,20 @@ fn job_errors_name_the_field() {
     let bad = |j: DiffusionJob| j.resolve(&p).unwrap_err();
     // A pipeline runs as `infer` or `train` (LoRA on the denoiser, docs/diffusion.md): `rl`
     // is not a pipeline task.
-    let cases = [
+    let cases: [(fn(&mut DiffusionJob), &str); 6] = [
         (
-            DiffusionJob {
-                width: Some(1000.0),
-                ..Default::default()
-            },
+            |j| j.width = Some(1000.0),
             "width: 1000 is not a multiple of 16",
         ),
-        (
-            DiffusionJob {
-                precision: Some("int4".into()),
-                ..Default::default()
-            },
-            "precision:",
-        ),
-        (
-            DiffusionJob {
-                offload: Some("disk".into()),
-                ..Default::default()
-            },
-            "offload:",
-        ),
-        (
-            DiffusionJob {
-                drop_t5: Some(true),
-                ..Default::default()
-            },
-            "drop_t5:",
-        ),
-        (
-            DiffusionJob {
-                batch: Some(0.5),
-                ..Default::default()
-            },
-            "batch:",
-        ),
-        (
-            DiffusionJob {
-                task: Some("rl".into()),
-                ..Default::default()
-            },
-            "task:",
-        ),
+        (|j| j.precision = Some("int4".into()), "precision:"),
+        (|j| j.offload = Some("disk".into()), "offload:"),
+        (|j| j.drop_t5 = Some(true), "drop_t5:"),
+        (|j| j.batch = Some(0.5), "batch:"),
+        (|j| j.task = Some("rl".into()), "task:"),
     ];
-    for (job, start) in cases {
+    for (set, start) in cases {
+        let mut job = DiffusionJob::default();
+        set(&mut job);
         let err = bad(job);
         assert!(err.starts_with(start), "{start:?}: {err}");
     }

@@ -5,34 +5,12 @@
 
 mod common;
 
+use common::TempDir;
+
 use serde_json::json;
 use std::fs;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+
 use vramscope_formats::model_source::{load_model, LoadedModel};
-
-/// A fresh directory, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "vramscope-weights-{}-{tag}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A safetensors file (format README: u64 LE header length, the JSON header, zero data) of
 /// `(name, dtype, shape)` tensors, 2 or 4 bytes an element.
@@ -114,7 +92,7 @@ fn load_dir(
     config: &serde_json::Value,
     tensors: &[(String, &str, Vec<u64>)],
 ) -> Result<LoadedModel, String> {
-    let d = Dir::new("m");
+    let d = TempDir::new("m");
     fs::write(d.0.join("config.json"), config.to_string()).unwrap();
     fs::write(d.0.join("model.safetensors"), st_file(tensors)).unwrap();
     load_model(d.0.to_str().unwrap()).map_err(|e| e.to_string())

@@ -10,8 +10,12 @@ pub use shared_dir::shared;
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
 pub use warnings::{assert_never_warns, assert_warns};
+#[allow(dead_code)] // Only the tests that write files use it.
+mod temp_dir;
 #[allow(dead_code)] // Only the vision-language tests use it.
 pub mod vlm;
+#[allow(unused_imports)] // Only the tests that write files use it.
+pub use temp_dir::TempDir;
 
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::LoadedModel;

@@ -37,6 +37,20 @@ fn engine(r: &LogReport, key: &str) -> Value {
 
 // ---------------------------------------------------------------- vLLM
 
+/// Asserts a vLLM memory profile as read: `[weights, non-torch memory, activation peak, KV
+/// cache, total GPU memory]` in GiB as the log prints them, and the utilization.
+fn assert_vllm_profile(r: &LogReport, gibs: [f64; 5], utilization: f64) {
+    let [weights, non_torch, activations, kv, total] = gibs;
+    let c = &r.per_gpu.components;
+    assert_eq!(c.parameters, Some(gib(weights)));
+    assert_eq!(c.cuda_context, Some(gib(non_torch)));
+    assert_eq!(c.temporaries, Some(gib(activations)));
+    assert_eq!(r.per_gpu.kv_pool, Some(gib(kv)));
+    assert_eq!(r.fit.capacity, Some(gib(total)));
+    let util = engine(r, "gpu_memory_utilization");
+    assert_eq!(util, json!(utilization));
+}
+
 #[test]
 fn vllm_v0_weights_and_blocks() {
     let r = read("vllm/v0-2024-07-tp4-pr6234.log");
@@ -53,34 +67,19 @@ fn vllm_v0_weights_and_blocks() {
 #[test]
 fn vllm_profiling_table() {
     let r = read("vllm/v0-2024-12-profiling-table-pr10511.log");
-    let c = &r.per_gpu.components;
-    // "model weights take   14.96GiB"
-    assert_eq!(c.parameters, Some(gib(14.96)));
-    // "non_torch_memory     1.79GiB"
-    assert_eq!(c.cuda_context, Some(gib(1.79)));
-    // "PyTorch activation peak memory       1.26GiB"
-    assert_eq!(c.temporaries, Some(gib(1.26)));
-    // "available_kv_cache_memory    53.29GiB"
-    assert_eq!(r.per_gpu.kv_pool, Some(gib(53.29)));
-    // "total_gpu_memory     79.22GiB"
-    assert_eq!(r.fit.capacity, Some(gib(79.22)));
-    // "gpu_memory_utilization       0.90"
-    assert_eq!(engine(&r, "gpu_memory_utilization"), json!(0.9));
+    // "model weights take   14.96GiB", "non_torch_memory     1.79GiB", "PyTorch activation
+    // peak memory       1.26GiB", "available_kv_cache_memory    53.29GiB", "total_gpu_memory
+    // 79.22GiB", "gpu_memory_utilization       0.90".
+    assert_vllm_profile(&r, [14.96, 1.79, 1.26, 53.29, 79.22], 0.9);
 }
 
 #[test]
 fn vllm_one_line_profile_and_cuda_blocks() {
     let r = read("vllm/v0-2025-01-cuda-blocks-pr12126.log");
-    let c = &r.per_gpu.components;
     // "model weights take 19.86GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak
     // memory takes 36.63GiB; the rest of the memory reserved for KV Cache is 14.65GiB."
-    assert_eq!(c.parameters, Some(gib(19.86)));
-    assert_eq!(c.cuda_context, Some(gib(0.16)));
-    assert_eq!(c.temporaries, Some(gib(36.63)));
-    assert_eq!(r.per_gpu.kv_pool, Some(gib(14.65)));
     // "total_gpu_memory (79.22GiB) x gpu_memory_utilization (0.90)"
-    assert_eq!(r.fit.capacity, Some(gib(79.22)));
-    assert_eq!(engine(&r, "gpu_memory_utilization"), json!(0.9));
+    assert_vllm_profile(&r, [19.86, 0.16, 36.63, 14.65, 79.22], 0.9);
     // "# CUDA blocks: 6001, # CPU blocks: 1638"
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(6001));
     assert_eq!(engine(&r, "num_cpu_blocks"), json!(1638));

@@ -74,10 +74,8 @@ fn siglip_pooling_head_when_the_config_leaves_it_on() {
         .as_object_mut()
         .unwrap()
         .remove("vision_use_head");
-    let dir = std::env::temp_dir().join(format!("vramscope-ov-head-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.json");
-    std::fs::write(&path, v.to_string()).unwrap();
+    let dir = common::TempDir::new("ov-head");
+    let path = dir.write("config.json", v.to_string().as_bytes());
     let head = 1_152 + 3 * 1_152 * 1_152 + 3 * 1_152 + 1_152 * 1_152 + 1_152 + 2_304 + 9_921_872;
     assert_eq!(head, 15_238_352u64);
     assert_eq!(
@@ -89,7 +87,6 @@ fn siglip_pooling_head_when_the_config_leaves_it_on() {
             494_032_768
         )
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Pixtral-12B by hand: tower patch_conv 1024·3·16·16 = 786,432, ln_pre 1,024, a layer 2,048 +

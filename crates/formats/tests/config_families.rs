@@ -356,20 +356,14 @@ fn python_non_finite_tokens_are_read() {
         "time_step_limit": [0.0, Infinity], "initializer_range": NaN, "note": "NaN, Infinity"}"#;
     let parsed = vramscope_formats::hf_config::parse_config_str(text, "c.json").unwrap();
     assert_eq!(parsed.spec.hidden_size, 64);
-    let bad = text.replace("\"hidden_size\": 64", "\"hidden_size\": Infinity");
-    let e = vramscope_formats::hf_config::parse_config_str(&bad, "c.json")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("hidden_size") && !e.contains("not valid JSON"),
-        "{e}"
-    );
-    let nan = text.replace("\"hidden_size\": 64", "\"hidden_size\": NaN");
-    let e = vramscope_formats::hf_config::parse_config_str(&nan, "c.json")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("hidden_size") && !e.contains("not valid JSON"),
-        "{e}"
-    );
+    for token in ["Infinity", "NaN"] {
+        let bad = text.replace("\"hidden_size\": 64", &format!("\"hidden_size\": {token}"));
+        let e = vramscope_formats::hf_config::parse_config_str(&bad, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("hidden_size") && !e.contains("not valid JSON"),
+            "{token}: {e}"
+        );
+    }
 }

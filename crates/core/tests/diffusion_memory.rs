@@ -170,7 +170,9 @@ fn job_errors_name_the_field() {
     let bad = |j: DiffusionJob| j.resolve(&p).unwrap_err();
     // A pipeline runs as `infer` or `train` (LoRA on the denoiser, docs/diffusion.md): `rl`
     // is not a pipeline task.
-    let cases: [(fn(&mut DiffusionJob), &str); 6] = [
+    // (what the case writes into a default job, how its error starts)
+    type Case = (fn(&mut DiffusionJob), &'static str);
+    let cases: [Case; 6] = [
         (
             |j| j.width = Some(1000.0),
             "width: 1000 is not a multiple of 16",

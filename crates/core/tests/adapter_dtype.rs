@@ -128,11 +128,7 @@ fn no_dropout_saves_no_copies() {
 /// expected figures are the measured ones, as the file holds them.
 #[test]
 fn measured_adapter_dtypes() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-lora-dtype.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("cpu-measured-lora-dtype.json");
     let mut checked = 0;
     for c in &cases {
         let id = c["id"].as_str().unwrap();

@@ -293,11 +293,7 @@ fn generate_prefill_peak_is_pythons_lifetimes() {
 #[test]
 fn cpu_generate_call_peak() {
     use vramscope_core::allocator::{Allocator, AllocatorConfig};
-    let path = format!(
-        "{}/../../validation/cpu-measured-generate.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let rec: Value = common::validation("cpu-measured-generate.json");
     for run in rec["runs"].as_array().unwrap() {
         let cache = run["cache"].as_str().unwrap();
         let mut job = serde_json::json!({
@@ -392,11 +388,7 @@ fn step_peak_over_start(s: &Stream, step: u8) -> (u64, u64) {
 #[test]
 fn cpu_accumulation_and_kept_grads() {
     const GRADS: u64 = 17_785_856;
-    let path = format!(
-        "{}/../../validation/cpu-measured-accum.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let rec: Value = common::validation("cpu-measured-accum.json");
     let mut rows = Vec::new();
     for run in rec["runs"].as_array().unwrap() {
         let job = serde_json::json!({

@@ -103,11 +103,7 @@ fn compile_lowers_what_it_measurably_lowers() {
 /// job with `compile: true`): each within 3 %, net of the cuBLAS workspaces.
 #[test]
 fn compile_case_file_within_3_percent() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-compile.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("cpu-measured-compile.json");
     assert_eq!(cases.len(), 3);
     for c in &cases {
         assert_eq!(c["metric"], "per_gpu.peak_allocated");

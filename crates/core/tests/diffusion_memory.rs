@@ -168,38 +168,27 @@ fn flux_denoise_by_hand() {
 fn job_errors_name_the_field() {
     let p = pipeline(sdxl_vae());
     let bad = |j: DiffusionJob| j.resolve(&p).unwrap_err();
-    assert!(bad(DiffusionJob {
-        width: Some(1000.0),
-        ..Default::default()
-    })
-    .starts_with("width: 1000 is not a multiple of 16"));
-    assert!(bad(DiffusionJob {
-        precision: Some("int4".into()),
-        ..Default::default()
-    })
-    .starts_with("precision:"));
-    assert!(bad(DiffusionJob {
-        offload: Some("disk".into()),
-        ..Default::default()
-    })
-    .starts_with("offload:"));
-    assert!(bad(DiffusionJob {
-        drop_t5: Some(true),
-        ..Default::default()
-    })
-    .starts_with("drop_t5:"));
-    assert!(bad(DiffusionJob {
-        batch: Some(0.5),
-        ..Default::default()
-    })
-    .starts_with("batch:"));
     // A pipeline runs as `infer` or `train` (LoRA on the denoiser, docs/diffusion.md): `rl`
     // is not a pipeline task.
-    assert!(bad(DiffusionJob {
-        task: Some("rl".into()),
-        ..Default::default()
-    })
-    .starts_with("task:"));
+    // (what the case writes into a default job, how its error starts)
+    type Case = (fn(&mut DiffusionJob), &'static str);
+    let cases: [Case; 6] = [
+        (
+            |j| j.width = Some(1000.0),
+            "width: 1000 is not a multiple of 16",
+        ),
+        (|j| j.precision = Some("int4".into()), "precision:"),
+        (|j| j.offload = Some("disk".into()), "offload:"),
+        (|j| j.drop_t5 = Some(true), "drop_t5:"),
+        (|j| j.batch = Some(0.5), "batch:"),
+        (|j| j.task = Some("rl".into()), "task:"),
+    ];
+    for (set, start) in cases {
+        let mut job = DiffusionJob::default();
+        set(&mut job);
+        let err = bad(job);
+        assert!(err.starts_with(start), "{start:?}: {err}");
+    }
 }
 
 /// Offload modes: without offload every weight stays through the decode; with model offload

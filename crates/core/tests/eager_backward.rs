@@ -16,20 +16,8 @@ use serde_json::{json, Value};
 use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase};
 use vramscope_core::job::Job;
 
-/// The three cases of each run (the peak net of the two cuBLAS workspaces a CPU run lacks, one
-/// block's activations, the activations at the no-checkpointing peak) within 3 %.
-#[test]
-fn measured_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-eager-backward.json", 5);
-    assert!(worst <= 0.03, "worst {worst}");
-}
-
 fn result(name: &str) -> Value {
-    let path = format!(
-        "{}/../../validation/results/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::validation(&format!("results/{name}.json"))
 }
 
 fn job_of(r: &Value) -> Value {

@@ -37,6 +37,46 @@ fn with(job: &Value, field: &str, v: Value, engine: bool) -> Value {
     j
 }
 
+/// What a what-if row should say: its name, its flags, the change it writes into the job
+/// (`field`, value, an `engine` key or not; see [`with`]) and what it saves.
+struct Expect {
+    name: &'static str,
+    flags: [&'static str; 2],
+    change: (&'static str, Value, bool),
+    saved: Saved,
+}
+
+/// A row's saving in bytes: worked by hand, whatever the job's estimate less the re-estimate
+/// is, or only more than nothing.
+enum Saved {
+    Exact(i64),
+    BaseLessAgain,
+    Positive,
+}
+
+/// Asserts each of `expect` against `job`'s what-if rows: the flags, the device total equal to
+/// the job re-estimated with the row's change written in, and the saving; a failure names the
+/// row.
+fn assert_rows(job: &Value, expect: &[Expect]) {
+    let (m, j) = load(job);
+    let rows = what_if(&m, &j).unwrap();
+    let base = device_total(job) as i64;
+    for e in expect {
+        let name = e.name;
+        let r = row(&rows, name);
+        assert_eq!(r.flags, e.flags, "{name}");
+        let (field, v, engine) = &e.change;
+        let again = device_total(&with(job, field, v.clone(), *engine));
+        assert_eq!(r.device_total, Some(again), "{name}");
+        let saved = r.saved.unwrap_or_else(|| panic!("{name}: no saving"));
+        match e.saved {
+            Saved::Exact(b) => assert_eq!(saved, b, "{name}"),
+            Saved::BaseLessAgain => assert_eq!(saved, base - again as i64, "{name}"),
+            Saved::Positive => assert!(saved > 0, "{name}: {saved}"),
+        }
+    }
+}
+
 /// Llama-3.1-8B under SGLang on an A100 80GB, TP 1, a 4000-token prompt + 96 generated.
 /// From `engines_cli.rs`'s hand calculation: the token pool is 422004 tokens of 131072 B, the
 /// free memory at start 85375057920 B, weights 16060522496 B, mem_fraction_static 0.836.
@@ -54,27 +94,27 @@ fn with(job: &Value, field: &str, v: Value, engine: bool) -> Value {
 fn sglang_rows_re_estimate() {
     let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": "sglang",
                      "gpu": "a100-80gb", "seq": 4000, "new_tokens": 96});
-    let (m, j) = load(&job);
-    let rows = what_if(&m, &j).unwrap();
-    let base = device_total(&job);
-
-    let ctx = row(&rows, "SGLang context_length = the job's context");
-    assert_eq!(ctx.flags, ["--max-model-len", "4096"]);
-    assert_eq!(ctx.saved, Some(1_074_298_896 - 67_190_800));
-    let again = device_total(&with(&job, "context_length", json!(4096), true));
-    assert_eq!(ctx.device_total, Some(again));
-
-    let frac = row(&rows, "SGLang mem_fraction_static +0.05");
-    assert_eq!(frac.flags, ["--mem-fraction-static", "0.886"]);
-    assert_eq!(frac.saved, Some(-4_268_752_896));
-    let again = device_total(&with(&job, "mem_fraction_static", json!(0.886), true));
-    assert_eq!(frac.device_total, Some(again));
-
-    let kv = row(&rows, "8-bit KV cache");
-    assert_eq!(kv.flags, ["--kv-dtype", "fp8_e5m2"]);
-    let again = device_total(&with(&job, "kv_dtype", json!("fp8_e5m2"), false));
-    assert_eq!(kv.device_total, Some(again));
-    assert_eq!(kv.saved, Some(base as i64 - again as i64));
+    let expect = [
+        Expect {
+            name: "SGLang context_length = the job's context",
+            flags: ["--max-model-len", "4096"],
+            change: ("context_length", json!(4096), true),
+            saved: Saved::Exact(1_074_298_896 - 67_190_800),
+        },
+        Expect {
+            name: "SGLang mem_fraction_static +0.05",
+            flags: ["--mem-fraction-static", "0.886"],
+            change: ("mem_fraction_static", json!(0.886), true),
+            saved: Saved::Exact(-4_268_752_896),
+        },
+        Expect {
+            name: "8-bit KV cache",
+            flags: ["--kv-dtype", "fp8_e5m2"],
+            change: ("kv_dtype", json!("fp8_e5m2"), false),
+            saved: Saved::BaseLessAgain,
+        },
+    ];
+    assert_rows(&job, &expect);
 }
 
 /// Llama-3.1-8B under ollama on an A100 80GB with every layer on the GPU (`num_gpu` 33) and
@@ -89,34 +129,34 @@ fn ollama_rows_re_estimate() {
     let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": "ollama",
                      "gpu": "a100-80gb", "seq": 8000, "new_tokens": 192,
                      "attention": "flash", "engine": {"num_gpu": 33}});
-    let (m, j) = load(&job);
-    let rows = what_if(&m, &j).unwrap();
-    let base = device_total(&job);
-
-    let ctx = row(&rows, "ollama num_ctx = the job's context");
-    assert_eq!(ctx.flags, ["--max-model-len", "8192"]);
-    assert_eq!(ctx.saved, Some(16_106_127_360));
-    let again = device_total(&with(&job, "num_ctx", json!(8192), true));
-    assert_eq!(ctx.device_total, Some(again));
-
-    let q8 = row(&rows, "8-bit KV cache");
-    assert_eq!(q8.flags, ["--kv-dtype", "q8_0"]);
-    assert_eq!(q8.saved, Some(17_179_869_184 - 9_126_805_504));
-    let again = device_total(&with(&job, "kv_dtype", json!("q8_0"), false));
-    assert_eq!(q8.device_total, Some(again));
-
-    let q4 = row(&rows, "4-bit KV cache");
-    assert_eq!(q4.flags, ["--kv-dtype", "q4_0"]);
-    let again = device_total(&with(&job, "kv_dtype", json!("q4_0"), false));
-    assert_eq!(q4.device_total, Some(again));
-    assert_eq!(q4.saved, Some(base as i64 - again as i64));
-
-    // Half of the 32 blocks on the GPU (`num_gpu` 16), the rest in host RAM.
-    let ngl = row(&rows, "llama.cpp: 8/16 of the layers on the GPU");
-    assert_eq!(ngl.flags, ["--n-gpu-layers", "16"]);
-    let again = device_total(&with(&job, "n_gpu_layers", json!(16), true));
-    assert_eq!(ngl.device_total, Some(again));
-    assert!(ngl.saved.unwrap() > 0, "{ngl:?}");
+    let expect = [
+        Expect {
+            name: "ollama num_ctx = the job's context",
+            flags: ["--max-model-len", "8192"],
+            change: ("num_ctx", json!(8192), true),
+            saved: Saved::Exact(16_106_127_360),
+        },
+        Expect {
+            name: "8-bit KV cache",
+            flags: ["--kv-dtype", "q8_0"],
+            change: ("kv_dtype", json!("q8_0"), false),
+            saved: Saved::Exact(17_179_869_184 - 9_126_805_504),
+        },
+        Expect {
+            name: "4-bit KV cache",
+            flags: ["--kv-dtype", "q4_0"],
+            change: ("kv_dtype", json!("q4_0"), false),
+            saved: Saved::BaseLessAgain,
+        },
+        // Half of the 32 blocks on the GPU (`num_gpu` 16), the rest in host RAM.
+        Expect {
+            name: "llama.cpp: 8/16 of the layers on the GPU",
+            flags: ["--n-gpu-layers", "16"],
+            change: ("n_gpu_layers", json!(16), true),
+            saved: Saved::Positive,
+        },
+    ];
+    assert_rows(&job, &expect);
 }
 
 /// vLLM's rows (issue 31, item 3): the engine preallocates its pool from its share of the GPU,

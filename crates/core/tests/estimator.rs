@@ -371,14 +371,8 @@ fn vllm_budget_and_bad_utilization() {
     let job: Job = serde_json::from_value(json!({"model": "llama-3-8b", "task": "infer",
         "framework": "vllm", "gpu": "a100-80gb", "engine": {"gpu_memory_utilization": 1.5}}))
     .unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
     // Resolution reads the engine's settings once; the error comes from there.
-    let e = job
-        .resolve(None)
-        .and_then(|j| estimate(&model.into_input(), &j))
-        .unwrap_err()
-        .to_string();
-    assert!(e.starts_with("engine.gpu_memory_utilization"), "{e}");
+    assert_refused(&job, "engine.gpu_memory_utilization");
     let r = run(
         json!({"model": "llama-3-8b", "task": "infer", "framework": "vllm",
         "gpu": "a100-80gb", "engine": {"gpu_memory_utilization": 0.9}}),
@@ -411,14 +405,7 @@ fn unknown_kv_dtype_and_gguf_type() {
         ),
     ] {
         let job: Job = serde_json::from_value(job).unwrap();
-        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-        // Resolution parses both once; the error comes from there.
-        let e = job
-            .resolve(None)
-            .and_then(|j| estimate(&model.into_input(), &j))
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with(field), "{e}");
+        assert_refused(&job, field);
     }
 }
 
@@ -487,14 +474,7 @@ fn impossible_layouts_are_named() {
     ] {
         let job: Job =
             serde_json::from_value(json!({"model": "llama-3.2-1b", "parallel": par})).unwrap();
-        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-        // Resolution parses both once; the error comes from there.
-        let e = job
-            .resolve(None)
-            .and_then(|j| estimate(&model.into_input(), &j))
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with(field), "{e}");
+        assert_refused(&job, field);
     }
 }
 
@@ -659,4 +639,16 @@ fn accumulated_gradients_are_one_copy() {
             .unwrap();
         assert_eq!(most, 497_759_232, "grad_accum {accum}");
     }
+}
+
+/// Asserts that `job` is refused at resolution (which parses the job's typed values once)
+/// with an error that starts with `field`.
+fn assert_refused(job: &Job, field: &str) {
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let e = job
+        .resolve(None)
+        .and_then(|j| estimate(&model.into_input(), &j))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with(field), "{e}");
 }

@@ -36,11 +36,7 @@ fn measured() -> Vec<(String, f64)> {
 
 /// The job of a spec as the validation cases state it (their `job_if_supported` merged).
 fn modelled(spec: &str) -> InferThroughput {
-    let path = format!(
-        "{}/../../validation/gpu-h200-measured.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("gpu-h200-measured.json");
     let case = cases
         .iter()
         .find(|c| c["provenance"]["spec"] == spec)

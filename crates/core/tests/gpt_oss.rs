@@ -18,15 +18,7 @@ use measured::run;
 /// 2,048 = 3,145,728 + 100,663,296 B per sequence; below the window all 24 layers hold all.
 #[test]
 fn kv_cache_per_layer_kind() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config(), batch, seq);
     assert_eq!(kv(1, 4096), 3_145_728 + 100_663_296);
     assert_eq!(kv(2, 4096), 2 * (3_145_728 + 100_663_296));
     assert_eq!(kv(1, 100), 24 * 100 * 2_048);
@@ -47,17 +39,4 @@ fn weights_are_the_mxfp4_checkpoint() {
     );
     assert_eq!(24 * (384 + 384 + 448 + 2 * 384) + 384, 48_000);
     assert_eq!(r.per_gpu.model_states.parameters, 13_761_264_768 + 48_000);
-}
-
-/// Training steps of a tiny gpt-oss (4 layers alternating sliding and full attention, sinks,
-/// 8 experts with biases, 2 per token) measured on the CPU tensor by tensor
-/// (`validation/cpu-measured-gpt-oss.json`, made with `../shared/measure/measure.py` and
-/// `scripts/cases_from_measure.py`; validation/README.md): peak, activations and activations
-/// per layer each within 3 %. The peak is compared net of the two cuBLAS workspaces the
-/// estimate counts on a GPU (forward and backward threads) and a CPU run does not have, as in
-/// `validation_cases.rs` `masked_lm_pure_bf16_peaks`.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-gpt-oss.json", 3);
-    assert!(worst <= 0.03, "worst {worst}");
 }

@@ -40,11 +40,7 @@ const CHECKS: [Check; 3] = [
 ];
 
 fn cases() -> Vec<Value> {
-    let path = format!(
-        "{}/../../validation/gpu-h200-measured.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::validation("gpu-h200-measured.json")
 }
 
 /// The results file's lines whose spec finished (`status: ok`).

@@ -1,5 +1,7 @@
-//! Bamba and Granite 4.0-H (Mamba2 mixers interleaved with attention): inference caches and
-//! training steps. Every expected number is derived by hand below from the model's shapes.
+//! Bamba and Granite 4.0-H (Mamba2 mixers interleaved with attention): inference caches (the
+//! hybrids' split and fit's note in `recurrent_state.rs`) and training steps. Every expected number is derived by hand below from the model's shapes.
+
+mod common;
 
 mod measured;
 
@@ -12,67 +14,11 @@ fn config(name: &str) -> Value {
 /// The estimate of a tiny model's measured fp32 AdamW step (batch 2 × seq 256) with
 /// `attention`, from the config in `validation/specs/<spec>`.
 fn tiny_fp32_step(spec: &str, attention: &str) -> vramscope_core::report::Report {
-    let path = format!(
-        "{}/../../validation/specs/{spec}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: Value = common::validation(&format!("specs/{spec}"));
     measured::run(
         json!({"model": {"hf_config": spec["hf_config"]}, "task": "train", "batch": 2,
                "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": attention}),
     )
-}
-
-/// ibm-ai-platform/Bamba-9B (`crates/formats/tests/fixtures/granite/bamba-9b.json`): per
-/// token, each of the 3 attention layers caches K and V of 8 KV heads × 128: 2,048 values ·
-/// 2 B (bf16) = 4,096 B, 12,288 B over the 3. Per sequence, each of the 29 Mamba2 mixers holds
-/// its conv state `[conv_dim 8192 + 2·128 = 8448, d_conv 4]` = 33,792 values and its SSM state
-/// `[128 heads, 64, d_state 128]` = 1,048,576 values: 1,082,368 · 2 B = 2,164,736 B, × 29 =
-/// 62,777,344 B whatever the context (transformers' `LinearAttentionLayer`: `conv_states`,
-/// `recurrent_states` in the model dtype). At 4,096 tokens: 50,331,648 + 62,777,344 B.
-#[test]
-fn bamba_kv_in_attention_layers_and_state_in_mixers() {
-    let config = config("bamba-9b");
-    measured::assert_cache_split(&config, 2, 50_331_648, 62_777_344);
-}
-
-/// ibm-granite/granite-4.0-h-tiny: per token, 4 attention layers × K and V of 4 KV heads ×
-/// 128 = 1,024 values · 2 B = 2,048 B, 8,192 B over the 4. Per sequence, each of the 36 mixers:
-/// conv `[3072 + 256 = 3328, 4]` = 13,312 values, SSM `[48, 64, 128]` = 393,216 values:
-/// 406,528 · 2 B = 813,056 B, × 36 = 29,270,016 B. At 4,096 tokens: 33,554,432 + 29,270,016 B.
-#[test]
-fn granite_h_tiny_kv_and_state() {
-    let config = config("granite-4.0-h-tiny");
-    measured::assert_cache_split(&config, 1, 33_554_432, 29_270_016);
-}
-
-/// fit names the 36 mixers' constant state (29,270,016 B = 27.91 MiB per sequence) and the 4
-/// attention layers' growing KV.
-#[test]
-fn fit_says_the_mixers_state_is_constant() {
-    let note = measured::constant_state_note(&config("granite-4.0-h-tiny"), 131_072);
-    measured::assert_says(
-        &note,
-        &["36 state-space layers", "27.91 MiB", "4 attention layers"],
-    );
-}
-
-/// Training steps of a tiny Bamba (`validation/specs/cpu-tiny-bamba-*.json`: 4 layers, hidden
-/// 256, attention on layer 1, Mamba2 mixers of 8 heads × 64 with state 16 and chunk 64
-/// elsewhere, SwiGLU 512; 7,153,448 parameters) and a tiny Granite 4.0-H
-/// (`cpu-tiny-granitemoehybrid-*.json`: the same mixers and attention layout, every layer 4
-/// experts of 128, 2 per token, plus a shared MLP of 256; the muP multipliers of the published
-/// models; tied; 5,846,824 parameters) measured on the CPU with `../shared/measure/measure.py`
-/// on transformers' torch path (no `mamba_ssm`: the estimate's `attention: eager`), fp32 and
-/// bf16-mixed, AdamW, batch 2 × seq 256 (`validation/cpu-measured-granite.json`, made with
-/// `scripts/cases_from_measure.py`): peak, activations at the peak and the per-layer increment
-/// each within 3 %; and a tiny Granite-MoE (`cpu-tiny-granitemoe-*-adamw-sdpa.json`: 4
-/// attention layers of 8 heads over 2 KV heads, 4 experts of 128, 2 per token, the 3.x models'
-/// multipliers, tied; 4,331,776 parameters) with SDPA.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-granite.json", 18);
-    assert!(worst <= 0.03, "worst {worst}");
 }
 
 /// The tiny Bamba counts as transformers built it (7,153,448 parameters, printed by
@@ -84,11 +30,7 @@ fn measured_training_steps_within_3_percent() {
 fn the_measured_bamba_counts_as_transformers() {
     let r = tiny_fp32_step("cpu-tiny-bamba-fp32-adamw-eager.json", "eager");
     assert_eq!(r.model.params_total, 7_153_448);
-    assert!(
-        r.warnings.iter().any(|w| w.contains("torch path")),
-        "{:?}",
-        r.warnings
-    );
+    common::assert_warns(&r.warnings, "torch path");
 }
 
 /// The tiny Granite 4.0-H counts as transformers built it (5,846,824 parameters, printed by

@@ -3,19 +3,16 @@
 //! host's, one after the other. Worked by hand; never faster with fewer layers on the GPU; and
 //! `fit` and `estimate` read it from the same function.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::fit;
-use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::job::ResolvedJob;
 use vramscope_core::throughput::{InferThroughput, Throughput};
-use vramscope_formats::model_source::load_job_model;
 
 fn resolved(job: &Value) -> (ModelInput, ResolvedJob) {
-    let job: Job = serde_json::from_value(job.clone()).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let j = job.resolve(max).unwrap();
-    (model.into_input(), j)
+    common::prepared_json(job)
 }
 
 fn speed(job: &Value) -> InferThroughput {

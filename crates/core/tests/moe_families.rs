@@ -65,15 +65,3 @@ fn gemma2_local_layers_hold_the_window() {
 fn gemma3_pattern_at_long_context() {
     assert_eq!(kv(json!("gemma-3-1b"), 1, 32_768), 11_534_336 + 134_217_728);
 }
-
-/// Training steps of a tiny OLMoE (4 layers, q/k norms over the whole projections, 16 experts,
-/// 4 per token through transformers 5's `grouped_mm`) measured on the CPU tensor by tensor
-/// (`validation/cpu-measured-moe.json`, made with `../shared/measure/measure.py` and
-/// `scripts/cases_from_measure.py`; validation/README.md): peak, activations and activations
-/// per layer each within 3 %. The peak is compared net of the two cuBLAS workspaces the
-/// estimate counts on a GPU and a CPU run does not have, as in `gpt_oss.rs`.
-#[test]
-fn measured_olmoe_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-moe.json", 3);
-    assert!(worst <= 0.03, "worst {worst}");
-}

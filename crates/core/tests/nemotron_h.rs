@@ -1,6 +1,6 @@
 //! Nemotron-H / Nemotron-3 (`nemotron_h`: one mixer per layer, Mamba2, attention, MLP or MoE):
 //! the inference cache of NVIDIA-Nemotron-Nano-9B-v2 and Nemotron-3-Nano-30B-A3B
-//! (`crates/formats/tests/fixtures/hybrid/`), and fit's note. Only the `*` layers cache K/V
+//! (`crates/formats/tests/fixtures/hybrid/`; the 9B's split and fit's note in `recurrent_state.rs`). Only the `*` layers cache K/V
 //! (transformers 5.24 `cache_utils.py` `get_layer_types_and_kwargs` turns `moe`/`mlp` layers
 //! into cache-less "dummy" layers); each `M` layer holds a conv state in the compute dtype and
 //! an SSM state in fp32 (`mamba_ssm_cache_dtype` "float32"; the torch path's
@@ -13,23 +13,7 @@ use serde_json::Value;
 
 /// The fixture as transformers reads it: the 9B's `time_step_limit` holds Python's `Infinity`.
 fn config(name: &str) -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/hybrid/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_json::from_str(&vramscope_formats::python_json::to_strict(&text)).unwrap()
-}
-
-/// Nano-9B-v2, bf16: per token each of the 4 `*` layers caches K and V of 8 KV heads × 128:
-/// 2,048 values · 2 B = 4,096 B, 16,384 B over the 4; at 4,096 tokens 67,108,864 B. Per
-/// sequence each of the 27 `M` layers holds its conv state `[d_inner 10240 + 2·8·128 = 12288,
-/// 4]` = 49,152 values · 2 B = 98,304 B and its SSM state `[128 heads, 80, 128]` = 1,310,720
-/// values · 4 B = 5,242,880 B: 5,341,184 B, × 27 = 144,211,968 B whatever the context.
-#[test]
-fn nano_9b_v2_caches_kv_in_four_layers_and_state_in_27() {
-    let c = config("nemotron-nano-9b-v2");
-    measured::assert_cache_split(&c, 3, 67_108_864, 144_211_968);
+    measured::formats_fixture(&format!("hybrid/{name}.json"))
 }
 
 /// Nemotron-3-Nano-30B-A3B, bf16: 6 `*` layers of 2 KV heads × 128: 512 values · 2 B = 1,024
@@ -50,21 +34,6 @@ fn a_half_width_ssm_cache_dtype_halves_the_state() {
     let mut c = config("nemotron-nano-9b-v2");
     c["mamba_ssm_cache_dtype"] = "bfloat16".into();
     assert_eq!(measured::kv_cache(&c, 1, 4096), 67_108_864 + 73_433_088);
-}
-
-/// fit: the 27 mixers' state (144,211,968 B = 137.53 MiB, printed to four figures, per sequence) is constant; only the 4
-/// attention layers' KV grows (the 25 MLP layers are not attention layers).
-#[test]
-fn fit_names_the_four_attention_layers() {
-    let note = measured::constant_state_note(&config("nemotron-nano-9b-v2"), 131_072);
-    measured::assert_says(
-        &note,
-        &[
-            "27 state-space layers",
-            "137.5 MiB",
-            "only the 4 attention layers' KV cache",
-        ],
-    );
 }
 
 /// The report's model summary reads the first attention layer (layer 14: 40 heads over 8 of
@@ -108,16 +77,4 @@ fn training_names_the_mixer_path() {
         .iter()
         .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
     assert!(fused.per_gpu.components.activations < eager.per_gpu.components.activations);
-}
-
-/// Training steps of a tiny Nemotron-H (4 layers "M*-E": a Mamba2 mixer on transformers' torch
-/// path, eager attention, a squared-ReLU MLP, a 4-expert MoE with a shared expert) measured on
-/// the CPU tensor by tensor, fp32 and bf16-mixed (`validation/cpu-measured-nemotronh.json`,
-/// made with `../shared/measure/measure.py` and `scripts/cases_from_measure.py`;
-/// validation/README.md): the peak (net of the two cuBLAS workspaces a CPU run lacks), the
-/// activations at the peak and the attention block's increment each within 3 %.
-#[test]
-fn measured_training_steps() {
-    let worst = measured::worst("cpu-measured-nemotronh.json", 6);
-    assert!(worst <= 0.03, "worst {worst}");
 }

@@ -3,21 +3,18 @@
 //! fitting ones, and every layout plan fits with that margin to spare the simulation fits too.
 //! The margin (`MARGIN` of the GPU's capacity) is the one `plan --help` states.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
-use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::job::ResolvedJob;
 use vramscope_core::plan::{job_of, screened, Layout};
-use vramscope_formats::model_source::load_job_model;
 
 /// The screen's stated margin: 10 % of the GPU's capacity.
 const MARGIN: f64 = 0.10;
 
 fn load(job: &Value) -> (ModelInput, ResolvedJob) {
-    let j: Job = serde_json::from_value(job.clone()).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    (model.into_input(), resolved)
+    common::prepared_json(job)
 }
 
 /// (layout, screened, estimated) for every layout plan screens (micro-batch up to `mb`).

@@ -3,19 +3,16 @@
 //! and the full estimate of the same layout give the same step time; a GPU without speeds in
 //! the catalog falls back to the memory-only tie-breakers.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
-use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::job::ResolvedJob;
 use vramscope_core::plan::{job_of, plan};
 use vramscope_core::throughput::Throughput;
-use vramscope_formats::model_source::load_job_model;
 
 fn load(job: Value) -> (ModelInput, ResolvedJob) {
-    let j: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    (model.into_input(), resolved)
+    common::prepared_json(&job)
 }
 
 /// The example: `plan llama-3.1-70b --gpu h100-80gb --gpus 16 --seq 4096`.

@@ -7,17 +7,15 @@
 //! reported, not asserted (ACCURACY.md: its figure sits below what its weights, adapters and
 //! saved logits take). Each row's error is in ACCURACY.md.
 
+mod common;
+
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
 use vramscope_formats::model_source::load_job_model;
 
 fn cases() -> Vec<Value> {
-    let path = format!(
-        "{}/../../validation/published-recipes.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::validation("published-recipes.json")
 }
 
 fn peak(job: &Value) -> u64 {

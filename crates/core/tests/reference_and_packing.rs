@@ -49,7 +49,7 @@ fn frozen_reference_adds_one_copy_of_the_weights() {
         serde_json::to_value(&dpo.job).unwrap()["reference_model"],
         json!("frozen")
     );
-    assert!(dpo.warnings.iter().any(|w| w.contains("reference model")));
+    common::assert_warns(&dpo.warnings, "reference model");
     // A job without one echoes nothing of it.
     assert!(serde_json::to_value(&plain.job)
         .unwrap()

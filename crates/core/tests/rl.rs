@@ -210,11 +210,7 @@ fn vllm_that_cannot_start_does_not_fit() {
     let g = figures(&r).generator.as_ref().unwrap();
     assert!(!g.starts);
     assert!(!r.fit.as_ref().unwrap().fits);
-    assert!(
-        r.warnings.iter().any(|w| w.contains("request_memory")),
-        "{:?}",
-        r.warnings
-    );
+    common::assert_warns(&r.warnings, "request_memory");
 }
 
 /// A job that fits only with the engine asleep during training: the advice's cheapest change

@@ -3,6 +3,8 @@
 //! sequence in place of KV, constant in context length, and fit saying so. Every expected number
 //! is derived by hand below from the model's shapes.
 
+mod common;
+
 mod measured;
 
 use serde_json::{json, Value};
@@ -32,15 +34,7 @@ fn run(job: Value) -> Report {
 /// 2 B (bf16) = 204,800 B; × 64 layers = 13,107,200 B per sequence, whatever the context.
 #[test]
 fn recurrent_state_is_constant_in_context() {
-    let kv = |batch: u64, seq: u64| {
-        run(
-            json!({"model": {"hf_config": config()}, "task": "infer", "batch": batch,
-                   "seq": seq, "precision": "bf16"}),
-        )
-        .per_gpu
-        .components
-        .kv_cache
-    };
+    let kv = |batch: u64, seq: u64| measured::kv_cache(&config(), batch, seq);
     assert_eq!(kv(1, 128), 13_107_200);
     assert_eq!(kv(1, 65_536), 13_107_200);
     assert_eq!(kv(4, 4_096), 4 * 13_107_200);
@@ -78,11 +72,7 @@ fn torch_scan_path_saves_the_wide_tensors() {
             json!({"model": {"hf_config": config()}, "task": "train", "batch": 1,
                    "seq": 512, "precision": "bf16-mixed", "attention": attention}),
         );
-        assert!(
-            r.warnings.iter().any(|w| w.contains("state-space layers")),
-            "{:?}",
-            r.warnings
-        );
+        common::assert_warns(&r.warnings, "state-space layers");
         r.per_gpu.activation_bytes_per_layer.unwrap()
     };
     let torch = per_layer("eager");
@@ -91,18 +81,6 @@ fn torch_scan_path_saves_the_wide_tensors() {
     // Fused: xz (2 · 5120 · 512 · 2 B), out (5120 · 512 · 2 B), the fp32 block output
     // (2560 · 512 · 4 B) and smaller tensors: well under the torch path's single wide tensor.
     assert!(fused < 167_772_160, "{fused}");
-}
-
-/// Training steps of a tiny Mamba (4 layers, hidden 256, d_inner 512, d_state 16) measured on
-/// the CPU tensor by tensor on transformers' torch scan path (`validation/cpu-measured-mamba.json`,
-/// made with `../shared/measure/measure.py` and `scripts/cases_from_measure.py`;
-/// validation/README.md), fp32 and bf16-mixed: each step's peak and activations per layer within 3 %. The
-/// peak is compared net of the two cuBLAS workspaces the estimate counts on a GPU and a CPU run
-/// does not have, as in `gpt_oss.rs`.
-#[test]
-fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-mamba.json", 2);
-    assert!(worst <= 0.03, "worst {worst}");
 }
 
 /// Training steps of a tiny Mamba2 (4 layers, hidden 256, 8 heads of 64, one group, d_state 16,

@@ -3,19 +3,16 @@
 //! then training). Bounds are derived from the formulas' structure (Narayanan et al. 2021
 //! eq. 3: a full recomputation reruns the forward, one pass in three), not read off the output.
 
+mod common;
+
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::{fit, what_if};
-use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::job::ResolvedJob;
 use vramscope_core::throughput::Throughput;
-use vramscope_formats::model_source::load_job_model;
 
 fn load(job: Value) -> (ModelInput, ResolvedJob) {
-    let j: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = j.resolve(max).unwrap();
-    (model.into_input(), resolved)
+    common::prepared_json(&job)
 }
 
 fn train(r: &vramscope_core::report::Report) -> vramscope_core::throughput::TrainThroughput {
@@ -120,7 +117,7 @@ fn an_rl_step_is_generation_then_training() {
     };
     let (model, grpo) = load(job("grpo"));
     let r = estimate(&model, &grpo).unwrap();
-    assert!(!r.warnings.iter().any(|w| w.contains("throughput is null")));
+    common::assert_never_warns(&r.warnings, "throughput is null");
     let t = train(&r);
     let g = t.generation_s.unwrap();
     assert!(g > 0.0 && t.step_time_s > g + t.compute_s * 0.999, "{t:?}");

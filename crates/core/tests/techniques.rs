@@ -272,11 +272,7 @@ fn measured_technique_peaks() {
 /// not asserted.
 #[test]
 fn published_torchtune_figures() {
-    let path = format!(
-        "{}/../../validation/published-recipes.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("published-recipes.json");
     let gib = |x: f64| (x * (1u64 << 30) as f64).round() as u64;
     for (id, published) in [
         ("torchtune-llama3.1-8b-full-4090", gib(18.9)),

@@ -26,10 +26,7 @@ fn cases(path: &str) -> Vec<Value> {
 /// compared net of them; within 2 %, phase as measured.
 #[test]
 fn measured_training_loops() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = common::validation_path("cpu-measured-extra.json");
     let all = cases(&path);
     let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
     // Two cuBLAS handles of 8,519,680 B; today's cuBLASLt shares them (`overhead.rs`).
@@ -148,10 +145,7 @@ fn hf_2022_bert_large_v100() {
 /// spelled with the release's other defaults written out (eager kernels, zeroed gradients).
 #[test]
 fn softmax_input_saved_before_torch_1_11() {
-    let path = format!(
-        "{}/../../validation/hf-2022-v100.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = common::validation_path("hf-2022-v100.json");
     let score = |b: u64| b * 16 * 512 * 512 * 4;
     let expect = [
         ("hf2022-v100-bert-large-vanilla-bs4", 24 * score(4)), // 1,610,612,736
@@ -187,10 +181,7 @@ fn softmax_input_saved_before_torch_1_11() {
 /// each within its tolerance with the 2022 stack; median error within 3 %.
 #[test]
 fn hf_2022_guide_figures() {
-    let path = format!(
-        "{}/../../validation/hf-2022-v100.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = common::validation_path("hf-2022-v100.json");
     let all = cases(&path);
     assert_eq!(all.len(), 9);
     let mut errs: Vec<f64> = all

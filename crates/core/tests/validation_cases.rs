@@ -83,12 +83,10 @@ fn summary(rows: &[(String, f64, Option<f64>, f64)]) -> (usize, f64, f64) {
     (pass, median, worst)
 }
 
-/// Real PyTorch training steps measured tensor by tensor: every case within its tolerance,
-/// median |error| ≤ 5 %, worst ≤ 15 % (the project's goal per file).
-#[test]
-fn cpu_measured_cases() {
-    let rows = run("dev-cases-cpu-measured.json");
-    let (pass, median, worst) = summary(&rows);
+/// The project's goal for a measured file: every case within its tolerance, median |error| ≤
+/// 5 %, worst ≤ 15 %.
+fn assert_project_goal(rows: &[(String, f64, Option<f64>, f64)]) {
+    let (pass, median, worst) = summary(rows);
     assert_eq!(pass, rows.len(), "every measured case within tolerance");
     assert!(
         median <= 0.05 && worst <= 0.15,
@@ -96,22 +94,22 @@ fn cpu_measured_cases() {
     );
 }
 
+/// Real PyTorch training steps measured tensor by tensor: every case within its tolerance,
+/// median |error| ≤ 5 %, worst ≤ 15 % (the project's goal per file).
+#[test]
+fn cpu_measured_cases() {
+    let rows = run("dev-cases-cpu-measured.json");
+    assert_project_goal(&rows);
+}
+
 /// The project's own CPU-measured steps (validation/README.md): families and mechanisms the
 /// shared cases lack (MoE through grouped_mm, MLA, Gemma-2 soft-capping, GQA with biases, pure
 /// bf16, parallel residuals). Same goal as the shared measured file.
 #[test]
 fn project_measured_cases() {
-    let rows = run_path(&format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    ));
+    let rows = run_path(&common::validation_path("cpu-measured-extra.json"));
     assert!(rows.len() >= 30, "{} cases", rows.len());
-    let (pass, median, worst) = summary(&rows);
-    assert_eq!(pass, rows.len(), "every measured case within tolerance");
-    assert!(
-        median <= 0.05 && worst <= 0.15,
-        "median {median}, worst {worst}"
-    );
+    assert_project_goal(&rows);
 }
 
 /// Published figures. Three cases are known misses and stay visible here rather than tuned
@@ -143,11 +141,7 @@ fn dev_cases() {
 /// read it to decide what to change.
 #[test]
 fn project_peak_phases() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("cpu-measured-extra.json");
     let mut checked = 0;
     for c in cases
         .iter()
@@ -179,11 +173,7 @@ fn project_peak_phases() {
 /// is compared net of them (the file's cases check the activations as they are).
 #[test]
 fn masked_lm_pure_bf16_peaks() {
-    let path = format!(
-        "{}/../../validation/cpu-measured-extra.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = common::validation("cpu-measured-extra.json");
     let workspaces = vramscope_core::estimate::overhead::blas_workspaces_bytes(None, true);
     // Two cuBLAS handles of 8,519,680 B; today's cuBLASLt shares them (`overhead.rs`).
     assert_eq!(workspaces, 2 * 8_519_680);

@@ -18,11 +18,7 @@ use common::run_job as run;
 /// The tiny Qwen2-VL the measurements ran (tower: depth 2, `embed_dim` 32, 4 heads of 8,
 /// MLP 128 with `quick_gelu`, patch 14, temporal patch 2, merge 2; language: hidden 64).
 fn tiny() -> Value {
-    let path = format!(
-        "{}/../../validation/specs/cpu-tiny-qwen2vl-fp32-adamw-images.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: Value = common::validation("specs/cpu-tiny-qwen2vl-fp32-adamw-images.json");
     spec["hf_config"].clone()
 }
 
@@ -125,11 +121,7 @@ fn measured_vlm_steps_within_tolerance() {
 /// CLIP tower 3 layers × 64 (4 heads, MLP 256, `quick_gelu`), 112 px images of 14 px
 /// patches, `vision_feature_layer: -2`; Llama text model 2 × 64.
 fn tiny_llava() -> Value {
-    let path = format!(
-        "{}/../../validation/specs/cpu-tiny-llava-fp32-adamw-sdpa-b2-1img.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: Value = common::validation("specs/cpu-tiny-llava-fp32-adamw-sdpa-b2-1img.json");
     spec["hf_config"].clone()
 }
 

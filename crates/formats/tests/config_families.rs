@@ -1,7 +1,9 @@
 //! Families without a preset, read from the fields of their real config.json files, and the
 //! strictness of the config reader. Expected counts are published figures re-derived by hand.
 
-use serde_json::json;
+mod common;
+
+use serde_json::{json, Value};
 use vramscope_formats::hf_config::{parse_config_value, parse_config_value_with, ReadOptions};
 use vramscope_formats::model_source::load_inline_config;
 
@@ -163,7 +165,7 @@ fn unknown_family_with_standard_fields() {
     );
     let llama = ReadOptions { assume_llama: true };
     let parsed = parse_config_value_with(&cfg, "config.json", llama).unwrap();
-    assert!(parsed.warnings.iter().any(|w| w.contains("brand_new")));
+    common::assert_warns(&parsed.warnings, "brand_new");
     // embed 100·64 + head 100·64 + 2·(4·64² + 3·64·128 + 2·64) + 64
     let expected = 2 * 100 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64;
     let m = vramscope_formats::model_source::model_of_config(parsed, "config.json").unwrap();
@@ -192,42 +194,39 @@ fn bad_sizes_are_named() {
         json!({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
                "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100})
     };
-    let mut c = base();
-    c["num_attention_heads"] = json!(0);
-    assert!(err(c).contains("num_attention_heads"));
-    let mut c = base();
-    c["hidden_size"] = json!(-64);
-    let e = err(c);
-    assert!(e.contains("hidden_size") && e.contains("negative"), "{e}");
-    let mut c = base();
-    c["intermediate_size"] = json!(127.5);
-    let e = err(c);
-    assert!(
-        e.contains("intermediate_size") && e.contains("whole"),
-        "{e}"
-    );
-    let mut c = base();
-    c["num_key_value_heads"] = json!(3);
-    let e = err(c);
-    assert!(
-        e.contains("num_key_value_heads") && e.contains("divide"),
-        "{e}"
-    );
-    let mut c = base();
-    c["vocab_size"] = json!("many");
-    assert!(err(c).contains("vocab_size"));
-    let mut c = base();
-    c["num_hidden_layers"] = json!(1_000_000_000u64);
-    assert!(err(c).contains("num_hidden_layers"));
-    let mut c = base();
-    c["hidden_size"] = json!(1e300);
-    assert!(err(c).contains("hidden_size"));
-    let mut c = base();
-    c["torch_dtype"] = json!("bfloat61");
-    assert!(err(c).contains("bfloat61"));
-    let mut c = base();
-    c["hidden_size"] = json!(66); // 4 heads do not divide 66 and no head_dim is given
-    assert!(err(c).contains("divide"));
+    // (field, the value written in, what the error must say)
+    let cases: [(&str, Value, &[&str]); 9] = [
+        ("num_attention_heads", json!(0), &["num_attention_heads"]),
+        ("hidden_size", json!(-64), &["hidden_size", "negative"]),
+        (
+            "intermediate_size",
+            json!(127.5),
+            &["intermediate_size", "whole"],
+        ),
+        (
+            "num_key_value_heads",
+            json!(3),
+            &["num_key_value_heads", "divide"],
+        ),
+        ("vocab_size", json!("many"), &["vocab_size"]),
+        (
+            "num_hidden_layers",
+            json!(1_000_000_000u64),
+            &["num_hidden_layers"],
+        ),
+        ("hidden_size", json!(1e300), &["hidden_size"]),
+        ("torch_dtype", json!("bfloat61"), &["bfloat61"]),
+        // 4 heads do not divide 66 and no head_dim is given
+        ("hidden_size", json!(66), &["divide"]),
+    ];
+    for (field, v, says) in cases {
+        let mut c = base();
+        c[field] = v.clone();
+        let e = err(c);
+        for part in says {
+            assert!(e.contains(part), "{field} = {v}: {part:?} not in {e}");
+        }
+    }
     assert!(err(json!([1, 2, 3])).contains("object"));
 }
 
@@ -357,20 +356,14 @@ fn python_non_finite_tokens_are_read() {
         "time_step_limit": [0.0, Infinity], "initializer_range": NaN, "note": "NaN, Infinity"}"#;
     let parsed = vramscope_formats::hf_config::parse_config_str(text, "c.json").unwrap();
     assert_eq!(parsed.spec.hidden_size, 64);
-    let bad = text.replace("\"hidden_size\": 64", "\"hidden_size\": Infinity");
-    let e = vramscope_formats::hf_config::parse_config_str(&bad, "c.json")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("hidden_size") && !e.contains("not valid JSON"),
-        "{e}"
-    );
-    let nan = text.replace("\"hidden_size\": 64", "\"hidden_size\": NaN");
-    let e = vramscope_formats::hf_config::parse_config_str(&nan, "c.json")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("hidden_size") && !e.contains("not valid JSON"),
-        "{e}"
-    );
+    for token in ["Infinity", "NaN"] {
+        let bad = text.replace("\"hidden_size\": 64", &format!("\"hidden_size\": {token}"));
+        let e = vramscope_formats::hf_config::parse_config_str(&bad, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("hidden_size") && !e.contains("not valid JSON"),
+            "{token}: {e}"
+        );
+    }
 }

@@ -14,6 +14,8 @@
 //! weight and bias) + h·ih (weights_proj); two RMSNorms 2·h; dense MLP 3·h·ffn; MoE E·3·h·eff
 //! (experts) + 3·h·eff (one shared expert) + E·h (router; `e_score_correction_bias` is a buffer).
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp};
 use vramscope_formats::model_source::{load_model, LoadedModel};
 
@@ -64,11 +66,7 @@ fn deepseek_v32_exp_counts_as_transformers() {
         shape(&m, "model.layers.5.self_attn.indexer.weights_proj.weight"),
         [64, 7168]
     );
-    assert!(
-        m.warnings.iter().all(|w| !w.contains("not known")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_never_warns(&m.warnings, "not known");
 }
 
 /// GLM-5: h 6144, 64 heads, ql 2048, kvl 512, 192/64/256, indexer 32 × 128, ffn 12288, 256

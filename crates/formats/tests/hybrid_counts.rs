@@ -140,49 +140,14 @@ fn jamba_offsets_beyond_their_period_are_refused() {
 /// Arbitrary JSON values in every Jamba field never panic: each is read or refused.
 #[test]
 fn jamba_fields_fuzzed_never_panic() {
-    let fields = [
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "intermediate_size",
-        "num_experts",
-        "num_experts_per_tok",
-        "attn_layer_period",
-        "attn_layer_offset",
-        "expert_layer_period",
-        "expert_layer_offset",
-        "mamba_d_state",
-        "mamba_d_conv",
-        "mamba_expand",
-        "mamba_dt_rank",
-        "mamba_conv_bias",
-        "vocab_size",
-    ];
-    let values = [
-        "null",
-        "0",
-        "1",
-        "-1",
-        "3",
-        "1e30",
-        "18446744073709551615",
-        "2.5",
-        "\"auto\"",
-        "\"x\"",
-        "true",
-        "[]",
-        "{}",
-    ];
-    let base = [
-        ("hidden_size", 64),
-        ("num_hidden_layers", 4),
-        ("num_attention_heads", 4),
-        ("num_key_value_heads", 2),
-        ("intermediate_size", 32),
-        ("vocab_size", 100),
-    ];
-    common::fuzz_config_fields("jamba", &base, (&fields, &values), 2000, 7);
+    let fields = "hidden_size num_hidden_layers num_attention_heads num_key_value_heads \
+         intermediate_size num_experts num_experts_per_tok attn_layer_period \
+         attn_layer_offset expert_layer_period expert_layer_offset mamba_d_state \
+         mamba_d_conv mamba_expand mamba_dt_rank mamba_conv_bias vocab_size";
+    let values = r#"null 0 1 -1 3 1e30 18446744073709551615 2.5 "auto" "x" true [] {}"#;
+    let base = "hidden_size=64 num_hidden_layers=4 num_attention_heads=4 num_key_value_heads=2 \
+         intermediate_size=32 vocab_size=100";
+    common::fuzz_config_fields("jamba", base, (fields, values), 2000, 7);
 }
 
 /// One Falcon-H1 layer (`modeling_falcon_h1.py`): attention q `h·nh·hd`, k and v `h·kv·hd`, o
@@ -350,49 +315,13 @@ fn falcon_h1_heads_that_do_not_tile_the_inner_width_are_refused() {
 /// Arbitrary JSON values in every Falcon-H1 field never panic: each is read or refused.
 #[test]
 fn falcon_h1_fields_fuzzed_never_panic() {
-    let fields = [
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "intermediate_size",
-        "mamba_d_ssm",
-        "mamba_n_heads",
-        "mamba_d_head",
-        "mamba_n_groups",
-        "mamba_d_state",
-        "mamba_d_conv",
-        "mamba_expand",
-        "mamba_chunk_size",
-        "mamba_rms_norm",
-        "projectors_bias",
-        "vocab_size",
-    ];
-    let values = [
-        "null",
-        "0",
-        "1",
-        "-1",
-        "3",
-        "1e30",
-        "18446744073709551615",
-        "1099511627776",
-        "2.5",
-        "\"auto\"",
-        "true",
-        "[]",
-    ];
-    let base = [
-        ("hidden_size", 64),
-        ("num_hidden_layers", 2),
-        ("num_attention_heads", 4),
-        ("num_key_value_heads", 2),
-        ("intermediate_size", 32),
-        ("vocab_size", 100),
-        ("mamba_d_ssm", 64),
-        ("mamba_n_heads", 4),
-        ("mamba_d_state", 8),
-    ];
-    common::fuzz_config_fields("falcon_h1", &base, (&fields, &values), 3000, 11);
+    let fields = "hidden_size num_hidden_layers num_attention_heads num_key_value_heads head_dim \
+         intermediate_size mamba_d_ssm mamba_n_heads mamba_d_head mamba_n_groups \
+         mamba_d_state mamba_d_conv mamba_expand mamba_chunk_size mamba_rms_norm \
+         projectors_bias vocab_size";
+    let values = r#"null 0 1 -1 3 1e30 18446744073709551615 1099511627776 2.5 "auto" true []"#;
+    let base = "hidden_size=64 num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 \
+         intermediate_size=32 vocab_size=100 mamba_d_ssm=64 mamba_n_heads=4 \
+         mamba_d_state=8";
+    common::fuzz_config_fields("falcon_h1", base, (fields, values), 3000, 11);
 }

@@ -4,6 +4,8 @@
 //! gives for the model class instantiated on the meta device (`sum(p.numel() for p in
 //! model.parameters())`, run in the project's venv on 2026-12-02; the class named in each test).
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp, NormKind};
 use vramscope_formats::model_source::load_model;
 
@@ -301,7 +303,7 @@ fn llama4_wrapper_refused_with_its_text_config_named() {
     assert!(!err.contains('\n'), "{err}");
     let opts = ReadOptions { assume_llama: true };
     let parsed = parse_config_str_with(&wrapper, "c.json", opts).unwrap();
-    assert!(parsed.warnings.iter().any(|w| w.contains("vision tower")));
+    common::assert_warns(&parsed.warnings, "vision tower");
     let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
     assert_eq!(inv.params(), 107_769_861_120);
 }

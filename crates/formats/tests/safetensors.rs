@@ -2,15 +2,14 @@
 //! builder for every naming family, and hostile files (all errors, never a panic).
 
 mod common;
-use common::shared;
+use common::{shared, TempDir};
 
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Cursor, Read};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 use vramscope_core::model::*;
 use vramscope_core::{build_inventory, Component, DType, Tensor};
 use vramscope_formats::safetensors::{read_checkpoint, read_file_header, read_header};
@@ -22,37 +21,6 @@ const FIXTURE: &str = concat!(
 
 // ------------------------------------------------------------------------------------------
 // helpers
-
-/// A fresh, empty directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "vramscope-st-{}-{tag}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.path(name);
-        fs::write(&p, bytes).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Bits per element by safetensors dtype name, from the format's README table (independent of
 /// the code under test).

@@ -37,11 +37,7 @@ fn load_edited(name: &str, key: &str, value: Option<serde_json::Value>) -> Loade
 
 /// No "model_type not known … check the parameter count" note on a family read natively.
 fn assert_no_unknown_note(m: &LoadedModel) {
-    assert!(
-        m.warnings.iter().all(|w| !w.contains("not known")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_never_warns(&m.warnings, "not known");
 }
 
 /// HuggingFaceTB/SmolLM3-3B: the published config names no `tie_word_embeddings`, and

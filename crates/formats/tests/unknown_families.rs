@@ -2,6 +2,8 @@
 //! fields (real published configs in `fixtures/unsupported/`, sources in its README); the Llama
 //! reading is still there on request; every supported family (all presets) still loads.
 
+mod common;
+
 use vramscope_formats::hf_config::{parse_config_str_with, ReadOptions};
 use vramscope_formats::model_source::load_model;
 use vramscope_formats::presets;
@@ -89,11 +91,7 @@ fn hybrid_layer_types_are_named() {
         .to_string();
     assert!(!err.contains("tie_word_embeddings"), "{err}");
     let ok = parse_config_str_with(&plain, "c.json", ReadOptions { assume_llama: true }).unwrap();
-    assert!(
-        ok.warnings.iter().any(|w| w.contains("--assume-llama")),
-        "{:?}",
-        ok.warnings
-    );
+    common::assert_warns(&ok.warnings, "--assume-llama");
 }
 
 /// `--assume-llama` forces the old reading of the configs that have the standard fields.

@@ -12,26 +12,11 @@
 //! LLaVA-1.5-7B 7.06 B, LLaVA-NeXT-Mistral-7B 7.57 B, Gemma-3-4B 4.3 B). The configs' sources
 //! are in `fixtures/vlm/README.md`.
 
+mod common;
+
+use common::vlm::{fixture, parts, tokens};
 use vramscope_core::vision::{ImageTokens, Part};
 use vramscope_formats::model_source::load_model;
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/vlm/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// (total, vision tower, projector, language model) as the inventory counts them.
-fn parts(name: &str) -> (u64, u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
-    let inv = m.inventory.as_ref().unwrap();
-    let by = inv.by_part();
-    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
-    (
-        m.params_total,
-        get(Part::Vision),
-        get(Part::Projector),
-        get(Part::Language),
-    )
-}
 
 #[test]
 fn qwen2_5_vl_7b_instruct() {
@@ -101,13 +86,6 @@ fn vlm_configs_read_without_warnings_about_uncounted_parts() {
         );
         assert!(m.spec.as_ref().unwrap().vision.is_some(), "{f}");
     }
-}
-
-fn tokens(name: &str, w: u64, h: u64) -> (u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
-    let v = m.spec.unwrap().vision.unwrap();
-    let c = v.tokens.cost(w, h).unwrap();
-    (c.tokens, c.tower_images, c.tower_seq)
 }
 
 /// Image tokens by each family's processor rule, worked by hand.

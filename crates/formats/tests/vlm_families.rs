@@ -10,30 +10,22 @@
 //! `connector.` being the projector and one under `visual.` / `vision_tower.` /
 //! `vision_model.` the tower. The configs' sources are in `fixtures/vlm/README.md`.
 
-use vramscope_core::vision::{ImageTokens, Part};
+mod common;
+
+use common::vlm::{self, fixture, tokens};
+use vramscope_core::vision::ImageTokens;
 use vramscope_formats::model_source::load_model;
 
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/vlm/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// (total, vision tower, projector, language model) as the inventory counts them.
+/// (total, vision tower, projector, language model) as the inventory counts them, the model
+/// read without a warning about a multimodal part left uncounted.
 fn parts(name: &str) -> (u64, u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
+    let m = vlm::model(name);
     assert!(
         m.warnings.iter().all(|w| !w.contains("multimodal")),
         "{name}: {:?}",
         m.warnings
     );
-    let inv = m.inventory.as_ref().unwrap();
-    let by = inv.by_part();
-    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
-    (
-        m.params_total,
-        get(Part::Vision),
-        get(Part::Projector),
-        get(Part::Language),
-    )
+    vlm::parts_of(&m)
 }
 
 /// Mistral-Small-3.1-24B. The config names no top-level `tie_word_embeddings`; transformers
@@ -103,12 +95,6 @@ fn qwen3_vl_8b_instruct() {
     );
 }
 
-fn tokens(name: &str, w: u64, h: u64) -> (u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
-    let c = m.spec.unwrap().vision.unwrap().tokens.cost(w, h).unwrap();
-    (c.tokens, c.tower_images, c.tower_seq)
-}
-
 /// Image tokens by each family's processor, worked by hand.
 #[test]
 fn image_tokens_per_family() {
@@ -162,13 +148,7 @@ fn preprocessor_config_sets_the_tiling() {
     };
     apply(spec, &text).unwrap();
     let cost = |spec: &vramscope_core::model::ModelSpec| {
-        let c = spec
-            .vision
-            .as_ref()
-            .unwrap()
-            .tokens
-            .cost(1024, 768)
-            .unwrap();
+        let c = vlm::cost(spec, 1024, 768);
         (c.tokens, c.tower_images)
     };
     assert_eq!(cost(spec), (862, 13));
@@ -186,13 +166,7 @@ fn preprocessor_config_sets_the_tiling() {
     let mut m = load_model(&fixture("mistral-small-3.1-24b-instruct.json")).unwrap();
     let spec = m.spec.as_mut().unwrap();
     apply(spec, r#"{"size": {"longest_edge": 1024}}"#).unwrap();
-    let c = spec
-        .vision
-        .as_ref()
-        .unwrap()
-        .tokens
-        .cost(4000, 3000)
-        .unwrap();
+    let c = vlm::cost(spec, 4000, 3000);
     assert_eq!(c.tokens, 1064);
 }
 
@@ -237,25 +211,8 @@ fn tiny_idefics3() {
     assert_eq!(18_848 + 512 + 2 * 8_544 + 64, 36_512u64);
     let v: serde_json::Value = serde_json::from_str(text).unwrap();
     let m = vramscope_formats::model_source::load_inline_config(&v).unwrap();
-    let by = m.inventory.as_ref().unwrap().by_part();
-    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
-    assert_eq!(
-        (
-            m.params_total,
-            get(Part::Vision),
-            get(Part::Projector),
-            get(Part::Language)
-        ),
-        (246_752, 36_512, 8_192, 202_048)
-    );
-    let c = m
-        .spec
-        .unwrap()
-        .vision
-        .unwrap()
-        .tokens
-        .cost(112, 28)
-        .unwrap();
+    assert_eq!(vlm::parts_of(&m), (246_752, 36_512, 8_192, 202_048));
+    let c = vlm::cost(m.spec.as_ref().unwrap(), 112, 28);
     assert_eq!((c.tokens, c.tower_images, c.tower_seq), (32, 5, 16));
 }
 
@@ -374,13 +331,7 @@ fn internvl_vit_300m() {
     let spec = m.spec.as_mut().unwrap();
     vramscope_formats::hf_config::apply_preprocessor(spec, r#"{"max_patches": 4}"#, "p.json")
         .unwrap();
-    let c = spec
-        .vision
-        .as_ref()
-        .unwrap()
-        .tokens
-        .cost(1024, 768)
-        .unwrap();
+    let c = vlm::cost(spec, 1024, 768);
     assert_eq!((c.tokens, c.tower_images), (1_282, 5));
 }
 

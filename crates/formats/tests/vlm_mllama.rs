@@ -11,26 +11,11 @@
 //! 87,666,865,192) for 90B — the model card's "11B (10.6)" and the ~88.6 B quoted for 90B.
 //! The fixtures' sources are in `fixtures/vlm/README.md`.
 
-use vramscope_core::vision::{mllama, Part};
+mod common;
+
+use common::vlm::{fixture, parts};
+use vramscope_core::vision::mllama;
 use vramscope_formats::model_source::load_model;
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/vlm/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// (total, vision tower, projector, language model) as the inventory counts them.
-fn parts(name: &str) -> (u64, u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
-    let inv = m.inventory.as_ref().unwrap();
-    let by = inv.by_part();
-    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
-    (
-        m.params_total,
-        get(Part::Vision),
-        get(Part::Projector),
-        get(Part::Language),
-    )
-}
 
 /// The tower by hand (`MllamaVisionModel.__init__`, 1280 wide, 14 px patches, 560 px tiles,
 /// 4 tiles, 8 aspect ratios + the padding id):
@@ -81,11 +66,7 @@ fn llama_3_2_90b_vision_instruct() {
 #[test]
 fn language_model_tensors() {
     let m = load_model(&fixture("llama-3.2-11b-vision-instruct.json")).unwrap();
-    assert!(
-        m.warnings.iter().all(|w| !w.contains("multimodal")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_never_warns(&m.warnings, "multimodal");
     let inv = m.inventory.as_ref().unwrap();
     let shape = |n: &str| {
         inv.tensors

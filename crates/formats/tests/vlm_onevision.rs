@@ -8,38 +8,28 @@
 //! `multi_modal_projector.` or `image_newline` being the projector and one under
 //! `vision_tower.` the tower. The fixtures' sources are in `fixtures/vlm/README.md`.
 
-use vramscope_core::vision::Part;
+mod common;
+
+use common::vlm::{self, fixture};
 use vramscope_formats::model_source::load_model;
 
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/vlm/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// (total, vision tower, projector, language model) as the inventory counts them.
+/// (total, vision tower, projector, language model) as the inventory counts them, the config
+/// at `path` read without a warning.
 fn parts(path: &str) -> (u64, u64, u64, u64) {
     let m = load_model(path).unwrap();
     assert!(m.warnings.is_empty(), "{path}: {:?}", m.warnings);
-    let by = m.inventory.as_ref().unwrap().by_part();
-    let get = |p: Part| by.get(&p).map_or(0, |t| t.params);
-    (
-        m.params_total,
-        get(Part::Vision),
-        get(Part::Projector),
-        get(Part::Language),
-    )
+    vlm::parts_of(&m)
 }
 
 /// (tokens, tower images, tower sequence) of `count` `w × h` images in one sequence.
 fn tokens(name: &str, count: u64, w: u64, h: u64) -> (u64, u64, u64) {
-    let m = load_model(&fixture(name)).unwrap();
-    let c = m
-        .spec
-        .unwrap()
+    let spec = vlm::model(name).spec.expect("a spec");
+    let c = spec
         .vision
-        .unwrap()
+        .expect("a vision tower")
         .tokens
-        .cost_for(count, w, h)
-        .unwrap();
+        .cost_for(count, w, h);
+    let c = c.unwrap();
     (c.tokens, c.tower_images, c.tower_seq)
 }
 
@@ -84,10 +74,8 @@ fn siglip_pooling_head_when_the_config_leaves_it_on() {
         .as_object_mut()
         .unwrap()
         .remove("vision_use_head");
-    let dir = std::env::temp_dir().join(format!("vramscope-ov-head-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.json");
-    std::fs::write(&path, v.to_string()).unwrap();
+    let dir = common::TempDir::new("ov-head");
+    let path = dir.write("config.json", v.to_string().as_bytes());
     let head = 1_152 + 3 * 1_152 * 1_152 + 3 * 1_152 + 1_152 * 1_152 + 1_152 + 2_304 + 9_921_872;
     assert_eq!(head, 15_238_352u64);
     assert_eq!(
@@ -99,7 +87,6 @@ fn siglip_pooling_head_when_the_config_leaves_it_on() {
             494_032_768
         )
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Pixtral-12B by hand: tower patch_conv 1024·3·16·16 = 786,432, ln_pre 1,024, a layer 2,048 +

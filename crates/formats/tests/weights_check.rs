@@ -3,34 +3,14 @@
 //! does not build (multi-token-prediction layers, a tied head saved twice) is left out, said so;
 //! a quantized layout is told apart; any other disagreement is an error naming both numbers.
 
+mod common;
+
+use common::TempDir;
+
 use serde_json::json;
 use std::fs;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+
 use vramscope_formats::model_source::{load_model, LoadedModel};
-
-/// A fresh directory, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "vramscope-weights-{}-{tag}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A safetensors file (format README: u64 LE header length, the JSON header, zero data) of
 /// `(name, dtype, shape)` tensors, 2 or 4 bytes an element.
@@ -112,7 +92,7 @@ fn load_dir(
     config: &serde_json::Value,
     tensors: &[(String, &str, Vec<u64>)],
 ) -> Result<LoadedModel, String> {
-    let d = Dir::new("m");
+    let d = TempDir::new("m");
     fs::write(d.0.join("config.json"), config.to_string()).unwrap();
     fs::write(d.0.join("model.safetensors"), st_file(tensors)).unwrap();
     load_model(d.0.to_str().unwrap()).map_err(|e| e.to_string())
@@ -123,11 +103,7 @@ fn agreeing_weights_give_the_files_tensors() {
     assert_eq!(8_192 + 4_096 + 96 + 24_576 + 128, OLMO2_LAYER);
     let m = load_dir(&olmo2_config(), &olmo2_tensors(2)).unwrap();
     assert_eq!(m.params_total, 2 * OLMO2_LAYER + OLMO2_REST);
-    assert!(
-        m.warnings.iter().all(|w| !w.contains("checkpoint")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_never_warns(&m.warnings, "checkpoint");
 }
 
 /// The same weights under a config that reads them as Llama (input norms, no q/k norms): the
@@ -155,11 +131,7 @@ fn a_disagreeing_architecture_is_an_error_naming_both_counts() {
 fn layers_past_the_config_are_left_out() {
     let m = load_dir(&olmo2_config(), &olmo2_tensors(3)).unwrap();
     assert_eq!(m.params_total, 2 * OLMO2_LAYER + OLMO2_REST);
-    assert!(
-        m.warnings.iter().any(|w| w.contains("model.layers.2")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_warns(&m.warnings, "model.layers.2");
 }
 
 /// A tied head saved anyway is the embedding's one parameter in transformers.
@@ -169,11 +141,7 @@ fn a_tied_head_saved_twice_counts_once() {
     cfg["tie_word_embeddings"] = json!(true);
     let m = load_dir(&cfg, &olmo2_tensors(2)).unwrap();
     assert_eq!(m.params_total, 2 * OLMO2_LAYER + OLMO2_REST - 6_400);
-    assert!(
-        m.warnings.iter().any(|w| w.contains("lm_head.weight")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_warns(&m.warnings, "lm_head.weight");
 }
 
 /// Packed integer weights (GPTQ-style `qweight`): element counts are not parameters, so the
@@ -188,9 +156,5 @@ fn a_quantized_layout_is_told_apart() {
         vec![8, 128],
     ));
     let m = load_dir(&olmo2_config(), &t).unwrap();
-    assert!(
-        m.warnings.iter().any(|w| w.contains("quantized layout")),
-        "{:?}",
-        m.warnings
-    );
+    common::assert_warns(&m.warnings, "quantized layout");
 }

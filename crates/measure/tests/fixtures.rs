@@ -173,7 +173,7 @@ fn empty_real_snapshot() {
     let a = analyze("cpu_only_empty_cuda_snapshot.pickle");
     assert_eq!(a.source.kind, "cuda_snapshot");
     assert_eq!(a.per_gpu.peak_allocated.unwrap_or(0), 0);
-    assert!(a.warnings.iter().any(|w| w.contains("no allocations")));
+    common::assert_warns(&a.warnings, "no allocations");
 }
 
 #[test]

@@ -198,6 +198,35 @@ fn common(spec: &str, a: &Analysis) {
     }
 }
 
+/// What both records show of a training step beyond its weights (`weights`: the bytes they
+/// requested), asserted; returns AdamW's state blocks.
+/// - AdamW's exp_avg and exp_avg_sq: one fp32 tensor each per parameter tensor, 2 × the
+///   weights requested; their blocks as the run's own readings have them.
+/// - The .grad of every weight, held over the step (as many bytes as the weights requested,
+///   in blocks as the run read them); none at the peak: the measured step's
+///   zero_grad(set_to_none=True) dropped them and the peak is the loss's backward (dlogits).
+/// - Unattributed: input_ids and labels (4 × 512 int64 = 16,384 B each, run_one.py
+///   `train_steps`) and torchaudio's module-level EPSILON (a 0-d fp32 tensor, 4 B) made under
+///   the device context while transformers imported it during from_config, in a block of
+///   kMinBlockSize = 512 B (`round_size`); the inputs' 16,384 B are multiples of 512, split
+///   from a small-pool segment with more than 512 B left.
+fn assert_states_grads_and_inputs(spec: &str, a: &Analysis, weights: u64) -> u64 {
+    let c = &a.per_gpu.components.base;
+    let states = adamw_state_blocks(spec);
+    assert!(states >= 2 * weights, "{spec}: states {states}");
+    assert_eq!(c.optimizer_states, states, "{spec}");
+    let grads = grad_blocks(spec);
+    assert!(grads >= weights, "{spec}: grads {grads}");
+    assert_eq!(a.per_gpu.model_states.gradients, grads, "{spec}");
+    assert_eq!(c.gradients, 0, "{spec}");
+    assert_eq!(
+        a.per_gpu.components.unattributed,
+        2 * 16_384 + 512,
+        "{spec}"
+    );
+    states
+}
+
 #[test]
 fn gpt2_fp32_weights_built_under_the_device_context_are_parameters() {
     let a = analysis(GPT2);
@@ -228,25 +257,8 @@ fn gpt2_fp32_weights_built_under_the_device_context_are_parameters() {
         .find(|f| f.category == "parameters")
         .unwrap();
     assert_eq!((built.count, built.bytes), (148, blocks));
-    // AdamW's exp_avg and exp_avg_sq: one fp32 tensor each per parameter tensor, 2 × the
-    // weights requested; their blocks as the run's own readings have them.
-    let states = adamw_state_blocks(GPT2);
-    assert!(states >= 2 * weights);
-    assert_eq!(c.optimizer_states, states);
+    let states = assert_states_grads_and_inputs(GPT2, &a, weights);
     assert_eq!(s.optimizer_states, states);
-    // The .grad of every weight, held over the step (as many bytes as the weights requested,
-    // in blocks as the run read them); none at the peak: the measured step's
-    // zero_grad(set_to_none=True) dropped them and the peak is the loss's backward (dlogits).
-    let grads = grad_blocks(GPT2);
-    assert!(grads >= weights);
-    assert_eq!(s.gradients, grads);
-    assert_eq!(c.gradients, 0);
-    // Unattributed: input_ids and labels (4 × 512 int64 = 16,384 B each, run_one.py
-    // `train_steps`) and torchaudio's module-level EPSILON (a 0-d fp32 tensor, 4 B) made under
-    // the device context while transformers imported it during from_config, in a block of
-    // kMinBlockSize = 512 B (`round_size`); the inputs' 16,384 B are multiples of 512, split
-    // from a small-pool segment with more than 512 B left.
-    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 512);
 }
 
 #[test]
@@ -281,15 +293,7 @@ fn smollm2_weights_and_rotary_buffers_are_parameters() {
         .find(|f| f.category == "parameters")
         .unwrap();
     assert_eq!(built.count, 272 + 2);
-    // AdamW's states: 2 × the weights requested, their blocks as the run read them.
-    let states = adamw_state_blocks(SMOLLM2);
-    assert!(states >= 2 * weights);
-    assert_eq!(c.optimizer_states, states);
-    let grads = grad_blocks(SMOLLM2);
-    assert!(grads >= weights);
-    assert_eq!(s.gradients, grads);
-    assert_eq!(c.gradients, 0);
-    assert_eq!(a.per_gpu.components.unattributed, 2 * 16_384 + 512);
+    assert_states_grads_and_inputs(SMOLLM2, &a, weights);
 }
 
 /// `allocator` on both records: the trace replayed through the allocator model exactly (the

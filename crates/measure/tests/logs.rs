@@ -37,6 +37,20 @@ fn engine(r: &LogReport, key: &str) -> Value {
 
 // ---------------------------------------------------------------- vLLM
 
+/// Asserts a vLLM memory profile as read: `[weights, non-torch memory, activation peak, KV
+/// cache, total GPU memory]` in GiB as the log prints them, and the utilization.
+fn assert_vllm_profile(r: &LogReport, gibs: [f64; 5], utilization: f64) {
+    let [weights, non_torch, activations, kv, total] = gibs;
+    let c = &r.per_gpu.components;
+    assert_eq!(c.parameters, Some(gib(weights)));
+    assert_eq!(c.cuda_context, Some(gib(non_torch)));
+    assert_eq!(c.temporaries, Some(gib(activations)));
+    assert_eq!(r.per_gpu.kv_pool, Some(gib(kv)));
+    assert_eq!(r.fit.capacity, Some(gib(total)));
+    let util = engine(r, "gpu_memory_utilization");
+    assert_eq!(util, json!(utilization));
+}
+
 #[test]
 fn vllm_v0_weights_and_blocks() {
     let r = read("vllm/v0-2024-07-tp4-pr6234.log");
@@ -47,40 +61,25 @@ fn vllm_v0_weights_and_blocks() {
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(10039));
     assert_eq!(engine(&r, "num_cpu_blocks"), json!(1310));
     assert_eq!(r.per_gpu.kv_pool, None, "the log states no KV bytes");
-    assert!(r.warnings.iter().any(|w| w.contains("partial")));
+    common::assert_warns(&r.warnings, "partial");
 }
 
 #[test]
 fn vllm_profiling_table() {
     let r = read("vllm/v0-2024-12-profiling-table-pr10511.log");
-    let c = &r.per_gpu.components;
-    // "model weights take   14.96GiB"
-    assert_eq!(c.parameters, Some(gib(14.96)));
-    // "non_torch_memory     1.79GiB"
-    assert_eq!(c.cuda_context, Some(gib(1.79)));
-    // "PyTorch activation peak memory       1.26GiB"
-    assert_eq!(c.temporaries, Some(gib(1.26)));
-    // "available_kv_cache_memory    53.29GiB"
-    assert_eq!(r.per_gpu.kv_pool, Some(gib(53.29)));
-    // "total_gpu_memory     79.22GiB"
-    assert_eq!(r.fit.capacity, Some(gib(79.22)));
-    // "gpu_memory_utilization       0.90"
-    assert_eq!(engine(&r, "gpu_memory_utilization"), json!(0.9));
+    // "model weights take   14.96GiB", "non_torch_memory     1.79GiB", "PyTorch activation
+    // peak memory       1.26GiB", "available_kv_cache_memory    53.29GiB", "total_gpu_memory
+    // 79.22GiB", "gpu_memory_utilization       0.90".
+    assert_vllm_profile(&r, [14.96, 1.79, 1.26, 53.29, 79.22], 0.9);
 }
 
 #[test]
 fn vllm_one_line_profile_and_cuda_blocks() {
     let r = read("vllm/v0-2025-01-cuda-blocks-pr12126.log");
-    let c = &r.per_gpu.components;
     // "model weights take 19.86GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak
     // memory takes 36.63GiB; the rest of the memory reserved for KV Cache is 14.65GiB."
-    assert_eq!(c.parameters, Some(gib(19.86)));
-    assert_eq!(c.cuda_context, Some(gib(0.16)));
-    assert_eq!(c.temporaries, Some(gib(36.63)));
-    assert_eq!(r.per_gpu.kv_pool, Some(gib(14.65)));
     // "total_gpu_memory (79.22GiB) x gpu_memory_utilization (0.90)"
-    assert_eq!(r.fit.capacity, Some(gib(79.22)));
-    assert_eq!(engine(&r, "gpu_memory_utilization"), json!(0.9));
+    assert_vllm_profile(&r, [19.86, 0.16, 36.63, 14.65, 79.22], 0.9);
     // "# CUDA blocks: 6001, # CPU blocks: 1638"
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(6001));
     assert_eq!(engine(&r, "num_cpu_blocks"), json!(1638));
@@ -166,7 +165,7 @@ fn vllm_truncated_line_is_not_misread() {
     // The cut "GPU KV cache size: 158,6" must not become 1586 tokens.
     assert_eq!(engine(&r, "kv_cache_tokens"), Value::Null);
     assert_eq!(r.per_gpu.components.parameters, Some(gib(14.9889)));
-    assert!(r.warnings.iter().any(|w| w.contains("partial")));
+    common::assert_warns(&r.warnings, "partial");
 }
 
 #[test]
@@ -276,7 +275,7 @@ fn llamacpp_context_wording_and_partial_warning() {
     assert_eq!(r.per_gpu.components.parameters, Some(mib(0.75)));
     // "model params     = 111.06 B"
     assert_eq!(r.job["model"], json!({"params": 111.06e9}));
-    assert!(r.warnings.iter().any(|w| w.contains("KV buffers")));
+    common::assert_warns(&r.warnings, "KV buffers");
 
     let r = read("llamacpp/ollama-runner-init_from_model-issue10114.log");
     // "offloaded 25/25 layers", "CUDA0 model buffer size =   577.22 MiB",
@@ -515,7 +514,7 @@ fn oom_wrapped_and_impossible() {
     let (r, o) = oom("torch-oom/torch2.x-wsl-bogus-process-liger47.txt");
     // "this process has 17179869184.00 GiB memory in use" = 2^64 bytes: not representable.
     assert_eq!(o.process_in_use, None);
-    assert!(r.warnings.iter().any(|w| w.contains("could not be read")));
+    common::assert_warns(&r.warnings, "could not be read");
 
     let (_, o) = oom("torch-oom/torch2.x-linewrapped-nemo3907.txt");
     // "Tried to allocate 720.00 MiB.\nGPU 0 has a total capacity of 184.31 GiB of which
@@ -669,13 +668,7 @@ fn vllm_block_count_alone_is_noted() {
     r.note_kv_count_only();
     assert_eq!(r.per_gpu.kv_pool, None);
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(10039));
-    assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("only as 10039 GPU blocks")),
-        "{:?}",
-        r.warnings
-    );
+    common::assert_warns(&r.warnings, "only as 10039 GPU blocks");
     // A log that states the bytes itself keeps them: "available_kv_cache_memory 53.29GiB".
     let mut t = read("vllm/v0-2024-12-profiling-table-pr10511.log");
     assert!(!t.kv_pool_from_count(2_097_152, 16, "x"));
@@ -699,11 +692,7 @@ fn vllm_v0_profiling_results_kv_cache_size() {
     // "Loading model weights took 14.9888 GB"; "# GPU blocks: 27872".
     assert_eq!(r.per_gpu.components.parameters, Some(gib(14.9888)));
     assert_eq!(engine(&r, "num_gpu_blocks"), json!(27872));
-    assert!(
-        !r.warnings.iter().any(|w| w.contains("KV cache memory")),
-        "{:?}",
-        r.warnings
-    );
+    common::assert_never_warns(&r.warnings, "KV cache memory");
 }
 
 /// A log that starts with the `vllm serve` command: the command states the utilization (0.98)

@@ -160,6 +160,16 @@ fn a_cuda_trace_is_rounded_as_the_caching_allocator_does() {
     assert!(common::warns_of(&a.warnings, "traced on fake tensors"));
 }
 
+/// A step in MiB: 100 allocated and freed, then 64 and 64 more, in the forward.
+fn hundred_then_two_64s() -> Vec<Entry<'static>> {
+    const MIB: u32 = 1 << 20;
+    let mut v = vec![("alloc", 1 << 24, 100 * MIB, "temporary", "forward")];
+    v.extend(free(1 << 24, 100 * MIB, "forward"));
+    v.push(("alloc", 1 << 25, 64 * MIB, "activation", "forward"));
+    v.push(("alloc", 1 << 26, 64 * MIB, "activation", "forward"));
+    v
+}
+
 #[test]
 fn a_cuda_trace_reserves_what_the_allocator_model_reserves() {
     const MIB: u32 = 1 << 20;
@@ -167,10 +177,7 @@ fn a_cuda_trace_reserves_what_the_allocator_model_reserves() {
     // size rounded to 2 MiB), freed: cached. 64 MiB takes the cached block (best fit) and
     // splits it (36 MiB left > kSmallSize = 1 MiB); the second 64 MiB finds no free block that
     // large: a new 64 MiB segment. Reserved 100 + 64 = 164 MiB; allocated 128 MiB at the peak.
-    let mut v = vec![("alloc", 1 << 24, 100 * MIB, "temporary", "forward")];
-    v.extend(free(1 << 24, 100 * MIB, "forward"));
-    v.push(("alloc", 1 << 25, 64 * MIB, "activation", "forward"));
-    v.push(("alloc", 1 << 26, 64 * MIB, "activation", "forward"));
+    let v = hundred_then_two_64s();
     let a = analyze_bytes(&record(&v, "cuda")).unwrap();
     let g = &a.per_gpu;
     let mib = u64::from(MIB);
@@ -203,21 +210,14 @@ fn a_cuda_trace_replays_under_the_settings_it_names() {
     // `ExpandableSegment`). 100 MiB maps 5 pages; freed, they stay mapped; the first 64 MiB
     // is cut from the free 100 MiB, the second needs 28 MiB beyond the 36 MiB left at the end:
     // 2 more pages. Reserved 140 MiB, where fixed segments reserve 164 MiB.
-    let mut v = vec![("alloc", 1 << 24, 100 * MIB, "temporary", "forward")];
-    v.extend(free(1 << 24, 100 * MIB, "forward"));
-    v.push(("alloc", 1 << 25, 64 * MIB, "activation", "forward"));
-    v.push(("alloc", 1 << 26, 64 * MIB, "activation", "forward"));
+    let v = hundred_then_two_64s();
     let conf = Some("expandable_segments:True");
     let a = analyze_bytes(&record_with_conf(&v, "cuda", conf)).unwrap();
     assert_eq!(a.per_gpu.peak_reserved, Some(140 * u64::from(MIB)));
     // A setting PyTorch refuses (max_split_size_mb below 20): said, and the defaults replayed.
     let a = analyze_bytes(&record_with_conf(&v, "cuda", Some("max_split_size_mb:4"))).unwrap();
     assert_eq!(a.per_gpu.peak_reserved, Some(164 * u64::from(MIB)));
-    assert!(
-        a.warnings.iter().any(|w| w.contains("max_split_size_mb")),
-        "{:?}",
-        a.warnings
-    );
+    common::assert_warns(&a.warnings, "max_split_size_mb");
 }
 
 #[test]

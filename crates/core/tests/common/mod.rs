@@ -20,6 +20,11 @@ pub fn prepared(job: &Job) -> (ModelInput, ResolvedJob) {
     (model.into_input(), resolved)
 }
 
+/// [`prepared`] for a job given as JSON.
+pub fn prepared_json(job: &Value) -> (ModelInput, ResolvedJob) {
+    prepared(&serde_json::from_value(job.clone()).unwrap())
+}
+
 /// The estimate of `job` (see [`prepared`]).
 pub fn estimate_job(job: &Job) -> Report {
     let (model, resolved) = prepared(job);
@@ -31,14 +36,22 @@ pub fn run_job(job: Value) -> Report {
     estimate_job(&serde_json::from_value(job).unwrap())
 }
 
+/// The path of `validation/<rel>` in this repository.
+pub fn validation_path(rel: &str) -> String {
+    format!("{}/../../validation/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The JSON file `validation/<rel>` of this repository (cases, records, specs), read as `T`.
+pub fn validation<T: serde::de::DeserializeOwned>(rel: &str) -> T {
+    let path = validation_path(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// A job from a measured spec of `validation/specs/` (run `run_id`): `base` with the spec's
 /// model (`hf_config`) and each of `keys` the spec holds.
 pub fn spec_job(run_id: &str, mut base: Value, keys: &[&str]) -> Value {
-    let path = format!(
-        "{}/../../validation/specs/{run_id}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: Value = validation(&format!("specs/{run_id}.json"));
     base["model"] = serde_json::json!({"hf_config": spec["hf_config"]});
     for k in keys {
         if let Some(x) = spec.get(*k) {
@@ -63,7 +76,7 @@ mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
-pub use warnings::{warns_of, warns_starting};
+pub use warnings::{assert_never_warns, assert_warns, warns_of, warns_starting};
 
 /// The shared H200 results file's runs that finished (`type: result`, `status: ok`), one JSON
 /// object per line (`../shared/fixtures/gpu-h200/README.md`).

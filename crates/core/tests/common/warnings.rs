@@ -10,3 +10,18 @@ pub fn warns_starting(warnings: &[String], prefix: &str) -> bool {
 pub fn warns_of(warnings: &[String], part: &str) -> bool {
     warnings.iter().any(|w| w.contains(part))
 }
+
+/// Asserts that a warning of `warnings` contains `part`; the message lists them all.
+pub fn assert_warns(warnings: &[String], part: &str) {
+    assert!(
+        warns_of(warnings, part),
+        "no warning contains {part:?}: {warnings:?}"
+    );
+}
+
+/// Asserts that no warning of `warnings` contains `part`; the message names the one that does.
+pub fn assert_never_warns(warnings: &[String], part: &str) {
+    if let Some(w) = warnings.iter().find(|w| w.contains(part)) {
+        panic!("a warning contains {part:?}: {w}");
+    }
+}

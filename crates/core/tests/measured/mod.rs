@@ -86,13 +86,16 @@ pub fn hybrid_config(name: &str) -> Value {
     formats_fixture(&format!("hybrid/{name}.json"))
 }
 
-/// The JSON file `crates/formats/tests/fixtures/<rel>` (real configs; sources in the READMEs).
+/// The JSON file `crates/formats/tests/fixtures/<rel>` (real configs; sources in the READMEs),
+/// read as transformers reads it: Python's `Infinity` and `NaN` tokens are taken
+/// (`python_json::to_strict`; Nemotron-Nano-9B-v2's `time_step_limit` holds one).
 pub fn formats_fixture(rel: &str) -> Value {
     let path = format!(
         "{}/../formats/tests/fixtures/{rel}",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = vramscope_formats::python_json::to_strict(&text);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -124,21 +127,4 @@ pub fn constant_state_note(config: &Value, max_positions: u64) -> String {
         .into_iter()
         .find(|n| n.contains("does not grow with context"))
         .unwrap_or_else(|| panic!("no constant-state note"))
-}
-
-/// Asserts how `config`'s bf16 inference cache splits: at 4,096 tokens one sequence holds
-/// `kv_4096` of attention KV plus `state` of constant recurrent state, `batch` sequences hold
-/// `batch` times that, and doubling the context adds only the attention part.
-pub fn assert_cache_split(config: &Value, batch: u64, kv_4096: u64, state: u64) {
-    let kv = |batch: u64, seq: u64| kv_cache(config, batch, seq);
-    assert_eq!(kv(1, 4096), kv_4096 + state);
-    assert_eq!(kv(batch, 4096), batch * (kv_4096 + state));
-    assert_eq!(kv(1, 8192) - kv(1, 4096), kv_4096);
-}
-
-/// Asserts that `note` says every one of `parts`.
-pub fn assert_says(note: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(note.contains(part), "{part:?} not in {note}");
-    }
 }

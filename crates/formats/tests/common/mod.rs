@@ -5,6 +5,17 @@
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+#[path = "../../../core/tests/common/warnings.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses every helper.
+mod warnings;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use warnings::{assert_never_warns, assert_warns};
+#[allow(dead_code)] // Only the tests that write files use it.
+mod temp_dir;
+#[allow(dead_code)] // Only the vision-language tests use it.
+pub mod vlm;
+#[allow(unused_imports)] // Only the tests that write files use it.
+pub use temp_dir::TempDir;
 
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::LoadedModel;
@@ -25,22 +36,26 @@ pub fn assert_shapes(m: &LoadedModel, want: &[(&str, Vec<u64>)]) {
     }
 }
 
-/// A config fuzz: `rounds` configs of `model_type` with the `base` fields, each with three
-/// random `fields` set to random JSON `values` (a 64-bit LCG from `seed`), must parse or fail
-/// with an error, and a parsed one must build an inventory without a panic.
+/// A config fuzz: `rounds` configs of `model_type` with the `base` fields (`key=number` words),
+/// each with three random `fields` (words) set to random JSON `values` (JSON tokens between
+/// spaces) picked by a 64-bit LCG from `seed`, must parse or fail with an error, and a parsed
+/// one must build an inventory without a panic.
 #[allow(dead_code)]
 pub fn fuzz_config_fields(
     model_type: &str,
-    base: &[(&str, u64)],
-    (fields, values): (&[&str], &[&str]),
+    base: &str,
+    (fields, values): (&str, &str),
     rounds: usize,
     mut seed: u64,
 ) {
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    let values: Vec<&str> = values.split_whitespace().collect();
     for _ in 0..rounds {
         let mut obj = serde_json::Map::new();
         obj.insert("model_type".into(), model_type.into());
-        for (k, v) in base {
-            obj.insert((*k).into(), (*v).into());
+        for kv in base.split_whitespace() {
+            let (k, v) = kv.split_once('=').expect("key=number");
+            obj.insert(k.into(), v.parse::<u64>().expect("a number").into());
         }
         for _ in 0..3 {
             seed = seed

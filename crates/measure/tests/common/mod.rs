@@ -10,4 +10,4 @@ pub use shared_dir::shared;
 #[path = "../../../core/tests/common/warnings.rs"]
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
-pub use warnings::{warns_of, warns_starting};
+pub use warnings::{assert_never_warns, assert_warns, warns_of, warns_starting};

@@ -9,15 +9,15 @@ use crate::error::CoreError;
 use crate::model::{Norm, SharedBlock};
 
 impl Builder<'_> {
-    /// A hybrid layer's own `linear [h, h]` (no bias, `Zamba2Model.get_layers`) and, at the
-    /// block's first application, the shared block: `input_layernorm [2h]`, `self_attn` q/k/v
-    /// `[heads · head_dim, 2h]` / `[kv_heads · head_dim, 2h]` and `o_proj [h, heads ·
-    /// head_dim]` without bias (`Zamba2Attention.__init__`), `pre_ff_layernorm [h]`,
-    /// `feed_forward.gate_up_proj [2·ffn, h]`, `down_proj [h, ffn]` (bias: `add_bias_linear`,
-    /// `Zamba2MLP.__init__`), and every application's adapters: the block's module holds a slot
-    /// per hybrid layer, an `nn.Sequential` of two bias-free linears where `visit %
-    /// num_mem_blocks == block` (else `nn.Identity`), so each application's adapters sit in its
-    /// block's owner under its own visit index.
+    /// A hybrid layer's own `linear [h, h]` (no bias, `Zamba2Model.get_layers`) and, where the
+    /// layer owns its block's weights ([`SharedBlock::owns_weights`]), the block: `input_layernorm
+    /// [2h]`, `self_attn` q/k/v `[heads · head_dim, 2h]` / `[kv_heads · head_dim, 2h]` and
+    /// `o_proj [h, heads · head_dim]` without bias (`Zamba2Attention.__init__`),
+    /// `pre_ff_layernorm [h]`, `feed_forward.gate_up_proj [2·ffn, h]`, `down_proj [h, ffn]`
+    /// (bias: `add_bias_linear`, `Zamba2MLP.__init__`), and the adapter slots of every
+    /// application of the block (`gate_up_proj_adapter_list.V.{0,1}`: `[rank, h]`, `[2·ffn,
+    /// rank]`; with `use_shared_attention_adapter` `linear_{q,k,v}_adapter_list.V.{0,1}`:
+    /// `[rank, 2h]`, `[2h, rank]`), all bias-free.
     pub(super) fn zamba2_shared(
         &mut self,
         p: &str,
@@ -26,23 +26,35 @@ impl Builder<'_> {
         l: Option<u32>,
     ) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
-        let a = Component::Attention;
-        self.linear(&format!("{p}.linear"), h, h, false, l, a)?;
+        self.linear(&format!("{p}.linear"), h, h, false, l, Component::Attention)?;
         if sb.owns_weights(layer) {
             self.zamba2_block_weights(p, sb, l)?;
+            for v in sb.adapter_visits() {
+                self.zamba2_adapters(p, sb, v, l)?;
+            }
         }
-        // The adapters live in the owner's module, but belong to this application.
-        let owner = p.rsplit_once('.').map_or("", |(root, _)| root);
-        let o = format!("{owner}.{}.shared_transformer", sb.owner);
-        let (r, v) = (sb.adapter_rank, sb.visit);
+        Ok(())
+    }
+
+    fn zamba2_adapters(
+        &mut self,
+        p: &str,
+        sb: &SharedBlock,
+        v: u64,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let r = sb.adapter_rank;
+        let t = format!("{p}.shared_transformer");
         let two_ffn = mul(2, sb.mlp.ffn, "gate_up width")?;
-        let m = format!("{o}.feed_forward.gate_up_proj_adapter_list.{v}");
+        let m = format!("{t}.feed_forward.gate_up_proj_adapter_list.{v}");
         self.linear(&format!("{m}.0"), h, r, false, l, Component::Mlp)?;
         self.linear(&format!("{m}.1"), r, two_ffn, false, l, Component::Mlp)?;
         if sb.attention_adapter {
             let two_h = mul(2, h, "attention input width")?;
             for x in ["q", "k", "v"] {
-                let m = format!("{o}.self_attn.linear_{x}_adapter_list.{v}");
+                let m = format!("{t}.self_attn.linear_{x}_adapter_list.{v}");
+                let a = Component::Attention;
                 self.linear(&format!("{m}.0"), two_h, r, false, l, a)?;
                 self.linear(&format!("{m}.1"), r, two_h, false, l, a)?;
             }

@@ -10,6 +10,12 @@
 //! Mamba2 mixer. Each application has its own LoRA-like adapters (one `gate_up_proj` adapter
 //! always; q/k/v adapters with `use_shared_attention_adapter`), its own KV cache and its own
 //! saved activations; the shared weights count once, as `model.parameters()` does.
+//!
+//! Transformers 5.24 ties the blocks only when `tie_word_embeddings` is true
+//! (`PreTrainedModel.get_expanded_tied_weights_keys` returns no tie at all otherwise): untied,
+//! every hybrid layer holds its own copy of its block, each copy with the adapter slots of
+//! every application of that block (`Zamba2Attention.__init__`, `Zamba2MLP.__init__` build a
+//! slot per hybrid layer, an `nn.Sequential` where `visit % num_mem_blocks == block_id`).
 
 use super::{Attention, DenseMlp};
 use serde::{Deserialize, Serialize};
@@ -22,10 +28,16 @@ pub struct SharedBlock {
     /// The application's index among the hybrid layers (`Zamba2Attention.layer_dic`): its
     /// adapter slot in the block's `*_adapter_list`.
     pub visit: u64,
-    /// The layer index of the block's first application, whose `shared_transformer` module holds
-    /// the shared weights and every application's adapters (the name `model.parameters()` and
-    /// the published checkpoints keep for them).
+    /// The layer index whose `shared_transformer` module holds the weights this application
+    /// runs, with the adapters of every application of the block: the block's first
+    /// application when the blocks are tied (the name `model.parameters()` and the published
+    /// checkpoints keep), this layer itself when they are not.
     pub owner: u64,
+    /// `num_mem_blocks`: how many distinct blocks the hybrid layers cycle through.
+    pub mem_blocks: u64,
+    /// How many hybrid layers there are (`len(hybrid_layer_ids)`): the adapter slots of each
+    /// block's module.
+    pub applications: u64,
     /// The block's attention: standard, `heads · head_dim = 2 · hidden` wide (`head_dim =
     /// 2 · hidden / heads`, `Zamba2Config.__post_init__`), projections without bias, reading
     /// `2 · hidden` and writing `hidden` (`Zamba2Attention.__init__`).
@@ -43,5 +55,10 @@ impl SharedBlock {
     /// Whether this application is the block's first: the one that holds its weights.
     pub fn owns_weights(&self, layer: u64) -> bool {
         self.owner == layer
+    }
+
+    /// The applications (visit indices) whose adapters the block's module holds.
+    pub fn adapter_visits(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.applications).filter(move |v| v % self.mem_blocks.max(1) == self.block)
     }
 }

@@ -80,7 +80,8 @@ fn hybrid_pattern(cfg: &Cfg) -> Result<Vec<bool>> {
 /// mamba_expand · hidden // n_mamba_heads`, `num_key_value_heads = heads` when null. The
 /// Mamba2 `conv1d` always has a bias (`bias=True`; `use_conv_bias` is not read), `in_proj` and
 /// `out_proj` take `add_bias_linear`. Every shared MLP has its adapters (transformers 5.24
-/// reads no `use_shared_mlp_adapter`).
+/// reads no `use_shared_mlp_adapter`). The hybrid layers share their blocks only when
+/// `tie_word_embeddings` is true ([`SharedBlock`]).
 pub(crate) fn zamba2(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("zamba2", "Zamba2ForCausalLM", Naming::Zamba2);
     let hidden = cfg.size(&["hidden_size"], Some(2560))?;
@@ -99,6 +100,13 @@ pub(crate) fn zamba2(cfg: &Cfg) -> Result<ModelSpec> {
             format!("{heads} does not divide 2 · hidden_size = {two_h}"),
         ));
     }
+    stated_as_derived(
+        cfg,
+        "attention_head_dim",
+        two_h / heads,
+        "2 · hidden_size // num_attention_heads",
+    )?;
+    stated_as_derived(cfg, "attention_hidden_size", two_h, "2 · hidden_size")?;
     let ffn = match cfg.obj.get("intermediate_size") {
         None | Some(Value::Null) => hidden.checked_mul(4).filter(|v| *v <= MAX_DIM),
         _ => Some(cfg.size(&["intermediate_size"], None)?),
@@ -116,6 +124,8 @@ pub(crate) fn zamba2(cfg: &Cfg) -> Result<ModelSpec> {
         block: 0,
         visit: 0,
         owner: 0,
+        mem_blocks,
+        applications: pattern.iter().filter(|h| **h).count() as u64,
         attention,
         mlp: dense(ffn, true, bias, &act),
         adapter_rank: cfg.size(&["adapter_rank"], Some(128))?,
@@ -126,6 +136,9 @@ pub(crate) fn zamba2(cfg: &Cfg) -> Result<ModelSpec> {
         ..plain_attention(0, 0, 0, ProjBias::all(false))
     };
     let norm = Norm::rms(hidden);
+    // `Zamba2Config.tie_word_embeddings` defaults to true; it also decides whether the hybrid
+    // layers share their blocks (`get_expanded_tied_weights_keys`: no tie at all when false).
+    let tied = cfg.boolean("tie_word_embeddings", true)?;
     let mut owners: Vec<u64> = Vec::new();
     let mut visit = 0u64;
     for (i, hybrid) in pattern.into_iter().enumerate() {
@@ -142,7 +155,11 @@ pub(crate) fn zamba2(cfg: &Cfg) -> Result<ModelSpec> {
             layer.shared_block = Some(Box::new(SharedBlock {
                 block,
                 visit,
-                owner: owners[block as usize],
+                owner: if tied {
+                    owners[block as usize]
+                } else {
+                    i as u64
+                },
                 ..shared.clone()
             }));
             visit += 1;
@@ -157,12 +174,26 @@ pub(crate) fn zamba2(cfg: &Cfg) -> Result<ModelSpec> {
         // `__post_init__` sets 16384 with `use_long_context`, whatever the config says.
         spec.max_position_embeddings = Some(16384);
     }
-    // `Zamba2Config.tie_word_embeddings` defaults to true.
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", true)?,
-        bias: false,
-    };
+    spec.head = Head::LanguageModel { tied, bias: false };
     Ok(spec)
+}
+
+/// `Zamba2Config.__post_init__` overwrites `key` with what it derives (`derived`, by `rule`)
+/// whatever the config says; a config stating another value meant another shape (Zyphra's
+/// pre-transformers configs name `mamba_headdim` 64 with no `n_mamba_heads`, whose default 8
+/// would make it 7168 // 8 = 896 for the 7B), so it is refused rather than counted as
+/// transformers would silently build it.
+fn stated_as_derived(cfg: &Cfg, key: &str, derived: u64, rule: &str) -> Result<()> {
+    match cfg.uint(key)? {
+        Some(v) if v != derived => Err(cfg.err(
+            key,
+            format!(
+                "is {v} but transformers derives {derived} ({rule}) and builds that; the config \
+                 is not Zamba2Config's (state the fields it reads)"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `Zamba2MambaMixer`'s shapes: inner width `int(mamba_expand · hidden_size)`,
@@ -188,6 +219,12 @@ fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
             format!("{groups} does not divide n_mamba_heads {heads}"),
         ));
     }
+    stated_as_derived(
+        cfg,
+        "mamba_headdim",
+        d_inner / heads,
+        "mamba_expand · hidden_size // n_mamba_heads",
+    )?;
     let d_state = cfg.size(&["mamba_d_state"], Some(64))?;
     let conv = groups
         .checked_mul(d_state)

@@ -244,7 +244,10 @@ fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
         groups,
         conv_bias: true,
         proj_bias: bias,
-        state_fp32: false,
+        // Generation runs the torch path (`cache` set: no fused training branch), whose
+        // `mamba2_chunk_scan` returns the final state from `hidden_states.float()`;
+        // `LinearAttentionLayer.lazy_initialization` allocates `zeros_like` of it: fp32.
+        state_fp32: true,
         chunk: cfg.size(&["chunk_size"], Some(256))?,
     })
 }

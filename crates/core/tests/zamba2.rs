@@ -1,0 +1,51 @@
+//! Zamba2 (`zamba2`: Mamba2 layers, shared transformer blocks applied at the hybrid layers):
+//! the inference cache of Zamba2-7B and 2.7B (`crates/formats/tests/fixtures/hybrid/`), fit's
+//! note, and tiny training steps measured on the CPU. Every hybrid layer caches the K/V of the
+//! block it applies, one cache per application (transformers 5.24 `cache_utils.py`: a "hybrid"
+//! layer type is a `LinearAttentionAndFullAttentionLayer`, Mamba states and full-attention K/V
+//! side by side); every layer holds a conv state in the compute dtype and an SSM state in fp32
+//! (the torch path's `mamba2_chunk_scan` returns its final state in fp32 and
+//! `LinearAttentionLayer` allocates `zeros_like` of it). Every expected number is derived by
+//! hand below.
+
+mod measured;
+
+/// Zamba2-7B, bf16: each of the 13 hybrid layers caches K and V of 32 heads × 224 (head_dim =
+/// 2 · 3584 / 32): 14,336 values · 2 B = 28,672 B per token, 372,736 B over the 13; at 4,096
+/// tokens 1,526,726,656 B. Each of the 81 layers holds its conv state `[7168 + 2·2·64 = 7424,
+/// 4]` = 29,696 values · 2 B = 59,392 B and its SSM state `[112 heads, 64, 64]` = 458,752
+/// values · 4 B = 1,835,008 B: 1,894,400 B, × 81 = 153,446,400 B whatever the context.
+#[test]
+fn zamba2_7b_caches_kv_per_application_and_state_in_every_layer() {
+    let c = measured::hybrid_config("zamba2-7b");
+    let kv = |batch, seq| measured::kv_cache(&c, batch, seq);
+    assert_eq!(kv(1, 4096), 1_526_726_656 + 153_446_400);
+    assert_eq!(kv(3, 4096), 3 * (1_526_726_656 + 153_446_400));
+    // 2,048 tokens fewer: 2,048 · 372,736 B fewer.
+    assert_eq!(kv(1, 4096) - kv(1, 2048), 2048 * 372_736);
+}
+
+/// Zamba2-2.7B, bf16: 9 hybrid layers of 32 heads × 160 (2 · 2560 / 32): 2 · 5,120 · 2 B =
+/// 20,480 B per token and layer, 184,320 B over the 9, × 4,096 = 754,974,720 B; 54 layers of
+/// conv `[5120 + 128 = 5248, 4]` · 2 B = 41,984 B and SSM `[80, 64, 64]` = 327,680 values · 4 B
+/// = 1,310,720 B: 1,352,704 B × 54 = 73,046,016 B.
+#[test]
+fn zamba2_2_7b_cache() {
+    let c = measured::hybrid_config("zamba2-2.7b");
+    assert_eq!(measured::kv_cache(&c, 1, 4096), 754_974_720 + 73_046_016);
+}
+
+/// fit: the 81 layers' state (153,446,400 B = 146.3 MiB per sequence) is constant; the 13
+/// hybrid layers' K/V grows with the context.
+#[test]
+fn fit_names_the_hybrid_layers_kv() {
+    let note = measured::constant_state_note(&measured::hybrid_config("zamba2-7b"), 4096);
+    measured::assert_says(
+        &note,
+        &[
+            "81 state-space layers",
+            "146.3 MiB",
+            "only the 13 attention layers' KV cache",
+        ],
+    );
+}

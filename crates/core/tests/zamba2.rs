@@ -49,3 +49,39 @@ fn fit_names_the_hybrid_layers_kv() {
         ],
     );
 }
+
+/// Training steps of a tiny Zamba2 (6 layers, hybrid at 1, 3, 5 over 2 shared blocks with q/k/v
+/// and MLP adapters, rotary, eager attention, the Mamba2 mixers on transformers' torch path)
+/// measured on the CPU tensor by tensor, fp32 and bf16-mixed
+/// (`validation/cpu-measured-zamba2.json`, made with `../shared/measure/measure.py` and
+/// `scripts/cases_from_measure.py`; validation/README.md): the peak (net of the two cuBLAS
+/// workspaces a CPU run lacks), the activations at the peak and one layer's increment, each
+/// within 3 %.
+#[test]
+fn measured_training_steps() {
+    let worst = measured::worst("cpu-measured-zamba2.json", 3);
+    assert!(worst <= 0.03, "worst {worst}");
+}
+
+/// Training names the Mamba2 path: `eager` the torch path, `sdpa` the fused kernel, which
+/// keeps less.
+#[test]
+fn training_names_the_mixer_path() {
+    let est = |attention: &str| {
+        measured::run(serde_json::json!({
+            "model": {"hf_config": measured::hybrid_config("zamba2-7b")},
+            "task": "train", "batch": 1, "seq": 2048, "precision": "bf16-mixed",
+            "optimizer": "adamw", "attention": attention}))
+    };
+    let eager = est("eager");
+    let fused = est("sdpa");
+    assert!(eager
+        .warnings
+        .iter()
+        .any(|w| w.contains("Mamba2 mixers") && w.contains("torch path")));
+    assert!(fused
+        .warnings
+        .iter()
+        .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
+    assert!(fused.per_gpu.components.activations < eager.per_gpu.components.activations);
+}

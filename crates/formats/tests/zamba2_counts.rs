@@ -243,3 +243,23 @@ fn zamba2_pre_transformers_config_is_refused() {
     );
     assert!(!err.contains('\n'), "{err}");
 }
+
+/// The tiny Zamba2 of the measured training steps (`validation/specs/cpu-tiny-zamba2-*.json`):
+/// h 256, 6 layers, hybrid at 1, 3, 5 over 2 blocks, 8 heads of 64, ffn 512, 8 Mamba heads,
+/// d_state 16, q/k/v and MLP adapters of rank 16, vocab 8192, tied. Mamba layer 256 + (512 +
+/// 544 + 8)·256 + 544·5 + 24 + 512 + 256·512 = 406,968 × 6 = 2,441,808; linear 65,536 × 3 =
+/// 196,608; block 512 + 512²·3 + 512·256 + 256 + 3·512·256 = 1,311,488 × 2 = 2,622,976;
+/// adapters 256·16 + 16·1024 + 3·(512·16 + 16·512) = 69,632 × 3 = 208,896; embeddings
+/// 2,097,152; final norm 256: 7,567,696 (what `measure.py` printed for the run's model).
+#[test]
+fn tiny_zamba2_of_the_measured_steps() {
+    let spec = std::fs::read_to_string(format!(
+        "{}/../../validation/specs/cpu-tiny-zamba2-fp32-adamw-eager.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&spec).unwrap();
+    let parsed = parse_config_str(&v["hf_config"].to_string(), "tiny").unwrap();
+    let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
+    assert_eq!(inv.params(), 7_567_696);
+}

@@ -85,3 +85,47 @@ fn training_names_the_mixer_path() {
         .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
     assert!(fused.per_gpu.components.activations < eager.per_gpu.components.activations);
 }
+
+/// The step-time model multiplies each token through every application of a shared block, not
+/// through its stored copy once. The tiny measured model (h 256, 3 applications of 2 blocks):
+/// per application q/k/v 512·512·3 = 786,432, o 512·256 = 131,072, gate_up 256·1024 =
+/// 262,144, down 512·256 = 131,072, its adapter slot 256·16 + 16·1024 + 3·(512·16 + 16·512) =
+/// 69,632: 1,380,352 × 3 = 4,141,056; the six Mamba mixers' tensors (in_proj 1064·256, conv
+/// 544·4 + 544, dt_bias/A_log/D 24, out_proj 512·256) 406,200 × 6 = 2,437,200; the hybrid
+/// layers' `linear` 65,536 × 3 = 196,608; the tied head 8192·256 = 2,097,152: 8,872,016. The
+/// attention cores: 3 applications of 8 heads × (64 + 64).
+#[test]
+fn step_time_counts_every_application_of_a_shared_block() {
+    let spec_file = format!(
+        "{}/../../validation/specs/cpu-tiny-zamba2-fp32-adamw-eager.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(spec_file).unwrap()).unwrap();
+    let parsed =
+        vramscope_formats::hf_config::parse_config_str(&v["hf_config"].to_string(), "tiny")
+            .unwrap();
+    let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
+    let shape =
+        vramscope_core::throughput::ModelShape::of(Some(&parsed.spec), Some(&inv), inv.params());
+    assert_eq!(shape.matmul_params, 8_872_016.0);
+    assert_eq!(shape.heads, 24.0);
+    assert_eq!(shape.attention, vec![(3.0 * 8.0 * 128.0, None)]);
+}
+
+/// The report's model summary reads the shared block for heads and MLP width (Zamba2-7B: 32
+/// heads over 32 of 224 = 2 · 3584 / 32, ffn 14336) and counts the 81 Mamba layers.
+#[test]
+fn summary_reads_the_shared_block() {
+    let r = measured::run(serde_json::json!({
+        "model": {"hf_config": measured::hybrid_config("zamba2-7b")},
+        "task": "infer", "batch": 1, "seq": 128, "precision": "bf16"}));
+    let m = &r.model;
+    assert_eq!(
+        (m.heads, m.kv_heads, m.head_dim),
+        (Some(32), Some(32), Some(224))
+    );
+    assert_eq!(m.ffn, Some(14336));
+    assert_eq!(m.state_space_layers, Some(81));
+    assert_eq!(m.layers, Some(81));
+}

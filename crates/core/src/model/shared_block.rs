@@ -57,6 +57,25 @@ impl SharedBlock {
         self.owner == layer
     }
 
+    /// Weights one application multiplies each token through: the block's q/k/v (reading
+    /// 2·hidden) and o projections, `gate_up_proj` and `down_proj`, and its own adapter slot
+    /// (`Zamba2Attention.forward` / `Zamba2MLP.forward` index the slot by the hybrid layer).
+    /// The layer's own `linear` is not the block's.
+    pub fn matmul_params(&self, hidden: u64) -> u64 {
+        let k = self.attention.kind;
+        let two_h = 2 * hidden;
+        let (q, kv) = (k.heads() * k.qk_head_dim(), k.kv_heads() * k.qk_head_dim());
+        let f = self.mlp.ffn;
+        let attn = two_h * (q + 2 * kv) + q * hidden;
+        let mlp = hidden * 2 * f + f * hidden;
+        let r = self.adapter_rank;
+        let mut adapters = r * (hidden + 2 * f);
+        if self.attention_adapter {
+            adapters += 3 * 2 * r * two_h;
+        }
+        attn + mlp + adapters
+    }
+
     /// The applications (visit indices) whose adapters the block's module holds.
     pub fn adapter_visits(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.applications).filter(move |v| v % self.mem_blocks.max(1) == self.block)

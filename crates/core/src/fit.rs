@@ -97,7 +97,11 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
         .layers
         .iter()
         // Nemotron-H's MLP and MoE layers hold no attention (`Attention::is_absent`).
-        .filter(|l| l.attention.kind.state_space().is_none() && !l.attention.is_absent())
+        .filter(|l| {
+            // Zamba2's hybrid layers cache the K/V of the shared block they apply.
+            (l.attention.kind.state_space().is_none() && !l.attention.is_absent())
+                || l.shared_block.is_some()
+        })
         .count();
     if spec.decoder.layers.iter().any(|l| l.parallel_ssm.is_some()) {
         // Falcon-H1: every layer runs attention and a state-space mixer side by side.

@@ -3,8 +3,10 @@
 //! the exact list of parameter tensors, and the estimator reads its shapes.
 
 pub mod norm;
+pub mod shared_block;
 
 pub use norm::{Norm, NormKind};
+pub use shared_block::SharedBlock;
 
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,13 @@ pub enum Naming {
     /// `backbone.norm_f` (Nemotron-H: `modeling_nemotron_h.py` `NemotronHBlock`, the names of
     /// nvidia's published checkpoints).
     NemotronH,
+    /// `model.layers.N.mamba.*` and `input_layernorm` on a Mamba layer; on a hybrid layer
+    /// `model.layers.N.mamba_decoder.{mamba,input_layernorm}`, the per-layer `linear`, and the
+    /// shared block under its first application `model.layers.N.shared_transformer.*`
+    /// (`self_attn.{q,k,v,o}_proj`, `feed_forward.gate_up_proj` / `down_proj`, the adapters
+    /// `*_adapter_list.V.{0,1}`, `input_layernorm`, `pre_ff_layernorm`);
+    /// `model.final_layernorm` (Zamba2: `modeling_zamba2.py`).
+    Zamba2,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -199,6 +208,10 @@ pub struct Layer {
     /// summed before the residual add (Falcon-H1's parallel hybrid layer); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_ssm: Option<ParallelSsm>,
+    /// A shared transformer block applied before the layer's mixer (Zamba2's hybrid layers,
+    /// [`SharedBlock`]); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_block: Option<Box<SharedBlock>>,
 }
 
 impl Layer {
@@ -213,6 +226,7 @@ impl Layer {
             norms,
             parallel_residual: false,
             parallel_ssm: None,
+            shared_block: None,
         }
     }
 

@@ -52,12 +52,16 @@ impl ModelSummary {
     /// A summary from the architecture and (optionally) the inventory actually loaded.
     pub fn from_spec(spec: &ModelSpec, params_total: u64, inventory: Option<&Inventory>) -> Self {
         // Heads of the first attention layer (none in a pure state-space model; Nemotron-H's
-        // MLP layers hold none either).
+        // MLP layers hold none either; Zamba2's is the shared block its hybrid layers apply).
         let attention = spec
             .all_layers()
             .filter(|l| !l.attention.is_absent())
             .map(|l| l.attention.kind)
-            .find(|k| k.state_space().is_none());
+            .find(|k| k.state_space().is_none())
+            .or_else(|| {
+                spec.all_layers()
+                    .find_map(|l| l.shared_block.as_ref().map(|sb| sb.attention.kind))
+            });
         let (ffn, experts, top_k) = spec
             .all_layers()
             .find_map(|l| match &l.mlp {
@@ -65,10 +69,11 @@ impl ModelSummary {
                 Mlp::Dense(_) | Mlp::None => None,
             })
             .unwrap_or_else(|| {
-                // The first dense MLP (a hybrid's first layer may have none).
+                // The first dense MLP (a hybrid's first layer may have none; Zamba2's is its
+                // shared block's).
                 let ffn = spec.all_layers().find_map(|l| match &l.mlp {
                     Mlp::Dense(d) => Some(d.ffn),
-                    Mlp::Moe(_) | Mlp::None => None,
+                    Mlp::Moe(_) | Mlp::None => l.shared_block.as_ref().map(|sb| sb.mlp.ffn),
                 });
                 (ffn, None, None)
             });

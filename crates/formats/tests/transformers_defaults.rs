@@ -218,6 +218,7 @@ rows!(
     qwen3_5_moe_text,
     deepseek_v32,
     glm_moe_dsa,
+    zamba2,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

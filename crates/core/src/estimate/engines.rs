@@ -48,29 +48,17 @@ pub fn kv_bytes_per_gpu(
             layer.attention.kv_held(tokens)
         };
         let held = held.div_ceil(page) * page;
-        // KV heads split over TP ranks (replicated when there are fewer heads than ranks); an MLA
-        // latent is replicated on every rank.
-        let values = match layer.attention.kind {
-            AttentionKind::Standard {
-                kv_heads, head_dim, ..
-            } => 2 * (kv_heads / tp).max(1) * head_dim,
-            // A DSA layer's indexer keys (one `index_head_dim` key per token, replicated like
-            // the latent) are counted at the KV width; vLLM keeps them in fp8 with a scale.
-            AttentionKind::Latent {
-                kv_lora_rank,
-                qk_rope_head_dim,
-                indexer,
-                ..
-            } => {
-                kv_lora_rank
-                    + qk_rope_head_dim
-                    + indexer.filter(|ix| ix.own()).map_or(0, |ix| ix.head_dim)
-            }
-            // State-space layers hold state per sequence, added below.
-            AttentionKind::StateSpace(_) => 0,
+        let mut add = |kind: AttentionKind, held: u64| {
+            let v = engine_values(kind, tp) as u128 * held as u128 * sequences as u128;
+            total += v.div_ceil(block_values as u128) * block_bytes as u128;
         };
-        let v = values as u128 * held as u128 * sequences as u128;
-        total += v.div_ceil(block_values as u128) * block_bytes as u128;
+        add(layer.attention.kind, held);
+        // Zamba2's hybrid layer: the shared block's own K/V at this layer (vLLM's
+        // `models/zamba2.py` gives each hybrid layer's attention its own cache).
+        if let Some(sb) = &layer.shared_block {
+            let held = sb.attention.kv_held(tokens).div_ceil(page) * page;
+            add(sb.attention.kind, held);
+        }
         // A state-space layer's recurrent state, per sequence, in the model dtype, its inner
         // channels split over TP ranks as vLLM's `MambaMixer2` shards them.
         for ssm in layer.ssm_mixers() {
@@ -82,6 +70,30 @@ pub fn kv_bytes_per_gpu(
     u64::try_from(total).map_err(|_| CoreError::Overflow {
         what: "KV cache bytes".into(),
     })
+}
+
+/// Values one token caches in one layer of `kind` on one rank: KV heads split over TP ranks
+/// (replicated when there are fewer heads than ranks); an MLA latent replicated on every rank.
+fn engine_values(kind: AttentionKind, tp: u64) -> u64 {
+    match kind {
+        AttentionKind::Standard {
+            kv_heads, head_dim, ..
+        } => 2 * (kv_heads / tp).max(1) * head_dim,
+        // A DSA layer's indexer keys (one `index_head_dim` key per token, replicated like
+        // the latent) are counted at the KV width; vLLM keeps them in fp8 with a scale.
+        AttentionKind::Latent {
+            kv_lora_rank,
+            qk_rope_head_dim,
+            indexer,
+            ..
+        } => {
+            kv_lora_rank
+                + qk_rope_head_dim
+                + indexer.filter(|ix| ix.own()).map_or(0, |ix| ix.head_dim)
+        }
+        // State-space layers hold state per sequence, added by the caller.
+        AttentionKind::StateSpace(_) => 0,
+    }
 }
 
 /// What `--gpus N` means for a serving engine when the model is not split over them (tensor ×

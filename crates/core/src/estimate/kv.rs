@@ -18,7 +18,9 @@
 //! A state-space layer (Mamba, Mamba2) keeps no K/V per token but a recurrent state per
 //! sequence — its convolution's last `d_conv` inputs and the SSM state — constant in context
 //! length (Gu & Dao 2023 §3.4; transformers' `LinearAttentionLayer` cache); it is counted here,
-//! in the same category, beside the attention layers' KV.
+//! in the same category, beside the attention layers' KV. A Zamba2 hybrid layer holds both: its
+//! Mamba2 states and the K/V of the shared block it applies, one cache per application
+//! (`modeling_zamba2.py` passes the hybrid layer's own `layer_idx` to `cache.update`).
 
 use crate::error::CoreError;
 pub use crate::job::KvDtype;
@@ -127,6 +129,12 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
             layer.attention.kv_held(self_tokens)
         };
         add(layer.attention.kind, held);
+        // Zamba2's hybrid layer: the shared block's attention caches its own K/V at this layer
+        // (`cache_utils.py` `LinearAttentionAndFullAttentionLayer` for a "hybrid" layer type:
+        // the Mamba states and a full-attention K/V side by side).
+        if let Some(sb) = &layer.shared_block {
+            add(sb.attention.kind, sb.attention.kv_held(self_tokens));
+        }
         if let Some(cross) = &layer.cross_attention {
             add(cross.kind, job.seq);
         }

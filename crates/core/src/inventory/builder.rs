@@ -130,7 +130,8 @@ impl Builder<'_> {
             | Naming::Llama4
             | Naming::Jamba
             | Naming::Granite
-            | Naming::Lfm2 => "model.",
+            | Naming::Lfm2
+            | Naming::Zamba2 => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -236,7 +237,7 @@ impl Builder<'_> {
             (Naming::Gpt2 | Naming::BigCode | Naming::Falcon, _) => format!("{r}ln_f"),
             (Naming::NeoX | Naming::Opt, _) => format!("{r}final_layer_norm"),
             (Naming::Mamba | Naming::NemotronH, _) => format!("{r}norm_f"),
-            (Naming::Jamba, _) => format!("{r}final_layernorm"),
+            (Naming::Jamba | Naming::Zamba2, _) => format!("{r}final_layernorm"),
             (Naming::Lfm2, _) => format!("{r}embedding_norm"),
             _ => format!("{r}norm"),
         }
@@ -249,8 +250,14 @@ impl Builder<'_> {
         global: u32,
         layer: &Layer,
     ) -> Result<(), CoreError> {
-        let p = self.layer_prefix(kind, i);
+        let mut p = self.layer_prefix(kind, i);
         let l = Some(global);
+        if let Some(sb) = &layer.shared_block {
+            // Zamba2's hybrid layer: the shared block, then its own Mamba layer under
+            // `mamba_decoder` (`Zamba2HybridLayer.__init__`).
+            self.zamba2_shared(&p, sb, i as u64, l)?;
+            p = format!("{p}.mamba_decoder");
+        }
         let is_t5_decoder = self.spec.naming == Naming::T5 && kind == StackKind::Decoder;
         let has_post_attn = layer
             .norms
@@ -271,6 +278,7 @@ impl Builder<'_> {
                 format!("{p}.mamba")
             }
             Naming::Lfm2 if layer.attention.kind.state_space().is_some() => format!("{p}.conv"),
+            Naming::Zamba2 => format!("{p}.mamba"),
             _ if layer.attention.vision_cross => format!("{p}.cross_attn"),
             _ if layer
                 .attention

@@ -16,6 +16,7 @@ mod mixers;
 mod mlps;
 mod nemotron_h;
 mod parallel;
+mod zamba2;
 
 pub use builder::build_inventory;
 

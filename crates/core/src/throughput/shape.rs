@@ -138,6 +138,17 @@ fn from_spec(spec: &ModelSpec, inventory: Option<&Inventory>, bare: ModelShape) 
         }
         heads += k.heads() as f64;
         kv_width = kv_width.max(k.kv_heads() * (k.qk_head_dim() + k.v_head_dim()));
+        // Zamba2's hybrid layer runs its shared block's attention too, one core per application.
+        if let Some(sb) = &l.shared_block {
+            let k = sb.attention.kind;
+            let width = (k.heads() * (k.qk_head_dim() + k.v_head_dim())) as f64;
+            match attention.iter_mut().find(|(_, w)| w.is_none()) {
+                Some(g) => g.0 += width,
+                None => attention.push((width, None)),
+            }
+            heads += k.heads() as f64;
+            kv_width = kv_width.max(k.kv_heads() * (k.qk_head_dim() + k.v_head_dim()));
+        }
         if let Mlp::Moe(m) = &l.mlp {
             moe_layers += 1;
             top_k = m.top_k;
@@ -299,7 +310,19 @@ fn matmul_params(spec: &ModelSpec, inventory: Option<&Inventory>) -> Option<f64>
         Mlp::Dense(_) | Mlp::None => None,
     });
     let mut n = 0.0;
+    // Zamba2's shared blocks run once per application, not once per stored copy: their
+    // tensors are counted per application below ([`crate::model::SharedBlock::matmul_params`]).
+    let shared: Vec<_> = spec
+        .all_layers()
+        .filter_map(|l| l.shared_block.as_deref())
+        .collect();
+    for sb in &shared {
+        n += sb.matmul_params(spec.hidden_size) as f64;
+    }
     for t in &inv.tensors {
+        if !shared.is_empty() && t.name.contains(".shared_transformer.") {
+            continue;
+        }
         let e = t.elements() as f64;
         n += match t.component {
             Component::Attention | Component::Mlp | Component::Router | Component::Head => e,

@@ -32,6 +32,7 @@ mod unknown;
 mod vision;
 mod vision_families;
 mod vision_parts;
+mod zamba2;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;
@@ -106,6 +107,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen3_5_moe_text",
     "deepseek_v32",
     "glm_moe_dsa",
+    "zamba2",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -298,6 +300,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "qwen3_5_text" => qwen3_5::qwen3_5(cfg)?,
         "qwen3_5_moe_text" => qwen3_5::qwen3_5_moe(cfg)?,
         "nemotron_h" => nemotron_h::nemotron_h(cfg)?,
+        "zamba2" => zamba2::zamba2(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",

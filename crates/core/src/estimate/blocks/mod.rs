@@ -21,6 +21,7 @@ pub mod sdpa;
 mod short_conv;
 mod ssd_torch;
 mod ssd_warning;
+mod zamba2;
 
 pub use falcon_h1::falcon_h1_path_warning;
 pub use mamba::block_output_width;
@@ -617,6 +618,13 @@ impl<'a> Prog<'a> {
         let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
         let out = if spec.naming == Naming::NemotronH {
             self.nemotron_h_block(x, layer)
+        } else if let Some(ssm) = layer
+            .attention
+            .kind
+            .state_space()
+            .filter(|_| spec.naming == Naming::Zamba2)
+        {
+            self.zamba2_layer(x, layer, &ssm.clone())
         } else if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
         } else if layer.attention.vision_cross {

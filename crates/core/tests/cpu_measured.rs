@@ -116,6 +116,14 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-mamba.json",
         min_cases: 2,
     },
+    // zamba2.rs: a tiny Zamba2 (6 layers, hybrid at 1, 3, 5 over 2 shared blocks with q/k/v and
+    // MLP adapters, rotary, eager attention, the Mamba2 mixers on transformers' torch path), fp32
+    // and bf16-mixed: the peak, the activations at the peak and the first hybrid layer's
+    // increment (`scripts/cases_from_measure_zamba2.py`).
+    Measured {
+        file: "cpu-measured-zamba2.json",
+        min_cases: 6,
+    },
 ];
 
 #[test]

@@ -235,6 +235,17 @@ const NOTES: &[Note] = &[
             "only the 4 attention layers' KV cache",
         ],
     },
+    // Zamba2-7B: the 81 layers' state (153,446,400 B = 146.3 MiB per sequence, zamba2.rs) is
+    // constant; the 13 hybrid layers' K/V grows with the context.
+    Note {
+        config: "hybrid/zamba2-7b.json",
+        max_positions: 4096,
+        says: &[
+            "81 state-space layers",
+            "146.3 MiB",
+            "only the 13 attention layers' KV cache",
+        ],
+    },
 ];
 
 #[test]

@@ -35,36 +35,6 @@ fn zamba2_2_7b_cache() {
     assert_eq!(measured::kv_cache(&c, 1, 4096), 754_974_720 + 73_046_016);
 }
 
-/// fit: the 81 layers' state (153,446,400 B = 146.3 MiB per sequence) is constant; the 13
-/// hybrid layers' K/V grows with the context.
-#[test]
-fn fit_names_the_hybrid_layers_kv() {
-    let note = measured::constant_state_note(&measured::hybrid_config("zamba2-7b"), 4096);
-    measured::assert_says(
-        &note,
-        &[
-            "81 state-space layers",
-            "146.3 MiB",
-            "only the 13 attention layers' KV cache",
-        ],
-    );
-}
-
-/// Training steps of a tiny Zamba2 (6 layers, hybrid at 1, 3, 5 over 2 shared blocks with q/k/v
-/// and MLP adapters, rotary, eager attention, the Mamba2 mixers on transformers' torch path)
-/// measured on the CPU tensor by tensor, fp32 and bf16-mixed
-/// (`validation/cpu-measured-zamba2.json`, made with `../shared/measure/measure.py` and
-/// `scripts/cases_from_measure.py`; validation/README.md): the peak (net of the two cuBLAS
-/// workspaces a CPU run lacks), the activations at the peak and one layer's increment, each
-/// within 3 %.
-#[test]
-fn measured_training_steps() {
-    let worst = measured::worst("cpu-measured-zamba2.json", 3);
-    assert!(worst <= 0.03, "worst {worst}");
-}
-
-/// Training names the Mamba2 path: `eager` the torch path, `sdpa` the fused kernel, which
-/// keeps less.
 #[test]
 fn training_names_the_mixer_path() {
     let est = |attention: &str| {

@@ -90,8 +90,11 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
     if ssm == 0 {
         return None;
     }
-    let per_seq =
-        crate::estimate::kv::state_bytes_per_sequence(spec, job.precision.compute_bytes());
+    let per_seq = crate::estimate::kv::state_bytes_per_sequence(
+        spec,
+        job.precision.compute_bytes(),
+        job.framework,
+    );
     let attn = spec
         .decoder
         .layers

@@ -512,15 +512,21 @@ impl Ssm {
     }
 
     /// Bytes of recurrent state one sequence holds in this layer with `width`-byte compute
-    /// values: the conv state in the compute dtype; the SSM state too, except the gated
-    /// DeltaNet's, which transformers keeps in fp32 (`torch_chunk_gated_delta_rule` computes
-    /// in fp32 and returns its final state so; `cache_utils.py` `LinearAttentionLayer`
-    /// allocates `zeros_like` of it), and one marked [`Ssm::state_fp32`].
-    pub fn state_bytes(&self, width: u64) -> u64 {
+    /// values: the conv state in the compute dtype; the SSM state too, except where it is fp32:
+    /// the gated DeltaNet's (`torch_chunk_gated_delta_rule` computes in fp32 and returns its
+    /// final state so), one marked [`Ssm::state_fp32`] (the config's cache dtype, which vLLM
+    /// honours), and every SSM state in transformers' cache (`in_transformers`): the cache
+    /// allocates `zeros_like` of the final state the mixer returns (`cache_utils.py`
+    /// `LinearAttentionLayer.lazy_initialization`), and that state is fp32 on every path —
+    /// Mamba2's `mamba2_chunk_scan` scans `hidden_states.float()` and mamba_ssm's
+    /// `_state_passing_fwd` makes `final_states` in `torch.float32`; Mamba's torch scan adds
+    /// the fp32 `deltaB_u` into it and `selective_scan_fn`'s `last_state` is a slice of its
+    /// fp32 saved states (`modeling_mamba.py` `selective_scan`, transformers 5.24).
+    pub fn state_bytes(&self, width: u64, in_transformers: bool) -> u64 {
         let (conv, ssm) = self.state_values();
         let ssm_width = match self.version {
             SsmVersion::GatedDeltaNet => 4,
-            _ if self.state_fp32 => 4,
+            _ if self.state_fp32 || in_transformers => 4,
             _ => width,
         };
         conv.saturating_mul(width)

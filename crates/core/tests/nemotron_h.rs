@@ -27,13 +27,26 @@ fn nano_30b_a3b_caches_kv_in_six_layers_and_state_in_23() {
     assert_eq!(measured::kv_cache(&c, 1, 4096), 25_165_824 + 49_364_992);
 }
 
-/// `mamba_ssm_cache_dtype: "bfloat16"` halves the SSM state: 27 · (98,304 + 1,310,720 · 2) =
-/// 73,433,088 B.
+/// `mamba_ssm_cache_dtype: "bfloat16"` halves the SSM state where the engine honours it
+/// (vLLM): 27 · (98,304 + 1,310,720 · 2) = 73,433,088 B a sequence. Transformers' cache keeps
+/// the scan's fp32 final state whatever the setting: 27 · (98,304 + 1,310,720 · 4) =
+/// 144,211,968 B, the same as without it.
 #[test]
-fn a_half_width_ssm_cache_dtype_halves_the_state() {
+fn a_half_width_ssm_cache_dtype_halves_the_state_in_vllm_only() {
+    use vramscope_core::estimate::kv::state_bytes_per_sequence;
+    use vramscope_core::job::Framework;
     let mut c = config("nemotron-nano-9b-v2");
     c["mamba_ssm_cache_dtype"] = "bfloat16".into();
-    assert_eq!(measured::kv_cache(&c, 1, 4096), 67_108_864 + 73_433_088);
+    let m = vramscope_formats::hf_config::parse_config_str(&c.to_string(), "nano.json").unwrap();
+    assert_eq!(
+        state_bytes_per_sequence(&m.spec, 2, Framework::Vllm),
+        73_433_088
+    );
+    assert_eq!(
+        state_bytes_per_sequence(&m.spec, 2, Framework::Pytorch),
+        144_211_968
+    );
+    assert_eq!(measured::kv_cache(&c, 1, 4096), 67_108_864 + 144_211_968);
 }
 
 /// The report's model summary reads the first attention layer (layer 14: 40 heads over 8 of

@@ -3,8 +3,10 @@
 //! each from its published config in `crates/formats/tests/fixtures/` (sources in the READMEs),
 //! and fit's note that the recurrent part does not grow with context. One row per model; every
 //! expected number is derived by hand in the comment beside it from the model's shapes
-//! (transformers' `cache_utils.py` `LinearAttentionLayer`: `conv_states` and
-//! `recurrent_states` in the model dtype unless a row says otherwise).
+//! (transformers' `cache_utils.py` `LinearAttentionLayer`: `conv_states` in the model dtype,
+//! `recurrent_states` as `zeros_like` the mixer's final state, which every scan returns in
+//! fp32 — checked on the CPU with transformers 5.24 for bf16 Jamba, Mamba and Mamba2: conv
+//! states `torch.bfloat16`, recurrent states `torch.float32`).
 
 mod measured;
 
@@ -23,25 +25,25 @@ const SPLITS: &[Split] = &[
     // ai21labs/AI21-Jamba-1.5-Mini. Per token, each of the 4 attention layers caches K and V of
     // 8 heads × 128: 2,048 values · 2 B (bf16) = 4,096 B, 16,384 B over the 4. Per sequence,
     // each of the 28 Mamba layers holds its conv state `[d_inner 8192, d_conv 4]` = 32,768
-    // values and its SSM state `[8192, d_state 16]` = 131,072 values: 163,840 · 2 B = 327,680
-    // B, × 28 = 9,175,040 B. At 4,096 tokens: 67,108,864 + 9,175,040 B.
+    // bf16 values (65,536 B) and its SSM state `[8192, d_state 16]` = 131,072 fp32 values
+    // (524,288 B): 589,824 B, × 28 = 16,515,072 B. At 4,096 tokens: 67,108,864 + 16,515,072 B.
     Split {
         config: "hybrid/ai21-jamba-1.5-mini.json",
         batch: 3,
         kv_4096: 67_108_864,
-        state: 9_175_040,
+        state: 16_515_072,
     },
     // tiiuae/Falcon-H1-0.5B (every layer attention and a Mamba2 mixer side by side). Per
     // token, each of the 36 layers caches K and V of 2 KV heads × 64: 256 values · 2 B = 512
     // B, 18,432 B over the 36. Per sequence, each mixer holds its conv state `[conv_dim 1536 +
-    // 2·128 = 1792, d_conv 4]` = 7,168 values and its SSM state `[24 heads, 64, d_state 128]`
-    // = 196,608 values: 203,776 · 2 B = 407,552 B, × 36 = 14,671,872 B. At 4,096 tokens:
-    // 75,497,472 + 14,671,872 B.
+    // 2·128 = 1792, d_conv 4]` = 7,168 bf16 values (14,336 B) and its SSM state `[24 heads, 64,
+    // d_state 128]` = 196,608 fp32 values (786,432 B): 800,768 B, × 36 = 28,827,648 B. At
+    // 4,096 tokens: 75,497,472 + 28,827,648 B.
     Split {
         config: "hybrid/falcon-h1-0.5b-instruct.json",
         batch: 2,
         kv_4096: 75_497_472,
-        state: 14_671_872,
+        state: 28_827_648,
     },
     // LiquidAI/LFM2-1.2B. Per token, each of the 6 attention layers caches K and V of 8 KV
     // heads × 64: 1,024 values · 2 B = 2,048 B, 12,288 B over the 6. Per sequence, each of the
@@ -102,25 +104,25 @@ const SPLITS: &[Split] = &[
     // ibm-ai-platform/Bamba-9B: per token, each of the 3 attention layers caches K and V of 8
     // KV heads × 128: 2,048 values · 2 B = 4,096 B, 12,288 B over the 3. Per sequence, each of
     // the 29 Mamba2 mixers holds its conv state `[conv_dim 8192 + 2·128 = 8448, d_conv 4]` =
-    // 33,792 values and its SSM state `[128 heads, 64, d_state 128]` = 1,048,576 values:
-    // 1,082,368 · 2 B = 2,164,736 B, × 29 = 62,777,344 B. At 4,096 tokens: 50,331,648 +
-    // 62,777,344 B.
+    // 33,792 bf16 values (67,584 B) and its SSM state `[128 heads, 64, d_state 128]` =
+    // 1,048,576 fp32 values (4,194,304 B): 4,261,888 B, × 29 = 123,594,752 B. At 4,096 tokens:
+    // 50,331,648 + 123,594,752 B.
     Split {
         config: "granite/bamba-9b.json",
         batch: 2,
         kv_4096: 50_331_648,
-        state: 62_777_344,
+        state: 123_594_752,
     },
     // ibm-granite/granite-4.0-h-tiny: per token, 4 attention layers × K and V of 4 KV heads ×
     // 128 = 1,024 values · 2 B = 2,048 B, 8,192 B over the 4. Per sequence, each of the 36
-    // mixers: conv `[3072 + 256 = 3328, 4]` = 13,312 values, SSM `[48, 64, 128]` = 393,216
-    // values: 406,528 · 2 B = 813,056 B, × 36 = 29,270,016 B. At 4,096 tokens: 33,554,432 +
-    // 29,270,016 B.
+    // mixers: conv `[3072 + 256 = 3328, 4]` = 13,312 bf16 values (26,624 B), SSM `[48, 64,
+    // 128]` = 393,216 fp32 values (1,572,864 B): 1,599,488 B, × 36 = 57,581,568 B. At 4,096
+    // tokens: 33,554,432 + 57,581,568 B.
     Split {
         config: "granite/granite-4.0-h-tiny.json",
         batch: 1,
         kv_4096: 33_554_432,
-        state: 29_270_016,
+        state: 57_581_568,
     },
     // NVIDIA-Nemotron-Nano-9B-v2 (`nemotron_h`: only the `*` layers cache K/V, transformers
     // 5.24 `get_layer_types_and_kwargs`; each `M` layer holds a conv state in the compute dtype
@@ -162,19 +164,19 @@ struct Note {
 }
 
 const NOTES: &[Note] = &[
-    // Jamba: the 28 state-space layers' 9,175,040 B (above) = 8.75 MiB.
+    // Jamba: the 28 state-space layers' 16,515,072 B (above) = 15.75 MiB.
     Note {
         config: "hybrid/ai21-jamba-1.5-mini.json",
         max_positions: 262_144,
-        says: &["28 state-space layers", "8.75 MiB", "4 attention layers"],
+        says: &["28 state-space layers", "15.75 MiB", "4 attention layers"],
     },
-    // Falcon-H1: the 36 mixers' 14,671,872 B (above) = 13.99 MiB; every layer also attends.
+    // Falcon-H1: the 36 mixers' 28,827,648 B (above) = 27.49 MiB; every layer also attends.
     Note {
         config: "hybrid/falcon-h1-0.5b-instruct.json",
         max_positions: 16_384,
         says: &[
             "36 layers' state-space mixers",
-            "13.99 MiB",
+            "27.49 MiB",
             "36 layers' attention KV cache",
         ],
     },
@@ -218,11 +220,11 @@ const NOTES: &[Note] = &[
             "10 attention layers",
         ],
     },
-    // granite-4.0-h-tiny: the 36 mixers' 29,270,016 B (above) = 27.91 MiB.
+    // granite-4.0-h-tiny: the 36 mixers' 57,581,568 B (above) = 54.91 MiB.
     Note {
         config: "granite/granite-4.0-h-tiny.json",
         max_positions: 131_072,
-        says: &["36 state-space layers", "27.91 MiB", "4 attention layers"],
+        says: &["36 state-space layers", "54.91 MiB", "4 attention layers"],
     },
     // Nemotron-Nano-9B-v2: the 27 mixers' 144,211,968 B (above) = 137.53 MiB, 137.5 to four
     // figures; only the 4 `*` layers attend (the 25 MLP layers are not attention layers).

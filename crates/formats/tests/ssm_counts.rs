@@ -133,7 +133,10 @@ fn mamba2_codestral_shapes() {
 
 /// Every layer is a state-space mixer with no MLP and no K/V; the state per sequence is the
 /// conv state plus the SSM state. mamba-2.8b: (5120·4 + 5120·16) values per layer =
-/// 102,400; × 64 layers × 2 bytes (bf16) = 13,107,200 bytes per sequence.
+/// 102,400. In a serving engine's cache, all in bf16: × 64 layers × 2 bytes = 13,107,200
+/// bytes per sequence. In transformers' cache the SSM state is fp32 (the scan's final state,
+/// `modeling_mamba.py` `selective_scan`): (5120·4·2 + 5120·16·4) = 368,640 bytes per layer,
+/// × 64 = 23,592,960.
 #[test]
 fn state_replaces_kv() {
     let m = load_model(&fixture("mamba-2.8b-hf")).unwrap();
@@ -148,9 +151,15 @@ fn state_replaces_kv() {
         .unwrap()
         .state_values();
     assert_eq!(conv + ssm, 102_400);
+    use vramscope_core::estimate::kv::state_bytes_per_sequence;
+    use vramscope_core::job::Framework;
     assert_eq!(
-        vramscope_core::estimate::kv::state_bytes_per_sequence(spec, 2),
+        state_bytes_per_sequence(spec, 2, Framework::Vllm),
         13_107_200
+    );
+    assert_eq!(
+        state_bytes_per_sequence(spec, 2, Framework::Pytorch),
+        23_592_960
     );
 }
 

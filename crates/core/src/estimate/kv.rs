@@ -69,16 +69,21 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
 }
 
 /// Recurrent-state bytes one sequence holds over the decoder's state-space layers (conv state
-/// plus SSM state, [`crate::model::Ssm::state_bytes`]), in `width`-byte values: the model's
-/// dtype in transformers' cache and in vLLM (`mamba_ssm_cache_dtype` "auto"), except the gated
-/// DeltaNet's recurrent state, which transformers keeps in fp32. Constant in
-/// context length; 0 for a model without such layers.
-pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64) -> u64 {
+/// plus SSM state, [`crate::model::Ssm::state_bytes`]), in `width`-byte values: the conv state
+/// in the model's dtype; the SSM state in fp32 in transformers' cache (`framework` PyTorch and
+/// the training frameworks, which run transformers' modules) and in the model's dtype in the
+/// serving engines (vLLM's `mamba_ssm_cache_dtype` "auto") unless the config says fp32.
+/// Constant in context length; 0 for a model without such layers.
+pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64, framework: Framework) -> u64 {
+    let in_transformers = !matches!(
+        framework,
+        Framework::Vllm | Framework::Sglang | Framework::LlamaCpp | Framework::Ollama
+    );
     spec.decoder
         .layers
         .iter()
         .flat_map(|l| l.ssm_mixers())
-        .map(|s| s.state_bytes(width))
+        .map(|s| s.state_bytes(width, in_transformers))
         .fold(0u64, u64::saturating_add)
 }
 
@@ -111,7 +116,7 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
     } else {
         tokens
     };
-    let state = state_bytes_per_sequence(spec, job.precision.compute_bytes());
+    let state = state_bytes_per_sequence(spec, job.precision.compute_bytes(), job.framework);
     let mut total: u128 = state as u128 * job.batch as u128;
     let mut add = |kind: AttentionKind, held: u64| {
         let held = held.div_ceil(page) * page;

@@ -51,6 +51,9 @@ pub struct Numerics {
     /// What SDPA's kernel choice depends on beyond the call (`sdpa.rs`): the PyTorch release
     /// and the GPU.
     pub sdpa: sdpa::SdpaStack,
+    /// The transformers release whose modelling code runs (`job::TransformersVersion`: the
+    /// job's, or 5.24.0); the SSD torch path's saved set depends on it (`ssd_torch.rs`).
+    pub transformers: crate::job::TransformersVersion,
 }
 
 /// Everything a block program needs besides the layer itself.

@@ -72,6 +72,7 @@ fn the_release_moves_the_peak() {
     for c in cases_with("cpu-measured-tversion.json", "", "5.24.0") {
         if c["metric"] == "per_gpu.peak_allocated" {
             let e = peak_error(&c);
+            println!("{} as 5.24.0: {:+.2}%", c["id"], e * 100.0);
             assert!(e < -0.15, "{} {:+.2}%", c["id"], e * 100.0);
         }
     }

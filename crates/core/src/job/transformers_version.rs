@@ -12,7 +12,8 @@
 //!   Mamba2, Bamba and Granite 4.0-H (`MambaRMSNormGated`) normalizes over all of `d_inner`;
 //! - **5.18.0**: the same contractions became `torch.einsum` (`"bclhn,bcshn->bclsh"` and
 //!   four more), which lower to `bmm` on reshaped operands and never hold the broadcast
-//!   product;
+//!   product; Nemotron-H's `NemotronHRMSNorm` multiplies its weight in fp32 before the cast
+//!   back (`modeling_nemotron_h.py`), where 5.17.0 multiplied after it;
 //! - **5.23.0**: that gated RMSNorm normalizes per group of `d_inner / n_groups`
 //!   (`group_size`), as Zamba2's and Nemotron-H's already did;
 //! - **5.24.0**: unchanged in these (the default).
@@ -98,6 +99,13 @@ impl TransformersVersion {
     /// `mamba2_chunk_scan` contracts with `torch.einsum` (5.18.0 on), not with broadcast
     /// products summed afterwards (5.17.0 and before).
     pub fn ssd_scan_einsum(self) -> bool {
+        self.modelled() >= TransformersVersion::new(5, 18, 0)
+    }
+
+    /// Nemotron-H's `NemotronHRMSNorm` multiplies its weight in fp32 before casting back
+    /// (`(self.weight.to(torch.float32) * hidden_states).to(input_dtype)`, 5.18.0 on), not
+    /// after the cast (5.17.0).
+    pub fn nemotron_h_norm_in_fp32(self) -> bool {
         self.modelled() >= TransformersVersion::new(5, 18, 0)
     }
 
@@ -238,9 +246,33 @@ mod tests {
         assert_eq!(m("5.25.0"), "5.24.0");
         let (v517, v518) = (v("5.17.0").unwrap(), v("5.18.0").unwrap());
         assert!(!v517.ssd_scan_einsum() && v518.ssd_scan_einsum());
+        assert!(!v517.nemotron_h_norm_in_fp32() && v518.nemotron_h_norm_in_fp32());
         let (v522, v523) = (v("5.22.2").unwrap(), v("5.23.0").unwrap());
         assert!(!v522.mamba2_norm_grouped() && v523.mamba2_norm_grouped());
         assert!(DEFAULT.ssd_scan_einsum() && DEFAULT.mamba2_norm_grouped());
+    }
+
+    proptest::proptest! {
+        /// Any text either reads as a release that prints back to itself (patch and suffix
+        /// normalized away) or is refused in one line naming the field; never a panic.
+        #[test]
+        fn any_text_reads_or_is_refused_in_one_line(s in "[0-9a-z.+ -]{0,14}") {
+            match v(&s) {
+                Ok(r) => proptest::prop_assert_eq!(v(&r.to_string()).unwrap(), r),
+                Err(e) => {
+                    let e = e.to_string();
+                    proptest::prop_assert!(e.starts_with("transformers_version"), "{}", e);
+                    proptest::prop_assert!(!e.contains('\n'), "{}", e);
+                }
+            }
+        }
+
+        /// Every release `MAJOR.MINOR.PATCH` of majors 2–9 reads back as written.
+        #[test]
+        fn every_release_reads(major in 2u32..=9, minor in 0u32..=999, patch in 0u32..=9999) {
+            let r = v(&format!("{major}.{minor}.{patch}")).unwrap();
+            proptest::prop_assert_eq!(r, TransformersVersion::new(major, minor, patch));
+        }
     }
 
     #[test]

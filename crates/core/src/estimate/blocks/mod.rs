@@ -203,6 +203,17 @@ pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
     }
 }
 
+/// [`rms_weight`] under a transformers release: Nemotron-H's `NemotronHRMSNorm` multiplied its
+/// weight after the cast back up to 5.17.0 (`modeling_nemotron_h.py` 5.17.0: `self.weight *
+/// hidden_states.to(input_dtype)`) and in fp32 from 5.18.0 (`job/transformers_version.rs`).
+pub(crate) fn rms_weight_at(spec: &ModelSpec, v: crate::job::TransformersVersion) -> RmsWeight {
+    if spec.model_type == "nemotron_h" && !v.nemotron_h_norm_in_fp32() {
+        RmsWeight::AfterCast
+    } else {
+        rms_weight(spec)
+    }
+}
+
 /// What one block leaves saved and how high it goes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlockMemory {
@@ -446,7 +457,7 @@ impl<'a> Prog<'a> {
                 x,
                 dim,
                 self.c.num.param,
-                rms_weight(self.c.spec),
+                rms_weight_at(self.c.spec, self.c.num.transformers),
                 self.c.lora.is_some(),
             ),
         }

@@ -546,12 +546,9 @@ impl Job {
             zero_grad: stack.zero_grad,
             optimizer_impl,
             torch_version: stack.torch_version,
-            transformers_version: text(
-                "transformers_version",
-                self.transformers_version.as_ref(),
-            )?
-            .map(|s| TransformersVersion::parse("transformers_version", s))
-            .transpose()?,
+            transformers_version: text("transformers_version", self.transformers_version.as_ref())?
+                .map(|s| TransformersVersion::parse("transformers_version", s))
+                .transpose()?,
             reserve,
             host_ram,
             techniques,

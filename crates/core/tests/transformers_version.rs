@@ -83,7 +83,10 @@ fn the_release_moves_the_peak() {
     }
     let peak = |v: &str| {
         let c = &cases_with("cpu-measured-tversion.json", "cpu-tiny-mamba2-fp32", v)[0];
-        measured::run(c["job"].clone()).per_gpu.peak_allocated.unwrap()
+        measured::run(c["job"].clone())
+            .per_gpu
+            .peak_allocated
+            .unwrap()
     };
     assert_eq!(peak("5.17.4"), peak("5.17.0"));
     assert_eq!(peak("5.20.1"), peak("5.24.0"));
@@ -95,12 +98,15 @@ fn the_release_moves_the_peak() {
 #[test]
 fn the_report_says_which_release() {
     let job = |v: Option<&str>| {
-        let mut c = cases_with("cpu-measured-tversion.json", "cpu-tiny-mamba2-fp32", "x")[0]
-            .clone();
+        let mut c =
+            cases_with("cpu-measured-tversion.json", "cpu-tiny-mamba2-fp32", "x")[0].clone();
         match v {
             Some(v) => c["job"]["transformers_version"] = json!(v),
             None => {
-                c["job"].as_object_mut().unwrap().remove("transformers_version");
+                c["job"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("transformers_version");
             }
         }
         serde_json::to_value(measured::run(c["job"].clone())).unwrap()
@@ -114,13 +120,19 @@ fn the_report_says_which_release() {
     };
     let plain = job(None);
     assert!(plain["job"].get("transformers_version").is_none());
-    assert!(says(&plain, "modelled as transformers 5.24.0's (the default"));
+    assert!(says(
+        &plain,
+        "modelled as transformers 5.24.0's (the default"
+    ));
     let old = job(Some("5.17.0"));
     assert_eq!(old["job"]["transformers_version"], "5.17.0");
     assert!(says(&old, "modelled as transformers 5.17.0's"));
     let between = job(Some("5.20.1"));
     assert_eq!(between["job"]["transformers_version"], "5.20.1");
-    assert!(says(&between, "5.18.0's, the nearest modelled release at or below"));
+    assert!(says(
+        &between,
+        "5.18.0's, the nearest modelled release at or below"
+    ));
 }
 
 /// Nemotron-H's block RMSNorm (`NemotronHRMSNorm`): from 5.18.0 `(self.weight.to(float32) *
@@ -132,8 +144,7 @@ fn the_report_says_which_release() {
 #[test]
 fn nemotron_h_norm_saves_fp32_from_5_18() {
     let spec_job = |v: &str| {
-        let c = cases_with("cpu-measured-nemotronh.json", "cpu-tiny-nemotron-h-fp32", v)[0]
-            .clone();
+        let c = cases_with("cpu-measured-nemotronh.json", "cpu-tiny-nemotron-h-fp32", v)[0].clone();
         let mut job = c["job"].clone();
         job["precision"] = json!("bf16");
         job["attention"] = json!("sdpa");

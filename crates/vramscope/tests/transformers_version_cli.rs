@@ -17,9 +17,7 @@ fn vramscope(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_release_is_echoed() {
-    let out = vramscope(&argv(
-        "estimate gpt2 --transformers-version 5.17.0 --json",
-    ));
+    let out = vramscope(&argv("estimate gpt2 --transformers-version 5.17.0 --json"));
     assert!(out.status.success());
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["job"]["transformers_version"], "5.17.0");
@@ -30,7 +28,9 @@ fn a_release_is_echoed() {
 
 #[test]
 fn nonsense_is_one_line_and_exit_2() {
-    for bad in ["latest", "5", "5.x", "1.0.0", "10.1", "5.17.0.1", "", "5.17.0-1", "v5.17"] {
+    for bad in [
+        "latest", "5", "5.x", "1.0.0", "10.1", "5.17.0.1", "", "5.17.0-1", "v5.17",
+    ] {
         let out = vramscope(&["estimate", "gpt2", "--transformers-version", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         let err = String::from_utf8(out.stderr).unwrap();
@@ -46,6 +46,9 @@ fn nonsense_is_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("transformers_version") && err.contains("string"), "{err}");
+    assert!(
+        err.contains("transformers_version") && err.contains("string"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -131,8 +131,9 @@ fn leading_digits(p: &str) -> Option<u32> {
     let (num, tail) = p.split_at(n);
     let tag_ok = tail.is_empty()
         || ["rc", "a", "b"].iter().any(|t| {
-            tail.strip_prefix(t)
-                .is_some_and(|d| !d.is_empty() && d.len() <= 4 && d.bytes().all(|b| b.is_ascii_digit()))
+            tail.strip_prefix(t).is_some_and(|d| {
+                !d.is_empty() && d.len() <= 4 && d.bytes().all(|b| b.is_ascii_digit())
+            })
         });
     if tag_ok {
         digits(Some(num))
@@ -214,17 +215,38 @@ mod tests {
         assert_eq!(v("5.17.0").unwrap(), TransformersVersion::new(5, 17, 0));
         assert_eq!(v("5.24").unwrap(), TransformersVersion::new(5, 24, 0));
         assert_eq!(v(" 5.20.1 ").unwrap(), TransformersVersion::new(5, 20, 1));
-        assert_eq!(v("5.18.0.dev0").unwrap(), TransformersVersion::new(5, 18, 0));
+        assert_eq!(
+            v("5.18.0.dev0").unwrap(),
+            TransformersVersion::new(5, 18, 0)
+        );
         assert_eq!(v("5.17.0rc1").unwrap(), TransformersVersion::new(5, 17, 0));
-        assert_eq!(v("4.57.6+local").unwrap(), TransformersVersion::new(4, 57, 6));
+        assert_eq!(
+            v("4.57.6+local").unwrap(),
+            TransformersVersion::new(4, 57, 6)
+        );
         assert_eq!(v("5.20").unwrap().to_string(), "5.20.0");
     }
 
     #[test]
     fn refuses_what_is_not_a_release() {
         for s in [
-            "", "5", "5.", ".17", "x.y", "5.1O", "-5.17", "1.0", "10.0", "5.1000", "5 .17",
-            "5.17.0.1", "5.17.x", "5.17.0rc", "5.17.0.dev", "5.17.0-1", "latest",
+            "",
+            "5",
+            "5.",
+            ".17",
+            "x.y",
+            "5.1O",
+            "-5.17",
+            "1.0",
+            "10.0",
+            "5.1000",
+            "5 .17",
+            "5.17.0.1",
+            "5.17.x",
+            "5.17.0rc",
+            "5.17.0.dev",
+            "5.17.0-1",
+            "latest",
         ] {
             let e = v(s).unwrap_err().to_string();
             assert!(e.contains("transformers_version"), "{s:?}: {e}");
@@ -279,7 +301,10 @@ mod tests {
     fn the_note_says_which_release() {
         let n = |s: Option<&str>| release_note(s.map(|s| v(s).unwrap()), "the scan");
         assert!(n(None).contains("5.24.0's (the default"));
-        assert_eq!(n(Some("5.17.0")), "the scan modelled as transformers 5.17.0's");
+        assert_eq!(
+            n(Some("5.17.0")),
+            "the scan modelled as transformers 5.17.0's"
+        );
         assert!(n(Some("5.20.1")).contains("5.18.0's, the nearest modelled release at or below"));
         assert!(n(Some("4.46.0")).contains("5.17.0's: transformers_version 4.46.0 is older"));
     }

@@ -31,6 +31,12 @@ struct Chunks {
     dims: [u64; 6],
 }
 
+/// The elements of a tensor of these dimensions, saturating (a broadcast product can exceed
+/// what the job's size check bounds).
+fn elems(dims: &[u64]) -> u64 {
+    dims.iter().fold(1u64, |acc, &x| acc.saturating_mul(x))
+}
+
 impl Prog<'_> {
     /// `causal_conv1d_fn` on the `[b, conv_dim, L]` slice of `zxbcdt`: `F.conv1d` (padding
     /// `d_conv − 1`) on `hidden_states.to(weight.dtype)` saves its input — a view of `zxbcdt`,
@@ -143,7 +149,7 @@ impl Prog<'_> {
     /// for the other. Returns the product and the sum.
     fn product_sum(&mut self, x: Id, y: Id, n: u64, out: u64) -> (Id, Id) {
         let prod = self.t.op(&[x, y], &[x, y], n, 4);
-        self.t.backward_temp(n * 4);
+        self.t.backward_temp(n.saturating_mul(4));
         let sum = self.t.op(&[prod], &[], out, 4);
         (prod, sum)
     }
@@ -161,25 +167,25 @@ impl Prog<'_> {
         // L = exp(segment_sum(A)); G: [b, c, l, s, h, n] summed over n; M = G · L (the
         // product has G's size: nothing to reduce); Y_diag: [b, c, l, s, h, p] summed over s.
         let l_mat = self.segment_exp(ch.ac, qq);
-        let (_, g) = self.product_sum(cc, bc, qq * n, qq);
+        let (_, g) = self.product_sum(cc, bc, qq.saturating_mul(n), qq);
         let m_full = self.t.op(&[g, l_mat], &[g, l_mat], qq, 4);
         let m = self.t.op(&[m_full], &[], qq, 4);
-        let (_, y_diag) = self.product_sum(m, xc, b * lp * q * d, b * lp * d);
+        let (_, y_diag) = self.product_sum(m, xc, elems(&[b, lp, q, d]), b * lp * d);
         // decay_states, saved; B · decay saves both; states: [b, c, l, h, p, n] summed over l.
         let dec0 = self.t.op(&[a_cum], &[], b * lp * hh, 4);
         let dec = self.t.op(&[dec0], &[], b * lp * hh, 4);
         self.t.keep(dec);
         let b_dec = self.t.op(&[bc, dec], &[bc, dec], b * lp * hh * n, 4);
-        let (_, states) = self.product_sum(b_dec, xc, b * lp * d * n, b * nc * d * n);
+        let (_, states) = self.product_sum(b_dec, xc, elems(&[b, lp, d, n]), b * nc * d * n);
         let st_cat = self.t.op(&[states], &[], b * (nc + 1) * d * n, 4);
         // decay_chunk; new_states: [b, z, c, h, p, n] summed over z.
         let dc = self.segment_exp(a_cum, b * hh * (nc + 1) * (nc + 1));
-        let z = (nc + 1) * (nc + 1) * d * n;
-        let (_, new_states) = self.product_sum(dc, st_cat, b * z, b * (nc + 1) * d * n);
+        let z = elems(&[b, nc + 1, nc + 1, d, n]);
+        let (_, new_states) = self.product_sum(dc, st_cat, z, b * (nc + 1) * d * n);
         // state_decay_out, saved; C_times_states: [b, c, l, h, p, n] summed over n, · decay.
         let sdo = self.t.op(&[a_cum], &[], b * lp * hh, 4);
         self.t.keep(sdo);
-        let (cts_full, cts) = self.product_sum(cc, new_states, b * lp * d * n, b * lp * d);
+        let (cts_full, cts) = self.product_sum(cc, new_states, elems(&[b, lp, d, n]), b * lp * d);
         let y_off = self.t.op(&[cts, sdo], &[cts, sdo], b * lp * d, 4);
         (self.t.op(&[y_diag, y_off], &[], b * lp * d, 4), cts_full)
     }

@@ -20,7 +20,8 @@ def job_of(spec):
             "gpu": None, "new_tokens": 0, "kv_dtype": None,
             # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
             # spec says, so the earlier runs' jobs are as they were.
-            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile", "freeze") if k in spec},
+            **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile", "freeze",
+                                    "transformers_version") if k in spec},
             **images_of(spec)}
 
 

@@ -9,7 +9,8 @@ For every spec that finished (`status: ok`), one case per figure the GPU measure
 each with the tolerance the project holds that figure to (`TOLERANCE`: allocated 2 %, reserved and
 device total 3 %, issue 30) and the run's provenance (GPU, driver, CUDA, torch, transformers,
 date, the command that ran, the results file and the spec id) in `note` and, structured, in
-`provenance`. The PyTorch release the run used goes to `job_if_supported.torch_version` (major.minor,
+`provenance`. The transformers release goes to `job_if_supported.transformers_version` as printed.
+The PyTorch release the run used goes to `job_if_supported.torch_version` (major.minor,
 as the job field takes it): what a release does differently (SDPA's kernel choice, cuBLAS's
 workspaces) is modelled by that field, and unset it means today's PyTorch. Reserved and device-total
 cases are left out for a spec that set PYTORCH_CUDA_ALLOC_CONF (the job has no field for the
@@ -122,6 +123,9 @@ def cases_of(header, r, allow_dry, path):
     release = torch_release(p["torch"])
     if release and not dry:
         extra["torch_version"] = release
+    if p["transformers"] and not dry:
+        # The transformers release's modelling code (job field `transformers_version`).
+        extra["transformers_version"] = p["transformers"]
     if extra:
         base["job_if_supported"] = extra
     out = []

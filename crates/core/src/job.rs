@@ -13,6 +13,7 @@ mod rl;
 mod spelled;
 mod techniques;
 mod torch_version;
+mod transformers_version;
 mod vision;
 pub mod weight_format;
 
@@ -32,6 +33,7 @@ use rl::parse_rl;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use torch_version::TorchVersion;
+pub use transformers_version::{release_note, TransformersVersion};
 pub use weight_format::WeightFormat;
 
 /// A job as written: JSON/TOML or CLI flags. Absent fields take the framework's defaults.
@@ -107,6 +109,11 @@ pub struct Job {
     /// saves (`job/torch_version.rs`). An extension of the contract's job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch_version: Option<Value>,
+    /// The transformers release the job runs (`"5.17.0"`): unset = 5.24.0, the release
+    /// vramscope models. Older releases' modelling code saves other tensors in a few blocks
+    /// (`job/transformers_version.rs`). An extension of the contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transformers_version: Option<Value>,
     /// Bytes the user keeps free on the GPU for other applications (a desktop, a second
     /// model): an integer or float JSON number, default 0; subtracted from capacity in the fit
     /// check and `fit`'s searches. Contract field `reserve` (CLI `--reserve GIB`).
@@ -376,6 +383,10 @@ pub struct ResolvedJob {
     /// The PyTorch release, when given (echoed only then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub torch_version: Option<TorchVersion>,
+    /// The transformers release, when given (echoed only then; unset models 5.24.0, and the
+    /// report's notes say which release where the estimate depends on it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transformers_version: Option<TransformersVersion>,
     /// Bytes kept free for other applications (contract `reserve`).
     pub reserve: u64,
     /// Host RAM the job may use (contract `host_ram`); `None` = unknown. Echoed only when set.
@@ -535,6 +546,9 @@ impl Job {
             zero_grad: stack.zero_grad,
             optimizer_impl,
             torch_version: stack.torch_version,
+            transformers_version: text("transformers_version", self.transformers_version.as_ref())?
+                .map(|s| TransformersVersion::parse("transformers_version", s))
+                .transpose()?,
             reserve,
             host_ram,
             techniques,

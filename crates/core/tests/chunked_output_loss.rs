@@ -90,6 +90,7 @@ fn compiled_chunks_save_the_16_bit_logits() {
         softmax_saves_input: false,
         compile,
         sdpa: Default::default(),
+        transformers: Default::default(),
     };
     // The first chunk: 2 × ⌈256 / 8⌉ = 64 rows of 8,192 bf16 logits = 1,048,576 B.
     let chunk = stages::largest_output_chunk(2, 256, spec.vocab_size, 2);

@@ -41,6 +41,7 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   optimizer_impl foreach (for-loop: torch foreach=False; hf: transformers 4.x's AdamW)
   torch_version today's (1.10: softmax saves its input, eager kernels, zeroed gradients,
          no SDPA; each default the release implies yields to a field set explicitly)
+  transformers_version 5.24.0 (5.17.0: Mamba2's torch scan keeps broadcast products)
   optimizer_in_backward false · activation_offload none · compile false (train techniques)
   reference_model none (frozen/precomputed: a DPO step, batch = pairs) · packing false (train)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload

@@ -8,7 +8,9 @@ use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics
 pub use super::forward_plan::{EagerMasks, ForwardPlan, LayerPlan};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
-use crate::job::{AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task};
+use crate::job::{
+    AttentionKernel, Checkpointing, Framework, Precision, ResolvedJob, Task, TransformersVersion,
+};
 use crate::model::{Head, ModelSpec};
 
 /// Dropout probabilities from the config, as each family names them.
@@ -26,6 +28,7 @@ fn numerics(p: Precision) -> Numerics {
             softmax_saves_input: false,
             compile: false,
             sdpa: SdpaStack::default(),
+            transformers: TransformersVersion::default(),
         },
         Precision::Fp16 | Precision::Bf16 => Numerics {
             param: 2,
@@ -34,6 +37,7 @@ fn numerics(p: Precision) -> Numerics {
             softmax_saves_input: false,
             compile: false,
             sdpa: SdpaStack::default(),
+            transformers: TransformersVersion::default(),
         },
         Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
             param: 4,
@@ -42,6 +46,7 @@ fn numerics(p: Precision) -> Numerics {
             softmax_saves_input: false,
             compile: false,
             sdpa: SdpaStack::default(),
+            transformers: TransformersVersion::default(),
         },
     }
 }
@@ -63,6 +68,7 @@ pub fn forward(
     }
     check_sizes(spec, b, s)?;
     ssm_path_warning(spec, job, warnings);
+    ssd_release_note(spec, job, warnings);
     let num = forward_numerics(job);
     let tokens = b.saturating_mul(s);
     let h = spec.hidden_size;
@@ -208,6 +214,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
             softmax_saves_input: false,
             compile: false,
             sdpa: SdpaStack::default(),
+            transformers: TransformersVersion::default(),
         };
     }
     let peft = job.peft.is_some() && job.task == Task::Train;
@@ -217,6 +224,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
     num.softmax_saves_input = job.torch_version.is_some_and(|v| v.softmax_saves_input());
     num.compile = job.techniques.compile && job.task == Task::Train;
     num.sdpa = SdpaStack::of(job);
+    num.transformers = job.transformers_version.unwrap_or_default();
     num
 }
 
@@ -620,6 +628,28 @@ fn first_pipeline_stage(
         head: StageMemory::default(),
         logits: 0,
         loss: LossMemory::default(),
+    }
+}
+
+/// Which transformers release's `mamba2_chunk_scan` the estimate modelled
+/// (`job/transformers_version.rs`, `blocks/ssd_torch.rs`), where a Mamba2 (SSD) mixer runs
+/// transformers' torch path (`attention: eager`): the only blocks whose saved set depends on the
+/// release.
+fn ssd_release_note(spec: &ModelSpec, job: &ResolvedJob, warnings: &mut Vec<String>) {
+    use crate::model::SsmVersion;
+    let torch_ssd = job.attention == AttentionKernel::Eager
+        && spec.all_layers().any(|l| {
+            l.parallel_ssm.is_some()
+                || l.attention
+                    .kind
+                    .state_space()
+                    .is_some_and(|s| s.version == SsmVersion::Mamba2)
+        });
+    if torch_ssd {
+        warnings.push(crate::job::release_note(
+            job.transformers_version,
+            "Mamba2's torch chunked scan (mamba2_chunk_scan)",
+        ));
     }
 }
 

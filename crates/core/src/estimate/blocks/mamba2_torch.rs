@@ -57,7 +57,7 @@ impl Prog<'_> {
     /// `BambaRMSNormGated.forward(y, gate)` (Granite's and Mamba2's `MambaRMSNormGated` are
     /// the same): `y.to(float32) · silu(gate.to(float32))` — `gate` a view of the projection, copied to fp32 when the
     /// projection is 16-bit; SiLU saves its input (that copy, or the fp32 projection), the
-    /// product saves both factors — then the per-group RMSNorm in fp32 (saving its input,
+    /// product saves both factors — then the RMSNorm in fp32 (per group from 5.23.0) (saving its input,
     /// `rsqrt` and the normed tensor) and `weight ·` after the cast back to `y`'s dtype (fp32).
     fn mamba2_gate(&mut self, y: Id, proj: Id, s: &Ssm) -> Id {
         let n = self.tokens * s.d_inner;
@@ -72,7 +72,13 @@ impl Prog<'_> {
         let sg = self.t.op(&[g32], &[], n, 4);
         let y32 = self.cast(y, 4);
         let gated = self.elementwise(&[y32, sg], &[y32, sg]);
-        let dim = s.d_inner / s.groups.max(1);
+        // Per group from transformers 5.23.0 (`group_size`), over all of d_inner before
+        // (5.17.0–5.22.x `MambaRMSNormGated`; `job/transformers_version.rs`).
+        let dim = if self.c.num.transformers.mamba2_norm_grouped() {
+            s.d_inner / s.groups.max(1)
+        } else {
+            s.d_inner
+        };
         let param = self.c.num.param;
         self.t.rms_norm(
             gated,

@@ -52,6 +52,9 @@ pub struct Numerics {
     /// What SDPA's kernel choice depends on beyond the call (`sdpa.rs`): the PyTorch release
     /// and the GPU.
     pub sdpa: sdpa::SdpaStack,
+    /// The transformers release whose modelling code runs (`job::TransformersVersion`: the
+    /// job's, or 5.24.0); the SSD torch path's saved set depends on it (`ssd_torch.rs`).
+    pub transformers: crate::job::TransformersVersion,
 }
 
 /// Everything a block program needs besides the layer itself.
@@ -198,6 +201,17 @@ pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
         t if t.starts_with("gemma") || t == "qwen3_next" => RmsWeight::OnePlusInFp32,
         "olmo2" | "olmo3" | "nemotron_h" => RmsWeight::InFp32,
         _ => RmsWeight::AfterCast,
+    }
+}
+
+/// [`rms_weight`] under a transformers release: Nemotron-H's `NemotronHRMSNorm` multiplied its
+/// weight after the cast back up to 5.17.0 (`modeling_nemotron_h.py` 5.17.0: `self.weight *
+/// hidden_states.to(input_dtype)`) and in fp32 from 5.18.0 (`job/transformers_version.rs`).
+pub(crate) fn rms_weight_at(spec: &ModelSpec, v: crate::job::TransformersVersion) -> RmsWeight {
+    if spec.model_type == "nemotron_h" && !v.nemotron_h_norm_in_fp32() {
+        RmsWeight::AfterCast
+    } else {
+        rms_weight(spec)
     }
 }
 
@@ -444,7 +458,7 @@ impl<'a> Prog<'a> {
                 x,
                 dim,
                 self.c.num.param,
-                rms_weight(self.c.spec),
+                rms_weight_at(self.c.spec, self.c.num.transformers),
                 self.c.lora.is_some(),
             ),
         }

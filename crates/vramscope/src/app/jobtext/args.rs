@@ -107,6 +107,11 @@ pub struct JobArgs {
     /// and there is no SDPA (attention defaults to eager). [default: today's]
     #[arg(long, value_name = "X.Y", help_heading = "Job")]
     pub torch_version: Option<String>,
+    /// The transformers release the job runs, e.g. `5.17.0`: its modelling code's saved
+    /// tensors (Mamba2's torch chunked scan: broadcast products up to 5.17, einsum from 5.18);
+    /// another release runs the nearest modelled one at or below. [default: 5.24.0]
+    #[arg(long, value_name = "X.Y.Z", help_heading = "Job")]
+    pub transformers_version: Option<String>,
     /// GiB to keep free on the GPU for other applications (a desktop, a second model), e.g.
     /// `2` or `1.5`: subtracted from capacity in the fit check and the searches. [default: 0]
     #[arg(
@@ -479,6 +484,9 @@ impl JobArgs {
         text(&mut job.optimizer_impl, &self.optimizer_impl);
         if let Some(v) = &self.torch_version {
             job.torch_version = Some(Value::String(v.clone()));
+        }
+        if let Some(v) = &self.transformers_version {
+            job.transformers_version = Some(Value::String(v.clone()));
         }
         let num = |dst: &mut Option<Value>, src: &Option<String>| {
             if let Some(s) = src {

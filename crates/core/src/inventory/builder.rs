@@ -130,7 +130,8 @@ impl Builder<'_> {
             | Naming::Llama4
             | Naming::Jamba
             | Naming::Granite
-            | Naming::Lfm2 => "model.",
+            | Naming::Lfm2
+            | Naming::Gemma4 => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -172,6 +173,9 @@ impl Builder<'_> {
             None,
             c,
         )?;
+        if let Some(p) = e.per_layer_inputs {
+            self.gemma4_per_layer_tables(p)?;
+        }
         if let Positions::Learned { rows } = e.positions {
             self.push(
                 format!("{r}{pos}.weight"),
@@ -251,6 +255,9 @@ impl Builder<'_> {
     ) -> Result<(), CoreError> {
         let p = self.layer_prefix(kind, i);
         let l = Some(global);
+        if self.spec.naming == Naming::Gemma4 {
+            return self.gemma4_layer(&p, layer, l);
+        }
         let is_t5_decoder = self.spec.naming == Naming::T5 && kind == StackKind::Decoder;
         let has_post_attn = layer
             .norms

@@ -44,6 +44,7 @@ pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
             norms: vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
             parallel_residual: false,
             parallel_ssm: Some(mixer),
+            experts_beside: None,
         });
     }
     spec.embedding.positions = Positions::Rotary {

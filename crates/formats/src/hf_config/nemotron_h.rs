@@ -150,6 +150,7 @@ pub(crate) fn nemotron_h(cfg: &Cfg) -> Result<ModelSpec> {
             norms: vec![(slot, norm)],
             parallel_residual: false,
             parallel_ssm: None,
+            experts_beside: None,
         });
     }
     // No rotary embedding: `NemotronHAttention.forward` applies none.

@@ -260,6 +260,15 @@ impl Layer {
             .chain(self.parallel_ssm.as_ref().map(|p| &p.ssm))
     }
 
+    /// The layer's routed experts: its MLP when that is a mixture of experts, or the experts
+    /// beside a dense MLP ([`Layer::experts_beside`], Gemma 4).
+    pub fn routed_experts(&self) -> Option<&MoeMlp> {
+        match &self.mlp {
+            Mlp::Moe(m) => Some(m),
+            Mlp::Dense(_) | Mlp::None => self.experts_beside.as_ref(),
+        }
+    }
+
     /// Whether the layer holds a recurrent state per sequence.
     pub fn holds_state(&self) -> bool {
         self.ssm_mixers().next().is_some()

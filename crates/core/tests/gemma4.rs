@@ -87,3 +87,24 @@ fn measured_training_steps_within_3_percent() {
     let worst = measured::worst("cpu-measured-gemma4.json", 12);
     assert!(worst <= 0.005, "worst {worst}");
 }
+
+/// The experts beside the dense MLP are the model's routed experts where the estimator asks
+/// (`Layer::routed_experts`: the summary, the step-time model, expert parallelism, GGUF's
+/// expert count): the tiny MoE config of the measured steps (`enable_moe_block`,
+/// `num_experts` 8, `top_k_experts` 2) reads 8 experts, 2 per token.
+#[test]
+fn experts_beside_the_mlp_are_routed_experts() {
+    let spec_path = format!(
+        "{}/../../validation/specs/cpu-tiny-gemma4moe-fp32-adamw-sdpa.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(spec_path).unwrap()).unwrap();
+    let config = spec["hf_config"].clone();
+    let r = measured::run(
+        json!({"model": {"hf_config": config}, "task": "train", "batch": 2,
+        "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa"}),
+    );
+    assert_eq!(r.model.experts, Some(8));
+    assert_eq!(r.model.experts_per_token, Some(2));
+    assert_eq!(r.model.model_type.as_deref(), Some("gemma4_text"));
+}

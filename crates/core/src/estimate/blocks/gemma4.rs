@@ -30,7 +30,7 @@ impl Prog<'_> {
         let m = self.norm_in(m, layer, NormSlot::PostMlp);
         let out = self.residual(mid, m);
         match self.c.spec.embedding.per_layer_inputs {
-            Some(p) => self.gemma4_per_layer_input(out, p.width),
+            Some(p) => self.gemma4_per_layer_input(out, p.width, layer),
             None => out,
         }
     }
@@ -89,11 +89,11 @@ impl Prog<'_> {
     /// (saving its input), the product with this layer's slice of the per-layer inputs (saving
     /// both: the slice is a view of the model's `[b, s, layers, width]` tensor, counted once by
     /// the embeddings stage), `per_layer_projection`, `post_per_layer_input_norm`, the residual
-    /// add.
-    fn gemma4_per_layer_input(&mut self, x: Id, width: u64) -> Id {
+    /// add. The activation is the MLP's (`ACT2FN[config.hidden_activation]` for both).
+    fn gemma4_per_layer_input(&mut self, x: Id, width: u64, layer: &Layer) -> Id {
         let h = self.c.spec.hidden_size;
-        let act = match &self.c.spec.decoder.layers.first().map(|l| &l.mlp) {
-            Some(crate::model::Mlp::Dense(d)) => d.activation.clone(),
+        let act = match &layer.mlp {
+            crate::model::Mlp::Dense(d) => d.activation.clone(),
             _ => "gelu_pytorch_tanh".to_string(),
         };
         let g = self.linear(x, h, width, false);

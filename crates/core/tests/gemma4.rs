@@ -73,19 +73,24 @@ fn e2b_training_is_estimated() {
     assert_eq!(r.model.params_total, 4_628_569_344);
 }
 
-/// Two tiny Gemma 4 text models' AdamW steps with SDPA at 2 × 256, fp32 and bf16-mixed,
-/// measured on the CPU tensor by tensor (`validation/cpu-measured-gemma4.json`,
-/// `validation/results/cpu-tiny-gemma4*`; validation/README.md): one with per-layer inputs,
-/// two kv-sharing layers and the double-wide MLP, one with keys-as-values full layers and the
-/// experts beside the MLP. Peaks (net of the two cuBLAS workspaces a CPU run lacks),
-/// activations at the peak and the median block each within 3 % — measured within 0.21 %, so
-/// held to 0.5 %: leaving the per-layer inputs unkept (−0.83 %), giving the kv-sharing layers
-/// their own keys and values (+3.38 %) or the keys-as-values layers a value projection
-/// (+0.78 %) each breaks that.
+/// Two tiny Gemma 4 text models' AdamW steps at 2 × 256, measured on the CPU tensor by tensor
+/// (`validation/cpu-measured-gemma4.json`, `validation/results/cpu-tiny-gemma4*`;
+/// validation/README.md): one with per-layer inputs, two kv-sharing layers and the double-wide
+/// MLP (SDPA fp32 and bf16-mixed, eager bf16-mixed, SDPA bf16-mixed under full
+/// checkpointing), one with keys-as-values full layers and the experts beside the MLP (SDPA
+/// fp32 and bf16-mixed). Every case within 3 % (peaks net of the two cuBLAS workspaces a CPU
+/// run lacks). Without checkpointing they measured within 0.21 %, so they are held to 0.5 %:
+/// leaving the per-layer inputs unkept (−0.83 %), giving the kv-sharing layers their own keys
+/// and values (+3.38 %) or the keys-as-values layers a value projection (+0.78 %) each breaks
+/// that. The checkpointed peak (in the optimizer step) reads +0.82 %.
 #[test]
 fn measured_training_steps_within_3_percent() {
-    let worst = measured::worst("cpu-measured-gemma4.json", 12);
-    assert!(worst <= 0.005, "worst {worst}");
+    let all = measured::compare("cpu-measured-gemma4.json");
+    assert_eq!(all.len(), 16);
+    for c in &all {
+        let bound = if c.id.contains("-ckpt") { 0.03 } else { 0.005 };
+        assert!(c.error.abs() <= bound, "{} {:+.3}", c.id, c.error);
+    }
 }
 
 /// The experts beside the dense MLP are the model's routed experts where the estimator asks

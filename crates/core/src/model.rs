@@ -92,6 +92,15 @@ pub enum Naming {
     /// `*_adapter_list.V.{0,1}`, `input_layernorm`, `pre_ff_layernorm`);
     /// `model.final_layernorm` (Zamba2: `modeling_zamba2.py`).
     Zamba2,
+    /// Llama names with Gemma 4's (`modeling_gemma4.py`, transformers 5.24): `self_attn.q_norm`
+    /// and `k_norm` per head, no k/v projections on a kv-sharing layer, `per_layer_input_gate`
+    /// / `per_layer_projection` / `post_per_layer_input_norm` per layer, the experts beside the
+    /// dense `mlp` as `router.proj` (with `router.scale`, `router.per_expert_scale`) and packed
+    /// `experts.gate_up_proj [E, 2·ffn, hidden]` / `down_proj [E, hidden, ffn]`, with their own
+    /// `pre_feedforward_layernorm_2`, `post_feedforward_layernorm_1` / `_2`; the packed
+    /// per-layer table `embed_tokens_per_layer`, `per_layer_model_projection` and
+    /// `per_layer_projection_norm` beside the token embedding.
+    Gemma4,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -169,6 +178,25 @@ pub struct Embedding {
     pub norm: Option<Norm>,
     /// Projections between `dim` and `hidden_size` (OPT `project_in`/`project_out`).
     pub projection: bool,
+    /// Per-layer input embeddings (Gemma 4's PLE); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_layer_inputs: Option<PerLayerInputs>,
+}
+
+/// Gemma 4's per-layer inputs (`modeling_gemma4.py` `Gemma4TextModel.__init__`,
+/// `get_per_layer_inputs`, `project_per_layer_inputs`; `Gemma4TextDecoderLayer.forward`): a
+/// second token table `embed_tokens_per_layer [vocab, layers · width]` and a projection of the
+/// token embedding `per_layer_model_projection [layers · width, hidden]` normed per layer
+/// (`per_layer_projection_norm [width]`), summed into one `[b, s, layers, width]` tensor of
+/// which layer `i` reads slice `i`: through `per_layer_input_gate [width, hidden]`, the
+/// activation, the product with its slice, `per_layer_projection [hidden, width]` and
+/// `post_per_layer_input_norm [hidden]`, added to the residual at the end of the layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerLayerInputs {
+    /// `hidden_size_per_layer_input`.
+    pub width: u64,
+    /// `vocab_size_per_layer_input`: rows of the per-layer table.
+    pub vocab: u64,
 }
 
 /// How positions enter the model.
@@ -212,6 +240,11 @@ pub struct Layer {
     /// [`SharedBlock`]); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_block: Option<Box<SharedBlock>>,
+    /// Routed experts run beside the dense `mlp` on the same residual, each branch with its
+    /// own norms, the two outputs summed (Gemma 4's `enable_moe_block`,
+    /// `modeling_gemma4.py` `Gemma4TextDecoderLayer.forward`); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts_beside: Option<MoeMlp>,
 }
 
 impl Layer {
@@ -227,6 +260,7 @@ impl Layer {
             parallel_residual: false,
             parallel_ssm: None,
             shared_block: None,
+            experts_beside: None,
         }
     }
 
@@ -238,6 +272,15 @@ impl Layer {
             .state_space()
             .into_iter()
             .chain(self.parallel_ssm.as_ref().map(|p| &p.ssm))
+    }
+
+    /// The layer's routed experts: its MLP when that is a mixture of experts, or the experts
+    /// beside a dense MLP ([`Layer::experts_beside`], Gemma 4).
+    pub fn routed_experts(&self) -> Option<&MoeMlp> {
+        match &self.mlp {
+            Mlp::Moe(m) => Some(m),
+            Mlp::Dense(_) | Mlp::None => self.experts_beside.as_ref(),
+        }
     }
 
     /// Whether the layer holds a recurrent state per sequence.
@@ -330,6 +373,19 @@ pub struct Attention {
     /// attention output is multiplied by `sigmoid(gate)` before `o_proj`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub output_gate: bool,
+    /// The layer reuses the keys and values of the last earlier layer of its type that makes
+    /// its own: no k/v projections or norms, nothing cached, its attention reads tensors the
+    /// earlier layer already holds (Gemma 4's `num_kv_shared_layers`,
+    /// `modeling_gemma4.py` `Gemma4TextAttention`, `is_kv_shared_layer`; `cache_utils.py`
+    /// makes it a `DummyLayer`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kv_shared: bool,
+    /// No value projection: the values are the key projection's output, normed apart from the
+    /// keys (Gemma 4's `attention_k_eq_v` on full layers, `Gemma4TextAttention.forward`:
+    /// `value_states = key_states` before `k_norm`, then `v_norm`). The cache still holds
+    /// keys and values as two tensors.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub values_from_keys: bool,
 }
 
 impl Attention {
@@ -358,12 +414,18 @@ impl Attention {
             nope: false,
             vision_cross: false,
             output_gate: false,
+            kv_shared: false,
+            values_from_keys: false,
         }
     }
 
     /// Tokens of one sequence this layer's KV cache holds for a context of `tokens`: all of
-    /// them, or at most the sliding window (or attention chunk) when the layer has one.
+    /// them, or at most the sliding window (or attention chunk) when the layer has one; none
+    /// when it reuses another layer's keys and values ([`Attention::kv_shared`]).
     pub fn kv_held(&self, tokens: u64) -> u64 {
+        if self.kv_shared {
+            return 0;
+        }
         self.sliding_window
             .or(self.attention_chunk)
             .map_or(tokens, |n| n.min(tokens))

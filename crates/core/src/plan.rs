@@ -16,7 +16,7 @@ use crate::estimate::activations::{forward, megatron_layer_bytes};
 use crate::estimate::{estimate, overhead, ModelInput};
 use crate::inventory::Component;
 use crate::job::{Checkpointing, Framework, Offload, ResolvedJob, Task};
-use crate::model::{Mlp, ModelSpec};
+use crate::model::ModelSpec;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -218,10 +218,9 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         layers: spec.num_layers(),
         heads: first.map_or(1, |l| l.attention.kind.heads()),
         kv_heads: first.map_or(1, |l| l.attention.kind.kv_heads()),
-        experts: spec.all_layers().find_map(|l| match &l.mlp {
-            Mlp::Moe(m) => Some(m.experts),
-            Mlp::Dense(_) | Mlp::None => None,
-        }),
+        experts: spec
+            .all_layers()
+            .find_map(|l| l.routed_experts().map(|m| m.experts)),
         p_embed,
         p_head,
         p_blocks: per_block.iter().sum(),

@@ -64,10 +64,8 @@ impl ModelSummary {
             });
         let (ffn, experts, top_k) = spec
             .all_layers()
-            .find_map(|l| match &l.mlp {
-                Mlp::Moe(m) => Some((Some(m.expert.ffn), Some(m.experts), Some(m.top_k))),
-                Mlp::Dense(_) | Mlp::None => None,
-            })
+            .find_map(|l| l.routed_experts())
+            .map(|m| (Some(m.expert.ffn), Some(m.experts), Some(m.top_k)))
             .unwrap_or_else(|| {
                 // The first dense MLP (a hybrid's first layer may have none; Zamba2's is its
                 // shared block's).

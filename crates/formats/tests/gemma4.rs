@@ -75,19 +75,41 @@ fn gemma4_tensor_names_and_shapes_match_transformers() {
     assert_eq!(ours, theirs);
 }
 
-/// The reader refuses an estimate in one line that carries the exact count and names what is
-/// not modelled (the towers too, for the multimodal wrapper).
+/// The text config is read into a model the estimator takes (`ModelSpec`), whose inventory
+/// is the same tensor list, name by name and shape by shape, as the reader's own count (which
+/// the tests above hold to transformers): E2B (per-layer inputs, kv-shared layers, the
+/// double-wide MLP) and the tiny MoE config (keys as values, experts beside the MLP, biases,
+/// an untied head). The multimodal `gemma4` config is refused in one line with the language
+/// model's count, naming the towers.
 #[test]
-fn gemma4_is_refused_with_its_count() {
+fn gemma4_text_is_read_for_the_estimator_and_the_full_model_refused() {
+    for (name, count) in [
+        ("gemma-4-e2b-text.json", 4_628_569_344u64),
+        ("tiny-moe-keqv-text.json", 582_536),
+    ] {
+        let cfg = fixture(name);
+        let text = serde_json::to_string(&cfg).unwrap();
+        let spec = parse_config_str(&text, name).unwrap().spec;
+        let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
+        assert_eq!(inv.params(), count, "{name}");
+        let ours: BTreeMap<String, Vec<u64>> = inv
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.shape.clone()))
+            .collect();
+        let reader: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, name)
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(ours, reader, "{name}");
+    }
     let text = serde_json::to_string(&fixture("gemma-4-e2b-text.json")).unwrap();
-    let err = parse_config_str(&text, "e2b").unwrap_err().to_string();
-    assert!(err.contains("4628569344 parameters"), "{err}");
-    assert!(err.contains("per-layer input embeddings"), "{err}");
-    assert!(!err.contains('\n'), "{err}");
     let wrapped = format!(r#"{{"model_type": "gemma4", "text_config": {text}}}"#);
     let err = parse_config_str(&wrapped, "e2b").unwrap_err().to_string();
     assert!(err.contains("4628569344 parameters"), "{err}");
-    assert!(err.contains("vision/audio towers"), "{err}");
+    assert!(err.contains("vision and audio towers"), "{err}");
+    assert!(err.contains("gemma4_text"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
 }
 
 /// Bad input: sharing every cache-producing full layer away is refused, as transformers

@@ -298,6 +298,7 @@ fn emb(dim: u64, positions: Positions) -> Embedding {
         token_types: 0,
         norm: None,
         projection: false,
+        per_layer_inputs: None,
     }
 }
 

@@ -765,13 +765,23 @@ fn check_sizes(spec: &ModelSpec, b: u64, s: u64) -> Result<(), CoreError> {
                 }
                 crate::model::Mlp::None => 0,
             };
+            // Gemma 4's experts beside the dense MLP.
+            let mlp = mlp.max(l.experts_beside.as_ref().map_or(0, |m| {
+                m.expert.ffn as u128 * m.top_k as u128 + m.experts as u128
+            }));
             (heads * s as u128)
                 .max(mlp * 4)
                 .max(spec.hidden_size as u128 * 8)
         })
         .max()
         .unwrap_or(0)
-        .max(spec.vocab_size as u128);
+        .max(spec.vocab_size as u128)
+        // Gemma 4's per-layer inputs, `[b, s, layers, width]`.
+        .max(
+            spec.embedding
+                .per_layer_inputs
+                .map_or(0, |p| p.width as u128 * spec.num_layers() as u128),
+        );
     // 16 bytes per element leaves room for sums of several such tensors.
     if tokens.saturating_mul(widest).saturating_mul(16) > u64::MAX as u128 / 4 {
         return Err(CoreError::field(

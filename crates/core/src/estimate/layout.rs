@@ -2,7 +2,7 @@
 
 use crate::error::CoreError;
 use crate::job::ResolvedJob;
-use crate::model::{Mlp, ModelSpec};
+use crate::model::ModelSpec;
 
 /// Tensor parallelism splits attention heads (and KV heads, or replicates them when there are
 /// fewer than ranks), pipeline parallelism needs a layer per stage, expert parallelism needs
@@ -41,10 +41,9 @@ pub fn check(spec: &ModelSpec, job: &ResolvedJob) -> Result<(), CoreError> {
             ));
         }
     }
-    let experts = spec.all_layers().find_map(|l| match &l.mlp {
-        Mlp::Moe(m) => Some(m.experts),
-        Mlp::Dense(_) | Mlp::None => None,
-    });
+    let experts = spec
+        .all_layers()
+        .find_map(|l| l.routed_experts().map(|m| m.experts));
     match experts {
         None if p.ep > 1 => {
             return Err(CoreError::field(

@@ -3,7 +3,7 @@
 
 use super::blocks::Numerics;
 use super::overhead::round_size;
-use super::tape::Tape;
+use super::tape::{RmsWeight, Tape};
 use crate::model::{Head, ModelSpec, Naming, NormKind, Positions};
 
 /// Bytes a stage leaves kept and its transient top.
@@ -32,9 +32,14 @@ pub fn embeddings(
     let p = num.param;
     let ids = tape.external(t, 8);
     let mut x = tape.op(&[ids], &[], t * spec.embedding.dim, p);
-    if spec.naming == Naming::Llama && spec.model_type.starts_with("gemma") {
+    if (spec.naming == Naming::Llama && spec.model_type.starts_with("gemma"))
+        || spec.naming == Naming::Gemma4
+    {
         // Gemma multiplies the embedding by √hidden (a new tensor).
         x = tape.op(&[x], &[], t * h, p);
+    }
+    if let Some(ple) = spec.embedding.per_layer_inputs {
+        per_layer_inputs(&mut tape, x, spec, (t, ple.width), num);
     }
     if spec.model_type == "falcon_h1" {
         // Falcon-H1: `embed_tokens(ids) · embedding_multiplier` (`FalconH1Model.forward`).
@@ -73,19 +78,11 @@ pub fn embeddings(
         x = out;
     }
     if let Positions::Rotary { .. } = spec.embedding.positions {
-        let head_dim = spec
-            .all_layers()
-            .next()
-            .map(|l| match l.attention.kind {
-                crate::model::AttentionKind::Latent {
-                    qk_rope_head_dim, ..
-                } => qk_rope_head_dim,
-                k => k.qk_head_dim(),
-            })
-            .unwrap_or(0);
-        for _ in 0..2 {
-            let c = tape.op(&[], &[], t * head_dim, p);
-            tape.keep(c);
+        for head_dim in rotary_widths(spec) {
+            for _ in 0..2 {
+                let c = tape.op(&[], &[], t * head_dim, p);
+                tape.keep(c);
+            }
         }
     }
     let mem = tape.memory(Some(x), round_size);
@@ -94,6 +91,59 @@ pub fn embeddings(
         peak: mem.peak,
         weight_copies: 0,
     }
+}
+
+/// The head widths of the rotary tables the model keeps: the first layer's, or with Gemma 4 one
+/// per layer type (`Gemma4TextModel.forward` computes `position_embeddings[layer_type]` for each
+/// of `unique_layer_types`: `head_dim` on sliding layers, `global_head_dim` on full ones, the
+/// proportional rope of full layers as wide as the head).
+fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
+    let width = |l: &crate::model::Layer| match l.attention.kind {
+        crate::model::AttentionKind::Latent {
+            qk_rope_head_dim, ..
+        } => qk_rope_head_dim,
+        k => k.qk_head_dim(),
+    };
+    if spec.naming != Naming::Gemma4 {
+        return vec![spec.all_layers().next().map_or(0, width)];
+    }
+    let mut dims: Vec<u64> = spec.all_layers().map(width).collect();
+    dims.sort_unstable();
+    dims.dedup();
+    dims
+}
+
+/// Gemma 4's per-layer inputs (`Gemma4TextModel.get_per_layer_inputs` and
+/// `project_per_layer_inputs`): the scaled lookup in `embed_tokens_per_layer` (`[t, layers ·
+/// width]` in the parameters' dtype), `per_layer_model_projection` of the token embedding
+/// (saving it), `· hidden^-0.5`, `per_layer_projection_norm` (`Gemma4RMSNorm`: the fp32 input,
+/// rstd and normed tensor saved), the sum with the lookup and `· 2^-0.5`. That last tensor
+/// (fp32 unless the parameters are 16-bit) is kept: every layer's gate product saves a view of
+/// its slice.
+fn per_layer_inputs(
+    tape: &mut Tape,
+    x: super::tape::Id,
+    spec: &ModelSpec,
+    (t, width): (u64, u64),
+    num: Numerics,
+) {
+    let p = num.param;
+    let n = t * spec.num_layers() * width;
+    let ids = tape.external(t, 8);
+    let looked_up = tape.op(&[ids], &[], n, p);
+    let token_part = tape.op(&[looked_up], &[], n, p);
+    let xin = if num.autocast && tape.width(x) == 4 {
+        tape.fused_op(&[x], &[], t * spec.hidden_size, 2)
+    } else {
+        x
+    };
+    let mm_w = if num.autocast { 2 } else { num.compute };
+    let proj = tape.op(&[xin], &[xin], n, mm_w);
+    let scaled = tape.op(&[proj], &[], n, mm_w);
+    let normed = tape.rms_norm(scaled, width, p, RmsWeight::InFp32, false);
+    let sum = tape.fused_op(&[normed, token_part], &[], n, p.max(mm_w));
+    let out = tape.fused_op(&[sum], &[], n, p.max(mm_w));
+    tape.keep(out);
 }
 
 /// The final norm and the head up to the logits. Returns the stage memory and the logits'

@@ -148,6 +148,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             token_types: 0,
             norm: None,
             projection: false,
+            per_layer_inputs: None,
         },
         encoder: None,
         decoder: Stack {

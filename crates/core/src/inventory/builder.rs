@@ -131,7 +131,8 @@ impl Builder<'_> {
             | Naming::Jamba
             | Naming::Granite
             | Naming::Lfm2
-            | Naming::Zamba2 => "model.",
+            | Naming::Zamba2
+            | Naming::Gemma4 => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -173,6 +174,9 @@ impl Builder<'_> {
             None,
             c,
         )?;
+        if let Some(p) = e.per_layer_inputs {
+            self.gemma4_per_layer_tables(p)?;
+        }
         if let Positions::Learned { rows } = e.positions {
             self.push(
                 format!("{r}{pos}.weight"),
@@ -257,6 +261,9 @@ impl Builder<'_> {
             // `mamba_decoder` (`Zamba2HybridLayer.__init__`).
             self.zamba2_shared(&p, sb, i as u64, l)?;
             p = format!("{p}.mamba_decoder");
+        }
+        if self.spec.naming == Naming::Gemma4 {
+            return self.gemma4_layer(&p, layer, l);
         }
         let is_t5_decoder = self.spec.naming == Naming::T5 && kind == StackKind::Decoder;
         let has_post_attn = layer

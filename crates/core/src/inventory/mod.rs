@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 mod builder;
 mod gated_delta;
+mod gemma4;
 mod mixers;
 mod mlps;
 mod nemotron_h;

@@ -149,7 +149,7 @@ fn from_spec(spec: &ModelSpec, inventory: Option<&Inventory>, bare: ModelShape) 
             heads += k.heads() as f64;
             kv_width = kv_width.max(k.kv_heads() * (k.qk_head_dim() + k.v_head_dim()));
         }
-        if let Mlp::Moe(m) = &l.mlp {
+        if let Some(m) = l.routed_experts() {
             moe_layers += 1;
             top_k = m.top_k;
             experts = m.experts;
@@ -305,10 +305,10 @@ fn activation_kernels(name: &str) -> f64 {
 /// is tied to it (the head multiplies by it). Embedding lookups and norms are no matmuls.
 fn matmul_params(spec: &ModelSpec, inventory: Option<&Inventory>) -> Option<f64> {
     let inv = inventory?;
-    let routed = spec.all_layers().find_map(|l| match &l.mlp {
-        Mlp::Moe(m) => Some(m.top_k as f64 / m.experts.max(1) as f64),
-        Mlp::Dense(_) | Mlp::None => None,
-    });
+    let routed = spec
+        .all_layers()
+        .find_map(|l| l.routed_experts())
+        .map(|m| m.top_k as f64 / m.experts.max(1) as f64);
     let mut n = 0.0;
     // Zamba2's shared blocks run once per application, not once per stored copy: their
     // tensors are counted per application below ([`crate::model::SharedBlock::matmul_params`]).

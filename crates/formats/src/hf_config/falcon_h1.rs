@@ -45,6 +45,7 @@ pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
             parallel_residual: false,
             parallel_ssm: Some(mixer),
             shared_block: None,
+            experts_beside: None,
         });
     }
     spec.embedding.positions = Positions::Rotary {

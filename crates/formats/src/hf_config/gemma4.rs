@@ -4,16 +4,18 @@
 //! `Gemma4TextDecoderLayer.__init__`, `Gemma4TextAttention.__init__`, `Gemma4TextMLP.__init__`,
 //! `Gemma4TextRouter.__init__`, `Gemma4TextExperts.__init__`).
 //!
-//! The estimator cannot yet represent what sets Gemma 4 apart (per-layer input embeddings,
-//! layers that reuse another layer's keys and values, global layers whose keys are their
-//! values, a dense MLP and an expert block side by side in one layer), so the reader refuses
-//! the family in one line that names those mechanisms and gives the exact parameter count
-//! computed here, rather than printing an estimate built on a wrong model.
+//! [`text_spec`] describes the text model (`gemma4_text`) to the estimator: per-layer input
+//! embeddings (`Embedding::per_layer_inputs`), layers that reuse another layer's keys and
+//! values (`Attention::kv_shared`), global layers whose values are their keys
+//! (`Attention::values_from_keys`), and the experts beside the dense MLP
+//! (`Layer::experts_beside`). The full conditional-generation model (`gemma4`, with its vision
+//! and audio towers) is refused in one line that gives the language model's exact count.
 
-use super::field_err;
 use super::fields::Cfg;
+use super::{dense, empty_spec, field_err};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
+use vramscope_core::model::*;
 
 /// One parameter tensor: its name as transformers names it and its shape.
 pub type NamedTensor = (String, Vec<u64>);
@@ -38,8 +40,8 @@ struct Geometry {
     double_wide: bool,
     ple: u64,
     ple_vocab: u64,
-    /// `(num_experts, moe_intermediate_size)` when `enable_moe_block`.
-    moe: Option<(u64, u64)>,
+    /// `(num_experts, moe_intermediate_size, top_k_experts)` when `enable_moe_block`.
+    moe: Option<(u64, u64, u64)>,
     tied: bool,
     sliding_window: u64,
     full: Vec<bool>,
@@ -75,15 +77,23 @@ fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
     Ok(full)
 }
 
-/// `enable_moe_block` → `(num_experts, moe_intermediate_size)`; both are required then
-/// (`Gemma4TextExperts` builds from them; they default to `None`).
-fn moe(cfg: &Cfg) -> Result<Option<(u64, u64)>> {
+/// `enable_moe_block` → `(num_experts, moe_intermediate_size, top_k_experts)`; all are
+/// required then (`Gemma4TextExperts` and `Gemma4TextRouter` build from them; they default to
+/// `None`).
+fn moe(cfg: &Cfg) -> Result<Option<(u64, u64, u64)>> {
     if !cfg.boolean("enable_moe_block", false)? {
         return Ok(None);
     }
     let experts = cfg.size(&["num_experts"], None)?;
     let width = cfg.size(&["moe_intermediate_size"], None)?;
-    Ok(Some((experts, width)))
+    let top_k = cfg.size(&["top_k_experts"], None)?;
+    if top_k > experts {
+        return Err(cfg.err(
+            "top_k_experts",
+            format!("{top_k} is more than num_experts {experts}"),
+        ));
+    }
+    Ok(Some((experts, width, top_k)))
 }
 
 fn geometry(cfg: &Cfg) -> Result<Geometry> {
@@ -220,7 +230,7 @@ fn layer(out: &mut Vec<NamedTensor>, g: &Geometry, i: usize) {
         );
         norm(out, &format!("{p}.post_per_layer_input_norm"), g.hidden);
     }
-    if let Some((e, m)) = g.moe {
+    if let Some((e, m, _)) = g.moe {
         linear(out, &format!("{p}.router.proj"), g.hidden, e, false);
         out.push((format!("{p}.router.scale"), vec![g.hidden]));
         out.push((format!("{p}.router.per_expert_scale"), vec![e]));
@@ -273,6 +283,106 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
     Ok(out)
 }
 
+/// The text model as the estimator reads it (`Gemma4ForCausalLM` from a `gemma4_text` config):
+/// per layer the sandwich norms (`input_layernorm`, `post_attention_layernorm`,
+/// `pre_feedforward_layernorm`, `post_feedforward_layernorm`, `Gemma4RMSNorm`), attention with
+/// per-head q/k norms (`head_dim`, or `global_head_dim` on full layers), the sliding window on
+/// sliding layers, `kv_shared` past `num_hidden_layers - num_kv_shared_layers`,
+/// `values_from_keys` on full layers under `attention_k_eq_v`; the gated MLP (`Gemma4TextMLP`,
+/// `hidden_activation`, twice as wide on a kv-shared layer under `use_double_wide_mlp`); the
+/// experts beside it (`enable_moe_block`: `top_k_experts` of `num_experts`,
+/// `moe_intermediate_size`); the per-layer inputs (`hidden_size_per_layer_input`,
+/// `vocab_size_per_layer_input`); a tied head by default (`tie_word_embeddings` true) and
+/// `final_logit_softcapping`. [`text_tensors`] lists the same tensors by name.
+pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
+    let g = geometry(cfg)?;
+    let activation = cfg
+        .string("hidden_activation")
+        .unwrap_or("gelu_pytorch_tanh")
+        .to_string();
+    let mut spec = empty_spec("gemma4_text", "Gemma4ForCausalLM", Naming::Gemma4);
+    spec.vocab_size = g.vocab;
+    spec.hidden_size = g.hidden;
+    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(131_072));
+    spec.embedding.dim = g.hidden;
+    spec.embedding.positions = Positions::Rotary { theta: None };
+    spec.embedding.per_layer_inputs = (g.ple > 0).then_some(PerLayerInputs {
+        width: g.ple,
+        vocab: g.ple_vocab,
+    });
+    let norm = Norm::rms(g.hidden);
+    for i in 0..g.full.len() {
+        let mut layer = Layer::new(
+            text_attention(&g, i),
+            Mlp::Dense(dense(layer_ffn(&g, i), true, false, &activation)),
+            vec![
+                (NormSlot::PreAttention, norm),
+                (NormSlot::PostAttention, norm),
+                (NormSlot::PreMlp, norm),
+                (NormSlot::PostMlp, norm),
+            ],
+        );
+        layer.experts_beside = g.moe.map(|(experts, width, top_k)| MoeMlp {
+            experts,
+            top_k,
+            expert: dense(width, true, false, &activation),
+            shared: None,
+            shared_gate: false,
+            router_bias: false,
+            input_jitter: 0,
+            latent: None,
+        });
+        spec.decoder.layers.push(layer);
+    }
+    spec.decoder.final_norm = Some(norm);
+    spec.head = Head::LanguageModel {
+        tied: g.tied,
+        bias: false,
+    };
+    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
+    spec.softcapping.final_logits = cfg.float("final_logit_softcapping");
+    Ok(spec)
+}
+
+/// Whether layer `i` reuses another layer's keys and values (`Gemma4TextConfig.kv_sharing_modes`
+/// is `"reuse"` from `num_hidden_layers - num_kv_shared_layers` on).
+fn kv_shared(g: &Geometry, i: usize) -> bool {
+    (i as u64) >= g.layers - g.kv_shared
+}
+
+/// `Gemma4TextMLP.__init__`: `intermediate_size`, doubled on a kv-shared layer under
+/// `use_double_wide_mlp`.
+fn layer_ffn(g: &Geometry, i: usize) -> u64 {
+    g.ffn
+        * if g.double_wide && kv_shared(g, i) {
+            2
+        } else {
+            1
+        }
+}
+
+/// `Gemma4TextAttention.__init__` for layer `i` (see [`attention`] for its tensors).
+fn text_attention(g: &Geometry, i: usize) -> Attention {
+    let full = g.full[i];
+    let head_dim = if full { g.global_head_dim } else { g.head_dim };
+    let kv_heads = match g.global_kv_heads {
+        Some(n) if full => n,
+        _ => g.kv_heads,
+    };
+    let kind = AttentionKind::Standard {
+        heads: g.heads,
+        kv_heads,
+        head_dim,
+    };
+    Attention {
+        qk_norm: Some(Norm::rms(head_dim)),
+        sliding_window: (!full).then_some(g.sliding_window),
+        kv_shared: kv_shared(g, i),
+        values_from_keys: g.k_eq_v && full,
+        ..Attention::new(kind, ProjBias::all(g.bias))
+    }
+}
+
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
     Ok(text_tensors(obj, origin)?
@@ -322,38 +432,26 @@ pub fn dynamic_cache_elements(
     Ok(total)
 }
 
-/// The one-line refusal for a Gemma 4 config (`gemma4` with its `text_config`, or
-/// `gemma4_text`): the exact language-model count and what the estimator does not model.
-pub(crate) fn refuse(top: &Map<String, Value>, top_type: &str, origin: &str) -> FormatError {
-    let text = if top_type == "gemma4" {
-        match top.get("text_config").and_then(Value::as_object) {
-            Some(t) => t,
-            None => {
-                return FormatError::Unsupported {
-                    path: origin.to_string(),
-                    reason: "gemma4 config without text_config is not read".into(),
-                }
-            }
-        }
-    } else {
-        top
+/// The one-line refusal for the full `gemma4` (conditional-generation) config: its vision and
+/// audio towers are not modelled; the language model's exact count is given, and its text
+/// config (`gemma4_text`) is what can be estimated.
+pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
+    let Some(text) = top.get("text_config").and_then(Value::as_object) else {
+        return FormatError::Unsupported {
+            path: origin.to_string(),
+            reason: "gemma4 config without text_config is not read".into(),
+        };
     };
     let count = match text_params(text, origin) {
         Ok(n) => n,
         Err(e) => return e,
     };
-    let towers = if top_type == "gemma4" {
-        " and the vision/audio towers"
-    } else {
-        ""
-    };
     FormatError::Unsupported {
         path: origin.to_string(),
         reason: format!(
-            "{top_type}: the language model has {count} parameters (Gemma4ForCausalLM, exact), \
-             but estimates are refused: per-layer input embeddings, kv-shared layers, \
-             keys-as-values global attention and the parallel dense+expert feed-forward{towers} \
-             are not modelled yet"
+            "gemma4: the language model has {count} parameters (Gemma4ForCausalLM, exact), but \
+             the vision and audio towers are not modelled; estimate the text model from its \
+             text_config (model_type gemma4_text)"
         ),
     }
 }

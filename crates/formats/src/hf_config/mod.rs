@@ -167,9 +167,9 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
-    if matches!(top_type, "gemma4" | "gemma4_text") {
-        // Counted exactly, but not estimated (`gemma4.rs` names what is not modelled).
-        return Err(gemma4::refuse(top, top_type, origin));
+    if top_type == "gemma4" {
+        // The towers are not modelled; the text model is (`gemma4.rs`).
+        return Err(gemma4::refuse(top, origin));
     }
     vision::check_subconfigs(top, top_type, origin)?;
     let architecture = top
@@ -301,6 +301,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "qwen3_5_moe_text" => qwen3_5::qwen3_5_moe(cfg)?,
         "nemotron_h" => nemotron_h::nemotron_h(cfg)?,
         "zamba2" => zamba2::zamba2(cfg)?,
+        "gemma4_text" => gemma4::text_spec(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",
@@ -452,6 +453,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
             token_types: 0,
             norm: None,
             projection: false,
+            per_layer_inputs: None,
         },
         encoder: None,
         decoder: Stack {

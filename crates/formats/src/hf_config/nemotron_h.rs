@@ -151,6 +151,7 @@ pub(crate) fn nemotron_h(cfg: &Cfg) -> Result<ModelSpec> {
             parallel_residual: false,
             parallel_ssm: None,
             shared_block: None,
+            experts_beside: None,
         });
     }
     // No rotary embedding: `NemotronHAttention.forward` applies none.

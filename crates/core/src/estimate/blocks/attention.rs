@@ -12,8 +12,8 @@ use crate::model::{Attention, AttentionKind, Layer, Naming, NormKind, Positions}
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Widths {
     pub(super) q: u64,
-    k: u64,
-    v: u64,
+    pub(super) k: u64,
+    pub(super) v: u64,
     /// All heads' values, which o_proj reads: with grouped k/v it is `heads · head_dim`, not
     /// the k/v width.
     pub(super) out: u64,
@@ -22,7 +22,7 @@ pub(super) struct Widths {
 }
 
 impl Widths {
-    fn of(kind: AttentionKind) -> Self {
+    pub(super) fn of(kind: AttentionKind) -> Self {
         match kind {
             AttentionKind::Standard {
                 heads,
@@ -113,8 +113,10 @@ impl Prog<'_> {
     }
 
     /// Everything between the projections and `o_proj`: the fused projections' view copies,
-    /// the q/k norms (when `norms`), rotary, Llama 4's L2 norm and temperature, the kernel.
-    fn core_after_projections(
+    /// the q/k norms (when `norms`), rotary, Llama 4's L2 norm and temperature, the kernel. A
+    /// layer reading another layer's keys ([`Attention::kv_shared`]) norms and rotates its
+    /// queries only.
+    pub(super) fn core_after_projections(
         &mut self,
         q: Id,
         k: Id,
@@ -146,12 +148,16 @@ impl Prog<'_> {
                 (n.dim, n.dim)
             };
             p.q = self.norm(p.q, n.kind, qd);
-            p.k = self.norm(p.k, n.kind, kd);
+            if !att.kv_shared {
+                p.k = self.norm(p.k, n.kind, kd);
+            }
         }
         if rotary {
             let (q, k) = (p.q, p.k);
             p.q = self.rotary(p.q, p.qn);
-            p.k = self.rotary(p.k, p.kn);
+            if !att.kv_shared {
+                p.k = self.rotary(p.k, p.kn);
+            }
             // `query_states, key_states = apply_rotary_pos_emb(...)`: the projections stay
             // bound until both rotations return.
             self.hold(q);

@@ -53,7 +53,14 @@ impl Prog<'_> {
     /// expert path runs and saves in fp32 even under autocast, and makes no 16-bit weight copies.
     pub(super) fn moe(&mut self, x: Id, m: &MoeMlp, h: u64) -> Id {
         let x = self.input_jitter(x, m.input_jitter);
-        let logits = self.linear(x, h, m.experts, false);
+        self.moe_routed(x, x, m, h)
+    }
+
+    /// [`Prog::moe`] after the jitter, the router reading `router_in` and the experts `x` (the
+    /// same tensor but in Gemma 4, whose router and experts read differently normed copies of
+    /// the residual, `Gemma4TextDecoderLayer.forward`).
+    pub(super) fn moe_routed(&mut self, x: Id, router_in: Id, m: &MoeMlp, h: u64) -> Id {
+        let logits = self.linear(router_in, h, m.experts, false);
         let probs = self.cast(logits, 4);
         let probs = self.t.op(&[probs], &[], self.tokens * m.experts, 4);
         self.t.keep(probs);

@@ -8,6 +8,7 @@ mod attention;
 mod dsa;
 mod falcon_h1;
 mod gated_delta;
+mod gemma4;
 mod gpt_oss;
 mod jamba;
 mod llama4;
@@ -193,11 +194,14 @@ impl Role {
 
 /// How the family's RMSNorm applies its weight: by `1 + w` in fp32 (Gemma 1–3; Qwen3-Next's
 /// `Qwen3NextRMSNorm`, `modeling_qwen3_next.py`), by `w` in fp32 before casting back (OLMo-2/3,
-/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`; Nemotron-H's
+/// `modeling_olmo2.py` / `modeling_olmo3.py` `Olmo2RMSNorm` / `Olmo3RMSNorm`; Gemma 4's
+/// `Gemma4RMSNorm`, `modeling_gemma4.py`; Nemotron-H's
 /// `NemotronHRMSNorm`, `modeling_nemotron_h.py`), or by `w` after
 /// casting back (Llama and the rest).
 pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
     match spec.model_type.as_str() {
+        // Gemma 4's `Gemma4RMSNorm`: `normed · weight.float()`, then `type_as` (no `1 +`).
+        "gemma4_text" => RmsWeight::InFp32,
         t if t.starts_with("gemma") || t == "qwen3_next" => RmsWeight::OnePlusInFp32,
         "olmo2" | "olmo3" | "nemotron_h" => RmsWeight::InFp32,
         _ => RmsWeight::AfterCast,
@@ -639,6 +643,8 @@ impl<'a> Prog<'a> {
             .filter(|_| spec.naming == Naming::Zamba2)
         {
             self.zamba2_layer(x, layer, &ssm.clone())
+        } else if spec.naming == Naming::Gemma4 {
+            self.gemma4_block(x, layer)
         } else if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
         } else if layer.attention.vision_cross {

@@ -27,7 +27,7 @@ pub use gptq::DEFAULT_GROUP;
 use crate::error::CoreError;
 use crate::ggml::GgmlType;
 use crate::inventory::{elements_of, Component, Tensor};
-use crate::model::{Head, Mlp, ModelSpec, Naming};
+use crate::model::{Head, ModelSpec, Naming};
 use crate::DType;
 use gguf::gguf_allows;
 use linear::linear_bytes;
@@ -59,10 +59,7 @@ impl QuantContext {
         let n_layers = u32::try_from(spec.num_layers()).unwrap_or(u32::MAX);
         let n_expert = spec
             .all_layers()
-            .map(|l| match &l.mlp {
-                Mlp::Moe(m) => m.experts,
-                Mlp::Dense(_) | Mlp::None => 0,
-            })
+            .map(|l| l.routed_experts().map_or(0, |m| m.experts))
             .max()
             .unwrap_or(0);
         let n_gqa = spec

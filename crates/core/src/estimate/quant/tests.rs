@@ -509,6 +509,7 @@ fn context_from_a_spec() {
             token_types: 0,
             norm: None,
             projection: false,
+            per_layer_inputs: None,
         },
         encoder: None,
         decoder: Stack {

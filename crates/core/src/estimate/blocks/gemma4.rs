@@ -1,0 +1,107 @@
+//! Gemma 4's decoder layer in a block program, as transformers 5.24 runs it
+//! (`models/gemma4/modeling_gemma4.py`, `Gemma4TextDecoderLayer.forward`,
+//! `Gemma4TextAttention.forward`, `Gemma4TextRouter.forward`, `Gemma4TextExperts` under
+//! `use_experts_implementation`, `Gemma4RMSNorm`).
+
+use super::attention::Widths;
+use super::{Prog, Role};
+use crate::estimate::tape::Id;
+use crate::model::{Attention, Layer, MoeMlp, NormSlot};
+
+impl Prog<'_> {
+    /// `Gemma4TextDecoderLayer.forward`: `x + post_attention_layernorm(attn(input_layernorm(x)))`;
+    /// then the dense MLP between `pre_feedforward_layernorm` and (with experts beside it)
+    /// `post_feedforward_layernorm_1`, the experts on the same residual, the sum, and
+    /// `post_feedforward_layernorm` before the residual add; then the per-layer input branch;
+    /// finally `hidden_states *= layer_scalar` in place (a buffer: nothing saved, no new tensor).
+    pub(super) fn gemma4_block(&mut self, x: Id, layer: &Layer) -> Id {
+        let h = self.c.spec.hidden_size;
+        let a_in = self.norm_in(x, layer, NormSlot::PreAttention);
+        let a = self.gemma4_attention(a_in, &layer.attention);
+        let a = self.norm_in(a, layer, NormSlot::PostAttention);
+        let mid = self.residual(x, a);
+        let m_in = self.norm_in(mid, layer, NormSlot::PreMlp);
+        let mut m = self.ffn(m_in, layer);
+        if let Some(e) = &layer.experts_beside {
+            let m1 = self.norm(m, crate::model::NormKind::RmsNorm, h);
+            let m2 = self.gemma4_experts(mid, e);
+            m = self.residual(m1, m2);
+        }
+        let m = self.norm_in(m, layer, NormSlot::PostMlp);
+        let out = self.residual(mid, m);
+        match self.c.spec.embedding.per_layer_inputs {
+            Some(p) => self.gemma4_per_layer_input(out, p.width, layer),
+            None => out,
+        }
+    }
+
+    /// `Gemma4TextAttention.forward`: `q_proj`, `q_norm`, rotary; on a layer with its own keys
+    /// and values `k_proj` (and `v_proj`, or the key projection itself as values under
+    /// `attention_k_eq_v`), `k_norm` and rotary on the keys, the weightless `v_norm` on the
+    /// values; a kv-sharing layer reads the keys and values the producing layer made (saved
+    /// there already: nothing new here but what the kernel makes of them); the kernel;
+    /// `o_proj`.
+    fn gemma4_attention(&mut self, x: Id, att: &Attention) -> Id {
+        let h = self.c.spec.hidden_size;
+        let w = Widths::of(att.kind);
+        let q = self.linear_named(x, h, w.q, att.bias.q, Role::Q);
+        let (k, v) = if att.kv_shared {
+            let (kv_tokens, width) = (self.c.batch * self.c.kv_seq, self.w(q));
+            let k = self.t.external(kv_tokens * w.k, width);
+            (k, self.t.external(kv_tokens * w.v, width))
+        } else {
+            let k = self.linear_named(x, h, w.k, att.bias.k, Role::K);
+            let v = if att.values_from_keys {
+                k
+            } else {
+                self.linear_named(x, h, w.v, att.bias.v, Role::V)
+            };
+            let vw = self.w(v);
+            let vn = self.normalize_fp32(v, att.kind.qk_head_dim());
+            (k, self.cast(vn, vw))
+        };
+        let ctx = self.core_after_projections(q, k, v, att, false, true);
+        let out = self.linear_named(ctx, w.out, h, att.bias.o, Role::O);
+        if let Some(q) = self.query.take() {
+            self.hold(q);
+        }
+        out
+    }
+
+    /// The expert branch (`Gemma4TextDecoderLayer.forward` with `enable_moe_block`): the router
+    /// reads the residual through its weightless norm, `· scale` (saving the normed input for
+    /// the scale's gradient) and `· hidden^-0.5`; the experts read
+    /// `pre_feedforward_layernorm_2(residual)` (grouped_mm, as `Prog::moe`); then
+    /// `post_feedforward_layernorm_2`.
+    fn gemma4_experts(&mut self, residual: Id, m: &MoeMlp) -> Id {
+        let h = self.c.spec.hidden_size;
+        let rw = self.w(residual);
+        let rn = self.normalize_fp32(residual, h);
+        let rn = self.cast(rn, rw);
+        let scaled = self.elementwise(&[rn], &[rn]);
+        let router_in = self.elementwise(&[scaled], &[]);
+        let x2 = self.norm(residual, crate::model::NormKind::RmsNorm, h);
+        let out = self.moe_routed(x2, router_in, m, h);
+        self.norm(out, crate::model::NormKind::RmsNorm, h)
+    }
+
+    /// The per-layer input branch: `per_layer_input_gate` (saving its input), the activation
+    /// (saving its input), the product with this layer's slice of the per-layer inputs (saving
+    /// both: the slice is a view of the model's `[b, s, layers, width]` tensor, counted once by
+    /// the embeddings stage), `per_layer_projection`, `post_per_layer_input_norm`, the residual
+    /// add. The activation is the MLP's (`ACT2FN[config.hidden_activation]` for both).
+    fn gemma4_per_layer_input(&mut self, x: Id, width: u64, layer: &Layer) -> Id {
+        let h = self.c.spec.hidden_size;
+        let act = match &layer.mlp {
+            crate::model::Mlp::Dense(d) => d.activation.clone(),
+            _ => "gelu_pytorch_tanh".to_string(),
+        };
+        let g = self.linear(x, h, width, false);
+        let a = self.activation(g, &act);
+        let slice = self.t.external(self.tokens * width, self.c.num.param);
+        let p = self.elementwise(&[a, slice], &[a, slice]);
+        let y = self.linear(p, width, h, false);
+        let y = self.norm(y, crate::model::NormKind::RmsNorm, h);
+        self.residual(x, y)
+    }
+}

@@ -1,0 +1,115 @@
+//! Gemma 4's text model (`gemma4_text`) estimated, not only counted: the KV cache of E2B (20
+//! of 35 layers reuse another layer's keys and values and cache nothing), fit, and tiny
+//! training steps measured on the CPU (`validation/cpu-measured-gemma4.json`).
+
+mod measured;
+
+use serde_json::{json, Value};
+
+fn e2b() -> Value {
+    measured::formats_fixture("gemma4/gemma-4-e2b-text.json")
+}
+
+/// E2B's bf16 cache at 1 × 4,096 by hand (`modeling_gemma4.py`; `cache_utils.py`
+/// `DynamicCache` of a `Gemma4TextConfig`): layers 15–34 are kv-sharing consumers
+/// (`DummyLayer`, nothing stored); of layers 0–14, 4, 9 and 14 are full (1 kv head of 512:
+/// K and V 2·512·4,096 values · 2 B = 8,388,608 B each, 25,165,824 B), the other 12 sliding
+/// (1 kv head of 256 over the 512-token window: 2·256·512 · 2 B = 524,288 B each,
+/// 6,291,456 B). Total 31,457,280 B; doubling the context adds only the full layers' part.
+/// (transformers' sliding layers keep `sliding_window - 1` = 511 tokens, the estimator a whole
+/// window, as for every sliding family: 12 · 2·256 · 2 B = 12,288 B more here.)
+#[test]
+fn e2b_kv_cache_by_hand() {
+    let cfg = e2b();
+    assert_eq!(measured::kv_cache(&cfg, 1, 4096), 31_457_280);
+    assert_eq!(measured::kv_cache(&cfg, 2, 4096), 2 * 31_457_280);
+    let grown = measured::kv_cache(&cfg, 1, 8192) - measured::kv_cache(&cfg, 1, 4096);
+    assert_eq!(grown, 25_165_824);
+}
+
+/// Below the window the estimator's cache equals the formats reader's `DynamicCache` model
+/// (`gemma4::dynamic_cache_elements`, itself checked against a CPU-measured cache), in bf16:
+/// at 300 tokens 12 sliding layers · 2·256·300 + 3 full · 2·512·300 = 2,764,800 values,
+/// 5,529,600 B.
+#[test]
+fn e2b_kv_cache_agrees_with_the_dynamic_cache_below_the_window() {
+    let cfg = e2b();
+    let obj = cfg.as_object().unwrap();
+    let elements =
+        vramscope_formats::hf_config::gemma4::dynamic_cache_elements(obj, "e2b", 1, 300).unwrap();
+    assert_eq!(elements, 2_764_800);
+    assert_eq!(measured::kv_cache(&cfg, 1, 300), 2 * elements);
+}
+
+/// fit answers for E2B (bf16 inference on an H200): a largest batch at 4,096 tokens, and a
+/// smaller one at 65,536 tokens, where the three full layers' cache has grown sixteenfold.
+#[test]
+fn e2b_fit_answers() {
+    let fit = |seq: u64| {
+        let job: vramscope_core::job::Job = serde_json::from_value(json!({
+            "model": {"hf_config": e2b()}, "task": "infer", "batch": 1, "seq": seq,
+            "precision": "bf16", "gpu": "h200-141gb"}))
+        .unwrap();
+        let model =
+            vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let resolved = job.resolve(Some(131_072)).unwrap();
+        vramscope_core::fit::fit(&model.into_input(), &resolved)
+            .unwrap()
+            .max_batch
+            .expect("at least one sequence fits")
+    };
+    let (short, long) = (fit(4096), fit(65_536));
+    assert!(long >= 1 && short > long, "{short} {long}");
+}
+
+/// Training E2B is estimated (no refusal): bf16-mixed AdamW at 1 × 2,048 with SDPA.
+#[test]
+fn e2b_training_is_estimated() {
+    let r = measured::run(
+        json!({"model": {"hf_config": e2b()}, "task": "train", "batch": 1,
+        "seq": 2048, "precision": "bf16-mixed", "optimizer": "adamw", "attention": "sdpa"}),
+    );
+    assert!(r.per_gpu.components.activations > 0);
+    assert_eq!(r.model.params_total, 4_628_569_344);
+}
+
+/// Two tiny Gemma 4 text models' AdamW steps at 2 × 256, measured on the CPU tensor by tensor
+/// (`validation/cpu-measured-gemma4.json`, `validation/results/cpu-tiny-gemma4*`;
+/// validation/README.md): one with per-layer inputs, two kv-sharing layers and the double-wide
+/// MLP (SDPA fp32 and bf16-mixed, eager bf16-mixed, SDPA bf16-mixed under full
+/// checkpointing), one with keys-as-values full layers and the experts beside the MLP (SDPA
+/// fp32 and bf16-mixed). Every case within 3 % (peaks net of the two cuBLAS workspaces a CPU
+/// run lacks). Without checkpointing they measured within 0.21 %, so they are held to 0.5 %:
+/// leaving the per-layer inputs unkept (−0.83 %), giving the kv-sharing layers their own keys
+/// and values (+3.38 %) or the keys-as-values layers a value projection (+0.78 %) each breaks
+/// that. The checkpointed peak (in the optimizer step) reads +0.82 %.
+#[test]
+fn measured_training_steps_within_3_percent() {
+    let all = measured::compare("cpu-measured-gemma4.json");
+    assert_eq!(all.len(), 16);
+    for c in &all {
+        let bound = if c.id.contains("-ckpt") { 0.03 } else { 0.005 };
+        assert!(c.error.abs() <= bound, "{} {:+.3}", c.id, c.error);
+    }
+}
+
+/// The experts beside the dense MLP are the model's routed experts where the estimator asks
+/// (`Layer::routed_experts`: the summary, the step-time model, expert parallelism, GGUF's
+/// expert count): the tiny MoE config of the measured steps (`enable_moe_block`,
+/// `num_experts` 8, `top_k_experts` 2) reads 8 experts, 2 per token.
+#[test]
+fn experts_beside_the_mlp_are_routed_experts() {
+    let spec_path = format!(
+        "{}/../../validation/specs/cpu-tiny-gemma4moe-fp32-adamw-sdpa.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(spec_path).unwrap()).unwrap();
+    let config = spec["hf_config"].clone();
+    let r = measured::run(
+        json!({"model": {"hf_config": config}, "task": "train", "batch": 2,
+        "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa"}),
+    );
+    assert_eq!(r.model.experts, Some(8));
+    assert_eq!(r.model.experts_per_token, Some(2));
+    assert_eq!(r.model.model_type.as_deref(), Some("gemma4_text"));
+}

@@ -32,6 +32,7 @@ mod unknown;
 mod vision;
 mod vision_families;
 mod vision_parts;
+mod vision_season;
 
 use encoders::{bert_like, t5};
 use fields::Cfg;
@@ -106,6 +107,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "qwen3_5_moe_text",
     "deepseek_v32",
     "glm_moe_dsa",
+    "paligemma",
+    "lfm2_vl",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far

@@ -171,3 +171,37 @@ fn lfm2_vl_image_tokens() {
     assert_eq!(c(256, 256), (66, 1, 1024));
     assert_eq!(c(2000, 300), (2_048, 8, 1024));
 }
+
+/// A tiny config of `validation/specs/`, read as the job's `hf_config`.
+fn spec_config(id: &str) -> u64 {
+    let path = format!(
+        "{}/../../validation/specs/{id}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let parsed =
+        vramscope_formats::hf_config::parse_config_value(&spec["hf_config"], id).unwrap();
+    vramscope_formats::model_source::model_of_config(parsed, id)
+        .unwrap()
+        .params_total
+}
+
+/// The tied head follows the wrapper's `tie_word_embeddings` (default true), not the text
+/// config's. The measured tiny LFM2-VL's `text_config` says false, yet transformers built it
+/// tied: its record (`validation/results/cpu-tiny-lfm2vl-fp32-adamw-sdpa-b2-1img.json`,
+/// `n_params`) counts 3,796,224, one 1024 × 256 head fewer than untied. The tiny PaliGemma
+/// (record: 290,240) by hand: tower patch conv 64·3·14·14 + 64 = 37,696, positions 64 · 64 =
+/// 4,096, two layers of 49,984 (`siglip_layer(64, 256)`), final norm 128 → 141,888; projector
+/// 64 · 64 + 64 = 4,160; Gemma 2 (64 wide, 3 layers, 4 heads × 16, 2 kv heads, MLP 128,
+/// vocab 512, tied): 32,768 + 3 · (12,288 + 24,576 + 256) + 64 = 144,192.
+#[test]
+fn tiny_measured_configs_count_as_their_records() {
+    assert_eq!(siglip_layer(64, 256), 49_984);
+    assert_eq!(
+        37_696 + 4_096 + 2 * 49_984 + 128 + 4_160 + 144_192,
+        290_240u64
+    );
+    assert_eq!(spec_config("cpu-tiny-paligemma-fp32-adamw-eager-b2-1img"), 290_240);
+    assert_eq!(spec_config("cpu-tiny-lfm2vl-fp32-adamw-sdpa-b2-1img"), 3_796_224);
+}

@@ -197,6 +197,9 @@ pub fn parse_config_value_with(
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
     }
+    if matches!(top_type, "paligemma" | "lfm2_vl") {
+        vision_season::tie_head(&mut spec, top_type, &Cfg { obj: top, origin })?;
+    }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
         spec.quantization = quantization_format(q);
         if spec.quantization.is_none() {

@@ -110,3 +110,26 @@ pub(super) fn lfm2_vl_preprocessor(p: &Cfg, tokens: &mut Lfm2VlTokens) -> Result
     }
     Ok(())
 }
+
+/// The head of `PaliGemmaForConditionalGeneration` / `Lfm2VlForConditionalGeneration` is tied
+/// to the embeddings by the top-level `tie_word_embeddings` (`modeling_utils.py`
+/// `get_expanded_tied_weights_keys` reads `self.config`, the wrapper's; both classes default
+/// it to true, `Lfm2VlConfig.__post_init__` lets `tie_embedding` override it), not the text
+/// config's: transformers 5.24 on the meta device ties the tiny LFM2-VL of
+/// `validation/specs/cpu-tiny-lfm2vl-*.json`, whose `text_config` says false (3,796,224
+/// parameters, not 3,796,224 + 1024 · 256).
+pub(super) fn tie_head(
+    spec: &mut vramscope_core::model::ModelSpec,
+    top_type: &str,
+    top: &Cfg,
+) -> Result<()> {
+    if let vramscope_core::model::Head::LanguageModel { tied, .. } = &mut spec.head {
+        let word = top.boolean("tie_word_embeddings", true)?;
+        *tied = if top_type == "lfm2_vl" {
+            top.boolean("tie_embedding", word)?
+        } else {
+            word
+        };
+    }
+    Ok(())
+}

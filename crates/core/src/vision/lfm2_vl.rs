@@ -109,11 +109,9 @@ impl Lfm2VlTokens {
         best
     }
 
-    /// The cost of one `width × height` image: its tiles and thumbnail (or the one resized
-    /// image) as tower images of [`Self::max_num_patches`] rows, and its tokens —
-    /// `ceil(tile/patch/factor)²` per tile, `ceil(h/patch/factor) · ceil(w/patch/factor)` for
-    /// the resized image or thumbnail, and the special tokens around them.
-    pub fn cost(&self, height: u64, width: u64) -> Result<ImageCost, String> {
+    /// The processor's layout of one image: (columns, rows) of tiles (1 × 1: resized whole)
+    /// and the resized image's (height, width), which is also the thumbnail's.
+    fn layout(&self, height: u64, width: u64) -> Result<((u64, u64), (u64, u64)), String> {
         if self.patch == 0 || self.factor == 0 || self.tile < self.patch {
             return Err("LFM2-VL's patch, downsample factor and tile must be positive".into());
         }
@@ -126,8 +124,8 @@ impl Lfm2VlTokens {
             return Err("min_tiles must be at least 1 and at most max_tiles".into());
         }
         let splitting = !(lo == 1 && hi == 1);
-        let (new_h, new_w) = self.smart_resize(height, width);
-        let (cols, rows) = if splitting && self.too_large(height, width) {
+        let resized = self.smart_resize(height, width);
+        let grid = if splitting && self.too_large(height, width) {
             Lfm2VlTokens {
                 min_tiles: lo,
                 max_tiles: hi,
@@ -137,6 +135,31 @@ impl Lfm2VlTokens {
         } else {
             (1, 1)
         };
+        Ok((grid, resized))
+    }
+
+    /// Whether some tower image of a `width × height` image has fewer patches than
+    /// [`Self::max_num_patches`]: then `pixel_attention_mask` masks padding and
+    /// `Siglip2Encoder` attends under a mask (`masking_utils.py` `create_bidirectional_mask`
+    /// drops an all-true one for SDPA: `_ignore_bidirectional_mask_sdpa`).
+    pub fn padded(&self, height: u64, width: u64) -> Result<bool, String> {
+        let ((cols, rows), (h, w)) = self.layout(height, width)?;
+        let max = self.max_num_patches();
+        let whole = (h / self.patch) * (w / self.patch) < max;
+        if rows > 1 || cols > 1 {
+            let side = self.tile / self.patch;
+            Ok(side * side < max || (self.use_thumbnail && whole))
+        } else {
+            Ok(whole)
+        }
+    }
+
+    /// The cost of one `width × height` image: its tiles and thumbnail (or the one resized
+    /// image) as tower images of [`Self::max_num_patches`] rows, and its tokens —
+    /// `ceil(tile/patch/factor)²` per tile, `ceil(h/patch/factor) · ceil(w/patch/factor)` for
+    /// the resized image or thumbnail, and the special tokens around them.
+    pub fn cost(&self, height: u64, width: u64) -> Result<ImageCost, String> {
+        let ((cols, rows), (new_h, new_w)) = self.layout(height, width)?;
         let f = self.factor;
         let per_tile = (self.tile / self.patch).div_ceil(f).pow(2);
         let whole = (new_h / self.patch).div_ceil(f) * (new_w / self.patch).div_ceil(f);

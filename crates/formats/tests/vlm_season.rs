@@ -77,7 +77,10 @@ fn paligemma2_3b_pt_448() {
     let v = m.spec.as_ref().unwrap().vision.clone().unwrap();
     assert_eq!(v.family, "paligemma");
     let cost = v.tokens.cost(640, 480).unwrap();
-    assert_eq!((cost.tokens, cost.tower_images, cost.tower_seq), (1024, 1, 1024));
+    assert_eq!(
+        (cost.tokens, cost.tower_images, cost.tower_seq),
+        (1024, 1, 1024)
+    );
     // 224 px: (224/14)² = 256 whatever the image's size.
     let m = load_model(&fixture("paligemma2-3b-pt-224.json")).unwrap();
     let v = m.spec.as_ref().unwrap().vision.clone().unwrap();
@@ -93,7 +96,10 @@ fn paligemma_projection_must_match_the_language_model() {
     let err = vramscope_formats::hf_config::parse_config_str(&bad, "pg")
         .unwrap_err()
         .to_string();
-    assert!(err.contains("projection_dim") && !err.contains('\n'), "{err}");
+    assert!(
+        err.contains("projection_dim") && !err.contains('\n'),
+        "{err}"
+    );
 }
 
 /// LFM2-VL-1.6B. Tower (`Siglip2VisionModel`, 1152 wide, MLP 4304, 26 layers, 16 px patches,
@@ -138,7 +144,10 @@ fn lfm2_vl_450m() {
     let lm = 65_536 * 1024 + 10 * conv + 6 * attn + 1024;
     assert_eq!(lm, 354_483_968u64);
     assert_eq!(tower + projector + lm, 450_822_656);
-    assert_eq!(parts("lfm2-vl-450m.json"), (450_822_656, tower, projector, lm));
+    assert_eq!(
+        parts("lfm2-vl-450m.json"),
+        (450_822_656, tower, projector, lm)
+    );
 }
 
 /// LFM2-VL's image tokens by hand from `image_processing_lfm2_vl.py` and
@@ -180,8 +189,7 @@ fn spec_config(id: &str) -> u64 {
     );
     let spec: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let parsed =
-        vramscope_formats::hf_config::parse_config_value(&spec["hf_config"], id).unwrap();
+    let parsed = vramscope_formats::hf_config::parse_config_value(&spec["hf_config"], id).unwrap();
     vramscope_formats::model_source::model_of_config(parsed, id)
         .unwrap()
         .params_total
@@ -202,6 +210,12 @@ fn tiny_measured_configs_count_as_their_records() {
         37_696 + 4_096 + 2 * 49_984 + 128 + 4_160 + 144_192,
         290_240u64
     );
-    assert_eq!(spec_config("cpu-tiny-paligemma-fp32-adamw-eager-b2-1img"), 290_240);
-    assert_eq!(spec_config("cpu-tiny-lfm2vl-fp32-adamw-sdpa-b2-1img"), 3_796_224);
+    assert_eq!(
+        spec_config("cpu-tiny-paligemma-fp32-adamw-eager-b2-1img"),
+        290_240
+    );
+    assert_eq!(
+        spec_config("cpu-tiny-lfm2vl-fp32-adamw-sdpa-b2-1img"),
+        3_796_224
+    );
 }

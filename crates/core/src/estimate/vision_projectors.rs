@@ -51,10 +51,7 @@ pub(super) fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Nume
         // LayerNorm output (fp32 under autocast, so the linear's 16-bit copy).
         Projector::PaliGemma { .. } => round_size(all * h * w),
         Projector::Lfm2Vl {
-            scale,
-            inner,
-            norm,
-            ..
+            scale, inner, norm, ..
         } => lfm2_vl_kept(all, h, (scale, inner, norm), num),
         _ => 0,
     }

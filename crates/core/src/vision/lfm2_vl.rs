@@ -40,7 +40,11 @@ impl Lfm2VlTokens {
     pub fn max_num_patches(&self) -> u64 {
         let thumb = self.max_image_tokens * self.factor * self.factor;
         let side = self.tile / self.patch.max(1);
-        thumb.max(if self.do_image_splitting { side * side } else { 0 })
+        thumb.max(if self.do_image_splitting {
+            side * side
+        } else {
+            0
+        })
     }
 
     /// `smart_resize`: (height, width) as multiples of `patch · factor` with the pixels between
@@ -168,8 +172,7 @@ impl Lfm2VlTokens {
         let thumbnail = multi && self.use_thumbnail;
         let tokens = 2 * special
             + if multi {
-                rows * cols * (per_tile + special)
-                    + if thumbnail { special + whole } else { 0 }
+                rows * cols * (per_tile + special) + if thumbnail { special + whole } else { 0 }
             } else {
                 whole
             };

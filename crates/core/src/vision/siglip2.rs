@@ -18,7 +18,13 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     let root = "model.vision_tower.vision_model";
     let e = Component::Embedding;
     let px = t.channels * t.patch * t.patch;
-    o.linear(&format!("{root}.embeddings.patch_embedding"), px, h, true, e)?;
+    o.linear(
+        &format!("{root}.embeddings.patch_embedding"),
+        px,
+        h,
+        true,
+        e,
+    )?;
     o.push(
         format!("{root}.embeddings.position_embedding.weight"),
         vec![t.position_rows, h],

@@ -28,6 +28,9 @@ pub struct Lfm2VlTokens {
     pub special_tokens: bool,
 }
 
+/// Two sides: (columns, rows) of tiles, or (height, width) of an image.
+type Grid = (u64, u64);
+
 /// Python's `round(number / factor) * factor` (half to even).
 fn round_by_factor(n: u64, f: u64) -> u64 {
     (n as f64 / f as f64).round_ties_even() as u64 * f
@@ -115,7 +118,7 @@ impl Lfm2VlTokens {
 
     /// The processor's layout of one image: (columns, rows) of tiles (1 × 1: resized whole)
     /// and the resized image's (height, width), which is also the thumbnail's.
-    fn layout(&self, height: u64, width: u64) -> Result<((u64, u64), (u64, u64)), String> {
+    fn layout(&self, height: u64, width: u64) -> Result<(Grid, Grid), String> {
         if self.patch == 0 || self.factor == 0 || self.tile < self.patch {
             return Err("LFM2-VL's patch, downsample factor and tile must be positive".into());
         }

@@ -88,8 +88,15 @@ fn describe_projector(p: &Projector) -> String {
         Projector::Mllama { input, out } => format!("linear {input} → {out}"),
         Projector::PaliGemma { out } => format!("linear → {out}"),
         Projector::Lfm2Vl {
-            scale, inner, out, ..
-        } => format!("{scale}×{scale} pixel unshuffle, LayerNorm, MLP {inner} → {out}"),
+            scale,
+            inner,
+            out,
+            norm,
+            ..
+        } => format!(
+            "{scale}×{scale} pixel unshuffle, {}MLP {inner} → {out}",
+            if *norm { "LayerNorm, " } else { "" }
+        ),
     }
 }
 

@@ -219,3 +219,22 @@ fn tiny_measured_configs_count_as_their_records() {
         3_796_224
     );
 }
+
+/// An LFM2-VL `preprocessor_config.json` overrides the processor keys: `max_image_tokens` 64
+/// and no splitting make a 1024 × 768 image one resized image — `smart_resize` shrinks it by
+/// √(786,432 / 65,536) = √12 = 3.4641 to floor(768/3.4641/32)·32 = 192 by
+/// floor(1024/3.4641/32)·32 = 288, i.e. 6 · 9 = 54 tokens + start + end = 56 — padded to
+/// `max_num_patches` = 64 · 2² = 256 (no tile term without splitting).
+#[test]
+fn lfm2_vl_preprocessor_overrides() {
+    let m = load_model(&fixture("lfm2-vl-1.6b.json")).unwrap();
+    let mut spec = m.spec.clone().unwrap();
+    vramscope_formats::hf_config::apply_preprocessor(
+        &mut spec,
+        r#"{"max_image_tokens": 64, "do_image_splitting": false}"#,
+        "preprocessor_config.json",
+    )
+    .unwrap();
+    let c = spec.vision.unwrap().tokens.cost(1024, 768).unwrap();
+    assert_eq!((c.tokens, c.tower_images, c.tower_seq), (56, 1, 256));
+}

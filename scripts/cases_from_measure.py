@@ -33,7 +33,15 @@ def images_of(spec):
     if not im:
         return {}
     v = spec["hf_config"]["vision_config"]
-    if spec["hf_config"]["model_type"] == "llava":
+    if spec["hf_config"]["model_type"] == "lfm2_vl":
+        # scripts/measure_vlm_season.patch: (h/p/f)·(w/p/f) image tokens after `image_extra`
+        # text tokens per image (the processor's <|image_start|>, <|image_end|>, which the
+        # estimate counts among the image's tokens).
+        f = spec["hf_config"].get("downsample_factor", 2)
+        p = v["patch_size"]
+        tokens = (im["height"] // p // f) * (im["width"] // p // f) + spec.get("image_extra", 0)
+        return {"images": im, "seq": spec["seq"] - im["count"] * tokens}
+    if spec["hf_config"]["model_type"] in ("llava", "paligemma"):
         # LLaVA (scripts/measure_vlm.patch's LLaVA branch): (image_size / patch)² tokens per
         # image, the tower's class token dropped (`vision_feature_select_strategy: default`).
         side = v["image_size"] // v["patch_size"]
@@ -47,6 +55,8 @@ def images_of(spec):
 
 
 def patch_of(spec):
+    if spec["hf_config"]["model_type"] in ("paligemma", "lfm2_vl"):
+        return "measure_vlm.patch then scripts/measure_vlm_season.patch"
     return "measure_mllama.patch" if spec["hf_config"]["model_type"] == "mllama" else "measure_vlm.patch"
 
 

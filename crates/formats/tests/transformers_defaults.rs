@@ -49,6 +49,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("internvl", "text_config"),
     ("qwen3_vl_moe", "text_config"),
     ("mllama", "text_config"),
+    ("paligemma", "text_config"),
     // `Lfm2MoeConfig` derives no `layer_types`; `Lfm2MoeDecoderLayer` indexes it, so
     // transformers fails on the class defaults ("'NoneType' object is not subscriptable").
     ("lfm2_moe", "layer_types"),
@@ -219,6 +220,8 @@ rows!(
     deepseek_v32,
     glm_moe_dsa,
     zamba2,
+    paligemma,
+    lfm2_vl,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

@@ -156,10 +156,11 @@ fn preprocessor_config_sets_qwen_pixel_bounds() {
 }
 
 /// A vision-language family not read natively is still refused naming its sub-configs (the
-/// guard of `unknown.rs` stays for whatever comes next): PaliGemma's `paligemma`.
+/// guard of `unknown.rs` stays for whatever comes next): Idefics2's `idefics2` (PaliGemma, the
+/// earlier example here, is now read natively: `vlm_season.rs`).
 #[test]
 fn unread_vlm_families_stay_refused() {
-    let text = r#"{"model_type": "paligemma", "architectures": ["PaliGemmaForConditionalGeneration"],
+    let text = r#"{"model_type": "idefics2", "architectures": ["Idefics2ForConditionalGeneration"],
         "text_config": {"hidden_size": 2048, "num_hidden_layers": 18,
             "num_attention_heads": 8, "vocab_size": 257216, "intermediate_size": 16384},
         "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}}"#;
@@ -167,7 +168,7 @@ fn unread_vlm_families_stay_refused() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("'paligemma'") && e.contains("vision_config"),
+        e.contains("'idefics2'") && e.contains("vision_config"),
         "{e}"
     );
 }

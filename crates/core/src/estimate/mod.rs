@@ -24,6 +24,7 @@ pub mod tape;
 pub mod techniques;
 pub mod vision;
 mod vision_projectors;
+mod vision_siglip2;
 
 pub mod forward_plan;
 pub mod input;

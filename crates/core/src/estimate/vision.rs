@@ -217,6 +217,11 @@ pub fn tower_forward(
         return Ok(m);
     }
     let (mut inputs_kept, mut inputs_live) = tower_inputs(v, n, cost, num, trains);
+    if let TowerKind::Siglip2 { .. } = v.tower.kind {
+        let (k, l) = super::vision_siglip2::extras(v, job, n, cost, num, trains)?;
+        inputs_kept += k;
+        inputs_live += l;
+    }
     inputs_live += mask;
     if trains && job.attention == AttentionKernel::Sdpa {
         inputs_kept += mask;

@@ -47,6 +47,33 @@ pub(super) fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Nume
             let rows = all / (scale * scale).max(1);
             2 * round_size(all * h * w) + 2 * round_size(rows * out * w)
         }
+        // `PaliGemmaMultiModalProjector.linear` saves its input: the tower's final
+        // LayerNorm output (fp32 under autocast, so the linear's 16-bit copy).
+        Projector::PaliGemma { .. } => round_size(all * h * w),
+        Projector::Lfm2Vl {
+            scale, inner, norm, ..
+        } => lfm2_vl_kept(all, h, (scale, inner, norm), num),
         _ => 0,
     }
+}
+
+/// `Lfm2VlMultiModalProjector` (`modeling_lfm2_vl.py`) over the `rows` patch rows
+/// `Lfm2VlModel.get_image_features` gathers (every token slot of every tower image, padding
+/// slots included): `pixel_unshuffle`'s last `reshape` copies the permuted rows (at the tower
+/// output's width; the LayerNorm, or `linear_1`, saves it), the LayerNorm's output (saved by
+/// `linear_1`; its 16-bit copy under autocast) and its fp32 mean and rstd per token, `linear_1`'s
+/// output (saved by GELU) and GELU's (saved by `linear_2`), at `projector_hidden_size`.
+fn lfm2_vl_kept(rows: u64, h: u64, p: (u64, u64, bool), num: Numerics) -> u64 {
+    let (scale, inner, norm) = p;
+    let w = if num.autocast { 2 } else { num.compute };
+    let tokens = rows / (scale * scale).max(1);
+    let copy = round_size(rows * h * num.param);
+    let normed = if norm {
+        round_size(rows * h * w) + 2 * round_size(tokens * 4)
+    } else if num.autocast && num.param == 4 {
+        round_size(rows * h * 2)
+    } else {
+        0
+    };
+    copy + normed + 2 * round_size(tokens * inner * w)
 }

@@ -11,13 +11,16 @@ mod blocks;
 mod cost;
 mod families;
 mod inventory;
+mod lfm2_vl;
 pub mod mllama;
 mod onevision;
+mod siglip2;
 mod tiling;
 mod tokens;
 
 pub use cost::ImageCost;
 pub use inventory::vision_tensors;
+pub use lfm2_vl::Lfm2VlTokens;
 pub use tokens::ImageTokens;
 
 use crate::model::norm::NormKind;
@@ -126,6 +129,12 @@ pub enum TowerKind {
         aspect_ratios: u64,
         intermediate: u64,
     },
+    /// SigLIP2 NaFlex (`modeling_siglip2.py` `Siglip2VisionModel`, LFM2-VL's tower): SigLIP's
+    /// blocks and `post_layernorm` under `vision_model`, but the patch embedding is a linear
+    /// over the flattened `channels · patch²` pixels of each patch and the learned positions
+    /// are a `num_patches` table resized to each image's grid; the pooling head when
+    /// `vision_use_head` (its `Siglip2VisionConfig` default: true).
+    Siglip2 { head: bool },
 }
 
 impl TowerKind {
@@ -206,6 +215,20 @@ pub enum Projector {
     /// Mllama's `multi_modal_projector`: one biased linear from the tower's concatenated
     /// output (`vision_output_dim`) to the text width.
     Mllama { input: u64, out: u64 },
+    /// PaliGemma's `PaliGemmaMultiModalProjector` (`modeling_paligemma.py`): one biased
+    /// linear from the tower width to `projection_dim` (the language model's width).
+    PaliGemma { out: u64 },
+    /// LFM2-VL's `Lfm2VlMultiModalProjector` (`modeling_lfm2_vl.py`): pixel unshuffle of
+    /// `scale × scale` patches into one (`scale²·hidden` wide), a LayerNorm over that width
+    /// when `projector_use_layernorm`, `linear_1` → `projector_hidden_size`, GELU, `linear_2`
+    /// → the language model's width, both biased when `projector_bias`.
+    Lfm2Vl {
+        scale: u64,
+        inner: u64,
+        out: u64,
+        norm: bool,
+        bias: bool,
+    },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

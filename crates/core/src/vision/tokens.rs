@@ -94,6 +94,11 @@ pub enum ImageTokens {
         patch: u64,
         max_tiles: u64,
     },
+    /// LFM2-VL (`image_processing_lfm2_vl.py` `resize_and_split`, `processing_lfm2_vl.py`
+    /// `_build_image_tokens`): an image too large for one tile is cut into the grid of `tile`
+    /// squares closest to its aspect ratio plus a thumbnail, else resized whole; see
+    /// [`super::lfm2_vl`].
+    Lfm2Vl(super::lfm2_vl::Lfm2VlTokens),
 }
 
 impl ImageTokens {
@@ -198,6 +203,7 @@ impl ImageTokens {
                 tower_seq: max_tiles
                     .saturating_mul(super::mllama::padded_tile_positions(tile, patch)),
             }),
+            ImageTokens::Lfm2Vl(ref t) => t.cost(height, width),
         }
     }
 }

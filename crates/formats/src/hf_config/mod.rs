@@ -32,6 +32,7 @@ mod unknown;
 mod vision;
 mod vision_families;
 mod vision_parts;
+mod vision_season;
 mod zamba2;
 
 use encoders::{bert_like, t5};
@@ -108,6 +109,8 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "deepseek_v32",
     "glm_moe_dsa",
     "zamba2",
+    "paligemma",
+    "lfm2_vl",
 ];
 
 /// Upper bounds that keep a hostile config from making the inventory huge. Real models are far
@@ -195,6 +198,9 @@ pub fn parse_config_value_with(
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
+    }
+    if matches!(top_type, "paligemma" | "lfm2_vl") {
+        vision_season::tie_head(&mut spec, top_type, &Cfg { obj: top, origin })?;
     }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
         spec.quantization = quantization_format(q);

@@ -30,6 +30,8 @@ pub const VISION_TYPES: &[&str] = &[
     "qwen3_vl_moe",
     "qwen3_5",
     "qwen3_5_moe",
+    "paligemma",
+    "lfm2_vl",
 ];
 
 /// The VLM wrappers whose configuration class builds a default sub-config that is not its
@@ -45,6 +47,7 @@ const OWN_DEFAULT_SUBCONFIGS: &[&str] = &[
     "internvl",
     "qwen3_vl_moe",
     "mllama",
+    "paligemma",
 ];
 
 /// Refuses a VLM config of [`OWN_DEFAULT_SUBCONFIGS`] without its `text_config` (Qwen2-VL's
@@ -185,6 +188,19 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
             .to_string(),
         // `MllamaTextModel` is Llama with cross-attention layers (`mllama.rs` marks them).
         "mllama" => "llama".into(),
+        // `PaliGemmaConfig.sub_configs_defaults`: the text config's class by its own
+        // `model_type`, `gemma` when it names none (PaliGemma 2: `gemma2`).
+        "paligemma" => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("gemma")
+            .to_string(),
+        // `Lfm2VlConfig.sub_configs_defaults`: `lfm2` unless the text config names another.
+        "lfm2_vl" => text
+            .and_then(|t| t.get("model_type"))
+            .and_then(Value::as_str)
+            .unwrap_or("lfm2")
+            .to_string(),
         "gemma3" => "gemma3_text".into(),
         "internvl" => text
             .and_then(|t| t.get("model_type"))
@@ -239,6 +255,8 @@ pub(crate) fn read_vision(
         "qwen3_5" | "qwen3_5_moe" => super::vision_families::qwen3_5(&v)?,
         "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
         "mllama" => super::mllama::vision(&v, lm_hidden)?,
+        "paligemma" => super::vision_season::paligemma(&v, &t, lm_hidden)?,
+        "lfm2_vl" => super::vision_season::lfm2_vl(&v, &t, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -485,6 +503,7 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
         // Mllama's processor must agree with the model (`max_image_tiles` = `max_num_tiles`,
         // `size` = `image_size`: the tile embeddings are sized by them), so the config rules.
         ImageTokens::Mllama { .. } => {}
+        ImageTokens::Lfm2Vl(tokens) => super::vision_season::lfm2_vl_preprocessor(&p, tokens)?,
         ImageTokens::Fixed { .. } => {}
     }
     Ok(())

@@ -86,6 +86,17 @@ fn describe_projector(p: &Projector) -> String {
             format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
         }
         Projector::Mllama { input, out } => format!("linear {input} → {out}"),
+        Projector::PaliGemma { out } => format!("linear → {out}"),
+        Projector::Lfm2Vl {
+            scale,
+            inner,
+            out,
+            norm,
+            ..
+        } => format!(
+            "{scale}×{scale} pixel unshuffle, {}MLP {inner} → {out}",
+            if *norm { "LayerNorm, " } else { "" }
+        ),
     }
 }
 
@@ -163,6 +174,17 @@ fn describe_tokens(tokens: &ImageTokens) -> String {
             "one <|image|> token per image; the image enters through cross-attention: up to \
              {max_tiles} tiles of {tile} px, padded to {max_tiles}, {} vision tokens per image",
             max_tiles * vramscope_core::vision::mllama::tile_positions(*tile, *patch)
+        ),
+        ImageTokens::Lfm2Vl(t) => format!(
+            "{}–{} tokens per resized image; a larger one cut into {}–{} tiles of {} px ({} each) \
+             plus a thumbnail; the tower padded to {} patches per tile",
+            t.min_image_tokens,
+            t.max_image_tokens,
+            t.min_tiles,
+            t.max_tiles,
+            t.tile,
+            (t.tile / t.patch.max(1)).div_ceil(t.factor.max(1)).pow(2),
+            t.max_num_patches()
         ),
     }
 }

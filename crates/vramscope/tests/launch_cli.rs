@@ -3,7 +3,7 @@
 
 mod common;
 use common::argv;
-use common::{json_of_cmd, run_json as run, temp_file, vramscope};
+use common::{json_of_cmd, run_json as run, strs, temp_file, vramscope};
 use serde_json::{json, Value};
 
 fn estimate(job: &Value) -> Value {
@@ -14,14 +14,20 @@ fn estimate(job: &Value) -> Value {
 
 /// The value after `flag` in argv.
 fn arg(launch: &Value, flag: &str) -> Option<u64> {
-    let argv: Vec<&str> = launch["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv = strs(&launch["argv"]);
     let i = argv.iter().position(|a| *a == flag)?;
     argv.get(i + 1)?.parse().ok()
+}
+
+/// Checks `fit`'s launch line: `vllm serve SERVED …` with `--max-model-len` and
+/// `--max-num-seqs` at the values given.
+fn assert_vllm_serves(fit: &Value, served: &str, max_model_len: u64, max_num_seqs: u64) {
+    let l = &fit["launch"];
+    let command = l["command"].as_str().unwrap();
+    let want = format!("vllm serve {served} ");
+    assert!(command.starts_with(&want), "{command}");
+    assert_eq!(arg(l, "--max-model-len"), Some(max_model_len));
+    assert_eq!(arg(l, "--max-num-seqs"), Some(max_num_seqs));
 }
 
 /// `vramscope` run with the Hub out of reach (no cache, offline): a variant's name is read as
@@ -98,18 +104,8 @@ fn vllm_launch_follows_vllms_own_rules() {
 
     // The base model: the pool, not its 131,072 positions, limits one request.
     let fit = run(&args("qwen2.5-32b", &[]));
-    let l = &fit["launch"];
-    assert!(
-        l["command"]
-            .as_str()
-            .unwrap()
-            .starts_with("vllm serve Qwen/Qwen2.5-32B "),
-        "{}",
-        l["command"]
-    );
-    assert_eq!(arg(l, "--max-model-len"), Some(67_072));
-    assert_eq!(arg(l, "--max-num-seqs"), Some(32));
-    assert_eq!(arg(l, "--tensor-parallel-size"), Some(2));
+    assert_vllm_serves(&fit, "Qwen/Qwen2.5-32B", 67_072, 32);
+    assert_eq!(arg(&fit["launch"], "--tensor-parallel-size"), Some(2));
     assert_eq!(fit["max_batch"], 32, "the same output's own count");
     // Fed back as the launch line sets them: vLLM starts, and 32 requests of 2,048 fit the
     // pool at once (a smaller max_num_seqs than the default 256 only shrinks the CUDA graphs,
@@ -140,17 +136,7 @@ fn vllm_launch_follows_vllms_own_rules() {
     // The Instruct variant, read offline as the base preset: served by its own name, at its
     // own config's 32,768 positions.
     let fit = run_offline(&args("Qwen/Qwen2.5-32B-Instruct", &[]));
-    let l = &fit["launch"];
-    assert!(
-        l["command"]
-            .as_str()
-            .unwrap()
-            .starts_with("vllm serve Qwen/Qwen2.5-32B-Instruct "),
-        "{}",
-        l["command"]
-    );
-    assert_eq!(arg(l, "--max-model-len"), Some(32_768));
-    assert_eq!(arg(l, "--max-num-seqs"), Some(32));
+    assert_vllm_serves(&fit, "Qwen/Qwen2.5-32B-Instruct", 32_768, 32);
     assert_eq!(fit["model_max_positions"], 32_768);
 }
 
@@ -244,12 +230,7 @@ fn sglang_launch_follows_sglangs_own_rules() {
     assert_eq!(l["engine"], "sglang");
     assert_eq!(arg(l, "--context-length"), Some(131_072));
     assert_eq!(arg(l, "--max-running-requests"), Some(103));
-    let argv: Vec<&str> = l["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv = strs(&l["argv"]);
     let i = argv
         .iter()
         .position(|a| *a == "--mem-fraction-static")

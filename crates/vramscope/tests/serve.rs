@@ -93,11 +93,7 @@ fn cli(args: &[&str]) -> Vec<u8> {
 }
 
 fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("vramscope-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+    common::temp_file("serve", name, text)
 }
 
 #[test]
@@ -113,11 +109,7 @@ fn api_answers_exactly_what_the_cli_prints() {
         let file = temp_file(&format!("job{i}.json"), job);
         let f = file.to_str().unwrap();
         let r = post(&s, "/api/estimate", job);
-        assert_eq!(r.status, 200, "{job}: {}", r.text());
-        assert!(r
-            .header("content-type")
-            .unwrap()
-            .starts_with("application/json"));
+        r.assert_ok("application/json", job);
         assert_eq!(
             r.text(),
             String::from_utf8(cli(&["estimate", "--job", f, "--json"])).unwrap(),
@@ -157,11 +149,7 @@ fn picture_page_and_assets() {
     assert!(r.header("content-security-policy").is_some());
     let job = r#"{"model": "gpt2", "batch": 4, "gpu": "t4-16gb"}"#;
     let r = post(&s, "/api/picture", job);
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert!(r
-        .header("content-type")
-        .unwrap()
-        .starts_with("image/svg+xml"));
+    r.assert_ok("image/svg+xml", "/api/picture");
     let f = temp_file("pic.json", job);
     let out = temp_file("pic.svg", "");
     cli(&[
@@ -434,11 +422,7 @@ fn analyze_compare_and_plan_answer_what_the_cli_prints() {
     // The picture with the measurement: one measured rect per non-zero measured category,
     // carrying analyze's bytes, and the measured line with one point per timeline point.
     let r = post(&s, "/api/compare?picture=svg", &body);
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert!(r
-        .header("content-type")
-        .unwrap()
-        .starts_with("image/svg+xml"));
+    r.assert_ok("image/svg+xml", "/api/picture");
     let svg = r.text();
     let comps = analysis["per_gpu"]["components"].as_object().unwrap();
     let nonzero: Vec<(&String, u64)> = comps

@@ -103,16 +103,26 @@ pub fn report_and_rows(session: &app::Session, job: &Job) -> Result<(Report, Vec
     Ok((p.report().map_err(msg)?, p.what_if().map_err(msg)?))
 }
 
-/// Job → the SVG picture that `estimate --svg` writes.
-pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+/// The body's job drawn by `draw` from its report and what-if rows (the model loaded once),
+/// on the pool.
+async fn drawn(
+    app: App,
+    body: Result<Bytes, BytesRejection>,
+    draw: fn(&Report, &[WhatIf]) -> String,
+) -> Result<String, ApiError> {
     let body = body_text(body)?;
-    let svg = blocking(&app.clone(), move |cancel| {
+    blocking(&app.clone(), move |cancel| {
         let job = job_in_pool(&app, &body)?;
         cancel.check()?;
         let (report, rows) = report_and_rows(&app.session, &job)?;
-        Ok(crate::render::svg::render_svg(&report, &rows))
+        Ok(draw(&report, &rows))
     })
-    .await?;
+    .await
+}
+
+/// Job → the SVG picture that `estimate --svg` writes.
+pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let svg = drawn(app, body, crate::render::svg::render_svg).await?;
     Ok((
         [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
         svg,
@@ -122,14 +132,7 @@ pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>
 
 /// Job → the HTML page that `estimate --html` writes.
 pub async fn report_html(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let body = body_text(body)?;
-    let page = blocking(&app.clone(), move |cancel| {
-        let job = job_in_pool(&app, &body)?;
-        cancel.check()?;
-        let (report, rows) = report_and_rows(&app.session, &job)?;
-        Ok(crate::render::html::render_html(&report, &rows))
-    })
-    .await?;
+    let page = drawn(app, body, crate::render::html::render_html).await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 fn estimate(job: &Value) -> Value {
     let name = format!("job-{}.json", job.to_string().len());
-    let p = temp_file("launch", &name, &job.to_string());
+    let p = temp_file("launch", &name, job.to_string());
     run(&["estimate", "--job", p.to_str().unwrap(), "--json"])
 }
 

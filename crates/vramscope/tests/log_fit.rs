@@ -11,7 +11,7 @@ fn run(args: &[&str]) -> Value {
 }
 
 fn job_file(name: &str, job: &Value) -> String {
-    let p = temp_file("logfit", name, &job.to_string());
+    let p = temp_file("logfit", name, job.to_string());
     p.to_string_lossy().into_owned()
 }
 

@@ -175,12 +175,7 @@ fn llamacpp_launch_flags_fit_and_one_layer_more_does_not() {
                "gpu": "rtx3090-24gb", "weights": "gguf:Q4_K_M", "batch": 1, "seq": c,
                "engine": {"n_gpu_layers": ngl}})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
-    let r = estimate(&job(ngl));
-    assert!(total(&r) <= cap(&r), "-ngl {ngl} fits");
-    let r = estimate(&job(ngl + 1));
-    assert!(total(&r) > cap(&r), "-ngl {} does not", ngl + 1);
+    fits_then_not(job, ngl, "-ngl");
 }
 
 #[test]
@@ -196,12 +191,7 @@ fn llamacpp_all_layers_then_the_longest_context() {
         json!({"model": "llama-3.1-8b", "task": "infer", "framework": "llama.cpp",
                "gpu": "rtx3090-24gb", "batch": 1, "seq": seq})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
-    let r = estimate(&job(c));
-    assert!(total(&r) <= cap(&r), "-c {c} fits");
-    let r = estimate(&job(c + 1));
-    assert!(total(&r) > cap(&r), "-c {} does not", c + 1);
+    fits_then_not(job, c, "-c");
 }
 
 #[test]
@@ -210,6 +200,24 @@ fn training_has_no_launch() {
         "fit", "gpt2", "--gpu", "t4-16gb", "--batch", "1", "--seq", "256", "--json",
     ]);
     assert!(fit.get("launch").is_none());
+}
+
+/// A report's device total.
+fn total(r: &Value) -> u64 {
+    r["per_gpu"]["device_total"].as_u64().unwrap()
+}
+
+/// A report's capacity (the GPU's memory).
+fn cap(r: &Value) -> u64 {
+    r["fit"]["capacity"].as_u64().unwrap()
+}
+
+/// The job of setting `what` at `n` fits the GPU, and at `n` + 1 does not: `n` is the most.
+fn fits_then_not(job: impl Fn(u64) -> Value, n: u64, what: &str) {
+    let r = estimate(&job(n));
+    assert!(total(&r) <= cap(&r), "{what} {n} fits");
+    let r = estimate(&job(n + 1));
+    assert!(total(&r) > cap(&r), "{what} {} does not", n + 1);
 }
 
 /// A key of the launch's `options` (ollama's model options).
@@ -281,8 +289,6 @@ fn ollama_launch_options_fit_and_one_layer_more_does_not() {
                "gpu": "rtx3090-24gb", "weights": "gguf:Q4_K_M", "batch": 1, "seq": 2048,
                "engine": {"num_gpu": ngl, "num_ctx": c}})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
     // ollama places the layers itself leaving llama-server's fit margin (--fit-target, 1024
     // MiB) free: num_gpu is that count, the one `estimate` reports ollama picking (issue 31:
     // fit said 38 where estimate said 36), so it fits with 1 GiB to spare and one layer more
@@ -319,10 +325,5 @@ fn ollama_all_layers_then_the_longest_num_ctx() {
                "gpu": "rtx3090-24gb", "batch": 1, "seq": 2048,
                "engine": {"num_gpu": 33, "num_ctx": c}})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
-    let r = estimate(&job(c));
-    assert!(total(&r) <= cap(&r), "num_ctx {c} fits");
-    let r = estimate(&job(c + 1));
-    assert!(total(&r) > cap(&r), "num_ctx {} does not", c + 1);
+    fits_then_not(job, c, "num_ctx");
 }

@@ -46,6 +46,17 @@ fn start() -> Server {
     Server { child, addr }
 }
 
+/// A fresh connection to the server that gives up reading after `timeout_s`: the stream to
+/// read the response from, and a clone to write the request on.
+fn connect(s: &Server, timeout_s: u64) -> (TcpStream, TcpStream) {
+    let stream = TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(timeout_s)))
+        .unwrap();
+    let w = stream.try_clone().unwrap();
+    (stream, w)
+}
+
 fn request_text(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -62,11 +73,7 @@ fn request_text(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
 /// the body is all sent, so the write may end in a broken pipe or a reset, which is the
 /// server's right (RFC 9110 §15.5.14) and not a failure of the request.
 fn call(s: &Server, method: &str, path: &str, body: &[u8]) -> Resp {
-    let stream = TcpStream::connect(s.addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut w = stream.try_clone().unwrap();
+    let (stream, mut w) = connect(s, 60);
     let req = request_text(method, path, body);
     let writer = std::thread::spawn(move || match w.write_all(&req) {
         Ok(()) => Ok(()),
@@ -174,11 +181,7 @@ fn hostile_requests_get_a_clear_4xx_and_the_server_stays_up() {
     let s = start();
     // 100 MB body: refused by its Content-Length, before it is read.
     {
-        let stream = TcpStream::connect(s.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut w = stream.try_clone().unwrap();
+        let (stream, mut w) = connect(&s, 30);
         let n = 100_000_000usize;
         w.write_all(
             format!(
@@ -203,11 +206,7 @@ fn hostile_requests_get_a_clear_4xx_and_the_server_stays_up() {
     }
     // Chunked (no Content-Length) past the limit: 413 once the limit is passed.
     {
-        let stream = TcpStream::connect(s.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut w = stream.try_clone().unwrap();
+        let (stream, mut w) = connect(&s, 30);
         w.write_all(
             b"POST /api/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
               Transfer-Encoding: chunked\r\n\r\n",
@@ -478,11 +477,7 @@ fn uploads_have_their_own_limit_and_errors_are_json() {
     let r = call(&s, "POST", "/api/estimate", &big);
     assert_eq!(r.status, 413);
     // Over 256 MiB by Content-Length: 413 before anything is read.
-    let stream = TcpStream::connect(s.addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut w = stream.try_clone().unwrap();
+    let (stream, mut w) = connect(&s, 30);
     w.write_all(
         b"POST /api/analyze HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 300000000\r\n\r\n",
     )
@@ -609,11 +604,7 @@ fn uploaded_model_files_and_headers_are_read_as_the_cli_reads_them() {
         assert_eq!(r.status, 400, "{name}: {}", r.text());
     }
     // Over the 64 MiB cap (64 × 2^20 + 1 bytes by Content-Length): 413 before the body is read.
-    let stream = TcpStream::connect(s.addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut w = stream.try_clone().unwrap();
+    let (stream, mut w) = connect(&s, 30);
     w.write_all(
         format!(
             "POST /api/upload-model?name=big.gguf HTTP/1.1\r\nHost: 127.0.0.1\r\n\

@@ -17,6 +17,7 @@ use serde::Serialize;
 use vramscope_core::error::CoreError;
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::largest;
+use vramscope_core::gpu::Gpu;
 use vramscope_core::job::{Framework, ResolvedJob, Task};
 use vramscope_core::report::{Category, Components};
 
@@ -344,6 +345,15 @@ fn seq_cap(model: &ModelInput, job: &ResolvedJob) -> (u64, bool) {
     (cap, max_pos.is_some())
 }
 
+/// The job's GPU, which every fit needs: its catalog entry, or an error naming the field.
+pub(crate) fn job_gpu(job: &ResolvedJob) -> Result<&'static Gpu, CoreError> {
+    let id = job
+        .gpu
+        .as_deref()
+        .ok_or_else(|| CoreError::field("gpu", "fit needs a GPU (e.g. --gpu a100-80gb)"))?;
+    vramscope_core::gpu::find(id)
+}
+
 /// Learns the calibration from `measured` (a record of `job`) and searches the largest batch
 /// and sequence (train) or batch and context (infer) whose calibrated device total fits the
 /// job's GPU.
@@ -352,11 +362,7 @@ pub fn fit_calibrated(
     job: &ResolvedJob,
     measured: &MeasuredPerGpu,
 ) -> Result<CalibratedFit, CoreError> {
-    let gpu_id = job
-        .gpu
-        .as_deref()
-        .ok_or_else(|| CoreError::field("gpu", "fit needs a GPU (e.g. --gpu a100-80gb)"))?;
-    let gpu = vramscope_core::gpu::find(gpu_id)?;
+    let gpu = job_gpu(job)?;
     check_calibratable(model, job, measured)?;
     let base = estimate(model, job)?;
     let cal = Calibration::learn(&base.per_gpu.components, measured);
@@ -456,18 +462,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn learns_fixed_and_scaled_rules() {
-        // Measured: states 2008 (+8: AdamW's per-tensor step counters), activations 600
-        // (×1.5), temporaries 50 (×0.5), unattributed 65; reserve 1/4 of allocated.
-        let m_comp = Components {
+    /// Measured at the same job: params and grads as estimated, states 2008 (+8: AdamW's
+    /// per-tensor step counters), activations 600 (×1.5), temporaries 50 (×0.5); no reserve.
+    fn measured_components() -> Components {
+        Components {
             parameters: 1000,
             gradients: 1000,
             optimizer_states: 2008,
             activations: 600,
             temporaries: 50,
-            allocator_reserve: 1180,
             ..Components::default()
+        }
+    }
+
+    #[test]
+    fn learns_fixed_and_scaled_rules() {
+        // Measured (`measured_components`), unattributed 65; reserve 1/4 of allocated.
+        let m_comp = Components {
+            allocator_reserve: 1180,
+            ..measured_components()
         };
         // allocated = 1000 + 1000 + 2008 + 600 + 50 + 65 = 4723; reserve field set to 1180.
         let cal = Calibration::learn(&est(), &measured(m_comp, 65, Some(5903)));
@@ -496,15 +509,7 @@ mod tests {
     fn applies_to_a_larger_batch() {
         // Measured as above but without segments (a profiler timeline): reserve stays the
         // estimate's.
-        let m_comp = Components {
-            parameters: 1000,
-            gradients: 1000,
-            optimizer_states: 2008,
-            activations: 600,
-            temporaries: 50,
-            ..Components::default()
-        };
-        let cal = Calibration::learn(&est(), &measured(m_comp, 0, None));
+        let cal = Calibration::learn(&est(), &measured(measured_components(), 0, None));
         assert_eq!(cal.reserve_ratio, None);
         // Candidate at 4× the batch: activations 1600, temporaries 400, reserve 700.
         let cand = Components {

@@ -156,6 +156,16 @@ mod tests {
         TraceEntry::bare(action, addr, size)
     }
 
+    /// 100 MiB allocated and freed, then two allocations of 64 MiB.
+    fn hundred_freed_then_two_64() -> [TraceEntry; 4] {
+        [
+            entry(Action::Alloc, 1, 100 * MIB),
+            entry(Action::FreeCompleted, 1, 100 * MIB),
+            entry(Action::Alloc, 2, 64 * MIB),
+            entry(Action::Alloc, 3, 64 * MIB),
+        ]
+    }
+
     fn defaults() -> AllocatorConfig {
         AllocatorConfig::default()
     }
@@ -168,12 +178,7 @@ mod tests {
         // max_split_size), and `should_split` splits it (36 MiB left > kSmallSize = 1 MiB):
         // a 64 MiB block, 36 MiB free. The next 64 MiB finds nothing that large: a new 64 MiB
         // segment. Reserved = 100 + 64 = 164 MiB; allocated peak = 128 MiB.
-        let t = [
-            entry(Action::Alloc, 1, 100 * MIB),
-            entry(Action::FreeCompleted, 1, 100 * MIB),
-            entry(Action::Alloc, 2, 64 * MIB),
-            entry(Action::Alloc, 3, 64 * MIB),
-        ];
+        let t = hundred_freed_then_two_64();
         let d = traced_device(&t, &[], &defaults(), None, &[]);
         assert_eq!(d.peak_allocated, 128 * MIB);
         assert_eq!(d.peak_reserved, 164 * MIB);
@@ -295,12 +300,7 @@ mod tests {
         // mapped (no empty_cache); 64 MiB and 64 MiB: the first takes the front of the free
         // 100 MiB, the second needs 28 MiB more at the end: 2 more pages (40 MiB). Reserved
         // 140 MiB, against 164 MiB with fixed segments (the first test).
-        let t = [
-            entry(Action::Alloc, 1, 100 * MIB),
-            entry(Action::FreeCompleted, 1, 100 * MIB),
-            entry(Action::Alloc, 2, 64 * MIB),
-            entry(Action::Alloc, 3, 64 * MIB),
-        ];
+        let t = hundred_freed_then_two_64();
         let config = AllocatorConfig::parse("expandable_segments:True").unwrap();
         let d = traced_device(&t, &[], &config, None, &[]);
         assert_eq!(d.peak_reserved, 140 * MIB);

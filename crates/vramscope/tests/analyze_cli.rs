@@ -7,15 +7,12 @@ use common::shared_fixture as fixture;
 
 #[test]
 fn analyze_json_has_the_contract_shape() {
-    let out = vramscope()
-        .args(["analyze", &fixture("cpu_timeline.json"), "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run_json(&["analyze", &fixture("cpu_timeline.json"), "--json"]);
     let g = &v["per_gpu"];
     let c = &g["components"];
-    for k in [
+    // The categories peak_allocated is the sum of (the contract's per_gpu.components; the
+    // CUDA context and the allocator's reserve lie outside what PyTorch allocates).
+    let allocated = [
         "parameters",
         "gradients",
         "optimizer_states",
@@ -23,27 +20,17 @@ fn analyze_json_has_the_contract_shape() {
         "activations",
         "kv_cache",
         "temporaries",
-        "cuda_context",
-        "allocator_reserve",
         "unattributed",
-    ] {
+    ];
+    for k in allocated
+        .iter()
+        .chain(&["cuda_context", "allocator_reserve"])
+    {
         assert!(c[k].is_u64(), "components.{k} missing");
     }
     // 652,544 fp32 parameters of the fixture's model (fixtures/samples_meta.json): 4 B each.
     assert_eq!(c["parameters"], 4 * 652_544);
-    let sum: u64 = [
-        "parameters",
-        "gradients",
-        "optimizer_states",
-        "master_weights",
-        "activations",
-        "kv_cache",
-        "temporaries",
-        "unattributed",
-    ]
-    .iter()
-    .map(|k| c[k].as_u64().unwrap())
-    .sum();
+    let sum: u64 = allocated.iter().map(|k| c[k].as_u64().unwrap()).sum();
     assert_eq!(g["peak_allocated"].as_u64(), Some(sum));
     assert!(g["peak_reserved"].is_null());
     assert_eq!(g["peak_phase"], "backward");
@@ -96,16 +83,13 @@ fn bad_file_exits_2_with_one_line() {
 
 #[test]
 fn compare_puts_estimate_and_measurement_side_by_side() {
-    let dir = std::env::temp_dir().join(format!("vramscope-compare-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let job = dir.join("job.json");
     // The fixture's model as a bare parameter count: model states are exact.
-    std::fs::write(
-        &job,
+    let job = temp_file(
+        "compare",
+        "job.json",
         r#"{"model": {"params": 652544}, "task": "train", "batch": 8, "seq": 64,
             "precision": "fp32", "optimizer": "adamw"}"#,
-    )
-    .unwrap();
+    );
     let out = vramscope()
         .args([
             "compare",
@@ -124,7 +108,7 @@ fn compare_puts_estimate_and_measurement_side_by_side() {
     assert_eq!(row("parameters")["measured"], 4 * 652_544);
     assert_eq!(row("parameters")["difference"], 0);
     assert!(v["residual"]["unattributed"].is_u64());
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&job);
 }
 
 #[test]

@@ -51,29 +51,19 @@ fn engine_logs_by_content_not_name() {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("pasted.txt");
         std::fs::copy(fixture(rel), &p).unwrap();
-        let out = vramscope()
-            .args(["analyze", p.to_str().unwrap(), "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{rel}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let v = json_of_cmd(
+            vramscope().args(["analyze", p.to_str().unwrap(), "--json"]),
+            &rel,
         );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["source"], source, "{rel}");
     }
 }
 
 #[test]
 fn malformed_log_exits_2_with_one_line() {
-    let out = vramscope()
-        .args(["analyze", &fixture("llamacpp/synthetic-malformed.log")])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let malformed = fixture("llamacpp/synthetic-malformed.log");
+    let args = ["analyze", &malformed];
+    let err = refused_with(&vramscope().args(args).output().unwrap(), &args);
     assert!(err.contains("no memory figure"), "{err}");
 
     let out = vramscope()
@@ -95,52 +85,19 @@ fn compare_on_a_log_and_fit_measured_says_what_it_needs() {
         "job.json",
         r#"{"model": "gpt2", "task": "infer", "gpu": "t4-16gb"}"#,
     );
-    let out = vramscope()
-        .args([
-            "compare",
-            "--job",
-            job.to_str().unwrap(),
-            &fixture("vllm/v1-2025-04-pr17122.log"),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("vllm-log"));
-    let out = vramscope()
-        .args([
-            "fit",
-            "--job",
-            job.to_str().unwrap(),
-            "--measured",
-            &fixture("vllm/v1-2025-04-pr17122.log"),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("vllm-log"));
+    let job = job.to_str().unwrap();
+    let log = fixture("vllm/v1-2025-04-pr17122.log");
+    let log = log.as_str();
+    for args in [
+        &["compare", "--job", job, log][..],
+        &["fit", "--job", job, "--measured", log],
+    ] {
+        let text = text_of_cmd(vramscope().args(args));
+        assert!(text.contains("vllm-log"), "{args:?}: {text}");
+    }
     // "Loading model weights took 30.7098 GB" alone: no pool, no count.
-    let out = vramscope()
-        .args([
-            "fit",
-            "--job",
-            job.to_str().unwrap(),
-            "--measured",
-            &fixture("vllm/v0-2025-02-weights-issue12664.log"),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let weights_only = fixture("vllm/v0-2025-02-weights-issue12664.log");
+    let args = ["fit", "--job", job, "--measured", &weights_only];
+    let err = refused_with(&vramscope().args(args).output().unwrap(), &args);
     assert!(err.contains("KV pool"), "{err}");
 }

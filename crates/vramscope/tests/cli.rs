@@ -74,11 +74,7 @@ fn unknown_model_is_exit_2_with_one_line() {
 }
 
 fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("vramscope-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
+    common::temp_file("cli", name, bytes)
 }
 
 #[test]
@@ -262,17 +258,14 @@ fn instruct_names_of_presets_are_accepted_with_a_note() {
         ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
     ] {
         // Offline (the variant's own config would come from the Hub): the preset architecture.
-        let out = vramscope()
-            .env("HF_HUB_OFFLINE", "1")
-            .env("HF_HUB_CACHE", "/nonexistent/hf-cache")
-            .env("VRAMSCOPE_CACHE", "/nonexistent/vramscope-cache")
-            .args(["estimate", variant, "--json"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let v = json_of_cmd(
+            vramscope()
+                .env("HF_HUB_OFFLINE", "1")
+                .env("HF_HUB_CACHE", "/nonexistent/hf-cache")
+                .env("VRAMSCOPE_CACHE", "/nonexistent/vramscope-cache")
+                .args(["estimate", variant, "--json"]),
+            &variant,
+        );
         let b = json_of(&["estimate", base, "--json"]);
         assert_eq!(v["model"]["params_total"], b["model"]["params_total"]);
         let note = v["warnings"][0].as_str().unwrap();
@@ -290,20 +283,16 @@ fn instruct_names_of_presets_are_accepted_with_a_note() {
 /// MXFP4 checkpoint: 13,761,264,768 B (the index's `total_size`) = 12.82 GiB.
 #[test]
 fn inspect_shows_gpt_oss_layer_kinds_and_mxfp4_bytes() {
-    let path = format!(
-        "{}/../formats/tests/fixtures/unsupported/gpt-oss-20b.json",
-        env!("CARGO_MANIFEST_DIR")
+    let path = common::formats_fixture("unsupported/gpt-oss-20b.json");
+    common::inspect_shows(
+        &path,
+        &[
+            "20,914,757,184 parameters",
+            "sliding window 128 on 12/24 layers",
+            "attention sinks",
+            "published as mxfp4: 12.82 GiB",
+        ],
     );
-    let out = vramscope().args(["inspect", &path]).assert().success();
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    for want in [
-        "20,914,757,184 parameters",
-        "sliding window 128 on 12/24 layers",
-        "attention sinks",
-        "published as mxfp4: 12.82 GiB",
-    ] {
-        assert!(text.contains(want), "{want} not in:\n{text}");
-    }
     assert!((13_761_264_768f64 / (1u64 << 30) as f64 - 12.82).abs() < 0.005);
 }
 
@@ -313,27 +302,20 @@ fn inspect_shows_gpt_oss_layer_kinds_and_mxfp4_bytes() {
 /// fit each sequence; a bad `--images` is a one-line error, exit 2.
 #[test]
 fn vlm_components_images_and_fit() {
-    let path = format!(
-        "{}/../formats/tests/fixtures/vlm/qwen2.5-vl-7b-instruct.json",
-        env!("CARGO_MANIFEST_DIR")
+    let path = common::formats_fixture("vlm/qwen2.5-vl-7b-instruct.json");
+    common::inspect_shows(
+        &path,
+        &[
+            "Model components",
+            "7,615,616,512",
+            "631,975,680",
+            "44,574,464",
+            "one token per 28×28 px",
+        ],
     );
-    let out = vramscope().args(["inspect", &path]).assert().success();
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    for want in [
-        "Model components",
-        "7,615,616,512",
-        "631,975,680",
-        "44,574,464",
-        "one token per 28×28 px",
-    ] {
-        assert!(text.contains(want), "{want} not in:\n{text}");
-    }
-    let out = vramscope()
-        .args(["fit", &path, "--gpu", "a100-80gb", "--seq", "1024"])
-        .args(["--images", "1x1024x768", "--lora", "16", "--json"])
-        .assert()
-        .success();
-    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let fit = ["fit", &path, "--gpu", "a100-80gb", "--seq", "1024"];
+    let images = ["--images", "1x1024x768", "--lora", "16", "--json"];
+    let v = json_of_cmd(vramscope().args(fit).args(images), &fit);
     assert!(v["max_images"].as_u64().is_some_and(|n| n >= 1), "{v}");
     vramscope()
         .args(["estimate", &path, "--images", "two"])

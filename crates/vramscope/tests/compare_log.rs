@@ -10,10 +10,13 @@ fn gib(x: f64) -> u64 {
     (x * 1_073_741_824.0).round() as u64
 }
 
-fn compare(job: &Value, log: &str) -> Value {
+/// `compare --job JOB LOG --json`, JOB being Llama-3.1-8B served by `framework` on `gpu`.
+fn compare(framework: &str, gpu: &str, log: &str) -> Value {
+    let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": framework,
+                     "gpu": gpu});
     // One file per test: the tests of this binary run at once.
     let name = format!("job-{}.json", log.replace('/', "_"));
-    let p = temp_file("cmplog", &name, &job.to_string());
+    let p = temp_file("cmplog", &name, job.to_string());
     let args = [
         "compare",
         "--job",
@@ -32,9 +35,11 @@ fn row<'a>(c: &'a Value, cat: &str) -> &'a Value {
 /// Llama-3.1-8B on an 80 GB GPU.
 #[test]
 fn vllm_log_beside_the_estimate() {
-    let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": "vllm",
-                     "gpu": "h100-80gb"});
-    let c = compare(&job, "vllm/v0-2024-12-profiling-table-pr10511.log");
+    let c = compare(
+        "vllm",
+        "h100-80gb",
+        "vllm/v0-2024-12-profiling-table-pr10511.log",
+    );
     assert_eq!(c["source"], "vllm-log");
     // "model weights take   14.96GiB"; the estimate's weights are Llama-3.1-8B's 8030261248
     // parameters × 2 B (bf16) = 16060522496 B = 14.957 GiB.
@@ -61,9 +66,11 @@ fn vllm_log_beside_the_estimate() {
 /// CUDA1, is compared, with only the buffers the log states for it.
 #[test]
 fn llamacpp_log_rows_are_what_the_log_states() {
-    let job = json!({"model": "llama-3.1-8b", "task": "infer", "framework": "llama.cpp",
-                     "gpu": "a100-80gb"});
-    let c = compare(&job, "llamacpp/llm_load_tensors-2gpu-pr6122.log");
+    let c = compare(
+        "llama.cpp",
+        "a100-80gb",
+        "llamacpp/llm_load_tensors-2gpu-pr6122.log",
+    );
     assert_eq!(c["source"], "llamacpp-log");
     let mib = |x: f64| (x * 1_048_576.0).round() as u64;
     // "CUDA1 buffer size = 13989.53 MiB", "CUDA1 KV buffer size =  3584.00 MiB"; CUDA1's

@@ -11,22 +11,13 @@ use common::diffusers_fixture as fixture;
 /// resident, and under model offload the transformer's 2 · 11,901,408,320 = 23,802,816,640 B.
 #[test]
 fn inspect_lists_flux_components_as_json() {
-    let out = vramscope()
-        .args(["inspect", &fixture("flux.1-dev"), "--json"])
-        .assert()
-        .success();
-    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let v = run_json(&["inspect", &fixture("flux.1-dev"), "--json"]);
     assert_eq!(v["pipeline"], "FluxPipeline");
     assert_eq!(v["params_total"], 16_870_599_139u64);
     assert_eq!(v["resident_bytes_16bit"], 33_741_198_278u64);
     assert_eq!(v["resident_bytes_16bit_model_offload"], 23_802_816_640u64);
     assert_eq!(v["cfg_doubles_batch"], false);
-    let names: Vec<&str> = v["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let names = strs_at(&v["components"], "name");
     assert_eq!(
         names,
         ["text_encoder", "text_encoder_2", "transformer", "vae"]
@@ -38,19 +29,15 @@ fn inspect_lists_flux_components_as_json() {
 /// The terminal view names the UNet and its count (2,567,463,684) and says CFG doubles it.
 #[test]
 fn inspect_shows_sdxl_unet() {
-    let out = vramscope()
-        .args(["inspect", &fixture("sdxl-base-1.0")])
-        .assert()
-        .success();
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    for want in [
-        "StableDiffusionXLPipeline",
-        "UNet2DConditionModel",
-        "2,567,463,684",
-        "twice the batch",
-    ] {
-        assert!(text.contains(want), "{want} not in:\n{text}");
-    }
+    inspect_shows(
+        &fixture("sdxl-base-1.0"),
+        &[
+            "StableDiffusionXLPipeline",
+            "UNet2DConditionModel",
+            "2,567,463,684",
+            "twice the batch",
+        ],
+    );
 }
 
 /// A pipeline with a component class vramscope does not read is refused in one line, exit 2.

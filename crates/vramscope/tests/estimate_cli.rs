@@ -5,6 +5,7 @@
 mod common;
 use common::argv;
 use common::{json_of_cmd, plain_vramscope as vramscope, refused_with, shared};
+use common::{strs, text_of_cmd, text_with_code};
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -222,16 +223,13 @@ fn require_fit_exits_1_when_the_job_does_not_fit() {
         .assert()
         .success();
     // The verdict with --json too: the report on stdout, the exit code for the script.
-    let out = vramscope()
-        .args(argv(
+    let v: Value = serde_json::from_str(&text_with_code(
+        vramscope().args(argv(
             "estimate llama-3.1-70b --gpu t4-16gb --require-fit --json",
-        ))
-        .assert()
-        .code(1)
-        .get_output()
-        .stdout
-        .clone();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+        )),
+        1,
+    ))
+    .unwrap();
     assert_eq!(v["job"]["gpu"], "t4-16gb");
     // Without a GPU there is nothing to fit: a usage error naming the flag.
     let e = bad(&["gpt2", "--require-fit"]);
@@ -240,15 +238,11 @@ fn require_fit_exits_1_when_the_job_does_not_fit() {
 
 #[test]
 fn human_output_is_a_table_and_one_picture() {
-    let out = vramscope()
-        .args(argv("estimate gpt2 --task infer --seq 128 --gpu h100-80gb"))
-        .args(["--color", "never"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = text_of_cmd(
+        vramscope()
+            .args(argv("estimate gpt2 --task infer --seq 128 --gpu h100-80gb"))
+            .args(["--color", "never"]),
+    );
     assert!(!text.contains('\x1b'), "{text}");
     assert!(text.starts_with("gpt2"), "{text}");
     assert!(text.contains("parameters"), "{text}");
@@ -263,14 +257,7 @@ fn human_output_is_a_table_and_one_picture() {
 
 #[test]
 fn help_documents_the_defaults() {
-    let out = vramscope()
-        .args(["estimate", "--help"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let help = String::from_utf8(out).unwrap();
+    let help = text_of_cmd(vramscope().args(["estimate", "--help"]));
     for s in [
         "task train",
         "batch 1",
@@ -305,14 +292,8 @@ fn help_documents_the_defaults() {
 fn validate_scores_the_dev_cases() {
     let file = validation("dev-cases.json");
     let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let out = vramscope()
-        .args(["validate", &file, "--color", "never", "--report-only"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text =
+        text_of_cmd(vramscope().args(["validate", &file, "--color", "never", "--report-only"]));
     let summary = text
         .lines()
         .find(|l| l.contains(" passed, ") && l.contains(" failed"))
@@ -372,14 +353,10 @@ fn validate_reads_its_own_cases_and_rejects_bad_files() {
         .to_string(),
     );
     // Two cases did not run: exit 1 (the report still printed); --report-only exits 0.
-    let out = vramscope()
-        .args(["validate", file.to_str().unwrap(), "--color", "never"])
-        .assert()
-        .code(1)
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = text_with_code(
+        vramscope().args(["validate", file.to_str().unwrap(), "--color", "never"]),
+        1,
+    );
     assert!(
         text.lines().any(|l| l == "1 passed, 0 failed, 2 errored"),
         "{text}"
@@ -435,12 +412,7 @@ fn advice_flags_reproduce_the_advice() {
         let advice = r["advice"].as_array().expect("advice when it does not fit");
         assert!(!advice.is_empty(), "{args:?}");
         for a in advice {
-            let flags: Vec<&str> = a["flags"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f.as_str().unwrap())
-                .collect();
+            let flags = strs(&a["flags"]);
             let mut with = args.clone();
             with.extend(flags.iter().copied());
             let again = report(&with);
@@ -454,21 +426,8 @@ fn advice_flags_reproduce_the_advice() {
                 assert!(!a[k].is_null(), "{k}");
             }
         }
-        let text = vramscope()
-            .arg("estimate")
-            .args(&args)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(text).unwrap();
-        let first: Vec<&str> = advice[0]["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
+        let text = text_of_cmd(vramscope().arg("estimate").args(&args));
+        let first = strs(&advice[0]["flags"]);
         assert!(text.contains("does not fit → do this"), "{text}");
         assert!(text.contains(&format!("1. {}", first.join(" "))), "{text}");
     }

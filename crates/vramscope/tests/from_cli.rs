@@ -7,8 +7,6 @@ mod common;
 
 use assert_cmd::Command;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 
 fn fixture(rel: &str) -> String {
@@ -27,15 +25,22 @@ fn report(args: &[&str]) -> Value {
 
 /// Exit 2 with one line on stderr; returns it.
 fn refused(args: &[&str]) -> String {
-    let out = vramscope().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    err
+    common::refused_with(&vramscope().args(args).output().unwrap(), &args)
 }
 
 fn temp_file(name: &str, text: &str) -> PathBuf {
     common::temp_file("from", name, text)
+}
+
+/// `estimate llama-3.1-8b` with each of `files` as a `--from`, then `extra`, then `--json`.
+fn from_args<'a>(files: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["estimate", "llama-3.1-8b"];
+    for f in files {
+        args.extend(["--from", f]);
+    }
+    args.extend(extra);
+    args.push("--json");
+    args
 }
 
 /// transformers' ZeRO-2 config (all "auto") under LLaMA-Factory's LoRA recipe: the recipe's
@@ -44,15 +49,7 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 fn deepspeed_and_a_recipe_resolve_together() {
     let ds = fixture("deepspeed/transformers_ds_config_zero2.json");
     let lf = fixture("llama_factory/llama3_lora_sft.yaml");
-    let r = report(&[
-        "estimate",
-        "llama-3.1-8b",
-        "--from",
-        &ds,
-        "--from",
-        &lf,
-        "--json",
-    ]);
+    let r = report(&from_args(&[&ds, &lf], &[]));
     let j = &r["job"];
     assert_eq!(j["framework"], "deepspeed"); // a DeepSpeed config
     assert_eq!(j["parallel"]["zero"], 2); // zero_optimization.stage 2
@@ -68,12 +65,7 @@ fn deepspeed_and_a_recipe_resolve_together() {
     assert_eq!(j["peft"]["rank"], 8);
     assert_eq!(j["peft"]["alpha"], 16.0);
     assert_eq!(j["peft"]["targets"].as_array().unwrap().len(), 7);
-    let w: Vec<&str> = r["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let w = common::strs(&r["warnings"]);
     assert!(
         w.iter()
             .any(|l| l.contains("transformers_ds_config_zero2.json (DeepSpeed config): ")),
@@ -91,30 +83,23 @@ fn deepspeed_and_a_recipe_resolve_together() {
 fn precedence_later_from_then_job_then_flags() {
     let z2 = fixture("deepspeed/transformers_ds_config_zero2.json");
     let z3 = fixture("deepspeed/transformers_ds_config_zero3.json");
-    let base = ["estimate", "llama-3.1-8b", "--json"];
-    let args = |extra: &[&str]| -> Vec<String> {
-        base.iter().chain(extra).map(|s| s.to_string()).collect()
-    };
-    let run = |extra: &[&str]| {
-        let a = args(extra);
-        report(&a.iter().map(String::as_str).collect::<Vec<_>>())["job"].clone()
-    };
+    let run = |files: &[&str], extra: &[&str]| report(&from_args(files, extra))["job"].clone();
     // zero2 then zero3: stage 3 and both offloads (zero3's); the other order: stage 2.
-    let j = run(&["--from", &z2, "--from", &z3]);
+    let j = run(&[&z2, &z3], &[]);
     assert_eq!(j["parallel"]["zero"], 3);
     assert_eq!(j["parallel"]["offload"], "optimizer+params");
     assert_eq!(j["precision"], "fp16-mixed"); // zero3's fp16.enabled true
-    let j = run(&["--from", &z3, "--from", &z2]);
+    let j = run(&[&z3, &z2], &[]);
     assert_eq!(j["parallel"]["zero"], 2);
     // --job over the files: stage 1, batch 4.
     let job = temp_file("job.json", r#"{"batch": 4, "parallel": {"zero": 1}}"#);
     let jf = job.to_str().unwrap();
-    let j = run(&["--from", &z3, "--job", jf]);
+    let j = run(&[&z3], &["--job", jf]);
     assert_eq!(j["parallel"]["zero"], 1);
     assert_eq!(j["parallel"]["offload"], "optimizer+params"); // kept from the file
     assert_eq!(j["batch"], 4);
     // Flags over --job.
-    let j = run(&["--from", &z3, "--job", jf, "--zero", "2", "--batch", "8"]);
+    let j = run(&[&z3], &["--job", jf, "--zero", "2", "--batch", "8"]);
     assert_eq!(j["parallel"]["zero"], 2);
     assert_eq!(j["batch"], 8);
 }
@@ -123,15 +108,7 @@ fn precedence_later_from_then_job_then_flags() {
 fn contradicting_files_exit_2_naming_both() {
     let z3 = fixture("deepspeed/transformers_ds_config_zero3.json");
     let lf = fixture("llama_factory/llama3_lora_sft.yaml");
-    let e = refused(&[
-        "estimate",
-        "llama-3.1-8b",
-        "--from",
-        &z3,
-        "--from",
-        &lf,
-        "--json",
-    ]);
+    let e = refused(&from_args(&[&z3, &lf], &[]));
     assert!(e.contains("transformers_ds_config_zero3.json and "), "{e}");
     assert!(e.contains("llama3_lora_sft.yaml"), "{e}");
     assert!(e.contains("precision"), "{e}");
@@ -199,16 +176,13 @@ fn from_job(model: &str) -> Value {
 fn from_in_a_json_job_and_the_api() {
     let body = from_job("llama-3.1-8b").to_string();
     let file = temp_file("from_job.json", &body);
-    let cli = vramscope()
-        .args(["estimate", "--job", file.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        cli.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cli.stderr)
-    );
-    let r: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    let cli = common::text_of_cmd(vramscope().args([
+        "estimate",
+        "--job",
+        file.to_str().unwrap(),
+        "--json",
+    ]));
+    let r: Value = serde_json::from_str(&cli).unwrap();
     assert_eq!(r["job"]["parallel"]["zero"], 3); // ds_z3_config.json stage 3
     assert_eq!(r["job"]["precision"], "bf16-mixed"); // the recipe's bf16: true
     assert_eq!(r["job"]["model"], "llama-3.1-8b"); // the job's own model over the recipe's
@@ -217,28 +191,15 @@ fn from_in_a_json_job_and_the_api() {
         std::process::Command::new(env!("CARGO_BIN_EXE_vramscope")).env_remove("RUST_BACKTRACE"),
         &[],
     );
-    let post = |body: &str| -> (String, String) {
-        let mut s = TcpStream::connect(&addr).unwrap();
-        write!(
-            s,
-            "POST /api/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        let (head, body) = resp.split_once("\r\n\r\n").unwrap();
-        (head.lines().next().unwrap().to_string(), body.to_string())
-    };
-    let (status, answer) = post(&body);
-    assert!(status.contains(" 200 "), "{status}: {answer}");
-    assert_eq!(answer, String::from_utf8(cli.stdout).unwrap());
+    let post = |body: &str| common::http::post_json(&addr, "/api/estimate", body);
+    let r = post(&body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), cli);
     // A bad entry: a 400 naming it.
     let bad = json!({"model": "gpt2", "from": [{"name": "x.yaml", "text": "- 1"}]}).to_string();
-    let (status, answer) = post(&bad);
-    assert!(status.contains(" 400 "), "{status}");
-    assert!(answer.contains("x.yaml"), "{answer}");
+    let r = post(&bad);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("x.yaml"), "{}", r.text());
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -247,26 +208,21 @@ fn from_in_a_json_job_and_the_api() {
 /// names it and the preset to give as MODEL instead; with that MODEL the same recipe runs.
 #[test]
 fn offline_recipe_model_names_the_file_and_a_preset() {
-    let dir = std::env::temp_dir().join(format!("vramscope-from-offline-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let recipe = dir.join("hermes.yml");
-    std::fs::write(
-        &recipe,
+    let recipe = temp_file(
+        "hermes.yml",
         "base_model: NoSuchOrg/Hermes-3-Llama-3.1-8B\nadapter: lora\nlora_r: 16\n\
          micro_batch_size: 2\nsequence_len: 2048\n",
-    )
-    .unwrap();
+    );
+    let dir = recipe.parent().unwrap();
     let r = recipe.to_str().unwrap();
     let out = vramscope()
-        .env("HF_HOME", &dir)
+        .env("HF_HOME", dir)
         .env("HF_HUB_CACHE", dir.join("hub"))
-        .env("XDG_CACHE_HOME", &dir)
+        .env("XDG_CACHE_HOME", dir)
         .args(["estimate", "--from", r])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let err = common::refused_with(&out, &r);
     assert!(
         err.contains(&format!(
             "{r} (axolotl recipe) names the model: NoSuchOrg/Hermes-3-Llama-3.1-8B"

@@ -58,16 +58,12 @@ fn sharded_model_exact_count_few_bytes_then_offline_from_the_cache() {
     assert_eq!(again["model"]["origin"]["commit"], SHA);
     assert_eq!(mock.requests().len(), 7, "the second run is offline");
 
-    let human = env
-        .cmd(&mock.url())
-        .args(["estimate", "hf://meta-llama/Llama-3.1-8B", "--refresh"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    assert!(String::from_utf8_lossy(&human)
-        .contains(&format!("meta-llama/Llama-3.1-8B@{SHA} via the Hub")));
+    let human = common::text_of_cmd(env.cmd(&mock.url()).args([
+        "estimate",
+        "hf://meta-llama/Llama-3.1-8B",
+        "--refresh",
+    ]));
+    assert!(human.contains(&format!("meta-llama/Llama-3.1-8B@{SHA} via the Hub")));
     assert_eq!(mock.requests().len(), 14, "--refresh fetches again");
 }
 
@@ -168,22 +164,18 @@ fn gguf_repo_quant_is_chosen_by_tag() {
         .filter(|r| r.path.ends_with("Q8_0.gguf"))
         .collect();
     assert_eq!(gguf_reqs.len(), 2, "1 MiB, then 4 MiB: {gguf_reqs:?}");
-    let e = fails(
-        env.cmd(&mock.url())
-            .args(["inspect", "acme/SmolLM2-135M-GGUF"]),
-    );
-    assert!(
-        e.contains("several GGUF files") && e.contains("F16, Q8_0"),
-        "{e}"
-    );
-    let e = fails(
-        env.cmd(&mock.url())
-            .args(["inspect", "acme/SmolLM2-135M-GGUF:Q4_K_M"]),
-    );
-    assert!(
-        e.contains("no GGUF file of quant Q4_K_M") && e.contains("F16, Q8_0"),
-        "{e}"
-    );
+    // Which file is meant must be said, and only among the quants the repo holds; either
+    // refusal lists them.
+    for (model, why) in [
+        ("acme/SmolLM2-135M-GGUF", "several GGUF files"),
+        (
+            "acme/SmolLM2-135M-GGUF:Q4_K_M",
+            "no GGUF file of quant Q4_K_M",
+        ),
+    ] {
+        let e = fails(env.cmd(&mock.url()).args(["inspect", model]));
+        assert!(e.contains(why) && e.contains("F16, Q8_0"), "{e}");
+    }
 }
 
 /// A PEFT adapter repo: its base (a preset alias here) is the model, and the job gets the
@@ -221,16 +213,12 @@ fn the_local_hf_cache_is_read_first() {
     assert_eq!(v["model"]["params_total"], 124_439_808u64);
     assert_eq!(v["model"]["source"], "hf-cache");
     assert_eq!(v["model"]["origin"]["commit"], SHA2);
-    let human = env
-        .cmd("http://127.0.0.1:9")
-        .env("HF_HUB_OFFLINE", "1")
-        .args(["inspect", "acme/cached-gpt2"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    assert!(String::from_utf8_lossy(&human).contains(&format!(
+    let human = common::text_of_cmd(
+        env.cmd("http://127.0.0.1:9")
+            .env("HF_HUB_OFFLINE", "1")
+            .args(["inspect", "acme/cached-gpt2"]),
+    );
+    assert!(human.contains(&format!(
         "acme/cached-gpt2@{SHA2} from the local Hugging Face cache"
     )));
 }

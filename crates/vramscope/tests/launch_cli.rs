@@ -3,25 +3,31 @@
 
 mod common;
 use common::argv;
-use common::{json_of_cmd, run_json as run, temp_file, vramscope};
+use common::{json_of_cmd, run_json as run, strs, temp_file, vramscope};
 use serde_json::{json, Value};
 
 fn estimate(job: &Value) -> Value {
     let name = format!("job-{}.json", job.to_string().len());
-    let p = temp_file("launch", &name, &job.to_string());
+    let p = temp_file("launch", &name, job.to_string());
     run(&["estimate", "--job", p.to_str().unwrap(), "--json"])
 }
 
 /// The value after `flag` in argv.
 fn arg(launch: &Value, flag: &str) -> Option<u64> {
-    let argv: Vec<&str> = launch["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv = strs(&launch["argv"]);
     let i = argv.iter().position(|a| *a == flag)?;
     argv.get(i + 1)?.parse().ok()
+}
+
+/// Checks `fit`'s launch line: `vllm serve SERVED …` with `--max-model-len` and
+/// `--max-num-seqs` at the values given.
+fn assert_vllm_serves(fit: &Value, served: &str, max_model_len: u64, max_num_seqs: u64) {
+    let l = &fit["launch"];
+    let command = l["command"].as_str().unwrap();
+    let want = format!("vllm serve {served} ");
+    assert!(command.starts_with(&want), "{command}");
+    assert_eq!(arg(l, "--max-model-len"), Some(max_model_len));
+    assert_eq!(arg(l, "--max-num-seqs"), Some(max_num_seqs));
 }
 
 /// `vramscope` run with the Hub out of reach (no cache, offline): a variant's name is read as
@@ -98,18 +104,8 @@ fn vllm_launch_follows_vllms_own_rules() {
 
     // The base model: the pool, not its 131,072 positions, limits one request.
     let fit = run(&args("qwen2.5-32b", &[]));
-    let l = &fit["launch"];
-    assert!(
-        l["command"]
-            .as_str()
-            .unwrap()
-            .starts_with("vllm serve Qwen/Qwen2.5-32B "),
-        "{}",
-        l["command"]
-    );
-    assert_eq!(arg(l, "--max-model-len"), Some(67_072));
-    assert_eq!(arg(l, "--max-num-seqs"), Some(32));
-    assert_eq!(arg(l, "--tensor-parallel-size"), Some(2));
+    assert_vllm_serves(&fit, "Qwen/Qwen2.5-32B", 67_072, 32);
+    assert_eq!(arg(&fit["launch"], "--tensor-parallel-size"), Some(2));
     assert_eq!(fit["max_batch"], 32, "the same output's own count");
     // Fed back as the launch line sets them: vLLM starts, and 32 requests of 2,048 fit the
     // pool at once (a smaller max_num_seqs than the default 256 only shrinks the CUDA graphs,
@@ -140,17 +136,7 @@ fn vllm_launch_follows_vllms_own_rules() {
     // The Instruct variant, read offline as the base preset: served by its own name, at its
     // own config's 32,768 positions.
     let fit = run_offline(&args("Qwen/Qwen2.5-32B-Instruct", &[]));
-    let l = &fit["launch"];
-    assert!(
-        l["command"]
-            .as_str()
-            .unwrap()
-            .starts_with("vllm serve Qwen/Qwen2.5-32B-Instruct "),
-        "{}",
-        l["command"]
-    );
-    assert_eq!(arg(l, "--max-model-len"), Some(32_768));
-    assert_eq!(arg(l, "--max-num-seqs"), Some(32));
+    assert_vllm_serves(&fit, "Qwen/Qwen2.5-32B-Instruct", 32_768, 32);
     assert_eq!(fit["model_max_positions"], 32_768);
 }
 
@@ -189,12 +175,7 @@ fn llamacpp_launch_flags_fit_and_one_layer_more_does_not() {
                "gpu": "rtx3090-24gb", "weights": "gguf:Q4_K_M", "batch": 1, "seq": c,
                "engine": {"n_gpu_layers": ngl}})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
-    let r = estimate(&job(ngl));
-    assert!(total(&r) <= cap(&r), "-ngl {ngl} fits");
-    let r = estimate(&job(ngl + 1));
-    assert!(total(&r) > cap(&r), "-ngl {} does not", ngl + 1);
+    fits_then_not(job, ngl, "-ngl");
 }
 
 #[test]
@@ -210,12 +191,7 @@ fn llamacpp_all_layers_then_the_longest_context() {
         json!({"model": "llama-3.1-8b", "task": "infer", "framework": "llama.cpp",
                "gpu": "rtx3090-24gb", "batch": 1, "seq": seq})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
-    let r = estimate(&job(c));
-    assert!(total(&r) <= cap(&r), "-c {c} fits");
-    let r = estimate(&job(c + 1));
-    assert!(total(&r) > cap(&r), "-c {} does not", c + 1);
+    fits_then_not(job, c, "-c");
 }
 
 #[test]
@@ -224,6 +200,24 @@ fn training_has_no_launch() {
         "fit", "gpt2", "--gpu", "t4-16gb", "--batch", "1", "--seq", "256", "--json",
     ]);
     assert!(fit.get("launch").is_none());
+}
+
+/// A report's device total.
+fn total(r: &Value) -> u64 {
+    r["per_gpu"]["device_total"].as_u64().unwrap()
+}
+
+/// A report's capacity (the GPU's memory).
+fn cap(r: &Value) -> u64 {
+    r["fit"]["capacity"].as_u64().unwrap()
+}
+
+/// The job of setting `what` at `n` fits the GPU, and at `n` + 1 does not: `n` is the most.
+fn fits_then_not(job: impl Fn(u64) -> Value, n: u64, what: &str) {
+    let r = estimate(&job(n));
+    assert!(total(&r) <= cap(&r), "{what} {n} fits");
+    let r = estimate(&job(n + 1));
+    assert!(total(&r) > cap(&r), "{what} {} does not", n + 1);
 }
 
 /// A key of the launch's `options` (ollama's model options).
@@ -244,12 +238,7 @@ fn sglang_launch_follows_sglangs_own_rules() {
     assert_eq!(l["engine"], "sglang");
     assert_eq!(arg(l, "--context-length"), Some(131_072));
     assert_eq!(arg(l, "--max-running-requests"), Some(103));
-    let argv: Vec<&str> = l["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv = strs(&l["argv"]);
     let i = argv
         .iter()
         .position(|a| *a == "--mem-fraction-static")
@@ -300,8 +289,6 @@ fn ollama_launch_options_fit_and_one_layer_more_does_not() {
                "gpu": "rtx3090-24gb", "weights": "gguf:Q4_K_M", "batch": 1, "seq": 2048,
                "engine": {"num_gpu": ngl, "num_ctx": c}})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
     // ollama places the layers itself leaving llama-server's fit margin (--fit-target, 1024
     // MiB) free: num_gpu is that count, the one `estimate` reports ollama picking (issue 31:
     // fit said 38 where estimate said 36), so it fits with 1 GiB to spare and one layer more
@@ -338,10 +325,5 @@ fn ollama_all_layers_then_the_longest_num_ctx() {
                "gpu": "rtx3090-24gb", "batch": 1, "seq": 2048,
                "engine": {"num_gpu": 33, "num_ctx": c}})
     };
-    let total = |r: &Value| r["per_gpu"]["device_total"].as_u64().unwrap();
-    let cap = |r: &Value| r["fit"]["capacity"].as_u64().unwrap();
-    let r = estimate(&job(c));
-    assert!(total(&r) <= cap(&r), "num_ctx {c} fits");
-    let r = estimate(&job(c + 1));
-    assert!(total(&r) > cap(&r), "num_ctx {} does not", c + 1);
+    fits_then_not(job, c, "num_ctx");
 }

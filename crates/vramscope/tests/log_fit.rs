@@ -11,7 +11,7 @@ fn run(args: &[&str]) -> Value {
 }
 
 fn job_file(name: &str, job: &Value) -> String {
-    let p = temp_file("logfit", name, &job.to_string());
+    let p = temp_file("logfit", name, job.to_string());
     p.to_string_lossy().into_owned()
 }
 
@@ -78,22 +78,11 @@ fn analyze_sizes_blocks_only_from_the_logs_own_model() {
 #[test]
 fn fit_on_a_vllm_log_uses_its_pool() {
     let log = fixture("vllm/v0-2024-12-profiling-table-pr10511.log");
-    let base = [
-        "fit",
-        "llama-3.1-8b",
-        "--task",
-        "infer",
-        "--framework",
-        "vllm",
-        "--gpu",
-        "h100-80gb",
-        "--seq",
-        "4000",
-        "--new-tokens",
-        "96",
-        "--measured",
-        &log,
-    ];
+    let mut base = common::argv(
+        "fit llama-3.1-8b --task infer --framework vllm --gpu h100-80gb --seq 4000 \
+         --new-tokens 96 --measured",
+    );
+    base.push(&log);
     let f = run(&base);
     assert_eq!(f["source"], "vllm-log");
     assert_eq!(f["max_batch"], 106);
@@ -103,7 +92,7 @@ fn fit_on_a_vllm_log_uses_its_pool() {
     assert_eq!(weights["estimated"], 16_060_522_496u64);
     let pool = rows.iter().find(|r| r["figure"] == "kv_pool").unwrap();
     assert_eq!(pool["log"], 57_219_701_801u64);
-    let mut four = base.to_vec();
+    let mut four = base.clone();
     four.extend(["--batch", "4"]);
     assert_eq!(run(&four)["max_context"], 109_136);
 }
@@ -122,8 +111,7 @@ fn fit_on_an_oom_message_is_refused() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = common::refused_with(&out, &"fit on an OOM message");
     assert!(err.contains("out-of-memory message"), "{err}");
 }
 

@@ -13,27 +13,23 @@ fn vramscope() -> Command {
 }
 
 fn fixture() -> String {
-    format!(
-        "{}/../formats/tests/fixtures/vlm/llama-3.2-11b-vision-instruct.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    common::formats_fixture("vlm/llama-3.2-11b-vision-instruct.json")
 }
 
 #[test]
 fn inspect_shows_components_and_the_image_rule() {
-    let out = vramscope().args(["inspect", &fixture()]).assert().success();
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     // The counts of transformers 5.24 on the meta device (crates/formats/tests/vlm_mllama.rs).
-    for want in [
-        "Model components",
-        "10,670,220,835",
-        "863,567,379",
-        "31,461,376",
-        "32 + 8 gated global",
-        "6404 vision tokens per image",
-    ] {
-        assert!(text.contains(want), "{want} not in:\n{text}");
-    }
+    common::inspect_shows(
+        &fixture(),
+        &[
+            "Model components",
+            "10,670,220,835",
+            "863,567,379",
+            "31,461,376",
+            "32 + 8 gated global",
+            "6404 vision tokens per image",
+        ],
+    );
 }
 
 /// "How many 1024×768 images fit each sequence": with the vision tower frozen and LoRA on the
@@ -43,17 +39,15 @@ fn inspect_shows_components_and_the_image_rule() {
 #[test]
 fn fit_answers_how_many_images() {
     let most = |seq: &str| {
-        let out = vramscope()
-            .args(["fit", &fixture(), "--gpu", "h100-80gb", "--seq", seq])
+        let mut cmd = vramscope();
+        cmd.args(["fit", &fixture(), "--gpu", "h100-80gb", "--seq", seq])
             .args(argv("--images 1x1024x768 --freeze vision --lora 16"))
             .args([
                 "--lora-targets",
                 "language:q_proj,language:v_proj",
                 "--json",
-            ])
-            .assert()
-            .success();
-        let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+            ]);
+        let v = common::json_of_cmd(&mut cmd, &seq);
         v["max_images"].as_u64().unwrap_or_else(|| panic!("{v}"))
     };
     let (short, long) = (most("1024"), most("4096"));

@@ -9,10 +9,10 @@
 //! `size.longest_edge` 2048 and 512 px tiles, 3 × 4 tiles + the global image → 12·(64 + 2) + 3
 //! + 64 + 3 = 862; with `size.longest_edge` 1024, 2 × 2 tiles → 4·66 + 2 + 67 = 333.
 
+mod common;
 #[allow(dead_code)]
 mod hub;
 
-use assert_cmd::Command;
 use hub::{text, Repo, SHA};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,32 +31,13 @@ fn tmp(name: &str) -> PathBuf {
 
 /// `estimate MODEL --images 1x1024x768 --json` → the image tokens the Report echoes.
 fn image_tokens(model: &str, home: &std::path::Path, endpoint: &str, offline: bool) -> u64 {
-    let mut c = Command::cargo_bin("vramscope").unwrap();
-    for k in [
-        "HF_TOKEN",
-        "HF_HUB_OFFLINE",
-        "HF_HUB_CACHE",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-    ] {
-        c.env_remove(k);
-    }
-    c.env("HF_ENDPOINT", endpoint)
-        .env("HF_HOME", home.join("hf_home"))
-        .env("VRAMSCOPE_CACHE", home.join("cache"))
-        .env("VRAMSCOPE_HUB_TIMEOUT", "5");
+    let mut c = hub::env::hub_cmd(home, endpoint);
     if offline {
         c.env("HF_HUB_OFFLINE", "1");
     }
-    let out = c
-        .args(["estimate", model, "--task", "infer", "--seq", "64"])
-        .args(["--images", "1x1024x768", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    c.args(["estimate", model, "--task", "infer", "--seq", "64"])
+        .args(["--images", "1x1024x768", "--json"]);
+    let v = common::json_of_cmd(&mut c, &model);
     v["job"]["image_tokens"].as_u64().unwrap()
 }
 
@@ -86,17 +67,8 @@ fn a_local_directory_reads_its_preprocessor_config() {
     assert_eq!(image_tokens(cfg.to_str().unwrap(), &dir, none, true), 333);
     // A broken preprocessor config is bad input: exit 2, one line naming the file.
     std::fs::write(model.join("preprocessor_config.json"), "[1, 2").unwrap();
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .args(["inspect", m])
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
-    let err = String::from_utf8_lossy(&out);
+    let err = hub::env::fails(common::vramscope().args(["inspect", m]));
     assert!(err.contains("preprocessor_config.json"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -2,7 +2,8 @@
 //! `data/presets/index.json` is listed by `vramscope models --json` with its repo, and every one
 //! loads (a build that silently embedded zero presets once shipped; this test would have failed).
 
-use assert_cmd::Command;
+mod common;
+
 use std::collections::BTreeSet;
 
 #[test]
@@ -25,15 +26,7 @@ fn models_lists_every_preset_in_the_index() {
         })
         .collect();
     assert!(want.len() >= 40, "index lists {} presets", want.len());
-    let out = Command::cargo_bin("vramscope")
-        .unwrap()
-        .args(["models", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let rows = common::run_json(&["models", "--json"]);
     let got: BTreeSet<(String, String)> = rows
         .as_array()
         .unwrap()

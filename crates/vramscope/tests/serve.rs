@@ -46,6 +46,17 @@ fn start() -> Server {
     Server { child, addr }
 }
 
+/// A fresh connection to the server that gives up reading after `timeout_s`: the stream to
+/// read the response from, and a clone to write the request on.
+fn connect(s: &Server, timeout_s: u64) -> (TcpStream, TcpStream) {
+    let stream = TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(timeout_s)))
+        .unwrap();
+    let w = stream.try_clone().unwrap();
+    (stream, w)
+}
+
 fn request_text(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -62,11 +73,7 @@ fn request_text(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
 /// the body is all sent, so the write may end in a broken pipe or a reset, which is the
 /// server's right (RFC 9110 §15.5.14) and not a failure of the request.
 fn call(s: &Server, method: &str, path: &str, body: &[u8]) -> Resp {
-    let stream = TcpStream::connect(s.addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut w = stream.try_clone().unwrap();
+    let (stream, mut w) = connect(s, 60);
     let req = request_text(method, path, body);
     let writer = std::thread::spawn(move || match w.write_all(&req) {
         Ok(()) => Ok(()),
@@ -93,11 +100,7 @@ fn cli(args: &[&str]) -> Vec<u8> {
 }
 
 fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("vramscope-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+    common::temp_file("serve", name, text)
 }
 
 #[test]
@@ -113,11 +116,7 @@ fn api_answers_exactly_what_the_cli_prints() {
         let file = temp_file(&format!("job{i}.json"), job);
         let f = file.to_str().unwrap();
         let r = post(&s, "/api/estimate", job);
-        assert_eq!(r.status, 200, "{job}: {}", r.text());
-        assert!(r
-            .header("content-type")
-            .unwrap()
-            .starts_with("application/json"));
+        r.assert_ok("application/json", job);
         assert_eq!(
             r.text(),
             String::from_utf8(cli(&["estimate", "--job", f, "--json"])).unwrap(),
@@ -157,11 +156,7 @@ fn picture_page_and_assets() {
     assert!(r.header("content-security-policy").is_some());
     let job = r#"{"model": "gpt2", "batch": 4, "gpu": "t4-16gb"}"#;
     let r = post(&s, "/api/picture", job);
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert!(r
-        .header("content-type")
-        .unwrap()
-        .starts_with("image/svg+xml"));
+    r.assert_ok("image/svg+xml", "/api/picture");
     let f = temp_file("pic.json", job);
     let out = temp_file("pic.svg", "");
     cli(&[
@@ -186,11 +181,7 @@ fn hostile_requests_get_a_clear_4xx_and_the_server_stays_up() {
     let s = start();
     // 100 MB body: refused by its Content-Length, before it is read.
     {
-        let stream = TcpStream::connect(s.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut w = stream.try_clone().unwrap();
+        let (stream, mut w) = connect(&s, 30);
         let n = 100_000_000usize;
         w.write_all(
             format!(
@@ -215,11 +206,7 @@ fn hostile_requests_get_a_clear_4xx_and_the_server_stays_up() {
     }
     // Chunked (no Content-Length) past the limit: 413 once the limit is passed.
     {
-        let stream = TcpStream::connect(s.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut w = stream.try_clone().unwrap();
+        let (stream, mut w) = connect(&s, 30);
         w.write_all(
             b"POST /api/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
               Transfer-Encoding: chunked\r\n\r\n",
@@ -434,11 +421,7 @@ fn analyze_compare_and_plan_answer_what_the_cli_prints() {
     // The picture with the measurement: one measured rect per non-zero measured category,
     // carrying analyze's bytes, and the measured line with one point per timeline point.
     let r = post(&s, "/api/compare?picture=svg", &body);
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert!(r
-        .header("content-type")
-        .unwrap()
-        .starts_with("image/svg+xml"));
+    r.assert_ok("image/svg+xml", "/api/picture");
     let svg = r.text();
     let comps = analysis["per_gpu"]["components"].as_object().unwrap();
     let nonzero: Vec<(&String, u64)> = comps
@@ -494,11 +477,7 @@ fn uploads_have_their_own_limit_and_errors_are_json() {
     let r = call(&s, "POST", "/api/estimate", &big);
     assert_eq!(r.status, 413);
     // Over 256 MiB by Content-Length: 413 before anything is read.
-    let stream = TcpStream::connect(s.addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut w = stream.try_clone().unwrap();
+    let (stream, mut w) = connect(&s, 30);
     w.write_all(
         b"POST /api/analyze HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 300000000\r\n\r\n",
     )
@@ -625,11 +604,7 @@ fn uploaded_model_files_and_headers_are_read_as_the_cli_reads_them() {
         assert_eq!(r.status, 400, "{name}: {}", r.text());
     }
     // Over the 64 MiB cap (64 × 2^20 + 1 bytes by Content-Length): 413 before the body is read.
-    let stream = TcpStream::connect(s.addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut w = stream.try_clone().unwrap();
+    let (stream, mut w) = connect(&s, 30);
     w.write_all(
         format!(
             "POST /api/upload-model?name=big.gguf HTTP/1.1\r\nHost: 127.0.0.1\r\n\

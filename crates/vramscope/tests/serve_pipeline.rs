@@ -10,8 +10,6 @@ mod hub;
 mod pipeline_repos;
 
 use pipeline_repos::{fixture_dir, repos};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command};
 
 /// The server (killed when the test ends) and the environment it and the CLI share.
@@ -20,6 +18,7 @@ struct Server {
     addr: String,
     env: Vec<(String, String)>,
     dir: std::path::PathBuf,
+    _mock: hub::Mock,
 }
 
 impl Drop for Server {
@@ -45,7 +44,10 @@ fn command(env: &[(String, String)]) -> Command {
     c
 }
 
-fn start(endpoint: &str, name: &str) -> Server {
+/// The server against a fresh mock Hub of the pipeline repos (`name` names its folder).
+fn start(name: &str) -> Server {
+    let mock = hub::start(hub::hub(repos(), None));
+    let endpoint = &mock.url();
     let dir =
         std::env::temp_dir().join(format!("vramscope-servepipe-{name}-{}", std::process::id()));
     let env: Vec<(String, String)> = vec![
@@ -63,24 +65,14 @@ fn start(endpoint: &str, name: &str) -> Server {
         addr,
         env,
         dir,
+        _mock: mock,
     }
 }
 
 /// POST `body` to `path`: the status and the body.
 fn post(s: &Server, path: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(&s.addr).unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
-    let (head, body) = out.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    let r = common::http::post_json(&s.addr, path, body);
+    (r.status, r.text())
 }
 
 /// What the CLI prints for `args`, in the server's environment.
@@ -92,6 +84,11 @@ fn cli(s: &Server, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The local FLUX.1-dev pipeline directory.
+fn flux_dir() -> String {
+    fixture_dir("flux.1-dev").display().to_string()
 }
 
 fn job_file(name: &str, job: &serde_json::Value) -> String {
@@ -107,9 +104,8 @@ fn job_file(name: &str, job: &serde_json::Value) -> String {
 /// equal the CLI's `--json` for the same job; the pipeline's report has its three phases.
 #[test]
 fn pipeline_jobs_answer_what_the_cli_prints() {
-    let mock = hub::start(hub::hub(repos(), None));
-    let s = start(&mock.url(), "same");
-    let flux = fixture_dir("flux.1-dev").display().to_string();
+    let s = start("same");
+    let flux = flux_dir();
     for (name, job) in [
         (
             "flux",
@@ -128,12 +124,7 @@ fn pipeline_jobs_answer_what_the_cli_prints() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body, cli(&s, &["estimate", "--job", &file, "--json"]));
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        let phases: Vec<&str> = v["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["phase"].as_str().unwrap())
-            .collect();
+        let phases = common::strs_at(&v["phases"], "phase");
         assert!(
             phases.contains(&"denoise") && phases.contains(&"vae_decode"),
             "{phases:?}"
@@ -171,9 +162,8 @@ fn pipeline_jobs_answer_what_the_cli_prints() {
 /// values; and the server keeps answering.
 #[test]
 fn bad_pipeline_jobs_are_400_naming_the_field() {
-    let mock = hub::start(hub::hub(repos(), None));
-    let s = start(&mock.url(), "bad");
-    let flux = fixture_dir("flux.1-dev").display().to_string();
+    let s = start("bad");
+    let flux = flux_dir();
     for (job, want) in [
         (serde_json::json!({"model": &flux, "seq": 2048}), "seq"),
         (serde_json::json!({"model": &flux, "width": 1000}), "width"),

@@ -55,66 +55,91 @@ const MIN_TENSOR_INFO_BYTES: u64 = 8 + 4 + 8 + 4 + 8;
 /// Never reserve more than this many slots up front; vectors grow as items arrive.
 const RESERVE_CAP: u64 = 4096;
 
-/// The 13 GGUF metadata value types (`enum gguf_type` in gguf.h).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GgufValueType {
-    U8 = 0,
-    I8 = 1,
-    U16 = 2,
-    I16 = 3,
-    U32 = 4,
-    I32 = 5,
-    F32 = 6,
-    Bool = 7,
-    String = 8,
-    Array = 9,
-    U64 = 10,
-    I64 = 11,
-    F64 = 12,
+/// The 13 GGUF metadata value types in one table (`enum gguf_type` in gguf.h, ids in file
+/// order; names as llama.cpp's `GGUF_TYPE_NAME` in gguf.cpp): each row is the variant, its id,
+/// its short name, the Rust type of one value and of one array element. [`GgufValueType`],
+/// [`GgufValue`] and [`GgufArray`] and the maps between them are made from it.
+macro_rules! gguf_types {
+    ($($name:ident = $id:literal, $short:literal, $value:ty, $element:ty;)*) => {
+        /// The 13 GGUF metadata value types (`enum gguf_type` in gguf.h).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum GgufValueType {
+            $($name = $id,)*
+        }
+
+        impl GgufValueType {
+            /// The type for an id as stored in the file.
+            pub fn from_id(id: u32) -> Option<Self> {
+                match id {
+                    $($id => Some(Self::$name),)*
+                    _ => None,
+                }
+            }
+
+            /// llama.cpp's short name (`GGUF_TYPE_NAME` in gguf.cpp).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$name => $short,)*
+                }
+            }
+        }
+
+        /// A metadata value.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(untagged)]
+        pub enum GgufValue {
+            $($name($value),)*
+        }
+
+        /// A typed metadata array; `Array` holds nested arrays, each with its own element type.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(untagged)]
+        pub enum GgufArray {
+            $($name(Vec<$element>),)*
+        }
+
+        impl GgufValue {
+            pub fn value_type(&self) -> GgufValueType {
+                match self {
+                    $(Self::$name(_) => GgufValueType::$name,)*
+                }
+            }
+        }
+
+        impl GgufArray {
+            pub fn len(&self) -> usize {
+                match self {
+                    $(Self::$name(v) => v.len(),)*
+                }
+            }
+
+            /// The element type as stored in the file.
+            pub fn element_type(&self) -> GgufValueType {
+                match self {
+                    $(Self::$name(_) => GgufValueType::$name,)*
+                }
+            }
+        }
+    };
+}
+
+gguf_types! {
+    U8 = 0, "u8", u8, u8;
+    I8 = 1, "i8", i8, i8;
+    U16 = 2, "u16", u16, u16;
+    I16 = 3, "i16", i16, i16;
+    U32 = 4, "u32", u32, u32;
+    I32 = 5, "i32", i32, i32;
+    F32 = 6, "f32", f32, f32;
+    Bool = 7, "bool", bool, bool;
+    String = 8, "str", String, String;
+    Array = 9, "arr", GgufArray, GgufArray;
+    U64 = 10, "u64", u64, u64;
+    I64 = 11, "i64", i64, i64;
+    F64 = 12, "f64", f64, f64;
 }
 
 impl GgufValueType {
-    /// The type for an id as stored in the file.
-    pub fn from_id(id: u32) -> Option<Self> {
-        use GgufValueType::*;
-        Some(match id {
-            0 => U8,
-            1 => I8,
-            2 => U16,
-            3 => I16,
-            4 => U32,
-            5 => I32,
-            6 => F32,
-            7 => Bool,
-            8 => String,
-            9 => Array,
-            10 => U64,
-            11 => I64,
-            12 => F64,
-            _ => return None,
-        })
-    }
-
-    /// llama.cpp's short name (`GGUF_TYPE_NAME` in gguf.cpp).
-    pub fn name(self) -> &'static str {
-        use GgufValueType::*;
-        match self {
-            U8 => "u8",
-            I8 => "i8",
-            U16 => "u16",
-            I16 => "i16",
-            U32 => "u32",
-            I32 => "i32",
-            F32 => "f32",
-            Bool => "bool",
-            String => "str",
-            Array => "arr",
-            U64 => "u64",
-            I64 => "i64",
-            F64 => "f64",
-        }
-    }
-
     /// Fewest bytes one value of this type takes in the file (a string is at least its length
     /// field, an array at least its element type and count).
     fn min_size(self) -> u64 {
@@ -129,87 +154,9 @@ impl GgufValueType {
     }
 }
 
-/// A metadata value.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum GgufValue {
-    U8(u8),
-    I8(i8),
-    U16(u16),
-    I16(i16),
-    U32(u32),
-    I32(i32),
-    F32(f32),
-    Bool(bool),
-    String(String),
-    Array(GgufArray),
-    U64(u64),
-    I64(i64),
-    F64(f64),
-}
-
-/// A typed metadata array; `Array` holds nested arrays, each with its own element type.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum GgufArray {
-    U8(Vec<u8>),
-    I8(Vec<i8>),
-    U16(Vec<u16>),
-    I16(Vec<i16>),
-    U32(Vec<u32>),
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-    Bool(Vec<bool>),
-    String(Vec<String>),
-    Array(Vec<GgufArray>),
-    U64(Vec<u64>),
-    I64(Vec<i64>),
-    F64(Vec<f64>),
-}
-
 impl GgufArray {
-    pub fn len(&self) -> usize {
-        use GgufArray::*;
-        match self {
-            U8(v) => v.len(),
-            I8(v) => v.len(),
-            U16(v) => v.len(),
-            I16(v) => v.len(),
-            U32(v) => v.len(),
-            I32(v) => v.len(),
-            F32(v) => v.len(),
-            Bool(v) => v.len(),
-            String(v) => v.len(),
-            Array(v) => v.len(),
-            U64(v) => v.len(),
-            I64(v) => v.len(),
-            F64(v) => v.len(),
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The element type as stored in the file.
-    pub fn element_type(&self) -> GgufValueType {
-        use GgufArray as A;
-        use GgufValueType as T;
-        match self {
-            A::U8(_) => T::U8,
-            A::I8(_) => T::I8,
-            A::U16(_) => T::U16,
-            A::I16(_) => T::I16,
-            A::U32(_) => T::U32,
-            A::I32(_) => T::I32,
-            A::F32(_) => T::F32,
-            A::Bool(_) => T::Bool,
-            A::String(_) => T::String,
-            A::Array(_) => T::Array,
-            A::U64(_) => T::U64,
-            A::I64(_) => T::I64,
-            A::F64(_) => T::F64,
-        }
     }
 
     /// Integer elements as u64 (`None` for non-integer arrays or a negative element).
@@ -233,26 +180,6 @@ impl GgufArray {
 }
 
 impl GgufValue {
-    pub fn value_type(&self) -> GgufValueType {
-        use GgufValue as V;
-        use GgufValueType as T;
-        match self {
-            V::U8(_) => T::U8,
-            V::I8(_) => T::I8,
-            V::U16(_) => T::U16,
-            V::I16(_) => T::I16,
-            V::U32(_) => T::U32,
-            V::I32(_) => T::I32,
-            V::F32(_) => T::F32,
-            V::Bool(_) => T::Bool,
-            V::String(_) => T::String,
-            V::Array(_) => T::Array,
-            V::U64(_) => T::U64,
-            V::I64(_) => T::I64,
-            V::F64(_) => T::F64,
-        }
-    }
-
     /// A scalar integer of any width as u64; `None` for other types or negative values.
     /// (Writers differ: gguf-py stores most counts as u32, some converters as u64 or i32.)
     pub fn as_u64(&self) -> Option<u64> {

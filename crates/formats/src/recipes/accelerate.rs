@@ -225,13 +225,6 @@ pub(crate) fn fsdp_config(f: &Doc, r: &mut Reading) -> Result<(), String> {
             offload,
         );
     }
-    let ckpt = key("activation_checkpointing");
-    if let Some(b) = bool_of(f, &ckpt)? {
-        r.set(
-            "checkpointing",
-            json!(if b { "full" } else { "none" }),
-            ckpt,
-        );
-    }
+    r.set_checkpointing(f, &key("activation_checkpointing"))?;
     Ok(())
 }

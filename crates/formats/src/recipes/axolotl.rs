@@ -2,7 +2,7 @@
 //! base model, adapter and LoRA settings, 8/4-bit loading, sequence length and packing, micro
 //! batch, optimizer, checkpointing, attention kernel, DeepSpeed/FSDP, and the RL trainers.
 
-use super::doc::{bool_of, count_of, names_of, number_of, str_of, Doc, Reading};
+use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading};
 use serde_json::{json, Map, Value};
 
 /// The module names `lora_target_linear: true` reaches on a Llama-style decoder (every linear
@@ -76,18 +76,10 @@ pub(crate) fn detect(m: &Map<String, Value>) -> bool {
 /// Reads an axolotl recipe into `r`.
 pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     doc.skip(QUIET);
-    if let Some(m) = str_of(doc, "base_model")? {
-        r.set("model", json!(m), "base_model");
-    }
-    if let Some(s) = count_of(doc, "sequence_len")? {
-        r.set("seq", json!(s), "sequence_len");
-    }
-    if let Some(b) = count_of(doc, "micro_batch_size")? {
-        r.set("batch", json!(b), "micro_batch_size");
-    }
-    if let Some(a) = count_of(doc, "gradient_accumulation_steps")? {
-        r.set("grad_accum", json!(a), "gradient_accumulation_steps");
-    }
+    r.set_from(doc, "base_model", "model", str_of)?;
+    r.set_from(doc, "sequence_len", "seq", count_of)?;
+    r.set_from(doc, "micro_batch_size", "batch", count_of)?;
+    r.set_from(doc, "gradient_accumulation_steps", "grad_accum", count_of)?;
     if bool_of(doc, "sample_packing")? == Some(true) {
         r.technique("sample_packing", "packing", json!(true));
     }
@@ -187,14 +179,7 @@ fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             return Ok(());
         }
     };
-    let mut p = Map::new();
-    p.insert("method".into(), json!(method));
-    if let Some(rank) = count_of(doc, "lora_r")? {
-        p.insert("rank".into(), json!(rank));
-    }
-    if let Some(a) = number_of(doc, "lora_alpha")? {
-        p.insert("alpha".into(), json!(a));
-    }
+    let mut p = lora_of(doc, method, "lora_r", (None, None))?;
     let mut targets = names_of(doc, "lora_target_modules")?.unwrap_or_default();
     if bool_of(doc, "lora_target_linear")? == Some(true) {
         for t in ALL_LINEAR {

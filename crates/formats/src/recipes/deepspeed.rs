@@ -86,21 +86,18 @@ fn read_zero(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     }
     r.set("parallel.zero", json!(stage), "zero_optimization.stage");
     let device = |key: &str| -> Result<Option<String>, String> {
-        match z.section(key) {
-            Some(s) => {
-                // Pinned or not, the offloaded bytes live in host memory.
-                s.skip(&[
-                    "pin_memory",
-                    "buffer_count",
-                    "fast_init",
-                    "ratio",
-                    "nvme_path",
-                ]);
-                Ok(str_of(&s, "device")?.map(str::to_ascii_lowercase))
-            }
-            None if z.has(key) => Err(format!("zero_optimization.{key}: expected an object")),
-            None => Ok(None),
-        }
+        let Some(s) = z.object(key)? else {
+            return Ok(None);
+        };
+        // Pinned or not, the offloaded bytes live in host memory.
+        s.skip(&[
+            "pin_memory",
+            "buffer_count",
+            "fast_init",
+            "ratio",
+            "nvme_path",
+        ]);
+        Ok(str_of(&s, "device")?.map(str::to_ascii_lowercase))
     };
     let opt = device("offload_optimizer")?.filter(|d| d != "none");
     let par = device("offload_param")?.filter(|d| d != "none");
@@ -178,24 +175,21 @@ fn read_buckets(z: &Doc, r: &mut Reading) {
 
 fn read_precision(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     let enabled = |key: &str| -> Result<Option<Value>, String> {
-        match doc.section(key) {
-            Some(s) => {
-                // The loss-scale settings change no bytes.
-                s.skip(&[
-                    "loss_scale",
-                    "loss_scale_window",
-                    "initial_scale_power",
-                    "hysteresis",
-                    "min_loss_scale",
-                    "auto_cast",
-                    "consecutive_hysteresis",
-                    "immediate_grad_update",
-                ]);
-                Ok(s.get("enabled").cloned().or(Some(Value::Bool(false))))
-            }
-            None if doc.has(key) => Err(format!("{key}: expected an object")),
-            None => Ok(None),
-        }
+        let Some(s) = doc.object(key)? else {
+            return Ok(None);
+        };
+        // The loss-scale settings change no bytes.
+        s.skip(&[
+            "loss_scale",
+            "loss_scale_window",
+            "initial_scale_power",
+            "hysteresis",
+            "min_loss_scale",
+            "auto_cast",
+            "consecutive_hysteresis",
+            "immediate_grad_update",
+        ]);
+        Ok(s.get("enabled").cloned().or(Some(Value::Bool(false))))
     };
     let (bf, fp) = (enabled("bf16")?, enabled("fp16")?);
     let on = |v: &Option<Value>| v.as_ref().and_then(super::doc::as_bool) == Some(true);
@@ -234,10 +228,7 @@ fn read_optimizer(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         "sgd" => Some("sgd"),
         _ => None,
     };
-    match mapped {
-        Some(m) => r.set("optimizer", json!(m), format!("optimizer.type {t}")),
-        None => r.not_modelled(&format!("optimizer.type {t}"), "optimizer"),
-    }
+    r.set_known("optimizer", mapped, format!("optimizer.type {t}"));
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! each came from), the `"auto"` values left for another file, the techniques vramscope cannot
 //! express yet, and every key it did not read (so nothing is dropped silently).
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 use vramscope_core::job::Job;
 
@@ -51,6 +51,16 @@ impl<'a> Doc<'a> {
                 used: self.used,
             }),
             _ => None,
+        }
+    }
+
+    /// The object under `key` as a document (see `section`): none when absent or null, an
+    /// error naming the key when it holds something else.
+    pub(crate) fn object(&self, key: &str) -> Result<Option<Doc<'a>>, String> {
+        match self.section(key) {
+            Some(d) => Ok(Some(d)),
+            None if self.has(key) => Err(format!("{}: expected an object", self.path(key))),
+            None => Ok(None),
         }
     }
 
@@ -159,10 +169,44 @@ impl Reading {
         }
     }
 
+    /// Sets `path` to `known`, vramscope's name for what `key` states, or lists `key` as read
+    /// but not modelled when there is none.
+    pub(crate) fn set_known(&mut self, path: &'static str, known: Option<&str>, key: String) {
+        match known {
+            Some(v) => self.set(path, json!(v), key),
+            None => self.not_modelled(&key, path),
+        }
+    }
+
     /// A setting vramscope has no job field or model for yet.
     pub(crate) fn not_modelled(&mut self, key: &str, what: &str) {
         self.notes
             .push(format!("read but not modelled yet: {key} ({what})"));
+    }
+
+    /// Sets `path` to `key`'s value as `read` (`count_of`, `str_of`, ...) reads it, when `doc`
+    /// states it.
+    pub(crate) fn set_from<'d, T: Into<Value>>(
+        &mut self,
+        doc: &Doc<'d>,
+        key: &str,
+        path: &'static str,
+        read: fn(&Doc<'d>, &str) -> Result<Option<T>, String>,
+    ) -> Result<(), String> {
+        if let Some(v) = read(doc, key)? {
+            self.set(path, v.into(), key);
+        }
+        Ok(())
+    }
+
+    /// Sets `checkpointing` from `key`'s switch, when `doc` states it: on is `full` (every
+    /// layer recomputed from its input), off is `none`.
+    pub(crate) fn set_checkpointing(&mut self, doc: &Doc, key: &str) -> Result<(), String> {
+        if let Some(on) = bool_of(doc, key)? {
+            let how = if on { "full" } else { "none" };
+            self.set("checkpointing", json!(how), key);
+        }
+        Ok(())
     }
 
     /// The value a field was set to, if any.
@@ -236,30 +280,46 @@ pub(crate) fn as_count(v: &Value) -> Option<u64> {
 
 /// A whole number for `key`, or an error naming the key.
 pub(crate) fn count_of(doc: &Doc, key: &str) -> Result<Option<u64>, String> {
-    match doc.get(key) {
-        None => Ok(None),
-        Some(v) => as_count(v).map(Some).ok_or_else(|| {
-            format!(
-                "{}: expected a whole number (got {})",
-                doc.path(key),
-                short(v)
-            )
-        }),
-    }
+    typed_of(doc, key, "a whole number", as_count)
 }
 
 /// A boolean for `key`, or an error naming the key.
 pub(crate) fn bool_of(doc: &Doc, key: &str) -> Result<Option<bool>, String> {
+    typed_of(doc, key, "true or false", as_bool)
+}
+
+/// `key`'s value read by `read`, or an error naming the key and `what` it expected.
+fn typed_of<T>(
+    doc: &Doc,
+    key: &str,
+    what: &str,
+    read: fn(&Value) -> Option<T>,
+) -> Result<Option<T>, String> {
     match doc.get(key) {
         None => Ok(None),
-        Some(v) => as_bool(v).map(Some).ok_or_else(|| {
-            format!(
-                "{}: expected true or false (got {})",
-                doc.path(key),
-                short(v)
-            )
-        }),
+        Some(v) => read(v)
+            .map(Some)
+            .ok_or_else(|| format!("{}: expected {what} (got {})", doc.path(key), short(v))),
     }
+}
+
+/// A `peft` section of `method` (`lora`, `qlora`): `rank` from `rank_key` and `alpha` from
+/// `lora_alpha`, each with the format's default when it has one (else left to the job's).
+pub(crate) fn lora_of(
+    doc: &Doc,
+    method: &str,
+    rank_key: &str,
+    (rank, alpha): (Option<u64>, Option<f64>),
+) -> Result<Map<String, Value>, String> {
+    let mut p = Map::new();
+    p.insert("method".into(), json!(method));
+    if let Some(rank) = count_of(doc, rank_key)?.or(rank) {
+        p.insert("rank".into(), json!(rank));
+    }
+    if let Some(a) = number_of(doc, "lora_alpha")?.or(alpha) {
+        p.insert("alpha".into(), json!(a));
+    }
+    Ok(p)
 }
 
 /// A string for `key`, or an error naming the key.

@@ -2,7 +2,7 @@
 //! arguments (`src/llamafactory/hparams/{model,finetuning,data}_args.py`) beside the
 //! TrainingArguments it passes through.
 
-use super::doc::{bool_of, count_of, names_of, number_of, str_of, Doc, Reading};
+use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading};
 use serde_json::{json, Map, Value};
 
 const QUIET: &[&str] = &[
@@ -44,12 +44,8 @@ pub(crate) fn detect(m: &Map<String, Value>) -> bool {
 pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     doc.skip(QUIET);
     super::training_args::read_trainer(doc, r)?;
-    if let Some(m) = str_of(doc, "model_name_or_path")? {
-        r.set("model", json!(m), "model_name_or_path");
-    }
-    if let Some(s) = count_of(doc, "cutoff_len")? {
-        r.set("seq", json!(s), "cutoff_len");
-    }
+    r.set_from(doc, "model_name_or_path", "model", str_of)?;
+    r.set_from(doc, "cutoff_len", "seq", count_of)?;
     precision(doc, r)?;
     checkpointing(doc, r)?;
     if let Some(f) = str_of(doc, "flash_attn")? {
@@ -144,18 +140,8 @@ fn method(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         .to_ascii_lowercase();
     match ft.as_str() {
         "lora" => {
-            let mut p = Map::new();
-            p.insert(
-                "method".into(),
-                json!(if bits == Some(4) { "qlora" } else { "lora" }),
-            );
-            p.insert(
-                "rank".into(),
-                json!(count_of(doc, "lora_rank")?.unwrap_or(8)),
-            );
-            if let Some(a) = number_of(doc, "lora_alpha")? {
-                p.insert("alpha".into(), json!(a));
-            }
+            let method = if bits == Some(4) { "qlora" } else { "lora" };
+            let mut p = lora_of(doc, method, "lora_rank", (Some(8), None))?;
             let targets = names_of(doc, "lora_target")?.unwrap_or_else(|| vec!["all".into()]);
             let targets: Vec<String> = if targets.iter().any(|t| t == "all") {
                 r.note("lora_target all: every linear layer, read as the Llama-style names q/k/v/o/gate/up/down_proj");

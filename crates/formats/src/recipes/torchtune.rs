@@ -43,12 +43,8 @@ pub(crate) fn detect(m: &Map<String, Value>) -> bool {
 /// Reads a torchtune recipe into `r`.
 pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     doc.skip(QUIET);
-    if let Some(b) = count_of(doc, "batch_size")? {
-        r.set("batch", json!(b), "batch_size");
-    }
-    if let Some(a) = count_of(doc, "gradient_accumulation_steps")? {
-        r.set("grad_accum", json!(a), "gradient_accumulation_steps");
-    }
+    r.set_from(doc, "batch_size", "batch", count_of)?;
+    r.set_from(doc, "gradient_accumulation_steps", "grad_accum", count_of)?;
     if let Some(t) = doc.section("tokenizer") {
         if let Some(s) = count_of(&t, "max_seq_len")? {
             r.set("seq", json!(s), "tokenizer.max_seq_len");
@@ -87,13 +83,7 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading) -> Result<(), String> {
 
 /// The memory switches: checkpointing, activation offloading, optimizer in backward, compile.
 fn switches(doc: &Doc, r: &mut Reading) -> Result<(), String> {
-    if let Some(c) = bool_of(doc, "enable_activation_checkpointing")? {
-        r.set(
-            "checkpointing",
-            json!(if c { "full" } else { "none" }),
-            "enable_activation_checkpointing",
-        );
-    }
+    r.set_checkpointing(doc, "enable_activation_checkpointing")?;
     // A switch the recipe states, on or off, sets the job's field: `False` is the recipe's
     // word as much as `True` (a later file or flag may still override it).
     if let Some(o) = bool_of(doc, "enable_activation_offloading")? {
@@ -143,14 +133,7 @@ fn model(m: &Doc, dtype: Option<&str>, r: &mut Reading) -> Result<(), String> {
     }
     m.skip(&["use_dora", "quantize_base"]);
     let Some(method) = method else { return Ok(()) };
-    let mut p = Map::new();
-    p.insert("method".into(), json!(method));
-    if let Some(rank) = count_of(m, "lora_rank")? {
-        p.insert("rank".into(), json!(rank));
-    }
-    if let Some(a) = number_of(m, "lora_alpha")? {
-        p.insert("alpha".into(), json!(a));
-    }
+    let mut p = super::doc::lora_of(m, method, "lora_rank", (None, None))?;
     let mut targets: Vec<String> = Vec::new();
     let mut push = |t: &str| {
         if !targets.iter().any(|x| x == t) {

@@ -229,24 +229,14 @@ pub(crate) fn fsdp(doc: &Doc, r: &mut Reading) -> Result<(), String> {
 /// The TrainingArguments keys every trainer-based format shares.
 pub(crate) fn read_trainer(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     doc.skip(QUIET);
-    if let Some(b) = count_of(doc, "per_device_train_batch_size")? {
-        r.set("batch", json!(b), "per_device_train_batch_size");
-    }
-    if let Some(a) = count_of(doc, "gradient_accumulation_steps")? {
-        r.set("grad_accum", json!(a), "gradient_accumulation_steps");
-    }
+    r.set_from(doc, "per_device_train_batch_size", "batch", count_of)?;
+    r.set_from(doc, "gradient_accumulation_steps", "grad_accum", count_of)?;
     precision_flags(doc, r)?;
     if let Some(o) = str_of(doc, "optim")? {
         set_optimizer(r, &format!("optim {o}"), o);
     }
-    if let Some(g) = bool_of(doc, "gradient_checkpointing")? {
-        // transformers' gradient checkpointing recomputes each decoder layer from its input.
-        r.set(
-            "checkpointing",
-            json!(if g { "full" } else { "none" }),
-            "gradient_checkpointing",
-        );
-    }
+    // transformers' gradient checkpointing recomputes each decoder layer from its input.
+    r.set_checkpointing(doc, "gradient_checkpointing")?;
     if let Some(c) = bool_of(doc, "torch_compile")? {
         r.technique("torch_compile", "compile", json!(c));
     }
@@ -258,14 +248,13 @@ pub(crate) fn read_trainer(doc: &Doc, r: &mut Reading) -> Result<(), String> {
 /// TRL's `ModelConfig` keys (`trl/trainer/model_config.py`) and the model keys LLaMA-Factory
 /// shares: the model, its load dtype and attention kernel, PEFT and bitsandbytes loading.
 pub(crate) fn read_model_args(doc: &Doc, r: &mut Reading) -> Result<(), String> {
-    if let Some(m) = str_of(doc, "model_name_or_path")? {
-        r.set("model", json!(m), "model_name_or_path");
-    }
+    r.set_from(doc, "model_name_or_path", "model", str_of)?;
     if let Some(a) = str_of(doc, "attn_implementation")? {
-        match attention(a) {
-            Some(v) => r.set("attention", json!(v), format!("attn_implementation {a}")),
-            None => r.not_modelled(&format!("attn_implementation {a}"), "attention"),
-        }
+        r.set_known(
+            "attention",
+            attention(a),
+            format!("attn_implementation {a}"),
+        );
     }
     if let Some(d) = str_of(doc, "torch_dtype")?.or(str_of(doc, "dtype")?) {
         // Weights loaded in 16 bit train in 16 bit: gradients and AdamW states take the
@@ -302,14 +291,9 @@ pub(crate) fn read_model_args(doc: &Doc, r: &mut Reading) -> Result<(), String> 
         r.set("weights", json!("int8"), "load_in_8bit");
     }
     if bool_of(doc, "use_peft")? == Some(true) {
-        let mut p = Map::new();
-        p.insert("method".into(), json!(if four { "qlora" } else { "lora" }));
+        let method = if four { "qlora" } else { "lora" };
         // TRL ModelConfig defaults: lora_r 16, lora_alpha 32.
-        p.insert("rank".into(), json!(count_of(doc, "lora_r")?.unwrap_or(16)));
-        p.insert(
-            "alpha".into(),
-            json!(super::doc::number_of(doc, "lora_alpha")?.unwrap_or(32.0)),
-        );
+        let mut p = super::doc::lora_of(doc, method, "lora_r", (Some(16), Some(32.0)))?;
         if let Some(t) = names_of(doc, "lora_target_modules")? {
             p.insert("targets".into(), json!(t));
         }

@@ -16,12 +16,13 @@
 //!   less the job's reserve and the CUDA context (which no line of the log states).
 
 use super::{LogKind, LogReport};
-use crate::calibrate::scale_up;
+use crate::calibrate::{job_gpu, scale_up};
 use serde::Serialize;
 use vramscope_core::error::CoreError;
 use vramscope_core::estimate::engines::kv_bytes_per_gpu;
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::largest;
+use vramscope_core::gpu::Gpu;
 use vramscope_core::job::{Framework, ResolvedJob};
 
 /// One figure a log-calibrated fit took from the log, beside the estimate of it at the job.
@@ -51,6 +52,27 @@ pub struct LogCalibratedFit {
     pub notes: Vec<String>,
 }
 
+/// The answer on `gpu` of a fit on `log`: what it took from the log, what the search found
+/// (the largest batch, the longest context, the estimates it ran) and the notes.
+fn answer(
+    gpu: &Gpu,
+    log: &LogReport,
+    from_log: Vec<FromLog>,
+    (max_batch, max_context, evaluations): (Option<u64>, Option<u64>, u64),
+    notes: Vec<String>,
+) -> LogCalibratedFit {
+    LogCalibratedFit {
+        gpu: gpu.id.clone(),
+        capacity: gpu.memory_bytes,
+        source: log.source.name(),
+        from_log,
+        max_batch,
+        max_context,
+        evaluations,
+        notes,
+    }
+}
+
 fn need(what: &str) -> CoreError {
     CoreError::field(
         "measured",
@@ -64,11 +86,7 @@ pub fn fit_from_log(
     job: &ResolvedJob,
     log: &LogReport,
 ) -> Result<LogCalibratedFit, CoreError> {
-    let gpu_id = job
-        .gpu
-        .as_deref()
-        .ok_or_else(|| CoreError::field("gpu", "fit needs a GPU (e.g. --gpu a100-80gb)"))?;
-    let gpu = vramscope_core::gpu::find(gpu_id)?;
+    let gpu = job_gpu(job)?;
     if model.spec.is_none() {
         return Err(CoreError::field(
             "model",
@@ -99,7 +117,7 @@ fn vllm(
     model: &ModelInput,
     job: &ResolvedJob,
     log: &LogReport,
-    gpu: &vramscope_core::gpu::Gpu,
+    gpu: &Gpu,
 ) -> Result<LogCalibratedFit, CoreError> {
     let spec = model.spec.as_ref().ok_or_else(|| need("a model"))?;
     let job = ResolvedJob {
@@ -183,23 +201,15 @@ fn vllm(
     if max_context == Some(cap) {
         notes.push(format!("the context search stopped at {cap}"));
     }
-    Ok(LogCalibratedFit {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
-        source: log.source.name(),
-        from_log,
-        max_batch,
-        max_context,
-        evaluations: evals,
-        notes,
-    })
+    let found = (max_batch, max_context, evals);
+    Ok(answer(gpu, log, from_log, found, notes))
 }
 
 fn ggml(
     model: &ModelInput,
     job: &ResolvedJob,
     log: &LogReport,
-    gpu: &vramscope_core::gpu::Gpu,
+    gpu: &Gpu,
 ) -> Result<LogCalibratedFit, CoreError> {
     let c = &log.per_gpu.components;
     let weights = c
@@ -252,16 +262,8 @@ fn ggml(
     if log.devices.len() > 1 {
         notes.push("several devices in the log: the fit is the most-loaded one's".into());
     }
-    Ok(LogCalibratedFit {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
-        source: log.source.name(),
-        from_log,
-        max_batch,
-        max_context,
-        evaluations: evals,
-        notes,
-    })
+    let found = (max_batch, max_context, evals);
+    Ok(answer(gpu, log, from_log, found, notes))
 }
 
 /// The figures a llama.cpp / ollama fit took from the log, beside the estimate's.

@@ -196,17 +196,20 @@ impl<'c> Vm<'c> {
         }
     }
 
+    /// Pops the last MARK: the stack's length when it was pushed.
+    fn pop_mark_at<R: Read>(&mut self, src: &Src<R>, op: &str) -> Result<usize, PickleError> {
+        self.marks
+            .pop()
+            .ok_or_else(|| src.err(format!("{op} without a MARK")))
+    }
+
     /// Pops everything above the last MARK.
     pub(super) fn pop_mark<R: Read>(
         &mut self,
         src: &Src<R>,
         op: &str,
     ) -> Result<Vec<Id>, PickleError> {
-        let m = self
-            .marks
-            .pop()
-            .ok_or_else(|| src.err(format!("{op} without a MARK")))?;
-        Ok(self.stack.split_off(m))
+        self.pop_mark_at(src, op).map(|m| self.stack.split_off(m))
     }
 
     /// Like [`Vm::pop_mark`], into the reused scratch buffer (give it back with `recycle`).
@@ -215,10 +218,7 @@ impl<'c> Vm<'c> {
         src: &Src<R>,
         op: &str,
     ) -> Result<Vec<Id>, PickleError> {
-        let m = self
-            .marks
-            .pop()
-            .ok_or_else(|| src.err(format!("{op} without a MARK")))?;
+        let m = self.pop_mark_at(src, op)?;
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
         buf.extend_from_slice(&self.stack[m..]);

@@ -135,38 +135,41 @@ fn categories(a: &Analysis) -> String {
 }
 
 fn top_allocations(a: &Analysis) -> String {
-    if a.top_allocations.is_empty() {
-        return String::new();
-    }
-    let mut s = format!(
-        "\n{}\n",
-        paint(HEADER, "Largest allocations live at the peak:")
-    );
-    for t in &a.top_allocations {
-        s.push_str(&format!(
-            "  {:>12}  {:<17} {:<10} {}\n",
-            bytes(t.bytes),
-            t.category,
-            t.phase,
-            paint(DIM, &t.site)
-        ));
-    }
-    s
+    titled_list(
+        "Largest allocations live at the peak:",
+        &a.top_allocations,
+        |t| {
+            format!(
+                "  {:>12}  {:<17} {:<10} {}\n",
+                bytes(t.bytes),
+                t.category,
+                t.phase,
+                paint(DIM, &t.site)
+            )
+        },
+    )
 }
 
 fn top_frames(a: &Analysis) -> String {
-    if a.top_frames.is_empty() {
-        return String::new();
-    }
-    let mut s = format!("\n{}\n", paint(HEADER, "Live at the peak, by site:"));
-    for f in &a.top_frames {
-        s.push_str(&format!(
+    titled_list("Live at the peak, by site:", &a.top_frames, |f| {
+        format!(
             "  {:>12}  {:>5}×  {:<17} {}\n",
             bytes(f.bytes),
             f.count,
             f.category,
             paint(DIM, &f.site)
-        ));
+        )
+    })
+}
+
+/// `title` over one `line` per item, after a blank line; nothing when there are no items.
+fn titled_list<T>(title: &str, items: &[T], line: impl Fn(&T) -> String) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("\n{}\n", paint(HEADER, title));
+    for item in items {
+        s.push_str(&line(item));
     }
     s
 }

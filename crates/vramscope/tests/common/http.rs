@@ -3,7 +3,7 @@
 #![allow(dead_code)] // Not every test binary that includes `common` talks to the server.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
 pub struct Resp {
@@ -25,6 +25,13 @@ impl Resp {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+    /// Checks the response is a 200 whose Content-Type starts with `content_type` (else a
+    /// panic naming `what` and the body).
+    pub fn assert_ok(&self, content_type: &str, what: &str) {
+        assert_eq!(self.status, 200, "{what}: {}", self.text());
+        let got = self.header("content-type").unwrap_or("");
+        assert!(got.starts_with(content_type), "{what}: Content-Type {got}");
     }
     /// The one-line cause of a 4xx.
     pub fn error(&self) -> String {
@@ -68,6 +75,20 @@ pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
         headers,
         body,
     })
+}
+
+/// POSTs `body` as JSON to `path` of the server at `addr` (`host:port`) on a fresh connection
+/// that the request closes, and reads the response.
+pub fn post_json(addr: &str, path: &str, body: &str) -> Resp {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    read_response(&mut BufReader::new(stream)).unwrap()
 }
 
 /// `vramscope serve --port 0` started from `cmd` (its stdout piped here, its stderr dropped),

@@ -82,6 +82,66 @@ pub fn json_of_cmd(cmd: &mut Command, what: &dyn std::fmt::Debug) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
+/// `cmd` run: its stdout as text, after checking it exited `code` (else a panic with the
+/// command's stderr).
+pub fn text_with_code(cmd: &mut Command, code: i32) -> String {
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("stdout is UTF-8")
+}
+
+/// `cmd` run: its stdout as text, after checking it succeeded.
+pub fn text_of_cmd(cmd: &mut Command) -> String {
+    text_with_code(cmd, 0)
+}
+
+/// `vramscope ARGS`: its stdout as text, after checking it succeeded.
+pub fn run_text(args: &[&str]) -> String {
+    text_of_cmd(vramscope().args(args))
+}
+
+/// Checks that every one of `wants` is in `text`.
+pub fn assert_contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(text.contains(want), "{want} not in:\n{text}");
+    }
+}
+
+/// `vramscope inspect MODEL`'s terminal view (run as [`plain_vramscope`]), checked to hold
+/// every one of `wants`.
+pub fn inspect_shows(model: &str, wants: &[&str]) {
+    let text = text_of_cmd(plain_vramscope().args(["inspect", model]));
+    assert_contains_all(&text, wants);
+}
+
+/// A fixture of `crates/formats/tests/fixtures`.
+pub fn formats_fixture(rel: &str) -> String {
+    in_crate("formats/tests/fixtures", rel)
+}
+
+/// The strings of the JSON array `list` (a panic on anything else).
+pub fn strs(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| v.as_str().unwrap_or_else(|| panic!("not a string: {v}")))
+        .collect()
+}
+
+/// The string `key` of every entry of the JSON array `list`.
+pub fn strs_at<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| v[key].as_str().unwrap_or_else(|| panic!("no {key} in {v}")))
+        .collect()
+}
+
 /// `vramscope ARGS`: its stdout as JSON, after checking it succeeded.
 pub fn run_json(args: &[&str]) -> Value {
     json_of_cmd(vramscope().args(args), &args)
@@ -99,7 +159,7 @@ pub fn refused_with(out: &Output, what: &dyn std::fmt::Debug) -> String {
 
 /// `text` written to `name` in this test binary's own temporary folder (`tag` names the
 /// binary: the binaries of a crate run at once).
-pub fn temp_file(tag: &str, name: &str, text: &str) -> PathBuf {
+pub fn temp_file(tag: &str, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vramscope-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);

@@ -3,7 +3,7 @@
 //! address, and none of the caller's tokens, offline switches, caches or proxies.
 
 use assert_cmd::Command;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub struct Env {
     pub dir: PathBuf,
@@ -22,30 +22,36 @@ impl Env {
 
     /// `vramscope` with the Hub at `endpoint`, a 5 s timeout, and this folder's caches.
     pub fn cmd(&self, endpoint: &str) -> Command {
-        let mut c = Command::cargo_bin("vramscope").unwrap();
-        for k in [
-            "HF_TOKEN",
-            "HF_TOKEN_PATH",
-            "HF_HUB_OFFLINE",
-            "TRANSFORMERS_OFFLINE",
-            "HF_HUB_CACHE",
-            "HUGGINGFACE_HUB_CACHE",
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-            "RUST_BACKTRACE",
-        ] {
-            c.env_remove(k);
-        }
-        c.env("HF_ENDPOINT", endpoint)
-            .env("HF_HOME", self.dir.join("hf_home"))
-            .env("VRAMSCOPE_CACHE", self.dir.join("cache"))
-            .env("VRAMSCOPE_HUB_TIMEOUT", "5");
-        c
+        hub_cmd(&self.dir, endpoint)
     }
+}
+
+/// `vramscope` with the Hub at `endpoint`, a 5 s timeout, and the HF home and vramscope cache
+/// under `home` (`hf_home/`, `cache/`).
+pub fn hub_cmd(home: &Path, endpoint: &str) -> Command {
+    let mut c = Command::cargo_bin("vramscope").unwrap();
+    for k in [
+        "HF_TOKEN",
+        "HF_TOKEN_PATH",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+        "RUST_BACKTRACE",
+    ] {
+        c.env_remove(k);
+    }
+    c.env("HF_ENDPOINT", endpoint)
+        .env("HF_HOME", home.join("hf_home"))
+        .env("VRAMSCOPE_CACHE", home.join("cache"))
+        .env("VRAMSCOPE_HUB_TIMEOUT", "5");
+    c
 }
 
 impl Drop for Env {

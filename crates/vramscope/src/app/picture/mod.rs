@@ -529,26 +529,23 @@ mod tests {
 
     #[test]
     fn the_capacity_label_is_never_cut_at_the_left_edge() {
-        // 1 GiB GPU, 7.5 GiB used: the line at 60 + 860 / 7.5 = 174.67 px; its label
-        // "t4-16gb capacity 1.00 GiB" (25 characters, ~180 px) ended there would begin left of
-        // the picture, so it begins at the line: x = 178.67, anchored at its start.
-        let svg = render_svg(&report(G), &[]);
-        let (elems, _) = parse(&svg);
-        let label = elems
-            .iter()
-            .find(|e| attr(e, "class") == Some("capacity-label"))
-            .unwrap();
-        assert_eq!(attr(label, "text-anchor"), Some("start"));
-        assert!((num(label, "x") - 178.67).abs() <= 0.1);
-        // 4 GiB: the line at 518.67 px, room for the label to its left: ended at the line.
-        let svg = render_svg(&report(4 * G), &[]);
-        let (elems, _) = parse(&svg);
-        let label = elems
-            .iter()
-            .find(|e| attr(e, "class") == Some("capacity-label"))
-            .unwrap();
-        assert_eq!(attr(label, "text-anchor"), Some("end"));
-        assert!((num(label, "x") - 518.67).abs() <= 0.1);
+        for (capacity, anchor, x) in [
+            // 1 GiB GPU, 7.5 GiB used: the line at 60 + 860 / 7.5 = 174.67 px; its label
+            // "t4-16gb capacity 1.00 GiB" (25 characters, ~180 px) ended there would begin left
+            // of the picture, so it begins at the line: x = 178.67, anchored at its start.
+            (G, "start", 178.67),
+            // 4 GiB: the line at 518.67 px, room for the label to its left: ended at the line.
+            (4 * G, "end", 518.67),
+        ] {
+            let svg = render_svg(&report(capacity), &[]);
+            let (elems, _) = parse(&svg);
+            let label = elems
+                .iter()
+                .find(|e| attr(e, "class") == Some("capacity-label"))
+                .unwrap();
+            assert_eq!(attr(label, "text-anchor"), Some(anchor), "{capacity}");
+            assert!((num(label, "x") - x).abs() <= 0.1, "{capacity}");
+        }
     }
 
     /// The what-if chart's bars (width px) and whether its capacity line is drawn, for a job of

@@ -333,6 +333,11 @@ mod tests {
             .to_string()
     }
 
+    /// The estimate of `c` drawn 72 cells wide for a 72 GiB GPU: one cell a GiB.
+    fn on_72_gib(c: Components, colour: bool) -> String {
+        render_estimate(&report(c, Some(72 * G), vec![]), 72, colour)
+    }
+
     fn strip_ansi(s: &str) -> String {
         let mut out = String::new();
         let mut chars = s.chars();
@@ -358,13 +363,13 @@ mod tests {
             gradients: 18 * G,
             ..Default::default()
         };
-        let text = render_estimate(&report(c, Some(72 * G), vec![]), 72, false);
+        let text = on_72_gib(c, false);
         let bar = bar_line(&text);
         let expected = format!("{}{}{}", "█".repeat(36), "▓".repeat(18), "·".repeat(18));
         assert_eq!(bar, expected);
 
         // With colour the same split, up to the one cell a partial block may share.
-        let text = strip_ansi(&render_estimate(&report(c, Some(72 * G), vec![]), 72, true));
+        let text = strip_ansi(&on_72_gib(c, true));
         let bar = bar_line(&text);
         assert_eq!(bar.chars().count(), 72);
         let full = bar.chars().filter(|ch| *ch == FULL).count();
@@ -408,7 +413,7 @@ mod tests {
             optimizer_states: 72 * G,
             ..Default::default()
         };
-        let text = render_estimate(&report(c, Some(72 * G), vec![]), 72, false);
+        let text = on_72_gib(c, false);
         let bar = bar_line(&text);
         assert_eq!(bar, format!("{}{}", "█".repeat(36), "▒".repeat(36)));
         let axis = text

@@ -21,28 +21,24 @@ use vramscope_core::report::Report;
 /// `model` names a diffusers pipeline (a directory or Hub repo with `model_index.json`) is a
 /// diffusion job (docs/diffusion.md): its report by phase.
 pub async fn estimate(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let body = body_text(body)?;
-    let text = blocking(&app.clone(), move |cancel| {
-        let (pipeline, job) = job_or_pipeline(&app, &body).map_err(|e| e.1)?;
-        cancel.check()?;
-        if let Some(v) = &pipeline {
-            if let Some(p) = app::diffusion::pipeline_of_job(&app.session, v).map_err(msg)? {
-                let job = app::diffusion::job_of(v).map_err(msg)?;
-                return pretty(&app::diffusion::estimate(&p, &job).map_err(msg)?);
-            }
-        }
-        let input = app::EstimateInput {
-            job: job.map_err(|e| e.1)?,
-            advise: false,
-        };
-        pretty(&app::estimate(&app.session, &input).map_err(msg)?)
-    })
-    .await?;
-    Ok(json_text(text))
+    answer(app, body, Command::Estimate).await
 }
 
 /// Job → what `fit --json` prints (for a pipeline: the most images and the largest side).
 pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    answer(app, body, Command::Fit).await
+}
+
+/// The commands whose body may be a language-model job or a diffusion job.
+#[derive(Clone, Copy)]
+enum Command {
+    Estimate,
+    Fit,
+}
+
+/// `command`'s `--json` answer to the body: the diffusion line's when its model is a diffusers
+/// pipeline, else the language-model job's.
+async fn answer(app: App, body: Result<Bytes, BytesRejection>, command: Command) -> ApiResult {
     let body = body_text(body)?;
     let text = blocking(&app.clone(), move |cancel| {
         let (pipeline, job) = job_or_pipeline(&app, &body).map_err(|e| e.1)?;
@@ -50,13 +46,20 @@ pub async fn fit(State(app): State<App>, body: Result<Bytes, BytesRejection>) ->
         if let Some(v) = &pipeline {
             if let Some(p) = app::diffusion::pipeline_of_job(&app.session, v).map_err(msg)? {
                 let job = app::diffusion::job_of(v).map_err(msg)?;
-                return pretty(&app::diffusion::fit(&p, &job).map_err(msg)?);
+                return match command {
+                    Command::Estimate => pretty(&app::diffusion::estimate(&p, &job).map_err(msg)?),
+                    Command::Fit => pretty(&app::diffusion::fit(&p, &job).map_err(msg)?),
+                };
             }
         }
-        let input = app::FitInput {
-            job: job.map_err(|e| e.1)?,
-        };
-        pretty(&app::fit(&app.session, &input).map_err(msg)?)
+        let job = job.map_err(|e| e.1)?;
+        match command {
+            Command::Estimate => {
+                let input = app::EstimateInput { job, advise: false };
+                pretty(&app::estimate(&app.session, &input).map_err(msg)?)
+            }
+            Command::Fit => pretty(&app::fit(&app.session, &app::FitInput { job }).map_err(msg)?),
+        }
     })
     .await?;
     Ok(json_text(text))
@@ -100,16 +103,26 @@ pub fn report_and_rows(session: &app::Session, job: &Job) -> Result<(Report, Vec
     Ok((p.report().map_err(msg)?, p.what_if().map_err(msg)?))
 }
 
-/// Job → the SVG picture that `estimate --svg` writes.
-pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+/// The body's job drawn by `draw` from its report and what-if rows (the model loaded once),
+/// on the pool.
+async fn drawn(
+    app: App,
+    body: Result<Bytes, BytesRejection>,
+    draw: fn(&Report, &[WhatIf]) -> String,
+) -> Result<String, ApiError> {
     let body = body_text(body)?;
-    let svg = blocking(&app.clone(), move |cancel| {
+    blocking(&app.clone(), move |cancel| {
         let job = job_in_pool(&app, &body)?;
         cancel.check()?;
         let (report, rows) = report_and_rows(&app.session, &job)?;
-        Ok(crate::render::svg::render_svg(&report, &rows))
+        Ok(draw(&report, &rows))
     })
-    .await?;
+    .await
+}
+
+/// Job → the SVG picture that `estimate --svg` writes.
+pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let svg = drawn(app, body, crate::render::svg::render_svg).await?;
     Ok((
         [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
         svg,
@@ -119,14 +132,7 @@ pub async fn picture(State(app): State<App>, body: Result<Bytes, BytesRejection>
 
 /// Job → the HTML page that `estimate --html` writes.
 pub async fn report_html(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> ApiResult {
-    let body = body_text(body)?;
-    let page = blocking(&app.clone(), move |cancel| {
-        let job = job_in_pool(&app, &body)?;
-        cancel.check()?;
-        let (report, rows) = report_and_rows(&app.session, &job)?;
-        Ok(crate::render::html::render_html(&report, &rows))
-    })
-    .await?;
+    let page = drawn(app, body, crate::render::html::render_html).await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),

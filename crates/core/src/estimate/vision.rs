@@ -90,7 +90,7 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
             "fc1",
             "fc2",
         ],
-        (crate::vision::TowerKind::Mllama { .. }, _) => {
+        (crate::vision::TowerKind::Mllama { .. } | crate::vision::TowerKind::Llama4 { .. }, _) => {
             &["q_proj", "k_proj", "v_proj", "o_proj", "fc1", "fc2"]
         }
         (crate::vision::TowerKind::Pixtral, _) => &[

@@ -49,6 +49,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
             return super::families::tower(v, o)
         }
         TowerKind::Mllama { .. } => return super::mllama::tower(v, o),
+        TowerKind::Llama4 { .. } => return super::llama4::tower(v, o),
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
         TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
         TowerKind::Clip | TowerKind::Siglip | TowerKind::SiglipHead => {
@@ -145,6 +146,7 @@ fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         | Projector::Qwen3Merger { .. }
         | Projector::InternVl { .. } => super::families::projector(v, o),
         Projector::Mllama { .. } => super::mllama::projector(v, o),
+        Projector::Llama4 { .. } => super::llama4::projector(v, o),
         Projector::Gemma3 { out } => {
             let name = "model.multi_modal_projector.mm_input_projection_weight";
             o.push(name.into(), vec![h, out], m)?;

@@ -11,6 +11,7 @@ mod blocks;
 mod cost;
 mod families;
 mod inventory;
+pub mod llama4;
 pub mod mllama;
 mod onevision;
 mod tiling;
@@ -126,6 +127,16 @@ pub enum TowerKind {
         aspect_ratios: u64,
         intermediate: u64,
     },
+    /// Llama 4 (`modeling_llama4.py` `Llama4VisionModel`): an unfold-and-linear patch
+    /// embedding, class token, learned positions, `layernorm_pre`/`_post`, LayerNorm encoder
+    /// layers with biased `q/k/v/o_proj` and 2-D rotary positions, then the pixel-shuffle
+    /// adapter (`shuffle`: `1 / pixel_shuffle_ratio`) whose `fc1` maps the shuffled
+    /// `intermediate_size` to `projector_input` and `fc2` is `projector_output` square.
+    Llama4 {
+        shuffle: u64,
+        projector_input: u64,
+        projector_output: u64,
+    },
 }
 
 impl TowerKind {
@@ -206,6 +217,9 @@ pub enum Projector {
     /// Mllama's `multi_modal_projector`: one biased linear from the tower's concatenated
     /// output (`vision_output_dim`) to the text width.
     Mllama { input: u64, out: u64 },
+    /// Llama 4's `Llama4MultiModalProjector`: `linear_1` from the adapter's output
+    /// (`vision_output_dim`) to the text width, no bias.
+    Llama4 { input: u64, out: u64 },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

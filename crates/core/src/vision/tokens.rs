@@ -94,6 +94,15 @@ pub enum ImageTokens {
         patch: u64,
         max_tiles: u64,
     },
+    /// Llama 4 (`image_processing_llama4.py`, `processing_llama4.py`): at most `max_tiles`
+    /// `tile`-pixel tiles plus a global tile when tiled, `(tile/patch)² / shuffle²` tokens
+    /// each, with the separators of `_prompt_split_image` ([`super::llama4::cost`]).
+    Llama4 {
+        tile: u64,
+        patch: u64,
+        shuffle: u64,
+        max_tiles: u64,
+    },
 }
 
 impl ImageTokens {
@@ -198,6 +207,17 @@ impl ImageTokens {
                 tower_seq: max_tiles
                     .saturating_mul(super::mllama::padded_tile_positions(tile, patch)),
             }),
+            ImageTokens::Llama4 {
+                tile,
+                patch,
+                shuffle,
+                max_tiles,
+            } => Ok(super::llama4::cost(
+                (height, width),
+                (tile, patch),
+                shuffle,
+                max_tiles,
+            )),
         }
     }
 }

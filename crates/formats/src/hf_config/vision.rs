@@ -30,6 +30,7 @@ pub const VISION_TYPES: &[&str] = &[
     "qwen3_vl_moe",
     "qwen3_5",
     "qwen3_5_moe",
+    "llama4",
 ];
 
 /// The VLM wrappers whose configuration class builds a default sub-config that is not its
@@ -185,6 +186,8 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
             .to_string(),
         // `MllamaTextModel` is Llama with cross-attention layers (`mllama.rs` marks them).
         "mllama" => "llama".into(),
+        // `Llama4Config.sub_configs_defaults`: the text config is always `Llama4TextConfig`.
+        "llama4" => "llama4_text".into(),
         "gemma3" => "gemma3_text".into(),
         "internvl" => text
             .and_then(|t| t.get("model_type"))
@@ -239,6 +242,7 @@ pub(crate) fn read_vision(
         "qwen3_5" | "qwen3_5_moe" => super::vision_families::qwen3_5(&v)?,
         "internvl" => super::vision_families::internvl(&v, &t, lm_hidden)?,
         "mllama" => super::mllama::vision(&v, lm_hidden)?,
+        "llama4" => super::llama4::vision(&v, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -485,6 +489,10 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
         // Mllama's processor must agree with the model (`max_image_tiles` = `max_num_tiles`,
         // `size` = `image_size`: the tile embeddings are sized by them), so the config rules.
         ImageTokens::Mllama { .. } => {}
+        // `Llama4ImageProcessor.max_patches` (16): the most tiles of one image.
+        ImageTokens::Llama4 { max_tiles, .. } => {
+            *max_tiles = p.uint("max_patches")?.unwrap_or(*max_tiles).clamp(1, 64);
+        }
         ImageTokens::Fixed { .. } => {}
     }
     Ok(())

@@ -85,7 +85,9 @@ fn describe_projector(p: &Projector) -> String {
         Projector::InternVl { scale, out } => {
             format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
         }
-        Projector::Mllama { input, out } => format!("linear {input} → {out}"),
+        Projector::Mllama { input, out } | Projector::Llama4 { input, out } => {
+            format!("linear {input} → {out}")
+        }
     }
 }
 
@@ -163,6 +165,16 @@ fn describe_tokens(tokens: &ImageTokens) -> String {
             "one <|image|> token per image; the image enters through cross-attention: up to \
              {max_tiles} tiles of {tile} px, padded to {max_tiles}, {} vision tokens per image",
             max_tiles * vramscope_core::vision::mllama::tile_positions(*tile, *patch)
+        ),
+        ImageTokens::Llama4 {
+            tile,
+            patch,
+            shuffle,
+            max_tiles,
+        } => format!(
+            "up to {max_tiles} tiles of {tile} px plus a global tile, {} per tile after the \
+             {shuffle}×{shuffle} pixel shuffle",
+            (tile / patch) * (tile / patch) / (shuffle * shuffle).max(1)
         ),
     }
 }

@@ -343,7 +343,8 @@ fn tower_blocks(v: &Vision, ctx: BlockCtx, layer: &Layer, ckpt: bool) -> TowerRu
 /// not a patch) and the values of one patch (`channels · temporal_patch · patch²`).
 fn patches(v: &Vision, images: u64, cost: ImageCost) -> (u64, u64) {
     let t = &v.tower;
-    let class_token = u64::from(t.kind == TowerKind::Clip);
+    // Llama 4 appends its class token after the patches (`Llama4VisionModel.forward`).
+    let class_token = u64::from(matches!(t.kind, TowerKind::Clip | TowerKind::Llama4 { .. }));
     let n = images.saturating_mul(cost.tower_seq.saturating_sub(class_token));
     (n, t.channels * t.temporal_patch * t.patch * t.patch)
 }

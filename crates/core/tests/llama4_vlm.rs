@@ -39,3 +39,37 @@ fn kv_cache_of_chunked_layers_and_image_tokens() {
         834_207_744
     );
 }
+
+/// `fit` over the chunked cache: Scout in inference on two H200s (tensor-parallel 2, fp8
+/// weights) finds a longest context, and at that context the cache is the chunked one — the
+/// 36 RoPE layers stay at 8,192 tokens while the 12 NoPE layers hold every token:
+/// 4,096 B · (36 · 8,192 + 12 · context) for one sequence on one GPU.
+#[test]
+fn fit_finds_the_context_of_the_chunked_cache() {
+    let job: vramscope_core::job::Job = serde_json::from_value(json!({"model": scout(),
+        "task": "infer", "precision": "bf16", "weights": "fp8", "batch": 1, "seq": 8192,
+        "gpu": "H200", "parallel": {"tp": 2}}))
+    .unwrap();
+    let model =
+        vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let resolved = job.resolve(max).unwrap();
+    let answer = vramscope_core::fit::fit(&model.into_input(), &resolved).unwrap();
+    let ctx = answer.max_context.expect("a longest context");
+    assert!(ctx > 4 * 8_192, "{ctx}");
+    assert_eq!(
+        kv(json!({"batch": 1, "seq": ctx})),
+        4_096 * (36 * 8_192 + 12 * ctx)
+    );
+}
+
+/// The tiny Llama 4 of `validation/specs/cpu-tiny-llama4-vlm-*.json` (text: 4 layers of 256,
+/// dense and MoE alternating, 4 experts of 128 and a shared expert, layer 3 NoPE, chunks of 64;
+/// vision: 2 layers of 64, 56 px tiles of 14 px patches, adapter 256 → 128 → 128, projector
+/// 128 → 256), trained on text only through `Llama4ForConditionalGeneration` at batch 2 × 256,
+/// AdamW, SDPA, fp32 and bf16-mixed: each case's peak, one block's activations and the
+/// activations at the peak within 3 % (`cpu_measured.rs` holds them to 3 % too).
+#[test]
+fn text_only_steps_through_the_vlm_within_3_percent() {
+    assert!(measured::worst("cpu-measured-llama4.json", 6) <= 0.03);
+}

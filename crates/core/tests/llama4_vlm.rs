@@ -1,6 +1,7 @@
 //! Llama 4 (`llama4`, `Llama4ForConditionalGeneration`) in an estimate: the KV cache of its
-//! chunked and NoPE layers with image tokens in the sequence, and tiny text-only training steps
-//! measured on the CPU through `Llama4ForConditionalGeneration` (`validation/cpu-measured-llama4.json`,
+//! chunked and NoPE layers with image tokens in the sequence, `fit` over it, and tiny training
+//! steps (text only, and with an image) measured on the CPU through
+//! `Llama4ForConditionalGeneration` (`validation/cpu-measured-llama4.json`,
 //! made with `scripts/measure_llama4.py` over `../shared/measure/measure.py`; validation/README.md).
 
 mod measured;
@@ -64,12 +65,19 @@ fn fit_finds_the_context_of_the_chunked_cache() {
 }
 
 /// The tiny Llama 4 of `validation/specs/cpu-tiny-llama4-vlm-*.json` (text: 4 layers of 256,
-/// dense and MoE alternating, 4 experts of 128 and a shared expert, layer 3 NoPE, chunks of 64;
-/// vision: 2 layers of 64, 56 px tiles of 14 px patches, adapter 256 → 128 → 128, projector
-/// 128 → 256), trained on text only through `Llama4ForConditionalGeneration` at batch 2 × 256,
-/// AdamW, SDPA, fp32 and bf16-mixed: each case's peak, one block's activations and the
-/// activations at the peak within 3 % (`cpu_measured.rs` holds them to 3 % too).
+/// dense and MoE alternating, 4 experts of 128 and a shared expert, layer 3 NoPE, chunks of 64),
+/// trained through `Llama4ForConditionalGeneration`, AdamW, SDPA, fp32 and bf16-mixed:
+/// - text only at batch 2 × 256 (vision: 2 layers of 64, 56 px tiles; the tower and projector
+///   hold states but run no forward);
+/// - `*-images`: one 448 × 448 image a sequence at batch 2 × 512 (vision: 2 layers of 128,
+///   4 heads, MLP 512, 224 px tiles of 14 px patches, adapter 512 → 128 → 128): 2 × 2 tiles and
+///   the global tile, 5 tower images of 257 positions a sequence, 327 of the 512 tokens the
+///   image's. Before the tower's unfold copy and `layernorm_pre` were modelled (`vision.rs`
+///   `tower_inputs`) the fp32 activations at the peak were 2.94 % under; now −0.41 %.
+///
+/// Each case's peak, one block's activations and the activations at the peak within 3 %
+/// (`cpu_measured.rs` holds them to 3 % too).
 #[test]
-fn text_only_steps_through_the_vlm_within_3_percent() {
-    assert!(measured::worst("cpu-measured-llama4.json", 6) <= 0.03);
+fn training_steps_through_the_vlm_within_3_percent() {
+    assert!(measured::worst("cpu-measured-llama4.json", 12) <= 0.03);
 }

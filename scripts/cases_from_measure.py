@@ -49,6 +49,15 @@ def images_of(spec):
     if spec["hf_config"]["model_type"] == "mllama":
         # scripts/measure_mllama.patch: one <|image|> token per image.
         return {"images": im, "seq": spec["seq"] - im["count"]}
+    if spec["hf_config"]["model_type"] == "llama4":
+        # scripts/measure_llama4.py: each image whole tiles of `image_size`, the tokens of
+        # `processing_llama4.py` (start, per-tile patches and separators, `<|image|>`, the global
+        # tile's patches, end) inside the measured seq.
+        t, p = v["image_size"], v["patch_size"]
+        rows, cols = im["height"] // t, im["width"] // t
+        per = (t // p) ** 2 // round(1 / v["pixel_shuffle_ratio"] ** 2)
+        tiled = rows * cols * per + rows * cols if rows * cols > 1 else 0
+        return {"images": im, "seq": spec["seq"] - im["count"] * (3 + tiled + per)}
     p, m = v["patch_size"], v["spatial_merge_size"]
     tokens = (im["height"] // p) * (im["width"] // p) // (m * m)
     return {"images": im, "seq": spec["seq"] - im["count"] * tokens}
@@ -57,6 +66,8 @@ def images_of(spec):
 def patch_of(spec):
     if spec["hf_config"]["model_type"] in ("paligemma", "lfm2_vl"):
         return "measure_vlm.patch then scripts/measure_vlm_season.patch"
+    if spec["hf_config"]["model_type"] == "llama4":
+        return "measure_llama4.py"
     return "measure_mllama.patch" if spec["hf_config"]["model_type"] == "mllama" else "measure_vlm.patch"
 
 

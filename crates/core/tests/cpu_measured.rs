@@ -60,6 +60,14 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-hybrid.json",
         min_cases: 3,
     },
+    // llama4_vlm.rs: a tiny Llama 4 (`llama4`) trained through `Llama4ForConditionalGeneration`,
+    // text only and with one 448 px image a sequence (2 × 2 tiles and the global tile), fp32
+    // and bf16-mixed, AdamW, SDPA: the peaks, one block's activations and the activations at
+    // the peak.
+    Measured {
+        file: "cpu-measured-llama4.json",
+        min_cases: 12,
+    },
     // lfm2.rs: a tiny LFM2's AdamW steps with SDPA, fp32 and bf16-mixed (the short convolution
     // on transformers' torch fallback, as it runs without a hub `causal_conv1d` kernel): the
     // peaks and the short-conv block's activations.

@@ -124,7 +124,11 @@ fn check(model_type: &str) {
         let ours: Vec<bool> = layers.iter().map(|l| l.attention.nope).collect();
         assert_eq!(ours, nope, "{model_type}: NoPE layers");
     }
-    if r["layers_path"] == "model.layers" {
+    // Llama 4's wrapper keeps its language model as `language_model` (`Llama4ForCausalLM`).
+    if matches!(
+        r["layers_path"].as_str(),
+        Some("model.layers" | "language_model.model.layers")
+    ) {
         let theirs = attention_and_norms(r["layer0"].as_object().unwrap().iter().map(|(n, s)| {
             let shape = s.as_array().unwrap().iter().map(|d| d.as_u64().unwrap());
             (n.clone(), shape.collect())
@@ -184,6 +188,7 @@ rows!(
     phimoe,
     glm4_moe,
     llama4_text,
+    llama4,
     kimi_k2,
     qwen2_vl,
     qwen2_5_vl,

@@ -90,7 +90,7 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
             "fc1",
             "fc2",
         ],
-        (crate::vision::TowerKind::Mllama { .. }, _) => {
+        (crate::vision::TowerKind::Mllama { .. } | crate::vision::TowerKind::Llama4 { .. }, _) => {
             &["q_proj", "k_proj", "v_proj", "o_proj", "fc1", "fc2"]
         }
         (crate::vision::TowerKind::Pixtral, _) => &[
@@ -349,7 +349,8 @@ fn tower_blocks(v: &Vision, ctx: BlockCtx, layer: &Layer, ckpt: bool) -> TowerRu
 /// not a patch) and the values of one patch (`channels · temporal_patch · patch²`).
 fn patches(v: &Vision, images: u64, cost: ImageCost) -> (u64, u64) {
     let t = &v.tower;
-    let class_token = u64::from(t.kind == TowerKind::Clip);
+    // Llama 4 appends its class token after the patches (`Llama4VisionModel.forward`).
+    let class_token = u64::from(matches!(t.kind, TowerKind::Clip | TowerKind::Llama4 { .. }));
     let n = images.saturating_mul(cost.tower_seq.saturating_sub(class_token));
     (n, t.channels * t.temporal_patch * t.patch * t.patch)
 }
@@ -410,7 +411,15 @@ fn tower_inputs(
     } else {
         0
     };
-    let live = copy + weight_copy + rope + clip_pre_norm(v, images, cost, num);
+    // Llama 4's `Llama4UnfoldConvolution`: `nn.Unfold` then `permute(0, 2, 1)` hands the linear
+    // a non-contiguous input, which it reshapes into a contiguous copy and saves; in fp32 that
+    // copy is one more pixels-sized tensor (in 16 bit the 16-bit copy above is the one).
+    let unfold = if matches!(t.kind, TowerKind::Llama4 { .. }) && !sixteen {
+        round_size(patches.saturating_mul(patch_px) * 4)
+    } else {
+        0
+    };
+    let live = copy + weight_copy + rope + unfold + clip_pre_norm(v, images, cost, num);
     (if trains { live } else { 0 }, live)
 }
 
@@ -419,8 +428,11 @@ fn tower_inputs(
 /// tensor of their own that the LayerNorm saves, with its fp32 mean and rstd; its output is the
 /// first block's input. The class embedding and positions are parameters, so the sum is in
 /// their dtype (fp32 under autocast: `cat` promotes the 16-bit patches).
+///
+/// Llama 4's `layernorm_pre` (`Llama4VisionModel.forward`: the class embedding concatenated
+/// after the patches, plus `positional_embedding_vlm`) saves the same.
 fn clip_pre_norm(v: &Vision, images: u64, cost: ImageCost, num: Numerics) -> u64 {
-    if v.tower.kind != TowerKind::Clip {
+    if !matches!(v.tower.kind, TowerKind::Clip | TowerKind::Llama4 { .. }) {
         return 0;
     }
     let rows = images.saturating_mul(cost.tower_seq);

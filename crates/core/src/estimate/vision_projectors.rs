@@ -53,6 +53,26 @@ pub(super) fn projector_kept(v: &Vision, images: u64, cost: ImageCost, num: Nume
         Projector::Lfm2Vl {
             scale, inner, norm, ..
         } => lfm2_vl_kept(all, h, (scale, inner, norm), num),
+        // Llama 4 (`modeling_llama4.py`): the tower's output without its class token goes
+        // through `pixel_shuffle` (two `permute(...).contiguous()` copies; the second,
+        // `(seq-1)·hidden` values per image, is what `vision_adapter.mlp.fc1` saves), GELU saves
+        // `fc1`'s output, `fc2` its input, the second GELU `fc2`'s output, and the projector's
+        // `linear_1` that GELU's output: per shuffled row `shuffle²·hidden + input + 3·output`.
+        Projector::Llama4 { .. } => {
+            let crate::vision::TowerKind::Llama4 {
+                shuffle,
+                projector_input,
+                projector_output,
+            } = v.tower.kind
+            else {
+                return 0;
+            };
+            let patches = images.saturating_mul(seq.saturating_sub(1));
+            let rows = patches / (shuffle * shuffle).max(1);
+            round_size(patches * h * w)
+                + round_size(rows * projector_input * w)
+                + 3 * round_size(rows * projector_output * w)
+        }
         _ => 0,
     }
 }

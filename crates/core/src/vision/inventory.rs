@@ -50,6 +50,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         }
         TowerKind::Mllama { .. } => return super::mllama::tower(v, o),
         TowerKind::Siglip2 { .. } => return super::siglip2::tower(v, o),
+        TowerKind::Llama4 { .. } => return super::llama4::tower(v, o),
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
         TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
         TowerKind::Clip | TowerKind::Siglip | TowerKind::SiglipHead => {
@@ -147,6 +148,7 @@ fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         | Projector::InternVl { .. } => super::families::projector(v, o),
         Projector::Mllama { .. } => super::mllama::projector(v, o),
         Projector::PaliGemma { .. } | Projector::Lfm2Vl { .. } => super::siglip2::projector(v, o),
+        Projector::Llama4 { .. } => super::llama4::projector(v, o),
         Projector::Gemma3 { out } => {
             let name = "model.multi_modal_projector.mm_input_projection_weight";
             o.push(name.into(), vec![h, out], m)?;

@@ -12,6 +12,7 @@ mod cost;
 mod families;
 mod inventory;
 mod lfm2_vl;
+pub mod llama4;
 pub mod mllama;
 mod onevision;
 mod siglip2;
@@ -135,6 +136,16 @@ pub enum TowerKind {
     /// are a `num_patches` table resized to each image's grid; the pooling head when
     /// `vision_use_head` (its `Siglip2VisionConfig` default: true).
     Siglip2 { head: bool },
+    /// Llama 4 (`modeling_llama4.py` `Llama4VisionModel`): an unfold-and-linear patch
+    /// embedding, class token, learned positions, `layernorm_pre`/`_post`, LayerNorm encoder
+    /// layers with biased `q/k/v/o_proj` and 2-D rotary positions, then the pixel-shuffle
+    /// adapter (`shuffle`: `1 / pixel_shuffle_ratio`) whose `fc1` maps the shuffled
+    /// `intermediate_size` to `projector_input` and `fc2` is `projector_output` square.
+    Llama4 {
+        shuffle: u64,
+        projector_input: u64,
+        projector_output: u64,
+    },
 }
 
 impl TowerKind {
@@ -229,6 +240,9 @@ pub enum Projector {
         norm: bool,
         bias: bool,
     },
+    /// Llama 4's `Llama4MultiModalProjector`: `linear_1` from the adapter's output
+    /// (`vision_output_dim`) to the text width, no bias.
+    Llama4 { input: u64, out: u64 },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

@@ -99,6 +99,15 @@ pub enum ImageTokens {
     /// squares closest to its aspect ratio plus a thumbnail, else resized whole; see
     /// [`super::lfm2_vl`].
     Lfm2Vl(super::lfm2_vl::Lfm2VlTokens),
+    /// Llama 4 (`image_processing_llama4.py`, `processing_llama4.py`): at most `max_tiles`
+    /// `tile`-pixel tiles plus a global tile when tiled, `(tile/patch)² / shuffle²` tokens
+    /// each, with the separators of `_prompt_split_image` ([`super::llama4::cost`]).
+    Llama4 {
+        tile: u64,
+        patch: u64,
+        shuffle: u64,
+        max_tiles: u64,
+    },
 }
 
 impl ImageTokens {
@@ -204,6 +213,17 @@ impl ImageTokens {
                     .saturating_mul(super::mllama::padded_tile_positions(tile, patch)),
             }),
             ImageTokens::Lfm2Vl(ref t) => t.cost(height, width),
+            ImageTokens::Llama4 {
+                tile,
+                patch,
+                shuffle,
+                max_tiles,
+            } => Ok(super::llama4::cost(
+                (height, width),
+                (tile, patch),
+                shuffle,
+                max_tiles,
+            )),
         }
     }
 }

@@ -20,6 +20,7 @@ mod granite;
 mod hybrid;
 mod lfm2;
 mod llama;
+mod llama4;
 mod llava_onevision;
 mod mamba;
 mod mamba2_heads;
@@ -73,6 +74,7 @@ pub const SUPPORTED_TYPES: &[&str] = &[
     "phimoe",
     "glm4_moe",
     "llama4_text",
+    "llama4",
     "kimi_k2",
     "qwen2_vl",
     "qwen2_5_vl",

@@ -210,8 +210,7 @@ pub(crate) fn check_unknown(
 }
 
 /// What `--assume-llama` would do: read a multimodal wrapper's `text_config` natively when its
-/// family is known (the Llama 4 wrapper's `llama4_text`), else read the config as a Llama-style
-/// decoder.
+/// family is known, else read the config as a Llama-style decoder.
 fn override_hint(top: &Map<String, Value>) -> String {
     let inner = top
         .get("text_config")

@@ -32,6 +32,7 @@ pub const VISION_TYPES: &[&str] = &[
     "qwen3_5_moe",
     "paligemma",
     "lfm2_vl",
+    "llama4",
 ];
 
 /// The VLM wrappers whose configuration class builds a default sub-config that is not its
@@ -201,6 +202,8 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
             .and_then(Value::as_str)
             .unwrap_or("lfm2")
             .to_string(),
+        // `Llama4Config.sub_configs_defaults`: the text config is always `Llama4TextConfig`.
+        "llama4" => "llama4_text".into(),
         "gemma3" => "gemma3_text".into(),
         "internvl" => text
             .and_then(|t| t.get("model_type"))
@@ -257,6 +260,7 @@ pub(crate) fn read_vision(
         "mllama" => super::mllama::vision(&v, lm_hidden)?,
         "paligemma" => super::vision_season::paligemma(&v, &t, lm_hidden)?,
         "lfm2_vl" => super::vision_season::lfm2_vl(&v, &t, lm_hidden)?,
+        "llama4" => super::llama4::vision(&v, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -504,6 +508,10 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
         // `size` = `image_size`: the tile embeddings are sized by them), so the config rules.
         ImageTokens::Mllama { .. } => {}
         ImageTokens::Lfm2Vl(tokens) => super::vision_season::lfm2_vl_preprocessor(&p, tokens)?,
+        // `Llama4ImageProcessor.max_patches` (16): the most tiles of one image.
+        ImageTokens::Llama4 { max_tiles, .. } => {
+            *max_tiles = p.uint("max_patches")?.unwrap_or(*max_tiles).clamp(1, 64);
+        }
         ImageTokens::Fixed { .. } => {}
     }
     Ok(())

@@ -85,7 +85,9 @@ fn describe_projector(p: &Projector) -> String {
         Projector::InternVl { scale, out } => {
             format!("{scale}×{scale} pixel shuffle, LayerNorm, 2-layer MLP → {out}")
         }
-        Projector::Mllama { input, out } => format!("linear {input} → {out}"),
+        Projector::Mllama { input, out } | Projector::Llama4 { input, out } => {
+            format!("linear {input} → {out}")
+        }
         Projector::PaliGemma { out } => format!("linear → {out}"),
         Projector::Lfm2Vl {
             scale,
@@ -185,6 +187,16 @@ fn describe_tokens(tokens: &ImageTokens) -> String {
             t.tile,
             (t.tile / t.patch.max(1)).div_ceil(t.factor.max(1)).pow(2),
             t.max_num_patches()
+        ),
+        ImageTokens::Llama4 {
+            tile,
+            patch,
+            shuffle,
+            max_tiles,
+        } => format!(
+            "up to {max_tiles} tiles of {tile} px plus a global tile, {} per tile after the \
+             {shuffle}×{shuffle} pixel shuffle",
+            (tile / patch) * (tile / patch) / (shuffle * shuffle).max(1)
         ),
     }
 }

@@ -1,0 +1,85 @@
+"""Runs ../shared/measure/measure.py on a `model_type: "llama4"` spec, building
+`Llama4ForConditionalGeneration` (the published checkpoints' class) instead of what
+`AutoModelForCausalLM` maps `llama4` to (`Llama4ForCausalLM`, which cannot take the composite
+`Llama4Config`). The step is text-only: `input_ids` and `labels`, no `pixel_values`, so the
+vision tower and projector hold parameters, gradients and AdamW states but run no forward.
+transformers 5.24's `Llama4ForConditionalGeneration.forward` ends by reading
+`outputs.image_outputs` from the language model's `MoeCausalLMOutputWithPast`, which has no such
+field (an AttributeError on every call with `return_dict`); the wrapper gives that output class
+an `image_outputs` of None, which allocates nothing. `Llama4Config` has no top-level `vocab_size` / `num_hidden_layers`; the text config's are
+copied onto it for measure.py's token draw and layer hooks (no shape changes).
+
+A spec with `images` ({"count", "width", "height"}, each image a whole number of tiles, all
+alike) runs with images: `pixel_values` as `Llama4ImageProcessor` returns them (fp32, one row
+per tile, `rows × cols` tiles plus the global tile when more than one, made once before the
+steps, like the step's input), and in each sequence the image tokens `processing_llama4.py`
+writes — every tile's `(tile/patch)² · ratio²` `<|patch|>` tokens are `image_token_index` (the
+ids the projected features replace); the few separators stay ordinary ids. The measured `seq`
+holds them.
+
+    MALLOC_MMAP_THRESHOLD_=1048576 python scripts/measure_llama4.py ../shared/measure SPEC.json OUT.json
+"""
+
+import sys
+
+import transformers
+from transformers import Llama4ForConditionalGeneration
+from transformers.modeling_outputs import MoeCausalLMOutputWithPast
+
+measure_dir, spec, out = sys.argv[1:4]
+sys.path.insert(0, measure_dir)
+import measure  # noqa: E402
+
+_for_model = transformers.AutoConfig.for_model
+_from_config = transformers.AutoModelForCausalLM.from_config
+
+
+def for_model(model_type, **kw):
+    cfg = _for_model(model_type, **kw)
+    if model_type == "llama4":
+        cfg.vocab_size = cfg.text_config.vocab_size
+        cfg.num_hidden_layers = cfg.text_config.num_hidden_layers
+    return cfg
+
+
+def with_images(model, cfg, im):
+    """Feeds `im` images per sequence through a forward pre-hook (see the module's note)."""
+    import json
+
+    import torch
+
+    b = json.load(open(spec))["batch"]
+    v = cfg.vision_config
+    tile, patch = v.image_size, v.patch_size
+    rows, cols = im["height"] // tile, im["width"] // tile
+    tiles = rows * cols + (1 if rows * cols > 1 else 0)
+    per_tile = (tile // patch) ** 2 // round(1 / v.pixel_shuffle_ratio**2)
+    n_img = im["count"] * tiles * per_tile
+    g = torch.Generator().manual_seed(7)
+    pix = torch.randn(b * im["count"] * tiles, v.num_channels, tile, tile, generator=g)
+
+    def pre(mod, args, kwargs):
+        ids = kwargs["input_ids"].clone()
+        ids[:, 1 : 1 + n_img] = cfg.image_token_index
+        kwargs["input_ids"] = ids
+        kwargs["pixel_values"] = pix
+        return args, kwargs
+
+    model.register_forward_pre_hook(pre, with_kwargs=True)
+    return model
+
+
+def from_config(cfg, **kw):
+    if cfg.model_type == "llama4":
+        import json
+
+        model = Llama4ForConditionalGeneration._from_config(cfg, **kw)
+        im = json.load(open(spec)).get("images")
+        return with_images(model, cfg, im) if im else model
+    return _from_config(cfg, **kw)
+
+
+MoeCausalLMOutputWithPast.image_outputs = None
+transformers.AutoConfig.for_model = for_model
+transformers.AutoModelForCausalLM.from_config = from_config
+measure.main(spec, out)

@@ -358,12 +358,7 @@ impl Prog<'_> {
     fn gemma_norm_on_view(&mut self, src: Id, rows: u64, dim: u64) -> Id {
         let in_w = self.w(src);
         let n = rows * dim;
-        let x32 = if in_w == 4 {
-            src
-        } else {
-            self.t.op(&[src], &[], n, 4)
-        };
-        let hn = self.rms_normalize(x32, rows, dim);
+        let hn = self.rms_normalize_view(src, rows, dim);
         let scale = self.t.op(&[], &[], dim, 4);
         let out = self.t.op(&[hn, scale], &[hn, scale], n, 4);
         self.cast(out, in_w)

@@ -31,6 +31,23 @@ impl Prog<'_> {
         self.t.op(&[x32, r], &[x32, r], rows * dim, 4)
     }
 
+    /// `x.float()` on `n` elements of a view of `src`: the view itself when `src` is already
+    /// fp32 (`Tensor.float` returns self), else a new fp32 copy (`aten::_to_copy`).
+    pub(super) fn view_fp32(&mut self, src: Id, n: u64) -> Id {
+        if self.w(src) == 4 {
+            src
+        } else {
+            self.t.op(&[src], &[], n, 4)
+        }
+    }
+
+    /// [`Self::rms_normalize`] on a `[rows, dim]` view of `src` taken to fp32 first
+    /// ([`Self::view_fp32`]): in fp32 the view is what `pow` saves, keeping all of `src`.
+    pub(super) fn rms_normalize_view(&mut self, src: Id, rows: u64, dim: u64) -> Id {
+        let x32 = self.view_fp32(src, rows * dim);
+        self.rms_normalize(x32, rows, dim)
+    }
+
     /// `GptOssRMSNorm`: `(weight * (x.float() * rsqrt(mean(x²) + eps))).to(input_dtype)`. The
     /// product runs in fp32 and saves the fp32 normalised tensor (for the weight's gradient;
     /// nothing when the weight is frozen), then casts back.

@@ -149,18 +149,38 @@ impl Builder<'_> {
     /// ffn]`, and Granite 4.0-H's `shared_mlp` beside the block (`GraniteMoeHybridDecoderLayer`).
     fn granite_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
-        let (e, f) = (moe.experts, moe.expert.ffn);
+        let e = moe.experts;
         let r = Component::Router;
         self.linear(&format!("{m}.router.layer"), h, e, false, l, r)?;
-        let two_f = mul(2, f, "input_linear width")?;
-        let x = Component::Experts;
-        self.push(format!("{m}.input_linear.weight"), vec![e, two_f, h], l, x)?;
-        self.push(format!("{m}.output_linear.weight"), vec![e, h, f], l, x)?;
+        let names = [
+            format!("{m}.input_linear.weight"),
+            format!("{m}.output_linear.weight"),
+        ];
+        self.stacked_experts(names, "input_linear width", moe, l)?;
         if let Some(shared) = &moe.shared {
             let layer = m.strip_suffix(".block_sparse_moe").unwrap_or(m);
             self.dense_mlp(&format!("{layer}.shared_mlp"), shared, l, Component::Mlp)?;
         }
         Ok(())
+    }
+
+    /// Experts as two stacked parameters stored `[out, in]`, as transformers' fused expert
+    /// modules keep them (`GraniteMoeParallelExperts`, `Lfm2MoeExperts`, `Qwen3NextExperts`):
+    /// `gate_up [E, 2·ffn, hidden]` (the gate and up projections side by side) and `down [E,
+    /// hidden, ffn]`, no biases. `width` names the `2·ffn` in an overflow error.
+    fn stacked_experts(
+        &mut self,
+        [gate_up, down]: [String; 2],
+        width: &str,
+        moe: &MoeMlp,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        let two_f = mul(2, f, width)?;
+        let x = Component::Experts;
+        self.push(gate_up, vec![e, two_f, h], l, x)?;
+        self.push(down, vec![e, h, f], l, x)
     }
 
     /// LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`): the router
@@ -169,12 +189,13 @@ impl Builder<'_> {
     /// ffn]`). The `expert_bias [E]` is a buffer, not a parameter, and is not counted.
     fn lfm2_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
-        let (e, f) = (moe.experts, moe.expert.ffn);
+        let e = moe.experts;
         self.push(format!("{m}.gate.weight"), vec![e, h], l, Component::Router)?;
-        let two_f = mul(2, f, "gate_up width")?;
-        let x = Component::Experts;
-        self.push(format!("{m}.experts.gate_up_proj"), vec![e, two_f, h], l, x)?;
-        self.push(format!("{m}.experts.down_proj"), vec![e, h, f], l, x)
+        let names = [
+            format!("{m}.experts.gate_up_proj"),
+            format!("{m}.experts.down_proj"),
+        ];
+        self.stacked_experts(names, "gate_up width", moe, l)
     }
 
     /// gpt-oss's router (`mlp.router`, weight and bias) and its experts as four stacked
@@ -210,13 +231,14 @@ impl Builder<'_> {
     /// `shared_expert_gate [1, h]`.
     fn qwen35_moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
-        let (e, f) = (moe.experts, moe.expert.ffn);
+        let e = moe.experts;
         let r = Component::Router;
         self.linear(&format!("{m}.gate"), h, e, false, l, r)?;
-        let two_f = mul(2, f, "gate_up width")?;
-        let x = Component::Experts;
-        self.push(format!("{m}.experts.gate_up_proj"), vec![e, two_f, h], l, x)?;
-        self.push(format!("{m}.experts.down_proj"), vec![e, h, f], l, x)?;
+        let names = [
+            format!("{m}.experts.gate_up_proj"),
+            format!("{m}.experts.down_proj"),
+        ];
+        self.stacked_experts(names, "gate_up width", moe, l)?;
         if let Some(shared) = &moe.shared {
             self.dense_mlp(&format!("{m}.shared_expert"), shared, l, Component::Mlp)?;
         }

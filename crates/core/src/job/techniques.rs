@@ -6,6 +6,38 @@
 use crate::error::CoreError;
 use serde::Serialize;
 
+/// A technique switched by one job field that a recipe writes as a boolean or as a word: JSON
+/// `null` / `false` read as `off`, `true` as `on`, a string as one of `words` (trimmed, any
+/// case). `names`: the words for the two errors (a wrong word; a value of another JSON type).
+struct Switch<T: 'static> {
+    field: &'static str,
+    off: T,
+    on: T,
+    words: &'static [(&'static str, T)],
+    names: [&'static str; 2],
+}
+
+impl<T: Copy> Switch<T> {
+    fn parse(&self, v: &serde_json::Value) -> Result<T, CoreError> {
+        use serde_json::Value;
+        match v {
+            Value::Null | Value::Bool(false) => Ok(self.off),
+            Value::Bool(true) => Ok(self.on),
+            Value::String(s) => {
+                let word = s.trim().to_ascii_lowercase();
+                let found = self.words.iter().find(|(w, _)| *w == word);
+                found.map(|&(_, t)| t).ok_or_else(|| {
+                    CoreError::field(self.field, format!("'{s}' is not one of {}", self.names[0]))
+                })
+            }
+            other => Err(CoreError::field(
+                self.field,
+                format!("must be {} (got {other})", self.names[1]),
+            )),
+        }
+    }
+}
+
 /// Where saved activations live between their forward and their backward (contract
 /// `activation_offload`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -31,23 +63,15 @@ impl ActivationOffload {
     /// Parses `none` / `cpu` (a JSON `false` / `true` reads as them, as recipes write the
     /// switch).
     pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
-        use serde_json::Value;
-        match v {
-            Value::Null | Value::Bool(false) => Ok(ActivationOffload::None),
-            Value::Bool(true) => Ok(ActivationOffload::Cpu),
-            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "none" => Ok(ActivationOffload::None),
-                "cpu" => Ok(ActivationOffload::Cpu),
-                _ => Err(CoreError::field(
-                    "activation_offload",
-                    format!("'{s}' is not one of none, cpu"),
-                )),
-            },
-            other => Err(CoreError::field(
-                "activation_offload",
-                format!("must be \"none\" or \"cpu\" (got {other})"),
-            )),
-        }
+        use ActivationOffload::{Cpu, None};
+        let switch = Switch {
+            field: "activation_offload",
+            off: None,
+            on: Cpu,
+            words: &[("none", None), ("cpu", Cpu)],
+            names: ["none, cpu", "\"none\" or \"cpu\""],
+        };
+        switch.parse(v)
     }
 
     fn is_none(&self) -> bool {
@@ -91,24 +115,24 @@ impl ReferenceModel {
 
     /// Parses `none` / `frozen` / `precomputed`; JSON `false` / `true` read as none / frozen.
     pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
-        use serde_json::Value;
-        match v {
-            Value::Null | Value::Bool(false) => Ok(ReferenceModel::None),
-            Value::Bool(true) => Ok(ReferenceModel::Frozen),
-            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "none" | "false" => Ok(ReferenceModel::None),
-                "frozen" | "true" => Ok(ReferenceModel::Frozen),
-                "precomputed" => Ok(ReferenceModel::Precomputed),
-                _ => Err(CoreError::field(
-                    "reference_model",
-                    format!("'{s}' is not one of none, frozen, precomputed"),
-                )),
-            },
-            other => Err(CoreError::field(
-                "reference_model",
-                format!("must be \"none\", \"frozen\" or \"precomputed\" (got {other})"),
-            )),
-        }
+        use ReferenceModel::{Frozen, None, Precomputed};
+        let switch = Switch {
+            field: "reference_model",
+            off: None,
+            on: Frozen,
+            words: &[
+                ("none", None),
+                ("false", None),
+                ("frozen", Frozen),
+                ("true", Frozen),
+                ("precomputed", Precomputed),
+            ],
+            names: [
+                "none, frozen, precomputed",
+                "\"none\", \"frozen\" or \"precomputed\"",
+            ],
+        };
+        switch.parse(v)
     }
 
     fn is_none(&self) -> bool {

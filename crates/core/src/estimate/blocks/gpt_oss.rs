@@ -48,6 +48,17 @@ impl Prog<'_> {
         self.rms_normalize(x32, rows, dim)
     }
 
+    /// `K` int64 index tensors of `rows` entries made from the router's `top_idx` (the sort's
+    /// permutation, the token of each copy, ...), all made before any is saved: the order the
+    /// MoE forwards (`modeling_gpt_oss.py`, transformers' `grouped_mm` experts) issue them.
+    pub(super) fn saved_indices<const K: usize>(&mut self, top_idx: Id, rows: u64) -> [Id; K] {
+        let ids = [(); K].map(|()| self.t.op(&[top_idx], &[], rows, 8));
+        for &i in &ids {
+            self.t.keep(i);
+        }
+        ids
+    }
+
     /// `GptOssRMSNorm`: `(weight * (x.float() * rsqrt(mean(x²) + eps))).to(input_dtype)`. The
     /// product runs in fp32 and saves the fp32 normalised tensor (for the weight's gradient;
     /// nothing when the weight is frozen), then casts back.
@@ -106,12 +117,7 @@ impl Prog<'_> {
         let w = self.c.num.param;
         // `hidden_states[perm // top_k]` and `sample_weights[perm]` save their int64 indices;
         // the bias gathers share `expert_ids_g` (one more int64 index).
-        let token_idx = self.t.op(&[top_idx], &[], rows, 8);
-        let perm = self.t.op(&[top_idx], &[], rows, 8);
-        let expert_ids = self.t.op(&[top_idx], &[], rows, 8);
-        self.t.keep(token_idx);
-        self.t.keep(perm);
-        self.t.keep(expert_ids);
+        let [token_idx, perm, expert_ids] = self.saved_indices(top_idx, rows);
         let sample = self.t.op(&[scores], &[], rows, lw);
         self.t.keep(sample);
         let offsets = self.t.op(&[top_idx], &[], m.experts, 4);

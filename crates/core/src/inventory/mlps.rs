@@ -123,22 +123,30 @@ impl Builder<'_> {
                 Component::Experts,
             )?;
         }
-        if let Some(shared) = &moe.shared {
-            let name = match self.spec.naming {
-                Naming::DeepSeek => format!("{m}.shared_experts"),
-                _ => format!("{m}.shared_expert"),
-            };
-            self.dense_mlp(&name, shared, l, Component::Mlp)?;
+        let shared = match self.spec.naming {
+            Naming::DeepSeek => format!("{m}.shared_experts"),
+            _ => format!("{m}.shared_expert"),
+        };
+        self.shared_expert(&shared, m, moe, l)
+    }
+
+    /// The shared expert beside the routed ones (a dense MLP named `shared`) and, where the
+    /// family gates it (`Qwen2MoeSparseMoeBlock`, `Qwen3NextSparseMoeBlock`), its sigmoid gate
+    /// `shared_expert_gate [1, h]`.
+    fn shared_expert(
+        &mut self,
+        shared: &str,
+        m: &str,
+        moe: &MoeMlp,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        if let Some(mlp) = &moe.shared {
+            self.dense_mlp(shared, mlp, l, Component::Mlp)?;
         }
         if moe.shared_gate {
-            self.linear(
-                &format!("{m}.shared_expert_gate"),
-                h,
-                1,
-                false,
-                l,
-                Component::Router,
-            )?;
+            let h = self.spec.hidden_size;
+            let gate = format!("{m}.shared_expert_gate");
+            self.linear(&gate, h, 1, false, l, Component::Router)?;
         }
         Ok(())
     }
@@ -239,12 +247,6 @@ impl Builder<'_> {
             format!("{m}.experts.down_proj"),
         ];
         self.stacked_experts(names, "gate_up width", moe, l)?;
-        if let Some(shared) = &moe.shared {
-            self.dense_mlp(&format!("{m}.shared_expert"), shared, l, Component::Mlp)?;
-        }
-        if moe.shared_gate {
-            self.linear(&format!("{m}.shared_expert_gate"), h, 1, false, l, r)?;
-        }
-        Ok(())
+        self.shared_expert(&format!("{m}.shared_expert"), m, moe, l)
     }
 }

@@ -1,6 +1,6 @@
 //! The job's `peft`: LoRA / QLoRA adapters.
 
-use super::fields::{count, text};
+use super::fields::{count, object, text};
 use super::{AdapterDtype, PeftMethod};
 use crate::error::CoreError;
 use serde::Serialize;
@@ -103,15 +103,8 @@ impl AdapterDtype {
 }
 
 pub(super) fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
-    let obj = match v {
-        Value::Null => return Ok(None),
-        Value::Object(o) => o,
-        other => {
-            return Err(CoreError::field(
-                "peft",
-                format!("must be null or an object (got {other})"),
-            ))
-        }
+    let Some(obj) = object("peft", Some(v), "null or an object")? else {
+        return Ok(None);
     };
     let method = match text("peft.method", obj.get("method"))? {
         Some(m) => PeftMethod::parse("peft.method", m)?,

@@ -156,11 +156,8 @@ impl Builder<'_> {
     /// renames): `router.layer [E, h]`, `input_linear [E, 2·ffn, h]`, `output_linear [E, h,
     /// ffn]`, and Granite 4.0-H's `shared_mlp` beside the block (`GraniteMoeHybridDecoderLayer`).
     fn granite_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let e = moe.experts;
-        let r = Component::Router;
-        self.linear(&format!("{m}.router.layer"), h, e, false, l, r)?;
         let names = [
+            format!("{m}.router.layer"),
             format!("{m}.input_linear.weight"),
             format!("{m}.output_linear.weight"),
         ];
@@ -172,19 +169,21 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// Experts as two stacked parameters stored `[out, in]`, as transformers' fused expert
-    /// modules keep them (`GraniteMoeParallelExperts`, `Lfm2MoeExperts`, `Qwen3NextExperts`):
-    /// `gate_up [E, 2·ffn, hidden]` (the gate and up projections side by side) and `down [E,
-    /// hidden, ffn]`, no biases. `width` names the `2·ffn` in an overflow error.
+    /// A router `[E, hidden]` without bias (`{router}.weight`) and the experts as two stacked
+    /// parameters stored `[out, in]`, as transformers' fused expert modules keep them
+    /// (`GraniteMoeParallelExperts`, `Lfm2MoeExperts`, `Qwen3NextExperts`): `gate_up [E, 2·ffn,
+    /// hidden]` (the gate and up projections side by side) and `down [E, hidden, ffn]`, no
+    /// biases. `width` names the `2·ffn` in an overflow error.
     fn stacked_experts(
         &mut self,
-        [gate_up, down]: [String; 2],
+        [router, gate_up, down]: [String; 3],
         width: &str,
         moe: &MoeMlp,
         l: Option<u32>,
     ) -> Result<(), CoreError> {
         let h = self.spec.hidden_size;
         let (e, f) = (moe.experts, moe.expert.ffn);
+        self.linear(&router, h, e, false, l, Component::Router)?;
         let two_f = mul(2, f, width)?;
         let x = Component::Experts;
         self.push(gate_up, vec![e, two_f, h], l, x)?;
@@ -196,10 +195,8 @@ impl Builder<'_> {
     /// `[out, in]` (`Lfm2MoeExperts`: `gate_up_proj [E, 2·ffn, hidden]`, `down_proj [E, hidden,
     /// ffn]`). The `expert_bias [E]` is a buffer, not a parameter, and is not counted.
     fn lfm2_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let e = moe.experts;
-        self.push(format!("{m}.gate.weight"), vec![e, h], l, Component::Router)?;
         let names = [
+            format!("{m}.gate"),
             format!("{m}.experts.gate_up_proj"),
             format!("{m}.experts.down_proj"),
         ];
@@ -238,11 +235,8 @@ impl Builder<'_> {
     /// `down_proj [E, h, ffn]`, no biases), the `shared_expert` MLP and its sigmoid gate
     /// `shared_expert_gate [1, h]`.
     fn qwen35_moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let e = moe.experts;
-        let r = Component::Router;
-        self.linear(&format!("{m}.gate"), h, e, false, l, r)?;
         let names = [
+            format!("{m}.gate"),
             format!("{m}.experts.gate_up_proj"),
             format!("{m}.experts.down_proj"),
         ];

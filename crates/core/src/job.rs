@@ -197,11 +197,7 @@ macro_rules! job_enum {
             }
         }
 
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
+        crate::serde_name::serde_by_name!($name, as_str);
     };
 }
 

@@ -79,11 +79,7 @@ macro_rules! switch_methods {
             }
         }
 
-        impl Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
+        crate::serde_name::serde_by_name!($t, as_str);
     };
 }
 

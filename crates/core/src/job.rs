@@ -18,7 +18,7 @@ pub mod weight_format;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
-pub use peft::{Peft, DEFAULT_DROPOUT as DEFAULT_LORA_DROPOUT};
+pub use peft::{Peft, DEFAULT_DROPOUT as DEFAULT_LORA_DROPOUT, LLAMA_LINEARS};
 pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
 pub use techniques::{ActivationOffload, ReferenceModel, Techniques};

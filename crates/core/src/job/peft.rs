@@ -34,6 +34,19 @@ pub struct Peft {
 /// saves the input itself.
 pub const DEFAULT_DROPOUT: f64 = 0.05;
 
+/// Every linear module of a Llama-style layer, attention and gated MLP: what PEFT's
+/// `target_modules="all-linear"` (`tuners/tuners_utils.py`, `_maybe_include_all_linear_layers`)
+/// and axolotl's `lora_target_linear: true` reach in it, `lm_head` left out.
+pub const LLAMA_LINEARS: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+
 fn is_default_dropout(p: &f64) -> bool {
     *p == DEFAULT_DROPOUT
 }

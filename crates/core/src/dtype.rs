@@ -1,7 +1,6 @@
 //! Storage data types of tensors and their exact byte sizes.
 
 use crate::ggml::GgmlType;
-use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The storage type of a tensor: a plain element type (as safetensors and PyTorch name them)
@@ -154,18 +153,7 @@ impl fmt::Display for DType {
     }
 }
 
-impl Serialize for DType {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for DType {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        DType::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown dtype '{s}'")))
-    }
-}
+crate::serde_name::serde_by_name!(DType, name, DType::parse, "dtype");
 
 #[cfg(test)]
 mod tests {

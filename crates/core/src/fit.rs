@@ -237,9 +237,6 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         ));
     }
     Ok(FitAnswer {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
-        reserve: job.reserve,
         max_batch,
         max_seq: (!infer).then_some(longest).flatten(),
         max_context: if infer { longest } else { None },
@@ -248,37 +245,19 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         max_gpu_layers,
         evaluations: evals,
         notes,
-        launch: None,
-        throughput_at_max_batch: None,
-        max_images: None,
-        longest_request: None,
-        gpu_layers_speed: Vec::new(),
+        ..FitAnswer::on(gpu, job.reserve)
     })
 }
 
 /// A bare parameter count: no architecture, so no activations and no limits.
 fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
     FitAnswer {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
-        reserve: job.reserve,
-        max_batch: None,
-        max_seq: None,
-        max_context: None,
-        seq_limited_by_model: false,
-        model_max_positions: None,
-        max_gpu_layers: None,
-        evaluations: 0,
         notes: vec![
             "a bare parameter count has no architecture, so activations (and so the batch and \
              sequence limits) cannot be computed"
                 .into(),
         ],
-        launch: None,
-        throughput_at_max_batch: None,
-        max_images: None,
-        longest_request: None,
-        gpu_layers_speed: Vec::new(),
+        ..FitAnswer::on(gpu, job.reserve)
     }
 }
 
@@ -454,22 +433,14 @@ fn vllm_fit(
         ));
     }
     Ok(FitAnswer {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
-        reserve: job.reserve,
         max_batch,
-        max_seq: None,
         max_context,
         seq_limited_by_model: limited,
         model_max_positions: max_pos,
-        max_gpu_layers: None,
         evaluations: evals,
         notes,
-        launch: None,
-        throughput_at_max_batch: None,
-        max_images: None,
         longest_request,
-        gpu_layers_speed: Vec::new(),
+        ..FitAnswer::on(gpu, job.reserve)
     })
 }
 

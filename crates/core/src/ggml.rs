@@ -12,8 +12,6 @@
 //! current ggml.h ("support has been removed from gguf files"): llama.cpp refuses them now, but
 //! files written in late 2024 carry them, so they stay here with their old Q4_0/IQ4_NL layout.
 
-use serde::{Deserialize, Serialize};
-
 /// Declares the ggml types once: id, name, elements per block, bytes per block.
 macro_rules! ggml_types {
     ($($variant:ident = $id:literal, $name:literal, $block:literal, $size:literal;)*) => {
@@ -122,19 +120,7 @@ impl GgmlType {
     }
 }
 
-impl Serialize for GgmlType {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for GgmlType {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        GgmlType::from_name(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown ggml type '{s}'")))
-    }
-}
+crate::serde_name::serde_by_name!(GgmlType, name, GgmlType::from_name, "ggml type");
 
 #[cfg(test)]
 mod tests {

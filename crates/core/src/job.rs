@@ -19,7 +19,7 @@ pub mod weight_format;
 
 pub use fields::whole_number;
 pub use parallel::Parallel;
-pub use peft::{Peft, DEFAULT_DROPOUT as DEFAULT_LORA_DROPOUT};
+pub use peft::{Peft, DEFAULT_DROPOUT as DEFAULT_LORA_DROPOUT, LLAMA_LINEARS};
 pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
 pub use techniques::{ActivationOffload, ReferenceModel, Techniques};
@@ -204,11 +204,7 @@ macro_rules! job_enum {
             }
         }
 
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
+        crate::serde_name::serde_by_name!($name, as_str);
     };
 }
 

@@ -8,6 +8,7 @@ pub mod ggml;
 pub mod gpu;
 pub mod inventory;
 pub mod model;
+mod serde_name;
 pub mod summary;
 pub mod text;
 pub mod vision;

@@ -130,19 +130,7 @@ impl Allocator {
         self.remove_unmapped(i);
         self.arena.get_mut(i).mapped = true;
         if bytes < block_size {
-            let b = self.arena.get(i).clone();
-            let mut rest = new_block(addr + bytes, block_size - bytes, b.stream, b.small);
-            rest.mapped = false;
-            rest.expandable = b.expandable;
-            rest.prev = i;
-            rest.next = b.next;
-            let r = self.arena.add(rest);
-            if b.next != NIL {
-                self.arena.get_mut(b.next).prev = r;
-            }
-            let m = self.arena.get_mut(i);
-            m.next = r;
-            m.size = bytes;
+            let r = self.split_tail(i, bytes, false);
             self.insert_unmapped(r);
         }
         let (prev, next) = (self.arena.get(i).prev, self.arena.get(i).next);

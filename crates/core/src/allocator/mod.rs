@@ -264,31 +264,20 @@ impl Allocator {
         if self.settings.gc_threshold > 0.0 {
             return None;
         }
-        let unmapped = self
-            .streams
-            .iter()
-            .flat_map(|p| {
-                p.unmapped.iter().enumerate().flat_map(move |(pool, set)| {
-                    set.iter()
-                        .map(move |&(addr, i)| (p.stream, pool as u8, addr, i))
-                })
-            })
-            .map(|(stream, pool, addr, i)| (stream, pool, self.arena.get(i).size, addr))
-            .collect();
+        // Each stream's pools in order, each pool's blocks as `(stream, pool, size, addr)`.
+        let (mut free, mut unmapped) = (Vec::new(), Vec::new());
+        for p in &self.streams {
+            for pool in 0..2 {
+                let at = |size, addr| (p.stream, pool as u8, size, addr);
+                free.extend(p.free[pool].iter().map(|(size, addr, _)| at(size, addr)));
+                let sized = |&(addr, i): &(u64, u32)| at(self.arena.get(i).size, addr);
+                unmapped.extend(p.unmapped[pool].iter().map(sized));
+            }
+        }
         let expandable = self
             .expandable
             .iter()
             .map(|e| (e.base, e.mapped_pages, e.high_water, u64::from(e.live)))
-            .collect();
-        let free = self
-            .streams
-            .iter()
-            .flat_map(|p| {
-                p.free.iter().enumerate().flat_map(move |(pool, set)| {
-                    set.iter()
-                        .map(move |(size, addr, _)| (p.stream, pool as u8, size, addr))
-                })
-            })
             .collect();
         let s = &self.stats;
         Some(CacheSignature {

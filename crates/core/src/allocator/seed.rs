@@ -2,7 +2,7 @@
 //! before a record began (a trace that starts mid-run). Nothing here is in PyTorch; it places
 //! blocks exactly where the record says they were, so the model continues from there.
 
-use super::block::{new_block, BlockId, NIL};
+use super::block::{new_block, BlockId};
 use super::Allocator;
 
 impl Allocator {
@@ -63,37 +63,16 @@ impl Allocator {
             .find(|k| k.1 <= addr && end <= k.1 + k.0)
             .map(|k| k.2)?;
         self.remove_free(holder);
-        let b = self.arena.get(holder).clone();
+        let front = addr - self.arena.get(holder).addr;
         let mut at = holder;
-        if addr > b.addr {
+        if front > 0 {
             // The front stays the holder (free); the rest becomes a new block after it.
-            let mut rest = new_block(addr, b.addr + b.size - addr, b.stream, b.small);
-            rest.expandable = b.expandable;
-            rest.prev = holder;
-            rest.next = b.next;
-            let r = self.arena.add(rest);
-            if b.next != NIL {
-                self.arena.get_mut(b.next).prev = r;
-            }
-            let h = self.arena.get_mut(holder);
-            h.next = r;
-            h.size = addr - b.addr;
+            let r = self.split_tail(holder, front, true);
             self.insert_free(holder);
             at = r;
         }
-        let a = self.arena.get(at).clone();
-        if a.size > size {
-            let mut tail = new_block(addr + size, a.size - size, a.stream, a.small);
-            tail.expandable = a.expandable;
-            tail.prev = at;
-            tail.next = a.next;
-            let t = self.arena.add(tail);
-            if a.next != NIL {
-                self.arena.get_mut(a.next).prev = t;
-            }
-            let m = self.arena.get_mut(at);
-            m.next = t;
-            m.size = size;
+        if self.arena.get(at).size > size {
+            let t = self.split_tail(at, size, true);
             self.insert_free(t);
         }
         Some(self.alloc_found_block(at, size, requested, false))

@@ -47,6 +47,27 @@ impl Allocator {
         self.arena.id(taken)
     }
 
+    /// Block `i` keeps its first `keep` bytes; the rest becomes a new block of the same
+    /// stream, pool and segment linked after it (`mapped` or not), returned in no pool: the
+    /// remainder `block_split` makes in `alloc_found_block` and `map_block` leaves unmapped
+    /// (`CUDACachingAllocator.cpp`).
+    pub(crate) fn split_tail(&mut self, i: u32, keep: u64, mapped: bool) -> u32 {
+        let b = self.arena.get(i).clone();
+        let mut rest = new_block(b.addr + keep, b.size - keep, b.stream, b.small);
+        rest.mapped = mapped;
+        rest.expandable = b.expandable;
+        rest.prev = i;
+        rest.next = b.next;
+        let r = self.arena.add(rest);
+        if b.next != NIL {
+            self.arena.get_mut(b.next).prev = r;
+        }
+        let m = self.arena.get_mut(i);
+        m.next = r;
+        m.size = keep;
+        r
+    }
+
     /// `free` → `free_block`: the block leaves `allocated_bytes`, merges with free neighbours
     /// and returns to its pool. A handle that names no live allocation (already freed,
     /// `BlockId::EMPTY`, another allocator's) is ignored.

@@ -60,17 +60,6 @@ fn resident(p: &Pipeline, j: &Resolved, running: &Component, upcast: bool) -> Op
     }
 }
 
-/// The text encoder's activation peak for the job's prompts.
-fn text_activations(c: &Component, j: &Resolved) -> u128 {
-    match &c.arch {
-        Arch::ClipText(t) => {
-            text::clip_peak(t, j.batch, CLIP_TOKENS.min(t.max_positions), j.elem())
-        }
-        Arch::T5Encoder(t) => text::t5_peak(t, j.batch, j.max_sequence_length, j.elem()),
-        _ => 0,
-    }
-}
-
 /// The denoiser's text tokens: Flux T5's `max_sequence_length`; SD3 CLIP's 77 joined to T5's
 /// (77 zeros when T5 is dropped: `_get_t5_prompt_embeds` returns `tokenizer_max_length`);
 /// a UNet's 77 (cross-attention keys only).
@@ -126,20 +115,8 @@ pub fn phases(p: &Pipeline, j: &Resolved, gpu: Option<&Gpu>) -> Result<Vec<Phase
     let mut out = Vec::new();
     let mut push = |name: String, c: &Component, act: u128, upcast: bool| -> Result<(), String> {
         let parameters = resident(p, j, c, upcast).ok_or_else(overflow)?;
-        let activations = to_u64(act)?;
-        let allocated = parameters
-            .checked_add(activations)
-            .and_then(|x| x.checked_add(ws))
-            .ok_or_else(overflow)?;
-        out.push(Phase {
-            phase: name,
-            parameters,
-            activations,
-            temporaries: ws,
-            gradients: None,
-            optimizer_states: None,
-            allocated,
-        });
+        let phase = Phase::summed(name, parameters, to_u64(act)?, ws, None);
+        out.push(phase.ok_or_else(overflow)?);
         Ok(())
     };
     for c in used(p, j)
@@ -149,7 +126,7 @@ pub fn phases(p: &Pipeline, j: &Resolved, gpu: Option<&Gpu>) -> Result<Vec<Phase
         push(
             format!("text_encode:{}", c.name),
             c,
-            text_activations(c, j),
+            text::encoder_peak(c, j),
             false,
         )?;
     }

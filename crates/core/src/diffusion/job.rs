@@ -167,35 +167,15 @@ impl DiffusionJob {
                 ))
             }
         }
-        let step = side_step(p).ok_or("model: the pipeline has no denoiser or no VAE")?;
-        let width = whole("width", self.width, 1024, MAX_SIDE)?;
-        let height = whole("height", self.height, 1024, MAX_SIDE)?;
-        for (f, v) in [("width", width), ("height", height)] {
-            if !v.is_multiple_of(step) {
-                return Err(format!(
-                    "{f}: {v} is not a multiple of {step} (VAE scale × patch)"
-                ));
-            }
-        }
-        let precision = self
-            .precision
-            .as_deref()
-            .unwrap_or("bf16")
-            .to_ascii_lowercase();
-        if !matches!(precision.as_str(), "bf16" | "fp16" | "fp32") {
-            return Err(format!("precision: bf16, fp16 or fp32 (got '{precision}')"));
-        }
+        let (width, height) = self.sides(p, 1024)?;
+        let precision = self.precision()?;
         let offload = match self.offload.as_deref().map(str::trim) {
             None | Some("none") => Offload::None,
             Some("model") => Offload::Model,
             Some("sequential") => Offload::Sequential,
             Some(o) => return Err(format!("offload: none, model or sequential (got '{o}')")),
         };
-        let attention = self
-            .attention
-            .as_deref()
-            .unwrap_or("sdpa")
-            .to_ascii_lowercase();
+        let attention = lower_or(&self.attention, "sdpa");
         if !matches!(attention.as_str(), "sdpa" | "eager") {
             return Err(format!("attention: sdpa or eager (got '{attention}')"));
         }
@@ -215,18 +195,56 @@ impl DiffusionJob {
             vae_tiling: self.vae_tiling.unwrap_or(false),
             vae_slicing: self.vae_slicing.unwrap_or(false),
             attention,
-            max_sequence_length: whole(
-                "max_sequence_length",
-                self.max_sequence_length,
-                msl_default,
-                4096,
-            )?,
+            max_sequence_length: self.max_sequence_length(msl_default)?,
             drop_t5,
             gpu: self.gpu.clone(),
             reserve: reserve(self.reserve)?,
             train: None,
         })
     }
+}
+
+impl DiffusionJob {
+    /// `width` and `height` (`default` each), checked to be multiples of the pipeline's
+    /// [`side_step`]: both tasks run the pipeline's VAE and patchify on the same grid
+    /// (diffusers `VaeImageProcessor`'s `vae_scale_factor`).
+    pub(super) fn sides(&self, p: &Pipeline, default: u64) -> Result<(u64, u64), String> {
+        let step = side_step(p).ok_or("model: the pipeline has no denoiser or no VAE")?;
+        let width = whole("width", self.width, default, MAX_SIDE)?;
+        let height = whole("height", self.height, default, MAX_SIDE)?;
+        for (f, v) in [("width", width), ("height", height)] {
+            if !v.is_multiple_of(step) {
+                return Err(format!(
+                    "{f}: {v} is not a multiple of {step} (VAE scale × patch)"
+                ));
+            }
+        }
+        Ok((width, height))
+    }
+
+    /// `precision` (`torch_dtype`, default bf16): bf16, fp16 or fp32, lower-cased.
+    pub(super) fn precision(&self) -> Result<String, String> {
+        let precision = lower_or(&self.precision, "bf16");
+        if !matches!(precision.as_str(), "bf16" | "fp16" | "fp32") {
+            return Err(format!("precision: bf16, fp16 or fp32 (got '{precision}')"));
+        }
+        Ok(precision)
+    }
+
+    /// `max_sequence_length` (the T5 prompt length), 1 to 4096, `default` when absent.
+    pub(super) fn max_sequence_length(&self, default: u64) -> Result<u64, String> {
+        whole(
+            "max_sequence_length",
+            self.max_sequence_length,
+            default,
+            4096,
+        )
+    }
+}
+
+/// A text field lower-cased, or `default` when absent.
+pub(super) fn lower_or(v: &Option<String>, default: &str) -> String {
+    v.as_deref().unwrap_or(default).to_ascii_lowercase()
 }
 
 impl Resolved {

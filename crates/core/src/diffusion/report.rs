@@ -26,6 +26,33 @@ pub struct Phase {
     pub allocated: u64,
 }
 
+impl Phase {
+    /// A phase whose parts are all alive at its peak, so `allocated` is their sum (the
+    /// weights, the activations, the cuBLAS workspaces and, training, `(gradients,
+    /// optimizer states)`); `None` when the sum overflows.
+    pub fn summed(
+        phase: String,
+        parameters: u64,
+        activations: u64,
+        temporaries: u64,
+        train: Option<(u64, u64)>,
+    ) -> Option<Phase> {
+        let (g, o) = train.unwrap_or((0, 0));
+        let allocated = [activations, temporaries, g, o]
+            .iter()
+            .try_fold(parameters, |a, &x| a.checked_add(x))?;
+        Some(Phase {
+            phase,
+            parameters,
+            activations,
+            temporaries,
+            gradients: train.map(|t| t.0),
+            optimizer_states: train.map(|t| t.1),
+            allocated,
+        })
+    }
+}
+
 /// A component's line in the report's model summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComponentSummary {

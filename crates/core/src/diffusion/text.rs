@@ -1,6 +1,7 @@
 //! The text encoders' activation peak in one `no_grad` forward over the prompt tokens.
 
-use super::{ClipText, T5Encoder};
+use super::job::Resolved;
+use super::{Arch, ClipText, Component, T5Encoder};
 
 type N = u128;
 
@@ -31,4 +32,17 @@ pub fn t5_peak(c: &T5Encoder, batch: u64, s: u64, e: u64) -> N {
     let ff_width = if c.gated { 3 } else { 2 } * N::from(c.d_ff);
     let ff = b * s * e * (2 * N::from(c.d_model) + ff_width);
     bias + attn.max(ff)
+}
+
+/// A text encoder's peak for the job's prompts (`batch` of them, in the pipeline's dtype):
+/// CLIP over its 77 tokens (capped at `max_position_embeddings`), T5 over the job's
+/// `max_sequence_length`; 0 for a component that is no text encoder. Inference and the
+/// training step with per-image captions encode the prompts alike (diffusers
+/// `encode_prompt`).
+pub fn encoder_peak(c: &Component, j: &Resolved) -> N {
+    match &c.arch {
+        Arch::ClipText(t) => clip_peak(t, j.batch, CLIP_TOKENS.min(t.max_positions), j.elem()),
+        Arch::T5Encoder(t) => t5_peak(t, j.batch, j.max_sequence_length, j.elem()),
+        _ => 0,
+    }
 }

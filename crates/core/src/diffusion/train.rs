@@ -208,17 +208,6 @@ fn encode_activations(p: &Pipeline, j: &Resolved, t: &Train) -> Option<N> {
     )
 }
 
-/// The text encoders' peak for the batch's prompts (per-image captions only).
-fn text_activations(c: &Component, j: &Resolved) -> N {
-    match &c.arch {
-        Arch::ClipText(t) => {
-            text::clip_peak(t, j.batch, CLIP_TOKENS.min(t.max_positions), j.elem())
-        }
-        Arch::T5Encoder(t) => text::t5_peak(t, j.batch, j.max_sequence_length, j.elem()),
-        _ => 0,
-    }
-}
-
 /// The step's phases in the order it runs them.
 pub fn phases(
     p: &Pipeline,
@@ -238,19 +227,9 @@ pub fn phases(
         let to = |n: N| u64::try_from(n).map_err(|_| overflow());
         let (parameters, activations) = (to(weights)?, to(act)?);
         let (gradients, optimizer_states) = (to(grads)?, to(states)?);
-        let allocated = [activations, gradients, optimizer_states, ws]
-            .iter()
-            .try_fold(parameters, |a, &x| a.checked_add(x))
-            .ok_or_else(overflow)?;
-        out.push(Phase {
-            phase: name,
-            parameters,
-            activations,
-            temporaries: ws,
-            gradients: Some(gradients),
-            optimizer_states: Some(optimizer_states),
-            allocated,
-        });
+        let train = Some((gradients, optimizer_states));
+        let phase = Phase::summed(name, parameters, activations, ws, train);
+        out.push(phase.ok_or_else(overflow)?);
         Ok(())
     };
     if t.custom_prompts {
@@ -259,7 +238,11 @@ pub fn phases(
             .iter()
             .filter(|c| c.arch.role() == Role::TextEncoder)
         {
-            push(format!("text_encode:{}", c.name), text_activations(c, j), 0)?;
+            push(
+                format!("text_encode:{}", c.name),
+                text::encoder_peak(c, j),
+                0,
+            )?;
         }
     }
     if !t.cache_latents {

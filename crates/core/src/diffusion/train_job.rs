@@ -7,7 +7,7 @@
 
 pub use super::job::Train;
 use super::job::{
-    is_flux, is_sd3, reserve, side_step, whole, DiffusionJob, Offload, Resolved, MAX_BATCH,
+    is_flux, is_sd3, lower_or, reserve, whole, DiffusionJob, Offload, Resolved, MAX_BATCH, MAX_SIDE,
 };
 use super::{Arch, Pipeline};
 
@@ -73,30 +73,9 @@ impl DiffusionJob {
             );
         }
         self.refuse_infer_fields()?;
-        let step = side_step(p).ok_or("model: the pipeline has no denoiser or no VAE")?;
-        let side = whole(
-            "resolution",
-            self.resolution,
-            default_side(p),
-            super::job::MAX_SIDE,
-        )?;
-        let width = whole("width", self.width, side, super::job::MAX_SIDE)?;
-        let height = whole("height", self.height, side, super::job::MAX_SIDE)?;
-        for (f, v) in [("width", width), ("height", height)] {
-            if !v.is_multiple_of(step) {
-                return Err(format!(
-                    "{f}: {v} is not a multiple of {step} (VAE scale × patch)"
-                ));
-            }
-        }
-        let precision = self
-            .precision
-            .as_deref()
-            .unwrap_or("bf16")
-            .to_ascii_lowercase();
-        if !matches!(precision.as_str(), "bf16" | "fp16" | "fp32") {
-            return Err(format!("precision: bf16, fp16 or fp32 (got '{precision}')"));
-        }
+        let side = whole("resolution", self.resolution, default_side(p), MAX_SIDE)?;
+        let (width, height) = self.sides(p, side)?;
+        let precision = self.precision()?;
         let optimizer = self
             .optimizer
             .as_deref()
@@ -108,11 +87,7 @@ impl DiffusionJob {
                 "optimizer: adamw or adamw-8bit (got '{optimizer}')"
             ));
         }
-        let attention = self
-            .attention
-            .as_deref()
-            .unwrap_or("sdpa")
-            .to_ascii_lowercase();
+        let attention = lower_or(&self.attention, "sdpa");
         if attention != "sdpa" {
             return Err(format!(
                 "attention: a training step is modelled with sdpa (got '{attention}')"
@@ -142,12 +117,7 @@ impl DiffusionJob {
             vae_tiling: false,
             vae_slicing: false,
             attention,
-            max_sequence_length: whole(
-                "max_sequence_length",
-                self.max_sequence_length,
-                msl_default,
-                4096,
-            )?,
+            max_sequence_length: self.max_sequence_length(msl_default)?,
             drop_t5: false,
             gpu: self.gpu.clone(),
             reserve: reserve(self.reserve)?,

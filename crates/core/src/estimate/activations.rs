@@ -19,35 +19,29 @@ pub fn dropout_of(spec: &ModelSpec) -> (f64, f64, f64) {
     (d.embedding, d.attention, d.hidden)
 }
 
+/// The widths a precision runs the forward in: (parameter / residual width, matmul width,
+/// autocast on). Pure 16 bit and fp32 run every op in their dtype; the mixed precisions keep
+/// fp32 weights and let `torch.autocast` cast matmul inputs to 16 bit (`autocast_mode.cpp`'s
+/// lower-precision op list).
 fn numerics(p: Precision) -> Numerics {
     match p {
-        Precision::Fp32 => Numerics {
-            param: 4,
-            compute: 4,
-            autocast: false,
-            softmax_saves_input: false,
-            compile: false,
-            sdpa: SdpaStack::default(),
-            transformers: TransformersVersion::default(),
-        },
-        Precision::Fp16 | Precision::Bf16 => Numerics {
-            param: 2,
-            compute: 2,
-            autocast: false,
-            softmax_saves_input: false,
-            compile: false,
-            sdpa: SdpaStack::default(),
-            transformers: TransformersVersion::default(),
-        },
-        Precision::Fp16Mixed | Precision::Bf16Mixed => Numerics {
-            param: 4,
-            compute: 2,
-            autocast: true,
-            softmax_saves_input: false,
-            compile: false,
-            sdpa: SdpaStack::default(),
-            transformers: TransformersVersion::default(),
-        },
+        Precision::Fp32 => plain(4, 4, false),
+        Precision::Fp16 | Precision::Bf16 => plain(2, 2, false),
+        Precision::Fp16Mixed | Precision::Bf16Mixed => plain(4, 2, true),
+    }
+}
+
+/// [`Numerics`] of these widths with the defaults of a current PyTorch in eager mode: softmax
+/// saves only its output, no `torch.compile`, the default SDPA stack and transformers release.
+fn plain(param: u64, compute: u64, autocast: bool) -> Numerics {
+    Numerics {
+        param,
+        compute,
+        autocast,
+        softmax_saves_input: false,
+        compile: false,
+        sdpa: SdpaStack::default(),
+        transformers: TransformersVersion::default(),
     }
 }
 
@@ -207,15 +201,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
             Framework::Deepspeed | Framework::Megatron | Framework::Fsdp
         )
     {
-        num = Numerics {
-            param: 2,
-            compute: 2,
-            autocast: false,
-            softmax_saves_input: false,
-            compile: false,
-            sdpa: SdpaStack::default(),
-            transformers: TransformersVersion::default(),
-        };
+        num = plain(2, 2, false);
     }
     let peft = job.peft.is_some() && job.task == Task::Train;
     if peft && num.param == 4 && job.precision != Precision::Fp32 {

@@ -93,15 +93,8 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
         (crate::vision::TowerKind::Mllama { .. } | crate::vision::TowerKind::Llama4 { .. }, _) => {
             &["q_proj", "k_proj", "v_proj", "o_proj", "fc1", "fc2"]
         }
-        (crate::vision::TowerKind::Pixtral, _) => &[
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ],
+        // Pixtral's layers are Llama's (`PixtralAttention`, `PixtralMLP`).
+        (crate::vision::TowerKind::Pixtral, _) => &crate::job::LLAMA_LINEARS,
         _ => &["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
     }
 }

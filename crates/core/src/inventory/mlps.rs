@@ -123,22 +123,30 @@ impl Builder<'_> {
                 Component::Experts,
             )?;
         }
-        if let Some(shared) = &moe.shared {
-            let name = match self.spec.naming {
-                Naming::DeepSeek => format!("{m}.shared_experts"),
-                _ => format!("{m}.shared_expert"),
-            };
-            self.dense_mlp(&name, shared, l, Component::Mlp)?;
+        let shared = match self.spec.naming {
+            Naming::DeepSeek => format!("{m}.shared_experts"),
+            _ => format!("{m}.shared_expert"),
+        };
+        self.shared_expert(&shared, m, moe, l)
+    }
+
+    /// The shared expert beside the routed ones (a dense MLP named `shared`) and, where the
+    /// family gates it (`Qwen2MoeSparseMoeBlock`, `Qwen3NextSparseMoeBlock`), its sigmoid gate
+    /// `shared_expert_gate [1, h]`.
+    fn shared_expert(
+        &mut self,
+        shared: &str,
+        m: &str,
+        moe: &MoeMlp,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        if let Some(mlp) = &moe.shared {
+            self.dense_mlp(shared, mlp, l, Component::Mlp)?;
         }
         if moe.shared_gate {
-            self.linear(
-                &format!("{m}.shared_expert_gate"),
-                h,
-                1,
-                false,
-                l,
-                Component::Router,
-            )?;
+            let h = self.spec.hidden_size;
+            let gate = format!("{m}.shared_expert_gate");
+            self.linear(&gate, h, 1, false, l, Component::Router)?;
         }
         Ok(())
     }
@@ -148,14 +156,12 @@ impl Builder<'_> {
     /// renames): `router.layer [E, h]`, `input_linear [E, 2·ffn, h]`, `output_linear [E, h,
     /// ffn]`, and Granite 4.0-H's `shared_mlp` beside the block (`GraniteMoeHybridDecoderLayer`).
     fn granite_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let (e, f) = (moe.experts, moe.expert.ffn);
-        let r = Component::Router;
-        self.linear(&format!("{m}.router.layer"), h, e, false, l, r)?;
-        let two_f = mul(2, f, "input_linear width")?;
-        let x = Component::Experts;
-        self.push(format!("{m}.input_linear.weight"), vec![e, two_f, h], l, x)?;
-        self.push(format!("{m}.output_linear.weight"), vec![e, h, f], l, x)?;
+        let names = [
+            format!("{m}.router.layer"),
+            format!("{m}.input_linear.weight"),
+            format!("{m}.output_linear.weight"),
+        ];
+        self.stacked_experts(names, "input_linear width", moe, l)?;
         if let Some(shared) = &moe.shared {
             let layer = m.strip_suffix(".block_sparse_moe").unwrap_or(m);
             self.dense_mlp(&format!("{layer}.shared_mlp"), shared, l, Component::Mlp)?;
@@ -163,18 +169,38 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// A router `[E, hidden]` without bias (`{router}.weight`) and the experts as two stacked
+    /// parameters stored `[out, in]`, as transformers' fused expert modules keep them
+    /// (`GraniteMoeParallelExperts`, `Lfm2MoeExperts`, `Qwen3NextExperts`): `gate_up [E, 2·ffn,
+    /// hidden]` (the gate and up projections side by side) and `down [E, hidden, ffn]`, no
+    /// biases. `width` names the `2·ffn` in an overflow error.
+    fn stacked_experts(
+        &mut self,
+        [router, gate_up, down]: [String; 3],
+        width: &str,
+        moe: &MoeMlp,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
+        let h = self.spec.hidden_size;
+        let (e, f) = (moe.experts, moe.expert.ffn);
+        self.linear(&router, h, e, false, l, Component::Router)?;
+        let two_f = mul(2, f, width)?;
+        let x = Component::Experts;
+        self.push(gate_up, vec![e, two_f, h], l, x)?;
+        self.push(down, vec![e, h, f], l, x)
+    }
+
     /// LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`): the router
     /// `gate.weight [E, hidden]` (`Lfm2MoeTopKRouter`, no bias) and the experts stacked
     /// `[out, in]` (`Lfm2MoeExperts`: `gate_up_proj [E, 2·ffn, hidden]`, `down_proj [E, hidden,
     /// ffn]`). The `expert_bias [E]` is a buffer, not a parameter, and is not counted.
     fn lfm2_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let (e, f) = (moe.experts, moe.expert.ffn);
-        self.push(format!("{m}.gate.weight"), vec![e, h], l, Component::Router)?;
-        let two_f = mul(2, f, "gate_up width")?;
-        let x = Component::Experts;
-        self.push(format!("{m}.experts.gate_up_proj"), vec![e, two_f, h], l, x)?;
-        self.push(format!("{m}.experts.down_proj"), vec![e, h, f], l, x)
+        let names = [
+            format!("{m}.gate"),
+            format!("{m}.experts.gate_up_proj"),
+            format!("{m}.experts.down_proj"),
+        ];
+        self.stacked_experts(names, "gate_up width", moe, l)
     }
 
     /// gpt-oss's router (`mlp.router`, weight and bias) and its experts as four stacked
@@ -209,20 +235,12 @@ impl Builder<'_> {
     /// `down_proj [E, h, ffn]`, no biases), the `shared_expert` MLP and its sigmoid gate
     /// `shared_expert_gate [1, h]`.
     fn qwen35_moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let h = self.spec.hidden_size;
-        let (e, f) = (moe.experts, moe.expert.ffn);
-        let r = Component::Router;
-        self.linear(&format!("{m}.gate"), h, e, false, l, r)?;
-        let two_f = mul(2, f, "gate_up width")?;
-        let x = Component::Experts;
-        self.push(format!("{m}.experts.gate_up_proj"), vec![e, two_f, h], l, x)?;
-        self.push(format!("{m}.experts.down_proj"), vec![e, h, f], l, x)?;
-        if let Some(shared) = &moe.shared {
-            self.dense_mlp(&format!("{m}.shared_expert"), shared, l, Component::Mlp)?;
-        }
-        if moe.shared_gate {
-            self.linear(&format!("{m}.shared_expert_gate"), h, 1, false, l, r)?;
-        }
-        Ok(())
+        let names = [
+            format!("{m}.gate"),
+            format!("{m}.experts.gate_up_proj"),
+            format!("{m}.experts.down_proj"),
+        ];
+        self.stacked_experts(names, "gate_up width", moe, l)?;
+        self.shared_expert(&format!("{m}.shared_expert"), m, moe, l)
     }
 }

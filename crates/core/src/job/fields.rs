@@ -121,6 +121,23 @@ pub(super) fn count(
     Ok(n)
 }
 
+/// An object field: absent or `null` = `None`; any other non-object is refused, the error
+/// saying it `must be {what}`.
+pub(super) fn object<'a>(
+    field: &str,
+    v: Option<&'a Value>,
+    what: &str,
+) -> Result<Option<&'a serde_json::Map<String, Value>>, CoreError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o)),
+        Some(other) => Err(CoreError::field(
+            field,
+            format!("must be {what} (got {other})"),
+        )),
+    }
+}
+
 pub(super) fn text<'a>(field: &str, v: Option<&'a Value>) -> Result<Option<&'a str>, CoreError> {
     match v {
         None | Some(Value::Null) => Ok(None),

@@ -1,6 +1,6 @@
 //! The job's `parallel`: the distributed layout, its degrees checked against each other.
 
-use super::fields::{count, text};
+use super::fields::{count, object, text};
 use super::{Offload, MAX_GPUS};
 use crate::error::CoreError;
 use serde::Serialize;
@@ -39,15 +39,8 @@ impl Default for Parallel {
 }
 
 pub(super) fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
-    let obj = match v {
-        None | Some(Value::Null) => return Ok(Parallel::default()),
-        Some(Value::Object(o)) => o,
-        Some(other) => {
-            return Err(CoreError::field(
-                "parallel",
-                format!("must be an object (got {other})"),
-            ))
-        }
+    let Some(obj) = object("parallel", v, "an object")? else {
+        return Ok(Parallel::default());
     };
     let g = |k: &str, d: u64| count(&format!("parallel.{k}"), obj.get(k), d, 1, MAX_GPUS);
     let tp = g("tp", 1)?;

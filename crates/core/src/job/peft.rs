@@ -1,6 +1,6 @@
 //! The job's `peft`: LoRA / QLoRA adapters.
 
-use super::fields::{count, text};
+use super::fields::{count, object, text};
 use super::{AdapterDtype, PeftMethod};
 use crate::error::CoreError;
 use serde::Serialize;
@@ -33,6 +33,19 @@ pub struct Peft {
 /// 1-byte mask) that `lora_A` saves; at 0 PEFT and torchtune use `nn.Identity` and `lora_A`
 /// saves the input itself.
 pub const DEFAULT_DROPOUT: f64 = 0.05;
+
+/// Every linear module of a Llama-style layer, attention and gated MLP: what PEFT's
+/// `target_modules="all-linear"` (`tuners/tuners_utils.py`, `_maybe_include_all_linear_layers`)
+/// and axolotl's `lora_target_linear: true` reach in it, `lm_head` left out.
+pub const LLAMA_LINEARS: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
 
 fn is_default_dropout(p: &f64) -> bool {
     *p == DEFAULT_DROPOUT
@@ -103,15 +116,8 @@ impl AdapterDtype {
 }
 
 pub(super) fn parse_peft(v: &Value) -> Result<Option<Peft>, CoreError> {
-    let obj = match v {
-        Value::Null => return Ok(None),
-        Value::Object(o) => o,
-        other => {
-            return Err(CoreError::field(
-                "peft",
-                format!("must be null or an object (got {other})"),
-            ))
-        }
+    let Some(obj) = object("peft", Some(v), "null or an object")? else {
+        return Ok(None);
     };
     let method = match text("peft.method", obj.get("method"))? {
         Some(m) => PeftMethod::parse("peft.method", m)?,

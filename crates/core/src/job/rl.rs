@@ -3,7 +3,7 @@
 //! the training GPUs or elsewhere), generations per prompt, prompt and completion lengths.
 //! Defaults are TRL's (`trl/trainer/grpo_config.py`).
 
-use super::fields::{count, text};
+use super::fields::{count, object, text};
 pub use super::RlAlgorithm;
 use crate::error::CoreError;
 use serde::Serialize;
@@ -63,16 +63,7 @@ const MAX_LEN: u64 = 1 << 24;
 /// Reads `rl` for a job whose task is `rl` (absent or null = every default).
 pub(super) fn parse_rl(v: Option<&Value>) -> Result<Rl, CoreError> {
     let empty = Map::new();
-    let obj = match v {
-        None | Some(Value::Null) => &empty,
-        Some(Value::Object(o)) => o,
-        Some(other) => {
-            return Err(CoreError::field(
-                "rl",
-                format!("must be an object (got {other})"),
-            ))
-        }
-    };
+    let obj = object("rl", v, "an object")?.unwrap_or(&empty);
     known_keys("rl", obj, &KEYS)?;
     let algorithm = match text("rl.algorithm", obj.get("algorithm"))? {
         Some(s) => RlAlgorithm::parse("rl.algorithm", s)?,
@@ -155,15 +146,8 @@ fn known_keys(field: &str, obj: &Map<String, Value>, keys: &[&str]) -> Result<()
 }
 
 fn parse_generator(v: Option<&Value>) -> Result<Option<Generator>, CoreError> {
-    let obj = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(o)) => o,
-        Some(other) => {
-            return Err(CoreError::field(
-                "rl.generator",
-                format!("must be null or an object (got {other})"),
-            ))
-        }
+    let Some(obj) = object("rl.generator", v, "null or an object")? else {
+        return Ok(None);
     };
     known_keys("rl.generator", obj, &GENERATOR_KEYS)?;
     match text("rl.generator.engine", obj.get("engine"))? {

@@ -6,6 +6,83 @@
 use crate::error::CoreError;
 use serde::Serialize;
 
+/// A technique switched by one job field that a recipe writes as a boolean or as a word: JSON
+/// `null` / `false` read as the first of `words` (off), `true` as the second (on), a string as
+/// one of `words` or `aliases` (trimmed, any case). The errors list `words`.
+struct Switch<T: 'static> {
+    field: &'static str,
+    words: &'static [(&'static str, T)],
+    aliases: &'static [(&'static str, T)],
+}
+
+impl<T: Copy> Switch<T> {
+    fn parse(&self, v: &serde_json::Value) -> Result<T, CoreError> {
+        use serde_json::Value;
+        match v {
+            Value::Null | Value::Bool(false) => Ok(self.words[0].1),
+            Value::Bool(true) => Ok(self.words[1].1),
+            Value::String(s) => {
+                let word = s.trim().to_ascii_lowercase();
+                let mut all = self.words.iter().chain(self.aliases);
+                let found = all.find(|(w, _)| *w == word).map(|&(_, t)| t);
+                found.ok_or_else(|| {
+                    let list = self.names().join(", ");
+                    CoreError::field(self.field, format!("'{s}' is not one of {list}"))
+                })
+            }
+            other => Err(CoreError::field(
+                self.field,
+                format!("must be {} (got {other})", self.quoted()),
+            )),
+        }
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        self.words.iter().map(|(w, _)| *w).collect()
+    }
+
+    /// The words quoted and joined: `"a", "b" or "c"`.
+    fn quoted(&self) -> String {
+        let q: Vec<String> = self.names().iter().map(|w| format!("\"{w}\"")).collect();
+        match q.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
+/// A switch enum's methods: `as_str` (its word), `parse` (a [`Switch`] over its words: JSON
+/// `false` / `true` read as the first two, `aliases` as theirs), `is_none` (serde's
+/// `skip_serializing_if`: off is not echoed), and its serialization as its word.
+macro_rules! switch_methods {
+    ($t:ident, $field:literal, [$($word:literal => $v:ident),+] $(, aliases [$($alias:literal => $av:ident),+])?) => {
+        impl $t {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($t::$v => $word,)+
+                }
+            }
+
+            /// Parses the job field (see [`Switch`]).
+            pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
+                Switch {
+                    field: $field,
+                    words: &[$(($word, $t::$v)),+],
+                    aliases: &[$($(($alias, $t::$av)),+)?],
+                }
+                .parse(v)
+            }
+
+            fn is_none(&self) -> bool {
+                *self == $t::None
+            }
+        }
+
+        crate::serde_name::serde_by_name!($t, as_str);
+    };
+}
+
 /// Where saved activations live between their forward and their backward (contract
 /// `activation_offload`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -20,46 +97,7 @@ pub enum ActivationOffload {
     Cpu,
 }
 
-impl ActivationOffload {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActivationOffload::None => "none",
-            ActivationOffload::Cpu => "cpu",
-        }
-    }
-
-    /// Parses `none` / `cpu` (a JSON `false` / `true` reads as them, as recipes write the
-    /// switch).
-    pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
-        use serde_json::Value;
-        match v {
-            Value::Null | Value::Bool(false) => Ok(ActivationOffload::None),
-            Value::Bool(true) => Ok(ActivationOffload::Cpu),
-            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "none" => Ok(ActivationOffload::None),
-                "cpu" => Ok(ActivationOffload::Cpu),
-                _ => Err(CoreError::field(
-                    "activation_offload",
-                    format!("'{s}' is not one of none, cpu"),
-                )),
-            },
-            other => Err(CoreError::field(
-                "activation_offload",
-                format!("must be \"none\" or \"cpu\" (got {other})"),
-            )),
-        }
-    }
-
-    fn is_none(&self) -> bool {
-        *self == ActivationOffload::None
-    }
-}
-
-impl Serialize for ActivationOffload {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+switch_methods!(ActivationOffload, "activation_offload", ["none" => None, "cpu" => Cpu]);
 
 /// A DPO-style frozen reference model beside the trained policy in a plain training job
 /// (`task: "train"`; an RL step has `rl.reference_model`). TRL's `DPOTrainer`
@@ -80,47 +118,12 @@ pub enum ReferenceModel {
     Precomputed,
 }
 
-impl ReferenceModel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReferenceModel::None => "none",
-            ReferenceModel::Frozen => "frozen",
-            ReferenceModel::Precomputed => "precomputed",
-        }
-    }
-
-    /// Parses `none` / `frozen` / `precomputed`; JSON `false` / `true` read as none / frozen.
-    pub fn parse(v: &serde_json::Value) -> Result<Self, CoreError> {
-        use serde_json::Value;
-        match v {
-            Value::Null | Value::Bool(false) => Ok(ReferenceModel::None),
-            Value::Bool(true) => Ok(ReferenceModel::Frozen),
-            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "none" | "false" => Ok(ReferenceModel::None),
-                "frozen" | "true" => Ok(ReferenceModel::Frozen),
-                "precomputed" => Ok(ReferenceModel::Precomputed),
-                _ => Err(CoreError::field(
-                    "reference_model",
-                    format!("'{s}' is not one of none, frozen, precomputed"),
-                )),
-            },
-            other => Err(CoreError::field(
-                "reference_model",
-                format!("must be \"none\", \"frozen\" or \"precomputed\" (got {other})"),
-            )),
-        }
-    }
-
-    fn is_none(&self) -> bool {
-        *self == ReferenceModel::None
-    }
-}
-
-impl Serialize for ReferenceModel {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+switch_methods!(
+    ReferenceModel,
+    "reference_model",
+    ["none" => None, "frozen" => Frozen, "precomputed" => Precomputed],
+    aliases ["false" => None, "true" => Frozen]
+);
 
 /// The techniques as resolved; flattened into the Report's `job`, each field echoed only when
 /// it is not its default.
@@ -201,4 +204,51 @@ pub(super) fn check_reference(r: ReferenceModel, task: super::Task) -> Result<()
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reason(e: CoreError) -> String {
+        match e {
+            CoreError::InvalidField { reason, .. } => reason,
+            other => panic!("not a field error: {other}"),
+        }
+    }
+
+    /// The words, the booleans and the aliases as the two fields document them; the errors
+    /// list the words (not the aliases), quoted and joined with "or" for a value of another
+    /// JSON type.
+    #[test]
+    fn switches_read_words_booleans_and_aliases() {
+        let off = ActivationOffload::parse(&json!(" CPU ")).unwrap();
+        assert_eq!(off, ActivationOffload::Cpu);
+        assert_eq!(
+            ActivationOffload::parse(&json!(false)).unwrap(),
+            ActivationOffload::None
+        );
+        assert_eq!(
+            ReferenceModel::parse(&json!(true)).unwrap(),
+            ReferenceModel::Frozen
+        );
+        assert_eq!(
+            ReferenceModel::parse(&json!("false")).unwrap(),
+            ReferenceModel::None
+        );
+        let pre = ReferenceModel::parse(&json!("precomputed")).unwrap();
+        assert_eq!(pre.as_str(), "precomputed");
+        let e = reason(ActivationOffload::parse(&json!("disk")).unwrap_err());
+        assert_eq!(e, "'disk' is not one of none, cpu");
+        let e = reason(ActivationOffload::parse(&json!(1)).unwrap_err());
+        assert_eq!(e, "must be \"none\" or \"cpu\" (got 1)");
+        let frozen = ReferenceModel::parse(&json!("True ")).unwrap();
+        assert_eq!(frozen, ReferenceModel::Frozen);
+        let e = reason(ReferenceModel::parse(&json!([1])).unwrap_err());
+        assert_eq!(
+            e,
+            "must be \"none\", \"frozen\" or \"precomputed\" (got [1])"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! The job's fields for vision-language models: `images` (per sequence) and `freeze` (model
 //! components kept frozen in training).
 
-use super::fields::count;
+use super::fields::{count, object};
 use crate::error::CoreError;
 use crate::vision::{Images, Part};
 use serde_json::Value;
@@ -14,15 +14,9 @@ const MAX_SIDE: u64 = 1 << 20;
 /// `images`: `null`, or `{"count": n, "width": px, "height": px}` for every sequence of the
 /// batch (contract).
 pub(super) fn parse_images(v: Option<&Value>) -> Result<Option<Images>, CoreError> {
-    let obj = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(o)) => o,
-        Some(other) => {
-            return Err(CoreError::field(
-                "images",
-                format!("must be null or {{\"count\", \"width\", \"height\"}} (got {other})"),
-            ))
-        }
+    let what = "null or {\"count\", \"width\", \"height\"}";
+    let Some(obj) = object("images", v, what)? else {
+        return Ok(None);
     };
     if let Some(k) = obj
         .keys()

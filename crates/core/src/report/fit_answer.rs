@@ -59,6 +59,31 @@ pub struct FitAnswer {
     pub gpu_layers_speed: Vec<LayersSpeed>,
 }
 
+impl FitAnswer {
+    /// The answer on `gpu` before any search has run: no limit found, nothing evaluated, no
+    /// notes, no launch flags, speeds or throughput; the searches fill in what they find.
+    pub fn on(gpu: &crate::gpu::Gpu, reserve: u64) -> FitAnswer {
+        FitAnswer {
+            gpu: gpu.id.clone(),
+            capacity: gpu.memory_bytes,
+            reserve,
+            max_batch: None,
+            max_seq: None,
+            max_context: None,
+            seq_limited_by_model: false,
+            model_max_positions: None,
+            max_gpu_layers: None,
+            evaluations: 0,
+            notes: Vec::new(),
+            launch: None,
+            throughput_at_max_batch: None,
+            max_images: None,
+            longest_request: None,
+            gpu_layers_speed: Vec::new(),
+        }
+    }
+}
+
 /// `fit.launch`: the argument vector, one line to paste, and why each flag has its value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Launch {

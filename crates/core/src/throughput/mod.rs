@@ -209,33 +209,36 @@ pub struct StepTime {
     pub host_bytes: f64,
 }
 
+/// The name of the largest of `parts` (the first of equals; `compute` when none is above
+/// `f64::MIN`).
+fn largest<const N: usize>(parts: [(f64, &'static str); N]) -> &'static str {
+    parts
+        .into_iter()
+        .fold((f64::MIN, "compute"), |a, b| if b.0 > a.0 { b } else { a })
+        .1
+}
+
 impl StepTime {
     /// The part the step spends most on: `compute`, `communication`, `offload` or `bubble`.
     pub fn dominant(&self) -> &'static str {
-        [
+        largest([
             (self.compute_s, "compute"),
             (self.communication_s, "communication"),
             (self.offload_s, "offload"),
             (self.bubble_s, "pipeline bubble"),
-        ]
-        .into_iter()
-        .fold((f64::MIN, "compute"), |a, b| if b.0 > a.0 { b } else { a })
-        .1
+        ])
     }
 
     /// What bounds the step (contract `throughput.bound`): the largest of the host's launches,
     /// the GPU's compute, its memory traffic, the communication and the offload not hidden.
     pub fn bound(&self) -> &'static str {
-        [
+        largest([
             (self.launch_bound_s, "launch"),
             (self.compute_bound_s, "compute"),
             (self.memory_bound_s, "memory"),
             (self.communication_s, "communication"),
             (self.offload_s, "offload"),
-        ]
-        .into_iter()
-        .fold((f64::MIN, "compute"), |a, b| if b.0 > a.0 { b } else { a })
-        .1
+        ])
     }
 
     /// The contract's shape, with a price per GPU-hour when one is known.

@@ -128,20 +128,10 @@ mod tests {
     /// token, no attention core (so prefill is its matmuls alone).
     fn shape() -> ModelShape {
         ModelShape {
-            matmul_params: 1e9,
-            params: 1e9,
-            attention: Vec::new(),
-            heads: 0.0,
             layers: 16,
             hidden: 1024,
             kv_width: 1024,
-            vocab: 0,
-            moe_layers: 0,
-            top_k: 0,
-            experts: 0,
-            expert_params: 0.0,
-            layer_ops: Default::default(),
-            param_tensors: 0.0,
+            ..ModelShape::dense(1e9)
         }
     }
 

@@ -72,6 +72,27 @@ pub struct ModelShape {
 }
 
 impl ModelShape {
+    /// `params` parameters, every one in a matmul, nothing else known: no layers, attention,
+    /// experts or kernels counted (the shape a model without a description gets).
+    pub fn dense(params: f64) -> ModelShape {
+        ModelShape {
+            matmul_params: params,
+            params,
+            attention: Vec::new(),
+            heads: 0.0,
+            layers: 0,
+            hidden: 0,
+            kv_width: 0,
+            vocab: 0,
+            moe_layers: 0,
+            top_k: 0,
+            experts: 0,
+            expert_params: 0.0,
+            layer_ops: LayerOps::default(),
+            param_tensors: 0.0,
+        }
+    }
+
     /// Of the weights, the share one decode step of `tokens` tokens reads: every tensor but
     /// the routed experts whole, and of each MoE layer's E routed experts only those some
     /// token is routed to. With each token picking k distinct experts and the picks uniform
@@ -92,29 +113,16 @@ impl ModelShape {
     }
 
     /// The shape of a model: from its architecture and tensors, or from its parameter count
-    /// alone (every parameter in a matmul, nothing else known). Takes the model's parts (the
+    /// alone ([`ModelShape::dense`]). Takes the model's parts (the
     /// estimator's `ModelInput` fields) so that the model's memo can hold a shape.
     pub fn of(
         spec: Option<&ModelSpec>,
         inventory: Option<&Inventory>,
         params_total: u64,
     ) -> ModelShape {
-        let params = params_total as f64;
         let bare = ModelShape {
-            matmul_params: params,
-            params,
-            attention: Vec::new(),
-            heads: 0.0,
-            layers: 0,
-            hidden: 0,
-            kv_width: 0,
-            vocab: 0,
-            moe_layers: 0,
-            top_k: 0,
-            experts: 0,
-            expert_params: 0.0,
-            layer_ops: LayerOps::default(),
             param_tensors: inventory.map_or(0.0, |i| i.tensors.len() as f64),
+            ..ModelShape::dense(params_total as f64)
         };
         match spec {
             Some(spec) => from_spec(spec, inventory, bare),

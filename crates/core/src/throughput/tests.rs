@@ -10,20 +10,12 @@ use crate::gpu::find;
 fn gpt(l: u64, h: u64, v: u64) -> ModelShape {
     let (lf, hf) = (l as f64, h as f64);
     ModelShape {
-        matmul_params: 12.0 * lf * hf * hf + (v * h) as f64,
-        params: 12.0 * lf * hf * hf + (v * h) as f64,
         attention: vec![(2.0 * hf * lf, None)],
-        heads: 0.0,
         layers: l,
         hidden: h,
         kv_width: 2 * h,
         vocab: v,
-        moe_layers: 0,
-        top_k: 0,
-        experts: 0,
-        expert_params: 0.0,
-        layer_ops: Default::default(),
-        param_tensors: 0.0,
+        ..ModelShape::dense(12.0 * lf * hf * hf + (v * h) as f64)
     }
 }
 

@@ -1,14 +1,11 @@
 //! `expandable_segments:True`: one segment per (stream, pool), grown by 20 MiB (large) or
 //! 2 MiB (small) pages, pages unmapped when the cache is released.
 
-use super::{kinds, MIB};
-use crate::allocator::{Allocator, AllocatorConfig, SegmentEventKind::*};
+use super::{configured, kinds, MIB};
+use crate::allocator::{Allocator, SegmentEventKind::*};
 
 fn expandable(capacity: u64) -> Allocator {
-    let config = AllocatorConfig::parse("expandable_segments:True").unwrap();
-    let mut a = Allocator::new(&config, capacity);
-    a.set_event_log(true);
-    a
+    configured("expandable_segments:True", capacity)
 }
 
 #[test]

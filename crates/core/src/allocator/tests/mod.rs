@@ -10,9 +10,27 @@ use super::{Allocator, AllocatorConfig, SegmentEvent, SegmentEventKind};
 pub(super) const MIB: u64 = 1 << 20;
 
 pub(super) fn default_allocator(capacity: u64) -> Allocator {
-    let mut a = Allocator::new(&AllocatorConfig::default(), capacity);
+    logging(&AllocatorConfig::default(), capacity)
+}
+
+/// An allocator of `PYTORCH_CUDA_ALLOC_CONF` `conf` on a GPU of `capacity` bytes, logging its
+/// segment events.
+pub(super) fn configured(conf: &str, capacity: u64) -> Allocator {
+    logging(&AllocatorConfig::parse(conf).unwrap(), capacity)
+}
+
+fn logging(config: &AllocatorConfig, capacity: u64) -> Allocator {
+    let mut a = Allocator::new(config, capacity);
     a.set_event_log(true);
     a
+}
+
+/// Each size allocated and freed at once, in turn: a cache of blocks that are all free.
+pub(super) fn cache_each(a: &mut Allocator, sizes: &[u64]) {
+    for &size in sizes {
+        let x = a.malloc(size, 0).unwrap();
+        a.free(x);
+    }
 }
 
 pub(super) fn kinds(events: &[SegmentEvent]) -> Vec<(SegmentEventKind, u64)> {
@@ -141,8 +159,7 @@ fn best_fit_takes_the_smallest_block_then_the_lowest_address() {
 
 #[test]
 fn oversize_blocks_under_max_split_size() {
-    let config = AllocatorConfig::parse("max_split_size_mb:40").unwrap();
-    let mut a = Allocator::new(&config, u64::MAX);
+    let mut a = configured("max_split_size_mb:40", u64::MAX);
     // 50 MiB ≥ max_split_size: its own 50 MiB segment, never split (should_split).
     let x = a.malloc(50 * MIB, 0).unwrap();
     a.free(x);

@@ -1,8 +1,8 @@
 //! The failed-cudaMalloc path: garbage collection, releasing oversize blocks, releasing the
 //! whole cache and retrying, the OOM.
 
-use super::{default_allocator, kinds, MIB};
-use crate::allocator::{Allocator, AllocatorConfig, SegmentEventKind::*};
+use super::{cache_each, configured, default_allocator, kinds, MIB};
+use crate::allocator::SegmentEventKind::*;
 
 #[test]
 fn failed_cudamalloc_releases_the_cache_and_retries() {
@@ -51,9 +51,7 @@ fn oversize_cached_blocks_are_released_before_the_whole_cache() {
     // cached: 96 MiB. 30 MiB (< 40) may use neither; cudaMalloc(30) fails (126 > 100);
     // release_available_cached_blocks frees the smallest block ≥ max(30, 40): the 46 MiB one;
     // cudaMalloc(30) then fits (80). No retry counted; the 50 MiB block stays.
-    let config = AllocatorConfig::parse("max_split_size_mb:40").unwrap();
-    let mut a = Allocator::new(&config, 100 * MIB);
-    a.set_event_log(true);
+    let mut a = configured("max_split_size_mb:40", 100 * MIB);
     let x = a.malloc(50 * MIB, 0).unwrap();
     let y = a.malloc(45 * MIB, 0).unwrap();
     a.free(x);
@@ -89,13 +87,8 @@ fn garbage_collection_frees_old_cached_segments_past_the_threshold() {
     // #3 malloc(40) → none fits; 54 > 50: reclaim 4. Ages: 24 MiB: 3 − 1 = 2, 30 MiB: 1;
     //    average 1.5 → only the 24 MiB block (age 2) is freed; 24 ≥ 4 stops the loop.
     //    cudaMalloc(40): 30 + 40 = 70.
-    let config = AllocatorConfig::parse("garbage_collection_threshold:0.5").unwrap();
-    let mut a = Allocator::new(&config, 100 * MIB);
-    a.set_event_log(true);
-    let x = a.malloc(24 * MIB, 0).unwrap();
-    a.free(x);
-    let y = a.malloc(30 * MIB, 0).unwrap();
-    a.free(y);
+    let mut a = configured("garbage_collection_threshold:0.5", 100 * MIB);
+    cache_each(&mut a, &[24 * MIB, 30 * MIB]);
     a.malloc(40 * MIB, 0).unwrap();
     assert_eq!(
         kinds(&a.take_events()),
@@ -109,10 +102,7 @@ fn garbage_collection_frees_old_cached_segments_past_the_threshold() {
     assert_eq!(a.stats().reserved_bytes.current, 70 * MIB);
     // Without the threshold both stay cached: 94 MiB.
     let mut b = default_allocator(100 * MIB);
-    let x = b.malloc(24 * MIB, 0).unwrap();
-    b.free(x);
-    let y = b.malloc(30 * MIB, 0).unwrap();
-    b.free(y);
+    cache_each(&mut b, &[24 * MIB, 30 * MIB]);
     b.malloc(40 * MIB, 0).unwrap();
     assert_eq!(b.stats().reserved_bytes.current, 94 * MIB);
 }

@@ -193,23 +193,28 @@ impl LossSizes {
     }
 }
 
+/// What either stream (training, `generate`) is written from: the model, the job, the
+/// device, the estimate's forward plan and its blocks' events.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub spec: &'a ModelSpec,
+    pub job: &'a ResolvedJob,
+    pub gpu: Option<&'a Gpu>,
+    pub plan: &'a ForwardPlan,
+    pub events: &'a PlanEvents,
+}
+
 /// The stream's inputs for a job [`expressible`] says it covers.
-pub fn train_inputs<'a>(
-    spec: &ModelSpec,
-    job: &ResolvedJob,
-    gpu: Option<&Gpu>,
-    plan: &'a ForwardPlan,
-    events: &'a PlanEvents,
-    params: &'a [Param],
-) -> TrainInputs<'a> {
+pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a> {
+    let (spec, job, plan, events) = (src.spec, src.job, src.plan, src.events);
     let tokens = job.batch.saturating_mul(job.seq);
     TrainInputs {
         plan,
         events,
         params,
         tied: matches!(spec.head, Head::LanguageModel { tied: true, .. }),
-        workspace: workspace_block(gpu),
-        lt_workspace: lt_workspace_block(gpu, job, plan),
+        workspace: workspace_block(src.gpu),
+        lt_workspace: lt_workspace_block(src.gpu, job, plan),
         checkpointing: job.checkpointing,
         hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
         head_grad_input: plan.logits_grad_input,
@@ -240,20 +245,17 @@ pub fn expressible_infer(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan
 
 /// The inference stream's inputs for a job [`expressible_infer`] covers.
 pub fn infer_inputs<'a>(
-    spec: &ModelSpec,
-    job: &ResolvedJob,
-    gpu: Option<&Gpu>,
-    plan: &'a ForwardPlan,
-    events: &'a PlanEvents,
+    src: &Source<'a>,
     params: &'a [u64],
 ) -> Result<super::infer_inputs::InferInputs<'a>, CoreError> {
+    let (spec, job, events) = (src.spec, src.job, src.events);
     let layers = spec.num_layers().max(1);
     let per_token = crate::estimate::kv::kv_cache_bytes(spec, job, 1)?;
     Ok(super::infer_inputs::InferInputs {
-        plan,
+        plan: src.plan,
         events,
         params,
-        workspace: workspace_block(gpu),
+        workspace: workspace_block(src.gpu),
         batch: job.batch,
         prompt: job.seq,
         new_tokens: job.new_tokens,

@@ -243,13 +243,20 @@ pub(crate) fn events_into<S: Sink>(
     else {
         return Ok(false);
     };
+    let src = inputs::Source {
+        spec,
+        job,
+        gpu,
+        plan,
+        events,
+    };
     if inputs::expressible_infer(job, spec, plan) {
         let params: Vec<u64> = inv
             .tensors
             .iter()
             .map(|t| t.elements().saturating_mul(events.param_width))
             .collect();
-        let inp = inputs::infer_inputs(spec, job, gpu, plan, events, &params)?;
+        let inp = inputs::infer_inputs(&src, &params)?;
         infer_into(sink, &inp);
         return Ok(true);
     }
@@ -257,7 +264,7 @@ pub(crate) fn events_into<S: Sink>(
         return Ok(false);
     }
     let params = inputs::params(inv, job, events.param_width)?;
-    let inp = inputs::train_inputs(spec, job, gpu, plan, events, &params);
+    let inp = inputs::train_inputs(&src, &params);
     train_into(sink, &inp);
     Ok(true)
 }

@@ -340,12 +340,7 @@ impl Prog<'_> {
     /// kv_s]`, which the kernel saves for backward: one per layer.
     fn masked_sdpa_inputs(&mut self, p: &mut Qkv, w: Widths) {
         if w.kv_heads > 0 && w.kv_heads < w.heads {
-            let rep = w.heads / w.kv_heads;
-            let (kw, vw) = (self.w(p.k), self.w(p.v));
-            p.k = self.t.op(&[p.k], &[], p.kn * rep, kw);
-            p.v = self.t.op(&[p.v], &[], p.vn * rep, vw);
-            p.kn *= rep;
-            p.vn *= rep;
+            self.repeat_kv(p, w);
         }
         let mask_w = if self.c.num.autocast { 2 } else { self.w(p.q) };
         let mask = self.t.op(
@@ -397,11 +392,7 @@ impl Prog<'_> {
     /// in fp32, then `.to(orig_dtype)` — in 16 bit a copy, and the tensor attention saves.
     fn vision_rotary(&mut self, src: Id, n: u64) -> Id {
         let w = self.w(src);
-        let xf = if w == 4 {
-            src
-        } else {
-            self.t.op(&[src], &[], n, 4)
-        };
+        let xf = self.view_fp32(src, n);
         let a = self.t.op(&[xf], &[], n, 4);
         let neg = self.t.op(&[xf], &[], n / 2, 4);
         let rh = self.t.op(&[neg, xf], &[], n, 4);

@@ -118,17 +118,6 @@ impl Prog<'_> {
         self.t.op(&[neg, sp], &[neg, sp], n, 4)
     }
 
-    /// `l2norm(x)`: `x · rsqrt((x·x).sum(-1) + eps)`: the product saves x, the rsqrt its
-    /// output, the final product both.
-    fn l2norm_fp32(&mut self, x: Id, rows: u64, dim: u64) -> Id {
-        let sq = self.t.op(&[x], &[x], rows * dim, 4);
-        let sum = self.t.op(&[sq], &[], rows, 4);
-        let eps = self.t.op(&[sum], &[], rows, 4);
-        let inv = self.t.op(&[eps], &[], rows, 4);
-        self.t.keep(inv);
-        self.t.op(&[x, inv], &[x, inv], rows * dim, 4)
-    }
-
     /// `torch_chunk_gated_delta_rule(..., use_qk_l2norm_in_kernel=True)`: q and k repeated to
     /// the value heads (`repeat_interleave`, when `nv > nk`), every input transposed into a
     /// contiguous fp32 copy, the l2norm of q and k, q scaled by `d_k^-½`, all padded to whole
@@ -164,8 +153,9 @@ impl Prog<'_> {
         let v32 = to32(conv, hs * d.dv);
         let beta32 = to32(beta, hs);
         let g32 = to32(g, hs);
-        let qn = self.l2norm_fp32(q32, hs, d.dk);
-        let kn = self.l2norm_fp32(k32, hs, d.dk);
+        // FLA `l2norm`: the ops and saves of an RMS normalisation (a sum for the mean).
+        let qn = self.rms_normalize(q32, hs, d.dk);
+        let kn = self.rms_normalize(k32, hs, d.dk);
         let qs = self.t.op(&[qn], &[], hs * d.dk, 4);
         let r = d.rows;
         let qp = self.t.op(&[qs], &[], r * d.dk, 4);
@@ -358,12 +348,7 @@ impl Prog<'_> {
     fn gemma_norm_on_view(&mut self, src: Id, rows: u64, dim: u64) -> Id {
         let in_w = self.w(src);
         let n = rows * dim;
-        let x32 = if in_w == 4 {
-            src
-        } else {
-            self.t.op(&[src], &[], n, 4)
-        };
-        let hn = self.rms_normalize(x32, rows, dim);
+        let hn = self.rms_normalize_view(src, rows, dim);
         let scale = self.t.op(&[], &[], dim, 4);
         let out = self.t.op(&[hn, scale], &[hn, scale], n, 4);
         self.cast(out, in_w)

@@ -31,6 +31,34 @@ impl Prog<'_> {
         self.t.op(&[x32, r], &[x32, r], rows * dim, 4)
     }
 
+    /// `x.float()` on `n` elements of a view of `src`: the view itself when `src` is already
+    /// fp32 (`Tensor.float` returns self), else a new fp32 copy (`aten::_to_copy`).
+    pub(super) fn view_fp32(&mut self, src: Id, n: u64) -> Id {
+        if self.w(src) == 4 {
+            src
+        } else {
+            self.t.op(&[src], &[], n, 4)
+        }
+    }
+
+    /// [`Self::rms_normalize`] on a `[rows, dim]` view of `src` taken to fp32 first
+    /// ([`Self::view_fp32`]): in fp32 the view is what `pow` saves, keeping all of `src`.
+    pub(super) fn rms_normalize_view(&mut self, src: Id, rows: u64, dim: u64) -> Id {
+        let x32 = self.view_fp32(src, rows * dim);
+        self.rms_normalize(x32, rows, dim)
+    }
+
+    /// `K` int64 index tensors of `rows` entries made from the router's `top_idx` (the sort's
+    /// permutation, the token of each copy, ...), all made before any is saved: the order the
+    /// MoE forwards (`modeling_gpt_oss.py`, transformers' `grouped_mm` experts) issue them.
+    pub(super) fn saved_indices<const K: usize>(&mut self, top_idx: Id, rows: u64) -> [Id; K] {
+        let ids = [(); K].map(|()| self.t.op(&[top_idx], &[], rows, 8));
+        for &i in &ids {
+            self.t.keep(i);
+        }
+        ids
+    }
+
     /// `GptOssRMSNorm`: `(weight * (x.float() * rsqrt(mean(x²) + eps))).to(input_dtype)`. The
     /// product runs in fp32 and saves the fp32 normalised tensor (for the weight's gradient;
     /// nothing when the weight is frozen), then casts back.
@@ -89,12 +117,7 @@ impl Prog<'_> {
         let w = self.c.num.param;
         // `hidden_states[perm // top_k]` and `sample_weights[perm]` save their int64 indices;
         // the bias gathers share `expert_ids_g` (one more int64 index).
-        let token_idx = self.t.op(&[top_idx], &[], rows, 8);
-        let perm = self.t.op(&[top_idx], &[], rows, 8);
-        let expert_ids = self.t.op(&[top_idx], &[], rows, 8);
-        self.t.keep(token_idx);
-        self.t.keep(perm);
-        self.t.keep(expert_ids);
+        let [token_idx, perm, expert_ids] = self.saved_indices(top_idx, rows);
         let sample = self.t.op(&[scores], &[], rows, lw);
         self.t.keep(sample);
         let offsets = self.t.op(&[top_idx], &[], m.experts, 4);

@@ -39,12 +39,7 @@ impl Prog<'_> {
     fn rms_on_view(&mut self, src: Id, rows: u64, dim: u64) -> Id {
         let in_w = self.w(src);
         let n = rows * dim;
-        let x32 = if in_w == 4 {
-            src
-        } else {
-            self.t.op(&[src], &[], n, 4)
-        };
-        let hn = self.rms_normalize(x32, rows, dim);
+        let hn = self.rms_normalize_view(src, rows, dim);
         let hn = self.cast(hn, in_w);
         let out_w = self.c.num.param.max(in_w);
         self.t.op(&[hn], &[hn], n, out_w)

@@ -65,12 +65,7 @@ impl Prog<'_> {
     /// SDPA saves.
     pub(super) fn mllama_mask_inputs(&mut self, p: &mut Qkv, w: Widths) {
         if w.kv_heads > 0 && w.kv_heads < w.heads {
-            let rep = w.heads / w.kv_heads;
-            let (kw, vw) = (self.w(p.k), self.w(p.v));
-            p.k = self.t.op(&[p.k], &[], p.kn * rep, kw);
-            p.v = self.t.op(&[p.v], &[], p.vn * rep, vw);
-            p.kn *= rep;
-            p.vn *= rep;
+            self.repeat_kv(p, w);
         }
         if self.c.num.autocast && self.c.num.param == 4 {
             let n = self.c.batch * self.c.seq * self.c.kv_seq;

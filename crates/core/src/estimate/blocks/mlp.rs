@@ -71,10 +71,7 @@ impl Prog<'_> {
         let xw = self.w(x);
         let w = self.c.num.param;
         // `hidden_states[perm // top_k]` and `sample_weights[perm]` save their int64 indices.
-        let token_idx = self.t.op(&[top_idx], &[], rows, 8);
-        let perm = self.t.op(&[top_idx], &[], rows, 8);
-        self.t.keep(token_idx);
-        self.t.keep(perm);
+        let [token_idx, perm] = self.saved_indices(top_idx, rows);
         let scores = self.t.op(&[probs], &[], rows, 4);
         self.t.keep(scores);
         // The per-expert offsets (int32) grouped_mm saves.

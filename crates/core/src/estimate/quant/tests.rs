@@ -29,47 +29,31 @@ fn bytes(f: &str, x: &Tensor) -> u64 {
 #[test]
 fn parses_every_form() {
     use WeightFormat as W;
-    assert_eq!(W::parse("none").unwrap(), W::None);
-    assert_eq!(W::parse(" NF4-DQ ").unwrap(), W::Nf4Dq);
-    assert_eq!(W::parse("fp8:b128").unwrap(), W::Fp8 { block: Some(128) });
-    assert_eq!(
-        W::parse("gptq:4").unwrap(),
-        W::Gptq {
-            bits: 4,
-            group: Some(128)
-        }
-    );
-    assert_eq!(
-        W::parse("gptq:3:g-1").unwrap(),
-        W::Gptq {
-            bits: 3,
-            group: None
-        }
-    );
-    assert_eq!(
-        W::parse("awq:4:g64").unwrap(),
-        W::Awq {
-            bits: 4,
-            group: Some(64)
-        }
-    );
-    assert_eq!(
-        W::parse("gguf:q4_k_m").unwrap(),
-        W::Gguf(GgufFormat::Mix(FileType::Q4_K_M))
-    );
+    let gptq = |bits, group| W::Gptq { bits, group };
+    let mix = |t| W::Gguf(GgufFormat::Mix(t));
+    let pure = |t| W::Gguf(GgufFormat::Pure(t));
     // A file type name gets the file's mix; a ggml-only name or :pure is uniform.
-    assert_eq!(
-        W::parse("gguf:Q8_0").unwrap(),
-        W::Gguf(GgufFormat::Mix(FileType::Q8_0))
-    );
-    assert_eq!(
-        W::parse("gguf:Q4_K").unwrap(),
-        W::Gguf(GgufFormat::Pure(GgmlType::Q4_K))
-    );
-    assert_eq!(
-        W::parse("gguf:Q4_0:pure").unwrap(),
-        W::Gguf(GgufFormat::Pure(GgmlType::Q4_0))
-    );
+    let forms = [
+        ("none", W::None),
+        (" NF4-DQ ", W::Nf4Dq),
+        ("fp8:b128", W::Fp8 { block: Some(128) }),
+        ("gptq:4", gptq(4, Some(128))),
+        ("gptq:3:g-1", gptq(3, None)),
+        (
+            "awq:4:g64",
+            W::Awq {
+                bits: 4,
+                group: Some(64),
+            },
+        ),
+        ("gguf:q4_k_m", mix(FileType::Q4_K_M)),
+        ("gguf:Q8_0", mix(FileType::Q8_0)),
+        ("gguf:Q4_K", pure(GgmlType::Q4_K)),
+        ("gguf:Q4_0:pure", pure(GgmlType::Q4_0)),
+    ];
+    for (form, want) in forms {
+        assert_eq!(W::parse(form).unwrap(), want, "{form}");
+    }
     for s in [
         "none",
         "int8",

@@ -49,6 +49,33 @@ impl Resident {
             cuda_context: step.per_gpu.components.cuda_context,
         }
     }
+
+    /// The GPU while the trainer waits on generation: these bytes and the frozen reference
+    /// model beside them (TRL keeps both resident across the round).
+    fn waiting(&self, reference: u64) -> Components {
+        Components {
+            parameters: self.parameters + reference,
+            optimizer_states: self.optimizer_states,
+            master_weights: self.master_weights,
+            temporaries: self.temporaries,
+            cuda_context: self.cuda_context,
+            ..Components::default()
+        }
+    }
+
+    /// The same bytes by role: the policy's, the reference model's; `temporaries` as the
+    /// phase counts them.
+    fn roles(&self, reference: u64, temporaries: u64) -> Roles {
+        Roles {
+            policy_parameters: self.parameters,
+            policy_optimizer_states: self.optimizer_states,
+            policy_master_weights: self.master_weights,
+            reference_model: reference,
+            temporaries,
+            cuda_context: self.cuda_context,
+            ..Roles::default()
+        }
+    }
 }
 
 /// The policy's training step: per-device-batch sequences of prompt + completion tokens (DPO:
@@ -341,14 +368,7 @@ pub(super) fn generation(
 fn colocated_generation(r: Resident, reference: u64, e: &Engine) -> Phase {
     let b = &e.figures.budget;
     let kv = e.rollouts.kv_bytes.min(b.kv_pool);
-    let resident = Components {
-        parameters: r.parameters + reference,
-        optimizer_states: r.optimizer_states,
-        master_weights: r.master_weights,
-        temporaries: r.temporaries,
-        cuda_context: r.cuda_context,
-        ..Components::default()
-    };
+    let resident = r.waiting(reference);
     let loaded = Components {
         parameters: resident.parameters + b.weights,
         temporaries: resident.temporaries + b.cuda_graphs,
@@ -362,15 +382,9 @@ fn colocated_generation(r: Resident, reference: u64, e: &Engine) -> Phase {
         ..loaded
     };
     let roles = Roles {
-        policy_parameters: r.parameters,
-        policy_optimizer_states: r.optimizer_states,
-        policy_master_weights: r.master_weights,
-        reference_model: reference,
         vllm_weights: b.weights,
         vllm_kv_pool: b.kv_pool,
-        temporaries: generating.temporaries,
-        cuda_context: r.cuda_context,
-        ..Roles::default()
+        ..r.roles(reference, generating.temporaries)
     };
     let timeline = vec![
         point("generation", "trainer states resident".into(), &resident),
@@ -395,23 +409,8 @@ fn colocated_generation(r: Resident, reference: u64, e: &Engine) -> Phase {
 /// Generation on the engine's own GPUs (TRL `vllm_mode: server`): this GPU holds the trainer's
 /// states while it waits.
 fn elsewhere_generation(r: Resident, reference: u64) -> Phase {
-    let c = Components {
-        parameters: r.parameters + reference,
-        optimizer_states: r.optimizer_states,
-        master_weights: r.master_weights,
-        temporaries: r.temporaries,
-        cuda_context: r.cuda_context,
-        ..Components::default()
-    };
-    let roles = Roles {
-        policy_parameters: r.parameters,
-        policy_optimizer_states: r.optimizer_states,
-        policy_master_weights: r.master_weights,
-        reference_model: reference,
-        temporaries: r.temporaries,
-        cuda_context: r.cuda_context,
-        ..Roles::default()
-    };
+    let c = r.waiting(reference);
+    let roles = r.roles(reference, r.temporaries);
     Phase {
         figures: phase_figures("generation", c, roles),
         timeline: vec![point(

@@ -21,6 +21,7 @@ pub mod advice;
 pub mod allocator;
 pub mod compose;
 pub mod diffusion;
+pub mod engines;
 pub mod estimate;
 pub mod fit;
 pub mod fit_engines;

@@ -4,12 +4,12 @@
 
 use super::activations::forward;
 use crate::error::CoreError;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 use crate::model::{AttentionKind, ModelSpec};
 pub use crate::report::VllmBudget;
 use serde::Serialize;
 
-pub use crate::job::engine_settings::{
+pub use crate::engines::vllm::settings::{
     VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_SEQS,
 };
 /// Largest batch vLLM captures a CUDA graph for (`max_capture_size`, 512 by default, capped by
@@ -30,10 +30,7 @@ pub fn kv_bytes_per_gpu(
     tokens: u64,
 ) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = super::kv::kv_width(job);
-    let page = match job.framework {
-        Framework::Vllm => job.engine.block_size_or_default(),
-        _ => 1,
-    };
+    let page = crate::engines::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
     let tp = job.parallel.tp.max(1);
     let pp = job.parallel.pp.max(1);
     let layers = &spec.decoder.layers;
@@ -100,29 +97,23 @@ pub fn replicas_note(job: &ResolvedJob) -> Option<String> {
         return None;
     }
     let replicas = gpus / (tp * pp);
-    match job.framework {
-        Framework::Vllm | Framework::Sglang => {
-            let flag = if job.framework == Framework::Vllm {
-                "--tensor-parallel-size"
-            } else {
-                "--tp"
-            };
-            Some(format!(
-                "--gpus {gpus} with {} and tp {tp}: {replicas} replicas, each with the full \
-                 weights on its own GPU (the figures are one GPU's); to split one model over \
-                 the {gpus} GPUs give --tp {} (the engine's {flag})",
-                job.framework.as_str(),
-                gpus / pp
-            ))
-        }
-        Framework::LlamaCpp | Framework::Ollama => Some(format!(
-            "--gpus {gpus} with {}: the figures are one GPU holding the whole model; the engine \
-             spreads one model's layers over every visible GPU by default (--split-mode layer), \
-             which this estimate does not model",
-            job.framework.as_str()
-        )),
-        _ => None,
+    let engine = crate::engines::spec(job.framework)?;
+    if let Some(flag) = engine.tp_flag() {
+        return Some(format!(
+            "--gpus {gpus} with {} and tp {tp}: {replicas} replicas, each with the full \
+             weights on its own GPU (the figures are one GPU's); to split one model over \
+             the {gpus} GPUs give --tp {} (the engine's {flag})",
+            job.framework.as_str(),
+            gpus / pp
+        ));
     }
+    engine.layers_flag()?;
+    Some(format!(
+        "--gpus {gpus} with {}: the figures are one GPU holding the whole model; the engine \
+         spreads one model's layers over every visible GPU by default (--split-mode layer), \
+         which this estimate does not model",
+        job.framework.as_str()
+    ))
 }
 
 /// The longest request vLLM accepts with a KV pool of `pool` bytes, at most `cap` tokens: the

@@ -1,0 +1,3 @@
+//! llamacpp.
+
+pub mod settings;

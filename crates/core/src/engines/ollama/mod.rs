@@ -1,0 +1,3 @@
+//! ollama.
+
+pub mod settings;

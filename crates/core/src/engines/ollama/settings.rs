@@ -1,0 +1,42 @@
+//! ollama's settings: its model options (`api/types.go` Options: `num_gpu` layers on the GPU,
+//! `num_ctx` per slot) and `host_memory_gbps`.
+
+use crate::engines::spec::EngineSpec;
+use crate::error::CoreError;
+use crate::job::engine_settings::{gpu_layers, positive, whole, EngineSettings};
+use crate::job::Framework;
+use serde_json::{Map, Value};
+
+/// ollama's spec.
+pub struct OllamaSpec;
+
+impl EngineSpec for OllamaSpec {
+    fn framework(&self) -> Framework {
+        Framework::Ollama
+    }
+
+    /// llama.cpp's `n_gpu_layers` (what vramscope's layer search sets) comes first when both
+    /// it and `num_gpu` are written; 0 (everything on the host) reads, as for llama.cpp.
+    fn read_settings(
+        &self,
+        w: &Map<String, Value>,
+        s: &mut EngineSettings,
+    ) -> Result<(), CoreError> {
+        s.n_gpu_layers = match gpu_layers(w, "n_gpu_layers")? {
+            Some(n) => Some(n),
+            None => gpu_layers(w, "num_gpu")?,
+        };
+        // `max_model_len` (the CLI's --max-model-len) reads as ollama's num_ctx.
+        s.num_ctx = match whole(w, "num_ctx")? {
+            Some(n) => Some(n),
+            None => whole(w, "max_model_len")?,
+        };
+        s.host_memory_gbps = positive(w, "host_memory_gbps")?;
+        Ok(())
+    }
+
+    /// ollama's option for llama.cpp's `-ngl` is `num_gpu`.
+    fn layers_flag(&self) -> Option<&'static str> {
+        Some("num_gpu")
+    }
+}

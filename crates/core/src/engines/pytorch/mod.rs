@@ -1,0 +1,3 @@
+//! pytorch.
+
+pub mod settings;

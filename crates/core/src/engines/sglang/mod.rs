@@ -1,0 +1,3 @@
+//! sglang.
+
+pub mod settings;

@@ -1,0 +1,39 @@
+//! SGLang's settings (contract `engine`: `mem_fraction_static`, `context_length`,
+//! `max_running_requests`, `chunked_prefill_size`, `cuda_graph_max_bs`;
+//! `python/sglang/srt/server_args.py`).
+
+use crate::engines::spec::EngineSpec;
+use crate::error::CoreError;
+use crate::job::engine_settings::{fraction, whole, EngineSettings};
+use crate::job::Framework;
+use serde_json::{Map, Value};
+
+/// SGLang's spec.
+pub struct SglangSpec;
+
+impl EngineSpec for SglangSpec {
+    fn framework(&self) -> Framework {
+        Framework::Sglang
+    }
+
+    fn read_settings(
+        &self,
+        w: &Map<String, Value>,
+        s: &mut EngineSettings,
+    ) -> Result<(), CoreError> {
+        s.mem_fraction_static = fraction("mem_fraction_static", w.get("mem_fraction_static"))?;
+        // `max_model_len` (the CLI's --max-model-len) reads as SGLang's context_length.
+        s.context_length = match whole(w, "context_length")? {
+            Some(n) => Some(n),
+            None => whole(w, "max_model_len")?,
+        };
+        s.max_running_requests = whole(w, "max_running_requests")?;
+        s.chunked_prefill_size = whole(w, "chunked_prefill_size")?;
+        s.cuda_graph_max_bs = whole(w, "cuda_graph_max_bs")?;
+        Ok(())
+    }
+
+    fn tp_flag(&self) -> Option<&'static str> {
+        Some("--tp")
+    }
+}

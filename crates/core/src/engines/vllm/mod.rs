@@ -1,0 +1,3 @@
+//! vllm.
+
+pub mod settings;

@@ -342,7 +342,7 @@ fn at_gpu_layers(
         .and_then(|r| crate::advice::host_bytes(&r))
         .unwrap_or(0);
     if n < spec.num_layers() + 1 {
-        let flag = crate::engines::layers_flag(job.framework);
+        let flag = crate::engines::settings::layers_flag(job.framework);
         notes.push(format!(
             "fits with {flag} {n}, {} in host RAM (the limits are at {flag} {n})",
             crate::text::bytes(host)

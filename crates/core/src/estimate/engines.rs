@@ -30,7 +30,7 @@ pub fn kv_bytes_per_gpu(
     tokens: u64,
 ) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = super::kv::kv_width(job);
-    let page = crate::engines::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
+    let page = crate::engines::settings::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
     let tp = job.parallel.tp.max(1);
     let pp = job.parallel.pp.max(1);
     let layers = &spec.decoder.layers;
@@ -97,7 +97,7 @@ pub fn replicas_note(job: &ResolvedJob) -> Option<String> {
         return None;
     }
     let replicas = gpus / (tp * pp);
-    let engine = crate::engines::spec(job.framework)?;
+    let engine = crate::engines::settings::spec(job.framework)?;
     if let Some(flag) = engine.tp_flag() {
         return Some(format!(
             "--gpus {gpus} with {} and tp {tp}: {replicas} replicas, each with the full \

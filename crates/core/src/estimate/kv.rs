@@ -97,7 +97,7 @@ pub fn generate_cache_tokens(job: &ResolvedJob) -> u64 {
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = kv_width(job);
-    let page = crate::engines::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
+    let page = crate::engines::settings::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
     let enc_dec = spec.encoder.is_some();
     // The decoder's own tokens: all of them for a decoder-only model; for an encoder-decoder
     // model only the generated ones, the input going to the encoder.

@@ -278,7 +278,7 @@ pub(super) fn llamacpp_device(
     let allocated = components.allocated();
     if split.host_total > 0 {
         // ollama's option for llama.cpp's -ngl is num_gpu.
-        let flag = crate::engines::layers_flag(job.framework);
+        let flag = crate::engines::settings::layers_flag(job.framework);
         warnings.push(format!(
             "{} of {} layers on the GPU ({flag} {}): {} of weights and KV stay in host RAM",
             split.layers_on_gpu,

@@ -1,3 +1,33 @@
-//! vllm.
+//! vLLM (`framework: vllm`): its settings, its launch flags.
 
+mod launch;
 pub mod settings;
+
+use crate::engines::engine::Engine;
+use crate::engines::flags::{revision, Builder, ServedModel};
+use crate::job::{Framework, ResolvedJob};
+use crate::report::{FitAnswer, Launch};
+
+/// vLLM.
+pub struct Vllm;
+
+impl Engine for Vllm {
+    fn framework(&self) -> Framework {
+        Framework::Vllm
+    }
+
+    fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {
+        let mut b = Builder::new();
+        launch::flags(&mut b, job, fit)?;
+        Some(b.into_launch("vllm"))
+    }
+
+    /// `vllm serve MODEL [--revision R]`.
+    fn program(&self, model: &ServedModel) -> Option<String> {
+        Some(format!(
+            "vllm serve {}{}",
+            model.name,
+            revision(model, "--revision")
+        ))
+    }
+}

@@ -297,7 +297,7 @@ fn most_gpu_layers(
 }
 
 /// ollama without `num_gpu`: the layers it places itself, leaving llama-server's fit margin
-/// free (`estimate::serving::LLAMA_FIT_TARGET`, as the estimate's own layer choice does), so
+/// free (`engines::llamacpp::device::LLAMA_FIT_TARGET`, as the estimate's own layer choice does), so
 /// `fit` and `estimate` name the same count; with a note of how many more would fit with no
 /// margin. With the user's `num_gpu`, the most that fit (as llama.cpp's `-ngl`).
 fn ollama_gpu_layers(
@@ -312,7 +312,7 @@ fn ollama_gpu_layers(
     if job.engine.n_gpu_layers.is_some() {
         return Ok(tight);
     }
-    let margin = crate::estimate::serving::LLAMA_FIT_TARGET;
+    let margin = crate::engines::llamacpp::device::LLAMA_FIT_TARGET;
     let own = most_gpu_layers(model, spec, job, capacity.saturating_sub(margin), evals)?;
     if let (Some(t), Some(o)) = (tight, own) {
         if t > o {

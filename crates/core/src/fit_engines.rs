@@ -9,7 +9,7 @@ use crate::report::FitAnswer;
 use crate::search::largest;
 
 /// ollama allocates `num_ctx` per slot whatever the prompt: the job's `num_ctx`, else ollama's
-/// default for this GPU (`estimate::serving::ollama_default_num_ctx`), set on the job so the
+/// default for this GPU (`engines::ollama::device::ollama_default_num_ctx`), set on the job so the
 /// searches and the launch read one value.
 pub fn ollama_with_num_ctx(model: &ModelInput, job: ResolvedJob) -> Result<ResolvedJob, CoreError> {
     let (Framework::Ollama, Task::Infer, None, Some(spec)) =
@@ -18,7 +18,7 @@ pub fn ollama_with_num_ctx(model: &ModelInput, job: ResolvedJob) -> Result<Resol
         return Ok(job);
     };
     let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
-    let n = crate::estimate::serving::ollama_default_num_ctx(spec, &job, gpu);
+    let n = crate::engines::ollama::device::ollama_default_num_ctx(spec, &job, gpu);
     let mut j = job;
     j.set_engine("num_ctx", n.into())?;
     Ok(j)

@@ -407,7 +407,7 @@ fn ollama_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let gpu = j.gpu.as_deref().and_then(|g| crate::gpu::find(g).ok());
     let current = match (j.engine.num_ctx, c.spec) {
         (Some(n), _) => n,
-        (None, Some(s)) => crate::estimate::serving::ollama_default_num_ctx(s, j, gpu),
+        (None, Some(s)) => crate::engines::ollama::device::ollama_default_num_ctx(s, j, gpu),
         (None, None) => return false,
     };
     ollama(j) && current > need && set_engine(j, "num_ctx", need.into())

@@ -89,7 +89,7 @@ fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> 
                 "the layers of the {all} (blocks + output) ollama places itself on {} at num_ctx \
                  {num_ctx}, its server's fit keeping {} free (set here so the Modelfile says it)",
                 fit.gpu,
-                crate::text::bytes(crate::estimate::serving::LLAMA_FIT_TARGET)
+                crate::text::bytes(crate::engines::llamacpp::device::LLAMA_FIT_TARGET)
             )
         } else {
             format!(

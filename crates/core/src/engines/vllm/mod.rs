@@ -1,10 +1,13 @@
 //! vLLM (`framework: vllm`): its settings, its launch flags.
 
+mod device;
 mod launch;
 pub mod settings;
 
-use crate::engines::engine::Engine;
+use crate::engines::engine::{Engine, Served};
 use crate::engines::flags::{revision, Builder, ServedModel};
+use crate::error::CoreError;
+use crate::estimate::serving::Device;
 use crate::job::{Framework, ResolvedJob};
 use crate::report::{FitAnswer, Launch};
 
@@ -14,6 +17,10 @@ pub struct Vllm;
 impl Engine for Vllm {
     fn framework(&self) -> Framework {
         Framework::Vllm
+    }
+
+    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
+        device::vllm_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {

@@ -24,7 +24,6 @@ pub mod diffusion;
 pub mod engines;
 pub mod estimate;
 pub mod fit;
-pub mod fit_engines;
 pub mod fit_speed;
 pub mod fit_vision;
 pub mod job;

@@ -7,6 +7,8 @@
 //! - `Engine` (`engine.rs`; `<engine>/mod.rs`, listed in [`ENGINES`]): the rest — its launch
 //!   flags (`<engine>/launch.rs`, built with `flags.rs`).
 
+pub mod device;
+pub mod devices;
 pub mod engine;
 pub mod flags;
 pub mod llamacpp;
@@ -23,11 +25,11 @@ pub use spec::EngineSpec;
 
 /// Every engine, once.
 pub static ENGINES: &[&dyn Engine] = &[
-    &pytorch::Pytorch,
-    &vllm::Vllm,
-    &sglang::Sglang,
-    &llamacpp::LlamaCpp,
-    &ollama::Ollama,
+    &pytorch::settings::Pytorch,
+    &vllm::settings::Vllm,
+    &sglang::settings::Sglang,
+    &llamacpp::settings::LlamaCpp,
+    &ollama::settings::Ollama,
 ];
 
 /// `framework`'s engine; the training frameworks (DeepSpeed, Megatron, FSDP) run PyTorch's.
@@ -36,7 +38,7 @@ pub fn engine(framework: crate::job::Framework) -> &'static dyn Engine {
         .iter()
         .copied()
         .find(|e| e.framework() == framework)
-        .unwrap_or(&pytorch::Pytorch)
+        .unwrap_or(&pytorch::settings::Pytorch)
 }
 
 /// The engine a launch names (`Launch::engine`, the framework's own spelling).

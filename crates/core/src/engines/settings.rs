@@ -9,11 +9,11 @@ use serde_json::{Map, Value};
 
 /// Every engine, once: `framework` → its spec.
 pub static SPECS: &[&dyn EngineSpec] = &[
-    &super::pytorch::settings::PytorchSpec,
-    &super::vllm::settings::VllmSpec,
-    &super::sglang::settings::SglangSpec,
-    &super::llamacpp::settings::LlamaCppSpec,
-    &super::ollama::settings::OllamaSpec,
+    &super::pytorch::settings::Pytorch,
+    &super::vllm::settings::Vllm,
+    &super::sglang::settings::Sglang,
+    &super::llamacpp::settings::LlamaCpp,
+    &super::ollama::settings::Ollama,
 ];
 
 /// The spec of `framework`'s engine; `None` for a training framework (DeepSpeed, Megatron,

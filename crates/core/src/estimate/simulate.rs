@@ -141,14 +141,17 @@ pub(crate) fn run_edited(
     };
     let served = match &model.spec {
         Some(spec) if job.task == Task::Infer => {
-            let s = crate::engines::engine::Served {
+            let s = crate::engines::device::Served {
                 model,
                 spec,
                 job,
                 gpu,
                 states: &st,
             };
-            crate::engines::engine(job.framework).device(&s, &mut warnings)?
+            match crate::engines::devices::device_of(job.framework) {
+                Some(e) => e.device(&s, &mut warnings)?,
+                None => None,
+            }
         }
         _ => None,
     };

@@ -1,12 +1,27 @@
 //! llama.cpp's device: the layers `-ngl` puts on the GPU with their KV and the compute
 //! buffer, the rest in host RAM (`estimate/engines.rs` `llamacpp_split`).
 
+use crate::engines::device::{EngineDevice, Served};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::estimate::{overhead, states};
-use crate::job::ResolvedJob;
+use crate::job::{Framework, ResolvedJob};
 use crate::report::Components;
+
+impl EngineDevice for super::settings::LlamaCpp {
+    fn framework(&self) -> Framework {
+        Framework::LlamaCpp
+    }
+
+    /// The split needs the tensor inventory; without it, PyTorch's step.
+    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
+        let Some(inv) = &s.model.inventory else {
+            return Ok(None);
+        };
+        llamacpp_device(s.model, s.spec, inv, s.job, s.gpu, warnings).map(Some)
+    }
+}
 
 /// llama-server's `--fit-target`: the margin per device its automatic fit leaves free, 1024
 /// MiB by default (llama.cpp `common/common.h`, env `LLAMA_ARG_FIT_TARGET`). ollama starts

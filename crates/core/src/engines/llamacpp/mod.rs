@@ -1,30 +1,39 @@
 //! llama.cpp (`framework: llama.cpp`): its settings, its launch flags.
 
 pub mod device;
+pub(crate) mod fit;
 mod launch;
 pub mod settings;
 
-use crate::engines::engine::{Engine, Served};
+pub use settings::LlamaCpp;
+
+use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{Builder, ServedModel};
 use crate::error::CoreError;
-use crate::estimate::serving::Device;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::{FitAnswer, Launch};
-
-/// llama.cpp's server.
-pub struct LlamaCpp;
 
 impl Engine for LlamaCpp {
     fn framework(&self) -> Framework {
         Framework::LlamaCpp
     }
 
-    /// The split needs the tensor inventory; without it, PyTorch's step.
-    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
-        let Some(inv) = &s.model.inventory else {
+    fn fit_gpu_layers(
+        &self,
+        s: &FitSearch,
+        evals: &mut u64,
+        _notes: &mut Vec<String>,
+    ) -> Result<Option<u64>, CoreError> {
+        if s.job.task != Task::Infer {
             return Ok(None);
-        };
-        device::llamacpp_device(s.model, s.spec, inv, s.job, s.gpu, warnings).map(Some)
+        }
+        fit::most_gpu_layers(s.model, s.spec, s.job, s.capacity, evals)
+    }
+
+    /// Without the user's `-ngl` the answer is at the most layers that fit, and so is its
+    /// speed (what `estimate` gives at that `-ngl`).
+    fn fit_speed_at_layers(&self, job: &ResolvedJob) -> bool {
+        job.engine.n_gpu_layers.is_none()
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<Launch> {

@@ -6,10 +6,10 @@ use crate::job::engine_settings::{gpu_layers, positive, EngineSettings};
 use crate::job::Framework;
 use serde_json::{Map, Value};
 
-/// llama.cpp's spec.
-pub struct LlamaCppSpec;
+/// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
+pub struct LlamaCpp;
 
-impl EngineSpec for LlamaCppSpec {
+impl EngineSpec for LlamaCpp {
     fn framework(&self) -> Framework {
         Framework::LlamaCpp
     }

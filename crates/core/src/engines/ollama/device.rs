@@ -1,13 +1,28 @@
 //! ollama's device: llama.cpp's allocator (`engines/llamacpp/device.rs`) with ollama's
 //! defaults (`num_ctx` by the GPU's memory) and its layer fit.
 
+use crate::engines::device::{EngineDevice, Served};
 use crate::engines::llamacpp::device::{llamacpp_device, LLAMA_FIT_TARGET};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::gpu::Gpu;
-use crate::job::ResolvedJob;
+use crate::job::{Framework, ResolvedJob};
 use crate::model::ModelSpec;
+
+impl EngineDevice for super::settings::Ollama {
+    fn framework(&self) -> Framework {
+        Framework::Ollama
+    }
+
+    /// llama.cpp's split needs the tensor inventory; without it, PyTorch's step.
+    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
+        let Some(inv) = &s.model.inventory else {
+            return Ok(None);
+        };
+        ollama_device(s.model, s.spec, inv, s.job, s.gpu, warnings).map(Some)
+    }
+}
 
 /// ollama's default `num_ctx` by the GPUs' memory less `OLLAMA_GPU_OVERHEAD` (here the job's
 /// `reserve`): 262144 from 47 GiB, 32768 from 23 GiB, else 4096 (ollama v0.33

@@ -7,10 +7,10 @@ use crate::job::engine_settings::{gpu_layers, positive, whole, EngineSettings};
 use crate::job::Framework;
 use serde_json::{Map, Value};
 
-/// ollama's spec.
-pub struct OllamaSpec;
+/// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
+pub struct Ollama;
 
-impl EngineSpec for OllamaSpec {
+impl EngineSpec for Ollama {
     fn framework(&self) -> Framework {
         Framework::Ollama
     }

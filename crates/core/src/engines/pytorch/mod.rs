@@ -4,11 +4,10 @@
 
 pub mod settings;
 
+pub use settings::Pytorch;
+
 use crate::engines::engine::Engine;
 use crate::job::Framework;
-
-/// PyTorch eager: Hugging Face `generate`, or a training step.
-pub struct Pytorch;
 
 impl Engine for Pytorch {
     fn framework(&self) -> Framework {

@@ -7,10 +7,10 @@ use crate::job::engine_settings::EngineSettings;
 use crate::job::Framework;
 use serde_json::{Map, Value};
 
-/// PyTorch's spec.
-pub struct PytorchSpec;
+/// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
+pub struct Pytorch;
 
-impl EngineSpec for PytorchSpec {
+impl EngineSpec for Pytorch {
     fn framework(&self) -> Framework {
         Framework::Pytorch
     }

@@ -1,14 +1,25 @@
 //! SGLang's device: its own static-fraction budget (`estimate/sglang.rs`) as the report's
 //! per-GPU figures, and what SGLang would say of the job.
 
+use crate::engines::device::{EngineDevice, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
 use crate::estimate::state_bytes::StateBytes;
 use crate::gpu::Gpu;
-use crate::job::ResolvedJob;
+use crate::job::{Framework, ResolvedJob};
 use crate::model::ModelSpec;
 use crate::report::Components;
 use crate::text::bytes;
+
+impl EngineDevice for super::settings::Sglang {
+    fn framework(&self) -> Framework {
+        Framework::Sglang
+    }
+
+    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
+        sglang_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+    }
+}
 
 /// SGLang serving: weights and the token pool in the static share, one prefill chunk's
 /// activations, the CUDA graphs and the request table outside it (`sglang.rs`); this job's

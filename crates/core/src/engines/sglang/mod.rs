@@ -1,26 +1,37 @@
 //! SGLang (`framework: sglang`): its settings, its launch flags.
 
 mod device;
+mod fit;
 mod launch;
 pub mod settings;
 
-use crate::engines::engine::{Engine, Served};
+pub use settings::Sglang;
+
+use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{revision, Builder, ServedModel};
 use crate::error::CoreError;
-use crate::estimate::serving::Device;
-use crate::job::{Framework, ResolvedJob};
+use crate::estimate::input::ModelInput;
+use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::{FitAnswer, Launch};
-
-/// SGLang.
-pub struct Sglang;
 
 impl Engine for Sglang {
     fn framework(&self) -> Framework {
         Framework::Sglang
     }
 
-    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
-        device::sglang_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+    fn fit_job(
+        &self,
+        model: &ModelInput,
+        job: ResolvedJob,
+    ) -> Result<(ResolvedJob, Option<String>), CoreError> {
+        fit::sglang_within_capacity(model, job)
+    }
+
+    fn fit_search(&self, s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {
+        if s.job.task != Task::Infer {
+            return Ok(None);
+        }
+        fit::sglang_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {

@@ -8,10 +8,10 @@ use crate::job::engine_settings::{fraction, whole, EngineSettings};
 use crate::job::Framework;
 use serde_json::{Map, Value};
 
-/// SGLang's spec.
-pub struct SglangSpec;
+/// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
+pub struct Sglang;
 
-impl EngineSpec for SglangSpec {
+impl EngineSpec for Sglang {
     fn framework(&self) -> Framework {
         Framework::Sglang
     }

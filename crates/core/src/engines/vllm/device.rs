@@ -2,11 +2,22 @@
 //! from `gpu_memory_utilization` (`estimate/engines.rs` `vllm_budget`), its start-up as a
 //! timeline, and what vLLM would say of the job.
 
+use crate::engines::device::{EngineDevice, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
 use crate::estimate::state_bytes::StateBytes;
-use crate::job::ResolvedJob;
+use crate::job::{Framework, ResolvedJob};
 use crate::report::{Components, TimelinePoint};
+
+impl EngineDevice for super::settings::Vllm {
+    fn framework(&self) -> Framework {
+        Framework::Vllm
+    }
+
+    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
+        vllm_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+    }
+}
 
 /// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from
 /// `gpu_memory_utilization` (`engines.rs`); this job's own sequences' KV inside the pool.

@@ -1,26 +1,37 @@
 //! vLLM (`framework: vllm`): its settings, its launch flags.
 
 mod device;
+pub mod fit;
 mod launch;
 pub mod settings;
 
-use crate::engines::engine::{Engine, Served};
+pub use settings::Vllm;
+
+use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{revision, Builder, ServedModel};
 use crate::error::CoreError;
-use crate::estimate::serving::Device;
-use crate::job::{Framework, ResolvedJob};
+use crate::estimate::input::ModelInput;
+use crate::job::{Framework, ResolvedJob, Task};
 use crate::report::{FitAnswer, Launch};
-
-/// vLLM.
-pub struct Vllm;
 
 impl Engine for Vllm {
     fn framework(&self) -> Framework {
         Framework::Vllm
     }
 
-    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
-        device::vllm_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+    fn fit_job(
+        &self,
+        _model: &ModelInput,
+        job: ResolvedJob,
+    ) -> Result<(ResolvedJob, Option<String>), CoreError> {
+        fit::vllm_within_reserve(&job)
+    }
+
+    fn fit_search(&self, s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {
+        if s.job.task != Task::Infer {
+            return Ok(None);
+        }
+        fit::vllm_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {

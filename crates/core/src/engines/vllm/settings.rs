@@ -15,10 +15,10 @@ pub const VLLM_BLOCK_SIZE: u64 = 16;
 pub const VLLM_MAX_NUM_BATCHED_TOKENS: u64 = 8192;
 pub const VLLM_MAX_NUM_SEQS: u64 = 256;
 
-/// vLLM's spec.
-pub struct VllmSpec;
+/// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
+pub struct Vllm;
 
-impl EngineSpec for VllmSpec {
+impl EngineSpec for Vllm {
     fn framework(&self) -> Framework {
         Framework::Vllm
     }

@@ -4,6 +4,7 @@
 //! are returned as the CLI flags to add, the job fields they change, the device total and
 //! headroom, and what they give up.
 
+pub(crate) mod context;
 mod engine_switch;
 pub mod flags;
 pub mod order;

@@ -1,10 +1,11 @@
 //! The engines' specs, listed once, and the settings' reading through them:
 //! `Job::resolve` → [`EngineSettings::resolve`] → the job's engine's `EngineSpec`.
 
+use super::pytorch::settings::Pytorch;
 use super::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::job::engine_settings::{read_cache, EngineSettings};
-use crate::job::Framework;
+use crate::job::{Framework, KvDtype, WeightFormat};
 use serde_json::{Map, Value};
 
 /// Every engine, once: `framework` → its spec.
@@ -20,6 +21,18 @@ pub static SPECS: &[&dyn EngineSpec] = &[
 /// FSDP: no engine settings of their own).
 pub fn spec(framework: Framework) -> Option<&'static dyn EngineSpec> {
     SPECS.iter().copied().find(|e| e.framework() == framework)
+}
+
+/// `framework`'s spelling of a KV cache of `bits`, as advice offers it (a training
+/// framework's: transformers').
+pub fn kv_quant(framework: Framework, bits: u64) -> Option<(KvDtype, &'static str)> {
+    spec(framework).unwrap_or(&Pytorch).kv_quant(bits)
+}
+
+/// `framework`'s quantized weights of `bits`, as advice offers them (a training framework's:
+/// transformers').
+pub fn weights_quant(framework: Framework, bits: u64) -> (WeightFormat, &'static str) {
+    spec(framework).unwrap_or(&Pytorch).weights_quant(bits)
 }
 
 /// The flag that sets `framework`'s layers on the GPU: its own (ollama's `num_gpu`), else
@@ -176,5 +189,33 @@ mod tests {
         assert!(e.to_string().contains("(0, 1]"), "{e}");
         assert_eq!(s.utilization_or_default(), 0.95);
         assert_eq!(s.get("gpu_memory_utilization"), Some(&json!(0.95)));
+    }
+
+    /// Each engine's spellings as its own docs give them: vLLM `--kv-cache-dtype fp8` (no
+    /// 4-bit KV), SGLang `fp8_e5m2`, llama.cpp's and ollama's `q8_0`/`q4_0` and GGUF quants,
+    /// transformers' `int8`/`nf4` for PyTorch and the training frameworks (SGLang's weights
+    /// too: the advice table offered it no format of its own); `-ngl`, ollama's `num_gpu`.
+    #[test]
+    fn spellings_by_engine() {
+        let kv = |f, b| kv_quant(f, b).map(|(_, t)| t);
+        assert_eq!(kv(Framework::Vllm, 8), Some("fp8"));
+        assert_eq!(kv(Framework::Vllm, 4), None);
+        assert_eq!(kv(Framework::Sglang, 8), Some("fp8_e5m2"));
+        assert_eq!(kv(Framework::Ollama, 4), Some("q4_0"));
+        assert_eq!(kv(Framework::LlamaCpp, 8), Some("q8_0"));
+        assert_eq!(kv(Framework::Deepspeed, 8), Some("int8"));
+        assert_eq!(kv(Framework::Pytorch, 4), None);
+        let w = |f, b| weights_quant(f, b).1;
+        assert_eq!(w(Framework::Vllm, 4), "awq:4");
+        assert_eq!(w(Framework::Ollama, 4), "gguf:Q4_K_M");
+        assert_eq!(w(Framework::Sglang, 8), "int8");
+        assert_eq!(w(Framework::Fsdp, 4), "nf4");
+        assert_eq!(layers_flag(Framework::Ollama), "num_gpu");
+        assert_eq!(layers_flag(Framework::LlamaCpp), "-ngl");
+        assert_eq!(
+            spec(Framework::Vllm).unwrap().tp_flag(),
+            Some("--tensor-parallel-size")
+        );
+        assert!(spec(Framework::Megatron).is_none());
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::error::CoreError;
 use crate::job::engine_settings::EngineSettings;
-use crate::job::Framework;
+use crate::job::{Framework, KvDtype, WeightFormat};
 use serde_json::{Map, Value};
 
 /// An engine's settings and spellings.
@@ -37,5 +37,21 @@ pub trait EngineSpec: Sync {
     /// engine whose cache grows token by token.
     fn kv_page(&self, _s: &EngineSettings) -> u64 {
         1
+    }
+
+    /// The engine's own spelling of a KV cache of `bits` (8 or 4), as advice offers it;
+    /// transformers' `int8` (quanto) at 8 bits and none at 4 by default.
+    fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
+        (bits == 8).then_some((KvDtype::Byte, "int8"))
+    }
+
+    /// The engine's own quantized weights of `bits` (8 or 4), as advice offers them;
+    /// bitsandbytes' `int8` and `nf4` (transformers) by default.
+    fn weights_quant(&self, bits: u64) -> (WeightFormat, &'static str) {
+        if bits == 8 {
+            (WeightFormat::Int8, "int8")
+        } else {
+            (WeightFormat::Nf4, "nf4")
+        }
     }
 }

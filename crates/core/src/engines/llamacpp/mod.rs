@@ -1,5 +1,6 @@
 //! llama.cpp (`framework: llama.cpp`): its settings, its launch flags.
 
+pub(crate) mod advice;
 pub mod device;
 pub(crate) mod fit;
 mod launch;

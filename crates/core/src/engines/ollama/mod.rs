@@ -1,5 +1,6 @@
 //! ollama (`framework: ollama`): its settings, its launch.
 
+pub(crate) mod advice;
 pub mod device;
 mod fit;
 mod launch;

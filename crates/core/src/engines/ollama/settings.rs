@@ -1,10 +1,11 @@
 //! ollama's settings: its model options (`api/types.go` Options: `num_gpu` layers on the GPU,
 //! `num_ctx` per slot) and `host_memory_gbps`.
 
+use crate::engines::llamacpp::settings::LlamaCpp;
 use crate::engines::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::job::engine_settings::{gpu_layers, positive, whole, EngineSettings};
-use crate::job::Framework;
+use crate::job::{Framework, KvDtype, WeightFormat};
 use serde_json::{Map, Value};
 
 /// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
@@ -38,5 +39,15 @@ impl EngineSpec for Ollama {
     /// ollama's option for llama.cpp's `-ngl` is `num_gpu`.
     fn layers_flag(&self) -> Option<&'static str> {
         Some("num_gpu")
+    }
+
+    /// llama-server's, underneath (`OLLAMA_KV_CACHE_TYPE`).
+    fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
+        LlamaCpp.kv_quant(bits)
+    }
+
+    /// llama.cpp's GGUF files (ollama's library tags are GGUF quants).
+    fn weights_quant(&self, bits: u64) -> (WeightFormat, &'static str) {
+        LlamaCpp.weights_quant(bits)
     }
 }

@@ -1,5 +1,6 @@
 //! SGLang (`framework: sglang`): its settings, its launch flags.
 
+pub(crate) mod advice;
 mod device;
 mod fit;
 mod launch;

@@ -5,7 +5,7 @@
 use crate::engines::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::job::engine_settings::{fraction, whole, EngineSettings};
-use crate::job::Framework;
+use crate::job::{Framework, KvDtype};
 use serde_json::{Map, Value};
 
 /// The engine: its settings here, its device (`device.rs`), its fit, launch and advice (`mod.rs`).
@@ -35,5 +35,10 @@ impl EngineSpec for Sglang {
 
     fn tp_flag(&self) -> Option<&'static str> {
         Some("--tp")
+    }
+
+    /// SGLang's `--kv-cache-dtype fp8_e5m2` (`server_args.py` choices); no 4-bit KV cache.
+    fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
+        (bits == 8).then_some((KvDtype::Byte, "fp8_e5m2"))
     }
 }

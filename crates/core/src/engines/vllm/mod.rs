@@ -1,5 +1,6 @@
 //! vLLM (`framework: vllm`): its settings, its launch flags.
 
+pub(crate) mod advice;
 mod device;
 pub mod fit;
 mod launch;

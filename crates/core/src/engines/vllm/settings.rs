@@ -4,7 +4,8 @@
 use crate::engines::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::job::engine_settings::{fraction, whole, EngineSettings};
-use crate::job::Framework;
+use crate::job::weight_format::DEFAULT_GROUP;
+use crate::job::{Framework, KvDtype, WeightFormat};
 use serde_json::{Map, Value};
 
 /// vLLM V1 engine defaults for the OpenAI API server (`vllm/engine/arg_utils.py`,
@@ -44,6 +45,26 @@ impl EngineSpec for Vllm {
     /// vLLM's pool hands out blocks of `block_size` tokens (`vllm/v1/core/kv_cache_utils.py`).
     fn kv_page(&self, s: &EngineSettings) -> u64 {
         s.block_size_or_default()
+    }
+
+    /// vLLM's `--kv-cache-dtype fp8`; no 4-bit KV cache.
+    fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
+        (bits == 8).then_some((KvDtype::Byte, "fp8"))
+    }
+
+    /// vLLM's `--quantization fp8` at 8 bits, an AWQ checkpoint at 4.
+    fn weights_quant(&self, bits: u64) -> (WeightFormat, &'static str) {
+        if bits == 8 {
+            (WeightFormat::Fp8 { block: None }, "fp8")
+        } else {
+            (
+                WeightFormat::Awq {
+                    bits: 4,
+                    group: Some(DEFAULT_GROUP),
+                },
+                "awq:4",
+            )
+        }
     }
 }
 

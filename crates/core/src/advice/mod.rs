@@ -358,12 +358,6 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
         env: flags::env(base, to),
         reserve_estimated: report.per_gpu.allocator.is_none()
             && report.per_gpu.peak_reserved.is_some()
-            && !matches!(
-                to.framework,
-                crate::job::Framework::Vllm
-                    | crate::job::Framework::Sglang
-                    | crate::job::Framework::LlamaCpp
-                    | crate::job::Framework::Ollama
-            ),
+            && !crate::engines::settings::spec(to.framework).is_some_and(|e| e.sizes_own_memory()),
     }
 }

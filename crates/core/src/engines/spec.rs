@@ -39,6 +39,18 @@ pub trait EngineSpec: Sync {
         1
     }
 
+    /// Whether the engine sizes its own memory (a KV pool, a layer split) rather than leaving
+    /// it to PyTorch's caching allocator, whose reserve vramscope estimates.
+    fn sizes_own_memory(&self) -> bool {
+        false
+    }
+
+    /// Whether the engine decodes with captured CUDA graphs (vLLM's and SGLang's
+    /// `cuda_graph` capture), so a decode step is one graph replay, not eager launches.
+    fn cuda_graphs(&self) -> bool {
+        false
+    }
+
     /// The engine's own spelling of a KV cache of `bits` (8 or 4), as advice offers it;
     /// transformers' `int8` (quanto) at 8 bits and none at 4 by default.
     fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {

@@ -54,4 +54,8 @@ impl EngineSpec for LlamaCpp {
             )
         }
     }
+
+    fn sizes_own_memory(&self) -> bool {
+        true
+    }
 }

@@ -50,4 +50,8 @@ impl EngineSpec for Ollama {
     fn weights_quant(&self, bits: u64) -> (WeightFormat, &'static str) {
         LlamaCpp.weights_quant(bits)
     }
+
+    fn sizes_own_memory(&self) -> bool {
+        true
+    }
 }

@@ -41,4 +41,12 @@ impl EngineSpec for Sglang {
     fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
         (bits == 8).then_some((KvDtype::Byte, "fp8_e5m2"))
     }
+
+    fn sizes_own_memory(&self) -> bool {
+        true
+    }
+
+    fn cuda_graphs(&self) -> bool {
+        true
+    }
 }

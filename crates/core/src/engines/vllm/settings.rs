@@ -66,6 +66,14 @@ impl EngineSpec for Vllm {
             )
         }
     }
+
+    fn sizes_own_memory(&self) -> bool {
+        true
+    }
+
+    fn cuda_graphs(&self) -> bool {
+        true
+    }
 }
 
 impl EngineSettings {

@@ -81,28 +81,8 @@ pub fn context<'a>(model: &'a ModelInput, job: &ResolvedJob) -> Ctx<'a> {
         // A checkpoint that cannot be read as a format is fixed too: nothing is swapped for it.
         weights_fixed: !crate::estimate::effective_weights(model, job)
             .is_ok_and(|w| w == job.weights.value),
-        vllm_longest_request: vllm_longest_request(model, job),
+        vllm_longest_request: crate::engines::engine(job.framework).longest_request(model, job),
     }
-}
-
-/// vLLM: the longest request the job's KV pool holds, at most its `max_model_len` (the job's
-/// or the model's), as `fit` finds it; `None` for other engines or when nothing fits.
-fn vllm_longest_request(model: &ModelInput, job: &ResolvedJob) -> Option<u64> {
-    use crate::job::{Framework, Task};
-    let spec = model.spec.as_ref()?;
-    if (job.framework, job.task) != (Framework::Vllm, Task::Infer) {
-        return None;
-    }
-    let report = estimate(model, job).ok()?;
-    let pool = report.per_gpu.kv_pool?;
-    let cap = job
-        .engine
-        .max_model_len
-        .or(spec.max_position_embeddings)
-        .unwrap_or(1 << 22);
-    crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)
-        .ok()
-        .flatten()
 }
 
 /// Applies the techniques `combo` (indices into `TECHNIQUES`, ascending) to `job`; `None` when

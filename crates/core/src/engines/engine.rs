@@ -78,6 +78,23 @@ pub trait Engine: Sync {
         false
     }
 
+    /// The longest request the job's KV pool holds, as `fit` finds it (vLLM's, at most its
+    /// `max_model_len`): what advice lowers `max_model_len` to; `None` for other engines.
+    fn longest_request(&self, _model: &ModelInput, _job: &ResolvedJob) -> Option<u64> {
+        None
+    }
+
+    /// The requests of the job's context the engine's pool holds at once (a what-if row's
+    /// `concurrent_requests`); `None` for an engine without such a pool figure.
+    fn concurrent_requests(
+        &self,
+        _model: &ModelInput,
+        _job: &ResolvedJob,
+        _report: &crate::report::Report,
+    ) -> Option<u64> {
+        None
+    }
+
     /// The engine's flags for a serving job's fit answer (contract `fit.launch`), the command
     /// not yet naming the model; `None` when nothing fits or the engine has no launcher.
     /// `n_blocks`: the model's transformer blocks (llama.cpp counts the output layer as one

@@ -35,6 +35,19 @@ impl Engine for Vllm {
         fit::vllm_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
     }
 
+    fn longest_request(&self, model: &ModelInput, job: &ResolvedJob) -> Option<u64> {
+        advice::longest_request(model, job)
+    }
+
+    fn concurrent_requests(
+        &self,
+        model: &ModelInput,
+        job: &ResolvedJob,
+        report: &crate::report::Report,
+    ) -> Option<u64> {
+        advice::concurrent(model, job, report)
+    }
+
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {
         let mut b = Builder::new();
         launch::flags(&mut b, job, fit)?;

@@ -1,7 +1,7 @@
 //! When no change of a serving job's own engine fits — a model larger than the GPU under
 //! vLLM, SGLang or transformers — the way such a model is run on one card: llama.cpp with a
 //! GGUF quant and the layers that do not fit in host RAM (`src/llama-model.cpp` `load_tensors`
-//! puts the last `-ngl` blocks on the GPU and the rest on the CPU; `engines::llamacpp_split`).
+//! puts the last `-ngl` blocks on the GPU and the rest on the CPU; `engines::llamacpp::split`).
 
 use super::{flags, Advice};
 use crate::error::CoreError;

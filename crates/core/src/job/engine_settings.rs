@@ -164,7 +164,7 @@ pub(crate) fn positive(w: &Map<String, Value>, key: &str) -> Result<Option<f64>,
 }
 
 /// A count of layers on the GPU (llama.cpp's `-ngl`, ollama's `num_gpu`): a whole number, 0
-/// (everything on the host) included; the split models 0 (`engines::llamacpp_split`: only
+/// (everything on the host) included; the split models 0 (`engines::llamacpp::split`: only
 /// the compute buffer stays on the GPU).
 pub(crate) fn gpu_layers(w: &Map<String, Value>, key: &str) -> Result<Option<u64>, CoreError> {
     match w.get(key) {

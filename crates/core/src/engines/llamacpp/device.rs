@@ -1,5 +1,5 @@
 //! llama.cpp's device: the layers `-ngl` puts on the GPU with their KV and the compute
-//! buffer, the rest in host RAM (`estimate/engines.rs` `llamacpp_split`).
+//! buffer, the rest in host RAM (`split.rs`).
 
 use crate::engines::device::{EngineDevice, Served};
 use crate::error::CoreError;
@@ -30,7 +30,7 @@ impl EngineDevice for super::settings::LlamaCpp {
 pub const LLAMA_FIT_TARGET: u64 = 1024 << 20;
 
 /// llama.cpp: the layers `-ngl` puts on the GPU with their KV and the compute buffer; the rest
-/// in host RAM (`engines.rs`).
+/// in host RAM (`split.rs`).
 pub(crate) fn llamacpp_device(
     model: &ModelInput,
     spec: &crate::model::ModelSpec,
@@ -42,7 +42,7 @@ pub(crate) fn llamacpp_device(
     let weights = crate::estimate::weights::effective_weights(model, job)?;
     let qctx = crate::estimate::quant::QuantContext::from_spec(spec);
     let width = job.precision.compute_bytes();
-    let split = crate::estimate::engines::llamacpp_split(
+    let split = crate::engines::llamacpp::split::llamacpp_split(
         spec,
         inv,
         |t| states::stored_bytes_exact(&weights, &qctx, t, width),

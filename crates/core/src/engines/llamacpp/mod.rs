@@ -5,6 +5,7 @@ pub mod device;
 pub(crate) mod fit;
 mod launch;
 pub mod settings;
+pub mod split;
 
 pub use settings::LlamaCpp;
 

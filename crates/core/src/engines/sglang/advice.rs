@@ -5,7 +5,7 @@ use crate::job::{Framework, ResolvedJob};
 
 /// SGLang: `context_length` = the job's own context (prompt + generated). The request table
 /// beside the pool holds `max_running_requests + 1` rows of `context_length + 4` slots
-/// (`sglang.rs`), so a model's 128K default costs GBs no request of the job uses.
+/// (`budget.rs`), so a model's 128K default costs GBs no request of the job uses.
 pub(crate) fn sglang_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let need = j.seq + j.new_tokens;
     let current = j
@@ -17,7 +17,7 @@ pub(crate) fn sglang_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
 }
 
 /// SGLang: `mem_fraction_static` 0.05 above the current one (SGLang's default for the GPU,
-/// `sglang.rs`), at most 0.95: more of the free memory for the token pool, less for a prefill
+/// `budget.rs`), at most 0.95: more of the free memory for the token pool, less for a prefill
 /// chunk and the CUDA graphs (the remedy SGLang's own "Not enough memory" error names).
 pub(crate) fn sglang_fraction(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
     if !serves(j, Framework::Sglang) {
@@ -29,8 +29,8 @@ pub(crate) fn sglang_fraction(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
         };
         let mib = g.memory_bytes >> 20;
         let tp = j.parallel.tp.max(1);
-        let (chunk, graphs) = crate::estimate::sglang::default_chunk_and_graphs(mib, tp);
-        crate::estimate::sglang::default_mem_fraction_static(
+        let (chunk, graphs) = crate::engines::sglang::budget::default_chunk_and_graphs(mib, tp);
+        crate::engines::sglang::budget::default_mem_fraction_static(
             mib,
             j.engine.chunked_prefill_size.unwrap_or(chunk),
             j.engine.cuda_graph_max_bs.unwrap_or(graphs),

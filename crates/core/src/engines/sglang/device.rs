@@ -1,4 +1,4 @@
-//! SGLang's device: its own static-fraction budget (`estimate/sglang.rs`) as the report's
+//! SGLang's device: its own static-fraction budget (`budget.rs`) as the report's
 //! per-GPU figures, and what SGLang would say of the job.
 
 use crate::engines::device::{EngineDevice, Served};
@@ -22,7 +22,7 @@ impl EngineDevice for super::settings::Sglang {
 }
 
 /// SGLang serving: weights and the token pool in the static share, one prefill chunk's
-/// activations, the CUDA graphs and the request table outside it (`sglang.rs`); this job's
+/// activations, the CUDA graphs and the request table outside it (`budget.rs`); this job's
 /// own sequences' KV inside the pool.
 pub(crate) fn sglang_device(
     spec: &ModelSpec,
@@ -41,7 +41,7 @@ pub(crate) fn sglang_device(
         );
     }
     let non_torch = non_torch_bytes(gpu, job);
-    let b = crate::estimate::sglang::sglang_budget(
+    let b = crate::engines::sglang::budget::sglang_budget(
         spec,
         job,
         capacity,
@@ -81,7 +81,7 @@ pub(crate) fn sglang_device(
 /// pool in the static share).
 fn sglang_warnings(
     job: &ResolvedJob,
-    b: &crate::estimate::sglang::SglangBudget,
+    b: &crate::engines::sglang::budget::SglangBudget,
     job_kv: u64,
     warnings: &mut Vec<String>,
 ) -> bool {

@@ -16,8 +16,8 @@ pub(super) fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Opti
         let gpu = crate::gpu::find(job.gpu.as_deref()?).ok()?;
         let mib = gpu.memory_bytes >> 20;
         let tp = job.parallel.tp.max(1);
-        let (chunk, graphs) = crate::estimate::sglang::default_chunk_and_graphs(mib, tp);
-        Some(crate::estimate::sglang::default_mem_fraction_static(
+        let (chunk, graphs) = crate::engines::sglang::budget::default_chunk_and_graphs(mib, tp);
+        Some(crate::engines::sglang::budget::default_mem_fraction_static(
             mib,
             job.engine.chunked_prefill_size.unwrap_or(chunk),
             job.engine.cuda_graph_max_bs.unwrap_or(graphs),
@@ -67,7 +67,7 @@ pub(super) fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Opti
 /// SGLang's `--max-running-requests`: the requests of the job's context the token pool holds
 /// at once (SGLang admits requests while the pool has free tokens, `schedule_policy.py`
 /// `PrefillAdder`, and fewer than max_running_requests run); its default is at least 2048
-/// (`sglang.rs`), so a count up to that (or the user's own) never grows the request table the
+/// (`budget.rs`), so a count up to that (or the user's own) never grows the request table the
 /// pool was sized beside; 1 when not even one such request fits.
 fn sglang_max_running_requests(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) {
     let context = job.seq + job.new_tokens;

@@ -1,6 +1,7 @@
 //! SGLang (`framework: sglang`): its settings, its launch flags.
 
 pub(crate) mod advice;
+pub mod budget;
 mod device;
 mod fit;
 mod launch;

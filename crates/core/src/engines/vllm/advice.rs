@@ -44,7 +44,7 @@ pub(crate) fn longest_request(model: &ModelInput, job: &ResolvedJob) -> Option<u
         .max_model_len
         .or(spec.max_position_embeddings)
         .unwrap_or(1 << 22);
-    crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)
+    crate::engines::vllm::budget::vllm_longest_request(spec, job, pool, cap)
         .ok()
         .flatten()
 }
@@ -61,5 +61,5 @@ pub(crate) fn concurrent(
     let spec = model.spec.as_ref()?;
     let pool = r.per_gpu.kv_pool?;
     let context = job.seq + job.new_tokens;
-    crate::estimate::engines::vllm_concurrent_requests(spec, job, pool, context).ok()
+    crate::engines::vllm::budget::vllm_concurrent_requests(spec, job, pool, context).ok()
 }

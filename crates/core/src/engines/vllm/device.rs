@@ -1,5 +1,5 @@
 //! vLLM's device: weights, the profiling run's peak, the CUDA graphs and the KV pool sized
-//! from `gpu_memory_utilization` (`estimate/engines.rs` `vllm_budget`), its start-up as a
+//! from `gpu_memory_utilization` (`budget.rs`), its start-up as a
 //! timeline, and what vLLM would say of the job.
 
 use crate::engines::device::{EngineDevice, Served};
@@ -20,7 +20,7 @@ impl EngineDevice for super::settings::Vllm {
 }
 
 /// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from
-/// `gpu_memory_utilization` (`engines.rs`); this job's own sequences' KV inside the pool.
+/// `gpu_memory_utilization` (`budget.rs`); this job's own sequences' KV inside the pool.
 pub(crate) fn vllm_device(
     spec: &crate::model::ModelSpec,
     job: &ResolvedJob,
@@ -38,7 +38,7 @@ pub(crate) fn vllm_device(
         );
     }
     let non_torch = non_torch_bytes(gpu, job);
-    let b = crate::estimate::engines::vllm_budget(
+    let b = crate::engines::vllm::budget::vllm_budget(
         spec,
         job,
         capacity,
@@ -99,8 +99,12 @@ fn vllm_warnings(
     let starts = one_request <= b.kv_pool;
     if !starts {
         // vLLM's own error names the longest that fits (`estimate_max_model_len`).
-        let longest =
-            crate::estimate::engines::vllm_longest_request(spec, job, b.kv_pool, b.max_model_len)?;
+        let longest = crate::engines::vllm::budget::vllm_longest_request(
+            spec,
+            job,
+            b.kv_pool,
+            b.max_model_len,
+        )?;
         let lower = longest.map_or_else(
             || "lower --max-model-len".to_string(),
             |n| format!("--max-model-len {n} fits it"),

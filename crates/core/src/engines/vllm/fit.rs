@@ -24,7 +24,7 @@ pub(crate) fn vllm_within_reserve(
     if job.reserve == 0 {
         return Ok((job.clone(), None));
     }
-    let default = crate::estimate::engines::gpu_memory_utilization(job);
+    let default = crate::engines::vllm::budget::gpu_memory_utilization(job);
     let share = job.usable(gpu.memory_bytes) as f64 / gpu.memory_bytes as f64;
     let util = ((share * 100.0).floor() / 100.0).min(default);
     // Nothing of the GPU left (a reserve of all of it): the search says so, not a bad setting.
@@ -64,7 +64,7 @@ pub(crate) fn vllm_fit(
         report.per_gpu.kv_pool.unwrap_or(0)
     };
     let context = job.seq + job.new_tokens;
-    let max_batch = Some(crate::estimate::engines::vllm_concurrent_requests(
+    let max_batch = Some(crate::engines::vllm::budget::vllm_concurrent_requests(
         spec, job, pool, context,
     )?)
     .filter(|b| *b >= 1);
@@ -81,7 +81,7 @@ pub(crate) fn vllm_fit(
         Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
     })?;
     let limited = max_context == Some(cap);
-    let longest_request = crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)?;
+    let longest_request = crate::engines::vllm::budget::vllm_longest_request(spec, job, pool, cap)?;
     let mut notes = vec![format!(
         "vLLM's KV pool on {}: {}",
         gpu.id,

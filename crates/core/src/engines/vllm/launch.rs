@@ -15,7 +15,7 @@ use crate::report::FitAnswer;
 /// vLLM's flags for the fit answer; `None` when no request fits.
 pub(super) fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Option<()> {
     let len = fit.longest_request?;
-    let util = crate::estimate::engines::gpu_memory_utilization(job);
+    let util = crate::engines::vllm::budget::gpu_memory_utilization(job);
     let context = job.seq + job.new_tokens;
     let limit = match (job.engine.max_model_len, fit.model_max_positions) {
         (Some(m), _) => Some((m, "the job's own --max-model-len".to_string())),

@@ -1,6 +1,7 @@
 //! vLLM (`framework: vllm`): its settings, its launch flags.
 
 pub(crate) mod advice;
+pub mod budget;
 mod device;
 pub mod fit;
 mod launch;

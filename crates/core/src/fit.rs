@@ -4,9 +4,11 @@
 
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 pub(crate) mod probe;
 
+use crate::engines::engine::{Engine, FitSearch};
+pub use crate::engines::vllm::fit::pool_text;
 pub use crate::report::{FitAnswer, Launch, LayersSpeed};
 pub use crate::search::largest;
 pub(crate) use probe::fits_in;
@@ -24,10 +26,9 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
              says whether it fits and what to change (--advise)",
         ));
     }
-    let (job, note) = vllm_within_reserve(job)?;
-    let job = crate::fit_engines::ollama_with_num_ctx(model, job)?;
-    let (job, sglang_note) = crate::fit_engines::sglang_within_capacity(model, job)?;
-    let mut answer = search(model, &job)?;
+    let engine = crate::engines::engine(job.framework);
+    let (job, note) = engine.fit_job(model, job.clone())?;
+    let mut answer = search(engine, model, &job)?;
     if let Some(gpu) = job.gpu.as_deref() {
         let capacity = job.usable(crate::gpu::find(gpu)?.memory_bytes);
         let mut evals = 0;
@@ -38,17 +39,14 @@ pub fn fit(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError
         }
     }
     answer.notes.extend(note);
-    answer.notes.extend(sglang_note);
     answer.notes.extend(recurrent_state_note(model, &job));
     answer
         .notes
         .extend(crate::estimate::engines::replicas_note(&job));
     let blocks = model.spec.as_ref().map_or(0, |s| s.num_layers());
     answer.launch = crate::launch::launch(&model.name, &job, &answer, blocks);
-    // llama.cpp without the user's `-ngl`: the answer is at the most layers that fit, and so
-    // is its speed (what `estimate` gives at that `-ngl`).
-    let at_layers = match (answer.max_gpu_layers, job.framework) {
-        (Some(n), Framework::LlamaCpp) if job.engine.n_gpu_layers.is_none() => {
+    let at_layers = match answer.max_gpu_layers {
+        Some(n) if engine.fit_speed_at_layers(&job) => {
             let mut j = job.clone();
             j.set_engine("n_gpu_layers", n.into())?;
             j
@@ -137,41 +135,13 @@ fn recurrent_state_note(model: &ModelInput, job: &ResolvedJob) -> Option<String>
     ))
 }
 
-/// vLLM takes `gpu_memory_utilization × total` whatever else runs on the GPU, and refuses to
-/// start when less is free (`vllm/v1/worker/gpu_worker.py` `init_device`: "Free memory on
-/// device … on startup is less than desired GPU memory utilization"), so with a `reserve`
-/// and no utilization of the user's, the engine's default is lowered to the largest share in
-/// hundredths that leaves the reserve free: ⌊100 × (capacity − reserve) / capacity⌋ / 100.
-fn vllm_within_reserve(job: &ResolvedJob) -> Result<(ResolvedJob, Option<String>), CoreError> {
-    let set = job.engine.gpu_memory_utilization.is_some();
-    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
-    let (Framework::Vllm, Task::Infer, false, Some(gpu)) = (job.framework, job.task, set, gpu)
-    else {
-        return Ok((job.clone(), None));
-    };
-    if job.reserve == 0 {
-        return Ok((job.clone(), None));
-    }
-    let default = crate::estimate::engines::gpu_memory_utilization(job);
-    let share = job.usable(gpu.memory_bytes) as f64 / gpu.memory_bytes as f64;
-    let util = ((share * 100.0).floor() / 100.0).min(default);
-    // Nothing of the GPU left (a reserve of all of it): the search says so, not a bad setting.
-    if util >= default || util <= 0.0 {
-        return Ok((job.clone(), None));
-    }
-    let mut j = job.clone();
-    j.set_engine("gpu_memory_utilization", util.into())?;
-    let note = format!(
-        "--gpu-memory-utilization {util} instead of vLLM's {default}: {} of {} is reserved",
-        crate::text::bytes(job.reserve),
-        crate::text::bytes(gpu.memory_bytes)
-    );
-    Ok((j, Some(note)))
-}
-
 /// The searches by engine: vLLM's KV pool, llama.cpp's GPU layers and then the batch and
 /// sequence limits at them, or the batch and sequence limits of a PyTorch step.
-fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError> {
+fn search(
+    engine: &dyn Engine,
+    model: &ModelInput,
+    job: &ResolvedJob,
+) -> Result<FitAnswer, CoreError> {
     let gpu_id = job
         .gpu
         .as_deref()
@@ -183,23 +153,20 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         return Ok(no_architecture(gpu, job));
     };
     let max_pos = spec.max_position_embeddings;
-    if let (Framework::Vllm, Task::Infer) = (job.framework, job.task) {
-        return vllm_fit(model, spec, job, gpu, max_pos);
-    }
-    if let (Framework::Sglang, Task::Infer) = (job.framework, job.task) {
-        return crate::fit_engines::sglang_fit(model, spec, job, gpu, max_pos);
+    let s = FitSearch {
+        model,
+        spec,
+        job,
+        gpu,
+        capacity,
+        max_pos,
+    };
+    if let Some(answer) = engine.fit_search(&s)? {
+        return Ok(answer);
     }
     let mut notes = Vec::new();
     let mut evals = 0u64;
-    let max_gpu_layers = match (job.framework, job.task) {
-        (Framework::LlamaCpp, Task::Infer) => {
-            most_gpu_layers(model, spec, job, capacity, &mut evals)?
-        }
-        (Framework::Ollama, Task::Infer) => {
-            ollama_gpu_layers(model, spec, job, capacity, &mut evals, &mut notes)?
-        }
-        _ => None,
-    };
+    let max_gpu_layers = engine.fit_gpu_layers(&s, &mut evals, &mut notes)?;
     // llama.cpp: when every layer on the GPU does not fit, the limits below are those at the
     // most layers that do (`-ngl N`), with the rest in host RAM.
     let at_ngl = match max_gpu_layers {
@@ -217,12 +184,10 @@ fn search(model: &ModelInput, job: &ResolvedJob) -> Result<FitAnswer, CoreError>
         fits_in(model, &j, capacity, &mut evals)
     })?;
     let infer = job.task == Task::Infer;
-    let (longest, limited, seq_cap) = if job.framework == Framework::Ollama && infer {
-        crate::fit_engines::longest_num_ctx(job, max_pos, |j| {
-            fits_in(model, j, capacity, &mut evals)
-        })?
-    } else {
-        longest_sequence(model, job, capacity, max_pos, &mut evals)?
+    let mut fits = |j: &ResolvedJob| fits_in(model, j, capacity, &mut evals);
+    let (longest, limited, seq_cap) = match engine.fit_longest(job, max_pos, &mut fits) {
+        Some(found) => found?,
+        None => longest_sequence(model, job, capacity, max_pos, &mut evals)?,
     };
     if limited {
         notes.push(format!(
@@ -261,57 +226,6 @@ fn no_architecture(gpu: &crate::gpu::Gpu, job: &ResolvedJob) -> FitAnswer {
     }
 }
 
-/// llama.cpp: the most layers `-ngl` puts on the GPU within `capacity` (the block count + 1
-/// is the output layer too). Memory grows with every layer moved to the GPU: the largest that
-/// fits, counted down.
-fn most_gpu_layers(
-    model: &ModelInput,
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    capacity: u64,
-    evals: &mut u64,
-) -> Result<Option<u64>, CoreError> {
-    let all = spec.num_layers() + 1;
-    for ngl in (0..=all).rev() {
-        let mut j = job.clone();
-        j.set_engine("n_gpu_layers", ngl.into())?;
-        if fits_in(model, &j, capacity, evals)? {
-            return Ok(Some(ngl));
-        }
-    }
-    Ok(None)
-}
-
-/// ollama without `num_gpu`: the layers it places itself, leaving llama-server's fit margin
-/// free (`estimate::serving::LLAMA_FIT_TARGET`, as the estimate's own layer choice does), so
-/// `fit` and `estimate` name the same count; with a note of how many more would fit with no
-/// margin. With the user's `num_gpu`, the most that fit (as llama.cpp's `-ngl`).
-fn ollama_gpu_layers(
-    model: &ModelInput,
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    capacity: u64,
-    evals: &mut u64,
-    notes: &mut Vec<String>,
-) -> Result<Option<u64>, CoreError> {
-    let tight = most_gpu_layers(model, spec, job, capacity, evals)?;
-    if job.engine.n_gpu_layers.is_some() {
-        return Ok(tight);
-    }
-    let margin = crate::estimate::serving::LLAMA_FIT_TARGET;
-    let own = most_gpu_layers(model, spec, job, capacity.saturating_sub(margin), evals)?;
-    if let (Some(t), Some(o)) = (tight, own) {
-        if t > o {
-            notes.push(format!(
-                "num_gpu {o} is what ollama picks itself: its server's fit keeps {} free \
-                 (llama-server --fit-target); num_gpu {t} also fits, with less than that free",
-                crate::text::bytes(margin)
-            ));
-        }
-    }
-    Ok(own.or(tight))
-}
-
 /// The job at `-ngl n`, with a note of what stays in host RAM when not every layer is on the
 /// GPU.
 fn at_gpu_layers(
@@ -328,10 +242,7 @@ fn at_gpu_layers(
         .and_then(|r| crate::advice::host_bytes(&r))
         .unwrap_or(0);
     if n < spec.num_layers() + 1 {
-        let flag = match job.framework {
-            Framework::Ollama => "num_gpu",
-            _ => "-ngl",
-        };
+        let flag = crate::engines::settings::layers_flag(job.framework);
         notes.push(format!(
             "fits with {flag} {n}, {} in host RAM (the limits are at {flag} {n})",
             crate::text::bytes(host)
@@ -374,98 +285,3 @@ fn longest_sequence(
 }
 
 pub use crate::advice::whatif::{what_if, WhatIf};
-
-/// vLLM: what fits in the KV pool the engine would allocate (its start-up log's "GPU KV cache
-/// size" and "Maximum concurrency"): the most sequences at the job's context, and the longest
-/// context at the job's batch (paged in `block_size` tokens).
-fn vllm_fit(
-    model: &ModelInput,
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    gpu: &crate::gpu::Gpu,
-    max_pos: Option<u64>,
-) -> Result<FitAnswer, CoreError> {
-    let report = estimate(model, job)?;
-    // The engine takes its share whatever else runs; past the reserve, nothing fits.
-    let over_reserve = job.reserve > 0
-        && report
-            .per_gpu
-            .device_total
-            .is_some_and(|t| t > job.usable(gpu.memory_bytes));
-    let pool = if over_reserve {
-        0
-    } else {
-        report.per_gpu.kv_pool.unwrap_or(0)
-    };
-    let context = job.seq + job.new_tokens;
-    let max_batch = Some(crate::estimate::engines::vllm_concurrent_requests(
-        spec, job, pool, context,
-    )?)
-    .filter(|b| *b >= 1);
-    let cap = report
-        .engine
-        .as_ref()
-        .and_then(|e| e.get("max_model_len"))
-        .and_then(|v| v.as_u64())
-        .or(max_pos)
-        .unwrap_or(1 << 22);
-    let mut evals = 1u64;
-    let max_context = largest(cap, |c| {
-        evals += 1;
-        Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
-    })?;
-    let limited = max_context == Some(cap);
-    let longest_request = crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)?;
-    let mut notes = vec![format!(
-        "vLLM's KV pool on {}: {}",
-        gpu.id,
-        pool_text(&report)
-    )];
-    if limited {
-        notes.push(format!("the context search stopped at max_model_len {cap}"));
-    }
-    if over_reserve {
-        notes.push(format!(
-            "vLLM's share of {} does not leave the {} reserved free: lower \
-             --gpu-memory-utilization",
-            gpu.id,
-            crate::text::bytes(job.reserve)
-        ));
-    }
-    Ok(FitAnswer {
-        max_batch,
-        max_context,
-        seq_limited_by_model: limited,
-        model_max_positions: max_pos,
-        evaluations: evals,
-        notes,
-        longest_request,
-        ..FitAnswer::on(gpu, job.reserve)
-    })
-}
-
-/// vLLM's KV pool in words: "12.50 GiB, holds 40,960 tokens = 5.0 sequences of max_model_len
-/// 8,192" (tokens = blocks × block size, as vLLM's "GPU KV cache size" line counts them).
-pub fn pool_text(report: &crate::report::Report) -> String {
-    let pool = report.per_gpu.kv_pool.unwrap_or(0);
-    let get = |k: &str| {
-        report
-            .engine
-            .as_ref()
-            .and_then(|e| e.get(k))
-            .and_then(|v| v.as_u64())
-    };
-    let size = crate::text::bytes(pool);
-    match (get("num_blocks"), get("block_size"), get("max_model_len")) {
-        (Some(blocks), Some(block), Some(len)) if len > 0 => {
-            let tokens = blocks * block;
-            format!(
-                "{size}, holds {} tokens = {:.1} sequences of max_model_len {}",
-                crate::text::thousands(tokens),
-                tokens as f64 / len as f64,
-                crate::text::thousands(len)
-            )
-        }
-        _ => size,
-    }
-}

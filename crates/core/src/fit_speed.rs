@@ -4,7 +4,7 @@
 
 use crate::error::CoreError;
 use crate::estimate::{estimate, ModelInput};
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 pub use crate::report::LayersSpeed;
 use crate::report::Throughput;
 
@@ -29,7 +29,7 @@ pub fn gpu_layers_speed(
     let (Some(max), Task::Infer) = (max_gpu_layers, job.task) else {
         return Ok(Vec::new());
     };
-    if !matches!(job.framework, Framework::LlamaCpp | Framework::Ollama) {
+    if crate::engines::settings::spec(job.framework).is_none_or(|e| e.layers_flag().is_none()) {
         return Ok(Vec::new());
     }
     let mut rows = Vec::new();

@@ -1,7 +1,7 @@
 //! When no change of a serving job's own engine fits — a model larger than the GPU under
 //! vLLM, SGLang or transformers — the way such a model is run on one card: llama.cpp with a
 //! GGUF quant and the layers that do not fit in host RAM (`src/llama-model.cpp` `load_tensors`
-//! puts the last `-ngl` blocks on the GPU and the rest on the CPU; `engines::llamacpp_split`).
+//! puts the last `-ngl` blocks on the GPU and the rest on the CPU; `engines::llamacpp::split`).
 
 use super::{flags, Advice};
 use crate::error::CoreError;
@@ -17,10 +17,9 @@ const SWITCH_COST: u32 = 4;
 /// does not apply: not inference, already a GGUF engine, several GPUs (a layout llama.cpp's
 /// layer split, not modelled here, would serve), or no tensors to split.
 fn to_llamacpp(model: &ModelInput, job: &ResolvedJob) -> Option<ResolvedJob> {
-    let engine = matches!(
-        job.framework,
-        Framework::Vllm | Framework::Sglang | Framework::Pytorch
-    );
+    // An engine that holds every layer on the GPU (not a training framework).
+    let engine =
+        crate::engines::settings::spec(job.framework).is_some_and(|e| e.layers_flag().is_none());
     if job.task != Task::Infer || !engine || job.parallel.gpus != 1 {
         return None;
     }

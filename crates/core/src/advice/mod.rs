@@ -4,6 +4,7 @@
 //! are returned as the CLI flags to add, the job fields they change, the device total and
 //! headroom, and what they give up.
 
+pub(crate) mod context;
 mod engine_switch;
 pub mod flags;
 pub mod order;
@@ -80,28 +81,8 @@ pub fn context<'a>(model: &'a ModelInput, job: &ResolvedJob) -> Ctx<'a> {
         // A checkpoint that cannot be read as a format is fixed too: nothing is swapped for it.
         weights_fixed: !crate::estimate::effective_weights(model, job)
             .is_ok_and(|w| w == job.weights.value),
-        vllm_longest_request: vllm_longest_request(model, job),
+        vllm_longest_request: crate::engines::engine(job.framework).longest_request(model, job),
     }
-}
-
-/// vLLM: the longest request the job's KV pool holds, at most its `max_model_len` (the job's
-/// or the model's), as `fit` finds it; `None` for other engines or when nothing fits.
-fn vllm_longest_request(model: &ModelInput, job: &ResolvedJob) -> Option<u64> {
-    use crate::job::{Framework, Task};
-    let spec = model.spec.as_ref()?;
-    if (job.framework, job.task) != (Framework::Vllm, Task::Infer) {
-        return None;
-    }
-    let report = estimate(model, job).ok()?;
-    let pool = report.per_gpu.kv_pool?;
-    let cap = job
-        .engine
-        .max_model_len
-        .or(spec.max_position_embeddings)
-        .unwrap_or(1 << 22);
-    crate::estimate::engines::vllm_longest_request(spec, job, pool, cap)
-        .ok()
-        .flatten()
 }
 
 /// Applies the techniques `combo` (indices into `TECHNIQUES`, ascending) to `job`; `None` when
@@ -357,12 +338,6 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
         env: flags::env(base, to),
         reserve_estimated: report.per_gpu.allocator.is_none()
             && report.per_gpu.peak_reserved.is_some()
-            && !matches!(
-                to.framework,
-                crate::job::Framework::Vllm
-                    | crate::job::Framework::Sglang
-                    | crate::job::Framework::LlamaCpp
-                    | crate::job::Framework::Ollama
-            ),
+            && !crate::engines::settings::spec(to.framework).is_some_and(|e| e.sizes_own_memory()),
     }
 }

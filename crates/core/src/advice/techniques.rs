@@ -22,13 +22,13 @@
 //!
 //! A combination's cost is the sum of its techniques' points.
 
+pub use super::context::Ctx;
 use crate::estimate::kv::KvDtype;
-use crate::estimate::quant::{self, FileType, GgufFormat, WeightFormat};
+use crate::estimate::quant::WeightFormat;
 use crate::job::{
     AttentionKernel, Checkpointing, Framework, LossKernel, Offload, Optimizer, Peft, PeftMethod,
     Precision, ResolvedJob, Spelled, Task,
 };
-use crate::model::ModelSpec;
 
 /// Techniques of one group exclude each other in a combination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,22 +53,6 @@ pub enum Group {
     Context,
     /// The caching allocator's settings (`PYTORCH_CUDA_ALLOC_CONF`).
     Allocator,
-}
-
-/// What the search knows about the job beside its fields.
-pub struct Ctx<'a> {
-    pub spec: Option<&'a ModelSpec>,
-    /// The model has `q_proj` weights (LoRA's default targets).
-    pub lora_targets: bool,
-    /// The model ends in a language-model head (the loss's b·s·V terms).
-    pub lm_head: bool,
-    /// The GPU computes in bf16 (Ampere and later).
-    pub bf16: bool,
-    /// The checkpoint already fixes the weights' format (a GGUF file, a quantized config).
-    pub weights_fixed: bool,
-    /// vLLM: the longest request the job's KV pool holds, at most its current `max_model_len`
-    /// (`engines::vllm_longest_request`); `None` for other engines or an empty pool.
-    pub vllm_longest_request: Option<u64>,
 }
 
 /// One technique: `apply` changes the job and says whether it applied (false: not for this
@@ -361,173 +345,32 @@ fn offload(j: &mut ResolvedJob, _: &Ctx, param: u64) -> bool {
     ok
 }
 
-/// Sets an engine setting; false (the technique does not apply) if the engine refuses it.
-fn set_engine(j: &mut ResolvedJob, key: &str, v: serde_json::Value) -> bool {
-    j.set_engine(key, v).is_ok()
-}
-
-fn vllm(j: &ResolvedJob) -> bool {
-    j.task == Task::Infer && j.framework == Framework::Vllm
-}
-
-fn llamacpp(j: &ResolvedJob) -> bool {
-    j.task == Task::Infer && j.framework == Framework::LlamaCpp
-}
-
-fn sglang(j: &ResolvedJob) -> bool {
-    j.task == Task::Infer && j.framework == Framework::Sglang
-}
-
-fn ollama(j: &ResolvedJob) -> bool {
-    j.task == Task::Infer && j.framework == Framework::Ollama
-}
-
-/// llama.cpp or ollama (llama-server underneath): the same layer split and KV types.
-fn ggml_engine(j: &ResolvedJob) -> bool {
-    llamacpp(j) || ollama(j)
-}
-
-/// SGLang: `context_length` = the job's own context (prompt + generated). The request table
-/// beside the pool holds `max_running_requests + 1` rows of `context_length + 4` slots
-/// (`sglang.rs`), so a model's 128K default costs GBs no request of the job uses.
-fn sglang_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
-    let need = j.seq + j.new_tokens;
-    let current = j
-        .engine
-        .context_length
-        .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
-        .unwrap_or(u64::MAX);
-    sglang(j) && current > need && set_engine(j, "context_length", need.into())
-}
-
-/// ollama: `num_ctx` = the job's own context: llama-server holds `num_ctx` cells per slot
-/// whatever the prompt (`serving.rs`), and ollama's default grows with the GPU's memory.
-fn ollama_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
-    let need = j.seq + j.new_tokens;
-    let gpu = j.gpu.as_deref().and_then(|g| crate::gpu::find(g).ok());
-    let current = match (j.engine.num_ctx, c.spec) {
-        (Some(n), _) => n,
-        (None, Some(s)) => crate::estimate::serving::ollama_default_num_ctx(s, j, gpu),
-        (None, None) => return false,
-    };
-    ollama(j) && current > need && set_engine(j, "num_ctx", need.into())
-}
-
-/// SGLang: `mem_fraction_static` 0.05 above the current one (SGLang's default for the GPU,
-/// `sglang.rs`), at most 0.95: more of the free memory for the token pool, less for a prefill
-/// chunk and the CUDA graphs (the remedy SGLang's own "Not enough memory" error names).
-fn sglang_fraction(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
-    if !sglang(j) {
-        return false;
-    }
-    let now = j.engine.mem_fraction_static.unwrap_or_else(|| {
-        let Some(g) = j.gpu.as_deref().and_then(|g| crate::gpu::find(g).ok()) else {
-            return 1.0;
-        };
-        let mib = g.memory_bytes >> 20;
-        let tp = j.parallel.tp.max(1);
-        let (chunk, graphs) = crate::estimate::sglang::default_chunk_and_graphs(mib, tp);
-        crate::estimate::sglang::default_mem_fraction_static(
-            mib,
-            j.engine.chunked_prefill_size.unwrap_or(chunk),
-            j.engine.cuda_graph_max_bs.unwrap_or(graphs),
-            tp,
-            j.parallel.pp.max(1),
-        )
-    });
-    let to = ((now + 0.05).min(0.95) * 1000.0).round() / 1000.0;
-    now < to && set_engine(j, "mem_fraction_static", to.into())
-}
-
-/// vLLM: `max_model_len` = the longest request its KV pool holds (what `fit` launches with),
-/// else the job's own context (prompt + generated) in whole blocks of 16: vLLM refuses to
-/// start when one request of `max_model_len` does not fit the pool
-/// (`vllm/v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory`), so a model's long
-/// default is lowered to what the pool holds, not to the job's context.
-fn max_model_len(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
-    let context = j.seq + j.new_tokens;
-    let need = match c.vllm_longest_request {
-        Some(n) if n >= context => n,
-        _ => context.div_ceil(16) * 16,
-    };
-    let current = j
-        .engine
-        .max_model_len
-        .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
-        .unwrap_or(u64::MAX);
-    vllm(j) && current > need && set_engine(j, "max_model_len", need.into())
-}
-
-/// vLLM: `gpu_memory_utilization` 0.95 (from the default 0.9).
-fn utilization(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
-    let now = j.engine.utilization_or_default();
-    vllm(j) && now < 0.95 && set_engine(j, "gpu_memory_utilization", 0.95.into())
-}
-
-/// A smaller KV dtype: `param` 8 = 8-bit (vLLM fp8, transformers int8, llama.cpp q8_0),
-/// 4 = llama.cpp q4_0.
+/// A smaller KV dtype: `param` 8 = 8-bit, 4 = 4-bit, in the engine's own spelling
+/// (`EngineSpec::kv_quant`: vLLM fp8, transformers int8, llama.cpp q8_0 / q4_0).
 fn kv_dtype(j: &mut ResolvedJob, _: &Ctx, bits: u64) -> bool {
-    let to = match (j.framework, bits) {
-        (Framework::LlamaCpp, 8) => (KvDtype::Q8_0, "q8_0"),
-        (Framework::LlamaCpp, _) => (KvDtype::Q4_0, "q4_0"),
-        (Framework::Ollama, 8) => (KvDtype::Q8_0, "q8_0"),
-        (Framework::Ollama, _) => (KvDtype::Q4_0, "q4_0"),
-        (Framework::Vllm, 8) => (KvDtype::Byte, "fp8"),
-        // SGLang's `--kv-cache-dtype fp8_e5m2` (server_args.py choices).
-        (Framework::Sglang, 8) => (KvDtype::Byte, "fp8_e5m2"),
-        (_, 8) => (KvDtype::Byte, "int8"),
-        _ => return false,
+    let Some(to) = crate::engines::settings::kv_quant(j.framework, bits) else {
+        return false;
     };
     // No `kv_dtype`: the activation dtype, 16 or 32 bits.
     let now = j.kv_dtype.as_ref().map(|k| k.value);
     let small = matches!(now, Some(KvDtype::Byte | KvDtype::Q8_0 | KvDtype::Q4_0));
     let ok = j.task == Task::Infer && !small;
-    let ok = ok || (bits == 4 && now == Some(KvDtype::Q8_0) && ggml_engine(j));
+    let ok = ok || (bits == 4 && now == Some(KvDtype::Q8_0) && super::context::splits_layers(j));
     if ok {
         j.kv_dtype = Some(Spelled::new(to.0, to.1));
     }
     ok
 }
 
-/// Quantized weights for serving: `param` 8 or 4 bits, in the engine's own format.
+/// Quantized weights for serving: `param` 8 or 4 bits, in the engine's own format
+/// (`EngineSpec::weights_quant`).
 fn weights(j: &mut ResolvedJob, c: &Ctx, bits: u64) -> bool {
-    let (format, text) = match (j.framework, bits) {
-        (Framework::Vllm, 8) => (WeightFormat::Fp8 { block: None }, "fp8"),
-        (Framework::Vllm, _) => (
-            WeightFormat::Awq {
-                bits: 4,
-                group: Some(quant::DEFAULT_GROUP),
-            },
-            "awq:4",
-        ),
-        // ollama runs llama.cpp's GGUF files (its library's tags are GGUF quants).
-        (Framework::LlamaCpp | Framework::Ollama, 8) => (
-            WeightFormat::Gguf(GgufFormat::Mix(FileType::Q8_0)),
-            "gguf:Q8_0",
-        ),
-        (Framework::LlamaCpp | Framework::Ollama, _) => (
-            WeightFormat::Gguf(GgufFormat::Mix(FileType::Q4_K_M)),
-            "gguf:Q4_K_M",
-        ),
-        (_, 8) => (WeightFormat::Int8, "int8"),
-        _ => (WeightFormat::Nf4, "nf4"),
-    };
+    let (format, text) = crate::engines::settings::weights_quant(j.framework, bits);
     let ok = j.task == Task::Infer && !c.weights_fixed && j.weights.value.is_none();
     if ok {
         j.weights = Spelled::new(format, text);
     }
     ok
-}
-
-/// llama.cpp: `param` sixteenths of the blocks on the GPU (`-ngl`, at least 1), the rest on
-/// the CPU.
-fn gpu_layers(j: &mut ResolvedJob, c: &Ctx, sixteenths: u64) -> bool {
-    let Some(layers) = c.spec.map(|s| s.num_layers()) else {
-        return false;
-    };
-    let ngl = (layers * sixteenths / 16).max(1);
-    let now = j.engine.n_gpu_layers.unwrap_or(layers + 1);
-    ggml_engine(j) && ngl < now.min(layers + 1) && set_engine(j, "n_gpu_layers", ngl.into())
 }
 
 /// Fewer concurrent sequences (not vLLM, whose pool does not depend on the batch).
@@ -553,7 +396,7 @@ fn shorter_prompt(j: &mut ResolvedJob, _: &Ctx, _: u64) -> bool {
 }
 
 macro_rules! t {
-    ($name:literal, $group:ident, $cost:literal, $param:literal, $apply:ident, $gives:literal) => {
+    ($name:literal, $group:ident, $cost:literal, $param:literal, $apply:path, $gives:literal) => {
         Technique {
             name: $name,
             group: Group::$group,
@@ -575,7 +418,7 @@ macro_rules! ngl {
             cost: $cost,
             gives_up: "host RAM and speed: the other layers run on the CPU",
             param: $k,
-            apply: gpu_layers,
+            apply: crate::engines::llamacpp::advice::gpu_layers,
         }
     };
 }
@@ -588,7 +431,7 @@ pub const TECHNIQUES: &[Technique] = &[
        "nothing: the same update in one fused kernel, without foreach's scratch"),
     t!("flash attention", Attention, 1, 0, flash,
        "nothing: the same attention without the s×s probabilities"),
-    t!("vLLM max_model_len = the longest request the KV pool holds", EngineLen, 1, 0, max_model_len,
+    t!("vLLM max_model_len = the longest request the KV pool holds", EngineLen, 1, 0, crate::engines::vllm::advice::max_model_len,
        "requests longer than the KV pool holds are refused (the model's full context)"),
     t!("chunked cross-entropy", Loss, 2, 0, chunked_loss,
        "nothing: the same loss, chunk by chunk (needs a fused linear cross-entropy such as Liger-Kernel)"),
@@ -600,13 +443,13 @@ pub const TECHNIQUES: &[Technique] = &[
        "a little speed: smaller micro-batches, the same global batch"),
     t!("micro-batch 1 with accumulation", MicroBatch, 4, 0, micro_batch,
        "speed: micro-batch 1, the same global batch by accumulation"),
-    t!("vLLM gpu_memory_utilization 0.95", EngineUtil, 2, 0, utilization,
+    t!("vLLM gpu_memory_utilization 0.95", EngineUtil, 2, 0, crate::engines::vllm::advice::utilization,
        "less GPU memory left to other processes"),
-    t!("SGLang context_length = the job's context", EngineLen, 1, 0, sglang_context,
+    t!("SGLang context_length = the job's context", EngineLen, 1, 0, crate::engines::sglang::advice::sglang_context,
        "longer requests than the job's own context are refused"),
-    t!("ollama num_ctx = the job's context", EngineLen, 1, 0, ollama_context,
+    t!("ollama num_ctx = the job's context", EngineLen, 1, 0, crate::engines::ollama::advice::ollama_context,
        "longer prompts than the job's own context are truncated"),
-    t!("SGLang mem_fraction_static +0.05", EngineUtil, 2, 0, sglang_fraction,
+    t!("SGLang mem_fraction_static +0.05", EngineUtil, 2, 0, crate::engines::sglang::advice::sglang_fraction,
        "less room for a prefill chunk and the CUDA graphs"),
     t!("selective checkpointing", Checkpointing, 3, 1, checkpoint,
        "a little speed: the attention core recomputed (~3 % more compute)"),

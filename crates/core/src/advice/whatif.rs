@@ -117,7 +117,8 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         rows.push(WhatIf {
             kv_tokens,
             kv_tokens_gained: base_tokens.zip(kv_tokens).map(|(b, t)| t as i64 - b as i64),
-            concurrent_requests: concurrent(model, &j, &r),
+            concurrent_requests: crate::engines::engine(j.framework)
+                .concurrent_requests(model, &j, &r),
             host_bytes: super::host_bytes(&r),
             reserve_estimated: base.per_gpu.allocator.is_some() && r.per_gpu.allocator.is_none(),
             technique: name,
@@ -154,17 +155,6 @@ fn pool_tokens(r: &crate::report::Report) -> Option<u64> {
         (Some(n), Some(b)) => Some(n * b),
         _ => get("max_total_tokens"),
     }
-}
-
-/// vLLM: the requests of `job`'s context its pool holds at once; `None` for other engines.
-fn concurrent(model: &ModelInput, job: &ResolvedJob, r: &crate::report::Report) -> Option<u64> {
-    if (job.framework, job.task) != (Framework::Vllm, Task::Infer) {
-        return None;
-    }
-    let spec = model.spec.as_ref()?;
-    let pool = r.per_gpu.kv_pool?;
-    let context = job.seq + job.new_tokens;
-    crate::estimate::engines::vllm_concurrent_requests(spec, job, pool, context).ok()
 }
 
 /// The rate a job's time per token is judged by: tokens/s per GPU (train) or decode tokens/s

@@ -75,10 +75,8 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
 /// serving engines (vLLM's `mamba_ssm_cache_dtype` "auto") unless the config says fp32.
 /// Constant in context length; 0 for a model without such layers.
 pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64, framework: Framework) -> u64 {
-    let in_transformers = !matches!(
-        framework,
-        Framework::Vllm | Framework::Sglang | Framework::LlamaCpp | Framework::Ollama
-    );
+    let in_transformers =
+        crate::engines::settings::spec(framework).is_none_or(|e| e.transformers_cache());
     spec.decoder
         .layers
         .iter()
@@ -104,10 +102,7 @@ pub fn generate_cache_tokens(job: &ResolvedJob) -> u64 {
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = kv_width(job);
-    let page = match job.framework {
-        Framework::Vllm => job.engine.block_size_or_default(),
-        _ => 1,
-    };
+    let page = crate::engines::settings::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
     let enc_dec = spec.encoder.is_some();
     // The decoder's own tokens: all of them for a decoder-only model; for an encoder-decoder
     // model only the generated ones, the input going to the encoder.

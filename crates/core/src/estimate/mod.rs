@@ -17,7 +17,6 @@ pub mod overhead;
 pub mod quant;
 pub mod rl;
 pub mod serving;
-pub mod sglang;
 pub mod stages;
 pub mod states;
 pub mod tape;

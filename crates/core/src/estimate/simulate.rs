@@ -5,7 +5,7 @@
 
 use super::activations::{self, ForwardPlan};
 use super::input::ModelInput;
-use super::serving::{llamacpp_device, non_torch_bytes, Device};
+use super::serving::{non_torch_bytes, Device};
 use super::states::{self, StateBytes};
 use super::{overhead, techniques};
 use crate::error::CoreError;
@@ -139,20 +139,25 @@ pub(crate) fn run_edited(
             None
         }
     };
-    let device = match (job.framework, job.task, &model.spec, &model.inventory) {
-        (Framework::Vllm, Task::Infer, Some(spec), _) => {
-            vllm_device(spec, job, gpu, &st, &mut warnings)?
+    let served = match &model.spec {
+        Some(spec) if job.task == Task::Infer => {
+            let s = crate::engines::device::Served {
+                model,
+                spec,
+                job,
+                gpu,
+                states: &st,
+            };
+            match crate::engines::devices::device_of(job.framework) {
+                Some(e) => e.device(&s, &mut warnings)?,
+                None => None,
+            }
         }
-        (Framework::LlamaCpp, Task::Infer, Some(spec), Some(inv)) => {
-            llamacpp_device(model, spec, inv, job, gpu, &mut warnings)?
-        }
-        (Framework::Sglang, Task::Infer, Some(spec), _) => {
-            super::serving::sglang_device(spec, job, gpu, &st, &mut warnings)?
-        }
-        (Framework::Ollama, Task::Infer, Some(spec), Some(inv)) => {
-            super::serving::ollama_device(model, spec, inv, job, gpu, &mut warnings)?
-        }
-        _ => pytorch_device(model, job, gpu, &st, plan.as_deref(), edit.is_some())?,
+        _ => None,
+    };
+    let device = match served {
+        Some(d) => d,
+        None => pytorch_device(model, job, gpu, &st, plan.as_deref(), edit.is_some())?,
     };
     let host_activations = techniques::host_activation_bytes(job, plan.as_deref());
     techniques::warnings(job, &st, host_activations, &mut warnings);
@@ -313,104 +318,6 @@ fn generate_kv(spec: &crate::model::ModelSpec, job: &ResolvedJob) -> Result<Gene
     })
 }
 
-/// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from
-/// `gpu_memory_utilization` (`engines.rs`); this job's own sequences' KV inside the pool.
-fn vllm_device(
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    gpu: Option<&crate::gpu::Gpu>,
-    st: &StateBytes,
-    warnings: &mut Vec<String>,
-) -> Result<Device, CoreError> {
-    let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
-    let capacity = device.map_or(0, |g| g.memory_bytes);
-    if gpu.is_none() {
-        warnings.push(
-            "vLLM sizes its KV pool from the GPU's memory: with no --gpu, an A100 80GB is \
-             assumed"
-                .into(),
-        );
-    }
-    let non_torch = non_torch_bytes(gpu, job);
-    let b = super::engines::vllm_budget(spec, job, capacity, st.resident.parameters, non_torch)?;
-    let job_kv = super::engines::kv_bytes_per_gpu(
-        spec,
-        job,
-        job.batch,
-        job.seq.saturating_add(job.new_tokens),
-    )?;
-    let engine_starts = vllm_warnings(spec, job, &b, job_kv, warnings)?;
-    let mut components = Components {
-        parameters: b.weights,
-        kv_cache: job_kv,
-        temporaries: b.profile_peak + b.cuda_graphs,
-        cuda_context: non_torch,
-        ..Components::default()
-    };
-    let allocated = components.allocated();
-    let reserved = b.weights + b.kv_pool + b.profile_peak + b.cuda_graphs;
-    components.allocator_reserve = reserved.saturating_sub(allocated);
-    Ok(Device {
-        components,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(reserved),
-        device_total: Some(reserved + non_torch),
-        peak_phase: Some("serving".into()),
-        kv_pool: Some(b.kv_pool),
-        timeline: vllm_timeline(&b, job_kv),
-        engine: Some(serde_json::to_value(&b).unwrap_or_default()),
-        engine_starts,
-        paged: 0,
-        allocator: None,
-    })
-}
-
-/// What vLLM would say of this job at start-up and under load; `false` when it would refuse to
-/// start (one request of `max_model_len` tokens must fit the pool).
-fn vllm_warnings(
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    b: &crate::report::VllmBudget,
-    job_kv: u64,
-    warnings: &mut Vec<String>,
-) -> Result<bool, CoreError> {
-    if job_kv > b.kv_pool {
-        warnings.push(format!(
-            "this job's {} sequences need {} of KV but vLLM's pool holds {}: requests \
-             would wait or be preempted",
-            job.batch,
-            crate::text::bytes(job_kv),
-            crate::text::bytes(b.kv_pool)
-        ));
-    }
-    let one_request = super::engines::kv_bytes_per_gpu(spec, job, 1, b.max_model_len)?;
-    let starts = one_request <= b.kv_pool;
-    if !starts {
-        // vLLM's own error names the longest that fits (`estimate_max_model_len`).
-        let longest = super::engines::vllm_longest_request(spec, job, b.kv_pool, b.max_model_len)?;
-        let lower = longest.map_or_else(
-            || "lower --max-model-len".to_string(),
-            |n| format!("--max-model-len {n} fits it"),
-        );
-        warnings.push(format!(
-            "vLLM would not start: one request of max_model_len {} tokens needs {} of KV \
-             but the pool holds {} (vllm/v1/core/kv_cache_utils.py \
-             check_enough_kv_cache_memory); {lower}, or free memory",
-            b.max_model_len,
-            crate::text::bytes(one_request),
-            crate::text::bytes(b.kv_pool)
-        ));
-    }
-    if job.seq + job.new_tokens > b.max_model_len {
-        warnings.push(format!(
-            "context {} is longer than max_model_len {}",
-            job.seq + job.new_tokens,
-            b.max_model_len
-        ));
-    }
-    Ok(starts)
-}
-
 /// The fit check against the GPU less the user's reserve (contract `reserve`).
 fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Option<Fit> {
     let (g, total) = (gpu?, device.device_total?);
@@ -501,49 +408,6 @@ fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings:
         )),
         Precision::Fp32 => {}
     }
-}
-
-/// vLLM's start-up as events: weights, the profile run, the KV pool, CUDA graphs, serving.
-fn vllm_timeline(b: &crate::report::VllmBudget, job_kv: u64) -> Vec<TimelinePoint> {
-    let point = |label: &'static str, pairs: &[(&'static str, u64)]| TimelinePoint {
-        phase: "startup".into(),
-        label: label.into(),
-        allocated: pairs.iter().map(|(_, v)| v).sum(),
-        by_category: pairs.iter().copied().filter(|(_, v)| *v > 0).collect(),
-    };
-    let mut serving = point(
-        "serving this job",
-        &[
-            ("parameters", b.weights),
-            ("kv_cache", job_kv.min(b.kv_pool)),
-            ("allocator_reserve", b.kv_pool.saturating_sub(job_kv)),
-            ("temporaries", b.profile_peak + b.cuda_graphs),
-        ],
-    );
-    serving.phase = "serving".into();
-    vec![
-        point("weights loaded", &[("parameters", b.weights)]),
-        point(
-            "profile run",
-            &[("parameters", b.weights), ("temporaries", b.profile_peak)],
-        ),
-        // The pool is reserved, not yet holding this job's KV: its free blocks are the
-        // allocator reserve of the per-GPU figures (labelled "KV pool (free blocks)"), the
-        // job's own KV its kv_cache, so the chart and the bar name the same bytes alike.
-        point(
-            "KV pool allocated",
-            &[("parameters", b.weights), ("allocator_reserve", b.kv_pool)],
-        ),
-        point(
-            "CUDA graphs captured",
-            &[
-                ("parameters", b.weights),
-                ("allocator_reserve", b.kv_pool),
-                ("temporaries", b.cuda_graphs),
-            ],
-        ),
-        serving,
-    ]
 }
 
 /// The event walk of one step.

@@ -1,5 +1,5 @@
 //! vLLM's start-up budget as the report shows it (`rl.generator.budget`); it is computed by
-//! `estimate::engines::vllm_budget`.
+//! `engines::vllm::budget::vllm_budget`.
 
 use serde::Serialize;
 

@@ -121,10 +121,7 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
         ));
     }
     if let Some(n) = answer.max_gpu_layers {
-        let flag = match r.framework {
-            vramscope_core::job::Framework::Ollama => "num_gpu",
-            _ => "-ngl",
-        };
+        let flag = vramscope_core::engines::layers_flag(r.framework);
         out.push_str(&format!("  most layers on the GPU ({flag}): {n}\n"));
         out.push_str(&layers_speed(flag, r, &answer.gpu_layers_speed));
     }

@@ -6,7 +6,7 @@
 //! - **generation**: the trainer's states stay resident (parameters, master weights, optimizer
 //!   states; gradients were freed by the last `zero_grad`), the reference model too, while a
 //!   vLLM engine in the same process holds its own copy of the weights, its KV pool (sized by
-//!   `gpu_memory_utilization` of the GPU's total, `engines::vllm_budget`), its forward working
+//!   `gpu_memory_utilization` of the GPU's total, `engines::vllm::budget::vllm_budget`), its forward working
 //!   set and CUDA graphs. Without a generator the policy generates itself (transformers'
 //!   `generate`, the `infer` estimate); with a generator elsewhere (`colocate: false`) this GPU
 //!   only waits.

@@ -196,7 +196,7 @@ fn generator_job(
     })
 }
 
-/// The colocated vLLM engine (`None` without one): its budget (`engines::vllm_budget` with no
+/// The colocated vLLM engine (`None` without one): its budget (`engines::vllm::budget::vllm_budget` with no
 /// memory of its own outside the allocator — the CUDA context is the trainer's process's), the
 /// round's rollouts, and vLLM's two start-up checks.
 pub(super) fn colocated_engine(
@@ -227,7 +227,7 @@ pub(super) fn colocated_engine(
     let weights = states::model_states(model, &gj, &mut Vec::new())?
         .resident
         .parameters;
-    let budget = engines::vllm_budget(spec, &gj, capacity, weights, 0)?;
+    let budget = crate::engines::vllm::budget::vllm_budget(spec, &gj, capacity, weights, 0)?;
     let rollouts = rollouts(rl, &budget, sequences);
     let r = Resident::of(step);
     let trainer_at_startup = r.parameters + r.master_weights + reference + r.cuda_context;

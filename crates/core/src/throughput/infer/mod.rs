@@ -25,7 +25,7 @@ use super::compute::attention_forward_flops;
 use super::hardware::Hardware;
 use super::shape::ModelShape;
 use super::InferThroughput;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
 use crate::report::PerGpu;
 
@@ -72,12 +72,13 @@ pub fn rates(
 ) -> InferThroughput {
     let kv = Kv::of(spec, job, per_gpu);
     let masked = job.engine.static_cache();
-    let (prefill_s, step) = match job.framework {
-        Framework::LlamaCpp | Framework::Ollama => {
+    let served = crate::engines::settings::spec(job.framework);
+    let (prefill_s, step) = match served {
+        Some(e) if e.layers_flag().is_some() => {
             let placement = split::Placement::of(engine, per_gpu, kv.mean);
             split::times(shape, job, hw, &placement)
         }
-        Framework::Vllm | Framework::Sglang => (
+        Some(e) if e.cuda_graphs() => (
             prefill_s(shape, job, hw, per_gpu.components.parameters as f64, None),
             // The fused MoE kernels read the experts some token is routed to.
             graph_step(

@@ -1,5 +1,5 @@
 //! llama.cpp (and ollama, which runs it) with layers split between GPU and host by `-ngl`
-//! (`estimate::engines::llamacpp_split`): a decode step runs the layers in order, the host's on
+//! (`engines::llamacpp::split::llamacpp_split`): a decode step runs the layers in order, the host's on
 //! the CPU and the GPU's on the GPU, so its time is the sum of the two shares, each read at its
 //! own memory's bandwidth — a token reads every weight it passes once (the rule vLLM's
 //! maintainers give for CPU decode, vllm-project/vllm#7379: tokens/s = memory bandwidth /
@@ -12,7 +12,7 @@
 //! scheduler's split inputs), so the prompt costs its compute plus those copies.
 
 use super::{Bound, Step};
-use crate::estimate::engines::{LLAMACPP_OFFLOAD_MIN_BATCH, LLAMACPP_UBATCH};
+use crate::engines::llamacpp::split::{LLAMACPP_OFFLOAD_MIN_BATCH, LLAMACPP_UBATCH};
 use crate::job::ResolvedJob;
 use crate::report::PerGpu;
 use crate::throughput::hardware::{Hardware, MEMORY_FRACTION};

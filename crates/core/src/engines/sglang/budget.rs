@@ -19,8 +19,8 @@
 //!   `chunked_prefill_size` tokens and the CUDA graphs captured up to `cuda_graph_max_bs`
 //!   (`model_executor/cuda_graph_runner.py`).
 
-use super::engines::{forward_peak, kv_bytes_per_gpu};
 use crate::error::CoreError;
+use crate::estimate::engines::{forward_peak, kv_bytes_per_gpu};
 use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
 use serde::Serialize;

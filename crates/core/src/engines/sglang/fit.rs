@@ -1,42 +1,22 @@
-//! Fit for SGLang and ollama: what fits SGLang's token pool, with the static fraction lowered
-//! when its default leaves too little for activations and CUDA graphs; ollama's `num_ctx`
-//! made explicit (its VRAM-tier default) and searched instead of the prompt length.
+//! SGLang's fit: what fits its token pool, with the static fraction lowered when its default
+//! leaves too little for activations and CUDA graphs.
 
+use crate::compose::estimate;
 use crate::error::CoreError;
-use crate::estimate::{estimate, ModelInput};
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::estimate::input::ModelInput;
+use crate::job::{ResolvedJob, Task};
 use crate::report::FitAnswer;
 use crate::search::largest;
-
-/// ollama allocates `num_ctx` per slot whatever the prompt: the job's `num_ctx`, else ollama's
-/// default for this GPU (`estimate::serving::ollama_default_num_ctx`), set on the job so the
-/// searches and the launch read one value.
-pub fn ollama_with_num_ctx(model: &ModelInput, job: ResolvedJob) -> Result<ResolvedJob, CoreError> {
-    let (Framework::Ollama, Task::Infer, None, Some(spec)) =
-        (job.framework, job.task, job.engine.num_ctx, &model.spec)
-    else {
-        return Ok(job);
-    };
-    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
-    let n = crate::estimate::serving::ollama_default_num_ctx(spec, &job, gpu);
-    let mut j = job;
-    j.set_engine("num_ctx", n.into())?;
-    Ok(j)
-}
 
 /// SGLang with its default `mem_fraction_static` whose remainder cannot hold a prefill chunk
 /// and the CUDA graphs: the largest static fraction in hundredths below the default that fits
 /// the GPU (the user's own fraction is kept).
-pub fn sglang_within_capacity(
+pub(crate) fn sglang_within_capacity(
     model: &ModelInput,
     job: ResolvedJob,
 ) -> Result<(ResolvedJob, Option<String>), CoreError> {
-    let (Framework::Sglang, Task::Infer, None, Some(_)) = (
-        job.framework,
-        job.task,
-        job.engine.mem_fraction_static,
-        job.gpu.as_ref(),
-    ) else {
+    let (Task::Infer, None, Some(_)) = (job.task, job.engine.mem_fraction_static, job.gpu.as_ref())
+    else {
         return Ok((job, None));
     };
     let r = estimate(model, &job)?;
@@ -73,7 +53,7 @@ fn engine_u64(r: &crate::report::Report, k: &str) -> Option<u64> {
 /// SGLang: what fits its token pool (the radix cache's, one token per slot): the most
 /// sequences at the job's context, and the longest context at the job's batch, at most
 /// `context_length`; nothing when the engine does not fit the GPU or would not start.
-pub fn sglang_fit(
+pub(crate) fn sglang_fit(
     model: &ModelInput,
     spec: &crate::model::ModelSpec,
     job: &ResolvedJob,
@@ -123,37 +103,13 @@ pub fn sglang_fit(
         ));
     }
     Ok(FitAnswer {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
-        reserve: job.reserve,
         max_batch,
-        max_seq: None,
         max_context,
         seq_limited_by_model: limited,
         model_max_positions: max_pos,
-        max_gpu_layers: None,
         evaluations: evals,
         notes,
-        launch: None,
-        throughput_at_max_batch: None,
-        gpu_layers_speed: Vec::new(),
-        max_images: None,
         longest_request,
+        ..FitAnswer::on(gpu, job.reserve)
     })
-}
-
-/// ollama: the largest `num_ctx` per slot that fits at the job's layers, whether the search
-/// stopped at the model's maximum positions, and that cap.
-pub fn longest_num_ctx(
-    job: &ResolvedJob,
-    max_pos: Option<u64>,
-    mut fits: impl FnMut(&ResolvedJob) -> Result<bool, CoreError>,
-) -> Result<(Option<u64>, bool, u64), CoreError> {
-    let cap = max_pos.unwrap_or(1 << 22).max(1);
-    let best = largest(cap, |c| {
-        let mut j = job.clone();
-        j.set_engine("num_ctx", c.into())?;
-        fits(&j)
-    })?;
-    Ok((best, best == Some(cap) && max_pos.is_some(), cap))
 }

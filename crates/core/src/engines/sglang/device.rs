@@ -1,0 +1,136 @@
+//! SGLang's device: its own static-fraction budget (`budget.rs`) as the report's
+//! per-GPU figures, and what SGLang would say of the job.
+
+use crate::engines::device::{EngineDevice, Served};
+use crate::error::CoreError;
+use crate::estimate::serving::{non_torch_bytes, Device};
+use crate::estimate::state_bytes::StateBytes;
+use crate::gpu::Gpu;
+use crate::job::{Framework, ResolvedJob};
+use crate::model::ModelSpec;
+use crate::report::Components;
+use crate::text::bytes;
+
+impl EngineDevice for super::settings::Sglang {
+    fn framework(&self) -> Framework {
+        Framework::Sglang
+    }
+
+    fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
+        sglang_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+    }
+}
+
+/// SGLang serving: weights and the token pool in the static share, one prefill chunk's
+/// activations, the CUDA graphs and the request table outside it (`budget.rs`); this job's
+/// own sequences' KV inside the pool.
+pub(crate) fn sglang_device(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    gpu: Option<&Gpu>,
+    st: &StateBytes,
+    warnings: &mut Vec<String>,
+) -> Result<Device, CoreError> {
+    let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
+    let capacity = device.map_or(0, |g| g.memory_bytes);
+    if gpu.is_none() {
+        warnings.push(
+            "SGLang sizes its static share from the GPU's memory: with no --gpu, an A100 80GB \
+             is assumed"
+                .into(),
+        );
+    }
+    let non_torch = non_torch_bytes(gpu, job);
+    let b = crate::engines::sglang::budget::sglang_budget(
+        spec,
+        job,
+        capacity,
+        job.usable(capacity),
+        st.resident.parameters,
+        non_torch,
+    )?;
+    let ctx = job.seq.saturating_add(job.new_tokens);
+    let job_kv = crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, ctx)?;
+    let starts = sglang_warnings(job, &b, job_kv, warnings);
+    let mut components = Components {
+        parameters: b.weights,
+        kv_cache: job_kv,
+        temporaries: b.activations + b.cuda_graphs + b.req_to_token,
+        cuda_context: non_torch,
+        ..Components::default()
+    };
+    let allocated = components.allocated();
+    let reserved = b.weights + b.kv_pool + components.temporaries;
+    components.allocator_reserve = reserved.saturating_sub(allocated);
+    Ok(Device {
+        components,
+        peak_allocated: Some(allocated),
+        peak_reserved: Some(reserved),
+        device_total: Some(reserved + non_torch),
+        peak_phase: Some("serving".into()),
+        kv_pool: Some(b.kv_pool),
+        timeline: Vec::new(),
+        engine: Some(serde_json::to_value(&b).unwrap_or_default()),
+        engine_starts: starts,
+        paged: 0,
+        allocator: None,
+    })
+}
+
+/// What SGLang would say of this job; `false` when it would refuse to start (no room for a KV
+/// pool in the static share).
+fn sglang_warnings(
+    job: &ResolvedJob,
+    b: &crate::engines::sglang::budget::SglangBudget,
+    job_kv: u64,
+    warnings: &mut Vec<String>,
+) -> bool {
+    let ctx = job.seq.saturating_add(job.new_tokens);
+    if b.max_total_tokens == 0 {
+        warnings.push(format!(
+            "SGLang would not start: mem_fraction_static {} of the {} free leaves no KV pool \
+             beside {} of weights (model_runner.py: \"Not enough memory. Please try to \
+             increase --mem-fraction-static\")",
+            b.mem_fraction_static,
+            bytes(b.free_at_start),
+            bytes(b.weights)
+        ));
+        return false;
+    }
+    if job_kv > b.kv_pool {
+        warnings.push(format!(
+            "this job's {} sequences need {} of KV but SGLang's token pool holds {} ({} \
+             tokens): requests would wait or be retracted",
+            job.batch,
+            bytes(job_kv),
+            bytes(b.kv_pool),
+            crate::text::thousands(b.max_total_tokens)
+        ));
+    }
+    if ctx > b.context_length {
+        warnings.push(format!(
+            "context {ctx} is longer than context_length {}: SGLang rejects longer requests",
+            b.context_length
+        ));
+    }
+    if job.batch > b.max_running_requests {
+        warnings.push(format!(
+            "{} sequences exceed max_running_requests {}: the rest queue",
+            job.batch, b.max_running_requests
+        ));
+    }
+    let outside = b.activations + b.cuda_graphs + b.req_to_token;
+    let left = (b.free_at_start as f64 * (1.0 - b.mem_fraction_static)) as u64;
+    if outside > left {
+        warnings.push(format!(
+            "a prefill chunk of {} tokens, the CUDA graphs up to batch {} and the request \
+             table need {} but 1 − mem_fraction_static leaves {}: SGLang would run out of \
+             memory under load; lower --mem-fraction-static or --chunked-prefill-size",
+            b.chunked_prefill_size,
+            b.cuda_graph_max_bs,
+            bytes(outside),
+            bytes(left)
+        ));
+    }
+    true
+}

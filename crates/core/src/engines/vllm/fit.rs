@@ -1,0 +1,137 @@
+//! vLLM's fit: its default utilization lowered to leave the user's reserve free, and what
+//! fits the KV pool the engine would allocate.
+
+use crate::compose::estimate;
+use crate::error::CoreError;
+use crate::estimate::input::ModelInput;
+use crate::job::{ResolvedJob, Task};
+use crate::report::FitAnswer;
+use crate::search::largest;
+
+/// vLLM takes `gpu_memory_utilization × total` whatever else runs on the GPU, and refuses to
+/// start when less is free (`vllm/v1/worker/gpu_worker.py` `init_device`: "Free memory on
+/// device … on startup is less than desired GPU memory utilization"), so with a `reserve`
+/// and no utilization of the user's, the engine's default is lowered to the largest share in
+/// hundredths that leaves the reserve free: ⌊100 × (capacity − reserve) / capacity⌋ / 100.
+pub(crate) fn vllm_within_reserve(
+    job: &ResolvedJob,
+) -> Result<(ResolvedJob, Option<String>), CoreError> {
+    let set = job.engine.gpu_memory_utilization.is_some();
+    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
+    let (Task::Infer, false, Some(gpu)) = (job.task, set, gpu) else {
+        return Ok((job.clone(), None));
+    };
+    if job.reserve == 0 {
+        return Ok((job.clone(), None));
+    }
+    let default = crate::engines::vllm::budget::gpu_memory_utilization(job);
+    let share = job.usable(gpu.memory_bytes) as f64 / gpu.memory_bytes as f64;
+    let util = ((share * 100.0).floor() / 100.0).min(default);
+    // Nothing of the GPU left (a reserve of all of it): the search says so, not a bad setting.
+    if util >= default || util <= 0.0 {
+        return Ok((job.clone(), None));
+    }
+    let mut j = job.clone();
+    j.set_engine("gpu_memory_utilization", util.into())?;
+    let note = format!(
+        "--gpu-memory-utilization {util} instead of vLLM's {default}: {} of {} is reserved",
+        crate::text::bytes(job.reserve),
+        crate::text::bytes(gpu.memory_bytes)
+    );
+    Ok((j, Some(note)))
+}
+
+/// vLLM: what fits in the KV pool the engine would allocate (its start-up log's "GPU KV cache
+/// size" and "Maximum concurrency"): the most sequences at the job's context, and the longest
+/// context at the job's batch (paged in `block_size` tokens).
+pub(crate) fn vllm_fit(
+    model: &ModelInput,
+    spec: &crate::model::ModelSpec,
+    job: &ResolvedJob,
+    gpu: &crate::gpu::Gpu,
+    max_pos: Option<u64>,
+) -> Result<FitAnswer, CoreError> {
+    let report = estimate(model, job)?;
+    // The engine takes its share whatever else runs; past the reserve, nothing fits.
+    let over_reserve = job.reserve > 0
+        && report
+            .per_gpu
+            .device_total
+            .is_some_and(|t| t > job.usable(gpu.memory_bytes));
+    let pool = if over_reserve {
+        0
+    } else {
+        report.per_gpu.kv_pool.unwrap_or(0)
+    };
+    let context = job.seq + job.new_tokens;
+    let max_batch = Some(crate::engines::vllm::budget::vllm_concurrent_requests(
+        spec, job, pool, context,
+    )?)
+    .filter(|b| *b >= 1);
+    let cap = report
+        .engine
+        .as_ref()
+        .and_then(|e| e.get("max_model_len"))
+        .and_then(|v| v.as_u64())
+        .or(max_pos)
+        .unwrap_or(1 << 22);
+    let mut evals = 1u64;
+    let max_context = largest(cap, |c| {
+        evals += 1;
+        Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
+    })?;
+    let limited = max_context == Some(cap);
+    let longest_request = crate::engines::vllm::budget::vllm_longest_request(spec, job, pool, cap)?;
+    let mut notes = vec![format!(
+        "vLLM's KV pool on {}: {}",
+        gpu.id,
+        pool_text(&report)
+    )];
+    if limited {
+        notes.push(format!("the context search stopped at max_model_len {cap}"));
+    }
+    if over_reserve {
+        notes.push(format!(
+            "vLLM's share of {} does not leave the {} reserved free: lower \
+             --gpu-memory-utilization",
+            gpu.id,
+            crate::text::bytes(job.reserve)
+        ));
+    }
+    Ok(FitAnswer {
+        max_batch,
+        max_context,
+        seq_limited_by_model: limited,
+        model_max_positions: max_pos,
+        evaluations: evals,
+        notes,
+        longest_request,
+        ..FitAnswer::on(gpu, job.reserve)
+    })
+}
+
+/// vLLM's KV pool in words: "12.50 GiB, holds 40,960 tokens = 5.0 sequences of max_model_len
+/// 8,192" (tokens = blocks × block size, as vLLM's "GPU KV cache size" line counts them).
+pub fn pool_text(report: &crate::report::Report) -> String {
+    let pool = report.per_gpu.kv_pool.unwrap_or(0);
+    let get = |k: &str| {
+        report
+            .engine
+            .as_ref()
+            .and_then(|e| e.get(k))
+            .and_then(|v| v.as_u64())
+    };
+    let size = crate::text::bytes(pool);
+    match (get("num_blocks"), get("block_size"), get("max_model_len")) {
+        (Some(blocks), Some(block), Some(len)) if len > 0 => {
+            let tokens = blocks * block;
+            format!(
+                "{size}, holds {} tokens = {:.1} sequences of max_model_len {}",
+                crate::text::thousands(tokens),
+                tokens as f64 / len as f64,
+                crate::text::thousands(len)
+            )
+        }
+        _ => size,
+    }
+}

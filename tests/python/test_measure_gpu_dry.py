@@ -211,7 +211,7 @@ def test_cases_from_a_gpu_shaped_result(dry, tmp_path):
     """The converter on a result shaped as the GPU writes it (figures chosen here): reserved and
     device-total cases appear, except under a non-default allocator setting; NVML's device-wide
     reading stands in when the process figure is missing; EAGER loading and the PyTorch release
-    go to job_if_supported."""
+    go to job_if_supported, and so does the transformers release."""
     _, _, lines, res = dry
     header = dict(lines[0], dry_run=False)
     base = res["qwen0.5b-bf16mix-adamw-sdpa-full-b4s1024"]
@@ -238,9 +238,13 @@ def test_cases_from_a_gpu_shaped_result(dry, tmp_path):
     # the run's PyTorch release, major.minor, as the job's torch_version takes it
     major, minor = base["versions"]["torch"].split("+")[0].split(".")[:2]
     release = f"{major}.{minor}"
+    # and the run's transformers release as printed (job field `transformers_version`)
+    tf = base["versions"]["transformers"]
     assert got["gpu-a-allocated"]["job_if_supported"] == {"cuda_module_loading": "eager",
-                                                          "torch_version": release}
-    assert got["gpu-b-allocated"]["job_if_supported"] == {"torch_version": release}
+                                                          "torch_version": release,
+                                                          "transformers_version": tf}
+    assert got["gpu-b-allocated"]["job_if_supported"] == {"torch_version": release,
+                                                          "transformers_version": tf}
     assert got["gpu-a-device-total"]["metric"] == "per_gpu.device_total"
     # allocated within 2 %, reserved and nvidia-smi's total within 3 % (issue 30)
     assert {k: v["tolerance"] for k, v in got.items()} == {

@@ -75,14 +75,19 @@ fn values_per_token(kind: AttentionKind, framework: Framework) -> u64 {
 /// serving engines (vLLM's `mamba_ssm_cache_dtype` "auto") unless the config says fp32.
 /// Constant in context length; 0 for a model without such layers.
 pub fn state_bytes_per_sequence(spec: &ModelSpec, width: u64, framework: Framework) -> u64 {
-    let in_transformers =
-        crate::engines::settings::spec(framework).is_none_or(|e| e.transformers_cache());
     spec.decoder
         .layers
         .iter()
         .flat_map(|l| l.ssm_mixers())
-        .map(|s| s.state_bytes(width, in_transformers))
+        .map(|s| s.state_bytes(width, transformers_cache(framework)))
         .fold(0u64, u64::saturating_add)
+}
+
+/// Whether `framework`'s inference cache is transformers' ([`EngineSpec::transformers_cache`]).
+///
+/// [`EngineSpec::transformers_cache`]: crate::engines::spec::EngineSpec::transformers_cache
+fn transformers_cache(framework: Framework) -> bool {
+    crate::engines::settings::spec(framework).is_none_or(|e| e.transformers_cache())
 }
 
 /// Whether the model holds recurrent state in place of (some of) its KV cache.
@@ -99,8 +104,53 @@ pub fn generate_cache_tokens(job: &ResolvedJob) -> u64 {
     job.seq.saturating_add(job.new_tokens.saturating_sub(1))
 }
 
-/// KV bytes for `batch` sequences of `tokens` each over all decoder layers.
+/// KV bytes for `batch` sequences of `tokens` each over all decoder layers: the whole model's.
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
+    kv_bytes(spec, job, tokens, 1, 1)
+}
+
+/// [`kv_cache_bytes`] on one GPU of the job's layout: the layers of the first pipeline stage
+/// (⌈L/pp⌉, as every per-GPU figure takes that stage), each rank of `tp` caching its own key
+/// and value heads — transformers' tensor-parallel plan splits `q/k/v_proj` by heads
+/// column-wise, so each rank's attention makes and caches `kv_heads / tp` of them (one whole
+/// head where there are fewer heads than ranks) — and its share of a recurrent state's inner
+/// channels.
+pub fn kv_cache_bytes_per_gpu(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    tokens: u64,
+) -> Result<u64, CoreError> {
+    kv_bytes(
+        spec,
+        job,
+        tokens,
+        job.parallel.tp.max(1),
+        job.parallel.pp.max(1),
+    )
+}
+
+/// Values one rank of `tp` caches of a layer's `values` per token ([`values_per_token`]): the
+/// heads split evenly, at least one whole head; an MLA latent cached compressed is replicated.
+fn rank_values(kind: AttentionKind, framework: Framework, tp: u64) -> u64 {
+    let values = values_per_token(kind, framework);
+    let heads = match kind {
+        AttentionKind::Standard { kv_heads, .. } => kv_heads,
+        AttentionKind::Latent { heads, .. } if framework == Framework::Pytorch => heads,
+        _ => return values,
+    };
+    if tp <= 1 || heads == 0 {
+        return values;
+    }
+    values / heads * (heads / tp).max(1)
+}
+
+fn kv_bytes(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    tokens: u64,
+    tp: u64,
+    pp: u64,
+) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = kv_width(job);
     let page = crate::engines::settings::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
     let enc_dec = spec.encoder.is_some();
@@ -111,18 +161,29 @@ pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Resul
     } else {
         tokens
     };
-    let state = state_bytes_per_sequence(spec, job.precision.compute_bytes(), job.framework);
+    let layers = &spec.decoder.layers[..spec.decoder.layers.len().div_ceil(pp as usize)];
+    let state = layers
+        .iter()
+        .flat_map(|l| l.ssm_mixers())
+        .map(|s| {
+            s.state_bytes(
+                job.precision.compute_bytes(),
+                transformers_cache(job.framework),
+            )
+        })
+        .fold(0u64, u64::saturating_add)
+        .div_ceil(tp);
     let mut total: u128 = state as u128 * job.batch as u128;
     let mut add = |kind: AttentionKind, held: u64| {
         let held = held.div_ceil(page) * page;
         let values =
-            values_per_token(kind, job.framework) as u128 * held as u128 * job.batch as u128;
+            rank_values(kind, job.framework, tp) as u128 * held as u128 * job.batch as u128;
         total += values.div_ceil(block_values as u128) * block_bytes as u128;
     };
     // Llama-3.2-Vision's cross-attention layers cache the images' vision tokens, once,
     // whatever the text length (`MllamaForConditionalGeneration._prepare_static_cache`).
     let cross = super::mllama::cross_tokens(spec, job);
-    for layer in &spec.decoder.layers {
+    for layer in layers {
         let held = if layer.attention.vision_cross {
             cross
         } else {

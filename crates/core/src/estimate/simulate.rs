@@ -291,7 +291,7 @@ struct GenerateKv {
 
 /// [`GenerateKv`] of `job` on `spec`.
 fn generate_kv(spec: &crate::model::ModelSpec, job: &ResolvedJob) -> Result<GenerateKv, CoreError> {
-    let full = super::kv::kv_cache_bytes(spec, job, super::kv::generate_cache_tokens(job))?;
+    let full = super::kv::kv_cache_bytes_per_gpu(spec, job, super::kv::generate_cache_tokens(job))?;
     let layers = spec.num_layers().max(1);
     if job.engine.static_cache() {
         let rep = spec
@@ -312,7 +312,7 @@ fn generate_kv(spec: &crate::model::ModelSpec, job: &ResolvedJob) -> Result<Gene
         });
     }
     Ok(GenerateKv {
-        prefill: super::kv::kv_cache_bytes(spec, job, job.seq)?,
+        prefill: super::kv::kv_cache_bytes_per_gpu(spec, job, job.seq)?,
         full,
         decode_transient: full / (2 * layers),
     })

@@ -856,6 +856,35 @@ mod tests {
         assert_eq!((r.batch, r.seq), (8, 4096));
     }
 
+    /// The strict booleans (`fields::boolean`) take JSON true/false or null only; the message
+    /// is the field, then `must be true or false (got V)` with V as JSON writes it (a string
+    /// quoted, a number bare).
+    #[test]
+    fn strict_booleans_name_the_field_and_the_value() {
+        let rl = |o: Value| json!({"task": "rl", "rl": o});
+        for (v, want) in [
+            (
+                json!({"parallel": {"sp": "yes"}}),
+                r#"parallel.sp: must be true or false (got "yes")"#,
+            ),
+            (
+                rl(json!({"reference_model": 1})),
+                "rl.reference_model: must be true or false (got 1)",
+            ),
+            (
+                rl(json!({"generator": {"sleep": "on"}})),
+                r#"rl.generator.sleep: must be true or false (got "on")"#,
+            ),
+            (
+                rl(json!({"generator": {"colocate": 0}})),
+                "rl.generator.colocate: must be true or false (got 0)",
+            ),
+        ] {
+            let e = job(v.clone()).resolve(None).unwrap_err().to_string();
+            assert_eq!(e, want, "{v}");
+        }
+    }
+
     #[test]
     fn nonsense_is_named() {
         for (v, field) in [

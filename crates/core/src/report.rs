@@ -10,7 +10,7 @@ mod vllm;
 pub use advice::Advice;
 pub use fit_answer::{FitAnswer, Launch, LayersSpeed};
 pub use rl::{GeneratorFigures, PhaseFigures, RlFigures, Roles, Rollouts};
-pub use throughput::{InferThroughput, Throughput, TrainThroughput};
+pub use throughput::{InferThroughput, StepParts, Throughput, TrainThroughput};
 pub use vllm::VllmBudget;
 
 use crate::job::ResolvedJob;

@@ -5,9 +5,7 @@
 
 use vramscope_core::diffusion::job::{DiffusionJob, Offload};
 use vramscope_core::diffusion::vae_decode::{decode_peak, decoder_peak, resnet_peak, DecodeMode};
-use vramscope_core::diffusion::{
-    estimate, fit, Arch, ClipText, Component, Flux, Pipeline, Role, Vae,
-};
+use vramscope_core::diffusion::{estimate, fit, Arch, ClipText, Flux, Pipeline, Role, Vae};
 
 fn sdxl_vae() -> Vae {
     Vae {
@@ -100,30 +98,22 @@ fn flux_small() -> Flux {
 }
 
 fn pipeline(vae: Vae) -> Pipeline {
-    let c = |name: &str, arch| Component {
-        name: name.into(),
-        library: "diffusers".into(),
-        class: String::new(),
-        arch,
+    let clip = ClipText {
+        vocab: 1000,
+        hidden: 64,
+        intermediate: 256,
+        layers: 2,
+        max_positions: 77,
+        projection: None,
     };
-    Pipeline {
-        class: "FluxPipeline".into(),
-        components: vec![
-            c("transformer", Arch::Flux(flux_small())),
-            c("vae", Arch::Vae(vae)),
-            c(
-                "text_encoder",
-                Arch::ClipText(ClipText {
-                    vocab: 1000,
-                    hidden: 64,
-                    intermediate: 256,
-                    layers: 2,
-                    max_positions: 77,
-                    projection: None,
-                }),
-            ),
+    Pipeline::from_archs(
+        "FluxPipeline",
+        [
+            ("transformer", Arch::Flux(flux_small())),
+            ("vae", Arch::Vae(vae)),
+            ("text_encoder", Arch::ClipText(clip)),
         ],
-    }
+    )
 }
 
 /// Flux, d = 128, fp32, 512² (a 64² latent packed 2×2: N = 1024 tokens), T = 64 text tokens,

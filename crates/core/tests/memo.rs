@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::what_if;
-use vramscope_core::job::{Job, ResolvedJob};
+use vramscope_core::job::{Job, ResolvedJob, LLAMA_LINEARS};
 use vramscope_formats::model_source::load_job_model;
 
 fn model(name: &str) -> ModelInput {
@@ -143,15 +143,8 @@ fn the_step_time_model_counts_loras_adapters_from_the_remembered_match() {
     //   = 2 × 131,072 + 2 × 81,920 + 3 × 294,912 = 1,310,720; × 32 layers = 41,943,040
     // (PEFT's print_trainable_parameters for this model and config: 41,943,040).
     let m = model("llama-3.1-8b");
-    let targets = [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ];
+    // The seven projections are PEFT's `all-linear` on a Llama layer.
+    let targets = LLAMA_LINEARS;
     let job = resolve(
         &m,
         &json!({"gpu": "h100-80gb", "peft": {"method": "lora", "rank": 16, "targets": targets}}),

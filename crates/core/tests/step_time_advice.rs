@@ -120,7 +120,10 @@ fn an_rl_step_is_generation_then_training() {
     common::assert_never_warns(&r.warnings, "throughput is null");
     let t = train(&r);
     let g = t.generation_s.unwrap();
-    assert!(g > 0.0 && t.step_time_s > g + t.compute_s * 0.999, "{t:?}");
+    assert!(
+        g > 0.0 && t.step_time_s > g + t.parts.compute_s * 0.999,
+        "{t:?}"
+    );
     // 4 × 2 sequences of 128 + 256 tokens per step on one GPU.
     let tokens = 8.0 * 384.0;
     assert!((t.tokens_per_s_per_gpu * t.step_time_s / tokens - 1.0).abs() < 1e-9);

@@ -173,6 +173,25 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// A pipeline put together from its models' architectures alone (tests and hand-built
+    /// examples, no `model_index.json`): each model under its `model_index.json` key, with the
+    /// library `diffusers` and no class name (the estimator reads neither).
+    pub fn from_archs<'a>(class: &str, models: impl IntoIterator<Item = (&'a str, Arch)>) -> Self {
+        let components = models
+            .into_iter()
+            .map(|(name, arch)| Component {
+                name: name.into(),
+                library: "diffusers".into(),
+                class: String::new(),
+                arch,
+            })
+            .collect();
+        Pipeline {
+            class: class.into(),
+            components,
+        }
+    }
+
     /// The denoiser (UNet or transformer), if the pipeline has one.
     pub fn denoiser(&self) -> Option<&Component> {
         self.components

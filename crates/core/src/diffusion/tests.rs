@@ -44,20 +44,14 @@ fn flux_tiny() -> Flux {
 }
 
 fn pipeline(denoiser: Arch) -> Pipeline {
-    let comp = |name: &str, arch| Component {
-        name: name.into(),
-        library: "diffusers".into(),
-        class: String::new(),
-        arch,
-    };
-    Pipeline {
-        class: "P".into(),
-        components: vec![
-            comp("transformer", denoiser),
-            comp("vae", Arch::Vae(vae4())),
-            comp("text_encoder", Arch::T5Encoder(t5_tiny())),
+    Pipeline::from_archs(
+        "P",
+        [
+            ("transformer", denoiser),
+            ("vae", Arch::Vae(vae4())),
+            ("text_encoder", Arch::T5Encoder(t5_tiny())),
         ],
-    }
+    )
 }
 
 /// A T5 encoder small enough to count by hand: embedding 10·4 = 40; a layer: q/k/v/o 4·(4·4)

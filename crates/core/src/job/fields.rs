@@ -138,6 +138,20 @@ pub(super) fn object<'a>(
     }
 }
 
+/// A boolean field: JSON `true`/`false`; absent or `null` = `default`; anything else is
+/// refused (`must be true or false`). Strings are not read as booleans here (the technique
+/// switches, which flags and TOML pass as strings, take `techniques::flag`).
+pub(super) fn boolean(field: &str, v: Option<&Value>, default: bool) -> Result<bool, CoreError> {
+    match v {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(CoreError::field(
+            field,
+            format!("must be true or false (got {other})"),
+        )),
+    }
+}
+
 pub(super) fn text<'a>(field: &str, v: Option<&'a Value>) -> Result<Option<&'a str>, CoreError> {
     match v {
         None | Some(Value::Null) => Ok(None),

@@ -1,6 +1,6 @@
 //! The job's `parallel`: the distributed layout, its degrees checked against each other.
 
-use super::fields::{count, object, text};
+use super::fields::{boolean, count, object, text};
 use super::{Offload, MAX_GPUS};
 use crate::error::CoreError;
 use serde::Serialize;
@@ -65,16 +65,7 @@ pub(super) fn parse_parallel(v: Option<&Value>) -> Result<Parallel, CoreError> {
         Some(s) => Offload::parse("parallel.offload", s)?,
         None => Offload::None,
     };
-    let sp = match obj.get("sp") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(CoreError::field(
-                "parallel.sp",
-                format!("must be true or false (got {other})"),
-            ))
-        }
-    };
+    let sp = boolean("parallel.sp", obj.get("sp"), false)?;
     let microbatches = g("microbatches", 1)?;
     Ok(Parallel {
         gpus,

@@ -3,7 +3,7 @@
 //! the training GPUs or elsewhere), generations per prompt, prompt and completion lengths.
 //! Defaults are TRL's (`trl/trainer/grpo_config.py`).
 
-use super::fields::{count, object, text};
+use super::fields::{boolean, count, object, text};
 pub use super::RlAlgorithm;
 use crate::error::CoreError;
 use serde::Serialize;
@@ -70,16 +70,11 @@ pub(super) fn parse_rl(v: Option<&Value>) -> Result<Rl, CoreError> {
         None => RlAlgorithm::Grpo,
     };
     let dpo = algorithm == RlAlgorithm::Dpo;
-    let reference_model = match obj.get("reference_model") {
-        None | Some(Value::Null) => algorithm != RlAlgorithm::Grpo,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(CoreError::field(
-                "rl.reference_model",
-                format!("must be true or false (got {other})"),
-            ))
-        }
-    };
+    let reference_model = boolean(
+        "rl.reference_model",
+        obj.get("reference_model"),
+        algorithm != RlAlgorithm::Grpo,
+    )?;
     let generator = parse_generator(obj.get("generator"))?;
     if dpo && generator.is_some() {
         return Err(CoreError::field(
@@ -160,14 +155,7 @@ fn parse_generator(v: Option<&Value>) -> Result<Option<Generator>, CoreError> {
             ))
         }
     }
-    let flag = |key: &str, default: bool| match obj.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(CoreError::field(
-            format!("rl.generator.{key}"),
-            format!("must be true or false (got {other})"),
-        )),
-    };
+    let flag = |key: &str, default| boolean(&format!("rl.generator.{key}"), obj.get(key), default);
     let util = match obj.get("gpu_memory_utilization") {
         None | Some(Value::Null) => TRL_VLLM_GPU_MEMORY_UTILIZATION,
         Some(v) => match v.as_f64() {

@@ -1,6 +1,7 @@
 //! The planner's answer as plain data: one layout, its screened figures, and its modelled step
 //! time. The screen is `plan`'s, the step-time model `throughput::layout`'s.
 
+use crate::report::StepParts;
 use serde::Serialize;
 
 /// One layout.
@@ -49,10 +50,9 @@ pub struct LayoutTime {
     pub step_time_s: f64,
     pub tokens_per_s_per_gpu: f64,
     pub mfu: f64,
-    pub compute_s: f64,
-    pub communication_s: f64,
-    pub offload_s: f64,
-    pub bubble_s: f64,
+    /// `compute_s`, `communication_s`, `offload_s`, `bubble_s`.
+    #[serde(flatten)]
+    pub parts: StepParts,
     /// What the step spends most on: `compute`, `communication`, `offload`, `pipeline bubble`.
     pub dominant: &'static str,
     /// Bytes moved over the host link per step (offload), 0 without.

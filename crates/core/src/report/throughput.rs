@@ -12,6 +12,53 @@ pub enum Throughput {
     Infer(InferThroughput),
 }
 
+/// The four parts a training step's time adds up from (`throughput::train_step`, after
+/// Narayanan et al. 2021 §2.2 and the ZeRO paper §7): the compute of its micro-batches and
+/// optimizer step, the communication and the offload traffic not hidden behind it, and the
+/// pipeline bubble. One type for the step-time model's answer, the report's `throughput` and the
+/// planner's layouts, which all carry these four fields under these names.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepParts {
+    /// The micro-batches' forwards and backwards and the optimizer step.
+    pub compute_s: f64,
+    /// Collective communication not overlapped with compute.
+    pub communication_s: f64,
+    /// Host-link traffic of offload not overlapped with compute.
+    pub offload_s: f64,
+    /// The pipeline bubble, (p − 1) micro-batch times (1F1B).
+    pub bubble_s: f64,
+}
+
+impl StepParts {
+    /// The parts by the names the planner and the terminal say them in.
+    fn named(&self) -> [(f64, &'static str); 4] {
+        [
+            (self.compute_s, "compute"),
+            (self.communication_s, "communication"),
+            (self.offload_s, "offload"),
+            (self.bubble_s, "pipeline bubble"),
+        ]
+    }
+
+    /// The part the step spends most on: `compute`, `communication`, `offload` or
+    /// `pipeline bubble` (the first of equals).
+    pub fn dominant(&self) -> &'static str {
+        self.named()
+            .into_iter()
+            .fold((f64::MIN, "compute"), |a, b| if b.0 > a.0 { b } else { a })
+            .1
+    }
+
+    /// The seconds of the part named `name` as [`StepParts::dominant`] names it (`compute` for
+    /// any other name).
+    pub fn seconds(&self, name: &str) -> f64 {
+        self.named()
+            .into_iter()
+            .find(|p| p.1 == name)
+            .map_or(self.compute_s, |p| p.0)
+    }
+}
+
 /// A training step's time (contract `throughput`, train).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrainThroughput {
@@ -30,10 +77,9 @@ pub struct TrainThroughput {
     pub tokens_per_s_per_gpu: f64,
     /// Model FLOPs (no recomputation) / (step time × the dtype's dense peak).
     pub mfu: f64,
-    pub compute_s: f64,
-    pub communication_s: f64,
-    pub offload_s: f64,
-    pub bubble_s: f64,
+    /// `compute_s`, `communication_s`, `offload_s`, `bubble_s` (contract `throughput`).
+    #[serde(flatten)]
+    pub parts: StepParts,
     /// With a price per GPU-hour: what a million trained tokens cost; else `null`.
     pub cost_per_million_tokens: Option<f64>,
     /// The price per GPU-hour the cost was computed with: the job's `price_per_gpu_hour`, else

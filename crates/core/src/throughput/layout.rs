@@ -14,11 +14,8 @@ impl LayoutTime {
             step_time_s: t.step_s,
             tokens_per_s_per_gpu: t.tokens_per_s_per_gpu,
             mfu: t.mfu,
-            compute_s: t.compute_s,
-            communication_s: t.communication_s,
-            offload_s: t.offload_s,
-            bubble_s: t.bubble_s,
-            dominant: t.dominant(),
+            parts: t.parts,
+            dominant: t.parts.dominant(),
             host_traffic: t.host_bytes as u64,
         }
     }
@@ -34,7 +31,7 @@ pub fn explain(s: &Scored) -> Option<String> {
         t.tokens_per_s_per_gpu,
         t.step_time_s,
         t.dominant,
-        100.0 * part(&t, t.dominant) / t.step_time_s
+        100.0 * t.parts.seconds(t.dominant) / t.step_time_s
     );
     if l.offload != "none" {
         line.push_str(&format!(
@@ -47,26 +44,19 @@ pub fn explain(s: &Scored) -> Option<String> {
             t.host_traffic as f64 / 1e9
         ));
     }
-    if t.bubble_s > 0.0 {
-        line.push_str(&format!("; the pipeline bubble costs {:.2} s", t.bubble_s));
+    if t.parts.bubble_s > 0.0 {
+        line.push_str(&format!(
+            "; the pipeline bubble costs {:.2} s",
+            t.parts.bubble_s
+        ));
     }
-    if t.communication_s > 0.0 && t.dominant != "communication" {
+    if t.parts.communication_s > 0.0 && t.dominant != "communication" {
         line.push_str(&format!(
             "; {:.2} s of communication not hidden",
-            t.communication_s
+            t.parts.communication_s
         ));
     }
     Some(line)
-}
-
-/// The seconds of one part of a step by its name in [`LayoutTime::dominant`].
-fn part(t: &LayoutTime, name: &str) -> f64 {
-    match name {
-        "communication" => t.communication_s,
-        "offload" => t.offload_s,
-        "pipeline bubble" => t.bubble_s,
-        _ => t.compute_s,
-    }
 }
 
 /// What the step-time model needs of a plan, computed once: the GPU's rates, the model's

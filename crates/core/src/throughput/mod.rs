@@ -36,7 +36,7 @@ use crate::job::{
     ResolvedJob, Task,
 };
 
-pub use crate::report::{InferThroughput, Throughput, TrainThroughput};
+pub use crate::report::{InferThroughput, StepParts, Throughput, TrainThroughput};
 pub use hardware::Hardware;
 pub use shape::ModelShape;
 
@@ -190,10 +190,8 @@ pub fn step_bytes(optimizer: Optimizer, precision: Precision) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepTime {
     pub step_s: f64,
-    pub compute_s: f64,
-    pub communication_s: f64,
-    pub offload_s: f64,
-    pub bubble_s: f64,
+    /// What `step_s` adds up from.
+    pub parts: StepParts,
     /// The step's forwards, backwards and optimizer step (with `zero_grad`): `compute_s`'s parts.
     pub forward_s: f64,
     pub backward_s: f64,
@@ -219,16 +217,6 @@ fn largest<const N: usize>(parts: [(f64, &'static str); N]) -> &'static str {
 }
 
 impl StepTime {
-    /// The part the step spends most on: `compute`, `communication`, `offload` or `bubble`.
-    pub fn dominant(&self) -> &'static str {
-        largest([
-            (self.compute_s, "compute"),
-            (self.communication_s, "communication"),
-            (self.offload_s, "offload"),
-            (self.bubble_s, "pipeline bubble"),
-        ])
-    }
-
     /// What bounds the step (contract `throughput.bound`): the largest of the host's launches,
     /// the GPU's compute, its memory traffic, the communication and the offload not hidden.
     pub fn bound(&self) -> &'static str {
@@ -236,8 +224,8 @@ impl StepTime {
             (self.launch_bound_s, "launch"),
             (self.compute_bound_s, "compute"),
             (self.memory_bound_s, "memory"),
-            (self.communication_s, "communication"),
-            (self.offload_s, "offload"),
+            (self.parts.communication_s, "communication"),
+            (self.parts.offload_s, "offload"),
         ])
     }
 
@@ -251,10 +239,7 @@ impl StepTime {
             bound: self.bound(),
             tokens_per_s_per_gpu: self.tokens_per_s_per_gpu,
             mfu: self.mfu,
-            compute_s: self.compute_s,
-            communication_s: self.communication_s,
-            offload_s: self.offload_s,
-            bubble_s: self.bubble_s,
+            parts: self.parts,
             cost_per_million_tokens: price
                 .map(|p| p.per_gpu_hour / 3600.0 / self.tokens_per_s_per_gpu * 1e6),
             price_per_gpu_hour: price.map(|p| p.per_gpu_hour),
@@ -312,10 +297,12 @@ pub fn train_step(shape: &ModelShape, s: &Setup, hw: &Hardware) -> StepTime {
         gpu_bound - compute_bound_s + if optimizer_launch { 0.0 } else { optimizer_s };
     StepTime {
         step_s,
-        compute_s,
-        communication_s,
-        offload_s,
-        bubble_s,
+        parts: StepParts {
+            compute_s,
+            communication_s,
+            offload_s,
+            bubble_s,
+        },
         forward_s: m * mb.forward_s(),
         backward_s: m * mb.backward_s(),
         optimizer_s,

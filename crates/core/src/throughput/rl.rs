@@ -54,7 +54,7 @@ pub fn step(
         generation(shape, rl, hw, job, setup.micro_batch * setup.microbatches)
     };
     let tokens = train.tokens_per_s_per_gpu * train.step_s;
-    train.compute_s += reference_s;
+    train.parts.compute_s += reference_s;
     train.forward_s += reference_s;
     train.step_s += reference_s + generation_s;
     train.tokens_per_s_per_gpu = tokens / train.step_s;
@@ -88,7 +88,7 @@ pub fn dpo_train_step(shape: &ModelShape, setup: &Setup, hw: &Hardware, frozen: 
         0.0
     };
     let tokens = train.tokens_per_s_per_gpu * train.step_s;
-    train.compute_s += reference_s;
+    train.parts.compute_s += reference_s;
     train.forward_s += reference_s;
     train.step_s += reference_s;
     train.tokens_per_s_per_gpu = tokens / train.step_s;

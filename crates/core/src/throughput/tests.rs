@@ -77,11 +77,11 @@ fn setup(pp: u64, m: u64) -> Setup {
 fn pipeline_bubble_is_p_minus_1_over_m() {
     let hw = Hardware::of(find("a100-80gb").unwrap(), Precision::Bf16Mixed).unwrap();
     let t = train_step(&gpt(32, 4096, 32000), &setup(4, 8), &hw);
-    let ideal = t.compute_s + t.communication_s;
+    let ideal = t.parts.compute_s + t.parts.communication_s;
     assert!(
-        (t.bubble_s / ideal - 3.0 / 8.0).abs() < 1e-9,
+        (t.parts.bubble_s / ideal - 3.0 / 8.0).abs() < 1e-9,
         "{}",
-        t.bubble_s / ideal
+        t.parts.bubble_s / ideal
     );
 }
 

@@ -34,9 +34,9 @@ pub fn lines(r: &Report, indent: &str) -> Vec<String> {
                 ("forward", t.forward_s),
                 ("backward", t.backward_s),
                 ("optimizer", t.optimizer_s),
-                ("communication", t.communication_s),
-                ("offload", t.offload_s),
-                ("pipeline bubble", t.bubble_s),
+                ("communication", t.parts.communication_s),
+                ("offload", t.parts.offload_s),
+                ("pipeline bubble", t.parts.bubble_s),
             ]
             .iter()
             .filter(|(_, s)| *s > 0.0)

@@ -89,6 +89,33 @@ impl Cfg<'_> {
         Ok(n)
     }
 
+    /// The experts routed per token (`num_experts_per_tok`, Gemma 4's `top_k_experts`): a size
+    /// no larger than `experts`, since the router's `torch.topk(router_logits, top_k)` picks
+    /// among the experts (transformers `models/qwen3_next/modeling_qwen3_next.py`,
+    /// `Qwen3NextSparseMoeBlock.forward`; the same in every MoE block this crate reads).
+    pub(crate) fn top_k(&self, key: &str, default: Option<u64>, experts: u64) -> Result<u64> {
+        let top_k = self.size(&[key], default)?;
+        if top_k > experts {
+            return Err(self.err(key, format!("{top_k} is more than num_experts {experts}")));
+        }
+        Ok(top_k)
+    }
+
+    /// A vision tower's `patch_size`: a size no larger than the `image_size` tile its patch
+    /// convolution cuts (`kernel_size=patch_size, stride=patch_size` over the tile: transformers
+    /// `models/mllama/modeling_mllama.py` `MllamaVisionModel.__init__`,
+    /// `models/llama4/modeling_llama4.py` `Llama4UnfoldConvolution`).
+    pub(crate) fn patch_within(&self, default: u64, tile: u64) -> Result<u64> {
+        let patch = self.size(&["patch_size"], Some(default))?;
+        if patch > tile {
+            return Err(self.err(
+                "patch_size",
+                format!("{patch} is larger than image_size {tile}"),
+            ));
+        }
+        Ok(patch)
+    }
+
     pub(crate) fn boolean(&self, key: &str, default: bool) -> Result<bool> {
         match self.obj.get(key) {
             None | Some(Value::Null) => Ok(default),

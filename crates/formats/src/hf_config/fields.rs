@@ -255,3 +255,54 @@ impl Cfg<'_> {
         Ok(kv)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cfg;
+
+    fn cfg_of(json: &str) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// 8 of 8 experts is the most `torch.topk` can pick; 9 of 8 is refused naming the key and
+    /// both numbers; an absent key takes the default, which is checked too.
+    #[test]
+    fn top_k_is_bounded_by_the_experts() {
+        let obj = cfg_of(r#"{"num_experts_per_tok": 8, "top_k_experts": 9}"#);
+        let c = Cfg {
+            obj: &obj,
+            origin: "c.json",
+        };
+        assert_eq!(c.top_k("num_experts_per_tok", None, 8).unwrap(), 8);
+        let e = c.top_k("top_k_experts", None, 8).unwrap_err().to_string();
+        assert!(
+            e.contains("top_k_experts") && e.contains("9 is more than num_experts 8"),
+            "{e}"
+        );
+        assert_eq!(c.top_k("absent", Some(2), 8).unwrap(), 2);
+        assert!(c.top_k("absent", Some(4), 3).is_err());
+    }
+
+    /// A 14 px patch fits a 448 px tile; a 500 px patch (the config's) does not; the default 14
+    /// is taken when `patch_size` is absent.
+    #[test]
+    fn patch_fits_the_tile() {
+        let obj = cfg_of(r#"{"patch_size": 500}"#);
+        let c = Cfg {
+            obj: &obj,
+            origin: "c.json",
+        };
+        let e = c.patch_within(14, 448).unwrap_err().to_string();
+        assert!(
+            e.contains("patch_size") && e.contains("500 is larger than image_size 448"),
+            "{e}"
+        );
+        assert_eq!(c.patch_within(14, 500).unwrap(), 500);
+        let empty = cfg_of("{}");
+        let c = Cfg {
+            obj: &empty,
+            origin: "c.json",
+        };
+        assert_eq!(c.patch_within(14, 448).unwrap(), 14);
+    }
+}

@@ -101,6 +101,17 @@ impl Cfg<'_> {
         Ok(top_k)
     }
 
+    /// A Mamba mixer's inner width `mamba_expand · hidden` (`mamba_expand` 2 when absent), no
+    /// wider than vramscope accepts (`intermediate_size = int(mamba_expand * hidden_size)` in
+    /// transformers `JambaMambaMixer`, `BambaMixer`, `Zamba2MambaMixer`, `FalconH1Mixer`).
+    pub(crate) fn mamba_expanded(&self, hidden: u64) -> Result<u64> {
+        let expand = self.size(&["mamba_expand"], Some(2))?;
+        hidden
+            .checked_mul(expand)
+            .filter(|v| *v <= MAX_DIM)
+            .ok_or_else(|| self.err("mamba_expand", "mamba_expand · hidden_size is too large"))
+    }
+
     /// A vision tower's `patch_size`: a size no larger than the `image_size` tile its patch
     /// convolution cuts (`kernel_size=patch_size, stride=patch_size` over the tile: transformers
     /// `models/mllama/modeling_mllama.py` `MllamaVisionModel.__init__`,

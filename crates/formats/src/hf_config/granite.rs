@@ -106,11 +106,7 @@ pub(crate) fn granitemoehybrid(cfg: &Cfg) -> Result<ModelSpec> {
 /// head (`partial_rotary_factor` 0.5 hard-coded in `BambaConfig.__post_init__`): no parameter.
 pub(crate) fn bamba(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("bamba", "BambaForCausalLM", Naming::Jamba);
-    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
-    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
-    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
-    let head_dim = cfg.head_dim(hidden, heads)?;
+    let (hidden, layers, heads, kv_heads, head_dim) = super::decoder_tail::hybrid_dims(cfg)?;
     let bias = ProjBias::all(cfg.boolean("attention_bias", false)?);
     let mut attention = plain_attention(heads, kv_heads, head_dim, bias);
     attention.sliding_window = None;

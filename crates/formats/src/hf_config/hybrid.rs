@@ -65,11 +65,7 @@ impl JambaPattern {
 /// token, a bias-free `router`).
 pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("jamba", "JambaForCausalLM", Naming::Jamba);
-    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
-    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
-    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
-    let head_dim = cfg.head_dim(hidden, heads)?;
+    let (hidden, layers, heads, kv_heads, head_dim) = super::decoder_tail::hybrid_dims(cfg)?;
     let ffn = cfg.size(&["intermediate_size"], Some(14336))?;
     let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
     let experts = cfg

@@ -52,7 +52,7 @@ pub(super) fn mamba2_ssm(
         .and_then(|v| v.checked_mul(2))
         .and_then(|v| v.checked_add(d_inner))
         .and_then(|conv_dim| conv_dim.checked_add(d_inner + heads));
-    if !in_proj.is_some_and(|v| v <= MAX_DIM) {
+    if in_proj.is_none_or(|v| v > MAX_DIM) {
         return Err(cfg.err("mamba_d_state", "the Mamba projections are too large"));
     }
     Ok(Ssm {

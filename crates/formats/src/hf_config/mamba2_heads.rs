@@ -24,15 +24,21 @@ pub(super) fn mamba2_heads(cfg: &Cfg, d_inner: u64, heads: u64) -> Result<(u64, 
             format!("{heads} heads × {head_dim} is not the Mamba inner width {d_inner}"),
         ));
     }
-    let groups = cfg.size(&["mamba_n_groups"], Some(1))?;
-    if !heads.is_multiple_of(groups) {
-        return Err(cfg.err(
-            "mamba_n_groups",
-            format!("{groups} does not divide mamba_n_heads {heads}"),
-        ));
-    }
+    let groups = head_groups(cfg, ("mamba_n_groups", "mamba_n_heads"), heads)?;
     let d_state = cfg.size(&["mamba_d_state"], Some(256))?;
     Ok((groups, d_state))
+}
+
+/// The number of B/C groups under `keys.0` (1 when absent), which must divide the `heads` read
+/// under `keys.1`: each group serves a whole number of heads (the `repeat_interleave(heads //
+/// n_groups)` of transformers' `mamba2_chunk_scan` torch path, e.g. `BambaMixer.torch_forward`).
+pub(super) fn head_groups(cfg: &Cfg, keys: (&str, &str), heads: u64) -> Result<u64> {
+    let (key, heads_key) = keys;
+    let groups = cfg.size(&[key], Some(1))?;
+    if !heads.is_multiple_of(groups) {
+        return Err(cfg.err(key, format!("{groups} does not divide {heads_key} {heads}")));
+    }
+    Ok(groups)
 }
 
 /// A Mamba2 mixer of checked widths (inner width, state, heads, groups) as an [`Ssm`]:

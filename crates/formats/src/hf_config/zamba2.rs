@@ -208,13 +208,7 @@ fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
             format!("{heads} does not divide the Mamba inner width {d_inner}"),
         ));
     }
-    let groups = cfg.size(&["mamba_ngroups"], Some(1))?;
-    if !heads.is_multiple_of(groups) {
-        return Err(cfg.err(
-            "mamba_ngroups",
-            format!("{groups} does not divide n_mamba_heads {heads}"),
-        ));
-    }
+    let groups = super::mamba2_heads::head_groups(cfg, ("mamba_ngroups", "n_mamba_heads"), heads)?;
     stated_as_derived(
         cfg,
         "mamba_headdim",

@@ -99,7 +99,7 @@ fn granite_4_0_h_tiny() {
     let spec = m.spec.as_ref().unwrap();
     assert_eq!(spec.embedding.positions, Positions::None);
     assert_eq!(common::attention_layers(&m), vec![5, 15, 25, 35]);
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(ssm.version, SsmVersion::Mamba2);
     assert_eq!((ssm.d_inner, ssm.heads, ssm.d_state), (3072, 48, 128));
     common::assert_shapes(

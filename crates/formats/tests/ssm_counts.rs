@@ -101,8 +101,7 @@ fn falcon_mamba_7b() {
     assert_eq!(total, 7_272_665_088);
     let m = load_model(&fixture("falcon-mamba-7b")).unwrap();
     assert_eq!(m.params_total, total);
-    let spec = m.spec.as_ref().unwrap();
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(ssm.version, SsmVersion::FalconMamba);
     assert_eq!(ssm.d_inner, 8_192);
 }

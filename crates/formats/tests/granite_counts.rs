@@ -55,25 +55,26 @@ fn granite_3_1_3b_a800m() {
     let spec = m.spec.as_ref().unwrap();
     assert_eq!(spec.model_type, "granitemoe");
     assert!(matches!(spec.embedding.positions, Positions::Rotary { .. }));
-    for (name, shape) in [
-        (
-            "model.layers.0.block_sparse_moe.router.layer.weight",
-            vec![40, 1536],
-        ),
-        (
-            "model.layers.0.block_sparse_moe.input_linear.weight",
-            vec![40, 1024, 1536],
-        ),
-        (
-            "model.layers.31.block_sparse_moe.output_linear.weight",
-            vec![40, 1536, 512],
-        ),
-        ("model.layers.0.self_attn.k_proj.weight", vec![512, 1536]),
-        ("model.layers.0.post_attention_layernorm.weight", vec![1536]),
-        ("model.norm.weight", vec![1536]),
-    ] {
-        assert_eq!(shape_of(&m, name), shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            (
+                "model.layers.0.block_sparse_moe.router.layer.weight",
+                vec![40, 1536],
+            ),
+            (
+                "model.layers.0.block_sparse_moe.input_linear.weight",
+                vec![40, 1024, 1536],
+            ),
+            (
+                "model.layers.31.block_sparse_moe.output_linear.weight",
+                vec![40, 1536, 512],
+            ),
+            ("model.layers.0.self_attn.k_proj.weight", vec![512, 1536]),
+            ("model.layers.0.post_attention_layernorm.weight", vec![1536]),
+            ("model.norm.weight", vec![1536]),
+        ],
+    );
 }
 
 /// ibm-granite/granite-4.0-h-tiny: h 1536, 40 layers, attention on 5, 15, 25, 35 (12 heads of
@@ -97,49 +98,41 @@ fn granite_4_0_h_tiny() {
     assert_eq!(m.params_total, total);
     let spec = m.spec.as_ref().unwrap();
     assert_eq!(spec.embedding.positions, Positions::None);
-    let attention: Vec<usize> = (0..40)
-        .filter(|i| {
-            spec.decoder.layers[*i]
-                .attention
-                .kind
-                .state_space()
-                .is_none()
-        })
-        .collect();
-    assert_eq!(attention, vec![5, 15, 25, 35]);
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
+    assert_eq!(common::attention_layers(&m), vec![5, 15, 25, 35]);
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(ssm.version, SsmVersion::Mamba2);
     assert_eq!((ssm.d_inner, ssm.heads, ssm.d_state), (3072, 48, 128));
-    for (name, shape) in [
-        ("model.layers.0.mamba.in_proj.weight", vec![6448, 1536]),
-        ("model.layers.0.mamba.conv1d.weight", vec![3328, 1, 4]),
-        ("model.layers.0.mamba.norm.weight", vec![3072]),
-        ("model.layers.0.mamba.out_proj.weight", vec![1536, 3072]),
-        ("model.layers.5.self_attn.q_proj.weight", vec![1536, 1536]),
-        (
-            "model.layers.5.block_sparse_moe.router.layer.weight",
-            vec![64, 1536],
-        ),
-        (
-            "model.layers.5.block_sparse_moe.input_linear.weight",
-            vec![64, 1024, 1536],
-        ),
-        (
-            "model.layers.5.shared_mlp.input_linear.weight",
-            vec![2048, 1536],
-        ),
-        (
-            "model.layers.5.shared_mlp.output_linear.weight",
-            vec![1536, 1024],
-        ),
-        (
-            "model.layers.39.post_attention_layernorm.weight",
-            vec![1536],
-        ),
-        ("model.norm.weight", vec![1536]),
-    ] {
-        assert_eq!(shape_of(&m, name), shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            ("model.layers.0.mamba.in_proj.weight", vec![6448, 1536]),
+            ("model.layers.0.mamba.conv1d.weight", vec![3328, 1, 4]),
+            ("model.layers.0.mamba.norm.weight", vec![3072]),
+            ("model.layers.0.mamba.out_proj.weight", vec![1536, 3072]),
+            ("model.layers.5.self_attn.q_proj.weight", vec![1536, 1536]),
+            (
+                "model.layers.5.block_sparse_moe.router.layer.weight",
+                vec![64, 1536],
+            ),
+            (
+                "model.layers.5.block_sparse_moe.input_linear.weight",
+                vec![64, 1024, 1536],
+            ),
+            (
+                "model.layers.5.shared_mlp.input_linear.weight",
+                vec![2048, 1536],
+            ),
+            (
+                "model.layers.5.shared_mlp.output_linear.weight",
+                vec![1536, 1024],
+            ),
+            (
+                "model.layers.39.post_attention_layernorm.weight",
+                vec![1536],
+            ),
+            ("model.norm.weight", vec![1536]),
+        ],
+    );
 }
 
 /// ibm-granite/granite-4.0-h-1b: the dense branch (`num_local_experts: 0`): every layer the
@@ -183,20 +176,21 @@ fn bamba_9b() {
     assert_eq!(total, 9_780_235_392);
     let m = load("bamba-9b");
     assert_eq!(m.params_total, total);
-    for (name, shape) in [
-        ("model.layers.0.mamba.in_proj.weight", vec![16768, 4096]),
-        ("model.layers.0.mamba.dt_bias", vec![128]),
-        ("model.layers.9.self_attn.k_proj.weight", vec![1024, 4096]),
-        (
-            "model.layers.9.feed_forward.gate_proj.weight",
-            vec![14336, 4096],
-        ),
-        ("model.layers.9.pre_ff_layernorm.weight", vec![4096]),
-        ("model.final_layernorm.weight", vec![4096]),
-        ("lm_head.weight", vec![128256, 4096]),
-    ] {
-        assert_eq!(shape_of(&m, name), shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            ("model.layers.0.mamba.in_proj.weight", vec![16768, 4096]),
+            ("model.layers.0.mamba.dt_bias", vec![128]),
+            ("model.layers.9.self_attn.k_proj.weight", vec![1024, 4096]),
+            (
+                "model.layers.9.feed_forward.gate_proj.weight",
+                vec![14336, 4096],
+            ),
+            ("model.layers.9.pre_ff_layernorm.weight", vec![4096]),
+            ("model.final_layernorm.weight", vec![4096]),
+            ("lm_head.weight", vec![128256, 4096]),
+        ],
+    );
 }
 
 /// Bad layer patterns are refused in one line, naming the field.

@@ -49,7 +49,7 @@ fn ai21_jamba_1_5_mini() {
     for (i, l) in spec.decoder.layers.iter().enumerate() {
         assert_eq!(matches!(l.mlp, Mlp::Moe(_)), i % 2 == 1, "layer {i}");
     }
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(ssm.version, SsmVersion::Jamba);
     assert_eq!((ssm.d_inner, ssm.d_state, ssm.dt_rank), (8192, 16, 256));
     common::assert_shapes(

@@ -71,11 +71,10 @@ fn qwen3_5_27b() {
     assert_eq!(spec.architecture, "Qwen3_5ForConditionalGeneration");
     let full = common::attention_layers(&m);
     assert_eq!(full, (0..16).map(|k| 4 * k + 3).collect::<Vec<_>>());
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
-    assert_eq!(ssm.version, SsmVersion::GatedDeltaNet);
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(
-        (ssm.heads, ssm.groups, ssm.d_state, ssm.d_inner),
-        (48, 16, 128, 6144)
+        (ssm.version, ssm.heads, ssm.groups, ssm.d_state, ssm.d_inner),
+        (SsmVersion::GatedDeltaNet, 48, 16, 128, 6144)
     );
     // Names and shapes as transformers 5.24 builds them (`model.language_model.` in the
     // VLM; vramscope names the language model as the text class does).

@@ -56,11 +56,10 @@ fn qwen3_next_80b_a3b_instruct() {
         .layers
         .iter()
         .all(|l| matches!(l.mlp, Mlp::Moe(_))));
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
-    assert_eq!(ssm.version, SsmVersion::GatedDeltaNet);
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(
-        (ssm.heads, ssm.groups, ssm.d_state, ssm.d_inner),
-        (32, 16, 128, 4096)
+        (ssm.version, ssm.heads, ssm.groups, ssm.d_state, ssm.d_inner),
+        (SsmVersion::GatedDeltaNet, 32, 16, 128, 4096)
     );
     // Shapes as transformers 5.24 names them on the meta device (its experts are fused; the
     // published checkpoint stores them per expert, the names vramscope uses).

@@ -42,16 +42,12 @@ fn has_note(r: &Resolved, needle: &str) -> bool {
 }
 
 /// The Llama-style names of every linear layer (axolotl `lora_target_linear: true`,
-/// LLaMA-Factory `lora_target: all`).
-const ALL_LINEAR: [&str; 7] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
+/// LLaMA-Factory `lora_target: all`), written out here rather than taken from the code.
+fn all_linear() -> Vec<&'static str> {
+    "q_proj k_proj v_proj o_proj gate_proj up_proj down_proj"
+        .split(' ')
+        .collect()
+}
 
 // ---------- DeepSpeed ----------
 
@@ -154,7 +150,7 @@ fn llamafactory_lora_with_the_offload_config() {
                                                      // finetuning_type lora, lora_rank 8, lora_target all
     assert_eq!(
         j["peft"],
-        json!({"method": "lora", "rank": 8, "targets": ALL_LINEAR})
+        json!({"method": "lora", "rank": 8, "targets": all_linear()})
     );
 }
 
@@ -244,7 +240,7 @@ fn axolotl_qlora() {
             "attention": "flash",                    // flash_attention: true
             "packing": true,                         // sample_packing: true
             // adapter: qlora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear: true
-            "peft": {"method": "qlora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR,
+            "peft": {"method": "qlora", "rank": 32, "alpha": 16.0, "targets": all_linear(),
                      "dropout": 0.05},
         })
     );
@@ -276,7 +272,7 @@ fn axolotl_lora_8bit() {
             "packing": true,            // sample_packing: true
             // adapter: lora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear:
             // true, lora_modules_to_save: [embed_tokens, lm_head]
-            "peft": {"method": "lora", "rank": 32, "alpha": 16.0, "targets": ALL_LINEAR,
+            "peft": {"method": "lora", "rank": 32, "alpha": 16.0, "targets": all_linear(),
                      "dropout": 0.05, "modules_to_save": ["embed_tokens", "lm_head"]},
         })
     );
@@ -316,7 +312,7 @@ fn llamafactory_lora_sft() {
             "grad_accum": 8,
             "precision": "bf16-mixed",
             "checkpointing": "full",
-            "peft": {"method": "lora", "rank": 8, "targets": ALL_LINEAR},
+            "peft": {"method": "lora", "rank": 8, "targets": all_linear()},
         })
     );
 }
@@ -337,7 +333,7 @@ fn llamafactory_qlora_on_the_fly() {
             "precision": "bf16-mixed",
             "checkpointing": "full",
             // no lora_rank: LLaMA-Factory's default 8
-            "peft": {"method": "qlora", "rank": 8, "targets": ALL_LINEAR},
+            "peft": {"method": "qlora", "rank": 8, "targets": all_linear()},
         })
     );
 }

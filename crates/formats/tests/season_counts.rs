@@ -40,6 +40,15 @@ fn assert_no_unknown_note(m: &LoadedModel) {
     common::assert_never_warns(&m.warnings, "not known");
 }
 
+/// The fixture, checked to count `total` parameters (worked by hand in the test) and to read
+/// with no note about an unknown key; a failure names the fixture.
+fn load_counted(name: &str, total: u64) -> LoadedModel {
+    let m = load(name);
+    assert_eq!(m.params_total, total, "{name}");
+    assert_no_unknown_note(&m);
+    m
+}
+
 /// HuggingFaceTB/SmolLM3-3B: the published config names no `tie_word_embeddings`, and
 /// `SmolLM3Config` defaults it to True (the checkpoint index's `total_parameters`:
 /// 3,075,098,624; transformers: 3,075,098,624). h 2048, 36 layers, 16 heads of 128, 4 KV heads,
@@ -111,9 +120,7 @@ fn olmo2_13b_whole_projection_qk_norms() {
     let total = 40 * layer + 1_027_604_480 + 5_120;
     assert_eq!(total, 13_716_198_400);
     assert_eq!(54_864_793_600 / 4, total);
-    let m = load("olmo-2-1124-13b.json");
-    assert_eq!(m.params_total, total);
-    assert_no_unknown_note(&m);
+    let m = load_counted("olmo-2-1124-13b.json", total);
     // The checkpoint's tensor names (its index's weight_map).
     assert_eq!(
         shape(&m, "model.layers.0.self_attn.q_norm.weight"),
@@ -156,9 +163,7 @@ fn olmo3_gqa_qk_norms_and_sliding_pattern() {
     assert_eq!(layer, 2_229_888);
     let total = 8 * layer + 1_024_000 + 512;
     assert_eq!(total, 18_863_616);
-    let m = load("olmo3-toy-gqa.json");
-    assert_eq!(m.params_total, total);
-    assert_no_unknown_note(&m);
+    let m = load_counted("olmo3-toy-gqa.json", total);
     assert_eq!(
         shape(&m, "model.layers.0.self_attn.k_norm.weight"),
         vec![128]
@@ -192,9 +197,7 @@ fn exaone4_1_2b_per_head_qk_norms() {
     assert_eq!(layer, 35_655_808);
     let total = 30 * layer + 209_715_200 + 2_048;
     assert_eq!(total, 1_279_391_488);
-    let m = load("exaone-4.0-1.2b.json");
-    assert_eq!(m.params_total, total);
-    assert_no_unknown_note(&m);
+    let m = load_counted("exaone-4.0-1.2b.json", total);
     assert_eq!(
         shape(&m, "model.layers.0.self_attn.q_norm.weight"),
         vec![64]

@@ -9,6 +9,8 @@
 //! sum({id(p): p.numel() for p in m.parameters()}.values())   # unique: tied weights once
 //! ```
 
+mod common;
+
 use vramscope_core::model::{AttentionKind, Mlp, SsmVersion};
 use vramscope_formats::hf_config::parse_config_str;
 use vramscope_formats::model_source::load_model;
@@ -40,22 +42,22 @@ fn mamba_2_8b() {
     let m = load_model(&fixture("mamba-2.8b-hf")).unwrap();
     assert_eq!(m.params_total, total);
     let inv = m.inventory.as_ref().unwrap();
-    for (name, shape) in [
-        ("backbone.embeddings.weight", vec![50_280, 2_560]),
-        (
-            "backbone.layers.0.mixer.in_proj.weight",
-            vec![10_240, 2_560],
-        ),
-        ("backbone.layers.0.mixer.conv1d.weight", vec![5_120, 1, 4]),
-        ("backbone.layers.0.mixer.x_proj.weight", vec![192, 5_120]),
-        ("backbone.layers.0.mixer.dt_proj.bias", vec![5_120]),
-        ("backbone.layers.63.mixer.A_log", vec![5_120, 16]),
-        ("backbone.layers.63.norm.weight", vec![2_560]),
-        ("backbone.norm_f.weight", vec![2_560]),
-    ] {
-        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
+    common::assert_shapes(
+        &m,
+        &[
+            ("backbone.embeddings.weight", vec![50_280, 2_560]),
+            (
+                "backbone.layers.0.mixer.in_proj.weight",
+                vec![10_240, 2_560],
+            ),
+            ("backbone.layers.0.mixer.conv1d.weight", vec![5_120, 1, 4]),
+            ("backbone.layers.0.mixer.x_proj.weight", vec![192, 5_120]),
+            ("backbone.layers.0.mixer.dt_proj.bias", vec![5_120]),
+            ("backbone.layers.63.mixer.A_log", vec![5_120, 16]),
+            ("backbone.layers.63.norm.weight", vec![2_560]),
+            ("backbone.norm_f.weight", vec![2_560]),
+        ],
+    );
     assert!(inv.get("lm_head.weight").is_none(), "tied head");
 }
 
@@ -99,8 +101,7 @@ fn falcon_mamba_7b() {
     assert_eq!(total, 7_272_665_088);
     let m = load_model(&fixture("falcon-mamba-7b")).unwrap();
     assert_eq!(m.params_total, total);
-    let spec = m.spec.as_ref().unwrap();
-    let ssm = spec.decoder.layers[0].attention.kind.state_space().unwrap();
+    let ssm = common::ssm_of(&m, 0);
     assert_eq!(ssm.version, SsmVersion::FalconMamba);
     assert_eq!(ssm.d_inner, 8_192);
 }

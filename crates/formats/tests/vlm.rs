@@ -18,55 +18,29 @@ use common::vlm::{fixture, parts, tokens};
 use vramscope_core::vision::{ImageTokens, Part};
 use vramscope_formats::model_source::load_model;
 
+/// The projectors by hand (the counts in the rows below):
+/// - Qwen2.5-VL-7B: ln_q 1280 (RMSNorm) + mlp.0 5120·5120 + 5120 + mlp.2 3584·5120 + 3584
+///   = 1,280 + 26,219,520 + 18,353,664 = 44,574,464;
+/// - LLaVA-1.5-7B: linear_1 1024·4096 + 4096, linear_2 4096·4096 + 4096 = 20,979,712;
+///   LLaVA-NeXT-Mistral-7B adds `image_newline` (4096): 20,979,712 + 4,096 = 20,983,808;
+/// - Gemma-3-4B: mm_input_projection_weight 1152·2560 + mm_soft_emb_norm 1152.
 #[test]
-fn qwen2_5_vl_7b_instruct() {
-    // Projector by hand: ln_q 1280 (RMSNorm) + mlp.0 5120·5120 + 5120 + mlp.2 3584·5120 + 3584
-    // = 1,280 + 26,219,520 + 18,353,664 = 44,574,464.
+fn projectors_by_hand() {
     assert_eq!(
         1_280 + 5_120 * 5_120 + 5_120 + 3_584 * 5_120 + 3_584,
         44_574_464u64
     );
-    assert_eq!(
-        parts("qwen2.5-vl-7b-instruct.json"),
-        (8_292_166_656, 631_975_680, 44_574_464, 7_615_616_512)
-    );
-}
-
-#[test]
-fn qwen2_5_vl_3b_instruct() {
-    assert_eq!(
-        parts("qwen2.5-vl-3b-instruct.json"),
-        (3_754_622_976, 631_975_680, 36_708_608, 3_085_938_688)
-    );
-}
-
-#[test]
-fn llava_1_5_7b() {
-    // Projector by hand: linear_1 1024·4096 + 4096, linear_2 4096·4096 + 4096 = 20,979,712.
     assert_eq!(1_024 * 4_096 + 4_096 + 4_096 * 4_096 + 4_096, 20_979_712u64);
-    assert_eq!(
-        parts("llava-1.5-7b-hf.json"),
-        (7_063_427_072, 303_507_456, 20_979_712, 6_738_939_904)
-    );
-}
-
-#[test]
-fn llava_v1_6_mistral_7b() {
-    // The projector adds `image_newline` (4096) to LLaVA-1.5's: 20,979,712 + 4,096.
-    assert_eq!(
-        parts("llava-v1.6-mistral-7b-hf.json"),
-        (7_566_747_648, 303_507_456, 20_983_808, 7_242_256_384)
-    );
-}
-
-#[test]
-fn gemma_3_4b_it() {
-    // Projector by hand: mm_input_projection_weight 1152·2560 + mm_soft_emb_norm 1152.
+    assert_eq!(20_979_712 + 4_096, 20_983_808u64);
     assert_eq!(1_152 * 2_560 + 1_152, 2_950_272u64);
-    assert_eq!(
-        parts("gemma-3-4b-it.json"),
-        (4_300_079_472, 416_866_032, 2_950_272, 3_880_263_168)
-    );
+}
+
+crate::parts_tests! {
+    qwen2_5_vl_7b_instruct: "qwen2.5-vl-7b-instruct.json" => (8_292_166_656, 631_975_680, 44_574_464, 7_615_616_512);
+    qwen2_5_vl_3b_instruct: "qwen2.5-vl-3b-instruct.json" => (3_754_622_976, 631_975_680, 36_708_608, 3_085_938_688);
+    llava_1_5_7b: "llava-1.5-7b-hf.json" => (7_063_427_072, 303_507_456, 20_979_712, 6_738_939_904);
+    llava_v1_6_mistral_7b: "llava-v1.6-mistral-7b-hf.json" => (7_566_747_648, 303_507_456, 20_983_808, 7_242_256_384);
+    gemma_3_4b_it: "gemma-3-4b-it.json" => (4_300_079_472, 416_866_032, 2_950_272, 3_880_263_168);
 }
 
 #[test]
@@ -78,12 +52,7 @@ fn vlm_configs_read_without_warnings_about_uncounted_parts() {
         "llava-v1.6-mistral-7b-hf.json",
         "gemma-3-4b-it.json",
     ] {
-        let m = load_model(&fixture(f)).unwrap();
-        assert!(
-            m.warnings.iter().all(|w| !w.contains("multimodal")),
-            "{f}: {:?}",
-            m.warnings
-        );
+        let m = common::vlm::counted_model(f);
         assert!(m.spec.as_ref().unwrap().vision.is_some(), "{f}");
     }
 }

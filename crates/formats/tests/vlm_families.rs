@@ -19,27 +19,29 @@ use vramscope_formats::model_source::load_model;
 /// (total, vision tower, projector, language model) as the inventory counts them, the model
 /// read without a warning about a multimodal part left uncounted.
 fn parts(name: &str) -> (u64, u64, u64, u64) {
-    let m = vlm::model(name);
-    assert!(
-        m.warnings.iter().all(|w| !w.contains("multimodal")),
-        "{name}: {:?}",
-        m.warnings
-    );
-    vlm::parts_of(&m)
+    vlm::parts_of(&vlm::counted_model(name))
 }
 
-/// Mistral-Small-3.1-24B. The config names no top-level `tie_word_embeddings`; transformers
-/// 5.24 then defaults it to true and, from the config alone, ties `lm_head` to the embeddings
-/// (23,340,272,640), but the checkpoint stores both and `from_pretrained` unties them
-/// ("both are present in the checkpoints with different values, so we will NOT tie them"):
-/// the loaded model — and the model page's 24 B — is the untied count, built on meta with
-/// `tie_word_embeddings=False`: 24,011,361,280 = 23,340,272,640 + 131,072·5,120.
-/// Tower by hand: patch_conv 1024·3·14·14 = 602,112, ln_pre 1,024; a layer = 2 RMSNorms
-/// 2,048 + q/k/v/o 4·1024² + SwiGLU 3·1024·4096 = 16,779,264, × 24 = 402,702,336 → 403,305,472.
-/// Projector: norm 1,024 + merging_layer 4096·1024 + linear_1 1024·5120 + linear_2 5120²
-/// = 35,652,608.
+/// The counts of the rows below by hand.
+/// - Mistral-Small-3.1-24B. The config names no top-level `tie_word_embeddings`; transformers
+///   5.24 then defaults it to true and, from the config alone, ties `lm_head` to the embeddings
+///   (23,340,272,640), but the checkpoint stores both and `from_pretrained` unties them ("both
+///   are present in the checkpoints with different values, so we will NOT tie them"): the
+///   loaded model — and the model page's 24 B — is the untied count, built on meta with
+///   `tie_word_embeddings=False`: 24,011,361,280 = 23,340,272,640 + 131,072·5,120 (language
+///   22,901,314,560 + 671,088,640). Tower: patch_conv 1024·3·14·14 = 602,112, ln_pre 1,024; a
+///   layer = 2 RMSNorms 2,048 + q/k/v/o 4·1024² + SwiGLU 3·1024·4096 = 16,779,264, × 24 =
+///   402,702,336 → 403,305,472. Projector: norm 1,024 + merging_layer 4096·1024 + linear_1
+///   1024·5120 + linear_2 5120² = 35,652,608.
+/// - SmolVLM2-500M-Video-Instruct: a SigLIP tower of `SmolVLMVisionConfig`'s default depth
+///   (12) and MLP (3072) at 768 wide, 512 px / 16 px patches (1024 position rows); the
+///   connector shuffles 4×4 patches: 768·16 = 12,288 → 960, no bias = 11,796,480.
+/// - Qwen3-VL-4B-Instruct (tied embeddings). Projector: the merger = LayerNorm 2·1024 +
+///   linear_fc1 4096² + 4096 + linear_fc2 2560·4096 + 2560 = 27,271,680; each of the 3
+///   DeepStack mergers normalises the merged width instead (2·4096): 27,277,824 → 81,833,472;
+///   together 109,105,152.
 #[test]
-fn mistral_small_3_1_24b() {
+fn counts_by_hand() {
     assert_eq!(23_340_272_640 + 131_072 * 5_120, 24_011_361_280u64);
     assert_eq!(
         602_112 + 1_024 + 24 * (2_048 + 4 * 1_024 * 1_024 + 3 * 1_024 * 4_096),
@@ -49,50 +51,17 @@ fn mistral_small_3_1_24b() {
         1_024 + 4_096 * 1_024 + 1_024 * 5_120 + 5_120 * 5_120,
         35_652_608u64
     );
-    assert_eq!(
-        parts("mistral-small-3.1-24b-instruct.json"),
-        (
-            24_011_361_280,
-            403_305_472,
-            35_652_608,
-            22_901_314_560 + 671_088_640
-        )
-    );
-}
-
-/// SmolVLM2-500M-Video-Instruct: a SigLIP tower of `SmolVLMVisionConfig`'s default depth (12)
-/// and MLP (3072) at 768 wide, 512 px / 16 px patches (1024 position rows); the connector
-/// shuffles 4×4 patches: 768·16 = 12,288 → 960, no bias = 11,796,480.
-#[test]
-fn smolvlm2_500m() {
     assert_eq!(12_288 * 960, 11_796_480u64);
-    assert_eq!(
-        parts("smolvlm2-500m-video-instruct.json"),
-        (507_482_304, 86_433_024, 11_796_480, 409_252_800)
-    );
-}
-
-/// Qwen3-VL-4B-Instruct (tied embeddings). Projector by hand: the merger = LayerNorm 2·1024 +
-/// linear_fc1 4096² + 4096 + linear_fc2 2560·4096 + 2560 = 27,271,680; each of the 3 DeepStack
-/// mergers normalises the merged width instead (2·4096): 27,277,824 → 81,833,472; together
-/// 109,105,152.
-#[test]
-fn qwen3_vl_4b_instruct() {
     let fc = 4_096 * 4_096 + 4_096 + 2_560 * 4_096 + 2_560;
     assert_eq!(2_048 + fc + 3 * (8_192 + fc), 109_105_152u64);
-    assert_eq!(
-        parts("qwen3-vl-4b-instruct.json"),
-        (4_437_815_808, 306_242_560, 109_105_152, 4_022_468_096)
-    );
 }
 
-/// Qwen3-VL-8B-Instruct (untied; the 36 text layers restored, see the README).
-#[test]
-fn qwen3_vl_8b_instruct() {
-    assert_eq!(
-        parts("qwen3-vl-8b-instruct.json"),
-        (8_767_123_696, 415_891_440, 160_496_896, 8_190_735_360)
-    );
+crate::parts_tests! {
+    mistral_small_3_1_24b: "mistral-small-3.1-24b-instruct.json" => (24_011_361_280, 403_305_472, 35_652_608, 22_901_314_560 + 671_088_640);
+    smolvlm2_500m: "smolvlm2-500m-video-instruct.json" => (507_482_304, 86_433_024, 11_796_480, 409_252_800);
+    qwen3_vl_4b_instruct: "qwen3-vl-4b-instruct.json" => (4_437_815_808, 306_242_560, 109_105_152, 4_022_468_096);
+    /// Qwen3-VL-8B-Instruct (untied; the 36 text layers restored, see the README).
+    qwen3_vl_8b_instruct: "qwen3-vl-8b-instruct.json" => (8_767_123_696, 415_891_440, 160_496_896, 8_190_735_360);
 }
 
 /// Image tokens by each family's processor, worked by hand.

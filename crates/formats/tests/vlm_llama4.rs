@@ -14,8 +14,14 @@
 
 mod common;
 
-use common::vlm::{fixture, parts, tokens};
-use vramscope_formats::model_source::load_model;
+use common::vlm::{parts, tokens};
+
+crate::parts_tests! {
+    llama_4_scout: "llama-4-scout-17b-16e.json" => (108_641_793_536, 850_960_896, 20_971_520, 107_769_861_120);
+    /// Maverick: MoE on every second layer (`interleave_moe_layer_step` 2: layers 1, 3, …, 47),
+    /// 128 experts; the other 24 layers dense MLPs of `intermediate_size_mlp` 16384.
+    llama_4_maverick: "llama-4-maverick-17b-128e.json" => (401_583_781_376, 850_960_896, 20_971_520, 400_711_848_960);
+}
 
 /// The tower by hand (`Llama4VisionModel.__init__`, 1408 wide, 34 layers, 14 px patches,
 /// 336 px tiles, MLP 5632, adapter 5632 → 4096 → 4096):
@@ -59,38 +65,12 @@ fn scout_language_by_hand() {
     assert_eq!(48 * layer + 2 * 202_048 * 5120 + 5120, 107_769_861_120);
 }
 
-#[test]
-fn llama_4_scout() {
-    assert_eq!(
-        parts("llama-4-scout-17b-16e.json"),
-        (108_641_793_536, 850_960_896, 20_971_520, 107_769_861_120)
-    );
-}
-
-/// Maverick: MoE on every second layer (`interleave_moe_layer_step` 2: layers 1, 3, …, 47),
-/// 128 experts; the other 24 layers dense MLPs of `intermediate_size_mlp` 16384.
-#[test]
-fn llama_4_maverick() {
-    assert_eq!(
-        parts("llama-4-maverick-17b-128e.json"),
-        (401_583_781_376, 850_960_896, 20_971_520, 400_711_848_960)
-    );
-}
-
 /// The tensors as transformers names and shapes them, the layers' attention as the text
 /// config sets it: every fourth layer NoPE without chunking or the L2 norm.
 #[test]
 fn tensors_and_layers() {
-    let m = load_model(&fixture("llama-4-scout-17b-16e.json")).unwrap();
-    common::assert_never_warns(&m.warnings, "multimodal");
-    let inv = m.inventory.as_ref().unwrap();
-    let shape = |n: &str| {
-        inv.tensors
-            .iter()
-            .find(|t| t.name == n)
-            .map(|t| t.shape.clone())
-            .unwrap_or_else(|| panic!("{n} missing"))
-    };
+    let m = common::vlm::counted_model("llama-4-scout-17b-16e.json");
+    let shape = |n: &str| common::shape(&m, n);
     assert_eq!(
         shape("vision_model.patch_embedding.linear.weight"),
         vec![1408, 588]

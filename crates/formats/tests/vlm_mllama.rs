@@ -17,6 +17,11 @@ use common::vlm::{fixture, parts};
 use vramscope_core::vision::mllama;
 use vramscope_formats::model_source::load_model;
 
+crate::parts_tests! {
+    llama_3_2_11b_vision_instruct: "llama-3.2-11b-vision-instruct.json" => (10_670_220_835, 863_567_379, 31_461_376, 9_775_192_080);
+    llama_3_2_90b_vision_instruct: "llama-3.2-90b-vision-instruct.json" => (88_593_355_323, 863_567_379, 62_922_752, 87_666_865_192);
+}
+
 /// The tower by hand (`MllamaVisionModel.__init__`, 1280 wide, 14 px patches, 560 px tiles,
 /// 4 tiles, 8 aspect ratios + the padding id):
 /// - patch_embedding 1280·3·14·14 = 752,640; class_embedding 1,280;
@@ -44,37 +49,14 @@ fn tower_by_hand() {
     assert_eq!(7680 * 4096 + 4096, 31_461_376u64);
 }
 
-#[test]
-fn llama_3_2_11b_vision_instruct() {
-    assert_eq!(
-        parts("llama-3.2-11b-vision-instruct.json"),
-        (10_670_220_835, 863_567_379, 31_461_376, 9_775_192_080)
-    );
-}
-
-#[test]
-fn llama_3_2_90b_vision_instruct() {
-    assert_eq!(
-        parts("llama-3.2-90b-vision-instruct.json"),
-        (88_593_355_323, 863_567_379, 62_922_752, 87_666_865_192)
-    );
-}
-
 /// The language model as transformers names and shapes it: 8 extra embedding rows, the head
 /// at the vocabulary, cross-attention layers with per-head q/k norms and two scalar gates and
 /// no self-attention.
 #[test]
 fn language_model_tensors() {
-    let m = load_model(&fixture("llama-3.2-11b-vision-instruct.json")).unwrap();
-    common::assert_never_warns(&m.warnings, "multimodal");
+    let m = common::vlm::counted_model("llama-3.2-11b-vision-instruct.json");
     let inv = m.inventory.as_ref().unwrap();
-    let shape = |n: &str| {
-        inv.tensors
-            .iter()
-            .find(|t| t.name == n)
-            .map(|t| t.shape.clone())
-            .unwrap_or_else(|| panic!("{n} missing"))
-    };
+    let shape = |n: &str| common::shape(&m, n);
     assert_eq!(shape("model.embed_tokens.weight"), vec![128_264, 4096]);
     assert_eq!(shape("lm_head.weight"), vec![128_256, 4096]);
     assert_eq!(

@@ -56,7 +56,9 @@ fn zamba2_2_7b() {
     assert_eq!(m.params_total, expected);
     let inv = m.inventory.as_ref().unwrap();
     // Block 0 is first applied at layer 6, block 1 at 12; layer 18 applies block 0 again.
-    for (name, shape) in [
+    common::assert_shapes(
+        &m,
+        &[
         (
             "model.layers.6.shared_transformer.self_attn.q_proj.weight",
             vec![5120, 5120],
@@ -79,10 +81,8 @@ fn zamba2_2_7b() {
             vec![10448, 2560],
         ),
         ("model.layers.17.mamba.conv1d.bias", vec![5248]),
-    ] {
-        let t = inv.get(name).unwrap_or_else(|| panic!("{name} missing"));
-        assert_eq!(t.shape, shape, "{name}");
-    }
+        ],
+    );
     assert!(inv
         .get("model.layers.18.shared_transformer.self_attn.q_proj.weight")
         .is_none());

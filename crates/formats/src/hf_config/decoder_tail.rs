@@ -52,6 +52,20 @@ pub(super) fn kv_heads_default_8(cfg: &Cfg, heads: u64) -> Result<u64> {
     cfg.kv_heads(&["num_key_value_heads"], heads, default)
 }
 
+/// The decoder widths the Jamba-line hybrids read alike, with the same class defaults
+/// (`JambaConfig`, `BambaConfig`, `FalconH1Config`): `hidden_size` 4096, `num_hidden_layers`
+/// 32, `num_attention_heads` 32, `num_key_value_heads` per [`kv_heads_default_8`], and
+/// `getattr(config, "head_dim", hidden_size // num_attention_heads)`. Returns (hidden, layers,
+/// heads, kv_heads, head_dim).
+pub(super) fn hybrid_dims(cfg: &Cfg) -> Result<(u64, u64, u64, u64, u64)> {
+    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
+    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
+    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
+    let kv_heads = kv_heads_default_8(cfg, heads)?;
+    let head_dim = cfg.head_dim(hidden, heads)?;
+    Ok((hidden, layers, heads, kv_heads, head_dim))
+}
+
 /// Per layer, whether a `layer_types` list names it attention: entries in `attention` are,
 /// entries in `mixer` (the family's other layer kind) are not; anything else, a list of the
 /// wrong length or a value that is no list is refused, naming the field and the names it takes.

@@ -8,7 +8,7 @@
 
 use super::decoder_tail::finish;
 use super::fields::Cfg;
-use super::{dense, empty_spec, plain_attention, MAX_DIM};
+use super::{dense, empty_spec, plain_attention};
 use crate::error::Result;
 use serde_json::Value;
 use vramscope_core::model::*;
@@ -19,12 +19,7 @@ use vramscope_core::model::*;
 /// `pre_ff_layernorm`, `model.final_layernorm`: Jamba's names).
 pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("falcon_h1", "FalconH1ForCausalLM", Naming::Jamba);
-    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
-    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
-    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
-    // `getattr(config, "head_dim", hidden_size // num_attention_heads)`.
-    let head_dim = cfg.head_dim(hidden, heads)?;
+    let (hidden, layers, heads, kv_heads, head_dim) = super::decoder_tail::hybrid_dims(cfg)?;
     let ffn = cfg.size(&["intermediate_size"], Some(14336))?;
     let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
     let attention = plain_attention(
@@ -61,13 +56,7 @@ pub(crate) fn falcon_h1(cfg: &Cfg) -> Result<ModelSpec> {
 /// `mamba_n_groups` group, whole groups of heads (`mamba2_chunk_scan`'s `repeat_interleave`).
 fn falcon_h1_mixer(cfg: &Cfg, hidden: u64) -> Result<ParallelSsm> {
     let d_inner = match cfg.obj.get("mamba_d_ssm") {
-        Some(Value::Null) => {
-            let expand = cfg.size(&["mamba_expand"], Some(2))?;
-            hidden
-                .checked_mul(expand)
-                .filter(|v| *v <= MAX_DIM)
-                .ok_or_else(|| cfg.err("mamba_expand", "mamba_expand · hidden_size is too large"))?
-        }
+        Some(Value::Null) => cfg.mamba_expanded(hidden)?,
         _ => cfg.size(&["mamba_d_ssm"], Some(1024))?,
     };
     let heads = cfg.size(&["mamba_n_heads"], Some(128))?;
@@ -81,27 +70,11 @@ fn falcon_h1_mixer(cfg: &Cfg, hidden: u64) -> Result<ParallelSsm> {
         ));
     }
     let (groups, d_state) = super::mamba2_heads::mamba2_heads(cfg, d_inner, heads)?;
-    // conv_dim = d_inner + 2 · groups · d_state, and in_proj adds d_inner + heads to it.
-    let conv_dim = groups
-        .checked_mul(d_state)
-        .and_then(|v| v.checked_mul(2))
-        .and_then(|v| v.checked_add(d_inner))
-        .filter(|v| v.saturating_add(d_inner + heads) <= MAX_DIM);
-    if conv_dim.is_none() {
-        return Err(cfg.err("mamba_d_state", "the Mamba projections are too large"));
-    }
+    let base = super::mamba2_heads::mamba2_ssm(cfg, d_inner, d_state, heads, groups)?;
     let ssm = Ssm {
-        version: SsmVersion::Mamba2,
-        d_inner,
-        d_state,
-        d_conv: cfg.size(&["mamba_d_conv"], Some(4))?,
-        dt_rank: 0,
-        heads,
-        groups,
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
-        state_fp32: false,
-        chunk: 0,
+        ..base
     };
     Ok(ParallelSsm {
         ssm,

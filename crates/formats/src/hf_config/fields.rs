@@ -89,6 +89,44 @@ impl Cfg<'_> {
         Ok(n)
     }
 
+    /// The experts routed per token (`num_experts_per_tok`, Gemma 4's `top_k_experts`): a size
+    /// no larger than `experts`, since the router's `torch.topk(router_logits, top_k)` picks
+    /// among the experts (transformers `models/qwen3_next/modeling_qwen3_next.py`,
+    /// `Qwen3NextSparseMoeBlock.forward`; the same in every MoE block this crate reads).
+    pub(crate) fn top_k(&self, key: &str, default: Option<u64>, experts: u64) -> Result<u64> {
+        let top_k = self.size(&[key], default)?;
+        if top_k > experts {
+            return Err(self.err(key, format!("{top_k} is more than num_experts {experts}")));
+        }
+        Ok(top_k)
+    }
+
+    /// A Mamba mixer's inner width `mamba_expand · hidden` (`mamba_expand` 2 when absent), no
+    /// wider than vramscope accepts (`intermediate_size = int(mamba_expand * hidden_size)` in
+    /// transformers `JambaMambaMixer`, `BambaMixer`, `Zamba2MambaMixer`, `FalconH1Mixer`).
+    pub(crate) fn mamba_expanded(&self, hidden: u64) -> Result<u64> {
+        let expand = self.size(&["mamba_expand"], Some(2))?;
+        hidden
+            .checked_mul(expand)
+            .filter(|v| *v <= MAX_DIM)
+            .ok_or_else(|| self.err("mamba_expand", "mamba_expand · hidden_size is too large"))
+    }
+
+    /// A vision tower's `patch_size`: a size no larger than the `image_size` tile its patch
+    /// convolution cuts (`kernel_size=patch_size, stride=patch_size` over the tile: transformers
+    /// `models/mllama/modeling_mllama.py` `MllamaVisionModel.__init__`,
+    /// `models/llama4/modeling_llama4.py` `Llama4UnfoldConvolution`).
+    pub(crate) fn patch_within(&self, default: u64, tile: u64) -> Result<u64> {
+        let patch = self.size(&["patch_size"], Some(default))?;
+        if patch > tile {
+            return Err(self.err(
+                "patch_size",
+                format!("{patch} is larger than image_size {tile}"),
+            ));
+        }
+        Ok(patch)
+    }
+
     pub(crate) fn boolean(&self, key: &str, default: bool) -> Result<bool> {
         match self.obj.get(key) {
             None | Some(Value::Null) => Ok(default),
@@ -226,5 +264,56 @@ impl Cfg<'_> {
             ));
         }
         Ok(kv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cfg;
+
+    fn cfg_of(json: &str) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// 8 of 8 experts is the most `torch.topk` can pick; 9 of 8 is refused naming the key and
+    /// both numbers; an absent key takes the default, which is checked too.
+    #[test]
+    fn top_k_is_bounded_by_the_experts() {
+        let obj = cfg_of(r#"{"num_experts_per_tok": 8, "top_k_experts": 9}"#);
+        let c = Cfg {
+            obj: &obj,
+            origin: "c.json",
+        };
+        assert_eq!(c.top_k("num_experts_per_tok", None, 8).unwrap(), 8);
+        let e = c.top_k("top_k_experts", None, 8).unwrap_err().to_string();
+        assert!(
+            e.contains("top_k_experts") && e.contains("9 is more than num_experts 8"),
+            "{e}"
+        );
+        assert_eq!(c.top_k("absent", Some(2), 8).unwrap(), 2);
+        assert!(c.top_k("absent", Some(4), 3).is_err());
+    }
+
+    /// A 14 px patch fits a 448 px tile; a 500 px patch (the config's) does not; the default 14
+    /// is taken when `patch_size` is absent.
+    #[test]
+    fn patch_fits_the_tile() {
+        let obj = cfg_of(r#"{"patch_size": 500}"#);
+        let c = Cfg {
+            obj: &obj,
+            origin: "c.json",
+        };
+        let e = c.patch_within(14, 448).unwrap_err().to_string();
+        assert!(
+            e.contains("patch_size") && e.contains("500 is larger than image_size 448"),
+            "{e}"
+        );
+        assert_eq!(c.patch_within(14, 500).unwrap(), 500);
+        let empty = cfg_of("{}");
+        let c = Cfg {
+            obj: &empty,
+            origin: "c.json",
+        };
+        assert_eq!(c.patch_within(14, 448).unwrap(), 14);
     }
 }

@@ -86,13 +86,7 @@ fn moe(cfg: &Cfg) -> Result<Option<(u64, u64, u64)>> {
     }
     let experts = cfg.size(&["num_experts"], None)?;
     let width = cfg.size(&["moe_intermediate_size"], None)?;
-    let top_k = cfg.size(&["top_k_experts"], None)?;
-    if top_k > experts {
-        return Err(cfg.err(
-            "top_k_experts",
-            format!("{top_k} is more than num_experts {experts}"),
-        ));
-    }
+    let top_k = cfg.top_k("top_k_experts", None, experts)?;
     Ok(Some((experts, width, top_k)))
 }
 

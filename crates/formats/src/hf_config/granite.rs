@@ -12,7 +12,7 @@
 
 use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
-use super::{dense, empty_spec, plain_attention, MAX_DIM};
+use super::{dense, empty_spec, plain_attention};
 use crate::error::Result;
 use serde_json::Value;
 use vramscope_core::model::*;
@@ -106,11 +106,7 @@ pub(crate) fn granitemoehybrid(cfg: &Cfg) -> Result<ModelSpec> {
 /// head (`partial_rotary_factor` 0.5 hard-coded in `BambaConfig.__post_init__`): no parameter.
 pub(crate) fn bamba(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("bamba", "BambaForCausalLM", Naming::Jamba);
-    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
-    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
-    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
-    let head_dim = cfg.head_dim(hidden, heads)?;
+    let (hidden, layers, heads, kv_heads, head_dim) = super::decoder_tail::hybrid_dims(cfg)?;
     let bias = ProjBias::all(cfg.boolean("attention_bias", false)?);
     let mut attention = plain_attention(heads, kv_heads, head_dim, bias);
     attention.sliding_window = None;
@@ -220,11 +216,7 @@ fn state_space(ssm: Ssm) -> Attention {
 /// `mamba_d_conv` (4), `mamba_conv_bias` (true), `mamba_proj_bias` (false), `mamba_chunk_size`
 /// (256, the torch path's chunk); a gated RMSNorm over the inner width always.
 pub(crate) fn mamba2_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
-    let expand = cfg.size(&["mamba_expand"], Some(2))?;
-    let d_inner = hidden
-        .checked_mul(expand)
-        .filter(|v| *v <= MAX_DIM)
-        .ok_or_else(|| cfg.err("mamba_expand", "mamba_expand · hidden_size is too large"))?;
+    let d_inner = cfg.mamba_expanded(hidden)?;
     let heads = cfg.size(&["mamba_n_heads"], Some(128))?;
     if !d_inner.is_multiple_of(heads) {
         return Err(cfg.err(
@@ -233,25 +225,11 @@ pub(crate) fn mamba2_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
         ));
     }
     let (groups, d_state) = super::mamba2_heads::mamba2_heads(cfg, d_inner, heads)?;
-    let conv_ok = groups
-        .checked_mul(d_state)
-        .and_then(|v| v.checked_mul(2))
-        .and_then(|v| v.checked_add(2 * d_inner + heads))
-        .is_some_and(|v| v <= MAX_DIM);
-    if !conv_ok {
-        return Err(cfg.err("mamba_d_state", "the Mamba projections are too large"));
-    }
+    let base = super::mamba2_heads::mamba2_ssm(cfg, d_inner, d_state, heads, groups)?;
     Ok(Ssm {
-        state_fp32: false,
-        version: SsmVersion::Mamba2,
-        d_inner,
-        d_state,
-        d_conv: cfg.size(&["mamba_d_conv"], Some(4))?,
-        dt_rank: 0,
-        heads,
-        groups,
         conv_bias: cfg.boolean("mamba_conv_bias", true)?,
         proj_bias: cfg.boolean("mamba_proj_bias", false)?,
         chunk: cfg.size(&["mamba_chunk_size"], Some(256))?,
+        ..base
     })
 }

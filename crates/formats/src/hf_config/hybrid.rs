@@ -7,7 +7,7 @@
 
 use super::decoder_tail::{finish, pre_norm_layer};
 use super::fields::Cfg;
-use super::{dense, empty_spec, plain_attention, MAX_DIM};
+use super::{dense, empty_spec, plain_attention};
 use crate::error::Result;
 use serde_json::Value;
 use vramscope_core::model::*;
@@ -65,11 +65,7 @@ impl JambaPattern {
 /// token, a bias-free `router`).
 pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
     let mut spec = empty_spec("jamba", "JambaForCausalLM", Naming::Jamba);
-    let hidden = cfg.size(&["hidden_size"], Some(4096))?;
-    let layers = cfg.layer_count(&["num_hidden_layers"], 32)?;
-    let heads = cfg.size(&["num_attention_heads"], Some(32))?;
-    let kv_heads = super::decoder_tail::kv_heads_default_8(cfg, heads)?;
-    let head_dim = cfg.head_dim(hidden, heads)?;
+    let (hidden, layers, heads, kv_heads, head_dim) = super::decoder_tail::hybrid_dims(cfg)?;
     let ffn = cfg.size(&["intermediate_size"], Some(14336))?;
     let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
     let experts = cfg
@@ -128,11 +124,7 @@ pub(crate) fn jamba(cfg: &Cfg) -> Result<ModelSpec> {
 /// `JambaConfig.__post_init__`), `mamba_d_state`, `mamba_d_conv`, biases from
 /// `mamba_conv_bias` / `mamba_proj_bias`.
 fn jamba_mixer(cfg: &Cfg, hidden: u64) -> Result<Ssm> {
-    let expand = cfg.size(&["mamba_expand"], Some(2))?;
-    let d_inner = hidden
-        .checked_mul(expand)
-        .filter(|v| *v <= MAX_DIM)
-        .ok_or_else(|| cfg.err("mamba_expand", "mamba_expand · hidden_size is too large"))?;
+    let d_inner = cfg.mamba_expanded(hidden)?;
     let dt_rank = match cfg.obj.get("mamba_dt_rank") {
         None | Some(Value::Null) => hidden.div_ceil(16),
         Some(Value::String(s)) if s == "auto" => hidden.div_ceil(16),

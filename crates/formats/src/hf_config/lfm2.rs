@@ -77,13 +77,7 @@ fn lfm2_ffn(cfg: &Cfg) -> Result<u64> {
 /// `moe_intermediate_size`, `num_experts_per_tok` routed per token, no shared expert.
 fn moe_block(cfg: &Cfg) -> Result<MoeMlp> {
     let experts = cfg.size(&["num_experts"], Some(32))?;
-    let top_k = cfg.size(&["num_experts_per_tok"], Some(4))?;
-    if top_k > experts {
-        return Err(cfg.err(
-            "num_experts_per_tok",
-            format!("{top_k} is more than num_experts {experts}"),
-        ));
-    }
+    let top_k = cfg.top_k("num_experts_per_tok", Some(4), experts)?;
     Ok(MoeMlp {
         latent: None,
         experts,

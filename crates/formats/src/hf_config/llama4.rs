@@ -25,13 +25,7 @@ pub(crate) fn vision(v: &Cfg, lm_hidden: u64) -> Result<Vision> {
     }
     let layers = v.layer_count(&["num_hidden_layers"], 34)?;
     let tile = v.size(&["image_size"], Some(448))?;
-    let patch = v.size(&["patch_size"], Some(14))?;
-    if patch > tile {
-        return Err(v.err(
-            "patch_size",
-            format!("{patch} is larger than image_size {tile}"),
-        ));
-    }
+    let patch = v.patch_within(14, tile)?;
     let shuffle = shuffle_factor(v)?;
     let side = tile / patch;
     if !side.is_multiple_of(shuffle) {

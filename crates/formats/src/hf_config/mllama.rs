@@ -21,13 +21,7 @@ pub(crate) fn vision(v: &Cfg, lm_hidden: u64) -> Result<Vision> {
     let global_layers = v.layer_count(&["num_global_layers"], 8)?;
     let heads = v.size(&["attention_heads", "num_attention_heads"], Some(16))?;
     let tile = v.size(&["image_size"], Some(448))?;
-    let patch = v.size(&["patch_size"], Some(14))?;
-    if patch > tile {
-        return Err(v.err(
-            "patch_size",
-            format!("{patch} is larger than image_size {tile}"),
-        ));
-    }
+    let patch = v.patch_within(14, tile)?;
     let tiles = v.size(&["max_num_tiles"], Some(4))?;
     if tiles > 64 {
         return Err(v.err(

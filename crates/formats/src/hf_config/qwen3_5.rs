@@ -67,13 +67,7 @@ pub(crate) fn qwen3_5(cfg: &Cfg) -> Result<ModelSpec> {
 pub(crate) fn qwen3_5_moe(cfg: &Cfg) -> Result<ModelSpec> {
     let act = cfg.string("hidden_act").unwrap_or("silu").to_string();
     let experts = cfg.size(&["num_experts"], Some(256))?;
-    let top_k = cfg.size(&["num_experts_per_tok"], Some(8))?;
-    if top_k > experts {
-        return Err(cfg.err(
-            "num_experts_per_tok",
-            format!("{top_k} is more than num_experts {experts}"),
-        ));
-    }
+    let top_k = cfg.top_k("num_experts_per_tok", Some(8), experts)?;
     let expert = |key: &str| -> Result<DenseMlp> {
         Ok(dense(cfg.size(&[key], Some(512))?, true, false, &act))
     };

@@ -72,13 +72,7 @@ pub(super) fn gated_delta(cfg: &Cfg) -> Result<Ssm> {
 /// `num_experts_per_tok` per token, a bias-free `gate`, a shared expert of
 /// `shared_expert_intermediate_size` behind a sigmoid `shared_expert_gate`.
 fn moe_block(cfg: &Cfg, experts: u64, act: &str) -> Result<MoeMlp> {
-    let top_k = cfg.size(&["num_experts_per_tok"], Some(10))?;
-    if top_k > experts {
-        return Err(cfg.err(
-            "num_experts_per_tok",
-            format!("{top_k} is more than num_experts {experts}"),
-        ));
-    }
+    let top_k = cfg.top_k("num_experts_per_tok", Some(10), experts)?;
     Ok(MoeMlp {
         experts,
         top_k,

@@ -170,6 +170,11 @@ fn check_text_keys(top: &Map<String, Value>, top_type: &str, origin: &str) -> Re
 /// The language model's family inside a VLM of `top_type` (`text_config.model_type`, or the
 /// family's default text config).
 pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> String {
+    // What the text config names itself; the families below whose text config takes its
+    // class from it fall back to their own default when it names none.
+    let named = text
+        .and_then(|t| t.get("model_type"))
+        .and_then(Value::as_str);
     match top_type {
         // The Qwen-VL language model is Qwen2 with multimodal rotary positions (no parameters).
         "qwen2_vl" | "qwen2_5_vl" => "qwen2".into(),
@@ -182,44 +187,20 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
         // always its own class, whatever `text_config.model_type` says): `qwen3_5.rs`.
         "qwen3_5" => "qwen3_5_text".into(),
         "qwen3_5_moe" => "qwen3_5_moe_text".into(),
-        "llava_onevision" => text
-            .and_then(|t| t.get("model_type"))
-            .and_then(Value::as_str)
-            .unwrap_or("qwen2")
-            .to_string(),
+        "llava_onevision" => named.unwrap_or("qwen2").into(),
         // `MllamaTextModel` is Llama with cross-attention layers (`mllama.rs` marks them).
         "mllama" => "llama".into(),
         // `PaliGemmaConfig.sub_configs_defaults`: the text config's class by its own
         // `model_type`, `gemma` when it names none (PaliGemma 2: `gemma2`).
-        "paligemma" => text
-            .and_then(|t| t.get("model_type"))
-            .and_then(Value::as_str)
-            .unwrap_or("gemma")
-            .to_string(),
+        "paligemma" => named.unwrap_or("gemma").into(),
         // `Lfm2VlConfig.sub_configs_defaults`: `lfm2` unless the text config names another.
-        "lfm2_vl" => text
-            .and_then(|t| t.get("model_type"))
-            .and_then(Value::as_str)
-            .unwrap_or("lfm2")
-            .to_string(),
+        "lfm2_vl" => named.unwrap_or("lfm2").into(),
         // `Llama4Config.sub_configs_defaults`: the text config is always `Llama4TextConfig`.
         "llama4" => "llama4_text".into(),
         "gemma3" => "gemma3_text".into(),
-        "internvl" => text
-            .and_then(|t| t.get("model_type"))
-            .and_then(Value::as_str)
-            .unwrap_or("qwen2")
-            .to_string(),
-        "mistral3" => text
-            .and_then(|t| t.get("model_type"))
-            .and_then(Value::as_str)
-            .unwrap_or("mistral")
-            .to_string(),
-        _ => text
-            .and_then(|t| t.get("model_type"))
-            .and_then(Value::as_str)
-            .unwrap_or("llama")
-            .to_string(),
+        "internvl" => named.unwrap_or("qwen2").into(),
+        "mistral3" => named.unwrap_or("mistral").into(),
+        _ => named.unwrap_or("llama").into(),
     }
 }
 

@@ -200,11 +200,7 @@ fn stated_as_derived(cfg: &Cfg, key: &str, derived: u64, rule: &str) -> Result<(
 /// `n_mamba_heads` heads (each `mamba_headdim = inner // heads` wide, which must tile the
 /// inner width for the scan's reshapes), `mamba_ngroups` groups of B and C of `mamba_d_state`.
 fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
-    let expand = cfg.size(&["mamba_expand"], Some(2))?;
-    let d_inner = hidden
-        .checked_mul(expand)
-        .filter(|v| *v <= MAX_DIM)
-        .ok_or_else(|| cfg.err("mamba_expand", "mamba_expand · hidden_size is too large"))?;
+    let d_inner = cfg.mamba_expanded(hidden)?;
     let heads = cfg.size(&["n_mamba_heads"], Some(8))?;
     if !d_inner.is_multiple_of(heads) {
         return Err(cfg.err(
@@ -212,13 +208,7 @@ fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
             format!("{heads} does not divide the Mamba inner width {d_inner}"),
         ));
     }
-    let groups = cfg.size(&["mamba_ngroups"], Some(1))?;
-    if !heads.is_multiple_of(groups) {
-        return Err(cfg.err(
-            "mamba_ngroups",
-            format!("{groups} does not divide n_mamba_heads {heads}"),
-        ));
-    }
+    let groups = super::mamba2_heads::head_groups(cfg, ("mamba_ngroups", "n_mamba_heads"), heads)?;
     stated_as_derived(
         cfg,
         "mamba_headdim",
@@ -226,22 +216,8 @@ fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
         "mamba_expand · hidden_size // n_mamba_heads",
     )?;
     let d_state = cfg.size(&["mamba_d_state"], Some(64))?;
-    let conv = groups
-        .checked_mul(d_state)
-        .and_then(|v| v.checked_mul(2))
-        .and_then(|v| v.checked_add(d_inner))
-        .filter(|v| v.saturating_add(d_inner + heads) <= MAX_DIM);
-    if conv.is_none() {
-        return Err(cfg.err("mamba_d_state", "the Mamba projections are too large"));
-    }
+    let base = super::mamba2_heads::mamba2_ssm(cfg, d_inner, d_state, heads, groups)?;
     Ok(Ssm {
-        version: SsmVersion::Mamba2,
-        d_inner,
-        d_state,
-        d_conv: cfg.size(&["mamba_d_conv"], Some(4))?,
-        dt_rank: 0,
-        heads,
-        groups,
         conv_bias: true,
         proj_bias: bias,
         // Generation runs the torch path (`cache` set: no fused training branch), whose
@@ -249,5 +225,6 @@ fn zamba2_mixer(cfg: &Cfg, hidden: u64, bias: bool) -> Result<Ssm> {
         // `LinearAttentionLayer.lazy_initialization` allocates `zeros_like` of it: fp32.
         state_fp32: true,
         chunk: cfg.size(&["chunk_size"], Some(256))?,
+        ..base
     })
 }

@@ -4,18 +4,7 @@
 
 use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading};
 use serde_json::{json, Map, Value};
-
-/// The module names `lora_target_linear: true` reaches on a Llama-style decoder (every linear
-/// layer of attention and MLP; axolotl's `find_all_linear_names` skips `lm_head`).
-pub(crate) const ALL_LINEAR: [&str; 7] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
+use vramscope_core::job::LLAMA_LINEARS;
 
 const QUIET: &[&str] = &[
     "model_type",
@@ -182,7 +171,7 @@ fn weights_and_peft(doc: &Doc, r: &mut Reading) -> Result<(), String> {
     let mut p = lora_of(doc, method, "lora_r", (None, None))?;
     let mut targets = names_of(doc, "lora_target_modules")?.unwrap_or_default();
     if bool_of(doc, "lora_target_linear")? == Some(true) {
-        for t in ALL_LINEAR {
+        for t in LLAMA_LINEARS {
             if !targets.iter().any(|x| x == t) {
                 targets.push(t.to_string());
             }

@@ -145,7 +145,7 @@ fn method(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             let targets = names_of(doc, "lora_target")?.unwrap_or_else(|| vec!["all".into()]);
             let targets: Vec<String> = if targets.iter().any(|t| t == "all") {
                 r.note("lora_target all: every linear layer, read as the Llama-style names q/k/v/o/gate/up/down_proj");
-                super::axolotl::ALL_LINEAR
+                vramscope_core::job::LLAMA_LINEARS
                     .iter()
                     .map(|s| s.to_string())
                     .collect()

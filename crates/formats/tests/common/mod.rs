@@ -80,6 +80,14 @@ pub fn shape(m: &LoadedModel, name: &str) -> Vec<u64> {
     t.shape.clone()
 }
 
+/// The state-space mixer of `m`'s decoder layer `i`; panics naming the layer when it has none.
+#[allow(dead_code)]
+pub fn ssm_of(m: &LoadedModel, i: usize) -> vramscope_core::model::Ssm {
+    let layer = &m.spec.as_ref().expect("a spec").decoder.layers[i];
+    let ssm = layer.attention.kind.state_space();
+    *ssm.unwrap_or_else(|| panic!("layer {i} has no state-space mixer"))
+}
+
 /// The indices of `m`'s decoder layers whose token mixer is attention (no state-space mixer).
 #[allow(dead_code)]
 pub fn attention_layers(m: &LoadedModel) -> Vec<usize> {

@@ -15,6 +15,17 @@ pub fn model(name: &str) -> LoadedModel {
     load_model(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// [`model`], checked to read without a warning about a multimodal part left uncounted (the
+/// reader's warning when a config names a tower or projector it does not count); a failure
+/// names the fixture and the warning.
+pub fn counted_model(name: &str) -> LoadedModel {
+    let m = model(name);
+    if let Some(w) = m.warnings.iter().find(|w| w.contains("multimodal")) {
+        panic!("{name}: a warning about an uncounted part: {w}");
+    }
+    m
+}
+
 /// (total, vision tower, projector, language model) as `m`'s inventory counts them.
 pub fn parts_of(m: &LoadedModel) -> (u64, u64, u64, u64) {
     let by = m.inventory.as_ref().expect("an inventory").by_part();
@@ -43,4 +54,22 @@ pub fn cost(spec: &ModelSpec, w: u64, h: u64) -> ImageCost {
 pub fn tokens(name: &str, w: u64, h: u64) -> (u64, u64, u64) {
     let c = cost(model(name).spec.as_ref().expect("a spec"), w, h);
     (c.tokens, c.tower_images, c.tower_seq)
+}
+
+/// Tests of the per-component counts, one a row:
+/// `NAME: "FIXTURE" => (total, vision tower, projector, language model);` is a `#[test]` named
+/// NAME that compares `parts("FIXTURE")` (the `parts` in scope where the rows stand: this
+/// module's, or a test file's own that checks more on the way) with the tuple; a row's doc
+/// comment stays on its test.
+#[macro_export]
+macro_rules! parts_tests {
+    ($($(#[$doc:meta])* $name:ident: $file:literal => $want:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[test]
+            fn $name() {
+                assert_eq!(parts($file), $want, "{}", $file);
+            }
+        )*
+    };
 }

@@ -4,7 +4,7 @@
 //! `configuration_glm_moe_dsa.py`, shapes those of `modeling_deepseek_v32.py` and
 //! `modeling_glm_moe_dsa.py` (transformers 5.24.0).
 
-use super::family::{Defaults, Experts, Family, DEEPSEEK_V3, LLAMA_DEFAULTS};
+use super::family::{Defaults, Family, DEEPSEEK_V3, LLAMA_DEFAULTS};
 use crate::error::Result;
 use crate::hf_config::fields::Cfg;
 use serde_json::Value;
@@ -19,14 +19,9 @@ pub(super) const DEEPSEEK_V32: Family = Family {
     model_type: "deepseek_v32",
     defaults: Defaults {
         arch: "DeepseekV32ForCausalLM",
-        vocab: 129280,
-        hidden: 7168,
-        ffn: 18432,
-        layers: 61,
-        heads: 128,
-        kv_heads: Some(128),
         max_pos: 163840,
-        ..LLAMA_DEFAULTS
+        // The widths, depth and heads are DeepSeek-V3's class defaults again.
+        ..DEEPSEEK_V3.defaults
     },
     ..DEEPSEEK_V3
 };
@@ -46,12 +41,7 @@ pub(super) const GLM_MOE_DSA: Family = Family {
         max_pos: 202752,
         ..LLAMA_DEFAULTS
     },
-    experts: Experts::DeepSeek {
-        expert_ffn: 2048,
-        shared: 1,
-        experts: Some(256),
-        first_dense: 3,
-    },
+    // The experts (256 routed, 1 shared, 2048 wide, the first 3 layers dense) are DeepSeek-V3's.
     ..DEEPSEEK_V3
 };
 

@@ -22,6 +22,19 @@ pub(super) struct MoeLayout {
 }
 
 impl MoeLayout {
+    /// Every decoder layer routed through `template`'s experts: no dense layers, no dense
+    /// prefix, step 1 (Mixtral, OLMoE, PhiMoE, gpt-oss: their decoder layers build the sparse
+    /// block unconditionally).
+    fn every_layer(template: MoeMlp) -> Self {
+        MoeLayout {
+            template,
+            dense_layers: Vec::new(),
+            first_dense: 0,
+            step: 1,
+            zero_based_step: false,
+        }
+    }
+
     pub(super) fn for_layer(&self, i: u64) -> Option<MoeMlp> {
         if i < self.first_dense || self.dense_layers.contains(&i) {
             return None;
@@ -102,27 +115,21 @@ fn mixtral(
     activation: &str,
     (experts, top_k, ffn): (u64, u64, u64),
 ) -> Result<MoeLayout> {
-    Ok(MoeLayout {
-        template: MoeMlp {
-            experts: cfg.size(&["num_local_experts", "num_experts"], Some(experts))?,
-            top_k: cfg.size(&["num_experts_per_tok"], Some(top_k))?,
-            expert: dense(
-                cfg.size(&["intermediate_size"], Some(ffn))?,
-                true,
-                false,
-                activation,
-            ),
-            shared: None,
-            shared_gate: false,
-            router_bias: false,
-            input_jitter: 0,
-            latent: None,
-        },
-        dense_layers: Vec::new(),
-        first_dense: 0,
-        step: 1,
-        zero_based_step: false,
-    })
+    Ok(MoeLayout::every_layer(MoeMlp {
+        experts: cfg.size(&["num_local_experts", "num_experts"], Some(experts))?,
+        top_k: cfg.size(&["num_experts_per_tok"], Some(top_k))?,
+        expert: dense(
+            cfg.size(&["intermediate_size"], Some(ffn))?,
+            true,
+            false,
+            activation,
+        ),
+        shared: None,
+        shared_gate: false,
+        router_bias: false,
+        input_jitter: 0,
+        latent: None,
+    }))
 }
 
 /// Qwen2-MoE / Qwen3-MoE, with the family's defaults; a gated shared expert where the family
@@ -216,27 +223,21 @@ fn deepseek(cfg: &Cfg, activation: &str, d: DeepSeekDefaults) -> Result<Option<M
 /// SwiGLU of `GptOssExperts._apply_gate` (named `gpt_oss_swiglu` here: the config's `hidden_act`
 /// is not what the experts run).
 fn gpt_oss(cfg: &Cfg) -> Result<MoeLayout> {
-    Ok(MoeLayout {
-        template: MoeMlp {
-            experts: cfg.size(&["num_local_experts", "num_experts"], Some(128))?,
-            top_k: cfg.size(&["num_experts_per_tok", "experts_per_token"], Some(4))?,
-            expert: dense(
-                cfg.size(&["intermediate_size"], Some(2880))?,
-                true,
-                true,
-                "gpt_oss_swiglu",
-            ),
-            shared: None,
-            shared_gate: false,
-            router_bias: true,
-            input_jitter: 0,
-            latent: None,
-        },
-        dense_layers: Vec::new(),
-        first_dense: 0,
-        step: 1,
-        zero_based_step: false,
-    })
+    Ok(MoeLayout::every_layer(MoeMlp {
+        experts: cfg.size(&["num_local_experts", "num_experts"], Some(128))?,
+        top_k: cfg.size(&["num_experts_per_tok", "experts_per_token"], Some(4))?,
+        expert: dense(
+            cfg.size(&["intermediate_size"], Some(2880))?,
+            true,
+            true,
+            "gpt_oss_swiglu",
+        ),
+        shared: None,
+        shared_gate: false,
+        router_bias: true,
+        input_jitter: 0,
+        latent: None,
+    }))
 }
 
 /// `Llama4TextMoe` layers: `moe_layers` when the config lists them, else every

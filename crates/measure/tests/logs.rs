@@ -194,9 +194,9 @@ fn llamacpp_two_gpus_old_wording() {
         .iter()
         .find(|d| d.device == "CUDA0")
         .expect("CUDA0");
-    assert_eq!(d0.parameters, Some(mib(5434.38)));
-    assert_eq!(d0.kv_cache, Some(mib(1536.00)));
-    assert_eq!(d0.temporaries, Some(mib(672.01)));
+    assert_eq!(d0.bytes.parameters, Some(mib(5434.38)));
+    assert_eq!(d0.bytes.kv_cache, Some(mib(1536.00)));
+    assert_eq!(d0.bytes.temporaries, Some(mib(672.01)));
     // "CPU buffer size =  1640.62 MiB"
     assert_eq!(
         r.host.as_ref().and_then(|h| h.parameters),
@@ -365,8 +365,8 @@ fn ollama_engine_lines() {
         .iter()
         .find(|d| d.device == "CUDA0")
         .expect("CUDA0");
-    assert_eq!(d0.parameters, Some(gib(11.5)));
-    assert_eq!(d0.temporaries, Some(0));
+    assert_eq!(d0.bytes.parameters, Some(gib(11.5)));
+    assert_eq!(d0.bytes.temporaries, Some(0));
 
     let r = read("ollama/ggml-engine-model-weights-issue10553.log");
     // buffer=CUDA1 size="12.0 GiB"

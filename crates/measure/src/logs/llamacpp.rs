@@ -261,11 +261,7 @@ impl Buffers {
 
     /// Fills the report: the GPU holding the most is `per_gpu`, the CPU side is `host`.
     pub fn finish(mut self, r: &mut LogReport) {
-        let top = self
-            .devices
-            .iter()
-            .max_by_key(|d| d.bytes.total())
-            .cloned();
+        let top = self.devices.iter().max_by_key(|d| d.bytes.total()).cloned();
         if let Some(d) = top {
             let c = &mut r.per_gpu.components;
             c.parameters = d.bytes.parameters;
@@ -306,7 +302,8 @@ impl Buffers {
         if !self.engine.contains_key("n_ctx") {
             missing.push("n_ctx");
         }
-        let kv = self.devices.iter().any(|d| d.bytes.kv_cache.is_some()) || self.host.kv_cache.is_some();
+        let kv =
+            self.devices.iter().any(|d| d.bytes.kv_cache.is_some()) || self.host.kv_cache.is_some();
         if !kv {
             missing.push("the KV buffers (\"KV buffer size\")");
         }

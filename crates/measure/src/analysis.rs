@@ -56,15 +56,25 @@ pub struct MeasuredPerGpu {
     pub components: MeasuredComponents,
     /// Bytes of each model state held over the record (its maximum), whatever the peak moment.
     pub model_states: ModelStates,
+    #[serde(flatten)]
+    pub peaks: PeakFigures,
+}
+
+/// The Report's `per_gpu` figures after its components and model states, in its order and
+/// names (vramscope_core::report::PerGpu); a measured record and a log fill what they state
+/// and leave the rest null, so the shapes compare field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeakFigures {
     /// The estimate's bytes one layer saves for backward; a record does not show them: null.
     pub activation_bytes_per_layer: Option<u64>,
-    /// The record's `torch.cuda.max_memory_allocated()`: the replayed peak of allocated bytes.
+    /// What `torch.cuda.max_memory_allocated()` read (a record: the replayed peak).
     pub peak_allocated: Option<u64>,
-    /// The record's `torch.cuda.max_memory_reserved()`, where its segments show it.
+    /// What `torch.cuda.max_memory_reserved()` read, where the input shows it.
     pub peak_reserved: Option<u64>,
-    /// A record of the allocator never sees the CUDA context: null.
+    /// What `nvidia-smi` showed used by the process; a record of the allocator never sees the
+    /// CUDA context: null.
     pub device_total: Option<u64>,
-    /// The phase (forward, backward, optimizer...) the peak falls in, where the record shows it.
+    /// The phase (forward, backward, optimizer...) the peak falls in, where the input shows it.
     pub peak_phase: Option<String>,
 }
 
@@ -213,11 +223,13 @@ pub(crate) fn assemble(record: Record, timeline: Timeline, live: Vec<LiveBlock>)
         per_gpu: MeasuredPerGpu {
             components,
             model_states,
-            activation_bytes_per_layer: None,
-            peak_allocated,
-            peak_reserved: record.peak_reserved,
-            device_total: None,
-            peak_phase,
+            peaks: PeakFigures {
+                activation_bytes_per_layer: None,
+                peak_allocated,
+                peak_reserved: record.peak_reserved,
+                device_total: None,
+                peak_phase,
+            },
         },
         timeline: downsample(timeline),
         top_allocations,

@@ -140,13 +140,17 @@ fn max_phase_peak(spec: &str) -> u64 {
 /// the cuBLAS workspaces as temporaries, and no site named by the unwinder.
 fn common(spec: &str, a: &Analysis) {
     let measured = &result(spec)["measured"];
-    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("backward"), "{spec}");
     assert_eq!(
-        a.per_gpu.peak_reserved,
+        a.per_gpu.peaks.peak_phase.as_deref(),
+        Some("backward"),
+        "{spec}"
+    );
+    assert_eq!(
+        a.per_gpu.peaks.peak_reserved,
         measured["peak_reserved"].as_u64(),
         "{spec}"
     );
-    let peak = a.per_gpu.peak_allocated.unwrap();
+    let peak = a.per_gpu.peaks.peak_allocated.unwrap();
     // `peak_allocated` is what `max_memory_allocated` reads: the allocator's blocks (its
     // `allocated_bytes` grows by `block->size` in `alloc_found_block`), which the trace's
     // request sizes fall short of. The run reset the peak before each phase: the record

@@ -16,6 +16,7 @@ pub mod torch_oom;
 mod vllm;
 mod vllm_command;
 
+use crate::analysis::PeakFigures;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -73,11 +74,10 @@ pub struct LogPerGpu {
     pub kv_pool: Option<u64>,
     /// The Report's fields a log never states, `null` so the shapes compare field by field.
     pub model_states: Option<Value>,
-    pub activation_bytes_per_layer: Option<u64>,
-    pub peak_allocated: Option<u64>,
-    pub peak_reserved: Option<u64>,
-    pub device_total: Option<u64>,
-    pub peak_phase: Option<String>,
+    /// What the log states of the Report's peaks (a PyTorch OOM message: allocated, reserved,
+    /// the process's use), the rest null.
+    #[serde(flatten)]
+    pub peaks: PeakFigures,
     /// Which device of the log this is (`CUDA1`, `GPU 0`), when the log names it.
     pub device: Option<String>,
 }
@@ -270,7 +270,7 @@ fn has_figures(r: &LogReport) -> bool {
     .any(Option::is_some);
     any_component
         || r.per_gpu.kv_pool.is_some()
-        || r.per_gpu.peak_allocated.is_some()
+        || r.per_gpu.peaks.peak_allocated.is_some()
         || r.fit.capacity.is_some()
         || r.engine
             .as_ref()

@@ -9,7 +9,10 @@ fn main() {
     match vramscope_measure::analyze_file(std::path::Path::new(&path)) {
         Ok(a) => println!(
             "{} peak_allocated {:?} peak_reserved {:?} events {}",
-            a.source.kind, a.per_gpu.peak_allocated, a.per_gpu.peak_reserved, a.source.events
+            a.source.kind,
+            a.per_gpu.peaks.peak_allocated,
+            a.per_gpu.peaks.peak_reserved,
+            a.source.events
         ),
         Err(e) => {
             eprintln!("error: {e}");

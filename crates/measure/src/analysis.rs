@@ -52,13 +52,29 @@ impl MeasuredComponents {
 /// `per_gpu` of a measurement, field for field the Report's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MeasuredPerGpu {
+    /// Bytes live at the measured peak, by category, plus what could not be attributed.
     pub components: MeasuredComponents,
+    /// Bytes of each model state held over the record (its maximum), whatever the peak moment.
     pub model_states: ModelStates,
+    #[serde(flatten)]
+    pub peaks: PeakFigures,
+}
+
+/// The Report's `per_gpu` figures after its components and model states, in its order and
+/// names (vramscope_core::report::PerGpu); a measured record and a log fill what they state
+/// and leave the rest null, so the shapes compare field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeakFigures {
+    /// The estimate's bytes one layer saves for backward; a record does not show them: null.
     pub activation_bytes_per_layer: Option<u64>,
+    /// What `torch.cuda.max_memory_allocated()` read (a record: the replayed peak).
     pub peak_allocated: Option<u64>,
+    /// What `torch.cuda.max_memory_reserved()` read, where the input shows it.
     pub peak_reserved: Option<u64>,
-    /// A record of the allocator never sees the CUDA context: null.
+    /// What `nvidia-smi` showed used by the process; a record of the allocator never sees the
+    /// CUDA context: null.
     pub device_total: Option<u64>,
+    /// The phase (forward, backward, optimizer...) the peak falls in, where the input shows it.
     pub peak_phase: Option<String>,
 }
 
@@ -68,8 +84,11 @@ pub struct SourceInfo {
     /// (`vramscope.trace`), `memory_timeline`,
     /// `memory_timeline_raw`, `chrome_trace`.
     pub kind: String,
+    /// The pickle protocol of a snapshot file; null for JSON records.
     pub pickle_protocol: Option<u8>,
+    /// The CUDA device the record is of, where it names one.
     pub device: Option<i64>,
+    /// How many allocator events (trace entries, profiler or trace events) were read.
     pub events: usize,
 }
 
@@ -86,9 +105,13 @@ pub struct TopAllocation {
 /// Bytes live at the peak grouped by allocation site.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FrameGroup {
+    /// The allocation site (most telling frame) the group shares, or "".
     pub site: String,
+    /// Bytes the group holds at the peak.
     pub bytes: u64,
+    /// How many allocations the group holds at the peak.
     pub count: u64,
+    /// The category its allocations are in (one site in two categories is two groups).
     pub category: &'static str,
 }
 
@@ -97,14 +120,19 @@ pub struct FrameGroup {
 /// blocks: `size − requested_size`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fragmentation {
+    /// Segments (`cudaMalloc` calls) the allocator holds at the end.
     pub segments: u64,
+    /// Bytes of those segments.
     pub reserved: u64,
+    /// Bytes of their blocks that are allocated.
     pub allocated: u64,
+    /// Freed blocks still waiting on a stream's event before reuse.
     pub active_pending_free: u64,
     /// Inside allocated blocks: rounding (`size − requested_size`).
     pub internal_free: u64,
     /// Inactive blocks: cached, free, reusable only by requests that fit.
     pub external_free: u64,
+    /// The largest inactive block: the largest request served without a new segment.
     pub largest_free_block: u64,
     /// external_free / reserved.
     pub external_fraction: f64,
@@ -116,6 +144,7 @@ pub struct Oom {
     pub requested: u64,
     /// Bytes CUDA reported free at that moment.
     pub device_free: Option<u64>,
+    /// The most telling frame of the failed request's stack, or "".
     pub site: String,
 }
 
@@ -194,11 +223,13 @@ pub(crate) fn assemble(record: Record, timeline: Timeline, live: Vec<LiveBlock>)
         per_gpu: MeasuredPerGpu {
             components,
             model_states,
-            activation_bytes_per_layer: None,
-            peak_allocated,
-            peak_reserved: record.peak_reserved,
-            device_total: None,
-            peak_phase,
+            peaks: PeakFigures {
+                activation_bytes_per_layer: None,
+                peak_allocated,
+                peak_reserved: record.peak_reserved,
+                device_total: None,
+                peak_phase,
+            },
         },
         timeline: downsample(timeline),
         top_allocations,

@@ -150,8 +150,8 @@ impl Calibration {
         } else {
             ((0, 1), m.unattributed)
         };
-        let allocated = measured.peak_allocated.unwrap_or(0);
-        let reserve = match measured.peak_reserved {
+        let allocated = measured.peaks.peak_allocated.unwrap_or(0);
+        let reserve = match measured.peaks.peak_reserved {
             Some(_) if allocated > 0 => Some((
                 allocated.saturating_add(m.base.allocator_reserve),
                 allocated,
@@ -278,7 +278,7 @@ fn check_calibratable(
              own pools",
         ));
     }
-    if measured.peak_allocated.unwrap_or(0) == 0 {
+    if measured.peaks.peak_allocated.unwrap_or(0) == 0 {
         return Err(CoreError::field(
             "measured",
             "the record holds no allocations to calibrate with",
@@ -427,7 +427,7 @@ fn fit_notes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::MeasuredComponents;
+    use crate::analysis::{MeasuredComponents, PeakFigures};
     use vramscope_core::report::ModelStates;
 
     fn measured(c: Components, unattributed: u64, reserved: Option<u64>) -> MeasuredPerGpu {
@@ -439,11 +439,11 @@ mod tests {
                 before_recording: 0,
             },
             model_states: ModelStates::default(),
-            activation_bytes_per_layer: None,
-            peak_allocated: Some(alloc),
-            peak_reserved: reserved,
-            device_total: None,
-            peak_phase: None,
+            peaks: PeakFigures {
+                peak_allocated: Some(alloc),
+                peak_reserved: reserved,
+                ..Default::default()
+            },
         }
     }
 

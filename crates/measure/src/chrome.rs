@@ -154,15 +154,22 @@ enum Element {
     Other(IgnoredAny),
 }
 
+/// A seed that fills the collection it borrows is its own `Visitor`, handed whatever value
+/// comes (serde's `DeserializeSeed` / `Deserializer::deserialize_any`).
+macro_rules! seeded_by_visitor {
+    ($seed:ident) => {
+        impl<'de> DeserializeSeed<'de> for $seed<'_> {
+            type Value = ();
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    };
+}
+
 /// Reads a list of events into the collection, one at a time.
 struct Events<'c>(&'c mut Collected);
-
-impl<'de> DeserializeSeed<'de> for Events<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seeded_by_visitor!(Events);
 
 impl<'de> Visitor<'de> for Events<'_> {
     type Value = ();
@@ -183,13 +190,7 @@ impl<'de> Visitor<'de> for Events<'_> {
 
 /// The whole file: an object with `traceEvents` (other keys skipped), or a bare event list.
 struct File<'c>(&'c mut Collected);
-
-impl<'de> DeserializeSeed<'de> for File<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seeded_by_visitor!(File);
 
 impl<'de> Visitor<'de> for File<'_> {
     type Value = ();

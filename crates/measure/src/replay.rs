@@ -457,8 +457,8 @@ mod tests {
             warnings: Vec::new(),
         };
         let a = crate::analysis::assemble(record, t, Vec::new());
-        assert_eq!(a.per_gpu.peak_allocated, Some(50));
-        assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"));
+        assert_eq!(a.per_gpu.peaks.peak_allocated, Some(50));
+        assert_eq!(a.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
         assert_eq!(a.timeline.len(), MAX_POINTS);
         // Bucket 3 is points 6 and 7: 6 % 7 = 6 and 7 % 7 = 0 → point 6, 6 bytes.
         assert_eq!(a.timeline[3].label, "event 6");

@@ -61,7 +61,7 @@ pub fn analyze_snapshot(snap: &Snapshot) -> Analysis {
     for dev in devices {
         let mut warnings = Vec::new();
         let (a, replay) = analyze_device(snap, dev, &mut warnings);
-        let peak = a.per_gpu.peak_allocated.unwrap_or(0);
+        let peak = a.per_gpu.peaks.peak_allocated.unwrap_or(0);
         if best.as_ref().is_none_or(|(_, b, _, _)| peak > *b) {
             best = Some((dev, peak, a, replay));
         }
@@ -611,14 +611,14 @@ fn analyze_device(
 /// trace names its GPU.
 fn with_traced_device(a: &mut Analysis, d: &TracedDevice, gpu: Option<&str>) {
     let g = &mut a.per_gpu;
-    g.peak_reserved = Some(d.peak_reserved);
+    g.peaks.peak_reserved = Some(d.peak_reserved);
     // The trace's allocations are its rounded requests: the reserve holds every byte the
     // replay's blocks keep beyond them.
-    let allocated = g.peak_allocated.unwrap_or(d.peak_allocated);
+    let allocated = g.peaks.peak_allocated.unwrap_or(d.peak_allocated);
     g.components.base.allocator_reserve = d.peak_reserved.saturating_sub(allocated);
     if let (Some(ctx), Some(total)) = (d.cuda_context, d.device_total) {
         g.components.base.cuda_context = ctx;
-        g.device_total = Some(total);
+        g.peaks.device_total = Some(total);
         a.warnings.push(format!(
             "device total: the traced blocks and {} of cuBLAS workspaces (not in the step's \
              allocated bytes) replayed through the caching-allocator model, plus the CUDA \

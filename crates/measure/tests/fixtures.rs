@@ -61,12 +61,12 @@ fn check_timeline(a: &Analysis) {
     assert_eq!(g.components.base.gradients, 0);
     // The components add up to peak_allocated.
     let sum = g.components.base.allocated() + g.components.unattributed;
-    assert_eq!(Some(sum), g.peak_allocated);
+    assert_eq!(Some(sum), g.peaks.peak_allocated);
     // Inputs x, y: int64 8×64 each, counted with activations, so activations ≥ 2·8·64·8.
     assert!(g.components.base.activations >= 2 * 8 * 64 * 8);
     // The peak opens the second backward: the two fp32 8·64×1000 logit gradients (nll_loss
     // and log_softmax backward) are live, 2 × 2,048,000 bytes of temporaries.
-    assert_eq!(g.peak_phase.as_deref(), Some("backward"));
+    assert_eq!(g.peaks.peak_phase.as_deref(), Some("backward"));
     assert_eq!(g.components.base.temporaries, 2 * 8 * 64 * VOCAB * 4);
     assert!(!a.timeline.is_empty() && a.timeline.len() <= 240);
 }
@@ -106,8 +106,8 @@ fn profiler_snapshot_replays_to_the_same_peak() {
     // The inputs x, y (2 × 8·64 int64) predate the profile and carry no frames: unattributed.
     assert_eq!(g.components.unattributed, 2 * 8 * 64 * 8);
     // Same run, two exports: the same peak.
-    assert_eq!(g.peak_allocated, t.per_gpu.peak_allocated);
-    assert_eq!(g.peak_reserved, None);
+    assert_eq!(g.peaks.peak_allocated, t.per_gpu.peaks.peak_allocated);
+    assert_eq!(g.peaks.peak_reserved, None);
     assert!(!a.top_allocations.is_empty());
 }
 
@@ -129,13 +129,13 @@ fn synthetic_snapshots_all_protocols() {
         // of 512 B): 4 MiB − 100 in 4 MiB, 500 in 512 — the sizes the dump's segments give
         // those blocks (below: `f.allocated`).
         let blocks = 8 * MB + 4 * MB + 512 + 512;
-        assert_eq!(g.peak_allocated, Some(blocks));
+        assert_eq!(g.peaks.peak_allocated, Some(blocks));
         assert_eq!(g.components.base.activations, 8 * MB + 512);
         assert_eq!(g.components.base.optimizer_states, 4 * MB);
         assert_eq!(g.components.base.temporaries, 512);
         assert_eq!(g.components.unattributed, 0);
         // Segments: 20 MiB + 2 MiB, both allocated by segment_alloc in the trace.
-        assert_eq!(g.peak_reserved, Some(22 * MB));
+        assert_eq!(g.peaks.peak_reserved, Some(22 * MB));
         assert_eq!(g.components.base.allocator_reserve, 22 * MB - blocks);
         let f = a.fragmentation.as_ref().unwrap();
         assert_eq!(f.reserved, 22 * MB);
@@ -160,9 +160,9 @@ fn legacy_1_13_list_of_segments() {
     assert_eq!(a.source.kind, "cuda_snapshot_1_13");
     let g = &a.per_gpu;
     // One 1,024-byte block allocated under nn.Linear.forward (history[0].frames).
-    assert_eq!(g.peak_allocated, Some(1024));
+    assert_eq!(g.peaks.peak_allocated, Some(1024));
     assert_eq!(g.components.base.activations, 1024);
-    assert_eq!(g.peak_reserved, Some(2 * MB));
+    assert_eq!(g.peaks.peak_reserved, Some(2 * MB));
     let f = a.fragmentation.as_ref().unwrap();
     assert_eq!(f.internal_free, 1024 - 1000);
     assert_eq!(f.external_free, 2 * MB - 1024);
@@ -172,7 +172,7 @@ fn legacy_1_13_list_of_segments() {
 fn empty_real_snapshot() {
     let a = analyze("cpu_only_empty_cuda_snapshot.pickle");
     assert_eq!(a.source.kind, "cuda_snapshot");
-    assert_eq!(a.per_gpu.peak_allocated.unwrap_or(0), 0);
+    assert_eq!(a.per_gpu.peaks.peak_allocated.unwrap_or(0), 0);
     common::assert_warns(&a.warnings, "no allocations");
 }
 
@@ -186,11 +186,11 @@ fn chrome_trace_memory_events() {
     // (8 B/param) plus a 4-byte `step` per tensor.
     let params: u64 = 64 * 256 + 256 + 256 * 10 + 10;
     let g = &a.per_gpu;
-    assert_eq!(g.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(g.peaks.peak_phase.as_deref(), Some("optimizer"));
     assert_eq!(g.components.base.gradients, 4 * params);
     assert_eq!(g.components.base.optimizer_states, 8 * params + 4 * 4);
     let sum = g.components.base.allocated() + g.components.unattributed;
-    assert_eq!(Some(sum), g.peak_allocated);
+    assert_eq!(Some(sum), g.peaks.peak_allocated);
 }
 
 /// The streaming typed pass (trace entries and blocks typed while parsing, their generic

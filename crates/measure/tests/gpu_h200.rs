@@ -9,6 +9,7 @@
 //! off the run's results line (`results-h200-2026-12-04.jsonl`), never from this crate.
 
 use std::path::PathBuf;
+use vramscope_measure::analysis::FrameGroup;
 use vramscope_measure::{analyze_file, Analysis};
 
 const DIR: &str = concat!(
@@ -140,13 +141,17 @@ fn max_phase_peak(spec: &str) -> u64 {
 /// the cuBLAS workspaces as temporaries, and no site named by the unwinder.
 fn common(spec: &str, a: &Analysis) {
     let measured = &result(spec)["measured"];
-    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("backward"), "{spec}");
     assert_eq!(
-        a.per_gpu.peak_reserved,
+        a.per_gpu.peaks.peak_phase.as_deref(),
+        Some("backward"),
+        "{spec}"
+    );
+    assert_eq!(
+        a.per_gpu.peaks.peak_reserved,
         measured["peak_reserved"].as_u64(),
         "{spec}"
     );
-    let peak = a.per_gpu.peak_allocated.unwrap();
+    let peak = a.per_gpu.peaks.peak_allocated.unwrap();
     // `peak_allocated` is what `max_memory_allocated` reads: the allocator's blocks (its
     // `allocated_bytes` grows by `block->size` in `alloc_found_block`), which the trace's
     // request sizes fall short of. The run reset the peak before each phase: the record
@@ -227,6 +232,17 @@ fn assert_states_grads_and_inputs(spec: &str, a: &Analysis, weights: u64) -> u64
     states
 }
 
+/// Checks that the peak's parameters and the step's parameter state are both `blocks`; the
+/// site group the parameters were built at (for the caller's count).
+fn assert_parameters_are(a: &Analysis, blocks: u64) -> &FrameGroup {
+    assert_eq!(a.per_gpu.components.base.parameters, blocks);
+    assert_eq!(a.per_gpu.model_states.parameters, blocks);
+    a.top_frames
+        .iter()
+        .find(|f| f.category == "parameters")
+        .expect("a site group of parameters")
+}
+
 #[test]
 fn gpt2_fp32_weights_built_under_the_device_context_are_parameters() {
     let a = analysis(GPT2);
@@ -246,19 +262,11 @@ fn gpt2_fp32_weights_built_under_the_device_context_are_parameters() {
     // The record's dump agrees: the blocks `from_config` built, still allocated at its end,
     // are the weights' and torchaudio's EPSILON (4 B in a 512 B block, see below).
     assert_eq!(built_blocks(GPT2), (148 + 1, blocks + 512));
-    let c = &a.per_gpu.components.base;
-    let s = &a.per_gpu.model_states;
-    assert_eq!(c.parameters, blocks);
-    assert_eq!(s.parameters, blocks);
     // The weights are 148 tensors: wte, wpe, 12 layers × 12, ln_f's two (lm_head is wte).
-    let built = a
-        .top_frames
-        .iter()
-        .find(|f| f.category == "parameters")
-        .unwrap();
+    let built = assert_parameters_are(&a, blocks);
     assert_eq!((built.count, built.bytes), (148, blocks));
     let states = assert_states_grads_and_inputs(GPT2, &a, weights);
-    assert_eq!(s.optimizer_states, states);
+    assert_eq!(a.per_gpu.model_states.optimizer_states, states);
 }
 
 #[test]
@@ -281,17 +289,9 @@ fn smollm2_weights_and_rotary_buffers_are_parameters() {
     // = 32 fp32 = 128 B each) are built with the weights and live as long; the allocator
     // cannot tell a buffer from a weight, so they count with the parameters.
     let buffers = 2 * 128;
-    let c = &a.per_gpu.components.base;
-    let s = &a.per_gpu.model_states;
     assert!(blocks > weights + buffers);
-    assert_eq!(c.parameters, blocks);
-    assert_eq!(s.parameters, blocks);
     // 1 embedding + 30 × 9 + the final norm = 272 weights, and the 2 buffers.
-    let built = a
-        .top_frames
-        .iter()
-        .find(|f| f.category == "parameters")
-        .unwrap();
+    let built = assert_parameters_are(&a, blocks);
     assert_eq!(built.count, 272 + 2);
     assert_states_grads_and_inputs(SMOLLM2, &a, weights);
 }

@@ -172,14 +172,14 @@ fn chrome_trace_before_recording_is_the_total_beyond_the_events() {
     // −100 at a (1050). Peak 1150 = 1000 before + 150 traced; reserved doubles the total.
     let t = chrome_trace(&[(100, 1, 1100, 10), (50, 2, 1150, 20), (-100, 1, 1050, 30)]);
     let a = analyze_bytes(t.as_bytes()).unwrap();
-    assert_eq!(a.per_gpu.peak_allocated, Some(1150));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(1150));
     assert_eq!(a.per_gpu.components.before_recording, 1000);
-    assert_eq!(a.per_gpu.peak_reserved, Some(2300));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(2300));
     // The same trace gzipped, and as a bare event list, reads the same.
     let start = "{\"traceEvents\": [".len();
     let list = format!("[{}]", &t[start..t.find("], \"device").unwrap()]);
     let b = analyze_bytes(list.as_bytes()).unwrap();
-    assert_eq!(b.per_gpu.peak_allocated, Some(1150));
+    assert_eq!(b.per_gpu.peaks.peak_allocated, Some(1150));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, t.as_bytes()).unwrap();
     let c = analyze_bytes(&gz.finish().unwrap()).unwrap();
@@ -200,7 +200,7 @@ proptest! {
         let a = analyze_bytes(t.as_bytes()).unwrap();
         let c = &a.per_gpu.components;
         let sum = c.base.allocated() + c.unattributed + c.before_recording;
-        prop_assert_eq!(Some(sum), a.per_gpu.peak_allocated.or(Some(0)));
+        prop_assert_eq!(Some(sum), a.per_gpu.peaks.peak_allocated.or(Some(0)));
     }
 
     #[test]

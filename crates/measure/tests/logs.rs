@@ -194,9 +194,9 @@ fn llamacpp_two_gpus_old_wording() {
         .iter()
         .find(|d| d.device == "CUDA0")
         .expect("CUDA0");
-    assert_eq!(d0.parameters, Some(mib(5434.38)));
-    assert_eq!(d0.kv_cache, Some(mib(1536.00)));
-    assert_eq!(d0.temporaries, Some(mib(672.01)));
+    assert_eq!(d0.bytes.parameters, Some(mib(5434.38)));
+    assert_eq!(d0.bytes.kv_cache, Some(mib(1536.00)));
+    assert_eq!(d0.bytes.temporaries, Some(mib(672.01)));
     // "CPU buffer size =  1640.62 MiB"
     assert_eq!(
         r.host.as_ref().and_then(|h| h.parameters),
@@ -365,8 +365,8 @@ fn ollama_engine_lines() {
         .iter()
         .find(|d| d.device == "CUDA0")
         .expect("CUDA0");
-    assert_eq!(d0.parameters, Some(gib(11.5)));
-    assert_eq!(d0.temporaries, Some(0));
+    assert_eq!(d0.bytes.parameters, Some(gib(11.5)));
+    assert_eq!(d0.bytes.temporaries, Some(0));
 
     let r = read("ollama/ggml-engine-model-weights-issue10553.log");
     // buffer=CUDA1 size="12.0 GiB"
@@ -404,7 +404,7 @@ fn oom_cached_wording() {
     assert_eq!(o.free, Some(mib(24.17)));
     assert_eq!(o.reserved_unallocated, Some(mib(26.39)));
     assert_eq!(o.reserved, Some(mib(435.61) + mib(26.39)));
-    assert_eq!(r.per_gpu.peak_allocated, Some(mib(435.61)));
+    assert_eq!(r.per_gpu.peaks.peak_allocated, Some(mib(435.61)));
     assert_eq!(r.fit.capacity, Some(mib(1024.00)));
     assert!(r.diagnosis.as_deref().unwrap().starts_with("too big"));
 }
@@ -417,7 +417,7 @@ fn oom_reserved_wording_fragmentation() {
     // 4.94 GiB held unallocated, more than the 2.87 GiB asked.
     assert_eq!(o.requested, Some(gib(2.87)));
     assert_eq!(o.reserved, Some(gib(13.71)));
-    assert_eq!(r.per_gpu.peak_reserved, Some(gib(13.71)));
+    assert_eq!(r.per_gpu.peaks.peak_reserved, Some(gib(13.71)));
     assert_eq!(o.reserved_unallocated, Some(gib(13.71) - gib(8.77)));
     let d = r.diagnosis.unwrap();
     assert!(d.starts_with("fragmentation"), "{d}");
@@ -437,7 +437,7 @@ fn oom_new_wording_fields() {
     assert_eq!(o.process_in_use, Some(gib(20.81)));
     assert_eq!(o.allocated, Some(gib(12.09)));
     assert_eq!(o.reserved, Some(gib(12.09) + gib(4.84)));
-    assert_eq!(r.per_gpu.device_total, Some(gib(20.81)));
+    assert_eq!(r.per_gpu.peaks.device_total, Some(gib(20.81)));
     assert!(r.diagnosis.unwrap().starts_with("fragmentation"));
     // 4.84 GiB unallocated is 20% of the 23.65 GiB device (≥ 5%: large): the expandable
     // segments advice, giving back at most those 4.84 GiB, which with the 1.66 GiB free

@@ -28,7 +28,7 @@ fn check(text: &str) {
         Ok(r) => {
             assert_eq!(Some(r.source), kind);
             if let Some(o) = &r.oom {
-                assert_eq!(r.per_gpu.peak_allocated, o.allocated);
+                assert_eq!(r.per_gpu.peaks.peak_allocated, o.allocated);
                 assert_eq!(r.fit.capacity, o.capacity);
             }
             let e = r.engine.clone().unwrap_or_default();

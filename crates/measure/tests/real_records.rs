@@ -80,7 +80,7 @@ fn near(what: &str, measured: u64, expected: u64) {
 
 /// Unattributed bytes under 5% of the peak.
 fn mostly_attributed(name: &str, a: &Analysis) {
-    let peak = a.per_gpu.peak_allocated.unwrap();
+    let peak = a.per_gpu.peaks.peak_allocated.unwrap();
     let u = a.per_gpu.components.unattributed;
     assert!(
         u * 20 < peak,
@@ -134,7 +134,7 @@ fn cs336_medium_hand_written_adamw_replacing_its_state() {
     // The optimizer writes new m and v each step (optimizer.py:76/77) and frees last step's
     // (:73/:74, allocated before recording): both are optimizer states, not temporaries.
     let a = fp32_adamw("Wedsonlin__a2__medium_128_training.pickle", medium());
-    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(a.per_gpu.peaks.peak_phase.as_deref(), Some("optimizer"));
     // At the optimizer's peak both old and new moments are partly live: m and v of all
     // parameters, plus the one tensor being replaced.
     near(
@@ -181,7 +181,11 @@ fn forward_only_records_show_their_weights() {
     for (name, bytes) in cases {
         let a = real(name);
         near(name, a.per_gpu.components.base.parameters, bytes);
-        assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"), "{name}");
+        assert_eq!(
+            a.per_gpu.peaks.peak_phase.as_deref(),
+            Some("forward"),
+            "{name}"
+        );
         // Inferred from residence alone: said to be a low-confidence guess.
         assert_eq!(a.confidence.get("parameters"), Some(&Confidence::Low));
     }
@@ -193,7 +197,7 @@ fn compiled_forward_activations_are_activations_in_forward() {
     // at the peak, all under CompiledFunction.forward: 64 × 128 MiB (B·H·S²·4 B = 4·32·512²·4),
     // 96 × 80 MiB (B·S·d_ff·4 = 4·512·10240·4) and 259 × 20 MiB (B·S·d·4 = 4·512·2560·4).
     let a = real("kkaitlyn111__cs336-a2__memory_ctx512_forward_v1.pickle");
-    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(a.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
     let saved = 64 * 128 * MIB + 96 * 80 * MIB + 259 * 20 * MIB;
     near(
         "compiled activations",
@@ -207,7 +211,7 @@ fn compiled_forward_activations_are_activations_in_forward() {
     // The README: 3.91 GiB traced at the peak, all under CompiledFunction.forward (saved
     // activations, and inductor buffers freed within the same forward).
     let a = real("kkaitlyn111__cs336-a2__memory_2.7b_forward.pickle");
-    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(a.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
     let c = &a.per_gpu.components.base;
     near("2.7B + xl weights", c.parameters, 4 * (xl() + b27()));
     near("xl gradients", c.gradients, 4 * xl());
@@ -221,7 +225,7 @@ fn compiled_forward_activations_are_activations_in_forward() {
     // the first matmul's cuBLAS workspace (32 MiB, its stack names
     // at::cuda::getCurrentCUDABlasHandle) is a temporary, the rest activations.
     let a = real("kkaitlyn111__cs336-a2__memory_small_forward.pickle");
-    assert_eq!(a.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(a.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
     let c = &a.per_gpu.components.base;
     assert_eq!(c.temporaries, 32 * MIB);
     near(
@@ -321,7 +325,7 @@ fn a_diffusion_run_with_a_trace_reads() {
 #[test]
 fn an_empty_record_says_recording_was_off() {
     let a = real("angelolmn__HitsBE__my_snapshot_empty.pickle");
-    assert_eq!(a.per_gpu.peak_allocated, Some(0));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(0));
     assert!(common::warns_of(
         &a.warnings,
         "was memory history recording on"
@@ -344,14 +348,14 @@ fn chrome_trace_counts_what_was_allocated_before_profiling() {
     // events (device 1) max(args["Total Allocated"]) is 6.1742 GiB and the min 3.8153 GiB
     // (at most that stayed allocated throughout, from before profiling).
     let a = real("more/HTA__df_index_resolver__v100_ddp_rank1_chrome_trace.json.gz");
-    let peak = a.per_gpu.peak_allocated.unwrap();
+    let peak = a.per_gpu.peaks.peak_allocated.unwrap();
     near("peak = max Total Allocated", peak, (6.1742 * GIB) as u64);
     let before = a.per_gpu.components.before_recording;
     assert!(before > 0 && before <= (3.8153 * GIB) as u64 + MIB);
     // Max Total Reserved over the same events: 11.9043 GiB.
     near(
         "peak reserved",
-        a.per_gpu.peak_reserved.unwrap(),
+        a.per_gpu.peaks.peak_reserved.unwrap(),
         (11.9043 * GIB) as u64,
     );
     mostly_attributed("HTA chrome trace", &a);
@@ -363,8 +367,8 @@ fn expandable_segments_read() {
     // Allocated blocks lie inside mapped memory: the peak allocated cannot exceed reserved.
     let a = real("more/Constructor-Sun__code_location__memory_snapshot.pickle");
     let g = &a.per_gpu;
-    assert!(g.peak_allocated.unwrap() > 0);
-    assert!(g.peak_allocated.unwrap() <= g.peak_reserved.unwrap());
+    assert!(g.peaks.peak_allocated.unwrap() > 0);
+    assert!(g.peaks.peak_allocated.unwrap() <= g.peaks.peak_reserved.unwrap());
 }
 
 #[test]

@@ -145,18 +145,18 @@ fn a_cuda_trace_is_rounded_as_the_caching_allocator_does() {
     assert_eq!(a.source.kind, "traced_snapshot");
     let g = &a.per_gpu;
     // round_size: 1000 → 1024 (two 512 B units), 100 → 512, 4 → 512; the peak is all three.
-    assert_eq!(g.peak_allocated, Some(1024 + 512 + 512));
+    assert_eq!(g.peaks.peak_allocated, Some(1024 + 512 + 512));
     assert_eq!(g.components.base.parameters, 1024);
     assert_eq!(g.components.base.activations, 512);
     assert_eq!(g.components.base.temporaries, 512);
-    assert_eq!(g.peak_phase.as_deref(), Some("backward"));
+    assert_eq!(g.peaks.peak_phase.as_deref(), Some("backward"));
     // No segments in a trace: the reserve is the trace replayed through the caching-allocator
     // model. Three blocks of at most 1 MiB share one 2 MiB small-pool segment
     // (CUDACachingAllocator.cpp kSmallBuffer); no GPU is named, so no context and no device
     // total.
-    assert_eq!(g.peak_reserved, Some(2 << 20));
+    assert_eq!(g.peaks.peak_reserved, Some(2 << 20));
     assert_eq!(g.components.base.allocator_reserve, (2 << 20) - 2048);
-    assert_eq!(g.device_total, None);
+    assert_eq!(g.peaks.device_total, None);
     assert!(common::warns_of(&a.warnings, "traced on fake tensors"));
 }
 
@@ -181,8 +181,8 @@ fn a_cuda_trace_reserves_what_the_allocator_model_reserves() {
     let a = analyze_bytes(&record(&v, "cuda")).unwrap();
     let g = &a.per_gpu;
     let mib = u64::from(MIB);
-    assert_eq!(g.peak_allocated, Some(128 * mib));
-    assert_eq!(g.peak_reserved, Some(164 * mib));
+    assert_eq!(g.peaks.peak_allocated, Some(128 * mib));
+    assert_eq!(g.peaks.peak_reserved, Some(164 * mib));
     assert_eq!(g.components.base.allocator_reserve, 36 * mib);
     // 99.5 MiB after the 100 MiB block was freed: the cached block serves it unsplit (0.5 MiB
     // left ≤ kSmallSize). A traced allocation keeps its rounded request (the remainder is the
@@ -198,8 +198,8 @@ fn a_cuda_trace_reserves_what_the_allocator_model_reserves() {
         "forward",
     ));
     let a = analyze_bytes(&record(&v, "cuda")).unwrap();
-    assert_eq!(a.per_gpu.peak_allocated, Some(100 * mib));
-    assert_eq!(a.per_gpu.peak_reserved, Some(100 * mib));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(100 * mib));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(100 * mib));
 }
 
 #[test]
@@ -213,10 +213,10 @@ fn a_cuda_trace_replays_under_the_settings_it_names() {
     let v = hundred_then_two_64s();
     let conf = Some("expandable_segments:True");
     let a = analyze_bytes(&record_with_conf(&v, "cuda", conf)).unwrap();
-    assert_eq!(a.per_gpu.peak_reserved, Some(140 * u64::from(MIB)));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(140 * u64::from(MIB)));
     // A setting PyTorch refuses (max_split_size_mb below 20): said, and the defaults replayed.
     let a = analyze_bytes(&record_with_conf(&v, "cuda", Some("max_split_size_mb:4"))).unwrap();
-    assert_eq!(a.per_gpu.peak_reserved, Some(164 * u64::from(MIB)));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(164 * u64::from(MIB)));
     common::assert_warns(&a.warnings, "max_split_size_mb");
 }
 
@@ -242,13 +242,13 @@ fn an_allocators_record_counts_the_blocks_its_replay_follows() {
     };
     let a = run(20 * MIB);
     assert!(a.allocator.as_ref().unwrap().exact);
-    assert_eq!(a.per_gpu.peak_allocated, Some(20 * u64::from(MIB)));
-    assert_eq!(a.per_gpu.peak_reserved, Some(20 * u64::from(MIB)));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(20 * u64::from(MIB)));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(20 * u64::from(MIB)));
     // A record the model does not follow (a 22 MiB segment for the same request): only the
     // rounding is certain, and 19.5 MiB is already a multiple of 512 B.
     let a = run(22 * MIB);
     assert!(!a.allocator.as_ref().unwrap().exact);
-    assert_eq!(a.per_gpu.peak_allocated, Some(u64::from(request)));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(u64::from(request)));
 }
 
 #[test]
@@ -268,10 +268,10 @@ fn a_cuda_trace_starts_from_the_cache_its_warm_up_left() {
     ];
     let mib = u64::from(MIB);
     let a = analyze_bytes(&record_full(&v, "cuda", None, &warmup)).unwrap();
-    assert_eq!(a.per_gpu.peak_reserved, Some(164 * mib));
-    assert_eq!(a.per_gpu.peak_allocated, Some(128 * mib));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(164 * mib));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(128 * mib));
     let a = analyze_bytes(&record(&v, "cuda")).unwrap();
-    assert_eq!(a.per_gpu.peak_reserved, Some(128 * mib));
+    assert_eq!(a.per_gpu.peaks.peak_reserved, Some(128 * mib));
     // A warm-up event of another shape is refused in one line.
     let bad = [("resize", 1 << 24, 100 * MIB, "forward")];
     let e = analyze_bytes(&record_full(&v, "cuda", None, &bad)).unwrap_err();
@@ -283,7 +283,7 @@ fn a_cpu_trace_keeps_the_bytes_asked_for() {
     let a = analyze_bytes(&record(&step(), "cpu")).unwrap();
     assert_eq!(a.source.kind, "traced_snapshot");
     // 1000 + 100 + 4 live together in the backward.
-    assert_eq!(a.per_gpu.peak_allocated, Some(1104));
+    assert_eq!(a.per_gpu.peaks.peak_allocated, Some(1104));
     assert_eq!(a.per_gpu.components.base.activations, 100);
 }
 
@@ -301,12 +301,12 @@ proptest! {
             .collect();
         let a = analyze_bytes(&record(&entries, "cuda")).unwrap();
         let rounded: u64 = sizes.iter().map(|&s| (u64::from(s)).div_ceil(512) * 512).sum();
-        let peak = a.per_gpu.peak_allocated.unwrap();
+        let peak = a.per_gpu.peaks.peak_allocated.unwrap();
         prop_assert_eq!(peak, rounded);
         // The components add up to it, and the reserve holds it.
         let c = &a.per_gpu.components;
         prop_assert_eq!(c.base.allocated() + c.unattributed, peak);
-        prop_assert!(a.per_gpu.peak_reserved.unwrap() >= peak);
+        prop_assert!(a.per_gpu.peaks.peak_reserved.unwrap() >= peak);
     }
 
     /// A traced record with any byte changed is read or refused, never a panic.

@@ -2,18 +2,7 @@
 //! human output, in bytes in `--json`; a bad value is one line and exit 2.
 
 mod common;
-use common::argv;
-
-use assert_cmd::Command;
-
-fn vramscope(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("vramscope")
-        .unwrap()
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
+use common::{argv, run_uncoloured as vramscope};
 
 /// 2 GiB = 2 × 1,073,741,824 = 2,147,483,648 bytes.
 #[test]

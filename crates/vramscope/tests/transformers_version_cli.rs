@@ -2,18 +2,7 @@
 //! the report's job; anything else is one line on stderr and exit 2, from a flag or a job file.
 
 mod common;
-use common::argv;
-
-use assert_cmd::Command;
-
-fn vramscope(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("vramscope")
-        .unwrap()
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
+use common::{argv, run_uncoloured as vramscope};
 
 #[test]
 fn a_release_is_echoed() {

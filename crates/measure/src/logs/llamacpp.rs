@@ -7,7 +7,7 @@
 //! 1024.0 / 1024.0`).
 
 use super::text::{after, count_after, number_and_unit, parse_size, word_after};
-use super::{put, with_nulls, DeviceBuffers, HostBuffers, LogKind, LogReport};
+use super::{put, with_nulls, BufferBytes, DeviceBuffers, LogKind, LogReport};
 use serde_json::{json, Map, Value};
 
 const MARKERS: [&str; 8] = [
@@ -49,11 +49,23 @@ pub(super) enum Kind {
     Compute,
 }
 
+impl Kind {
+    /// Where a buffer of this kind is counted: model → parameters, KV → kv_cache, compute →
+    /// temporaries (the contract's `llamacpp-log` row).
+    fn slot(self, b: &mut BufferBytes) -> &mut Option<u64> {
+        match self {
+            Kind::Model => &mut b.parameters,
+            Kind::Kv => &mut b.kv_cache,
+            Kind::Compute => &mut b.temporaries,
+        }
+    }
+}
+
 /// The buffers and settings of one load, read line by line (ollama's reader feeds it too).
 #[derive(Default)]
 pub(super) struct Buffers {
     devices: Vec<DeviceBuffers>,
-    host: HostBuffers,
+    host: BufferBytes,
     host_seen: bool,
     /// A KV or compute buffer was seen since the last model buffer (a second load starts when
     /// a device's model buffer comes again after them).
@@ -120,10 +132,10 @@ impl Buffers {
             let again = self
                 .devices
                 .iter()
-                .any(|d| d.device == dev && d.parameters.is_some());
+                .any(|d| d.device == dev && d.bytes.parameters.is_some());
             if again && self.context_seen {
                 self.devices.clear();
-                self.host = HostBuffers::default();
+                self.host = BufferBytes::default();
                 self.host_seen = false;
                 self.loads += 1;
             }
@@ -133,13 +145,7 @@ impl Buffers {
         }
         if is_host(&dev) {
             self.host_seen = true;
-            let h = &mut self.host;
-            let slot = match kind {
-                Kind::Model => &mut h.parameters,
-                Kind::Kv => &mut h.kv_cache,
-                Kind::Compute => &mut h.temporaries,
-            };
-            return add(slot, size);
+            return add(kind.slot(&mut self.host), size);
         }
         let i = match self.devices.iter().position(|d| d.device == dev) {
             Some(i) => i,
@@ -151,13 +157,7 @@ impl Buffers {
                 self.devices.len() - 1
             }
         };
-        let d = &mut self.devices[i];
-        let slot = match kind {
-            Kind::Model => &mut d.parameters,
-            Kind::Kv => &mut d.kv_cache,
-            Kind::Compute => &mut d.temporaries,
-        };
-        add(slot, size);
+        add(kind.slot(&mut self.devices[i].bytes), size);
     }
 
     /// "offloaded 33/33 layers to GPU" (llama.cpp) and `msg="offloaded 41/41 layers to GPU"`
@@ -261,18 +261,12 @@ impl Buffers {
 
     /// Fills the report: the GPU holding the most is `per_gpu`, the CPU side is `host`.
     pub fn finish(mut self, r: &mut LogReport) {
-        let top = self
-            .devices
-            .iter()
-            .max_by_key(|d| {
-                d.parameters.unwrap_or(0) + d.kv_cache.unwrap_or(0) + d.temporaries.unwrap_or(0)
-            })
-            .cloned();
+        let top = self.devices.iter().max_by_key(|d| d.bytes.total()).cloned();
         if let Some(d) = top {
             let c = &mut r.per_gpu.components;
-            c.parameters = d.parameters;
-            c.kv_cache = d.kv_cache;
-            c.temporaries = d.temporaries;
+            c.parameters = d.bytes.parameters;
+            c.kv_cache = d.bytes.kv_cache;
+            c.temporaries = d.bytes.temporaries;
             r.per_gpu.device = Some(d.device);
         }
         if self.host_seen {
@@ -308,7 +302,8 @@ impl Buffers {
         if !self.engine.contains_key("n_ctx") {
             missing.push("n_ctx");
         }
-        let kv = self.devices.iter().any(|d| d.kv_cache.is_some()) || self.host.kv_cache.is_some();
+        let kv =
+            self.devices.iter().any(|d| d.bytes.kv_cache.is_some()) || self.host.kv_cache.is_some();
         if !kv {
             missing.push("the KV buffers (\"KV buffer size\")");
         }

@@ -16,6 +16,7 @@ pub mod torch_oom;
 mod vllm;
 mod vllm_command;
 
+use crate::analysis::PeakFigures;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -73,11 +74,10 @@ pub struct LogPerGpu {
     pub kv_pool: Option<u64>,
     /// The Report's fields a log never states, `null` so the shapes compare field by field.
     pub model_states: Option<Value>,
-    pub activation_bytes_per_layer: Option<u64>,
-    pub peak_allocated: Option<u64>,
-    pub peak_reserved: Option<u64>,
-    pub device_total: Option<u64>,
-    pub peak_phase: Option<String>,
+    /// What the log states of the Report's peaks (a PyTorch OOM message: allocated, reserved,
+    /// the process's use), the rest null.
+    #[serde(flatten)]
+    pub peaks: PeakFigures,
     /// Which device of the log this is (`CUDA1`, `GPU 0`), when the log names it.
     pub device: Option<String>,
 }
@@ -106,21 +106,35 @@ pub struct OomFigures {
     pub device: Option<u32>,
 }
 
-/// One device's buffers in a llama.cpp / ollama log.
+/// One device's buffers in a llama.cpp / ollama log: its name beside its bytes (one JSON
+/// object: `device`, `parameters`, `kv_cache`, `temporaries`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DeviceBuffers {
     pub device: String,
+    #[serde(flatten)]
+    pub bytes: BufferBytes,
+}
+
+/// The bytes of one side's buffers in a llama.cpp / ollama log, a device's or the host's (CPU,
+/// CPU_Mapped, CUDA_Host), each `null` until the log states it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BufferBytes {
+    /// The model buffer ("CUDA0 model buffer size", "CPU buffer size"): the weights.
     pub parameters: Option<u64>,
+    /// The KV buffer ("CUDA0 KV buffer size").
     pub kv_cache: Option<u64>,
+    /// The compute buffer ("CUDA0 compute buffer size"): the graph's scratch.
     pub temporaries: Option<u64>,
 }
 
-/// The host side of a llama.cpp / ollama log (CPU, CPU_Mapped, CUDA_Host buffers).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct HostBuffers {
-    pub parameters: Option<u64>,
-    pub kv_cache: Option<u64>,
-    pub temporaries: Option<u64>,
+impl BufferBytes {
+    /// All three buffers, unstated ones as 0.
+    pub fn total(&self) -> u64 {
+        [self.parameters, self.kv_cache, self.temporaries]
+            .iter()
+            .map(|b| b.unwrap_or(0))
+            .sum()
+    }
 }
 
 /// What `analyze` returns for a log or an error message.
@@ -134,7 +148,7 @@ pub struct LogReport {
     /// Engine settings the log states (per source: see the contract's `analyze` table).
     pub engine: Option<Map<String, Value>>,
     /// llama.cpp / ollama: the CPU side.
-    pub host: Option<HostBuffers>,
+    pub host: Option<BufferBytes>,
     /// llama.cpp / ollama: every device's buffers, in the log's order.
     pub devices: Vec<DeviceBuffers>,
     /// ollama's own memory layout (`msg=offload`), in bytes, as it logged it.
@@ -256,7 +270,7 @@ fn has_figures(r: &LogReport) -> bool {
     .any(Option::is_some);
     any_component
         || r.per_gpu.kv_pool.is_some()
-        || r.per_gpu.peak_allocated.is_some()
+        || r.per_gpu.peaks.peak_allocated.is_some()
         || r.fit.capacity.is_some()
         || r.engine
             .as_ref()

@@ -68,9 +68,9 @@ pub fn read(text: &str) -> LogReport {
     let start = folded.rfind(MARKER).unwrap_or(0);
     let msg = &folded[start..];
     let o = figures(msg, &mut r.warnings);
-    r.per_gpu.peak_allocated = o.allocated;
-    r.per_gpu.peak_reserved = o.reserved;
-    r.per_gpu.device_total = o.process_in_use;
+    r.per_gpu.peaks.peak_allocated = o.allocated;
+    r.per_gpu.peaks.peak_reserved = o.reserved;
+    r.per_gpu.peaks.device_total = o.process_in_use;
     r.per_gpu.components.allocator_reserve = o.reserved_unallocated;
     r.per_gpu.device = o.device.map(|d| format!("GPU {d}"));
     r.fit.capacity = o.capacity;

@@ -57,8 +57,8 @@ pub enum MeasuredSide {
 impl MeasuredSide {
     pub fn peak_allocated(&self) -> Option<u64> {
         match self {
-            MeasuredSide::Record(m) => m.peak_allocated,
-            MeasuredSide::Log(l) => l.peak_allocated,
+            MeasuredSide::Record(m) => m.peaks.peak_allocated,
+            MeasuredSide::Log(l) => l.peaks.peak_allocated,
         }
     }
 }
@@ -140,7 +140,7 @@ fn log_side_by_side(report: Report, log: LogReport) -> Comparison {
         });
     }
     let residual = Residual {
-        peak_allocated_difference: match (m.peak_allocated, e.peak_allocated) {
+        peak_allocated_difference: match (m.peaks.peak_allocated, e.peak_allocated) {
             (Some(a), Some(b)) => Some(diff(a, b)),
             _ => None,
         },
@@ -203,13 +203,16 @@ fn side_by_side(report: Report, measured: Analysis) -> Comparison {
         difference: diff(m.components.unattributed, 0),
     });
     let residual = Residual {
-        peak_allocated_difference: match (m.peak_allocated, e.peak_allocated) {
+        peak_allocated_difference: match (m.peaks.peak_allocated, e.peak_allocated) {
             (Some(a), Some(b)) => Some(diff(a, b)),
             _ => None,
         },
         unattributed: m.components.unattributed,
         allocator_reserve_estimated: e.components.allocator_reserve,
-        allocator_reserve_measured: m.peak_reserved.map(|_| m.components.base.allocator_reserve),
+        allocator_reserve_measured: m
+            .peaks
+            .peak_reserved
+            .map(|_| m.components.base.allocator_reserve),
         cuda_context_not_measured: e.components.cuda_context,
     };
     let mut warnings = report.warnings;

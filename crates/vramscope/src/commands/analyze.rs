@@ -72,11 +72,12 @@ fn heading(a: &Analysis, path: &Path) -> String {
             .device
             .map(|d| format!(", device {d}"))
             .unwrap_or_default(),
-        paint(BOLD, &bytes(g.peak_allocated.unwrap_or(0))),
-        g.peak_reserved
+        paint(BOLD, &bytes(g.peaks.peak_allocated.unwrap_or(0))),
+        g.peaks
+            .peak_reserved
             .map(bytes)
             .unwrap_or_else(|| "unknown".into()),
-        g.peak_phase.as_deref().unwrap_or("unknown")
+        g.peaks.peak_phase.as_deref().unwrap_or("unknown")
     )
 }
 
@@ -96,7 +97,7 @@ fn held(g: &vramscope_measure::MeasuredPerGpu, c: Category) -> Option<u64> {
 /// before recording and the allocator's reserve.
 fn categories(a: &Analysis) -> String {
     let g = &a.per_gpu;
-    let peak = g.peak_allocated.unwrap_or(0);
+    let peak = g.peaks.peak_allocated.unwrap_or(0);
     let mut s = format!(
         "  {:<20} {:>12} {:>7}   {:>12}   {}\n",
         "at the peak", "bytes", "share", "held (max)", "confidence"
@@ -124,7 +125,7 @@ fn categories(a: &Analysis) -> String {
             percent(before, peak)
         ));
     }
-    if g.peak_reserved.is_some() {
+    if g.peaks.peak_reserved.is_some() {
         s.push_str(&format!(
             "  {:<20} {:>12}\n",
             "allocator reserve",

@@ -3,7 +3,7 @@
 use super::CmdResult;
 use crate::output::{paint, print, print_json, BOLD, DIM};
 use crate::units::{bytes, short_count};
-use comfy_table::{presets, CellAlignment, Table};
+use comfy_table::CellAlignment;
 
 pub fn models(json: bool) -> CmdResult {
     let rows = crate::app::models()?;
@@ -11,9 +11,8 @@ pub fn models(json: bool) -> CmdResult {
         print_json(&rows)?;
         return Ok(0);
     }
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(["id", "repo", "type", "params", "layers", "hidden", "dtype"]);
+    let mut t =
+        super::inspect::table(["id", "repo", "type", "params", "layers", "hidden", "dtype"]);
     for r in &rows {
         t.add_row([
             r.id.clone(),
@@ -50,9 +49,7 @@ pub fn gpus(json: bool) -> CmdResult {
         print_json(&cat)?;
         return Ok(0);
     }
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(["id", "name", "arch", "reported", "bf16"]);
+    let mut t = super::inspect::table(["id", "name", "arch", "reported", "bf16"]);
     for g in &cat {
         t.add_row([
             g.id.clone(),

@@ -127,7 +127,8 @@ fn section(title: &str, t: &Table) -> String {
     format!("\n{}\n{t}\n", paint(HEADER, title))
 }
 
-fn table(header: Vec<String>) -> Table {
+/// A borderless table with this header row (every terminal table of the commands).
+pub(super) fn table(header: impl Into<comfy_table::Row>) -> Table {
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
     t.set_header(header);

@@ -6,7 +6,7 @@ use super::CmdResult;
 use crate::app::diffusion::{inspect, PipelineInspect};
 use crate::output::{paint, print, print_json, BOLD, HEADER};
 use crate::units::{bytes, short_count, thousands};
-use comfy_table::{presets, CellAlignment, Table};
+use comfy_table::CellAlignment;
 use vramscope_core::diffusion::Role;
 use vramscope_hub::ResolvedPipeline;
 
@@ -37,9 +37,7 @@ fn human(r: &PipelineInspect) -> String {
         r.components.len(),
         r.source
     );
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(["component", "class", "role", "params", "bf16/fp16"]);
+    let mut t = super::inspect::table(["component", "class", "role", "params", "bf16/fp16"]);
     for c in &r.components {
         t.add_row([
             c.name.clone(),

@@ -4,7 +4,7 @@
 use crate::app::inspect::InspectReport;
 use crate::output::{paint, HEADER};
 use crate::units::{bytes, percent, thousands};
-use comfy_table::{presets, CellAlignment, Table};
+use comfy_table::CellAlignment;
 use vramscope_core::model::NormKind;
 use vramscope_core::vision::{ImageTokens, Part, Projector, Vision};
 
@@ -13,9 +13,7 @@ pub fn components(r: &InspectReport) -> String {
     let Some(parts) = &r.model.components else {
         return String::new();
     };
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(["model component", "params", "share", "bytes", "tensors"]);
+    let mut t = super::inspect::table(["model component", "params", "share", "bytes", "tensors"]);
     for p in Part::ALL {
         if let Some(x) = parts.get(&p) {
             t.add_row([

@@ -113,9 +113,11 @@ fn engine_figures(s: &mut String, r: &LogReport) {
     row(s, "GPU capacity", r.fit.capacity);
     if r.source != LogKind::Vllm && r.devices.len() > 1 {
         for d in &r.devices {
-            let total =
-                d.parameters.unwrap_or(0) + d.kv_cache.unwrap_or(0) + d.temporaries.unwrap_or(0);
-            s.push_str(&format!("  {:<26} {:>12}\n", d.device, bytes(total)));
+            s.push_str(&format!(
+                "  {:<26} {:>12}\n",
+                d.device,
+                bytes(d.bytes.total())
+            ));
         }
     }
     if let Some(l) = &r.layout {

@@ -100,6 +100,15 @@ pub fn text_of_cmd(cmd: &mut Command) -> String {
     text_with_code(cmd, 0)
 }
 
+/// `vramscope ARGS` with colour off (`NO_COLOR=1`): its whole output, whatever the exit code.
+pub fn run_uncoloured(args: &[&str]) -> Output {
+    vramscope()
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
 /// `vramscope ARGS`: its stdout as text, after checking it succeeded.
 pub fn run_text(args: &[&str]) -> String {
     text_of_cmd(vramscope().args(args))

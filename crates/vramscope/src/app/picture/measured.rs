@@ -25,7 +25,7 @@ impl Measured {
                 .map(|c| (*c, g.components.get(*c)))
                 .filter(|(_, b)| *b > 0)
                 .collect(),
-            peak_allocated: g.peak_allocated,
+            peak_allocated: g.peaks.peak_allocated,
             timeline: a.timeline.clone(),
         }
     }

@@ -253,6 +253,16 @@ mod tests {
             .collect()
     }
 
+    /// Where the capacity line stands on the bar (its `x1`).
+    fn capacity_x(svg: &str) -> f64 {
+        let (elems, _) = parse(svg);
+        let cap = elems
+            .iter()
+            .find(|e| attr(e, "class") == Some("capacity"))
+            .expect("a capacity line");
+        num(cap, "x1")
+    }
+
     /// The peak bar's segments: (category, x, width).
     fn segments_of(svg: &str) -> Vec<(String, f64, f64)> {
         rects_of(svg, "segment")
@@ -304,12 +314,7 @@ mod tests {
         for (w, want) in widths.iter().zip([458.67, 229.33, 114.67, 57.33]) {
             assert!((w - want).abs() <= 1.0, "{widths:?}");
         }
-        let (elems, _) = parse(&svg);
-        let cap = elems
-            .iter()
-            .find(|e| attr(e, "class") == Some("capacity"))
-            .unwrap();
-        assert!((num(cap, "x1") - 518.67).abs() <= 1.0);
+        assert!((capacity_x(&svg) - 518.67).abs() <= 1.0);
         assert!(svg.contains("does not fit t4-16gb (3.50 GiB over)"));
     }
 
@@ -695,12 +700,7 @@ mod tests {
         let svg = render_svg_measured(&report(16 * G), &[], Some(&m));
         assert!((segments_of(&svg)[0].2 - 172.0).abs() <= 0.5);
         assert!((measured_rects(&svg)[0].2 - 860.0).abs() <= 0.5);
-        let (elems, _) = parse(&svg);
-        let cap = elems
-            .iter()
-            .find(|e| attr(e, "class") == Some("capacity"))
-            .unwrap();
-        assert!((num(cap, "x1") - 748.0).abs() <= 0.5);
+        assert!((capacity_x(&svg) - 748.0).abs() <= 0.5);
     }
 
     #[test]

@@ -90,3 +90,11 @@ pub fn warning_line(message: &str) -> String {
     let message = crate::app::escape_controls(message);
     format!("{}: {message}\n", paint(WARN, "warning"))
 }
+
+/// A borderless table with this header row (every terminal table of the commands).
+pub fn table(header: impl Into<comfy_table::Row>) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::NOTHING);
+    t.set_header(header);
+    t
+}

@@ -11,8 +11,7 @@ pub fn models(json: bool) -> CmdResult {
         print_json(&rows)?;
         return Ok(0);
     }
-    let mut t =
-        super::inspect::table(["id", "repo", "type", "params", "layers", "hidden", "dtype"]);
+    let mut t = crate::output::table(["id", "repo", "type", "params", "layers", "hidden", "dtype"]);
     for r in &rows {
         t.add_row([
             r.id.clone(),
@@ -49,7 +48,7 @@ pub fn gpus(json: bool) -> CmdResult {
         print_json(&cat)?;
         return Ok(0);
     }
-    let mut t = super::inspect::table(["id", "name", "arch", "reported", "bf16"]);
+    let mut t = crate::output::table(["id", "name", "arch", "reported", "bf16"]);
     for g in &cat {
         t.add_row([
             g.id.clone(),

@@ -5,7 +5,7 @@ use crate::app;
 use crate::app::inspect::{InspectReport, LayerRow};
 use crate::output::{paint, print, print_json, warning_line, BOLD, DIM, HEADER};
 use crate::units::{bytes, percent, short_count, thousands};
-use comfy_table::{presets, CellAlignment, Table};
+use comfy_table::{CellAlignment, Table};
 use vramscope_core::model::{AttentionKind, Head, Mlp, Positions, SsmVersion};
 use vramscope_core::{Component, ModelSpec};
 use vramscope_formats::model_source::LoadedModel;
@@ -127,16 +127,8 @@ fn section(title: &str, t: &Table) -> String {
     format!("\n{}\n{t}\n", paint(HEADER, title))
 }
 
-/// A borderless table with this header row (every terminal table of the commands).
-pub(super) fn table(header: impl Into<comfy_table::Row>) -> Table {
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(header);
-    t
-}
-
 fn by_component(r: &InspectReport) -> String {
-    let mut t = table(
+    let mut t = crate::output::table(
         ["component", "params", "share", "bytes", "tensors"]
             .map(String::from)
             .to_vec(),
@@ -157,7 +149,7 @@ fn by_component(r: &InspectReport) -> String {
 }
 
 fn by_dtype(r: &InspectReport) -> String {
-    let mut t = table(
+    let mut t = crate::output::table(
         ["dtype", "params", "bytes", "tensors"]
             .map(String::from)
             .to_vec(),
@@ -203,7 +195,7 @@ fn per_layer(r: &InspectReport, all_layers: bool) -> String {
         .collect();
     let mut header = vec!["layer".to_string(), "params".into(), "bytes".into()];
     header.extend(comps.iter().map(|c| c.name().to_string()));
-    let mut t = table(header);
+    let mut t = crate::output::table(header);
     for (i, l) in shown.iter().enumerate() {
         if i == 3 && shown.len() < n {
             t.add_row(vec!["…".to_string()]);
@@ -222,7 +214,7 @@ fn per_layer(r: &InspectReport, all_layers: bool) -> String {
 }
 
 fn tensors(r: &InspectReport) -> String {
-    let mut t = table(
+    let mut t = crate::output::table(
         ["name", "shape", "dtype", "size", "component"]
             .map(String::from)
             .to_vec(),

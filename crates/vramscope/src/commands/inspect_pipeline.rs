@@ -37,7 +37,7 @@ fn human(r: &PipelineInspect) -> String {
         r.components.len(),
         r.source
     );
-    let mut t = super::inspect::table(["component", "class", "role", "params", "bf16/fp16"]);
+    let mut t = crate::output::table(["component", "class", "role", "params", "bf16/fp16"]);
     for c in &r.components {
         t.add_row([
             c.name.clone(),

@@ -13,7 +13,7 @@ pub fn components(r: &InspectReport) -> String {
     let Some(parts) = &r.model.components else {
         return String::new();
     };
-    let mut t = super::inspect::table(["model component", "params", "share", "bytes", "tensors"]);
+    let mut t = crate::output::table(["model component", "params", "share", "bytes", "tensors"]);
     for p in Part::ALL {
         if let Some(x) = parts.get(&p) {
             t.add_row([

@@ -12,14 +12,10 @@ pub use settings::LlamaCpp;
 use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{Builder, ServedModel};
 use crate::error::CoreError;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for LlamaCpp {
-    fn framework(&self) -> Framework {
-        Framework::LlamaCpp
-    }
-
     fn fit_gpu_layers(
         &self,
         s: &FitSearch,

@@ -11,14 +11,10 @@ pub use settings::Ollama;
 use crate::engines::engine::{Engine, FitSearch};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for Ollama {
-    fn framework(&self) -> Framework {
-        Framework::Ollama
-    }
-
     /// Its command names no model: the Modelfile does.
     fn fit_job(
         &self,

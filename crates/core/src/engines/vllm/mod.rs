@@ -13,14 +13,10 @@ use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{revision, Builder, ServedModel};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::{ResolvedJob, Task};
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for Vllm {
-    fn framework(&self) -> Framework {
-        Framework::Vllm
-    }
-
     fn fit_job(
         &self,
         _model: &ModelInput,

@@ -2,12 +2,13 @@
 //! pool). The estimator's floor: `estimate::simulate` asks it through `devices.rs`, and PyTorch's
 //! walked step is the default. Each engine's is in `engines/<engine>/device.rs`.
 
+use crate::engines::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::estimate::state_bytes::StateBytes;
 use crate::gpu::Gpu;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
 
 /// What a serving engine's device is computed from: an inference job on a model with an
@@ -21,11 +22,8 @@ pub struct Served<'a> {
     pub states: &'a StateBytes,
 }
 
-/// An engine's device fill.
-pub trait EngineDevice: Sync {
-    /// The job's `framework` this engine serves.
-    fn framework(&self) -> Framework;
-
+/// An engine's device fill, on top of its spec (the framework it serves).
+pub trait EngineDevice: EngineSpec {
     /// What one device holds while the engine serves the job (its start-up budget, its KV
     /// pool), warning what the engine would say; `None` for PyTorch's walked step
     /// (`estimate::simulate`), which also serves any engine that needs what the job lacks

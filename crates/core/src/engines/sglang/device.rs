@@ -6,16 +6,12 @@ use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
 use crate::estimate::state_bytes::StateBytes;
 use crate::gpu::Gpu;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
 use crate::report::Components;
 use crate::text::bytes;
 
 impl EngineDevice for super::settings::Sglang {
-    fn framework(&self) -> Framework {
-        Framework::Sglang
-    }
-
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
         sglang_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
     }

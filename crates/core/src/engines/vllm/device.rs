@@ -6,14 +6,10 @@ use crate::engines::device::{EngineDevice, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
 use crate::estimate::state_bytes::StateBytes;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::report::{Components, TimelinePoint};
 
 impl EngineDevice for super::settings::Vllm {
-    fn framework(&self) -> Framework {
-        Framework::Vllm
-    }
-
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
         vllm_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
     }

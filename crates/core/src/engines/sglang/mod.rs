@@ -29,7 +29,7 @@ impl Engine for Sglang {
         if s.job.task != Task::Infer {
             return Ok(None);
         }
-        fit::sglang_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
+        fit::sglang_fit(s).map(Some)
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {

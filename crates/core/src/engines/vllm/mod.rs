@@ -29,7 +29,7 @@ impl Engine for Vllm {
         if s.job.task != Task::Infer {
             return Ok(None);
         }
-        fit::vllm_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
+        fit::vllm_fit(s).map(Some)
     }
 
     fn longest_request(&self, model: &ModelInput, job: &ResolvedJob) -> Option<u64> {

@@ -39,7 +39,8 @@ pub trait Engine: EngineSpec {
         Ok((job, None))
     }
 
-    /// The engine's own search of what fits (vLLM's and SGLang's pools); `None` for the search
+    /// The engine's own search of what fits (vLLM's and SGLang's pools), asked of an inference
+    /// job only (as are [`Engine::fit_gpu_layers`] and [`Engine::fit_longest`]); `None` for the search
     /// of a PyTorch step's batch and sequence (with [`Engine::fit_gpu_layers`] and
     /// [`Engine::fit_longest`] below).
     fn fit_search(&self, _s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {

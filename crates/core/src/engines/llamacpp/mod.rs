@@ -12,7 +12,7 @@ pub use settings::LlamaCpp;
 use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{Builder, ServedModel};
 use crate::error::CoreError;
-use crate::job::{ResolvedJob, Task};
+use crate::job::ResolvedJob;
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for LlamaCpp {
@@ -22,9 +22,6 @@ impl Engine for LlamaCpp {
         evals: &mut u64,
         _notes: &mut Vec<String>,
     ) -> Result<Option<u64>, CoreError> {
-        if s.job.task != Task::Infer {
-            return Ok(None);
-        }
         fit::most_gpu_layers(s.model, s.spec, s.job, s.capacity, evals)
     }
 

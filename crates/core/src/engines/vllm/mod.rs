@@ -13,7 +13,7 @@ use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{revision, Builder, ServedModel};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
-use crate::job::{ResolvedJob, Task};
+use crate::job::ResolvedJob;
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for Vllm {
@@ -26,9 +26,6 @@ impl Engine for Vllm {
     }
 
     fn fit_search(&self, s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {
-        if s.job.task != Task::Infer {
-            return Ok(None);
-        }
         fit::vllm_fit(s).map(Some)
     }
 

@@ -3,7 +3,7 @@
 pub(crate) mod advice;
 pub mod device;
 pub(crate) mod fit;
-mod launch;
+pub(crate) mod launch;
 pub mod settings;
 pub mod split;
 

@@ -32,9 +32,7 @@ impl Engine for LlamaCpp {
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<Launch> {
-        let mut b = Builder::new();
-        launch::flags(&mut b, job, fit, n_blocks)?;
-        Some(b.into_launch("llama.cpp"))
+        Builder::launch("llama.cpp", |b| launch::flags(b, job, fit, n_blocks))
     }
 
     /// `llama-server -m FILE`, or `-hf ORG/NAME:QUANT` for a Hub repo's GGUF file.

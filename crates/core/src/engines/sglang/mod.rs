@@ -30,9 +30,7 @@ impl Engine for Sglang {
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {
-        let mut b = Builder::new();
-        launch::flags(&mut b, job, fit)?;
-        Some(b.into_launch("sglang"))
+        Builder::launch("sglang", |b| launch::flags(b, job, fit))
     }
 
     /// `python -m sglang.launch_server --model-path MODEL [--revision R]`.

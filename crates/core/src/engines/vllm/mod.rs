@@ -43,9 +43,7 @@ impl Engine for Vllm {
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {
-        let mut b = Builder::new();
-        launch::flags(&mut b, job, fit)?;
-        Some(b.into_launch("vllm"))
+        Builder::launch("vllm", |b| launch::flags(b, job, fit))
     }
 
     /// `vllm serve MODEL [--revision R]`.

@@ -161,6 +161,13 @@ fn search(
         capacity,
         max_pos,
     };
+    // The engines' own searches are of serving (an inference job); a training job's are a
+    // PyTorch step's, whatever the framework.
+    let engine = if job.task == Task::Infer {
+        engine
+    } else {
+        crate::engines::engine(crate::job::Framework::Pytorch)
+    };
     if let Some(answer) = engine.fit_search(&s)? {
         return Ok(answer);
     }

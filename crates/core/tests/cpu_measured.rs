@@ -132,6 +132,19 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-zamba2.json",
         min_cases: 6,
     },
+    // vlm_step.rs: a tiny Qwen2-VL's image training steps (the vision tower and merger op by
+    // op), the CLIP-tower LLaVA's and mllama's (`mllama_step.rs`); each case's tolerance in
+    // the file is 3 %.
+    Measured {
+        file: "cpu-measured-vlm.json",
+        min_cases: 8,
+    },
+    // vlm_season.rs: PaliGemma 2's and LFM2-VL's image training steps through the whole model,
+    // tower and projector included; each case's tolerance in the file is 3 %.
+    Measured {
+        file: "cpu-measured-vlm-season.json",
+        min_cases: 4,
+    },
 ];
 
 #[test]

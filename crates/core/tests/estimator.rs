@@ -260,14 +260,7 @@ fn llama_3_8b_kv_cache() {
 fn chunked_loss_keeps_gradients_not_logits() {
     let saved = |loss: &str| {
         let r = run(json!({"model": "llama-3.2-1b", "batch": 2, "seq": 8192, "loss": loss}));
-        let at = |label: &str| {
-            r.timeline
-                .iter()
-                .find(|p| p.label == label)
-                .unwrap()
-                .by_category["activations"]
-        };
-        at("loss") - at("final norm and head")
+        common::activations_at(&r, "loss") - common::activations_at(&r, "final norm and head")
     };
     // The padded labels b·(s+1)·8 = 131,088 B round up to 131,584; the shifted b·s·8 = 131,072.
     let labels = 131_584 + 131_072;
@@ -451,13 +444,7 @@ fn pipeline_first_stage_holds_l_layers() {
         "parallel": {"tp": 8, "sp": true, "pp": 4, "dp": 1, "microbatches": 8}}));
     let per_layer = r.per_gpu.activation_bytes_per_layer.unwrap();
     assert_eq!(per_layer, 2048 * 12288 * 114 / 8);
-    let acts = |label: &str| {
-        r.timeline
-            .iter()
-            .find(|p| p.label == label)
-            .unwrap()
-            .by_category["activations"]
-    };
+    let acts = |label: &str| common::activations_at(&r, label);
     // 24 layers on the first stage, 4 micro-batches in flight each.
     assert_eq!(acts("layer 23") - acts("embeddings"), 96 * per_layer);
     assert!(r.timeline.iter().all(|p| p.label != "layer 24"));

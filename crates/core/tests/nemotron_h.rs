@@ -72,22 +72,7 @@ fn summary_skips_the_mixerless_layers() {
 /// keeps less.
 #[test]
 fn training_names_the_mixer_path() {
-    let est = |attention: &str| {
-        measured::run(
-            serde_json::json!({"model": {"hf_config": config("nemotron-nano-9b-v2")},
-            "task": "train", "batch": 1, "seq": 2048, "precision": "bf16-mixed",
-            "optimizer": "adamw", "attention": attention}),
-        )
-    };
-    let eager = est("eager");
-    let fused = est("sdpa");
-    assert!(eager
-        .warnings
-        .iter()
-        .any(|w| w.contains("Nemotron-H's Mamba2 layers") && w.contains("torch path")));
-    assert!(fused
-        .warnings
-        .iter()
-        .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
+    let (eager, fused) =
+        measured::mixer_paths(&config("nemotron-nano-9b-v2"), "Nemotron-H's Mamba2 layers");
     assert!(fused.per_gpu.components.activations < eager.per_gpu.components.activations);
 }

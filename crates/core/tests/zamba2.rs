@@ -37,22 +37,8 @@ fn zamba2_2_7b_cache() {
 
 #[test]
 fn training_names_the_mixer_path() {
-    let est = |attention: &str| {
-        measured::run(serde_json::json!({
-            "model": {"hf_config": measured::hybrid_config("zamba2-7b")},
-            "task": "train", "batch": 1, "seq": 2048, "precision": "bf16-mixed",
-            "optimizer": "adamw", "attention": attention}))
-    };
-    let eager = est("eager");
-    let fused = est("sdpa");
-    assert!(eager
-        .warnings
-        .iter()
-        .any(|w| w.contains("Mamba2 mixers") && w.contains("torch path")));
-    assert!(fused
-        .warnings
-        .iter()
-        .any(|w| w.contains("mamba_split_conv1d_scan_combined")));
+    let (eager, fused) =
+        measured::mixer_paths(&measured::hybrid_config("zamba2-7b"), "Mamba2 mixers");
     assert!(fused.per_gpu.components.activations < eager.per_gpu.components.activations);
 }
 

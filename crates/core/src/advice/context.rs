@@ -31,6 +31,27 @@ pub(crate) fn serves(j: &ResolvedJob, framework: crate::job::Framework) -> bool 
     j.task == crate::job::Task::Infer && j.framework == framework
 }
 
+/// A context setting as the engine holds it: the job's `setting`, else the model's
+/// `max_position_embeddings` (the engines' default context), else unbounded.
+pub(crate) fn context_or_model(setting: Option<u64>, c: &Ctx) -> u64 {
+    setting
+        .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
+        .unwrap_or(u64::MAX)
+}
+
+/// Sets `framework`'s context setting `key` to `need` when `j` is served by it and the
+/// setting now (`current`) is longer: the rule of vLLM's `max_model_len`, SGLang's
+/// `context_length` and ollama's `num_ctx` rows.
+pub(crate) fn shorten_context(
+    j: &mut ResolvedJob,
+    framework: crate::job::Framework,
+    key: &str,
+    current: u64,
+    need: u64,
+) -> bool {
+    serves(j, framework) && current > need && set_engine(j, key, need.into())
+}
+
 /// Whether `j` is an inference job of an engine that splits the layers between the GPU and
 /// the host (llama.cpp, and ollama with llama-server underneath): the same layer split and KV
 /// types.

@@ -11,15 +11,23 @@ use serde::Serialize;
 /// One row of the what-if table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WhatIf {
+    /// The technique's name, as [`super::techniques::TECHNIQUES`] lists it.
     pub technique: String,
     /// What changes in the job: the flags, space-separated.
     pub change: String,
     /// The flags to add to the job's command line.
     pub flags: Vec<String>,
+    /// The changed job's `per_gpu.peak_allocated` (what `torch.cuda.max_memory_allocated()`
+    /// would read over its step).
     pub peak_allocated: Option<u64>,
+    /// The changed job's `per_gpu.device_total` (what `nvidia-smi` would show used by the
+    /// process).
     pub device_total: Option<u64>,
     /// device_total of the job minus this row's (positive = saved).
     pub saved: Option<i64>,
+    /// Whether the changed job fits: its report's `fit.fits` (a serving engine can fail to
+    /// start inside capacity), else its `device_total` within the GPU's capacity; `null`
+    /// without a GPU.
     pub fits: Option<bool>,
     /// The change's modelled training step, seconds (`throughput.step_time_s` of its
     /// estimate); `null` for inference and where the GPU's speeds are unknown.

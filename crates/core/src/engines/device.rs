@@ -2,13 +2,15 @@
 //! pool). The estimator's floor: `estimate::simulate` asks it through `devices.rs`, and PyTorch's
 //! walked step is the default. Each engine's is in `engines/<engine>/device.rs`.
 
+use crate::engines::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::estimate::state_bytes::StateBytes;
 use crate::gpu::Gpu;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
+use crate::report::{Components, TimelinePoint};
 
 /// What a serving engine's device is computed from: an inference job on a model with an
 /// architecture, its model states already counted.
@@ -21,11 +23,8 @@ pub struct Served<'a> {
     pub states: &'a StateBytes,
 }
 
-/// An engine's device fill.
-pub trait EngineDevice: Sync {
-    /// The job's `framework` this engine serves.
-    fn framework(&self) -> Framework;
-
+/// An engine's device fill, on top of its spec (the framework it serves).
+pub trait EngineDevice: EngineSpec {
     /// What one device holds while the engine serves the job (its start-up budget, its KV
     /// pool), warning what the engine would say; `None` for PyTorch's walked step
     /// (`estimate::simulate`), which also serves any engine that needs what the job lacks
@@ -36,5 +35,49 @@ pub trait EngineDevice: Sync {
         _warnings: &mut Vec<String>,
     ) -> Result<Option<Device>, CoreError> {
         Ok(None)
+    }
+}
+
+/// The memory a pool engine (vLLM, SGLang) sizes its share from: the job's GPU's, or an A100
+/// 80GB's with a warning that `sizes` ("vLLM sizes its KV pool") assumed it. Both engines
+/// size from `torch.cuda.mem_get_info()`'s total (`vllm/worker/gpu_worker.py`
+/// `determine_available_memory`, `sglang/srt/model_executor/model_runner.py`).
+pub(crate) fn pool_capacity(gpu: Option<&Gpu>, sizes: &str, warnings: &mut Vec<String>) -> u64 {
+    let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
+    if gpu.is_none() {
+        warnings.push(format!(
+            "{sizes} from the GPU's memory: with no --gpu, an A100 80GB is assumed"
+        ));
+    }
+    device.map_or(0, |g| g.memory_bytes)
+}
+
+/// A pool engine's device from its components (`cuda_context` the memory outside PyTorch)
+/// and `reserved`, what PyTorch holds at the peak: the allocator's reserve is what `reserved`
+/// holds beyond the components' allocations, the device's total `reserved` plus the memory
+/// outside PyTorch, the peak in the `serving` phase.
+pub(crate) fn pool_device(
+    mut components: Components,
+    reserved: u64,
+    kv_pool: u64,
+    timeline: Vec<TimelinePoint>,
+    engine: serde_json::Value,
+    engine_starts: bool,
+) -> Device {
+    let allocated = components.allocated();
+    components.allocator_reserve = reserved.saturating_sub(allocated);
+    let device_total = reserved + components.cuda_context;
+    Device {
+        components,
+        peak_allocated: Some(allocated),
+        peak_reserved: Some(reserved),
+        device_total: Some(device_total),
+        peak_phase: Some("serving".into()),
+        kv_pool: Some(kv_pool),
+        timeline,
+        engine: Some(engine),
+        engine_starts,
+        paged: 0,
+        allocator: None,
     }
 }

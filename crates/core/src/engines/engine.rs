@@ -4,10 +4,11 @@
 //! flags); the engine's own module (`engines/<engine>/mod.rs`) overrides what it has.
 
 use crate::engines::flags::ServedModel;
+use crate::engines::spec::EngineSpec;
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::gpu::Gpu;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
 use crate::report::{FitAnswer, Launch};
 
@@ -24,11 +25,9 @@ pub struct FitSearch<'a> {
     pub max_pos: Option<u64>,
 }
 
-/// One serving (or eager) engine.
-pub trait Engine: Sync {
-    /// The job's `framework` this engine serves.
-    fn framework(&self) -> Framework;
-
+/// One serving (or eager) engine: its arithmetic on top of its spec (the framework it serves,
+/// its settings and spellings).
+pub trait Engine: EngineSpec {
     /// The job as the engine's fit searches it (vLLM's utilization lowered to leave the reserve
     /// free, ollama's `num_ctx` made explicit, SGLang's static fraction lowered to fit), with a
     /// note of what was changed; the job as it is by default.
@@ -40,7 +39,8 @@ pub trait Engine: Sync {
         Ok((job, None))
     }
 
-    /// The engine's own search of what fits (vLLM's and SGLang's pools); `None` for the search
+    /// The engine's own search of what fits (vLLM's and SGLang's pools), asked of an inference
+    /// job only (as are [`Engine::fit_gpu_layers`] and [`Engine::fit_longest`]); `None` for the search
     /// of a PyTorch step's batch and sequence (with [`Engine::fit_gpu_layers`] and
     /// [`Engine::fit_longest`] below).
     fn fit_search(&self, _s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {

@@ -20,6 +20,17 @@ impl Builder {
         }
     }
 
+    /// The launch of `engine` whose flags `write` puts down; `None` when it writes none
+    /// (nothing fits).
+    pub(crate) fn launch(
+        engine: &str,
+        write: impl FnOnce(&mut Builder) -> Option<()>,
+    ) -> Option<Launch> {
+        let mut b = Builder::new();
+        write(&mut b)?;
+        Some(b.into_launch(engine))
+    }
+
     /// The launch of `engine` with these flags; its command is written when the model is
     /// named (`Launch::serve`).
     pub(crate) fn into_launch(self, engine: &str) -> Launch {

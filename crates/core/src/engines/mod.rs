@@ -13,6 +13,7 @@ pub mod engine;
 pub mod flags;
 pub mod llamacpp;
 pub mod ollama;
+mod pool_fit;
 pub mod pytorch;
 pub mod settings;
 pub mod sglang;

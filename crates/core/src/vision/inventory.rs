@@ -106,7 +106,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
 /// `SiglipMultiheadAttentionPoolingHead` (`modeling_siglip.py`): the `probe` row, a
 /// `torch.nn.MultiheadAttention` (packed `in_proj_weight` `[3h, h]` with its bias, `out_proj`),
 /// a LayerNorm and a SigLIP MLP.
-fn siglip_head(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
+pub(super) fn siglip_head(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
     let (h, f) = (v.tower.hidden, v.tower.ffn);
     let (a, m) = (Component::Attention, Component::Mlp);
     o.push(format!("{p}.probe"), vec![1, 1, h], Component::Embedding)?;

@@ -35,23 +35,10 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     }
     o.norm(&format!("{root}.post_layernorm"), t.norm, h)?;
     if let TowerKind::Siglip2 { head: true } = t.kind {
-        head(v, &format!("{root}.head"), o)?;
+        // `Siglip2MultiheadAttentionPoolingHead` is SigLIP's head, tensor for tensor.
+        super::inventory::siglip_head(v, &format!("{root}.head"), o)?;
     }
     Ok(())
-}
-
-/// `Siglip2MultiheadAttentionPoolingHead`: the `probe` row, a `torch.nn.MultiheadAttention`
-/// (packed `in_proj_weight` `[3h, h]` and its bias, `out_proj`), a LayerNorm and the MLP.
-fn head(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
-    let (h, f) = (v.tower.hidden, v.tower.ffn);
-    let (a, m) = (Component::Attention, Component::Mlp);
-    o.push(format!("{p}.probe"), vec![1, 1, h], Component::Embedding)?;
-    o.push(format!("{p}.attention.in_proj_weight"), vec![3 * h, h], a)?;
-    o.push(format!("{p}.attention.in_proj_bias"), vec![3 * h], a)?;
-    o.linear(&format!("{p}.attention.out_proj"), h, h, true, a)?;
-    o.norm(&format!("{p}.layernorm"), v.tower.norm, h)?;
-    o.linear(&format!("{p}.mlp.fc1"), h, f, true, m)?;
-    o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
 }
 
 /// `PaliGemmaMultiModalProjector.linear` (`modeling_paligemma.py`: `nn.Linear(vision

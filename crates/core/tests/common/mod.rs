@@ -78,6 +78,16 @@ pub use shared_dir::shared;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use warnings::{assert_never_warns, assert_warns, warns_of, warns_starting};
 
+/// The activations a report's timeline holds at the point `label`
+/// (`timeline[].by_category.activations`); panics naming the label when there is none.
+pub fn activations_at(r: &Report, label: &str) -> u64 {
+    r.timeline
+        .iter()
+        .find(|p| p.label == label)
+        .unwrap_or_else(|| panic!("no timeline point {label}"))
+        .by_category["activations"]
+}
+
 /// The shared H200 results file's runs that finished (`type: result`, `status: ok`), one JSON
 /// object per line (`../shared/fixtures/gpu-h200/README.md`).
 pub fn h200_results() -> Vec<serde_json::Value> {

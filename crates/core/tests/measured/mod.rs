@@ -128,3 +128,33 @@ pub fn constant_state_note(config: &Value, max_positions: u64) -> String {
         .find(|n| n.contains("does not grow with context"))
         .unwrap_or_else(|| panic!("no constant-state note"))
 }
+
+/// A hybrid model's bf16-mixed AdamW training step at batch 1 × 2048 under `attention: eager`
+/// (the Mamba2 mixers' torch path) and `sdpa` (the fused kernel), each checked to say so: the
+/// eager step warns of the torch path in a line naming `eager_names` (the model's mixers), the
+/// fused one names `mamba_split_conv1d_scan_combined`. Returns the (eager, fused) reports.
+pub fn mixer_paths(config: &Value, eager_names: &str) -> (Report, Report) {
+    let est = |attention: &str| {
+        run(serde_json::json!({"model": {"hf_config": config},
+            "task": "train", "batch": 1, "seq": 2048, "precision": "bf16-mixed",
+            "optimizer": "adamw", "attention": attention}))
+    };
+    let (eager, fused) = (est("eager"), est("sdpa"));
+    assert!(
+        eager
+            .warnings
+            .iter()
+            .any(|w| w.contains(eager_names) && w.contains("torch path")),
+        "{:?}",
+        eager.warnings
+    );
+    assert!(
+        fused
+            .warnings
+            .iter()
+            .any(|w| w.contains("mamba_split_conv1d_scan_combined")),
+        "{:?}",
+        fused.warnings
+    );
+    (eager, fused)
+}

@@ -6,14 +6,10 @@ use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::estimate::{overhead, states};
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::report::Components;
 
 impl EngineDevice for super::settings::LlamaCpp {
-    fn framework(&self) -> Framework {
-        Framework::LlamaCpp
-    }
-
     /// The split needs the tensor inventory; without it, PyTorch's step.
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
         let Some(inv) = &s.model.inventory else {

@@ -53,12 +53,7 @@ pub(super) fn flags(
             "one slot per concurrent sequence (the context is split evenly)".into(),
         );
     }
-    if let Some(t) = job
-        .kv_dtype
-        .as_ref()
-        .map(|k| k.as_str())
-        .filter(|t| matches!(*t, "q8_0" | "q4_0"))
-    {
+    if let Some(t) = kv_cache_type(job) {
         let why = format!("the job's {t} KV cache");
         b.flag("-ctk", t, why.clone());
         b.flag(
@@ -75,4 +70,13 @@ pub(super) fn flags(
         );
     }
     Some(())
+}
+
+/// The job's KV cache as llama.cpp's cache types spell it (`-ctk`/`-ctv`, ollama's
+/// `OLLAMA_KV_CACHE_TYPE`): `q8_0` or `q4_0`; `None` for the default f16 cache.
+pub(crate) fn kv_cache_type(job: &ResolvedJob) -> Option<&str> {
+    job.kv_dtype
+        .as_ref()
+        .map(|k| k.as_str())
+        .filter(|t| matches!(*t, "q8_0" | "q4_0"))
 }

@@ -3,7 +3,7 @@
 pub(crate) mod advice;
 pub mod device;
 pub(crate) mod fit;
-mod launch;
+pub(crate) mod launch;
 pub mod settings;
 pub mod split;
 
@@ -12,23 +12,16 @@ pub use settings::LlamaCpp;
 use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{Builder, ServedModel};
 use crate::error::CoreError;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::ResolvedJob;
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for LlamaCpp {
-    fn framework(&self) -> Framework {
-        Framework::LlamaCpp
-    }
-
     fn fit_gpu_layers(
         &self,
         s: &FitSearch,
         evals: &mut u64,
         _notes: &mut Vec<String>,
     ) -> Result<Option<u64>, CoreError> {
-        if s.job.task != Task::Infer {
-            return Ok(None);
-        }
         fit::most_gpu_layers(s.model, s.spec, s.job, s.capacity, evals)
     }
 
@@ -39,9 +32,7 @@ impl Engine for LlamaCpp {
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<Launch> {
-        let mut b = Builder::new();
-        launch::flags(&mut b, job, fit, n_blocks)?;
-        Some(b.into_launch("llama.cpp"))
+        Builder::launch("llama.cpp", |b| launch::flags(b, job, fit, n_blocks))
     }
 
     /// `llama-server -m FILE`, or `-hf ORG/NAME:QUANT` for a Hub repo's GGUF file.

@@ -1,6 +1,6 @@
 //! llama.cpp's settings (contract `engine`: `n_gpu_layers`, `host_memory_gbps`).
 
-use crate::engines::spec::EngineSpec;
+use crate::engines::spec::{EngineSpec, Traits};
 use crate::error::CoreError;
 use crate::job::engine_settings::{gpu_layers, positive, EngineSettings};
 use crate::job::weight_format::{FileType, GgufFormat};
@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 pub struct LlamaCpp;
 
 impl EngineSpec for LlamaCpp {
-    fn framework(&self) -> Framework {
-        Framework::LlamaCpp
+    /// `llama-server -ngl N` (`common/arg.cpp`).
+    fn traits(&self) -> Traits {
+        Traits::served(Framework::LlamaCpp).layers("-ngl")
     }
 
     /// `-ngl 0` (everything on the host) reads as a setting here; the split models it.
@@ -24,11 +25,6 @@ impl EngineSpec for LlamaCpp {
         s.n_gpu_layers = gpu_layers(w, "n_gpu_layers")?;
         s.host_memory_gbps = positive(w, "host_memory_gbps")?;
         Ok(())
-    }
-
-    /// `llama-server -ngl N` (`common/arg.cpp`).
-    fn layers_flag(&self) -> Option<&'static str> {
-        Some("-ngl")
     }
 
     /// llama.cpp's `-ctk/-ctv q8_0` or `q4_0`.
@@ -53,13 +49,5 @@ impl EngineSpec for LlamaCpp {
                 "gguf:Q4_K_M",
             )
         }
-    }
-
-    fn sizes_own_memory(&self) -> bool {
-        true
-    }
-
-    fn transformers_cache(&self) -> bool {
-        false
     }
 }

@@ -1,6 +1,6 @@
 //! ollama's rows of the advice table (`advice/techniques.rs`).
 
-use crate::advice::context::{serves, set_engine, Ctx};
+use crate::advice::context::{shorten_context, Ctx};
 use crate::job::{Framework, ResolvedJob};
 
 /// ollama: `num_ctx` = the job's own context: llama-server holds `num_ctx` cells per slot
@@ -13,5 +13,5 @@ pub(crate) fn ollama_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
         (None, Some(s)) => crate::engines::ollama::device::ollama_default_num_ctx(s, j, gpu),
         (None, None) => return false,
     };
-    serves(j, Framework::Ollama) && current > need && set_engine(j, "num_ctx", need.into())
+    shorten_context(j, Framework::Ollama, "num_ctx", current, need)
 }

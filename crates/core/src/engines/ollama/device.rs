@@ -7,14 +7,10 @@ use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::gpu::Gpu;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
 
 impl EngineDevice for super::settings::Ollama {
-    fn framework(&self) -> Framework {
-        Framework::Ollama
-    }
-
     /// llama.cpp's split needs the tensor inventory; without it, PyTorch's step.
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
         let Some(inv) = &s.model.inventory else {

@@ -57,12 +57,7 @@ fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> 
             "one slot per concurrent sequence, each with num_ctx tokens".into(),
         );
     }
-    if let Some(t) = job
-        .kv_dtype
-        .as_ref()
-        .map(|k| k.as_str())
-        .filter(|t| matches!(*t, "q8_0" | "q4_0"))
-    {
+    if let Some(t) = crate::engines::llamacpp::launch::kv_cache_type(job) {
         b.env(
             "OLLAMA_KV_CACHE_TYPE",
             t,

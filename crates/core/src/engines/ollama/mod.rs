@@ -11,14 +11,10 @@ pub use settings::Ollama;
 use crate::engines::engine::{Engine, FitSearch};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::ResolvedJob;
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for Ollama {
-    fn framework(&self) -> Framework {
-        Framework::Ollama
-    }
-
     /// Its command names no model: the Modelfile does.
     fn fit_job(
         &self,
@@ -34,9 +30,6 @@ impl Engine for Ollama {
         evals: &mut u64,
         notes: &mut Vec<String>,
     ) -> Result<Option<u64>, CoreError> {
-        if s.job.task != Task::Infer {
-            return Ok(None);
-        }
         fit::ollama_gpu_layers(s.model, s.spec, s.job, s.capacity, evals, notes)
     }
 
@@ -47,7 +40,7 @@ impl Engine for Ollama {
         max_pos: Option<u64>,
         fits: &mut dyn FnMut(&ResolvedJob) -> Result<bool, CoreError>,
     ) -> Option<Result<(Option<u64>, bool, u64), CoreError>> {
-        (job.task == Task::Infer).then(|| fit::longest_num_ctx(job, max_pos, fits))
+        Some(fit::longest_num_ctx(job, max_pos, fits))
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> Option<Launch> {

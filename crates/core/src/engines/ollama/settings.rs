@@ -2,7 +2,7 @@
 //! `num_ctx` per slot) and `host_memory_gbps`.
 
 use crate::engines::llamacpp::settings::LlamaCpp;
-use crate::engines::spec::EngineSpec;
+use crate::engines::spec::{EngineSpec, Traits};
 use crate::error::CoreError;
 use crate::job::engine_settings::{gpu_layers, positive, whole, EngineSettings};
 use crate::job::{Framework, KvDtype, WeightFormat};
@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 pub struct Ollama;
 
 impl EngineSpec for Ollama {
-    fn framework(&self) -> Framework {
-        Framework::Ollama
+    /// ollama's option for llama.cpp's `-ngl` is `num_gpu`.
+    fn traits(&self) -> Traits {
+        Traits::served(Framework::Ollama).layers("num_gpu")
     }
 
     /// llama.cpp's `n_gpu_layers` (what vramscope's layer search sets) comes first when both
@@ -36,11 +37,6 @@ impl EngineSpec for Ollama {
         Ok(())
     }
 
-    /// ollama's option for llama.cpp's `-ngl` is `num_gpu`.
-    fn layers_flag(&self) -> Option<&'static str> {
-        Some("num_gpu")
-    }
-
     /// llama-server's, underneath (`OLLAMA_KV_CACHE_TYPE`).
     fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
         LlamaCpp.kv_quant(bits)
@@ -49,13 +45,5 @@ impl EngineSpec for Ollama {
     /// llama.cpp's GGUF files (ollama's library tags are GGUF quants).
     fn weights_quant(&self, bits: u64) -> (WeightFormat, &'static str) {
         LlamaCpp.weights_quant(bits)
-    }
-
-    fn sizes_own_memory(&self) -> bool {
-        true
-    }
-
-    fn transformers_cache(&self) -> bool {
-        false
     }
 }

@@ -7,10 +7,5 @@ pub mod settings;
 pub use settings::Pytorch;
 
 use crate::engines::engine::Engine;
-use crate::job::Framework;
 
-impl Engine for Pytorch {
-    fn framework(&self) -> Framework {
-        Framework::Pytorch
-    }
-}
+impl Engine for Pytorch {}

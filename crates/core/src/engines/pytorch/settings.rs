@@ -1,7 +1,7 @@
 //! PyTorch's (Hugging Face `generate`'s) settings: `engine.cache` alone, read for every job by
 //! `job::engine_settings::read_cache` (which refuses it under any other engine).
 
-use crate::engines::spec::EngineSpec;
+use crate::engines::spec::{EngineSpec, Traits};
 use crate::error::CoreError;
 use crate::job::engine_settings::EngineSettings;
 use crate::job::Framework;
@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 pub struct Pytorch;
 
 impl EngineSpec for Pytorch {
-    fn framework(&self) -> Framework {
-        Framework::Pytorch
+    fn traits(&self) -> Traits {
+        Traits::eager(Framework::Pytorch)
     }
 
     fn read_settings(

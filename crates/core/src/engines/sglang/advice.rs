@@ -1,6 +1,6 @@
 //! SGLang's rows of the advice table (`advice/techniques.rs`).
 
-use crate::advice::context::{serves, set_engine, Ctx};
+use crate::advice::context::{context_or_model, serves, set_engine, shorten_context, Ctx};
 use crate::job::{Framework, ResolvedJob};
 
 /// SGLang: `context_length` = the job's own context (prompt + generated). The request table
@@ -8,12 +8,8 @@ use crate::job::{Framework, ResolvedJob};
 /// (`budget.rs`), so a model's 128K default costs GBs no request of the job uses.
 pub(crate) fn sglang_context(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
     let need = j.seq + j.new_tokens;
-    let current = j
-        .engine
-        .context_length
-        .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
-        .unwrap_or(u64::MAX);
-    serves(j, Framework::Sglang) && current > need && set_engine(j, "context_length", need.into())
+    let current = context_or_model(j.engine.context_length, c);
+    shorten_context(j, Framework::Sglang, "context_length", current, need)
 }
 
 /// SGLang: `mem_fraction_static` 0.05 above the current one (SGLang's default for the GPU,

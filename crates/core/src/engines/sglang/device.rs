@@ -1,80 +1,54 @@
 //! SGLang's device: its own static-fraction budget (`budget.rs`) as the report's
 //! per-GPU figures, and what SGLang would say of the job.
 
-use crate::engines::device::{EngineDevice, Served};
+use crate::engines::device::{pool_capacity, pool_device, EngineDevice, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
-use crate::estimate::state_bytes::StateBytes;
-use crate::gpu::Gpu;
-use crate::job::{Framework, ResolvedJob};
-use crate::model::ModelSpec;
+use crate::job::ResolvedJob;
 use crate::report::Components;
 use crate::text::bytes;
 
 impl EngineDevice for super::settings::Sglang {
-    fn framework(&self) -> Framework {
-        Framework::Sglang
-    }
-
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
-        sglang_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+        sglang_device(s, warnings).map(Some)
     }
 }
 
 /// SGLang serving: weights and the token pool in the static share, one prefill chunk's
 /// activations, the CUDA graphs and the request table outside it (`budget.rs`); this job's
 /// own sequences' KV inside the pool.
-pub(crate) fn sglang_device(
-    spec: &ModelSpec,
-    job: &ResolvedJob,
-    gpu: Option<&Gpu>,
-    st: &StateBytes,
-    warnings: &mut Vec<String>,
-) -> Result<Device, CoreError> {
-    let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
-    let capacity = device.map_or(0, |g| g.memory_bytes);
-    if gpu.is_none() {
-        warnings.push(
-            "SGLang sizes its static share from the GPU's memory: with no --gpu, an A100 80GB \
-             is assumed"
-                .into(),
-        );
-    }
+fn sglang_device(s: &Served, warnings: &mut Vec<String>) -> Result<Device, CoreError> {
+    let (spec, job, gpu) = (s.spec, s.job, s.gpu);
+    let capacity = pool_capacity(gpu, "SGLang sizes its static share", warnings);
     let non_torch = non_torch_bytes(gpu, job);
     let b = crate::engines::sglang::budget::sglang_budget(
         spec,
         job,
         capacity,
         job.usable(capacity),
-        st.resident.parameters,
+        s.states.resident.parameters,
         non_torch,
     )?;
     let ctx = job.seq.saturating_add(job.new_tokens);
     let job_kv = crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, ctx)?;
     let starts = sglang_warnings(job, &b, job_kv, warnings);
-    let mut components = Components {
+    let components = Components {
         parameters: b.weights,
         kv_cache: job_kv,
         temporaries: b.activations + b.cuda_graphs + b.req_to_token,
         cuda_context: non_torch,
         ..Components::default()
     };
-    let allocated = components.allocated();
     let reserved = b.weights + b.kv_pool + components.temporaries;
-    components.allocator_reserve = reserved.saturating_sub(allocated);
-    Ok(Device {
+    let engine = serde_json::to_value(&b).unwrap_or_default();
+    Ok(pool_device(
         components,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(reserved),
-        device_total: Some(reserved + non_torch),
-        peak_phase: Some("serving".into()),
-        kv_pool: Some(b.kv_pool),
-        timeline: Vec::new(),
-        engine: Some(serde_json::to_value(&b).unwrap_or_default()),
-        engine_starts: starts,
-        paged: 0,
-        allocator: None,
-    })
+        reserved,
+        b.kv_pool,
+        Vec::new(),
+        engine,
+        starts,
+    ))
 }
 
 /// What SGLang would say of this job; `false` when it would refuse to start (no room for a KV

@@ -2,6 +2,8 @@
 //! leaves too little for activations and CUDA graphs.
 
 use crate::compose::estimate;
+use crate::engines::engine::FitSearch;
+use crate::engines::pool_fit::{context_cap, engine_u64, PoolFit};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
 use crate::job::{ResolvedJob, Task};
@@ -46,21 +48,12 @@ fn mfs_of(r: &crate::report::Report) -> Option<f64> {
     r.engine.as_ref()?.get("mem_fraction_static")?.as_f64()
 }
 
-fn engine_u64(r: &crate::report::Report, k: &str) -> Option<u64> {
-    r.engine.as_ref()?.get(k)?.as_u64()
-}
-
 /// SGLang: what fits its token pool (the radix cache's, one token per slot): the most
 /// sequences at the job's context, and the longest context at the job's batch, at most
 /// `context_length`; nothing when the engine does not fit the GPU or would not start.
-pub(crate) fn sglang_fit(
-    model: &ModelInput,
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    gpu: &crate::gpu::Gpu,
-    max_pos: Option<u64>,
-) -> Result<FitAnswer, CoreError> {
-    let report = estimate(model, job)?;
+pub(crate) fn sglang_fit(s: &FitSearch) -> Result<FitAnswer, CoreError> {
+    let (spec, job, gpu, max_pos) = (s.spec, s.job, s.gpu, s.max_pos);
+    let report = estimate(s.model, job)?;
     let fits = report.fit.as_ref().is_some_and(|f| f.fits);
     let pool = if fits {
         report.per_gpu.kv_pool.unwrap_or(0)
@@ -71,19 +64,12 @@ pub(crate) fn sglang_fit(
     let context = job.seq + job.new_tokens;
     let per_seq = kv(1, context)?.max(1);
     let max_batch = Some(pool / per_seq).filter(|b| *b >= 1);
-    let cap = engine_u64(&report, "context_length")
-        .or(max_pos)
-        .unwrap_or(1 << 22);
-    let mut evals = 1u64;
-    let max_context = largest(cap, |c| {
-        evals += 1;
-        Ok(kv(job.batch, c)? <= pool)
-    })?;
-    let limited = max_context == Some(cap);
+    let cap = context_cap(&report, "context_length", max_pos);
     // One request holds at most min(context_length, the pool's tokens) − 1 tokens
     // (`python/sglang/srt/managers/tp_worker.py`: `max_req_len = min(context_len − 1,
     // max_total_num_tokens − 1)`): the longest context_length worth setting.
     let longest_request = largest(cap, |c| Ok(kv(1, c)? <= pool))?;
+    let found = PoolFit::search(spec, job, pool, cap, max_batch, longest_request)?;
     let mut notes = vec![format!(
         "SGLang's token pool on {}: {} ({} tokens) at mem_fraction_static {}",
         gpu.id,
@@ -97,19 +83,10 @@ pub(crate) fn sglang_fit(
             gpu.id
         ));
     }
-    if limited {
+    if found.limited() {
         notes.push(format!(
             "the context search stopped at context_length {cap}"
         ));
     }
-    Ok(FitAnswer {
-        max_batch,
-        max_context,
-        seq_limited_by_model: limited,
-        model_max_positions: max_pos,
-        evaluations: evals,
-        notes,
-        longest_request,
-        ..FitAnswer::on(gpu, job.reserve)
-    })
+    Ok(found.answer(gpu, job, max_pos, notes))
 }

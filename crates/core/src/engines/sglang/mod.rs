@@ -13,14 +13,10 @@ use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{revision, Builder, ServedModel};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::ResolvedJob;
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for Sglang {
-    fn framework(&self) -> Framework {
-        Framework::Sglang
-    }
-
     fn fit_job(
         &self,
         model: &ModelInput,
@@ -30,16 +26,11 @@ impl Engine for Sglang {
     }
 
     fn fit_search(&self, s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {
-        if s.job.task != Task::Infer {
-            return Ok(None);
-        }
-        fit::sglang_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
+        fit::sglang_fit(s).map(Some)
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {
-        let mut b = Builder::new();
-        launch::flags(&mut b, job, fit)?;
-        Some(b.into_launch("sglang"))
+        Builder::launch("sglang", |b| launch::flags(b, job, fit))
     }
 
     /// `python -m sglang.launch_server --model-path MODEL [--revision R]`.

@@ -2,7 +2,7 @@
 //! `max_running_requests`, `chunked_prefill_size`, `cuda_graph_max_bs`;
 //! `python/sglang/srt/server_args.py`).
 
-use crate::engines::spec::EngineSpec;
+use crate::engines::spec::{EngineSpec, Traits};
 use crate::error::CoreError;
 use crate::job::engine_settings::{fraction, whole, EngineSettings};
 use crate::job::{Framework, KvDtype};
@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 pub struct Sglang;
 
 impl EngineSpec for Sglang {
-    fn framework(&self) -> Framework {
-        Framework::Sglang
+    /// SGLang's `--tp` (`server_args.py`); CUDA graphs on decode.
+    fn traits(&self) -> Traits {
+        Traits::served(Framework::Sglang).tp("--tp").graphs()
     }
 
     fn read_settings(
@@ -33,24 +34,8 @@ impl EngineSpec for Sglang {
         Ok(())
     }
 
-    fn tp_flag(&self) -> Option<&'static str> {
-        Some("--tp")
-    }
-
     /// SGLang's `--kv-cache-dtype fp8_e5m2` (`server_args.py` choices); no 4-bit KV cache.
     fn kv_quant(&self, bits: u64) -> Option<(KvDtype, &'static str)> {
         (bits == 8).then_some((KvDtype::Byte, "fp8_e5m2"))
-    }
-
-    fn sizes_own_memory(&self) -> bool {
-        true
-    }
-
-    fn transformers_cache(&self) -> bool {
-        false
-    }
-
-    fn cuda_graphs(&self) -> bool {
-        true
     }
 }

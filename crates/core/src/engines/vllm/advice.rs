@@ -1,6 +1,6 @@
 //! vLLM's rows of the advice table (`advice/techniques.rs`).
 
-use crate::advice::context::{serves, set_engine, Ctx};
+use crate::advice::context::{context_or_model, serves, set_engine, shorten_context, Ctx};
 use crate::compose::estimate;
 use crate::estimate::input::ModelInput;
 use crate::job::{Framework, ResolvedJob, Task};
@@ -16,12 +16,8 @@ pub(crate) fn max_model_len(j: &mut ResolvedJob, c: &Ctx, _: u64) -> bool {
         Some(n) if n >= context => n,
         _ => context.div_ceil(16) * 16,
     };
-    let current = j
-        .engine
-        .max_model_len
-        .or_else(|| c.spec.and_then(|s| s.max_position_embeddings))
-        .unwrap_or(u64::MAX);
-    serves(j, Framework::Vllm) && current > need && set_engine(j, "max_model_len", need.into())
+    let current = context_or_model(j.engine.max_model_len, c);
+    shorten_context(j, Framework::Vllm, "max_model_len", current, need)
 }
 
 /// vLLM: `gpu_memory_utilization` 0.95 (from the default 0.9).

@@ -2,47 +2,29 @@
 //! from `gpu_memory_utilization` (`budget.rs`), its start-up as a
 //! timeline, and what vLLM would say of the job.
 
-use crate::engines::device::{EngineDevice, Served};
+use crate::engines::device::{pool_capacity, pool_device, EngineDevice, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
-use crate::estimate::state_bytes::StateBytes;
-use crate::job::{Framework, ResolvedJob};
+use crate::job::ResolvedJob;
 use crate::report::{Components, TimelinePoint};
 
 impl EngineDevice for super::settings::Vllm {
-    fn framework(&self) -> Framework {
-        Framework::Vllm
-    }
-
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
-        vllm_device(s.spec, s.job, s.gpu, s.states, warnings).map(Some)
+        vllm_device(s, warnings).map(Some)
     }
 }
 
 /// vLLM serving: weights, the profiling run's peak and CUDA graphs, and the KV pool sized from
 /// `gpu_memory_utilization` (`budget.rs`); this job's own sequences' KV inside the pool.
-pub(crate) fn vllm_device(
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    gpu: Option<&crate::gpu::Gpu>,
-    st: &StateBytes,
-    warnings: &mut Vec<String>,
-) -> Result<Device, CoreError> {
-    let device = gpu.or_else(|| crate::gpu::find("a100-80gb").ok());
-    let capacity = device.map_or(0, |g| g.memory_bytes);
-    if gpu.is_none() {
-        warnings.push(
-            "vLLM sizes its KV pool from the GPU's memory: with no --gpu, an A100 80GB is \
-             assumed"
-                .into(),
-        );
-    }
+fn vllm_device(s: &Served, warnings: &mut Vec<String>) -> Result<Device, CoreError> {
+    let (spec, job, gpu) = (s.spec, s.job, s.gpu);
+    let capacity = pool_capacity(gpu, "vLLM sizes its KV pool", warnings);
     let non_torch = non_torch_bytes(gpu, job);
     let b = crate::engines::vllm::budget::vllm_budget(
         spec,
         job,
         capacity,
-        st.resident.parameters,
+        s.states.resident.parameters,
         non_torch,
     )?;
     let job_kv = crate::estimate::engines::kv_bytes_per_gpu(
@@ -52,29 +34,23 @@ pub(crate) fn vllm_device(
         job.seq.saturating_add(job.new_tokens),
     )?;
     let engine_starts = vllm_warnings(spec, job, &b, job_kv, warnings)?;
-    let mut components = Components {
+    let components = Components {
         parameters: b.weights,
         kv_cache: job_kv,
         temporaries: b.profile_peak + b.cuda_graphs,
         cuda_context: non_torch,
         ..Components::default()
     };
-    let allocated = components.allocated();
     let reserved = b.weights + b.kv_pool + b.profile_peak + b.cuda_graphs;
-    components.allocator_reserve = reserved.saturating_sub(allocated);
-    Ok(Device {
+    let engine = serde_json::to_value(&b).unwrap_or_default();
+    Ok(pool_device(
         components,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(reserved),
-        device_total: Some(reserved + non_torch),
-        peak_phase: Some("serving".into()),
-        kv_pool: Some(b.kv_pool),
-        timeline: vllm_timeline(&b, job_kv),
-        engine: Some(serde_json::to_value(&b).unwrap_or_default()),
+        reserved,
+        b.kv_pool,
+        vllm_timeline(&b, job_kv),
+        engine,
         engine_starts,
-        paged: 0,
-        allocator: None,
-    })
+    ))
 }
 
 /// What vLLM would say of this job at start-up and under load; `false` when it would refuse to

@@ -2,11 +2,11 @@
 //! fits the KV pool the engine would allocate.
 
 use crate::compose::estimate;
+use crate::engines::engine::FitSearch;
+use crate::engines::pool_fit::{context_cap, PoolFit};
 use crate::error::CoreError;
-use crate::estimate::input::ModelInput;
 use crate::job::{ResolvedJob, Task};
 use crate::report::FitAnswer;
-use crate::search::largest;
 
 /// vLLM takes `gpu_memory_utilization × total` whatever else runs on the GPU, and refuses to
 /// start when less is free (`vllm/v1/worker/gpu_worker.py` `init_device`: "Free memory on
@@ -44,14 +44,9 @@ pub(crate) fn vllm_within_reserve(
 /// vLLM: what fits in the KV pool the engine would allocate (its start-up log's "GPU KV cache
 /// size" and "Maximum concurrency"): the most sequences at the job's context, and the longest
 /// context at the job's batch (paged in `block_size` tokens).
-pub(crate) fn vllm_fit(
-    model: &ModelInput,
-    spec: &crate::model::ModelSpec,
-    job: &ResolvedJob,
-    gpu: &crate::gpu::Gpu,
-    max_pos: Option<u64>,
-) -> Result<FitAnswer, CoreError> {
-    let report = estimate(model, job)?;
+pub(crate) fn vllm_fit(s: &FitSearch) -> Result<FitAnswer, CoreError> {
+    let (spec, job, gpu, max_pos) = (s.spec, s.job, s.gpu, s.max_pos);
+    let report = estimate(s.model, job)?;
     // The engine takes its share whatever else runs; past the reserve, nothing fits.
     let over_reserve = job.reserve > 0
         && report
@@ -68,26 +63,15 @@ pub(crate) fn vllm_fit(
         spec, job, pool, context,
     )?)
     .filter(|b| *b >= 1);
-    let cap = report
-        .engine
-        .as_ref()
-        .and_then(|e| e.get("max_model_len"))
-        .and_then(|v| v.as_u64())
-        .or(max_pos)
-        .unwrap_or(1 << 22);
-    let mut evals = 1u64;
-    let max_context = largest(cap, |c| {
-        evals += 1;
-        Ok(crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, c)? <= pool)
-    })?;
-    let limited = max_context == Some(cap);
+    let cap = context_cap(&report, "max_model_len", max_pos);
     let longest_request = crate::engines::vllm::budget::vllm_longest_request(spec, job, pool, cap)?;
+    let found = PoolFit::search(spec, job, pool, cap, max_batch, longest_request)?;
     let mut notes = vec![format!(
         "vLLM's KV pool on {}: {}",
         gpu.id,
         pool_text(&report)
     )];
-    if limited {
+    if found.limited() {
         notes.push(format!("the context search stopped at max_model_len {cap}"));
     }
     if over_reserve {
@@ -98,16 +82,7 @@ pub(crate) fn vllm_fit(
             crate::text::bytes(job.reserve)
         ));
     }
-    Ok(FitAnswer {
-        max_batch,
-        max_context,
-        seq_limited_by_model: limited,
-        model_max_positions: max_pos,
-        evaluations: evals,
-        notes,
-        longest_request,
-        ..FitAnswer::on(gpu, job.reserve)
-    })
+    Ok(found.answer(gpu, job, max_pos, notes))
 }
 
 /// vLLM's KV pool in words: "12.50 GiB, holds 40,960 tokens = 5.0 sequences of max_model_len

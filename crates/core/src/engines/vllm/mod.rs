@@ -13,14 +13,10 @@ use crate::engines::engine::{Engine, FitSearch};
 use crate::engines::flags::{revision, Builder, ServedModel};
 use crate::error::CoreError;
 use crate::estimate::input::ModelInput;
-use crate::job::{Framework, ResolvedJob, Task};
+use crate::job::ResolvedJob;
 use crate::report::{FitAnswer, Launch};
 
 impl Engine for Vllm {
-    fn framework(&self) -> Framework {
-        Framework::Vllm
-    }
-
     fn fit_job(
         &self,
         _model: &ModelInput,
@@ -30,10 +26,7 @@ impl Engine for Vllm {
     }
 
     fn fit_search(&self, s: &FitSearch) -> Result<Option<FitAnswer>, CoreError> {
-        if s.job.task != Task::Infer {
-            return Ok(None);
-        }
-        fit::vllm_fit(s.model, s.spec, s.job, s.gpu, s.max_pos).map(Some)
+        fit::vllm_fit(s).map(Some)
     }
 
     fn longest_request(&self, model: &ModelInput, job: &ResolvedJob) -> Option<u64> {
@@ -50,9 +43,7 @@ impl Engine for Vllm {
     }
 
     fn launch(&self, job: &ResolvedJob, fit: &FitAnswer, _n_blocks: u64) -> Option<Launch> {
-        let mut b = Builder::new();
-        launch::flags(&mut b, job, fit)?;
-        Some(b.into_launch("vllm"))
+        Builder::launch("vllm", |b| launch::flags(b, job, fit))
     }
 
     /// `vllm serve MODEL [--revision R]`.

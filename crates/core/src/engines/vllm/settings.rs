@@ -1,7 +1,7 @@
 //! vLLM's settings (contract `engine`: `gpu_memory_utilization`, `block_size`,
 //! `max_num_batched_tokens`, `max_num_seqs`, `max_model_len`) and their defaults.
 
-use crate::engines::spec::EngineSpec;
+use crate::engines::spec::{EngineSpec, Traits};
 use crate::error::CoreError;
 use crate::job::engine_settings::{fraction, whole, EngineSettings};
 use crate::job::weight_format::DEFAULT_GROUP;
@@ -20,8 +20,11 @@ pub const VLLM_MAX_NUM_SEQS: u64 = 256;
 pub struct Vllm;
 
 impl EngineSpec for Vllm {
-    fn framework(&self) -> Framework {
-        Framework::Vllm
+    /// vLLM's `--tensor-parallel-size` (`vllm/engine/arg_utils.py`); CUDA graphs on decode.
+    fn traits(&self) -> Traits {
+        Traits::served(Framework::Vllm)
+            .tp("--tensor-parallel-size")
+            .graphs()
     }
 
     fn read_settings(
@@ -36,10 +39,6 @@ impl EngineSpec for Vllm {
         s.max_num_seqs = whole(w, "max_num_seqs")?;
         s.max_model_len = whole(w, "max_model_len")?;
         Ok(())
-    }
-
-    fn tp_flag(&self) -> Option<&'static str> {
-        Some("--tensor-parallel-size")
     }
 
     /// vLLM's pool hands out blocks of `block_size` tokens (`vllm/v1/core/kv_cache_utils.py`).
@@ -65,18 +64,6 @@ impl EngineSpec for Vllm {
                 "awq:4",
             )
         }
-    }
-
-    fn sizes_own_memory(&self) -> bool {
-        true
-    }
-
-    fn transformers_cache(&self) -> bool {
-        false
-    }
-
-    fn cuda_graphs(&self) -> bool {
-        true
     }
 }
 

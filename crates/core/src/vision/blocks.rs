@@ -85,3 +85,18 @@ pub(super) fn block(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
         o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
     }
 }
+
+/// `SiglipMultiheadAttentionPoolingHead` (`modeling_siglip.py`): the `probe` row, a
+/// `torch.nn.MultiheadAttention` (packed `in_proj_weight` `[3h, h]` with its bias, `out_proj`),
+/// a LayerNorm and a SigLIP MLP.
+pub(super) fn siglip_head(v: &Vision, p: &str, o: &mut Out) -> Result<(), CoreError> {
+    let (h, f) = (v.tower.hidden, v.tower.ffn);
+    let (a, m) = (Component::Attention, Component::Mlp);
+    o.push(format!("{p}.probe"), vec![1, 1, h], Component::Embedding)?;
+    o.push(format!("{p}.attention.in_proj_weight"), vec![3 * h, h], a)?;
+    o.push(format!("{p}.attention.in_proj_bias"), vec![3 * h], a)?;
+    o.linear(&format!("{p}.attention.out_proj"), h, h, true, a)?;
+    o.norm(&format!("{p}.layernorm"), v.tower.norm, h)?;
+    o.linear(&format!("{p}.mlp.fc1"), h, f, true, m)?;
+    o.linear(&format!("{p}.mlp.fc2"), f, h, true, m)
+}

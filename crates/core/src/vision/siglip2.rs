@@ -36,7 +36,7 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     o.norm(&format!("{root}.post_layernorm"), t.norm, h)?;
     if let TowerKind::Siglip2 { head: true } = t.kind {
         // `Siglip2MultiheadAttentionPoolingHead` is SigLIP's head, tensor for tensor.
-        super::inventory::siglip_head(v, &format!("{root}.head"), o)?;
+        super::blocks::siglip_head(v, &format!("{root}.head"), o)?;
     }
     Ok(())
 }

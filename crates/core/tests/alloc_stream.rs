@@ -447,3 +447,41 @@ fn cpu_accumulation_and_kept_grads() {
         );
     }
 }
+
+/// The same five runs through the estimate's own peak (the walk, `simulate.rs`
+/// `walk_backward`): the measured step's peak is its resident bytes at the start plus its
+/// peak over them; the estimate's `peak_allocated` less the two cuBLAS workspaces a CPU run
+/// lacks (`measured::run` with no GPU: 2 × 8,519,680 B) must land within 0.5 % of it. With
+/// accumulation each block's backward adds its new weight gradients into the kept `.grad`s one
+/// node at a time (`BlockEvents::backward_accumulate_peak`), so a second micro-batch raises
+/// the step's peak by the kept gradients alone — exactly 17,785,856 B (derived above), not
+/// the gradients plus one layer's gradients again.
+#[test]
+fn the_walk_of_accumulated_and_kept_gradients() {
+    const GRADS: u64 = 17_785_856;
+    const WORKSPACES: u64 = 2 * 8_519_680;
+    let rec: Value = common::validation("cpu-measured-accum.json");
+    let mut peaks = Vec::new();
+    for run in rec["runs"].as_array().unwrap() {
+        let r = measured::run(serde_json::json!({
+            "model": {"hf_config": rec["hf_config"]}, "task": "train",
+            "batch": rec["batch"], "seq": rec["seq"], "precision": rec["precision"],
+            "attention": rec["attention"], "optimizer": rec["optimizer"],
+            "grad_accum": run["grad_accum"], "zero_grad": run["zero_grad"]}));
+        let got = r.per_gpu.peak_allocated.unwrap() - WORKSPACES;
+        let want = run["resident_at_start"].as_u64().unwrap()
+            + run["peak_over_forward_start"].as_u64().unwrap();
+        let err = (got as f64 - want as f64) / want as f64;
+        assert!(
+            err.abs() < 0.005,
+            "grad_accum {} zero_grad {}: {got} against {want} ({:+.3} %)",
+            run["grad_accum"],
+            run["zero_grad"],
+            100.0 * err
+        );
+        peaks.push(got);
+    }
+    // Runs in the file's order: accumulation 1, 2, 3 with `set_to_none`, then 1 and 2 with zeros.
+    assert_eq!(peaks[1] - peaks[0], GRADS, "a second micro-batch");
+    assert_eq!(peaks[2], peaks[1], "a third adds nothing");
+}

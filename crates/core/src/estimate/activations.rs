@@ -249,7 +249,7 @@ fn blocks_forward(
     };
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     // Each distinct layer's memory and its backward's fullest moment (`BlockEvents::backward_peak`).
-    let mut cache: Vec<(usize, BlockMemory, super::tape::BackwardPeak)> = Vec::new();
+    let mut cache: Vec<(usize, BlockMemory, [super::tape::BackwardPeak; 2])> = Vec::new();
     let mut events = PlanEvents {
         param_width: num.param,
         autocast: num.autocast,
@@ -278,7 +278,10 @@ fn blocks_forward(
             }
             None => {
                 let (m, ev) = block_program(ctx, layer);
-                let backward = ev.backward_peak(super::round_size);
+                let backward = [
+                    ev.backward_peak(super::round_size),
+                    ev.backward_accumulate_peak(super::round_size),
+                ];
                 events.layer_block.push(cache.len() as u32);
                 events.blocks.push(ev);
                 cache.push((key, m, backward));
@@ -308,9 +311,11 @@ fn blocks_forward(
             let output =
                 super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * width);
             let mut l = training_block(mem, ckpt, core, output);
+            let [backward, accumulate] = backward;
             if backward.net() + dequant > l.backward_transient {
                 l.backward_transient = backward.made + dequant;
                 l.backward_released = backward.released;
+                l.backward_accumulate = Some((accumulate.made + dequant, accumulate.released));
             }
             l
         });
@@ -376,6 +381,7 @@ fn inference_block(mem: BlockMemory) -> LayerPlan {
         backward_transient: 0,
         recomputed: 0,
         backward_released: 0,
+        backward_accumulate: None,
     }
 }
 
@@ -392,6 +398,7 @@ fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64)
             backward_transient,
             recomputed: 0,
             backward_released: 0,
+            backward_accumulate: None,
         },
         Checkpointing::Selective => LayerPlan {
             kept: (mem.kept - core).saturating_sub(mem.input_freed),
@@ -401,6 +408,7 @@ fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64)
             backward_transient,
             recomputed: core,
             backward_released: 0,
+            backward_accumulate: None,
         },
         Checkpointing::Full => LayerPlan {
             kept: output,
@@ -410,6 +418,7 @@ fn training_block(mem: BlockMemory, ckpt: Checkpointing, core: u64, output: u64)
             backward_transient,
             recomputed: (mem.kept + mem.weight_copies).saturating_sub(output),
             backward_released: 0,
+            backward_accumulate: None,
         },
     }
 }
@@ -534,6 +543,7 @@ fn megatron_blocks(job: &ResolvedJob, layers: &mut [LayerPlan], per_layer: u64) 
         // Megatron's kept bytes are its own formula: the backward's net scratch alone.
         l.backward_transient = l.backward_transient.saturating_sub(l.backward_released) / (tp * cp);
         l.backward_released = 0;
+        l.backward_accumulate = None;
         if job.checkpointing == Checkpointing::Full {
             l.recomputed /= tp * cp;
         }
@@ -550,6 +560,7 @@ fn split_blocks(layers: &mut [LayerPlan], tp: u64, cp: u64) {
         l.forward_peak /= tp * cp;
         l.backward_transient /= tp * cp;
         l.backward_released /= tp * cp;
+        l.backward_accumulate = None;
         l.recomputed /= tp * cp;
     }
 }

@@ -29,6 +29,13 @@ pub struct LayerPlan {
     pub backward_released: u64,
     /// Bytes a checkpointed block recomputes just before its backward.
     pub recomputed: u64,
+    /// The same two figures (`backward_transient`, `backward_released`) when every weight
+    /// already has its `.grad` (a later micro-batch of gradient accumulation): read off the
+    /// accumulating sequence (`BlockEvents::backward_accumulate_peak`), where the block's
+    /// weight gradients are made and freed one by one. `None` where the block's backward is
+    /// not read off its tape (its forward's transient is larger) or a parallel layout rescaled
+    /// it: the walk then adds the layer's whole gradients as before.
+    pub backward_accumulate: Option<(u64, u64)>,
 }
 
 /// The forward of one micro-batch, part by part.

@@ -604,16 +604,16 @@ fn walk_backward(
             .map_or(0, |p| p.kept + p.weight_copies);
         let held = techniques::held_from_previous(job, previous);
         w.add(Activations, recompute + back);
-        // What the block's backward has released of its saved tensors by its fullest moment.
-        let gone = l
-            .backward_released
-            .min(techniques::brought_back(job, saved) + recompute);
+        // The block's fullest moment: what its backward has made (with the weight gradients
+        // in flight when they are accumulated into kept `.grad`s, read off that sequence)
+        // and what it has released by then of its saved tensors.
+        let (made, released) = match (accumulating && !hooked, l.backward_accumulate) {
+            (true, Some((made, released))) => (made, released),
+            _ => (l.backward_transient + g_new, l.backward_released),
+        };
+        let gone = released.min(techniques::brought_back(job, saved) + recompute);
         w.sub(Activations, gone);
-        w.mark(
-            "backward",
-            layer_label(i),
-            l.backward_transient + g_new + held,
-        );
+        w.mark("backward", layer_label(i), made + held);
         w.sub(
             Activations,
             techniques::brought_back(job, saved) + recompute - gone,

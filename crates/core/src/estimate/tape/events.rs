@@ -80,6 +80,18 @@ impl BlockEvents {
     /// gradient together — two more sequence²-sized tensors than the forward had beside its
     /// kept ones — after the MLP's backward has released what the MLP saved.
     pub fn backward_peak(&self, round: impl Fn(u64) -> u64) -> BackwardPeak {
+        self.peak_of(&self.backward, round)
+    }
+
+    /// [`BlockEvents::backward_peak`] of the accumulating backward (`backward_accumulate`):
+    /// each weight gradient is made, added into the kept `.grad` and freed, so at most the
+    /// ones in flight are held at the block's fullest moment.
+    pub fn backward_accumulate_peak(&self, round: impl Fn(u64) -> u64) -> BackwardPeak {
+        self.peak_of(&self.backward_accumulate, round)
+    }
+
+    /// The fullest moment of the backward sequence `events` over what the forward left.
+    fn peak_of(&self, events: &[Ev], round: impl Fn(u64) -> u64) -> BackwardPeak {
         let n = self.entries as usize;
         let size = |slot: u32| round(self.sizes.get(slot as usize).copied().unwrap_or(0));
         let mut live = vec![false; 2 * n];
@@ -96,7 +108,7 @@ impl BlockEvents {
             *l = true;
         }
         let mut best = BackwardPeak { made, released: 0 };
-        for &e in &self.backward {
+        for &e in events {
             let slot = e.slot();
             let Some(l) = live.get_mut(slot as usize) else {
                 continue;

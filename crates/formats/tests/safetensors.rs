@@ -344,13 +344,22 @@ fn lm(tied: bool) -> Head {
     Head::LanguageModel { tied, bias: false }
 }
 
+/// One tiny spec per naming family the inventory knows, in a fixed order (the last is T5).
 fn family_specs() -> Vec<ModelSpec> {
+    let mut out = Vec::new();
+    dense_llama_specs(&mut out);
+    moe_llama_specs(&mut out);
+    phi3_specs(&mut out);
+    gpt_named_specs(&mut out);
+    encoder_specs(&mut out);
+    out
+}
+
+/// Llama-named dense decoders: Gemma-3-style norms and q/k norms, StarCoder2.
+fn dense_llama_specs(out: &mut Vec<ModelSpec>) {
     let rms = Norm::rms(H);
     let ln = Norm::layer(H, true);
     let rotary = || emb(H, Positions::Rotary { theta: None });
-    let learned = || emb(H, Positions::Learned { rows: 32 });
-    let mut out = Vec::new();
-
     // Llama-style with Gemma-3's four norms, q/k norms and q/k/v biases.
     let mut a = attn(2, 1, 4, true);
     a.bias.o = false;
@@ -384,6 +393,12 @@ fn family_specs() -> Vec<ModelSpec> {
         stack(vec![l], Some(ln)),
         lm(true),
     ));
+}
+
+/// Llama-named mixture-of-experts decoders: Mixtral, Qwen2-MoE, DeepSeek-V3 (MLA).
+fn moe_llama_specs(out: &mut Vec<ModelSpec>) {
+    let rms = Norm::rms(H);
+    let rotary = || emb(H, Positions::Rotary { theta: None });
     // Mixtral.
     let moe = |shared: Option<DenseMlp>, shared_gate: bool| {
         Mlp::Moe(MoeMlp {
@@ -455,6 +470,12 @@ fn family_specs() -> Vec<ModelSpec> {
         stack(vec![l0, l1], Some(rms)),
         lm(false),
     ));
+}
+
+/// Phi-3: fused qkv and gate_up.
+fn phi3_specs(out: &mut Vec<ModelSpec>) {
+    let rms = Norm::rms(H);
+    let rotary = || emb(H, Positions::Rotary { theta: None });
     // Phi-3: fused qkv and gate_up.
     let l = layer(attn(2, 2, 4, false), dense(12, true, false), pre2(rms));
     out.push(spec(
@@ -467,6 +488,13 @@ fn family_specs() -> Vec<ModelSpec> {
         stack(vec![l], Some(rms)),
         lm(false),
     ));
+}
+
+/// GPT-2, GPTBigCode, GPT-NeoX, OPT and Falcon names.
+fn gpt_named_specs(out: &mut Vec<ModelSpec>) {
+    let ln = Norm::layer(H, true);
+    let rotary = || emb(H, Positions::Rotary { theta: None });
+    let learned = || emb(H, Positions::Learned { rows: 32 });
     // GPT-2 (Conv1D shapes), tied.
     let l = layer(attn(2, 2, 4, true), dense(32, false, true), pre2(ln));
     out.push(spec(
@@ -532,6 +560,13 @@ fn family_specs() -> Vec<ModelSpec> {
         stack(vec![l], Some(ln)),
         Head::None { pooler: false },
     ));
+}
+
+/// BERT, RoBERTa and T5 v1.1.
+fn encoder_specs(out: &mut Vec<ModelSpec>) {
+    let rms = Norm::rms(H);
+    let ln = Norm::layer(H, true);
+    let learned = || emb(H, Positions::Learned { rows: 32 });
     // BERT masked LM (untied) and BERT base with pooler; RoBERTa masked LM (tied).
     let post = vec![(NormSlot::PostAttention, ln), (NormSlot::PostMlp, ln)];
     let l = layer(attn(2, 2, 4, true), dense(32, false, true), post);
@@ -588,7 +623,6 @@ fn family_specs() -> Vec<ModelSpec> {
         stack(dec, Some(rms)),
         lm(false),
     ));
-    out
 }
 
 /// Writes the builder's tensors as a safetensors file (zeros for data), in reverse order so the

@@ -226,9 +226,13 @@ fn assert_err(h: &[u8], len: u64, needle: &str) {
 // The real fixture, written by gguf-py 0.19.0 (scripts/make_gguf.py).
 // ---------------------------------------------------------------------------------------------
 
+fn fixture_file() -> GgufFile {
+    read_gguf_path(Path::new(fixture())).unwrap()
+}
+
 #[test]
-fn fixture_metadata_tensors_and_sizes() {
-    let g = read_gguf_path(Path::new(fixture())).unwrap();
+fn fixture_metadata() {
+    let g = fixture_file();
     assert_eq!(g.version, 3);
     // 12 KVs: GGUFWriter(arch="llama") writes general.architecture, then the 11 add_* calls.
     let keys: Vec<&str> = g.metadata.iter().map(|(k, _)| k.as_str()).collect();
@@ -267,8 +271,11 @@ fn fixture_metadata_tensors_and_sizes() {
         g.get("tokenizer.ggml.tokens"),
         Some(&GgufValue::Array(GgufArray::String(tokens)))
     );
+}
 
-    let sum = g.summary();
+#[test]
+fn fixture_summary() {
+    let sum = fixture_file().summary();
     assert_eq!(sum.architecture.as_deref(), Some("llama"));
     assert_eq!(sum.name.as_deref(), Some("tiny-test"));
     assert_eq!(sum.context_length, Some(128));
@@ -281,7 +288,11 @@ fn fixture_metadata_tensors_and_sizes() {
     assert_eq!(sum.expert_count, None);
     assert_eq!(sum.file_type, Some(7));
     assert_eq!(sum.file_type_name.as_deref(), Some("MOSTLY_Q8_0"));
+}
 
+#[test]
+fn fixture_tensors_and_sizes() {
+    let g = fixture_file();
     // numpy shapes (8, 64), (64,), Q8_0 (64, 64) are stored reversed (ne[0] first).
     // token_embd: 8*64 f32 = 2048 B at 0; attn_norm: 64 f16 = 128 B at 2048;
     // attn_q: 64*64/32 blocks * 34 B = 4352 B at 2048 + 128 = 2176 (a multiple of 32).

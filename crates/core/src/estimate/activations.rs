@@ -248,6 +248,11 @@ fn blocks_forward(
         ..ctx
     };
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
+    let stored_kv = if ckpt == Checkpointing::Full {
+        super::blocks::checkpoint_stored_kv(spec, b, s, num)
+    } else {
+        Vec::new()
+    };
     // Each distinct layer's memory and its backward's fullest moment (`BlockEvents::backward_peak`).
     let mut cache: Vec<(usize, BlockMemory, [super::tape::BackwardPeak; 2])> = Vec::new();
     let mut events = PlanEvents {
@@ -311,6 +316,8 @@ fn blocks_forward(
             let output =
                 super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * width);
             let mut l = training_block(mem, ckpt, core, output);
+            // Gemma 4's storing layers: their keys and values stay in `shared_kv_states`.
+            l.kept += stored_kv.get(key).copied().unwrap_or(0);
             let [backward, accumulate] = backward;
             if backward.net() + dequant > l.backward_transient {
                 l.backward_transient = backward.made + dequant;

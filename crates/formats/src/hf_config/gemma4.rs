@@ -9,7 +9,8 @@
 //! values (`Attention::kv_shared`), global layers whose values are their keys
 //! (`Attention::values_from_keys`), and the experts beside the dense MLP
 //! (`Layer::experts_beside`). The full conditional-generation model (`gemma4`, with its vision
-//! and audio towers) is refused in one line that gives the language model's exact count.
+//! and audio towers, counted in `gemma4_towers.rs`) is refused in one line that gives its exact
+//! count, part by part.
 
 use super::fields::Cfg;
 use super::{dense, empty_spec, field_err};
@@ -426,26 +427,27 @@ pub fn dynamic_cache_elements(
     Ok(total)
 }
 
-/// The one-line refusal for the full `gemma4` (conditional-generation) config: its vision and
-/// audio towers are not modelled; the language model's exact count is given, and its text
-/// config (`gemma4_text`) is what can be estimated.
+/// The one-line refusal for the full `gemma4` (conditional-generation) config: the whole
+/// model is counted exactly (`gemma4_towers::model_tensors`: the language model, the vision
+/// and audio towers and their embedders), but what the towers keep in training (the vision
+/// encoder over its patches, the audio conformer's chunked attention) and the image and audio
+/// tokens the processor makes are not modelled, so the memory is not estimated; its text
+/// config (`gemma4_text`) is what can be.
 pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
-    let Some(text) = top.get("text_config").and_then(Value::as_object) else {
-        return FormatError::Unsupported {
-            path: origin.to_string(),
-            reason: "gemma4 config without text_config is not read".into(),
-        };
-    };
-    let count = match text_params(text, origin) {
-        Ok(n) => n,
+    let tensors = match super::gemma4_towers::model_tensors(top, origin) {
+        Ok(t) => t,
         Err(e) => return e,
     };
+    let [text, vision, audio] = super::gemma4_towers::part_counts(&tensors);
+    let total = text + vision + audio;
     FormatError::Unsupported {
         path: origin.to_string(),
         reason: format!(
-            "gemma4: the language model has {count} parameters (Gemma4ForCausalLM, exact), but \
-             the vision and audio towers are not modelled; estimate the text model from its \
-             text_config (model_type gemma4_text)"
+            "gemma4: {total} parameters (Gemma4ForConditionalGeneration, exact: language model \
+             {text}, vision tower and embedder {vision}, audio tower and embedder {audio}), but \
+             the towers' training activations and the processor's image and audio tokens are \
+             not modelled; estimate the text model from its text_config (model_type \
+             gemma4_text)"
         ),
     }
 }

@@ -15,6 +15,7 @@ mod encoders;
 mod falcon_h1;
 mod fields;
 pub mod gemma4;
+pub mod gemma4_towers;
 mod gpt;
 mod granite;
 mod hybrid;
@@ -173,7 +174,8 @@ pub fn parse_config_value_with(
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
     if top_type == "gemma4" {
-        // The towers are not modelled; the text model is (`gemma4.rs`).
+        // Counted exactly, towers included, but the towers' activations are not modelled;
+        // the text model is (`gemma4.rs`, `gemma4_towers.rs`).
         return Err(gemma4::refuse(top, origin));
     }
     vision::check_subconfigs(top, top_type, origin)?;

@@ -4,9 +4,9 @@
 //! `use_experts_implementation`, `Gemma4RMSNorm`).
 
 use super::attention::Widths;
-use super::{Prog, Role};
+use super::{Numerics, Prog, Role};
 use crate::estimate::tape::Id;
-use crate::model::{Attention, Layer, MoeMlp, NormSlot};
+use crate::model::{Attention, Layer, ModelSpec, MoeMlp, Naming, NormSlot};
 
 impl Prog<'_> {
     /// `Gemma4TextDecoderLayer.forward`: `x + post_attention_layernorm(attn(input_layernorm(x)))`;
@@ -104,4 +104,50 @@ impl Prog<'_> {
         let y = self.norm(y, crate::model::NormKind::RmsNorm, h);
         self.residual(x, y)
     }
+}
+
+/// Bytes of keys and values each layer leaves in `shared_kv_states` under full activation
+/// checkpointing (zero on all but the storing layers), by layer in `spec.all_layers()` order.
+///
+/// Source: transformers 5.24 `configuration_gemma4.py` `Gemma4TextConfig.kv_sharing_modes`
+/// (the last layer of each `layer_types` kind before the first kv-sharing layer is `"store"`,
+/// even when no layer reuses it) and `modeling_gemma4.py` `Gemma4TextAttention.forward`
+/// (`shared_kv_states[self.layer_type] = key_states, value_states`). The dict is a keyword
+/// argument of every layer's `torch.utils.checkpoint` call (non-reentrant: the recompute
+/// closure keeps its arguments), so the tensors the storing layer's first forward wrote stay
+/// alive until its recompute replaces them; without checkpointing the dict dies when the
+/// model's forward returns and SDPA's saved set already covers them. The keys are the rotary
+/// output, `k_norm(k) · cos + rotate_half(k) · sin`, in the width of `cos` and `sin`, which
+/// `Gemma4TextRotaryEmbedding` casts to the hidden states' dtype (the parameters' width: fp32
+/// under autocast, so a bf16 `k_norm` output times fp32 `cos` is fp32); the values are
+/// `v_norm`'s output, `type_as` the projection (the matmul width). Not modelled: the
+/// recomputed pair the dict then holds until the first layer's backward frees it.
+pub(crate) fn checkpoint_stored_kv(
+    spec: &ModelSpec,
+    batch: u64,
+    seq: u64,
+    num: Numerics,
+) -> Vec<u64> {
+    let layers: Vec<&Layer> = spec.all_layers().collect();
+    let mut stored = vec![0; layers.len()];
+    if spec.naming != Naming::Gemma4 {
+        return stored;
+    }
+    let first_shared = layers
+        .iter()
+        .position(|l| l.attention.kv_shared)
+        .unwrap_or(layers.len());
+    for sliding in [true, false] {
+        let last = layers[..first_shared]
+            .iter()
+            .rposition(|l| l.attention.sliding_window.is_some() == sliding);
+        if let Some(i) = last {
+            let w = Widths::of(layers[i].attention.kind);
+            let tokens = batch.saturating_mul(seq);
+            let k = crate::estimate::overhead::round_size(tokens * w.k * num.param);
+            let v = crate::estimate::overhead::round_size(tokens * w.v * num.compute);
+            stored[i] = k + v;
+        }
+    }
+    stored
 }

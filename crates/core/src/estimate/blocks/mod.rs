@@ -25,6 +25,7 @@ mod ssd_warning;
 mod zamba2;
 
 pub use falcon_h1::falcon_h1_path_warning;
+pub(crate) use gemma4::checkpoint_stored_kv;
 pub use mamba::block_output_width;
 pub use mamba2_torch::mamba2_path_warning;
 pub use nemotron_h::nemotron_h_path_warning;

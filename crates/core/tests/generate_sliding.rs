@@ -96,17 +96,17 @@ fn cache_storage_after_prefill_and_decode() {
 /// MiB + 3 · 8 MiB + two cos/sin pairs (local and global rotary, 4 · 512 KiB) + 1 MiB mask =
 /// 95,420,416 (measured 95,457,792). Prompt 64, 256 new (the last decode step is the peak):
 /// Mistral 8 · 524,288 of cache + a sliding layer's two new cats (keys and values made before
-/// either old one is freed) 2 · 524,288 = 5,242,880 (measured 5,302,272); Gemma-3 10 · 524,288
-/// + the global layer's values `torch.cat`: new keys and values of 319 tokens and old values of
-/// 318, 2 · 1,306,624 + 1,302,528 = 9,158,656 (measured 9,219,584).
+/// either old one is freed) 2 · 524,288 = 5,242,880 (measured 5,302,272); Gemma-3 10 ·
+/// 524,288 plus the global layer's values `torch.cat` (new keys and values of 319 tokens, old
+/// values of 318) 2 · 1,306,624 + 1,302,528 = 9,158,656 (measured 9,219,584).
 ///
 /// The tolerance: the estimate leaves out the sliding mask (1 MiB, 1.4 % of Mistral's prefill
 /// peak) and Gemma-3's second rotary pair (1 MiB more: 2.2 %), and a decode step's own tensors
 /// (under 64 KiB, 1.2 % of the 5 MB decode peaks); 3 % holds those. Before issue 34's change
-/// the prefill counted each sliding layer's cache at the window: 4,096 · 2 · (1,024 − 128) =
-/// 7,340,032 B less per sliding layer, 29,360,128 for Mistral (−37.8 %) and 36,700,160 for
-/// Gemma-3 (−38.4 %); and the stream grew every layer with every decode token (Mistral's 64 +
-/// 255 tokens on 4 layers, +97 % at the decode peak).
+/// the walk's prefill counted each sliding layer's cache at the window, 4,096 · 2 · (1,024 −
+/// 128) = 7,340,032 B less per sliding layer: 29,360,128 for Mistral, 36,700,160 for Gemma-3
+/// (the walk read −39.2 % and −40.7 %); and the stream grew every layer with every decode token
+/// (at the 256-token decode peaks +121.9 % and +84.3 %).
 #[test]
 fn generate_peak_within_3_percent() {
     let rec: Value = common::validation("cpu-measured-generate-swa.json");
@@ -138,4 +138,34 @@ fn generate_peak_within_3_percent() {
             "{name}: walk {walk} vs {want}"
         );
     }
+}
+
+/// The walk's decode marks on Mistral, prompt 1,024, 4 new (4 sliding layers, 4,096 B per token
+/// of a layer's keys): at the first decode step layer 0's update makes its keys and values of
+/// 128 tokens (2 · 524,288 B) while every layer still holds the prompt, 8 · 4,194,304 =
+/// 33,554,432 B of cache; at the last step each layer holds 128 tokens, 8 · 524,288 =
+/// 4,194,304 B.
+#[test]
+fn walk_marks_the_first_and_last_decode_steps() {
+    let rec: Value = common::validation("cpu-measured-generate-swa.json");
+    let r = common::estimate_job(&job_of(&rec, &rec["runs"][1]));
+    let kv_at = |label: &str| {
+        let p = r.timeline.iter().find(|p| p.label == label).unwrap();
+        p.by_category.get("kv_cache").copied().unwrap_or(0)
+    };
+    assert_eq!(kv_at("first decode step"), 33_554_432);
+    assert_eq!(kv_at("last decode step"), 4_194_304);
+    // Both steps' transients are one sliding layer's two 128-token cats: the totals differ by
+    // the cache alone, 33,554,432 − 4,194,304.
+    let total = |label: &str| {
+        r.timeline
+            .iter()
+            .find(|p| p.label == label)
+            .unwrap()
+            .allocated
+    };
+    assert_eq!(
+        total("first decode step") - total("last decode step"),
+        29_360_128
+    );
 }

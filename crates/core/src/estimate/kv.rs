@@ -7,7 +7,9 @@
 //! caches the decompressed K (`heads · (nope + rope)`) and V (`heads · v_head_dim`); its
 //! DeepSeek-V3.2 / GLM-5 code caches the compressed latent plus one indexer key per token
 //! (`cache_utils.py` `DynamicIndexedLayer`). Sliding-window
-//! layers hold at most the window. Paging engines round each sequence up to whole blocks.
+//! layers hold at most the window — once decoding: an HF `generate` prefill leaves each of
+//! them the whole prompt ([`generate_prefill_bytes_per_gpu`], `estimate/generate_kv.rs`).
+//! Paging engines round each sequence up to whole blocks.
 //!
 //! An encoder-decoder model (T5) generating with transformers' `EncoderDecoderCache` holds two
 //! caches per decoder layer: self-attention K/V over the decoder's own tokens (the generated

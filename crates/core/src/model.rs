@@ -426,9 +426,29 @@ impl Attention {
         if self.kv_shared {
             return 0;
         }
-        self.sliding_window
-            .or(self.attention_chunk)
-            .map_or(tokens, |n| n.min(tokens))
+        self.kv_window().map_or(tokens, |n| n.min(tokens))
+    }
+
+    /// Tokens of one sequence this layer's cache holds right after one `update` of `tokens`
+    /// new ones onto an empty cache (an HF `generate` prefill of a `tokens`-long prompt): all
+    /// of them, the window too — transformers 5.24's `DynamicSlidingWindowLayer.update`
+    /// (`cache_utils.py`, also built for `"chunked_attention"` layers) keeps
+    /// `full_key_states[:, :, -sliding_window + 1:, :]`, a view that holds the whole
+    /// `torch.cat` of the prompt until the layer's next `update` replaces it (measured:
+    /// `validation/cpu-measured-generate-swa.json`). None when the layer reuses another's.
+    pub fn kv_held_after_prefill(&self, tokens: u64) -> u64 {
+        if self.kv_shared {
+            0
+        } else {
+            tokens
+        }
+    }
+
+    /// The window the layer's dynamic cache keeps after a decode step: `sliding_window`, or
+    /// `attention_chunk_size` on a chunked layer (`cache_utils.py`
+    /// `get_layer_types_and_kwargs`); `None` on a full-attention layer.
+    pub fn kv_window(&self) -> Option<u64> {
+        self.sliding_window.or(self.attention_chunk)
     }
 }
 

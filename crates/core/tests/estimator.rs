@@ -309,24 +309,34 @@ fn kv_cache_per_token() {
     );
 }
 
-/// Mistral-7B-v0.1 attends over a 4096-token window: at a context of 8192 each layer holds 4096
-/// tokens — 4096 · 2 · 8 · 128 · 32 · 2 = 536,870,912 B, half of an unwindowed cache.
+/// Mistral-7B-v0.1 attends over a 4096-token window (32 layers, 8 KV heads of 128, 16 bit:
+/// 2 · 8 · 128 · 32 · 2 = 131,072 B per token over the layers). A generation that peaks in its
+/// decode holds the window: 16 prompt tokens and 8,192 new leave each layer min(16 + 8,191,
+/// 4,096) = 4,096 tokens at the last step — 4,096 · 131,072 = 536,870,912 B, half of an
+/// unwindowed cache. A long prompt peaks in its prefill, where each sliding layer still holds
+/// the whole prompt (transformers 5.24 `DynamicSlidingWindowLayer.update` keeps a view of the
+/// prompt's `torch.cat` until the first decode step): 8,000 · 131,072 = 1,048,576,000 B.
 #[test]
 fn sliding_window_caps_the_cache() {
-    assert_eq!(
-        kv(
-            json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 8000,
-                  "new_tokens": 192})
-        ),
-        4096 * 2 * 8 * 128 * 32 * 2
+    let decode = run(
+        json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 16,
+                            "new_tokens": 8192}),
     );
+    assert_eq!(decode.per_gpu.peak_phase.as_deref(), Some("decode"));
+    assert_eq!(decode.per_gpu.components.kv_cache, 4096 * 131_072);
+    let prefill = run(
+        json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1,
+                             "seq": 8000, "new_tokens": 192}),
+    );
+    assert_eq!(prefill.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(prefill.per_gpu.components.kv_cache, 8000 * 131_072);
     // An fp8 cache halves it.
     assert_eq!(
         kv(
-            json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 8192,
-                  "kv_dtype": "fp8"})
+            json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 16,
+                  "new_tokens": 8192, "kv_dtype": "fp8"})
         ),
-        4096 * 2 * 8 * 128 * 32
+        4096 * 131_072 / 2
     );
 }
 

@@ -26,15 +26,20 @@ fn e2b() -> Value {
 /// K and V 2·512·4,096 values · 2 B = 8,388,608 B each, 25,165,824 B), the other 12 sliding
 /// (1 kv head of 256 over the 512-token window: 2·256·512 · 2 B = 524,288 B each,
 /// 6,291,456 B). Total 31,457,280 B; doubling the context adds only the full layers' part.
-/// (transformers' sliding layers keep `sliding_window - 1` = 511 tokens, the estimator a whole
-/// window, as for every sliding family: 12 · 2·256 · 2 B = 12,288 B more here.)
+/// That is the cache once decoding (a generation reaching 4,096 tokens from a short prompt:
+/// transformers' sliding layers keep a view of `sliding_window − 1` = 511 tokens over the
+/// storage of the last `torch.cat`, 511 + 1 = 512 tokens). A 4,096-token prompt peaks in its
+/// prefill, where the 12 sliding layers hold the whole prompt too: 25,165,824 + 12 ·
+/// 2·256·4,096 · 2 B = 25,165,824 + 50,331,648 = 75,497,472 B.
 #[test]
 fn e2b_kv_cache_by_hand() {
     let cfg = e2b();
-    assert_eq!(measured::kv_cache(&cfg, 1, 4096), 31_457_280);
-    assert_eq!(measured::kv_cache(&cfg, 2, 4096), 2 * 31_457_280);
-    let grown = measured::kv_cache(&cfg, 1, 8192) - measured::kv_cache(&cfg, 1, 4096);
+    assert_eq!(measured::kv_cache_decoded(&cfg, 1, 4096), 31_457_280);
+    assert_eq!(measured::kv_cache_decoded(&cfg, 2, 4096), 2 * 31_457_280);
+    let grown =
+        measured::kv_cache_decoded(&cfg, 1, 8192) - measured::kv_cache_decoded(&cfg, 1, 4096);
     assert_eq!(grown, 25_165_824);
+    assert_eq!(measured::kv_cache(&cfg, 1, 4096), 75_497_472);
 }
 
 /// Below the window the estimator's cache equals the formats reader's `DynamicCache` model

@@ -15,13 +15,17 @@ use measured::run;
 /// gpt-oss-20b caches 8 KV heads of 64 per layer: 2 · 8 · 64 · 2 B = 2,048 B per token and
 /// layer in bf16. Its 12 sliding layers (`layer_types`, `sliding_window` 128) hold at most 128
 /// tokens, its 12 full layers every token: at 4,096 tokens 12 · 128 · 2,048 + 12 · 4,096 ·
-/// 2,048 = 3,145,728 + 100,663,296 B per sequence; below the window all 24 layers hold all.
+/// 2,048 = 3,145,728 + 100,663,296 B per sequence once decoding; below the window all 24
+/// layers hold all. A 4,096-token prompt peaks in its prefill, where the sliding layers hold
+/// the whole prompt too (`DynamicSlidingWindowLayer` keeps a view of the prompt's
+/// `torch.cat`): 24 · 4,096 · 2,048 = 201,326,592 B.
 #[test]
 fn kv_cache_per_layer_kind() {
-    let kv = |batch: u64, seq: u64| measured::kv_cache(&config(), batch, seq);
+    let kv = |batch: u64, seq: u64| measured::kv_cache_decoded(&config(), batch, seq);
     assert_eq!(kv(1, 4096), 3_145_728 + 100_663_296);
     assert_eq!(kv(2, 4096), 2 * (3_145_728 + 100_663_296));
     assert_eq!(kv(1, 100), 24 * 100 * 2_048);
+    assert_eq!(measured::kv_cache(&config(), 1, 4096), 201_326_592);
 }
 
 /// An inference job on the published checkpoint holds its weights as published: MXFP4 experts

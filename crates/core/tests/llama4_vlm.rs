@@ -24,15 +24,21 @@ fn kv(job: Value) -> u64 {
 /// Scout's language model caches as `llama4_text` does (`moe_families.rs`): 8 KV heads of 128,
 /// 4,096 B per token and layer in bf16; transformers' cache keeps a `"chunked_attention"` layer
 /// as a sliding layer of `attention_chunk_size` (`cache_utils.py` `DynamicSlidingWindowLayer`),
-/// so at 32,768 tokens the 36 RoPE layers hold 8,192 and the 12 NoPE layers every token:
-/// 4,096 · (36 · 8,192 + 12 · 32,768) = 2,818,572,288 B.
+/// so a generation reaching 32,768 tokens (16 prompt tokens, 32,753 new) ends with the 36 RoPE
+/// layers holding 8,192 and the 12 NoPE layers every token: 4,096 · (36 · 8,192 + 12 · 32,768)
+/// = 2,818,572,288 B. A 32,768-token prompt peaks in its prefill, where the chunked layers
+/// hold the whole prompt (a view of its `torch.cat`): 48 · 32,768 · 4,096 = 6,442,450,944 B.
 ///
 /// One 336 × 336 image adds its 147 tokens to the sequence (`processing_llama4.py`: start,
 /// `<|image|>`, 144 patch tokens, end): at 4,096 text tokens all 48 layers hold 4,243 tokens,
 /// 48 · 4,243 · 4,096 = 834,207,744 B.
 #[test]
 fn kv_cache_of_chunked_layers_and_image_tokens() {
-    assert_eq!(kv(json!({"batch": 1, "seq": 32_768})), 2_818_572_288);
+    assert_eq!(
+        kv(json!({"batch": 1, "seq": 16, "new_tokens": 32_753})),
+        2_818_572_288
+    );
+    assert_eq!(kv(json!({"batch": 1, "seq": 32_768})), 6_442_450_944);
     let image = json!({"count": 1, "width": 336, "height": 336});
     assert_eq!(48 * 4_243 * 4_096, 834_207_744u64);
     assert_eq!(
@@ -42,9 +48,10 @@ fn kv_cache_of_chunked_layers_and_image_tokens() {
 }
 
 /// `fit` over the chunked cache: Scout in inference on two H200s (tensor-parallel 2, fp8
-/// weights) finds a longest context, and at that context the cache is the chunked one — the
-/// 36 RoPE layers stay at 8,192 tokens while the 12 NoPE layers hold every token:
-/// 4,096 B · (36 · 8,192 + 12 · context) for one sequence on one GPU.
+/// weights) finds a longest context (prompt), and at that context the peak is the prefill's,
+/// where the 36 chunked layers hold the whole prompt as the 12 NoPE layers do (transformers
+/// 5.24 `DynamicSlidingWindowLayer` keeps a view of the prompt's `torch.cat` until the first
+/// decode step): 4,096 B · 48 · context for one sequence.
 #[test]
 fn fit_finds_the_context_of_the_chunked_cache() {
     let job: vramscope_core::job::Job = serde_json::from_value(json!({"model": scout(),
@@ -58,10 +65,7 @@ fn fit_finds_the_context_of_the_chunked_cache() {
     let answer = vramscope_core::fit::fit(&model.into_input(), &resolved).unwrap();
     let ctx = answer.max_context.expect("a longest context");
     assert!(ctx > 4 * 8_192, "{ctx}");
-    assert_eq!(
-        kv(json!({"batch": 1, "seq": ctx})),
-        4_096 * (36 * 8_192 + 12 * ctx)
-    );
+    assert_eq!(kv(json!({"batch": 1, "seq": ctx})), 4_096 * 48 * ctx);
 }
 
 /// The tiny Llama 4 of `validation/specs/cpu-tiny-llama4-vlm-*.json` (text: 4 layers of 256,

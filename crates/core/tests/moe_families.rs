@@ -13,15 +13,32 @@ fn fixture(path: &str) -> Value {
 
 use measured::run;
 
-/// KV bytes of one bf16 inference job over `seq` tokens.
+/// KV bytes at the last decode step of a bf16 generation whose cache reaches `seq` tokens
+/// there: a 16-token prompt and `seq − 15` new tokens (the last sampled one never fed back),
+/// where each layer holds what its cache class keeps of the context
+/// (`measured::last_decode_kv`). (A long prompt's prefill holds more, a sliding layer keeping
+/// the whole prompt: [`prefill_holds_the_prompt_on_every_layer`].)
 fn kv(model: Value, batch: u64, seq: u64) -> u64 {
-    run(
-        json!({"model": model, "task": "infer", "batch": batch, "seq": seq,
-               "precision": "bf16"}),
-    )
-    .per_gpu
-    .components
-    .kv_cache
+    measured::last_decode_kv(&run(
+        json!({"model": model, "task": "infer", "batch": batch, "seq": 16,
+               "new_tokens": seq - 15, "precision": "bf16"}),
+    ))
+}
+
+/// Gemma-2-2B (4,096 B per token and layer in bf16, below) given an 8,192-token prompt: its
+/// peak is the prefill's, where all 26 layers hold the whole prompt — the 13 local ones too,
+/// as transformers 5.24's `DynamicSlidingWindowLayer.update` keeps
+/// `full_key_states[:, :, -sliding_window + 1:, :]`, a view of the prompt's `torch.cat`, until
+/// the first decode step: 26 · 4,096 · 8,192 = 872,415,232 B (the window-capped figure below,
+/// 654,311,424, is what stays after that step).
+#[test]
+fn prefill_holds_the_prompt_on_every_layer() {
+    let r = run(
+        json!({"model": "gemma-2-2b", "task": "infer", "batch": 1, "seq": 8_192,
+                       "new_tokens": 16, "precision": "bf16"}),
+    );
+    assert_eq!(r.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(r.per_gpu.components.kv_cache, 872_415_232);
 }
 
 /// Llama 4 Scout: 8 KV heads of 128, 2 · 8 · 128 · 2 B = 4,096 B per token and layer in bf16.
@@ -52,7 +69,8 @@ fn gpt_oss_windows_at_long_context() {
 /// 4,096, 4 KV heads of 256: 2 · 4 · 256 · 2 B = 4,096 B per token and layer in bf16. At its
 /// 8,192-token context 13 local layers hold 4,096 tokens and 13 global ones 8,192:
 /// 13 · 4,096 · (4,096 + 8,192) = 654,311,424 B. transformers' `DynamicSlidingWindowLayer`
-/// holds `min(seq_len, sliding_window)` tokens (its docstring).
+/// holds `min(seq_len, sliding_window)` tokens once a decode step has run (its `update`
+/// concatenates its kept `window − 1` tokens with the new one).
 #[test]
 fn gemma2_local_layers_hold_the_window() {
     assert_eq!(kv(json!("gemma-2-2b"), 1, 8_192), 654_311_424);

@@ -7,7 +7,9 @@
 //! caches the decompressed K (`heads · (nope + rope)`) and V (`heads · v_head_dim`); its
 //! DeepSeek-V3.2 / GLM-5 code caches the compressed latent plus one indexer key per token
 //! (`cache_utils.py` `DynamicIndexedLayer`). Sliding-window
-//! layers hold at most the window. Paging engines round each sequence up to whole blocks.
+//! layers hold at most the window — once decoding: an HF `generate` prefill leaves each of
+//! them the whole prompt ([`generate_prefill_bytes_per_gpu`], `estimate/generate_kv.rs`).
+//! Paging engines round each sequence up to whole blocks.
 //!
 //! An encoder-decoder model (T5) generating with transformers' `EncoderDecoderCache` holds two
 //! caches per decoder layer: self-attention K/V over the decoder's own tokens (the generated
@@ -106,7 +108,7 @@ pub fn generate_cache_tokens(job: &ResolvedJob) -> u64 {
 
 /// KV bytes for `batch` sequences of `tokens` each over all decoder layers: the whole model's.
 pub fn kv_cache_bytes(spec: &ModelSpec, job: &ResolvedJob, tokens: u64) -> Result<u64, CoreError> {
-    kv_bytes(spec, job, tokens, 1, 1)
+    kv_bytes(spec, job, tokens, 1, 1, Held::Window)
 }
 
 /// [`kv_cache_bytes`] on one GPU of the job's layout: the layers of the first pipeline stage
@@ -126,7 +128,127 @@ pub fn kv_cache_bytes_per_gpu(
         tokens,
         job.parallel.tp.max(1),
         job.parallel.pp.max(1),
+        Held::Window,
     )
+}
+
+/// [`kv_cache_bytes_per_gpu`] right after an HF `generate` prefill of the job's prompt: every
+/// layer that caches its own keys holds the whole prompt, a sliding-window or chunked layer
+/// too ([`Attention::kv_held_after_prefill`]: transformers 5.24 `DynamicSlidingWindowLayer`
+/// keeps a view of the prompt's `torch.cat` until the first decode step's `update`).
+///
+/// [`Attention::kv_held_after_prefill`]: crate::model::Attention::kv_held_after_prefill
+pub fn generate_prefill_bytes_per_gpu(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+) -> Result<u64, CoreError> {
+    kv_bytes(
+        spec,
+        job,
+        job.seq,
+        job.parallel.tp.max(1),
+        job.parallel.pp.max(1),
+        Held::Prompt,
+    )
+}
+
+/// What a layer's cache holds of its context ([`kv_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// At most its window (`Attention::kv_held`): a layer past a decode step, or a serving
+    /// engine's pool.
+    Window,
+    /// The whole context on every layer that caches its own keys
+    /// (`Attention::kv_held_after_prefill`).
+    Prompt,
+}
+
+/// One decoder layer's own keys and values in an HF `generate` call's `DynamicCache`, on one
+/// GPU of the job's layout, as [`GenerateLayer::bytes_after`] sizes them step by step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GenerateLayer {
+    /// Bytes of the layer's keys (or values: half of both) per token, all sequences.
+    pub per_token: u64,
+    /// The window its `DynamicSlidingWindowLayer` keeps ([`Attention::kv_window`]); `None` on
+    /// a full-attention layer (`DynamicLayer`).
+    ///
+    /// [`Attention::kv_window`]: crate::model::Attention::kv_window
+    pub window: Option<u64>,
+    /// Bytes of the layer's recurrent state, all sequences (its state-space mixers,
+    /// [`state_bytes_per_sequence`]'s rule): made at the prefill, constant in length.
+    pub state: u64,
+}
+
+impl GenerateLayer {
+    /// Bytes of the layer's keys (or values) once `update` has run on `step` of a prompt of
+    /// `prompt` tokens (step 0 the prefill, step t the t-th decode forward), transformers 5.24
+    /// `cache_utils.py`: a `DynamicLayer` concatenates every token (`prompt + step`); a
+    /// `DynamicSlidingWindowLayer` concatenates its kept view — `min(cumulative,
+    /// sliding_window − 1)` tokens — with the new ones, so the prefill's storage is the whole
+    /// prompt and each decode step's is `min(prompt + step, window)` (measured on the CPU:
+    /// 1,024-token prompt, window 128: 1,024 tokens after the prefill, 128 after a decode step).
+    pub fn bytes_after(&self, prompt: u64, step: u64) -> u64 {
+        let tokens = match self.window {
+            Some(w) if step > 0 => prompt.saturating_add(step).min(w),
+            _ => prompt.saturating_add(step),
+        };
+        self.per_token.saturating_mul(tokens)
+    }
+
+    /// Bytes the layer's `update` on `step` makes while the old keys and values still live
+    /// (`cache_utils.py`, transformers 5.24): a `DynamicLayer` rebinds `self.keys` to its keys'
+    /// `torch.cat` before the values' one runs, so one tensor at a time; a
+    /// `DynamicSlidingWindowLayer` makes `full_key_states` and `full_value_states` both before
+    /// rebinding either, so two (measured: ten windows of storage at a decode peak of four
+    /// sliding layers, `validation/cpu-measured-generate-swa.json`).
+    pub fn update_transient(&self, prompt: u64, step: u64) -> u64 {
+        let made = self.bytes_after(prompt, step);
+        if self.window.is_some() {
+            made.saturating_mul(2)
+        } else {
+            made
+        }
+    }
+}
+
+/// The decoder layers of the job's first pipeline stage ([`kv_cache_bytes_per_gpu`]'s), each
+/// as its `DynamicCache` layer grows: its attention's keys per token on one GPU (at the
+/// compute width; 8/4-bit block formats by their bytes per value), plus a Zamba2 shared
+/// block's on the layer that applies it. A layer caching no keys of its own (state-space,
+/// shared with an earlier layer, no attention) has `per_token` 0; cross-attention caches are
+/// left out (made once, never grown).
+pub fn generate_layers(spec: &ModelSpec, job: &ResolvedJob) -> Vec<GenerateLayer> {
+    let (block_bytes, block_values) = kv_width(job);
+    let tp = job.parallel.tp.max(1);
+    let pp = job.parallel.pp.max(1) as usize;
+    let half = |a: &crate::model::Attention| -> u64 {
+        if a.kv_shared || a.vision_cross {
+            return 0;
+        }
+        let values = u128::from(rank_values(a.kind, job.framework, tp)) * u128::from(job.batch);
+        let bytes = (values * u128::from(block_bytes)).div_ceil(u128::from(block_values.max(1)));
+        u64::try_from(bytes / 2).unwrap_or(u64::MAX)
+    };
+    let layers = &spec.decoder.layers[..spec.decoder.layers.len().div_ceil(pp)];
+    layers
+        .iter()
+        .map(|l| GenerateLayer {
+            per_token: half(&l.attention)
+                .saturating_add(l.shared_block.as_ref().map_or(0, |sb| half(&sb.attention))),
+            window: l.attention.kv_window(),
+            state: l
+                .ssm_mixers()
+                .map(|m| {
+                    m.state_bytes(
+                        job.precision.compute_bytes(),
+                        transformers_cache(job.framework),
+                    )
+                })
+                .fold(0u64, u64::saturating_add)
+                .div_ceil(tp)
+                .saturating_mul(job.batch),
+        })
+        .collect()
 }
 
 /// Values one rank of `tp` caches of a layer's `values` per token ([`values_per_token`]): the
@@ -150,6 +272,7 @@ fn kv_bytes(
     tokens: u64,
     tp: u64,
     pp: u64,
+    mode: Held,
 ) -> Result<u64, CoreError> {
     let (block_bytes, block_values) = kv_width(job);
     let page = crate::engines::settings::spec(job.framework).map_or(1, |e| e.kv_page(&job.engine));
@@ -184,17 +307,21 @@ fn kv_bytes(
     // whatever the text length (`MllamaForConditionalGeneration._prepare_static_cache`).
     let cross = super::mllama::cross_tokens(spec, job);
     for layer in layers {
+        let held_of = |a: &crate::model::Attention| match mode {
+            Held::Window => a.kv_held(self_tokens),
+            Held::Prompt => a.kv_held_after_prefill(self_tokens),
+        };
         let held = if layer.attention.vision_cross {
             cross
         } else {
-            layer.attention.kv_held(self_tokens)
+            held_of(&layer.attention)
         };
         add(layer.attention.kind, held);
         // Zamba2's hybrid layer: the shared block's attention caches its own K/V at this layer
         // (`cache_utils.py` `LinearAttentionAndFullAttentionLayer` for a "hybrid" layer type:
         // the Mamba states and a full-attention K/V side by side).
         if let Some(sb) = &layer.shared_block {
-            add(sb.attention.kind, sb.attention.kv_held(self_tokens));
+            add(sb.attention.kind, held_of(&sb.attention));
         }
         if let Some(cross) = &layer.cross_attention {
             add(cross.kind, job.seq);

@@ -194,6 +194,16 @@ pub(crate) fn run_edited(
     })
 }
 
+/// Moves the walk's cache from `from` bytes to `to` (a sliding layer's prompt given back at
+/// the first decode step, a full layer grown).
+fn set_kv(w: &mut Walk, from: u64, to: u64) {
+    if to >= from {
+        w.add(Category::KvCache, to - from);
+    } else {
+        w.sub(Category::KvCache, from - to);
+    }
+}
+
 /// A PyTorch step (or forward) walked event by event; the caching allocator's reserve and the
 /// context on top. A bare parameter count has no walk: its model states alone, peak unknown.
 fn pytorch_device(
@@ -205,8 +215,8 @@ fn pytorch_device(
     edited: bool,
 ) -> Result<Device, CoreError> {
     let kv = match (&model.spec, job.task) {
-        (Some(spec), Task::Infer) => generate_kv(spec, job)?,
-        _ => GenerateKv::default(),
+        (Some(spec), Task::Infer) => super::generate_kv::generate_kv(spec, job)?,
+        _ => super::generate_kv::GenerateKv::default(),
     };
     // Start, embeddings, each block forward and backward, head, loss (twice), optimizer.
     let events = plan.map_or(1, |p| 2 * p.layers.len() + 8);
@@ -240,7 +250,16 @@ fn pytorch_device(
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
-        w.add(Category::KvCache, kv.full.saturating_sub(kv.prefill));
+        if let Some(f) = kv.first_step {
+            set_kv(&mut w, kv.prefill, f.cache);
+            w.mark(
+                "decode",
+                "first decode step".into(),
+                f.transient + plan.logits,
+            );
+            set_kv(&mut w, f.cache, kv.prefill);
+        }
+        set_kv(&mut w, kv.prefill, kv.full);
         w.mark(
             "decode",
             "last decode step".into(),
@@ -269,53 +288,6 @@ fn pytorch_device(
     device.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
-}
-
-/// The KV cache of an HF `generate` call as its walk meets it.
-#[derive(Debug, Clone, Copy, Default)]
-struct GenerateKv {
-    /// Through the prefill: the prompt's keys and values (`DynamicCache`: each layer's
-    /// `torch.cat` onto an empty tensor, `cache_utils.py` `DynamicLayer.update`), or the whole
-    /// `max_cache_len` (`StaticCache`: `torch.zeros` at the first `update`,
-    /// `StaticLayer.lazy_initialization`).
-    prefill: u64,
-    /// At the last decode step: prompt + new tokens − 1 (the last sampled token is never fed
-    /// back; `kv::generate_cache_tokens`).
-    full: u64,
-    /// What a decode step adds for one layer while it runs: the dynamic cache's `torch.cat`
-    /// makes the grown keys (then values) before the old ones are freed; the static cache's
-    /// masked attention copies the whole layer's keys and values to every query head
-    /// (`repeat_kv`, `alloc_events/static_cache.rs`).
-    decode_transient: u64,
-}
-
-/// [`GenerateKv`] of `job` on `spec`.
-fn generate_kv(spec: &crate::model::ModelSpec, job: &ResolvedJob) -> Result<GenerateKv, CoreError> {
-    let full = super::kv::kv_cache_bytes_per_gpu(spec, job, super::kv::generate_cache_tokens(job))?;
-    let layers = spec.num_layers().max(1);
-    if job.engine.static_cache() {
-        let rep = spec
-            .decoder
-            .layers
-            .first()
-            .and_then(|l| match l.attention.kind {
-                crate::model::AttentionKind::Standard {
-                    heads, kv_heads, ..
-                } if kv_heads > 0 && heads > kv_heads => Some(heads / kv_heads),
-                _ => None,
-            })
-            .unwrap_or(0);
-        return Ok(GenerateKv {
-            prefill: full,
-            full,
-            decode_transient: full / layers * rep,
-        });
-    }
-    Ok(GenerateKv {
-        prefill: super::kv::kv_cache_bytes_per_gpu(spec, job, job.seq)?,
-        full,
-        decode_transient: full / (2 * layers),
-    })
 }
 
 /// The fit check against the GPU less the user's reserve (contract `reserve`).

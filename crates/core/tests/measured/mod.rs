@@ -111,6 +111,29 @@ pub fn kv_cache(config: &Value, batch: u64, seq: u64) -> u64 {
     .kv_cache
 }
 
+/// KV bytes at the last decode step of a bf16 generation whose cache reaches `seq` tokens
+/// there (a 16-token prompt and `seq − 15` new tokens, the last never fed back), read off the
+/// estimate's timeline: what each layer's cache class keeps once decoding, a sliding layer its
+/// window. A long prompt's prefill holds more, a sliding layer keeping the whole prompt
+/// (`estimate/generate_kv.rs`).
+pub fn kv_cache_decoded(config: &Value, batch: u64, seq: u64) -> u64 {
+    let r = run(
+        serde_json::json!({"model": {"hf_config": config}, "task": "infer", "batch": batch,
+                           "seq": 16, "new_tokens": seq - 15, "precision": "bf16"}),
+    );
+    last_decode_kv(&r)
+}
+
+/// The cache at the estimate's "last decode step" timeline point.
+pub fn last_decode_kv(r: &vramscope_core::report::Report) -> u64 {
+    let p = r
+        .timeline
+        .iter()
+        .find(|p| p.label == "last decode step")
+        .expect("a decode step");
+    p.by_category.get("kv_cache").copied().unwrap_or(0)
+}
+
 /// fit's note that a model's recurrent state does not grow with context (bf16 inference at
 /// seq 4096 on an H200, the search bounded by `max_positions`).
 pub fn constant_state_note(config: &Value, max_positions: u64) -> String {

@@ -3,13 +3,25 @@
 //! `model.generate` (a warm-up and a measured one): the prefill forward, then one decode
 //! forward per new token, with transformers' `DynamicCache` (the default): each layer's keys
 //! and values are the prefill's, then grown by `torch.cat` per decode step — a new tensor one
-//! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`). With
+//! token longer, the old one freed (`cache_utils.py` `DynamicLayer.update`); a sliding-window
+//! or chunked layer (`DynamicSlidingWindowLayer`) holds the whole prompt after the prefill
+//! (a view of its `torch.cat`) and `min(prompt + step, window)` tokens after each decode step
+//! (`kv::GenerateLayer::bytes_after`, `estimate/generate_kv.rs`). A layer's recurrent state
+//! is made at the prefill and kept. With
 //! `cache_implementation="static"` the cache is transformers' `StaticCache` instead
 //! (`static_cache.rs`). The blocks' tensors live as transformers' Python names hold them under
 //! `no_grad` (`blocks/mod.rs` `Prog::hold`, [`prefill`]).
 
 use super::infer_inputs::InferInputs;
 use super::{reserve_block, run_block, Phase, Sink};
+use crate::estimate::kv::GenerateLayer;
+
+/// One layer's cache in the stream: what it grows by, and its keys', values' and recurrent
+/// state's ids.
+struct LayerCache {
+    layer: GenerateLayer,
+    ids: [u32; 3],
+}
 
 /// Everything the inference stream is made from.
 /// The process's events into `s`.
@@ -35,7 +47,7 @@ pub fn infer_into<S: Sink>(s: &mut S, inp: &InferInputs) {
 /// next call.
 fn generate<S: Sink>(s: &mut S, inp: &InferInputs) {
     let layers = inp.events.layer_block.len();
-    let mut cache: Vec<[u32; 2]> = Vec::with_capacity(layers);
+    let mut cache: Vec<LayerCache> = Vec::with_capacity(layers);
     prefill(s, inp, &mut cache);
     let mut ids = u32::MAX;
     let mut mask = u32::MAX;
@@ -67,21 +79,38 @@ fn generate<S: Sink>(s: &mut S, inp: &InferInputs) {
             super::static_cache::decode(s, inp, sc, cache.len());
             continue;
         }
-        for kv in cache.iter_mut() {
-            for slot in kv.iter_mut() {
-                let grown = s.alloc(inp.kv_per_token * len);
-                s.free(*slot);
-                *slot = grown;
-            }
+        for c in cache.iter_mut() {
+            grow(s, c, inp.prompt, t);
         }
     }
     s.free(mask);
-    for kv in cache {
-        s.free(kv[0]);
-        s.free(kv[1]);
+    for c in cache {
+        for id in c.ids {
+            s.free(id);
+        }
     }
     // The returned ids live until the caller drops them (`del out` after the call).
     s.free(ids);
+}
+
+/// One layer's `update` on decode step `t` (`cache_utils.py`, transformers 5.24): a
+/// `DynamicLayer` rebinds `self.keys` to the keys' `torch.cat` (the old keys freed) before the
+/// values' cat; a `DynamicSlidingWindowLayer` makes both cats, then rebinds both
+/// (`kv::GenerateLayer::update_transient`).
+fn grow<S: Sink>(s: &mut S, c: &mut LayerCache, prompt: u64, t: u64) {
+    let bytes = c.layer.bytes_after(prompt, t);
+    if c.layer.window.is_some() {
+        let grown = [s.alloc(bytes), s.alloc(bytes)];
+        s.free(c.ids[0]);
+        s.free(c.ids[1]);
+        c.ids[..2].copy_from_slice(&grown);
+        return;
+    }
+    for slot in c.ids[..2].iter_mut() {
+        let grown = s.alloc(bytes);
+        s.free(*slot);
+        *slot = grown;
+    }
 }
 
 /// Tokens whose sampling (and the decode forward after it) the stream writes: all up to
@@ -105,7 +134,7 @@ const DECODE_KEPT: u64 = 32;
 /// input is `inputs_embeds` itself, freed after the final norm. Each layer's cache is made at
 /// its first `update`, between the rotary embedding and the attention kernel, in both cache
 /// modes ([`prefill_block`]). Then the final norm and the head on the last position.
-fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
+fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<LayerCache>) {
     let plan = inp.plan;
     let tokens = inp.batch * inp.prompt;
     let e = &plan.embedding;
@@ -113,12 +142,23 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
     let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens));
     let cache_len = inp.static_cache.map_or(inp.prompt, |sc| sc.len);
     let mut input = embeds;
-    for &bi in &inp.events.layer_block {
+    for (i, &bi) in inp.events.layer_block.iter().enumerate() {
         let Some(b) = inp.events.blocks.get(bi as usize) else {
             continue;
         };
+        let layer = inp.kv_layers.get(i).copied().unwrap_or(GenerateLayer {
+            per_token: inp.kv_per_token,
+            ..GenerateLayer::default()
+        });
         let ids = reserve_block(s, b, input);
-        cache.push(prefill_block(s, inp, b, ids, cache_len, input == embeds));
+        let kv = prefill_block(
+            s,
+            b,
+            ids,
+            [layer.per_token * cache_len, layer.state],
+            input == embeds,
+        );
+        cache.push(LayerCache { layer, ids: kv });
         for &c in &b.copies {
             s.free(ids.id(b, c));
         }
@@ -133,35 +173,37 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<[u32; 2]>) {
 
 /// One prefill block: its events up to the attention kernel (projections, rotary), the layer's
 /// keys and values made by the cache's first `update` (`cache_utils.py`:
-/// `DynamicLayer.update` concatenates the rotated keys onto an empty tensor, `torch.cat`, a
-/// new tensor of the prompt's length; `StaticLayer.lazy_initialization` makes `torch.zeros`
-/// of `max_cache_len` and `update` copies into them in place), then the projected keys and
+/// `DynamicLayer.update` and `DynamicSlidingWindowLayer.update` concatenate the rotated keys
+/// onto an empty tensor, `torch.cat`, a new tensor of the prompt's length, the sliding layer
+/// keeping a view of it; `StaticLayer.lazy_initialization` makes `torch.zeros`
+/// of `max_cache_len` and `update` copies into them in place) — `sizes[0]` bytes each — and
+/// its recurrent state (`sizes[1]`), then the projected keys and
 /// values die (`key_states, value_states = cache.update(...)` rebinds the names to the cache's
 /// tensors), the kernel and the rest of the block. A static cache's keys reach the kernel
 /// sliced to the prompt (a view), with no mask and no `repeat_kv` (`static_cache.rs`), so both
 /// modes run the same kernel. `keep_input`: the input is `inputs_embeds`, which
-/// `LlamaModel.forward` frees itself. Returns the layer's keys and values.
+/// `LlamaModel.forward` frees itself. Returns the ids of the layer's keys, values and state.
 fn prefill_block<S: Sink>(
     s: &mut S,
-    inp: &InferInputs,
     b: &crate::estimate::tape::BlockEvents,
     ids: super::BlockIds,
-    cache_len: u64,
+    sizes: [u64; 2],
     keep_input: bool,
-) -> [u32; 2] {
+) -> [u32; 3] {
     let evs = &b.forward_no_save;
     let at = b
         .attention_at
         .map_or(evs.len(), |a| a as usize)
         .min(evs.len());
     run_block(s, b, &evs[..at], ids, keep_input);
-    let k = s.alloc(inp.kv_per_token * cache_len);
-    let v = s.alloc(inp.kv_per_token * cache_len);
+    let k = s.alloc(sizes[0]);
+    let v = s.alloc(sizes[0]);
+    let state = s.alloc(sizes[1]);
     for slot in b.attention_kv.into_iter().flatten() {
         if slot != b.input {
             s.free(ids.id(b, slot));
         }
     }
     run_block(s, b, &evs[at..], ids, keep_input);
-    [k, v]
+    [k, v, state]
 }

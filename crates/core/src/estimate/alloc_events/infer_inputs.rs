@@ -3,6 +3,7 @@
 
 use super::plan_events::PlanEvents;
 use crate::estimate::forward_plan::ForwardPlan;
+use crate::estimate::kv::GenerateLayer;
 
 /// What one `generate` stream is written from: the plan and its blocks' events, the
 /// parameters, the batch's shape and the cache's.
@@ -19,8 +20,12 @@ pub struct InferInputs<'a> {
     pub new_tokens: u64,
     /// Bytes of the hidden state of one token.
     pub hidden_per_token: u64,
-    /// Bytes of one layer's keys (or values) per token, all sequences (`kv.rs`).
+    /// Bytes of one layer's keys (or values) per token, all sequences, averaged over the
+    /// layers (`kv.rs`): the static cache's.
     pub kv_per_token: u64,
+    /// Each layer's dynamic cache (`kv::generate_layers`), in the order of
+    /// `events.layer_block`: its keys per token, its window, its recurrent state.
+    pub kv_layers: Vec<GenerateLayer>,
     /// The vocabulary (logits of the last position: batch × vocab).
     pub vocab: u64,
     /// Width of the logits (the head's output dtype).

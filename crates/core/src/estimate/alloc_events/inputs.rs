@@ -261,6 +261,7 @@ pub fn infer_inputs<'a>(
         new_tokens: job.new_tokens,
         hidden_per_token: spec.hidden_size.saturating_mul(events.param_width),
         kv_per_token: per_token / (2 * layers),
+        kv_layers: crate::estimate::kv::generate_layers(spec, job),
         vocab: spec.vocab_size,
         logits_width: events.param_width,
         calls: 1,

@@ -3,18 +3,20 @@
 //! `overhead.rs`).
 
 use super::infer_inputs::StaticCache;
+use super::quant_load::QuantLoad;
 use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::estimate::overhead::round_size;
+use crate::estimate::quant::{self, WeightFormat};
 use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
 use crate::job::{
     Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
 };
-use crate::model::{AttentionKind, Head, ModelSpec};
+use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 
 /// Steps simulated: the first makes the optimizer states, the second is the steady state. In
 /// the H200 runs (`run_one.py`: 1 warm-up + 2 measured) the third step's reserved peak equals
@@ -36,7 +38,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && p.zero == 0
         && job.optimizer_impl == OptimizerImpl::Foreach
         && job.loss == LossKernel::Standard
-        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && weights_expressible(spec, job)
         && job.images.is_none()
         && matches!(job.checkpointing, Checkpointing::None | Checkpointing::Full)
         && matches!(
@@ -55,6 +57,29 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
         && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// Weights the training stream writes: unquantized, or bitsandbytes 4-bit (NF4/FP4, with or
+/// without double quantization) under LoRA adapters — QLoRA — on blocks of standard attention
+/// and a dense MLP, whose projections all take the `Linear4bit` path
+/// (`blocks/linear4bit.rs`). 8-bit (LLM.int8's quantized activations and outlier
+/// decomposition), GPTQ/AWQ kernels and quantized experts are not written.
+fn weights_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    match crate::estimate::weights::weights_in_force(Some(spec), job) {
+        Ok(w) if w.is_none() => true,
+        Ok(WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq) => {
+            job.peft.is_some()
+                && spec.decoder.layers.iter().all(|l| {
+                    matches!(l.attention.kind, AttentionKind::Standard { .. })
+                        && matches!(l.mlp, Mlp::Dense(_))
+                        && l.cross_attention.is_none()
+                        && l.parallel_ssm.is_none()
+                        && l.shared_block.is_none()
+                        && l.experts_beside.is_none()
+                })
+        }
+        _ => false,
+    }
 }
 
 /// A static cache the stream writes (`static_cache.rs`): full-attention layers of standard
@@ -93,6 +118,22 @@ fn static_cache_of(spec: &ModelSpec, job: &ResolvedJob, query_width: u64) -> Opt
 /// The parameters in module order, each with its gradient and optimizer states; LoRA's
 /// adapters after their layer's base tensors (the base frozen).
 pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Param>, CoreError> {
+    params_quantized(inv, job, width, &WeightFormat::None)
+}
+
+/// [`params`] with the base weights in `format`: a bitsandbytes 4-bit weight is loaded as
+/// its packed bytes and quant state (`quant_load.rs`); every other tensor at `width`.
+pub fn params_quantized(
+    inv: &Inventory,
+    job: &ResolvedJob,
+    width: u64,
+    format: &WeightFormat,
+) -> Result<Vec<Param>, CoreError> {
+    let nested = matches!(format, WeightFormat::Nf4Dq);
+    let four_bit = matches!(
+        format,
+        WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq
+    );
     let lora = job.peft.as_ref();
     let mut out = Vec::with_capacity(inv.tensors.len() + 8);
     let adapters = match lora {
@@ -119,6 +160,11 @@ pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Para
                 [0; 3]
             },
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
+            quant: (four_bit && quant::is_quantized(format, t)).then_some(QuantLoad {
+                elements: t.elements(),
+                width,
+                nested,
+            }),
         });
     }
     push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
@@ -144,6 +190,7 @@ fn push_adapters(
                 embedding: false,
                 states: states(opt, &[half], width)?,
                 tape_grad: true,
+                quant: None,
             });
         }
     }

@@ -16,6 +16,7 @@ mod infer_inputs;
 pub mod inputs;
 pub mod outcome;
 pub mod plan_events;
+pub mod quant_load;
 pub mod replay;
 mod static_cache;
 mod train;
@@ -263,7 +264,8 @@ pub(crate) fn events_into<S: Sink>(
     if !inputs::expressible(job, spec, plan) {
         return Ok(false);
     }
-    let params = inputs::params(inv, job, events.param_width)?;
+    let format = crate::estimate::weights::weights_in_force(Some(spec), job)?;
+    let params = inputs::params_quantized(inv, job, events.param_width, &format)?;
     let inp = inputs::train_inputs(&src, &params);
     train_into(sink, &inp);
     Ok(true)

@@ -24,6 +24,8 @@ pub struct Param {
     /// Its gradient is made by its block's tape (a linear's weight or bias, a LoRA adapter:
     /// `Tape::weight_grad`), not by the stream at the block's end.
     pub tape_grad: bool,
+    /// A bitsandbytes 4-bit weight: loaded as `quant_load.rs` writes it (`bytes` unused).
+    pub quant: Option<super::quant_load::QuantLoad>,
 }
 
 /// The loss's tensors (`stages.rs` `loss`, transformers `ForCausalLMLoss`).
@@ -140,8 +142,14 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     // The first matmul's cuBLAS workspace (`CublasHandlePool.cpp`, kept for the process).
     s.alloc(inp.workspace);
     s.phase(Phase::Load);
+    let mut dynamic_code = false;
     for p in inp.params {
-        s.alloc(p.bytes);
+        match p.quant {
+            Some(q) => q.load_into(s, &mut dynamic_code),
+            None => {
+                s.alloc(p.bytes);
+            }
+        }
     }
     // run_one.py empties the cache after the build; `from_pretrained` leaves no cached
     // garbage either (its temporaries are freed and the caller's loop reuses the blocks).

@@ -1,5 +1,6 @@
 //! Random small Llama-shaped jobs (layers, widths, batch, sequence, precision, optimizer,
-//! checkpointing, gradient accumulation, `zero_grad`, training or generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
+//! checkpointing, gradient accumulation, `zero_grad`, QLoRA's 4-bit base weights, training or
+//! generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
 //!
 //! - the step's recorded stream replayed through the allocator model leaves it sound after
 //!   every phase (`Allocator::check_invariants`: every free block in its pool's free set and
@@ -33,6 +34,8 @@ struct Case {
     alloc: &'static str,
     grad_accum: u64,
     zero_grad: &'static str,
+    /// bitsandbytes 4-bit base weights under LoRA on every projection ("": none).
+    qlora: &'static str,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -66,6 +69,7 @@ fn case() -> impl Strategy<Value = Case> {
             Just("roundup_power2_divisions:[1:4,64:2,>:1],max_split_size_mb:40"),
             Just("expandable_segments:True,roundup_power2_divisions:2"),
         ],
+        prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
     )
         .prop_map(
             |(
@@ -74,6 +78,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (precision, optimizer, ckpt),
                 (infer, tied, grad_accum, zero_grad),
                 alloc,
+                qlora,
             )| Case {
                 layers,
                 hidden,
@@ -88,6 +93,7 @@ fn case() -> impl Strategy<Value = Case> {
                 alloc,
                 grad_accum,
                 zero_grad,
+                qlora,
             },
         )
 }
@@ -114,6 +120,11 @@ fn job(c: &Case) -> Job {
         j["checkpointing"] = json!(c.checkpointing);
         j["grad_accum"] = json!(c.grad_accum);
         j["zero_grad"] = json!(c.zero_grad);
+        if !c.qlora.is_empty() {
+            j["weights"] = json!(c.qlora);
+            j["peft"] = json!({"method": "qlora", "rank": 8, "alpha": 16, "dropout": 0.05,
+                "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
+        }
     }
     serde_json::from_value(j).expect("a valid job")
 }

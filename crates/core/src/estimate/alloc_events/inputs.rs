@@ -27,7 +27,7 @@ pub const STEPS: u8 = 2;
 /// The stream covers single-GPU PyTorch training of a causal LM with torch's optimizers, no
 /// checkpointing or full checkpointing, the standard loss, any gradient accumulation and
 /// either `zero_grad`, and none of the memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
-/// checkpointing, chunked losses, quantized weights, offloading) keeps today's estimate.
+/// checkpointing, chunked losses, quantized weights other than QLoRA's 4-bit ones, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     let p = &job.parallel;

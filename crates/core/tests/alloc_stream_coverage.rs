@@ -188,3 +188,32 @@ fn qlora_stream_peak_against_the_walk() {
         );
     }
 }
+
+/// A small Llama trained in bf16-mixed at batch 2 × 256, with `checkpointing` and `attention`.
+fn small(checkpointing: &str, attention: &str) -> Value {
+    json!({
+        "model": {"hf_config": {
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192,
+            "max_position_embeddings": 4096, "hidden_act": "silu",
+            "tie_word_embeddings": false, "torch_dtype": "bfloat16"}},
+        "batch": 2, "seq": 256, "precision": "bf16-mixed", "optimizer": "adamw",
+        "checkpointing": checkpointing, "attention": attention
+    })
+}
+
+/// Selective checkpointing recomputes a block's attention core (scores, probabilities,
+/// attention dropout: `activations.rs`). SDPA without attention dropout saves none of those
+/// (its kernel keeps q, k, v, the output and the log-sum-exp), so nothing is dropped or
+/// recomputed: the step is the un-checkpointed one, event for event. Over eager attention the
+/// core is the b·heads·s² scores and probabilities, which the stream does not recompute: that
+/// job keeps the packing heuristic (no stream).
+#[test]
+fn selective_checkpointing_without_a_core_is_the_plain_step() {
+    let plain = stream_of(&small("none", "sdpa"));
+    let selective = stream_of(&small("selective", "sdpa"));
+    assert_eq!(plain.events, selective.events);
+    let (input, resolved) = common::prepared_json(&small("selective", "eager"));
+    assert!(step_stream(&input, &resolved).unwrap().is_none());
+}

@@ -52,7 +52,7 @@ fn case() -> impl Strategy<Value = Case> {
         (
             prop_oneof![Just("fp32"), Just("bf16"), Just("bf16-mixed")],
             prop_oneof![Just("adamw"), Just("sgd"), Just("adamw-fused")],
-            prop_oneof![Just("none"), Just("full")],
+            prop_oneof![Just("none"), Just("full"), Just("selective")],
         ),
         (
             any::<bool>(),

@@ -40,7 +40,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && job.loss == LossKernel::Standard
         && weights_expressible(spec, job)
         && job.images.is_none()
-        && matches!(job.checkpointing, Checkpointing::None | Checkpointing::Full)
+        && checkpointing_expressible(job, plan)
         && matches!(
             job.optimizer,
             Optimizer::None
@@ -57,6 +57,19 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
         && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// Checkpointing the stream writes: none, full, and selective where the walk recomputes
+/// nothing (`activations.rs`: selective drops a block's attention core — scores,
+/// probabilities, dropout mask — which under SDPA or flash attention without attention dropout
+/// saves nothing beyond q, k, v, the output and the log-sum-exp, so `recomputed` is 0 and the
+/// block is the un-checkpointed one; the stream then runs it as such, `train.rs` checkpointing
+/// only under `Full`). Selective over eager attention keeps the heuristic.
+fn checkpointing_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
+    match job.checkpointing {
+        Checkpointing::None | Checkpointing::Full => true,
+        Checkpointing::Selective => plan.layers.iter().all(|l| l.recomputed == 0),
+    }
 }
 
 /// Weights the training stream writes: unquantized, or bitsandbytes 4-bit (NF4/FP4, with or

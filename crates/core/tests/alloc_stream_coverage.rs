@@ -167,9 +167,10 @@ fn stream_and_walk(job: &Value) -> (u64, u64) {
 /// does. Both are the same tensors, so their peaks agree as for the covered unquantized jobs
 /// (measured here: the one-layer model +0.44 % / +0.41 % — the load's transient 16-bit
 /// weight and the context's cuBLAS blocks weigh there —, Llama-3.1-8B b2 × 2048 +0.001 %,
-/// with full checkpointing +0.004 %): held within 1 %.
+/// with full checkpointing +0.004 %; torchtune's chunked output loss on Llama-3.2-3B bf16
+/// b2 × 4096 +0.019 %): held within 1 %.
 #[test]
-fn qlora_stream_peak_against_the_walk() {
+fn stream_peaks_against_the_walk() {
     let eight_b = json!({
         "model": "llama-3.1-8b", "weights": "nf4-dq", "precision": "bf16", "optimizer": "adamw",
         "batch": 2, "seq": 2048, "gpu": "h100",
@@ -178,7 +179,17 @@ fn qlora_stream_peak_against_the_walk() {
     });
     let mut full = eight_b.clone();
     full["checkpointing"] = json!("full");
-    for job in [tiny_qlora("nf4-dq"), tiny_qlora("nf4"), eight_b, full] {
+    let chunked = json!({
+        "model": "llama-3.2-3b", "precision": "bf16", "optimizer": "adamw-fused",
+        "batch": 2, "seq": 4096, "gpu": "a100-80gb", "loss": "chunked-output"
+    });
+    for job in [
+        tiny_qlora("nf4-dq"),
+        tiny_qlora("nf4"),
+        eight_b,
+        full,
+        chunked,
+    ] {
         let (stream, walk) = stream_and_walk(&job);
         let d = stream as f64 / walk as f64 - 1.0;
         assert!(
@@ -216,4 +227,74 @@ fn selective_checkpointing_without_a_core_is_the_plain_step() {
     assert_eq!(plain.events, selective.events);
     let (input, resolved) = common::prepared_json(&small("selective", "eager"));
     assert!(step_stream(&input, &resolved).unwrap().is_none());
+}
+
+/// The allocations of `phase` of at least `floor` bytes, in order.
+fn big_allocs(s: &Stream, phase: Phase, floor: u64) -> Vec<u64> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for e in &s.events {
+        match *e {
+            Event::Phase(p) => inside = p == phase,
+            Event::Alloc { bytes, .. } if inside && bytes >= floor => out.push(bytes),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// torchtune's chunked output and loss on a one-layer Llama (hidden 256, vocabulary 8192,
+/// untied) in bf16 at batch 1 × 64: eight chunks of 8 rows (`torch.chunk`, ⌈64/8⌉). Each
+/// chunk's bf16 logits 8·8192·2 = 131,072 B, all made first (the list); then per chunk the
+/// fp32 upcast and the saved log-softmax, 8·8192·4 = 262,144 B each. In backward the losses
+/// run first, last chunk first: the two fp32 gradients and the bf16 dlogits (262,144,
+/// 262,144, 131,072) per chunk; then each projection: the first makes the head's `.grad`
+/// (8192·256·2 = 4,194,304 B, kept), the other seven a contribution of the same size added
+/// and freed. (Allocations of at least 100 KiB; the block's smaller tensors fall below.)
+#[test]
+fn chunked_output_loss_chunk_by_chunk() {
+    let mut job = small("none", "sdpa");
+    job["model"]["hf_config"]["num_hidden_layers"] = json!(1);
+    job["batch"] = json!(1);
+    job["seq"] = json!(64);
+    job["precision"] = json!("bf16");
+    job["loss"] = json!("chunked-output");
+    let s = stream_of(&job);
+    let (logit, fp32, head) = (131_072u64, 262_144u64, 4_194_304u64);
+    let mut forward = vec![logit; 8];
+    for _ in 0..8 {
+        forward.extend([fp32, fp32]);
+    }
+    let mut backward = Vec::new();
+    for _ in 0..8 {
+        backward.extend([fp32, fp32, logit]);
+    }
+    // The first projection's backward is the autograd thread's first matmul: its cuBLAS
+    // workspace, the same block as the context's (the stream's first allocation), on step 0;
+    // on step 1 it exists already.
+    let workspace = big_allocs(&s, Phase::Context, 1)[0];
+    backward.extend([head; 8]);
+    // The final norm's saved tensors come first, one block as in the standard loss's stream
+    // (whose first allocation of at least 100 KiB in the forward is the same).
+    let mut standard = job.clone();
+    standard["loss"] = json!("standard");
+    let head_kept = big_allocs(&stream_of(&standard), Phase::Forward(1), 100 << 10)[0];
+    for step in 0..2 {
+        let f = big_allocs(&s, Phase::Forward(step), 100 << 10);
+        assert_eq!(f[0], head_kept);
+        assert_eq!(f[1..], forward[..]);
+        let mut want = backward.clone();
+        if step == 0 {
+            want.insert(25, workspace);
+        }
+        let b = big_allocs(&s, Phase::Backward(step), 100 << 10);
+        assert_eq!(b[..want.len()], want[..]);
+    }
+    // Live after the head's backward: a chunked loss holds one chunk's fp32 pair at most,
+    // where the whole loss holds the logits' (64·8192·4 = 2 MiB each).
+    let (stream, walk) = stream_and_walk(&job);
+    assert!(
+        (stream as f64 / walk as f64 - 1.0).abs() < 0.01,
+        "{stream} {walk}"
+    );
 }

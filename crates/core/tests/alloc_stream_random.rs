@@ -36,6 +36,8 @@ struct Case {
     zero_grad: &'static str,
     /// bitsandbytes 4-bit base weights under LoRA on every projection ("": none).
     qlora: &'static str,
+    /// torchtune's chunked output loss (where there is no autocast).
+    chunked: bool,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -69,7 +71,10 @@ fn case() -> impl Strategy<Value = Case> {
             Just("roundup_power2_divisions:[1:4,64:2,>:1],max_split_size_mb:40"),
             Just("expandable_segments:True,roundup_power2_divisions:2"),
         ],
-        prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
+        (
+            prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
+            any::<bool>(),
+        ),
     )
         .prop_map(
             |(
@@ -78,7 +83,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (precision, optimizer, ckpt),
                 (infer, tied, grad_accum, zero_grad),
                 alloc,
-                qlora,
+                (qlora, chunked),
             )| Case {
                 layers,
                 hidden,
@@ -94,6 +99,7 @@ fn case() -> impl Strategy<Value = Case> {
                 grad_accum,
                 zero_grad,
                 qlora,
+                chunked,
             },
         )
 }
@@ -120,6 +126,9 @@ fn job(c: &Case) -> Job {
         j["checkpointing"] = json!(c.checkpointing);
         j["grad_accum"] = json!(c.grad_accum);
         j["zero_grad"] = json!(c.zero_grad);
+        if c.chunked && c.precision != "bf16-mixed" {
+            j["loss"] = json!("chunked-output");
+        }
         if !c.qlora.is_empty() {
             j["weights"] = json!(c.qlora);
             j["peft"] = json!({"method": "qlora", "rank": 8, "alpha": 16, "dropout": 0.05,

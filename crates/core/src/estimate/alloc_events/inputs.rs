@@ -2,6 +2,7 @@
 //! and which jobs the stream can express (the rest keep the packing heuristic of
 //! `overhead.rs`).
 
+use super::chunked_loss::ChunkedOutput;
 use super::infer_inputs::StaticCache;
 use super::quant_load::QuantLoad;
 use super::train::{LossSizes, Param, TrainInputs};
@@ -37,7 +38,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && p.dp <= 1
         && p.zero == 0
         && job.optimizer_impl == OptimizerImpl::Foreach
-        && job.loss == LossKernel::Standard
+        && loss_expressible(job, plan)
         && weights_expressible(spec, job)
         && job.images.is_none()
         && checkpointing_expressible(job, plan)
@@ -57,6 +58,17 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
         && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// Losses the stream writes: the standard one (the logits whole), and torchtune's chunked
+/// output (`chunked_loss.rs`) without autocast (torchtune's recipes run the model in its own
+/// dtype). The fused linear cross-entropy (`chunked`) keeps the heuristic.
+fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
+    match job.loss {
+        LossKernel::Standard => true,
+        LossKernel::ChunkedOutput => plan.events.as_ref().is_some_and(|e| !e.autocast),
+        LossKernel::Chunked => false,
+    }
 }
 
 /// Checkpointing the stream writes: none, full, and selective where the walk recomputes
@@ -283,6 +295,15 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
         steps: STEPS,
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
         keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
+        chunked_output: (job.loss == LossKernel::ChunkedOutput && spec.vocab_size > 0).then(|| {
+            ChunkedOutput::new(
+                job.batch,
+                job.seq,
+                spec.vocab_size,
+                events.param_width,
+                spec.hidden_size.saturating_mul(events.param_width),
+            )
+        }),
     }
 }
 

@@ -11,6 +11,7 @@
 //! `peak_reserved`; the event walk of `simulate.rs` stays the source of the timeline and the
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
+mod chunked_loss;
 mod infer;
 mod infer_inputs;
 pub mod inputs;
@@ -21,6 +22,7 @@ pub mod replay;
 mod static_cache;
 mod train;
 
+pub use chunked_loss::ChunkedOutput;
 pub use infer::infer_into;
 pub use infer_inputs::{InferInputs, StaticCache};
 pub use outcome::Outcome;

@@ -73,6 +73,9 @@ pub struct TrainInputs<'a> {
     /// `zero_grad(set_to_none=False)`: `p.grad.zero_()` keeps every gradient tensor
     /// (`torch/optim/optimizer.py` `zero_grad`), so nothing is released between steps.
     pub keep_grads: bool,
+    /// torchtune's chunked output and loss in place of the whole logits and `loss`
+    /// (`chunked_loss.rs`).
+    pub chunked_output: Option<super::chunked_loss::ChunkedOutput>,
 }
 
 /// Ids of what lives across phases.
@@ -219,6 +222,8 @@ struct Fwd {
     last_hidden: u32,
     log_softmax: u32,
     labels_shifted: u32,
+    /// The chunked loss's saved tensors (`chunked_loss.rs`).
+    chunked: Option<super::chunked_loss::Saved>,
 }
 
 fn ckpt(inp: &TrainInputs) -> bool {
@@ -265,6 +270,24 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
     s.free(t);
     let head_copy = s.alloc(head.weight_copies);
+    if let Some(c) = &inp.chunked_output {
+        let saved = super::chunked_loss::forward(s, c);
+        for c in cached {
+            s.free(c);
+        }
+        return Fwd {
+            embedding_out,
+            embedding_extra,
+            mask,
+            blocks,
+            head_kept,
+            head_copy,
+            last_hidden: input,
+            log_softmax: u32::MAX,
+            labels_shifted: u32::MAX,
+            chunked: Some(saved),
+        };
+    }
     let l = &inp.loss;
     let logits = s.alloc(l.logits);
     let upcast = s.alloc(l.upcast);
@@ -289,11 +312,64 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         last_hidden: input,
         log_softmax,
         labels_shifted,
+        chunked: None,
     }
 }
 
 /// The loss, the head, the blocks newest first, the embeddings.
 fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
+    let mut grad = match (&inp.chunked_output, &fwd.chunked) {
+        (Some(c), Some(saved)) => super::chunked_loss::backward(s, inp, c, saved, |s, first| {
+            chunk_head_grad(s, inp, live, first)
+        }),
+        _ => loss_and_head_backward(s, inp, fwd, live),
+    };
+    s.free(fwd.head_copy);
+    s.free(fwd.head_kept);
+    s.free(fwd.last_hidden);
+    blocks_backward(s, inp, fwd, live, &mut grad);
+    s.free(fwd.mask);
+    embedding_grads(s, inp, live);
+    s.free(grad);
+    s.free(fwd.embedding_extra);
+    s.free(fwd.embedding_out);
+}
+
+/// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
+/// last chunk's) makes the output side's gradients as the whole head's backward does, with
+/// the autograd thread's cuBLAS workspace on its first matmul; each later chunk's weight
+/// gradient is added into autograd's input buffer and freed.
+fn chunk_head_grad<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, first: bool) {
+    if first {
+        output_side_grads(s, inp, live);
+        if !live.second_handle {
+            s.alloc(inp.workspace);
+            live.second_handle = true;
+        }
+        return;
+    }
+    let head = if inp.tied {
+        first_embedding(inp).map_or(0, |k| inp.params[k].grad)
+    } else {
+        inp.params
+            .iter()
+            .filter(|p| p.layer.is_none() && !p.embedding)
+            .map(|p| p.grad)
+            .max()
+            .unwrap_or(0)
+    };
+    let g = s.alloc(head);
+    s.free(g);
+}
+
+/// The whole loss's backward and the head's: the loss's gradients, dlogits, the output side's
+/// weight gradients, the head input's gradient (returned).
+fn loss_and_head_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    fwd: &Fwd,
+    live: &mut Live,
+) -> u32 {
     let l = &inp.loss;
     // nll_loss_backward, then _log_softmax_backward_data (dlogits in the loss width).
     let g1 = s.alloc(l.log_softmax);
@@ -315,17 +391,26 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
         s.alloc(inp.workspace);
         live.second_handle = true;
     }
-    let mut grad = s.alloc(inp.head_grad_input);
+    let grad = s.alloc(inp.head_grad_input);
     s.free(dlogits);
-    s.free(fwd.head_copy);
-    s.free(fwd.head_kept);
-    s.free(fwd.last_hidden);
+    grad
+}
+
+/// The blocks' backward, newest first; `grad` the gradient flowing down (the block input's,
+/// at the end).
+fn blocks_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    fwd: &Fwd,
+    live: &mut Live,
+    grad: &mut u32,
+) {
     for (i, &bi) in inp.events.layer_block.iter().enumerate().rev() {
         let (Some(b), Some(&ids)) = (inp.events.blocks.get(bi as usize), fwd.blocks.get(i)) else {
             continue;
         };
         let ids = BlockIds {
-            output_grad: grad,
+            output_grad: *grad,
             ..ids
         };
         if ckpt(inp) {
@@ -341,17 +426,12 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
                 .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
         }
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
-        s.free(grad);
+        s.free(*grad);
         if ckpt(inp) {
             s.free(ids.input);
         }
-        grad = ids.input_grad(b);
+        *grad = ids.input_grad(b);
     }
-    s.free(fwd.mask);
-    embedding_grads(s, inp, live);
-    s.free(grad);
-    s.free(fwd.embedding_extra);
-    s.free(fwd.embedding_out);
 }
 
 /// Gradients of the final norm and head, newest module first (`AccumulateGrad` keeps each as

@@ -36,8 +36,8 @@ struct Case {
     zero_grad: &'static str,
     /// bitsandbytes 4-bit base weights under LoRA on every projection ("": none).
     qlora: &'static str,
-    /// torchtune's chunked output loss (where there is no autocast).
-    chunked: bool,
+    /// The loss kernel (the chunked ones where there is no autocast).
+    loss: &'static str,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -73,7 +73,7 @@ fn case() -> impl Strategy<Value = Case> {
         ],
         (
             prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
-            any::<bool>(),
+            prop_oneof![Just("standard"), Just("chunked-output"), Just("chunked")],
         ),
     )
         .prop_map(
@@ -83,7 +83,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (precision, optimizer, ckpt),
                 (infer, tied, grad_accum, zero_grad),
                 alloc,
-                (qlora, chunked),
+                (qlora, loss),
             )| Case {
                 layers,
                 hidden,
@@ -99,7 +99,7 @@ fn case() -> impl Strategy<Value = Case> {
                 grad_accum,
                 zero_grad,
                 qlora,
-                chunked,
+                loss,
             },
         )
 }
@@ -126,8 +126,8 @@ fn job(c: &Case) -> Job {
         j["checkpointing"] = json!(c.checkpointing);
         j["grad_accum"] = json!(c.grad_accum);
         j["zero_grad"] = json!(c.zero_grad);
-        if c.chunked && c.precision != "bf16-mixed" {
-            j["loss"] = json!("chunked-output");
+        if c.precision != "bf16-mixed" {
+            j["loss"] = json!(c.loss);
         }
         if !c.qlora.is_empty() {
             j["weights"] = json!(c.qlora);

@@ -3,6 +3,7 @@
 //! `overhead.rs`).
 
 use super::chunked_loss::ChunkedOutput;
+use super::fused_ce::FusedCe;
 use super::infer_inputs::StaticCache;
 use super::quant_load::QuantLoad;
 use super::train::{LossSizes, Param, TrainInputs};
@@ -61,13 +62,14 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
 }
 
 /// Losses the stream writes: the standard one (the logits whole), and torchtune's chunked
-/// output (`chunked_loss.rs`) without autocast (torchtune's recipes run the model in its own
-/// dtype). The fused linear cross-entropy (`chunked`) keeps the heuristic.
+/// output (`chunked_loss.rs`) and Liger's fused linear cross-entropy (`fused_ce.rs`), both
+/// without autocast (torchtune's recipes run the model in its own dtype; Liger's function
+/// under autocast is not written).
 fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.loss {
         LossKernel::Standard => true,
         LossKernel::ChunkedOutput => plan.events.as_ref().is_some_and(|e| !e.autocast),
-        LossKernel::Chunked => false,
+        LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
     }
 }
 
@@ -265,6 +267,33 @@ impl LossSizes {
     }
 }
 
+/// Liger's fused loss for the job (`fused_ce.rs`): the walk's chunking
+/// (`stages::loss_chunked`), `grad_weight` the head weight's gradient (none when it is frozen:
+/// LoRA), the labels as the whole loss pads and shifts them.
+fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], width: u64) -> FusedCe {
+    let rows = job.batch.saturating_mul(job.seq);
+    let tied = matches!(spec.head, Head::LanguageModel { tied: true, .. });
+    let head_grad = if tied {
+        params.iter().find(|p| p.embedding && p.layer.is_none())
+    } else {
+        params
+            .iter()
+            .filter(|p| p.layer.is_none() && !p.embedding)
+            .max_by_key(|p| p.bytes)
+    }
+    .map_or(0, |p| p.grad);
+    FusedCe {
+        rows,
+        chunk: FusedCe::chunk_rows(rows, spec.hidden_size, spec.vocab_size),
+        vocab: spec.vocab_size,
+        hidden_row: spec.hidden_size.saturating_mul(width),
+        logits_width: width,
+        head_grad,
+        labels_padded: job.batch.saturating_mul(job.seq + 1).saturating_mul(8),
+        labels_shifted: rows.saturating_mul(8),
+    }
+}
+
 /// What either stream (training, `generate`) is written from: the model, the job, the
 /// device, the estimate's forward plan and its blocks' events.
 #[derive(Debug, Clone, Copy)]
@@ -304,6 +333,8 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
                 spec.hidden_size.saturating_mul(events.param_width),
             )
         }),
+        fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
+            .then(|| fused_ce_of(spec, job, params, events.param_width)),
     }
 }
 

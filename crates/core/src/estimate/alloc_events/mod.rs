@@ -12,6 +12,7 @@
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
 mod chunked_loss;
+mod fused_ce;
 mod infer;
 mod infer_inputs;
 pub mod inputs;
@@ -23,6 +24,7 @@ mod static_cache;
 mod train;
 
 pub use chunked_loss::ChunkedOutput;
+pub use fused_ce::FusedCe;
 pub use infer::infer_into;
 pub use infer_inputs::{InferInputs, StaticCache};
 pub use outcome::Outcome;

@@ -76,6 +76,9 @@ pub struct TrainInputs<'a> {
     /// torchtune's chunked output and loss in place of the whole logits and `loss`
     /// (`chunked_loss.rs`).
     pub chunked_output: Option<super::chunked_loss::ChunkedOutput>,
+    /// Liger's fused linear cross-entropy in place of the head's matmul and `loss`
+    /// (`fused_ce.rs`).
+    pub fused_ce: Option<super::fused_ce::FusedCe>,
 }
 
 /// Ids of what lives across phases.
@@ -224,6 +227,8 @@ struct Fwd {
     labels_shifted: u32,
     /// The chunked loss's saved tensors (`chunked_loss.rs`).
     chunked: Option<super::chunked_loss::Saved>,
+    /// The fused loss's saved gradients (`fused_ce.rs`).
+    fused: Option<super::fused_ce::Saved>,
 }
 
 fn ckpt(inp: &TrainInputs) -> bool {
@@ -266,12 +271,18 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     }
     let head = &plan.head;
     let head_kept = s.alloc(head.kept);
-    // The head's peak counts the logits made next.
-    let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
-    s.free(t);
+    if inp.fused_ce.is_none() {
+        // The head's peak counts the logits made next.
+        let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
+        s.free(t);
+    }
     let head_copy = s.alloc(head.weight_copies);
-    if let Some(c) = &inp.chunked_output {
-        let saved = super::chunked_loss::forward(s, c);
+    let (chunked, fused) = match (&inp.chunked_output, &inp.fused_ce) {
+        (Some(c), _) => (Some(super::chunked_loss::forward(s, c)), None),
+        (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
+        _ => (None, None),
+    };
+    if chunked.is_some() || fused.is_some() {
         for c in cached {
             s.free(c);
         }
@@ -285,7 +296,8 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
             last_hidden: input,
             log_softmax: u32::MAX,
             labels_shifted: u32::MAX,
-            chunked: Some(saved),
+            chunked,
+            fused,
         };
     }
     let l = &inp.loss;
@@ -313,15 +325,17 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         log_softmax,
         labels_shifted,
         chunked: None,
+        fused: None,
     }
 }
 
 /// The loss, the head, the blocks newest first, the embeddings.
 fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
-    let mut grad = match (&inp.chunked_output, &fwd.chunked) {
-        (Some(c), Some(saved)) => super::chunked_loss::backward(s, inp, c, saved, |s, first| {
+    let mut grad = match (&inp.chunked_output, &fwd.chunked, fwd.fused) {
+        (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, first| {
             chunk_head_grad(s, inp, live, first)
         }),
+        (_, _, Some(saved)) => fused_backward(s, inp, live, saved),
         _ => loss_and_head_backward(s, inp, fwd, live),
     };
     s.free(fwd.head_copy);
@@ -349,17 +363,58 @@ fn chunk_head_grad<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, first
         return;
     }
     let head = if inp.tied {
-        first_embedding(inp).map_or(0, |k| inp.params[k].grad)
+        first_embedding(inp)
     } else {
-        inp.params
-            .iter()
-            .filter(|p| p.layer.is_none() && !p.embedding)
-            .map(|p| p.grad)
-            .max()
-            .unwrap_or(0)
+        head_param(inp)
     };
-    let g = s.alloc(head);
+    let g = s.alloc(head.map_or(0, |k| inp.params[k].grad));
     s.free(g);
+}
+
+/// The untied head's weight: the largest output-side parameter (the final norm's are a
+/// vector).
+fn head_param(inp: &TrainInputs) -> Option<usize> {
+    inp.params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.layer.is_none() && !p.embedding)
+        .max_by_key(|(_, p)| p.bytes)
+        .map(|(k, _)| k)
+}
+
+/// Liger's fused loss backward (`fused_ce.rs`): the saved `grad_weight` becomes the head's
+/// `.grad` (`AccumulateGrad` steals it; added into `.grad` and freed when one is held; a tied
+/// head's is the embedding's first contribution), the final norm's gradients as the whole
+/// head's backward makes them, the autograd thread's cuBLAS workspace before the blocks'
+/// first matmul; the saved `grad_input` is the head input's gradient (returned).
+fn fused_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    saved: super::fused_ce::Saved,
+) -> u32 {
+    super::fused_ce::backward(s);
+    let head = if inp.tied { None } else { head_param(inp) };
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if !(p.layer.is_none() && !p.embedding) {
+            continue;
+        }
+        if Some(k) != head {
+            grad_of(s, live, k, p.grad);
+        } else if live.grads[k] == u32::MAX {
+            live.grads[k] = saved.grad_weight;
+        } else {
+            s.free(saved.grad_weight);
+        }
+    }
+    if inp.tied {
+        live.tied_head = saved.grad_weight;
+    }
+    if !live.second_handle {
+        s.alloc(inp.workspace);
+        live.second_handle = true;
+    }
+    saved.grad_input
 }
 
 /// The whole loss's backward and the head's: the loss's gradients, dlogits, the output side's

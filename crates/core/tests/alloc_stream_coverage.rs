@@ -168,7 +168,8 @@ fn stream_and_walk(job: &Value) -> (u64, u64) {
 /// (measured here: the one-layer model +0.44 % / +0.41 % — the load's transient 16-bit
 /// weight and the context's cuBLAS blocks weigh there —, Llama-3.1-8B b2 × 2048 +0.001 %,
 /// with full checkpointing +0.004 %; torchtune's chunked output loss on Llama-3.2-3B bf16
-/// b2 × 4096 +0.019 %; Liger's fused loss on Llama-3.1-8B bf16 b2 × 2048 +0.000 %): held
+/// b2 × 4096 +0.019 %; Liger's fused loss on Llama-3.1-8B bf16 b2 × 2048 +0.000 %; one DDP
+/// rank of Llama-3.2-1B bf16-mixed on 8 GPUs, b4 × 1024, +0.006 %): held
 /// within 1 %. Under LoRA the fused loss's head is frozen, and Liger makes no `grad_weight`
 /// (`torch.zeros_like(weight) if weight.requires_grad else None`); the walk
 /// (`stages::loss_chunked`) counts it whatever the head, so there the stream is below the
@@ -191,6 +192,10 @@ fn stream_peaks_against_the_walk() {
         "model": "llama-3.1-8b", "precision": "bf16", "optimizer": "adamw",
         "batch": 2, "seq": 2048, "gpu": "h200", "loss": "chunked"
     });
+    let ddp = json!({
+        "model": "llama-3.2-1b", "precision": "bf16-mixed", "optimizer": "adamw",
+        "batch": 4, "seq": 1024, "gpu": "h100", "parallel": {"dp": 8}
+    });
     let mut fused_lora = fused.clone();
     fused_lora["peft"] = json!({"method": "lora", "rank": 16, "alpha": 32,
         "targets": ["q_proj", "v_proj"]});
@@ -201,6 +206,7 @@ fn stream_peaks_against_the_walk() {
         full,
         chunked,
         fused,
+        ddp,
     ] {
         let (stream, walk) = stream_and_walk(&job);
         let d = stream as f64 / walk as f64 - 1.0;
@@ -369,6 +375,74 @@ fn fused_linear_cross_entropy_chunk_by_chunk() {
         let b = big_allocs(&s, Phase::Backward(step), 1);
         assert_eq!(b[..2], [4, 512]);
     }
+    let (stream, walk) = stream_and_walk(&job);
+    assert!(
+        (stream as f64 / walk as f64 - 1.0).abs() < 0.01,
+        "{stream} {walk}"
+    );
+}
+
+/// One rank of DDP on two GPUs: the one-layer Llama (hidden 256, 2 KV heads of 64, MLP 768,
+/// vocabulary 8192, untied) in fp32 at batch 1 × 40. Its parameters, fp32: embeddings and
+/// head 2 · 8192·256·4 = 16,777,216; q and o 2 · 256²·4 = 524,288; k and v 2 · 256·128·4 =
+/// 262,144; the MLP 3 · 256·768·4 = 2,359,296; three norms 3 · 1,024: 19,926,016 B. DDP's
+/// construction broadcasts them in buckets of at least 250 MiB — one, flattened (19,926,016,
+/// freed) — and makes the reducer's first-iteration bucket of every gradient (19,926,016,
+/// kept); then the batch (input ids and labels, int64 40·8 = 320 B each, which the plan counts
+/// as the 512 B blocks they take). The second forward rebuilds the buckets in the order the gradients
+/// became ready: the one freed, then the head's gradient first (8,388,608 ≥ 1 MiB closes the
+/// first bucket), every other gradient in one bucket under 25 MiB (11,537,408).
+#[test]
+fn ddp_rank_buckets() {
+    let mut job = small("none", "sdpa");
+    job["model"]["hf_config"]["num_hidden_layers"] = json!(1);
+    job["batch"] = json!(1);
+    job["seq"] = json!(40);
+    job["precision"] = json!("fp32");
+    job["parallel"] = json!({"dp": 2});
+    let s = stream_of(&job);
+    let sizes = |ev: &[Event]| -> Vec<i64> {
+        ev.iter()
+            .filter_map(|e| match *e {
+                Event::Alloc { bytes, .. } => Some(bytes as i64),
+                Event::Free { .. } => Some(-1),
+                _ => None,
+            })
+            .collect()
+    };
+    let empty = s
+        .events
+        .iter()
+        .position(|e| *e == Event::EmptyCache)
+        .unwrap();
+    let zero = s
+        .events
+        .iter()
+        .position(|e| *e == Event::Phase(Phase::ZeroGrad(0)))
+        .unwrap();
+    assert_eq!(
+        sizes(&s.events[empty..zero]),
+        [19_926_016, -1, 19_926_016, 512, 512]
+    );
+    let fwd = s
+        .events
+        .iter()
+        .position(|e| *e == Event::Phase(Phase::Forward(1)))
+        .unwrap();
+    assert_eq!(sizes(&s.events[fwd..fwd + 4]), [-1, 8_388_608, 11_537_408]);
+    // The first forward rebuilds nothing: the same step without DDP starts alike.
+    let mut single = job.clone();
+    single["parallel"] = json!({"dp": 1});
+    let one = stream_of(&single);
+    let first = |s: &Stream| {
+        let at = s
+            .events
+            .iter()
+            .position(|e| *e == Event::Phase(Phase::Forward(0)))
+            .unwrap();
+        sizes(&s.events[at..at + 20])
+    };
+    assert_eq!(first(&s), first(&one));
     let (stream, walk) = stream_and_walk(&job);
     assert!(
         (stream as f64 / walk as f64 - 1.0).abs() < 0.01,

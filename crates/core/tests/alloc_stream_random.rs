@@ -38,6 +38,8 @@ struct Case {
     qlora: &'static str,
     /// The loss kernel (the chunked ones where there is no autocast).
     loss: &'static str,
+    /// Data-parallel replicas (DDP, unquantized weights only).
+    dp: u64,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -74,6 +76,7 @@ fn case() -> impl Strategy<Value = Case> {
         (
             prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
             prop_oneof![Just("standard"), Just("chunked-output"), Just("chunked")],
+            prop_oneof![Just(1u64), Just(2), Just(8)],
         ),
     )
         .prop_map(
@@ -83,7 +86,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (precision, optimizer, ckpt),
                 (infer, tied, grad_accum, zero_grad),
                 alloc,
-                (qlora, loss),
+                (qlora, loss, dp),
             )| Case {
                 layers,
                 hidden,
@@ -100,6 +103,7 @@ fn case() -> impl Strategy<Value = Case> {
                 zero_grad,
                 qlora,
                 loss,
+                dp,
             },
         )
 }
@@ -129,7 +133,9 @@ fn job(c: &Case) -> Job {
         if c.precision != "bf16-mixed" {
             j["loss"] = json!(c.loss);
         }
-        if !c.qlora.is_empty() {
+        if c.qlora.is_empty() {
+            j["parallel"] = json!({"dp": c.dp});
+        } else {
             j["weights"] = json!(c.qlora);
             j["peft"] = json!({"method": "qlora", "rank": 8, "alpha": 16, "dropout": 0.05,
                 "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});

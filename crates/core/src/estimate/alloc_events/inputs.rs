@@ -32,12 +32,9 @@ pub const STEPS: u8 = 2;
 /// checkpointing, chunked losses, quantized weights other than QLoRA's 4-bit ones, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
-    let p = &job.parallel;
     job.task == Task::Train
         && job.framework == Framework::Pytorch
-        && p.gpus <= 1
-        && p.dp <= 1
-        && p.zero == 0
+        && parallel_expressible(spec, job)
         && job.optimizer_impl == OptimizerImpl::Foreach
         && loss_expressible(job, plan)
         && weights_expressible(spec, job)
@@ -59,6 +56,23 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
         && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// Layouts the training stream writes: one GPU, or plain data parallelism — one rank of
+/// PyTorch's `DistributedDataParallel` (`ddp.rs`): every GPU a replica (dp = gpus), no ZeRO,
+/// no offload, unquantized weights (4-bit `Params4bit` are broadcast in their own dtype's
+/// buckets, not written).
+fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    let p = &job.parallel;
+    let model_parallel = p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1;
+    if p.zero != 0 || model_parallel || p.offload != crate::job::Offload::None {
+        return false;
+    }
+    if p.gpus <= 1 && p.dp <= 1 {
+        return true;
+    }
+    p.dp == p.gpus
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
 /// Losses the stream writes: the standard one (the logits whole), and torchtune's chunked
@@ -335,6 +349,7 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),
+        ddp: job.parallel.dp > 1,
     }
 }
 

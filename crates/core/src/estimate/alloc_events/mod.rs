@@ -12,6 +12,7 @@
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
 mod chunked_loss;
+pub mod ddp;
 mod fused_ce;
 mod infer;
 mod infer_inputs;

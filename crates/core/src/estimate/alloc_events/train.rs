@@ -79,6 +79,8 @@ pub struct TrainInputs<'a> {
     /// Liger's fused linear cross-entropy in place of the head's matmul and `loss`
     /// (`fused_ce.rs`).
     pub fused_ce: Option<super::fused_ce::FusedCe>,
+    /// One rank of `DistributedDataParallel`: the reducer's buckets (`ddp.rs`).
+    pub ddp: bool,
 }
 
 /// Ids of what lives across phases.
@@ -160,6 +162,8 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     // run_one.py empties the cache after the build; `from_pretrained` leaves no cached
     // garbage either (its temporaries are freed and the caller's loop reuses the blocks).
     s.empty_cache();
+    // DDP wraps the built model: the broadcast's buckets and the reducer's first bucket.
+    let mut ddp_bucket = inp.ddp.then(|| super::ddp::construct(s, inp.params));
     let half = inp.plan.inputs / 2;
     s.alloc(half);
     s.alloc(inp.plan.inputs - half);
@@ -184,6 +188,11 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
             if step == 0 && micro == 0 && inp.lt_workspace > 0 {
                 s.alloc(inp.lt_workspace);
             }
+            if step > 0 || micro > 0 {
+                if let Some(first) = ddp_bucket.take() {
+                    super::ddp::rebuild(s, first, inp.params, &ready_order(inp, &live));
+                }
+            }
             let fwd = forward(s, inp);
             s.phase(Phase::Backward(step));
             backward(s, inp, &fwd, &mut live);
@@ -198,6 +207,24 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         s.phase(Phase::Optimizer(step));
         optimizer(s, inp, &mut live);
     }
+}
+
+/// The order the backward makes the parameters' gradients (DDP's rebuilt buckets follow it):
+/// the output side's (last first), the blocks' newest first (each block's last parameter
+/// first), the embeddings'.
+fn ready_order(inp: &TrainInputs, live: &Live) -> Vec<usize> {
+    let side = |emb: bool| {
+        (0..inp.params.len())
+            .rev()
+            .filter(move |&k| inp.params[k].layer.is_none() && inp.params[k].embedding == emb)
+    };
+    let mut out: Vec<usize> = side(false).collect();
+    for l in (0..live.start.len().saturating_sub(1)).rev() {
+        let (a, b) = (live.start[l] as usize, live.start[l + 1] as usize);
+        out.extend(live.by_layer[a..b].iter().rev().map(|&k| k as usize));
+    }
+    out.extend(side(true));
+    out
 }
 
 /// `zero_grad(set_to_none=True)`: every `.grad` released, in parameter order.

@@ -94,9 +94,10 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
-    /// Limits 1 MiB then 25 MiB: 0.5 + 0.75 MiB reach 1 MiB (bucket 1.25 MiB); then 10 + 10
-    /// + 10 reach 25 (30 MiB); a 40 MiB tensor alone (40); 3 MiB left over. A single limit
-    /// of 250 MiB over 100 MiB tensors: 100 + 100 + 100 = 300, then 100 + 100 = 200 (the rest).
+    /// Limits 1 MiB then 25 MiB: 0.5 + 0.75 MiB reach 1 MiB (bucket 1.25 MiB); then three
+    /// 10 MiB tensors reach 25 (30 MiB); a 40 MiB tensor alone (40); 3 MiB left over. A
+    /// single limit of 250 MiB over five 100 MiB tensors: three reach it (300), two are the
+    /// rest (200).
     #[test]
     fn buckets_close_at_their_limit() {
         let got = bucket_sizes(

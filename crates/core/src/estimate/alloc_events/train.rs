@@ -423,7 +423,7 @@ fn fused_backward<S: Sink>(
     super::fused_ce::backward(s);
     let head = if inp.tied { None } else { head_param(inp) };
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if !(p.layer.is_none() && !p.embedding) {
+        if p.layer.is_some() || p.embedding {
             continue;
         }
         if Some(k) != head {

@@ -1,5 +1,6 @@
 //! Random small Llama-shaped jobs (layers, widths, batch, sequence, precision, optimizer,
-//! checkpointing, gradient accumulation, `zero_grad`, training or generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
+//! checkpointing, gradient accumulation, `zero_grad`, QLoRA's 4-bit base weights, training or
+//! generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
 //!
 //! - the step's recorded stream replayed through the allocator model leaves it sound after
 //!   every phase (`Allocator::check_invariants`: every free block in its pool's free set and
@@ -33,6 +34,12 @@ struct Case {
     alloc: &'static str,
     grad_accum: u64,
     zero_grad: &'static str,
+    /// bitsandbytes 4-bit base weights under LoRA on every projection ("": none).
+    qlora: &'static str,
+    /// The loss kernel (the chunked ones where there is no autocast).
+    loss: &'static str,
+    /// Data-parallel replicas (DDP, unquantized weights only).
+    dp: u64,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -49,7 +56,7 @@ fn case() -> impl Strategy<Value = Case> {
         (
             prop_oneof![Just("fp32"), Just("bf16"), Just("bf16-mixed")],
             prop_oneof![Just("adamw"), Just("sgd"), Just("adamw-fused")],
-            prop_oneof![Just("none"), Just("full")],
+            prop_oneof![Just("none"), Just("full"), Just("selective")],
         ),
         (
             any::<bool>(),
@@ -66,6 +73,11 @@ fn case() -> impl Strategy<Value = Case> {
             Just("roundup_power2_divisions:[1:4,64:2,>:1],max_split_size_mb:40"),
             Just("expandable_segments:True,roundup_power2_divisions:2"),
         ],
+        (
+            prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
+            prop_oneof![Just("standard"), Just("chunked-output"), Just("chunked")],
+            prop_oneof![Just(1u64), Just(2), Just(8)],
+        ),
     )
         .prop_map(
             |(
@@ -74,6 +86,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (precision, optimizer, ckpt),
                 (infer, tied, grad_accum, zero_grad),
                 alloc,
+                (qlora, loss, dp),
             )| Case {
                 layers,
                 hidden,
@@ -88,6 +101,9 @@ fn case() -> impl Strategy<Value = Case> {
                 alloc,
                 grad_accum,
                 zero_grad,
+                qlora,
+                loss,
+                dp,
             },
         )
 }
@@ -114,6 +130,16 @@ fn job(c: &Case) -> Job {
         j["checkpointing"] = json!(c.checkpointing);
         j["grad_accum"] = json!(c.grad_accum);
         j["zero_grad"] = json!(c.zero_grad);
+        if c.precision != "bf16-mixed" {
+            j["loss"] = json!(c.loss);
+        }
+        if c.qlora.is_empty() {
+            j["parallel"] = json!({"dp": c.dp});
+        } else {
+            j["weights"] = json!(c.qlora);
+            j["peft"] = json!({"method": "qlora", "rank": 8, "alpha": 16, "dropout": 0.05,
+                "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
+        }
     }
     serde_json::from_value(j).expect("a valid job")
 }

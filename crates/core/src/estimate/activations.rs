@@ -358,10 +358,36 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
             crate::model::Naming::Bert | crate::model::Naming::Roberta
         ),
         lora,
+        dequant: if train {
+            dequant_of(spec, job, num)
+        } else {
+            None
+        },
         no_grad: job.task == Task::Infer,
         python_holds: job.task == Task::Infer && job.framework == Framework::Pytorch,
         part: crate::vision::Part::Language,
     }
+}
+
+/// How a training step's projections are dequantized: bitsandbytes 4-bit base weights
+/// (NF4/FP4, with or without double quantization) to the compute dtype, as the walk's
+/// `dequant` below sizes them; `None` for every other format (the stream does not write their
+/// kernels).
+fn dequant_of(
+    spec: &ModelSpec,
+    job: &ResolvedJob,
+    num: Numerics,
+) -> Option<super::blocks::Dequant> {
+    use super::quant::WeightFormat;
+    let nested = match super::weights::weights_in_force(Some(spec), job).ok()? {
+        WeightFormat::Nf4 | WeightFormat::Fp4 => false,
+        WeightFormat::Nf4Dq => true,
+        _ => return None,
+    };
+    Some(super::blocks::Dequant {
+        width: num.compute.min(2),
+        nested,
+    })
 }
 
 /// Bytes of the attention core (scores, probabilities, dropout) a block keeps: what

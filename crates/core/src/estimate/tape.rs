@@ -27,6 +27,12 @@ pub(crate) enum GradRole {
     CastSource,
     /// A reduction's temporary, freed at once.
     Temp,
+    /// bitsandbytes' dequantized weight (or its fp32 absmax) made for the next op's forward
+    /// and freed when it returns (`Tape::dequant`): a forward tensor of the stream only.
+    Dequant,
+    /// The same made again by the op's backward, before its input gradient, and freed after
+    /// it (`MatMul4Bit.backward`).
+    DequantBackward,
 }
 
 /// A symbolic tensor on the tape.

@@ -198,6 +198,7 @@ pub fn tower_forward(
             && job.task == crate::job::Task::Infer
             && job.framework == crate::job::Framework::Pytorch,
         lora,
+        dequant: None,
         part: Part::Vision,
     };
     if let TowerKind::Mllama { .. } = v.tower.kind {

@@ -2,19 +2,23 @@
 //! and which jobs the stream can express (the rest keep the packing heuristic of
 //! `overhead.rs`).
 
+use super::chunked_loss::ChunkedOutput;
+use super::fused_ce::FusedCe;
 use super::infer_inputs::StaticCache;
+use super::quant_load::QuantLoad;
 use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::estimate::overhead::round_size;
+use crate::estimate::quant::{self, WeightFormat};
 use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
 use crate::job::{
     Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
 };
-use crate::model::{AttentionKind, Head, ModelSpec};
+use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 
 /// Steps simulated: the first makes the optimizer states, the second is the steady state. In
 /// the H200 runs (`run_one.py`: 1 warm-up + 2 measured) the third step's reserved peak equals
@@ -25,20 +29,17 @@ pub const STEPS: u8 = 2;
 /// The stream covers single-GPU PyTorch training of a causal LM with torch's optimizers, no
 /// checkpointing or full checkpointing, the standard loss, any gradient accumulation and
 /// either `zero_grad`, and none of the memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
-/// checkpointing, chunked losses, quantized weights, offloading) keeps today's estimate.
+/// checkpointing, chunked losses, quantized weights other than QLoRA's 4-bit ones, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
-    let p = &job.parallel;
     job.task == Task::Train
         && job.framework == Framework::Pytorch
-        && p.gpus <= 1
-        && p.dp <= 1
-        && p.zero == 0
+        && parallel_expressible(spec, job)
         && job.optimizer_impl == OptimizerImpl::Foreach
-        && job.loss == LossKernel::Standard
-        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+        && loss_expressible(job, plan)
+        && weights_expressible(spec, job)
         && job.images.is_none()
-        && matches!(job.checkpointing, Checkpointing::None | Checkpointing::Full)
+        && checkpointing_expressible(job, plan)
         && matches!(
             job.optimizer,
             Optimizer::None
@@ -55,6 +56,71 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
         && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// Layouts the training stream writes: one GPU, or plain data parallelism — one rank of
+/// PyTorch's `DistributedDataParallel` (`ddp.rs`): every GPU a replica (dp = gpus), no ZeRO,
+/// no offload, unquantized weights (4-bit `Params4bit` are broadcast in their own dtype's
+/// buckets, not written).
+fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    let p = &job.parallel;
+    let model_parallel = p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1;
+    if p.zero != 0 || model_parallel || p.offload != crate::job::Offload::None {
+        return false;
+    }
+    if p.gpus <= 1 && p.dp <= 1 {
+        return true;
+    }
+    p.dp == p.gpus
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+}
+
+/// Losses the stream writes: the standard one (the logits whole), and torchtune's chunked
+/// output (`chunked_loss.rs`) and Liger's fused linear cross-entropy (`fused_ce.rs`), both
+/// without autocast (torchtune's recipes run the model in its own dtype; Liger's function
+/// under autocast is not written).
+fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
+    match job.loss {
+        LossKernel::Standard => true,
+        LossKernel::ChunkedOutput => plan.events.as_ref().is_some_and(|e| !e.autocast),
+        LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
+    }
+}
+
+/// Checkpointing the stream writes: none, full, and selective where the walk recomputes
+/// nothing (`activations.rs`: selective drops a block's attention core — scores,
+/// probabilities, dropout mask — which under SDPA or flash attention without attention dropout
+/// saves nothing beyond q, k, v, the output and the log-sum-exp, so `recomputed` is 0 and the
+/// block is the un-checkpointed one; the stream then runs it as such, `train.rs` checkpointing
+/// only under `Full`). Selective over eager attention keeps the heuristic.
+fn checkpointing_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
+    match job.checkpointing {
+        Checkpointing::None | Checkpointing::Full => true,
+        Checkpointing::Selective => plan.layers.iter().all(|l| l.recomputed == 0),
+    }
+}
+
+/// Weights the training stream writes: unquantized, or bitsandbytes 4-bit (NF4/FP4, with or
+/// without double quantization) under LoRA adapters — QLoRA — on blocks of standard attention
+/// and a dense MLP, whose projections all take the `Linear4bit` path
+/// (`blocks/linear4bit.rs`). 8-bit (LLM.int8's quantized activations and outlier
+/// decomposition), GPTQ/AWQ kernels and quantized experts are not written.
+fn weights_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    match crate::estimate::weights::weights_in_force(Some(spec), job) {
+        Ok(w) if w.is_none() => true,
+        Ok(WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq) => {
+            job.peft.is_some()
+                && spec.decoder.layers.iter().all(|l| {
+                    matches!(l.attention.kind, AttentionKind::Standard { .. })
+                        && matches!(l.mlp, Mlp::Dense(_))
+                        && l.cross_attention.is_none()
+                        && l.parallel_ssm.is_none()
+                        && l.shared_block.is_none()
+                        && l.experts_beside.is_none()
+                })
+        }
+        _ => false,
+    }
 }
 
 /// A static cache the stream writes (`static_cache.rs`): full-attention layers of standard
@@ -93,6 +159,22 @@ fn static_cache_of(spec: &ModelSpec, job: &ResolvedJob, query_width: u64) -> Opt
 /// The parameters in module order, each with its gradient and optimizer states; LoRA's
 /// adapters after their layer's base tensors (the base frozen).
 pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Param>, CoreError> {
+    params_quantized(inv, job, width, &WeightFormat::None)
+}
+
+/// [`params`] with the base weights in `format`: a bitsandbytes 4-bit weight is loaded as
+/// its packed bytes and quant state (`quant_load.rs`); every other tensor at `width`.
+pub fn params_quantized(
+    inv: &Inventory,
+    job: &ResolvedJob,
+    width: u64,
+    format: &WeightFormat,
+) -> Result<Vec<Param>, CoreError> {
+    let nested = matches!(format, WeightFormat::Nf4Dq);
+    let four_bit = matches!(
+        format,
+        WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq
+    );
     let lora = job.peft.as_ref();
     let mut out = Vec::with_capacity(inv.tensors.len() + 8);
     let adapters = match lora {
@@ -119,6 +201,11 @@ pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Para
                 [0; 3]
             },
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
+            quant: (four_bit && quant::is_quantized(format, t)).then_some(QuantLoad {
+                elements: t.elements(),
+                width,
+                nested,
+            }),
         });
     }
     push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
@@ -144,6 +231,7 @@ fn push_adapters(
                 embedding: false,
                 states: states(opt, &[half], width)?,
                 tape_grad: true,
+                quant: None,
             });
         }
     }
@@ -193,6 +281,33 @@ impl LossSizes {
     }
 }
 
+/// Liger's fused loss for the job (`fused_ce.rs`): the walk's chunking
+/// (`stages::loss_chunked`), `grad_weight` the head weight's gradient (none when it is frozen:
+/// LoRA), the labels as the whole loss pads and shifts them.
+fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], width: u64) -> FusedCe {
+    let rows = job.batch.saturating_mul(job.seq);
+    let tied = matches!(spec.head, Head::LanguageModel { tied: true, .. });
+    let head_grad = if tied {
+        params.iter().find(|p| p.embedding && p.layer.is_none())
+    } else {
+        params
+            .iter()
+            .filter(|p| p.layer.is_none() && !p.embedding)
+            .max_by_key(|p| p.bytes)
+    }
+    .map_or(0, |p| p.grad);
+    FusedCe {
+        rows,
+        chunk: FusedCe::chunk_rows(rows, spec.hidden_size, spec.vocab_size),
+        vocab: spec.vocab_size,
+        hidden_row: spec.hidden_size.saturating_mul(width),
+        logits_width: width,
+        head_grad,
+        labels_padded: job.batch.saturating_mul(job.seq + 1).saturating_mul(8),
+        labels_shifted: rows.saturating_mul(8),
+    }
+}
+
 /// What either stream (training, `generate`) is written from: the model, the job, the
 /// device, the estimate's forward plan and its blocks' events.
 #[derive(Debug, Clone, Copy)]
@@ -223,6 +338,18 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
         steps: STEPS,
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
         keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
+        chunked_output: (job.loss == LossKernel::ChunkedOutput && spec.vocab_size > 0).then(|| {
+            ChunkedOutput::new(
+                job.batch,
+                job.seq,
+                spec.vocab_size,
+                events.param_width,
+                spec.hidden_size.saturating_mul(events.param_width),
+            )
+        }),
+        fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
+            .then(|| fused_ce_of(spec, job, params, events.param_width)),
+        ddp: job.parallel.dp > 1,
     }
 }
 

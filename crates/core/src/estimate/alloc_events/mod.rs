@@ -11,15 +11,21 @@
 //! `peak_reserved`; the event walk of `simulate.rs` stays the source of the timeline and the
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
+mod chunked_loss;
+pub mod ddp;
+mod fused_ce;
 mod infer;
 mod infer_inputs;
 pub mod inputs;
 pub mod outcome;
 pub mod plan_events;
+pub mod quant_load;
 pub mod replay;
 mod static_cache;
 mod train;
 
+pub use chunked_loss::ChunkedOutput;
+pub use fused_ce::FusedCe;
 pub use infer::infer_into;
 pub use infer_inputs::{InferInputs, StaticCache};
 pub use outcome::Outcome;
@@ -263,7 +269,8 @@ pub(crate) fn events_into<S: Sink>(
     if !inputs::expressible(job, spec, plan) {
         return Ok(false);
     }
-    let params = inputs::params(inv, job, events.param_width)?;
+    let format = crate::estimate::weights::weights_in_force(Some(spec), job)?;
+    let params = inputs::params_quantized(inv, job, events.param_width, &format)?;
     let inp = inputs::train_inputs(&src, &params);
     train_into(sink, &inp);
     Ok(true)

@@ -24,6 +24,8 @@ pub struct Param {
     /// Its gradient is made by its block's tape (a linear's weight or bias, a LoRA adapter:
     /// `Tape::weight_grad`), not by the stream at the block's end.
     pub tape_grad: bool,
+    /// A bitsandbytes 4-bit weight: loaded as `quant_load.rs` writes it (`bytes` unused).
+    pub quant: Option<super::quant_load::QuantLoad>,
 }
 
 /// The loss's tensors (`stages.rs` `loss`, transformers `ForCausalLMLoss`).
@@ -71,6 +73,14 @@ pub struct TrainInputs<'a> {
     /// `zero_grad(set_to_none=False)`: `p.grad.zero_()` keeps every gradient tensor
     /// (`torch/optim/optimizer.py` `zero_grad`), so nothing is released between steps.
     pub keep_grads: bool,
+    /// torchtune's chunked output and loss in place of the whole logits and `loss`
+    /// (`chunked_loss.rs`).
+    pub chunked_output: Option<super::chunked_loss::ChunkedOutput>,
+    /// Liger's fused linear cross-entropy in place of the head's matmul and `loss`
+    /// (`fused_ce.rs`).
+    pub fused_ce: Option<super::fused_ce::FusedCe>,
+    /// One rank of `DistributedDataParallel`: the reducer's buckets (`ddp.rs`).
+    pub ddp: bool,
 }
 
 /// Ids of what lives across phases.
@@ -140,12 +150,20 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     // The first matmul's cuBLAS workspace (`CublasHandlePool.cpp`, kept for the process).
     s.alloc(inp.workspace);
     s.phase(Phase::Load);
+    let mut dynamic_code = false;
     for p in inp.params {
-        s.alloc(p.bytes);
+        match p.quant {
+            Some(q) => q.load_into(s, &mut dynamic_code),
+            None => {
+                s.alloc(p.bytes);
+            }
+        }
     }
     // run_one.py empties the cache after the build; `from_pretrained` leaves no cached
     // garbage either (its temporaries are freed and the caller's loop reuses the blocks).
     s.empty_cache();
+    // DDP wraps the built model: the broadcast's buckets and the reducer's first bucket.
+    let mut ddp_bucket = inp.ddp.then(|| super::ddp::construct(s, inp.params));
     let half = inp.plan.inputs / 2;
     s.alloc(half);
     s.alloc(inp.plan.inputs - half);
@@ -170,6 +188,11 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
             if step == 0 && micro == 0 && inp.lt_workspace > 0 {
                 s.alloc(inp.lt_workspace);
             }
+            if step > 0 || micro > 0 {
+                if let Some(first) = ddp_bucket.take() {
+                    super::ddp::rebuild(s, first, inp.params, &ready_order(inp, &live));
+                }
+            }
             let fwd = forward(s, inp);
             s.phase(Phase::Backward(step));
             backward(s, inp, &fwd, &mut live);
@@ -184,6 +207,24 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         s.phase(Phase::Optimizer(step));
         optimizer(s, inp, &mut live);
     }
+}
+
+/// The order the backward makes the parameters' gradients (DDP's rebuilt buckets follow it):
+/// the output side's (last first), the blocks' newest first (each block's last parameter
+/// first), the embeddings'.
+fn ready_order(inp: &TrainInputs, live: &Live) -> Vec<usize> {
+    let side = |emb: bool| {
+        (0..inp.params.len())
+            .rev()
+            .filter(move |&k| inp.params[k].layer.is_none() && inp.params[k].embedding == emb)
+    };
+    let mut out: Vec<usize> = side(false).collect();
+    for l in (0..live.start.len().saturating_sub(1)).rev() {
+        let (a, b) = (live.start[l] as usize, live.start[l + 1] as usize);
+        out.extend(live.by_layer[a..b].iter().rev().map(|&k| k as usize));
+    }
+    out.extend(side(true));
+    out
 }
 
 /// `zero_grad(set_to_none=True)`: every `.grad` released, in parameter order.
@@ -211,6 +252,10 @@ struct Fwd {
     last_hidden: u32,
     log_softmax: u32,
     labels_shifted: u32,
+    /// The chunked loss's saved tensors (`chunked_loss.rs`).
+    chunked: Option<super::chunked_loss::Saved>,
+    /// The fused loss's saved gradients (`fused_ce.rs`).
+    fused: Option<super::fused_ce::Saved>,
 }
 
 fn ckpt(inp: &TrainInputs) -> bool {
@@ -253,10 +298,35 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     }
     let head = &plan.head;
     let head_kept = s.alloc(head.kept);
-    // The head's peak counts the logits made next.
-    let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
-    s.free(t);
+    if inp.fused_ce.is_none() {
+        // The head's peak counts the logits made next.
+        let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
+        s.free(t);
+    }
     let head_copy = s.alloc(head.weight_copies);
+    let (chunked, fused) = match (&inp.chunked_output, &inp.fused_ce) {
+        (Some(c), _) => (Some(super::chunked_loss::forward(s, c)), None),
+        (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
+        _ => (None, None),
+    };
+    if chunked.is_some() || fused.is_some() {
+        for c in cached {
+            s.free(c);
+        }
+        return Fwd {
+            embedding_out,
+            embedding_extra,
+            mask,
+            blocks,
+            head_kept,
+            head_copy,
+            last_hidden: input,
+            log_softmax: u32::MAX,
+            labels_shifted: u32::MAX,
+            chunked,
+            fused,
+        };
+    }
     let l = &inp.loss;
     let logits = s.alloc(l.logits);
     let upcast = s.alloc(l.upcast);
@@ -281,11 +351,107 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         last_hidden: input,
         log_softmax,
         labels_shifted,
+        chunked: None,
+        fused: None,
     }
 }
 
 /// The loss, the head, the blocks newest first, the embeddings.
 fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
+    let mut grad = match (&inp.chunked_output, &fwd.chunked, fwd.fused) {
+        (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, first| {
+            chunk_head_grad(s, inp, live, first)
+        }),
+        (_, _, Some(saved)) => fused_backward(s, inp, live, saved),
+        _ => loss_and_head_backward(s, inp, fwd, live),
+    };
+    s.free(fwd.head_copy);
+    s.free(fwd.head_kept);
+    s.free(fwd.last_hidden);
+    blocks_backward(s, inp, fwd, live, &mut grad);
+    s.free(fwd.mask);
+    embedding_grads(s, inp, live);
+    s.free(grad);
+    s.free(fwd.embedding_extra);
+    s.free(fwd.embedding_out);
+}
+
+/// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
+/// last chunk's) makes the output side's gradients as the whole head's backward does, with
+/// the autograd thread's cuBLAS workspace on its first matmul; each later chunk's weight
+/// gradient is added into autograd's input buffer and freed.
+fn chunk_head_grad<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, first: bool) {
+    if first {
+        output_side_grads(s, inp, live);
+        if !live.second_handle {
+            s.alloc(inp.workspace);
+            live.second_handle = true;
+        }
+        return;
+    }
+    let head = if inp.tied {
+        first_embedding(inp)
+    } else {
+        head_param(inp)
+    };
+    let g = s.alloc(head.map_or(0, |k| inp.params[k].grad));
+    s.free(g);
+}
+
+/// The untied head's weight: the largest output-side parameter (the final norm's are a
+/// vector).
+fn head_param(inp: &TrainInputs) -> Option<usize> {
+    inp.params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.layer.is_none() && !p.embedding)
+        .max_by_key(|(_, p)| p.bytes)
+        .map(|(k, _)| k)
+}
+
+/// Liger's fused loss backward (`fused_ce.rs`): the saved `grad_weight` becomes the head's
+/// `.grad` (`AccumulateGrad` steals it; added into `.grad` and freed when one is held; a tied
+/// head's is the embedding's first contribution), the final norm's gradients as the whole
+/// head's backward makes them, the autograd thread's cuBLAS workspace before the blocks'
+/// first matmul; the saved `grad_input` is the head input's gradient (returned).
+fn fused_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    saved: super::fused_ce::Saved,
+) -> u32 {
+    super::fused_ce::backward(s);
+    let head = if inp.tied { None } else { head_param(inp) };
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if p.layer.is_some() || p.embedding {
+            continue;
+        }
+        if Some(k) != head {
+            grad_of(s, live, k, p.grad);
+        } else if live.grads[k] == u32::MAX {
+            live.grads[k] = saved.grad_weight;
+        } else {
+            s.free(saved.grad_weight);
+        }
+    }
+    if inp.tied {
+        live.tied_head = saved.grad_weight;
+    }
+    if !live.second_handle {
+        s.alloc(inp.workspace);
+        live.second_handle = true;
+    }
+    saved.grad_input
+}
+
+/// The whole loss's backward and the head's: the loss's gradients, dlogits, the output side's
+/// weight gradients, the head input's gradient (returned).
+fn loss_and_head_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    fwd: &Fwd,
+    live: &mut Live,
+) -> u32 {
     let l = &inp.loss;
     // nll_loss_backward, then _log_softmax_backward_data (dlogits in the loss width).
     let g1 = s.alloc(l.log_softmax);
@@ -307,17 +473,26 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
         s.alloc(inp.workspace);
         live.second_handle = true;
     }
-    let mut grad = s.alloc(inp.head_grad_input);
+    let grad = s.alloc(inp.head_grad_input);
     s.free(dlogits);
-    s.free(fwd.head_copy);
-    s.free(fwd.head_kept);
-    s.free(fwd.last_hidden);
+    grad
+}
+
+/// The blocks' backward, newest first; `grad` the gradient flowing down (the block input's,
+/// at the end).
+fn blocks_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    fwd: &Fwd,
+    live: &mut Live,
+    grad: &mut u32,
+) {
     for (i, &bi) in inp.events.layer_block.iter().enumerate().rev() {
         let (Some(b), Some(&ids)) = (inp.events.blocks.get(bi as usize), fwd.blocks.get(i)) else {
             continue;
         };
         let ids = BlockIds {
-            output_grad: grad,
+            output_grad: *grad,
             ..ids
         };
         if ckpt(inp) {
@@ -333,17 +508,12 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
                 .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
         }
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
-        s.free(grad);
+        s.free(*grad);
         if ckpt(inp) {
             s.free(ids.input);
         }
-        grad = ids.input_grad(b);
+        *grad = ids.input_grad(b);
     }
-    s.free(fwd.mask);
-    embedding_grads(s, inp, live);
-    s.free(grad);
-    s.free(fwd.embedding_extra);
-    s.free(fwd.embedding_out);
 }
 
 /// Gradients of the final norm and head, newest module first (`AccumulateGrad` keeps each as

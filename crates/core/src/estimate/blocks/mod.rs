@@ -11,6 +11,7 @@ mod gated_delta;
 mod gemma4;
 mod gpt_oss;
 mod jamba;
+mod linear4bit;
 mod llama4;
 mod mamba;
 mod mamba2_torch;
@@ -26,6 +27,7 @@ mod zamba2;
 
 pub use falcon_h1::falcon_h1_path_warning;
 pub(crate) use gemma4::checkpoint_stored_kv;
+pub use linear4bit::Dequant;
 pub use mamba::block_output_width;
 pub use mamba2_torch::mamba2_path_warning;
 pub use nemotron_h::nemotron_h_path_warning;
@@ -82,6 +84,9 @@ pub struct BlockCtx<'a> {
     pub python_holds: bool,
     /// LoRA on these module names.
     pub lora: Option<Lora<'a>>,
+    /// The projections' base weights are bitsandbytes 4-bit (QLoRA training): each
+    /// dequantized around its matmul ([`Dequant`], `linear4bit.rs`).
+    pub dequant: Option<Dequant>,
     /// The model component the block belongs to (a VLM's vision tower or language model):
     /// LoRA's `part:module` targets match only there.
     pub part: crate::vision::Part,
@@ -303,7 +308,10 @@ impl<'a> Prog<'a> {
     /// `lora_B(lora_A(dropout(x)))`: the dropout makes a copy of the input (and a mask) that
     /// lora_A saves, lora_A's r-wide output is saved by lora_B, and the sum is a new tensor.
     fn linear_named(&mut self, x: Id, inp: u64, out: u64, bias: bool, role: Role) -> Id {
-        let y = self.linear(x, inp, out, bias);
+        let y = match self.c.dequant {
+            Some(d) => self.linear_4bit(x, inp, out, d),
+            None => self.linear(x, inp, out, bias),
+        };
         let Some(Lora {
             targets,
             rank,
@@ -320,6 +328,9 @@ impl<'a> Prog<'a> {
         });
         if !hit {
             return y;
+        }
+        if self.c.dequant.is_some() {
+            self.peft_clone(y);
         }
         let rows = self.t.elements(x) / inp.max(1);
         // PEFT keeps adapters in fp32 beside a 16-bit base (`autocast_adapter_dtype=True`) and

@@ -67,6 +67,10 @@ pub struct BlockEvents {
     pub attention_at: Option<u32>,
     /// Local slots of the keys and values the attention kernel reads.
     pub attention_kv: Option<[u32; 2]>,
+    /// Slots of bitsandbytes' dequantized weights (`Tape::dequant`): the stream's alone, left
+    /// out of [`BlockEvents::backward_peak`] (the walk adds the largest apart,
+    /// `activations.rs`).
+    pub stream_only: Vec<u32>,
 }
 
 impl BlockEvents {
@@ -110,6 +114,9 @@ impl BlockEvents {
         let mut best = BackwardPeak { made, released: 0 };
         for &e in events {
             let slot = e.slot();
+            if !self.stream_only.is_empty() && self.stream_only.binary_search(&slot).is_ok() {
+                continue;
+            }
             let Some(l) = live.get_mut(slot as usize) else {
                 continue;
             };
@@ -186,6 +193,43 @@ impl Tape {
         self.backward_tensor(bytes, GradRole::CastSource);
     }
 
+    /// A frozen bitsandbytes 4-bit weight dequantized for the next op (record it just before
+    /// the op): `MatMul4Bit.forward` (`bitsandbytes/autograd/_functions.py`) runs
+    /// `F.linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t(), bias)`, so the tensor
+    /// is made before the op's output and dropped when the op returns (`dequantize_4bit`'s
+    /// `torch.empty(shape, dtype)`, `functional.py`). It saves only the packed `B`
+    /// (`ctx.tensors = (None, B)`), so nothing of it outlives the op. Stream-only:
+    /// [`Tape::memory`] and the backward's peak leave it out. Nothing of zero bytes.
+    pub fn dequant(&mut self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let at = self.ops + 1;
+        self.entries.push(super::Entry {
+            bytes,
+            width: 2,
+            kept: false,
+            external: false,
+            last_use: at,
+            created: at,
+            pointwise: false,
+            inputs: Vec::new(),
+            saver: usize::MAX,
+            copy: false,
+            wgrad: GradRole::Dequant,
+        });
+    }
+
+    /// The last op's weight dequantized again by its backward (record it just after the op):
+    /// `MatMul4Bit.backward` computes `grad_A = torch.matmul(grad_output,
+    /// F.dequantize_4bit(B, ctx.state).to(grad_output.dtype).t())`: made before the input's
+    /// gradient, dropped once the matmul returns. Nothing under `no_grad`.
+    pub fn dequant_backward(&mut self, bytes: u64) {
+        if bytes > 0 {
+            self.backward_tensor(bytes, GradRole::DequantBackward);
+        }
+    }
+
     /// A temporary of the last op's backward, freed at once (a reduction's buffer).
     pub fn backward_temp(&mut self, bytes: u64) {
         self.backward_tensor(bytes, GradRole::Temp);
@@ -245,6 +289,15 @@ impl Tape {
                 .filter(|&i| self.entries[i].wgrad == GradRole::Kept)
                 .map(|i| i as u32)
                 .collect(),
+            stream_only: (0..n)
+                .filter(|&i| {
+                    matches!(
+                        self.entries[i].wgrad,
+                        GradRole::Dequant | GradRole::DequantBackward
+                    )
+                })
+                .map(|i| i as u32)
+                .collect(),
         }
     }
 
@@ -263,6 +316,12 @@ impl Tape {
     fn forward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
         let mut keyed: Vec<(usize, u8, usize)> = Vec::with_capacity(2 * self.entries.len());
         for (i, e) in self.entries.iter().enumerate() {
+            if e.wgrad == GradRole::Dequant {
+                // Made for its op and gone when the op returns (`Tape::dequant`).
+                keyed.push((e.created, 0, i));
+                keyed.push((e.created, 1, i));
+                continue;
+            }
             let mine = self.allocated_here(i);
             if mine {
                 keyed.push((e.created, 0, i));
@@ -304,6 +363,13 @@ impl Tape {
         for (i, e) in self.entries.iter().enumerate() {
             match e.wgrad {
                 GradRole::None => {}
+                GradRole::Dequant => continue,
+                GradRole::DequantBackward => {
+                    // Before the input gradient (place 0, a lower slot), freed after it.
+                    keyed.push((e.created, 0, 0, 0, i));
+                    keyed.push((e.created, 0, 0, 1, i));
+                    continue;
+                }
                 GradRole::Kept => {
                     keyed.push((e.created, 0, i + 1, 0, i));
                     if accumulate {

@@ -1,0 +1,152 @@
+//! torchtune's chunked output and loss as the allocator sees them (`loss: "chunked-output"`):
+//! `TransformerDecoder.chunked_output` (`torchtune/modules/transformer.py`) projects the final
+//! hidden state in [`OUTPUT_CHUNKS`] chunks along the sequence, every chunk's logits kept in a
+//! list; `CEWithChunkedOutputLoss` (`torchtune/modules/loss/ce_chunked_output_loss.py`)
+//! flattens each chunk of the recipe's shifted labels (a copy) and cross-entropies the chunks
+//! in turn, each `logits_chunk.float()` freed once its `log_softmax` (saved) exists; the
+//! recipe's `del logits` (`recipes/full_finetune_single_device.py` `_loss_step`) drops the
+//! chunks. The sizes are the walk's (`stages::loss_chunked_output`).
+
+use super::{Sink, TrainInputs};
+use crate::estimate::stages::OUTPUT_CHUNKS;
+
+/// The chunked output's sizes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkedOutput {
+    /// Rows (batch × positions) of each chunk, in order: `torch.chunk` along the sequence,
+    /// ⌈s / 8⌉ positions each and the last the rest.
+    pub rows: Vec<u64>,
+    pub vocab: u64,
+    /// Bytes per logit (the head's dtype; no autocast).
+    pub logits_width: u64,
+    /// Bytes of one row of the hidden state's gradient.
+    pub hidden_row: u64,
+    /// The recipe's shifted labels: `torch.hstack((labels[..., 1:], ignore))`, int64 `[b, s]`.
+    pub labels: u64,
+}
+
+impl ChunkedOutput {
+    /// The chunks of a `batch × seq` step (`stages::loss_chunked_output`'s split).
+    pub fn new(batch: u64, seq: u64, vocab: u64, logits_width: u64, hidden_row: u64) -> Self {
+        let n = OUTPUT_CHUNKS.min(seq.max(1));
+        let per = seq.div_ceil(n);
+        let rows = (0..n)
+            .map(|i| seq.saturating_sub(i * per).min(per))
+            .filter(|&c| c > 0)
+            .map(|c| batch.saturating_mul(c))
+            .collect();
+        ChunkedOutput {
+            rows,
+            vocab,
+            logits_width,
+            hidden_row,
+            labels: batch.saturating_mul(seq).saturating_mul(8),
+        }
+    }
+
+    fn logits(&self, rows: u64) -> u64 {
+        rows.saturating_mul(self.vocab)
+            .saturating_mul(self.logits_width)
+    }
+
+    fn fp32(&self, rows: u64) -> u64 {
+        rows.saturating_mul(self.vocab).saturating_mul(4)
+    }
+}
+
+/// What the chunked loss's forward leaves for backward: per chunk its saved log-softmax and
+/// flattened labels, and the shifted labels.
+#[derive(Debug, Clone, Default)]
+pub struct Saved {
+    log_softmax: Vec<u32>,
+    labels: Vec<u32>,
+    shifted: u32,
+}
+
+/// The forward from the head's input on: each chunk's projection (kept in the list), the
+/// shifted labels and their flattened chunks, then each chunk's upcast and log-softmax, then
+/// `del logits`.
+pub fn forward<S: Sink>(s: &mut S, c: &ChunkedOutput) -> Saved {
+    let logits: Vec<u32> = c.rows.iter().map(|&r| s.alloc(c.logits(r))).collect();
+    let shifted = s.alloc(c.labels);
+    let labels = c.rows.iter().map(|&r| s.alloc(r * 8)).collect();
+    let mut log_softmax = Vec::with_capacity(c.rows.len());
+    for &r in &c.rows {
+        // `logits.float()` is the chunk itself when the logits are fp32 already.
+        let upcast = if c.logits_width == 4 {
+            u32::MAX
+        } else {
+            s.alloc(c.fp32(r))
+        };
+        log_softmax.push(s.alloc(c.fp32(r)));
+        s.free(upcast);
+    }
+    for id in logits {
+        s.free(id);
+    }
+    Saved {
+        log_softmax,
+        labels,
+        shifted,
+    }
+}
+
+/// The backward of the losses and the projections. The losses' nodes are newer than every
+/// projection's, so autograd runs all of them first, the last chunk first: `nll_loss`'s and
+/// `log_softmax`'s fp32 gradients, the saved log-softmax and the chunk's labels released, the
+/// gradient cast back to the logits' dtype (`ToCopyBackward`). Then each projection, last
+/// chunk first: its weight's gradient (`head_grad`: the first made as the `.grad` or tied
+/// buffer, each later one added into autograd's input buffer and freed,
+/// `InputBuffer::accumulate`), the chunk's input gradient, its logits gradient released.
+/// `torch.chunk`'s backward (`SplitBackward`) then concatenates the chunks' input gradients
+/// into one `b·s·h` tensor, returned.
+pub fn backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    c: &ChunkedOutput,
+    saved: &Saved,
+    mut head_grad: impl FnMut(&mut S, bool),
+) -> u32 {
+    let mut dlogits = vec![u32::MAX; c.rows.len()];
+    for (k, &r) in c.rows.iter().enumerate().rev() {
+        let g1 = s.alloc(c.fp32(r));
+        let g2 = s.alloc(c.fp32(r));
+        s.free(g1);
+        s.free(saved.log_softmax[k]);
+        s.free(saved.labels[k]);
+        dlogits[k] = if c.logits_width == 4 {
+            g2
+        } else {
+            let d = s.alloc(c.logits(r));
+            s.free(g2);
+            d
+        };
+    }
+    s.free(saved.shifted);
+    let mut inputs = vec![u32::MAX; c.rows.len()];
+    for (k, &r) in c.rows.iter().enumerate().rev() {
+        head_grad(s, k + 1 == c.rows.len());
+        inputs[k] = s.alloc(r.saturating_mul(c.hidden_row));
+        s.free(dlogits[k]);
+    }
+    let grad = s.alloc(inp.head_grad_input);
+    for id in inputs {
+        s.free(id);
+    }
+    grad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `torch.chunk` of 4096 positions in 8: 512 each; of 100: ⌈100/8⌉ = 13 positions, seven
+    /// chunks of 13 and the last 9 (7·13 = 91); of 5 positions: 5 chunks of 1.
+    #[test]
+    fn chunks_as_torch_chunk_splits() {
+        assert_eq!(ChunkedOutput::new(2, 4096, 10, 2, 8).rows, vec![1024; 8]);
+        let c = ChunkedOutput::new(1, 100, 10, 2, 8);
+        assert_eq!(c.rows, vec![13, 13, 13, 13, 13, 13, 13, 9]);
+        assert_eq!(ChunkedOutput::new(3, 5, 10, 2, 8).rows, vec![3; 5]);
+    }
+}

@@ -1,0 +1,113 @@
+//! Liger-Kernel's fused linear cross-entropy as the allocator sees it (`loss: "chunked"`):
+//! `LigerFusedLinearCrossEntropyFunction` (`liger_kernel/ops/fused_linear_cross_entropy.py`,
+//! `fused_linear_cross_entropy_forward`) never makes the whole logits. Its forward allocates
+//! `grad_input = torch.zeros_like(_input)`, `grad_weight = torch.zeros_like(weight)` when the
+//! head trains, `loss_1d = torch.zeros(BT, float32)` and `target_mask = target !=
+//! ignore_index`; then, per chunk of `next_power_of_2(⌈BT / ⌈V/H⌉⌉)` rows, `logits_chunk =
+//! _input_chunk @ weight.t()` (the previous chunk's still bound while it is made), the
+//! cross-entropy kernel writing the logits' gradient in place, `grad_input[rows] =
+//! grad_logits_chunk @ weight` (a chunk-sized product copied in and freed) and `torch.addmm`
+//! into `grad_weight` in place; `ctx.save_for_backward(grad_input, grad_weight)`. Its
+//! backward (`fused_linear_cross_entropy_backward`) compares `grad_output` with
+//! `torch.tensor(1.0)` and returns the saved tensors as they are (the loss is the last op):
+//! the head input's gradient and the head weight's, which `AccumulateGrad` steals as `.grad`.
+//! The labels: Liger's `LigerForCausalLMLoss` pads (`labels = pad(labels, (0, 1))`, the
+//! local rebound, so the padded tensor lives to the function's end) and shifts
+//! (`labels[..., 1:].contiguous()`).
+
+use super::Sink;
+
+/// The fused loss's sizes (the walk's, `stages::loss_chunked`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FusedCe {
+    /// Rows (batch × sequence) and the chunk's rows.
+    pub rows: u64,
+    pub chunk: u64,
+    pub vocab: u64,
+    /// Bytes of one row of the head's input (and of its gradient).
+    pub hidden_row: u64,
+    /// Bytes per logit (the input's dtype; no autocast).
+    pub logits_width: u64,
+    /// `grad_weight` (0: a frozen head, `weight.requires_grad` false).
+    pub head_grad: u64,
+    /// `pad(labels, (0, 1))` and `shift_labels[..., 1:].contiguous()` (int64).
+    pub labels_padded: u64,
+    pub labels_shifted: u64,
+}
+
+impl FusedCe {
+    /// Liger's chunking of `rows` rows of `hidden` over `vocab`: `inc_factor = ⌈V / H⌉`,
+    /// `chunk_size = next_power_of_2(⌈BT / inc_factor⌉)`.
+    pub fn chunk_rows(rows: u64, hidden: u64, vocab: u64) -> u64 {
+        let inc = vocab.div_ceil(hidden.max(1)).max(1);
+        rows.div_ceil(inc).next_power_of_two().min(rows.max(1))
+    }
+}
+
+/// What the forward leaves: the two saved gradients (`u32::MAX`: none).
+#[derive(Debug, Clone, Copy)]
+pub struct Saved {
+    pub grad_input: u32,
+    pub grad_weight: u32,
+}
+
+/// The loss's forward on the head's input: labels, the function's buffers, the chunks, and
+/// what the function frees on return.
+pub fn forward<S: Sink>(s: &mut S, c: &FusedCe) -> Saved {
+    let padded = s.alloc(c.labels_padded);
+    let shifted = s.alloc(c.labels_shifted);
+    let grad_input = s.alloc(c.rows.saturating_mul(c.hidden_row));
+    let grad_weight = if c.head_grad > 0 {
+        s.alloc(c.head_grad)
+    } else {
+        u32::MAX
+    };
+    let loss_1d = s.alloc(c.rows.saturating_mul(4));
+    let mask = s.alloc(c.rows);
+    // `target_mask.sum().item()`: an int64 scalar, read and dropped.
+    let n = s.alloc(8);
+    s.free(n);
+    let mut logits = u32::MAX;
+    let mut start = 0;
+    while start < c.rows {
+        let r = c.chunk.min(c.rows - start).max(1);
+        let next = s.alloc(r.saturating_mul(c.vocab).saturating_mul(c.logits_width));
+        s.free(logits);
+        logits = next;
+        let product = s.alloc(r.saturating_mul(c.hidden_row));
+        s.free(product);
+        start += r;
+    }
+    // `loss = torch.sum(loss_1d)`, then the function returns: its locals go.
+    s.alloc(4);
+    s.free(logits);
+    s.free(loss_1d);
+    s.free(mask);
+    s.free(shifted);
+    s.free(padded);
+    Saved {
+        grad_input,
+        grad_weight,
+    }
+}
+
+/// The backward: `torch.tensor(1.0)` made for the comparison and dropped; nothing else made.
+pub fn backward<S: Sink>(s: &mut S) {
+    let one = s.alloc(4);
+    s.free(one);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Llama-3.1-8B at b2 × 2048 (BT 4096, H 4096, V 128,256): ⌈V/H⌉ = 32, ⌈4096/32⌉ = 128
+    /// rows, already a power of two. GPT-2 (V 50,257, H 768) at BT 1024: ⌈V/H⌉ = 66,
+    /// ⌈1024/66⌉ = 16. A tiny batch: 10 rows, ⌈V/H⌉ = 3 → ⌈10/3⌉ = 4.
+    #[test]
+    fn liger_chunk_sizes() {
+        assert_eq!(FusedCe::chunk_rows(4096, 4096, 128_256), 128);
+        assert_eq!(FusedCe::chunk_rows(1024, 768, 50_257), 16);
+        assert_eq!(FusedCe::chunk_rows(10, 100, 300), 4);
+    }
+}

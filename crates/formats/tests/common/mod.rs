@@ -10,6 +10,8 @@ pub use shared_dir::shared;
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
 pub use warnings::{assert_never_warns, assert_warns};
+#[allow(dead_code)] // Only the tests that write GGUF headers use it.
+pub mod gguf_bytes;
 #[allow(dead_code)] // Only the tests that write files use it.
 mod temp_dir;
 #[allow(dead_code)] // Only the vision-language tests use it.

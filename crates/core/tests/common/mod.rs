@@ -4,8 +4,10 @@
 // Not every test binary that includes this module uses every helper.
 #![allow(dead_code)]
 
+mod replay_each;
+pub use replay_each::replay_each;
+
 use serde_json::Value;
-use vramscope_core::estimate::alloc_events::Event;
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
@@ -101,28 +103,4 @@ pub fn h200_results() -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|r| r["type"] == "result" && r["status"] == "ok")
         .collect()
-}
-
-/// Runs `s` through `a` as `estimate::alloc_events::replay::replay` does (each block's handle
-/// kept by its id, a failed allocation skipped), calling `after` with the allocator and each
-/// event once it is applied.
-pub fn replay_each(
-    a: &mut vramscope_core::allocator::Allocator,
-    s: &vramscope_core::estimate::alloc_events::Stream,
-    mut after: impl FnMut(&vramscope_core::allocator::Allocator, Event),
-) {
-    let mut handles = vec![None; s.ids()];
-    for &e in &s.events {
-        match e {
-            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
-            Event::Phase(_) => {}
-        }
-        after(a, e);
-    }
 }

@@ -40,65 +40,91 @@ fn bert_base() {
     assert_eq!(load_inline_config(&cfg).unwrap().params_total, 109_482_240);
 }
 
-/// Llama-2-7b, published 6,738,415,616: 2·32000·4096 (untied) + 32·(4·4096² + 3·4096·11008 +
-/// 2·4096) + 4096.
-#[test]
-fn llama_2_7b() {
-    assert_eq!(
-        2 * 32000 * 4096 + 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 4096,
-        6_738_415_616u64
-    );
-    assert_eq!(count("llama-2-7b"), 6_738_415_616);
+/// A Llama-shaped dense decoder by hand (transformers `LlamaForCausalLM`): the token table
+/// `vocab·h` (twice when the head is untied); per layer q and o `h·h`, k and v `h·kv` (`kv` =
+/// KV heads · head dim), gate/up/down `3·h·ffn`, two RMSNorms `2·h`; the final norm `h`.
+fn llama_shaped(vocab: u64, tied: bool, h: u64, layers: u64, kv: u64, ffn: u64) -> u64 {
+    let tables = if tied { 1 } else { 2 };
+    tables * vocab * h + layers * (2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h) + h
 }
 
-/// Meta-Llama-3-8B, published 8,030,261,248: GQA with 8 KV heads of 128:
-/// 2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096.
-#[test]
-fn llama_3_8b() {
-    assert_eq!(
-        2 * 128256 * 4096
-            + 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
-            + 4096,
-        8_030_261_248u64
-    );
-    assert_eq!(count("llama-3-8b"), 8_030_261_248);
-    assert_eq!(count("llama-3.1-8b"), 8_030_261_248);
-}
+/// Presets, vocab, tied, h, layers, KV width, FFN, the published count.
+type DenseRow = (&'static [&'static str], u64, bool, u64, u64, u64, u64, u64);
 
-/// Llama-3.2-3B, published 3,212,749,824: tied embedding 128256·3072; 28 layers of
-/// 2·3072² + 2·3072·1024 + 3·3072·8192 + 2·3072; final norm 3072.
+/// Dense Llama-shaped checkpoints: [`llama_shaped`] of each row's config is its published
+/// count, and so is each named preset's count.
 #[test]
-fn llama_3_2_3b() {
-    assert_eq!(
-        128256 * 3072
-            + 28 * (2 * 3072 * 3072 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072)
-            + 3072,
-        3_212_749_824u64
-    );
-    assert_eq!(count("llama-3.2-3b"), 3_212_749_824);
-}
-
-/// Llama-3.1-405B (Llama 3 paper, Table 3: 126 layers, width 16,384, FFN 53,248, 128 heads, 8
-/// KV heads; vocabulary 128,256): 2·128256·16384 + 126·(2·16384² + 2·16384·1024 +
-/// 3·16384·53248 + 2·16384) + 16384 = 405,853,388,800.
-#[test]
-fn llama_3_1_405b() {
-    let layer: u64 = 2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248 + 2 * 16384;
-    assert_eq!(2 * 128256 * 16384 + 126 * layer + 16384, 405_853_388_800);
-    assert_eq!(count("llama-3.1-405b"), 405_853_388_800);
-}
-
-/// Mistral-7B-v0.1, published 7,241,732,096: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 +
-/// 3·4096·14336 + 2·4096) + 4096.
-#[test]
-fn mistral_7b() {
-    assert_eq!(
-        2 * 32000 * 4096
-            + 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
-            + 4096,
-        7_241_732_096u64
-    );
-    assert_eq!(count("mistral-7b-v0.1"), 7_241_732_096);
+fn llama_shaped_dense_decoders() {
+    let rows: &[DenseRow] = &[
+        // Llama-2-7b, published 6,738,415,616: 2·32000·4096 (untied) + 32·(4·4096² +
+        // 3·4096·11008 + 2·4096) + 4096 (MHA: the KV width is h).
+        (
+            &["llama-2-7b"],
+            32000,
+            false,
+            4096,
+            32,
+            4096,
+            11008,
+            6_738_415_616,
+        ),
+        // Meta-Llama-3-8B, published 8,030,261,248: GQA with 8 KV heads of 128:
+        // 2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096.
+        (
+            &["llama-3-8b", "llama-3.1-8b"],
+            128256,
+            false,
+            4096,
+            32,
+            1024,
+            14336,
+            8_030_261_248,
+        ),
+        // Llama-3.2-3B, published 3,212,749,824: tied embedding 128256·3072; 28 layers of
+        // 2·3072² + 2·3072·1024 + 3·3072·8192 + 2·3072; final norm 3072.
+        (
+            &["llama-3.2-3b"],
+            128256,
+            true,
+            3072,
+            28,
+            1024,
+            8192,
+            3_212_749_824,
+        ),
+        // Llama-3.1-405B (Llama 3 paper, Table 3: 126 layers, width 16,384, FFN 53,248, 128
+        // heads, 8 KV heads; vocabulary 128,256): 2·128256·16384 + 126·(2·16384² +
+        // 2·16384·1024 + 3·16384·53248 + 2·16384) + 16384 = 405,853,388,800.
+        (
+            &["llama-3.1-405b"],
+            128256,
+            false,
+            16384,
+            126,
+            1024,
+            53248,
+            405_853_388_800,
+        ),
+        // Mistral-7B-v0.1, published 7,241,732,096: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 +
+        // 3·4096·14336 + 2·4096) + 4096.
+        (
+            &["mistral-7b-v0.1"],
+            32000,
+            false,
+            4096,
+            32,
+            1024,
+            14336,
+            7_241_732_096,
+        ),
+    ];
+    for &(ids, vocab, tied, h, layers, kv, ffn, published) in rows {
+        let by_hand = llama_shaped(vocab, tied, h, layers, kv, ffn);
+        assert_eq!(by_hand, published, "{ids:?}: by hand");
+        for id in ids {
+            assert_eq!(count(id), published, "{id}");
+        }
+    }
 }
 
 /// Mixtral-8x7B, published 46,702,792,704: Mistral's attention, 8 experts of 3·4096·14336 and a

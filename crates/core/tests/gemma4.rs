@@ -2,6 +2,7 @@
 //! of 35 layers reuse another layer's keys and values and cache nothing), fit, and tiny
 //! training steps measured on the CPU (`validation/cpu-measured-gemma4.json`).
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};
@@ -99,11 +100,7 @@ fn measured_training_steps_within_3_percent() {
 /// `num_experts` 8, `top_k_experts` 2) reads 8 experts, 2 per token.
 #[test]
 fn experts_beside_the_mlp_are_routed_experts() {
-    let spec_path = format!(
-        "{}/../../validation/specs/cpu-tiny-gemma4moe-fp32-adamw-sdpa.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(spec_path).unwrap()).unwrap();
+    let spec: Value = common::validation("specs/cpu-tiny-gemma4moe-fp32-adamw-sdpa.json");
     let config = spec["hf_config"].clone();
     let r = measured::run(
         json!({"model": {"hf_config": config}, "task": "train", "batch": 2,

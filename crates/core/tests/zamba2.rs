@@ -8,6 +8,7 @@
 //! `LinearAttentionLayer` allocates `zeros_like` of it). Every expected number is derived by
 //! hand below.
 
+mod common;
 mod measured;
 
 /// Zamba2-7B, bf16: each of the 13 hybrid layers caches K and V of 32 heads × 224 (head_dim =
@@ -52,12 +53,7 @@ fn training_names_the_mixer_path() {
 /// attention cores: 3 applications of 8 heads × (64 + 64).
 #[test]
 fn step_time_counts_every_application_of_a_shared_block() {
-    let spec_file = format!(
-        "{}/../../validation/specs/cpu-tiny-zamba2-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(spec_file).unwrap()).unwrap();
+    let v: serde_json::Value = common::validation("specs/cpu-tiny-zamba2-fp32-adamw-eager.json");
     let parsed =
         vramscope_formats::hf_config::parse_config_str(&v["hf_config"].to_string(), "tiny")
             .unwrap();

@@ -166,12 +166,7 @@ fn null_query_latent_is_refused() {
 /// 32,768 + 64 = 303,584 (transformers on meta: 303,584).
 #[test]
 fn glm5_indexer_schedule_from_freq_and_offset() {
-    let path = format!(
-        "{}/tests/fixtures/dsa/tiny-glm-moe-dsa-shared.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v = common::fixture_json("dsa", "tiny-glm-moe-dsa-shared.json");
     let o = v.as_object_mut().unwrap();
     o.remove("indexer_types");
     o.remove("mlp_layer_types");

@@ -5,6 +5,8 @@
 //! `Gemma4ForCausalLM(Gemma4TextConfig(**cfg))` under `torch.device("meta")`,
 //! `sum(p.numel() for p in model.parameters())` (fixtures/gemma4/README.md).
 
+mod common;
+
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use vramscope_formats::hf_config::{gemma4, parse_config_str};
@@ -132,11 +134,7 @@ fn gemma4_bad_configs_are_refused() {
 /// transformers builds a layer without a sliding window, 256 elsewhere.
 #[test]
 fn gemma4_text_class_defaults_match_the_table_row() {
-    let path = format!(
-        "{}/tests/fixtures/defaults/transformers-5.24.0.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let table: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let table = common::fixture_json("defaults", "transformers-5.24.0.json");
     let row = table["rows"]
         .as_array()
         .unwrap()

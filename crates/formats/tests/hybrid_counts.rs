@@ -279,12 +279,7 @@ fn tiny_falcon_h1_of_the_measured_step() {
 /// in one line naming the field.
 #[test]
 fn falcon_h1_heads_that_do_not_tile_the_inner_width_are_refused() {
-    let path = format!(
-        "{}/tests/fixtures/unsupported/falcon-h1-0.5b-instruct.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v = common::fixture_json("unsupported", "falcon-h1-0.5b-instruct.json");
     // Without mamba_d_ssm the class default (1024) applies, which 24 heads do not divide.
     let e = parse_config_str(&v.to_string(), "c.json")
         .unwrap_err()

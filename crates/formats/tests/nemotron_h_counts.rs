@@ -218,12 +218,8 @@ fn layer_lists_and_refusals() {
 /// transformers 5.24).
 #[test]
 fn tiny_nemotron_h_of_the_measured_step() {
-    let path = format!(
-        "{}/../../validation/specs/cpu-tiny-nemotron-h-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
     let spec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        common::validation("specs/cpu-tiny-nemotron-h-fp32-adamw-eager.json");
     let parsed = parse_config_str(&spec["hf_config"].to_string(), "tiny").unwrap();
     let mamba = mamba_block(256, 8, 64, 1, 16, 4);
     assert_eq!(mamba, 406_968);

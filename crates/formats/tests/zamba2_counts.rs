@@ -162,8 +162,7 @@ fn tiny_zamba2_every_tensor_as_transformers_names_it() {
         .collect();
     assert_eq!(ours, theirs);
 
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut v: serde_json::Value = common::read_json(&path);
     v["tie_word_embeddings"] = true.into();
     let tied = parse_config_str(&v.to_string(), "tied").unwrap();
     let inv = vramscope_core::inventory::build_inventory(&tied.spec).unwrap();

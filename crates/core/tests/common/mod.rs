@@ -5,7 +5,11 @@
 #![allow(dead_code)]
 
 mod replay_each;
+mod repo_json;
+#[allow(unused_imports)] // Only the allocator-stream tests use it.
 pub use replay_each::replay_each;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use repo_json::{repo_json, validation, validation_path};
 
 use serde_json::Value;
 use vramscope_core::estimate::{estimate, ModelInput};
@@ -36,18 +40,6 @@ pub fn estimate_job(job: &Job) -> Report {
 /// The estimate of a job given as JSON.
 pub fn run_job(job: Value) -> Report {
     estimate_job(&serde_json::from_value(job).unwrap())
-}
-
-/// The path of `validation/<rel>` in this repository.
-pub fn validation_path(rel: &str) -> String {
-    format!("{}/../../validation/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The JSON file `validation/<rel>` of this repository (cases, records, specs), read as `T`.
-pub fn validation<T: serde::de::DeserializeOwned>(rel: &str) -> T {
-    let path = validation_path(rel);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// A job from a measured spec of `validation/specs/` (run `run_id`): `base` with the spec's

@@ -8,6 +8,9 @@
 // Each test binary compiles this module on its own and uses only what it asserts on.
 #![allow(dead_code)]
 
+#[path = "../common/repo_json.rs"]
+mod repo_json;
+
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
@@ -47,8 +50,7 @@ fn report(job: &Value) -> Value {
 
 /// Every case of `validation/<file>` against the estimate, each printed.
 pub fn compare(file: &str) -> Vec<Compared> {
-    let path = format!("{}/../../validation/{file}", env!("CARGO_MANIFEST_DIR"));
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = repo_json::validation(file);
     let workspaces = blas_workspaces_bytes(None, true);
     // cuBLAS's forward and backward handles, each 8,519,680 B; today's cuBLASLt shares them
     // (`overhead.rs`).

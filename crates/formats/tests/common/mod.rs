@@ -10,6 +10,11 @@ pub use shared_dir::shared;
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
 pub use warnings::{assert_never_warns, assert_warns};
+#[path = "../../../core/tests/common/repo_json.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses every helper.
+mod repo_json;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use repo_json::{read_json, validation};
 #[allow(dead_code)] // Only the tests that write GGUF headers use it.
 pub mod gguf_bytes;
 #[allow(dead_code)] // Only the tests that write files use it.
@@ -26,6 +31,12 @@ use vramscope_formats::model_source::LoadedModel;
 #[allow(dead_code)]
 pub fn fixture_path(dir: &str, name: &str) -> String {
     format!("{}/tests/fixtures/{dir}/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The JSON file `tests/fixtures/<dir>/<name>` of this crate, parsed.
+#[allow(dead_code)]
+pub fn fixture_json(dir: &str, name: &str) -> serde_json::Value {
+    read_json(&fixture_path(dir, name))
 }
 
 /// Asserts that every named tensor stands in `m`'s inventory with the given shape.

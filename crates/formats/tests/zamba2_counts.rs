@@ -133,10 +133,8 @@ fn tiny_zamba2_every_tensor_as_transformers_names_it() {
     let path = fixture("zamba2-tiny-adapters.json");
     let m = load_model(&path).unwrap();
     assert_eq!(m.params_total, 143_504);
-    let theirs: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("zamba2-tiny-adapters.tensors.json")).unwrap(),
-    )
-    .unwrap();
+    let theirs: serde_json::Value =
+        common::read_json(&fixture("zamba2-tiny-adapters.tensors.json"));
     let theirs: BTreeMap<String, Vec<u64>> = theirs["tensors"]
         .as_object()
         .unwrap()
@@ -173,10 +171,7 @@ fn tiny_zamba2_every_tensor_as_transformers_names_it() {
 /// with the field named, in one line.
 #[test]
 fn zamba2_inconsistent_configs_are_refused() {
-    let base: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("zamba2-tiny-adapters.json")).unwrap(),
-    )
-    .unwrap();
+    let base: serde_json::Value = common::read_json(&fixture("zamba2-tiny-adapters.json"));
     let cases: [(&str, serde_json::Value, &str); 6] = [
         ("num_hidden_layers", 8.into(), "num_hidden_layers"),
         (
@@ -203,10 +198,7 @@ fn zamba2_inconsistent_configs_are_refused() {
 /// map's alias) reads as `layers_block_type`: the same model either way.
 #[test]
 fn zamba2_layer_type_spellings_agree() {
-    let base: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("zamba2-tiny-adapters.json")).unwrap(),
-    )
-    .unwrap();
+    let base: serde_json::Value = common::read_json(&fixture("zamba2-tiny-adapters.json"));
     let mut alias = base.clone();
     let list = alias
         .as_object_mut()

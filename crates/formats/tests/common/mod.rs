@@ -39,6 +39,26 @@ pub fn fixture_json(dir: &str, name: &str) -> serde_json::Value {
     read_json(&fixture_path(dir, name))
 }
 
+/// The error refusing the config `text`, checked to be one line; panics when the config reads.
+#[allow(dead_code)]
+pub fn refusal(text: &str) -> String {
+    match parse_config_str(text, "config.json") {
+        Ok(_) => panic!("read, not refused: {text}"),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(!e.contains('\n'), "not one line: {e}");
+            e
+        }
+    }
+}
+
+/// Asserts that the config `text` is refused with a one-line error naming `field`.
+#[allow(dead_code)]
+pub fn assert_refused(text: &str, field: &str) {
+    let e = refusal(text);
+    assert!(e.contains(field), "{field}: {e}");
+}
+
 /// Asserts that every named tensor stands in `m`'s inventory with the given shape.
 #[allow(dead_code)]
 pub fn assert_shapes(m: &LoadedModel, want: &[(&str, Vec<u64>)]) {

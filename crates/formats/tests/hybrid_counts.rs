@@ -86,14 +86,7 @@ fn ai21_jamba_1_5_mini() {
 /// 9,334,112 (transformers 5.24 on meta: 9334112; measure.py counted the same).
 #[test]
 fn tiny_jamba_of_the_measured_step() {
-    let text = std::fs::read_to_string(format!(
-        "{}/../../validation/specs/cpu-tiny-jamba-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let cfg = v["hf_config"].to_string();
-    let p = parse_config_str(&cfg, "tiny-jamba").unwrap();
+    let p = common::measured_config("cpu-tiny-jamba-fp32-adamw-eager");
     let inv = vramscope_core::inventory::build_inventory(&p.spec).unwrap();
     let mixer = jamba_mixer(256, 512, 16, 4, 16);
     assert_eq!(mixer, 437_808);
@@ -257,13 +250,7 @@ fn falcon_h1_34b() {
 /// (transformers 5.24 on meta: 8051680; measure.py counted the same).
 #[test]
 fn tiny_falcon_h1_of_the_measured_step() {
-    let text = std::fs::read_to_string(format!(
-        "{}/../../validation/specs/cpu-tiny-falcon-h1-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let p = parse_config_str(&v["hf_config"].to_string(), "tiny-falcon-h1").unwrap();
+    let p = common::measured_config("cpu-tiny-falcon-h1-fp32-adamw-eager");
     let inv = vramscope_core::inventory::build_inventory(&p.spec).unwrap();
     let layer = falcon_h1_layer(256, (8, 2, 32), 512, (512, 8, 1, 16, 4), true);
     assert_eq!(layer, 964_280);

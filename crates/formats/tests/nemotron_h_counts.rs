@@ -214,9 +214,7 @@ fn layer_lists_and_refusals() {
 /// transformers 5.24).
 #[test]
 fn tiny_nemotron_h_of_the_measured_step() {
-    let spec: serde_json::Value =
-        common::validation("specs/cpu-tiny-nemotron-h-fp32-adamw-eager.json");
-    let parsed = parse_config_str(&spec["hf_config"].to_string(), "tiny").unwrap();
+    let parsed = common::measured_config("cpu-tiny-nemotron-h-fp32-adamw-eager");
     let mamba = mamba_block(256, 8, 64, 1, 16, 4);
     assert_eq!(mamba, 406_968);
     let attn = attention_block(256, 8, 2, 32);

@@ -244,13 +244,7 @@ fn zamba2_pre_transformers_config_is_refused() {
 /// 2,097,152; final norm 256: 7,567,696 (what `measure.py` printed for the run's model).
 #[test]
 fn tiny_zamba2_of_the_measured_steps() {
-    let spec = std::fs::read_to_string(format!(
-        "{}/../../validation/specs/cpu-tiny-zamba2-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&spec).unwrap();
-    let parsed = parse_config_str(&v["hf_config"].to_string(), "tiny").unwrap();
+    let parsed = common::measured_config("cpu-tiny-zamba2-fp32-adamw-eager");
     let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
     assert_eq!(inv.params(), 7_567_696);
 }

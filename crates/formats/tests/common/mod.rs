@@ -39,6 +39,14 @@ pub fn fixture_json(dir: &str, name: &str) -> serde_json::Value {
     read_json(&fixture_path(dir, name))
 }
 
+/// The `hf_config` of a measured run's spec (`validation/specs/<run_id>.json`), read as a
+/// job's `hf_config` is.
+#[allow(dead_code)]
+pub fn measured_config(run_id: &str) -> vramscope_formats::hf_config::ParsedConfig {
+    let spec: serde_json::Value = validation(&format!("specs/{run_id}.json"));
+    parse_config_str(&spec["hf_config"].to_string(), run_id).unwrap()
+}
+
 /// The error refusing the config `text`, checked to be one line; panics when the config reads.
 #[allow(dead_code)]
 pub fn refusal(text: &str) -> String {

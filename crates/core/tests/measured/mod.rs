@@ -48,6 +48,20 @@ fn report(job: &Value) -> Value {
     serde_json::to_value(run(job.clone())).unwrap()
 }
 
+/// What a hybrid's model summary reads off the layers, for `job` (an inference estimate):
+/// [heads, KV heads, head dim, MLP width, state-space layers, layers].
+pub fn hybrid_summary(job: Value) -> [Option<u64>; 6] {
+    let m = run(job).model;
+    [
+        m.heads,
+        m.kv_heads,
+        m.head_dim,
+        m.ffn,
+        m.state_space_layers,
+        m.layers,
+    ]
+}
+
 /// Every case of `validation/<file>` against the estimate, each printed.
 pub fn compare(file: &str) -> Vec<Compared> {
     let cases: Vec<Value> = repo_json::validation(file);

@@ -7,6 +7,7 @@
 //! `mamba2_chunk_scan` returns its final state in fp32 and `LinearAttentionLayer` allocates
 //! `zeros_like` of it). Every expected number is derived by hand below.
 
+mod common;
 mod measured;
 
 use serde_json::Value;

@@ -8,9 +8,6 @@
 // Each test binary compiles this module on its own and uses only what it asserts on.
 #![allow(dead_code)]
 
-#[path = "../common/repo_json.rs"]
-mod repo_json;
-
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
@@ -64,7 +61,7 @@ pub fn hybrid_summary(job: Value) -> [Option<u64>; 6] {
 
 /// Every case of `validation/<file>` against the estimate, each printed.
 pub fn compare(file: &str) -> Vec<Compared> {
-    let cases: Vec<Value> = repo_json::validation(file);
+    let cases: Vec<Value> = crate::common::validation(file);
     let workspaces = blas_workspaces_bytes(None, true);
     // cuBLAS's forward and backward handles, each 8,519,680 B; today's cuBLASLt shares them
     // (`overhead.rs`).

@@ -363,7 +363,7 @@ pub fn gguf(kvs: &[(&str, Kv)], tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8>
                 b.extend(8u32.to_le_bytes());
                 b.extend(n.to_le_bytes());
                 for i in 0..*n {
-                    put_str(&mut b, &format!("token-{i:06}-of-a-long-vocabulary"));
+                    put_str(&mut b, format!("token-{i:06}-of-a-long-vocabulary"));
                 }
             }
         }

@@ -81,36 +81,25 @@ pub(crate) fn check_subconfigs(
     Ok(())
 }
 
+/// The keys whose class defaults `Qwen2VLTextConfig` and `Qwen2_5_VLTextConfig` alike do not
+/// share with `Qwen2Config` (one list for both rows of [`TEXT_CLASS_DEFAULTS`]).
+const QWEN2_VL_TEXT_KEYS: &[&str] = &[
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+];
+
 /// VLM wrappers whose text sub-config class has defaults of its own, not those of the family
 /// the reader reads the language model as: the keys whose defaults differ (transformers 5.24.0,
 /// the class defaults against the inner family's), and the class. A `text_config` given as a
 /// dict is built with its class's own defaults (`configuration_utils.py` `SubConfigSpec`), so
 /// leaving one of these keys out takes a default vramscope's reading does not share.
 const TEXT_CLASS_DEFAULTS: &[(&str, &str, &[&str])] = &[
-    (
-        "qwen2_vl",
-        "Qwen2VLTextConfig",
-        &[
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-        ],
-    ),
-    (
-        "qwen2_5_vl",
-        "Qwen2_5_VLTextConfig",
-        &[
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-        ],
-    ),
+    ("qwen2_vl", "Qwen2VLTextConfig", QWEN2_VL_TEXT_KEYS),
+    ("qwen2_5_vl", "Qwen2_5_VLTextConfig", QWEN2_VL_TEXT_KEYS),
     (
         "qwen3_vl_moe",
         "Qwen3VLMoeTextConfig",

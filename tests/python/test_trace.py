@@ -60,6 +60,12 @@ def tiny_step(device: str = "cpu") -> tuple[Any, Any, Any]:
     return model, opt, step
 
 
+def traced_tiny(device: str) -> Any:
+    """The report of Tiny's AdamW step (`tiny_step`) traced as if on `device`."""
+    model, opt, step = tiny_step()
+    return vramscope.trace(step, model=model, optimizer=opt, device=device)
+
+
 # Tiny's tensors in fp32: up.weight 128×64 = 32768 B, up.bias 128 = 512 B, down.weight 10×128 =
 # 5120 B, down.bias 10 = 40 B (a 512 B block on CUDA).
 TINY_PARAM_BLOCKS = r512(32768) + r512(512) + r512(5120) + r512(40)  # 38912
@@ -67,8 +73,7 @@ TINY_PARAM_EXACT = 32768 + 512 + 5120 + 40  # 38440
 
 
 def test_a_custom_model_traced_on_cuda_counts_its_states_by_hand() -> None:
-    model, opt, step = tiny_step()
-    r = vramscope.trace(step, model=model, optimizer=opt, device="cuda")
+    r = traced_tiny("cuda")
     c = r["per_gpu"]["components"]
     # Parameters: one block each. AdamW: exp_avg and exp_avg_sq per parameter (the step
     # counters live on the host for CUDA training). Gradients are freed by zero_grad at the
@@ -90,8 +95,7 @@ def test_a_custom_model_traced_on_cuda_counts_its_states_by_hand() -> None:
 
 
 def test_cpu_behaviour_keeps_exact_bytes_and_the_for_loop_optimizer() -> None:
-    model, opt, step = tiny_step()
-    r = vramscope.trace(step, model=model, optimizer=opt, device="cpu")
+    r = traced_tiny("cpu")
     c = r["per_gpu"]["components"]
     # On the CPU nothing is rounded, and AdamW's default is the per-parameter loop: at most one
     # parameter's sqrt scratch at a time (the largest, up.weight: 32768 B, and its quotient).

@@ -183,6 +183,22 @@ pub struct Embedding {
     pub per_layer_inputs: Option<PerLayerInputs>,
 }
 
+impl Embedding {
+    /// A bare token table `dim` wide with `positions`: no token types, no norm over the sum,
+    /// no projection, no per-layer inputs — `nn.Embedding(vocab_size, hidden_size)` alone, as
+    /// transformers' `LlamaModel.__init__` (`modeling_llama.py`) builds `embed_tokens`.
+    pub fn plain(dim: u64, positions: Positions) -> Self {
+        Embedding {
+            dim,
+            positions,
+            token_types: 0,
+            norm: None,
+            projection: false,
+            per_layer_inputs: None,
+        }
+    }
+}
+
 /// Gemma 4's per-layer inputs (`modeling_gemma4.py` `Gemma4TextModel.__init__`,
 /// `get_per_layer_inputs`, `project_per_layer_inputs`; `Gemma4TextDecoderLayer.forward`): a
 /// second token table `embed_tokens_per_layer [vocab, layers · width]` and a projection of the

@@ -11,9 +11,11 @@
 //!   made, no event list: `alloc_events::replay::SimSink`) is exactly what the recorded
 //!   stream's replay gives.
 
+mod common;
+
 use proptest::prelude::*;
 use serde_json::json;
-use vramscope_core::allocator::{Allocator, AllocatorConfig, BlockId};
+use vramscope_core::allocator::{Allocator, AllocatorConfig};
 use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
@@ -149,26 +151,20 @@ fn job(c: &Case) -> Job {
 fn replay_checked(stream: &Stream, conf: &str) -> Result<(u64, u64, u64), TestCaseError> {
     let config = AllocatorConfig::parse(conf).expect("a valid setting");
     let mut a = Allocator::new(&config, u64::MAX);
-    let mut handles: Vec<Option<BlockId>> = vec![None; stream.ids()];
     let mut reset = false;
-    for e in &stream.events {
-        match *e {
-            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
-            Event::Phase(p) => {
-                prop_assert_eq!(a.check_invariants(), Ok(()), "before {:?}", p);
-                if !reset && matches!(p, Phase::ZeroGrad(0) | Phase::Forward(0)) {
-                    a.reset_peak();
-                    reset = true;
-                }
-            }
+    // The first phase before which an invariant is broken, and why.
+    let mut broken = None;
+    common::replay_each(&mut a, stream, |a, e| {
+        let Event::Phase(p) = e else { return };
+        if let (None, Err(why)) = (&broken, a.check_invariants()) {
+            broken = Some((p, why));
         }
-    }
+        if !reset && matches!(p, Phase::ZeroGrad(0) | Phase::Forward(0)) {
+            a.reset_peak();
+            reset = true;
+        }
+    });
+    prop_assert_eq!(broken, None, "an invariant broken before a phase");
     prop_assert_eq!(a.check_invariants(), Ok(()), "at the end");
     let s = a.stats();
     Ok((

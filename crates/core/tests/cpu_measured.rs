@@ -7,6 +7,7 @@
 //! least number of cases the file holds. The family's other checks stay in its own test file
 //! (named in each row's comment).
 
+mod common;
 mod measured;
 
 /// A measured file and the least number of cases it holds.

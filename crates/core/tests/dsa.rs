@@ -3,6 +3,7 @@
 //! step measured on the CPU. Expected numbers are derived by hand below from the shapes, or
 //! measured.
 
+mod common;
 mod measured;
 
 use serde_json::Value;

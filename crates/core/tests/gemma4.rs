@@ -2,17 +2,14 @@
 //! of 35 layers reuse another layer's keys and values and cache nothing), fit, and tiny
 //! training steps measured on the CPU (`validation/cpu-measured-gemma4.json`).
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};
 
 /// The `hf_config` of a measured run's spec (`validation/specs/<name>`).
 fn spec_config(name: &str) -> Value {
-    let path = format!(
-        "{}/../../validation/specs/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: Value = common::validation(&format!("specs/{name}"));
     spec["hf_config"].clone()
 }
 

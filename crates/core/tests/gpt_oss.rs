@@ -2,6 +2,7 @@
 //! KV per layer kind, MXFP4 weights in an inference job. Every expected number is derived by
 //! hand below from the model's shapes.
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};

@@ -4,6 +4,7 @@
 //! split so, the cache was not (issue 34's Llama 4 fit probe showed the same figure at tp 1 and
 //! tp 2).
 
+mod common;
 mod measured;
 
 /// Llama-3.1-8B, bf16, one sequence of 8,192 tokens: 32 layers × K and V × 8 KV heads × 128 ×

@@ -4,6 +4,7 @@
 //! `Llama4ForConditionalGeneration` (`validation/cpu-measured-llama4.json`,
 //! made with `scripts/measure_llama4.py` over `../shared/measure/measure.py`; validation/README.md).
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};

@@ -3,6 +3,7 @@
 //! `scripts/measure_mllama.patch`; validation/README.md), and the cross-attention cache of
 //! the published 11B worked by hand from `modeling_mllama.py`.
 
+mod common;
 mod measured;
 
 use measured::run;

@@ -3,6 +3,7 @@
 //! alternating windows, Gemma-2/3 local/global layers), each hand-derived below, and measured
 //! training steps of a tiny OLMoE (`validation/cpu-measured-moe.json`).
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};

@@ -8,6 +8,7 @@
 //! fp32 — checked on the CPU with transformers 5.24 for bf16 Jamba, Mamba and Mamba2: conv
 //! states `torch.bfloat16`, recurrent states `torch.float32`).
 
+mod common;
 mod measured;
 
 /// A model's bf16 cache: at 4,096 tokens one sequence holds `kv_4096` of attention KV plus

@@ -15,11 +15,7 @@ use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
 
 fn config() -> Value {
-    let path = format!(
-        "{}/../formats/tests/fixtures/unsupported/mamba-2.8b-hf.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::repo_json("crates/formats/tests/fixtures/unsupported/mamba-2.8b-hf.json")
 }
 
 fn run(job: Value) -> Report {

@@ -4,14 +4,14 @@
 //! Nemotron-H run in `cpu-measured-tversion.json`), each estimated with the matching field
 //! (validation/README.md, "transformers 5.17.0").
 
+mod common;
 mod measured;
 
 use serde_json::{json, Value};
 
 /// The cases of `file` whose id starts with `prefix`, each with `transformers_version` set.
 fn cases_with(file: &str, prefix: &str, version: &str) -> Vec<Value> {
-    let path = format!("{}/../../validation/{file}", env!("CARGO_MANIFEST_DIR"));
-    let all: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let all: Vec<Value> = common::validation(file);
     all.into_iter()
         .filter(|c| c["id"].as_str().unwrap().starts_with(prefix))
         .map(|mut c| {

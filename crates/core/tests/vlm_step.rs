@@ -153,11 +153,7 @@ fn clip_tower_saves_op_by_op_fp32() {
 /// difference, as the SDPA and flash blocks save the same per patch.
 #[test]
 fn pixtral_tower_mask_over_joined_images() {
-    let path = format!(
-        "{}/../formats/tests/fixtures/vlm/pixtral-12b.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cfg: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cfg: Value = common::repo_json("crates/formats/tests/fixtures/vlm/pixtral-12b.json");
     let act = |kernel: &str| {
         run(
             json!({"model": {"hf_config": cfg.clone()}, "task": "train", "batch": 1,

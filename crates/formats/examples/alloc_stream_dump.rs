@@ -12,6 +12,10 @@
 //! SPEC_ID is a result id of `../shared/fixtures/gpu-h200/results-h200-2026-12-04.jsonl`
 //! (default the GPT-2 snapshot run).
 
+#[path = "../../core/tests/common/replay_each.rs"]
+mod replay_each;
+
+use replay_each::replay_each;
 use serde_json::Value;
 use vramscope_core::allocator::{Allocator, AllocatorConfig};
 use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
@@ -84,21 +88,13 @@ fn phases(s: &Stream, floor: u64) {
 
 /// Runs the stream through a fresh allocator, calling `on` after each event with the phase.
 fn drive(s: &Stream, a: &mut Allocator, mut on: impl FnMut(&mut Allocator, Phase, &Event)) {
-    let mut handles = vec![None; s.ids()];
     let mut phase = Phase::Context;
-    for e in &s.events {
-        match *e {
-            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
-            Event::Phase(p) => phase = p,
+    replay_each(a, s, |a, e| {
+        if let Event::Phase(p) = e {
+            phase = p;
         }
-        on(a, phase, e);
-    }
+        on(a, phase, &e);
+    });
 }
 
 fn segments(s: &Stream) {

@@ -151,11 +151,7 @@ fn glm5_shared_indexer_layers_and_explicit_mlp_types() {
 #[test]
 fn null_query_latent_is_refused() {
     let text = r#"{"model_type": "deepseek_v32", "q_lora_rank": null}"#;
-    let err = vramscope_formats::hf_config::parse_config_str(text, "cfg")
-        .expect_err("refused")
-        .to_string();
-    assert!(err.contains("q_lora_rank"), "{err}");
-    assert!(!err.contains('\n'));
+    common::assert_refused(text, "q_lora_rank");
 }
 
 /// GLM-5's default indexer schedule (`GlmMoeDsaConfig.__post_init__`): with `index_topk_freq` 2
@@ -166,12 +162,7 @@ fn null_query_latent_is_refused() {
 /// 32,768 + 64 = 303,584 (transformers on meta: 303,584).
 #[test]
 fn glm5_indexer_schedule_from_freq_and_offset() {
-    let path = format!(
-        "{}/tests/fixtures/dsa/tiny-glm-moe-dsa-shared.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v = common::fixture_json("dsa", "tiny-glm-moe-dsa-shared.json");
     let o = v.as_object_mut().unwrap();
     o.remove("indexer_types");
     o.remove("mlp_layer_types");

@@ -3,6 +3,7 @@
 //! from the block structs in ggml-common.h (bytes per block) and the file layout.
 
 mod common;
+use common::gguf_bytes::{put_str, put_tensor_info};
 use common::shared;
 
 use proptest::prelude::*;
@@ -60,11 +61,6 @@ enum V {
 
 fn s(x: &str) -> V {
     V::Str(x.as_bytes().to_vec())
-}
-
-fn put_str(b: &mut Vec<u8>, x: &[u8]) {
-    b.extend((x.len() as u64).to_le_bytes());
-    b.extend(x);
 }
 
 impl V {
@@ -164,13 +160,7 @@ impl G {
             v.payload(&mut b);
         }
         for (name, dims, ty, off) in &self.tensors {
-            put_str(&mut b, name);
-            b.extend((dims.len() as u32).to_le_bytes());
-            for d in dims {
-                b.extend(d.to_le_bytes());
-            }
-            b.extend(ty.to_le_bytes());
-            b.extend(off.to_le_bytes());
+            put_tensor_info(&mut b, name, dims, *ty, *off);
         }
         b
     }

@@ -86,14 +86,7 @@ fn ai21_jamba_1_5_mini() {
 /// 9,334,112 (transformers 5.24 on meta: 9334112; measure.py counted the same).
 #[test]
 fn tiny_jamba_of_the_measured_step() {
-    let text = std::fs::read_to_string(format!(
-        "{}/../../validation/specs/cpu-tiny-jamba-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let cfg = v["hf_config"].to_string();
-    let p = parse_config_str(&cfg, "tiny-jamba").unwrap();
+    let p = common::measured_config("cpu-tiny-jamba-fp32-adamw-eager");
     let inv = vramscope_core::inventory::build_inventory(&p.spec).unwrap();
     let mixer = jamba_mixer(256, 512, 16, 4, 16);
     assert_eq!(mixer, 437_808);
@@ -131,9 +124,7 @@ fn jamba_offsets_beyond_their_period_are_refused() {
             r#"{"model_type": "jamba", "mamba_expand": 0}"#,
         ),
     ] {
-        let e = parse_config_str(cfg, "c.json").unwrap_err().to_string();
-        assert!(e.contains(field), "{field}: {e}");
-        assert!(!e.contains('\n'), "{e}");
+        common::assert_refused(cfg, field);
     }
 }
 
@@ -259,13 +250,7 @@ fn falcon_h1_34b() {
 /// (transformers 5.24 on meta: 8051680; measure.py counted the same).
 #[test]
 fn tiny_falcon_h1_of_the_measured_step() {
-    let text = std::fs::read_to_string(format!(
-        "{}/../../validation/specs/cpu-tiny-falcon-h1-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let p = parse_config_str(&v["hf_config"].to_string(), "tiny-falcon-h1").unwrap();
+    let p = common::measured_config("cpu-tiny-falcon-h1-fp32-adamw-eager");
     let inv = vramscope_core::inventory::build_inventory(&p.spec).unwrap();
     let layer = falcon_h1_layer(256, (8, 2, 32), 512, (512, 8, 1, 16, 4), true);
     assert_eq!(layer, 964_280);
@@ -279,12 +264,7 @@ fn tiny_falcon_h1_of_the_measured_step() {
 /// in one line naming the field.
 #[test]
 fn falcon_h1_heads_that_do_not_tile_the_inner_width_are_refused() {
-    let path = format!(
-        "{}/tests/fixtures/unsupported/falcon-h1-0.5b-instruct.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v = common::fixture_json("unsupported", "falcon-h1-0.5b-instruct.json");
     // Without mamba_d_ssm the class default (1024) applies, which 24 heads do not divide.
     let e = parse_config_str(&v.to_string(), "c.json")
         .unwrap_err()

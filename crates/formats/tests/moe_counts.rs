@@ -283,10 +283,7 @@ fn hostile_fields_never_panic() {
 /// (`Llama4ForConditionalGeneration(Llama4Config.from_dict(wrapper))`, `sum(p.numel())`).
 #[test]
 fn llama4_wrapper_read_natively() {
-    let text: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("llama-4-scout-17b-16e-text.json")).unwrap(),
-    )
-    .unwrap();
+    let text: serde_json::Value = common::read_json(&fixture("llama-4-scout-17b-16e-text.json"));
     let wrapper = serde_json::json!({
         "architectures": ["Llama4ForConditionalGeneration"],
         "model_type": "llama4",

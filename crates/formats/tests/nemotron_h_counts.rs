@@ -201,11 +201,7 @@ fn layer_lists_and_refusals() {
         r#""hybrid_override_pattern": "E", "num_experts_per_tok": 9"#,
         r#""hybrid_override_pattern": """#,
     ] {
-        let err = parse_config_str(&format!("{{{base}, {bad}}}"), "t")
-            .err()
-            .unwrap_or_else(|| panic!("{bad} read"))
-            .to_string();
-        assert!(!err.contains('\n'), "{err}");
+        common::refusal(&format!("{{{base}, {bad}}}"));
     }
 }
 
@@ -218,13 +214,7 @@ fn layer_lists_and_refusals() {
 /// transformers 5.24).
 #[test]
 fn tiny_nemotron_h_of_the_measured_step() {
-    let path = format!(
-        "{}/../../validation/specs/cpu-tiny-nemotron-h-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let parsed = parse_config_str(&spec["hf_config"].to_string(), "tiny").unwrap();
+    let parsed = common::measured_config("cpu-tiny-nemotron-h-fp32-adamw-eager");
     let mamba = mamba_block(256, 8, 64, 1, 16, 4);
     assert_eq!(mamba, 406_968);
     let attn = attention_block(256, 8, 2, 32);

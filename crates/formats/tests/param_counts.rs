@@ -40,65 +40,154 @@ fn bert_base() {
     assert_eq!(load_inline_config(&cfg).unwrap().params_total, 109_482_240);
 }
 
-/// Llama-2-7b, published 6,738,415,616: 2·32000·4096 (untied) + 32·(4·4096² + 3·4096·11008 +
-/// 2·4096) + 4096.
-#[test]
-fn llama_2_7b() {
-    assert_eq!(
-        2 * 32000 * 4096 + 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 4096,
-        6_738_415_616u64
-    );
-    assert_eq!(count("llama-2-7b"), 6_738_415_616);
+/// A Llama-shaped dense decoder by hand (transformers `LlamaForCausalLM` and its look-alikes):
+/// the token table `vocab·h` (twice when the head is untied); per layer q and o `h·q` (`q` =
+/// heads · head dim), k and v `h·kv` (`kv` = KV heads · head dim), gate/up/down `3·h·ffn` and
+/// `norms` norms of `h`; the final norm `h`. Returns (one layer, the whole model).
+fn llama_shaped(
+    vocab: u64,
+    tied: bool,
+    h: u64,
+    layers: u64,
+    (q, kv, ffn, norms): Widths,
+) -> (u64, u64) {
+    let layer = 2 * h * q + 2 * h * kv + 3 * h * ffn + norms * h;
+    let tables = if tied { 1 } else { 2 };
+    (layer, tables * vocab * h + layers * layer + h)
 }
 
-/// Meta-Llama-3-8B, published 8,030,261,248: GQA with 8 KV heads of 128:
-/// 2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096.
-#[test]
-fn llama_3_8b() {
-    assert_eq!(
-        2 * 128256 * 4096
-            + 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
-            + 4096,
-        8_030_261_248u64
-    );
-    assert_eq!(count("llama-3-8b"), 8_030_261_248);
-    assert_eq!(count("llama-3.1-8b"), 8_030_261_248);
-}
+/// q width, KV width, FFN, norms per layer.
+type Widths = (u64, u64, u64, u64);
 
-/// Llama-3.2-3B, published 3,212,749,824: tied embedding 128256·3072; 28 layers of
-/// 2·3072² + 2·3072·1024 + 3·3072·8192 + 2·3072; final norm 3072.
-#[test]
-fn llama_3_2_3b() {
-    assert_eq!(
-        128256 * 3072
-            + 28 * (2 * 3072 * 3072 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072)
-            + 3072,
-        3_212_749_824u64
-    );
-    assert_eq!(count("llama-3.2-3b"), 3_212_749_824);
-}
+/// Presets, vocab, tied, h, layers, widths, one layer by hand, the published count.
+type DenseRow = (
+    &'static [&'static str],
+    u64,
+    bool,
+    u64,
+    u64,
+    Widths,
+    u64,
+    u64,
+);
 
-/// Llama-3.1-405B (Llama 3 paper, Table 3: 126 layers, width 16,384, FFN 53,248, 128 heads, 8
-/// KV heads; vocabulary 128,256): 2·128256·16384 + 126·(2·16384² + 2·16384·1024 +
-/// 3·16384·53248 + 2·16384) + 16384 = 405,853,388,800.
+/// Dense Llama-shaped checkpoints: [`llama_shaped`] of each row's config gives its layer as
+/// worked in the row's comment and its published count, and so does each named preset.
 #[test]
-fn llama_3_1_405b() {
-    let layer: u64 = 2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248 + 2 * 16384;
-    assert_eq!(2 * 128256 * 16384 + 126 * layer + 16384, 405_853_388_800);
-    assert_eq!(count("llama-3.1-405b"), 405_853_388_800);
-}
-
-/// Mistral-7B-v0.1, published 7,241,732,096: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 +
-/// 3·4096·14336 + 2·4096) + 4096.
-#[test]
-fn mistral_7b() {
-    assert_eq!(
-        2 * 32000 * 4096
-            + 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
-            + 4096,
-        7_241_732_096u64
-    );
-    assert_eq!(count("mistral-7b-v0.1"), 7_241_732_096);
+fn llama_shaped_dense_decoders() {
+    let rows: &[DenseRow] = &[
+        // Llama-2-7b, published 6,738,415,616: 2·32000·4096 (untied) + 32·(4·4096² +
+        // 3·4096·11008 + 2·4096) + 4096 (MHA: the KV width is h); a layer 33,554,432 ·2 +
+        // 135,266,304 + 8,192 = 202,383,360.
+        (
+            &["llama-2-7b"],
+            32000,
+            false,
+            4096,
+            32,
+            (4096, 4096, 11008, 2),
+            202_383_360,
+            6_738_415_616,
+        ),
+        // Meta-Llama-3-8B, published 8,030,261,248: GQA with 8 KV heads of 128:
+        // 2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096; a layer
+        // 33,554,432 + 8,388,608 + 176,160,768 + 8,192 = 218,112,000.
+        (
+            &["llama-3-8b", "llama-3.1-8b"],
+            128256,
+            false,
+            4096,
+            32,
+            (4096, 1024, 14336, 2),
+            218_112_000,
+            8_030_261_248,
+        ),
+        // Llama-3.2-3B, published 3,212,749,824: tied embedding 128256·3072; 28 layers of
+        // 2·3072² + 2·3072·1024 + 3·3072·8192 + 2·3072 = 18,874,368 + 6,291,456 + 75,497,472 +
+        // 6,144 = 100,669,440; final norm 3072.
+        (
+            &["llama-3.2-3b"],
+            128256,
+            true,
+            3072,
+            28,
+            (3072, 1024, 8192, 2),
+            100_669_440,
+            3_212_749_824,
+        ),
+        // Llama-3.1-405B (Llama 3 paper, Table 3: 126 layers, width 16,384, FFN 53,248, 128
+        // heads, 8 KV heads; vocabulary 128,256): 2·128256·16384 + 126·(2·16384² +
+        // 2·16384·1024 + 3·16384·53248 + 2·16384) + 16384 = 405,853,388,800; a layer
+        // 536,870,912 + 33,554,432 + 2,617,245,696 + 32,768 = 3,187,703,808.
+        (
+            &["llama-3.1-405b"],
+            128256,
+            false,
+            16384,
+            126,
+            (16384, 1024, 53248, 2),
+            3_187_703_808,
+            405_853_388_800,
+        ),
+        // Mistral-7B-v0.1, published 7,241,732,096: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 +
+        // 3·4096·14336 + 2·4096) + 4096; the layer is Llama-3-8B's, 218,112,000.
+        (
+            &["mistral-7b-v0.1"],
+            32000,
+            false,
+            4096,
+            32,
+            (4096, 1024, 14336, 2),
+            218_112_000,
+            7_241_732_096,
+        ),
+        // Gemma-2B: tied 256000·2048; 18 layers, 8 heads of 256 with one KV head (MQA): q and o
+        // 2048·2048, k and v 2048·256; GeGLU 3·2048·16384; two norms; final norm.
+        // = 524,288,000 + 18 × 110,104,576 + 2048 = 2,506,172,416.
+        (
+            &["gemma-2b"],
+            256000,
+            true,
+            2048,
+            18,
+            (2048, 256, 16384, 2),
+            110_104_576,
+            2_506_172_416,
+        ),
+        // Gemma-2-9B: tied 256000·3584; 42 layers, 16 heads of 256 (q 3584·4096, o 4096·3584),
+        // 8 KV heads (k, v 3584·2048), GeGLU 3·3584·14336, four norms; final norm.
+        // = 917,504,000 + 42 × 198,195,200 + 3584 = 9,241,705,984.
+        (
+            &["gemma-2-9b"],
+            256000,
+            true,
+            3584,
+            42,
+            (4096, 2048, 14336, 4),
+            198_195_200,
+            9_241_705_984,
+        ),
+        // Phi-3-mini-4k: untied 32064·3072 twice; 32 layers of fused qkv 3072·9216 (q, k and v
+        // 3072 wide each), o 3072², gate_up 3072·16384 and down 8192·3072 (FFN 8192), two
+        // norms; final norm. = 197,001,216 + 32 × 113,252,352 + 3072 = 3,821,079,552.
+        (
+            &["phi-3-mini-4k-instruct"],
+            32064,
+            false,
+            3072,
+            32,
+            (3072, 3072, 8192, 2),
+            113_252_352,
+            3_821_079_552,
+        ),
+    ];
+    for &(ids, vocab, tied, h, layers, widths, per_layer, published) in rows {
+        let (layer, total) = llama_shaped(vocab, tied, h, layers, widths);
+        assert_eq!((layer, total), (per_layer, published), "{ids:?}: by hand");
+        for id in ids {
+            assert_eq!(count(id), published, "{id}");
+        }
+    }
 }
 
 /// Mixtral-8x7B, published 46,702,792,704: Mistral's attention, 8 experts of 3·4096·14336 and a
@@ -134,38 +223,6 @@ fn qwen3_30b_a3b() {
     let total = 2 * 151936 * 2048 + 48 * layer + 2048;
     assert_eq!(total, 30_532_122_624);
     assert_eq!(count("qwen3-30b-a3b"), total);
-}
-
-/// Gemma-2B: tied 256000·2048; 18 layers, 8 heads of 256 with one KV head (MQA): q and o
-/// 2048·2048, k and v 2048·256; GeGLU 3·2048·16384; two norms; final norm.
-/// = 524,288,000 + 18 × 110,104,576 + 2048 = 2,506,172,416.
-#[test]
-fn gemma_2b() {
-    let layer: u64 = 2 * 2048 * 2048 + 2 * 2048 * 256 + 3 * 2048 * 16384 + 2 * 2048;
-    assert_eq!(layer, 110_104_576);
-    assert_eq!(256000 * 2048 + 18 * layer + 2048, 2_506_172_416);
-    assert_eq!(count("gemma-2b"), 2_506_172_416);
-}
-
-/// Gemma-2-9B: tied 256000·3584; 42 layers, 16 heads of 256 (q 3584·4096, o 4096·3584), 8 KV
-/// heads (k, v 3584·2048), GeGLU 3·3584·14336, four norms; final norm.
-/// = 917,504,000 + 42 × 198,195,200 + 3584 = 9,241,705,984.
-#[test]
-fn gemma_2_9b() {
-    let layer: u64 = 2 * 3584 * 4096 + 2 * 3584 * 2048 + 3 * 3584 * 14336 + 4 * 3584;
-    assert_eq!(layer, 198_195_200);
-    assert_eq!(256000 * 3584 + 42 * layer + 3584, 9_241_705_984);
-    assert_eq!(count("gemma-2-9b"), 9_241_705_984);
-}
-
-/// Phi-3-mini-4k: untied 32064·3072 twice; 32 layers of fused qkv 3072·9216, o 3072²,
-/// gate_up 3072·16384, down 8192·3072, two norms; final norm.
-/// = 197,001,216 + 32 × 113,252,352 + 3072 = 3,821,079,552.
-#[test]
-fn phi_3_mini() {
-    let layer: u64 = 3072 * 9216 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072 + 2 * 3072;
-    assert_eq!(2 * 32064 * 3072 + 32 * layer + 3072, 3_821_079_552);
-    assert_eq!(count("phi-3-mini-4k-instruct"), 3_821_079_552);
 }
 
 /// OPT-125m: 50272·768 tokens + (2048+2)·768 positions (offset 2), 12 layers of 7,087,872

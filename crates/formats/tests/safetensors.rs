@@ -232,7 +232,7 @@ fn fixture_matches_the_builder() {
         DType::BF16,
         256,
         64,
-        emb(64, Positions::Rotary { theta: None }),
+        Embedding::plain(64, Positions::Rotary { theta: None }),
         None,
         stack(vec![l.clone(), l], Some(Norm::rms(64))),
         Head::LanguageModel {
@@ -289,17 +289,6 @@ fn layer(attention: Attention, mlp: Mlp, norms: Vec<(NormSlot, Norm)>) -> Layer 
 
 fn stack(layers: Vec<Layer>, final_norm: Option<Norm>) -> Stack {
     Stack { layers, final_norm }
-}
-
-fn emb(dim: u64, positions: Positions) -> Embedding {
-    Embedding {
-        dim,
-        positions,
-        token_types: 0,
-        norm: None,
-        projection: false,
-        per_layer_inputs: None,
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -359,7 +348,7 @@ fn family_specs() -> Vec<ModelSpec> {
 fn dense_llama_specs(out: &mut Vec<ModelSpec>) {
     let rms = Norm::rms(H);
     let ln = Norm::layer(H, true);
-    let rotary = || emb(H, Positions::Rotary { theta: None });
+    let rotary = || Embedding::plain(H, Positions::Rotary { theta: None });
     // Llama-style with Gemma-3's four norms, q/k norms and q/k/v biases.
     let mut a = attn(2, 1, 4, true);
     a.bias.o = false;
@@ -398,7 +387,7 @@ fn dense_llama_specs(out: &mut Vec<ModelSpec>) {
 /// Llama-named mixture-of-experts decoders: Mixtral, Qwen2-MoE, DeepSeek-V3 (MLA).
 fn moe_llama_specs(out: &mut Vec<ModelSpec>) {
     let rms = Norm::rms(H);
-    let rotary = || emb(H, Positions::Rotary { theta: None });
+    let rotary = || Embedding::plain(H, Positions::Rotary { theta: None });
     // Mixtral.
     let moe = |shared: Option<DenseMlp>, shared_gate: bool| {
         Mlp::Moe(MoeMlp {
@@ -475,7 +464,7 @@ fn moe_llama_specs(out: &mut Vec<ModelSpec>) {
 /// Phi-3: fused qkv and gate_up.
 fn phi3_specs(out: &mut Vec<ModelSpec>) {
     let rms = Norm::rms(H);
-    let rotary = || emb(H, Positions::Rotary { theta: None });
+    let rotary = || Embedding::plain(H, Positions::Rotary { theta: None });
     // Phi-3: fused qkv and gate_up.
     let l = layer(attn(2, 2, 4, false), dense(12, true, false), pre2(rms));
     out.push(spec(
@@ -493,8 +482,8 @@ fn phi3_specs(out: &mut Vec<ModelSpec>) {
 /// GPT-2, GPTBigCode, GPT-NeoX, OPT and Falcon names.
 fn gpt_named_specs(out: &mut Vec<ModelSpec>) {
     let ln = Norm::layer(H, true);
-    let rotary = || emb(H, Positions::Rotary { theta: None });
-    let learned = || emb(H, Positions::Learned { rows: 32 });
+    let rotary = || Embedding::plain(H, Positions::Rotary { theta: None });
+    let learned = || Embedding::plain(H, Positions::Learned { rows: 32 });
     // GPT-2 (Conv1D shapes), tied.
     let l = layer(attn(2, 2, 4, true), dense(32, false, true), pre2(ln));
     out.push(spec(
@@ -555,7 +544,7 @@ fn gpt_named_specs(out: &mut Vec<ModelSpec>) {
         DType::BF16,
         V,
         H,
-        emb(H, Positions::None),
+        Embedding::plain(H, Positions::None),
         None,
         stack(vec![l], Some(ln)),
         Head::None { pooler: false },
@@ -566,7 +555,7 @@ fn gpt_named_specs(out: &mut Vec<ModelSpec>) {
 fn encoder_specs(out: &mut Vec<ModelSpec>) {
     let rms = Norm::rms(H);
     let ln = Norm::layer(H, true);
-    let learned = || emb(H, Positions::Learned { rows: 32 });
+    let learned = || Embedding::plain(H, Positions::Learned { rows: 32 });
     // BERT masked LM (untied) and BERT base with pooler; RoBERTa masked LM (tied).
     let post = vec![(NormSlot::PostAttention, ln), (NormSlot::PostMlp, ln)];
     let l = layer(attn(2, 2, 4, true), dense(32, false, true), post);
@@ -618,7 +607,7 @@ fn encoder_specs(out: &mut Vec<ModelSpec>) {
         DType::F32,
         V,
         H,
-        emb(H, Positions::Relative { buckets: 32 }),
+        Embedding::plain(H, Positions::Relative { buckets: 32 }),
         Some(stack(enc, Some(rms))),
         stack(dec, Some(rms)),
         lm(false),

@@ -7,6 +7,8 @@
 //! family names them as Llama does. A row the reader cannot count exactly is refused instead,
 //! and says why ([`REFUSED`]).
 
+mod common;
+
 use serde_json::Value;
 use std::sync::OnceLock;
 use vramscope_core::model::Head;
@@ -15,13 +17,7 @@ use vramscope_formats::model_source::{model_of_config, LoadedModel};
 
 fn table() -> &'static Value {
     static TABLE: OnceLock<Value> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let path = format!(
-            "{}/tests/fixtures/defaults/transformers-5.24.0.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    })
+    TABLE.get_or_init(|| common::fixture_json("defaults", "transformers-5.24.0.json"))
 }
 
 fn row(model_type: &str) -> &'static Value {
@@ -250,8 +246,8 @@ fn vlm_text_keys_left_to_their_own_class_defaults_are_refused() {
         ),
     ];
     for (file, key, class) in cases {
-        let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
-        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (dir, name) = file.split_once('/').expect("dir/name");
+        let mut v = common::fixture_json(dir, name);
         assert!(
             parse_config_str(&v.to_string(), file).is_ok(),
             "{file} as published"

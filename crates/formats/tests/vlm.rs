@@ -57,45 +57,39 @@ fn vlm_configs_read_without_warnings_about_uncounted_parts() {
     }
 }
 
-/// Image tokens by each family's processor rule, worked by hand.
+/// Image tokens by each family's processor rule, worked by hand: (config, width, height) →
+/// (tokens, tower images, patches per tower image).
 #[test]
 fn image_tokens_per_family() {
-    // Qwen2.5-VL, 1024×768 (factor 28): round(768/28)=27 → 756, round(1024/28)=37 → 1036;
-    // 756·1036 = 783,216 ≤ max_pixels 1,003,520; patches (756/14)·(1036/14) = 54·74 = 3996;
-    // tokens 3996 / 4 = 999.
-    assert_eq!(
-        tokens("qwen2.5-vl-7b-instruct.json", 1024, 768),
-        (999, 1, 3996)
-    );
-    // 4000×3000 exceeds max_pixels: beta = √(12,000,000 / 1,003,520) = 3.45804…;
-    // h = floor(3000/β/28)·28 = floor(30.98)·28 = 840, w = floor(4000/β/28)·28 =
-    // floor(41.31)·28 = 1148; patches 60·82 = 4920, tokens 1230.
-    assert_eq!(
-        tokens("qwen2.5-vl-7b-instruct.json", 4000, 3000),
-        (1230, 1, 4920)
-    );
-    // LLaVA-1.5: any image resized to 336: (336/14)² = 576 tokens; the tower sees 577 with
-    // CLIP's class token.
-    assert_eq!(tokens("llava-1.5-7b-hf.json", 1024, 768), (576, 1, 577));
-    // Gemma 3: 896 px → (896/14)² = 4096 patches pooled to 256 tokens.
-    assert_eq!(tokens("gemma-3-4b-it.json", 640, 480), (256, 1, 4096));
-    // LLaVA-NeXT, 672×672: best pinpoint (672, 672), 2×2 tiles + the base image = 5 tower
-    // images; grid 48×48 with no padding: 48·48 + 48 newlines + 576 base = 2928.
-    assert_eq!(
-        tokens("llava-v1.6-mistral-7b-hf.json", 672, 672),
-        (2928, 5, 577)
-    );
-    // LLaVA-NeXT, 800×600 (w×h). Each pinpoint (h, w) keeps min(800·600, the downscaled
-    // area): (336, 672) scale min(672/800, 336/600) = 0.56 → 448·336 = 150,528; (672, 336)
-    // 0.42 → 336·252 = 84,672; (672, 672) 0.84 → 672·504 = 338,688; (1008, 336) 0.42 →
-    // 84,672; (336, 1008) 0.56 → 150,528. Best (672, 672): 2×2 tiles, grid 48×48. The image
-    // is wider (800/600 > 1), so new_h = round(600·48/800) = 36, padding (48−36)/2 = 6,
-    // height 48 − 12 = 36:
-    // 36·48 + 36 + 576 = 2340.
-    assert_eq!(
-        tokens("llava-v1.6-mistral-7b-hf.json", 800, 600),
-        (2340, 5, 577)
-    );
+    let rows = [
+        // Qwen2.5-VL, 1024×768 (factor 28): round(768/28)=27 → 756, round(1024/28)=37 → 1036;
+        // 756·1036 = 783,216 ≤ max_pixels 1,003,520; patches (756/14)·(1036/14) = 54·74 = 3996;
+        // tokens 3996 / 4 = 999.
+        ("qwen2.5-vl-7b-instruct.json", 1024, 768, (999, 1, 3996)),
+        // 4000×3000 exceeds max_pixels: beta = √(12,000,000 / 1,003,520) = 3.45804…;
+        // h = floor(3000/β/28)·28 = floor(30.98)·28 = 840, w = floor(4000/β/28)·28 =
+        // floor(41.31)·28 = 1148; patches 60·82 = 4920, tokens 1230.
+        ("qwen2.5-vl-7b-instruct.json", 4000, 3000, (1230, 1, 4920)),
+        // LLaVA-1.5: any image resized to 336: (336/14)² = 576 tokens; the tower sees 577 with
+        // CLIP's class token.
+        ("llava-1.5-7b-hf.json", 1024, 768, (576, 1, 577)),
+        // Gemma 3: 896 px → (896/14)² = 4096 patches pooled to 256 tokens.
+        ("gemma-3-4b-it.json", 640, 480, (256, 1, 4096)),
+        // LLaVA-NeXT, 672×672: best pinpoint (672, 672), 2×2 tiles + the base image = 5 tower
+        // images; grid 48×48 with no padding: 48·48 + 48 newlines + 576 base = 2928.
+        ("llava-v1.6-mistral-7b-hf.json", 672, 672, (2928, 5, 577)),
+        // LLaVA-NeXT, 800×600 (w×h). Each pinpoint (h, w) keeps min(800·600, the downscaled
+        // area): (336, 672) scale min(672/800, 336/600) = 0.56 → 448·336 = 150,528; (672, 336)
+        // 0.42 → 336·252 = 84,672; (672, 672) 0.84 → 672·504 = 338,688; (1008, 336) 0.42 →
+        // 84,672; (336, 1008) 0.56 → 150,528. Best (672, 672): 2×2 tiles, grid 48×48. The image
+        // is wider (800/600 > 1), so new_h = round(600·48/800) = 36, padding (48−36)/2 = 6,
+        // height 48 − 12 = 36:
+        // 36·48 + 36 + 576 = 2340.
+        ("llava-v1.6-mistral-7b-hf.json", 800, 600, (2340, 5, 577)),
+    ];
+    for (file, w, h, want) in rows {
+        assert_eq!(tokens(file, w, h), want, "{file} at {w}×{h}");
+    }
 }
 
 #[test]

@@ -123,10 +123,7 @@ fn optimal_canvas_by_hand() {
 /// Bad configs are one-line errors naming the field, never a panic.
 #[test]
 fn bad_configs_are_refused() {
-    let base: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("llama-3.2-11b-vision-instruct.json")).unwrap(),
-    )
-    .unwrap();
+    let base: serde_json::Value = common::read_json(&fixture("llama-3.2-11b-vision-instruct.json"));
     let cases: [(&str, &str, serde_json::Value, &str); 5] = [
         (
             "text_config",
@@ -162,10 +159,7 @@ fn bad_configs_are_refused() {
     for (obj, key, val, field) in cases {
         let mut c = base.clone();
         c[obj][key] = val;
-        let e = vramscope_formats::hf_config::parse_config_value(&c, "config.json")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(field) && !e.contains('\n'), "{e}");
+        common::assert_refused(&c.to_string(), field);
     }
 }
 
@@ -173,10 +167,7 @@ fn bad_configs_are_refused() {
 /// error — never a panic.
 #[test]
 fn mutated_configs_never_panic() {
-    let base: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("llama-3.2-11b-vision-instruct.json")).unwrap(),
-    )
-    .unwrap();
+    let base: serde_json::Value = common::read_json(&fixture("llama-3.2-11b-vision-instruct.json"));
     let values = [
         serde_json::json!(0),
         serde_json::json!(1),

@@ -11,6 +11,8 @@
 //! ...`: 3,032,242,416 (224 px), 3,033,127,152 (448 px), 1,584,804,000 (LFM2-VL-1.6B),
 //! 450,822,656 (LFM2-VL-450M). The configs' sources are in `fixtures/vlm/README.md`.
 
+mod common;
+
 use vramscope_core::vision::{ImageTokens, Part};
 use vramscope_formats::model_source::load_model;
 
@@ -93,13 +95,7 @@ fn paligemma2_3b_pt_448() {
 fn paligemma_projection_must_match_the_language_model() {
     let text = std::fs::read_to_string(fixture("paligemma2-3b-pt-224.json")).unwrap();
     let bad = text.replacen("\"projection_dim\": 2304", "\"projection_dim\": 2048", 1);
-    let err = vramscope_formats::hf_config::parse_config_str(&bad, "pg")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("projection_dim") && !err.contains('\n'),
-        "{err}"
-    );
+    common::assert_refused(&bad, "projection_dim");
 }
 
 /// LFM2-VL-1.6B. Tower (`Siglip2VisionModel`, 1152 wide, MLP 4304, 26 layers, 16 px patches,
@@ -183,12 +179,7 @@ fn lfm2_vl_image_tokens() {
 
 /// A tiny config of `validation/specs/`, read as the job's `hf_config`.
 fn spec_config(id: &str) -> u64 {
-    let path = format!(
-        "{}/../../validation/specs/{id}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let spec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: serde_json::Value = common::validation(&format!("specs/{id}.json"));
     let parsed = vramscope_formats::hf_config::parse_config_value(&spec["hf_config"], id).unwrap();
     vramscope_formats::model_source::model_of_config(parsed, id)
         .unwrap()

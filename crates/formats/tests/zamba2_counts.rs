@@ -35,6 +35,19 @@ fn shared_block(h: u64, heads: u64, kv: u64, f: u64) -> u64 {
     2 * h + 2 * h * 2 * h + 2 * (2 * h * kv * hd) + 2 * h * h + h + 2 * f * h + f * h
 }
 
+/// A tied Zamba2 without attention adapters, as the published 2.7B and 7B: `layers` Mamba
+/// layers (d_state 64, conv 4), at each of the `hybrid` applications a linear `h·h` and an MLP
+/// adapter of rank 128 (`h·128 + 128·2f`), two shared blocks of 32 heads over 32, the tied
+/// embedding of 32000 tokens and the final norm h.
+fn zamba2_tied(layers: u64, hybrid: u64, h: u64, (heads, groups): (u64, u64), f: u64) -> u64 {
+    layers * mamba_layer(h, heads, groups, 64, 4)
+        + hybrid * h * h
+        + 2 * shared_block(h, 32, 32, f)
+        + hybrid * (h * 128 + 128 * 2 * f)
+        + 32000 * h
+        + h
+}
+
 /// Zyphra/Zamba2-2.7B (`fixtures/hybrid/zamba2-2.7b.json`, rebuilt from published values: see
 /// the README): h 2560, 54 layers, hybrid at 6, 12, ..., 42, 47, 51 (9 applications of 2
 /// blocks), 32 heads over 32 of 160, ffn 10240, 80 Mamba heads, 1 group, d_state 64, rank 128,
@@ -45,12 +58,7 @@ fn shared_block(h: u64, heads: u64, kv: u64, f: u64) -> u64 {
 /// norm 2560: 2,662,214,560 (transformers 5.24 on meta: 2662214560; published as 2.7B).
 #[test]
 fn zamba2_2_7b() {
-    let expected = 54 * mamba_layer(2560, 80, 1, 64, 4)
-        + 9 * 2560 * 2560
-        + 2 * shared_block(2560, 32, 32, 10240)
-        + 9 * (2560 * 128 + 128 * 20480)
-        + 32000 * 2560
-        + 2560;
+    let expected = zamba2_tied(54, 9, 2560, (80, 1), 10240);
     assert_eq!(expected, 2_662_214_560);
     let m = load_model(&fixture("zamba2-2.7b.json")).unwrap();
     assert_eq!(m.params_total, expected);
@@ -100,12 +108,7 @@ fn zamba2_2_7b() {
 /// final norm 3584: 7,356,749,648 (transformers 5.24 on meta: 7356749648).
 #[test]
 fn zamba2_7b() {
-    let expected = 81 * mamba_layer(3584, 112, 2, 64, 4)
-        + 13 * 3584 * 3584
-        + 2 * shared_block(3584, 32, 32, 14336)
-        + 13 * (3584 * 128 + 128 * 28672)
-        + 32000 * 3584
-        + 3584;
+    let expected = zamba2_tied(81, 13, 3584, (112, 2), 14336);
     assert_eq!(expected, 7_356_749_648);
     assert_eq!(
         load_model(&fixture("zamba2-7b.json")).unwrap().params_total,
@@ -130,10 +133,8 @@ fn tiny_zamba2_every_tensor_as_transformers_names_it() {
     let path = fixture("zamba2-tiny-adapters.json");
     let m = load_model(&path).unwrap();
     assert_eq!(m.params_total, 143_504);
-    let theirs: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("zamba2-tiny-adapters.tensors.json")).unwrap(),
-    )
-    .unwrap();
+    let theirs: serde_json::Value =
+        common::read_json(&fixture("zamba2-tiny-adapters.tensors.json"));
     let theirs: BTreeMap<String, Vec<u64>> = theirs["tensors"]
         .as_object()
         .unwrap()
@@ -159,8 +160,7 @@ fn tiny_zamba2_every_tensor_as_transformers_names_it() {
         .collect();
     assert_eq!(ours, theirs);
 
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut v: serde_json::Value = common::read_json(&path);
     v["tie_word_embeddings"] = true.into();
     let tied = parse_config_str(&v.to_string(), "tied").unwrap();
     let inv = vramscope_core::inventory::build_inventory(&tied.spec).unwrap();
@@ -171,10 +171,7 @@ fn tiny_zamba2_every_tensor_as_transformers_names_it() {
 /// with the field named, in one line.
 #[test]
 fn zamba2_inconsistent_configs_are_refused() {
-    let base: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("zamba2-tiny-adapters.json")).unwrap(),
-    )
-    .unwrap();
+    let base: serde_json::Value = common::read_json(&fixture("zamba2-tiny-adapters.json"));
     let cases: [(&str, serde_json::Value, &str); 6] = [
         ("num_hidden_layers", 8.into(), "num_hidden_layers"),
         (
@@ -190,10 +187,7 @@ fn zamba2_inconsistent_configs_are_refused() {
     for (key, value, word) in cases {
         let mut v = base.clone();
         v[key] = value;
-        let err = parse_config_str(&v.to_string(), "z")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains(word) && !err.contains('\n'), "{key}: {err}");
+        common::assert_refused(&v.to_string(), word);
     }
 }
 
@@ -201,10 +195,7 @@ fn zamba2_inconsistent_configs_are_refused() {
 /// map's alias) reads as `layers_block_type`: the same model either way.
 #[test]
 fn zamba2_layer_type_spellings_agree() {
-    let base: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("zamba2-tiny-adapters.json")).unwrap(),
-    )
-    .unwrap();
+    let base: serde_json::Value = common::read_json(&fixture("zamba2-tiny-adapters.json"));
     let mut alias = base.clone();
     let list = alias
         .as_object_mut()
@@ -253,13 +244,7 @@ fn zamba2_pre_transformers_config_is_refused() {
 /// 2,097,152; final norm 256: 7,567,696 (what `measure.py` printed for the run's model).
 #[test]
 fn tiny_zamba2_of_the_measured_steps() {
-    let spec = std::fs::read_to_string(format!(
-        "{}/../../validation/specs/cpu-tiny-zamba2-fp32-adamw-eager.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&spec).unwrap();
-    let parsed = parse_config_str(&v["hf_config"].to_string(), "tiny").unwrap();
+    let parsed = common::measured_config("cpu-tiny-zamba2-fp32-adamw-eager");
     let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
     assert_eq!(inv.params(), 7_567_696);
 }

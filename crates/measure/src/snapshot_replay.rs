@@ -570,9 +570,7 @@ fn analyze_device(
     lifetime_warnings(snap, trace, ghosts, preexisting, warnings);
     let att = attribute_lives(snap, lives.lives, &phases, &cx);
 
-    let reserved_end: u64 = segs
-        .iter()
-        .fold(0u64, |a, s| a.saturating_add(s.total_size));
+    let reserved_end = u64::try_from(snap.reserved_at_dump(dev)).unwrap_or(u64::MAX);
     let reserved_known = !snap.from_profiler;
     let reserved0 = initial_reserved(trace, reserved_end, reserved_known, warnings);
     let (timeline, peak_reserved) = run_replay(trace, &att, &phases, reserved0, reserved_known);

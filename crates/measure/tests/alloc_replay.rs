@@ -39,12 +39,7 @@ fn recorded_figures(snap: &Snapshot, d: usize) -> (usize, usize, u64) {
             _ => 0,
         }
     };
-    let at_dump: i128 = snap
-        .segments
-        .iter()
-        .filter(|s| s.device == d as i64)
-        .map(|s| s.total_size as i128)
-        .sum();
+    let at_dump = snap.reserved_at_dump(d as i64) as i128;
     let net: i128 = trace.iter().map(|e| delta(e.action, e.size)).sum();
     let mut now = at_dump - net;
     assert!(

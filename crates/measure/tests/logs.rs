@@ -4,6 +4,7 @@
 //! reader's output.
 
 mod common;
+use common::contract_components::{ALLOCATED, OUTSIDE};
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -622,18 +623,7 @@ fn per_gpu_has_the_reports_fields() {
     ] {
         assert!(g.get(k).is_some(), "per_gpu.{k}");
     }
-    for k in [
-        "parameters",
-        "gradients",
-        "optimizer_states",
-        "master_weights",
-        "activations",
-        "kv_cache",
-        "temporaries",
-        "cuda_context",
-        "allocator_reserve",
-        "unattributed",
-    ] {
+    for k in ALLOCATED.iter().chain(&OUTSIDE) {
         assert!(g["components"].get(k).is_some(), "components.{k}");
     }
     // Stated: "model weights take   14.96GiB"; never stated by vLLM: gradients.

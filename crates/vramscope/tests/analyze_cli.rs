@@ -12,20 +12,8 @@ fn analyze_json_has_the_contract_shape() {
     let c = &g["components"];
     // The categories peak_allocated is the sum of (the contract's per_gpu.components; the
     // CUDA context and the allocator's reserve lie outside what PyTorch allocates).
-    let allocated = [
-        "parameters",
-        "gradients",
-        "optimizer_states",
-        "master_weights",
-        "activations",
-        "kv_cache",
-        "temporaries",
-        "unattributed",
-    ];
-    for k in allocated
-        .iter()
-        .chain(&["cuda_context", "allocator_reserve"])
-    {
+    let allocated = contract_components::ALLOCATED;
+    for k in allocated.iter().chain(&contract_components::OUTSIDE) {
         assert!(c[k].is_u64(), "components.{k} missing");
     }
     // 652,544 fp32 parameters of the fixture's model (fixtures/samples_meta.json): 4 B each.

@@ -135,14 +135,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         model_type: format!("{}_vision", v.family),
         naming: Naming::Llama,
         hidden_size: t.hidden,
-        embedding: Embedding {
-            dim: t.hidden,
-            positions,
-            token_types: 0,
-            norm: None,
-            projection: false,
-            per_layer_inputs: None,
-        },
+        embedding: Embedding::plain(t.hidden, positions),
         encoder: None,
         decoder: Stack {
             layers: vec![layer],

@@ -4,8 +4,14 @@
 // Not every test binary that includes this module uses every helper.
 #![allow(dead_code)]
 
+mod replay_each;
+mod repo_json;
+#[allow(unused_imports)] // Only the allocator-stream tests use it.
+pub use replay_each::replay_each;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use repo_json::{repo_json, validation, validation_path};
+
 use serde_json::Value;
-use vramscope_core::estimate::alloc_events::Event;
 use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_core::report::Report;
@@ -34,18 +40,6 @@ pub fn estimate_job(job: &Job) -> Report {
 /// The estimate of a job given as JSON.
 pub fn run_job(job: Value) -> Report {
     estimate_job(&serde_json::from_value(job).unwrap())
-}
-
-/// The path of `validation/<rel>` in this repository.
-pub fn validation_path(rel: &str) -> String {
-    format!("{}/../../validation/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The JSON file `validation/<rel>` of this repository (cases, records, specs), read as `T`.
-pub fn validation<T: serde::de::DeserializeOwned>(rel: &str) -> T {
-    let path = validation_path(rel);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// A job from a measured spec of `validation/specs/` (run `run_id`): `base` with the spec's
@@ -101,28 +95,4 @@ pub fn h200_results() -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|r| r["type"] == "result" && r["status"] == "ok")
         .collect()
-}
-
-/// Runs `s` through `a` as `estimate::alloc_events::replay::replay` does (each block's handle
-/// kept by its id, a failed allocation skipped), calling `after` with the allocator and each
-/// event once it is applied.
-pub fn replay_each(
-    a: &mut vramscope_core::allocator::Allocator,
-    s: &vramscope_core::estimate::alloc_events::Stream,
-    mut after: impl FnMut(&vramscope_core::allocator::Allocator, Event),
-) {
-    let mut handles = vec![None; s.ids()];
-    for &e in &s.events {
-        match e {
-            Event::Alloc { id, bytes } => handles[id as usize] = a.malloc(bytes, 0).ok(),
-            Event::Free { id } => {
-                if let Some(h) = handles[id as usize].take() {
-                    a.free(h);
-                }
-            }
-            Event::EmptyCache => a.empty_cache(),
-            Event::Phase(_) => {}
-        }
-        after(a, e);
-    }
 }

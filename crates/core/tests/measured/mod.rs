@@ -45,10 +45,23 @@ fn report(job: &Value) -> Value {
     serde_json::to_value(run(job.clone())).unwrap()
 }
 
+/// What a hybrid's model summary reads off the layers, for `job` (an inference estimate):
+/// [heads, KV heads, head dim, MLP width, state-space layers, layers].
+pub fn hybrid_summary(job: Value) -> [Option<u64>; 6] {
+    let m = run(job).model;
+    [
+        m.heads,
+        m.kv_heads,
+        m.head_dim,
+        m.ffn,
+        m.state_space_layers,
+        m.layers,
+    ]
+}
+
 /// Every case of `validation/<file>` against the estimate, each printed.
 pub fn compare(file: &str) -> Vec<Compared> {
-    let path = format!("{}/../../validation/{file}", env!("CARGO_MANIFEST_DIR"));
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases: Vec<Value> = crate::common::validation(file);
     let workspaces = blas_workspaces_bytes(None, true);
     // cuBLAS's forward and backward handles, each 8,519,680 B; today's cuBLASLt shares them
     // (`overhead.rs`).

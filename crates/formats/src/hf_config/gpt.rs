@@ -54,21 +54,14 @@ pub(crate) fn gpt2_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec> {
             vec![(NormSlot::PreAttention, ln), (NormSlot::PreMlp, ln)],
         ));
     }
-    spec.decoder.final_norm = Some(ln);
-    spec.vocab_size = vocab;
-    spec.hidden_size = hidden;
-    spec.max_position_embeddings = Some(positions);
-    spec.embedding.dim = hidden;
-    spec.embedding.positions = Positions::Learned { rows: positions };
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", true)?,
-        bias: false,
-    };
-    spec.dropout = Dropout {
+    let dropout = Dropout {
         embedding: cfg.prob(&["embd_pdrop"], 0.1)?,
         attention: cfg.prob(&["attn_pdrop"], 0.1)?,
         hidden: cfg.prob(&["resid_pdrop"], 0.1)?,
     };
+    let learned = Positions::Learned { rows: positions };
+    let frame = ((vocab, hidden, positions), Some(ln), learned, dropout);
+    lm_frame(&mut spec, cfg, frame, true)?;
     Ok(spec)
 }
 
@@ -96,23 +89,17 @@ pub(crate) fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec> {
             )
         });
     }
-    spec.decoder.final_norm = Some(ln);
-    spec.vocab_size = vocab;
-    spec.hidden_size = hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(2048));
-    spec.embedding.dim = hidden;
-    spec.embedding.positions = Positions::Rotary {
+    let context = cfg.uint("max_position_embeddings")?.unwrap_or(2048);
+    let rotary = Positions::Rotary {
         theta: cfg.rope_theta(),
     };
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", false)?,
-        bias: false,
-    };
-    spec.dropout = Dropout {
-        embedding: 0.0,
-        attention: cfg.prob(&["attention_dropout"], 0.0)?,
-        hidden: cfg.prob(&["hidden_dropout"], 0.0)?,
-    };
+    let frame = (
+        (vocab, hidden, context),
+        Some(ln),
+        rotary,
+        neox_dropout(cfg)?,
+    );
+    lm_frame(&mut spec, cfg, frame, false)?;
     Ok(spec)
 }
 
@@ -150,23 +137,18 @@ pub(crate) fn opt(cfg: &Cfg) -> Result<ModelSpec> {
             },
         ));
     }
-    spec.decoder.final_norm = (pre_norm && !remove_final && affine).then_some(ln);
-    spec.vocab_size = vocab;
-    spec.hidden_size = hidden;
-    spec.max_position_embeddings = Some(max_pos);
-    spec.embedding.dim = proj_dim;
-    spec.embedding.projection = proj_dim != hidden;
-    spec.embedding.positions = Positions::Learned { rows: max_pos + 2 };
-    spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", true)?,
-        bias: false,
-    };
+    let final_norm = (pre_norm && !remove_final && affine).then_some(ln);
     let d = cfg.prob(&["dropout"], 0.1)?;
-    spec.dropout = Dropout {
+    let dropout = Dropout {
         embedding: d,
         attention: cfg.prob(&["attention_dropout"], 0.0)?,
         hidden: d,
     };
+    let learned = Positions::Learned { rows: max_pos + 2 };
+    let frame = ((vocab, hidden, max_pos), final_norm, learned, dropout);
+    lm_frame(&mut spec, cfg, frame, true)?;
+    spec.embedding.dim = proj_dim;
+    spec.embedding.projection = proj_dim != hidden;
     Ok(spec)
 }
 
@@ -217,26 +199,54 @@ pub(crate) fn falcon(cfg: &Cfg) -> Result<ModelSpec> {
             )
         });
     }
-    spec.decoder.final_norm = Some(ln);
-    spec.vocab_size = vocab;
-    spec.hidden_size = hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(2048));
-    spec.embedding.dim = hidden;
-    spec.embedding.positions = if cfg.boolean("alibi", false)? {
+    let context = cfg.uint("max_position_embeddings")?.unwrap_or(2048);
+    let positions = if cfg.boolean("alibi", false)? {
         Positions::None
     } else {
         Positions::Rotary {
             theta: cfg.rope_theta(),
         }
     };
+    let frame = (
+        (vocab, hidden, context),
+        Some(ln),
+        positions,
+        neox_dropout(cfg)?,
+    );
+    lm_frame(&mut spec, cfg, frame, true)?;
+    Ok(spec)
+}
+
+/// (vocabulary, width, context), the final norm, the positions and the dropouts of a model.
+type Frame = ((u64, u64, u64), Option<Norm>, Positions, Dropout);
+
+/// The language-model frame GPT-2, GPT-NeoX, OPT and Falcon fill alike (`GPT2LMHeadModel`,
+/// `GPTNeoXForCausalLM`, `OPTForCausalLM`, `FalconForCausalLM`): the final norm, the
+/// vocabulary, width and context, a token table as wide as the model with its positions, the
+/// dropouts, and an LM head without bias, tied as `tie_word_embeddings` says (the class
+/// default `tied`).
+fn lm_frame(spec: &mut ModelSpec, cfg: &Cfg, frame: Frame, tied: bool) -> Result<()> {
+    let ((vocab, hidden, context), final_norm, positions, dropout) = frame;
+    spec.decoder.final_norm = final_norm;
+    spec.vocab_size = vocab;
+    spec.hidden_size = hidden;
+    spec.max_position_embeddings = Some(context);
+    spec.embedding.dim = hidden;
+    spec.embedding.positions = positions;
     spec.head = Head::LanguageModel {
-        tied: cfg.boolean("tie_word_embeddings", true)?,
+        tied: cfg.boolean("tie_word_embeddings", tied)?,
         bias: false,
     };
-    spec.dropout = Dropout {
+    spec.dropout = dropout;
+    Ok(())
+}
+
+/// GPT-NeoX's and Falcon's dropouts (`GPTNeoXConfig`, `FalconConfig`): none on the embedding,
+/// `attention_dropout` and `hidden_dropout` after attention and on the residual (default 0).
+fn neox_dropout(cfg: &Cfg) -> Result<Dropout> {
+    Ok(Dropout {
         embedding: 0.0,
         attention: cfg.prob(&["attention_dropout"], 0.0)?,
         hidden: cfg.prob(&["hidden_dropout"], 0.0)?,
-    };
-    Ok(spec)
+    })
 }

@@ -457,14 +457,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
         vocab_size: 0,
         hidden_size: 0,
         max_position_embeddings: None,
-        embedding: Embedding {
-            dim: 0,
-            positions: Positions::None,
-            token_types: 0,
-            norm: None,
-            projection: false,
-            per_layer_inputs: None,
-        },
+        embedding: Embedding::plain(0, Positions::None),
         encoder: None,
         decoder: Stack {
             layers: Vec::new(),

@@ -81,36 +81,25 @@ pub(crate) fn check_subconfigs(
     Ok(())
 }
 
+/// The keys whose class defaults `Qwen2VLTextConfig` and `Qwen2_5_VLTextConfig` alike do not
+/// share with `Qwen2Config` (one list for both rows of [`TEXT_CLASS_DEFAULTS`]).
+const QWEN2_VL_TEXT_KEYS: &[&str] = &[
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+];
+
 /// VLM wrappers whose text sub-config class has defaults of its own, not those of the family
 /// the reader reads the language model as: the keys whose defaults differ (transformers 5.24.0,
 /// the class defaults against the inner family's), and the class. A `text_config` given as a
 /// dict is built with its class's own defaults (`configuration_utils.py` `SubConfigSpec`), so
 /// leaving one of these keys out takes a default vramscope's reading does not share.
 const TEXT_CLASS_DEFAULTS: &[(&str, &str, &[&str])] = &[
-    (
-        "qwen2_vl",
-        "Qwen2VLTextConfig",
-        &[
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-        ],
-    ),
-    (
-        "qwen2_5_vl",
-        "Qwen2_5_VLTextConfig",
-        &[
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-        ],
-    ),
+    ("qwen2_vl", "Qwen2VLTextConfig", QWEN2_VL_TEXT_KEYS),
+    ("qwen2_5_vl", "Qwen2_5_VLTextConfig", QWEN2_VL_TEXT_KEYS),
     (
         "qwen3_vl_moe",
         "Qwen3VLMoeTextConfig",
@@ -266,34 +255,9 @@ fn qwen_tokens(v: &Cfg) -> Result<ImageTokens> {
 fn qwen2_vl(v: &Cfg) -> Result<Vision> {
     let hidden = v.size(&["embed_dim"], Some(1280))?;
     let ratio = v.size(&["mlp_ratio"], Some(4))?;
-    let norm = NormKind::LayerNorm { bias: true };
     let layers = v.layer_count(&["depth"], 32)?;
-    Ok(Vision {
-        family: String::new(),
-        tower: Tower {
-            kind: TowerKind::Qwen,
-            hidden,
-            layers,
-            layers_used: layers,
-            heads: v.size(&["num_heads"], Some(16))?,
-            ffn: hidden * ratio,
-            gated: false,
-            norm,
-            activation: v.string("hidden_act").unwrap_or("quick_gelu").to_string(),
-            channels: v.size(&["in_channels", "in_chans"], Some(3))?,
-            patch: v.size(&["patch_size", "spatial_patch_size"], Some(14))?,
-            temporal_patch: v.size(&["temporal_patch_size"], Some(2))?,
-            position_rows: 0,
-            window_patches: None,
-            full_attention_layers: Vec::new(),
-        },
-        projector: Projector::QwenMerger {
-            merge: v.size(&["spatial_merge_size"], Some(2))?,
-            norm,
-            out: v.size(&["hidden_size"], Some(3584))?,
-        },
-        tokens: qwen_tokens(v)?,
-    })
+    let tower = qwen_tower(v, hidden, layers, hidden * ratio)?;
+    qwen_vision(v, tower, "hidden_size")
 }
 
 /// `Qwen2_5_VLVisionConfig`: RMSNorms, a SwiGLU MLP with biases, window attention except in
@@ -309,30 +273,53 @@ fn qwen2_5_vl(v: &Cfg) -> Result<Vision> {
         vec![7, 15, 23, 31]
     };
     let side = (window / patch).max(1);
+    let ffn = v.size(&["intermediate_size"], Some(3420))?;
+    let tower = Tower {
+        gated: true,
+        norm: NormKind::RmsNorm,
+        activation: v.string("hidden_act").unwrap_or("silu").to_string(),
+        window_patches: Some(side * side),
+        full_attention_layers: full,
+        ..qwen_tower(v, hidden, layers, ffn)?
+    };
+    qwen_vision(v, tower, "out_hidden_size")
+}
+
+/// The tower fields `Qwen2VLVisionConfig` and `Qwen2_5_VLVisionConfig` read alike
+/// (`num_heads` 16, `in_channels` 3, `patch_size` 14, `temporal_patch_size` 2, rotary
+/// positions), with Qwen2-VL's own blocks (LayerNorm, QuickGELU, full attention everywhere)
+/// for Qwen2.5-VL to override.
+fn qwen_tower(v: &Cfg, hidden: u64, layers: u64, ffn: u64) -> Result<Tower> {
+    Ok(Tower {
+        kind: TowerKind::Qwen,
+        hidden,
+        layers,
+        layers_used: layers,
+        heads: v.size(&["num_heads"], Some(16))?,
+        ffn,
+        gated: false,
+        norm: NormKind::LayerNorm { bias: true },
+        activation: v.string("hidden_act").unwrap_or("quick_gelu").to_string(),
+        channels: v.size(&["in_channels", "in_chans"], Some(3))?,
+        patch: v.size(&["patch_size", "spatial_patch_size"], Some(14))?,
+        temporal_patch: v.size(&["temporal_patch_size"], Some(2))?,
+        position_rows: 0,
+        window_patches: None,
+        full_attention_layers: Vec::new(),
+    })
+}
+
+/// A Qwen-VL tower with its `PatchMerger` (`spatial_merge_size` 2, normed as the tower, out
+/// to the language model's width `out_key`, default 3584) and Qwen's dynamic image tokens.
+fn qwen_vision(v: &Cfg, tower: Tower, out_key: &str) -> Result<Vision> {
     Ok(Vision {
         family: String::new(),
-        tower: Tower {
-            kind: TowerKind::Qwen,
-            hidden,
-            layers,
-            layers_used: layers,
-            heads: v.size(&["num_heads"], Some(16))?,
-            ffn: v.size(&["intermediate_size"], Some(3420))?,
-            gated: true,
-            norm: NormKind::RmsNorm,
-            activation: v.string("hidden_act").unwrap_or("silu").to_string(),
-            channels: v.size(&["in_channels", "in_chans"], Some(3))?,
-            patch,
-            temporal_patch: v.size(&["temporal_patch_size"], Some(2))?,
-            position_rows: 0,
-            window_patches: Some(side * side),
-            full_attention_layers: full,
-        },
         projector: Projector::QwenMerger {
             merge: v.size(&["spatial_merge_size"], Some(2))?,
-            norm: NormKind::RmsNorm,
-            out: v.size(&["out_hidden_size"], Some(3584))?,
+            norm: tower.norm,
+            out: v.size(&[out_key], Some(3584))?,
         },
+        tower,
         tokens: qwen_tokens(v)?,
     })
 }

@@ -10,6 +10,13 @@ pub use shared_dir::shared;
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
 pub use warnings::{assert_never_warns, assert_warns};
+#[path = "../../../core/tests/common/repo_json.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses every helper.
+mod repo_json;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use repo_json::{read_json, validation};
+#[allow(dead_code)] // Only the tests that write GGUF headers use it.
+pub mod gguf_bytes;
 #[allow(dead_code)] // Only the tests that write files use it.
 mod temp_dir;
 #[allow(dead_code)] // Only the vision-language tests use it.
@@ -24,6 +31,40 @@ use vramscope_formats::model_source::LoadedModel;
 #[allow(dead_code)]
 pub fn fixture_path(dir: &str, name: &str) -> String {
     format!("{}/tests/fixtures/{dir}/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The JSON file `tests/fixtures/<dir>/<name>` of this crate, parsed.
+#[allow(dead_code)]
+pub fn fixture_json(dir: &str, name: &str) -> serde_json::Value {
+    read_json(&fixture_path(dir, name))
+}
+
+/// The `hf_config` of a measured run's spec (`validation/specs/<run_id>.json`), read as a
+/// job's `hf_config` is.
+#[allow(dead_code)]
+pub fn measured_config(run_id: &str) -> vramscope_formats::hf_config::ParsedConfig {
+    let spec: serde_json::Value = validation(&format!("specs/{run_id}.json"));
+    parse_config_str(&spec["hf_config"].to_string(), run_id).unwrap()
+}
+
+/// The error refusing the config `text`, checked to be one line; panics when the config reads.
+#[allow(dead_code)]
+pub fn refusal(text: &str) -> String {
+    match parse_config_str(text, "config.json") {
+        Ok(_) => panic!("read, not refused: {text}"),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(!e.contains('\n'), "not one line: {e}");
+            e
+        }
+    }
+}
+
+/// Asserts that the config `text` is refused with a one-line error naming `field`.
+#[allow(dead_code)]
+pub fn assert_refused(text: &str, field: &str) {
+    let e = refusal(text);
+    assert!(e.contains(field), "{field}: {e}");
 }
 
 /// Asserts that every named tensor stands in `m`'s inventory with the given shape.

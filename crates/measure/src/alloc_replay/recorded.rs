@@ -102,12 +102,7 @@ pub(crate) fn analyse(
     notes: &mut Vec<String>,
 ) -> Recorded {
     let trace = &snap.traces[device];
-    let dump: i128 = snap
-        .segments
-        .iter()
-        .filter(|s| s.device == device as i64)
-        .map(|s| s.total_size as i128)
-        .sum();
+    let dump = snap.reserved_at_dump(device as i64) as i128;
     let net: i128 = trace.iter().map(reserved_delta).sum();
     let mut rec = Recorded {
         capacity: u64::MAX,

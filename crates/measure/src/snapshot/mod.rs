@@ -223,6 +223,14 @@ impl Snapshot {
             .iter()
             .map(|&f| &self.frames[f as usize])
     }
+
+    /// What the dump's segments on `device` hold: the sum of their `total_size`
+    /// (`torch.cuda.memory._snapshot()`'s `segments`, whose sizes add up to
+    /// `torch.cuda.memory_reserved` at the dump), exact.
+    pub fn reserved_at_dump(&self, device: i64) -> u128 {
+        let on = self.segments.iter().filter(|s| s.device == device);
+        on.map(|s| s.total_size as u128).sum()
+    }
 }
 
 fn bad(msg: impl Into<String>) -> crate::MeasureError {

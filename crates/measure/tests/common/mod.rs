@@ -7,6 +7,9 @@ mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
 
+#[path = "../../../core/tests/common/contract_components.rs"]
+pub mod contract_components;
+
 #[path = "../../../core/tests/common/warnings.rs"]
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.

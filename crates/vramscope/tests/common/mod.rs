@@ -10,6 +10,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Output;
 
+#[path = "../../../core/tests/common/contract_components.rs"]
+pub mod contract_components;
 #[path = "../../../core/tests/common/shared_dir.rs"]
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.

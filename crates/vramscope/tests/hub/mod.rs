@@ -5,7 +5,10 @@
 //! header) are real, the rest reads as zeros, so a 16 GB checkpoint costs nothing to serve.
 
 pub mod env;
+#[path = "../../../formats/tests/common/gguf_bytes.rs"]
+mod gguf_bytes;
 
+use gguf_bytes::{put_str, put_tensor_info};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -331,11 +334,6 @@ pub fn safetensors(tensors: &[StTensor]) -> (Vec<u8>, u64) {
     (head, size)
 }
 
-fn put_str(b: &mut Vec<u8>, s: &str) {
-    b.extend((s.len() as u64).to_le_bytes());
-    b.extend(s.as_bytes());
-}
-
 pub enum Kv {
     Str(&'static str),
     U32(u32),
@@ -365,20 +363,14 @@ pub fn gguf(kvs: &[(&str, Kv)], tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8>
                 b.extend(8u32.to_le_bytes());
                 b.extend(n.to_le_bytes());
                 for i in 0..*n {
-                    put_str(&mut b, &format!("token-{i:06}-of-a-long-vocabulary"));
+                    put_str(&mut b, format!("token-{i:06}-of-a-long-vocabulary"));
                 }
             }
         }
     }
     let mut off = 0u64;
     for (name, dims, ty) in tensors {
-        put_str(&mut b, name);
-        b.extend((dims.len() as u32).to_le_bytes());
-        for d in dims {
-            b.extend(d.to_le_bytes());
-        }
-        b.extend(ty.to_le_bytes());
-        b.extend(off.to_le_bytes());
+        put_tensor_info(&mut b, name, dims, *ty, off);
         let n: u64 = dims.iter().product();
         // ggml: F32 4 bytes, F16 2, Q8_0 34 bytes per 32 elements (ggml-common.h block_q8_0).
         let bytes = match ty {

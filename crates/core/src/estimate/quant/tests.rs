@@ -487,14 +487,7 @@ fn context_from_a_spec() {
         vocab_size: 128256,
         hidden_size: 8192,
         max_position_embeddings: None,
-        embedding: Embedding {
-            dim: 8192,
-            positions: Positions::Rotary { theta: None },
-            token_types: 0,
-            norm: None,
-            projection: false,
-            per_layer_inputs: None,
-        },
+        embedding: Embedding::plain(8192, Positions::Rotary { theta: None }),
         encoder: None,
         decoder: Stack {
             layers: vec![layer; 80],

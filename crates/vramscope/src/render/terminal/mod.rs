@@ -338,6 +338,21 @@ mod tests {
         render_estimate(&report(c, Some(72 * G), vec![]), 72, colour)
     }
 
+    /// Some bytes in every category the picture shows.
+    fn every_category() -> Components {
+        Components {
+            parameters: 3 * G,
+            gradients: 3 * G,
+            optimizer_states: 6 * G,
+            master_weights: G,
+            activations: 5 * G,
+            kv_cache: G / 3,
+            temporaries: G / 2,
+            cuda_context: G / 2,
+            allocator_reserve: G / 4,
+        }
+    }
+
     fn strip_ansi(s: &str) -> String {
         let mut out = String::new();
         let mut chars = s.chars();
@@ -431,17 +446,7 @@ mod tests {
 
     #[test]
     fn lines_fit_80_columns_and_plain_output_has_no_escapes() {
-        let c = Components {
-            parameters: 3 * G,
-            gradients: 3 * G,
-            optimizer_states: 6 * G,
-            master_weights: G,
-            activations: 5 * G,
-            kv_cache: G / 3,
-            temporaries: G / 2,
-            cuda_context: G / 2,
-            allocator_reserve: G / 4,
-        };
+        let c = every_category();
         let long = "a warning long enough to need wrapping because it goes on and on about \
                     a path /very/long/path/that/cannot/be/broken/at/a/space/anywhere/in/it/at/all/really"
             .to_string();
@@ -467,17 +472,7 @@ mod tests {
 
     #[test]
     fn every_category_is_in_the_legend_with_its_own_fill() {
-        let c = Components {
-            parameters: 3 * G,
-            gradients: 3 * G,
-            optimizer_states: 6 * G,
-            master_weights: G,
-            activations: 5 * G,
-            kv_cache: G / 3,
-            temporaries: G / 2,
-            cuda_context: G / 2,
-            allocator_reserve: G / 4,
-        };
+        let c = every_category();
         let fills: std::collections::HashSet<char> = SHOWN.iter().map(|c| fill(*c)).collect();
         assert_eq!(fills.len(), SHOWN.len());
         assert!(!fills.contains(&FREE));

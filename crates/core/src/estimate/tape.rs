@@ -66,6 +66,26 @@ struct Entry {
     wgrad: GradRole,
 }
 
+impl Entry {
+    /// A stream-only tensor of `bytes` (16-bit) made and dropped at op `at`, saved by nothing:
+    /// a dequantized weight or a backward temporary ([`GradRole`] says which).
+    fn transient(bytes: u64, at: usize, role: GradRole) -> Self {
+        Entry {
+            bytes,
+            width: 2,
+            kept: false,
+            external: false,
+            last_use: at,
+            created: at,
+            pointwise: false,
+            inputs: Vec::new(),
+            saver: usize::MAX,
+            copy: false,
+            wgrad: role,
+        }
+    }
+}
+
 /// Records one region's ops.
 #[derive(Debug, Clone, Default)]
 pub struct Tape {

@@ -309,35 +309,11 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
         _ => (None, None),
     };
-    if chunked.is_some() || fused.is_some() {
-        for c in cached {
-            s.free(c);
-        }
-        return Fwd {
-            embedding_out,
-            embedding_extra,
-            mask,
-            blocks,
-            head_kept,
-            head_copy,
-            last_hidden: input,
-            log_softmax: u32::MAX,
-            labels_shifted: u32::MAX,
-            chunked,
-            fused,
-        };
-    }
-    let l = &inp.loss;
-    let logits = s.alloc(l.logits);
-    let upcast = s.alloc(l.upcast);
-    let padded = s.alloc(l.labels_padded);
-    let labels_shifted = s.alloc(l.labels_shifted);
-    let log_softmax = s.alloc(l.log_softmax);
-    s.free(upcast);
-    s.free(padded);
-    // The model's outputs are dropped before backward (HF Trainer, run_one.py): nothing saved
-    // the logits (log_softmax saves its output).
-    s.free(logits);
+    let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() {
+        (u32::MAX, u32::MAX)
+    } else {
+        standard_loss_forward(s, &inp.loss)
+    };
     for c in cached {
         s.free(c);
     }
@@ -351,9 +327,25 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         last_hidden: input,
         log_softmax,
         labels_shifted,
-        chunked: None,
-        fused: None,
+        chunked,
+        fused,
     }
+}
+
+/// The standard loss's forward (`LossSizes`): the logits, their fp32 upcast, the padded and
+/// shifted labels and the log-softmax; returns the log-softmax and the shifted labels, which
+/// backward reads. The model's outputs are dropped before backward (HF Trainer, run_one.py):
+/// nothing saved the logits (log_softmax saves its output).
+fn standard_loss_forward<S: Sink>(s: &mut S, l: &LossSizes) -> (u32, u32) {
+    let logits = s.alloc(l.logits);
+    let upcast = s.alloc(l.upcast);
+    let padded = s.alloc(l.labels_padded);
+    let labels_shifted = s.alloc(l.labels_shifted);
+    let log_softmax = s.alloc(l.log_softmax);
+    s.free(upcast);
+    s.free(padded);
+    s.free(logits);
+    (log_softmax, labels_shifted)
 }
 
 /// The loss, the head, the blocks newest first, the embeddings.

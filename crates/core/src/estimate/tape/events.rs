@@ -205,19 +205,8 @@ impl Tape {
             return;
         }
         let at = self.ops + 1;
-        self.entries.push(super::Entry {
-            bytes,
-            width: 2,
-            kept: false,
-            external: false,
-            last_use: at,
-            created: at,
-            pointwise: false,
-            inputs: Vec::new(),
-            saver: usize::MAX,
-            copy: false,
-            wgrad: GradRole::Dequant,
-        });
+        self.entries
+            .push(super::Entry::transient(bytes, at, GradRole::Dequant));
     }
 
     /// The last op's weight dequantized again by its backward (record it just after the op):
@@ -240,19 +229,7 @@ impl Tape {
             return;
         }
         let at = self.ops;
-        self.entries.push(super::Entry {
-            bytes,
-            width: 2,
-            kept: false,
-            external: false,
-            last_use: at,
-            created: at,
-            pointwise: false,
-            inputs: Vec::new(),
-            saver: usize::MAX,
-            copy: false,
-            wgrad: role,
-        });
+        self.entries.push(super::Entry::transient(bytes, at, role));
     }
 
     /// The block's events with `input` its input tensor and `output` its output.

@@ -101,6 +101,12 @@ pub enum Naming {
     /// per-layer table `embed_tokens_per_layer`, `per_layer_model_projection` and
     /// `per_layer_projection_norm` beside the token embedding.
     Gemma4,
+    /// Gemma 4's names (`Naming::Gemma4`, without experts) with Gemma 3n's own
+    /// (`modeling_gemma3n.py`, transformers 5.24): per layer `altup.{correct_output_scale,
+    /// correction_coefs, prediction_coefs, modality_router, router_norm}` and
+    /// `laurel.{linear_left, linear_right, post_laurel_norm}`; beside the embeddings
+    /// `altup_projections.J` and `altup_unembed_projections.J`.
+    Gemma3n,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -141,6 +147,30 @@ pub struct ModelSpec {
     /// text-only model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vision: Option<crate::vision::Vision>,
+    /// Gemma 3n's decoder additions ([`Gemma3nParts`]); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemma3n: Option<Gemma3nParts>,
+}
+
+/// What Gemma 3n's decoder adds to Gemma 4's (`modeling_gemma3n.py`, transformers 5.24):
+/// `altup_num_inputs` copies of the residual stream (`Gemma3nTextModel.forward` stacks the
+/// embedding with `altup_projections` of it; every `Gemma3nTextDecoderLayer` predicts all
+/// streams from each other (`Gemma3nTextAltUp.predict`), runs attention and the MLP on the
+/// active one, corrects every stream with the result (`correct`) and adds the per-layer input
+/// branch to the others; the streams are projected back and averaged before the final norm),
+/// the low-rank residual `Gemma3nTextLaurelBlock` beside attention, and `Gemma3nTextMLP._gaussian_topk`
+/// on the MLP gate of the layers whose `activation_sparsity_pattern` is above 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gemma3nParts {
+    /// `altup_num_inputs`: the residual streams (4 in the published models).
+    pub altup_inputs: u64,
+    /// `laurel_rank`: the width of `Gemma3nTextLaurelBlock`'s two projections.
+    pub laurel_rank: u64,
+    /// `altup_correct_scale`: the active stream is scaled by `correct_output_scale` before
+    /// the per-layer input gate.
+    pub correct_scale: bool,
+    /// Per layer: whether its MLP gate goes through the Gaussian top-k.
+    pub sparse_layers: Vec<bool>,
 }
 
 /// `cap · tanh(x / cap)` on the attention scores (`attn_logit_softcapping`) and on the final

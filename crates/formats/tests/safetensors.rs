@@ -330,6 +330,7 @@ fn spec(
         quantization: None,
         softcapping: Default::default(),
         vision: None,
+        gemma3n: None,
     }
 }
 

@@ -153,6 +153,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         quantization: None,
         softcapping: Default::default(),
         vision: None,
+        gemma3n: None,
         ..spec.clone()
     }
 }

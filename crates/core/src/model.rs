@@ -158,9 +158,9 @@ pub struct ModelSpec {
 /// streams from each other (`Gemma3nTextAltUp.predict`), runs attention and the MLP on the
 /// active one, corrects every stream with the result (`correct`) and adds the per-layer input
 /// branch to the others; the streams are projected back and averaged before the final norm),
-/// the low-rank residual `Gemma3nTextLaurelBlock` beside attention, and `Gemma3nTextMLP._gaussian_topk`
-/// on the MLP gate of the layers whose `activation_sparsity_pattern` is above 0.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// and the low-rank residual `Gemma3nTextLaurelBlock` beside attention (the Gaussian top-k on
+/// the first layers' MLP gate is [`DenseMlp::gaussian_topk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gemma3nParts {
     /// `altup_num_inputs`: the residual streams (4 in the published models).
     pub altup_inputs: u64,
@@ -169,8 +169,6 @@ pub struct Gemma3nParts {
     /// `altup_correct_scale`: the active stream is scaled by `correct_output_scale` before
     /// the per-layer input gate.
     pub correct_scale: bool,
-    /// Per layer: whether its MLP gate goes through the Gaussian top-k.
-    pub sparse_layers: Vec<bool>,
 }
 
 /// `cap · tanh(x / cap)` on the attention scores (`attn_logit_softcapping`) and on the final
@@ -726,6 +724,11 @@ pub struct DenseMlp {
     pub bias: bool,
     /// The activation as the config names it (`silu`, `gelu_pytorch_tanh`, `relu`, ...).
     pub activation: String,
+    /// The gate goes through Gemma 3n's Gaussian top-k before the activation
+    /// (`modeling_gemma3n.py` `Gemma3nTextMLP._gaussian_topk`: `relu(gate - (mean + std ·
+    /// Φ⁻¹(sparsity)))` on a layer whose `activation_sparsity_pattern` is above 0).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gaussian_topk: bool,
 }
 
 /// A mixture-of-experts feed-forward network.
@@ -779,6 +782,12 @@ pub enum Head {
 }
 
 impl ModelSpec {
+    /// Copies of the residual stream the decoder's blocks carry: Gemma 3n's
+    /// `altup_num_inputs` ([`Gemma3nParts`]), else 1.
+    pub fn residual_streams(&self) -> u64 {
+        self.gemma3n.map_or(1, |g| g.altup_inputs)
+    }
+
     /// All layers, encoder first, with their global index.
     pub fn all_layers(&self) -> impl Iterator<Item = &Layer> {
         self.encoder

@@ -276,6 +276,7 @@ fn dense_mlp(ffn: u64, gated: bool, bias: bool) -> DenseMlp {
         gated,
         bias,
         activation: "silu".into(),
+        gaussian_topk: false,
     }
 }
 

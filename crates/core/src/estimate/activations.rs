@@ -309,7 +309,9 @@ fn blocks_forward(
         } else {
             let width = super::blocks::block_output_width(spec, layer, num.param);
             let output =
-                super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * width);
+                super::overhead::round_size(
+                    b.saturating_mul(s) * spec.hidden_size * spec.residual_streams() * width,
+                );
             let mut l = training_block(mem, ckpt, core, output);
             let [backward, accumulate] = backward;
             if backward.net() + dequant > l.backward_transient {

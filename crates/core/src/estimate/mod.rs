@@ -25,6 +25,7 @@ pub mod vision;
 mod vision_projectors;
 mod vision_siglip2;
 
+mod gemma3n_stages;
 pub mod forward_plan;
 pub mod input;
 pub mod lora_modules;

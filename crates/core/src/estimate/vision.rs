@@ -121,6 +121,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             gated: t.gated,
             bias: t.kind.biased(),
             activation: t.activation.clone(),
+            gaussian_topk: false,
         }),
         vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
     );

@@ -330,9 +330,13 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     });
     let norm = Norm::rms(g.hidden);
     for i in 0..g.full.len() {
+        let mlp = DenseMlp {
+            gaussian_topk: g.sparse[i],
+            ..dense(g.ffn[i], true, false, &activation)
+        };
         spec.decoder.layers.push(Layer::new(
             text_attention(&g, i),
-            Mlp::Dense(dense(g.ffn[i], true, false, &activation)),
+            Mlp::Dense(mlp),
             vec![
                 (NormSlot::PreAttention, norm),
                 (NormSlot::PostAttention, norm),
@@ -345,7 +349,6 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
         altup_inputs: g.altup,
         laurel_rank: g.laurel_rank,
         correct_scale: g.correct_scale,
-        sparse_layers: g.sparse.clone(),
     });
     spec.decoder.final_norm = Some(norm);
     spec.head = Head::LanguageModel {

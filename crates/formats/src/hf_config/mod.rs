@@ -453,6 +453,7 @@ pub(crate) fn dense(ffn: u64, gated: bool, bias: bool, activation: &str) -> Dens
         gated,
         bias,
         activation: activation.to_string(),
+        gaussian_topk: false,
     }
 }
 

@@ -475,6 +475,7 @@ fn context_from_a_spec() {
             gated: true,
             bias: false,
             activation: "silu".into(),
+            gaussian_topk: false,
         }),
         vec![],
     );

@@ -255,7 +255,7 @@ fn blocks_forward(
         autocast: num.autocast,
         ..PlanEvents::default()
     };
-    for layer in spec.all_layers() {
+    for (index, layer) in spec.all_layers().enumerate() {
         if layer.attention.vision_cross && cross_ctx.kv_seq == 0 {
             layers.push(LayerPlan::default());
             events.layer_block.push(u32::MAX);
@@ -308,11 +308,13 @@ fn blocks_forward(
             inference_block(mem)
         } else {
             let width = super::blocks::block_output_width(spec, layer, num.param);
-            let output =
-                super::overhead::round_size(
-                    b.saturating_mul(s) * spec.hidden_size * spec.residual_streams() * width,
-                );
+            let output = super::overhead::round_size(
+                b.saturating_mul(s) * spec.hidden_size * spec.residual_streams() * width,
+            );
             let mut l = training_block(mem, ckpt, core, output);
+            if ckpt == Checkpointing::Full {
+                l.kept += super::gemma3n_stages::checkpoint_held_kv(spec, index, (b, s), num);
+            }
             let [backward, accumulate] = backward;
             if backward.net() + dequant > l.backward_transient {
                 l.backward_transient = backward.made + dequant;

@@ -79,13 +79,7 @@ pub fn altup_streams(tape: &mut Tape, x: Id, (t, h): (u64, u64), n: u64, num: Nu
 /// stream through its `altup_unembed_projections` rescaled to it, the stack of all `n`
 /// (nothing saved) and its mean over the streams: the `[b, s, h]` tensor the final norm
 /// reads.
-pub fn unembed_streams(
-    tape: &mut Tape,
-    last: Id,
-    (t, h): (u64, u64),
-    n: u64,
-    num: Numerics,
-) -> Id {
+pub fn unembed_streams(tape: &mut Tape, last: Id, (t, h): (u64, u64), n: u64, num: Numerics) -> Id {
     let target = magnitude(tape, last, (t, h));
     let mut streams = vec![last];
     for _ in 1..n {
@@ -93,4 +87,45 @@ pub fn unembed_streams(
     }
     let stacked = tape.op(&streams, &[], n * t * h, num.param);
     tape.op(&[stacked], &[], t * h, num.param)
+}
+
+/// Under full checkpointing, the keys and values a Gemma 3n layer stores for the kv-sharing
+/// layers stay until the backward: the last layer of each attention type before the shared
+/// ones (`Gemma3nTextConfig.kv_sharing_modes` "store") puts them in `shared_kv_states`
+/// (`Gemma3nTextAttention.forward`), a dict every checkpointed layer receives as an argument,
+/// which non-reentrant checkpointing keeps for its recomputation until that layer's backward.
+/// Without checkpointing the dict is a local of `Gemma3nTextModel.forward`, gone before the
+/// backward (and the keys and values are saved by attention where it reads them as they
+/// are). The keys as stored are rotated (fp32 under autocast: cos/sin take the fp32 stack's
+/// dtype), the values `v_norm`'s output (the projection's dtype): `[b, kv_heads, s,
+/// head_dim]` each. 0 for any other layer or model.
+pub fn checkpoint_held_kv(
+    spec: &ModelSpec,
+    index: usize,
+    (b, s): (u64, u64),
+    num: Numerics,
+) -> u64 {
+    if spec.gemma3n.is_none() {
+        return 0;
+    }
+    let layers: Vec<_> = spec.all_layers().collect();
+    let Some(layer) = layers.get(index) else {
+        return 0;
+    };
+    let kind = |l: &crate::model::Layer| l.attention.sliding_window.is_some();
+    let first_shared = layers.iter().position(|l| l.attention.kv_shared);
+    let stores = first_shared.is_some_and(|first| {
+        index < first
+            && !layers[index + 1..first]
+                .iter()
+                .any(|l| kind(l) == kind(layer))
+    });
+    if !stores {
+        return 0;
+    }
+    let a = layer.attention.kind;
+    let n = b * s * a.kv_heads() * a.qk_head_dim();
+    let mm = if num.autocast { 2 } else { num.compute };
+    let k = if num.autocast { 4 } else { num.compute };
+    round_size(n * k) + round_size(n * mm)
 }

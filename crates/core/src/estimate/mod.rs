@@ -25,8 +25,8 @@ pub mod vision;
 mod vision_projectors;
 mod vision_siglip2;
 
-mod gemma3n_stages;
 pub mod forward_plan;
+mod gemma3n_stages;
 pub mod input;
 pub mod lora_modules;
 pub mod memory;

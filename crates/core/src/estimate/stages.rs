@@ -111,7 +111,9 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
     };
     if spec.naming == Naming::Gemma3n {
         // `Gemma3nTextModel.forward`: one table per layer type, each `head_dim` wide.
-        let types = spec.all_layers().map(|l| l.attention.sliding_window.is_some());
+        let types = spec
+            .all_layers()
+            .map(|l| l.attention.sliding_window.is_some());
         let mut types: Vec<bool> = types.collect();
         types.sort_unstable();
         types.dedup();

@@ -81,7 +81,7 @@ fn widths(cfg: &Cfg, layers: u64) -> Result<Vec<u64>> {
             items
                 .iter()
                 .map(|v| match v.as_u64() {
-                    Some(n) if n >= 1 && n <= super::MAX_DIM => Ok(n),
+                    Some(n) if (1..=super::MAX_DIM).contains(&n) => Ok(n),
                     _ => Err(cfg.err(
                         "intermediate_size",
                         format!("entries must be positive widths (got {v})"),
@@ -235,8 +235,20 @@ fn layer(out: &mut Vec<NamedTensor>, g: &Geometry, i: usize) {
     linear(out, &format!("{p}.altup.prediction_coefs"), n, n * n, false);
     linear(out, &format!("{p}.altup.modality_router"), h, n, false);
     norm(out, &format!("{p}.altup.router_norm"), h);
-    linear(out, &format!("{p}.laurel.linear_left"), h, g.laurel_rank, false);
-    linear(out, &format!("{p}.laurel.linear_right"), g.laurel_rank, h, false);
+    linear(
+        out,
+        &format!("{p}.laurel.linear_left"),
+        h,
+        g.laurel_rank,
+        false,
+    );
+    linear(
+        out,
+        &format!("{p}.laurel.linear_right"),
+        g.laurel_rank,
+        h,
+        false,
+    );
     norm(out, &format!("{p}.laurel.post_laurel_norm"), h);
     linear(out, &format!("{p}.per_layer_input_gate"), h, g.ple, false);
     linear(out, &format!("{p}.per_layer_projection"), g.ple, h, false);
@@ -263,7 +275,13 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
         "model.embed_tokens_per_layer.weight".into(),
         vec![g.ple_vocab, packed],
     ));
-    linear(&mut out, "model.per_layer_model_projection", h, packed, false);
+    linear(
+        &mut out,
+        "model.per_layer_model_projection",
+        h,
+        packed,
+        false,
+    );
     norm(&mut out, "model.per_layer_projection_norm", g.ple);
     for list in ["altup_projections", "altup_unembed_projections"] {
         for j in 0..g.altup - 1 {

@@ -50,7 +50,9 @@ impl Prog<'_> {
         let modalities = self.gemma3n_router(x, g);
         let coefs = self.linear(modalities, n, n * n, false);
         let xs = self.mm_input(x);
-        let product = self.t.op(&[xs, coefs], &[xs, coefs], n * t * h, self.matmul_width());
+        let product = self
+            .t
+            .op(&[xs, coefs], &[xs, coefs], n * t * h, self.matmul_width());
         self.t.touch(x);
         let contiguous = self.t.op(&[product], &[], n * t * h, self.w(product));
         self.cast(contiguous, self.w(x))
@@ -123,7 +125,9 @@ impl Prog<'_> {
     fn gemma3n_correct(&mut self, p: Id, activated: Id, g: Gemma3nParts) -> Id {
         let (h, n, t) = (self.c.spec.hidden_size, g.altup_inputs, self.tokens);
         let modalities = self.gemma3n_router(activated, g);
-        let innovation = self.t.fused_op(&[activated, p], &[], t * h, self.w(activated));
+        let innovation = self
+            .t
+            .fused_op(&[activated, p], &[], t * h, self.w(activated));
         let repeated = self.t.op(&[innovation], &[], n * t * h, self.w(innovation));
         let coefs = self.linear(modalities, n, n, false);
         let coefs = self.t.fused_op(&[coefs], &[], t * n, self.w(coefs));

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use vramscope_formats::hf_config::{gemma3n, parse_config_str};
+use vramscope_formats::hf_config::{gemma3n, gemma3n_audio, parse_config_str};
 
 fn fixture(name: &str) -> Map<String, Value> {
     let path = format!(
@@ -116,7 +116,17 @@ fn gemma3n_text_is_read_for_the_estimator_and_the_full_model_refused() {
     let wrapped = format!(r#"{{"model_type": "gemma3n", "text_config": {text}}}"#);
     let err = parse_config_str(&wrapped, "e2b").unwrap_err().to_string();
     assert!(err.contains("4435182688 parameters"), "{err}");
-    assert!(err.contains("vision and audio towers"), "{err}");
+    // The class-default audio tower and the two embedders (see the audio tests below).
+    assert!(err.contains("audio tower 681348640"), "{err}");
+    assert!(err.contains("embedders 7805952"), "{err}");
+    assert!(
+        err.contains("vision tower (timm's mobilenetv5_300m_enc) is not counted"),
+        "{err}"
+    );
+    assert!(
+        err.contains("vision and audio towers are not modelled"),
+        "{err}"
+    );
     assert!(err.contains("gemma3n_text"), "{err}");
     assert!(!err.contains('\n'), "{err}");
 }
@@ -124,10 +134,13 @@ fn gemma3n_text_is_read_for_the_estimator_and_the_full_model_refused() {
 /// Bad input is refused naming the field, where transformers raises: kv sharing that leaves
 /// the full layers no producer, a widths list of the wrong length, an active AltUp stream out
 /// of range, a sparsity of 1 (the Gaussian quantile is infinite), hidden not divisible by
-/// the heads.
+/// the heads; and sizes too large to build (a head 2^39 wide over 4 heads, 2^21 AltUp streams
+/// whose `prediction_coefs` would be 2^42 wide).
 #[test]
 fn gemma3n_bad_configs_are_refused() {
-    let cases: [(&str, Value); 5] = [
+    let cases: [(&str, Value); 7] = [
+        ("head_dim", (1u64 << 39).into()),
+        ("altup_num_inputs", (1u64 << 21).into()),
         ("num_kv_shared_layers", 4.into()),
         ("intermediate_size", serde_json::json!([64, 64])),
         ("altup_active_idx", 3.into()),
@@ -180,4 +193,62 @@ fn gemma3n_e2b_cache_by_hand() {
         gemma3n::dynamic_cache_elements(&cfg, "e2b", 1, 4096).unwrap(),
         25_149_440
     );
+}
+
+/// Gemma 3n's audio tower with `Gemma3nAudioConfig`'s class defaults (what an absent
+/// `audio_config` reads as). transformers on the meta device (`Gemma3nAudioEncoder(Gemma3nAudioConfig())`):
+/// 681,348,640. By hand (`modeling_gemma3n.py`), hidden 1536, 12 conformer blocks:
+/// - subsample: `Conv2d` 1 → 128 (3×3) 1,152 and its norm 128; 128 → 32 (3×3) 36,864 and 32;
+///   frequencies 128 → (130 − 3) // 2 + 1 = 64 → 32; `input_proj_linear` 1536 · 32·32 =
+///   1,572,864 → 1,611,040
+/// - each block: two feed-forwards 2 · (2·1536·6144 + 2·1536) = 37,754,880; attention
+///   5·1536² (pos_proj, q, k, v, post) + per_dim_scale 192 + two norms 3,072 = 11,799,744;
+///   light conv 1536·3072 + 1536·5 + 1536² + two norms = 7,088,640; norm 1,536 →
+///   56,644,800 · 12 = 679,737,600
+/// - total 681,348,640. The embedders (`Gemma3nMultimodalEmbedder`, text hidden 2048): audio
+///   128·1536 + 2·1536 + 2048·1536 = 3,345,408; vision 128·2048 + 2·2048 + 2048² = 4,460,544;
+///   7,805,952 together.
+#[test]
+fn gemma3n_audio_tower_counts_as_transformers() {
+    let empty = Map::new();
+    let audio = gemma3n_audio::audio_tensors(&empty, "defaults").unwrap();
+    assert_eq!(
+        gemma3n_audio::params(&audio, "defaults").unwrap(),
+        681_348_640
+    );
+    let a = gemma3n_audio::embedder_tensors("embed_audio", &empty, "d", (1536, 2048)).unwrap();
+    let v = gemma3n_audio::embedder_tensors("embed_vision", &empty, "d", (2048, 2048)).unwrap();
+    assert_eq!(gemma3n_audio::params(&a, "d").unwrap(), 3_345_408);
+    assert_eq!(gemma3n_audio::params(&v, "d").unwrap(), 4_460_544);
+}
+
+/// A tiny audio config with uneven kernels and strides, every tensor name and shape equal to
+/// `Gemma3nAudioEncoder.named_parameters()` on the meta device (`tiny-audio-tensors.json`):
+/// 199,364 parameters. By hand: frequencies 20 → (22 − 5) // 3 + 1 = 6 → (8 − 3) // 2 + 1 =
+/// 3; convolutions 8·1·3·5 + 8 + 4·8·3·3 + 4 = 420, `input_proj_linear` 64 · 4·3 = 768; each
+/// of 2 blocks: feed-forwards 2 · (2·64·256 + 128) = 65,792, attention 5·64² + 16 + 128 =
+/// 20,624, light conv 64·128 + 64·3 + 64² + 128 = 12,608, norm 64: 99,088.
+#[test]
+fn gemma3n_tiny_audio_tensors_match_transformers() {
+    let cfg = fixture("tiny-audio.json");
+    let ours: BTreeMap<String, Vec<u64>> = gemma3n_audio::audio_tensors(&cfg, "tiny")
+        .unwrap()
+        .into_iter()
+        .collect();
+    let theirs: BTreeMap<String, Vec<u64>> =
+        serde_json::from_value(Value::Object(fixture("tiny-audio-tensors.json"))).unwrap();
+    assert_eq!(ours, theirs);
+    let count = gemma3n_audio::params(&ours.into_iter().collect::<Vec<_>>(), "tiny").unwrap();
+    assert_eq!(count, 199_364);
+}
+
+/// Sizes whose product overflows 64 bits are refused, not wrapped or panicked on.
+#[test]
+fn gemma3n_overflowing_sizes_are_refused() {
+    let mut cfg = fixture("tiny-bias-untied-text.json");
+    cfg.insert("vocab_size".into(), (1u64 << 40).into());
+    cfg.insert("hidden_size".into(), (1u64 << 40).into());
+    cfg.insert("num_attention_heads".into(), 1.into());
+    let err = gemma3n::text_params(&cfg, "x").unwrap_err().to_string();
+    assert!(err.contains("overflows"), "{err}");
 }

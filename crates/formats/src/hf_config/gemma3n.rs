@@ -155,6 +155,23 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
         ));
     }
     let altup = cfg.size(&["altup_num_inputs"], Some(4))?;
+    if altup.checked_mul(altup).is_none_or(|n| n > super::MAX_DIM) {
+        return Err(cfg.err("altup_num_inputs", format!("{altup} is implausibly large")));
+    }
+    let (kv_heads, head_dim) = (
+        cfg.size(&["num_key_value_heads"], Some(2))?,
+        cfg.size(&["head_dim"], Some(256))?,
+    );
+    if heads
+        .max(kv_heads)
+        .checked_mul(head_dim)
+        .is_none_or(|n| n > super::MAX_DIM)
+    {
+        return Err(cfg.err(
+            "head_dim",
+            format!("{head_dim} · {heads} heads is too large"),
+        ));
+    }
     let active = cfg.uint("altup_active_idx")?.unwrap_or(0);
     if active >= altup {
         return Err(cfg.err(
@@ -168,8 +185,8 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
         ffn: widths(cfg, layers)?,
         layers,
         heads,
-        kv_heads: cfg.size(&["num_key_value_heads"], Some(2))?,
-        head_dim: cfg.size(&["head_dim"], Some(256))?,
+        kv_heads,
+        head_dim,
         bias: cfg.boolean("attention_bias", false)?,
         kv_shared: kv_shared(cfg, &full)?,
         ple: cfg.size(&["hidden_size_per_layer_input"], Some(256))?,
@@ -296,10 +313,7 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
 
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
-    Ok(text_tensors(obj, origin)?
-        .iter()
-        .map(|(_, s)| s.iter().product::<u64>())
-        .sum())
+    super::gemma3n_audio::params(&text_tensors(obj, origin)?, origin)
 }
 
 /// Whether layer `i` reuses another layer's keys and values (`kv_sharing_modes` is `"reuse"`
@@ -416,27 +430,56 @@ pub fn dynamic_cache_elements(
     Ok(total)
 }
 
-/// The one-line refusal for the full `gemma3n` (conditional-generation) config: its vision
-/// tower (timm's MobileNetV5 through `TimmWrapper`) and audio tower (a USM conformer) are not
-/// modelled; the language model's exact count is given, and its text config
-/// (`gemma3n_text`) is what can be estimated.
+/// The one-line refusal for the full `gemma3n` (conditional-generation) config: the language
+/// model, the audio tower and the two multimodal embedders are counted exactly
+/// (`gemma3n_audio.rs`), but the vision tower is timm's `mobilenetv5_300m_enc` through
+/// `TimmWrapper`, whose blocks timm defines outside the config, so the whole is not counted;
+/// no tower is modelled. The text config (`gemma3n_text`) is what can be estimated.
 pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
+    match counted_parts(top, origin) {
+        Ok((text, audio, embedders)) => FormatError::Unsupported {
+            path: origin.to_string(),
+            reason: format!(
+                "gemma3n: the language model has {text} parameters (Gemma3nForCausalLM, \
+                 exact), the audio tower {audio} (Gemma3nAudioEncoder, exact) and the two \
+                 multimodal embedders {embedders}, but the vision tower (timm's \
+                 mobilenetv5_300m_enc) is not counted and the vision and audio towers are not \
+                 modelled; estimate the text model from its text_config (model_type \
+                 gemma3n_text)"
+            ),
+        },
+        Err(e) => e,
+    }
+}
+
+/// The exact counts of the wrapper's language model, audio tower and embedders (an absent
+/// `audio_config` or `vision_config` takes its class defaults, as `Gemma3nConfig` does).
+fn counted_parts(top: &Map<String, Value>, origin: &str) -> Result<(u64, u64, u64)> {
     let Some(text) = top.get("text_config").and_then(Value::as_object) else {
-        return FormatError::Unsupported {
+        return Err(FormatError::Unsupported {
             path: origin.to_string(),
             reason: "gemma3n config without text_config is not read".into(),
-        };
+        });
     };
-    let count = match text_params(text, origin) {
-        Ok(n) => n,
-        Err(e) => return e,
-    };
-    FormatError::Unsupported {
-        path: origin.to_string(),
-        reason: format!(
-            "gemma3n: the language model has {count} parameters (Gemma3nForCausalLM, exact), \
-             but the vision and audio towers are not modelled; estimate the text model from \
-             its text_config (model_type gemma3n_text)"
-        ),
-    }
+    let empty = Map::new();
+    let sub = |key: &str| top.get(key).and_then(Value::as_object).unwrap_or(&empty);
+    let text_hidden = Cfg { obj: text, origin }.size(&["hidden_size"], Some(2048))?;
+    let audio = super::gemma3n_audio::audio_tensors(sub("audio_config"), origin)?;
+    let mut embedders = super::gemma3n_audio::embedder_tensors(
+        "embed_audio",
+        sub("audio_config"),
+        origin,
+        (1536, text_hidden),
+    )?;
+    embedders.extend(super::gemma3n_audio::embedder_tensors(
+        "embed_vision",
+        sub("vision_config"),
+        origin,
+        (2048, text_hidden),
+    )?);
+    Ok((
+        text_params(text, origin)?,
+        super::gemma3n_audio::params(&audio, origin)?,
+        super::gemma3n_audio::params(&embedders, origin)?,
+    ))
 }

@@ -15,6 +15,7 @@ mod encoders;
 mod falcon_h1;
 mod fields;
 pub mod gemma3n;
+pub mod gemma3n_audio;
 pub mod gemma4;
 mod gpt;
 mod granite;

@@ -24,13 +24,15 @@ pub fn embedding_weight_copies(spec: &ModelSpec, g: Gemma3nParts, num: Numerics)
     round_size((g.altup_inputs - 1) * 2 * h * h) + round_size(2 * h * ple)
 }
 
-/// `mean(x ** 2, -1, keepdim=True) ** 0.5` of a `[t, h]` view of `src` (fp32: `pow` is on
-/// autocast's fp32 list and the streams are fp32): `pow` saves the view (keeping `src`), the
-/// mean makes `[t, 1]`, the second `pow` saves it.
+/// `mean(x ** 2, -1, keepdim=True) ** 0.5` of a `[t, h]` view of `src`, in `src`'s dtype (the
+/// streams are in the parameters' dtype, fp32 under autocast, where `pow` is on the fp32 list
+/// anyway): `pow` saves the view (keeping `src`), the mean makes `[t, 1]`, the second `pow`
+/// saves it.
 fn magnitude(tape: &mut Tape, src: Id, (t, h): (u64, u64)) -> Id {
-    let sq = tape.fused_op(&[src], &[src], t * h, 4);
-    let mean = tape.op(&[sq], &[], t, 4);
-    tape.fused_op(&[mean], &[mean], t, 4)
+    let w = tape.width(src);
+    let sq = tape.fused_op(&[src], &[src], t * h, w);
+    let mean = tape.op(&[sq], &[], t, w);
+    tape.fused_op(&[mean], &[mean], t, w)
 }
 
 /// One projected stream, rescaled to the first stream's magnitude: the `[h, h]` projection of
@@ -52,12 +54,12 @@ fn rescaled_projection(
     let mm_w = if num.autocast { 2 } else { num.compute };
     let proj = tape.op(&[xin], &[xin], t * h, mm_w);
     let cur = tape.cast(proj, num.param);
-    let sq = tape.fused_op(&[cur], &[cur], t * h, 4);
-    let mean = tape.op(&[sq], &[], t, 4);
-    let clamped = tape.fused_op(&[mean], &[mean], t, 4);
-    let new_mag = tape.fused_op(&[clamped], &[], t, 4);
+    let w = num.param;
+    let sq = tape.fused_op(&[cur], &[cur], t * h, w);
+    let mean = tape.op(&[sq], &[], t, w);
+    let clamped = tape.fused_op(&[mean], &[mean], t, w);
+    let new_mag = tape.fused_op(&[clamped], &[], t, w);
     tape.keep(new_mag);
-    let w = num.param.max(4);
     let prod = tape.fused_op(&[cur, target], &[cur, target], t * h, w);
     tape.fused_op(&[prod, new_mag], &[prod, new_mag], t * h, w)
 }

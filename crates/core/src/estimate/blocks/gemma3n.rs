@@ -61,8 +61,10 @@ impl Prog<'_> {
     }
 
     /// `Gemma3nRMSNorm` with its weight on the active stream, a `[b·s, hidden]` view of the
-    /// fp32 stack `src`: `pow` saves the view (keeping the stack), `x · rstd` the fp32
-    /// normalised tensor that the weight's multiply saves; `type_as` the stack (fp32).
+    /// stack `src`: in fp32 (and under autocast) `pow` saves the view, keeping the stack; in
+    /// pure 16-bit training `.float()` copies the view first and `pow` saves the copy; `x ·
+    /// rstd` the fp32 normalised tensor that the weight's multiply saves; `type_as` the
+    /// stack.
     fn gemma3n_view_norm(&mut self, src: Id, h: u64) -> Id {
         let t = self.tokens;
         let hn = self.rms_normalize_view(src, t, h);

@@ -101,6 +101,12 @@ pub enum Naming {
     /// per-layer table `embed_tokens_per_layer`, `per_layer_model_projection` and
     /// `per_layer_projection_norm` beside the token embedding.
     Gemma4,
+    /// Gemma 4's names (`Naming::Gemma4`, without experts) with Gemma 3n's own
+    /// (`modeling_gemma3n.py`, transformers 5.24): per layer `altup.{correct_output_scale,
+    /// correction_coefs, prediction_coefs, modality_router, router_norm}` and
+    /// `laurel.{linear_left, linear_right, post_laurel_norm}`; beside the embeddings
+    /// `altup_projections.J` and `altup_unembed_projections.J`.
+    Gemma3n,
 }
 
 /// A whole model: embeddings, one or two stacks of layers, and the task head on top.
@@ -141,6 +147,28 @@ pub struct ModelSpec {
     /// text-only model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vision: Option<crate::vision::Vision>,
+    /// Gemma 3n's decoder additions ([`Gemma3nParts`]); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemma3n: Option<Gemma3nParts>,
+}
+
+/// What Gemma 3n's decoder adds to Gemma 4's (`modeling_gemma3n.py`, transformers 5.24):
+/// `altup_num_inputs` copies of the residual stream (`Gemma3nTextModel.forward` stacks the
+/// embedding with `altup_projections` of it; every `Gemma3nTextDecoderLayer` predicts all
+/// streams from each other (`Gemma3nTextAltUp.predict`), runs attention and the MLP on the
+/// active one, corrects every stream with the result (`correct`) and adds the per-layer input
+/// branch to the others; the streams are projected back and averaged before the final norm),
+/// and the low-rank residual `Gemma3nTextLaurelBlock` beside attention (the Gaussian top-k on
+/// the first layers' MLP gate is [`DenseMlp::gaussian_topk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gemma3nParts {
+    /// `altup_num_inputs`: the residual streams (4 in the published models).
+    pub altup_inputs: u64,
+    /// `laurel_rank`: the width of `Gemma3nTextLaurelBlock`'s two projections.
+    pub laurel_rank: u64,
+    /// `altup_correct_scale`: the active stream is scaled by `correct_output_scale` before
+    /// the per-layer input gate.
+    pub correct_scale: bool,
 }
 
 /// `cap · tanh(x / cap)` on the attention scores (`attn_logit_softcapping`) and on the final
@@ -732,6 +760,11 @@ pub struct DenseMlp {
     pub bias: bool,
     /// The activation as the config names it (`silu`, `gelu_pytorch_tanh`, `relu`, ...).
     pub activation: String,
+    /// The gate goes through Gemma 3n's Gaussian top-k before the activation
+    /// (`modeling_gemma3n.py` `Gemma3nTextMLP._gaussian_topk`: `relu(gate - (mean + std ·
+    /// Φ⁻¹(sparsity)))` on a layer whose `activation_sparsity_pattern` is above 0).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gaussian_topk: bool,
 }
 
 /// A mixture-of-experts feed-forward network.
@@ -785,6 +818,12 @@ pub enum Head {
 }
 
 impl ModelSpec {
+    /// Copies of the residual stream the decoder's blocks carry: Gemma 3n's
+    /// `altup_num_inputs` ([`Gemma3nParts`]), else 1.
+    pub fn residual_streams(&self) -> u64 {
+        self.gemma3n.map_or(1, |g| g.altup_inputs)
+    }
+
     /// All layers, encoder first, with their global index.
     pub fn all_layers(&self) -> impl Iterator<Item = &Layer> {
         self.encoder

@@ -33,6 +33,14 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-eager-backward.json",
         min_cases: 5,
     },
+    // gemma3n.rs: a tiny Gemma 3n text model (6 layers, four AltUp streams, LAuReL, sparse
+    // gates on layers 0–1, per-layer inputs, the last two layers reusing kv), AdamW, batch 2 ×
+    // 256: SDPA fp32, bf16-mixed and pure bf16, eager bf16-mixed, SDPA bf16-mixed under full
+    // checkpointing; the peaks and the activations at them.
+    Measured {
+        file: "cpu-measured-gemma3n.json",
+        min_cases: 10,
+    },
     // gpt_oss.rs: a tiny gpt-oss (4 layers alternating sliding and full attention, sinks, 8
     // experts with biases, 2 per token): peak, activations and activations per layer.
     Measured {

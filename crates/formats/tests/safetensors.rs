@@ -276,6 +276,7 @@ fn dense_mlp(ffn: u64, gated: bool, bias: bool) -> DenseMlp {
         gated,
         bias,
         activation: "silu".into(),
+        gaussian_topk: false,
     }
 }
 
@@ -319,6 +320,7 @@ fn spec(
         quantization: None,
         softcapping: Default::default(),
         vision: None,
+        gemma3n: None,
     }
 }
 

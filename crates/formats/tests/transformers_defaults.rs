@@ -223,6 +223,7 @@ rows!(
     zamba2,
     paligemma,
     lfm2_vl,
+    gemma3n_text,
 );
 
 /// A VLM whose text sub-config class has defaults of its own (transformers 5.24:

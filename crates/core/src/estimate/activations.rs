@@ -313,10 +313,11 @@ fn blocks_forward(
             inference_block(mem)
         } else {
             let width = super::blocks::block_output_width(spec, layer, num.param);
-            let output =
-                super::overhead::round_size(b.saturating_mul(s) * spec.hidden_size * width);
+            let output = super::overhead::round_size(
+                b.saturating_mul(s) * spec.hidden_size * spec.residual_streams() * width,
+            );
             let mut l = training_block(mem, ckpt, core, output);
-            // Gemma 4's storing layers: their keys and values stay in `shared_kv_states`.
+            // Gemma 4's and 3n's storing layers: their keys and values stay in `shared_kv_states`.
             l.kept += stored_kv.get(key).copied().unwrap_or(0);
             let [backward, accumulate] = backward;
             if backward.net() + dequant > l.backward_transient {

@@ -26,6 +26,7 @@ mod vision_projectors;
 mod vision_siglip2;
 
 pub mod forward_plan;
+mod gemma3n_stages;
 pub mod generate_kv;
 pub mod input;
 pub mod lora_modules;

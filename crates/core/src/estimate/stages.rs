@@ -33,13 +33,18 @@ pub fn embeddings(
     let ids = tape.external(t, 8);
     let mut x = tape.op(&[ids], &[], t * spec.embedding.dim, p);
     if (spec.naming == Naming::Llama && spec.model_type.starts_with("gemma"))
-        || spec.naming == Naming::Gemma4
+        || matches!(spec.naming, Naming::Gemma4 | Naming::Gemma3n)
     {
         // Gemma multiplies the embedding by √hidden (a new tensor).
         x = tape.op(&[x], &[], t * h, p);
     }
     if let Some(ple) = spec.embedding.per_layer_inputs {
         per_layer_inputs(&mut tape, x, spec, (t, ple.width), num);
+    }
+    let mut copies = 0;
+    if let Some(g) = spec.gemma3n {
+        x = super::gemma3n_stages::altup_streams(&mut tape, x, (t, h), g.altup_inputs, num);
+        copies = super::gemma3n_stages::embedding_weight_copies(spec, g, num);
     }
     if spec.model_type == "falcon_h1" {
         // Falcon-H1: `embed_tokens(ids) · embedding_multiplier` (`FalconH1Model.forward`).
@@ -87,8 +92,8 @@ pub fn embeddings(
     }
     let mem = tape.memory(Some(x), round_size);
     StageMemory {
-        kept: mem.kept,
-        peak: mem.peak,
+        kept: mem.kept + copies,
+        peak: mem.peak + copies,
         weight_copies: 0,
     }
 }
@@ -104,6 +109,17 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
         } => qk_rope_head_dim,
         k => k.qk_head_dim(),
     };
+    if spec.naming == Naming::Gemma3n {
+        // `Gemma3nTextModel.forward`: one table per layer type, each `head_dim` wide.
+        let types = spec
+            .all_layers()
+            .map(|l| l.attention.sliding_window.is_some());
+        let mut types: Vec<bool> = types.collect();
+        types.sort_unstable();
+        types.dedup();
+        let w = spec.all_layers().next().map_or(0, width);
+        return types.iter().map(|_| w).collect();
+    }
     if spec.naming != Naming::Gemma4 {
         return vec![spec.all_layers().next().map_or(0, width)];
     }
@@ -139,7 +155,13 @@ fn per_layer_inputs(
     };
     let mm_w = if num.autocast { 2 } else { num.compute };
     let proj = tape.op(&[xin], &[xin], n, mm_w);
-    let scaled = tape.op(&[proj], &[], n, mm_w);
+    // Gemma 3n scales in place (`per_layer_projection *= ...`, `modeling_gemma3n.py`
+    // `Gemma3nTextModel.project_per_layer_inputs`); Gemma 4 makes a new tensor.
+    let scaled = if spec.naming == Naming::Gemma3n {
+        proj
+    } else {
+        tape.op(&[proj], &[], n, mm_w)
+    };
     let normed = tape.rms_norm(scaled, width, p, RmsWeight::InFp32, false);
     let sum = tape.fused_op(&[normed, token_part], &[], n, p.max(mm_w));
     let out = tape.fused_op(&[sum], &[], n, p.max(mm_w));
@@ -162,6 +184,13 @@ pub fn head(
     let mut x = tape.external(t * h, num.param);
     let mm_w = if num.autocast { 2 } else { num.compute };
     let mut weight_copies = 0;
+    if let Some(g) = spec.gemma3n {
+        let last = tape.external(t * h * g.altup_inputs, num.param);
+        x = super::gemma3n_stages::unembed_streams(&mut tape, last, (t, h), g.altup_inputs, num);
+        if num.autocast {
+            weight_copies += (g.altup_inputs - 1) * 2 * h * h;
+        }
+    }
     if let Some(n) = spec.decoder.final_norm {
         x = final_norm(&mut tape, x, n, t, num.param, spec, frozen);
     }

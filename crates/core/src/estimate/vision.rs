@@ -121,6 +121,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
             gated: t.gated,
             bias: t.kind.biased(),
             activation: t.activation.clone(),
+            gaussian_topk: false,
         }),
         vec![(NormSlot::PreAttention, norm), (NormSlot::PreMlp, norm)],
     );
@@ -146,6 +147,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         quantization: None,
         softcapping: Default::default(),
         vision: None,
+        gemma3n: None,
         ..spec.clone()
     }
 }

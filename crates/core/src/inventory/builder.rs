@@ -132,7 +132,8 @@ impl Builder<'_> {
             | Naming::Granite
             | Naming::Lfm2
             | Naming::Zamba2
-            | Naming::Gemma4 => "model.",
+            | Naming::Gemma4
+            | Naming::Gemma3n => "model.",
             Naming::Gpt2 | Naming::BigCode | Naming::Falcon => "transformer.",
             Naming::NeoX => "gpt_neox.",
             Naming::Opt => return if bare { "decoder." } else { "model.decoder." },
@@ -176,6 +177,9 @@ impl Builder<'_> {
         )?;
         if let Some(p) = e.per_layer_inputs {
             self.gemma4_per_layer_tables(p)?;
+        }
+        if let Some(g) = &s.gemma3n {
+            self.gemma3n_altup_projections(g)?;
         }
         if let Positions::Learned { rows } = e.positions {
             self.push(
@@ -264,6 +268,9 @@ impl Builder<'_> {
         }
         if self.spec.naming == Naming::Gemma4 {
             return self.gemma4_layer(&p, layer, l);
+        }
+        if let Some(g) = &self.spec.gemma3n {
+            return self.gemma3n_layer(&p, layer, g, l);
         }
         let is_t5_decoder = self.spec.naming == Naming::T5 && kind == StackKind::Decoder;
         let has_post_attn = layer

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 mod builder;
 mod gated_delta;
+mod gemma3n;
 mod gemma4;
 mod mixers;
 mod mlps;

@@ -14,6 +14,8 @@ mod decoder_tail;
 mod encoders;
 mod falcon_h1;
 mod fields;
+pub mod gemma3n;
+pub mod gemma3n_audio;
 pub mod gemma4;
 pub mod gemma4_towers;
 mod gpt;
@@ -154,7 +156,12 @@ fn is_known_type(t: &str) -> bool {
     SUPPORTED_TYPES.contains(&t)
         || matches!(
             t,
-            "RefinedWeb" | "RefinedWebModel" | "gemma4" | "gemma4_text"
+            "RefinedWeb"
+                | "RefinedWebModel"
+                | "gemma4"
+                | "gemma4_text"
+                | "gemma3n"
+                | "gemma3n_text"
         )
 }
 
@@ -177,6 +184,10 @@ pub fn parse_config_value_with(
         // Counted exactly, towers included, but the towers' activations are not modelled;
         // the text model is (`gemma4.rs`, `gemma4_towers.rs`).
         return Err(gemma4::refuse(top, origin));
+    }
+    if top_type == "gemma3n" {
+        // The towers are not modelled; the text model is (`gemma3n.rs`).
+        return Err(gemma3n::refuse(top, origin));
     }
     vision::check_subconfigs(top, top_type, origin)?;
     let architecture = top
@@ -312,6 +323,7 @@ fn read_family(cfg: &Cfg, model_type: &str, warnings: &mut Vec<String>) -> Resul
         "nemotron_h" => nemotron_h::nemotron_h(cfg)?,
         "zamba2" => zamba2::zamba2(cfg)?,
         "gemma4_text" => gemma4::text_spec(cfg)?,
+        "gemma3n_text" => gemma3n::text_spec(cfg)?,
         other => {
             if !cfg.has_all(&[
                 "hidden_size",
@@ -444,6 +456,7 @@ pub(crate) fn dense(ffn: u64, gated: bool, bias: bool, activation: &str) -> Dens
         gated,
         bias,
         activation: activation.to_string(),
+        gaussian_topk: false,
     }
 }
 
@@ -471,6 +484,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
         quantization: None,
         softcapping: Default::default(),
         vision: None,
+        gemma3n: None,
     }
 }
 

@@ -41,13 +41,19 @@ impl Prog<'_> {
     /// values; a kv-sharing layer reads the keys and values the producing layer made (saved
     /// there already: nothing new here but what the kernel makes of them); the kernel;
     /// `o_proj`.
-    fn gemma4_attention(&mut self, x: Id, att: &Attention) -> Id {
+    pub(super) fn gemma4_attention(&mut self, x: Id, att: &Attention) -> Id {
         let h = self.c.spec.hidden_size;
         let w = Widths::of(att.kind);
         let q = self.linear_named(x, h, w.q, att.bias.q, Role::Q);
         let (k, v) = if att.kv_shared {
             let (kv_tokens, width) = (self.c.batch * self.c.kv_seq, self.w(q));
-            let k = self.t.external(kv_tokens * w.k, width);
+            // Gemma 3n's shared keys are the producer's rotated keys: fp32 under autocast
+            // (its cos/sin are the fp32 stack's dtype), which SDPA casts to 16 bit here.
+            let kw = match self.c.spec.naming {
+                crate::model::Naming::Gemma3n if self.c.num.autocast => 4,
+                _ => width,
+            };
+            let k = self.t.external(kv_tokens * w.k, kw);
             (k, self.t.external(kv_tokens * w.v, width))
         } else {
             let k = self.linear_named(x, h, w.k, att.bias.k, Role::K);
@@ -130,13 +136,19 @@ pub(crate) fn checkpoint_stored_kv(
 ) -> Vec<u64> {
     let layers: Vec<&Layer> = spec.all_layers().collect();
     let mut stored = vec![0; layers.len()];
-    if spec.naming != Naming::Gemma4 {
+    if !matches!(spec.naming, Naming::Gemma4 | Naming::Gemma3n) {
         return stored;
     }
     let first_shared = layers
         .iter()
         .position(|l| l.attention.kv_shared)
         .unwrap_or(layers.len());
+    // Gemma 3n stores nothing without kv-sharing layers (`configuration_gemma3n.py`
+    // `kv_sharing_modes`: all `None` when `num_kv_shared_layers` is 0); Gemma 4 stores
+    // whether or not a layer reads them.
+    if spec.naming == Naming::Gemma3n && first_shared == layers.len() {
+        return stored;
+    }
     for sliding in [true, false] {
         let last = layers[..first_shared]
             .iter()

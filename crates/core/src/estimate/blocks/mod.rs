@@ -8,6 +8,7 @@ mod attention;
 mod dsa;
 mod falcon_h1;
 mod gated_delta;
+mod gemma3n;
 mod gemma4;
 mod gpt_oss;
 mod jamba;
@@ -207,7 +208,8 @@ impl Role {
 pub(crate) fn rms_weight(spec: &ModelSpec) -> RmsWeight {
     match spec.model_type.as_str() {
         // Gemma 4's `Gemma4RMSNorm`: `normed · weight.float()`, then `type_as` (no `1 +`).
-        "gemma4_text" => RmsWeight::InFp32,
+        // Gemma 3n's `Gemma3nRMSNorm` is the same module (`modeling_gemma3n.py`).
+        "gemma4_text" | "gemma3n_text" => RmsWeight::InFp32,
         t if t.starts_with("gemma") || t == "qwen3_next" => RmsWeight::OnePlusInFp32,
         "olmo2" | "olmo3" | "nemotron_h" => RmsWeight::InFp32,
         _ => RmsWeight::AfterCast,
@@ -644,7 +646,9 @@ impl<'a> Prog<'a> {
     fn program(mut self, layer: &Layer) -> (Self, Id, Id) {
         let spec = self.c.spec;
         let h = spec.hidden_size;
-        let x = self.t.external(self.tokens * h, self.c.num.param);
+        let x = self
+            .t
+            .external(self.tokens * h * spec.residual_streams(), self.c.num.param);
         let mixer_only = matches!(layer.mlp, crate::model::Mlp::None);
         let out = if spec.naming == Naming::NemotronH {
             self.nemotron_h_block(x, layer)
@@ -657,6 +661,8 @@ impl<'a> Prog<'a> {
             self.zamba2_layer(x, layer, &ssm.clone())
         } else if spec.naming == Naming::Gemma4 {
             self.gemma4_block(x, layer)
+        } else if let Some(g) = spec.gemma3n {
+            self.gemma3n_block(x, layer, g)
         } else if let Some(ssm) = layer.attention.kind.state_space().filter(|_| mixer_only) {
             self.ssm_block(x, layer, &ssm.clone())
         } else if layer.attention.vision_cross {

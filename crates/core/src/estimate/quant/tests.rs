@@ -475,6 +475,7 @@ fn context_from_a_spec() {
             gated: true,
             bias: false,
             activation: "silu".into(),
+            gaussian_topk: false,
         }),
         vec![],
     );
@@ -501,6 +502,7 @@ fn context_from_a_spec() {
         quantization: None,
         softcapping: Default::default(),
         vision: None,
+        gemma3n: None,
     };
     let c = QuantContext::from_spec(&spec);
     // 64 query heads over 8 KV heads; 80 layers of Llama = llama.cpp's LLM_TYPE_70B.

@@ -1,0 +1,92 @@
+//! Gemma 3n's model-level AltUp steps around the blocks (`models/gemma3n/modeling_gemma3n.py`,
+//! `Gemma3nTextModel.forward`, transformers 5.24): the embedding widened to
+//! `altup_num_inputs` streams before the first layer, and the streams projected back and
+//! averaged before the final norm. Written on the stages' [`Tape`].
+
+use super::blocks::Numerics;
+use super::overhead::round_size;
+use super::tape::{Id, Tape};
+use crate::model::{Gemma3nParts, ModelSpec};
+
+/// Autocast's 16-bit copies of the fp32 weights the embedding side multiplies by (each cast
+/// once and cached for the forward, then saved by its linear for backward): the
+/// `altup_num_inputs - 1` `[h, h]` `altup_projections` and `per_layer_model_projection`
+/// `[layers · width, h]`. Nothing under fp32 or pure 16-bit training.
+pub fn embedding_weight_copies(spec: &ModelSpec, g: Gemma3nParts, num: Numerics) -> u64 {
+    if !num.autocast || num.param != 4 {
+        return 0;
+    }
+    let h = spec.hidden_size;
+    let ple = spec
+        .embedding
+        .per_layer_inputs
+        .map_or(0, |p| p.width * spec.num_layers());
+    round_size((g.altup_inputs - 1) * 2 * h * h) + round_size(2 * h * ple)
+}
+
+/// `mean(x ** 2, -1, keepdim=True) ** 0.5` of a `[t, h]` view of `src`, in `src`'s dtype (the
+/// streams are in the parameters' dtype, fp32 under autocast, where `pow` is on the fp32 list
+/// anyway): `pow` saves the view (keeping `src`), the mean makes `[t, 1]`, the second `pow`
+/// saves it.
+fn magnitude(tape: &mut Tape, src: Id, (t, h): (u64, u64)) -> Id {
+    let w = tape.width(src);
+    let sq = tape.fused_op(&[src], &[src], t * h, w);
+    let mean = tape.op(&[sq], &[], t, w);
+    tape.fused_op(&[mean], &[mean], t, w)
+}
+
+/// One projected stream, rescaled to the first stream's magnitude: the `[h, h]` projection of
+/// `src` (saving its input, under autocast a 16-bit copy), `.to(dtype)` back to the
+/// parameters' dtype (a copy under autocast), its own magnitude (`pow` saving it; the clamp
+/// and `sqrt` on `[t, 1]`), `· target` (saving both) and `/ new_magnitude` (saving both).
+fn rescaled_projection(
+    tape: &mut Tape,
+    src: Id,
+    target: Id,
+    (t, h): (u64, u64),
+    num: Numerics,
+) -> Id {
+    let xin = if num.autocast && tape.width(src) == 4 {
+        tape.fused_op(&[src], &[], t * h, 2)
+    } else {
+        src
+    };
+    let mm_w = if num.autocast { 2 } else { num.compute };
+    let proj = tape.op(&[xin], &[xin], t * h, mm_w);
+    let cur = tape.cast(proj, num.param);
+    let w = num.param;
+    let sq = tape.fused_op(&[cur], &[cur], t * h, w);
+    let mean = tape.op(&[sq], &[], t, w);
+    let clamped = tape.fused_op(&[mean], &[mean], t, w);
+    let new_mag = tape.fused_op(&[clamped], &[], t, w);
+    tape.keep(new_mag);
+    let prod = tape.fused_op(&[cur, target], &[cur, target], t * h, w);
+    tape.fused_op(&[prod, new_mag], &[prod, new_mag], t * h, w)
+}
+
+/// Before the first layer: the embedding `x` and `altup_projections[i - 1](x)` for each
+/// further stream, each rescaled to `x`'s magnitude, stacked into the `[n, b, s, h]` tensor
+/// the first layer reads (`torch.stack`: a new tensor that saves nothing). The Python list
+/// of the streams lives until the layers have run; that forward-only life is not modelled.
+pub fn altup_streams(tape: &mut Tape, x: Id, (t, h): (u64, u64), n: u64, num: Numerics) -> Id {
+    let target = magnitude(tape, x, (t, h));
+    let mut streams = vec![x];
+    for _ in 1..n {
+        streams.push(rescaled_projection(tape, x, target, (t, h), num));
+    }
+    tape.op(&streams, &[], n * t * h, num.param)
+}
+
+/// After the last layer (`last`: the stacked streams): stream 0's magnitude, each further
+/// stream through its `altup_unembed_projections` rescaled to it, the stack of all `n`
+/// (nothing saved) and its mean over the streams: the `[b, s, h]` tensor the final norm
+/// reads.
+pub fn unembed_streams(tape: &mut Tape, last: Id, (t, h): (u64, u64), n: u64, num: Numerics) -> Id {
+    let target = magnitude(tape, last, (t, h));
+    let mut streams = vec![last];
+    for _ in 1..n {
+        streams.push(rescaled_projection(tape, last, target, (t, h), num));
+    }
+    let stacked = tape.op(&streams, &[], n * t * h, num.param);
+    tape.op(&[stacked], &[], t * h, num.param)
+}

@@ -241,11 +241,12 @@ mod tests {
 
     proptest! {
         /// The grouped set answers every query as an ordered set of (size, address, index)
-        /// does (the reference: the order `BlockComparatorSize` gives), under random inserts
-        /// and removes of blocks of few sizes (as a step's large pool has) and many.
+        /// does (the reference: the order `BlockComparatorSize` gives), under random inserts,
+        /// removes and best-fit takes of blocks of few sizes (as a step's large pool has) and
+        /// many.
         #[test]
         fn agrees_with_an_ordered_set(
-            ops in proptest::collection::vec((0u8..4, 0u64..40, 0u64..64, 0u64..40), 1..400),
+            ops in proptest::collection::vec((0u8..5, 0u64..40, 0u64..64, 0u64..40), 1..400),
             spread in prop_oneof![Just(1u64), Just(7u64), Just(1000u64)],
         ) {
             let mut reference: BTreeSet<Key> = BTreeSet::new();
@@ -264,6 +265,16 @@ mod tests {
                         let existing = reference.iter().nth(q as usize % (reference.len() + 1)).copied();
                         let k = existing.unwrap_or(key);
                         prop_assert_eq!(set.remove(&k), reference.remove(&k));
+                    }
+                    4 => {
+                        // Best fit's find-then-take: the first key of at least `size`, removed.
+                        let size = 512 * (1 + q * spread / 3);
+                        let want = reference.range((size, 0, 0)..).next().copied();
+                        let taken = set.first_at_least_in(size).and_then(|(g, _)| set.take(g));
+                        prop_assert_eq!(taken, want);
+                        if let Some(k) = want {
+                            reference.remove(&k);
+                        }
                     }
                     _ => {
                         let size = 512 * (1 + q * spread / 3);

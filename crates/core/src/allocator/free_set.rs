@@ -60,10 +60,12 @@ impl FreeSet {
     }
 
     /// The group of `size`, or where it would go.
+    #[inline]
     fn find(&self, size: u64) -> Result<usize, usize> {
         self.sizes.binary_search(&size)
     }
 
+    #[inline]
     pub fn insert(&mut self, (size, addr, i): Key) {
         #[cfg(test)]
         assert!(self.shadow.insert((size, addr, i)));

@@ -360,6 +360,7 @@ impl Allocator {
 
     /// Puts a free mapped block into its pool (`BlockPool::insert_into_blocks`, which also
     /// stamps the garbage collector's age base).
+    #[inline]
     fn insert_free(&mut self, i: u32) {
         let base = {
             let b = self.arena.get(i);
@@ -374,6 +375,7 @@ impl Allocator {
     }
 
     /// Takes a free mapped block out of its pool.
+    #[inline]
     fn remove_free(&mut self, i: u32) {
         let b = self.arena.get(i);
         let key = (b.size, b.addr, i);

@@ -1,57 +1,51 @@
 //! One pool's free blocks in `BlockComparatorSize` order (`CUDACachingAllocator.cpp`: size,
-//! then address), grouped by size: an ordered map from each size present to its blocks, each
-//! group sorted by address from the highest down, so the lowest address of a size — the one
+//! then address), grouped by size: the sizes present in one sorted array, each with its
+//! blocks sorted by address from the highest down, so the lowest address of a size — the one
 //! best fit takes (`get_free_block`'s `lower_bound`) — is the last of its group.
 //!
 //! The grouping is for speed alone (the order it gives is exactly `(size, address)`): a
 //! training step's large pool holds hundreds of free blocks of about ten sizes (the pieces
-//! of segments shared by same-shaped tensors; BENCHMARKS.md), so a best-fit lookup searches a
-//! handful of sizes and takes one group's last element, where a set of `(size, address)`
-//! keys descends a tree of hundreds twice (find, then remove).
-
-use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
+//! of segments shared by same-shaped tensors; BENCHMARKS.md), so a best-fit lookup is a
+//! binary search of a few dozen sizes in one contiguous array and takes one group's last
+//! element, where a set of `(size, address)` keys descends a tree of hundreds twice (find,
+//! then remove). The sizes sit apart from their groups (two parallel arrays) so the search
+//! reads nothing else; an emptied group is kept for the next block of its size (a size freed
+//! in numbers is freed again: no array insert, removal or allocation each time) until empty
+//! groups outnumber the rest.
 
 /// A free block's key: (size, address, arena index).
 pub(crate) type Key = (u64, u64, u32);
-
-/// The blocks of one size: (address, index), highest address first.
-#[derive(Debug, Clone)]
-enum Group {
-    /// A size seen alone so far (no allocation; dropped when emptied).
-    One((u64, u32)),
-    /// A size that had two or more blocks at once; may be empty (kept for the next ones).
-    Many(Vec<(u64, u32)>),
-}
-
-impl Group {
-    fn as_slice(&self) -> &[(u64, u32)] {
-        match self {
-            Group::One(x) => std::slice::from_ref(x),
-            Group::Many(v) => v,
-        }
-    }
-}
 
 /// The position of `addr` in a group sorted highest address first (where it is or would go).
 fn position(g: &[(u64, u32)], addr: u64) -> usize {
     // The lowest address (the one best fit takes) is the last: checked first.
     match g.last() {
         Some(&(a, _)) if a == addr => g.len() - 1,
+        Some(&(a, _)) if a > addr => g.len(),
         _ => g.partition_point(|&(a, _)| a > addr),
     }
 }
 
+/// Empty groups kept at most (beyond it, and beyond the non-empty ones, they are dropped).
+const EMPTY_KEPT: usize = 16;
+
+/// Buffers of dropped groups kept for reuse at most.
+const SPARE_KEPT: usize = 64;
+
 /// The free blocks of one pool of one stream.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct FreeSet {
-    /// Size → its blocks. A size with many blocks keeps its emptied group (a size freed in
-    /// numbers is freed again: no map insert, removal or allocation each time) until empty
-    /// groups outnumber the rest; a size seen alone costs what a key of an ordered set does.
-    groups: BTreeMap<u64, Group>,
+    /// Every size that has a group, ascending.
+    sizes: Vec<u64>,
+    /// `groups[g]`: the blocks of `sizes[g]`, (address, index), highest address first; may be
+    /// empty.
+    groups: Vec<Vec<(u64, u32)>>,
     len: usize,
-    /// Empty `Many` groups.
+    /// Empty groups.
     empty: usize,
+    /// The buffers of dropped groups, for the next new sizes (no heap allocation per size:
+    /// a step's split remainders come and go in dozens of sizes).
+    spare: Vec<Vec<(u64, u32)>>,
     /// Under test, every change is mirrored in an ordered set of keys (the reference order)
     /// and every answer checked against it: every allocator test checks the grouping too.
     #[cfg(test)]
@@ -65,35 +59,31 @@ impl FreeSet {
         self.len
     }
 
+    /// The group of `size`, or where it would go.
+    #[inline]
+    fn find(&self, size: u64) -> Result<usize, usize> {
+        self.sizes.binary_search(&size)
+    }
+
+    #[inline]
     pub fn insert(&mut self, (size, addr, i): Key) {
         #[cfg(test)]
         assert!(self.shadow.insert((size, addr, i)));
         self.len += 1;
-        let g = match self.groups.entry(size) {
-            Entry::Vacant(e) => {
-                e.insert(Group::One((addr, i)));
-                return;
-            }
-            Entry::Occupied(e) => e.into_mut(),
-        };
-        match g {
-            Group::One(x) => {
-                let x = *x;
-                let pair = if x.0 > addr {
-                    [x, (addr, i)]
-                } else {
-                    [(addr, i), x]
-                };
-                let mut v = Vec::with_capacity(4);
-                v.extend_from_slice(&pair);
-                *g = Group::Many(v);
-            }
-            Group::Many(v) => {
+        match self.find(size) {
+            Ok(g) => {
+                let v = &mut self.groups[g];
                 if v.is_empty() {
                     self.empty -= 1;
                 }
-                let at = v.partition_point(|&(a, _)| a > addr);
+                let at = position(v, addr);
                 v.insert(at, (addr, i));
+            }
+            Err(g) => {
+                let mut v = self.spare.pop().unwrap_or_default();
+                v.push((addr, i));
+                self.sizes.insert(g, size);
+                self.groups.insert(g, v);
             }
         }
     }
@@ -107,40 +97,47 @@ impl FreeSet {
     }
 
     fn remove_key(&mut self, &(size, addr, i): &Key) -> bool {
-        // One descent: the entry removes a lone block's key where it stands.
-        let Entry::Occupied(mut e) = self.groups.entry(size) else {
+        let Ok(g) = self.find(size) else {
             return false;
         };
-        match e.get_mut() {
-            Group::One(x) => {
-                if *x != (addr, i) {
-                    return false;
-                }
-                e.remove();
-            }
-            Group::Many(v) => {
-                let at = position(v, addr);
-                if v.get(at) != Some(&(addr, i)) {
-                    return false;
-                }
-                v.remove(at);
-                if v.is_empty() {
-                    self.empty += 1;
-                    if self.empty > 16 && self.empty > self.groups.len() / 2 {
-                        self.groups.retain(|_, g| !g.as_slice().is_empty());
-                        self.empty = 0;
-                    }
-                }
-            }
+        let v = &mut self.groups[g];
+        let at = position(v, addr);
+        if v.get(at) != Some(&(addr, i)) {
+            return false;
         }
-        self.len -= 1;
+        v.remove(at);
+        self.emptied(g);
         true
     }
 
+    /// Book-keeping after a block left group `g`: the count, and the empty groups dropped
+    /// once they are many and outnumber the rest.
+    fn emptied(&mut self, g: usize) {
+        self.len -= 1;
+        if !self.groups[g].is_empty() {
+            return;
+        }
+        self.empty += 1;
+        if self.empty > EMPTY_KEPT && 2 * self.empty > self.groups.len() {
+            let mut kept = 0;
+            for k in 0..self.groups.len() {
+                if !self.groups[k].is_empty() {
+                    self.sizes.swap(kept, k);
+                    self.groups.swap(kept, k);
+                    kept += 1;
+                }
+            }
+            self.sizes.truncate(kept);
+            let room = SPARE_KEPT.saturating_sub(self.spare.len());
+            self.spare.extend(self.groups.drain(kept..).take(room));
+            self.empty = 0;
+        }
+    }
+
     pub fn contains(&self, &(size, addr, i): &Key) -> bool {
-        self.groups.get(&size).is_some_and(|g| {
-            let g = g.as_slice();
-            g.get(position(g, addr)) == Some(&(addr, i))
+        self.find(size).is_ok_and(|g| {
+            let v = &self.groups[g];
+            v.get(position(v, addr)) == Some(&(addr, i))
         })
     }
 
@@ -154,29 +151,51 @@ impl FreeSet {
     }
 
     fn in_order(&self, size: u64) -> impl Iterator<Item = Key> + '_ {
-        self.groups
-            .range(size..)
-            .flat_map(|(&s, g)| g.as_slice().iter().rev().map(move |&(a, i)| (s, a, i)))
+        let from = self.find(size).unwrap_or_else(|g| g);
+        self.sizes[from..]
+            .iter()
+            .zip(&self.groups[from..])
+            .flat_map(|(&s, v)| v.iter().rev().map(move |&(a, i)| (s, a, i)))
+    }
+
+    /// The first block of at least `size` bytes in (size, address) order, with its group
+    /// (for [`FreeSet::take`]).
+    pub fn first_at_least_in(&self, size: u64) -> Option<(usize, Key)> {
+        let from = self.find(size).unwrap_or_else(|g| g);
+        let first = (from..self.groups.len()).find_map(|g| {
+            let &(a, i) = self.groups[g].last()?;
+            Some((g, (self.sizes[g], a, i)))
+        });
+        #[cfg(test)]
+        assert_eq!(
+            first.map(|f| f.1),
+            self.shadow.range((size, 0, 0)..).next().copied()
+        );
+        first
     }
 
     /// The first block of at least `size` bytes in (size, address) order.
     pub fn first_at_least(&self, size: u64) -> Option<Key> {
-        let first = self
-            .groups
-            .range(size..)
-            .find_map(|(&s, g)| g.as_slice().last().map(|&(a, i)| (s, a, i)));
+        self.first_at_least_in(size).map(|f| f.1)
+    }
+
+    /// Removes the first block of group `g` in (size, address) order: what
+    /// [`FreeSet::first_at_least_in`] named, with no change since.
+    pub fn take(&mut self, g: usize) -> Option<Key> {
+        let (a, i) = self.groups.get_mut(g)?.pop()?;
+        let key = (self.sizes[g], a, i);
         #[cfg(test)]
-        assert_eq!(first, self.shadow.range((size, 0, 0)..).next().copied());
-        first
+        assert!(self.shadow.remove(&key));
+        self.emptied(g);
+        Some(key)
     }
 
     /// The last block in (size, address) order: the largest, highest address among equals.
     pub fn last(&self) -> Option<Key> {
-        let last = self
-            .groups
-            .iter()
-            .rev()
-            .find_map(|(&s, g)| g.as_slice().first().map(|&(a, i)| (s, a, i)));
+        let last = (0..self.groups.len()).rev().find_map(|g| {
+            let &(a, i) = self.groups[g].first()?;
+            Some((self.sizes[g], a, i))
+        });
         #[cfg(test)]
         assert_eq!(last, self.shadow.last().copied());
         last
@@ -224,11 +243,12 @@ mod tests {
 
     proptest! {
         /// The grouped set answers every query as an ordered set of (size, address, index)
-        /// does (the reference: the order `BlockComparatorSize` gives), under random inserts
-        /// and removes of blocks of few sizes (as a step's large pool has) and many.
+        /// does (the reference: the order `BlockComparatorSize` gives), under random inserts,
+        /// removes and best-fit takes of blocks of few sizes (as a step's large pool has) and
+        /// many.
         #[test]
         fn agrees_with_an_ordered_set(
-            ops in proptest::collection::vec((0u8..4, 0u64..40, 0u64..64, 0u64..40), 1..400),
+            ops in proptest::collection::vec((0u8..5, 0u64..40, 0u64..64, 0u64..40), 1..400),
             spread in prop_oneof![Just(1u64), Just(7u64), Just(1000u64)],
         ) {
             let mut reference: BTreeSet<Key> = BTreeSet::new();
@@ -247,6 +267,16 @@ mod tests {
                         let existing = reference.iter().nth(q as usize % (reference.len() + 1)).copied();
                         let k = existing.unwrap_or(key);
                         prop_assert_eq!(set.remove(&k), reference.remove(&k));
+                    }
+                    4 => {
+                        // Best fit's find-then-take: the first key of at least `size`, removed.
+                        let size = 512 * (1 + q * spread / 3);
+                        let want = reference.range((size, 0, 0)..).next().copied();
+                        let taken = set.first_at_least_in(size).and_then(|(g, _)| set.take(g));
+                        prop_assert_eq!(taken, want);
+                        if let Some(k) = want {
+                            reference.remove(&k);
+                        }
                     }
                     _ => {
                         let size = 512 * (1 + q * spread / 3);

@@ -78,7 +78,7 @@ impl Allocator {
 
     /// Garbage collection runs only with a threshold and an allowed maximum (see module doc).
     pub(crate) fn gc_enabled(&self) -> bool {
-        self.settings.gc_threshold > 0.0 && self.capacity != u64::MAX
+        self.settings.gc
     }
 
     /// `get_free_block`: the smallest free block of the stream and pool at least `size` large,
@@ -91,21 +91,12 @@ impl Allocator {
         if self.gc_enabled() {
             self.gc_calls[pool] += 1;
         }
-        let best = {
-            let mut candidates = self.streams[req.slot].free[pool].at_least(req.size);
-            let mut best = candidates.next()?;
-            if self.arena.get(best.2).expandable != NIL {
-                for next in candidates {
-                    let current = self.arena.get(best.2);
-                    if current.expandable == NIL
-                        || self.expandable_size(next.2) >= self.expandable_size(best.2)
-                    {
-                        break;
-                    }
-                    best = next;
-                }
-            }
-            best
+        let set = &self.streams[req.slot].free[pool];
+        let (group, first) = set.first_at_least_in(req.size)?;
+        let best = if self.arena.get(first.2).expandable != NIL {
+            self.best_expandable(req.slot, pool, first)
+        } else {
+            first
         };
         let (block_size, max_split) = (best.0, self.settings.max_split);
         if req.size < max_split && block_size >= max_split {
@@ -119,8 +110,36 @@ impl Allocator {
         {
             return None;
         }
-        self.streams[req.slot].free[pool].remove(&best);
+        let set = &mut self.streams[req.slot].free[pool];
+        if best == first {
+            // Best fit's own block: the last of its group, taken without a second search.
+            set.take(group);
+        } else {
+            set.remove(&best);
+        }
         Some(best.2)
+    }
+
+    /// Best fit where the first candidate lies in an expandable segment: a block followed
+    /// by unmapped space counts as that much larger, so later candidates of the same pool
+    /// that can grow less are preferred (`get_free_block`'s expandable loop).
+    fn best_expandable(
+        &self,
+        slot: usize,
+        pool: usize,
+        first: super::free_set::Key,
+    ) -> super::free_set::Key {
+        let mut best = first;
+        for next in self.streams[slot].free[pool].at_least(first.0).skip(1) {
+            let current = self.arena.get(best.2);
+            if current.expandable == NIL
+                || self.expandable_size(next.2) >= self.expandable_size(best.2)
+            {
+                break;
+            }
+            best = next;
+        }
+        best
     }
 
     /// The size a free block can grow to: itself plus the unmapped range right after it.

@@ -91,6 +91,9 @@ struct Settings {
     max_non_split_rounding: u64,
     /// 0 = off.
     gc_threshold: f64,
+    /// Garbage collection runs: a threshold and a finite capacity (see the module doc); fixed
+    /// at `new`, so the malloc path tests one flag.
+    gc: bool,
     divisions: [u64; config::ROUNDUP_INTERVALS],
 }
 
@@ -150,6 +153,8 @@ impl Allocator {
                 max_split: config.max_split_size(),
                 max_non_split_rounding: config.max_non_split_rounding_size(),
                 gc_threshold: config.garbage_collection_threshold.unwrap_or(0.0),
+                gc: config.garbage_collection_threshold.unwrap_or(0.0) > 0.0
+                    && capacity != u64::MAX,
                 divisions: config.divisions_table(),
             },
             capacity,
@@ -322,7 +327,12 @@ impl Allocator {
     }
 
     /// The stream's pools, created (in stream order) on first use.
+    #[inline]
     fn slot(&mut self, stream: u64) -> usize {
+        // One stream is the common case (the estimate's): no search.
+        if self.streams.first().is_some_and(|p| p.stream == stream) {
+            return 0;
+        }
         match self.streams.binary_search_by_key(&stream, |p| p.stream) {
             Ok(i) => i,
             Err(i) => {
@@ -338,7 +348,11 @@ impl Allocator {
         }
     }
 
+    #[inline]
     fn slot_of(&self, stream: u64) -> usize {
+        if self.streams.first().is_some_and(|p| p.stream == stream) {
+            return 0;
+        }
         self.streams
             .binary_search_by_key(&stream, |p| p.stream)
             .expect("a block's stream has pools")
@@ -346,6 +360,7 @@ impl Allocator {
 
     /// Puts a free mapped block into its pool (`BlockPool::insert_into_blocks`, which also
     /// stamps the garbage collector's age base).
+    #[inline]
     fn insert_free(&mut self, i: u32) {
         let base = {
             let b = self.arena.get(i);
@@ -360,6 +375,7 @@ impl Allocator {
     }
 
     /// Takes a free mapped block out of its pool.
+    #[inline]
     fn remove_free(&mut self, i: u32) {
         let b = self.arena.get(i);
         let key = (b.size, b.addr, i);

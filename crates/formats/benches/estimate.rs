@@ -11,12 +11,33 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::json;
 use std::hint::black_box;
 use vramscope_core::estimate::estimate;
+use vramscope_core::estimate::input::ModelInput;
 use vramscope_core::fit::{fit, what_if};
-use vramscope_core::job::Job;
+use vramscope_core::job::{Job, ResolvedJob};
 use vramscope_formats::model_source::load_model;
+
+type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+/// A built-in model loaded once and a job resolved against it.
+fn loaded(model: &str, job: serde_json::Value) -> (ModelInput, ResolvedJob) {
+    let m = load_model(model).unwrap();
+    let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
+    let input = m.into_input();
+    let job: Job = serde_json::from_value(job).unwrap();
+    let resolved = job.resolve(max).unwrap();
+    (input, resolved)
+}
 
 fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("estimate");
+    whole_calls(&mut g);
+    parts(&mut g);
+    planner(&mut g);
+    g.finish();
+}
+
+/// One estimate, the fit search and the what-if table of a few jobs, repeated and fresh.
+fn whole_calls(g: &mut Group) {
     for (name, model, job) in [
         (
             "llama-3.1-8b train b1 s4096 bf16-mixed adamw",
@@ -41,11 +62,7 @@ fn benches(c: &mut Criterion) {
                    "framework": "vllm"}),
         ),
     ] {
-        let m = load_model(model).unwrap();
-        let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
-        let input = m.into_input();
-        let job: Job = serde_json::from_value(job).unwrap();
-        let resolved = job.resolve(max).unwrap();
+        let (input, resolved) = loaded(model, job);
         g.bench_function(format!("one estimate: {name}"), |b| {
             b.iter(|| estimate(black_box(&input), black_box(&resolved)).unwrap())
         });
@@ -74,14 +91,15 @@ fn benches(c: &mut Criterion) {
             }
         }
     }
-    // Parts of one estimate, to see where its time goes.
+}
+
+/// Parts of one estimate, to see where its time goes.
+fn parts(g: &mut Group) {
     {
-        let m = load_model("llama-3.1-8b").unwrap();
-        let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
-        let input = m.into_input();
-        let job: Job =
-            serde_json::from_value(json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb"})).unwrap();
-        let resolved = job.resolve(max).unwrap();
+        let (input, resolved) = loaded(
+            "llama-3.1-8b",
+            json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb"}),
+        );
         let spec = input.spec.clone().unwrap();
         g.bench_function("part: model states llama-3.1-8b train", |b| {
             b.iter(|| {
@@ -94,11 +112,10 @@ fn benches(c: &mut Criterion) {
             ("lora", json!({"method": "lora", "rank": 16})),
             ("qlora", json!({"method": "qlora", "rank": 16})),
         ] {
-            let job: Job = serde_json::from_value(
+            let (_, resolved) = loaded(
+                "llama-3.1-8b",
                 json!({"batch": 1, "seq": 4096, "gpu": "h100-80gb", "peft": extra}),
-            )
-            .unwrap();
-            let resolved = job.resolve(max).unwrap();
+            );
             g.bench_function(format!("part: model states llama-3.1-8b {what}"), |b| {
                 b.iter(|| {
                     let mut w = Vec::new();
@@ -126,12 +143,11 @@ fn benches(c: &mut Criterion) {
             b.iter(|| serde_json::to_vec(black_box(&r)).unwrap())
         });
     }
-    // The planner: every layout of 64 GPUs for Llama-3.1-70B, micro-batches 1..=64.
-    let m = load_model("llama-3.1-70b").unwrap();
-    let max = m.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let input = m.into_input();
-    let job: Job = serde_json::from_value(json!({"seq": 4096})).unwrap();
-    let resolved = job.resolve(max).unwrap();
+}
+
+/// The planner: every layout of 64 GPUs for Llama-3.1-70B, micro-batches 1..=64.
+fn planner(g: &mut Group) {
+    let (input, resolved) = loaded("llama-3.1-70b", json!({"seq": 4096}));
     let gpu = vramscope_core::gpu::find("h100-80gb").unwrap();
     let n = vramscope_core::plan::plan(&input, &resolved, 64, gpu, 64, 10)
         .unwrap()
@@ -146,7 +162,6 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
-    g.finish();
 }
 
 criterion_group!(estimate_benches, benches);

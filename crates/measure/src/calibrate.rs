@@ -249,7 +249,9 @@ fn predict(
 ) -> Result<Option<Calibrated>, CoreError> {
     *evals += 1;
     match estimate(model, job) {
-        Ok(r) if r.per_gpu.device_total.is_some() => Ok(Some(cal.apply(&r.per_gpu.components))),
+        Ok(r) if r.per_gpu.peaks.device_total.is_some() => {
+            Ok(Some(cal.apply(&r.per_gpu.components)))
+        }
         Ok(_) => Ok(None),
         Err(CoreError::InvalidField { field, .. }) if field == "batch" || field == "seq" => {
             Ok(None)

@@ -10,7 +10,9 @@ pub use super::text::CLIP_TOKENS;
 use super::{denoise, text, vae_decode, Arch, Component, Pipeline, Role};
 use crate::estimate::overhead;
 use crate::gpu::Gpu;
-use crate::report::{Category, CategoryBytes, Components, Fit, ModelStates, PerGpu, TimelinePoint};
+use crate::report::{
+    Category, CategoryBytes, Components, Fit, ModelStates, PeakFigures, PerGpu, TimelinePoint,
+};
 use std::borrow::Cow;
 
 fn overflow() -> String {
@@ -198,11 +200,13 @@ pub fn estimate(p: &Pipeline, name: &str, j: &Resolved) -> Result<DiffusionRepor
                     .unwrap_or(0),
                 ..ModelStates::default()
             },
-            activation_bytes_per_layer: None,
-            peak_allocated: Some(peak),
-            peak_reserved: Some(reserved),
-            device_total: Some(device_total),
-            peak_phase: Some(top.phase.clone()),
+            peaks: PeakFigures {
+                activation_bytes_per_layer: None,
+                peak_allocated: Some(peak),
+                peak_reserved: Some(reserved),
+                device_total: Some(device_total),
+                peak_phase: Some(top.phase.clone()),
+            },
             kv_pool: None,
             rank: None,
             host_bytes: host_bytes(p, j, max_params),

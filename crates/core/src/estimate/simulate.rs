@@ -169,11 +169,13 @@ pub(crate) fn run_edited(
         per_gpu: PerGpu {
             components: device.components,
             model_states: st.max,
-            activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
-            peak_allocated: device.peak_allocated,
-            peak_reserved: device.peak_reserved,
-            device_total: device.device_total,
-            peak_phase: device.peak_phase,
+            peaks: PeakFigures {
+                activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
+                peak_allocated: device.peak_allocated,
+                peak_reserved: device.peak_reserved,
+                device_total: device.device_total,
+                peak_phase: device.peak_phase,
+            },
             kv_pool: device.kv_pool,
             host_bytes: (host > 0).then_some(host),
             paged_states: (st.paged_states > 0 && device.peak_allocated.is_some())

@@ -63,9 +63,10 @@ pub fn verdict(report: &Report) -> Option<Fit> {
     let p = &report.per_gpu;
     let c = &p.components;
     let used = p
+        .peaks
         .device_total
-        .or(p.peak_reserved)
-        .or(p.peak_allocated)
+        .or(p.peaks.peak_reserved)
+        .or(p.peaks.peak_allocated)
         .unwrap_or_else(|| c.allocated() + c.cuda_context + c.allocator_reserve);
     let usable = report.job.usable(gpu.memory_bytes);
     let headroom = (i128::from(usable) - i128::from(used))

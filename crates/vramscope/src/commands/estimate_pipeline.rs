@@ -288,10 +288,10 @@ fn human(r: &DiffusionReport) -> String {
     let opt = |x: Option<u64>| x.map(bytes).unwrap_or_else(|| "-".into());
     out.push_str(&format!(
         "\n  peak in {}: allocated {}, reserved {}, with the CUDA context {}\n",
-        g.peak_phase.as_deref().unwrap_or("-"),
-        opt(g.peak_allocated),
-        opt(g.peak_reserved),
-        opt(g.device_total)
+        g.peaks.peak_phase.as_deref().unwrap_or("-"),
+        opt(g.peaks.peak_allocated),
+        opt(g.peaks.peak_reserved),
+        opt(g.peaks.device_total)
     ));
     if let Some(f) = &r.fit {
         let verdict = if f.fits { "fits" } else { "does not fit" };

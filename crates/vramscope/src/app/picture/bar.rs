@@ -48,6 +48,7 @@ fn heading(
     let (f, u) = (|b: u64| unit.fixed(b), unit.name);
     let peak = r
         .per_gpu
+        .peaks
         .device_total
         .map(|d| format!("device total {} {u}", f(d)))
         .unwrap_or_else(|| "device total n/a".into());

@@ -443,7 +443,7 @@ mod tests {
             activations: M,
             ..Components::default()
         };
-        r.per_gpu.device_total = Some(5 * M);
+        r.per_gpu.peaks.device_total = Some(5 * M);
         let mut fwd = point("forward", 3 * M);
         fwd.by_category.insert("parameters", 3 * M);
         let mut bwd = point("backward", 4 * M);
@@ -557,7 +557,7 @@ mod tests {
     /// 6 GiB on the device and one change to 4 GiB.
     fn what_if_bars(capacity: u64) -> (Vec<f64>, bool, String) {
         let mut r = report(capacity);
-        r.per_gpu.device_total = Some(6 * G);
+        r.per_gpu.peaks.device_total = Some(6 * G);
         let rows = vec![WhatIf {
             technique: "full checkpointing".into(),
             flags: vec!["--checkpointing".into(), "full".into()],

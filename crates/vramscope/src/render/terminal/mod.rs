@@ -149,7 +149,7 @@ fn header(r: &Report, color: bool, out: &mut Vec<String>) {
 fn table(r: &Report, out: &mut Vec<String>) {
     let p = &r.per_gpu;
     let sum: u64 = SHOWN.iter().map(|c| p.components.get(*c)).sum();
-    let (base, base_name) = match (p.device_total, p.peak_allocated) {
+    let (base, base_name) = match (p.peaks.device_total, p.peaks.peak_allocated) {
         (Some(d), _) if d > 0 => (d, "device"),
         (_, Some(a)) if a > 0 => (a, "allocated"),
         _ => (sum, "total"),
@@ -184,9 +184,9 @@ fn table(r: &Report, out: &mut Vec<String>) {
         out.push(format!("{INDENT}(no bytes attributed)"));
     }
     out.push(format!("{INDENT}{}", "─".repeat(20 + 2 + 11 + 2 + 9)));
-    out.push(row("peak allocated", p.peak_allocated, ""));
-    out.push(row("peak reserved", p.peak_reserved, ""));
-    out.push(row("device total", p.device_total, ""));
+    out.push(row("peak allocated", p.peaks.peak_allocated, ""));
+    out.push(row("peak reserved", p.peaks.peak_reserved, ""));
+    out.push(row("device total", p.peaks.device_total, ""));
     if let Some(kv) = p.kv_pool {
         out.push(row("KV pool (engine)", Some(kv), ""));
         let pool = vramscope_core::fit::pool_text(r);
@@ -195,10 +195,10 @@ fn table(r: &Report, out: &mut Vec<String>) {
         }
     }
     // Bytes a layer keeps for backward: meaningful for training only (inference saves none).
-    if let Some(a) = p.activation_bytes_per_layer.filter(|a| *a > 0) {
+    if let Some(a) = p.peaks.activation_bytes_per_layer.filter(|a| *a > 0) {
         out.push(row("activations/layer", Some(a), ""));
     }
-    if let Some(phase) = &p.peak_phase {
+    if let Some(phase) = &p.peaks.peak_phase {
         out.push(format!("{INDENT}peak during: {phase}"));
     }
     // An RL step: each phase's own device total (the peak is the larger).
@@ -280,7 +280,7 @@ mod tests {
     use serde_json::json;
     use vramscope_core::job::Job;
     use vramscope_core::report::Category;
-    use vramscope_core::report::{Components, Fit, ModelStates, PerGpu};
+    use vramscope_core::report::{Components, Fit, ModelStates, PeakFigures, PerGpu};
     use vramscope_core::ModelSummary;
 
     const G: u64 = 1 << 30;
@@ -296,11 +296,13 @@ mod tests {
             per_gpu: PerGpu {
                 components,
                 model_states: ModelStates::default(),
-                activation_bytes_per_layer: None,
-                peak_allocated: Some(components.allocated()),
-                peak_reserved: None,
-                device_total: Some(total),
-                peak_phase: Some("backward".into()),
+                peaks: PeakFigures {
+                    activation_bytes_per_layer: None,
+                    peak_allocated: Some(components.allocated()),
+                    peak_reserved: None,
+                    device_total: Some(total),
+                    peak_phase: Some("backward".into()),
+                },
                 kv_pool: None,
                 host_bytes: None,
                 rank: None,

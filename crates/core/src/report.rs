@@ -13,6 +13,7 @@ pub use rl::{GeneratorFigures, PhaseFigures, RlFigures, Roles, Rollouts};
 pub use throughput::{InferThroughput, StepParts, Throughput, TrainThroughput};
 pub use vllm::VllmBudget;
 
+use crate::gpu::Gpu;
 use crate::job::ResolvedJob;
 use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
@@ -361,11 +362,29 @@ impl Serialize for CategoryBytes {
     }
 }
 
+/// The GPU an answer is judged on: its catalog id and the bytes it holds (contract `fit.gpu`,
+/// `fit.capacity`; the first two fields of every fit answer: `fit`, `fit --measured`, a
+/// pipeline's fit), taken from the catalog's entry (`crate::gpu::Gpu`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetGpu {
+    pub gpu: String,
+    pub capacity: u64,
+}
+
+impl From<&Gpu> for TargetGpu {
+    fn from(g: &Gpu) -> Self {
+        TargetGpu {
+            gpu: g.id.clone(),
+            capacity: g.memory_bytes,
+        }
+    }
+}
+
 /// Does the job fit its GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fit {
-    pub gpu: String,
-    pub capacity: u64,
+    #[serde(flatten)]
+    pub target: TargetGpu,
     pub fits: bool,
     /// capacity − reserve − device_total (negative when it does not fit).
     pub headroom: i64,

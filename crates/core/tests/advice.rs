@@ -95,7 +95,7 @@ fn first_advice_fits_and_nothing_cheaper_does() {
             let paged = r.per_gpu.paged_states.unwrap_or(0) as i64;
             let f = r.fit.unwrap();
             assert_eq!(
-                f.capacity as i64 - a.device_total as i64 + paged,
+                f.target.capacity as i64 - a.device_total as i64 + paged,
                 a.headroom
             );
             assert!(!a.flags.is_empty() && !a.gives_up.is_empty());

@@ -184,8 +184,11 @@ fn report_invariants() {
         p.peaks.peak_reserved.unwrap() - p.peaks.peak_allocated.unwrap()
     );
     let fit = r.fit.unwrap();
-    assert_eq!(fit.capacity, 81559 << 20);
-    assert_eq!(fit.fits, p.peaks.device_total.unwrap() <= fit.capacity);
+    assert_eq!(fit.target.capacity, 81559 << 20);
+    assert_eq!(
+        fit.fits,
+        p.peaks.device_total.unwrap() <= fit.target.capacity
+    );
     assert!(r.timeline.len() > 2 * 32);
 }
 

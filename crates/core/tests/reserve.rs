@@ -49,7 +49,7 @@ fn a_reserve_past_the_headroom_does_not_fit() {
     let (model, j) = prepared(job(8 * GIB));
     let f = estimate(&model, &j).unwrap().fit.unwrap();
     assert!(f.fits, "8 GiB reserved leaves 72 GiB");
-    assert_eq!((f.capacity, f.reserve), (80 * GIB, 8 * GIB));
+    assert_eq!((f.target.capacity, f.reserve), (80 * GIB, 8 * GIB));
     assert!(f.headroom >= 0 && f.headroom < 2 << 20, "{}", f.headroom);
 
     let (model, j) = prepared(job(8 * GIB + GIB / 2));

@@ -146,7 +146,7 @@ fn paged_optimizers_hold_bitsandbytes_states() {
     let f = paged.fit.as_ref().unwrap();
     assert_eq!(
         f.headroom,
-        f.capacity as i64 - (p.peaks.device_total.unwrap() - 8 * big) as i64
+        f.target.capacity as i64 - (p.peaks.device_total.unwrap() - 8 * big) as i64
     );
     let said = format!("{} of the optimizer states are paged", bytes(8 * big));
     assert!(

@@ -11,7 +11,8 @@ use super::{denoise, text, vae_decode, Arch, Component, Pipeline, Role};
 use crate::estimate::overhead;
 use crate::gpu::Gpu;
 use crate::report::{
-    Category, CategoryBytes, Components, Fit, ModelStates, PeakFigures, PerGpu, TimelinePoint,
+    Category, CategoryBytes, Components, Fit, ModelStates, PeakFigures, PerGpu, TargetGpu,
+    TimelinePoint,
 };
 use std::borrow::Cow;
 
@@ -248,8 +249,7 @@ fn host_bytes(p: &Pipeline, j: &Resolved, _on_gpu: u64) -> Option<u64> {
 fn fit_of(g: &Gpu, device_total: u64, reserve: u64) -> Fit {
     let headroom = g.memory_bytes as i128 - reserve as i128 - device_total as i128;
     Fit {
-        gpu: g.id.clone(),
-        capacity: g.memory_bytes,
+        target: TargetGpu::from(g),
         fits: headroom >= 0,
         headroom: headroom.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
         reserve,

@@ -328,8 +328,7 @@ fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Opt
     let total = total.saturating_sub(device.paged);
     let usable = job.usable(g.memory_bytes);
     Some(Fit {
-        gpu: g.id.clone(),
-        capacity: g.memory_bytes,
+        target: TargetGpu::from(g),
         fits: total <= usable && device.engine_starts,
         headroom: usable as i64 - total as i64,
         reserve: job.reserve,

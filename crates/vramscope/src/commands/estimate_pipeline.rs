@@ -232,7 +232,11 @@ fn fit_text(f: &DiffusionFit, w: u64, h: u64, b: u64) -> String {
         Some(n) => format!("{n}{unit}"),
         None => "none fits".to_string(),
     };
-    let mut out = format!("{} (capacity {})\n", paint(BOLD, &f.gpu), bytes(f.capacity));
+    let mut out = format!(
+        "{} (capacity {})\n",
+        paint(BOLD, &f.target.gpu),
+        bytes(f.target.capacity)
+    );
     out.push_str(&format!(
         "  largest batch at {w}×{h}: {}\n",
         or_none(f.max_batch, " images")
@@ -298,8 +302,8 @@ fn human(r: &DiffusionReport) -> String {
         out.push_str(&format!(
             "  {} on {} (capacity {})\n",
             verdict,
-            f.gpu,
-            bytes(f.capacity)
+            f.target.gpu,
+            bytes(f.target.capacity)
         ));
     }
     for w in &r.warnings {

@@ -94,8 +94,7 @@ fn assemble(
         let usable = job.usable(g.memory_bytes);
         let total = peak.device_total;
         Fit {
-            gpu: g.id.clone(),
-            capacity: g.memory_bytes,
+            target: TargetGpu::from(g),
             fits: total <= usable && starts,
             headroom: usable as i64 - total as i64,
             reserve: job.reserve,

@@ -215,9 +215,13 @@ fn table(r: &Report, out: &mut Vec<String>) {
 /// "24.00 GiB − 2.00 GiB reserved".
 pub fn capacity_text(f: &vramscope_core::report::Fit) -> String {
     if f.reserve == 0 {
-        bytes(f.capacity)
+        bytes(f.target.capacity)
     } else {
-        format!("{} − {} reserved", bytes(f.capacity), bytes(f.reserve))
+        format!(
+            "{} − {} reserved",
+            bytes(f.target.capacity),
+            bytes(f.reserve)
+        )
     }
 }
 
@@ -227,7 +231,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
             let text = format!(
                 "fits {}, but tight: {} free of {} (under 1 GiB: fragmentation or another \
                  process can push it over)",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom.max(0) as u64),
                 capacity_text(&f)
             );
@@ -238,7 +242,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
         Some(f) if f.fits => {
             let text = format!(
                 "fits {}: {} free of {}",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom.max(0) as u64),
                 capacity_text(&f)
             );
@@ -248,7 +252,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
             let text = format!(
                 "does not fit {}: the engine would not start (see the warning), although \
                  {} of {} is free",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom as u64),
                 capacity_text(&f)
             );
@@ -259,7 +263,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
         Some(f) => {
             let text = format!(
                 "does not fit {}: {} over its {}",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom.unsigned_abs()),
                 capacity_text(&f)
             );
@@ -280,7 +284,7 @@ mod tests {
     use serde_json::json;
     use vramscope_core::job::Job;
     use vramscope_core::report::Category;
-    use vramscope_core::report::{Components, Fit, ModelStates, PeakFigures, PerGpu};
+    use vramscope_core::report::{Components, Fit, ModelStates, PeakFigures, PerGpu, TargetGpu};
     use vramscope_core::ModelSummary;
 
     const G: u64 = 1 << 30;
@@ -311,8 +315,10 @@ mod tests {
             },
             timeline: Vec::new(),
             fit: capacity.map(|c| Fit {
-                gpu: "test-72gb".into(),
-                capacity: c,
+                target: TargetGpu {
+                    gpu: "test-72gb".into(),
+                    capacity: c,
+                },
                 fits: total <= c,
                 headroom: c as i64 - total as i64,
                 reserve: 0,

@@ -14,6 +14,7 @@ use crate::report::{
     Category, CategoryBytes, Components, Fit, ModelStates, PeakFigures, PerGpu, TargetGpu,
     TimelinePoint,
 };
+use crate::summary::ReadFrom;
 use std::borrow::Cow;
 
 fn overflow() -> String {
@@ -271,8 +272,7 @@ fn summary(p: &Pipeline, name: &str) -> Result<ModelSummary, String> {
         pipeline: p.class.clone(),
         params_total: p.params_total().ok_or_else(overflow)?,
         components,
-        source: None,
-        origin: None,
+        read_from: ReadFrom::default(),
     })
 }
 

@@ -666,7 +666,7 @@ fn confirm_leaders(
             let per_gpu = estimate(model, &job_of(base, &s.layout, gpu)?)
                 .ok()
                 .map(|r| r.per_gpu);
-            match per_gpu.as_ref().and_then(|p| p.device_total) {
+            match per_gpu.as_ref().and_then(|p| p.peaks.device_total) {
                 Some(t) if t <= capacity => {
                     confirmed += 1;
                     best.push(Confirmed {
@@ -752,7 +752,7 @@ fn per_family(
             .map(|r| r.per_gpu);
         if per_gpu
             .as_ref()
-            .and_then(|p| p.device_total)
+            .and_then(|p| p.peaks.device_total)
             .is_some_and(|t| t <= base.usable(gpu.memory_bytes))
         {
             out.push(Confirmed {

@@ -13,6 +13,7 @@ pub use rl::{GeneratorFigures, PhaseFigures, RlFigures, Roles, Rollouts};
 pub use throughput::{InferThroughput, StepParts, Throughput, TrainThroughput};
 pub use vllm::VllmBudget;
 
+use crate::gpu::Gpu;
 use crate::job::ResolvedJob;
 use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
@@ -190,13 +191,9 @@ impl ModelStates {
 pub struct PerGpu {
     pub components: Components,
     pub model_states: ModelStates,
-    /// Bytes one transformer layer saves for backward (train) or holds (infer); `null` when the
-    /// architecture is unknown.
-    pub activation_bytes_per_layer: Option<u64>,
-    pub peak_allocated: Option<u64>,
-    pub peak_reserved: Option<u64>,
-    pub device_total: Option<u64>,
-    pub peak_phase: Option<String>,
+    /// The layer's activations and the peaks (contract `per_gpu`, flat beside the components).
+    #[serde(flatten)]
+    pub peaks: PeakFigures,
     /// vLLM's preallocated KV pool (beside `components.kv_cache`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_pool: Option<u64>,
@@ -216,6 +213,26 @@ pub struct PerGpu {
     /// where the step is not simulated event by event (`estimate/alloc_events`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator: Option<AllocatorSummary>,
+}
+
+/// `per_gpu`'s figures after its components and model states, in the contract's order and
+/// names: the estimate fills them all (`PerGpu`); a measured record or an engine log
+/// (`vramscope_measure::analysis::MeasuredPerGpu`) fills what it states and leaves the rest
+/// null, so an estimate and a measurement compare field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeakFigures {
+    /// Bytes one transformer layer saves for backward (train) or holds (infer); `null` when the
+    /// architecture is unknown, and in a record (which does not show them).
+    pub activation_bytes_per_layer: Option<u64>,
+    /// `torch.cuda.max_memory_allocated()` over the step (a record: the replayed peak).
+    pub peak_allocated: Option<u64>,
+    /// `torch.cuda.max_memory_reserved()` over the step, where the input shows it.
+    pub peak_reserved: Option<u64>,
+    /// What `nvidia-smi` shows used by the process (CUDA context included); a record of the
+    /// allocator never sees the context: null.
+    pub device_total: Option<u64>,
+    /// The phase (forward, backward, optimizer...) the peak falls in, where known.
+    pub peak_phase: Option<String>,
 }
 
 /// `per_gpu.allocator`: what the caching-allocator model says of the simulated step.
@@ -345,11 +362,29 @@ impl Serialize for CategoryBytes {
     }
 }
 
+/// The GPU an answer is judged on: its catalog id and the bytes it holds (contract `fit.gpu`,
+/// `fit.capacity`; the first two fields of every fit answer: `fit`, `fit --measured`, a
+/// pipeline's fit), taken from the catalog's entry (`crate::gpu::Gpu`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetGpu {
+    pub gpu: String,
+    pub capacity: u64,
+}
+
+impl From<&Gpu> for TargetGpu {
+    fn from(g: &Gpu) -> Self {
+        TargetGpu {
+            gpu: g.id.clone(),
+            capacity: g.memory_bytes,
+        }
+    }
+}
+
 /// Does the job fit its GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fit {
-    pub gpu: String,
-    pub capacity: u64,
+    #[serde(flatten)]
+    pub target: TargetGpu,
     pub fits: bool,
     /// capacity − reserve − device_total (negative when it does not fit).
     pub headroom: i64,

@@ -29,14 +29,9 @@ pub struct ModelSummary {
     pub tied_embeddings: Option<bool>,
     /// Bytes of the weights as stored (the inventory's dtypes).
     pub weight_bytes: Option<u64>,
-    /// Where the model was read (contract `model.source`): `preset`, `file`, `hf-cache`, `hub`,
-    /// `inline` or `params`; filled in by the caller that loaded it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The details of `source`: `{"kind", "repo", "revision", "commit", "path"}` as apply (the
-    /// commit a Hub or HF-cache model was read at).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<serde_json::Value>,
+    /// Where the model was read (`source`, `origin`), filled in by the caller that loaded it.
+    #[serde(flatten)]
+    pub read_from: ReadFrom,
     /// A vision-language model's components: parameters and bytes of its vision tower,
     /// projector and language model (absent for a text-only model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +41,20 @@ pub struct ModelSummary {
     /// recurrent state per sequence, constant in context length (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_space_layers: Option<u64>,
+}
+
+/// Where a model or a pipeline was read (contract `model.source`, `model.origin`): both
+/// filled in together by the caller that loaded it, from the reader's one description of the
+/// place (`vramscope_formats::model_source::Source::read_from`); absent when nobody did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadFrom {
+    /// `preset`, `file`, `hf-cache`, `hub`, `inline` or `params`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The details of `source`: `{"kind", "repo", "revision", "commit", "path"}` as apply (the
+    /// commit a Hub or HF-cache model was read at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<serde_json::Value>,
 }
 
 impl ModelSummary {
@@ -98,8 +107,7 @@ impl ModelSummary {
             max_position_embeddings: spec.max_position_embeddings,
             tied_embeddings: Some(spec.tied_embeddings()),
             weight_bytes: inventory.map(|i| i.bytes()),
-            source: None,
-            origin: None,
+            read_from: ReadFrom::default(),
             components: inventory.map(|i| i.by_part()).filter(|m| m.len() > 1),
             state_space_layers: Some(spec.all_layers().filter(|l| l.holds_state()).count() as u64)
                 .filter(|n| *n > 0),
@@ -129,8 +137,7 @@ impl ModelSummary {
             max_position_embeddings: None,
             tied_embeddings: None,
             weight_bytes: Some(inventory.bytes()),
-            source: None,
-            origin: None,
+            read_from: ReadFrom::default(),
             components: Some(inventory.by_part()).filter(|m| m.len() > 1),
             state_space_layers: None,
         }

@@ -135,9 +135,12 @@ fn measured_adapter_dtypes() {
         let want = c["expected_bytes"].as_u64().unwrap() as f64;
         let r = run(c["job"].clone());
         let (got, tol) = if id.ends_with("-peak") {
-            (r.per_gpu.peak_allocated.unwrap() - 2 * 8_519_680, 0.03)
+            (
+                r.per_gpu.peaks.peak_allocated.unwrap() - 2 * 8_519_680,
+                0.03,
+            )
         } else if id.ends_with("-act-per-layer") {
-            (r.per_gpu.activation_bytes_per_layer.unwrap(), 0.01)
+            (r.per_gpu.peaks.activation_bytes_per_layer.unwrap(), 0.01)
         } else {
             continue;
         };

@@ -174,7 +174,7 @@ fn h200_runs_reserved_within_3_percent() {
             job["allocator"] = Value::from(conf);
         }
         let r = measured::run(job);
-        let got = r.per_gpu.peak_reserved.unwrap() as f64;
+        let got = r.per_gpu.peaks.peak_reserved.unwrap() as f64;
         let want = v["measured"]["peak_reserved"].as_f64().unwrap();
         let err = (got - want) / want;
         assert!(err.abs() <= 0.03, "{id}: reserved {:+.2} %", 100.0 * err);
@@ -341,7 +341,7 @@ fn long_generation_peaks_in_decode() {
     job["seq"] = Value::from(16);
     job["new_tokens"] = Value::from(4096);
     let r = measured::run(job);
-    assert_eq!(r.per_gpu.peak_phase.as_deref(), Some("decode"));
+    assert_eq!(r.per_gpu.peaks.peak_phase.as_deref(), Some("decode"));
     assert_eq!(r.per_gpu.components.kv_cache, 538_836_992);
     assert!(r.per_gpu.components.temporaries >= 538_836_992 / 64);
 }
@@ -468,7 +468,7 @@ fn the_walk_of_accumulated_and_kept_gradients() {
             "batch": rec["batch"], "seq": rec["seq"], "precision": rec["precision"],
             "attention": rec["attention"], "optimizer": rec["optimizer"],
             "grad_accum": run["grad_accum"], "zero_grad": run["zero_grad"]}));
-        let got = r.per_gpu.peak_allocated.unwrap() - WORKSPACES;
+        let got = r.per_gpu.peaks.peak_allocated.unwrap() - WORKSPACES;
         let want = run["resident_at_start"].as_u64().unwrap()
             + run["peak_over_forward_start"].as_u64().unwrap();
         let err = (got as f64 - want as f64) / want as f64;

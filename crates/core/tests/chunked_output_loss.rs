@@ -29,12 +29,12 @@ fn tiny_llama(loss: &str) -> Value {
 #[test]
 fn measured_chunked_output_step() {
     let r = run(tiny_llama("chunked-output"));
-    let got = r.per_gpu.peak_allocated.unwrap() - blas_workspaces_bytes(None, true);
+    let got = r.per_gpu.peaks.peak_allocated.unwrap() - blas_workspaces_bytes(None, true);
     let measured = 96_881_152u64;
     let err = (got as f64 - measured as f64) / measured as f64;
     eprintln!("chunked-output: estimate {got} B, measured {measured} B ({err:+.4})");
     assert!(err.abs() <= 0.03, "{got} vs {measured} ({err:+.4})");
-    assert_eq!(r.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(r.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
 }
 
 /// At the loss's end the eight fp32 log-softmax chunks are saved: [2 × 32, 8192] × 4 B =
@@ -63,7 +63,7 @@ fn chunks_lower_the_loss_transients() {
         at(&chunked, "loss") - head(&chunked),
         16_777_216 + 4_096 + 8 * 512 + 2_097_152
     );
-    assert!(chunked.per_gpu.peak_allocated < standard.per_gpu.peak_allocated);
+    assert!(chunked.per_gpu.peaks.peak_allocated < standard.per_gpu.peaks.peak_allocated);
     assert_eq!(
         serde_json::to_value(&chunked.job).unwrap()["loss"],
         json!("chunked-output")

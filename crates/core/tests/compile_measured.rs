@@ -23,7 +23,7 @@ fn estimated_net(run_id: &str) -> u64 {
         &[&common::SPEC_KEYS[..], &["compile"]].concat(),
     );
     let r = common::run_job(v);
-    r.per_gpu.peak_allocated.unwrap() - blas_workspaces_bytes(None, true)
+    r.per_gpu.peaks.peak_allocated.unwrap() - blas_workspaces_bytes(None, true)
 }
 
 /// `err` of the estimate for `run_id` against `measured`, asserted within 3 %.
@@ -111,7 +111,7 @@ fn compile_case_file_within_3_percent() {
         let j: Job = serde_json::from_value(c["job"].clone()).unwrap();
         let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
         let r = estimate(&model.into_input(), &j.resolve(None).unwrap()).unwrap();
-        let got = r.per_gpu.peak_allocated.unwrap() - blas_workspaces_bytes(None, true);
+        let got = r.per_gpu.peaks.peak_allocated.unwrap() - blas_workspaces_bytes(None, true);
         let expected = c["expected_bytes"].as_u64().unwrap();
         let err = (got as f64 - expected as f64) / expected as f64;
         assert!(

@@ -18,7 +18,7 @@ fn per_layer(hf_config: Value, batch: u64, seq: u64, attention: &str, compile: b
     .unwrap();
     let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
     let r = estimate(&model.into_input(), &job.resolve(None).unwrap()).unwrap();
-    r.per_gpu.activation_bytes_per_layer.unwrap()
+    r.per_gpu.peaks.activation_bytes_per_layer.unwrap()
 }
 
 /// A Llama block (hidden 256, 4 heads of 64 over 2 KV heads, SiLU MLP of 768, no dropout) in

@@ -58,14 +58,18 @@ fn measured_dpo_peaks() {
         ),
     ] {
         let r = run(spec_job(run_id));
-        let got = r.per_gpu.peak_allocated.unwrap() - workspaces;
+        let got = r.per_gpu.peaks.peak_allocated.unwrap() - workspaces;
         let err = (got as f64 - measured as f64) / measured as f64;
         eprintln!("{run_id}: estimate {got} B, measured {measured} B ({err:+.4})");
         assert!(
             err.abs() <= 0.03,
             "{run_id}: {got} vs {measured} ({err:+.4})"
         );
-        assert_eq!(r.per_gpu.peak_phase.as_deref(), Some(phase), "{run_id}");
+        assert_eq!(
+            r.per_gpu.peaks.peak_phase.as_deref(),
+            Some(phase),
+            "{run_id}"
+        );
         // The policy and its frozen copy: 2 × 7,342,336 parameters × 2 B (bf16) = 29,369,344
         // B, × 4 B (fp32) = 58,738,688 B, the PARAMETER bytes the measurement reports at its
         // peak.

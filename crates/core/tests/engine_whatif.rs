@@ -17,7 +17,12 @@ fn load(job: &Value) -> (ModelInput, ResolvedJob) {
 
 fn device_total(job: &Value) -> u64 {
     let (m, j) = load(job);
-    estimate(&m, &j).unwrap().per_gpu.device_total.unwrap()
+    estimate(&m, &j)
+        .unwrap()
+        .per_gpu
+        .peaks
+        .device_total
+        .unwrap()
 }
 
 fn row<'a>(rows: &'a [WhatIf], name: &str) -> &'a WhatIf {
@@ -198,5 +203,5 @@ fn vllm_rows_show_tokens_not_bytes() {
     let (m2, j2) = load(&again);
     let r = estimate(&m2, &j2).unwrap();
     assert!(r.fit.as_ref().unwrap().fits, "{:?}", r.warnings);
-    assert_eq!(r.per_gpu.device_total, Some(advice[0].device_total));
+    assert_eq!(r.per_gpu.peaks.device_total, Some(advice[0].device_total));
 }

@@ -26,7 +26,7 @@ fn zero_paper_stage_0_is_16_psi() {
     assert_eq!(states_total(&r), 16 * 7_500_000_000);
     assert_eq!(r.per_gpu.model_states.master_weights, 4 * 7_500_000_000);
     // A bare count has no architecture: activation figures are null, with a warning.
-    assert!(r.per_gpu.peak_allocated.is_none());
+    assert!(r.per_gpu.peaks.peak_allocated.is_none());
     assert!(!r.warnings.is_empty());
 }
 
@@ -44,6 +44,7 @@ fn korthikanti_table_2() {
             "checkpointing": ckpt, "parallel": par}),
         )
         .per_gpu
+        .peaks
         .activation_bytes_per_layer
         .unwrap()
     };
@@ -128,6 +129,7 @@ fn eager_versus_flash_attention() {
             "optimizer": "adamw", "attention": attn}),
         )
         .per_gpu
+        .peaks
         .activation_bytes_per_layer
         .unwrap()
     };
@@ -147,7 +149,7 @@ fn full_checkpointing_keeps_the_layer_input() {
         "optimizer": "adamw", "checkpointing": "full"}),
     );
     assert_eq!(
-        r.per_gpu.activation_bytes_per_layer,
+        r.per_gpu.peaks.activation_bytes_per_layer,
         Some(4 * 1024 * 768 * 4)
     );
 }
@@ -171,19 +173,22 @@ fn report_invariants() {
     let r = run(json!({"model": "llama-3.1-8b", "batch": 1, "seq": 4096,
         "gpu": "h100-80gb"}));
     let p = &r.per_gpu;
-    assert_eq!(p.components.allocated(), p.peak_allocated.unwrap());
-    assert!(p.peak_reserved.unwrap() >= p.peak_allocated.unwrap());
+    assert_eq!(p.components.allocated(), p.peaks.peak_allocated.unwrap());
+    assert!(p.peaks.peak_reserved.unwrap() >= p.peaks.peak_allocated.unwrap());
     assert_eq!(
-        p.device_total.unwrap(),
-        p.peak_reserved.unwrap() + p.components.cuda_context
+        p.peaks.device_total.unwrap(),
+        p.peaks.peak_reserved.unwrap() + p.components.cuda_context
     );
     assert_eq!(
         p.components.allocator_reserve,
-        p.peak_reserved.unwrap() - p.peak_allocated.unwrap()
+        p.peaks.peak_reserved.unwrap() - p.peaks.peak_allocated.unwrap()
     );
     let fit = r.fit.unwrap();
-    assert_eq!(fit.capacity, 81559 << 20);
-    assert_eq!(fit.fits, p.device_total.unwrap() <= fit.capacity);
+    assert_eq!(fit.target.capacity, 81559 << 20);
+    assert_eq!(
+        fit.fits,
+        p.peaks.device_total.unwrap() <= fit.target.capacity
+    );
     assert!(r.timeline.len() > 2 * 32);
 }
 
@@ -230,7 +235,12 @@ fn fit_finds_the_edge() {
             batch,
             ..resolved.clone()
         };
-        estimate(&model, &j).unwrap().per_gpu.device_total.unwrap()
+        estimate(&model, &j)
+            .unwrap()
+            .per_gpu
+            .peaks
+            .device_total
+            .unwrap()
     };
     assert!(total(b) <= cap && total(b + 1) > cap, "batch {b}");
     // GPT-2 knows 1024 positions: the sequence search stops there, and says so.
@@ -452,7 +462,7 @@ fn pipeline_first_stage_holds_l_layers() {
     let r = run(json!({"model": {"hf_config": cfg}, "seq": 2048, "batch": 1,
         "precision": "fp16-mixed", "framework": "megatron", "attention": "eager",
         "parallel": {"tp": 8, "sp": true, "pp": 4, "dp": 1, "microbatches": 8}}));
-    let per_layer = r.per_gpu.activation_bytes_per_layer.unwrap();
+    let per_layer = r.per_gpu.peaks.activation_bytes_per_layer.unwrap();
     assert_eq!(per_layer, 2048 * 12288 * 114 / 8);
     let acts = |label: &str| common::activations_at(&r, label);
     // 24 layers on the first stage, 4 micro-batches in flight each.
@@ -516,7 +526,7 @@ fn plan_finds_layouts_or_says_what_would() {
     assert!(p.fitting > 0);
     for c in &p.best {
         if let Some(per_gpu) = &c.estimate {
-            assert!(per_gpu.device_total.unwrap() <= p.capacity);
+            assert!(per_gpu.peaks.device_total.unwrap() <= p.capacity);
         }
     }
     let none = plan_of("llama-3.1-405b", "t4-16gb", 2, 4);
@@ -608,7 +618,7 @@ mod fuzz {
             let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
             if let Ok(resolved) = job.resolve(None) {
                 if let Ok(r) = estimate(&model.into_input(), &resolved) {
-                    if let Some(peak) = r.per_gpu.peak_allocated {
+                    if let Some(peak) = r.per_gpu.peaks.peak_allocated {
                         prop_assert_eq!(r.per_gpu.components.allocated(), peak);
                     }
                 }

@@ -58,6 +58,7 @@ fn fsdp_mixed_precision_keeps_no_autocast_weight_copies() {
     let per_layer = |framework: &str| {
         report(job(framework))
             .per_gpu
+            .peaks
             .activation_bytes_per_layer
             .unwrap()
     };

@@ -41,7 +41,7 @@ fn ngl_0_keeps_only_the_compute_buffer_on_the_gpu() {
     assert_eq!(e["layers_on_gpu"], 0);
     assert_eq!(e["host_kv"], 536_870_912u64);
     assert_eq!(
-        cpu.per_gpu.device_total,
+        cpu.per_gpu.peaks.device_total,
         Some(c.temporaries + c.cuda_context)
     );
 }

@@ -87,6 +87,7 @@ fn image_size_does_not_change_the_step() {
                    "images": {"count": 1, "width": w, "height": h}}),
         )
         .per_gpu
+        .peaks
         .peak_allocated
     };
     assert_eq!(job(560, 560), job(1120, 1120));

@@ -26,7 +26,7 @@ fn both(job: &Value, gpu: &str, gpus: u64, mb: u64) -> (u64, Vec<(Layout, u64, u
         .into_iter()
         .filter_map(|(l, s, _)| {
             let r = estimate(&model, &job_of(&base, &l, gpu).unwrap()).ok()?;
-            Some((l, s, r.per_gpu.device_total?))
+            Some((l, s, r.per_gpu.peaks.device_total?))
         })
         .collect();
     (gpu.memory_bytes, rows)

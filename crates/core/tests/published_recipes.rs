@@ -23,7 +23,7 @@ fn peak(job: &Value) -> u64 {
     let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
     let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
     let r = estimate(&model.into_input(), &j.resolve(max).unwrap()).unwrap();
-    r.per_gpu.peak_allocated.unwrap()
+    r.per_gpu.peaks.peak_allocated.unwrap()
 }
 
 fn gib(x: f64) -> u64 {

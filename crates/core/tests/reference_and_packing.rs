@@ -42,7 +42,7 @@ fn frozen_reference_adds_one_copy_of_the_weights() {
         plain.per_gpu.model_states.optimizer_states
     );
     assert_eq!(
-        dpo.per_gpu.peak_allocated.unwrap() - plain.per_gpu.peak_allocated.unwrap(),
+        dpo.per_gpu.peaks.peak_allocated.unwrap() - plain.per_gpu.peaks.peak_allocated.unwrap(),
         copy
     );
     assert_eq!(
@@ -64,7 +64,10 @@ fn frozen_reference_adds_one_copy_of_the_weights() {
 fn precomputed_or_peft_reference_holds_no_copy() {
     let plain = run(gpt2(json!({})));
     let pre = run(gpt2(json!({"reference_model": "precomputed"})));
-    assert_eq!(pre.per_gpu.peak_allocated, plain.per_gpu.peak_allocated);
+    assert_eq!(
+        pre.per_gpu.peaks.peak_allocated,
+        plain.per_gpu.peaks.peak_allocated
+    );
     let lora = json!({"peft": {"method": "lora", "rank": 8, "alpha": 16,
                                "targets": ["c_attn"]}});
     let mut with_ref = lora.clone();
@@ -108,8 +111,11 @@ fn packing_adds_the_position_ids() {
         packed.timeline[0].allocated - plain.timeline[0].allocated,
         2048
     );
-    assert_eq!(plain.per_gpu.peak_phase.as_deref(), Some("optimizer"));
-    assert_eq!(packed.per_gpu.peak_allocated, plain.per_gpu.peak_allocated);
+    assert_eq!(plain.per_gpu.peaks.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(
+        packed.per_gpu.peaks.peak_allocated,
+        plain.per_gpu.peaks.peak_allocated
+    );
     assert_eq!(
         serde_json::to_value(&packed.job).unwrap()["packing"],
         json!(true)

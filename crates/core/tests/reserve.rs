@@ -37,7 +37,7 @@ fn a_reserve_past_the_headroom_does_not_fit() {
     };
     let (model, j) = prepared(job(0));
     let r = estimate(&model, &j).unwrap();
-    let total = r.per_gpu.device_total.unwrap();
+    let total = r.per_gpu.peaks.device_total.unwrap();
     assert!(
         total <= 72 * GIB && total > 72 * GIB - 2 * (1 << 20),
         "{total}"
@@ -49,7 +49,7 @@ fn a_reserve_past_the_headroom_does_not_fit() {
     let (model, j) = prepared(job(8 * GIB));
     let f = estimate(&model, &j).unwrap().fit.unwrap();
     assert!(f.fits, "8 GiB reserved leaves 72 GiB");
-    assert_eq!((f.capacity, f.reserve), (80 * GIB, 8 * GIB));
+    assert_eq!((f.target.capacity, f.reserve), (80 * GIB, 8 * GIB));
     assert!(f.headroom >= 0 && f.headroom < 2 << 20, "{}", f.headroom);
 
     let (model, j) = prepared(job(8 * GIB + GIB / 2));
@@ -123,7 +123,12 @@ fn fit_max_batch_shrinks_with_a_reserve() {
     let b = fit(&model, &plain).unwrap().max_batch.unwrap();
     let total = |j: &ResolvedJob, batch: u64| {
         let j = ResolvedJob { batch, ..j.clone() };
-        estimate(&model, &j).unwrap().per_gpu.device_total.unwrap()
+        estimate(&model, &j)
+            .unwrap()
+            .per_gpu
+            .peaks
+            .device_total
+            .unwrap()
     };
     let reserve = cap - total(&plain, b) + 1;
     let (_, kept) = prepared(job(reserve));
@@ -163,7 +168,7 @@ fn plan_screens_against_what_the_reserve_leaves() {
     assert!(p.fitting < free.fitting, "{} < {}", p.fitting, free.fitting);
     for c in p.best.iter().chain(&p.best_per_framework) {
         assert!(c.scored.device_total <= cap - reserve);
-        if let Some(t) = c.estimate.as_ref().and_then(|e| e.device_total) {
+        if let Some(t) = c.estimate.as_ref().and_then(|e| e.peaks.device_total) {
             assert!(t <= cap - reserve);
         }
     }

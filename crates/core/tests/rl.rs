@@ -114,8 +114,8 @@ fn colocated_grpo_by_hand() {
     assert_eq!(train.roles.vllm_weights, 3_410_432);
     assert_eq!(train.roles.vllm_kv_pool, b.kv_pool);
     assert_eq!(f.peak_phase, "training");
-    assert_eq!(r.per_gpu.peak_phase.as_deref(), Some("training"));
-    assert_eq!(r.per_gpu.device_total, Some(train.device_total));
+    assert_eq!(r.per_gpu.peaks.peak_phase.as_deref(), Some("training"));
+    assert_eq!(r.per_gpu.peaks.device_total, Some(train.device_total));
     assert_eq!(r.per_gpu.kv_pool, Some(b.kv_pool));
     assert!(r.fit.as_ref().unwrap().fits);
     // Phases in order, timeline points labelled by phase.
@@ -194,7 +194,10 @@ fn dpo_trains_on_pairs_with_a_reference() {
         json!({"model": tiny(), "batch": 2, "seq": 300, "gpu": "a100-80gb",
                          "reference_model": "frozen"}),
     );
-    assert_eq!(r.per_gpu.peak_allocated, dpo.per_gpu.peak_allocated);
+    assert_eq!(
+        r.per_gpu.peaks.peak_allocated,
+        dpo.per_gpu.peaks.peak_allocated
+    );
     assert!(r
         .timeline
         .iter()

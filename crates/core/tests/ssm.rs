@@ -71,7 +71,7 @@ fn torch_scan_path_saves_the_wide_tensors() {
                    "seq": 512, "precision": "bf16-mixed", "attention": attention}),
         );
         common::assert_warns(&r.warnings, "state-space layers");
-        r.per_gpu.activation_bytes_per_layer.unwrap()
+        r.per_gpu.peaks.activation_bytes_per_layer.unwrap()
     };
     let torch = per_layer("eager");
     let fused = per_layer("sdpa");

@@ -42,12 +42,12 @@ fn optimizer_in_backward_keeps_one_gradient() {
     // AccumulateGrad, and the embedding's contribution with their sum (3 × 154,389,504 B):
     // 2 × 497,759,232 − 3 × 154,389,504 = 532,005,952 B less, give or take the activations
     // live at each moment (the inputs and cuBLAS workspaces are live at both).
-    assert_eq!(plain.per_gpu.peak_phase.as_deref(), Some("optimizer"));
-    assert_eq!(hooked.per_gpu.peak_phase.as_deref(), Some("backward"));
+    assert_eq!(plain.per_gpu.peaks.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(hooked.per_gpu.peaks.peak_phase.as_deref(), Some("backward"));
     assert_eq!(hooked.per_gpu.components.gradients, 154_389_504);
     let (p, h) = (
-        plain.per_gpu.peak_allocated.unwrap(),
-        hooked.per_gpu.peak_allocated.unwrap(),
+        plain.per_gpu.peaks.peak_allocated.unwrap(),
+        hooked.per_gpu.peaks.peak_allocated.unwrap(),
     );
     let saved = p - h;
     assert!(
@@ -139,14 +139,14 @@ fn paged_optimizers_hold_bitsandbytes_states() {
     );
     let p = &paged.per_gpu;
     assert_eq!(
-        p.device_total.unwrap() - p.peak_reserved.unwrap() - p.components.cuda_context,
+        p.peaks.device_total.unwrap() - p.peaks.peak_reserved.unwrap() - p.components.cuda_context,
         8 * big
     );
     // The fit is judged without the evictable states.
     let f = paged.fit.as_ref().unwrap();
     assert_eq!(
         f.headroom,
-        f.capacity as i64 - (p.device_total.unwrap() - 8 * big) as i64
+        f.target.capacity as i64 - (p.peaks.device_total.unwrap() - 8 * big) as i64
     );
     let said = format!("{} of the optimizer states are paged", bytes(8 * big));
     assert!(
@@ -179,7 +179,7 @@ fn offloaded_checkpointed_inputs_go_to_the_host() {
     v["activation_offload"] = json!("cpu");
     let off = run(v);
     let input: u64 = 2 * 1024 * 576 * 2;
-    assert_eq!(plain.per_gpu.activation_bytes_per_layer, Some(input));
+    assert_eq!(plain.per_gpu.peaks.activation_bytes_per_layer, Some(input));
     assert_eq!(off.per_gpu.host_bytes, Some(30 * input));
     assert!(plain.per_gpu.host_bytes.is_none());
     let most = |r: &Report| {
@@ -192,7 +192,9 @@ fn offloaded_checkpointed_inputs_go_to_the_host() {
     };
     // The forward's last block: 30 inputs kept without offloading, none with it.
     assert_eq!(most(&plain) - most(&off), 30 * input);
-    assert!(off.per_gpu.peak_allocated.unwrap() <= plain.per_gpu.peak_allocated.unwrap());
+    assert!(
+        off.per_gpu.peaks.peak_allocated.unwrap() <= plain.per_gpu.peaks.peak_allocated.unwrap()
+    );
 }
 
 /// `compile` is accepted and said, and lowers what GPT-2's blocks save: its `gelu_new` chain is
@@ -205,12 +207,15 @@ fn compile_is_said_and_lowers_gpt2_blocks() {
     let mut v = base.clone();
     v["compile"] = json!(true);
     let (eager, compiled) = (run(base), run(v));
-    assert_eq!(eager.per_gpu.peak_phase.as_deref(), Some("optimizer"));
+    assert_eq!(eager.per_gpu.peaks.peak_phase.as_deref(), Some("optimizer"));
     assert_eq!(
-        compiled.per_gpu.peak_allocated,
-        eager.per_gpu.peak_allocated
+        compiled.per_gpu.peaks.peak_allocated,
+        eager.per_gpu.peaks.peak_allocated
     );
-    assert!(compiled.per_gpu.activation_bytes_per_layer < eager.per_gpu.activation_bytes_per_layer);
+    assert!(
+        compiled.per_gpu.peaks.activation_bytes_per_layer
+            < eager.per_gpu.peaks.activation_bytes_per_layer
+    );
     assert!(compiled.warnings.iter().any(|w| w.starts_with("compile:")));
     assert!(!eager.warnings.iter().any(|w| w.starts_with("compile:")));
 }
@@ -251,14 +256,14 @@ fn measured_technique_peaks() {
             &[&common::SPEC_KEYS[..], &keys].concat(),
         );
         let r = run(v);
-        let got = r.per_gpu.peak_allocated.unwrap() - workspaces;
+        let got = r.per_gpu.peaks.peak_allocated.unwrap() - workspaces;
         let err = (got as f64 - measured as f64) / measured as f64;
         assert!(
             err.abs() <= 0.03,
             "{run_id}: {got} vs {measured} ({err:+.4})"
         );
         assert_eq!(
-            r.per_gpu.peak_phase.as_deref(),
+            r.per_gpu.peaks.peak_phase.as_deref(),
             Some("backward"),
             "{run_id}"
         );
@@ -281,7 +286,7 @@ fn published_torchtune_figures() {
         let case = cases.iter().find(|c| c["id"] == id).unwrap();
         assert_eq!(case["expected_bytes"].as_u64(), Some(published), "{id}");
         let r = run(case["job"].clone());
-        let got = r.per_gpu.peak_allocated.unwrap();
+        let got = r.per_gpu.peaks.peak_allocated.unwrap();
         let err = (got as f64 - published as f64) / published as f64;
         let tol = case["tolerance"].as_f64().unwrap();
         assert!(err.abs() <= tol, "{id}: {got} vs {published} ({err:+.3})");

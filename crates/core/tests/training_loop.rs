@@ -37,10 +37,14 @@ fn measured_training_loops() {
             .find(|c| c["source_id"] == *run)
             .unwrap_or_else(|| panic!("{run}: no case"));
         let report = report_of(case["job"].clone());
-        let got = report.per_gpu.peak_allocated.unwrap() - workspaces;
+        let got = report.per_gpu.peaks.peak_allocated.unwrap() - workspaces;
         let err = (got as f64 - *measured as f64) / *measured as f64;
         assert!(err.abs() <= 0.02, "{run}: {got} vs {measured} ({err:+.4})");
-        assert_eq!(report.per_gpu.peak_phase.as_deref(), Some(*phase), "{run}");
+        assert_eq!(
+            report.per_gpu.peaks.peak_phase.as_deref(),
+            Some(*phase),
+            "{run}"
+        );
     }
 }
 
@@ -119,10 +123,11 @@ fn hf_2022_bert_large_v100() {
         // eager context the note states, the stack run is the job with every supported field.
         let eager = json!({"cuda_module_loading": "eager"});
         let base = merge_if_supported(&c["job"], Some(&eager));
-        let today = report_of(base.clone()).per_gpu.device_total.unwrap() as f64;
+        let today = report_of(base.clone()).per_gpu.peaks.device_total.unwrap() as f64;
         let supported = merge_if_supported(&c["job"], c.get("job_if_supported"));
         let old = report_of(merge_if_supported(&supported, Some(&stack)))
             .per_gpu
+            .peaks
             .device_total
             .unwrap() as f64;
         let (e_today, e_old) = ((today - expected) / expected, (old - expected) / expected);
@@ -164,12 +169,13 @@ fn softmax_input_saved_before_torch_1_11() {
         o.insert("zero_grad".into(), json!("zeros"));
         let without = report_of(spelled);
         assert_eq!(
-            with.per_gpu.peak_allocated.unwrap() - without.per_gpu.peak_allocated.unwrap(),
+            with.per_gpu.peaks.peak_allocated.unwrap()
+                - without.per_gpu.peaks.peak_allocated.unwrap(),
             extra,
             "{id}"
         );
         assert_eq!(
-            with.per_gpu.device_total.unwrap() - without.per_gpu.device_total.unwrap(),
+            with.per_gpu.peaks.device_total.unwrap() - without.per_gpu.peaks.device_total.unwrap(),
             extra,
             "{id}"
         );
@@ -188,7 +194,11 @@ fn hf_2022_guide_figures() {
         .iter()
         .map(|c| {
             let expected = c["expected_bytes"].as_f64().unwrap();
-            let got = report_of(c["job"].clone()).per_gpu.device_total.unwrap() as f64;
+            let got = report_of(c["job"].clone())
+                .per_gpu
+                .peaks
+                .device_total
+                .unwrap() as f64;
             let err = (got - expected) / expected;
             assert!(
                 err.abs() <= c["tolerance"].as_f64().unwrap(),

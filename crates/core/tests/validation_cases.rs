@@ -159,7 +159,11 @@ fn project_peak_phases() {
         let job: Job = serde_json::from_value(c["job"].clone()).unwrap();
         let (input, resolved) = common::prepared(&job);
         let report = estimate(&input, &resolved).unwrap();
-        assert_eq!(report.per_gpu.peak_phase.as_deref(), Some(measured), "{id}");
+        assert_eq!(
+            report.per_gpu.peaks.peak_phase.as_deref(),
+            Some(measured),
+            "{id}"
+        );
         checked += 1;
     }
     assert!(checked >= 27, "{checked} runs with a measured phase");
@@ -189,11 +193,11 @@ fn masked_lm_pure_bf16_peaks() {
         let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
         let resolved = job.resolve(None).unwrap();
         let report = estimate(&model.into_input(), &resolved).unwrap();
-        let got = report.per_gpu.peak_allocated.unwrap() - workspaces;
+        let got = report.per_gpu.peaks.peak_allocated.unwrap() - workspaces;
         let err = (got as f64 - measured as f64) / measured as f64;
         assert!(err.abs() <= 0.02, "{run}: {got} vs {measured} ({err:+.4})");
         assert_eq!(
-            report.per_gpu.peak_phase.as_deref(),
+            report.per_gpu.peaks.peak_phase.as_deref(),
             Some("backward"),
             "{run}"
         );

@@ -150,7 +150,7 @@ fn outcome(model: &ModelInput, job: &ResolvedJob, s: &Stream) {
     let r = estimate(model, job).expect("an estimate");
     println!(
         "allocated {:?} reserved {:?} allocator {:?}",
-        r.per_gpu.peak_allocated, r.per_gpu.peak_reserved, r.per_gpu.allocator
+        r.per_gpu.peaks.peak_allocated, r.per_gpu.peaks.peak_reserved, r.per_gpu.allocator
     );
     let mut sizes: Vec<u64> = s
         .events

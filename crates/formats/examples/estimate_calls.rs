@@ -42,12 +42,12 @@ fn main() {
     for _ in 0..n {
         checksum = checksum.wrapping_add(match mode.as_str() {
             "one" => estimate(black_box(&input), &job)
-                .map(|r| r.per_gpu.device_total.unwrap_or(0))
+                .map(|r| r.per_gpu.peaks.device_total.unwrap_or(0))
                 .unwrap_or(0),
             "fit" => fit(black_box(&input), &job).map_or(0, |f| f.evaluations),
             "whatif" => what_if(black_box(&input), &job).map_or(0, |t| t.len() as u64),
             "one-fresh" => estimate(&black_box(input.clone()), &job)
-                .map(|r| r.per_gpu.device_total.unwrap_or(0))
+                .map(|r| r.per_gpu.peaks.device_total.unwrap_or(0))
                 .unwrap_or(0),
             "whatif-fresh" => {
                 what_if(&black_box(input.clone()), &job).map_or(0, |t| t.len() as u64)

@@ -8,6 +8,7 @@ use crate::hf_config::{
 };
 use crate::{gguf, presets, safetensors};
 use std::path::Path;
+use vramscope_core::summary::ReadFrom;
 use vramscope_core::{build_inventory, Inventory, ModelSpec};
 
 /// Where a model came from.
@@ -52,6 +53,15 @@ pub struct Source {
 }
 
 impl Source {
+    /// The report's `model.source` (this place's kind) and `model.origin` (this place in
+    /// full) for a model or pipeline read from here.
+    pub fn read_from(&self) -> ReadFrom {
+        ReadFrom {
+            source: Some(self.kind.clone()),
+            origin: serde_json::to_value(self).ok(),
+        }
+    }
+
     pub fn local(kind: &str, path: &str) -> Self {
         Source {
             kind: kind.to_string(),

@@ -7,6 +7,7 @@ use crate::infer::{confidence_at_peak, Confidence, Inference};
 pub(crate) use crate::replay::{Point, Timeline};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+pub use vramscope_core::report::PeakFigures;
 use vramscope_core::report::{
     Category, CategoryBytes, Components, ModelStates, TimelinePoint, BEFORE_RECORDING,
 };
@@ -58,24 +59,6 @@ pub struct MeasuredPerGpu {
     pub model_states: ModelStates,
     #[serde(flatten)]
     pub peaks: PeakFigures,
-}
-
-/// The Report's `per_gpu` figures after its components and model states, in its order and
-/// names (vramscope_core::report::PerGpu); a measured record and a log fill what they state
-/// and leave the rest null, so the shapes compare field by field.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct PeakFigures {
-    /// The estimate's bytes one layer saves for backward; a record does not show them: null.
-    pub activation_bytes_per_layer: Option<u64>,
-    /// What `torch.cuda.max_memory_allocated()` read (a record: the replayed peak).
-    pub peak_allocated: Option<u64>,
-    /// What `torch.cuda.max_memory_reserved()` read, where the input shows it.
-    pub peak_reserved: Option<u64>,
-    /// What `nvidia-smi` showed used by the process; a record of the allocator never sees the
-    /// CUDA context: null.
-    pub device_total: Option<u64>,
-    /// The phase (forward, backward, optimizer...) the peak falls in, where the input shows it.
-    pub peak_phase: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -19,7 +19,7 @@ use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::largest;
 use vramscope_core::gpu::Gpu;
 use vramscope_core::job::{Framework, ResolvedJob, Task};
-use vramscope_core::report::{Category, Components};
+use vramscope_core::report::{Category, Components, TargetGpu};
 
 /// Model states: not a function of batch or sequence.
 const FIXED: [Category; 4] = Category::MODEL_STATES;
@@ -216,8 +216,9 @@ impl Calibration {
 /// The calibrated fit answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibratedFit {
-    pub gpu: String,
-    pub capacity: u64,
+    /// The GPU (`gpu`, `capacity`).
+    #[serde(flatten)]
+    pub target: TargetGpu,
     pub calibration: Calibration,
     /// The measured job's batch and sequence (infer: prompt length).
     pub measured_batch: u64,
@@ -249,7 +250,9 @@ fn predict(
 ) -> Result<Option<Calibrated>, CoreError> {
     *evals += 1;
     match estimate(model, job) {
-        Ok(r) if r.per_gpu.device_total.is_some() => Ok(Some(cal.apply(&r.per_gpu.components))),
+        Ok(r) if r.per_gpu.peaks.device_total.is_some() => {
+            Ok(Some(cal.apply(&r.per_gpu.components)))
+        }
         Ok(_) => Ok(None),
         Err(CoreError::InvalidField { field, .. }) if field == "batch" || field == "seq" => {
             Ok(None)
@@ -381,8 +384,7 @@ pub fn fit_calibrated(
     let evaluations = s.evals;
     let infer = job.task == Task::Infer;
     Ok(CalibratedFit {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
+        target: TargetGpu::from(gpu),
         notes: fit_notes(best_seq == Some(cap) && model_max, cap, &cal, measured),
         calibration: cal,
         measured_batch: job.batch,

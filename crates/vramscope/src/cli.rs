@@ -94,7 +94,7 @@ Examples:
   vramscope estimate mistral-7b-v0.1 --qlora 16 --gpu rtx4090-24gb
   vramscope estimate llama-3.1-70b --framework deepspeed --zero 3 --gpus 8 --gpu a100-80gb
   vramscope estimate qwen2.5-7b --task infer --batch 16 --seq 1024 --new-tokens 512
-  vramscope estimate --job job.toml --batch 4 --json | jq .per_gpu.peak_allocated
+  vramscope estimate --job job.toml --batch 4 --json | jq .per_gpu.peaks.peak_allocated
   vramscope estimate gpt2 --gpu t4-16gb --require-fit && echo fits";
 
 const VALIDATE_HELP: &str = "\

@@ -325,7 +325,7 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
     Advice {
         flags: flags::flags(base, to),
         changes: flags::changes(base, to),
-        device_total: report.per_gpu.device_total.unwrap_or(0),
+        device_total: report.per_gpu.peaks.device_total.unwrap_or(0),
         headroom: fit.map_or(0, |f| f.headroom),
         gives_up: gives.join("; "),
         techniques: combo
@@ -337,7 +337,7 @@ fn describe(base: &ResolvedJob, to: &ResolvedJob, combo: &[usize], report: &Repo
         host_bytes: host_bytes(report),
         env: flags::env(base, to),
         reserve_estimated: report.per_gpu.allocator.is_none()
-            && report.per_gpu.peak_reserved.is_some()
+            && report.per_gpu.peaks.peak_reserved.is_some()
             && !crate::engines::settings::spec(to.framework).is_some_and(|e| e.sizes_own_memory()),
     }
 }

@@ -76,7 +76,7 @@ pub fn advise(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<Advice>, Core
         if super::fits(&r) != Some(true) {
             continue;
         }
-        let total = r.per_gpu.device_total.unwrap_or(0);
+        let total = r.per_gpu.peaks.device_total.unwrap_or(0);
         found.push(Advice {
             flags,
             changes: changes(job, &to),

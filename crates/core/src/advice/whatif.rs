@@ -70,7 +70,7 @@ pub struct WhatIf {
 /// saving that keeps all weights trained, together.
 pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, CoreError> {
     let base = estimate(model, job)?;
-    let base_total = base.per_gpu.device_total;
+    let base_total = base.per_gpu.peaks.device_total;
     let base_rate = rate(&base.throughput);
     let base_tokens = pool_tokens(&base);
     let capacity = job
@@ -120,7 +120,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
         }
         // A variant the estimator refuses (a layout it cannot model) is no row.
         let Ok(r) = estimate(model, &j) else { continue };
-        let t = r.per_gpu.device_total;
+        let t = r.per_gpu.peaks.device_total;
         let kv_tokens = pool_tokens(&r);
         rows.push(WhatIf {
             kv_tokens,
@@ -132,7 +132,7 @@ pub fn what_if(model: &ModelInput, job: &ResolvedJob) -> Result<Vec<WhatIf>, Cor
             technique: name,
             change: flags.join(" "),
             flags,
-            peak_allocated: r.per_gpu.peak_allocated,
+            peak_allocated: r.per_gpu.peaks.peak_allocated,
             device_total: t,
             saved: base_total.zip(t).map(|(b, t)| b as i64 - t as i64),
             // The report's own verdict (a serving engine can fail to start inside capacity).

@@ -10,7 +10,11 @@ pub use super::text::CLIP_TOKENS;
 use super::{denoise, text, vae_decode, Arch, Component, Pipeline, Role};
 use crate::estimate::overhead;
 use crate::gpu::Gpu;
-use crate::report::{Category, CategoryBytes, Components, Fit, ModelStates, PerGpu, TimelinePoint};
+use crate::report::{
+    Category, CategoryBytes, Components, Fit, ModelStates, PeakFigures, PerGpu, TargetGpu,
+    TimelinePoint,
+};
+use crate::summary::ReadFrom;
 use std::borrow::Cow;
 
 fn overflow() -> String {
@@ -198,11 +202,13 @@ pub fn estimate(p: &Pipeline, name: &str, j: &Resolved) -> Result<DiffusionRepor
                     .unwrap_or(0),
                 ..ModelStates::default()
             },
-            activation_bytes_per_layer: None,
-            peak_allocated: Some(peak),
-            peak_reserved: Some(reserved),
-            device_total: Some(device_total),
-            peak_phase: Some(top.phase.clone()),
+            peaks: PeakFigures {
+                activation_bytes_per_layer: None,
+                peak_allocated: Some(peak),
+                peak_reserved: Some(reserved),
+                device_total: Some(device_total),
+                peak_phase: Some(top.phase.clone()),
+            },
             kv_pool: None,
             rank: None,
             host_bytes: host_bytes(p, j, max_params),
@@ -244,8 +250,7 @@ fn host_bytes(p: &Pipeline, j: &Resolved, _on_gpu: u64) -> Option<u64> {
 fn fit_of(g: &Gpu, device_total: u64, reserve: u64) -> Fit {
     let headroom = g.memory_bytes as i128 - reserve as i128 - device_total as i128;
     Fit {
-        gpu: g.id.clone(),
-        capacity: g.memory_bytes,
+        target: TargetGpu::from(g),
         fits: headroom >= 0,
         headroom: headroom.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
         reserve,
@@ -267,8 +272,7 @@ fn summary(p: &Pipeline, name: &str) -> Result<ModelSummary, String> {
         pipeline: p.class.clone(),
         params_total: p.params_total().ok_or_else(overflow)?,
         components,
-        source: None,
-        origin: None,
+        read_from: ReadFrom::default(),
     })
 }
 

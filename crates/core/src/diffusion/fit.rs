@@ -6,13 +6,15 @@
 use super::estimate::estimate;
 use super::job::{side_step, Resolved, MAX_BATCH, MAX_SIDE};
 use super::Pipeline;
+use crate::report::TargetGpu;
 use serde::Serialize;
 
 /// The answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DiffusionFit {
-    pub gpu: String,
-    pub capacity: u64,
+    /// The GPU (`gpu`, `capacity`).
+    #[serde(flatten)]
+    pub target: TargetGpu,
     /// Largest number of images at the job's width × height (`null`: not even one).
     pub max_batch: Option<u64>,
     /// Largest square side in pixels at the job's batch (`null`: not even one step).
@@ -84,8 +86,7 @@ pub fn fit(p: &Pipeline, name: &str, j: &Resolved) -> Result<DiffusionFit, Strin
         notes.push(format!("max_resolution: the search stops at {MAX_SIDE} px"));
     }
     Ok(DiffusionFit {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
+        target: TargetGpu::from(gpu),
         max_batch,
         max_resolution: max_k.map(|k| k * step),
         side_step: step,

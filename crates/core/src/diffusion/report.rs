@@ -4,6 +4,7 @@
 use super::job::Resolved;
 use super::Role;
 use crate::report::{Fit, PerGpu, TimelinePoint};
+use crate::summary::ReadFrom;
 use serde::Serialize;
 
 /// One phase of the call.
@@ -69,13 +70,10 @@ pub struct ModelSummary {
     pub pipeline: String,
     pub params_total: u64,
     pub components: Vec<ComponentSummary>,
-    /// Where the pipeline was read (contract `model.source`: `file`, `hf-cache`, `hub`), filled
-    /// in by the caller that read it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The details of `source`: `{"kind", "repo", "revision", "commit", "path"}` as apply.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub origin: Option<serde_json::Value>,
+    /// Where the pipeline was read (`source`: `file`, `hf-cache`, `hub`; `origin`), filled in
+    /// by the caller that read it.
+    #[serde(flatten)]
+    pub read_from: ReadFrom,
 }
 
 /// The report of a diffusion job: the contract's Report shape (`per_gpu`, `timeline`, `fit`,

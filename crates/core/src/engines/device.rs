@@ -10,7 +10,7 @@ use crate::estimate::state_bytes::StateBytes;
 use crate::gpu::Gpu;
 use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
-use crate::report::{Components, TimelinePoint};
+use crate::report::{Components, PeakFigures, TimelinePoint};
 
 /// What a serving engine's device is computed from: an inference job on a model with an
 /// architecture, its model states already counted.
@@ -69,10 +69,13 @@ pub(crate) fn pool_device(
     let device_total = reserved + components.cuda_context;
     Device {
         components,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(reserved),
-        device_total: Some(device_total),
-        peak_phase: Some("serving".into()),
+        peaks: PeakFigures {
+            activation_bytes_per_layer: None,
+            peak_allocated: Some(allocated),
+            peak_reserved: Some(reserved),
+            device_total: Some(device_total),
+            peak_phase: Some("serving".into()),
+        },
         kv_pool: Some(kv_pool),
         timeline,
         engine: Some(engine),

@@ -3,16 +3,15 @@
 
 use super::overhead;
 use crate::job::ResolvedJob;
-use crate::report::{AllocatorSummary, Components, TimelinePoint};
+use crate::report::{AllocatorSummary, Components, PeakFigures, TimelinePoint};
 
 /// What one device holds over the step, however it was found: by walking a PyTorch step, or
 /// from a serving engine's own budget.
 pub struct Device {
     pub(crate) components: Components,
-    pub(crate) peak_allocated: Option<u64>,
-    pub(crate) peak_reserved: Option<u64>,
-    pub(crate) device_total: Option<u64>,
-    pub(crate) peak_phase: Option<String>,
+    /// The report's peaks as the device reaches them (`per_gpu`'s); the layer's activations
+    /// are the step's plan's, filled in by `simulate::run`.
+    pub(crate) peaks: PeakFigures,
     pub(crate) kv_pool: Option<u64>,
     pub(crate) timeline: Vec<TimelinePoint>,
     pub(crate) engine: Option<serde_json::Value>,

@@ -169,14 +169,13 @@ pub(crate) fn run_edited(
         per_gpu: PerGpu {
             components: device.components,
             model_states: st.max,
-            activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
-            peak_allocated: device.peak_allocated,
-            peak_reserved: device.peak_reserved,
-            device_total: device.device_total,
-            peak_phase: device.peak_phase,
+            peaks: PeakFigures {
+                activation_bytes_per_layer: plan.as_ref().map(|p| p.bytes_per_layer),
+                ..device.peaks
+            },
             kv_pool: device.kv_pool,
             host_bytes: (host > 0).then_some(host),
-            paged_states: (st.paged_states > 0 && device.peak_allocated.is_some())
+            paged_states: (st.paged_states > 0 && device.peaks.peak_allocated.is_some())
                 .then_some(st.paged_states),
             allocator: device.allocator,
             rank: (job.parallel.pp > 1).then(|| {
@@ -231,10 +230,7 @@ fn pytorch_device(
             master_weights: st.resident.master_weights,
             ..Components::default()
         },
-        peak_allocated: None,
-        peak_reserved: None,
-        device_total: None,
-        peak_phase: None,
+        peaks: PeakFigures::default(),
         kv_pool: None,
         timeline: Vec::new(),
         engine: None,
@@ -281,25 +277,24 @@ fn pytorch_device(
     components.cuda_context = context;
     components.allocator_reserve = reserved.saturating_sub(alloc);
     device.components = components;
-    device.peak_allocated = Some(alloc);
-    device.peak_reserved = Some(reserved);
-    device.device_total = Some(reserved + context + st.paged_states);
+    device.peaks.peak_allocated = Some(alloc);
+    device.peaks.peak_reserved = Some(reserved);
+    device.peaks.device_total = Some(reserved + context + st.paged_states);
     device.paged = st.paged_states;
-    device.peak_phase = Some(phase);
+    device.peaks.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
 }
 
 /// The fit check against the GPU less the user's reserve (contract `reserve`).
 fn fit(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, device: &Device) -> Option<Fit> {
-    let (g, total) = (gpu?, device.device_total?);
+    let (g, total) = (gpu?, device.peaks.device_total?);
     // Paged optimizer states give way to the step (evicted to host RAM), so the fit is judged
     // on what must stay on the GPU.
     let total = total.saturating_sub(device.paged);
     let usable = job.usable(g.memory_bytes);
     Some(Fit {
-        gpu: g.id.clone(),
-        capacity: g.memory_bytes,
+        target: TargetGpu::from(g),
         fits: total <= usable && device.engine_starts,
         headroom: usable as i64 - total as i64,
         reserve: job.reserve,

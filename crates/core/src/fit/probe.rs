@@ -13,6 +13,7 @@ fn total(model: &ModelInput, job: &ResolvedJob, evals: &mut u64) -> Result<Optio
     match estimate(model, job) {
         Ok(r) => Ok(r
             .per_gpu
+            .peaks
             .device_total
             .map(|t| t.saturating_sub(r.per_gpu.paged_states.unwrap_or(0)))),
         // Sizes past the estimator's limits do not fit anything.

@@ -2,7 +2,7 @@
 //! engine's launch flags and llama.cpp's speed per `-ngl`. The searches are `fit`'s,
 //! `fit_engines`'s and `fit_vision`'s; the flags `launch`'s; the speeds `fit_speed`'s.
 
-use super::Throughput;
+use super::{TargetGpu, Throughput};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 /// `max_context`), with what the search found along the way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FitAnswer {
-    pub gpu: String,
-    pub capacity: u64,
+    /// The GPU (`gpu`, `capacity`).
+    #[serde(flatten)]
+    pub target: TargetGpu,
     /// Bytes the job's `reserve` keeps free for other applications: the searches fit
     /// `capacity − reserve` (absent when 0).
     #[serde(skip_serializing_if = "super::is_zero")]
@@ -64,8 +65,7 @@ impl FitAnswer {
     /// notes, no launch flags, speeds or throughput; the searches fill in what they find.
     pub fn on(gpu: &crate::gpu::Gpu, reserve: u64) -> FitAnswer {
         FitAnswer {
-            gpu: gpu.id.clone(),
-            capacity: gpu.memory_bytes,
+            target: TargetGpu::from(gpu),
             reserve,
             max_batch: None,
             max_seq: None,

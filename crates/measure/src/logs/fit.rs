@@ -24,6 +24,7 @@ use vramscope_core::estimate::{estimate, ModelInput};
 use vramscope_core::fit::largest;
 use vramscope_core::gpu::Gpu;
 use vramscope_core::job::{Framework, ResolvedJob};
+use vramscope_core::report::TargetGpu;
 
 /// One figure a log-calibrated fit took from the log, beside the estimate of it at the job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,8 +40,9 @@ pub struct FromLog {
 /// What `fit --measured LOG --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogCalibratedFit {
-    pub gpu: String,
-    pub capacity: u64,
+    /// The GPU (`gpu`, `capacity`).
+    #[serde(flatten)]
+    pub target: TargetGpu,
     /// What was read (`vllm-log`, `llamacpp-log`, `ollama-log`).
     pub source: &'static str,
     pub from_log: Vec<FromLog>,
@@ -62,8 +64,7 @@ fn answer(
     notes: Vec<String>,
 ) -> LogCalibratedFit {
     LogCalibratedFit {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
+        target: TargetGpu::from(gpu),
         source: log.source.name(),
         from_log,
         max_batch,

@@ -140,7 +140,7 @@ fn log_side_by_side(report: Report, log: LogReport) -> Comparison {
         });
     }
     let residual = Residual {
-        peak_allocated_difference: match (m.peaks.peak_allocated, e.peak_allocated) {
+        peak_allocated_difference: match (m.peaks.peak_allocated, e.peaks.peak_allocated) {
             (Some(a), Some(b)) => Some(diff(a, b)),
             _ => None,
         },
@@ -203,7 +203,7 @@ fn side_by_side(report: Report, measured: Analysis) -> Comparison {
         difference: diff(m.components.unattributed, 0),
     });
     let residual = Residual {
-        peak_allocated_difference: match (m.peaks.peak_allocated, e.peak_allocated) {
+        peak_allocated_difference: match (m.peaks.peak_allocated, e.peaks.peak_allocated) {
             (Some(a), Some(b)) => Some(diff(a, b)),
             _ => None,
         },

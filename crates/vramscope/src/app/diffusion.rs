@@ -55,8 +55,7 @@ pub fn job_of(job: &Value) -> Result<DiffusionJob, AppError> {
 pub fn estimate(p: &ResolvedPipeline, job: &DiffusionJob) -> Result<DiffusionReport, AppError> {
     let resolved = job.resolve(&p.pipeline)?;
     let mut report = estimate_pipeline(&p.pipeline, &p.name, &resolved)?;
-    report.model.source = Some(p.source.kind.clone());
-    report.model.origin = serde_json::to_value(&p.source).ok();
+    report.model.read_from = p.source.read_from();
     Ok(report)
 }
 

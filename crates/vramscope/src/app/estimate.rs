@@ -4,7 +4,7 @@ use super::job::prepare;
 use super::{AppError, Session};
 use serde::Deserialize;
 use vramscope_core::job::Job;
-use vramscope_core::report::{Fit, Report};
+use vramscope_core::report::{Fit, Report, TargetGpu};
 
 /// `estimate`'s input: the contract's job and whether to search advice even when it fits.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -63,16 +63,16 @@ pub fn verdict(report: &Report) -> Option<Fit> {
     let p = &report.per_gpu;
     let c = &p.components;
     let used = p
+        .peaks
         .device_total
-        .or(p.peak_reserved)
-        .or(p.peak_allocated)
+        .or(p.peaks.peak_reserved)
+        .or(p.peaks.peak_allocated)
         .unwrap_or_else(|| c.allocated() + c.cuda_context + c.allocator_reserve);
     let usable = report.job.usable(gpu.memory_bytes);
     let headroom = (i128::from(usable) - i128::from(used))
         .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
     Some(Fit {
-        gpu: gpu.id.clone(),
-        capacity: gpu.memory_bytes,
+        target: TargetGpu::from(gpu),
         fits: used <= usable,
         headroom,
         reserve: report.job.reserve,

@@ -86,8 +86,7 @@ pub fn summarize(m: &LoadedModel) -> ModelSummary {
         (None, Some(inv)) => ModelSummary::from_inventory(&m.name, inv),
         (None, None) => ModelSummary::from_params(&m.name, m.params_total),
     };
-    s.source = Some(m.source.kind.clone());
-    s.origin = serde_json::to_value(&m.source).ok();
+    s.read_from = m.source.read_from();
     s
 }
 

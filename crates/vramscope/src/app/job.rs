@@ -148,8 +148,7 @@ impl Prepared {
     /// warnings come first in the report's warnings.
     pub fn report(&self) -> Result<Report, AppError> {
         let mut report = vramscope_core::estimate::estimate(&self.model, &self.resolved)?;
-        report.model.source = Some(self.source.kind.clone());
-        report.model.origin = serde_json::to_value(&self.source).ok();
+        report.model.read_from = self.source.read_from();
         if !self.warnings.is_empty() {
             let rest = std::mem::take(&mut report.warnings);
             report.warnings = self.warnings.clone();

@@ -78,7 +78,7 @@ fn render(c: &Comparison, file: &Path) -> String {
             signed(r.difference)
         ));
     }
-    let (ea, ma) = (c.estimate.peak_allocated, c.measured.peak_allocated());
+    let (ea, ma) = (c.estimate.peaks.peak_allocated, c.measured.peak_allocated());
     s.push_str(&format!(
         "  {:<18} {:>12} {:>12} {:>13}\n\n",
         paint(BOLD, "peak allocated"),

@@ -81,6 +81,7 @@ fn human(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> String {
 fn source_line(report: &Report) -> String {
     let Some(src) = report
         .model
+        .read_from
         .origin
         .as_ref()
         .and_then(|v| serde_json::from_value::<SourceLine>(v.clone()).ok())

@@ -232,7 +232,11 @@ fn fit_text(f: &DiffusionFit, w: u64, h: u64, b: u64) -> String {
         Some(n) => format!("{n}{unit}"),
         None => "none fits".to_string(),
     };
-    let mut out = format!("{} (capacity {})\n", paint(BOLD, &f.gpu), bytes(f.capacity));
+    let mut out = format!(
+        "{} (capacity {})\n",
+        paint(BOLD, &f.target.gpu),
+        bytes(f.target.capacity)
+    );
     out.push_str(&format!(
         "  largest batch at {w}×{h}: {}\n",
         or_none(f.max_batch, " images")
@@ -288,18 +292,18 @@ fn human(r: &DiffusionReport) -> String {
     let opt = |x: Option<u64>| x.map(bytes).unwrap_or_else(|| "-".into());
     out.push_str(&format!(
         "\n  peak in {}: allocated {}, reserved {}, with the CUDA context {}\n",
-        g.peak_phase.as_deref().unwrap_or("-"),
-        opt(g.peak_allocated),
-        opt(g.peak_reserved),
-        opt(g.device_total)
+        g.peaks.peak_phase.as_deref().unwrap_or("-"),
+        opt(g.peaks.peak_allocated),
+        opt(g.peaks.peak_reserved),
+        opt(g.peaks.device_total)
     ));
     if let Some(f) = &r.fit {
         let verdict = if f.fits { "fits" } else { "does not fit" };
         out.push_str(&format!(
             "  {} on {} (capacity {})\n",
             verdict,
-            f.gpu,
-            bytes(f.capacity)
+            f.target.gpu,
+            bytes(f.target.capacity)
         ));
     }
     for w in &r.warnings {

@@ -96,8 +96,8 @@ fn plain(name: &str, r: &ResolvedJob, answer: &FitAnswer) -> String {
     let mut out = format!(
         "{} on {} (capacity {} as the device reports it{})\n",
         paint(BOLD, name),
-        answer.gpu,
-        bytes(answer.capacity),
+        answer.target.gpu,
+        bytes(answer.target.capacity),
         reserved_text(answer.reserve)
     );
     let second = match r.task {
@@ -216,8 +216,8 @@ pub fn run_calibrated(
     let mut out = format!(
         "{} on {} ({}{}), calibrated with {} (batch {}, seq {})\n",
         paint(BOLD, &p.model.name),
-        answer.gpu,
-        bytes(answer.capacity),
+        answer.target.gpu,
+        bytes(answer.target.capacity),
         reserved_text(r.reserve),
         file.display(),
         answer.measured_batch,
@@ -303,8 +303,8 @@ fn on_log(name: &str, r: &ResolvedJob, f: &LogCalibratedFit, file: &std::path::P
     let mut out = format!(
         "{} on {} ({}{}), on the figures of {} ({})\n",
         paint(BOLD, name),
-        f.gpu,
-        bytes(f.capacity),
+        f.target.gpu,
+        bytes(f.target.capacity),
         reserved_text(r.reserve),
         file.display(),
         f.source

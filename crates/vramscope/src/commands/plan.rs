@@ -91,7 +91,7 @@ fn layout_table(rows: &[vramscope_core::plan::Confirmed]) -> String {
         let confirmed = c
             .estimate
             .as_ref()
-            .and_then(|p| p.device_total)
+            .and_then(|p| p.peaks.device_total)
             .map_or_else(|| "-".into(), bytes);
         let host = if c.scored.host_bytes > 0 {
             bytes(c.scored.host_bytes)

@@ -10,7 +10,7 @@ use vramscope_core::report::Report;
 /// The breakdown table alone (also used by the web UI's page through the same markup).
 pub fn breakdown_table(r: &Report) -> String {
     let p = &r.per_gpu;
-    let base = p.device_total.filter(|d| *d > 0);
+    let base = p.peaks.device_total.filter(|d| *d > 0);
     let mut t = String::from(
         "<table class=\"breakdown\">\n<thead><tr><th></th><th>at the peak</th><th>size</th>\
          <th>% device</th></tr></thead>\n<tbody>\n",
@@ -37,9 +37,9 @@ pub fn breakdown_table(r: &Report) -> String {
             v.map_or_else(|| "n/a".into(), bytes)
         ));
     };
-    total("peak allocated", p.peak_allocated);
-    total("peak reserved", p.peak_reserved);
-    total("device total", p.device_total);
+    total("peak allocated", p.peaks.peak_allocated);
+    total("peak reserved", p.peaks.peak_reserved);
+    total("device total", p.peaks.device_total);
     if let Some(kv) = p.kv_pool {
         total("KV pool (engine)", Some(kv));
     }

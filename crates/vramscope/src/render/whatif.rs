@@ -187,7 +187,7 @@ pub fn render_what_if(report: &Report, rows: &[vramscope_core::fit::WhatIf]) -> 
              pool more tokens; seqs = requests of the job's context it holds at once)\n",
         );
     }
-    if report.per_gpu.device_total.is_some() {
+    if report.per_gpu.peaks.device_total.is_some() {
         if !pooled {
             out.push_str("  (saved = this job's device total minus the change's)\n");
         }

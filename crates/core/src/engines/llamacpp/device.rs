@@ -7,7 +7,7 @@ use crate::estimate::input::ModelInput;
 use crate::estimate::serving::Device;
 use crate::estimate::{overhead, states};
 use crate::job::ResolvedJob;
-use crate::report::Components;
+use crate::report::{Components, PeakFigures};
 
 impl EngineDevice for super::settings::LlamaCpp {
     /// The split needs the tensor inventory; without it, PyTorch's step.
@@ -69,10 +69,13 @@ pub(crate) fn llamacpp_device(
     }
     Ok(Device {
         components,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(allocated),
-        device_total: Some(allocated + components.cuda_context),
-        peak_phase: Some("prompt processing".into()),
+        peaks: PeakFigures {
+            activation_bytes_per_layer: None,
+            peak_allocated: Some(allocated),
+            peak_reserved: Some(allocated),
+            device_total: Some(allocated + components.cuda_context),
+            peak_phase: Some("prompt processing".into()),
+        },
         kv_pool: None,
         timeline: Vec::new(),
         engine: Some(serde_json::to_value(&split).unwrap_or_default()),

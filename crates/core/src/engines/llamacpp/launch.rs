@@ -31,12 +31,12 @@ pub(super) fn flags(
     let ngl_why = if ngl >= all {
         format!(
             "all {n_blocks} blocks and the output layer fit on {}",
-            fit.gpu
+            fit.target.gpu
         )
     } else {
         format!(
             "the most of the {all} layers (blocks + output) that fit {} at context {job_ctx}",
-            fit.gpu
+            fit.target.gpu
         )
     };
     b.flag("-ngl", ngl, ngl_why);

@@ -96,7 +96,7 @@ fn auto_layers(
         let mut j = job.clone();
         j.set_engine("n_gpu_layers", ngl.into())?;
         let d = llamacpp_device(model, spec, inv, &j, Some(gpu), &mut scratch)?;
-        if d.device_total.is_some_and(|t| t <= target) {
+        if d.peaks.device_total.is_some_and(|t| t <= target) {
             return Ok(ngl);
         }
     }

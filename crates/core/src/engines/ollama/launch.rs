@@ -77,19 +77,19 @@ fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer, n_blocks: u64) -> 
         if ngl >= all {
             format!(
                 "all {n_blocks} blocks and the output layer fit on {}",
-                fit.gpu
+                fit.target.gpu
             )
         } else if job.engine.n_gpu_layers.is_none() {
             format!(
                 "the layers of the {all} (blocks + output) ollama places itself on {} at num_ctx \
                  {num_ctx}, its server's fit keeping {} free (set here so the Modelfile says it)",
-                fit.gpu,
+                fit.target.gpu,
                 crate::text::bytes(crate::engines::llamacpp::device::LLAMA_FIT_TARGET)
             )
         } else {
             format!(
                 "the most of the {all} layers (blocks + output) that fit {} at num_ctx {num_ctx}",
-                fit.gpu
+                fit.target.gpu
             )
         },
     );

@@ -40,7 +40,7 @@ pub(super) fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Opti
             "the longest request SGLang's token pool on {} holds, at most the model's limit: \
              a request is cut at min(context_length, pool tokens) − 1 (tp_worker.py \
              max_req_len)",
-            fit.gpu
+            fit.target.gpu
         ),
     );
     sglang_max_running_requests(b, job, fit);

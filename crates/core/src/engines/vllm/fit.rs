@@ -51,6 +51,7 @@ pub(crate) fn vllm_fit(s: &FitSearch) -> Result<FitAnswer, CoreError> {
     let over_reserve = job.reserve > 0
         && report
             .per_gpu
+            .peaks
             .device_total
             .is_some_and(|t| t > job.usable(gpu.memory_bytes));
     let pool = if over_reserve {

@@ -31,12 +31,15 @@ pub(super) fn flags(b: &mut Builder, job: &ResolvedJob, fit: &FitAnswer) -> Opti
     };
     let len_why = match limit {
         Some((m, what)) if len >= m => {
-            format!("{what}; the KV pool on {} holds one request of it", fit.gpu)
+            format!(
+                "{what}; the KV pool on {} holds one request of it",
+                fit.target.gpu
+            )
         }
         _ => format!(
             "the longest request the KV pool on {} holds: vLLM refuses to start when one request \
              of max_model_len does not fit its pool",
-            fit.gpu
+            fit.target.gpu
         ),
     };
     let len_why = if len < context {

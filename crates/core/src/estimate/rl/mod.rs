@@ -94,8 +94,7 @@ fn assemble(
         let usable = job.usable(g.memory_bytes);
         let total = peak.device_total;
         Fit {
-            gpu: g.id.clone(),
-            capacity: g.memory_bytes,
+            target: TargetGpu::from(g),
             fits: total <= usable && starts,
             headroom: usable as i64 - total as i64,
             reserve: job.reserve,
@@ -113,11 +112,13 @@ fn assemble(
         per_gpu: PerGpu {
             components: peak.components,
             model_states: step.per_gpu.model_states,
-            activation_bytes_per_layer: step.per_gpu.activation_bytes_per_layer,
-            peak_allocated: Some(peak.peak_allocated),
-            peak_reserved: Some(peak.peak_reserved),
-            device_total: Some(peak.device_total),
-            peak_phase: Some(peak_phase.clone()),
+            peaks: PeakFigures {
+                activation_bytes_per_layer: step.per_gpu.peaks.activation_bytes_per_layer,
+                peak_allocated: Some(peak.peak_allocated),
+                peak_reserved: Some(peak.peak_reserved),
+                device_total: Some(peak.device_total),
+                peak_phase: Some(peak_phase.clone()),
+            },
             kv_pool: generator.as_ref().map(|g| g.budget.kv_pool),
             rank: step.per_gpu.rank.clone(),
             host_bytes: step.per_gpu.host_bytes,

@@ -471,12 +471,12 @@ fn self_generation(
         .iter()
         .map(|p| shifted(p, "generation", &extra, added))
         .collect();
-    let reserved = inf.per_gpu.peak_reserved.unwrap_or(0) + added;
+    let reserved = inf.per_gpu.peaks.peak_reserved.unwrap_or(0) + added;
     Ok(Phase {
         figures: PhaseFigures {
             phase: "generation",
             components: c,
-            peak_allocated: inf.per_gpu.peak_allocated.unwrap_or(0) + added,
+            peak_allocated: inf.per_gpu.peaks.peak_allocated.unwrap_or(0) + added,
             peak_reserved: reserved,
             device_total: reserved + c.cuda_context,
             roles,
@@ -534,12 +534,12 @@ pub(super) fn training(step: &Report, reference: u64, engine: Option<&Engine>) -
         cuda_context: c.cuda_context,
         allocator_reserve: s.components.allocator_reserve,
     };
-    let reserved = s.peak_reserved.unwrap_or(0) + added + pool;
+    let reserved = s.peaks.peak_reserved.unwrap_or(0) + added + pool;
     Phase {
         figures: PhaseFigures {
             phase: "training",
             components: c,
-            peak_allocated: s.peak_allocated.unwrap_or(0) + added,
+            peak_allocated: s.peaks.peak_allocated.unwrap_or(0) + added,
             peak_reserved: reserved,
             device_total: reserved + c.cuda_context,
             roles,

@@ -48,22 +48,27 @@ fn heading(
     let (f, u) = (|b: u64| unit.fixed(b), unit.name);
     let peak = r
         .per_gpu
+        .peaks
         .device_total
         .map(|d| format!("device total {} {u}", f(d)))
         .unwrap_or_else(|| "device total n/a".into());
     let verdict = match fit {
-        Some(x) if x.fits => format!(" · fits {} ({} {u} free)", x.gpu, f(x.headroom as u64)),
+        Some(x) if x.fits => format!(
+            " · fits {} ({} {u} free)",
+            x.target.gpu,
+            f(x.headroom as u64)
+        ),
         // Inside the capacity yet not fitting: a serving engine that would refuse to start
         // (the terminal's and the web UI's verdict say the same).
         Some(x) if x.headroom >= 0 => format!(
             " · does not fit {}: the engine would not start, although {} {u} is free (see the \
              warnings)",
-            x.gpu,
+            x.target.gpu,
             f(x.headroom as u64)
         ),
         Some(x) => format!(
             " · does not fit {} ({} {u} over)",
-            x.gpu,
+            x.target.gpu,
             f(x.headroom.unsigned_abs())
         ),
         None => " · no GPU given".into(),
@@ -129,7 +134,7 @@ fn bar_segments(
 
 /// The GPU's capacity as a red line across the bar (both bars with a measurement), labelled.
 fn capacity_mark(f: &Fit, (scale, unit): (f64, Unit), top: f64, span: f64, out: &mut String) {
-    let cx = LEFT + f.capacity as f64 / scale * BAR_W;
+    let cx = LEFT + f.target.capacity as f64 / scale * BAR_W;
     out.push_str(&format!(
         "<line class=\"capacity\" x1=\"{cx:.2}\" y1=\"{}\" x2=\"{cx:.2}\" y2=\"{}\" \
          stroke=\"#cc0000\" stroke-width=\"2\"/>\n",
@@ -138,8 +143,8 @@ fn capacity_mark(f: &Fit, (scale, unit): (f64, Unit), top: f64, span: f64, out: 
     ));
     let label = format!(
         "{} capacity {} {}",
-        f.gpu,
-        unit.fixed(f.capacity),
+        f.target.gpu,
+        unit.fixed(f.target.capacity),
         unit.name
     );
     // Ended at the line, unless that would run past the picture's left edge or into the axis's

@@ -80,7 +80,7 @@ pub fn segments(report: &Report) -> Vec<(Category, u64)> {
 /// more (an overflowing job is drawn whole, the capacity marked inside it).
 pub fn bar_scale(report: &Report) -> u64 {
     let used: u64 = segments(report).iter().map(|(_, b)| b).sum();
-    let cap = fit_of(report).map_or(0, |f| f.capacity);
+    let cap = fit_of(report).map_or(0, |f| f.target.capacity);
     used.max(cap).max(1)
 }
 
@@ -163,7 +163,7 @@ pub(crate) fn section(out: &mut String, y: &mut f64, heading: &str) {
 mod tests {
     use super::*;
     use quick_xml::events::Event;
-    use vramscope_core::report::{Components, Fit, TimelinePoint};
+    use vramscope_core::report::{Components, Fit, TargetGpu, TimelinePoint};
 
     const G: u64 = 1 << 30;
 
@@ -181,8 +181,10 @@ mod tests {
             ..Components::default()
         };
         r.fit = Some(Fit {
-            gpu: "t4-16gb".into(),
-            capacity,
+            target: TargetGpu {
+                gpu: "t4-16gb".into(),
+                capacity,
+            },
             fits: capacity >= 15 * G / 2,
             headroom: capacity as i64 - (15 * G / 2) as i64,
             reserve: 0,
@@ -443,7 +445,7 @@ mod tests {
             activations: M,
             ..Components::default()
         };
-        r.per_gpu.device_total = Some(5 * M);
+        r.per_gpu.peaks.device_total = Some(5 * M);
         let mut fwd = point("forward", 3 * M);
         fwd.by_category.insert("parameters", 3 * M);
         let mut bwd = point("backward", 4 * M);
@@ -557,7 +559,7 @@ mod tests {
     /// 6 GiB on the device and one change to 4 GiB.
     fn what_if_bars(capacity: u64) -> (Vec<f64>, bool, String) {
         let mut r = report(capacity);
-        r.per_gpu.device_total = Some(6 * G);
+        r.per_gpu.peaks.device_total = Some(6 * G);
         let rows = vec![WhatIf {
             technique: "full checkpointing".into(),
             flags: vec!["--checkpointing".into(), "full".into()],

@@ -31,7 +31,7 @@ pub(super) fn timeline(r: &Report, measured: Option<&Measured>, out: &mut String
         return;
     }
     let mline = measured.map_or(&[][..], |m| &m.timeline[..]);
-    let cap = fit_of(r).map(|f| f.capacity);
+    let cap = fit_of(r).map(|f| f.target.capacity);
     let max_alloc = events
         .iter()
         .chain(mline)

@@ -17,10 +17,10 @@ pub(super) fn what_if_chart(r: &Report, rows: &[WhatIf], out: &mut String, y: &m
     if rows.is_empty() {
         return;
     }
-    let cap = fit_of(r).map(|f| f.capacity);
+    let cap = fit_of(r).map(|f| f.target.capacity);
     let mut all: Vec<(String, Option<u64>, Option<bool>)> = vec![(
         "this job".into(),
-        r.per_gpu.device_total,
+        r.per_gpu.peaks.device_total,
         fit_of(r).map(|f| f.fits),
     )];
     all.extend(

@@ -68,8 +68,8 @@ pub(super) fn picture(r: &Report, width: usize, color: bool) -> Vec<String> {
         .collect();
     let used: u64 = segs.iter().map(|(_, b)| b).sum();
     let fit = fit_of(r);
-    let gpu = fit.as_ref().map(|f| f.gpu.as_str());
-    let capacity = fit.as_ref().map(|f| f.capacity).filter(|c| *c > 0);
+    let gpu = fit.as_ref().map(|f| f.target.gpu.as_str());
+    let capacity = fit.as_ref().map(|f| f.target.capacity).filter(|c| *c > 0);
     // Scale: the GPU when there is one and the job fits in it, else everything used (an
     // overflowing job is drawn whole, with the capacity marked under the bar).
     let scale = match capacity {

@@ -149,7 +149,7 @@ fn header(r: &Report, color: bool, out: &mut Vec<String>) {
 fn table(r: &Report, out: &mut Vec<String>) {
     let p = &r.per_gpu;
     let sum: u64 = SHOWN.iter().map(|c| p.components.get(*c)).sum();
-    let (base, base_name) = match (p.device_total, p.peak_allocated) {
+    let (base, base_name) = match (p.peaks.device_total, p.peaks.peak_allocated) {
         (Some(d), _) if d > 0 => (d, "device"),
         (_, Some(a)) if a > 0 => (a, "allocated"),
         _ => (sum, "total"),
@@ -184,9 +184,9 @@ fn table(r: &Report, out: &mut Vec<String>) {
         out.push(format!("{INDENT}(no bytes attributed)"));
     }
     out.push(format!("{INDENT}{}", "─".repeat(20 + 2 + 11 + 2 + 9)));
-    out.push(row("peak allocated", p.peak_allocated, ""));
-    out.push(row("peak reserved", p.peak_reserved, ""));
-    out.push(row("device total", p.device_total, ""));
+    out.push(row("peak allocated", p.peaks.peak_allocated, ""));
+    out.push(row("peak reserved", p.peaks.peak_reserved, ""));
+    out.push(row("device total", p.peaks.device_total, ""));
     if let Some(kv) = p.kv_pool {
         out.push(row("KV pool (engine)", Some(kv), ""));
         let pool = vramscope_core::fit::pool_text(r);
@@ -195,10 +195,10 @@ fn table(r: &Report, out: &mut Vec<String>) {
         }
     }
     // Bytes a layer keeps for backward: meaningful for training only (inference saves none).
-    if let Some(a) = p.activation_bytes_per_layer.filter(|a| *a > 0) {
+    if let Some(a) = p.peaks.activation_bytes_per_layer.filter(|a| *a > 0) {
         out.push(row("activations/layer", Some(a), ""));
     }
-    if let Some(phase) = &p.peak_phase {
+    if let Some(phase) = &p.peaks.peak_phase {
         out.push(format!("{INDENT}peak during: {phase}"));
     }
     // An RL step: each phase's own device total (the peak is the larger).
@@ -215,9 +215,13 @@ fn table(r: &Report, out: &mut Vec<String>) {
 /// "24.00 GiB − 2.00 GiB reserved".
 pub fn capacity_text(f: &vramscope_core::report::Fit) -> String {
     if f.reserve == 0 {
-        bytes(f.capacity)
+        bytes(f.target.capacity)
     } else {
-        format!("{} − {} reserved", bytes(f.capacity), bytes(f.reserve))
+        format!(
+            "{} − {} reserved",
+            bytes(f.target.capacity),
+            bytes(f.reserve)
+        )
     }
 }
 
@@ -227,7 +231,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
             let text = format!(
                 "fits {}, but tight: {} free of {} (under 1 GiB: fragmentation or another \
                  process can push it over)",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom.max(0) as u64),
                 capacity_text(&f)
             );
@@ -238,7 +242,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
         Some(f) if f.fits => {
             let text = format!(
                 "fits {}: {} free of {}",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom.max(0) as u64),
                 capacity_text(&f)
             );
@@ -248,7 +252,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
             let text = format!(
                 "does not fit {}: the engine would not start (see the warning), although \
                  {} of {} is free",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom as u64),
                 capacity_text(&f)
             );
@@ -259,7 +263,7 @@ fn fit_line(r: &Report, color: bool, out: &mut Vec<String>) {
         Some(f) => {
             let text = format!(
                 "does not fit {}: {} over its {}",
-                f.gpu,
+                f.target.gpu,
                 bytes(f.headroom.unsigned_abs()),
                 capacity_text(&f)
             );
@@ -280,7 +284,7 @@ mod tests {
     use serde_json::json;
     use vramscope_core::job::Job;
     use vramscope_core::report::Category;
-    use vramscope_core::report::{Components, Fit, ModelStates, PerGpu};
+    use vramscope_core::report::{Components, Fit, ModelStates, PeakFigures, PerGpu, TargetGpu};
     use vramscope_core::ModelSummary;
 
     const G: u64 = 1 << 30;
@@ -296,11 +300,13 @@ mod tests {
             per_gpu: PerGpu {
                 components,
                 model_states: ModelStates::default(),
-                activation_bytes_per_layer: None,
-                peak_allocated: Some(components.allocated()),
-                peak_reserved: None,
-                device_total: Some(total),
-                peak_phase: Some("backward".into()),
+                peaks: PeakFigures {
+                    activation_bytes_per_layer: None,
+                    peak_allocated: Some(components.allocated()),
+                    peak_reserved: None,
+                    device_total: Some(total),
+                    peak_phase: Some("backward".into()),
+                },
                 kv_pool: None,
                 host_bytes: None,
                 rank: None,
@@ -309,8 +315,10 @@ mod tests {
             },
             timeline: Vec::new(),
             fit: capacity.map(|c| Fit {
-                gpu: "test-72gb".into(),
-                capacity: c,
+                target: TargetGpu {
+                    gpu: "test-72gb".into(),
+                    capacity: c,
+                },
                 fits: total <= c,
                 headroom: c as i64 - total as i64,
                 reserve: 0,

@@ -159,7 +159,7 @@ fn stream_and_walk(job: &Value) -> (u64, u64) {
         peak = peak.max(a.stats().allocated_bytes.current)
     });
     let report = vramscope_core::estimate::estimate(&input, &resolved).unwrap();
-    (peak, report.per_gpu.peak_allocated.unwrap())
+    (peak, report.per_gpu.peaks.peak_allocated.unwrap())
 }
 
 /// The walk charges each quantized block the largest dequantized matrix on top of its forward

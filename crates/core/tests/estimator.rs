@@ -332,13 +332,13 @@ fn sliding_window_caps_the_cache() {
         json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1, "seq": 16,
                             "new_tokens": 8192}),
     );
-    assert_eq!(decode.per_gpu.peak_phase.as_deref(), Some("decode"));
+    assert_eq!(decode.per_gpu.peaks.peak_phase.as_deref(), Some("decode"));
     assert_eq!(decode.per_gpu.components.kv_cache, 4096 * 131_072);
     let prefill = run(
         json!({"model": "mistral-7b-v0.1", "task": "infer", "batch": 1,
                              "seq": 8000, "new_tokens": 192}),
     );
-    assert_eq!(prefill.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(prefill.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
     assert_eq!(prefill.per_gpu.components.kv_cache, 8000 * 131_072);
     // An fp8 cache halves it.
     assert_eq!(

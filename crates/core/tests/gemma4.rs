@@ -132,7 +132,7 @@ fn checkpointed_storing_layer_keeps_its_keys_and_values() {
         "seq": 256, "precision": "fp32", "optimizer": "adamw", "attention": "sdpa",
         "checkpointing": "full"}),
     );
-    assert_eq!(r.per_gpu.activation_bytes_per_layer, Some(1_572_864));
+    assert_eq!(r.per_gpu.peaks.activation_bytes_per_layer, Some(1_572_864));
 }
 
 /// The experts beside the dense MLP are the model's routed experts where the estimator asks

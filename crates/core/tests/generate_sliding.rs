@@ -119,7 +119,7 @@ fn generate_peak_within_3_percent() {
         // places the prefill's cache at its start, which the call makes.
         let start = &r.timeline[0];
         let before = start.allocated - start.by_category.get("kv_cache").copied().unwrap_or(0);
-        let walk = (r.per_gpu.peak_allocated.unwrap() - before) as f64;
+        let walk = (r.per_gpu.peaks.peak_allocated.unwrap() - before) as f64;
         let name = format!(
             "{} p={} n={}",
             run["model"], run["prompt"], run["new_tokens"]

@@ -38,7 +38,7 @@ fn prefill_holds_the_prompt_on_every_layer() {
         json!({"model": "gemma-2-2b", "task": "infer", "batch": 1, "seq": 8_192,
                        "new_tokens": 16, "precision": "bf16"}),
     );
-    assert_eq!(r.per_gpu.peak_phase.as_deref(), Some("forward"));
+    assert_eq!(r.per_gpu.peaks.peak_phase.as_deref(), Some("forward"));
     assert_eq!(r.per_gpu.components.kv_cache, 872_415_232);
 }
 

@@ -3,7 +3,7 @@
 //! measure and vramscope tests by `#[path]`.
 
 /// What PyTorch's allocator hands out, by category: in a measured report they sum to
-/// `per_gpu.peak_allocated` (`unattributed`: what `analyze` could not place).
+/// `per_gpu.peaks.peak_allocated` (`unattributed`: what `analyze` could not place).
 pub const ALLOCATED: [&str; 8] = [
     "parameters",
     "gradients",

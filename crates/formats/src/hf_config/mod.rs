@@ -16,6 +16,7 @@ mod falcon_h1;
 mod fields;
 pub mod gemma4;
 pub mod gemma4_towers;
+mod gemma4_vision;
 mod gpt;
 mod granite;
 mod hybrid;
@@ -173,9 +174,9 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
-    if top_type == "gemma4" {
-        // Counted exactly, towers included, but the towers' activations are not modelled;
-        // the text model is (`gemma4.rs`, `gemma4_towers.rs`).
+    if top_type == "gemma4" && top.get("audio_config").is_some_and(Value::is_object) {
+        // Counted exactly, audio tower included, but the audio tower's activations are not
+        // modelled; the vision-only model is (`gemma4_vision.rs`, `gemma4_towers.rs`).
         return Err(gemma4::refuse(top, origin));
     }
     vision::check_subconfigs(top, top_type, origin)?;
@@ -203,7 +204,7 @@ pub fn parse_config_value_with(
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
     }
-    if matches!(top_type, "paligemma" | "lfm2_vl") {
+    if matches!(top_type, "paligemma" | "lfm2_vl" | "gemma4") {
         vision_season::tie_head(&mut spec, top_type, &Cfg { obj: top, origin })?;
     }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {

@@ -23,6 +23,7 @@ pub mod tape;
 pub mod techniques;
 pub mod vision;
 mod vision_projectors;
+mod vision_gemma4;
 mod vision_siglip2;
 
 pub mod forward_plan;

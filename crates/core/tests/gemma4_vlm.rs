@@ -88,10 +88,9 @@ fn fit_and_audio_refused() {
     let answer = vramscope_core::fit::fit(&m.into_input(), &resolved).unwrap();
     assert!(answer.max_context.is_some_and(|c| c > 4096));
     let audio = json!({"hf_config": measured::formats_fixture("gemma4/gemma-4-e2b.json")});
-    let err = vramscope_formats::model_source::load_job_model(
-        &serde_json::from_value(audio).unwrap(),
-    )
-    .unwrap_err()
-    .to_string();
+    let err =
+        vramscope_formats::model_source::load_job_model(&serde_json::from_value(audio).unwrap())
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("audio tower is not modelled"), "{err}");
 }

@@ -21,7 +21,10 @@ use vramscope_formats::model_source::load_model;
 fn parts(name: &str) -> (u64, u64, u64, u64) {
     let path = common::fixture_path("gemma4", name);
     let m = load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert!(m.warnings.iter().all(|w| !w.contains("multimodal")), "{name}");
+    assert!(
+        m.warnings.iter().all(|w| !w.contains("multimodal")),
+        "{name}"
+    );
     parts_of(&m)
 }
 
@@ -83,7 +86,13 @@ fn image_tokens_per_processor() {
         "preprocessor_config.json",
     )
     .unwrap();
-    let c = spec.vision.as_ref().unwrap().tokens.cost(1024, 1024).unwrap();
+    let c = spec
+        .vision
+        .as_ref()
+        .unwrap()
+        .tokens
+        .cost(1024, 1024)
+        .unwrap();
     assert_eq!((c.tokens, c.tower_seq), (66, 630));
 }
 

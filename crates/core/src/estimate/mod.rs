@@ -22,8 +22,8 @@ pub mod states;
 pub mod tape;
 pub mod techniques;
 pub mod vision;
-mod vision_projectors;
 mod vision_gemma4;
+mod vision_projectors;
 mod vision_siglip2;
 
 pub mod forward_plan;

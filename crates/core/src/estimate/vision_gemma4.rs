@@ -150,10 +150,18 @@ fn layer_weight_copies(s: &Shape, num: Numerics) -> u64 {
         return 0;
     }
     let h = s.hidden;
-    [h * s.q, h * s.kv, h * s.kv, s.q * h, h * s.ffn, h * s.ffn, s.ffn * h]
-        .iter()
-        .map(|e| round_size(e * 2))
-        .sum()
+    [
+        h * s.q,
+        h * s.kv,
+        h * s.kv,
+        s.q * h,
+        h * s.ffn,
+        h * s.ffn,
+        s.ffn * h,
+    ]
+    .iter()
+    .map(|e| round_size(e * 2))
+    .sum()
 }
 
 /// Before the layers (`Gemma4VisionPatchEmbedder.forward`, `Gemma4VisionEncoder.forward`): the

@@ -29,7 +29,13 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
     let (h, e) = (t.hidden, Component::Embedding);
     let root = "model.vision_tower";
     let px = t.channels * t.patch * t.patch;
-    o.linear(&format!("{root}.patch_embedder.input_proj"), px, h, false, e)?;
+    o.linear(
+        &format!("{root}.patch_embedder.input_proj"),
+        px,
+        h,
+        false,
+        e,
+    )?;
     o.push(
         format!("{root}.patch_embedder.position_embedding_table"),
         vec![2, positions, h],
@@ -44,8 +50,16 @@ pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
             o.linear(&format!("{p}.self_attn.{proj}.linear"), inp, out, false, a)?;
         }
         o.linear(&format!("{p}.self_attn.o_proj.linear"), q, h, false, a)?;
-        o.norm(&format!("{p}.self_attn.q_norm"), NormKind::RmsNorm, head_dim)?;
-        o.norm(&format!("{p}.self_attn.k_norm"), NormKind::RmsNorm, head_dim)?;
+        o.norm(
+            &format!("{p}.self_attn.q_norm"),
+            NormKind::RmsNorm,
+            head_dim,
+        )?;
+        o.norm(
+            &format!("{p}.self_attn.k_norm"),
+            NormKind::RmsNorm,
+            head_dim,
+        )?;
         o.linear(&format!("{p}.mlp.gate_proj.linear"), h, t.ffn, false, m)?;
         o.linear(&format!("{p}.mlp.up_proj.linear"), h, t.ffn, false, m)?;
         o.linear(&format!("{p}.mlp.down_proj.linear"), t.ffn, h, false, m)?;

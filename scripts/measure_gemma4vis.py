@@ -10,7 +10,11 @@ each image resized by `get_aspect_ratio_preserving_size` to `ph × pw` patches, 
 `pixel_values` `[max_soft_tokens · k², 3 · patch²]` fp32 rows padded with zeros and its
 `image_position_ids` (x, y) with -1 on the padding (made once before the steps, like the step's
 input); in each sequence `processing_gemma4.py`'s `<boi>` + `ph·pw/k²` image tokens + `<eoi>`
-after the first token. The measured `seq` holds them.
+after the first token. The measured `seq` holds them. With `"mm_token_type_ids": true` in the spec
+the step also gets the processor's `mm_token_type_ids` (1 on the image tokens, 0 elsewhere:
+`processing_gemma4.py` returns them by default), which a text config with
+`use_bidirectional_attention: "vision"` (the 26B and 31B) turns into materialised masks
+(`create_masks_for_vision_model`).
 
     MALLOC_MMAP_THRESHOLD_=1048576 python scripts/measure_gemma4vis.py ../shared/measure SPEC.json OUT.json
 """
@@ -66,6 +70,8 @@ def with_images(model, cfg, s):
             ids[:, at + 1 + soft] = cfg.eoi_token_id
             at += soft + 2
         kwargs["input_ids"] = ids
+        if s.get("mm_token_type_ids"):
+            kwargs["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
         kwargs["pixel_values"] = pix
         kwargs["image_position_ids"] = pos
         return args, kwargs

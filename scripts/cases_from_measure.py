@@ -58,6 +58,16 @@ def images_of(spec):
         per = (t // p) ** 2 // round(1 / v["pixel_shuffle_ratio"] ** 2)
         tiled = rows * cols * per + rows * cols if rows * cols > 1 else 0
         return {"images": im, "seq": spec["seq"] - im["count"] * (3 + tiled + per)}
+    if spec["hf_config"]["model_type"] == "gemma4":
+        # scripts/measure_gemma4vis.py: <boi>, ph·pw/k² image tokens, <eoi> per image, the
+        # image resized by transformers' own get_aspect_ratio_preserving_size.
+        from transformers.models.gemma4.processing_gemma4 import (
+            get_aspect_ratio_preserving_size)
+        k, p = v.get("pooling_kernel_size", 3), v.get("patch_size", 16)
+        budget = spec["hf_config"].get("vision_soft_tokens_per_image", 280) * k * k
+        h, w = get_aspect_ratio_preserving_size(im["height"], im["width"], p, budget, k)
+        soft = (h // p) * (w // p) // (k * k)
+        return {"images": im, "seq": spec["seq"] - im["count"] * (soft + 2)}
     p, m = v["patch_size"], v["spatial_merge_size"]
     tokens = (im["height"] // p) * (im["width"] // p) // (m * m)
     return {"images": im, "seq": spec["seq"] - im["count"] * tokens}
@@ -68,6 +78,8 @@ def patch_of(spec):
         return "measure_vlm.patch then scripts/measure_vlm_season.patch"
     if spec["hf_config"]["model_type"] == "llama4":
         return "measure_llama4.py"
+    if spec["hf_config"]["model_type"] == "gemma4":
+        return "measure_gemma4vis.py"
     return "measure_mllama.patch" if spec["hf_config"]["model_type"] == "mllama" else "measure_vlm.patch"
 
 

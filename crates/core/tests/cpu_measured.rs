@@ -69,6 +69,17 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-hybrid.json",
         min_cases: 3,
     },
+    // gemma4_vlm.rs: a tiny Gemma 4 without audio (`gemma4`, `audio_config` null) trained
+    // through `Gemma4ForConditionalGeneration` with one 192 px image a sequence (630 padded
+    // patches of a 2-layer tower; scripts/measure_gemma4vis.py), fp32 and bf16-mixed, AdamW,
+    // SDPA, with and without full checkpointing, and with the 26B/31B's vision-bidirectional
+    // text masks (`use_bidirectional_attention: "vision"` with the processor's
+    // `mm_token_type_ids`; not modelled, −0.50 % / −0.55 % on the peaks): the peaks, one block's
+    // activations and the activations at the peak.
+    Measured {
+        file: "cpu-measured-gemma4vis.json",
+        min_cases: 18,
+    },
     // llama4_vlm.rs: a tiny Llama 4 (`llama4`) trained through `Llama4ForConditionalGeneration`,
     // text only and with one 448 px image a sequence (2 × 2 tiles and the global tile), fp32
     // and bf16-mixed, AdamW, SDPA: the peaks, one block's activations and the activations at

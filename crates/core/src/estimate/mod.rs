@@ -22,6 +22,7 @@ pub mod states;
 pub mod tape;
 pub mod techniques;
 pub mod vision;
+mod vision_gemma4;
 mod vision_projectors;
 mod vision_siglip2;
 

@@ -93,8 +93,11 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
         (crate::vision::TowerKind::Mllama { .. } | crate::vision::TowerKind::Llama4 { .. }, _) => {
             &["q_proj", "k_proj", "v_proj", "o_proj", "fc1", "fc2"]
         }
-        // Pixtral's layers are Llama's (`PixtralAttention`, `PixtralMLP`).
-        (crate::vision::TowerKind::Pixtral, _) => &crate::job::LLAMA_LINEARS,
+        // Pixtral's layers are Llama's (`PixtralAttention`, `PixtralMLP`); Gemma 4's clippable
+        // linears are named the same (`Gemma4VisionAttention`, `Gemma4VisionMLP`).
+        (crate::vision::TowerKind::Pixtral | crate::vision::TowerKind::Gemma4 { .. }, _) => {
+            &crate::job::LLAMA_LINEARS
+        }
         _ => &["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
     }
 }
@@ -200,6 +203,16 @@ pub fn tower_forward(
         let proj_trains = trains || projector_trains(job);
         let layer = &tspec.decoder.layers[0];
         let mut m = super::mllama::tower_forward(v, ctx, layer, trains, proj_trains, job);
+        if job.task != Task::Train {
+            m.peak += pixel_input_bytes(spec, job)?;
+        }
+        return Ok(m);
+    }
+    if let TowerKind::Gemma4 { .. } = v.tower.kind {
+        let ckpt = trains && job.checkpointing != Checkpointing::None;
+        let flags = (trains, trains || projector_trains(job), ckpt);
+        let run = super::vision_gemma4::Run { images: n, cost };
+        let mut m = super::vision_gemma4::tower_forward(v, num, run, flags, spec.hidden_size);
         if job.task != Task::Train {
             m.peak += pixel_input_bytes(spec, job)?;
         }
@@ -363,7 +376,13 @@ pub fn pixel_input_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, Cor
         ));
     }
     let (patches, px) = patches(v, n, cost);
-    Ok(round_size(patches.saturating_mul(px) * 4))
+    // Gemma 4's `image_position_ids` `[images, patches, 2]` int64 come with the pixels.
+    let positions = if let TowerKind::Gemma4 { .. } = v.tower.kind {
+        round_size(patches.saturating_mul(16))
+    } else {
+        0
+    };
+    Ok(round_size(patches.saturating_mul(px) * 4) + positions)
 }
 
 /// What the tower makes before its blocks: (kept through the step, live during the tower's

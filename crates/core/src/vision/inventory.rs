@@ -20,6 +20,7 @@ impl Part {
             || has("multi_modal_projector.")
             || has("image_newline")
             || has("connector.")
+            || has("embed_vision.")
         {
             Part::Projector
         } else if has("visual.") || has("vision_tower.") || has("vision_model.") {
@@ -51,6 +52,7 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         TowerKind::Mllama { .. } => return super::mllama::tower(v, o),
         TowerKind::Siglip2 { .. } => return super::siglip2::tower(v, o),
         TowerKind::Llama4 { .. } => return super::llama4::tower(v, o),
+        TowerKind::Gemma4 { .. } => return super::gemma4::tower(v, o),
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
         TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
         TowerKind::Clip | TowerKind::Siglip | TowerKind::SiglipHead => {
@@ -134,6 +136,7 @@ fn projector(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         Projector::Mllama { .. } => super::mllama::projector(v, o),
         Projector::PaliGemma { .. } | Projector::Lfm2Vl { .. } => super::siglip2::projector(v, o),
         Projector::Llama4 { .. } => super::llama4::projector(v, o),
+        Projector::Gemma4 { .. } => super::gemma4::projector(v, o),
         Projector::Gemma3 { out } => {
             let name = "model.multi_modal_projector.mm_input_projection_weight";
             o.push(name.into(), vec![h, out], m)?;

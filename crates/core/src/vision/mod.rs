@@ -10,6 +10,7 @@ mod anyres;
 mod blocks;
 mod cost;
 mod families;
+pub mod gemma4;
 mod inventory;
 mod lfm2_vl;
 pub mod llama4;
@@ -146,12 +147,26 @@ pub enum TowerKind {
         projector_input: u64,
         projector_output: u64,
     },
+    /// Gemma 4 (`modeling_gemma4.py` `Gemma4VisionModel`, [`gemma4`]): a linear patch
+    /// embedder with a `[2, positions, hidden]` table of x and y position embeddings, encoder
+    /// layers with q/k/v RMS norms over `head_dim` (v's weightless), 2-D rotary positions,
+    /// four RMS norms and a gated MLP, all linears bias-free `Gemma4ClippableLinear`s
+    /// (`clipped`: each clamps its input and output); then the pooler (`pooling²` patches
+    /// to one soft token, in fp32) and, with `standardize`, the fp32 standardisation.
+    Gemma4 {
+        kv_heads: u64,
+        head_dim: u64,
+        positions: u64,
+        pooling: u64,
+        clipped: bool,
+        standardize: bool,
+    },
 }
 
 impl TowerKind {
     /// Whether the tower's linears carry biases (all but Pixtral's).
     pub fn biased(self) -> bool {
-        self != TowerKind::Pixtral
+        !matches!(self, TowerKind::Pixtral | TowerKind::Gemma4 { .. })
     }
 }
 
@@ -243,6 +258,9 @@ pub enum Projector {
     /// Llama 4's `Llama4MultiModalProjector`: `linear_1` from the adapter's output
     /// (`vision_output_dim`) to the text width, no bias.
     Llama4 { input: u64, out: u64 },
+    /// Gemma 4's `Gemma4MultimodalEmbedder` (`embed_vision`): a weightless RMS norm over the
+    /// tower width, then `embedding_projection` to the text width `out`, no bias.
+    Gemma4 { out: u64 },
 }
 
 /// A VLM's vision side: tower, projector and the family's rule for image tokens.

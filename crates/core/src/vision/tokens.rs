@@ -108,6 +108,14 @@ pub enum ImageTokens {
         shuffle: u64,
         max_tiles: u64,
     },
+    /// Gemma 4 (`image_processing_gemma4.py`, `processing_gemma4.py`): the image resized to
+    /// at most `max_soft_tokens · pooling²` patches, padded to that many for the tower; one
+    /// token per `pooling × pooling` real patches plus `<boi>` / `<eoi>` ([`super::gemma4::cost`]).
+    Gemma4 {
+        patch: u64,
+        pooling: u64,
+        max_soft_tokens: u64,
+    },
 }
 
 impl ImageTokens {
@@ -224,6 +232,11 @@ impl ImageTokens {
                 shuffle,
                 max_tiles,
             )),
+            ImageTokens::Gemma4 {
+                patch,
+                pooling,
+                max_soft_tokens,
+            } => super::gemma4::cost((height, width), patch, pooling, max_soft_tokens),
         }
     }
 }

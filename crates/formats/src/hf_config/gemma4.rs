@@ -8,9 +8,9 @@
 //! embeddings (`Embedding::per_layer_inputs`), layers that reuse another layer's keys and
 //! values (`Attention::kv_shared`), global layers whose values are their keys
 //! (`Attention::values_from_keys`), and the experts beside the dense MLP
-//! (`Layer::experts_beside`). The full conditional-generation model (`gemma4`, with its vision
-//! and audio towers, counted in `gemma4_towers.rs`) is refused in one line that gives its exact
-//! count, part by part.
+//! (`Layer::experts_beside`). The conditional-generation model (`gemma4`) without an audio tower
+//! is this text model plus the vision tower (`gemma4_vision.rs`); with an audio tower (counted
+//! in `gemma4_towers.rs`) it is refused in one line that gives its exact count, part by part.
 
 use super::fields::Cfg;
 use super::{dense, empty_spec, field_err};
@@ -427,12 +427,12 @@ pub fn dynamic_cache_elements(
     Ok(total)
 }
 
-/// The one-line refusal for the full `gemma4` (conditional-generation) config: the whole
-/// model is counted exactly (`gemma4_towers::model_tensors`: the language model, the vision
-/// and audio towers and their embedders), but what the towers keep in training (the vision
-/// encoder over its patches, the audio conformer's chunked attention) and the image and audio
-/// tokens the processor makes are not modelled, so the memory is not estimated; its text
-/// config (`gemma4_text`) is what can be.
+/// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower
+/// (E2B, E4B): the whole model is counted exactly (`gemma4_towers::model_tensors`: the language
+/// model, the vision and audio towers and their embedders), and the vision side is modelled
+/// (`gemma4_vision.rs`), but what the audio conformer keeps in training and the audio tokens
+/// the processor makes are not, so the memory is not estimated. A config whose `audio_config`
+/// is null (the 26B and 31B) is estimated; so is its text config (`gemma4_text`).
 pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
     let tensors = match super::gemma4_towers::model_tensors(top, origin) {
         Ok(t) => t,
@@ -445,9 +445,9 @@ pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
         reason: format!(
             "gemma4: {total} parameters (Gemma4ForConditionalGeneration, exact: language model \
              {text}, vision tower and embedder {vision}, audio tower and embedder {audio}), but \
-             the towers' training activations and the processor's image and audio tokens are \
-             not modelled; estimate the text model from its text_config (model_type \
-             gemma4_text)"
+             the audio tower is not modelled (its training activations and the processor's audio \
+             tokens); a gemma4 config with audio_config null is estimated with its vision \
+             tower, and the text model from its text_config (model_type gemma4_text)"
         ),
     }
 }

@@ -18,6 +18,7 @@ pub mod gemma3n;
 pub mod gemma3n_audio;
 pub mod gemma4;
 pub mod gemma4_towers;
+mod gemma4_vision;
 mod gpt;
 mod granite;
 mod hybrid;
@@ -180,9 +181,9 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
-    if top_type == "gemma4" {
-        // Counted exactly, towers included, but the towers' activations are not modelled;
-        // the text model is (`gemma4.rs`, `gemma4_towers.rs`).
+    if top_type == "gemma4" && top.get("audio_config").is_some_and(Value::is_object) {
+        // Counted exactly, audio tower included, but the audio tower's activations are not
+        // modelled; the vision-only model is (`gemma4_vision.rs`, `gemma4_towers.rs`).
         return Err(gemma4::refuse(top, origin));
     }
     if top_type == "gemma3n" {
@@ -214,7 +215,7 @@ pub fn parse_config_value_with(
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
     }
-    if matches!(top_type, "paligemma" | "lfm2_vl") {
+    if matches!(top_type, "paligemma" | "lfm2_vl" | "gemma4") {
         vision_season::tie_head(&mut spec, top_type, &Cfg { obj: top, origin })?;
     }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {

@@ -33,6 +33,7 @@ pub const VISION_TYPES: &[&str] = &[
     "paligemma",
     "lfm2_vl",
     "llama4",
+    "gemma4",
 ];
 
 /// The VLM wrappers whose configuration class builds a default sub-config that is not its
@@ -186,6 +187,8 @@ pub(crate) fn text_type(top_type: &str, text: Option<&Map<String, Value>>) -> St
         "lfm2_vl" => named.unwrap_or("lfm2").into(),
         // `Llama4Config.sub_configs_defaults`: the text config is always `Llama4TextConfig`.
         "llama4" => "llama4_text".into(),
+        // `Gemma4Config.sub_configs_defaults`: the text config is always `Gemma4TextConfig`.
+        "gemma4" => "gemma4_text".into(),
         "gemma3" => "gemma3_text".into(),
         "internvl" => named.unwrap_or("qwen2").into(),
         "mistral3" => named.unwrap_or("mistral").into(),
@@ -201,6 +204,10 @@ pub(crate) fn read_vision(
     origin: &str,
 ) -> Result<Option<Vision>> {
     if !VISION_TYPES.contains(&top_type) {
+        return Ok(None);
+    }
+    if top_type == "gemma4" && !top.get("vision_config").is_some_and(Value::is_object) {
+        // `SubConfigSpec(optional=True)`: no vision_config, no tower (`Gemma4Model.__init__`).
         return Ok(None);
     }
     let empty = Map::new();
@@ -231,6 +238,7 @@ pub(crate) fn read_vision(
         "paligemma" => super::vision_season::paligemma(&v, &t, lm_hidden)?,
         "lfm2_vl" => super::vision_season::lfm2_vl(&v, &t, lm_hidden)?,
         "llama4" => super::llama4::vision(&v, lm_hidden)?,
+        "gemma4" => super::gemma4_vision::vision(&v, &t, lm_hidden)?,
         _ => gemma3(&v, &t, lm_hidden)?,
     };
     Ok(Some(Vision {
@@ -479,6 +487,18 @@ pub fn apply_preprocessor(spec: &mut ModelSpec, text: &str, origin: &str) -> Res
         // `Llama4ImageProcessor.max_patches` (16): the most tiles of one image.
         ImageTokens::Llama4 { max_tiles, .. } => {
             *max_tiles = p.uint("max_patches")?.unwrap_or(*max_tiles).clamp(1, 64);
+        }
+        // `Gemma4ImageProcessor.max_soft_tokens` (one of 70, 140, 280, 560, 1120; the
+        // processor refuses others, so a value outside them is left as the config says).
+        ImageTokens::Gemma4 {
+            max_soft_tokens, ..
+        } => {
+            if let Some(m) = p
+                .uint("max_soft_tokens")?
+                .filter(|m| [70, 140, 280, 560, 1120].contains(m))
+            {
+                *max_soft_tokens = m;
+            }
         }
         ImageTokens::Fixed { .. } => {}
     }

@@ -87,6 +87,7 @@ fn describe_projector(p: &Projector) -> String {
             format!("linear {input} → {out}")
         }
         Projector::PaliGemma { out } => format!("linear → {out}"),
+        Projector::Gemma4 { out } => format!("pooled, RMSNorm (no scale), linear → {out}"),
         Projector::Lfm2Vl {
             scale,
             inner,
@@ -195,6 +196,14 @@ fn describe_tokens(tokens: &ImageTokens) -> String {
             "up to {max_tiles} tiles of {tile} px plus a global tile, {} per tile after the \
              {shuffle}×{shuffle} pixel shuffle",
             (tile / patch) * (tile / patch) / (shuffle * shuffle).max(1)
+        ),
+        ImageTokens::Gemma4 {
+            patch,
+            pooling,
+            max_soft_tokens,
+        } => format!(
+            "resized to at most {max_soft_tokens} soft tokens ({pooling}×{pooling} pooled {patch} px patches; the tower runs all {} padded patches) + <boi>/<eoi>",
+            max_soft_tokens * pooling * pooling
         ),
     }
 }

@@ -1,0 +1,93 @@
+"""Runs ../shared/measure/measure.py on a `model_type: "gemma4"` spec with images and no audio
+tower (`audio_config: null`, as Gemma 4 26B / 31B): `AutoModelForCausalLM` builds
+`Gemma4ForConditionalGeneration`. `Gemma4Config` has no top-level `vocab_size` /
+`num_hidden_layers`; the text config's are copied onto it for measure.py's token draw and layer
+hooks (no shape changes).
+
+A spec with `images` ({"count", "width", "height"}, all alike) runs, with the image processor's
+budget `max_soft_tokens` from the config's `vision_soft_tokens_per_image` (280 unless given), with images as `Gemma4ImageProcessor` returns them:
+each image resized by `get_aspect_ratio_preserving_size` to `ph × pw` patches, its
+`pixel_values` `[max_soft_tokens · k², 3 · patch²]` fp32 rows padded with zeros and its
+`image_position_ids` (x, y) with -1 on the padding (made once before the steps, like the step's
+input); in each sequence `processing_gemma4.py`'s `<boi>` + `ph·pw/k²` image tokens + `<eoi>`
+after the first token. The measured `seq` holds them. With `"mm_token_type_ids": true` in the spec
+the step also gets the processor's `mm_token_type_ids` (1 on the image tokens, 0 elsewhere:
+`processing_gemma4.py` returns them by default), which a text config with
+`use_bidirectional_attention: "vision"` (the 26B and 31B) turns into materialised masks
+(`create_masks_for_vision_model`).
+
+    MALLOC_MMAP_THRESHOLD_=1048576 python scripts/measure_gemma4vis.py ../shared/measure SPEC.json OUT.json
+"""
+
+import json
+import sys
+
+import transformers
+from transformers.models.gemma4.processing_gemma4 import get_aspect_ratio_preserving_size
+
+measure_dir, spec, out = sys.argv[1:4]
+sys.path.insert(0, measure_dir)
+import measure  # noqa: E402
+
+_for_model = transformers.AutoConfig.for_model
+_from_config = transformers.AutoModelForCausalLM.from_config
+
+
+def for_model(model_type, **kw):
+    cfg = _for_model(model_type, **kw)
+    if model_type == "gemma4":
+        cfg.vocab_size = cfg.text_config.vocab_size
+        cfg.num_hidden_layers = cfg.text_config.num_hidden_layers
+    return cfg
+
+
+def with_images(model, cfg, s):
+    import torch
+
+    im, b = s["images"], s["batch"]
+    v = cfg.vision_config
+    k, p = v.pooling_kernel_size, v.patch_size
+    max_patches = s["hf_config"].get("vision_soft_tokens_per_image", 280) * k * k
+    h, w = get_aspect_ratio_preserving_size(im["height"], im["width"], p, max_patches, k)
+    ph, pw = h // p, w // p
+    soft = ph * pw // (k * k)
+    n = b * im["count"]
+    g = torch.Generator().manual_seed(7)
+    pix = torch.zeros(n, max_patches, 3 * p * p)
+    pix[:, : ph * pw] = torch.rand(n, ph * pw, 3 * p * p, generator=g)
+    xs = torch.arange(pw).repeat(ph)
+    ys = torch.arange(ph).repeat_interleave(pw)
+    pos = torch.full((n, max_patches, 2), -1, dtype=torch.long)
+    pos[:, : ph * pw, 0] = xs
+    pos[:, : ph * pw, 1] = ys
+
+    def pre(mod, args, kwargs):
+        ids = kwargs["input_ids"].clone()
+        at = 1
+        for _ in range(im["count"]):
+            ids[:, at] = cfg.boi_token_id
+            ids[:, at + 1 : at + 1 + soft] = cfg.image_token_id
+            ids[:, at + 1 + soft] = cfg.eoi_token_id
+            at += soft + 2
+        kwargs["input_ids"] = ids
+        if s.get("mm_token_type_ids"):
+            kwargs["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
+        kwargs["pixel_values"] = pix
+        kwargs["image_position_ids"] = pos
+        return args, kwargs
+
+    model.register_forward_pre_hook(pre, with_kwargs=True)
+    return model
+
+
+def from_config(cfg, **kw):
+    model = _from_config(cfg, **kw)
+    s = json.load(open(spec))
+    if cfg.model_type == "gemma4" and s.get("images"):
+        return with_images(model, cfg, s)
+    return model
+
+
+transformers.AutoConfig.for_model = for_model
+transformers.AutoModelForCausalLM.from_config = from_config
+measure.main(spec, out)

@@ -104,6 +104,19 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
         } => qk_rope_head_dim,
         k => k.qk_head_dim(),
     };
+    if spec.model_type.starts_with("gemma3") && !spec.model_type.starts_with("gemma3n") {
+        // Gemma-3 (`Gemma3TextModel.forward`): `position_embeddings[layer_type] =
+        // self.rotary_emb(hidden_states, position_ids, layer_type)` for each of
+        // `set(config.layer_types)` — a local (`rope_local_base_freq`) and a global pair, as
+        // wide as the head, when both layer types are present.
+        let first = spec.all_layers().next().map_or(0, width);
+        let sliding = spec
+            .all_layers()
+            .filter(|l| l.attention.sliding_window.is_some())
+            .count();
+        let full = spec.all_layers().count() - sliding;
+        return vec![first; usize::from(sliding > 0) + usize::from(full > 0)];
+    }
     if spec.naming != Naming::Gemma4 {
         return vec![spec.all_layers().next().map_or(0, width)];
     }

@@ -31,16 +31,19 @@ MODELS = {
                         architectures=["Gemma3ForCausalLM"]),
 }
 BATCH = 2
-# (prompt, new tokens): a prompt 8× the window, generating 1 (no decode forward) and 4; a prompt
-# half the window generating 256 (the cache passes the window during the decode).
-SHAPES = [(1024, 1), (1024, 4), (64, 256)]
+# (attention, prompt, new tokens): a prompt 8× the window, generating 1 (no decode forward) and 4;
+# a prompt half the window generating 256 (the cache passes the window during the decode); a
+# prompt of 2,048 (16× the window), where the prefill's sliding-window mask (`[b, 1, p, p]`) is a
+# visible share, under SDPA (a bool mask) and eager attention (float masks, full and sliding).
+SHAPES = [("sdpa", 1024, 1), ("sdpa", 1024, 4), ("sdpa", 64, 256), ("sdpa", 2048, 1),
+          ("eager", 2048, 1)]
 
 
-def build(hf):
+def build(hf, attention):
     kw = {k: v for k, v in hf.items() if k not in ("model_type", "architectures", "torch_dtype")}
     cfg = AutoConfig.for_model(hf["model_type"], **kw)
-    cfg._attn_implementation = "sdpa"
-    return AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    cfg._attn_implementation = attention
+    return AutoModelForCausalLM.from_config(cfg, attn_implementation=attention).eval()
 
 
 def cache_layers(model, ids, mask, kwargs):
@@ -66,14 +69,15 @@ def main():
     torch.set_num_threads(1)
     runs = []
     for name, hf in MODELS.items():
-        torch.manual_seed(0)
-        model = build(hf)
-        for prompt, new in SHAPES:
+        for attention, prompt, new in SHAPES:
+            torch.manual_seed(0)
+            model = build(hf, attention)
             ids = torch.randint(1, hf["vocab_size"], (BATCH, prompt))
             mask = torch.ones(BATCH, prompt, dtype=torch.long)
             kwargs = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
                           disable_compile=True)
-            runs.append({"model": name, "prompt": prompt, "new_tokens": new,
+            runs.append({"model": name, "attention": attention, "prompt": prompt,
+                         "new_tokens": new,
                          "peak_over_call_start": call_peak(model, ids, mask, kwargs),
                          "cache_at_return": cache_layers(model, ids, mask, kwargs)})
     print(json.dumps({
@@ -83,7 +87,7 @@ def main():
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
         "hf_configs": MODELS, "batch": BATCH, "precision": "fp32",
-        "attention": "sdpa", "runs": runs}, indent=1))
+        "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 //! Sliding-window layers' cache in HF `generate` (issue 34) against the CPU measurement
 //! `validation/cpu-measured-generate-swa.json` (`scripts/measure_generate_swa_cpu.py`: torch
-//! 2.15.0, transformers 5.24.0; tiny fp32 Mistral, 4 layers, and Gemma-3 text, 6 layers of
+//! 2.15.0, transformers 5.24.0; SDPA, and eager at a 2,048-token prompt; tiny fp32 Mistral, 4 layers, and Gemma-3 text, 6 layers of
 //! which the 6th is global; hidden 512, MLP 1024, 8 heads and 8 k/v heads of 64, window 128,
 //! batch 2). One layer's keys (or values) per token: 8 · 64 · 4 B · 2 sequences = 4,096 B.
 
@@ -16,7 +16,7 @@ fn job_of(rec: &Value, run: &Value) -> Job {
     serde_json::from_value(serde_json::json!({
         "model": {"hf_config": rec["hf_configs"][name]}, "task": "infer",
         "batch": rec["batch"], "seq": run["prompt"], "new_tokens": run["new_tokens"],
-        "precision": rec["precision"], "attention": rec["attention"]}))
+        "precision": rec["precision"], "attention": run["attention"]}))
     .unwrap()
 }
 
@@ -56,6 +56,7 @@ fn cache_storage_after_prefill_and_decode() {
     let rec: Value = common::validation("cpu-measured-generate-swa.json");
     let want = |prompt: u64, new: u64, global: bool| match (prompt, new, global) {
         (1024, 1, _) => 4_194_304,
+        (2048, 1, _) => 8_388_608,
         (_, _, false) => 524_288,
         (1024, 4, true) => 4_206_592,
         (64, 256, true) => 1_306_624,
@@ -84,31 +85,48 @@ fn cache_storage_after_prefill_and_decode() {
 }
 
 /// The call's peak over its start, the stream's (`alloc_events/infer.rs`) and the walk's
-/// (`simulate.rs`, the report's `peak_allocated`), against the record, within 3 %.
+/// (`simulate.rs`, the report's `peak_allocated`), against the record, within 1.5 %; the SDPA
+/// prefill peaks within the prompt's bookkeeping bytes.
 ///
 /// By hand, from the record's live tensors at its peak (the profiler's allocations, grouped by
-/// size and op) and `cache_utils.py`. Prompt 1,024 (1 or 4 new tokens; the prefill is the peak
-/// in both, the first decode step giving back what it makes): the last layer's MLP, with every
-/// layer's cache at the whole prompt — Mistral 8 · 4 MiB of cache + 2 · 4 MiB residual hidden
-/// states + 3 · 8 MiB MLP intermediates (2 · 1,024 · 1,024 · 4) + 4 MiB `inputs_embeds` + 4 MiB
-/// norm output + cos/sin 2 · 512 KiB + the sliding mask 1 MiB (bool 1,024²) = 77,594,624
-/// (measured 77,631,488: 36,864 B of small tensors more); Gemma-3 12 · 4 MiB of cache + 4 · 4
-/// MiB + 3 · 8 MiB + two cos/sin pairs (local and global rotary, 4 · 512 KiB) + 1 MiB mask =
-/// 95,420,416 (measured 95,457,792). Prompt 64, 256 new (the last decode step is the peak):
-/// Mistral 8 · 524,288 of cache + a sliding layer's two new cats (keys and values made before
-/// either old one is freed) 2 · 524,288 = 5,242,880 (measured 5,302,272); Gemma-3 10 ·
-/// 524,288 plus the global layer's values `torch.cat` (new keys and values of 319 tokens, old
-/// values of 318) 2 · 1,306,624 + 1,302,528 = 9,158,656 (measured 9,219,584).
+/// size and op) and `cache_utils.py`. SDPA, prompt 1,024 (1 or 4 new tokens; the prefill is the
+/// peak in both, the first decode step giving back what it makes): the last layer's MLP, with
+/// every layer's cache at the whole prompt — Mistral 8 · 4 MiB of cache + 2 · 4 MiB residual
+/// hidden states + 3 · 8 MiB MLP intermediates (2 · 1,024 · 1,024 · 4) + 4 MiB `inputs_embeds` +
+/// 4 MiB norm output + cos/sin 2 · 512 KiB + the sliding mask 1 MiB (`bitwise_and`, bool 1,024²:
+/// `[1, 1, p, p]`, no padding) = 77,594,624 (measured 77,631,488: 36,864 B of small tensors
+/// more); Gemma-3 12 · 4 MiB of cache + 4 · 4 MiB + 3 · 8 MiB + two cos/sin pairs (local and
+/// global rotary, 4 · 512 KiB) + 1 MiB mask = 95,420,416 (measured 95,457,792). Prompt 2,048,
+/// every size doubled and the mask 2,048² = 4,194,304: Mistral 8 · 8 MiB + 2 · 8 MiB + 3 · 16
+/// MiB + 8 + 8 MiB + 2 · 1 MiB + 4 MiB = 157,286,400 (measured 157,356,032), Gemma-3 12 · 8 MiB +
+/// 4 · 8 MiB + 3 · 16 MiB + 4 · 1 MiB + 4 MiB = 192,937,984 (measured 193,008,128). The small
+/// tensors the estimate leaves out are the prompt's int64 bookkeeping (two `[b, p]` tensors,
+/// 2 · 2 · 2,048 · 8 = 65,536 B at 2,048) and a few 512 B blocks: at most 2 · b · p · 8 + 8 KiB.
+/// Prompt 64, 256 new (the last decode step is the peak): Mistral 8 · 524,288 of cache + a
+/// sliding layer's two new cats (keys and values made before either old one is freed) 2 ·
+/// 524,288 = 5,242,880 (measured 5,302,272); Gemma-3 10 · 524,288 plus the global layer's values
+/// `torch.cat` (new keys and values of 319 tokens, old values of 318) 2 · 1,306,624 + 1,302,528
+/// = 9,158,656 (measured 9,219,584). Eager, prompt 2,048: the last layer's scores (`bmm`) and
+/// scaled scores (`mul`), 2 · 8 · 2,048² · 4 = 268,435,456 each, the cache, the float masks `[b,
+/// 1, p, p]` fp32 (`where`: 33,554,432 each; Mistral one, Gemma-3 two, full and sliding), four
+/// 8 MiB hidden-sized tensors (embeddings — Gemma-3's scaled by √hidden —, the layer's input,
+/// its norm output, the rotated queries) and the cos/sin pairs: Mistral 2 · 268,435,456 +
+/// 67,108,864 + 33,554,432 + 4 · 8,388,608 + 2,097,152 = 673,185,792 (measured 673,256,448);
+/// Gemma-3 2 · 268,435,456 + 100,663,296 + 2 · 33,554,432 + 4 · 8,388,608 + 4,194,304 =
+/// 742,391,808 (measured 742,462,976).
 ///
-/// The tolerance: the estimate leaves out the sliding mask (1 MiB, 1.4 % of Mistral's prefill
-/// peak) and Gemma-3's second rotary pair (1 MiB more: 2.2 %), and a decode step's own tensors
-/// (under 64 KiB, 1.2 % of the 5 MB decode peaks); 3 % holds those. Before issue 34's change
-/// the walk's prefill counted each sliding layer's cache at the window, 4,096 · 2 · (1,024 −
-/// 128) = 7,340,032 B less per sliding layer: 29,360,128 for Mistral, 36,700,160 for Gemma-3
-/// (the walk read −39.2 % and −40.7 %); and the stream grew every layer with every decode token
-/// (at the 256-token decode peaks +121.9 % and +84.3 %).
+/// The tolerance: what is left unmodelled is a decode step's bookkeeping (about 50 KB, 0.97 % of
+/// the 5.3 MB decode peaks) and, under eager attention, one hidden-sized tensor of the block
+/// (8,388,608 B, 1.25 % of 673 MB: the stream leaves one out at the scores, the walk holds one
+/// more) — 1.5 % holds those. Without the masks and Gemma-3's second rotary pair (before this
+/// change) the 2,048 SDPA prefills read −2.7 % (Mistral, 4 MiB mask) and −3.3 % (Gemma-3, 4 MiB
+/// mask + 2 MiB of rotary), the eager ones −6.24 % / −3.75 % (Mistral, stream / walk) and
+/// −10.46 % / −8.20 % (Gemma-3: the float masks and the rotary pair): the test fails on them. Before issue 34's cache change the walk's prefill counted each sliding layer's cache
+/// at the window, 4,096 · 2 · (1,024 − 128) = 7,340,032 B less per sliding layer: 29,360,128 for
+/// Mistral, 36,700,160 for Gemma-3 (the walk read −39.2 % and −40.7 %); and the stream grew
+/// every layer with every decode token (at the 256-token decode peaks +121.9 % and +84.3 %).
 #[test]
-fn generate_peak_within_3_percent() {
+fn generate_peak_within_1_5_percent() {
     let rec: Value = common::validation("cpu-measured-generate-swa.json");
     for run in rec["runs"].as_array().unwrap() {
         let job = job_of(&rec, run);
@@ -121,8 +139,8 @@ fn generate_peak_within_3_percent() {
         let before = start.allocated - start.by_category.get("kv_cache").copied().unwrap_or(0);
         let walk = (r.per_gpu.peaks.peak_allocated.unwrap() - before) as f64;
         let name = format!(
-            "{} p={} n={}",
-            run["model"], run["prompt"], run["new_tokens"]
+            "{} {} p={} n={}",
+            run["model"], run["attention"], run["prompt"], run["new_tokens"]
         );
         println!(
             "{name}: measured {want} stream {stream} ({:+.2} %) walk {walk} ({:+.2} %)",
@@ -130,13 +148,23 @@ fn generate_peak_within_3_percent() {
             100.0 * (walk / want - 1.0)
         );
         assert!(
-            (stream / want - 1.0).abs() < 0.03,
+            (stream / want - 1.0).abs() < 0.015,
             "{name}: stream {stream} vs {want}"
         );
         assert!(
-            (walk / want - 1.0).abs() < 0.03,
+            (walk / want - 1.0).abs() < 0.015,
             "{name}: walk {walk} vs {want}"
         );
+        let prompt = run["prompt"].as_u64().unwrap();
+        if run["attention"] == "sdpa" && prompt >= 1024 {
+            // The prefill peaks: only the prompt's bookkeeping is left out.
+            let budget = (2 * rec["batch"].as_u64().unwrap() * prompt * 8 + 8192) as f64;
+            assert!(
+                want - stream >= 0.0 && want - stream <= budget,
+                "{name}: stream"
+            );
+            assert!(want - walk >= 0.0 && want - walk <= budget, "{name}: walk");
+        }
     }
 }
 

@@ -125,51 +125,12 @@ pub fn forward(
     })
 }
 
-/// transformers 5.x decoders build their masks once, before the first block
-/// (`masking_utils.py` `create_causal_mask`, `create_sliding_window_causal_mask`,
-/// `create_chunked_causal_mask`, one per layer type the model has): for eager attention
-/// `eager_mask` turns the boolean pattern (`sdpa_mask`, `[1, 1, q, kv]` broadcast over the
-/// batch) into a float tensor `torch.where(mask, 0, min_dtype)` of the full `[b, 1, q, kv]`
-/// in the embeddings' dtype. SDPA without padding gets `None` (causal by the kernel's flag);
-/// a compiled step's mask is `compile::traced_causal_mask`. Measured on the CPU (a 2-layer
-/// Llama, b1 × 1024, fp32, eager, full checkpointing): a 4,194,304 B tensor from
-/// `aten::where < eager_mask`, live at the step's backward peak. Megatron's GPT builds its
-/// own boolean mask in the data loader: none here.
+/// The masks a causal LM's forward builds once and holds (`attention_masks::forward_masks`:
+/// eager attention's float masks, SDPA's bool sliding-window and chunked masks). Measured on
+/// the CPU (a 2-layer Llama, b1 × 1024, fp32, eager, full checkpointing): a 4,194,304 B tensor
+/// from `aten::where < eager_mask`, live at the step's backward peak.
 fn eager_masks(spec: &ModelSpec, job: &ResolvedJob, num: Numerics) -> EagerMasks {
-    use crate::model::AttentionKind;
-    let causal = matches!(spec.head, Head::LanguageModel { .. }) && spec.encoder.is_none();
-    // Megatron builds its own boolean mask in the data loader, not transformers'.
-    let hf_modules = job.framework != Framework::Megatron;
-    if job.task != Task::Train
-        || job.attention != AttentionKernel::Eager
-        || num.compile
-        || !causal
-        || !hf_modules
-    {
-        return EagerMasks::default();
-    }
-    let attention = spec
-        .all_layers()
-        .filter(|l| !matches!(l.attention.kind, AttentionKind::StateSpace(_)));
-    let (mut full, mut sliding, mut chunked) = (false, false, false);
-    for l in attention {
-        if l.attention.attention_chunk.is_some() {
-            chunked = true;
-        } else if l.attention.sliding_window.is_some() {
-            sliding = true;
-        } else {
-            full = true;
-        }
-    }
-    let kinds = u64::from(full) + u64::from(sliding) + u64::from(chunked);
-    if kinds == 0 {
-        return EagerMasks::default();
-    }
-    let (b, s) = (job.batch, job.seq);
-    EagerMasks {
-        bytes: kinds * super::round_size(b * s * s * num.param),
-        pattern: super::round_size(s * s),
-    }
+    super::attention_masks::forward_masks(spec, job, num)
 }
 
 /// Whether a block has a Linear with a bias: `F.linear` with a bias on a contiguous input is

@@ -3,6 +3,7 @@
 
 pub mod activations;
 pub mod alloc_events;
+pub mod attention_masks;
 pub mod blocks;
 pub mod compile;
 pub mod dpo;

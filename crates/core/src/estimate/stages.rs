@@ -109,16 +109,20 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
         } => qk_rope_head_dim,
         k => k.qk_head_dim(),
     };
-    if spec.naming == Naming::Gemma3n {
-        // `Gemma3nTextModel.forward`: one table per layer type, each `head_dim` wide.
-        let types = spec
+    let gemma3 = spec.model_type.starts_with("gemma3") && !spec.model_type.starts_with("gemma3n");
+    if spec.naming == Naming::Gemma3n || gemma3 {
+        // Gemma-3 (`Gemma3TextModel.forward`: `position_embeddings[layer_type] =
+        // self.rotary_emb(hidden_states, position_ids, layer_type)` for each of
+        // `set(config.layer_types)`, a local `rope_local_base_freq` pair and a global one) and
+        // Gemma 3n (`Gemma3nTextModel.forward`, the same): one table per layer type present,
+        // each as wide as the head.
+        let sliding = spec
             .all_layers()
-            .map(|l| l.attention.sliding_window.is_some());
-        let mut types: Vec<bool> = types.collect();
-        types.sort_unstable();
-        types.dedup();
+            .filter(|l| l.attention.sliding_window.is_some())
+            .count();
+        let full = spec.all_layers().count() - sliding;
         let w = spec.all_layers().next().map_or(0, width);
-        return types.iter().map(|_| w).collect();
+        return vec![w; usize::from(sliding > 0) + usize::from(full > 0)];
     }
     if spec.naming != Naming::Gemma4 {
         return vec![spec.all_layers().next().map_or(0, width)];

@@ -133,13 +133,19 @@ const DECODE_KEPT: u64 = 32;
 /// layer returns (the block's events free it last, `blocks/mod.rs`), and the first layer's
 /// input is `inputs_embeds` itself, freed after the final norm. Each layer's cache is made at
 /// its first `update`, between the rotary embedding and the attention kernel, in both cache
-/// modes ([`prefill_block`]). Then the final norm and the head on the last position.
+/// modes ([`prefill_block`]). The attention masks are made after the embeddings and die when
+/// the model's forward returns. Then the final norm and the head on the last position.
 fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<LayerCache>) {
     let plan = inp.plan;
     let tokens = inp.batch * inp.prompt;
     let e = &plan.embedding;
     let embeds = s.alloc(inp.hidden_per_token * tokens);
     let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens));
+    // The forward's attention masks (`attention_masks::forward_masks`): eager's float masks
+    // filled from a bool pattern that dies once filled; SDPA's bool sliding/chunked masks.
+    let pattern = s.alloc(plan.masks.pattern * u64::from(plan.masks.bytes > 0));
+    let masks = s.alloc(plan.masks.bytes);
+    s.free(pattern);
     let cache_len = inp.static_cache.map_or(inp.prompt, |sc| sc.len);
     let mut input = embeds;
     for (i, &bi) in inp.events.layer_block.iter().enumerate() {
@@ -164,6 +170,8 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<LayerCache>) {
         }
         input = ids.output(b);
     }
+    // `LlamaModel.forward` returns: its mask dict dies before the head runs.
+    s.free(masks);
     let head = s.alloc(plan.head.peak);
     s.free(head);
     s.free(input);

@@ -493,7 +493,7 @@ fn head_and_loss(
     };
     let chunked_output = job.loss == crate::job::LossKernel::ChunkedOutput;
     let loss = if train && lm_head && chunked {
-        stages::loss_chunked(spec, b, s, num)
+        stages::loss_chunked(spec, b, s, num, stages::head_trains(job.peft.as_ref()))
     } else if train && lm_head && chunked_output {
         let eager = stages::loss_chunked_output(spec, b, s, logits_width);
         let chunk = stages::largest_output_chunk(b, s, spec.vocab_size, logits_width);

@@ -22,7 +22,7 @@ pub use parallel::Parallel;
 pub use peft::{Peft, DEFAULT_DROPOUT as DEFAULT_LORA_DROPOUT, LLAMA_LINEARS};
 pub use rl::{Generator, Rl};
 pub use spelled::{Spelled, Weights};
-pub use techniques::{ActivationOffload, ReferenceModel, Techniques};
+pub use techniques::{kbit_casts, kbit_checkpoints, ActivationOffload, ReferenceModel, Techniques};
 
 pub use engine_settings::{EngineSettings, GenerateCache};
 use fields::{choice, count, reserve_bytes, text};
@@ -144,6 +144,13 @@ pub struct Job {
     /// contract's job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packing: Option<Value>,
+    /// train with `peft`: `true` when the script calls PEFT's `prepare_model_for_kbit_training`
+    /// before `get_peft_model` (the 16-bit weights cast to fp32, and with bitsandbytes or GPTQ
+    /// weights gradient checkpointing on: `checkpointing` then defaults to `full`). Default
+    /// `false`: TRL's `SFTTrainer` from 0.27 and axolotl's LoRA/QLoRA loader leave no fp32
+    /// copies (`job/techniques.rs`). An extension of the contract's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kbit_prepare: Option<Value>,
     /// `task: "rl"`: the RL step's algorithm, reference model, generator, generations and
     /// lengths (contract field `rl`, `job/rl.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -517,6 +524,13 @@ impl Job {
             techniques::check_in_backward(grad_accum, framework.as_str())?;
         }
         techniques::check_reference(techniques.reference_model, task)?;
+        techniques::check_kbit_prepare(techniques.kbit_prepare, task, peft.is_some())?;
+        let checkpointing = match self.checkpointing {
+            None if techniques::kbit_checkpoints(techniques.kbit_prepare, &weights.value) => {
+                Checkpointing::Full
+            }
+            _ => checkpointing,
+        };
         let rl = self.resolve_rl(task)?;
         let seq = self.rl_seq(rl.as_ref(), seq)?;
         Ok(ResolvedJob {
@@ -605,6 +619,7 @@ impl Job {
                 .as_ref()
                 .map_or(Ok(ReferenceModel::None), ReferenceModel::parse)?,
             packing: techniques::flag("packing", self.packing.as_ref())?,
+            kbit_prepare: techniques::flag("kbit_prepare", self.kbit_prepare.as_ref())?,
         })
     }
 

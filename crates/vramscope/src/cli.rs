@@ -44,6 +44,8 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   transformers_version 5.24.0 (5.17.0: Mamba2's torch scan keeps broadcast products)
   optimizer_in_backward false · activation_offload none · compile false (train techniques)
   reference_model none (frozen/precomputed: a DPO step, batch = pairs) · packing false (train)
+  kbit_prepare false (train with peft: PEFT's prepare_model_for_kbit_training not called, as
+         in TRL >= 0.27 and axolotl; true: 16-bit weights in fp32, checkpointing full)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null

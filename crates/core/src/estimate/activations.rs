@@ -430,6 +430,7 @@ fn head_and_loss(
     let tokens = b.saturating_mul(s);
     let train = job.task == Task::Train;
     let lora = job.peft.is_some() && train;
+    let num = kbit_head_numerics(job, num, lora);
     let logit_rows = if train { tokens } else { b };
     let (head, logits_width) = stages::head(spec, b, s, num, lora);
     let head = if train {
@@ -455,7 +456,7 @@ fn head_and_loss(
     };
     let chunked_output = job.loss == crate::job::LossKernel::ChunkedOutput;
     let loss = if train && lm_head && chunked {
-        stages::loss_chunked(spec, b, s, num)
+        stages::loss_chunked(spec, b, s, num, stages::head_trains(job.peft.as_ref()))
     } else if train && lm_head && chunked_output {
         let eager = stages::loss_chunked_output(spec, b, s, logits_width);
         let chunk = stages::largest_output_chunk(b, s, spec.vocab_size, logits_width);
@@ -474,6 +475,29 @@ fn head_and_loss(
         LossMemory::default()
     };
     (head, logits, loss)
+}
+
+/// The head's numerics after PEFT's `prepare_model_for_kbit_training` (`job::kbit_casts`):
+/// the final norm's and the head's weights are fp32, so without autocast the norm's output
+/// promotes to fp32 (transformers' `LlamaRMSNorm.forward`: `self.weight *
+/// hidden_states.to(input_dtype)`, an fp32 weight times a 16-bit tensor) and the head's matmul
+/// runs on fp32 operands: fp32 logits, which the loss's `.float()` leaves as they are
+/// (measured: `validation/kbit-prepare/cast.json`, `"logits": "torch.float32"`). Under
+/// autocast the matmul is 16-bit and its copy of the fp32 weight is counted already
+/// (`stages::head`'s `weight_copies`).
+fn kbit_head_numerics(job: &ResolvedJob, num: Numerics, lora: bool) -> Numerics {
+    if lora
+        && !num.autocast
+        && crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value)
+    {
+        Numerics {
+            param: 4,
+            compute: 4,
+            ..num
+        }
+    } else {
+        num
+    }
 }
 
 /// What [`distribute`] places on a rank: the blocks, the head, the logits and the loss.

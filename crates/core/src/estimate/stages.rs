@@ -331,9 +331,18 @@ pub struct LossMemory {
 /// A fused linear cross-entropy (Liger-Kernel, Hsu et al. 2024 §3.3;
 /// `liger_kernel/ops/fused_linear_cross_entropy.py`): the head's matmul and the loss run in
 /// chunks of `next_power_of_2(⌈BT / ⌈V/H⌉⌉)` rows, so a logits chunk is about the size of the
-/// hidden states; the gradients of the input (BT·H) and of the head weight (V·H) are computed
-/// in the forward and kept until backward, with a per-token fp32 loss.
-pub fn loss_chunked(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> LossMemory {
+/// hidden states; the gradients of the input (BT·H) and, when `head_trains`, of the head
+/// weight (V·H) are computed in the forward and kept until backward, with a per-token fp32
+/// loss. `fused_linear_cross_entropy_forward` allocates `grad_weight = torch.zeros_like(weight)
+/// if weight.requires_grad else None` and runs its `torch.addmm` only when it exists, so a
+/// frozen head (LoRA) keeps no V·H gradient ([`head_trains`]).
+pub fn loss_chunked(
+    spec: &ModelSpec,
+    batch: u64,
+    seq: u64,
+    num: Numerics,
+    head_trains: bool,
+) -> LossMemory {
     let bt = batch * seq;
     let h = spec.hidden_size.max(1);
     let v = spec.vocab_size;
@@ -341,12 +350,39 @@ pub fn loss_chunked(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics) -> Lo
     let chunk = bt.div_ceil(inc).next_power_of_two().min(bt.max(1));
     let w = if num.autocast { 2 } else { num.compute };
     let labels = round_size(batch * (seq + 1) * 8) + round_size(bt * 8);
+    let head_grad = if head_trains {
+        round_size(v * h * num.param)
+    } else {
+        0
+    };
     LossMemory {
-        saved: round_size(bt * h * w) + round_size(v * h * num.param) + round_size(bt * 4) + labels,
+        saved: round_size(bt * h * w) + head_grad + round_size(bt * 4) + labels,
         forward_transient: 2 * round_size(chunk * v * w),
         backward_transient: 0,
         dlogits: 0,
     }
+}
+
+/// The head's module names (`lm_head`, GPT-NeoX's `embed_out`), matched on a
+/// `modules_to_save` entry's last dotted part as PEFT matches module keys.
+const HEAD_MODULES: &[&str] = &["lm_head", "embed_out"];
+
+/// Whether the head's weight requires grad in training: always without PEFT (a full
+/// fine-tune); under LoRA/QLoRA only when `modules_to_save` names the head's module. PEFT
+/// turns `requires_grad` off for every base parameter
+/// (`peft/tuners/lora/model.py`, `_mark_only_adapters_as_trainable`) and gives each module
+/// `modules_to_save` names a trainable `copy.deepcopy` (`peft/utils/other.py`,
+/// `ModulesToSaveWrapper`). A tied head is no exception: the copy of `lm_head` gets a weight of
+/// its own that trains, while a copy of the input embedding leaves the head's (original,
+/// frozen) weight as it was.
+pub fn head_trains(peft: Option<&crate::job::Peft>) -> bool {
+    let Some(p) = peft else {
+        return true;
+    };
+    p.modules_to_save.iter().any(|m| {
+        let last = m.rsplit('.').next().unwrap_or(m);
+        HEAD_MODULES.contains(&last)
+    })
 }
 
 /// torchtune's chunks of output (`TransformerDecoder.chunked_output`,

@@ -357,7 +357,9 @@ struct Rules<'a> {
     peft: Option<&'a crate::job::Peft>,
     /// Width of a weight as loaded: a PEFT base is frozen in 16 bit unless the job is fp32
     /// (PEFT users load the base with `torch_dtype=bfloat16`; there is no master copy of
-    /// frozen weights).
+    /// frozen weights), or PEFT's `prepare_model_for_kbit_training` cast it to fp32
+    /// (`job::kbit_casts`: every fp16/bf16 parameter that is not a `Params4bit`; a quantized
+    /// weight keeps its format, `stored_bytes`).
     frozen_width: u64,
     /// Expert parallelism: each rank holds experts/ep of the routed experts (their gradients
     /// and states too); everything else is replicated over EP ranks.
@@ -381,7 +383,11 @@ impl Rules<'_> {
         let layers = model.spec.as_ref().map_or(0, |s| s.num_layers()) as usize;
         let pp = job.parallel.pp.max(1) as usize;
         Rules {
-            frozen_width: if peft.is_some() && job.precision != Precision::Fp32 {
+            frozen_width: if peft.is_some()
+                && crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value)
+            {
+                4
+            } else if peft.is_some() && job.precision != Precision::Fp32 {
                 2
             } else {
                 w.param

@@ -145,6 +145,10 @@ pub struct Techniques {
     /// (axolotl `sample_packing`, TRL `packing`, torchtune `dataset.packed`).
     #[serde(skip_serializing_if = "is_false")]
     pub packing: bool,
+    /// PEFT's `prepare_model_for_kbit_training` runs before `get_peft_model`
+    /// ([`kbit_casts`], [`kbit_checkpoints`]).
+    #[serde(skip_serializing_if = "is_false")]
+    pub kbit_prepare: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -204,6 +208,38 @@ pub(super) fn check_reference(r: ReferenceModel, task: super::Task) -> Result<()
         ));
     }
     Ok(())
+}
+
+/// `kbit_prepare` is a step of PEFT training: a job that trains no adapters cannot ask for it.
+pub(super) fn check_kbit_prepare(on: bool, task: super::Task, peft: bool) -> Result<(), CoreError> {
+    if on && (task != super::Task::Train || !peft) {
+        return Err(CoreError::field(
+            "kbit_prepare",
+            "PEFT's prepare_model_for_kbit_training prepares a LoRA/QLoRA training job: the \
+             job needs task train and peft",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `prepare_model_for_kbit_training` casts the 16-bit parameters to fp32 (PEFT 0.21,
+/// `peft/utils/other.py`: `param.data = param.data.to(torch.float32)` for every fp16/bf16
+/// parameter that is not a `Params4bit`, skipped for GPTQ, AQLM, EETQ, HQQ and torchao
+/// models). Of our formats only GPTQ skips it; unquantized models are cast too.
+pub fn kbit_casts(on: bool, weights: &super::weight_format::WeightFormat) -> bool {
+    on && !matches!(weights, super::weight_format::WeightFormat::Gptq { .. })
+}
+
+/// Whether it turns gradient checkpointing on: with its default `use_gradient_checkpointing=
+/// True`, for a model `is_loaded_in_8bit`/`is_loaded_in_4bit` (bitsandbytes) or GPTQ
+/// (`model.gradient_checkpointing_enable(...)`); then the job's `checkpointing` defaults to
+/// `full`.
+pub fn kbit_checkpoints(on: bool, weights: &super::weight_format::WeightFormat) -> bool {
+    use super::weight_format::WeightFormat as W;
+    on && matches!(
+        weights,
+        W::Int8 | W::Nf4 | W::Fp4 | W::Nf4Dq | W::Gptq { .. }
+    )
 }
 
 #[cfg(test)]

@@ -163,7 +163,10 @@ pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Para
 }
 
 /// [`params`] with the base weights in `format`: a bitsandbytes 4-bit weight is loaded as
-/// its packed bytes and quant state (`quant_load.rs`); every other tensor at `width`.
+/// its packed bytes and quant state (`quant_load.rs`); every other tensor at `width`, or at
+/// fp32 where PEFT's `prepare_model_for_kbit_training` cast it (`job::kbit_casts`: each
+/// fp16/bf16 parameter's `param.data = param.data.to(torch.float32)`, the 16-bit copy freed;
+/// the load's moment with both copies is not written, the step starts after it).
 pub fn params_quantized(
     inv: &Inventory,
     job: &ResolvedJob,
@@ -182,13 +185,16 @@ pub fn params_quantized(
         None => Vec::new(),
     };
     let aw = lora.map_or(4, |p| p.adapter_dtype.bytes());
+    let cast = lora.is_some() && crate::job::kbit_casts(job.techniques.kbit_prepare, format);
     let mut layer_done: Option<u32> = None;
     for t in &inv.tensors {
         if t.layer != layer_done {
             push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
             layer_done = t.layer;
         }
-        let bytes = t.elements().saturating_mul(width);
+        let quantized = four_bit && quant::is_quantized(format, t);
+        let kept_width = if cast && !quantized { 4 } else { width };
+        let bytes = t.elements().saturating_mul(kept_width);
         let trainable = lora.is_none();
         out.push(Param {
             bytes,
@@ -201,7 +207,7 @@ pub fn params_quantized(
                 [0; 3]
             },
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
-            quant: (four_bit && quant::is_quantized(format, t)).then_some(QuantLoad {
+            quant: quantized.then_some(QuantLoad {
                 elements: t.elements(),
                 width,
                 nested,

@@ -155,6 +155,11 @@ pub struct JobArgs {
     /// `sample_packing`, TRL `packing`, torchtune `packed`). [default: off]
     #[arg(long, help_heading = "Job")]
     pub packing: bool,
+    /// Train with PEFT: the script calls PEFT's `prepare_model_for_kbit_training` (16-bit
+    /// weights cast to fp32; with bitsandbytes/GPTQ weights `--checkpointing` defaults to
+    /// full). TRL >= 0.27 and axolotl do not leave the cast. [default: off]
+    #[arg(long, help_heading = "Job")]
+    pub kbit_prepare: bool,
 
     /// What one GPU costs per hour (any currency), e.g. `2.5`: the modelled cost per million
     /// trained tokens (`throughput.cost_per_million_tokens`).
@@ -465,6 +470,9 @@ impl JobArgs {
         }
         if self.packing {
             job.packing = Some(Value::Bool(true));
+        }
+        if self.kbit_prepare {
+            job.kbit_prepare = Some(Value::Bool(true));
         }
         let text = |dst: &mut Option<String>, src: &Option<String>| {
             if let Some(s) = src {

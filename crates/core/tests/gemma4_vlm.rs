@@ -30,13 +30,21 @@ fn with(base: Value, extra: Value) -> Value {
 /// 256 soft tokens, `<boi>`, `<eoi>`), so 4,096 text tokens become 4,354. The estimator holds a
 /// whole window on a sliding layer, as for every sliding family (one token more than
 /// transformers keeps: `tests/gemma4.rs`), so 50 · 1,024 · 16,384 + 10 · 4,354 · 8,192 =
-/// 838,860,800 + 356,679,680 = 1,195,540,480.
+/// 838,860,800 + 356,679,680 = 1,195,540,480 for 4,354 tokens once decoding. The job's one
+/// decode step (two new tokens, the second never fed back) holds the first new token too on
+/// the full layers: 838,860,800
+/// + 10 · 4,355 · 8,192 = 838,860,800 + 356,761,600 = 1,195,622,400. The peak is the prefill's end,
+/// where a sliding layer's kept keys are still a view of the whole prompt's storage
+/// (`DynamicSlidingWindowLayer.update`, `tests/generate_sliding.rs`): 50 · 4,354 · 16,384 +
+/// 356,679,680 = 3,566,796,800 + 356,679,680 = 3,923,476,480.
 #[test]
 fn kv_cache_with_image_tokens() {
     let job = json!({"model": model("gemma-4-31b.json"), "task": "infer", "precision": "bf16",
-        "batch": 1, "seq": 4096, "images": {"count": 1, "width": 1024, "height": 1024}});
+        "batch": 1, "seq": 4096, "new_tokens": 2,
+        "images": {"count": 1, "width": 1024, "height": 1024}});
     let r = measured::run(job);
-    assert_eq!(r.per_gpu.components.kv_cache, 1_195_540_480);
+    assert_eq!(r.per_gpu.components.kv_cache, 3_923_476_480);
+    assert_eq!(measured::last_decode_kv(&r), 1_195_622_400);
 }
 
 /// The most activation bytes the step's timeline holds at once.

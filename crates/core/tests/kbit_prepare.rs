@@ -84,3 +84,18 @@ fn kbit_prepare_needs_peft() {
     let err = parsed.resolve(None).unwrap_err().to_string();
     assert!(err.contains("kbit_prepare"), "{err}");
 }
+
+/// The cast also makes the residual stream between the blocks fp32 (measured on the CPU,
+/// `validation/kbit-prepare/`), which the blocks' tapes do not model: the report says so
+/// whenever the cast applies, and not otherwise.
+#[test]
+fn the_unmodelled_fp32_residual_stream_is_said() {
+    let said = |j: Value| {
+        common::run_job(j)
+            .warnings
+            .iter()
+            .any(|w| w.contains("kbit_prepare") && w.contains("residual stream"))
+    };
+    assert!(said(job("nf4-dq", true, Some("full"))));
+    assert!(!said(job("nf4-dq", false, Some("full"))));
+}

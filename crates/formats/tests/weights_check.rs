@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{safetensors_file, TempDir};
 
 use serde_json::json;
 use std::fs;
@@ -15,28 +15,22 @@ use vramscope_formats::model_source::{load_model, LoadedModel};
 /// A safetensors file (format README: u64 LE header length, the JSON header, zero data) of
 /// `(name, dtype, shape)` tensors, 2 or 4 bytes an element.
 fn st_file(tensors: &[(String, &str, Vec<u64>)]) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    let mut off = 0u64;
-    for (name, dtype, shape) in tensors {
+    let sized = tensors.iter().map(|(name, dtype, shape)| {
         let size = if *dtype == "I32" || *dtype == "F32" {
             4
         } else {
             2
         };
-        let len = shape.iter().product::<u64>() * size;
-        header.insert(
-            name.clone(),
-            json!({"dtype": dtype, "shape": shape, "data_offsets": [off, off + len]}),
-        );
-        off += len;
-    }
-    let mut h = serde_json::Value::Object(header).to_string().into_bytes();
-    while !h.len().is_multiple_of(8) {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    out.resize(out.len() + off as usize, 0);
+        (
+            name.as_str(),
+            *dtype,
+            shape.as_slice(),
+            shape.iter().product::<u64>() * size,
+        )
+    });
+    let (header, len) = safetensors_file::header_json(sized, None);
+    let mut out = safetensors_file::head_bytes(&header);
+    out.resize(out.len() + len as usize, 0);
     out
 }
 

@@ -5,6 +5,8 @@
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+#[allow(dead_code)] // Not every test binary that includes this module writes a safetensors file.
+pub mod safetensors_file;
 #[path = "../../../core/tests/common/warnings.rs"]
 #[allow(dead_code)] // Not every test binary that includes this module uses every helper.
 mod warnings;

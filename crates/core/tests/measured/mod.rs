@@ -8,9 +8,6 @@
 // Each test binary compiles this module on its own and uses only what it asserts on.
 #![allow(dead_code)]
 
-#[path = "../common/warnings.rs"]
-mod warnings;
-
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
@@ -187,6 +184,6 @@ pub fn mixer_paths(config: &Value, eager_names: &str) -> (Report, Report) {
         "{:?}",
         eager.warnings
     );
-    warnings::assert_warns(&fused.warnings, "mamba_split_conv1d_scan_combined");
+    crate::common::assert_warns(&fused.warnings, "mamba_split_conv1d_scan_combined");
     (eager, fused)
 }

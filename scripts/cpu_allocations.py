@@ -1,8 +1,12 @@
 """What a `torch.profiler` session (`profile_memory=True`) recorded of the c10 CPU allocator, read
 as CUDA's caching allocator would count it: shared by `measure_generate_cpu.py` and
-`measure_accum_cpu.py`."""
+`measure_accum_cpu.py`, with the record's header (`print_record`)."""
+
+import json
+import platform
 
 import torch
+import transformers
 
 
 def r512(n):
@@ -27,3 +31,14 @@ def peak_over_start(prof):
         cur += r512(d) if d > 0 else -r512(d)
         peak = max(peak, cur)
     return peak
+
+
+def print_record(what, **fields):
+    """Prints a measurement record: what it is, the versions that made it, then `fields` in
+    the order given."""
+    versions = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+    print(json.dumps({"what": what, "versions": versions, **fields}, indent=1))

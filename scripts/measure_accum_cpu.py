@@ -13,12 +13,8 @@ usage: VENV/bin/python scripts/measure_accum_cpu.py > validation/cpu-measured-ac
 (torch 2.15.0 and transformers 5.24.0 from PyPI, as `../shared/measure/README.md` installs them)
 """
 
-import json
-import platform
-
 import torch
-import transformers
-from cpu_allocations import peak_over_start, r512
+from cpu_allocations import peak_over_start, print_record, r512
 from torch.profiler import ProfilerActivity, profile
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -68,14 +64,12 @@ def measured(micro, set_to_none):
 def main():
     torch.set_num_threads(1)
     runs = [measured(m, z) for m, z in SETTINGS]
-    print(json.dumps({
-        "what": "training steps on the CPU: peak allocated bytes (512-rounded) of one "
-                "steady-state step over its first forward's start, per gradient accumulation and zero_grad "
-                "(scripts/measure_accum_cpu.py)",
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
-        "hf_config": CONFIG, "batch": BATCH, "seq": SEQ, "precision": "fp32",
-        "attention": "eager", "optimizer": "adamw", "runs": runs}, indent=1))
+    print_record(
+        "training steps on the CPU: peak allocated bytes (512-rounded) of one "
+        "steady-state step over its first forward's start, per gradient accumulation and zero_grad "
+        "(scripts/measure_accum_cpu.py)",
+        hf_config=CONFIG, batch=BATCH, seq=SEQ, precision="fp32",
+        attention="eager", optimizer="adamw", runs=runs)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,8 @@ usage: VENV/bin/python scripts/measure_generate_cpu.py > validation/cpu-measured
 (torch 2.15.0 and transformers 5.24.0 from PyPI, as `../shared/measure/README.md` installs them)
 """
 
-import json
-import platform
-
 import torch
-import transformers
-from cpu_allocations import peak_over_start
+from cpu_allocations import peak_over_start, print_record
 from torch.profiler import ProfilerActivity, profile
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -48,13 +44,11 @@ def main():
     for cache in ["dynamic", "static"]:
         kwargs = dict(base, **({"cache_implementation": "static"} if cache == "static" else {}))
         runs.append({"cache": cache, "peak_over_call_start": call_peak(model, ids, mask, kwargs)})
-    print(json.dumps({
-        "what": "HF generate on the CPU: peak allocated bytes (512-rounded) of the measured call "
-                "over its start, per cache implementation (scripts/measure_generate_cpu.py)",
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
-        "hf_config": CONFIG, "batch": BATCH, "prompt": PROMPT, "new_tokens": NEW,
-        "precision": "fp32", "attention": "sdpa", "runs": runs}, indent=1))
+    print_record(
+        "HF generate on the CPU: peak allocated bytes (512-rounded) of the measured call "
+        "over its start, per cache implementation (scripts/measure_generate_cpu.py)",
+        hf_config=CONFIG, batch=BATCH, prompt=PROMPT, new_tokens=NEW,
+        precision="fp32", attention="sdpa", runs=runs)
 
 
 if __name__ == "__main__":

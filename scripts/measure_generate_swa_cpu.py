@@ -12,12 +12,8 @@ usage: VENV/bin/python scripts/measure_generate_swa_cpu.py > validation/cpu-meas
 (torch 2.15.0 and transformers 5.24.0 from PyPI, as `../shared/measure/README.md` installs them)
 """
 
-import json
-import platform
-
 import torch
-import transformers
-from cpu_allocations import peak_over_start
+from cpu_allocations import peak_over_start, print_record
 from torch.profiler import ProfilerActivity, profile
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -80,14 +76,11 @@ def main():
                          "new_tokens": new,
                          "peak_over_call_start": call_peak(model, ids, mask, kwargs),
                          "cache_at_return": cache_layers(model, ids, mask, kwargs)})
-    print(json.dumps({
-        "what": "HF generate on the CPU, sliding-window models, prompt longer than the window: "
-                "peak allocated bytes (512-rounded) of the measured call over its start, and each "
-                "layer's cache when the call returns (scripts/measure_generate_swa_cpu.py)",
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
-        "hf_configs": MODELS, "batch": BATCH, "precision": "fp32",
-        "runs": runs}, indent=1))
+    print_record(
+        "HF generate on the CPU, sliding-window models, prompt longer than the window: "
+        "peak allocated bytes (512-rounded) of the measured call over its start, and each "
+        "layer's cache when the call returns (scripts/measure_generate_swa_cpu.py)",
+        hf_configs=MODELS, batch=BATCH, precision="fp32", runs=runs)
 
 
 if __name__ == "__main__":

@@ -9,18 +9,24 @@ use serde_json::{json, Value};
 use vramscope_core::allocator::{Allocator, AllocatorConfig};
 use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
 
+/// A small Llama's config (hidden 256, 4 heads of 64, 2 KV heads, MLP 768, vocabulary 8192,
+/// untied, bf16) with `layers` blocks.
+fn tiny_llama(layers: u64) -> Value {
+    json!({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": layers,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192,
+        "max_position_embeddings": 4096, "hidden_act": "silu",
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16"})
+}
+
 /// A one-layer Llama (hidden 256, 4 heads of 64, 2 KV heads: k and v 256 → 128; MLP 768,
 /// vocabulary 8192, untied) trained in bf16 under QLoRA (NF4 with double quantization,
 /// rank 16 on all seven projections, no dropout) at batch 1 × 40. Sequence 40 keeps every
 /// activation a multiple of 40 elements, so no activation has a dequantized weight's size.
 fn tiny_qlora(weights: &str) -> Value {
     json!({
-        "model": {"hf_config": {
-            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 1,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192,
-            "max_position_embeddings": 4096, "hidden_act": "silu",
-            "tie_word_embeddings": false, "torch_dtype": "bfloat16"}},
+        "model": {"hf_config": tiny_llama(1)},
         "batch": 1, "seq": 40, "precision": "bf16", "optimizer": "adamw",
         "weights": weights,
         "peft": {"method": "qlora", "rank": 16, "alpha": 32, "dropout": 0.0,
@@ -35,18 +41,51 @@ fn stream_of(job: &Value) -> Stream {
         .expect("the stream covers QLoRA")
 }
 
-/// The allocations of `phase` (requested bytes, in order) that are one of `sizes`.
-fn allocs_in(s: &Stream, phase: Phase, sizes: &[u64]) -> Vec<u64> {
+/// The events of `phase`, from its marker up to the next phase's.
+fn events_in(s: &Stream, phase: Phase) -> Vec<Event> {
     let mut inside = false;
-    let mut out = Vec::new();
-    for e in &s.events {
-        match *e {
-            Event::Phase(p) => inside = p == phase,
-            Event::Alloc { bytes, .. } if inside && sizes.contains(&bytes) => out.push(bytes),
-            _ => {}
-        }
-    }
-    out
+    s.events
+        .iter()
+        .copied()
+        .filter(|e| {
+            if let Event::Phase(p) = *e {
+                inside = p == phase;
+            }
+            inside
+        })
+        .collect()
+}
+
+/// The allocations of `phase` (requested bytes, in order) that `keep` keeps.
+fn allocs_in(s: &Stream, phase: Phase, keep: impl Fn(u64) -> bool) -> Vec<u64> {
+    let ev = events_in(s, phase);
+    ev.iter()
+        .filter_map(|e| match *e {
+            Event::Alloc { bytes, .. } if keep(bytes) => Some(bytes),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The allocations of `phase` of at least `floor` bytes, in order.
+fn big_allocs(s: &Stream, phase: Phase, floor: u64) -> Vec<u64> {
+    allocs_in(s, phase, |b| b >= floor)
+}
+
+/// Where `event` first stands in the stream.
+fn index_of(s: &Stream, event: Event) -> usize {
+    s.events.iter().position(|e| *e == event).unwrap()
+}
+
+/// Allocations' requested bytes and frees (−1) in order; other events left out.
+fn signed_sizes(ev: &[Event]) -> Vec<i64> {
+    ev.iter()
+        .filter_map(|e| match *e {
+            Event::Alloc { bytes, .. } => Some(bytes as i64),
+            Event::Free { .. } => Some(-1),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Each projection's dequantization, forward in module order and backward newest first:
@@ -67,8 +106,9 @@ fn qlora_dequantizes_each_projection_in_forward_and_backward() {
     let forward: Vec<u64> = [q, k, k, o, m, m, m].concat();
     let backward: Vec<u64> = [m, m, m, o, k, k, q].concat();
     for step in 0..2 {
-        assert_eq!(allocs_in(&s, Phase::Forward(step), &sizes), forward);
-        assert_eq!(allocs_in(&s, Phase::Backward(step), &sizes), backward);
+        let of_sizes = |b| sizes.contains(&b);
+        assert_eq!(allocs_in(&s, Phase::Forward(step), of_sizes), forward);
+        assert_eq!(allocs_in(&s, Phase::Backward(step), of_sizes), backward);
     }
 }
 
@@ -78,18 +118,12 @@ fn qlora_dequantizes_each_projection_in_forward_and_backward() {
 #[test]
 fn a_projection_forward_in_order() {
     let s = stream_of(&tiny_qlora("nf4-dq"));
-    let mut inside = false;
-    let at = s
-        .events
+    let forward = events_in(&s, Phase::Forward(1));
+    let at = forward
         .iter()
-        .position(|e| {
-            if let Event::Phase(p) = *e {
-                inside = p == Phase::Forward(1);
-            }
-            inside && matches!(*e, Event::Alloc { bytes: 4096, .. })
-        })
+        .position(|e| matches!(*e, Event::Alloc { bytes: 4096, .. }))
         .expect("q_proj's absmax");
-    let ev = &s.events[at..at + 6];
+    let ev = &forward[at..at + 6];
     let (Event::Alloc { id: absmax, .. }, Event::Alloc { id: w, bytes: wb }) = (ev[0], ev[1])
     else {
         panic!("{ev:?}")
@@ -136,14 +170,7 @@ fn the_load_keeps_the_packed_weights_and_their_state() {
             }
         }
         // The context's cuBLAS workspace is the job's GPU's (none here: 0 B or a block).
-        let ws = s
-            .events
-            .iter()
-            .find_map(|e| match *e {
-                Event::Alloc { bytes, .. } => Some(bytes),
-                _ => None,
-            })
-            .unwrap();
+        let ws = s.alloc_sizes().next().unwrap();
         assert_eq!(live.values().sum::<u64>() - ws, want, "{weights}");
     }
 }
@@ -151,8 +178,8 @@ fn the_load_keeps_the_packed_weights_and_their_state() {
 /// The stream's peak allocated (the allocator model's, rounded blocks) against the walk's
 /// `peak_allocated` for the same job.
 fn stream_and_walk(job: &Value) -> (u64, u64) {
+    let s = stream_of(job);
     let (input, resolved) = common::prepared_json(job);
-    let s = step_stream(&input, &resolved).unwrap().expect("covered");
     let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
     let mut peak = 0;
     common::replay_each(&mut a, &s, |a, _| {
@@ -215,25 +242,25 @@ fn stream_peaks_against_the_walk() {
         fused_lora,
         ddp,
     ] {
-        let (stream, walk) = stream_and_walk(&job);
-        let d = stream as f64 / walk as f64 - 1.0;
-        assert!(
-            d.abs() < 0.01,
-            "stream {stream} walk {walk} {:+.3} %",
-            d * 100.0
-        );
+        assert_stream_meets_walk(&job);
     }
+}
+
+/// The stream's peak within 1 % of the walk's.
+fn assert_stream_meets_walk(job: &Value) {
+    let (stream, walk) = stream_and_walk(job);
+    let d = stream as f64 / walk as f64 - 1.0;
+    assert!(
+        d.abs() < 0.01,
+        "stream {stream} walk {walk} {:+.3} %",
+        d * 100.0
+    );
 }
 
 /// A small Llama trained in bf16-mixed at batch 2 × 256, with `checkpointing` and `attention`.
 fn small(checkpointing: &str, attention: &str) -> Value {
     json!({
-        "model": {"hf_config": {
-            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192,
-            "max_position_embeddings": 4096, "hidden_act": "silu",
-            "tie_word_embeddings": false, "torch_dtype": "bfloat16"}},
+        "model": {"hf_config": tiny_llama(2)},
         "batch": 2, "seq": 256, "precision": "bf16-mixed", "optimizer": "adamw",
         "checkpointing": checkpointing, "attention": attention
     })
@@ -254,18 +281,15 @@ fn selective_checkpointing_without_a_core_is_the_plain_step() {
     assert!(step_stream(&input, &resolved).unwrap().is_none());
 }
 
-/// The allocations of `phase` of at least `floor` bytes, in order.
-fn big_allocs(s: &Stream, phase: Phase, floor: u64) -> Vec<u64> {
-    let mut inside = false;
-    let mut out = Vec::new();
-    for e in &s.events {
-        match *e {
-            Event::Phase(p) => inside = p == phase,
-            Event::Alloc { bytes, .. } if inside && bytes >= floor => out.push(bytes),
-            _ => {}
-        }
-    }
-    out
+/// `small`'s model cut to one layer, un-checkpointed over SDPA, at batch 1 × `seq` in
+/// `precision`.
+fn one_layer(seq: u64, precision: &str) -> Value {
+    let mut job = small("none", "sdpa");
+    job["model"]["hf_config"]["num_hidden_layers"] = json!(1);
+    job["batch"] = json!(1);
+    job["seq"] = json!(seq);
+    job["precision"] = json!(precision);
+    job
 }
 
 /// torchtune's chunked output and loss on a one-layer Llama (hidden 256, vocabulary 8192,
@@ -278,11 +302,7 @@ fn big_allocs(s: &Stream, phase: Phase, floor: u64) -> Vec<u64> {
 /// and freed. (Allocations of at least 100 KiB; the block's smaller tensors fall below.)
 #[test]
 fn chunked_output_loss_chunk_by_chunk() {
-    let mut job = small("none", "sdpa");
-    job["model"]["hf_config"]["num_hidden_layers"] = json!(1);
-    job["batch"] = json!(1);
-    job["seq"] = json!(64);
-    job["precision"] = json!("bf16");
+    let mut job = one_layer(64, "bf16");
     job["loss"] = json!("chunked-output");
     let s = stream_of(&job);
     let (logit, fp32, head) = (131_072u64, 262_144u64, 4_194_304u64);
@@ -317,11 +337,7 @@ fn chunked_output_loss_chunk_by_chunk() {
     }
     // Live after the head's backward: a chunked loss holds one chunk's fp32 pair at most,
     // where the whole loss holds the logits' (64·8192·4 = 2 MiB each).
-    let (stream, walk) = stream_and_walk(&job);
-    assert!(
-        (stream as f64 / walk as f64 - 1.0).abs() < 0.01,
-        "{stream} {walk}"
-    );
+    assert_stream_meets_walk(&job);
 }
 
 /// Liger's fused linear cross-entropy on the one-layer Llama (hidden 256, vocabulary 8192,
@@ -336,52 +352,29 @@ fn chunked_output_loss_chunk_by_chunk() {
 /// `.grad` is `grad_weight` itself.
 #[test]
 fn fused_linear_cross_entropy_chunk_by_chunk() {
-    let mut job = small("none", "sdpa");
-    job["model"]["hf_config"]["num_hidden_layers"] = json!(1);
-    job["batch"] = json!(1);
-    job["seq"] = json!(96);
-    job["precision"] = json!("bf16");
+    let mut job = one_layer(96, "bf16");
     job["loss"] = json!("chunked");
     let s = stream_of(&job);
     for step in 0..2u8 {
-        let mut inside = false;
-        let ev: Vec<Event> = s
-            .events
-            .iter()
-            .copied()
-            .filter(|e| {
-                if let Event::Phase(p) = *e {
-                    inside = p == Phase::Forward(step);
-                }
-                inside
-            })
-            .collect();
+        let ev = events_in(&s, Phase::Forward(step));
         let at = ev
             .iter()
             .position(|e| matches!(*e, Event::Alloc { bytes: 776, .. }))
             .expect("the padded labels");
-        let sizes = |e: &Event| match *e {
-            Event::Alloc { bytes, .. } => bytes as i64,
-            Event::Free { .. } => -1,
-            _ => 0,
-        };
         let mut want: Vec<i64> = vec![776, 768, 49_152, 4_194_304, 384, 96, 8, -1];
         want.extend([65_536, 2_048, -1]);
         for _ in 1..24 {
             want.extend([65_536, -1, 2_048, -1]);
         }
         want.extend([4, -1, -1, -1, -1, -1]);
-        let got: Vec<i64> = ev[at..at + want.len()].iter().map(sizes).collect();
+        // Every event of the window is an allocation or a free (as many sizes as events).
+        let got = signed_sizes(&ev[at..at + want.len()]);
         assert_eq!(got, want, "step {step}");
         // Backward: the comparison's scalar, then the final norm's gradient first.
         let b = big_allocs(&s, Phase::Backward(step), 1);
         assert_eq!(b[..2], [4, 512]);
     }
-    let (stream, walk) = stream_and_walk(&job);
-    assert!(
-        (stream as f64 / walk as f64 - 1.0).abs() < 0.01,
-        "{stream} {walk}"
-    );
+    assert_stream_meets_walk(&job);
 }
 
 /// One rank of DDP on two GPUs: the one-layer Llama (hidden 256, 2 KV heads of 64, MLP 768,
@@ -396,58 +389,26 @@ fn fused_linear_cross_entropy_chunk_by_chunk() {
 /// first bucket), every other gradient in one bucket under 25 MiB (11,537,408).
 #[test]
 fn ddp_rank_buckets() {
-    let mut job = small("none", "sdpa");
-    job["model"]["hf_config"]["num_hidden_layers"] = json!(1);
-    job["batch"] = json!(1);
-    job["seq"] = json!(40);
-    job["precision"] = json!("fp32");
+    let mut job = one_layer(40, "fp32");
     job["parallel"] = json!({"dp": 2});
     let s = stream_of(&job);
-    let sizes = |ev: &[Event]| -> Vec<i64> {
-        ev.iter()
-            .filter_map(|e| match *e {
-                Event::Alloc { bytes, .. } => Some(bytes as i64),
-                Event::Free { .. } => Some(-1),
-                _ => None,
-            })
-            .collect()
-    };
-    let empty = s
-        .events
-        .iter()
-        .position(|e| *e == Event::EmptyCache)
-        .unwrap();
-    let zero = s
-        .events
-        .iter()
-        .position(|e| *e == Event::Phase(Phase::ZeroGrad(0)))
-        .unwrap();
+    let sizes = signed_sizes;
+    let empty = index_of(&s, Event::EmptyCache);
+    let zero = index_of(&s, Event::Phase(Phase::ZeroGrad(0)));
     assert_eq!(
         sizes(&s.events[empty..zero]),
         [19_926_016, -1, 19_926_016, 512, 512]
     );
-    let fwd = s
-        .events
-        .iter()
-        .position(|e| *e == Event::Phase(Phase::Forward(1)))
-        .unwrap();
+    let fwd = index_of(&s, Event::Phase(Phase::Forward(1)));
     assert_eq!(sizes(&s.events[fwd..fwd + 4]), [-1, 8_388_608, 11_537_408]);
     // The first forward rebuilds nothing: the same step without DDP starts alike.
     let mut single = job.clone();
     single["parallel"] = json!({"dp": 1});
     let one = stream_of(&single);
     let first = |s: &Stream| {
-        let at = s
-            .events
-            .iter()
-            .position(|e| *e == Event::Phase(Phase::Forward(0)))
-            .unwrap();
+        let at = index_of(s, Event::Phase(Phase::Forward(0)));
         sizes(&s.events[at..at + 20])
     };
     assert_eq!(first(&s), first(&one));
-    let (stream, walk) = stream_and_walk(&job);
-    assert!(
-        (stream as f64 / walk as f64 - 1.0).abs() < 0.01,
-        "{stream} {walk}"
-    );
+    assert_stream_meets_walk(&job);
 }

@@ -7,17 +7,14 @@ use vramscope_core::diffusion::job::{DiffusionJob, Offload};
 use vramscope_core::diffusion::vae_decode::{decode_peak, decoder_peak, resnet_peak, DecodeMode};
 use vramscope_core::diffusion::{estimate, fit, Arch, ClipText, Flux, Pipeline, Role, Vae};
 
+/// SDXL's config sets these three; the rest are `AutoencoderKL`'s defaults (3 → 3 channels,
+/// 4 latent channels, both quant convs, `force_upcast`).
 fn sdxl_vae() -> Vae {
     Vae {
-        in_channels: 3,
-        out_channels: 3,
-        latent_channels: 4,
         block_out_channels: vec![128, 256, 512, 512],
         layers_per_block: 2,
-        use_quant_conv: true,
-        use_post_quant_conv: true,
         sample_size: 1024,
-        force_upcast: true,
+        ..Vae::default()
     }
 }
 

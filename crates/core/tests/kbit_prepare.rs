@@ -53,26 +53,22 @@ fn an_unquantized_base_is_cast_whole() {
 #[test]
 fn checkpointing_defaults_to_full_under_kbit_weights() {
     let resolved = |j: Value| common::prepared_json(&j).1;
-    assert_eq!(
-        resolved(job("nf4-dq", true, None)).checkpointing,
-        Checkpointing::Full
-    );
-    assert_eq!(
-        resolved(job("int8", true, None)).checkpointing,
-        Checkpointing::Full
-    );
-    assert_eq!(
-        resolved(job("none", true, None)).checkpointing,
-        Checkpointing::None
-    );
-    assert_eq!(
-        resolved(job("nf4-dq", false, None)).checkpointing,
-        Checkpointing::None
-    );
-    assert_eq!(
-        resolved(job("nf4-dq", true, Some("none"))).checkpointing,
-        Checkpointing::None
-    );
+    // (weights, kbit_prepare, the job's checkpointing, what PEFT leaves): on for 4- and
+    // 8-bit bitsandbytes weights under the preparation, off without it, on unquantized
+    // weights, or where the job names its own.
+    for (weights, prepare, said, want) in [
+        ("nf4-dq", true, None, Checkpointing::Full),
+        ("int8", true, None, Checkpointing::Full),
+        ("none", true, None, Checkpointing::None),
+        ("nf4-dq", false, None, Checkpointing::None),
+        ("nf4-dq", true, Some("none"), Checkpointing::None),
+    ] {
+        assert_eq!(
+            resolved(job(weights, prepare, said)).checkpointing,
+            want,
+            "{weights} prepare {prepare} checkpointing {said:?}"
+        );
+    }
 }
 
 /// A job without adapters cannot ask for it: a one-line error naming the field.

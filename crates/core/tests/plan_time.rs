@@ -55,12 +55,5 @@ fn a_gpu_without_speeds_ranks_by_the_memory_tie_breakers() {
     assert!(r.why.is_none());
     let report = estimate(&model, &base).unwrap();
     assert!(report.throughput.is_none());
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|w| w.contains("throughput is null")),
-        "{:?}",
-        report.warnings
-    );
+    common::assert_warns(&report.warnings, "throughput is null");
 }

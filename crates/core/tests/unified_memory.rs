@@ -1,6 +1,8 @@
 //! Unified-memory catalog entries (Apple silicon, NVIDIA GB10): an estimate on one says that
 //! the OS shares the memory, and on Metal that the context and allocator figures are CUDA's.
 
+mod common;
+
 use serde_json::json;
 use vramscope_core::estimate::estimate;
 use vramscope_core::job::Job;
@@ -17,27 +19,15 @@ fn warnings(gpu: &str) -> Vec<String> {
 #[test]
 fn unified_memory_entries_warn_and_metal_says_its_overheads_are_assumed() {
     let mac = warnings("apple-m4max-128gb");
-    assert!(
-        mac.iter()
-            .any(|w| w.contains("shares its memory with the OS")),
-        "{mac:?}"
-    );
+    common::assert_warns(&mac, "shares its memory with the OS");
     assert!(
         mac.iter()
             .any(|w| w.contains("Metal") && w.contains("assumed")),
         "{mac:?}"
     );
     let spark = warnings("dgx-spark");
-    assert!(
-        spark
-            .iter()
-            .any(|w| w.contains("gb10-128gb shares its memory")),
-        "{spark:?}"
-    );
-    assert!(!spark.iter().any(|w| w.contains("Metal")), "{spark:?}");
+    common::assert_warns(&spark, "gb10-128gb shares its memory");
+    common::assert_never_warns(&spark, "Metal");
     let a100 = warnings("a100-80gb");
-    assert!(
-        !a100.iter().any(|w| w.contains("shares its memory")),
-        "{a100:?}"
-    );
+    common::assert_never_warns(&a100, "shares its memory");
 }

@@ -2,7 +2,7 @@
 //! builder for every naming family, and hostile files (all errors, never a panic).
 
 mod common;
-use common::{shared, TempDir};
+use common::{safetensors_file, shared, TempDir};
 
 use proptest::prelude::*;
 use serde_json::json;
@@ -39,30 +39,21 @@ fn bits(dtype: &str) -> u64 {
 /// A complete, valid safetensors file: tensors laid out in the order given, header padded with
 /// spaces to 8 bytes, data all zeros.
 fn st_file(tensors: &[(&str, &str, &[u64])], metadata: Option<serde_json::Value>) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    if let Some(m) = metadata {
-        header.insert("__metadata__".into(), m);
-    }
-    let mut off = 0u64;
-    for (name, dtype, shape) in tensors {
-        let len = shape.iter().product::<u64>() * bits(dtype) / 8;
-        header.insert(
-            (*name).into(),
-            json!({"dtype": dtype, "shape": shape, "data_offsets": [off, off + len]}),
-        );
-        off += len;
-    }
-    raw_file(&serde_json::Value::Object(header).to_string(), off as usize)
+    let sized = tensors.iter().map(|&(name, dtype, shape)| {
+        (
+            name,
+            dtype,
+            shape,
+            shape.iter().product::<u64>() * bits(dtype) / 8,
+        )
+    });
+    let (header, len) = safetensors_file::header_json(sized, metadata);
+    raw_file(&header, len as usize)
 }
 
 /// `u64` LE length + the header text (space-padded to 8 bytes) + `data_len` zero bytes.
 fn raw_file(header: &str, data_len: usize) -> Vec<u8> {
-    let mut h = header.as_bytes().to_vec();
-    while !h.len().is_multiple_of(8) {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
+    let mut out = safetensors_file::head_bytes(header);
     out.resize(out.len() + data_len, 0);
     out
 }

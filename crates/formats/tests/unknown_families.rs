@@ -122,14 +122,8 @@ fn assume_llama_forces_the_llama_reading() {
         assert!(err.contains(f), "{f} not named: {err}");
     }
     let parsed = parse_config_str_with(&text, name, opts).unwrap();
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.contains("not known to vramscope")),
-        "{name}: {:?}",
-        parsed.warnings
-    );
+    let unknown = common::warns_of(&parsed.warnings, "not known to vramscope");
+    assert!(unknown, "{name}: {:?}", parsed.warnings);
 }
 
 /// The families vramscope knows are read as before: every preset loads with default options.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{safetensors_file, TempDir};
 
 use serde_json::json;
 use std::fs;
@@ -15,28 +15,22 @@ use vramscope_formats::model_source::{load_model, LoadedModel};
 /// A safetensors file (format README: u64 LE header length, the JSON header, zero data) of
 /// `(name, dtype, shape)` tensors, 2 or 4 bytes an element.
 fn st_file(tensors: &[(String, &str, Vec<u64>)]) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    let mut off = 0u64;
-    for (name, dtype, shape) in tensors {
+    let sized = tensors.iter().map(|(name, dtype, shape)| {
         let size = if *dtype == "I32" || *dtype == "F32" {
             4
         } else {
             2
         };
-        let len = shape.iter().product::<u64>() * size;
-        header.insert(
-            name.clone(),
-            json!({"dtype": dtype, "shape": shape, "data_offsets": [off, off + len]}),
-        );
-        off += len;
-    }
-    let mut h = serde_json::Value::Object(header).to_string().into_bytes();
-    while !h.len().is_multiple_of(8) {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    out.resize(out.len() + off as usize, 0);
+        (
+            name.as_str(),
+            *dtype,
+            shape.as_slice(),
+            shape.iter().product::<u64>() * size,
+        )
+    });
+    let (header, len) = safetensors_file::header_json(sized, None);
+    let mut out = safetensors_file::head_bytes(&header);
+    out.resize(out.len() + len as usize, 0);
     out
 }
 
@@ -98,10 +92,19 @@ fn load_dir(
     load_model(d.0.to_str().unwrap()).map_err(|e| e.to_string())
 }
 
+/// The OLMo-2 config with `edits` made, over a checkpoint of `layers` OLMo-2 layers.
+fn load_olmo2(edits: &[(&str, serde_json::Value)], layers: u64) -> Result<LoadedModel, String> {
+    let mut cfg = olmo2_config();
+    for (key, value) in edits {
+        cfg[*key] = value.clone();
+    }
+    load_dir(&cfg, &olmo2_tensors(layers))
+}
+
 #[test]
 fn agreeing_weights_give_the_files_tensors() {
     assert_eq!(8_192 + 4_096 + 96 + 24_576 + 128, OLMO2_LAYER);
-    let m = load_dir(&olmo2_config(), &olmo2_tensors(2)).unwrap();
+    let m = load_olmo2(&[], 2).unwrap();
     assert_eq!(m.params_total, 2 * OLMO2_LAYER + OLMO2_REST);
     common::assert_never_warns(&m.warnings, "checkpoint");
 }
@@ -110,10 +113,11 @@ fn agreeing_weights_give_the_files_tensors() {
 /// reader's 2 · (37,088 − 96) + 12,864 = 86,848 against the file's 87,040, refused naming both.
 #[test]
 fn a_disagreeing_architecture_is_an_error_naming_both_counts() {
-    let mut cfg = olmo2_config();
-    cfg["model_type"] = json!("llama");
-    cfg["architectures"] = json!(["LlamaForCausalLM"]);
-    let err = load_dir(&cfg, &olmo2_tensors(2)).unwrap_err();
+    let llama = [
+        ("model_type", json!("llama")),
+        ("architectures", json!(["LlamaForCausalLM"])),
+    ];
+    let err = load_olmo2(&llama, 2).unwrap_err();
     let file = 2 * OLMO2_LAYER + OLMO2_REST;
     let built = 2 * (OLMO2_LAYER - 96) + OLMO2_REST;
     assert_eq!((file, built), (87_040, 86_848));
@@ -129,7 +133,7 @@ fn a_disagreeing_architecture_is_an_error_naming_both_counts() {
 /// `model.layers.46.*`): transformers does not build it, so it is left out, with a note.
 #[test]
 fn layers_past_the_config_are_left_out() {
-    let m = load_dir(&olmo2_config(), &olmo2_tensors(3)).unwrap();
+    let m = load_olmo2(&[], 3).unwrap();
     assert_eq!(m.params_total, 2 * OLMO2_LAYER + OLMO2_REST);
     common::assert_warns(&m.warnings, "model.layers.2");
 }
@@ -137,9 +141,7 @@ fn layers_past_the_config_are_left_out() {
 /// A tied head saved anyway is the embedding's one parameter in transformers.
 #[test]
 fn a_tied_head_saved_twice_counts_once() {
-    let mut cfg = olmo2_config();
-    cfg["tie_word_embeddings"] = json!(true);
-    let m = load_dir(&cfg, &olmo2_tensors(2)).unwrap();
+    let m = load_olmo2(&[("tie_word_embeddings", json!(true))], 2).unwrap();
     assert_eq!(m.params_total, 2 * OLMO2_LAYER + OLMO2_REST - 6_400);
     common::assert_warns(&m.warnings, "lm_head.weight");
 }

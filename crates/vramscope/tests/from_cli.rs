@@ -66,16 +66,8 @@ fn deepspeed_and_a_recipe_resolve_together() {
     assert_eq!(j["peft"]["alpha"], 16.0);
     assert_eq!(j["peft"]["targets"].as_array().unwrap().len(), 7);
     let w = common::strs(&r["warnings"]);
-    assert!(
-        w.iter()
-            .any(|l| l.contains("transformers_ds_config_zero2.json (DeepSpeed config): ")),
-        "{w:?}"
-    );
-    assert!(
-        w.iter()
-            .any(|l| l.contains("llama3_lora_sft.yaml (LLaMA-Factory recipe): ")),
-        "{w:?}"
-    );
+    common::assert_warns(&w, "transformers_ds_config_zero2.json (DeepSpeed config): ");
+    common::assert_warns(&w, "llama3_lora_sft.yaml (LLaMA-Factory recipe): ");
 }
 
 /// Later --from over earlier, --job over --from, flags over --job.

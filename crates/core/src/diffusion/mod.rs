@@ -81,6 +81,24 @@ pub struct Vae {
     pub force_upcast: bool,
 }
 
+/// `AutoencoderKL.__init__`'s defaults (diffusers `autoencoder_kl.py`): what a config that
+/// leaves a key out gets.
+impl Default for Vae {
+    fn default() -> Self {
+        Vae {
+            in_channels: 3,
+            out_channels: 3,
+            latent_channels: 4,
+            block_out_channels: vec![64],
+            layers_per_block: 1,
+            use_quant_conv: true,
+            use_post_quant_conv: true,
+            sample_size: 32,
+            force_upcast: true,
+        }
+    }
+}
+
 impl Vae {
     /// Pixels per latent along each side: `2 ** (len(block_out_channels) - 1)` (the pipelines'
     /// `vae_scale_factor`, e.g. `pipeline_flux.py`).

@@ -1,17 +1,19 @@
 use super::residency::{resident_weight_bytes, Offload};
 use super::*;
 
+/// FLUX's VAE: SDXL's four levels with 16 latent channels and no quant convs.
 fn vae4() -> Vae {
-    Vae {
-        in_channels: 3,
-        out_channels: 3,
-        latent_channels: 16,
+    let sdxl = Vae {
         block_out_channels: vec![128, 256, 512, 512],
         layers_per_block: 2,
+        sample_size: 1024,
+        ..Vae::default()
+    };
+    Vae {
+        latent_channels: 16,
         use_quant_conv: false,
         use_post_quant_conv: false,
-        sample_size: 1024,
-        force_upcast: true,
+        ..sdxl
     }
 }
 

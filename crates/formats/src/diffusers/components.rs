@@ -208,9 +208,10 @@ fn unet(c: &Cfg) -> Result<Unet> {
     })
 }
 
-/// `AutoencoderKL.__init__` defaults (`autoencoder_kl.py`).
+/// `AutoencoderKL.__init__` defaults (`autoencoder_kl.py`: `Vae::default`).
 fn vae(c: &Cfg) -> Result<Vae> {
-    let channels = c.uints("block_out_channels", 0, &[64])?;
+    let d = Vae::default();
+    let channels = c.uints("block_out_channels", 0, &d.block_out_channels)?;
     if channels.is_empty() || channels.contains(&0) {
         return Err(c.err("block_out_channels", "is empty or holds 0"));
     }
@@ -218,15 +219,15 @@ fn vae(c: &Cfg) -> Result<Vae> {
         return Err(c.err("mid_block_add_attention", "false is not read"));
     }
     Ok(Vae {
-        in_channels: c.pos("in_channels", 3)?,
-        out_channels: c.pos("out_channels", 3)?,
-        latent_channels: c.pos("latent_channels", 4)?,
+        in_channels: c.pos("in_channels", d.in_channels)?,
+        out_channels: c.pos("out_channels", d.out_channels)?,
+        latent_channels: c.pos("latent_channels", d.latent_channels)?,
         block_out_channels: channels,
-        layers_per_block: c.pos("layers_per_block", 1)?,
-        use_quant_conv: c.flag("use_quant_conv", true)?,
-        use_post_quant_conv: c.flag("use_post_quant_conv", true)?,
-        sample_size: c.pos("sample_size", 32)?,
-        force_upcast: c.flag("force_upcast", true)?,
+        layers_per_block: c.pos("layers_per_block", d.layers_per_block)?,
+        use_quant_conv: c.flag("use_quant_conv", d.use_quant_conv)?,
+        use_post_quant_conv: c.flag("use_post_quant_conv", d.use_post_quant_conv)?,
+        sample_size: c.pos("sample_size", d.sample_size)?,
+        force_upcast: c.flag("force_upcast", d.force_upcast)?,
     })
 }
 

@@ -5,11 +5,13 @@
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+#[allow(dead_code)] // Not every test binary that includes this module writes a safetensors file.
+pub mod safetensors_file;
 #[path = "../../../core/tests/common/warnings.rs"]
 #[allow(dead_code)] // Not every test binary that includes this module uses every helper.
 mod warnings;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
-pub use warnings::{assert_never_warns, assert_warns};
+pub use warnings::{assert_never_warns, assert_warns, warns_of};
 #[path = "../../../core/tests/common/repo_json.rs"]
 #[allow(dead_code)] // Not every test binary that includes this module uses every helper.
 mod repo_json;

@@ -16,6 +16,11 @@ pub mod contract_components;
 mod shared_dir;
 #[allow(unused_imports)] // Not every test binary that includes this module uses it.
 pub use shared_dir::shared;
+#[path = "../../../core/tests/common/warnings.rs"]
+#[allow(dead_code)] // Not every test binary that includes this module uses every helper.
+mod warnings;
+#[allow(unused_imports)] // Not every test binary that includes this module uses them.
+pub use warnings::{assert_never_warns, assert_warns};
 
 /// A file of ../shared/fixtures (checked to exist, see [`shared`]).
 pub fn shared_fixture(rel: &str) -> String {

@@ -7,6 +7,8 @@
 pub mod env;
 #[path = "../../../formats/tests/common/gguf_bytes.rs"]
 mod gguf_bytes;
+#[path = "../../../formats/tests/common/safetensors_file.rs"]
+mod safetensors_file;
 
 use gguf_bytes::{put_str, put_tensor_info};
 use std::collections::BTreeMap;
@@ -308,28 +310,22 @@ pub type StTensor<'a> = (String, Vec<u64>, &'a str);
 /// A safetensors header for `tensors` (name, shape, dtype) laid out in order: its first bytes
 /// (8-byte length + JSON) and the whole file's size.
 pub fn safetensors(tensors: &[StTensor]) -> (Vec<u8>, u64) {
-    let mut map = serde_json::Map::new();
-    map.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
-    let mut off = 0u64;
-    for (name, shape, dtype) in tensors {
+    let sized = tensors.iter().map(|(name, shape, dtype)| {
         let width = match *dtype {
             "F32" => 4,
             "BF16" | "F16" => 2,
             _ => 1,
         };
-        let n: u64 = shape.iter().product::<u64>() * width;
-        map.insert(
-            name.clone(),
-            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}),
-        );
-        off += n;
-    }
-    let mut json = serde_json::Value::Object(map).to_string().into_bytes();
-    while !json.len().is_multiple_of(8) {
-        json.push(b' ');
-    }
-    let mut head = (json.len() as u64).to_le_bytes().to_vec();
-    head.extend(&json);
+        (
+            name.as_str(),
+            *dtype,
+            shape.as_slice(),
+            shape.iter().product::<u64>() * width,
+        )
+    });
+    let metadata = serde_json::json!({"format": "pt"});
+    let (json, off) = safetensors_file::header_json(sized, Some(metadata));
+    let head = safetensors_file::head_bytes(&json);
     let size = head.len() as u64 + off;
     (head, size)
 }

@@ -169,6 +169,14 @@ impl Stream {
     pub fn ids(&self) -> usize {
         self.live.len()
     }
+
+    /// The requested bytes of every allocation, in order (for tests and reports).
+    pub fn alloc_sizes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.events.iter().filter_map(|e| match *e {
+            Event::Alloc { bytes, .. } => Some(bytes),
+            _ => None,
+        })
+    }
 }
 
 /// One layer's block instantiated in a stream: its id range and the ids it shares with its

@@ -75,7 +75,7 @@ impl QuantLoad {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Event, Stream};
+    use super::super::Stream;
     use super::*;
 
     /// A 4096 × 4096 bf16 weight under NF4 with double quantization: the 32 MiB weight,
@@ -84,24 +84,22 @@ mod tests {
     /// 4 KiB fp32, the 256 KiB uint8 absmax; then the centred copy, the fp32 absmax and the
     /// weight freed. What stays is the walk's `four_bit_dq_bytes`: n/2 + blocks + nested·4 +
     /// 4 + 64 = 8,388,608 + 262,144 + 4,096 + 4 + 64 = 8,654,916 B (+ the shared code).
-    #[test]
-    fn a_double_quantized_load() {
-        let q = QuantLoad {
+    /// A 4096 × 4096 bf16 weight, with or without double quantization.
+    fn a_4096_square(nested: bool) -> QuantLoad {
+        QuantLoad {
             elements: 4096 * 4096,
             width: 2,
-            nested: true,
-        };
+            nested,
+        }
+    }
+
+    #[test]
+    fn a_double_quantized_load() {
+        let q = a_4096_square(true);
         let mut s = Stream::default();
         let mut made = false;
         q.load_into(&mut s, &mut made);
-        let allocs: Vec<u64> = s
-            .events
-            .iter()
-            .filter_map(|e| match *e {
-                Event::Alloc { bytes, .. } => Some(bytes),
-                _ => None,
-            })
-            .collect();
+        let allocs: Vec<u64> = s.alloc_sizes().collect();
         assert_eq!(
             allocs,
             [
@@ -127,11 +125,7 @@ mod tests {
     /// `four_bit_bytes`.
     #[test]
     fn a_plain_nf4_load() {
-        let q = QuantLoad {
-            elements: 4096 * 4096,
-            width: 2,
-            nested: false,
-        };
+        let q = a_4096_square(false);
         let mut s = Stream::default();
         q.load_into(&mut s, &mut false);
         assert_eq!(s.live_bytes(), (8 << 20) + (1 << 20) + 64);

@@ -6,17 +6,15 @@
 //! `Gemma3nForCausalLM(Gemma3nTextConfig(**cfg))` under `torch.device("meta")`,
 //! `sum(p.numel() for p in model.parameters())` (fixtures/gemma3n/README.md).
 
+mod common;
+
+use common::gemma::{assert_inventory_is_reader, assert_named_parameters, by_name};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use vramscope_formats::hf_config::{gemma3n, gemma3n_audio, parse_config_str};
 
+/// The config `tests/fixtures/gemma3n/<name>`.
 fn fixture(name: &str) -> Map<String, Value> {
-    let path = format!(
-        "{}/tests/fixtures/gemma3n/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_json::from_str(&text).unwrap()
+    common::gemma::config("gemma3n", name)
 }
 
 /// Gemma-3n-E2B's text config. transformers on the meta device: 4,435,182,688.
@@ -77,13 +75,8 @@ fn gemma3n_tiny_counts_as_transformers() {
 #[test]
 fn gemma3n_tensor_names_and_shapes_match_transformers() {
     let cfg = fixture("tiny-bias-untied-text.json");
-    let ours: BTreeMap<String, Vec<u64>> = gemma3n::text_tensors(&cfg, "tiny")
-        .unwrap()
-        .into_iter()
-        .collect();
-    let theirs: BTreeMap<String, Vec<u64>> =
-        serde_json::from_value(Value::Object(fixture("tiny-bias-untied-tensors.json"))).unwrap();
-    assert_eq!(ours, theirs);
+    let ours = by_name(gemma3n::text_tensors(&cfg, "tiny").unwrap());
+    assert_named_parameters(&ours, "gemma3n", "tiny-bias-untied-tensors.json");
 }
 
 /// The text config is read into a model the estimator takes, whose inventory is the reader's
@@ -97,20 +90,8 @@ fn gemma3n_text_is_read_for_the_estimator_and_the_full_model_refused() {
         ("tiny-bias-untied-text.json", 148_076),
     ] {
         let cfg = fixture(name);
-        let text = serde_json::to_string(&cfg).unwrap();
-        let spec = parse_config_str(&text, name).unwrap().spec;
-        let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
-        assert_eq!(inv.params(), count, "{name}");
-        let ours: BTreeMap<String, Vec<u64>> = inv
-            .tensors
-            .iter()
-            .map(|t| (t.name.clone(), t.shape.clone()))
-            .collect();
-        let reader: BTreeMap<String, Vec<u64>> = gemma3n::text_tensors(&cfg, name)
-            .unwrap()
-            .into_iter()
-            .collect();
-        assert_eq!(ours, reader, "{name}");
+        let reader = gemma3n::text_tensors(&cfg, name).unwrap();
+        assert_inventory_is_reader(&cfg, name, count, reader);
     }
     let text = serde_json::to_string(&fixture("gemma-3n-e2b-text.json")).unwrap();
     let wrapped = format!(r#"{{"model_type": "gemma3n", "text_config": {text}}}"#);
@@ -231,13 +212,8 @@ fn gemma3n_audio_tower_counts_as_transformers() {
 #[test]
 fn gemma3n_tiny_audio_tensors_match_transformers() {
     let cfg = fixture("tiny-audio.json");
-    let ours: BTreeMap<String, Vec<u64>> = gemma3n_audio::audio_tensors(&cfg, "tiny")
-        .unwrap()
-        .into_iter()
-        .collect();
-    let theirs: BTreeMap<String, Vec<u64>> =
-        serde_json::from_value(Value::Object(fixture("tiny-audio-tensors.json"))).unwrap();
-    assert_eq!(ours, theirs);
+    let ours = by_name(gemma3n_audio::audio_tensors(&cfg, "tiny").unwrap());
+    assert_named_parameters(&ours, "gemma3n", "tiny-audio-tensors.json");
     let count = gemma3n_audio::params(&ours.into_iter().collect::<Vec<_>>(), "tiny").unwrap();
     assert_eq!(count, 199_364);
 }

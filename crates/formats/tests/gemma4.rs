@@ -10,17 +10,13 @@
 
 mod common;
 
+use common::gemma::{assert_inventory_is_reader, assert_named_parameters, by_name, Shapes};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use vramscope_formats::hf_config::{gemma4, gemma4_towers, parse_config_str};
 
+/// The config `tests/fixtures/gemma4/<name>`.
 fn fixture(name: &str) -> Map<String, Value> {
-    let path = format!(
-        "{}/tests/fixtures/gemma4/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_json::from_str(&text).unwrap()
+    common::gemma::config("gemma4", name)
 }
 
 /// Gemma-4-E2B's text config. transformers on the meta device: 4,628,569,344.
@@ -71,13 +67,8 @@ fn gemma4_tiny_moe_k_eq_v_counts_as_transformers() {
 #[test]
 fn gemma4_tensor_names_and_shapes_match_transformers() {
     let cfg = fixture("tiny-moe-keqv-text.json");
-    let ours: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, "tiny")
-        .unwrap()
-        .into_iter()
-        .collect();
-    let theirs: BTreeMap<String, Vec<u64>> =
-        serde_json::from_value(Value::Object(fixture("tiny-moe-keqv-tensors.json"))).unwrap();
-    assert_eq!(ours, theirs);
+    let ours = by_name(gemma4::text_tensors(&cfg, "tiny").unwrap());
+    assert_named_parameters(&ours, "gemma4", "tiny-moe-keqv-tensors.json");
 }
 
 /// The text config is read into a model the estimator takes (`ModelSpec`), whose inventory
@@ -92,20 +83,8 @@ fn gemma4_text_is_read_for_the_estimator_and_the_full_model_refused() {
         ("tiny-moe-keqv-text.json", 582_536),
     ] {
         let cfg = fixture(name);
-        let text = serde_json::to_string(&cfg).unwrap();
-        let spec = parse_config_str(&text, name).unwrap().spec;
-        let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
-        assert_eq!(inv.params(), count, "{name}");
-        let ours: BTreeMap<String, Vec<u64>> = inv
-            .tensors
-            .iter()
-            .map(|t| (t.name.clone(), t.shape.clone()))
-            .collect();
-        let reader: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, name)
-            .unwrap()
-            .into_iter()
-            .collect();
-        assert_eq!(ours, reader, "{name}");
+        let reader = gemma4::text_tensors(&cfg, name).unwrap();
+        assert_inventory_is_reader(&cfg, name, count, reader);
     }
     // A `gemma4` wrapper with neither tower (`SubConfigSpec(optional=True)`: none is built) is
     // its language model alone, estimated.
@@ -176,10 +155,7 @@ fn gemma4_tiny_towers_match_transformers_name_by_name() {
         gemma4_towers::part_counts(&tensors),
         [518_536 + 64_000, 52_672 + 3_072, 53_600 + 2_560]
     );
-    let ours: BTreeMap<String, Vec<u64>> = tensors.into_iter().collect();
-    let theirs: BTreeMap<String, Vec<u64>> =
-        serde_json::from_value(Value::Object(fixture("tiny-gemma4-tensors.json"))).unwrap();
-    assert_eq!(ours, theirs);
+    assert_named_parameters(&by_name(tensors), "gemma4", "tiny-gemma4-tensors.json");
 }
 
 /// Bad tower configs get one line naming the field: audio heads that do not divide the
@@ -246,19 +222,16 @@ fn gemma4_text_class_defaults_match_the_table_row() {
         .unwrap();
     let empty: Map<String, Value> =
         serde_json::from_str(r#"{"model_type": "gemma4_text"}"#).unwrap();
-    let tensors: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&empty, "defaults")
-        .unwrap()
-        .into_iter()
-        .collect();
+    let tensors = by_name(gemma4::text_tensors(&empty, "defaults").unwrap());
     let count: u64 = tensors.values().map(|s| s.iter().product::<u64>()).sum();
     assert_eq!(count, row["params"].as_u64().unwrap());
     assert_eq!(row["tie_word_embeddings"], true);
     assert!(!tensors.contains_key("lm_head.weight"));
-    let layer0: BTreeMap<String, Vec<u64>> = tensors
+    let layer0: Shapes = tensors
         .iter()
         .filter_map(|(n, s)| Some((n.strip_prefix("model.layers.0.")?.to_string(), s.clone())))
         .collect();
-    let theirs: BTreeMap<String, Vec<u64>> = serde_json::from_value(row["layer0"].clone()).unwrap();
+    let theirs: Shapes = serde_json::from_value(row["layer0"].clone()).unwrap();
     assert_eq!(layer0, theirs);
     for (i, w) in row["layer_windows"].as_array().unwrap().iter().enumerate() {
         let q_norm = &tensors[&format!("model.layers.{i}.self_attn.q_norm.weight")];

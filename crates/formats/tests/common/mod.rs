@@ -21,6 +21,8 @@ pub mod gguf_bytes;
 mod temp_dir;
 #[allow(dead_code)] // Only the vision-language tests use it.
 pub mod vlm;
+#[allow(dead_code)] // Only the Gemma reader tests use it.
+pub mod gemma;
 #[allow(unused_imports)] // Only the tests that write files use it.
 pub use temp_dir::TempDir;
 

@@ -11,13 +11,13 @@
 //! vision and audio towers) is refused in one line that gives the language model's exact count.
 
 use super::fields::Cfg;
-use super::{dense, empty_spec, field_err};
+use super::gemma_shared::{linear, norm, CacheLayer};
+use super::{dense, empty_spec, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
-/// One parameter tensor: its name as transformers names it and its shape.
-pub type NamedTensor = (String, Vec<u64>);
+pub use super::gemma_shared::NamedTensor;
 
 /// The text config's geometry, with `Gemma3nTextConfig`'s class defaults.
 struct Geometry {
@@ -47,24 +47,7 @@ struct Geometry {
 /// pattern `(i + 1) % 5 == 0` → full (`Gemma3nTextConfig.__post_init__`; unlike Gemma 4, the
 /// last layer is not forced to full).
 fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
-    match cfg.obj.get("layer_types") {
-        None | Some(Value::Null) => Ok((0..layers).map(|i| (i + 1) % 5 == 0).collect()),
-        Some(Value::Array(items)) if items.len() as u64 == layers => items
-            .iter()
-            .map(|v| match v.as_str() {
-                Some("full_attention") => Ok(true),
-                Some("sliding_attention") => Ok(false),
-                _ => Err(cfg.err(
-                    "layer_types",
-                    format!("entries must be full_attention or sliding_attention (got {v})"),
-                )),
-            })
-            .collect(),
-        Some(other) => Err(cfg.err(
-            "layer_types",
-            format!("must be a list of {layers} layer types (got {other})"),
-        )),
-    }
+    gemma_shared::layer_types(cfg, layers, 5)
 }
 
 /// `intermediate_size`: one width for every layer, or exactly one per layer
@@ -129,9 +112,7 @@ fn kv_shared(cfg: &Cfg, full: &[bool]) -> Result<u64> {
         return Ok(0);
     }
     let first = layers.saturating_sub(shared) as usize;
-    let has = |f: bool| full[..first].contains(&f);
-    let types_ok = (!full.contains(&true) || has(true)) && (!full.contains(&false) || has(false));
-    if shared >= layers || !types_ok {
+    if shared >= layers || !gemma_shared::every_type_has_a_producer(full, first) {
         return Err(cfg.err(
             "num_kv_shared_layers",
             format!(
@@ -199,17 +180,6 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
         sliding_window: cfg.size(&["sliding_window"], Some(512))?,
         full,
     })
-}
-
-fn linear(out: &mut Vec<NamedTensor>, name: &str, inp: u64, outp: u64, bias: bool) {
-    out.push((format!("{name}.weight"), vec![outp, inp]));
-    if bias {
-        out.push((format!("{name}.bias"), vec![outp]));
-    }
-}
-
-fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
-    out.push((format!("{name}.weight"), vec![dim]));
 }
 
 /// `Gemma3nTextAttention.__init__`: q/o always with `q_norm`; a layer past
@@ -313,13 +283,12 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
 
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
-    super::gemma3n_audio::params(&text_tensors(obj, origin)?, origin)
+    gemma_shared::params(&text_tensors(obj, origin)?, origin)
 }
 
-/// Whether layer `i` reuses another layer's keys and values (`kv_sharing_modes` is `"reuse"`
-/// from `num_hidden_layers - num_kv_shared_layers` on).
+/// Whether layer `i` reuses another layer's keys and values ([`gemma_shared::is_kv_shared`]).
 fn is_kv_shared(g: &Geometry, i: usize) -> bool {
-    (i as u64) >= g.layers - g.kv_shared
+    gemma_shared::is_kv_shared(g.layers, g.kv_shared, i)
 }
 
 /// `Gemma3nTextAttention.__init__` for layer `i` (see [`attention`] for its tensors): per-head
@@ -407,27 +376,13 @@ pub fn dynamic_cache_elements(
     tokens: u64,
 ) -> Result<u64> {
     let g = geometry(&Cfg { obj, origin })?;
-    let owners = (g.layers - g.kv_shared) as usize;
-    let mut total: u64 = 0;
-    for (i, full) in g.full.iter().enumerate().take(owners) {
-        let kept = if *full {
-            tokens
-        } else {
-            tokens.min(g.sliding_window - 1)
-        };
-        let layer = [2, batch, g.kv_heads, kept, g.head_dim]
-            .iter()
-            .try_fold(1u64, |a, b| a.checked_mul(*b))
-            .ok_or_else(|| {
-                field_err(
-                    origin,
-                    "sliding_window",
-                    format!("layer {i}: cache size overflows"),
-                )
-            })?;
-        total = total.saturating_add(layer);
-    }
-    Ok(total)
+    let owners = g.full.iter().take((g.layers - g.kv_shared) as usize);
+    let owners = owners.map(|&full| CacheLayer {
+        full,
+        kv_heads: g.kv_heads,
+        head_dim: g.head_dim,
+    });
+    gemma_shared::dynamic_cache_elements(owners, g.sliding_window, (batch, tokens), origin)
 }
 
 /// The one-line refusal for the full `gemma3n` (conditional-generation) config: the language

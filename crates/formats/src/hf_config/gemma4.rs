@@ -13,13 +13,13 @@
 //! in `gemma4_towers.rs`) it is refused in one line that gives its exact count, part by part.
 
 use super::fields::Cfg;
-use super::{dense, empty_spec, field_err};
+use super::gemma_shared::{linear, norm, CacheLayer};
+use super::{dense, empty_spec, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
-/// One parameter tensor: its name as transformers names it and its shape.
-pub type NamedTensor = (String, Vec<u64>);
+pub use super::gemma_shared::NamedTensor;
 
 /// The text config's geometry, with `Gemma4TextConfig`'s class defaults.
 struct Geometry {
@@ -52,26 +52,7 @@ struct Geometry {
 /// pattern `(i + 1) % 6 == 0` → full; the last layer is forced to full either way
 /// (`Gemma4TextConfig.__post_init__`).
 fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
-    let mut full: Vec<bool> = match cfg.obj.get("layer_types") {
-        None | Some(Value::Null) => (0..layers).map(|i| (i + 1) % 6 == 0).collect(),
-        Some(Value::Array(items)) if items.len() as u64 == layers => items
-            .iter()
-            .map(|v| match v.as_str() {
-                Some("full_attention") => Ok(true),
-                Some("sliding_attention") => Ok(false),
-                _ => Err(cfg.err(
-                    "layer_types",
-                    format!("entries must be full_attention or sliding_attention (got {v})"),
-                )),
-            })
-            .collect::<Result<_>>()?,
-        Some(other) => {
-            return Err(cfg.err(
-                "layer_types",
-                format!("must be a list of {layers} layer types (got {other})"),
-            ))
-        }
-    };
+    let mut full = gemma_shared::layer_types(cfg, layers, 6)?;
     if let Some(last) = full.last_mut() {
         *last = true;
     }
@@ -104,10 +85,7 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
     if kv_shared > 0 && kv_shared < layers {
         // `kv_sharing_modes`: every layer type must have a producer before the shared layers.
         let first = (layers - kv_shared) as usize;
-        let unshared_full = full[..first].iter().any(|f| *f);
-        let unshared_sliding = full[..first].iter().any(|f| !*f);
-        let any_sliding = full.iter().any(|f| !*f);
-        if !unshared_full || (any_sliding && !unshared_sliding) {
+        if !gemma_shared::every_type_has_a_producer(&full, first) {
             return Err(cfg.err(
                 "num_kv_shared_layers",
                 "leaves a layer type with no layer producing its cache (transformers raises)",
@@ -152,17 +130,6 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
     })
 }
 
-fn linear(out: &mut Vec<NamedTensor>, name: &str, inp: u64, outp: u64, bias: bool) {
-    out.push((format!("{name}.weight"), vec![outp, inp]));
-    if bias {
-        out.push((format!("{name}.bias"), vec![outp]));
-    }
-}
-
-fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
-    out.push((format!("{name}.weight"), vec![dim]));
-}
-
 /// `Gemma4TextAttention.__init__`: q/o always with `q_norm`; a layer past
 /// `num_hidden_layers - num_kv_shared_layers` reuses another layer's keys and values and has
 /// no k/v projection or norm; `v_norm` has no weight (`with_scale=False`); a full layer under
@@ -174,7 +141,7 @@ fn attention(out: &mut Vec<NamedTensor>, g: &Geometry, i: usize, p: &str) {
         Some(n) if full => n,
         _ => g.kv_heads,
     };
-    let shared = (i as u64) >= g.layers - g.kv_shared;
+    let shared = kv_shared(g, i);
     linear(out, &format!("{p}.q_proj"), g.hidden, g.heads * hd, g.bias);
     norm(out, &format!("{p}.q_norm"), hd);
     if !shared {
@@ -339,10 +306,9 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// Whether layer `i` reuses another layer's keys and values (`Gemma4TextConfig.kv_sharing_modes`
-/// is `"reuse"` from `num_hidden_layers - num_kv_shared_layers` on).
+/// Whether layer `i` reuses another layer's keys and values ([`gemma_shared::is_kv_shared`]).
 fn kv_shared(g: &Geometry, i: usize) -> bool {
-    (i as u64) >= g.layers - g.kv_shared
+    gemma_shared::is_kv_shared(g.layers, g.kv_shared, i)
 }
 
 /// `Gemma4TextMLP.__init__`: `intermediate_size`, doubled on a kv-shared layer under
@@ -380,10 +346,7 @@ fn text_attention(g: &Geometry, i: usize) -> Attention {
 
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
-    Ok(text_tensors(obj, origin)?
-        .iter()
-        .map(|(_, s)| s.iter().product::<u64>())
-        .sum())
+    gemma_shared::params(&text_tensors(obj, origin)?, origin)
 }
 
 /// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
@@ -400,31 +363,17 @@ pub fn dynamic_cache_elements(
     tokens: u64,
 ) -> Result<u64> {
     let g = geometry(&Cfg { obj, origin })?;
-    let owners = g.layers - g.kv_shared;
-    let mut total: u64 = 0;
-    for (i, full) in g.full.iter().enumerate().take(owners as usize) {
-        let (kv, hd, kept) = if *full {
-            (
-                g.global_kv_heads.unwrap_or(g.kv_heads),
-                g.global_head_dim,
-                tokens,
-            )
+    let owners = g.full.iter().take((g.layers - g.kv_shared) as usize);
+    let owners = owners.map(|&full| CacheLayer {
+        full,
+        kv_heads: if full {
+            g.global_kv_heads.unwrap_or(g.kv_heads)
         } else {
-            (g.kv_heads, g.head_dim, tokens.min(g.sliding_window - 1))
-        };
-        let layer = [2, batch, kv, kept, hd]
-            .iter()
-            .try_fold(1u64, |a, b| a.checked_mul(*b))
-            .ok_or_else(|| {
-                field_err(
-                    origin,
-                    "sliding_window",
-                    format!("layer {i}: cache size overflows"),
-                )
-            })?;
-        total = total.saturating_add(layer);
-    }
-    Ok(total)
+            g.kv_heads
+        },
+        head_dim: if full { g.global_head_dim } else { g.head_dim },
+    });
+    gemma_shared::dynamic_cache_elements(owners, g.sliding_window, (batch, tokens), origin)
 }
 
 /// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower

@@ -1,0 +1,118 @@
+//! What Gemma 3n's and Gemma 4's text readers (`gemma3n.rs`, `gemma4.rs`) share, as
+//! transformers 5.24 shares it between `configuration_gemma3n.py` and
+//! `configuration_gemma4.py` (Gemma 4's modular file derives from Gemma 3n's): the
+//! `layer_types` list, the kv-sharing split (`kv_sharing_modes`), the `DynamicCache` a
+//! kv-sharing model holds (`cache_utils.py`), and the tensor-list plumbing of the counts.
+
+use super::fields::Cfg;
+use super::field_err;
+use crate::error::{FormatError, Result};
+use serde_json::Value;
+
+/// One parameter tensor: its name as transformers names it and its shape.
+pub type NamedTensor = (String, Vec<u64>);
+
+/// `nn.Linear(inp, outp, bias)`: `weight [outp, inp]` and, with `bias`, `bias [outp]`.
+pub(super) fn linear(out: &mut Vec<NamedTensor>, name: &str, inp: u64, outp: u64, bias: bool) {
+    out.push((format!("{name}.weight"), vec![outp, inp]));
+    if bias {
+        out.push((format!("{name}.bias"), vec![outp]));
+    }
+}
+
+/// A scaled RMS norm (`Gemma3nRMSNorm` / `Gemma4RMSNorm` with `with_scale=True`): `weight [dim]`.
+pub(super) fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
+    out.push((format!("{name}.weight"), vec![dim]));
+}
+
+/// The count of a tensor list; a size that overflows 64 bits is refused, naming `origin`.
+pub fn params(tensors: &[NamedTensor], origin: &str) -> Result<u64> {
+    tensors
+        .iter()
+        .try_fold(0u64, |sum, (_, s)| {
+            let n = s.iter().try_fold(1u64, |a, b| a.checked_mul(*b))?;
+            sum.checked_add(n)
+        })
+        .ok_or_else(|| FormatError::malformed(origin, "the parameter count overflows 64 bits"))
+}
+
+/// `layer_types` read as "is full attention" per layer (`full_attention` /
+/// `sliding_attention`, exactly `layers` of them); absent or null, the text config's default
+/// pattern `(i + 1) % period == 0` → full (`Gemma3nTextConfig.__post_init__`, period 5;
+/// `Gemma4TextConfig.__post_init__`, period 6).
+pub(super) fn layer_types(cfg: &Cfg, layers: u64, period: u64) -> Result<Vec<bool>> {
+    match cfg.obj.get("layer_types") {
+        None | Some(Value::Null) => Ok((0..layers).map(|i| (i + 1) % period == 0).collect()),
+        Some(Value::Array(items)) if items.len() as u64 == layers => items
+            .iter()
+            .map(|v| match v.as_str() {
+                Some("full_attention") => Ok(true),
+                Some("sliding_attention") => Ok(false),
+                _ => Err(cfg.err(
+                    "layer_types",
+                    format!("entries must be full_attention or sliding_attention (got {v})"),
+                )),
+            })
+            .collect(),
+        Some(other) => Err(cfg.err(
+            "layer_types",
+            format!("must be a list of {layers} layer types (got {other})"),
+        )),
+    }
+}
+
+/// Whether every layer type in `full` has a cache producer among the first `first` layers,
+/// the layers before the kv-sharing ones (`kv_sharing_modes` raises otherwise).
+pub(super) fn every_type_has_a_producer(full: &[bool], first: usize) -> bool {
+    let has = |f: bool| full[..first].contains(&f);
+    (!full.contains(&true) || has(true)) && (!full.contains(&false) || has(false))
+}
+
+/// Whether layer `i` of `layers` reuses another layer's keys and values (`kv_sharing_modes` is
+/// `"reuse"` from `num_hidden_layers - num_kv_shared_layers` on).
+pub(super) fn is_kv_shared(layers: u64, kv_shared: u64, i: usize) -> bool {
+    (i as u64) >= layers - kv_shared
+}
+
+/// One cache-producing layer as a `DynamicCache` sees it: full or sliding, its kv heads and
+/// head size.
+pub(super) struct CacheLayer {
+    pub full: bool,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+}
+
+/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
+/// `tokens` tokens have passed over the cache-producing `owners` (transformers 5.24,
+/// `cache_utils.py` `get_layer_types_and_kwargs`: a kv-sharing consumer is a `DummyLayer` that
+/// stores nothing and is left out of `owners`): a sliding layer
+/// (`DynamicSlidingWindowLayer.update`) keeps the last `sliding_window - 1` tokens, a full one
+/// (`DynamicLayer`) all of them, keys and values each `[batch, kv_heads, tokens, head_dim]`.
+/// A size past 64 bits is refused, naming `origin`.
+pub(super) fn dynamic_cache_elements(
+    owners: impl Iterator<Item = CacheLayer>,
+    sliding_window: u64,
+    (batch, tokens): (u64, u64),
+    origin: &str,
+) -> Result<u64> {
+    let mut total: u64 = 0;
+    for (i, l) in owners.enumerate() {
+        let kept = if l.full {
+            tokens
+        } else {
+            tokens.min(sliding_window - 1)
+        };
+        let layer = [2, batch, l.kv_heads, kept, l.head_dim]
+            .iter()
+            .try_fold(1u64, |a, b| a.checked_mul(*b))
+            .ok_or_else(|| {
+                field_err(
+                    origin,
+                    "sliding_window",
+                    format!("layer {i}: cache size overflows"),
+                )
+            })?;
+        total = total.saturating_add(layer);
+    }
+    Ok(total)
+}

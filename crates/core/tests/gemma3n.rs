@@ -25,13 +25,7 @@ fn e2b() -> Value {
 /// decode step, `DynamicSlidingWindowLayer.update`): 20 · 2·2·256·4,096 · 2 B = 167,772,160 B.
 #[test]
 fn e2b_kv_cache_by_hand() {
-    let cfg = e2b();
-    assert_eq!(measured::kv_cache_decoded(&cfg, 1, 4096), 50_331_648);
-    assert_eq!(measured::kv_cache_decoded(&cfg, 2, 4096), 2 * 50_331_648);
-    let grown =
-        measured::kv_cache_decoded(&cfg, 1, 8192) - measured::kv_cache_decoded(&cfg, 1, 4096);
-    assert_eq!(grown, 33_554_432);
-    assert_eq!(measured::kv_cache(&cfg, 1, 4096), 167_772_160);
+    measured::assert_windowed_cache_at_4096(&e2b(), 50_331_648, 33_554_432, 167_772_160);
 }
 
 /// Below the window the estimator's cache equals the formats reader's `DynamicCache` model
@@ -52,19 +46,7 @@ fn e2b_kv_cache_agrees_with_the_dynamic_cache_below_the_window() {
 /// grown eightfold.
 #[test]
 fn e2b_fit_answers() {
-    let fit = |seq: u64| {
-        let job: vramscope_core::job::Job = serde_json::from_value(json!({
-            "model": {"hf_config": e2b()}, "task": "infer", "batch": 1, "seq": seq,
-            "precision": "bf16", "gpu": "h200-141gb"}))
-        .unwrap();
-        let model =
-            vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
-        let resolved = job.resolve(Some(32_768)).unwrap();
-        vramscope_core::fit::fit(&model.into_input(), &resolved)
-            .unwrap()
-            .max_batch
-            .expect("at least one sequence fits")
-    };
+    let fit = |seq: u64| measured::max_batch_bf16_h200(&e2b(), seq, 32_768);
     let (short, long) = (fit(4096), fit(32_768));
     assert!(long >= 1 && short > long, "{short} {long}");
 }
@@ -72,10 +54,7 @@ fn e2b_fit_answers() {
 /// Training E2B is estimated (no refusal): bf16-mixed AdamW at 1 × 2,048 with SDPA.
 #[test]
 fn e2b_training_is_estimated() {
-    let r = measured::run(
-        json!({"model": {"hf_config": e2b()}, "task": "train", "batch": 1,
-        "seq": 2048, "precision": "bf16-mixed", "optimizer": "adamw", "attention": "sdpa"}),
-    );
+    let r = measured::train_step(&e2b(), "sdpa");
     assert!(r.per_gpu.components.activations > 0);
     assert_eq!(r.model.params_total, 4_435_182_688);
 }

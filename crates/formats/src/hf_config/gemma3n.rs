@@ -12,7 +12,7 @@
 
 use super::fields::Cfg;
 use super::gemma_shared::{linear, norm, CacheLayer};
-use super::{dense, empty_spec, gemma_shared};
+use super::{dense, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
@@ -315,48 +315,28 @@ fn text_attention(g: &Geometry, i: usize) -> Attention {
 /// default and `final_logit_softcapping` (30). [`text_tensors`] lists the same tensors by name.
 pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     let g = geometry(cfg)?;
-    let activation = cfg
-        .string("hidden_activation")
-        .unwrap_or("gelu_pytorch_tanh")
-        .to_string();
-    let mut spec = empty_spec("gemma3n_text", "Gemma3nForCausalLM", Naming::Gemma3n);
-    spec.vocab_size = g.vocab;
-    spec.hidden_size = g.hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(32_768));
-    spec.embedding.dim = g.hidden;
-    spec.embedding.positions = Positions::Rotary { theta: None };
-    spec.embedding.per_layer_inputs = Some(PerLayerInputs {
+    let activation = gemma_shared::hidden_activation(cfg);
+    let names = ("gemma3n_text", "Gemma3nForCausalLM", Naming::Gemma3n);
+    let ple = PerLayerInputs {
         width: g.ple,
         vocab: g.ple_vocab,
-    });
-    let norm = Norm::rms(g.hidden);
+    };
+    let sizes = (g.vocab, g.hidden, 32_768);
+    let mut spec = gemma_shared::text_spec_shell(cfg, names, sizes, Some(ple), g.tied)?;
     for i in 0..g.full.len() {
         let mlp = DenseMlp {
             gaussian_topk: g.sparse[i],
             ..dense(g.ffn[i], true, false, &activation)
         };
-        spec.decoder.layers.push(Layer::new(
-            text_attention(&g, i),
-            Mlp::Dense(mlp),
-            vec![
-                (NormSlot::PreAttention, norm),
-                (NormSlot::PostAttention, norm),
-                (NormSlot::PreMlp, norm),
-                (NormSlot::PostMlp, norm),
-            ],
-        ));
+        let attention = text_attention(&g, i);
+        let layer = gemma_shared::sandwich_layer(attention, Mlp::Dense(mlp), g.hidden);
+        spec.decoder.layers.push(layer);
     }
     spec.gemma3n = Some(Gemma3nParts {
         altup_inputs: g.altup,
         laurel_rank: g.laurel_rank,
         correct_scale: g.correct_scale,
     });
-    spec.decoder.final_norm = Some(norm);
-    spec.head = Head::LanguageModel {
-        tied: g.tied,
-        bias: false,
-    };
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
     spec.softcapping.final_logits = match cfg.obj.get("final_logit_softcapping") {
         None => Some(30.0),
         Some(_) => cfg.float("final_logit_softcapping"),

@@ -14,7 +14,7 @@
 
 use super::fields::Cfg;
 use super::gemma_shared::{linear, norm, CacheLayer};
-use super::{dense, empty_spec, gemma_shared};
+use super::{dense, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
@@ -258,32 +258,17 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
 /// `final_logit_softcapping`. [`text_tensors`] lists the same tensors by name.
 pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     let g = geometry(cfg)?;
-    let activation = cfg
-        .string("hidden_activation")
-        .unwrap_or("gelu_pytorch_tanh")
-        .to_string();
-    let mut spec = empty_spec("gemma4_text", "Gemma4ForCausalLM", Naming::Gemma4);
-    spec.vocab_size = g.vocab;
-    spec.hidden_size = g.hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(131_072));
-    spec.embedding.dim = g.hidden;
-    spec.embedding.positions = Positions::Rotary { theta: None };
-    spec.embedding.per_layer_inputs = (g.ple > 0).then_some(PerLayerInputs {
+    let activation = gemma_shared::hidden_activation(cfg);
+    let names = ("gemma4_text", "Gemma4ForCausalLM", Naming::Gemma4);
+    let ple = (g.ple > 0).then_some(PerLayerInputs {
         width: g.ple,
         vocab: g.ple_vocab,
     });
-    let norm = Norm::rms(g.hidden);
+    let sizes = (g.vocab, g.hidden, 131_072);
+    let mut spec = gemma_shared::text_spec_shell(cfg, names, sizes, ple, g.tied)?;
     for i in 0..g.full.len() {
-        let mut layer = Layer::new(
-            text_attention(&g, i),
-            Mlp::Dense(dense(layer_ffn(&g, i), true, false, &activation)),
-            vec![
-                (NormSlot::PreAttention, norm),
-                (NormSlot::PostAttention, norm),
-                (NormSlot::PreMlp, norm),
-                (NormSlot::PostMlp, norm),
-            ],
-        );
+        let mlp = Mlp::Dense(dense(layer_ffn(&g, i), true, false, &activation));
+        let mut layer = gemma_shared::sandwich_layer(text_attention(&g, i), mlp, g.hidden);
         layer.experts_beside = g.moe.map(|(experts, width, top_k)| MoeMlp {
             experts,
             top_k,
@@ -296,12 +281,6 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
         });
         spec.decoder.layers.push(layer);
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.head = Head::LanguageModel {
-        tied: g.tied,
-        bias: false,
-    };
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
     spec.softcapping.final_logits = cfg.float("final_logit_softcapping");
     Ok(spec)
 }

@@ -5,9 +5,10 @@
 //! kv-sharing model holds (`cache_utils.py`), and the tensor-list plumbing of the counts.
 
 use super::fields::Cfg;
-use super::field_err;
+use super::{empty_spec, field_err};
 use crate::error::{FormatError, Result};
 use serde_json::Value;
+use vramscope_core::model::*;
 
 /// One parameter tensor: its name as transformers names it and its shape.
 pub type NamedTensor = (String, Vec<u64>);
@@ -34,6 +35,52 @@ pub fn params(tensors: &[NamedTensor], origin: &str) -> Result<u64> {
             sum.checked_add(n)
         })
         .ok_or_else(|| FormatError::malformed(origin, "the parameter count overflows 64 bits"))
+}
+
+/// `hidden_activation`, `gelu_pytorch_tanh` by default (both text configs' class default).
+pub(super) fn hidden_activation(cfg: &Cfg) -> String {
+    let activation = cfg.string("hidden_activation");
+    activation.unwrap_or("gelu_pytorch_tanh").to_string()
+}
+
+/// The parts of a text model's spec both readers fill alike (`Gemma3nTextModel.__init__`,
+/// `Gemma4TextModel.__init__`): `(model_type, architecture, naming)`; the vocabulary and hidden
+/// size; `max_position_embeddings` (the class default `positions` when absent); rotary
+/// positions (`Gemma3nRotaryEmbedding` / `Gemma4RotaryEmbedding`, theta per layer type); the
+/// per-layer inputs; the final RMS norm; the head, tied unless `tie_word_embeddings` is false
+/// (`tied`); `attention_dropout`. The layers and softcapping are the caller's.
+pub(super) fn text_spec_shell(
+    cfg: &Cfg,
+    (model_type, arch, naming): (&str, &str, Naming),
+    (vocab, hidden, positions): (u64, u64, u64),
+    per_layer_inputs: Option<PerLayerInputs>,
+    tied: bool,
+) -> Result<ModelSpec> {
+    let mut spec = empty_spec(model_type, arch, naming);
+    spec.vocab_size = vocab;
+    spec.hidden_size = hidden;
+    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(positions));
+    spec.embedding.dim = hidden;
+    spec.embedding.positions = Positions::Rotary { theta: None };
+    spec.embedding.per_layer_inputs = per_layer_inputs;
+    spec.decoder.final_norm = Some(Norm::rms(hidden));
+    spec.head = Head::LanguageModel { tied, bias: false };
+    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
+    Ok(spec)
+}
+
+/// A decoder layer with the four sandwich RMS norms over `hidden` (`input_layernorm`,
+/// `post_attention_layernorm`, `pre_feedforward_layernorm`, `post_feedforward_layernorm` of
+/// `Gemma3nTextDecoderLayer` / `Gemma4TextDecoderLayer`).
+pub(super) fn sandwich_layer(attention: Attention, mlp: Mlp, hidden: u64) -> Layer {
+    let norm = Norm::rms(hidden);
+    let norms = vec![
+        (NormSlot::PreAttention, norm),
+        (NormSlot::PostAttention, norm),
+        (NormSlot::PreMlp, norm),
+        (NormSlot::PostMlp, norm),
+    ];
+    Layer::new(attention, mlp, norms)
 }
 
 /// `layer_types` read as "is full attention" per layer (`full_attention` /

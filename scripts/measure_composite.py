@@ -11,6 +11,23 @@ import sys
 import transformers
 
 
+def feed_images(model, mark, inputs):
+    """Registers a forward pre-hook on `model` that gives every call a copy of its `input_ids`
+    with the image tokens written by `mark(ids)` (in place), and the keyword arguments
+    `inputs(ids)` returns (the pixels and what else the model takes beside them); returns
+    `model`."""
+
+    def pre(mod, args, kwargs):
+        ids = kwargs["input_ids"].clone()
+        mark(ids)
+        kwargs["input_ids"] = ids
+        kwargs.update(inputs(ids))
+        return args, kwargs
+
+    model.register_forward_pre_hook(pre, with_kwargs=True)
+    return model
+
+
 def run(model_type, from_config):
     """Runs measure.py on argv's SPEC, writing OUT, with `AutoConfig.for_model` copying the text
     sizes onto a `model_type` config and `AutoModelForCausalLM.from_config(cfg, **kw)` answered

@@ -42,23 +42,21 @@ def with_images(model, cfg, s):
     pos[:, : ph * pw, 0] = xs
     pos[:, : ph * pw, 1] = ys
 
-    def pre(mod, args, kwargs):
-        ids = kwargs["input_ids"].clone()
+    def mark(ids):
         at = 1
         for _ in range(im["count"]):
             ids[:, at] = cfg.boi_token_id
             ids[:, at + 1 : at + 1 + soft] = cfg.image_token_id
             ids[:, at + 1 + soft] = cfg.eoi_token_id
             at += soft + 2
-        kwargs["input_ids"] = ids
-        if s.get("mm_token_type_ids"):
-            kwargs["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
-        kwargs["pixel_values"] = pix
-        kwargs["image_position_ids"] = pos
-        return args, kwargs
 
-    model.register_forward_pre_hook(pre, with_kwargs=True)
-    return model
+    def inputs(ids):
+        extra = {"pixel_values": pix, "image_position_ids": pos}
+        if s.get("mm_token_type_ids"):
+            extra["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
+        return extra
+
+    return measure_composite.feed_images(model, mark, inputs)
 
 
 def from_config(cfg, s, default, **kw):

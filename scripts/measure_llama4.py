@@ -39,15 +39,10 @@ def with_images(model, cfg, im, b):
     g = torch.Generator().manual_seed(7)
     pix = torch.randn(b * im["count"] * tiles, v.num_channels, tile, tile, generator=g)
 
-    def pre(mod, args, kwargs):
-        ids = kwargs["input_ids"].clone()
+    def mark(ids):
         ids[:, 1 : 1 + n_img] = cfg.image_token_index
-        kwargs["input_ids"] = ids
-        kwargs["pixel_values"] = pix
-        return args, kwargs
 
-    model.register_forward_pre_hook(pre, with_kwargs=True)
-    return model
+    return measure_composite.feed_images(model, mark, lambda ids: {"pixel_values": pix})
 
 
 def from_config(cfg, s, default, **kw):

@@ -29,14 +29,16 @@ fn e2b_kv_cache_by_hand() {
 }
 
 /// Below the window the estimator's cache equals the formats reader's `DynamicCache` model
-/// (`gemma3n::dynamic_cache_elements`, itself checked against a CPU-measured cache), in bf16:
+/// (`gemma3n::cache_layers`, itself checked against a CPU-measured cache), in bf16:
 /// at 300 tokens 20 owning layers · 2·2·256·300 = 6,144,000 values, 12,288,000 B.
 #[test]
 fn e2b_kv_cache_agrees_with_the_dynamic_cache_below_the_window() {
     let cfg = e2b();
     let obj = cfg.as_object().unwrap();
-    let elements =
-        vramscope_formats::hf_config::gemma3n::dynamic_cache_elements(obj, "e2b", 1, 300).unwrap();
+    let elements = vramscope_formats::hf_config::gemma3n::cache_layers(obj, "e2b")
+        .unwrap()
+        .elements(1, 300)
+        .unwrap();
     assert_eq!(elements, 6_144_000);
     assert_eq!(measured::kv_cache(&cfg, 1, 300), 2 * elements);
 }

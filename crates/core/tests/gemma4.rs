@@ -34,15 +34,17 @@ fn e2b_kv_cache_by_hand() {
 }
 
 /// Below the window the estimator's cache equals the formats reader's `DynamicCache` model
-/// (`gemma4::dynamic_cache_elements`, itself checked against a CPU-measured cache), in bf16:
+/// (`gemma4::cache_layers`, itself checked against a CPU-measured cache), in bf16:
 /// at 300 tokens 12 sliding layers · 2·256·300 + 3 full · 2·512·300 = 2,764,800 values,
 /// 5,529,600 B.
 #[test]
 fn e2b_kv_cache_agrees_with_the_dynamic_cache_below_the_window() {
     let cfg = e2b();
     let obj = cfg.as_object().unwrap();
-    let elements =
-        vramscope_formats::hf_config::gemma4::dynamic_cache_elements(obj, "e2b", 1, 300).unwrap();
+    let elements = vramscope_formats::hf_config::gemma4::cache_layers(obj, "e2b")
+        .unwrap()
+        .elements(1, 300)
+        .unwrap();
     assert_eq!(elements, 2_764_800);
     assert_eq!(measured::kv_cache(&cfg, 1, 300), 2 * elements);
 }

@@ -155,11 +155,17 @@ fn gemma3n_bad_configs_are_refused() {
 fn gemma3n_dynamic_cache_matches_transformers() {
     let cfg = fixture("tiny-bias-untied-text.json");
     assert_eq!(
-        gemma3n::dynamic_cache_elements(&cfg, "t", 2, 20).unwrap(),
+        gemma3n::cache_layers(&cfg, "t")
+            .unwrap()
+            .elements(2, 20)
+            .unwrap(),
         6_400
     );
     assert_eq!(
-        gemma3n::dynamic_cache_elements(&cfg, "t", 2, 21).unwrap(),
+        gemma3n::cache_layers(&cfg, "t")
+            .unwrap()
+            .elements(2, 21)
+            .unwrap(),
         6_528
     );
 }
@@ -171,7 +177,10 @@ fn gemma3n_dynamic_cache_matches_transformers() {
 fn gemma3n_e2b_cache_by_hand() {
     let cfg = fixture("gemma-3n-e2b-text.json");
     assert_eq!(
-        gemma3n::dynamic_cache_elements(&cfg, "e2b", 1, 4096).unwrap(),
+        gemma3n::cache_layers(&cfg, "e2b")
+            .unwrap()
+            .elements(1, 4096)
+            .unwrap(),
         25_149_440
     );
 }

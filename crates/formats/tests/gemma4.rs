@@ -252,11 +252,17 @@ fn gemma4_dynamic_cache_matches_transformers() {
     let mut cfg = fixture("tiny-moe-keqv-text.json");
     cfg.insert("sliding_window".into(), 8.into());
     assert_eq!(
-        gemma4::dynamic_cache_elements(&cfg, "t", 2, 20).unwrap(),
+        gemma4::cache_layers(&cfg, "t")
+            .unwrap()
+            .elements(2, 20)
+            .unwrap(),
         5_248
     );
     assert_eq!(
-        gemma4::dynamic_cache_elements(&cfg, "t", 2, 21).unwrap(),
+        gemma4::cache_layers(&cfg, "t")
+            .unwrap()
+            .elements(2, 21)
+            .unwrap(),
         5_376
     );
 }
@@ -269,7 +275,10 @@ fn gemma4_dynamic_cache_matches_transformers() {
 fn gemma4_e2b_cache_by_hand() {
     let cfg = fixture("gemma-4-e2b-text.json");
     assert_eq!(
-        gemma4::dynamic_cache_elements(&cfg, "e2b", 1, 4096).unwrap(),
+        gemma4::cache_layers(&cfg, "e2b")
+            .unwrap()
+            .elements(1, 4096)
+            .unwrap(),
         15_722_496
     );
 }

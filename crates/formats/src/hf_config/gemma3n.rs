@@ -11,13 +11,13 @@
 //! vision and audio towers) is refused in one line that gives the language model's exact count.
 
 use super::fields::Cfg;
-use super::gemma_shared::{linear, norm, CacheLayer};
+use super::gemma_shared::{linear, norm};
 use super::{dense, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
-pub use super::gemma_shared::NamedTensor;
+pub use super::gemma_shared::{CacheLayers, NamedTensor};
 
 /// The text config's geometry, with `Gemma3nTextConfig`'s class defaults.
 struct Geometry {
@@ -344,25 +344,14 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
-/// `tokens` tokens have passed (transformers 5.24, `cache_utils.py`
-/// `get_layer_types_and_kwargs`): a kv-sharing consumer is a `DummyLayer` that stores nothing;
-/// a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last `sliding_window - 1`
-/// tokens; a full layer keeps all of them; `[batch, kv_heads, tokens, head_dim]` each.
-pub fn dynamic_cache_elements(
-    obj: &Map<String, Value>,
-    origin: &str,
-    batch: u64,
-    tokens: u64,
-) -> Result<u64> {
+/// The layers whose keys and values a `DynamicCache` holds ([`CacheLayers`]): the layers before
+/// `num_hidden_layers - num_kv_shared_layers`, every one with `num_key_value_heads` heads of
+/// `head_dim`.
+pub fn cache_layers(obj: &Map<String, Value>, origin: &str) -> Result<CacheLayers> {
     let g = geometry(&Cfg { obj, origin })?;
-    let owners = g.full.iter().take((g.layers - g.kv_shared) as usize);
-    let owners = owners.map(|&full| CacheLayer {
-        full,
-        kv_heads: g.kv_heads,
-        head_dim: g.head_dim,
-    });
-    gemma_shared::dynamic_cache_elements(owners, g.sliding_window, (batch, tokens), origin)
+    let owners = &g.full[..(g.layers - g.kv_shared) as usize];
+    let heads = |_| (g.kv_heads, g.head_dim);
+    Ok(CacheLayers::new(origin, g.sliding_window, owners, heads))
 }
 
 /// The one-line refusal for the full `gemma3n` (conditional-generation) config: the language

@@ -13,13 +13,13 @@
 //! in `gemma4_towers.rs`) it is refused in one line that gives its exact count, part by part.
 
 use super::fields::Cfg;
-use super::gemma_shared::{linear, norm, CacheLayer};
+use super::gemma_shared::{linear, norm};
 use super::{dense, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
-pub use super::gemma_shared::NamedTensor;
+pub use super::gemma_shared::{CacheLayers, NamedTensor};
 
 /// The text config's geometry, with `Gemma4TextConfig`'s class defaults.
 struct Geometry {
@@ -328,31 +328,23 @@ pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
     gemma_shared::params(&text_tensors(obj, origin)?, origin)
 }
 
-/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
-/// `tokens` tokens have passed (transformers 5.24, `cache_utils.py`): `get_layer_types_and_kwargs`
-/// makes each kv-sharing consumer (`kv_sharing_modes == "reuse"`) a `DummyLayer` that stores
-/// nothing; a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last
-/// `sliding_window - 1` tokens; a full layer (`DynamicLayer`) keeps all of them. Keys and values
-/// are separate tensors of `[batch, kv_heads, tokens, head_dim]` even when `attention_k_eq_v`
+/// The layers whose keys and values a `DynamicCache` holds ([`CacheLayers`]): the layers before
+/// `num_hidden_layers - num_kv_shared_layers` (each consumer, `kv_sharing_modes == "reuse"`,
+/// is a `DummyLayer`), a full one with `global_head_dim` heads (`num_global_key_value_heads`
+/// of them under `attention_k_eq_v`), a sliding one with `num_key_value_heads` of `head_dim`.
+/// Keys and values are separate tensors even when `attention_k_eq_v`
 /// (`Gemma4TextAttention.forward` normalises the value copy with `v_norm`).
-pub fn dynamic_cache_elements(
-    obj: &Map<String, Value>,
-    origin: &str,
-    batch: u64,
-    tokens: u64,
-) -> Result<u64> {
+pub fn cache_layers(obj: &Map<String, Value>, origin: &str) -> Result<CacheLayers> {
     let g = geometry(&Cfg { obj, origin })?;
-    let owners = g.full.iter().take((g.layers - g.kv_shared) as usize);
-    let owners = owners.map(|&full| CacheLayer {
-        full,
-        kv_heads: if full {
-            g.global_kv_heads.unwrap_or(g.kv_heads)
+    let owners = &g.full[..(g.layers - g.kv_shared) as usize];
+    let heads = |full| {
+        if full {
+            (g.global_kv_heads.unwrap_or(g.kv_heads), g.global_head_dim)
         } else {
-            g.kv_heads
-        },
-        head_dim: if full { g.global_head_dim } else { g.head_dim },
-    });
-    gemma_shared::dynamic_cache_elements(owners, g.sliding_window, (batch, tokens), origin)
+            (g.kv_heads, g.head_dim)
+        }
+    };
+    Ok(CacheLayers::new(origin, g.sliding_window, owners, heads))
 }
 
 /// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower

@@ -121,45 +121,56 @@ pub(super) fn is_kv_shared(layers: u64, kv_shared: u64, i: usize) -> bool {
     (i as u64) >= layers - kv_shared
 }
 
-/// One cache-producing layer as a `DynamicCache` sees it: full or sliding, its kv heads and
-/// head size.
-pub(super) struct CacheLayer {
-    pub full: bool,
-    pub kv_heads: u64,
-    pub head_dim: u64,
+/// The layers of a kv-sharing Gemma text model whose keys and values a `DynamicCache` holds
+/// (transformers 5.24, `cache_utils.py` `get_layer_types_and_kwargs`: a kv-sharing consumer is
+/// a `DummyLayer` that stores nothing), each as `(full, kv_heads, head_dim)`.
+pub struct CacheLayers {
+    origin: String,
+    sliding_window: u64,
+    owners: Vec<(bool, u64, u64)>,
 }
 
-/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
-/// `tokens` tokens have passed over the cache-producing `owners` (transformers 5.24,
-/// `cache_utils.py` `get_layer_types_and_kwargs`: a kv-sharing consumer is a `DummyLayer` that
-/// stores nothing and is left out of `owners`): a sliding layer
-/// (`DynamicSlidingWindowLayer.update`) keeps the last `sliding_window - 1` tokens, a full one
-/// (`DynamicLayer`) all of them, keys and values each `[batch, kv_heads, tokens, head_dim]`.
-/// A size past 64 bits is refused, naming `origin`.
-pub(super) fn dynamic_cache_elements(
-    owners: impl Iterator<Item = CacheLayer>,
-    sliding_window: u64,
-    (batch, tokens): (u64, u64),
-    origin: &str,
-) -> Result<u64> {
-    let mut total: u64 = 0;
-    for (i, l) in owners.enumerate() {
-        let kept = if l.full {
-            tokens
-        } else {
-            tokens.min(sliding_window - 1)
-        };
-        let layer = [2, batch, l.kv_heads, kept, l.head_dim]
-            .iter()
-            .try_fold(1u64, |a, b| a.checked_mul(*b))
-            .ok_or_else(|| {
-                field_err(
-                    origin,
-                    "sliding_window",
-                    format!("layer {i}: cache size overflows"),
-                )
-            })?;
-        total = total.saturating_add(layer);
+impl CacheLayers {
+    /// The cache-producing layers `owners` (is each full attention), their kv heads and head
+    /// size given by `heads(full)`.
+    pub(super) fn new(
+        origin: &str,
+        sliding_window: u64,
+        owners: &[bool],
+        heads: impl Fn(bool) -> (u64, u64),
+    ) -> Self {
+        let owners = owners.iter().map(|&f| (f, heads(f).0, heads(f).1));
+        CacheLayers {
+            origin: origin.to_string(),
+            sliding_window,
+            owners: owners.collect(),
+        }
     }
-    Ok(total)
+
+    /// Elements (keys and values together) the cache holds for `batch` sequences after `tokens`
+    /// tokens have passed: a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last
+    /// `sliding_window - 1` tokens, a full one (`DynamicLayer`) all of them, keys and values
+    /// each `[batch, kv_heads, tokens, head_dim]`. A size past 64 bits is refused.
+    pub fn elements(&self, batch: u64, tokens: u64) -> Result<u64> {
+        let mut total: u64 = 0;
+        for (i, &(full, kv_heads, head_dim)) in self.owners.iter().enumerate() {
+            let kept = if full {
+                tokens
+            } else {
+                tokens.min(self.sliding_window - 1)
+            };
+            let layer = [2, batch, kv_heads, kept, head_dim]
+                .iter()
+                .try_fold(1u64, |a, b| a.checked_mul(*b))
+                .ok_or_else(|| {
+                    field_err(
+                        &self.origin,
+                        "sliding_window",
+                        format!("layer {i}: cache size overflows"),
+                    )
+                })?;
+            total = total.saturating_add(layer);
+        }
+        Ok(total)
+    }
 }

@@ -15,14 +15,14 @@ pub use warnings::{assert_never_warns, assert_warns};
 mod repo_json;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
 pub use repo_json::{read_json, validation};
+#[allow(dead_code)] // Only the Gemma reader tests use it.
+pub mod gemma;
 #[allow(dead_code)] // Only the tests that write GGUF headers use it.
 pub mod gguf_bytes;
 #[allow(dead_code)] // Only the tests that write files use it.
 mod temp_dir;
 #[allow(dead_code)] // Only the vision-language tests use it.
 pub mod vlm;
-#[allow(dead_code)] // Only the Gemma reader tests use it.
-pub mod gemma;
 #[allow(unused_imports)] // Only the tests that write files use it.
 pub use temp_dir::TempDir;
 

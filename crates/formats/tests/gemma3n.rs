@@ -154,20 +154,9 @@ fn gemma3n_bad_configs_are_refused() {
 #[test]
 fn gemma3n_dynamic_cache_matches_transformers() {
     let cfg = fixture("tiny-bias-untied-text.json");
-    assert_eq!(
-        gemma3n::cache_layers(&cfg, "t")
-            .unwrap()
-            .elements(2, 20)
-            .unwrap(),
-        6_400
-    );
-    assert_eq!(
-        gemma3n::cache_layers(&cfg, "t")
-            .unwrap()
-            .elements(2, 21)
-            .unwrap(),
-        6_528
-    );
+    let cache = gemma3n::cache_layers(&cfg, "t").unwrap();
+    assert_eq!(cache.elements(2, 20).unwrap(), 6_400);
+    assert_eq!(cache.elements(2, 21).unwrap(), 6_528);
 }
 
 /// E2B, one sequence of 4,096 tokens: only layers 0–19 hold a cache. 16 sliding layers keep
@@ -176,13 +165,8 @@ fn gemma3n_dynamic_cache_matches_transformers() {
 #[test]
 fn gemma3n_e2b_cache_by_hand() {
     let cfg = fixture("gemma-3n-e2b-text.json");
-    assert_eq!(
-        gemma3n::cache_layers(&cfg, "e2b")
-            .unwrap()
-            .elements(1, 4096)
-            .unwrap(),
-        25_149_440
-    );
+    let cache = gemma3n::cache_layers(&cfg, "e2b").unwrap();
+    assert_eq!(cache.elements(1, 4096).unwrap(), 25_149_440);
 }
 
 /// Gemma 3n's audio tower with `Gemma3nAudioConfig`'s class defaults (what an absent

@@ -251,20 +251,9 @@ fn gemma4_text_class_defaults_match_the_table_row() {
 fn gemma4_dynamic_cache_matches_transformers() {
     let mut cfg = fixture("tiny-moe-keqv-text.json");
     cfg.insert("sliding_window".into(), 8.into());
-    assert_eq!(
-        gemma4::cache_layers(&cfg, "t")
-            .unwrap()
-            .elements(2, 20)
-            .unwrap(),
-        5_248
-    );
-    assert_eq!(
-        gemma4::cache_layers(&cfg, "t")
-            .unwrap()
-            .elements(2, 21)
-            .unwrap(),
-        5_376
-    );
+    let cache = gemma4::cache_layers(&cfg, "t").unwrap();
+    assert_eq!(cache.elements(2, 20).unwrap(), 5_248);
+    assert_eq!(cache.elements(2, 21).unwrap(), 5_376);
 }
 
 /// E2B, one sequence of 4,096 tokens: only layers 0–14 hold a cache. 12 sliding layers keep
@@ -274,11 +263,6 @@ fn gemma4_dynamic_cache_matches_transformers() {
 #[test]
 fn gemma4_e2b_cache_by_hand() {
     let cfg = fixture("gemma-4-e2b-text.json");
-    assert_eq!(
-        gemma4::cache_layers(&cfg, "e2b")
-            .unwrap()
-            .elements(1, 4096)
-            .unwrap(),
-        15_722_496
-    );
+    let cache = gemma4::cache_layers(&cfg, "e2b").unwrap();
+    assert_eq!(cache.elements(1, 4096).unwrap(), 15_722_496);
 }

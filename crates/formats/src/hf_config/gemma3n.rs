@@ -257,19 +257,7 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
         layer(&mut out, &g, i);
     }
     norm(&mut out, "model.norm", h);
-    let packed = g.layers * g.ple;
-    out.push((
-        "model.embed_tokens_per_layer.weight".into(),
-        vec![g.ple_vocab, packed],
-    ));
-    linear(
-        &mut out,
-        "model.per_layer_model_projection",
-        h,
-        packed,
-        false,
-    );
-    norm(&mut out, "model.per_layer_projection_norm", g.ple);
+    gemma_shared::per_layer_inputs(&mut out, g.layers, per_layer_inputs(&g), h);
     for list in ["altup_projections", "altup_unembed_projections"] {
         for j in 0..g.altup - 1 {
             linear(&mut out, &format!("model.{list}.{j}"), h, h, false);
@@ -284,6 +272,15 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
     gemma_shared::params(&text_tensors(obj, origin)?, origin)
+}
+
+/// The per-layer inputs (`hidden_size_per_layer_input` wide, `vocab_size_per_layer_input`
+/// rows; always present in Gemma 3n).
+fn per_layer_inputs(g: &Geometry) -> PerLayerInputs {
+    PerLayerInputs {
+        width: g.ple,
+        vocab: g.ple_vocab,
+    }
 }
 
 /// Whether layer `i` reuses another layer's keys and values ([`gemma_shared::is_kv_shared`]).
@@ -317,12 +314,9 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     let g = geometry(cfg)?;
     let activation = gemma_shared::hidden_activation(cfg);
     let names = ("gemma3n_text", "Gemma3nForCausalLM", Naming::Gemma3n);
-    let ple = PerLayerInputs {
-        width: g.ple,
-        vocab: g.ple_vocab,
-    };
     let sizes = (g.vocab, g.hidden, 32_768);
-    let mut spec = gemma_shared::text_spec_shell(cfg, names, sizes, Some(ple), g.tied)?;
+    let mut spec =
+        gemma_shared::text_spec_shell(cfg, names, sizes, Some(per_layer_inputs(&g)), g.tied)?;
     for i in 0..g.full.len() {
         let mlp = DenseMlp {
             gaussian_topk: g.sparse[i],

@@ -220,20 +220,8 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
     let g = geometry(&Cfg { obj, origin })?;
     let mut out = Vec::new();
     out.push(("model.embed_tokens.weight".into(), vec![g.vocab, g.hidden]));
-    if g.ple > 0 {
-        let packed = g.layers * g.ple;
-        out.push((
-            "model.embed_tokens_per_layer.weight".into(),
-            vec![g.ple_vocab, packed],
-        ));
-        linear(
-            &mut out,
-            "model.per_layer_model_projection",
-            g.hidden,
-            packed,
-            false,
-        );
-        norm(&mut out, "model.per_layer_projection_norm", g.ple);
+    if let Some(ple) = per_layer_inputs(&g) {
+        gemma_shared::per_layer_inputs(&mut out, g.layers, ple, g.hidden);
     }
     for i in 0..g.full.len() {
         layer(&mut out, &g, i);
@@ -260,10 +248,7 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     let g = geometry(cfg)?;
     let activation = gemma_shared::hidden_activation(cfg);
     let names = ("gemma4_text", "Gemma4ForCausalLM", Naming::Gemma4);
-    let ple = (g.ple > 0).then_some(PerLayerInputs {
-        width: g.ple,
-        vocab: g.ple_vocab,
-    });
+    let ple = per_layer_inputs(&g);
     let sizes = (g.vocab, g.hidden, 131_072);
     let mut spec = gemma_shared::text_spec_shell(cfg, names, sizes, ple, g.tied)?;
     for i in 0..g.full.len() {
@@ -283,6 +268,15 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     }
     spec.softcapping.final_logits = cfg.float("final_logit_softcapping");
     Ok(spec)
+}
+
+/// The per-layer inputs, none when `hidden_size_per_layer_input` is 0 or null (`if
+/// self.hidden_size_per_layer_input:` in `Gemma4TextModel.__init__`).
+fn per_layer_inputs(g: &Geometry) -> Option<PerLayerInputs> {
+    (g.ple > 0).then_some(PerLayerInputs {
+        width: g.ple,
+        vocab: g.ple_vocab,
+    })
 }
 
 /// Whether layer `i` reuses another layer's keys and values ([`gemma_shared::is_kv_shared`]).

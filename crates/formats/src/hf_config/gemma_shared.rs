@@ -26,6 +26,29 @@ pub(super) fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
     out.push((format!("{name}.weight"), vec![dim]));
 }
 
+/// The per-layer inputs' tensors (`Gemma3nTextModel.__init__`, `Gemma4TextModel.__init__`):
+/// the packed `embed_tokens_per_layer [ple_vocab, layers · width]`,
+/// `per_layer_model_projection [layers · width, hidden]` without bias and
+/// `per_layer_projection_norm [width]`.
+pub(super) fn per_layer_inputs(
+    out: &mut Vec<NamedTensor>,
+    layers: u64,
+    ple: PerLayerInputs,
+    hidden: u64,
+) {
+    let packed = layers * ple.width;
+    let table = vec![ple.vocab, packed];
+    out.push(("model.embed_tokens_per_layer.weight".into(), table));
+    linear(
+        out,
+        "model.per_layer_model_projection",
+        hidden,
+        packed,
+        false,
+    );
+    norm(out, "model.per_layer_projection_norm", ple.width);
+}
+
 /// The count of a tensor list; a size that overflows 64 bits is refused, naming `origin`.
 pub fn params(tensors: &[NamedTensor], origin: &str) -> Result<u64> {
     tensors

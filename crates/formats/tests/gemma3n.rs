@@ -9,22 +9,16 @@
 
 mod common;
 
-use common::gemma::{assert_named_parameters, by_name};
+use common::gemma::{assert_named_parameters, by_name, config, wrapped};
 use serde_json::{Map, Value};
 use vramscope_formats::hf_config::{gemma3n, gemma3n_audio, parse_config_str};
-
-/// The config `tests/fixtures/gemma3n/<name>`.
-fn fixture(name: &str) -> Map<String, Value> {
-    common::gemma::config("gemma3n", name)
-}
 
 /// The multimodal `gemma3n` config is refused in one line with the language model's count
 /// (E2B's, derived in `gemma_text.rs`), naming the towers. (The text configs are read for the
 /// estimator in `gemma_text.rs`.)
 #[test]
 fn gemma3n_full_model_is_refused() {
-    let text = serde_json::to_string(&fixture("gemma-3n-e2b-text.json")).unwrap();
-    let wrapped = format!(r#"{{"model_type": "gemma3n", "text_config": {text}}}"#);
+    let wrapped = wrapped("gemma3n", "gemma3n", "gemma-3n-e2b-text.json");
     let err = parse_config_str(&wrapped, "e2b").unwrap_err().to_string();
     assert!(err.contains("4435182688 parameters"), "{err}");
     // The class-default audio tower and the two embedders (see the audio tests below).
@@ -62,7 +56,7 @@ fn gemma3n_bad_configs_are_refused() {
         ("num_attention_heads", 5.into()),
     ];
     for (key, value) in cases {
-        let mut cfg = fixture("tiny-bias-untied-text.json");
+        let mut cfg = config("gemma3n", "tiny-bias-untied-text.json");
         cfg.insert(key.into(), value);
         let err = gemma3n::text_params(&cfg, "x").unwrap_err().to_string();
         let field = if key == "num_attention_heads" {
@@ -110,7 +104,7 @@ fn gemma3n_audio_tower_counts_as_transformers() {
 /// 20,624, light conv 64·128 + 64·3 + 64² + 128 = 12,608, norm 64: 99,088.
 #[test]
 fn gemma3n_tiny_audio_tensors_match_transformers() {
-    let cfg = fixture("tiny-audio.json");
+    let cfg = config("gemma3n", "tiny-audio.json");
     let ours = by_name(gemma3n_audio::audio_tensors(&cfg, "tiny").unwrap());
     assert_named_parameters(&ours, "gemma3n", "tiny-audio-tensors.json");
     let count = gemma3n_audio::params(&ours.into_iter().collect::<Vec<_>>(), "tiny").unwrap();
@@ -120,7 +114,7 @@ fn gemma3n_tiny_audio_tensors_match_transformers() {
 /// Sizes whose product overflows 64 bits are refused, not wrapped or panicked on.
 #[test]
 fn gemma3n_overflowing_sizes_are_refused() {
-    let mut cfg = fixture("tiny-bias-untied-text.json");
+    let mut cfg = config("gemma3n", "tiny-bias-untied-text.json");
     cfg.insert("vocab_size".into(), (1u64 << 40).into());
     cfg.insert("hidden_size".into(), (1u64 << 40).into());
     cfg.insert("num_attention_heads".into(), 1.into());

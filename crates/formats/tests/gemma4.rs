@@ -12,14 +12,9 @@
 
 mod common;
 
-use common::gemma::{assert_named_parameters, by_name, Shapes};
+use common::gemma::{assert_named_parameters, by_name, config, wrapped, Shapes};
 use serde_json::{Map, Value};
 use vramscope_formats::hf_config::{gemma4, gemma4_towers, parse_config_str};
-
-/// The config `tests/fixtures/gemma4/<name>`.
-fn fixture(name: &str) -> Map<String, Value> {
-    common::gemma::config("gemma4", name)
-}
 
 /// The multimodal `gemma4` config without towers is the language model alone: E2B's count,
 /// derived in `gemma_text.rs` (where the text configs are read for the estimator).
@@ -27,8 +22,7 @@ fn fixture(name: &str) -> Map<String, Value> {
 fn gemma4_wrapper_without_towers_is_its_language_model() {
     // A `gemma4` wrapper with neither tower (`SubConfigSpec(optional=True)`: none is built) is
     // its language model alone, estimated.
-    let text = serde_json::to_string(&fixture("gemma-4-e2b-text.json")).unwrap();
-    let wrapped = format!(r#"{{"model_type": "gemma4", "text_config": {text}}}"#);
+    let wrapped = wrapped("gemma4", "gemma4", "gemma-4-e2b-text.json");
     let spec = parse_config_str(&wrapped, "e2b").unwrap().spec;
     assert!(spec.vision.is_none());
     let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
@@ -55,7 +49,7 @@ fn gemma4_wrapper_without_towers_is_its_language_model() {
 ///   167,364,608, audio_tower 304,824,608, embed_vision 1,179,648, embed_audio 2,359,296).
 #[test]
 fn gemma4_e2b_with_towers_counts_as_transformers() {
-    let cfg = fixture("gemma-4-e2b.json");
+    let cfg = config("gemma4", "gemma-4-e2b.json");
     let tensors = gemma4_towers::model_tensors(&cfg, "e2b").unwrap();
     let parts = gemma4_towers::part_counts(&tensors);
     assert_eq!(
@@ -88,7 +82,7 @@ fn gemma4_e2b_with_towers_counts_as_transformers() {
 ///   `std_bias`/`std_scale` — are not parameters).
 #[test]
 fn gemma4_tiny_towers_match_transformers_name_by_name() {
-    let cfg = fixture("tiny-gemma4.json");
+    let cfg = config("gemma4", "tiny-gemma4.json");
     let tensors = gemma4_towers::model_tensors(&cfg, "tiny").unwrap();
     assert_eq!(
         gemma4_towers::part_counts(&tensors),
@@ -119,7 +113,7 @@ fn gemma4_bad_tower_configs_are_refused() {
         ),
     ];
     for (tower, bad, field) in cases {
-        let mut cfg = fixture("tiny-gemma4.json");
+        let mut cfg = config("gemma4", "tiny-gemma4.json");
         let sub = cfg.get_mut(tower).unwrap().as_object_mut().unwrap();
         for (k, v) in bad.as_object().unwrap() {
             sub.insert(k.clone(), v.clone());
@@ -136,11 +130,11 @@ fn gemma4_bad_tower_configs_are_refused() {
 /// raises in `kv_sharing_modes`; an expert block without `num_experts` names the field.
 #[test]
 fn gemma4_bad_configs_are_refused() {
-    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    let mut cfg = config("gemma4", "tiny-moe-keqv-text.json");
     cfg.insert("num_kv_shared_layers".into(), 4.into());
     let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
     assert!(err.contains("num_kv_shared_layers"), "{err}");
-    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    let mut cfg = config("gemma4", "tiny-moe-keqv-text.json");
     cfg.remove("num_experts");
     let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
     assert!(err.contains("num_experts"), "{err}");

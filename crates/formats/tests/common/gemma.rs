@@ -14,6 +14,13 @@ pub fn config(dir: &str, name: &str) -> Map<String, Value> {
     super::read_json(&super::fixture_path(dir, name))
 }
 
+/// The text config `tests/fixtures/<dir>/<text>` wrapped as the `text_config` of a composite
+/// `model_type` config (no towers), as JSON text.
+pub fn wrapped(model_type: &str, dir: &str, text: &str) -> String {
+    let text = serde_json::to_string(&config(dir, text)).unwrap();
+    format!(r#"{{"model_type": "{model_type}", "text_config": {text}}}"#)
+}
+
 /// A reader's `(name, shape)` list keyed by name.
 pub fn by_name(tensors: Vec<(String, Vec<u64>)>) -> Shapes {
     tensors.into_iter().collect()

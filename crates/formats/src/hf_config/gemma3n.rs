@@ -55,22 +55,13 @@ fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
 fn widths(cfg: &Cfg, layers: u64) -> Result<Vec<u64>> {
     match cfg.obj.get("intermediate_size") {
         Some(Value::Array(items)) => {
-            if items.len() as u64 != layers {
-                return Err(cfg.err(
+            cfg.per_layer("intermediate_size", items, layers, |v| match v.as_u64() {
+                Some(n) if (1..=super::MAX_DIM).contains(&n) => Ok(n),
+                _ => Err(cfg.err(
                     "intermediate_size",
-                    format!("has {} entries for {layers} layers", items.len()),
-                ));
-            }
-            items
-                .iter()
-                .map(|v| match v.as_u64() {
-                    Some(n) if (1..=super::MAX_DIM).contains(&n) => Ok(n),
-                    _ => Err(cfg.err(
-                        "intermediate_size",
-                        format!("entries must be positive widths (got {v})"),
-                    )),
-                })
-                .collect()
+                    format!("entries must be positive widths (got {v})"),
+                )),
+            })
         }
         _ => Ok(vec![
             cfg.size(&["intermediate_size"], Some(16_384))?;

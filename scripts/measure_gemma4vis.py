@@ -1,8 +1,7 @@
 """Runs ../shared/measure/measure.py on a `model_type: "gemma4"` spec with images and no audio
 tower (`audio_config: null`, as Gemma 4 26B / 31B): `AutoModelForCausalLM` builds
 `Gemma4ForConditionalGeneration`. `Gemma4Config` has no top-level `vocab_size` /
-`num_hidden_layers`; the text config's are copied onto it for measure.py's token draw and layer
-hooks (no shape changes).
+`num_hidden_layers`; `measure_composite.py` copies the text config's onto it.
 
 A spec with `images` ({"count", "width", "height"}, all alike) runs, with the image processor's
 budget `max_soft_tokens` from the config's `vision_soft_tokens_per_image` (280 unless given), with images as `Gemma4ImageProcessor` returns them:
@@ -19,26 +18,8 @@ the step also gets the processor's `mm_token_type_ids` (1 on the image tokens, 0
     MALLOC_MMAP_THRESHOLD_=1048576 python scripts/measure_gemma4vis.py ../shared/measure SPEC.json OUT.json
 """
 
-import json
-import sys
-
-import transformers
+import measure_composite
 from transformers.models.gemma4.processing_gemma4 import get_aspect_ratio_preserving_size
-
-measure_dir, spec, out = sys.argv[1:4]
-sys.path.insert(0, measure_dir)
-import measure  # noqa: E402
-
-_for_model = transformers.AutoConfig.for_model
-_from_config = transformers.AutoModelForCausalLM.from_config
-
-
-def for_model(model_type, **kw):
-    cfg = _for_model(model_type, **kw)
-    if model_type == "gemma4":
-        cfg.vocab_size = cfg.text_config.vocab_size
-        cfg.num_hidden_layers = cfg.text_config.num_hidden_layers
-    return cfg
 
 
 def with_images(model, cfg, s):
@@ -61,33 +42,28 @@ def with_images(model, cfg, s):
     pos[:, : ph * pw, 0] = xs
     pos[:, : ph * pw, 1] = ys
 
-    def pre(mod, args, kwargs):
-        ids = kwargs["input_ids"].clone()
+    def mark(ids):
         at = 1
         for _ in range(im["count"]):
             ids[:, at] = cfg.boi_token_id
             ids[:, at + 1 : at + 1 + soft] = cfg.image_token_id
             ids[:, at + 1 + soft] = cfg.eoi_token_id
             at += soft + 2
-        kwargs["input_ids"] = ids
+
+    def inputs(ids):
+        extra = {"pixel_values": pix, "image_position_ids": pos}
         if s.get("mm_token_type_ids"):
-            kwargs["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
-        kwargs["pixel_values"] = pix
-        kwargs["image_position_ids"] = pos
-        return args, kwargs
+            extra["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
+        return extra
 
-    model.register_forward_pre_hook(pre, with_kwargs=True)
-    return model
+    return measure_composite.feed_images(model, mark, inputs)
 
 
-def from_config(cfg, **kw):
-    model = _from_config(cfg, **kw)
-    s = json.load(open(spec))
+def from_config(cfg, s, default, **kw):
+    model = default(cfg, **kw)
     if cfg.model_type == "gemma4" and s.get("images"):
         return with_images(model, cfg, s)
     return model
 
 
-transformers.AutoConfig.for_model = for_model
-transformers.AutoModelForCausalLM.from_config = from_config
-measure.main(spec, out)
+measure_composite.run("gemma4", from_config)

@@ -6,8 +6,8 @@ vision tower and projector hold parameters, gradients and AdamW states but run n
 transformers 5.24's `Llama4ForConditionalGeneration.forward` ends by reading
 `outputs.image_outputs` from the language model's `MoeCausalLMOutputWithPast`, which has no such
 field (an AttributeError on every call with `return_dict`); the wrapper gives that output class
-an `image_outputs` of None, which allocates nothing. `Llama4Config` has no top-level `vocab_size` / `num_hidden_layers`; the text config's are
-copied onto it for measure.py's token draw and layer hooks (no shape changes).
+an `image_outputs` of None, which allocates nothing. `Llama4Config` has no top-level `vocab_size` / `num_hidden_layers`; `measure_composite.py`
+copies the text config's onto it.
 
 A spec with `images` ({"count", "width", "height"}, each image a whole number of tiles, all
 alike) runs with images: `pixel_values` as `Llama4ImageProcessor` returns them (fp32, one row
@@ -20,35 +20,16 @@ holds them.
     MALLOC_MMAP_THRESHOLD_=1048576 python scripts/measure_llama4.py ../shared/measure SPEC.json OUT.json
 """
 
-import sys
-
-import transformers
+import measure_composite
 from transformers import Llama4ForConditionalGeneration
 from transformers.modeling_outputs import MoeCausalLMOutputWithPast
 
-measure_dir, spec, out = sys.argv[1:4]
-sys.path.insert(0, measure_dir)
-import measure  # noqa: E402
 
-_for_model = transformers.AutoConfig.for_model
-_from_config = transformers.AutoModelForCausalLM.from_config
-
-
-def for_model(model_type, **kw):
-    cfg = _for_model(model_type, **kw)
-    if model_type == "llama4":
-        cfg.vocab_size = cfg.text_config.vocab_size
-        cfg.num_hidden_layers = cfg.text_config.num_hidden_layers
-    return cfg
-
-
-def with_images(model, cfg, im):
-    """Feeds `im` images per sequence through a forward pre-hook (see the module's note)."""
-    import json
-
+def with_images(model, cfg, im, b):
+    """Feeds `im` images per sequence (batch `b`) through a forward pre-hook (see the module's
+    note)."""
     import torch
 
-    b = json.load(open(spec))["batch"]
     v = cfg.vision_config
     tile, patch = v.image_size, v.patch_size
     rows, cols = im["height"] // tile, im["width"] // tile
@@ -58,28 +39,19 @@ def with_images(model, cfg, im):
     g = torch.Generator().manual_seed(7)
     pix = torch.randn(b * im["count"] * tiles, v.num_channels, tile, tile, generator=g)
 
-    def pre(mod, args, kwargs):
-        ids = kwargs["input_ids"].clone()
+    def mark(ids):
         ids[:, 1 : 1 + n_img] = cfg.image_token_index
-        kwargs["input_ids"] = ids
-        kwargs["pixel_values"] = pix
-        return args, kwargs
 
-    model.register_forward_pre_hook(pre, with_kwargs=True)
-    return model
+    return measure_composite.feed_images(model, mark, lambda ids: {"pixel_values": pix})
 
 
-def from_config(cfg, **kw):
+def from_config(cfg, s, default, **kw):
     if cfg.model_type == "llama4":
-        import json
-
         model = Llama4ForConditionalGeneration._from_config(cfg, **kw)
-        im = json.load(open(spec)).get("images")
-        return with_images(model, cfg, im) if im else model
-    return _from_config(cfg, **kw)
+        im = s.get("images")
+        return with_images(model, cfg, im, s["batch"]) if im else model
+    return default(cfg, **kw)
 
 
 MoeCausalLMOutputWithPast.image_outputs = None
-transformers.AutoConfig.for_model = for_model
-transformers.AutoModelForCausalLM.from_config = from_config
-measure.main(spec, out)
+measure_composite.run("llama4", from_config)

@@ -230,18 +230,7 @@ fn fit_finds_the_edge() {
     let cap = vramscope_core::gpu::find("t4-16gb").unwrap().memory_bytes;
     let answer = fit(&model, &resolved).unwrap();
     let b = answer.max_batch.unwrap();
-    let total = |batch: u64| {
-        let j = vramscope_core::job::ResolvedJob {
-            batch,
-            ..resolved.clone()
-        };
-        estimate(&model, &j)
-            .unwrap()
-            .per_gpu
-            .peaks
-            .device_total
-            .unwrap()
-    };
+    let total = |batch| common::device_total_at(&model, &resolved, batch);
     assert!(total(b) <= cap && total(b + 1) > cap, "batch {b}");
     // GPT-2 knows 1024 positions: the sequence search stops there, and says so.
     assert_eq!(answer.max_seq, Some(1024));

@@ -1,84 +1,11 @@
-//! Gemma 3n's text model (`gemma3n_text`) estimated, not only counted: the KV cache of E2B (10
-//! of 30 layers reuse another layer's keys and values and cache nothing), fit, and two tiny
-//! training steps measured on the CPU (`validation/cpu-measured-gemma3n.json`), held whole and
-//! layer by layer.
+//! Gemma 3n's text model (`gemma3n_text`) estimated, not only counted: tiny training steps
+//! measured on the CPU (`validation/cpu-measured-gemma3n.json`), held whole and layer by
+//! layer. E2B's KV cache, fit and training step are checked with Gemma 4's in `gemma_e2b.rs`.
 
 mod common;
 mod measured;
 
 use serde_json::{json, Value};
-
-fn e2b() -> Value {
-    measured::formats_fixture("gemma3n/gemma-3n-e2b-text.json")
-}
-
-/// E2B's bf16 cache at 1 × 4,096 by hand (`modeling_gemma3n.py`; `cache_utils.py`
-/// `DynamicCache` of a `Gemma3nTextConfig`): layers 20–29 are kv-sharing consumers
-/// (`DummyLayer`, nothing stored); of layers 0–19, 4, 9, 14 and 19 are full (2 kv heads of
-/// 256: K and V 2·2·256·4,096 values · 2 B = 8,388,608 B each, 33,554,432 B), the other 16
-/// sliding over the 512-token window (2·2·256·512 · 2 B = 1,048,576 B each, 16,777,216 B).
-/// Total 50,331,648 B; doubling the context adds only the full layers' part. (transformers'
-/// sliding layers keep `sliding_window - 1` = 511 tokens, the estimator a whole window, as for
-/// every sliding family: 16 · 2·2·256 · 2 B = 32,768 B more here.) That is the cache once
-/// decoding; at the end of a 4,096-token prefill every owning layer still holds the whole
-/// prompt (a sliding layer's kept keys are a view of the prompt's storage until its first
-/// decode step, `DynamicSlidingWindowLayer.update`): 20 · 2·2·256·4,096 · 2 B = 167,772,160 B.
-#[test]
-fn e2b_kv_cache_by_hand() {
-    let cfg = e2b();
-    assert_eq!(measured::kv_cache_decoded(&cfg, 1, 4096), 50_331_648);
-    assert_eq!(measured::kv_cache_decoded(&cfg, 2, 4096), 2 * 50_331_648);
-    let grown =
-        measured::kv_cache_decoded(&cfg, 1, 8192) - measured::kv_cache_decoded(&cfg, 1, 4096);
-    assert_eq!(grown, 33_554_432);
-    assert_eq!(measured::kv_cache(&cfg, 1, 4096), 167_772_160);
-}
-
-/// Below the window the estimator's cache equals the formats reader's `DynamicCache` model
-/// (`gemma3n::dynamic_cache_elements`, itself checked against a CPU-measured cache), in bf16:
-/// at 300 tokens 20 owning layers · 2·2·256·300 = 6,144,000 values, 12,288,000 B.
-#[test]
-fn e2b_kv_cache_agrees_with_the_dynamic_cache_below_the_window() {
-    let cfg = e2b();
-    let obj = cfg.as_object().unwrap();
-    let elements =
-        vramscope_formats::hf_config::gemma3n::dynamic_cache_elements(obj, "e2b", 1, 300).unwrap();
-    assert_eq!(elements, 6_144_000);
-    assert_eq!(measured::kv_cache(&cfg, 1, 300), 2 * elements);
-}
-
-/// fit answers for E2B (bf16 inference on an H200): a largest batch at 4,096 tokens, and a
-/// smaller one at 32,768 tokens (the model's positions), where the four full layers' cache has
-/// grown eightfold.
-#[test]
-fn e2b_fit_answers() {
-    let fit = |seq: u64| {
-        let job: vramscope_core::job::Job = serde_json::from_value(json!({
-            "model": {"hf_config": e2b()}, "task": "infer", "batch": 1, "seq": seq,
-            "precision": "bf16", "gpu": "h200-141gb"}))
-        .unwrap();
-        let model =
-            vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
-        let resolved = job.resolve(Some(32_768)).unwrap();
-        vramscope_core::fit::fit(&model.into_input(), &resolved)
-            .unwrap()
-            .max_batch
-            .expect("at least one sequence fits")
-    };
-    let (short, long) = (fit(4096), fit(32_768));
-    assert!(long >= 1 && short > long, "{short} {long}");
-}
-
-/// Training E2B is estimated (no refusal): bf16-mixed AdamW at 1 × 2,048 with SDPA.
-#[test]
-fn e2b_training_is_estimated() {
-    let r = measured::run(
-        json!({"model": {"hf_config": e2b()}, "task": "train", "batch": 1,
-        "seq": 2048, "precision": "bf16-mixed", "optimizer": "adamw", "attention": "sdpa"}),
-    );
-    assert!(r.per_gpu.components.activations > 0);
-    assert_eq!(r.model.params_total, 4_435_182_688);
-}
 
 /// A tiny Gemma 3n text model's AdamW steps at 2 × 256 with SDPA (fp32, bf16-mixed, pure bf16),
 /// eager attention and SDPA under full checkpointing (bf16-mixed),

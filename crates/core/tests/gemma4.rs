@@ -1,6 +1,6 @@
-//! Gemma 4's text model (`gemma4_text`) estimated, not only counted: the KV cache of E2B (20
-//! of 35 layers reuse another layer's keys and values and cache nothing), fit, and tiny
-//! training steps measured on the CPU (`validation/cpu-measured-gemma4.json`).
+//! Gemma 4's text model (`gemma4_text`) estimated, not only counted: tiny training steps
+//! measured on the CPU (`validation/cpu-measured-gemma4.json`). E2B's KV cache, fit and
+//! training step are checked with Gemma 3n's in `gemma_e2b.rs`.
 
 mod common;
 mod measured;
@@ -11,78 +11,6 @@ use serde_json::{json, Value};
 fn spec_config(name: &str) -> Value {
     let spec: Value = common::validation(&format!("specs/{name}"));
     spec["hf_config"].clone()
-}
-
-fn e2b() -> Value {
-    measured::formats_fixture("gemma4/gemma-4-e2b-text.json")
-}
-
-/// E2B's bf16 cache at 1 × 4,096 by hand (`modeling_gemma4.py`; `cache_utils.py`
-/// `DynamicCache` of a `Gemma4TextConfig`): layers 15–34 are kv-sharing consumers
-/// (`DummyLayer`, nothing stored); of layers 0–14, 4, 9 and 14 are full (1 kv head of 512:
-/// K and V 2·512·4,096 values · 2 B = 8,388,608 B each, 25,165,824 B), the other 12 sliding
-/// (1 kv head of 256 over the 512-token window: 2·256·512 · 2 B = 524,288 B each,
-/// 6,291,456 B). Total 31,457,280 B; doubling the context adds only the full layers' part.
-/// That is the cache once decoding (a generation reaching 4,096 tokens from a short prompt:
-/// transformers' sliding layers keep a view of `sliding_window − 1` = 511 tokens over the
-/// storage of the last `torch.cat`, 511 + 1 = 512 tokens). A 4,096-token prompt peaks in its
-/// prefill, where the 12 sliding layers hold the whole prompt too: 25,165,824 + 12 ·
-/// 2·256·4,096 · 2 B = 25,165,824 + 50,331,648 = 75,497,472 B.
-#[test]
-fn e2b_kv_cache_by_hand() {
-    let cfg = e2b();
-    assert_eq!(measured::kv_cache_decoded(&cfg, 1, 4096), 31_457_280);
-    assert_eq!(measured::kv_cache_decoded(&cfg, 2, 4096), 2 * 31_457_280);
-    let grown =
-        measured::kv_cache_decoded(&cfg, 1, 8192) - measured::kv_cache_decoded(&cfg, 1, 4096);
-    assert_eq!(grown, 25_165_824);
-    assert_eq!(measured::kv_cache(&cfg, 1, 4096), 75_497_472);
-}
-
-/// Below the window the estimator's cache equals the formats reader's `DynamicCache` model
-/// (`gemma4::dynamic_cache_elements`, itself checked against a CPU-measured cache), in bf16:
-/// at 300 tokens 12 sliding layers · 2·256·300 + 3 full · 2·512·300 = 2,764,800 values,
-/// 5,529,600 B.
-#[test]
-fn e2b_kv_cache_agrees_with_the_dynamic_cache_below_the_window() {
-    let cfg = e2b();
-    let obj = cfg.as_object().unwrap();
-    let elements =
-        vramscope_formats::hf_config::gemma4::dynamic_cache_elements(obj, "e2b", 1, 300).unwrap();
-    assert_eq!(elements, 2_764_800);
-    assert_eq!(measured::kv_cache(&cfg, 1, 300), 2 * elements);
-}
-
-/// fit answers for E2B (bf16 inference on an H200): a largest batch at 4,096 tokens, and a
-/// smaller one at 65,536 tokens, where the three full layers' cache has grown sixteenfold.
-#[test]
-fn e2b_fit_answers() {
-    let fit = |seq: u64| {
-        let job: vramscope_core::job::Job = serde_json::from_value(json!({
-            "model": {"hf_config": e2b()}, "task": "infer", "batch": 1, "seq": seq,
-            "precision": "bf16", "gpu": "h200-141gb"}))
-        .unwrap();
-        let model =
-            vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
-        let resolved = job.resolve(Some(131_072)).unwrap();
-        vramscope_core::fit::fit(&model.into_input(), &resolved)
-            .unwrap()
-            .max_batch
-            .expect("at least one sequence fits")
-    };
-    let (short, long) = (fit(4096), fit(65_536));
-    assert!(long >= 1 && short > long, "{short} {long}");
-}
-
-/// Training E2B is estimated (no refusal): bf16-mixed AdamW at 1 × 2,048 with SDPA.
-#[test]
-fn e2b_training_is_estimated() {
-    let r = measured::run(
-        json!({"model": {"hf_config": e2b()}, "task": "train", "batch": 1,
-        "seq": 2048, "precision": "bf16-mixed", "optimizer": "adamw", "attention": "sdpa"}),
-    );
-    assert!(r.per_gpu.components.activations > 0);
-    assert_eq!(r.model.params_total, 4_628_569_344);
 }
 
 /// Two tiny Gemma 4 text models' AdamW steps at 2 × 256, measured on the CPU tensor by tensor

@@ -3,23 +3,14 @@
 //! capacity − reserve. The bounds are derived by hand from vLLM's budget, not read off the
 //! estimator.
 
-use serde_json::{json, Value};
-use vramscope_core::estimate::{estimate, ModelInput};
+mod common;
+
+use common::{device_total_at, prepared_json};
+use serde_json::json;
+use vramscope_core::estimate::estimate;
 use vramscope_core::fit::fit;
-use vramscope_core::job::{Job, ResolvedJob};
-use vramscope_formats::model_source::load_job_model;
 
 const GIB: u64 = 1 << 30;
-
-fn prepared(job: Value) -> (ModelInput, ResolvedJob) {
-    let job: Job = serde_json::from_value(job).unwrap();
-    let model = load_job_model(job.model.as_ref().unwrap())
-        .unwrap()
-        .into_input();
-    let max = model.spec.as_ref().and_then(|s| s.max_position_embeddings);
-    let resolved = job.resolve(max).unwrap();
-    (model, resolved)
-}
 
 /// vLLM on an A100 80GB (81,920 MiB = 80 GiB as nvidia-smi reports it) at
 /// gpu_memory_utilization 0.9 takes weights + KV pool + profile peak + CUDA graphs + non-torch
@@ -35,7 +26,7 @@ fn a_reserve_past_the_headroom_does_not_fit() {
                "gpu": "a100-80gb", "engine": {"gpu_memory_utilization": 0.9},
                "reserve": reserve})
     };
-    let (model, j) = prepared(job(0));
+    let (model, j) = prepared_json(&job(0));
     let r = estimate(&model, &j).unwrap();
     let total = r.per_gpu.peaks.device_total.unwrap();
     assert!(
@@ -46,13 +37,13 @@ fn a_reserve_past_the_headroom_does_not_fit() {
     assert!(f.fits);
     assert_eq!(f.reserve, 0);
 
-    let (model, j) = prepared(job(8 * GIB));
+    let (model, j) = prepared_json(&job(8 * GIB));
     let f = estimate(&model, &j).unwrap().fit.unwrap();
     assert!(f.fits, "8 GiB reserved leaves 72 GiB");
     assert_eq!((f.target.capacity, f.reserve), (80 * GIB, 8 * GIB));
     assert!(f.headroom >= 0 && f.headroom < 2 << 20, "{}", f.headroom);
 
-    let (model, j) = prepared(job(8 * GIB + GIB / 2));
+    let (model, j) = prepared_json(&job(8 * GIB + GIB / 2));
     let f = estimate(&model, &j).unwrap().fit.unwrap();
     assert!(!f.fits, "8.5 GiB reserved leaves 71.5 GiB");
     // headroom = 71.5 GiB − total, with total in (72 GiB − 2 MiB, 72 GiB].
@@ -69,9 +60,9 @@ fn vllm_fit_lowers_the_utilization_to_keep_the_reserve() {
         json!({"model": "llama-3-8b", "task": "infer", "framework": "vllm",
                "gpu": "a100-80gb", "seq": 4096, "reserve": reserve})
     };
-    let (model, plain) = prepared(job(0));
+    let (model, plain) = prepared_json(&job(0));
     let without = fit(&model, &plain).unwrap();
-    let (model, kept) = prepared(job(10 * GIB));
+    let (model, kept) = prepared_json(&job(10 * GIB));
     let with = fit(&model, &kept).unwrap();
     assert_eq!(with.reserve, 10 * GIB);
     let l = with.launch.as_ref().unwrap();
@@ -101,7 +92,7 @@ fn vllm_past_the_reserve_fits_nothing() {
         if let Some(u) = util {
             job["engine"] = json!({ "gpu_memory_utilization": u });
         }
-        let (model, j) = prepared(job);
+        let (model, j) = prepared_json(&job);
         let f = fit(&model, &j).unwrap();
         assert_eq!((f.max_batch, f.max_context), (None, None), "{reserve}");
         assert!(
@@ -118,20 +109,12 @@ fn vllm_past_the_reserve_fits_nothing() {
 #[test]
 fn fit_max_batch_shrinks_with_a_reserve() {
     let job = |reserve: u64| json!({"model": "gpt2", "gpu": "t4-16gb", "reserve": reserve});
-    let (model, plain) = prepared(job(0));
+    let (model, plain) = prepared_json(&job(0));
     let cap = vramscope_core::gpu::find("t4-16gb").unwrap().memory_bytes;
     let b = fit(&model, &plain).unwrap().max_batch.unwrap();
-    let total = |j: &ResolvedJob, batch: u64| {
-        let j = ResolvedJob { batch, ..j.clone() };
-        estimate(&model, &j)
-            .unwrap()
-            .per_gpu
-            .peaks
-            .device_total
-            .unwrap()
-    };
+    let total = |j, batch| device_total_at(&model, j, batch);
     let reserve = cap - total(&plain, b) + 1;
-    let (_, kept) = prepared(job(reserve));
+    let (_, kept) = prepared_json(&job(reserve));
     let with = fit(&model, &kept).unwrap();
     let b2 = with.max_batch.unwrap();
     assert!(b2 < b, "{b2} < {b}");
@@ -145,7 +128,7 @@ fn fit_max_batch_shrinks_with_a_reserve() {
 #[test]
 fn plan_screens_against_what_the_reserve_leaves() {
     let plan = |reserve: u64| {
-        let (model, j) = prepared(json!({"model": "gpt2", "seq": 1024, "reserve": reserve}));
+        let (model, j) = prepared_json(&json!({"model": "gpt2", "seq": 1024, "reserve": reserve}));
         let g = vramscope_core::gpu::find("a100-80gb").unwrap();
         vramscope_core::plan::plan(&model, &j, 1, g, 2, 10).unwrap()
     };

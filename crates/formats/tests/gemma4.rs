@@ -1,6 +1,8 @@
 //! Gemma 4 (`gemma4`, `gemma4_text`): the language model counted tensor by tensor as
 //! transformers 5.24 builds `Gemma4ForCausalLM`, the whole `Gemma4ForConditionalGeneration`
-//! with its vision and audio towers, and the one-line refusal of an estimate of the latter.
+//! with its vision and audio towers, and the one-line refusal of an estimate of the latter. The
+//! language model's counts, tensors and `DynamicCache` are checked with Gemma 3n's in
+//! `gemma_text.rs`.
 //!
 //! Meta-device counts: `/work/main/.venv-test/bin/python` with
 //! `Gemma4ForCausalLM(Gemma4TextConfig(**cfg))` (or
@@ -10,107 +12,17 @@
 
 mod common;
 
+use common::gemma::{assert_named_parameters, by_name, config, wrapped, Shapes};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use vramscope_formats::hf_config::{gemma4, gemma4_towers, parse_config_str};
 
-fn fixture(name: &str) -> Map<String, Value> {
-    let path = format!(
-        "{}/tests/fixtures/gemma4/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// Gemma-4-E2B's text config. transformers on the meta device: 4,628,569,344.
-/// By hand (`modeling_gemma4.py`): 35 layers, full at 4, 9, …, 34; layers 15–34 reuse kv.
-/// - top: embed 262144·1536 = 402,653,184; per-layer embed 262144·(35·256) = 2,348,810,240;
-///   per_layer_model_projection 1536·8960 = 13,762,560; per-layer norm 256; final norm 1536
-///   → 2,765,227,776
-/// - attention, sliding, own kv (12 layers): q 1536·2048, o 2048·1536, k and v 2·1536·256,
-///   q/k norms 2·256: 7,078,400 each
-/// - full, own kv (3 layers, head 512): q and o 2·1536·4096, k and v 2·1536·512, norms
-///   2·512: 14,156,800 each
-/// - sliding shared (16 layers): q and o 2·3,145,728, q norm 256: 6,291,712 each
-/// - full shared (4 layers): q and o 2·6,291,456, q norm 512: 12,583,424 each
-/// - attention sum: 84,940,800 + 42,470,400 + 100,667,392 + 50,333,696 = 278,412,288
-/// - MLP: 15 · 3·1536·6144 = 424,673,280; 20 shared, double wide, 20 · 3·1536·12288 =
-///   1,132,462,080
-/// - per layer: 4 norms 6,144, PLE gate and projection 2·1536·256, PLE norm 1536: 794,112,
-///   times 35 is 27,793,920
-/// - total 2,765,227,776 + 278,412,288 + 1,557,135,360 + 27,793,920 = 4,628,569,344
+/// The multimodal `gemma4` config without towers is the language model alone: E2B's count,
+/// derived in `gemma_text.rs` (where the text configs are read for the estimator).
 #[test]
-fn gemma4_e2b_text_counts_as_transformers() {
-    let cfg = fixture("gemma-4-e2b-text.json");
-    assert_eq!(gemma4::text_params(&cfg, "e2b").unwrap(), 4_628_569_344);
-}
-
-/// A tiny config exercising what E2B does not: keys-as-values global layers with their own kv
-/// head count, attention biases, the expert block, no per-layer inputs, an untied head, and a
-/// last layer forced to full attention. transformers on the meta device: 582,536.
-/// By hand (biases included):
-/// - embed and head 2·64,000, final norm 64: 128,064
-/// - sliding, own kv (layers 0, 1, 3): q 4,160, k 2,080, v 2,080, o 4,160, norms 32:
-///   12,512 each, 37,536
-/// - full, own kv (layer 2; head 32, one kv head, no v): q 8,320, k 2,080, o 8,256, norms 64:
-///   18,720
-/// - sliding shared (layer 4): 8,336; full shared (layer 5, forced full): 16,608
-/// - MLP 3·64·128 · 6 = 147,456; layer norms 256 · 6 = 1,536
-/// - experts per layer: router 256, scale 64, per-expert scale 4, gate_up 4·96·64, down
-///   4·64·48, three norms 192: 37,380 · 6 = 224,280
-/// - total 582,536
-#[test]
-fn gemma4_tiny_moe_k_eq_v_counts_as_transformers() {
-    let cfg = fixture("tiny-moe-keqv-text.json");
-    assert_eq!(gemma4::text_params(&cfg, "tiny").unwrap(), 582_536);
-}
-
-/// Every tensor name and shape equals `model.named_parameters()` on the meta device
-/// (`tiny-moe-keqv-tensors.json`, written by transformers 5.24).
-#[test]
-fn gemma4_tensor_names_and_shapes_match_transformers() {
-    let cfg = fixture("tiny-moe-keqv-text.json");
-    let ours: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, "tiny")
-        .unwrap()
-        .into_iter()
-        .collect();
-    let theirs: BTreeMap<String, Vec<u64>> =
-        serde_json::from_value(Value::Object(fixture("tiny-moe-keqv-tensors.json"))).unwrap();
-    assert_eq!(ours, theirs);
-}
-
-/// The text config is read into a model the estimator takes (`ModelSpec`), whose inventory
-/// is the same tensor list, name by name and shape by shape, as the reader's own count (which
-/// the tests above hold to transformers): E2B (per-layer inputs, kv-shared layers, the
-/// double-wide MLP) and the tiny MoE config (keys as values, experts beside the MLP, biases,
-/// an untied head). The multimodal `gemma4` config without towers is the language model alone.
-#[test]
-fn gemma4_text_is_read_for_the_estimator_and_the_full_model_refused() {
-    for (name, count) in [
-        ("gemma-4-e2b-text.json", 4_628_569_344u64),
-        ("tiny-moe-keqv-text.json", 582_536),
-    ] {
-        let cfg = fixture(name);
-        let text = serde_json::to_string(&cfg).unwrap();
-        let spec = parse_config_str(&text, name).unwrap().spec;
-        let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
-        assert_eq!(inv.params(), count, "{name}");
-        let ours: BTreeMap<String, Vec<u64>> = inv
-            .tensors
-            .iter()
-            .map(|t| (t.name.clone(), t.shape.clone()))
-            .collect();
-        let reader: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&cfg, name)
-            .unwrap()
-            .into_iter()
-            .collect();
-        assert_eq!(ours, reader, "{name}");
-    }
+fn gemma4_wrapper_without_towers_is_its_language_model() {
     // A `gemma4` wrapper with neither tower (`SubConfigSpec(optional=True)`: none is built) is
     // its language model alone, estimated.
-    let text = serde_json::to_string(&fixture("gemma-4-e2b-text.json")).unwrap();
-    let wrapped = format!(r#"{{"model_type": "gemma4", "text_config": {text}}}"#);
+    let wrapped = wrapped("gemma4", "gemma4", "gemma-4-e2b-text.json");
     let spec = parse_config_str(&wrapped, "e2b").unwrap().spec;
     assert!(spec.vision.is_none());
     let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
@@ -119,7 +31,7 @@ fn gemma4_text_is_read_for_the_estimator_and_the_full_model_refused() {
 
 /// The whole E2B (`google/gemma-4-E2B`, `Gemma4ForConditionalGeneration`; fixture
 /// `gemma-4-e2b.json`, its README gives the sources) by hand, from `modeling_gemma4.py`:
-/// - language model (tied head): 4,628,569,344 (the text fixture's count above)
+/// - language model (tied head): 4,628,569,344 (the text fixture's count, `gemma_text.rs`)
 /// - vision tower (hidden 768, MLP 3,072, 16 layers, 12 heads and 12 KV heads of 64, patch
 ///   16, position table 10,240): `input_proj` 768·3·16² = 589,824; position table
 ///   2·10,240·768 = 15,728,640; per layer q/k/v/o 4·768·768 = 2,359,296, q/k norms 2·64,
@@ -137,7 +49,7 @@ fn gemma4_text_is_read_for_the_estimator_and_the_full_model_refused() {
 ///   167,364,608, audio_tower 304,824,608, embed_vision 1,179,648, embed_audio 2,359,296).
 #[test]
 fn gemma4_e2b_with_towers_counts_as_transformers() {
-    let cfg = fixture("gemma-4-e2b.json");
+    let cfg = config("gemma4", "gemma-4-e2b.json");
     let tensors = gemma4_towers::model_tensors(&cfg, "e2b").unwrap();
     let parts = gemma4_towers::part_counts(&tensors);
     assert_eq!(
@@ -158,7 +70,7 @@ fn gemma4_e2b_with_towers_counts_as_transformers() {
 /// A tiny synthetic `gemma4` (`tiny-gemma4.json`: the tiny MoE text model, a vision tower
 /// with grouped KV heads, `standardize`, unclipped linears; an audio tower with clipped
 /// linears, channels [16, 8], kernel 3; the head untied at the top level) by hand:
-/// - language model 518,536 (582,536 above less its 64,000 head) + `lm_head` 1,000·64 = 64,000
+/// - language model 518,536 (582,536, `gemma_text.rs`, less its 64,000 head) + `lm_head` 1,000·64 = 64,000
 /// - vision (hidden 48, MLP 96, 2 layers, 4 heads over 2 KV heads of 16, patch 4, table 40):
 ///   48·48 + 2·40·48 = 6,144; per layer q 64·48 + k, v 2·32·48 + o 48·64 = 9,216, norms 32,
 ///   MLP 3·48·96 = 13,824, four norms 192: 23,264 · 2; 52,672; `embed_vision` 64·48 = 3,072
@@ -170,16 +82,13 @@ fn gemma4_e2b_with_towers_counts_as_transformers() {
 ///   `std_bias`/`std_scale` — are not parameters).
 #[test]
 fn gemma4_tiny_towers_match_transformers_name_by_name() {
-    let cfg = fixture("tiny-gemma4.json");
+    let cfg = config("gemma4", "tiny-gemma4.json");
     let tensors = gemma4_towers::model_tensors(&cfg, "tiny").unwrap();
     assert_eq!(
         gemma4_towers::part_counts(&tensors),
         [518_536 + 64_000, 52_672 + 3_072, 53_600 + 2_560]
     );
-    let ours: BTreeMap<String, Vec<u64>> = tensors.into_iter().collect();
-    let theirs: BTreeMap<String, Vec<u64>> =
-        serde_json::from_value(Value::Object(fixture("tiny-gemma4-tensors.json"))).unwrap();
-    assert_eq!(ours, theirs);
+    assert_named_parameters(&by_name(tensors), "gemma4", "tiny-gemma4-tensors.json");
 }
 
 /// Bad tower configs get one line naming the field: audio heads that do not divide the
@@ -204,7 +113,7 @@ fn gemma4_bad_tower_configs_are_refused() {
         ),
     ];
     for (tower, bad, field) in cases {
-        let mut cfg = fixture("tiny-gemma4.json");
+        let mut cfg = config("gemma4", "tiny-gemma4.json");
         let sub = cfg.get_mut(tower).unwrap().as_object_mut().unwrap();
         for (k, v) in bad.as_object().unwrap() {
             sub.insert(k.clone(), v.clone());
@@ -221,11 +130,11 @@ fn gemma4_bad_tower_configs_are_refused() {
 /// raises in `kv_sharing_modes`; an expert block without `num_experts` names the field.
 #[test]
 fn gemma4_bad_configs_are_refused() {
-    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    let mut cfg = config("gemma4", "tiny-moe-keqv-text.json");
     cfg.insert("num_kv_shared_layers".into(), 4.into());
     let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
     assert!(err.contains("num_kv_shared_layers"), "{err}");
-    let mut cfg = fixture("tiny-moe-keqv-text.json");
+    let mut cfg = config("gemma4", "tiny-moe-keqv-text.json");
     cfg.remove("num_experts");
     let err = gemma4::text_params(&cfg, "x").unwrap_err().to_string();
     assert!(err.contains("num_experts"), "{err}");
@@ -246,57 +155,19 @@ fn gemma4_text_class_defaults_match_the_table_row() {
         .unwrap();
     let empty: Map<String, Value> =
         serde_json::from_str(r#"{"model_type": "gemma4_text"}"#).unwrap();
-    let tensors: BTreeMap<String, Vec<u64>> = gemma4::text_tensors(&empty, "defaults")
-        .unwrap()
-        .into_iter()
-        .collect();
+    let tensors = by_name(gemma4::text_tensors(&empty, "defaults").unwrap());
     let count: u64 = tensors.values().map(|s| s.iter().product::<u64>()).sum();
     assert_eq!(count, row["params"].as_u64().unwrap());
     assert_eq!(row["tie_word_embeddings"], true);
     assert!(!tensors.contains_key("lm_head.weight"));
-    let layer0: BTreeMap<String, Vec<u64>> = tensors
+    let layer0: Shapes = tensors
         .iter()
         .filter_map(|(n, s)| Some((n.strip_prefix("model.layers.0.")?.to_string(), s.clone())))
         .collect();
-    let theirs: BTreeMap<String, Vec<u64>> = serde_json::from_value(row["layer0"].clone()).unwrap();
+    let theirs: Shapes = serde_json::from_value(row["layer0"].clone()).unwrap();
     assert_eq!(layer0, theirs);
     for (i, w) in row["layer_windows"].as_array().unwrap().iter().enumerate() {
         let q_norm = &tensors[&format!("model.layers.{i}.self_attn.q_norm.weight")];
         assert_eq!(q_norm[0], if w.is_null() { 512 } else { 256 }, "layer {i}");
     }
-}
-
-/// The `DynamicCache` after a prefill, as measured on the CPU with transformers 5.24 (the tiny
-/// config with `sliding_window: 8` and `hidden_size_per_layer_input: 4` — per-layer inputs do
-/// not touch the cache, and 5.24 fails on kv sharing without them — batch 2, 20 tokens, then
-/// one more: the cache layers' `keys.numel() + values.numel()` summed, 5,248 then 5,376;
-/// layers are DynamicSlidingWindowLayer ×2, DynamicLayer, DynamicSlidingWindowLayer,
-/// DummyLayer ×2). By hand: sliding owners 0, 1, 3 keep min(20, 8 − 1) = 7 tokens,
-/// 2·2·2·7·16 = 896 each; the full owner 2 (one global kv head of 32) 2·2·1·20·32 = 2,560;
-/// layers 4 and 5 reuse → 3·896 + 2,560 = 5,248; a token more: 2,688 + 2·2·21·32 = 5,376.
-#[test]
-fn gemma4_dynamic_cache_matches_transformers() {
-    let mut cfg = fixture("tiny-moe-keqv-text.json");
-    cfg.insert("sliding_window".into(), 8.into());
-    assert_eq!(
-        gemma4::dynamic_cache_elements(&cfg, "t", 2, 20).unwrap(),
-        5_248
-    );
-    assert_eq!(
-        gemma4::dynamic_cache_elements(&cfg, "t", 2, 21).unwrap(),
-        5_376
-    );
-}
-
-/// E2B, one sequence of 4,096 tokens: only layers 0–14 hold a cache. 12 sliding layers keep
-/// 511 tokens of one 256-wide kv head: 2·511·256 = 261,632 each, 3,139,584; 3 full layers keep
-/// 4,096 of one 512-wide head: 2·4096·512 = 4,194,304 each, 12,582,912 → 15,722,496 elements
-/// (31.4 MB in bf16), where 35 layers without sharing would hold far more.
-#[test]
-fn gemma4_e2b_cache_by_hand() {
-    let cfg = fixture("gemma-4-e2b-text.json");
-    assert_eq!(
-        gemma4::dynamic_cache_elements(&cfg, "e2b", 1, 4096).unwrap(),
-        15_722_496
-    );
 }

@@ -33,7 +33,7 @@ fn numerics(p: Precision) -> Numerics {
 
 /// [`Numerics`] of these widths with the defaults of a current PyTorch in eager mode: softmax
 /// saves only its output, no `torch.compile`, the default SDPA stack and transformers release.
-fn plain(param: u64, compute: u64, autocast: bool) -> Numerics {
+pub(crate) fn plain(param: u64, compute: u64, autocast: bool) -> Numerics {
     Numerics {
         param,
         compute,

@@ -260,6 +260,7 @@ pub(super) fn tower_forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimate::activations::plain as num;
     use crate::vision::{ImageTokens, Projector, Tower};
 
     /// The measured tiny tower (`validation/specs/cpu-tiny-gemma4vis-*.json`): 128 wide, 2
@@ -306,18 +307,6 @@ mod tests {
             tower_seq: 630,
         };
         (v, Run { images: 2, cost })
-    }
-
-    fn num(param: u64, compute: u64, autocast: bool) -> Numerics {
-        Numerics {
-            param,
-            compute,
-            autocast,
-            softmax_saves_input: false,
-            compile: false,
-            sdpa: Default::default(),
-            transformers: Default::default(),
-        }
     }
 
     /// One layer by hand, n = 2 · 630 = 1,260 rows; allocations rounded up to 512 B.

@@ -31,6 +31,16 @@ pub fn prepared_json(job: &Value) -> (ModelInput, ResolvedJob) {
     prepared(&serde_json::from_value(job.clone()).unwrap())
 }
 
+/// The device total the estimate gives `job` at `batch` sequences.
+pub fn device_total_at(model: &ModelInput, job: &ResolvedJob, batch: u64) -> u64 {
+    let job = ResolvedJob {
+        batch,
+        ..job.clone()
+    };
+    let report = estimate(model, &job).unwrap();
+    report.per_gpu.peaks.device_total.expect("a device total")
+}
+
 /// The estimate of `job` (see [`prepared`]).
 pub fn estimate_job(job: &Job) -> Report {
     let (model, resolved) = prepared(job);

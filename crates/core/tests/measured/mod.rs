@@ -11,6 +11,7 @@
 use serde_json::Value;
 use vramscope_core::estimate::estimate;
 use vramscope_core::estimate::overhead::blas_workspaces_bytes;
+use vramscope_core::fit::FitAnswer;
 use vramscope_core::job::Job;
 use vramscope_core::report::Report;
 use vramscope_formats::model_source::load_job_model;
@@ -137,6 +138,18 @@ pub fn kv_cache_decoded(config: &Value, batch: u64, seq: u64) -> u64 {
     last_decode_kv(&r)
 }
 
+/// Asserts a windowed model's bf16 cache at 1 × 4,096: `decoded` once decoding (twice that at
+/// batch 2), `grown` more once decoding reaches 8,192 tokens (the full layers' part alone),
+/// and `prefill` at the end of a 4,096-token prefill (a sliding layer still holding the whole
+/// prompt).
+pub fn assert_windowed_cache_at_4096(config: &Value, decoded: u64, grown: u64, prefill: u64) {
+    assert_eq!(kv_cache_decoded(config, 1, 4096), decoded);
+    assert_eq!(kv_cache_decoded(config, 2, 4096), 2 * decoded);
+    let doubled = kv_cache_decoded(config, 1, 8192) - kv_cache_decoded(config, 1, 4096);
+    assert_eq!(doubled, grown);
+    assert_eq!(kv_cache(config, 1, 4096), prefill);
+}
+
 /// The cache at the estimate's "last decode step" timeline point.
 pub fn last_decode_kv(r: &vramscope_core::report::Report) -> u64 {
     let p = r
@@ -147,22 +160,40 @@ pub fn last_decode_kv(r: &vramscope_core::report::Report) -> u64 {
     p.by_category.get("kv_cache").copied().unwrap_or(0)
 }
 
+/// fit's answer for bf16 inference of `config` at 1 × `seq` on an H200, the search bounded by
+/// `max_positions`.
+pub fn fit_bf16_h200(config: &Value, seq: u64, max_positions: u64) -> FitAnswer {
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "model": {"hf_config": config}, "task": "infer", "batch": 1, "seq": seq,
+        "precision": "bf16", "gpu": "h200-141gb"}))
+    .unwrap();
+    let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+    let resolved = job.resolve(Some(max_positions)).unwrap();
+    vramscope_core::fit::fit(&model.into_input(), &resolved).unwrap()
+}
+
+/// The largest batch fit finds for [`fit_bf16_h200`]; panics when not one sequence fits.
+pub fn max_batch_bf16_h200(config: &Value, seq: u64, max_positions: u64) -> u64 {
+    let answer = fit_bf16_h200(config, seq, max_positions);
+    answer.max_batch.expect("at least one sequence fits")
+}
+
 /// fit's note that a model's recurrent state does not grow with context (bf16 inference at
 /// seq 4096 on an H200, the search bounded by `max_positions`).
 pub fn constant_state_note(config: &Value, max_positions: u64) -> String {
-    let job: vramscope_core::job::Job = serde_json::from_value(serde_json::json!({
-        "model": {"hf_config": config}, "task": "infer", "batch": 1, "seq": 4096,
-        "precision": "bf16", "gpu": "h200-141gb"}))
-    .unwrap();
-    let model =
-        vramscope_formats::model_source::load_job_model(job.model.as_ref().unwrap()).unwrap();
-    let resolved = job.resolve(Some(max_positions)).unwrap();
-    let answer = vramscope_core::fit::fit(&model.into_input(), &resolved).unwrap();
-    answer
+    fit_bf16_h200(config, 4096, max_positions)
         .notes
         .into_iter()
         .find(|n| n.contains("does not grow with context"))
         .unwrap_or_else(|| panic!("no constant-state note"))
+}
+
+/// The Report of a bf16-mixed AdamW training step of `config` at batch 1 × 2048 under
+/// `attention`.
+pub fn train_step(config: &Value, attention: &str) -> Report {
+    run(serde_json::json!({"model": {"hf_config": config},
+        "task": "train", "batch": 1, "seq": 2048, "precision": "bf16-mixed",
+        "optimizer": "adamw", "attention": attention}))
 }
 
 /// A hybrid model's bf16-mixed AdamW training step at batch 1 × 2048 under `attention: eager`
@@ -170,12 +201,7 @@ pub fn constant_state_note(config: &Value, max_positions: u64) -> String {
 /// eager step warns of the torch path in a line naming `eager_names` (the model's mixers), the
 /// fused one names `mamba_split_conv1d_scan_combined`. Returns the (eager, fused) reports.
 pub fn mixer_paths(config: &Value, eager_names: &str) -> (Report, Report) {
-    let est = |attention: &str| {
-        run(serde_json::json!({"model": {"hf_config": config},
-            "task": "train", "batch": 1, "seq": 2048, "precision": "bf16-mixed",
-            "optimizer": "adamw", "attention": attention}))
-    };
-    let (eager, fused) = (est("eager"), est("sdpa"));
+    let (eager, fused) = (train_step(config, "eager"), train_step(config, "sdpa"));
     assert!(
         eager
             .warnings

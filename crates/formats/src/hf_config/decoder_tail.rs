@@ -79,29 +79,20 @@ pub(super) fn listed_attention_layers(
     let Some(items) = value.as_array() else {
         return Err(cfg.err("layer_types", format!("must be a list (got {value})")));
     };
-    if items.len() as u64 != layers {
-        return Err(cfg.err(
+    cfg.per_layer("layer_types", items, layers, |v| match v.as_str() {
+        Some(s) if attention.contains(&s) => Ok(true),
+        Some(s) if mixer.contains(&s) => Ok(false),
+        _ => Err(cfg.err(
             "layer_types",
-            format!("has {} entries for {layers} layers", items.len()),
-        ));
-    }
-    items
-        .iter()
-        .map(|v| match v.as_str() {
-            Some(s) if attention.contains(&s) => Ok(true),
-            Some(s) if mixer.contains(&s) => Ok(false),
-            _ => Err(cfg.err(
-                "layer_types",
-                format!(
-                    "entries must be one of {} (got {v})",
-                    attention
-                        .iter()
-                        .chain(mixer)
-                        .map(|n| format!("\"{n}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
-        })
-        .collect()
+            format!(
+                "entries must be one of {} (got {v})",
+                attention
+                    .iter()
+                    .chain(mixer)
+                    .map(|n| format!("\"{n}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    })
 }

@@ -16,6 +16,23 @@ impl Cfg<'_> {
         field_err(self.origin, field, reason)
     }
 
+    /// A per-layer list of `field` (transformers' configs raise when its length is not the layer
+    /// count, e.g. `Gemma3nTextConfig.__post_init__`, `validate_layer_type`): exactly `layers`
+    /// entries, each read by `entry`; another length is refused, naming both.
+    pub(crate) fn per_layer<T>(
+        &self,
+        field: &str,
+        items: &[Value],
+        layers: u64,
+        entry: impl Fn(&Value) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        if items.len() as u64 != layers {
+            let reason = format!("has {} entries for {layers} layers", items.len());
+            return Err(self.err(field, reason));
+        }
+        items.iter().map(entry).collect()
+    }
+
     pub(crate) fn has_all(&self, keys: &[&str]) -> bool {
         keys.iter()
             .all(|k| self.obj.get(*k).is_some_and(|v| !v.is_null()))

@@ -11,13 +11,13 @@
 //! vision and audio towers) is refused in one line that gives the language model's exact count.
 
 use super::fields::Cfg;
-use super::{dense, empty_spec, field_err};
+use super::gemma_shared::{linear, norm};
+use super::{dense, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
-/// One parameter tensor: its name as transformers names it and its shape.
-pub type NamedTensor = (String, Vec<u64>);
+pub use super::gemma_shared::{CacheLayers, NamedTensor};
 
 /// The text config's geometry, with `Gemma3nTextConfig`'s class defaults.
 struct Geometry {
@@ -47,24 +47,7 @@ struct Geometry {
 /// pattern `(i + 1) % 5 == 0` → full (`Gemma3nTextConfig.__post_init__`; unlike Gemma 4, the
 /// last layer is not forced to full).
 fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
-    match cfg.obj.get("layer_types") {
-        None | Some(Value::Null) => Ok((0..layers).map(|i| (i + 1) % 5 == 0).collect()),
-        Some(Value::Array(items)) if items.len() as u64 == layers => items
-            .iter()
-            .map(|v| match v.as_str() {
-                Some("full_attention") => Ok(true),
-                Some("sliding_attention") => Ok(false),
-                _ => Err(cfg.err(
-                    "layer_types",
-                    format!("entries must be full_attention or sliding_attention (got {v})"),
-                )),
-            })
-            .collect(),
-        Some(other) => Err(cfg.err(
-            "layer_types",
-            format!("must be a list of {layers} layer types (got {other})"),
-        )),
-    }
+    gemma_shared::layer_types(cfg, layers, 5)
 }
 
 /// `intermediate_size`: one width for every layer, or exactly one per layer
@@ -72,22 +55,13 @@ fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
 fn widths(cfg: &Cfg, layers: u64) -> Result<Vec<u64>> {
     match cfg.obj.get("intermediate_size") {
         Some(Value::Array(items)) => {
-            if items.len() as u64 != layers {
-                return Err(cfg.err(
+            cfg.per_layer("intermediate_size", items, layers, |v| match v.as_u64() {
+                Some(n) if (1..=super::MAX_DIM).contains(&n) => Ok(n),
+                _ => Err(cfg.err(
                     "intermediate_size",
-                    format!("has {} entries for {layers} layers", items.len()),
-                ));
-            }
-            items
-                .iter()
-                .map(|v| match v.as_u64() {
-                    Some(n) if (1..=super::MAX_DIM).contains(&n) => Ok(n),
-                    _ => Err(cfg.err(
-                        "intermediate_size",
-                        format!("entries must be positive widths (got {v})"),
-                    )),
-                })
-                .collect()
+                    format!("entries must be positive widths (got {v})"),
+                )),
+            })
         }
         _ => Ok(vec![
             cfg.size(&["intermediate_size"], Some(16_384))?;
@@ -129,9 +103,7 @@ fn kv_shared(cfg: &Cfg, full: &[bool]) -> Result<u64> {
         return Ok(0);
     }
     let first = layers.saturating_sub(shared) as usize;
-    let has = |f: bool| full[..first].contains(&f);
-    let types_ok = (!full.contains(&true) || has(true)) && (!full.contains(&false) || has(false));
-    if shared >= layers || !types_ok {
+    if shared >= layers || !gemma_shared::every_type_has_a_producer(full, first) {
         return Err(cfg.err(
             "num_kv_shared_layers",
             format!(
@@ -199,17 +171,6 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
         sliding_window: cfg.size(&["sliding_window"], Some(512))?,
         full,
     })
-}
-
-fn linear(out: &mut Vec<NamedTensor>, name: &str, inp: u64, outp: u64, bias: bool) {
-    out.push((format!("{name}.weight"), vec![outp, inp]));
-    if bias {
-        out.push((format!("{name}.bias"), vec![outp]));
-    }
-}
-
-fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
-    out.push((format!("{name}.weight"), vec![dim]));
 }
 
 /// `Gemma3nTextAttention.__init__`: q/o always with `q_norm`; a layer past
@@ -287,19 +248,7 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
         layer(&mut out, &g, i);
     }
     norm(&mut out, "model.norm", h);
-    let packed = g.layers * g.ple;
-    out.push((
-        "model.embed_tokens_per_layer.weight".into(),
-        vec![g.ple_vocab, packed],
-    ));
-    linear(
-        &mut out,
-        "model.per_layer_model_projection",
-        h,
-        packed,
-        false,
-    );
-    norm(&mut out, "model.per_layer_projection_norm", g.ple);
+    gemma_shared::per_layer_inputs(&mut out, g.layers, per_layer_inputs(&g), h);
     for list in ["altup_projections", "altup_unembed_projections"] {
         for j in 0..g.altup - 1 {
             linear(&mut out, &format!("model.{list}.{j}"), h, h, false);
@@ -313,13 +262,21 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
 
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
-    super::gemma3n_audio::params(&text_tensors(obj, origin)?, origin)
+    gemma_shared::params(&text_tensors(obj, origin)?, origin)
 }
 
-/// Whether layer `i` reuses another layer's keys and values (`kv_sharing_modes` is `"reuse"`
-/// from `num_hidden_layers - num_kv_shared_layers` on).
+/// The per-layer inputs (`hidden_size_per_layer_input` wide, `vocab_size_per_layer_input`
+/// rows; always present in Gemma 3n).
+fn per_layer_inputs(g: &Geometry) -> PerLayerInputs {
+    PerLayerInputs {
+        width: g.ple,
+        vocab: g.ple_vocab,
+    }
+}
+
+/// Whether layer `i` reuses another layer's keys and values ([`gemma_shared::is_kv_shared`]).
 fn is_kv_shared(g: &Geometry, i: usize) -> bool {
-    (i as u64) >= g.layers - g.kv_shared
+    gemma_shared::is_kv_shared(g.layers, g.kv_shared, i)
 }
 
 /// `Gemma3nTextAttention.__init__` for layer `i` (see [`attention`] for its tensors): per-head
@@ -346,48 +303,25 @@ fn text_attention(g: &Geometry, i: usize) -> Attention {
 /// default and `final_logit_softcapping` (30). [`text_tensors`] lists the same tensors by name.
 pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     let g = geometry(cfg)?;
-    let activation = cfg
-        .string("hidden_activation")
-        .unwrap_or("gelu_pytorch_tanh")
-        .to_string();
-    let mut spec = empty_spec("gemma3n_text", "Gemma3nForCausalLM", Naming::Gemma3n);
-    spec.vocab_size = g.vocab;
-    spec.hidden_size = g.hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(32_768));
-    spec.embedding.dim = g.hidden;
-    spec.embedding.positions = Positions::Rotary { theta: None };
-    spec.embedding.per_layer_inputs = Some(PerLayerInputs {
-        width: g.ple,
-        vocab: g.ple_vocab,
-    });
-    let norm = Norm::rms(g.hidden);
+    let activation = gemma_shared::hidden_activation(cfg);
+    let names = ("gemma3n_text", "Gemma3nForCausalLM", Naming::Gemma3n);
+    let sizes = (g.vocab, g.hidden, 32_768);
+    let mut spec =
+        gemma_shared::text_spec_shell(cfg, names, sizes, Some(per_layer_inputs(&g)), g.tied)?;
     for i in 0..g.full.len() {
         let mlp = DenseMlp {
             gaussian_topk: g.sparse[i],
             ..dense(g.ffn[i], true, false, &activation)
         };
-        spec.decoder.layers.push(Layer::new(
-            text_attention(&g, i),
-            Mlp::Dense(mlp),
-            vec![
-                (NormSlot::PreAttention, norm),
-                (NormSlot::PostAttention, norm),
-                (NormSlot::PreMlp, norm),
-                (NormSlot::PostMlp, norm),
-            ],
-        ));
+        let attention = text_attention(&g, i);
+        let layer = gemma_shared::sandwich_layer(attention, Mlp::Dense(mlp), g.hidden);
+        spec.decoder.layers.push(layer);
     }
     spec.gemma3n = Some(Gemma3nParts {
         altup_inputs: g.altup,
         laurel_rank: g.laurel_rank,
         correct_scale: g.correct_scale,
     });
-    spec.decoder.final_norm = Some(norm);
-    spec.head = Head::LanguageModel {
-        tied: g.tied,
-        bias: false,
-    };
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
     spec.softcapping.final_logits = match cfg.obj.get("final_logit_softcapping") {
         None => Some(30.0),
         Some(_) => cfg.float("final_logit_softcapping"),
@@ -395,39 +329,14 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
-/// `tokens` tokens have passed (transformers 5.24, `cache_utils.py`
-/// `get_layer_types_and_kwargs`): a kv-sharing consumer is a `DummyLayer` that stores nothing;
-/// a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last `sliding_window - 1`
-/// tokens; a full layer keeps all of them; `[batch, kv_heads, tokens, head_dim]` each.
-pub fn dynamic_cache_elements(
-    obj: &Map<String, Value>,
-    origin: &str,
-    batch: u64,
-    tokens: u64,
-) -> Result<u64> {
+/// The layers whose keys and values a `DynamicCache` holds ([`CacheLayers`]): the layers before
+/// `num_hidden_layers - num_kv_shared_layers`, every one with `num_key_value_heads` heads of
+/// `head_dim`.
+pub fn cache_layers(obj: &Map<String, Value>, origin: &str) -> Result<CacheLayers> {
     let g = geometry(&Cfg { obj, origin })?;
-    let owners = (g.layers - g.kv_shared) as usize;
-    let mut total: u64 = 0;
-    for (i, full) in g.full.iter().enumerate().take(owners) {
-        let kept = if *full {
-            tokens
-        } else {
-            tokens.min(g.sliding_window - 1)
-        };
-        let layer = [2, batch, g.kv_heads, kept, g.head_dim]
-            .iter()
-            .try_fold(1u64, |a, b| a.checked_mul(*b))
-            .ok_or_else(|| {
-                field_err(
-                    origin,
-                    "sliding_window",
-                    format!("layer {i}: cache size overflows"),
-                )
-            })?;
-        total = total.saturating_add(layer);
-    }
-    Ok(total)
+    let owners = &g.full[..(g.layers - g.kv_shared) as usize];
+    let heads = |_| (g.kv_heads, g.head_dim);
+    Ok(CacheLayers::new(origin, g.sliding_window, owners, heads))
 }
 
 /// The one-line refusal for the full `gemma3n` (conditional-generation) config: the language

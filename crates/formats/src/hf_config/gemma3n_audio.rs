@@ -168,15 +168,4 @@ pub fn embedder_tensors(
     ])
 }
 
-/// The count of a tensor list; a size that overflows 64 bits is refused, naming `origin`.
-pub fn params(tensors: &[NamedTensor], origin: &str) -> Result<u64> {
-    tensors
-        .iter()
-        .try_fold(0u64, |sum, (_, s)| {
-            let n = s.iter().try_fold(1u64, |a, b| a.checked_mul(*b))?;
-            sum.checked_add(n)
-        })
-        .ok_or_else(|| {
-            crate::error::FormatError::malformed(origin, "the parameter count overflows 64 bits")
-        })
-}
+pub use super::gemma_shared::params;

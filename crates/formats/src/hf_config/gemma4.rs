@@ -13,13 +13,13 @@
 //! in `gemma4_towers.rs`) it is refused in one line that gives its exact count, part by part.
 
 use super::fields::Cfg;
-use super::{dense, empty_spec, field_err};
+use super::gemma_shared::{linear, norm};
+use super::{dense, gemma_shared};
 use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
-/// One parameter tensor: its name as transformers names it and its shape.
-pub type NamedTensor = (String, Vec<u64>);
+pub use super::gemma_shared::{CacheLayers, NamedTensor};
 
 /// The text config's geometry, with `Gemma4TextConfig`'s class defaults.
 struct Geometry {
@@ -52,26 +52,7 @@ struct Geometry {
 /// pattern `(i + 1) % 6 == 0` → full; the last layer is forced to full either way
 /// (`Gemma4TextConfig.__post_init__`).
 fn full_layers(cfg: &Cfg, layers: u64) -> Result<Vec<bool>> {
-    let mut full: Vec<bool> = match cfg.obj.get("layer_types") {
-        None | Some(Value::Null) => (0..layers).map(|i| (i + 1) % 6 == 0).collect(),
-        Some(Value::Array(items)) if items.len() as u64 == layers => items
-            .iter()
-            .map(|v| match v.as_str() {
-                Some("full_attention") => Ok(true),
-                Some("sliding_attention") => Ok(false),
-                _ => Err(cfg.err(
-                    "layer_types",
-                    format!("entries must be full_attention or sliding_attention (got {v})"),
-                )),
-            })
-            .collect::<Result<_>>()?,
-        Some(other) => {
-            return Err(cfg.err(
-                "layer_types",
-                format!("must be a list of {layers} layer types (got {other})"),
-            ))
-        }
-    };
+    let mut full = gemma_shared::layer_types(cfg, layers, 6)?;
     if let Some(last) = full.last_mut() {
         *last = true;
     }
@@ -104,10 +85,7 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
     if kv_shared > 0 && kv_shared < layers {
         // `kv_sharing_modes`: every layer type must have a producer before the shared layers.
         let first = (layers - kv_shared) as usize;
-        let unshared_full = full[..first].iter().any(|f| *f);
-        let unshared_sliding = full[..first].iter().any(|f| !*f);
-        let any_sliding = full.iter().any(|f| !*f);
-        if !unshared_full || (any_sliding && !unshared_sliding) {
+        if !gemma_shared::every_type_has_a_producer(&full, first) {
             return Err(cfg.err(
                 "num_kv_shared_layers",
                 "leaves a layer type with no layer producing its cache (transformers raises)",
@@ -152,17 +130,6 @@ fn geometry(cfg: &Cfg) -> Result<Geometry> {
     })
 }
 
-fn linear(out: &mut Vec<NamedTensor>, name: &str, inp: u64, outp: u64, bias: bool) {
-    out.push((format!("{name}.weight"), vec![outp, inp]));
-    if bias {
-        out.push((format!("{name}.bias"), vec![outp]));
-    }
-}
-
-fn norm(out: &mut Vec<NamedTensor>, name: &str, dim: u64) {
-    out.push((format!("{name}.weight"), vec![dim]));
-}
-
 /// `Gemma4TextAttention.__init__`: q/o always with `q_norm`; a layer past
 /// `num_hidden_layers - num_kv_shared_layers` reuses another layer's keys and values and has
 /// no k/v projection or norm; `v_norm` has no weight (`with_scale=False`); a full layer under
@@ -174,7 +141,7 @@ fn attention(out: &mut Vec<NamedTensor>, g: &Geometry, i: usize, p: &str) {
         Some(n) if full => n,
         _ => g.kv_heads,
     };
-    let shared = (i as u64) >= g.layers - g.kv_shared;
+    let shared = kv_shared(g, i);
     linear(out, &format!("{p}.q_proj"), g.hidden, g.heads * hd, g.bias);
     norm(out, &format!("{p}.q_norm"), hd);
     if !shared {
@@ -253,20 +220,8 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
     let g = geometry(&Cfg { obj, origin })?;
     let mut out = Vec::new();
     out.push(("model.embed_tokens.weight".into(), vec![g.vocab, g.hidden]));
-    if g.ple > 0 {
-        let packed = g.layers * g.ple;
-        out.push((
-            "model.embed_tokens_per_layer.weight".into(),
-            vec![g.ple_vocab, packed],
-        ));
-        linear(
-            &mut out,
-            "model.per_layer_model_projection",
-            g.hidden,
-            packed,
-            false,
-        );
-        norm(&mut out, "model.per_layer_projection_norm", g.ple);
+    if let Some(ple) = per_layer_inputs(&g) {
+        gemma_shared::per_layer_inputs(&mut out, g.layers, ple, g.hidden);
     }
     for i in 0..g.full.len() {
         layer(&mut out, &g, i);
@@ -291,32 +246,14 @@ pub fn text_tensors(obj: &Map<String, Value>, origin: &str) -> Result<Vec<NamedT
 /// `final_logit_softcapping`. [`text_tensors`] lists the same tensors by name.
 pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
     let g = geometry(cfg)?;
-    let activation = cfg
-        .string("hidden_activation")
-        .unwrap_or("gelu_pytorch_tanh")
-        .to_string();
-    let mut spec = empty_spec("gemma4_text", "Gemma4ForCausalLM", Naming::Gemma4);
-    spec.vocab_size = g.vocab;
-    spec.hidden_size = g.hidden;
-    spec.max_position_embeddings = Some(cfg.uint("max_position_embeddings")?.unwrap_or(131_072));
-    spec.embedding.dim = g.hidden;
-    spec.embedding.positions = Positions::Rotary { theta: None };
-    spec.embedding.per_layer_inputs = (g.ple > 0).then_some(PerLayerInputs {
-        width: g.ple,
-        vocab: g.ple_vocab,
-    });
-    let norm = Norm::rms(g.hidden);
+    let activation = gemma_shared::hidden_activation(cfg);
+    let names = ("gemma4_text", "Gemma4ForCausalLM", Naming::Gemma4);
+    let ple = per_layer_inputs(&g);
+    let sizes = (g.vocab, g.hidden, 131_072);
+    let mut spec = gemma_shared::text_spec_shell(cfg, names, sizes, ple, g.tied)?;
     for i in 0..g.full.len() {
-        let mut layer = Layer::new(
-            text_attention(&g, i),
-            Mlp::Dense(dense(layer_ffn(&g, i), true, false, &activation)),
-            vec![
-                (NormSlot::PreAttention, norm),
-                (NormSlot::PostAttention, norm),
-                (NormSlot::PreMlp, norm),
-                (NormSlot::PostMlp, norm),
-            ],
-        );
+        let mlp = Mlp::Dense(dense(layer_ffn(&g, i), true, false, &activation));
+        let mut layer = gemma_shared::sandwich_layer(text_attention(&g, i), mlp, g.hidden);
         layer.experts_beside = g.moe.map(|(experts, width, top_k)| MoeMlp {
             experts,
             top_k,
@@ -329,20 +266,22 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
         });
         spec.decoder.layers.push(layer);
     }
-    spec.decoder.final_norm = Some(norm);
-    spec.head = Head::LanguageModel {
-        tied: g.tied,
-        bias: false,
-    };
-    spec.dropout.attention = cfg.prob(&["attention_dropout"], 0.0)?;
     spec.softcapping.final_logits = cfg.float("final_logit_softcapping");
     Ok(spec)
 }
 
-/// Whether layer `i` reuses another layer's keys and values (`Gemma4TextConfig.kv_sharing_modes`
-/// is `"reuse"` from `num_hidden_layers - num_kv_shared_layers` on).
+/// The per-layer inputs, none when `hidden_size_per_layer_input` is 0 or null (`if
+/// self.hidden_size_per_layer_input:` in `Gemma4TextModel.__init__`).
+fn per_layer_inputs(g: &Geometry) -> Option<PerLayerInputs> {
+    (g.ple > 0).then_some(PerLayerInputs {
+        width: g.ple,
+        vocab: g.ple_vocab,
+    })
+}
+
+/// Whether layer `i` reuses another layer's keys and values ([`gemma_shared::is_kv_shared`]).
 fn kv_shared(g: &Geometry, i: usize) -> bool {
-    (i as u64) >= g.layers - g.kv_shared
+    gemma_shared::is_kv_shared(g.layers, g.kv_shared, i)
 }
 
 /// `Gemma4TextMLP.__init__`: `intermediate_size`, doubled on a kv-shared layer under
@@ -380,51 +319,26 @@ fn text_attention(g: &Geometry, i: usize) -> Attention {
 
 /// The parameter count of [`text_tensors`].
 pub fn text_params(obj: &Map<String, Value>, origin: &str) -> Result<u64> {
-    Ok(text_tensors(obj, origin)?
-        .iter()
-        .map(|(_, s)| s.iter().product::<u64>())
-        .sum())
+    gemma_shared::params(&text_tensors(obj, origin)?, origin)
 }
 
-/// Elements (keys and values together) a `DynamicCache` holds for `batch` sequences after
-/// `tokens` tokens have passed (transformers 5.24, `cache_utils.py`): `get_layer_types_and_kwargs`
-/// makes each kv-sharing consumer (`kv_sharing_modes == "reuse"`) a `DummyLayer` that stores
-/// nothing; a sliding layer (`DynamicSlidingWindowLayer.update`) keeps the last
-/// `sliding_window - 1` tokens; a full layer (`DynamicLayer`) keeps all of them. Keys and values
-/// are separate tensors of `[batch, kv_heads, tokens, head_dim]` even when `attention_k_eq_v`
+/// The layers whose keys and values a `DynamicCache` holds ([`CacheLayers`]): the layers before
+/// `num_hidden_layers - num_kv_shared_layers` (each consumer, `kv_sharing_modes == "reuse"`,
+/// is a `DummyLayer`), a full one with `global_head_dim` heads (`num_global_key_value_heads`
+/// of them under `attention_k_eq_v`), a sliding one with `num_key_value_heads` of `head_dim`.
+/// Keys and values are separate tensors even when `attention_k_eq_v`
 /// (`Gemma4TextAttention.forward` normalises the value copy with `v_norm`).
-pub fn dynamic_cache_elements(
-    obj: &Map<String, Value>,
-    origin: &str,
-    batch: u64,
-    tokens: u64,
-) -> Result<u64> {
+pub fn cache_layers(obj: &Map<String, Value>, origin: &str) -> Result<CacheLayers> {
     let g = geometry(&Cfg { obj, origin })?;
-    let owners = g.layers - g.kv_shared;
-    let mut total: u64 = 0;
-    for (i, full) in g.full.iter().enumerate().take(owners as usize) {
-        let (kv, hd, kept) = if *full {
-            (
-                g.global_kv_heads.unwrap_or(g.kv_heads),
-                g.global_head_dim,
-                tokens,
-            )
+    let owners = &g.full[..(g.layers - g.kv_shared) as usize];
+    let heads = |full| {
+        if full {
+            (g.global_kv_heads.unwrap_or(g.kv_heads), g.global_head_dim)
         } else {
-            (g.kv_heads, g.head_dim, tokens.min(g.sliding_window - 1))
-        };
-        let layer = [2, batch, kv, kept, hd]
-            .iter()
-            .try_fold(1u64, |a, b| a.checked_mul(*b))
-            .ok_or_else(|| {
-                field_err(
-                    origin,
-                    "sliding_window",
-                    format!("layer {i}: cache size overflows"),
-                )
-            })?;
-        total = total.saturating_add(layer);
-    }
-    Ok(total)
+            (g.kv_heads, g.head_dim)
+        }
+    };
+    Ok(CacheLayers::new(origin, g.sliding_window, owners, heads))
 }
 
 /// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower

@@ -19,6 +19,7 @@ pub mod gemma3n_audio;
 pub mod gemma4;
 pub mod gemma4_towers;
 mod gemma4_vision;
+mod gemma_shared;
 mod gpt;
 mod granite;
 mod hybrid;

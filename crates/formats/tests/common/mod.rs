@@ -17,6 +17,8 @@ pub use warnings::{assert_never_warns, assert_warns, warns_of};
 mod repo_json;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.
 pub use repo_json::{read_json, validation};
+#[allow(dead_code)] // Only the Gemma reader tests use it.
+pub mod gemma;
 #[allow(dead_code)] // Only the tests that write GGUF headers use it.
 pub mod gguf_bytes;
 #[allow(dead_code)] // Only the tests that write files use it.

@@ -32,11 +32,10 @@ fn with(base: Value, extra: Value) -> Value {
 /// transformers keeps: `tests/gemma4.rs`), so 50 · 1,024 · 16,384 + 10 · 4,354 · 8,192 =
 /// 838,860,800 + 356,679,680 = 1,195,540,480 for 4,354 tokens once decoding. The job's one
 /// decode step (two new tokens, the second never fed back) holds the first new token too on
-/// the full layers: 838,860,800
-/// + 10 · 4,355 · 8,192 = 838,860,800 + 356,761,600 = 1,195,622,400. The peak is the prefill's end,
-/// where a sliding layer's kept keys are still a view of the whole prompt's storage
-/// (`DynamicSlidingWindowLayer.update`, `tests/generate_sliding.rs`): 50 · 4,354 · 16,384 +
-/// 356,679,680 = 3,566,796,800 + 356,679,680 = 3,923,476,480.
+/// the full layers: 838,860,800 plus 10 · 4,355 · 8,192 = 356,761,600, so 1,195,622,400. The
+/// peak is the prefill's end, where a sliding layer's kept keys are still a view of the whole
+/// prompt's storage (`DynamicSlidingWindowLayer.update`, `tests/generate_sliding.rs`): 50 ·
+/// 4,354 · 16,384 = 3,566,796,800, plus 356,679,680, so 3,923,476,480.
 #[test]
 fn kv_cache_with_image_tokens() {
     let job = json!({"model": model("gemma-4-31b.json"), "task": "infer", "precision": "bf16",

@@ -10,12 +10,12 @@
 //! (`Attention::values_from_keys`), and the experts beside the dense MLP
 //! (`Layer::experts_beside`). The conditional-generation model (`gemma4`) without an audio tower
 //! is this text model plus the vision tower (`gemma4_vision.rs`); with an audio tower (counted
-//! in `gemma4_towers.rs`) it is refused in one line that gives its exact count, part by part.
+//! in `gemma4_towers.rs`) it is refused there in one line that gives its exact count, part by part.
 
 use super::fields::Cfg;
 use super::gemma_shared::{linear, norm};
 use super::{dense, gemma_shared};
-use crate::error::{FormatError, Result};
+use crate::error::Result;
 use serde_json::{Map, Value};
 use vramscope_core::model::*;
 
@@ -339,29 +339,4 @@ pub fn cache_layers(obj: &Map<String, Value>, origin: &str) -> Result<CacheLayer
         }
     };
     Ok(CacheLayers::new(origin, g.sliding_window, owners, heads))
-}
-
-/// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower
-/// (E2B, E4B): the whole model is counted exactly (`gemma4_towers::model_tensors`: the language
-/// model, the vision and audio towers and their embedders), and the vision side is modelled
-/// (`gemma4_vision.rs`), but what the audio conformer keeps in training and the audio tokens
-/// the processor makes are not, so the memory is not estimated. A config whose `audio_config`
-/// is null (the 26B and 31B) is estimated; so is its text config (`gemma4_text`).
-pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
-    let tensors = match super::gemma4_towers::model_tensors(top, origin) {
-        Ok(t) => t,
-        Err(e) => return e,
-    };
-    let [text, vision, audio] = super::gemma4_towers::part_counts(&tensors);
-    let total = text + vision + audio;
-    FormatError::Unsupported {
-        path: origin.to_string(),
-        reason: format!(
-            "gemma4: {total} parameters (Gemma4ForConditionalGeneration, exact: language model \
-             {text}, vision tower and embedder {vision}, audio tower and embedder {audio}), but \
-             the audio tower is not modelled (its training activations and the processor's audio \
-             tokens); a gemma4 config with audio_config null is estimated with its vision \
-             tower, and the text model from its text_config (model_type gemma4_text)"
-        ),
-    }
 }

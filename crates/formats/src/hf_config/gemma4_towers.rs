@@ -12,7 +12,7 @@
 
 use super::fields::Cfg;
 use super::gemma4::{text_tensors, NamedTensor};
-use crate::error::Result;
+use crate::error::{FormatError, Result};
 use serde_json::{Map, Value};
 
 /// `Gemma4VisionConfig`'s geometry, with its class defaults.
@@ -275,4 +275,29 @@ pub fn part_counts(tensors: &[NamedTensor]) -> [u64; 3] {
         parts[i] += shape.iter().product::<u64>();
     }
     parts
+}
+
+/// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower
+/// (E2B, E4B): the whole model is counted exactly (`model_tensors`: the language
+/// model, the vision and audio towers and their embedders), and the vision side is modelled
+/// (`gemma4_vision.rs`), but what the audio conformer keeps in training and the audio tokens
+/// the processor makes are not, so the memory is not estimated. A config whose `audio_config`
+/// is null (the 26B and 31B) is estimated; so is its text config (`gemma4_text`).
+pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
+    let tensors = match model_tensors(top, origin) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    let [text, vision, audio] = part_counts(&tensors);
+    let total = text + vision + audio;
+    FormatError::Unsupported {
+        path: origin.to_string(),
+        reason: format!(
+            "gemma4: {total} parameters (Gemma4ForConditionalGeneration, exact: language model \
+             {text}, vision tower and embedder {vision}, audio tower and embedder {audio}), but \
+             the audio tower is not modelled (its training activations and the processor's audio \
+             tokens); a gemma4 config with audio_config null is estimated with its vision \
+             tower, and the text model from its text_config (model_type gemma4_text)"
+        ),
+    }
 }

@@ -185,7 +185,7 @@ pub fn parse_config_value_with(
     if top_type == "gemma4" && top.get("audio_config").is_some_and(Value::is_object) {
         // Counted exactly, audio tower included, but the audio tower's activations are not
         // modelled; the vision-only model is (`gemma4_vision.rs`, `gemma4_towers.rs`).
-        return Err(gemma4::refuse(top, origin));
+        return Err(gemma4_towers::refuse(top, origin));
     }
     if top_type == "gemma3n" {
         // The towers are not modelled; the text model is (`gemma3n.rs`).

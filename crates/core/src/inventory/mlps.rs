@@ -87,7 +87,7 @@ impl Builder<'_> {
             return self.granite_experts(m, moe, l);
         }
         if self.spec.naming == Naming::Lfm2 {
-            return self.lfm2_experts(m, moe, l);
+            return self.gate_and_stacked_experts(m, moe, l);
         }
         if self.spec.naming == Naming::NemotronH {
             return self.nemotron_h_moe(m, moe, l);
@@ -190,11 +190,18 @@ impl Builder<'_> {
         self.push(down, vec![e, h, f], l, x)
     }
 
-    /// LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`): the router
-    /// `gate.weight [E, hidden]` (`Lfm2MoeTopKRouter`, no bias) and the experts stacked
-    /// `[out, in]` (`Lfm2MoeExperts`: `gate_up_proj [E, 2·ffn, hidden]`, `down_proj [E, hidden,
-    /// ffn]`). The `expert_bias [E]` is a buffer, not a parameter, and is not counted.
-    fn lfm2_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+    /// A `gate` router `[E, hidden]` (no bias) and the experts stacked `[out, in]` under
+    /// `experts.`, as LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`:
+    /// `Lfm2MoeTopKRouter`, `Lfm2MoeExperts`) and Qwen3-Next's (`modeling_qwen3_next.py`
+    /// `Qwen3NextSparseMoeBlock`: `Qwen3NextExperts`) keep them: `gate_up_proj [E, 2·ffn,
+    /// hidden]`, `down_proj [E, hidden, ffn]`, no biases. LFM2-MoE's `expert_bias [E]` is a
+    /// buffer, not a parameter, and is not counted.
+    fn gate_and_stacked_experts(
+        &mut self,
+        m: &str,
+        moe: &MoeMlp,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
         let names = [
             format!("{m}.gate"),
             format!("{m}.experts.gate_up_proj"),
@@ -230,17 +237,11 @@ impl Builder<'_> {
     }
 
     /// Qwen3.5-MoE's sparse block (`modeling_qwen3_5_moe.py`: `Qwen3_5MoeSparseMoeBlock` =
-    /// `Qwen3NextSparseMoeBlock`): the router `gate [E, h]`, the experts as two stacked
-    /// parameters stored `[out, in]` (`Qwen3NextExperts`: `gate_up_proj [E, 2·ffn, h]`,
-    /// `down_proj [E, h, ffn]`, no biases), the `shared_expert` MLP and its sigmoid gate
+    /// `Qwen3NextSparseMoeBlock`): the router and stacked experts of
+    /// [`Self::gate_and_stacked_experts`], the `shared_expert` MLP and its sigmoid gate
     /// `shared_expert_gate [1, h]`.
     fn qwen35_moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let names = [
-            format!("{m}.gate"),
-            format!("{m}.experts.gate_up_proj"),
-            format!("{m}.experts.down_proj"),
-        ];
-        self.stacked_experts(names, "gate_up width", moe, l)?;
+        self.gate_and_stacked_experts(m, moe, l)?;
         self.shared_expert(&format!("{m}.shared_expert"), m, moe, l)
     }
 }

@@ -6,6 +6,27 @@ use super::Component;
 use crate::error::CoreError;
 use crate::model::*;
 
+/// The two projections of an MLP that has two, `in [ffn, h]` then `out [h, ffn]`, by the
+/// names the family's modeling file gives them (`modeling_gpt2.py` `GPT2MLP`,
+/// `modeling_gpt_neox.py` `GPTNeoXMLP`, `modeling_opt.py` `OPTDecoderLayer`, `modeling_bert.py`
+/// `BertIntermediate`/`BertOutput`, `modeling_t5.py` `T5DenseActDense`,
+/// `modeling_nemotron_h.py` `NemotronHMLP`); `None` for a gated MLP of a family whose gated
+/// MLP has three (or fused) projections.
+fn two_projections(naming: Naming, gated: bool) -> Option<(&'static str, &'static str)> {
+    Some(match (naming, gated) {
+        (Naming::Gpt2 | Naming::BigCode, _) => ("c_fc", "c_proj"),
+        (Naming::NeoX | Naming::Falcon, _) => ("dense_h_to_4h", "dense_4h_to_h"),
+        (Naming::Opt, _) => ("fc1", "fc2"),
+        (Naming::Bert | Naming::Roberta, _) => ("intermediate.dense", "output.dense"),
+        (Naming::T5, false) => ("wi", "wo"),
+        // `NemotronHMLP`: `down_proj(relu2(up_proj(x)))`, no gate.
+        (Naming::NemotronH, false) => ("up_proj", "down_proj"),
+        // StarCoder2-style plain MLP inside a Llama-named model.
+        (_, false) => ("c_fc", "c_proj"),
+        (_, true) => return None,
+    })
+}
+
 impl Builder<'_> {
     pub(super) fn dense_mlp(
         &mut self,
@@ -17,62 +38,36 @@ impl Builder<'_> {
         let h = self.spec.hidden_size;
         let f = d.ffn;
         let bias = d.bias;
-        match (self.spec.naming, d.gated) {
-            (Naming::Phi3, true) => {
+        if let Some((up, down)) = two_projections(self.spec.naming, d.gated) {
+            self.linear(&format!("{m}.{up}"), h, f, bias, l, c)?;
+            return self.linear(&format!("{m}.{down}"), f, h, bias, l, c);
+        }
+        match self.spec.naming {
+            Naming::Phi3 => {
                 let two_f = mul(2, f, "gate_up width")?;
                 self.linear(&format!("{m}.gate_up_proj"), h, two_f, bias, l, c)?;
                 self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
             }
-            (Naming::Gpt2 | Naming::BigCode, _) => {
-                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
-            }
-            (Naming::NeoX | Naming::Falcon, _) => {
-                self.linear(&format!("{m}.dense_h_to_4h"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.dense_4h_to_h"), f, h, bias, l, c)?;
-            }
-            (Naming::Opt, _) => {
-                self.linear(&format!("{m}.fc1"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.fc2"), f, h, bias, l, c)?;
-            }
-            (Naming::Bert | Naming::Roberta, _) => {
-                self.linear(&format!("{m}.intermediate.dense"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.output.dense"), f, h, bias, l, c)?;
-            }
-            (Naming::T5, true) => {
+            Naming::T5 => {
                 self.linear(&format!("{m}.wi_0"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.wi_1"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
             }
-            (Naming::T5, false) => {
-                self.linear(&format!("{m}.wi"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
-            }
-            (Naming::Granite, true) => {
+            Naming::Granite => {
                 // `GraniteMoeHybridMLP`: one fused `input_linear [2·ffn, h]`, `output_linear`.
                 let two_f = mul(2, f, "input_linear width")?;
                 self.linear(&format!("{m}.input_linear"), h, two_f, bias, l, c)?;
                 self.linear(&format!("{m}.output_linear"), f, h, bias, l, c)?;
             }
-            (Naming::Mixtral | Naming::Lfm2, true) => {
+            Naming::Mixtral | Naming::Lfm2 => {
                 self.linear(&format!("{m}.w1"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.w2"), f, h, bias, l, c)?;
                 self.linear(&format!("{m}.w3"), h, f, bias, l, c)?;
             }
-            (_, true) => {
+            _ => {
                 self.linear(&format!("{m}.gate_proj"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
-            }
-            (Naming::NemotronH, false) => {
-                // `NemotronHMLP`: `down_proj(relu2(up_proj(x)))`, no gate.
-                self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
-            }
-            (_, false) => {
-                // StarCoder2-style plain MLP inside a Llama-named model.
-                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
             }
         }
         Ok(())

@@ -52,18 +52,48 @@ pub(crate) fn pool_capacity(gpu: Option<&Gpu>, sizes: &str, warnings: &mut Vec<S
     device.map_or(0, |g| g.memory_bytes)
 }
 
-/// A pool engine's device from its components (`cuda_context` the memory outside PyTorch)
-/// and `reserved`, what PyTorch holds at the peak: the allocator's reserve is what `reserved`
-/// holds beyond the components' allocations, the device's total `reserved` plus the memory
-/// outside PyTorch, the peak in the `serving` phase.
+/// What a pool engine (vLLM, SGLang) holds on one GPU, as its budget sizes it.
+pub(crate) struct Pool {
+    /// The weights as loaded.
+    pub weights: u64,
+    /// The KV pool preallocated at start-up.
+    pub kv_pool: u64,
+    /// This job's own sequences' KV, inside the pool ([`served_kv`]).
+    pub job_kv: u64,
+    /// What PyTorch reserves outside the weights and the pool (vLLM's profiling peak and CUDA
+    /// graphs; SGLang's prefill chunk, CUDA graphs and request table).
+    pub outside: u64,
+    /// The memory outside PyTorch (`non_torch_bytes`).
+    pub non_torch: u64,
+}
+
+/// This job's own sequences' KV (its batch at its prompt plus new tokens), what a pool engine
+/// holds of it inside its pool.
+pub(crate) fn served_kv(s: &Served) -> Result<u64, CoreError> {
+    let ctx = s.job.seq.saturating_add(s.job.new_tokens);
+    crate::estimate::engines::kv_bytes_per_gpu(s.spec, s.job, s.job.batch, ctx)
+}
+
+/// A pool engine's device from its [`Pool`]: the weights, the job's KV, what lies outside the
+/// pool as temporaries and the memory outside PyTorch as `cuda_context`; PyTorch reserves the
+/// weights, the whole pool and what lies outside it (vLLM's `gpu_memory_utilization` share,
+/// SGLang's static share plus its chunk and graphs), so the allocator's reserve is that beyond
+/// the allocations (the pool's free blocks); the device's total is the reserve plus the
+/// memory outside PyTorch, the peak in the `serving` phase.
 pub(crate) fn pool_device(
-    mut components: Components,
-    reserved: u64,
-    kv_pool: u64,
+    pool: Pool,
     timeline: Vec<TimelinePoint>,
     engine: serde_json::Value,
     engine_starts: bool,
 ) -> Device {
+    let mut components = Components {
+        parameters: pool.weights,
+        kv_cache: pool.job_kv,
+        temporaries: pool.outside,
+        cuda_context: pool.non_torch,
+        ..Components::default()
+    };
+    let reserved = pool.weights + pool.kv_pool + pool.outside;
     let allocated = components.allocated();
     components.allocator_reserve = reserved.saturating_sub(allocated);
     let device_total = reserved + components.cuda_context;
@@ -76,7 +106,7 @@ pub(crate) fn pool_device(
             device_total: Some(device_total),
             peak_phase: Some("serving".into()),
         },
-        kv_pool: Some(kv_pool),
+        kv_pool: Some(pool.kv_pool),
         timeline,
         engine: Some(engine),
         engine_starts,

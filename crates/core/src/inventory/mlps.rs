@@ -6,6 +6,27 @@ use super::Component;
 use crate::error::CoreError;
 use crate::model::*;
 
+/// The two projections of an MLP that has two, `in [ffn, h]` then `out [h, ffn]`, by the
+/// names the family's modeling file gives them (`modeling_gpt2.py` `GPT2MLP`,
+/// `modeling_gpt_neox.py` `GPTNeoXMLP`, `modeling_opt.py` `OPTDecoderLayer`, `modeling_bert.py`
+/// `BertIntermediate`/`BertOutput`, `modeling_t5.py` `T5DenseActDense`,
+/// `modeling_nemotron_h.py` `NemotronHMLP`); `None` for a gated MLP of a family whose gated
+/// MLP has three (or fused) projections.
+fn two_projections(naming: Naming, gated: bool) -> Option<(&'static str, &'static str)> {
+    Some(match (naming, gated) {
+        (Naming::Gpt2 | Naming::BigCode, _) => ("c_fc", "c_proj"),
+        (Naming::NeoX | Naming::Falcon, _) => ("dense_h_to_4h", "dense_4h_to_h"),
+        (Naming::Opt, _) => ("fc1", "fc2"),
+        (Naming::Bert | Naming::Roberta, _) => ("intermediate.dense", "output.dense"),
+        (Naming::T5, false) => ("wi", "wo"),
+        // `NemotronHMLP`: `down_proj(relu2(up_proj(x)))`, no gate.
+        (Naming::NemotronH, false) => ("up_proj", "down_proj"),
+        // StarCoder2-style plain MLP inside a Llama-named model.
+        (_, false) => ("c_fc", "c_proj"),
+        (_, true) => return None,
+    })
+}
+
 impl Builder<'_> {
     pub(super) fn dense_mlp(
         &mut self,
@@ -17,62 +38,36 @@ impl Builder<'_> {
         let h = self.spec.hidden_size;
         let f = d.ffn;
         let bias = d.bias;
-        match (self.spec.naming, d.gated) {
-            (Naming::Phi3, true) => {
+        if let Some((up, down)) = two_projections(self.spec.naming, d.gated) {
+            self.linear(&format!("{m}.{up}"), h, f, bias, l, c)?;
+            return self.linear(&format!("{m}.{down}"), f, h, bias, l, c);
+        }
+        match self.spec.naming {
+            Naming::Phi3 => {
                 let two_f = mul(2, f, "gate_up width")?;
                 self.linear(&format!("{m}.gate_up_proj"), h, two_f, bias, l, c)?;
                 self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
             }
-            (Naming::Gpt2 | Naming::BigCode, _) => {
-                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
-            }
-            (Naming::NeoX | Naming::Falcon, _) => {
-                self.linear(&format!("{m}.dense_h_to_4h"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.dense_4h_to_h"), f, h, bias, l, c)?;
-            }
-            (Naming::Opt, _) => {
-                self.linear(&format!("{m}.fc1"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.fc2"), f, h, bias, l, c)?;
-            }
-            (Naming::Bert | Naming::Roberta, _) => {
-                self.linear(&format!("{m}.intermediate.dense"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.output.dense"), f, h, bias, l, c)?;
-            }
-            (Naming::T5, true) => {
+            Naming::T5 => {
                 self.linear(&format!("{m}.wi_0"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.wi_1"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
             }
-            (Naming::T5, false) => {
-                self.linear(&format!("{m}.wi"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.wo"), f, h, bias, l, c)?;
-            }
-            (Naming::Granite, true) => {
+            Naming::Granite => {
                 // `GraniteMoeHybridMLP`: one fused `input_linear [2·ffn, h]`, `output_linear`.
                 let two_f = mul(2, f, "input_linear width")?;
                 self.linear(&format!("{m}.input_linear"), h, two_f, bias, l, c)?;
                 self.linear(&format!("{m}.output_linear"), f, h, bias, l, c)?;
             }
-            (Naming::Mixtral | Naming::Lfm2, true) => {
+            Naming::Mixtral | Naming::Lfm2 => {
                 self.linear(&format!("{m}.w1"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.w2"), f, h, bias, l, c)?;
                 self.linear(&format!("{m}.w3"), h, f, bias, l, c)?;
             }
-            (_, true) => {
+            _ => {
                 self.linear(&format!("{m}.gate_proj"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
                 self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
-            }
-            (Naming::NemotronH, false) => {
-                // `NemotronHMLP`: `down_proj(relu2(up_proj(x)))`, no gate.
-                self.linear(&format!("{m}.up_proj"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.down_proj"), f, h, bias, l, c)?;
-            }
-            (_, false) => {
-                // StarCoder2-style plain MLP inside a Llama-named model.
-                self.linear(&format!("{m}.c_fc"), h, f, bias, l, c)?;
-                self.linear(&format!("{m}.c_proj"), f, h, bias, l, c)?;
             }
         }
         Ok(())
@@ -87,7 +82,7 @@ impl Builder<'_> {
             return self.granite_experts(m, moe, l);
         }
         if self.spec.naming == Naming::Lfm2 {
-            return self.lfm2_experts(m, moe, l);
+            return self.gate_and_stacked_experts(m, moe, l);
         }
         if self.spec.naming == Naming::NemotronH {
             return self.nemotron_h_moe(m, moe, l);
@@ -190,11 +185,18 @@ impl Builder<'_> {
         self.push(down, vec![e, h, f], l, x)
     }
 
-    /// LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`): the router
-    /// `gate.weight [E, hidden]` (`Lfm2MoeTopKRouter`, no bias) and the experts stacked
-    /// `[out, in]` (`Lfm2MoeExperts`: `gate_up_proj [E, 2·ffn, hidden]`, `down_proj [E, hidden,
-    /// ffn]`). The `expert_bias [E]` is a buffer, not a parameter, and is not counted.
-    fn lfm2_experts(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
+    /// A `gate` router `[E, hidden]` (no bias) and the experts stacked `[out, in]` under
+    /// `experts.`, as LFM2-MoE's sparse block (`modeling_lfm2_moe.py` `Lfm2MoeSparseMoeBlock`:
+    /// `Lfm2MoeTopKRouter`, `Lfm2MoeExperts`) and Qwen3-Next's (`modeling_qwen3_next.py`
+    /// `Qwen3NextSparseMoeBlock`: `Qwen3NextExperts`) keep them: `gate_up_proj [E, 2·ffn,
+    /// hidden]`, `down_proj [E, hidden, ffn]`, no biases. LFM2-MoE's `expert_bias [E]` is a
+    /// buffer, not a parameter, and is not counted.
+    fn gate_and_stacked_experts(
+        &mut self,
+        m: &str,
+        moe: &MoeMlp,
+        l: Option<u32>,
+    ) -> Result<(), CoreError> {
         let names = [
             format!("{m}.gate"),
             format!("{m}.experts.gate_up_proj"),
@@ -230,17 +232,11 @@ impl Builder<'_> {
     }
 
     /// Qwen3.5-MoE's sparse block (`modeling_qwen3_5_moe.py`: `Qwen3_5MoeSparseMoeBlock` =
-    /// `Qwen3NextSparseMoeBlock`): the router `gate [E, h]`, the experts as two stacked
-    /// parameters stored `[out, in]` (`Qwen3NextExperts`: `gate_up_proj [E, 2·ffn, h]`,
-    /// `down_proj [E, h, ffn]`, no biases), the `shared_expert` MLP and its sigmoid gate
+    /// `Qwen3NextSparseMoeBlock`): the router and stacked experts of
+    /// [`Self::gate_and_stacked_experts`], the `shared_expert` MLP and its sigmoid gate
     /// `shared_expert_gate [1, h]`.
     fn qwen35_moe(&mut self, m: &str, moe: &MoeMlp, l: Option<u32>) -> Result<(), CoreError> {
-        let names = [
-            format!("{m}.gate"),
-            format!("{m}.experts.gate_up_proj"),
-            format!("{m}.experts.down_proj"),
-        ];
-        self.stacked_experts(names, "gate_up width", moe, l)?;
+        self.gate_and_stacked_experts(m, moe, l)?;
         self.shared_expert(&format!("{m}.shared_expert"), m, moe, l)
     }
 }

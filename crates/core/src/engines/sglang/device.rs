@@ -1,11 +1,10 @@
 //! SGLang's device: its own static-fraction budget (`budget.rs`) as the report's
 //! per-GPU figures, and what SGLang would say of the job.
 
-use crate::engines::device::{pool_capacity, pool_device, EngineDevice, Served};
+use crate::engines::device::{pool_capacity, pool_device, served_kv, EngineDevice, Pool, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
 use crate::job::ResolvedJob;
-use crate::report::Components;
 use crate::text::bytes;
 
 impl EngineDevice for super::settings::Sglang {
@@ -29,26 +28,17 @@ fn sglang_device(s: &Served, warnings: &mut Vec<String>) -> Result<Device, CoreE
         s.states.resident.parameters,
         non_torch,
     )?;
-    let ctx = job.seq.saturating_add(job.new_tokens);
-    let job_kv = crate::estimate::engines::kv_bytes_per_gpu(spec, job, job.batch, ctx)?;
+    let job_kv = served_kv(s)?;
     let starts = sglang_warnings(job, &b, job_kv, warnings);
-    let components = Components {
-        parameters: b.weights,
-        kv_cache: job_kv,
-        temporaries: b.activations + b.cuda_graphs + b.req_to_token,
-        cuda_context: non_torch,
-        ..Components::default()
+    let pool = Pool {
+        weights: b.weights,
+        kv_pool: b.kv_pool,
+        job_kv,
+        outside: b.activations + b.cuda_graphs + b.req_to_token,
+        non_torch,
     };
-    let reserved = b.weights + b.kv_pool + components.temporaries;
     let engine = serde_json::to_value(&b).unwrap_or_default();
-    Ok(pool_device(
-        components,
-        reserved,
-        b.kv_pool,
-        Vec::new(),
-        engine,
-        starts,
-    ))
+    Ok(pool_device(pool, Vec::new(), engine, starts))
 }
 
 /// What SGLang would say of this job; `false` when it would refuse to start (no room for a KV

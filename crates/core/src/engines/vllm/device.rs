@@ -2,11 +2,11 @@
 //! from `gpu_memory_utilization` (`budget.rs`), its start-up as a
 //! timeline, and what vLLM would say of the job.
 
-use crate::engines::device::{pool_capacity, pool_device, EngineDevice, Served};
+use crate::engines::device::{pool_capacity, pool_device, served_kv, EngineDevice, Pool, Served};
 use crate::error::CoreError;
 use crate::estimate::serving::{non_torch_bytes, Device};
 use crate::job::ResolvedJob;
-use crate::report::{Components, TimelinePoint};
+use crate::report::TimelinePoint;
 
 impl EngineDevice for super::settings::Vllm {
     fn device(&self, s: &Served, warnings: &mut Vec<String>) -> Result<Option<Device>, CoreError> {
@@ -27,30 +27,18 @@ fn vllm_device(s: &Served, warnings: &mut Vec<String>) -> Result<Device, CoreErr
         s.states.resident.parameters,
         non_torch,
     )?;
-    let job_kv = crate::estimate::engines::kv_bytes_per_gpu(
-        spec,
-        job,
-        job.batch,
-        job.seq.saturating_add(job.new_tokens),
-    )?;
+    let job_kv = served_kv(s)?;
     let engine_starts = vllm_warnings(spec, job, &b, job_kv, warnings)?;
-    let components = Components {
-        parameters: b.weights,
-        kv_cache: job_kv,
-        temporaries: b.profile_peak + b.cuda_graphs,
-        cuda_context: non_torch,
-        ..Components::default()
+    let pool = Pool {
+        weights: b.weights,
+        kv_pool: b.kv_pool,
+        job_kv,
+        outside: b.profile_peak + b.cuda_graphs,
+        non_torch,
     };
-    let reserved = b.weights + b.kv_pool + b.profile_peak + b.cuda_graphs;
     let engine = serde_json::to_value(&b).unwrap_or_default();
-    Ok(pool_device(
-        components,
-        reserved,
-        b.kv_pool,
-        vllm_timeline(&b, job_kv),
-        engine,
-        engine_starts,
-    ))
+    let timeline = vllm_timeline(&b, job_kv);
+    Ok(pool_device(pool, timeline, engine, engine_starts))
 }
 
 /// What vLLM would say of this job at start-up and under load; `false` when it would refuse to

@@ -4,7 +4,7 @@
 
 use super::blocks::Out;
 use super::cost::ImageCost;
-use super::{Projector, TowerKind, Vision};
+use super::{Projector, Vision};
 use crate::error::CoreError;
 use crate::inventory::Component;
 use crate::model::NormKind;
@@ -15,17 +15,16 @@ use crate::model::NormKind;
 /// `Gemma4ClippableLinear`s — each an `nn.Linear(bias=False)` named `.linear`, its clipping
 /// bounds buffers — `q_norm` and `k_norm` over `head_dim`, the weightless `v_norm`, the gated
 /// MLP, four RMS norms); the pooler has no parameters and `std_bias` / `std_scale` are buffers.
-pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
+/// The kind's `kv_heads`, `head_dim` and `positions` are passed in by the dispatch
+/// (`inventory::tower`).
+pub(super) fn tower(
+    v: &Vision,
+    o: &mut Out,
+    kv_heads: u64,
+    head_dim: u64,
+    positions: u64,
+) -> Result<(), CoreError> {
     let t = &v.tower;
-    let TowerKind::Gemma4 {
-        kv_heads,
-        head_dim,
-        positions,
-        ..
-    } = t.kind
-    else {
-        return Ok(());
-    };
     let (h, e) = (t.hidden, Component::Embedding);
     let root = "model.vision_tower";
     let px = t.channels * t.patch * t.patch;

@@ -49,10 +49,24 @@ fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
         TowerKind::Pixtral | TowerKind::Qwen3 | TowerKind::InternVit { .. } => {
             return super::families::tower(v, o)
         }
-        TowerKind::Mllama { .. } => return super::mllama::tower(v, o),
+        TowerKind::Mllama {
+            global_layers,
+            tiles,
+            aspect_ratios,
+            ..
+        } => return super::mllama::tower(v, o, global_layers, tiles, aspect_ratios),
         TowerKind::Siglip2 { .. } => return super::siglip2::tower(v, o),
-        TowerKind::Llama4 { .. } => return super::llama4::tower(v, o),
-        TowerKind::Gemma4 { .. } => return super::gemma4::tower(v, o),
+        TowerKind::Llama4 {
+            projector_input,
+            projector_output,
+            ..
+        } => return super::llama4::tower(v, o, projector_input, projector_output),
+        TowerKind::Gemma4 {
+            kv_heads,
+            head_dim,
+            positions,
+            ..
+        } => return super::gemma4::tower(v, o, kv_heads, head_dim, positions),
         TowerKind::Qwen => ("model.visual", "model.visual.blocks"),
         TowerKind::Idefics3 => ("model.vision_model", "model.vision_model.encoder.layers"),
         TowerKind::Clip | TowerKind::Siglip | TowerKind::SiglipHead => {

@@ -6,7 +6,7 @@
 
 use super::blocks::Out;
 use super::cost::ImageCost;
-use super::{Projector, TowerKind, Vision};
+use super::{Projector, Vision};
 use crate::error::CoreError;
 use crate::inventory::Component;
 use crate::model::NormKind;
@@ -17,16 +17,15 @@ use crate::model::NormKind;
 /// `layernorm_pre`/`_post`, `model.layers.N` (`Llama4VisionEncoderLayer`) and the adapter
 /// (`Llama4VisionPixelShuffleMLP` → `Llama4VisionMLP2`: `fc1` `intermediate_size →
 /// projector_input_dim`, `fc2` `projector_output_dim` square).
-pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
+/// The kind's `projector_input` and `projector_output` are passed in by the dispatch
+/// (`inventory::tower`).
+pub(super) fn tower(
+    v: &Vision,
+    o: &mut Out,
+    projector_input: u64,
+    projector_output: u64,
+) -> Result<(), CoreError> {
     let t = &v.tower;
-    let TowerKind::Llama4 {
-        projector_input,
-        projector_output,
-        ..
-    } = t.kind
-    else {
-        return Ok(());
-    };
     let (h, e) = (t.hidden, Component::Embedding);
     let root = "vision_model";
     let px = t.channels * t.patch * t.patch;

@@ -66,17 +66,16 @@ pub fn optimal_canvas(height: u64, width: u64, max_tiles: u64, tile: u64) -> (u6
 /// [patches+1, h]`, `gate`, `tile_embedding [ratios+1, tiles·(patches+1)·h]`), the pre- and
 /// post-tile embeddings (`[ratios+1, tiles·h]` and a gate each), `layernorm_pre`/`_post`, the
 /// local `transformer` and the `global_transformer` whose layers add `gate_attn`/`gate_ffn`.
-pub(super) fn tower(v: &Vision, o: &mut Out) -> Result<(), CoreError> {
+/// The kind's `global_layers`, `tiles` and `aspect_ratios` are passed in by the dispatch
+/// (`inventory::tower`).
+pub(super) fn tower(
+    v: &Vision,
+    o: &mut Out,
+    global_layers: u64,
+    tiles: u64,
+    aspect_ratios: u64,
+) -> Result<(), CoreError> {
     let t = &v.tower;
-    let TowerKind::Mllama {
-        global_layers,
-        tiles,
-        aspect_ratios,
-        ..
-    } = t.kind
-    else {
-        return Ok(());
-    };
     let (h, e) = (t.hidden, Component::Embedding);
     let root = "model.vision_model";
     let positions = t.position_rows;

@@ -214,8 +214,7 @@ fn blocks_forward(
     } else {
         Vec::new()
     };
-    // Each distinct layer's memory and its backward's fullest moment (`BlockEvents::backward_peak`).
-    let mut cache: Vec<(usize, BlockMemory, [super::tape::BackwardPeak; 2])> = Vec::new();
+    let mut cache: Vec<DistinctLayer> = Vec::new();
     let mut events = PlanEvents {
         param_width: num.param,
         autocast: num.autocast,
@@ -232,28 +231,8 @@ fn blocks_forward(
         } else {
             ctx
         };
-        // Identical layers have identical memory: compute each distinct layer once.
         let key = layers.len();
-        let (mem, backward) = match cache
-            .iter()
-            .position(|(i, _, _)| spec.all_layers().nth(*i) == Some(layer))
-        {
-            Some(k) => {
-                events.layer_block.push(k as u32);
-                (cache[k].1, cache[k].2)
-            }
-            None => {
-                let (m, ev) = block_program(ctx, layer);
-                let backward = [
-                    ev.backward_peak(super::round_size),
-                    ev.backward_accumulate_peak(super::round_size),
-                ];
-                events.layer_block.push(cache.len() as u32);
-                events.blocks.push(ev);
-                cache.push((key, m, backward));
-                (m, backward)
-            }
-        };
+        let (mem, backward) = distinct_layer(spec, ctx, layer, key, &mut cache, &mut events);
         let core = if ckpt == Checkpointing::Selective {
             attention_core_kept(ctx, layer, mem)
         } else {
@@ -290,6 +269,38 @@ fn blocks_forward(
         });
     }
     Ok((layers, events))
+}
+
+/// A distinct layer: its index, its memory and its backward's fullest moments
+/// (`BlockEvents::backward_peak`, `backward_accumulate_peak`).
+type DistinctLayer = (usize, BlockMemory, [super::tape::BackwardPeak; 2]);
+
+/// Identical layers have identical memory: the program of `layer` (the `key`-th) is run once
+/// per distinct layer and its events recorded once; a repeat points at the first.
+fn distinct_layer(
+    spec: &ModelSpec,
+    ctx: BlockCtx,
+    layer: &crate::model::Layer,
+    key: usize,
+    cache: &mut Vec<DistinctLayer>,
+    events: &mut PlanEvents,
+) -> (BlockMemory, [super::tape::BackwardPeak; 2]) {
+    let seen = cache
+        .iter()
+        .position(|(i, _, _)| spec.all_layers().nth(*i) == Some(layer));
+    if let Some(k) = seen {
+        events.layer_block.push(k as u32);
+        return (cache[k].1, cache[k].2);
+    }
+    let (m, ev) = block_program(ctx, layer);
+    let backward = [
+        ev.backward_peak(super::round_size),
+        ev.backward_accumulate_peak(super::round_size),
+    ];
+    events.layer_block.push(cache.len() as u32);
+    events.blocks.push(ev);
+    cache.push((key, m, backward));
+    (m, backward)
 }
 
 /// What every block's program runs with: the job's shape, numerics and kernel, the config's

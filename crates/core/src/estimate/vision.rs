@@ -236,7 +236,28 @@ pub fn tower_forward(
     let ckpt = trains && job.checkpointing != Checkpointing::None;
     let run = tower_blocks(v, ctx, &tspec.decoder.layers[0], ckpt);
     let proj_trains = trains || projector_trains(job);
-    let (proj_kept, proj_peak) = match v.projector {
+    let (proj_kept, proj_peak) = projector_memory(v, ctx, run.stream, (n, cost), proj_trains);
+    let base = inputs_live + run.saved + run.stream;
+    let kept = inputs_kept + run.saved + proj_kept;
+    Ok(StageMemory {
+        kept,
+        peak: run.top.max(base + proj_peak).max(kept),
+        weight_copies: 0,
+    })
+}
+
+/// The projector's kept bytes and its top: Qwen's patch merger through its own tape (it frees
+/// the tower's last stream when it trains), any other projector's output as kept
+/// (`projector_kept`). `stream_in` is the tower's last residual stream.
+fn projector_memory(
+    v: &Vision,
+    ctx: BlockCtx,
+    stream_in: u64,
+    (n, cost): (u64, ImageCost),
+    proj_trains: bool,
+) -> (u64, u64) {
+    let num = ctx.num;
+    match v.projector {
         Projector::QwenMerger { merge, norm, out } => {
             let m = qwen_merger_memory(
                 BlockCtx {
@@ -250,7 +271,7 @@ pub fn tower_forward(
                 out,
             );
             let stream = if proj_trains {
-                run.stream.saturating_sub(m.input_freed)
+                stream_in.saturating_sub(m.input_freed)
             } else {
                 0
             };
@@ -260,14 +281,7 @@ pub fn tower_forward(
             let k = projector_kept(v, n, cost, num, proj_trains);
             (k, k)
         }
-    };
-    let base = inputs_live + run.saved + run.stream;
-    let kept = inputs_kept + run.saved + proj_kept;
-    Ok(StageMemory {
-        kept,
-        peak: run.top.max(base + proj_peak).max(kept),
-        weight_copies: 0,
-    })
+    }
 }
 
 /// The tower's attention batch and sequence, and the bytes of a block-diagonal mask. Pixtral

@@ -144,29 +144,13 @@ impl ImageTokens {
                 merge,
                 min_pixels,
                 max_pixels,
-            } => {
-                let factor = patch * merge;
-                let (h, w) = smart_resize(height, width, factor, min_pixels, max_pixels)?;
-                let patches = (h / patch) * (w / patch);
-                Ok(ImageCost {
-                    tokens: patches / (merge * merge),
-                    tower_images: 1,
-                    tower_seq: patches,
-                })
-            }
+            } => qwen_dynamic((height, width), patch, merge, (min_pixels, max_pixels)),
             ImageTokens::Fixed {
                 image_size,
                 patch,
                 tokens,
                 class_token,
-            } => {
-                let side = image_size / patch.max(1);
-                Ok(ImageCost {
-                    tokens,
-                    tower_images: 1,
-                    tower_seq: side * side + u64::from(class_token),
-                })
-            }
+            } => Ok(fixed(image_size, patch, tokens, class_token)),
             ImageTokens::AnyRes {
                 image_size,
                 patch,
@@ -238,6 +222,34 @@ impl ImageTokens {
                 max_soft_tokens,
             } => super::gemma4::cost((height, width), patch, pooling, max_soft_tokens),
         }
+    }
+}
+
+/// Qwen2-VL's dynamic resolution: the image resized by [`smart_resize`] to a multiple of
+/// `patch · merge`, one tower position per patch, one token per `merge²` patches.
+fn qwen_dynamic(
+    (height, width): (u64, u64),
+    patch: u64,
+    merge: u64,
+    (min_pixels, max_pixels): (u64, u64),
+) -> Result<ImageCost, String> {
+    let (h, w) = smart_resize(height, width, patch * merge, min_pixels, max_pixels)?;
+    let patches = (h / patch) * (w / patch);
+    Ok(ImageCost {
+        tokens: patches / (merge * merge),
+        tower_images: 1,
+        tower_seq: patches,
+    })
+}
+
+/// A fixed-size tower (CLIP, SigLIP): every image resized to `image_size`², its patches (and
+/// a class token where the tower has one) through the tower, a fixed number of tokens out.
+fn fixed(image_size: u64, patch: u64, tokens: u64, class_token: bool) -> ImageCost {
+    let side = image_size / patch.max(1);
+    ImageCost {
+        tokens,
+        tower_images: 1,
+        tower_seq: side * side + u64::from(class_token),
     }
 }
 

@@ -101,6 +101,30 @@ fn describe_projector(p: &Projector) -> String {
     }
 }
 
+/// LFM2-VL's rule: a small image resized whole, a larger one tiled with a thumbnail.
+fn describe_lfm2_vl(t: &vramscope_core::vision::Lfm2VlTokens) -> String {
+    format!(
+        "{}–{} tokens per resized image; a larger one cut into {}–{} tiles of {} px ({} each) \
+         plus a thumbnail; the tower padded to {} patches per tile",
+        t.min_image_tokens,
+        t.max_image_tokens,
+        t.min_tiles,
+        t.max_tiles,
+        t.tile,
+        (t.tile / t.patch.max(1)).div_ceil(t.factor.max(1)).pow(2),
+        t.max_num_patches()
+    )
+}
+
+/// Mllama's rule: one text token, the tiles through cross-attention.
+fn describe_mllama(tile: u64, patch: u64, max_tiles: u64) -> String {
+    format!(
+        "one <|image|> token per image; the image enters through cross-attention: up to \
+         {max_tiles} tiles of {tile} px, padded to {max_tiles}, {} vision tokens per image",
+        max_tiles * vramscope_core::vision::mllama::tile_positions(tile, patch)
+    )
+}
+
 /// The family's image-token rule in a few words (`ImageTokens`' variants).
 fn describe_tokens(tokens: &ImageTokens) -> String {
     match tokens {
@@ -171,22 +195,8 @@ fn describe_tokens(tokens: &ImageTokens) -> String {
             tile,
             max_tiles,
             patch,
-        } => format!(
-            "one <|image|> token per image; the image enters through cross-attention: up to \
-             {max_tiles} tiles of {tile} px, padded to {max_tiles}, {} vision tokens per image",
-            max_tiles * vramscope_core::vision::mllama::tile_positions(*tile, *patch)
-        ),
-        ImageTokens::Lfm2Vl(t) => format!(
-            "{}–{} tokens per resized image; a larger one cut into {}–{} tiles of {} px ({} each) \
-             plus a thumbnail; the tower padded to {} patches per tile",
-            t.min_image_tokens,
-            t.max_image_tokens,
-            t.min_tiles,
-            t.max_tiles,
-            t.tile,
-            (t.tile / t.patch.max(1)).div_ceil(t.factor.max(1)).pow(2),
-            t.max_num_patches()
-        ),
+        } => describe_mllama(*tile, *patch, *max_tiles),
+        ImageTokens::Lfm2Vl(t) => describe_lfm2_vl(t),
         ImageTokens::Llama4 {
             tile,
             patch,

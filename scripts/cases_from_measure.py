@@ -21,7 +21,7 @@ def job_of(spec):
             # Runs with measure.py patched as scripts/measure_zero_grad.patch: set only when the
             # spec says, so the earlier runs' jobs are as they were.
             **{k: spec[k] for k in ("zero_grad", "optimizer_impl", "compile", "freeze",
-                                    "transformers_version") if k in spec},
+                                    "transformers_version", "kbit_prepare") if k in spec},
             **images_of(spec)}
 
 

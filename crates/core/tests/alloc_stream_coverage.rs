@@ -197,7 +197,9 @@ fn stream_and_walk(job: &Value) -> (u64, u64) {
 /// with full checkpointing +0.004 %; torchtune's chunked output loss on Llama-3.2-3B bf16
 /// b2 × 4096 +0.019 %; Liger's fused loss on Llama-3.1-8B bf16 b2 × 2048 +0.000 %; one DDP
 /// rank of Llama-3.2-1B bf16-mixed on 8 GPUs, b4 × 1024, +0.006 %): held
-/// within 1 %; QLoRA after PEFT's `prepare_model_for_kbit_training` (`kbit_prepare`) too.
+/// within 1 %; QLoRA after PEFT's `prepare_model_for_kbit_training` (`kbit_prepare`) too, its
+/// fp32 residual stream in pure bf16 (+0.007 %) and under autocast (+0.006 %), and the
+/// CPU-measured unquantized base cast whole under autocast (−0.004 %).
 /// Under LoRA the fused loss's head is frozen, and Liger makes no `grad_weight`
 /// (`torch.zeros_like(weight) if weight.requires_grad else None`); the walk
 /// (`stages::loss_chunked`, `stages::head_trains`) now leaves it out too, so that job is held
@@ -216,6 +218,15 @@ fn stream_peaks_against_the_walk() {
     // (2,101,878,784 B more in both; `kbit_prepare.rs`), checkpointing full by default.
     let mut kbit = eight_b.clone();
     kbit["kbit_prepare"] = json!(true);
+    // Under autocast too: the fp32 stream, each `Linear4bit`'s copies to bf16 and back to fp32.
+    let mut kbit_mixed = kbit.clone();
+    kbit_mixed["precision"] = json!("bf16-mixed");
+    // An unquantized base cast whole (the CPU-measured two-layer Llama, under autocast: each
+    // frozen fp32 weight's per-call 16-bit copy).
+    let cases: Vec<Value> = common::validation("cpu-measured-kbit-prepare.json");
+    let mut kbit_whole = cases[0]["job"].clone();
+    kbit_whole["precision"] = json!("bf16-mixed");
+    kbit_whole["checkpointing"] = json!("none");
     let chunked = json!({
         "model": "llama-3.2-3b", "precision": "bf16", "optimizer": "adamw-fused",
         "batch": 2, "seq": 4096, "gpu": "a100-80gb", "loss": "chunked-output"
@@ -237,6 +248,8 @@ fn stream_peaks_against_the_walk() {
         eight_b,
         full,
         kbit,
+        kbit_mixed,
+        kbit_whole,
         chunked,
         fused,
         fused_lora,

@@ -153,9 +153,11 @@ fn runs_lt_gemm(spec: &ModelSpec) -> bool {
 /// weights: autocast, where it also runs, caches only casts of fp32 leaf tensors
 /// (`aten/src/ATen/autocast_mode.cpp` `cached_cast`), so it keeps no weight copies. PEFT keeps the frozen
 /// base in 16 bit (loaded with a 16-bit dtype); autocast then casts only fp32 inputs (the
-/// adapters run in fp32).
+/// adapters run in fp32). After PEFT's `prepare_model_for_kbit_training` the base's
+/// unquantized weights are fp32 instead ([`kbit_fp32_base`]).
 fn forward_numerics(job: &ResolvedJob) -> Numerics {
     let mut num = numerics(job.precision);
+    let peft = job.peft.is_some() && job.task == Task::Train;
     if job.precision.is_mixed()
         && matches!(
             job.framework,
@@ -163,9 +165,9 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
         )
     {
         num = plain(2, 2, false);
-    }
-    let peft = job.peft.is_some() && job.task == Task::Train;
-    if peft && num.param == 4 && job.precision != Precision::Fp32 {
+    } else if peft && crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value) {
+        num = kbit_fp32_base(num);
+    } else if peft && num.param == 4 && job.precision != Precision::Fp32 {
         num.param = 2;
     }
     num.softmax_saves_input = job.torch_version.is_some_and(|v| v.softmax_saves_input());
@@ -360,6 +362,7 @@ fn dequant_of(
     Some(super::blocks::Dequant {
         width: num.compute.min(2),
         nested,
+        input_dtype: crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value),
     })
 }
 
@@ -441,7 +444,6 @@ fn head_and_loss(
     let tokens = b.saturating_mul(s);
     let train = job.task == Task::Train;
     let lora = job.peft.is_some() && train;
-    let num = kbit_head_numerics(job, num, lora);
     let logit_rows = if train { tokens } else { b };
     let (head, logits_width) = stages::head(spec, b, s, num, lora);
     let head = if train {
@@ -488,26 +490,25 @@ fn head_and_loss(
     (head, logits, loss)
 }
 
-/// The head's numerics after PEFT's `prepare_model_for_kbit_training` (`job::kbit_casts`):
-/// the final norm's and the head's weights are fp32, so without autocast the norm's output
-/// promotes to fp32 (transformers' `LlamaRMSNorm.forward`: `self.weight *
-/// hidden_states.to(input_dtype)`, an fp32 weight times a 16-bit tensor) and the head's matmul
-/// runs on fp32 operands: fp32 logits, which the loss's `.float()` leaves as they are
-/// (measured: `validation/kbit-prepare/cast.json`, `"logits": "torch.float32"`). Under
-/// autocast the matmul is 16-bit and its copy of the fp32 weight is counted already
-/// (`stages::head`'s `weight_copies`).
-fn kbit_head_numerics(job: &ResolvedJob, num: Numerics, lora: bool) -> Numerics {
-    if lora
-        && !num.autocast
-        && crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value)
-    {
-        Numerics {
-            param: 4,
-            compute: 4,
-            ..num
-        }
-    } else {
-        num
+/// The widths after PEFT's `prepare_model_for_kbit_training` (`job::kbit_casts`; PEFT 0.21.2
+/// `peft/utils/other.py` line 209: every fp16/bf16 parameter that is not a `Params4bit` cast to
+/// fp32). The embedding's output is then fp32 (`F.embedding` returns its weight's dtype), so
+/// is each RMSNorm's (transformers 5.24 `modeling_llama.py` `LlamaRMSNorm.forward` returns
+/// `self.weight` times `hidden_states.to(input_dtype)`: an fp32 weight promotes the product to
+/// fp32, torch's `result_type`), and each decoder layer's output (`residual + hidden_states`
+/// with an fp32 operand): the residual stream is fp32, with or without autocast (autocast
+/// casts matmul-class ops' inputs only; `add`, `mul`, `embedding` are in none of its lists).
+/// Without autocast an unquantized base's matmuls run on fp32 weights, so are the final norm,
+/// the head and the logits fp32; bitsandbytes' `Linear4bit.forward` returns
+/// `matmul_4bit(x.to(compute_dtype), ...).to(inp_dtype)`, fp32 for an fp32 input, under
+/// autocast too (`blocks::Dequant::input_dtype`). Under autocast an unquantized base's
+/// matmuls are 16-bit on fp32 weights, as in mixed precision. Measured on the CPU:
+/// `validation/cpu-measured-kbit-prepare.json`.
+fn kbit_fp32_base(num: Numerics) -> Numerics {
+    Numerics {
+        param: 4,
+        compute: if num.autocast { num.compute } else { 4 },
+        ..num
     }
 }
 

@@ -264,12 +264,14 @@ pub fn model_states(
     let shard = shards(job, warnings);
     if job.task == Task::Train
         && job.peft.is_some()
-        && crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value)
+        && crate::job::kbit_checkpoints(job.techniques.kbit_prepare, &job.weights.value)
     {
-        // Measured on the CPU (validation/kbit-prepare/): after the cast the residual stream
-        // between the blocks is fp32 too; the blocks' tapes keep the model's width.
+        // The fp32 residual stream the cast makes is in the walk (`activations::
+        // kbit_fp32_base`); PEFT's `enable_input_require_grads()` (called for a bitsandbytes
+        // or GPTQ model, `peft/utils/other.py` line 233) is not.
         warnings.push(
-            "kbit_prepare: the fp32 weights are counted, but the fp32 residual stream the cast              makes between the blocks is not: activations are an under-estimate"
+            "kbit_prepare: the gradient of the embedding's output that \
+             enable_input_require_grads adds in backward is not counted"
                 .into(),
         );
     }

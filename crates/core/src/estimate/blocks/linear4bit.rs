@@ -17,6 +17,13 @@ pub struct Dequant {
     /// uint8 absmax to fp32 (`dequantize_blockwise(quant_state.absmax, quant_state.state2)`),
     /// one fp32 value per block of 64, alive until the weight is made.
     pub nested: bool,
+    /// The output is cast back to the input's dtype: `Linear4bit.forward` returns
+    /// `bnb.matmul_4bit(x.to(self.compute_dtype), ...).to(inp_dtype)`
+    /// (`bitsandbytes/nn/modules.py`). Written where the input is fp32 because PEFT's
+    /// `prepare_model_for_kbit_training` made the residual stream fp32 (`job::kbit_casts`):
+    /// the input is copied to the 16-bit compute dtype, the 16-bit output copied to fp32, under
+    /// autocast too. Elsewhere the walk keeps the output at the matmul's width.
+    pub input_dtype: bool,
 }
 
 impl Dequant {
@@ -54,18 +61,26 @@ impl Prog<'_> {
     /// dequantized weight dropped; the packed weight is frozen, so the input is not saved
     /// (`ctx.tensors = (None, B)`) and no weight gradient is made. In backward the weight is
     /// dequantized again for `grad_A`.
+    /// With [`Dequant::input_dtype`] the input is first cast to the dequantized width and the
+    /// output cast back to the input's.
     pub(super) fn linear_4bit(&mut self, x: Id, inp: u64, out: u64, d: Dequant) -> Id {
-        let xin = self.mm_input(x);
-        let width = if self.c.num.autocast {
-            2
+        let (xin, width) = if d.input_dtype {
+            (self.cast(x, d.width), d.width)
+        } else if self.c.num.autocast {
+            (self.mm_input(x), 2)
         } else {
-            self.c.num.compute
+            (x, self.c.num.compute)
         };
         let rows = self.t.elements(x) / inp.max(1);
         record(&mut self.t, d, inp, out, true);
         let y = self.t.op(&[xin], &[], rows * out, width);
         record(&mut self.t, d, inp, out, false);
-        y
+        if d.input_dtype {
+            let back = self.w(x);
+            self.cast(y, back)
+        } else {
+            y
+        }
     }
 
     /// PEFT's `lora.bnb.Linear4bit.forward`: `result = result.clone()` after the base layer
@@ -92,11 +107,13 @@ mod tests {
         let d = Dequant {
             width: 2,
             nested: true,
+            input_dtype: false,
         };
         assert_eq!(d.tensors(4096, 4096), [1 << 20, 32 << 20]);
         let plain = Dequant {
             width: 2,
             nested: false,
+            input_dtype: false,
         };
         assert_eq!(plain.tensors(4096, 4096), [0, 32 << 20]);
     }

@@ -369,6 +369,10 @@ impl<'a> Prog<'a> {
     /// of an fp32 weight (and bias) for the whole forward.
     fn linear(&mut self, x: Id, inp: u64, out: u64, bias: bool) -> Id {
         let xin = self.mm_input(x);
+        let frozen_copy = self.c.num.autocast && self.c.num.param == 4 && self.c.lora.is_some();
+        if frozen_copy {
+            return self.frozen_fp32_linear(xin, inp, out);
+        }
         if self.c.num.autocast && self.c.num.param == 4 {
             self.weight_copies += 2 * inp * out + if bias { 2 * out } else { 0 };
             self.t.weight_copy(2 * inp * out);
@@ -391,6 +395,20 @@ impl<'a> Prog<'a> {
             self.weight_grads(rows, inp, out, bias, width);
             y
         }
+    }
+
+    /// A frozen fp32 weight under autocast (a PEFT base after `prepare_model_for_kbit_training`):
+    /// autocast caches a cast only for a leaf that requires grad (`aten/src/ATen/
+    /// autocast_mode.cpp` `cached_cast`: `arg.requires_grad() && arg.is_leaf()`), so each call
+    /// makes its own 16-bit copy of the weight, which `mm` saves for the input's gradient
+    /// (derivatives.yaml: `self: grad.mm(mat2.t())`) and backward frees: an activation of the
+    /// block, recomputed under checkpointing, not a copy held for the whole forward. Measured:
+    /// `validation/cpu-measured-kbit-prepare.json` (one checkpointed block keeps its fp32 input and
+    /// the adapters' cached copies only).
+    fn frozen_fp32_linear(&mut self, xin: Id, inp: u64, out: u64) -> Id {
+        let copy = self.t.op(&[], &[], inp * out, 2);
+        let rows = self.t.elements(xin) / inp.max(1);
+        self.t.op(&[xin, copy], &[copy], rows * out, 2)
     }
 
     /// The weight (and bias) gradients a linear's backward makes (`Tape::weight_grad`):

@@ -404,7 +404,8 @@ impl<'a> Prog<'a> {
     /// (derivatives.yaml: `self: grad.mm(mat2.t())`) and backward frees: an activation of the
     /// block, recomputed under checkpointing, not a copy held for the whole forward. Measured:
     /// `validation/cpu-measured-kbit-prepare.json` (one checkpointed block keeps its fp32 input and
-    /// the adapters' cached copies only).
+    /// the adapters' cached copies only). A frozen bias's 16-bit copy (`out` elements, freed
+    /// with the call) is left out.
     fn frozen_fp32_linear(&mut self, xin: Id, inp: u64, out: u64) -> Id {
         let copy = self.t.op(&[], &[], inp * out, 2);
         let rows = self.t.elements(xin) / inp.max(1);

@@ -154,7 +154,7 @@ fn runs_lt_gemm(spec: &ModelSpec) -> bool {
 /// (`aten/src/ATen/autocast_mode.cpp` `cached_cast`), so it keeps no weight copies. PEFT keeps the frozen
 /// base in 16 bit (loaded with a 16-bit dtype); autocast then casts only fp32 inputs (the
 /// adapters run in fp32). After PEFT's `prepare_model_for_kbit_training` the base's
-/// unquantized weights are fp32 instead ([`kbit_fp32_base`]).
+/// unquantized weights are fp32 instead (`techniques::kbit_fp32_base`).
 fn forward_numerics(job: &ResolvedJob) -> Numerics {
     let mut num = numerics(job.precision);
     let peft = job.peft.is_some() && job.task == Task::Train;
@@ -166,7 +166,7 @@ fn forward_numerics(job: &ResolvedJob) -> Numerics {
     {
         num = plain(2, 2, false);
     } else if peft && crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value) {
-        num = kbit_fp32_base(num);
+        num = super::techniques::kbit_fp32_base(num);
     } else if peft && num.param == 4 && job.precision != Precision::Fp32 {
         num.param = 2;
     }
@@ -488,28 +488,6 @@ fn head_and_loss(
         LossMemory::default()
     };
     (head, logits, loss)
-}
-
-/// The widths after PEFT's `prepare_model_for_kbit_training` (`job::kbit_casts`; PEFT 0.21.2
-/// `peft/utils/other.py` line 209: every fp16/bf16 parameter that is not a `Params4bit` cast to
-/// fp32). The embedding's output is then fp32 (`F.embedding` returns its weight's dtype), so
-/// is each RMSNorm's (transformers 5.24 `modeling_llama.py` `LlamaRMSNorm.forward` returns
-/// `self.weight` times `hidden_states.to(input_dtype)`: an fp32 weight promotes the product to
-/// fp32, torch's `result_type`), and each decoder layer's output (`residual + hidden_states`
-/// with an fp32 operand): the residual stream is fp32, with or without autocast (autocast
-/// casts matmul-class ops' inputs only; `add`, `mul`, `embedding` are in none of its lists).
-/// Without autocast an unquantized base's matmuls run on fp32 weights, so are the final norm,
-/// the head and the logits fp32; bitsandbytes' `Linear4bit.forward` returns
-/// `matmul_4bit(x.to(compute_dtype), ...).to(inp_dtype)`, fp32 for an fp32 input, under
-/// autocast too (`blocks::Dequant::input_dtype`). Under autocast an unquantized base's
-/// matmuls are 16-bit on fp32 weights, as in mixed precision. Measured on the CPU:
-/// `validation/cpu-measured-kbit-prepare.json`.
-fn kbit_fp32_base(num: Numerics) -> Numerics {
-    Numerics {
-        param: 4,
-        compute: if num.autocast { num.compute } else { 4 },
-        ..num
-    }
 }
 
 /// What [`distribute`] places on a rank: the blocks, the head, the logits and the loss.

@@ -266,7 +266,7 @@ pub fn model_states(
         && job.peft.is_some()
         && crate::job::kbit_checkpoints(job.techniques.kbit_prepare, &job.weights.value)
     {
-        // The fp32 residual stream the cast makes is in the walk (`activations::
+        // The fp32 residual stream the cast makes is in the walk (`techniques::
         // kbit_fp32_base`). PEFT's `enable_input_require_grads()` (called for a bitsandbytes
         // or GPTQ model, `peft/utils/other.py` line 233) makes the first block's norm save its
         // input, as the walk's blocks all do (measured on the CPU: +526,336 B at the forward's

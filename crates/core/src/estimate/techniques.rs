@@ -3,6 +3,7 @@
 //! tensors in host memory), paged optimizers (states in unified memory) and `torch.compile`.
 //! The simulator asks this module; the default job takes none of these paths.
 
+use super::blocks::Numerics;
 use super::forward_plan::ForwardPlan;
 pub use super::state_bytes::HookStep;
 use super::state_bytes::StateBytes;
@@ -200,4 +201,26 @@ pub fn warnings(job: &ResolvedJob, st: &StateBytes, host_activations: u64, out: 
         ));
     }
     out.extend(super::compile::warning(job));
+}
+
+/// The widths after PEFT's `prepare_model_for_kbit_training` (`job::kbit_casts`; PEFT 0.21.2
+/// `peft/utils/other.py` line 209: every fp16/bf16 parameter that is not a `Params4bit` cast to
+/// fp32). The embedding's output is then fp32 (`F.embedding` returns its weight's dtype), so
+/// is each RMSNorm's (transformers 5.24 `modeling_llama.py` `LlamaRMSNorm.forward` returns
+/// `self.weight` times `hidden_states.to(input_dtype)`: an fp32 weight promotes the product to
+/// fp32, torch's `result_type`), and each decoder layer's output (`residual + hidden_states`
+/// with an fp32 operand): the residual stream is fp32, with or without autocast (autocast
+/// casts matmul-class ops' inputs only; `add`, `mul`, `embedding` are in none of its lists).
+/// Without autocast an unquantized base's matmuls run on fp32 weights, so are the final norm,
+/// the head and the logits fp32; bitsandbytes' `Linear4bit.forward` returns
+/// `matmul_4bit(x.to(compute_dtype), ...).to(inp_dtype)`, fp32 for an fp32 input, under
+/// autocast too (`blocks::Dequant::input_dtype`). Under autocast an unquantized base's
+/// matmuls are 16-bit on fp32 weights, as in mixed precision. Measured on the CPU:
+/// `validation/cpu-measured-kbit-prepare.json`.
+pub fn kbit_fp32_base(num: Numerics) -> Numerics {
+    Numerics {
+        param: 4,
+        compute: if num.autocast { num.compute } else { 4 },
+        ..num
+    }
 }

@@ -36,7 +36,7 @@ for prep in (False, True):
     res["prepared" if prep else "plain"] = {
         "param_bytes": bytes_by_dtype(m),
         "gc": base.is_gradient_checkpointing,
-        "dtypes": seen, "logits": str(out.logits.dtype),
+        "dtypes": dict(seen), "logits": str(out.logits.dtype),
         "lora_A": str(base.model.layers[0].self_attn.q_proj.lora_A["default"].weight.dtype),
     }
     with torch.autocast("cpu", dtype=torch.bfloat16):

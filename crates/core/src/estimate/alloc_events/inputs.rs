@@ -87,16 +87,26 @@ fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     }
 }
 
-/// Checkpointing the stream writes: none, full, and selective where the walk recomputes
-/// nothing (`activations.rs`: selective drops a block's attention core — scores,
-/// probabilities, dropout mask — which under SDPA or flash attention without attention dropout
-/// saves nothing beyond q, k, v, the output and the log-sum-exp, so `recomputed` is 0 and the
-/// block is the un-checkpointed one; the stream then runs it as such, `train.rs` checkpointing
-/// only under `Full`). Selective over eager attention keeps the heuristic.
+/// Checkpointing the stream writes: none, full, and selective (`activations.rs`: a block's
+/// attention core — scores, probabilities, dropout mask — dropped and recomputed). Under SDPA
+/// or flash attention without attention dropout the kernel saves nothing of the core beyond
+/// q, k, v, the output and the log-sum-exp, so `recomputed` is 0 and the block is the
+/// un-checkpointed one; over eager attention each block that recomputes has its core's events
+/// (`tape/selective.rs`, `BlockEvents::selective`). A block recomputing anything else (SDPA's
+/// attention dropout, a block of two cores) keeps the heuristic.
 fn checkpointing_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.checkpointing {
         Checkpointing::None | Checkpointing::Full => true,
-        Checkpointing::Selective => plan.layers.iter().all(|l| l.recomputed == 0),
+        Checkpointing::Selective => {
+            let events = plan.events.as_ref();
+            plan.layers.iter().enumerate().all(|(i, l)| {
+                l.recomputed == 0
+                    || events
+                        .and_then(|e| e.layer_block.get(i))
+                        .and_then(|&b| events?.blocks.get(b as usize))
+                        .is_some_and(|b| b.selective.is_some())
+            })
+        }
     }
 }
 

@@ -262,6 +262,11 @@ fn ckpt(inp: &TrainInputs) -> bool {
     inp.checkpointing == Checkpointing::Full
 }
 
+/// Selective checkpointing: each block's attention core checkpointed (`tape/selective.rs`).
+fn selective(inp: &TrainInputs) -> bool {
+    inp.checkpointing == Checkpointing::Selective
+}
+
 /// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
 fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let plan = inp.plan;
@@ -288,12 +293,12 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
             run_block(s, b, &b.forward_no_save, ids, true);
             cached.extend(b.copies.iter().map(|&c| ids.id(b, c)));
         } else {
-            run_block(s, b, &b.forward, ids, false);
+            run_block(s, b, b.forward_under(selective(inp)), ids, false);
         }
         input = ids.output(b);
         blocks.push(ids);
     }
-    if !ckpt(inp) {
+    if !plan.masks_held_to_backward(inp.checkpointing) {
         s.free(mask);
     }
     let head = &plan.head;
@@ -492,10 +497,11 @@ fn blocks_backward<S: Sink>(
             run_block(s, b, &b.forward, ids, true);
             s.free(ids.output(b));
         }
+        let sel = selective(inp);
         if live.accumulating {
-            run_block(s, b, &b.backward_accumulate, ids, false);
+            run_block(s, b, b.backward_under(sel, true), ids, false);
         } else {
-            run_block(s, b, &b.backward, ids, false);
+            run_block(s, b, b.backward_under(sel, false), ids, false);
             live.tape_grads
                 .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
         }

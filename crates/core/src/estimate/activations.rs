@@ -233,10 +233,14 @@ fn blocks_forward(
         };
         let key = layers.len();
         let (mem, backward) = distinct_layer(spec, ctx, layer, key, &mut cache, &mut events);
-        let core = if ckpt == Checkpointing::Selective {
-            selective_core(&events).unwrap_or_else(|| attention_core_kept(ctx, layer, mem))
-        } else {
-            0
+        // Megatron's blocks keep Korthikanti's per-layer bytes (`megatron_blocks`): its core
+        // stays the SDPA-less difference.
+        let core = match ckpt {
+            Checkpointing::Selective if job.framework != Framework::Megatron => {
+                selective_core(&events).unwrap_or_else(|| attention_core_kept(ctx, layer, mem))
+            }
+            Checkpointing::Selective => attention_core_kept(ctx, layer, mem),
+            _ => 0,
         };
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.

@@ -75,14 +75,13 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
-/// Losses the stream writes: the standard one (the logits whole), and torchtune's chunked
-/// output (`chunked_loss.rs`) and Liger's fused linear cross-entropy (`fused_ce.rs`), both
-/// without autocast (torchtune's recipes run the model in its own dtype; Liger's function
-/// under autocast is not written).
+/// Losses the stream writes: the standard one (the logits whole), torchtune's chunked output
+/// (`chunked_loss.rs`, with or without autocast) and Liger's fused linear cross-entropy
+/// (`fused_ce.rs`) without autocast (under it Liger's weight-gradient path depends on its
+/// release, the GPU and torch: not written).
 fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.loss {
-        LossKernel::Standard => true,
-        LossKernel::ChunkedOutput => plan.events.as_ref().is_some_and(|e| !e.autocast),
+        LossKernel::Standard | LossKernel::ChunkedOutput => true,
         LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
     }
 }
@@ -355,13 +354,18 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
         keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
         chunked_output: (job.loss == LossKernel::ChunkedOutput && spec.vocab_size > 0).then(|| {
-            ChunkedOutput::new(
+            let c = ChunkedOutput::new(
                 job.batch,
                 job.seq,
                 spec.vocab_size,
                 events.param_width,
                 spec.hidden_size.saturating_mul(events.param_width),
-            )
+            );
+            if events.autocast {
+                c.under_autocast(spec.hidden_size, plan.head.weight_copies)
+            } else {
+                c
+            }
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),

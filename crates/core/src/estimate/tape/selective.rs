@@ -119,7 +119,10 @@ impl Tape {
             out
         };
         let slots = |f: &dyn Fn(Id) -> bool| -> Vec<u32> {
-            (0..saved.len()).filter(|&i| f(i)).map(|i| i as u32).collect()
+            (0..saved.len())
+                .filter(|&i| f(i))
+                .map(|i| i as u32)
+                .collect()
         };
         Some(SelectiveEvents {
             forward: self.forward_events(input, output, &kept),

@@ -209,7 +209,7 @@ fn one_layer(seq: u64, precision: &str) -> Value {
 /// run first, last chunk first: the two fp32 gradients and the bf16 dlogits (262,144,
 /// 262,144, 131,072) per chunk; then each projection: the first makes the head's `.grad`
 /// (8192·256·2 = 4,194,304 B, kept), the other seven a contribution of the same size added
-/// and freed. (Allocations of at least 100 KiB; the block's smaller tensors fall below.)
+/// and freed, the second into a new sum of that size. (Allocations of at least 100 KiB; the block's smaller tensors fall below.)
 #[test]
 fn chunked_output_loss_chunk_by_chunk() {
     let mut job = one_layer(64, "bf16");
@@ -228,7 +228,10 @@ fn chunked_output_loss_chunk_by_chunk() {
     // workspace, the same block as the context's (the stream's first allocation), on step 0;
     // on step 1 it exists already.
     let workspace = big_allocs(&s, Phase::Context, 1)[0];
-    backward.extend([head; 8]);
+    // The second projection's contribution is summed into a new tensor (autograd's buffered
+    // first one is a view it may not steal: measured on the CPU, `InputBuffer::accumulate`),
+    // the later ones into that sum in place.
+    backward.extend([head; 9]);
     // The final norm's saved tensors come first, one block as in the standard loss's stream
     // (whose first allocation of at least 100 KiB in the forward is the same).
     let mut standard = job.clone();

@@ -34,8 +34,11 @@ pub struct ChunkedOutput {
 pub enum ChunkGrad {
     /// The first to run (the last chunk's).
     First,
-    /// Every later one, added into autograd's input buffer.
-    Later,
+    /// Every later one, added into autograd's input buffer (`buffer`, under autocast): the
+    /// `second` into a new tensor, the buffered first contribution being a view
+    /// (`InputBuffer::accumulate`: `old_var + var` where neither may be stolen; measured), the
+    /// rest in place into that sum.
+    Later { second: bool, buffer: u32 },
     /// After every projection: under autocast the summed 16-bit gradient `buffer` is cast to
     /// the fp32 parameter (`ToCopyBackward`); nothing without.
     AfterAll { buffer: u32 },
@@ -112,11 +115,12 @@ pub fn forward<S: Sink>(s: &mut S, c: &ChunkedOutput) -> Saved {
     let (mut casts, mut logits) = (Vec::new(), Vec::with_capacity(c.rows.len()));
     let mut copy = u32::MAX;
     for &r in &c.rows {
-        // autocast casts the linear's arguments in order: the input, then the weight.
-        casts.push(s.alloc(r.saturating_mul(c.cast_row)));
+        // The weight's copy first, then the chunk's input cast (as the CPU measurement of
+        // autocast's `linear` orders them).
         if copy == u32::MAX {
             copy = s.alloc(c.weight_copy);
         }
+        casts.push(s.alloc(r.saturating_mul(c.cast_row)));
         logits.push(s.alloc(c.logits(r)));
     }
     let shifted = s.alloc(c.labels);
@@ -183,11 +187,12 @@ pub fn backward<S: Sink>(
     let mut inputs = vec![u32::MAX; c.rows.len()];
     let mut buffer = u32::MAX;
     for (k, &r) in c.rows.iter().enumerate().rev() {
-        if k + 1 == c.rows.len() {
-            buffer = head_grad(s, ChunkGrad::First);
+        buffer = if k + 1 == c.rows.len() {
+            head_grad(s, ChunkGrad::First)
         } else {
-            head_grad(s, ChunkGrad::Later);
-        }
+            let second = k + 2 == c.rows.len();
+            head_grad(s, ChunkGrad::Later { second, buffer })
+        };
         // The matmul's input gradient: 16-bit under autocast, else the input's own.
         let row = if c.cast_row > 0 {
             c.cast_row

@@ -414,14 +414,34 @@ fn chunk_head_grad<S: Sink>(
             }
             buffer
         }
-        ChunkGrad::Later => {
+        ChunkGrad::Later { second, buffer } => {
             let bytes = if copy > 0 {
                 copy
             } else {
                 head.map_or(0, |k| inp.params[k].grad)
             };
             let g = s.alloc(bytes);
+            if !second {
+                s.free(g);
+                return buffer;
+            }
+            // The buffered first contribution: the copy's gradient, the tied head's, or the
+            // head's `.grad` (the stream makes it at the first projection).
+            let held = match (copy > 0, inp.tied, head) {
+                (true, _, _) => buffer,
+                (false, true, _) => live.tied_head,
+                (false, false, Some(k)) => live.grads[k],
+                _ => u32::MAX,
+            };
+            let sum = s.alloc(bytes);
+            s.free(held);
             s.free(g);
+            match (copy > 0, inp.tied, head) {
+                (true, _, _) => return sum,
+                (false, true, _) => live.tied_head = sum,
+                (false, false, Some(k)) => live.grads[k] = sum,
+                _ => {}
+            }
             u32::MAX
         }
         ChunkGrad::AfterAll { buffer } => {

@@ -5,20 +5,12 @@
 
 mod common;
 
+use common::stream_steps::{
+    allocs_in, assert_stream_meets_walk, big_allocs, events_in, index_of, signed_sizes, stream_of,
+    tiny_llama,
+};
 use serde_json::{json, Value};
-use vramscope_core::allocator::{Allocator, AllocatorConfig};
-use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
-
-/// A small Llama's config (hidden 256, 4 heads of 64, 2 KV heads, MLP 768, vocabulary 8192,
-/// untied, bf16) with `layers` blocks.
-fn tiny_llama(layers: u64) -> Value {
-    json!({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": layers,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192,
-        "max_position_embeddings": 4096, "hidden_act": "silu",
-        "tie_word_embeddings": false, "torch_dtype": "bfloat16"})
-}
+use vramscope_core::estimate::alloc_events::{Event, Phase, Stream};
 
 /// A one-layer Llama (hidden 256, 4 heads of 64, 2 KV heads: k and v 256 → 128; MLP 768,
 /// vocabulary 8192, untied) trained in bf16 under QLoRA (NF4 with double quantization,
@@ -32,60 +24,6 @@ fn tiny_qlora(weights: &str) -> Value {
         "peft": {"method": "qlora", "rank": 16, "alpha": 32, "dropout": 0.0,
                  "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
     })
-}
-
-fn stream_of(job: &Value) -> Stream {
-    let (input, resolved) = common::prepared_json(job);
-    step_stream(&input, &resolved)
-        .unwrap()
-        .expect("the stream covers QLoRA")
-}
-
-/// The events of `phase`, from its marker up to the next phase's.
-fn events_in(s: &Stream, phase: Phase) -> Vec<Event> {
-    let mut inside = false;
-    s.events
-        .iter()
-        .copied()
-        .filter(|e| {
-            if let Event::Phase(p) = *e {
-                inside = p == phase;
-            }
-            inside
-        })
-        .collect()
-}
-
-/// The allocations of `phase` (requested bytes, in order) that `keep` keeps.
-fn allocs_in(s: &Stream, phase: Phase, keep: impl Fn(u64) -> bool) -> Vec<u64> {
-    let ev = events_in(s, phase);
-    ev.iter()
-        .filter_map(|e| match *e {
-            Event::Alloc { bytes, .. } if keep(bytes) => Some(bytes),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The allocations of `phase` of at least `floor` bytes, in order.
-fn big_allocs(s: &Stream, phase: Phase, floor: u64) -> Vec<u64> {
-    allocs_in(s, phase, |b| b >= floor)
-}
-
-/// Where `event` first stands in the stream.
-fn index_of(s: &Stream, event: Event) -> usize {
-    s.events.iter().position(|e| *e == event).unwrap()
-}
-
-/// Allocations' requested bytes and frees (−1) in order; other events left out.
-fn signed_sizes(ev: &[Event]) -> Vec<i64> {
-    ev.iter()
-        .filter_map(|e| match *e {
-            Event::Alloc { bytes, .. } => Some(bytes as i64),
-            Event::Free { .. } => Some(-1),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Each projection's dequantization, forward in module order and backward newest first:
@@ -175,20 +113,6 @@ fn the_load_keeps_the_packed_weights_and_their_state() {
     }
 }
 
-/// The stream's peak allocated (the allocator model's, rounded blocks) against the walk's
-/// `peak_allocated` for the same job.
-fn stream_and_walk(job: &Value) -> (u64, u64) {
-    let s = stream_of(job);
-    let (input, resolved) = common::prepared_json(job);
-    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    let mut peak = 0;
-    common::replay_each(&mut a, &s, |a, _| {
-        peak = peak.max(a.stats().allocated_bytes.current)
-    });
-    let report = vramscope_core::estimate::estimate(&input, &resolved).unwrap();
-    (peak, report.per_gpu.peaks.peak_allocated.unwrap())
-}
-
 /// The walk charges each quantized block the largest dequantized matrix on top of its forward
 /// and backward (`activations.rs`); the stream makes and frees each one where bitsandbytes
 /// does. Both are the same tensors, so their peaks agree as for the covered unquantized jobs
@@ -259,17 +183,6 @@ fn stream_peaks_against_the_walk() {
     }
 }
 
-/// The stream's peak within 1 % of the walk's.
-fn assert_stream_meets_walk(job: &Value) {
-    let (stream, walk) = stream_and_walk(job);
-    let d = stream as f64 / walk as f64 - 1.0;
-    assert!(
-        d.abs() < 0.01,
-        "stream {stream} walk {walk} {:+.3} %",
-        d * 100.0
-    );
-}
-
 /// A small Llama trained in bf16-mixed at batch 2 × 256, with `checkpointing` and `attention`.
 fn small(checkpointing: &str, attention: &str) -> Value {
     json!({
@@ -282,16 +195,13 @@ fn small(checkpointing: &str, attention: &str) -> Value {
 /// Selective checkpointing recomputes a block's attention core (scores, probabilities,
 /// attention dropout: `activations.rs`). SDPA without attention dropout saves none of those
 /// (its kernel keeps q, k, v, the output and the log-sum-exp), so nothing is dropped or
-/// recomputed: the step is the un-checkpointed one, event for event. Over eager attention the
-/// core is the b·heads·s² scores and probabilities, which the stream does not recompute: that
-/// job keeps the packing heuristic (no stream).
+/// recomputed: the step is the un-checkpointed one, event for event. (Over eager attention:
+/// `alloc_stream_selective.rs`.)
 #[test]
 fn selective_checkpointing_without_a_core_is_the_plain_step() {
     let plain = stream_of(&small("none", "sdpa"));
     let selective = stream_of(&small("selective", "sdpa"));
     assert_eq!(plain.events, selective.events);
-    let (input, resolved) = common::prepared_json(&small("selective", "eager"));
-    assert!(step_stream(&input, &resolved).unwrap().is_none());
 }
 
 /// `small`'s model cut to one layer, un-checkpointed over SDPA, at batch 1 × `seq` in
@@ -312,7 +222,7 @@ fn one_layer(seq: u64, precision: &str) -> Value {
 /// run first, last chunk first: the two fp32 gradients and the bf16 dlogits (262,144,
 /// 262,144, 131,072) per chunk; then each projection: the first makes the head's `.grad`
 /// (8192·256·2 = 4,194,304 B, kept), the other seven a contribution of the same size added
-/// and freed. (Allocations of at least 100 KiB; the block's smaller tensors fall below.)
+/// and freed, the second into a new sum of that size. (Allocations of at least 100 KiB; the block's smaller tensors fall below.)
 #[test]
 fn chunked_output_loss_chunk_by_chunk() {
     let mut job = one_layer(64, "bf16");
@@ -331,7 +241,10 @@ fn chunked_output_loss_chunk_by_chunk() {
     // workspace, the same block as the context's (the stream's first allocation), on step 0;
     // on step 1 it exists already.
     let workspace = big_allocs(&s, Phase::Context, 1)[0];
-    backward.extend([head; 8]);
+    // The second projection's contribution is summed into a new tensor (autograd's buffered
+    // first one is a view it may not steal: measured on the CPU, `InputBuffer::accumulate`),
+    // the later ones into that sum in place.
+    backward.extend([head; 9]);
     // The final norm's saved tensors come first, one block as in the standard loss's stream
     // (whose first allocation of at least 100 KiB in the forward is the same).
     let mut standard = job.clone();

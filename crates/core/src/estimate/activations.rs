@@ -235,10 +235,14 @@ fn blocks_forward(
         };
         let key = layers.len();
         let (mem, backward) = distinct_layer(spec, ctx, layer, key, &mut cache, &mut events);
-        let core = if ckpt == Checkpointing::Selective {
-            attention_core_kept(ctx, layer, mem)
-        } else {
-            0
+        // Megatron's blocks keep Korthikanti's per-layer bytes (`megatron_blocks`): its core
+        // stays the SDPA-less difference.
+        let core = match ckpt {
+            Checkpointing::Selective if job.framework != Framework::Megatron => {
+                selective_core(&events).unwrap_or_else(|| attention_core_kept(ctx, layer, mem))
+            }
+            Checkpointing::Selective => attention_core_kept(ctx, layer, mem),
+            _ => 0,
         };
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
@@ -366,9 +370,21 @@ fn dequant_of(
     })
 }
 
+/// What selective checkpointing drops from the last distinct block `events` recorded, where
+/// its tape marked an eager attention core (`tape/selective.rs`): the core's saved tensors
+/// less the inputs the checkpoint holds in their place — under autocast the fp32 rotated q
+/// and k (`apply_rotary_pos_emb` promotes to the fp32 cos/sin) where the plain block keeps
+/// only their 16-bit casts.
+fn selective_core(events: &PlanEvents) -> Option<u64> {
+    let &k = events.layer_block.last()?;
+    let b = events.blocks.get(k as usize)?;
+    let sel = b.selective.as_ref()?;
+    Some(sel.core_bytes(&b.sizes, super::round_size))
+}
+
 /// Bytes of the attention core (scores, probabilities, dropout) a block keeps: what
 /// selective recomputation drops, the block's kept bytes less those of the same block under
-/// SDPA without attention dropout.
+/// SDPA without attention dropout (a block without an eager core marked on its tape).
 fn attention_core_kept(ctx: BlockCtx, layer: &crate::model::Layer, mem: BlockMemory) -> u64 {
     let sdpa_ctx = BlockCtx {
         kernel: AttentionKernel::Sdpa,

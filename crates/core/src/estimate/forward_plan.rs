@@ -72,6 +72,21 @@ pub struct ForwardPlan {
 }
 
 impl ForwardPlan {
+    /// Whether eager attention's masks outlive the forward: `torch.utils.checkpoint` keeps each
+    /// checkpointed region's arguments (the masks among them) for its recomputation until that
+    /// region's backward is done (`checkpoint.py`, non-reentrant: `_NoopSaveInputs` saves them
+    /// and the frame holds it), so they go with the first block's backward, the last to run.
+    /// Regions are whole blocks under full checkpointing, the attention cores that take the
+    /// mask under selective checkpointing where a block recomputes one (eager attention's).
+    pub fn masks_held_to_backward(&self, ckpt: crate::job::Checkpointing) -> bool {
+        use crate::job::Checkpointing;
+        match ckpt {
+            Checkpointing::Full => true,
+            Checkpointing::Selective => self.layers.iter().any(|l| l.recomputed > 0),
+            Checkpointing::None => false,
+        }
+    }
+
     /// The largest single allocations of the step (for the allocator model).
     pub fn largest_allocations(&self) -> Vec<u64> {
         let mut v = vec![

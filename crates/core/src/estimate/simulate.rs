@@ -452,14 +452,6 @@ fn keeps_zeroed_grads(job: &ResolvedJob) -> bool {
         && matches!(job.framework, Framework::Pytorch | Framework::Fsdp)
 }
 
-/// Whether eager attention's masks outlive the forward: `torch.utils.checkpoint` keeps each
-/// checkpointed block's arguments (the masks among them) for its recomputation until that
-/// block's backward is done (`checkpoint.py`, non-reentrant: the recompute closure holds
-/// `args`/`kwargs`), so they go with the first block's backward, the last to run.
-fn masks_held_to_backward(job: &ResolvedJob) -> bool {
-    job.checkpointing == crate::job::Checkpointing::Full
-}
-
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the
 /// autocast region frees the cached weight copies nothing saved.
 fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
@@ -488,7 +480,7 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
             w.add(Activations, plan.hidden);
         }
     }
-    if !masks_held_to_backward(job) {
+    if !plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
     }
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
@@ -587,7 +579,7 @@ fn walk_backward(
         );
         w.add(Gradients, g_kept);
     }
-    if masks_held_to_backward(job) {
+    if plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
     }
     w.sub(Activations, plan.embedding.kept);

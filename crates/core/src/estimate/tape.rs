@@ -12,8 +12,10 @@
 
 mod compile;
 mod events;
+mod selective;
 
 pub use events::{BackwardPeak, BlockEvents, Ev};
+pub use selective::SelectiveEvents;
 
 /// What a tensor made by an op's backward (not an activation gradient) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +108,10 @@ pub struct Tape {
     /// reads, where a static KV cache's per-call tensors go in the inference stream
     /// (`alloc_events/static_cache.rs`).
     attention_op: Option<(usize, Id, Id)>,
+    /// The ops of eager attention's core (`Tape::mark_core`: first and last) that selective
+    /// checkpointing wraps, and how many cores the region marked (one is written).
+    core: Option<(usize, usize)>,
+    cores: u32,
 }
 
 /// What a region leaves behind and how high it goes.

@@ -6,6 +6,7 @@
 
 mod replay_each;
 mod repo_json;
+pub mod stream_steps;
 #[allow(unused_imports)] // Only the allocator-stream tests use it.
 pub use replay_each::replay_each;
 #[allow(unused_imports)] // Not every test binary that includes this module uses them.

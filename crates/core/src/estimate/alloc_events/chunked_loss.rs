@@ -23,6 +23,25 @@ pub struct ChunkedOutput {
     pub hidden_row: u64,
     /// The recipe's shifted labels: `torch.hstack((labels[..., 1:], ignore))`, int64 `[b, s]`.
     pub labels: u64,
+    /// Under autocast ([`ChunkedOutput::under_autocast`]): bytes of one row of each chunk's
+    /// 16-bit input cast, and the head weight's 16-bit copy; 0 without.
+    pub cast_row: u64,
+    pub weight_copy: u64,
+}
+
+/// Which projection's weight gradient a chunk's backward makes ([`backward`]'s `head_grad`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkGrad {
+    /// The first to run (the last chunk's).
+    First,
+    /// Every later one, added into autograd's input buffer (`buffer`, under autocast): the
+    /// `second` into a new tensor, the buffered first contribution being a view
+    /// (`InputBuffer::accumulate`: `old_var + var` where neither may be stolen; measured), the
+    /// rest in place into that sum.
+    Later { second: bool, buffer: u32 },
+    /// After every projection: under autocast the summed 16-bit gradient `buffer` is cast to
+    /// the fp32 parameter (`ToCopyBackward`); nothing without.
+    AfterAll { buffer: u32 },
 }
 
 impl ChunkedOutput {
@@ -41,7 +60,30 @@ impl ChunkedOutput {
             logits_width,
             hidden_row,
             labels: batch.saturating_mul(seq).saturating_mul(8),
+            cast_row: 0,
+            weight_copy: 0,
         }
+    }
+
+    /// The chunks under autocast (`torch.autocast`, CUDA's lower-precision list in
+    /// `aten/src/ATen/autocast_mode.cpp`: `linear`): each chunk's `self.output(chunk)` casts
+    /// its fp32 input view (`tensor_split` of the fp32 final norm's output) to a new 16-bit
+    /// tensor of `hidden` per row, which the matmul saves for the weight's gradient; the fp32
+    /// weight is cast once (`cached_cast`: a leaf that requires grad is cached for the autocast
+    /// region) to `weight_copy` bytes, made by the first chunk's linear and saved by every
+    /// chunk's. The logits are 16-bit (`logits_width` 2).
+    pub fn under_autocast(self, hidden: u64, weight_copy: u64) -> Self {
+        ChunkedOutput {
+            logits_width: 2,
+            cast_row: hidden.saturating_mul(2),
+            weight_copy,
+            ..self
+        }
+    }
+
+    /// The bytes of every chunk's 16-bit input cast together.
+    pub fn casts(&self) -> u64 {
+        self.rows.iter().sum::<u64>().saturating_mul(self.cast_row)
     }
 
     fn logits(&self, rows: u64) -> u64 {
@@ -61,13 +103,26 @@ pub struct Saved {
     log_softmax: Vec<u32>,
     labels: Vec<u32>,
     shifted: u32,
+    /// Under autocast: each chunk's 16-bit input and the weight's copy, saved by the matmuls.
+    casts: Vec<u32>,
+    copy: u32,
 }
 
 /// The forward from the head's input on: each chunk's projection (kept in the list), the
 /// shifted labels and their flattened chunks, then each chunk's upcast and log-softmax, then
 /// `del logits`.
 pub fn forward<S: Sink>(s: &mut S, c: &ChunkedOutput) -> Saved {
-    let logits: Vec<u32> = c.rows.iter().map(|&r| s.alloc(c.logits(r))).collect();
+    let (mut casts, mut logits) = (Vec::new(), Vec::with_capacity(c.rows.len()));
+    let mut copy = u32::MAX;
+    for &r in &c.rows {
+        // The weight's copy first, then the chunk's input cast (as the CPU measurement of
+        // autocast's `linear` orders them).
+        if copy == u32::MAX {
+            copy = s.alloc(c.weight_copy);
+        }
+        casts.push(s.alloc(r.saturating_mul(c.cast_row)));
+        logits.push(s.alloc(c.logits(r)));
+    }
     let shifted = s.alloc(c.labels);
     let labels = c.rows.iter().map(|&r| s.alloc(r * 8)).collect();
     let mut log_softmax = Vec::with_capacity(c.rows.len());
@@ -88,6 +143,8 @@ pub fn forward<S: Sink>(s: &mut S, c: &ChunkedOutput) -> Saved {
         log_softmax,
         labels,
         shifted,
+        casts,
+        copy,
     }
 }
 
@@ -99,13 +156,17 @@ pub fn forward<S: Sink>(s: &mut S, c: &ChunkedOutput) -> Saved {
 /// buffer, each later one added into autograd's input buffer and freed,
 /// `InputBuffer::accumulate`), the chunk's input gradient, its logits gradient released.
 /// `torch.chunk`'s backward (`SplitBackward`) then concatenates the chunks' input gradients
-/// into one `b·s·h` tensor, returned.
+/// into one `b·s·h` tensor, returned. Under autocast each matmul's input gradient is 16-bit,
+/// cast to the fp32 input's dtype by the chunk's `ToCopyBackward` (next by sequence number) and
+/// freed; the matmul releases its saved input cast, the last (the first chunk's) the weight's
+/// copy; the weight's `ToCopyBackward`, older than every matmul, runs after them all on the
+/// summed 16-bit gradient.
 pub fn backward<S: Sink>(
     s: &mut S,
     inp: &TrainInputs,
     c: &ChunkedOutput,
     saved: &Saved,
-    mut head_grad: impl FnMut(&mut S, bool),
+    mut head_grad: impl FnMut(&mut S, ChunkGrad) -> u32,
 ) -> u32 {
     let mut dlogits = vec![u32::MAX; c.rows.len()];
     for (k, &r) in c.rows.iter().enumerate().rev() {
@@ -124,11 +185,37 @@ pub fn backward<S: Sink>(
     }
     s.free(saved.shifted);
     let mut inputs = vec![u32::MAX; c.rows.len()];
+    let mut buffer = u32::MAX;
     for (k, &r) in c.rows.iter().enumerate().rev() {
-        head_grad(s, k + 1 == c.rows.len());
-        inputs[k] = s.alloc(r.saturating_mul(c.hidden_row));
+        buffer = if k + 1 == c.rows.len() {
+            head_grad(s, ChunkGrad::First)
+        } else {
+            let second = k + 2 == c.rows.len();
+            head_grad(s, ChunkGrad::Later { second, buffer })
+        };
+        // The matmul's input gradient: 16-bit under autocast, else the input's own.
+        let row = if c.cast_row > 0 {
+            c.cast_row
+        } else {
+            c.hidden_row
+        };
+        let g = s.alloc(r.saturating_mul(row));
         s.free(dlogits[k]);
+        if let Some(&id) = saved.casts.get(k) {
+            s.free(id);
+        }
+        if k == 0 {
+            s.free(saved.copy);
+        }
+        inputs[k] = if c.cast_row > 0 {
+            let f = s.alloc(r.saturating_mul(c.hidden_row));
+            s.free(g);
+            f
+        } else {
+            g
+        };
     }
+    head_grad(s, ChunkGrad::AfterAll { buffer });
     let grad = s.alloc(inp.head_grad_input);
     for id in inputs {
         s.free(id);

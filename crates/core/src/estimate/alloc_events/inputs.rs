@@ -75,28 +75,37 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
-/// Losses the stream writes: the standard one (the logits whole), and torchtune's chunked
-/// output (`chunked_loss.rs`) and Liger's fused linear cross-entropy (`fused_ce.rs`), both
-/// without autocast (torchtune's recipes run the model in its own dtype; Liger's function
-/// under autocast is not written).
+/// Losses the stream writes: the standard one (the logits whole), torchtune's chunked output
+/// (`chunked_loss.rs`, with or without autocast) and Liger's fused linear cross-entropy
+/// (`fused_ce.rs`) without autocast (under it Liger's weight-gradient path depends on its
+/// release, the GPU and torch: not written).
 fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.loss {
-        LossKernel::Standard => true,
-        LossKernel::ChunkedOutput => plan.events.as_ref().is_some_and(|e| !e.autocast),
+        LossKernel::Standard | LossKernel::ChunkedOutput => true,
         LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
     }
 }
 
-/// Checkpointing the stream writes: none, full, and selective where the walk recomputes
-/// nothing (`activations.rs`: selective drops a block's attention core — scores,
-/// probabilities, dropout mask — which under SDPA or flash attention without attention dropout
-/// saves nothing beyond q, k, v, the output and the log-sum-exp, so `recomputed` is 0 and the
-/// block is the un-checkpointed one; the stream then runs it as such, `train.rs` checkpointing
-/// only under `Full`). Selective over eager attention keeps the heuristic.
+/// Checkpointing the stream writes: none, full, and selective (`activations.rs`: a block's
+/// attention core — scores, probabilities, dropout mask — dropped and recomputed). Under SDPA
+/// or flash attention without attention dropout the kernel saves nothing of the core beyond
+/// q, k, v, the output and the log-sum-exp, so `recomputed` is 0 and the block is the
+/// un-checkpointed one; over eager attention each block that recomputes has its core's events
+/// (`tape/selective.rs`, `BlockEvents::selective`). A block recomputing anything else (SDPA's
+/// attention dropout, a block of two cores) keeps the heuristic.
 fn checkpointing_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.checkpointing {
         Checkpointing::None | Checkpointing::Full => true,
-        Checkpointing::Selective => plan.layers.iter().all(|l| l.recomputed == 0),
+        Checkpointing::Selective => {
+            let events = plan.events.as_ref();
+            plan.layers.iter().enumerate().all(|(i, l)| {
+                l.recomputed == 0
+                    || events
+                        .and_then(|e| e.layer_block.get(i))
+                        .and_then(|&b| events?.blocks.get(b as usize))
+                        .is_some_and(|b| b.selective.is_some())
+            })
+        }
     }
 }
 
@@ -345,13 +354,18 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
         keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
         chunked_output: (job.loss == LossKernel::ChunkedOutput && spec.vocab_size > 0).then(|| {
-            ChunkedOutput::new(
+            let c = ChunkedOutput::new(
                 job.batch,
                 job.seq,
                 spec.vocab_size,
                 events.param_width,
                 spec.hidden_size.saturating_mul(events.param_width),
-            )
+            );
+            if events.autocast {
+                c.under_autocast(spec.hidden_size, plan.head.weight_copies)
+            } else {
+                c
+            }
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),

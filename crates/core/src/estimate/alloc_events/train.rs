@@ -262,6 +262,11 @@ fn ckpt(inp: &TrainInputs) -> bool {
     inp.checkpointing == Checkpointing::Full
 }
 
+/// Selective checkpointing: each block's attention core checkpointed (`tape/selective.rs`).
+fn selective(inp: &TrainInputs) -> bool {
+    inp.checkpointing == Checkpointing::Selective
+}
+
 /// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
 fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let plan = inp.plan;
@@ -288,22 +293,29 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
             run_block(s, b, &b.forward_no_save, ids, true);
             cached.extend(b.copies.iter().map(|&c| ids.id(b, c)));
         } else {
-            run_block(s, b, &b.forward, ids, false);
+            run_block(s, b, b.forward_under(selective(inp)), ids, false);
         }
         input = ids.output(b);
         blocks.push(ids);
     }
-    if !ckpt(inp) {
+    if !plan.masks_held_to_backward(inp.checkpointing) {
         s.free(mask);
     }
     let head = &plan.head;
-    let head_kept = s.alloc(head.kept);
+    // The chunked output under autocast casts the head's input chunk by chunk.
+    let chunk_casts = inp
+        .chunked_output
+        .as_ref()
+        .map_or(0, |c| crate::estimate::overhead::round_size(c.casts()));
+    let head_kept = s.alloc(head.kept.saturating_sub(chunk_casts));
     if inp.fused_ce.is_none() {
         // The head's peak counts the logits made next.
         let t = s.alloc(head.peak.saturating_sub(head.kept + inp.loss.logits));
         s.free(t);
     }
-    let head_copy = s.alloc(head.weight_copies);
+    // The chunked output under autocast makes the weight's copy at its first chunk.
+    let chunk_copy = inp.chunked_output.as_ref().map_or(0, |c| c.weight_copy);
+    let head_copy = s.alloc(head.weight_copies.saturating_sub(chunk_copy));
     let (chunked, fused) = match (&inp.chunked_output, &inp.fused_ce) {
         (Some(c), _) => (Some(super::chunked_loss::forward(s, c)), None),
         (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
@@ -351,8 +363,8 @@ fn standard_loss_forward<S: Sink>(s: &mut S, l: &LossSizes) -> (u32, u32) {
 /// The loss, the head, the blocks newest first, the embeddings.
 fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     let mut grad = match (&inp.chunked_output, &fwd.chunked, fwd.fused) {
-        (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, first| {
-            chunk_head_grad(s, inp, live, first)
+        (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, which| {
+            chunk_head_grad(s, inp, live, which)
         }),
         (_, _, Some(saved)) => fused_backward(s, inp, live, saved),
         _ => loss_and_head_backward(s, inp, fwd, live),
@@ -371,23 +383,74 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
 /// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
 /// last chunk's) makes the output side's gradients as the whole head's backward does, with
 /// the autograd thread's cuBLAS workspace on its first matmul; each later chunk's weight
-/// gradient is added into autograd's input buffer and freed.
-fn chunk_head_grad<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, first: bool) {
-    if first {
-        output_side_grads(s, inp, live);
-        if !live.second_handle {
-            s.alloc(inp.workspace);
-            live.second_handle = true;
-        }
-        return;
-    }
+/// gradient is added into autograd's input buffer and freed. Under autocast the matmuls'
+/// gradients are of the weight's 16-bit copy: the first is the buffer (returned) the later
+/// ones are added into, and the output side's gradients are made after every projection, from
+/// it (`ToCopyBackward`, [`output_side_grads`]).
+fn chunk_head_grad<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    which: super::chunked_loss::ChunkGrad,
+) -> u32 {
+    use super::chunked_loss::ChunkGrad;
+    let copy = inp.chunked_output.as_ref().map_or(0, |c| c.weight_copy);
     let head = if inp.tied {
         first_embedding(inp)
     } else {
         head_param(inp)
     };
-    let g = s.alloc(head.map_or(0, |k| inp.params[k].grad));
-    s.free(g);
+    match which {
+        ChunkGrad::First => {
+            let buffer = if copy > 0 {
+                s.alloc(copy)
+            } else {
+                output_side_grads(s, inp, live, None);
+                u32::MAX
+            };
+            if !live.second_handle {
+                s.alloc(inp.workspace);
+                live.second_handle = true;
+            }
+            buffer
+        }
+        ChunkGrad::Later { second, buffer } => {
+            let bytes = if copy > 0 {
+                copy
+            } else {
+                head.map_or(0, |k| inp.params[k].grad)
+            };
+            let g = s.alloc(bytes);
+            if !second {
+                s.free(g);
+                return buffer;
+            }
+            // The buffered first contribution: the copy's gradient, the tied head's, or the
+            // head's `.grad` (the stream makes it at the first projection).
+            let held = match (copy > 0, inp.tied, head) {
+                (true, _, _) => buffer,
+                (false, true, _) => live.tied_head,
+                (false, false, Some(k)) => live.grads[k],
+                _ => u32::MAX,
+            };
+            let sum = s.alloc(bytes);
+            s.free(held);
+            s.free(g);
+            match (copy > 0, inp.tied, head) {
+                (true, _, _) => return sum,
+                (false, true, _) => live.tied_head = sum,
+                (false, false, Some(k)) => live.grads[k] = sum,
+                _ => {}
+            }
+            u32::MAX
+        }
+        ChunkGrad::AfterAll { buffer } => {
+            if copy > 0 {
+                output_side_grads(s, inp, live, Some(buffer));
+            }
+            u32::MAX
+        }
+    }
 }
 
 /// The untied head's weight: the largest output-side parameter (the final norm's are a
@@ -460,7 +523,7 @@ fn loss_and_head_backward<S: Sink>(
     };
     // The head's matmul backward: its weight gradient, the autograd thread's own cuBLAS
     // handle on its first matmul, the input gradient.
-    output_side_grads(s, inp, live);
+    output_side_grads(s, inp, live, None);
     if !live.second_handle {
         s.alloc(inp.workspace);
         live.second_handle = true;
@@ -492,10 +555,11 @@ fn blocks_backward<S: Sink>(
             run_block(s, b, &b.forward, ids, true);
             s.free(ids.output(b));
         }
+        let sel = selective(inp);
         if live.accumulating {
-            run_block(s, b, &b.backward_accumulate, ids, false);
+            run_block(s, b, b.backward_under(sel, true), ids, false);
         } else {
-            run_block(s, b, &b.backward, ids, false);
+            run_block(s, b, b.backward_under(sel, false), ids, false);
             live.tape_grads
                 .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
         }
@@ -511,11 +575,12 @@ fn blocks_backward<S: Sink>(
 /// Gradients of the final norm and head, newest module first (`AccumulateGrad` keeps each as
 /// `.grad`); a tied head's weight gradient is the embedding's first contribution, held by
 /// autograd's input buffer until the embedding's own is added to it.
-fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, made: Option<u32>) {
     let first = first_embedding(inp);
     // Under autocast the head's weight gradient is made in 16 bit (the copy's size) and cast
-    // to the fp32 parameter (the SmolLM2 trace: 54 MiB bf16, then 108 MiB fp32).
-    let cast = s.alloc(inp.plan.head.weight_copies);
+    // to the fp32 parameter (the SmolLM2 trace: 54 MiB bf16, then 108 MiB fp32); `made`: that
+    // 16-bit gradient exists already (the chunked output's summed buffer).
+    let cast = made.unwrap_or_else(|| s.alloc(inp.plan.head.weight_copies));
     for (k, p) in inp.params.iter().enumerate().rev() {
         if p.layer.is_none() && !p.embedding {
             grad_of(s, live, k, p.grad);

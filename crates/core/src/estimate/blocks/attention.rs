@@ -417,10 +417,12 @@ impl Prog<'_> {
     /// Eager attention (`eager_attention_forward`): k/v groups repeated, the b·heads·s×s
     /// scores, scaling, soft-capping, the mask, softmax and dropout all materialised, then
     /// probabilities × v and the transpose back.
+    /// Its ops are the attention core selective checkpointing recomputes (`Tape::mark_core`).
     fn eager_core(&mut self, p: Qkv, w: Widths, latent: bool, sinks: bool) -> Id {
         let Qkv {
             q, mut k, mut v, ..
         } = p;
+        let first = self.t.next_op();
         // MLA's values are a strided view of kv_b_proj's output (beside k_nope); the eager
         // matmul copies them contiguous, and the copy is what it saves
         // (DeepseekV2Attention.expand_kv + eager_attention_forward).
@@ -451,7 +453,9 @@ impl Prog<'_> {
         let vi = self.mm_input(v);
         let ctx = self.t.op(&[pi, vi], &[pi, vi], self.tokens * w.out, mmw);
         // transpose(1, 2).contiguous(): a copy.
-        self.t.op(&[ctx], &[], self.tokens * w.out, mmw)
+        let out = self.t.op(&[ctx], &[], self.tokens * w.out, mmw);
+        self.t.mark_core(first);
+        out
     }
 
     /// The scores scaled, soft-capped (Gemma-2) and masked.

@@ -19,10 +19,10 @@ pub struct Ev(pub u32);
 const FREE: u32 = 1 << 31;
 
 impl Ev {
-    fn alloc(slot: usize) -> Ev {
+    pub(super) fn alloc(slot: usize) -> Ev {
         Ev(slot as u32 & !FREE)
     }
-    fn free(slot: usize) -> Ev {
+    pub(super) fn free(slot: usize) -> Ev {
         Ev(slot as u32 | FREE)
     }
     /// Whether this event frees its slot.
@@ -71,9 +71,32 @@ pub struct BlockEvents {
     /// out of [`BlockEvents::backward_peak`] (the walk adds the largest apart,
     /// `activations.rs`).
     pub stream_only: Vec<u32>,
+    /// The block under selective checkpointing of its eager attention core
+    /// (`tape/selective.rs`); `None` where the tape marked no single core.
+    pub selective: Option<super::SelectiveEvents>,
 }
 
 impl BlockEvents {
+    /// The forward the stream runs: under `selective` checkpointing its core's
+    /// ([`super::SelectiveEvents`]) where it has one, else the plain one.
+    pub fn forward_under(&self, selective: bool) -> &[Ev] {
+        match &self.selective {
+            Some(sel) if selective => &sel.forward,
+            _ => &self.forward,
+        }
+    }
+
+    /// The backward the stream runs (`accumulate`: every weight holds its `.grad`), as
+    /// [`BlockEvents::forward_under`] chooses.
+    pub fn backward_under(&self, selective: bool, accumulate: bool) -> &[Ev] {
+        match (&self.selective, accumulate) {
+            (Some(sel), false) if selective => &sel.backward,
+            (Some(sel), true) if selective => &sel.backward_accumulate,
+            (_, false) => &self.backward,
+            (_, true) => &self.backward_accumulate,
+        }
+    }
+
     /// The block's backward at its fullest, beyond what its forward left (its saved tensors
     /// and output), each tensor rounded as `round` says: the bytes it has made by then (the
     /// output's gradient it is handed, activation gradients, weight gradients kept as
@@ -254,6 +277,7 @@ impl Tape {
             attention_kv: self.attention_op.map(|(_, k, v)| [k as u32, v as u32]),
             backward: self.backward_events(input, output, &saved, false),
             backward_accumulate: self.backward_events(input, output, &saved, true),
+            selective: self.selective_events(input, output, &saved),
             sizes,
             input: input as u32,
             output: output as u32,
@@ -284,13 +308,13 @@ impl Tape {
     }
 
     /// Whether entry `i` is one the block allocates (not a parameter or a tensor made before).
-    fn allocated_here(&self, i: Id) -> bool {
+    pub(super) fn allocated_here(&self, i: Id) -> bool {
         let e = &self.entries[i];
         !e.external && e.wgrad == GradRole::None && e.bytes > 0
     }
 
     /// Op by op: the op's new tensors, then the tensors it read for the last time.
-    fn forward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
+    pub(super) fn forward_events(&self, input: Id, output: Id, saved: &[bool]) -> Vec<Ev> {
         let mut keyed: Vec<(usize, u8, usize)> = Vec::with_capacity(2 * self.entries.len());
         for (i, e) in self.entries.iter().enumerate() {
             if e.wgrad == GradRole::Dequant {
@@ -334,6 +358,34 @@ impl Tape {
     /// has by then dropped its output gradient and released its saved tensors
     /// (`Engine::evaluate_function`).
     fn backward_events(&self, input: Id, output: Id, saved: &[bool], accumulate: bool) -> Vec<Ev> {
+        let release = |i: Id| self.saved_release(i);
+        self.backward_keyed(input, output, saved, accumulate, release)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    }
+
+    /// The op whose node releases saved entry `i` (`SavedVariable::reset_data` once the
+    /// earliest op that saved it has run; its maker's when none did).
+    pub(super) fn saved_release(&self, i: Id) -> usize {
+        let e = &self.entries[i];
+        if e.saver == usize::MAX {
+            e.created
+        } else {
+            e.saver
+        }
+    }
+
+    /// [`Tape::backward_events`] with each event's op (the node that issues it), a saved
+    /// entry released at `release`'s op.
+    pub(super) fn backward_keyed(
+        &self,
+        input: Id,
+        output: Id,
+        saved: &[bool],
+        accumulate: bool,
+        release: impl Fn(Id) -> usize,
+    ) -> Vec<(usize, Ev)> {
         let n = self.entries.len();
         // (op, kind: 0 made by the node / 1 output gradient / 2 saved / 3 accumulated, place, free, slot)
         let mut keyed: Vec<(usize, u8, usize, u8, usize)> = Vec::with_capacity(3 * n);
@@ -374,12 +426,7 @@ impl Tape {
                 keyed.push((e.created, 1, 0, 1, n + i));
             }
             if saved[i] && (self.allocated_here(i) || i == input) && i != output {
-                let at = if e.saver == usize::MAX {
-                    e.created
-                } else {
-                    e.saver
-                };
-                keyed.push((at, 2, 0, 1, i));
+                keyed.push((release(i), 2, 0, 1, i));
             }
         }
         // Newest op first; within one node: what it makes, the output gradient, the saved,
@@ -393,7 +440,10 @@ impl Tape {
         });
         keyed
             .into_iter()
-            .map(|(_, _, _, free, s)| if free == 0 { Ev::alloc(s) } else { Ev::free(s) })
+            .map(|(op, _, _, free, s)| {
+                let ev = if free == 0 { Ev::alloc(s) } else { Ev::free(s) };
+                (op, ev)
+            })
             .collect()
     }
 }

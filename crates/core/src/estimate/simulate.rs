@@ -242,7 +242,15 @@ fn pytorch_device(
         device.timeline = w.points;
         return Ok(device);
     };
-    walk(&mut w, st, plan, job, gpu);
+    let fsdp = match &model.spec {
+        Some(spec) => super::alloc_events::fsdp::walk_buffers(
+            model.inventory.as_ref(),
+            job,
+            super::alloc_events::inputs::expressible(job, spec, plan),
+        )?,
+        None => None,
+    };
+    walk(&mut w, st, plan, job, gpu, fsdp.as_ref());
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
@@ -377,6 +385,9 @@ fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings:
     }
 }
 
+/// FSDP2's buffers in the walk (`alloc_events/fsdp.rs`), where the stream writes the job.
+type Fsdp<'a> = Option<&'a super::alloc_events::fsdp::WalkBuffers>;
+
 /// The event walk of one step.
 fn walk(
     w: &mut Walk,
@@ -384,14 +395,15 @@ fn walk(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
+    fsdp: Fsdp,
 ) {
     let train = job.task == Task::Train;
-    let carried_grads = walk_start(w, st, plan, job, gpu);
-    walk_forward(w, plan, job);
+    let carried_grads = walk_start(w, st, plan, job, gpu, fsdp.is_none());
+    walk_forward(w, plan, job, fsdp);
     if !train {
         return;
     }
-    walk_backward(w, st, plan, job, carried_grads);
+    walk_backward(w, st, plan, job, carried_grads, fsdp);
     // Optimizer step (with the optimizer in backward, each parameter's ran in its hook).
     if techniques::in_backward(job) {
         return;
@@ -414,6 +426,7 @@ fn walk_start(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
+    comm_buffers: bool,
 ) -> u64 {
     use Category::*;
     let train = job.task == Task::Train;
@@ -435,7 +448,9 @@ fn walk_start(
     // the data-parallel communication buffers.
     let ws = overhead::blas_workspaces_bytes_for(gpu, train, job.torch_version, plan.lt_gemm);
     w.add(Temporaries, ws);
-    w.add(Temporaries, st.comm_buffers);
+    if comm_buffers {
+        w.add(Temporaries, st.comm_buffers);
+    }
     w.mark("start", "weights and optimizer states resident".into(), 0);
     carried_grads
 }
@@ -461,16 +476,29 @@ fn masks_held_to_backward(job: &ResolvedJob) -> bool {
 }
 
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the
-/// autocast region frees the cached weight copies nothing saved.
-fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
+/// autocast region frees the cached weight copies nothing saved. Under FSDP2 the root's
+/// parameters are gathered first (kept to the backward's end; its all-gather output held to
+/// layer 0's copy-out), each layer's unsharded parameters and held all-gather output live
+/// through its forward, and the last layer's output is held through the head and loss.
+fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp) {
     use Category::*;
     let train = job.task == Task::Train;
+    let root = fsdp.map_or(0, |f| f.root);
+    w.add(Temporaries, root);
     w.add(Activations, plan.embedding.kept);
     w.mark(
         "forward",
         "embeddings".into(),
-        plan.embedding.peak.saturating_sub(plan.embedding.kept),
+        plan.embedding.peak.saturating_sub(plan.embedding.kept) + root,
     );
+    if let Some(f) = fsdp.filter(|f| f.root > f.layer(Some(0))) {
+        // Layer 0's all-gather output made while the root's is still held.
+        w.mark(
+            "forward",
+            "all-gather layer 0".into(),
+            f.root + f.layer(Some(0)),
+        );
+    }
     if plan.masks.bytes > 0 {
         w.add(Activations, plan.masks.bytes);
         w.mark("forward", "attention masks".into(), plan.masks.pattern);
@@ -479,7 +507,8 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
         let transient = l.forward_peak.saturating_sub(l.kept);
         let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
         w.add(Activations, kept + l.cached_copies);
-        w.mark("forward", layer_label(i), transient);
+        let gathered = fsdp.map_or(0, |f| 2 * f.layer(Some(i)));
+        w.mark("forward", layer_label(i), transient + gathered);
         if i == 0 && !train {
             // Under no_grad the embeddings stay bound to `inputs_embeds` in the model's
             // forward to its end (`modeling_llama.py` `LlamaModel.forward`), and the loop holds
@@ -491,6 +520,10 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     if !masks_held_to_backward(job) {
         w.sub(Activations, plan.masks.bytes);
     }
+    // The last layer's all-gather output, held to the root's post-forward, then the same
+    // layer prefetched by the root's pre-backward.
+    let last = plan.layers.len().checked_sub(1);
+    w.add(Temporaries, fsdp.map_or(0, |f| f.layer(last)));
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {
         // The hidden state between blocks, the head's working set and the last logits.
@@ -517,6 +550,16 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     }
 }
 
+/// FSDP's root post-backward, the backward's final callback (`alloc_events/fsdp.rs`): the root
+/// resharded, layer 0's reduce-scatter input released, the root's made while its unsharded
+/// gradients live; then those gradients and that input go (its sharded gradients are the
+/// walk's full gradients after it).
+fn root_post_backward(w: &mut Walk, f: &super::alloc_events::fsdp::WalkBuffers, rs_held: u64) {
+    w.sub(Category::Temporaries, f.root + rs_held);
+    w.mark("backward", "root reduce-scatter".into(), f.root_rs);
+    w.sub(Category::Temporaries, f.head_grads + f.embedding_grads);
+}
+
 /// The backward: the loss gradient first (three fp32 b·s·V tensors live together), the head,
 /// the blocks in reverse (a checkpointed block first recomputes its forward), the embeddings;
 /// gradients grow to their full size. Accumulating over micro-batches (`carried_grads` > 0),
@@ -529,6 +572,7 @@ fn walk_backward(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     carried_grads: u64,
+    fsdp: Fsdp,
 ) {
     use Category::*;
     let hooked = techniques::in_backward(job);
@@ -553,6 +597,9 @@ fn walk_backward(
     } else {
         split(st.head_grad, 0)
     };
+    // FSDP: the root's gradients stay unsharded (compute dtype) until its post-backward.
+    let head_kept = if fsdp.is_some() { 0 } else { head_kept };
+    w.add(Temporaries, fsdp.map_or(0, |f| f.head_grads));
     w.add(Gradients, head_kept);
     w.mark(
         "backward",
@@ -560,7 +607,10 @@ fn walk_backward(
         plan.loss.dlogits + plan.logits_grad_input + head_new,
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
+    let mut rs_held = 0;
     for (i, l) in plan.layers.iter().enumerate().rev() {
+        // FSDP's pre-backward: the prefetched layer copied out, the one before prefetched.
+        w.add(Temporaries, fsdp.map_or(0, |f| f.layer(i.checked_sub(1))));
         let recompute = l.recomputed;
         let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
         let saved = l.kept + l.weight_copies;
@@ -586,12 +636,20 @@ fn walk_backward(
             techniques::brought_back(job, saved) + recompute - gone,
         );
         w.add(Gradients, g_kept);
+        if let Some(f) = fsdp {
+            // Post-backward: resharded, the last reduce-scatter input released, this one kept.
+            w.sub(Temporaries, f.layer(Some(i)) + rs_held);
+            rs_held = f.layer_rs.get(i).copied().unwrap_or(0);
+            w.add(Temporaries, rs_held);
+        }
     }
     if masks_held_to_backward(job) {
         w.sub(Activations, plan.masks.bytes);
     }
     w.sub(Activations, plan.embedding.kept);
     let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
+    let e_kept = if fsdp.is_some() { 0 } else { e_kept };
+    w.add(Temporaries, fsdp.map_or(0, |f| f.embedding_grads));
     w.add(Gradients, e_kept);
     // A tied parameter's step runs once its two contributions are summed (they are gone by
     // then): its scratch replaces them rather than joining them.
@@ -601,6 +659,9 @@ fn walk_backward(
         st.embedding_backward_transient
     };
     w.mark("backward", "embeddings".into(), tied + e_new);
+    if let Some(f) = fsdp {
+        root_post_backward(w, f, rs_held);
+    }
     if hooked {
         // The tied parameter's hook ran: its gradient is freed; nothing else is resident.
         w.sub(Gradients, hs.tied_grad);

@@ -101,12 +101,13 @@ const ROOT_SHARD: i64 = 2_097_280;
 ///   In forward the previous unit's all-gather output is freed first (the held
 ///   `all_gather_state`), this one's held; the last layer's goes when the root's forward
 ///   returns, after the loss (logits 40·8192·2 = 655,360, the fp32 upcast and log-softmax
-///   1,310,720 each).
+///   1,310,720 each), before the caller drops the logits.
 /// - Backward: the root's pre-backward prefetches layer 1; each layer's pre-backward copies
 ///   out (its all-gather output then freed) and prefetches the layer before. The head's bf16
 ///   gradient (4,194,304) and the layers' (393,216 ×3, 131,072 ×2) are autograd's.
 ///   Post-backward: resharded, the last reduce-scatter input freed, this one made (fp32,
-///   Σ shard · 2 · 4: layer 3,147,776, root 16,778,240), the unsharded gradients freed, the
+///   Σ shard · 2 · 4: layer 3,147,776, root 16,778,240), the unsharded gradients freed (last
+///   first: `unsharded_grads.clear()`, CPython's `list_clear`), the
 ///   reduce output made on the reduce-scatter stream (Σ shard · 4: 1,573,888 and 8,389,120).
 ///   The root's runs in the final callback, after the embeddings' gradient; the last input is
 ///   freed by `_end_backward_iteration`.
@@ -141,8 +142,8 @@ fn tiny_two_layer_events_bf16_mixed() {
         (0, fp32_logits),
         (0, fp32_logits),
         (0, -fp32_logits),
-        (0, -logits),
         (1, -ag),
+        (0, -logits),
     ]);
     assert_eq!(signed(&s, Phase::Forward(1), 131_072), fwd);
 
@@ -171,7 +172,8 @@ fn tiny_two_layer_events_bf16_mixed() {
             bwd.push((0, -rs_in));
         }
         bwd.push((0, rs_in));
-        bwd.extend(params(-1));
+        // The gradients freed by `list.clear()`, last first.
+        bwd.extend([(0, -mlp), (0, -mlp), (0, -mlp), (0, -q), (0, -q)]);
         bwd.push((3, rs_out));
     }
     // The embeddings' gradient; the root's post-backward.
@@ -255,4 +257,50 @@ fn llama8b_walk_charges_fsdp_buffers_at_its_peak() {
     let loss = 2 * 4096 * 128_256 * 4;
     let temporaries = peak.by_category.get("temporaries");
     assert_eq!(temporaries, Some(&(2_537_578_496 + 67_108_864 + loss)));
+}
+
+/// Cancels every allocation followed at once by the free of a block of its size (a
+/// temporary), repeatedly, as a stack: what is left is the sequence of lasting blocks.
+fn lasting(seq: impl IntoIterator<Item = i64>) -> Vec<i64> {
+    let mut out: Vec<i64> = Vec::new();
+    for d in seq {
+        match out.last() {
+            Some(&a) if a > 0 && d == -a => {
+                out.pop();
+            }
+            _ => out.push(d),
+        }
+    }
+    out
+}
+
+/// The stream against FSDP2 run on the CPU (gloo, two processes, torch 2.15: rank 0's
+/// steady-state forward and backward, `scripts/measure_fsdp_cpu.py`,
+/// `validation/cpu-measured-fsdp.json`), sizes and order of every block of at least 128 KiB.
+/// The record has temporaries the stream leaves out, each freed right after it is made: gloo's
+/// own buffers (two of the all-gather output's size per all-gather, one of the input's per
+/// reduce-scatter: NCCL, on CUDA, writes in place and allocates nothing through the caching
+/// allocator), the CPU's per-gradient fp32 casts in `chunk_cat_mixed_dtype` (CUDA casts
+/// during the copy-in), and the CPU kernels' scratch. With those cancelled on both sides,
+/// the sequences are equal, bf16-mixed and fp32 alike.
+#[test]
+fn cpu_record_matches_the_stream() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../validation/cpu-measured-fsdp.json"
+    );
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for precision in ["bf16-mixed", "fp32"] {
+        let measured = record["runs"][precision]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap());
+        let s = stream_of(&tiny(precision));
+        let streamed = [Phase::Forward(1), Phase::Backward(1)]
+            .into_iter()
+            .flat_map(|p| signed(&s, p, 131_072))
+            .map(|(_, b)| b);
+        assert_eq!(lasting(measured), lasting(streamed), "{precision}");
+    }
 }

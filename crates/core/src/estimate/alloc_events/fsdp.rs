@@ -256,8 +256,8 @@ pub fn reshard<S: Sink>(s: &mut S, live: &mut Live, unit: usize) {
 }
 
 /// `post_backward`: reshard, the previous reduce-scatter input released, this unit's made,
-/// its unsharded gradients (`grads`) freed, its `reduce_output` made on the reduce-scatter
-/// stream.
+/// its unsharded gradients (`grads`, in parameter order) freed, its `reduce_output` made on
+/// the reduce-scatter stream.
 pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize, grads: &[u32]) {
     reshard(s, live, unit);
     if let Some(old) = live.rs_input.take() {
@@ -266,7 +266,9 @@ pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize,
     let shard = f.units.get(unit).map_or(0, |u| u.shard_elements);
     let bytes = shard.saturating_mul(f.reduce);
     live.rs_input = Some(s.alloc(bytes.saturating_mul(f.world)));
-    for &g in grads {
+    // `unsharded_grads.clear()`: CPython's `list.clear` releases the items last first
+    // (`Objects/listobject.c` `list_clear`).
+    for &g in grads.iter().rev() {
         s.free(g);
     }
     s.stream(REDUCE_SCATTER_STREAM);

@@ -26,10 +26,11 @@ use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 /// third step added nothing either; the peaks are over both steps.
 pub const STEPS: u8 = 2;
 
-/// The stream covers single-GPU PyTorch training of a causal LM with torch's optimizers, no
-/// checkpointing or full checkpointing, the standard loss, any gradient accumulation and
-/// either `zero_grad`, and none of the memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
-/// checkpointing, chunked losses, quantized weights other than QLoRA's 4-bit ones, offloading) keeps today's estimate.
+/// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
+/// FULL_SHARD rank (`fsdp.rs`) — with torch's optimizers, the checkpointing, losses and
+/// weights the helpers below name, and none of the memory techniques. Everything else
+/// (serving engines, pipelines, DeepSpeed ZeRO, FSDP's other strategies, eager selective
+/// checkpointing, other quantized weights, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train

@@ -373,7 +373,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
     let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() {
         (u32::MAX, u32::MAX)
     } else {
-        standard_loss_forward(s, &inp.loss)
+        standard_loss_forward(s, &inp.loss, &mut live.fsdp)
     };
     for c in cached {
         s.free(c);
@@ -397,8 +397,14 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
 /// The standard loss's forward (`LossSizes`): the logits, their fp32 upcast, the padded and
 /// shifted labels and the log-softmax; returns the log-softmax and the shifted labels, which
 /// backward reads. The model's outputs are dropped before backward (HF Trainer, run_one.py):
-/// nothing saved the logits (log_softmax saves its output).
-fn standard_loss_forward<S: Sink>(s: &mut S, l: &LossSizes) -> (u32, u32) {
+/// nothing saved the logits (log_softmax saves its output). The model's forward returns before
+/// that: under FSDP the root's post-forward releases the last all-gather output first (as the
+/// CPU record of `scripts/measure_fsdp_cpu.py` orders them).
+fn standard_loss_forward<S: Sink>(
+    s: &mut S,
+    l: &LossSizes,
+    fsdp: &mut super::fsdp::Live,
+) -> (u32, u32) {
     let logits = s.alloc(l.logits);
     let upcast = s.alloc(l.upcast);
     let padded = s.alloc(l.labels_padded);
@@ -406,6 +412,7 @@ fn standard_loss_forward<S: Sink>(s: &mut S, l: &LossSizes) -> (u32, u32) {
     let log_softmax = s.alloc(l.log_softmax);
     s.free(upcast);
     s.free(padded);
+    super::fsdp::release_held(s, fsdp);
     s.free(logits);
     (log_softmax, labels_shifted)
 }

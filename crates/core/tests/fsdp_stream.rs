@@ -128,7 +128,7 @@ fn tiny_two_layer_events_bf16_mixed() {
             (0, sign * mlp),
         ]
     };
-    let grads_made = vec![(0, mlp), (0, mlp), (0, mlp), (0, q), (0, q)];
+    let grads_made = [(0, mlp), (0, mlp), (0, mlp), (0, q), (0, q)];
     let mut fwd = unshard(root_flat, root_ag);
     fwd.extend([(0, big), (0, big)]);
     for held in [root_ag, ag] {
@@ -166,7 +166,7 @@ fn tiny_two_layer_events_bf16_mixed() {
         if layer == 1 {
             bwd.extend(unshard(flat, ag));
         }
-        bwd.extend(grads_made.iter().copied());
+        bwd.extend(grads_made);
         bwd.extend(params(-1));
         if layer == 0 {
             bwd.push((0, -rs_in));

@@ -583,15 +583,11 @@ fn walk_backward(
         plan.loss.backward_transient,
     );
     w.sub(Activations, plan.loss.saved);
-    let accumulating = carried_grads > 0;
-    // (kept after this part's backward, made and gone within it): a gradient stays; one
-    // accumulated into a carried `.grad` is a transient; one stepped by its hook is a
-    // transient of one parameter at a time.
-    let split = |g: u64, hook: u64| match (hooked, accumulating) {
-        (true, _) => (0, hook),
-        (false, true) => (0, g),
-        (false, false) => (g, 0),
+    let grads = GradSplit {
+        hooked,
+        accumulating: carried_grads > 0,
     };
+    let split = |g: u64, hook: u64| grads.of(g, hook);
     let (head_kept, head_new) = if hooked {
         (hs.tied_grad, hs.head)
     } else {
@@ -607,42 +603,7 @@ fn walk_backward(
         plan.loss.dlogits + plan.logits_grad_input + head_new,
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
-    let mut rs_held = 0;
-    for (i, l) in plan.layers.iter().enumerate().rev() {
-        // FSDP's pre-backward: the prefetched layer copied out, the one before prefetched.
-        w.add(Temporaries, fsdp.map_or(0, |f| f.layer(i.checked_sub(1))));
-        let recompute = l.recomputed;
-        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
-        let saved = l.kept + l.weight_copies;
-        let back = techniques::brought_back(job, saved) - techniques::kept_on_gpu(job, saved);
-        let previous = plan
-            .layers
-            .get(i + 1)
-            .map_or(0, |p| p.kept + p.weight_copies);
-        let held = techniques::held_from_previous(job, previous);
-        w.add(Activations, recompute + back);
-        // The block's fullest moment: what its backward has made (with the weight gradients
-        // in flight when they are accumulated into kept `.grad`s, read off that sequence)
-        // and what it has released by then of its saved tensors.
-        let (made, released) = match (accumulating && !hooked, l.backward_accumulate) {
-            (true, Some((made, released))) => (made, released),
-            _ => (l.backward_transient + g_new, l.backward_released),
-        };
-        let gone = released.min(techniques::brought_back(job, saved) + recompute);
-        w.sub(Activations, gone);
-        w.mark("backward", layer_label(i), made + held);
-        w.sub(
-            Activations,
-            techniques::brought_back(job, saved) + recompute - gone,
-        );
-        w.add(Gradients, g_kept);
-        if let Some(f) = fsdp {
-            // Post-backward: resharded, the last reduce-scatter input released, this one kept.
-            w.sub(Temporaries, f.layer(Some(i)) + rs_held);
-            rs_held = f.layer_rs.get(i).copied().unwrap_or(0);
-            w.add(Temporaries, rs_held);
-        }
-    }
+    let rs_held = walk_layers_backward(w, st, plan, job, grads, fsdp);
     if masks_held_to_backward(job) {
         w.sub(Activations, plan.masks.bytes);
     }
@@ -675,4 +636,77 @@ fn walk_backward(
         w.add(Gradients, g_full - g_now);
     }
     w.sub(Activations, plan.inputs);
+}
+
+/// How a part's gradient is charged: (kept after its backward, made and gone within it). A
+/// gradient stays; one accumulated into a carried `.grad` is a transient; one stepped by its
+/// hook is a transient of one parameter at a time.
+#[derive(Debug, Clone, Copy)]
+struct GradSplit {
+    hooked: bool,
+    accumulating: bool,
+}
+
+impl GradSplit {
+    fn of(self, g: u64, hook: u64) -> (u64, u64) {
+        match (self.hooked, self.accumulating) {
+            (true, _) => (0, hook),
+            (false, true) => (0, g),
+            (false, false) => (g, 0),
+        }
+    }
+}
+
+/// The blocks' backward, newest first (a checkpointed block first recomputes its forward).
+/// Under FSDP2 each layer's pre-backward copies it out and prefetches the one before, its
+/// post-backward reshards it and keeps its reduce-scatter input in place of the last one
+/// (returned: the input still held).
+fn walk_layers_backward(
+    w: &mut Walk,
+    st: &StateBytes,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    grads: GradSplit,
+    fsdp: Fsdp,
+) -> u64 {
+    use Category::*;
+    let (hooked, accumulating) = (grads.hooked, grads.accumulating);
+    let hs = st.hook_step;
+    let mut rs_held = 0;
+    for (i, l) in plan.layers.iter().enumerate().rev() {
+        // FSDP's pre-backward: the prefetched layer copied out, the one before prefetched.
+        w.add(Temporaries, fsdp.map_or(0, |f| f.layer(i.checked_sub(1))));
+        let recompute = l.recomputed;
+        let (g_kept, g_new) = grads.of(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
+        let saved = l.kept + l.weight_copies;
+        let back = techniques::brought_back(job, saved) - techniques::kept_on_gpu(job, saved);
+        let previous = plan
+            .layers
+            .get(i + 1)
+            .map_or(0, |p| p.kept + p.weight_copies);
+        let held = techniques::held_from_previous(job, previous);
+        w.add(Activations, recompute + back);
+        // The block's fullest moment: what its backward has made (with the weight gradients
+        // in flight when they are accumulated into kept `.grad`s, read off that sequence)
+        // and what it has released by then of its saved tensors.
+        let (made, released) = match (accumulating && !hooked, l.backward_accumulate) {
+            (true, Some((made, released))) => (made, released),
+            _ => (l.backward_transient + g_new, l.backward_released),
+        };
+        let gone = released.min(techniques::brought_back(job, saved) + recompute);
+        w.sub(Activations, gone);
+        w.mark("backward", layer_label(i), made + held);
+        w.sub(
+            Activations,
+            techniques::brought_back(job, saved) + recompute - gone,
+        );
+        w.add(Gradients, g_kept);
+        if let Some(f) = fsdp {
+            // Post-backward: resharded, the last reduce-scatter input released, this one kept.
+            w.sub(Temporaries, f.layer(Some(i)) + rs_held);
+            rs_held = f.layer_rs.get(i).copied().unwrap_or(0);
+            w.add(Temporaries, rs_held);
+        }
+    }
+    rs_held
 }

@@ -13,19 +13,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_allocations import allocation_events  # noqa: E402
+
 FLOOR = 131072
-
-
-def events(prof):
-    raw = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        stack.extend(e.children)
-        if e.tag == torch._C._profiler._EventType.Allocation and e.typed[1].alloc_size != 0:
-            raw.append((e.start_time_ns, int(e.typed[1].alloc_size)))
-    raw.sort(key=lambda x: x[0])
-    return [d for _, d in raw if abs(d) >= FLOOR]
 
 
 def run(rank, mixed, out):
@@ -57,7 +48,7 @@ def run(rank, mixed, out):
         opt.step()
     if rank == 0:
         with open(out, "w") as f:
-            json.dump({"torch": torch.__version__, "mixed": mixed, "floor": FLOOR, "events": events(prof)}, f)
+            json.dump({"torch": torch.__version__, "mixed": mixed, "floor": FLOOR, "events": [d for d in allocation_events(prof) if abs(d) >= FLOOR]}, f)
     dist.destroy_process_group()
 
 

@@ -6,7 +6,6 @@
 mod common;
 
 use serde_json::{json, Value};
-use vramscope_core::allocator::{Allocator, AllocatorConfig};
 use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
 
 /// A small Llama's config (hidden 256, 4 heads of 64, 2 KV heads, MLP 768, vocabulary 8192,
@@ -175,20 +174,6 @@ fn the_load_keeps_the_packed_weights_and_their_state() {
     }
 }
 
-/// The stream's peak allocated (the allocator model's, rounded blocks) against the walk's
-/// `peak_allocated` for the same job.
-fn stream_and_walk(job: &Value) -> (u64, u64) {
-    let s = stream_of(job);
-    let (input, resolved) = common::prepared_json(job);
-    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    let mut peak = 0;
-    common::replay_each(&mut a, &s, |a, _| {
-        peak = peak.max(a.stats().allocated_bytes.current)
-    });
-    let report = vramscope_core::estimate::estimate(&input, &resolved).unwrap();
-    (peak, report.per_gpu.peaks.peak_allocated.unwrap())
-}
-
 /// The walk charges each quantized block the largest dequantized matrix on top of its forward
 /// and backward (`activations.rs`); the stream makes and frees each one where bitsandbytes
 /// does. Both are the same tensors, so their peaks agree as for the covered unquantized jobs
@@ -248,7 +233,7 @@ fn stream_peaks_against_the_walk() {
 
 /// The stream's peak within 1 % of the walk's.
 fn assert_stream_meets_walk(job: &Value) {
-    let (stream, walk) = stream_and_walk(job);
+    let (stream, walk) = common::stream_and_walk(job);
     let d = stream as f64 / walk as f64 - 1.0;
     assert!(
         d.abs() < 0.01,

@@ -7,7 +7,6 @@
 mod common;
 
 use serde_json::{json, Value};
-use vramscope_core::allocator::{Allocator, AllocatorConfig};
 use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
 
 fn stream_of(job: &Value) -> Stream {
@@ -15,19 +14,6 @@ fn stream_of(job: &Value) -> Stream {
     step_stream(&input, &resolved)
         .unwrap()
         .expect("the stream covers FSDP")
-}
-
-/// The stream's peak allocated (replayed with its streams) and the walk's.
-fn stream_and_walk(job: &Value) -> (u64, u64) {
-    let s = stream_of(job);
-    let (input, resolved) = common::prepared_json(job);
-    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
-    let mut peak = 0;
-    common::replay_each(&mut a, &s, |a, _| {
-        peak = peak.max(a.stats().allocated_bytes.current)
-    });
-    let report = vramscope_core::estimate::estimate(&input, &resolved).unwrap();
-    (peak, report.per_gpu.peaks.peak_allocated.unwrap())
 }
 
 /// Llama-3.1-8B, bf16-mixed AdamW, b1 × 4096 on eight H100s, FULL_SHARD.
@@ -226,7 +212,7 @@ fn tiny_fp32_gathers_the_shards_themselves() {
 /// 47,448,635,904 B walk), and the report carries the allocator's figures.
 #[test]
 fn llama8b_stream_meets_walk() {
-    let (stream, walk) = stream_and_walk(&llama8b());
+    let (stream, walk) = common::stream_and_walk(&llama8b());
     let d = stream as f64 / walk as f64 - 1.0;
     assert!(
         d.abs() < 0.001,

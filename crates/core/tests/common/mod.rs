@@ -106,3 +106,20 @@ pub fn h200_results() -> Vec<serde_json::Value> {
         .filter(|r| r["type"] == "result" && r["status"] == "ok")
         .collect()
 }
+
+/// The step stream of `job` replayed through the allocator model (each event on its stream):
+/// its peak allocated, and the walk's (the estimate's `peak_allocated`).
+pub fn stream_and_walk(job: &Value) -> (u64, u64) {
+    use vramscope_core::allocator::{Allocator, AllocatorConfig};
+    let (input, resolved) = prepared_json(job);
+    let s = vramscope_core::estimate::alloc_events::step_stream(&input, &resolved)
+        .unwrap()
+        .expect("the stream covers the job");
+    let mut a = Allocator::new(&AllocatorConfig::default(), u64::MAX);
+    let mut peak = 0;
+    replay_each(&mut a, &s, |a, _| {
+        peak = peak.max(a.stats().allocated_bytes.current)
+    });
+    let report = estimate(&input, &resolved).unwrap();
+    (peak, report.per_gpu.peaks.peak_allocated.unwrap())
+}

@@ -209,16 +209,22 @@ fn tiny_fp32_gathers_the_shards_themselves() {
 
 /// The stream's peak allocated equals the walk's within 0.1 % on a real-sized job: both
 /// charge FSDP2's buffers from the same layout (measured −0.000 %: 47,448,602,624 B stream,
-/// 47,448,635,904 B walk), and the report carries the allocator's figures.
+/// 47,448,635,904 B walk; with full checkpointing at b4 × 4096 too), and the report carries
+/// the allocator's figures.
 #[test]
 fn llama8b_stream_meets_walk() {
-    let (stream, walk) = common::stream_and_walk(&llama8b());
-    let d = stream as f64 / walk as f64 - 1.0;
-    assert!(
-        d.abs() < 0.001,
-        "stream {stream} walk {walk} {:+.3} %",
-        d * 100.0
-    );
+    let mut full = llama8b();
+    full["checkpointing"] = json!("full");
+    full["batch"] = json!(4);
+    for job in [llama8b(), full] {
+        let (stream, walk) = common::stream_and_walk(&job);
+        let d = stream as f64 / walk as f64 - 1.0;
+        assert!(
+            d.abs() < 0.001,
+            "stream {stream} walk {walk} {:+.3} %",
+            d * 100.0
+        );
+    }
     let (input, resolved) = common::prepared_json(&llama8b());
     let report = vramscope_core::estimate::estimate(&input, &resolved).unwrap();
     let a = report

@@ -159,7 +159,7 @@ pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), 
     ))
 }
 
-/// What FSDP holds across the step's phases (stream ids; `u32::MAX`: none).
+/// What FSDP holds across the step's phases (the stream's tensor ids).
 #[derive(Debug, Clone, Default)]
 pub struct Live {
     /// `comm_ctx.all_gather_state`: the last forward all-gather output, held to the next

@@ -83,11 +83,14 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 /// (dp = gpus, no model parallelism, no CPU offload), unquantized weights without adapters
 /// (PEFT's frozen base and 4-bit `Params4bit` shard otherwise), one micro-batch and
 /// `zero_grad(set_to_none=True)` (accumulating reduces each micro-batch into the sharded
-/// gradients, not written), no `optimizer_in_backward`. The other strategies keep the
-/// heuristic.
+/// gradients, not written), a decoder-only model (its units are the decoder layers and the
+/// root; an encoder's or a vision tower's wrapping is not written). The other strategies keep
+/// the heuristic.
 fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     let p = &job.parallel;
-    p.zero == 3
+    spec.encoder.is_none()
+        && spec.vision.is_none()
+        && p.zero == 3
         && p.tp <= 1
         && p.pp <= 1
         && p.cp <= 1

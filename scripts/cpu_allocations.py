@@ -14,10 +14,9 @@ def r512(n):
     return 512 * ((abs(n) + 511) // 512)
 
 
-def peak_over_start(prof):
-    """The most bytes allocated at once during the session, over what was allocated when it
-    began: every allocation and free in time order (an allocation before a free at the same
-    nanosecond), each 512-rounded."""
+def allocation_events(prof):
+    """Every allocation (+bytes) and free (-bytes) the session recorded, in time order (an
+    allocation before a free at the same nanosecond)."""
     raw = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
@@ -26,8 +25,14 @@ def peak_over_start(prof):
         if e.tag == torch._C._profiler._EventType.Allocation and e.typed[1].alloc_size != 0:
             raw.append((e.start_time_ns, int(e.typed[1].alloc_size)))
     raw.sort(key=lambda x: (x[0], -x[1]))
+    return [d for _, d in raw]
+
+
+def peak_over_start(prof):
+    """The most bytes allocated at once during the session, over what was allocated when it
+    began: every allocation and free in time order (`allocation_events`), each 512-rounded."""
     cur = peak = 0
-    for _, d in raw:
+    for d in allocation_events(prof):
         cur += r512(d) if d > 0 else -r512(d)
         peak = max(peak, cur)
     return peak

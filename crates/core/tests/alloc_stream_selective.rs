@@ -25,7 +25,7 @@ fn signed_bytes(s: &Stream) -> Vec<(Option<Phase>, i64)> {
             }
             Event::Free { id } => out.push((phase, -bytes[id as usize])),
             Event::Phase(p) => phase = Some(p),
-            Event::EmptyCache => {}
+            Event::EmptyCache | Event::Stream(_) => {}
         }
     }
     out

@@ -242,7 +242,15 @@ fn pytorch_device(
         device.timeline = w.points;
         return Ok(device);
     };
-    walk(&mut w, st, plan, job, gpu);
+    let fsdp = match &model.spec {
+        Some(spec) => super::alloc_events::fsdp::walk_buffers(
+            model.inventory.as_ref(),
+            job,
+            super::alloc_events::inputs::expressible(job, spec, plan),
+        )?,
+        None => None,
+    };
+    walk(&mut w, st, plan, job, gpu, fsdp.as_ref());
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
@@ -377,6 +385,9 @@ fn precision_warning(gpu: Option<&crate::gpu::Gpu>, job: &ResolvedJob, warnings:
     }
 }
 
+/// FSDP2's buffers in the walk (`alloc_events/fsdp.rs`), where the stream writes the job.
+type Fsdp<'a> = Option<&'a super::alloc_events::fsdp::WalkBuffers>;
+
 /// The event walk of one step.
 fn walk(
     w: &mut Walk,
@@ -384,14 +395,15 @@ fn walk(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
+    fsdp: Fsdp,
 ) {
     let train = job.task == Task::Train;
-    let carried_grads = walk_start(w, st, plan, job, gpu);
-    walk_forward(w, plan, job);
+    let carried_grads = walk_start(w, st, plan, job, gpu, fsdp.is_none());
+    walk_forward(w, plan, job, fsdp);
     if !train {
         return;
     }
-    walk_backward(w, st, plan, job, carried_grads);
+    walk_backward(w, st, plan, job, carried_grads, fsdp);
     // Optimizer step (with the optimizer in backward, each parameter's ran in its hook).
     if techniques::in_backward(job) {
         return;
@@ -414,6 +426,7 @@ fn walk_start(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
+    comm_buffers: bool,
 ) -> u64 {
     use Category::*;
     let train = job.task == Task::Train;
@@ -435,7 +448,9 @@ fn walk_start(
     // the data-parallel communication buffers.
     let ws = overhead::blas_workspaces_bytes_for(gpu, train, job.torch_version, plan.lt_gemm);
     w.add(Temporaries, ws);
-    w.add(Temporaries, st.comm_buffers);
+    if comm_buffers {
+        w.add(Temporaries, st.comm_buffers);
+    }
     w.mark("start", "weights and optimizer states resident".into(), 0);
     carried_grads
 }
@@ -453,16 +468,29 @@ fn keeps_zeroed_grads(job: &ResolvedJob) -> bool {
 }
 
 /// The forward: embeddings, each block, the head; in training also the loss, and leaving the
-/// autocast region frees the cached weight copies nothing saved.
-fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
+/// autocast region frees the cached weight copies nothing saved. Under FSDP2 the root's
+/// parameters are gathered first (kept to the backward's end; its all-gather output held to
+/// layer 0's copy-out), each layer's unsharded parameters and held all-gather output live
+/// through its forward, and the last layer's output is held through the head and loss.
+fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp) {
     use Category::*;
     let train = job.task == Task::Train;
+    let root = fsdp.map_or(0, |f| f.root);
+    w.add(Temporaries, root);
     w.add(Activations, plan.embedding.kept);
     w.mark(
         "forward",
         "embeddings".into(),
-        plan.embedding.peak.saturating_sub(plan.embedding.kept),
+        plan.embedding.peak.saturating_sub(plan.embedding.kept) + root,
     );
+    if let Some(f) = fsdp.filter(|f| f.root > f.layer(Some(0))) {
+        // Layer 0's all-gather output made while the root's is still held.
+        w.mark(
+            "forward",
+            "all-gather layer 0".into(),
+            f.root + f.layer(Some(0)),
+        );
+    }
     if plan.masks.bytes > 0 {
         w.add(Activations, plan.masks.bytes);
         w.mark("forward", "attention masks".into(), plan.masks.pattern);
@@ -471,7 +499,8 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
         let transient = l.forward_peak.saturating_sub(l.kept);
         let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
         w.add(Activations, kept + l.cached_copies);
-        w.mark("forward", layer_label(i), transient);
+        let gathered = fsdp.map_or(0, |f| 2 * f.layer(Some(i)));
+        w.mark("forward", layer_label(i), transient + gathered);
         if i == 0 && !train {
             // Under no_grad the embeddings stay bound to `inputs_embeds` in the model's
             // forward to its end (`modeling_llama.py` `LlamaModel.forward`), and the loop holds
@@ -483,6 +512,10 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     if !plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
     }
+    // The last layer's all-gather output, held to the root's post-forward, then the same
+    // layer prefetched by the root's pre-backward.
+    let last = plan.layers.len().checked_sub(1);
+    w.add(Temporaries, fsdp.map_or(0, |f| f.layer(last)));
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {
         // The hidden state between blocks, the head's working set and the last logits.
@@ -509,6 +542,16 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob) {
     }
 }
 
+/// FSDP's root post-backward, the backward's final callback (`alloc_events/fsdp.rs`): the root
+/// resharded, layer 0's reduce-scatter input released, the root's made while its unsharded
+/// gradients live; then those gradients and that input go (its sharded gradients are the
+/// walk's full gradients after it).
+fn root_post_backward(w: &mut Walk, f: &super::alloc_events::fsdp::WalkBuffers, rs_held: u64) {
+    w.sub(Category::Temporaries, f.root + rs_held);
+    w.mark("backward", "root reduce-scatter".into(), f.root_rs);
+    w.sub(Category::Temporaries, f.head_grads + f.embedding_grads);
+}
+
 /// The backward: the loss gradient first (three fp32 b·s·V tensors live together), the head,
 /// the blocks in reverse (a checkpointed block first recomputes its forward), the embeddings;
 /// gradients grow to their full size. Accumulating over micro-batches (`carried_grads` > 0),
@@ -521,6 +564,7 @@ fn walk_backward(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     carried_grads: u64,
+    fsdp: Fsdp,
 ) {
     use Category::*;
     let hooked = techniques::in_backward(job);
@@ -531,20 +575,19 @@ fn walk_backward(
         plan.loss.backward_transient,
     );
     w.sub(Activations, plan.loss.saved);
-    let accumulating = carried_grads > 0;
-    // (kept after this part's backward, made and gone within it): a gradient stays; one
-    // accumulated into a carried `.grad` is a transient; one stepped by its hook is a
-    // transient of one parameter at a time.
-    let split = |g: u64, hook: u64| match (hooked, accumulating) {
-        (true, _) => (0, hook),
-        (false, true) => (0, g),
-        (false, false) => (g, 0),
+    let grads = GradSplit {
+        hooked,
+        accumulating: carried_grads > 0,
     };
+    let split = |g: u64, hook: u64| grads.of(g, hook);
     let (head_kept, head_new) = if hooked {
         (hs.tied_grad, hs.head)
     } else {
         split(st.head_grad, 0)
     };
+    // FSDP: the root's gradients stay unsharded (compute dtype) until its post-backward.
+    let head_kept = if fsdp.is_some() { 0 } else { head_kept };
+    w.add(Temporaries, fsdp.map_or(0, |f| f.head_grads));
     w.add(Gradients, head_kept);
     w.mark(
         "backward",
@@ -552,9 +595,81 @@ fn walk_backward(
         plan.loss.dlogits + plan.logits_grad_input + head_new,
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
+    let rs_held = walk_layers_backward(w, st, plan, job, grads, fsdp);
+    if plan.masks_held_to_backward(job.checkpointing) {
+        w.sub(Activations, plan.masks.bytes);
+    }
+    w.sub(Activations, plan.embedding.kept);
+    let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
+    let e_kept = if fsdp.is_some() { 0 } else { e_kept };
+    w.add(Temporaries, fsdp.map_or(0, |f| f.embedding_grads));
+    w.add(Gradients, e_kept);
+    // A tied parameter's step runs once its two contributions are summed (they are gone by
+    // then): its scratch replaces them rather than joining them.
+    let tied = if hooked {
+        st.embedding_backward_transient.max(hs.tied_scratch)
+    } else {
+        st.embedding_backward_transient
+    };
+    w.mark("backward", "embeddings".into(), tied + e_new);
+    if let Some(f) = fsdp {
+        root_post_backward(w, f, rs_held);
+    }
+    if hooked {
+        // The tied parameter's hook ran: its gradient is freed; nothing else is resident.
+        w.sub(Gradients, hs.tied_grad);
+        w.sub(Activations, plan.inputs);
+        return;
+    }
+    // Gradients reached their full size; any rounding difference goes to the last layer.
+    let g_now = w.live.c.gradients;
+    let g_full = st.resident.gradients;
+    if g_full > g_now {
+        w.add(Gradients, g_full - g_now);
+    }
+    w.sub(Activations, plan.inputs);
+}
+
+/// How a part's gradient is charged: (kept after its backward, made and gone within it). A
+/// gradient stays; one accumulated into a carried `.grad` is a transient; one stepped by its
+/// hook is a transient of one parameter at a time.
+#[derive(Debug, Clone, Copy)]
+struct GradSplit {
+    hooked: bool,
+    accumulating: bool,
+}
+
+impl GradSplit {
+    fn of(self, g: u64, hook: u64) -> (u64, u64) {
+        match (self.hooked, self.accumulating) {
+            (true, _) => (0, hook),
+            (false, true) => (0, g),
+            (false, false) => (g, 0),
+        }
+    }
+}
+
+/// The blocks' backward, newest first (a checkpointed block first recomputes its forward).
+/// Under FSDP2 each layer's pre-backward copies it out and prefetches the one before, its
+/// post-backward reshards it and keeps its reduce-scatter input in place of the last one
+/// (returned: the input still held).
+fn walk_layers_backward(
+    w: &mut Walk,
+    st: &StateBytes,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    grads: GradSplit,
+    fsdp: Fsdp,
+) -> u64 {
+    use Category::*;
+    let (hooked, accumulating) = (grads.hooked, grads.accumulating);
+    let hs = st.hook_step;
+    let mut rs_held = 0;
     for (i, l) in plan.layers.iter().enumerate().rev() {
+        // FSDP's pre-backward: the prefetched layer copied out, the one before prefetched.
+        w.add(Temporaries, fsdp.map_or(0, |f| f.layer(i.checked_sub(1))));
         let recompute = l.recomputed;
-        let (g_kept, g_new) = split(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
+        let (g_kept, g_new) = grads.of(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
         let saved = l.kept + l.weight_copies;
         let back = techniques::brought_back(job, saved) - techniques::kept_on_gpu(job, saved);
         let previous = plan
@@ -578,32 +693,12 @@ fn walk_backward(
             techniques::brought_back(job, saved) + recompute - gone,
         );
         w.add(Gradients, g_kept);
+        if let Some(f) = fsdp {
+            // Post-backward: resharded, the last reduce-scatter input released, this one kept.
+            w.sub(Temporaries, f.layer(Some(i)) + rs_held);
+            rs_held = f.layer_rs.get(i).copied().unwrap_or(0);
+            w.add(Temporaries, rs_held);
+        }
     }
-    if plan.masks_held_to_backward(job.checkpointing) {
-        w.sub(Activations, plan.masks.bytes);
-    }
-    w.sub(Activations, plan.embedding.kept);
-    let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
-    w.add(Gradients, e_kept);
-    // A tied parameter's step runs once its two contributions are summed (they are gone by
-    // then): its scratch replaces them rather than joining them.
-    let tied = if hooked {
-        st.embedding_backward_transient.max(hs.tied_scratch)
-    } else {
-        st.embedding_backward_transient
-    };
-    w.mark("backward", "embeddings".into(), tied + e_new);
-    if hooked {
-        // The tied parameter's hook ran: its gradient is freed; nothing else is resident.
-        w.sub(Gradients, hs.tied_grad);
-        w.sub(Activations, plan.inputs);
-        return;
-    }
-    // Gradients reached their full size; any rounding difference goes to the last layer.
-    let g_now = w.live.c.gradients;
-    let g_full = st.resident.gradients;
-    if g_full > g_now {
-        w.add(Gradients, g_full - g_now);
-    }
-    w.sub(Activations, plan.inputs);
+    rs_held
 }

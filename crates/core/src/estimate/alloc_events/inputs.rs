@@ -26,15 +26,19 @@ use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 /// third step added nothing either; the peaks are over both steps.
 pub const STEPS: u8 = 2;
 
-/// The stream covers single-GPU PyTorch training of a causal LM with torch's optimizers, no
-/// checkpointing or full checkpointing, the standard loss, any gradient accumulation and
-/// either `zero_grad`, and none of the memory techniques. Everything else (serving engines, pipelines, ZeRO/FSDP, selective
-/// checkpointing, chunked losses, quantized weights other than QLoRA's 4-bit ones, offloading) keeps today's estimate.
+/// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
+/// FULL_SHARD rank (`fsdp.rs`) — with torch's optimizers, the checkpointing, losses and
+/// weights the helpers below name, and none of the memory techniques. Everything else
+/// (serving engines, pipelines, DeepSpeed ZeRO, FSDP's other strategies, eager selective
+/// checkpointing, other quantized weights, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train
-        && job.framework == Framework::Pytorch
-        && parallel_expressible(spec, job)
+        && match job.framework {
+            Framework::Pytorch => parallel_expressible(spec, job),
+            Framework::Fsdp => fsdp_expressible(spec, job),
+            _ => false,
+        }
         && job.optimizer_impl == OptimizerImpl::Foreach
         && loss_expressible(job, plan)
         && weights_expressible(spec, job)
@@ -72,6 +76,31 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         return true;
     }
     p.dp == p.gpus
+        && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
+}
+
+/// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) over every GPU
+/// (dp = gpus, no model parallelism, no CPU offload), unquantized weights without adapters
+/// (PEFT's frozen base and 4-bit `Params4bit` shard otherwise), one micro-batch and
+/// `zero_grad(set_to_none=True)` (accumulating reduces each micro-batch into the sharded
+/// gradients, not written), a decoder-only model (its units are the decoder layers and the
+/// root; an encoder's or a vision tower's wrapping is not written). The other strategies keep
+/// the heuristic.
+fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    let p = &job.parallel;
+    spec.encoder.is_none()
+        && spec.vision.is_none()
+        && p.zero == 3
+        && p.tp <= 1
+        && p.pp <= 1
+        && p.cp <= 1
+        && p.ep <= 1
+        && p.dp == p.gpus
+        && p.dp > 1
+        && p.offload == crate::job::Offload::None
+        && job.peft.is_none()
+        && job.grad_accum <= 1
+        && job.zero_grad == crate::job::ZeroGrad::None
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
@@ -254,7 +283,7 @@ fn push_adapters(
 }
 
 /// The state tensors `optimizer::state_tensors` gives, first three.
-fn states(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
+pub(super) fn states(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
     let mut s = [0u64; 3];
     for (k, t) in optimizer::state_tensors(opt, shape, width)?
         .into_iter()
@@ -335,7 +364,11 @@ pub struct Source<'a> {
 }
 
 /// The stream's inputs for a job [`expressible`] says it covers.
-pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a> {
+pub fn train_inputs<'a>(
+    src: &Source<'a>,
+    params: &'a [Param],
+    fsdp: Option<&'a super::fsdp::Fsdp>,
+) -> TrainInputs<'a> {
     let (spec, job, plan, events) = (src.spec, src.job, src.plan, src.events);
     let tokens = job.batch.saturating_mul(job.seq);
     TrainInputs {
@@ -369,7 +402,8 @@ pub fn train_inputs<'a>(src: &Source<'a>, params: &'a [Param]) -> TrainInputs<'a
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),
-        ddp: job.parallel.dp > 1,
+        ddp: job.parallel.dp > 1 && fsdp.is_none(),
+        fsdp,
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod chunked_loss;
 pub mod ddp;
+pub mod fsdp;
 mod fused_ce;
 mod infer;
 mod infer_inputs;
@@ -45,6 +46,10 @@ pub enum Event {
     EmptyCache,
     /// A phase begins (what the events after it belong to).
     Phase(Phase),
+    /// The allocations after it are made on this CUDA stream (0: the default stream): the
+    /// caching allocator keeps each stream's blocks in their own pools (`BlockPool` keyed by
+    /// stream), and a block freed goes back to the stream it was allocated on.
+    Stream(u64),
 }
 
 /// What part of the process the events belong to.
@@ -74,6 +79,9 @@ pub trait Sink {
     fn reserve(&mut self, n: usize) -> u32;
     fn phase(&mut self, p: Phase);
     fn empty_cache(&mut self);
+    /// The stream the next allocations are made on (`torch.cuda.stream(...)`), until the
+    /// next call; 0, the default stream, at the start.
+    fn stream(&mut self, stream: u64);
     /// Called where a run of identical event sequences may end (a micro-batch): whether the
     /// allocator is now as it was at the last call, with nothing mapped, released, retried or
     /// failed between (`compare`: else only remembered). The next identical sequence would
@@ -139,6 +147,10 @@ impl Sink for Stream {
 
     fn empty_cache(&mut self) {
         self.events.push(Event::EmptyCache);
+    }
+
+    fn stream(&mut self, stream: u64) {
+        self.events.push(Event::Stream(stream));
     }
 }
 
@@ -277,9 +289,14 @@ pub(crate) fn events_into<S: Sink>(
     if !inputs::expressible(job, spec, plan) {
         return Ok(false);
     }
+    if job.framework == crate::job::Framework::Fsdp {
+        let (params, layout) = fsdp::params(inv, job)?;
+        train_into(sink, &inputs::train_inputs(&src, &params, Some(&layout)));
+        return Ok(true);
+    }
     let format = crate::estimate::weights::weights_in_force(Some(spec), job)?;
     let params = inputs::params_quantized(inv, job, events.param_width, &format)?;
-    let inp = inputs::train_inputs(&src, &params);
+    let inp = inputs::train_inputs(&src, &params, None);
     train_into(sink, &inp);
     Ok(true)
 }

@@ -5,9 +5,9 @@ use super::{Event, Outcome, Phase, Sink, Stream};
 /// A caching allocator as the stream drives it (`crate::allocator::Allocator` implements it).
 pub trait Sim {
     type Handle: Copy;
-    /// `malloc` of `bytes`; `None` when the device is out of memory even after freeing the
-    /// cache.
-    fn malloc(&mut self, bytes: u64) -> Option<Self::Handle>;
+    /// `malloc` of `bytes` on `stream`; `None` when the device is out of memory even after
+    /// freeing the cache.
+    fn malloc(&mut self, bytes: u64, stream: u64) -> Option<Self::Handle>;
     fn free(&mut self, h: Self::Handle);
     fn empty_cache(&mut self);
     fn reset_peak(&mut self);
@@ -23,10 +23,11 @@ pub fn replay<S: Sim>(sim: &mut S, stream: &Stream) -> Outcome {
     let mut handles: Vec<Option<S::Handle>> = vec![None; stream.ids()];
     let mut oom = false;
     let mut reset = false;
+    let mut on = 0;
     for e in &stream.events {
         match *e {
             Event::Alloc { id, bytes } => {
-                let h = sim.malloc(bytes);
+                let h = sim.malloc(bytes, on);
                 oom |= h.is_none();
                 if let Some(slot) = handles.get_mut(id as usize) {
                     *slot = h;
@@ -38,6 +39,7 @@ pub fn replay<S: Sim>(sim: &mut S, stream: &Stream) -> Outcome {
                 }
             }
             Event::EmptyCache => sim.empty_cache(),
+            Event::Stream(s) => on = s,
             Event::Phase(Phase::ZeroGrad(0) | Phase::Forward(0)) if !reset => {
                 sim.reset_peak();
                 reset = true;
@@ -54,8 +56,8 @@ pub fn replay<S: Sim>(sim: &mut S, stream: &Stream) -> Outcome {
 impl Sim for crate::allocator::Allocator {
     type Handle = crate::allocator::BlockId;
 
-    fn malloc(&mut self, bytes: u64) -> Option<Self::Handle> {
-        crate::allocator::Allocator::malloc(self, bytes, 0).ok()
+    fn malloc(&mut self, bytes: u64, stream: u64) -> Option<Self::Handle> {
+        crate::allocator::Allocator::malloc(self, bytes, stream).ok()
     }
 
     fn free(&mut self, h: Self::Handle) {
@@ -101,6 +103,7 @@ pub fn replay_by_phase(
 ) -> Vec<PhaseFigures> {
     let mut handles = vec![None; stream.ids()];
     let mut out: Vec<PhaseFigures> = Vec::new();
+    let mut on = 0;
     let close = |sim: &crate::allocator::Allocator, out: &mut Vec<PhaseFigures>| {
         if let Some(last) = out.last_mut() {
             let s = sim.stats();
@@ -111,7 +114,7 @@ pub fn replay_by_phase(
     for e in &stream.events {
         match *e {
             Event::Alloc { id, bytes } => {
-                handles[id as usize] = sim.malloc(bytes, 0).ok();
+                handles[id as usize] = sim.malloc(bytes, on).ok();
             }
             Event::Free { id } => {
                 if let Some(h) = handles[id as usize].take() {
@@ -119,6 +122,7 @@ pub fn replay_by_phase(
                 }
             }
             Event::EmptyCache => sim.empty_cache(),
+            Event::Stream(s) => on = s,
             Event::Phase(p) => {
                 close(sim, &mut out);
                 sim.reset_peak();
@@ -144,6 +148,8 @@ pub struct SimSink {
     reset: bool,
     /// The allocator's state at the last [`Sink::repeats`] call.
     last: Option<crate::allocator::CacheSignature>,
+    /// The stream allocations are made on ([`Sink::stream`]).
+    on: u64,
 }
 
 impl SimSink {
@@ -154,6 +160,7 @@ impl SimSink {
             oom: false,
             reset: false,
             last: None,
+            on: 0,
         }
     }
 
@@ -166,7 +173,7 @@ impl SimSink {
     }
 
     fn malloc(&mut self, bytes: u64) -> Option<crate::allocator::BlockId> {
-        let h = self.sim.malloc(bytes, 0).ok();
+        let h = self.sim.malloc(bytes, self.on).ok();
         self.oom |= h.is_none();
         h
     }
@@ -210,6 +217,10 @@ impl Sink for SimSink {
 
     fn empty_cache(&mut self) {
         self.sim.empty_cache();
+    }
+
+    fn stream(&mut self, stream: u64) {
+        self.on = stream;
     }
 
     fn repeats(&mut self, compare: bool) -> bool {

@@ -81,6 +81,9 @@ pub struct TrainInputs<'a> {
     pub fused_ce: Option<super::fused_ce::FusedCe>,
     /// One rank of `DistributedDataParallel`: the reducer's buckets (`ddp.rs`).
     pub ddp: bool,
+    /// One rank of FSDP2 (`fsdp.rs`): the parameters are its shards, each unit gathered,
+    /// resharded and its gradients reduce-scattered around its forward and backward.
+    pub fsdp: Option<&'a super::fsdp::Fsdp>,
 }
 
 /// Ids of what lives across phases.
@@ -100,6 +103,8 @@ struct Live {
     /// for layer `l` (one pass over the parameters, not one per layer and step).
     by_layer: Vec<u32>,
     start: Vec<u32>,
+    /// FSDP's buffers across phases.
+    fsdp: super::fsdp::Live,
 }
 
 /// The parameters of each layer below `layers`, grouped by layer and in module order within
@@ -177,6 +182,7 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         accumulating: false,
         by_layer,
         start,
+        fsdp: inp.fsdp.map(super::fsdp::Live::new).unwrap_or_default(),
     };
     for step in 0..inp.steps {
         s.phase(Phase::ZeroGrad(step));
@@ -193,9 +199,10 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
                     super::ddp::rebuild(s, first, inp.params, &ready_order(inp, &live));
                 }
             }
-            let fwd = forward(s, inp);
+            let fwd = forward(s, inp, &mut live);
             s.phase(Phase::Backward(step));
             backward(s, inp, &fwd, &mut live);
+            fsdp_root_post_backward(s, inp, &mut live);
             live.accumulating = true;
             // From the second micro-batch on each issues the same events: once one leaves the
             // allocator as it found it, every later one would too (their figures included),
@@ -236,7 +243,54 @@ fn release_grads<S: Sink>(s: &mut S, live: &mut Live) {
     for g in live.tape_grads.drain(..) {
         s.free(g);
     }
+    super::fsdp::zero_grad(s, &mut live.fsdp);
     live.accumulating = false;
+}
+
+/// FSDP's pre-forward (or pre-backward) of `unit`.
+fn fsdp_pre<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize, forward: bool) {
+    if let Some(f) = inp.fsdp {
+        super::fsdp::pre(s, f, &mut live.fsdp, unit, forward);
+    }
+}
+
+/// The backward's final callback under FSDP: the root's post-backward (its gradients, the
+/// output side's and the embeddings', reduce-scattered), then the last reduce-scatter input
+/// released.
+fn fsdp_root_post_backward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+    let Some(f) = inp.fsdp else {
+        return;
+    };
+    let mut grads = Vec::new();
+    for (k, p) in inp.params.iter().enumerate() {
+        if p.layer.is_none() {
+            grads.push(std::mem::replace(&mut live.grads[k], u32::MAX));
+        }
+    }
+    grads.push(std::mem::replace(&mut live.tied_head, u32::MAX));
+    super::fsdp::post_backward(s, f, &mut live.fsdp, f.root(), &grads);
+    super::fsdp::end_backward(s, &mut live.fsdp);
+}
+
+/// A layer's post-backward under FSDP: its unsharded gradients (the tape's and the stream's)
+/// reduce-scattered and freed.
+fn fsdp_layer_post_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    layer: usize,
+    tape: &[u32],
+) {
+    let Some(f) = inp.fsdp else {
+        return;
+    };
+    let mut grads = tape.to_vec();
+    let (a, b) = (live.start[layer] as usize, live.start[layer + 1] as usize);
+    for j in a..b {
+        let k = live.by_layer[j] as usize;
+        grads.push(std::mem::replace(&mut live.grads[k], u32::MAX));
+    }
+    super::fsdp::post_backward(s, f, &mut live.fsdp, layer, &grads);
 }
 
 /// What the forward leaves for the backward.
@@ -268,8 +322,13 @@ fn selective(inp: &TrainInputs) -> bool {
 }
 
 /// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
-fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
+/// Under FSDP the root is gathered first, each layer around its forward, and the last
+/// all-gather output released when the root's forward returns.
+fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
     let plan = inp.plan;
+    if let Some(f) = inp.fsdp {
+        fsdp_pre(s, inp, live, f.root(), true);
+    }
     let e = &plan.embedding;
     let embedding_out = s.alloc(inp.hidden);
     // Eager attention's masks (`activations::eager_masks`), before the rotary cos/sin.
@@ -282,10 +341,11 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let mut input = embedding_out;
     let mut blocks = Vec::with_capacity(inp.events.layer_block.len());
     let mut cached = Vec::new();
-    for &bi in &inp.events.layer_block {
+    for (i, &bi) in inp.events.layer_block.iter().enumerate() {
         let Some(b) = inp.events.blocks.get(bi as usize) else {
             continue;
         };
+        fsdp_pre(s, inp, live, i, true);
         let ids = reserve_block(s, b, input);
         if ckpt(inp) {
             // A checkpointed block runs without saving (its input kept by the checkpoint);
@@ -295,6 +355,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
         } else {
             run_block(s, b, b.forward_under(selective(inp)), ids, false);
         }
+        super::fsdp::reshard(s, &mut live.fsdp, i);
         input = ids.output(b);
         blocks.push(ids);
     }
@@ -324,11 +385,12 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
     let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() {
         (u32::MAX, u32::MAX)
     } else {
-        standard_loss_forward(s, &inp.loss)
+        standard_loss_forward(s, &inp.loss, &mut live.fsdp)
     };
     for c in cached {
         s.free(c);
     }
+    super::fsdp::release_held(s, &mut live.fsdp);
     Fwd {
         embedding_out,
         embedding_extra,
@@ -347,8 +409,14 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs) -> Fwd {
 /// The standard loss's forward (`LossSizes`): the logits, their fp32 upcast, the padded and
 /// shifted labels and the log-softmax; returns the log-softmax and the shifted labels, which
 /// backward reads. The model's outputs are dropped before backward (HF Trainer, run_one.py):
-/// nothing saved the logits (log_softmax saves its output).
-fn standard_loss_forward<S: Sink>(s: &mut S, l: &LossSizes) -> (u32, u32) {
+/// nothing saved the logits (log_softmax saves its output). The model's forward returns before
+/// that: under FSDP the root's post-forward releases the last all-gather output first (as the
+/// CPU record of `scripts/measure_fsdp_cpu.py` orders them).
+fn standard_loss_forward<S: Sink>(
+    s: &mut S,
+    l: &LossSizes,
+    fsdp: &mut super::fsdp::Live,
+) -> (u32, u32) {
     let logits = s.alloc(l.logits);
     let upcast = s.alloc(l.upcast);
     let padded = s.alloc(l.labels_padded);
@@ -356,12 +424,18 @@ fn standard_loss_forward<S: Sink>(s: &mut S, l: &LossSizes) -> (u32, u32) {
     let log_softmax = s.alloc(l.log_softmax);
     s.free(upcast);
     s.free(padded);
+    super::fsdp::release_held(s, fsdp);
     s.free(logits);
     (log_softmax, labels_shifted)
 }
 
 /// The loss, the head, the blocks newest first, the embeddings.
 fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
+    // FSDP: the root's pre-backward (the loss's hook, the backward's first) prefetches the
+    // last layer.
+    if let Some(f) = inp.fsdp.filter(|f| f.layers() > 0) {
+        super::fsdp::unshard(s, f, &mut live.fsdp, f.layers() - 1);
+    }
     let mut grad = match (&inp.chunked_output, &fwd.chunked, fwd.fused) {
         (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, which| {
             chunk_head_grad(s, inp, live, which)
@@ -550,6 +624,11 @@ fn blocks_backward<S: Sink>(
             output_grad: *grad,
             ..ids
         };
+        // FSDP's pre-backward: this layer copied out, the layer before prefetched.
+        fsdp_pre(s, inp, live, i, false);
+        if let (Some(f), Some(before)) = (inp.fsdp, i.checked_sub(1)) {
+            super::fsdp::unshard(s, f, &mut live.fsdp, before);
+        }
         if ckpt(inp) {
             // Recompute (saving this time), then drop the recomputed output.
             run_block(s, b, &b.forward, ids, true);
@@ -560,13 +639,19 @@ fn blocks_backward<S: Sink>(
             run_block(s, b, b.backward_under(sel, true), ids, false);
         } else {
             run_block(s, b, b.backward_under(sel, false), ids, false);
-            live.tape_grads
-                .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
+            if inp.fsdp.is_none() {
+                live.tape_grads
+                    .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
+            }
         }
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
         s.free(*grad);
         if ckpt(inp) {
             s.free(ids.input);
+        }
+        if inp.fsdp.is_some() {
+            let tape: Vec<u32> = b.weight_grads.iter().map(|&w| ids.id(b, w)).collect();
+            fsdp_layer_post_backward(s, inp, live, i, &tape);
         }
         *grad = ids.input_grad(b);
     }

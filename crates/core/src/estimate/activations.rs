@@ -193,7 +193,7 @@ fn blocks_forward(
 ) -> Result<(Vec<LayerPlan>, PlanEvents), CoreError> {
     let (b, s) = (job.batch, job.seq);
     let train = job.task == Task::Train;
-    let quantized = !super::weights::weights_in_force(Some(spec), job)?.is_none();
+    let format = super::weights::weights_in_force(Some(spec), job)?;
     // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
     // drops the attention core (scores, probabilities, dropout) and recomputes it.
     let ckpt = if train {
@@ -240,13 +240,11 @@ fn blocks_forward(
         };
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
-        let dequant = if quantized {
-            super::overhead::round_size(largest_matrix(spec, layer) * num.compute.min(2))
-        } else {
-            0
-        };
+        // LLM.int8 in training dequantizes in backward only; its forward's own tensors are on
+        // the block's tape (`blocks/linear8bit.rs`).
+        let (dequant, forward_dequant) = dequant_transients(spec, layer, &format, ctx, num);
         let mem = BlockMemory {
-            peak: mem.peak + dequant,
+            peak: mem.peak + forward_dequant,
             ..mem
         };
         layers.push(if job.task == Task::Infer {
@@ -342,25 +340,61 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
     }
 }
 
-/// How a training step's projections are dequantized: bitsandbytes 4-bit base weights
-/// (NF4/FP4, with or without double quantization) to the compute dtype, as the walk's
-/// `dequant` below sizes them; `None` for every other format (the stream does not write their
+/// The walk's dequantized matrix of a quantized block, in backward and in forward: the
+/// largest matrix at the compute width (at most 16 bit), both ways; LLM.int8 under training
+/// (`BlockCtx::dequant`) only in backward, where `MatMul8bitLt.backward` copies `CB` to the
+/// input's dtype (`num.param`, the width the block's projections read).
+fn dequant_transients(
+    spec: &ModelSpec,
+    layer: &crate::model::Layer,
+    format: &super::quant::WeightFormat,
+    ctx: BlockCtx,
+    num: Numerics,
+) -> (u64, u64) {
+    if format.is_none() {
+        return (0, 0);
+    }
+    let largest = largest_matrix(spec, layer);
+    match ctx.dequant {
+        Some(super::blocks::QuantLinear::Int8(_)) => {
+            (super::overhead::round_size(largest * num.param), 0)
+        }
+        _ => {
+            let d = super::overhead::round_size(largest * num.compute.min(2));
+            (d, d)
+        }
+    }
+}
+
+/// How a training step's projections run their bitsandbytes base weights: 4-bit (NF4/FP4,
+/// with or without double quantization) dequantized to the compute dtype, as the walk's
+/// `dequant` sizes them; LLM.int8 (`int8`) by its int8 matmul with transformers' default
+/// `llm_int8_threshold` of 6.0 (`BitsAndBytesConfig`, transformers 5.24), the activations
+/// fp16 under fp16 training; `None` for every other format (the stream does not write their
 /// kernels).
 fn dequant_of(
     spec: &ModelSpec,
     job: &ResolvedJob,
     num: Numerics,
-) -> Option<super::blocks::Dequant> {
+) -> Option<super::blocks::QuantLinear> {
+    use super::blocks::{Dequant, Int8Lt, QuantLinear};
     use super::quant::WeightFormat;
     let nested = match super::weights::weights_in_force(Some(spec), job).ok()? {
         WeightFormat::Nf4 | WeightFormat::Fp4 => false,
         WeightFormat::Nf4Dq => true,
+        WeightFormat::Int8 => {
+            return Some(QuantLinear::Int8(Int8Lt {
+                fp16: num.param == 2
+                    && matches!(job.precision, Precision::Fp16 | Precision::Fp16Mixed),
+                outliers: true,
+            }))
+        }
         _ => return None,
     };
-    Some(super::blocks::Dequant {
+    Some(QuantLinear::FourBit(Dequant {
         width: num.compute.min(2),
         nested,
-    })
+    }))
 }
 
 /// Bytes of the attention core (scores, probabilities, dropout) a block keeps: what

@@ -71,6 +71,9 @@ pub struct BlockEvents {
     /// out of [`BlockEvents::backward_peak`] (the walk adds the largest apart,
     /// `activations.rs`).
     pub stream_only: Vec<u32>,
+    /// Slots held by a ctx attribute (`Tape::hold_in_ctx`): the backward does not release
+    /// them; the stream frees them once the whole backward is done (the graph freed).
+    pub held: Vec<u32>,
 }
 
 impl BlockEvents {
@@ -175,6 +178,7 @@ impl Tape {
             saver: if saved { at } else { usize::MAX },
             copy: true,
             wgrad: GradRole::None,
+            detached: false,
         });
     }
 
@@ -275,6 +279,11 @@ impl Tape {
                 })
                 .map(|i| i as u32)
                 .collect(),
+            held: {
+                let mut h: Vec<u32> = self.ctx_held.iter().map(|&i| i as u32).collect();
+                h.sort_unstable();
+                h
+            },
         }
     }
 
@@ -322,7 +331,11 @@ impl Tape {
     fn has_grad(&self, i: Id, input: Id) -> bool {
         let e = &self.entries[i];
         let floating = e.width == 2 || e.width == 4;
-        floating && !e.copy && (self.allocated_here(i) || i == input) && e.last_use > e.created
+        floating
+            && !e.copy
+            && !e.detached
+            && (self.allocated_here(i) || i == input)
+            && e.last_use > e.created
     }
 
     /// Newest op first: the gradients of the tensors this op read last, the op's own output
@@ -373,7 +386,8 @@ impl Tape {
             if grad_freed {
                 keyed.push((e.created, 1, 0, 1, n + i));
             }
-            if saved[i] && (self.allocated_here(i) || i == input) && i != output {
+            let released = !self.ctx_held.contains(&i);
+            if released && saved[i] && (self.allocated_here(i) || i == input) && i != output {
                 let at = if e.saver == usize::MAX {
                     e.created
                 } else {

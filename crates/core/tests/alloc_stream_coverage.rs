@@ -495,11 +495,9 @@ fn int8_dequantizes_cb_in_backward_only() {
 
 /// What the LLM.int8 load leaves: the bf16 embeddings and head 2 · 8192·256·2 = 8,388,608,
 /// three RMSNorm weights 3 · 512 = 1,536; each weight as `int8_vectorwise_quant` keeps it,
-/// `CB` n bytes and `SCB` 4 B per output row: q and o 65,536 + 1,024 = 66,560, k and v 32,768
-/// + 512 = 33,280, gate and up 196,608 + 3,072 = 199,680, down 196,608 + 1,024 = 197,632 —
-/// 796,672 —; the fp32 adapters 311,296 (as under QLoRA). Total 9,498,112. The ctx-held
-/// inputs: after the step's backward every tensor the forward made is gone, so the steady
-/// state's start (the second `zero_grad`) holds the first's plus the optimizer's states.
+/// `CB` n bytes and `SCB` 4 B per output row: q and o 65,536 + 1,024 = 66,560, k and v
+/// 32,768 + 512 = 33,280, gate and up 196,608 + 3,072 = 199,680, down 196,608 + 1,024 =
+/// 197,632 — 796,672 in all —; the fp32 adapters 311,296 (as under QLoRA). Total 9,498,112.
 #[test]
 fn the_int8_load_keeps_cb_and_scb() {
     let s = stream_of(&tiny_int8());
@@ -526,9 +524,9 @@ fn the_int8_load_keeps_cb_and_scb() {
 /// after the whole backward. q_proj's input (the normed hidden state, 40·256·2 = 20,480 B,
 /// made just before its fp16 copy) is freed after the backward's last allocation (the input
 /// layernorm's gradients come after q_proj's node), not at q_proj's node. Under full
-/// checkpointing (non-reentrant, transformers 5.24's default) the ctx attributes outlive the
-/// checkpoint too, which the checkpointed walk does not count: that job keeps the packing
-/// heuristic.
+/// checkpointing what is held depends on the checkpoint's kind (non-reentrant: held through
+/// the step, which the checkpointed walk does not count; reentrant: nothing), which the job
+/// does not say: that job keeps the packing heuristic.
 #[test]
 fn int8_inputs_live_until_the_graph_is_freed() {
     let s = stream_of(&tiny_int8());

@@ -112,8 +112,10 @@ fn weights_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
             job.peft.is_some() && dense_standard_blocks(spec)
         }
         // LLM.int8 without checkpointing: `MatMul8bitLt` holds each projection's input in
-        // `ctx.tensors`, beyond the reach of non-reentrant checkpointing's saved-tensor hooks,
-        // which the checkpointed walk does not count (`blocks/linear8bit.rs`).
+        // `ctx.tensors`; non-reentrant checkpointing's saved-tensor hooks do not reach it
+        // (held through the step, which the checkpointed walk does not count), reentrant
+        // checkpointing holds nothing, and the job does not say which runs
+        // (`docs/allocator-stream.md`).
         Ok(WeightFormat::Int8) => {
             job.peft.is_some()
                 && job.checkpointing == Checkpointing::None

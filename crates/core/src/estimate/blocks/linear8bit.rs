@@ -17,7 +17,8 @@
 //!
 //! `ctx.tensors = (CAt, subA, A)` holds the input `A` itself (a view of the projection's
 //! input) — a ctx attribute, not `save_for_backward`, so autograd's release of saved tensors
-//! does not drop it; the tape saves it like any saved input.
+//! does not drop it: it lives until the graph is freed, after the whole backward
+//! (`Tape::hold_in_ctx`; `scripts/check_ctx_lifetime.py` shows the mechanism on the CPU).
 //!
 //! Backward (frozen weight, so only `grad_A`): `state.CB.to(dtype_A, copy=True)` (N·K in
 //! `A`'s dtype), multiplied in place by `SCB.unsqueeze(1).mul(1/127)` (N fp32), then
@@ -28,8 +29,8 @@
 //! `out_row[:, outlier_cols] = 0`, `subA = A[:, outlier_cols]` (M·n, held in `ctx.tensors`),
 //! and the dequantized weight columns `subB` (N·n int8 → fp32 → `A`'s dtype) scale with `n`
 //! and are written at n = 0 bytes; whether `addmm` remakes the output depends on `n > 0`,
-//! which is written as true under a threshold (LLM.int8, Dettmers et al. 2022, §3.2:
-//! outliers of magnitude ≥ 6 in every layer from 6.7B parameters on).
+//! which is written as true under a threshold (LLM.int8, Dettmers et al. 2022, §4: from
+//! 6.7B parameters on, features of magnitude ≥ 6 occur in every layer).
 
 use super::Prog;
 use crate::estimate::tape::Id;

@@ -157,23 +157,27 @@ fn a_projection_forward_in_order() {
 fn the_load_keeps_the_packed_weights_and_their_state() {
     for (weights, want) in [("nf4-dq", 9_108_636u64), ("nf4", 9_144_256)] {
         let s = stream_of(&tiny_qlora(weights));
-        let mut live = std::collections::HashMap::new();
-        for e in &s.events {
-            match *e {
-                Event::Alloc { id, bytes } => {
-                    live.insert(id, bytes);
-                }
-                Event::Free { id } => {
-                    live.remove(&id);
-                }
-                Event::EmptyCache => break,
-                _ => {}
-            }
-        }
-        // The context's cuBLAS workspace is the job's GPU's (none here: 0 B or a block).
-        let ws = s.alloc_sizes().next().unwrap();
-        assert_eq!(live.values().sum::<u64>() - ws, want, "{weights}");
+        assert_eq!(loaded_bytes(&s), want, "{weights}");
     }
+}
+
+/// The requested bytes live at the load's `empty_cache()`, less the context's cuBLAS
+/// workspace (the job's GPU's: none here, 0 B or a block).
+fn loaded_bytes(s: &Stream) -> u64 {
+    let mut live = std::collections::HashMap::new();
+    for e in &s.events {
+        match *e {
+            Event::Alloc { id, bytes } => {
+                live.insert(id, bytes);
+            }
+            Event::Free { id } => {
+                live.remove(&id);
+            }
+            Event::EmptyCache => break,
+            _ => {}
+        }
+    }
+    live.values().sum::<u64>() - s.alloc_sizes().next().unwrap()
 }
 
 /// The stream's peak allocated (the allocator model's, rounded blocks) against the walk's
@@ -438,16 +442,27 @@ fn tiny_int8() -> Value {
 /// 40,960, `int8_mm_dequant`'s fp16 20,480 and its bf16 copy 20,480, the int32 and fp16
 /// freed; `addmm`'s output 20,480 and the bf16 copy freed; the forward returns and the
 /// quantized input and its scales go. Nothing saves `A` but `ctx.tensors`: not freed.
+/// Under fp16 `A.to(torch.float16)` and `out.to(A.dtype)` return their tensor: no copy of
+/// the input (whose free at the call's return is then no free), no copy of the product.
 #[test]
 fn an_int8_projection_forward_in_order() {
-    let s = stream_of(&tiny_int8());
-    for step in 0..2 {
-        let forward = signed_sizes(&events_in(&s, Phase::Forward(step)));
-        assert!(q_proj_at(&forward).is_some(), "step {step}: {forward:?}");
+    let fp16: Vec<i64> = vec![
+        160, 10_240, 20_480, 10_240, -1, 1, -1, 256, -1, -1, 40_960, 20_480, -1, 20_480, -1, -1, -1,
+    ];
+    for (precision, want) in [("bf16", Q_PROJ_FORWARD.to_vec()), ("fp16", fp16)] {
+        let mut job = tiny_int8();
+        job["precision"] = json!(precision);
+        let s = stream_of(&job);
+        for step in 0..2 {
+            let forward = signed_sizes(&events_in(&s, Phase::Forward(step)));
+            let found = forward.windows(want.len()).any(|w| w == want);
+            assert!(found, "{precision} step {step}: {forward:?}");
+        }
     }
 }
 
-/// The sizes of one projection's forward on the tiny model (`an_int8_projection_forward_in_order`).
+/// The sizes of one projection's forward on the tiny model in bf16
+/// (`an_int8_projection_forward_in_order`).
 const Q_PROJ_FORWARD: [i64; 21] = [
     20_480, 160, 10_240, 20_480, 10_240, -1, 1, -1, 256, -1, -1, -1, 40_960, 20_480, 20_480, -1,
     -1, 20_480, -1, -1, -1,
@@ -500,22 +515,7 @@ fn int8_dequantizes_cb_in_backward_only() {
 /// 197,632 — 796,672 in all —; the fp32 adapters 311,296 (as under QLoRA). Total 9,498,112.
 #[test]
 fn the_int8_load_keeps_cb_and_scb() {
-    let s = stream_of(&tiny_int8());
-    let mut live = std::collections::HashMap::new();
-    for e in &s.events {
-        match *e {
-            Event::Alloc { id, bytes } => {
-                live.insert(id, bytes);
-            }
-            Event::Free { id } => {
-                live.remove(&id);
-            }
-            Event::EmptyCache => break,
-            _ => {}
-        }
-    }
-    let ws = s.alloc_sizes().next().unwrap();
-    assert_eq!(live.values().sum::<u64>() - ws, 9_498_112);
+    assert_eq!(loaded_bytes(&stream_of(&tiny_int8())), 9_498_112);
 }
 
 /// `MatMul8bitLt` keeps each projection's input as `ctx.tensors`, a ctx attribute that

@@ -49,7 +49,8 @@ pub struct Int8Lt {
 impl Prog<'_> {
     /// `Linear8bitLt.forward` → `bnb.matmul` → `MatMul8bitLt.apply` (module docs): every
     /// tensor of the Function's forward is `detached` (autograd sees only its output), the
-    /// input is saved (`ctx.tensors`), and the backward dequantizes `CB` (stream-only:
+    /// input is held until the graph is freed (`ctx.tensors`: `Tape::hold_in_ctx`), and the
+    /// backward dequantizes `CB` (stream-only:
     /// the walk adds the largest such matrix to the block's backward, `activations.rs`).
     pub(super) fn linear_int8(&mut self, x: Id, inp: u64, out: u64, q: Int8Lt) -> Id {
         let w = self.w(x);

@@ -4,7 +4,7 @@
 
 use super::alloc_events::plan_events::PlanEvents;
 use super::blocks::sdpa::SdpaStack;
-use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics};
+use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics, QuantLinear};
 pub use super::forward_plan::{EagerMasks, ForwardPlan, LayerPlan};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
@@ -242,7 +242,8 @@ fn blocks_forward(
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
         // LLM.int8 in training dequantizes in backward only; its forward's own tensors are on
         // the block's tape (`blocks/linear8bit.rs`).
-        let (dequant, forward_dequant) = dequant_transients(spec, layer, &format, ctx, num);
+        let (dequant, forward_dequant) =
+            QuantLinear::walk_transients(ctx.dequant, &format, spec, layer, num);
         let mem = BlockMemory {
             peak: mem.peak + forward_dequant,
             ..mem
@@ -330,7 +331,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         ),
         lora,
         dequant: if train {
-            dequant_of(spec, job, num)
+            QuantLinear::of(spec, job, num)
         } else {
             None
         },
@@ -338,63 +339,6 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         python_holds: job.task == Task::Infer && job.framework == Framework::Pytorch,
         part: crate::vision::Part::Language,
     }
-}
-
-/// The walk's dequantized matrix of a quantized block, in backward and in forward: the
-/// largest matrix at the compute width (at most 16 bit), both ways; LLM.int8 under training
-/// (`BlockCtx::dequant`) only in backward, where `MatMul8bitLt.backward` copies `CB` to the
-/// input's dtype (`num.param`, the width the block's projections read).
-fn dequant_transients(
-    spec: &ModelSpec,
-    layer: &crate::model::Layer,
-    format: &super::quant::WeightFormat,
-    ctx: BlockCtx,
-    num: Numerics,
-) -> (u64, u64) {
-    if format.is_none() {
-        return (0, 0);
-    }
-    let largest = largest_matrix(spec, layer);
-    match ctx.dequant {
-        Some(super::blocks::QuantLinear::Int8(_)) => {
-            (super::overhead::round_size(largest * num.param), 0)
-        }
-        _ => {
-            let d = super::overhead::round_size(largest * num.compute.min(2));
-            (d, d)
-        }
-    }
-}
-
-/// How a training step's projections run their bitsandbytes base weights: 4-bit (NF4/FP4,
-/// with or without double quantization) dequantized to the compute dtype, as the walk's
-/// `dequant` sizes them; LLM.int8 (`int8`) by its int8 matmul with transformers' default
-/// `llm_int8_threshold` of 6.0 (`BitsAndBytesConfig`, transformers 5.24), the activations
-/// fp16 under fp16 training; `None` for every other format (the stream does not write their
-/// kernels).
-fn dequant_of(
-    spec: &ModelSpec,
-    job: &ResolvedJob,
-    num: Numerics,
-) -> Option<super::blocks::QuantLinear> {
-    use super::blocks::{Dequant, Int8Lt, QuantLinear};
-    use super::quant::WeightFormat;
-    let nested = match super::weights::weights_in_force(Some(spec), job).ok()? {
-        WeightFormat::Nf4 | WeightFormat::Fp4 => false,
-        WeightFormat::Nf4Dq => true,
-        WeightFormat::Int8 => {
-            return Some(QuantLinear::Int8(Int8Lt {
-                fp16: num.param == 2
-                    && matches!(job.precision, Precision::Fp16 | Precision::Fp16Mixed),
-                outliers: true,
-            }))
-        }
-        _ => return None,
-    };
-    Some(QuantLinear::FourBit(Dequant {
-        width: num.compute.min(2),
-        nested,
-    }))
 }
 
 /// Bytes of the attention core (scores, probabilities, dropout) a block keeps: what
@@ -792,23 +736,6 @@ fn gated_delta_path_warning() -> String {
      and the PyTorch causal conv: no flash-linear-attention or causal-conv1d installed); with \
      those kernels (CUDA) far less is saved"
         .to_string()
-}
-
-/// Elements of the layer's largest weight matrix.
-fn largest_matrix(spec: &ModelSpec, layer: &crate::model::Layer) -> u64 {
-    let h = spec.hidden_size;
-    let attn = layer.attention.kind.heads() * layer.attention.kind.qk_head_dim();
-    let mlp = match &layer.mlp {
-        crate::model::Mlp::Dense(d) => d.ffn,
-        crate::model::Mlp::Moe(m) => m.expert.ffn,
-        crate::model::Mlp::None => 0,
-    };
-    let ssm = layer
-        .ssm_mixers()
-        .map(|s| s.d_inner + s.conv_dim())
-        .max()
-        .unwrap_or(0);
-    h * attn.max(mlp).max(ssm)
 }
 
 /// Rejects jobs whose largest tensors (b·s·V logits, b·heads·s² scores, b·s·ffn·top_k

@@ -20,6 +20,7 @@ mod mamba2_torch;
 mod mllama;
 mod mlp;
 mod nemotron_h;
+mod quant_linear;
 mod qwen_vision;
 pub mod sdpa;
 mod short_conv;
@@ -34,6 +35,7 @@ pub use linear8bit::Int8Lt;
 pub use mamba::block_output_width;
 pub use mamba2_torch::mamba2_path_warning;
 pub use nemotron_h::nemotron_h_path_warning;
+pub use quant_linear::QuantLinear;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{BlockEvents, Id, RmsWeight, Tape};
@@ -94,15 +96,6 @@ pub struct BlockCtx<'a> {
     /// The model component the block belongs to (a VLM's vision tower or language model):
     /// LoRA's `part:module` targets match only there.
     pub part: crate::vision::Part,
-}
-
-/// How a frozen bitsandbytes projection runs ([`BlockCtx::dequant`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuantLinear {
-    /// `Linear4bit` (`MatMul4Bit`).
-    FourBit(Dequant),
-    /// `Linear8bitLt` (`MatMul8bitLt`).
-    Int8(Int8Lt),
 }
 
 /// LoRA as a block's program sees it: the adapted module names, the rank, the dropout before

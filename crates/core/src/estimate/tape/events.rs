@@ -499,4 +499,44 @@ mod tests {
         assert_eq!(ev.forward, vec![Ev::alloc(w), Ev::alloc(y)]);
         assert!(ev.backward.contains(&Ev::free(w)));
     }
+
+    /// y = f(x) (saves nothing), z = g(y) holding y as a ctx attribute (`hold_in_ctx`), the
+    /// block's output. Forward: y made, then the input x freed (nothing saved it), z made; y
+    /// stays (held). Backward of
+    /// g: y's gradient made, z's released; of f: y's gradient released — and y itself is not
+    /// released by any node (a ctx attribute): it is the block's `held`, for the stream to
+    /// free with the graph. Saved through `save_for_backward` instead (`op(.., &[y], ..)`),
+    /// g's node releases it after z's gradient.
+    #[test]
+    fn a_ctx_held_tensor_outlives_the_backward() {
+        let mut t = Tape::new();
+        let x = t.external(10, 2);
+        let y = t.op(&[x], &[], 10, 2);
+        let z = t.op(&[y], &[], 10, 2);
+        t.hold_in_ctx(y);
+        let ev = t.events(x, z);
+        let n = ev.entries as usize;
+        assert_eq!(ev.forward, vec![Ev::alloc(y), Ev::free(x), Ev::alloc(z)]);
+        assert_eq!(
+            ev.backward,
+            vec![
+                Ev::alloc(n + y),
+                Ev::free(n + z),
+                Ev::alloc(n + x),
+                Ev::free(n + y)
+            ]
+        );
+        assert_eq!(ev.held, vec![y as u32]);
+        assert_eq!(t.memory(Some(z), |b| b).kept, 40);
+        let mut saved = Tape::new();
+        let x = saved.external(10, 2);
+        let y = saved.op(&[x], &[], 10, 2);
+        let z = saved.op(&[y], &[y], 10, 2);
+        let ev = saved.events(x, z);
+        assert!(ev.held.is_empty());
+        assert_eq!(
+            ev.backward[..3],
+            [Ev::alloc(n + y), Ev::free(n + z), Ev::free(y)]
+        );
+    }
 }

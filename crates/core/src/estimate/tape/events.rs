@@ -517,15 +517,9 @@ mod tests {
         let ev = t.events(x, z);
         let n = ev.entries as usize;
         assert_eq!(ev.forward, vec![Ev::alloc(y), Ev::free(x), Ev::alloc(z)]);
-        assert_eq!(
-            ev.backward,
-            vec![
-                Ev::alloc(n + y),
-                Ev::free(n + z),
-                Ev::alloc(n + x),
-                Ev::free(n + y)
-            ]
-        );
+        let (gy, gz, gx) = (n + y, n + z, n + x);
+        let want = [Ev::alloc(gy), Ev::free(gz), Ev::alloc(gx), Ev::free(gy)];
+        assert_eq!(ev.backward, want);
         assert_eq!(ev.held, vec![y as u32]);
         assert_eq!(t.memory(Some(z), |b| b).kept, 40);
         let mut saved = Tape::new();

@@ -1,5 +1,6 @@
 //! The allocator stream of the jobs issue 30's coverage item adds: QLoRA (bitsandbytes 4-bit
-//! base weights under LoRA adapters). Each expected figure is derived by hand below from the
+//! base weights under LoRA adapters) and LLM.int8 (bitsandbytes 0.50.1 `Linear8bitLt` under
+//! LoRA; its kernels are CUDA's, so nothing here is measured). Each expected figure is derived by hand below from the
 //! source's rules (bitsandbytes `functional.py` / `autograd/_functions.py`, PEFT
 //! `tuners/lora/bnb.py`), never read off the stream.
 
@@ -10,7 +11,7 @@ use common::stream_steps::{
     tiny_llama,
 };
 use serde_json::{json, Value};
-use vramscope_core::estimate::alloc_events::{Event, Phase, Stream};
+use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
 
 /// A one-layer Llama (hidden 256, 4 heads of 64, 2 KV heads: k and v 256 → 128; MLP 768,
 /// vocabulary 8192, untied) trained in bf16 under QLoRA (NF4 with double quantization,
@@ -94,23 +95,27 @@ fn a_projection_forward_in_order() {
 fn the_load_keeps_the_packed_weights_and_their_state() {
     for (weights, want) in [("nf4-dq", 9_108_636u64), ("nf4", 9_144_256)] {
         let s = stream_of(&tiny_qlora(weights));
-        let mut live = std::collections::HashMap::new();
-        for e in &s.events {
-            match *e {
-                Event::Alloc { id, bytes } => {
-                    live.insert(id, bytes);
-                }
-                Event::Free { id } => {
-                    live.remove(&id);
-                }
-                Event::EmptyCache => break,
-                _ => {}
-            }
-        }
-        // The context's cuBLAS workspace is the job's GPU's (none here: 0 B or a block).
-        let ws = s.alloc_sizes().next().unwrap();
-        assert_eq!(live.values().sum::<u64>() - ws, want, "{weights}");
+        assert_eq!(loaded_bytes(&s), want, "{weights}");
     }
+}
+
+/// The requested bytes live at the load's `empty_cache()`, less the context's cuBLAS
+/// workspace (the job's GPU's: none here, 0 B or a block).
+fn loaded_bytes(s: &Stream) -> u64 {
+    let mut live = std::collections::HashMap::new();
+    for e in &s.events {
+        match *e {
+            Event::Alloc { id, bytes } => {
+                live.insert(id, bytes);
+            }
+            Event::Free { id } => {
+                live.remove(&id);
+            }
+            Event::EmptyCache => break,
+            _ => {}
+        }
+    }
+    live.values().sum::<u64>() - s.alloc_sizes().next().unwrap()
 }
 
 /// The walk charges each quantized block the largest dequantized matrix on top of its forward
@@ -163,6 +168,10 @@ fn stream_peaks_against_the_walk() {
         "model": "llama-3.2-1b", "precision": "bf16-mixed", "optimizer": "adamw",
         "batch": 4, "seq": 1024, "gpu": "h100", "parallel": {"dp": 8}
     });
+    // LLM.int8 (`Linear8bitLt`, threshold 6.0) under LoRA, no checkpointing.
+    let mut int8 = eight_b.clone();
+    int8["weights"] = json!("int8");
+    int8["peft"]["method"] = json!("lora");
     let mut fused_lora = fused.clone();
     fused_lora["peft"] = json!({"method": "lora", "rank": 16, "alpha": 32,
         "targets": ["q_proj", "v_proj"]});
@@ -178,6 +187,8 @@ fn stream_peaks_against_the_walk() {
         fused,
         fused_lora,
         ddp,
+        int8,
+        tiny_int8(),
     ] {
         assert_stream_meets_walk(&job);
     }
@@ -337,4 +348,136 @@ fn ddp_rank_buckets() {
     };
     assert_eq!(first(&s), first(&one));
     assert_stream_meets_walk(&job);
+}
+
+/// `tiny_qlora`'s job (one layer, batch 1 × 40, bf16, rank 16 on all seven projections)
+/// with LLM.int8 base weights under plain LoRA.
+fn tiny_int8() -> Value {
+    let mut job = tiny_qlora("int8");
+    job["peft"]["method"] = json!("lora");
+    job
+}
+
+/// q_proj's forward under LLM.int8 (`MatMul8bitLt.forward`, bitsandbytes 0.50.1), event by
+/// event, for its input `A` of M = 40 rows × K = 256 (bf16, 20,480 B) and N = 256 outputs:
+/// `A.to(torch.float16)` 40·256·2 = 20,480; `int8_vectorwise_quant`: `row_stats` 40·4 = 160,
+/// `out_row` 40·256 = 10,240, the threshold's `A.abs()` 20,480 and the bool mask 10,240 (the
+/// `abs` freed), `outliers.any()` 1 B (freed), `outliers.any(dim=0)` 256 (freed after
+/// `argwhere`, whose indices are data-dependent and written at 0 B), then the fp16 copy and
+/// the mask freed as the call returns; `int8_linear_matmul`'s int32 product 40·256·4 =
+/// 40,960, `int8_mm_dequant`'s fp16 20,480 and its bf16 copy 20,480, the int32 and fp16
+/// freed; `addmm`'s output 20,480 and the bf16 copy freed; the forward returns and the
+/// quantized input and its scales go. Nothing saves `A` but `ctx.tensors`: not freed.
+/// Under fp16 `A.to(torch.float16)` and `out.to(A.dtype)` return their tensor: no copy of
+/// the input (whose free at the call's return is then no free), no copy of the product.
+#[test]
+fn an_int8_projection_forward_in_order() {
+    let fp16: Vec<i64> = vec![
+        160, 10_240, 20_480, 10_240, -1, 1, -1, 256, -1, -1, 40_960, 20_480, -1, 20_480, -1, -1, -1,
+    ];
+    for (precision, want) in [("bf16", Q_PROJ_FORWARD.to_vec()), ("fp16", fp16)] {
+        let mut job = tiny_int8();
+        job["precision"] = json!(precision);
+        let s = stream_of(&job);
+        for step in 0..2 {
+            let forward = signed_sizes(&events_in(&s, Phase::Forward(step)));
+            let found = forward.windows(want.len()).any(|w| w == want);
+            assert!(found, "{precision} step {step}: {forward:?}");
+        }
+    }
+}
+
+/// The sizes of one projection's forward on the tiny model in bf16
+/// (`an_int8_projection_forward_in_order`).
+const Q_PROJ_FORWARD: [i64; 21] = [
+    20_480, 160, 10_240, 20_480, 10_240, -1, 1, -1, 256, -1, -1, -1, 40_960, 20_480, 20_480, -1,
+    -1, 20_480, -1, -1, -1,
+];
+
+/// Where q_proj's forward (`Q_PROJ_FORWARD`) starts among a phase's allocations and frees.
+fn q_proj_at(signed: &[i64]) -> Option<usize> {
+    signed
+        .windows(Q_PROJ_FORWARD.len())
+        .position(|w| w == Q_PROJ_FORWARD)
+}
+
+/// Each projection's backward (`MatMul8bitLt.backward`, frozen weight: `grad_A` only) copies
+/// `CB` to the input's dtype (N·K·2 B: q and o 256·256·2 = 131,072, k and v 128·256·2 =
+/// 65,536, gate, up and down 768·256·2 = 393,216) and makes the fp32 scale
+/// `SCB.unsqueeze(1).mul(1/127)` (N·4: q, o and down 1,024, k and v 512, gate and up 3,072),
+/// newest projection first: down, up, gate, o, v, k, q. The forward dequantizes nothing.
+#[test]
+fn int8_dequantizes_cb_in_backward_only() {
+    let s = stream_of(&tiny_int8());
+    let cb = [131_072u64, 65_536, 393_216];
+    let m = 393_216;
+    for step in 0..2 {
+        let of_cb = |b| cb.contains(&b);
+        assert_eq!(
+            allocs_in(&s, Phase::Forward(step), of_cb),
+            Vec::<u64>::new()
+        );
+        assert_eq!(
+            allocs_in(&s, Phase::Backward(step), of_cb),
+            [m, m, m, 131_072, 65_536, 65_536, 131_072]
+        );
+        let backward = events_in(&s, Phase::Backward(step));
+        let at = backward
+            .iter()
+            .position(|e| matches!(*e, Event::Alloc { bytes: 393_216, .. }))
+            .unwrap();
+        assert!(
+            matches!(backward[at + 1], Event::Alloc { bytes: 1_024, .. }),
+            "down_proj's scale (N = 256): {:?}",
+            &backward[at..at + 4]
+        );
+    }
+}
+
+/// What the LLM.int8 load leaves: the bf16 embeddings and head 2 · 8192·256·2 = 8,388,608,
+/// three RMSNorm weights 3 · 512 = 1,536; each weight as `int8_vectorwise_quant` keeps it,
+/// `CB` n bytes and `SCB` 4 B per output row: q and o 65,536 + 1,024 = 66,560, k and v
+/// 32,768 + 512 = 33,280, gate and up 196,608 + 3,072 = 199,680, down 196,608 + 1,024 =
+/// 197,632 — 796,672 in all —; the fp32 adapters 311,296 (as under QLoRA). Total 9,498,112.
+#[test]
+fn the_int8_load_keeps_cb_and_scb() {
+    assert_eq!(loaded_bytes(&stream_of(&tiny_int8())), 9_498_112);
+}
+
+/// `MatMul8bitLt` keeps each projection's input as `ctx.tensors`, a ctx attribute that
+/// autograd's release of saved tensors does not reach (checked on the CPU with a custom
+/// Function: `scripts/check_ctx_lifetime.py`), so the inputs live until the graph is freed
+/// after the whole backward. q_proj's input (the normed hidden state, 40·256·2 = 20,480 B,
+/// made just before its fp16 copy) is freed after the backward's last allocation (the input
+/// layernorm's gradients come after q_proj's node), not at q_proj's node. Under full
+/// checkpointing what is held depends on the checkpoint's kind (non-reentrant: held through
+/// the step, which the checkpointed walk does not count; reentrant: nothing), which the job
+/// does not say: that job keeps the packing heuristic.
+#[test]
+fn int8_inputs_live_until_the_graph_is_freed() {
+    let s = stream_of(&tiny_int8());
+    let forward: Vec<Event> = events_in(&s, Phase::Forward(1))
+        .into_iter()
+        .filter(|e| matches!(*e, Event::Alloc { .. } | Event::Free { .. }))
+        .collect();
+    let at = q_proj_at(&signed_sizes(&forward)).unwrap();
+    let x = forward[..at]
+        .iter()
+        .rev()
+        .find_map(|e| match *e {
+            Event::Alloc { id, bytes: 20_480 } => Some(id),
+            _ => None,
+        })
+        .unwrap();
+    assert!(!forward.contains(&Event::Free { id: x }));
+    let backward = events_in(&s, Phase::Backward(1));
+    let freed = backward.iter().position(|e| *e == Event::Free { id: x });
+    let last_alloc = backward
+        .iter()
+        .rposition(|e| matches!(*e, Event::Alloc { .. }));
+    assert!(freed > last_alloc, "{freed:?} {last_alloc:?}");
+    let mut full = tiny_int8();
+    full["checkpointing"] = json!("full");
+    let (input, resolved) = common::prepared_json(&full);
+    assert!(step_stream(&input, &resolved).unwrap().is_none());
 }

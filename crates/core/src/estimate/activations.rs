@@ -4,7 +4,7 @@
 
 use super::alloc_events::plan_events::PlanEvents;
 use super::blocks::sdpa::SdpaStack;
-use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics};
+use super::blocks::{block_memory, block_program, BlockCtx, BlockMemory, Numerics, QuantLinear};
 pub use super::forward_plan::{EagerMasks, ForwardPlan, LayerPlan};
 use super::stages::{self, LossMemory, StageMemory};
 use crate::error::CoreError;
@@ -195,7 +195,7 @@ fn blocks_forward(
 ) -> Result<(Vec<LayerPlan>, PlanEvents), CoreError> {
     let (b, s) = (job.batch, job.seq);
     let train = job.task == Task::Train;
-    let quantized = !super::weights::weights_in_force(Some(spec), job)?.is_none();
+    let format = super::weights::weights_in_force(Some(spec), job)?;
     // Checkpointing: the stored model of a checkpointed block is its output only; `selective`
     // drops the attention core (scores, probabilities, dropout) and recomputes it.
     let ckpt = if train {
@@ -246,13 +246,12 @@ fn blocks_forward(
         };
         // Quantized weights (bitsandbytes, GPTQ, AWQ) are dequantized one matrix at a time to
         // the compute dtype, in forward and again in backward: the largest matrix is transient.
-        let dequant = if quantized {
-            super::overhead::round_size(largest_matrix(spec, layer) * num.compute.min(2))
-        } else {
-            0
-        };
+        // LLM.int8 in training dequantizes in backward only; its forward's own tensors are on
+        // the block's tape (`blocks/linear8bit.rs`).
+        let (dequant, forward_dequant) =
+            QuantLinear::walk_transients(ctx.dequant, &format, spec, layer, num);
         let mem = BlockMemory {
-            peak: mem.peak + dequant,
+            peak: mem.peak + forward_dequant,
             ..mem
         };
         layers.push(if job.task == Task::Infer {
@@ -338,7 +337,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         ),
         lora,
         dequant: if train {
-            dequant_of(spec, job, num)
+            QuantLinear::of(spec, job, num)
         } else {
             None
         },
@@ -346,28 +345,6 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         python_holds: job.task == Task::Infer && job.framework == Framework::Pytorch,
         part: crate::vision::Part::Language,
     }
-}
-
-/// How a training step's projections are dequantized: bitsandbytes 4-bit base weights
-/// (NF4/FP4, with or without double quantization) to the compute dtype, as the walk's
-/// `dequant` below sizes them; `None` for every other format (the stream does not write their
-/// kernels).
-fn dequant_of(
-    spec: &ModelSpec,
-    job: &ResolvedJob,
-    num: Numerics,
-) -> Option<super::blocks::Dequant> {
-    use super::quant::WeightFormat;
-    let nested = match super::weights::weights_in_force(Some(spec), job).ok()? {
-        WeightFormat::Nf4 | WeightFormat::Fp4 => false,
-        WeightFormat::Nf4Dq => true,
-        _ => return None,
-    };
-    Some(super::blocks::Dequant {
-        width: num.compute.min(2),
-        nested,
-        input_dtype: crate::job::kbit_casts(job.techniques.kbit_prepare, &job.weights.value),
-    })
 }
 
 /// What selective checkpointing drops from the last distinct block `events` recorded, where
@@ -753,23 +730,6 @@ fn gated_delta_path_warning() -> String {
      and the PyTorch causal conv: no flash-linear-attention or causal-conv1d installed); with \
      those kernels (CUDA) far less is saved"
         .to_string()
-}
-
-/// Elements of the layer's largest weight matrix.
-fn largest_matrix(spec: &ModelSpec, layer: &crate::model::Layer) -> u64 {
-    let h = spec.hidden_size;
-    let attn = layer.attention.kind.heads() * layer.attention.kind.qk_head_dim();
-    let mlp = match &layer.mlp {
-        crate::model::Mlp::Dense(d) => d.ffn,
-        crate::model::Mlp::Moe(m) => m.expert.ffn,
-        crate::model::Mlp::None => 0,
-    };
-    let ssm = layer
-        .ssm_mixers()
-        .map(|s| s.d_inner + s.conv_dim())
-        .max()
-        .unwrap_or(0);
-    h * attn.max(mlp).max(ssm)
 }
 
 /// Rejects jobs whose largest tensors (b·s·V logits, b·heads·s² scores, b·s·ffn·top_k

@@ -66,6 +66,10 @@ struct Entry {
     /// A tensor this op's backward makes beside the activation gradients (stream-only, like
     /// `copy`): [`GradRole`].
     wgrad: GradRole,
+    /// Made inside a custom autograd Function's forward (bitsandbytes' int8 kernels: the
+    /// quantized input, its scales, the int32 product): a forward tensor autograd never sees,
+    /// so no gradient flows to it ([`Tape::detached_op`]).
+    detached: bool,
 }
 
 impl Entry {
@@ -84,6 +88,7 @@ impl Entry {
             saver: usize::MAX,
             copy: false,
             wgrad: role,
+            detached: false,
         }
     }
 }
@@ -112,6 +117,10 @@ pub struct Tape {
     /// checkpointing wraps, and how many cores the region marked (one is written).
     core: Option<(usize, usize)>,
     cores: u32,
+    /// Tensors a custom autograd Function holds as a ctx attribute (`MatMul8bitLt`'s
+    /// `ctx.tensors`): autograd's release of a node's saved tensors does not reach them, so
+    /// they live until the graph is freed, after the whole backward ([`Tape::hold_in_ctx`]).
+    ctx_held: Vec<Id>,
 }
 
 /// What a region leaves behind and how high it goes.
@@ -157,6 +166,7 @@ impl Tape {
             saver: usize::MAX,
             copy: false,
             wgrad: GradRole::None,
+            detached: false,
         });
         self.entries.len() - 1
     }
@@ -197,8 +207,17 @@ impl Tape {
             saver: usize::MAX,
             copy: false,
             wgrad: GradRole::None,
+            detached: false,
         });
         self.entries.len() - 1
+    }
+
+    /// An op inside a custom autograd Function's forward (`Entry::detached`): it reads
+    /// `inputs`, saves nothing and makes a tensor no gradient reaches.
+    pub fn detached_op(&mut self, inputs: &[Id], elements: u64, width: u64) -> Id {
+        let id = self.op(inputs, &[], elements, width);
+        self.entries[id].detached = true;
+        id
     }
 
     /// Marks tensors as saved by an op recorded later in another way (e.g. a fused kernel's
@@ -208,6 +227,14 @@ impl Tape {
             let e = &mut self.entries[id];
             e.kept = true;
             e.saver = e.saver.min(self.ops.max(e.created));
+        }
+    }
+
+    /// Marks `id` as held by the last op's ctx (`Tape::ctx_held`); nothing under `no_grad`.
+    pub fn hold_in_ctx(&mut self, id: Id) {
+        if !self.no_grad && !self.ctx_held.contains(&id) {
+            self.keep(id);
+            self.ctx_held.push(id);
         }
     }
 

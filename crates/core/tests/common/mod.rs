@@ -107,4 +107,3 @@ pub fn h200_results() -> Vec<serde_json::Value> {
         .filter(|r| r["type"] == "result" && r["status"] == "ok")
         .collect()
 }
-

@@ -5,7 +5,7 @@
 use super::chunked_loss::ChunkedOutput;
 use super::fused_ce::FusedCe;
 use super::infer_inputs::StaticCache;
-use super::quant_load::QuantLoad;
+use super::quant_load::{QuantKind, QuantLoad};
 use super::train::{LossSizes, Param, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
@@ -28,9 +28,9 @@ pub const STEPS: u8 = 2;
 
 /// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
 /// FULL_SHARD rank (`fsdp.rs`) — with torch's optimizers, the checkpointing, losses and
-/// weights the helpers below name, and none of the memory techniques. Everything else
-/// (serving engines, pipelines, DeepSpeed ZeRO, FSDP's other strategies, eager selective
-/// checkpointing, other quantized weights, offloading) keeps today's estimate.
+/// weights the helpers below name (bitsandbytes' 4-bit and LLM.int8 base weights among them),
+/// and none of the memory techniques. Everything else (serving engines, pipelines, DeepSpeed
+/// ZeRO, FSDP's other strategies, other quantized weights, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train
@@ -138,27 +138,41 @@ fn checkpointing_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     }
 }
 
-/// Weights the training stream writes: unquantized, or bitsandbytes 4-bit (NF4/FP4, with or
-/// without double quantization) under LoRA adapters — QLoRA — on blocks of standard attention
-/// and a dense MLP, whose projections all take the `Linear4bit` path
-/// (`blocks/linear4bit.rs`). 8-bit (LLM.int8's quantized activations and outlier
-/// decomposition), GPTQ/AWQ kernels and quantized experts are not written.
+/// Weights the training stream writes: unquantized, or bitsandbytes' under LoRA adapters on
+/// blocks of standard attention and a dense MLP — 4-bit (NF4/FP4, with or without double
+/// quantization: QLoRA, `blocks/linear4bit.rs`) and LLM.int8 without checkpointing
+/// (`blocks/linear8bit.rs`). GPTQ/AWQ kernels and quantized experts are not written.
 fn weights_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     match crate::estimate::weights::weights_in_force(Some(spec), job) {
         Ok(w) if w.is_none() => true,
         Ok(WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq) => {
+            job.peft.is_some() && dense_standard_blocks(spec)
+        }
+        // LLM.int8 without checkpointing: `MatMul8bitLt` holds each projection's input in
+        // `ctx.tensors`; non-reentrant checkpointing's saved-tensor hooks do not reach it
+        // (held through the step, which the checkpointed walk does not count), reentrant
+        // checkpointing holds nothing, and the job does not say which runs
+        // (`docs/allocator-stream.md`).
+        Ok(WeightFormat::Int8) => {
             job.peft.is_some()
-                && spec.decoder.layers.iter().all(|l| {
-                    matches!(l.attention.kind, AttentionKind::Standard { .. })
-                        && matches!(l.mlp, Mlp::Dense(_))
-                        && l.cross_attention.is_none()
-                        && l.parallel_ssm.is_none()
-                        && l.shared_block.is_none()
-                        && l.experts_beside.is_none()
-                })
+                && job.checkpointing == Checkpointing::None
+                && dense_standard_blocks(spec)
         }
         _ => false,
     }
+}
+
+/// Every block of standard attention and a dense MLP, nothing beside them: each projection
+/// takes the bitsandbytes `Linear4bit` / `Linear8bitLt` path of the block programs.
+fn dense_standard_blocks(spec: &ModelSpec) -> bool {
+    spec.decoder.layers.iter().all(|l| {
+        matches!(l.attention.kind, AttentionKind::Standard { .. })
+            && matches!(l.mlp, Mlp::Dense(_))
+            && l.cross_attention.is_none()
+            && l.parallel_ssm.is_none()
+            && l.shared_block.is_none()
+            && l.experts_beside.is_none()
+    })
 }
 
 /// A static cache the stream writes (`static_cache.rs`): full-attention layers of standard
@@ -211,10 +225,9 @@ pub fn params_quantized(
     width: u64,
     format: &WeightFormat,
 ) -> Result<Vec<Param>, CoreError> {
-    let nested = matches!(format, WeightFormat::Nf4Dq);
-    let four_bit = matches!(
+    let bnb = matches!(
         format,
-        WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq
+        WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq | WeightFormat::Int8
     );
     let lora = job.peft.as_ref();
     let mut out = Vec::with_capacity(inv.tensors.len() + 8);
@@ -230,7 +243,7 @@ pub fn params_quantized(
             push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
             layer_done = t.layer;
         }
-        let quantized = four_bit && quant::is_quantized(format, t);
+        let quantized = bnb && quant::is_quantized(format, t);
         let kept_width = if cast && !quantized { 4 } else { width };
         let bytes = t.elements().saturating_mul(kept_width);
         let trainable = lora.is_none();
@@ -245,15 +258,29 @@ pub fn params_quantized(
                 [0; 3]
             },
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
-            quant: quantized.then_some(QuantLoad {
+            quant: quantized.then(|| QuantLoad {
                 elements: t.elements(),
                 width,
-                nested,
+                kind: load_kind(format, t),
             }),
         });
     }
     push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
     Ok(out)
+}
+
+/// How a quantized tensor of `format` (a bitsandbytes one) is loaded: LLM.int8 with an
+/// fp32 scale per output row (an `nn.Linear` weight is `[out, in]`), 4-bit with or without
+/// double quantization.
+fn load_kind(format: &WeightFormat, t: &crate::inventory::Tensor) -> QuantKind {
+    match format {
+        WeightFormat::Int8 => QuantKind::Int8 {
+            rows: t.shape.first().copied().unwrap_or(0),
+        },
+        _ => QuantKind::FourBit {
+            nested: matches!(format, WeightFormat::Nf4Dq),
+        },
+    }
 }
 
 /// The adapters of `layer` (A and B, r·in and out·r elements: each half of the module's

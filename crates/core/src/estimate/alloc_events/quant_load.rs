@@ -1,8 +1,10 @@
-//! A bitsandbytes 4-bit weight as its load puts it on the device: the 16-bit weight moved
+//! A bitsandbytes weight as its load puts it on the device. 4-bit: the 16-bit weight moved
 //! to the GPU, quantized there, and dropped (`bnb.nn.Params4bit._quantize`,
 //! `bitsandbytes/nn/modules.py`: `w = self.data.contiguous().to(device)`, then
 //! `bnb.functional.quantize_4bit(w, ...)`), leaving the packed bytes and the quant state
 //! (`functional.py` `quantize_4bit`; the sizes are the walk's, `quant/bitsandbytes.rs`).
+//! LLM.int8: `Int8Params._quantize` (bitsandbytes 0.50.1) casts the weight to an fp16 copy on
+//! the device and runs `int8_vectorwise_quant` on it, keeping `CB` and `SCB`.
 
 use super::Sink;
 use crate::estimate::quant::{BNB_4BIT_BLOCK, BNB_4BIT_CODE_BYTES, BNB_NESTED_BLOCK};
@@ -12,15 +14,26 @@ use crate::estimate::quant::{BNB_4BIT_BLOCK, BNB_4BIT_CODE_BYTES, BNB_NESTED_BLO
 /// nested state after it.
 pub const DYNAMIC_CODE_BYTES: u64 = 256 * 4;
 
-/// One 4-bit weight's load.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// One bitsandbytes weight's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuantLoad {
     /// Elements of the weight.
     pub elements: u64,
-    /// Bytes per element of the 16-bit weight moved to the device before quantizing.
+    /// Bytes per element of the 16-bit weight on the device before quantizing.
     pub width: u64,
-    /// Double quantization (`compress_statistics`, QLoRA's `bnb_4bit_use_double_quant`).
-    pub nested: bool,
+    /// The format.
+    pub kind: QuantKind,
+}
+
+/// Which bitsandbytes format a weight is loaded into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantKind {
+    /// NF4/FP4 (`Params4bit`); `nested`: double quantization (`compress_statistics`,
+    /// QLoRA's `bnb_4bit_use_double_quant`).
+    FourBit { nested: bool },
+    /// LLM.int8 (`Int8Params`, `has_fp16_weights=False`) of a weight with `rows` output
+    /// features (one fp32 scale each).
+    Int8 { rows: u64 },
 }
 
 impl QuantLoad {
@@ -29,17 +42,48 @@ impl QuantLoad {
         self.elements.div_ceil(BNB_4BIT_BLOCK)
     }
 
-    /// What stays on the device, requested sizes: packed `ceil(n/2)`, the absmax (fp32, or
-    /// uint8 under double quantization), the 16-entry fp32 code, and under double
-    /// quantization the fp32 offset and the nested state's fp32 absmax per 256 blocks.
+    /// What stays on the device, requested sizes: 4-bit, packed `ceil(n/2)`, the absmax
+    /// (fp32, or uint8 under double quantization), the 16-entry fp32 code, and under double
+    /// quantization the fp32 offset and the nested state's fp32 absmax per 256 blocks;
+    /// int8, `SCB` (fp32 per row) and `CB` (one byte per element).
     pub fn kept(&self) -> Vec<u64> {
         let packed = self.elements.div_ceil(2);
-        if self.nested {
-            let nested = self.blocks().div_ceil(BNB_NESTED_BLOCK) * 4;
-            vec![packed, BNB_4BIT_CODE_BYTES, 4, nested, self.blocks()]
-        } else {
-            vec![self.blocks() * 4, packed, BNB_4BIT_CODE_BYTES]
+        match self.kind {
+            QuantKind::Int8 { rows } => vec![rows.saturating_mul(4), self.elements],
+            QuantKind::FourBit { nested: true } => {
+                let nested = self.blocks().div_ceil(BNB_NESTED_BLOCK) * 4;
+                vec![packed, BNB_4BIT_CODE_BYTES, 4, nested, self.blocks()]
+            }
+            QuantKind::FourBit { nested: false } => {
+                vec![self.blocks() * 4, packed, BNB_4BIT_CODE_BYTES]
+            }
         }
+    }
+
+    /// The load's events (`dynamic_made`: the shared code of double quantization exists
+    /// already).
+    pub fn load_into<S: Sink>(&self, s: &mut S, dynamic_made: &mut bool) {
+        match self.kind {
+            QuantKind::FourBit { nested } => self.load_4bit(s, nested, dynamic_made),
+            QuantKind::Int8 { rows } => self.load_int8(s, rows),
+        }
+    }
+
+    /// transformers 5.24's `Bnb8bitQuantize.convert` (`integrations/bitsandbytes.py`) hands
+    /// the loaded weight (on the device, `width` bytes per element) to
+    /// `Int8Params(value.to("cpu"), ...).to(value_device)`, whose `_quantize` makes
+    /// `B = self.data.contiguous().to(device=device, dtype=torch.float16)` and
+    /// `int8_vectorwise_quant(B)` (`backends/cuda/ops.py`: `row_stats = torch.empty(rows,
+    /// float32)`, then `out_row = torch.empty(A.shape, int8)`; the load's threshold is 0, so
+    /// no outlier mask). `B` goes when `_quantize` returns, the loaded weight when the loader
+    /// drops it.
+    fn load_int8<S: Sink>(&self, s: &mut S, rows: u64) {
+        let loaded = s.alloc(self.elements.saturating_mul(self.width));
+        let b = s.alloc(self.elements.saturating_mul(2));
+        s.alloc(rows.saturating_mul(4));
+        s.alloc(self.elements);
+        s.free(b);
+        s.free(loaded);
     }
 
     /// The load's events. `quantize_4bit` (bitsandbytes ≥ 0.46, the CUDA op
@@ -50,14 +94,13 @@ impl QuantLoad {
     /// `_absmax - offset`, `quantize_blockwise(..., blocksize=256)` (the shared dynamic code on
     /// its first call, then the op's fp32 absmax and uint8 output), the centred copy dropped
     /// when the call returns, `del _absmax`. `_quantize` returns and the 16-bit weight goes.
-    /// `dynamic_made`: the shared code exists already.
-    pub fn load_into<S: Sink>(&self, s: &mut S, dynamic_made: &mut bool) {
+    fn load_4bit<S: Sink>(&self, s: &mut S, nested: bool, dynamic_made: &mut bool) {
         let full = s.alloc(self.elements.saturating_mul(self.width));
         let blocks = self.blocks();
         let absmax = s.alloc(blocks * 4);
         s.alloc(self.elements.div_ceil(2));
         s.alloc(BNB_4BIT_CODE_BYTES);
-        if self.nested {
+        if nested {
             s.alloc(4);
             let centred = s.alloc(blocks * 4);
             if !*dynamic_made {
@@ -89,7 +132,7 @@ mod tests {
         QuantLoad {
             elements: 4096 * 4096,
             width: 2,
-            nested,
+            kind: QuantKind::FourBit { nested },
         }
     }
 
@@ -130,5 +173,24 @@ mod tests {
         q.load_into(&mut s, &mut false);
         assert_eq!(s.live_bytes(), (8 << 20) + (1 << 20) + 64);
         assert_eq!(q.kept().iter().sum::<u64>(), s.live_bytes());
+    }
+
+    /// Llama-3.1-8B's `gate_proj` (14336 × 4096) loaded in bf16 under LLM.int8: the loaded
+    /// bf16 weight (14336·4096·2 = 117,440,512 B), its fp16 copy `B` (the same), `SCB`
+    /// (14336 fp32 = 57,344 B), `CB` (58,720,256 B, one byte each); then `B` and the loaded
+    /// weight freed. What stays is the walk's `int8_bytes`: n + out·4 = 58,777,600 B.
+    #[test]
+    fn an_int8_load() {
+        let q = QuantLoad {
+            elements: 14336 * 4096,
+            width: 2,
+            kind: QuantKind::Int8 { rows: 14336 },
+        };
+        let mut s = Stream::default();
+        q.load_into(&mut s, &mut false);
+        let allocs: Vec<u64> = s.alloc_sizes().collect();
+        assert_eq!(allocs, [117_440_512, 117_440_512, 57_344, 58_720_256]);
+        assert_eq!(s.live_bytes(), 58_777_600);
+        assert_eq!(q.kept().iter().sum::<u64>(), 58_777_600);
     }
 }

@@ -105,6 +105,9 @@ struct Live {
     start: Vec<u32>,
     /// FSDP's buffers across phases.
     fsdp: super::fsdp::Live,
+    /// Tensors the blocks' ctx attributes hold (`BlockEvents::held`), freed with the graph
+    /// when the backward is done (HF Trainer's `training_step` drops the loss on return).
+    graph_held: Vec<u32>,
 }
 
 /// The parameters of each layer below `layers`, grouped by layer and in module order within
@@ -183,6 +186,7 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         by_layer,
         start,
         fsdp: inp.fsdp.map(super::fsdp::Live::new).unwrap_or_default(),
+        graph_held: Vec::new(),
     };
     for step in 0..inp.steps {
         s.phase(Phase::ZeroGrad(step));
@@ -452,6 +456,9 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     s.free(grad);
     s.free(fwd.embedding_extra);
     s.free(fwd.embedding_out);
+    for h in std::mem::take(&mut live.graph_held) {
+        s.free(h);
+    }
 }
 
 /// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
@@ -644,6 +651,7 @@ fn blocks_backward<S: Sink>(
                     .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
             }
         }
+        live.graph_held.extend(b.held.iter().map(|&h| ids.id(b, h)));
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
         s.free(*grad);
         if ckpt(inp) {

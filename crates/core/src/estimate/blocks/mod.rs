@@ -13,12 +13,14 @@ mod gemma4;
 mod gpt_oss;
 mod jamba;
 mod linear4bit;
+mod linear8bit;
 mod llama4;
 mod mamba;
 mod mamba2_torch;
 mod mllama;
 mod mlp;
 mod nemotron_h;
+mod quant_linear;
 mod qwen_vision;
 pub mod sdpa;
 mod short_conv;
@@ -29,9 +31,11 @@ mod zamba2;
 pub use falcon_h1::falcon_h1_path_warning;
 pub(crate) use gemma4::checkpoint_stored_kv;
 pub use linear4bit::Dequant;
+pub use linear8bit::Int8Lt;
 pub use mamba::block_output_width;
 pub use mamba2_torch::mamba2_path_warning;
 pub use nemotron_h::nemotron_h_path_warning;
+pub use quant_linear::QuantLinear;
 pub use qwen_vision::{qwen_merger_memory, qwen_vision_block_memory, qwen_vision_stream_width};
 
 use super::tape::{BlockEvents, Id, RmsWeight, Tape};
@@ -85,9 +89,10 @@ pub struct BlockCtx<'a> {
     pub python_holds: bool,
     /// LoRA on these module names.
     pub lora: Option<Lora<'a>>,
-    /// The projections' base weights are bitsandbytes 4-bit (QLoRA training): each
-    /// dequantized around its matmul ([`Dequant`], `linear4bit.rs`).
-    pub dequant: Option<Dequant>,
+    /// The projections' base weights are bitsandbytes' (training under LoRA): 4-bit, each
+    /// dequantized around its matmul ([`Dequant`], `linear4bit.rs`), or LLM.int8's int8
+    /// matmul ([`Int8Lt`], `linear8bit.rs`).
+    pub dequant: Option<QuantLinear>,
     /// The model component the block belongs to (a VLM's vision tower or language model):
     /// LoRA's `part:module` targets match only there.
     pub part: crate::vision::Part,
@@ -311,7 +316,8 @@ impl<'a> Prog<'a> {
     /// lora_A saves, lora_A's r-wide output is saved by lora_B, and the sum is a new tensor.
     fn linear_named(&mut self, x: Id, inp: u64, out: u64, bias: bool, role: Role) -> Id {
         let y = match self.c.dequant {
-            Some(d) => self.linear_4bit(x, inp, out, d),
+            Some(QuantLinear::FourBit(d)) => self.linear_4bit(x, inp, out, d),
+            Some(QuantLinear::Int8(q)) => self.linear_int8(x, inp, out, q),
             None => self.linear(x, inp, out, bias),
         };
         let Some(Lora {
@@ -331,7 +337,7 @@ impl<'a> Prog<'a> {
         if !hit {
             return y;
         }
-        if self.c.dequant.is_some() {
+        if matches!(self.c.dequant, Some(QuantLinear::FourBit(_))) {
             self.peft_clone(y);
         }
         let rows = self.t.elements(x) / inp.max(1);

@@ -74,6 +74,9 @@ pub struct BlockEvents {
     /// The block under selective checkpointing of its eager attention core
     /// (`tape/selective.rs`); `None` where the tape marked no single core.
     pub selective: Option<super::SelectiveEvents>,
+    /// Slots held by a ctx attribute (`Tape::hold_in_ctx`): the backward does not release
+    /// them; the stream frees them once the whole backward is done (the graph freed).
+    pub held: Vec<u32>,
 }
 
 impl BlockEvents {
@@ -198,6 +201,7 @@ impl Tape {
             saver: if saved { at } else { usize::MAX },
             copy: true,
             wgrad: GradRole::None,
+            detached: false,
         });
     }
 
@@ -299,6 +303,11 @@ impl Tape {
                 })
                 .map(|i| i as u32)
                 .collect(),
+            held: {
+                let mut h: Vec<u32> = self.ctx_held.iter().map(|&i| i as u32).collect();
+                h.sort_unstable();
+                h
+            },
         }
     }
 
@@ -346,7 +355,11 @@ impl Tape {
     fn has_grad(&self, i: Id, input: Id) -> bool {
         let e = &self.entries[i];
         let floating = e.width == 2 || e.width == 4;
-        floating && !e.copy && (self.allocated_here(i) || i == input) && e.last_use > e.created
+        floating
+            && !e.copy
+            && !e.detached
+            && (self.allocated_here(i) || i == input)
+            && e.last_use > e.created
     }
 
     /// Newest op first: the gradients of the tensors this op read last, the op's own output
@@ -425,7 +438,8 @@ impl Tape {
             if grad_freed {
                 keyed.push((e.created, 1, 0, 1, n + i));
             }
-            if saved[i] && (self.allocated_here(i) || i == input) && i != output {
+            let released = !self.ctx_held.contains(&i);
+            if released && saved[i] && (self.allocated_here(i) || i == input) && i != output {
                 keyed.push((release(i), 2, 0, 1, i));
             }
         }
@@ -534,5 +548,39 @@ mod tests {
         let ev = t.events(x, y);
         assert_eq!(ev.forward, vec![Ev::alloc(w), Ev::alloc(y)]);
         assert!(ev.backward.contains(&Ev::free(w)));
+    }
+
+    /// y = f(x) (saves nothing), z = g(y) holding y as a ctx attribute (`hold_in_ctx`), the
+    /// block's output. Forward: y made, then the input x freed (nothing saved it), z made; y
+    /// stays (held). Backward of
+    /// g: y's gradient made, z's released; of f: y's gradient released — and y itself is not
+    /// released by any node (a ctx attribute): it is the block's `held`, for the stream to
+    /// free with the graph. Saved through `save_for_backward` instead (`op(.., &[y], ..)`),
+    /// g's node releases it after z's gradient.
+    #[test]
+    fn a_ctx_held_tensor_outlives_the_backward() {
+        let mut t = Tape::new();
+        let x = t.external(10, 2);
+        let y = t.op(&[x], &[], 10, 2);
+        let z = t.op(&[y], &[], 10, 2);
+        t.hold_in_ctx(y);
+        let ev = t.events(x, z);
+        let n = ev.entries as usize;
+        assert_eq!(ev.forward, vec![Ev::alloc(y), Ev::free(x), Ev::alloc(z)]);
+        let (gy, gz, gx) = (n + y, n + z, n + x);
+        let want = [Ev::alloc(gy), Ev::free(gz), Ev::alloc(gx), Ev::free(gy)];
+        assert_eq!(ev.backward, want);
+        assert_eq!(ev.held, vec![y as u32]);
+        assert_eq!(t.memory(Some(z), |b| b).kept, 40);
+        let mut saved = Tape::new();
+        let x = saved.external(10, 2);
+        let y = saved.op(&[x], &[], 10, 2);
+        let z = saved.op(&[y], &[y], 10, 2);
+        let ev = saved.events(x, z);
+        assert!(ev.held.is_empty());
+        assert_eq!(
+            ev.backward[..3],
+            [Ev::alloc(n + y), Ev::free(n + z), Ev::free(y)]
+        );
     }
 }

@@ -90,12 +90,13 @@ def _bytes(t: Any) -> int:
     return int(n) * int(t.dtype.itemsize)
 
 
-def _sightings(mp: Any) -> Iterator[tuple[int, Any, str | None]]:
-    """Every (time, tensor metadata, role) the record shows a tensor in: each op's inputs (no
-    role), and what the Python tracer reported at each module's and optimizer's first call
-    (later calls repeat the first one's cached values, as data_flow.cpp notes), and the
-    gradient an ``AccumulateGrad`` takes (``_extract_parameters_and_gradients``)."""
+def _sightings(mp: Any) -> Iterator[tuple[int, Any, Any, str | None]]:
+    """Every (time, key, metadata, role) the record shows a tensor in: each op's inputs (no
+    role), the gradient an ``AccumulateGrad`` takes (``extract_gradients``; no metadata: its
+    size is its allocation's), and what the Python tracer reported at each module's and optimizer's
+    first call (later calls repeat the first one's cached values, as data_flow.cpp notes)."""
     from torch._C._profiler import _EventType, _TensorMetadata
+    from torch.profiler._memory_profiler import TensorKey, extract_gradients
 
     first_calls: set[int] = set()
     for node in mp._op_tree.sorted_nodes:
@@ -104,55 +105,52 @@ def _sightings(mp: Any) -> Iterator[tuple[int, Any, str | None]]:
             for i in node.extra_fields.inputs:
                 for m in i if isinstance(i, list) else [i]:
                     if isinstance(m, _TensorMetadata):
-                        yield t, m, None
-            child = node.children[0] if node.children else None
-            if node.name == "torch::autograd::AccumulateGrad" and child is not None:
-                inputs = getattr(child.extra_fields, "inputs", [])
-                if child.name in ("aten::detach", "aten::add_") and inputs:
-                    if isinstance(inputs[0], _TensorMetadata):
-                        yield t, inputs[0], "GRADIENT"
+                        yield t, TensorKey.from_tensor(m), m, None
+            for _owner, key in extract_gradients(node):
+                yield t, key, None, "GRADIENT"
         elif node.tag == _EventType.PyCall:
-            yield from _tracer_roles(node.extra_fields, t, first_calls)
+            for m, role in _tracer_roles(node.extra_fields, first_calls):
+                yield t, TensorKey.from_tensor(m), m, role
 
 
-def _tracer_roles(fields: Any, t: int, first_calls: set[int]) -> Iterator[tuple[int, Any, str]]:
+def _tracer_roles(fields: Any, first_calls: set[int]) -> Iterator[tuple[Any, str]]:
     """The parameters, gradients and optimizer states a module's or optimizer's first call
     reported (``_extract_parameters_and_gradients``, ``_set_optimizer_state``)."""
     module, optimizer = fields.module, fields.optimizer
     if module is not None and module.self_ptr not in first_calls:
         first_calls.add(module.self_ptr)
         for _name, p, grad in module.parameters:
-            yield t, p, "PARAMETER"
+            yield p, "PARAMETER"
             if grad is not None:
-                yield t, grad, "GRADIENT"
+                yield grad, "GRADIENT"
     if optimizer is not None and optimizer.self_ptr not in first_calls:
         first_calls.add(optimizer.self_ptr)
         for p, grad, states in optimizer.parameters:
-            yield t, p, "PARAMETER"
+            yield p, "PARAMETER"
             if grad is not None:
-                yield t, grad, "GRADIENT"
+                yield grad, "GRADIENT"
             for _name, state in states:
-                yield t, state, "OPTIMIZER_STATE"
+                yield state, "OPTIMIZER_STATE"
 
 
 def split_reused(mp: Any, events: Sequence[Any]) -> tuple[list[Any], Split]:
     """``events`` (the timeline) with each conflated key split (see the module doc): a
     PREEXISTING event for the earlier tensor, its events before the allocation under its
     ``Earlier`` key, and the new tensor's versions numbered from 0."""
-    from torch.profiler._memory_profiler import Action, TensorKey
+    from torch.profiler._memory_profiler import Action
 
     created: dict[Any, int] = {}
     for t, action, (key, _version), _size in events:
         if action == Action.CREATE:
             created.setdefault(key, t)
     split = Split()
-    for t, meta, role in _sightings(mp):
-        key = TensorKey.from_tensor(meta)
+    for t, key, meta, role in _sightings(mp):
         if key not in created:
             continue
         if t < created[key]:
-            size, seen = split.earlier.get(key, (0, None))
-            split.earlier[key] = (max(size, _bytes(meta)), seen or role)
+            known, seen = split.earlier.get(key, (0, None))
+            size = _bytes(meta) if meta is not None else 0
+            split.earlier[key] = (max(known, size), seen or role)
         elif role is not None:
             split.later_roles.setdefault(key, set()).add(role)
     split.created = {k: created[k] for k in split.earlier}

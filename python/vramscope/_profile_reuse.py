@@ -116,21 +116,20 @@ def _sightings(mp: Any) -> Iterator[tuple[int, Any, Any, str | None]]:
 def _tracer_roles(fields: Any, first_calls: set[int]) -> Iterator[tuple[Any, str]]:
     """The parameters, gradients and optimizer states a module's or optimizer's first call
     reported (``_extract_parameters_and_gradients``, ``_set_optimizer_state``)."""
+    entries: list[tuple[Any, Any, Any]] = []  # (parameter, gradient, [(name, state)])
     module, optimizer = fields.module, fields.optimizer
     if module is not None and module.self_ptr not in first_calls:
         first_calls.add(module.self_ptr)
-        for _name, p, grad in module.parameters:
-            yield p, "PARAMETER"
-            if grad is not None:
-                yield grad, "GRADIENT"
+        entries += [(p, grad, ()) for _name, p, grad in module.parameters]
     if optimizer is not None and optimizer.self_ptr not in first_calls:
         first_calls.add(optimizer.self_ptr)
-        for p, grad, states in optimizer.parameters:
-            yield p, "PARAMETER"
-            if grad is not None:
-                yield grad, "GRADIENT"
-            for _name, state in states:
-                yield state, "OPTIMIZER_STATE"
+        entries += list(optimizer.parameters)
+    for p, grad, states in entries:
+        yield p, "PARAMETER"
+        if grad is not None:
+            yield grad, "GRADIENT"
+        for _name, state in states:
+            yield state, "OPTIMIZER_STATE"
 
 
 def split_reused(mp: Any, events: Sequence[Any]) -> tuple[list[Any], Split]:

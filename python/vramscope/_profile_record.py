@@ -19,7 +19,8 @@ Each allocation carries ``user_metadata = {"phase": NAME}`` (the field
 and ``category`` (the field ``_profile_to_snapshot`` writes, read by the analyzer as the
 profiler's category). Tensors alive when recording began are written as allocations at the
 record's start in phase ``setup``, so the parameters and an optimizer's existing states are in
-the record.
+the record. A key the profiler gave both to such a tensor and to a new one made at its address
+once it was dropped is split in two first (``_profile_reuse``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any, Callable
+
+from . import _profile_reuse
 
 Phase = tuple[str, int, int]  # name, start_ns, end_ns
 
@@ -262,18 +265,23 @@ def build_snapshot(prof: Any, windows: Sequence[Phase]) -> tuple[dict[str, Any],
     stacks = allocation_stacks(mp)
     params, grad_of = _tracer_parameters(mp)
     trace = _Trace()
-    events = sorted(
-        (
-            ev
-            for ev in mp.timeline
-            if isinstance(ev[2][0], TensorKey) and ev[2][0].device.type == "cpu"
+    events, split = _profile_reuse.split_reused(
+        mp,
+        sorted(
+            (
+                ev
+                for ev in mp.timeline
+                if isinstance(ev[2][0], TensorKey) and ev[2][0].device.type == "cpu"
+            ),
+            key=lambda ev: ev[0],
         ),
-        key=lambda ev: ev[0],
     )
+    for key, (_size, role) in split.earlier.items():
+        if role == "GRADIENT" and key in grad_of:
+            grad_of[_profile_reuse.Earlier(key)] = grad_of[key]
 
     def is_gradient(key: Any, version: int) -> bool:
-        c = mp._categories.get(key, version)
-        return c is not None and c.name == "GRADIENT"
+        return split.category(mp, key, version) == "GRADIENT"
 
     freed = _replaced_gradients(events, is_gradient, grad_of, _zero_grad_ranges(mp))
     freed += _reused_addresses(events, freed)
@@ -284,8 +292,7 @@ def build_snapshot(prof: Any, windows: Sequence[Phase]) -> tuple[dict[str, Any],
     start = min(times, default=1) - 1
 
     def alloc(key: Any, version: int, size: int, t: int, phase: str) -> None:
-        c = mp._categories.get(key, version)
-        category = c.name.lower() if c is not None else "unknown"
+        category = (split.category(mp, key, version) or "unknown").lower()
         # The profiler's data-flow fallback also calls PARAMETER what only flows like one
         # (e.g. clip_grad_norm_'s total norm); parameters are what the tracer saw.
         if category == "parameter" and params and key.id not in params:
@@ -293,8 +300,6 @@ def build_snapshot(prof: Any, windows: Sequence[Phase]) -> tuple[dict[str, Any],
         trace.alloc((key, version), size, t, category, phase, stacks.get(key, []))
 
     for t, action, (key, version), size in events:
-        if not isinstance(key, TensorKey) or key.device.type != "cpu":
-            continue
         if action == Action.PREEXISTING:
             alloc(key, version, size, start, "setup")
         elif action == Action.CREATE:

@@ -162,6 +162,62 @@ def test_gradients_dropped_at_the_top_of_the_step_are_not_counted_twice(tmp_path
     )
 
 
+def _at_address(ptr: int, numel: int) -> Any:
+    """A new fp32 tensor of ``numel`` elements at the freed address ``ptr``, or None: glibc
+    hands a freed block out again to a smaller request (64 tries, the misses released)."""
+    misses = []
+    for _ in range(64):
+        t = torch.zeros(numel)
+        if t.data_ptr() == ptr:
+            return t
+        misses.append(t)
+    return None
+
+
+@pytest.mark.parametrize("becomes", ["temporary", "gradient"])
+def test_a_new_tensor_at_a_dropped_gradients_address(tmp_path: Path, becomes: str) -> None:
+    """The previous step's gradients are dropped after forward (Lightning's closure runs
+    ``zero_grad`` there) and a new tensor takes the first weight's gradient's address. The
+    profiler reports no free for a block allocated before it started, so it gave both tensors
+    one key and the new one the gradient's category (the Lightning test's 4,752 B of gradients
+    for 2,704 B). Each is itself here: the old gradient is in the record from its start, the
+    new tensor is a gradient only when it becomes one (assigned as ``model[2].weight.grad``,
+    which backward then accumulates into in place)."""
+    model, opt, x, y = tiny()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()  # the gradients stay: the recorded step drops them
+    weight0 = model[0].weight  # 128 × 64: its gradient is 32,768 B
+    old = weight0.grad.data_ptr()
+    with vramscope.record(tmp_path / "reuse.pickle") as rec:
+        with rec.phase("forward"):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        numel = weight0.numel() // 2 if becomes == "temporary" else model[2].weight.numel()
+        new = _at_address(old, numel)
+        if new is None:
+            pytest.skip("the allocator did not hand the gradient's address out again")
+        if becomes == "gradient":
+            model[2].weight.grad = new.view(10, 128)
+        with rec.phase("backward"):
+            loss.backward()
+            del loss
+        with rec.phase("optimizer"):
+            opt.step()
+        del new
+    p_bytes, g_bytes, s_bytes, _ = expected_bytes(model)
+    report = rec.report()
+    held = report["measured"]["per_gpu"]["model_states"]
+    assert (held["parameters"], held["gradients"], held["optimizer_states"]) == (
+        p_bytes,
+        g_bytes,
+        s_bytes,
+    )
+    # Before forward: parameters, AdamW's states, the old gradients and the batch
+    # (32×64 fp32 + 32 int64).
+    before = report["phases"][0]["allocated_before"]
+    assert before == p_bytes + s_bytes + g_bytes + 32 * 64 * 4 + 32 * 8
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_record_counters_and_snapshot(tmp_path: Path) -> None:
     """On CUDA: the allocator's counters per phase and a snapshot ``analyze`` reads. The

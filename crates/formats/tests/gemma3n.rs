@@ -79,9 +79,9 @@ fn gemma3n_unread_vision_configs_are_refused() {
 /// - stem `ConvNormAct(3, 64, 3, bias=True)` with `RmsNorm2d`: 64·3·9 + 64 + 64 = 1,856
 /// - `er_r1_k3_s2_e4_c128` (`EdgeResidual`, 64 → mid 256 → 128): 256·64·9 + 256 + 128·256 +
 ///   128 = 180,608
-/// - `uir_r1_a3_k5_s2_e6_c256` (`UniversalInvertedResidual`, 128 → 768 → 256): dw_start 128·9
-///   + 128, pw_exp 768·128 + 768, dw_mid 768·25 + 768, pw_proj 256·768 + 256, layer scale 256
-///   = 317,440
+/// - `uir_r1_a3_k5_s2_e6_c256` (`UniversalInvertedResidual`, 128 → 768 → 256): dw_start
+///   128·9 + 128, pw_exp 768·128 + 768, dw_mid 768·25 + 768, pw_proj 256·768 + 256, layer
+///   scale 256: 317,440
 /// - `mqa_r1_k3_h12_v2_s1_d64_c640` (`MobileAttention` / `MultiQueryAttention2d`, kv stride
 ///   2): norm 640, query 768·640, key and value each down_conv 640·9 + norm 640 + proj
 ///   64·640, output 640·768, layer scale 640 = 1,079,040

@@ -18,7 +18,7 @@ import os
 
 import torch
 from cpu_allocations import peak_over_start, print_record
-from measure_generate_swa_cpu import call_peak
+from measure_generate_swa_cpu import call_peak, greedy_inputs
 from transformers import AutoConfig, AutoModelForCausalLM
 
 SPEC = os.path.join(os.path.dirname(__file__), "..", "validation", "specs",
@@ -41,10 +41,7 @@ def main():
         torch.manual_seed(0)
         model = build(hf)
         vocab = FULL["text_config"]["vocab_size"]
-        ids = torch.randint(1, vocab, (BATCH, PROMPT))
-        mask = torch.ones(BATCH, PROMPT, dtype=torch.long)
-        kwargs = dict(max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False, pad_token_id=0,
-                      disable_compile=True)
+        ids, mask, kwargs = greedy_inputs(vocab, BATCH, PROMPT, NEW)
         runs.append({"model": name, "attention": "sdpa", "prompt": PROMPT, "new_tokens": NEW,
                      "peak_over_call_start": call_peak(model, ids, mask, kwargs)})
         del model

@@ -191,3 +191,28 @@ fn gemma3n_overflowing_sizes_are_refused() {
     let err = gemma3n::text_params(&cfg, "x").unwrap_err().to_string();
     assert!(err.contains("overflows"), "{err}");
 }
+
+/// The measured tiny whole model (`validation/specs/cpu-tiny-gemma3nfull-fp32-adamw-sdpa.json`)
+/// and its head tie. transformers 5.24 on the meta device,
+/// `Gemma3nForConditionalGeneration(Gemma3nConfig(text_config=…, audio_config=…,
+/// tie_word_embeddings=…))`: 304,345,636 with the top-level tie true (its default) even where
+/// the text config says false, 306,442,788 with it false. By hand: the text model 9,211,296
+/// (`crates/core/tests/gemma3n.rs`), the vision tower 294,126,912, the tiny audio tower 199,364,
+/// the embedders 128·2048 + 2·2048 + 256·2048 = 790,528 and 16·64 + 2·64 + 256·64 = 17,536;
+/// untied, `lm_head` 8192·256 = 2,097,152 more.
+#[test]
+fn gemma3n_tiny_whole_model_and_its_tie() {
+    let path = format!(
+        "{}/../../validation/specs/cpu-tiny-gemma3nfull-fp32-adamw-sdpa.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for (top, text, count) in [(true, false, 304_345_636u64), (false, true, 306_442_788)] {
+        let mut cfg = spec["hf_config"].clone();
+        cfg["tie_word_embeddings"] = top.into();
+        cfg["text_config"]["tie_word_embeddings"] = text.into();
+        let parsed = parse_config_str(&cfg.to_string(), "tiny").unwrap();
+        let inv = vramscope_core::inventory::build_inventory(&parsed.spec).unwrap();
+        assert_eq!(inv.params(), count, "top {top} text {text}");
+    }
+}

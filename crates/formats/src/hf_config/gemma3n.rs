@@ -355,17 +355,11 @@ pub(crate) fn as_conditional(
     origin: &str,
 ) -> Result<()> {
     let empty = Map::new();
-    let sub = |key: &str| top.get(key).and_then(Value::as_object).unwrap_or(&empty);
-    let (vision, audio) = (
-        Cfg {
-            obj: sub("vision_config"),
-            origin,
-        },
-        Cfg {
-            obj: sub("audio_config"),
-            origin,
-        },
-    );
+    let sub = |key: &str| Cfg {
+        obj: top.get(key).and_then(Value::as_object).unwrap_or(&empty),
+        origin,
+    };
+    let (vision, audio) = (sub("vision_config"), sub("audio_config"));
     let embedder = |c: &Cfg, width| -> Result<MultimodalEmbedder> {
         Ok(MultimodalEmbedder {
             width: c.size(&["hidden_size"], Some(width))?,

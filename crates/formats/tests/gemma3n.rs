@@ -20,9 +20,14 @@ use vramscope_formats::hf_config::{gemma3n, gemma3n_audio, mobilenetv5, parse_co
 /// (`gemma_text.rs`), audio tower 681,348,640 and embedders 7,805,952 (derived below), vision
 /// tower 294,126,912 (`mobilenetv5_300m_enc`, derived in
 /// `mobilenetv5_300m_counts_as_timm`); the head is tied, so `lm_head` is not counted again.
-/// The towers are idle weights (no gradient); the embedders are not.
+/// The towers are idle weights (no gradient); the embedders are not. E4B (text 6,835,235,568,
+/// the same towers and embedders): 7,818,517,072, as transformers counts it.
 #[test]
 fn gemma3n_full_model_counts_as_transformers() {
+    let e4b = wrapped("gemma3n", "gemma3n", "gemma-3n-e4b-text.json");
+    let spec = parse_config_str(&e4b, "e4b").unwrap().spec;
+    let inv = vramscope_core::inventory::build_inventory(&spec).unwrap();
+    assert_eq!(inv.params(), 7_818_517_072);
     let wrapped = wrapped("gemma3n", "gemma3n", "gemma-3n-e2b-text.json");
     let parsed = parse_config_str(&wrapped, "e2b").unwrap();
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);

@@ -51,6 +51,16 @@ def cache_layers(model, ids, mask, kwargs):
             for l in (getattr(out, "cache", None) or out.past_key_values).layers]
 
 
+def greedy_inputs(vocab, batch, prompt, new):
+    """A random prompt (ids drawn from the seeded generator), its all-ones mask and greedy
+    `generate` keywords for exactly `new` tokens."""
+    ids = torch.randint(1, vocab, (batch, prompt))
+    mask = torch.ones(batch, prompt, dtype=torch.long)
+    kwargs = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
+                  disable_compile=True)
+    return ids, mask, kwargs
+
+
 def call_peak(model, ids, mask, kwargs):
     """Peak bytes over the call's start: a warm-up call, then the measured one."""
     with torch.no_grad():
@@ -68,10 +78,7 @@ def main():
         for attention, prompt, new in SHAPES:
             torch.manual_seed(0)
             model = build(hf, attention)
-            ids = torch.randint(1, hf["vocab_size"], (BATCH, prompt))
-            mask = torch.ones(BATCH, prompt, dtype=torch.long)
-            kwargs = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
-                          disable_compile=True)
+            ids, mask, kwargs = greedy_inputs(hf["vocab_size"], BATCH, prompt, new)
             runs.append({"model": name, "attention": attention, "prompt": prompt,
                          "new_tokens": new,
                          "peak_over_call_start": call_peak(model, ids, mask, kwargs),

@@ -150,6 +150,11 @@ pub struct ModelSpec {
     /// Gemma 3n's decoder additions ([`Gemma3nParts`]); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemma3n: Option<Gemma3nParts>,
+    /// Parameters the model holds that a text-only step never runs (Gemma 3n's vision and
+    /// audio towers, `Gemma3nModel.forward` without `pixel_values` or `input_features`): each
+    /// `(name, shape)` is a resident weight that never gets a gradient, so no optimizer state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_tensors: Vec<(String, Vec<u64>)>,
 }
 
 /// What Gemma 3n's decoder adds to Gemma 4's (`modeling_gemma3n.py`, transformers 5.24):
@@ -169,6 +174,23 @@ pub struct Gemma3nParts {
     /// `altup_correct_scale`: the active stream is scaled by `correct_output_scale` before
     /// the per-layer input gate.
     pub correct_scale: bool,
+    /// The conditional-generation model's (`gemma3n`) two `Gemma3nMultimodalEmbedder`s,
+    /// `embed_vision` then `embed_audio`; `None` for the text model (`gemma3n_text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedders: Option<[MultimodalEmbedder; 2]>,
+}
+
+/// A `Gemma3nMultimodalEmbedder` (`modeling_gemma3n.py`, transformers 5.24): `embedding
+/// [vocab, width]`, `hard_embedding_norm` and `soft_embedding_norm [width]`,
+/// `embedding_projection [hidden, width]`, a weightless post-projection norm.
+/// `Gemma3nModel.forward` runs both embedders on every forward from `input_ids` (the
+/// non-multimodal positions replaced by a dummy id) and merges them with `torch.where`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultimodalEmbedder {
+    /// The tower config's `hidden_size` (vision 2048, audio 1536).
+    pub width: u64,
+    /// The tower config's `vocab_size` (128).
+    pub vocab: u64,
 }
 
 /// `cap · tanh(x / cap)` on the attention scores (`attn_logit_softcapping`) and on the final

@@ -41,6 +41,13 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-gemma3n.json",
         min_cases: 10,
     },
+    // gemma3n.rs: that text model inside the whole `gemma3n` (the default MobileNetV5 vision
+    // tower and a tiny audio tower held, not run; both embedders run), text only, AdamW,
+    // batch 2 × 256, SDPA fp32 and bf16-mixed: the peaks and the activations at them.
+    Measured {
+        file: "cpu-measured-gemma3nfull.json",
+        min_cases: 4,
+    },
     // gpt_oss.rs: a tiny gpt-oss (4 layers alternating sliding and full attention, sinks, 8
     // experts with biases, 2 per token): peak, activations and activations per layer.
     Measured {

@@ -7,7 +7,6 @@
 mod common;
 
 use serde_json::Value;
-use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase};
 use vramscope_core::job::Job;
 
 /// The job of one measured run.
@@ -18,29 +17,6 @@ fn job_of(rec: &Value, run: &Value) -> Job {
         "batch": rec["batch"], "seq": run["prompt"], "new_tokens": run["new_tokens"],
         "precision": rec["precision"], "attention": run["attention"]}))
     .unwrap()
-}
-
-/// The stream's peak over the bytes live when its `generate` call begins, each block 512-rounded
-/// as the measurement counts (`cpu_allocations.peak_over_start`): the CPU allocator has no
-/// caching allocator's unsplit remainders, so the allocator model is left out.
-fn stream_call_peak(job: &Job) -> u64 {
-    let (model, resolved) = common::prepared(job);
-    let s = step_stream(&model, &resolved).unwrap().unwrap();
-    let mut bytes = vec![0u64; s.ids()];
-    let (mut cur, mut peak, mut inside) = (0u64, 0u64, false);
-    for &e in &s.events {
-        match e {
-            Event::Phase(p) => inside |= p == Phase::Forward(0),
-            Event::Alloc { id, bytes: b } if inside => {
-                bytes[id as usize] = b.div_ceil(512) * 512;
-                cur += bytes[id as usize];
-            }
-            Event::Free { id } => cur -= std::mem::take(&mut bytes[id as usize]),
-            _ => {}
-        }
-        peak = peak.max(cur);
-    }
-    peak
 }
 
 /// What transformers' cache held when the call returned, read off the record and derived by
@@ -131,7 +107,7 @@ fn generate_peak_within_1_5_percent() {
     for run in rec["runs"].as_array().unwrap() {
         let job = job_of(&rec, run);
         let want = run["peak_over_call_start"].as_u64().unwrap() as f64;
-        let stream = stream_call_peak(&job) as f64;
+        let stream = common::stream_call_peak(&job) as f64;
         let r = common::estimate_job(&job);
         // The walk's start: the weights, the prompt's ids and mask, the BLAS workspace; it
         // places the prefill's cache at its start, which the call makes.

@@ -71,7 +71,7 @@ pub fn forward(
     } else {
         0.0
     };
-    let embedding = stages::embeddings(spec, b, s, num, p_emb);
+    let embedding = stages::embeddings(spec, (b, s), num, p_emb, job.task == Task::Train);
     // A VLM's vision tower and projector run before the decoder (`estimate/vision.rs`).
     let tower = super::vision::tower_forward(spec, job, num)?;
     let mask = super::compile::traced_causal_mask(spec, job, num);

@@ -5,8 +5,8 @@
 
 use super::blocks::Numerics;
 use super::overhead::round_size;
-use super::tape::{Id, Tape};
-use crate::model::{Gemma3nParts, ModelSpec};
+use super::tape::{Id, RmsWeight, Tape};
+use crate::model::{Gemma3nParts, ModelSpec, MultimodalEmbedder};
 
 /// Autocast's 16-bit copies of the fp32 weights the embedding side multiplies by (each cast
 /// once and cached for the forward, then saved by its linear for backward): the
@@ -89,4 +89,53 @@ pub fn unembed_streams(tape: &mut Tape, last: Id, (t, h): (u64, u64), n: u64, nu
     }
     let stacked = tape.op(&streams, &[], n * t * h, num.param);
     tape.op(&[stacked], &[], t * h, num.param)
+}
+
+/// `Gemma3nModel.forward` from `input_ids` (the conditional-generation model): each
+/// multimodal embedder, `embed_vision` then `embed_audio`, runs on every position, and
+/// `torch.where` puts its output where the ids are its modality's (nowhere, in a text-only
+/// job) — so on every forward, and both train. Per embedder
+/// (`Gemma3nMultimodalEmbedder.forward`): the `[t]` bool mask, the `torch.where` of the ids
+/// and the dummy id and the `- vocab_offset` (int64, the last saved by the embedding's
+/// backward), the lookup `[t, width]` in the parameters' dtype, `hard_embedding_norm`
+/// (`Gemma3nRMSNorm`: weight in fp32), `embedding_projection` to `[t, h]` (saving its input,
+/// a 16-bit copy under autocast), the weightless `embedding_post_projection_norm`, `.to` the
+/// embeddings' dtype, the unsqueezed mask and `torch.where(mask, embeds, x)` (a new `[t, h]`
+/// tensor; its backward saves the mask). `train`: autograd records the ops (else nothing is
+/// saved). Returns the merged embeddings.
+pub fn multimodal_embedders(
+    tape: &mut Tape,
+    mut x: Id,
+    (t, h): (u64, u64),
+    g: Gemma3nParts,
+    (num, train): (Numerics, bool),
+) -> Id {
+    let p = num.param;
+    let mm_w = if num.autocast { 2 } else { num.compute };
+    let ids = tape.external(t, 8);
+    for e in g.embedders.iter().flatten() {
+        let MultimodalEmbedder { width, .. } = *e;
+        let was = tape.set_no_grad(!train);
+        let mask = tape.op(&[ids], &[], t, 1);
+        let chosen = tape.op(&[mask, ids], &[], t, 8);
+        let shifted = tape.op(&[chosen], &[], t, 8);
+        let looked_up = tape.op(&[shifted], &[shifted], t * width, p);
+        let normed = tape.rms_norm(looked_up, width, p, RmsWeight::InFp32, false);
+        let xin = if num.autocast && tape.width(normed) == 4 {
+            tape.fused_op(&[normed], &[], t * width, 2)
+        } else {
+            normed
+        };
+        let proj = tape.op(&[xin], &[xin], t * h, mm_w);
+        let out = tape.rms_norm(proj, h, p, RmsWeight::Without, false);
+        let out = tape.cast(out, p);
+        tape.set_no_grad(was);
+        if !train {
+            // `vision_embeds` / `audio_embeds` are locals of `Gemma3nModel.forward`: under
+            // `no_grad` they live until it returns (in training, past the forward's peak).
+            tape.keep(out);
+        }
+        x = tape.op(&[mask, out, x], &[mask], t * h, p);
+    }
+    x
 }

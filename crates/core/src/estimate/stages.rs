@@ -19,12 +19,14 @@ pub struct StageMemory {
 /// tensors every block shares: rotary cos/sin (`LlamaRotaryEmbedding`: `[b, s, head_dim]` in the
 /// hidden dtype, saved by the rotary multiplies) and, for eager attention, the additive mask
 /// `[b, 1, s, s]` (kept only while the forward runs, or saved by checkpointed blocks).
+/// `train`: the step builds autograd's graph (Gemma 3n's multimodal embedders save nothing
+/// otherwise).
 pub fn embeddings(
     spec: &ModelSpec,
-    batch: u64,
-    seq: u64,
+    (batch, seq): (u64, u64),
     num: Numerics,
     dropout: f64,
+    train: bool,
 ) -> StageMemory {
     let t = batch * seq;
     let h = spec.hidden_size;
@@ -38,8 +40,13 @@ pub fn embeddings(
         // Gemma multiplies the embedding by √hidden (a new tensor).
         x = tape.op(&[x], &[], t * h, p);
     }
+    if let Some(g) = spec.gemma3n {
+        // `Gemma3nModel.forward` merges the embedders' outputs before the language model
+        // projects the per-layer inputs from them.
+        x = super::gemma3n_stages::multimodal_embedders(&mut tape, x, (t, h), g, (num, train));
+    }
     if let Some(ple) = spec.embedding.per_layer_inputs {
-        per_layer_inputs(&mut tape, x, spec, (t, ple.width), num);
+        per_layer_inputs(&mut tape, x, spec, (t, ple.width), (num, train));
     }
     let mut copies = 0;
     if let Some(g) = spec.gemma3n {
@@ -139,19 +146,24 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
 /// (saving it), `· hidden^-0.5`, `per_layer_projection_norm` (`Gemma4RMSNorm`: the fp32 input,
 /// rstd and normed tensor saved), the sum with the lookup and `· 2^-0.5`. That last tensor
 /// (fp32 unless the parameters are 16-bit) is kept: every layer's gate product saves a view of
-/// its slice.
+/// its slice. Gemma 3n's conditional-generation model looks the table up itself
+/// (`Gemma3nModel.forward`: `per_layer_inputs = self.language_model.get_per_layer_inputs(...)`)
+/// and holds that local while the language model runs: under `no_grad` it lives to the end.
 fn per_layer_inputs(
     tape: &mut Tape,
     x: super::tape::Id,
     spec: &ModelSpec,
     (t, width): (u64, u64),
-    num: Numerics,
+    (num, train): (Numerics, bool),
 ) {
     let p = num.param;
     let n = t * spec.num_layers() * width;
     let ids = tape.external(t, 8);
     let looked_up = tape.op(&[ids], &[], n, p);
     let token_part = tape.op(&[looked_up], &[], n, p);
+    if !train && spec.gemma3n.is_some_and(|g| g.embedders.is_some()) {
+        tape.keep(token_part);
+    }
     let xin = if num.autocast && tape.width(x) == 4 {
         tape.fused_op(&[x], &[], t * spec.hidden_size, 2)
     } else {

@@ -146,6 +146,11 @@ impl Tape {
         }
     }
 
+    /// Records the next ops under `torch.no_grad()` (`on`) or not; returns the previous mode.
+    pub fn set_no_grad(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.no_grad, on)
+    }
+
     /// A no-grad tape whose tensors live while Python names hold them (`python_holds`).
     pub fn with_python_holds(mut self, on: bool) -> Self {
         self.python_holds = on && self.no_grad;
@@ -297,6 +302,8 @@ impl Tape {
                 }
                 out
             }
+            // No weight: the normalized fp32 tensor cast back.
+            RmsWeight::Without => self.cast(hn, in_w),
             RmsWeight::AfterCast => {
                 let h16 = self.cast(hn, in_w);
                 let saved: &[Id] = if frozen { &[] } else { &[h16] };
@@ -394,4 +401,7 @@ pub enum RmsWeight {
     OnePlusInFp32,
     /// `(w · x).to(input_dtype)` with `x` in fp32: OLMo-2, OLMo-3.
     InFp32,
+    /// No weight (`Gemma3nRMSNorm(with_scale=False)`): `x.float() · pow(mean(x²) + eps,
+    /// −0.5)`, `type_as(x)`.
+    Without,
 }

@@ -31,6 +31,13 @@ pub fn with_images<'a>(
     if job.image_tokens > 0 {
         return Ok(Cow::Borrowed(job));
     }
+    if spec.is_some_and(|s| !s.idle_tensors.is_empty()) {
+        return Err(CoreError::field(
+            "images",
+            "gemma3n's vision tower (timm's MobileNetV5) is counted but its activations are not \
+             modelled; estimate a text-only job (no images)",
+        ));
+    }
     let Some(v) = spec.and_then(|s| s.vision.as_ref()) else {
         return Err(CoreError::field(
             "images",
@@ -151,6 +158,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         softcapping: Default::default(),
         vision: None,
         gemma3n: None,
+        idle_tensors: Vec::new(),
         ..spec.clone()
     }
 }

@@ -46,6 +46,7 @@ pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
     if let Some(v) = &spec.vision {
         crate::vision::vision_tensors(v, spec.dtype, &mut b.out)?;
     }
+    b.idle_tensors()?;
     Ok(Inventory::new(b.out))
 }
 

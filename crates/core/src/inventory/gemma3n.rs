@@ -7,7 +7,7 @@
 use super::builder::Builder;
 use super::Component;
 use crate::error::CoreError;
-use crate::model::{Gemma3nParts, Layer, Norm};
+use crate::model::{Gemma3nParts, Layer, MultimodalEmbedder, Norm};
 
 impl Builder<'_> {
     /// `Gemma3nTextModel.__init__`: `altup_num_inputs - 1` square `altup_projections` and as
@@ -19,6 +19,48 @@ impl Builder<'_> {
                 let name = format!("model.{list}.{j}");
                 self.linear(&name, h, h, false, None, Component::Embedding)?;
             }
+        }
+        for (name, e) in ["embed_vision", "embed_audio"]
+            .into_iter()
+            .zip(g.embedders.iter().flatten())
+        {
+            self.multimodal_embedder(&format!("model.{name}"), e)?;
+        }
+        Ok(())
+    }
+
+    /// `Gemma3nMultimodalEmbedder.__init__`: `embedding [vocab, width]`, `hard_embedding_norm`
+    /// and `soft_embedding_norm [width]`, `embedding_projection [hidden, width]`; the
+    /// post-projection norm has no weight (`with_scale=False`).
+    fn multimodal_embedder(&mut self, p: &str, e: &MultimodalEmbedder) -> Result<(), CoreError> {
+        let (h, c) = (self.spec.hidden_size, Component::Embedding);
+        self.push(
+            format!("{p}.embedding.weight"),
+            vec![e.vocab, e.width],
+            None,
+            c,
+        )?;
+        for n in ["hard_embedding_norm", "soft_embedding_norm"] {
+            self.norm(&format!("{p}.{n}"), Norm::rms(e.width), None)?;
+        }
+        self.linear(
+            &format!("{p}.embedding_projection"),
+            e.width,
+            h,
+            false,
+            None,
+            c,
+        )
+    }
+
+    /// The spec's [`idle_tensors`](crate::model::ModelSpec::idle_tensors) (Gemma 3n's towers),
+    /// outside the layer stacks, marked [`idle`](super::Tensor::idle).
+    pub(super) fn idle_tensors(&mut self) -> Result<(), CoreError> {
+        for (name, shape) in &self.spec.idle_tensors {
+            let c = Component::Embedding;
+            let mut t = super::Tensor::new(name.clone(), shape.clone(), self.dtype, None, c)?;
+            t.idle = true;
+            self.out.push(t);
         }
         Ok(())
     }

@@ -82,6 +82,10 @@ pub struct Tensor {
     /// of the JSON.
     #[serde(default, skip_serializing_if = "Part::is_language")]
     pub part: Part,
+    /// Held but never run by the step ([`crate::model::ModelSpec::idle_tensors`]: Gemma 3n's
+    /// towers in a text-only job), so never given a gradient.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle: bool,
 }
 
 impl Tensor {
@@ -89,9 +93,10 @@ impl Tensor {
     /// Attention's indexer (`self_attn.indexer.*`) runs under `@torch.no_grad()`
     /// (`modeling_deepseek_v32.py` `DeepseekV32Indexer.forward`, transformers 5.24; GLM-5's
     /// `GlmMoeDsaIndexer` likewise), so its weights get neither a gradient nor optimizer
-    /// state (a measured step: `grad_bytes_after` is the parameters less the indexer's).
+    /// state (a measured step: `grad_bytes_after` is the parameters less the indexer's); an
+    /// [`idle`](Tensor::idle) tower's weights never run.
     pub fn trains_without_grad(&self) -> bool {
-        self.name.contains(".indexer.")
+        self.idle || self.name.contains(".indexer.")
     }
 
     /// Builds a tensor, computing its bytes exactly; fails on overflow or a size the dtype
@@ -120,6 +125,7 @@ impl Tensor {
             bytes,
             layer,
             component,
+            idle: false,
         })
     }
 

@@ -68,7 +68,7 @@ pub(super) fn parse_freeze(v: Option<&Value>) -> Result<Vec<Part>, CoreError> {
         let part = item.as_str().and_then(Part::parse).ok_or_else(|| {
             CoreError::field(
                 "freeze",
-                format!("entries must be vision, projector or language (got {item})"),
+                format!("entries must be vision, projector, audio or language (got {item})"),
             )
         })?;
         if !out.contains(&part) {

@@ -11,8 +11,9 @@ use crate::model::norm::NormKind;
 impl Part {
     /// The component a tensor belongs to, read from its name: `visual.` (Qwen-VL),
     /// `vision_tower.` / `vision_model.` (LLaVA, Gemma 3, Idefics) are the tower; Qwen's
-    /// `visual.merger.`, `multi_modal_projector.`, `image_newline` and `connector.` the
-    /// projector; the rest the language model.
+    /// `visual.merger.`, `multi_modal_projector.`, `image_newline`, `connector.` and Gemma 3n's
+    /// `embed_vision.` / `embed_audio.` the projector; `audio_tower.` the audio tower; the rest
+    /// the language model.
     pub fn of_name(name: &str) -> Part {
         let has = |s: &str| name.starts_with(s) || name.contains(&format!(".{s}"));
         if has("visual.merger.")
@@ -21,8 +22,11 @@ impl Part {
             || has("image_newline")
             || has("connector.")
             || has("embed_vision.")
+            || has("embed_audio.")
         {
             Part::Projector
+        } else if has("audio_tower.") {
+            Part::Audio
         } else if has("visual.") || has("vision_tower.") || has("vision_model.") {
             Part::Vision
         } else {

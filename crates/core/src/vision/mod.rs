@@ -41,12 +41,14 @@ pub enum Part {
     /// The vision tower (patch embedding, encoder layers, its norms).
     Vision,
     /// The projector (Qwen's merger, LLaVA's `multi_modal_projector`, Gemma 3's pooling
-    /// projection).
+    /// projection; Gemma 3n's two multimodal embedders).
     Projector,
+    /// An audio tower (Gemma 3n's `audio_tower`).
+    Audio,
 }
 
 impl Part {
-    pub const ALL: [Part; 3] = [Part::Language, Part::Vision, Part::Projector];
+    pub const ALL: [Part; 4] = [Part::Language, Part::Vision, Part::Projector, Part::Audio];
 
     /// The name the job and the outputs use.
     pub fn name(self) -> &'static str {
@@ -54,6 +56,7 @@ impl Part {
             Part::Language => "language",
             Part::Vision => "vision",
             Part::Projector => "projector",
+            Part::Audio => "audio",
         }
     }
 

@@ -107,3 +107,27 @@ pub fn h200_results() -> Vec<serde_json::Value> {
         .filter(|r| r["type"] == "result" && r["status"] == "ok")
         .collect()
 }
+
+/// The stream's peak over the bytes live when its `generate` call begins, each block 512-rounded
+/// as the measurement counts (`cpu_allocations.peak_over_start`): the CPU allocator has no
+/// caching allocator's unsplit remainders, so the allocator model is left out.
+pub fn stream_call_peak(job: &Job) -> u64 {
+    use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase};
+    let (model, resolved) = prepared(job);
+    let s = step_stream(&model, &resolved).unwrap().unwrap();
+    let mut bytes = vec![0u64; s.ids()];
+    let (mut cur, mut peak, mut inside) = (0u64, 0u64, false);
+    for &e in &s.events {
+        match e {
+            Event::Phase(p) => inside |= p == Phase::Forward(0),
+            Event::Alloc { id, bytes: b } if inside => {
+                bytes[id as usize] = b.div_ceil(512) * 512;
+                cur += bytes[id as usize];
+            }
+            Event::Free { id } => cur -= std::mem::take(&mut bytes[id as usize]),
+            _ => {}
+        }
+        peak = peak.max(cur);
+    }
+    peak
+}

@@ -7,8 +7,9 @@
 //! [`text_spec`] describes the text model (`gemma3n_text`) to the estimator: Gemma 4's
 //! per-layer inputs and kv-shared layers, plus what Gemma 3n has alone ([`Gemma3nParts`]): the
 //! AltUp streams, the LAuReL residual, the Gaussian top-k on the first layers' MLP gate, and an
-//! MLP width per layer (MatFormer). The full conditional-generation model (`gemma3n`, with its
-//! vision and audio towers) is refused in one line that gives the language model's exact count.
+//! MLP width per layer (MatFormer). [`as_conditional`] adds what the conditional-generation
+//! model (`gemma3n`) holds around it: the two multimodal embedders and the vision and audio
+//! towers, counted exactly, which a text-only step holds but never runs.
 
 use super::fields::Cfg;
 use super::gemma_shared::{linear, norm};
@@ -321,6 +322,7 @@ pub(crate) fn text_spec(cfg: &Cfg) -> Result<ModelSpec> {
         altup_inputs: g.altup,
         laurel_rank: g.laurel_rank,
         correct_scale: g.correct_scale,
+        embedders: None,
     });
     spec.softcapping.final_logits = match cfg.obj.get("final_logit_softcapping") {
         None => Some(30.0),
@@ -339,56 +341,50 @@ pub fn cache_layers(obj: &Map<String, Value>, origin: &str) -> Result<CacheLayer
     Ok(CacheLayers::new(origin, g.sliding_window, owners, heads))
 }
 
-/// The one-line refusal for the full `gemma3n` (conditional-generation) config: the language
-/// model, the audio tower and the two multimodal embedders are counted exactly
-/// (`gemma3n_audio.rs`), but the vision tower is timm's `mobilenetv5_300m_enc` through
-/// `TimmWrapper`, whose blocks timm defines outside the config, so the whole is not counted;
-/// no tower is modelled. The text config (`gemma3n_text`) is what can be estimated.
-pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
-    match counted_parts(top, origin) {
-        Ok((text, audio, embedders)) => FormatError::Unsupported {
-            path: origin.to_string(),
-            reason: format!(
-                "gemma3n: the language model has {text} parameters (Gemma3nForCausalLM, \
-                 exact), the audio tower {audio} (Gemma3nAudioEncoder, exact) and the two \
-                 multimodal embedders {embedders}, but the vision tower (timm's \
-                 mobilenetv5_300m_enc) is not counted and the vision and audio towers are not \
-                 modelled; estimate the text model from its text_config (model_type \
-                 gemma3n_text)"
-            ),
-        },
-        Err(e) => e,
+/// The conditional-generation model (`gemma3n`: `Gemma3nForConditionalGeneration`) around
+/// the text model read from its `text_config`: the two multimodal embedders, which
+/// `Gemma3nModel.forward` runs on every forward ([`MultimodalEmbedder`]), and the vision tower
+/// (timm's `mobilenetv5_300m_enc`, `mobilenetv5.rs`) and audio tower (`gemma3n_audio.rs`) as
+/// [`ModelSpec::idle_tensors`]: resident, never run by a text-only step; images are refused
+/// by the estimator (MobileNetV5's activations are not modelled). An absent `vision_config`
+/// or `audio_config` takes its class defaults (`Gemma3nConfig.sub_configs_defaults`); the
+/// head is tied by the top-level `tie_word_embeddings`.
+pub(crate) fn as_conditional(
+    spec: &mut ModelSpec,
+    top: &Map<String, Value>,
+    origin: &str,
+) -> Result<()> {
+    let empty = Map::new();
+    let sub = |key: &str| Cfg {
+        obj: top.get(key).and_then(Value::as_object).unwrap_or(&empty),
+        origin,
+    };
+    let (vision, audio) = (sub("vision_config"), sub("audio_config"));
+    let embedder = |c: &Cfg, width| -> Result<MultimodalEmbedder> {
+        Ok(MultimodalEmbedder {
+            width: c.size(&["hidden_size"], Some(width))?,
+            vocab: c.size(&["vocab_size"], Some(128))?,
+        })
+    };
+    if let Some(g) = spec.gemma3n.as_mut() {
+        g.embedders = Some([embedder(&vision, 2048)?, embedder(&audio, 1536)?]);
     }
+    spec.idle_tensors = super::mobilenetv5::vision_tower(&vision)?;
+    spec.idle_tensors
+        .extend(super::gemma3n_audio::audio_tensors(audio.obj, origin)?);
+    spec.model_type = "gemma3n".into();
+    spec.architecture = "Gemma3nForConditionalGeneration".into();
+    Ok(())
 }
 
-/// The exact counts of the wrapper's language model, audio tower and embedders (an absent
-/// `audio_config` or `vision_config` takes its class defaults, as `Gemma3nConfig` does).
-fn counted_parts(top: &Map<String, Value>, origin: &str) -> Result<(u64, u64, u64)> {
-    let Some(text) = top.get("text_config").and_then(Value::as_object) else {
-        return Err(FormatError::Unsupported {
-            path: origin.to_string(),
-            reason: "gemma3n config without text_config is not read".into(),
-        });
-    };
-    let empty = Map::new();
-    let sub = |key: &str| top.get(key).and_then(Value::as_object).unwrap_or(&empty);
-    let text_hidden = Cfg { obj: text, origin }.size(&["hidden_size"], Some(2048))?;
-    let audio = super::gemma3n_audio::audio_tensors(sub("audio_config"), origin)?;
-    let mut embedders = super::gemma3n_audio::embedder_tensors(
-        "embed_audio",
-        sub("audio_config"),
-        origin,
-        (1536, text_hidden),
-    )?;
-    embedders.extend(super::gemma3n_audio::embedder_tensors(
-        "embed_vision",
-        sub("vision_config"),
-        origin,
-        (2048, text_hidden),
-    )?);
-    Ok((
-        text_params(text, origin)?,
-        super::gemma3n_audio::params(&audio, origin)?,
-        super::gemma3n_audio::params(&embedders, origin)?,
-    ))
+/// The refusal of a `gemma3n` config without `text_config` (transformers would build
+/// `Gemma3nTextConfig()`'s defaults, which the reader is not given).
+pub(crate) fn needs_text_config(top: &Map<String, Value>, origin: &str) -> Result<()> {
+    if top.get("text_config").is_some_and(Value::is_object) {
+        return Ok(());
+    }
+    Err(FormatError::Unsupported {
+        path: origin.to_string(),
+        reason: "gemma3n config without text_config is not read".into(),
+    })
 }

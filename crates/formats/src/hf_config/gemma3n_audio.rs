@@ -4,8 +4,8 @@
 //! `Gemma3nAudioSubSampleConvProjection`, `Gemma3nAudioSSCPConvBlock`,
 //! `Gemma3nAudioCumulativeGroupNorm`, `Gemma3nAudioConformerBlock` and its feed-forward,
 //! attention and light-convolution modules, `Gemma3nAudioRelativePositionEmbedding`,
-//! `Gemma3nMultimodalEmbedder`). Only counted: the wrapper (`gemma3n`) is still refused, its
-//! vision tower (timm's MobileNetV5) being defined outside the config.
+//! `Gemma3nMultimodalEmbedder`). Counted, not run: a `gemma3n` job is text-only, so the audio
+//! tower is held as idle weights (`gemma3n::as_conditional`).
 
 use super::fields::Cfg;
 use crate::error::Result;

@@ -30,6 +30,7 @@ mod llava_onevision;
 mod mamba;
 mod mamba2_heads;
 mod mllama;
+pub mod mobilenetv5;
 mod nemotron_h;
 mod quant_methods;
 mod qwen3_5;
@@ -188,8 +189,8 @@ pub fn parse_config_value_with(
         return Err(gemma4_towers::refuse(top, origin));
     }
     if top_type == "gemma3n" {
-        // The towers are not modelled; the text model is (`gemma3n.rs`).
-        return Err(gemma3n::refuse(top, origin));
+        // The text model is read from text_config, the towers added around it (`gemma3n.rs`).
+        gemma3n::needs_text_config(top, origin)?;
     }
     vision::check_subconfigs(top, top_type, origin)?;
     let architecture = top
@@ -211,12 +212,15 @@ pub fn parse_config_value_with(
     if matches!(top_type, "qwen3_5" | "qwen3_5_moe") {
         qwen3_5::as_vlm(&mut spec, top_type, &Cfg { obj: top, origin })?;
     }
+    if top_type == "gemma3n" {
+        gemma3n::as_conditional(&mut spec, top, origin)?;
+    }
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
     }
-    if matches!(top_type, "paligemma" | "lfm2_vl" | "gemma4") {
+    if matches!(top_type, "paligemma" | "lfm2_vl" | "gemma4" | "gemma3n") {
         vision_season::tie_head(&mut spec, top_type, &Cfg { obj: top, origin })?;
     }
     if let Some(q) = top.get("quantization_config").and_then(Value::as_object) {
@@ -233,7 +237,10 @@ pub fn parse_config_value_with(
         // gpt-oss's config names no dtype; its checkpoint stores every tensor that is not an
         // MXFP4 expert weight in bf16 (the safetensors headers), and transformers loads it so.
         DType::BF16
-    } else if spec.vision.is_some() && !names_dtype(obj) && names_dtype(top) {
+    } else if (spec.vision.is_some() || top_type == "gemma3n")
+        && !names_dtype(obj)
+        && names_dtype(top)
+    {
         // A VLM's text_config may leave the dtype to the top level (Gemma 3).
         Cfg { obj: top, origin }.dtype(&mut warnings)?
     } else {
@@ -275,7 +282,12 @@ fn language_model<'a>(
         let text = top.get("text_config").and_then(Value::as_object);
         return (text.unwrap_or(top), vision::text_type(top_type, text));
     }
-    let (obj, model_type) = match top.get("text_config").and_then(Value::as_object) {
+    let text = top.get("text_config").and_then(Value::as_object);
+    if let (Some(text), "gemma3n") = (text, top_type) {
+        // Counted whole, towers included (`gemma3n::as_conditional`): no warning.
+        return (text, "gemma3n_text".to_string());
+    }
+    let (obj, model_type) = match text {
         Some(text) if !SUPPORTED_TYPES.contains(&top_type) || top_type == "gemma3" => {
             let inner = text
                 .get("model_type")
@@ -487,6 +499,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
         softcapping: Default::default(),
         vision: None,
         gemma3n: None,
+        idle_tensors: Vec::new(),
     }
 }
 

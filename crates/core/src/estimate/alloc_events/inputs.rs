@@ -246,7 +246,8 @@ pub fn params_quantized(
         let quantized = bnb && quant::is_quantized(format, t);
         let kept_width = if cast && !quantized { 4 } else { width };
         let bytes = t.elements().saturating_mul(kept_width);
-        let trainable = lora.is_none();
+        // An idle tower's weight (Gemma 3n's, text-only) gets no gradient and no state.
+        let trainable = lora.is_none() && !t.idle;
         out.push(Param {
             bytes,
             grad: if trainable { bytes } else { 0 },

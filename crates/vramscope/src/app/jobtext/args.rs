@@ -173,7 +173,7 @@ pub struct JobArgs {
     #[arg(long, value_name = "NxWxH", help_heading = "Job")]
     pub images: Option<String>,
 
-    /// Train: model components kept frozen, comma-separated: vision, projector, language
+    /// Train: model components kept frozen, comma-separated: vision, projector, audio, language
     /// (e.g. `vision` — "freeze the vision tower"). LoRA targets may name a component too:
     /// `language:q_proj`.
     #[arg(long, value_name = "PARTS", help_heading = "Job")]

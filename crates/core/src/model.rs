@@ -150,6 +150,13 @@ pub struct ModelSpec {
     /// Gemma 3n's decoder additions ([`Gemma3nParts`]); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemma3n: Option<Gemma3nParts>,
+    /// Parameter tensors the model loads but no job field feeds, as (checkpoint name, shape):
+    /// Gemma 4 E2B / E4B's audio tower and `embed_audio` (`Gemma4Model.forward` runs them
+    /// only on `input_features`, and the job has no audio input). The inventory counts them
+    /// (their part read from the name, `vision::Part::of_name`); they run in no modelled
+    /// forward, so they get no gradient and no optimizer state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_only: Vec<(String, Vec<u64>)>,
 }
 
 /// What Gemma 3n's decoder adds to Gemma 4's (`modeling_gemma3n.py`, transformers 5.24):

@@ -312,6 +312,7 @@ fn spec(
         softcapping: Default::default(),
         vision: None,
         gemma3n: None,
+        loaded_only: Vec::new(),
     }
 }
 

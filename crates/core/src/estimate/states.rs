@@ -277,6 +277,16 @@ pub fn model_states(
         Some(inv) => inventory_states(model, inv, job, w, shard, warnings),
         None => bare_count_states(model, job, w, shard, warnings),
     }?;
+    if let Some(audio) = model
+        .inventory
+        .as_ref()
+        .and_then(|inv| inv.by_part().remove(&crate::vision::Part::Audio))
+    {
+        warnings.push(format!(
+            "audio inputs are not modelled: the audio tower's {} parameters are loaded, not run",
+            audio.params
+        ));
+    }
     super::techniques::add_reference_model(job, &mut st);
     Ok(st)
 }
@@ -385,6 +395,11 @@ struct Rules<'a> {
     tied_vocab: Option<u64>,
     /// Model components the job keeps frozen (`freeze`): no gradient, no optimizer state.
     frozen: &'a [crate::vision::Part],
+    /// The job feeds images: the vision tower and projector run ([`Part::runs`]); a part
+    /// that does not run gets no gradient and no optimizer state, as a frozen one.
+    ///
+    /// [`Part::runs`]: crate::vision::Part::runs
+    images: bool,
 }
 
 impl Rules<'_> {
@@ -418,6 +433,7 @@ impl Rules<'_> {
                 .filter(|s| s.tied_embeddings())
                 .map(|s| s.vocab_size),
             frozen: &job.freeze,
+            images: job.images.is_some(),
         }
     }
 
@@ -669,7 +685,7 @@ fn full_training(
     let mut trained: Vec<Option<Trained>> = (0..tl.classes.len()).map(|_| None).collect();
     for (layer, c, n) in r.on_rank_groups(tl) {
         let class = &tl.classes[c as usize];
-        if r.frozen.contains(&class.part) || class.no_grad {
+        if r.frozen.contains(&class.part) || class.no_grad || !class.part.runs(r.images) {
             continue;
         }
         let t = match &mut trained[c as usize] {

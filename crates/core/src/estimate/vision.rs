@@ -151,6 +151,7 @@ fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
         softcapping: Default::default(),
         vision: None,
         gemma3n: None,
+        loaded_only: Vec::new(),
         ..spec.clone()
     }
 }

@@ -12,7 +12,8 @@ impl Part {
     /// The component a tensor belongs to, read from its name: `visual.` (Qwen-VL),
     /// `vision_tower.` / `vision_model.` (LLaVA, Gemma 3, Idefics) are the tower; Qwen's
     /// `visual.merger.`, `multi_modal_projector.`, `image_newline` and `connector.` the
-    /// projector; the rest the language model.
+    /// projector; `audio_tower.` / `embed_audio.` (Gemma 4) the audio tower; the rest the
+    /// language model.
     pub fn of_name(name: &str) -> Part {
         let has = |s: &str| name.starts_with(s) || name.contains(&format!(".{s}"));
         if has("visual.merger.")
@@ -25,6 +26,8 @@ impl Part {
             Part::Projector
         } else if has("visual.") || has("vision_tower.") || has("vision_model.") {
             Part::Vision
+        } else if has("audio_tower.") || has("embed_audio.") {
+            Part::Audio
         } else {
             Part::Language
         }

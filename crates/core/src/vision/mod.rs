@@ -43,10 +43,14 @@ pub enum Part {
     /// The projector (Qwen's merger, LLaVA's `multi_modal_projector`, Gemma 3's pooling
     /// projection).
     Projector,
+    /// An audio tower and its embedder (Gemma 4 E2B / E4B's `audio_tower` and
+    /// `embed_audio`): loaded, never run, as no job field feeds audio
+    /// (`ModelSpec::loaded_only`).
+    Audio,
 }
 
 impl Part {
-    pub const ALL: [Part; 3] = [Part::Language, Part::Vision, Part::Projector];
+    pub const ALL: [Part; 4] = [Part::Language, Part::Vision, Part::Projector, Part::Audio];
 
     /// The name the job and the outputs use.
     pub fn name(self) -> &'static str {
@@ -54,6 +58,7 @@ impl Part {
             Part::Language => "language",
             Part::Vision => "vision",
             Part::Projector => "projector",
+            Part::Audio => "audio",
         }
     }
 
@@ -64,6 +69,20 @@ impl Part {
 
     pub fn is_language(&self) -> bool {
         *self == Part::Language
+    }
+
+    /// Whether the job's forward runs this part: the language model always; the vision tower
+    /// and projector when the job has images (a VLM's `forward` calls its tower only on
+    /// `pixel_values`: `Gemma4Model.forward`, `Qwen2VLModel.forward`,
+    /// `LlavaModel.forward`, transformers 5.24); the audio tower never (no job field feeds
+    /// audio). A part that does not run leaves its weights' `.grad` `None`, so AdamW's
+    /// `_init_group` (torch 2.15 `optim/adamw.py`) gives them no state.
+    pub fn runs(self, images: bool) -> bool {
+        match self {
+            Part::Language => true,
+            Part::Vision | Part::Projector => images,
+            Part::Audio => false,
+        }
     }
 }
 

@@ -182,11 +182,6 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
-    if top_type == "gemma4" && top.get("audio_config").is_some_and(Value::is_object) {
-        // Counted exactly, audio tower included, but the audio tower's activations are not
-        // modelled; the vision-only model is (`gemma4_vision.rs`, `gemma4_towers.rs`).
-        return Err(gemma4_towers::refuse(top, origin));
-    }
     if top_type == "gemma3n" {
         // The towers are not modelled; the text model is (`gemma3n.rs`).
         return Err(gemma3n::refuse(top, origin));
@@ -213,6 +208,10 @@ pub fn parse_config_value_with(
     }
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
+    if top_type == "gemma4" {
+        // E2B / E4B's audio tower: loaded, never run (no job field feeds audio).
+        spec.loaded_only = gemma4_towers::audio_part(top, origin, spec.hidden_size)?;
+    }
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
     }
@@ -487,6 +486,7 @@ pub(crate) fn empty_spec(model_type: &str, arch: &str, naming: Naming) -> ModelS
         softcapping: Default::default(),
         vision: None,
         gemma3n: None,
+        loaded_only: Vec::new(),
     }
 }
 

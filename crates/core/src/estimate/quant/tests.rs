@@ -503,6 +503,7 @@ fn context_from_a_spec() {
         softcapping: Default::default(),
         vision: None,
         gemma3n: None,
+        loaded_only: Vec::new(),
     };
     let c = QuantContext::from_spec(&spec);
     // 64 query heads over 8 KV heads; 80 layers of Llama = llama.cpp's LLM_TYPE_70B.

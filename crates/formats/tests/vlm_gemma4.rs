@@ -125,7 +125,12 @@ fn audio_loaded_and_bad_budget_named() {
         )
     );
     let path = common::fixture_path("gemma4", "gemma-4-31b.json");
-    assert!(load_model(&path).unwrap().spec.unwrap().loaded_only.is_empty());
+    assert!(load_model(&path)
+        .unwrap()
+        .spec
+        .unwrap()
+        .loaded_only
+        .is_empty());
     let path = common::fixture_path("gemma4", "tiny-gemma4-vision.json");
     let mut cfg: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -47,7 +47,12 @@ pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
         crate::vision::vision_tensors(v, spec.dtype, &mut b.out)?;
     }
     for (name, shape) in &spec.loaded_only {
-        b.push(name.clone(), shape.clone(), None, loaded_component(name, shape))?;
+        b.push(
+            name.clone(),
+            shape.clone(),
+            None,
+            loaded_component(name, shape),
+        )?;
     }
     Ok(Inventory::new(b.out))
 }

@@ -19,8 +19,8 @@ import json
 import os
 
 import torch
-from cpu_allocations import peak_over_start, print_record
-from torch.profiler import ProfilerActivity, profile
+from cpu_allocations import print_record
+from measure_generate_swa_cpu import call_peak
 from transformers import AutoConfig, AutoModelForCausalLM
 
 SPEC = os.path.join(os.path.dirname(__file__), "..", "validation", "specs",
@@ -42,16 +42,6 @@ def build(hf):
         attn = {"": "sdpa", "text_config": "sdpa", "vision_config": "sdpa", "audio_config": "eager"}
     return AutoModelForCausalLM.from_config(cfg, attn_implementation=attn,
                                             dtype=torch.float32).eval()
-
-
-def call_peak(model, ids, mask, kwargs):
-    """Peak bytes over the call's start: a warm-up call, then the measured one."""
-    with torch.no_grad():
-        model.generate(ids, attention_mask=mask, **kwargs)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            out = model.generate(ids, attention_mask=mask, **kwargs)
-        del out
-    return peak_over_start(prof)
 
 
 def main():

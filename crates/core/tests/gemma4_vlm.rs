@@ -140,6 +140,31 @@ fn e2b_audio_loaded_not_run() {
         images.per_gpu.components.optimizer_states,
         2 * 4 * 4_797_113_600 + 32 * 2 * 256
     );
+    // The tower that never runs adds no matmul to the step time: the same config without
+    // `audio_config` times its forward and backward the same. (The optimizer step's time is
+    // still modelled over every parameter of a full fine-tune, frozen or not run included.)
+    let timed = |cfg: Value| {
+        let r = measured::run(json!({"model": {"hf_config": cfg}, "task": "train",
+            "precision": "fp32", "batch": 8, "seq": 4096, "optimizer": "adamw", "gpu": "H200"}));
+        (
+            r.model.params_total,
+            r.throughput.expect("a GPU named: a step time"),
+        )
+    };
+    let with_audio = measured::formats_fixture("gemma4/gemma-4-e2b.json");
+    let mut no_audio = with_audio.clone();
+    no_audio["audio_config"] = Value::Null;
+    let (all, t) = timed(with_audio);
+    let (bare, t_bare) = timed(no_audio);
+    assert_eq!(all - bare, 307_183_904);
+    let (t, t_bare) = (
+        serde_json::to_value(t).unwrap(),
+        serde_json::to_value(t_bare).unwrap(),
+    );
+    for k in ["forward_s", "backward_s"] {
+        assert!(t[k].is_number(), "{t}");
+        assert_eq!(t[k], t_bare[k]);
+    }
     assert_eq!(
         job("gemma-4-26b-a4b.json", false).model.params_trainable,
         25_233_141_760

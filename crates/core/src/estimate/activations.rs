@@ -230,7 +230,7 @@ fn blocks_forward(
         }
         let ctx = if layer.attention.vision_cross {
             cross_ctx
-        } else if layer.attention.kv_shared && generate_slices_kv_shared(spec, job) {
+        } else if layer.attention.kv_shared && super::blocks::generate_slices_kv_shared(spec, job) {
             shared_ctx
         } else {
             ctx
@@ -273,22 +273,6 @@ fn blocks_forward(
         });
     }
     Ok((layers, events))
-}
-
-/// Whether `generate`'s prefill runs Gemma 4's kv-sharing layers on the last token alone:
-/// `Gemma4TextModel.forward` (transformers 5.24 `modeling_gemma4.py`) hands the layers from
-/// `first_kv_shared_layer_idx` on the hidden states, per-layer inputs, rotary tables and masks
-/// sliced to `logits_to_keep` (`_maybe_slice_kv_shared_inputs`): those layers write no cache,
-/// so only the positions whose logits are kept need them. `generate` passes
-/// `logits_to_keep = 1` (an inference job that generates tokens); the slicing is skipped under
-/// flash attention (its mask cannot be sliced) and outside `generate` (a forward without new
-/// tokens keeps every position's logits). The keys they attend to are still the whole prompt's.
-/// Gemma 3n's forward does not slice (`modeling_gemma3n.py`).
-fn generate_slices_kv_shared(spec: &ModelSpec, job: &ResolvedJob) -> bool {
-    spec.naming == crate::model::Naming::Gemma4
-        && job.task == Task::Infer
-        && job.new_tokens > 0
-        && job.attention != AttentionKernel::Flash
 }
 
 /// A distinct layer: its index, its memory and its backward's fullest moments

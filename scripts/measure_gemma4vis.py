@@ -1,5 +1,6 @@
-"""Runs ../shared/measure/measure.py on a `model_type: "gemma4"` spec with images and no audio
-tower (`audio_config: null`, as Gemma 4 26B / 31B): `AutoModelForCausalLM` builds
+"""Runs ../shared/measure/measure.py on a `model_type: "gemma4"` spec, with or without images,
+without an audio tower (`audio_config: null`, as Gemma 4 26B / 31B) or with one (E2B / E4B: the
+tower is built, its attention eager, and never run): `AutoModelForCausalLM` builds
 `Gemma4ForConditionalGeneration`. `Gemma4Config` has no top-level `vocab_size` /
 `num_hidden_layers`; `measure_composite.py` copies the text config's onto it.
 
@@ -60,6 +61,12 @@ def with_images(model, cfg, s):
 
 
 def from_config(cfg, s, default, **kw):
+    if cfg.model_type == "gemma4" and cfg.audio_config is not None:
+        # `Gemma4AudioModel` has no SDPA path (`_supports_sdpa` unset: asking for it raises);
+        # what transformers picks when no implementation is named is eager for it, the
+        # requested kernel for the rest. The audio tower does not run on text or images.
+        a = kw["attn_implementation"]
+        kw["attn_implementation"] = {"": a, "text_config": a, "vision_config": a, "audio_config": "eager"}
     model = default(cfg, **kw)
     if cfg.model_type == "gemma4" and s.get("images"):
         return with_images(model, cfg, s)

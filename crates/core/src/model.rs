@@ -150,9 +150,12 @@ pub struct ModelSpec {
     /// Gemma 3n's decoder additions ([`Gemma3nParts`]); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemma3n: Option<Gemma3nParts>,
-    /// Parameters the model holds that a text-only step never runs (Gemma 3n's vision and
-    /// audio towers, `Gemma3nModel.forward` without `pixel_values` or `input_features`): each
-    /// `(name, shape)` is a resident weight that never gets a gradient, so no optimizer state.
+    /// Parameters the model loads but no modelled forward runs, as (checkpoint name, shape):
+    /// Gemma 3n's vision and audio towers (`Gemma3nModel.forward` without `pixel_values` or
+    /// `input_features`; image jobs are refused), Gemma 4 E2B / E4B's audio tower and
+    /// `embed_audio` (`Gemma4Model.forward` runs them only on `input_features`, and the job has
+    /// no audio input). Each is a resident weight that never gets a gradient, so no optimizer
+    /// state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle_tensors: Vec<(String, Vec<u64>)>,
 }

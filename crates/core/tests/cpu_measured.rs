@@ -87,6 +87,17 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-gemma4vis.json",
         min_cases: 18,
     },
+    // gemma4_vlm.rs: a tiny Gemma 4 with an audio tower (`gemma4` as E2B / E4B are built:
+    // the text model with per-layer inputs and kv-sharing layers, the vision tower above, a
+    // 2-layer conformer of 256 and `embed_audio`, loaded and never run;
+    // scripts/measure_gemma4vis.py) trained through `Gemma4ForConditionalGeneration`, text only
+    // and with one 192 px image a sequence, fp32 and bf16-mixed, AdamW, SDPA: the peaks (no
+    // gradient or AdamW state for the audio tower, nor for the vision tower without images),
+    // one block's activations and the activations at the peak.
+    Measured {
+        file: "cpu-measured-gemma4audio.json",
+        min_cases: 12,
+    },
     // llama4_vlm.rs: a tiny Llama 4 (`llama4`) trained through `Llama4ForConditionalGeneration`,
     // text only and with one 448 px image a sequence (2 × 2 tiles and the global tile), fp32
     // and bf16-mixed, AdamW, SDPA: the peaks, one block's activations and the activations at

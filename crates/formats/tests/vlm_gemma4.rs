@@ -2,7 +2,7 @@
 //! checkpoints' `Gemma4ForConditionalGeneration`) read natively for the estimator: the
 //! `gemma4_text` language model, the vision tower and `embed_vision`, each counted to the
 //! parameter against transformers; the image tokens of `Gemma4ImageProcessor`; a config with an
-//! audio tower refused in one line naming the audio tower.
+//! audio tower (E2B) read with the tower as loaded-only tensors.
 //!
 //! Meta-device counts: `/work/main/.venv-test/bin/python` with
 //! `Gemma4ForConditionalGeneration(Gemma4Config(**cfg))` (`model_type` and `architectures`
@@ -32,6 +32,9 @@ crate::parts_tests! {
     gemma_4_26b_a4b: "gemma-4-26b-a4b.json" => (25_805_933_872, 569_548_080, 3_244_032, 25_233_141_760);
     gemma_4_31b: "gemma-4-31b.json" => (31_273_086_512, 569_548_080, 6_193_152, 30_697_345_280);
     tiny_gemma4_vision: "tiny-gemma4-vision.json" => (8_218_912, 369_920, 32_768, 7_816_224);
+    // E2B's parts by hand in `gemma4.rs`; the total includes the audio tower and embedder's
+    // 304,824,608 + 2,359,296 loaded-only parameters.
+    gemma_4_e2b: "gemma-4-e2b.json" => (5_104_297_504, 167_364_608, 1_179_648, 4_628_569_344);
 }
 
 /// The 26B/31B tower by hand (`Gemma4VisionModel.__init__`: 1152 wide, 27 layers, 16 heads
@@ -96,15 +99,38 @@ fn image_tokens_per_processor() {
     assert_eq!((c.tokens, c.tower_seq), (66, 630));
 }
 
-/// A `gemma4` config with an audio tower is refused in one line naming it; a budget the
-/// processor does not accept is refused naming the field.
+/// A `gemma4` config with an audio tower (E2B) is read: the audio tower and `embed_audio` are
+/// its loaded-only tensors, named as `Gemma4ForConditionalGeneration` names them (the first the
+/// sub-sampling's first convolution `[128, 1, 3, 3]`, the last `embed_audio`'s projection
+/// `[1536, 1536]` from `output_proj_dims` to the text width), and the config without one has
+/// none; a budget the processor does not accept is refused naming the field.
 #[test]
-fn audio_refused_and_bad_budget_named() {
+fn audio_loaded_and_bad_budget_named() {
     let path = common::fixture_path("gemma4", "gemma-4-e2b.json");
-    let err = load_model(&path).unwrap_err().to_string();
-    assert!(err.contains("audio tower is not modelled"), "{err}");
-    assert!(err.contains("audio_config null is estimated"), "{err}");
-    assert!(!err.contains('\n'), "{err}");
+    let spec = load_model(&path).unwrap().spec.unwrap();
+    let first = &spec.idle_tensors[0];
+    assert_eq!(
+        (first.0.as_str(), first.1.as_slice()),
+        (
+            "model.audio_tower.subsample_conv_projection.layer0.conv.weight",
+            &[128, 1, 3, 3][..]
+        )
+    );
+    let last = spec.idle_tensors.last().unwrap();
+    assert_eq!(
+        (last.0.as_str(), last.1.as_slice()),
+        (
+            "model.embed_audio.embedding_projection.weight",
+            &[1536, 1536][..]
+        )
+    );
+    let path = common::fixture_path("gemma4", "gemma-4-31b.json");
+    assert!(load_model(&path)
+        .unwrap()
+        .spec
+        .unwrap()
+        .idle_tensors
+        .is_empty());
     let path = common::fixture_path("gemma4", "tiny-gemma4-vision.json");
     let mut cfg: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -210,6 +210,8 @@ fn blocks_forward(
         kv_seq: super::mllama::cross_tokens(spec, job),
         ..ctx
     };
+    // Gemma 4's kv-sharing layers in `generate`'s prefill run on the last token only.
+    let shared_ctx = BlockCtx { seq: 1, ..ctx };
     let mut layers = Vec::with_capacity(spec.num_layers() as usize);
     let stored_kv = if ckpt == Checkpointing::Full {
         super::blocks::checkpoint_stored_kv(spec, b, s, num)
@@ -230,6 +232,8 @@ fn blocks_forward(
         }
         let ctx = if layer.attention.vision_cross {
             cross_ctx
+        } else if layer.attention.kv_shared && super::blocks::generate_slices_kv_shared(spec, job) {
+            shared_ctx
         } else {
             ctx
         };

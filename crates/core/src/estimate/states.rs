@@ -282,6 +282,16 @@ pub fn model_states(
         Some(inv) => inventory_states(model, inv, job, w, shard, warnings),
         None => bare_count_states(model, job, w, shard, warnings),
     }?;
+    if let Some(audio) = model
+        .inventory
+        .as_ref()
+        .and_then(|inv| inv.by_part().remove(&crate::vision::Part::Audio))
+    {
+        warnings.push(format!(
+            "audio inputs are not modelled: the audio tower's {} parameters are loaded, not run",
+            audio.params
+        ));
+    }
     super::techniques::add_reference_model(job, &mut st);
     Ok(st)
 }
@@ -390,6 +400,13 @@ struct Rules<'a> {
     tied_vocab: Option<u64>,
     /// Model components the job keeps frozen (`freeze`): no gradient, no optimizer state.
     frozen: &'a [crate::vision::Part],
+    /// The job feeds images: the vision tower and projector run ([`Part::runs`]); a part
+    /// that does not run gets no gradient and no optimizer state, as a frozen one.
+    ///
+    /// [`Part::runs`]: crate::vision::Part::runs
+    images: bool,
+    /// Gemma 3n: the projector part (its multimodal embedders) runs without images too.
+    embedders_always: bool,
 }
 
 impl Rules<'_> {
@@ -423,7 +440,17 @@ impl Rules<'_> {
                 .filter(|s| s.tied_embeddings())
                 .map(|s| s.vocab_size),
             frozen: &job.freeze,
+            images: job.images.is_some(),
+            embedders_always: model.spec.as_ref().is_some_and(|s| s.gemma3n.is_some()),
         }
+    }
+
+    /// Whether the job's forward runs `part` ([`crate::vision::Part::runs`]), with Gemma 3n's
+    /// exception: `Gemma3nModel.forward` (transformers 5.24) runs its two multimodal embedders
+    /// (the projector part) on every call, over dummy ids where the input has no image or audio
+    /// token, so they get gradients from text alone.
+    fn runs(&self, part: crate::vision::Part) -> bool {
+        part.runs(self.images) || (self.embedders_always && part == crate::vision::Part::Projector)
     }
 
     fn ep_share(&self, c: Component) -> u64 {
@@ -674,7 +701,7 @@ fn full_training(
     let mut trained: Vec<Option<Trained>> = (0..tl.classes.len()).map(|_| None).collect();
     for (layer, c, n) in r.on_rank_groups(tl) {
         let class = &tl.classes[c as usize];
-        if r.frozen.contains(&class.part) || class.no_grad {
+        if r.frozen.contains(&class.part) || class.no_grad || !r.runs(class.part) {
             continue;
         }
         let t = match &mut trained[c as usize] {

@@ -31,7 +31,8 @@ pub fn with_images<'a>(
     if job.image_tokens > 0 {
         return Ok(Cow::Borrowed(job));
     }
-    if spec.is_some_and(|s| !s.idle_tensors.is_empty()) {
+    // The `gemma3n` wrapper holds its towers as idle tensors (`ModelSpec::idle_tensors`).
+    if spec.is_some_and(|s| s.gemma3n.is_some() && !s.idle_tensors.is_empty()) {
         return Err(CoreError::field(
             "images",
             "gemma3n's vision tower (timm's MobileNetV5) is counted but its activations are not \

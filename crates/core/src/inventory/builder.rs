@@ -50,6 +50,21 @@ pub fn build_inventory(spec: &ModelSpec) -> Result<Inventory, CoreError> {
     Ok(Inventory::new(b.out))
 }
 
+/// The component of an idle tensor ([`ModelSpec::idle_tensors`]), read from its shape
+/// as the weight formats treat it: a matrix is an `nn.Linear` weight (attention's under
+/// `.self_attn.`, else the MLP's), which bitsandbytes and the other linear formats quantize;
+/// a convolution kernel (three or four dimensions) is kept in the model's dtype, as the
+/// formats leave `nn.Conv*` alone (filed with the embeddings, as the towers' patch
+/// convolutions are); a vector is a norm's weight, a scale or a bias.
+pub(super) fn idle_component(name: &str, shape: &[u64]) -> Component {
+    match shape.len() {
+        2 if name.contains(".self_attn.") => Component::Attention,
+        2 => Component::Mlp,
+        0 | 1 => Component::Norm,
+        _ => Component::Embedding,
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum StackKind {
     Main,

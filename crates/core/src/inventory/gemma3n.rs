@@ -53,13 +53,16 @@ impl Builder<'_> {
         )
     }
 
-    /// The spec's [`idle_tensors`](crate::model::ModelSpec::idle_tensors) (Gemma 3n's towers),
-    /// outside the layer stacks, marked [`idle`](super::Tensor::idle).
+    /// The spec's [`idle_tensors`](crate::model::ModelSpec::idle_tensors) (Gemma 3n's towers,
+    /// Gemma 4's audio tower and embedder), outside the layer stacks, marked
+    /// [`idle`](super::Tensor::idle), each in the part of the tower it belongs to
+    /// ([`Part::of_idle_name`](crate::vision::Part::of_idle_name)).
     pub(super) fn idle_tensors(&mut self) -> Result<(), CoreError> {
         for (name, shape) in &self.spec.idle_tensors {
-            let c = Component::Embedding;
+            let c = super::builder::idle_component(name, shape);
             let mut t = super::Tensor::new(name.clone(), shape.clone(), self.dtype, None, c)?;
             t.idle = true;
+            t.part = crate::vision::Part::of_idle_name(name);
             self.out.push(t);
         }
         Ok(())

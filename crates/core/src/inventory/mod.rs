@@ -83,7 +83,7 @@ pub struct Tensor {
     #[serde(default, skip_serializing_if = "Part::is_language")]
     pub part: Part,
     /// Held but never run by the step ([`crate::model::ModelSpec::idle_tensors`]: Gemma 3n's
-    /// towers in a text-only job), so never given a gradient.
+    /// towers in a text-only job, Gemma 4's audio tower), so never given a gradient.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idle: bool,
 }

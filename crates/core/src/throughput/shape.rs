@@ -310,7 +310,8 @@ fn activation_kernels(name: &str) -> f64 {
 
 /// Parameters in the matmuls a token passes through: attention, dense MLP, router and head
 /// tensors whole, routed experts at `top_k / experts`, and the embedding again when the head
-/// is tied to it (the head multiplies by it). Embedding lookups and norms are no matmuls.
+/// is tied to it (the head multiplies by it). Embedding lookups and norms are no matmuls; a
+/// tower that never runs has none.
 fn matmul_params(spec: &ModelSpec, inventory: Option<&Inventory>) -> Option<f64> {
     let inv = inventory?;
     let routed = spec
@@ -329,6 +330,11 @@ fn matmul_params(spec: &ModelSpec, inventory: Option<&Inventory>) -> Option<f64>
     }
     for t in &inv.tensors {
         if !shared.is_empty() && t.name.contains(".shared_transformer.") {
+            continue;
+        }
+        // A tower that is loaded, never run (`ModelSpec::idle_tensors`: Gemma 4's audio
+        // tower, Gemma 3n's towers).
+        if t.idle {
             continue;
         }
         let e = t.elements() as f64;

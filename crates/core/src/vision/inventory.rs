@@ -14,6 +14,19 @@ impl Part {
     /// `visual.merger.`, `multi_modal_projector.`, `image_newline`, `connector.` and Gemma 3n's
     /// `embed_vision.` / `embed_audio.` the projector; `audio_tower.` the audio tower; the rest
     /// the language model.
+    /// The part of a tensor the model loads but never runs
+    /// ([`crate::model::ModelSpec::idle_tensors`]): an audio tower's or an audio embedder's
+    /// (`audio` in its name: Gemma 4's `embed_audio`, which runs only with audio input, where
+    /// Gemma 3n's runs on every forward and is the projector) is the audio part; the rest as
+    /// [`Part::of_name`] reads it.
+    pub fn of_idle_name(name: &str) -> Part {
+        if name.contains("audio") {
+            Part::Audio
+        } else {
+            Part::of_name(name)
+        }
+    }
+
     pub fn of_name(name: &str) -> Part {
         let has = |s: &str| name.starts_with(s) || name.contains(&format!(".{s}"));
         if has("visual.merger.")

@@ -43,7 +43,9 @@ pub enum Part {
     /// The projector (Qwen's merger, LLaVA's `multi_modal_projector`, Gemma 3's pooling
     /// projection; Gemma 3n's two multimodal embedders).
     Projector,
-    /// An audio tower (Gemma 3n's `audio_tower`).
+    /// An audio tower and, where it runs only with audio input, its embedder (Gemma 4 E2B /
+    /// E4B's `audio_tower` and `embed_audio`; Gemma 3n's `audio_tower`): loaded, never run, as
+    /// no job field feeds audio (`ModelSpec::idle_tensors`).
     Audio,
 }
 
@@ -67,6 +69,20 @@ impl Part {
 
     pub fn is_language(&self) -> bool {
         *self == Part::Language
+    }
+
+    /// Whether the job's forward runs this part: the language model always; the vision tower
+    /// and projector when the job has images (a VLM's `forward` calls its tower only on
+    /// `pixel_values`: `Gemma4Model.forward`, `Qwen2VLModel.forward`,
+    /// `LlavaModel.forward`, transformers 5.24); the audio tower never (no job field feeds
+    /// audio). A part that does not run leaves its weights' `.grad` `None`, so AdamW's
+    /// `_init_group` (torch 2.15 `optim/adamw.py`) gives them no state.
+    pub fn runs(self, images: bool) -> bool {
+        match self {
+            Part::Language => true,
+            Part::Vision | Part::Projector => images,
+            Part::Audio => false,
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 
 use super::fields::Cfg;
 use super::gemma4::{text_tensors, NamedTensor};
-use crate::error::{FormatError, Result};
+use crate::error::Result;
 use serde_json::{Map, Value};
 
 /// `Gemma4VisionConfig`'s geometry, with its class defaults.
@@ -239,19 +239,7 @@ pub fn model_tensors(top: &Map<String, Value>, origin: &str) -> Result<Vec<Named
             vec![lm_hidden, width],
         );
     }
-    if let Some(a) = sub(top, "audio_config") {
-        let ao = format!("{origin} audio_config");
-        let ac = Cfg {
-            obj: a,
-            origin: &ao,
-        };
-        let g = audio_tensors(&mut out, &ac, "model.audio_tower")?;
-        push(
-            &mut out,
-            "model.embed_audio.embedding_projection.weight".into(),
-            vec![lm_hidden, g.output],
-        );
-    }
+    out.extend(audio_part(top, origin, lm_hidden)?);
     if !t.boolean("tie_word_embeddings", true)? {
         push(&mut out, "lm_head.weight".into(), vec![vocab, lm_hidden]);
     }
@@ -277,27 +265,33 @@ pub fn part_counts(tensors: &[NamedTensor]) -> [u64; 3] {
     parts
 }
 
-/// The one-line refusal for a `gemma4` (conditional-generation) config with an audio tower
-/// (E2B, E4B): the whole model is counted exactly (`model_tensors`: the language
-/// model, the vision and audio towers and their embedders), and the vision side is modelled
-/// (`gemma4_vision.rs`), but what the audio conformer keeps in training and the audio tokens
-/// the processor makes are not, so the memory is not estimated. A config whose `audio_config`
-/// is null (the 26B and 31B) is estimated; so is its text config (`gemma4_text`).
-pub(crate) fn refuse(top: &Map<String, Value>, origin: &str) -> FormatError {
-    let tensors = match model_tensors(top, origin) {
-        Ok(t) => t,
-        Err(e) => return e,
+/// The audio tower and `embed_audio` (`Gemma4MultimodalEmbedder`: a weightless
+/// pre-projection norm and `embedding_projection` from `output_proj_dims` to the text hidden
+/// size `lm_hidden`) of a `gemma4` config, empty when `audio_config` is absent or null (the 26B
+/// and 31B). The estimator loads them and never runs them (`ModelSpec::idle_tensors`):
+/// `Gemma4Model.forward` calls `get_audio_features` only when `input_features` and
+/// `input_features_mask` are given, and a job has no audio input; a text or image forward
+/// reads nothing of the audio side (it masks `audio_token_id` placeholders in `input_ids`
+/// only).
+pub fn audio_part(
+    top: &Map<String, Value>,
+    origin: &str,
+    lm_hidden: u64,
+) -> Result<Vec<NamedTensor>> {
+    let Some(a) = sub(top, "audio_config") else {
+        return Ok(Vec::new());
     };
-    let [text, vision, audio] = part_counts(&tensors);
-    let total = text + vision + audio;
-    FormatError::Unsupported {
-        path: origin.to_string(),
-        reason: format!(
-            "gemma4: {total} parameters (Gemma4ForConditionalGeneration, exact: language model \
-             {text}, vision tower and embedder {vision}, audio tower and embedder {audio}), but \
-             the audio tower is not modelled (its training activations and the processor's audio \
-             tokens); a gemma4 config with audio_config null is estimated with its vision \
-             tower, and the text model from its text_config (model_type gemma4_text)"
-        ),
-    }
+    let ao = format!("{origin} audio_config");
+    let ac = Cfg {
+        obj: a,
+        origin: &ao,
+    };
+    let mut out = Vec::new();
+    let g = audio_tensors(&mut out, &ac, "model.audio_tower")?;
+    push(
+        &mut out,
+        "model.embed_audio.embedding_projection.weight".into(),
+        vec![lm_hidden, g.output],
+    );
+    Ok(out)
 }

@@ -183,11 +183,6 @@ pub fn parse_config_value_with(
     if !is_known_type(top_type) {
         unknown::check_unknown(top, top_type, origin, opts)?;
     }
-    if top_type == "gemma4" && top.get("audio_config").is_some_and(Value::is_object) {
-        // Counted exactly, audio tower included, but the audio tower's activations are not
-        // modelled; the vision-only model is (`gemma4_vision.rs`, `gemma4_towers.rs`).
-        return Err(gemma4_towers::refuse(top, origin));
-    }
     if top_type == "gemma3n" {
         // The text model is read from text_config, the towers added around it (`gemma3n.rs`).
         gemma3n::needs_text_config(top, origin)?;
@@ -217,6 +212,10 @@ pub fn parse_config_value_with(
     }
     spec.name = name;
     spec.vision = vision::read_vision(top, top_type, spec.hidden_size, origin)?;
+    if top_type == "gemma4" {
+        // E2B / E4B's audio tower: loaded, never run (no job field feeds audio).
+        spec.idle_tensors = gemma4_towers::audio_part(top, origin, spec.hidden_size)?;
+    }
     if top_type == "mllama" {
         mllama::cross_layers(&mut spec, &cfg)?;
     }

@@ -38,7 +38,7 @@ fn label(p: Part) -> &'static str {
         Part::Language => "language model",
         Part::Vision => "vision tower",
         Part::Projector => "projector",
-        Part::Audio => "audio tower",
+        Part::Audio => "audio tower (loaded, not run)",
     }
 }
 

@@ -163,3 +163,20 @@ pub(crate) fn checkpoint_stored_kv(
     }
     stored
 }
+
+/// Whether `generate`'s prefill runs Gemma 4's kv-sharing layers on the last token alone:
+/// `Gemma4TextModel.forward` (transformers 5.24 `modeling_gemma4.py`) hands the layers from
+/// `first_kv_shared_layer_idx` on the hidden states, per-layer inputs, rotary tables and masks
+/// sliced to `logits_to_keep` (`_maybe_slice_kv_shared_inputs`): those layers write no cache,
+/// so only the positions whose logits are kept need them. `generate` passes
+/// `logits_to_keep = 1` (an inference job that generates tokens); the slicing is skipped under
+/// flash attention (its mask cannot be sliced) and outside `generate` (a forward without new
+/// tokens keeps every position's logits). The keys they attend to are still the whole prompt's.
+/// Gemma 3n's forward does not slice (`modeling_gemma3n.py`).
+pub(crate) fn generate_slices_kv_shared(spec: &ModelSpec, job: &crate::job::ResolvedJob) -> bool {
+    use crate::job::{AttentionKernel, Task};
+    spec.naming == Naming::Gemma4
+        && job.task == Task::Infer
+        && job.new_tokens > 0
+        && job.attention != AttentionKernel::Flash
+}

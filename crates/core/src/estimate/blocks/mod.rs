@@ -29,7 +29,7 @@ mod ssd_warning;
 mod zamba2;
 
 pub use falcon_h1::falcon_h1_path_warning;
-pub(crate) use gemma4::checkpoint_stored_kv;
+pub(crate) use gemma4::{checkpoint_stored_kv, generate_slices_kv_shared};
 pub use linear4bit::Dequant;
 pub use linear8bit::Int8Lt;
 pub use mamba::block_output_width;

@@ -100,7 +100,8 @@ for path in sys.argv[1:]:
               f"per sequence, the image tokens inside the measured seq (measure.py patched as "
               f"scripts/{patch_of(spec)})." if spec.get("images") else "")
            + (f" Frozen: {', '.join(spec['freeze'])}." if spec.get("freeze") else ""))
-    base = {"source_id": spec["id"], "kind": "measured", "split": "project", "job": job_of(spec)}
+    base = {"source_id": spec["id"], "kind": "measured", "split": "project", "measured_on": "cpu",
+            "job": job_of(spec)}
     # Image runs are held to 3 % (issue 21); their activations only where the profiler
     # categorised nearly every tensor (under bf16 it leaves many UNKNOWN).
     images = bool(spec.get("images"))

@@ -205,3 +205,31 @@ fn cublas_workspace_is_the_h200s() {
         );
     }
 }
+
+/// What `vramscope validate` takes off a CPU-measured case's peak
+/// (`overhead::job_blas_workspaces_bytes`) is the workspace figure the estimate's step starts
+/// with (its first timeline point's temporaries, nothing else being there on one GPU). GPT-2
+/// (`Conv1D` runs `addmm` with a bias: a cuBLASLt GEMM) training on the H200 under torch 2.11:
+/// two cuBLAS workspaces of 33,554,432 B (the test above) plus cuBLASLt's own 1,048,576 B
+/// (2.9 ≤ torch < 2.12) = 68,157,440 B; inference one of each, 34,603,008 B; with no GPU and
+/// today's torch, cuBLAS's default `:4096:2:16:8` (2 × 4 MiB + 8 × 16 KiB = 8,519,680 B) per
+/// handle, 17,039,360 B for training.
+#[test]
+fn validate_nets_the_workspaces_the_step_starts_with() {
+    use vramscope_formats::model_source::load_job_model;
+    for (gpu, torch, task, want) in [
+        (Some("h200-141gb"), Some("2.11"), "train", 68_157_440u64),
+        (Some("h200-141gb"), Some("2.11"), "infer", 34_603_008),
+        (None, None, "train", 17_039_360),
+    ] {
+        let job: Job = serde_json::from_value(serde_json::json!({"model": "gpt2", "task": task,
+            "batch": 1, "seq": 128, "precision": "fp32", "gpu": gpu, "torch_version": torch}))
+        .unwrap();
+        let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
+        let resolved = job.resolve(Some(1024)).unwrap();
+        let nets = overhead::job_blas_workspaces_bytes(model.spec.as_ref(), &resolved).unwrap();
+        assert_eq!(nets, want, "{gpu:?} {task}");
+        let r = estimate(&model.into_input(), &resolved).unwrap();
+        assert_eq!(r.timeline[0].by_category.get("temporaries"), Some(&want));
+    }
+}

@@ -389,6 +389,99 @@ fn validate_reads_its_own_cases_and_rejects_bad_files() {
     }
 }
 
+/// A case measured on the CPU (`"measured_on": "cpu"`) has its peak compared net of the BLAS
+/// workspaces the estimate counts and a CPU run lacks; the netting decides pass/fail. The case
+/// is the tiny Qwen2-VL's of `validation/cpu-measured-vlm.json`: measured peak 8,680,960 B
+/// (`measure.py`, read off the run), tolerance 3 %. With no GPU named the estimate counts two
+/// cuBLAS workspaces (forward and backward handles), each cuBLAS's default `:4096:2:16:8` =
+/// 2 × 4 MiB + 8 × 16 KiB = 8,519,680 B: 17,039,360 B (16.25 MiB), about twice the whole measured step, so
+/// the same case unmarked (or marked `cuda`) reads ~+196 % and fails, and marked `cpu` passes.
+/// The marker names the figure; an activation case is not netted; a `measured_on` that is not
+/// a string is refused (exit 2).
+#[test]
+fn validate_nets_blas_workspaces_of_cpu_cases() {
+    let path = format!(
+        "{}/../../validation/cpu-measured-vlm.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let peak = cases
+        .iter()
+        .find(|c| c["id"] == "cpu-tiny-qwen2vl-fp32-adamw-peak")
+        .unwrap();
+    assert_eq!(peak["expected_bytes"], 8_680_960);
+    let variant = |id: &str, on: Value| {
+        let mut c = peak.clone();
+        c["id"] = json!(id);
+        c["measured_on"] = on;
+        c
+    };
+    let file = temp_file(
+        "cpu-cases.json",
+        &json!([
+            variant("cpu", json!("cpu")),
+            variant("unmarked", Value::Null),
+            variant("cuda", json!("cuda"))
+        ])
+        .to_string(),
+    );
+    let v = json_of_cmd(
+        vramscope().args([
+            "validate",
+            file.to_str().unwrap(),
+            "--json",
+            "--report-only",
+        ]),
+        &"validate",
+    );
+    let row = |i: usize| &v["cases"][i];
+    assert_eq!(row(0)["status"], "pass", "{v}");
+    assert_eq!(row(0)["netted"], 17_039_360, "{v}");
+    for i in [1, 2] {
+        assert_eq!(row(i)["status"], "fail", "{v}");
+        assert!(row(i).get("netted").is_none(), "{v}");
+        // The netting is the whole difference between the two readings.
+        let raw = row(i)["got"].as_f64().unwrap();
+        assert_eq!(raw - row(0)["got"].as_f64().unwrap(), 17_039_360.0);
+        assert!(row(i)["error"].as_f64().unwrap() > 1.9, "{v}");
+    }
+    let text = text_with_code(
+        vramscope().args(["validate", file.to_str().unwrap(), "--color", "never"]),
+        1,
+    );
+    let marked: Vec<&str> = text.lines().filter(|l| l.contains("cpu: net of")).collect();
+    assert_eq!(marked.len(), 1, "{text}");
+    assert!(
+        marked[0].starts_with("cpu ") && marked[0].contains("16.25 MiB"),
+        "{text}"
+    );
+
+    let activations = cases
+        .iter()
+        .find(|c| c["id"] == "cpu-tiny-qwen2vl-fp32-adamw-act-per-layer")
+        .unwrap();
+    let mut unmarked = activations.clone();
+    unmarked["measured_on"] = Value::Null;
+    let f = temp_file("cpu-act.json", &json!([activations, unmarked]).to_string());
+    let v = json_of_cmd(
+        vramscope().args(["validate", f.to_str().unwrap(), "--json", "--report-only"]),
+        &"validate",
+    );
+    assert!(v["cases"][0].get("netted").is_none(), "{v}");
+    assert_eq!(v["cases"][0]["got"], v["cases"][1]["got"], "{v}");
+
+    let mut bad = peak.clone();
+    bad["measured_on"] = json!(1);
+    let f = temp_file("cpu-bad.json", &json!([bad]).to_string());
+    let out = vramscope()
+        .args(["validate", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("'measured_on' must be a string"), "{err}");
+}
+
 /// The advice's flags, added to the command line that made the job, give a job that fits,
 /// with the device total the advice states; a job that fits carries no advice unless
 /// `--advise` asks; the human output says "does not fit → do this" with the first flags.

@@ -137,7 +137,7 @@ fn eager_masks(spec: &ModelSpec, job: &ResolvedJob, num: Numerics) -> EagerMasks
 /// `addmm` with a 1-D bias, which CUDA runs through cuBLASLt's bias epilogue
 /// (`aten/src/ATen/native/cuda/Blas.cpp` `addmm_out_cuda_impl`, `useLtInterface`; GPT-2's
 /// `Conv1D` calls `torch.addmm` itself). Biasless models (Llama, Qwen3 MLPs) run `mm` only.
-fn runs_lt_gemm(spec: &ModelSpec) -> bool {
+pub fn runs_lt_gemm(spec: &ModelSpec) -> bool {
     spec.all_layers().any(|l| {
         let b = l.attention.bias;
         let mlp = matches!(&l.mlp, crate::model::Mlp::Dense(d) if d.bias);

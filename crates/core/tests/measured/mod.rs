@@ -1,9 +1,10 @@
 //! The measured-case check the family tests share: every case of one of the project's
 //! `validation/cpu-measured-*.json` files (made with `../shared/measure/measure.py` and
 //! `scripts/cases_from_measure.py`; validation/README.md) estimated and compared with what the
-//! run measured. Peaks are compared net of the two cuBLAS workspaces the estimate counts on a
-//! GPU (forward and backward threads) and a CPU run does not have, as in `validation_cases.rs`
-//! `masked_lm_pure_bf16_peaks`.
+//! run measured. Every case says it was measured on the CPU (`"measured_on": "cpu"`, written by
+//! `scripts/add_measured_on.py`), so its peak is compared net of the two cuBLAS workspaces the
+//! estimate counts on a GPU (forward and backward threads) and a CPU run does not have, as
+//! `vramscope validate` does and as in `validation_cases.rs` `masked_lm_pure_bf16_peaks`.
 
 // Each test binary compiles this module on its own and uses only what it asserts on.
 #![allow(dead_code)]
@@ -73,6 +74,8 @@ pub fn compare(file: &str) -> Vec<Compared> {
         .map(|c| {
             let path = c["metric"].as_str().unwrap();
             let mut got = metric(&report(&c["job"]), path);
+            let on = c["measured_on"].as_str();
+            assert_eq!(on, Some("cpu"), "{file} {}: measured_on", c["id"]);
             if path == "per_gpu.peak_allocated" {
                 got -= workspaces;
             }

@@ -1,12 +1,15 @@
 //! `validate`: every case of a validation file (the format of `../shared/validation/README.md`)
 //! run through the estimator in this process, its metric compared with the published figure by
-//! the same rules as `../shared/validation/score.py`.
+//! the same rules as `../shared/validation/score.py`. A case measured on the CPU
+//! (`"measured_on": "cpu"`, validation/README.md) has its `per_gpu.peak_allocated` compared net
+//! of the BLAS workspaces the estimate counts and a CPU run does not have.
 
-use super::job::estimate_job;
+use super::job::prepare;
 use super::{AppError, Session};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use vramscope_core::estimate::overhead::job_blas_workspaces_bytes;
 use vramscope_core::job::Job;
 
 /// Case files hold a few hundred cases of a few KiB each; refuse anything far larger unread.
@@ -26,7 +29,12 @@ struct Case {
     metric: String,
     expected: f64,
     tolerance: f64,
+    /// `measured_on`: where the figure was measured (`cpu`, `cuda`); absent when not stated.
+    measured_on: Option<String>,
 }
+
+/// The metric a CPU-measured case is compared on net of the BLAS workspaces.
+const NETTED_METRIC: &str = "per_gpu.peak_allocated";
 
 /// A case's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +56,10 @@ pub struct CaseResult {
     pub error: Option<f64>,
     pub tolerance: f64,
     pub status: Status,
+    /// The BLAS workspace bytes taken off the estimate before comparing: the case was measured
+    /// on the CPU, which has none (`overhead::job_blas_workspaces_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netted: Option<u64>,
     /// Why the case did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -142,12 +154,18 @@ fn read_case(i: usize, c: Value) -> Result<Case, String> {
     if !o.contains_key("id") {
         return Err(lacks("id"));
     }
+    let measured_on = match o.get("measured_on") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(format!("case {id}: 'measured_on' must be a string")),
+    };
     Ok(Case {
         id,
         job,
         metric,
         expected,
         tolerance,
+        measured_on,
     })
 }
 
@@ -188,31 +206,47 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// The case's metric from its job's estimate, or why it did not run.
-fn case_value(session: &Session, c: &Case) -> Result<f64, String> {
+/// Whether the case's metric is compared net of the BLAS workspaces: a peak measured on the CPU.
+fn nets_workspaces(c: &Case) -> bool {
+    c.measured_on.as_deref() == Some("cpu") && c.metric.trim() == NETTED_METRIC
+}
+
+/// The case's metric from its job's estimate and the workspace bytes taken off it, or why it
+/// did not run.
+fn case_value(session: &Session, c: &Case) -> Result<(f64, Option<u64>), String> {
     if c.expected == 0.0 {
         return Err("expected_bytes is 0: no relative error".into());
     }
     let job: Job =
         serde_json::from_value(c.job.clone()).map_err(|e| format!("invalid job: {e}"))?;
     // A panic is a bug in the estimator; one case's bug must not hide the other results.
-    let report =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate_job(session, &job)))
-            .map_err(|p| format!("estimator panicked: {}", panic_text(p.as_ref())))?
-            .map_err(|e| e.message)?;
+    let (report, workspaces) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<_, String> {
+            let p = prepare(session, &job).map_err(|e| e.message)?;
+            let report = p.report().map_err(|e| e.message)?;
+            let workspaces = if nets_workspaces(c) {
+                let spec = p.model.spec.as_ref();
+                Some(job_blas_workspaces_bytes(spec, &p.resolved).map_err(|e| e.to_string())?)
+            } else {
+                None
+            };
+            Ok((report, workspaces))
+        }))
+        .map_err(|p| format!("estimator panicked: {}", panic_text(p.as_ref())))??;
     let v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
-    metric_value(&v, &c.metric)
+    let got = metric_value(&v, &c.metric)?;
+    Ok((got - workspaces.unwrap_or(0) as f64, workspaces))
 }
 
 fn run_case(session: &Session, c: &Case) -> CaseResult {
-    let (got, error, status, message) = match case_value(session, c) {
-        Ok(got) => {
+    let (got, error, status, netted, message) = match case_value(session, c) {
+        Ok((got, netted)) => {
             let error = (got - c.expected) / c.expected;
             let ok = error.abs() <= c.tolerance + 1e-12;
             let status = if ok { Status::Pass } else { Status::Fail };
-            (Some(got), Some(error), status, None)
+            (Some(got), Some(error), status, netted, None)
         }
-        Err(m) => (None, None, Status::Error, Some(m)),
+        Err(m) => (None, None, Status::Error, None, Some(m)),
     };
     CaseResult {
         id: c.id.clone(),
@@ -222,6 +256,7 @@ fn run_case(session: &Session, c: &Case) -> CaseResult {
         error,
         tolerance: c.tolerance,
         status,
+        netted,
         message,
     }
 }
@@ -293,6 +328,7 @@ mod tests {
                 Some(_) => Status::Fail,
                 None => Status::Error,
             },
+            netted: None,
             message: None,
         };
         let s = summarize(&[

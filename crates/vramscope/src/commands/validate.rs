@@ -86,14 +86,25 @@ fn table(results: &[CaseResult], tolerance_only: bool) -> String {
 
 fn result_cell(r: &CaseResult) -> String {
     match r.status {
-        Status::Pass => paint(PASS, "pass"),
-        Status::Fail => paint(FAIL, "FAIL"),
+        Status::Pass => paint(PASS, "pass") + &netted_marker(r),
+        Status::Fail => paint(FAIL, "FAIL") + &netted_marker(r),
         Status::Error => format!(
             "{}  {}",
             paint(FAIL, "ERROR"),
             r.message.as_deref().unwrap_or("")
         ),
     }
+}
+
+/// The marker of a case compared net of the BLAS workspaces (measured on the CPU): `got` is
+/// the estimate less them.
+fn netted_marker(r: &CaseResult) -> String {
+    r.netted.map_or_else(String::new, |ws| {
+        paint(
+            DIM,
+            &format!("  (cpu: net of {} BLAS workspaces)", bytes(ws)),
+        )
+    })
 }
 
 /// The summary in the plain form scripts look for: "N passed, M failed[, K errored]", then the

@@ -389,7 +389,8 @@ pub fn loss_chunked(
 
 /// The head weight's gradient scratch per chunk in Liger-Kernel's fused linear cross-entropy
 /// as its current release (0.8.2, what `pip install liger-kernel` gives) runs it without
-/// autocast and with `accum_dtype=None` (transformers' and TRL's default): `[the product, its
+/// autocast and with `accum_dtype=None` (what Liger's own `LigerForCausalLMLoss`, which its
+/// patched models call, passes: `liger_kernel/transformers/model/loss_utils.py`): `[the product, its
 /// fp32 copy]` in bytes, for a head of `vocab` × `hidden` in `width`-byte logits.
 ///
 /// `fused_linear_cross_entropy_forward` (`liger_kernel/ops/fused_linear_cross_entropy.py`),
@@ -399,7 +400,8 @@ pub fn loss_chunked(
 ///   V·H product in the logits' dtype, then `.float()`'s fp32 copy while the product is still
 ///   referenced (a no-op returning the product itself when it is already fp32); the product is
 ///   dropped when `.float()` returns, the copy after the in-place add (on CUDA a bf16 `+=` of
-///   fp32 casts inside the kernel: `TensorIterator` makes dtype temporaries on the CPU only).
+///   fp32 casts inside the kernel: `aten/src/ATen/TensorIterator.cpp`, `compute_types`, makes
+///   its dtype temporaries only when `common_device == kCPU`).
 ///   A 16-bit model: 2·V·H + 4·V·H = 6·V·H bytes at once; fp32: 4·V·H.
 /// - 0.8.1+ (`c9fc646f`, `bab144c7`; 0.8.2 adds the capability guard `ed08f6ea`): `torch.addmm(
 ///   grad_weight, grad_logits_t, input_chunk, out_dtype=torch.float32, out=grad_weight)` in

@@ -283,7 +283,10 @@ fn chunked_output_loss_chunk_by_chunk() {
 /// and shifted 96·8 = 768; `grad_input` 96·256·2 = 49,152; `grad_weight` 8192·256·2 =
 /// 4,194,304; `loss_1d` 96·4 = 384; the bool mask 96; the count's int64 8 (freed); then per
 /// chunk the logits 4·8192·2 = 65,536 (the previous chunk freed after the new one exists) and
-/// the input-gradient product 4·256·2 = 2,048 (freed); the summed loss (4 B); the last chunk,
+/// the input-gradient product 4·256·2 = 2,048 (freed), and the weight gradient's step of
+/// Liger 0.6.2 on (`grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()`): the
+/// bf16 product 8192·256·2 = 4,194,304 and its fp32 copy 8192·256·4 = 8,388,608, the product
+/// freed as `.float()` returns, the copy after the add; the summed loss (4 B); the last chunk,
 /// `loss_1d`, the mask and both labels freed. The backward makes only `torch.tensor(1.0)` (4 B,
 /// freed) and the final norm's weight gradient (256·2 = 512) before the block's: the head's
 /// `.grad` is `grad_weight` itself.
@@ -292,6 +295,7 @@ fn fused_linear_cross_entropy_chunk_by_chunk() {
     let mut job = one_layer(96, "bf16");
     job["loss"] = json!("chunked");
     let s = stream_of(&job);
+    let weight_step = [4_194_304, 8_388_608, -1, -1];
     for step in 0..2u8 {
         let ev = events_in(&s, Phase::Forward(step));
         let at = ev
@@ -300,8 +304,10 @@ fn fused_linear_cross_entropy_chunk_by_chunk() {
             .expect("the padded labels");
         let mut want: Vec<i64> = vec![776, 768, 49_152, 4_194_304, 384, 96, 8, -1];
         want.extend([65_536, 2_048, -1]);
+        want.extend(weight_step);
         for _ in 1..24 {
             want.extend([65_536, -1, 2_048, -1]);
+            want.extend(weight_step);
         }
         want.extend([4, -1, -1, -1, -1, -1]);
         // Every event of the window is an allocation or a free (as many sizes as events).
@@ -311,6 +317,36 @@ fn fused_linear_cross_entropy_chunk_by_chunk() {
         let b = big_allocs(&s, Phase::Backward(step), 1);
         assert_eq!(b[..2], [4, 512]);
     }
+    assert_stream_meets_walk(&job);
+}
+
+/// The same loss in fp32 at batch 1 × 96 (chunks of 4 rows, 24 of them): the logits
+/// 4·8192·4 = 131,072, the input-gradient product 4·256·4 = 4,096, and the weight gradient's
+/// fp32 product 8192·256·4 = 8,388,608 alone (`.float()` on an fp32 tensor returns it, no
+/// copy), freed after the add. Under LoRA (the head frozen: `grad_weight` is `None`) no chunk
+/// has a weight step: logits and input product only.
+#[test]
+fn fused_linear_cross_entropy_weight_step_by_dtype_and_head() {
+    let mut job = one_layer(96, "fp32");
+    job["loss"] = json!("chunked");
+    let chunk_of = |job: &Value, logits: i64| -> Vec<i64> {
+        let s = stream_of(job);
+        let ev = events_in(&s, Phase::Forward(1));
+        let at = ev
+            .iter()
+            .rposition(|e| matches!(*e, Event::Alloc { bytes, .. } if bytes == logits as u64))
+            .expect("the last chunk's logits");
+        signed_sizes(&ev[at..at + 6])
+    };
+    assert_eq!(
+        chunk_of(&job, 131_072),
+        [131_072, -1, 4_096, -1, 8_388_608, -1]
+    );
+    let mut lora = one_layer(96, "bf16");
+    lora["loss"] = json!("chunked");
+    lora["peft"] = json!({"method": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj"]});
+    // The last chunk, then the summed loss (4 B) and the function's frees.
+    assert_eq!(chunk_of(&lora, 65_536), [65_536, -1, 2_048, -1, 4, -1]);
     assert_stream_meets_walk(&job);
 }
 

@@ -6,8 +6,13 @@
 //! ignore_index`; then, per chunk of `next_power_of_2(⌈BT / ⌈V/H⌉⌉)` rows, `logits_chunk =
 //! _input_chunk @ weight.t()` (the previous chunk's still bound while it is made), the
 //! cross-entropy kernel writing the logits' gradient in place, `grad_input[rows] =
-//! grad_logits_chunk @ weight` (a chunk-sized product copied in and freed) and `torch.addmm`
-//! into `grad_weight` in place; `ctx.save_for_backward(grad_input, grad_weight)`. Its
+//! grad_logits_chunk @ weight` (a chunk-sized product copied in and freed) and, when the head
+//! trains, the weight gradient's step: in the current release (0.8.2; 0.6.2 on) without
+//! autocast `grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()` — the V·H
+//! product, its fp32 copy (none when already fp32), the product dropped as `.float()` returns,
+//! the copy after the add (`stages::liger_grad_weight_scratch`, with the release boundaries;
+//! ≤ 0.6.1 ran `torch.addmm` into `grad_weight` in place, with no scratch);
+//! `ctx.save_for_backward(grad_input, grad_weight)`. Its
 //! backward (`fused_linear_cross_entropy_backward`) compares `grad_output` with
 //! `torch.tensor(1.0)` and returns the saved tensors as they are (the loss is the last op):
 //! the head input's gradient and the head weight's, which `AccumulateGrad` steals as `.grad`.
@@ -33,6 +38,9 @@ pub struct FusedCe {
     /// `pad(labels, (0, 1))` and `shift_labels[..., 1:].contiguous()` (int64).
     pub labels_padded: u64,
     pub labels_shifted: u64,
+    /// Per chunk, the head weight's gradient scratch: `torch.mm`'s V·H product and its
+    /// `.float()` copy (`[0, 0]`: a frozen head; `[p, 0]`: fp32 logits).
+    pub grad_weight_scratch: [u64; 2],
 }
 
 impl FusedCe {
@@ -76,6 +84,7 @@ pub fn forward<S: Sink>(s: &mut S, c: &FusedCe) -> Saved {
         logits = next;
         let product = s.alloc(r.saturating_mul(c.hidden_row));
         s.free(product);
+        weight_grad_step(s, c.grad_weight_scratch);
         start += r;
     }
     // `loss = torch.sum(loss_1d)`, then the function returns: its locals go.
@@ -89,6 +98,19 @@ pub fn forward<S: Sink>(s: &mut S, c: &FusedCe) -> Saved {
         grad_input,
         grad_weight,
     }
+}
+
+/// `grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()`: the product, its
+/// fp32 copy while the product is still referenced, the product dropped as `.float()`
+/// returns, the copy after the in-place add.
+fn weight_grad_step<S: Sink>(s: &mut S, [product, upcast]: [u64; 2]) {
+    if product == 0 {
+        return;
+    }
+    let mm = s.alloc(product);
+    let copy = s.alloc(upcast);
+    s.free(mm);
+    s.free(copy);
 }
 
 /// The backward: `torch.tensor(1.0)` made for the comparison and dropped; nothing else made.

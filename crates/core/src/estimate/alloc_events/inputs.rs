@@ -377,6 +377,15 @@ fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], width: u64
         head_grad,
         labels_padded: job.batch.saturating_mul(job.seq + 1).saturating_mul(8),
         labels_shifted: rows.saturating_mul(8),
+        grad_weight_scratch: if head_grad > 0 {
+            crate::estimate::stages::liger_grad_weight_scratch(
+                spec.vocab_size,
+                spec.hidden_size,
+                width,
+            )
+        } else {
+            [0, 0]
+        },
     }
 }
 

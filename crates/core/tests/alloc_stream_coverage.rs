@@ -450,9 +450,9 @@ fn the_int8_load_keeps_cb_and_scb() {
 /// after the whole backward. q_proj's input (the normed hidden state, 40·256·2 = 20,480 B,
 /// made just before its fp16 copy) is freed after the backward's last allocation (the input
 /// layernorm's gradients come after q_proj's node), not at q_proj's node. Under full
-/// checkpointing what is held depends on the checkpoint's kind (non-reentrant: held through
-/// the step, which the checkpointed walk does not count; reentrant: nothing), which the job
-/// does not say: that job keeps the packing heuristic.
+/// checkpointing what is held depends on the checkpoint's kind (non-reentrant: the first
+/// forward's inputs held through the step, which the walk counts, `int8_checkpoint.rs`;
+/// reentrant: nothing); the stream does not write it: that job keeps the packing heuristic.
 #[test]
 fn int8_inputs_live_until_the_graph_is_freed() {
     let s = stream_of(&tiny_int8());

@@ -150,9 +150,9 @@ fn weights_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         }
         // LLM.int8 without checkpointing: `MatMul8bitLt` holds each projection's input in
         // `ctx.tensors`; non-reentrant checkpointing's saved-tensor hooks do not reach it
-        // (held through the step, which the checkpointed walk does not count), reentrant
-        // checkpointing holds nothing, and the job does not say which runs
-        // (`docs/allocator-stream.md`).
+        // (the first forward's held through the step, as the walk counts:
+        // `QuantLinear::checkpoint_held`), reentrant checkpointing holds nothing; the stream
+        // does not write either kind yet (`docs/allocator-stream.md`).
         Ok(WeightFormat::Int8) => {
             job.peft.is_some()
                 && job.checkpointing == Checkpointing::None

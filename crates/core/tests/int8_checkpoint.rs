@@ -73,3 +73,11 @@ fn a_bad_value_names_the_field() {
     let err = job.resolve(None).unwrap_err().to_string();
     assert!(err.contains("checkpoint_reentrant"), "{err}");
 }
+
+/// The stream writes both kinds (`alloc_events/ctx_held.rs`) and meets the walk's peak.
+#[test]
+fn the_stream_meets_the_walk_under_both_kinds() {
+    for r in [false, true] {
+        common::stream_steps::assert_stream_meets_walk(&job(Some(r)));
+    }
+}

@@ -451,14 +451,18 @@ fn the_int8_load_keeps_cb_and_scb() {
 /// made just before its fp16 copy) is freed after the backward's last allocation (the input
 /// layernorm's gradients come after q_proj's node), not at q_proj's node. Under full
 /// checkpointing what is held depends on the checkpoint's kind (non-reentrant: the first
-/// forward's inputs held through the step, which the walk counts, `int8_checkpoint.rs`;
-/// reentrant: nothing); the stream does not write it: that job keeps the packing heuristic.
+/// forward's inputs held through the step; reentrant: nothing): next test.
 #[test]
 fn int8_inputs_live_until_the_graph_is_freed() {
     let s = stream_of(&tiny_int8());
     let (x, forward) = q_proj_input(&s);
     assert!(!forward.contains(&Event::Free { id: x }));
-    let backward = events_in(&s, Phase::Backward(1));
+    assert_freed_with_the_graph(&s, x);
+}
+
+/// `x` is freed in the second step's backward after its last allocation (with the graph).
+fn assert_freed_with_the_graph(s: &Stream, x: u32) {
+    let backward = events_in(s, Phase::Backward(1));
     let freed = backward.iter().position(|e| *e == Event::Free { id: x });
     let last_alloc = backward
         .iter()
@@ -501,12 +505,7 @@ fn int8_under_checkpointing_holds_by_the_checkpoint_kind() {
         let (x, forward) = q_proj_input(&s);
         assert_eq!(forward.contains(&Event::Free { id: x }), reentrant);
         if !reentrant {
-            let backward = events_in(&s, Phase::Backward(1));
-            let freed = backward.iter().position(|e| *e == Event::Free { id: x });
-            let last_alloc = backward
-                .iter()
-                .rposition(|e| matches!(*e, Event::Alloc { .. }));
-            assert!(freed > last_alloc, "{freed:?} {last_alloc:?}");
+            assert_freed_with_the_graph(&s, x);
         }
         assert_stream_meets_walk(&job);
     }

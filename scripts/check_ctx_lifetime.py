@@ -11,7 +11,12 @@ Printed (torch 2.15.0, CPU): held as a ctx attribute, every input is alive after
 backward and after the whole backward, and gone once the loss (the graph's root) is dropped;
 through `save_for_backward`, each input is gone once its own node has run. Under
 non-reentrant checkpointing (`use_reentrant=False`) the held input outlives the checkpointed
-forward (True), the saved one does not; under reentrant checkpointing neither does. So autograd's release of
+forward (True), the saved one does not; under reentrant checkpointing neither does. Followed
+through a step of two checkpointed blocks (`through_the_step`): under non-reentrant
+checkpointing each block's first-forward held input is alive after the whole backward and gone
+once the loss is dropped, while the input the recompute holds is gone by the end of its
+block's backward (the recomputed graph is discarded); under reentrant checkpointing no held
+input, of either forward, outlives its block's backward. So autograd's release of
 saved tensors (`PyNode::release_variables` clears `saved_variables` only) does not reach ctx
 attributes: they live as long as the graph, i.e. until `training_step` drops the loss after
 `backward` returns. (bitsandbytes' int8 kernels are CUDA's; this checks PyTorch's part.)"""
@@ -92,12 +97,52 @@ def checkpointed(fn, reentrant):
     print(f"{fn.__name__} under {kind} checkpointing: input alive after the forward {alive_after}")
 
 
+def through_the_step(reentrant):
+    """Two checkpointed blocks in a chain, each feeding `Held` a fresh tensor: which held
+    inputs (of the first forward, then of each block's recompute) are alive when block 0's
+    backward starts (block 1's done), after the whole backward, and once the loss is dropped."""
+    refs, seen = {}, []
+
+    def block(k):
+        def run_block(h):
+            a = h * 1.0
+            calls = refs.setdefault(k, [])
+            calls.append(weakref.ref(a))
+            # `sin` saves its input: the backward unpacks it, so the block is recomputed up to
+            # it (non-reentrant's early stop ends the recompute at the last saved tensor).
+            return torch.sin(Held.apply(a, W))
+
+        return run_block
+
+    x = torch.randn(8, 64, requires_grad=True)
+    h0 = checkpoint(block(0), x, use_reentrant=reentrant)
+    h0.register_hook(lambda g: seen.append(("  block 1's backward done", state(refs))))
+    h1 = checkpoint(block(1), h0, use_reentrant=reentrant)
+    x.register_hook(lambda g: seen.append(("  whole backward done", state(refs))))
+    loss = h1.sum()
+    del h0, h1
+    loss.backward()
+    kind = "reentrant" if reentrant else "non-reentrant"
+    print(f"Held under {kind} checkpointing, inputs alive per block [first forward, recompute]:")
+    for what, st in seen:
+        print(f"{what}: {st}")
+    del loss
+    gc.collect()
+    print(f"  loss dropped: {state(refs)}")
+
+
+def state(refs):
+    return {k: [r() is not None for r in calls] for k, calls in sorted(refs.items())}
+
+
 def main():
     run(Held)
     run(Saved)
     for fn in (Held, Saved):
         for reentrant in (False, True):
             checkpointed(fn, reentrant)
+    for reentrant in (False, True):
+        through_the_step(reentrant)
 
 
 def alive(refs):

@@ -151,6 +151,14 @@ pub struct Job {
     /// copies (`job/techniques.rs`). An extension of the contract's job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kbit_prepare: Option<Value>,
+    /// train with `checkpointing: full`: `true` when the checkpoint is torch's reentrant one
+    /// (`gradient_checkpointing_kwargs={"use_reentrant": True}`, or PEFT's
+    /// `prepare_model_for_kbit_training` turning checkpointing on with no Trainer turning it on
+    /// again). Default `false` (transformers 5.24, HF Trainer, TRL `SFTTrainer`), `true` when
+    /// `kbit_prepare` sets `checkpointing` (`job/techniques.rs`). An extension of the contract's
+    /// job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_reentrant: Option<Value>,
     /// `task: "rl"`: the RL step's algorithm, reference model, generator, generations and
     /// lengths (contract field `rl`, `job/rl.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -525,11 +533,19 @@ impl Job {
         }
         techniques::check_reference(techniques.reference_model, task)?;
         techniques::check_kbit_prepare(techniques.kbit_prepare, task, peft.is_some())?;
-        let checkpointing = match self.checkpointing {
-            None if techniques::kbit_checkpoints(techniques.kbit_prepare, &weights.value) => {
-                Checkpointing::Full
-            }
-            _ => checkpointing,
+        let by_prepare = self.checkpointing.is_none()
+            && techniques::kbit_checkpoints(techniques.kbit_prepare, &weights.value);
+        let checkpointing = if by_prepare {
+            Checkpointing::Full
+        } else {
+            checkpointing
+        };
+        let techniques = Techniques {
+            checkpoint_reentrant: match self.checkpoint_reentrant.as_ref() {
+                None | Some(Value::Null) => by_prepare,
+                given => techniques::flag("checkpoint_reentrant", given)?,
+            },
+            ..techniques
         };
         let rl = self.resolve_rl(task)?;
         let seq = self.rl_seq(rl.as_ref(), seq)?;
@@ -620,6 +636,8 @@ impl Job {
                 .map_or(Ok(ReferenceModel::None), ReferenceModel::parse)?,
             packing: techniques::flag("packing", self.packing.as_ref())?,
             kbit_prepare: techniques::flag("kbit_prepare", self.kbit_prepare.as_ref())?,
+            // Its default depends on the checkpointing `resolve` settles.
+            checkpoint_reentrant: false,
         })
     }
 

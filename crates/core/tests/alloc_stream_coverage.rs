@@ -11,7 +11,7 @@ use common::stream_steps::{
     tiny_llama,
 };
 use serde_json::{json, Value};
-use vramscope_core::estimate::alloc_events::{step_stream, Event, Phase, Stream};
+use vramscope_core::estimate::alloc_events::{Event, Phase, Stream};
 
 /// A one-layer Llama (hidden 256, 4 heads of 64, 2 KV heads: k and v 256 → 128; MLP 768,
 /// vocabulary 8192, untied) trained in bf16 under QLoRA (NF4 with double quantization,
@@ -486,17 +486,34 @@ fn the_int8_load_keeps_cb_and_scb() {
 /// after the whole backward. q_proj's input (the normed hidden state, 40·256·2 = 20,480 B,
 /// made just before its fp16 copy) is freed after the backward's last allocation (the input
 /// layernorm's gradients come after q_proj's node), not at q_proj's node. Under full
-/// checkpointing what is held depends on the checkpoint's kind (non-reentrant: held through
-/// the step, which the checkpointed walk does not count; reentrant: nothing), which the job
-/// does not say: that job keeps the packing heuristic.
+/// checkpointing what is held depends on the checkpoint's kind (non-reentrant: the first
+/// forward's inputs held through the step; reentrant: nothing): next test.
 #[test]
 fn int8_inputs_live_until_the_graph_is_freed() {
     let s = stream_of(&tiny_int8());
-    let forward: Vec<Event> = events_in(&s, Phase::Forward(1))
+    let (x, forward) = q_proj_input(&s);
+    assert!(!forward.contains(&Event::Free { id: x }));
+    assert_freed_with_the_graph(&s, x);
+}
+
+/// `x` is freed in the second step's backward after its last allocation (with the graph).
+fn assert_freed_with_the_graph(s: &Stream, x: u32) {
+    let backward = events_in(s, Phase::Backward(1));
+    let freed = backward.iter().position(|e| *e == Event::Free { id: x });
+    let last_alloc = backward
+        .iter()
+        .rposition(|e| matches!(*e, Event::Alloc { .. }));
+    assert!(freed > last_alloc, "{freed:?} {last_alloc:?}");
+}
+
+/// The id of q_proj's input in the second step's forward (the last 20,480 B made before its
+/// `MatMul8bitLt` forward), and the forward's allocations and frees.
+fn q_proj_input(s: &Stream) -> (u32, Vec<Event>) {
+    let forward: Vec<Event> = events_in(s, Phase::Forward(1))
         .into_iter()
         .filter(|e| matches!(*e, Event::Alloc { .. } | Event::Free { .. }))
         .collect();
-    let at = q_proj_at(&signed_sizes(&forward)).unwrap();
+    let at = q_proj_at(&signed_sizes(&forward)).expect("q_proj's forward");
     let x = forward[..at]
         .iter()
         .rev()
@@ -505,15 +522,27 @@ fn int8_inputs_live_until_the_graph_is_freed() {
             _ => None,
         })
         .unwrap();
-    assert!(!forward.contains(&Event::Free { id: x }));
-    let backward = events_in(&s, Phase::Backward(1));
-    let freed = backward.iter().position(|e| *e == Event::Free { id: x });
-    let last_alloc = backward
-        .iter()
-        .rposition(|e| matches!(*e, Event::Alloc { .. }));
-    assert!(freed > last_alloc, "{freed:?} {last_alloc:?}");
-    let mut full = tiny_int8();
-    full["checkpointing"] = json!("full");
-    let (input, resolved) = common::prepared_json(&full);
-    assert!(step_stream(&input, &resolved).unwrap().is_none());
+    (x, forward)
+}
+
+/// Under full checkpointing (the CPU's lifetimes, `scripts/check_ctx_lifetime.py`): with
+/// non-reentrant checkpointing q_proj's input of the first forward (the normed hidden state,
+/// 40·256·2 = 20,480 B) is not freed in the forward — `ctx.tensors` holds it — and goes after
+/// the backward's last allocation, with the graph; with reentrant checkpointing the first
+/// forward runs under `no_grad` and it is freed in the forward, after q_proj's forward (its
+/// events are the same either way: `MatMul8bitLt.forward` runs alike).
+#[test]
+fn int8_under_checkpointing_holds_by_the_checkpoint_kind() {
+    for reentrant in [false, true] {
+        let mut job = tiny_int8();
+        job["checkpointing"] = json!("full");
+        job["checkpoint_reentrant"] = json!(reentrant);
+        let s = stream_of(&job);
+        let (x, forward) = q_proj_input(&s);
+        assert_eq!(forward.contains(&Event::Free { id: x }), reentrant);
+        if !reentrant {
+            assert_freed_with_the_graph(&s, x);
+        }
+        assert_stream_meets_walk(&job);
+    }
 }

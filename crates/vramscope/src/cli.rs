@@ -46,6 +46,8 @@ Defaults (what a plain PyTorch / HF Trainer user gets when a field is not given)
   reference_model none (frozen/precomputed: a DPO step, batch = pairs) · packing false (train)
   kbit_prepare false (train with peft: PEFT's prepare_model_for_kbit_training not called, as
          in TRL >= 0.27 and axolotl; true: 16-bit weights in fp32, checkpointing full)
+  checkpoint_reentrant false (full checkpointing non-reentrant: transformers 5.24, Trainer,
+         TRL; true when kbit_prepare turns checkpointing on: PEFT passes no use_reentrant)
   parallel: 1 GPU (dp = gpus / (tp × pp × cp) when only --gpus is given), zero 0, no offload
   gpu none: every figure is still computed, with the overheads of the default device,
          and `fit` is null

@@ -266,6 +266,11 @@ fn blocks_forward(
                 b.saturating_mul(s) * spec.hidden_size * spec.residual_streams() * width,
             );
             let mut l = training_block(mem, ckpt, core, output);
+            let block = events
+                .layer_block
+                .last()
+                .and_then(|&k| events.blocks.get(k as usize));
+            l.kept += QuantLinear::checkpoint_held(block, job);
             // Gemma 4's and 3n's storing layers: their keys and values stay in `shared_kv_states`.
             l.kept += stored_kv.get(key).copied().unwrap_or(0);
             let [backward, accumulate] = backward;

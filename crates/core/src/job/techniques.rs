@@ -149,6 +149,15 @@ pub struct Techniques {
     /// ([`kbit_casts`], [`kbit_checkpoints`]).
     #[serde(skip_serializing_if = "is_false")]
     pub kbit_prepare: bool,
+    /// Full checkpointing runs `torch.utils.checkpoint(..., use_reentrant=True)`: the first
+    /// forward under `no_grad`. Default false, as transformers 5.24's
+    /// `gradient_checkpointing_enable()`, HF Trainer and TRL's `SFTTrainer` run it
+    /// (`{"use_reentrant": False}` when no kwargs are given); true when `kbit_prepare` is what
+    /// turns checkpointing on (PEFT passes `{}`, and torch's `checkpoint` without
+    /// `use_reentrant` takes True). Read only where the kinds differ: LLM.int8's inputs held in
+    /// `ctx.tensors` (`docs/allocator-stream.md`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub checkpoint_reentrant: bool,
 }
 
 fn is_false(b: &bool) -> bool {

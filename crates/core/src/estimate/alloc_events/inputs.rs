@@ -140,22 +140,21 @@ fn checkpointing_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
 
 /// Weights the training stream writes: unquantized, or bitsandbytes' under LoRA adapters on
 /// blocks of standard attention and a dense MLP — 4-bit (NF4/FP4, with or without double
-/// quantization: QLoRA, `blocks/linear4bit.rs`) and LLM.int8 without checkpointing
-/// (`blocks/linear8bit.rs`). GPTQ/AWQ kernels and quantized experts are not written.
+/// quantization: QLoRA, `blocks/linear4bit.rs`) and LLM.int8 without or under full
+/// checkpointing (`blocks/linear8bit.rs`). GPTQ/AWQ kernels and quantized experts are not written.
 fn weights_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     match crate::estimate::weights::weights_in_force(Some(spec), job) {
         Ok(w) if w.is_none() => true,
         Ok(WeightFormat::Nf4 | WeightFormat::Fp4 | WeightFormat::Nf4Dq) => {
             job.peft.is_some() && dense_standard_blocks(spec)
         }
-        // LLM.int8 without checkpointing: `MatMul8bitLt` holds each projection's input in
-        // `ctx.tensors`; non-reentrant checkpointing's saved-tensor hooks do not reach it
-        // (held through the step, which the checkpointed walk does not count), reentrant
-        // checkpointing holds nothing, and the job does not say which runs
-        // (`docs/allocator-stream.md`).
+        // LLM.int8 without or under full checkpointing: `MatMul8bitLt` holds each
+        // projection's input in `ctx.tensors`; non-reentrant checkpointing's saved-tensor hooks
+        // do not reach it (the first forward's held through the step, `ctx_held.rs`),
+        // reentrant checkpointing holds nothing (`docs/allocator-stream.md`).
         Ok(WeightFormat::Int8) => {
             job.peft.is_some()
-                && job.checkpointing == Checkpointing::None
+                && job.checkpointing != Checkpointing::Selective
                 && dense_standard_blocks(spec)
         }
         _ => false,
@@ -416,6 +415,7 @@ pub fn train_inputs<'a>(
         workspace: workspace_block(src.gpu),
         lt_workspace: lt_workspace_block(src.gpu, job, plan),
         checkpointing: job.checkpointing,
+        reentrant: job.techniques.checkpoint_reentrant,
         hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
         head_grad_input: plan.logits_grad_input,
         loss: loss_sizes(spec, job, plan),

@@ -12,6 +12,7 @@
 //! peak's categories (see `docs/allocator-stream.md` for how the two combine).
 
 mod chunked_loss;
+mod ctx_held;
 pub mod ddp;
 pub mod fsdp;
 mod fused_ce;

@@ -58,6 +58,8 @@ pub struct TrainInputs<'a> {
     /// `inputs::lt_workspace_block`).
     pub lt_workspace: u64,
     pub checkpointing: Checkpointing,
+    /// Full checkpointing is the reentrant kind (`ctx_held.rs`).
+    pub reentrant: bool,
     /// Bytes of the hidden state between blocks and of its gradient.
     pub hidden: u64,
     /// The head input's gradient (b·s·h in the compute width).
@@ -354,7 +356,8 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         if ckpt(inp) {
             // A checkpointed block runs without saving (its input kept by the checkpoint);
             // autocast's cache holds its weight copies until the region exits.
-            run_block(s, b, &b.forward_no_save, ids, true);
+            let held = super::ctx_held::first_forward(s, b, ids, !inp.reentrant);
+            live.graph_held.extend(held);
             cached.extend(b.copies.iter().map(|&c| ids.id(b, c)));
         } else {
             run_block(s, b, b.forward_under(selective(inp)), ids, false);
@@ -636,11 +639,15 @@ fn blocks_backward<S: Sink>(
         if let (Some(f), Some(before)) = (inp.fsdp, i.checked_sub(1)) {
             super::fsdp::unshard(s, f, &mut live.fsdp, before);
         }
-        if ckpt(inp) {
+        let ids = if ckpt(inp) {
+            let ids = super::ctx_held::recompute_ids(s, b, ids, !inp.reentrant);
             // Recompute (saving this time), then drop the recomputed output.
             run_block(s, b, &b.forward, ids, true);
             s.free(ids.output(b));
-        }
+            ids
+        } else {
+            ids
+        };
         let sel = selective(inp);
         if live.accumulating {
             run_block(s, b, b.backward_under(sel, true), ids, false);
@@ -651,7 +658,11 @@ fn blocks_backward<S: Sink>(
                     .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
             }
         }
-        live.graph_held.extend(b.held.iter().map(|&h| ids.id(b, h)));
+        if ckpt(inp) {
+            super::ctx_held::release_recomputed(s, b, ids);
+        } else {
+            live.graph_held.extend(b.held.iter().map(|&h| ids.id(b, h)));
+        }
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
         s.free(*grad);
         if ckpt(inp) {

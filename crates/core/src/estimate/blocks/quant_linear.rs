@@ -3,7 +3,8 @@
 
 use super::{Dequant, Int8Lt, Numerics};
 use crate::estimate::quant::WeightFormat;
-use crate::job::{Precision, ResolvedJob};
+use crate::estimate::tape::BlockEvents;
+use crate::job::{Checkpointing, Precision, ResolvedJob};
 use crate::model::{Layer, Mlp, ModelSpec};
 
 /// How a frozen bitsandbytes projection runs ([`super::BlockCtx::dequant`]).
@@ -66,6 +67,30 @@ impl QuantLinear {
                 (d, d)
             }
         }
+    }
+
+    /// What a layer keeps under full checkpointing beyond its output: the tensors its first
+    /// forward holds as ctx attributes (`Tape::hold_in_ctx`: LLM.int8's `MatMul8bitLt` inputs in
+    /// `ctx.tensors`), each rounded as the allocator rounds it, under non-reentrant checkpointing;
+    /// none under reentrant. `block` is the layer's events (`PlanEvents::blocks`).
+    ///
+    /// torch 2.15 `utils/checkpoint.py`: non-reentrant runs the first forward with grad and swaps
+    /// only saved tensors for handles, so a ctx attribute lives with the graph until the loss is
+    /// dropped; the recompute's own is freed with its discarded graph; reentrant runs the first
+    /// forward under `no_grad` (no node, no ctx). Checked on the CPU with a custom Function
+    /// (`scripts/check_ctx_lifetime.py`, `through_the_step`). The walk frees a layer's kept bytes
+    /// at its backward, these included (they live to the end of the backward).
+    pub fn checkpoint_held(block: Option<&BlockEvents>, job: &ResolvedJob) -> u64 {
+        if job.checkpointing != Checkpointing::Full || job.techniques.checkpoint_reentrant {
+            return 0;
+        }
+        block.map_or(0, |b| {
+            b.held
+                .iter()
+                .filter_map(|&h| b.sizes.get(h as usize))
+                .map(|&n| crate::estimate::overhead::round_size(n))
+                .sum()
+        })
     }
 }
 

@@ -160,6 +160,11 @@ pub struct JobArgs {
     /// full). TRL >= 0.27 and axolotl do not leave the cast. [default: off]
     #[arg(long, help_heading = "Job")]
     pub kbit_prepare: bool,
+    /// Full checkpointing is torch's reentrant kind (`use_reentrant=True`): `true` or `false`.
+    /// [default: false, as transformers 5.24, HF Trainer and TRL run it; true when
+    /// `--kbit-prepare` turns checkpointing on]
+    #[arg(long, value_name = "BOOL", help_heading = "Job")]
+    pub checkpoint_reentrant: Option<String>,
 
     /// What one GPU costs per hour (any currency), e.g. `2.5`: the modelled cost per million
     /// trained tokens (`throughput.cost_per_million_tokens`).
@@ -473,6 +478,9 @@ impl JobArgs {
         }
         if self.kbit_prepare {
             job.kbit_prepare = Some(Value::Bool(true));
+        }
+        if let Some(b) = &self.checkpoint_reentrant {
+            job.checkpoint_reentrant = Some(Value::String(b.clone()));
         }
         let text = |dst: &mut Option<String>, src: &Option<String>| {
             if let Some(s) = src {

@@ -7,6 +7,7 @@
 //! micro-batch 1 from the autograd tape (activations are linear in the micro-batch), parameter
 //! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
 
+pub mod fsdp;
 pub mod layouts;
 
 pub use layouts::{Layout, LayoutTime, Scored};
@@ -73,6 +74,8 @@ struct Coeffs {
     loss: u64,
     /// LoRA / QLoRA: the frozen base and the adapters (`None` for a full fine-tune).
     peft: Option<PeftCoeffs>,
+    /// FSDP2's buffers as the walk charges them, where it does (`plan/fsdp.rs`).
+    fsdp: Option<fsdp::FsdpHeld>,
 }
 
 /// A PEFT job's model states as `estimate::states` keeps them: the frozen base stored in 16
@@ -163,7 +166,12 @@ fn ckpt_index(c: Checkpointing) -> usize {
     }
 }
 
-fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Coeffs, CoreError> {
+fn coeffs(
+    spec: &ModelSpec,
+    model: &ModelInput,
+    base: &ResolvedJob,
+    (gpus, gpu): (u64, &crate::gpu::Gpu),
+) -> Result<Coeffs, CoreError> {
     let inv = model.inventory.as_ref().ok_or_else(|| {
         CoreError::field(
             "model",
@@ -229,6 +237,7 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         embed_act,
         loss,
         peft: peft_coeffs(model, base, inv)?,
+        fsdp: fsdp::held(model, base, spec, gpus, gpu)?,
     })
 }
 
@@ -503,12 +512,17 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     } else {
         0
     };
+    // FSDP2 where the walk charges its buffers (`plan/fsdp.rs`): held beside the loss, freed
+    // before the step, and the root's reduce-scatter beside the layers' sharded gradients.
+    let walked = c
+        .fsdp
+        .filter(|_| l.framework == "fsdp" && l.zero == 3 && l.ep <= 1);
     let buffers = match (l.framework, l.zero) {
         ("deepspeed", 3) => {
             500_000_000 * w.grad + 50_000_000 * w.param + c.p_largest_block * w.param
         }
         ("deepspeed", _) if l.dp.max(1) > 1 => 500_000_000 * w.grad,
-        ("fsdp", 3) => 3 * c.p_largest_block * 2,
+        ("fsdp", 3) => walked.map_or(3 * c.p_largest_block * 2, |f| f.at_loss),
         ("fsdp", 0) if l.dp.max(1) > 1 => st.grads,
         _ => 0,
     };
@@ -520,8 +534,12 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
         0
     };
     let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
-    let step = params_gpu + grads + states + master + scratch + buffers;
-    let allocated = fwd_bwd.max(step);
+    let step_buffers = if walked.is_some() { 0 } else { buffers };
+    let step = params_gpu + grads + states + master + scratch + step_buffers;
+    let root_reduce = walked.map_or(0, |f| {
+        params_gpu + states + master + c.p_blocks * w.grad / w.shard_grad + f.at_root_reduce
+    });
+    let allocated = fwd_bwd.max(step).max(root_reduce);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
     (allocated + allocated / 50 + ctx, host)
 }
@@ -564,7 +582,7 @@ pub fn plan_until(
             "plan searches training layouts (task train)",
         ));
     }
-    let c = coeffs(spec, model, base)?;
+    let c = coeffs(spec, model, base, (gpus, gpu))?;
     let all = layouts(&c, gpus, max_micro_batch.max(1));
     let ctx = overhead::cuda_context_bytes_with(Some(gpu), base.cuda_module_loading)
         + if gpus > 1 {
@@ -715,7 +733,7 @@ pub fn screened(
         .spec
         .as_ref()
         .ok_or_else(|| CoreError::field("model", "planning needs the architecture"))?;
-    let c = coeffs(spec, model, base)?;
+    let c = coeffs(spec, model, base, (gpus, gpu))?;
     let ctx = overhead::cuda_context_bytes(Some(gpu))
         + if gpus > 1 {
             overhead::nccl_bytes(gpus)

@@ -7,9 +7,13 @@
 //! micro-batch 1 from the autograd tape (activations are linear in the micro-batch), parameter
 //! counts per part, the loss's b·s·V terms — so a million layouts take well under a second.
 
+pub mod fsdp;
 pub mod layouts;
+mod peft;
 
 pub use layouts::{Layout, LayoutTime, Scored};
+
+use peft::{peft_coeffs, state_bytes_per_element, PeftCoeffs};
 
 use crate::error::CoreError;
 use crate::estimate::activations::{forward, megatron_layer_bytes};
@@ -73,86 +77,8 @@ struct Coeffs {
     loss: u64,
     /// LoRA / QLoRA: the frozen base and the adapters (`None` for a full fine-tune).
     peft: Option<PeftCoeffs>,
-}
-
-/// A PEFT job's model states as `estimate::states` keeps them: the frozen base stored in 16
-/// bits (or its quantized format) with no gradient, master or optimizer state, and adapters in
-/// `peft.adapter_dtype` (fp32 by default) with gradients and optimizer states alike.
-struct PeftCoeffs {
-    /// Stored bytes of the frozen base: embeddings, all blocks, the head.
-    frozen_embed: u64,
-    frozen_blocks: u64,
-    frozen_head: u64,
-    /// Adapter elements in all blocks and outside them.
-    adapters_blocks: u64,
-    adapters_other: u64,
-    /// Bytes of the trainable copies of `peft.modules_to_save`, in the base's width (their
-    /// gradients alike; `estimate::states::modules_to_save`), and their elements.
-    saved_bytes: u64,
-    saved_elements: u64,
-}
-
-/// Optimizer-state bytes per trainable element of `width` bytes (`estimate::optimizer`: two
-/// moments in the parameter's dtype for torch's Adam/AdamW, one for momentum SGD and Lion, two
-/// fp32 ones for bitsandbytes' 32-bit paged AdamW, 8-bit blocks for bitsandbytes).
-fn state_bytes_per_element(opt: crate::job::Optimizer, width: u64) -> u64 {
-    use crate::job::Optimizer as O;
-    match opt {
-        O::Adam | O::AdamW | O::AdamWFused => 2 * width,
-        O::AdamWPaged => 8,
-        O::SgdMomentum | O::Lion => width,
-        O::AdamW8bit | O::AdamW8bitPaged => 2,
-        O::Adafactor | O::Sgd | O::None => 0,
-    }
-}
-
-/// The frozen base's stored bytes and the adapters' elements, by part.
-fn peft_coeffs(
-    model: &ModelInput,
-    base: &ResolvedJob,
-    inv: &crate::inventory::Inventory,
-) -> Result<Option<PeftCoeffs>, CoreError> {
-    use crate::estimate::{quant, states};
-    let Some(p) = &base.peft else { return Ok(None) };
-    let weights = crate::estimate::effective_weights(model, base)?;
-    let qctx = model
-        .spec
-        .as_ref()
-        .map(quant::QuantContext::from_spec)
-        .unwrap_or_default();
-    let width = if base.precision == crate::job::Precision::Fp32 {
-        4
-    } else {
-        2
-    };
-    let mut c = PeftCoeffs {
-        frozen_embed: 0,
-        frozen_blocks: 0,
-        frozen_head: 0,
-        adapters_blocks: 0,
-        adapters_other: 0,
-        saved_bytes: 0,
-        saved_elements: 0,
-    };
-    for t in &inv.tensors {
-        if states::saved_module(t, &p.modules_to_save) {
-            c.saved_bytes += t.elements() * width;
-            c.saved_elements += t.elements();
-        }
-        let b = states::stored_bytes(&weights, &qctx, t, width)?;
-        match (t.layer, t.component) {
-            (Some(_), _) => c.frozen_blocks += b,
-            (None, Component::Embedding) => c.frozen_embed += b,
-            (None, _) => c.frozen_head += b,
-        }
-    }
-    for (layer, n) in states::lora_adapters(&inv.tensors, &p.targets, p.rank)? {
-        match layer {
-            Some(_) => c.adapters_blocks += n,
-            None => c.adapters_other += n,
-        }
-    }
-    Ok(Some(c))
+    /// FSDP2's buffers as the walk charges them, where it does (`plan/fsdp.rs`).
+    fsdp: Option<fsdp::FsdpHeld>,
 }
 
 fn ckpt_index(c: Checkpointing) -> usize {
@@ -163,7 +89,12 @@ fn ckpt_index(c: Checkpointing) -> usize {
     }
 }
 
-fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Coeffs, CoreError> {
+fn coeffs(
+    spec: &ModelSpec,
+    model: &ModelInput,
+    base: &ResolvedJob,
+    (gpus, gpu): (u64, &crate::gpu::Gpu),
+) -> Result<Coeffs, CoreError> {
     let inv = model.inventory.as_ref().ok_or_else(|| {
         CoreError::field(
             "model",
@@ -229,6 +160,7 @@ fn coeffs(spec: &ModelSpec, model: &ModelInput, base: &ResolvedJob) -> Result<Co
         embed_act,
         loss,
         peft: peft_coeffs(model, base, inv)?,
+        fsdp: fsdp::held(model, base, spec, gpus, gpu)?,
     })
 }
 
@@ -503,12 +435,17 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     } else {
         0
     };
+    // FSDP2 where the walk charges its buffers (`plan/fsdp.rs`): held beside the loss, freed
+    // before the step, and the root's reduce-scatter beside the layers' sharded gradients.
+    let walked = c
+        .fsdp
+        .filter(|_| l.framework == "fsdp" && l.zero == 3 && l.ep <= 1);
     let buffers = match (l.framework, l.zero) {
         ("deepspeed", 3) => {
             500_000_000 * w.grad + 50_000_000 * w.param + c.p_largest_block * w.param
         }
         ("deepspeed", _) if l.dp.max(1) > 1 => 500_000_000 * w.grad,
-        ("fsdp", 3) => 3 * c.p_largest_block * 2,
+        ("fsdp", 3) => walked.map_or(3 * c.p_largest_block * 2, |f| f.at_loss),
         ("fsdp", 0) if l.dp.max(1) > 1 => st.grads,
         _ => 0,
     };
@@ -520,8 +457,12 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
         0
     };
     let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
-    let step = params_gpu + grads + states + master + scratch + buffers;
-    let allocated = fwd_bwd.max(step);
+    let step_buffers = if walked.is_some() { 0 } else { buffers };
+    let step = params_gpu + grads + states + master + scratch + step_buffers;
+    let root_reduce = walked.map_or(0, |f| {
+        params_gpu + states + master + c.p_blocks * w.grad / w.shard_grad + f.at_root_reduce
+    });
+    let allocated = fwd_bwd.max(step).max(root_reduce);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
     (allocated + allocated / 50 + ctx, host)
 }
@@ -564,7 +505,7 @@ pub fn plan_until(
             "plan searches training layouts (task train)",
         ));
     }
-    let c = coeffs(spec, model, base)?;
+    let c = coeffs(spec, model, base, (gpus, gpu))?;
     let all = layouts(&c, gpus, max_micro_batch.max(1));
     let ctx = overhead::cuda_context_bytes_with(Some(gpu), base.cuda_module_loading)
         + if gpus > 1 {
@@ -715,7 +656,7 @@ pub fn screened(
         .spec
         .as_ref()
         .ok_or_else(|| CoreError::field("model", "planning needs the architecture"))?;
-    let c = coeffs(spec, model, base)?;
+    let c = coeffs(spec, model, base, (gpus, gpu))?;
     let ctx = overhead::cuda_context_bytes(Some(gpu))
         + if gpus > 1 {
             overhead::nccl_bytes(gpus)

@@ -347,6 +347,21 @@ impl WalkBuffers {
     pub fn layer(&self, i: Option<usize>) -> u64 {
         i.and_then(|i| self.layers.get(i)).copied().unwrap_or(0)
     }
+
+    /// Held at the loss's backward (`simulate.rs` `walk_forward`'s end, `walk_backward`'s
+    /// first mark): the root's unsharded parameters (gathered before the embeddings) and the
+    /// last layer's all-gather output (held through the head and the loss, then the same
+    /// layer prefetched by the root's pre-backward).
+    pub fn at_loss(&self) -> u64 {
+        self.root + self.layer(self.layers.len().checked_sub(1))
+    }
+
+    /// Held at the root's post-backward (`simulate.rs` `root_post_backward`'s mark): the
+    /// root's unsharded gradients and its reduce-scatter input, the root and the last layer's
+    /// input already released.
+    pub fn at_root_reduce(&self) -> u64 {
+        self.head_grads + self.embedding_grads + self.root_rs
+    }
 }
 
 /// The walk's FSDP figures for a job the stream writes as FSDP2 (`inputs::expressible`), or

@@ -1,0 +1,61 @@
+//! The screen's FSDP2 buffers (`framework: fsdp`, `parallel.zero: 3`, one FULL_SHARD rank)
+//! where the full estimate walks them: the same figures the walk charges
+//! (`estimate/simulate.rs`), read once per plan off the same layout
+//! (`estimate/alloc_events/fsdp.rs` `walk_buffers`, torch 2.15's `_fully_shard`). FSDP layouts
+//! are pure data parallelism over every GPU (dp = gpus), so one layout serves every FSDP
+//! layout the planner screens; the micro-batch and the checkpointing change neither the units'
+//! sizes nor whether the stream writes the job (`alloc_events/inputs.rs` `expressible`).
+
+use super::{job_of, Layout};
+use crate::error::CoreError;
+use crate::estimate::activations::forward;
+use crate::estimate::alloc_events::{fsdp, inputs};
+use crate::estimate::ModelInput;
+use crate::job::ResolvedJob;
+use crate::model::ModelSpec;
+
+/// What the walk holds of FSDP2's buffers at the moments the screen compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsdpHeld {
+    /// At the loss's backward, beside every activation ([`fsdp::WalkBuffers::at_loss`]).
+    pub at_loss: u64,
+    /// At the root's post-backward, beside the layers' sharded gradients
+    /// ([`fsdp::WalkBuffers::at_root_reduce`]).
+    pub at_root_reduce: u64,
+}
+
+/// The walk's FSDP2 figures for `base`'s FSDP layouts over `gpus` GPUs, or `None` where the
+/// walk keeps the heuristic's `comm_buffers` (a job the stream does not write: PEFT,
+/// accumulation, quantized weights, one GPU, ...).
+pub fn held(
+    model: &ModelInput,
+    base: &ResolvedJob,
+    spec: &ModelSpec,
+    gpus: u64,
+    gpu: &crate::gpu::Gpu,
+) -> Result<Option<FsdpHeld>, CoreError> {
+    let layout = Layout {
+        framework: "fsdp",
+        dp: gpus,
+        tp: 1,
+        pp: 1,
+        cp: 1,
+        ep: 1,
+        sp: false,
+        zero: 3,
+        offload: "none",
+        checkpointing: "none",
+        micro_batch: 1,
+        microbatches: 1,
+    };
+    let job = job_of(base, &layout, gpu)?;
+    let Ok(plan) = forward(spec, &job, &mut Vec::new()) else {
+        return Ok(None);
+    };
+    let covered = inputs::expressible(&job, spec, &plan);
+    let walked = fsdp::walk_buffers(model.inventory.as_ref(), &job, covered)?;
+    Ok(walked.map(|w| FsdpHeld {
+        at_loss: w.at_loss(),
+        at_root_reduce: w.at_root_reduce(),
+    }))
+}

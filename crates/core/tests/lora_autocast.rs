@@ -75,7 +75,11 @@ fn measured_lora_autocast_steps() {
             .unwrap()
             - 2 * 8_519_680;
         let err = (got as f64 - want) / want;
-        assert!(err.abs() <= 0.03, "{}: {got} vs {want} ({err:+.4})", c["id"]);
+        assert!(
+            err.abs() <= 0.03,
+            "{}: {got} vs {want} ({err:+.4})",
+            c["id"]
+        );
         checked += 1;
     }
     assert_eq!(checked, 2);

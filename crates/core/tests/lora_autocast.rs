@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::per_layer;
 use common::stream_steps::assert_stream_meets_walk;
 use serde_json::{json, Value};
 
@@ -17,14 +18,6 @@ fn tiny(checkpointing: &str, adapter_dtype: &str) -> Value {
     j["checkpointing"] = json!(checkpointing);
     j["peft"]["adapter_dtype"] = json!(adapter_dtype);
     j
-}
-
-fn per_layer(j: Value) -> u64 {
-    common::run_job(j)
-        .per_gpu
-        .peaks
-        .activation_bytes_per_layer
-        .unwrap()
 }
 
 /// A fully checkpointed block keeps its bf16 input, b · s · h = 2 · 256 · 256 · 2 B =
@@ -62,32 +55,10 @@ fn fp32_adapters_add_their_copies_and_input_casts() {
 #[test]
 fn measured_lora_autocast_steps() {
     let cases: Vec<Value> = common::validation("cpu-measured-lora-autocast.json");
-    let mut checked = 0;
-    for c in cases
-        .iter()
-        .filter(|c| c["id"].as_str().unwrap().ends_with("-peak"))
-    {
-        let want = c["expected_bytes"].as_u64().unwrap() as f64;
-        let got = common::run_job(c["job"].clone())
-            .per_gpu
-            .peaks
-            .peak_allocated
-            .unwrap()
-            - 2 * 8_519_680;
-        let err = (got as f64 - want) / want;
-        assert!(
-            err.abs() <= 0.03,
-            "{}: {got} vs {want} ({err:+.4})",
-            c["id"]
-        );
-        checked += 1;
-    }
+    let checked = common::assert_cpu_peaks_within(&cases, 0.03);
     assert_eq!(checked, 2);
     let id = "cpu-tiny-llama2-bf16-mixed-lora-r16-d0-adamw-sdpa-b2s256-ckpt-act-per-layer";
-    let case = cases.iter().find(|c| c["id"] == id).unwrap();
-    let want = case["expected_bytes"].as_u64().unwrap() as f64;
-    let got = per_layer(case["job"].clone()) as f64;
-    assert!((got - want).abs() / want <= 0.03, "{id}: {got} vs {want}");
+    common::assert_per_layer_case_within(&cases, id, 0.03);
 }
 
 /// The allocator stream writes the adapters' copies as the walk does (each made just before

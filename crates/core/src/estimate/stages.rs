@@ -199,11 +199,17 @@ pub fn head(
     let mut tape = Tape::new();
     let mut x = tape.external(t * h, num.param);
     let mm_w = if num.autocast { 2 } else { num.compute };
+    // Autocast casts a weight only where its dtype is not the region's (`aten/src/ATen/
+    // autocast_mode.cpp` `cached_cast`, torch 2.15: `arg.scalar_type() != to_type`): fp32
+    // weights get 16-bit copies; a 16-bit base (a PEFT job's frozen bf16 weights) is read as
+    // it is. Measured: `validation/cpu-measured-lora-autocast.json` (no copy of the bf16
+    // `lm_head` among the tensors live at the peak).
+    let copies = num.autocast && num.param == 4;
     let mut weight_copies = 0;
     if let Some(g) = spec.gemma3n {
         let last = tape.external(t * h * g.altup_inputs, num.param);
         x = super::gemma3n_stages::unembed_streams(&mut tape, last, (t, h), g.altup_inputs, num);
-        if num.autocast {
+        if copies {
             weight_copies += (g.altup_inputs - 1) * 2 * h * h;
         }
     }
@@ -212,7 +218,7 @@ pub fn head(
     }
     if let Head::MaskedLm { .. } = spec.head {
         x = masked_lm_transform(&mut tape, x, t, h, num);
-        if num.autocast {
+        if copies {
             weight_copies += 2 * h * h;
         }
     }
@@ -236,7 +242,7 @@ pub fn head(
     } else {
         x
     };
-    if num.autocast {
+    if copies {
         weight_copies += 2 * h * v;
     }
     let logits = tape.op(&[xin], &[xin], t * v, mm_w);

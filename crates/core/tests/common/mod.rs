@@ -53,6 +53,42 @@ pub fn run_job(job: Value) -> Report {
     estimate_job(&serde_json::from_value(job).unwrap())
 }
 
+/// The two cuBLAS workspaces (2 × 8,519,680 B) a CUDA step holds and a CPU-measured run lacks.
+pub const CPU_MISSING_WORKSPACES: u64 = 2 * 8_519_680;
+
+/// Each `-peak` case of `cases` (CPU-measured runs) within `tol` of the estimate's peak
+/// allocated net of [`CPU_MISSING_WORKSPACES`]; how many it checked.
+pub fn assert_cpu_peaks_within(cases: &[Value], tol: f64) -> usize {
+    let peaks = cases
+        .iter()
+        .filter(|c| c["id"].as_str().unwrap().ends_with("-peak"));
+    let mut checked = 0;
+    for c in peaks {
+        let want = c["expected_bytes"].as_u64().unwrap() as f64;
+        let report = run_job(c["job"].clone());
+        let got = report.per_gpu.peaks.peak_allocated.unwrap() - CPU_MISSING_WORKSPACES;
+        let err = (got as f64 - want) / want;
+        assert!(err.abs() <= tol, "{}: {got} vs {want} ({err:+.4})", c["id"]);
+        checked += 1;
+    }
+    checked
+}
+
+/// The estimate's bytes one block keeps (`activation_bytes_per_layer`) for a job given as JSON.
+pub fn per_layer(job: Value) -> u64 {
+    let report = run_job(job);
+    report.per_gpu.peaks.activation_bytes_per_layer.unwrap()
+}
+
+/// The case `id` of `cases` (a measured `activation_bytes_per_layer`) within `tol` of the
+/// estimate's bytes per block.
+pub fn assert_per_layer_case_within(cases: &[Value], id: &str, tol: f64) {
+    let case = cases.iter().find(|c| c["id"] == id).unwrap();
+    let want = case["expected_bytes"].as_u64().unwrap() as f64;
+    let got = per_layer(case["job"].clone()) as f64;
+    assert!((got - want).abs() / want <= tol, "{id}: {got} vs {want}");
+}
+
 /// A job from a measured spec of `validation/specs/` (run `run_id`): `base` with the spec's
 /// model (`hf_config`) and each of `keys` the spec holds.
 pub fn spec_job(run_id: &str, mut base: Value, keys: &[&str]) -> Value {

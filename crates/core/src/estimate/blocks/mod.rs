@@ -342,15 +342,14 @@ impl<'a> Prog<'a> {
         }
         let rows = self.t.elements(x) / inp.max(1);
         // PEFT keeps adapters in fp32 beside a 16-bit base (`autocast_adapter_dtype=True`) and
-        // casts their input to the adapter dtype first (`_cast_input_dtype`), so without
-        // autocast the dropout, lora_A's saved input and its output are fp32; under autocast
-        // lora_A casts its input to 16 bit as any linear does. Adapters in the base's dtype
-        // (torchtune's `LoRALinear`, `peft.adapter_dtype` bf16) read the input as it is.
-        let x = if self.c.num.autocast {
-            x
-        } else {
-            self.cast(x, width)
-        };
+        // casts their input to the adapter dtype first (`_cast_input_dtype`, PEFT 0.21.2
+        // `lora/layer.py` `Linear.forward`, under autocast too: `Tensor.to` is on no autocast
+        // list), so the dropout and lora_A's input are fp32; without autocast lora_A saves that
+        // fp32 input, under autocast it casts it back to a new 16-bit tensor (`mm_input`), one
+        // per adapted module, which it saves. Adapters in the base's dtype (torchtune's
+        // `LoRALinear`, `peft.adapter_dtype` bf16) read the input as it is. Measured:
+        // `validation/cpu-measured-lora-autocast.json` (a bf16 base under bf16 autocast).
+        let x = self.cast(x, width);
         let xd = if dropout > 0.0 {
             self.dropout(x, dropout)
         } else {
@@ -359,9 +358,11 @@ impl<'a> Prog<'a> {
         let xa = self.mm_input(xd);
         self.t.keep(xa);
         let w = if self.c.num.autocast { 2 } else { width };
+        self.adapter_copy(rank * inp, width);
         let a = self.t.op(&[xa], &[xa], rows * rank, w);
         self.t.weight_grad(rank * inp * width);
         self.t.keep(a);
+        self.adapter_copy(out * rank, width);
         let b = self.t.op(&[a], &[], rows * out, w);
         self.t.weight_grad(out * rank * width);
         let scaled = self.t.op(&[b], &[], rows * out, w);
@@ -369,6 +370,21 @@ impl<'a> Prog<'a> {
         let yw = self.w(y);
         let sum = self.elementwise(&[y, scaled], &[]);
         self.cast(sum, yw)
+    }
+
+    /// Autocast's cached 16-bit copy of a LoRA adapter's weight of `elements` values, made by
+    /// the adapter's linear (record it just before the op). PEFT's fp32 adapters are trainable
+    /// leaves, so `cached_cast` (`aten/src/ATen/autocast_mode.cpp`, torch 2.15:
+    /// `arg.is_leaf() && arg.requires_grad()`, cast only where the dtype differs) keeps the copy
+    /// in autocast's cache until the outermost region exits, after the loss: for the whole
+    /// forward, and `mm` saves it for the input's gradient. Adapters already 16-bit
+    /// (`adapter_dtype` bf16) are read as they are: no copy. Measured:
+    /// `validation/cpu-measured-kbit-prepare.json`, the tiny Llama's 155,648 B per block.
+    fn adapter_copy(&mut self, elements: u64, adapter_width: u64) {
+        if self.c.num.autocast && adapter_width == 4 {
+            self.weight_copies += 2 * elements;
+            self.t.weight_copy(2 * elements);
+        }
     }
 
     /// `nn.Linear` / `Conv1D` over the last dim: saves its input; autocast caches a 16-bit copy

@@ -207,7 +207,7 @@ fn cublas_workspace_is_the_h200s() {
 }
 
 /// What `vramscope validate` takes off a CPU-measured case's peak
-/// (`overhead::job_blas_workspaces_bytes`) is the workspace figure the estimate's step starts
+/// (`activations::job_blas_workspaces_bytes`) is the workspace figure the estimate's step starts
 /// with (its first timeline point's temporaries, nothing else being there on one GPU). GPT-2
 /// (`Conv1D` runs `addmm` with a bias: a cuBLASLt GEMM) training on the H200 under torch 2.11:
 /// two cuBLAS workspaces of 33,554,432 B (the test above) plus cuBLASLt's own 1,048,576 B
@@ -227,7 +227,11 @@ fn validate_nets_the_workspaces_the_step_starts_with() {
         .unwrap();
         let model = load_job_model(job.model.as_ref().unwrap()).unwrap();
         let resolved = job.resolve(Some(1024)).unwrap();
-        let nets = overhead::job_blas_workspaces_bytes(model.spec.as_ref(), &resolved).unwrap();
+        let nets = vramscope_core::estimate::activations::job_blas_workspaces_bytes(
+            model.spec.as_ref(),
+            &resolved,
+        )
+        .unwrap();
         assert_eq!(nets, want, "{gpu:?} {task}");
         let r = estimate(&model.into_input(), &resolved).unwrap();
         assert_eq!(r.timeline[0].by_category.get("temporaries"), Some(&want));

@@ -346,7 +346,10 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         ),
         lora,
         dequant: if train {
-            QuantLinear::of(spec, job, num)
+            // The format in force (`weights::weights_in_force`); none where it is in error.
+            super::weights::weights_in_force(Some(spec), job)
+                .ok()
+                .and_then(|f| QuantLinear::of(&f, job, num))
         } else {
             None
         },
@@ -814,4 +817,24 @@ pub fn megatron_layer_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, 
         });
     }
     Ok(bytes.round() as u64)
+}
+
+/// The BLAS workspaces a step of `job` on `spec` holds allocated from its start: the figure
+/// `simulate`'s walk adds at the step's start (`overhead::blas_workspaces_bytes_for` with the job's GPU,
+/// task and PyTorch release, cuBLASLt's own where the forward runs a cuBLASLt GEMM,
+/// [`runs_lt_gemm`]). A run measured on the CPU has none of them, so `validate`
+/// compares such a case's peak net of this.
+pub fn job_blas_workspaces_bytes(
+    spec: Option<&crate::model::ModelSpec>,
+    job: &crate::job::ResolvedJob,
+) -> Result<u64, crate::error::CoreError> {
+    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
+    let train = job.task == crate::job::Task::Train;
+    let lt_gemm = spec.is_some_and(runs_lt_gemm);
+    Ok(super::overhead::blas_workspaces_bytes_for(
+        gpu,
+        train,
+        job.torch_version,
+        lt_gemm,
+    ))
 }

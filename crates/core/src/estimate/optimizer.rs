@@ -88,6 +88,20 @@ fn check_width(state_bytes: u64) -> Result<(), CoreError> {
     }
 }
 
+/// The bytes of the first three state tensors [`state_tensors`] gives for one parameter of
+/// `shape` (0 where the optimizer keeps fewer), as the allocator stream allocates them.
+pub fn first_state_bytes(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
+    let mut s = [0u64; 3];
+    for (k, t) in state_tensors(opt, shape, width)?
+        .into_iter()
+        .take(3)
+        .enumerate()
+    {
+        s[k] = t.bytes;
+    }
+    Ok(s)
+}
+
 /// The per-parameter state tensors for one parameter of `shape`. `state_bytes` is the width of
 /// a state element where the library follows the parameter dtype (torch's `zeros_like(p)`:
 /// 4 for fp32 parameters, 2 for pure-bf16 training); bitsandbytes and HF Adafactor ignore it

@@ -372,26 +372,6 @@ pub fn blas_workspaces_bytes_for(
     cublas_workspace_bytes(gpu) * handles + lt
 }
 
-/// The BLAS workspaces a step of `job` on `spec` holds allocated from its start: the figure
-/// `simulate`'s walk adds at the step's start (`blas_workspaces_bytes_for` with the job's GPU,
-/// task and PyTorch release, cuBLASLt's own where the forward runs a cuBLASLt GEMM,
-/// `activations::runs_lt_gemm`). A run measured on the CPU has none of them, so `validate`
-/// compares such a case's peak net of this.
-pub fn job_blas_workspaces_bytes(
-    spec: Option<&crate::model::ModelSpec>,
-    job: &crate::job::ResolvedJob,
-) -> Result<u64, crate::error::CoreError> {
-    let gpu = job.gpu.as_deref().map(crate::gpu::find).transpose()?;
-    let train = job.task == crate::job::Task::Train;
-    let lt_gemm = spec.is_some_and(super::activations::runs_lt_gemm);
-    Ok(blas_workspaces_bytes_for(
-        gpu,
-        train,
-        job.torch_version,
-        lt_gemm,
-    ))
-}
-
 // ---------------------------------------------------------------------------------------------
 // NCCL (outside the allocator: in device_total, not in reserved). NVIDIA/nccl `src/init.cc`.
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ use super::{AppError, Session};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use vramscope_core::estimate::overhead::job_blas_workspaces_bytes;
+use vramscope_core::estimate::activations::job_blas_workspaces_bytes;
 use vramscope_core::job::Job;
 
 /// Case files hold a few hundred cases of a few KiB each; refuse anything far larger unread.
@@ -57,7 +57,7 @@ pub struct CaseResult {
     pub tolerance: f64,
     pub status: Status,
     /// The BLAS workspace bytes taken off the estimate before comparing: the case was measured
-    /// on the CPU, which has none (`overhead::job_blas_workspaces_bytes`).
+    /// on the CPU, which has none (`activations::job_blas_workspaces_bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netted: Option<u64>,
     /// Why the case did not run.

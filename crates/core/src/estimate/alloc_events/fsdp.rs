@@ -136,7 +136,7 @@ pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), 
             grad: elements.saturating_mul(compute),
             layer: t.layer,
             embedding: t.component == Component::Embedding && t.layer.is_none(),
-            states: super::inputs::states(job.optimizer, &[shard], width)?,
+            states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?,
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
             quant: None,
         });

@@ -253,7 +253,7 @@ pub fn params_quantized(
             layer: t.layer,
             embedding: t.component == Component::Embedding && t.layer.is_none(),
             states: if trainable {
-                states(job.optimizer, &t.shape, width)?
+                optimizer::first_state_bytes(job.optimizer, &t.shape, width)?
             } else {
                 [0; 3]
             },
@@ -300,26 +300,13 @@ fn push_adapters(
                 grad: bytes,
                 layer: l,
                 embedding: false,
-                states: states(opt, &[half], width)?,
+                states: optimizer::first_state_bytes(opt, &[half], width)?,
                 tape_grad: true,
                 quant: None,
             });
         }
     }
     Ok(())
-}
-
-/// The state tensors `optimizer::state_tensors` gives, first three.
-pub(super) fn states(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
-    let mut s = [0u64; 3];
-    for (k, t) in optimizer::state_tensors(opt, shape, width)?
-        .into_iter()
-        .take(3)
-        .enumerate()
-    {
-        s[k] = t.bytes;
-    }
-    Ok(s)
 }
 
 /// The loss's tensors from the plan's loss (`stages::loss`): the log-softmax is half of the

@@ -23,8 +23,8 @@ impl QuantLinear {
     /// default `llm_int8_threshold` of 6.0 (`BitsAndBytesConfig`, transformers 5.24), the
     /// activations fp16 under fp16 training; `None` for every other format (the stream does
     /// not write their kernels).
-    pub fn of(spec: &ModelSpec, job: &ResolvedJob, num: Numerics) -> Option<Self> {
-        let nested = match crate::estimate::weights::weights_in_force(Some(spec), job).ok()? {
+    pub fn of(format: &WeightFormat, job: &ResolvedJob, num: Numerics) -> Option<Self> {
+        let nested = match format {
             WeightFormat::Nf4 | WeightFormat::Fp4 => false,
             WeightFormat::Nf4Dq => true,
             WeightFormat::Int8 => {

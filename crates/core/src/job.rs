@@ -481,6 +481,33 @@ pub fn merge_if_supported(job: &Value, extra: Option<&Value>) -> Value {
 }
 
 impl Job {
+    /// The checkpointing in force and its kind: PEFT's `prepare_model_for_kbit_training` turns
+    /// full checkpointing on where the job leaves `checkpointing` unset (`job/techniques.rs`
+    /// `kbit_checkpoints`), and that checkpoint is torch's reentrant one unless the job says
+    /// otherwise (`checkpoint_reentrant`; default `false` everywhere else).
+    fn checkpoint_kind(
+        &self,
+        given: Checkpointing,
+        weights: &weight_format::WeightFormat,
+        techniques: Techniques,
+    ) -> Result<(Checkpointing, Techniques), CoreError> {
+        let by_prepare = self.checkpointing.is_none()
+            && techniques::kbit_checkpoints(techniques.kbit_prepare, weights);
+        let checkpointing = if by_prepare {
+            Checkpointing::Full
+        } else {
+            given
+        };
+        let techniques = Techniques {
+            checkpoint_reentrant: match self.checkpoint_reentrant.as_ref() {
+                None | Some(Value::Null) => by_prepare,
+                given => techniques::flag("checkpoint_reentrant", given)?,
+            },
+            ..techniques
+        };
+        Ok((checkpointing, techniques))
+    }
+
     /// Fills defaults and checks every field. `model_max_seq` is the model's maximum position
     /// count, used for the default sequence length.
     pub fn resolve(&self, model_max_seq: Option<u64>) -> Result<ResolvedJob, CoreError> {
@@ -533,20 +560,8 @@ impl Job {
         }
         techniques::check_reference(techniques.reference_model, task)?;
         techniques::check_kbit_prepare(techniques.kbit_prepare, task, peft.is_some())?;
-        let by_prepare = self.checkpointing.is_none()
-            && techniques::kbit_checkpoints(techniques.kbit_prepare, &weights.value);
-        let checkpointing = if by_prepare {
-            Checkpointing::Full
-        } else {
-            checkpointing
-        };
-        let techniques = Techniques {
-            checkpoint_reentrant: match self.checkpoint_reentrant.as_ref() {
-                None | Some(Value::Null) => by_prepare,
-                given => techniques::flag("checkpoint_reentrant", given)?,
-            },
-            ..techniques
-        };
+        let (checkpointing, techniques) =
+            self.checkpoint_kind(checkpointing, &weights.value, techniques)?;
         let rl = self.resolve_rl(task)?;
         let seq = self.rl_seq(rl.as_ref(), seq)?;
         Ok(ResolvedJob {

@@ -498,11 +498,24 @@ impl Job {
         } else {
             given
         };
+        let reentrant = match self.checkpoint_reentrant.as_ref() {
+            None | Some(Value::Null) => by_prepare,
+            given if checkpointing == Checkpointing::Full => {
+                techniques::flag("checkpoint_reentrant", given)?
+            }
+            _ => {
+                return Err(CoreError::field(
+                    "checkpoint_reentrant",
+                    format!(
+                        "names the kind of full checkpointing, but the job's checkpointing is \
+                         '{}': set checkpointing full or leave checkpoint_reentrant out",
+                        checkpointing.as_str()
+                    ),
+                ))
+            }
+        };
         let techniques = Techniques {
-            checkpoint_reentrant: match self.checkpoint_reentrant.as_ref() {
-                None | Some(Value::Null) => by_prepare,
-                given => techniques::flag("checkpoint_reentrant", given)?,
-            },
+            checkpoint_reentrant: reentrant,
             ..techniques
         };
         Ok((checkpointing, techniques))

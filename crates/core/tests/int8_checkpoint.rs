@@ -74,6 +74,26 @@ fn a_bad_value_names_the_field() {
     assert!(err.contains("checkpoint_reentrant"), "{err}");
 }
 
+/// The field names the kind of full checkpointing: given beside no checkpointing (or on an
+/// inference job, which checkpoints nothing) it is an error, not silently ignored.
+#[test]
+fn the_kind_without_full_checkpointing_is_refused() {
+    for (task, ckpt) in [("train", "none"), ("train", "selective"), ("infer", "none")] {
+        let mut j = job(Some(true));
+        j["task"] = json!(task);
+        j["checkpointing"] = json!(ckpt);
+        if task == "infer" {
+            j["peft"] = serde_json::Value::Null;
+        }
+        let job: vramscope_core::job::Job = serde_json::from_value(j).unwrap();
+        let err = job.resolve(None).unwrap_err().to_string();
+        assert!(
+            err.contains("checkpoint_reentrant") && err.contains(&format!("'{ckpt}'")),
+            "{task}/{ckpt}: {err}"
+        );
+    }
+}
+
 /// The stream writes both kinds (`alloc_events/ctx_held.rs`) and meets the walk's peak.
 #[test]
 fn the_stream_meets_the_walk_under_both_kinds() {

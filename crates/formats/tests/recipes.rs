@@ -515,6 +515,14 @@ fn kind_of(files: &[Input]) -> Option<Value> {
     r.job.get("checkpoint_reentrant").cloned()
 }
 
+/// What `files` resolve to, checked to set no `checkpoint_reentrant` and to say `note`.
+fn no_kind_but_note(files: &[Input], note: &str) -> Resolved {
+    let r = resolve(files, &|_, _| None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.job.get("checkpoint_reentrant"), None);
+    assert!(has_note(&r, note), "{:?}", r.notes);
+    r
+}
+
 /// TrainingArguments (transformers 5.24): the Trainer passes `gradient_checkpointing_kwargs or
 /// None` to `activation_checkpointing_enable` (`trainer.py` `train()`), and
 /// `_activation_checkpointing_enable` makes `None` `{"use_reentrant": False}`
@@ -554,13 +562,7 @@ fn training_arguments_checkpoint_kind() {
     // A kind beside checkpointing off names nothing the job holds: a note, no field.
     let off = r#"{"output_dir": "o", "gradient_checkpointing": false,
         "gradient_checkpointing_kwargs": {"use_reentrant": true}}"#;
-    let r = resolve(&[text("args.json", off)], &|_, _| None).unwrap();
-    assert_eq!(r.job.get("checkpoint_reentrant"), None);
-    assert!(
-        has_note(&r, "does not turn checkpointing on"),
-        "{:?}",
-        r.notes
-    );
+    no_kind_but_note(&[text("args.json", off)], "does not turn checkpointing on");
 }
 
 /// TRL v1.9 forces `use_reentrant` True for a PEFT model under DeepSpeed ZeRO-3 with
@@ -585,6 +587,21 @@ fn trl_peft_under_zero3_is_reentrant() {
         text("sft.yaml", &full),
     ];
     assert_eq!(kind_of(&files), Some(json!(false)));
+    // TRL ≥ 0.22 defaults gradient_checkpointing to True (#3510, base_config.py): a file that
+    // leaves it out checkpoints, and under ZeRO-3 with PEFT reentrantly.
+    let unsaid = "model_name_or_path: m\ndataset_text_field: text\nuse_peft: true\n";
+    let files = [
+        fixture("accelerate/trl_deepspeed_zero3.yaml"),
+        text("sft.yaml", unsaid),
+    ];
+    let r = resolve(&files, &|_, _| None).unwrap();
+    assert_eq!(r.job["checkpointing"], json!("full"));
+    assert_eq!(r.job["checkpoint_reentrant"], json!(true));
+    assert!(
+        has_note(&r, "TRL ≥ 0.22 defaults it to true"),
+        "{:?}",
+        r.notes
+    );
 }
 
 /// axolotl's `normalize_config` sets `{"use_reentrant": True}` only with checkpointing on and
@@ -629,14 +646,8 @@ fn llamafactory_checkpoint_kind() {
     );
     // A later LLaMA-Factory file turning checkpointing off: the earlier file's kind goes.
     let files = [recipe(""), recipe("disable_gradient_checkpointing: true\n")];
-    let r = resolve(&files, &|_, _| None).unwrap();
+    let r = no_kind_but_note(&files, "checkpoint_reentrant dropped");
     assert_eq!(r.job["checkpointing"], json!("none"));
-    assert_eq!(r.job.get("checkpoint_reentrant"), None);
-    assert!(
-        has_note(&r, "checkpoint_reentrant dropped"),
-        "{:?}",
-        r.notes
-    );
 }
 
 /// torchtune wraps each layer in `checkpoint_wrapper(..., CheckpointImpl.NO_REENTRANT)`

@@ -4,13 +4,30 @@
 //! reader sets the field where the file states the kind, or where its framework's default for
 //! a checkpointing run is the reentrant kind. What each framework does, read in its source:
 //!
-//! | framework | default | where the user sets it |
-//! |---|---|---|
-//! | transformers 5.24 `Trainer` (TrainingArguments, TRL, axolotl, LLaMA-Factory's trainer keys) | non-reentrant: `trainer.py` `train()` passes `activation_checkpointing_kwargs or None` (`every_n_layers` and `offload` popped first), and `modeling_utils.py` `_activation_checkpointing_enable` turns `None` into `{"use_reentrant": False}` | `gradient_checkpointing_kwargs` (the deprecated alias) / `activation_checkpointing_kwargs`: `use_reentrant`; other keys without it reach `torch.utils.checkpoint.checkpoint`, which takes `use_reentrant=True` when it is not passed (torch 2.15 `utils/checkpoint.py` line 645) |
-//! | TRL v1.9 (`SFTTrainer`, `DPOTrainer`, `GRPOTrainer`) | as transformers ≥ 5 (it sets `use_reentrant: False` itself only below 5.0); **forced `True` with a PEFT model under DeepSpeed ZeRO-3** (`sft_trainer.py` lines 1099–1116, the same in `dpo_trainer.py`, `grpo_trainer.py`) | as transformers |
-//! | axolotl (`utils/config/__init__.py` `normalize_config`, commit 067b021) | **reentrant**: `gradient_checkpointing` on, no `gradient_checkpointing_kwargs`, no `unfrozen_parameters`, no `rl` → `{"use_reentrant": True}` (Gemma 4 forced `False`); otherwise the builder's `{"use_reentrant": False}` (`core/builders/base.py` `_configure_gradient_checkpointing`) | `gradient_checkpointing_kwargs.use_reentrant` |
-//! | LLaMA-Factory (`model/model_utils/checkpointing.py`, commit ff6d4d1) | **reentrant**: checkpointing on unless `disable_gradient_checkpointing`, with `{"use_reentrant": use_reentrant_gc}` and `use_reentrant_gc` defaulting to `True` (`hparams/model_args.py`); `False` under FSDP2 or KTransformers | `use_reentrant_gc`; `use_unsloth_gc` runs Unsloth's `autograd.Function`, whose forward runs under `no_grad` (the reentrant kind) |
-//! | torchtune (`training/activations.py`), accelerate FSDP (`accelerator.py`: `CheckpointImpl.NO_REENTRANT`; FSDP2's `fsdp2_apply_ac`), torchtitan (`distributed/activation_checkpoint.py`) | non-reentrant: `checkpoint_wrapper` with `CheckpointImpl.NO_REENTRANT` (torch's `checkpoint_wrapper` default) | — |
+//! - transformers 5.24's `Trainer` (TrainingArguments, TRL, axolotl, LLaMA-Factory's trainer
+//!   keys): non-reentrant. `trainer.py` `train()` passes `activation_checkpointing_kwargs or
+//!   None` (after popping `every_n_layers`, `offload`), and `modeling_utils.py`
+//!   `_activation_checkpointing_enable` makes `None` `{"use_reentrant": False}`. Set by
+//!   `gradient_checkpointing_kwargs` (the deprecated alias) / `activation_checkpointing_kwargs`
+//!   `use_reentrant`; other keys without it reach `torch.utils.checkpoint.checkpoint`, which
+//!   takes `use_reentrant=True` when it is not passed (torch 2.15 `utils/checkpoint.py` l. 645).
+//! - TRL v1.9 (`SFTTrainer`, `DPOTrainer`, `GRPOTrainer`): as transformers ≥ 5 (it sets
+//!   `use_reentrant: False` itself only below 5.0), but a PEFT model under DeepSpeed ZeRO-3
+//!   with checkpointing is forced to `True` (`sft_trainer.py` lines 1099–1116; `dpo_trainer.py`,
+//!   `grpo_trainer.py` alike).
+//! - axolotl (`utils/config/__init__.py` `normalize_config`, commit 067b021): reentrant —
+//!   checkpointing on with no `gradient_checkpointing_kwargs`, `unfrozen_parameters` or `rl`
+//!   gets `{"use_reentrant": True}` (Gemma 4 forced `False`); otherwise its builder passes
+//!   `{"use_reentrant": False}` (`core/builders/base.py`). Set by the kwargs.
+//! - LLaMA-Factory (`model/model_utils/checkpointing.py`, commit ff6d4d1): reentrant —
+//!   checkpointing on unless `disable_gradient_checkpointing`, with `{"use_reentrant":
+//!   use_reentrant_gc}`, `use_reentrant_gc` defaulting to `True` (`hparams/model_args.py`);
+//!   `False` under FSDP2 or KTransformers; `use_unsloth_gc` runs Unsloth's `autograd.Function`,
+//!   whose forward runs under `no_grad` (the reentrant kind).
+//! - torchtune (`training/activations.py`), accelerate's FSDP (`accelerator.py`
+//!   `CheckpointImpl.NO_REENTRANT`; FSDP2's `fsdp2_apply_ac`) and torchtitan
+//!   (`distributed/activation_checkpoint.py`): non-reentrant, `checkpoint_wrapper` with
+//!   `CheckpointImpl.NO_REENTRANT` (torch's default for it); nothing to set.
 
 use super::doc::{as_bool, Doc, Reading, Strength};
 use serde_json::{json, Map, Value};
@@ -52,12 +69,13 @@ pub(crate) fn kwargs_of(doc: &Doc, key: &str) -> Result<Option<Map<String, Value
     }
 }
 
+/// A checkpointing kwargs dict and the key it was read from.
+type Kwargs = (Map<String, Value>, &'static str);
+
 /// The Trainer's kwargs in `doc`: transformers 5.24's `activation_checkpointing_kwargs`, else
 /// its deprecated alias `gradient_checkpointing_kwargs` (used only when the new name is unset,
 /// `training_args.py` `__post_init__`), with the key it came from.
-pub(crate) fn trainer_kwargs(
-    doc: &Doc,
-) -> Result<Option<(Map<String, Value>, &'static str)>, String> {
+pub(crate) fn trainer_kwargs(doc: &Doc) -> Result<Option<Kwargs>, String> {
     for key in [
         "activation_checkpointing_kwargs",
         "gradient_checkpointing_kwargs",

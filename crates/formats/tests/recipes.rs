@@ -597,11 +597,8 @@ fn trl_peft_under_zero3_is_reentrant() {
     let r = resolve(&files, &|_, _| None).unwrap();
     assert_eq!(r.job["checkpointing"], json!("full"));
     assert_eq!(r.job["checkpoint_reentrant"], json!(true));
-    assert!(
-        has_note(&r, "TRL ≥ 0.22 defaults it to true"),
-        "{:?}",
-        r.notes
-    );
+    let noted = has_note(&r, "TRL ≥ 0.22 defaults it to true");
+    assert!(noted, "{:?}", r.notes);
 }
 
 /// axolotl's `normalize_config` sets `{"use_reentrant": True}` only with checkpointing on and

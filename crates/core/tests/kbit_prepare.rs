@@ -82,21 +82,6 @@ fn kbit_prepare_needs_peft() {
     assert!(err.contains("kbit_prepare"), "{err}");
 }
 
-/// What is left unmodelled is said only where PEFT calls `enable_input_require_grads()` (a
-/// bitsandbytes or GPTQ model): not for an unquantized base, nor without the preparation.
-#[test]
-fn only_the_input_gradient_is_said_unmodelled() {
-    let said = |j: Value| {
-        common::run_job(j)
-            .warnings
-            .iter()
-            .any(|w| w.contains("kbit_prepare") && w.contains("enable_input_require_grads"))
-    };
-    assert!(said(job("nf4-dq", true, Some("full"))));
-    assert!(!said(job("nf4-dq", false, Some("full"))));
-    assert!(!said(job("none", true, Some("full"))));
-}
-
 /// The two-layer Llama of `validation/cpu-measured-kbit-prepare.json` (hidden 256, GQA 4/2,
 /// MLP 768, vocabulary 8192), LoRA r 16 on every linear, batch 2 × 256, loaded in bf16.
 fn tiny(precision: &str, checkpointing: &str, kbit: bool) -> Value {

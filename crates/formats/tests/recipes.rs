@@ -115,6 +115,9 @@ fn llamafactory_full_sft_resolves_ds_z3_autos() {
             "grad_accum": 2, // gradient_accumulation_steps (fills its "auto")
             "precision": "bf16-mixed", // bf16: true (fills bf16.enabled "auto")
             "checkpointing": "full",   // LLaMA-Factory's default: no disable_gradient_checkpointing
+            // LLaMA-Factory checkpoints with {"use_reentrant": use_reentrant_gc}, default True
+            // (hparams/model_args.py; model_utils/checkpointing.py): the recipe names neither
+            "checkpoint_reentrant": true,
             "framework": "deepspeed",  // deepspeed: ...
             // ds_z3_config.json: stage 3, no offload_* sections
             "parallel": {"zero": 3, "offload": "none"},
@@ -237,6 +240,9 @@ fn axolotl_qlora() {
             // optimizer: paged_adamw_32bit (bitsandbytes PagedAdamW32bit)
             "optimizer": "adamw-paged",
             "checkpointing": "full",                 // gradient_checkpointing: true
+            // no gradient_checkpointing_kwargs, unfrozen_parameters or rl: axolotl's
+            // normalize_config sets {"use_reentrant": True} (utils/config/__init__.py)
+            "checkpoint_reentrant": true,
             "attention": "flash",                    // flash_attention: true
             "packing": true,                         // sample_packing: true
             // adapter: qlora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear: true
@@ -268,6 +274,7 @@ fn axolotl_lora_8bit() {
             "grad_accum": 4,
             "optimizer": "adamw-8bit",  // optimizer: adamw_bnb_8bit
             "checkpointing": "full",
+            "checkpoint_reentrant": true, // axolotl's default kwargs, as in the QLoRA recipe
             "attention": "flash",
             "packing": true,            // sample_packing: true
             // adapter: lora, lora_r 32, lora_alpha 16, lora_dropout 0.05, lora_target_linear:
@@ -292,6 +299,7 @@ fn axolotl_full_finetune() {
             // optimizer: paged_adamw_8bit
             "optimizer": "adamw-8bit-paged",
             "checkpointing": "full",
+            "checkpoint_reentrant": false, // gradient_checkpointing_kwargs: use_reentrant: false
             "attention": "flash",
             "packing": true, // sample_packing: true
         })
@@ -312,6 +320,7 @@ fn llamafactory_lora_sft() {
             "grad_accum": 8,
             "precision": "bf16-mixed",
             "checkpointing": "full",
+            "checkpoint_reentrant": true, // use_reentrant_gc's default True
             "peft": {"method": "lora", "rank": 8, "targets": all_linear()},
         })
     );
@@ -332,6 +341,7 @@ fn llamafactory_qlora_on_the_fly() {
             "grad_accum": 8,
             "precision": "bf16-mixed",
             "checkpointing": "full",
+            "checkpoint_reentrant": true, // use_reentrant_gc's default True
             // no lora_rank: LLaMA-Factory's default 8
             "peft": {"method": "qlora", "rank": 8, "targets": all_linear()},
         })
@@ -490,9 +500,160 @@ fn trl_grpo_open_r1() {
                "num_generations": 16, "prompt_len": 512, "completion_len": 1024})
     );
     assert!(has_note(&r, "beta not set"), "{:?}", r.notes);
+    // gradient_checkpointing_kwargs: use_reentrant: false
+    assert_eq!(j["checkpoint_reentrant"], json!(false));
     // The job resolves: task rl with these settings is a valid job.
     let job: Job = serde_json::from_value(j.clone()).unwrap();
     assert!(job.resolve(None).is_ok());
+}
+
+// ---------- the checkpoint's kind (checkpoint_reentrant) ----------
+
+/// `checkpoint_reentrant` in what `files` resolve to (absent: the job's default, false).
+fn kind_of(files: &[Input]) -> Option<Value> {
+    let r = resolve(files, &|_, _| None).unwrap_or_else(|e| panic!("{e}"));
+    r.job.get("checkpoint_reentrant").cloned()
+}
+
+/// What `files` resolve to, checked to set no `checkpoint_reentrant` and to say `note`.
+fn no_kind_but_note(files: &[Input], note: &str) -> Resolved {
+    let r = resolve(files, &|_, _| None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.job.get("checkpoint_reentrant"), None);
+    assert!(has_note(&r, note), "{:?}", r.notes);
+    r
+}
+
+/// TrainingArguments (transformers 5.24): the Trainer passes `gradient_checkpointing_kwargs or
+/// None` to `activation_checkpointing_enable` (`trainer.py` `train()`), and
+/// `_activation_checkpointing_enable` makes `None` `{"use_reentrant": False}`
+/// (`modeling_utils.py`): no kwargs, or `{}`, is the job's own default and sets nothing. A
+/// stated `use_reentrant` is taken; other keys without it reach `torch.utils.checkpoint.
+/// checkpoint`, which takes `use_reentrant=True` when it is not passed (torch 2.15,
+/// `utils/checkpoint.py` line 645). The kwargs may be JSON text (`_VALID_DICT_FIELDS`).
+/// transformers 5.24's own name `activation_checkpointing(_kwargs)` wins over the alias.
+#[test]
+fn training_arguments_checkpoint_kind() {
+    let ta = |extra: &str| {
+        text(
+            "args.json",
+            &format!(r#"{{"output_dir": "o", "gradient_checkpointing": true{extra}}}"#),
+        )
+    };
+    assert_eq!(kind_of(&[ta("")]), None);
+    assert_eq!(
+        kind_of(&[ta(r#", "gradient_checkpointing_kwargs": {}"#)]),
+        None
+    );
+    let stated = r#", "gradient_checkpointing_kwargs": {"use_reentrant": true}"#;
+    assert_eq!(kind_of(&[ta(stated)]), Some(json!(true)));
+    let text_form = r#", "gradient_checkpointing_kwargs": "{\"use_reentrant\": true}""#;
+    assert_eq!(kind_of(&[ta(text_form)]), Some(json!(true)));
+    let torch_default = r#", "gradient_checkpointing_kwargs": {"preserve_rng_state": false}"#;
+    assert_eq!(kind_of(&[ta(torch_default)]), Some(json!(true)));
+    // every_n_layers and offload are the Trainer's own keys, popped before the call.
+    let trainer_only = r#", "gradient_checkpointing_kwargs": {"every_n_layers": 1}"#;
+    assert_eq!(kind_of(&[ta(trainer_only)]), None);
+    let new_names = r#"{"output_dir": "o", "activation_checkpointing": true,
+        "activation_checkpointing_kwargs": {"use_reentrant": true},
+        "gradient_checkpointing": false}"#;
+    let r = resolve(&[text("args.json", new_names)], &|_, _| None).unwrap();
+    assert_eq!(r.job["checkpointing"], json!("full"));
+    assert_eq!(r.job["checkpoint_reentrant"], json!(true));
+    // A kind beside checkpointing off names nothing the job holds: a note, no field.
+    let off = r#"{"output_dir": "o", "gradient_checkpointing": false,
+        "gradient_checkpointing_kwargs": {"use_reentrant": true}}"#;
+    no_kind_but_note(&[text("args.json", off)], "does not turn checkpointing on");
+}
+
+/// TRL v1.9 forces `use_reentrant` True for a PEFT model under DeepSpeed ZeRO-3 with
+/// checkpointing (`sft_trainer.py` lines 1099–1116, "forced to `True`"), over the file's false.
+/// The SFT config is written here with TRL's own keys; the accelerate file is the real one.
+#[test]
+fn trl_peft_under_zero3_is_reentrant() {
+    let sft = "model_name_or_path: Qwen/Qwen2.5-0.5B\ndataset_text_field: text\nuse_peft: true\n\
+               gradient_checkpointing: true\n\
+               gradient_checkpointing_kwargs:\n  use_reentrant: false\n";
+    let files = [
+        fixture("accelerate/trl_deepspeed_zero3.yaml"),
+        text("sft.yaml", sft),
+    ];
+    let r = resolve(&files, &|_, _| None).unwrap();
+    assert_eq!(r.job["checkpoint_reentrant"], json!(true));
+    assert!(has_note(&r, "file's false is replaced"), "{:?}", r.notes);
+    // Without the adapters TRL leaves the kwargs alone.
+    let full = sft.replace("use_peft: true\n", "");
+    let files = [
+        fixture("accelerate/trl_deepspeed_zero3.yaml"),
+        text("sft.yaml", &full),
+    ];
+    assert_eq!(kind_of(&files), Some(json!(false)));
+    // TRL ≥ 0.22 defaults gradient_checkpointing to True (#3510, base_config.py): a file that
+    // leaves it out checkpoints, and under ZeRO-3 with PEFT reentrantly.
+    let unsaid = "model_name_or_path: m\ndataset_text_field: text\nuse_peft: true\n";
+    let files = [
+        fixture("accelerate/trl_deepspeed_zero3.yaml"),
+        text("sft.yaml", unsaid),
+    ];
+    let r = resolve(&files, &|_, _| None).unwrap();
+    assert_eq!(r.job["checkpointing"], json!("full"));
+    assert_eq!(r.job["checkpoint_reentrant"], json!(true));
+    let noted = has_note(&r, "TRL ≥ 0.22 defaults it to true");
+    assert!(noted, "{:?}", r.notes);
+}
+
+/// axolotl's `normalize_config` sets `{"use_reentrant": True}` only with checkpointing on and
+/// no kwargs, `unfrozen_parameters` or `rl` (`utils/config/__init__.py`); otherwise its
+/// builder passes `{"use_reentrant": False}` (`core/builders/base.py`), the job's default.
+#[test]
+fn axolotl_checkpoint_kind() {
+    let recipe = |extra: &str| {
+        text(
+            "a.yml",
+            &format!("base_model: m\nsequence_len: 512\ngradient_checkpointing: true\n{extra}"),
+        )
+    };
+    assert_eq!(kind_of(&[recipe("")]), Some(json!(true)));
+    let offload = text("a.yml", "base_model: m\ngradient_checkpointing: offload\n");
+    assert_eq!(kind_of(&[offload]), Some(json!(true)));
+    assert_eq!(
+        kind_of(&[recipe("unfrozen_parameters: ['^lm_head']\n")]),
+        None
+    );
+    assert_eq!(kind_of(&[recipe("rl: dpo\n")]), None);
+    let off = text("a.yml", "base_model: m\ngradient_checkpointing: false\n");
+    assert_eq!(kind_of(&[off]), None);
+}
+
+/// LLaMA-Factory: `use_reentrant_gc` (default True) is the kind of the checkpointing it turns
+/// on itself; `use_unsloth_gc`'s Function runs its forward under `no_grad` (reentrant);
+/// `disable_gradient_checkpointing` leaves no kind to name.
+#[test]
+fn llamafactory_checkpoint_kind() {
+    let recipe = |extra: &str| text("lf.yaml", &format!("finetuning_type: lora\n{extra}"));
+    assert_eq!(kind_of(&[recipe("")]), Some(json!(true)));
+    assert_eq!(
+        kind_of(&[recipe("use_reentrant_gc: false\n")]),
+        Some(json!(false))
+    );
+    let unsloth = "use_reentrant_gc: false\nuse_unsloth_gc: true\n";
+    assert_eq!(kind_of(&[recipe(unsloth)]), Some(json!(true)));
+    assert_eq!(
+        kind_of(&[recipe("disable_gradient_checkpointing: true\n")]),
+        None
+    );
+    // A later LLaMA-Factory file turning checkpointing off: the earlier file's kind goes.
+    let files = [recipe(""), recipe("disable_gradient_checkpointing: true\n")];
+    let r = no_kind_but_note(&files, "checkpoint_reentrant dropped");
+    assert_eq!(r.job["checkpointing"], json!("none"));
+}
+
+/// torchtune wraps each layer in `checkpoint_wrapper(..., CheckpointImpl.NO_REENTRANT)`
+/// (`training/activations.py`): the job's own default, so the real recipes set nothing.
+#[test]
+fn torchtune_checkpointing_is_the_default_kind() {
+    let r = from(&["torchtune/llama3_1_8B_lora_single_device.yaml"]);
+    assert_eq!(r.job["checkpointing"], json!("full"));
+    assert_eq!(r.job.get("checkpoint_reentrant"), None);
 }
 
 // ---------- merging ----------

@@ -611,7 +611,14 @@ fn walk_backward(
     } else {
         st.embedding_backward_transient
     };
-    w.mark("backward", "embeddings".into(), tied + e_new);
+    // PEFT's input-gradient hook: the first block's input gradient kept as `.grad` on the
+    // embedding's output, and that leaf, both held by the graph to the backward's end.
+    let input_grad = if techniques::input_grads_hook(job, st.embedding_grad > 0) {
+        2 * plan.hidden
+    } else {
+        0
+    };
+    w.mark("backward", "embeddings".into(), tied + e_new + input_grad);
     if let Some(f) = fsdp {
         root_post_backward(w, f, rs_held);
     }

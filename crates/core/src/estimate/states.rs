@@ -262,22 +262,6 @@ pub fn model_states(
 ) -> Result<StateBytes, CoreError> {
     let w = widths(job);
     let shard = shards(job, warnings);
-    if job.task == Task::Train
-        && job.peft.is_some()
-        && crate::job::kbit_checkpoints(job.techniques.kbit_prepare, &job.weights.value)
-    {
-        // The fp32 residual stream the cast makes is in the walk (`techniques::
-        // kbit_fp32_base`). PEFT's `enable_input_require_grads()` (called for a bitsandbytes
-        // or GPTQ model, `peft/utils/other.py` line 233) makes the first block's norm save its
-        // input, as the walk's blocks all do (measured on the CPU: +526,336 B at the forward's
-        // end, `validation/results/*-inputgrad.json`); the `.grad` it leaves on the
-        // embedding's output at the end of backward is not in the walk.
-        warnings.push(
-            "kbit_prepare: the fp32 gradient enable_input_require_grads leaves on the \
-             embedding's output at the end of backward is not counted"
-                .into(),
-        );
-    }
     let mut st = match &model.inventory {
         Some(inv) => inventory_states(model, inv, job, w, shard, warnings),
         None => bare_count_states(model, job, w, shard, warnings),

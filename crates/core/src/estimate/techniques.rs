@@ -25,6 +25,29 @@ pub fn in_backward(job: &ResolvedJob) -> bool {
     job.task == Task::Train && job.techniques.optimizer_in_backward
 }
 
+/// Whether `enable_input_require_grads()`'s hook (transformers 5.24 `modeling_utils.py`: a
+/// forward hook on the input embeddings calling `output.requires_grad_(True)`) makes the
+/// embedding's output a leaf that requires grad, so that autograd leaves the first block's
+/// input gradient on it as `.grad` (`AccumulateGrad`), held with the leaf by the graph until
+/// the loss is dropped. The hook is registered by every path that turns full checkpointing on
+/// for a PEFT model: transformers 5.24's `_activation_checkpointing_enable` for any model whose
+/// `main_input_name` is `input_ids` (what `gradient_checkpointing_enable()`, the `Trainer`'s
+/// `gradient_checkpointing=True`, TRL's `SFTTrainer` and axolotl run, of either kind), PEFT
+/// 0.21.2's `PeftModel.__init__` on a model already checkpointing (`peft_model.py` line 184),
+/// `prepare_model_for_kbit_training` on a bitsandbytes/GPTQ model (`utils/other.py` line 233),
+/// TRL v1.9's `SFTTrainer` itself (`sft_trainer.py` line 1120); LLaMA-Factory's checkpoint
+/// function calls `requires_grad_(True)` on each trained layer's input alike. Without
+/// checkpointing none of them runs; a trained embedding's output is no leaf (nothing to keep).
+/// Measured on the CPU (`validation/cpu-measured-input-grads.json`): at the backward's end
+/// `.grad` and the leaf, b·s·h each, reentrant and not; not done by torchtune, which the job
+/// does not tell apart.
+pub fn input_grads_hook(job: &ResolvedJob, embedding_trained: bool) -> bool {
+    job.task == Task::Train
+        && job.peft.is_some()
+        && job.checkpointing == Checkpointing::Full
+        && !embedding_trained
+}
+
 /// Whether saved activations go to host memory.
 pub fn offloads(job: &ResolvedJob) -> bool {
     job.task == Task::Train && job.techniques.activation_offload == ActivationOffload::Cpu

@@ -2,7 +2,7 @@
 //! base model, adapter and LoRA settings, 8/4-bit loading, sequence length and packing, micro
 //! batch, optimizer, checkpointing, attention kernel, DeepSpeed/FSDP, and the RL trainers.
 
-use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading};
+use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading, Strength};
 use serde_json::{json, Map, Value};
 use vramscope_core::job::LLAMA_LINEARS;
 
@@ -42,7 +42,6 @@ const QUIET: &[&str] = &[
     "special_tokens",
     "pad_to_sequence_len",
     "eval_sample_packing",
-    "gradient_checkpointing_kwargs",
     "chat_template",
     "hub_model_id",
     "save_first_step",
@@ -123,6 +122,29 @@ fn checkpointing(doc: &Doc, r: &mut Reading) -> Result<(), String> {
                 "gradient_checkpointing",
             );
         }
+    }
+    checkpoint_kind(doc, r)
+}
+
+/// The checkpoint's kind (`reentrant.rs`): `gradient_checkpointing_kwargs` as the Trainer
+/// reads it; without them axolotl's `normalize_config` (`utils/config/__init__.py`, commit
+/// 067b021) sets `{"use_reentrant": True}` when checkpointing is on and neither
+/// `unfrozen_parameters` nor `rl` is set (its builder passes `{"use_reentrant": False}`
+/// otherwise: the job's default). The `offload` checkpointer (`CPU_Offloaded_Gradient_
+/// Checkpointer`, an `autograd.Function` whose forward runs under `no_grad`) is of the
+/// reentrant kind too. axolotl forces `False` for Gemma 4, whose model type a recipe names
+/// only through its `base_model`: a note says so.
+fn checkpoint_kind(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    if doc.has("gradient_checkpointing_kwargs") {
+        return super::reentrant::read_trainer(doc, r);
+    }
+    if doc.has("unfrozen_parameters") || doc.has("rl") {
+        return Ok(());
+    }
+    if r.value_of("checkpointing").and_then(Value::as_str) == Some("full") {
+        let key = "(axolotl default: gradient_checkpointing_kwargs {use_reentrant: true})";
+        super::reentrant::set(r, true, key, Strength::Weak);
+        r.note("checkpoint_reentrant true: axolotl's default kwargs (not for Gemma 4, which it runs non-reentrant)");
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! arguments (`src/llamafactory/hparams/{model,finetuning,data}_args.py`) beside the
 //! TrainingArguments it passes through.
 
-use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading};
+use super::doc::{bool_of, count_of, lora_of, names_of, number_of, str_of, Doc, Reading, Strength};
 use serde_json::{json, Map, Value};
 
 const QUIET: &[&str] = &[
@@ -101,6 +101,35 @@ fn checkpointing(doc: &Doc, r: &mut Reading) -> Result<(), String> {
             json!(if off { "none" } else { "full" }),
             key,
         );
+    }
+    checkpoint_kind(doc, r)
+}
+
+/// The checkpoint's kind (`reentrant.rs`): LLaMA-Factory enables checkpointing itself
+/// (`model/model_utils/checkpointing.py` `prepare_model_for_training`, commit ff6d4d1) with
+/// `{"use_reentrant": model_args.use_reentrant_gc}`, `use_reentrant_gc` defaulting to `True`
+/// (`hparams/model_args.py`): reentrant unless the recipe says otherwise; `use_unsloth_gc`
+/// runs Unsloth's `autograd.Function` (forward under `no_grad`: the reentrant kind). FSDP2
+/// (`FSDP_VERSION=2` in accelerate's environment) and KTransformers (`use_kt`) make it
+/// `False`.
+fn checkpoint_kind(doc: &Doc, r: &mut Reading) -> Result<(), String> {
+    let unsloth = bool_of(doc, "use_unsloth_gc")? == Some(true);
+    let kt = bool_of(doc, "use_kt")? == Some(true);
+    let (on, key, strength) = match bool_of(doc, "use_reentrant_gc")? {
+        _ if kt => (false, "use_kt", Strength::Stated),
+        _ if unsloth => (true, "use_unsloth_gc", Strength::Stated),
+        Some(on) => (on, "use_reentrant_gc", Strength::Stated),
+        None => (
+            true,
+            "(LLaMA-Factory default: use_reentrant_gc true)",
+            Strength::Weak,
+        ),
+    };
+    if r.value_of("checkpointing").and_then(Value::as_str) == Some("full") {
+        super::reentrant::set(r, on, key, strength);
+        if strength == Strength::Weak {
+            r.note("checkpoint_reentrant true: LLaMA-Factory's use_reentrant_gc default (false under FSDP2)");
+        }
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ mod deepspeed;
 mod doc;
 mod launch_script;
 mod llama_factory;
+mod reentrant;
 mod torchtitan;
 mod torchtune;
 mod training_args;
@@ -348,6 +349,8 @@ pub fn resolve(inputs: &[Input], fetch: &Fetch) -> Result<Resolved> {
         set_path(&mut job, path, o.value.clone());
     }
     let mut notes = Vec::new();
+    let trl = reads.iter().any(|rd| rd.kind == Kind::Trl);
+    reentrant::settle(&mut job, trl, &mut notes);
     for rd in &reads {
         if let Some(b) = &rd.reading.ds_batch {
             let mut n = Vec::new();
@@ -412,6 +415,10 @@ fn check_field(path: &str, value: &Value) -> std::result::Result<(), String> {
     set_path(&mut obj, path, value.clone());
     if path == "rl" {
         obj.insert("task".into(), Value::String("rl".into()));
+    }
+    if path == reentrant::FIELD {
+        // The kind of full checkpointing: checked beside the checkpointing it names.
+        obj.insert("checkpointing".into(), Value::String("full".into()));
     }
     let job: vramscope_core::job::Job =
         serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())?;

@@ -51,7 +51,6 @@ pub(crate) const QUIET: &[&str] = &[
     "remove_unused_columns",
     "resume_from_checkpoint",
     "tf32",
-    "gradient_checkpointing_kwargs",
     "model_revision",
     "trust_remote_code",
     "dataset_name",
@@ -236,7 +235,15 @@ pub(crate) fn read_trainer(doc: &Doc, r: &mut Reading) -> Result<(), String> {
         set_optimizer(r, &format!("optim {o}"), o);
     }
     // transformers' gradient checkpointing recomputes each decoder layer from its input.
-    r.set_checkpointing(doc, "gradient_checkpointing")?;
+    // transformers 5.24 names it `activation_checkpointing`; `gradient_checkpointing` is the
+    // deprecated alias, used only when the new name is unset (`training_args.py`).
+    if doc.has("activation_checkpointing") {
+        r.set_checkpointing(doc, "activation_checkpointing")?;
+        doc.skip(&["gradient_checkpointing"]);
+    } else {
+        r.set_checkpointing(doc, "gradient_checkpointing")?;
+    }
+    super::reentrant::read_trainer(doc, r)?;
     if let Some(c) = bool_of(doc, "torch_compile")? {
         r.technique("torch_compile", "compile", json!(c));
     }

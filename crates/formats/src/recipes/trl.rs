@@ -76,6 +76,7 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading, t: Trainer) -> Result<(), String>
     doc.skip(QUIET);
     super::training_args::read_trainer(doc, r)?;
     super::training_args::read_model_args(doc, r)?;
+    default_checkpointing(doc, r);
     if bool_of(doc, "packing")? == Some(true) {
         r.technique("packing", "packing", json!(true));
     }
@@ -94,6 +95,19 @@ pub(crate) fn read(doc: &Doc, r: &mut Reading, t: Trainer) -> Result<(), String>
         Trainer::Dpo => dpo(doc, r),
         Trainer::Grpo => grpo(doc, r),
     }
+}
+
+/// TRL ≥ 0.22 defaults every trainer config's `gradient_checkpointing` to True (#3510, commit
+/// a222aeb; v1.9 `trainer/base_config.py`), so a file that leaves it out checkpoints (non-
+/// reentrant under transformers ≥ 5). A file naming `vllm_device` is TRL ≤ 0.16's, whose
+/// default was False. Weak: another file's stated value replaces it.
+fn default_checkpointing(doc: &Doc, r: &mut Reading) {
+    if r.value_of("checkpointing").is_some() || doc.has("vllm_device") {
+        return;
+    }
+    let key = "(TRL ≥ 0.22 default: gradient_checkpointing true)";
+    r.set_weak("checkpointing", json!("full"), key);
+    r.note("gradient_checkpointing not set: TRL ≥ 0.22 defaults it to true (before 0.22, false)");
 }
 
 /// DPO: chosen and rejected sequences of `max_length`, and a frozen reference model unless

@@ -403,6 +403,12 @@ pub fn train_inputs<'a>(
         lt_workspace: lt_workspace_block(src.gpu, job, plan),
         checkpointing: job.checkpointing,
         reentrant: job.techniques.checkpoint_reentrant,
+        input_grad_kept: crate::estimate::techniques::input_grads_hook(
+            job,
+            params
+                .iter()
+                .any(|p| p.embedding && p.layer.is_none() && p.grad > 0),
+        ),
         hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
         head_grad_input: plan.logits_grad_input,
         loss: loss_sizes(spec, job, plan),

@@ -60,6 +60,10 @@ pub struct TrainInputs<'a> {
     pub checkpointing: Checkpointing,
     /// Full checkpointing is the reentrant kind (`ctx_held.rs`).
     pub reentrant: bool,
+    /// The embedding's output is a leaf made to require grad (`techniques::
+    /// input_grads_hook`): the first block's input gradient stays as its `.grad` until the
+    /// graph is released.
+    pub input_grad_kept: bool,
     /// Bytes of the hidden state between blocks and of its gradient.
     pub hidden: u64,
     /// The head input's gradient (b·s·h in the compute width).
@@ -456,11 +460,16 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     blocks_backward(s, inp, fwd, live, &mut grad);
     s.free(fwd.mask);
     embedding_grads(s, inp, live);
-    s.free(grad);
+    if !inp.input_grad_kept {
+        s.free(grad);
+    }
     s.free(fwd.embedding_extra);
     s.free(fwd.embedding_out);
     for h in std::mem::take(&mut live.graph_held) {
         s.free(h);
+    }
+    if inp.input_grad_kept {
+        s.free(grad);
     }
 }
 

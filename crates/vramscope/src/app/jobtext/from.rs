@@ -84,6 +84,18 @@ fn overlay(resolved: recipes::Resolved, job: &Job) -> Result<Job, String> {
     let Value::Object(over) = serde_json::to_value(job).map_err(|e| e.to_string())? else {
         return Err("invalid job: not an object".into());
     };
+    // The files' checkpoint kind names their full checkpointing: a job that turns
+    // checkpointing to something else leaves no checkpoint for it to name.
+    let own_kind = over
+        .get("checkpoint_reentrant")
+        .is_some_and(|v| !v.is_null());
+    let not_full = over
+        .get("checkpointing")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c != "full");
+    if not_full && !own_kind {
+        base.remove("checkpoint_reentrant");
+    }
     for (k, v) in over {
         match (base.get_mut(&k), &v) {
             (Some(Value::Object(b)), Value::Object(o)) if NESTED.contains(&k.as_str()) => {
@@ -191,6 +203,24 @@ mod tests {
             assert!(e.starts_with(start), "{e}");
             assert!(!e.contains('\n'));
         }
+    }
+
+    /// LLaMA-Factory checkpoints by default with `use_reentrant_gc` True (reentrant): the
+    /// recipe gives `checkpoint_reentrant: true`. A body that turns checkpointing off takes
+    /// the kind away with it (else the job would be refused); one that keeps it full keeps it.
+    #[test]
+    fn a_body_turning_checkpointing_off_drops_the_files_kind() {
+        let recipe = "finetuning_type: lora\ncutoff_len: 512\n";
+        let body = |ckpt: &str| {
+            json!({"model": "gpt2", "checkpointing": ckpt,
+                   "from": [{"name": "lf.yaml", "text": recipe}]})
+            .to_string()
+        };
+        let off = parse_json_job(&body("none")).unwrap();
+        assert_eq!(off.checkpoint_reentrant, None);
+        assert!(off.resolve(None).is_ok());
+        let full = parse_json_job(&body("full")).unwrap();
+        assert_eq!(full.checkpoint_reentrant, Some(json!(true)));
     }
 
     /// A job without `from` reads exactly as before (the same error text, too).

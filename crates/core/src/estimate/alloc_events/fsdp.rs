@@ -1,8 +1,10 @@
 //! One rank of FSDP2 (`fully_shard`, `torch/distributed/fsdp/_fully_shard/`, torch 2.15) as
 //! the caching allocator sees it: every decoder layer one unit, the root (embeddings, final
 //! norm, head) one more, as torchtitan and accelerate's FSDP2 plugin wrap a causal LM;
-//! `reshard_after_forward=True`, the default prefetching, and either
-//! `MixedPrecisionPolicy(param_dtype=bf16|fp16, reduce_dtype=fp32)` or no mixed precision.
+//! `reshard_after_forward=True` (FULL_SHARD, `parallel.zero: 3`) or `False` (SHARD_GRAD_OP,
+//! `parallel.zero: 2`), the default prefetching, and either
+//! `MixedPrecisionPolicy(param_dtype=bf16|fp16, reduce_dtype=fp32)` or no mixed precision;
+//! one micro-batch or several, each reduce-scattered (FSDP2's default `reduce_grads=True`).
 //!
 //! What each step allocates, and on which stream (`FSDPCommContext.lazy_init`: the default
 //! stream, the all-gather copy-in stream, the all-gather stream, the reduce-scatter stream):
@@ -25,7 +27,12 @@
 //!   is freed right after the copy-out.
 //! - **Reshard** (`reshard` → `FSDPParam.to_sharded` → `free_storage`): after each layer's
 //!   forward, and after each unit's backward. The root does not reshard after forward
-//!   (`FSDPState._lazy_init`: `post_forward_mesh_info = None`).
+//!   (`FSDPState._lazy_init`: `post_forward_mesh_info = None`). Under
+//!   `reshard_after_forward=False` no unit does (`FSDPParamGroup.reshard` returns in the
+//!   `FORWARD` state when `post_forward_mesh_info` is `None`): every unit's unsharded
+//!   parameters live from its forward to its post-backward, and the backward gathers nothing
+//!   (`unshard` returns at `is_unsharded`, `wait_for_unshard` at no `_all_gather_result`, so
+//!   `_backward_prefetch`'s unshard is a no-op too).
 //! - **Prefetch**: in forward FSDP2 prefetches implicitly (the next all-gather is issued when
 //!   the next unit's pre-forward runs: no earlier allocation); in backward `_backward_prefetch`
 //!   unshards the unit before in post-forward order from each unit's `pre_backward` — the
@@ -40,7 +47,12 @@
 //!   copy-in (`unsharded_grads.clear()`), and `reduce_output` (input / world) on the
 //!   reduce-scatter stream. The sharded gradients are views of `reduce_output`
 //!   (`_cast_and_view_sharded_grads`: the reduce dtype is the shards' own), so it lives until
-//!   `zero_grad(set_to_none=True)`. The root's post-backward runs in the backward's final
+//!   `zero_grad(set_to_none=True)`. From a step's second micro-batch on the sharded `.grad`
+//!   exists: `foreach_reduce` adds the new `reduce_output` into it
+//!   (`sharded_param.grad._local_tensor += new_sharded_grad`) and drops it when it returns, so
+//!   each later reduce-scatter's output is freed at once (the unsharded gradients were taken,
+//!   `_take_unsharded_grads_to_reduce` sets `unsharded_param.grad = None`, so every
+//!   micro-batch's backward makes them afresh). The root's post-backward runs in the backward's final
 //!   callback (`_root_post_backward_final_callback`: its inputs need no gradient), and
 //!   `_end_backward_iteration` releases the last reduce-scatter input.
 //!
@@ -86,6 +98,8 @@ pub struct Fsdp {
     pub reduce: u64,
     /// Mixed precision: the shards are cast into one flat tensor before the all-gather.
     pub cast: bool,
+    /// `reshard_after_forward`: FULL_SHARD (`zero: 3`); `false` is SHARD_GRAD_OP (`zero: 2`).
+    pub reshard_after_forward: bool,
 }
 
 impl Fsdp {
@@ -155,6 +169,7 @@ pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), 
             compute,
             reduce,
             cast: width != compute,
+            reshard_after_forward: job.parallel.zero >= 3,
         },
     ))
 }
@@ -246,6 +261,14 @@ pub fn release_held<S: Sink>(s: &mut S, live: &mut Live) {
     }
 }
 
+/// `post_forward` → `reshard`: the unit's unsharded parameters freed, under
+/// `reshard_after_forward` only.
+pub fn post_forward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize) {
+    if f.reshard_after_forward {
+        reshard(s, live, unit);
+    }
+}
+
 /// `reshard`: the unit's unsharded parameters freed.
 pub fn reshard<S: Sink>(s: &mut S, live: &mut Live, unit: usize) {
     if let Some(ids) = live.unsharded.get_mut(unit) {
@@ -274,8 +297,12 @@ pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize,
     s.stream(REDUCE_SCATTER_STREAM);
     let out = s.alloc(bytes);
     s.stream(DEFAULT_STREAM);
-    if let Some(old) = live.reduced[unit].replace(out) {
-        s.free(old);
+    // An earlier micro-batch's output is the sharded `.grad`: this one is added into it and
+    // dropped when `foreach_reduce` returns.
+    if live.reduced[unit].is_some() {
+        s.free(out);
+    } else {
+        live.reduced[unit] = Some(out);
     }
 }
 
@@ -313,6 +340,9 @@ pub struct WalkBuffers {
     /// then the embeddings'.
     pub head_grads: u64,
     pub embedding_grads: u64,
+    /// SHARD_GRAD_OP (`reshard_after_forward=False`): each layer's unsharded parameters kept
+    /// from its forward to its post-backward, nothing gathered in the backward.
+    pub kept: bool,
 }
 
 impl WalkBuffers {
@@ -340,6 +370,27 @@ impl WalkBuffers {
             root_rs: root.map_or(0, rs),
             head_grads: side(false),
             embedding_grads: side(true),
+            kept: !f.reshard_after_forward,
+        }
+    }
+
+    /// What layer `i`'s forward leaves gathered: its unsharded parameters under
+    /// SHARD_GRAD_OP, nothing under FULL_SHARD.
+    pub fn kept_after_forward(&self, i: usize) -> u64 {
+        if self.kept {
+            self.layer(Some(i))
+        } else {
+            0
+        }
+    }
+
+    /// What a layer's pre-backward gathers beyond what is gathered already: the layer before
+    /// prefetched under FULL_SHARD, nothing under SHARD_GRAD_OP.
+    pub fn prefetched_before(&self, i: usize) -> u64 {
+        if self.kept {
+            0
+        } else {
+            self.layer(i.checked_sub(1))
         }
     }
 
@@ -349,11 +400,18 @@ impl WalkBuffers {
     }
 
     /// Held at the loss's backward (`simulate.rs` `walk_forward`'s end, `walk_backward`'s
-    /// first mark): the root's unsharded parameters (gathered before the embeddings) and the
-    /// last layer's all-gather output (held through the head and the loss, then the same
-    /// layer prefetched by the root's pre-backward).
+    /// first mark): the root's unsharded parameters (gathered before the embeddings) and,
+    /// under FULL_SHARD, the last layer's all-gather output (held through the head and the
+    /// loss, then the same layer prefetched by the root's pre-backward); under SHARD_GRAD_OP
+    /// every layer's unsharded parameters (the last all-gather output released by the root's
+    /// post-forward, nothing prefetched).
     pub fn at_loss(&self) -> u64 {
-        self.root + self.layer(self.layers.len().checked_sub(1))
+        let layers = if self.kept {
+            self.layers.iter().sum()
+        } else {
+            self.layer(self.layers.len().checked_sub(1))
+        };
+        self.root + layers
     }
 
     /// Held at the root's post-backward (`simulate.rs` `root_post_backward`'s mark): the

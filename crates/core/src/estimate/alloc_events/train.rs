@@ -362,7 +362,9 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         } else {
             run_block(s, b, b.forward_under(selective(inp)), ids, false);
         }
-        super::fsdp::reshard(s, &mut live.fsdp, i);
+        if let Some(f) = inp.fsdp {
+            super::fsdp::post_forward(s, f, &mut live.fsdp, i);
+        }
         input = ids.output(b);
         blocks.push(ids);
     }
@@ -649,7 +651,9 @@ fn blocks_backward<S: Sink>(
             ids
         };
         let sel = selective(inp);
-        if live.accumulating {
+        // FSDP takes every unsharded gradient at the post-backward: a later micro-batch's
+        // backward makes them afresh, as the first's does.
+        if live.accumulating && inp.fsdp.is_none() {
             run_block(s, b, b.backward_under(sel, true), ids, false);
         } else {
             run_block(s, b, b.backward_under(sel, false), ids, false);

@@ -290,8 +290,9 @@ fn tiny_fp32_gathers_the_shards_themselves() {
 
 /// The stream's peak allocated equals the walk's within 0.1 % on a real-sized job: both
 /// charge FSDP2's buffers from the same layout (measured −0.000 %: 47,448,602,624 B stream,
-/// 47,448,635,904 B walk; with full checkpointing at b4 × 4096, under SHARD_GRAD_OP and with
-/// four micro-batches too), and the report carries the allocator's figures.
+/// 47,448,635,904 B walk; with full checkpointing at b4 × 4096, under SHARD_GRAD_OP, with four
+/// micro-batches and under LoRA r 16 on every projection too), and the report carries the
+/// allocator's figures.
 #[test]
 fn llama8b_stream_meets_walk() {
     let mut full = llama8b();
@@ -303,7 +304,10 @@ fn llama8b_stream_meets_walk() {
     accum["grad_accum"] = json!(4);
     let mut zero2_accum = zero2.clone();
     zero2_accum["grad_accum"] = json!(4);
-    for job in [llama8b(), full, zero2, accum, zero2_accum] {
+    let mut lora = llama8b();
+    lora["peft"] = json!({"method": "lora", "rank": 16,
+        "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
+    for job in [llama8b(), full, zero2, accum, zero2_accum, lora] {
         let (stream, walk) = common::stream_steps::stream_and_walk(&job);
         let d = stream as f64 / walk as f64 - 1.0;
         println!("stream {stream} walk {walk} {:+.4} %", d * 100.0);
@@ -372,6 +376,65 @@ fn lasting(seq: impl IntoIterator<Item = i64>) -> Vec<i64> {
     out
 }
 
+/// The tiny model under LoRA as `scripts/measure_fsdp_cpu.py --lora` runs it: r 8 on q_proj
+/// and v_proj, no dropout, the base bf16 beside fp32 adapters.
+fn tiny_lora() -> Value {
+    let mut job = tiny("bf16-mixed");
+    job["peft"] = json!({"method": "lora", "rank": 8, "targets": ["q_proj", "v_proj"],
+                         "dropout": 0.0});
+    job
+}
+
+/// LoRA under FSDP2, bf16-mixed, blocks of at least 128 KiB. A layer's shard is the frozen
+/// base's 393,472 elements (bf16, its own all-gather input: no cast) and the adapters'
+/// (fp32, cast into the flat input): q_proj's A `[8, 256]` and B `[256, 8]` 4 · 256 and
+/// 128 · 8, v_proj's A `[8, 256]` and B `[128, 8]` 4 · 256 and 64 · 8: Σ 3,584, so the
+/// all-gather output is (393,472 + 3,584) · 2 · 2 = 1,588,224 and the flat input 7,168 (below
+/// the floor); the root's is FULL_SHARD's 8,389,120 with no flat input (nothing cast). The
+/// copy-outs are FULL_SHARD's. Backward: no head, norm or embedding gradient (frozen), the
+/// adapters' gradients and the layers' reduce-scatters below the floor (3,584 · 2 · 4 =
+/// 28,672); the root's post-backward reduces nothing; the embeddings need no gradient, so
+/// layer 0's input needs none and its post-backward runs in the final callback after the
+/// root's: the root's unsharded parameters freed before layer 0's.
+#[test]
+fn tiny_lora_gathers_the_base_and_reduces_the_adapters() {
+    let s = stream_of(&tiny_lora());
+    let ag = (LAYER_SHARD + 3_584) * 2 * 2;
+    let root_ag = ROOT_SHARD * 2 * 2;
+    let mut fwd = vec![(1, root_ag), (0, BIG), (0, BIG)];
+    for held in [root_ag, ag] {
+        fwd.extend([(1, ag), (1, -held)]);
+        fwd.extend(Tiny::params(1));
+        fwd.extend(Tiny::params(-1));
+    }
+    fwd.extend([
+        (0, LOGITS),
+        (0, FP32_LOGITS),
+        (0, FP32_LOGITS),
+        (0, -FP32_LOGITS),
+        (1, -ag),
+        (0, -LOGITS),
+    ]);
+    assert_eq!(signed(&s, Phase::Forward(1), 131_072), fwd);
+    let mut bwd = vec![(1, ag)];
+    bwd.extend([
+        (0, FP32_LOGITS),
+        (0, FP32_LOGITS),
+        (0, -FP32_LOGITS),
+        (0, -FP32_LOGITS),
+        (0, LOGITS),
+        (0, -FP32_LOGITS),
+        (0, -LOGITS),
+    ]);
+    bwd.extend(Tiny::params(1));
+    bwd.extend([(1, -ag), (1, ag)]);
+    bwd.extend(Tiny::params(-1));
+    bwd.extend(Tiny::params(1));
+    bwd.extend([(1, -ag), (0, -BIG), (0, -BIG)]);
+    bwd.extend(Tiny::params(-1));
+    assert_eq!(signed(&s, Phase::Backward(1), 131_072), bwd);
+}
+
 /// The tiny job of each CPU run in `validation/cpu-measured-fsdp.json` (`runs`' keys):
 /// `scripts/measure_fsdp_cpu.py PRECISION [--no-reshard] [--accum 2]`.
 fn cpu_runs() -> Vec<(&'static str, Value)> {
@@ -388,6 +451,7 @@ fn cpu_runs() -> Vec<(&'static str, Value)> {
         };
         out.extend(names.into_iter().zip([base, zero2, accum2]));
     }
+    out.push(("bf16-mixed lora", tiny_lora()));
     out
 }
 

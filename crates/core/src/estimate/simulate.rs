@@ -551,11 +551,17 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp)
 /// FSDP's root post-backward, the backward's final callback (`alloc_events/fsdp.rs`): the root
 /// resharded, layer 0's reduce-scatter input released, the root's made while its unsharded
 /// gradients live; then those gradients and that input go (its sharded gradients are the
-/// walk's full gradients after it).
+/// walk's full gradients after it). A deferred first layer (LoRA's frozen embeddings:
+/// `first_deferred`) is resharded after the root and its reduce-scatter input made then.
 fn root_post_backward(w: &mut Walk, f: &super::alloc_events::fsdp::WalkBuffers, rs_held: u64) {
     w.sub(Category::Temporaries, f.root + rs_held);
     w.mark("backward", "root reduce-scatter".into(), f.root_rs);
     w.sub(Category::Temporaries, f.head_grads + f.embedding_grads);
+    if f.first_deferred {
+        w.sub(Category::Temporaries, f.layer(Some(0)));
+        let rs = f.layer_rs.first().copied().unwrap_or(0);
+        w.mark("backward", "layer 0 reduce-scatter".into(), rs);
+    }
 }
 
 /// The backward: the loss gradient first (three fp32 b·s·V tensors live together), the head,
@@ -711,7 +717,7 @@ fn walk_layers_backward(
             techniques::brought_back(job, saved) + recompute - gone,
         );
         w.add(Gradients, g_kept);
-        if let Some(f) = fsdp {
+        if let Some(f) = fsdp.filter(|f| !(i == 0 && f.first_deferred)) {
             // Post-backward: resharded, the last reduce-scatter input released, this one kept.
             w.sub(Temporaries, f.layer(Some(i)) + rs_held);
             rs_held = f.layer_rs.get(i).copied().unwrap_or(0);

@@ -5,7 +5,8 @@
 //! are pure data parallelism over every GPU (dp = gpus), so one layout serves every FSDP
 //! layout the planner screens; the strategy, the micro-batch and the checkpointing change
 //! neither the units' sizes nor whether the stream writes the job
-//! (`alloc_events/inputs.rs` `expressible`).
+//! (`alloc_events/inputs.rs` `expressible`), but for LoRA, written without checkpointing only
+//! (the screen asks `plan.rs`' layout).
 
 use super::{job_of, Layout};
 use crate::error::CoreError;
@@ -28,8 +29,8 @@ pub struct FsdpHeld {
 }
 
 /// The walk's FSDP2 figures for `base`'s FSDP layouts over `gpus` GPUs, or `None` where the
-/// walk keeps the heuristic's `comm_buffers` (a job the stream does not write: PEFT,
-/// accumulation, quantized weights, one GPU, ...).
+/// walk keeps the heuristic's `comm_buffers` (a job the stream does not write: quantized
+/// weights, PEFT's `modules_to_save`, one GPU, ...).
 pub fn held(
     model: &ModelInput,
     base: &ResolvedJob,

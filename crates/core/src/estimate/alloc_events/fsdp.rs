@@ -83,6 +83,13 @@ pub struct Unit {
     pub unsharded: Vec<u64>,
     /// Σ padded shard elements of its parameters.
     pub shard_elements: u64,
+    /// Σ padded shard elements of those cast to `param_dtype` before the all-gather
+    /// (`_get_param_all_gather_inputs`' `use_foreach_copy`: a parameter whose own dtype is
+    /// `param_dtype` is its own input).
+    pub cast_elements: u64,
+    /// Σ padded shard elements of those with a gradient: the reduce-scatter's
+    /// (`_take_unsharded_grads_to_reduce` skips a parameter whose `.grad` is `None`).
+    pub grad_elements: u64,
 }
 
 /// The FSDP2 layout of one rank.
@@ -96,10 +103,13 @@ pub struct Fsdp {
     pub compute: u64,
     /// Bytes of the reduce dtype.
     pub reduce: u64,
-    /// Mixed precision: the shards are cast into one flat tensor before the all-gather.
-    pub cast: bool,
     /// `reshard_after_forward`: FULL_SHARD (`zero: 3`); `false` is SHARD_GRAD_OP (`zero: 2`).
     pub reshard_after_forward: bool,
+    /// The embeddings have no gradient (LoRA's frozen base), so the first layer's input needs
+    /// none: its `RegisterPostBackwardFunction` is not in the graph and its post-backward runs
+    /// in `_root_post_backward_final_callback`, after the root's (`all_states`: the root
+    /// first).
+    pub first_deferred: bool,
 }
 
 impl Fsdp {
@@ -125,53 +135,129 @@ fn widths(precision: Precision) -> (u64, u64) {
     }
 }
 
+/// One parameter as FSDP shards it: its dim 0, its elements, its dtype's bytes, whether it
+/// trains.
+struct Piece {
+    rows: u64,
+    elements: u64,
+    width: u64,
+    trains: bool,
+}
+
 /// The parameters of one FSDP rank (rank 0, whose chunks are the padded ones) and its units:
 /// each tensor's shard (`⌈dim0 / world⌉` rows, the shard's dtype), its unsharded gradient
 /// (every element, in the compute dtype: what autograd makes for the unsharded parameter),
-/// its optimizer states on the shard.
+/// its optimizer states on the shard. Under LoRA the base is frozen in its loaded dtype (16
+/// bit beside mixed precision, as `states.rs` keeps it) and each adapted weight `[out, in]`
+/// is followed by its adapters in PEFT's module order (`base_layer`, `lora_A` `[r, in]`,
+/// `lora_B` `[out, r]`), in `peft.adapter_dtype`, trained.
 pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), CoreError> {
-    let world = job.parallel.dp.max(1);
     let (width, compute) = widths(job.precision);
+    let lora = job.peft.as_ref();
+    let base_width = if lora.is_some() && job.precision != Precision::Fp32 {
+        2
+    } else {
+        width
+    };
     let layers = inv
         .tensors
         .iter()
         .filter_map(|t| t.layer)
         .max()
         .map_or(0, |l| l as usize + 1);
-    let mut units = vec![Unit::default(); layers + 1];
+    let mut f = Fsdp {
+        units: vec![Unit::default(); layers + 1],
+        world: job.parallel.dp.max(1),
+        compute,
+        reduce: if width != compute { 4 } else { compute },
+        reshard_after_forward: job.parallel.zero >= 3,
+        first_deferred: false,
+    };
     let mut out = Vec::with_capacity(inv.tensors.len());
-    for (k, t) in inv.tensors.iter().enumerate() {
-        let elements = t.elements();
+    for t in &inv.tensors {
         let rows = t.shape.first().copied().unwrap_or(1).max(1);
-        let shard = rows.div_ceil(world).saturating_mul(elements / rows);
-        let bytes = shard.saturating_mul(width);
-        out.push(Param {
-            bytes,
-            grad: elements.saturating_mul(compute),
-            layer: t.layer,
-            embedding: t.component == Component::Embedding && t.layer.is_none(),
-            states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?,
-            tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
-            quant: None,
-        });
-        let u = &mut units[t.layer.map_or(layers, |l| l as usize)];
-        u.params.push(k);
-        u.unsharded
-            .push(shard.saturating_mul(world).saturating_mul(compute));
-        u.shard_elements = u.shard_elements.saturating_add(shard);
+        let base = Piece {
+            rows,
+            elements: t.elements(),
+            width: base_width,
+            trains: lora.is_none(),
+        };
+        push_shard(&mut out, &mut f, job, t, base)?;
+        let Some(p) = lora.filter(|p| adapted(t, &p.targets)) else {
+            continue;
+        };
+        let (width, cols) = (
+            p.adapter_dtype.bytes(),
+            t.shape.get(1).copied().unwrap_or(1),
+        );
+        for (rows, elements) in [(p.rank, p.rank * cols), (rows, rows * p.rank)] {
+            let trains = true;
+            push_shard(
+                &mut out,
+                &mut f,
+                job,
+                t,
+                Piece {
+                    rows,
+                    elements,
+                    width,
+                    trains,
+                },
+            )?;
+        }
     }
-    let reduce = if width != compute { 4 } else { compute };
-    Ok((
-        out,
-        Fsdp {
-            units,
-            world,
-            compute,
-            reduce,
-            cast: width != compute,
-            reshard_after_forward: job.parallel.zero >= 3,
+    f.first_deferred = !out.iter().any(|p| p.embedding && p.grad > 0);
+    Ok((out, f))
+}
+
+/// Whether LoRA adapts `t` (a target module's 2-D weight: `states::lora_modules`' matching).
+fn adapted(t: &crate::inventory::Tensor, targets: &[String]) -> bool {
+    !crate::estimate::states::lora_modules(std::slice::from_ref(t), targets)
+        .modules
+        .is_empty()
+}
+
+/// `piece` of tensor `t` sharded onto rank 0 and added to its unit.
+fn push_shard(
+    out: &mut Vec<Param>,
+    f: &mut Fsdp,
+    job: &ResolvedJob,
+    t: &crate::inventory::Tensor,
+    piece: Piece,
+) -> Result<(), CoreError> {
+    let rows = piece.rows.max(1);
+    let shard = rows.div_ceil(f.world).saturating_mul(piece.elements / rows);
+    let (trains, width) = (piece.trains, piece.width);
+    out.push(Param {
+        bytes: shard.saturating_mul(width),
+        grad: if trains {
+            piece.elements.saturating_mul(f.compute)
+        } else {
+            0
         },
-    ))
+        layer: t.layer,
+        embedding: t.component == Component::Embedding && t.layer.is_none(),
+        states: if trains {
+            crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?
+        } else {
+            [0; 3]
+        },
+        tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
+        quant: None,
+    });
+    let root = f.root();
+    let u = &mut f.units[t.layer.map_or(root, |l| l as usize)];
+    u.params.push(out.len() - 1);
+    u.unsharded
+        .push(shard.saturating_mul(f.world).saturating_mul(f.compute));
+    u.shard_elements = u.shard_elements.saturating_add(shard);
+    if width != f.compute {
+        u.cast_elements = u.cast_elements.saturating_add(shard);
+    }
+    if trains {
+        u.grad_elements = u.grad_elements.saturating_add(shard);
+    }
+    Ok(())
 }
 
 /// What FSDP holds across the step's phases (the stream's tensor ids).
@@ -188,6 +274,9 @@ pub struct Live {
     rs_input: Option<u32>,
     /// Each unit's `reduce_output`, which its sharded gradients view.
     reduced: Vec<Option<u32>>,
+    /// The first layer's unsharded gradients, its post-backward deferred to the final
+    /// callback ([`Fsdp::first_deferred`]).
+    deferred: Vec<u32>,
 }
 
 impl Live {
@@ -211,8 +300,8 @@ pub fn unshard<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize) {
         return;
     }
     s.stream(COPY_IN_STREAM);
-    let flat = if f.cast {
-        s.alloc(u.shard_elements.saturating_mul(f.compute))
+    let flat = if u.cast_elements > 0 {
+        s.alloc(u.cast_elements.saturating_mul(f.compute))
     } else {
         u32::MAX
     };
@@ -286,7 +375,11 @@ pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize,
     if let Some(old) = live.rs_input.take() {
         s.free(old);
     }
-    let shard = f.units.get(unit).map_or(0, |u| u.shard_elements);
+    let shard = f.units.get(unit).map_or(0, |u| u.grad_elements);
+    if shard == 0 {
+        // `if not unsharded_grads: return`, after the reshard and the release.
+        return;
+    }
     let bytes = shard.saturating_mul(f.reduce);
     live.rs_input = Some(s.alloc(bytes.saturating_mul(f.world)));
     // `unsharded_grads.clear()`: CPython's `list.clear` releases the items last first
@@ -304,6 +397,33 @@ pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize,
     } else {
         live.reduced[unit] = Some(out);
     }
+}
+
+/// A layer's post-backward as autograd runs it ([`post_backward`]); the first layer's kept
+/// for the final callback when its input needs no gradient ([`Fsdp::first_deferred`]).
+pub fn layer_post_backward<S: Sink>(
+    s: &mut S,
+    f: &Fsdp,
+    live: &mut Live,
+    unit: usize,
+    grads: Vec<u32>,
+) {
+    if unit == 0 && f.first_deferred {
+        live.deferred = grads;
+    } else {
+        post_backward(s, f, live, unit, &grads);
+    }
+}
+
+/// `_root_post_backward_final_callback`: the root's post-backward, then a deferred first
+/// layer's, then `_end_backward_iteration`.
+pub fn final_callback<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, root_grads: &[u32]) {
+    post_backward(s, f, live, f.root(), root_grads);
+    if f.first_deferred && f.layers() > 0 {
+        let grads = std::mem::take(&mut live.deferred);
+        post_backward(s, f, live, 0, &grads);
+    }
+    end_backward(s, live);
 }
 
 /// `_end_backward_iteration`: the last reduce-scatter input released.
@@ -343,6 +463,8 @@ pub struct WalkBuffers {
     /// SHARD_GRAD_OP (`reshard_after_forward=False`): each layer's unsharded parameters kept
     /// from its forward to its post-backward, nothing gathered in the backward.
     pub kept: bool,
+    /// The first layer's post-backward runs after the root's ([`Fsdp::first_deferred`]).
+    pub first_deferred: bool,
 }
 
 impl WalkBuffers {
@@ -350,7 +472,7 @@ impl WalkBuffers {
     pub fn of(params: &[Param], f: &Fsdp) -> Self {
         let unsharded = |u: &Unit| u.unsharded.iter().sum::<u64>();
         let rs = |u: &Unit| {
-            u.shard_elements
+            u.grad_elements
                 .saturating_mul(f.world)
                 .saturating_mul(f.reduce)
         };
@@ -371,6 +493,7 @@ impl WalkBuffers {
             head_grads: side(false),
             embedding_grads: side(true),
             kept: !f.reshard_after_forward,
+            first_deferred: f.first_deferred,
         }
     }
 

@@ -81,11 +81,15 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 
 /// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) or SHARD_GRAD_OP
 /// (`parallel.zero: 2`, `reshard_after_forward=False`) over every GPU (dp = gpus, no model
-/// parallelism, no CPU offload), unquantized weights without adapters (4-bit `Params4bit`
-/// shard otherwise), any number of micro-batches (each reduce-scattered into the sharded
-/// gradients) and `zero_grad(set_to_none=True)`, a decoder-only model (its units are the
-/// decoder layers and the root; an encoder's or a vision tower's wrapping is not written).
-/// NO_SHARD keeps the heuristic.
+/// parallelism, no CPU offload), unquantized weights (4-bit `Params4bit` shard otherwise),
+/// any number of micro-batches (each reduce-scattered into the sharded gradients) and
+/// `zero_grad(set_to_none=True)`, a decoder-only model (its units are the decoder layers and
+/// the root; an encoder's or a vision tower's wrapping is not written). LoRA adapters are
+/// written under fp32 or mixed precision (`MixedPrecisionPolicy` gathers the 16-bit base and
+/// the adapters in one dtype), without `modules_to_save` and without checkpointing (whether
+/// the embeddings' output then needs a gradient depends on the recipe's
+/// `enable_input_require_grads`, which moves the first layer's post-backward). NO_SHARD keeps
+/// the heuristic.
 fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     let p = &job.parallel;
     spec.encoder.is_none()
@@ -98,7 +102,14 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && p.dp == p.gpus
         && p.dp > 1
         && p.offload == crate::job::Offload::None
-        && job.peft.is_none()
+        && job.peft.as_ref().is_none_or(|peft| {
+            peft.modules_to_save.is_empty()
+                && job.checkpointing == Checkpointing::None
+                && !matches!(
+                    job.precision,
+                    crate::job::Precision::Bf16 | crate::job::Precision::Fp16
+                )
+        })
         && job.zero_grad == crate::job::ZeroGrad::None
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }

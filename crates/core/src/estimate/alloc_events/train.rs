@@ -261,8 +261,8 @@ fn fsdp_pre<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize,
 }
 
 /// The backward's final callback under FSDP: the root's post-backward (its gradients, the
-/// output side's and the embeddings', reduce-scattered), then the last reduce-scatter input
-/// released.
+/// output side's and the embeddings', reduce-scattered), a deferred first layer's, then the
+/// last reduce-scatter input released.
 fn fsdp_root_post_backward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     let Some(f) = inp.fsdp else {
         return;
@@ -274,8 +274,7 @@ fn fsdp_root_post_backward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Liv
         }
     }
     grads.push(std::mem::replace(&mut live.tied_head, u32::MAX));
-    super::fsdp::post_backward(s, f, &mut live.fsdp, f.root(), &grads);
-    super::fsdp::end_backward(s, &mut live.fsdp);
+    super::fsdp::final_callback(s, f, &mut live.fsdp, &grads);
 }
 
 /// A layer's post-backward under FSDP: its unsharded gradients (the tape's and the stream's)
@@ -296,7 +295,7 @@ fn fsdp_layer_post_backward<S: Sink>(
         let k = live.by_layer[j] as usize;
         grads.push(std::mem::replace(&mut live.grads[k], u32::MAX));
     }
-    super::fsdp::post_backward(s, f, &mut live.fsdp, layer, &grads);
+    super::fsdp::layer_post_backward(s, f, &mut live.fsdp, layer, grads);
 }
 
 /// What the forward leaves for the backward.

@@ -146,15 +146,40 @@ impl Tiny {
                 fwd.extend(Self::params(-1));
             }
         }
-        fwd.extend([
+        fwd.extend(Self::loss_forward(AG));
+        fwd
+    }
+
+    /// The loss's forward: the logits, their fp32 upcast and log-softmax, the upcast freed,
+    /// the last layer's all-gather output (`last_ag`) released by the root's post-forward, the
+    /// logits dropped.
+    fn loss_forward(last_ag: i64) -> [(u64, i64); 6] {
+        [
             (0, LOGITS),
             (0, FP32_LOGITS),
             (0, FP32_LOGITS),
             (0, -FP32_LOGITS),
-            (1, -AG),
+            (1, -last_ag),
             (0, -LOGITS),
-        ]);
-        fwd
+        ]
+    }
+
+    /// nll_loss and log-softmax backward, dlogits cast back, the head's bf16 gradient
+    /// (`head`: 0 when frozen), dlogits freed.
+    fn loss_backward(head: i64) -> Vec<(u64, i64)> {
+        let mut out = vec![
+            (0, FP32_LOGITS),
+            (0, FP32_LOGITS),
+            (0, -FP32_LOGITS),
+            (0, -FP32_LOGITS),
+            (0, LOGITS),
+            (0, -FP32_LOGITS),
+        ];
+        if head > 0 {
+            out.push((0, head));
+        }
+        out.push((0, -LOGITS));
+        out
     }
 
     fn backward(&self, accumulated: bool) -> Vec<(u64, i64)> {
@@ -172,17 +197,7 @@ impl Tiny {
         } else {
             Self::unshard(FLAT, AG)
         };
-        // nll_loss and log-softmax backward, dlogits cast back, the head's bf16 gradient.
-        bwd.extend([
-            (0, FP32_LOGITS),
-            (0, FP32_LOGITS),
-            (0, -FP32_LOGITS),
-            (0, -FP32_LOGITS),
-            (0, LOGITS),
-            (0, -FP32_LOGITS),
-            (0, BIG),
-            (0, -LOGITS),
-        ]);
+        bwd.extend(Self::loss_backward(BIG));
         for layer in [1, 0] {
             if !self.kept {
                 bwd.extend(Self::params(1));
@@ -215,13 +230,24 @@ impl Tiny {
 /// the sharded gradients view.
 #[test]
 fn tiny_two_layer_events_bf16_mixed() {
-    let s = stream_of(&tiny("bf16-mixed"));
-    let t = Tiny { kept: false };
+    let s = assert_one_micro_batch(&tiny("bf16-mixed"), false);
+    assert_zero_grad_frees_the_outputs(&s);
+}
+
+/// `job`'s steady-state forward and backward are [`Tiny`]'s (one micro-batch).
+fn assert_one_micro_batch(job: &Value, kept: bool) -> Stream {
+    let s = stream_of(job);
+    let t = Tiny { kept };
     assert_eq!(signed(&s, Phase::Forward(1), 131_072), t.forward());
     assert_eq!(signed(&s, Phase::Backward(1), 131_072), t.backward(false));
+    s
+}
+
+/// `zero_grad(set_to_none=True)` frees the two layers' and the root's reduce outputs.
+fn assert_zero_grad_frees_the_outputs(s: &Stream) {
     let rs_out = LAYER_SHARD * 4;
     assert_eq!(
-        signed(&s, Phase::ZeroGrad(1), 131_072),
+        signed(s, Phase::ZeroGrad(1), 131_072),
         [(3, -rs_out), (3, -rs_out), (3, -ROOT_SHARD * 4)]
     );
 }
@@ -234,10 +260,7 @@ fn tiny_two_layer_events_bf16_mixed() {
 fn tiny_shard_grad_op_keeps_layers_gathered() {
     let mut job = tiny("bf16-mixed");
     job["parallel"]["zero"] = json!(2);
-    let s = stream_of(&job);
-    let t = Tiny { kept: true };
-    assert_eq!(signed(&s, Phase::Forward(1), 131_072), t.forward());
-    assert_eq!(signed(&s, Phase::Backward(1), 131_072), t.backward(false));
+    assert_one_micro_batch(&job, true);
 }
 
 /// Two micro-batches a step (`grad_accum: 2`): the first micro-batch's backward is the
@@ -256,11 +279,7 @@ fn tiny_accumulation_reduces_every_micro_batch() {
         [fwd, t.backward(true)].concat(),
     );
     assert_eq!(signed_in(&s, &STEP, 131_072), [first, later].concat());
-    let rs_out = LAYER_SHARD * 4;
-    assert_eq!(
-        signed(&s, Phase::ZeroGrad(1), 131_072),
-        [(3, -rs_out), (3, -rs_out), (3, -ROOT_SHARD * 4)]
-    );
+    assert_zero_grad_frees_the_outputs(&s);
 }
 
 /// Without mixed precision (fp32) the shards are the all-gather inputs themselves (no flat
@@ -307,7 +326,9 @@ fn llama8b_stream_meets_walk() {
     let mut lora = llama8b();
     lora["peft"] = json!({"method": "lora", "rank": 16,
         "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
-    for job in [llama8b(), full, zero2, accum, zero2_accum, lora] {
+    let mut zero2_lora = lora.clone();
+    zero2_lora["parallel"]["zero"] = json!(2);
+    for job in [llama8b(), full, zero2, accum, zero2_accum, lora, zero2_lora] {
         let (stream, walk) = common::stream_steps::stream_and_walk(&job);
         let d = stream as f64 / walk as f64 - 1.0;
         println!("stream {stream} walk {walk} {:+.4} %", d * 100.0);
@@ -407,25 +428,10 @@ fn tiny_lora_gathers_the_base_and_reduces_the_adapters() {
         fwd.extend(Tiny::params(1));
         fwd.extend(Tiny::params(-1));
     }
-    fwd.extend([
-        (0, LOGITS),
-        (0, FP32_LOGITS),
-        (0, FP32_LOGITS),
-        (0, -FP32_LOGITS),
-        (1, -ag),
-        (0, -LOGITS),
-    ]);
+    fwd.extend(Tiny::loss_forward(ag));
     assert_eq!(signed(&s, Phase::Forward(1), 131_072), fwd);
     let mut bwd = vec![(1, ag)];
-    bwd.extend([
-        (0, FP32_LOGITS),
-        (0, FP32_LOGITS),
-        (0, -FP32_LOGITS),
-        (0, -FP32_LOGITS),
-        (0, LOGITS),
-        (0, -FP32_LOGITS),
-        (0, -LOGITS),
-    ]);
+    bwd.extend(Tiny::loss_backward(0));
     bwd.extend(Tiny::params(1));
     bwd.extend([(1, -ag), (1, ag)]);
     bwd.extend(Tiny::params(-1));

@@ -4,7 +4,8 @@
 //! `reshard_after_forward=True` (FULL_SHARD, `parallel.zero: 3`) or `False` (SHARD_GRAD_OP,
 //! `parallel.zero: 2`), the default prefetching, and either
 //! `MixedPrecisionPolicy(param_dtype=bf16|fp16, reduce_dtype=fp32)` or no mixed precision;
-//! one micro-batch or several, each reduce-scattered (FSDP2's default `reduce_grads=True`).
+//! one micro-batch or several, each reduce-scattered (FSDP2's default `reduce_grads=True`);
+//! a full fine-tune or LoRA adapters over a frozen base ([`params`]).
 //!
 //! What each step allocates, and on which stream (`FSDPCommContext.lazy_init`: the default
 //! stream, the all-gather copy-in stream, the all-gather stream, the reduce-scatter stream):

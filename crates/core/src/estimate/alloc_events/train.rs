@@ -260,6 +260,13 @@ fn fsdp_pre<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize,
     }
 }
 
+/// FSDP's post-forward of layer `unit` (resharded under FULL_SHARD).
+fn fsdp_post_forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize) {
+    if let Some(f) = inp.fsdp {
+        super::fsdp::post_forward(s, f, &mut live.fsdp, unit);
+    }
+}
+
 /// The backward's final callback under FSDP: the root's post-backward (its gradients, the
 /// output side's and the embeddings', reduce-scattered), a deferred first layer's, then the
 /// last reduce-scatter input released.
@@ -361,9 +368,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         } else {
             run_block(s, b, b.forward_under(selective(inp)), ids, false);
         }
-        if let Some(f) = inp.fsdp {
-            super::fsdp::post_forward(s, f, &mut live.fsdp, i);
-        }
+        fsdp_post_forward(s, inp, live, i);
         input = ids.output(b);
         blocks.push(ids);
     }

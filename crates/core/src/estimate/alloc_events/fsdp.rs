@@ -53,9 +53,9 @@
 //!   (`sharded_param.grad._local_tensor += new_sharded_grad`) and drops it when it returns, so
 //!   each later reduce-scatter's output is freed at once (the unsharded gradients were taken,
 //!   `_take_unsharded_grads_to_reduce` sets `unsharded_param.grad = None`, so every
-//!   micro-batch's backward makes them afresh). The root's post-backward runs in the backward's final
-//!   callback (`_root_post_backward_final_callback`: its inputs need no gradient), and
-//!   `_end_backward_iteration` releases the last reduce-scatter input.
+//!   micro-batch's backward makes them afresh). The root's post-backward runs in the
+//!   backward's final callback (`_root_post_backward_final_callback`: its inputs need no
+//!   gradient), and `_end_backward_iteration` releases the last reduce-scatter input.
 //!
 //! Cross-stream frees: FSDP2 calls no `record_stream`. It holds references (the all-gather
 //! state, the reduce-scatter states) until the consuming stream has waited on an event, then
@@ -191,7 +191,11 @@ pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), 
             p.adapter_dtype.bytes(),
             t.shape.get(1).copied().unwrap_or(1),
         );
-        for (rows, elements) in [(p.rank, p.rank * cols), (rows, rows * p.rank)] {
+        let pieces = [
+            (p.rank, p.rank.saturating_mul(cols)),
+            (rows, rows.saturating_mul(p.rank)),
+        ];
+        for (rows, elements) in pieces {
             let trains = true;
             push_shard(
                 &mut out,

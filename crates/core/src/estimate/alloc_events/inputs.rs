@@ -29,8 +29,9 @@ pub const STEPS: u8 = 2;
 /// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
 /// FULL_SHARD or SHARD_GRAD_OP rank (`fsdp.rs`) — with torch's optimizers, the checkpointing,
 /// losses and weights the helpers below name (bitsandbytes' 4-bit and LLM.int8 base weights
-/// among them), and none of the memory techniques. Everything else (serving engines, pipelines, DeepSpeed
-/// ZeRO, FSDP's NO_SHARD, other quantized weights, offloading) keeps today's estimate.
+/// among them), and none of the memory techniques. Everything else (serving engines,
+/// pipelines, DeepSpeed ZeRO, FSDP's NO_SHARD, other quantized weights, offloading) keeps
+/// today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train

@@ -1,4 +1,5 @@
-//! One rank of FSDP2 (`fully_shard`, `parallel.zero: 3`) through the allocator stream
+//! One rank of FSDP2 (`fully_shard`, `parallel.zero: 3` FULL_SHARD and 2 SHARD_GRAD_OP, one
+//! micro-batch or several, full fine-tune or LoRA) through the allocator stream
 //! (`alloc_events/fsdp.rs`). Every size below is derived by hand from torch 2.15's
 //! `_fully_shard` source (`_fsdp_param.py` `_init_sharded_param`, `_fsdp_collectives.py`
 //! `foreach_all_gather` / `foreach_reduce`, `_fsdp_param_group.py` `wait_for_unshard` /

@@ -295,7 +295,13 @@ impl StateWidths {
         };
         let z = l.zero;
         let (shard_param, shard_grad, shard_states) = match l.framework {
-            "deepspeed" | "fsdp" => (
+            // FSDP shards the parameters under SHARD_GRAD_OP too (`estimate::states::shards`).
+            "fsdp" => (
+                if z >= 2 { dp } else { 1 },
+                if z >= 2 { dp } else { 1 },
+                if z >= 1 { dp } else { 1 },
+            ),
+            "deepspeed" => (
                 if z >= 3 { dp } else { 1 },
                 if z >= 2 { dp } else { 1 },
                 if z >= 1 { dp } else { 1 },
@@ -437,15 +443,25 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     };
     // FSDP2 where the walk charges its buffers (`plan/fsdp.rs`): held beside the loss, freed
     // before the step, and the root's reduce-scatter beside the layers' sharded gradients.
-    let walked = c
-        .fsdp
-        .filter(|_| l.framework == "fsdp" && l.zero == 3 && l.ep <= 1);
+    // (LoRA: without checkpointing, as `alloc_events::inputs` writes it.)
+    let walked = c.fsdp.filter(|_| {
+        l.framework == "fsdp"
+            && l.zero >= 2
+            && l.ep <= 1
+            && (c.peft.is_none() || l.checkpointing == "none")
+    });
     let buffers = match (l.framework, l.zero) {
         ("deepspeed", 3) => {
             500_000_000 * w.grad + 50_000_000 * w.param + c.p_largest_block * w.param
         }
         ("deepspeed", _) if l.dp.max(1) > 1 => 500_000_000 * w.grad,
         ("fsdp", 3) => walked.map_or(3 * c.p_largest_block * 2, |f| f.at_loss),
+        // SHARD_GRAD_OP: every parameter unsharded in 16 bit at the loss
+        // (`estimate::states::buffers`).
+        ("fsdp", 2) => walked.map_or(
+            (c.p_embed + c.p_blocks + c.p_head) * 2 + c.p_largest_block * w.grad,
+            |f| f.at_loss_kept,
+        ),
         ("fsdp", 0) if l.dp.max(1) > 1 => st.grads,
         _ => 0,
     };
@@ -459,8 +475,13 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
     let step_buffers = if walked.is_some() { 0 } else { buffers };
     let step = params_gpu + grads + states + master + scratch + step_buffers;
+    // The layers' sharded gradients beside the root's reduce-scatter (LoRA: the adapters').
+    let layer_grads = match c.peft {
+        Some(_) => grads,
+        None => c.p_blocks * w.grad / w.shard_grad,
+    };
     let root_reduce = walked.map_or(0, |f| {
-        params_gpu + states + master + c.p_blocks * w.grad / w.shard_grad + f.at_root_reduce
+        params_gpu + states + master + layer_grads + f.at_root_reduce
     });
     let allocated = fwd_bwd.max(step).max(root_reduce);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.

@@ -501,6 +501,7 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp)
         w.add(Activations, kept + l.cached_copies);
         let gathered = fsdp.map_or(0, |f| 2 * f.layer(Some(i)));
         w.mark("forward", layer_label(i), transient + gathered);
+        w.add(Temporaries, fsdp.map_or(0, |f| f.kept_after_forward(i)));
         if i == 0 && !train {
             // Under no_grad the embeddings stay bound to `inputs_embeds` in the model's
             // forward to its end (`modeling_llama.py` `LlamaModel.forward`), and the loop holds
@@ -512,10 +513,11 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp)
     if !plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
     }
-    // The last layer's all-gather output, held to the root's post-forward, then the same
-    // layer prefetched by the root's pre-backward.
+    // The last layer's all-gather output, held to the root's post-forward, then under
+    // FULL_SHARD the same layer prefetched by the root's pre-backward.
     let last = plan.layers.len().checked_sub(1);
-    w.add(Temporaries, fsdp.map_or(0, |f| f.layer(last)));
+    let held = fsdp.map_or(0, |f| f.layer(last));
+    w.add(Temporaries, held);
     let cached_copies: u64 = plan.layers.iter().map(|l| l.cached_copies).sum();
     if !train {
         // The hidden state between blocks, the head's working set and the last logits.
@@ -530,6 +532,10 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp)
     w.mark("forward", "final norm and head".into(), plan.logits);
     w.add(Activations, plan.loss.saved);
     w.mark("forward", "loss".into(), plan.loss.forward_transient);
+    if fsdp.is_some_and(|f| f.kept) {
+        // SHARD_GRAD_OP: the held output goes at the root's post-forward, nothing prefetched.
+        w.sub(Temporaries, held);
+    }
     w.sub(Activations, cached_copies);
     // DPO: the reference's no-grad forward after the policy's (accelerate's autocast wraps
     // each model's forward, so the policy's cached weight copies are gone by then).
@@ -545,11 +551,17 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp)
 /// FSDP's root post-backward, the backward's final callback (`alloc_events/fsdp.rs`): the root
 /// resharded, layer 0's reduce-scatter input released, the root's made while its unsharded
 /// gradients live; then those gradients and that input go (its sharded gradients are the
-/// walk's full gradients after it).
+/// walk's full gradients after it). A deferred first layer (LoRA's frozen embeddings:
+/// `first_deferred`) is resharded after the root and its reduce-scatter input made then.
 fn root_post_backward(w: &mut Walk, f: &super::alloc_events::fsdp::WalkBuffers, rs_held: u64) {
     w.sub(Category::Temporaries, f.root + rs_held);
     w.mark("backward", "root reduce-scatter".into(), f.root_rs);
     w.sub(Category::Temporaries, f.head_grads + f.embedding_grads);
+    if f.first_deferred {
+        w.sub(Category::Temporaries, f.layer(Some(0)));
+        let rs = f.layer_rs.first().copied().unwrap_or(0);
+        w.mark("backward", "layer 0 reduce-scatter".into(), rs);
+    }
 }
 
 /// The backward: the loss gradient first (three fp32 b·s·V tensors live together), the head,
@@ -578,6 +590,7 @@ fn walk_backward(
     let grads = GradSplit {
         hooked,
         accumulating: carried_grads > 0,
+        reduced: fsdp.is_some(),
     };
     let split = |g: u64, hook: u64| grads.of(g, hook);
     let (head_kept, head_new) = if hooked {
@@ -639,20 +652,31 @@ fn walk_backward(
 
 /// How a part's gradient is charged: (kept after its backward, made and gone within it). A
 /// gradient stays; one accumulated into a carried `.grad` is a transient; one stepped by its
-/// hook is a transient of one parameter at a time.
+/// hook is a transient of one parameter at a time. Under FSDP2 (`reduced`) the part's sharded
+/// gradient is its reduce-scatter output: kept from the first micro-batch, and a later one's
+/// is added into it after the unit's unsharded gradients are freed
+/// (`alloc_events/fsdp.rs`), outside the block's fullest moment.
 #[derive(Debug, Clone, Copy)]
 struct GradSplit {
     hooked: bool,
     accumulating: bool,
+    reduced: bool,
 }
 
 impl GradSplit {
     fn of(self, g: u64, hook: u64) -> (u64, u64) {
         match (self.hooked, self.accumulating) {
             (true, _) => (0, hook),
+            (false, true) if self.reduced => (0, 0),
             (false, true) => (0, g),
             (false, false) => (g, 0),
         }
+    }
+
+    /// The backward adds its weight gradients into `.grad`s it keeps (FSDP2 takes the
+    /// unsharded ones at each post-backward: its blocks' backward is the first's).
+    fn into_kept_grads(self) -> bool {
+        self.accumulating && !self.hooked && !self.reduced
     }
 }
 
@@ -669,12 +693,12 @@ fn walk_layers_backward(
     fsdp: Fsdp,
 ) -> u64 {
     use Category::*;
-    let (hooked, accumulating) = (grads.hooked, grads.accumulating);
     let hs = st.hook_step;
     let mut rs_held = 0;
     for (i, l) in plan.layers.iter().enumerate().rev() {
-        // FSDP's pre-backward: the prefetched layer copied out, the one before prefetched.
-        w.add(Temporaries, fsdp.map_or(0, |f| f.layer(i.checked_sub(1))));
+        // FSDP's pre-backward: the prefetched layer copied out, the one before prefetched
+        // (FULL_SHARD; under SHARD_GRAD_OP every layer is gathered already).
+        w.add(Temporaries, fsdp.map_or(0, |f| f.prefetched_before(i)));
         let recompute = l.recomputed;
         let (g_kept, g_new) = grads.of(st.layer_grads.get(i).copied().unwrap_or(0), hs.layer);
         let saved = l.kept + l.weight_copies;
@@ -688,7 +712,7 @@ fn walk_layers_backward(
         // The block's fullest moment: what its backward has made (with the weight gradients
         // in flight when they are accumulated into kept `.grad`s, read off that sequence)
         // and what it has released by then of its saved tensors.
-        let (made, released) = match (accumulating && !hooked, l.backward_accumulate) {
+        let (made, released) = match (grads.into_kept_grads(), l.backward_accumulate) {
             (true, Some((made, released))) => (made, released),
             _ => (l.backward_transient + g_new, l.backward_released),
         };
@@ -700,7 +724,7 @@ fn walk_layers_backward(
             techniques::brought_back(job, saved) + recompute - gone,
         );
         w.add(Gradients, g_kept);
-        if let Some(f) = fsdp {
+        if let Some(f) = fsdp.filter(|f| !(i == 0 && f.first_deferred)) {
             // Post-backward: resharded, the last reduce-scatter input released, this one kept.
             w.sub(Temporaries, f.layer(Some(i)) + rs_held);
             rs_held = f.layer_rs.get(i).copied().unwrap_or(0);

@@ -15,7 +15,8 @@
 //!   fp32 `main_param.grad` for the step (`_copy_model_grads_to_main_grads`): 20 B/param,
 //!   4 + 16/d; `fp32`: 16, 8 + 8/d.
 //! - `fsdp`: parameters, gradients and states in the parameters' dtype, sharded over dp by
-//!   strategy (0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD).
+//!   strategy (0 = NO_SHARD; 2 = SHARD_GRAD_OP and 3 = FULL_SHARD shard all three, and differ
+//!   in how long the unsharded copies live).
 
 mod buffers;
 mod modules_to_save;
@@ -88,7 +89,17 @@ fn shards(job: &ResolvedJob, warnings: &mut Vec<String>) -> (u64, u64, u64) {
     let dp = job.parallel.dp.max(1);
     let z = job.parallel.zero;
     match job.framework {
-        Framework::Deepspeed | Framework::Fsdp => (
+        // FSDP keeps every parameter sharded outside its unit's computation under
+        // SHARD_GRAD_OP as under FULL_SHARD (torch `ShardingStrategy.SHARD_GRAD_OP`:
+        // "everything is sharded outside computation"; FSDP2 `fully_shard` shards at
+        // construction whatever `reshard_after_forward`): the unsharded copies are its buffers
+        // (`states/buffers.rs`, `alloc_events/fsdp.rs`).
+        Framework::Fsdp => (
+            if z >= 2 { dp } else { 1 },
+            if z >= 2 { dp } else { 1 },
+            if z >= 1 { dp } else { 1 },
+        ),
+        Framework::Deepspeed => (
             if z >= 3 { dp } else { 1 },
             if z >= 2 { dp } else { 1 },
             if z >= 1 { dp } else { 1 },
@@ -607,7 +618,9 @@ fn inventory_states(
         .map(|l| l.elements)
         .max()
         .unwrap_or(0);
-    buffers_and_offload(&mut out, job, largest_block, w.param, w.grad, warnings);
+    let elements = inv.tensors.iter().map(Tensor::elements).sum::<u64>() / job.parallel.tp.max(1);
+    let sizes = (largest_block, elements);
+    buffers_and_offload(&mut out, job, sizes, w.param, w.grad, warnings);
     out.max = out.resident;
     let main_grads = sums.trainable.saturating_mul(w.main_grad);
     add_main_grads(&mut out, div_ceil(main_grads, ss * job.parallel.tp.max(1)));

@@ -1,10 +1,12 @@
-//! The screen's FSDP2 buffers (`framework: fsdp`, `parallel.zero: 3`, one FULL_SHARD rank)
-//! where the full estimate walks them: the same figures the walk charges
-//! (`estimate/simulate.rs`), read once per plan off the same layout
+//! The screen's FSDP2 buffers (`framework: fsdp`, `parallel.zero: 3` FULL_SHARD or 2
+//! SHARD_GRAD_OP, one rank) where the full estimate walks them: the same figures the walk
+//! charges (`estimate/simulate.rs`), read once per plan off the same layout
 //! (`estimate/alloc_events/fsdp.rs` `walk_buffers`, torch 2.15's `_fully_shard`). FSDP layouts
 //! are pure data parallelism over every GPU (dp = gpus), so one layout serves every FSDP
-//! layout the planner screens; the micro-batch and the checkpointing change neither the units'
-//! sizes nor whether the stream writes the job (`alloc_events/inputs.rs` `expressible`).
+//! layout the planner screens; the strategy, the micro-batch and the checkpointing change
+//! neither the units' sizes nor whether the stream writes the job
+//! (`alloc_events/inputs.rs` `expressible`), but for LoRA, written without checkpointing only
+//! (the screen asks `plan.rs`' layout).
 
 use super::{job_of, Layout};
 use crate::error::CoreError;
@@ -17,16 +19,18 @@ use crate::model::ModelSpec;
 /// What the walk holds of FSDP2's buffers at the moments the screen compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FsdpHeld {
-    /// At the loss's backward, beside every activation ([`fsdp::WalkBuffers::at_loss`]).
+    /// At the loss's backward, beside every activation ([`fsdp::WalkBuffers::at_loss`]):
+    /// FULL_SHARD (`zero: 3`) and SHARD_GRAD_OP (`zero: 2`, every layer kept gathered).
     pub at_loss: u64,
+    pub at_loss_kept: u64,
     /// At the root's post-backward, beside the layers' sharded gradients
     /// ([`fsdp::WalkBuffers::at_root_reduce`]).
     pub at_root_reduce: u64,
 }
 
 /// The walk's FSDP2 figures for `base`'s FSDP layouts over `gpus` GPUs, or `None` where the
-/// walk keeps the heuristic's `comm_buffers` (a job the stream does not write: PEFT,
-/// accumulation, quantized weights, one GPU, ...).
+/// walk keeps the heuristic's `comm_buffers` (a job the stream does not write: quantized
+/// weights, PEFT's `modules_to_save`, one GPU, ...).
 pub fn held(
     model: &ModelInput,
     base: &ResolvedJob,
@@ -57,5 +61,6 @@ pub fn held(
     Ok(walked.map(|w| FsdpHeld {
         at_loss: w.at_loss(),
         at_root_reduce: w.at_root_reduce(),
+        at_loss_kept: fsdp::WalkBuffers { kept: true, ..w }.at_loss(),
     }))
 }

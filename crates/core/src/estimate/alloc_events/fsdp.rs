@@ -1,8 +1,11 @@
 //! One rank of FSDP2 (`fully_shard`, `torch/distributed/fsdp/_fully_shard/`, torch 2.15) as
 //! the caching allocator sees it: every decoder layer one unit, the root (embeddings, final
 //! norm, head) one more, as torchtitan and accelerate's FSDP2 plugin wrap a causal LM;
-//! `reshard_after_forward=True`, the default prefetching, and either
-//! `MixedPrecisionPolicy(param_dtype=bf16|fp16, reduce_dtype=fp32)` or no mixed precision.
+//! `reshard_after_forward=True` (FULL_SHARD, `parallel.zero: 3`) or `False` (SHARD_GRAD_OP,
+//! `parallel.zero: 2`), the default prefetching, and either
+//! `MixedPrecisionPolicy(param_dtype=bf16|fp16, reduce_dtype=fp32)` or no mixed precision;
+//! one micro-batch or several, each reduce-scattered (FSDP2's default `reduce_grads=True`);
+//! a full fine-tune or LoRA adapters over a frozen base ([`params`]).
 //!
 //! What each step allocates, and on which stream (`FSDPCommContext.lazy_init`: the default
 //! stream, the all-gather copy-in stream, the all-gather stream, the reduce-scatter stream):
@@ -25,7 +28,12 @@
 //!   is freed right after the copy-out.
 //! - **Reshard** (`reshard` → `FSDPParam.to_sharded` → `free_storage`): after each layer's
 //!   forward, and after each unit's backward. The root does not reshard after forward
-//!   (`FSDPState._lazy_init`: `post_forward_mesh_info = None`).
+//!   (`FSDPState._lazy_init`: `post_forward_mesh_info = None`). Under
+//!   `reshard_after_forward=False` no unit does (`FSDPParamGroup.reshard` returns in the
+//!   `FORWARD` state when `post_forward_mesh_info` is `None`): every unit's unsharded
+//!   parameters live from its forward to its post-backward, and the backward gathers nothing
+//!   (`unshard` returns at `is_unsharded`, `wait_for_unshard` at no `_all_gather_result`, so
+//!   `_backward_prefetch`'s unshard is a no-op too).
 //! - **Prefetch**: in forward FSDP2 prefetches implicitly (the next all-gather is issued when
 //!   the next unit's pre-forward runs: no earlier allocation); in backward `_backward_prefetch`
 //!   unshards the unit before in post-forward order from each unit's `pre_backward` — the
@@ -40,9 +48,14 @@
 //!   copy-in (`unsharded_grads.clear()`), and `reduce_output` (input / world) on the
 //!   reduce-scatter stream. The sharded gradients are views of `reduce_output`
 //!   (`_cast_and_view_sharded_grads`: the reduce dtype is the shards' own), so it lives until
-//!   `zero_grad(set_to_none=True)`. The root's post-backward runs in the backward's final
-//!   callback (`_root_post_backward_final_callback`: its inputs need no gradient), and
-//!   `_end_backward_iteration` releases the last reduce-scatter input.
+//!   `zero_grad(set_to_none=True)`. From a step's second micro-batch on the sharded `.grad`
+//!   exists: `foreach_reduce` adds the new `reduce_output` into it
+//!   (`sharded_param.grad._local_tensor += new_sharded_grad`) and drops it when it returns, so
+//!   each later reduce-scatter's output is freed at once (the unsharded gradients were taken,
+//!   `_take_unsharded_grads_to_reduce` sets `unsharded_param.grad = None`, so every
+//!   micro-batch's backward makes them afresh). The root's post-backward runs in the
+//!   backward's final callback (`_root_post_backward_final_callback`: its inputs need no
+//!   gradient), and `_end_backward_iteration` releases the last reduce-scatter input.
 //!
 //! Cross-stream frees: FSDP2 calls no `record_stream`. It holds references (the all-gather
 //! state, the reduce-scatter states) until the consuming stream has waited on an event, then
@@ -71,6 +84,13 @@ pub struct Unit {
     pub unsharded: Vec<u64>,
     /// Σ padded shard elements of its parameters.
     pub shard_elements: u64,
+    /// Σ padded shard elements of those cast to `param_dtype` before the all-gather
+    /// (`_get_param_all_gather_inputs`' `use_foreach_copy`: a parameter whose own dtype is
+    /// `param_dtype` is its own input).
+    pub cast_elements: u64,
+    /// Σ padded shard elements of those with a gradient: the reduce-scatter's
+    /// (`_take_unsharded_grads_to_reduce` skips a parameter whose `.grad` is `None`).
+    pub grad_elements: u64,
 }
 
 /// The FSDP2 layout of one rank.
@@ -84,8 +104,13 @@ pub struct Fsdp {
     pub compute: u64,
     /// Bytes of the reduce dtype.
     pub reduce: u64,
-    /// Mixed precision: the shards are cast into one flat tensor before the all-gather.
-    pub cast: bool,
+    /// `reshard_after_forward`: FULL_SHARD (`zero: 3`); `false` is SHARD_GRAD_OP (`zero: 2`).
+    pub reshard_after_forward: bool,
+    /// The embeddings have no gradient (LoRA's frozen base), so the first layer's input needs
+    /// none: its `RegisterPostBackwardFunction` is not in the graph and its post-backward runs
+    /// in `_root_post_backward_final_callback`, after the root's (`all_states`: the root
+    /// first).
+    pub first_deferred: bool,
 }
 
 impl Fsdp {
@@ -111,52 +136,133 @@ fn widths(precision: Precision) -> (u64, u64) {
     }
 }
 
+/// One parameter as FSDP shards it: its dim 0, its elements, its dtype's bytes, whether it
+/// trains.
+struct Piece {
+    rows: u64,
+    elements: u64,
+    width: u64,
+    trains: bool,
+}
+
 /// The parameters of one FSDP rank (rank 0, whose chunks are the padded ones) and its units:
 /// each tensor's shard (`⌈dim0 / world⌉` rows, the shard's dtype), its unsharded gradient
 /// (every element, in the compute dtype: what autograd makes for the unsharded parameter),
-/// its optimizer states on the shard.
+/// its optimizer states on the shard. Under LoRA the base is frozen in its loaded dtype (16
+/// bit beside mixed precision, as `states.rs` keeps it) and each adapted weight `[out, in]`
+/// is followed by its adapters in PEFT's module order (`base_layer`, `lora_A` `[r, in]`,
+/// `lora_B` `[out, r]`), in `peft.adapter_dtype`, trained.
 pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), CoreError> {
-    let world = job.parallel.dp.max(1);
     let (width, compute) = widths(job.precision);
+    let lora = job.peft.as_ref();
+    let base_width = if lora.is_some() && job.precision != Precision::Fp32 {
+        2
+    } else {
+        width
+    };
     let layers = inv
         .tensors
         .iter()
         .filter_map(|t| t.layer)
         .max()
         .map_or(0, |l| l as usize + 1);
-    let mut units = vec![Unit::default(); layers + 1];
+    let mut f = Fsdp {
+        units: vec![Unit::default(); layers + 1],
+        world: job.parallel.dp.max(1),
+        compute,
+        reduce: if width != compute { 4 } else { compute },
+        reshard_after_forward: job.parallel.zero >= 3,
+        first_deferred: false,
+    };
     let mut out = Vec::with_capacity(inv.tensors.len());
-    for (k, t) in inv.tensors.iter().enumerate() {
-        let elements = t.elements();
+    for t in &inv.tensors {
         let rows = t.shape.first().copied().unwrap_or(1).max(1);
-        let shard = rows.div_ceil(world).saturating_mul(elements / rows);
-        let bytes = shard.saturating_mul(width);
-        out.push(Param {
-            bytes,
-            grad: elements.saturating_mul(compute),
-            layer: t.layer,
-            embedding: t.component == Component::Embedding && t.layer.is_none(),
-            states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?,
-            tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
-            quant: None,
-        });
-        let u = &mut units[t.layer.map_or(layers, |l| l as usize)];
-        u.params.push(k);
-        u.unsharded
-            .push(shard.saturating_mul(world).saturating_mul(compute));
-        u.shard_elements = u.shard_elements.saturating_add(shard);
+        let base = Piece {
+            rows,
+            elements: t.elements(),
+            width: base_width,
+            trains: lora.is_none(),
+        };
+        push_shard(&mut out, &mut f, job, t, base)?;
+        let Some(p) = lora.filter(|p| adapted(t, &p.targets)) else {
+            continue;
+        };
+        let (width, cols) = (
+            p.adapter_dtype.bytes(),
+            t.shape.get(1).copied().unwrap_or(1),
+        );
+        let pieces = [
+            (p.rank, p.rank.saturating_mul(cols)),
+            (rows, rows.saturating_mul(p.rank)),
+        ];
+        for (rows, elements) in pieces {
+            let trains = true;
+            push_shard(
+                &mut out,
+                &mut f,
+                job,
+                t,
+                Piece {
+                    rows,
+                    elements,
+                    width,
+                    trains,
+                },
+            )?;
+        }
     }
-    let reduce = if width != compute { 4 } else { compute };
-    Ok((
-        out,
-        Fsdp {
-            units,
-            world,
-            compute,
-            reduce,
-            cast: width != compute,
+    f.first_deferred = !out.iter().any(|p| p.embedding && p.grad > 0);
+    Ok((out, f))
+}
+
+/// Whether LoRA adapts `t` (a target module's 2-D weight: `states::lora_modules`' matching).
+fn adapted(t: &crate::inventory::Tensor, targets: &[String]) -> bool {
+    !crate::estimate::states::lora_modules(std::slice::from_ref(t), targets)
+        .modules
+        .is_empty()
+}
+
+/// `piece` of tensor `t` sharded onto rank 0 and added to its unit.
+fn push_shard(
+    out: &mut Vec<Param>,
+    f: &mut Fsdp,
+    job: &ResolvedJob,
+    t: &crate::inventory::Tensor,
+    piece: Piece,
+) -> Result<(), CoreError> {
+    let rows = piece.rows.max(1);
+    let shard = rows.div_ceil(f.world).saturating_mul(piece.elements / rows);
+    let (trains, width) = (piece.trains, piece.width);
+    out.push(Param {
+        bytes: shard.saturating_mul(width),
+        grad: if trains {
+            piece.elements.saturating_mul(f.compute)
+        } else {
+            0
         },
-    ))
+        layer: t.layer,
+        embedding: t.component == Component::Embedding && t.layer.is_none(),
+        states: if trains {
+            crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?
+        } else {
+            [0; 3]
+        },
+        tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
+        quant: None,
+    });
+    let root = f.root();
+    let u = &mut f.units[t.layer.map_or(root, |l| l as usize)];
+    u.params.push(out.len() - 1);
+    u.unsharded
+        .push(shard.saturating_mul(f.world).saturating_mul(f.compute));
+    u.shard_elements = u.shard_elements.saturating_add(shard);
+    if width != f.compute {
+        u.cast_elements = u.cast_elements.saturating_add(shard);
+    }
+    if trains {
+        u.grad_elements = u.grad_elements.saturating_add(shard);
+    }
+    Ok(())
 }
 
 /// What FSDP holds across the step's phases (the stream's tensor ids).
@@ -173,6 +279,9 @@ pub struct Live {
     rs_input: Option<u32>,
     /// Each unit's `reduce_output`, which its sharded gradients view.
     reduced: Vec<Option<u32>>,
+    /// The first layer's unsharded gradients, its post-backward deferred to the final
+    /// callback ([`Fsdp::first_deferred`]).
+    deferred: Vec<u32>,
 }
 
 impl Live {
@@ -196,8 +305,8 @@ pub fn unshard<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize) {
         return;
     }
     s.stream(COPY_IN_STREAM);
-    let flat = if f.cast {
-        s.alloc(u.shard_elements.saturating_mul(f.compute))
+    let flat = if u.cast_elements > 0 {
+        s.alloc(u.cast_elements.saturating_mul(f.compute))
     } else {
         u32::MAX
     };
@@ -246,6 +355,14 @@ pub fn release_held<S: Sink>(s: &mut S, live: &mut Live) {
     }
 }
 
+/// `post_forward` → `reshard`: the unit's unsharded parameters freed, under
+/// `reshard_after_forward` only.
+pub fn post_forward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize) {
+    if f.reshard_after_forward {
+        reshard(s, live, unit);
+    }
+}
+
 /// `reshard`: the unit's unsharded parameters freed.
 pub fn reshard<S: Sink>(s: &mut S, live: &mut Live, unit: usize) {
     if let Some(ids) = live.unsharded.get_mut(unit) {
@@ -263,7 +380,11 @@ pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize,
     if let Some(old) = live.rs_input.take() {
         s.free(old);
     }
-    let shard = f.units.get(unit).map_or(0, |u| u.shard_elements);
+    let shard = f.units.get(unit).map_or(0, |u| u.grad_elements);
+    if shard == 0 {
+        // `if not unsharded_grads: return`, after the reshard and the release.
+        return;
+    }
     let bytes = shard.saturating_mul(f.reduce);
     live.rs_input = Some(s.alloc(bytes.saturating_mul(f.world)));
     // `unsharded_grads.clear()`: CPython's `list.clear` releases the items last first
@@ -274,9 +395,40 @@ pub fn post_backward<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, unit: usize,
     s.stream(REDUCE_SCATTER_STREAM);
     let out = s.alloc(bytes);
     s.stream(DEFAULT_STREAM);
-    if let Some(old) = live.reduced[unit].replace(out) {
-        s.free(old);
+    // An earlier micro-batch's output is the sharded `.grad`: this one is added into it and
+    // dropped when `foreach_reduce` returns.
+    if live.reduced[unit].is_some() {
+        s.free(out);
+    } else {
+        live.reduced[unit] = Some(out);
     }
+}
+
+/// A layer's post-backward as autograd runs it ([`post_backward`]); the first layer's kept
+/// for the final callback when its input needs no gradient ([`Fsdp::first_deferred`]).
+pub fn layer_post_backward<S: Sink>(
+    s: &mut S,
+    f: &Fsdp,
+    live: &mut Live,
+    unit: usize,
+    grads: Vec<u32>,
+) {
+    if unit == 0 && f.first_deferred {
+        live.deferred = grads;
+    } else {
+        post_backward(s, f, live, unit, &grads);
+    }
+}
+
+/// `_root_post_backward_final_callback`: the root's post-backward, then a deferred first
+/// layer's, then `_end_backward_iteration`.
+pub fn final_callback<S: Sink>(s: &mut S, f: &Fsdp, live: &mut Live, root_grads: &[u32]) {
+    post_backward(s, f, live, f.root(), root_grads);
+    if f.first_deferred && f.layers() > 0 {
+        let grads = std::mem::take(&mut live.deferred);
+        post_backward(s, f, live, 0, &grads);
+    }
+    end_backward(s, live);
 }
 
 /// `_end_backward_iteration`: the last reduce-scatter input released.
@@ -313,6 +465,11 @@ pub struct WalkBuffers {
     /// then the embeddings'.
     pub head_grads: u64,
     pub embedding_grads: u64,
+    /// SHARD_GRAD_OP (`reshard_after_forward=False`): each layer's unsharded parameters kept
+    /// from its forward to its post-backward, nothing gathered in the backward.
+    pub kept: bool,
+    /// The first layer's post-backward runs after the root's ([`Fsdp::first_deferred`]).
+    pub first_deferred: bool,
 }
 
 impl WalkBuffers {
@@ -320,7 +477,7 @@ impl WalkBuffers {
     pub fn of(params: &[Param], f: &Fsdp) -> Self {
         let unsharded = |u: &Unit| u.unsharded.iter().sum::<u64>();
         let rs = |u: &Unit| {
-            u.shard_elements
+            u.grad_elements
                 .saturating_mul(f.world)
                 .saturating_mul(f.reduce)
         };
@@ -340,6 +497,28 @@ impl WalkBuffers {
             root_rs: root.map_or(0, rs),
             head_grads: side(false),
             embedding_grads: side(true),
+            kept: !f.reshard_after_forward,
+            first_deferred: f.first_deferred,
+        }
+    }
+
+    /// What layer `i`'s forward leaves gathered: its unsharded parameters under
+    /// SHARD_GRAD_OP, nothing under FULL_SHARD.
+    pub fn kept_after_forward(&self, i: usize) -> u64 {
+        if self.kept {
+            self.layer(Some(i))
+        } else {
+            0
+        }
+    }
+
+    /// What a layer's pre-backward gathers beyond what is gathered already: the layer before
+    /// prefetched under FULL_SHARD, nothing under SHARD_GRAD_OP.
+    pub fn prefetched_before(&self, i: usize) -> u64 {
+        if self.kept {
+            0
+        } else {
+            self.layer(i.checked_sub(1))
         }
     }
 
@@ -349,11 +528,18 @@ impl WalkBuffers {
     }
 
     /// Held at the loss's backward (`simulate.rs` `walk_forward`'s end, `walk_backward`'s
-    /// first mark): the root's unsharded parameters (gathered before the embeddings) and the
-    /// last layer's all-gather output (held through the head and the loss, then the same
-    /// layer prefetched by the root's pre-backward).
+    /// first mark): the root's unsharded parameters (gathered before the embeddings) and,
+    /// under FULL_SHARD, the last layer's all-gather output (held through the head and the
+    /// loss, then the same layer prefetched by the root's pre-backward); under SHARD_GRAD_OP
+    /// every layer's unsharded parameters (the last all-gather output released by the root's
+    /// post-forward, nothing prefetched).
     pub fn at_loss(&self) -> u64 {
-        self.root + self.layer(self.layers.len().checked_sub(1))
+        let layers = if self.kept {
+            self.layers.iter().sum()
+        } else {
+            self.layer(self.layers.len().checked_sub(1))
+        };
+        self.root + layers
     }
 
     /// Held at the root's post-backward (`simulate.rs` `root_post_backward`'s mark): the

@@ -27,10 +27,11 @@ use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 pub const STEPS: u8 = 2;
 
 /// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
-/// FULL_SHARD rank (`fsdp.rs`) — with torch's optimizers, the checkpointing, losses and
-/// weights the helpers below name (bitsandbytes' 4-bit and LLM.int8 base weights among them),
-/// and none of the memory techniques. Everything else (serving engines, pipelines, DeepSpeed
-/// ZeRO, FSDP's other strategies, other quantized weights, offloading) keeps today's estimate.
+/// FULL_SHARD or SHARD_GRAD_OP rank (`fsdp.rs`) — with torch's optimizers, the checkpointing,
+/// losses and weights the helpers below name (bitsandbytes' 4-bit and LLM.int8 base weights
+/// among them), and none of the memory techniques. Everything else (serving engines,
+/// pipelines, DeepSpeed ZeRO, FSDP's NO_SHARD, other quantized weights, offloading) keeps
+/// today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train
@@ -79,18 +80,22 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
-/// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) over every GPU
-/// (dp = gpus, no model parallelism, no CPU offload), unquantized weights without adapters
-/// (PEFT's frozen base and 4-bit `Params4bit` shard otherwise), one micro-batch and
-/// `zero_grad(set_to_none=True)` (accumulating reduces each micro-batch into the sharded
-/// gradients, not written), a decoder-only model (its units are the decoder layers and the
-/// root; an encoder's or a vision tower's wrapping is not written). The other strategies keep
+/// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) or SHARD_GRAD_OP
+/// (`parallel.zero: 2`, `reshard_after_forward=False`) over every GPU (dp = gpus, no model
+/// parallelism, no CPU offload), unquantized weights (4-bit `Params4bit` shard otherwise),
+/// any number of micro-batches (each reduce-scattered into the sharded gradients) and
+/// `zero_grad(set_to_none=True)`, a decoder-only model (its units are the decoder layers and
+/// the root; an encoder's or a vision tower's wrapping is not written). LoRA adapters are
+/// written under fp32 or mixed precision (`MixedPrecisionPolicy` gathers the 16-bit base and
+/// the adapters in one dtype), without `modules_to_save` and without checkpointing (whether
+/// the embeddings' output then needs a gradient depends on the recipe's
+/// `enable_input_require_grads`, which moves the first layer's post-backward). NO_SHARD keeps
 /// the heuristic.
 fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     let p = &job.parallel;
     spec.encoder.is_none()
         && spec.vision.is_none()
-        && p.zero == 3
+        && matches!(p.zero, 2 | 3)
         && p.tp <= 1
         && p.pp <= 1
         && p.cp <= 1
@@ -98,8 +103,14 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && p.dp == p.gpus
         && p.dp > 1
         && p.offload == crate::job::Offload::None
-        && job.peft.is_none()
-        && job.grad_accum <= 1
+        && job.peft.as_ref().is_none_or(|peft| {
+            peft.modules_to_save.is_empty()
+                && job.checkpointing == Checkpointing::None
+                && !matches!(
+                    job.precision,
+                    crate::job::Precision::Bf16 | crate::job::Precision::Fp16
+                )
+        })
         && job.zero_grad == crate::job::ZeroGrad::None
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }

@@ -264,9 +264,16 @@ fn fsdp_pre<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize,
     }
 }
 
+/// FSDP's post-forward of layer `unit` (resharded under FULL_SHARD).
+fn fsdp_post_forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize) {
+    if let Some(f) = inp.fsdp {
+        super::fsdp::post_forward(s, f, &mut live.fsdp, unit);
+    }
+}
+
 /// The backward's final callback under FSDP: the root's post-backward (its gradients, the
-/// output side's and the embeddings', reduce-scattered), then the last reduce-scatter input
-/// released.
+/// output side's and the embeddings', reduce-scattered), a deferred first layer's, then the
+/// last reduce-scatter input released.
 fn fsdp_root_post_backward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     let Some(f) = inp.fsdp else {
         return;
@@ -278,8 +285,7 @@ fn fsdp_root_post_backward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Liv
         }
     }
     grads.push(std::mem::replace(&mut live.tied_head, u32::MAX));
-    super::fsdp::post_backward(s, f, &mut live.fsdp, f.root(), &grads);
-    super::fsdp::end_backward(s, &mut live.fsdp);
+    super::fsdp::final_callback(s, f, &mut live.fsdp, &grads);
 }
 
 /// A layer's post-backward under FSDP: its unsharded gradients (the tape's and the stream's)
@@ -300,7 +306,7 @@ fn fsdp_layer_post_backward<S: Sink>(
         let k = live.by_layer[j] as usize;
         grads.push(std::mem::replace(&mut live.grads[k], u32::MAX));
     }
-    super::fsdp::post_backward(s, f, &mut live.fsdp, layer, &grads);
+    super::fsdp::layer_post_backward(s, f, &mut live.fsdp, layer, grads);
 }
 
 /// What the forward leaves for the backward.
@@ -366,7 +372,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         } else {
             run_block(s, b, b.forward_under(selective(inp)), ids, false);
         }
-        super::fsdp::reshard(s, &mut live.fsdp, i);
+        fsdp_post_forward(s, inp, live, i);
         input = ids.output(b);
         blocks.push(ids);
     }
@@ -658,7 +664,9 @@ fn blocks_backward<S: Sink>(
             ids
         };
         let sel = selective(inp);
-        if live.accumulating {
+        // FSDP takes every unsharded gradient at the post-backward: a later micro-batch's
+        // backward makes them afresh, as the first's does.
+        if live.accumulating && inp.fsdp.is_none() {
             run_block(s, b, b.backward_under(sel, true), ids, false);
         } else {
             run_block(s, b, b.backward_under(sel, false), ids, false);

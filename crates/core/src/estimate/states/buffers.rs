@@ -16,14 +16,15 @@ pub const DS_PREFETCH_BUCKET: u64 = 50_000_000;
 /// - DeepSpeed ZeRO-1/2: one reduce bucket of 5e8 gradient elements; ZeRO-3 also the 5e7-element
 ///   prefetch bucket and the largest block gathered whole.
 /// - FSDP: FULL_SHARD gathers one unit (a block) and prefetches the next, and reduce-scatters
-///   one unit's unsharded gradients; SHARD_GRAD_OP keeps the parameters unsharded through the
-///   forward and backward.
+///   one unit's unsharded gradients; SHARD_GRAD_OP keeps every unit's parameters unsharded
+///   (in the compute dtype) from its forward to its backward, and reduce-scatters as
+///   FULL_SHARD does (`elements`: the model's parameters, all gathered).
 /// - Offload (DeepSpeed ZeRO-Offload / ZeRO-Infinity, FSDP `CPUOffload`): optimizer states and
 ///   the fp32 master move to host RAM (and the parameters with `optimizer+params`).
 pub(super) fn buffers_and_offload(
     out: &mut StateBytes,
     job: &ResolvedJob,
-    largest_block: u64,
+    (largest_block, elements): (u64, u64),
     param_width: u64,
     grad_width: u64,
     warnings: &mut Vec<String>,
@@ -46,6 +47,7 @@ pub(super) fn buffers_and_offload(
             }
         }
         Framework::Fsdp if z >= 3 => 2 * largest_block * compute + largest_block * grad_width,
+        Framework::Fsdp if z == 2 => elements.saturating_mul(compute) + largest_block * grad_width,
         _ => 0,
     };
     if job.parallel.offload != crate::job::Offload::None {

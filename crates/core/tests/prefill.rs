@@ -93,8 +93,8 @@ fn prefill_cache_grows_layer_by_layer() {
 /// query `[t, 4 · 64]`, 1,024 B each; `repeat_kv`'s copies of the cached keys and values at 4
 /// heads, 2 · 1,024 B; SDPA's output 1,024 B; the sliding mask; and the mask
 /// `scaled_dot_product_attention` converts to the query's dtype, `[2, 1, 1,024, 1,024]` · 4 =
-/// 8,388,608 B, alive through the kernel: 2,048 · (1,024 + 1,536 + 1,536 + 5,120 + 3 · 1,024
-/// + 2 · 1,024 + 1,024) + 1,048,576 + 8,388,608 = 40,894,464. The measurement adds the CPU
+/// 8,388,608 B, alive through the kernel: 2,048 · (1,024 + 1,536 + 1,536 + 5,120 +
+/// 3 · 1,024 + 2 · 1,024 + 1,024) + 1,048,576 + 8,388,608 = 40,894,464. The measurement adds the CPU
 /// flash kernel's scratch (32,768 + 591,872 B) and generate's bookkeeping (2 · 16,384 +
 /// 3,584 B): 41,555,456.
 #[test]

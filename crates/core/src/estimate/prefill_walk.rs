@@ -34,16 +34,36 @@ pub struct PrefillLayer {
     pub top: u64,
 }
 
+/// The prefill's layers in the walk, and the bytes of cache they make between them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prefill {
+    pub layers: Vec<PrefillLayer>,
+    /// The sum of the layers' caches (what the walk no longer holds from the call's start).
+    pub made: u64,
+}
+
 /// Each of `plan`'s layers in the prefill, where the walk can place the cache layer by layer:
 /// an HF `generate` job the inference stream writes (`expressible_infer`: one GPU, a
 /// decoder-only LM, no images), with transformers' dynamic cache (a `StaticCache` is made
-/// whole at its first `update`, `static_cache.rs`), one block per decoder layer. `None`
+/// whole at its first `update`, `static_cache.rs`), one block per decoder layer. Empty
 /// otherwise: the walk then holds the whole prefill's cache from the call's start.
 pub fn prefill_layers(
-    spec: &ModelSpec,
+    spec: Option<&ModelSpec>,
     job: &ResolvedJob,
-    plan: &ForwardPlan,
-) -> Option<Vec<PrefillLayer>> {
+    plan: Option<&ForwardPlan>,
+) -> Prefill {
+    let layers = match (spec, plan) {
+        (Some(spec), Some(plan)) => layers_of(spec, job, plan).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    Prefill {
+        made: layers.iter().map(|l| l.cache).sum(),
+        layers,
+    }
+}
+
+/// [`prefill_layers`] of a model with an architecture and a plan.
+fn layers_of(spec: &ModelSpec, job: &ResolvedJob, plan: &ForwardPlan) -> Option<Vec<PrefillLayer>> {
     if job.task != Task::Infer || job.engine.static_cache() || !expressible_infer(job, spec, plan) {
         return None;
     }

@@ -204,6 +204,22 @@ fn set_kv(w: &mut Walk, from: u64, to: u64) {
     }
 }
 
+/// An inference job's `generate` cache at the walk's marks (`generate_kv.rs`) and the prefill's
+/// layers that make it one by one where the walk can place them (`prefill_walk.rs`); none
+/// in training.
+fn generate_cache(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    plan: Option<&ForwardPlan>,
+) -> Result<(super::generate_kv::GenerateKv, super::prefill_walk::Prefill), CoreError> {
+    let kv = match (&model.spec, job.task) {
+        (Some(spec), Task::Infer) => super::generate_kv::generate_kv(spec, job)?,
+        _ => super::generate_kv::GenerateKv::default(),
+    };
+    let prefill = super::prefill_walk::prefill_layers(model.spec.as_ref(), job, plan);
+    Ok((kv, prefill))
+}
+
 /// A PyTorch step (or forward) walked event by event; the caching allocator's reserve and the
 /// context on top. A bare parameter count has no walk: its model states alone, peak unknown.
 fn pytorch_device(
@@ -214,22 +230,12 @@ fn pytorch_device(
     plan: Option<&ForwardPlan>,
     edited: bool,
 ) -> Result<Device, CoreError> {
-    let kv = match (&model.spec, job.task) {
-        (Some(spec), Task::Infer) => super::generate_kv::generate_kv(spec, job)?,
-        _ => super::generate_kv::GenerateKv::default(),
-    };
+    let (kv, prefill) = generate_cache(model, job, plan)?;
     // Start, embeddings, each block forward and backward, head, loss (twice), optimizer.
     let events = plan.map_or(1, |p| 2 * p.layers.len() + 8);
     let mut w = Walk::new(events);
-    // The prefill's cache made layer by layer where the walk can place it
-    // (`prefill_walk.rs`); what no layer makes is held from the start.
-    let prefill = match (&model.spec, plan) {
-        (Some(spec), Some(plan)) => super::prefill_walk::prefill_layers(spec, job, plan),
-        _ => None,
-    }
-    .unwrap_or_default();
-    let by_layer: u64 = prefill.iter().map(|l| l.cache).sum();
-    w.add(Category::KvCache, kv.prefill.saturating_sub(by_layer));
+    // What no layer's first `update` makes is held from the start.
+    w.add(Category::KvCache, kv.prefill.saturating_sub(prefill.made));
     let mut device = Device {
         components: Components {
             kv_cache: kv.full,
@@ -259,7 +265,7 @@ fn pytorch_device(
         )?,
         None => None,
     };
-    walk(&mut w, st, plan, job, gpu, (fsdp.as_ref(), &prefill));
+    walk(&mut w, st, plan, job, gpu, (fsdp.as_ref(), &prefill.layers));
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);

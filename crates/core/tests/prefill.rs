@@ -6,7 +6,7 @@
 //! 3's and 2's keys, per-layer inputs of 6 × 64, window 128). Every figure is derived below
 //! from `modeling_gemma4.py` / `cache_utils.py` (transformers 5.24) and set beside the
 //! profile of the measured call (each tensor live at its peak, read off `torch.profiler`'s
-//! allocation events with the op that made it).
+//! allocation events with the op that made it: `scripts/generate_live_at_peak.py`).
 
 mod common;
 

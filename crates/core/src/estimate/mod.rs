@@ -33,6 +33,7 @@ pub mod generate_kv;
 pub mod input;
 pub mod lora_modules;
 pub mod memory;
+pub mod prefill_walk;
 pub mod state_bytes;
 pub mod weights;
 pub use input::ModelInput;

@@ -5,6 +5,7 @@
 
 use super::activations::{self, ForwardPlan};
 use super::input::ModelInput;
+use super::prefill_walk::PrefillLayer;
 use super::serving::{non_torch_bytes, Device};
 use super::states::{self, StateBytes};
 use super::{overhead, techniques};
@@ -203,6 +204,22 @@ fn set_kv(w: &mut Walk, from: u64, to: u64) {
     }
 }
 
+/// An inference job's `generate` cache at the walk's marks (`generate_kv.rs`) and the prefill's
+/// layers that make it one by one where the walk can place them (`prefill_walk.rs`); none
+/// in training.
+fn generate_cache(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    plan: Option<&ForwardPlan>,
+) -> Result<(super::generate_kv::GenerateKv, super::prefill_walk::Prefill), CoreError> {
+    let kv = match (&model.spec, job.task) {
+        (Some(spec), Task::Infer) => super::generate_kv::generate_kv(spec, job)?,
+        _ => super::generate_kv::GenerateKv::default(),
+    };
+    let prefill = super::prefill_walk::prefill_layers(model.spec.as_ref(), job, plan);
+    Ok((kv, prefill))
+}
+
 /// A PyTorch step (or forward) walked event by event; the caching allocator's reserve and the
 /// context on top. A bare parameter count has no walk: its model states alone, peak unknown.
 fn pytorch_device(
@@ -213,14 +230,12 @@ fn pytorch_device(
     plan: Option<&ForwardPlan>,
     edited: bool,
 ) -> Result<Device, CoreError> {
-    let kv = match (&model.spec, job.task) {
-        (Some(spec), Task::Infer) => super::generate_kv::generate_kv(spec, job)?,
-        _ => super::generate_kv::GenerateKv::default(),
-    };
+    let (kv, prefill) = generate_cache(model, job, plan)?;
     // Start, embeddings, each block forward and backward, head, loss (twice), optimizer.
     let events = plan.map_or(1, |p| 2 * p.layers.len() + 8);
     let mut w = Walk::new(events);
-    w.add(Category::KvCache, kv.prefill);
+    // What no layer's first `update` makes is held from the start.
+    w.add(Category::KvCache, kv.prefill.saturating_sub(prefill.made));
     let mut device = Device {
         components: Components {
             kv_cache: kv.full,
@@ -250,7 +265,7 @@ fn pytorch_device(
         )?,
         None => None,
     };
-    walk(&mut w, st, plan, job, gpu, fsdp.as_ref());
+    walk(&mut w, st, plan, job, gpu, (fsdp.as_ref(), &prefill.layers));
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
@@ -395,11 +410,11 @@ fn walk(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    fsdp: Fsdp,
+    (fsdp, prefill): (Fsdp, &[PrefillLayer]),
 ) {
     let train = job.task == Task::Train;
     let carried_grads = walk_start(w, st, plan, job, gpu, fsdp.is_none());
-    walk_forward(w, plan, job, fsdp);
+    walk_forward(w, plan, job, (fsdp, prefill));
     if !train {
         return;
     }
@@ -472,7 +487,15 @@ fn keeps_zeroed_grads(job: &ResolvedJob) -> bool {
 /// parameters are gathered first (kept to the backward's end; its all-gather output held to
 /// layer 0's copy-out), each layer's unsharded parameters and held all-gather output live
 /// through its forward, and the last layer's output is held through the head and loss.
-fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp) {
+///
+/// `prefill`: each layer's cache and its block's top with it (`prefill_walk.rs`), where the
+/// prefill's cache is made layer by layer; empty otherwise.
+fn walk_forward(
+    w: &mut Walk,
+    plan: &ForwardPlan,
+    job: &ResolvedJob,
+    (fsdp, prefill): (Fsdp, &[PrefillLayer]),
+) {
     use Category::*;
     let train = job.task == Task::Train;
     let root = fsdp.map_or(0, |f| f.root);
@@ -496,7 +519,11 @@ fn walk_forward(w: &mut Walk, plan: &ForwardPlan, job: &ResolvedJob, fsdp: Fsdp)
         w.mark("forward", "attention masks".into(), plan.masks.pattern);
     }
     for (i, l) in plan.layers.iter().enumerate() {
-        let transient = l.forward_peak.saturating_sub(l.kept);
+        let mut transient = l.forward_peak.saturating_sub(l.kept);
+        if let Some(p) = prefill.get(i) {
+            w.add(KvCache, p.cache);
+            transient = p.top.saturating_sub(p.cache);
+        }
         let kept = techniques::kept_on_gpu(job, l.kept + l.weight_copies);
         w.add(Activations, kept + l.cached_copies);
         let gathered = fsdp.map_or(0, |f| 2 * f.layer(Some(i)));

@@ -45,6 +45,9 @@ pub fn embeddings(
         // projects the per-layer inputs from them.
         x = super::gemma3n_stages::multimodal_embedders(&mut tape, x, (t, h), g, (num, train));
     }
+    if !train && gemma4_wrapper(spec) {
+        gemma4_wrapper_locals(&mut tape, x, spec, t, p);
+    }
     if let Some(ple) = spec.embedding.per_layer_inputs {
         per_layer_inputs(&mut tape, x, spec, (t, ple.width), (num, train));
     }
@@ -149,6 +152,12 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
 /// its slice. Gemma 3n's conditional-generation model looks the table up itself
 /// (`Gemma3nModel.forward`: `per_layer_inputs = self.language_model.get_per_layer_inputs(...)`)
 /// and holds that local while the language model runs: under `no_grad` it lives to the end.
+/// Gemma 4 under `no_grad` (inference, `generate`) saves nothing on the way: the lookup, the
+/// projection, its scaled copy and the norm's fp32 input and rstd die as
+/// `project_per_layer_inputs` rebinds its names, so only the combined tensor is held (measured
+/// by `scripts/measure_gemma4audio_prefill.py`'s profile: after the stage the text model holds
+/// `inputs_embeds`, the `[t, layers, width]` per-layer inputs and the rotary tables, nothing
+/// else; the saved set a training tape keeps here is 2 · `[t, layers · width]` fp32 + the rstd).
 fn per_layer_inputs(
     tape: &mut Tape,
     x: super::tape::Id,
@@ -158,12 +167,10 @@ fn per_layer_inputs(
 ) {
     let p = num.param;
     let n = t * spec.num_layers() * width;
+    let was = tape.set_no_grad(!train && spec.naming == Naming::Gemma4);
     let ids = tape.external(t, 8);
     let looked_up = tape.op(&[ids], &[], n, p);
     let token_part = tape.op(&[looked_up], &[], n, p);
-    if !train && spec.gemma3n.is_some_and(|g| g.embedders.is_some()) {
-        tape.keep(token_part);
-    }
     let xin = if num.autocast && tape.width(x) == 4 {
         tape.fused_op(&[x], &[], t * spec.hidden_size, 2)
     } else {
@@ -181,7 +188,47 @@ fn per_layer_inputs(
     let normed = tape.rms_norm(scaled, width, p, RmsWeight::InFp32, false);
     let sum = tape.fused_op(&[normed, token_part], &[], n, p.max(mm_w));
     let out = tape.fused_op(&[sum], &[], n, p.max(mm_w));
+    tape.set_no_grad(was);
     tape.keep(out);
+    // A conditional-generation model's forward holds the lookup in its own local while the
+    // language model runs (Gemma 3n's embedders, Gemma 4's wrapper: `gemma4_wrapper_locals`).
+    if !train && (spec.gemma3n.is_some_and(|g| g.embedders.is_some()) || gemma4_wrapper(spec)) {
+        tape.keep(token_part);
+    }
+}
+
+/// Gemma 4 as `Gemma4ForConditionalGeneration` (a `gemma4` config: the text model under its
+/// vision tower), not the text model alone (`Gemma4ForCausalLM`).
+fn gemma4_wrapper(spec: &ModelSpec) -> bool {
+    spec.naming == Naming::Gemma4 && spec.vision.is_some()
+}
+
+/// What `Gemma4Model.forward` (transformers 5.24 `modeling_gemma4.py`) holds in its own locals
+/// beyond the text model's tensors, under `no_grad` until the language model returns (in
+/// training the forward's locals are gone before the backward's peak, so nothing here):
+/// `get_placeholder_mask`'s three bool `[b, s]` masks (`input_ids == image_token_id`, video,
+/// audio) and `multimodal_mask`, their `|` (the first `|`'s result dies as the second is
+/// made); `llm_input_ids`, `torch.where` over a clone of the ids (int64, the clone dies at the
+/// rebinding); with per-layer inputs `llm_inputs_embeds`, `torch.where(multimodal_mask[...,
+/// None], pad_embedding, inputs_embeds)` (`[b, s, h]`, the embeddings' dtype) — and the
+/// per-layer lookup it passes down ([`per_layer_inputs`]). Per token at fp32 with hidden 256
+/// and 6 layers of 64: 4 · 1 + 8 + 1,024 + 1,536 = 2,572 B, the measured difference between
+/// the wrapper and its text model alone (`validation/cpu-measured-gemma4audio-prefill.json`).
+fn gemma4_wrapper_locals(tape: &mut Tape, x: super::tape::Id, spec: &ModelSpec, t: u64, p: u64) {
+    let ids = tape.external(t, 8);
+    let masks: Vec<_> = (0..3).map(|_| tape.op(&[ids], &[], t, 1)).collect();
+    let either = tape.op(&[masks[0], masks[1]], &[], t, 1);
+    let multimodal = tape.op(&[either, masks[2]], &[], t, 1);
+    let clone = tape.op(&[ids], &[], t, 8);
+    let llm_ids = tape.op(&[multimodal, clone], &[], t, 8);
+    let mut held = vec![multimodal, llm_ids];
+    held.extend(masks);
+    if spec.embedding.per_layer_inputs.is_some() {
+        held.push(tape.op(&[multimodal, x], &[], t * spec.hidden_size, p));
+    }
+    for id in held {
+        tape.keep(id);
+    }
 }
 
 /// The final norm and the head up to the logits. Returns the stage memory and the logits'

@@ -178,8 +178,9 @@ impl Tape {
 
     /// Records an op reading `inputs`, saving `saved` (a subset of the inputs) and making one
     /// tensor of `elements` × `width` bytes.
-    /// Marks the next op as the attention kernel's call on keys `k` and values `v` (the first
-    /// mark of a block holds).
+    /// Marks the next op as the first after the attention module's `cache.update` on keys `k`
+    /// and values `v` (the first mark of a block holds: the decoder's attention marks it
+    /// before its kernel's inputs, `blocks/attention.rs` `core_after_projections`).
     pub fn mark_attention(&mut self, k: Id, v: Id) {
         self.attention_op.get_or_insert((self.ops + 1, k, v));
     }

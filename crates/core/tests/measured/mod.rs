@@ -117,15 +117,19 @@ pub fn formats_fixture(rel: &str) -> Value {
 }
 
 /// The bf16 inference cache (KV plus any recurrent state) the estimate holds for `config` at
-/// `batch × seq`.
+/// `batch × seq`: the most its timeline holds, once every layer's first `update` has made its
+/// part (the prefill makes the cache layer by layer, `estimate/prefill_walk.rs`, so a peak in an
+/// earlier layer holds less of it).
 pub fn kv_cache(config: &Value, batch: u64, seq: u64) -> u64 {
-    run(
+    let r = run(
         serde_json::json!({"model": {"hf_config": config}, "task": "infer", "batch": batch,
                            "seq": seq, "precision": "bf16"}),
-    )
-    .per_gpu
-    .components
-    .kv_cache
+    );
+    r.timeline
+        .iter()
+        .filter_map(|p| p.by_category.get("kv_cache").copied())
+        .max()
+        .unwrap_or(0)
 }
 
 /// KV bytes at the last decode step of a bf16 generation whose cache reaches `seq` tokens

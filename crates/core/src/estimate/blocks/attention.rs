@@ -186,6 +186,12 @@ impl Prog<'_> {
                 self.t.touch(id);
             }
         }
+        // Under `generate` the attention module's `cache.update` runs here, before the
+        // attention interface (`modeling_llama.py` `LlamaAttention.forward` and its kin): the
+        // layer's cache is made from the rotated keys and values and the names rebound to it,
+        // before `repeat_kv`, the mask's conversion or eager's scores read it
+        // (`alloc_events/infer.rs` `prefill_block`, `prefill_walk.rs`).
+        self.t.mark_attention(p.k, p.v);
         let latent = matches!(att.kind, AttentionKind::Latent { .. });
         // No SDPA kernel takes sink logits: transformers runs gpt-oss eager unless asked for
         // flash (`GptOssPreTrainedModel._supports_sdpa = False`), so SDPA reads as eager.
@@ -199,7 +205,15 @@ impl Prog<'_> {
                 if kernel == AttentionKernel::Sdpa && self.mllama_masked(att) {
                     self.mllama_mask_inputs(&mut p, w);
                 } else if kernel == AttentionKernel::Sdpa && self.sdpa_masked(att) {
-                    self.masked_sdpa_inputs(&mut p, w);
+                    let mask = self.masked_sdpa_inputs(&mut p, w);
+                    let out = self.fused_core(&p, w);
+                    if self.c.no_grad {
+                        // The converted mask is the kernel's argument (aten `attention.cpp`
+                        // `scaled_dot_product_attention` holds it in `attn_mask` through the
+                        // backend's call): under `no_grad` it dies once the kernel returns.
+                        self.t.touch(mask);
+                    }
+                    return out;
                 } else if kernel == AttentionKernel::Sdpa && !self.traced_mask() {
                     // No mask: which kernel runs depends on the stack (`sdpa.rs`).
                     return self.sdpa_unmasked_core(p, w, att);
@@ -337,8 +351,8 @@ impl Prog<'_> {
     /// mask is given, so `repeat_kv` copies k and v out to all query heads (what the kernel
     /// then saves), and `scaled_dot_product_attention` turns the boolean mask into an additive
     /// one in the query's dtype (`convert_boolean_attn_mask`, aten `attention.cpp`), `[b, 1, s,
-    /// kv_s]`, which the kernel saves for backward: one per layer.
-    fn masked_sdpa_inputs(&mut self, p: &mut Qkv, w: Widths) {
+    /// kv_s]`, which the kernel saves for backward: one per layer. Returns the mask.
+    fn masked_sdpa_inputs(&mut self, p: &mut Qkv, w: Widths) -> Id {
         if w.kv_heads > 0 && w.kv_heads < w.heads {
             self.repeat_kv(p, w);
         }
@@ -350,6 +364,7 @@ impl Prog<'_> {
             mask_w,
         );
         self.t.keep(mask);
+        mask
     }
 
     /// The Qwen2-VL / Qwen2.5-VL vision tower's attention (`VisionAttention.forward`,

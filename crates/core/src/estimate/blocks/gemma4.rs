@@ -14,14 +14,23 @@ impl Prog<'_> {
     /// `post_feedforward_layernorm_1`, the experts on the same residual, the sum, and
     /// `post_feedforward_layernorm` before the residual add; then the per-layer input branch;
     /// finally `hidden_states *= layer_scalar` in place (a buffer: nothing saved, no new tensor).
+    ///
+    /// Under `no_grad` the Python lifetimes of `Gemma4TextDecoderLayer.forward` ([`Prog::hold`]):
+    /// the normed input is the attention's and the MLP's argument, alive until that module
+    /// returns (`hidden_states = self.mlp(hidden_states)` rebinds the name after the call), and
+    /// the block's input is held by `Gemma4TextModel.forward`'s loop until the block returns
+    /// (measured: the MLP's peak holds `pre_feedforward_layernorm`'s output beside its three
+    /// `[t, intermediate]` tensors, `scripts/measure_gemma4audio_prefill.py`'s profile).
     pub(super) fn gemma4_block(&mut self, x: Id, layer: &Layer) -> Id {
         let h = self.c.spec.hidden_size;
         let a_in = self.norm_in(x, layer, NormSlot::PreAttention);
         let a = self.gemma4_attention(a_in, &layer.attention);
+        self.hold(a_in);
         let a = self.norm_in(a, layer, NormSlot::PostAttention);
         let mid = self.residual(x, a);
         let m_in = self.norm_in(mid, layer, NormSlot::PreMlp);
         let mut m = self.ffn(m_in, layer);
+        self.hold(m_in);
         if let Some(e) = &layer.experts_beside {
             let m1 = self.norm(m, crate::model::NormKind::RmsNorm, h);
             let m2 = self.gemma4_experts(mid, e);
@@ -29,10 +38,12 @@ impl Prog<'_> {
         }
         let m = self.norm_in(m, layer, NormSlot::PostMlp);
         let out = self.residual(mid, m);
-        match self.c.spec.embedding.per_layer_inputs {
+        let out = match self.c.spec.embedding.per_layer_inputs {
             Some(p) => self.gemma4_per_layer_input(out, p.width, layer),
             None => out,
-        }
+        };
+        self.hold(x);
+        out
     }
 
     /// `Gemma4TextAttention.forward`: `q_proj`, `q_norm`, rotary; on a layer with its own keys

@@ -62,10 +62,11 @@ pub struct BlockEvents {
     pub copies: Vec<u32>,
     /// Slots of the weight gradients the backward makes and hands on (kept as `.grad`).
     pub weight_grads: Vec<u32>,
-    /// Index in `forward_no_save` of the attention kernel's first allocation (its output):
-    /// the events before it have made q, k and v (`Tape::mark_attention`).
+    /// Index in `forward_no_save` of the first allocation after the attention module's
+    /// `cache.update` (`Tape::mark_attention`): the events before it have made q and the
+    /// rotated k and v; `repeat_kv`, the mask's conversion and the kernel come after.
     pub attention_at: Option<u32>,
-    /// Local slots of the keys and values the attention kernel reads.
+    /// Local slots of the keys and values the cache is made from (rebound to it).
     pub attention_kv: Option<[u32; 2]>,
     /// Slots of bitsandbytes' dequantized weights (`Tape::dequant`): the stream's alone, left
     /// out of [`BlockEvents::backward_peak`] (the walk adds the largest apart,

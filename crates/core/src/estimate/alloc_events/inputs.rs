@@ -16,7 +16,7 @@ use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
 use crate::job::{
-    Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
+    Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, Precision, ResolvedJob, Task,
 };
 use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 
@@ -26,17 +26,19 @@ use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 /// third step added nothing either; the peaks are over both steps.
 pub const STEPS: u8 = 2;
 
-/// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
-/// FULL_SHARD rank (`fsdp.rs`) — with torch's optimizers, the checkpointing, losses and
-/// weights the helpers below name (bitsandbytes' 4-bit and LLM.int8 base weights among them),
-/// and none of the memory techniques. Everything else (serving engines, pipelines, DeepSpeed
-/// ZeRO, FSDP's other strategies, other quantized weights, offloading) keeps today's estimate.
+/// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, one FSDP2
+/// FULL_SHARD rank (`fsdp.rs`) or one DeepSpeed ZeRO-1/2 rank (`zero.rs`) — with torch's
+/// optimizers, the checkpointing, losses and weights the helpers below name (bitsandbytes'
+/// 4-bit and LLM.int8 base weights among them), and none of the memory techniques. Everything
+/// else (serving engines, pipelines, ZeRO-3, FSDP's other strategies, other quantized weights,
+/// offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train
         && match job.framework {
             Framework::Pytorch => parallel_expressible(spec, job),
             Framework::Fsdp => fsdp_expressible(spec, job),
+            Framework::Deepspeed => zero_expressible(spec, job),
             _ => false,
         }
         && job.optimizer_impl == OptimizerImpl::Foreach
@@ -79,18 +81,37 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
-/// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) over every GPU
-/// (dp = gpus, no model parallelism, no CPU offload), unquantized weights without adapters
-/// (PEFT's frozen base and 4-bit `Params4bit` shard otherwise), one micro-batch and
-/// `zero_grad(set_to_none=True)` (accumulating reduces each micro-batch into the sharded
-/// gradients, not written), a decoder-only model (its units are the decoder layers and the
-/// root; an encoder's or a vision tower's wrapping is not written). The other strategies keep
-/// the heuristic.
+/// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) on a sharded rank
+/// ([`sharded_rank_expressible`]; its units are the decoder layers and the root) with
+/// `zero_grad(set_to_none=True)`. The other strategies keep the heuristic.
 fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    sharded_rank_expressible(spec, job)
+        && job.parallel.zero == 3
+        && job.zero_grad == crate::job::ZeroGrad::None
+}
+
+/// DeepSpeed the stream writes (`zero.rs`): ZeRO stage 1 or 2 (`DeepSpeedZeroOptimizer`)
+/// over every GPU, bf16-mixed (DeepSpeed's `bf16.enabled`: a bf16 model, an fp32 master
+/// partition) or fp32, with an optimizer (`_configure_zero_optimizer` asserts one). fp16
+/// (its loss scaler), ZeRO-3 and offload keep the heuristic; a block parameter larger than
+/// the reduce bucket too (`zero::params`).
+fn zero_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    sharded_rank_expressible(spec, job)
+        && matches!(job.parallel.zero, 1 | 2)
+        && matches!(job.precision, Precision::Bf16Mixed | Precision::Fp32)
+        && job.optimizer != Optimizer::None
+}
+
+/// One rank of a sharded data-parallel group (FSDP2, ZeRO): every GPU a data-parallel rank
+/// (dp = gpus > 1, no model parallelism, no CPU offload), unquantized weights without
+/// adapters (PEFT's frozen base and 4-bit `Params4bit` shard otherwise), one micro-batch
+/// (accumulating reduces each micro-batch into the sharded gradients, not written), a
+/// decoder-only model (its parameters in the decoder's order; an encoder's or a vision
+/// tower's wrapping is not written).
+fn sharded_rank_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     let p = &job.parallel;
     spec.encoder.is_none()
         && spec.vision.is_none()
-        && p.zero == 3
         && p.tp <= 1
         && p.pp <= 1
         && p.cp <= 1
@@ -100,7 +121,6 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && p.offload == crate::job::Offload::None
         && job.peft.is_none()
         && job.grad_accum <= 1
-        && job.zero_grad == crate::job::ZeroGrad::None
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
@@ -391,6 +411,7 @@ pub fn train_inputs<'a>(
     src: &Source<'a>,
     params: &'a [Param],
     fsdp: Option<&'a super::fsdp::Fsdp>,
+    zero: Option<&'a super::zero::Zero>,
 ) -> TrainInputs<'a> {
     let (spec, job, plan, events) = (src.spec, src.job, src.plan, src.events);
     let tokens = job.batch.saturating_mul(job.seq);
@@ -409,7 +430,8 @@ pub fn train_inputs<'a>(
         foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
         steps: STEPS,
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
-        keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
+        // DeepSpeed keeps its own gradient buffers: its engine's `zero_grad` sets them to None.
+        keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros && zero.is_none(),
         chunked_output: (job.loss == LossKernel::ChunkedOutput && spec.vocab_size > 0).then(|| {
             let c = ChunkedOutput::new(
                 job.batch,
@@ -426,8 +448,9 @@ pub fn train_inputs<'a>(
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),
-        ddp: job.parallel.dp > 1 && fsdp.is_none(),
+        ddp: job.parallel.dp > 1 && fsdp.is_none() && zero.is_none(),
         fsdp,
+        zero,
     }
 }
 

@@ -249,7 +249,10 @@ fn pytorch_device(
         Some(spec) => {
             let covered = super::alloc_events::inputs::expressible(job, spec, plan);
             let inv = model.inventory.as_ref();
-            let tied = matches!(spec.head, crate::model::Head::LanguageModel { tied: true, .. });
+            let tied = matches!(
+                spec.head,
+                crate::model::Head::LanguageModel { tied: true, .. }
+            );
             (
                 super::alloc_events::fsdp::walk_buffers(inv, job, covered)?,
                 super::alloc_events::zero_walk::walk_buffers(inv, job, covered, tied)?,

@@ -294,14 +294,20 @@ pub(crate) fn events_into<S: Sink>(
     }
     if job.framework == crate::job::Framework::Fsdp {
         let (params, layout) = fsdp::params(inv, job)?;
-        train_into(sink, &inputs::train_inputs(&src, &params, Some(&layout), None));
+        train_into(
+            sink,
+            &inputs::train_inputs(&src, &params, Some(&layout), None),
+        );
         return Ok(true);
     }
     if job.framework == crate::job::Framework::Deepspeed {
         let Some((params, layout)) = zero::params(inv, job)? else {
             return Ok(false);
         };
-        train_into(sink, &inputs::train_inputs(&src, &params, None, Some(&layout)));
+        train_into(
+            sink,
+            &inputs::train_inputs(&src, &params, None, Some(&layout)),
+        );
         return Ok(true);
     }
     let format = crate::estimate::weights::weights_in_force(Some(spec), job)?;

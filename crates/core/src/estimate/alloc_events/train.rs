@@ -7,12 +7,12 @@
 mod rank_hooks;
 
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
+use crate::estimate::forward_plan::ForwardPlan;
+use crate::job::Checkpointing;
 use rank_hooks::{
     fsdp_layer_post_backward, fsdp_pre, fsdp_root_post_backward, ready_order, zero_epilogue,
     zero_keep_tape_grads, zero_layer_hooks, zero_side_hooks,
 };
-use crate::estimate::forward_plan::ForwardPlan;
-use crate::job::Checkpointing;
 
 /// One parameter tensor as the step treats it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -160,7 +160,11 @@ impl Zero {
 }
 
 /// The layout of `params` (module order, their gradients' bytes at `width`) for `job`.
-pub fn layout(params: &[Param], job: &ResolvedJob, width: u64) -> Result<Zero, crate::error::CoreError> {
+pub fn layout(
+    params: &[Param],
+    job: &ResolvedJob,
+    width: u64,
+) -> Result<Zero, crate::error::CoreError> {
     let world = job.parallel.dp.max(1);
     let numel: Vec<u64> = params.iter().map(|p| p.grad / width.max(1)).collect();
     let total: u64 = numel.iter().sum();
@@ -192,13 +196,16 @@ pub fn params(
     job: &ResolvedJob,
 ) -> Result<Option<(Vec<Param>, Zero)>, crate::error::CoreError> {
     use crate::inventory::Component;
-    let oversized_in_block = |t: &crate::inventory::Tensor| {
-        t.layer.is_some() && t.elements() > REDUCE_BUCKET
-    };
+    let oversized_in_block =
+        |t: &crate::inventory::Tensor| t.layer.is_some() && t.elements() > REDUCE_BUCKET;
     if inv.tensors.iter().any(|t| t.idle || oversized_in_block(t)) {
         return Ok(None);
     }
-    let width = if job.precision == Precision::Fp32 { 4 } else { 2 };
+    let width = if job.precision == Precision::Fp32 {
+        4
+    } else {
+        2
+    };
     let params: Vec<Param> = inv
         .tensors
         .iter()
@@ -331,7 +338,8 @@ pub fn epilogue<S: Sink>(s: &mut S, z: &Zero, live: &mut Live) {
     reduce(s, z, live);
     let pad = z.padding();
     if pad > 0 {
-        live.partition_grads.push(s.alloc(pad.saturating_mul(z.width)));
+        live.partition_grads
+            .push(s.alloc(pad.saturating_mul(z.width)));
     }
     if let Some(id) = live.ipg.take() {
         s.free(id);
@@ -381,4 +389,118 @@ pub fn step<S: Sink>(s: &mut S, z: &Zero, live: &mut Live, first: bool) {
         s.free(t);
     }
     s.free(grad);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Event, Stream};
+    use super::*;
+
+    /// A layout of `numel` over `world` ranks with a bucket of `bucket` elements, 2-byte
+    /// elements, no optimizer states.
+    fn layout_of(numel: &[u64], world: u64, bucket: u64, stage: u8) -> Zero {
+        let total: u64 = numel.iter().sum();
+        let flat = total.div_ceil(2 * world) * 2 * world;
+        Zero {
+            stage,
+            world,
+            width: 2,
+            numel: numel.to_vec(),
+            flat,
+            partition: flat / world,
+            bucket,
+            ..Zero::default()
+        }
+    }
+
+    /// Allocations as +bytes, frees as −bytes (of the freed block), in order.
+    fn signed(s: &Stream) -> Vec<i64> {
+        let mut size = vec![0i64; s.ids()];
+        s.events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Alloc { id, bytes } => {
+                    size[id as usize] = bytes as i64;
+                    Some(bytes as i64)
+                }
+                Event::Free { id } => Some(-size[id as usize]),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Parameters of 6, 3, 5, 2 elements over 2 ranks: N = 16, already a multiple of 4, so
+    /// F = 16 and P = 8; rank 0's partition holds the first two (starting at 0 and 6), whole:
+    /// `grads_in_partition` 9 elements (18 B). A bucket of 8. Stage 2's hooks in ready order
+    /// (last parameter first), each gradient freed into the bucket: 2 (bucket 2), 5 (7), then
+    /// 3 overflows it — 7 + 3 > 8 — so the 7 are reduced first (flattened copy 14 B, freed;
+    /// neither parameter in the partition), 3 copied (3); then 6 overflows (3 + 6 > 8): the 3
+    /// reduced (6 B), its parameter in the partition makes `grads_in_partition` (18 B); 6
+    /// copied. The epilogue reduces the 6 (12 B) and frees the bucket (8 · 2 = 16 B).
+    #[test]
+    fn stage2_reduces_whenever_the_bucket_would_overflow() {
+        let z = layout_of(&[6, 3, 5, 2], 2, 8, 2);
+        assert_eq!((z.flat, z.partition, z.partition_grads()), (16, 8, 9));
+        let mut s = Stream::default();
+        let mut live = Live::default();
+        let grads: Vec<u32> = z.numel.iter().map(|&n| s.alloc(2 * n)).collect();
+        for k in (0..4).rev() {
+            hook(&mut s, &z, &mut live, k, grads[k]);
+        }
+        epilogue(&mut s, &z, &mut live);
+        assert_eq!(
+            signed(&s),
+            [12, 6, 10, 4, 16, -4, -10, 14, -14, -6, 6, -6, 18, -12, 12, -12, -16]
+        );
+    }
+
+    /// Parameters of 10, 2, 4 over 2 ranks (F = 16, P = 8), a bucket of 8: the first is
+    /// larger than the bucket. Stage 1 reduces in module order after the backward: the 10
+    /// overflows the empty bucket (nothing to reduce) and is kept as its own gradient,
+    /// reduced alone when the 2 arrives: its slices by partition, 8 then 2, pass the bucket
+    /// only together (8 is not > 8), so one flattened copy of 10 (20 B); it starts in the
+    /// partition, so `grads_in_partition` (its 10 elements, 20 B) is made and its own gradient
+    /// freed. The 2 and 4 are freed into the bucket; the epilogue reduces their 6 (12 B) and
+    /// frees the bucket (16 B).
+    #[test]
+    fn an_oversized_gradient_is_reduced_alone() {
+        let z = layout_of(&[10, 2, 4], 2, 8, 1);
+        assert_eq!(z.oversized_flushes(0), [10]);
+        let mut s = Stream::default();
+        let mut live = Live::default();
+        let grads: Vec<u32> = z.numel.iter().map(|&n| s.alloc(2 * n)).collect();
+        reduce_gradients(&mut s, &z, &mut live, &grads);
+        epilogue(&mut s, &z, &mut live);
+        assert_eq!(
+            signed(&s),
+            [20, 4, 8, 16, 20, -20, 20, -20, -4, -8, 12, -12, -16]
+        );
+        // 20 elements over 4 ranks: F = 24, P = 6. Its slices 6, 6 pass the bucket of 8
+        // (12 > 8: flushed), then 6 and 2 make 8, flushed at the end.
+        assert_eq!(layout_of(&[20], 4, 8, 2).oversized_flushes(0), [12, 8]);
+    }
+
+    /// Stage 1 keeps a reduced oversized gradient outside the partition to the epilogue's
+    /// `_clear_param_grad_only`; stage 2 drops it at its reduce. Parameters 8 and 10 over 4
+    /// ranks: N = 18 padded to F = 24, P = 6; the 10 starts at 8, outside rank 0's partition.
+    /// A bucket of 8: the 8 fills it exactly and is reduced when the 10 arrives (16 B copy;
+    /// it starts in the partition: `grads_in_partition` of its 8 elements, 16 B); the 10 is
+    /// held (20 B) and reduced by the epilogue — its slices [8, 12) and [12, 18), 4 then 6,
+    /// pass the bucket together: one 20 B copy. Stage 2 frees its gradient then, before the
+    /// bucket; stage 1 after the bucket.
+    #[test]
+    fn stage1_keeps_an_oversized_gradient_outside_the_partition_to_the_epilogue() {
+        for (stage, tail) in [(2u8, vec![-20, -16]), (1, vec![-16, -20])] {
+            let z = layout_of(&[8, 10], 4, 8, stage);
+            assert_eq!((z.partition, z.in_partition(1)), (6, false));
+            let mut s = Stream::default();
+            let mut live = Live::default();
+            let grads: Vec<u32> = z.numel.iter().map(|&n| s.alloc(2 * n)).collect();
+            reduce_gradients(&mut s, &z, &mut live, &grads);
+            epilogue(&mut s, &z, &mut live);
+            let mut want = vec![16, 20, 16, -16, 16, -16, 16, 20, -20];
+            want.extend(tail);
+            assert_eq!(signed(&s), want, "stage {stage}");
+        }
+    }
 }

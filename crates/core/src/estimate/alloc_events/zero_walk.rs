@@ -119,7 +119,11 @@ impl WalkBuffers {
                 }
             }
             // Marked only where a reduce adds more than the gradients the hooks took.
-            let made: u64 = ks.iter().map(|&k| params[k].grad).sum();
+            let made: u64 = ks
+                .iter()
+                .filter(|&&k| !params[k].tape_grad)
+                .map(|&k| params[k].grad)
+                .sum();
             let over = m.peak - before;
             Group {
                 transient: if over > made { over } else { 0 },
@@ -127,7 +131,11 @@ impl WalkBuffers {
             }
         };
         let head = group(&mut m, &mut live, &side(false));
-        let layer_count = params.iter().filter_map(|p| p.layer).max().map_or(0, |l| l + 1);
+        let layer_count = params
+            .iter()
+            .filter_map(|p| p.layer)
+            .max()
+            .map_or(0, |l| l + 1);
         let mut layers = vec![Group::default(); layer_count as usize];
         for l in (0..layer_count).rev() {
             let ks: Vec<usize> = (0..params.len())

@@ -23,7 +23,13 @@ pub(super) fn ready_order(inp: &TrainInputs, live: &Live) -> Vec<usize> {
 }
 
 /// FSDP's pre-forward (or pre-backward) of `unit`.
-pub(super) fn fsdp_pre<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize, forward: bool) {
+pub(super) fn fsdp_pre<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    unit: usize,
+    forward: bool,
+) {
     if let Some(f) = inp.fsdp {
         super::super::fsdp::pre(s, f, &mut live.fsdp, unit, forward);
     }
@@ -70,7 +76,12 @@ pub(super) fn fsdp_layer_post_backward<S: Sink>(
 
 /// ZeRO's gradient hooks for the parameters outside the blocks on one side, newest first:
 /// the first sets the bucket up; under stage 2 each gradient goes through the bucket.
-pub(super) fn zero_side_hooks<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, embedding: bool) {
+pub(super) fn zero_side_hooks<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    embedding: bool,
+) {
     let Some(z) = inp.zero else {
         return;
     };
@@ -86,7 +97,12 @@ pub(super) fn zero_side_hooks<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut 
 
 /// A layer's ZeRO-2 hooks after its backward (its weight gradients freed at their nodes:
 /// `BlockEvents::backward_accumulate`), its parameters newest first.
-pub(super) fn zero_layer_hooks<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: usize) {
+pub(super) fn zero_layer_hooks<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    layer: usize,
+) {
     let Some(z) = inp.zero.filter(|z| z.stage >= 2) else {
         return;
     };

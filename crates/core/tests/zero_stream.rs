@@ -36,10 +36,10 @@ fn tiny(stage: u64, dp: u64, precision: &str) -> Value {
     })
 }
 
-/// The tiny model's parameters, in the inventory's (module) order, by hand: the embeddings
-/// 8192·250 = 2,048,000; per block two norms of 250, q, k, v, o 250·250 = 62,500 each, gate,
-/// up, down 768·250 = 192,000 each (826,500); the final norm 250; the head 2,048,000.
-/// N = 2 · 2,048,000 + 2 · 826,500 + 250 = 5,749,250.
+/// The tiny model's parameters in `model.parameters()` order (the flat buffer's), by hand:
+/// the embeddings 8192·250 = 2,048,000; per block q, k, v, o 250·250 = 62,500 each, gate,
+/// up, down 768·250 = 192,000 each, then its two norms of 250 (826,500); the final norm 250;
+/// the head 2,048,000. N = 2 · 2,048,000 + 2 · 826,500 + 250 = 5,749,250.
 const N: u64 = 5_749_250;
 const VOCAB_MATRIX: u64 = 2_048_000;
 
@@ -78,6 +78,8 @@ fn signed(s: &Stream, phase: Phase, floor: u64) -> Vec<i64> {
 /// (P · 4), the clone freed, `initialize_optimizer_states`' fp32 gradient (P · 4) made and
 /// dropped. Between them every parameter's own storage is freed (re-pointed into the flat
 /// buffer). Under fp32 (dp 2) the clone is the master (P · 4 = 11,498,504), no cast.
+/// Measured on the CPU (`validation/cpu-measured-zero.json`, `init`): the same allocations
+/// from the flat buffer on (the profiler records no free of a storage made before it started).
 #[test]
 fn init_flattens_and_makes_the_fp32_partition() {
     let load = |stage, dp, precision| {
@@ -132,9 +134,10 @@ fn init_flattens_and_makes_the_fp32_partition() {
 /// order (the embeddings' first). The bucket never fills (N < 5e8): the epilogue's
 /// `reduce_ipg_grads` flattens all N (N · 2 = 11,498,500 B, freed on return), then
 /// `copy_grads_in_partition` allocates `grads_in_partition` once: rank 0's partition
-/// [0, 2,874,626) holds the embeddings, block 0 and block 1's first norm (it starts at
-/// 2,874,500), whole: 2,048,000 + 826,500 + 250 = 2,874,750 elements, 5,749,500 B. Then
-/// `_release_ipg_buffers` frees the bucket.
+/// [0, 2,874,626) holds the embeddings, block 0 and block 1's `q_proj` (it starts at
+/// 2,874,500), whole: 2,048,000 + 826,500 + 62,500 = 2,937,000 elements, 5,874,000 B. Then
+/// `_release_ipg_buffers` frees the bucket. Measured on the CPU (DeepSpeed 0.19.8, gloo,
+/// `validation/cpu-measured-zero.json`, stage 2): the same nine events.
 #[test]
 fn backward_fills_one_bucket_and_reduces_it_in_the_epilogue() {
     let backward = |stage| {
@@ -144,26 +147,24 @@ fn backward_fills_one_bucket_and_reduces_it_in_the_epilogue() {
             3 << 20,
         )
     };
-    let (m, ipg, flat, part) = (4_096_000i64, 1_000_000_000i64, 11_498_500i64, 5_749_500i64);
+    let (m, ipg, flat, part) = (4_096_000i64, 1_000_000_000i64, 11_498_500i64, 5_874_000i64);
     assert_eq!(2 * N as i64, flat);
     assert_eq!(backward(2), [m, ipg, -m, m, -m, flat, -flat, part, -ipg]);
     assert_eq!(backward(1), [m, ipg, m, -m, -m, flat, -flat, part, -ipg]);
 }
 
 /// The step (steady state: the states exist), allocations and frees of at least 1 MiB over
-/// 2 ranks, bf16, stage 2. `has_overflow_partitioned_grads_serial` (bf16's
-/// `check_grad_overflow` is true) over each gradient view of the partition — the embeddings'
-/// whole (2,048,000 elements) is the only one past 1 MiB: `x.float()` 8,192,000,
-/// `isnan`/`isinf`/`logical_or` 2,048,000 each, `.float()` 8,192,000 freed after `.max()`,
-/// the rest as `_has_inf_or_nan` returns. `get_grad_norm_direct`'s `g.data.double()` (8n):
-/// 16,384,000 for the embeddings, 1,536,000 for each of block 0's gate, up and down views
-/// (192,000 elements; their overflow temporaries, 768,000 at most, stay under 1 MiB). Then `flatten` (P · 2 = 5,749,252), `.to(float32)` (P · 4 = 11,498,504), the
-/// flat freed, `averaged_gradients[i] = None` frees `grads_in_partition` (5,749,500), foreach
-/// AdamW's `_foreach_sqrt` of the partition (11,498,504), the fp32 gradient freed.
-/// Over 4 ranks the partition is the embeddings' first P = 1,437,314 elements alone (block 0
-/// starts at 2,048,000), `grads_in_partition` the whole embeddings (4,096,000 B).
+/// 2 ranks, bf16, stage 2. The overflow check (`has_inf_or_nan`, `amax`/`amin`) makes
+/// scalars only. `get_grad_norm_direct` takes each gradient view in fp64 (8n): 16,384,000 for
+/// the embeddings (2,048,000 elements), 1,536,000 for each of block 0's gate, up and down
+/// (192,000), the smaller ones under 1 MiB. Then `flatten` (P · 2 = 5,749,252),
+/// `.to(float32)` (P · 4 = 11,498,504), the flat freed, `averaged_gradients[i] = None` frees
+/// `grads_in_partition` (5,874,000), foreach AdamW's `_foreach_sqrt` of the partition
+/// (11,498,504), the fp32 gradient freed. Over 4 ranks the partition is the embeddings' first
+/// P = 1,437,314 elements alone (block 0 starts at 2,048,000), `grads_in_partition` the whole
+/// embeddings (4,096,000 B).
 #[test]
-fn step_checks_the_views_then_steps_the_fp32_partition() {
+fn step_takes_the_norm_then_steps_the_fp32_partition() {
     let step = |dp| {
         signed(
             &common::stream_steps::stream_of(&tiny(2, dp, "bf16-mixed")),
@@ -171,20 +172,10 @@ fn step_checks_the_views_then_steps_the_fp32_partition() {
             1 << 20,
         )
     };
-    let (f, b, mlp) = (8_192_000i64, 2_048_000i64, 1_536_000i64);
+    let mlp = 1_536_000i64;
     assert_eq!(
         step(2),
         [
-            f,
-            b,
-            b,
-            b,
-            f,
-            -f,
-            -f,
-            -b,
-            -b,
-            -b,
             16_384_000,
             -16_384_000,
             mlp,
@@ -196,7 +187,7 @@ fn step_checks_the_views_then_steps_the_fp32_partition() {
             5_749_252,
             11_498_504,
             -5_749_252,
-            -5_749_500,
+            -5_874_000,
             11_498_504,
             -11_498_504,
             -11_498_504
@@ -206,16 +197,6 @@ fn step_checks_the_views_then_steps_the_fp32_partition() {
     assert_eq!(
         step(4),
         [
-            4 * p,
-            p,
-            p,
-            p,
-            4 * p,
-            -4 * p,
-            -4 * p,
-            -p,
-            -p,
-            -p,
             8 * p,
             -8 * p,
             2 * p,
@@ -275,5 +256,74 @@ fn covered_variants_meet_the_walk() {
         tiny(1, 4, "bf16-mixed"),
     ] {
         common::stream_steps::assert_stream_meets_walk(&job);
+    }
+}
+
+/// The stream against DeepSpeed 0.19.8 run on the CPU (`scripts/measure_zero_cpu.py`,
+/// `validation/cpu-measured-zero.json`: rank 0 of 2, gloo; ZeRO-2 and ZeRO-1 in bf16, ZeRO-2
+/// in fp32), allocations and frees in order:
+///
+/// - `deepspeed.initialize`, every block of at least 128 KiB from the flat buffer on (the
+///   profiler records no free of a storage made before it started, so the parameters' own
+///   frees are left out of both);
+/// - the steady step's forward and backward, every block of at least 3 MiB (the gradients
+///   outside the blocks, the bucket, the epilogue's flattened copy and `grads_in_partition`;
+///   below that the CPU's own kernels' scratch differs from CUDA's);
+/// - `engine.step()`, every block of at least 128 KiB, less gloo's two staging copies of the
+///   flat buffer (F · w) after the step: `all_gather_into_tensor` over gloo, which NCCL does
+///   in place.
+#[test]
+fn cpu_measured_deepspeed_events() {
+    let record: Value = common::validation("cpu-measured-zero.json");
+    let runs = record["runs"].as_object().unwrap();
+    assert_eq!(runs.len(), 3);
+    for (name, run) in runs {
+        let precision = if run["bf16"] == true {
+            "bf16-mixed"
+        } else {
+            "fp32"
+        };
+        let stage = run["stage"].as_u64().unwrap();
+        let s = common::stream_steps::stream_of(&tiny(stage, 2, precision));
+        let measured = |key: &str| -> Vec<i64> {
+            let v: Vec<i64> = serde_json::from_value(run[key].clone()).unwrap();
+            v
+        };
+        let floor = run["floor"].as_u64().unwrap();
+        // Init: from the flat buffer (the first allocation of F · w) on, frees of earlier
+        // blocks left out.
+        let width = if precision == "fp32" { 4 } else { 2 };
+        let flat = 5_749_252 * width;
+        let load = signed(&s, Phase::Load, floor);
+        let at = load.iter().position(|&d| d == flat).unwrap();
+        let made_before: Vec<i64> = load[..at].iter().filter(|d| **d > 0).copied().collect();
+        let mut init: Vec<i64> = load[at..].to_vec();
+        for b in made_before {
+            if let Some(k) = init.iter().position(|&d| d == -b) {
+                init.remove(k);
+            }
+        }
+        assert_eq!(init, measured("init"), "{name}: init");
+        let big =
+            |v: Vec<i64>| -> Vec<i64> { v.into_iter().filter(|d| d.abs() >= 3 << 20).collect() };
+        assert_eq!(
+            big(signed(&s, Phase::Forward(1), 3 << 20)
+                .into_iter()
+                .chain(signed(&s, Phase::Backward(1), 3 << 20))
+                .collect()),
+            big(measured("backward")),
+            "{name}: forward and backward"
+        );
+        let mut step = measured("step");
+        for _ in 0..2 {
+            let k = step.iter().rposition(|&d| d == flat).unwrap();
+            assert_eq!(step.remove(k + 1), -flat);
+            step.remove(k);
+        }
+        assert_eq!(
+            signed(&s, Phase::Optimizer(2 - 1), floor),
+            step,
+            "{name}: step"
+        );
     }
 }

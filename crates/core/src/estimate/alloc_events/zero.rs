@@ -1,6 +1,8 @@
 //! One rank of DeepSpeed ZeRO stage 1 or 2 as the caching allocator sees it: rank 0 of the
 //! data-parallel group, `deepspeed/runtime/zero/stage_1_and_2.py` (`DeepSpeedZeroOptimizer`,
-//! DeepSpeed 0.19.6, commit edaa722) with the defaults of `runtime/zero/config.py`
+//! DeepSpeed 0.19.8, the current release; read beside the repository at 0.19.6, commit
+//! edaa722, whose default path differs only in the step's overflow check, below) with the
+//! defaults of `runtime/zero/config.py`
 //! (`contiguous_gradients=True`, `overlap_comm=False` below stage 3, `reduce_scatter=True`,
 //! `use_multi_rank_bucket_allreduce=True`, `reduce_bucket_size` 5e8 elements,
 //! `round_robin_gradients=False`), one parameter group (`deepspeed.initialize` with
@@ -42,11 +44,12 @@
 //!   partition's gradients listed as views (`get_flat_partition`, zero-padded where the
 //!   parameters do not fill P: never on rank 0 of a group larger than P),
 //!   `_release_ipg_buffers` frees the bucket, `_clear_param_grad_only` every `.grad`.
-//! - **Step** (`step`): with bf16/fp16 (`check_grad_overflow`, true by default for bf16;
-//!   false for fp32) `has_overflow_partitioned_grads_serial` runs `_has_inf_or_nan` per
-//!   gradient view: `x.float()`, `isnan()`, `isinf()`, `logical_or`, `.float()` (4n, n, n,
-//!   n, 4n bytes), the last freed after `.max()`, the rest as it returns;
-//!   `get_grad_norm_direct` takes `g.data.double()` (8n) per view. Then the partition is
+//! - **Step** (`step`): with bf16/fp16 (`check_grad_overflow`) 0.19.8's
+//!   `runtime/utils.py` `has_inf_or_nan` tests each gradient view by `amax`/`amin` (scalars
+//!   only; 0.19.6's `_has_inf_or_nan` made `x.float()`, `isnan`, `isinf`, `logical_or` and
+//!   `.float()` of each view, 11 bytes per element at once); `get_grad_norm_direct` takes
+//!   `g.data.to(get_norm_dtype())`, fp64 (8n), per view (`compute_grad_norm`, default true).
+//!   Then the partition is
 //!   flattened (P in the model's dtype), cast to fp32 (bf16: P × 4, the flat freed), the
 //!   views dropped (`averaged_gradients[i] = None` frees `grads_in_partition`), the torch
 //!   optimizer steps the fp32 partition (states `zeros_like` it on the first step, foreach
@@ -87,8 +90,6 @@ pub struct Zero {
     pub states: [u64; 3],
     /// foreach Adam/AdamW's `_foreach_sqrt` of the partition at each step.
     pub foreach_sqrt: bool,
-    /// `check_grad_overflow` (bf16 and fp16: the overflow check's temporaries).
-    pub check_overflow: bool,
 }
 
 impl Zero {
@@ -181,7 +182,6 @@ pub fn layout(
         bucket: REDUCE_BUCKET,
         states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[partition], 4)?,
         foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
-        check_overflow: job.precision != Precision::Fp32,
     })
 }
 
@@ -206,9 +206,9 @@ pub fn params(
     } else {
         2
     };
-    let params: Vec<Param> = inv
-        .tensors
-        .iter()
+    let params: Vec<Param> = registration_order(inv)
+        .into_iter()
+        .map(|k| &inv.tensors[k])
         .map(|t| {
             let bytes = t.elements().saturating_mul(width);
             Param {
@@ -224,6 +224,32 @@ pub fn params(
         .collect();
     let z = layout(&params, job, width)?;
     Ok(Some((params, z)))
+}
+
+/// The tensors in `model.parameters()` order, which the flat buffer follows: the inventory's
+/// (the checkpoint's) order but that a decoder layer registers its norms after its attention
+/// and MLP (transformers' `LlamaDecoderLayer.__init__`: `self_attn`, `mlp`,
+/// `input_layernorm`, `post_attention_layernorm`; measured on the CPU,
+/// `validation/cpu-measured-zero.json`: rank 0's partition ends in the second block's
+/// `q_proj`, not its first norm).
+fn registration_order(inv: &crate::inventory::Inventory) -> Vec<usize> {
+    use crate::inventory::Component;
+    let t = &inv.tensors;
+    let mut group = vec![0usize; t.len()];
+    for k in 0..t.len() {
+        group[k] = match t[k].layer {
+            Some(l) if k > 0 && t[k - 1].layer == Some(l) => group[k - 1],
+            _ => k,
+        };
+    }
+    let mut order: Vec<usize> = (0..t.len()).collect();
+    order.sort_by_key(|&k| {
+        (
+            group[k],
+            t[k].layer.is_some() && t[k].component == Component::Norm,
+        )
+    });
+    order
 }
 
 /// What ZeRO holds across the step (the stream's ids).
@@ -349,22 +375,11 @@ pub fn epilogue<S: Sink>(s: &mut S, z: &Zero, live: &mut Live) {
     }
 }
 
-/// `step`: the overflow check and the norm over the partition's views, the flat fp32
-/// gradient, the views' buffer dropped, the optimizer's step (its states made on the first,
-/// `first`), the fp32 gradient dropped.
+/// `step`: the norm over the partition's views (the overflow check makes scalars only), the
+/// flat fp32 gradient, the views' buffer dropped, the optimizer's step (its states made on
+/// the first, `first`), the fp32 gradient dropped.
 pub fn step<S: Sink>(s: &mut S, z: &Zero, live: &mut Live, first: bool) {
-    let pieces = z.pieces();
-    if z.check_overflow {
-        for &n in &pieces {
-            let ids: Vec<u32> = [4 * n, n, n, n].iter().map(|&b| s.alloc(b)).collect();
-            let f = s.alloc(4 * n);
-            s.free(f);
-            for id in ids {
-                s.free(id);
-            }
-        }
-    }
-    for &n in &pieces {
+    for n in z.pieces() {
         let d = s.alloc(8 * n);
         s.free(d);
     }

@@ -69,6 +69,15 @@ fn signed(s: &Stream, phase: Phase, floor: u64) -> Vec<i64> {
     out
 }
 
+/// [`signed`] of the tiny model's stream (ZeRO `stage` over `dp` ranks in `precision`).
+fn tiny_events(stage: u64, dp: u64, precision: &str, phase: Phase, floor: u64) -> Vec<i64> {
+    signed(
+        &common::stream_steps::stream_of(&tiny(stage, dp, precision)),
+        phase,
+        floor,
+    )
+}
+
 /// The flat buffer and the partition (`__init__`): N padded to a multiple of 2 × world
 /// (`nccl_start_alignment_factor` 2: `align_dense_tensors`): over 2 ranks N mod 4 = 2, so
 /// F = 5,749,252 and P = 2,874,626; over 4 ranks N mod 8 = 2, F = 5,749,256, P = 1,437,314.
@@ -82,48 +91,17 @@ fn signed(s: &Stream, phase: Phase, floor: u64) -> Vec<i64> {
 /// from the flat buffer on (the profiler records no free of a storage made before it started).
 #[test]
 fn init_flattens_and_makes_the_fp32_partition() {
-    let load = |stage, dp, precision| {
-        signed(
-            &common::stream_steps::stream_of(&tiny(stage, dp, precision)),
-            Phase::Load,
-            1 << 20,
-        )
-    };
-    let m = 4_096_000i64;
-    assert_eq!(
-        load(2, 2, "bf16-mixed"),
-        [
-            m,
-            m,
-            11_498_504,
-            -m,
-            -m,
-            5_749_252,
-            11_498_504,
-            -5_749_252,
-            11_498_504,
-            -11_498_504
-        ]
-    );
-    assert_eq!(
-        load(1, 4, "bf16-mixed"),
-        [m, m, 11_498_512, -m, -m, 2_874_628, 5_749_256, -2_874_628, 5_749_256, -5_749_256]
-    );
-    // fp32: the matrices 8,192,000 B, the flat buffer F · 4 = 22,997,008.
-    let m = 8_192_000i64;
-    assert_eq!(
-        load(2, 2, "fp32"),
-        [
-            m,
-            m,
-            22_997_008,
-            -m,
-            -m,
-            11_498_504,
-            11_498_504,
-            -11_498_504
-        ]
-    );
+    let load = |stage, dp, precision| tiny_events(stage, dp, precision, Phase::Load, 1 << 20);
+    // (the matrices, F · w, P · 2, P · 4) over 2 and 4 ranks.
+    let (m, f, c, p) = (4_096_000i64, 11_498_504i64, 5_749_252i64, 11_498_504i64);
+    let want = [m, m, f, -m, -m, c, p, -c, p, -p];
+    assert_eq!(load(2, 2, "bf16-mixed"), want);
+    let (f, c, p) = (11_498_512i64, 2_874_628i64, 5_749_256i64);
+    let want = [m, m, f, -m, -m, c, p, -c, p, -p];
+    assert_eq!(load(1, 4, "bf16-mixed"), want);
+    // fp32: the matrices 8,192,000 B, the flat buffer F · 4 = 22,997,008, the master P · 4.
+    let (m, f, p) = (8_192_000i64, 22_997_008i64, 11_498_504i64);
+    assert_eq!(load(2, 2, "fp32"), [m, m, f, -m, -m, p, p, -p]);
 }
 
 /// The backward's allocations and frees of at least 3 MiB (the steady step; seq 40 keeps the
@@ -140,13 +118,7 @@ fn init_flattens_and_makes_the_fp32_partition() {
 /// `validation/cpu-measured-zero.json`, stage 2): the same nine events.
 #[test]
 fn backward_fills_one_bucket_and_reduces_it_in_the_epilogue() {
-    let backward = |stage| {
-        signed(
-            &common::stream_steps::stream_of(&tiny(stage, 2, "bf16-mixed")),
-            Phase::Backward(1),
-            3 << 20,
-        )
-    };
+    let backward = |stage| tiny_events(stage, 2, "bf16-mixed", Phase::Backward(1), 3 << 20);
     let (m, ipg, flat, part) = (4_096_000i64, 1_000_000_000i64, 11_498_500i64, 5_874_000i64);
     assert_eq!(2 * N as i64, flat);
     assert_eq!(backward(2), [m, ipg, -m, m, -m, flat, -flat, part, -ipg]);
@@ -165,13 +137,7 @@ fn backward_fills_one_bucket_and_reduces_it_in_the_epilogue() {
 /// embeddings (4,096,000 B).
 #[test]
 fn step_takes_the_norm_then_steps_the_fp32_partition() {
-    let step = |dp| {
-        signed(
-            &common::stream_steps::stream_of(&tiny(2, dp, "bf16-mixed")),
-            Phase::Optimizer(1),
-            1 << 20,
-        )
-    };
+    let step = |dp| tiny_events(2, dp, "bf16-mixed", Phase::Optimizer(1), 1 << 20);
     let mlp = 1_536_000i64;
     assert_eq!(
         step(2),

@@ -80,6 +80,8 @@ pub struct Zero {
     pub width: u64,
     /// Each parameter's elements, module order.
     pub numel: Vec<u64>,
+    /// Where each parameter starts in the flat buffer (elements).
+    pub starts: Vec<u64>,
     /// The flat buffer's elements (F: the parameters padded to a multiple of 2 × world).
     pub flat: u64,
     /// The partition's elements (P = F / world).
@@ -93,6 +95,33 @@ pub struct Zero {
 }
 
 impl Zero {
+    /// Parameters of `numel` elements over `world` ranks, `width` bytes each, a bucket of
+    /// `bucket` elements: the flat buffer padded to a multiple of [`ALIGNMENT`] × world, the
+    /// partition its world-th part (stage 2, no optimizer states: set them after).
+    pub fn of(numel: Vec<u64>, world: u64, width: u64, bucket: u64) -> Self {
+        let starts: Vec<u64> = numel
+            .iter()
+            .scan(0u64, |at, &n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect();
+        let align = ALIGNMENT * world.max(1);
+        let flat = numel.iter().sum::<u64>().div_ceil(align) * align;
+        Zero {
+            stage: 2,
+            world,
+            width,
+            numel,
+            starts,
+            flat,
+            partition: flat / world.max(1),
+            bucket,
+            ..Zero::default()
+        }
+    }
+
     /// Whether parameter `k` starts inside rank 0's partition (`get_partition_info`: the
     /// parameters starting in `[0, P)`).
     pub fn in_partition(&self, k: usize) -> bool {
@@ -101,7 +130,7 @@ impl Zero {
 
     /// Where parameter `k` starts in the flat buffer.
     pub fn offset(&self, k: usize) -> u64 {
-        self.numel[..k.min(self.numel.len())].iter().sum()
+        self.starts.get(k).copied().unwrap_or(self.flat)
     }
 
     /// `grads_in_partition`'s elements: the partition's parameters whole.
@@ -166,22 +195,13 @@ pub fn layout(
     job: &ResolvedJob,
     width: u64,
 ) -> Result<Zero, crate::error::CoreError> {
-    let world = job.parallel.dp.max(1);
-    let numel: Vec<u64> = params.iter().map(|p| p.grad / width.max(1)).collect();
-    let total: u64 = numel.iter().sum();
-    let align = ALIGNMENT * world;
-    let flat = total.div_ceil(align) * align;
-    let partition = flat / world;
+    let numel = params.iter().map(|p| p.grad / width.max(1)).collect();
+    let z = Zero::of(numel, job.parallel.dp.max(1), width, REDUCE_BUCKET);
     Ok(Zero {
         stage: job.parallel.zero.min(2) as u8,
-        world,
-        width,
-        numel,
-        flat,
-        partition,
-        bucket: REDUCE_BUCKET,
-        states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[partition], 4)?,
+        states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[z.partition], 4)?,
         foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
+        ..z
     })
 }
 
@@ -414,17 +434,9 @@ mod tests {
     /// A layout of `numel` over `world` ranks with a bucket of `bucket` elements, 2-byte
     /// elements, no optimizer states.
     fn layout_of(numel: &[u64], world: u64, bucket: u64, stage: u8) -> Zero {
-        let total: u64 = numel.iter().sum();
-        let flat = total.div_ceil(2 * world) * 2 * world;
         Zero {
             stage,
-            world,
-            width: 2,
-            numel: numel.to_vec(),
-            flat,
-            partition: flat / world,
-            bucket,
-            ..Zero::default()
+            ..Zero::of(numel.to_vec(), world, 2, bucket)
         }
     }
 

@@ -235,9 +235,11 @@ fn covered_variants_meet_the_walk() {
 /// - the steady step's forward and backward, every block of at least 3 MiB (the gradients
 ///   outside the blocks, the bucket, the epilogue's flattened copy and `grads_in_partition`;
 ///   below that the CPU's own kernels' scratch differs from CUDA's);
-/// - `engine.step()`, every block of at least 128 KiB, less gloo's two staging copies of the
-///   flat buffer (F · w) after the step: `all_gather_into_tensor` over gloo, which NCCL does
-///   in place.
+/// - `engine.step()`, every block of at least 128 KiB, less two blocks of the flat buffer's
+///   size (F · w) made and freed after the fp32 gradient is freed, where
+///   `all_gather_dp_groups` runs `all_gather_into_tensor` over gloo — attributed to gloo's
+///   all-gather staging its output (not traced frame by frame); NCCL gathers into the flat
+///   buffer in place.
 #[test]
 fn cpu_measured_deepspeed_events() {
     let record: Value = common::validation("cpu-measured-zero.json");

@@ -237,9 +237,9 @@ fn covered_variants_meet_the_walk() {
 ///   below that the CPU's own kernels' scratch differs from CUDA's);
 /// - `engine.step()`, every block of at least 128 KiB, less two blocks of the flat buffer's
 ///   size (F · w) made and freed after the fp32 gradient is freed, where
-///   `all_gather_dp_groups` runs `all_gather_into_tensor` over gloo — attributed to gloo's
-///   all-gather staging its output (not traced frame by frame); NCCL gathers into the flat
-///   buffer in place.
+///   `all_gather_dp_groups` runs `all_gather_into_tensor` over gloo: the profiler puts them
+///   under `c10d::_allgather_base_` and `gloo:all_gather`; NCCL gathers into the flat buffer in
+///   place.
 #[test]
 fn cpu_measured_deepspeed_events() {
     let record: Value = common::validation("cpu-measured-zero.json");

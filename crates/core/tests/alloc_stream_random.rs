@@ -1,6 +1,7 @@
 //! Random small Llama-shaped jobs (layers, widths, batch, sequence, precision, optimizer,
-//! checkpointing, gradient accumulation, `zero_grad`, QLoRA's 4-bit base weights, training or
-//! generate) under random `PYTORCH_CUDA_ALLOC_CONF` settings:
+//! checkpointing, gradient accumulation, `zero_grad`, QLoRA's 4-bit base weights, DDP or
+//! DeepSpeed ZeRO-1/2 ranks, training or generate) under random `PYTORCH_CUDA_ALLOC_CONF`
+//! settings:
 //!
 //! - the step's recorded stream replayed through the allocator model leaves it sound after
 //!   every phase (`Allocator::check_invariants`: every free block in its pool's free set and
@@ -42,6 +43,9 @@ struct Case {
     loss: &'static str,
     /// Data-parallel replicas (DDP, unquantized weights only).
     dp: u64,
+    /// DeepSpeed ZeRO stage (0: none) for a data-parallel job of fp32 or bf16-mixed weights
+    /// (unquantized, one micro-batch: `zero.rs`; it takes the place of the QLoRA draw).
+    zero: u64,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -79,6 +83,7 @@ fn case() -> impl Strategy<Value = Case> {
             prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
             prop_oneof![Just("standard"), Just("chunked-output"), Just("chunked")],
             prop_oneof![Just(1u64), Just(2), Just(8)],
+            prop_oneof![Just(0u64), Just(1), Just(2)],
         ),
     )
         .prop_map(
@@ -88,7 +93,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (precision, optimizer, ckpt),
                 (infer, tied, grad_accum, zero_grad),
                 alloc,
-                (qlora, loss, dp),
+                (qlora, loss, dp, zero),
             )| Case {
                 layers,
                 hidden,
@@ -106,6 +111,7 @@ fn case() -> impl Strategy<Value = Case> {
                 qlora,
                 loss,
                 dp,
+                zero,
             },
         )
 }
@@ -135,7 +141,11 @@ fn job(c: &Case) -> Job {
         if c.precision != "bf16-mixed" {
             j["loss"] = json!(c.loss);
         }
-        if c.qlora.is_empty() {
+        if c.zero > 0 && c.dp > 1 && c.precision != "bf16" {
+            j["framework"] = json!("deepspeed");
+            j["grad_accum"] = json!(1);
+            j["parallel"] = json!({"gpus": c.dp, "dp": c.dp, "zero": c.zero});
+        } else if c.qlora.is_empty() {
             j["parallel"] = json!({"dp": c.dp});
         } else {
             j["weights"] = json!(c.qlora);

@@ -15,6 +15,9 @@ use crate::report::*;
 use crate::summary::ModelSummary;
 use std::borrow::Cow;
 
+mod zero_marks;
+use zero_marks::Zero;
+
 /// Live bytes per category at one moment.
 #[derive(Debug, Clone, Copy, Default)]
 struct Live {
@@ -257,15 +260,22 @@ fn pytorch_device(
         device.timeline = w.points;
         return Ok(device);
     };
-    let fsdp = match &model.spec {
-        Some(spec) => super::alloc_events::fsdp::walk_buffers(
-            model.inventory.as_ref(),
-            job,
-            super::alloc_events::inputs::expressible(job, spec, plan),
-        )?,
-        None => None,
+    let (fsdp, zero) = match &model.spec {
+        Some(spec) => {
+            let covered = super::alloc_events::inputs::expressible(job, spec, plan);
+            let inv = model.inventory.as_ref();
+            let tied = matches!(
+                spec.head,
+                crate::model::Head::LanguageModel { tied: true, .. }
+            );
+            (
+                super::alloc_events::fsdp::walk_buffers(inv, job, covered)?,
+                super::alloc_events::zero_walk::walk_buffers(inv, job, covered, tied)?,
+            )
+        }
+        None => (None, None),
     };
-    walk(&mut w, st, plan, job, gpu, (fsdp.as_ref(), &prefill.layers));
+    walk(&mut w, st, plan, job, gpu, (fsdp.as_ref(), zero.as_ref(), &prefill.layers));
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
@@ -410,15 +420,15 @@ fn walk(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    (fsdp, prefill): (Fsdp, &[PrefillLayer]),
+    (fsdp, zero, prefill): (Fsdp, Zero, &[PrefillLayer]),
 ) {
     let train = job.task == Task::Train;
-    let carried_grads = walk_start(w, st, plan, job, gpu, fsdp.is_none());
+    let carried_grads = walk_start(w, st, plan, job, gpu, fsdp.is_none() && zero.is_none());
     walk_forward(w, plan, job, (fsdp, prefill));
     if !train {
         return;
     }
-    walk_backward(w, st, plan, job, carried_grads, fsdp);
+    walk_backward(w, st, plan, job, carried_grads, (fsdp, zero));
     // Optimizer step (with the optimizer in backward, each parameter's ran in its hook).
     if techniques::in_backward(job) {
         return;
@@ -427,7 +437,8 @@ fn walk(
         || st.step_scratch > 0
         || !matches!(job.optimizer, crate::job::Optimizer::None)
     {
-        w.mark("optimizer", "optimizer step".into(), st.step_scratch);
+        let scratch = zero.map_or(st.step_scratch, |z| z.step);
+        w.mark("optimizer", "optimizer step".into(), scratch);
     }
 }
 
@@ -603,7 +614,7 @@ fn walk_backward(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     carried_grads: u64,
-    fsdp: Fsdp,
+    (fsdp, zero): (Fsdp, Zero),
 ) {
     use Category::*;
     let hooked = techniques::in_backward(job);
@@ -614,16 +625,18 @@ fn walk_backward(
         plan.loss.backward_transient,
     );
     w.sub(Activations, plan.loss.saved);
+    // ZeRO-2: each gradient goes into the bucket as it is made (`zero_marks.rs`).
+    let zero2 = zero.filter(|z| z.partitions_gradients());
     let grads = GradSplit {
         hooked,
-        accumulating: carried_grads > 0,
+        accumulating: carried_grads > 0 || zero2.is_some(),
         reduced: fsdp.is_some(),
     };
     let split = |g: u64, hook: u64| grads.of(g, hook);
-    let (head_kept, head_new) = if hooked {
-        (hs.tied_grad, hs.head)
-    } else {
-        split(st.head_grad, 0)
+    let (head_kept, head_new) = match zero2 {
+        Some(z) => (z.tied_grads, z.head_grads),
+        None if hooked => (hs.tied_grad, hs.head),
+        None => split(st.head_grad, 0),
     };
     // FSDP: the root's gradients stay unsharded (compute dtype) until its post-backward.
     let head_kept = if fsdp.is_some() { 0 } else { head_kept };
@@ -635,21 +648,25 @@ fn walk_backward(
         plan.loss.dlogits + plan.logits_grad_input + head_new,
     );
     w.sub(Activations, plan.head.kept + plan.head.weight_copies);
-    let rs_held = walk_layers_backward(w, st, plan, job, grads, fsdp);
+    zero_marks::head(w, zero);
+    let rs_held = walk_layers_backward(w, st, plan, job, grads, (fsdp, zero));
     if plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
     }
     w.sub(Activations, plan.embedding.kept);
-    let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
+    let (e_kept, e_new) = match zero2 {
+        Some(z) => (0, z.embedding_grads),
+        None => split(st.embedding_grad, hs.embedding),
+    };
     let e_kept = if fsdp.is_some() { 0 } else { e_kept };
     w.add(Temporaries, fsdp.map_or(0, |f| f.embedding_grads));
     w.add(Gradients, e_kept);
     // A tied parameter's step runs once its two contributions are summed (they are gone by
     // then): its scratch replaces them rather than joining them.
-    let tied = if hooked {
-        st.embedding_backward_transient.max(hs.tied_scratch)
-    } else {
-        st.embedding_backward_transient
+    let tied = match zero2 {
+        Some(z) => 2 * z.tied_grads,
+        None if hooked => st.embedding_backward_transient.max(hs.tied_scratch),
+        None => st.embedding_backward_transient,
     };
     // PEFT's input-gradient hook: the first block's input gradient kept as `.grad` on the
     // embedding's output, and that leaf, both held by the graph to the backward's end.
@@ -659,6 +676,7 @@ fn walk_backward(
         0
     };
     w.mark("backward", "embeddings".into(), tied + e_new + input_grad);
+    zero_marks::embedding(w, zero);
     if let Some(f) = fsdp {
         root_post_backward(w, f, rs_held);
     }
@@ -671,9 +689,10 @@ fn walk_backward(
     // Gradients reached their full size; any rounding difference goes to the last layer.
     let g_now = w.live.c.gradients;
     let g_full = st.resident.gradients;
-    if g_full > g_now {
+    if g_full > g_now && zero2.is_none() {
         w.add(Gradients, g_full - g_now);
     }
+    zero_marks::epilogue(w, zero);
     w.sub(Activations, plan.inputs);
 }
 
@@ -717,7 +736,7 @@ fn walk_layers_backward(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     grads: GradSplit,
-    fsdp: Fsdp,
+    (fsdp, zero): (Fsdp, Zero),
 ) -> u64 {
     use Category::*;
     let hs = st.hook_step;
@@ -751,6 +770,7 @@ fn walk_layers_backward(
             techniques::brought_back(job, saved) + recompute - gone,
         );
         w.add(Gradients, g_kept);
+        zero_marks::layer(w, zero, i);
         if let Some(f) = fsdp.filter(|f| !(i == 0 && f.first_deferred)) {
             // Post-backward: resharded, the last reduce-scatter input released, this one kept.
             w.sub(Temporaries, f.layer(Some(i)) + rs_held);

@@ -67,6 +67,17 @@ fn widths(job: &ResolvedJob) -> Widths {
                 main_grad: if fp16_copy { 4 } else { 0 },
             }
         }
+        // DeepSpeed's ZeRO-1/2 optimizer keeps an fp32 partition of the parameters whatever
+        // the model's dtype (`stage_1_and_2.py` `__init__`: `single_partition_of_fp32_groups`
+        // is the partition's `.clone()`, a copy also when the model is fp32); ZeRO-3 steps
+        // the fp32 partition itself (`stage3.py` `_create_fp32_partitions`).
+        (Framework::Deepspeed, Precision::Fp32) if matches!(job.parallel.zero, 1 | 2) => Widths {
+            param: 4,
+            grad: 4,
+            master: 4,
+            state: 4,
+            main_grad: 0,
+        },
         (_, Precision::Fp32 | Precision::Fp16Mixed | Precision::Bf16Mixed) => Widths {
             param: 4,
             grad: 4,

@@ -16,7 +16,7 @@ use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
 use crate::job::{
-    Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, ResolvedJob, Task,
+    Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, Precision, ResolvedJob, Task,
 };
 use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 
@@ -26,18 +26,19 @@ use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
 /// third step added nothing either; the peaks are over both steps.
 pub const STEPS: u8 = 2;
 
-/// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, or one FSDP2
-/// FULL_SHARD or SHARD_GRAD_OP rank (`fsdp.rs`) — with torch's optimizers, the checkpointing,
-/// losses and weights the helpers below name (bitsandbytes' 4-bit and LLM.int8 base weights
-/// among them), and none of the memory techniques. Everything else (serving engines,
-/// pipelines, DeepSpeed ZeRO, FSDP's NO_SHARD, other quantized weights, offloading) keeps
-/// today's estimate.
+/// The stream covers PyTorch training of a causal LM — one GPU, one DDP rank, one FSDP2
+/// FULL_SHARD or SHARD_GRAD_OP rank (`fsdp.rs`) or one DeepSpeed ZeRO-1/2 rank (`zero.rs`) —
+/// with torch's optimizers, the checkpointing, losses and weights the helpers below name
+/// (bitsandbytes' 4-bit and LLM.int8 base weights among them), and none of the memory
+/// techniques. Everything else (serving engines, pipelines, ZeRO-3, FSDP's NO_SHARD, other
+/// quantized weights, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
     let t = &job.techniques;
     job.task == Task::Train
         && match job.framework {
             Framework::Pytorch => parallel_expressible(spec, job),
             Framework::Fsdp => fsdp_expressible(spec, job),
+            Framework::Deepspeed => zero_expressible(spec, job),
             _ => false,
         }
         && job.optimizer_impl == OptimizerImpl::Foreach
@@ -81,21 +82,48 @@ fn parallel_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 }
 
 /// FSDP the stream writes (`fsdp.rs`): FULL_SHARD (`parallel.zero: 3`) or SHARD_GRAD_OP
-/// (`parallel.zero: 2`, `reshard_after_forward=False`) over every GPU (dp = gpus, no model
-/// parallelism, no CPU offload), unquantized weights (4-bit `Params4bit` shard otherwise),
-/// any number of micro-batches (each reduce-scattered into the sharded gradients) and
-/// `zero_grad(set_to_none=True)`, a decoder-only model (its units are the decoder layers and
-/// the root; an encoder's or a vision tower's wrapping is not written). LoRA adapters are
-/// written under fp32 or mixed precision (`MixedPrecisionPolicy` gathers the 16-bit base and
-/// the adapters in one dtype), without `modules_to_save` and without checkpointing (whether
-/// the embeddings' output then needs a gradient depends on the recipe's
-/// `enable_input_require_grads`, which moves the first layer's post-backward). NO_SHARD keeps
-/// the heuristic.
+/// (`parallel.zero: 2`, `reshard_after_forward=False`) on a sharded rank
+/// ([`sharded_rank_expressible`]; its units are the decoder layers and the root), any number
+/// of micro-batches (each reduce-scattered into the sharded gradients) and
+/// `zero_grad(set_to_none=True)`. LoRA adapters are written under fp32 or mixed precision
+/// (`MixedPrecisionPolicy` gathers the 16-bit base and the adapters in one dtype), without
+/// `modules_to_save` and without checkpointing (whether the embeddings' output then needs a
+/// gradient depends on the recipe's `enable_input_require_grads`, which moves the first
+/// layer's post-backward). NO_SHARD keeps the heuristic.
 fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    sharded_rank_expressible(spec, job)
+        && matches!(job.parallel.zero, 2 | 3)
+        && job.peft.as_ref().is_none_or(|peft| {
+            peft.modules_to_save.is_empty()
+                && job.checkpointing == Checkpointing::None
+                && !matches!(job.precision, Precision::Bf16 | Precision::Fp16)
+        })
+        && job.zero_grad == crate::job::ZeroGrad::None
+}
+
+/// DeepSpeed the stream writes (`zero.rs`): ZeRO stage 1 or 2 (`DeepSpeedZeroOptimizer`)
+/// over every GPU, bf16-mixed (DeepSpeed's `bf16.enabled`: a bf16 model, an fp32 master
+/// partition) or fp32, with an optimizer (`_configure_zero_optimizer` asserts one), without
+/// adapters and with one micro-batch (DeepSpeed's accumulation boundary is not written). fp16
+/// (its loss scaler), ZeRO-3 and offload keep the heuristic; a block parameter larger than
+/// the reduce bucket too (`zero::params`).
+fn zero_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
+    sharded_rank_expressible(spec, job)
+        && matches!(job.parallel.zero, 1 | 2)
+        && matches!(job.precision, Precision::Bf16Mixed | Precision::Fp32)
+        && job.optimizer != Optimizer::None
+        && job.peft.is_none()
+        && job.grad_accum <= 1
+}
+
+/// One rank of a sharded data-parallel group (FSDP2, ZeRO): every GPU a data-parallel rank
+/// (dp = gpus > 1, no model parallelism, no CPU offload), unquantized weights (4-bit
+/// `Params4bit` shard otherwise), a decoder-only model (its parameters in the decoder's order; an encoder's or a vision
+/// tower's wrapping is not written).
+fn sharded_rank_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     let p = &job.parallel;
     spec.encoder.is_none()
         && spec.vision.is_none()
-        && matches!(p.zero, 2 | 3)
         && p.tp <= 1
         && p.pp <= 1
         && p.cp <= 1
@@ -103,15 +131,6 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && p.dp == p.gpus
         && p.dp > 1
         && p.offload == crate::job::Offload::None
-        && job.peft.as_ref().is_none_or(|peft| {
-            peft.modules_to_save.is_empty()
-                && job.checkpointing == Checkpointing::None
-                && !matches!(
-                    job.precision,
-                    crate::job::Precision::Bf16 | crate::job::Precision::Fp16
-                )
-        })
-        && job.zero_grad == crate::job::ZeroGrad::None
         && crate::estimate::weights::weights_in_force(Some(spec), job).is_ok_and(|w| w.is_none())
 }
 
@@ -402,6 +421,7 @@ pub fn train_inputs<'a>(
     src: &Source<'a>,
     params: &'a [Param],
     fsdp: Option<&'a super::fsdp::Fsdp>,
+    zero: Option<&'a super::zero::Zero>,
 ) -> TrainInputs<'a> {
     let (spec, job, plan, events) = (src.spec, src.job, src.plan, src.events);
     let tokens = job.batch.saturating_mul(job.seq);
@@ -426,7 +446,8 @@ pub fn train_inputs<'a>(
         foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
         steps: STEPS,
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
-        keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros,
+        // DeepSpeed keeps its own gradient buffers: its engine's `zero_grad` sets them to None.
+        keep_grads: job.zero_grad == crate::job::ZeroGrad::Zeros && zero.is_none(),
         chunked_output: (job.loss == LossKernel::ChunkedOutput && spec.vocab_size > 0).then(|| {
             let c = ChunkedOutput::new(
                 job.batch,
@@ -443,8 +464,9 @@ pub fn train_inputs<'a>(
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),
-        ddp: job.parallel.dp > 1 && fsdp.is_none(),
+        ddp: job.parallel.dp > 1 && fsdp.is_none() && zero.is_none(),
         fsdp,
+        zero,
     }
 }
 

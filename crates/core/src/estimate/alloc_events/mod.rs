@@ -25,6 +25,8 @@ pub mod quant_load;
 pub mod replay;
 mod static_cache;
 mod train;
+pub mod zero;
+pub mod zero_walk;
 
 pub use chunked_loss::ChunkedOutput;
 pub use fused_ce::FusedCe;
@@ -292,12 +294,25 @@ pub(crate) fn events_into<S: Sink>(
     }
     if job.framework == crate::job::Framework::Fsdp {
         let (params, layout) = fsdp::params(inv, job)?;
-        train_into(sink, &inputs::train_inputs(&src, &params, Some(&layout)));
+        train_into(
+            sink,
+            &inputs::train_inputs(&src, &params, Some(&layout), None),
+        );
+        return Ok(true);
+    }
+    if job.framework == crate::job::Framework::Deepspeed {
+        let Some((params, layout)) = zero::params(inv, job)? else {
+            return Ok(false);
+        };
+        train_into(
+            sink,
+            &inputs::train_inputs(&src, &params, None, Some(&layout)),
+        );
         return Ok(true);
     }
     let format = crate::estimate::weights::weights_in_force(Some(spec), job)?;
     let params = inputs::params_quantized(inv, job, events.param_width, &format)?;
-    let inp = inputs::train_inputs(&src, &params, None);
+    let inp = inputs::train_inputs(&src, &params, None, None);
     train_into(sink, &inp);
     Ok(true)
 }

@@ -4,9 +4,15 @@
 //! and backward per micro-batch when gradients are accumulated, and `.grad` kept from step to
 //! step under `zero_grad(set_to_none=False)`.
 
+mod rank_hooks;
+
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::job::Checkpointing;
+use rank_hooks::{
+    fsdp_layer_post_backward, fsdp_post_forward, fsdp_pre, fsdp_root_post_backward, ready_order, zero_epilogue,
+    zero_keep_tape_grads, zero_layer_hooks, zero_side_hooks,
+};
 
 /// One parameter tensor as the step treats it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,6 +96,9 @@ pub struct TrainInputs<'a> {
     /// One rank of FSDP2 (`fsdp.rs`): the parameters are its shards, each unit gathered,
     /// resharded and its gradients reduce-scattered around its forward and backward.
     pub fsdp: Option<&'a super::fsdp::Fsdp>,
+    /// One rank of DeepSpeed ZeRO-1/2 (`zero.rs`): the parameters flattened into one buffer,
+    /// the gradients reduced through its bucket, the fp32 partition stepped.
+    pub zero: Option<&'a super::zero::Zero>,
 }
 
 /// Ids of what lives across phases.
@@ -111,6 +120,8 @@ struct Live {
     start: Vec<u32>,
     /// FSDP's buffers across phases.
     fsdp: super::fsdp::Live,
+    /// ZeRO's bucket and partition gradients across phases.
+    zero: super::zero::Live,
     /// Tensors the blocks' ctx attributes hold (`BlockEvents::held`), freed with the graph
     /// when the backward is done (HF Trainer's `training_step` drops the loss on return).
     graph_held: Vec<u32>,
@@ -165,17 +176,20 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     s.alloc(inp.workspace);
     s.phase(Phase::Load);
     let mut dynamic_code = false;
+    let mut loaded = Vec::with_capacity(inp.params.len());
     for p in inp.params {
         match p.quant {
             Some(q) => q.load_into(s, &mut dynamic_code),
-            None => {
-                s.alloc(p.bytes);
-            }
+            None => loaded.push(s.alloc(p.bytes)),
         }
     }
     // run_one.py empties the cache after the build; `from_pretrained` leaves no cached
     // garbage either (its temporaries are freed and the caller's loop reuses the blocks).
+    // DeepSpeed's ZeRO optimizer empties it too, then flattens the parameters.
     s.empty_cache();
+    if let Some(z) = inp.zero {
+        super::zero::init(s, z, &loaded);
+    }
     // DDP wraps the built model: the broadcast's buckets and the reducer's first bucket.
     let mut ddp_bucket = inp.ddp.then(|| super::ddp::construct(s, inp.params));
     let half = inp.plan.inputs / 2;
@@ -192,6 +206,7 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         by_layer,
         start,
         fsdp: inp.fsdp.map(super::fsdp::Live::new).unwrap_or_default(),
+        zero: Default::default(),
         graph_held: Vec::new(),
     };
     for step in 0..inp.steps {
@@ -226,24 +241,6 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
     }
 }
 
-/// The order the backward makes the parameters' gradients (DDP's rebuilt buckets follow it):
-/// the output side's (last first), the blocks' newest first (each block's last parameter
-/// first), the embeddings'.
-fn ready_order(inp: &TrainInputs, live: &Live) -> Vec<usize> {
-    let side = |emb: bool| {
-        (0..inp.params.len())
-            .rev()
-            .filter(move |&k| inp.params[k].layer.is_none() && inp.params[k].embedding == emb)
-    };
-    let mut out: Vec<usize> = side(false).collect();
-    for l in (0..live.start.len().saturating_sub(1)).rev() {
-        let (a, b) = (live.start[l] as usize, live.start[l + 1] as usize);
-        out.extend(live.by_layer[a..b].iter().rev().map(|&k| k as usize));
-    }
-    out.extend(side(true));
-    out
-}
-
 /// `zero_grad(set_to_none=True)`: every `.grad` released, in parameter order.
 fn release_grads<S: Sink>(s: &mut S, live: &mut Live) {
     for g in live.grads.iter_mut() {
@@ -255,58 +252,6 @@ fn release_grads<S: Sink>(s: &mut S, live: &mut Live) {
     }
     super::fsdp::zero_grad(s, &mut live.fsdp);
     live.accumulating = false;
-}
-
-/// FSDP's pre-forward (or pre-backward) of `unit`.
-fn fsdp_pre<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize, forward: bool) {
-    if let Some(f) = inp.fsdp {
-        super::fsdp::pre(s, f, &mut live.fsdp, unit, forward);
-    }
-}
-
-/// FSDP's post-forward of layer `unit` (resharded under FULL_SHARD).
-fn fsdp_post_forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize) {
-    if let Some(f) = inp.fsdp {
-        super::fsdp::post_forward(s, f, &mut live.fsdp, unit);
-    }
-}
-
-/// The backward's final callback under FSDP: the root's post-backward (its gradients, the
-/// output side's and the embeddings', reduce-scattered), a deferred first layer's, then the
-/// last reduce-scatter input released.
-fn fsdp_root_post_backward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
-    let Some(f) = inp.fsdp else {
-        return;
-    };
-    let mut grads = Vec::new();
-    for (k, p) in inp.params.iter().enumerate() {
-        if p.layer.is_none() {
-            grads.push(std::mem::replace(&mut live.grads[k], u32::MAX));
-        }
-    }
-    grads.push(std::mem::replace(&mut live.tied_head, u32::MAX));
-    super::fsdp::final_callback(s, f, &mut live.fsdp, &grads);
-}
-
-/// A layer's post-backward under FSDP: its unsharded gradients (the tape's and the stream's)
-/// reduce-scattered and freed.
-fn fsdp_layer_post_backward<S: Sink>(
-    s: &mut S,
-    inp: &TrainInputs,
-    live: &mut Live,
-    layer: usize,
-    tape: &[u32],
-) {
-    let Some(f) = inp.fsdp else {
-        return;
-    };
-    let mut grads = tape.to_vec();
-    let (a, b) = (live.start[layer] as usize, live.start[layer + 1] as usize);
-    for j in a..b {
-        let k = live.by_layer[j] as usize;
-        grads.push(std::mem::replace(&mut live.grads[k], u32::MAX));
-    }
-    super::fsdp::layer_post_backward(s, f, &mut live.fsdp, layer, grads);
 }
 
 /// What the forward leaves for the backward.
@@ -460,12 +405,14 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
         (_, _, Some(saved)) => fused_backward(s, inp, live, saved),
         _ => loss_and_head_backward(s, inp, fwd, live),
     };
+    zero_side_hooks(s, inp, live, false);
     s.free(fwd.head_copy);
     s.free(fwd.head_kept);
     s.free(fwd.last_hidden);
     blocks_backward(s, inp, fwd, live, &mut grad);
     s.free(fwd.mask);
     embedding_grads(s, inp, live);
+    zero_side_hooks(s, inp, live, true);
     if !inp.input_grad_kept {
         s.free(grad);
     }
@@ -477,6 +424,7 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     if inp.input_grad_kept {
         s.free(grad);
     }
+    zero_epilogue(s, inp, live);
 }
 
 /// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
@@ -665,14 +613,17 @@ fn blocks_backward<S: Sink>(
         };
         let sel = selective(inp);
         // FSDP takes every unsharded gradient at the post-backward: a later micro-batch's
-        // backward makes them afresh, as the first's does.
-        if live.accumulating && inp.fsdp.is_none() {
+        // backward makes them afresh, as the first's does; ZeRO-2's hooks take each at once.
+        let zero2 = inp.zero.is_some_and(|z| z.stage >= 2);
+        if (live.accumulating && inp.fsdp.is_none()) || zero2 {
             run_block(s, b, b.backward_under(sel, true), ids, false);
         } else {
             run_block(s, b, b.backward_under(sel, false), ids, false);
-            if inp.fsdp.is_none() {
-                live.tape_grads
-                    .extend(b.weight_grads.iter().map(|&w| ids.id(b, w)));
+            let tape: Vec<u32> = b.weight_grads.iter().map(|&w| ids.id(b, w)).collect();
+            if inp.zero.is_some() {
+                zero_keep_tape_grads(inp, live, i, &tape);
+            } else if inp.fsdp.is_none() {
+                live.tape_grads.extend(tape);
             }
         }
         if ckpt(inp) {
@@ -681,6 +632,7 @@ fn blocks_backward<S: Sink>(
             live.graph_held.extend(b.held.iter().map(|&h| ids.id(b, h)));
         }
         layer_grads(s, inp, live, i as u32, !b.weight_grads.is_empty());
+        zero_layer_hooks(s, inp, live, i);
         s.free(*grad);
         if ckpt(inp) {
             s.free(ids.input);
@@ -791,6 +743,11 @@ fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
 /// parameter, in order), then foreach Adam's sqrt list, released last tensor first (the list
 /// is destroyed back to front, as the H200 trace shows).
 fn optimizer<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+    if let Some(z) = inp.zero {
+        super::zero::step(s, z, &mut live.zero, !live.states_made);
+        live.states_made = true;
+        return;
+    }
     if !live.states_made {
         for p in inp.params.iter().filter(|p| p.grad > 0) {
             for &b in &p.states {

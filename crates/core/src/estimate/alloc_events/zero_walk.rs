@@ -1,0 +1,200 @@
+//! ZeRO-1/2's buffers as the walk (`simulate.rs`) charges them, read off the same hooks the
+//! stream runs (`zero.rs`) run on a byte meter: the bucket, each hook group's transient (the
+//! reduce's flattened copy, an oversized gradient held, `grads_in_partition` made) and the
+//! partition's gradients it leaves, the epilogue and the step.
+
+use super::zero::{self, Live, Zero};
+use super::{Param, Phase, Sink};
+use crate::error::CoreError;
+use crate::inventory::Inventory;
+use crate::job::ResolvedJob;
+
+/// Bytes live and their peak (a sink that keeps no events).
+#[derive(Debug, Default)]
+struct Meter {
+    bytes: Vec<u64>,
+    live: u64,
+    peak: u64,
+}
+
+impl Meter {
+    /// The peak from now on is measured from what is live now.
+    fn mark(&mut self) -> u64 {
+        self.peak = self.live;
+        self.live
+    }
+}
+
+impl Sink for Meter {
+    fn alloc(&mut self, bytes: u64) -> u32 {
+        self.bytes.push(bytes);
+        self.live += bytes;
+        self.peak = self.peak.max(self.live);
+        self.bytes.len() as u32 - 1
+    }
+
+    fn alloc_at(&mut self, id: u32, bytes: u64) {
+        if let Some(b) = self.bytes.get_mut(id as usize).filter(|b| **b == 0) {
+            *b = bytes;
+            self.live += bytes;
+            self.peak = self.peak.max(self.live);
+        }
+    }
+
+    fn free(&mut self, id: u32) {
+        if let Some(b) = self.bytes.get_mut(id as usize) {
+            self.live -= std::mem::take(b);
+        }
+    }
+
+    fn reserve(&mut self, n: usize) -> u32 {
+        let base = self.bytes.len() as u32;
+        self.bytes.extend(std::iter::repeat_n(0, n));
+        base
+    }
+
+    fn phase(&mut self, _: Phase) {}
+    fn empty_cache(&mut self) {}
+    fn stream(&mut self, _: u64) {}
+}
+
+/// One group of hooks as the walk sees it: the most it adds over what was live before it
+/// (its gradients made just before it included), and ZeRO's gradient bytes held after it
+/// (`grads_in_partition`, an oversized gradient waiting; the bucket apart).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Group {
+    pub transient: u64,
+    pub held: u64,
+}
+
+/// What the walk charges for one ZeRO rank.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalkBuffers {
+    pub stage: u8,
+    /// The IPG bucket, from the first hook (the head's) to the epilogue.
+    pub ipg: u64,
+    /// Gradients outside the blocks (16-bit, whole): the output side's, the tied matrix's
+    /// (made at the head, summed at the embeddings), the other embeddings'.
+    pub head_grads: u64,
+    pub tied_grads: u64,
+    pub embedding_grads: u64,
+    /// Stage 2's hook groups: the output side, each layer, the embeddings.
+    pub head: Group,
+    pub layers: Vec<Group>,
+    pub embedding: Group,
+    /// The epilogue (stage 1: every gradient, kept by the walk, reduced through the bucket).
+    pub epilogue: Group,
+    /// The step's most over the partition's gradients (steady state: the states made).
+    pub step: u64,
+}
+
+impl WalkBuffers {
+    /// The figures for `params` laid out by `z` (`tied`: the first embedding is the head).
+    pub fn of(params: &[Param], z: &Zero, tied: bool) -> Self {
+        let side = |emb: bool| -> Vec<usize> {
+            (0..params.len())
+                .rev()
+                .filter(|&k| params[k].layer.is_none() && params[k].embedding == emb)
+                .collect()
+        };
+        let first_emb = params.iter().position(|p| p.embedding && p.layer.is_none());
+        let sum = |ks: &[usize]| ks.iter().map(|&k| params[k].grad).sum::<u64>();
+        let tied_grads = first_emb.filter(|_| tied).map_or(0, |k| params[k].grad);
+        let (mut m, mut live) = (Meter::default(), Live::default());
+        zero::setup(&mut m, z, &mut live);
+        let ipg = m.live;
+        let group = |m: &mut Meter, live: &mut Live, ks: &[usize]| {
+            let before = m.mark();
+            if z.stage >= 2 {
+                // A block's tape gradients are freed at their nodes before its hooks run.
+                let ids: Vec<u32> = ks
+                    .iter()
+                    .map(|&k| match params[k].tape_grad {
+                        true => u32::MAX,
+                        false => m.alloc(params[k].grad),
+                    })
+                    .collect();
+                for (&k, g) in ks.iter().zip(ids) {
+                    zero::hook(m, z, live, k, g);
+                }
+            }
+            // Marked only where a reduce adds more than the gradients the hooks took.
+            let made: u64 = ks
+                .iter()
+                .filter(|&&k| !params[k].tape_grad)
+                .map(|&k| params[k].grad)
+                .sum();
+            let over = m.peak - before;
+            Group {
+                transient: if over > made { over } else { 0 },
+                held: m.live - ipg,
+            }
+        };
+        let head = group(&mut m, &mut live, &side(false));
+        let layer_count = params
+            .iter()
+            .filter_map(|p| p.layer)
+            .max()
+            .map_or(0, |l| l + 1);
+        let mut layers = vec![Group::default(); layer_count as usize];
+        for l in (0..layer_count).rev() {
+            let ks: Vec<usize> = (0..params.len())
+                .rev()
+                .filter(|&k| params[k].layer == Some(l))
+                .collect();
+            layers[l as usize] = group(&mut m, &mut live, &ks);
+        }
+        let embedding = group(&mut m, &mut live, &side(true));
+        let grads: Vec<u32> = if z.stage < 2 {
+            params.iter().map(|p| m.alloc(p.grad)).collect()
+        } else {
+            Vec::new()
+        };
+        let before = m.mark();
+        zero::reduce_gradients(&mut m, z, &mut live, &grads);
+        zero::epilogue(&mut m, z, &mut live);
+        let epilogue = Group {
+            transient: m.peak - before,
+            held: m.live,
+        };
+        let before = m.mark();
+        zero::step(&mut m, z, &mut live, false);
+        WalkBuffers {
+            stage: z.stage,
+            ipg,
+            head_grads: sum(&side(false)),
+            tied_grads,
+            embedding_grads: sum(&side(true)) - tied_grads,
+            head,
+            layers,
+            embedding,
+            epilogue,
+            step: m.peak - before,
+        }
+    }
+
+    /// Stage 2 (the gradients go through the bucket as they are made).
+    pub fn partitions_gradients(&self) -> bool {
+        self.stage >= 2
+    }
+
+    /// Layer `i`'s group (empty past the end).
+    pub fn layer(&self, i: usize) -> Group {
+        self.layers.get(i).copied().unwrap_or_default()
+    }
+}
+
+/// The walk's ZeRO figures for a job the stream writes as ZeRO-1/2 (`inputs::expressible`
+/// and [`zero::params`]), or `None` (the heuristic's `comm_buffers` then stand).
+pub fn walk_buffers(
+    inv: Option<&Inventory>,
+    job: &ResolvedJob,
+    covered: bool,
+    tied: bool,
+) -> Result<Option<WalkBuffers>, CoreError> {
+    let Some(inv) = inv.filter(|_| covered && job.framework == crate::job::Framework::Deepspeed)
+    else {
+        return Ok(None);
+    };
+    Ok(zero::params(inv, job)?.map(|(p, z)| WalkBuffers::of(&p, &z, tied)))
+}

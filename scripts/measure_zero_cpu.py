@@ -1,0 +1,73 @@
+"""One rank of DeepSpeed ZeRO-1/2 on the CPU (`DS_ACCELERATOR=cpu`, gloo, world size 2):
+the two-block Llama of crates/core/tests/zero_stream.rs (hidden 250, 5 heads of 50, MLP 768,
+vocabulary 8192, untied), `bf16.enabled` or fp32, torch's AdamW (foreach) handed to
+`deepspeed.initialize`, b1 x 40, `engine.backward` / `engine.step`. Rank 0's allocations and
+frees of at least FLOOR bytes (profiler, `profile_memory=True`), in order: while
+`deepspeed.initialize` builds the ZeRO optimizer ("init"), and over the third step's forward
++ backward ("backward") and `engine.step()` ("step").
+
+    DS_ACCELERATOR=cpu PYTHON scripts/measure_zero_cpu.py STAGE bf16|fp32 OUT.json
+
+PYTHON: a venv with torch 2.15.0 and transformers 5.24.0 (/work/mvenv) and deepspeed 0.19.8
+(`pip install --no-deps --no-build-isolation deepspeed==0.19.8` with hjson, ninja,
+py-cpuinfo, msgpack, einops)."""
+import json, os, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_allocations import allocation_events  # noqa: E402
+
+FLOOR = 131072
+
+
+def profiled(fn):
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+    with prof:
+        out = fn()
+    return out, [d for d in allocation_events(prof) if abs(d) >= FLOOR]
+
+
+def run(rank, stage, bf16, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29541", RANK=str(rank), WORLD_SIZE="2",
+                      LOCAL_RANK=str(rank), DS_ACCELERATOR="cpu")
+    import deepspeed
+    import importlib
+    from transformers import LlamaConfig, LlamaForCausalLM
+    # The CPU accelerator's shared-memory all-reduce is a JIT-built C++ op (ninja, a compiler):
+    # gloo's all-reduce does the same work without it.
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+    deepspeed.init_distributed(dist_backend="gloo")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=250, intermediate_size=768, num_hidden_layers=2, num_attention_heads=5,
+                      num_key_value_heads=5, head_dim=50, vocab_size=8192, max_position_embeddings=4096,
+                      tie_word_embeddings=False, attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg)
+    if bf16:
+        model = model.to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+              "zero_optimization": {"stage": stage}, "bf16": {"enabled": bf16}, "steps_per_print": 10**9}
+    (engine, *_), init = profiled(lambda: deepspeed.initialize(model=model, optimizer=opt, config=config))
+    ids = torch.randint(0, 8192, (1, 40))
+    record = {"deepspeed": deepspeed.__version__, "torch": torch.__version__, "stage": stage, "bf16": bf16,
+              "floor": FLOOR, "init": init}
+    for step in range(3):
+        def fwd_bwd():
+            loss = engine(input_ids=ids, labels=ids).loss
+            engine.backward(loss)
+        if step == 2:
+            _, record["backward"] = profiled(fwd_bwd)
+            _, record["step"] = profiled(engine.step)
+        else:
+            fwd_bwd()
+            engine.step()
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(record, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2] == "bf16", sys.argv[3]), nprocs=2)

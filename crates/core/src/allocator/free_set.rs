@@ -27,6 +27,16 @@ fn position(g: &[(u64, u32)], addr: u64) -> usize {
     }
 }
 
+/// Slots of [`FreeSet::find`]'s table of groups found last.
+const HINT_SLOTS: usize = 16;
+
+/// A size's slot in that table: the size in 512-byte units (every rounded size is a multiple
+/// of 512), hashed by a Fibonacci multiply, its top 4 bits.
+#[inline]
+fn hint_slot(size: u64) -> usize {
+    ((size >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize
+}
+
 /// Empty groups kept at most (beyond it, and beyond the non-empty ones, they are dropped).
 const EMPTY_KEPT: usize = 16;
 
@@ -44,8 +54,9 @@ pub(crate) struct FreeSet {
     len: usize,
     /// Empty groups.
     empty: usize,
-    /// The group [`FreeSet::find`] found last (checked before it is used).
-    hint: usize,
+    /// Per slot of a size's hash, the group [`FreeSet::find`] found last for a size of that
+    /// slot (checked before it is used).
+    hints: [u32; HINT_SLOTS],
     /// The buffers of dropped groups, for the next new sizes (no heap allocation per size:
     /// a step's split remainders come and go in dozens of sizes).
     spare: Vec<Vec<(u64, u32)>>,
@@ -62,15 +73,24 @@ impl FreeSet {
         self.len
     }
 
-    /// The group of `size`, or where it would go. The group last found is tried first (a
-    /// step frees and takes runs of one size: a layer's gradients, a list's tensors); the
-    /// sizes are distinct, so a match there is the answer the search would give.
+    /// The group of `size`, or where it would go. The group found last for a size of its
+    /// slot in a small table (16 slots by a hash of the size) is tried first: a step frees
+    /// and takes a few sizes over and over (a layer's tensors, a list's), and the sizes are
+    /// distinct, so a match there is the answer the search would give. A slot that names a
+    /// moved or dropped group matches nothing and the search runs.
     #[inline]
     fn find(&self, size: u64) -> Result<usize, usize> {
-        if self.sizes.get(self.hint) == Some(&size) {
-            return Ok(self.hint);
+        let g = self.hints[hint_slot(size)] as usize;
+        if self.sizes.get(g) == Some(&size) {
+            return Ok(g);
         }
         self.sizes.binary_search(&size)
+    }
+
+    /// Remembers group `g` as the one of `size` (for [`FreeSet::find`]).
+    #[inline]
+    fn found(&mut self, size: u64, g: usize) {
+        self.hints[hint_slot(size)] = g as u32;
     }
 
     #[inline]
@@ -80,7 +100,7 @@ impl FreeSet {
         self.len += 1;
         match self.find(size) {
             Ok(g) => {
-                self.hint = g;
+                self.found(size, g);
                 let v = &mut self.groups[g];
                 if v.is_empty() {
                     self.empty -= 1;
@@ -116,7 +136,7 @@ impl FreeSet {
         let Ok(g) = self.find(size) else {
             return false;
         };
-        self.hint = g;
+        self.found(size, g);
         let v = &mut self.groups[g];
         let at = position(v, addr);
         if v.get(at) != Some(&(addr, i)) {

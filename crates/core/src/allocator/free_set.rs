@@ -6,8 +6,8 @@
 //! The grouping is for speed alone (the order it gives is exactly `(size, address)`): a
 //! training step's large pool holds hundreds of free blocks of about ten sizes (the pieces
 //! of segments shared by same-shaped tensors; BENCHMARKS.md), so a best-fit lookup is a
-//! binary search of a few dozen sizes in one contiguous array (after a look at the size found
-//! last) and takes one group's last
+//! binary search of a few dozen sizes in one contiguous array (after a look at the group
+//! found last for a size of its hash slot, `FreeSet::find`) and takes one group's last
 //! element, where a set of `(size, address)` keys descends a tree of hundreds twice (find,
 //! then remove). The sizes sit apart from their groups (two parallel arrays) so the search
 //! reads nothing else; an emptied group is kept for the next block of its size (a size freed

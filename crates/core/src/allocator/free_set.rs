@@ -6,7 +6,8 @@
 //! The grouping is for speed alone (the order it gives is exactly `(size, address)`): a
 //! training step's large pool holds hundreds of free blocks of about ten sizes (the pieces
 //! of segments shared by same-shaped tensors; BENCHMARKS.md), so a best-fit lookup is a
-//! binary search of a few dozen sizes in one contiguous array and takes one group's last
+//! binary search of a few dozen sizes in one contiguous array (after a look at the group
+//! found last for a size of its hash slot, `FreeSet::find`) and takes one group's last
 //! element, where a set of `(size, address)` keys descends a tree of hundreds twice (find,
 //! then remove). The sizes sit apart from their groups (two parallel arrays) so the search
 //! reads nothing else; an emptied group is kept for the next block of its size (a size freed
@@ -26,6 +27,16 @@ fn position(g: &[(u64, u32)], addr: u64) -> usize {
     }
 }
 
+/// Slots of [`FreeSet::find`]'s table of groups found last.
+const HINT_SLOTS: usize = 16;
+
+/// A size's slot in that table: the size in 512-byte units (every rounded size is a multiple
+/// of 512), hashed by a Fibonacci multiply, its top 4 bits.
+#[inline]
+fn hint_slot(size: u64) -> usize {
+    ((size >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize
+}
+
 /// Empty groups kept at most (beyond it, and beyond the non-empty ones, they are dropped).
 const EMPTY_KEPT: usize = 16;
 
@@ -43,6 +54,9 @@ pub(crate) struct FreeSet {
     len: usize,
     /// Empty groups.
     empty: usize,
+    /// Per slot of a size's hash, the group [`FreeSet::find`] found last for a size of that
+    /// slot (checked before it is used).
+    hints: [u32; HINT_SLOTS],
     /// The buffers of dropped groups, for the next new sizes (no heap allocation per size:
     /// a step's split remainders come and go in dozens of sizes).
     spare: Vec<Vec<(u64, u32)>>,
@@ -59,10 +73,24 @@ impl FreeSet {
         self.len
     }
 
-    /// The group of `size`, or where it would go.
+    /// The group of `size`, or where it would go. The group found last for a size of its
+    /// slot in a small table (16 slots by a hash of the size) is tried first: a step frees
+    /// and takes a few sizes over and over (a layer's tensors, a list's), and the sizes are
+    /// distinct, so a match there is the answer the search would give. A slot that names a
+    /// moved or dropped group matches nothing and the search runs.
     #[inline]
     fn find(&self, size: u64) -> Result<usize, usize> {
+        let g = self.hints[hint_slot(size)] as usize;
+        if self.sizes.get(g) == Some(&size) {
+            return Ok(g);
+        }
         self.sizes.binary_search(&size)
+    }
+
+    /// Remembers group `g` as the one of `size` (for [`FreeSet::find`]).
+    #[inline]
+    fn found(&mut self, size: u64, g: usize) {
+        self.hints[hint_slot(size)] = g as u32;
     }
 
     #[inline]
@@ -72,12 +100,18 @@ impl FreeSet {
         self.len += 1;
         match self.find(size) {
             Ok(g) => {
+                self.found(size, g);
                 let v = &mut self.groups[g];
                 if v.is_empty() {
                     self.empty -= 1;
                 }
                 let at = position(v, addr);
-                v.insert(at, (addr, i));
+                // The lowest address goes last: a push, no shift (nor a call to shift nothing).
+                if at == v.len() {
+                    v.push((addr, i));
+                } else {
+                    v.insert(at, (addr, i));
+                }
             }
             Err(g) => {
                 let mut v = self.spare.pop().unwrap_or_default();
@@ -89,6 +123,7 @@ impl FreeSet {
     }
 
     /// Removes `key`; whether it was there.
+    #[inline]
     pub fn remove(&mut self, key: &Key) -> bool {
         let removed = self.remove_key(key);
         #[cfg(test)]
@@ -96,22 +131,29 @@ impl FreeSet {
         removed
     }
 
+    #[inline]
     fn remove_key(&mut self, &(size, addr, i): &Key) -> bool {
         let Ok(g) = self.find(size) else {
             return false;
         };
+        self.found(size, g);
         let v = &mut self.groups[g];
         let at = position(v, addr);
         if v.get(at) != Some(&(addr, i)) {
             return false;
         }
-        v.remove(at);
+        if at + 1 == v.len() {
+            v.pop();
+        } else {
+            v.remove(at);
+        }
         self.emptied(g);
         true
     }
 
     /// Book-keeping after a block left group `g`: the count, and the empty groups dropped
     /// once they are many and outnumber the rest.
+    #[inline]
     fn emptied(&mut self, g: usize) {
         self.len -= 1;
         if !self.groups[g].is_empty() {
@@ -119,19 +161,25 @@ impl FreeSet {
         }
         self.empty += 1;
         if self.empty > EMPTY_KEPT && 2 * self.empty > self.groups.len() {
-            let mut kept = 0;
-            for k in 0..self.groups.len() {
-                if !self.groups[k].is_empty() {
-                    self.sizes.swap(kept, k);
-                    self.groups.swap(kept, k);
-                    kept += 1;
-                }
-            }
-            self.sizes.truncate(kept);
-            let room = SPARE_KEPT.saturating_sub(self.spare.len());
-            self.spare.extend(self.groups.drain(kept..).take(room));
-            self.empty = 0;
+            self.drop_empty_groups();
         }
+    }
+
+    /// The empty groups dropped (their buffers kept as spares), the rest in order.
+    #[cold]
+    fn drop_empty_groups(&mut self) {
+        let mut kept = 0;
+        for k in 0..self.groups.len() {
+            if !self.groups[k].is_empty() {
+                self.sizes.swap(kept, k);
+                self.groups.swap(kept, k);
+                kept += 1;
+            }
+        }
+        self.sizes.truncate(kept);
+        let room = SPARE_KEPT.saturating_sub(self.spare.len());
+        self.spare.extend(self.groups.drain(kept..).take(room));
+        self.empty = 0;
     }
 
     pub fn contains(&self, &(size, addr, i): &Key) -> bool {
@@ -239,6 +287,24 @@ mod tests {
         set.insert((512 * 3, 8, 99));
         assert_eq!(set.first_at_least(512), Some((512 * 3, 8, 99)));
         assert_eq!(set.iter().count(), 3);
+    }
+
+    /// The group found last is checked before it is used: a new smaller size inserted ahead
+    /// of it shifts the groups by one (1 KiB's goes in at 0, 2 KiB's moves from 0 to 1), and
+    /// a lookup of 2 KiB must still reach 2 KiB's group. Blocks: 2 KiB at 8 KiB and 4 KiB,
+    /// then 1 KiB at 0. Removing the 2 KiB block at 8 KiB succeeds once; the smallest block of
+    /// at least 1.5 KiB is then the other 2 KiB block (4 KiB), of at least 512 B the 1 KiB one.
+    #[test]
+    fn the_group_found_last_is_checked_before_use() {
+        let mut set = FreeSet::default();
+        set.insert((2048, 8192, 1));
+        set.insert((2048, 4096, 2));
+        set.insert((1024, 0, 3));
+        assert!(set.remove(&(2048, 8192, 1)));
+        assert!(!set.remove(&(2048, 8192, 1)));
+        assert_eq!(set.first_at_least(1536), Some((2048, 4096, 2)));
+        assert_eq!(set.first_at_least(512), Some((1024, 0, 3)));
+        assert!(set.contains(&(2048, 4096, 2)));
     }
 
     proptest! {

@@ -93,7 +93,7 @@ impl Allocator {
         }
         let set = &self.streams[req.slot].free[pool];
         let (group, first) = set.first_at_least_in(req.size)?;
-        let best = if self.arena.get(first.2).expandable != NIL {
+        let best = if self.settings.expandable && self.arena.get(first.2).expandable != NIL {
             self.best_expandable(req.slot, pool, first)
         } else {
             first

@@ -327,12 +327,16 @@ impl Allocator {
     }
 
     /// The stream's pools, created (in stream order) on first use.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, stream: u64) -> usize {
         // One stream is the common case (the estimate's): no search.
         if self.streams.first().is_some_and(|p| p.stream == stream) {
             return 0;
         }
+        self.slot_searched(stream)
+    }
+
+    fn slot_searched(&mut self, stream: u64) -> usize {
         match self.streams.binary_search_by_key(&stream, |p| p.stream) {
             Ok(i) => i,
             Err(i) => {
@@ -348,7 +352,7 @@ impl Allocator {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn slot_of(&self, stream: u64) -> usize {
         if self.streams.first().is_some_and(|p| p.stream == stream) {
             return 0;

@@ -86,6 +86,7 @@ impl Allocator {
     }
 
     /// `free_block`: merges with the previous then the next block, back into the pool.
+    #[inline]
     pub(crate) fn free_block(&mut self, i: u32) {
         let (prev, next) = {
             let b = self.arena.get(i);
@@ -98,6 +99,7 @@ impl Allocator {
 
     /// `try_merge_blocks`: `src` (a neighbour of `dst`) is absorbed when it is free and mapped
     /// alike; `dst` must be out of every set. Returns the bytes absorbed.
+    #[inline]
     pub(crate) fn try_merge(&mut self, dst: u32, src: u32) -> u64 {
         if src == NIL {
             return 0;
@@ -106,27 +108,35 @@ impl Allocator {
         if s.allocated || s.mapped != d.mapped {
             return 0;
         }
-        if s.mapped {
+        self.merge(dst, src)
+    }
+
+    /// The merge itself: `src` out of its set, its range and links given to `dst`.
+    fn merge(&mut self, dst: u32, src: u32) -> u64 {
+        if self.arena.get(src).mapped {
             self.remove_free(src);
         } else {
             self.remove_unmapped(src);
         }
-        let s = self.arena.get(src).clone();
-        if self.arena.get(dst).prev == src {
-            let d = self.arena.get_mut(dst);
-            d.addr = s.addr;
-            d.prev = s.prev;
-            if s.prev != NIL {
-                self.arena.get_mut(s.prev).next = dst;
+        let (addr, size, prev, next) = {
+            let s = self.arena.get(src);
+            (s.addr, s.size, s.prev, s.next)
+        };
+        let d = self.arena.get_mut(dst);
+        d.size += size;
+        if d.prev == src {
+            d.addr = addr;
+            d.prev = prev;
+            if prev != NIL {
+                self.arena.get_mut(prev).next = dst;
             }
         } else {
-            self.arena.get_mut(dst).next = s.next;
-            if s.next != NIL {
-                self.arena.get_mut(s.next).prev = dst;
+            d.next = next;
+            if next != NIL {
+                self.arena.get_mut(next).prev = dst;
             }
         }
-        self.arena.get_mut(dst).size += s.size;
         self.arena.remove(src);
-        s.size
+        size
     }
 }

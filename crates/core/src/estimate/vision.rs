@@ -69,7 +69,7 @@ pub fn image_cost(v: &Vision, job: &ResolvedJob) -> Result<ImageCost, CoreError>
 
 /// Whether any of the tower's weights train: not frozen, and in a PEFT job only when a LoRA
 /// target reaches into the tower.
-fn tower_trains(v: &Vision, job: &ResolvedJob) -> bool {
+pub(super) fn tower_trains(v: &Vision, job: &ResolvedJob) -> bool {
     if job.task != Task::Train || job.freeze.contains(&Part::Vision) {
         return false;
     }
@@ -112,7 +112,7 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
 
 /// The tower as a stack of pre-norm blocks the block programs can run: its width, one layer
 /// of its shape (`plain` attention with biases; the MLP as the config names it).
-fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
+pub(super) fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
     let t = &v.tower;
     let norm = Norm {
         kind: t.norm,
@@ -184,30 +184,8 @@ pub fn tower_forward(
         .saturating_mul(cost.tower_images);
     let trains = tower_trains(v, job);
     let tspec = tower_spec(spec, v);
-    let lora = job
-        .peft
-        .as_ref()
-        .filter(|_| trains)
-        .map(super::blocks::Lora::of);
     let (batch, seq, mask) = joined_sequence(v, job, n, cost, num);
-    let ctx = BlockCtx {
-        spec: &tspec,
-        batch,
-        seq,
-        kv_seq: seq,
-        num,
-        kernel: job.attention,
-        attn_dropout: 0.0,
-        hidden_dropout: 0.0,
-        causal: false,
-        no_grad: !trains,
-        python_holds: !trains
-            && job.task == crate::job::Task::Infer
-            && job.framework == crate::job::Framework::Pytorch,
-        lora,
-        dequant: None,
-        part: Part::Vision,
-    };
+    let ctx = tower_ctx(&tspec, job, num, (batch, seq), trains);
     if let TowerKind::Mllama { .. } = v.tower.kind {
         let proj_trains = trains || projector_trains(job);
         let layer = &tspec.decoder.layers[0];
@@ -255,10 +233,44 @@ pub fn tower_forward(
     })
 }
 
+/// The tower's blocks' context: the tower's width over `(batch, seq)` (images, patches per
+/// image, or Pixtral's joined sequence), bidirectional, no dropout, under `no_grad` when the
+/// tower is frozen; LoRA where a target reaches into a training tower.
+pub(super) fn tower_ctx<'a>(
+    tspec: &'a ModelSpec,
+    job: &'a ResolvedJob,
+    num: Numerics,
+    (batch, seq): (u64, u64),
+    trains: bool,
+) -> BlockCtx<'a> {
+    BlockCtx {
+        spec: tspec,
+        batch,
+        seq,
+        kv_seq: seq,
+        num,
+        kernel: job.attention,
+        attn_dropout: 0.0,
+        hidden_dropout: 0.0,
+        causal: false,
+        no_grad: !trains,
+        python_holds: !trains
+            && job.task == crate::job::Task::Infer
+            && job.framework == crate::job::Framework::Pytorch,
+        lora: job
+            .peft
+            .as_ref()
+            .filter(|_| trains)
+            .map(super::blocks::Lora::of),
+        dequant: None,
+        part: Part::Vision,
+    }
+}
+
 /// The projector's kept bytes and its top: Qwen's patch merger through its own tape (it frees
 /// the tower's last stream when it trains), any other projector's output as kept
 /// (`projector_kept`). `stream_in` is the tower's last residual stream.
-fn projector_memory(
+pub(super) fn projector_memory(
     v: &Vision,
     ctx: BlockCtx,
     stream_in: u64,
@@ -416,7 +428,7 @@ pub fn pixel_input_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, Cor
 /// weight — saved when the weight trains. Qwen's rotary tables, `cos` and `sin` of
 /// `[patches, head_dim]` in fp32 (`Qwen2VLVisionRotaryEmbedding.forward`), are made once
 /// and saved by every block's rotary multiplies.
-fn tower_inputs(
+pub(super) fn tower_inputs(
     v: &Vision,
     images: u64,
     cost: ImageCost,
@@ -470,7 +482,7 @@ fn clip_pre_norm(v: &Vision, images: u64, cost: ImageCost, num: Numerics) -> u64
     round_size(rows.saturating_mul(v.tower.hidden) * num.param) + 2 * round_size(rows * 4)
 }
 
-fn projector_trains(job: &ResolvedJob) -> bool {
+pub(super) fn projector_trains(job: &ResolvedJob) -> bool {
     job.task == Task::Train && job.peft.is_none() && !job.freeze.contains(&Part::Projector)
 }
 

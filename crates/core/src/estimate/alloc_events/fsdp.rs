@@ -139,6 +139,7 @@ pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), 
             states: crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?,
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
             quant: None,
+            part: t.part,
         });
         let u = &mut units[t.layer.map_or(layers, |l| l as usize)];
         u.params.push(k);

@@ -7,6 +7,7 @@
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::job::Checkpointing;
+use crate::vision::Part;
 
 /// One parameter tensor as the step treats it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,6 +27,16 @@ pub struct Param {
     pub tape_grad: bool,
     /// A bitsandbytes 4-bit weight: loaded as `quant_load.rs` writes it (`bytes` unused).
     pub quant: Option<super::quant_load::QuantLoad>,
+    /// The model component it belongs to (a VLM's vision tower and projector: their
+    /// gradients are made by the tower's backward, `tower.rs`, not the text model's).
+    pub part: Part,
+}
+
+impl Param {
+    /// The text model's embeddings, final norm or head (outside its blocks).
+    pub fn text_outside(&self) -> bool {
+        self.layer.is_none() && self.part == Part::Language
+    }
 }
 
 /// The loss's tensors (`stages.rs` `loss`, transformers `ForCausalLMLoss`).
@@ -229,7 +240,7 @@ fn ready_order(inp: &TrainInputs, live: &Live) -> Vec<usize> {
     let side = |emb: bool| {
         (0..inp.params.len())
             .rev()
-            .filter(move |&k| inp.params[k].layer.is_none() && inp.params[k].embedding == emb)
+            .filter(move |&k| inp.params[k].text_outside() && inp.params[k].embedding == emb)
     };
     let mut out: Vec<usize> = side(false).collect();
     for l in (0..live.start.len().saturating_sub(1)).rev() {
@@ -303,6 +314,8 @@ fn fsdp_layer_post_backward<S: Sink>(
 struct Fwd {
     embedding_out: u32,
     embedding_extra: u32,
+    /// A VLM's tower (`tower.rs`).
+    tower: Option<super::tower::TowerFwd>,
     /// Eager attention's masks (freed after the blocks, or under checkpointing after their
     /// backward).
     mask: u32,
@@ -336,14 +349,29 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         fsdp_pre(s, inp, live, f.root(), true);
     }
     let e = &plan.embedding;
-    let embedding_out = s.alloc(inp.hidden);
+    let mut embedding_out = s.alloc(inp.hidden);
+    // A VLM's text embeddings, then its tower, projector and merge (`tower.rs`).
+    let image = inp.events.tower.as_ref().map(|t| {
+        let extra = s.alloc(e.kept.saturating_sub(inp.hidden + t.walk_kept));
+        let top = s.alloc(t.embedding_transient);
+        s.free(top);
+        let (f, merged) = super::tower::forward(s, t, embedding_out, inp.hidden);
+        embedding_out = merged;
+        (f, extra)
+    });
     // Eager attention's masks (`activations::eager_masks`), before the rotary cos/sin.
     let pattern = s.alloc(plan.masks.pattern * u64::from(plan.masks.bytes > 0));
     let mask = s.alloc(plan.masks.bytes);
     s.free(pattern);
-    let embedding_extra = s.alloc(e.kept.saturating_sub(inp.hidden));
-    let t = s.alloc(e.peak.saturating_sub(e.kept));
-    s.free(t);
+    let (tower, embedding_extra) = match image {
+        Some((f, extra)) => (Some(f), extra),
+        None => {
+            let extra = s.alloc(e.kept.saturating_sub(inp.hidden));
+            let t = s.alloc(e.peak.saturating_sub(e.kept));
+            s.free(t);
+            (None, extra)
+        }
+    };
     let mut input = embedding_out;
     let mut blocks = Vec::with_capacity(inp.events.layer_block.len());
     let mut cached = Vec::new();
@@ -394,13 +422,14 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
     } else {
         standard_loss_forward(s, &inp.loss, &mut live.fsdp)
     };
-    for c in cached {
-        s.free(c);
+    for c in cached.iter().chain(tower.iter().flat_map(|t| &t.cached)) {
+        s.free(*c);
     }
     super::fsdp::release_held(s, &mut live.fsdp);
     Fwd {
         embedding_out,
         embedding_extra,
+        tower,
         mask,
         blocks,
         head_kept,
@@ -455,12 +484,50 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     s.free(fwd.last_hidden);
     blocks_backward(s, inp, fwd, live, &mut grad);
     s.free(fwd.mask);
+    if let (Some(t), Some(f)) = (&inp.events.tower, &fwd.tower) {
+        grad = tower_backward(s, inp, live, (t, f), grad);
+    }
     embedding_grads(s, inp, live);
     s.free(grad);
     s.free(fwd.embedding_extra);
     s.free(fwd.embedding_out);
     for h in std::mem::take(&mut live.graph_held) {
         s.free(h);
+    }
+}
+
+/// A VLM's image branch backward (`tower.rs`), between the decoder's and the text
+/// embeddings': the merge's two gradients, the projector's (its weight gradients), the
+/// tower's blocks and then its other weights' gradients (norms, embeddings: the ones no
+/// block's tape made), each part newest tensor first. Returns the text embeddings' gradient.
+fn tower_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    (t, f): (&super::plan_events::TowerEvents, &super::tower::TowerFwd),
+    grad: u32,
+) -> u32 {
+    let (text, image) = super::tower::merge_backward(s, t, f, grad, inp.hidden);
+    if image == u32::MAX {
+        return text;
+    }
+    let out = super::tower::projector_backward(s, t, f, image);
+    part_grads(s, inp, live, Part::Projector, false);
+    if t.trains {
+        let accumulating = live.accumulating;
+        super::tower::blocks_backward(s, t, f, out, accumulating, &mut live.tape_grads);
+        part_grads(s, inp, live, Part::Vision, !t.block.weight_grads.is_empty());
+    }
+    text
+}
+
+/// The gradients of `part`'s parameters, last first, but those its blocks' tapes made
+/// (`taped`: the blocks record their linears' weight gradients).
+fn part_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, part: Part, taped: bool) {
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if p.part == part && !(taped && p.tape_grad) {
+            grad_of(s, live, k, p.grad);
+        }
     }
 }
 
@@ -543,7 +610,7 @@ fn head_param(inp: &TrainInputs) -> Option<usize> {
     inp.params
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.layer.is_none() && !p.embedding)
+        .filter(|(_, p)| p.text_outside() && !p.embedding)
         .max_by_key(|(_, p)| p.bytes)
         .map(|(k, _)| k)
 }
@@ -562,7 +629,7 @@ fn fused_backward<S: Sink>(
     super::fused_ce::backward(s);
     let head = if inp.tied { None } else { head_param(inp) };
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if p.layer.is_some() || p.embedding {
+        if !p.text_outside() || p.embedding {
             continue;
         }
         if Some(k) != head {
@@ -686,7 +753,7 @@ fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, mad
     // 16-bit gradient exists already (the chunked output's summed buffer).
     let cast = made.unwrap_or_else(|| s.alloc(inp.plan.head.weight_copies));
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if p.layer.is_none() && !p.embedding {
+        if p.text_outside() && !p.embedding {
             grad_of(s, live, k, p.grad);
         }
     }
@@ -702,7 +769,7 @@ fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, mad
 fn first_embedding(inp: &TrainInputs) -> Option<usize> {
     inp.params
         .iter()
-        .position(|p| p.embedding && p.layer.is_none())
+        .position(|p| p.embedding && p.text_outside())
 }
 
 /// Parameter `k`'s gradient: kept as its `.grad` when it has none yet, else added into it
@@ -744,7 +811,7 @@ fn layer_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: u3
 fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     let first = first_embedding(inp);
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if !(p.embedding && p.layer.is_none()) {
+        if !(p.embedding && p.text_outside()) {
             continue;
         }
         if inp.tied && Some(k) == first && live.tied_head != u32::MAX {

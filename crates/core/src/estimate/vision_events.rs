@@ -18,8 +18,8 @@ use super::alloc_events::plan_events::TowerEvents;
 use super::blocks::{block_program, Numerics};
 use super::stages::StageMemory;
 use super::vision::{
-    image_cost, projector_memory, projector_trains, tower_ctx, tower_inputs, tower_spec,
-    tower_trains,
+    gemma3_tower_parts, image_cost, projector_memory, projector_trains, tower_ctx, tower_inputs,
+    tower_spec, tower_trains,
 };
 use crate::error::CoreError;
 use crate::job::{Checkpointing, ResolvedJob, Task};
@@ -59,6 +59,10 @@ pub fn tower_events(
         .saturating_mul(num.param);
     let stream = super::overhead::round_size(embeddings);
     let (proj_kept, proj_peak) = projector_memory(v, ctx, stream, (n, cost), proj_trains);
+    // The embeddings' output is the first block's input here; the rest joins the projector.
+    let (_, tail) = gemma3_tower_parts(v, n, cost, num, trains);
+    let proj_kept = proj_kept + tail;
+    let proj_peak = proj_peak + tail;
     // The image tokens of the micro-batch, each a row of the text width in the embeddings'
     // dtype (`.to(inputs_embeds.dtype)`).
     let tokens = job.batch.saturating_mul(job.image_tokens);

@@ -67,6 +67,20 @@ pub fn image_cost(v: &Vision, job: &ResolvedJob) -> Result<ImageCost, CoreError>
         .map_err(|e| CoreError::field("images", e))
 }
 
+/// The tower images of one micro-batch (`batch · count · tower_images`) and one image's cost.
+pub(super) fn tower_images(
+    v: &Vision,
+    job: &ResolvedJob,
+    count: u64,
+) -> Result<(u64, ImageCost), CoreError> {
+    let cost = image_cost(v, job)?;
+    let n = job
+        .batch
+        .saturating_mul(count)
+        .saturating_mul(cost.tower_images);
+    Ok((n, cost))
+}
+
 /// Whether any of the tower's weights train: not frozen, and in a PEFT job only when a LoRA
 /// target reaches into the tower.
 pub(super) fn tower_trains(v: &Vision, job: &ResolvedJob) -> bool {
@@ -177,11 +191,7 @@ pub fn tower_forward(
     let (Some(v), Some(images)) = (spec.vision.as_ref(), job.images) else {
         return Ok(StageMemory::default());
     };
-    let cost = image_cost(v, job)?;
-    let n = job
-        .batch
-        .saturating_mul(images.count)
-        .saturating_mul(cost.tower_images);
+    let (n, cost) = tower_images(v, job, images.count)?;
     let trains = tower_trains(v, job);
     let tspec = tower_spec(spec, v);
     let (batch, seq, mask) = joined_sequence(v, job, n, cost, num);

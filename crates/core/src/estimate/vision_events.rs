@@ -18,7 +18,7 @@ use super::alloc_events::plan_events::TowerEvents;
 use super::blocks::{block_program, Numerics};
 use super::stages::StageMemory;
 use super::vision::{
-    gemma3_tower_parts, image_cost, projector_memory, projector_trains, tower_ctx, tower_inputs,
+    gemma3_tower_parts, projector_memory, projector_trains, tower_ctx, tower_images, tower_inputs,
     tower_spec, tower_trains,
 };
 use crate::error::CoreError;
@@ -42,11 +42,7 @@ pub fn tower_events(
     if job.task != Task::Train || !written(v, job) {
         return Ok(None);
     }
-    let cost = image_cost(v, job)?;
-    let n = job
-        .batch
-        .saturating_mul(images.count)
-        .saturating_mul(cost.tower_images);
+    let (n, cost) = tower_images(v, job, images.count)?;
     let trains = tower_trains(v, job);
     let proj_trains = trains || projector_trains(job);
     let tspec = tower_spec(spec, v);

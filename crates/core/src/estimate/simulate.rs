@@ -599,6 +599,13 @@ fn walk_backward(
     if plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
     }
+    // A VLM's image branch runs its backward before the text embeddings' (`alloc_events/
+    // tower.rs`, `vision_events::backward_top`).
+    if let Some(t) = plan.events.as_ref().and_then(|e| e.tower.as_ref()) {
+        if t.backward_top > 0 {
+            w.mark("backward", "vision tower".into(), t.backward_top);
+        }
+    }
     w.sub(Activations, plan.embedding.kept);
     let (e_kept, e_new) = split(st.embedding_grad, hs.embedding);
     let e_kept = if fsdp.is_some() { 0 } else { e_kept };

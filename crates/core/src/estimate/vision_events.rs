@@ -47,7 +47,7 @@ pub fn tower_events(
     let proj_trains = trains || projector_trains(job);
     let tspec = tower_spec(spec, v);
     let ctx = tower_ctx(&tspec, job, num, (n, cost.tower_seq), trains);
-    let (_, block) = block_program(ctx, &tspec.decoder.layers[0]);
+    let (mem, block) = block_program(ctx, &tspec.decoder.layers[0]);
     let (kept, live) = tower_inputs(v, n, cost, num, trains);
     let embeddings = n
         .saturating_mul(cost.tower_seq)
@@ -62,14 +62,25 @@ pub fn tower_events(
     // The image tokens of the micro-batch, each a row of the text width in the embeddings'
     // dtype (`.to(inputs_embeds.dtype)`).
     let tokens = job.batch.saturating_mul(job.image_tokens);
+    let checkpointed = trains && job.checkpointing == Checkpointing::Full;
+    let saved = (mem.kept + mem.weight_copies).saturating_sub(mem.input_freed);
+    let layers = u32::try_from(v.tower.layers).unwrap_or(u32::MAX);
+    let top = Layers {
+        count: layers,
+        saved,
+        released: if checkpointed { stream } else { saved },
+        checkpointed,
+        output: stream,
+        projector: proj_kept,
+        projector_grads: projector_grads(v, num, proj_trains),
+    };
     Ok(Some(TowerEvents {
         inputs_kept: kept,
         inputs_transient: live.saturating_sub(kept),
         embeddings,
-        block,
-        layers: u32::try_from(v.tower.layers).unwrap_or(u32::MAX),
+        layers,
         trains,
-        checkpointed: trains && job.checkpointing == Checkpointing::Full,
+        checkpointed,
         projector_kept: proj_kept,
         projector_transient: proj_peak.saturating_sub(proj_kept),
         projector_trains: proj_trains,
@@ -84,7 +95,71 @@ pub fn tower_events(
             .saturating_mul(8),
         walk_kept: tower.kept,
         embedding_transient: embedding.peak.saturating_sub(embedding.kept),
+        backward_top: if trains { backward_top(&block, top) } else { 0 },
+        block,
     }))
+}
+
+/// The tower's layers as its backward sees them: how many, what one keeps for its backward
+/// (`saved`, the walk's per-layer bytes), what one's backward releases (`released`: its saved
+/// bytes, or under checkpointing its input alone) and whether each is replayed first.
+#[derive(Debug, Clone, Copy)]
+struct Layers {
+    count: u32,
+    saved: u64,
+    released: u64,
+    checkpointed: bool,
+    /// One layer's output (its input's size).
+    output: u64,
+    /// What the projector kept, released by its backward before the layers' (with the last
+    /// layer's output it read), and the gradients its backward made.
+    projector: u64,
+    projector_grads: u64,
+}
+
+/// `Gemma3MultiModalProjector`'s weight gradients at the parameters' width:
+/// `mm_input_projection_weight` `[tower width, text width]` and `mm_soft_emb_norm`'s weight.
+fn projector_grads(v: &Vision, num: Numerics, trains: bool) -> u64 {
+    let Projector::Gemma3 { out } = v.projector else {
+        return 0;
+    };
+    if !trains {
+        return 0;
+    }
+    let h = v.tower.hidden;
+    super::round_size(h * out * num.param) + super::round_size(h * num.param)
+}
+
+/// The tower's backward at its fullest, over what the walk holds as it begins (every layer's
+/// kept bytes and the projector's, no tower gradient yet), read off the block's autograd
+/// sequence (`BlockEvents::backward_peak`) as `alloc_events/tower.rs` runs it: the merge's
+/// text gradient takes the decoder's incoming one's place (the same bytes); the projector's
+/// backward has made its gradients and released what it kept and the last layer's output
+/// (which the walk keeps: the last layer's kept bytes, or the tower's end under
+/// checkpointing); layers run newest first,
+/// each keeping its linears' weight gradients (`weight_grads`) and releasing what it kept, so
+/// with `i` layers done the tower holds `i · (weight gradients − released)` more, and the layer
+/// running its own backward's scratch (the incoming gradient, activation gradients, its weight
+/// gradients so far) beside its saved tensors — replayed first under checkpointing
+/// (`torch.utils.checkpoint`; the replayed output dropped), which the walk's kept bytes (its
+/// input alone) do not hold. Linear in `i`: the first or the last layer is the fullest.
+fn backward_top(b: &crate::estimate::tape::BlockEvents, l: Layers) -> u64 {
+    let round = super::round_size;
+    let replay = if l.checkpointed {
+        l.saved.saturating_sub(l.output)
+    } else {
+        0
+    };
+    let gone = l.projector + l.output;
+    let scratch = b.backward_peak(round).net() + replay + l.projector_grads;
+    let grads: u64 = b
+        .weight_grads
+        .iter()
+        .map(|&w| round(b.sizes[w as usize]))
+        .sum();
+    let done = u64::from(l.count.saturating_sub(1));
+    let last = (done * grads + scratch).saturating_sub(done * l.released);
+    scratch.max(last).saturating_sub(gone)
 }
 
 /// Towers the stream writes: Gemma 3's — SigLIP (no class token, no pre-norm, every layer's

@@ -57,4 +57,7 @@ pub struct TowerEvents {
     /// The text embeddings' own transient (the stage's top less its kept bytes, the tower
     /// left out).
     pub embedding_transient: u64,
+    /// The tower's backward at its fullest over what the walk holds when it begins (the
+    /// walk's mark, `vision_events::backward_top`); 0 when the tower is frozen.
+    pub backward_top: u64,
 }

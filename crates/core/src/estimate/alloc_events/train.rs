@@ -340,14 +340,14 @@ fn selective(inp: &TrainInputs) -> bool {
     inp.checkpointing == Checkpointing::Selective
 }
 
-/// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
-/// Under FSDP the root is gathered first, each layer around its forward, and the last
-/// all-gather output released when the root's forward returns.
-fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
+/// The embeddings stage: the text embeddings (a VLM's then its tower, projector and merge,
+/// `tower.rs`), eager attention's masks and what the stage keeps besides its output:
+/// (the first block's input, the masks, the stage's other kept bytes, the tower).
+fn embeddings<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+) -> (u32, u32, u32, Option<super::tower::TowerFwd>) {
     let plan = inp.plan;
-    if let Some(f) = inp.fsdp {
-        fsdp_pre(s, inp, live, f.root(), true);
-    }
     let e = &plan.embedding;
     let mut embedding_out = s.alloc(inp.hidden);
     // A VLM's text embeddings, then its tower, projector and merge (`tower.rs`).
@@ -372,6 +372,18 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
             (None, extra)
         }
     };
+    (embedding_out, mask, embedding_extra, tower)
+}
+
+/// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
+/// Under FSDP the root is gathered first, each layer around its forward, and the last
+/// all-gather output released when the root's forward returns.
+fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
+    let plan = inp.plan;
+    if let Some(f) = inp.fsdp {
+        fsdp_pre(s, inp, live, f.root(), true);
+    }
+    let (embedding_out, mask, embedding_extra, tower) = embeddings(s, inp);
     let mut input = embedding_out;
     let mut blocks = Vec::with_capacity(inp.events.layer_block.len());
     let mut cached = Vec::new();

@@ -60,13 +60,40 @@ fn tensor_peak(s: &Stream) -> u64 {
 /// +0.35 % without the image: whole cached blocks reused, the same with or without the tower.)
 #[test]
 fn gemma3_4b_stream_meets_the_walk() {
+    assert_tensors_meet_the_walk(|precision, extra| real_job(precision, extra));
+}
+
+/// PaliGemma 2 3B at 448 px (1,024 image tokens), b2 × 512 with one image per sequence, the
+/// same six settings: the stream's tensors at their fullest within 0.1 % of the walk's peak.
+#[test]
+fn paligemma2_3b_stream_meets_the_walk() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../formats/tests/fixtures/vlm/paligemma2-3b-pt-448.json"
+    );
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_tensors_meet_the_walk(|precision, extra| {
+        let mut job = json!({
+            "model": {"hf_config": config.clone()}, "task": "train", "batch": 2, "seq": 512,
+            "precision": precision, "optimizer": "adamw", "gpu": "h100",
+            "images": {"count": 1, "width": 448, "height": 448}
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            job[k] = v.clone();
+        }
+        job
+    });
+}
+
+/// bf16-mixed and bf16; trained, with the tower frozen, under full checkpointing.
+fn assert_tensors_meet_the_walk(job_of: impl Fn(&str, Value) -> Value) {
     for precision in ["bf16-mixed", "bf16"] {
         for extra in [
             json!({}),
             json!({"freeze": ["vision"]}),
             json!({"checkpointing": "full"}),
         ] {
-            let job = real_job(precision, extra.clone());
+            let job = job_of(precision, extra.clone());
             let (input, resolved) = common::prepared_json(&job);
             let walk = vramscope_core::estimate::estimate(&input, &resolved)
                 .unwrap()
@@ -95,6 +122,28 @@ fn the_stream_meets_the_cpu_measurement() {
             let d = (got - common::CPU_MISSING_WORKSPACES) as f64 / measured - 1.0;
             assert!(d.abs() < 0.01, "{} {what}: {:+.3} %", c["id"], d * 100.0);
         }
+    }
+}
+
+/// PaliGemma 2's measured steps (`validation/cpu-measured-vlm-season.json`: a tiny
+/// PaliGemma, SigLIP 2 layers × 64 and Gemma 2 3 × 64, eager attention, bf16-mixed with two
+/// 112 × 112 images and fp32 with one): the stream's peak within 1 % of each measured one.
+#[test]
+fn paligemma_stream_meets_the_cpu_measurement() {
+    let cases: Vec<Value> = common::validation("cpu-measured-vlm-season.json");
+    let peaks: Vec<&Value> = cases
+        .iter()
+        .filter(|c| {
+            c["id"].as_str().unwrap().contains("paligemma")
+                && c["metric"] == "per_gpu.peak_allocated"
+        })
+        .collect();
+    assert_eq!(peaks.len(), 2);
+    for c in peaks {
+        let (stream, _) = stream_and_walk(&c["job"]);
+        let measured = c["expected_bytes"].as_u64().unwrap() as f64;
+        let d = (stream - common::CPU_MISSING_WORKSPACES) as f64 / measured - 1.0;
+        assert!(d.abs() < 0.01, "{}: {:+.3} %", c["id"], d * 100.0);
     }
 }
 

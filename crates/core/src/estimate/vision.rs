@@ -235,7 +235,7 @@ pub fn tower_forward(
     let proj_trains = trains || projector_trains(job);
     let (proj_kept, proj_peak) = projector_memory(v, ctx, run.stream, (n, cost), proj_trains);
     let base = inputs_live + run.saved + run.stream;
-    let kept = inputs_kept + run.saved + proj_kept + gemma3_tower_kept(v, n, cost, num, trains);
+    let kept = inputs_kept + run.saved + proj_kept + siglip_tower_kept(v, n, cost, num, trains);
     Ok(StageMemory {
         kept,
         peak: run.top.max(base + proj_peak).max(kept),
@@ -315,26 +315,26 @@ pub(super) fn projector_memory(
     }
 }
 
-/// What Gemma 3's SigLIP tower keeps beyond its blocks and the projector's norm and matmul
-/// inputs when it trains (transformers 5.24, `modeling_siglip.py`, `modeling_gemma3.py`): the
-/// embeddings' output `patch_embeds.flatten(2).transpose(1, 2) + position_embedding(...)`
-/// (at the residual width: the fp32 position table promotes the 16-bit convolution output
-/// under autocast), which the first layer's `layer_norm1` saves; `post_layernorm`'s fp32 mean
-/// and rstd (one per patch row); and `Gemma3MultiModalProjector`'s `transpose(1,
-/// 2).reshape(...)` copy of its output, which `avg_pool` saves (`avg_pool2d_backward` reads
-/// `self`). Returns (the embeddings' output, the rest). Measured on the CPU
-/// (`validation/cpu-measured-gemma3vis.json`).
-pub(super) fn gemma3_tower_parts(
+/// What a SigLIP tower under Gemma 3's or PaliGemma's projector keeps beyond its blocks and
+/// the projector's saved inputs when it trains (transformers 5.24, `modeling_siglip.py`): the
+/// embeddings' output `patch_embeds.flatten(2).transpose(1, 2) + position_embedding(...)` (at
+/// the residual width: the fp32 position table promotes the 16-bit convolution output under
+/// autocast), which the first layer's `layer_norm1` saves; `post_layernorm`'s fp32 mean and
+/// rstd (one per patch row); and under `Gemma3MultiModalProjector` its `transpose(1,
+/// 2).reshape(...)` copy of the tower's output, which `avg_pool` saves (`avg_pool2d_backward`
+/// reads `self`; PaliGemma's projector is one linear, `modeling_paligemma.py`). Returns (the
+/// embeddings' output, the rest). Measured on the CPU (`validation/cpu-measured-gemma3vis.json`,
+/// `cpu-measured-vlm-season.json`).
+pub(super) fn siglip_tower_parts(
     v: &Vision,
     images: u64,
     cost: ImageCost,
     num: Numerics,
     trains: bool,
 ) -> (u64, u64) {
-    if !trains
-        || v.tower.kind != TowerKind::Siglip
-        || !matches!(v.projector, Projector::Gemma3 { .. })
-    {
+    let gemma3 = matches!(v.projector, Projector::Gemma3 { .. });
+    let paligemma = matches!(v.projector, Projector::PaliGemma { .. });
+    if !trains || v.tower.kind != TowerKind::Siglip || !(gemma3 || paligemma) {
         return (0, 0);
     }
     let rows = images.saturating_mul(cost.tower_seq);
@@ -342,11 +342,12 @@ pub(super) fn gemma3_tower_parts(
         rows.saturating_mul(v.tower.hidden)
             .saturating_mul(num.param),
     );
-    (stream, 2 * round_size(rows.saturating_mul(4)) + stream)
+    let copy = if gemma3 { stream } else { 0 };
+    (stream, 2 * round_size(rows.saturating_mul(4)) + copy)
 }
 
-fn gemma3_tower_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics, trains: bool) -> u64 {
-    let (embeddings, rest) = gemma3_tower_parts(v, images, cost, num, trains);
+fn siglip_tower_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics, trains: bool) -> u64 {
+    let (embeddings, rest) = siglip_tower_parts(v, images, cost, num, trains);
     embeddings + rest
 }
 

@@ -5,9 +5,10 @@
 //! walk's `block_memory` with its events), the projector (`vision::projector_memory`) — and
 //! the merge of the image features into the text embeddings.
 //!
-//! Written for Gemma 3 (transformers 5.24 `models/gemma3/modeling_gemma3.py`): a SigLIP tower
-//! (`SiglipVisionTransformer`: patch embedding, pre-norm encoder layers, `post_layernorm`) and
-//! `Gemma3MultiModalProjector`. `Gemma3Model.forward` runs, in order: the text embeddings
+//! Written for Gemma 3 (transformers 5.24 `models/gemma3/modeling_gemma3.py`) and PaliGemma
+//! (`models/paligemma/modeling_paligemma.py`, the same order): a SigLIP tower
+//! (`SiglipVisionTransformer`: patch embedding, pre-norm encoder layers, `post_layernorm`)
+//! under `Gemma3MultiModalProjector` or `PaliGemmaMultiModalProjector`. `Gemma3Model.forward` runs, in order: the text embeddings
 //! (`get_input_embeddings()(llm_input_ids)`), `get_image_features` (the tower, then the
 //! projector on its last hidden state), `pooler_output.to(inputs_embeds.device,
 //! inputs_embeds.dtype)`, `get_placeholder_mask` (`input_ids == image_token_id`, a `[b, s]`
@@ -18,7 +19,7 @@ use super::alloc_events::plan_events::TowerEvents;
 use super::blocks::{block_program, Numerics};
 use super::stages::StageMemory;
 use super::vision::{
-    gemma3_tower_parts, projector_memory, projector_trains, tower_ctx, tower_images, tower_inputs,
+    projector_memory, projector_trains, siglip_tower_parts, tower_ctx, tower_images, tower_inputs,
     tower_spec, tower_trains,
 };
 use crate::error::CoreError;
@@ -56,7 +57,7 @@ pub fn tower_events(
     let stream = super::overhead::round_size(embeddings);
     let (proj_kept, proj_peak) = projector_memory(v, ctx, stream, (n, cost), proj_trains);
     // The embeddings' output is the first block's input here; the rest joins the projector.
-    let (_, tail) = gemma3_tower_parts(v, n, cost, num, trains);
+    let (_, tail) = siglip_tower_parts(v, n, cost, num, trains);
     let proj_kept = proj_kept + tail;
     let proj_peak = proj_peak + tail;
     // The image tokens of the micro-batch, each a row of the text width in the embeddings'
@@ -117,17 +118,18 @@ struct Layers {
     projector_grads: u64,
 }
 
-/// `Gemma3MultiModalProjector`'s weight gradients at the parameters' width:
-/// `mm_input_projection_weight` `[tower width, text width]` and `mm_soft_emb_norm`'s weight.
+/// The projector's weight gradients at the parameters' width: `Gemma3MultiModalProjector`'s
+/// `mm_input_projection_weight` `[tower width, text width]` and `mm_soft_emb_norm`'s weight,
+/// `PaliGemmaMultiModalProjector.linear`'s weight and bias.
 fn projector_grads(v: &Vision, num: Numerics, trains: bool) -> u64 {
-    let Projector::Gemma3 { out } = v.projector else {
-        return 0;
-    };
-    if !trains {
-        return 0;
-    }
     let h = v.tower.hidden;
-    super::round_size(h * out * num.param) + super::round_size(h * num.param)
+    let round = super::round_size;
+    match v.projector {
+        _ if !trains => 0,
+        Projector::Gemma3 { out } => round(h * out * num.param) + round(h * num.param),
+        Projector::PaliGemma { out } => round(h * out * num.param) + round(out * num.param),
+        _ => 0,
+    }
 }
 
 /// The tower's backward at its fullest, over what the walk holds as it begins (every layer's
@@ -162,14 +164,17 @@ fn backward_top(b: &crate::estimate::tape::BlockEvents, l: Layers) -> u64 {
     scratch.max(last).saturating_sub(gone)
 }
 
-/// Towers the stream writes: Gemma 3's — SigLIP (no class token, no pre-norm, every layer's
-/// output used, no windows) under `Gemma3MultiModalProjector` — trained whole or with parts
+/// Towers the stream writes: Gemma 3's and PaliGemma's — SigLIP (no class token, no pre-norm,
+/// every layer's output used, no windows) under their projectors — trained whole or with parts
 /// frozen, without adapters (a LoRA'd tower's adapters are not written), under no or full
 /// checkpointing.
 pub fn written(v: &Vision, job: &ResolvedJob) -> bool {
     let t = &v.tower;
     t.kind == TowerKind::Siglip
-        && matches!(v.projector, Projector::Gemma3 { .. })
+        && matches!(
+            v.projector,
+            Projector::Gemma3 { .. } | Projector::PaliGemma { .. }
+        )
         && t.window_patches.is_none()
         && t.layers_used == t.layers
         && job.peft.is_none()

@@ -60,7 +60,7 @@ fn tensor_peak(s: &Stream) -> u64 {
 /// +0.35 % without the image: whole cached blocks reused, the same with or without the tower.)
 #[test]
 fn gemma3_4b_stream_meets_the_walk() {
-    assert_tensors_meet_the_walk(|precision, extra| real_job(precision, extra));
+    assert_tensors_meet_the_walk(real_job);
 }
 
 /// PaliGemma 2 3B at 448 px (1,024 image tokens), b2 × 512 with one image per sequence, the

@@ -177,6 +177,14 @@ const FILES: &[Measured] = &[
         file: "cpu-measured-vlm.json",
         min_cases: 8,
     },
+    // vision_stream.rs: a tiny Gemma 3 (SigLIP tower of 3 layers × 128, 16 × 16 patches
+    // pooled to 64 image tokens) trained with one 224 × 224 image per sequence: fp32 and
+    // bf16-mixed, bf16-mixed with the tower frozen and under full checkpointing; the peaks,
+    // each within 1 %.
+    Measured {
+        file: "cpu-measured-gemma3vis.json",
+        min_cases: 4,
+    },
     // vlm_season.rs: PaliGemma 2's and LFM2-VL's image training steps through the whole model,
     // tower and projector included; each case's tolerance in the file is 3 %.
     Measured {

@@ -77,6 +77,11 @@ pub fn forward(
     let mask = super::compile::traced_causal_mask(spec, job, num);
     // Llama-3.2-Vision's cross-attention mask, made once before the decoder.
     let (cross_mask, cross_mask_peak) = super::mllama::cross_mask(spec, job, num.param);
+    let tower_events = if job.task == Task::Train {
+        super::vision_events::tower_events(spec, job, num, tower, embedding)?
+    } else {
+        None
+    };
     let embedding = StageMemory {
         kept: embedding.kept + tower.kept + mask + cross_mask,
         peak: (embedding.peak + tower.kept)
@@ -90,7 +95,8 @@ pub fn forward(
     } else {
         0
     };
-    let (layers, events) = blocks_forward(spec, job, num)?;
+    let (layers, mut events) = blocks_forward(spec, job, num)?;
+    events.tower = tower_events;
     let (head, logits, loss) = head_and_loss(spec, job, num);
     let megatron = job.framework == Framework::Megatron && job.task == Task::Train;
     let bytes_per_layer = if megatron {

@@ -23,6 +23,7 @@ pub mod states;
 pub mod tape;
 pub mod techniques;
 pub mod vision;
+pub mod vision_events;
 mod vision_gemma4;
 mod vision_projectors;
 mod vision_siglip2;

@@ -275,7 +275,14 @@ fn pytorch_device(
         }
         None => (None, None),
     };
-    walk(&mut w, st, plan, job, gpu, (fsdp.as_ref(), zero.as_ref(), &prefill.layers));
+    walk(
+        &mut w,
+        st,
+        plan,
+        job,
+        gpu,
+        (fsdp.as_ref(), zero.as_ref(), &prefill.layers),
+    );
     if job.task == Task::Infer && job.new_tokens > 0 {
         // The prefill's hidden states are gone once its forward returns; the cache stays.
         w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
@@ -652,6 +659,13 @@ fn walk_backward(
     let rs_held = walk_layers_backward(w, st, plan, job, grads, (fsdp, zero));
     if plan.masks_held_to_backward(job.checkpointing) {
         w.sub(Activations, plan.masks.bytes);
+    }
+    // A VLM's image branch runs its backward before the text embeddings' (`alloc_events/
+    // tower.rs`, `vision_events::backward_top`).
+    if let Some(t) = plan.events.as_ref().and_then(|e| e.tower.as_ref()) {
+        if t.backward_top > 0 {
+            w.mark("backward", "vision tower".into(), t.backward_top);
+        }
     }
     w.sub(Activations, plan.embedding.kept);
     let (e_kept, e_new) = match zero2 {

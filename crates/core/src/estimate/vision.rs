@@ -67,9 +67,23 @@ pub fn image_cost(v: &Vision, job: &ResolvedJob) -> Result<ImageCost, CoreError>
         .map_err(|e| CoreError::field("images", e))
 }
 
+/// The tower images of one micro-batch (`batch · count · tower_images`) and one image's cost.
+pub(super) fn tower_images(
+    v: &Vision,
+    job: &ResolvedJob,
+    count: u64,
+) -> Result<(u64, ImageCost), CoreError> {
+    let cost = image_cost(v, job)?;
+    let n = job
+        .batch
+        .saturating_mul(count)
+        .saturating_mul(cost.tower_images);
+    Ok((n, cost))
+}
+
 /// Whether any of the tower's weights train: not frozen, and in a PEFT job only when a LoRA
 /// target reaches into the tower.
-fn tower_trains(v: &Vision, job: &ResolvedJob) -> bool {
+pub(super) fn tower_trains(v: &Vision, job: &ResolvedJob) -> bool {
     if job.task != Task::Train || job.freeze.contains(&Part::Vision) {
         return false;
     }
@@ -112,7 +126,7 @@ fn tower_modules(v: &Vision) -> &'static [&'static str] {
 
 /// The tower as a stack of pre-norm blocks the block programs can run: its width, one layer
 /// of its shape (`plain` attention with biases; the MLP as the config names it).
-fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
+pub(super) fn tower_spec(spec: &ModelSpec, v: &Vision) -> ModelSpec {
     let t = &v.tower;
     let norm = Norm {
         kind: t.norm,
@@ -177,37 +191,11 @@ pub fn tower_forward(
     let (Some(v), Some(images)) = (spec.vision.as_ref(), job.images) else {
         return Ok(StageMemory::default());
     };
-    let cost = image_cost(v, job)?;
-    let n = job
-        .batch
-        .saturating_mul(images.count)
-        .saturating_mul(cost.tower_images);
+    let (n, cost) = tower_images(v, job, images.count)?;
     let trains = tower_trains(v, job);
     let tspec = tower_spec(spec, v);
-    let lora = job
-        .peft
-        .as_ref()
-        .filter(|_| trains)
-        .map(super::blocks::Lora::of);
     let (batch, seq, mask) = joined_sequence(v, job, n, cost, num);
-    let ctx = BlockCtx {
-        spec: &tspec,
-        batch,
-        seq,
-        kv_seq: seq,
-        num,
-        kernel: job.attention,
-        attn_dropout: 0.0,
-        hidden_dropout: 0.0,
-        causal: false,
-        no_grad: !trains,
-        python_holds: !trains
-            && job.task == crate::job::Task::Infer
-            && job.framework == crate::job::Framework::Pytorch,
-        lora,
-        dequant: None,
-        part: Part::Vision,
-    };
+    let ctx = tower_ctx(&tspec, job, num, (batch, seq), trains);
     if let TowerKind::Mllama { .. } = v.tower.kind {
         let proj_trains = trains || projector_trains(job);
         let layer = &tspec.decoder.layers[0];
@@ -247,7 +235,7 @@ pub fn tower_forward(
     let proj_trains = trains || projector_trains(job);
     let (proj_kept, proj_peak) = projector_memory(v, ctx, run.stream, (n, cost), proj_trains);
     let base = inputs_live + run.saved + run.stream;
-    let kept = inputs_kept + run.saved + proj_kept;
+    let kept = inputs_kept + run.saved + proj_kept + siglip_tower_kept(v, n, cost, num, trains);
     Ok(StageMemory {
         kept,
         peak: run.top.max(base + proj_peak).max(kept),
@@ -255,10 +243,44 @@ pub fn tower_forward(
     })
 }
 
+/// The tower's blocks' context: the tower's width over `(batch, seq)` (images, patches per
+/// image, or Pixtral's joined sequence), bidirectional, no dropout, under `no_grad` when the
+/// tower is frozen; LoRA where a target reaches into a training tower.
+pub(super) fn tower_ctx<'a>(
+    tspec: &'a ModelSpec,
+    job: &'a ResolvedJob,
+    num: Numerics,
+    (batch, seq): (u64, u64),
+    trains: bool,
+) -> BlockCtx<'a> {
+    BlockCtx {
+        spec: tspec,
+        batch,
+        seq,
+        kv_seq: seq,
+        num,
+        kernel: job.attention,
+        attn_dropout: 0.0,
+        hidden_dropout: 0.0,
+        causal: false,
+        no_grad: !trains,
+        python_holds: !trains
+            && job.task == crate::job::Task::Infer
+            && job.framework == crate::job::Framework::Pytorch,
+        lora: job
+            .peft
+            .as_ref()
+            .filter(|_| trains)
+            .map(super::blocks::Lora::of),
+        dequant: None,
+        part: Part::Vision,
+    }
+}
+
 /// The projector's kept bytes and its top: Qwen's patch merger through its own tape (it frees
 /// the tower's last stream when it trains), any other projector's output as kept
 /// (`projector_kept`). `stream_in` is the tower's last residual stream.
-fn projector_memory(
+pub(super) fn projector_memory(
     v: &Vision,
     ctx: BlockCtx,
     stream_in: u64,
@@ -291,6 +313,42 @@ fn projector_memory(
             (k, k)
         }
     }
+}
+
+/// What a SigLIP tower under Gemma 3's or PaliGemma's projector keeps beyond its blocks and
+/// the projector's saved inputs when it trains (transformers 5.24, `modeling_siglip.py`): the
+/// embeddings' output `patch_embeds.flatten(2).transpose(1, 2) + position_embedding(...)` (at
+/// the residual width: the fp32 position table promotes the 16-bit convolution output under
+/// autocast), which the first layer's `layer_norm1` saves; `post_layernorm`'s fp32 mean and
+/// rstd (one per patch row); and under `Gemma3MultiModalProjector` its `transpose(1,
+/// 2).reshape(...)` copy of the tower's output, which `avg_pool` saves (`avg_pool2d_backward`
+/// reads `self`; PaliGemma's projector is one linear, `modeling_paligemma.py`). Returns (the
+/// embeddings' output, the rest). Measured on the CPU (`validation/cpu-measured-gemma3vis.json`,
+/// `cpu-measured-vlm-season.json`).
+pub(super) fn siglip_tower_parts(
+    v: &Vision,
+    images: u64,
+    cost: ImageCost,
+    num: Numerics,
+    trains: bool,
+) -> (u64, u64) {
+    let gemma3 = matches!(v.projector, Projector::Gemma3 { .. });
+    let paligemma = matches!(v.projector, Projector::PaliGemma { .. });
+    if !trains || v.tower.kind != TowerKind::Siglip || !(gemma3 || paligemma) {
+        return (0, 0);
+    }
+    let rows = images.saturating_mul(cost.tower_seq);
+    let stream = round_size(
+        rows.saturating_mul(v.tower.hidden)
+            .saturating_mul(num.param),
+    );
+    let copy = if gemma3 { stream } else { 0 };
+    (stream, 2 * round_size(rows.saturating_mul(4)) + copy)
+}
+
+fn siglip_tower_kept(v: &Vision, images: u64, cost: ImageCost, num: Numerics, trains: bool) -> u64 {
+    let (embeddings, rest) = siglip_tower_parts(v, images, cost, num, trains);
+    embeddings + rest
 }
 
 /// The tower's attention batch and sequence, and the bytes of a block-diagonal mask. Pixtral
@@ -416,7 +474,7 @@ pub fn pixel_input_bytes(spec: &ModelSpec, job: &ResolvedJob) -> Result<u64, Cor
 /// weight — saved when the weight trains. Qwen's rotary tables, `cos` and `sin` of
 /// `[patches, head_dim]` in fp32 (`Qwen2VLVisionRotaryEmbedding.forward`), are made once
 /// and saved by every block's rotary multiplies.
-fn tower_inputs(
+pub(super) fn tower_inputs(
     v: &Vision,
     images: u64,
     cost: ImageCost,
@@ -470,7 +528,7 @@ fn clip_pre_norm(v: &Vision, images: u64, cost: ImageCost, num: Numerics) -> u64
     round_size(rows.saturating_mul(v.tower.hidden) * num.param) + 2 * round_size(rows * 4)
 }
 
-fn projector_trains(job: &ResolvedJob) -> bool {
+pub(super) fn projector_trains(job: &ResolvedJob) -> bool {
     job.task == Task::Train && job.peft.is_none() && !job.freeze.contains(&Part::Projector)
 }
 

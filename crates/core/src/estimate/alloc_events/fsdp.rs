@@ -249,6 +249,7 @@ fn push_shard(
         },
         tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
         quant: None,
+        part: t.part,
     });
     let root = f.root();
     let u = &mut f.units[t.layer.map_or(root, |l| l as usize)];

@@ -19,6 +19,7 @@ use crate::job::{
     Checkpointing, Framework, LossKernel, Optimizer, OptimizerImpl, Precision, ResolvedJob, Task,
 };
 use crate::model::{AttentionKind, Head, Mlp, ModelSpec};
+use crate::vision::Part;
 
 /// Steps simulated: the first makes the optimizer states, the second is the steady state. In
 /// the H200 runs (`run_one.py`: 1 warm-up + 2 measured) the third step's reserved peak equals
@@ -44,7 +45,7 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && job.optimizer_impl == OptimizerImpl::Foreach
         && loss_expressible(job, plan)
         && weights_expressible(spec, job)
-        && job.images.is_none()
+        && images_expressible(job, plan)
         && checkpointing_expressible(job, plan)
         && matches!(
             job.optimizer,
@@ -62,6 +63,15 @@ pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> b
         && matches!(spec.head, Head::LanguageModel { .. })
         && plan.events.is_some()
         && (!job.engine.static_cache() || static_cache_expressible(spec))
+}
+
+/// Images the training stream writes: none, or a tower `estimate/vision_events.rs` writes
+/// (`PlanEvents::tower`) on one GPU.
+fn images_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
+    job.images.is_none()
+        || (job.parallel.gpus <= 1
+            && job.parallel.dp <= 1
+            && plan.events.as_ref().is_some_and(|e| e.tower.is_some()))
 }
 
 /// Layouts the training stream writes: one GPU, or plain data parallelism — one rank of
@@ -275,8 +285,13 @@ pub fn params_quantized(
         let quantized = bnb && quant::is_quantized(format, t);
         let kept_width = if cast && !quantized { 4 } else { width };
         let bytes = t.elements().saturating_mul(kept_width);
-        // An idle tower's weight (Gemma 3n's, text-only) gets no gradient and no state.
-        let trainable = lora.is_none() && !t.idle;
+        // An idle tower's weight (Gemma 3n's, text-only) gets no gradient and no state, nor
+        // does a frozen part's or one the job's forward does not run (a VLM's tower without
+        // images: `Part::runs`), as the walk's states count them.
+        let trainable = lora.is_none()
+            && !t.idle
+            && !job.freeze.contains(&t.part)
+            && t.part.runs(job.images.is_some());
         out.push(Param {
             bytes,
             grad: if trainable { bytes } else { 0 },
@@ -287,12 +302,15 @@ pub fn params_quantized(
             } else {
                 [0; 3]
             },
-            tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
+            // The projector's weights are not on a block's tape (`tower.rs` makes them).
+            tape_grad: matches!(t.component, Component::Attention | Component::Mlp)
+                && t.part != Part::Projector,
             quant: quantized.then(|| QuantLoad {
                 elements: t.elements(),
                 width,
                 kind: load_kind(format, t),
             }),
+            part: t.part,
         });
     }
     push_adapters(&mut out, &adapters, layer_done, aw, job.optimizer)?;
@@ -333,6 +351,7 @@ fn push_adapters(
                 states: optimizer::first_state_bytes(opt, &[half], width)?,
                 tape_grad: true,
                 quant: None,
+                part: Part::Language,
             });
         }
     }
@@ -376,11 +395,11 @@ fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], width: u64
     let rows = job.batch.saturating_mul(job.seq);
     let tied = matches!(spec.head, Head::LanguageModel { tied: true, .. });
     let head_grad = if tied {
-        params.iter().find(|p| p.embedding && p.layer.is_none())
+        params.iter().find(|p| p.embedding && p.text_outside())
     } else {
         params
             .iter()
-            .filter(|p| p.layer.is_none() && !p.embedding)
+            .filter(|p| p.text_outside() && !p.embedding)
             .max_by_key(|p| p.bytes)
     }
     .map_or(0, |p| p.grad);

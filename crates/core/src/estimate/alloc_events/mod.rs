@@ -24,6 +24,7 @@ pub mod plan_events;
 pub mod quant_load;
 pub mod replay;
 mod static_cache;
+mod tower;
 mod train;
 pub mod zero;
 pub mod zero_walk;
@@ -349,6 +350,8 @@ pub fn step_stream(
     let Some(spec) = &model.spec else {
         return Ok(None);
     };
+    // A VLM's image tokens lengthen the sequence, as the estimate folds them in.
+    let job = &*crate::estimate::vision::with_images(Some(spec), job)?;
     let mut warnings = Vec::new();
     let memo = model.memo();
     let plan = memo.plan(job, &mut warnings, |w| {

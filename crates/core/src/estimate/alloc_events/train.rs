@@ -9,9 +9,10 @@ mod rank_hooks;
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::job::Checkpointing;
+use crate::vision::Part;
 use rank_hooks::{
-    fsdp_layer_post_backward, fsdp_post_forward, fsdp_pre, fsdp_root_post_backward, ready_order, zero_epilogue,
-    zero_keep_tape_grads, zero_layer_hooks, zero_side_hooks,
+    fsdp_layer_post_backward, fsdp_post_forward, fsdp_pre, fsdp_root_post_backward, ready_order,
+    zero_epilogue, zero_keep_tape_grads, zero_layer_hooks, zero_side_hooks,
 };
 
 /// One parameter tensor as the step treats it.
@@ -32,6 +33,16 @@ pub struct Param {
     pub tape_grad: bool,
     /// A bitsandbytes 4-bit weight: loaded as `quant_load.rs` writes it (`bytes` unused).
     pub quant: Option<super::quant_load::QuantLoad>,
+    /// The model component it belongs to (a VLM's vision tower and projector: their
+    /// gradients are made by the tower's backward, `tower.rs`, not the text model's).
+    pub part: Part,
+}
+
+impl Param {
+    /// The text model's embeddings, final norm or head (outside its blocks).
+    pub fn text_outside(&self) -> bool {
+        self.layer.is_none() && self.part == Part::Language
+    }
 }
 
 /// The loss's tensors (`stages.rs` `loss`, transformers `ForCausalLMLoss`).
@@ -258,6 +269,8 @@ fn release_grads<S: Sink>(s: &mut S, live: &mut Live) {
 struct Fwd {
     embedding_out: u32,
     embedding_extra: u32,
+    /// A VLM's tower (`tower.rs`).
+    tower: Option<super::tower::TowerFwd>,
     /// Eager attention's masks (freed after the blocks, or under checkpointing after their
     /// backward).
     mask: u32,
@@ -282,6 +295,41 @@ fn selective(inp: &TrainInputs) -> bool {
     inp.checkpointing == Checkpointing::Selective
 }
 
+/// The embeddings stage: the text embeddings (a VLM's then its tower, projector and merge,
+/// `tower.rs`), eager attention's masks and what the stage keeps besides its output:
+/// (the first block's input, the masks, the stage's other kept bytes, the tower).
+fn embeddings<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+) -> (u32, u32, u32, Option<super::tower::TowerFwd>) {
+    let plan = inp.plan;
+    let e = &plan.embedding;
+    let mut embedding_out = s.alloc(inp.hidden);
+    // A VLM's text embeddings, then its tower, projector and merge (`tower.rs`).
+    let image = inp.events.tower.as_ref().map(|t| {
+        let extra = s.alloc(e.kept.saturating_sub(inp.hidden + t.walk_kept));
+        let top = s.alloc(t.embedding_transient);
+        s.free(top);
+        let (f, merged) = super::tower::forward(s, t, embedding_out, inp.hidden);
+        embedding_out = merged;
+        (f, extra)
+    });
+    // Eager attention's masks (`activations::eager_masks`), before the rotary cos/sin.
+    let pattern = s.alloc(plan.masks.pattern * u64::from(plan.masks.bytes > 0));
+    let mask = s.alloc(plan.masks.bytes);
+    s.free(pattern);
+    let (tower, embedding_extra) = match image {
+        Some((f, extra)) => (Some(f), extra),
+        None => {
+            let extra = s.alloc(e.kept.saturating_sub(inp.hidden));
+            let t = s.alloc(e.peak.saturating_sub(e.kept));
+            s.free(t);
+            (None, extra)
+        }
+    };
+    (embedding_out, mask, embedding_extra, tower)
+}
+
 /// Embeddings, blocks, head and loss; leaving autocast frees the cached copies nothing saved.
 /// Under FSDP the root is gathered first, each layer around its forward, and the last
 /// all-gather output released when the root's forward returns.
@@ -290,15 +338,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
     if let Some(f) = inp.fsdp {
         fsdp_pre(s, inp, live, f.root(), true);
     }
-    let e = &plan.embedding;
-    let embedding_out = s.alloc(inp.hidden);
-    // Eager attention's masks (`activations::eager_masks`), before the rotary cos/sin.
-    let pattern = s.alloc(plan.masks.pattern * u64::from(plan.masks.bytes > 0));
-    let mask = s.alloc(plan.masks.bytes);
-    s.free(pattern);
-    let embedding_extra = s.alloc(e.kept.saturating_sub(inp.hidden));
-    let t = s.alloc(e.peak.saturating_sub(e.kept));
-    s.free(t);
+    let (embedding_out, mask, embedding_extra, tower) = embeddings(s, inp);
     let mut input = embedding_out;
     let mut blocks = Vec::with_capacity(inp.events.layer_block.len());
     let mut cached = Vec::new();
@@ -349,13 +389,14 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
     } else {
         standard_loss_forward(s, &inp.loss, &mut live.fsdp)
     };
-    for c in cached {
-        s.free(c);
+    for c in cached.iter().chain(tower.iter().flat_map(|t| &t.cached)) {
+        s.free(*c);
     }
     super::fsdp::release_held(s, &mut live.fsdp);
     Fwd {
         embedding_out,
         embedding_extra,
+        tower,
         mask,
         blocks,
         head_kept,
@@ -411,6 +452,9 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     s.free(fwd.last_hidden);
     blocks_backward(s, inp, fwd, live, &mut grad);
     s.free(fwd.mask);
+    if let (Some(t), Some(f)) = (&inp.events.tower, &fwd.tower) {
+        grad = tower_backward(s, inp, live, (t, f), grad);
+    }
     embedding_grads(s, inp, live);
     zero_side_hooks(s, inp, live, true);
     if !inp.input_grad_kept {
@@ -425,6 +469,41 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
         s.free(grad);
     }
     zero_epilogue(s, inp, live);
+}
+
+/// A VLM's image branch backward (`tower.rs`), between the decoder's and the text
+/// embeddings': the merge's two gradients, the projector's (its weight gradients), the
+/// tower's blocks and then its other weights' gradients (norms, embeddings: the ones no
+/// block's tape made), each part newest tensor first. Returns the text embeddings' gradient.
+fn tower_backward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    (t, f): (&super::plan_events::TowerEvents, &super::tower::TowerFwd),
+    grad: u32,
+) -> u32 {
+    let (text, image) = super::tower::merge_backward(s, t, f, grad, inp.hidden);
+    if image == u32::MAX {
+        return text;
+    }
+    let out = super::tower::projector_backward(s, t, f, image);
+    part_grads(s, inp, live, Part::Projector, false);
+    if t.trains {
+        let accumulating = live.accumulating;
+        super::tower::blocks_backward(s, t, f, out, accumulating, &mut live.tape_grads);
+        part_grads(s, inp, live, Part::Vision, !t.block.weight_grads.is_empty());
+    }
+    text
+}
+
+/// The gradients of `part`'s parameters, last first, but those its blocks' tapes made
+/// (`taped`: the blocks record their linears' weight gradients).
+fn part_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, part: Part, taped: bool) {
+    for (k, p) in inp.params.iter().enumerate().rev() {
+        if p.part == part && !(taped && p.tape_grad) {
+            grad_of(s, live, k, p.grad);
+        }
+    }
 }
 
 /// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
@@ -506,7 +585,7 @@ fn head_param(inp: &TrainInputs) -> Option<usize> {
     inp.params
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.layer.is_none() && !p.embedding)
+        .filter(|(_, p)| p.text_outside() && !p.embedding)
         .max_by_key(|(_, p)| p.bytes)
         .map(|(k, _)| k)
 }
@@ -525,7 +604,7 @@ fn fused_backward<S: Sink>(
     super::fused_ce::backward(s);
     let head = if inp.tied { None } else { head_param(inp) };
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if p.layer.is_some() || p.embedding {
+        if !p.text_outside() || p.embedding {
             continue;
         }
         if Some(k) != head {
@@ -655,7 +734,7 @@ fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, mad
     // 16-bit gradient exists already (the chunked output's summed buffer).
     let cast = made.unwrap_or_else(|| s.alloc(inp.plan.head.weight_copies));
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if p.layer.is_none() && !p.embedding {
+        if p.text_outside() && !p.embedding {
             grad_of(s, live, k, p.grad);
         }
     }
@@ -671,7 +750,7 @@ fn output_side_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, mad
 fn first_embedding(inp: &TrainInputs) -> Option<usize> {
     inp.params
         .iter()
-        .position(|p| p.embedding && p.layer.is_none())
+        .position(|p| p.embedding && p.text_outside())
 }
 
 /// Parameter `k`'s gradient: kept as its `.grad` when it has none yet, else added into it
@@ -713,7 +792,7 @@ fn layer_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: u3
 fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
     let first = first_embedding(inp);
     for (k, p) in inp.params.iter().enumerate().rev() {
-        if !(p.embedding && p.layer.is_none()) {
+        if !(p.embedding && p.text_outside()) {
             continue;
         }
         if inp.tied && Some(k) == first && live.tied_head != u32::MAX {

@@ -239,6 +239,7 @@ pub fn params(
                 states: [0; 3],
                 tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
                 quant: None,
+                part: t.part,
             }
         })
         .collect();

@@ -11,7 +11,7 @@ pub(super) fn ready_order(inp: &TrainInputs, live: &Live) -> Vec<usize> {
     let side = |emb: bool| {
         (0..inp.params.len())
             .rev()
-            .filter(move |&k| inp.params[k].layer.is_none() && inp.params[k].embedding == emb)
+            .filter(move |&k| inp.params[k].text_outside() && inp.params[k].embedding == emb)
     };
     let mut out: Vec<usize> = side(false).collect();
     for l in (0..live.start.len().saturating_sub(1)).rev() {
@@ -36,7 +36,12 @@ pub(super) fn fsdp_pre<S: Sink>(
 }
 
 /// FSDP's post-forward of layer `unit` (resharded under FULL_SHARD).
-pub(super) fn fsdp_post_forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, unit: usize) {
+pub(super) fn fsdp_post_forward<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    unit: usize,
+) {
     if let Some(f) = inp.fsdp {
         super::super::fsdp::post_forward(s, f, &mut live.fsdp, unit);
     }

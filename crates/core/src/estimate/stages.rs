@@ -186,13 +186,14 @@ fn per_layer_inputs(
 
 /// The final norm and the head up to the logits. Returns the stage memory and the logits'
 /// element width. `frozen`: the base weights train no gradient (LoRA), so the final norm's
-/// weight saves nothing for one.
+/// weight saves nothing for one. `project` false: the loss projects the hidden state itself
+/// (torchtune's `LinearCrossEntropyLoss`, `linear_ce.rs`): the stage ends at the final norm.
 pub fn head(
     spec: &ModelSpec,
-    batch: u64,
-    seq: u64,
+    (batch, seq): (u64, u64),
     num: Numerics,
     frozen: bool,
+    project: bool,
 ) -> (StageMemory, u64) {
     let t = batch * seq;
     let (h, v) = (spec.hidden_size, spec.vocab_size);
@@ -222,17 +223,23 @@ pub fn head(
             weight_copies += 2 * h * h;
         }
     }
-    if !matches!(
+    let lm = matches!(
         spec.head,
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
-    ) {
-        // Pooler / classifier on one token per sequence (or the last): negligible.
+    );
+    if !lm || !project {
+        // Pooler / classifier on one token per sequence (or the last): negligible. The loss's
+        // own projection: its weight copy under autocast is the head's, made in the loss.
         let mem = tape.memory(None, round_size);
+        let copies = match (lm, copies) {
+            (false, _) => 0,
+            (true, c) => weight_copies + if c { 2 * h * v } else { 0 },
+        };
         return (
             StageMemory {
                 kept: mem.kept,
                 peak: mem.peak,
-                weight_copies: 0,
+                weight_copies: copies,
             },
             mm_w,
         );

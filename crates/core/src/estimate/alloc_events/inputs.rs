@@ -112,6 +112,7 @@ fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.loss {
         LossKernel::Standard | LossKernel::ChunkedOutput => true,
         LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
+        LossKernel::LinearCe => false,
     }
 }
 

@@ -79,16 +79,31 @@ pub struct LinearCe {
 }
 
 impl LinearCe {
+    /// The walk's: widths from the job's numerics.
     pub fn new(spec: &ModelSpec, batch: u64, seq: u64, num: Numerics, head_trains: bool) -> Self {
+        let logits = if num.autocast { 2 } else { num.compute };
+        LinearCe {
+            compile: num.compile,
+            ..Self::of(spec, (batch, seq), (logits, num.param), head_trains)
+        }
+    }
+
+    /// Eager, `widths` = (logits, hidden) bytes per element.
+    pub fn of(
+        spec: &ModelSpec,
+        (batch, seq): (u64, u64),
+        widths: (u64, u64),
+        trains: bool,
+    ) -> Self {
         LinearCe {
             chunks: chunk_rows(rows(batch, seq)),
             tokens: batch.saturating_mul(seq),
             vocab: spec.vocab_size,
             hidden: spec.hidden_size,
-            logits_width: if num.autocast { 2 } else { num.compute },
-            hidden_width: num.param,
-            head_trains,
-            compile: num.compile,
+            logits_width: widths.0,
+            hidden_width: widths.1,
+            head_trains: trains,
+            compile: false,
         }
     }
 

@@ -105,14 +105,16 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 }
 
 /// Losses the stream writes: the standard one (the logits whole), torchtune's chunked output
-/// (`chunked_loss.rs`, with or without autocast) and Liger's fused linear cross-entropy
+/// (`chunked_loss.rs`, with or without autocast), Liger's fused linear cross-entropy
 /// (`fused_ce.rs`) without autocast (under it Liger's weight-gradient path depends on its
-/// release, the GPU and torch: not written).
+/// release, the GPU and torch: not written) and torchtune's `LinearCrossEntropyLoss`
+/// (`linear_ce.rs`) without autocast (torchtune trains in its dtype; eager: `compile` is
+/// refused for every loss).
 fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.loss {
         LossKernel::Standard | LossKernel::ChunkedOutput => true,
         LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
-        LossKernel::LinearCe => false,
+        LossKernel::LinearCe => plan.events.as_ref().is_some_and(|e| !e.autocast),
     }
 }
 
@@ -427,6 +429,11 @@ pub fn train_inputs<'a>(
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
             .then(|| fused_ce_of(spec, job, params, events.param_width)),
+        linear_ce: (job.loss == LossKernel::LinearCe && spec.vocab_size > 0).then(|| {
+            let trains = crate::estimate::stages::head_trains(job.peft.as_ref());
+            let w = events.param_width;
+            crate::estimate::linear_ce::LinearCe::of(spec, (job.batch, job.seq), (w, w), trains)
+        }),
         ddp: job.parallel.dp > 1 && fsdp.is_none(),
         fsdp,
     }

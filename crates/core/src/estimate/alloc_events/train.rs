@@ -81,6 +81,9 @@ pub struct TrainInputs<'a> {
     /// Liger's fused linear cross-entropy in place of the head's matmul and `loss`
     /// (`fused_ce.rs`).
     pub fused_ce: Option<super::fused_ce::FusedCe>,
+    /// torchtune's `LinearCrossEntropyLoss` in place of the head's matmul and `loss`
+    /// (`linear_ce.rs`).
+    pub linear_ce: Option<crate::estimate::linear_ce::LinearCe>,
     /// One rank of `DistributedDataParallel`: the reducer's buckets (`ddp.rs`).
     pub ddp: bool,
     /// One rank of FSDP2 (`fsdp.rs`): the parameters are its shards, each unit gathered,
@@ -316,6 +319,8 @@ struct Fwd {
     chunked: Option<super::chunked_loss::Saved>,
     /// The fused loss's saved gradients (`fused_ce.rs`).
     fused: Option<super::fused_ce::Saved>,
+    /// `LinearCrossEntropyLoss`'s saved tensors (`linear_ce.rs`).
+    linear: Option<super::linear_ce::Saved>,
 }
 
 fn ckpt(inp: &TrainInputs) -> bool {
@@ -389,7 +394,13 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
         _ => (None, None),
     };
-    let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() {
+    // The model's output (the final norm's, unsaved), held until the recipe's `del outputs`.
+    let linear = inp.linear_ce.as_ref().map(|c| {
+        let output = s.alloc(c.hidden_rows(c.tokens));
+        super::linear_ce::forward(s, c, output)
+    });
+    let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() || linear.is_some()
+    {
         (u32::MAX, u32::MAX)
     } else {
         standard_loss_forward(s, &inp.loss, &mut live.fsdp)
@@ -410,6 +421,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         labels_shifted,
         chunked,
         fused,
+        linear,
     }
 }
 
@@ -447,6 +459,13 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
         (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, which| {
             chunk_head_grad(s, inp, live, which)
         }),
+        _ if fwd.linear.is_some() => {
+            let (c, saved) = (
+                inp.linear_ce.as_ref().unwrap(),
+                fwd.linear.as_ref().unwrap(),
+            );
+            super::linear_ce::backward(s, c, saved, |s, w| chunk_head_grad(s, inp, live, w))
+        }
         (_, _, Some(saved)) => fused_backward(s, inp, live, saved),
         _ => loss_and_head_backward(s, inp, fwd, live),
     };

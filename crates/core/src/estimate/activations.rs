@@ -452,6 +452,16 @@ fn head_and_loss(
     let logit_rows = if train { tokens } else { b };
     let linear_ce = job.loss == crate::job::LossKernel::LinearCe && train;
     let (head, logits_width) = stages::head(spec, (b, s), num, lora, !linear_ce);
+    // Liger's function casts the head's weight itself under autocast, per chunk or cached to
+    // the forward's end (`liger::autocast_transient`): no copy the backward holds.
+    let head = if job.loss == crate::job::LossKernel::Chunked && train {
+        StageMemory {
+            weight_copies: 0,
+            ..head
+        }
+    } else {
+        head
+    };
     let head = if train {
         head
     } else {
@@ -478,7 +488,9 @@ fn head_and_loss(
         let trains = stages::head_trains(job.peft.as_ref());
         super::linear_ce::loss_memory(&super::linear_ce::LinearCe::new(spec, b, s, num, trains))
     } else if train && lm_head && chunked {
-        stages::loss_chunked(spec, b, s, num, stages::head_trains(job.peft.as_ref()))
+        let trains = stages::head_trains(job.peft.as_ref());
+        let addmm = super::liger::autocast_addmm(job);
+        stages::loss_chunked(spec, (b, s), num, trains, addmm)
     } else if train && lm_head && chunked_output {
         let eager = stages::loss_chunked_output(spec, b, s, logits_width);
         let chunk = stages::largest_output_chunk(b, s, spec.vocab_size, logits_width);

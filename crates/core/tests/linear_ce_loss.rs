@@ -49,15 +49,7 @@ fn tiny_spec() -> vramscope_core::model::ModelSpec {
 }
 
 fn num(compile: bool) -> Numerics {
-    Numerics {
-        param: 2,
-        compute: 2,
-        autocast: false,
-        softmax_saves_input: false,
-        compile,
-        sdpa: Default::default(),
-        transformers: Default::default(),
-    }
+    common::bf16_numerics(compile)
 }
 
 /// What the eager loss saves at 2 × 256 (N = 2 × 255 = 510 rows: 64, 64, 64, 64, 64, 64, 63,

@@ -213,9 +213,9 @@ mod tests {
     /// 65,667,072 + 524,288 + 2 · 525,336,576 + 524,288 = 1,117,388,800. With `mm(...).float()`
     /// the weight step is larger: one logits, the cached copy, the 16-bit V·H product and its
     /// fp32 copy: 32,833,536 + 525,336,576 + 525,336,576 + 1,050,673,152 = 2,134,179,840. A
-    /// frozen head: the first matmul without a cached copy nor a held cast, 65,667,072 + 524,288
-    /// + 525,336,576 = 591,527,936 (its second matmul's own copy: 32,833,536 + 525,336,576 +
-    /// 524,288 = 558,694,400, less).
+    /// frozen head: the first matmul without a cached copy nor a held cast, 65,667,072 +
+    /// 524,288 + 525,336,576 = 591,527,936 (its second matmul's own copy: 32,833,536 +
+    /// 525,336,576 + 524,288 = 558,694,400, less).
     #[test]
     fn autocast_chunk_moments() {
         let c = AutocastChunk {

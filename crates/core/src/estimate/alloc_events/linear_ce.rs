@@ -7,7 +7,7 @@
 //! `SliceBackward`'s zero `[N, h]`, then `IndexSelectBackward`'s `[b·s, h]`). Eager only: a
 //! compiled recipe keeps the heuristic (`inputs::expressible` refuses `compile`).
 
-use super::chunked_loss::ChunkGrad;
+use super::chunked_loss::{cross_entropy_backward, ChunkGrad};
 use super::Sink;
 use crate::estimate::linear_ce::LinearCe;
 use crate::estimate::overhead::round_size;
@@ -87,18 +87,9 @@ pub fn backward<S: Sink>(
     let mut inputs = vec![u32::MAX; c.chunks.len()];
     let mut buffer = u32::MAX;
     for (k, &r) in c.chunks.iter().enumerate().rev() {
-        let g1 = s.alloc(c.fp32(r));
-        let g2 = s.alloc(c.fp32(r));
-        s.free(g1);
-        s.free(saved.log_softmax[k]);
-        s.free(saved.total_weight[k]);
-        let dlogits = if c.logits_width == 4 {
-            g2
-        } else {
-            let d = s.alloc(c.logits(r));
-            s.free(g2);
-            d
-        };
+        let released = [saved.log_softmax[k], saved.total_weight[k]];
+        let cast = if c.logits_width == 4 { 0 } else { c.logits(r) };
+        let dlogits = cross_entropy_backward(s, c.fp32(r), cast, released);
         if k == last {
             buffer = head_grad(s, ChunkGrad::First);
             inputs[k] = s.alloc(c.hidden_rows(r));

@@ -3,7 +3,8 @@
 //! autograd. Figures derived by hand from torchtune's source and the shapes, or measured
 //! (`validation/specs/cpu-tiny-llama-bf16-adamw-sdpa-linearce-b2s256.json`,
 //! `../shared/measure/measure.py` patched by `scripts/measure_linear_ce.patch`, result
-//! `validation/results/cpu-tiny-llama-bf16-adamw-sdpa-linearce-b2s256.json`), never taken from vramscope's own output.
+//! `validation/results/cpu-tiny-llama-bf16-adamw-sdpa-linearce-b2s256.json`), never taken from
+//! vramscope's own output.
 
 mod common;
 

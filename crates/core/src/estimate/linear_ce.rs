@@ -20,7 +20,8 @@
 //! ignored: `N = b·(s − 1)`, every other position taken as trained (no prompt masking nor
 //! padding — the most rows the loss can project).
 //!
-//! Backward (measured, `scripts/measure_linear_ce.patch`, `validation/results/cpu-tiny-llama-bf16-adamw-sdpa-linearce-b2s256.json`):
+//! Backward (measured, `scripts/measure_linear_ce.patch`,
+//! `validation/results/cpu-tiny-llama-bf16-adamw-sdpa-linearce-b2s256.json`):
 //! every node of a chunk is newer than the previous chunk's, so autograd runs one chunk whole
 //! before the next, the last chunk first — `nll_loss`'s and `log_softmax`'s fp32 gradients,
 //! the saved log-softmax released, the gradient cast back to the logits' dtype, then the

@@ -37,6 +37,10 @@
 //! logits and two fp32 statistics per row saved, no fp32 chunk made; its backward writes the
 //! chunk's 16-bit gradient in one fused kernel (`compile::chunked_output_loss`). From source,
 //! not measured.
+//!
+//! torchtune trains in its dtype, without autocast; a `bf16-mixed` job gets 16-bit logits and
+//! the hidden state's own width here, the head's 16-bit weight copy from `stages::head`, and
+//! no chunk-by-chunk input casts (the stream keeps the heuristic for it).
 
 use super::blocks::Numerics;
 use super::overhead::round_size;

@@ -279,13 +279,16 @@ job_enum!(
     Offload { None = "none", Optimizer = "optimizer", OptimizerParams = "optimizer+params" }
 );
 job_enum!(
-    /// How the training loss is computed: `standard` (the logits whole), `chunked` (a fused
-    /// linear cross-entropy: no logits), `chunked-output` (torchtune's
-    /// `CEWithChunkedOutputLoss`: 16-bit logits in 8 chunks, each upcast in turn).
+    /// How the training loss is computed: `standard` (the logits whole), `chunked` (Liger's
+    /// fused linear cross-entropy: no logits), `chunked-output` (torchtune's
+    /// `CEWithChunkedOutputLoss`: 16-bit logits in 8 chunks, each upcast in turn),
+    /// `linear-ce` (torchtune's `LinearCrossEntropyLoss`: the ignored tokens masked out, the
+    /// projection and an fp32 cross-entropy per chunk of 8 through autograd).
     LossKernel {
         Standard = "standard",
         Chunked = "chunked",
         ChunkedOutput = "chunked-output",
+        LinearCe = "linear-ce",
     }
 );
 job_enum!(

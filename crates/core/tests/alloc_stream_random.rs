@@ -81,7 +81,12 @@ fn case() -> impl Strategy<Value = Case> {
         ],
         (
             prop_oneof![Just(""), Just("nf4"), Just("nf4-dq"), Just("fp4")],
-            prop_oneof![Just("standard"), Just("chunked-output"), Just("chunked")],
+            prop_oneof![
+                Just("standard"),
+                Just("chunked-output"),
+                Just("chunked"),
+                Just("linear-ce")
+            ],
             prop_oneof![Just(1u64), Just(2), Just(8)],
             prop_oneof![Just(0u64), Just(1), Just(2)],
         ),

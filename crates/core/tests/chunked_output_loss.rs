@@ -77,21 +77,12 @@ fn chunks_lower_the_loss_transients() {
 /// 16,777,216 − 8,388,608 − 4,096 = 8,384,512 B less than eager's, the labels alike.
 #[test]
 fn compiled_chunks_save_the_16_bit_logits() {
-    use vramscope_core::estimate::blocks::Numerics;
     use vramscope_core::estimate::{compile, stages};
     let j: Job = serde_json::from_value(tiny_llama("chunked-output")).unwrap();
     let model = load_job_model(j.model.as_ref().unwrap()).unwrap();
     let spec = model.spec.clone().unwrap();
     let eager = stages::loss_chunked_output(&spec, 2, 256, 2);
-    let num = |compile| Numerics {
-        param: 2,
-        compute: 2,
-        autocast: false,
-        softmax_saves_input: false,
-        compile,
-        sdpa: Default::default(),
-        transformers: Default::default(),
-    };
+    let num = common::bf16_numerics;
     // The first chunk: 2 × ⌈256 / 8⌉ = 64 rows of 8,192 bf16 logits = 1,048,576 B.
     let chunk = stages::largest_output_chunk(2, 256, spec.vocab_size, 2);
     assert_eq!(chunk, 2 * 32 * 8192 * 2);

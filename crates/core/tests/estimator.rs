@@ -253,8 +253,10 @@ fn llama_3_8b_kv_cache() {
 /// A fused linear cross-entropy never holds b·s·V logits: for Llama-3.2-1B (V = 128,256,
 /// h = 2048) at b = 2, s = 8192 the standard loss keeps an fp32 log-softmax of
 /// 16,384 · 128,256 · 4 = 8,405,385,216 B; the chunked one keeps the input gradient
-/// (16,384 · 2048 · 2 B in bf16 under autocast), the head-weight gradient (128,256 · 2048 · 4 B,
-/// fp32 weights) and a per-token fp32 loss (16,384 · 4 B), plus the same labels.
+/// (`torch.zeros_like(_input)`: the final norm's output, fp32 under autocast — the residual
+/// stream of fp32 weights is fp32 and Liger casts nothing —, 16,384 · 2048 · 4 B), the
+/// head-weight gradient (128,256 · 2048 · 4 B, fp32 weights) and a per-token fp32 loss
+/// (16,384 · 4 B), plus the same labels.
 #[test]
 fn chunked_loss_keeps_gradients_not_logits() {
     let saved = |loss: &str| {
@@ -266,7 +268,7 @@ fn chunked_loss_keeps_gradients_not_logits() {
     assert_eq!(saved("standard"), 16_384 * 128_256 * 4 + labels);
     assert_eq!(
         saved("chunked"),
-        16_384 * 2048 * 2 + 128_256 * 2048 * 4 + 16_384 * 4 + labels
+        16_384 * 2048 * 4 + 128_256 * 2048 * 4 + 16_384 * 4 + labels
     );
 }
 

@@ -60,7 +60,7 @@ fn fused_loss_keeps_the_head_gradient_only_when_the_head_trains() {
         let (input, job) = common::prepared_json(&llama_8b(peft.clone()));
         let spec = input.spec.as_ref().unwrap();
         assert_eq!(head_trains(job.peft.as_ref()), trains, "{peft}");
-        let loss = loss_chunked(spec, job.batch, job.seq, bf16(), trains);
+        let loss = loss_chunked(spec, (job.batch, job.seq), bf16(), trains, true);
         assert_eq!(loss.saved, saved, "{peft}");
         assert_eq!(loss.forward_transient, transient, "{peft}");
     }

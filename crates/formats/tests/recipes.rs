@@ -377,7 +377,7 @@ fn torchtune_lora_single_device() {
             "batch": 2,                 // batch_size
             "grad_accum": 8,            // gradient_accumulation_steps
             "optimizer": "adamw-fused", // torch.optim.AdamW, fused: True
-            "loss": "chunked",          // LinearCrossEntropyLoss
+            "loss": "linear-ce",        // LinearCrossEntropyLoss
             "precision": "bf16",        // dtype: bf16 (torchtune has no fp32 copy)
             "checkpointing": "full",    // enable_activation_checkpointing: True
             "compile": false,           // compile: False
@@ -396,7 +396,7 @@ fn torchtune_full_single_device_with_optimizer_in_backward() {
     assert_eq!(j["grad_accum"], json!(1));
     assert_eq!(j["precision"], json!("bf16"));
     assert_eq!(j["checkpointing"], json!("full"));
-    assert_eq!(j["loss"], json!("chunked"));
+    assert_eq!(j["loss"], json!("linear-ce")); // LinearCrossEntropyLoss
     assert!(j.get("peft").is_none());
     // bitsandbytes.optim.PagedAdamW8bit
     assert_eq!(j["optimizer"], json!("adamw-8bit-paged"));
@@ -473,6 +473,33 @@ fn torchtune_qlora_single_device() {
         })
     );
     assert!(!has_note(&r, "not modelled yet: loss"));
+}
+
+/// `LinearCrossEntropyLoss` with the settings its class takes (`num_output_chunks`,
+/// `mask_ignored_tokens`): 8 chunks and masking are what `loss: linear-ce` models; 16 chunks
+/// and no masking are read but listed as not modelled.
+#[test]
+fn torchtune_linear_ce_settings() {
+    let cfg = |extra: &str| {
+        text(
+            "r.yaml",
+            &format!(
+                "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n\
+                 loss:\n  _component_: torchtune.modules.loss.LinearCrossEntropyLoss\n{extra}"
+            ),
+        )
+    };
+    let plain = resolve(&[cfg("")], &|_, _| None).unwrap();
+    assert_eq!(plain.job["loss"], json!("linear-ce"));
+    assert!(!has_note(&plain, "not modelled yet: loss"));
+    let other = cfg("  num_output_chunks: 16\n  mask_ignored_tokens: False\n");
+    let r = resolve(&[other], &|_, _| None).unwrap();
+    assert_eq!(r.job["loss"], json!("linear-ce"));
+    assert!(has_note(
+        &r,
+        "loss num_output_chunks 16 (loss: linear-ce (8 chunks))"
+    ));
+    assert!(has_note(&r, "loss mask_ignored_tokens false"));
 }
 
 // ---------- TRL ----------

@@ -456,7 +456,18 @@ fn head_and_loss(
     let train = job.task == Task::Train;
     let lora = job.peft.is_some() && train;
     let logit_rows = if train { tokens } else { b };
-    let (head, logits_width) = stages::head(spec, b, s, num, lora);
+    let linear_ce = job.loss == crate::job::LossKernel::LinearCe && train;
+    let (head, logits_width) = stages::head(spec, (b, s), num, lora, !linear_ce);
+    // Liger's function casts the head's weight itself under autocast, per chunk or cached to
+    // the forward's end (`liger::autocast_transient`): no copy the backward holds.
+    let head = if job.loss == crate::job::LossKernel::Chunked && train {
+        StageMemory {
+            weight_copies: 0,
+            ..head
+        }
+    } else {
+        head
+    };
     let head = if train {
         head
     } else {
@@ -473,14 +484,19 @@ fn head_and_loss(
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
     );
     let chunked = job.loss == crate::job::LossKernel::Chunked;
-    let logits = if lm_head && !chunked {
+    let logits = if lm_head && !chunked && !linear_ce {
         super::overhead::round_size(logit_rows * spec.vocab_size * logits_width)
     } else {
         0
     };
     let chunked_output = job.loss == crate::job::LossKernel::ChunkedOutput;
-    let loss = if train && lm_head && chunked {
-        stages::loss_chunked(spec, b, s, num, stages::head_trains(job.peft.as_ref()))
+    let loss = if lm_head && linear_ce {
+        let trains = stages::head_trains(job.peft.as_ref());
+        super::linear_ce::loss_memory(&super::linear_ce::LinearCe::new(spec, b, s, num, trains))
+    } else if train && lm_head && chunked {
+        let trains = stages::head_trains(job.peft.as_ref());
+        let addmm = super::liger::autocast_addmm(job);
+        stages::loss_chunked(spec, (b, s), num, trains, addmm)
     } else if train && lm_head && chunked_output {
         let eager = stages::loss_chunked_output(spec, b, s, logits_width);
         let chunk = stages::largest_output_chunk(b, s, spec.vocab_size, logits_width);

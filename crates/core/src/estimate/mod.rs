@@ -11,6 +11,8 @@ pub use crate::job::engine_settings;
 pub mod engines;
 pub mod kv;
 pub mod layout;
+pub mod liger;
+pub mod linear_ce;
 pub mod memo;
 pub mod mllama;
 pub mod optimizer;

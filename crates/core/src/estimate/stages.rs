@@ -233,13 +233,14 @@ fn gemma4_wrapper_locals(tape: &mut Tape, x: super::tape::Id, spec: &ModelSpec, 
 
 /// The final norm and the head up to the logits. Returns the stage memory and the logits'
 /// element width. `frozen`: the base weights train no gradient (LoRA), so the final norm's
-/// weight saves nothing for one.
+/// weight saves nothing for one. `project` false: the loss projects the hidden state itself
+/// (torchtune's `LinearCrossEntropyLoss`, `linear_ce.rs`): the stage ends at the final norm.
 pub fn head(
     spec: &ModelSpec,
-    batch: u64,
-    seq: u64,
+    (batch, seq): (u64, u64),
     num: Numerics,
     frozen: bool,
+    project: bool,
 ) -> (StageMemory, u64) {
     let t = batch * seq;
     let (h, v) = (spec.hidden_size, spec.vocab_size);
@@ -269,17 +270,23 @@ pub fn head(
             weight_copies += 2 * h * h;
         }
     }
-    if !matches!(
+    let lm = matches!(
         spec.head,
         Head::LanguageModel { .. } | Head::MaskedLm { .. }
-    ) {
-        // Pooler / classifier on one token per sequence (or the last): negligible.
+    );
+    if !lm || !project {
+        // Pooler / classifier on one token per sequence (or the last): negligible. The loss's
+        // own projection: its weight copy under autocast is the head's, made in the loss.
         let mem = tape.memory(None, round_size);
+        let copies = match (lm, copies) {
+            (false, _) => 0,
+            (true, c) => weight_copies + if c { 2 * h * v } else { 0 },
+        };
         return (
             StageMemory {
                 kept: mem.kept,
                 peak: mem.peak,
-                weight_copies: 0,
+                weight_copies: copies,
             },
             mm_w,
         );
@@ -393,84 +400,7 @@ pub struct LossMemory {
     pub dlogits: u64,
 }
 
-/// A fused linear cross-entropy (Liger-Kernel, Hsu et al. 2024 §3.3;
-/// `liger_kernel/ops/fused_linear_cross_entropy.py`): the head's matmul and the loss run in
-/// chunks of `next_power_of_2(⌈BT / ⌈V/H⌉⌉)` rows, so a logits chunk is about the size of the
-/// hidden states; the gradients of the input (BT·H) and, when `head_trains`, of the head
-/// weight (V·H) are computed in the forward and kept until backward, with a per-token fp32
-/// loss. `fused_linear_cross_entropy_forward` allocates `grad_weight = torch.zeros_like(weight)
-/// if weight.requires_grad else None` and runs its `torch.addmm` only when it exists, so a
-/// frozen head (LoRA) keeps no V·H gradient ([`head_trains`]). Per chunk the forward holds two
-/// chunks of logits at once (the next made while the previous is still bound), or one and,
-/// when the head trains without autocast, the weight gradient's scratch of the current release
-/// ([`liger_grad_weight_scratch`]), whichever is more.
-pub fn loss_chunked(
-    spec: &ModelSpec,
-    batch: u64,
-    seq: u64,
-    num: Numerics,
-    head_trains: bool,
-) -> LossMemory {
-    let bt = batch * seq;
-    let h = spec.hidden_size.max(1);
-    let v = spec.vocab_size;
-    let inc = v.div_ceil(h).max(1);
-    let chunk = bt.div_ceil(inc).next_power_of_two().min(bt.max(1));
-    let w = if num.autocast { 2 } else { num.compute };
-    let labels = round_size(batch * (seq + 1) * 8) + round_size(bt * 8);
-    let head_grad = if head_trains {
-        round_size(v * h * num.param)
-    } else {
-        0
-    };
-    let logits = round_size(chunk * v * w);
-    let scratch = if head_trains && !num.autocast {
-        liger_grad_weight_scratch(v, h, w)
-            .iter()
-            .map(|&b| round_size(b))
-            .sum()
-    } else {
-        0
-    };
-    LossMemory {
-        saved: round_size(bt * h * w) + head_grad + round_size(bt * 4) + labels,
-        forward_transient: (2 * logits).max(logits + scratch),
-        backward_transient: 0,
-        dlogits: 0,
-    }
-}
-
-/// The head weight's gradient scratch per chunk in Liger-Kernel's fused linear cross-entropy
-/// as its current release (0.8.2, what `pip install liger-kernel` gives) runs it without
-/// autocast and with `accum_dtype=None` (what Liger's own `LigerForCausalLMLoss`, which its
-/// patched models call, passes: `liger_kernel/transformers/model/loss_utils.py`): `[the product, its
-/// fp32 copy]` in bytes, for a head of `vocab` × `hidden` in `width`-byte logits.
-///
-/// `fused_linear_cross_entropy_forward` (`liger_kernel/ops/fused_linear_cross_entropy.py`),
-/// per chunk, by release:
-/// - ≤ 0.6.1: `torch.addmm(input=grad_weight, ..., out=grad_weight)`, in place: no scratch.
-/// - 0.6.2–0.8.0: `grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()`: the
-///   V·H product in the logits' dtype, then `.float()`'s fp32 copy while the product is still
-///   referenced (a no-op returning the product itself when it is already fp32); the product is
-///   dropped when `.float()` returns, the copy after the in-place add (on CUDA a bf16 `+=` of
-///   fp32 casts inside the kernel: `aten/src/ATen/TensorIterator.cpp`, `compute_types`, makes
-///   its dtype temporaries only when `common_device == kCPU`).
-///   A 16-bit model: 2·V·H + 4·V·H = 6·V·H bytes at once; fp32: 4·V·H.
-/// - 0.8.1+ (`c9fc646f`, `bab144c7`; 0.8.2 adds the capability guard `ed08f6ea`): `torch.addmm(
-///   grad_weight, grad_logits_t, input_chunk, out_dtype=torch.float32, out=grad_weight)` in
-///   place, but only when torch ≥ 2.8, the device is CUDA of compute capability ≥ 8,
-///   `grad_weight` is fp32 and the logits are 16-bit — under autocast or `accum_dtype=float32`.
-///   Without autocast `grad_weight = torch.zeros_like(weight)` has the logits' own dtype, so
-///   the release keeps 0.6.2's `mm(...).float()` path, whatever the GPU and torch.
-///
-/// Under autocast (`bf16-mixed`) the current release on capability ≥ 8 with torch ≥ 2.8 takes
-/// the in-place `addmm` (no V·H scratch; the walk counts none); older GPUs or torch take the
-/// 6·V·H path, which the job, naming no Liger release and no capability, does not model.
-pub fn liger_grad_weight_scratch(vocab: u64, hidden: u64, width: u64) -> [u64; 2] {
-    let vh = vocab.saturating_mul(hidden);
-    let upcast = if width == 4 { 0 } else { vh.saturating_mul(4) };
-    [vh.saturating_mul(width), upcast]
-}
+pub use super::liger::{liger_grad_weight_scratch, loss_chunked};
 
 /// The head's module names (`lm_head`, GPT-NeoX's `embed_out`), matched on a
 /// `modules_to_save` entry's last dotted part as PEFT matches module keys.

@@ -167,3 +167,18 @@ pub fn stream_call_peak(job: &Job) -> u64 {
     }
     peak
 }
+
+/// Pure bf16 numerics (no autocast): parameters, matmul outputs and logits 2 bytes; `compile`
+/// as given.
+#[allow(dead_code)] // Not every test binary that includes this module uses it.
+pub fn bf16_numerics(compile: bool) -> vramscope_core::estimate::blocks::Numerics {
+    vramscope_core::estimate::blocks::Numerics {
+        param: 2,
+        compute: 2,
+        autocast: false,
+        softmax_saves_input: false,
+        compile,
+        sdpa: Default::default(),
+        transformers: Default::default(),
+    }
+}

@@ -243,25 +243,27 @@ fn optimizer(o: &Doc, r: &mut Reading) -> Result<(), String> {
     Ok(())
 }
 
-/// The loss: torchtune's `LinearCrossEntropyLoss` makes and differentiates the logits chunk by
-/// chunk (the job's `loss: chunked`); `CEWithChunkedOutputLoss` materializes the 16-bit logits
-/// in 8 chunks and upcasts them chunk by chunk (`loss: chunked-output`; another
-/// `num_output_chunks` is listed as not modelled).
+/// The loss: torchtune's `LinearCrossEntropyLoss` masks the ignored tokens out, then projects
+/// and cross-entropies the hidden state in 8 chunks through autograd (`loss: linear-ce`,
+/// `core/src/estimate/linear_ce.rs`); `CEWithChunkedOutputLoss` materializes the 16-bit logits
+/// in 8 chunks and upcasts them chunk by chunk (`loss: chunked-output`). Another
+/// `num_output_chunks`, or `mask_ignored_tokens: false`, is listed as not modelled.
 fn loss(l: &Doc, r: &mut Reading) -> Result<(), String> {
     let Some(c) = str_of(l, "_component_")? else {
         return Ok(());
     };
     let name = c.rsplit('.').next().unwrap_or(c);
     match name {
-        "LinearCrossEntropyLoss" => r.set("loss", json!("chunked"), format!("loss {name}")),
+        "LinearCrossEntropyLoss" => {
+            r.set("loss", json!("linear-ce"), format!("loss {name}"));
+            if bool_of(l, "mask_ignored_tokens")? == Some(false) {
+                r.not_modelled("loss mask_ignored_tokens false", "loss: linear-ce (masked)");
+            }
+            chunks_modelled(l, r, "linear-ce")?;
+        }
         "CEWithChunkedOutputLoss" => {
             r.set("loss", json!("chunked-output"), format!("loss {name}"));
-            if let Some(n) = count_of(l, "num_output_chunks")?.filter(|&n| n != 8) {
-                r.not_modelled(
-                    &format!("loss num_output_chunks {n}"),
-                    "loss: chunked-output (8 chunks)",
-                );
-            }
+            chunks_modelled(l, r, "chunked-output")?;
         }
         "DPOLoss" | "RSOLoss" | "SimPOLoss" => r.not_modelled(
             &format!("loss {name}"),
@@ -269,7 +271,23 @@ fn loss(l: &Doc, r: &mut Reading) -> Result<(), String> {
         ),
         _ => {}
     }
-    l.skip(&["num_output_chunks", "ignore_index"]);
+    l.skip(&[
+        "num_output_chunks",
+        "ignore_index",
+        "mask_ignored_tokens",
+        "tp_enabled",
+    ]);
+    Ok(())
+}
+
+/// A chunked loss's `num_output_chunks` other than the 8 modelled, listed as not modelled.
+fn chunks_modelled(l: &Doc, r: &mut Reading, loss: &str) -> Result<(), String> {
+    if let Some(n) = count_of(l, "num_output_chunks")?.filter(|&n| n != 8) {
+        r.not_modelled(
+            &format!("loss num_output_chunks {n}"),
+            &format!("loss: {loss} (8 chunks)"),
+        );
+    }
     Ok(())
 }
 

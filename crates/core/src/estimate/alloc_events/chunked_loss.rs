@@ -170,18 +170,9 @@ pub fn backward<S: Sink>(
 ) -> u32 {
     let mut dlogits = vec![u32::MAX; c.rows.len()];
     for (k, &r) in c.rows.iter().enumerate().rev() {
-        let g1 = s.alloc(c.fp32(r));
-        let g2 = s.alloc(c.fp32(r));
-        s.free(g1);
-        s.free(saved.log_softmax[k]);
-        s.free(saved.labels[k]);
-        dlogits[k] = if c.logits_width == 4 {
-            g2
-        } else {
-            let d = s.alloc(c.logits(r));
-            s.free(g2);
-            d
-        };
+        let released = [saved.log_softmax[k], saved.labels[k]];
+        let cast = if c.logits_width == 4 { 0 } else { c.logits(r) };
+        dlogits[k] = cross_entropy_backward(s, c.fp32(r), cast, released);
     }
     s.free(saved.shifted);
     let mut inputs = vec![u32::MAX; c.rows.len()];
@@ -221,6 +212,25 @@ pub fn backward<S: Sink>(
         s.free(id);
     }
     grad
+}
+
+/// One chunk's `cross_entropy` backward: `nll_loss`'s and `log_softmax`'s fp32 gradients
+/// (`fp32` bytes each), the first and the saved tensors `released` freed, the second cast back
+/// to the logits' dtype (`cast` bytes; 0: fp32 logits, the gradient is dlogits). Returns
+/// dlogits.
+pub fn cross_entropy_backward<S: Sink>(s: &mut S, fp32: u64, cast: u64, released: [u32; 2]) -> u32 {
+    let g1 = s.alloc(fp32);
+    let g2 = s.alloc(fp32);
+    s.free(g1);
+    for id in released {
+        s.free(id);
+    }
+    if cast == 0 {
+        return g2;
+    }
+    let d = s.alloc(cast);
+    s.free(g2);
+    d
 }
 
 #[cfg(test)]

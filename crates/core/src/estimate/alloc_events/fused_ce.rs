@@ -39,16 +39,30 @@ pub struct FusedCe {
     pub labels_padded: u64,
     pub labels_shifted: u64,
     /// Per chunk, the head weight's gradient scratch: `torch.mm`'s V·H product and its
-    /// `.float()` copy (`[0, 0]`: a frozen head; `[p, 0]`: fp32 logits).
+    /// `.float()` copy (`[0, 0]`: a frozen head, or the in-place `addmm`; `[p, 0]`: fp32
+    /// logits).
     pub grad_weight_scratch: [u64; 2],
+    /// Under autocast (`liger::autocast_transient`): bytes of one row of the 16-bit input
+    /// cast, and the 16-bit copy of an fp32 head weight; 0 without.
+    pub cast_row: u64,
+    pub weight_copy: u64,
+    /// Under autocast, the release's in-place `addmm` (`liger::autocast_addmm`).
+    pub addmm: bool,
 }
 
 impl FusedCe {
-    /// Liger's chunking of `rows` rows of `hidden` over `vocab`: `inc_factor = ⌈V / H⌉`,
-    /// `chunk_size = next_power_of_2(⌈BT / inc_factor⌉)`.
+    /// Liger's chunking (`liger::chunk_rows`).
     pub fn chunk_rows(rows: u64, hidden: u64, vocab: u64) -> u64 {
-        let inc = vocab.div_ceil(hidden.max(1)).max(1);
-        rows.div_ceil(inc).next_power_of_two().min(rows.max(1))
+        crate::estimate::liger::chunk_rows(rows, hidden, vocab)
+    }
+}
+
+/// An allocation of `bytes` when there are any (`u32::MAX`: none made, nothing to free).
+fn alloc_some<S: Sink>(s: &mut S, bytes: u64) -> u32 {
+    if bytes == 0 {
+        u32::MAX
+    } else {
+        s.alloc(bytes)
     }
 }
 
@@ -75,21 +89,23 @@ pub fn forward<S: Sink>(s: &mut S, c: &FusedCe) -> Saved {
     // `target_mask.sum().item()`: an int64 scalar, read and dropped.
     let n = s.alloc(8);
     s.free(n);
-    let mut logits = u32::MAX;
+    let mut held = Held {
+        logits: u32::MAX,
+        cached: u32::MAX,
+        cast: u32::MAX,
+    };
     let mut start = 0;
     while start < c.rows {
         let r = c.chunk.min(c.rows - start).max(1);
-        let next = s.alloc(r.saturating_mul(c.vocab).saturating_mul(c.logits_width));
-        s.free(logits);
-        logits = next;
-        let product = s.alloc(r.saturating_mul(c.hidden_row));
-        s.free(product);
-        weight_grad_step(s, c.grad_weight_scratch);
+        chunk(s, c, r, &mut held);
         start += r;
     }
-    // `loss = torch.sum(loss_1d)`, then the function returns: its locals go.
+    // `loss = torch.sum(loss_1d)`, then the function returns: its locals go; the model's
+    // forward returns next, leaving autocast (its cached weight copy released).
     s.alloc(4);
-    s.free(logits);
+    s.free(held.logits);
+    s.free(held.cast);
+    s.free(held.cached);
     s.free(loss_1d);
     s.free(mask);
     s.free(shifted);
@@ -100,14 +116,75 @@ pub fn forward<S: Sink>(s: &mut S, c: &FusedCe) -> Saved {
     }
 }
 
+/// What lives from one chunk to the next: the logits (`grad_logits_chunk`), autocast's cached
+/// 16-bit weight, the `addmm` path's input cast (`input_chunk`).
+struct Held {
+    logits: u32,
+    cached: u32,
+    cast: u32,
+}
+
+/// One chunk of `r` rows: `_input_chunk @ weight.t()` (under autocast the input rows' and
+/// the transposed weight's 16-bit casts, freed as the matmul returns; the previous logits
+/// dropped once the new exist), `grad_input[rows] = grad_logits_chunk @ weight` (under
+/// autocast the weight's copy, cached at the first chunk where the head trains, else made
+/// and freed), then the weight gradient's step.
+fn chunk<S: Sink>(s: &mut S, c: &FusedCe, r: u64, held: &mut Held) {
+    let cast = alloc_some(s, r.saturating_mul(c.cast_row));
+    let copy = alloc_some(s, c.weight_copy);
+    let next = s.alloc(r.saturating_mul(c.vocab).saturating_mul(c.logits_width));
+    s.free(cast);
+    s.free(copy);
+    // The previous chunk's logits: dropped as `grad_logits_chunk` is rebound, or, where the
+    // head trains under autocast, as `grad_logits_t` is (after the next matmul).
+    let prev = std::mem::replace(&mut held.logits, next);
+    let late = c.cast_row > 0 && c.head_grad > 0;
+    if !late {
+        s.free(prev);
+    }
+    let copy = if c.head_grad > 0 && held.cached == u32::MAX {
+        held.cached = alloc_some(s, c.weight_copy);
+        u32::MAX
+    } else if c.head_grad == 0 {
+        alloc_some(s, c.weight_copy)
+    } else {
+        u32::MAX
+    };
+    let row = if c.cast_row > 0 {
+        c.cast_row
+    } else {
+        c.hidden_row
+    };
+    let product = s.alloc(r.saturating_mul(row));
+    s.free(copy);
+    s.free(product);
+    if late {
+        s.free(prev);
+    }
+    if c.head_grad == 0 {
+        return;
+    }
+    if c.cast_row > 0 && c.addmm {
+        // `input_chunk = _input_chunk` drops the last cast; `.to(bf16)`; `addmm` in place.
+        s.free(held.cast);
+        held.cast = s.alloc(r.saturating_mul(c.cast_row));
+    } else {
+        // Under autocast `torch.mm` casts the input rows first.
+        let cast = alloc_some(s, r.saturating_mul(c.cast_row));
+        weight_grad_step(s, c.grad_weight_scratch, cast);
+    }
+}
+
 /// `grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()`: the product, its
 /// fp32 copy while the product is still referenced, the product dropped as `.float()`
 /// returns, the copy after the in-place add.
-fn weight_grad_step<S: Sink>(s: &mut S, [product, upcast]: [u64; 2]) {
+fn weight_grad_step<S: Sink>(s: &mut S, [product, upcast]: [u64; 2], cast: u32) {
     if product == 0 {
+        s.free(cast);
         return;
     }
     let mm = s.alloc(product);
+    s.free(cast);
     let copy = s.alloc(upcast);
     s.free(mm);
     s.free(copy);

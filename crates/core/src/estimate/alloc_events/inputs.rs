@@ -145,13 +145,16 @@ fn sharded_rank_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 }
 
 /// Losses the stream writes: the standard one (the logits whole), torchtune's chunked output
-/// (`chunked_loss.rs`, with or without autocast) and Liger's fused linear cross-entropy
-/// (`fused_ce.rs`) without autocast (under it Liger's weight-gradient path depends on its
-/// release, the GPU and torch: not written).
+/// (`chunked_loss.rs`, with or without autocast), Liger's fused linear cross-entropy
+/// (`fused_ce.rs`, with or without autocast: under it the release's weight-gradient path for
+/// the job's torch and GPU, `liger::autocast_addmm`) and torchtune's `LinearCrossEntropyLoss`
+/// (`linear_ce.rs`) without autocast (torchtune trains in its dtype; eager: `compile` is
+/// refused for every loss).
 fn loss_expressible(job: &ResolvedJob, plan: &ForwardPlan) -> bool {
     match job.loss {
         LossKernel::Standard | LossKernel::ChunkedOutput => true,
-        LossKernel::Chunked => plan.events.as_ref().is_some_and(|e| !e.autocast),
+        LossKernel::Chunked => true,
+        LossKernel::LinearCe => plan.events.as_ref().is_some_and(|e| !e.autocast),
     }
 }
 
@@ -389,10 +392,13 @@ impl LossSizes {
 }
 
 /// Liger's fused loss for the job (`fused_ce.rs`): the walk's chunking
-/// (`stages::loss_chunked`), `grad_weight` the head weight's gradient (none when it is frozen:
-/// LoRA), the labels as the whole loss pads and shifts them.
-fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], width: u64) -> FusedCe {
+/// (`liger::loss_chunked`), `grad_weight` the head weight's gradient (none when it is frozen:
+/// LoRA), the labels as the whole loss pads and shifts them; under autocast 16-bit logits, the
+/// input rows' and an fp32 weight's 16-bit casts and the release's weight-gradient path for
+/// the job's torch and GPU (`liger::autocast_addmm`).
+fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], ev: &PlanEvents) -> FusedCe {
     let rows = job.batch.saturating_mul(job.seq);
+    let (h, v, width) = (spec.hidden_size, spec.vocab_size, ev.param_width);
     let tied = matches!(spec.head, Head::LanguageModel { tied: true, .. });
     let head_grad = if tied {
         params.iter().find(|p| p.embedding && p.text_outside())
@@ -403,24 +409,29 @@ fn fused_ce_of(spec: &ModelSpec, job: &ResolvedJob, params: &[Param], width: u64
             .max_by_key(|p| p.bytes)
     }
     .map_or(0, |p| p.grad);
+    let addmm = crate::estimate::liger::autocast_addmm(job);
+    let logits_width = if ev.autocast { 2 } else { width };
+    let scratch = match (head_grad > 0, ev.autocast && addmm) {
+        (true, false) => crate::estimate::liger::liger_grad_weight_scratch(v, h, logits_width),
+        _ => [0, 0],
+    };
     FusedCe {
         rows,
-        chunk: FusedCe::chunk_rows(rows, spec.hidden_size, spec.vocab_size),
-        vocab: spec.vocab_size,
-        hidden_row: spec.hidden_size.saturating_mul(width),
-        logits_width: width,
+        chunk: FusedCe::chunk_rows(rows, h, v),
+        vocab: v,
+        hidden_row: h.saturating_mul(width),
+        logits_width,
         head_grad,
         labels_padded: job.batch.saturating_mul(job.seq + 1).saturating_mul(8),
         labels_shifted: rows.saturating_mul(8),
-        grad_weight_scratch: if head_grad > 0 {
-            crate::estimate::stages::liger_grad_weight_scratch(
-                spec.vocab_size,
-                spec.hidden_size,
-                width,
-            )
+        grad_weight_scratch: scratch,
+        cast_row: if ev.autocast { h.saturating_mul(2) } else { 0 },
+        weight_copy: if ev.autocast && width == 4 {
+            v.saturating_mul(h).saturating_mul(2)
         } else {
-            [0, 0]
+            0
         },
+        addmm,
     }
 }
 
@@ -482,7 +493,12 @@ pub fn train_inputs<'a>(
             }
         }),
         fused_ce: (job.loss == LossKernel::Chunked && spec.vocab_size > 0)
-            .then(|| fused_ce_of(spec, job, params, events.param_width)),
+            .then(|| fused_ce_of(spec, job, params, events)),
+        linear_ce: (job.loss == LossKernel::LinearCe && spec.vocab_size > 0).then(|| {
+            let trains = crate::estimate::stages::head_trains(job.peft.as_ref());
+            let w = events.param_width;
+            crate::estimate::linear_ce::LinearCe::of(spec, (job.batch, job.seq), (w, w), trains)
+        }),
         ddp: job.parallel.dp > 1 && fsdp.is_none() && zero.is_none(),
         fsdp,
         zero,

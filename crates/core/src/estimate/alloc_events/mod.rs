@@ -19,6 +19,7 @@ mod fused_ce;
 mod infer;
 mod infer_inputs;
 pub mod inputs;
+mod linear_ce;
 pub mod outcome;
 pub mod plan_events;
 pub mod quant_load;

@@ -4,12 +4,14 @@
 //! and backward per micro-batch when gradients are accumulated, and `.grad` kept from step to
 //! step under `zero_grad(set_to_none=False)`.
 
+mod head_backward;
 mod rank_hooks;
 
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::job::Checkpointing;
 use crate::vision::Part;
+use head_backward::{chunk_head_grad, fused_backward, loss_and_head_backward};
 use rank_hooks::{
     fsdp_layer_post_backward, fsdp_post_forward, fsdp_pre, fsdp_root_post_backward, ready_order,
     zero_epilogue, zero_keep_tape_grads, zero_layer_hooks, zero_side_hooks,
@@ -102,6 +104,9 @@ pub struct TrainInputs<'a> {
     /// Liger's fused linear cross-entropy in place of the head's matmul and `loss`
     /// (`fused_ce.rs`).
     pub fused_ce: Option<super::fused_ce::FusedCe>,
+    /// torchtune's `LinearCrossEntropyLoss` in place of the head's matmul and `loss`
+    /// (`linear_ce.rs`).
+    pub linear_ce: Option<crate::estimate::linear_ce::LinearCe>,
     /// One rank of `DistributedDataParallel`: the reducer's buckets (`ddp.rs`).
     pub ddp: bool,
     /// One rank of FSDP2 (`fsdp.rs`): the parameters are its shards, each unit gathered,
@@ -278,12 +283,20 @@ struct Fwd {
     head_kept: u32,
     head_copy: u32,
     last_hidden: u32,
+    loss: LossSaved,
+}
+
+/// What the loss's forward leaves: the standard loss's log-softmax and shifted labels
+/// (`u32::MAX` under another loss), or another loss's saved tensors.
+struct LossSaved {
     log_softmax: u32,
     labels_shifted: u32,
     /// The chunked loss's saved tensors (`chunked_loss.rs`).
     chunked: Option<super::chunked_loss::Saved>,
     /// The fused loss's saved gradients (`fused_ce.rs`).
     fused: Option<super::fused_ce::Saved>,
+    /// `LinearCrossEntropyLoss`'s saved tensors (`linear_ce.rs`).
+    linear: Option<super::linear_ce::Saved>,
 }
 
 fn ckpt(inp: &TrainInputs) -> bool {
@@ -379,16 +392,7 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
     // The chunked output under autocast makes the weight's copy at its first chunk.
     let chunk_copy = inp.chunked_output.as_ref().map_or(0, |c| c.weight_copy);
     let head_copy = s.alloc(head.weight_copies.saturating_sub(chunk_copy));
-    let (chunked, fused) = match (&inp.chunked_output, &inp.fused_ce) {
-        (Some(c), _) => (Some(super::chunked_loss::forward(s, c)), None),
-        (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
-        _ => (None, None),
-    };
-    let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() {
-        (u32::MAX, u32::MAX)
-    } else {
-        standard_loss_forward(s, &inp.loss, &mut live.fsdp)
-    };
+    let loss = loss_forward(s, inp, live);
     for c in cached.iter().chain(tower.iter().flat_map(|t| &t.cached)) {
         s.free(*c);
     }
@@ -402,10 +406,34 @@ fn forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> Fwd {
         head_kept,
         head_copy,
         last_hidden: input,
+        loss,
+    }
+}
+
+/// The loss's forward, whichever the job's.
+fn loss_forward<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) -> LossSaved {
+    let (chunked, fused) = match (&inp.chunked_output, &inp.fused_ce) {
+        (Some(c), _) => (Some(super::chunked_loss::forward(s, c)), None),
+        (_, Some(c)) => (None, Some(super::fused_ce::forward(s, c))),
+        _ => (None, None),
+    };
+    // The model's output (the final norm's, unsaved), held until the recipe's `del outputs`.
+    let linear = inp.linear_ce.as_ref().map(|c| {
+        let output = s.alloc(c.hidden_rows(c.tokens));
+        super::linear_ce::forward(s, c, output)
+    });
+    let (log_softmax, labels_shifted) = if chunked.is_some() || fused.is_some() || linear.is_some()
+    {
+        (u32::MAX, u32::MAX)
+    } else {
+        standard_loss_forward(s, &inp.loss, &mut live.fsdp)
+    };
+    LossSaved {
         log_softmax,
         labels_shifted,
         chunked,
         fused,
+        linear,
     }
 }
 
@@ -439,12 +467,17 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     if let Some(f) = inp.fsdp.filter(|f| f.layers() > 0) {
         super::fsdp::unshard(s, f, &mut live.fsdp, f.layers() - 1);
     }
-    let mut grad = match (&inp.chunked_output, &fwd.chunked, fwd.fused) {
+    let mut grad = match (&inp.chunked_output, &fwd.loss.chunked, fwd.loss.fused) {
         (Some(c), Some(saved), _) => super::chunked_loss::backward(s, inp, c, saved, |s, which| {
             chunk_head_grad(s, inp, live, which)
         }),
         (_, _, Some(saved)) => fused_backward(s, inp, live, saved),
-        _ => loss_and_head_backward(s, inp, fwd, live),
+        _ => match (&inp.linear_ce, &fwd.loss.linear) {
+            (Some(c), Some(saved)) => {
+                super::linear_ce::backward(s, c, saved, |s, w| chunk_head_grad(s, inp, live, w))
+            }
+            _ => loss_and_head_backward(s, inp, fwd, live),
+        },
     };
     zero_side_hooks(s, inp, live, false);
     s.free(fwd.head_copy);
@@ -504,159 +537,6 @@ fn part_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, part: Part
             grad_of(s, live, k, p.grad);
         }
     }
-}
-
-/// One chunk's projection backward, weight side (`chunked_loss::backward`): the first (the
-/// last chunk's) makes the output side's gradients as the whole head's backward does, with
-/// the autograd thread's cuBLAS workspace on its first matmul; each later chunk's weight
-/// gradient is added into autograd's input buffer and freed. Under autocast the matmuls'
-/// gradients are of the weight's 16-bit copy: the first is the buffer (returned) the later
-/// ones are added into, and the output side's gradients are made after every projection, from
-/// it (`ToCopyBackward`, [`output_side_grads`]).
-fn chunk_head_grad<S: Sink>(
-    s: &mut S,
-    inp: &TrainInputs,
-    live: &mut Live,
-    which: super::chunked_loss::ChunkGrad,
-) -> u32 {
-    use super::chunked_loss::ChunkGrad;
-    let copy = inp.chunked_output.as_ref().map_or(0, |c| c.weight_copy);
-    let head = if inp.tied {
-        first_embedding(inp)
-    } else {
-        head_param(inp)
-    };
-    match which {
-        ChunkGrad::First => {
-            let buffer = if copy > 0 {
-                s.alloc(copy)
-            } else {
-                output_side_grads(s, inp, live, None);
-                u32::MAX
-            };
-            if !live.second_handle {
-                s.alloc(inp.workspace);
-                live.second_handle = true;
-            }
-            buffer
-        }
-        ChunkGrad::Later { second, buffer } => {
-            let bytes = if copy > 0 {
-                copy
-            } else {
-                head.map_or(0, |k| inp.params[k].grad)
-            };
-            let g = s.alloc(bytes);
-            if !second {
-                s.free(g);
-                return buffer;
-            }
-            // The buffered first contribution: the copy's gradient, the tied head's, or the
-            // head's `.grad` (the stream makes it at the first projection).
-            let held = match (copy > 0, inp.tied, head) {
-                (true, _, _) => buffer,
-                (false, true, _) => live.tied_head,
-                (false, false, Some(k)) => live.grads[k],
-                _ => u32::MAX,
-            };
-            let sum = s.alloc(bytes);
-            s.free(held);
-            s.free(g);
-            match (copy > 0, inp.tied, head) {
-                (true, _, _) => return sum,
-                (false, true, _) => live.tied_head = sum,
-                (false, false, Some(k)) => live.grads[k] = sum,
-                _ => {}
-            }
-            u32::MAX
-        }
-        ChunkGrad::AfterAll { buffer } => {
-            if copy > 0 {
-                output_side_grads(s, inp, live, Some(buffer));
-            }
-            u32::MAX
-        }
-    }
-}
-
-/// The untied head's weight: the largest output-side parameter (the final norm's are a
-/// vector).
-fn head_param(inp: &TrainInputs) -> Option<usize> {
-    inp.params
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.text_outside() && !p.embedding)
-        .max_by_key(|(_, p)| p.bytes)
-        .map(|(k, _)| k)
-}
-
-/// Liger's fused loss backward (`fused_ce.rs`): the saved `grad_weight` becomes the head's
-/// `.grad` (`AccumulateGrad` steals it; added into `.grad` and freed when one is held; a tied
-/// head's is the embedding's first contribution), the final norm's gradients as the whole
-/// head's backward makes them, the autograd thread's cuBLAS workspace before the blocks'
-/// first matmul; the saved `grad_input` is the head input's gradient (returned).
-fn fused_backward<S: Sink>(
-    s: &mut S,
-    inp: &TrainInputs,
-    live: &mut Live,
-    saved: super::fused_ce::Saved,
-) -> u32 {
-    super::fused_ce::backward(s);
-    let head = if inp.tied { None } else { head_param(inp) };
-    for (k, p) in inp.params.iter().enumerate().rev() {
-        if !p.text_outside() || p.embedding {
-            continue;
-        }
-        if Some(k) != head {
-            grad_of(s, live, k, p.grad);
-        } else if live.grads[k] == u32::MAX {
-            live.grads[k] = saved.grad_weight;
-        } else {
-            s.free(saved.grad_weight);
-        }
-    }
-    if inp.tied {
-        live.tied_head = saved.grad_weight;
-    }
-    if !live.second_handle {
-        s.alloc(inp.workspace);
-        live.second_handle = true;
-    }
-    saved.grad_input
-}
-
-/// The whole loss's backward and the head's: the loss's gradients, dlogits, the output side's
-/// weight gradients, the head input's gradient (returned).
-fn loss_and_head_backward<S: Sink>(
-    s: &mut S,
-    inp: &TrainInputs,
-    fwd: &Fwd,
-    live: &mut Live,
-) -> u32 {
-    let l = &inp.loss;
-    // nll_loss_backward, then _log_softmax_backward_data (dlogits in the loss width).
-    let g1 = s.alloc(l.log_softmax);
-    let g2 = s.alloc(l.log_softmax);
-    s.free(g1);
-    s.free(fwd.log_softmax);
-    s.free(fwd.labels_shifted);
-    let dlogits = if l.upcast > 0 {
-        let d = s.alloc(l.logits);
-        s.free(g2);
-        d
-    } else {
-        g2
-    };
-    // The head's matmul backward: its weight gradient, the autograd thread's own cuBLAS
-    // handle on its first matmul, the input gradient.
-    output_side_grads(s, inp, live, None);
-    if !live.second_handle {
-        s.alloc(inp.workspace);
-        live.second_handle = true;
-    }
-    let grad = s.alloc(inp.head_grad_input);
-    s.free(dlogits);
-    grad
 }
 
 /// The blocks' backward, newest first; `grad` the gradient flowing down (the block input's,

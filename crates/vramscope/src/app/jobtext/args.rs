@@ -82,8 +82,9 @@ pub struct JobArgs {
     #[arg(long, help_heading = "Job")]
     pub kv_dtype: Option<String>,
     /// Train: loss kernel `standard` (fp32 logits of every position), `chunked` (a fused
-    /// linear cross-entropy such as Liger-Kernel's) or `chunked-output` (torchtune's
-    /// CEWithChunkedOutputLoss: 16-bit logits in 8 chunks, each upcast in turn).
+    /// linear cross-entropy such as Liger-Kernel's), `chunked-output` (torchtune's
+    /// CEWithChunkedOutputLoss: 16-bit logits in 8 chunks, each upcast in turn) or `linear-ce`
+    /// (torchtune's LinearCrossEntropyLoss: projection and cross-entropy per chunk of 8).
     /// [default: standard]
     #[arg(long, help_heading = "Job")]
     pub loss: Option<String>,

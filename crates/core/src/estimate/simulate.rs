@@ -163,6 +163,17 @@ pub(crate) fn run_edited(
         Some(d) => d,
         None => pytorch_device(model, job, gpu, &st, plan.as_deref(), edit.is_some())?,
     };
+    if let (Some(spec), Some(plan), None, Some(_)) = (
+        &model.spec,
+        plan.as_deref(),
+        &device.allocator,
+        device.peaks.peak_reserved,
+    ) {
+        if device.engine.is_none() {
+            let w = super::alloc_events::heuristic_reserve_warning(spec, job, plan);
+            warnings.push(w);
+        }
+    }
     let host_activations = techniques::host_activation_bytes(job, plan.as_deref());
     techniques::warnings(job, &st, host_activations, &mut warnings);
     let host = st.host.saturating_add(host_activations);

@@ -34,35 +34,99 @@ pub const STEPS: u8 = 2;
 /// techniques. Everything else (serving engines, pipelines, ZeRO-3, FSDP's NO_SHARD, other
 /// quantized weights, offloading) keeps today's estimate.
 pub fn expressible(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> bool {
+    job.task == Task::Train && train_not_written(job, spec, plan).is_none()
+}
+
+/// What keeps the stream from writing `job` (the first of [`expressible`]'s or
+/// [`expressible_infer`]'s conditions it fails, in words), or `None` where it writes it.
+pub fn not_written(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> Option<String> {
+    match job.task {
+        Task::Train => train_not_written(job, spec, plan),
+        Task::Infer if expressible_infer(job, spec, plan) => None,
+        Task::Infer => Some(
+            "inference other than one GPU's HF generate of an unquantized decoder-only LM \
+             without adapters, images or a KV dtype of its own"
+                .into(),
+        ),
+        Task::Rl => Some("an RL step".into()),
+    }
+}
+
+/// The training conditions of [`expressible`], each with what it says when it fails.
+fn train_not_written(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) -> Option<String> {
     let t = &job.techniques;
-    job.task == Task::Train
-        && match job.framework {
-            Framework::Pytorch => parallel_expressible(spec, job),
-            Framework::Fsdp => fsdp_expressible(spec, job),
-            Framework::Deepspeed => zero_expressible(spec, job),
-            _ => false,
+    let layout = || match job.framework {
+        Framework::Pytorch => parallel_expressible(spec, job),
+        Framework::Fsdp => fsdp_expressible(spec, job),
+        Framework::Deepspeed => zero_expressible(spec, job),
+        _ => false,
+    };
+    if !layout() {
+        return Some(layout_words(job.framework));
+    }
+    let optimizer = || {
+        job.optimizer_impl == OptimizerImpl::Foreach
+            && matches!(
+                job.optimizer,
+                Optimizer::None
+                    | Optimizer::Sgd
+                    | Optimizer::SgdMomentum
+                    | Optimizer::Adam
+                    | Optimizer::AdamW
+                    | Optimizer::AdamWFused
+            )
+    };
+    let checks: [(&str, &dyn Fn() -> bool); 12] = [
+        ("this optimizer", &optimizer),
+        ("this loss under these settings", &|| {
+            loss_expressible(job, plan)
+        }),
+        ("this weight format", &|| weights_expressible(spec, job)),
+        ("images on this model or layout", &|| {
+            images_expressible(job, plan)
+        }),
+        ("this checkpointing", &|| {
+            checkpointing_expressible(job, plan)
+        }),
+        ("the optimizer in backward", &|| !t.optimizer_in_backward),
+        ("torch.compile", &|| !t.compile),
+        ("activation offloading", &|| {
+            t.activation_offload == crate::job::ActivationOffload::None
+        }),
+        ("a reference model", &|| {
+            t.reference_model == crate::job::ReferenceModel::None
+        }),
+        ("a head other than a causal LM's", &|| {
+            matches!(spec.head, Head::LanguageModel { .. })
+        }),
+        ("this model's blocks", &|| plan.events.is_some()),
+        ("this model's static cache", &|| {
+            !job.engine.static_cache() || static_cache_expressible(spec)
+        }),
+    ];
+    checks
+        .iter()
+        .find(|(_, ok)| !ok())
+        .map(|(why, _)| (*why).to_string())
+}
+
+/// What each framework's stream leaves out of its layouts, in words (the conditions of
+/// [`parallel_expressible`], [`fsdp_expressible`], [`zero_expressible`]).
+fn layout_words(framework: Framework) -> String {
+    match framework {
+        Framework::Pytorch => {
+            "tensor, pipeline, context or expert parallelism, offload, or DDP of quantized weights"
+                .into()
         }
-        && job.optimizer_impl == OptimizerImpl::Foreach
-        && loss_expressible(job, plan)
-        && weights_expressible(spec, job)
-        && images_expressible(job, plan)
-        && checkpointing_expressible(job, plan)
-        && matches!(
-            job.optimizer,
-            Optimizer::None
-                | Optimizer::Sgd
-                | Optimizer::SgdMomentum
-                | Optimizer::Adam
-                | Optimizer::AdamW
-                | Optimizer::AdamWFused
-        )
-        && !t.optimizer_in_backward
-        && !t.compile
-        && t.activation_offload == crate::job::ActivationOffload::None
-        && t.reference_model == crate::job::ReferenceModel::None
-        && matches!(spec.head, Head::LanguageModel { .. })
-        && plan.events.is_some()
-        && (!job.engine.static_cache() || static_cache_expressible(spec))
+        Framework::Fsdp => "FSDP other than one FULL_SHARD or SHARD_GRAD_OP rank of unquantized \
+                            weights (LoRA only without checkpointing, modules_to_save or pure \
+                            16-bit precision)"
+            .into(),
+        Framework::Deepspeed => "DeepSpeed other than one ZeRO-1/2 rank in bf16-mixed or fp32 \
+                                 without adapters, offload or accumulation"
+            .into(),
+        other => format!("{}'s own step", other.as_str()),
+    }
 }
 
 /// Images the training stream writes: none, or a tower `estimate/vision_events.rs` writes

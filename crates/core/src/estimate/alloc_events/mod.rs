@@ -362,6 +362,22 @@ pub fn step_stream(
     stream_of(model, job, gpu, &plan)
 }
 
+/// The report's word on a reserve the allocator model did not give (the packing heuristic of
+/// `overhead.rs` stood in): what kept the stream from writing the job ([`inputs::not_written`]).
+pub(crate) fn heuristic_reserve_warning(
+    spec: &crate::model::ModelSpec,
+    job: &crate::job::ResolvedJob,
+    plan: &super::forward_plan::ForwardPlan,
+) -> String {
+    let why = inputs::not_written(job, spec, plan)
+        .unwrap_or_else(|| "this model's inventory".to_string());
+    format!(
+        "allocator reserve not simulated: the allocation stream does not write {why} yet, so \
+         the reserve is the packing estimate of the tensors live at the peak (it falls short \
+         where large transient blocks churn)"
+    )
+}
+
 /// `max_memory_reserved` from the step's allocator events run through the caching-allocator
 /// model (`alloc_events`, `crate::allocator`), for the jobs the stream expresses: the walk's
 /// peak allocated (validated to 0.1 % on the H200) plus the model's reserve over its own

@@ -163,17 +163,12 @@ pub(crate) fn run_edited(
         Some(d) => d,
         None => pytorch_device(model, job, gpu, &st, plan.as_deref(), edit.is_some())?,
     };
-    if let (Some(spec), Some(plan), None, Some(_)) = (
-        &model.spec,
+    warnings.extend(heuristic_reserve_warning(
+        model,
+        job,
         plan.as_deref(),
-        &device.allocator,
-        device.peaks.peak_reserved,
-    ) {
-        if device.engine.is_none() {
-            let w = super::alloc_events::heuristic_reserve_warning(spec, job, plan);
-            warnings.push(w);
-        }
-    }
+        &device,
+    ));
     let host_activations = techniques::host_activation_bytes(job, plan.as_deref());
     techniques::warnings(job, &st, host_activations, &mut warnings);
     let host = st.host.saturating_add(host_activations);
@@ -335,6 +330,23 @@ fn pytorch_device(
     device.peaks.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
+}
+
+/// The report's word where PyTorch's reserve came from the packing heuristic, not the
+/// allocator model (no `allocator` summary; serving engines keep their own budgets).
+fn heuristic_reserve_warning(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    plan: Option<&ForwardPlan>,
+    device: &Device,
+) -> Option<String> {
+    let (Some(spec), Some(plan)) = (&model.spec, plan) else {
+        return None;
+    };
+    let heuristic = device.allocator.is_none()
+        && device.engine.is_none()
+        && device.peaks.peak_reserved.is_some();
+    heuristic.then(|| super::alloc_events::heuristic_reserve_warning(spec, job, plan))
 }
 
 /// The fit check against the GPU less the user's reserve (contract `reserve`).

@@ -88,6 +88,43 @@ pub struct WalkBuffers {
     pub step: u64,
 }
 
+/// One group of ZeRO hooks (`ks`, newest first) run through the meter: under stage 2 each
+/// gradient the tape did not free at its node is made, then hooked; the group's transient is
+/// marked only where a reduce adds more than the gradients the hooks took.
+fn hook_group(
+    m: &mut Meter,
+    live: &mut Live,
+    params: &[Param],
+    z: &Zero,
+    ks: &[usize],
+    ipg: u64,
+) -> Group {
+    let before = m.mark();
+    if z.stage >= 2 {
+        // A block's tape gradients are freed at their nodes before its hooks run.
+        let ids: Vec<u32> = ks
+            .iter()
+            .map(|&k| match params[k].tape_grad {
+                true => u32::MAX,
+                false => m.alloc(params[k].grad),
+            })
+            .collect();
+        for (&k, g) in ks.iter().zip(ids) {
+            zero::hook(m, z, live, k, g);
+        }
+    }
+    let made: u64 = ks
+        .iter()
+        .filter(|&&k| !params[k].tape_grad)
+        .map(|&k| params[k].grad)
+        .sum();
+    let over = m.peak - before;
+    Group {
+        transient: if over > made { over } else { 0 },
+        held: m.live - ipg,
+    }
+}
+
 impl WalkBuffers {
     /// The figures for `params` laid out by `z` (`tied`: the first embedding is the head).
     pub fn of(params: &[Param], z: &Zero, tied: bool) -> Self {
@@ -103,33 +140,8 @@ impl WalkBuffers {
         let (mut m, mut live) = (Meter::default(), Live::default());
         zero::setup(&mut m, z, &mut live);
         let ipg = m.live;
-        let group = |m: &mut Meter, live: &mut Live, ks: &[usize]| {
-            let before = m.mark();
-            if z.stage >= 2 {
-                // A block's tape gradients are freed at their nodes before its hooks run.
-                let ids: Vec<u32> = ks
-                    .iter()
-                    .map(|&k| match params[k].tape_grad {
-                        true => u32::MAX,
-                        false => m.alloc(params[k].grad),
-                    })
-                    .collect();
-                for (&k, g) in ks.iter().zip(ids) {
-                    zero::hook(m, z, live, k, g);
-                }
-            }
-            // Marked only where a reduce adds more than the gradients the hooks took.
-            let made: u64 = ks
-                .iter()
-                .filter(|&&k| !params[k].tape_grad)
-                .map(|&k| params[k].grad)
-                .sum();
-            let over = m.peak - before;
-            Group {
-                transient: if over > made { over } else { 0 },
-                held: m.live - ipg,
-            }
-        };
+        let group =
+            |m: &mut Meter, live: &mut Live, ks: &[usize]| hook_group(m, live, params, z, ks, ipg);
         let head = group(&mut m, &mut live, &side(false));
         let layer_count = params
             .iter()

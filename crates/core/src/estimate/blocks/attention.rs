@@ -192,6 +192,13 @@ impl Prog<'_> {
         // before `repeat_kv`, the mask's conversion or eager's scores read it
         // (`alloc_events/infer.rs` `prefill_block`, `prefill_walk.rs`).
         self.t.mark_attention(p.k, p.v);
+        self.kernel_core(p, w, att)
+    }
+
+    /// The attention kernel the job's `attention` and the layer pick, on the prepared q, k and
+    /// v: eager's scores and probabilities, or SDPA's / flash's fused call (with its mask's
+    /// inputs where one is traced); returns the context.
+    fn kernel_core(&mut self, mut p: Qkv, w: Widths, att: &Attention) -> Id {
         let latent = matches!(att.kind, AttentionKind::Latent { .. });
         // No SDPA kernel takes sink logits: transformers runs gpt-oss eager unless asked for
         // flash (`GptOssPreTrainedModel._supports_sdpa = False`), so SDPA reads as eager.

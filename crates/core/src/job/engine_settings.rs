@@ -4,8 +4,8 @@
 //! the engine's own (`engines/<engine>/settings.rs`, dispatched by `engines/spec.rs`); this
 //! file holds the settings' shape and the value readers they share.
 
+use super::enums::Framework;
 use crate::error::CoreError;
-use crate::job::Framework;
 use serde::Serialize;
 use serde_json::{Map, Value};
 

@@ -7,6 +7,12 @@ use serde_json::Value;
 /// No GPU or unified-memory machine has a pebibyte: a larger reserve is a typo.
 const MAX_RESERVE: f64 = (1u64 << 50) as f64;
 
+/// Upper bounds on counts: beyond them no real job exists, and products of them stay far from
+/// overflowing 64 bits (batch · seq · vocab · 4 < 2^64 needs each well under 2^21..2^32).
+pub(super) const MAX_BATCH: u64 = 1 << 24;
+pub(super) const MAX_SEQ: u64 = 1 << 26;
+pub(super) const MAX_GPUS: u64 = 1 << 20;
+
 /// The job's `host_ram`: bytes as a non-negative JSON number or numeric string (rounded to the
 /// byte); absent or null = unknown (`None`).
 pub(super) fn host_ram_bytes(v: Option<&Value>) -> Result<Option<u64>, CoreError> {

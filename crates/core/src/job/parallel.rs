@@ -1,7 +1,8 @@
 //! The job's `parallel`: the distributed layout, its degrees checked against each other.
 
+use super::enums::Offload;
+use super::fields::MAX_GPUS;
 use super::fields::{boolean, count, object, text};
-use super::{Offload, MAX_GPUS};
 use crate::error::CoreError;
 use serde::Serialize;
 use serde_json::Value;

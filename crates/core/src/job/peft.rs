@@ -1,7 +1,7 @@
 //! The job's `peft`: LoRA / QLoRA adapters.
 
+use super::enums::{AdapterDtype, PeftMethod};
 use super::fields::{count, object, text};
-use super::{AdapterDtype, PeftMethod};
 use crate::error::CoreError;
 use serde::Serialize;
 use serde_json::Value;

@@ -3,8 +3,8 @@
 //! the training GPUs or elsewhere), generations per prompt, prompt and completion lengths.
 //! Defaults are TRL's (`trl/trainer/grpo_config.py`).
 
+pub use super::enums::RlAlgorithm;
 use super::fields::{boolean, count, object, text};
-pub use super::RlAlgorithm;
 use crate::error::CoreError;
 use serde::Serialize;
 use serde_json::{Map, Value};

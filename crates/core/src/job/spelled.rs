@@ -1,6 +1,6 @@
 //! Job values parsed once in resolution that keep the user's spelling for the report's echo.
 
-use super::WeightFormat;
+use super::weight_format::WeightFormat;
 use serde::Serialize;
 use std::fmt;
 

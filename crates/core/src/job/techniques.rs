@@ -210,7 +210,7 @@ pub(super) fn check_in_backward(grad_accum: u64, framework: &str) -> Result<(), 
 
 /// A training job's reference model; an RL step names its own in `rl.reference_model`.
 pub(super) fn check_reference(r: ReferenceModel, task: super::Task) -> Result<(), CoreError> {
-    if r != ReferenceModel::None && task == super::Task::Rl {
+    if r != ReferenceModel::None && task == super::enums::Task::Rl {
         return Err(CoreError::field(
             "reference_model",
             "an RL step's reference model is rl.reference_model",
@@ -220,8 +220,12 @@ pub(super) fn check_reference(r: ReferenceModel, task: super::Task) -> Result<()
 }
 
 /// `kbit_prepare` is a step of PEFT training: a job that trains no adapters cannot ask for it.
-pub(super) fn check_kbit_prepare(on: bool, task: super::Task, peft: bool) -> Result<(), CoreError> {
-    if on && (task != super::Task::Train || !peft) {
+pub(super) fn check_kbit_prepare(
+    on: bool,
+    task: super::enums::Task,
+    peft: bool,
+) -> Result<(), CoreError> {
+    if on && (task != super::enums::Task::Train || !peft) {
         return Err(CoreError::field(
             "kbit_prepare",
             "PEFT's prepare_model_for_kbit_training prepares a LoRA/QLoRA training job: the \

@@ -17,7 +17,8 @@
 //! every application of that block (`Zamba2Attention.__init__`, `Zamba2MLP.__init__` build a
 //! slot per hybrid layer, an `nn.Sequential` where `visit % num_mem_blocks == block_id`).
 
-use super::{Attention, DenseMlp};
+use super::attention::Attention;
+use super::mlp::DenseMlp;
 use serde::{Deserialize, Serialize};
 
 /// One application of a shared transformer block at a hybrid layer.

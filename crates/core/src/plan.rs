@@ -10,10 +10,14 @@
 pub mod fsdp;
 pub mod layouts;
 mod peft;
+mod rank;
+mod states;
+pub mod zero;
 
 pub use layouts::{Layout, LayoutTime, Scored};
 
-use peft::{peft_coeffs, state_bytes_per_element, PeftCoeffs};
+use peft::{peft_coeffs, PeftCoeffs};
+use states::{screen_states, StateWidths};
 
 use crate::error::CoreError;
 use crate::estimate::activations::{forward, megatron_layer_bytes};
@@ -79,6 +83,9 @@ struct Coeffs {
     peft: Option<PeftCoeffs>,
     /// FSDP2's buffers as the walk charges them, where it does (`plan/fsdp.rs`).
     fsdp: Option<fsdp::FsdpHeld>,
+    /// DeepSpeed ZeRO-1 and ZeRO-2's buffers as the walk charges them, where it does
+    /// (`plan/zero.rs`).
+    zero: [Option<zero::ZeroHeld>; 2],
 }
 
 fn ckpt_index(c: Checkpointing) -> usize {
@@ -161,6 +168,10 @@ fn coeffs(
         loss,
         peft: peft_coeffs(model, base, inv)?,
         fsdp: fsdp::held(model, base, spec, gpus, gpu)?,
+        zero: [
+            zero::held(model, base, spec, (gpus, gpu), 1)?,
+            zero::held(model, base, spec, (gpus, gpu), 2)?,
+        ],
     })
 }
 
@@ -269,109 +280,6 @@ fn layouts(c: &Coeffs, gpus: u64, max_micro_batch: u64) -> Vec<Layout> {
     out
 }
 
-/// Bytes per parameter of each model state (param, grad, master, optimizer states) and the
-/// sharding divisor of each (ZeRO stage / FSDP mode over `dp`) for a layout.
-struct StateWidths {
-    param: u64,
-    grad: u64,
-    master: u64,
-    states: u64,
-    /// Divisors: parameters, gradients, optimizer states and master weights.
-    shard_param: u64,
-    shard_grad: u64,
-    shard_states: u64,
-}
-
-impl StateWidths {
-    fn of(l: &Layout, base: &ResolvedJob) -> Self {
-        let dp = l.dp.max(1);
-        let c = base.precision.compute_bytes();
-        // Bytes per parameter: (param, grad, master, states).
-        let (param, grad, master, states) = match (l.framework, base.precision.is_mixed()) {
-            ("megatron", true) => (2, 4, 4, 8),
-            ("deepspeed", true) => (2, 2, 4, 8),
-            (_, true) => (4, 4, 0, 8),
-            (_, false) => (c, c, 0, 2 * c),
-        };
-        let z = l.zero;
-        let (shard_param, shard_grad, shard_states) = match l.framework {
-            // FSDP shards the parameters under SHARD_GRAD_OP too (`estimate::states::shards`).
-            "fsdp" => (
-                if z >= 2 { dp } else { 1 },
-                if z >= 2 { dp } else { 1 },
-                if z >= 1 { dp } else { 1 },
-            ),
-            "deepspeed" => (
-                if z >= 3 { dp } else { 1 },
-                if z >= 2 { dp } else { 1 },
-                if z >= 1 { dp } else { 1 },
-            ),
-            _ => (1, 1, if z >= 1 { dp } else { 1 }),
-        };
-        StateWidths {
-            param,
-            grad,
-            master,
-            states,
-            shard_param,
-            shard_grad,
-            shard_states,
-        }
-    }
-}
-
-/// One GPU's model states under a layout, in bytes.
-struct ScreenStates {
-    params: u64,
-    grads: u64,
-    states: u64,
-    master: u64,
-    /// Trainable elements on this GPU (all of its parameters, or the adapters).
-    trainable: u64,
-}
-
-/// The first stage's share of the model states: its blocks, the embeddings, the head when
-/// there is one stage, divided by tp and sharded as [`StateWidths`] says. PEFT: the frozen
-/// base without gradient or states; fp32 adapters with both.
-fn screen_states(c: &Coeffs, l: &Layout, base: &ResolvedJob, w: &StateWidths) -> ScreenStates {
-    let (tp, pp) = (l.tp, l.pp);
-    let stage_layers = c.layers.div_ceil(pp);
-    let (sp, sg, ss) = (w.shard_param, w.shard_grad, w.shard_states);
-    match &c.peft {
-        None => {
-            let blocks = c.p_blocks / c.layers.max(1) * stage_layers;
-            let head = if pp == 1 { c.p_head } else { 0 };
-            let p = (c.p_embed + blocks + head) / tp;
-            ScreenStates {
-                params: p * w.param / sp,
-                grads: p * w.grad / sg,
-                states: p * w.states / ss,
-                master: p * w.master / ss,
-                trainable: p,
-            }
-        }
-        Some(pc) => {
-            let head_frozen = if pp == 1 { pc.frozen_head } else { 0 };
-            let frozen =
-                (pc.frozen_embed + pc.frozen_blocks / c.layers.max(1) * stage_layers + head_frozen)
-                    / tp;
-            let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
-            let aw = base.peft.as_ref().map_or(4, |p| p.adapter_dtype.bytes());
-            let s = state_bytes_per_element(base.optimizer, aw);
-            // The saved modules' copies (embeddings, head) sit on the first stage when whole.
-            let (sb, se) = (pc.saved_bytes / tp, pc.saved_elements / tp);
-            let sw = sb.checked_div(se).unwrap_or(0);
-            ScreenStates {
-                params: (frozen + aw * a + sb) / sp,
-                grads: (aw * a + sb) / sg,
-                states: (a * s + se * state_bytes_per_element(base.optimizer, sw)) / ss,
-                master: 0,
-                trainable: a + se,
-            }
-        }
-    }
-}
-
 /// Activation bytes on the first stage: Korthikanti's per-layer bytes under Megatron (divided
 /// by cp), else the tape's per-layer bytes at micro-batch 1 times the micro-batch, divided by
 /// tp × cp; each for the micro-batches in flight; plus the embeddings.
@@ -412,29 +320,63 @@ fn screen_activations(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSp
         + c.embed_act * b
 }
 
+/// What offload leaves on the GPU: (its resident parameters, optimizer states and master
+/// weights; its gradients; the host RAM the offload needs).
+fn offloaded(st: &states::ScreenStates, l: &Layout, w: &StateWidths) -> (u64, u64, u64) {
+    if l.offload == "none" {
+        return (st.params + st.states + st.master, st.grads, 0);
+    }
+    let (mut params, mut grads, mut host) = (st.params, st.grads, st.states + st.master);
+    // DeepSpeed's offload moves the gradients to the host in fp32 as they are reduced
+    // (`estimate::states::gradients_to_host`).
+    if l.framework == "deepspeed" {
+        host += grads / w.grad.max(1) * 4;
+        grads = 0;
+    }
+    if l.offload == "optimizer+params" {
+        host += st.params;
+        params = 0;
+    }
+    (params, grads, host)
+}
+
+/// The data-parallel buffers beside the loss's backward (`estimate::states::buffers`' figures
+/// where the walk keeps them). FSDP2 where the walk charges its buffers (`plan/fsdp.rs`):
+/// what it holds at the loss. DeepSpeed ZeRO-1/2 where it does (`plan/zero.rs`): nothing, the
+/// bucket is made at the first gradient hook, after the loss's backward.
+fn loss_buffers(
+    c: &Coeffs,
+    l: &Layout,
+    (w, grads): (&StateWidths, u64),
+    (walked, zero): (Option<fsdp::FsdpHeld>, Option<zero::ZeroHeld>),
+) -> u64 {
+    use crate::estimate::states::{DS_PREFETCH_BUCKET, DS_REDUCE_BUCKET};
+    match (l.framework, l.zero) {
+        ("deepspeed", 3) => {
+            DS_REDUCE_BUCKET * w.grad + DS_PREFETCH_BUCKET * w.param + c.p_largest_block * w.param
+        }
+        ("deepspeed", _) if zero.is_some() => 0,
+        ("deepspeed", _) if l.dp.max(1) > 1 => DS_REDUCE_BUCKET * w.grad,
+        ("fsdp", 3) => walked.map_or(3 * c.p_largest_block * 2, |f| f.at_loss),
+        // SHARD_GRAD_OP: every parameter unsharded in 16 bit at the loss
+        // (`estimate::states::buffers`).
+        ("fsdp", 2) => walked.map_or(
+            (c.p_embed + c.p_blocks + c.p_head) * 2 + c.p_largest_block * w.grad,
+            |f| f.at_loss_kept,
+        ),
+        ("fsdp", 0) if l.dp.max(1) > 1 => grads,
+        _ => 0,
+    }
+}
+
 /// Screened device total of the most-loaded GPU (the first pipeline stage) and the host RAM
-/// its offload needs.
+/// its offload needs: the most of its moments (the loss's backward, the optimizer step, and
+/// where the walk charges FSDP2's or ZeRO-1/2's buffers their own moments), each beside the
+/// resident model states.
 fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64) -> (u64, u64) {
     let w = StateWidths::of(l, base);
     let st = screen_states(c, l, base, &w);
-    let (mut states, mut master, mut params_gpu) = (st.states, st.master, st.params);
-    let mut grads = st.grads;
-    let mut host = 0;
-    if l.offload != "none" {
-        host = states + master;
-        states = 0;
-        master = 0;
-        // DeepSpeed's offload moves the gradients to the host in fp32 as they are reduced
-        // (`estimate::states::gradients_to_host`).
-        if l.framework == "deepspeed" {
-            host += grads / w.grad.max(1) * 4;
-            grads = 0;
-        }
-        if l.offload == "optimizer+params" {
-            host += st.params;
-            params_gpu = 0;
-        }
-    }
+    let (resident, grads, host) = offloaded(&st, l, &w);
     let acts = screen_activations(c, l, base, spec);
     let loss = if l.pp == 1 {
         c.loss * l.micro_batch / l.tp.max(1)
@@ -450,21 +392,13 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
             && l.ep <= 1
             && (c.peft.is_none() || l.checkpointing == "none")
     });
-    let buffers = match (l.framework, l.zero) {
-        ("deepspeed", 3) => {
-            500_000_000 * w.grad + 50_000_000 * w.param + c.p_largest_block * w.param
-        }
-        ("deepspeed", _) if l.dp.max(1) > 1 => 500_000_000 * w.grad,
-        ("fsdp", 3) => walked.map_or(3 * c.p_largest_block * 2, |f| f.at_loss),
-        // SHARD_GRAD_OP: every parameter unsharded in 16 bit at the loss
-        // (`estimate::states::buffers`).
-        ("fsdp", 2) => walked.map_or(
-            (c.p_embed + c.p_blocks + c.p_head) * 2 + c.p_largest_block * w.grad,
-            |f| f.at_loss_kept,
-        ),
-        ("fsdp", 0) if l.dp.max(1) > 1 => st.grads,
-        _ => 0,
+    // DeepSpeed ZeRO-1/2 where the walk charges its buffers (`plan/zero.rs`): the epilogue
+    // and the step beside the states; ZeRO-3 and offload keep the heuristic's bucket.
+    let zero = match (l.framework, l.zero, l.offload, l.ep) {
+        ("deepspeed", z @ (1 | 2), "none", ..=1) => c.zero[z as usize - 1],
+        _ => None,
     };
+    let buffers = loss_buffers(c, l, (&w, st.grads), (walked, zero));
     // foreach AdamW's sqrt(v) scratch: one state's worth over the trainable elements.
     let scratch = if base.optimizer == crate::job::Optimizer::AdamW && l.offload == "none" {
         let per = if c.peft.is_some() { 4 } else { w.states / 2 };
@@ -472,18 +406,19 @@ fn screen(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSpec, ctx: u64
     } else {
         0
     };
-    let fwd_bwd = params_gpu + states + master + acts + loss + buffers;
+    let fwd_bwd = resident + acts + loss + buffers;
     let step_buffers = if walked.is_some() { 0 } else { buffers };
-    let step = params_gpu + grads + states + master + scratch + step_buffers;
+    let step = zero.map_or(resident + grads + scratch + step_buffers, |z| {
+        resident + z.at_step
+    });
+    let epilogue = zero.map_or(0, |z| resident + z.at_epilogue);
     // The layers' sharded gradients beside the root's reduce-scatter (LoRA: the adapters').
     let layer_grads = match c.peft {
         Some(_) => grads,
         None => c.p_blocks * w.grad / w.shard_grad,
     };
-    let root_reduce = walked.map_or(0, |f| {
-        params_gpu + states + master + layer_grads + f.at_root_reduce
-    });
-    let allocated = fwd_bwd.max(step).max(root_reduce);
+    let root_reduce = walked.map_or(0, |f| resident + layer_grads + f.at_root_reduce);
+    let allocated = fwd_bwd.max(step).max(root_reduce).max(epilogue);
     // Allocator reserve (a few percent in single-stream runs: docs/overheads.md) and the context.
     (allocated + allocated / 50 + ctx, host)
 }

@@ -5,13 +5,11 @@
 //! are pure data parallelism over every GPU (dp = gpus), so one layout serves every FSDP
 //! layout the planner screens; the strategy, the micro-batch and the checkpointing change
 //! neither the units' sizes nor whether the stream writes the job
-//! (`alloc_events/inputs.rs` `expressible`), but for LoRA, written without checkpointing only
-//! (the screen asks `plan.rs`' layout).
+//! (`alloc_events/inputs.rs` `expressible`, asked of `plan/rank.rs`' rank), but for LoRA,
+//! written without checkpointing only (the screen asks `plan.rs`' layout).
 
-use super::{job_of, Layout};
 use crate::error::CoreError;
-use crate::estimate::activations::forward;
-use crate::estimate::alloc_events::{fsdp, inputs};
+use crate::estimate::alloc_events::fsdp;
 use crate::estimate::ModelInput;
 use crate::job::ResolvedJob;
 use crate::model::ModelSpec;
@@ -38,25 +36,9 @@ pub fn held(
     gpus: u64,
     gpu: &crate::gpu::Gpu,
 ) -> Result<Option<FsdpHeld>, CoreError> {
-    let layout = Layout {
-        framework: "fsdp",
-        dp: gpus,
-        tp: 1,
-        pp: 1,
-        cp: 1,
-        ep: 1,
-        sp: false,
-        zero: 3,
-        offload: "none",
-        checkpointing: "none",
-        micro_batch: 1,
-        microbatches: 1,
-    };
-    let job = job_of(base, &layout, gpu)?;
-    let Ok(plan) = forward(spec, &job, &mut Vec::new()) else {
+    let Some((job, covered)) = super::rank::job(base, spec, ("fsdp", 3), gpus, gpu)? else {
         return Ok(None);
     };
-    let covered = inputs::expressible(&job, spec, &plan);
     let walked = fsdp::walk_buffers(model.inventory.as_ref(), &job, covered)?;
     Ok(walked.map(|w| FsdpHeld {
         at_loss: w.at_loss(),

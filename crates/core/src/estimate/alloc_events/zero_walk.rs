@@ -82,6 +82,9 @@ pub struct WalkBuffers {
     pub head: Group,
     pub layers: Vec<Group>,
     pub embedding: Group,
+    /// ZeRO's bytes live as the epilogue begins: the bucket and the gradients held (stage 1:
+    /// every gradient, whole; stage 2: the partition's).
+    pub epilogue_from: u64,
     /// The epilogue (stage 1: every gradient, kept by the walk, reduced through the bucket).
     pub epilogue: Group,
     /// The step's most over the partition's gradients (steady state: the states made).
@@ -162,11 +165,11 @@ impl WalkBuffers {
         } else {
             Vec::new()
         };
-        let before = m.mark();
+        let epilogue_from = m.mark();
         zero::reduce_gradients(&mut m, z, &mut live, &grads);
         zero::epilogue(&mut m, z, &mut live);
         let epilogue = Group {
-            transient: m.peak - before,
+            transient: m.peak - epilogue_from,
             held: m.live,
         };
         let before = m.mark();
@@ -180,6 +183,7 @@ impl WalkBuffers {
             head,
             layers,
             embedding,
+            epilogue_from,
             epilogue,
             step: m.peak - before,
         }
@@ -188,6 +192,18 @@ impl WalkBuffers {
     /// Stage 2 (the gradients go through the bucket as they are made).
     pub fn partitions_gradients(&self) -> bool {
         self.stage >= 2
+    }
+
+    /// Beside the model states at the epilogue's mark (`zero_marks::epilogue`): the bucket, the
+    /// gradients held as it begins, and the most its reduce adds.
+    pub fn at_epilogue(&self) -> u64 {
+        self.epilogue_from + self.epilogue.transient
+    }
+
+    /// Beside the model states at the optimizer step's mark (`simulate.rs` `walk`): the
+    /// partition's gradients the epilogue leaves and the most the step adds over them.
+    pub fn at_step(&self) -> u64 {
+        self.epilogue.held + self.step
     }
 
     /// Layer `i`'s group (empty past the end).

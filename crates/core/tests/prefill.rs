@@ -6,7 +6,8 @@
 //! 3's and 2's keys, per-layer inputs of 6 × 64, window 128). Every figure is derived below
 //! from `modeling_gemma4.py` / `cache_utils.py` (transformers 5.24) and set beside the
 //! profile of the measured call (each tensor live at its peak, read off `torch.profiler`'s
-//! allocation events with the op that made it: `scripts/generate_live_at_peak.py`).
+//! allocation events with the op that made it: `scripts/generate_live_at_peak.py`); and Gemma
+//! 3n's tiny text model's prefill peak (`gemma3n_text_prefill_peak_by_hand`).
 
 mod common;
 
@@ -15,8 +16,13 @@ use vramscope_core::job::Job;
 
 /// The job of the text model's measured run at `prompt`.
 fn text_job(rec: &Value, prompt: u64) -> Job {
+    job_of(rec, "gemma4_text", prompt)
+}
+
+/// The job of `model`'s measured run at `prompt` (batch 2, one new token, fp32, SDPA).
+fn job_of(rec: &Value, model: &str, prompt: u64) -> Job {
     serde_json::from_value(json!({
-        "model": {"hf_config": rec["hf_configs"]["gemma4_text"]}, "task": "infer", "batch": 2,
+        "model": {"hf_config": rec["hf_configs"][model]}, "task": "infer", "batch": 2,
         "seq": prompt, "new_tokens": 1, "precision": "fp32", "attention": "sdpa"}))
     .unwrap()
 }
@@ -120,4 +126,43 @@ fn gemma4_text_prefill_peak_by_hand() {
         assert_eq!(common::stream_call_peak(&job), want, "stream at {prompt}");
         assert_eq!(measured(&rec, "gemma4_text", prompt), want + not_modelled);
     }
+}
+
+/// Gemma 3n's tiny text model (`validation/cpu-measured-generate-gemma3n.json`,
+/// `scripts/measure_generate_gemma3n_cpu.py`: `Gemma3nForCausalLM`, hidden 256, 4 AltUp
+/// streams, 2 KV heads of 64, layers 0, 1, 3 sliding and 2 full, layers 4 and 5 reading the
+/// keys of 3 and 2, per-layer inputs of 6 × 64), its prefill peak by hand from
+/// `modeling_gemma3n.py` (transformers 5.24), per token `t` = 2 · 256 (fp32):
+///
+/// - held by `Gemma3nTextModel.forward` through every layer: `inputs_embeds` 256 · 4 =
+///   1,024 B (`hidden_states_0`, the first entry of `temp_hidden_states`); the combined
+///   per-layer inputs `[6, 64]` 1,536 B (`project_per_layer_inputs`' intermediates die under
+///   `no_grad`); the three rescaled AltUp streams left in `temp_hidden_states`, 3 · 1,024 B,
+///   and the last `altup_proj`, 1,024 B; the rotary tables, cos and sin for each of the two
+///   layer types at head dim 64, 4 · 64 · 4 = 1,024 B; per `[t, 1]` `target_magnitude` and
+///   the last `new_magnitude`, 4 B each; the sliding layers' bool SDPA mask (measured
+///   65,536 B at prompt 256);
+/// - the caches of layers 0–3, keys and values of 2 heads · 64 · 4 B each: 4 · 1,024 B;
+/// - layer 3, inside `altup.correct` at the multiply: its input (layer 2's output, the
+///   `[4, t, 256]` stack: the first stack, made by `torch.stack`, died as the loop rebound
+///   it after layer 0) and `predictions`, 2 · 4,096 B; the decoder layer's nine `[t, 256]`
+///   locals (`active_prediction_normed`, `laurel_output`, `attn`, `attn_gated`,
+///   `attn_laurel`, `attn_norm`, `attn_ffw`, `attn_ffw_norm`, `attn_ffw_laurel_gated`),
+///   9 · 1,024 B; `innovation` repeated to the four streams 4,096 B and the product
+///   `corrected` 4,096 B; `modalities` and `all_coefs` `[t, 4]`, 16 B each.
+///
+/// 512 · (1,024 + 1,536 + 3 · 1,024 + 1,024 + 1,024 + 4 + 4 + 4 · 1,024 + 2 · 4,096 + 9 · 1,024
+/// + 2 · 4,096 + 2 · 16) + 65,536 = 19,222,528. The measurement adds generate's bookkeeping
+/// (two int64 `[2, 256]` position tensors, 8,192 B, and 3,584 B of small ones): 19,234,304.
+#[test]
+fn gemma3n_text_prefill_peak_by_hand() {
+    let rec: Value = common::validation("cpu-measured-generate-gemma3n.json");
+    let held = 1_024 + 1_536 + 3 * 1_024 + 1_024 + 1_024 + 4 + 4;
+    let layer3 = 2 * 4_096 + 9 * 1_024 + 2 * 4_096 + 2 * 16;
+    let want = 512 * (held + 4 * 1_024 + layer3) + 65_536;
+    let job = job_of(&rec, "gemma3n_text", 256);
+    let (peak, _) = walk(&job);
+    assert_eq!(peak, want, "walk");
+    assert_eq!(common::stream_call_peak(&job), want, "stream");
+    assert_eq!(measured(&rec, "gemma3n_text", 256), want + 8_192 + 3_584);
 }

@@ -126,6 +126,9 @@ pub fn forward(
         head: parts.head,
         logits: parts.logits,
         hidden: super::overhead::round_size(tokens * h * num.param),
+        first_input: spec.gemma3n.map_or(0, |g| {
+            super::overhead::round_size(g.altup_inputs * tokens * h * num.param)
+        }),
         loss: parts.loss,
         logits_grad_input: super::overhead::round_size(tokens * h * num.compute),
         bytes_per_layer,

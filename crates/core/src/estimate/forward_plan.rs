@@ -50,6 +50,13 @@ pub struct ForwardPlan {
     pub logits: u64,
     /// One hidden state between blocks (batch · seq · hidden at the residual stream's width).
     pub hidden: u64,
+    /// Bytes of the first layer's input where it is not `inputs_embeds` but a tensor the
+    /// embedding stage makes (counted in its `kept`) and the loop's rebinding
+    /// (`hidden_states = decoder_layer(hidden_states, ...)`) frees as layer 0 returns: Gemma
+    /// 3n's `[altup_num_inputs, b, s, h]` stack of AltUp streams (`torch.stack` in
+    /// `Gemma3nTextModel.forward`), every layer's input and output being such a stack. 0
+    /// otherwise.
+    pub first_input: u64,
     pub loss: LossMemory,
     /// The head's input gradient (b·s·h) during its backward.
     pub logits_grad_input: u64,

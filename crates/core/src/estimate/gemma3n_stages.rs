@@ -39,13 +39,15 @@ fn magnitude(tape: &mut Tape, src: Id, (t, h): (u64, u64)) -> Id {
 /// `src` (saving its input, under autocast a 16-bit copy), `.to(dtype)` back to the
 /// parameters' dtype (a copy under autocast), its own magnitude (`pow` saving it; the clamp
 /// and `sqrt` on `[t, 1]`), `· target` (saving both) and `/ new_magnitude` (saving both).
+/// Returns the rescaled stream and the two locals the loop's names hold until they are
+/// rebound: `altup_proj` (the projection's output) and `new_magnitude`.
 fn rescaled_projection(
     tape: &mut Tape,
     src: Id,
     target: Id,
     (t, h): (u64, u64),
     num: Numerics,
-) -> Id {
+) -> (Id, [Id; 2]) {
     let xin = if num.autocast && tape.width(src) == 4 {
         tape.fused_op(&[src], &[], t * h, 2)
     } else {
@@ -61,20 +63,47 @@ fn rescaled_projection(
     let new_mag = tape.fused_op(&[clamped], &[], t, w);
     tape.keep(new_mag);
     let prod = tape.fused_op(&[cur, target], &[cur, target], t * h, w);
-    tape.fused_op(&[prod, new_mag], &[prod, new_mag], t * h, w)
+    let out = tape.fused_op(&[prod, new_mag], &[prod, new_mag], t * h, w);
+    (out, [proj, new_mag])
 }
 
 /// Before the first layer: the embedding `x` and `altup_projections[i - 1](x)` for each
 /// further stream, each rescaled to `x`'s magnitude, stacked into the `[n, b, s, h]` tensor
-/// the first layer reads (`torch.stack`: a new tensor that saves nothing). The Python list
-/// of the streams lives until the layers have run; that forward-only life is not modelled.
-pub fn altup_streams(tape: &mut Tape, x: Id, (t, h): (u64, u64), n: u64, num: Numerics) -> Id {
+/// the first layer reads (`torch.stack`: a new tensor that saves nothing).
+///
+/// Under `no_grad` (`train` false: HF `generate`) nothing is saved, and what
+/// `Gemma3nTextModel.forward`'s names hold lives until it returns, past every layer (the
+/// stage keeps it): `target_magnitude` (`[t, 1]`), the list `temp_hidden_states` (the
+/// embedding itself and the `n - 1` rescaled streams, `[t, h]` each), and the last loop
+/// iteration's `altup_proj` (`[t, h]`) and `new_magnitude` (`[t, 1]`); the squares, means and
+/// products die as their names are rebound. At fp32, `n` = 4, `h` = 256 that is, per token,
+/// 4 + 4 · 1,024 + 1,024 + 4 = 5,128 B, the embedding's 1,024 among them (measured at the
+/// tiny text model's prefill peak, `scripts/generate_live_at_peak.py`, 2 × 256: 524,288 +
+/// 2,048 + 3 · 524,288 + 524,288 + 2,048 B live from the stage). The stack itself is the
+/// first layer's input, freed as the loop rebinds `hidden_states`.
+pub fn altup_streams(
+    tape: &mut Tape,
+    x: Id,
+    (t, h): (u64, u64),
+    n: u64,
+    (num, train): (Numerics, bool),
+) -> Id {
+    let was = tape.set_no_grad(!train);
     let target = magnitude(tape, x, (t, h));
-    let mut streams = vec![x];
+    let (mut streams, mut last) = (vec![x], Vec::new());
     for _ in 1..n {
-        streams.push(rescaled_projection(tape, x, target, (t, h), num));
+        let (stream, locals) = rescaled_projection(tape, x, target, (t, h), num);
+        streams.push(stream);
+        last = locals.to_vec();
     }
-    tape.op(&streams, &[], n * t * h, num.param)
+    let out = tape.op(&streams, &[], n * t * h, num.param);
+    tape.set_no_grad(was);
+    if !train {
+        for &held in streams.iter().chain(&last).chain([&target]) {
+            tape.keep(held);
+        }
+    }
+    out
 }
 
 /// After the last layer (`last`: the stacked streams): stream 0's magnitude, each further
@@ -85,7 +114,7 @@ pub fn unembed_streams(tape: &mut Tape, last: Id, (t, h): (u64, u64), n: u64, nu
     let target = magnitude(tape, last, (t, h));
     let mut streams = vec![last];
     for _ in 1..n {
-        streams.push(rescaled_projection(tape, last, target, (t, h), num));
+        streams.push(rescaled_projection(tape, last, target, (t, h), num).0);
     }
     let stacked = tape.op(&streams, &[], n * t * h, num.param);
     tape.op(&[stacked], &[], t * h, num.param)

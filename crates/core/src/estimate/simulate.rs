@@ -570,11 +570,14 @@ fn walk_forward(
         let gathered = fsdp.map_or(0, |f| 2 * f.layer(Some(i)));
         w.mark("forward", layer_label(i), transient + gathered);
         w.add(Temporaries, fsdp.map_or(0, |f| f.kept_after_forward(i)));
-        if i == 0 && !train {
+        if i == 0 && !train && plan.first_input == 0 {
             // Under no_grad the embeddings stay bound to `inputs_embeds` in the model's
             // forward to its end (`modeling_llama.py` `LlamaModel.forward`), and the loop holds
             // each later layer's input (the layer before's output) until that layer returns:
             // from the second layer on, two hidden states live beside the block's own tensors.
+            // Where the first input is a tensor of its own (`ForwardPlan::first_input`, kept
+            // by the embedding stage), the rebinding frees it as layer 0's output of the same
+            // size takes its place: nothing added.
             w.add(Activations, plan.hidden);
         }
     }

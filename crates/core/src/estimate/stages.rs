@@ -53,7 +53,13 @@ pub fn embeddings(
     }
     let mut copies = 0;
     if let Some(g) = spec.gemma3n {
-        x = super::gemma3n_stages::altup_streams(&mut tape, x, (t, h), g.altup_inputs, num);
+        x = super::gemma3n_stages::altup_streams(
+            &mut tape,
+            x,
+            (t, h),
+            g.altup_inputs,
+            (num, train),
+        );
         copies = super::gemma3n_stages::embedding_weight_copies(spec, g, num);
     }
     if spec.model_type == "falcon_h1" {
@@ -152,12 +158,15 @@ fn rotary_widths(spec: &ModelSpec) -> Vec<u64> {
 /// its slice. Gemma 3n's conditional-generation model looks the table up itself
 /// (`Gemma3nModel.forward`: `per_layer_inputs = self.language_model.get_per_layer_inputs(...)`)
 /// and holds that local while the language model runs: under `no_grad` it lives to the end.
-/// Gemma 4 under `no_grad` (inference, `generate`) saves nothing on the way: the lookup, the
-/// projection, its scaled copy and the norm's fp32 input and rstd die as
-/// `project_per_layer_inputs` rebinds its names, so only the combined tensor is held (measured
-/// by `scripts/measure_gemma4audio_prefill.py`'s profile: after the stage the text model holds
-/// `inputs_embeds`, the `[t, layers, width]` per-layer inputs and the rotary tables, nothing
-/// else; the saved set a training tape keeps here is 2 · `[t, layers · width]` fp32 + the rstd).
+/// Gemma 4 and Gemma 3n under `no_grad` (inference, `generate`) save nothing on the way: the
+/// lookup, the projection, its scaled copy (Gemma 3n's is in place) and the norm's fp32 input
+/// and rstd die as `project_per_layer_inputs` rebinds its names, so only the combined tensor
+/// is held (measured by `scripts/measure_gemma4audio_prefill.py`'s profile: after the stage
+/// the text model holds `inputs_embeds`, the `[t, layers, width]` per-layer inputs and the
+/// rotary tables, nothing else; for Gemma 3n's tiny text model `scripts/generate_live_at_peak.py`
+/// on `measure_generate_gemma3n_cpu.py` finds one `[512, 6 · 64]` fp32 tensor, 786,432 B,
+/// from `project_per_layer_inputs` live at the prefill's peak; the saved set a training tape
+/// keeps here is 2 · `[t, layers · width]` fp32 + the rstd).
 fn per_layer_inputs(
     tape: &mut Tape,
     x: super::tape::Id,
@@ -167,7 +176,7 @@ fn per_layer_inputs(
 ) {
     let p = num.param;
     let n = t * spec.num_layers() * width;
-    let was = tape.set_no_grad(!train && spec.naming == Naming::Gemma4);
+    let was = tape.set_no_grad(!train && matches!(spec.naming, Naming::Gemma4 | Naming::Gemma3n));
     let ids = tape.external(t, 8);
     let looked_up = tape.op(&[ids], &[], n, p);
     let token_part = tape.op(&[looked_up], &[], n, p);

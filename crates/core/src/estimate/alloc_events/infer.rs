@@ -131,7 +131,8 @@ const DECODE_KEPT: u64 = 32;
 /// `inputs_embeds` and the rotary `cos`/`sin` and holds both to its end; its loop
 /// (`hidden_states = decoder_layer(hidden_states, ...)`) holds each layer's input until the
 /// layer returns (the block's events free it last, `blocks/mod.rs`), and the first layer's
-/// input is `inputs_embeds` itself, freed after the final norm. Each layer's cache is made at
+/// input is `inputs_embeds` itself, freed after the final norm (Gemma 3n's is the stack of its
+/// AltUp streams, `ForwardPlan::first_input`). Each layer's cache is made at
 /// its first `update`, between the rotary embedding and the attention kernel, in both cache
 /// modes ([`prefill_block`]). The attention masks are made after the embeddings and die when
 /// the model's forward returns. Then the final norm and the head on the last position.
@@ -140,14 +141,17 @@ fn prefill<S: Sink>(s: &mut S, inp: &InferInputs, cache: &mut Vec<LayerCache>) {
     let tokens = inp.batch * inp.prompt;
     let e = &plan.embedding;
     let embeds = s.alloc(inp.hidden_per_token * tokens);
-    let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens));
+    let first = plan.first_input;
+    let extra = s.alloc(e.kept.saturating_sub(inp.hidden_per_token * tokens + first));
     // The forward's attention masks (`attention_masks::forward_masks`): eager's float masks
     // filled from a bool pattern that dies once filled; SDPA's bool sliding/chunked masks.
     let pattern = s.alloc(plan.masks.pattern * u64::from(plan.masks.bytes > 0));
     let masks = s.alloc(plan.masks.bytes);
     s.free(pattern);
     let cache_len = inp.static_cache.map_or(inp.prompt, |sc| sc.len);
-    let mut input = embeds;
+    // A first layer's input made after the masks (Gemma 3n's AltUp stack), freed by the
+    // first block as any layer's input.
+    let mut input = if first > 0 { s.alloc(first) } else { embeds };
     for (i, &bi) in inp.events.layer_block.iter().enumerate() {
         let Some(b) = inp.events.blocks.get(bi as usize) else {
             continue;

@@ -16,6 +16,17 @@ impl Prog<'_> {
     /// and residual, `(· + laurel) / √2`, the MLP between its two norms and its residual,
     /// AltUp's correction of every stream, and the per-layer input branch added in place to
     /// every stream but the first. Returns the corrected stack.
+    ///
+    /// Under `no_grad` the Python lifetimes of `Gemma3nTextDecoderLayer.forward`
+    /// ([`Prog::hold`]): every local it binds lives until it returns — `predictions`
+    /// (`[n, t, h]`), and the nine `[t, h]` tensors `active_prediction_normed`,
+    /// `laurel_output`, `attn` (post-norm), `attn_gated`, `attn_laurel`, `attn_norm`,
+    /// `attn_ffw`, `attn_ffw_norm`, `attn_ffw_laurel_gated` (none is rebound) — and the
+    /// block's input is held by `Gemma3nTextModel.forward`'s loop until the block returns.
+    /// Measured (`scripts/generate_live_at_peak.py` on `measure_generate_gemma3n_cpu.py`'s
+    /// text model, 2 × 256, fp32): at the prefill's peak, inside layer 3's
+    /// `altup.correct`, all nine `[512, 256]` fp32 locals (524,288 B each) are live beside
+    /// the input and `predictions` stacks.
     pub(super) fn gemma3n_block(&mut self, x: Id, layer: &Layer, g: Gemma3nParts) -> Id {
         let (h, t) = (self.c.spec.hidden_size, self.tokens);
         let p = self.gemma3n_predict(x, g);
@@ -30,14 +41,30 @@ impl Prog<'_> {
         let summed = self.residual(gated, laurel);
         let attn_laurel = self.elementwise(&[summed], &[]);
         let m_in = self.norm_in(attn_laurel, layer, NormSlot::PreMlp);
-        let m = match &layer.mlp {
+        let ffw = match &layer.mlp {
             Mlp::Dense(d) => self.gemma3n_mlp(m_in, d, h),
             _ => self.ffn(m_in, layer),
         };
-        let m = self.norm_in(m, layer, NormSlot::PostMlp);
+        let m = self.norm_in(ffw, layer, NormSlot::PostMlp);
         let activated = self.residual(attn_laurel, m);
         let c = self.gemma3n_correct(p, activated, g);
-        self.gemma3n_per_layer_input(c, layer, g)
+        let out = self.gemma3n_per_layer_input(c, layer, g);
+        for local in [
+            x,
+            p,
+            a_in,
+            laurel,
+            a,
+            gated,
+            attn_laurel,
+            m_in,
+            ffw,
+            m,
+            activated,
+        ] {
+            self.hold(local);
+        }
+        out
     }
 
     /// `Gemma3nTextAltUp.predict`: the router modalities of the active stream, the
@@ -125,7 +152,8 @@ impl Prog<'_> {
     /// `innovation = activated - predictions[active]`, repeated to every stream (a new
     /// `[n, b, s, hidden]` tensor, saved by the multiply), `correction_coefs` (its clamped
     /// weight through `F.linear`) `+ 1`, the multiply by the coefficients (saving both), and
-    /// `corrected += predictions` in place.
+    /// `corrected += predictions` in place. Under `no_grad` the `[t, n]` `modalities` is held
+    /// to the multiply (a local of `correct`; measured live at the prefill's peak).
     fn gemma3n_correct(&mut self, p: Id, activated: Id, g: Gemma3nParts) -> Id {
         let (h, n, t) = (self.c.spec.hidden_size, g.altup_inputs, self.tokens);
         let modalities = self.gemma3n_router(activated, g);
@@ -140,6 +168,9 @@ impl Prog<'_> {
             .t
             .op(&[repeated, coefs], &[repeated, coefs], n * t * h, w);
         self.t.touch(p);
+        // Under `no_grad` `modalities` lives until `correct` returns (its other locals,
+        // `innovation` repeated and `all_coefs`, are the multiply's inputs).
+        self.hold(modalities);
         corrected
     }
 

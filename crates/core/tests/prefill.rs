@@ -151,8 +151,8 @@ fn gemma4_text_prefill_peak_by_hand() {
 ///   9 · 1,024 B; `innovation` repeated to the four streams 4,096 B and the product
 ///   `corrected` 4,096 B; `modalities` and `all_coefs` `[t, 4]`, 16 B each.
 ///
-/// 512 · (1,024 + 1,536 + 3 · 1,024 + 1,024 + 1,024 + 4 + 4 + 4 · 1,024 + 2 · 4,096 + 9 · 1,024
-/// + 2 · 4,096 + 2 · 16) + 65,536 = 19,222,528. The measurement adds generate's bookkeeping
+/// 512 · (1,024 + 1,536 + 3 · 1,024 + 1,024 + 1,024 + 4 + 4 + 4 · 1,024 + 2 · 4,096 +
+/// 9 · 1,024 + 2 · 4,096 + 2 · 16) + 65,536 = 19,222,528. The measurement adds generate's bookkeeping
 /// (two int64 `[2, 256]` position tensors, 8,192 B, and 3,584 B of small ones): 19,234,304.
 #[test]
 fn gemma3n_text_prefill_peak_by_hand() {

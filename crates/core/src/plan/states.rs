@@ -37,7 +37,7 @@ impl StateWidths {
         };
         let z = l.zero;
         let (shard_param, shard_grad, shard_states) = match l.framework {
-            // FSDP shards the parameters under SHARD_GRAD_OP too (`estimate::states::shards`).
+            // FSDP shards the parameters under SHARD_GRAD_OP too (`estimate::states::profiles::shards`).
             "fsdp" => (
                 if z >= 2 { dp } else { 1 },
                 if z >= 2 { dp } else { 1 },

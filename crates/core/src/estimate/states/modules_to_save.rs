@@ -6,7 +6,9 @@
 //! was loaded in: PEFT's `autocast_adapter_dtype` upcasts only the adapter layers), and the
 //! copy has a gradient of its own dtype and optimizer states (`zeros_like(param)`).
 
-use super::{eight_bit, Rules, StateBytes, Sums};
+use super::rules::Rules;
+use super::sums::Sums;
+use super::{eight_bit, StateBytes};
 use crate::error::CoreError;
 use crate::estimate::optimizer;
 use crate::estimate::overhead::round_size;

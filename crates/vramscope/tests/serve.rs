@@ -147,9 +147,41 @@ fn picture_page_and_assets() {
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").unwrap().starts_with("text/html"));
     let page = r.text();
-    assert!(page.contains("/app.js") && page.contains("/style.css"));
+    assert!(page.contains("/style.css"));
+    // The page's classic scripts, in order: every script under assets/, `app.js` (which starts
+    // the page) last, each served as JavaScript.
+    let scripts: Vec<&str> = page
+        .split("<script src=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    assert_eq!(scripts.last(), Some(&"/app.js"));
+    let mut on_disk: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/assets"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".js"))
+            .map(|n| format!("/{n}"))
+            .collect();
+    on_disk.sort();
+    let mut named: Vec<String> = scripts.iter().map(|s| s.to_string()).collect();
+    named.sort();
+    assert_eq!(named, on_disk);
+    for path in &scripts {
+        let r = call(&s, "GET", path, b"");
+        assert_eq!(r.status, 200, "{path}");
+        assert!(
+            r.header("content-type")
+                .unwrap()
+                .starts_with("text/javascript"),
+            "{path}"
+        );
+    }
     // Nothing fetched from elsewhere: no absolute URLs in the UI's assets.
-    for path in ["/", "/app.js", "/style.css"] {
+    for path in ["/", "/style.css"]
+        .into_iter()
+        .chain(scripts.iter().copied())
+    {
         let t = call(&s, "GET", path, b"").text();
         assert!(!t.contains("http://") && !t.contains("https://"), "{path}");
     }

@@ -124,11 +124,9 @@ fn router(loopback: bool, allow_hub: bool, session: Session) -> Router {
         pool: pool::Pool::new(pool::workers()),
     };
     let upload_limit = DefaultBodyLimit::max(UPLOAD_LIMIT);
-    Router::new()
+    assets::scripts(Router::new())
         .route("/", get(assets::index))
         .route("/index.html", get(assets::index))
-        .route("/app.js", get(assets::app_js))
-        .route("/pipeline.js", get(assets::pipeline_js))
         .route("/style.css", get(assets::style_css))
         .route("/api/estimate", post(routes::estimate::estimate))
         .route("/api/fit", post(routes::estimate::fit))

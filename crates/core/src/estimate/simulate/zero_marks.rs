@@ -5,7 +5,8 @@
 //! partition's gradients it leaves; the epilogue (stage 1: every gradient reduced through the
 //! bucket); the partition's gradients to the step.
 
-use super::{Category, Walk};
+use super::walk::Walk;
+use crate::report::Category;
 
 /// ZeRO's figures, where the stream writes the job as ZeRO-1/2.
 pub(super) type Zero<'a> = Option<&'a crate::estimate::alloc_events::zero_walk::WalkBuffers>;

@@ -55,6 +55,11 @@ pub fn paged_state_bytes(opt: Optimizer, shape: &[u64]) -> Result<u64, CoreError
     }
 }
 
+/// The states bitsandbytes makes through `get_state_buffer` (paged when large).
+fn is_state_buffer(name: &str) -> bool {
+    matches!(name, "state1" | "state2")
+}
+
 /// One device allocation an optimizer keeps for a parameter tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateTensor {
@@ -88,16 +93,23 @@ fn check_width(state_bytes: u64) -> Result<(), CoreError> {
     }
 }
 
-/// The bytes of the first three state tensors [`state_tensors`] gives for one parameter of
-/// `shape` (0 where the optimizer keeps fewer), as the allocator stream allocates them.
-pub fn first_state_bytes(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
-    let mut s = [0u64; 3];
+/// The bytes of the first four state tensors [`state_tensors`] gives for one parameter of
+/// `shape` (0 where the optimizer keeps fewer), as the allocator stream allocates them: a
+/// state a paged optimizer puts in unified memory ([`paged_state_bytes`]: `cudaMallocManaged`,
+/// outside PyTorch's caching allocator) is 0.
+pub fn first_state_bytes(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 4], CoreError> {
+    let paged = paged_state_bytes(opt, shape)? > 0;
+    let mut s = [0u64; 4];
     for (k, t) in state_tensors(opt, shape, width)?
         .into_iter()
-        .take(3)
+        .take(4)
         .enumerate()
     {
-        s[k] = t.bytes;
+        s[k] = if paged && is_state_buffer(t.name) {
+            0
+        } else {
+            t.bytes
+        };
     }
     Ok(s)
 }

@@ -100,10 +100,10 @@ fn train_not_written(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) ->
 }
 
 /// Optimizers the stream writes (`train/optimizer_step.rs`): torch's foreach and fused ones
-/// on every layout; torch's `foreach=False` loop (Adam, AdamW, SGD) on one GPU or a DDP
-/// rank, where the step is
-/// PyTorch's over whole parameters (FSDP's DTensor shards and DeepSpeed's flat partition are
-/// not written for them).
+/// on every layout; torch's `foreach=False` loop (Adam, AdamW, SGD) and bitsandbytes'
+/// AdamW8bit, PagedAdamW and PagedAdamW8bit on one GPU or a DDP rank, where the step is
+/// over whole parameters (FSDP's DTensor shards and DeepSpeed's flat partition are not
+/// written for them).
 fn optimizer_expressible(job: &ResolvedJob) -> bool {
     let whole = job.framework == Framework::Pytorch;
     match job.optimizer_impl {
@@ -114,7 +114,7 @@ fn optimizer_expressible(job: &ResolvedJob) -> bool {
             | Optimizer::Adam
             | Optimizer::AdamW
             | Optimizer::AdamWFused => true,
-            Optimizer::AdamW8bit | Optimizer::AdamWPaged | Optimizer::AdamW8bitPaged => false,
+            Optimizer::AdamW8bit | Optimizer::AdamWPaged | Optimizer::AdamW8bitPaged => whole,
             Optimizer::Adafactor | Optimizer::Lion => false,
         },
         OptimizerImpl::ForLoop => whole,

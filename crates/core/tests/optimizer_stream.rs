@@ -172,3 +172,39 @@ fn llama_1b_bitsandbytes_meets_the_walk() {
         assert!((g - base).abs() < 2e-4 * walk, "{opt} {imp}: {g} vs {base}");
     }
 }
+
+/// The layouts: a DDP rank steps whole parameters as one GPU does — its optimizer phase is
+/// the single GPU's, event for event; FSDP2's DTensor shards (a FULL_SHARD rank of two) keep
+/// the packing heuristic for the loop and for bitsandbytes.
+#[test]
+fn ddp_writes_these_steps_and_fsdp_refuses_them() {
+    for (opt, imp, precision) in [
+        ("adamw", "for-loop", "fp32"),
+        ("adamw-8bit", "foreach", "bf16"),
+    ] {
+        let single = tiny(opt, imp, precision);
+        let mut ddp = single.clone();
+        ddp["parallel"] = json!({"dp": 2});
+        for step in 0..2 {
+            let phase = Phase::Optimizer(step);
+            assert_eq!(
+                signed_sizes(&events_in(&stream_of(&ddp), phase)),
+                signed_sizes(&events_in(&stream_of(&single), phase))
+            );
+        }
+        let mut fsdp = single;
+        fsdp["framework"] = json!("fsdp");
+        fsdp["parallel"] = json!({"dp": 2, "zero": 3});
+        let written = |job: &Value| {
+            let (input, resolved) = common::prepared_json(job);
+            vramscope_core::estimate::alloc_events::step_stream(&input, &resolved)
+                .unwrap()
+                .is_some()
+        };
+        assert!(!written(&fsdp), "{opt} {imp}");
+        // The same rank with foreach AdamW is written: the optimizer is what keeps it out.
+        fsdp["optimizer"] = json!("adamw");
+        fsdp["optimizer_impl"] = json!("foreach");
+        assert!(written(&fsdp));
+    }
+}

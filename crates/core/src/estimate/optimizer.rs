@@ -8,9 +8,11 @@
 //!   block size 256 since bnb#1365 (2048 before), `min_8bit_size` 4096.
 //! - bitsandbytes `bitsandbytes/optim/optimizer.py` `Optimizer8bit.get_state_buffer`: with
 //!   `is_paged` (`PagedAdamW`, `PagedAdamW8bit`) a parameter of at least 1e5 elements gets its
-//!   states from `F.get_paged` (`cudaMallocManaged`: unified memory, outside PyTorch's caching
-//!   allocator), smaller ones `torch.zeros_like` as unpaged; the 32-bit `PagedAdamW` keeps
-//!   fp32 `state1`/`state2` whatever the parameter dtype (`Optimizer2State.init_state`).
+//!   `state1`/`state2` from `F.get_paged` (`cudaMallocManaged`: unified memory, outside
+//!   PyTorch's caching allocator), smaller ones `torch.zeros_like` as unpaged; the 8-bit
+//!   `absmax1`/`absmax2` are `torch.zeros` on the device either way (read at 0.50); the 32-bit
+//!   `PagedAdamW` keeps fp32 `state1`/`state2` whatever the parameter dtype
+//!   (`Optimizer2State.init_state`).
 //! - transformers `src/transformers/optimization.py` `Adafactor` (HF defaults: `beta1=None`,
 //!   factored second moment for ≥ 2-D tensors, states in the fp32-upcast grad dtype).
 //! - lion-pytorch (lucidrains) `lion_pytorch.py` `update_fn` (no foreach path).
@@ -45,14 +47,25 @@ pub fn is_paged(opt: Optimizer) -> bool {
 }
 
 /// Bytes of a parameter's optimizer states that a paged optimizer puts in unified memory
-/// (evictable to host RAM under pressure): all of them for a parameter of at least
-/// [`BNB_PAGED_MIN_ELEMENTS`] elements, none otherwise or for an unpaged optimizer.
+/// (evictable to host RAM under pressure): for a parameter of at least
+/// [`BNB_PAGED_MIN_ELEMENTS`] elements, the states `get_state_buffer` makes (`state1`,
+/// `state2`: `F.get_paged`), none otherwise or for an unpaged optimizer. The 8-bit optimizer's
+/// `absmax1`/`absmax2` are plain `torch.zeros` on the device (bitsandbytes 0.50
+/// `Optimizer2State.init_state`): PyTorch's allocator holds them even when paged.
 pub fn paged_state_bytes(opt: Optimizer, shape: &[u64]) -> Result<u64, CoreError> {
-    if is_paged(opt) && numel(shape)? >= BNB_PAGED_MIN_ELEMENTS {
-        state_bytes(opt, shape, 4)
-    } else {
-        Ok(0)
+    if !(is_paged(opt) && numel(shape)? >= BNB_PAGED_MIN_ELEMENTS) {
+        return Ok(0);
     }
+    Ok(state_tensors(opt, shape, 4)?
+        .iter()
+        .filter(|t| is_state_buffer(t.name))
+        .map(|t| t.bytes)
+        .sum())
+}
+
+/// The states bitsandbytes makes through `get_state_buffer` (paged when large).
+fn is_state_buffer(name: &str) -> bool {
+    matches!(name, "state1" | "state2")
 }
 
 /// One device allocation an optimizer keeps for a parameter tensor.
@@ -88,16 +101,23 @@ fn check_width(state_bytes: u64) -> Result<(), CoreError> {
     }
 }
 
-/// The bytes of the first three state tensors [`state_tensors`] gives for one parameter of
-/// `shape` (0 where the optimizer keeps fewer), as the allocator stream allocates them.
-pub fn first_state_bytes(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 3], CoreError> {
-    let mut s = [0u64; 3];
+/// The bytes of the first four state tensors [`state_tensors`] gives for one parameter of
+/// `shape` (0 where the optimizer keeps fewer), as the allocator stream allocates them: a
+/// state a paged optimizer puts in unified memory ([`paged_state_bytes`]: `cudaMallocManaged`,
+/// outside PyTorch's caching allocator) is 0.
+pub fn first_state_bytes(opt: Optimizer, shape: &[u64], width: u64) -> Result<[u64; 4], CoreError> {
+    let paged = paged_state_bytes(opt, shape)? > 0;
+    let mut s = [0u64; 4];
     for (k, t) in state_tensors(opt, shape, width)?
         .into_iter()
-        .take(3)
+        .take(4)
         .enumerate()
     {
-        s[k] = t.bytes;
+        s[k] = if paged && is_state_buffer(t.name) {
+            0
+        } else {
+            t.bytes
+        };
     }
     Ok(s)
 }
@@ -438,6 +458,36 @@ mod tests {
         assert_eq!(
             state_bytes(Optimizer::AdamW8bit, &[4097], 4).unwrap(),
             2 * 4097 + 2 * 17 * 4
+        );
+    }
+
+    /// Paged optimizers page what `get_state_buffer` makes for a parameter of at least 1e5
+    /// elements: the 32-bit one's two fp32 states (8 B per element), the 8-bit one's two
+    /// uint8 states (2 B per element) but not its absmax (`torch.zeros` on the device:
+    /// 2 · 65,536 blocks · 4 B, which the stream allocates); below 1e5 elements nothing.
+    #[test]
+    fn paged_states_are_the_state_buffers() {
+        assert_eq!(
+            paged_state_bytes(Optimizer::AdamWPaged, &SQ).unwrap(),
+            8 * SQ_N
+        );
+        assert_eq!(
+            paged_state_bytes(Optimizer::AdamW8bitPaged, &SQ).unwrap(),
+            2 * SQ_N
+        );
+        assert_eq!(
+            first_state_bytes(Optimizer::AdamW8bitPaged, &SQ, 2).unwrap(),
+            [0, 0, 65_536 * 4, 65_536 * 4]
+        );
+        assert_eq!(
+            paged_state_bytes(Optimizer::AdamW8bitPaged, &[99_999]).unwrap(),
+            0
+        );
+        assert_eq!(paged_state_bytes(Optimizer::AdamW8bit, &SQ).unwrap(), 0);
+        // Unpaged 8-bit: all four on the device.
+        assert_eq!(
+            first_state_bytes(Optimizer::AdamW8bit, &SQ, 2).unwrap(),
+            [SQ_N, SQ_N, 65_536 * 4, 65_536 * 4]
         );
     }
 

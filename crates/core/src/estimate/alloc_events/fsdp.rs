@@ -245,7 +245,7 @@ fn push_shard(
         states: if trains {
             crate::estimate::optimizer::first_state_bytes(job.optimizer, &[shard], width)?
         } else {
-            [0; 3]
+            [0; 4]
         },
         tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
         quant: None,

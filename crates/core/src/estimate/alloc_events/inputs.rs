@@ -6,7 +6,7 @@ use super::chunked_loss::ChunkedOutput;
 use super::fused_ce::FusedCe;
 use super::infer_inputs::StaticCache;
 use super::quant_load::{QuantKind, QuantLoad};
-use super::train::{LossSizes, Param, TrainInputs};
+use super::train::{LossSizes, Param, StepKind, TrainInputs};
 use super::PlanEvents;
 use crate::error::CoreError;
 use crate::estimate::forward_plan::ForwardPlan;
@@ -64,18 +64,7 @@ fn train_not_written(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) ->
     if !layout() {
         return Some(layout_words(job.framework));
     }
-    let optimizer = || {
-        job.optimizer_impl == OptimizerImpl::Foreach
-            && matches!(
-                job.optimizer,
-                Optimizer::None
-                    | Optimizer::Sgd
-                    | Optimizer::SgdMomentum
-                    | Optimizer::Adam
-                    | Optimizer::AdamW
-                    | Optimizer::AdamWFused
-            )
-    };
+    let optimizer = || optimizer_expressible(job);
     let checks: [(&str, &dyn Fn() -> bool); 12] = [
         ("this optimizer", &optimizer),
         ("this loss under these settings", &|| {
@@ -108,6 +97,44 @@ fn train_not_written(job: &ResolvedJob, spec: &ModelSpec, plan: &ForwardPlan) ->
         .iter()
         .find(|(_, ok)| !ok())
         .map(|(why, _)| (*why).to_string())
+}
+
+/// Optimizers the stream writes (`train/optimizer_step.rs`): torch's foreach and fused ones
+/// on every layout; torch's `foreach=False` loop (Adam, AdamW, SGD) and bitsandbytes'
+/// AdamW8bit, PagedAdamW and PagedAdamW8bit on one GPU or a DDP rank, where the step is
+/// over whole parameters (FSDP's DTensor shards and DeepSpeed's flat partition are not
+/// written for them).
+fn optimizer_expressible(job: &ResolvedJob) -> bool {
+    let whole = job.framework == Framework::Pytorch;
+    match job.optimizer_impl {
+        OptimizerImpl::Foreach => match job.optimizer {
+            Optimizer::None
+            | Optimizer::Sgd
+            | Optimizer::SgdMomentum
+            | Optimizer::Adam
+            | Optimizer::AdamW
+            | Optimizer::AdamWFused => true,
+            Optimizer::AdamW8bit | Optimizer::AdamWPaged | Optimizer::AdamW8bitPaged => whole,
+            Optimizer::Adafactor | Optimizer::Lion => false,
+        },
+        OptimizerImpl::ForLoop => whole,
+        OptimizerImpl::Hf => false,
+    }
+}
+
+/// What the job's `optimizer.step()` makes besides its states (`StepKind`): foreach or
+/// for-loop Adam's temporaries, bitsandbytes' maps where a trainable parameter gets 8-bit
+/// states (its `absmax1`, the third state, is made).
+fn step_kind(job: &ResolvedJob, params: &[Param]) -> StepKind {
+    let adam = matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW);
+    let eight_bit =
+        optimizer::is_8bit(job.optimizer) && params.iter().any(|p| p.grad > 0 && p.states[2] > 0);
+    match job.optimizer_impl {
+        _ if eight_bit => StepKind::Bnb8bitMaps(optimizer::BNB_QMAP_BYTES / 2),
+        OptimizerImpl::Foreach if adam => StepKind::ForeachSqrt,
+        OptimizerImpl::ForLoop if adam => StepKind::LoopDenom,
+        _ => StepKind::InPlace,
+    }
 }
 
 /// What each framework's stream leaves out of its layouts, in words (the conditions of
@@ -367,7 +394,7 @@ pub fn params_quantized(
             states: if trainable {
                 optimizer::first_state_bytes(job.optimizer, &t.shape, width)?
             } else {
-                [0; 3]
+                [0; 4]
             },
             // The projector's weights are not on a block's tape (`tower.rs` makes them).
             tape_grad: matches!(t.component, Component::Attention | Component::Mlp)
@@ -537,7 +564,7 @@ pub fn train_inputs<'a>(
         hidden: round_size(tokens.saturating_mul(spec.hidden_size) * events.param_width),
         head_grad_input: plan.logits_grad_input,
         loss: loss_sizes(spec, job, plan),
-        foreach_sqrt: matches!(job.optimizer, Optimizer::Adam | Optimizer::AdamW),
+        step: step_kind(job, params),
         steps: STEPS,
         micro_batches: u32::try_from(job.grad_accum.max(1)).unwrap_or(u32::MAX),
         // DeepSpeed keeps its own gradient buffers: its engine's `zero_grad` sets them to None.

@@ -36,7 +36,7 @@ pub use infer::infer_into;
 pub use infer_inputs::{InferInputs, StaticCache};
 pub use outcome::Outcome;
 pub use plan_events::PlanEvents;
-pub use train::{train_into, train_stream, LossSizes, Param, TrainInputs};
+pub use train::{train_into, train_stream, LossSizes, Param, StepKind, TrainInputs};
 
 use super::tape::BlockEvents;
 

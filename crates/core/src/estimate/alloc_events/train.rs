@@ -5,6 +5,7 @@
 //! step under `zero_grad(set_to_none=False)`.
 
 mod head_backward;
+mod optimizer_step;
 mod rank_hooks;
 
 use super::{reserve_block, run_block, BlockIds, Phase, PlanEvents, Sink, Stream};
@@ -12,6 +13,8 @@ use crate::estimate::forward_plan::ForwardPlan;
 use crate::job::Checkpointing;
 use crate::vision::Part;
 use head_backward::{chunk_head_grad, fused_backward, loss_and_head_backward};
+use optimizer_step::optimizer;
+pub use optimizer_step::StepKind;
 use rank_hooks::{
     fsdp_layer_post_backward, fsdp_post_forward, fsdp_pre, fsdp_root_post_backward, ready_order,
     zero_epilogue, zero_keep_tape_grads, zero_layer_hooks, zero_side_hooks,
@@ -28,8 +31,9 @@ pub struct Param {
     pub layer: Option<u32>,
     /// The embeddings (input side) rather than the final norm or head (output side).
     pub embedding: bool,
-    /// Optimizer state tensors made for it at the first `step()` (`zeros_like`, in order).
-    pub states: [u64; 3],
+    /// Optimizer state tensors the caching allocator makes for it at the first `step()`
+    /// (`zeros_like`, in order; `optimizer::first_state_bytes`: a paged state is none).
+    pub states: [u64; 4],
     /// Its gradient is made by its block's tape (a linear's weight or bias, a LoRA adapter:
     /// `Tape::weight_grad`), not by the stream at the block's end.
     pub tape_grad: bool,
@@ -88,9 +92,8 @@ pub struct TrainInputs<'a> {
     /// The head input's gradient (b·s·h in the compute width).
     pub head_grad_input: u64,
     pub loss: LossSizes,
-    /// foreach Adam/AdamW: `torch._foreach_sqrt(exp_avg_sqs)` makes one tensor per parameter
-    /// (`_multi_tensor_adam`), released together after `_foreach_addcdiv_`.
-    pub foreach_sqrt: bool,
+    /// What `optimizer.step()` makes besides the states (`train/optimizer_step.rs`).
+    pub step: StepKind,
     /// Steps to run (the H200 runs: 1 warm-up + 2 measured).
     pub steps: u8,
     /// Forward and backward passes per optimizer step (gradient accumulation; at least 1).
@@ -695,37 +698,6 @@ fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
         } else {
             grad_of(s, live, k, p.grad);
         }
-    }
-}
-
-/// `optimizer.step()`: the states on the first step (`_init_group`: `zeros_like` per
-/// parameter, in order), then foreach Adam's sqrt list, released last tensor first (the list
-/// is destroyed back to front, as the H200 trace shows).
-fn optimizer<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
-    if let Some(z) = inp.zero {
-        super::zero::step(s, z, &mut live.zero, !live.states_made);
-        live.states_made = true;
-        return;
-    }
-    if !live.states_made {
-        for p in inp.params.iter().filter(|p| p.grad > 0) {
-            for &b in &p.states {
-                s.alloc(b);
-            }
-        }
-        live.states_made = true;
-    }
-    if !inp.foreach_sqrt {
-        return;
-    }
-    let sqrt: Vec<u32> = inp
-        .params
-        .iter()
-        .filter(|p| p.grad > 0)
-        .map(|p| s.alloc(p.states[1]))
-        .collect();
-    for id in sqrt.into_iter().rev() {
-        s.free(id);
     }
 }
 

@@ -89,7 +89,7 @@ pub struct Zero {
     /// `reduce_bucket_size` in elements.
     pub bucket: u64,
     /// The optimizer's states on the fp32 partition (`zeros_like`, in order).
-    pub states: [u64; 3],
+    pub states: [u64; 4],
     /// foreach Adam/AdamW's `_foreach_sqrt` of the partition at each step.
     pub foreach_sqrt: bool,
 }
@@ -236,7 +236,7 @@ pub fn params(
                 grad: bytes,
                 layer: t.layer,
                 embedding: t.component == Component::Embedding && t.layer.is_none(),
-                states: [0; 3],
+                states: [0; 4],
                 tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
                 quant: None,
                 part: t.part,

@@ -4,9 +4,13 @@ vocabulary 8192, untied), `bf16.enabled` or fp32, torch's AdamW (foreach) handed
 `deepspeed.initialize`, b1 x 40, `engine.backward` / `engine.step`. Rank 0's allocations and
 frees of at least FLOOR bytes (profiler, `profile_memory=True`), in order: while
 `deepspeed.initialize` builds the ZeRO optimizer ("init"), and over the third step's forward
-+ backward ("backward") and `engine.step()` ("step").
++ backward ("backward") and `engine.step()` ("step"). With GAS > 1
+(`gradient_accumulation_steps`) each step is GAS micro-batches, each `engine.backward` then
+`engine.step()` (which steps the optimizer at the accumulation boundary only, the last):
+"backward" is the third step's micro-batches (their forward, backward and the non-boundary
+`engine.step()` calls) in order, "step" the boundary's `engine.step()`.
 
-    DS_ACCELERATOR=cpu PYTHON scripts/measure_zero_cpu.py STAGE bf16|fp32 OUT.json
+    DS_ACCELERATOR=cpu PYTHON scripts/measure_zero_cpu.py STAGE bf16|fp32 OUT.json [GAS]
 
 PYTHON: a venv with torch 2.15.0 and transformers 5.24.0 (/work/mvenv) and deepspeed 0.19.8
 (`pip install --no-deps --no-build-isolation deepspeed==0.19.8` with hjson, ninja,
@@ -29,7 +33,7 @@ def profiled(fn):
     return out, [d for d in allocation_events(prof) if abs(d) >= FLOOR]
 
 
-def run(rank, stage, bf16, out):
+def run(rank, stage, bf16, out, gas):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29541", RANK=str(rank), WORLD_SIZE="2",
                       LOCAL_RANK=str(rank), DS_ACCELERATOR="cpu")
     import deepspeed
@@ -47,21 +51,30 @@ def run(rank, stage, bf16, out):
     if bf16:
         model = model.to(torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": gas,
               "zero_optimization": {"stage": stage}, "bf16": {"enabled": bf16}, "steps_per_print": 10**9}
     (engine, *_), init = profiled(lambda: deepspeed.initialize(model=model, optimizer=opt, config=config))
     ids = torch.randint(0, 8192, (1, 40))
     record = {"deepspeed": deepspeed.__version__, "torch": torch.__version__, "stage": stage, "bf16": bf16,
               "floor": FLOOR, "init": init}
+    if gas > 1:
+        record["gas"] = gas
+
+    def fwd_bwd():
+        loss = engine(input_ids=ids, labels=ids).loss
+        engine.backward(loss)
+
+    def micro_batches():
+        for micro in range(gas):
+            fwd_bwd()
+            if micro + 1 < gas:
+                engine.step()
     for step in range(3):
-        def fwd_bwd():
-            loss = engine(input_ids=ids, labels=ids).loss
-            engine.backward(loss)
         if step == 2:
-            _, record["backward"] = profiled(fwd_bwd)
+            _, record["backward"] = profiled(micro_batches)
             _, record["step"] = profiled(engine.step)
         else:
-            fwd_bwd()
+            micro_batches()
             engine.step()
     if rank == 0:
         with open(out, "w") as f:
@@ -70,4 +83,5 @@ def run(rank, stage, bf16, out):
 
 
 if __name__ == "__main__":
-    mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2] == "bf16", sys.argv[3]), nprocs=2)
+    gas = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2] == "bf16", sys.argv[3], gas), nprocs=2)

@@ -205,7 +205,7 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 /// DeepSpeed the stream writes (`zero.rs`): ZeRO stage 1 or 2 (`DeepSpeedZeroOptimizer`)
 /// over every GPU, bf16-mixed (DeepSpeed's `bf16.enabled`: a bf16 model, an fp32 master
 /// partition) or fp32, with an optimizer (`_configure_zero_optimizer` asserts one), without
-/// adapters and with one micro-batch (DeepSpeed's accumulation boundary is not written). fp16
+/// adapters, over any number of micro-batches (`zero.rs`: the accumulation boundary). fp16
 /// (its loss scaler), ZeRO-3 and offload keep the heuristic; a block parameter larger than
 /// the reduce bucket too (`zero::params`).
 fn zero_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
@@ -214,7 +214,6 @@ fn zero_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
         && matches!(job.precision, Precision::Bf16Mixed | Precision::Fp32)
         && job.optimizer != Optimizer::None
         && job.peft.is_none()
-        && job.grad_accum <= 1
 }
 
 /// One rank of a sharded data-parallel group (FSDP2, ZeRO): every GPU a data-parallel rank

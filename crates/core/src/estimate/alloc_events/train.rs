@@ -133,6 +133,8 @@ struct Live {
     /// Every parameter holds its `.grad` (made by an earlier backward and not released):
     /// backward adds into it (`AccumulateGrad`) and frees what it made.
     accumulating: bool,
+    /// This micro-batch ends the accumulation (ZeRO's `is_gradient_accumulation_boundary`).
+    boundary: bool,
     /// Each block's parameters by index, in module order: `by_layer[start[l]..start[l + 1]]`
     /// for layer `l` (one pass over the parameters, not one per layer and step).
     by_layer: Vec<u32>,
@@ -222,6 +224,7 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         states_made: false,
         second_handle: false,
         accumulating: false,
+        boundary: true,
         by_layer,
         start,
         fsdp: inp.fsdp.map(super::fsdp::Live::new).unwrap_or_default(),
@@ -233,7 +236,10 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
         if !inp.keep_grads {
             release_grads(s, &mut live);
         }
-        for micro in 0..inp.micro_batches.max(1) {
+        let last = inp.micro_batches.max(1) - 1;
+        let mut micro = 0;
+        while micro <= last {
+            live.boundary = micro == last;
             s.phase(Phase::Forward(step));
             if step == 0 && micro == 0 && inp.lt_workspace > 0 {
                 s.alloc(inp.lt_workspace);
@@ -251,9 +257,15 @@ pub fn train_into<S: Sink>(s: &mut S, inp: &TrainInputs) {
             // From the second micro-batch on each issues the same events: once one leaves the
             // allocator as it found it, every later one would too (their figures included),
             // so the simulation skips them (a recording sink keeps them all).
-            if micro + 1 < inp.micro_batches && s.repeats(micro >= 1) {
-                break;
+            // Under ZeRO the last (the boundary: its reduce, its epilogue) differs: skip to it.
+            if micro < last && s.repeats(micro >= 1) {
+                if inp.zero.is_none() {
+                    break;
+                }
+                micro = last;
+                continue;
             }
+            micro += 1;
         }
         s.phase(Phase::Optimizer(step));
         optimizer(s, inp, &mut live);
@@ -504,7 +516,7 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     if inp.input_grad_kept {
         s.free(grad);
     }
-    zero_epilogue(s, inp, live);
+    zero_epilogue(s, inp, live, live.boundary);
 }
 
 /// A VLM's image branch backward (`tower.rs`), between the decoder's and the text

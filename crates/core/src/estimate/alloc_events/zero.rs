@@ -44,6 +44,14 @@
 //!   partition's gradients listed as views (`get_flat_partition`, zero-padded where the
 //!   parameters do not fill P: never on rank 0 of a group larger than P),
 //!   `_release_ipg_buffers` frees the bucket, `_clear_param_grad_only` every `.grad`.
+//! - **Accumulation** (`gradient_accumulation_steps` > 1; `engine.py`
+//!   `is_gradient_accumulation_boundary`: the last micro-batch): stage 2 runs the hooks and
+//!   the epilogue every micro-batch (`allreduce_gradients`); the first's `grads_in_partition`
+//!   is kept by `all_grad_tensors` (the views), each later one's made afresh
+//!   (`_release_ipg_buffers` set it to `None`), added into it and freed as the epilogue
+//!   returns; the padded views (`averaged_gradients`) only at the boundary. Stage 1 reduces at
+//!   the boundary only: `.grad` accumulates (`AccumulateGrad`) and the bucket made at the
+//!   first micro-batch's first hook stays (`setup_buckets` once per `ready_for_gradients`).
 //! - **Step** (`step`): with bf16/fp16 (`check_grad_overflow`) 0.19.8's
 //!   `runtime/utils.py` `has_inf_or_nan` tests each gradient view by `amax`/`amin` (scalars
 //!   only; 0.19.6's `_has_inf_or_nan` made `x.float()`, `isnan`, `isinf`, `logical_or` and
@@ -283,8 +291,14 @@ pub struct Live {
     pending: Vec<usize>,
     /// An oversized parameter's own gradient, waiting for its reduce.
     oversized: Option<(usize, u32)>,
-    /// `grads_in_partition` (and the epilogue's zero padding).
+    /// `grads_in_partition` (and the epilogue's zero padding): the first micro-batch's, which
+    /// `all_grad_tensors` keeps and later ones add into, held to the step.
     partition_grads: Vec<u32>,
+    /// A later micro-batch's own `grads_in_partition` (made afresh: `_release_ipg_buffers`
+    /// set it to `None`), freed as its epilogue returns.
+    fresh: Vec<u32>,
+    /// Whether this backward's `grads_in_partition` is made.
+    made: bool,
     /// Stage 1: gradients outside the partition kept to the epilogue's `_clear_param_grad_only`.
     kept: Vec<u32>,
 }
@@ -351,9 +365,13 @@ pub fn reduce<S: Sink>(s: &mut S, z: &Zero, live: &mut Live) {
     for k in std::mem::take(&mut live.pending) {
         let own = live.oversized.filter(|&(o, _)| o == k).map(|(_, g)| g);
         if z.in_partition(k) {
-            if live.partition_grads.is_empty() {
+            if !live.made {
                 let g = s.alloc(z.partition_grads().saturating_mul(z.width));
-                live.partition_grads.push(g);
+                live.made = true;
+                match live.partition_grads.is_empty() {
+                    true => live.partition_grads.push(g),
+                    false => live.fresh.push(g),
+                }
             }
             if let Some(g) = own {
                 s.free(g);
@@ -370,6 +388,15 @@ pub fn reduce<S: Sink>(s: &mut S, z: &Zero, live: &mut Live) {
     live.elements = 0;
 }
 
+/// Stage 2 accumulating: the first micro-batch's `grads_in_partition`, as its reduce left it
+/// (`copy_grads_in_partition`), which `all_grad_tensors` keeps to the boundary.
+pub fn carry_partition<S: Sink>(s: &mut S, z: &Zero, live: &mut Live) {
+    if live.partition_grads.is_empty() && z.partition_grads() > 0 {
+        let g = s.alloc(z.partition_grads().saturating_mul(z.width));
+        live.partition_grads.push(g);
+    }
+}
+
 /// Stage 1's `reduce_gradients` after the backward: every parameter's gradient (`grads`,
 /// module order) through [`hook`].
 pub fn reduce_gradients<S: Sink>(s: &mut S, z: &Zero, live: &mut Live, grads: &[u32]) {
@@ -378,22 +405,25 @@ pub fn reduce_gradients<S: Sink>(s: &mut S, z: &Zero, live: &mut Live, grads: &[
     }
 }
 
-/// `independent_gradient_partition_epilogue`: the last bucket reduced, the zero padding of
-/// the partition's views where its parameters fall short of P, the bucket freed, every
-/// `.grad` dropped.
-pub fn epilogue<S: Sink>(s: &mut S, z: &Zero, live: &mut Live) {
+/// `independent_gradient_partition_epilogue`: the last bucket reduced; at the accumulation
+/// `boundary` the zero padding of the partition's views (`get_flat_partition`) where its
+/// parameters fall short of P; the bucket freed, every `.grad` dropped; a later
+/// micro-batch's own `grads_in_partition`, added into the first's (`all_grad_tensors`,
+/// `add_`), freed as the call returns (its last holder, `avg_new`, a local).
+pub fn epilogue<S: Sink>(s: &mut S, z: &Zero, live: &mut Live, boundary: bool) {
     reduce(s, z, live);
     let pad = z.padding();
-    if pad > 0 {
+    if boundary && pad > 0 {
         live.partition_grads
             .push(s.alloc(pad.saturating_mul(z.width)));
     }
     if let Some(id) = live.ipg.take() {
         s.free(id);
     }
-    for g in live.kept.drain(..) {
+    for g in live.kept.drain(..).chain(live.fresh.drain(..)) {
         s.free(g);
     }
+    live.made = false;
 }
 
 /// `step`: the norm over the partition's views (the overflow check makes scalars only), the
@@ -475,7 +505,7 @@ mod tests {
         for k in (0..4).rev() {
             hook(&mut s, &z, &mut live, k, grads[k]);
         }
-        epilogue(&mut s, &z, &mut live);
+        epilogue(&mut s, &z, &mut live, true);
         assert_eq!(
             signed(&s),
             [12, 6, 10, 4, 16, -4, -10, 14, -14, -6, 6, -6, 18, -12, 12, -12, -16]
@@ -498,7 +528,7 @@ mod tests {
         let mut live = Live::default();
         let grads: Vec<u32> = z.numel.iter().map(|&n| s.alloc(2 * n)).collect();
         reduce_gradients(&mut s, &z, &mut live, &grads);
-        epilogue(&mut s, &z, &mut live);
+        epilogue(&mut s, &z, &mut live, true);
         assert_eq!(
             signed(&s),
             [20, 4, 8, 16, 20, -20, 20, -20, -4, -8, 12, -12, -16]
@@ -525,7 +555,7 @@ mod tests {
             let mut live = Live::default();
             let grads: Vec<u32> = z.numel.iter().map(|&n| s.alloc(2 * n)).collect();
             reduce_gradients(&mut s, &z, &mut live, &grads);
-            epilogue(&mut s, &z, &mut live);
+            epilogue(&mut s, &z, &mut live, true);
             let mut want = vec![16, 20, 16, -16, 16, -16, 16, 20, -20];
             want.extend(tail);
             assert_eq!(signed(&s), want, "stage {stage}");

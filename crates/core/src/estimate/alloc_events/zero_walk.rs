@@ -89,6 +89,11 @@ pub struct WalkBuffers {
     pub epilogue: Group,
     /// The step's most over the partition's gradients (steady state: the states made).
     pub step: u64,
+    /// Accumulating over micro-batches, what the boundary's (the last, walked) carries in from
+    /// the earlier ones: stage 1 every `.grad`, whole, and the bucket (made at the first
+    /// micro-batch's first hook, freed by the boundary's epilogue); stage 2 the first
+    /// micro-batch's `grads_in_partition` (`all_grad_tensors`). 0 with one micro-batch.
+    pub carried: u64,
 }
 
 /// One group of ZeRO hooks (`ks`, newest first) run through the meter: under stage 2 each
@@ -129,8 +134,9 @@ fn hook_group(
 }
 
 impl WalkBuffers {
-    /// The figures for `params` laid out by `z` (`tied`: the first embedding is the head).
-    pub fn of(params: &[Param], z: &Zero, tied: bool) -> Self {
+    /// The figures for `params` laid out by `z` (`tied`: the first embedding is the head) at
+    /// the accumulation boundary, after earlier micro-batches where `accumulating`.
+    pub fn of(params: &[Param], z: &Zero, tied: bool, accumulating: bool) -> Self {
         let side = |emb: bool| -> Vec<usize> {
             (0..params.len())
                 .rev()
@@ -143,6 +149,14 @@ impl WalkBuffers {
         let (mut m, mut live) = (Meter::default(), Live::default());
         zero::setup(&mut m, z, &mut live);
         let ipg = m.live;
+        let carried = match (accumulating, z.stage >= 2) {
+            (false, _) => 0,
+            (true, false) => params.iter().map(|p| p.grad).sum(),
+            (true, true) => {
+                zero::carry_partition(&mut m, z, &mut live);
+                m.live - ipg
+            }
+        };
         let group =
             |m: &mut Meter, live: &mut Live, ks: &[usize]| hook_group(m, live, params, z, ks, ipg);
         let head = group(&mut m, &mut live, &side(false));
@@ -167,7 +181,7 @@ impl WalkBuffers {
         };
         let epilogue_from = m.mark();
         zero::reduce_gradients(&mut m, z, &mut live, &grads);
-        zero::epilogue(&mut m, z, &mut live);
+        zero::epilogue(&mut m, z, &mut live, true);
         let epilogue = Group {
             transient: m.peak - epilogue_from,
             held: m.live,
@@ -186,6 +200,7 @@ impl WalkBuffers {
             epilogue_from,
             epilogue,
             step: m.peak - before,
+            carried,
         }
     }
 
@@ -224,5 +239,6 @@ pub fn walk_buffers(
     else {
         return Ok(None);
     };
-    Ok(zero::params(inv, job)?.map(|(p, z)| WalkBuffers::of(&p, &z, tied)))
+    let accumulating = job.grad_accum > 1;
+    Ok(zero::params(inv, job)?.map(|(p, z)| WalkBuffers::of(&p, &z, tied, accumulating)))
 }

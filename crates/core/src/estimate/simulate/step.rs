@@ -4,7 +4,7 @@
 use super::backward::walk_backward;
 use super::forward::walk_forward;
 use super::walk::{Fsdp, Walk};
-use super::zero_marks::Zero;
+use super::zero_marks::{self, Zero};
 use crate::estimate::activations::ForwardPlan;
 use crate::estimate::prefill_walk::PrefillLayer;
 use crate::estimate::states::StateBytes;
@@ -22,7 +22,7 @@ pub(super) fn walk(
     (fsdp, zero, prefill): (Fsdp, Zero, &[PrefillLayer]),
 ) {
     let train = job.task == Task::Train;
-    let carried_grads = walk_start(w, st, plan, job, gpu, fsdp.is_none() && zero.is_none());
+    let carried_grads = walk_start(w, st, plan, job, gpu, (fsdp.is_none(), zero));
     walk_forward(w, plan, job, (fsdp, prefill));
     if !train {
         return;
@@ -51,7 +51,7 @@ fn walk_start(
     plan: &ForwardPlan,
     job: &ResolvedJob,
     gpu: Option<&crate::gpu::Gpu>,
-    comm_buffers: bool,
+    (no_fsdp, zero): (bool, Zero),
 ) -> u64 {
     use Category::*;
     let train = job.task == Task::Train;
@@ -63,7 +63,7 @@ fn walk_start(
     );
     w.add(MasterWeights, st.resident.master_weights);
     let carried_grads = if train && (job.grad_accum > 1 || keeps_zeroed_grads(job)) {
-        st.resident.gradients
+        zero.map_or(st.resident.gradients, |z| z.carried)
     } else {
         0
     };
@@ -73,9 +73,11 @@ fn walk_start(
     // the data-parallel communication buffers.
     let ws = overhead::blas_workspaces_bytes_for(gpu, train, job.torch_version, plan.lt_gemm);
     w.add(Temporaries, ws);
-    if comm_buffers {
+    if no_fsdp && zero.is_none() {
         w.add(Temporaries, st.comm_buffers);
     }
+    // ZeRO-1 accumulating: the bucket made by the first micro-batch's hooks (`zero_marks`).
+    zero_marks::carried_bucket(w, zero);
     w.mark("start", "weights and optimizer states resident".into(), 0);
     carried_grads
 }

@@ -32,13 +32,29 @@ fn group(
     hold(w, g.held + kept);
 }
 
-/// After the head's backward: the bucket (the first hook's `setup_buckets`), then under stage
-/// 2 the output side's hooks.
+/// Whether the bucket is carried in from an earlier micro-batch: ZeRO-1 accumulating
+/// (`setup_buckets` runs once per `ready_for_gradients`, which only the boundary's epilogue
+/// clears).
+fn bucket_carried(z: &crate::estimate::alloc_events::zero_walk::WalkBuffers) -> bool {
+    !z.partitions_gradients() && z.carried > 0
+}
+
+/// At the step's start: the bucket where it is carried in ([`bucket_carried`]).
+pub(super) fn carried_bucket(w: &mut Walk, zero: Zero) {
+    if let Some(z) = zero.filter(|z| bucket_carried(z)) {
+        w.add(Category::Temporaries, z.ipg);
+    }
+}
+
+/// After the head's backward: the bucket (the first hook's `setup_buckets`) unless carried
+/// in, then under stage 2 the output side's hooks.
 pub(super) fn head(w: &mut Walk, zero: Zero) {
     let Some(z) = zero else {
         return;
     };
-    w.add(Category::Temporaries, z.ipg);
+    if !bucket_carried(z) {
+        w.add(Category::Temporaries, z.ipg);
+    }
     if z.partitions_gradients() {
         group(w, "ZeRO reduce (head)", z.head, z.tied_grads);
     }

@@ -142,17 +142,27 @@ pub(super) fn zero_keep_tape_grads(inp: &TrainInputs, live: &mut Live, layer: us
     live.tape_grads.extend(next);
 }
 
-/// ZeRO after the backward (`engine.backward` → `allreduce_gradients`): stage 1 reduces every
-/// gradient in module order; both run the epilogue.
-pub(super) fn zero_epilogue<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+/// ZeRO after the backward (`engine.backward` → `allreduce_gradients`): stage 2 runs the
+/// epilogue after every micro-batch; stage 1 only at the accumulation `boundary` (before it
+/// the gradients accumulate in `.grad` and the bucket `setup_buckets` made stays), where it
+/// reduces every gradient in module order, then the epilogue.
+pub(super) fn zero_epilogue<S: Sink>(
+    s: &mut S,
+    inp: &TrainInputs,
+    live: &mut Live,
+    boundary: bool,
+) {
     let Some(z) = inp.zero else {
         return;
     };
+    if z.stage < 2 && !boundary {
+        return;
+    }
     if z.stage < 2 {
         let grads = std::mem::replace(&mut live.grads, vec![u32::MAX; inp.params.len()]);
         super::super::zero::reduce_gradients(s, z, &mut live.zero, &grads);
     }
-    super::super::zero::epilogue(s, z, &mut live.zero);
+    super::super::zero::epilogue(s, z, &mut live.zero, boundary);
     for g in live.tape_grads.drain(..) {
         s.free(g);
     }

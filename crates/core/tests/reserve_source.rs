@@ -37,6 +37,7 @@ fn a_streamed_job_is_simulated_and_says_nothing() {
     for extra in [
         json!({}),
         json!({"framework": "deepspeed", "parallel": {"gpus": 8, "zero": 2}}),
+        json!({"framework": "deepspeed", "grad_accum": 4, "parallel": {"gpus": 8, "zero": 1}}),
         json!({"framework": "fsdp", "parallel": {"gpus": 8, "zero": 3}}),
     ] {
         let (w, simulated) = heuristic_warning(extra.clone());

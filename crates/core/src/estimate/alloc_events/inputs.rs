@@ -150,7 +150,7 @@ fn layout_words(framework: Framework) -> String {
                             16-bit precision)"
             .into(),
         Framework::Deepspeed => "DeepSpeed other than one ZeRO-1/2 rank in bf16-mixed or fp32 \
-                                 without adapters, offload or accumulation"
+                                 without adapters or offload"
             .into(),
         other => format!("{}'s own step", other.as_str()),
     }

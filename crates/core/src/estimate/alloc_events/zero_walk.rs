@@ -242,3 +242,40 @@ pub fn walk_buffers(
     let accumulating = job.grad_accum > 1;
     Ok(zero::params(inv, job)?.map(|(p, z)| WalkBuffers::of(&p, &z, tied, accumulating)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parameters of 6, 3, 5, 2 elements (2 bytes each) over 2 ranks in one layer, a bucket of
+    /// 8: F = 16, P = 8, rank 0's partition the first two whole (9 elements, 18 B;
+    /// `zero::tests`). Accumulating, the boundary micro-batch carries in under stage 2 the
+    /// first's `grads_in_partition` (18 B), under stage 1 every `.grad` (16 · 2 = 32 B); with
+    /// one micro-batch nothing. Stage 2's layer group then makes a fresh `grads_in_partition`
+    /// (18 B) and holds both, 36 B, to the epilogue, which frees the fresh one: 18 B held.
+    #[test]
+    fn the_boundary_carries_what_earlier_micro_batches_leave() {
+        let params: Vec<Param> = [6u64, 3, 5, 2]
+            .iter()
+            .map(|&n| Param {
+                bytes: 2 * n,
+                grad: 2 * n,
+                layer: Some(0),
+                ..Param::default()
+            })
+            .collect();
+        for (stage, carried) in [(2u8, 18u64), (1, 32)] {
+            let z = Zero {
+                stage,
+                ..Zero::of(vec![6, 3, 5, 2], 2, 2, 8)
+            };
+            assert_eq!(WalkBuffers::of(&params, &z, false, false).carried, 0);
+            let w = WalkBuffers::of(&params, &z, false, true);
+            assert_eq!(w.carried, carried, "stage {stage}");
+            assert_eq!(w.epilogue.held, 18, "stage {stage}");
+            if stage == 2 {
+                assert_eq!(w.layer(0).held, 36);
+            }
+        }
+    }
+}

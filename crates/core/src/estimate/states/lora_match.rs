@@ -122,3 +122,36 @@ fn gguf_module(target: &str) -> &str {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::inventory::Component;
+
+    fn weight(name: &str, shape: [u64; 2]) -> Tensor {
+        let c = Component::Attention;
+        Tensor::new(
+            format!("{name}.weight"),
+            shape.to_vec(),
+            DType::F32,
+            Some(0),
+            c,
+        )
+        .unwrap()
+    }
+
+    /// Read off PEFT 0.21.2 on CPU (`get_peft_model`, `named_parameters`): a Llama `k_proj`
+    /// `[128, 256]` at r 8 gets `lora_A` (8, 256) then `lora_B` (128, 8); GPT-2's `Conv1D`
+    /// `c_attn` `[64, 192]` (in, out) at r 4 gets `lora_A` (4, 64) then `lora_B` (192, 4).
+    #[test]
+    fn a_is_r_by_in_and_b_out_by_r_for_linear_and_conv1d() {
+        let t = [weight("model.layers.0.self_attn.k_proj", [128, 256])];
+        let got = lora_adapters(&t, &["k_proj".into()], 8, false).unwrap();
+        assert_eq!((got[0].a, got[0].b), ([8, 256], [128, 8]));
+        let t = [weight("transformer.h.0.attn.c_attn", [64, 192])];
+        let got = lora_adapters(&t, &["c_attn".into()], 4, true).unwrap();
+        assert_eq!((got[0].a, got[0].b), ([4, 64], [192, 4]));
+        assert_eq!(got[0].elements(), 4 * 64 + 192 * 4);
+    }
+}

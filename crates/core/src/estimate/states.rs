@@ -24,13 +24,13 @@ mod sums;
 use bare_count::bare_count_states;
 pub use buffers::{DS_PREFETCH_BUCKET, DS_REDUCE_BUCKET};
 use inventory::inventory_states;
-pub use lora_match::{adapters_of, lora_adapters, lora_modules};
+pub use lora_match::{adapters_of, conv1d_weights, lora_adapters, lora_modules};
 pub use modules_to_save::named as saved_module;
 use profiles::{shards, widths};
 pub use stored::{stored_bytes, stored_bytes_exact};
 
 use super::input::ModelInput;
-pub use super::lora_modules::LoraModules;
+pub use super::lora_modules::{LoraAdapter, LoraModule, LoraModules};
 use super::optimizer;
 pub use super::state_bytes::StateBytes;
 use crate::error::CoreError;

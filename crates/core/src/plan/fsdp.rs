@@ -39,7 +39,8 @@ pub fn held(
     let Some((job, covered)) = super::rank::job(base, spec, ("fsdp", 3), gpus, gpu)? else {
         return Ok(None);
     };
-    let walked = fsdp::walk_buffers(model.inventory.as_ref(), &job, covered)?;
+    let conv1d = crate::estimate::states::conv1d_weights(Some(spec));
+    let walked = fsdp::walk_buffers(model.inventory.as_ref(), &job, covered, conv1d)?;
     Ok(walked.map(|w| FsdpHeld {
         at_loss: w.at_loss(),
         at_root_reduce: w.at_root_reduce(),

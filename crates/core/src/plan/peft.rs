@@ -78,10 +78,11 @@ pub(super) fn peft_coeffs(
             (None, _) => c.frozen_head += b,
         }
     }
-    for (layer, n) in states::lora_adapters(&inv.tensors, &p.targets, p.rank)? {
-        match layer {
-            Some(_) => c.adapters_blocks += n,
-            None => c.adapters_other += n,
+    let conv1d = states::conv1d_weights(model.spec.as_ref());
+    for a in states::lora_adapters(&inv.tensors, &p.targets, p.rank, conv1d)? {
+        match a.layer {
+            Some(_) => c.adapters_blocks += a.elements(),
+            None => c.adapters_other += a.elements(),
         }
     }
     Ok(Some(c))

@@ -371,14 +371,15 @@ pub fn trainable(model: &ModelInput, job: &ResolvedJob) -> Trainable {
     };
     // The targets' matching is remembered per model (`estimate::memo`).
     let modules = model.memo().lora_modules(&p.targets, || {
-        crate::estimate::states::lora_modules(&inv.tensors, &p.targets)
+        let conv1d = crate::estimate::states::conv1d_weights(model.spec.as_ref());
+        crate::estimate::states::lora_modules(&inv.tensors, &p.targets, conv1d)
     });
     let Ok(adapters) = crate::estimate::states::adapters_of(&modules, &p.targets, p.rank) else {
         return all;
     };
     let layers = model.spec.as_ref().map_or(1, |s| s.num_layers()).max(1) as f64;
     Trainable {
-        params: adapters.iter().map(|(_, n)| *n as f64).sum(),
+        params: adapters.iter().map(|a| a.elements() as f64).sum(),
         // A and B per adapted module.
         tensors: 2.0 * adapters.len() as f64,
         lora_per_layer: adapters.len() as f64 / layers,

@@ -65,6 +65,7 @@
 
 use super::{Param, Sink};
 use crate::error::CoreError;
+use crate::estimate::states::LoraAdapter;
 use crate::inventory::{Component, Inventory};
 use crate::job::{Precision, ResolvedJob};
 
@@ -151,8 +152,13 @@ struct Piece {
 /// its optimizer states on the shard. Under LoRA the base is frozen in its loaded dtype (16
 /// bit beside mixed precision, as `states.rs` keeps it) and each adapted weight `[out, in]`
 /// is followed by its adapters in PEFT's module order (`base_layer`, `lora_A` `[r, in]`,
-/// `lora_B` `[out, r]`), in `peft.adapter_dtype`, trained.
-pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), CoreError> {
+/// `lora_B` `[out, r]`: [`LoraAdapter`]), in `peft.adapter_dtype`, trained; `conv1d`: the
+/// base's projections are `Conv1D` (`states::conv1d_weights`).
+pub fn params(
+    inv: &Inventory,
+    job: &ResolvedJob,
+    conv1d: bool,
+) -> Result<(Vec<Param>, Fsdp), CoreError> {
     let (width, compute) = widths(job.precision);
     let lora = job.peft.as_ref();
     let base_width = if lora.is_some() && job.precision != Precision::Fp32 {
@@ -184,42 +190,38 @@ pub fn params(inv: &Inventory, job: &ResolvedJob) -> Result<(Vec<Param>, Fsdp), 
             trains: lora.is_none(),
         };
         push_shard(&mut out, &mut f, job, t, base)?;
-        let Some(p) = lora.filter(|p| adapted(t, &p.targets)) else {
+        let Some((p, a)) = lora.and_then(|p| adapter_of(t, p, conv1d).map(|a| (p, a))) else {
             continue;
         };
-        let (width, cols) = (
-            p.adapter_dtype.bytes(),
-            t.shape.get(1).copied().unwrap_or(1),
-        );
-        let pieces = [
-            (p.rank, p.rank.saturating_mul(cols)),
-            (rows, rows.saturating_mul(p.rank)),
-        ];
-        for (rows, elements) in pieces {
-            let trains = true;
-            push_shard(
-                &mut out,
-                &mut f,
-                job,
-                t,
-                Piece {
-                    rows,
-                    elements,
-                    width,
-                    trains,
-                },
-            )?;
+        let width = p.adapter_dtype.bytes();
+        for [rows, cols] in a.tensors() {
+            let piece = Piece {
+                rows,
+                elements: rows.saturating_mul(cols),
+                width,
+                trains: true,
+            };
+            push_shard(&mut out, &mut f, job, t, piece)?;
         }
     }
     f.first_deferred = !out.iter().any(|p| p.embedding && p.grad > 0);
     Ok((out, f))
 }
 
-/// Whether LoRA adapts `t` (a target module's 2-D weight: `states::lora_modules`' matching).
-fn adapted(t: &crate::inventory::Tensor, targets: &[String]) -> bool {
-    !crate::estimate::states::lora_modules(std::slice::from_ref(t), targets)
-        .modules
-        .is_empty()
+/// The adapter LoRA puts beside `t` (a target module's 2-D weight: `states::lora_modules`'
+/// matching), if any.
+fn adapter_of(
+    t: &crate::inventory::Tensor,
+    p: &crate::job::Peft,
+    conv1d: bool,
+) -> Option<LoraAdapter> {
+    use crate::estimate::states::{adapters_of, lora_modules, LoraModules};
+    let m = lora_modules(std::slice::from_ref(t), &p.targets, conv1d);
+    let one = LoraModules {
+        modules: m.modules,
+        unmatched: None,
+    };
+    adapters_of(&one, &p.targets, p.rank).ok()?.first().copied()
 }
 
 /// `piece` of tensor `t` sharded onto rank 0 and added to its unit.
@@ -557,10 +559,11 @@ pub fn walk_buffers(
     inv: Option<&Inventory>,
     job: &ResolvedJob,
     covered: bool,
+    conv1d: bool,
 ) -> Result<Option<WalkBuffers>, CoreError> {
     let Some(inv) = inv.filter(|_| covered && job.framework == crate::job::Framework::Fsdp) else {
         return Ok(None);
     };
-    let (p, f) = params(inv, job)?;
+    let (p, f) = params(inv, job, conv1d)?;
     Ok(Some(WalkBuffers::of(&p, &f)))
 }

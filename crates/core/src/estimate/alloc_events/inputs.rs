@@ -12,6 +12,7 @@ use crate::error::CoreError;
 use crate::estimate::forward_plan::ForwardPlan;
 use crate::estimate::overhead::round_size;
 use crate::estimate::quant::{self, WeightFormat};
+use crate::estimate::states::LoraAdapter;
 use crate::estimate::{optimizer, overhead};
 use crate::gpu::Gpu;
 use crate::inventory::{Component, Inventory};
@@ -341,9 +342,15 @@ fn static_cache_of(spec: &ModelSpec, job: &ResolvedJob, query_width: u64) -> Opt
 }
 
 /// The parameters in module order, each with its gradient and optimizer states; LoRA's
-/// adapters after their layer's base tensors (the base frozen).
-pub fn params(inv: &Inventory, job: &ResolvedJob, width: u64) -> Result<Vec<Param>, CoreError> {
-    params_quantized(inv, job, width, &WeightFormat::None)
+/// adapters after their layer's base tensors (the base frozen); `conv1d`: the base's
+/// projections are `Conv1D` (`states::conv1d_weights`).
+pub fn params(
+    inv: &Inventory,
+    job: &ResolvedJob,
+    width: u64,
+    conv1d: bool,
+) -> Result<Vec<Param>, CoreError> {
+    params_quantized(inv, job, width, &WeightFormat::None, conv1d)
 }
 
 /// [`params`] with the base weights in `format`: a bitsandbytes 4-bit weight is loaded as
@@ -356,6 +363,7 @@ pub fn params_quantized(
     job: &ResolvedJob,
     width: u64,
     format: &WeightFormat,
+    conv1d: bool,
 ) -> Result<Vec<Param>, CoreError> {
     let bnb = matches!(
         format,
@@ -364,7 +372,9 @@ pub fn params_quantized(
     let lora = job.peft.as_ref();
     let mut out = Vec::with_capacity(inv.tensors.len() + 8);
     let adapters = match lora {
-        Some(p) => crate::estimate::states::lora_adapters(&inv.tensors, &p.targets, p.rank)?,
+        Some(p) => {
+            crate::estimate::states::lora_adapters(&inv.tensors, &p.targets, p.rank, conv1d)?
+        }
         None => Vec::new(),
     };
     let aw = lora.map_or(4, |p| p.adapter_dtype.bytes());
@@ -424,24 +434,25 @@ fn load_kind(format: &WeightFormat, t: &crate::inventory::Tensor) -> QuantKind {
     }
 }
 
-/// The adapters of `layer` (A and B, r·in and out·r elements: each half of the module's
-/// r·(in + out) as `states::adapters_of` counts them), trainable.
+/// The adapters of `layer`, trainable: per adapted module in module order its `lora_A`
+/// `[r, in]` then its `lora_B` `[out, r]` ([`LoraAdapter`]), each its own allocation with its
+/// own gradient and optimizer states (the optimizer's per-tensor rules read its shape).
 fn push_adapters(
     out: &mut Vec<Param>,
-    adapters: &[(Option<u32>, u64)],
+    adapters: &[LoraAdapter],
     layer: Option<u32>,
     width: u64,
     opt: Optimizer,
 ) -> Result<(), CoreError> {
-    for &(l, elements) in adapters.iter().filter(|(l, _)| *l == layer) {
-        for half in [elements / 2, elements - elements / 2] {
-            let bytes = half.saturating_mul(width);
+    for a in adapters.iter().filter(|a| a.layer == layer) {
+        for shape in a.tensors() {
+            let bytes = shape[0].saturating_mul(shape[1]).saturating_mul(width);
             out.push(Param {
                 bytes,
                 grad: bytes,
-                layer: l,
+                layer: a.layer,
                 embedding: false,
-                states: optimizer::first_state_bytes(opt, &[half], width)?,
+                states: optimizer::first_state_bytes(opt, &shape, width)?,
                 tape_grad: true,
                 quant: None,
                 part: Part::Language,

@@ -295,7 +295,8 @@ pub(crate) fn events_into<S: Sink>(
         return Ok(false);
     }
     if job.framework == crate::job::Framework::Fsdp {
-        let (params, layout) = fsdp::params(inv, job)?;
+        let conv1d = crate::estimate::states::conv1d_weights(Some(spec));
+        let (params, layout) = fsdp::params(inv, job, conv1d)?;
         train_into(
             sink,
             &inputs::train_inputs(&src, &params, Some(&layout), None),
@@ -313,7 +314,8 @@ pub(crate) fn events_into<S: Sink>(
         return Ok(true);
     }
     let format = crate::estimate::weights::weights_in_force(Some(spec), job)?;
-    let params = inputs::params_quantized(inv, job, events.param_width, &format)?;
+    let conv1d = crate::estimate::states::conv1d_weights(Some(spec));
+    let params = inputs::params_quantized(inv, job, events.param_width, &format, conv1d)?;
     let inp = inputs::train_inputs(&src, &params, None, None);
     train_into(sink, &inp);
     Ok(true)

@@ -90,7 +90,12 @@ pub(super) fn pytorch_device(
                 crate::model::Head::LanguageModel { tied: true, .. }
             );
             (
-                crate::estimate::alloc_events::fsdp::walk_buffers(inv, job, covered)?,
+                crate::estimate::alloc_events::fsdp::walk_buffers(
+                    inv,
+                    job,
+                    covered,
+                    crate::estimate::states::conv1d_weights(Some(spec)),
+                )?,
                 crate::estimate::alloc_events::zero_walk::walk_buffers(inv, job, covered, tied)?,
             )
         }

@@ -4,7 +4,7 @@
 use super::adapters::add_adapters;
 use super::buffers::buffers_and_offload;
 use super::full::full_training;
-use super::lora_match::{adapters_of, lora_modules};
+use super::lora_match::{adapters_of, conv1d_weights, lora_modules};
 use super::modules_to_save;
 use super::profiles::Widths;
 use super::rules::Rules;
@@ -34,9 +34,10 @@ pub(super) fn inventory_states(
     let r = Rules::of(model, job, w);
     let adapters = match r.peft {
         Some(p) => {
-            let modules = model
-                .memo()
-                .lora_modules(&p.targets, || lora_modules(&inv.tensors, &p.targets));
+            let conv1d = conv1d_weights(model.spec.as_ref());
+            let modules = model.memo().lora_modules(&p.targets, || {
+                lora_modules(&inv.tensors, &p.targets, conv1d)
+            });
             adapters_of(&modules, &p.targets, p.rank)?
         }
         None => Vec::new(),

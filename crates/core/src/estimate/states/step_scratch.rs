@@ -16,7 +16,7 @@ pub(super) fn step_scratch(
     inv: &Inventory,
     r: &Rules,
     trained: &[Option<Trained>],
-    adapters: &[([u64; 1], u64)],
+    adapters: &[([u64; 2], u64)],
 ) -> Result<u64, CoreError> {
     let mut runs: Vec<optimizer::Run> = Vec::new();
     if optimizer::scratch_follows_order(r.opt, r.imp) {

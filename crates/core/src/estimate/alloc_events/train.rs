@@ -503,12 +503,12 @@ fn backward<S: Sink>(s: &mut S, inp: &TrainInputs, fwd: &Fwd, live: &mut Live) {
     if let (Some(t), Some(f)) = (&inp.events.tower, &fwd.tower) {
         grad = tower_backward(s, inp, live, (t, f), grad);
     }
-    embedding_grads(s, inp, live);
-    zero_side_hooks(s, inp, live, true);
-    if !inp.input_grad_kept {
-        s.free(grad);
-    }
+    // The embedding stage's other kept tensors (the rotary cos/sin the blocks' multiplies
+    // saved) went with the first block's backward, the last reader.
     s.free(fwd.embedding_extra);
+    let incoming = if inp.input_grad_kept { u32::MAX } else { grad };
+    embedding_grads(s, inp, live, incoming);
+    zero_side_hooks(s, inp, live, true);
     s.free(fwd.embedding_out);
     for h in std::mem::take(&mut live.graph_held) {
         s.free(h);
@@ -684,14 +684,26 @@ fn layer_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, layer: u3
 /// H200 SmolLM2 trace: one 108 MiB gradient, added and freed) — else into a new tensor, both
 /// parts released and the sum kept (the fp32 GPT-2 trace, whose contribution is the
 /// transposed matmul output: +147 MiB, +147 MiB, −147, −147).
-fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
+///
+/// `incoming` (the embeddings' output gradient; `u32::MAX`: kept by PEFT's hook) is freed
+/// when the first embedding's node returns, before the sum: the engine's `call_function`
+/// (`torch/csrc/autograd/engine.cpp`, torch 2.x) owns a node's input gradients in its local
+/// `inputs`, gone as it returns, and `evaluate_function` adds the node's outputs into the
+/// next input buffer only then. Measured on the CPU (a tied two-layer Llama in bf16, torch
+/// 2.15): the `[b, s, h]` input gradient is destroyed between `embedding_dense_backward`'s
+/// `zeros` and the sum's `add`.
+fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live, incoming: u32) {
     let first = first_embedding(inp);
+    if first.is_none() {
+        s.free(incoming);
+    }
     for (k, p) in inp.params.iter().enumerate().rev() {
         if !(p.embedding && p.text_outside()) {
             continue;
         }
         if inp.tied && Some(k) == first && live.tied_head != u32::MAX {
             let own = s.alloc(p.grad);
+            s.free(incoming);
             let sum = if inp.events.autocast {
                 s.free(own);
                 live.tied_head
@@ -709,6 +721,9 @@ fn embedding_grads<S: Sink>(s: &mut S, inp: &TrainInputs, live: &mut Live) {
             live.tied_head = u32::MAX;
         } else {
             grad_of(s, live, k, p.grad);
+            if Some(k) == first {
+                s.free(incoming);
+            }
         }
     }
 }

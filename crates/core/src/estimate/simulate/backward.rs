@@ -109,6 +109,7 @@ pub(super) fn walk_backward(
     } else {
         0
     };
+    let tied = tied.max(in_embedding_backward(st, plan, input_grad));
     w.mark("backward", "embeddings".into(), tied + e_new + input_grad);
     zero_marks::embedding(w, zero);
     if let Some(f) = fsdp {
@@ -128,6 +129,23 @@ pub(super) fn walk_backward(
     }
     zero_marks::epilogue(w, zero);
     w.sub(Activations, plan.inputs);
+}
+
+/// The embeddings' fullest moment inside their own backward node: its input gradient (the
+/// embeddings' output gradient, `[b, s, h]`) beside the weight gradient
+/// `embedding_dense_backward` makes (the tied one's contribution, half the tied transient;
+/// an untied one's is counted as a gradient already). The engine's `call_function`
+/// (`torch/csrc/autograd/engine.cpp`, torch 2.x) holds a node's input gradients until the
+/// node returns, and only then is a tied weight's contribution summed with the head's (the
+/// transient's other half): the sum's moment no longer holds the input gradient. None when
+/// the embeddings train nothing (no node runs), or PEFT's hook keeps it (`input_grad`
+/// counts it).
+fn in_embedding_backward(st: &StateBytes, plan: &ForwardPlan, input_grad: u64) -> u64 {
+    let trains = st.embedding_grad > 0 || st.embedding_backward_transient > 0;
+    if !trains || input_grad > 0 {
+        return 0;
+    }
+    st.embedding_backward_transient / 2 + plan.hidden
 }
 
 /// How a part's gradient is charged: (kept after its backward, made and gone within it). A

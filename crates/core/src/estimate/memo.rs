@@ -235,9 +235,16 @@ impl<K: PartialEq + Fingerprint, V> Table<K, V> {
         Some((Arc::clone(v), w.clone()))
     }
 
-    /// Remembers `value` for `key`, the oldest entry going when the table is full.
+    /// Remembers `value` for `key`, the oldest entry going when the table is full. A key
+    /// already remembered is kept as it is: callers that missed it at once (a server's
+    /// concurrent requests for one job) computed equal values, and one copy each would fill
+    /// the table with duplicates and evict the jobs other callers come back for.
     fn insert(&self, key: K, value: Arc<V>, warnings: Vec<String>) {
         if let Ok(mut entries) = self.entries.lock() {
+            let print = key.fingerprint();
+            if entries.iter().any(|(p, k, _, _)| *p == print && *k == key) {
+                return;
+            }
             if entries.len() >= CAPACITY {
                 entries.remove(0);
             }
@@ -290,6 +297,28 @@ mod tests {
             Some((20, vec!["w".to_string()]))
         );
         assert!(t.find(&Same(3)).is_none());
+    }
+
+    /// Eight callers miss one key at once (each computes while the others wait at the
+    /// barrier, so all eight find it absent): the table keeps one entry, not eight.
+    #[test]
+    fn callers_missing_one_key_at_once_leave_one_entry() {
+        let t: Table<Vec<String>, usize> = Table::default();
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    let mut w = Vec::new();
+                    t.get_or_compute(vec!["job".to_string()], &mut w, |_| {
+                        barrier.wait();
+                        Ok(42)
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.find(&vec!["job".to_string()]).map(|(v, _)| *v), Some(42));
     }
 
     #[test]

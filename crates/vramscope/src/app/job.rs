@@ -128,7 +128,14 @@ fn keep_preset(
     let Ok(mut presets) = PRESETS.lock() else {
         return;
     };
-    presets.retain(|(n, a, _)| !(n == name && *a == assume_llama));
+    // Concurrent first requests for one preset each load it; the first kept stays, with what
+    // its memo has learnt since (replacing it would start every later request's memo empty).
+    if presets
+        .iter()
+        .any(|(n, a, _)| n == name && *a == assume_llama)
+    {
+        return;
+    }
     if presets.len() >= PRESET_CACHE {
         presets.remove(0);
     }

@@ -9,6 +9,9 @@
 //! `model.parameters()`, or transformers' integration when the config names the optimizer),
 //! no offload. `bf16.enabled` keeps the model in bf16 with an fp32 master partition (the
 //! job's `bf16-mixed`); with neither bf16 nor fp16 the model and the partition are fp32.
+//! A full fine-tune, or LoRA adapters over a frozen base: only `requires_grad` parameters are
+//! flattened, hooked and stepped (`__init__`'s `trainable_parameters`), the base stays as
+//! loaded ([`params`]; measured on the CPU with PEFT, `validation/cpu-measured-zero.json`).
 //! `runtime/engine.py` `_do_optimizer_sanity_check` picks this optimizer for both: the
 //! `BF16_Optimizer` (`runtime/bf16_optimizer.py`) only when `data_types.grad_accum_dtype` is
 //! fp32 under stage 1, which is not the default (`get_data_types`: the model's dtype).

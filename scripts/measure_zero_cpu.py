@@ -10,7 +10,11 @@ frees of at least FLOOR bytes (profiler, `profile_memory=True`), in order: while
 "backward" is the third step's micro-batches (their forward, backward and the non-boundary
 `engine.step()` calls) in order, "step" the boundary's `engine.step()`.
 
-    DS_ACCELERATOR=cpu PYTHON scripts/measure_zero_cpu.py STAGE bf16|fp32 OUT.json [GAS]
+    DS_ACCELERATOR=cpu PYTHON scripts/measure_zero_cpu.py STAGE bf16|fp32 OUT.json [GAS] [lora]
+
+`lora`: PEFT LoRA r 8 on every linear of the blocks (`target_modules="all-linear"`, dropout
+0.05: fp32 adapters beside the bf16 base, `autocast_adapter_dtype`), the optimizer over the
+trainable parameters (the HF Trainer's), FLOOR 65536 (the adapters' buffers are small).
 
 PYTHON: a venv with torch 2.15.0 and transformers 5.24.0 (/work/mvenv) and deepspeed 0.19.8
 (`pip install --no-deps --no-build-isolation deepspeed==0.19.8` with hjson, ninja,
@@ -23,7 +27,7 @@ import torch.multiprocessing as mp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu_allocations import allocation_events  # noqa: E402
 
-FLOOR = 131072
+FLOOR = 65536 if "lora" in sys.argv[5:] else 131072
 
 
 def profiled(fn):
@@ -33,7 +37,7 @@ def profiled(fn):
     return out, [d for d in allocation_events(prof) if abs(d) >= FLOOR]
 
 
-def run(rank, stage, bf16, out, gas):
+def run(rank, stage, bf16, out, gas, lora):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29541", RANK=str(rank), WORLD_SIZE="2",
                       LOCAL_RANK=str(rank), DS_ACCELERATOR="cpu")
     import deepspeed
@@ -50,7 +54,12 @@ def run(rank, stage, bf16, out, gas):
     model = LlamaForCausalLM(cfg)
     if bf16:
         model = model.to(torch.bfloat16)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05,
+                                                 target_modules="all-linear"))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=1e-4, foreach=True)
     config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": gas,
               "zero_optimization": {"stage": stage}, "bf16": {"enabled": bf16}, "steps_per_print": 10**9}
     (engine, *_), init = profiled(lambda: deepspeed.initialize(model=model, optimizer=opt, config=config))
@@ -59,6 +68,8 @@ def run(rank, stage, bf16, out, gas):
               "floor": FLOOR, "init": init}
     if gas > 1:
         record["gas"] = gas
+    if lora:
+        record["lora"] = {"r": 8, "target_modules": "all-linear", "lora_dropout": 0.05}
 
     def fwd_bwd():
         loss = engine(input_ids=ids, labels=ids).loss
@@ -84,4 +95,5 @@ def run(rank, stage, bf16, out, gas):
 
 if __name__ == "__main__":
     gas = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2] == "bf16", sys.argv[3], gas), nprocs=2)
+    lora = "lora" in sys.argv[5:]
+    mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2] == "bf16", sys.argv[3], gas, lora), nprocs=2)

@@ -72,9 +72,9 @@ struct Coeffs {
     p_head: u64,
     p_blocks: u64,
     p_largest_block: u64,
-    /// Activation bytes per layer at micro-batch 1: [autocast, 16-bit] × [none, selective, full]
-    /// (under autocast with the layer's 16-bit weight copies).
-    act: [[u64; 3]; 2],
+    /// Activation bytes per layer at micro-batch 1: [autocast, DeepSpeed's 16-bit, FSDP's
+    /// 16-bit] × [none, selective, full] (under autocast with the layer's 16-bit weight copies).
+    act: [[u64; 3]; 3],
     /// Embedding stage kept bytes at micro-batch 1.
     embed_act: u64,
     /// Loss: saved + backward-start transients at micro-batch 1 (fp32 b·s·V terms).
@@ -122,11 +122,11 @@ fn coeffs(
             (None, _) => p_head += t.elements(),
         }
     }
-    let mut act = [[0u64; 3]; 2];
+    let mut act = [[0u64; 3]; 3];
     let mut embed_act = 0;
     let mut loss = 0;
     let mut w = Vec::new();
-    for (ni, framework) in [Framework::Pytorch, Framework::Deepspeed]
+    for (ni, framework) in [Framework::Pytorch, Framework::Deepspeed, Framework::Fsdp]
         .into_iter()
         .enumerate()
     {
@@ -310,8 +310,14 @@ fn screen_activations(c: &Coeffs, l: &Layout, base: &ResolvedJob, spec: &ModelSp
         megatron_layer_bytes(spec, &job).unwrap_or(u64::MAX / 4) / cp
     } else {
         // Autocast numerics where fp32 weights stay (plain PyTorch); 16-bit weights under
-        // DeepSpeed's and FSDP's mixed precision (`estimate::activations::forward_numerics`).
-        let ni = usize::from(!(base.precision.is_mixed() && l.framework == "pytorch"));
+        // DeepSpeed's and FSDP's mixed precision (`estimate::activations::forward_numerics`);
+        // DeepSpeed's apart: its engine casts LoRA's adapters to the model's dtype
+        // (`activations::deepspeed_cast`).
+        let ni = match l.framework {
+            "pytorch" if base.precision.is_mixed() => 0,
+            "deepspeed" => 1,
+            _ => 2,
+        };
         c.act[ni][ck] * b / (tp * cp)
     };
     per_layer

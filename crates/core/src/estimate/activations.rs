@@ -331,6 +331,22 @@ fn distinct_layer(
     (m, backward)
 }
 
+/// LoRA under DeepSpeed: the engine casts every parameter to the model's dtype, the adapters
+/// included (`runtime/engine.py` `_configure_distributed_model` →
+/// `_cast_module_mixed_precision`, 0.19.8), so they run at the parameters' width whatever
+/// `peft.adapter_dtype` says.
+fn deepspeed_cast<'a>(l: super::blocks::Lora<'a>, job: &ResolvedJob) -> super::blocks::Lora<'a> {
+    if job.framework != Framework::Deepspeed {
+        return l;
+    }
+    let width = if job.precision == Precision::Fp32 {
+        4
+    } else {
+        2
+    };
+    super::blocks::Lora { width, ..l }
+}
+
 /// What every block's program runs with: the job's shape, numerics and kernel, the config's
 /// dropout (training only) and LoRA targets (training only).
 fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> BlockCtx<'a> {
@@ -339,7 +355,7 @@ fn block_ctx<'a>(spec: &'a ModelSpec, job: &'a ResolvedJob, num: Numerics) -> Bl
         .peft
         .as_ref()
         .filter(|_| train)
-        .map(super::blocks::Lora::of);
+        .map(|p| deepspeed_cast(super::blocks::Lora::of(p), job));
     let (_, p_attn, p_hidden) = if train {
         dropout_of(spec)
     } else {

@@ -74,7 +74,8 @@ pub(super) struct ScreenStates {
 
 /// The first stage's share of the model states: its blocks, the embeddings, the head when
 /// there is one stage, divided by tp and sharded as [`StateWidths`] says. PEFT: the frozen
-/// base without gradient or states; fp32 adapters with both.
+/// base without gradient or states; fp32 adapters with both (DeepSpeed: at the model's width,
+/// with an fp32 master).
 pub(super) fn screen_states(
     c: &Coeffs,
     l: &Layout,
@@ -103,8 +104,15 @@ pub(super) fn screen_states(
                 (pc.frozen_embed + pc.frozen_blocks / c.layers.max(1) * stage_layers + head_frozen)
                     / tp;
             let a = (pc.adapters_blocks / c.layers.max(1) * stage_layers + pc.adapters_other) / tp;
-            let aw = base.peft.as_ref().map_or(4, |p| p.adapter_dtype.bytes());
-            let s = state_bytes_per_element(base.optimizer, aw);
+            // DeepSpeed's engine casts the adapters to the model's width and keeps them an fp32
+            // master partition (`estimate::states` `Rules::engine_casts`).
+            let ds = l.framework == "deepspeed";
+            let aw = match base.peft.as_ref() {
+                _ if ds => w.param,
+                Some(p) => p.adapter_dtype.bytes(),
+                None => 4,
+            };
+            let s = state_bytes_per_element(base.optimizer, if ds { 4 } else { aw });
             // The saved modules' copies (embeddings, head) sit on the first stage when whole.
             let (sb, se) = (pc.saved_bytes / tp, pc.saved_elements / tp);
             let sw = sb.checked_div(se).unwrap_or(0);
@@ -112,7 +120,7 @@ pub(super) fn screen_states(
                 params: (frozen + aw * a + sb) / sp,
                 grads: (aw * a + sb) / sg,
                 states: (a * s + se * state_bytes_per_element(base.optimizer, sw)) / ss,
-                master: 0,
+                master: if ds { a * w.master / ss } else { 0 },
                 trainable: a + se,
             }
         }

@@ -46,7 +46,12 @@ pub fn held(
     };
     // The stream writes only a causal LM's head (`expressible`), whose tying this is.
     let tied = spec.tied_embeddings();
-    let walked = zero_walk::walk_buffers(model.inventory.as_ref(), &job, covered, tied)?;
+    let walked = zero_walk::walk_buffers(
+        model.inventory.as_ref(),
+        &job,
+        covered,
+        (tied, crate::estimate::states::conv1d_weights(Some(spec))),
+    )?;
     Ok(walked.map(|w| ZeroHeld {
         at_epilogue: w.at_epilogue(),
         at_step: w.at_step(),

@@ -210,7 +210,7 @@ pub fn params(
 
 /// The adapter LoRA puts beside `t` (a target module's 2-D weight: `states::lora_modules`'
 /// matching), if any.
-fn adapter_of(
+pub(super) fn adapter_of(
     t: &crate::inventory::Tensor,
     p: &crate::job::Peft,
     conv1d: bool,

@@ -151,7 +151,7 @@ fn layout_words(framework: Framework) -> String {
                             16-bit precision)"
             .into(),
         Framework::Deepspeed => "DeepSpeed other than one ZeRO-1/2 rank in bf16-mixed or fp32 \
-                                 without adapters or offload"
+                                 without offload, quantized weights or modules_to_save"
             .into(),
         other => format!("{}'s own step", other.as_str()),
     }
@@ -205,16 +205,20 @@ fn fsdp_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
 
 /// DeepSpeed the stream writes (`zero.rs`): ZeRO stage 1 or 2 (`DeepSpeedZeroOptimizer`)
 /// over every GPU, bf16-mixed (DeepSpeed's `bf16.enabled`: a bf16 model, an fp32 master
-/// partition) or fp32, with an optimizer (`_configure_zero_optimizer` asserts one), without
-/// adapters, over any number of micro-batches (`zero.rs`: the accumulation boundary). fp16
-/// (its loss scaler), ZeRO-3 and offload keep the heuristic; a block parameter larger than
-/// the reduce bucket too (`zero::params`).
+/// partition) or fp32, with an optimizer (`_configure_zero_optimizer` asserts one), a full
+/// fine-tune or LoRA adapters over an unquantized frozen base (only `requires_grad`
+/// parameters are flattened and hooked: `zero::params`; `modules_to_save` not written), over
+/// any number of micro-batches (`zero.rs`: the accumulation boundary). fp16 (its loss
+/// scaler), ZeRO-3, offload and QLoRA's quantized bases keep the heuristic; a block
+/// parameter larger than the reduce bucket too (`zero::params`).
 fn zero_expressible(spec: &ModelSpec, job: &ResolvedJob) -> bool {
     sharded_rank_expressible(spec, job)
         && matches!(job.parallel.zero, 1 | 2)
         && matches!(job.precision, Precision::Bf16Mixed | Precision::Fp32)
         && job.optimizer != Optimizer::None
-        && job.peft.is_none()
+        && job.peft.as_ref().is_none_or(|p| {
+            p.method == crate::job::PeftMethod::Lora && p.modules_to_save.is_empty()
+        })
 }
 
 /// One rank of a sharded data-parallel group (FSDP2, ZeRO): every GPU a data-parallel rank

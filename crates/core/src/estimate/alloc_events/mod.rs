@@ -304,7 +304,8 @@ pub(crate) fn events_into<S: Sink>(
         return Ok(true);
     }
     if job.framework == crate::job::Framework::Deepspeed {
-        let Some((params, layout)) = zero::params(inv, job)? else {
+        let conv1d = crate::estimate::states::conv1d_weights(Some(spec));
+        let Some((params, layout)) = zero::params(inv, job, conv1d)? else {
             return Ok(false);
         };
         train_into(

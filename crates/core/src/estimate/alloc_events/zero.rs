@@ -9,6 +9,9 @@
 //! `model.parameters()`, or transformers' integration when the config names the optimizer),
 //! no offload. `bf16.enabled` keeps the model in bf16 with an fp32 master partition (the
 //! job's `bf16-mixed`); with neither bf16 nor fp16 the model and the partition are fp32.
+//! A full fine-tune, or LoRA adapters over a frozen base: only `requires_grad` parameters are
+//! flattened, hooked and stepped (`__init__`'s `trainable_parameters`), the base stays as
+//! loaded ([`params`]; measured on the CPU with PEFT, `validation/cpu-measured-zero.json`).
 //! `runtime/engine.py` `_do_optimizer_sanity_check` picks this optimizer for both: the
 //! `BF16_Optimizer` (`runtime/bf16_optimizer.py`) only when `data_types.grad_accum_dtype` is
 //! fp32 under stage 1, which is not the default (`get_data_types`: the model's dtype).
@@ -155,6 +158,9 @@ impl Zero {
         let mut out = Vec::new();
         let mut covered = 0u64;
         for (k, &n) in self.numel.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
             if !self.in_partition(k) {
                 break;
             }
@@ -214,14 +220,22 @@ pub fn layout(
 }
 
 /// The parameters of one ZeRO rank in module order, as the engine leaves them before the
-/// optimizer is built (`_configure_distributed_model`: cast to bf16 under `bf16.enabled`, moved
-/// to the device): each tensor and its gradient at the model's width, no per-parameter
-/// optimizer state (the optimizer steps the fp32 partition); and the rank's layout. `None`
-/// where a block's parameter has more elements than the bucket (reduced alone in the middle
-/// of its block: not written) or a parameter takes no gradient (an idle tower's).
+/// optimizer is built (`_configure_distributed_model` → `_cast_module_mixed_precision`: every
+/// parameter cast to bf16 under `bf16.enabled`, LoRA's fp32 adapters included; moved to the
+/// device): each tensor and its gradient at the model's width, no per-parameter optimizer
+/// state (the optimizer steps the fp32 partition); and the rank's layout. Under LoRA the base
+/// is frozen (no gradient, left out of the flat buffer: `__init__` keeps only
+/// `param.requires_grad` in `bit16_groups`, and `create_gradient_handling_hooks` hooks only
+/// those) and each adapted weight is followed by its adapters in PEFT's module order
+/// (`base_layer`, `lora_A` `[r, in]`, `lora_B` `[out, r]`: [`LoraAdapter`]), trained.
+/// `None` where a block's parameter has more elements than the bucket (reduced alone in the
+/// middle of its block: not written) or a parameter takes no gradient (an idle tower's).
+///
+/// [`LoraAdapter`]: crate::estimate::states::LoraAdapter
 pub fn params(
     inv: &crate::inventory::Inventory,
     job: &ResolvedJob,
+    conv1d: bool,
 ) -> Result<Option<(Vec<Param>, Zero)>, crate::error::CoreError> {
     use crate::inventory::Component;
     let oversized_in_block =
@@ -234,23 +248,37 @@ pub fn params(
     } else {
         2
     };
-    let params: Vec<Param> = registration_order(inv)
-        .into_iter()
-        .map(|k| &inv.tensors[k])
-        .map(|t| {
-            let bytes = t.elements().saturating_mul(width);
-            Param {
+    let lora = job.peft.as_ref();
+    let mut params = Vec::with_capacity(inv.tensors.len());
+    for t in registration_order(inv).into_iter().map(|k| &inv.tensors[k]) {
+        let bytes = t.elements().saturating_mul(width);
+        let trains = lora.is_none();
+        params.push(Param {
+            bytes,
+            grad: if trains { bytes } else { 0 },
+            layer: t.layer,
+            embedding: t.component == Component::Embedding && t.layer.is_none(),
+            states: [0; 4],
+            // A frozen weight's linear makes no weight gradient on the tape.
+            tape_grad: trains && matches!(t.component, Component::Attention | Component::Mlp),
+            quant: None,
+            part: t.part,
+        });
+        let Some(a) = lora.and_then(|p| super::fsdp::adapter_of(t, p, conv1d)) else {
+            continue;
+        };
+        for [rows, cols] in a.tensors() {
+            let bytes = rows.saturating_mul(cols).saturating_mul(width);
+            params.push(Param {
                 bytes,
                 grad: bytes,
                 layer: t.layer,
-                embedding: t.component == Component::Embedding && t.layer.is_none(),
-                states: [0; 4],
-                tape_grad: matches!(t.component, Component::Attention | Component::Mlp),
-                quant: None,
+                tape_grad: true,
                 part: t.part,
-            }
-        })
-        .collect();
+                ..Param::default()
+            });
+        }
+    }
     let z = layout(&params, job, width)?;
     Ok(Some((params, z)))
 }
@@ -311,8 +339,11 @@ pub fn init<S: Sink>(s: &mut S, z: &Zero, params: &[u32]) {
     let pad = s.alloc((z.flat - total).saturating_mul(z.width));
     s.alloc(z.flat.saturating_mul(z.width));
     s.free(pad);
-    for &id in params {
-        s.free(id);
+    // Only the trainable parameters are flattened (a frozen one, numel 0 here, stays as loaded).
+    for (k, &id) in params.iter().enumerate() {
+        if z.numel.get(k).is_some_and(|&n| n > 0) {
+            s.free(id);
+        }
     }
     let clone = s.alloc(z.partition.saturating_mul(z.width));
     if z.width != 4 {

@@ -73,6 +73,10 @@ pub struct WalkBuffers {
     pub stage: u8,
     /// The IPG bucket, from the first hook (the head's) to the epilogue.
     pub ipg: u64,
+    /// Where the output side trains nothing (LoRA's frozen head and norm), the layer whose
+    /// backward runs the first hook and sets the bucket up: the last with a trainable
+    /// parameter. `None`: the head's.
+    pub bucket_layer: Option<usize>,
     /// Gradients outside the blocks (16-bit, whole): the output side's, the tied matrix's
     /// (made at the head, summed at the embeddings), the other embeddings'.
     pub head_grads: u64,
@@ -188,9 +192,17 @@ impl WalkBuffers {
         };
         let before = m.mark();
         zero::step(&mut m, z, &mut live, false);
+        let head_trains = side(false).iter().any(|&k| params[k].grad > 0);
+        let bucket_layer = params
+            .iter()
+            .filter(|p| p.grad > 0 && !head_trains)
+            .filter_map(|p| p.layer)
+            .max()
+            .map(|l| l as usize);
         WalkBuffers {
             stage: z.stage,
             ipg,
+            bucket_layer,
             head_grads: sum(&side(false)),
             tied_grads,
             embedding_grads: sum(&side(true)) - tied_grads,
@@ -233,14 +245,14 @@ pub fn walk_buffers(
     inv: Option<&Inventory>,
     job: &ResolvedJob,
     covered: bool,
-    tied: bool,
+    (tied, conv1d): (bool, bool),
 ) -> Result<Option<WalkBuffers>, CoreError> {
     let Some(inv) = inv.filter(|_| covered && job.framework == crate::job::Framework::Deepspeed)
     else {
         return Ok(None);
     };
     let accumulating = job.grad_accum > 1;
-    Ok(zero::params(inv, job)?.map(|(p, z)| WalkBuffers::of(&p, &z, tied, accumulating)))
+    Ok(zero::params(inv, job, conv1d)?.map(|(p, z)| WalkBuffers::of(&p, &z, tied, accumulating)))
 }
 
 #[cfg(test)]

@@ -96,7 +96,12 @@ pub(super) fn pytorch_device(
                     covered,
                     crate::estimate::states::conv1d_weights(Some(spec)),
                 )?,
-                crate::estimate::alloc_events::zero_walk::walk_buffers(inv, job, covered, tied)?,
+                crate::estimate::alloc_events::zero_walk::walk_buffers(
+                    inv,
+                    job,
+                    covered,
+                    (tied, crate::estimate::states::conv1d_weights(Some(spec))),
+                )?,
             )
         }
         None => (None, None),

@@ -47,12 +47,12 @@ pub(super) fn carried_bucket(w: &mut Walk, zero: Zero) {
 }
 
 /// After the head's backward: the bucket (the first hook's `setup_buckets`) unless carried
-/// in, then under stage 2 the output side's hooks.
+/// in or a layer's hook is the first (`bucket_layer`), then under stage 2 the output side's hooks.
 pub(super) fn head(w: &mut Walk, zero: Zero) {
     let Some(z) = zero else {
         return;
     };
-    if !bucket_carried(z) {
+    if !bucket_carried(z) && z.bucket_layer.is_none() {
         w.add(Category::Temporaries, z.ipg);
     }
     if z.partitions_gradients() {
@@ -60,9 +60,16 @@ pub(super) fn head(w: &mut Walk, zero: Zero) {
     }
 }
 
-/// After layer `i`'s backward under stage 2: its hooks.
+/// After layer `i`'s backward: the bucket where this layer's hooks are the first
+/// (`bucket_layer`: the output side frozen), then under stage 2 its hooks.
 pub(super) fn layer(w: &mut Walk, zero: Zero, i: usize) {
-    if let Some(z) = zero.filter(|z| z.partitions_gradients()) {
+    let Some(z) = zero else {
+        return;
+    };
+    if !bucket_carried(z) && z.bucket_layer == Some(i) {
+        w.add(Category::Temporaries, z.ipg);
+    }
+    if z.partitions_gradients() {
         group(w, "ZeRO reduce", z.layer(i), z.tied_grads);
     }
 }

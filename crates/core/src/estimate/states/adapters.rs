@@ -38,6 +38,9 @@ pub(super) fn add_adapters(
         sums.params += bytes;
         sums.grads += bytes;
         sums.trainable += n;
+        if r.engine_casts {
+            sums.master += round_size(n.saturating_mul(r.w.master));
+        }
         match runs.last_mut() {
             Some((s, count)) if *s == shape => *count += 1,
             _ => runs.push((shape, 1)),
@@ -60,7 +63,7 @@ pub(super) fn add_adapters(
     }
     for (shape, count) in shapes {
         let mut one = 0u64;
-        for st in optimizer::state_tensors(r.opt, &shape, width)? {
+        for st in optimizer::state_tensors(r.opt, &shape, state_width(r))? {
             one = one.saturating_add(round_size(st.bytes));
         }
         sums.states = sums.states.saturating_add(one.saturating_mul(count));
@@ -71,7 +74,22 @@ pub(super) fn add_adapters(
     Ok(runs)
 }
 
-/// Bytes of one adapter element: the job's `peft.adapter_dtype` (fp32 without PEFT).
+/// Bytes of one adapter element: the job's `peft.adapter_dtype` (fp32 without PEFT), or the
+/// model's width where the engine casts them (DeepSpeed: [`Rules::engine_casts`]).
 pub(super) fn adapter_width(r: &Rules) -> u64 {
-    r.peft.map_or(4, |p| p.adapter_dtype.bytes())
+    match r.peft {
+        Some(_) if r.engine_casts => r.w.param,
+        Some(p) => p.adapter_dtype.bytes(),
+        None => 4,
+    }
+}
+
+/// Bytes of one element of an adapter's optimizer states: its own width, or the fp32 master
+/// partition's where the engine keeps one ([`Rules::engine_casts`]).
+fn state_width(r: &Rules) -> u64 {
+    if r.engine_casts {
+        r.w.state
+    } else {
+        adapter_width(r)
+    }
 }

@@ -42,6 +42,12 @@ pub(super) struct Rules<'a> {
     pub(super) images: bool,
     /// Gemma 3n: the projector part (its multimodal embedders) runs without images too.
     pub(super) embedders_always: bool,
+    /// DeepSpeed's engine casts every parameter, LoRA's adapters included, to the model's
+    /// width (`runtime/engine.py` `_configure_distributed_model` →
+    /// `_cast_module_mixed_precision`, 0.19.8: bf16 under `bf16.enabled`), and its optimizer
+    /// keeps them an fp32 master partition: the adapters take the profile's widths
+    /// ([`Widths`]), not `peft.adapter_dtype`.
+    pub(super) engine_casts: bool,
 }
 
 impl Rules<'_> {
@@ -77,6 +83,7 @@ impl Rules<'_> {
             frozen: &job.freeze,
             images: job.images.is_some(),
             embedders_always: model.spec.as_ref().is_some_and(|s| s.gemma3n.is_some()),
+            engine_casts: job.framework == crate::job::Framework::Deepspeed,
         }
     }
 

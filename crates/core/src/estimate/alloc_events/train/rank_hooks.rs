@@ -86,7 +86,9 @@ pub(super) fn fsdp_layer_post_backward<S: Sink>(
 }
 
 /// ZeRO's gradient hooks for the parameters outside the blocks on one side, newest first:
-/// the first sets the bucket up; under stage 2 each gradient goes through the bucket.
+/// the first sets the bucket up; under stage 2 each gradient goes through the bucket. Only
+/// a trainable parameter has a hook (`create_gradient_handling_hooks`: `requires_grad`), so a
+/// side of frozen ones (LoRA's base) sets nothing up.
 pub(super) fn zero_side_hooks<S: Sink>(
     s: &mut S,
     inp: &TrainInputs,
@@ -96,7 +98,10 @@ pub(super) fn zero_side_hooks<S: Sink>(
     let Some(z) = inp.zero else {
         return;
     };
-    super::super::zero::setup(s, z, &mut live.zero);
+    let side = |p: &super::Param| p.layer.is_none() && p.embedding == embedding;
+    if inp.params.iter().any(|p| side(p) && p.grad > 0) {
+        super::super::zero::setup(s, z, &mut live.zero);
+    }
     for k in (0..inp.params.len()).rev() {
         let p = &inp.params[k];
         if z.stage >= 2 && p.layer.is_none() && p.embedding == embedding {
@@ -106,18 +111,26 @@ pub(super) fn zero_side_hooks<S: Sink>(
     }
 }
 
-/// A layer's ZeRO-2 hooks after its backward (its weight gradients freed at their nodes:
-/// `BlockEvents::backward_accumulate`), its parameters newest first.
+/// A layer's ZeRO hooks after its backward: the bucket set up where no earlier hook did (the
+/// output side frozen: LoRA), then under stage 2 each gradient through it (its weight
+/// gradients freed at their nodes: `BlockEvents::backward_accumulate`), newest first.
 pub(super) fn zero_layer_hooks<S: Sink>(
     s: &mut S,
     inp: &TrainInputs,
     live: &mut Live,
     layer: usize,
 ) {
-    let Some(z) = inp.zero.filter(|z| z.stage >= 2) else {
+    let Some(z) = inp.zero else {
         return;
     };
     let (a, b) = (live.start[layer] as usize, live.start[layer + 1] as usize);
+    let trains = |j: usize| inp.params[live.by_layer[j] as usize].grad > 0;
+    if (a..b).any(trains) {
+        super::super::zero::setup(s, z, &mut live.zero);
+    }
+    if z.stage < 2 {
+        return;
+    }
     for j in (a..b).rev() {
         let k = live.by_layer[j] as usize;
         let g = std::mem::replace(&mut live.grads[k], u32::MAX);

@@ -81,31 +81,7 @@ pub(super) fn pytorch_device(
         device.timeline = w.points;
         return Ok(device);
     };
-    let (fsdp, zero) = match &model.spec {
-        Some(spec) => {
-            let covered = crate::estimate::alloc_events::inputs::expressible(job, spec, plan);
-            let inv = model.inventory.as_ref();
-            let tied = matches!(
-                spec.head,
-                crate::model::Head::LanguageModel { tied: true, .. }
-            );
-            (
-                crate::estimate::alloc_events::fsdp::walk_buffers(
-                    inv,
-                    job,
-                    covered,
-                    crate::estimate::states::conv1d_weights(Some(spec)),
-                )?,
-                crate::estimate::alloc_events::zero_walk::walk_buffers(
-                    inv,
-                    job,
-                    covered,
-                    (tied, crate::estimate::states::conv1d_weights(Some(spec))),
-                )?,
-            )
-        }
-        None => (None, None),
-    };
+    let (fsdp, zero) = rank_buffers(model, job, plan)?;
     walk(
         &mut w,
         st,
@@ -115,23 +91,7 @@ pub(super) fn pytorch_device(
         (fsdp.as_ref(), zero.as_ref(), &prefill.layers),
     );
     if job.task == Task::Infer && job.new_tokens > 0 {
-        // The prefill's hidden states are gone once its forward returns; the cache stays.
-        w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
-        if let Some(f) = kv.first_step {
-            set_kv(&mut w, kv.prefill, f.cache);
-            w.mark(
-                "decode",
-                "first decode step".into(),
-                f.transient + plan.logits,
-            );
-            set_kv(&mut w, f.cache, kv.prefill);
-        }
-        set_kv(&mut w, kv.prefill, kv.full);
-        w.mark(
-            "decode",
-            "last decode step".into(),
-            kv.decode_transient + plan.logits,
-        );
+        decode_steps(&mut w, plan, &kv);
     }
     let (alloc, mut components, peak_at) = w.peak;
     let phase = peak_at.map_or_else(String::new, |i| w.points[i].phase.to_string());
@@ -156,4 +116,68 @@ pub(super) fn pytorch_device(
     device.peaks.peak_phase = Some(phase);
     device.timeline = w.points;
     Ok(device)
+}
+
+type RankBuffers = (
+    Option<crate::estimate::alloc_events::fsdp::WalkBuffers>,
+    Option<crate::estimate::alloc_events::zero_walk::WalkBuffers>,
+);
+
+/// What one sharded data-parallel rank holds beside the model's own tensors, as the walk
+/// charges it: FSDP2's gathered units and reduce-scatter outputs (`alloc_events/fsdp.rs`) or
+/// DeepSpeed ZeRO-1/2's bucket and partitions (`alloc_events/zero_walk.rs`); `None` for other
+/// layouts and for a model known only by its parameter count.
+fn rank_buffers(
+    model: &ModelInput,
+    job: &ResolvedJob,
+    plan: &ForwardPlan,
+) -> Result<RankBuffers, CoreError> {
+    Ok(match &model.spec {
+        Some(spec) => {
+            let covered = crate::estimate::alloc_events::inputs::expressible(job, spec, plan);
+            let inv = model.inventory.as_ref();
+            let tied = matches!(
+                spec.head,
+                crate::model::Head::LanguageModel { tied: true, .. }
+            );
+            (
+                crate::estimate::alloc_events::fsdp::walk_buffers(
+                    inv,
+                    job,
+                    covered,
+                    crate::estimate::states::conv1d_weights(Some(spec)),
+                )?,
+                crate::estimate::alloc_events::zero_walk::walk_buffers(
+                    inv,
+                    job,
+                    covered,
+                    (tied, crate::estimate::states::conv1d_weights(Some(spec))),
+                )?,
+            )
+        }
+        None => (None, None),
+    })
+}
+
+/// Generation after the prefill: the prefill's hidden states gone once its forward returns,
+/// the cache grown to the first decode step's and then to the last's, each step's transient
+/// and logits on top (`estimate/generate_kv.rs`).
+fn decode_steps(w: &mut Walk, plan: &ForwardPlan, kv: &crate::estimate::generate_kv::GenerateKv) {
+    // The prefill's hidden states are gone once its forward returns; the cache stays.
+    w.sub(Category::Activations, plan.embedding.kept + plan.hidden);
+    if let Some(f) = kv.first_step {
+        set_kv(w, kv.prefill, f.cache);
+        w.mark(
+            "decode",
+            "first decode step".into(),
+            f.transient + plan.logits,
+        );
+        set_kv(w, f.cache, kv.prefill);
+    }
+    set_kv(w, kv.prefill, kv.full);
+    w.mark(
+        "decode",
+        "last decode step".into(),
+        kv.decode_transient + plan.logits,
+    );
 }
